@@ -273,7 +273,9 @@ typedef enum { MT_OPT_SGD = 0, MT_OPT_ADAMW = 1 } mt_optim_kind;
 typedef struct {
     mt_optim_kind kind;
     float lr;             /* peak learning rate */
-    float beta1, beta2, eps, weight_decay;  /* AdamW; decay is decoupled */
+    float beta1, beta2, eps;  /* AdamW */
+    float weight_decay;   /* decoupled; applied to parameters of 2+ dims only (not
+                             to biases and layernorm gains), as in GPT-2 training */
     float momentum;       /* SGD */
     float grad_clip;      /* global-norm clip; 0 disables */
     int   warmup_steps;   /* linear warmup from 0 */
