@@ -47,6 +47,7 @@ void mt_graph_free(mt_graph *g) {
     free(g->arena);
     free(g->persistent);
     free(g->scratch);
+    mt_pool_free(g->pool);
     free(g);
 }
 
@@ -282,6 +283,8 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     g->seed = opts->seed;
     g->no_grad = opts->no_grad;
     g->compiled = true;
+    g->pool = mt_pool_create(mt_get_num_threads());
+    if (!g->pool) return mt_fail(MT_ENOMEM, "cannot start %d kernel threads", mt_get_num_threads());
     mt_status s = opts->no_grad ? MT_OK : mt__autodiff(g);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s != MT_OK) {

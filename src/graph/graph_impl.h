@@ -14,6 +14,7 @@
 #define MT_GRAPH_IMPL_H
 
 #include "meshtrain.h"
+#include "base/pool.h"
 
 typedef enum { MT_PHASE_F = 0, MT_PHASE_B = 1, MT_PHASE_W = 2 } mt_phase;
 
@@ -93,7 +94,8 @@ struct mt_graph {
     uint64_t    seed;
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     void       *persistent; size_t persistent_bytes;
-    float      *scratch;    size_t scratch_floats;    /* attention backward */
+    float      *scratch;    size_t scratch_floats;    /* attention backward, per thread */
+    mt_pool    *pool;                                 /* threads for our own kernels */
     float       loss_value;
     mt_graph_stats stats;
 };

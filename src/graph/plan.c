@@ -124,13 +124,14 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (t->view_of) t->data = mt__storage_root(t)->data;
     }
 
-    /* 5. Scratch for attention backward: T·T floats. */
+    /* 5. Scratch for attention backward: T·T floats per thread. */
     size_t scratch = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == MT_OP_ATTENTION_BWD) {
             size_t T = (size_t)g->nodes[i].i[1];
             if (T * T > scratch) scratch = T * T;
         }
+    scratch *= (size_t)mt_pool_size(g->pool);
     if (scratch) {
         g->scratch = malloc(scratch * sizeof(float));
         if (!g->scratch) return mt_fail(MT_ENOMEM, "out of memory for attention scratch");

@@ -14,6 +14,33 @@
 #define I32(t) ((const int32_t *)(t)->data)
 #define NUMEL(t) mt_tensor_numel(t)
 
+/* Work below this many elements per thread is not worth waking a thread for
+ * (a wake costs a few µs; 16K floats take about that long to stream). */
+#define GRAIN_ELEMS 16384
+
+/* What a range function needs: the node, the graph, per-worker partial sums. */
+typedef struct {
+    mt_graph      *g;
+    const mt_node *n;
+    double         partial[MT_POOL_MAX];
+} par_ctx;
+
+/* Runs fn over [0, items) on the graph's pool, in chunks of at least enough
+ * items to make GRAIN_ELEMS elements of work (item_elems each). */
+static void par_run(mt_graph *g, const mt_node *n, par_ctx *ctx, int64_t items, int64_t item_elems,
+                    mt_range_fn fn) {
+    ctx->g = g;
+    ctx->n = n;
+    int64_t grain = GRAIN_ELEMS / (item_elems > 0 ? item_elems : 1);
+    mt_pool_run(g->pool, items, grain < 1 ? 1 : grain, fn, ctx);
+}
+
+static double sum_partials(const par_ctx *ctx, const mt_graph *g) {
+    double s = 0;
+    for (int w = 0; w < mt_pool_size(g->pool); w++) s += ctx->partial[w];
+    return s;
+}
+
 /* ======================================================================== */
 /* Run                                                                       */
 /* ======================================================================== */
@@ -34,40 +61,78 @@ static void run_linear(mt_graph *g, const mt_node *n) {
     if (n->n_in == 3) mt_kernel_bias_add(F32(n->out), F32(n->in[2]), rows, OC);
 }
 
-static void run_add(mt_graph *g, const mt_node *n) {
-    mt_kernel_add_fwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->in[1]));
+/* ADD, SUB, MUL: out = a ∘ b, b broadcast over rows of its numel nb. Split
+ * over those rows (or over elements when shapes are equal), so every chunk
+ * starts at a multiple of nb. */
+static void range_binary(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    int64_t nb = NUMEL(n->in[1]), same = NUMEL(n->in[0]) == nb;
+    int64_t off = same ? r0 : r0 * nb, len = same ? r1 - r0 : (r1 - r0) * nb;
+    float *out = F32(n->out) + off;
+    const float *a = F32(n->in[0]) + off, *b = F32(n->in[1]) + (same ? off : 0);
+    int64_t blen = same ? len : nb;
+    if (n->op == MT_OP_ADD) mt_kernel_add_fwd(out, a, b, len, blen);
+    else if (n->op == MT_OP_SUB) mt_kernel_sub_fwd(out, a, b, len, blen);
+    else mt_kernel_mul_fwd(out, a, b, len, blen);
 }
-static void run_sub(mt_graph *g, const mt_node *n) {
-    mt_kernel_sub_fwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->in[1]));
-}
-static void run_mul(mt_graph *g, const mt_node *n) {
-    mt_kernel_mul_fwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->in[1]));
+static void run_binary(mt_graph *g, const mt_node *n) {
+    par_ctx ctx;
+    int64_t nb = NUMEL(n->in[1]), na = NUMEL(n->in[0]);
+    if (na == nb) par_run(g, n, &ctx, na, 1, range_binary);
+    else par_run(g, n, &ctx, na / nb, nb, range_binary);
 }
 /* SCALE, SCALE_BWD: out (+)= f[0] · in0. */
 static void run_scale(mt_graph *g, const mt_node *n) {
     mt_kernel_scale(F32(n->out), F32(n->in[0]), n->f[0], NUMEL(n->out), n->acc);
 }
+static void range_gelu(void *arg, int64_t e0, int64_t e1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    mt_kernel_gelu_fwd(F32(n->out) + e0, F32(n->in[0]) + e0, e1 - e0);
+}
 static void run_gelu(mt_graph *g, const mt_node *n) {
-    mt_kernel_gelu_fwd(F32(n->out), F32(n->in[0]), NUMEL(n->out));
+    par_ctx ctx;
+    par_run(g, n, &ctx, NUMEL(n->out), 1, range_gelu);
 }
-/* LAYERNORM: i = {rows, C}; aux = {mean, rstd}. */
+/* LAYERNORM: i = {rows, C}; aux = {mean, rstd}. Rows are independent. */
+static void range_layernorm(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    int64_t C = n->i[1];
+    mt_kernel_layernorm_fwd(F32(n->out) + r0 * C, F32(n->aux[0]) + r0, F32(n->aux[1]) + r0,
+                            F32(n->in[0]) + r0 * C, F32(n->in[1]), F32(n->in[2]), r1 - r0, C);
+}
 static void run_layernorm(mt_graph *g, const mt_node *n) {
-    mt_kernel_layernorm_fwd(F32(n->out), F32(n->aux[0]), F32(n->aux[1]), F32(n->in[0]),
-                            F32(n->in[1]), F32(n->in[2]), n->i[0], n->i[1]);
+    par_ctx ctx;
+    par_run(g, n, &ctx, n->i[0], n->i[1], range_layernorm);
 }
-/* ATTENTION, ATTENTION_BWD: i = {B, T, C, NH}; aux/in att (B,NH,T,T). */
+/* ATTENTION, ATTENTION_BWD: i = {B, T, C, NH}; aux/in att (B,NH,T,T).
+ * Sequences are independent: split over B. */
+static void range_attention(void *arg, int64_t b0, int64_t b1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    int64_t T = n->i[1], C = n->i[2], NH = n->i[3];
+    mt_kernel_attention_fwd(F32(n->out) + b0 * T * C, F32(n->aux[0]) + b0 * NH * T * T,
+                            F32(n->in[0]) + b0 * T * 3 * C, b1 - b0, T, C, NH);
+}
 static void run_attention(mt_graph *g, const mt_node *n) {
-    mt_kernel_attention_fwd(F32(n->out), F32(n->aux[0]), F32(n->in[0]), n->i[0], n->i[1], n->i[2],
-                            n->i[3]);
+    par_ctx ctx;
+    par_run(g, n, &ctx, n->i[0], n->i[1] * n->i[1] * n->i[2], range_attention);
 }
 /* EMBEDDING, EMBEDDING_BWD: i = {n, C, V}. */
 static void run_embedding(mt_graph *g, const mt_node *n) {
     mt_kernel_embedding_fwd(F32(n->out), F32(n->in[0]), I32(n->in[1]), n->i[0], n->i[1]);
 }
-/* CROSS_ENTROPY, CE_BWD: i = {rows, V, Vp}, f[0] = scale; aux lse (rows). */
+/* CROSS_ENTROPY, CE_BWD: i = {rows, V, Vp}, f[0] = scale; aux lse (rows).
+ * Rows are independent; the loss adds per-thread partial sums. */
+static void range_cross_entropy(void *arg, int64_t r0, int64_t r1, int w) {
+    par_ctx *ctx = arg;
+    const mt_node *n = ctx->n;
+    int64_t Vp = n->i[2];
+    ctx->partial[w] = mt_kernel_cross_entropy_fwd(F32(n->aux[0]) + r0, F32(n->in[0]) + r0 * Vp,
+                                                  I32(n->in[1]) + r0, r1 - r0, n->i[1], Vp, n->f[0]);
+}
 static void run_cross_entropy(mt_graph *g, const mt_node *n) {
-    F32(n->out)[0] = (float)mt_kernel_cross_entropy_fwd(F32(n->aux[0]), F32(n->in[0]), I32(n->in[1]),
-                                                         n->i[0], n->i[1], n->i[2], n->f[0]);
+    par_ctx ctx = {0};
+    par_run(g, n, &ctx, n->i[0], n->i[2], range_cross_entropy);
+    F32(n->out)[0] = (float)sum_partials(&ctx, g);
 }
 static void run_mse(mt_graph *g, const mt_node *n) {
     F32(n->out)[0] = (float)mt_kernel_mse_fwd(F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), n->f[0]);
@@ -98,13 +163,25 @@ static void run_mul_bwd_b(mt_graph *g, const mt_node *n) {
     mt_kernel_mul_bwd_b(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->out),
                         n->acc);
 }
+static void range_gelu_bwd(void *arg, int64_t e0, int64_t e1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    mt_kernel_gelu_bwd(F32(n->out) + e0, F32(n->in[0]) + e0, F32(n->in[1]) + e0, e1 - e0, n->acc);
+}
 static void run_gelu_bwd(mt_graph *g, const mt_node *n) {
-    mt_kernel_gelu_bwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->out), n->acc);
+    par_ctx ctx;
+    par_run(g, n, &ctx, NUMEL(n->out), 1, range_gelu_bwd);
 }
 /* LN_BWD_INPUT: in = {dout, x, w, mean, rstd}, i = {rows, C}. */
+static void range_ln_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    int64_t C = n->i[1];
+    mt_kernel_layernorm_bwd_input(F32(n->out) + r0 * C, F32(n->in[0]) + r0 * C, F32(n->in[1]) + r0 * C,
+                                  F32(n->in[2]), F32(n->in[3]) + r0, F32(n->in[4]) + r0, r1 - r0, C,
+                                  n->acc);
+}
 static void run_ln_bwd_input(mt_graph *g, const mt_node *n) {
-    mt_kernel_layernorm_bwd_input(F32(n->out), F32(n->in[0]), F32(n->in[1]), F32(n->in[2]),
-                                  F32(n->in[3]), F32(n->in[4]), n->i[0], n->i[1], n->acc);
+    par_ctx ctx;
+    par_run(g, n, &ctx, n->i[0], n->i[1], range_ln_bwd_input);
 }
 /* LN_BWD_PARAMS: in = {dout, x, mean, rstd}, i = {rows, C, -, acc of out2}.
  * The kernel always adds, so a first contribution starts from zero. */
@@ -115,10 +192,18 @@ static void run_ln_bwd_params(mt_graph *g, const mt_node *n) {
     mt_kernel_layernorm_bwd_params(F32(n->out), F32(n->out2), F32(n->in[0]), F32(n->in[1]),
                                    F32(n->in[2]), F32(n->in[3]), n->i[0], n->i[1]);
 }
-/* ATTENTION_BWD: in = {dout, qkv, att}. */
+/* ATTENTION_BWD: in = {dout, qkv, att}; each worker has its own T·T scratch. */
+static void range_attention_bwd(void *arg, int64_t b0, int64_t b1, int w) {
+    par_ctx *ctx = arg;
+    const mt_node *n = ctx->n;
+    int64_t T = n->i[1], C = n->i[2], NH = n->i[3];
+    mt_kernel_attention_bwd(F32(n->out) + b0 * T * 3 * C, F32(n->in[0]) + b0 * T * C,
+                            F32(n->in[1]) + b0 * T * 3 * C, F32(n->in[2]) + b0 * NH * T * T,
+                            b1 - b0, T, C, NH, n->acc, ctx->g->scratch + (size_t)w * (size_t)(T * T));
+}
 static void run_attention_bwd(mt_graph *g, const mt_node *n) {
-    mt_kernel_attention_bwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), F32(n->in[2]), n->i[0],
-                            n->i[1], n->i[2], n->i[3], n->acc, g->scratch);
+    par_ctx ctx;
+    par_run(g, n, &ctx, n->i[0], n->i[1] * n->i[1] * n->i[2], range_attention_bwd);
 }
 /* EMBEDDING_BWD: in = {dout, ids}; the kernel always adds. */
 static void run_embedding_bwd(mt_graph *g, const mt_node *n) {
@@ -126,9 +211,16 @@ static void run_embedding_bwd(mt_graph *g, const mt_node *n) {
     mt_kernel_embedding_bwd(F32(n->out), F32(n->in[0]), I32(n->in[1]), n->i[0], n->i[1]);
 }
 /* CE_BWD: in = {dloss, logits, lse, targets}. */
+static void range_ce_bwd(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_node *n = ((par_ctx *)arg)->n;
+    int64_t Vp = n->i[2];
+    mt_kernel_cross_entropy_bwd(F32(n->out) + r0 * Vp, F32(n->in[1]) + r0 * Vp, F32(n->in[2]) + r0,
+                                I32(n->in[3]) + r0, F32(n->in[0])[0], r1 - r0, n->i[1], Vp, n->f[0],
+                                n->acc);
+}
 static void run_ce_bwd(mt_graph *g, const mt_node *n) {
-    mt_kernel_cross_entropy_bwd(F32(n->out), F32(n->in[1]), F32(n->in[2]), I32(n->in[3]),
-                                F32(n->in[0])[0], n->i[0], n->i[1], n->i[2], n->f[0], n->acc);
+    par_ctx ctx;
+    par_run(g, n, &ctx, n->i[0], n->i[2], range_ce_bwd);
 }
 /* MSE_BWD: in = {dloss, pred, target}, f = {scale, sign}. */
 static void run_mse_bwd(mt_graph *g, const mt_node *n) {
@@ -343,9 +435,9 @@ static void cost_transpose(const mt_node *n, double *fl, double *by) { cost_elem
 static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_MATMUL]        = {"matmul",        run_gemm,          bwd_matmul,        cost_gemm},
     [MT_OP_LINEAR]        = {"linear",        run_linear,        bwd_linear,        cost_linear},
-    [MT_OP_ADD]           = {"add",           run_add,           bwd_add,           cost_binary},
-    [MT_OP_SUB]           = {"sub",           run_sub,           bwd_sub,           cost_binary},
-    [MT_OP_MUL]           = {"mul",           run_mul,           bwd_mul,           cost_binary},
+    [MT_OP_ADD]           = {"add",           run_binary,        bwd_add,           cost_binary},
+    [MT_OP_SUB]           = {"sub",           run_binary,        bwd_sub,           cost_binary},
+    [MT_OP_MUL]           = {"mul",           run_binary,        bwd_mul,           cost_binary},
     [MT_OP_SCALE]         = {"scale",         run_scale,         bwd_scale,         cost_unary},
     [MT_OP_GELU]          = {"gelu",          run_gelu,          bwd_gelu,          cost_gelu},
     [MT_OP_LAYERNORM]     = {"layernorm",     run_layernorm,     bwd_layernorm,     cost_layernorm},

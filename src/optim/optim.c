@@ -104,6 +104,29 @@ float mt_optim_lr_at(const mt_optim_config *c, int step) {
     return (float)(min_lr + coeff * ((double)c->lr - min_lr));
 }
 
+typedef struct {
+    mt_optim *o;
+    float     gscale, lr;
+    int       t;          /* 1-based step */
+    int       i;          /* parameter */
+} update_ctx;
+
+/* Updates elements [e0, e1) of parameter u->i. */
+static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
+    const update_ctx *u = arg;
+    const mt_optim_config *c = &u->o->cfg;
+    mt_tensor *p = u->o->params[u->i];
+    float *m = u->o->m[u->i], *v = u->o->v[u->i];
+    /* No weight decay on vectors (biases, layernorm gains), as GPT-2 training does. */
+    float wd = p->ndim >= 2 ? c->weight_decay : 0.0f;
+    float *pd = mt_tensor_f32(p) + e0, *gd = mt_tensor_f32(p->grad) + e0;
+    if (c->kind == MT_OPT_ADAMW)
+        mt_kernel_adamw(pd, gd, m + e0, v + e0, e1 - e0, u->lr, c->beta1, c->beta2, c->eps, wd,
+                        u->gscale, u->t);
+    else
+        mt_kernel_sgd(pd, gd, m ? m + e0 : NULL, e1 - e0, u->lr, c->momentum, wd, u->gscale);
+}
+
 mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     const mt_optim_config *c = &o->cfg;
     double sumsq = 0;
@@ -119,21 +142,13 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
     float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;
-    float lr = mt_optim_lr_at(c, o->steps);
-    int t = o->steps + 1;
+    update_ctx u = {o, gscale, mt_optim_lr_at(c, o->steps), o->steps + 1, 0};
     for (int i = 0; i < o->n; i++) {
-        mt_tensor *p = o->params[i];
-        int64_t n = mt_tensor_numel(p);
-        /* No weight decay on vectors (biases, layernorm gains), as GPT-2 training does. */
-        float wd = p->ndim >= 2 ? c->weight_decay : 0.0f;
-        if (c->kind == MT_OPT_ADAMW)
-            mt_kernel_adamw(mt_tensor_f32(p), mt_tensor_f32(p->grad), o->m[i], o->v[i], n, lr,
-                            c->beta1, c->beta2, c->eps, wd, gscale, t);
-        else
-            mt_kernel_sgd(mt_tensor_f32(p), mt_tensor_f32(p->grad), o->m[i], n, lr, c->momentum,
-                          wd, gscale);
+        u.i = i;
+        /* memory-bound: split each tensor's elements over the kernel threads */
+        mt_pool_run(o->g->pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
     }
-    o->steps = t;
+    o->steps = u.t;
     mt_graph_zero_grad(o->g);
     return MT_OK;
 }

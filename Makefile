@@ -1,0 +1,132 @@
+# Makefile — the front door to meshtrain. CMake does the building; this file
+# only strings the common tasks together:
+#
+#   make demo     train a small GPT on the fortunes corpus (~2 min), then sample
+#   make test     the whole suite under ASan+UBSan, then again as released
+#   make bench    GPT training step: meshtrain against PyTorch, one table
+#   make build | install [PREFIX=...] | deps | clean
+#
+# Every target checks the Debian packages it needs first (`make deps`).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+PREFIX     ?=
+
+# ---- the demo: change the model or the run length here --------------------
+# Byte tokens (V=256). About two minutes on 2 cores; steps are what bound it.
+DEMO_LAYERS     ?= 4
+DEMO_CHANNELS   ?= 128
+DEMO_HEADS      ?= 4
+DEMO_SEQ        ?= 64
+DEMO_BATCH      ?= 16
+DEMO_STEPS      ?= 1000
+DEMO_LR         ?= 1e-3
+DEMO_WARMUP     ?= 50
+DEMO_EVAL_EVERY ?= 100
+DEMO_THREADS    ?= 2
+DEMO_PROMPT     ?= The meaning of life is
+DEMO_TOKENS     ?= 300
+DEMO_TEMP       ?= 0.8
+FORTUNES        ?= /usr/share/games/fortunes
+
+# ---- dependencies -----------------------------------------------------------
+DEPS       := gcc make cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin fortunes
+BENCH_DEPS := $(DEPS) python3-torch
+
+# Installs what is missing when root; otherwise prints the command and stops,
+# since a half-provisioned machine fails later with a worse message.
+define check_debs
+	@command -v dpkg-query >/dev/null || { \
+	    echo "make: dpkg-query not found; install these packages by hand: $(1)"; exit 1; }; \
+	missing=""; \
+	for p in $(1); do \
+	    dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' \
+	        || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then \
+	    echo "deps: all present ($(1))"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else \
+	    echo "deps: missing$$missing; install them with:"; \
+	    echo "    sudo apt-get update && sudo apt-get install -y$$missing"; \
+	    exit 1; \
+	fi
+endef
+
+# Sanitizer runs: leaks count as failures, and the first UB report stops the
+# test with a stack (ctest then names it).
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: all deps deps-bench build build-asan demo test test-asan test-release bench install clean
+
+all: build
+
+deps:
+	$(call check_debs,$(DEPS))
+
+deps-bench:
+	$(call check_debs,$(BENCH_DEPS))
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Debug (-O1 so the GPT tests stay quick) with AddressSanitizer and UBSan.
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=address,undefined \
+	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+# ---- demo -------------------------------------------------------------------
+
+# The plain-text fortune files, concatenated in a fixed order (the .dat index
+# files, the .u8 links and the offensive `off` directory are left out).
+$(BUILD)/fortunes.txt: | deps
+	@mkdir -p $(BUILD)
+	find $(FORTUNES) -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | LC_ALL=C sort \
+	    | xargs cat > $@.tmp && mv $@.tmp $@
+	@echo "corpus: $@, $$(wc -c < $@) bytes"
+
+demo: build $(BUILD)/fortunes.txt
+	$(BUILD)/meshtrain train --data $(BUILD)/fortunes.txt \
+	    --layers $(DEMO_LAYERS) --channels $(DEMO_CHANNELS) --heads $(DEMO_HEADS) \
+	    --max-seq $(DEMO_SEQ) --seq $(DEMO_SEQ) --batch $(DEMO_BATCH) \
+	    --steps $(DEMO_STEPS) --lr $(DEMO_LR) --warmup $(DEMO_WARMUP) \
+	    --eval-every $(DEMO_EVAL_EVERY) --threads $(DEMO_THREADS) \
+	    --ckpt-out $(BUILD)/demo.ckpt --metrics $(BUILD)/demo.jsonl
+	@echo
+	@echo "---- meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt \"$(DEMO_PROMPT)\" ----"
+	@printf '%s' "$(DEMO_PROMPT)"
+	@$(BUILD)/meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt "$(DEMO_PROMPT)" \
+	    --tokens $(DEMO_TOKENS) --temperature $(DEMO_TEMP) --threads $(DEMO_THREADS)
+	@echo
+
+# ---- tests ------------------------------------------------------------------
+
+# Sanitizers first, the release build last, so the run ends with ctest's summary.
+test: build build-asan
+	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+	ctest --test-dir $(BUILD) --output-on-failure -j2
+
+test-asan: build-asan
+	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+
+test-release: build
+	ctest --test-dir $(BUILD) --output-on-failure -j2
+
+# ---- benchmark, install, clean ----------------------------------------------
+
+bench: deps-bench build
+	bash bench/run_gpt.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
