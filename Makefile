@@ -9,6 +9,7 @@
 # Every target checks the Debian packages it needs first (`make deps`).
 
 SHELL := /bin/bash
+MAKEFLAGS += --no-print-directory
 .DEFAULT_GOAL := build
 
 BUILD      ?= build

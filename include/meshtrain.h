@@ -170,6 +170,12 @@ void      mt_graph_free(mt_graph *g);
 mt_status   mt_graph_status(const mt_graph *g);
 const char *mt_graph_errmsg(const mt_graph *g);
 
+/* Records a build error in g (the first one sticks) and returns `code`; for
+ * model builders that reject their own arguments, so that mt_graph_status()
+ * reports it like an op's error. Also sets mt_errmsg(). */
+mt_status mt_graph_fail(mt_graph *g, mt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Leaves: inputs the caller fills before each forward, parameters (trainable,
  * initialised at compile), and constants (filled by the caller once after
  * compile). `shape` has `ndim` entries (1..4). */

@@ -129,7 +129,7 @@ static void gemm_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t
 }
 
 MT_TEST(gemm_matches_naive_all_transposes) {
-    const int64_t shapes[][3] = {{7, 5, 3}, {33, 17, 65}, {1, 9, 4}, {64, 48, 130}, {5, 1, 1}};
+    const int64_t shapes[][3] = {{7, 5, 3}, {33, 17, 65}, {1, 9, 4}, {64, 48, 130}, {5, 1, 1}, {6, 1, 9}, {1, 1, 7}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)

@@ -46,6 +46,12 @@ static void json_num(FILE *f, const char *key, double v, bool comma) {
     if (comma) fputc(',', f);
 }
 
+/* Ends a progress line that \r redraws, before anything else is printed. */
+static void end_line(bool *line_open) {
+    if (*line_open) fputc('\n', stdout);
+    *line_open = false;
+}
+
 static const char *or_dash(const char *s) { return s ? s : "-"; }
 
 static void print_config(const mt_train_config *c, mt_trainer *tr, const char *metrics) {
@@ -242,13 +248,15 @@ int cli_cmd_train(int argc, char **argv) {
     int64_t sum_tokens = 0;
     float first_loss = NAN, last_loss = NAN, last_val = NAN;
     int done = 0;
+    bool line_open = false;   /* a \r-updated progress line awaits its newline */
+    double last_print = 0;
     rc = CLI_EXIT_OK;
 
     for (int step = start; step < total && !interrupted; step++) {
         mt_step_report r;
         st = mt_trainer_step(tr, &r);
         if (st != MT_OK) {
-            if (tty && !quiet) fputc('\n', stdout);
+            end_line(&line_open);
             fflush(stdout);
             cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
             rc = CLI_EXIT_FAIL;
@@ -265,7 +273,7 @@ int cli_cmd_train(int argc, char **argv) {
         if (rc_cfg->eval_every > 0 && (r.step % rc_cfg->eval_every == 0 || r.step == total)) {
             st = mt_trainer_eval(tr, &val);
             if (st != MT_OK) {
-                if (tty && !quiet) fputc('\n', stdout);
+                end_line(&line_open);
                 fflush(stdout);
                 cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
                 rc = CLI_EXIT_FAIL;
@@ -292,8 +300,15 @@ int cli_cmd_train(int argc, char **argv) {
 
         if (!quiet) {
             bool last = r.step == total;
-            if (tty || done == 1 || last || done % every == 0) {
-                double elapsed = mt_time_now() - t0;
+            double now = mt_time_now();
+            /* a terminal line is redrawn at most ~10 times a second: fast steps
+             * would otherwise spend their time in the terminal */
+            bool show = tty ? (done == 1 || last || !isnan(val) || now - last_print >= 0.1)
+                            : (done == 1 || last || done % every == 0);
+            if (show) {
+                double elapsed = now - t0;
+                last_print = now;
+                line_open = tty;
                 char tbuf[32], eta[32];
                 cli_fmt_count(tbuf, sizeof tbuf, tps);
                 cli_fmt_duration(eta, sizeof eta, elapsed / done * (total - r.step));
@@ -303,9 +318,11 @@ int cli_cmd_train(int argc, char **argv) {
                        (double)r.loss, tbuf, unit, gflops, ms < 10 ? 2 : ms < 100 ? 1 : 0, ms,
                        eta, tty ? "" : "\n");
             }
-            if (!isnan(val))
-                printf("%seval step %d: val loss %.4f (train %.4f)\n", tty ? "\n" : "", r.step,
-                       (double)val, (double)r.loss);
+            if (!isnan(val)) {
+                printf("%seval step %d: val loss %.4f (train %.4f)\n", line_open ? "\n" : "",
+                       r.step, (double)val, (double)r.loss);
+                line_open = false;
+            }
             fflush(stdout);
         }
 
@@ -313,14 +330,14 @@ int cli_cmd_train(int argc, char **argv) {
             r.step != total) {
             st = mt_trainer_save(tr);
             if (st != MT_OK) {
-                if (tty && !quiet) fputc('\n', stdout);
+                end_line(&line_open);
                 cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
                 rc = CLI_EXIT_FAIL;
                 break;
             }
         }
     }
-    if (tty && !quiet && done > 0) fputc('\n', stdout);
+    end_line(&line_open);
 
     /* An interrupted run still saves: that is what Ctrl-C is for here. */
     if (rc == CLI_EXIT_OK && (rc_cfg->ckpt_out || rc_cfg->llmc_out)) {

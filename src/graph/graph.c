@@ -25,6 +25,16 @@ mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...) {
     return NULL;
 }
 
+mt_status mt_graph_fail(mt_graph *g, mt_status code, const char *fmt, ...) {
+    char msg[sizeof g->errmsg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mt__graph_error(g, code, "%s", msg);
+    return code;
+}
+
 mt_status mt_graph_status(const mt_graph *g) { return g->status; }
 const char *mt_graph_errmsg(const mt_graph *g) { return g->errmsg; }
 

@@ -97,14 +97,15 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_gpt_build needs a graph (got NULL)"); return NULL; }
-    if (mt_gpt_config_check(cfg) != MT_OK) return NULL;
+    mt_status s = mt_gpt_config_check(cfg);
+    if (s != MT_OK) { mt_graph_fail(g, s, "%s", mt_errmsg()); return NULL; }
     if (B <= 0 || T <= 0) {
-        mt_fail(MT_EINVAL, "GPT microbatch B=%d T=%d must be positive", B, T);
+        mt_graph_fail(g, MT_EINVAL, "GPT microbatch B=%d T=%d must be positive", B, T);
         return NULL;
     }
     if (T > cfg->maxT) {
-        mt_fail(MT_EINVAL, "sequence length T=%d exceeds the model's context maxT=%d; "
-                "lower T or build the model with a larger maxT", T, cfg->maxT);
+        mt_graph_fail(g, MT_EINVAL, "sequence length T=%d exceeds the model's context maxT=%d; "
+                      "lower T or build the model with a larger maxT", T, cfg->maxT);
         return NULL;
     }
     const int64_t C = cfg->C;
@@ -129,7 +130,7 @@ mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, flo
     if (logits) mt_tensor_set_name(logits, "logits");
     mt_tensor *loss = mt_cross_entropy(g, logits, targets, cfg->V, loss_scale);
     if (!loss && mt_graph_status(g) == MT_OK)
-        mt_fail(MT_EINTERNAL, "building the GPT graph failed without a graph error");
+        mt_graph_fail(g, MT_EINTERNAL, "building the GPT graph failed without a graph error");
     return loss;
 }
 

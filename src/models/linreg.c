@@ -7,7 +7,7 @@
 mt_tensor *mt_linreg_build(mt_graph *g, int B, int n_features, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_linreg_build needs a graph (got NULL)"); return NULL; }
     if (B <= 0 || n_features <= 0) {
-        mt_fail(MT_EINVAL, "linear regression sizes B=%d n_features=%d must be positive",
+        mt_graph_fail(g, MT_EINVAL, "linear regression sizes B=%d n_features=%d must be positive",
                 B, n_features);
         return NULL;
     }

@@ -11,7 +11,7 @@ mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, i
                         float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_mlp_build needs a graph (got NULL)"); return NULL; }
     if (B <= 0 || n_in <= 0 || n_out <= 0 || n_layers <= 0 || (n_layers > 1 && n_hidden <= 0)) {
-        mt_fail(MT_EINVAL, "MLP sizes B=%d n_in=%d n_hidden=%d n_out=%d n_layers=%d must be "
+        mt_graph_fail(g, MT_EINVAL, "MLP sizes B=%d n_in=%d n_hidden=%d n_out=%d n_layers=%d must be "
                 "positive", B, n_in, n_hidden, n_out, n_layers);
         return NULL;
     }

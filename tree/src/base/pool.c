@@ -1,0 +1,139 @@
+/*
+ * pool.c — fork-join pool: a generation counter wakes the workers, each takes
+ * its chunk, a done counter brings them back.
+ *
+ * Waiting spins for a few microseconds (a region usually follows the last
+ * one closely), then sleeps on a condition variable: an idle core here takes
+ * ~20 µs to wake, but a spinning worker would take a core from Open BLAS.
+ */
+#include "base/pool.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#define SPIN_ROUNDS 4000   /* ~ a few µs of pause instructions */
+
+struct mt_pool {
+    int             n_threads;      /* counting the caller */
+    pthread_t      *threads;        /* (n_threads - 1) workers */
+    pthread_mutex_t mu;
+    pthread_cond_t  wake;
+    atomic_uint     generation;     /* bumped once per region */
+    atomic_int      done;           /* workers finished with this region */
+    atomic_bool     stop;
+    /* the current region, written before generation is bumped */
+    mt_range_fn     fn;
+    void           *ctx;
+    int64_t         n, chunk;
+};
+
+typedef struct { mt_pool *pool; int index; } worker_arg;
+
+static void run_chunk(mt_pool *p, int index) {
+    int64_t begin = (int64_t)index * p->chunk;
+    int64_t end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
+    if (begin < end) p->fn(p->ctx, begin, end, index);
+}
+
+static void *worker_main(void *arg) {
+    worker_arg wa = *(worker_arg *)arg;
+    free(arg);
+    mt_pool *p = wa.pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned gen;
+        int spins = 0;
+        while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+               !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
+            _mm_pause();
+            spins++;
+        }
+        if (gen == seen && !atomic_load(&p->stop)) {
+            pthread_mutex_lock(&p->mu);
+            while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+                   !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = gen;
+        run_chunk(p, wa.index);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    }
+}
+
+mt_pool *mt_pool_create(int n_threads) {
+    mt_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n_threads = n_threads < 1 ? 1 : n_threads > MT_POOL_MAX ? MT_POOL_MAX : n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->stop, false);
+    if (p->n_threads > 1) {
+        p->threads = calloc((size_t)p->n_threads - 1, sizeof *p->threads);
+        if (!p->threads) { mt_pool_free(p); return NULL; }
+        for (int i = 1; i < p->n_threads; i++) {
+            worker_arg *wa = malloc(sizeof *wa);
+            if (!wa) { p->n_threads = i; mt_pool_free(p); return NULL; }
+            wa->pool = p;
+            wa->index = i;
+            if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa) != 0) {
+                free(wa);
+                p->n_threads = i;
+                mt_pool_free(p);
+                return NULL;
+            }
+        }
+    }
+    return p;
+}
+
+void mt_pool_free(mt_pool *p) {
+    if (!p) return;
+    if (p->threads) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->stop, true);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
+        free(p->threads);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    free(p);
+}
+
+int mt_pool_size(const mt_pool *p) { return p ? p->n_threads : 1; }
+
+void mt_pool_run(mt_pool *p, int64_t n, int64_t grain, mt_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int workers = p ? p->n_threads : 1;
+    if (workers > 1 && n >= 2 * grain) {
+        int64_t chunks = n / grain < workers ? n / grain : workers;
+        int64_t chunk = (n + chunks - 1) / chunks;
+        p->fn = fn;
+        p->ctx = ctx;
+        p->n = n;
+        p->chunk = chunk;
+        atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+        pthread_mutex_lock(&p->mu);
+        atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        run_chunk(p, 0);
+        int spins = 0;
+        while (atomic_load_explicit(&p->done, memory_order_acquire) < workers - 1) {
+            if (++spins < SPIN_ROUNDS) _mm_pause();
+            else sched_yield();
+        }
+        return;
+    }
+    fn(ctx, 0, n, 0);
+}

@@ -1,0 +1,34 @@
+/*
+ * pool.h — a small fork-join thread pool for meshtrain's own kernels (internal).
+ *
+ * Open BLAS keeps its own threads for matrix products; this pool runs the
+ * rest (attention, layernorm, losses, optimizer updates) over the same
+ * cores, one region at a time. Idle workers spin only briefly, then sleep,
+ * so they never steal a core from Open BLAS between regions.
+ */
+#ifndef MT_POOL_H
+#define MT_POOL_H
+
+#include <stdint.h>
+
+typedef struct mt_pool mt_pool;
+
+/* Work on [begin, end) of a range; `worker` (0 = the caller) indexes
+ * per-thread scratch and partial results. */
+typedef void (*mt_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+/* Most threads a pool may have. */
+#define MT_POOL_MAX 64
+
+/* A pool of n_threads (counting the caller); n_threads <= 1 makes a pool
+ * that runs everything on the caller. NULL if threads cannot be started. */
+mt_pool *mt_pool_create(int n_threads);
+void     mt_pool_free(mt_pool *pool);
+int      mt_pool_size(const mt_pool *pool);
+
+/* Splits [0, n) into contiguous chunks of at least `grain` items, one per
+ * thread, runs fn on each (the caller takes the first), and returns when all
+ * are done. A NULL pool runs fn(ctx, 0, n, 0) on the caller. */
+void mt_pool_run(mt_pool *pool, int64_t n, int64_t grain, mt_range_fn fn, void *ctx);
+
+#endif

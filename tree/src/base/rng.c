@@ -1,0 +1,63 @@
+/* rng.c — Philox-4x32-10 counter-based generator (Salmon et al., SC'11).
+ *
+ * Stateless: a number is a pure function of (seed, stream, index), so any
+ * shard of a tensor can compute exactly the values the whole tensor holds. */
+#include "meshtrain.h"
+
+#include <math.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+static inline uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
+    uint64_t p = (uint64_t)a * b;
+    *hi = (uint32_t)(p >> 32);
+    return (uint32_t)p;
+}
+
+void mt_philox4x32(uint64_t key, uint64_t ctr_hi, uint64_t ctr_lo, uint32_t out[4]) {
+    uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32);
+    uint32_t c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint32_t hi0, hi1;
+        uint32_t lo0 = mulhilo(PHILOX_M0, c0, &hi0);
+        uint32_t lo1 = mulhilo(PHILOX_M1, c2, &hi1);
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* 24 random bits -> [0, 1). */
+static inline float u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+
+float mt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+    uint32_t r[4];
+    mt_philox4x32(seed, stream, index, r);
+    return u32_to_unit(r[0]);
+}
+
+float mt_rng_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+    /* Box–Muller on two words of the same counter; u1 in (0, 1]. */
+    uint32_t r[4];
+    mt_philox4x32(seed, stream, index, r);
+    double u1 = ((double)(r[0] >> 8) + 1.0) / 16777216.0;
+    double u2 = (double)(r[1] >> 8) / 16777216.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+uint64_t mt_hash_name(const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    return h;
+}

@@ -1,0 +1,67 @@
+/*
+ * args.h — the flag parser behind every `meshtrain <command>`.
+ *
+ * A command describes its flags in a table (name, kind, where the value goes,
+ * the accepted range, a help line); cli_parse() fills the destinations from
+ * argv and, on bad input, prints one line "meshtrain: ..." naming the flag,
+ * the value and what was expected. The same table prints --help, with each
+ * flag's current value as its default, so help and parser cannot drift apart.
+ */
+#ifndef MT_CLI_ARGS_H
+#define MT_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes of the program: usage errors are told apart from failures so
+ * scripts can distinguish "you called it wrong" from "it went wrong". */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
+
+typedef enum {
+    CLI_INT,     /* int,        dest int*      */
+    CLI_U64,     /* uint64_t,   dest uint64_t* */
+    CLI_FLOAT,   /* float,      dest float*    */
+    CLI_DOUBLE,  /* double,     dest double*   */
+    CLI_STR,     /* string,     dest const char** (points into argv) */
+    CLI_CHOICE,  /* one of "a|b|c", dest int* (index of the choice) */
+    CLI_FLAG     /* no value,   dest bool*     */
+} cli_kind;
+
+/* Range ends may be open (lo_open/hi_open: the end itself is excluded), and
+ * an end of ±HUGE_VAL means unbounded. */
+typedef struct {
+    const char *name;      /* without the leading "--" */
+    cli_kind    kind;
+    void       *dest;
+    double      lo, hi;
+    bool        lo_open, hi_open;
+    const char *choices;   /* CLI_CHOICE: "gpt|mlp|linreg" */
+    const char *metavar;   /* shown in help: N, X, FILE, ... */
+    const char *help;
+} cli_opt;
+
+/* Parses argv[0..argc) (the words after the command name) against `opts`
+ * (terminated by an entry with name == NULL). `seen`, if not NULL, has one
+ * entry per option and is set for each flag given. Returns CLI_EXIT_OK,
+ * CLI_EXIT_USAGE after printing the message, or -1 when --help/-h was given
+ * (the caller prints help and exits 0). */
+int cli_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, bool *seen);
+
+/* Prints `usage`, then one line per flag with its metavar, help, range and
+ * current value (the default, when called before parsing). */
+void cli_print_help(FILE *out, const char *usage, const cli_opt *opts);
+
+/* Prints "meshtrain: <message>\n" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Human numbers for progress lines: 12.3k, 4.56M; 1m23s. */
+void cli_fmt_count(char *buf, size_t n, double v);
+void cli_fmt_duration(char *buf, size_t n, double seconds);
+
+/* ---- the commands (argv: the words after the command name) ----------- */
+
+int cli_cmd_train(int argc, char **argv);
+int cli_cmd_sample(int argc, char **argv);
+
+#endif /* MT_CLI_ARGS_H */

@@ -1,0 +1,332 @@
+/*
+ * graph.c — graph objects: tensors, nodes, leaves, accessors, the sticky
+ * build error, and compile (autodiff, buffer plan, parameter init).
+ */
+#include "graph/graph_impl.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Errors                                                                    */
+/* ======================================================================== */
+
+mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...) {
+    if (g->status == MT_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
+        va_end(ap);
+        g->status = code;
+    }
+    mt_fail(g->status, "%s", g->errmsg);
+    return NULL;
+}
+
+mt_status mt_graph_status(const mt_graph *g) { return g->status; }
+const char *mt_graph_errmsg(const mt_graph *g) { return g->errmsg; }
+
+/* ======================================================================== */
+/* Creation                                                                  */
+/* ======================================================================== */
+
+mt_graph *mt_graph_create(void) {
+    mt_graph *g = calloc(1, sizeof *g);
+    return g;
+}
+
+void mt_graph_free(mt_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i]);
+    free(g->tensors);
+    free(g->nodes);
+    free(g->order_b);
+    free(g->order_w);
+    free(g->arena);
+    free(g->persistent);
+    free(g->scratch);
+    mt_pool_free(g->pool);
+    free(g);
+}
+
+size_t mt_dtype_size(mt_dtype dtype) {
+    switch (dtype) {
+    case MT_F32: return 4;
+    case MT_BF16: return 2;
+    case MT_I32: return 4;
+    }
+    return 0;
+}
+
+static const char *kind_prefix(mt_tensor_kind kind) {
+    switch (kind) {
+    case MT_INPUT: return "input";
+    case MT_PARAM: return "param";
+    case MT_ACT: return "act";
+    case MT_GRAD: return "grad";
+    case MT_AUX: return "aux";
+    case MT_CONST: return "const";
+    }
+    return "t";
+}
+
+mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
+                          int ndim, const int64_t *shape) {
+    if (g->status != MT_OK) return NULL;
+    if (g->compiled && kind != MT_GRAD && kind != MT_AUX)
+        return mt__graph_error(g, MT_ESTATE, "cannot add tensor '%s' to a compiled graph; "
+                               "build the whole model before mt_graph_compile()",
+                               name ? name : kind_prefix(kind));
+    if (ndim < 0 || ndim > MT_MAX_DIMS)
+        return mt__graph_error(g, MT_EINVAL, "tensor '%s' has %d dims; 0 to %d are supported",
+                               name ? name : "?", ndim, MT_MAX_DIMS);
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] <= 0)
+            return mt__graph_error(g, MT_EINVAL, "tensor '%s' has dimension %d of size %lld; "
+                                   "sizes must be positive", name ? name : "?", d,
+                                   (long long)shape[d]);
+    if (name && mt_graph_find(g, name))
+        return mt__graph_error(g, MT_EINVAL, "a tensor named '%s' already exists in the graph; "
+                               "names must be unique", name);
+    if (g->n_tensors == g->cap_tensors) {
+        int cap = g->cap_tensors ? 2 * g->cap_tensors : 64;
+        mt_tensor **p = realloc(g->tensors, (size_t)cap * sizeof *p);
+        if (!p) return mt__graph_error(g, MT_ENOMEM, "out of memory growing the tensor list");
+        g->tensors = p;
+        g->cap_tensors = cap;
+    }
+    mt_tensor *t = calloc(1, sizeof *t);
+    if (!t) return mt__graph_error(g, MT_ENOMEM, "out of memory for a tensor");
+    t->id = g->n_tensors;
+    if (name) snprintf(t->name, sizeof t->name, "%s", name);
+    else snprintf(t->name, sizeof t->name, "%s.%d", kind_prefix(kind), t->id);
+    t->dtype = dtype;
+    t->kind = kind;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    t->producer = -1;
+    t->first_use = t->last_use = -1;
+    g->tensors[g->n_tensors++] = t;
+    return t;
+}
+
+int mt__node_add(mt_graph *g, const mt_node *node) {
+    if (g->status != MT_OK) return -1;
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+        mt_node *p = realloc(g->nodes, (size_t)cap * sizeof *p);
+        if (!p) { mt__graph_error(g, MT_ENOMEM, "out of memory growing the node list"); return -1; }
+        g->nodes = p;
+        g->cap_nodes = cap;
+    }
+    int idx = g->n_nodes++;
+    g->nodes[idx] = *node;
+    if (node->phase == MT_PHASE_F) {
+        /* Known at build time, so views made later (reshape) inherit them. */
+        mt_tensor *out = node->out;
+        for (int k = 0; k < node->n_in; k++) {
+            out->data_dep |= node->in[k]->data_dep;
+            if (node->in[k]->dtype == MT_F32) out->needs_grad |= node->in[k]->needs_grad;
+        }
+        out->producer = idx;
+        g->n_forward = g->n_nodes;
+    }
+    return idx;
+}
+
+/* ======================================================================== */
+/* Leaves                                                                    */
+/* ======================================================================== */
+
+static bool check_leaf(mt_graph *g, const char *what, const char *name, int ndim,
+                       const int64_t *shape) {
+    if (!g) return false;
+    if (!name || !name[0]) { mt__graph_error(g, MT_EINVAL, "%s needs a name", what); return false; }
+    if (strlen(name) >= MT_MAX_NAME) {
+        mt__graph_error(g, MT_EINVAL, "%s name '%s' is longer than %d characters", what, name,
+                        MT_MAX_NAME - 1);
+        return false;
+    }
+    if (ndim < 1 || !shape) {
+        mt__graph_error(g, MT_EINVAL, "%s '%s' needs 1 to %d dims, got %d", what, name,
+                        MT_MAX_DIMS, ndim);
+        return false;
+    }
+    return true;
+}
+
+mt_tensor *mt_input(mt_graph *g, const char *name, mt_dtype dtype, int ndim, const int64_t *shape) {
+    if (!check_leaf(g, "input", name, ndim, shape)) return NULL;
+    mt_tensor *t = mt__tensor_new(g, name, dtype, MT_INPUT, ndim, shape);
+    if (t) t->data_dep = true;
+    return t;
+}
+
+mt_tensor *mt_param(mt_graph *g, const char *name, int ndim, const int64_t *shape, mt_init init) {
+    if (!check_leaf(g, "parameter", name, ndim, shape)) return NULL;
+    mt_tensor *t = mt__tensor_new(g, name, MT_F32, MT_PARAM, ndim, shape);
+    if (t) {
+        t->init = init;
+        t->needs_grad = true;
+    }
+    return t;
+}
+
+mt_tensor *mt_constant(mt_graph *g, const char *name, mt_dtype dtype, int ndim, const int64_t *shape) {
+    if (!check_leaf(g, "constant", name, ndim, shape)) return NULL;
+    return mt__tensor_new(g, name, dtype, MT_CONST, ndim, shape);
+}
+
+/* ======================================================================== */
+/* Accessors                                                                 */
+/* ======================================================================== */
+
+const char *mt_tensor_name(const mt_tensor *t) { return t->name; }
+mt_dtype mt_tensor_dtype(const mt_tensor *t) { return t->dtype; }
+mt_tensor_kind mt_tensor_kind_of(const mt_tensor *t) { return t->kind; }
+int mt_tensor_ndim(const mt_tensor *t) { return t->ndim; }
+int64_t mt_tensor_dim(const mt_tensor *t, int dim) {
+    return (dim >= 0 && dim < t->ndim) ? t->shape[dim] : 1;
+}
+int64_t mt_tensor_numel(const mt_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+mt_sharding mt_tensor_sharding(const mt_tensor *t) { return t->sharding; }
+float *mt_tensor_f32(mt_tensor *t) { return t->dtype == MT_F32 ? (float *)t->data : NULL; }
+int32_t *mt_tensor_i32(mt_tensor *t) { return t->dtype == MT_I32 ? (int32_t *)t->data : NULL; }
+mt_tensor *mt_tensor_grad(mt_tensor *t) { return t->grad; }
+
+void mt_tensor_set_name(mt_tensor *t, const char *name) {
+    snprintf(t->name, sizeof t->name, "%s", name);
+}
+
+mt_tensor *mt_graph_find(mt_graph *g, const char *name) {
+    for (int i = 0; i < g->n_tensors; i++)
+        if (strcmp(g->tensors[i]->name, name) == 0) return g->tensors[i];
+    return NULL;
+}
+
+int mt_graph_n_params(const mt_graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == MT_PARAM;
+    return n;
+}
+
+mt_tensor *mt_graph_param_at(const mt_graph *g, int idx) {
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->kind == MT_PARAM && idx-- == 0) return g->tensors[i];
+    return NULL;
+}
+
+const char *mt__shape_str(const mt_tensor *t, char *buf, size_t n) {
+    size_t len = 0;
+    len += (size_t)snprintf(buf + len, n - len, "(");
+    for (int d = 0; d < t->ndim && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+    if (len < n) snprintf(buf + len, n - len, ")");
+    return buf;
+}
+
+int64_t mt__rows(const mt_tensor *t) {
+    return t->ndim == 0 ? 1 : mt_tensor_numel(t) / t->shape[t->ndim - 1];
+}
+
+mt_tensor *mt__storage_root(mt_tensor *t) {
+    while (t->view_of) t = t->view_of;
+    return t;
+}
+
+/* ======================================================================== */
+/* Compile                                                                   */
+/* ======================================================================== */
+
+/* Fills a parameter from (seed, name, element index): the same numbers on any
+ * mesh, whatever slice of it a device holds. */
+static void init_param(mt_tensor *t, uint64_t seed) {
+    float *p = t->data;
+    int64_t n = mt_tensor_numel(t);
+    uint64_t stream = mt_hash_name(t->name);
+    switch (t->init.kind) {
+    case MT_INIT_ZEROS:
+        memset(p, 0, (size_t)n * sizeof *p);
+        break;
+    case MT_INIT_ONES:
+        for (int64_t i = 0; i < n; i++) p[i] = 1.0f;
+        break;
+    case MT_INIT_NORMAL:
+        for (int64_t i = 0; i < n; i++) p[i] = t->init.std * mt_rng_normal(seed, stream, (uint64_t)i);
+        break;
+    case MT_INIT_UNIFORM:
+        for (int64_t i = 0; i < n; i++)
+            p[i] = t->init.std * (2.0f * mt_rng_uniform(seed, stream, (uint64_t)i) - 1.0f);
+        break;
+    }
+}
+
+mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts) {
+    if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
+    if (g->compiled)
+        return mt_fail(MT_ESTATE, "graph is already compiled; build a new graph to change it");
+    mt_compile_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    if (!loss) return mt_fail(MT_EINVAL, "mt_graph_compile needs the loss tensor (got NULL)");
+    if (mt_tensor_numel(loss) != 1 || loss->dtype != MT_F32) {
+        char buf[64];
+        return mt_fail(MT_ESHAPE, "the loss '%s' must be an f32 scalar, but has shape %s",
+                       loss->name, mt__shape_str(loss, buf, sizeof buf));
+    }
+    g->loss = loss;
+    g->seed = opts->seed;
+    g->no_grad = opts->no_grad;
+    g->compiled = true;
+    g->pool = mt_pool_create(mt_get_num_threads());
+    if (!g->pool) return mt_fail(MT_ENOMEM, "cannot start %d kernel threads", mt_get_num_threads());
+    mt_status s = opts->no_grad ? MT_OK : mt__autodiff(g);
+    if (s == MT_OK) s = mt__plan_buffers(g);
+    if (s != MT_OK) {
+        if (g->status == MT_OK) { g->status = s; snprintf(g->errmsg, sizeof g->errmsg, "%s", mt_errmsg()); }
+        return s;
+    }
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->kind == MT_PARAM) init_param(g->tensors[i], g->seed);
+    mt_graph_zero_grad(g);
+
+    /* counts for the stats */
+    mt_graph_stats *st = &g->stats;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_node *n = &g->nodes[i];
+        double fl = 0, by = 0;
+        mt__op_def(n->op)->cost(n, &fl, &by);
+        if (n->phase == MT_PHASE_F) { st->n_forward++; st->flops_forward += fl; st->bytes_forward += by; }
+        else {
+            if (n->phase == MT_PHASE_B) st->n_backward_b++; else st->n_backward_w++;
+            st->flops_backward += fl;
+            st->bytes_backward += by;
+        }
+    }
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->kind == MT_PARAM) st->n_param_elems += mt_tensor_numel(g->tensors[i]);
+    st->arena_bytes = g->arena_bytes;
+    st->arena_bytes_unplanned = g->arena_bytes_unplanned;
+    return MT_OK;
+}
+
+mt_graph_stats mt_graph_get_stats(const mt_graph *g) { return g->stats; }
+
+void mt_graph_print(const mt_graph *g, FILE *out) {
+    static const char phase_name[3] = {'F', 'B', 'W'};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_node *n = &g->nodes[i];
+        char buf[64];
+        double fl = 0, by = 0;
+        mt__op_def(n->op)->cost(n, &fl, &by);
+        fprintf(out, "%c %-16s %-22s %-18s %s", phase_name[n->phase], mt__op_def(n->op)->name,
+                n->out->name, mt__shape_str(n->out, buf, sizeof buf), n->acc ? "+=" : "= ");
+        for (int k = 0; k < n->n_in; k++) fprintf(out, " %s", n->in[k]->name);
+        fprintf(out, "   %.3g MFLOP %.3g MB\n", fl * 1e-6, by * 1e-6);
+    }
+}

@@ -1,0 +1,150 @@
+/*
+ * graph_impl.h — the fields behind mt_tensor and mt_graph, and the op table
+ * (internal).
+ *
+ * A graph is a list of nodes in execution order: the forward nodes as the
+ * model built them, then, after mt_graph_compile(), the backward nodes the
+ * autodiff emitted, each tagged B (gradient with respect to something that
+ * depends on the data, needed to keep propagating backwards) or W (gradient
+ * with respect to something derived from parameters only). Nothing in B reads
+ * what W writes, so B and W can run at different times — zero-bubble pipeline
+ * schedules depend on that.
+ */
+#ifndef MT_GRAPH_IMPL_H
+#define MT_GRAPH_IMPL_H
+
+#include "meshtrain.h"
+#include "base/pool.h"
+
+typedef enum { MT_PHASE_F = 0, MT_PHASE_B = 1, MT_PHASE_W = 2 } mt_phase;
+
+/* Every op, forward ones and the backward ones the autodiff emits. */
+typedef enum {
+    /* forward */
+    MT_OP_MATMUL, MT_OP_LINEAR, MT_OP_ADD, MT_OP_SUB, MT_OP_MUL, MT_OP_SCALE,
+    MT_OP_GELU, MT_OP_LAYERNORM, MT_OP_ATTENTION, MT_OP_EMBEDDING,
+    MT_OP_CROSS_ENTROPY, MT_OP_MSE, MT_OP_SUM, MT_OP_TRANSPOSE,
+    /* backward */
+    MT_OP_GEMM,            /* out (+)= op(in0) · op(in1), flags in i[] */
+    MT_OP_BIAS_GRAD,       /* out (+)= Σ_rows in0 */
+    MT_OP_REDUCE_BCAST,    /* out (nb) (+)= f[0] · Σ_repeats in0 */
+    MT_OP_SCALE_BWD,       /* out (+)= f[0] · in0 */
+    MT_OP_MUL_BWD_A,       /* out (+)= in0 (dout) · in1 (b, broadcast) */
+    MT_OP_MUL_BWD_B,       /* out (nb) (+)= Σ in0 (dout) · in1 (a) */
+    MT_OP_GELU_BWD,        /* out (+)= gelu'(in0 x) · in1 dout */
+    MT_OP_LN_BWD_INPUT,    /* out (+)= dx; in: dout x w mean rstd */
+    MT_OP_LN_BWD_PARAMS,   /* out += dw, out2 += db; in: dout x mean rstd */
+    MT_OP_ATTENTION_BWD,   /* out (+)= dqkv; in: dout qkv att */
+    MT_OP_EMBEDDING_BWD,   /* out += scatter(in0 dout) at in1 ids */
+    MT_OP_CE_BWD,          /* out (+)= dlogits; in: dloss logits lse targets */
+    MT_OP_MSE_BWD,         /* out (+)= d pred; in: dloss pred target; f[1] sign */
+    MT_OP_FILL_BWD,        /* out (+)= f[0] · dloss (in0, a scalar) */
+    MT_OP_TRANSPOSE_BWD,   /* out (+)= transpose(in0) */
+    MT_OP_COUNT
+} mt_op;
+
+#define MT_MAX_INPUTS 5
+
+struct mt_tensor {
+    char           name[MT_MAX_NAME];
+    int            id;
+    mt_dtype       dtype;
+    mt_tensor_kind kind;
+    int            ndim;
+    int64_t        shape[MT_MAX_DIMS];     /* global shape */
+    mt_sharding    sharding;
+    mt_init        init;                   /* parameters */
+    mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
+    mt_tensor     *grad;                   /* gradient tensor, made by compile */
+    mt_tensor     *grad_of;                /* for a gradient: whose it is */
+    bool           data_dep;               /* depends on an input (else params/consts only) */
+    bool           needs_grad;             /* a gradient flows back to it */
+    int            producer;               /* node index, -1 for leaves */
+    /* autodiff bookkeeping: contributions expected and emitted so far */
+    int            grad_uses, grad_emitted;
+    /* buffer planning: execution-order interval, arena placement */
+    int            first_use, last_use;
+    bool           in_arena;
+    size_t         offset;
+    void          *data;
+};
+
+typedef struct {
+    mt_op      op;
+    mt_phase   phase;
+    bool       acc;                       /* out (+)= */
+    mt_tensor *out, *out2;                /* out2: second output (ln params bwd db) */
+    mt_tensor *in[MT_MAX_INPUTS];
+    int        n_in;
+    mt_tensor *aux[2];                    /* saved by forward for backward */
+    int64_t    i[4];                      /* integer attributes */
+    float      f[2];                      /* float attributes */
+} mt_node;
+
+struct mt_graph {
+    mt_tensor **tensors;  int n_tensors, cap_tensors;
+    mt_node    *nodes;    int n_nodes,   cap_nodes;
+    int         n_forward;                /* nodes [0, n_forward) are F */
+    int        *order_b, n_b;             /* node indices of B nodes, in run order */
+    int        *order_w, n_w;             /* node indices of W nodes, in run order */
+    mt_tensor  *loss;
+    mt_status   status;                   /* first build/compile error, sticky */
+    char        errmsg[1024];
+    bool        compiled, no_grad;
+    uint64_t    seed;
+    void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
+    void       *persistent; size_t persistent_bytes;
+    float      *scratch;    size_t scratch_floats;    /* attention backward, per thread */
+    mt_pool    *pool;                                 /* threads for our own kernels */
+    float       loss_value;
+    mt_graph_stats stats;
+};
+
+/* ---- graph.c ---- */
+
+/* Records the first error in g (later ones are dropped) and returns NULL, so
+ * builders can `return mt__graph_error(g, ...)`. Also sets mt_errmsg(). */
+mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
+mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
+                          int ndim, const int64_t *shape);
+/* Appends a node (copied) and sets its output's producer; returns its index or -1. */
+int        mt__node_add(mt_graph *g, const mt_node *node);
+/* "(4,64,256)" into buf. */
+const char *mt__shape_str(const mt_tensor *t, char *buf, size_t n);
+/* Number of rows when the last dim is the row length. */
+int64_t    mt__rows(const mt_tensor *t);
+/* The storage owner of a tensor (follows view_of). */
+mt_tensor *mt__storage_root(mt_tensor *t);
+
+/* ---- op table (ops/op_table.c) ---- */
+
+typedef struct {
+    const char *name;
+    /* runs the node on its buffers */
+    void (*run)(mt_graph *g, const mt_node *n);
+    /* emits the backward nodes of forward node n (NULL for backward ops) */
+    void (*backward)(mt_graph *g, const mt_node *n);
+    /* FLOPs and bytes moved by one run */
+    void (*cost)(const mt_node *n, double *flops, double *bytes);
+} mt_op_def;
+
+const mt_op_def *mt__op_def(mt_op op);
+
+/* ---- autodiff.c ---- */
+
+/* The gradient tensor of t, made on first request (a view's gradient is a
+ * view of its root's gradient). */
+mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t);
+/* Emits a backward node that contributes to the gradient of `wrt`: fills in
+ * out = grad(wrt), the phase (B if wrt depends on the data, else W) and acc
+ * (first contribution to an activation gradient writes; the rest, and every
+ * parameter gradient, add). */
+void       mt__emit_grad(mt_graph *g, mt_tensor *wrt, mt_node *node);
+mt_status  mt__autodiff(mt_graph *g);
+
+/* ---- plan.c ---- */
+mt_status  mt__plan_buffers(mt_graph *g);
+
+#endif /* MT_GRAPH_IMPL_H */

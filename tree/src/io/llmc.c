@@ -1,0 +1,320 @@
+/*
+ * llmc.c — llm.c's GPT-2 fp32 checkpoint (gpt2_124M.bin and friends).
+ *
+ * Layout (little-endian): a header of 256 int32 — magic 20240326, version 3,
+ * maxT, V, L, NH, C, Vp, then zeros — followed by the fp32 tensors in the
+ * order of the table below, each layer-stacked tensor holding all L layers
+ * one after the other. Weights are (out,in): y = x·Wᵀ + b, which is also how
+ * meshtrain stores them, so every tensor is copied as is.
+ *
+ * meshtrain keeps one parameter per layer ("h.3.attn.qkv.w"); the table maps
+ * llm.c's stacked tensors to those names and is the single place both load
+ * and save take the order, the names and the shapes from.
+ */
+#include "meshtrain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "llm.c checkpoints are little-endian; llmc.c copies them in place"
+#endif
+
+#define LLMC_MAGIC   20240326
+#define LLMC_VERSION 3
+#define HEADER_INTS  256
+
+/* ------------------------------------------------------------------------ */
+/* The tensor table                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Symbolic dimensions, resolved against a config. */
+enum { D_VP, D_MAXT, D_C, D_3C, D_4C };
+
+typedef struct {
+    const char *name;       /* meshtrain name; per-layer ones get an "h.<l>." prefix */
+    bool        per_layer;  /* stacked over L in the llm.c file */
+    int         ndim;
+    int         dims[2];    /* D_* */
+} llmc_tensor;
+
+/* In llm.c's file order. */
+static const llmc_tensor llmc_tensors[] = {
+    {"wte",            false, 2, {D_VP, D_C}},
+    {"wpe",            false, 2, {D_MAXT, D_C}},
+    {"ln_1.w",         true,  1, {D_C}},
+    {"ln_1.b",         true,  1, {D_C}},
+    {"attn.qkv.w",     true,  2, {D_3C, D_C}},
+    {"attn.qkv.b",     true,  1, {D_3C}},
+    {"attn.proj.w",    true,  2, {D_C, D_C}},
+    {"attn.proj.b",    true,  1, {D_C}},
+    {"ln_2.w",         true,  1, {D_C}},
+    {"ln_2.b",         true,  1, {D_C}},
+    {"mlp.fc.w",       true,  2, {D_4C, D_C}},
+    {"mlp.fc.b",       true,  1, {D_4C}},
+    {"mlp.proj.w",     true,  2, {D_C, D_4C}},
+    {"mlp.proj.b",     true,  1, {D_C}},
+    {"ln_f.w",         false, 1, {D_C}},
+    {"ln_f.b",         false, 1, {D_C}},
+};
+#define N_LLMC_TENSORS ((int)(sizeof llmc_tensors / sizeof llmc_tensors[0]))
+
+static int64_t dim_size(int d, const mt_gpt_config *cfg) {
+    switch (d) {
+    case D_VP:   return cfg->Vp;
+    case D_MAXT: return cfg->maxT;
+    case D_C:    return cfg->C;
+    case D_3C:   return 3 * (int64_t)cfg->C;
+    default:     return 4 * (int64_t)cfg->C;   /* D_4C */
+    }
+}
+
+/* Elements of one layer's slice of entry e. */
+static int64_t entry_numel(const llmc_tensor *e, const mt_gpt_config *cfg) {
+    int64_t n = 1;
+    for (int i = 0; i < e->ndim; i++) n *= dim_size(e->dims[i], cfg);
+    return n;
+}
+
+static int64_t total_floats(const mt_gpt_config *cfg) {
+    int64_t n = 0;
+    for (int i = 0; i < N_LLMC_TENSORS; i++)
+        n += entry_numel(&llmc_tensors[i], cfg) * (llmc_tensors[i].per_layer ? cfg->L : 1);
+    return n;
+}
+
+static void entry_name(const llmc_tensor *e, int layer, char *buf, size_t size) {
+    if (e->per_layer) snprintf(buf, size, "h.%d.%s", layer, e->name);
+    else              snprintf(buf, size, "%s", e->name);
+}
+
+/* "(768,2304)" */
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (k < size) snprintf(buf + k, size - k, ")");
+}
+
+/* Finds the parameter for (e, layer) in g and checks it can hold the llm.c
+ * tensor: present, f32, compiled, same number of elements. */
+static mt_status find_tensor(mt_graph *g, const char *path, const llmc_tensor *e, int layer,
+                             const mt_gpt_config *cfg, float **data) {
+    char name[MT_MAX_NAME];
+    entry_name(e, layer, name, sizeof name);
+    mt_tensor *t = mt_graph_find(g, name);
+    if (!t)
+        return mt_fail(MT_EINVAL, "llm.c checkpoint '%s': the graph has no tensor '%s'; build "
+                       "the model with mt_gpt_build and the checkpoint's config", path, name);
+    int64_t want[2];
+    for (int i = 0; i < e->ndim; i++) want[i] = dim_size(e->dims[i], cfg);
+    if (mt_tensor_numel(t) != entry_numel(e, cfg)) {
+        int64_t have[MT_MAX_DIMS];
+        int nd = mt_tensor_ndim(t);
+        if (nd < 0) nd = 0;
+        if (nd > MT_MAX_DIMS) nd = MT_MAX_DIMS;
+        for (int i = 0; i < nd; i++) have[i] = mt_tensor_dim(t, i);
+        char hs[96], ws[96];
+        shape_str(have, nd, hs, sizeof hs);
+        shape_str(want, e->ndim, ws, sizeof ws);
+        return mt_fail(MT_ESHAPE, "tensor '%s' has shape %s (%lld elements) in the graph but "
+                       "%s (%lld elements) in llm.c checkpoint '%s'", name, hs,
+                       (long long)mt_tensor_numel(t), ws, (long long)entry_numel(e, cfg), path);
+    }
+    if (mt_tensor_dtype(t) != MT_F32)
+        return mt_fail(MT_EUNSUPPORTED, "tensor '%s' is not f32; llm.c checkpoint '%s' is fp32 "
+                       "and is copied only into f32 parameters", name, path);
+    *data = mt_tensor_f32(t);
+    if (!*data)
+        return mt_fail(MT_ESTATE, "tensor '%s' has no storage yet; call mt_graph_compile "
+                       "before reading or writing llm.c checkpoint '%s'", name, path);
+    return MT_OK;
+}
+
+/* Checks every tensor before any is touched, so a mismatch leaves g as it was. */
+static mt_status check_graph(mt_graph *g, const char *path, const mt_gpt_config *cfg) {
+    for (int i = 0; i < N_LLMC_TENSORS; i++) {
+        const llmc_tensor *e = &llmc_tensors[i];
+        for (int l = 0; l < (e->per_layer ? cfg->L : 1); l++) {
+            float *data;
+            mt_status s = find_tensor(g, path, e, l, cfg, &data);
+            if (s != MT_OK) return s;
+        }
+    }
+    return MT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The header                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Bounds well past GPT-2 XL (and past any model a CPU trains) that keep every
+ * size product below 2^62. */
+#define MAX_DIM (1 << 24)
+#define MAX_C   (1 << 16)
+
+/* `whose` says where the sizes came from, for the message. */
+static mt_status check_sizes(const char *whose, const char *path, const mt_gpt_config *c) {
+    mt_status code = strcmp(whose, "model config") == 0 ? MT_EINVAL : MT_EFORMAT;
+    const struct { const char *name; int value, max; } f[] = {
+        {"maxT", c->maxT, MAX_DIM}, {"V", c->V, MAX_DIM}, {"L", c->L, MAX_C},
+        {"NH", c->NH, MAX_C}, {"C", c->C, MAX_C}, {"Vp", c->Vp, MAX_DIM},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].value <= 0 || f[i].value > f[i].max)
+            return mt_fail(code, "llm.c checkpoint '%s': %s has %s = %d, expected 1..%d",
+                           path, whose, f[i].name, f[i].value, f[i].max);
+    if (c->Vp < c->V)
+        return mt_fail(code, "llm.c checkpoint '%s': %s has Vp = %d < V = %d; the padded "
+                       "vocabulary must be at least V", path, whose, c->Vp, c->V);
+    if (c->C % c->NH != 0)
+        return mt_fail(code, "llm.c checkpoint '%s': %s has C = %d not divisible by NH = %d",
+                       path, whose, c->C, c->NH);
+    return MT_OK;
+}
+
+/* Opens `path`, checks its header and size, fills cfg. On success *fp (if
+ * not NULL) is left open just past the header. */
+static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp) {
+    if (fp) *fp = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_fail(MT_EIO, "cannot open llm.c checkpoint '%s': %s", path, strerror(errno));
+    int32_t h[HEADER_INTS] = {0};
+    size_t got = fread(h, sizeof(int32_t), HEADER_INTS, f);
+    mt_status s = MT_OK;
+    struct stat st;
+    if (got < 2 && h[0] != LLMC_MAGIC)
+        s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c checkpoint: it is shorter than the "
+                    "header's magic and version", path);
+    else if (h[0] != LLMC_MAGIC)
+        s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c GPT-2 checkpoint: magic is %d, expected "
+                    "%d%s", path, h[0], LLMC_MAGIC,
+                    h[0] == 20240520 ? " (it is an llm.c token file; use it as data)" : "");
+    else if (h[1] != LLMC_VERSION)
+        s = mt_fail(MT_EFORMAT, "llm.c checkpoint '%s' has version %d, expected %d (fp32 with "
+                    "padded vocabulary)%s", path, h[1], LLMC_VERSION,
+                    h[1] == 5 ? "; version 5 is bf16: use the fp32 file llm.c's train_gpt2.py "
+                                "writes next to it (gpt2_124M.bin)" : "");
+    else if (got != HEADER_INTS)
+        s = mt_fail(MT_EFORMAT, "llm.c checkpoint '%s' is truncated: it ends inside the "
+                    "%zu-byte header", path, HEADER_INTS * sizeof(int32_t));
+    if (s != MT_OK) { fclose(f); return s; }
+
+    mt_gpt_config c = {.maxT = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7]};
+    s = check_sizes("header", path, &c);
+    if (s == MT_OK && fstat(fileno(f), &st) != 0)
+        s = mt_fail(MT_EIO, "cannot stat llm.c checkpoint '%s': %s", path, strerror(errno));
+    if (s == MT_OK) {
+        int64_t want = (int64_t)sizeof h + 4 * total_floats(&c);
+        if ((int64_t)st.st_size != want)
+            s = mt_fail(MT_EFORMAT, "llm.c checkpoint '%s' is %s: its header (L=%d C=%d "
+                        "maxT=%d Vp=%d) needs %lld bytes, the file holds %lld", path,
+                        (int64_t)st.st_size < want ? "truncated" : "too long", c.L, c.C,
+                        c.maxT, c.Vp, (long long)want, (long long)st.st_size);
+    }
+    if (s != MT_OK || !fp) {
+        fclose(f);
+        if (s == MT_OK) *cfg = c;
+        return s;
+    }
+    *cfg = c;
+    *fp = f;
+    return MT_OK;
+}
+
+mt_status mt_llmc_read_config(const char *path, mt_gpt_config *cfg) {
+    if (!path || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_read_config: path or cfg is NULL");
+    return open_checkpoint(path, cfg, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Load and save                                                             */
+/* ------------------------------------------------------------------------ */
+
+mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
+    if (!path || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_load: path or cfg is NULL");
+    mt_gpt_config fc;
+    FILE *f;
+    mt_status s = open_checkpoint(path, &fc, &f);
+    if (s != MT_OK) return s;
+
+    const struct { const char *name; int file, want; } fields[] = {
+        {"maxT", fc.maxT, cfg->maxT}, {"V", fc.V, cfg->V}, {"L", fc.L, cfg->L},
+        {"NH", fc.NH, cfg->NH}, {"C", fc.C, cfg->C}, {"Vp", fc.Vp, cfg->Vp},
+    };
+    for (size_t i = 0; s == MT_OK && i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].file != fields[i].want)
+            s = mt_fail(MT_ESHAPE, "llm.c checkpoint '%s' has %s = %d but the model has %s = %d; "
+                        "build the model from mt_llmc_read_config's config", path,
+                        fields[i].name, fields[i].file, fields[i].name, fields[i].want);
+    if (s == MT_OK && g) s = check_graph(g, path, &fc);
+
+    for (int i = 0; s == MT_OK && g && i < N_LLMC_TENSORS; i++) {
+        const llmc_tensor *e = &llmc_tensors[i];
+        for (int l = 0; s == MT_OK && l < (e->per_layer ? fc.L : 1); l++) {
+            float *data = NULL;
+            s = find_tensor(g, path, e, l, &fc, &data);
+            size_t n = (size_t)entry_numel(e, &fc);
+            if (s == MT_OK && fread(data, sizeof(float), n, f) != n) {
+                char name[MT_MAX_NAME];
+                entry_name(e, l, name, sizeof name);
+                s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s", name,
+                            path, ferror(f) ? strerror(errno) : "file shrank while reading");
+            }
+        }
+    }
+    fclose(f);
+    return s;
+}
+
+/* Written to a temporary file next to the target, flushed, fsynced and renamed
+ * over it, so a crash leaves the old file or the new one, never half of one.
+ * (checkpoint.c also fsyncs the directory: its files are the resume point, an
+ * llm.c export is a by-product.) */
+mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
+    if (!path || !g || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_save: path, g or cfg is NULL");
+    mt_status s = check_sizes("model config", path, cfg);
+    if (s == MT_OK) s = check_graph(g, path, cfg);
+    if (s != MT_OK) return s;
+
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp) return mt_fail(MT_ENOMEM, "no memory to save '%s'", path);
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        s = mt_fail(MT_EIO, "cannot create '%s' to save llm.c checkpoint '%s': %s", tmp, path,
+                    strerror(errno));
+        free(tmp);
+        return s;
+    }
+
+    int32_t h[HEADER_INTS] = {LLMC_MAGIC, LLMC_VERSION, cfg->maxT, cfg->V, cfg->L,
+                              cfg->NH, cfg->C, cfg->Vp};
+    bool ok = fwrite(h, sizeof h, 1, f) == 1;
+    for (int i = 0; ok && i < N_LLMC_TENSORS; i++) {
+        const llmc_tensor *e = &llmc_tensors[i];
+        for (int l = 0; ok && l < (e->per_layer ? cfg->L : 1); l++) {
+            float *data = NULL;
+            find_tensor(g, path, e, l, cfg, &data);   /* checked by check_graph */
+            size_t n = (size_t)entry_numel(e, cfg);
+            ok = fwrite(data, sizeof(float), n, f) == n;
+        }
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    if (fclose(f) != 0 && ok) { ok = false; err = errno; }
+    if (ok && rename(tmp, path) != 0) { ok = false; err = errno; }
+    if (!ok) {
+        unlink(tmp);
+        s = mt_fail(MT_EIO, "writing llm.c checkpoint '%s' (through '%s'): %s", path, tmp,
+                    strerror(err));
+    }
+    free(tmp);
+    return s;
+}

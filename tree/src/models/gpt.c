@@ -1,0 +1,149 @@
+/*
+ * gpt.c — the GPT-2 model (as llm.c's train_gpt2.c), built only through the
+ * public graph API: learned token and position embeddings, L pre-LayerNorm
+ * blocks (causal self-attention, then a 4C GELU MLP, each with a residual), a
+ * final LayerNorm and an LM head tied to the token embedding.
+ */
+#include "meshtrain.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* GPT-2's initialisation scale (llm.c train_gpt2.cu, model_init). */
+#define GPT_INIT_STD 0.02f
+
+/* ======================================================================== */
+/* Configuration                                                             */
+/* ======================================================================== */
+
+mt_status mt_gpt_config_check(const mt_gpt_config *cfg) {
+    if (!cfg) return mt_fail(MT_EINVAL, "GPT configuration is NULL");
+    const struct { const char *name; int value; } fields[] = {
+        {"L", cfg->L}, {"C", cfg->C}, {"NH", cfg->NH}, {"maxT", cfg->maxT},
+        {"V", cfg->V}, {"Vp", cfg->Vp},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].value <= 0)
+            return mt_fail(MT_EINVAL, "GPT config field %s=%d must be positive",
+                           fields[i].name, fields[i].value);
+    if (cfg->C % cfg->NH != 0)
+        return mt_fail(MT_EINVAL, "GPT channels C=%d are not divisible by the heads NH=%d; "
+                       "pick C a multiple of NH", cfg->C, cfg->NH);
+    if (cfg->Vp < cfg->V)
+        return mt_fail(MT_EINVAL, "GPT padded vocabulary Vp=%d is smaller than the vocabulary "
+                       "V=%d; set Vp >= V (e.g. V rounded up to a multiple of 64)",
+                       cfg->Vp, cfg->V);
+    return MT_OK;
+}
+
+int64_t mt_gpt_num_params(const mt_gpt_config *cfg) {
+    int64_t C = cfg->C, L = cfg->L;
+    /* per block: ln_1 2C, qkv 3C²+3C, proj C²+C, ln_2 2C, fc 4C²+4C, mlp.proj 4C²+C */
+    int64_t per_layer = 12 * C * C + 13 * C;
+    return (int64_t)cfg->Vp * C + (int64_t)cfg->maxT * C + L * per_layer + 2 * C;
+}
+
+double mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens) {
+    /* PaLM (Chowdhery et al. 2022) appendix B: 6N per token for the matmuls of
+     * forward and backward, plus 12·L·C·T per token for attention scores. */
+    double N = (double)mt_gpt_num_params(cfg);
+    double attn = 12.0 * cfg->L * (double)cfg->C * T;
+    return (6.0 * N + attn) * (double)tokens;
+}
+
+/* ======================================================================== */
+/* Builder                                                                   */
+/* ======================================================================== */
+
+static mt_tensor *param1(mt_graph *g, const char *name, int64_t n, mt_init init) {
+    int64_t shape[1] = {n};
+    return mt_param(g, name, 1, shape, init);
+}
+
+static mt_tensor *param2(mt_graph *g, const char *name, int64_t rows, int64_t cols, mt_init init) {
+    int64_t shape[2] = {rows, cols};
+    return mt_param(g, name, 2, shape, init);
+}
+
+/* One transformer block: x (B,T,C) -> (B,T,C). */
+static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_config *cfg) {
+    const int64_t C = cfg->C;
+    const mt_init zeros = {MT_INIT_ZEROS, 0.0f}, ones = {MT_INIT_ONES, 0.0f};
+    const mt_init normal = {MT_INIT_NORMAL, GPT_INIT_STD};
+    /* the residual projections are scaled down so the residual stream's
+     * variance does not grow with depth (GPT-2 paper, section 2.3) */
+    const mt_init resid = {MT_INIT_NORMAL, GPT_INIT_STD / sqrtf(2.0f * (float)cfg->L)};
+    char n[MT_MAX_NAME];
+
+#define P1(suffix, len, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param1(g, n, len, init))
+#define P2(suffix, r, c, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param2(g, n, r, c, init))
+    mt_tensor *ln1_w = P1("ln_1.w", C, ones), *ln1_b = P1("ln_1.b", C, zeros);
+    mt_tensor *qkv_w = P2("attn.qkv.w", 3 * C, C, normal), *qkv_b = P1("attn.qkv.b", 3 * C, zeros);
+    mt_tensor *proj_w = P2("attn.proj.w", C, C, resid), *proj_b = P1("attn.proj.b", C, zeros);
+    mt_tensor *ln2_w = P1("ln_2.w", C, ones), *ln2_b = P1("ln_2.b", C, zeros);
+    mt_tensor *fc_w = P2("mlp.fc.w", 4 * C, C, normal), *fc_b = P1("mlp.fc.b", 4 * C, zeros);
+    mt_tensor *mp_w = P2("mlp.proj.w", C, 4 * C, resid), *mp_b = P1("mlp.proj.b", C, zeros);
+#undef P1
+#undef P2
+
+    mt_tensor *h = mt_layernorm(g, x, ln1_w, ln1_b);               /* (B,T,C) */
+    mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3C) */
+    mt_tensor *att = mt_attention(g, qkv, cfg->NH);                 /* (B,T,C) */
+    mt_tensor *a = mt_add(g, x, mt_linear(g, att, proj_w, proj_b)); /* (B,T,C) */
+    h = mt_layernorm(g, a, ln2_w, ln2_b);                           /* (B,T,C) */
+    h = mt_gelu(g, mt_linear(g, h, fc_w, fc_b));                    /* (B,T,4C) */
+    return mt_add(g, a, mt_linear(g, h, mp_w, mp_b));               /* (B,T,C) */
+}
+
+mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale) {
+    if (!g) { mt_fail(MT_EINVAL, "mt_gpt_build needs a graph (got NULL)"); return NULL; }
+    if (mt_gpt_config_check(cfg) != MT_OK) return NULL;
+    if (B <= 0 || T <= 0) {
+        mt_fail(MT_EINVAL, "GPT microbatch B=%d T=%d must be positive", B, T);
+        return NULL;
+    }
+    if (T > cfg->maxT) {
+        mt_fail(MT_EINVAL, "sequence length T=%d exceeds the model's context maxT=%d; "
+                "lower T or build the model with a larger maxT", T, cfg->maxT);
+        return NULL;
+    }
+    const int64_t C = cfg->C;
+    const mt_init zeros = {MT_INIT_ZEROS, 0.0f}, ones = {MT_INIT_ONES, 0.0f};
+    const mt_init normal = {MT_INIT_NORMAL, GPT_INIT_STD};
+    const int64_t bt[2] = {B, T};
+
+    mt_tensor *tokens = mt_input(g, "tokens", MT_I32, 2, bt);      /* (B,T) */
+    mt_tensor *targets = mt_input(g, "targets", MT_I32, 2, bt);    /* (B,T) */
+    mt_tensor *pos = mt_constant(g, "pos", MT_I32, 2, bt);         /* (B,T), pos[b,t] = t */
+    mt_tensor *wte = param2(g, "wte", cfg->Vp, C, normal);          /* (Vp,C) */
+    mt_tensor *wpe = param2(g, "wpe", cfg->maxT, C, normal);        /* (maxT,C) */
+
+    mt_tensor *x = mt_add(g, mt_embedding(g, wte, tokens), mt_embedding(g, wpe, pos)); /* (B,T,C) */
+    for (int l = 0; l < cfg->L; l++) x = gpt_block(g, x, l, cfg);
+
+    mt_tensor *lnf_w = param1(g, "ln_f.w", C, ones), *lnf_b = param1(g, "ln_f.b", C, zeros);
+    mt_tensor *xf = mt_layernorm(g, x, lnf_w, lnf_b);              /* (B,T,C) */
+    /* tied head: logits (B,T,Vp) = xf (B,T,C) · wte (Vp,C)ᵀ */
+    mt_tensor *logits = mt_matmul(g, xf, wte, false, true);
+    /* named so that sampling can read the next-token distribution */
+    if (logits) mt_tensor_set_name(logits, "logits");
+    mt_tensor *loss = mt_cross_entropy(g, logits, targets, cfg->V, loss_scale);
+    if (!loss && mt_graph_status(g) == MT_OK)
+        mt_fail(MT_EINTERNAL, "building the GPT graph failed without a graph error");
+    return loss;
+}
+
+mt_status mt_gpt_fill_constants(mt_graph *g) {
+    mt_tensor *pos = g ? mt_graph_find(g, "pos") : NULL;
+    if (!pos || mt_tensor_dtype(pos) != MT_I32 || mt_tensor_ndim(pos) != 2)
+        return mt_fail(MT_EINVAL, "the graph has no int32 (B,T) constant 'pos'; "
+                       "build it with mt_gpt_build");
+    int32_t *p = mt_tensor_i32(pos);   /* (B,T) */
+    if (!p)
+        return mt_fail(MT_ESTATE, "position ids have no storage yet; call mt_graph_compile "
+                       "before mt_gpt_fill_constants");
+    int64_t B = mt_tensor_dim(pos, 0), T = mt_tensor_dim(pos, 1);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) p[b * T + t] = (int32_t)t;
+    return MT_OK;
+}

@@ -1,0 +1,168 @@
+/*
+ * attention.c — causal multi-head self-attention, forward and backward.
+ *
+ * Follows llm.c's attention_forward/backward with two differences: q, k, v
+ * arrive packed side by side in qkv (B,T,3C), and the pre-softmax scores are
+ * not saved — the forward computes them into the att row and turns them into
+ * probabilities in place, and the backward needs only the probabilities. The
+ * loops run batch, head, then query row, so the k and v rows of one head are
+ * reused from cache across all queries of that head. Every q·k product runs
+ * over HS contiguous floats. The softmax backward uses the identity
+ * dpre = att·(datt - Σ att·datt), which is O(T) per row rather than llm.c's
+ * O(T²). Outputs must not overlap inputs.
+ */
+#include "ops/kernels.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
+ * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
+ * scalar tail. The body may contain commas. */
+#define MT_VEC_FOR(i, n, ...)                                                  \
+    do {                                                                       \
+        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
+        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
+            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
+        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
+    } while (0)
+
+/* exp(x) to about 1 ulp (Cephes expf: x = n·ln2 + r, |r| ≤ ln2/2, a degree-6
+ * polynomial in r, then 2^n put into the exponent bits). libm's expf is a
+ * call gcc cannot vectorise without -ffast-math; this inlines into the
+ * softmax loops. Below -87.3 the result is flushed to 0 (exp(-inf) = 0);
+ * the softmax never asks for more than exp(0). A NaN passes through. */
+static inline float exp_f(float x) {
+    float xc = x < -87.3f ? -87.3f : x;
+    xc = xc > 88.3f ? 88.3f : xc;
+    /* round to nearest by the 1.5·2^23 trick: gcc keeps (a + c) - c as written */
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    float nc = n == n ? n : 0.0f;   /* a NaN must not reach the int conversion */
+    int32_t bits = ((int32_t)nc + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float e = p * scale;
+    return x < -87.3f ? 0.0f : e;
+}
+
+/* Σ x·y over n floats. Sixteen partial sums let gcc vectorise a reduction it
+ * may not reorder. */
+static inline float dot_f(const float *restrict x, const float *restrict y, int64_t n) {
+    float lane[16] = {0};
+    int64_t nb = n - n % 16;
+    for (int64_t i0 = 0; i0 < nb; i0 += 16)
+        for (int l = 0; l < 16; l++) lane[l] += x[i0 + l] * y[i0 + l];
+    float s = 0.0f;
+    for (int64_t i = nb; i < n; i++) s += x[i] * y[i];
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
+}
+
+/* out (B,T,C) = concat_h softmax_causal(q_h·k_hᵀ/√HS) · v_h, from qkv (B,T,3C);
+ * saves att (B,NH,T,T) with zeros above the diagonal. */
+void mt_kernel_attention_fwd(float *restrict out, float *restrict att, const float *restrict qkv,
+                             int64_t B, int64_t T, int64_t C, int64_t NH) {
+    assert(NH > 0 && C % NH == 0);
+    const int64_t HS = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t b = 0; b < B; b++) {
+        const float *restrict qkv_b = qkv + b * T * C3;
+        for (int64_t h = 0; h < NH; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                const float *restrict q = qkv_b + t * C3 + h * HS;
+                float *restrict a = att + ((b * NH + h) * T + t) * T;
+
+                /* scores and their max, over the keys up to and including t */
+                float maxv = -INFINITY;
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const float *restrict k = qkv_b + t2 * C3 + C + h * HS;
+                    float s = dot_f(q, k, HS) * scale;
+                    a[t2] = s;
+                    maxv = s > maxv ? s : maxv;
+                }
+                /* exp in place, then its sum: the row is still in L1 */
+                MT_VEC_FOR(t2, t + 1, a[t2] = exp_f(a[t2] - maxv));
+                float lane[16] = {0};
+                const int64_t nb = (t + 1) - (t + 1) % 16;
+                for (int64_t i0 = 0; i0 < nb; i0 += 16)
+                    for (int l = 0; l < 16; l++) lane[l] += a[i0 + l];
+                float sum = 0.0f;
+                for (int64_t t2 = nb; t2 <= t; t2++) sum += a[t2];
+                for (int l = 0; l < 16; l++) sum += lane[l];
+                /* sum >= exp(0) = 1 from the max entry, so no division by 0 */
+                const float inv = 1.0f / sum;
+                MT_VEC_FOR(t2, t + 1, a[t2] *= inv);
+                /* the future is stored as 0 so att is a true (B,NH,T,T) matrix */
+                for (int64_t t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+
+                float *restrict o = out + (b * T + t) * C + h * HS;
+                memset(o, 0, (size_t)HS * sizeof *o);
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const float *restrict v = qkv_b + t2 * C3 + 2 * C + h * HS;
+                    const float p = a[t2];
+                    MT_VEC_FOR(i, HS, o[i] += p * v[i]);
+                }
+            }
+        }
+    }
+}
+
+/* dqkv (B,T,3C) (+)= the gradient through attention, from dout (B,T,C),
+ * qkv (B,T,3C) and the saved att (B,NH,T,T). scratch (T·T floats; T are
+ * used) holds one row of datt, then of dpre, at a time. */
+void mt_kernel_attention_bwd(float *restrict dqkv, const float *restrict dout,
+                             const float *restrict qkv, const float *restrict att,
+                             int64_t B, int64_t T, int64_t C, int64_t NH, bool acc,
+                             float *restrict scratch) {
+    assert(NH > 0 && C % NH == 0);
+    const int64_t HS = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    /* every row scatters into the k and v of earlier rows, so the gradient is
+     * built by accumulation; overwriting means starting from zero */
+    if (!acc) memset(dqkv, 0, (size_t)(B * T * C3) * sizeof *dqkv);
+    float *restrict dpre = scratch;
+    for (int64_t b = 0; b < B; b++) {
+        const float *restrict qkv_b = qkv + b * T * C3;
+        float *restrict dqkv_b = dqkv + b * T * C3;
+        for (int64_t h = 0; h < NH; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                const float *restrict a = att + ((b * NH + h) * T + t) * T;
+                const float *restrict dO = dout + (b * T + t) * C + h * HS;
+                const float *restrict q = qkv_b + t * C3 + h * HS;
+                float *restrict dq = dqkv_b + t * C3 + h * HS;
+
+                /* out = Σ att·v: datt[t2] = dout·v[t2], dv[t2] += att[t2]·dout */
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const float *restrict v = qkv_b + t2 * C3 + 2 * C + h * HS;
+                    float *restrict dv = dqkv_b + t2 * C3 + 2 * C + h * HS;
+                    dpre[t2] = dot_f(dO, v, HS);
+                    const float p = a[t2];
+                    MT_VEC_FOR(i, HS, dv[i] += p * dO[i]);
+                }
+                /* softmax: dpre = att·(datt - Σ att·datt), with the 1/√HS of
+                 * the scores folded in */
+                const float s = dot_f(a, dpre, t + 1);
+                MT_VEC_FOR(t2, t + 1, dpre[t2] = a[t2] * (dpre[t2] - s) * scale);
+
+                /* pre = q·k: dq += dpre[t2]·k[t2], dk[t2] += dpre[t2]·q */
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const float *restrict k = qkv_b + t2 * C3 + C + h * HS;
+                    float *restrict dk = dqkv_b + t2 * C3 + C + h * HS;
+                    const float g = dpre[t2];
+                    MT_VEC_FOR(i, HS, dq[i] += g * k[i]);
+                    MT_VEC_FOR(i, HS, dk[i] += g * q[i]);
+                }
+            }
+        }
+    }
+}

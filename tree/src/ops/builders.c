@@ -1,0 +1,261 @@
+/*
+ * builders.c — the public op constructors (mt_matmul, mt_layernorm, ...).
+ *
+ * Each checks its operands' shapes and dtypes, creates the output tensor and
+ * appends one forward node. Errors stick to the graph (mt_graph_status) and
+ * name the op, the operands and their shapes; a NULL operand means an earlier
+ * error and is passed on silently.
+ */
+#include "graph/graph_impl.h"
+
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------ */
+
+#define SHAPE(t, buf) mt__shape_str((t), (buf), sizeof (buf))
+
+static bool ready(mt_graph *g, int n, mt_tensor *const *ts) {
+    if (!g || g->status != MT_OK) return false;
+    for (int i = 0; i < n; i++) if (!ts[i]) return false;
+    return true;
+}
+
+static bool want_dtype(mt_graph *g, const char *op, mt_tensor *t, mt_dtype dt) {
+    if (t->dtype == dt) return true;
+    mt__graph_error(g, MT_EINVAL, "%s: operand '%s' must be %s", op, t->name,
+                    dt == MT_I32 ? "int32" : "f32");
+    return false;
+}
+
+/* Makes the output and the node; returns the output. */
+static mt_tensor *emit(mt_graph *g, mt_op op, int ndim, const int64_t *shape,
+                       mt_tensor *const *in, int n_in, const int64_t *iattr, const float *fattr) {
+    mt_tensor *out = mt__tensor_new(g, NULL, MT_F32, MT_ACT, ndim, shape);
+    if (!out) return NULL;
+    mt_node n = {.op = op, .phase = MT_PHASE_F, .out = out, .n_in = n_in};
+    for (int k = 0; k < n_in; k++) n.in[k] = in[k];
+    if (iattr) memcpy(n.i, iattr, sizeof n.i);
+    if (fattr) memcpy(n.f, fattr, sizeof n.f);
+    /* tensors saved for backward */
+    if (op == MT_OP_LAYERNORM || op == MT_OP_CROSS_ENTROPY) {
+        int64_t rows = mt__rows(in[0]);
+        n.aux[0] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 1, &rows);
+        if (op == MT_OP_LAYERNORM) n.aux[1] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 1, &rows);
+    } else if (op == MT_OP_ATTENTION) {
+        int64_t s[4] = {iattr[0], iattr[3], iattr[1], iattr[1]};   /* (B,NH,T,T) */
+        n.aux[0] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 4, s);
+    }
+    if (g->status != MT_OK) return NULL;
+    return mt__node_add(g, &n) < 0 ? NULL : out;
+}
+
+/* ---- matmul family ------------------------------------------------------ */
+
+mt_tensor *mt_matmul(mt_graph *g, mt_tensor *a, mt_tensor *b, bool trans_a, bool trans_b) {
+    mt_tensor *ops[2] = {a, b};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, "matmul", a, MT_F32) || !want_dtype(g, "matmul", b, MT_F32)) return NULL;
+    char sa[64], sb[64];
+    if (a->ndim < 2 || b->ndim != 2 || (trans_a && a->ndim != 2))
+        return mt__graph_error(g, MT_ESHAPE, "matmul: a %s%s · b %s%s: b must be 2-D, a 2-D "
+                               "(or 3-D/4-D without transpose)", SHAPE(a, sa), trans_a ? "ᵀ" : "",
+                               SHAPE(b, sb), trans_b ? "ᵀ" : "");
+    int64_t K = trans_a ? a->shape[0] : a->shape[a->ndim - 1];
+    int64_t M = trans_a ? a->shape[1] : mt__rows(a);
+    int64_t Kb = trans_b ? b->shape[1] : b->shape[0];
+    int64_t N = trans_b ? b->shape[0] : b->shape[1];
+    if (K != Kb)
+        return mt__graph_error(g, MT_ESHAPE, "matmul: inner dimensions differ: a '%s' %s%s has "
+                               "K=%lld, b '%s' %s%s has K=%lld", a->name, SHAPE(a, sa),
+                               trans_a ? "ᵀ" : "", (long long)K, b->name, SHAPE(b, sb),
+                               trans_b ? "ᵀ" : "", (long long)Kb);
+    int64_t shape[MT_MAX_DIMS];
+    int ndim = trans_a ? 2 : a->ndim;
+    if (trans_a) shape[0] = M;
+    else for (int d = 0; d < a->ndim - 1; d++) shape[d] = a->shape[d];
+    shape[ndim - 1] = N;
+    int64_t attr[4] = {(int64_t)trans_a | (int64_t)trans_b << 1, M, N, K};
+    return emit(g, MT_OP_MATMUL, ndim, shape, ops, 2, attr, NULL);
+}
+
+mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias) {
+    mt_tensor *ops[3] = {x, w, bias};
+    if (!ready(g, 2, ops)) return NULL;
+    char sx[64], sw[64];
+    if (!want_dtype(g, "linear", x, MT_F32) || !want_dtype(g, "linear", w, MT_F32)) return NULL;
+    int64_t C = x->shape[x->ndim - 1];
+    if (w->ndim != 2 || w->shape[1] != C)
+        return mt__graph_error(g, MT_ESHAPE, "linear: weight '%s' %s must be (OC,C) with C=%lld "
+                               "from x '%s' %s", w->name, SHAPE(w, sw), (long long)C, x->name,
+                               SHAPE(x, sx));
+    int64_t OC = w->shape[0];
+    if (bias && (bias->ndim != 1 || bias->shape[0] != OC))
+        return mt__graph_error(g, MT_ESHAPE, "linear: bias '%s' %s must be (%lld)", bias->name,
+                               SHAPE(bias, sw), (long long)OC);
+    int64_t shape[MT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = OC;
+    int64_t attr[4] = {0, mt__rows(x), OC, C};
+    return emit(g, MT_OP_LINEAR, x->ndim, shape, ops, bias ? 3 : 2, attr, NULL);
+}
+
+/* ---- elementwise -------------------------------------------------------- */
+
+static mt_tensor *binary(mt_graph *g, mt_op op, const char *name, mt_tensor *a, mt_tensor *b) {
+    mt_tensor *ops[2] = {a, b};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, name, a, MT_F32) || !want_dtype(g, name, b, MT_F32)) return NULL;
+    bool suffix = b->ndim <= a->ndim;
+    for (int d = 0; suffix && d < b->ndim; d++)
+        suffix = b->shape[b->ndim - 1 - d] == a->shape[a->ndim - 1 - d];
+    if (!suffix) {
+        char sa[64], sb[64];
+        return mt__graph_error(g, MT_ESHAPE, "%s: '%s' %s and '%s' %s do not broadcast; the "
+                               "second shape must equal the trailing dims of the first",
+                               name, a->name, SHAPE(a, sa), b->name, SHAPE(b, sb));
+    }
+    return emit(g, op, a->ndim, a->shape, ops, 2, NULL, NULL);
+}
+
+mt_tensor *mt_add(mt_graph *g, mt_tensor *a, mt_tensor *b) { return binary(g, MT_OP_ADD, "add", a, b); }
+mt_tensor *mt_sub(mt_graph *g, mt_tensor *a, mt_tensor *b) { return binary(g, MT_OP_SUB, "sub", a, b); }
+mt_tensor *mt_mul(mt_graph *g, mt_tensor *a, mt_tensor *b) { return binary(g, MT_OP_MUL, "mul", a, b); }
+
+mt_tensor *mt_scale(mt_graph *g, mt_tensor *a, float s) {
+    if (!ready(g, 1, &a) || !want_dtype(g, "scale", a, MT_F32)) return NULL;
+    float f[2] = {s, 0};
+    return emit(g, MT_OP_SCALE, a->ndim, a->shape, &a, 1, NULL, f);
+}
+
+mt_tensor *mt_gelu(mt_graph *g, mt_tensor *x) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "gelu", x, MT_F32)) return NULL;
+    return emit(g, MT_OP_GELU, x->ndim, x->shape, &x, 1, NULL, NULL);
+}
+
+/* ---- normalisation, attention, embedding -------------------------------- */
+
+mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
+    mt_tensor *ops[3] = {x, w, b};
+    if (!ready(g, 3, ops)) return NULL;
+    int64_t C = x->shape[x->ndim - 1];
+    for (int k = 1; k < 3; k++)
+        if (ops[k]->ndim != 1 || ops[k]->shape[0] != C) {
+            char s1[64], s2[64];
+            return mt__graph_error(g, MT_ESHAPE, "layernorm: '%s' %s must be (%lld) to match x "
+                                   "'%s' %s", ops[k]->name, SHAPE(ops[k], s1), (long long)C,
+                                   x->name, SHAPE(x, s2));
+        }
+    if ((w->needs_grad || b->needs_grad) && !(w->kind == MT_PARAM && b->kind == MT_PARAM))
+        return mt__graph_error(g, MT_EUNSUPPORTED, "layernorm: weight '%s' and bias '%s' must "
+                               "both be parameters", w->name, b->name);
+    int64_t attr[4] = {mt__rows(x), C, 0, 0};
+    return emit(g, MT_OP_LAYERNORM, x->ndim, x->shape, ops, 3, attr, NULL);
+}
+
+mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
+    if (!ready(g, 1, &qkv)) return NULL;
+    char s[64];
+    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
+        return mt__graph_error(g, MT_ESHAPE, "attention: qkv '%s' %s must be (B,T,3C)",
+                               qkv->name, SHAPE(qkv, s));
+    int64_t C = qkv->shape[2] / 3;
+    if (NH <= 0 || C % NH != 0)
+        return mt__graph_error(g, MT_EINVAL, "attention: C=%lld channels do not split into "
+                               "NH=%d heads; pick NH dividing C", (long long)C, NH);
+    int64_t shape[3] = {qkv->shape[0], qkv->shape[1], C};
+    int64_t attr[4] = {qkv->shape[0], qkv->shape[1], C, NH};
+    return emit(g, MT_OP_ATTENTION, 3, shape, &qkv, 1, attr, NULL);
+}
+
+mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
+    mt_tensor *ops[2] = {table, ids};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, "embedding", ids, MT_I32)) return NULL;
+    char s[64];
+    if (table->ndim != 2 || ids->ndim >= MT_MAX_DIMS)
+        return mt__graph_error(g, MT_ESHAPE, "embedding: table '%s' %s must be (V,C) and ids "
+                               "at most %d-D", table->name, SHAPE(table, s), MT_MAX_DIMS - 1);
+    int64_t shape[MT_MAX_DIMS];
+    memcpy(shape, ids->shape, sizeof shape);
+    shape[ids->ndim] = table->shape[1];
+    int64_t attr[4] = {mt_tensor_numel(ids), table->shape[1], table->shape[0], 0};
+    return emit(g, MT_OP_EMBEDDING, ids->ndim + 1, shape, ops, 2, attr, NULL);
+}
+
+/* ---- losses and reductions ---------------------------------------------- */
+
+mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V, float scale) {
+    mt_tensor *ops[2] = {logits, targets};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, "cross_entropy", targets, MT_I32)) return NULL;
+    char s1[64], s2[64];
+    int64_t Vp = logits->shape[logits->ndim - 1];
+    if (V <= 0 || V > Vp)
+        return mt__graph_error(g, MT_EINVAL, "cross_entropy: V=%d must be in [1, %lld] (the "
+                               "last dim of logits '%s')", V, (long long)Vp, logits->name);
+    if (mt_tensor_numel(targets) != mt__rows(logits))
+        return mt__graph_error(g, MT_ESHAPE, "cross_entropy: targets '%s' %s need one entry per "
+                               "row of logits '%s' %s", targets->name, SHAPE(targets, s1),
+                               logits->name, SHAPE(logits, s2));
+    int64_t attr[4] = {mt__rows(logits), V, Vp, 0};
+    float f[2] = {scale, 0};
+    return emit(g, MT_OP_CROSS_ENTROPY, 0, NULL, ops, 2, attr, f);
+}
+
+mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale) {
+    mt_tensor *ops[2] = {pred, target};
+    if (!ready(g, 2, ops)) return NULL;
+    if (mt_tensor_numel(pred) != mt_tensor_numel(target)) {
+        char s1[64], s2[64];
+        return mt__graph_error(g, MT_ESHAPE, "mse: pred '%s' %s and target '%s' %s differ in size",
+                               pred->name, SHAPE(pred, s1), target->name, SHAPE(target, s2));
+    }
+    float f[2] = {scale, 0};
+    return emit(g, MT_OP_MSE, 0, NULL, ops, 2, NULL, f);
+}
+
+mt_tensor *mt_sum(mt_graph *g, mt_tensor *x) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "sum", x, MT_F32)) return NULL;
+    float f[2] = {1.0f, 0};
+    return emit(g, MT_OP_SUM, 0, NULL, &x, 1, NULL, f);
+}
+
+mt_tensor *mt_mean(mt_graph *g, mt_tensor *x) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "mean", x, MT_F32)) return NULL;
+    float f[2] = {(float)(1.0 / (double)mt_tensor_numel(x)), 0};
+    return emit(g, MT_OP_SUM, 0, NULL, &x, 1, NULL, f);
+}
+
+/* ---- shapes ------------------------------------------------------------- */
+
+mt_tensor *mt_reshape(mt_graph *g, mt_tensor *x, int ndim, const int64_t *shape) {
+    if (!ready(g, 1, &x)) return NULL;
+    mt_tensor *v = mt__tensor_new(g, NULL, x->dtype, x->kind == MT_PARAM ? MT_ACT : x->kind,
+                                  ndim, shape);
+    if (!v) return NULL;
+    if (mt_tensor_numel(v) != mt_tensor_numel(x)) {
+        char s1[64], s2[64];
+        return mt__graph_error(g, MT_ESHAPE, "reshape: '%s' %s has %lld elements, the new shape "
+                               "%s has %lld", x->name, SHAPE(x, s1), (long long)mt_tensor_numel(x),
+                               SHAPE(v, s2), (long long)mt_tensor_numel(v));
+    }
+    v->view_of = x;
+    v->data_dep = x->data_dep;
+    v->needs_grad = x->needs_grad;
+    return v;
+}
+
+mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "transpose", x, MT_F32)) return NULL;
+    char s[64];
+    if (x->ndim < 2)
+        return mt__graph_error(g, MT_ESHAPE, "transpose: '%s' %s needs at least 2 dims",
+                               x->name, SHAPE(x, s));
+    int64_t shape[MT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 2] = x->shape[x->ndim - 1];
+    shape[x->ndim - 1] = x->shape[x->ndim - 2];
+    int64_t R = x->shape[x->ndim - 2], Cc = x->shape[x->ndim - 1];
+    int64_t attr[4] = {mt_tensor_numel(x) / (R * Cc), R, Cc, 0};
+    return emit(g, MT_OP_TRANSPOSE, x->ndim, shape, &x, 1, attr, NULL);
+}

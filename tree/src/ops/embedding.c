@@ -1,0 +1,44 @@
+/*
+ * embedding.c — table lookup (gather) and its backward (scatter-add).
+ *
+ * The forward copies whole rows; the backward adds whole rows, and always adds,
+ * because the same id may appear many times in a batch (every occurrence
+ * contributes) and parameter gradients accumulate over microbatches. The
+ * table size V is not passed, so an id is only checked to be non-negative;
+ * the data loader owns the upper bound. Outputs must not overlap inputs.
+ */
+#include "ops/kernels.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
+ * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
+ * scalar tail. The body may contain commas. */
+#define MT_VEC_FOR(i, n, ...)                                                  \
+    do {                                                                       \
+        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
+        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
+            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
+        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
+    } while (0)
+
+/* out (n,C) = table (V,C)[ids (n)]. */
+void mt_kernel_embedding_fwd(float *restrict out, const float *restrict table,
+                             const int32_t *restrict ids, int64_t n, int64_t C) {
+    for (int64_t i = 0; i < n; i++) {
+        assert(ids[i] >= 0);
+        memcpy(out + i * C, table + (int64_t)ids[i] * C, (size_t)C * sizeof *out);
+    }
+}
+
+/* dtable (V,C) += dout (n,C) scattered to the rows ids (n). */
+void mt_kernel_embedding_bwd(float *restrict dtable, const float *restrict dout,
+                             const int32_t *restrict ids, int64_t n, int64_t C) {
+    for (int64_t i = 0; i < n; i++) {
+        assert(ids[i] >= 0);
+        float *restrict d = dtable + (int64_t)ids[i] * C;
+        const float *restrict g = dout + i * C;
+        MT_VEC_FOR(j, C, d[j] += g[j]);
+    }
+}

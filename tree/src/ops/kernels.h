@@ -1,0 +1,137 @@
+/*
+ * kernels.h — the compute kernels behind the ops (internal).
+ *
+ * Pure functions over dense row-major float buffers; no allocation, no graph.
+ * Each states its shapes. `acc` selects out = result (false) or out += result
+ * (true): the autodiff sets it so the first contributor to a gradient writes
+ * and later ones add, and parameter gradients always add (that is gradient
+ * accumulation over microbatches).
+ *
+ * Shape letters: B batch, T time, C channels, NH heads, HS = C/NH head size,
+ * V vocabulary, Vp padded vocabulary, rows = any number of leading rows.
+ */
+#ifndef MT_KERNELS_H
+#define MT_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- matmul (matmul.c) --------------------------------------------------- */
+
+/* C (M,N) = alpha · op(A) · op(B) + beta · C, through CBLAS sgemm, row-major.
+ * op(A) is (M,K): A is (M,K) with lda >= K, or (K,M) with lda >= M if ta.
+ * op(B) is (K,N): B is (K,N) with ldb >= N, or (N,K) with ldb >= K if tb. */
+void mt_kernel_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb,
+                    float beta, float *C, int64_t ldc);
+
+/* out (rows,OC) += bias (OC) on every row. */
+void mt_kernel_bias_add(float *out, const float *bias, int64_t rows, int64_t OC);
+
+/* dbias (OC) (+)= Σ_rows dout (rows,OC). */
+void mt_kernel_bias_grad(float *dbias, const float *dout, int64_t rows, int64_t OC, bool acc);
+
+/* ---- elementwise (elementwise.c) ----------------------------------------- */
+/* Broadcast: a and out have n elements, b has nb elements, n % nb == 0, and
+ * b repeats: b_i = b[i % nb]. */
+
+void mt_kernel_add_fwd(float *out, const float *a, const float *b, int64_t n, int64_t nb);
+void mt_kernel_sub_fwd(float *out, const float *a, const float *b, int64_t n, int64_t nb);
+void mt_kernel_mul_fwd(float *out, const float *a, const float *b, int64_t n, int64_t nb);
+
+/* out (n) (+)= s · a (n). */
+void mt_kernel_scale(float *out, const float *a, float s, int64_t n, bool acc);
+
+/* db (nb) (+)= s · Σ_{i ≡ j mod nb} dout[i]  (the backward of a broadcast). */
+void mt_kernel_reduce_broadcast(float *db, const float *dout, float s, int64_t n, int64_t nb, bool acc);
+
+/* da (n) (+)= dout (n) · b (nb, broadcast). */
+void mt_kernel_mul_bwd_a(float *da, const float *dout, const float *b, int64_t n, int64_t nb, bool acc);
+
+/* db (nb) (+)= Σ_{i ≡ j mod nb} dout[i] · a[i]. */
+void mt_kernel_mul_bwd_b(float *db, const float *dout, const float *a, int64_t n, int64_t nb, bool acc);
+
+/* GELU, tanh form: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+void mt_kernel_gelu_fwd(float *out, const float *x, int64_t n);
+/* dx (n) (+)= gelu'(x) · dout. */
+void mt_kernel_gelu_bwd(float *dx, const float *x, const float *dout, int64_t n, bool acc);
+
+/* out (batch,Cc,R) = in (batch,R,Cc) with the last two dims swapped; (+)= if acc. */
+void mt_kernel_transpose(float *out, const float *in, int64_t batch, int64_t R, int64_t Cc, bool acc);
+
+/* ---- layernorm (norm.c) -------------------------------------------------- */
+
+/* out (rows,C) = (x - mean) · rstd · w (C) + b (C); saves mean (rows) and
+ * rstd (rows) = 1/sqrt(var + 1e-5), var the biased variance. */
+void mt_kernel_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
+                             const float *w, const float *b, int64_t rows, int64_t C);
+/* dx (rows,C) (+)= the input gradient (the B part). */
+void mt_kernel_layernorm_bwd_input(float *dx, const float *dout, const float *x,
+                                   const float *w, const float *mean, const float *rstd,
+                                   int64_t rows, int64_t C, bool acc);
+/* dw (C) += Σ_rows dout · xhat, db (C) += Σ_rows dout (the W part; always adds). */
+void mt_kernel_layernorm_bwd_params(float *dw, float *db, const float *dout, const float *x,
+                                    const float *mean, const float *rstd, int64_t rows, int64_t C);
+
+/* ---- attention (attention.c) --------------------------------------------- */
+
+/* Causal self-attention. qkv (B,T,3C) holds q, k, v side by side in the last
+ * dim, head h using channels [h·HS, (h+1)·HS) of each. Saves the softmax
+ * probabilities att (B,NH,T,T) (entries above the diagonal are 0).
+ * out (B,T,C) = concat over heads of softmax(q·kᵀ/√HS, causal) · v. */
+void mt_kernel_attention_fwd(float *out, float *att, const float *qkv,
+                             int64_t B, int64_t T, int64_t C, int64_t NH);
+/* dqkv (B,T,3C) (+)= the gradient through attention. scratch holds T·T floats. */
+void mt_kernel_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
+                             int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch);
+
+/* ---- embedding (embedding.c) --------------------------------------------- */
+
+/* out (n,C) = table (V,C)[ids (n)]. */
+void mt_kernel_embedding_fwd(float *out, const float *table, const int32_t *ids, int64_t n, int64_t C);
+/* dtable (V,C) += scatter of dout (n,C) at ids (n) (always adds). */
+void mt_kernel_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, int64_t n, int64_t C);
+
+/* ---- losses (loss.c) ----------------------------------------------------- */
+
+/* Fused softmax cross-entropy over the first V of Vp columns of logits
+ * (rows,Vp). Saves lse (rows) = log Σ_{j<V} exp(logits[r,j]). Returns
+ * scale · Σ_{rows with target >= 0} (lse - logits[r, target]). Accumulates in
+ * double. */
+double mt_kernel_cross_entropy_fwd(float *lse, const float *logits, const int32_t *targets,
+                                   int64_t rows, int64_t V, int64_t Vp, float scale);
+/* dlogits (rows,Vp) (+)= dloss · scale · (softmax - onehot(target)) for
+ * columns < V of rows with target >= 0; 0 elsewhere (padding, skipped rows). */
+void mt_kernel_cross_entropy_bwd(float *dlogits, const float *logits, const float *lse,
+                                 const int32_t *targets, float dloss, int64_t rows,
+                                 int64_t V, int64_t Vp, float scale, bool acc);
+
+/* Returns scale · Σ (pred - target)² over n elements (in double). */
+double mt_kernel_mse_fwd(const float *pred, const float *target, int64_t n, float scale);
+/* dpred (n) (+)= dloss · 2 · scale · (pred - target). */
+void mt_kernel_mse_bwd(float *dpred, const float *pred, const float *target, float dloss,
+                       int64_t n, float scale, bool acc);
+
+/* ---- reductions (reduce.c) ----------------------------------------------- */
+
+/* Σ x over n elements, in double. */
+double mt_kernel_sum(const float *x, int64_t n);
+/* Σ x², in double. */
+double mt_kernel_sumsq(const float *x, int64_t n);
+/* dx (n) (+)= s (the backward of sum: a broadcast of the scalar). */
+void   mt_kernel_fill(float *dx, float s, int64_t n, bool acc);
+
+/* ---- optimizers (optim_kernels.c) ---------------------------------------- */
+
+/* AdamW, decoupled weight decay, bias-corrected, on n elements. The gradient
+ * is multiplied by gscale first (global-norm clipping). t is the 1-based step.
+ *   g' = gscale·g; m = b1·m + (1-b1)·g'; v = b2·v + (1-b2)·g'²
+ *   p -= lr · ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd·p ) */
+void mt_kernel_adamw(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                     float b1, float b2, float eps, float wd, float gscale, int t);
+/* SGD with optional momentum (mom may be NULL when momentum == 0) and decoupled
+ * weight decay: g' = gscale·g; mom = momentum·mom + g'; p -= lr·(mom + wd·p). */
+void mt_kernel_sgd(float *p, const float *g, float *mom, int64_t n, float lr,
+                   float momentum, float wd, float gscale);
+
+#endif /* MT_KERNELS_H */

@@ -1,0 +1,162 @@
+/*
+ * optim.c — SGD and AdamW over a compiled graph's parameters, global-norm
+ * clipping, and the warmup + cosine learning-rate schedule.
+ *
+ * State (moments) is one buffer per parameter, shaped like it: when
+ * parameters are sharded the state shards with them (ZeRO falls out).
+ */
+#include "graph/graph_impl.h"
+#include "ops/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mt_optim {
+    mt_optim_config cfg;
+    mt_graph       *g;
+    int             n;          /* parameters */
+    mt_tensor     **params;     /* (n) */
+    float         **m, **v;     /* (n) moment buffers, numel of each param; NULL if unused */
+    int             steps;
+};
+
+mt_optim_config mt_optim_defaults(void) {
+    mt_optim_config c = {
+        .kind = MT_OPT_ADAMW, .lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+        .weight_decay = 0.1f, .momentum = 0.0f, .grad_clip = 1.0f,
+        .warmup_steps = 0, .total_steps = 0, .min_lr_frac = 0.1f,
+    };
+    return c;
+}
+
+static mt_status check_config(const mt_optim_config *c) {
+    if (!(c->lr >= 0) || !isfinite(c->lr))
+        return mt_fail(MT_EINVAL, "learning rate %g must be a finite number >= 0", c->lr);
+    if (c->kind == MT_OPT_ADAMW) {
+        if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+            return mt_fail(MT_EINVAL, "AdamW betas (%g, %g) must be in [0, 1)", c->beta1, c->beta2);
+        if (!(c->eps > 0)) return mt_fail(MT_EINVAL, "AdamW eps %g must be > 0", c->eps);
+    } else if (c->kind != MT_OPT_SGD) {
+        return mt_fail(MT_EINVAL, "unknown optimizer kind %d; use MT_OPT_SGD or MT_OPT_ADAMW", c->kind);
+    }
+    if (!(c->grad_clip >= 0)) return mt_fail(MT_EINVAL, "grad_clip %g must be >= 0 (0 disables)", c->grad_clip);
+    if (c->warmup_steps < 0 || c->total_steps < 0)
+        return mt_fail(MT_EINVAL, "warmup_steps %d and total_steps %d must be >= 0",
+                       c->warmup_steps, c->total_steps);
+    if (!(c->min_lr_frac >= 0 && c->min_lr_frac <= 1))
+        return mt_fail(MT_EINVAL, "min_lr_frac %g must be in [0, 1]", c->min_lr_frac);
+    return MT_OK;
+}
+
+mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **out) {
+    *out = NULL;
+    if (!g->compiled || g->no_grad)
+        return mt_fail(MT_ESTATE, "mt_optim_create needs a graph compiled with gradients");
+    mt_status s = check_config(cfg);
+    if (s != MT_OK) return s;
+    mt_optim *o = calloc(1, sizeof *o);
+    if (!o) return mt_fail(MT_ENOMEM, "out of memory for the optimizer");
+    o->cfg = *cfg;
+    o->g = g;
+    o->n = mt_graph_n_params(g);
+    o->params = calloc((size_t)o->n, sizeof *o->params);
+    o->m = calloc((size_t)o->n, sizeof *o->m);
+    o->v = calloc((size_t)o->n, sizeof *o->v);
+    if (!o->params || !o->m || !o->v) { mt_optim_free(o); return mt_fail(MT_ENOMEM, "out of memory for the optimizer"); }
+    bool need_m = cfg->kind == MT_OPT_ADAMW || cfg->momentum != 0;
+    bool need_v = cfg->kind == MT_OPT_ADAMW;
+    for (int i = 0; i < o->n; i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        o->params[i] = p;
+        size_t bytes = (size_t)mt_tensor_numel(p) * sizeof(float);
+        if (need_m && !(o->m[i] = calloc(1, bytes))) goto oom;
+        if (need_v && !(o->v[i] = calloc(1, bytes))) goto oom;
+    }
+    *out = o;
+    return MT_OK;
+oom:
+    mt_optim_free(o);
+    return mt_fail(MT_ENOMEM, "out of memory for optimizer state");
+}
+
+void mt_optim_free(mt_optim *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        if (o->m) free(o->m[i]);
+        if (o->v) free(o->v[i]);
+    }
+    free(o->m);
+    free(o->v);
+    free(o->params);
+    free(o);
+}
+
+float mt_optim_lr_at(const mt_optim_config *c, int step) {
+    if (c->warmup_steps > 0 && step < c->warmup_steps)
+        return c->lr * (float)(step + 1) / (float)c->warmup_steps;
+    if (c->total_steps <= 0) return c->lr;
+    int decay_steps = c->total_steps - c->warmup_steps;
+    if (decay_steps <= 0 || step >= c->total_steps) return c->lr * c->min_lr_frac;
+    double progress = (double)(step - c->warmup_steps) / (double)decay_steps;
+    double coeff = 0.5 * (1.0 + cos(M_PI * progress));
+    double min_lr = (double)c->lr * c->min_lr_frac;
+    return (float)(min_lr + coeff * ((double)c->lr - min_lr));
+}
+
+typedef struct {
+    mt_optim *o;
+    float     gscale, lr;
+    int       t;          /* 1-based step */
+    int       i;          /* parameter */
+} update_ctx;
+
+/* Updates elements [e0, e1) of parameter u->i. */
+static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
+    const update_ctx *u = arg;
+    const mt_optim_config *c = &u->o->cfg;
+    mt_tensor *p = u->o->params[u->i];
+    float *m = u->o->m[u->i], *v = u->o->v[u->i];
+    /* No weight decay on vectors (biases, layernorm gains), as GPT-2 training does. */
+    float wd = p->ndim >= 2 ? c->weight_decay : 0.0f;
+    float *pd = mt_tensor_f32(p) + e0, *gd = mt_tensor_f32(p->grad) + e0;
+    if (c->kind == MT_OPT_ADAMW)
+        mt_kernel_adamw(pd, gd, m + e0, v + e0, e1 - e0, u->lr, c->beta1, c->beta2, c->eps, wd,
+                        u->gscale, u->t);
+    else
+        mt_kernel_sgd(pd, gd, m ? m + e0 : NULL, e1 - e0, u->lr, c->momentum, wd, u->gscale);
+}
+
+mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
+    const mt_optim_config *c = &o->cfg;
+    double sumsq = 0;
+    for (int i = 0; i < o->n; i++) {
+        mt_tensor *p = o->params[i];
+        double s = mt_kernel_sumsq(mt_tensor_f32(p->grad), mt_tensor_numel(p));
+        if (!isfinite(s))
+            return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
+                           "lower the learning rate (now %g) or check the data",
+                           p->name, o->steps + 1, mt_optim_lr_at(c, o->steps));
+        sumsq += s;
+    }
+    float norm = (float)sqrt(sumsq);
+    if (grad_norm) *grad_norm = norm;
+    float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;
+    update_ctx u = {o, gscale, mt_optim_lr_at(c, o->steps), o->steps + 1, 0};
+    for (int i = 0; i < o->n; i++) {
+        u.i = i;
+        /* memory-bound: split each tensor's elements over the kernel threads */
+        mt_pool_run(o->g->pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
+    }
+    o->steps = u.t;
+    mt_graph_zero_grad(o->g);
+    return MT_OK;
+}
+
+int mt_optim_steps(const mt_optim *o) { return o->steps; }
+void mt_optim_set_steps(mt_optim *o, int steps) { o->steps = steps; }
+
+float *mt_optim_moment(mt_optim *o, int i, int which) {
+    if (i < 0 || i >= o->n) return NULL;
+    return which == 1 ? o->m[i] : which == 2 ? o->v[i] : NULL;
+}

@@ -1,0 +1,139 @@
+/*
+ * sample.c — text generation from a GPT checkpoint (meshtrain's own or
+ * llm.c's): a forward-only graph of one sequence of maxT tokens, run once per
+ * new token, reading the next-token logits at the last filled position.
+ * Causal attention makes the positions past it (padding) irrelevant.
+ */
+#include "meshtrain.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LLMC_MODEL_MAGIC 20240326
+
+/* Learns which model a checkpoint holds; *is_llmc tells the two formats apart. */
+static mt_status read_model(const char *path, mt_gpt_config *cfg, bool *is_llmc) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_fail(MT_EIO, "cannot open checkpoint %s; check the path", path);
+    int32_t magic = 0;
+    size_t got = fread(&magic, sizeof magic, 1, f);
+    fclose(f);
+    if (got != 1)
+        return mt_fail(MT_EFORMAT, "checkpoint %s is empty or truncated", path);
+    *is_llmc = magic == LLMC_MODEL_MAGIC;
+    if (*is_llmc) return mt_llmc_read_config(path, cfg);
+    mt_ckpt_meta meta;
+    mt_status s = mt_ckpt_read_meta(path, &meta);
+    if (s != MT_OK) return s;
+    memset(cfg, 0, sizeof *cfg);
+    if (sscanf(meta.model, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", &cfg->L, &cfg->C,
+               &cfg->NH, &cfg->maxT, &cfg->V, &cfg->Vp) != 6)
+        return mt_fail(MT_EINVAL, "checkpoint %s holds model '%s'; sampling needs a GPT", path,
+                       meta.model);
+    return mt_gpt_config_check(cfg);
+}
+
+typedef struct { float logit; int token; } scored;
+
+static int by_logit_desc(const void *pa, const void *pb) {
+    const scored *a = pa, *b = pb;
+    if (a->logit != b->logit) return a->logit < b->logit ? 1 : -1;
+    return a->token - b->token;   /* ties: lower token first, so the order is total */
+}
+
+/* Picks the next token from logits (V) with temperature and top-k, using the
+ * uniform number u in [0,1). `work` holds V entries. temperature <= 0 is greedy. */
+static int pick_token(const float *logits, int V, float temperature, int top_k, float u,
+                      scored *work) {
+    for (int v = 0; v < V; v++) work[v] = (scored){logits[v], v};
+    qsort(work, (size_t)V, sizeof *work, by_logit_desc);
+    if (temperature <= 0.0f) return work[0].token;
+    int k = (top_k > 0 && top_k < V) ? top_k : V;
+    double total = 0;
+    for (int i = 0; i < k; i++) total += exp((double)(work[i].logit - work[0].logit) / temperature);
+    double r = u * total, cum = 0;
+    for (int i = 0; i < k; i++) {
+        cum += exp((double)(work[i].logit - work[0].logit) / temperature);
+        if (r < cum) return work[i].token;
+    }
+    return work[k - 1].token;   /* rounding left r at the very top */
+}
+
+mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
+    if (!cfg || !cfg->ckpt || !out)
+        return mt_fail(MT_EINVAL, "mt_sample needs a configuration with a checkpoint path and "
+                       "an output stream");
+    if (cfg->n < 0) return mt_fail(MT_EINVAL, "number of tokens n=%d must not be negative", cfg->n);
+    if (cfg->top_k < 0) return mt_fail(MT_EINVAL, "top_k=%d must not be negative (0 = all)", cfg->top_k);
+    if (!isfinite(cfg->temperature))
+        return mt_fail(MT_EINVAL, "temperature=%g must be finite", (double)cfg->temperature);
+    mt_set_num_threads(cfg->threads);
+
+    mt_gpt_config gc;
+    bool is_llmc = false;
+    mt_status s = read_model(cfg->ckpt, &gc, &is_llmc);
+    if (s != MT_OK) return s;
+    const int T = gc.maxT, V = gc.V, Vp = gc.Vp;
+
+    mt_graph *g = mt_graph_create();
+    int32_t *ctx = malloc((size_t)T * sizeof *ctx);    /* (T) the window of context tokens */
+    scored *work = malloc((size_t)V * sizeof *work);   /* (V) */
+    if (!g || !ctx || !work) { s = mt_fail(MT_ENOMEM, "out of memory for sampling"); goto done; }
+    mt_tensor *loss = mt_gpt_build(g, &gc, 1, T, 1.0f);
+    if (!loss) { s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL; goto done; }
+    mt_compile_opts opts = {.seed = cfg->seed, .no_grad = true};
+    if ((s = mt_graph_compile(g, loss, &opts)) != MT_OK) goto done;
+    if ((s = mt_gpt_fill_constants(g)) != MT_OK) goto done;
+    mt_ckpt_meta meta;
+    s = is_llmc ? mt_llmc_load(cfg->ckpt, g, &gc) : mt_ckpt_load(cfg->ckpt, g, NULL, &meta);
+    if (s != MT_OK) goto done;
+
+    int32_t *tokens = mt_tensor_i32(mt_graph_find(g, "tokens"));     /* (1,T) */
+    int32_t *targets = mt_tensor_i32(mt_graph_find(g, "targets"));   /* (1,T) */
+    const float *logits = mt_tensor_f32(mt_graph_find(g, "logits")); /* (1,T,Vp) */
+    if (!tokens || !targets || !logits) {
+        s = mt_fail(MT_EINTERNAL, "the GPT graph lacks tokens, targets or logits");
+        goto done;
+    }
+
+    /* the prompt, through the byte tokenizer; only its last T-1 bytes fit */
+    const char *prompt = cfg->prompt ? cfg->prompt : "";
+    size_t plen = strlen(prompt);
+    int n_ctx = 0;
+    for (size_t i = plen > (size_t)(T - 1) ? plen - (size_t)(T - 1) : 0; i < plen; i++) {
+        int tok = (unsigned char)prompt[i];
+        if (tok >= V) {
+            s = mt_fail(MT_EINVAL, "prompt byte %d at offset %zu is outside the model's "
+                        "vocabulary V=%d", tok, i, V);
+            goto done;
+        }
+        ctx[n_ctx++] = tok;
+    }
+    if (n_ctx == 0) ctx[n_ctx++] = '\n' < V ? '\n' : 0;   /* start a fresh line */
+
+    for (int i = 0; i < cfg->n; i++) {
+        for (int t = 0; t < T; t++) {
+            tokens[t] = t < n_ctx ? ctx[t] : 0;   /* past n_ctx: padding the mask hides */
+            targets[t] = 0;                       /* the loss is not used */
+        }
+        if ((s = mt_graph_forward(g)) != MT_OK) goto done;
+        float u = mt_rng_uniform(cfg->seed, 0, (uint64_t)i);
+        int next = pick_token(logits + (size_t)(n_ctx - 1) * Vp, V, cfg->temperature,
+                              cfg->top_k, u, work);
+        if (next < 256) fputc(next, out);
+        else fprintf(out, "<%d>", next);   /* not a byte: no tokenizer to decode it */
+        fflush(out);
+        if (n_ctx == T) {   /* the window is full: slide it by one */
+            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
+            n_ctx--;
+        }
+        ctx[n_ctx++] = next;
+    }
+    s = MT_OK;
+done:
+    free(work);
+    free(ctx);
+    mt_graph_free(g);
+    return s;
+}

@@ -1,0 +1,85 @@
+/* harness.c — runs each registered case in a forked child under a timeout. */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MT_MAX_TESTS 512
+
+static struct { const char *name; mt_test_fn fn; } tests[MT_MAX_TESTS];
+static int n_tests;
+
+void mt_test_register(const char *name, mt_test_fn fn) {
+    if (n_tests == MT_MAX_TESTS) { fprintf(stderr, "too many tests\n"); abort(); }
+    tests[n_tests].name = name;
+    tests[n_tests].fn = fn;
+    n_tests++;
+}
+
+void mt_test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    _exit(1);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs one case in a child; returns 0 on pass. */
+static int run_case(int i, int timeout_s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); return 1; }
+    if (pid == 0) {
+        alarm((unsigned)timeout_s);   /* SIGALRM kills the child: a hang fails */
+        tests[i].fn();
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    int sig = WTERMSIG(status);
+    if (sig == SIGALRM)
+        fprintf(stderr, "  FAIL %s: timed out after %d s (a hang?)\n", tests[i].name, timeout_s);
+    else
+        fprintf(stderr, "  FAIL %s: killed by signal %d (%s)\n", tests[i].name, sig, strsignal(sig));
+    return 1;
+}
+
+int mt_test_main(int argc, char **argv) {
+    const char *env = getenv("MT_TEST_TIMEOUT");
+    int timeout_s = env ? atoi(env) : 120;
+    if (timeout_s <= 0) timeout_s = 120;
+    if (argc > 1) {   /* run the named cases in-process */
+        int found = 0;
+        for (int a = 1; a < argc; a++)
+            for (int i = 0; i < n_tests; i++)
+                if (strcmp(tests[i].name, argv[a]) == 0) { tests[i].fn(); found++; }
+        if (!found) { fprintf(stderr, "no test named %s\n", argv[1]); return 2; }
+        printf("%d passed, 0 failed\n", found);
+        return 0;
+    }
+    int passed = 0, failed = 0;
+    for (int i = 0; i < n_tests; i++) {
+        double t0 = now();
+        int rc = run_case(i, timeout_s);
+        printf("%-4s %-44s %7.3f s\n", rc == 0 ? "ok" : "FAIL", tests[i].name, now() - t0);
+        fflush(stdout);
+        if (rc == 0) passed++; else failed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

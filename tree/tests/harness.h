@@ -1,0 +1,53 @@
+/*
+ * harness.h — a small test runner in the manner of libuv's: every case runs in
+ * a child process with a timeout, so a crash or a hang fails that case with a
+ * message instead of taking the whole program down.
+ *
+ *   MT_TEST(layernorm_grad) { ... MT_CHECK(cond, "fmt", ...); ... }
+ *   int main(int argc, char **argv) { return mt_test_main(argc, argv); }
+ *
+ * `test_x name` runs one case in-process (handy under gdb); MT_TEST_TIMEOUT
+ * (seconds, default 120) bounds each case.
+ */
+#ifndef MT_TEST_HARNESS_H
+#define MT_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*mt_test_fn)(void);
+void mt_test_register(const char *name, mt_test_fn fn);
+int  mt_test_main(int argc, char **argv);
+void mt_test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+#define MT_TEST(name)                                                        \
+    static void mt_test_##name(void);                                        \
+    __attribute__((constructor)) static void mt_test_reg_##name(void) {      \
+        mt_test_register(#name, mt_test_##name);                             \
+    }                                                                        \
+    static void mt_test_##name(void)
+
+/* Fails the case with a message when cond is false. */
+#define MT_CHECK(cond, ...)                                                  \
+    do { if (!(cond)) mt_test_fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+/* Fails unless a call returned MT_OK; prints its status and message. */
+#define MT_CHECK_OK(call)                                                    \
+    do { mt_status mt__s = (call);                                           \
+         if (mt__s != MT_OK)                                                 \
+             mt_test_fail(__FILE__, __LINE__, "%s -> %s: %s", #call,         \
+                          mt_status_name(mt__s), mt_errmsg()); } while (0)
+
+/* |got - want| <= tol · max(1, |want|), i.e. relative above 1, absolute below. */
+#define MT_CHECK_CLOSE(got, want, tol, ...)                                  \
+    do { double mt__g = (double)(got), mt__w = (double)(want);               \
+         double mt__scale = fabs(mt__w) > 1.0 ? fabs(mt__w) : 1.0;           \
+         if (!(fabs(mt__g - mt__w) <= (tol) * mt__scale)) {                  \
+             char mt__buf[256]; snprintf(mt__buf, sizeof mt__buf, __VA_ARGS__); \
+             mt_test_fail(__FILE__, __LINE__, "%s: got %.9g, want %.9g (tol %g)", \
+                          mt__buf, mt__g, mt__w, (double)(tol)); } } while (0)
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * test_graph.c — the graph engine: every op's gradient through the graph
+ * against central finite differences, the B part and the W part separately;
+ * composite graphs; F+B+W equals the unsplit backward; accumulation; buffer
+ * planning; build errors.
+ *
+ * Each case marks its data-dependent operands with act(): x = ones ⊙ p, with
+ * `ones` an input (so x depends on the data and its gradient is B work) and p
+ * a parameter (so finite differences can perturb it). Plain parameters are
+ * weights, whose gradients are W work. The loss is Σ out ⊙ r with a fixed
+ * random r, unless the op is itself a loss.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+
+#define MAX_ACTS 4
+
+typedef struct {
+    mt_graph  *g;
+    mt_tensor *act[MAX_ACTS], *proxy[MAX_ACTS];
+    int        n_act;
+    mt_tensor *loss;
+} fd_case;
+
+static mt_tensor *act(fd_case *c, const char *name, int ndim, const int64_t *shape) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "ones_%s", name);
+    mt_tensor *ones = mt_input(c->g, buf, MT_F32, ndim, shape);
+    snprintf(buf, sizeof buf, "p_%s", name);
+    mt_tensor *p = mt_param(c->g, buf, ndim, shape, (mt_init){MT_INIT_NORMAL, 1.0f});
+    mt_tensor *x = mt_mul(c->g, ones, p);
+    c->proxy[c->n_act] = p;
+    c->act[c->n_act++] = x;
+    return x;
+}
+
+static mt_tensor *weight(fd_case *c, const char *name, int ndim, const int64_t *shape, float std) {
+    return mt_param(c->g, name, ndim, shape, (mt_init){MT_INIT_NORMAL, std});
+}
+
+/* loss = Σ out ⊙ r */
+static void finish_weighted(fd_case *c, mt_tensor *out) {
+    MT_CHECK(out != NULL, "building the op failed: %s", mt_graph_errmsg(c->g));
+    mt_tensor *r = mt_constant(c->g, "r", MT_F32, mt_tensor_ndim(out),
+                               (int64_t[]){mt_tensor_dim(out, 0), mt_tensor_dim(out, 1),
+                                           mt_tensor_dim(out, 2), mt_tensor_dim(out, 3)});
+    c->loss = mt_sum(c->g, mt_mul(c->g, out, r));
+}
+
+/* Fills ones, r and any int inputs; params were initialised by compile. */
+static void fill_inputs(fd_case *c, void (*fill_ints)(mt_graph *)) {
+    for (int i = 0; i < c->n_act; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "ones_%s", mt_tensor_name(c->proxy[i]) + 2);
+        mt_tensor *ones = mt_graph_find(c->g, buf);
+        float *d = mt_tensor_f32(ones);
+        for (int64_t j = 0; j < mt_tensor_numel(ones); j++) d[j] = 1.0f;
+    }
+    mt_tensor *r = mt_graph_find(c->g, "r");
+    if (r) {
+        float *d = mt_tensor_f32(r);
+        for (int64_t j = 0; j < mt_tensor_numel(r); j++) d[j] = mt_rng_normal(99, 1, (uint64_t)j);
+    }
+    if (fill_ints) fill_ints(c->g);
+}
+
+static double loss_now(mt_graph *g) {
+    MT_CHECK_OK(mt_graph_forward(g));
+    return mt_graph_loss(g);
+}
+
+/* Compiles, then checks every parameter's gradient against central
+ * differences: activations after B alone (while every parameter gradient is
+ * still zero: W has not run), everything after W. */
+static void fd_check(fd_case *c, void (*fill_ints)(mt_graph *), double eps, double tol) {
+    MT_CHECK(c->loss != NULL, "loss is NULL: %s", mt_graph_errmsg(c->g));
+    mt_compile_opts opts = {.seed = 5};
+    MT_CHECK_OK(mt_graph_compile(c->g, c->loss, &opts));
+    fill_inputs(c, fill_ints);
+    mt_graph *g = c->g;
+    int np = mt_graph_n_params(g);
+
+    /* B alone */
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_OK(mt_graph_backward_b(g));
+    for (int i = 0; i < np; i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        float *gp = mt_tensor_f32(mt_tensor_grad(p));
+        for (int64_t j = 0; j < mt_tensor_numel(p); j++)
+            MT_CHECK(gp[j] == 0.0f, "grad of %s[%lld] = %g after B alone; parameter gradients "
+                     "are W work", mt_tensor_name(p), (long long)j, gp[j]);
+    }
+    /* snapshot activation gradients (B results) before W runs */
+    float *b_grad[MAX_ACTS];
+    for (int a = 0; a < c->n_act; a++) {
+        int64_t n = mt_tensor_numel(c->act[a]);
+        b_grad[a] = malloc((size_t)n * sizeof(float));
+        memcpy(b_grad[a], mt_tensor_f32(mt_tensor_grad(c->act[a])), (size_t)n * sizeof(float));
+    }
+    MT_CHECK_OK(mt_graph_backward_w(g));
+
+    for (int i = 0; i < np; i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        int a = -1;
+        for (int k = 0; k < c->n_act; k++) if (c->proxy[k] == p) a = k;
+        float *data = mt_tensor_f32(p), *grad = mt_tensor_f32(mt_tensor_grad(p));
+        int64_t n = mt_tensor_numel(p);
+        int64_t stride = n > 48 ? n / 48 + 1 : 1;    /* sample big tensors */
+        for (int64_t j = 0; j < n; j += stride) {
+            float keep = data[j];
+            data[j] = keep + (float)eps;
+            double lp = loss_now(g);
+            data[j] = keep - (float)eps;
+            double lm = loss_now(g);
+            data[j] = keep;
+            double num = (lp - lm) / (2 * eps);
+            double err_w = fabs(grad[j] - num);
+            MT_CHECK(err_w <= tol * (1 + fabs(num)), "d loss / d %s[%lld]: W gives %.6g, "
+                     "finite differences %.6g", mt_tensor_name(p), (long long)j, grad[j], num);
+            if (a >= 0) {
+                double err_b = fabs(b_grad[a][j] - num);
+                MT_CHECK(err_b <= tol * (1 + fabs(num)), "d loss / d %s[%lld]: B gives %.6g, "
+                         "finite differences %.6g", mt_tensor_name(c->act[a]), (long long)j,
+                         b_grad[a][j], num);
+            }
+        }
+    }
+    for (int a = 0; a < c->n_act; a++) free(b_grad[a]);
+    mt_graph_free(g);
+}
+
+#define EPS 1e-2
+#define TOL 1e-2
+
+/* ---- matmul family ---- */
+
+static void matmul_case(bool ta, bool tb, bool act_b) {
+    fd_case c = {.g = mt_graph_create()};
+    int64_t M = 3, K = 4, N = 5;
+    int64_t sa[2] = {ta ? K : M, ta ? M : K}, sb[2] = {tb ? N : K, tb ? K : N};
+    mt_tensor *a = act(&c, "a", 2, sa);
+    mt_tensor *b = act_b ? act(&c, "b", 2, sb) : weight(&c, "b", 2, sb, 1.0f);
+    finish_weighted(&c, mt_matmul(c.g, a, b, ta, tb));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+MT_TEST(grad_matmul_nn) { matmul_case(false, false, false); }
+MT_TEST(grad_matmul_nt) { matmul_case(false, true, false); }
+MT_TEST(grad_matmul_tn) { matmul_case(true, false, false); }
+MT_TEST(grad_matmul_tt) { matmul_case(true, true, false); }
+MT_TEST(grad_matmul_two_activations) { matmul_case(false, true, true); matmul_case(true, false, true); }
+
+MT_TEST(grad_matmul_3d) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *a = act(&c, "a", 3, (int64_t[]){2, 3, 4});
+    mt_tensor *b = weight(&c, "b", 2, (int64_t[]){5, 4}, 1.0f);
+    finish_weighted(&c, mt_matmul(c.g, a, b, false, true));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+MT_TEST(grad_linear) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *x = act(&c, "x", 3, (int64_t[]){2, 3, 4});
+    mt_tensor *w = weight(&c, "w", 2, (int64_t[]){6, 4}, 1.0f);
+    mt_tensor *b = weight(&c, "bias", 1, (int64_t[]){6}, 1.0f);
+    finish_weighted(&c, mt_linear(c.g, x, w, b));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+/* ---- elementwise ---- */
+
+MT_TEST(grad_add_sub_mul_broadcast) {
+    mt_tensor *(*fns[3])(mt_graph *, mt_tensor *, mt_tensor *) = {mt_add, mt_sub, mt_mul};
+    for (int f = 0; f < 3; f++) {
+        fd_case c = {.g = mt_graph_create()};
+        mt_tensor *x = act(&c, "x", 3, (int64_t[]){2, 3, 4});
+        mt_tensor *b = weight(&c, "b", 2, (int64_t[]){3, 4}, 1.0f);
+        finish_weighted(&c, fns[f](c.g, x, b));
+        fd_check(&c, NULL, EPS, TOL);
+    }
+}
+
+MT_TEST(grad_add_sub_mul_same_shape) {
+    mt_tensor *(*fns[3])(mt_graph *, mt_tensor *, mt_tensor *) = {mt_add, mt_sub, mt_mul};
+    for (int f = 0; f < 3; f++) {
+        fd_case c = {.g = mt_graph_create()};
+        mt_tensor *x = act(&c, "x", 2, (int64_t[]){3, 4});
+        mt_tensor *y = act(&c, "y", 2, (int64_t[]){3, 4});
+        finish_weighted(&c, fns[f](c.g, x, y));
+        fd_check(&c, NULL, EPS, TOL);
+    }
+}
+
+MT_TEST(grad_scale_gelu) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *x = act(&c, "x", 2, (int64_t[]){4, 5});
+    finish_weighted(&c, mt_gelu(c.g, mt_scale(c.g, x, 1.7f)));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+MT_TEST(grad_layernorm) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *x = act(&c, "x", 3, (int64_t[]){2, 3, 8});
+    mt_tensor *w = weight(&c, "w", 1, (int64_t[]){8}, 1.0f);
+    mt_tensor *b = weight(&c, "b", 1, (int64_t[]){8}, 1.0f);
+    finish_weighted(&c, mt_layernorm(c.g, x, w, b));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+MT_TEST(grad_attention) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *qkv = act(&c, "qkv", 3, (int64_t[]){2, 5, 3 * 8});
+    finish_weighted(&c, mt_attention(c.g, qkv, 2));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+static void fill_ids(mt_graph *g) {
+    int32_t *ids = mt_tensor_i32(mt_graph_find(g, "ids"));
+    int32_t vals[6] = {3, 0, 3, 6, 1, 3};   /* repeats: the backward must add them */
+    memcpy(ids, vals, sizeof vals);
+}
+
+MT_TEST(grad_embedding) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *table = weight(&c, "table", 2, (int64_t[]){7, 4}, 1.0f);
+    mt_tensor *ids = mt_input(c.g, "ids", MT_I32, 2, (int64_t[]){2, 3});
+    finish_weighted(&c, mt_embedding(c.g, table, ids));
+    fd_check(&c, fill_ids, EPS, TOL);
+}
+
+static void fill_targets(mt_graph *g) {
+    int32_t *t = mt_tensor_i32(mt_graph_find(g, "targets"));
+    int32_t vals[6] = {2, 0, -1, 4, 4, 1};  /* -1 skips that row */
+    memcpy(t, vals, sizeof vals);
+}
+
+MT_TEST(grad_cross_entropy_padded) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *logits = act(&c, "logits", 3, (int64_t[]){2, 3, 8});   /* V=5 of Vp=8 */
+    mt_tensor *targets = mt_input(c.g, "targets", MT_I32, 2, (int64_t[]){2, 3});
+    c.loss = mt_cross_entropy(c.g, logits, targets, 5, 1.0f / 5);
+    fd_check(&c, fill_targets, EPS, TOL);
+}
+
+MT_TEST(grad_mse_sum_mean) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *pred = act(&c, "pred", 2, (int64_t[]){3, 2});
+    mt_tensor *target = weight(&c, "target", 2, (int64_t[]){3, 2}, 1.0f);
+    mt_tensor *x = act(&c, "x", 1, (int64_t[]){5});
+    mt_tensor *l = mt_add(c.g, mt_mse(c.g, pred, target, 0.5f), mt_sum(c.g, mt_gelu(c.g, x)));
+    c.loss = mt_add(c.g, l, mt_mean(c.g, mt_mul(c.g, x, x)));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+MT_TEST(grad_reshape_transpose) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *x = act(&c, "x", 3, (int64_t[]){2, 3, 4});
+    mt_tensor *x2 = mt_reshape(c.g, x, 2, (int64_t[]){6, 4});
+    mt_tensor *w = weight(&c, "w", 2, (int64_t[]){4, 5}, 1.0f);
+    /* a parameter-only chain: transpose(w) is derived from parameters, so its
+     * gradient, and the transpose's backward, are W work */
+    mt_tensor *wt = mt_transpose(c.g, w);
+    mt_tensor *y = mt_linear(c.g, x2, wt, NULL);
+    /* a data chain through transposes, y used twice (accumulation) */
+    mt_tensor *z = mt_add(c.g, mt_transpose(c.g, y), mt_scale(c.g, mt_transpose(c.g, y), 0.5f));
+    finish_weighted(&c, z);
+    /* and x used a second time, through its reshaped view */
+    c.loss = mt_add(c.g, c.loss, mt_sum(c.g, mt_gelu(c.g, x2)));
+    fd_check(&c, NULL, EPS, TOL);
+}
+
+/* ---- composite ---- */
+
+/* A transformer block: x + proj(attn(qkv(ln(x)))), then + mlp. */
+static mt_tensor *block(fd_case *c, mt_tensor *x, int C, int NH) {
+    mt_graph *g = c->g;
+    int64_t sC[1] = {C}, s3C[1] = {3 * C}, s4C[1] = {4 * C};
+    mt_tensor *ln1 = mt_layernorm(g, x, weight(c, "ln1w", 1, sC, 1.0f), weight(c, "ln1b", 1, sC, 0.1f));
+    mt_tensor *qkv = mt_linear(g, ln1, weight(c, "qkvw", 2, (int64_t[]){3 * C, C}, 0.3f),
+                               weight(c, "qkvb", 1, s3C, 0.1f));
+    mt_tensor *att = mt_attention(g, qkv, NH);
+    mt_tensor *a = mt_add(g, x, mt_linear(g, att, weight(c, "projw", 2, (int64_t[]){C, C}, 0.3f),
+                                          weight(c, "projb", 1, sC, 0.1f)));
+    mt_tensor *ln2 = mt_layernorm(g, a, weight(c, "ln2w", 1, sC, 1.0f), weight(c, "ln2b", 1, sC, 0.1f));
+    mt_tensor *h = mt_gelu(g, mt_linear(g, ln2, weight(c, "fcw", 2, (int64_t[]){4 * C, C}, 0.3f),
+                                        weight(c, "fcb", 1, s4C, 0.1f)));
+    return mt_add(g, a, mt_linear(g, h, weight(c, "fc2w", 2, (int64_t[]){C, 4 * C}, 0.3f),
+                                  weight(c, "fc2b", 1, sC, 0.1f)));
+}
+
+MT_TEST(grad_transformer_block) {
+    fd_case c = {.g = mt_graph_create()};
+    mt_tensor *x = act(&c, "x", 3, (int64_t[]){2, 4, 8});
+    finish_weighted(&c, block(&c, x, 8, 2));
+    fd_check(&c, NULL, EPS, 2e-2);
+}
+
+/* A tiny language model: embedding, a block, tied head, cross-entropy. */
+static void fill_lm(mt_graph *g) {
+    int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
+    int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
+    for (int i = 0; i < 8; i++) { tok[i] = (i * 5 + 1) % 11; tgt[i] = (i * 3 + 2) % 11; }
+}
+
+static fd_case build_lm(void) {
+    fd_case c = {.g = mt_graph_create()};
+    int64_t s[2] = {2, 4};
+    mt_tensor *tokens = mt_input(c.g, "tokens", MT_I32, 2, s);
+    mt_tensor *targets = mt_input(c.g, "targets", MT_I32, 2, s);
+    mt_tensor *wte = weight(&c, "wte", 2, (int64_t[]){12, 8}, 0.5f);
+    mt_tensor *x = mt_embedding(c.g, wte, tokens);
+    mt_tensor *h = block(&c, x, 8, 2);
+    mt_tensor *logits = mt_matmul(c.g, h, wte, false, true);
+    c.loss = mt_cross_entropy(c.g, logits, targets, 11, 1.0f / 8);
+    return c;
+}
+
+MT_TEST(grad_tiny_language_model) {
+    fd_case c = build_lm();
+    fd_check(&c, fill_lm, EPS, 2e-2);
+}
+
+/* F then B then W gives exactly what the unsplit backward gives, and the B/W
+ * tags are right: no B node writes a parameter gradient, W nodes exist. */
+MT_TEST(split_backward_equals_full_and_accumulates) {
+    fd_case c1 = build_lm(), c2 = build_lm();
+    mt_compile_opts opts = {.seed = 11};
+    MT_CHECK_OK(mt_graph_compile(c1.g, c1.loss, &opts));
+    MT_CHECK_OK(mt_graph_compile(c2.g, c2.loss, &opts));
+    fill_lm(c1.g);
+    fill_lm(c2.g);
+    MT_CHECK_OK(mt_graph_forward(c1.g));
+    MT_CHECK_OK(mt_graph_backward(c1.g));
+    MT_CHECK_OK(mt_graph_forward(c2.g));
+    MT_CHECK_OK(mt_graph_backward_b(c2.g));
+    MT_CHECK_OK(mt_graph_backward_w(c2.g));
+    mt_graph_stats st = mt_graph_get_stats(c1.g);
+    MT_CHECK(st.n_backward_b > 0 && st.n_backward_w > 0, "B nodes %d, W nodes %d",
+             st.n_backward_b, st.n_backward_w);
+    for (int i = 0; i < mt_graph_n_params(c1.g); i++) {
+        mt_tensor *p1 = mt_graph_param_at(c1.g, i), *p2 = mt_graph_param_at(c2.g, i);
+        const float *g1 = mt_tensor_f32(mt_tensor_grad(p1)), *g2 = mt_tensor_f32(mt_tensor_grad(p2));
+        MT_CHECK(memcmp(g1, g2, (size_t)mt_tensor_numel(p1) * sizeof(float)) == 0,
+                 "gradient of %s differs between F+B+W and F+backward", mt_tensor_name(p1));
+    }
+    /* a second F+B+W adds the same gradient again: accumulation */
+    mt_tensor *w = mt_graph_find(c2.g, "qkvw");
+    int64_t n = mt_tensor_numel(w);
+    float *once = malloc((size_t)n * sizeof(float));
+    memcpy(once, mt_tensor_f32(mt_tensor_grad(w)), (size_t)n * sizeof(float));
+    MT_CHECK_OK(mt_graph_forward(c2.g));
+    MT_CHECK_OK(mt_graph_backward(c2.g));
+    for (int64_t j = 0; j < n; j++)
+        MT_CHECK_CLOSE(mt_tensor_f32(mt_tensor_grad(w))[j], 2 * once[j], 1e-6, "twice qkvw[%lld]",
+                       (long long)j);
+    mt_graph_zero_grad(c2.g);
+    MT_CHECK(mt_tensor_f32(mt_tensor_grad(w))[0] == 0, "zero_grad clears");
+    free(once);
+    mt_graph_free(c1.g);
+    mt_graph_free(c2.g);
+}
+
+/* Liveness-based planning shares memory in a deep chain, and the result is
+ * still right (the finite-difference tests above run on planned buffers). */
+MT_TEST(buffer_plan_reuses_memory) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, (int64_t[]){64, 64});
+    mt_tensor *h = x;
+    for (int l = 0; l < 16; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d", l);
+        h = mt_gelu(g, mt_linear(g, h, mt_param(g, name, 2, (int64_t[]){64, 64},
+                                                (mt_init){MT_INIT_NORMAL, 0.1f}), NULL));
+    }
+    mt_tensor *loss = mt_mean(g, h);
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1}));
+    mt_graph_stats st = mt_graph_get_stats(g);
+    MT_CHECK(st.arena_bytes < st.arena_bytes_unplanned * 3 / 4, "planned %zu bytes, unplanned %zu",
+             st.arena_bytes, st.arena_bytes_unplanned);
+    MT_CHECK(st.flops_forward >= 16 * 2.0 * 64 * 64 * 64, "forward FLOPs %g", st.flops_forward);
+    MT_CHECK(st.flops_backward >= 2 * 16 * 2.0 * 64 * 64 * 64 * 0.99, "backward FLOPs %g", st.flops_backward);
+    mt_graph_free(g);
+}
+
+/* ---- errors ---- */
+
+MT_TEST(build_errors_name_the_operands) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *a = mt_input(g, "a", MT_F32, 2, (int64_t[]){3, 4});
+    mt_tensor *b = mt_param(g, "b", 2, (int64_t[]){5, 6}, (mt_init){MT_INIT_ZEROS, 0});
+    mt_tensor *c = mt_matmul(g, a, b, false, false);
+    MT_CHECK(c == NULL, "mismatched matmul must fail");
+    MT_CHECK(mt_graph_status(g) == MT_ESHAPE, "status %s", mt_status_name(mt_graph_status(g)));
+    const char *msg = mt_graph_errmsg(g);
+    MT_CHECK(strstr(msg, "'a'") && strstr(msg, "'b'") && strstr(msg, "(3,4)") && strstr(msg, "(5,6)"),
+             "message names operands and shapes: %s", msg);
+    /* the error sticks; later builders return NULL, compile reports it */
+    MT_CHECK(mt_gelu(g, a) == NULL, "sticky");
+    MT_CHECK(mt_graph_compile(g, c, NULL) == MT_ESHAPE, "compile reports the first error");
+    mt_graph_free(g);
+
+    g = mt_graph_create();
+    a = mt_input(g, "a", MT_F32, 2, (int64_t[]){3, 4});
+    MT_CHECK(mt_input(g, "a", MT_F32, 1, (int64_t[]){3}) == NULL, "duplicate name");
+    MT_CHECK(strstr(mt_graph_errmsg(g), "already exists"), "%s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+
+    g = mt_graph_create();
+    a = mt_input(g, "x", MT_F32, 3, (int64_t[]){2, 4, 3 * 10});
+    MT_CHECK(mt_attention(g, a, 3) == NULL, "10 channels do not split into 3 heads");
+    MT_CHECK(strstr(mt_graph_errmsg(g), "NH=3"), "%s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+
+    g = mt_graph_create();
+    a = mt_input(g, "x", MT_F32, 2, (int64_t[]){2, 4});
+    MT_CHECK(mt_graph_compile(g, a, NULL) == MT_ESHAPE, "non-scalar loss");
+    MT_CHECK(strstr(mt_errmsg(), "scalar"), "%s", mt_errmsg());
+    mt_graph_free(g);
+
+    g = mt_graph_create();
+    a = mt_input(g, "x", MT_F32, 2, (int64_t[]){2, 4});
+    mt_tensor *l = mt_sum(g, a);
+    MT_CHECK(mt_graph_compile(g, l, NULL) == MT_EINVAL, "loss without parameters");
+    MT_CHECK(strstr(mt_errmsg(), "nothing to train"), "%s", mt_errmsg());
+    mt_graph_free(g);
+}
+
+MT_TEST(no_grad_graph_runs_forward_only) {
+    fd_case c = build_lm();
+    MT_CHECK_OK(mt_graph_compile(c.g, c.loss, &(mt_compile_opts){.seed = 3, .no_grad = true}));
+    fill_lm(c.g);
+    MT_CHECK_OK(mt_graph_forward(c.g));
+    float l = mt_graph_loss(c.g);
+    MT_CHECK(isfinite(l) && l > 0, "loss %g", l);
+    MT_CHECK(mt_graph_backward(c.g) == MT_ESTATE, "backward on a no_grad graph");
+    mt_graph_stats st = mt_graph_get_stats(c.g);
+    MT_CHECK(st.n_backward_b == 0 && st.n_backward_w == 0, "no backward nodes");
+    mt_graph_free(c.g);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
