@@ -139,6 +139,19 @@ MT_TEST(gemm_matches_naive_all_transposes) {
                 }
 }
 
+MT_TEST(gemm_empty_inner_dimension) {
+    /* K = 0 (an empty shard): C = beta·C, with lda = 0 accepted */
+    const int64_t M = 3, N = 4;
+    float a = 1.0f, b = 1.0f, *Cm = fvec(M * N);
+    ffill(Cm, M * N, NAN);
+    mt_kernel_gemm(false, false, M, N, 0, 1.0f, &a, 0, &b, N, 0.0f, Cm, N);
+    for (int64_t i = 0; i < M * N; i++) MT_CHECK(Cm[i] == 0.0f, "K=0, beta=0: C[%lld] = %g", (long long)i, (double)Cm[i]);
+    ffill(Cm, M * N, 2.0f);
+    mt_kernel_gemm(true, true, M, N, 0, 1.0f, &a, M, &b, 0, 0.5f, Cm, N);
+    for (int64_t i = 0; i < M * N; i++) MT_CHECK(Cm[i] == 1.0f, "K=0, beta=0.5: C[%lld] = %g", (long long)i, (double)Cm[i]);
+    free(Cm);
+}
+
 MT_TEST(bias_add_and_grad) {
     const int64_t rows = 5, OC = 37;
     float *out = frand(rows * OC, 1.0), *bias = frand(OC, 1.0), *before = fcopy(out, rows * OC);
@@ -258,7 +271,8 @@ MT_TEST(gelu_forward) {
     const int64_t n = 120;
     float *x = frand(n, 4.0), *out = fvec(n);
     /* the tails of tanh, zero, and the clamp region of the approximation */
-    const float special[] = {0.0f, -0.0f, 1e-6f, -1e-6f, 8.0f, -8.0f, 10.0f, -10.0f, 30.0f, -30.0f, 3.0f, -3.0f};
+    const float special[] = {0.0f, -0.0f, 1e-6f, -1e-6f, 8.0f, -8.0f, 10.0f, -10.0f, 30.0f, -30.0f,
+                             3.0f, -3.0f, 4.7f, -4.7f, 5.0f, -5.0f, 4.85f, -4.85f};
     memcpy(x, special, sizeof special);
     mt_kernel_gelu_fwd(out, x, n);
     for (int64_t i = 0; i < n; i++)
@@ -278,7 +292,8 @@ static double gelu_loss(const void *p) {
 MT_TEST(gelu_backward_finite_differences) {
     const int64_t n = 120;
     float *x = frand(n, 4.0), *w = frand(n, 1.0), *dx = fvec(n);
-    x[0] = 0.0f; x[1] = 9.0f; x[2] = -9.0f; x[3] = 2.5f; x[4] = -2.5f;
+    const float special[] = {0.0f, 9.0f, -9.0f, 2.5f, -2.5f, 4.7f, -4.7f, 5.0f, -5.0f, 4.85f, -4.85f};
+    memcpy(x, special, sizeof special);
     ffill(dx, n, NAN);
     mt_kernel_gelu_bwd(dx, x, w, n, false);
     gelu_ctx c = {n, dcopy(x, n), dcopy(w, n)};

@@ -33,8 +33,12 @@ static const char TRAIN_USAGE[] =
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig) {
+    static const char msg[] =
+        "\nmeshtrain: interrupted; stopping after this step (Ctrl-C again to abort)\n";
     (void)sig;
     interrupted = 1;
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);   /* async-signal-safe */
+    (void)n;
 }
 
 /* ---- output helpers ----------------------------------------------------- */
@@ -115,12 +119,171 @@ static bool output_dir_ok(const char *flag, const char *path) {
     return false;
 }
 
+/* ---- the step loop ------------------------------------------------------ */
+
+/* One run of the loop: what it prints to, and what it has added up so far. */
+typedef struct {
+    mt_trainer            *tr;
+    const mt_train_config *c;          /* as resolved by the trainer */
+    FILE                  *metrics;    /* NULL: no log */
+    bool                   quiet, tty;
+    int                    start, total, every;
+    const char            *unit;       /* tok/s, or ex/s for the synthetic models */
+    double                 t0, sum_s, sum_flops, last_print;
+    int64_t                sum_tokens;
+    float                  first_loss, last_loss, last_val;
+    int                    done;
+    bool                   line_open;  /* a \r-redrawn progress line awaits its newline */
+} train_run;
+
+static int run_failed(train_run *run, mt_status st) {
+    end_line(&run->line_open);
+    fflush(stdout);
+    cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
+    return CLI_EXIT_FAIL;
+}
+
+static void log_metrics(train_run *run, const mt_step_report *r, float val, double tps,
+                        double gflops) {
+    FILE *f = run->metrics;
+    fprintf(f, "{\"step\":%d,", r->step);
+    json_num(f, "loss", r->loss, true);
+    if (!isnan(val)) json_num(f, "val_loss", val, true);
+    json_num(f, "lr", r->lr, true);
+    json_num(f, "grad_norm", r->grad_norm, true);
+    json_num(f, "tokens_per_s", tps, true);
+    json_num(f, "gflops", gflops, true);
+    json_num(f, "ms", r->seconds * 1e3, false);
+    fputs("}\n", f);
+    fflush(f);   /* readable (and plottable) while the run goes on */
+}
+
+static void show_progress(train_run *run, const mt_step_report *r, float val, double tps,
+                          double gflops) {
+    bool last = r->step == run->total;
+    double now = mt_time_now();
+    /* A terminal line is redrawn at most ~10 times a second (fast steps would
+     * otherwise spend their time in the terminal); a log gets every step, or
+     * every hundredth of the run when it is long. */
+    bool show = run->tty ? (run->done == 1 || last || !isnan(val) || now - run->last_print >= 0.1)
+                         : (run->done == 1 || last || run->done % run->every == 0);
+    if (show) {
+        char tbuf[32], eta[32];
+        double ms = r->seconds * 1e3;
+        cli_fmt_count(tbuf, sizeof tbuf, tps);
+        cli_fmt_duration(eta, sizeof eta, (now - run->t0) / run->done * (run->total - r->step));
+        printf("%sstep %*d/%d | loss %.4f | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
+               run->tty ? "\r\033[K" : "", snprintf(NULL, 0, "%d", run->total), r->step,
+               run->total, (double)r->loss, tbuf, run->unit, gflops,
+               ms < 10 ? 2 : ms < 100 ? 1 : 0, ms, eta, run->tty ? "" : "\n");
+        run->last_print = now;
+        run->line_open = run->tty;
+    }
+    if (!isnan(val)) {
+        end_line(&run->line_open);
+        printf("eval step %d: val loss %.4f (train %.4f)\n", r->step, (double)val,
+               (double)r->loss);
+    }
+    fflush(stdout);
+}
+
+/* Steps from where the trainer is to the last step, or to Ctrl-C. */
+static int run_steps(train_run *run) {
+    const mt_train_config *c = run->c;
+    for (int step = run->start; step < run->total && !interrupted; step++) {
+        mt_step_report r;
+        mt_status st = mt_trainer_step(run->tr, &r);
+        if (st != MT_OK) return run_failed(run, st);
+        run->done++;
+        run->sum_s += r.seconds;
+        run->sum_tokens += r.tokens;
+        run->sum_flops += r.flops;
+        if (run->done == 1) run->first_loss = r.loss;
+        run->last_loss = r.loss;
+
+        float val = NAN;
+        if (c->eval_every > 0 && (r.step % c->eval_every == 0 || r.step == run->total)) {
+            if ((st = mt_trainer_eval(run->tr, &val)) != MT_OK) return run_failed(run, st);
+            run->last_val = val;
+        }
+        double tps = r.seconds > 0 ? (double)r.tokens / r.seconds : NAN;
+        double gflops = r.seconds > 0 ? r.flops / r.seconds / 1e9 : NAN;
+        if (run->metrics) log_metrics(run, &r, val, tps, gflops);
+        if (!run->quiet) show_progress(run, &r, val, tps, gflops);
+
+        /* the last step's checkpoint is written after the loop, Ctrl-C or not */
+        if (c->ckpt_out && c->ckpt_every > 0 && r.step % c->ckpt_every == 0 &&
+            r.step != run->total && (st = mt_trainer_save(run->tr)) != MT_OK)
+            return run_failed(run, st);
+    }
+    end_line(&run->line_open);
+    return CLI_EXIT_OK;
+}
+
+static void print_summary(const train_run *run) {
+    const mt_train_config *c = run->c;
+    if (run->done == 0) {
+        printf("nothing to do: already at step %d of %d\n", run->start, run->total);
+        return;
+    }
+    char tbuf[32], wall[32];
+    cli_fmt_count(tbuf, sizeof tbuf, run->sum_s > 0 ? (double)run->sum_tokens / run->sum_s : NAN);
+    cli_fmt_duration(wall, sizeof wall, mt_time_now() - run->t0);
+    printf("%s %d steps (%d..%d) in %s | loss %.4f -> %.4f",
+           interrupted ? "interrupted after" : "done:", run->done, run->start + 1,
+           run->start + run->done, wall, (double)run->first_loss, (double)run->last_loss);
+    if (!isnan(run->last_val)) printf(" | val %.4f", (double)run->last_val);
+    printf(" | mean %s %s, %.1f GFLOP/s\n", tbuf, run->unit,
+           run->sum_s > 0 ? run->sum_flops / run->sum_s / 1e9 : 0.0);
+    if (c->ckpt_out) printf("wrote %s", c->ckpt_out);
+    if (c->llmc_out) printf("%swrote %s", c->ckpt_out ? ", " : "", c->llmc_out);
+    if (c->ckpt_out || c->llmc_out) putchar('\n');
+}
+
+/* ---- flags -> config ---------------------------------------------------- */
+
+static const char TRAIN_CHOICES_MODEL[] = "gpt|mlp|linreg";
+static const char TRAIN_CHOICES_OPTIM[] = "adamw|sgd";   /* index 0 is AdamW */
+
+/* The checks that span several flags, and the flags whose meaning depends on
+ * the model (--layers and --channels size a GPT or an MLP). */
+static int apply_model_flags(mt_train_config *cfg, const cli_opt *opts, const bool *seen,
+                             const int *layers, const int *channels) {
+    if (cfg->model == MT_MODEL_GPT) {
+        cfg->gpt.L = *layers;
+        cfg->gpt.C = *channels;
+        if (!cfg->data) {
+            cli_error("--model gpt needs --data FILE (a text file or an llm.c token file)");
+            return CLI_EXIT_USAGE;
+        }
+        return CLI_EXIT_OK;
+    }
+    static const char *gpt_only[] = {"heads", "max-seq", "vocab", "padded-vocab",
+                                     "data", "llmc-in", "llmc-out"};
+    for (int j = 0; opts[j].name; j++) {
+        if (!seen[j]) continue;
+        for (size_t i = 0; i < sizeof gpt_only / sizeof gpt_only[0]; i++)
+            if (strcmp(opts[j].name, gpt_only[i]) == 0) {
+                cli_error("--%s applies to --model gpt only", opts[j].name);
+                return CLI_EXIT_USAGE;
+            }
+        bool sizing = opts[j].dest == layers || opts[j].dest == channels;
+        if (sizing && cfg->model == MT_MODEL_LINREG) {
+            cli_error("--%s does not apply to --model linreg", opts[j].name);
+            return CLI_EXIT_USAGE;
+        }
+        if (opts[j].dest == layers) cfg->mlp_layers = *layers;
+        if (opts[j].dest == channels) cfg->mlp_hidden = *channels;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* ---- the command -------------------------------------------------------- */
 
 int cli_cmd_train(int argc, char **argv) {
     mt_train_config cfg = mt_train_defaults();
     int model = (int)cfg.model;
-    int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;   /* index into "adamw|sgd" */
+    int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
     int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
     bool quiet = false;
@@ -128,13 +291,13 @@ int cli_cmd_train(int argc, char **argv) {
 
     /* The table is the single source for parsing and --help. */
     const cli_opt opts[] = {
-        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, "gpt|mlp|linreg", "NAME", "model to train"},
+        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, TRAIN_CHOICES_MODEL, "NAME", "model to train"},
         {"layers", CLI_INT, &layers, 1, 1000, 0, 0, NULL, "N", "GPT blocks L (mlp: linear layers)"},
         {"channels", CLI_INT, &channels, 1, 65536, 0, 0, NULL, "N", "GPT width C (mlp: hidden width)"},
         {"heads", CLI_INT, &cfg.gpt.NH, 1, 1024, 0, 0, NULL, "N", "attention heads NH (C % NH == 0)"},
         {"max-seq", CLI_INT, &cfg.gpt.maxT, 1, 1 << 20, 0, 0, NULL, "N", "context length maxT"},
         {"vocab", CLI_INT, &cfg.gpt.V, 0, 1 << 24, 0, 0, NULL, "N", "vocabulary V (0: from the data)"},
-        {"padded-vocab", CLI_INT, &cfg.gpt.Vp, 0, 1 << 24, 0, 0, NULL, "N", "padded vocabulary Vp >= V (0: V)"},
+        {"padded-vocab", CLI_INT, &cfg.gpt.Vp, 0, 1 << 24, 0, 0, NULL, "N", "padded vocabulary Vp >= V (0: V rounded up to 64)"},
         {"data", CLI_STR, &cfg.data, 0, 0, 0, 0, NULL, "FILE", "text or llm.c token file (gpt)"},
         {"val-frac", CLI_DOUBLE, &cfg.val_frac, 0, 1, 0, 1, NULL, "X", "tail of the data held out for eval"},
         {"batch", CLI_INT, &cfg.B, 1, 1 << 20, 0, 0, NULL, "N", "sequences per microbatch B"},
@@ -144,7 +307,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"lr", CLI_FLOAT, &cfg.optim.lr, 0, INF, 0, 0, NULL, "X", "peak learning rate"},
         {"min-lr-frac", CLI_FLOAT, &cfg.optim.min_lr_frac, 0, 1, 0, 0, NULL, "X", "final lr as a fraction of --lr"},
         {"warmup", CLI_INT, &cfg.optim.warmup_steps, 0, 1e9, 0, 0, NULL, "N", "linear warmup steps"},
-        {"optim", CLI_CHOICE, &optim, 0, 0, 0, 0, "adamw|sgd", "NAME", "optimizer"},
+        {"optim", CLI_CHOICE, &optim, 0, 0, 0, 0, TRAIN_CHOICES_OPTIM, "NAME", "optimizer"},
         {"weight-decay", CLI_FLOAT, &cfg.optim.weight_decay, 0, INF, 0, 0, NULL, "X", "decoupled weight decay"},
         {"grad-clip", CLI_FLOAT, &cfg.optim.grad_clip, 0, INF, 0, 0, NULL, "X", "global gradient-norm clip (0: off)"},
         {"seed", CLI_U64, &cfg.seed, 0, 0, 0, 0, NULL, "N", "initialisation and data seed"},
@@ -160,8 +323,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
-    enum { N_OPTS = sizeof opts / sizeof opts[0] };
-    bool seen[N_OPTS] = {0};
+    bool seen[sizeof opts / sizeof opts[0]] = {0};
 
     int rc = cli_parse("train", opts, argc, argv, seen);
     if (rc < 0) {
@@ -169,68 +331,35 @@ int cli_cmd_train(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
-
-    /* ---- flags -> config, and the checks that span several flags ---- */
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
-    if (cfg.model == MT_MODEL_GPT) {
-        cfg.gpt.L = layers;
-        cfg.gpt.C = channels;
-        if (!cfg.data) {
-            cli_error("--model gpt needs --data FILE (a text file or an llm.c token file)");
-            return CLI_EXIT_USAGE;
-        }
-    } else {
-        static const char *gpt_only[] = {"heads", "max-seq", "vocab", "padded-vocab",
-                                         "data", "llmc-in", "llmc-out"};
-        for (size_t i = 0; i < sizeof gpt_only / sizeof gpt_only[0]; i++)
-            for (int j = 0; opts[j].name; j++)
-                if (seen[j] && strcmp(opts[j].name, gpt_only[i]) == 0) {
-                    cli_error("--%s applies to --model gpt only", gpt_only[i]);
-                    return CLI_EXIT_USAGE;
-                }
-        if (cfg.model == MT_MODEL_MLP) {
-            for (int j = 0; opts[j].name; j++) {
-                if (!seen[j]) continue;
-                if (opts[j].dest == &layers) cfg.mlp_layers = layers;
-                if (opts[j].dest == &channels) cfg.mlp_hidden = channels;
-            }
-        } else {
-            for (int j = 0; opts[j].name; j++)
-                if (seen[j] && (opts[j].dest == &layers || opts[j].dest == &channels)) {
-                    cli_error("--%s does not apply to --model linreg", opts[j].name);
-                    return CLI_EXIT_USAGE;
-                }
-        }
-    }
-    /* The cosine schedule spans the whole run unless the defaults say constant. */
+    if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
+    /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
-
     if (!output_dir_ok("ckpt-out", cfg.ckpt_out) || !output_dir_ok("llmc-out", cfg.llmc_out) ||
         !output_dir_ok("metrics", metrics_path))
         return CLI_EXIT_FAIL;
 
     /* ---- build ---- */
-    mt_trainer *tr = NULL;
-    mt_status st = mt_trainer_create(&cfg, &tr);
-    if (st != MT_OK) {
-        cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-        return CLI_EXIT_FAIL;
-    }
-    const mt_train_config *rc_cfg = mt_trainer_config(tr);
-    const int start = mt_trainer_step_count(tr), total = rc_cfg->steps;
-
-    FILE *metrics = NULL;
+    train_run run = {.quiet = quiet, .tty = isatty(STDOUT_FILENO) != 0,
+                     .first_loss = NAN, .last_loss = NAN, .last_val = NAN};
+    mt_status st = mt_trainer_create(&cfg, &run.tr);
+    if (st != MT_OK) return run_failed(&run, st);
+    run.c = mt_trainer_config(run.tr);
+    run.start = mt_trainer_step_count(run.tr);
+    run.total = run.c->steps;
+    run.every = run.total - run.start <= 200 ? 1 : (run.total - run.start) / 100;
+    run.unit = run.c->model == MT_MODEL_GPT ? "tok/s" : "ex/s";
     if (metrics_path) {
         /* appending on resume keeps one log for the whole run */
-        metrics = fopen(metrics_path, start > 0 ? "a" : "w");
-        if (!metrics) {
+        run.metrics = fopen(metrics_path, run.start > 0 ? "a" : "w");
+        if (!run.metrics) {
             cli_error("cannot open metrics file '%s': %s", metrics_path, strerror(errno));
-            mt_trainer_free(tr);
+            mt_trainer_free(run.tr);
             return CLI_EXIT_FAIL;
         }
     }
-    if (!quiet) print_config(rc_cfg, tr, metrics_path);
+    if (!quiet) print_config(run.c, run.tr, metrics_path);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -239,139 +368,22 @@ int cli_cmd_train(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    /* ---- the loop ---- */
-    const bool tty = isatty(STDOUT_FILENO);
-    const int todo = total - start;
-    const int every = todo <= 200 ? 1 : todo / 100;
-    const char *unit = rc_cfg->model == MT_MODEL_GPT ? "tok/s" : "ex/s";
-    double t0 = mt_time_now(), sum_s = 0, sum_flops = 0;
-    int64_t sum_tokens = 0;
-    float first_loss = NAN, last_loss = NAN, last_val = NAN;
-    int done = 0;
-    bool line_open = false;   /* a \r-updated progress line awaits its newline */
-    double last_print = 0;
-    rc = CLI_EXIT_OK;
-
-    for (int step = start; step < total && !interrupted; step++) {
-        mt_step_report r;
-        st = mt_trainer_step(tr, &r);
-        if (st != MT_OK) {
-            end_line(&line_open);
-            fflush(stdout);
-            cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-            rc = CLI_EXIT_FAIL;
-            break;
-        }
-        done++;
-        sum_s += r.seconds;
-        sum_tokens += r.tokens;
-        sum_flops += r.flops;
-        if (done == 1) first_loss = r.loss;
-        last_loss = r.loss;
-
-        float val = NAN;
-        if (rc_cfg->eval_every > 0 && (r.step % rc_cfg->eval_every == 0 || r.step == total)) {
-            st = mt_trainer_eval(tr, &val);
-            if (st != MT_OK) {
-                end_line(&line_open);
-                fflush(stdout);
-                cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-                rc = CLI_EXIT_FAIL;
-                break;
-            }
-            last_val = val;
-        }
-
-        double tps = r.seconds > 0 ? (double)r.tokens / r.seconds : NAN;
-        double gflops = r.seconds > 0 ? r.flops / r.seconds / 1e9 : NAN;
-        if (metrics) {
-            fputc('{', metrics);
-            fprintf(metrics, "\"step\":%d,", r.step);
-            json_num(metrics, "loss", r.loss, true);
-            if (!isnan(val)) json_num(metrics, "val_loss", val, true);
-            json_num(metrics, "lr", r.lr, true);
-            json_num(metrics, "grad_norm", r.grad_norm, true);
-            json_num(metrics, "tokens_per_s", tps, true);
-            json_num(metrics, "gflops", gflops, true);
-            json_num(metrics, "ms", r.seconds * 1e3, false);
-            fputs("}\n", metrics);
-            fflush(metrics);  /* readable (and plottable) while the run goes on */
-        }
-
-        if (!quiet) {
-            bool last = r.step == total;
-            double now = mt_time_now();
-            /* a terminal line is redrawn at most ~10 times a second: fast steps
-             * would otherwise spend their time in the terminal */
-            bool show = tty ? (done == 1 || last || !isnan(val) || now - last_print >= 0.1)
-                            : (done == 1 || last || done % every == 0);
-            if (show) {
-                double elapsed = now - t0;
-                last_print = now;
-                line_open = tty;
-                char tbuf[32], eta[32];
-                cli_fmt_count(tbuf, sizeof tbuf, tps);
-                cli_fmt_duration(eta, sizeof eta, elapsed / done * (total - r.step));
-                double ms = r.seconds * 1e3;
-                printf("%sstep %*d/%d | loss %.4f | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
-                       tty ? "\r\033[K" : "", (int)snprintf(NULL, 0, "%d", total), r.step, total,
-                       (double)r.loss, tbuf, unit, gflops, ms < 10 ? 2 : ms < 100 ? 1 : 0, ms,
-                       eta, tty ? "" : "\n");
-            }
-            if (!isnan(val)) {
-                printf("%seval step %d: val loss %.4f (train %.4f)\n", line_open ? "\n" : "",
-                       r.step, (double)val, (double)r.loss);
-                line_open = false;
-            }
-            fflush(stdout);
-        }
-
-        if (rc_cfg->ckpt_out && rc_cfg->ckpt_every > 0 && r.step % rc_cfg->ckpt_every == 0 &&
-            r.step != total) {
-            st = mt_trainer_save(tr);
-            if (st != MT_OK) {
-                end_line(&line_open);
-                cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-                rc = CLI_EXIT_FAIL;
-                break;
-            }
-        }
-    }
-    end_line(&line_open);
-
-    /* An interrupted run still saves: that is what Ctrl-C is for here. */
-    if (rc == CLI_EXIT_OK && (rc_cfg->ckpt_out || rc_cfg->llmc_out)) {
-        st = mt_trainer_save(tr);
-        if (st != MT_OK) {
-            cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-            rc = CLI_EXIT_FAIL;
-        }
-    }
-    if (metrics && fclose(metrics) != 0 && rc == CLI_EXIT_OK) {
+    /* ---- run, save, summarise ---- */
+    run.t0 = mt_time_now();
+    rc = run_steps(&run);
+    /* an interrupted run still saves: that is what Ctrl-C is for here */
+    if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out) &&
+        (st = mt_trainer_save(run.tr)) != MT_OK)
+        rc = run_failed(&run, st);
+    if (run.metrics && fclose(run.metrics) != 0 && rc == CLI_EXIT_OK) {
         cli_error("cannot write metrics file '%s': %s", metrics_path, strerror(errno));
         rc = CLI_EXIT_FAIL;
     }
-
-    /* ---- summary ---- */
     if (rc == CLI_EXIT_OK) {
-        if (done == 0) {
-            printf("nothing to do: already at step %d of %d\n", start, total);
-        } else {
-            char tbuf[32], wall[32];
-            cli_fmt_count(tbuf, sizeof tbuf, sum_s > 0 ? (double)sum_tokens / sum_s : NAN);
-            cli_fmt_duration(wall, sizeof wall, mt_time_now() - t0);
-            printf("%s %d steps (%d..%d) in %s | loss %.4f -> %.4f", interrupted ? "interrupted after" : "done:",
-                   done, start + 1, start + done, wall, (double)first_loss, (double)last_loss);
-            if (!isnan(last_val)) printf(" | val %.4f", (double)last_val);
-            printf(" | mean %s %s, %.1f GFLOP/s\n", tbuf, unit,
-                   sum_s > 0 ? sum_flops / sum_s / 1e9 : 0.0);
-            if (rc_cfg->ckpt_out) printf("wrote %s", rc_cfg->ckpt_out);
-            if (rc_cfg->llmc_out) printf("%swrote %s", rc_cfg->ckpt_out ? ", " : "", rc_cfg->llmc_out);
-            if (rc_cfg->ckpt_out || rc_cfg->llmc_out) putchar('\n');
-        }
+        print_summary(&run);
         if (interrupted) rc = CLI_EXIT_INTERRUPTED;
     }
     fflush(stdout);
-    mt_trainer_free(tr);
+    mt_trainer_free(run.tr);
     return rc;
 }

@@ -2,11 +2,12 @@
  * elementwise.c — add, sub, mul with broadcast, scale, GELU and transpose,
  * forward and backward.
  *
- * Broadcast is the simplest kind there is: b (nb) repeats along a (n), so
- * b_i = b[i % nb]. A broadcast loop therefore runs over blocks of nb with b
- * read contiguously, never computing i % nb per element. Outputs must not
- * overlap inputs (the pointers are restrict). All loops are single-threaded
- * and memory-bound; they are written so gcc vectorises them at -O2.
+ * Broadcast is of one kind only: b (nb) repeats along a (n), so
+ * b_i = b[i % nb] (a bias over rows, a scalar when nb == 1). A broadcast loop
+ * therefore runs over blocks of nb with b read contiguously, never computing
+ * i % nb per element. Outputs must not overlap inputs (the pointers are
+ * restrict). The loops are single-threaded and written so gcc vectorises them
+ * at -O2.
  */
 #include "ops/kernels.h"
 
@@ -54,7 +55,7 @@ static float dot_f(const float *restrict x, const float *restrict y, int64_t n) 
 enum { OP_ADD, OP_SUB, OP_MUL };
 
 /* out (n) = a (n) op b (nb), or out += a op b if acc. Always inlined with a
- * constant op, so the switch folds away and each caller gets its own
+ * constant op, so the choice of op folds away and each caller gets its own
  * vectorised loops. */
 static inline __attribute__((always_inline)) void
 binary(float *restrict out, const float *restrict a, const float *restrict b,
@@ -140,16 +141,19 @@ void mt_kernel_mul_bwd_b(float *restrict db, const float *restrict dout, const f
 #define GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
 #define GELU_CUBE  0.044715f
 
-/* tanh as Eigen's rational approximation (odd degree-13 over even degree-6),
- * accurate to a few float ulps. libm's tanhf is a call gcc cannot vectorise
- * (without -ffast-math), and GELU runs over B·T·4C elements per layer. Past
- * ±7.9 tanh rounds to ±1 in float, so the input is clamped there; the
- * comparisons are written so a NaN passes through. */
+/* tanh as Eigen's rational approximation (odd degree-13 over even degree-6)
+ * on [-7.9, 7.9], accurate to a few float ulps. libm's tanhf is a call gcc
+ * cannot vectorise (without -ffast-math), and GELU runs over B·T·4C elements
+ * per layer. Past ±7.9 tanh is ±1 to within 3e-7, and the result is set to
+ * exactly ±1 there: the rational at the clamp is 1 only when the compiler does
+ * not contract it into FMAs (clang does), and an exact 1 keeps gelu(x) = 0
+ * and gelu'(x) = 1 for large |x| whatever the compiler. The comparisons are
+ * written so a NaN passes through. */
 static inline float tanh_f(float x) {
     const float c = 7.90531110763549805f;
-    x = x > c ? c : x;
-    x = x < -c ? -c : x;
-    float x2 = x * x;
+    float xc = x > c ? c : x;
+    xc = xc < -c ? -c : xc;
+    float x2 = xc * xc;
     float p = -2.76076847742355e-16f;
     p = p * x2 + 2.00018790482477e-13f;
     p = p * x2 - 8.60467152213735e-11f;
@@ -157,12 +161,15 @@ static inline float tanh_f(float x) {
     p = p * x2 + 1.48572235717979e-05f;
     p = p * x2 + 6.37261928875436e-04f;
     p = p * x2 + 4.89352455891786e-03f;
-    p = p * x;
+    p = p * xc;
     float q = 1.19825839466702e-06f;
     q = q * x2 + 1.18534705686654e-04f;
     q = q * x2 + 2.26843463243900e-03f;
     q = q * x2 + 4.89352518554385e-03f;
-    return p / q;
+    float r = p / q;
+    r = x >= c ? 1.0f : r;
+    r = x <= -c ? -1.0f : r;
+    return r;
 }
 
 /* out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x (n). */

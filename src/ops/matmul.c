@@ -31,14 +31,23 @@ void mt_kernel_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
                     const float *A, int64_t lda, const float *B, int64_t ldb,
                     float beta, float *C, int64_t ldc) {
     assert(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0) return;
+    assert(ldc >= N);
+    if (K == 0) {
+        /* an empty product (a zero-size shard): C = beta·C. BLAS would reject
+         * the lda of 0 that a caller may rightly pass here, and do nothing. */
+        for (int64_t i = 0; i < M; i++) {
+            float *restrict c = C + i * ldc;
+            if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof *c);
+            else for (int64_t j = 0; j < N; j++) c[j] *= beta;
+        }
+        return;
+    }
+    assert(lda >= (ta ? M : K) && ldb >= (tb ? K : N));
     /* Debian's Open BLAS takes 32-bit ints (blasint); larger shapes must be
      * split by the caller rather than silently truncated here. */
     assert(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX);
     assert(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX);
-    assert(lda >= (ta ? M : K) && lda >= 1);
-    assert(ldb >= (tb ? K : N) && ldb >= 1);
-    assert(ldc >= N && ldc >= 1);
-    if (M == 0 || N == 0) return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
