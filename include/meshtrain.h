@@ -48,7 +48,9 @@ typedef int mt_status;
     X(MT_ESTATE,      -8,  "called in the wrong state")                      \
     X(MT_EUNSUPPORTED,-9,  "not supported")                                  \
     X(MT_ECHECKSUM,  -10,  "checksum mismatch")                              \
-    X(MT_EINTERNAL,  -11,  "internal error")
+    X(MT_EINTERNAL,  -11,  "internal error")                                \
+    X(MT_EABORTED,   -12,  "stopped because another device failed")         \
+    X(MT_EMISMATCH,  -13,  "devices issued different collectives")
 
 enum {
 #define MT__STATUS_ENUM(name, value, text) name = value,
@@ -485,6 +487,202 @@ typedef struct {
     int         threads;
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
+
+/* ======================================================================== */
+/* Device meshes                                                             */
+/* ======================================================================== */
+
+#define MT_MESH_MAX_AXES 6
+
+typedef struct mt_mesh mt_mesh;
+
+/* Creates a mesh from a spec of named axes with sizes, e.g. "data=2,tensor=2"
+ * (row-major: the last axis varies fastest over device ids). One size may be
+ * -1 and is filled in from n_devices; otherwise the product must equal
+ * n_devices, or the error names both. An empty spec is a 1-axis mesh "d" of
+ * n_devices. Names: letters, digits, '_'; unique. */
+mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out);
+void      mt_mesh_free(mt_mesh *mesh);
+int       mt_mesh_size(const mt_mesh *mesh);
+int       mt_mesh_ndim(const mt_mesh *mesh);
+const char *mt_mesh_axis_name(const mt_mesh *mesh, int axis);
+/* Size of an axis by name; 0 if there is no such axis. */
+int       mt_mesh_axis_size(const mt_mesh *mesh, const char *axis);
+/* "data=2,tensor=2" */
+const char *mt_mesh_spec(const mt_mesh *mesh);
+/* The coordinates (ndim entries) of a device, and back. */
+void      mt_mesh_coords(const mt_mesh *mesh, int device, int *coords);
+int       mt_mesh_device(const mt_mesh *mesh, const int *coords);
+
+/* An ordered set of mesh axes, resolved once from names: "data", or
+ * "data,tensor" for a group over both (ranks row-major in the order given,
+ * as JAX's axis_index over a tuple of axes). Collectives take this. */
+typedef struct {
+    int     n;
+    uint8_t axis[MT_MESH_MAX_AXES];
+} mt_axes;
+
+/* Resolves names; the error names an unknown axis and lists the mesh's. */
+mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out);
+/* Devices in the group of `device` over `axes` (the devices that differ from
+ * it only in those coordinates), in group-rank order; returns the count. */
+int       mt_mesh_group(const mt_mesh *mesh, mt_axes axes, int device, int *members);
+/* The rank of `device` in its group over `axes`, and the group size. */
+int       mt_mesh_group_rank(const mt_mesh *mesh, mt_axes axes, int device);
+int       mt_mesh_group_size(const mt_mesh *mesh, mt_axes axes);
+
+/* A partition spec, as JAX's PartitionSpec: per tensor dimension the mesh
+ * axes it is split over. Text form: dims separated by ',', axes of one dim
+ * joined by '+', '_' for a whole dim: "data,_" or "data+fsdp,tensor".
+ * Fills a sharding (axis bit sets; a dim split over several axes is split
+ * major-to-minor in mesh order). */
+mt_status mt_sharding_parse(const mt_mesh *mesh, const char *spec, int ndim, mt_sharding *out);
+/* The local shape of a global shape under a sharding; fails naming the dim
+ * whose size does not divide by the product of its axes. */
+mt_status mt_sharding_local_shape(const mt_mesh *mesh, const mt_sharding *sh, int ndim,
+                                  const int64_t *global, int64_t *local);
+
+/* ======================================================================== */
+/* Running on a mesh: SPMD launch and collectives                            */
+/* ======================================================================== */
+
+/* One device's view during a launch (opaque; valid inside the device function). */
+typedef struct mt_ctx mt_ctx;
+
+typedef mt_status (*mt_device_fn)(mt_ctx *ctx, void *arg);
+
+typedef enum {
+    MT_TRANSPORT_AUTO = 0,   /* mpi when started by mpirun with > 1 rank, else threads */
+    MT_TRANSPORT_THREADS,    /* every device a thread of this process */
+    MT_TRANSPORT_MPI         /* one device per MPI rank */
+} mt_transport_kind;
+
+typedef struct {
+    const char       *mesh;           /* mesh spec, e.g. "data=4" */
+    int               devices;        /* threads: device count; mpi: 0 = the world size */
+    mt_transport_kind transport;
+    double            timeout_s;      /* per collective; 0 = MT_COMM_TIMEOUT env or 300 s */
+    bool              check;          /* debug: verify every collective matches on all devices */
+    const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
+    int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
+} mt_launch_opts;
+
+/* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all
+ * have returned. If any device fails (returns non-zero) or a collective
+ * times out, every other device's pending and later collectives return
+ * MT_EABORTED, and mt_launch returns the first failure, its message prefixed
+ * with the device ("device 2: ..."). Under MPI every rank calls mt_launch and
+ * runs its own device; the result is the same on every rank. */
+mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+
+/* The calling device: id (row-major over the mesh), the mesh, and the MPI
+ * rank / world size when running under MPI (else 0 / 1). */
+int            mt_ctx_device(const mt_ctx *ctx);
+const mt_mesh *mt_ctx_mesh(const mt_ctx *ctx);
+int            mt_ctx_process_rank(const mt_ctx *ctx);
+/* JAX's axis_index: this device's rank in its group over `axes`. */
+int            mt_axis_index(const mt_ctx *ctx, mt_axes axes);
+int            mt_axis_size(const mt_ctx *ctx, mt_axes axes);
+/* Resolves axis names on the ctx's mesh (see mt_mesh_axes). */
+mt_status      mt_ctx_axes(const mt_ctx *ctx, const char *names, mt_axes *out);
+
+/* --- collectives over the group of the calling device over `axes` ---
+ * All devices of a group must call the same collective with the same sizes,
+ * in the same order. Buffers are dense; `count` counts elements of `dtype`.
+ * bf16 reduces in f32. Send and receive buffers must not overlap unless
+ * stated. Results follow jax.lax: */
+
+typedef enum { MT_REDUCE_SUM = 0, MT_REDUCE_MAX = 1, MT_REDUCE_MIN = 2 } mt_reduce_op;
+
+/* psum / pmax: buf (count) = reduction over the group of every device's buf. In place. */
+mt_status mt_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                        mt_reduce_op op);
+mt_status mt_psum(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+/* psum divided by the group size (f32). */
+mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+mt_status mt_pmax(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+
+/* all_gather: recv (P, count) = every device's send (count), in group-rank
+ * order. "Stacked" and "tiled along dim 0" are the same bytes. */
+mt_status mt_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                        mt_dtype dtype);
+/* psum_scatter: recv (count) = Σ over the group of send[r·count : (r+1)·count],
+ * r = this device's group rank; send holds P·count. */
+mt_status mt_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                          mt_dtype dtype);
+/* all_to_all: send (P, count) → recv (P, count), recv[j] = device j's send[r]. */
+mt_status mt_all_to_all(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                        mt_dtype dtype);
+/* ppermute: pairs[k] = {source rank, destination rank} in the group; each
+ * rank appears at most once as a source and once as a destination. recv
+ * (count) gets the source's send; a device that is no one's destination
+ * receives zeros. */
+mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                      mt_dtype dtype, const int (*pairs)[2], int n_pairs);
+/* buf (count) on every device = buf of group rank `root`. In place. */
+mt_status mt_broadcast(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int root);
+mt_status mt_barrier(mt_ctx *ctx, mt_axes axes);
+
+/* --- dimensioned forms over an array of `ndim` dims `shape` (local) ---
+ * tiled all_gather concatenates along `dim` (recv dim = P·shape[dim]);
+ * stacked inserts a new dim of size P before `dim`. tiled psum_scatter
+ * splits `dim` into P blocks (shape[dim] % P must be 0, or MT_ESHAPE naming
+ * both); untiled needs shape[dim] == P and drops the dim. all_to_all splits
+ * `split_dim` into P blocks and concatenates the received ones on `concat_dim`. */
+mt_status mt_all_gather_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
+                            int ndim, const int64_t *shape, int dim, bool tiled);
+mt_status mt_psum_scatter_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                              mt_dtype dtype, int ndim, const int64_t *shape, int dim, bool tiled);
+mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
+                            int ndim, const int64_t *shape, int split_dim, int concat_dim);
+
+/* --- asynchronous forms: start, compute, wait. The buffers belong to the
+ * collective until mt_wait returns. At most MT_MAX_PENDING per device. */
+#define MT_MAX_PENDING 16
+typedef struct { int id; } mt_request;
+mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                              mt_reduce_op op, mt_request *req);
+mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                              size_t count, mt_dtype dtype, mt_request *req);
+mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                                size_t count, mt_dtype dtype, mt_request *req);
+mt_status mt_wait(mt_ctx *ctx, mt_request *req);
+
+/* --- host arrays on the mesh --- */
+/* local (the device's shard) = its slice of the global host array under the
+ * sharding. global (ndim dims, shape) is read on every device (threads: one
+ * shared array; MPI: each rank's copy). */
+mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, int ndim,
+                       const int64_t *shape, float *local);
+/* global (full shape) on every device = all shards put back together (and
+ * partial sums over sh->partial_axes summed). */
+mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local, int ndim,
+                          const int64_t *shape, float *global);
+
+/* --- record of what happened --- */
+/* Marks a compute region on the device's trace track (no-op when not tracing). */
+void mt_trace_begin(mt_ctx *ctx, const char *name);
+void mt_trace_end(mt_ctx *ctx);
+
+/* Collectives this device issued so far, and the last one as text
+ * ("#12 psum over 'data' f32 4096 bytes"). */
+uint64_t    mt_ctx_collectives(const mt_ctx *ctx);
+const char *mt_ctx_last_collective(const mt_ctx *ctx);
+
+/* The pmap linear-regression example of the JAX docs, as a library function:
+ * 3 features, replicated parameters, the global batch split over a 1-axis
+ * mesh of `devices`, pmean of loss and gradients, SGD. Writes the loss of
+ * every step to losses[steps] (same on every rank under MPI). */
+typedef struct {
+    int      devices;        /* threads: mesh size; mpi: 0 = world size */
+    int      steps;          /* default 20 */
+    int      batch;          /* global batch, divisible by devices; default 128 */
+    float    lr;             /* default 0.1 */
+    uint64_t seed;
+    mt_transport_kind transport;
+    const char *trace;
+} mt_linreg_example_opts;
+mt_status mt_example_linreg(const mt_linreg_example_opts *opts, float *losses, float params[4]);
 
 /* ======================================================================== */
 /* Runtime settings                                                          */
