@@ -15,7 +15,7 @@ MAKEFLAGS += --no-print-directory
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-PREFIX     ?=
+PREFIX     ?= /usr/local
 
 # ---- the demo: change the model or the run length here --------------------
 # Byte tokens (V=256). About two minutes on 2 cores; steps are what bound it.
@@ -24,7 +24,7 @@ DEMO_CHANNELS   ?= 128
 DEMO_HEADS      ?= 4
 DEMO_SEQ        ?= 64
 DEMO_BATCH      ?= 16
-DEMO_STEPS      ?= 1000
+DEMO_STEPS      ?= 1500
 DEMO_LR         ?= 1e-3
 DEMO_WARMUP     ?= 50
 DEMO_EVAL_EVERY ?= 100
@@ -126,8 +126,12 @@ test-release: build
 bench: deps-bench build
 	bash bench/run_gpt.sh $(BUILD)
 
-install: build
-	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+# PREFIX goes in at configure time: meshtrain.pc is written then, with the
+# prefix baked in (`cmake --install --prefix` alone would leave it stale).
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(BUILD) -j$(JOBS)
+	cmake --install $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

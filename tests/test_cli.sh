@@ -204,6 +204,17 @@ succeed "start from llm.c file" train --data data.txt --llmc-in run.llmc --seq 1
 succeed "mlp 5 steps"    train --model mlp --layers 2 --channels 16 --steps 5 --threads 1
 succeed "linreg 5 steps" train --model linreg --steps 5 --threads 1
 
+# Ctrl-C: stop after the step, still write the checkpoint, exit 130
+# --foreground: otherwise timeout signals the whole process group too, and the
+# second SIGINT (the "abort now" one) arrives at once
+timeout --foreground --preserve-status -s INT 3 "$BIN" train --data data.txt "${TINY[@]}" --steps 1000000000 \
+        --ckpt-out int.ckpt >out.txt 2>err.txt
+rc=$?
+check "Ctrl-C exits 130" "exit $rc" test "$rc" -eq 130
+check "Ctrl-C still saves" "no int.ckpt or no summary" \
+      test -s int.ckpt -a -n "$(grep '^interrupted after' out.txt)"
+check "Ctrl-C says so" "stderr: $(head -c 200 err.txt)" grep -q 'interrupted; stopping' err.txt
+
 # ---- meshtrain checkpoint errors --------------------------------------------
 
 expect "ckpt: wrong magic" 1 "data\.txt.*not a meshtrain checkpoint" \

@@ -45,20 +45,57 @@ static double sum_partials(const par_ctx *ctx, const mt_graph *g) {
 /* Run                                                                       */
 /* ======================================================================== */
 
+/* MATMUL, GEMM and LINEAR run as blocks of C, one per kernel thread, each a
+ * single-threaded sgemm: rows of C when M is the larger side, else columns. */
+typedef struct {
+    bool         ta, tb, split_rows;
+    int64_t      M, N, K, block;
+    const float *A, *B, *bias;
+    float       *C;
+    float        beta;
+} gemm_job;
+
+static void range_gemm(void *arg, int64_t b0, int64_t b1, int w) {
+    const gemm_job *j = arg;
+    int64_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
+    int64_t lo = b0 * j->block, hi = b1 * j->block;
+    if (j->split_rows) {
+        if (hi > j->M) hi = j->M;
+        const float *A = j->ta ? j->A + lo : j->A + lo * lda;
+        mt_kernel_gemm(j->ta, j->tb, hi - lo, j->N, j->K, 1.0f, A, lda, j->B, ldb, j->beta,
+                       j->C + lo * j->N, j->N);
+        if (j->bias) mt_kernel_bias_add(j->C + lo * j->N, j->bias, hi - lo, j->N);
+    } else {
+        if (hi > j->N) hi = j->N;
+        const float *B = j->tb ? j->B + lo * ldb : j->B + lo;
+        mt_kernel_gemm(j->ta, j->tb, j->M, hi - lo, j->K, 1.0f, j->A, lda, B, ldb, j->beta,
+                       j->C + lo, j->N);
+        /* a column block of a biased product: add the bias slice row by row */
+        for (int64_t r = 0; j->bias && r < j->M; r++)
+            mt_kernel_bias_add(j->C + r * j->N + lo, j->bias + lo, 1, hi - lo);
+    }
+}
+
+static void gemm_parallel(mt_graph *g, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          const float *A, const float *B, const float *bias, float *C, float beta) {
+    gemm_job j = {ta, tb, M >= N, M, N, K, 16, A, B, bias, C, beta};
+    int64_t side = j.split_rows ? M : N;
+    /* blocks of 16 (a multiple of the sgemm micro-kernel) and at least ~1
+     * MFLOP each: a smaller product is not worth a second thread */
+    int64_t min_blocks = (int64_t)(1e6 / (2.0 * (double)(j.split_rows ? N : M) * (double)K * 16)) + 1;
+    mt_pool_run(g->pool, (side + 15) / 16, min_blocks, range_gemm, &j);
+}
+
 /* MATMUL and GEMM: i = {ta | tb<<1, M, N, K}; out (M,N) (+)= op(in0) · op(in1). */
 static void run_gemm(mt_graph *g, const mt_node *n) {
-    bool ta = n->i[0] & 1, tb = n->i[0] & 2;
-    int64_t M = n->i[1], N = n->i[2], K = n->i[3];
-    mt_kernel_gemm(ta, tb, M, N, K, 1.0f, F32(n->in[0]), ta ? M : K, F32(n->in[1]), tb ? K : N,
-                   n->acc ? 1.0f : 0.0f, F32(n->out), N);
+    gemm_parallel(g, n->i[0] & 1, n->i[0] & 2, n->i[1], n->i[2], n->i[3], F32(n->in[0]),
+                  F32(n->in[1]), NULL, F32(n->out), n->acc ? 1.0f : 0.0f);
 }
 
 /* LINEAR: i = {-, rows, OC, C}; out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
 static void run_linear(mt_graph *g, const mt_node *n) {
-    int64_t rows = n->i[1], OC = n->i[2], C = n->i[3];
-    mt_kernel_gemm(false, true, rows, OC, C, 1.0f, F32(n->in[0]), C, F32(n->in[1]), C, 0.0f,
-                   F32(n->out), OC);
-    if (n->n_in == 3) mt_kernel_bias_add(F32(n->out), F32(n->in[2]), rows, OC);
+    gemm_parallel(g, false, true, n->i[1], n->i[2], n->i[3], F32(n->in[0]), F32(n->in[1]),
+                  n->n_in == 3 ? F32(n->in[2]) : NULL, F32(n->out), 0.0f);
 }
 
 /* ADD, SUB, MUL: out = a ∘ b, b broadcast over rows of its numel nb. Split
