@@ -60,7 +60,9 @@ static double sgemm_gflops(int threads) {
         a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
         b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
     }
-    mt_set_num_threads(threads);
+    /* Open BLAS's own threading: the reference is the library at its best
+     * (meshtrain itself runs it single-threaded inside its own pool) */
+    openblas_set_num_threads(threads);
     double t[10];
     for (int r = -2; r < reps; r++) {   /* two untimed runs warm the pool and caches */
         double t0 = mt_time_now();
@@ -68,6 +70,7 @@ static double sgemm_gflops(int threads) {
         if (r >= 0) t[r] = mt_time_now() - t0;
     }
     free(a); free(b); free(c);
+    mt_set_num_threads(threads);   /* back to meshtrain's arrangement */
     return 2.0 * n * n * n / median(t, reps) / 1e9;
 }
 
@@ -119,6 +122,13 @@ static int run(const bench_config *bc, int threads, int steps) {
         return fail("step", s);
     }
     double sec = median(t, steps);
+    if (getenv("MT_BENCH_PROFILE")) {   /* one more step, timed per op */
+        mt_graph_set_profiling(g, true);
+        mt_graph_forward(g);
+        mt_graph_backward(g);
+        mt_graph_print_profile(g, stdout);
+        mt_graph_set_profiling(g, false);
+    }
     int64_t tokens = (int64_t)bc->B * bc->T;
     double gflops = mt_gpt_train_flops(&bc->cfg, bc->T, tokens) / sec / 1e9;
     double pct = 100.0 * gflops / peak_gflops(threads);

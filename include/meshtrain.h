@@ -272,6 +272,12 @@ mt_graph_stats mt_graph_get_stats(const mt_graph *g);
 /* Writes the compiled program, one node a line (phase, op, shapes, FLOPs). */
 void mt_graph_print(const mt_graph *g, FILE *out);
 
+/* Turns per-op timing on (clearing what was recorded) or off. While on,
+ * every run adds each node's wall time, FLOPs and bytes to its op's row. */
+mt_status mt_graph_set_profiling(mt_graph *g, bool on);
+/* One line per op kind: calls, time, share, achieved GFLOP/s and GB/s. */
+void      mt_graph_print_profile(const mt_graph *g, FILE *out);
+
 /* ======================================================================== */
 /* Optimizers and learning-rate schedule                                     */
 /* ======================================================================== */
@@ -303,7 +309,9 @@ void      mt_optim_free(mt_optim *opt);
 /* The learning rate at `step` (0-based) under the schedule. */
 float mt_optim_lr_at(const mt_optim_config *cfg, int step);
 
-/* One update from the accumulated gradients, then zeroes them. Returns the
+/* One update from the accumulated gradients, then marks them zero: the next
+ * backward overwrites them instead of adding (cheaper than clearing them;
+ * until then they still hold the old values). Returns the
  * global gradient norm (before clipping) in *grad_norm if not NULL. Fails with
  * MT_ENAN, naming the parameter, if a gradient is not finite. */
 mt_status mt_optim_step(mt_optim *opt, float *grad_norm);

@@ -360,6 +360,43 @@ MT_TEST(split_backward_equals_full_and_accumulates) {
     mt_graph_free(c2.g);
 }
 
+/* After an optimizer step the gradients are only marked zero; the next
+ * backward must overwrite them, including a parameter used twice (wte: the
+ * embedding and the tied head), whose second contribution must still add. */
+MT_TEST(backward_after_optimizer_step_starts_from_zero) {
+    fd_case c = build_lm();
+    MT_CHECK_OK(mt_graph_compile(c.g, c.loss, &(mt_compile_opts){.seed = 11}));
+    fill_lm(c.g);
+    MT_CHECK_OK(mt_graph_forward(c.g));
+    MT_CHECK_OK(mt_graph_backward(c.g));
+    int np = mt_graph_n_params(c.g);
+    float *ref[64];
+    MT_CHECK(np <= 64, "params %d", np);
+    for (int i = 0; i < np; i++) {
+        mt_tensor *p = mt_graph_param_at(c.g, i);
+        size_t bytes = (size_t)mt_tensor_numel(p) * sizeof(float);
+        ref[i] = malloc(bytes);
+        memcpy(ref[i], mt_tensor_f32(mt_tensor_grad(p)), bytes);
+    }
+    mt_optim_config oc = mt_optim_defaults();
+    oc.kind = MT_OPT_SGD; oc.lr = 0; oc.weight_decay = 0; oc.grad_clip = 0;  /* params stay */
+    mt_optim *opt;
+    MT_CHECK_OK(mt_optim_create(c.g, &oc, &opt));
+    MT_CHECK_OK(mt_optim_step(opt, NULL));
+    MT_CHECK_OK(mt_graph_forward(c.g));
+    MT_CHECK_OK(mt_graph_backward(c.g));
+    for (int i = 0; i < np; i++) {
+        mt_tensor *p = mt_graph_param_at(c.g, i);
+        const float *gr = mt_tensor_f32(mt_tensor_grad(p));
+        for (int64_t j = 0; j < mt_tensor_numel(p); j++)
+            MT_CHECK(gr[j] == ref[i][j], "grad of %s[%lld] after a step: %g, fresh %g",
+                     mt_tensor_name(p), (long long)j, gr[j], ref[i][j]);
+        free(ref[i]);
+    }
+    mt_optim_free(opt);
+    mt_graph_free(c.g);
+}
+
 /* Liveness-based planning shares memory in a deep chain, and the result is
  * still right (the finite-difference tests above run on planned buffers). */
 MT_TEST(buffer_plan_reuses_memory) {

@@ -43,6 +43,7 @@ void mt__emit_grad(mt_graph *g, mt_tensor *wrt, mt_node *node) {
     if (!node->out) return;
     node->phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W;
     node->acc = root->kind == MT_PARAM || root->grad_emitted > 0;
+    if (root->kind == MT_PARAM && root->grad_emitted == 0) node->param_first |= 1;
     root->grad_emitted++;
     int idx = mt__node_add(g, node);
     if (idx < 0) return;

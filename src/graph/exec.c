@@ -3,7 +3,32 @@
  */
 #include "graph/graph_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* Runs one node; with profiling on, adds its time to its op's row. */
+static void run_node(mt_graph *g, const mt_node *n) {
+    mt_node first;
+    if (g->grads_zero && n->param_first) {   /* overwrite instead of add */
+        first = *n;
+        if (first.param_first & 1) first.acc = false;
+        if (first.param_first & 2) first.i[3] = 0;
+        n = &first;
+    }
+    if (!g->profile) {
+        mt__op_def(n->op)->run(g, n);
+        return;
+    }
+    double t0 = mt_time_now();
+    mt__op_def(n->op)->run(g, n);
+    double fl = 0, by = 0;
+    mt__op_def(n->op)->cost(n, &fl, &by);
+    mt_op_profile *p = &g->profile[n->op];
+    p->seconds += mt_time_now() - t0;
+    p->calls++;
+    p->flops += fl;
+    p->bytes += by;
+}
 
 static mt_status check_compiled(const mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
@@ -15,8 +40,7 @@ mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
     for (int i = 0; i < g->n_forward; i++) {
-        const mt_node *n = &g->nodes[i];
-        mt__op_def(n->op)->run(g, n);
+        run_node(g, &g->nodes[i]);
     }
     g->loss_value = *(const float *)g->loss->data;
     return MT_OK;
@@ -28,8 +52,7 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
     for (int j = 0; j < g->n_b; j++) {
-        const mt_node *n = &g->nodes[g->order_b[j]];
-        mt__op_def(n->op)->run(g, n);
+        run_node(g, &g->nodes[g->order_b[j]]);
     }
     return MT_OK;
 }
@@ -39,9 +62,9 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     for (int j = 0; j < g->n_w; j++) {
-        const mt_node *n = &g->nodes[g->order_w[j]];
-        mt__op_def(n->op)->run(g, n);
+        run_node(g, &g->nodes[g->order_w[j]]);
     }
+    g->grads_zero = false;
     return MT_OK;
 }
 
@@ -50,7 +73,10 @@ mt_status mt_graph_backward(mt_graph *g) {
     return s == MT_OK ? mt_graph_backward_w(g) : s;
 }
 
+void mt__graph_mark_grads_zero(mt_graph *g) { g->grads_zero = true; }
+
 void mt_graph_zero_grad(mt_graph *g) {
+    g->grads_zero = false;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->kind == MT_PARAM && t->grad && t->grad->data)
@@ -59,3 +85,30 @@ void mt_graph_zero_grad(mt_graph *g) {
 }
 
 float mt_graph_loss(const mt_graph *g) { return g->loss_value; }
+
+mt_status mt_graph_set_profiling(mt_graph *g, bool on) {
+    free(g->profile);
+    g->profile = NULL;
+    if (on && !(g->profile = calloc(MT_OP_COUNT, sizeof *g->profile)))
+        return mt_fail(MT_ENOMEM, "out of memory for the profile");
+    return MT_OK;
+}
+
+void mt_graph_print_profile(const mt_graph *g, FILE *out) {
+    if (!g->profile) {
+        fprintf(out, "profiling is off (mt_graph_set_profiling)\n");
+        return;
+    }
+    double total = 0;
+    for (int op = 0; op < MT_OP_COUNT; op++) total += g->profile[op].seconds;
+    fprintf(out, "%-16s %8s %10s %6s %10s %9s\n", "op", "calls", "ms", "%", "GFLOP/s", "GB/s");
+    for (int op = 0; op < MT_OP_COUNT; op++) {
+        const mt_op_profile *p = &g->profile[op];
+        if (!p->calls) continue;
+        double s = p->seconds > 0 ? p->seconds : 1e-12;
+        fprintf(out, "%-16s %8lld %10.3f %5.1f%% %10.2f %9.2f\n", mt__op_def((mt_op)op)->name,
+                (long long)p->calls, p->seconds * 1e3, 100 * p->seconds / (total > 0 ? total : 1),
+                p->flops / s * 1e-9, p->bytes / s * 1e-9);
+    }
+    fprintf(out, "%-16s %8s %10.3f\n", "total", "", total * 1e3);
+}

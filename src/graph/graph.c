@@ -58,6 +58,7 @@ void mt_graph_free(mt_graph *g) {
     free(g->persistent);
     free(g->scratch);
     mt_pool_free(g->pool);
+    free(g->profile);
     free(g);
 }
 

@@ -73,6 +73,10 @@ typedef struct {
     mt_op      op;
     mt_phase   phase;
     bool       acc;                       /* out (+)= */
+    /* bit 0 (out) / bit 1 (out2): the first contribution to a parameter's
+     * gradient, which overwrites instead of adding when the gradients are
+     * marked zero (saves clearing them after every optimizer step) */
+    uint8_t    param_first;
     mt_tensor *out, *out2;                /* out2: second output (ln params bwd db) */
     mt_tensor *in[MT_MAX_INPUTS];
     int        n_in;
@@ -80,6 +84,12 @@ typedef struct {
     int64_t    i[4];                      /* integer attributes */
     float      f[2];                      /* float attributes */
 } mt_node;
+
+/* Accumulated cost of one op kind while profiling. */
+typedef struct {
+    int64_t calls;
+    double  seconds, flops, bytes;
+} mt_op_profile;
 
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
@@ -91,11 +101,13 @@ struct mt_graph {
     mt_status   status;                   /* first build/compile error, sticky */
     char        errmsg[1024];
     bool        compiled, no_grad;
+    bool        grads_zero;               /* parameter gradients read as zero */
     uint64_t    seed;
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     void       *persistent; size_t persistent_bytes;
     float      *scratch;    size_t scratch_floats;    /* attention backward, per thread */
     mt_pool    *pool;                                 /* threads for our own kernels */
+    mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
     mt_graph_stats stats;
 };
@@ -143,6 +155,10 @@ mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t);
  * parameter gradient, add). */
 void       mt__emit_grad(mt_graph *g, mt_tensor *wrt, mt_node *node);
 mt_status  mt__autodiff(mt_graph *g);
+
+/* Marks parameter gradients zero without touching them: the next backward
+ * overwrites where it would add. */
+void       mt__graph_mark_grads_zero(mt_graph *g);
 
 /* ---- plan.c ---- */
 mt_status  mt__plan_buffers(mt_graph *g);

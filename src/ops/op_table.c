@@ -359,6 +359,7 @@ static void bwd_layernorm(mt_graph *g, const mt_node *n) {
     mt_tensor *broot = mt__storage_root(b);
     dp.out2 = mt__grad_of(g, b);
     set_i(&dp, n->i[0], n->i[1], 0, broot->kind == MT_PARAM || broot->grad_emitted > 0);
+    if (broot->kind == MT_PARAM && broot->grad_emitted == 0) dp.param_first |= 2;
     broot->grad_emitted++;
     mt__emit_grad(g, w, &dp);
 }

@@ -129,6 +129,7 @@ static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
 
 mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     const mt_optim_config *c = &o->cfg;
+    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
     double sumsq = 0;
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
@@ -149,7 +150,7 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
         mt_pool_run(o->g->pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
     }
     o->steps = u.t;
-    mt_graph_zero_grad(o->g);
+    mt__graph_mark_grads_zero(o->g);
     return MT_OK;
 }
 

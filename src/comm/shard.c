@@ -1,0 +1,219 @@
+/*
+ * shard.c — host arrays on the mesh: mt_shard_put cuts a device's slice out of
+ * a global host array, mt_shard_gather puts every device's slice back together.
+ *
+ * The layout is JAX's: under a partition spec, tensor dim d split over the
+ * mesh axes in sh->dim_axes[d] has prod(sizes) equal blocks, and a device
+ * holds block i, where i is its rank in its group over those axes taken in
+ * mesh order (row-major, major axis first). Both functions compute that rank
+ * with mt_mesh_group_rank, so put and gather cannot disagree on the layout.
+ *
+ * Partial sums (sh->partial_axes): the value is the SUM over the partial
+ * axes of what the devices hold. Put therefore gives the slice to group rank 0
+ * over those axes and zeros to the others; gather sums them (psum) first.
+ *
+ * These are set-up and inspection helpers, not step-loop code, so the
+ * gather's scratch buffers are plain mallocs.
+ */
+#include "comm/comm_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Layout                                                                    */
+/* ======================================================================== */
+
+/* The axes of a bit set, in mesh order (the order the split is major-to-minor in). */
+static mt_axes axes_of_bits(uint32_t bits) {
+    mt_axes a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < MT_MESH_MAX_AXES; i++)
+        if (bits & (1u << i)) a.axis[a.n++] = (uint8_t)i;
+    return a;
+}
+
+/* Names of the axes in `bits` joined by '+' ("data+tensor"), for messages. */
+static const char *axes_text(const mt_mesh *mesh, uint32_t bits, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < mt_mesh_ndim(mesh); i++) {
+        if (!(bits & (1u << i))) continue;
+        int w = snprintf(buf + used, n - used, "%s%s", used ? "+" : "", mt_mesh_axis_name(mesh, i));
+        if (w < 0 || (size_t)w >= n - used) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* Everything both directions check: arguments, axes that exist, no axis used
+ * twice, and the local shape (whose error names the dim that does not divide). */
+static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_sharding *sh, int ndim,
+                              const int64_t *shape, int64_t *local, int64_t *local_numel) {
+    if (!ctx || !sh || (ndim > 0 && !shape))
+        return mt_fail(MT_EINVAL, "%s needs a ctx, a sharding and a shape (got %s NULL)", fn,
+                       !ctx ? "ctx" : !sh ? "sharding" : "shape");
+    if (ndim < 0 || ndim > MT_MAX_DIMS)
+        return mt_fail(MT_EINVAL, "%s: ndim %d is out of range; arrays have 0 to %d dims", fn,
+                       ndim, MT_MAX_DIMS);
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    const int mesh_ndim = mt_mesh_ndim(mesh);
+    const uint32_t valid = (1u << mesh_ndim) - 1;
+    char names[128];
+    uint32_t used = sh->partial_axes;
+    if (sh->partial_axes & ~valid)
+        return mt_fail(MT_EINVAL, "%s: partial_axes 0x%x names axes past the mesh's %d ('%s')",
+                       fn, sh->partial_axes, mesh_ndim, mt_mesh_spec(mesh));
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return mt_fail(MT_ESHAPE, "%s: dim %d has negative size %lld", fn, d,
+                           (long long)shape[d]);
+        const uint32_t b = sh->dim_axes[d];
+        if (b & ~valid)
+            return mt_fail(MT_EINVAL, "%s: dim %d is split over axis bits 0x%x, but mesh '%s' "
+                           "has only %d axes", fn, d, b, mt_mesh_spec(mesh), mesh_ndim);
+        if (b & used)
+            return mt_fail(MT_EINVAL, "%s: dim %d is split over '%s', which another dim or the "
+                           "partial-sum axes already use; a mesh axis can split one dim only",
+                           fn, d, axes_text(mesh, b & used, names, sizeof names));
+        used |= b;
+    }
+    for (int d = ndim; d < MT_MAX_DIMS; d++)
+        if (sh->dim_axes[d])
+            return mt_fail(MT_EINVAL, "%s: the sharding splits dim %d, but the array has %d dims",
+                           fn, d, ndim);
+    mt_status s = mt_sharding_local_shape(mesh, sh, ndim, shape, local);
+    if (s != MT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", mt_errmsg());
+        return mt_fail(s, "%s: %s", fn, why);
+    }
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= local[d];
+    *local_numel = n;
+    return MT_OK;
+}
+
+/* The element offset, per dim, of the block `device` holds. */
+static void block_origin(const mt_mesh *mesh, const mt_sharding *sh, int ndim, int device,
+                         const int64_t *local, int64_t *origin) {
+    for (int d = 0; d < ndim; d++) {
+        origin[d] = 0;
+        if (sh->dim_axes[d])
+            origin[d] = (int64_t)mt_mesh_group_rank(mesh, axes_of_bits(sh->dim_axes[d]), device)
+                        * local[d];
+    }
+}
+
+/* Copies the box of shape `local` at `origin` of the global array (shape
+ * `global_shape`, row-major) to the dense array `dense`, or back when
+ * `to_global`. Whole innermost rows move with memcpy. */
+static void box_copy(int ndim, const int64_t *global_shape, const int64_t *local,
+                     const int64_t *origin, float *global, float *dense, bool to_global) {
+    if (ndim == 0) {
+        if (to_global) global[0] = dense[0]; else dense[0] = global[0];
+        return;
+    }
+    int64_t rows = 1, stride[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        if (local[d] == 0) return;
+    for (int d = 0; d < ndim - 1; d++) rows *= local[d];
+    stride[ndim - 1] = 1;
+    for (int d = ndim - 2; d >= 0; d--) stride[d] = stride[d + 1] * global_shape[d + 1];
+    const int64_t row_len = local[ndim - 1];
+    int64_t idx[MT_MAX_DIMS] = {0};   /* row counter over dims 0..ndim-2 */
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t g = origin[ndim - 1];
+        for (int d = 0; d < ndim - 1; d++) g += (origin[d] + idx[d]) * stride[d];
+        float *gp = global + g, *lp = dense + r * row_len;
+        if (to_global) memcpy(gp, lp, (size_t)row_len * sizeof(float));
+        else           memcpy(lp, gp, (size_t)row_len * sizeof(float));
+        for (int d = ndim - 2; d >= 0; d--) {
+            if (++idx[d] < local[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ======================================================================== */
+/* Put and gather                                                            */
+/* ======================================================================== */
+
+mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, int ndim,
+                       const int64_t *shape, float *local) {
+    int64_t lshape[MT_MAX_DIMS], n = 0;
+    mt_status s = check_layout("mt_shard_put", ctx, sh, ndim, shape, lshape, &n);
+    if (s != MT_OK) return s;
+    if (n > 0 && (!global || !local))
+        return mt_fail(MT_EINVAL, "mt_shard_put needs a global array and a local buffer of "
+                       "%lld floats (got %s NULL)", (long long)n, !global ? "global" : "local");
+    if (n == 0) return MT_OK;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    const int device = mt_ctx_device(ctx);
+    /* partial sums add up over the partial axes: one device holds the value */
+    if (sh->partial_axes && mt_mesh_group_rank(mesh, axes_of_bits(sh->partial_axes), device) != 0) {
+        memset(local, 0, (size_t)n * sizeof(float));
+        return MT_OK;
+    }
+    int64_t origin[MT_MAX_DIMS];
+    block_origin(mesh, sh, ndim, device, lshape, origin);
+    /* box_copy only reads the global array in this direction */
+    box_copy(ndim, shape, lshape, origin, (float *)global, local, false);
+    return MT_OK;
+}
+
+mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local, int ndim,
+                          const int64_t *shape, float *global) {
+    int64_t lshape[MT_MAX_DIMS], n = 0;
+    mt_status s = check_layout("mt_shard_gather", ctx, sh, ndim, shape, lshape, &n);
+    if (s != MT_OK) return s;
+    if (n > 0 && (!global || !local))
+        return mt_fail(MT_EINVAL, "mt_shard_gather needs a local shard of %lld floats and a "
+                       "global buffer (got %s NULL)", (long long)n, !local ? "local" : "global");
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    uint32_t split = 0;
+    for (int d = 0; d < ndim; d++) split |= sh->dim_axes[d];
+    const mt_axes split_axes = axes_of_bits(split);
+    const int P = split ? mt_mesh_group_size(mesh, split_axes) : 1;
+
+    /* One buffer: the summed local shard, then the P gathered shards. Every
+     * device of a group calls the collectives even when n == 0, so the
+     * sequence of collectives stays the same on all of them. */
+    const size_t nn = (size_t)n;
+    float *buf = malloc((nn * (size_t)(1 + P) + 1) * sizeof(float));
+    int *members = malloc((size_t)P * sizeof(int));
+    if (!buf || !members) {
+        free(buf);
+        free(members);
+        return mt_fail(MT_ENOMEM, "mt_shard_gather: cannot allocate %zu bytes for %d shards of "
+                       "%lld floats", nn * (size_t)(1 + P) * sizeof(float), P, (long long)n);
+    }
+    float *summed = buf, *shards = buf + nn;
+    if (nn) memcpy(summed, local, nn * sizeof(float));
+    if (sh->partial_axes)
+        s = mt_psum(ctx, axes_of_bits(sh->partial_axes), summed, nn);
+    if (s == MT_OK && split)
+        s = mt_all_gather(ctx, split_axes, summed, shards, nn, MT_F32);
+    if (s == MT_OK && nn) {
+        if (!split) {
+            memcpy(global, summed, nn * sizeof(float));
+        } else {
+            /* shard r came from the group member of rank r; its block origin
+             * follows from that device's coordinates */
+            int got = mt_mesh_group(mesh, split_axes, mt_ctx_device(ctx), members);
+            if (got != P) {
+                s = mt_fail(MT_EINTERNAL, "mt_shard_gather: the group over the split axes has %d "
+                            "members, expected %d", got, P);
+            } else {
+                for (int r = 0; r < P; r++) {
+                    int64_t origin[MT_MAX_DIMS];
+                    block_origin(mesh, sh, ndim, members[r], lshape, origin);
+                    box_copy(ndim, shape, lshape, origin, global, shards + (size_t)r * nn, true);
+                }
+            }
+        }
+    }
+    free(members);
+    free(buf);
+    return s;
+}
