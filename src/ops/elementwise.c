@@ -10,20 +10,10 @@
  * at -O2.
  */
 #include "ops/kernels.h"
+#include "ops/vec_impl.h"
 
 #include <assert.h>
 #include <string.h>
-
-/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
- * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
- * scalar tail. The body may contain commas. */
-#define MT_VEC_FOR(i, n, ...)                                                  \
-    do {                                                                       \
-        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
-        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
-            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
-        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
-    } while (0)
 
 /* Σ x over n floats. Sixteen partial sums let gcc vectorise a reduction it
  * may not reorder, and keep each partial sum short (more accurate, too). */

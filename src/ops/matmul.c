@@ -8,22 +8,12 @@
  * Outputs must not overlap inputs (the pointers are restrict).
  */
 #include "ops/kernels.h"
+#include "ops/vec_impl.h"
 
 #include <assert.h>
 #include <cblas.h>
 #include <limits.h>
 #include <string.h>
-
-/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
- * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
- * scalar tail. The body may contain commas. */
-#define MT_VEC_FOR(i, n, ...)                                                  \
-    do {                                                                       \
-        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
-        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
-            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
-        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
-    } while (0)
 
 /* C (M,N) = alpha · op(A) (M,K) · op(B) (K,N) + beta · C. With beta == 0, C is
  * only written (BLAS semantics), so it may hold garbage. */

@@ -10,21 +10,11 @@
  * layernorm_forward/backward. Outputs must not overlap inputs.
  */
 #include "ops/kernels.h"
+#include "ops/vec_impl.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
-
-/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
- * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
- * scalar tail. The body may contain commas. */
-#define MT_VEC_FOR(i, n, ...)                                                  \
-    do {                                                                       \
-        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
-        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
-            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
-        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
-    } while (0)
 
 #define LN_EPS 1e-5f
 

@@ -7,17 +7,7 @@
  * Eight double partial sums let gcc vectorise a reduction it may not reorder.
  */
 #include "ops/kernels.h"
-
-/* gcc at -O2 (the build's level) vectorises only loops that need no scalar
- * epilogue, so hot loops run over full blocks of 16 (vectorised) and then a
- * scalar tail. The body may contain commas. */
-#define MT_VEC_FOR(i, n, ...)                                                  \
-    do {                                                                       \
-        const int64_t i##_n = (n), i##_nb = i##_n - i##_n % 16;                \
-        for (int64_t i##_0 = 0; i##_0 < i##_nb; i##_0 += 16)                   \
-            for (int64_t i = i##_0; i < i##_0 + 16; i++) { __VA_ARGS__; }      \
-        for (int64_t i = i##_nb; i < i##_n; i++) { __VA_ARGS__; }              \
-    } while (0)
+#include "ops/vec_impl.h"
 
 /* Σ x (n), in double. */
 double mt_kernel_sum(const float *restrict x, int64_t n) {
