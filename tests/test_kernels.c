@@ -7,7 +7,10 @@
  * writes the op's forward in double, takes the scalar loss Σ w_i·out_i with
  * random w (so dout = w), perturbs each input element by ±eps and compares
  * (L(x+eps) - L(x-eps))/2eps with the kernel's gradient. Sizes are chosen so
- * the kernels' 16-wide blocks and their scalar tails both run. Each case also
+ * the kernels' 16-wide blocks and their scalar tails both run. Attention at
+ * lengths where differences would take minutes (its 64-row blocks) is
+ * compared with a double backward through the full softmax Jacobian instead,
+ * and splitting its (batch, head) pairs must give the same bits. Each case also
  * checks that acc=false overwrites (the output starts as NaN) and acc=true
  * adds onto what is there. The optimizers are checked against the formula of
  * kernels.h evaluated by hand in double.
@@ -467,7 +470,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
     float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
     ffill(att, na, NAN);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH);
+    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
     ref_attention(wo, wa, dq, B, T, C, NH);
     for (int64_t i = 0; i < no; i++)
@@ -488,11 +491,11 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     /* the backward against finite differences, through every q, k and v */
     float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
     ffill(dqkv, nq, NAN);
-    mt_kernel_attention_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch);
+    mt_kernel_attention_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
     attn_ctx c = {B, T, C, NH, dq, dcopy(w, no), malloc((size_t)no * sizeof(double))};
     check_fd("attention dqkv", c.qkv, nq, dqkv, attn_loss, &c, 1e-5);
     float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
-    mt_kernel_attention_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch);
+    mt_kernel_attention_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
     check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
 
     /* causality: a gradient on output row t of batch 1 reaches only q of row t
@@ -501,7 +504,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     float *dsel = fvec(no);
     ffill(dsel, no, 0.0f);
     for (int64_t i = 0; i < C; i++) dsel[((B - 1) * T + tsel) * C + i] = (float)rnd();
-    mt_kernel_attention_bwd(dqkv, dsel, qkv, att, B, T, C, NH, false, scratch);
+    mt_kernel_attention_bwd(dqkv, dsel, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < C3; j++) {
@@ -524,12 +527,138 @@ MT_TEST(attention_large_scores_are_stable) {
     /* scores in the hundreds overflow a naive exp */
     const int64_t B = 1, T = 7, C = 16, NH = 1;
     float *qkv = frand(B * T * 3 * C, 8.0), *out = fvec(B * T * C), *att = fvec(B * NH * T * T);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH);
+    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, B * T * 3 * C), *wo = malloc((size_t)(B * T * C) * sizeof *wo);
     ref_attention(wo, NULL, dq, B, T, C, NH);
     for (int64_t i = 0; i < B * T * C; i++)
         MT_CHECK_CLOSE(out[i], wo[i], 1e-4, "attention out[%lld] with large scores", (long long)i);
     free(qkv); free(out); free(att); free(dq); free(wo);
+}
+
+/* dqkv (B,T,3C) = the gradient of Σ dout·out, in double, through the full
+ * softmax Jacobian (dpre_j = Σ_i datt_i·att_i·(δ_ij - att_j)), not the
+ * kernel's shortcut; for sizes where finite differences would take minutes. */
+static void ref_attention_bwd(double *dqkv, const double *dout, const double *qkv,
+                              const double *att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+    const int64_t HS = C / NH, C3 = 3 * C;
+    const double scale = 1.0 / sqrt((double)HS);
+    double *datt = malloc((size_t)T * sizeof *datt), *dpre = malloc((size_t)T * sizeof *dpre);
+    for (int64_t i = 0; i < B * T * C3; i++) dqkv[i] = 0.0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < NH; h++)
+            for (int64_t t = 0; t < T; t++) {
+                const double *a = att + ((b * NH + h) * T + t) * T;
+                const double *dO = dout + (b * T + t) * C + h * HS;
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const int64_t v = (b * T + t2) * C3 + 2 * C + h * HS;
+                    datt[t2] = 0.0;
+                    for (int64_t i = 0; i < HS; i++) {
+                        datt[t2] += dO[i] * qkv[v + i];
+                        dqkv[v + i] += a[t2] * dO[i];
+                    }
+                }
+                for (int64_t j = 0; j <= t; j++) {
+                    dpre[j] = 0.0;
+                    for (int64_t i = 0; i <= t; i++)
+                        dpre[j] += datt[i] * a[i] * ((i == j ? 1.0 : 0.0) - a[j]);
+                }
+                const int64_t q = (b * T + t) * C3 + h * HS;
+                for (int64_t t2 = 0; t2 <= t; t2++) {
+                    const int64_t k = (b * T + t2) * C3 + C + h * HS;
+                    for (int64_t i = 0; i < HS; i++) {
+                        dqkv[q + i] += dpre[t2] * scale * qkv[k + i];
+                        dqkv[k + i] += dpre[t2] * scale * qkv[q + i];
+                    }
+                }
+            }
+    free(datt); free(dpre);
+}
+
+/* Sizes on both sides of the kernel's 64-row query blocks (and HS = 64, a
+ * real head), forward and backward against the double references. */
+static void attention_blocks_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
+    const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
+    float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
+    ffill(out, no, NAN);
+    ffill(att, na, NAN);
+    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
+    ref_attention(wo, wa, dq, B, T, C, NH);
+    for (int64_t i = 0; i < no; i++)
+        MT_CHECK_CLOSE(out[i], wo[i], 1e-5, "attention T=%lld out[%lld]", (long long)T, (long long)i);
+    for (int64_t i = 0; i < na; i++) {
+        if (i % T > (i / T) % T)
+            MT_CHECK(att[i] == 0.0f, "attention T=%lld att[%lld] above the diagonal is %g, not 0",
+                     (long long)T, (long long)i, (double)att[i]);
+        MT_CHECK_CLOSE(att[i], wa[i], 1e-6, "attention T=%lld att[%lld]", (long long)T, (long long)i);
+    }
+
+    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
+    ffill(dqkv, nq, NAN);
+    ffill(scratch, T * T, NAN);   /* the kernel must not read scratch it has not written */
+    mt_kernel_attention_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    double *dw = dcopy(w, no), *want = malloc((size_t)nq * sizeof *want);
+    ref_attention_bwd(want, dw, dq, wa, B, T, C, NH);
+    for (int64_t i = 0; i < nq; i++)
+        MT_CHECK_CLOSE(dqkv[i], want[i], 1e-5, "attention T=%lld dqkv[%lld]", (long long)T, (long long)i);
+    float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
+    mt_kernel_attention_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
+    check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
+    free(qkv); free(out); free(att); free(dq); free(wo); free(wa); free(w); free(dqkv);
+    free(scratch); free(dw); free(want); free(base); free(dqkv2);
+}
+
+MT_TEST(attention_row_blocks_tiny)  { attention_blocks_case(2, 1, 8, 2); attention_blocks_case(1, 5, 16, 2); }
+MT_TEST(attention_row_blocks_edges) {
+    attention_blocks_case(1, 63, 16, 2);
+    attention_blocks_case(1, 64, 16, 2);
+    attention_blocks_case(2, 65, 20, 2);
+}
+MT_TEST(attention_row_blocks_long)  { attention_blocks_case(1, 130, 24, 3); attention_blocks_case(1, 257, 128, 2); }
+
+/* Pairs [0, split) then [split, B·NH) give bit for bit the whole range, for
+ * the forward and for the backward with acc either way; and a range leaves
+ * the other pairs' slices of out, att and dqkv untouched (still NaN). */
+MT_TEST(attention_pair_ranges_compose_exactly) {
+    const int64_t B = 2, T = 70, C = 40, NH = 4, HS = C / NH, C3 = 3 * C, split = 3;
+    const int64_t nq = B * T * C3, no = B * T * C, na = B * NH * T * T;
+    float *qkv = frand(nq, 1.5), *w = frand(no, 1.0), *base = frand(nq, 1.0);
+    float *out = fvec(no), *att = fvec(na), *out2 = fvec(no), *att2 = fvec(na);
+    float *scratch = fvec(T * T);
+    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+
+    ffill(out2, no, NAN);
+    ffill(att2, na, NAN);
+    mt_kernel_attention_fwd(out2, att2, qkv, B, T, C, NH, 0, split);
+    for (int64_t i = 0; i < no; i++) {
+        const int64_t bh = (i / (T * C)) * NH + (i % C) / HS;
+        MT_CHECK((bh < split) == !isnan(out2[i]), "pairs [0,%lld) wrote out[%lld] of pair %lld: %g",
+                 (long long)split, (long long)i, (long long)bh, (double)out2[i]);
+    }
+    for (int64_t i = 0; i < na; i++)
+        MT_CHECK((i / (T * T) < split) == !isnan(att2[i]), "pairs [0,%lld) and att[%lld]",
+                 (long long)split, (long long)i);
+    mt_kernel_attention_fwd(out2, att2, qkv, B, T, C, NH, split, B * NH);
+    MT_CHECK(memcmp(out, out2, (size_t)no * sizeof *out) == 0, "split forward out differs");
+    MT_CHECK(memcmp(att, att2, (size_t)na * sizeof *att) == 0, "split forward att differs");
+
+    for (int acc = 0; acc <= 1; acc++) {
+        float *d1 = acc ? fcopy(base, nq) : fvec(nq), *d2 = acc ? fcopy(base, nq) : fvec(nq);
+        if (!acc) { ffill(d1, nq, NAN); ffill(d2, nq, NAN); }
+        mt_kernel_attention_bwd(d1, w, qkv, att, B, T, C, NH, acc, scratch, 0, B * NH);
+        mt_kernel_attention_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, 0, split);
+        for (int64_t i = 0; i < nq; i++) {
+            const int64_t bh = (i / (T * C3)) * NH + (i % C3 % C) / HS;
+            if (bh >= split)
+                MT_CHECK(acc ? d2[i] == base[i] : isnan(d2[i]),
+                         "pairs [0,%lld) with acc=%d wrote dqkv[%lld] of pair %lld",
+                         (long long)split, acc, (long long)i, (long long)bh);
+        }
+        mt_kernel_attention_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, split, B * NH);
+        MT_CHECK(memcmp(d1, d2, (size_t)nq * sizeof *d1) == 0, "split backward (acc=%d) differs", acc);
+        free(d1); free(d2);
+    }
+    free(qkv); free(w); free(base); free(out); free(att); free(out2); free(att2); free(scratch);
 }
 
 /* ---- embedding -------------------------------------------------------------- */

@@ -78,12 +78,26 @@ void mt_kernel_layernorm_bwd_params(float *dw, float *db, const float *dout, con
 /* Causal self-attention. qkv (B,T,3C) holds q, k, v side by side in the last
  * dim, head h using channels [h·HS, (h+1)·HS) of each. Saves the softmax
  * probabilities att (B,NH,T,T) (entries above the diagonal are 0).
- * out (B,T,C) = concat over heads of softmax(q·kᵀ/√HS, causal) · v. */
+ * out (B,T,C) = concat over heads of softmax(q·kᵀ/√HS, causal) · v.
+ *
+ * Both kernels process only the (batch, head) pairs bh = b·NH + h in
+ * [bh0, bh1), 0 <= bh0 <= bh1 <= B·NH; [0, B·NH) is the whole op. Pointers
+ * are to the whole (B,...) buffers. Pair (b,h) touches only its own slices:
+ * att's (T,T) block bh, out's columns [h·HS, (h+1)·HS) of batch b's rows, and
+ * dqkv's q, k and v column blocks of head h in batch b's rows. So threads may
+ * run disjoint ranges on the same buffers at once, and any split of the pairs
+ * gives bit for bit the result of the whole range. The products are
+ * cblas_sgemm calls on strided views, run with whatever threading Open BLAS
+ * is set to (the graph sets one thread and splits the pairs over its pool). */
 void mt_kernel_attention_fwd(float *out, float *att, const float *qkv,
-                             int64_t B, int64_t T, int64_t C, int64_t NH);
-/* dqkv (B,T,3C) (+)= the gradient through attention. scratch holds T·T floats. */
+                             int64_t B, int64_t T, int64_t C, int64_t NH,
+                             int64_t bh0, int64_t bh1);
+/* dqkv (B,T,3C) (+)= the gradient through attention, for the pairs [bh0, bh1)
+ * (acc=false overwrites just those pairs' slices). scratch holds T·T floats,
+ * private to the call: give each concurrent caller its own. */
 void mt_kernel_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
-                             int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch);
+                             int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch,
+                             int64_t bh0, int64_t bh1);
 
 /* ---- embedding (embedding.c) --------------------------------------------- */
 

@@ -142,16 +142,17 @@ static void run_layernorm(mt_graph *g, const mt_node *n) {
     par_run(g, n, &ctx, n->i[0], n->i[1], range_layernorm);
 }
 /* ATTENTION, ATTENTION_BWD: i = {B, T, C, NH}; aux/in att (B,NH,T,T).
- * Sequences are independent: split over B. */
-static void range_attention(void *arg, int64_t b0, int64_t b1, int w) {
+ * (batch, head) pairs are independent and the kernels take a range of them:
+ * split over the B·NH pairs, so a batch of one still fills the pool. */
+static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
     const mt_node *n = ((par_ctx *)arg)->n;
-    int64_t T = n->i[1], C = n->i[2], NH = n->i[3];
-    mt_kernel_attention_fwd(F32(n->out) + b0 * T * C, F32(n->aux[0]) + b0 * NH * T * T,
-                            F32(n->in[0]) + b0 * T * 3 * C, b1 - b0, T, C, NH);
+    mt_kernel_attention_fwd(F32(n->out), F32(n->aux[0]), F32(n->in[0]),
+                            n->i[0], n->i[1], n->i[2], n->i[3], p0, p1);
 }
 static void run_attention(mt_graph *g, const mt_node *n) {
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0], n->i[1] * n->i[1] * n->i[2], range_attention);
+    par_run(g, n, &ctx, n->i[0] * n->i[3], n->i[1] * n->i[1] * (n->i[2] / n->i[3]),
+            range_attention);
 }
 /* EMBEDDING, EMBEDDING_BWD: i = {n, C, V}. */
 static void run_embedding(mt_graph *g, const mt_node *n) {
@@ -230,17 +231,18 @@ static void run_ln_bwd_params(mt_graph *g, const mt_node *n) {
                                    F32(n->in[2]), F32(n->in[3]), n->i[0], n->i[1]);
 }
 /* ATTENTION_BWD: in = {dout, qkv, att}; each worker has its own T·T scratch. */
-static void range_attention_bwd(void *arg, int64_t b0, int64_t b1, int w) {
+static void range_attention_bwd(void *arg, int64_t p0, int64_t p1, int w) {
     par_ctx *ctx = arg;
     const mt_node *n = ctx->n;
-    int64_t T = n->i[1], C = n->i[2], NH = n->i[3];
-    mt_kernel_attention_bwd(F32(n->out) + b0 * T * 3 * C, F32(n->in[0]) + b0 * T * C,
-                            F32(n->in[1]) + b0 * T * 3 * C, F32(n->in[2]) + b0 * NH * T * T,
-                            b1 - b0, T, C, NH, n->acc, ctx->g->scratch + (size_t)w * (size_t)(T * T));
+    int64_t T = n->i[1];
+    mt_kernel_attention_bwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), F32(n->in[2]),
+                            n->i[0], T, n->i[2], n->i[3], n->acc,
+                            ctx->g->scratch + (size_t)w * (size_t)(T * T), p0, p1);
 }
 static void run_attention_bwd(mt_graph *g, const mt_node *n) {
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0], n->i[1] * n->i[1] * n->i[2], range_attention_bwd);
+    par_run(g, n, &ctx, n->i[0] * n->i[3], n->i[1] * n->i[1] * (n->i[2] / n->i[3]),
+            range_attention_bwd);
 }
 /* EMBEDDING_BWD: in = {dout, ids}; the kernel always adds. */
 static void run_embedding_bwd(mt_graph *g, const mt_node *n) {
