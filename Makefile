@@ -2,7 +2,8 @@
 # only strings the common tasks together:
 #
 #   make demo     train a small GPT on the fortunes corpus (~2 min), then sample
-#   make test     the whole suite under ASan+UBSan, then again as released
+#   make test     the whole suite under ASan+UBSan, the threaded parts under
+#                 ThreadSanitizer, then the whole suite again as released
 #   make bench    GPT training step: meshtrain against PyTorch, one table
 #   make build | install [PREFIX=...] | deps | clean
 #
@@ -14,6 +15,7 @@ MAKEFLAGS += --no-print-directory
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
@@ -63,8 +65,14 @@ endef
 # Sanitizer runs: leaks count as failures, and the first UB report stops the
 # test with a stack (ctest then names it).
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# A data race fails the case (the harness forks each case; the exit code is its verdict).
+TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# What runs under ThreadSanitizer: the threads transport and the kernel pool.
+TSAN_TESTS := test_comm test_graph
+TSAN_REGEX := ^(test_comm|test_graph)$$
 
-.PHONY: all deps deps-bench build build-asan demo test test-asan test-release bench install clean
+.PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release \
+        bench install clean
 
 all: build
 
@@ -83,6 +91,12 @@ build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=address,undefined \
 	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+# ThreadSanitizer (-O1): only the test programs that run threads are built.
+build-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=thread \
+	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TESTS)
 
 # ---- demo -------------------------------------------------------------------
 
@@ -111,12 +125,18 @@ demo: build $(BUILD)/fortunes.txt
 # ---- tests ------------------------------------------------------------------
 
 # Sanitizers first, the release build last, so the run ends with ctest's summary.
-test: build build-asan
+test: build build-asan build-tsan
 	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD) --output-on-failure -j2 \
+	    -R '$(TSAN_REGEX)'
 	ctest --test-dir $(BUILD) --output-on-failure -j2
 
 test-asan: build-asan
 	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+
+test-tsan: build-tsan
+	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD) --output-on-failure -j2 \
+	    -R '$(TSAN_REGEX)'
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
@@ -134,4 +154,4 @@ install: deps
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -19,6 +19,8 @@ static const char USAGE[] =
     "commands:\n"
     "  train     train a model (gpt, mlp, linreg) and write checkpoints and metrics\n"
     "  sample    generate text from a checkpoint\n"
+    "  example   run a built-in example: linreg (the JAX pmap linear regression)\n"
+    "  bench     benchmark: collectives (time, algbw, busbw per size, as nccl-tests)\n"
     "  version   print the version\n"
     "  help      print this help, or a command's: meshtrain help train\n"
     "\n"
@@ -38,6 +40,8 @@ static int cmd_version(int argc, char **argv) {
 }
 
 static int dispatch(const char *cmd, int argc, char **argv);
+int cli_cmd_example(int argc, char **argv);   /* cmd_example.c */
+int cli_cmd_bench(int argc, char **argv);     /* cmd_bench.c */
 
 static int cmd_help(int argc, char **argv) {
     if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
@@ -56,6 +60,8 @@ static int cmd_help(int argc, char **argv) {
 static int dispatch(const char *cmd, int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cli_cmd_train(argc, argv);
     if (strcmp(cmd, "sample") == 0) return cli_cmd_sample(argc, argv);
+    if (strcmp(cmd, "example") == 0) return cli_cmd_example(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cli_cmd_bench(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc, argv);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return cmd_help(argc, argv);

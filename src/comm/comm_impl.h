@@ -23,19 +23,37 @@
 
 #include <stdatomic.h>
 
+/* Collectives, as the front end numbers and names them. */
+typedef enum {
+    MT_COLL_ALL_REDUCE = 0, MT_COLL_ALL_GATHER, MT_COLL_REDUCE_SCATTER, MT_COLL_ALL_TO_ALL,
+    MT_COLL_PERMUTE, MT_COLL_BROADCAST, MT_COLL_BARRIER, MT_COLL_COUNT
+} mt_coll_kind;
+
 /* A group: the devices sharing all coordinates but those of `axes`. */
 typedef struct {
     uint32_t key;        /* axes in order, 4 bits each (axis+1), for caches */
+    mt_axes  axes;
     int      size;       /* P */
     int      rank;       /* this device's rank in the group */
     int     *members;    /* (P) device ids in rank order; owned by the ctx's cache */
+    void    *transport;  /* the transport's state for this group (set by group_init) */
+    uint64_t n_ops;      /* transport calls on this group by this device (transport's use) */
+    void    *check_buf;  /* (P, 64 bytes) debug-check exchange; owned by the ctx's cache */
+    char     label[64];  /* "'data'" or "'data,tensor'", for messages */
 } mt_group;
 
-/* What a device did last, readable by the others (for timeout messages). */
+/* What a device did last, readable by the others (for timeout messages).
+ * `text` is for the owner (mt_ctx_last_collective); other devices read the
+ * atomic fields, which the owner writes before publishing `seq` (release),
+ * and format them with mt__record_text. */
 typedef struct {
     _Atomic uint64_t seq;          /* collectives issued, 1-based; 0 = none yet */
     char             text[160];    /* "#12 psum over 'data' f32 4096 bytes" */
     _Atomic int      in_collective;/* 1 while inside one */
+    _Atomic int      kind;         /* mt_coll_kind (all-reduce: + 16 * op) */
+    _Atomic int      dtype;
+    _Atomic uint32_t axes_key;
+    _Atomic uint64_t bytes;
 } mt_device_record;
 
 typedef struct mt_transport_ops mt_transport_ops;
@@ -51,11 +69,16 @@ typedef struct {
     bool                    check;
     const char             *trace_path;
     atomic_int              abort;         /* set once: a device failed or timed out */
+    atomic_int              fail_claimed;  /* the first failing device claims failed_* */
     int                     failed_device; /* the first one that failed */
     mt_status               failed_status;
     char                    failed_msg[1024];
-    mt_device_record       *records;       /* (n_devices) threads; MPI: own only */
+    mt_device_record       *records;       /* (n_devices); under MPI only this rank's is written */
     int                     process_rank, process_size;
+    double                  t_start;       /* mt_time_now() at launch; trace times are relative */
+    int                     n_cores;       /* online CPUs of this process */
+    bool                    may_spin;      /* local devices <= cores: waits may spin briefly */
+    int                     kernel_threads;/* per device: mt_set_num_threads during the launch, ctx pools */
 } mt_launch_state;
 
 /* A trace event (Chrome trace "complete" event). */
@@ -67,8 +90,9 @@ typedef struct {
 } mt_trace_event;
 
 typedef struct {
+    int        id;         /* the mt_request id */
     bool       started;
-    int        kind;       /* which collective */
+    int        kind;       /* which collective (mt_coll_kind) */
     mt_axes    axes;
     void      *buf;
     const void *send;
@@ -81,8 +105,12 @@ typedef struct {
 struct mt_ctx {
     int               device;
     mt_launch_state  *launch;
+    mt_device_record *record;          /* this device's (threads: &launch->records[device]) */
     void             *transport;       /* the transport's per-device state */
     uint64_t          seq;             /* collectives issued */
+    double            deadline;        /* of the running collective, on mt_time_now()'s clock */
+    int              *wait_list;       /* (2 * n_devices) scratch for transports' wait loops */
+    const void      **ptrs;            /* (n_devices) scratch for transports (peer buffers) */
     /* group cache: one entry per axes key seen */
     mt_group          groups[16];
     int               n_groups;
@@ -117,6 +145,11 @@ struct mt_transport_ops {
                          int dest, int src);
     mt_status (*broadcast)(mt_ctx *ctx, const mt_group *g, void *buf, size_t bytes, int root);
     mt_status (*barrier)(mt_ctx *ctx, const mt_group *g);
+    /* Optional (NULL: none). Called once per device and group, when the
+     * device first uses the group (the group's members, rank and size are
+     * set); may set g->transport. group_fini undoes it at the end. */
+    mt_status (*group_init)(mt_ctx *ctx, mt_group *g);
+    void      (*group_fini)(mt_ctx *ctx, mt_group *g);
 };
 
 extern const mt_transport_ops mt__threads_transport;
@@ -124,8 +157,13 @@ extern const mt_transport_ops mt__threads_transport;
 extern const mt_transport_ops mt__mpi_transport;
 #endif
 
-/* Reduces n elements of src into dst (dst = dst op src); bf16 through f32. */
+/* Reduces n elements of src into dst (dst = dst op src); bf16 through f32,
+ * rounded to nearest even. */
 void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_reduce_op op);
+/* bf16 <-> f32 conversions (round to nearest even), for reducing many
+ * bf16 sources with one rounding. */
+void mt__bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void mt__f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 
 /* Marks the launch failed (first caller wins) and returns `status`. Every
  * device's waits then return MT_EABORTED. */
@@ -134,9 +172,60 @@ mt_status mt__launch_fail(mt_launch_state *ls, int device, mt_status status, con
 /* For transports' wait loops: MT_OK while waiting may go on; MT_EABORTED if
  * another device failed; MT_ETIMEOUT (with a message naming the devices in
  * `waiting_for` that never arrived and their last collective) when deadline
- * (from mt_time_now) has passed. Spins briefly, then yields; never spins
- * when devices outnumber cores. `spins` is the caller's counter. */
+ * (from mt_time_now; usually ctx->deadline) has passed; the timeout fails the
+ * launch. waiting_for may be NULL: the message then names the members of g
+ * whose last collective number is below the caller's. Spins briefly, then
+ * yields (and after ~10 ms of waiting, sleeps 50 µs a step); never spins
+ * when devices outnumber cores. `spins` is the caller's counter, 0 at the
+ * start of each wait. */
 mt_status mt__wait_step(mt_ctx *ctx, const mt_group *g, double deadline, int *spins,
                         const int *waiting_for, int n_waiting);
+
+/* ---- launch helpers (launch.c), for every transport's launch ----------- */
+
+/* The MPI transport's launch (mpi.c, built only with MT_HAVE_MPI): creates
+ * this rank's device, runs fn on it and returns the launch's result, the same
+ * on every rank. mt_launch calls it for MT_TRANSPORT_MPI, and for AUTO when
+ * started by mpirun with more than one rank. */
+mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+
+/* Writes the Chrome trace of a launch (trace.c): ctxs[n] are the devices this
+ * process ran, their events in ctx->events. Called at the end of a launch when
+ * ls->trace_path is set. */
+mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n);
+
+/* The timeout of opts (opts->timeout_s, else MT_COMM_TIMEOUT, else 300 s). */
+double mt__launch_timeout(const mt_launch_opts *opts);
+/* Kernel threads per device: opts->kernel_threads, else cores / local devices
+ * (at least 1). */
+int mt__launch_kernel_threads(const mt_launch_opts *opts, int n_local);
+
+/* Sets up a ctx for `device` of the launch (record, pool, scratch, trace);
+ * mt__ctx_free releases what it holds (and its groups, via group_fini). */
+mt_status mt__ctx_init(mt_ctx *ctx, mt_launch_state *ls, int device);
+void      mt__ctx_free(mt_ctx *ctx);
+
+/* After every local device has returned: MT_OK, or the first failure as
+ * mt_fail(status, "device N: <message>") on the calling thread. */
+mt_status mt__launch_result(mt_launch_state *ls);
+
+/* Runs fn on ctx and reports a failure to the launch (device N failed). */
+mt_status mt__device_run(mt_ctx *ctx, mt_device_fn fn, void *arg);
+
+/* The threads transport's shared state (threads.c): created per launch. */
+mt_status mt__threads_init(mt_launch_state *ls);
+void      mt__threads_fini(mt_launch_state *ls);
+
+/* ---- front end helpers (comm.c) ------------------------------------------ */
+
+/* Finds or creates the calling device's group over `axes` (validated). */
+mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out);
+
+/* "psum", "all_gather", ... for a record's kind field. */
+const char *mt__coll_name(int kind);
+
+/* Formats another device's record ("#12 psum over 'data' f32 4096 bytes"),
+ * read with acquire/retry so it is safe while that device runs on. */
+void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, char *buf, size_t cap);
 
 #endif /* MT_COMM_IMPL_H */

@@ -1,0 +1,501 @@
+/*
+ * threads.c — the threads transport: every device a thread of this process,
+ * collectives through shared memory.
+ *
+ * Each group (axes key, first member) has one shared object with, per rank,
+ * a cache line of flags and published pointers, and a double-buffered array
+ * of small slots. Every collective a device runs on a group gets the next op
+ * number n (g->n_ops); all flags are monotonic op numbers, so nothing is ever
+ * reset and a waiter tests `flag >= n`.
+ *
+ * Small messages (a device contributes <= 1 KiB, or 4 KiB when devices
+ * outnumber cores; see small()): the latency path.
+ * A device copies its contribution into its slot of parity n&1, stamps the
+ * slot with n (release), waits until every slot of that parity carries n
+ * (acquire), and computes its result from the slots: no second round. Reuse
+ * of a parity two ops later is safe because every op waits for every rank's
+ * stamp or arrival: a rank that reaches op n+2 has seen all ranks arrive at
+ * n+1, which each did only after reading the slots of op n.
+ *
+ * Large messages: a rendezvous. Each rank publishes its buffer pointers and
+ * `arrive = n`; once all have arrived, every rank reads its peers' buffers
+ * directly; `done = n` and a wait for every rank's done end the op, so no
+ * rank returns (and lets its caller reuse the buffer) while a peer uses it.
+ * All-reduce is reduce-scatter + all-gather with every rank doing its share:
+ * rank r owns chunk r of every buffer; it reduces a 16 KiB block of it from
+ * all P buffers and, while the result is in L1, writes it into all P buffers
+ * (the all-gather, pushed rather than pulled). Memory then sees each buffer
+ * read once and written once (the floor), no line is written by two ranks,
+ * and no rank waits for another between the two barriers.
+ *
+ * Waiting (mt__wait_step) spins briefly, then yields; with more devices than
+ * cores it yields at once.
+ */
+#include "comm/comm_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes a device may contribute on the latency path. Measured on 2 cores:
+ * with spinning devices the rendezvous (each rank touching only its share
+ * of a peer's lines) wins from ~1 KiB; with more devices than cores each
+ * extra round of waiting costs a few µs of yields, so the one-round
+ * latency path wins up to its slot size. */
+#ifndef SMALL_MAX   /* (overridable for tuning experiments) */
+#define SMALL_MAX   4096          /* slot size; devices > cores */
+#endif
+#ifndef SMALL_SPIN_MAX
+#define SMALL_SPIN_MAX 1024       /* devices <= cores */
+#endif
+_Static_assert(SMALL_SPIN_MAX <= SMALL_MAX, "the latency path fits its slots");
+#ifndef BLOCK_BYTES
+#define BLOCK_BYTES (16 * 1024)   /* large bf16 all-reduce: reduced, then pushed, while in L1 */
+#endif
+#define BLOCK_ELEMS(es) (BLOCK_BYTES / (es))
+#define SUB_ELEMS   2048          /* reduction sub-block: stays in L1 */
+
+typedef atomic_uint_least64_t flag_t;
+
+/* One rank's line: written by that rank only, read by its peers. */
+typedef struct {
+    _Alignas(64) flag_t arrive;   /* op whose pointers below are published (diagnostics) */
+    flag_t       done;            /* op for which this rank has finished reading peers */
+    const void  *send;            /* published buffers of op `arrive` */
+    void        *recv;
+    uint64_t     n_rdv;           /* rendezvous ops so far; only this rank touches it */
+} rank_slot;
+
+typedef struct {
+    _Alignas(64) flag_t seq;      /* op whose data this slot holds */
+    unsigned char       data[SMALL_MAX] __attribute__((aligned(64)));
+} small_slot;
+
+#define POISON (1ull << 62)       /* in `gate`: a rank gave up; no rendezvous will commit */
+
+typedef struct tgroup {
+    _Alignas(64) flag_t gate;          /* arrivals at rendezvous ops; op k commits at P·k */
+    struct tgroup *next;
+    uint32_t       key;
+    int            leader;        /* group rank 0's device id */
+    int            P;
+    rank_slot     *ranks;         /* (P) */
+    small_slot    *small;         /* (2, P): by op parity, then rank */
+} tgroup;
+
+typedef struct {
+    pthread_mutex_t mu;           /* guards `groups` (taken once per device and group) */
+    tgroup         *groups;
+} tshared;
+
+/* ======================================================================== */
+/* Shared state                                                              */
+/* ======================================================================== */
+
+mt_status mt__threads_init(mt_launch_state *ls) {
+    tshared *ts = calloc(1, sizeof *ts);
+    if (!ts) return mt_fail(MT_ENOMEM, "threads transport: out of memory");
+    pthread_mutex_init(&ts->mu, NULL);
+    ls->transport = ts;
+    return MT_OK;
+}
+
+void mt__threads_fini(mt_launch_state *ls) {
+    tshared *ts = ls->transport;
+    if (!ts) return;
+    for (tgroup *tg = ts->groups, *next; tg; tg = next) {
+        next = tg->next;
+        free(tg->ranks);
+        free(tg->small);
+        free(tg);
+    }
+    pthread_mutex_destroy(&ts->mu);
+    free(ts);
+    ls->transport = NULL;
+}
+
+static void *zalloc64(size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+static tgroup *tgroup_create(uint32_t key, int leader, int P) {
+    tgroup *tg = zalloc64(sizeof *tg);   /* gate gets a line of its own */
+    if (!tg) return NULL;
+    tg->key = key;
+    tg->leader = leader;
+    tg->P = P;
+    tg->ranks = zalloc64((size_t)P * sizeof *tg->ranks);
+    tg->small = zalloc64(2 * (size_t)P * sizeof *tg->small);
+    if (!tg->ranks || !tg->small) {
+        free(tg->ranks);
+        free(tg->small);
+        free(tg);
+        return NULL;
+    }
+    for (int r = 0; r < P; r++) {
+        atomic_init(&tg->ranks[r].arrive, 0);
+        atomic_init(&tg->ranks[r].done, 0);
+    }
+    for (int i = 0; i < 2 * P; i++) atomic_init(&tg->small[i].seq, 0);
+    atomic_init(&tg->gate, 0);
+    return tg;
+}
+
+static mt_status group_init(mt_ctx *ctx, mt_group *g) {
+    tshared *ts = ctx->launch->transport;
+    pthread_mutex_lock(&ts->mu);
+    tgroup *tg = ts->groups;
+    while (tg && !(tg->key == g->key && tg->leader == g->members[0])) tg = tg->next;
+    if (!tg && (tg = tgroup_create(g->key, g->members[0], g->size)) != NULL) {
+        tg->next = ts->groups;
+        ts->groups = tg;
+    }
+    pthread_mutex_unlock(&ts->mu);
+    if (!tg) return mt_fail(MT_ENOMEM, "threads transport: out of memory for a group of %d", g->size);
+    g->transport = tg;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Waiting                                                                   */
+/* ======================================================================== */
+
+/* Waits until every rank's flag (the first at `first`, then every `stride`
+ * bytes) is >= target. Flags only grow, so a rank seen ready stays ready. */
+static mt_status wait_flags(mt_ctx *ctx, const mt_group *g, flag_t *first, size_t stride,
+                            uint64_t target, bool keep_on_abort) {
+    int spins = 0, from = 0;
+    for (;;) {
+        int n_missing = 0;
+        for (int j = from; j < g->size; j++) {
+            flag_t *f = (flag_t *)((char *)first + (size_t)j * stride);
+            if (atomic_load_explicit(f, memory_order_acquire) < target) {
+                if (n_missing == 0) from = j;
+                ctx->wait_list[n_missing++] = g->members[j];
+            }
+        }
+        if (n_missing == 0) return MT_OK;
+        mt_status st = mt__wait_step(ctx, g, ctx->deadline, &spins, ctx->wait_list, n_missing);
+        if (st != MT_OK && !(st == MT_EABORTED && keep_on_abort)) return st;
+    }
+}
+
+/* Publishes this rank's buffers for op n and waits until every rank has.
+ *
+ * Once all have arrived, peers read and write this rank's buffers, so a rank
+ * may only leave early (abort, timeout) if the op can never start: arrivals
+ * are counted in one `gate` word, the op commits when it reaches P·k, and a
+ * rank that gives up first poisons the gate with a compare-and-swap. Either
+ * the CAS wins (nobody will ever use the buffers) or the op committed
+ * meanwhile and this rank completes it like everyone else. The gate's
+ * read-modify-write chain also publishes every rank's pointers. */
+static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n,
+                            const void *send, void *recv) {
+    rank_slot *me = &tg->ranks[g->rank];
+    const uint64_t target = (uint64_t)g->size * ++me->n_rdv;
+    me->send = send;
+    me->recv = recv;
+    atomic_store_explicit(&me->arrive, n, memory_order_relaxed);
+    uint64_t v = atomic_fetch_add_explicit(&tg->gate, 1, memory_order_acq_rel) + 1;
+    int spins = 0;
+    while (!(v & POISON) && v < target) {
+        int n_missing = 0;
+        for (int j = 0; j < g->size; j++)
+            if (atomic_load_explicit(&tg->ranks[j].arrive, memory_order_relaxed) < n)
+                ctx->wait_list[n_missing++] = g->members[j];
+        mt_status st = mt__wait_step(ctx, g, ctx->deadline, &spins, ctx->wait_list, n_missing);
+        if (st != MT_OK) {
+            v = atomic_load_explicit(&tg->gate, memory_order_acquire);
+            while (!(v & POISON) && v < target)
+                if (atomic_compare_exchange_weak_explicit(&tg->gate, &v, v | POISON,
+                                                          memory_order_acq_rel,
+                                                          memory_order_acquire))
+                    return st;
+            if (v & POISON) return st;
+            break;   /* committed meanwhile: this op must complete */
+        }
+        v = atomic_load_explicit(&tg->gate, memory_order_acquire);
+    }
+    if (v & POISON) {
+        mt_launch_state *ls = ctx->launch;
+        if (atomic_load_explicit(&ls->abort, memory_order_acquire))
+            return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s",
+                           ctx->device, ctx->record->text, ls->failed_device, ls->failed_msg);
+        return mt_fail(MT_EABORTED, "device %d stopped in %s: a device of the group over %s "
+                       "gave up on it", ctx->device, ctx->record->text, g->label);
+    }
+    return MT_OK;
+}
+
+/* Ends op n: this rank is done with its peers' buffers; waits until every
+ * rank is done with ours. Every rank that passed the rendezvous gets here
+ * after a bounded amount of memory work, so an abort does not end the wait
+ * (leaving would free a buffer a peer is still writing); the timeout does. */
+static mt_status finish(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n) {
+    atomic_store_explicit(&tg->ranks[g->rank].done, n, memory_order_release);
+    return wait_flags(ctx, g, &tg->ranks[0].done, sizeof(rank_slot), n, true);
+}
+
+/* Latency path: copies `bytes` of data into this rank's slot for op n, stamps
+ * it, waits for every rank's stamp; returns the slots of op n. */
+static mt_status exchange_small(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n,
+                                const void *data, size_t bytes, small_slot **slots) {
+    small_slot *s = tg->small + (size_t)(n & 1) * (size_t)g->size;
+    if (bytes) memcpy(s[g->rank].data, data, bytes);
+    atomic_store_explicit(&s[g->rank].seq, n, memory_order_release);
+    *slots = s;
+    /* safe to abandon: the slots are the transport's, not the caller's */
+    return wait_flags(ctx, g, &s[0].seq, sizeof(small_slot), n, false);
+}
+
+static uint64_t next_op(mt_group *g) { return ++g->n_ops; }
+
+/* Whether `bytes` per device take the latency path (the same on every device). */
+static bool small(const mt_ctx *ctx, size_t bytes) {
+    return bytes <= (ctx->launch->may_spin ? SMALL_SPIN_MAX : SMALL_MAX);
+}
+
+/* ======================================================================== */
+/* Reduction of many sources                                                 */
+/* ======================================================================== */
+
+/* dst (n) = src[0] op src[1] op ... op src[nsrc-1], each at element offset
+ * `off`. dst may be src[0] itself (no other). bf16 accumulates in f32 and
+ * rounds once. Sub-blocks keep dst in L1 while the sources stream by. */
+static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n, mt_dtype dtype,
+                    mt_reduce_op op) {
+    size_t es = mt_dtype_size(dtype);
+    for (size_t i = 0; i < n; i += SUB_ELEMS) {
+        size_t m = n - i < SUB_ELEMS ? n - i : SUB_ELEMS;
+        char *d = (char *)dst + i * es;
+        size_t at = (off + i) * es;
+        if (dtype == MT_BF16) {
+            float acc[SUB_ELEMS], tmp[SUB_ELEMS];   /* (m) */
+            mt__bf16_to_f32(acc, (const uint16_t *)((const char *)src[0] + at), m);
+            for (int k = 1; k < nsrc; k++) {
+                mt__bf16_to_f32(tmp, (const uint16_t *)((const char *)src[k] + at), m);
+                mt__reduce_into(acc, tmp, m, MT_F32, op);
+            }
+            mt__f32_to_bf16((uint16_t *)d, acc, m);
+        } else {
+            if (d != (const char *)src[0] + at) memcpy(d, (const char *)src[0] + at, m * es);
+            for (int k = 1; k < nsrc; k++)
+                mt__reduce_into(d, (const char *)src[k] + at, m, dtype, op);
+        }
+    }
+}
+
+/* ======================================================================== */
+/* All-reduce                                                                */
+/* ======================================================================== */
+
+/* bufs[k] (at element `off`, n elements) = bufs[0] op ... op bufs[P-1], for
+ * every k: one 64-byte line of each buffer at a time, reduced in registers
+ * and stored to all P buffers right after being read (so the stores need no
+ * fetch and memory sees each line read once and written once). */
+#define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
+    static void NAME(void *const *bufs, int P, size_t off, size_t n) {                  \
+        size_t i0 = 0;                                                                  \
+        for (; i0 + 16 <= n; i0 += 16) {                                                \
+            T acc[16];                                                                  \
+            const T *s0 = (const T *)bufs[0] + off + i0;                                \
+            for (int i = 0; i < 16; i++) acc[i] = s0[i];                                \
+            for (int k = 1; k < P; k++) {                                               \
+                const T *s = (const T *)bufs[k] + off + i0;                             \
+                for (int i = 0; i < 16; i++) { T a = acc[i], b = s[i]; acc[i] = (EXPR); } \
+            }                                                                           \
+            for (int k = 0; k < P; k++) {                                               \
+                T *d = (T *)bufs[k] + off + i0;                                         \
+                for (int i = 0; i < 16; i++) d[i] = acc[i];                             \
+            }                                                                           \
+        }                                                                               \
+        for (; i0 < n; i0++) {                                                          \
+            T a = ((const T *)bufs[0])[off + i0];                                       \
+            for (int k = 1; k < P; k++) { T b = ((const T *)bufs[k])[off + i0]; a = (EXPR); } \
+            for (int k = 0; k < P; k++) ((T *)bufs[k])[off + i0] = a;                   \
+        }                                                                               \
+    }
+
+DEF_REDUCE_BCAST(rb_sum_f32, float, a + b)
+DEF_REDUCE_BCAST(rb_max_f32, float, b > a ? b : a)
+DEF_REDUCE_BCAST(rb_min_f32, float, b < a ? b : a)
+DEF_REDUCE_BCAST(rb_sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of UB */
+DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
+DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)
+
+static mt_status all_reduce_large(mt_ctx *ctx, mt_group *g, tgroup *tg, uint64_t n, void *buf,
+                                  size_t count, mt_dtype dtype, mt_reduce_op op) {
+    const int P = g->size, r = g->rank;
+    const size_t es = mt_dtype_size(dtype);
+    mt_status st = rendezvous(ctx, g, tg, n, buf, buf);
+    if (st != MT_OK) return st;
+    /* chunk r = elements [lo, hi), per a multiple of 64 bytes so no two
+     * devices ever write the same cache line */
+    const size_t align = 64 / es;
+    const size_t per = ((count + (size_t)P - 1) / (size_t)P + align - 1) / align * align;
+    const size_t lo = (size_t)r * per < count ? (size_t)r * per : count;
+    const size_t hi = lo + per < count ? lo + per : count;
+    /* own buffer first: combine reduces in place into src[0] */
+    const void **src = ctx->ptrs;
+    src[0] = buf;
+    for (int j = 0, k = 1; j < P; j++)
+        if (j != r) src[k++] = tg->ranks[j].send;
+    if (dtype != MT_BF16) {
+        static void (*const fused[2][3])(void *const *, int, size_t, size_t) = {
+            {rb_sum_f32, rb_max_f32, rb_min_f32}, {rb_sum_i32, rb_max_i32, rb_min_i32}};
+        fused[dtype == MT_I32][op]((void *const *)src, P, lo, hi - lo);
+        return finish(ctx, g, tg, n);
+    }
+    /* bf16: accumulate a block in f32 (one rounding), then push the result */
+    for (size_t i = lo; i < hi; i += BLOCK_ELEMS(es)) {
+        size_t m = hi - i < BLOCK_ELEMS(es) ? hi - i : BLOCK_ELEMS(es);
+        char *d = (char *)buf + i * es;
+        combine(d, src, P, i, m, dtype, op);
+        for (int k = 1; k < P; k++) memcpy((char *)src[k] + i * es, d, m * es);
+    }
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_all_reduce(mt_ctx *ctx, const mt_group *gc, void *buf, size_t count,
+                              mt_dtype dtype, mt_reduce_op op) {
+    mt_group *g = (mt_group *)gc;   /* the ctx's own cache entry: n_ops is ours to bump */
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    size_t bytes = count * mt_dtype_size(dtype);
+    if (!small(ctx, bytes)) return all_reduce_large(ctx, g, tg, n, buf, count, dtype, op);
+    small_slot *s;
+    mt_status st = exchange_small(ctx, g, tg, n, buf, bytes, &s);
+    if (st != MT_OK) return st;
+    const void **src = ctx->ptrs;
+    /* every rank reduces in rank order, so all get the same bits */
+    for (int j = 0; j < g->size; j++) src[j] = s[j].data;
+    combine(buf, src, g->size, 0, count, dtype, op);
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The other collectives                                                     */
+/* ======================================================================== */
+
+static mt_status t_all_gather(mt_ctx *ctx, const mt_group *gc, const void *send, void *recv,
+                              size_t bytes) {
+    mt_group *g = (mt_group *)gc;
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    mt_status st;
+    if (small(ctx, bytes)) {
+        small_slot *s;
+        if ((st = exchange_small(ctx, g, tg, n, send, bytes, &s))) return st;
+        for (int j = 0; j < g->size; j++) memcpy((char *)recv + (size_t)j * bytes, s[j].data, bytes);
+        return MT_OK;
+    }
+    if ((st = rendezvous(ctx, g, tg, n, send, recv))) return st;
+    for (int j = 0; j < g->size; j++) {
+        char *dst = (char *)recv + (size_t)j * bytes;
+        if (dst != tg->ranks[j].send) memcpy(dst, tg->ranks[j].send, bytes);
+    }
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_reduce_scatter(mt_ctx *ctx, const mt_group *gc, const void *send, void *recv,
+                                  size_t count, mt_dtype dtype, mt_reduce_op op) {
+    mt_group *g = (mt_group *)gc;
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    size_t es = mt_dtype_size(dtype), total = (size_t)g->size * count * es;
+    const void **src = ctx->ptrs;
+    mt_status st;
+    if (small(ctx, total)) {
+        small_slot *s;
+        if ((st = exchange_small(ctx, g, tg, n, send, total, &s))) return st;
+        for (int j = 0; j < g->size; j++) src[j] = s[j].data;
+        combine(recv, src, g->size, (size_t)g->rank * count, count, dtype, op);
+        return MT_OK;
+    }
+    if ((st = rendezvous(ctx, g, tg, n, send, recv))) return st;
+    for (int j = 0; j < g->size; j++) src[j] = tg->ranks[j].send;
+    combine(recv, src, g->size, (size_t)g->rank * count, count, dtype, op);
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_all_to_all(mt_ctx *ctx, const mt_group *gc, const void *send, void *recv,
+                              size_t bytes) {
+    mt_group *g = (mt_group *)gc;
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    size_t total = (size_t)g->size * bytes, mine = (size_t)g->rank * bytes;
+    mt_status st;
+    if (small(ctx, total)) {
+        small_slot *s;
+        if ((st = exchange_small(ctx, g, tg, n, send, total, &s))) return st;
+        for (int j = 0; j < g->size; j++)
+            memcpy((char *)recv + (size_t)j * bytes, s[j].data + mine, bytes);
+        return MT_OK;
+    }
+    if ((st = rendezvous(ctx, g, tg, n, send, recv))) return st;
+    for (int j = 0; j < g->size; j++)
+        memcpy((char *)recv + (size_t)j * bytes, (const char *)tg->ranks[j].send + mine, bytes);
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_permute(mt_ctx *ctx, const mt_group *gc, const void *send, void *recv,
+                           size_t bytes, int dest, int src) {
+    mt_group *g = (mt_group *)gc;
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    mt_status st;
+    (void)dest;   /* receivers pull: each rank knows its source */
+    if (small(ctx, bytes)) {
+        small_slot *s;
+        if ((st = exchange_small(ctx, g, tg, n, send, bytes, &s))) return st;
+        if (src >= 0) memcpy(recv, s[src].data, bytes);
+        else if (bytes) memset(recv, 0, bytes);
+        return MT_OK;
+    }
+    if ((st = rendezvous(ctx, g, tg, n, send, recv))) return st;
+    if (src >= 0) {
+        if (recv != tg->ranks[src].send) memcpy(recv, tg->ranks[src].send, bytes);
+    } else {
+        memset(recv, 0, bytes);
+    }
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_broadcast(mt_ctx *ctx, const mt_group *gc, void *buf, size_t bytes, int root) {
+    mt_group *g = (mt_group *)gc;
+    tgroup *tg = g->transport;
+    uint64_t n = next_op(g);
+    mt_status st;
+    if (small(ctx, bytes)) {
+        small_slot *s;
+        bool am_root = g->rank == root;
+        if ((st = exchange_small(ctx, g, tg, n, buf, am_root ? bytes : 0, &s))) return st;
+        if (!am_root && bytes) memcpy(buf, s[root].data, bytes);
+        return MT_OK;
+    }
+    if ((st = rendezvous(ctx, g, tg, n, buf, buf))) return st;
+    if (g->rank != root) memcpy(buf, tg->ranks[root].send, bytes);
+    return finish(ctx, g, tg, n);
+}
+
+static mt_status t_barrier(mt_ctx *ctx, const mt_group *gc) {
+    mt_group *g = (mt_group *)gc;
+    small_slot *s;
+    return exchange_small(ctx, g, g->transport, next_op(g), NULL, 0, &s);
+}
+
+const mt_transport_ops mt__threads_transport = {
+    .name = "threads",
+    .all_reduce = t_all_reduce,
+    .all_gather = t_all_gather,
+    .reduce_scatter = t_reduce_scatter,
+    .all_to_all = t_all_to_all,
+    .permute = t_permute,
+    .broadcast = t_broadcast,
+    .barrier = t_barrier,
+    .group_init = group_init,
+    .group_fini = NULL,
+};

@@ -1,0 +1,338 @@
+/*
+ * mesh.c — device meshes: named axes with sizes, device coordinates, groups
+ * over a subset of axes, partition specs and local shapes.
+ *
+ * Device ids are row-major over the axes (the last axis varies fastest), as
+ * jax.sharding.Mesh lays out a reshaped device list. A group over axes
+ * (a1, ..., ak) is every device that shares the other coordinates; its ranks
+ * are row-major in the order the axes were *given* (ak fastest), which is what
+ * jax.lax.axis_index returns for a tuple of axis names.
+ */
+#include "meshtrain.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MT_MESH_MAX_NAME 32
+
+struct mt_mesh {
+    int  ndim;
+    int  size;                                   /* product of sizes */
+    int  sizes[MT_MESH_MAX_AXES];
+    int  strides[MT_MESH_MAX_AXES];              /* row-major device-id strides */
+    char names[MT_MESH_MAX_AXES][MT_MESH_MAX_NAME];
+    char spec[MT_MESH_MAX_AXES * (MT_MESH_MAX_NAME + 12)];  /* canonical "data=2,tensor=2" */
+};
+
+/* ======================================================================== */
+/* Creation                                                                  */
+/* ======================================================================== */
+
+static bool name_ok(const char *s, size_t n) {
+    if (n == 0 || n >= MT_MESH_MAX_NAME) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_') return false;
+    return true;
+}
+
+/* Parses "name=size" entries into m (sizes may hold one -1). */
+static mt_status parse_spec(const char *spec, mt_mesh *m) {
+    const char *p = spec;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq)
+            return mt_fail(MT_EINVAL, "mesh '%s': axis '%.*s' has no size; write it as name=size "
+                           "(e.g. data=2), or name=-1 to fill in the rest", spec, (int)(end - p), p);
+        const char *name = p;
+        size_t name_len = (size_t)(eq - p);
+        while (name_len && isspace((unsigned char)*name)) { name++; name_len--; }
+        while (name_len && isspace((unsigned char)name[name_len - 1])) name_len--;
+        if (!name_ok(name, name_len))
+            return mt_fail(MT_EINVAL, "mesh '%s': axis name '%.*s' is not valid; use 1 to %d "
+                           "letters, digits or '_'", spec, (int)name_len, name, MT_MESH_MAX_NAME - 1);
+        if (m->ndim == MT_MESH_MAX_AXES)
+            return mt_fail(MT_EINVAL, "mesh '%s' has more than %d axes", spec, MT_MESH_MAX_AXES);
+        for (int a = 0; a < m->ndim; a++)
+            if (strlen(m->names[a]) == name_len && memcmp(m->names[a], name, name_len) == 0)
+                return mt_fail(MT_EINVAL, "mesh '%s': axis '%.*s' appears twice; axis names "
+                               "must be unique", spec, (int)name_len, name);
+        char num[32];
+        size_t num_len = (size_t)(end - eq - 1);
+        if (num_len == 0 || num_len >= sizeof num)
+            return mt_fail(MT_EINVAL, "mesh '%s': axis '%.*s' has no valid size", spec,
+                           (int)name_len, name);
+        memcpy(num, eq + 1, num_len);
+        num[num_len] = '\0';
+        char *stop;
+        errno = 0;
+        long v = strtol(num, &stop, 10);
+        while (isspace((unsigned char)*stop)) stop++;
+        if (*stop || errno || (v < 1 && v != -1) || v > (1 << 20))
+            return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is not a positive "
+                           "integer or -1", spec, num, (int)name_len, name);
+        memcpy(m->names[m->ndim], name, name_len);
+        m->names[m->ndim][name_len] = '\0';
+        m->sizes[m->ndim++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return mt_fail(MT_EINVAL, "mesh '%s' ends with ','; remove it", spec);
+    }
+    return MT_OK;
+}
+
+mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out) {
+    if (!out) return mt_fail(MT_EINVAL, "mt_mesh_create: out is NULL");
+    *out = NULL;
+    if (n_devices < 1)
+        return mt_fail(MT_EINVAL, "mesh '%s': %d devices; a mesh needs at least 1",
+                       spec ? spec : "", n_devices);
+    mt_mesh *m = calloc(1, sizeof *m);
+    if (!m) return mt_fail(MT_ENOMEM, "mesh: out of memory");
+    if (!spec || !*spec) {
+        strcpy(m->names[0], "d");
+        m->sizes[0] = n_devices;
+        m->ndim = 1;
+    } else {
+        mt_status st = parse_spec(spec, m);
+        if (st != MT_OK) { free(m); return st; }
+        int fill = -1;
+        long prod = 1;
+        for (int a = 0; a < m->ndim; a++) {
+            if (m->sizes[a] == -1) {
+                if (fill >= 0) {
+                    st = mt_fail(MT_EINVAL, "mesh '%s': axes '%s' and '%s' are both -1; "
+                                 "only one size can be filled in", spec, m->names[fill],
+                                 m->names[a]);
+                    free(m);
+                    return st;
+                }
+                fill = a;
+            } else {
+                prod *= m->sizes[a];
+                if (prod > (1L << 24)) break;
+            }
+        }
+        if (fill >= 0) {
+            if (n_devices % prod != 0) {
+                st = mt_fail(MT_EINVAL, "mesh '%s': the other axes multiply to %ld, which does "
+                             "not divide %d devices, so '%s=-1' cannot be filled in",
+                             spec, prod, n_devices, m->names[fill]);
+                free(m);
+                return st;
+            }
+            m->sizes[fill] = (int)(n_devices / prod);
+            prod = n_devices;
+        }
+        if (prod != n_devices) {
+            free(m);
+            return mt_fail(MT_EINVAL, "mesh '%s' has %ld devices but %d were given; make the axis "
+                           "sizes multiply to %d or use -1 for one axis",
+                           spec, prod, n_devices, n_devices);
+        }
+    }
+    m->size = n_devices;
+    int stride = 1;
+    for (int a = m->ndim - 1; a >= 0; a--) {
+        m->strides[a] = stride;
+        stride *= m->sizes[a];
+    }
+    size_t off = 0;
+    for (int a = 0; a < m->ndim; a++)
+        off += (size_t)snprintf(m->spec + off, sizeof m->spec - off, "%s%s=%d", a ? "," : "",
+                                m->names[a], m->sizes[a]);
+    *out = m;
+    return MT_OK;
+}
+
+void mt_mesh_free(mt_mesh *mesh) { free(mesh); }
+
+int mt_mesh_size(const mt_mesh *mesh) { return mesh->size; }
+int mt_mesh_ndim(const mt_mesh *mesh) { return mesh->ndim; }
+const char *mt_mesh_spec(const mt_mesh *mesh) { return mesh->spec; }
+
+const char *mt_mesh_axis_name(const mt_mesh *mesh, int axis) {
+    return axis >= 0 && axis < mesh->ndim ? mesh->names[axis] : "?";
+}
+
+int mt_mesh_axis_size(const mt_mesh *mesh, const char *axis) {
+    for (int a = 0; a < mesh->ndim; a++)
+        if (axis && strcmp(mesh->names[a], axis) == 0) return mesh->sizes[a];
+    return 0;
+}
+
+void mt_mesh_coords(const mt_mesh *mesh, int device, int *coords) {
+    for (int a = 0; a < mesh->ndim; a++)
+        coords[a] = device / mesh->strides[a] % mesh->sizes[a];
+}
+
+int mt_mesh_device(const mt_mesh *mesh, const int *coords) {
+    int d = 0;
+    for (int a = 0; a < mesh->ndim; a++) d += coords[a] * mesh->strides[a];
+    return d;
+}
+
+/* ======================================================================== */
+/* Axes and groups                                                           */
+/* ======================================================================== */
+
+static void list_axes(const mt_mesh *mesh, char *buf, size_t cap) {
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < mesh->ndim && off < cap; a++)
+        off += (size_t)snprintf(buf + off, cap - off, "%s'%s'", a ? ", " : "", mesh->names[a]);
+}
+
+/* Finds a name of `len` bytes; -1 if the mesh has no such axis. */
+static int find_axis(const mt_mesh *mesh, const char *name, size_t len) {
+    for (int a = 0; a < mesh->ndim; a++)
+        if (strlen(mesh->names[a]) == len && memcmp(mesh->names[a], name, len) == 0) return a;
+    return -1;
+}
+
+mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out) {
+    memset(out, 0, sizeof *out);
+    if (!names) return MT_OK;
+    const char *p = names;
+    while (*p) {
+        while (*p == ' ') p++;
+        size_t len = strcspn(p, ", ");
+        if (len == 0) {
+            if (!*p) break;
+            return mt_fail(MT_EINVAL, "axes '%s': empty axis name; separate names with ','", names);
+        }
+        int a = find_axis(mesh, p, len);
+        if (a < 0) {
+            char list[256];
+            list_axes(mesh, list, sizeof list);
+            return mt_fail(MT_EINVAL, "axes '%s': the mesh '%s' has no axis '%.*s'; its axes are %s",
+                           names, mesh->spec, (int)len, p, list);
+        }
+        for (int i = 0; i < out->n; i++)
+            if (out->axis[i] == a)
+                return mt_fail(MT_EINVAL, "axes '%s': axis '%.*s' is named twice", names,
+                               (int)len, p);
+        out->axis[out->n++] = (uint8_t)a;
+        p += len;
+        while (*p == ' ') p++;
+        if (*p == ',') p++;
+    }
+    return MT_OK;
+}
+
+int mt_mesh_group_size(const mt_mesh *mesh, mt_axes axes) {
+    int n = 1;
+    for (int i = 0; i < axes.n; i++) n *= mesh->sizes[axes.axis[i]];
+    return n;
+}
+
+int mt_mesh_group_rank(const mt_mesh *mesh, mt_axes axes, int device) {
+    int rank = 0;
+    for (int i = 0; i < axes.n; i++) {
+        int a = axes.axis[i];
+        rank = rank * mesh->sizes[a] + device / mesh->strides[a] % mesh->sizes[a];
+    }
+    return rank;
+}
+
+int mt_mesh_group(const mt_mesh *mesh, mt_axes axes, int device, int *members) {
+    /* the device with every coordinate of `axes` zeroed, then walk the ranks */
+    int base = device;
+    for (int i = 0; i < axes.n; i++) {
+        int a = axes.axis[i];
+        base -= device / mesh->strides[a] % mesh->sizes[a] * mesh->strides[a];
+    }
+    int P = mt_mesh_group_size(mesh, axes);
+    for (int r = 0; r < P; r++) {
+        int d = base, rest = r;
+        for (int i = axes.n - 1; i >= 0; i--) {
+            int a = axes.axis[i];
+            d += rest % mesh->sizes[a] * mesh->strides[a];
+            rest /= mesh->sizes[a];
+        }
+        members[r] = d;
+    }
+    return P;
+}
+
+/* ======================================================================== */
+/* Partition specs                                                           */
+/* ======================================================================== */
+
+mt_status mt_sharding_parse(const mt_mesh *mesh, const char *spec, int ndim, mt_sharding *out) {
+    memset(out, 0, sizeof *out);
+    if (ndim < 0 || ndim > MT_MAX_DIMS)
+        return mt_fail(MT_EINVAL, "partition spec '%s': %d dims; at most %d are supported",
+                       spec ? spec : "", ndim, MT_MAX_DIMS);
+    if (!spec || !*spec) return MT_OK;   /* replicated */
+    uint32_t used = 0;
+    int dim = 0;
+    const char *p = spec;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (dim == ndim)
+            return mt_fail(MT_EINVAL, "partition spec '%s' has more entries than the %d dims of "
+                           "the array", spec, ndim);
+        if (len == 0)
+            return mt_fail(MT_EINVAL, "partition spec '%s': dim %d is empty; write '_' for a "
+                           "whole (unsplit) dim", spec, dim);
+        if (!(len == 1 && p[0] == '_')) {
+            const char *q = p, *end = p + len;
+            while (q < end) {
+                size_t alen = strcspn(q, "+,");
+                if (q + alen > end) alen = (size_t)(end - q);
+                int a = alen ? find_axis(mesh, q, alen) : -1;
+                if (a < 0) {
+                    char list[256];
+                    list_axes(mesh, list, sizeof list);
+                    return mt_fail(MT_EINVAL, "partition spec '%s': dim %d names axis '%.*s', "
+                                   "which the mesh '%s' does not have; its axes are %s",
+                                   spec, dim, (int)alen, q, mesh->spec, list);
+                }
+                if (used & (1u << a))
+                    return mt_fail(MT_EINVAL, "partition spec '%s': axis '%s' is used twice; a "
+                                   "mesh axis can split at most one dim", spec, mesh->names[a]);
+                used |= 1u << a;
+                out->dim_axes[dim] |= 1u << a;
+                q += alen;
+                if (q < end) q++;   /* the '+' */
+            }
+        }
+        dim++;
+        p += len;
+        if (!*p) break;
+        p++;
+    }
+    /* fewer entries than dims: the rest are whole, as in JAX's PartitionSpec */
+    return MT_OK;
+}
+
+mt_status mt_sharding_local_shape(const mt_mesh *mesh, const mt_sharding *sh, int ndim,
+                                  const int64_t *global, int64_t *local) {
+    if (ndim < 0 || ndim > MT_MAX_DIMS)
+        return mt_fail(MT_EINVAL, "local shape: %d dims; at most %d are supported", ndim, MT_MAX_DIMS);
+    for (int d = 0; d < ndim; d++) {
+        int64_t parts = 1;
+        char names[160] = "";
+        size_t off = 0;
+        for (int a = 0; a < mesh->ndim; a++)
+            if (sh->dim_axes[d] & (1u << a)) {
+                parts *= mesh->sizes[a];
+                if (off < sizeof names)
+                    off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", off ? "+" : "",
+                                            mesh->names[a]);
+            }
+        if (sh->dim_axes[d] >> mesh->ndim)
+            return mt_fail(MT_EINVAL, "local shape: dim %d is split over axis bits 0x%x, but the "
+                           "mesh '%s' has %d axes", d, sh->dim_axes[d], mesh->spec, mesh->ndim);
+        if (global[d] < 0 || global[d] % parts != 0)
+            return mt_fail(MT_ESHAPE, "dim %d of size %lld does not divide by %lld (the size of "
+                           "mesh axes '%s'); pad it to a multiple of %lld or split another dim",
+                           d, (long long)global[d], (long long)parts, names, (long long)parts);
+        local[d] = global[d] / parts;
+    }
+    return MT_OK;
+}

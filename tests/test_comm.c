@@ -1,0 +1,665 @@
+/*
+ * test_comm.c — launch and collectives on the threads transport, each
+ * against a naive reference computed in the test.
+ *
+ * Every device fills its send buffer from a formula of (device, element), so
+ * what any collective must produce is computable on the device itself without
+ * communicating. Values are small integers: sums are exact in f32 and bf16,
+ * whatever order a transport reduces in.
+ *
+ * Failure cases really fire: a device that skips a collective (timeout naming
+ * it), a device that fails (everyone else aborted, no hang), and the debug
+ * check catching a mismatched count.
+ */
+#include "harness.h"
+#include "meshtrain.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+/* ======================================================================== */
+/* Helpers                                                                   */
+/* ======================================================================== */
+
+/* The value device d holds at element i of buffer `salt`: an integer in [-8, 8]. */
+static int val(int d, size_t i, int salt) {
+    return (int)((d * 7 + (int64_t)(i % 100003) * 3 + salt * 5) % 17) - 8;
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f) {   /* exact for the small integers used here */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Element i of a buffer of `dtype` as a double, and back. */
+static double get(const void *p, mt_dtype dt, size_t i) {
+    if (dt == MT_F32) return ((const float *)p)[i];
+    if (dt == MT_I32) return ((const int32_t *)p)[i];
+    return bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static void put(void *p, mt_dtype dt, size_t i, double v) {
+    if (dt == MT_F32) ((float *)p)[i] = (float)v;
+    else if (dt == MT_I32) ((int32_t *)p)[i] = (int32_t)v;
+    else ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+}
+
+static const char *dt_name(mt_dtype dt) {
+    return dt == MT_F32 ? "f32" : dt == MT_I32 ? "i32" : "bf16";
+}
+
+/* Fails the device (so the launch) unless got == want. */
+#define DEV_EXPECT(got, want, ...)                                                         \
+    do {                                                                                   \
+        double g_ = (got), w_ = (want);                                                    \
+        if (g_ != w_) {                                                                    \
+            char b_[200];                                                                  \
+            snprintf(b_, sizeof b_, __VA_ARGS__);                                          \
+            return mt_fail(MT_EINTERNAL, "%s: got %g, want %g", b_, g_, w_);               \
+        }                                                                                  \
+    } while (0)
+
+#define DEV_OK(call)                                                                       \
+    do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
+
+static mt_launch_opts opts_for(const char *mesh, int devices) {
+    mt_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.mesh = mesh;
+    o.devices = devices;
+    o.transport = MT_TRANSPORT_THREADS;
+    o.timeout_s = 60;   /* a hang fails well inside the harness's limit */
+    return o;
+}
+
+/* The call fails with `code` and its message contains every string given. */
+#define CHECK_FAILS(call, code, ...)                                                       \
+    do {                                                                                   \
+        mt_status s_ = (call);                                                             \
+        MT_CHECK(s_ == (code), "%s -> %s (%s), want %s", #call, mt_status_name(s_),        \
+                 mt_errmsg(), mt_status_name(code));                                       \
+        const char *want_[] = {__VA_ARGS__};                                               \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
+            MT_CHECK(strstr(mt_errmsg(), want_[i_]), "%s: message '%s' does not name '%s'", \
+                     #call, mt_errmsg(), want_[i_]);                                       \
+    } while (0)
+
+/* The group of the calling device over `axes`: members in rank order. */
+typedef struct {
+    int P, r;
+    int members[64];
+} grp;
+
+static mt_status group_of(mt_ctx *ctx, const char *names, mt_axes *ax, grp *g) {
+    DEV_OK(mt_ctx_axes(ctx, names, ax));
+    g->P = mt_mesh_group(mt_ctx_mesh(ctx), *ax, mt_ctx_device(ctx), g->members);
+    g->r = mt_axis_index(ctx, *ax);
+    DEV_EXPECT(mt_axis_size(ctx, *ax), g->P, "axis_size over '%s'", names);
+    DEV_EXPECT(g->members[g->r], mt_ctx_device(ctx), "axis_index over '%s'", names);
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Flat collectives                                                          */
+/* ======================================================================== */
+
+typedef struct {
+    const char *axes;
+    size_t      count;
+} flat_arg;
+
+static mt_status check_all_reduce(mt_ctx *ctx, mt_axes ax, const grp *g, size_t n, mt_dtype dt,
+                                  mt_reduce_op op) {
+    size_t es = mt_dtype_size(dt);
+    void *buf = malloc(n * es + 1);
+    if (!buf) return mt_fail(MT_ENOMEM, "test buffer");
+    int me = mt_ctx_device(ctx), salt = (int)dt * 3 + (int)op;
+    for (size_t i = 0; i < n; i++) put(buf, dt, i, val(me, i, salt));
+    mt_status st = mt_all_reduce(ctx, ax, buf, n, dt, op);
+    for (size_t i = 0; st == MT_OK && i < n; i++) {
+        double want = val(g->members[0], i, salt);
+        for (int j = 1; j < g->P; j++) {
+            double v = val(g->members[j], i, salt);
+            want = op == MT_REDUCE_SUM ? want + v : op == MT_REDUCE_MAX ? (v > want ? v : want)
+                                                                         : (v < want ? v : want);
+        }
+        if (get(buf, dt, i) != want)
+            st = mt_fail(MT_EINTERNAL, "all_reduce %s op %d count %zu: element %zu is %g, want %g",
+                         dt_name(dt), (int)op, n, i, get(buf, dt, i), want);
+    }
+    free(buf);
+    return st;
+}
+
+static mt_status flat_device(mt_ctx *ctx, void *arg) {
+    const flat_arg *a = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, a->axes, &ax, &g));
+    const size_t n = a->count;
+    const int me = mt_ctx_device(ctx), P = g.P, r = g.r;
+
+    /* all-reduce: every dtype and reduction */
+    static const mt_dtype dts[3] = {MT_F32, MT_I32, MT_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int op = 0; op < 3; op++) DEV_OK(check_all_reduce(ctx, ax, &g, n, dts[t], (mt_reduce_op)op));
+
+    float *x = malloc((n + 1) * sizeof *x);            /* (n) */
+    float *big = malloc(((size_t)P * n + 1) * sizeof *big);  /* (P, n) */
+    float *out = malloc(((size_t)P * n + 1) * sizeof *out);  /* (P, n) */
+    if (!x || !big || !out) return mt_fail(MT_ENOMEM, "test buffers");
+    mt_status st = MT_OK;
+#define FAIL_IF(cond, ...) do { if (cond) { st = mt_fail(MT_EINTERNAL, __VA_ARGS__); goto out; } } while (0)
+
+    /* pmean, psum, pmax wrappers */
+    for (size_t i = 0; i < n; i++) x[i] = (float)val(me, i, 1);
+    if ((st = mt_pmean(ctx, ax, x, n))) goto out;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int j = 0; j < P; j++) s += val(g.members[j], i, 1);
+        FAIL_IF(x[i] != (float)(s / P), "pmean[%zu] = %g, want %g", i, x[i], s / P);
+    }
+
+    /* all_gather: out (P, n) */
+    for (size_t i = 0; i < n; i++) x[i] = (float)val(me, i, 2);
+    if ((st = mt_all_gather(ctx, ax, x, out, n, MT_F32))) goto out;
+    for (int j = 0; j < P; j++)
+        for (size_t i = 0; i < n; i++)
+            FAIL_IF(out[(size_t)j * n + i] != val(g.members[j], i, 2), "all_gather[%d][%zu]", j, i);
+
+    /* psum_scatter: big (P, n) → x (n) = Σ_j big_j[r] */
+    for (size_t i = 0; i < (size_t)P * n; i++) big[i] = (float)val(me, i, 3);
+    if ((st = mt_psum_scatter(ctx, ax, big, x, n, MT_F32))) goto out;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int j = 0; j < P; j++) s += val(g.members[j], (size_t)r * n + i, 3);
+        FAIL_IF(x[i] != s, "psum_scatter[%zu] = %g, want %g", i, x[i], s);
+    }
+
+    /* all_to_all: out[j] = device j's big[r] */
+    for (size_t i = 0; i < (size_t)P * n; i++) big[i] = (float)val(me, i, 4);
+    if ((st = mt_all_to_all(ctx, ax, big, out, n, MT_F32))) goto out;
+    for (int j = 0; j < P; j++)
+        for (size_t i = 0; i < n; i++)
+            FAIL_IF(out[(size_t)j * n + i] != val(g.members[j], (size_t)r * n + i, 4),
+                    "all_to_all[%d][%zu]", j, i);
+
+    /* ppermute, a ring shift: rank j sends to j+1 */
+    int ring[64][2];
+    for (int j = 0; j < P; j++) { ring[j][0] = j; ring[j][1] = (j + 1) % P; }
+    for (size_t i = 0; i < n; i++) x[i] = (float)val(me, i, 5);
+    if ((st = mt_ppermute(ctx, ax, x, out, n, MT_F32, (const int (*)[2])ring, P))) goto out;
+    for (size_t i = 0; i < n; i++)
+        FAIL_IF(out[i] != val(g.members[(r + P - 1) % P], i, 5), "ring ppermute[%zu]", i);
+
+    /* ppermute, one pair: only rank P-1 receives (from 0); the rest get zeros */
+    int one[1][2] = {{0, P - 1}};
+    for (size_t i = 0; i < n; i++) out[i] = 99;
+    if ((st = mt_ppermute(ctx, ax, x, out, n, MT_F32, (const int (*)[2])one, 1))) goto out;
+    for (size_t i = 0; i < n; i++)
+        FAIL_IF(out[i] != (r == P - 1 ? val(g.members[0], i, 5) : 0), "one-pair ppermute[%zu] "
+                "on rank %d = %g", i, r, out[i]);
+
+    /* broadcast from the last rank */
+    for (size_t i = 0; i < n; i++) x[i] = (float)val(me, i, 6);
+    if ((st = mt_broadcast(ctx, ax, x, n, MT_F32, P - 1))) goto out;
+    for (size_t i = 0; i < n; i++)
+        FAIL_IF(x[i] != val(g.members[P - 1], i, 6), "broadcast[%zu]", i);
+
+    if ((st = mt_barrier(ctx, ax))) goto out;
+    /* every collective above is recorded: 9 all-reduces + 8 */
+    FAIL_IF(mt_ctx_collectives(ctx) != 17, "%llu collectives recorded, want 17",
+            (unsigned long long)mt_ctx_collectives(ctx));
+    FAIL_IF(strncmp(mt_ctx_last_collective(ctx), "#17 barrier over", 16) != 0,
+            "last collective '%s'", mt_ctx_last_collective(ctx));
+out:
+#undef FAIL_IF
+    free(x);
+    free(big);
+    free(out);
+    return st;
+}
+
+static void run_flat(const char *mesh, int devices, const char *axes, size_t count) {
+    mt_launch_opts o = opts_for(mesh, devices);
+    flat_arg a = {axes, count};
+    mt_status st = mt_launch(&o, flat_device, &a);
+    MT_CHECK(st == MT_OK, "mesh '%s' (%d devices) over '%s', count %zu: %s: %s", mesh, devices,
+             axes, count, mt_status_name(st), mt_errmsg());
+}
+
+/* 0, 1, odd, and both sides of the latency/bandwidth switches (1 KiB with
+ * spinning devices, 4 KiB with more devices than cores) */
+static const size_t SIZES[] = {0, 1, 255, 257, 1001, 1025, 4099};
+
+MT_TEST(flat_1d_meshes) {
+    static const int devs[] = {1, 2, 3, 4, 8};
+    for (size_t d = 0; d < sizeof devs / sizeof devs[0]; d++)
+        for (size_t s = 0; s < sizeof SIZES / sizeof SIZES[0]; s++)
+            run_flat("d=-1", devs[d], "d", SIZES[s]);
+}
+
+MT_TEST(flat_2d_meshes) {
+    static const char *axes[] = {"a", "b", "a,b", "b,a"};
+    for (size_t k = 0; k < 4; k++)
+        for (size_t s = 0; s < sizeof SIZES / sizeof SIZES[0]; s++) {
+            run_flat("a=2,b=2", 4, axes[k], SIZES[s]);
+            run_flat("a=2,b=4", 8, axes[k], SIZES[s]);
+        }
+}
+
+/* ~1M elements: the bandwidth path with many blocks per chunk */
+MT_TEST(flat_large) {
+    run_flat("d=2", 2, "d", 1 << 20);
+    run_flat("d=3", 3, "d", (1 << 20) + 7);
+    run_flat("a=2,b=4", 8, "b,a", 1 << 18);
+}
+
+/* ======================================================================== */
+/* Dimensioned forms                                                         */
+/* ======================================================================== */
+
+static size_t numel(const int64_t *s, int nd) {
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= (size_t)s[i];
+    return n;
+}
+
+static size_t flat_index(const int64_t *s, int nd, const int64_t *idx) {
+    size_t f = 0;
+    for (int i = 0; i < nd; i++) f = f * (size_t)s[i] + (size_t)idx[i];
+    return f;
+}
+
+static void unflatten(const int64_t *s, int nd, size_t f, int64_t *idx) {
+    for (int i = nd - 1; i >= 0; i--) { idx[i] = (int64_t)(f % (size_t)s[i]); f /= (size_t)s[i]; }
+}
+
+static mt_status dims_device(mt_ctx *ctx, void *arg) {
+    const char *names = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, names, &ax, &g));
+    const int P = g.P, r = g.r, me = mt_ctx_device(ctx);
+    const int64_t base[3] = {2, 3, 5};
+    float *send = malloc(4096 * sizeof(float)), *recv = malloc(4096 * sizeof(float));
+    if (!send || !recv) return mt_fail(MT_ENOMEM, "test buffers");
+    mt_status st = MT_OK;
+#define FAIL_IF(cond, ...) do { if (cond) { st = mt_fail(MT_EINTERNAL, __VA_ARGS__); goto out; } } while (0)
+
+    for (int dim = 0; dim < 3; dim++) {
+        /* all_gather: tiled concatenates on dim; stacked inserts P before dim */
+        for (int tiled = 0; tiled < 2; tiled++) {
+            size_t n = numel(base, 3);
+            for (size_t i = 0; i < n; i++) send[i] = (float)val(me, i, 10 + dim);
+            if ((st = mt_all_gather_dim(ctx, ax, send, recv, MT_F32, 3, base, dim, tiled))) goto out;
+            int64_t os[4];
+            int ond = 0;
+            for (int i = 0; i < 3; i++) {
+                if (i == dim && !tiled) os[ond++] = P;
+                os[ond++] = i == dim && tiled ? P * base[i] : base[i];
+            }
+            for (size_t f = 0; f < (size_t)P * n; f++) {
+                int64_t idx[4], src[3];
+                unflatten(os, ond, f, idx);
+                int j;
+                if (tiled) {
+                    memcpy(src, idx, sizeof src);
+                    j = (int)(idx[dim] / base[dim]);
+                    src[dim] = idx[dim] % base[dim];
+                } else {
+                    j = (int)idx[dim];
+                    for (int i = 0, k = 0; i < 4; i++) if (i != dim) src[k++] = idx[i];
+                }
+                float want = (float)val(g.members[j], flat_index(base, 3, src), 10 + dim);
+                FAIL_IF(recv[f] != want, "all_gather_dim dim %d %s: element %zu is %g, want %g",
+                        dim, tiled ? "tiled" : "stacked", f, recv[f], want);
+            }
+        }
+        /* psum_scatter: tiled splits dim into P blocks; untiled needs dim == P, drops it */
+        for (int tiled = 0; tiled < 2; tiled++) {
+            int64_t s[3] = {base[0], base[1], base[2]};
+            s[dim] = tiled ? 2 * P : P;
+            size_t n = numel(s, 3);
+            for (size_t i = 0; i < n; i++) send[i] = (float)val(me, i, 20 + dim);
+            if ((st = mt_psum_scatter_dim(ctx, ax, send, recv, MT_F32, 3, s, dim, tiled))) goto out;
+            int64_t os[3];
+            int ond = 0;
+            for (int i = 0; i < 3; i++) {
+                if (i == dim && !tiled) continue;
+                os[ond++] = i == dim ? s[i] / P : s[i];
+            }
+            for (size_t f = 0; f < n / (size_t)P; f++) {
+                int64_t idx[3], src[3];
+                unflatten(os, ond, f, idx);
+                if (tiled) {
+                    memcpy(src, idx, sizeof src);
+                    src[dim] = r * (s[dim] / P) + idx[dim];
+                } else {
+                    for (int i = 0, k = 0; i < 3; i++) src[i] = i == dim ? r : idx[k++];
+                }
+                double want = 0;
+                for (int j = 0; j < P; j++) want += val(g.members[j], flat_index(s, 3, src), 20 + dim);
+                FAIL_IF(recv[f] != want, "psum_scatter_dim dim %d %s: element %zu is %g, want %g",
+                        dim, tiled ? "tiled" : "untiled", f, recv[f], want);
+            }
+        }
+        /* all_to_all: split `dim`, concatenate on every dim */
+        for (int cd = 0; cd < 3; cd++) {
+            int64_t s[3] = {base[0], base[1], base[2]};
+            s[dim] = 2 * P;
+            size_t n = numel(s, 3);
+            for (size_t i = 0; i < n; i++) send[i] = (float)val(me, i, 30 + dim * 3 + cd);
+            if ((st = mt_all_to_all_dim(ctx, ax, send, recv, MT_F32, 3, s, dim, cd))) goto out;
+            int64_t bs[3] = {s[0], s[1], s[2]}, os[3];
+            bs[dim] /= P;
+            memcpy(os, bs, sizeof os);
+            os[cd] *= P;
+            for (size_t f = 0; f < n; f++) {
+                int64_t idx[3], src[3];
+                unflatten(os, 3, f, idx);
+                int j = (int)(idx[cd] / bs[cd]);          /* the block came from rank j */
+                memcpy(src, idx, sizeof src);
+                src[cd] = idx[cd] % bs[cd];
+                src[dim] = r * bs[dim] + src[dim];       /* ... out of its block r */
+                float want = (float)val(g.members[j], flat_index(s, 3, src), 30 + dim * 3 + cd);
+                FAIL_IF(recv[f] != want, "all_to_all_dim split %d concat %d: element %zu is %g, "
+                        "want %g", dim, cd, f, recv[f], want);
+            }
+        }
+    }
+    /* a dim that does not split: MT_ESHAPE naming its size and the group size */
+    if (P > 1) {
+        int64_t s[2] = {3, 2 * P + 1};
+        st = mt_psum_scatter_dim(ctx, ax, send, recv, MT_F32, 2, s, 1, true);
+        FAIL_IF(st != MT_ESHAPE, "non-divisible psum_scatter_dim: %s", mt_status_name(st));
+        char want[64];
+        snprintf(want, sizeof want, "size %d", 2 * P + 1);
+        FAIL_IF(!strstr(mt_errmsg(), want), "message '%s' lacks '%s'", mt_errmsg(), want);
+        snprintf(want, sizeof want, "%d blocks", P);
+        FAIL_IF(!strstr(mt_errmsg(), want), "message '%s' lacks '%s'", mt_errmsg(), want);
+        st = MT_OK;
+    }
+out:
+#undef FAIL_IF
+    free(send);
+    free(recv);
+    return st;
+}
+
+MT_TEST(dims_forms) {
+    static const struct { const char *mesh; int n; const char *axes; } cases[] = {
+        {"d=1", 1, "d"}, {"d=2", 2, "d"}, {"d=3", 3, "d"}, {"a=2,b=2", 4, "b"},
+        {"a=2,b=2", 4, "b,a"}, {"a=2,b=4", 8, "a,b"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mt_launch_opts o = opts_for(cases[c].mesh, cases[c].n);
+        mt_status st = mt_launch(&o, dims_device, (void *)cases[c].axes);
+        MT_CHECK(st == MT_OK, "mesh '%s' over '%s': %s: %s", cases[c].mesh, cases[c].axes,
+                 mt_status_name(st), mt_errmsg());
+    }
+}
+
+/* ======================================================================== */
+/* Asynchronous forms                                                        */
+/* ======================================================================== */
+
+static mt_status async_device(mt_ctx *ctx, void *arg) {
+    const size_t n = (size_t)(intptr_t)arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, "d", &ax, &g));
+    const int me = mt_ctx_device(ctx), P = g.P;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    float *gathered = malloc((size_t)P * n * sizeof *gathered), *rs = malloc(n * sizeof *rs);
+    float *big = malloc((size_t)P * n * sizeof *big);
+    for (size_t i = 0; i < n; i++) { a[i] = (float)val(me, i, 40); b[i] = (float)val(me, i, 41); }
+    for (size_t i = 0; i < (size_t)P * n; i++) big[i] = (float)val(me, i, 42);
+    mt_request ra, rb, rc;
+    DEV_OK(mt_all_reduce_start(ctx, ax, a, n, MT_F32, MT_REDUCE_SUM, &ra));
+    DEV_OK(mt_all_gather_start(ctx, ax, b, gathered, n, MT_F32, &rb));
+    DEV_OK(mt_psum_scatter_start(ctx, ax, big, rs, n, MT_F32, &rc));
+    /* compute while they are outstanding */
+    volatile double acc = 0;
+    for (int i = 0; i < 200000; i++) acc += i * 0.5;
+    (void)acc;
+    DEV_OK(mt_wait(ctx, &rb));      /* runs a, then b, in start order */
+    DEV_OK(mt_wait(ctx, &ra));      /* already done */
+    DEV_OK(mt_barrier(ctx, ax));    /* a blocking collective runs the rest of the queue first */
+    DEV_OK(mt_wait(ctx, &rc));
+    mt_request bogus = {12345};
+    mt_status st = mt_wait(ctx, &bogus);
+    if (st != MT_EINVAL) return mt_fail(MT_EINTERNAL, "wait on a bogus request: %s", mt_status_name(st));
+    for (size_t i = 0; i < n; i++) {
+        double s = 0, t = 0;
+        for (int j = 0; j < P; j++) {
+            s += val(g.members[j], i, 40);
+            t += val(g.members[j], (size_t)g.r * n + i, 42);
+        }
+        DEV_EXPECT(a[i], s, "async all_reduce[%zu]", i);
+        DEV_EXPECT(rs[i], t, "async psum_scatter[%zu]", i);
+        for (int j = 0; j < P; j++)
+            DEV_EXPECT(gathered[(size_t)j * n + i], val(g.members[j], i, 41), "async all_gather[%d][%zu]", j, i);
+    }
+    /* issue order is numbering order: 3 started + barrier */
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 4, "collectives");
+    free(a); free(b); free(gathered); free(rs); free(big);
+    return MT_OK;
+}
+
+MT_TEST(async_start_wait) {
+    static const int devs[] = {1, 2, 3, 8};
+    static const size_t sizes[] = {1, 777, 100000};
+    for (size_t d = 0; d < 4; d++)
+        for (size_t s = 0; s < 3; s++) {
+            mt_launch_opts o = opts_for("", devs[d]);
+            mt_status st = mt_launch(&o, async_device, (void *)(intptr_t)sizes[s]);
+            MT_CHECK(st == MT_OK, "%d devices, %zu: %s: %s", devs[d], sizes[s], mt_status_name(st),
+                     mt_errmsg());
+        }
+}
+
+static mt_status unwaited_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    static float x[4];   /* never touched: the request is never run */
+    mt_request rq;
+    return mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &rq);
+}
+
+MT_TEST(async_never_waited) {
+    mt_launch_opts o = opts_for("", 2);
+    CHECK_FAILS(mt_launch(&o, unwaited_device, NULL), MT_ESTATE, "device ", "mt_wait");
+}
+
+/* ======================================================================== */
+/* Argument errors                                                           */
+/* ======================================================================== */
+
+static mt_status errors_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[8] = {0}, y[32];
+    mt_status st;
+    int dup_src[2][2] = {{0, 1}, {0, 2}}, dup_dst[2][2] = {{0, 1}, {2, 1}};
+#define EXPECT_ERR(call, code, text)                                                       \
+    do {                                                                                   \
+        st = (call);                                                                       \
+        if (st != (code) || !strstr(mt_errmsg(), text))                                    \
+            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want %s naming '%s'", #call,      \
+                           mt_status_name(st), mt_errmsg(), #code, text);                  \
+    } while (0)
+    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_src, 2), MT_EINVAL,
+               "pair 1 {0,2} repeats source 0");
+    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_dst, 2), MT_EINVAL,
+               "pair 1 {2,1} repeats destination 1");
+    EXPECT_ERR(mt_psum(ctx, ax, NULL, 4), MT_EINVAL, "NULL");
+    EXPECT_ERR(mt_all_reduce(ctx, ax, x, 8, (mt_dtype)7, MT_REDUCE_SUM), MT_EINVAL, "dtype 7");
+    EXPECT_ERR(mt_broadcast(ctx, ax, x, 8, MT_F32, 4), MT_EINVAL, "root 4");
+    mt_axes bad = {1, {5}};
+    EXPECT_ERR(mt_psum(ctx, bad, x, 8), MT_EINVAL, "axis 5");
+    int64_t shape[2] = {3, 4};
+    EXPECT_ERR(mt_psum_scatter_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, false), MT_ESHAPE,
+               "size 3");
+    EXPECT_ERR(mt_all_to_all_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, 1), MT_ESHAPE, "size 3");
+    /* nothing above reached the transport, so nothing was numbered */
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "collectives after argument errors");
+    /* a zero count with NULL buffers is fine */
+    DEV_OK(mt_psum(ctx, ax, NULL, 0));
+    return MT_OK;
+#undef EXPECT_ERR
+}
+
+MT_TEST(argument_errors) {
+    mt_launch_opts o = opts_for("d=4", 4);
+    MT_CHECK_OK(mt_launch(&o, errors_device, NULL));
+    o = opts_for("data=3", 2);
+    CHECK_FAILS(mt_launch(&o, errors_device, NULL), MT_EINVAL, "data=3", "3", "2");
+#ifndef MT_HAVE_MPI
+    o = opts_for("", 2);
+    o.transport = MT_TRANSPORT_MPI;
+    CHECK_FAILS(mt_launch(&o, errors_device, NULL), MT_EUNSUPPORTED, "without Open MPI");
+#endif
+}
+
+/* ======================================================================== */
+/* Failures: timeout, a failing device, the debug check                      */
+/* ======================================================================== */
+
+/* Device `skipper` issues the first psum but skips the second. */
+static mt_status skip_device(mt_ctx *ctx, void *arg) {
+    int skipper = (int)(intptr_t)arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {1, 2, 3, 4};
+    DEV_OK(mt_psum(ctx, ax, x, 4));
+    if (mt_ctx_device(ctx) == skipper) return MT_OK;
+    return mt_psum(ctx, ax, x, 4);
+}
+
+MT_TEST(timeout_names_missing_device) {
+    for (int n = 2; n <= 4; n += 2) {
+        mt_launch_opts o = opts_for("", n);
+        o.timeout_s = 0.5;
+        double t0 = mt_time_now();
+        CHECK_FAILS(mt_launch(&o, skip_device, (void *)(intptr_t)1), MT_ETIMEOUT, "timed out",
+                    "#2 psum over 'd'", "device 1 never arrived",
+                    "device 1's last collective: #1 psum over 'd' f32 16 bytes (finished)");
+        MT_CHECK(mt_time_now() - t0 < 10, "the timeout took %.1f s", mt_time_now() - t0);
+    }
+    /* the timeout also comes from MT_COMM_TIMEOUT */
+    setenv("MT_COMM_TIMEOUT", "0.3", 1);
+    mt_launch_opts o = opts_for("", 3);
+    o.timeout_s = 0;
+    CHECK_FAILS(mt_launch(&o, skip_device, (void *)(intptr_t)2), MT_ETIMEOUT, "after 0.3 s",
+                "device 2 never arrived");
+    unsetenv("MT_COMM_TIMEOUT");
+}
+
+typedef struct {
+    int       failer;
+    size_t    count;
+    mt_status got[8];
+} fail_arg;
+
+static mt_status failing_device(mt_ctx *ctx, void *arg) {
+    fail_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    /* on the heap and freed on return: under ASan, a peer still writing into
+     * an aborted device's buffer would be caught */
+    float *x = calloc(a->count, sizeof *x);
+    mt_status st = mt_psum(ctx, ax, x, a->count);
+    if (st == MT_OK && mt_ctx_device(ctx) == a->failer) {
+        usleep(20000);   /* the others are waiting by now */
+        free(x);
+        return mt_fail(MT_EINVAL, "boom on purpose");
+    }
+    if (st == MT_OK) {
+        st = mt_psum(ctx, ax, x, a->count);             /* waits for the failer: aborted */
+        mt_status st2 = mt_barrier(ctx, ax);             /* later ones fail at once */
+        a->got[mt_ctx_device(ctx)] = st == MT_EABORTED && st2 == MT_EABORTED ? MT_EABORTED : MT_OK;
+    }
+    free(x);
+    return st;
+}
+
+MT_TEST(failing_device_aborts_the_rest) {
+    static const int devs[] = {2, 3, 8, 2, 3, 8};
+    for (int k = 0; k < 6; k++) {
+        /* small messages, then ones that take the rendezvous */
+        fail_arg a = {devs[k] - 1, k < 3 ? 100 : 100000, {0}};
+        mt_launch_opts o = opts_for("", devs[k]);
+        double t0 = mt_time_now();
+        CHECK_FAILS(mt_launch(&o, failing_device, &a), MT_EINVAL, "boom on purpose");
+        char want[32];
+        snprintf(want, sizeof want, "device %d: boom", a.failer);
+        MT_CHECK(strncmp(mt_errmsg(), want, strlen(want)) == 0, "message '%s' starts '%s'",
+                 mt_errmsg(), want);
+        MT_CHECK(mt_time_now() - t0 < 5, "stopping took %.1f s", mt_time_now() - t0);
+        for (int d = 0; d < devs[k]; d++)
+            if (d != a.failer)
+                MT_CHECK(a.got[d] == MT_EABORTED, "device %d of %d was not aborted", d, devs[k]);
+    }
+}
+
+static mt_status mismatch_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[8] = {0};
+    DEV_OK(mt_psum(ctx, ax, x, 4));
+    DEV_OK(mt_barrier(ctx, ax));
+    return mt_psum(ctx, ax, x, mt_ctx_device(ctx) == 1 ? 8 : 4);
+}
+
+MT_TEST(check_mode_catches_mismatch) {
+    mt_launch_opts o = opts_for("", 3);
+    o.check = true;
+    CHECK_FAILS(mt_launch(&o, mismatch_device, NULL), MT_EMISMATCH, "device 0 issued #3 psum "
+                "over 'd' f32 count 4", "device 1 issued #3 psum over 'd' f32 count 8");
+    /* and lets a matching program through */
+    o = opts_for("a=2,b=2", 4);
+    o.check = true;
+    flat_arg fa = {"b,a", 1001};
+    MT_CHECK_OK(mt_launch(&o, flat_device, &fa));
+}
+
+/* ======================================================================== */
+/* Launch details                                                            */
+/* ======================================================================== */
+
+static mt_status info_device(mt_ctx *ctx, void *arg) {
+    int *threads = arg;
+    threads[mt_ctx_device(ctx)] = mt_get_num_threads();
+    DEV_EXPECT(mt_ctx_process_rank(ctx), 0, "process rank");
+    DEV_EXPECT(mt_mesh_size(mt_ctx_mesh(ctx)), 4, "mesh size");
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "no collectives yet");
+    DEV_EXPECT(strlen(mt_ctx_last_collective(ctx)), 0, "no last collective");
+    return MT_OK;
+}
+
+MT_TEST(launch_kernel_threads) {
+    int threads[4] = {0};
+    mt_launch_opts o = opts_for("x=2,y=2", 4);
+    o.kernel_threads = 3;
+    int before = mt_get_num_threads();
+    MT_CHECK_OK(mt_launch(&o, info_device, threads));
+    for (int d = 0; d < 4; d++) MT_CHECK(threads[d] == 3, "device %d saw %d kernel threads", d, threads[d]);
+    MT_CHECK(mt_get_num_threads() == before, "the BLAS thread count is restored");
+    o.kernel_threads = 0;   /* cores / devices, at least 1 */
+    MT_CHECK_OK(mt_launch(&o, info_device, threads));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores / 4 > 1 ? (int)(cores / 4) : 1;
+    MT_CHECK(threads[0] <= want && threads[0] >= 1, "default kernel threads %d (cores %ld)",
+             threads[0], cores);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -1,0 +1,165 @@
+/*
+ * test_mesh.c — device meshes: spec parsing and its errors, coordinates,
+ * groups against hand-written tables, partition specs and local shapes.
+ */
+#include "harness.h"
+#include "meshtrain.h"
+
+static mt_mesh *make(const char *spec, int n) {
+    mt_mesh *m = NULL;
+    MT_CHECK_OK(mt_mesh_create(spec, n, &m));
+    return m;
+}
+
+/* The call fails with `code` and its message contains every string given. */
+#define CHECK_FAILS(call, code, ...)                                                       \
+    do {                                                                                   \
+        mt_status s_ = (call);                                                             \
+        MT_CHECK(s_ == (code), "%s -> %s (%s), want %s", #call, mt_status_name(s_),        \
+                 mt_errmsg(), mt_status_name(code));                                       \
+        const char *want_[] = {__VA_ARGS__};                                               \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
+            MT_CHECK(strstr(mt_errmsg(), want_[i_]), "%s: message '%s' does not name '%s'", \
+                     #call, mt_errmsg(), want_[i_]);                                       \
+    } while (0)
+
+MT_TEST(mesh_parse) {
+    mt_mesh *m = make("data=2,tensor=-1", 6);
+    MT_CHECK(mt_mesh_ndim(m) == 2 && mt_mesh_size(m) == 6, "2 axes, 6 devices");
+    MT_CHECK(mt_mesh_axis_size(m, "data") == 2 && mt_mesh_axis_size(m, "tensor") == 3,
+             "-1 filled in: tensor=%d", mt_mesh_axis_size(m, "tensor"));
+    MT_CHECK(mt_mesh_axis_size(m, "pipe") == 0, "no such axis → 0");
+    MT_CHECK(strcmp(mt_mesh_spec(m), "data=2,tensor=3") == 0, "spec %s", mt_mesh_spec(m));
+    MT_CHECK(strcmp(mt_mesh_axis_name(m, 1), "tensor") == 0, "axis 1 name");
+    mt_mesh_free(m);
+
+    m = make("", 4);
+    MT_CHECK(mt_mesh_ndim(m) == 1 && strcmp(mt_mesh_spec(m), "d=4") == 0, "empty spec: %s",
+             mt_mesh_spec(m));
+    mt_mesh_free(m);
+    m = make(NULL, 1);
+    MT_CHECK(mt_mesh_size(m) == 1, "NULL spec, 1 device");
+    mt_mesh_free(m);
+    m = make("a=-1", 5);
+    MT_CHECK(mt_mesh_axis_size(m, "a") == 5, "lone -1");
+    mt_mesh_free(m);
+    m = make("x_1=1,y=2,z=-1", 8);
+    MT_CHECK(mt_mesh_axis_size(m, "z") == 4 && mt_mesh_axis_size(m, "x_1") == 1, "3 axes");
+    mt_mesh_free(m);
+}
+
+MT_TEST(mesh_errors) {
+    mt_mesh *m = NULL;
+    CHECK_FAILS(mt_mesh_create("data=3,tensor=2", 8, &m), MT_EINVAL, "data=3,tensor=2", "6", "8");
+    CHECK_FAILS(mt_mesh_create("data=3,tensor=-1", 8, &m), MT_EINVAL, "3", "8", "tensor");
+    CHECK_FAILS(mt_mesh_create("data=2,data=2", 4, &m), MT_EINVAL, "'data'", "twice");
+    CHECK_FAILS(mt_mesh_create("a=-1,b=-1", 4, &m), MT_EINVAL, "'a'", "'b'");
+    CHECK_FAILS(mt_mesh_create("a=0", 4, &m), MT_EINVAL, "'0'", "'a'");
+    CHECK_FAILS(mt_mesh_create("a=two", 4, &m), MT_EINVAL, "'two'");
+    CHECK_FAILS(mt_mesh_create("data", 4, &m), MT_EINVAL, "'data'", "name=size");
+    CHECK_FAILS(mt_mesh_create("da-ta=4", 4, &m), MT_EINVAL, "'da-ta'");
+    CHECK_FAILS(mt_mesh_create("a=4,", 4, &m), MT_EINVAL, "','");
+    CHECK_FAILS(mt_mesh_create("a=4", 0, &m), MT_EINVAL, "0 devices");
+    CHECK_FAILS(mt_mesh_create("a=1,b=1,c=1,d=1,e=1,f=1,g=1", 1, &m), MT_EINVAL, "6 axes");
+    MT_CHECK(m == NULL, "out stays NULL on failure");
+
+    m = make("data=2,tensor=2", 4);
+    mt_axes ax;
+    CHECK_FAILS(mt_mesh_axes(m, "pipe", &ax), MT_EINVAL, "'pipe'", "'data'", "'tensor'");
+    CHECK_FAILS(mt_mesh_axes(m, "data,data", &ax), MT_EINVAL, "twice");
+    CHECK_FAILS(mt_mesh_axes(m, "data,,tensor", &ax), MT_EINVAL, "empty");
+    MT_CHECK_OK(mt_mesh_axes(m, "tensor, data", &ax));
+    MT_CHECK(ax.n == 2 && ax.axis[0] == 1 && ax.axis[1] == 0, "order kept");
+    MT_CHECK_OK(mt_mesh_axes(m, "", &ax));
+    MT_CHECK(ax.n == 0 && mt_mesh_group_size(m, ax) == 1, "no axes: a group of one");
+    mt_mesh_free(m);
+}
+
+MT_TEST(mesh_coords_round_trip) {
+    mt_mesh *m = make("a=2,b=3,c=2", 12);
+    for (int d = 0; d < 12; d++) {
+        int c[3];
+        mt_mesh_coords(m, d, c);
+        /* row-major: the last axis varies fastest */
+        MT_CHECK(c[0] == d / 6 && c[1] == d / 2 % 3 && c[2] == d % 2, "coords of %d", d);
+        MT_CHECK(mt_mesh_device(m, c) == d, "round trip of %d", d);
+    }
+    mt_mesh_free(m);
+}
+
+/* Groups of a 2x3 mesh (x=2, y=3; device = 3x + y), written out by hand. */
+MT_TEST(mesh_groups_2x3) {
+    mt_mesh *m = make("x=2,y=3", 6);
+    static const struct {
+        const char *axes;
+        int members[6][6];   /* per device: its group, in rank order */
+        int rank[6];
+        int size;
+    } table[] = {
+        {"x", {{0, 3}, {1, 4}, {2, 5}, {0, 3}, {1, 4}, {2, 5}}, {0, 0, 0, 1, 1, 1}, 2},
+        {"y", {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {3, 4, 5}, {3, 4, 5}, {3, 4, 5}},
+         {0, 1, 2, 0, 1, 2}, 3},
+        {"x,y", {{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5},
+                 {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}},
+         {0, 1, 2, 3, 4, 5}, 6},
+        /* y major, x minor: rank = 2y + x */
+        {"y,x", {{0, 3, 1, 4, 2, 5}, {0, 3, 1, 4, 2, 5}, {0, 3, 1, 4, 2, 5},
+                 {0, 3, 1, 4, 2, 5}, {0, 3, 1, 4, 2, 5}, {0, 3, 1, 4, 2, 5}},
+         {0, 2, 4, 1, 3, 5}, 6},
+        {"", {{0}, {1}, {2}, {3}, {4}, {5}}, {0, 0, 0, 0, 0, 0}, 1},
+    };
+    for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
+        mt_axes ax;
+        MT_CHECK_OK(mt_mesh_axes(m, table[t].axes, &ax));
+        MT_CHECK(mt_mesh_group_size(m, ax) == table[t].size, "size over '%s'", table[t].axes);
+        for (int d = 0; d < 6; d++) {
+            int members[6];
+            int P = mt_mesh_group(m, ax, d, members);
+            MT_CHECK(P == table[t].size, "group size over '%s'", table[t].axes);
+            for (int r = 0; r < P; r++)
+                MT_CHECK(members[r] == table[t].members[d][r], "device %d over '%s': member %d "
+                         "is %d, want %d", d, table[t].axes, r, members[r], table[t].members[d][r]);
+            MT_CHECK(mt_mesh_group_rank(m, ax, d) == table[t].rank[d], "rank of %d over '%s': "
+                     "%d, want %d", d, table[t].axes, mt_mesh_group_rank(m, ax, d), table[t].rank[d]);
+            MT_CHECK(members[mt_mesh_group_rank(m, ax, d)] == d, "a device is at its own rank");
+        }
+    }
+    mt_mesh_free(m);
+}
+
+MT_TEST(sharding_parse_and_local_shape) {
+    mt_mesh *m = make("data=2,tensor=3", 6);
+    mt_sharding sh;
+    MT_CHECK_OK(mt_sharding_parse(m, "data,_", 2, &sh));
+    MT_CHECK(sh.dim_axes[0] == 1 && sh.dim_axes[1] == 0 && sh.partial_axes == 0, "data,_");
+    MT_CHECK_OK(mt_sharding_parse(m, "tensor,data", 2, &sh));
+    MT_CHECK(sh.dim_axes[0] == 2 && sh.dim_axes[1] == 1, "tensor,data");
+    MT_CHECK_OK(mt_sharding_parse(m, "_,data+tensor", 2, &sh));
+    MT_CHECK(sh.dim_axes[0] == 0 && sh.dim_axes[1] == 3, "_,data+tensor");
+    MT_CHECK_OK(mt_sharding_parse(m, "data", 3, &sh));
+    MT_CHECK(sh.dim_axes[0] == 1 && sh.dim_axes[1] == 0 && sh.dim_axes[2] == 0, "trailing dims whole");
+    MT_CHECK_OK(mt_sharding_parse(m, "", 2, &sh));
+    MT_CHECK(sh.dim_axes[0] == 0 && sh.dim_axes[1] == 0, "replicated");
+
+    CHECK_FAILS(mt_sharding_parse(m, "pipe,_", 2, &sh), MT_EINVAL, "'pipe'", "'data'");
+    CHECK_FAILS(mt_sharding_parse(m, "data,data", 2, &sh), MT_EINVAL, "'data'", "twice");
+    CHECK_FAILS(mt_sharding_parse(m, "data,_,_", 2, &sh), MT_EINVAL, "2 dims");
+    CHECK_FAILS(mt_sharding_parse(m, "data,,_", 3, &sh), MT_EINVAL, "dim 1");
+
+    int64_t global[3] = {4, 9, 5}, local[3];
+    MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
+    MT_CHECK_OK(mt_sharding_local_shape(m, &sh, 3, global, local));
+    MT_CHECK(local[0] == 2 && local[1] == 3 && local[2] == 5, "local (%lld,%lld,%lld)",
+             (long long)local[0], (long long)local[1], (long long)local[2]);
+    int64_t g2[2] = {12, 7}, l2[2];
+    MT_CHECK_OK(mt_sharding_parse(m, "data+tensor,_", 2, &sh));
+    MT_CHECK_OK(mt_sharding_local_shape(m, &sh, 2, g2, l2));
+    MT_CHECK(l2[0] == 2 && l2[1] == 7, "two axes on one dim: %lld", (long long)l2[0]);
+    int64_t bad[3] = {5, 9, 5};
+    MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
+    CHECK_FAILS(mt_sharding_local_shape(m, &sh, 3, bad, local), MT_ESHAPE, "dim 0", "size 5",
+                "by 2", "'data'");
+    mt_mesh_free(m);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }

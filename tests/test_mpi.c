@@ -1,0 +1,474 @@
+/*
+ * test_mpi.c — the collectives on the mpi transport, run by mpirun:
+ *
+ *   mpirun -np 2 test_mpi            every check; prints "N passed, N failed"
+ *   mpirun -np 2 test_mpi skip       device 1 skips a collective: the job must
+ *                                    stop with a timeout naming it (MT_COMM_TIMEOUT)
+ *   mpirun -np 2 test_mpi exit       device 1 calls exit(3) between collectives:
+ *                                    the others must not hang
+ *   mpirun -np 2 test_mpi hang       device 1 computes forever (never calls MPI):
+ *                                    the timeout names it as not answering, and
+ *                                    the job ends
+ *
+ * Not the fork-per-case harness: MPI cannot fork. Every collective is checked
+ * against a naive reference computed from a formula of (device, element), on
+ * the 1-D mesh of the world and on 2-D meshes over one axis, both, and both in
+ * reverse order; sizes 0, 1, odd, non-power-of-two and large; f32, i32, bf16;
+ * the asynchronous forms. A case passes when it passed on every rank; rank 0
+ * prints the results.
+ */
+#include "meshtrain.h"
+
+#include <mpi.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int world_rank, world_size;
+
+/* ======================================================================== */
+/* Reference values                                                          */
+/* ======================================================================== */
+
+/* Integers, so every sum below is exact in f32 and the order of additions
+ * (which differs between MPI's algorithms) cannot matter. */
+static float fval(int dev, size_t i) { return (float)((dev + 1) * 1000 + (int)(i % 997)); }
+static int32_t ival(int dev, size_t i) { return dev * 100000 + (int32_t)(i % 50000); }
+/* small integers: exact in bf16 (8 significant bits), sums too */
+static float bval(int dev, size_t i) { return (float)((dev + 1) * 4 + (int)(i % 8)); }
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);   /* exact for the values above */
+}
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ======================================================================== */
+/* Checking inside a device function                                         */
+/* ======================================================================== */
+
+#define MAX_KINDS 16
+
+typedef struct {
+    const char *mesh;       /* spec */
+    const char *axes;       /* names */
+    int         fails[MAX_KINDS];
+    const char *kinds[MAX_KINDS];
+    int         n_kinds;
+} case_arg;
+
+static int kind_index(case_arg *a, const char *kind) {
+    for (int i = 0; i < a->n_kinds; i++)
+        if (strcmp(a->kinds[i], kind) == 0) return i;
+    a->kinds[a->n_kinds] = kind;
+    a->fails[a->n_kinds] = 0;
+    return a->n_kinds++;
+}
+
+static void failf(case_arg *a, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void failf(case_arg *a, const char *kind, const char *fmt, ...) {
+    int k = kind_index(a, kind);
+    if (a->fails[k]++ < 3) {
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "  FAIL [rank %d] %s, mesh %s over '%s': %s\n", world_rank, kind,
+                a->mesh, a->axes, buf);
+    }
+}
+
+#define OK_OR_FAIL(a, kind, call)                                                  \
+    do { mt_status s_ = (call);                                                    \
+         kind_index(a, kind);                                                      \
+         if (s_ != MT_OK) { failf(a, kind, "%s -> %s: %s", #call, mt_status_name(s_), \
+                                  mt_errmsg()); goto out; } } while (0)
+
+static const size_t SIZES[] = {0, 1, 7, 1000, 1u << 18};
+#define N_SIZES (sizeof SIZES / sizeof SIZES[0])
+
+/* Every collective over `axes` of the case's mesh, every size. */
+static mt_status run_case(mt_ctx *ctx, void *p) {
+    case_arg *a = p;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    const int dev = mt_ctx_device(ctx);
+    mt_axes axes;
+    mt_status s = mt_ctx_axes(ctx, a->axes, &axes);
+    if (s != MT_OK) return s;
+    const int P = mt_axis_size(ctx, axes), r = mt_axis_index(ctx, axes);
+    int members[64];
+    int n = mt_mesh_group(mesh, axes, dev, members);
+    if (n != P || members[r] != dev || mt_mesh_group_rank(mesh, axes, dev) != r)
+        failf(a, "axis_index", "group of %d (P %d), rank %d, member there %d", n, P, r, members[r]);
+    kind_index(a, "axis_index");
+
+    const size_t big = SIZES[N_SIZES - 1];
+    float *f = malloc((size_t)P * big * sizeof *f), *g = malloc((size_t)P * big * sizeof *g);
+    float *h = malloc(((size_t)P + 1) * big * sizeof *h);   /* (c) psum + (c) psum_scatter */
+    int32_t *iv = malloc(big * sizeof *iv);
+    uint16_t *bv = malloc(((size_t)P * big + 1) * sizeof *bv), *bw = malloc(big * sizeof *bw);
+    if (!f || !g || !h || !iv || !bv || !bw) { s = mt_fail(MT_ENOMEM, "test buffers"); goto out; }
+
+    for (size_t si = 0; si < N_SIZES; si++) {
+        const size_t c = SIZES[si];
+        /* psum, pmax, pmin (f32) */
+        for (int op = 0; op < 3; op++) {
+            for (size_t i = 0; i < c; i++) f[i] = fval(dev, i);
+            OK_OR_FAIL(a, "all_reduce f32", mt_all_reduce(ctx, axes, f, c, MT_F32, (mt_reduce_op)op));
+            for (size_t i = 0; i < c; i++) {
+                float want = op == 0 ? 0 : fval(members[0], i);
+                for (int m = 0; m < P; m++) {
+                    float v = fval(members[m], i);
+                    want = op == 0 ? want + v : op == 1 ? fmaxf(want, v) : fminf(want, v);
+                }
+                if (f[i] != want) { failf(a, "all_reduce f32", "op %d count %zu [%zu] = %g, want %g", op, c, i, f[i], want); break; }
+            }
+        }
+        /* pmean */
+        for (size_t i = 0; i < c; i++) f[i] = fval(dev, i);
+        OK_OR_FAIL(a, "pmean", mt_pmean(ctx, axes, f, c));
+        for (size_t i = 0; i < c; i++) {
+            double want = 0;
+            for (int m = 0; m < P; m++) want += fval(members[m], i);
+            want /= P;
+            if (fabs(f[i] - want) > 1e-5 * fabs(want)) { failf(a, "pmean", "count %zu [%zu] = %g, want %g", c, i, f[i], want); break; }
+        }
+        /* i32 and bf16 sums */
+        for (size_t i = 0; i < c; i++) iv[i] = ival(dev, i);
+        OK_OR_FAIL(a, "all_reduce i32", mt_all_reduce(ctx, axes, iv, c, MT_I32, MT_REDUCE_SUM));
+        for (size_t i = 0; i < c; i++) {
+            int32_t want = 0;
+            for (int m = 0; m < P; m++) want += ival(members[m], i);
+            if (iv[i] != want) { failf(a, "all_reduce i32", "count %zu [%zu] = %d, want %d", c, i, iv[i], want); break; }
+        }
+        for (size_t i = 0; i < c; i++) bv[i] = to_bf16(bval(dev, i));
+        OK_OR_FAIL(a, "all_reduce bf16", mt_all_reduce(ctx, axes, bv, c, MT_BF16, MT_REDUCE_SUM));
+        for (size_t i = 0; i < c; i++) {
+            float want = 0;
+            for (int m = 0; m < P; m++) want += bval(members[m], i);
+            if (from_bf16(bv[i]) != want) { failf(a, "all_reduce bf16", "count %zu [%zu] = %g, want %g", c, i, from_bf16(bv[i]), want); break; }
+        }
+
+        /* all_gather: recv (P, c) */
+        for (size_t i = 0; i < c; i++) f[i] = fval(dev, i);
+        OK_OR_FAIL(a, "all_gather", mt_all_gather(ctx, axes, f, g, c, MT_F32));
+        for (int m = 0; m < P; m++)
+            for (size_t i = 0; i < c; i++)
+                if (g[(size_t)m * c + i] != fval(members[m], i)) {
+                    failf(a, "all_gather", "count %zu block %d [%zu] = %g, want %g", c, m, i,
+                          g[(size_t)m * c + i], fval(members[m], i));
+                    m = P;
+                    break;
+                }
+
+        /* psum_scatter: send (P, c), recv (c) = Σ_m send_m[r] */
+        for (size_t i = 0; i < (size_t)P * c; i++) f[i] = fval(dev, i);
+        OK_OR_FAIL(a, "psum_scatter", mt_psum_scatter(ctx, axes, f, g, c, MT_F32));
+        for (size_t i = 0; i < c; i++) {
+            float want = 0;
+            for (int m = 0; m < P; m++) want += fval(members[m], (size_t)r * c + i);
+            if (g[i] != want) { failf(a, "psum_scatter", "count %zu [%zu] = %g, want %g", c, i, g[i], want); break; }
+        }
+        /* bf16 psum_scatter */
+        for (size_t i = 0; i < (size_t)P * c; i++) bv[i] = to_bf16(bval(dev, i));
+        OK_OR_FAIL(a, "psum_scatter bf16", mt_psum_scatter(ctx, axes, bv, bw, c, MT_BF16));
+        for (size_t i = 0; i < c; i++) {
+            float want = 0;
+            for (int m = 0; m < P; m++) want += bval(members[m], (size_t)r * c + i);
+            if (from_bf16(bw[i]) != want) { failf(a, "psum_scatter bf16", "count %zu [%zu] = %g, want %g", c, i, from_bf16(bw[i]), want); break; }
+        }
+
+        /* all_to_all: send block j (for rank j) = fval(dev*16 + j, .) */
+        for (int j = 0; j < P; j++)
+            for (size_t i = 0; i < c; i++) f[(size_t)j * c + i] = fval(dev * 16 + j, i);
+        OK_OR_FAIL(a, "all_to_all", mt_all_to_all(ctx, axes, f, g, c, MT_F32));
+        for (int j = 0; j < P; j++)
+            for (size_t i = 0; i < c; i++)
+                if (g[(size_t)j * c + i] != fval(members[j] * 16 + r, i)) {
+                    failf(a, "all_to_all", "count %zu block %d [%zu] = %g, want %g", c, j, i,
+                          g[(size_t)j * c + i], fval(members[j] * 16 + r, i));
+                    j = P;
+                    break;
+                }
+
+        /* ppermute: a ring shift, then a line (rank 0 is no one's destination) */
+        int pairs[64][2];
+        for (int line = 0; line < 2; line++) {
+            int np = 0;
+            for (int k = 0; k < P; k++)
+                if (!line || k + 1 < P) { pairs[np][0] = k; pairs[np][1] = (k + 1) % P; np++; }
+            for (size_t i = 0; i < c; i++) { f[i] = fval(dev, i); g[i] = -1; }
+            OK_OR_FAIL(a, "ppermute", mt_ppermute(ctx, axes, f, g, c, MT_F32, (const int (*)[2])pairs, np));
+            int from = line && r == 0 ? -1 : (r + P - 1) % P;
+            for (size_t i = 0; i < c; i++) {
+                float want = from < 0 ? 0.0f : fval(members[from], i);
+                if (g[i] != want) { failf(a, "ppermute", "%s count %zu [%zu] = %g, want %g", line ? "line" : "ring", c, i, g[i], want); break; }
+            }
+        }
+
+        /* broadcast from the last rank */
+        for (size_t i = 0; i < c; i++) f[i] = fval(dev, i);
+        OK_OR_FAIL(a, "broadcast", mt_broadcast(ctx, axes, f, c, MT_F32, P - 1));
+        for (size_t i = 0; i < c; i++)
+            if (f[i] != fval(members[P - 1], i)) { failf(a, "broadcast", "count %zu [%zu] = %g, want %g", c, i, f[i], fval(members[P - 1], i)); break; }
+
+        OK_OR_FAIL(a, "barrier", mt_barrier(ctx, axes));
+
+        /* asynchronous: three in flight, waited in reverse order */
+        mt_request q[3];
+        for (size_t i = 0; i < (size_t)P * c; i++) f[i] = fval(dev, i);
+        for (size_t i = 0; i < c; i++) h[i] = fval(dev, i);
+        float *gathered = g, *scattered = h + c;
+        OK_OR_FAIL(a, "async", mt_all_reduce_start(ctx, axes, h, c, MT_F32, MT_REDUCE_SUM, &q[0]));
+        OK_OR_FAIL(a, "async", mt_all_gather_start(ctx, axes, f, gathered, c, MT_F32, &q[1]));
+        OK_OR_FAIL(a, "async", mt_psum_scatter_start(ctx, axes, f, scattered, c, MT_F32, &q[2]));
+        for (int k = 2; k >= 0; k--) OK_OR_FAIL(a, "async", mt_wait(ctx, &q[k]));
+        for (size_t i = 0; i < c; i++) {
+            float sum = 0, rs = 0;
+            for (int m = 0; m < P; m++) {
+                sum += fval(members[m], i);
+                rs += fval(members[m], (size_t)r * c + i);
+            }
+            if (h[i] != sum || scattered[i] != rs) { failf(a, "async", "count %zu [%zu]: psum %g (want %g), psum_scatter %g (want %g)", c, i, h[i], sum, scattered[i], rs); break; }
+            for (int m = 0; m < P; m++)
+                if (gathered[(size_t)m * c + i] != fval(members[m], i)) { failf(a, "async", "all_gather count %zu block %d [%zu]", c, m, i); i = c; break; }
+        }
+    }
+    s = MT_OK;
+out:
+    free(f), free(g), free(h), free(iv), free(bv), free(bw);
+    return s;
+}
+
+/* ======================================================================== */
+/* Cases                                                                     */
+/* ======================================================================== */
+
+static int n_pass, n_fail;
+
+/* True on every rank when `ok` is true on every rank. */
+static bool all_ok(bool ok) {
+    int mine = ok ? 1 : 0, every = 0;
+    MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return every == 1;
+}
+
+static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(bool ok, const char *fmt, ...) {
+    ok = all_ok(ok);
+    if (ok) n_pass++;
+    else n_fail++;
+    if (world_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf("%s ", ok ? "ok  " : "FAIL");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+        fflush(stdout);
+    }
+}
+
+static void collective_case(const char *mesh, const char *axes) {
+    case_arg a;
+    memset(&a, 0, sizeof a);
+    a.mesh = mesh;
+    a.axes = axes;
+    mt_launch_opts o = {.mesh = mesh, .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    double t0 = MPI_Wtime();
+    mt_status s = mt_launch(&o, run_case, &a);
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] mesh %s over '%s': %s: %s\n", world_rank, mesh,
+                            axes, mt_status_name(s), mt_errmsg());
+    /* every rank has the same kinds, in the same order */
+    for (int k = 0; k < a.n_kinds; k++)
+        report(s == MT_OK && a.fails[k] == 0, "%-18s mesh %-10s over '%s'", a.kinds[k], mesh, axes);
+    if (a.n_kinds == 0) report(false, "mesh %s over '%s': the launch failed", mesh, axes);
+    if (world_rank == 0) printf("     (%.2f s)\n", MPI_Wtime() - t0);
+}
+
+/* A device failing after its last collective: every rank gets its error. */
+static mt_status fail_last(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    if (s != MT_OK) return s;
+    if (mt_ctx_device(ctx) == world_size - 1)
+        return mt_fail(MT_EINVAL, "planned failure with value %g", (double)v);
+    return MT_OK;
+}
+
+static mt_status noop(mt_ctx *ctx, void *arg) { return MT_OK; }
+
+static mt_status one_psum(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    mt_trace_begin(ctx, "work");
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    mt_trace_end(ctx);
+    return s;
+}
+
+static void failure_cases(void) {
+    mt_launch_opts o = {.mesh = "d=-1", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, fail_last, NULL);
+    char want[128];
+    snprintf(want, sizeof want, "device %d: planned failure with value %d", world_size - 1, world_size);
+    report(s == MT_EINVAL && strstr(mt_errmsg(), want) != NULL,
+           "a device's error reaches every rank (\"%s\")", mt_errmsg());
+
+    char spec[32];
+    snprintf(spec, sizeof spec, "d=%d", world_size + 1);
+    mt_launch_opts bad = {.mesh = spec, .transport = MT_TRANSPORT_MPI};
+    s = mt_launch(&bad, noop, NULL);
+    char n1[16], n2[16];
+    snprintf(n1, sizeof n1, "%d", world_size + 1);
+    snprintf(n2, sizeof n2, "%d", world_size);
+    report(s != MT_OK && strstr(mt_errmsg(), n1) && strstr(mt_errmsg(), n2),
+           "a mesh that does not fit the world names both sizes (\"%s\")", mt_errmsg());
+
+    mt_launch_opts many = {.mesh = "", .devices = world_size + 2, .transport = MT_TRANSPORT_MPI};
+    s = mt_launch(&many, noop, NULL);
+    report(s == MT_EINVAL, "a device count other than the world size is refused (\"%s\")", mt_errmsg());
+}
+
+static void linreg_case(void) {
+    enum { STEPS = 20 };
+    float ref[STEPS], got[STEPS], pref[4], pgot[4];
+    mt_linreg_example_opts one = {.devices = 1, .steps = STEPS, .batch = 128, .lr = 0.1f,
+                                  .seed = 42, .transport = MT_TRANSPORT_THREADS};
+    mt_linreg_example_opts mpi = one;
+    mpi.devices = 0;
+    mpi.transport = MT_TRANSPORT_MPI;
+    if (128 % world_size != 0) {
+        if (world_rank == 0) printf("skip linreg: batch 128 does not split over %d ranks\n", world_size);
+        return;
+    }
+    mt_status s1 = mt_example_linreg(&one, ref, pref);
+    char msg1[512];
+    snprintf(msg1, sizeof msg1, "%s", mt_errmsg());
+    mt_status s2 = mt_example_linreg(&mpi, got, pgot);
+    if (s1 == MT_EUNSUPPORTED || s2 == MT_EUNSUPPORTED) {
+        if (world_rank == 0) printf("skip linreg: %s\n", s1 != MT_OK ? msg1 : mt_errmsg());
+        return;
+    }
+    double worst = 0;
+    bool ok = s1 == MT_OK && s2 == MT_OK;
+    for (int i = 0; ok && i < STEPS; i++) {
+        double rel = fabs(got[i] - ref[i]) / fmax(fabs(ref[i]), 1e-30);
+        if (rel > worst) worst = rel;
+    }
+    if (!ok) fprintf(stderr, "  [rank %d] linreg: %s / %s\n", world_rank, msg1, mt_errmsg());
+    report(ok && worst <= 1e-5, "linreg over %d ranks matches 1 device: loss %.6g -> %.6g, "
+           "worst relative difference %.2g", world_size, ok ? ref[0] : 0.0, ok ? ref[STEPS - 1] : 0.0, worst);
+}
+
+static void trace_case(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_mpi_trace_%d.json", (int)getppid());
+    if (world_rank == 0) remove(path);
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60, .trace = path};
+    mt_status s = mt_launch(&o, one_psum, NULL);
+    bool ok = s == MT_OK;
+    if (ok && world_rank == 0) {
+        FILE *f = fopen(path, "r");
+        char buf[4096] = "";
+        if (f) { size_t n = fread(buf, 1, sizeof buf - 1, f); buf[n] = 0; fclose(f); }
+        char want[32];
+        snprintf(want, sizeof want, "device %d", world_size - 1);
+        ok = f && strstr(buf, "traceEvents") && strstr(buf, want);
+        remove(path);
+    }
+    report(ok, "the trace of every rank lands in one file on rank 0");
+}
+
+/* ======================================================================== */
+/* Failure modes (each its own mpirun)                                       */
+/* ======================================================================== */
+
+static mt_status skip_one(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v[4] = {1, 2, 3, 4};
+    if (s == MT_OK) s = mt_psum(ctx, ax, v, 4);
+    if (s == MT_OK && mt_ctx_device(ctx) != 1) s = mt_psum(ctx, ax, v, 4);   /* device 1 skips */
+    return s;
+}
+
+static mt_status exit_one(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    if (mt_ctx_device(ctx) == 1) exit(3);
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    return s;
+}
+
+static mt_status hang_one(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    if (mt_ctx_device(ctx) == 1) for (;;) sleep(1);   /* stuck outside MPI */
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    return s;
+}
+
+static int failure_mode(const char *mode) {
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI};
+    mt_device_fn fn = strcmp(mode, "skip") == 0 ? skip_one : strcmp(mode, "hang") == 0 ? hang_one : exit_one;
+    mt_status s = mt_launch(&o, fn, NULL);
+    /* not reached when the job is stopped, which is what the test wants */
+    printf("rank %d: mt_launch returned %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+    return s == MT_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+        int rc = failure_mode(argv[1]);
+        MPI_Finalize();
+        return rc;
+    }
+    /* meshtrain initialises MPI in the first launch (and finalises it at exit) */
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI};
+    mt_status s = mt_launch(&o, noop, NULL);
+    if (s != MT_OK) {
+        fprintf(stderr, "test_mpi: the first launch failed: %s\n", mt_errmsg());
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (world_rank == 0) printf("test_mpi: %d ranks\n", world_size);
+
+    char one_d[32], two_d[32], two_d_t[32];
+    snprintf(one_d, sizeof one_d, "d=%d", world_size);
+    collective_case(one_d, "d");
+    if (world_size % 2 == 0) {
+        snprintf(two_d, sizeof two_d, "a=2,b=%d", world_size / 2);
+        snprintf(two_d_t, sizeof two_d_t, "a=%d,b=2", world_size / 2);
+        const char *over[] = {"a", "b", "a,b", "b,a"};
+        for (int i = 0; i < 4; i++) collective_case(two_d, over[i]);
+        if (world_size > 2) collective_case(two_d_t, "b");
+    }
+    failure_cases();
+    linreg_case();
+    trace_case();
+    if (world_rank == 0) printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail == 0 ? 0 : 1;
+}
