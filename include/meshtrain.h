@@ -579,8 +579,14 @@ typedef struct {
  * have returned. If any device fails (returns non-zero) or a collective
  * times out, every other device's pending and later collectives return
  * MT_EABORTED, and mt_launch returns the first failure, its message prefixed
- * with the device ("device 2: ..."). Under MPI every rank calls mt_launch and
- * runs its own device; the result is the same on every rank. */
+ * with the device ("device 2: ..."). A timeout's message names the devices
+ * that never arrived and the last collective each one issued.
+ * Under MPI every rank calls mt_launch and runs its own device; the result is
+ * the same on every rank. MPI cannot cancel a collective already posted, so
+ * when a failure leaves one unfinished on some rank, rank 0 prints the
+ * agreed message and the job ends with MPI_Abort (exit 1) instead of
+ * returning; no rank is left waiting. Device threads are pinned to their own
+ * cores when they fit (MT_PIN=0 leaves placement to the OS). */
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
 
 /* The calling device: id (row-major over the mesh), the mesh, and the MPI
@@ -645,7 +651,10 @@ mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *r
                             int ndim, const int64_t *shape, int split_dim, int concat_dim);
 
 /* --- asynchronous forms: start, compute, wait. The buffers belong to the
- * collective until mt_wait returns. At most MT_MAX_PENDING per device. */
+ * collective until mt_wait returns. At most MT_MAX_PENDING per device.
+ * Requests run in start order; today the threads transport moves the data
+ * at the first wait (or blocking collective) that needs it, so compute
+ * between start and wait does not yet overlap the transfer. */
 #define MT_MAX_PENDING 16
 typedef struct { int id; } mt_request;
 mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
@@ -680,9 +689,11 @@ const char *mt_ctx_last_collective(const mt_ctx *ctx);
 /* The pmap linear-regression example of the JAX docs, as a library function:
  * 3 features, replicated parameters, the global batch split over a 1-axis
  * mesh of `devices`, pmean of loss and gradients, SGD. Writes the loss of
- * every step to losses[steps] (same on every rank under MPI). */
+ * every step to losses[steps] (same on every rank under MPI). The pmean is
+ * taken in float64 (an all_gather of the local means, summed in rank order),
+ * so every mesh gives the 1-device run's numbers bit for bit. */
 typedef struct {
-    int      devices;        /* threads: mesh size; mpi: 0 = world size */
+    int      devices;        /* mesh size (>= 1); under MPI, 0 = the world size */
     int      steps;          /* default 20 */
     int      batch;          /* global batch, divisible by devices; default 128 */
     float    lr;             /* default 0.1 */
