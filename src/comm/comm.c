@@ -1,8 +1,8 @@
 /*
  * comm.c — the collectives' front end: argument checks, groups, numbering
- * and records, the debug match check, trace spans, the dimensioned forms
- * (flat collective + local rearrangement in ctx scratch) and the
- * asynchronous forms, and element-wise reduction (mt__reduce_into).
+ * and records, the debug match check, trace spans, the flat collectives and
+ * the asynchronous forms. The dimensioned forms are in comm_dims.c,
+ * element-wise reduction (mt__reduce_into) in reduce.c.
  *
  * Every collective, whatever the transport, goes through coll_begin /
  * coll_end: a device's record then always says what it is doing, which is
@@ -22,92 +22,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ======================================================================== */
-/* Element-wise reduction                                                    */
-/* ======================================================================== */
-
-/* Loops run in fixed blocks of 16 so gcc vectorises them at -O2 (its cheap
- * cost model wants a known trip count); the tail runs scalar. */
-#define RB 16
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-/* restrict parameters (not restrict locals) are what lets gcc vectorise */
-#define DEF_REDUCE(NAME, T, EXPR)                                            \
-    static void NAME(T *restrict d, const T *restrict s, size_t n) {         \
-        const int64_t n_ = (int64_t)n, nb_ = n_ - n_ % RB;                   \
-        for (int64_t i0 = 0; i0 < nb_; i0 += RB)                             \
-            for (int64_t i = i0; i < i0 + RB; i++) {                         \
-                T a = d[i], b = s[i];                                        \
-                d[i] = (EXPR);                                               \
-            }                                                                \
-        for (int64_t i = nb_; i < n_; i++) {                                 \
-            T a = d[i], b = s[i];                                            \
-            d[i] = (EXPR);                                                   \
-        }                                                                    \
-    }
-
-DEF_REDUCE(sum_f32, float, a + b)
-DEF_REDUCE(max_f32, float, b > a ? b : a)
-DEF_REDUCE(min_f32, float, b < a ? b : a)
-DEF_REDUCE(sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of signed overflow (UB) */
-DEF_REDUCE(max_i32, int32_t, b > a ? b : a)
-DEF_REDUCE(min_i32, int32_t, b < a ? b : a)
-
-void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_reduce_op op) {
-    switch (dtype) {
-    case MT_F32:
-        if (op == MT_REDUCE_SUM) sum_f32(dst, src, n);
-        else if (op == MT_REDUCE_MAX) max_f32(dst, src, n);
-        else min_f32(dst, src, n);
-        break;
-    case MT_I32:
-        if (op == MT_REDUCE_SUM) sum_i32(dst, src, n);
-        else if (op == MT_REDUCE_MAX) max_i32(dst, src, n);
-        else min_i32(dst, src, n);
-        break;
-    case MT_BF16: {
-        uint16_t *d = dst;
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) {
-            float a = bf16_to_f32(d[i]), b = bf16_to_f32(s[i]);
-            float r = op == MT_REDUCE_SUM ? a + b : op == MT_REDUCE_MAX ? (b > a ? b : a)
-                                                                       : (b < a ? b : a);
-            d[i] = f32_to_bf16(r);
-        }
-        break;
-    }
-    }
-}
-
-void mt__bf16_to_f32(float *restrict dst, const uint16_t *restrict src, size_t n) {
-    const int64_t n_ = (int64_t)n, nb_ = n_ - n_ % RB;
-    for (int64_t i0 = 0; i0 < nb_; i0 += RB)
-        for (int64_t i = i0; i < i0 + RB; i++) dst[i] = bf16_to_f32(src[i]);
-    for (int64_t i = nb_; i < n_; i++) dst[i] = bf16_to_f32(src[i]);
-}
-
-void mt__f32_to_bf16(uint16_t *restrict dst, const float *restrict src, size_t n) {
-    const int64_t n_ = (int64_t)n, nb_ = n_ - n_ % RB;
-    for (int64_t i0 = 0; i0 < nb_; i0 += RB)
-        for (int64_t i = i0; i < i0 + RB; i++) dst[i] = f32_to_bf16(src[i]);
-    for (int64_t i = nb_; i < n_; i++) dst[i] = f32_to_bf16(src[i]);
-}
 
 /* ======================================================================== */
 /* Names and records                                                         */
@@ -375,7 +289,7 @@ static mt_status coll_end(mt_ctx *ctx, const mt_group *g, const coll_desc *d, mt
 /* Argument checks                                                           */
 /* ======================================================================== */
 
-static mt_status check_dtype(const char *what, mt_dtype dtype) {
+mt_status mt__check_dtype(const char *what, mt_dtype dtype) {
     if (dtype != MT_F32 && dtype != MT_BF16 && dtype != MT_I32)
         return mt_fail(MT_EINVAL, "%s: unknown dtype %d; use MT_F32, MT_BF16 or MT_I32", what,
                        (int)dtype);
@@ -399,7 +313,7 @@ static mt_status check_size(const char *what, size_t count, size_t factor, mt_dt
 static mt_status flush_pending(mt_ctx *ctx, int upto);
 
 /* The common head of a blocking collective: queue flushed, group resolved. */
-static mt_status prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
+mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
     if (ctx->n_pending > 0) {
         mt_status st = flush_pending(ctx, ctx->n_pending);
         if (st != MT_OK) return st;
@@ -415,7 +329,7 @@ static mt_status do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t coun
                                mt_dtype dtype, mt_reduce_op op, bool mean) {
     const char *what = mean ? "pmean" : "all_reduce";
     mt_status st;
-    if ((st = check_dtype(what, dtype)) || (st = check_buf(what, "buf", buf, count)) ||
+    if ((st = mt__check_dtype(what, dtype)) || (st = check_buf(what, "buf", buf, count)) ||
         (st = check_size(what, count, 1, dtype)))
         return st;
     if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
@@ -438,7 +352,7 @@ static mt_status do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t coun
 mt_status mt_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                         mt_reduce_op op) {
     mt_group *g;
-    mt_status st = prologue(ctx, axes, &g);
+    mt_status st = mt__coll_prologue(ctx, axes, &g);
     return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, dtype, op, false);
 }
 
@@ -452,15 +366,15 @@ mt_status mt_pmax(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
 
 mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
     mt_group *g;
-    mt_status st = prologue(ctx, axes, &g);
+    mt_status st = mt__coll_prologue(ctx, axes, &g);
     return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, MT_F32, MT_REDUCE_SUM, true);
 }
 
-static mt_status do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                                size_t count, mt_dtype dtype) {
     mt_status st;
     mt_group *g;
-    if ((st = check_dtype("all_gather", dtype)) || (st = check_buf("all_gather", "send", send, count)) ||
+    if ((st = mt__check_dtype("all_gather", dtype)) || (st = check_buf("all_gather", "send", send, count)) ||
         (st = check_buf("all_gather", "recv", recv, count)) ||
         (st = mt__ctx_group(ctx, axes, &g)) ||
         (st = check_size("all_gather", count, (size_t)g->size, dtype)))
@@ -478,15 +392,15 @@ static mt_status do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void
 mt_status mt_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
                         mt_dtype dtype) {
     mt_group *g;
-    mt_status st = prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_all_gather(ctx, axes, send, recv, count, dtype);
+    mt_status st = mt__coll_prologue(ctx, axes, &g);
+    return st != MT_OK ? st : mt__do_all_gather(ctx, axes, send, recv, count, dtype);
 }
 
-static mt_status do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                                  size_t count, mt_dtype dtype) {
     mt_status st;
     mt_group *g;
-    if ((st = check_dtype("psum_scatter", dtype)) ||
+    if ((st = mt__check_dtype("psum_scatter", dtype)) ||
         (st = check_buf("psum_scatter", "send", send, count)) ||
         (st = check_buf("psum_scatter", "recv", recv, count)) ||
         (st = mt__ctx_group(ctx, axes, &g)) ||
@@ -506,15 +420,15 @@ static mt_status do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, vo
 mt_status mt_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
                           mt_dtype dtype) {
     mt_group *g;
-    mt_status st = prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_psum_scatter(ctx, axes, send, recv, count, dtype);
+    mt_status st = mt__coll_prologue(ctx, axes, &g);
+    return st != MT_OK ? st : mt__do_psum_scatter(ctx, axes, send, recv, count, dtype);
 }
 
 mt_status mt_all_to_all(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
                         mt_dtype dtype) {
     mt_status st;
     mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("all_to_all", dtype)) ||
+    if ((st = mt__coll_prologue(ctx, axes, &g)) || (st = mt__check_dtype("all_to_all", dtype)) ||
         (st = check_buf("all_to_all", "send", send, count)) ||
         (st = check_buf("all_to_all", "recv", recv, count)) ||
         (st = check_size("all_to_all", count, (size_t)g->size, dtype)))
@@ -533,7 +447,7 @@ mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, s
                       mt_dtype dtype, const int (*pairs)[2], int n_pairs) {
     mt_status st;
     mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("ppermute", dtype)) ||
+    if ((st = mt__coll_prologue(ctx, axes, &g)) || (st = mt__check_dtype("ppermute", dtype)) ||
         (st = check_buf("ppermute", "send", send, count)) ||
         (st = check_buf("ppermute", "recv", recv, count)) ||
         (st = check_size("ppermute", count, 1, dtype)))
@@ -578,7 +492,7 @@ mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, s
 mt_status mt_broadcast(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int root) {
     mt_status st;
     mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("broadcast", dtype)) ||
+    if ((st = mt__coll_prologue(ctx, axes, &g)) || (st = mt__check_dtype("broadcast", dtype)) ||
         (st = check_buf("broadcast", "buf", buf, count)) ||
         (st = check_size("broadcast", count, 1, dtype)))
         return st;
@@ -595,131 +509,11 @@ mt_status mt_broadcast(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dt
 mt_status mt_barrier(mt_ctx *ctx, mt_axes axes) {
     mt_status st;
     mt_group *g;
-    if ((st = prologue(ctx, axes, &g))) return st;
+    if ((st = mt__coll_prologue(ctx, axes, &g))) return st;
     coll_desc d = {MT_COLL_BARRIER, MT_F32, 0, 0, 0, 0, 0};
     st = coll_begin(ctx, g, &d);
     if (st == MT_OK && g->size > 1) st = ctx->launch->ops->barrier(ctx, g);
     return coll_end(ctx, g, &d, st);
-}
-
-/* ======================================================================== */
-/* Dimensioned forms                                                         */
-/* ======================================================================== */
-
-static void *scratch(mt_ctx *ctx, size_t bytes) {
-    if (bytes > ctx->scratch_bytes) {
-        void *p = realloc(ctx->scratch, bytes);
-        if (!p) return NULL;
-        ctx->scratch = p;
-        ctx->scratch_bytes = bytes;
-    }
-    return ctx->scratch;
-}
-
-static mt_status check_shape(const char *what, int ndim, const int64_t *shape, int dim, int dim_max) {
-    if (ndim < 1 || ndim > 8 || !shape)
-        return mt_fail(MT_EINVAL, "%s: %d dims; give 1 to 8", what, ndim);
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0) return mt_fail(MT_EINVAL, "%s: dim %d has size %lld", what, i,
-                                         (long long)shape[i]);
-    if (dim < 0 || dim > dim_max)
-        return mt_fail(MT_EINVAL, "%s: dim %d is out of range for %d dims", what, dim, ndim);
-    return MT_OK;
-}
-
-static size_t prod(const int64_t *shape, int from, int to) {
-    size_t p = 1;
-    for (int i = from; i < to; i++) p *= (size_t)shape[i];
-    return p;
-}
-
-/* out (outer, P, inner) ← in (P, outer, inner), elements of `es` bytes */
-static void swap_outer(void *out, const void *in, size_t P, size_t outer, size_t inner_bytes) {
-    for (size_t p = 0; p < P; p++)
-        for (size_t o = 0; o < outer; o++)
-            memcpy((char *)out + (o * P + p) * inner_bytes,
-                   (const char *)in + (p * outer + o) * inner_bytes, inner_bytes);
-}
-
-mt_status mt_all_gather_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
-                            int ndim, const int64_t *shape, int dim, bool tiled) {
-    mt_status st;
-    mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("all_gather", dtype)) ||
-        (st = check_shape("all_gather", ndim, shape, dim, tiled ? ndim - 1 : ndim)))
-        return st;
-    /* tiled (…, P·s, …) and stacked (…, P, s, …) are the same bytes:
-     * recv (outer, P, inner) with outer = Π shape[:dim], inner = Π shape[dim:] */
-    size_t outer = prod(shape, 0, dim), inner = prod(shape, dim, ndim), P = (size_t)g->size;
-    size_t es = mt_dtype_size(dtype), count = outer * inner;
-    if (outer == 1 || P == 1 || count == 0)
-        return do_all_gather(ctx, axes, send, recv, count, dtype);
-    void *tmp = scratch(ctx, P * count * es);
-    if (!tmp) return mt_fail(MT_ENOMEM, "all_gather: no scratch for %zu bytes", P * count * es);
-    if ((st = do_all_gather(ctx, axes, send, tmp, count, dtype)) != MT_OK) return st;
-    swap_outer(recv, tmp, P, outer, inner * es);
-    return MT_OK;
-}
-
-mt_status mt_psum_scatter_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
-                              mt_dtype dtype, int ndim, const int64_t *shape, int dim, bool tiled) {
-    mt_status st;
-    mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("psum_scatter", dtype)) ||
-        (st = check_shape("psum_scatter", ndim, shape, dim, ndim - 1)))
-        return st;
-    size_t P = (size_t)g->size;
-    if (tiled && shape[dim] % (int64_t)P != 0)
-        return mt_fail(MT_ESHAPE, "psum_scatter over %s: dim %d of size %lld does not split into "
-                       "%zu blocks (the group size); pad it to a multiple of %zu", g->label, dim,
-                       (long long)shape[dim], P, P);
-    if (!tiled && shape[dim] != (int64_t)P)
-        return mt_fail(MT_ESHAPE, "psum_scatter over %s (untiled): dim %d has size %lld but the "
-                       "group has %zu devices; it must equal the group size (or use tiled)",
-                       g->label, dim, (long long)shape[dim], P);
-    /* send (outer, P, block) → (P, outer, block); untiled is tiled with s/P = 1 */
-    size_t outer = prod(shape, 0, dim), es = mt_dtype_size(dtype);
-    size_t block = (size_t)shape[dim] / P * prod(shape, dim + 1, ndim);
-    size_t count = outer * block;
-    if (outer == 1 || P == 1 || count == 0)
-        return do_psum_scatter(ctx, axes, send, recv, count, dtype);
-    void *tmp = scratch(ctx, P * count * es);
-    if (!tmp) return mt_fail(MT_ENOMEM, "psum_scatter: no scratch for %zu bytes", P * count * es);
-    swap_outer(tmp, send, outer, P, block * es);
-    return do_psum_scatter(ctx, axes, tmp, recv, count, dtype);
-}
-
-mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
-                            int ndim, const int64_t *shape, int split_dim, int concat_dim) {
-    mt_status st;
-    mt_group *g;
-    if ((st = prologue(ctx, axes, &g)) || (st = check_dtype("all_to_all", dtype)) ||
-        (st = check_shape("all_to_all", ndim, shape, split_dim, ndim - 1)) ||
-        (st = check_shape("all_to_all", ndim, shape, concat_dim, ndim - 1)))
-        return st;
-    size_t P = (size_t)g->size, es = mt_dtype_size(dtype);
-    if (shape[split_dim] % (int64_t)P != 0)
-        return mt_fail(MT_ESHAPE, "all_to_all over %s: split dim %d of size %lld does not split "
-                       "into %zu blocks (the group size); pad it to a multiple of %zu", g->label,
-                       split_dim, (long long)shape[split_dim], P, P);
-    /* block shape: shape with the split dim divided by P */
-    int64_t bshape[8];
-    memcpy(bshape, shape, (size_t)ndim * sizeof *bshape);
-    bshape[split_dim] /= (int64_t)P;
-    size_t count = prod(bshape, 0, ndim);
-    if (P == 1 || count == 0) {
-        if (count && send != recv) memcpy(recv, send, count * es);
-        return mt_all_to_all(ctx, axes, send, recv, 0, dtype);
-    }
-    char *tmp = scratch(ctx, 2 * P * count * es);
-    if (!tmp) return mt_fail(MT_ENOMEM, "all_to_all: no scratch for %zu bytes", 2 * P * count * es);
-    char *packed = tmp, *got = tmp + P * count * es;
-    /* send (outer_s, P, inner_s) → packed (P, outer_s, inner_s): block j goes to rank j */
-    swap_outer(packed, send, prod(shape, 0, split_dim), P, prod(bshape, split_dim, ndim) * es);
-    if ((st = mt_all_to_all(ctx, axes, packed, got, count, dtype)) != MT_OK) return st;
-    /* got (P, outer_c, inner_c) of blocks → recv (outer_c, P, inner_c): concat on concat_dim */
-    swap_outer(recv, got, P, prod(bshape, 0, concat_dim), prod(bshape, concat_dim, ndim) * es);
-    return MT_OK;
 }
 
 /* ======================================================================== */
@@ -745,7 +539,7 @@ static mt_status enqueue(mt_ctx *ctx, const mt_pending *p, mt_request *req) {
 mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                               mt_reduce_op op, mt_request *req) {
     mt_status st;
-    if ((st = check_dtype("all_reduce_start", dtype)) ||
+    if ((st = mt__check_dtype("all_reduce_start", dtype)) ||
         (st = check_buf("all_reduce_start", "buf", buf, count)))
         return st;
     if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
@@ -757,7 +551,7 @@ mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count
 mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                               size_t count, mt_dtype dtype, mt_request *req) {
     mt_status st;
-    if ((st = check_dtype("all_gather_start", dtype)) ||
+    if ((st = mt__check_dtype("all_gather_start", dtype)) ||
         (st = check_buf("all_gather_start", "send", send, count)) ||
         (st = check_buf("all_gather_start", "recv", recv, count)))
         return st;
@@ -768,7 +562,7 @@ mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void 
 mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                                 size_t count, mt_dtype dtype, mt_request *req) {
     mt_status st;
-    if ((st = check_dtype("psum_scatter_start", dtype)) ||
+    if ((st = mt__check_dtype("psum_scatter_start", dtype)) ||
         (st = check_buf("psum_scatter_start", "send", send, count)) ||
         (st = check_buf("psum_scatter_start", "recv", recv, count)))
         return st;
@@ -782,9 +576,9 @@ static mt_status run_pending(mt_ctx *ctx, const mt_pending *p) {
     case MT_COLL_ALL_REDUCE:
         return do_all_reduce(ctx, p->axes, p->buf, p->count, p->dtype, p->op, false);
     case MT_COLL_ALL_GATHER:
-        return do_all_gather(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
+        return mt__do_all_gather(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
     case MT_COLL_REDUCE_SCATTER:
-        return do_psum_scatter(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
+        return mt__do_psum_scatter(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
     }
     return mt_fail(MT_EINTERNAL, "pending request of unknown kind %d", p->kind);
 }

@@ -228,4 +228,14 @@ const char *mt__coll_name(int kind);
  * read with acquire/retry so it is safe while that device runs on. */
 void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, char *buf, size_t cap);
 
+/* Shared by comm.c and comm_dims.c: the head of a blocking collective (the
+ * async queue flushed, the group resolved), the dtype check, and the flat
+ * all_gather / psum_scatter behind the public ones. */
+mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g);
+mt_status mt__check_dtype(const char *what, mt_dtype dtype);
+mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                            size_t count, mt_dtype dtype);
+mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                              size_t count, mt_dtype dtype);
+
 #endif /* MT_COMM_IMPL_H */
