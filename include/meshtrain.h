@@ -248,7 +248,10 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
 /* Runs the forward pass, then the input-gradient (B) nodes, then the weight-
  * gradient (W) nodes. Parameter gradients ACCUMULATE across calls (that is
  * gradient accumulation); mt_graph_zero_grad() clears them. F, then B, then W
- * gives exactly the gradient mt_graph_backward() gives. */
+ * gives exactly the gradient mt_graph_backward() gives. Buffers are planned
+ * for that order: do not run a forward between the B and the W of the same
+ * graph. A parameter the loss does not use gets no gradient (its
+ * mt_tensor_grad() is NULL) and optimizers leave it as it is. */
 mt_status mt_graph_forward(mt_graph *g);
 mt_status mt_graph_backward_b(mt_graph *g);
 mt_status mt_graph_backward_w(mt_graph *g);

@@ -419,7 +419,61 @@ MT_TEST(buffer_plan_reuses_memory) {
     mt_graph_free(g);
 }
 
+/* A parameter the loss does not use has no gradient; the optimizer leaves it. */
+MT_TEST(unused_parameter_is_left_alone) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *w = mt_param(g, "w", 1, (int64_t[]){3}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *unused = mt_param(g, "unused", 1, (int64_t[]){2}, (mt_init){MT_INIT_ONES, 0});
+    MT_CHECK_OK(mt_graph_compile(g, mt_sum(g, mt_mul(g, w, w)), &(mt_compile_opts){.seed = 1}));
+    MT_CHECK(mt_tensor_grad(unused) == NULL, "no gradient for an unused parameter");
+    mt_optim_config oc = mt_optim_defaults();
+    oc.kind = MT_OPT_SGD; oc.lr = 0.25f; oc.weight_decay = 0; oc.grad_clip = 0;
+    mt_optim *opt;
+    MT_CHECK_OK(mt_optim_create(g, &oc, &opt));
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_OK(mt_graph_backward(g));
+    MT_CHECK_OK(mt_optim_step(opt, NULL));
+    MT_CHECK(mt_tensor_f32(w)[0] == 0.5f, "w = 1 - 0.25·2 = %g", mt_tensor_f32(w)[0]);
+    MT_CHECK(mt_tensor_f32(unused)[0] == 1.0f, "unused stays %g", mt_tensor_f32(unused)[0]);
+    mt_optim_free(opt);
+    mt_graph_free(g);
+}
+
+/* A loss that is a view of another tensor keeps its bytes while later
+ * forward nodes run (they must not be planned over it). */
+MT_TEST(loss_that_is_a_view_survives_later_nodes) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *x = mt_param(g, "x", 1, (int64_t[]){64}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *t = mt_constant(g, "t", MT_F32, 1, (int64_t[]){64});
+    mt_tensor *loss = mt_reshape(g, mt_mse(g, x, t, 1.0f), 1, (int64_t[]){1});
+    /* work after the loss, big enough to want the loss's bytes */
+    mt_tensor *m = mt_gelu(g, mt_gelu(g, mt_scale(g, x, 2.0f)));
+    (void)m;
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1}));
+    float *td = mt_tensor_f32(t);
+    for (int i = 0; i < 64; i++) td[i] = 3.0f;   /* Σ (1-3)² = 256 */
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_CLOSE(mt_graph_loss(g), 256.0, 1e-6, "loss through a view");
+    mt_graph_free(g);
+}
+
 /* ---- errors ---- */
+
+MT_TEST(scalar_operands_are_refused) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *s = mt_param(g, "s", 1, (int64_t[]){4}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *scalar = mt_sum(g, s);
+    mt_tensor *w = mt_param(g, "w", 2, (int64_t[]){2, 2}, (mt_init){MT_INIT_ONES, 0});
+    MT_CHECK(mt_linear(g, scalar, w, NULL) == NULL, "linear of a scalar");
+    MT_CHECK(strstr(mt_graph_errmsg(g), "scalar"), "%s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+    g = mt_graph_create();
+    s = mt_param(g, "s", 1, (int64_t[]){4}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *tg = mt_input(g, "tg", MT_I32, 1, (int64_t[]){1});
+    MT_CHECK(mt_cross_entropy(g, mt_sum(g, s), tg, 1, 1.0f) == NULL, "cross-entropy of a scalar");
+    MT_CHECK(mt_graph_status(g) == MT_ESHAPE, "%s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+}
 
 MT_TEST(build_errors_name_the_operands) {
     mt_graph *g = mt_graph_create();

@@ -295,8 +295,11 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     g->no_grad = opts->no_grad;
     g->compiled = true;
     g->pool = mt_pool_create(mt_get_num_threads());
-    if (!g->pool) return mt_fail(MT_ENOMEM, "cannot start %d kernel threads", mt_get_num_threads());
-    mt_status s = opts->no_grad ? MT_OK : mt__autodiff(g);
+    mt_status s = MT_OK;
+    if (!g->pool)
+        s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",
+                    mt_get_num_threads());
+    if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s != MT_OK) {
         if (g->status == MT_OK) { g->status = s; snprintf(g->errmsg, sizeof g->errmsg, "%s", mt_errmsg()); }

@@ -25,7 +25,11 @@ static size_t tensor_bytes(const mt_tensor *t) {
 static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
     if (t->kind == MT_PARAM || t->kind == MT_INPUT || t->kind == MT_CONST) return true;
     if (t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->kind == MT_PARAM) return true;
-    if (t == g->loss || (g->loss && t == g->loss->grad)) return true;
+    /* the loss (and its seed gradient) are read after the run: keep their
+     * storage, which is the root when the loss is a view */
+    if (g->loss && (t == mt__storage_root(g->loss) ||
+                    (g->loss->grad && t == mt__storage_root(g->loss->grad))))
+        return true;
     return false;
 }
 

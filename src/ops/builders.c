@@ -27,6 +27,16 @@ static bool want_dtype(mt_graph *g, const char *op, mt_tensor *t, mt_dtype dt) {
     return false;
 }
 
+/* Operands that are rows of channels need at least one dim (a scalar has no
+ * last dim to read). */
+static bool want_rows(mt_graph *g, const char *op, mt_tensor *t) {
+    if (!want_dtype(g, op, t, MT_F32)) return false;
+    if (t->ndim >= 1) return true;
+    mt__graph_error(g, MT_ESHAPE, "%s: operand '%s' is a scalar; it needs at least one dim",
+                    op, t->name);
+    return false;
+}
+
 /* Makes the output and the node; returns the output. */
 static mt_tensor *emit(mt_graph *g, mt_op op, int ndim, const int64_t *shape,
                        mt_tensor *const *in, int n_in, const int64_t *iattr, const float *fattr) {
@@ -82,7 +92,7 @@ mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias) {
     mt_tensor *ops[3] = {x, w, bias};
     if (!ready(g, 2, ops)) return NULL;
     char sx[64], sw[64];
-    if (!want_dtype(g, "linear", x, MT_F32) || !want_dtype(g, "linear", w, MT_F32)) return NULL;
+    if (!want_rows(g, "linear", x) || !want_dtype(g, "linear", w, MT_F32)) return NULL;
     int64_t C = x->shape[x->ndim - 1];
     if (w->ndim != 2 || w->shape[1] != C)
         return mt__graph_error(g, MT_ESHAPE, "linear: weight '%s' %s must be (OC,C) with C=%lld "
@@ -137,6 +147,9 @@ mt_tensor *mt_gelu(mt_graph *g, mt_tensor *x) {
 mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     mt_tensor *ops[3] = {x, w, b};
     if (!ready(g, 3, ops)) return NULL;
+    if (!want_rows(g, "layernorm", x) || !want_dtype(g, "layernorm", w, MT_F32) ||
+        !want_dtype(g, "layernorm", b, MT_F32))
+        return NULL;
     int64_t C = x->shape[x->ndim - 1];
     for (int k = 1; k < 3; k++)
         if (ops[k]->ndim != 1 || ops[k]->shape[0] != C) {
@@ -153,7 +166,7 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
 }
 
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
-    if (!ready(g, 1, &qkv)) return NULL;
+    if (!ready(g, 1, &qkv) || !want_dtype(g, "attention", qkv, MT_F32)) return NULL;
     char s[64];
     if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
         return mt__graph_error(g, MT_ESHAPE, "attention: qkv '%s' %s must be (B,T,3C)",
@@ -170,7 +183,8 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
 mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
     mt_tensor *ops[2] = {table, ids};
     if (!ready(g, 2, ops)) return NULL;
-    if (!want_dtype(g, "embedding", ids, MT_I32)) return NULL;
+    if (!want_dtype(g, "embedding", ids, MT_I32) || !want_dtype(g, "embedding", table, MT_F32))
+        return NULL;
     char s[64];
     if (table->ndim != 2 || ids->ndim >= MT_MAX_DIMS)
         return mt__graph_error(g, MT_ESHAPE, "embedding: table '%s' %s must be (V,C) and ids "
@@ -187,7 +201,8 @@ mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
 mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V, float scale) {
     mt_tensor *ops[2] = {logits, targets};
     if (!ready(g, 2, ops)) return NULL;
-    if (!want_dtype(g, "cross_entropy", targets, MT_I32)) return NULL;
+    if (!want_dtype(g, "cross_entropy", targets, MT_I32) || !want_rows(g, "cross_entropy", logits))
+        return NULL;
     char s1[64], s2[64];
     int64_t Vp = logits->shape[logits->ndim - 1];
     if (V <= 0 || V > Vp)
@@ -205,6 +220,7 @@ mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, 
 mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale) {
     mt_tensor *ops[2] = {pred, target};
     if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, "mse", pred, MT_F32) || !want_dtype(g, "mse", target, MT_F32)) return NULL;
     if (mt_tensor_numel(pred) != mt_tensor_numel(target)) {
         char s1[64], s2[64];
         return mt__graph_error(g, MT_ESHAPE, "mse: pred '%s' %s and target '%s' %s differ in size",

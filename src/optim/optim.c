@@ -133,6 +133,7 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     double sumsq = 0;
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
+        if (!p->grad) continue;   /* the loss does not use it: nothing to learn */
         double s = mt_kernel_sumsq(mt_tensor_f32(p->grad), mt_tensor_numel(p));
         if (!isfinite(s))
             return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
@@ -145,6 +146,7 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;
     update_ctx u = {o, gscale, mt_optim_lr_at(c, o->steps), o->steps + 1, 0};
     for (int i = 0; i < o->n; i++) {
+        if (!o->params[i]->grad) continue;   /* left as it is, as PyTorch leaves grad=None */
         u.i = i;
         /* memory-bound: split each tensor's elements over the kernel threads */
         mt_pool_run(o->g->pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);

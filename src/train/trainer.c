@@ -340,6 +340,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
     }
     float grad_norm = 0;
     if ((s = mt_optim_step(tr->opt, &grad_norm)) != MT_OK) {
+        mt_graph_zero_grad(tr->g);   /* a retried step must not add onto these */
         char why[512];
         snprintf(why, sizeof why, "%s", mt_errmsg());
         if (s == MT_ENAN)
