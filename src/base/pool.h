@@ -28,7 +28,9 @@ int      mt_pool_size(const mt_pool *pool);
 
 /* Splits [0, n) into contiguous chunks of at least `grain` items, one per
  * thread, runs fn on each (the caller takes the first), and returns when all
- * are done. A NULL pool runs fn(ctx, 0, n, 0) on the caller. */
+ * are done. A NULL pool runs fn(ctx, 0, n, 0) on the caller. One region at
+ * a time: fn must not call mt_pool_run on the same pool, and one pool
+ * belongs to one calling thread (each graph and each device has its own). */
 void mt_pool_run(mt_pool *pool, int64_t n, int64_t grain, mt_range_fn fn, void *ctx);
 
 #endif
