@@ -432,6 +432,13 @@ MT_TEST(llmc_header_read_and_errors) {
     CHECK_MSG_HAS(trunc);
     CHECK_MSG_HAS("truncated");
 
+    /* only the magic: truncated, not "version 0" */
+    const char *magic_only = tmp_path(&td, "magic.bin");
+    int32_t magic_word = 20240326;
+    write_bytes(magic_only, &magic_word, sizeof magic_word);
+    MT_CHECK(mt_llmc_read_config(magic_only, &got) == MT_EFORMAT, "4-byte file");
+    CHECK_MSG_HAS("truncated");
+
     const char *badv = tmp_path(&td, "badvp.bin");
     mt_gpt_config bad = *c;
     bad.Vp = 9;   /* < V */
@@ -487,6 +494,19 @@ MT_TEST(ckpt_meta_of_hand_written_file) {
     write_bytes(path, b, sizeof b);
     MT_CHECK(mt_ckpt_read_meta(path, &m) == MT_EFORMAT, "version 2 accepted");
     CHECK_MSG_HAS("version 2, expected 1");
+
+    /* a sane CRC over an insane step: refused, not cut to int */
+    put32(b + 8, 1);
+    put64(b + 16, (1LL << 32) + 5);
+    put32(b + 304, crc32_bitwise(b, 304));
+    write_bytes(path, b, sizeof b);
+    MT_CHECK(mt_ckpt_read_meta(path, &m) == MT_EFORMAT, "step 2^32+5 accepted as %d", m.step);
+    CHECK_MSG_HAS("impossible step");
+    put64(b + 16, 42);
+    put64(b + 24, (uint64_t)-7);   /* negative data position */
+    put32(b + 304, crc32_bitwise(b, 304));
+    write_bytes(path, b, sizeof b);
+    MT_CHECK(mt_ckpt_read_meta(path, &m) == MT_EFORMAT, "negative data position accepted");
 
     /* an llm.c file is told apart */
     const char *llmc = tmp_path(&td, "llmc.bin");

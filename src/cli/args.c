@@ -7,6 +7,7 @@
  */
 #include "cli/args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -92,7 +93,7 @@ static int set_value(const cli_opt *o, const char *text) {
         /* strtoull accepts "-1" and wraps it; a seed of 2^64-1 by accident is
          * worse than an error. */
         const char *p = text;
-        while (*p == ' ' || *p == '\t') p++;
+        while (isspace((unsigned char)*p)) p++;   /* as strtoull skips them */
         if (*p == '-') return bad_number(o, text, "is out of range");
         unsigned long long v = strtoull(text, &end, 10);
         if (end == text || *end != '\0') return bad_number(o, text, "is not an integer");

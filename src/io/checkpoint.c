@@ -42,6 +42,7 @@
  */
 #include "meshtrain.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -290,10 +291,17 @@ static mt_status read_header(const char *path, FILE *f, ck_header *h) {
                        "written by a different meshtrain", path, h->version, CK_VERSION);
     h->n_params = get_u32(b + 12);
     memset(&h->meta, 0, sizeof h->meta);
-    h->meta.step = (int)(int64_t)get_u64(b + 16);
+    int64_t step = (int64_t)get_u64(b + 16);
     h->meta.data_pos = (int64_t)get_u64(b + 24);
     h->meta.seed = get_u64(b + 32);
     h->opt_steps = (int64_t)get_u64(b + 40);
+    /* the CRC says the bytes are as written, not that a writer was sane */
+    if (step < 0 || step > INT_MAX || h->meta.data_pos < 0 || h->opt_steps < -1 ||
+        h->opt_steps > INT_MAX)
+        return mt_fail(MT_EFORMAT, "checkpoint '%s' has an impossible step %lld, data position "
+                       "%lld or optimizer step %lld", path, (long long)step,
+                       (long long)h->meta.data_pos, (long long)h->opt_steps);
+    h->meta.step = (int)step;
     memcpy(h->meta.model, b + 48, CK_MODEL_BYTES);
     h->meta.model[CK_MODEL_BYTES - 1] = '\0';
     return MT_OK;

@@ -188,9 +188,9 @@ static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp
     size_t got = fread(h, sizeof(int32_t), HEADER_INTS, f);
     mt_status s = MT_OK;
     struct stat st;
-    if (got < 2 && h[0] != LLMC_MAGIC)
-        s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c checkpoint: it is shorter than the "
-                    "header's magic and version", path);
+    if (got < 2)
+        s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c checkpoint, or is truncated: it is shorter "
+                    "than the header's magic and version (%zu bytes)", path, got * sizeof(int32_t));
     else if (h[0] != LLMC_MAGIC)
         s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c GPT-2 checkpoint: magic is %d, expected "
                     "%d%s", path, h[0], LLMC_MAGIC,
