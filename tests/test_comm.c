@@ -662,4 +662,357 @@ MT_TEST(launch_kernel_threads) {
              threads[0], cores);
 }
 
+/* ======================================================================== */
+/* Edges: deadlines at commit, queued failures, NaN, huge shapes, axes       */
+/* ======================================================================== */
+
+/* Device 1 arrives at a large broadcast from device 0 `lead` seconds before
+ * device 0's deadline and copies device 0's buffer for longer than that. The
+ * op committed, so device 0 must wait for the copy, past its deadline, and
+ * both must succeed; a device 0 that left at its deadline would let its
+ * caller overwrite (here) or free the buffer under the copy. */
+typedef struct {
+    float    *buf[2];    /* (n) device 0's send, device 1's receive */
+    size_t    n;
+    double    timeout, lead;
+    mt_status st[2];
+    double    took0;     /* device 0's broadcast, seconds */
+    size_t    bad;       /* elements device 1 got wrong */
+} late_arg;
+
+static mt_status late_device(mt_ctx *ctx, void *arg) {
+    late_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    const int d = mt_ctx_device(ctx);
+    DEV_OK(mt_barrier(ctx, ax));   /* both leave within microseconds */
+    const double t0 = mt_time_now();
+    if (d == 1)
+        while (mt_time_now() < t0 + a->timeout - a->lead) {}   /* busy: precise */
+    a->st[d] = mt_broadcast(ctx, ax, a->buf[d], a->n, MT_F32, 0);
+    if (d == 0) {
+        a->took0 = mt_time_now() - t0;
+        /* the caller owns its buffer again: reuse it, from the end, where a
+         * copy still running would not have been yet */
+        for (size_t i = a->n; i-- > 0;) a->buf[0][i] = -7.0f;
+    } else {
+        a->bad = 0;
+        for (size_t i = 0; i < a->n; i++) a->bad += a->buf[1][i] != 1.0f;
+    }
+    return MT_OK;
+}
+
+MT_TEST(committed_rendezvous_outlives_deadline) {
+    late_arg a = {.n = (size_t)32 << 20, .timeout = 0.25};
+    for (int d = 0; d < 2; d++) {
+        a.buf[d] = malloc(a.n * sizeof(float));
+        MT_CHECK(a.buf[d], "test buffers");
+    }
+    for (size_t i = 0; i < a.n; i++) a.buf[0][i] = a.buf[1][i] = 1.0f;   /* pages touched */
+    double copy = mt_time_now();   /* what device 1's copy will take, about */
+    memcpy(a.buf[1], a.buf[0], a.n * sizeof(float));
+    copy = mt_time_now() - copy;
+    a.lead = copy / 2;
+    int hits = 0;
+    for (int trial = 0; trial < 16 && hits < 3; trial++) {
+        for (size_t i = 0; i < a.n; i++) { a.buf[0][i] = 1.0f; a.buf[1][i] = 0.0f; }
+        mt_launch_opts o = opts_for("d=2", 2);
+        o.timeout_s = a.timeout;
+        a.st[0] = a.st[1] = MT_EINTERNAL;
+        mt_status st = mt_launch(&o, late_device, &a);
+        MT_CHECK((a.st[0] == MT_OK) == (a.st[1] == MT_OK), "trial %d: device 0's broadcast "
+                 "returned %s after %.3f s (deadline %.3f s) but device 1's %s: a committed "
+                 "collective must complete on every device", trial, mt_status_name(a.st[0]),
+                 a.took0, a.timeout, mt_status_name(a.st[1]));
+        if (a.st[1] == MT_OK) {
+            MT_CHECK(a.bad == 0, "trial %d: device 1 received %zu wrong elements of %zu", trial,
+                     a.bad, a.n);
+            MT_CHECK(st == MT_OK, "trial %d: the collective completed but the launch failed: %s",
+                     trial, mt_errmsg());
+        }
+        /* aim device 1's arrival so the copy straddles device 0's deadline */
+        if (a.st[1] != MT_OK) a.lead += copy / 4;                /* came too late */
+        else if (a.took0 <= a.timeout) a.lead -= copy / 4;       /* done before it */
+        else hits++;
+    }
+    MT_CHECK(hits > 0, "no trial had the copy straddle the deadline (copy %.3f s)", copy);
+    free(a.buf[0]);
+    free(a.buf[1]);
+}
+
+/* Device 1 arrives at a rendezvous around device 0's deadline: whenever the
+ * collective completed on both, the launch must not have failed (the
+ * deadline passing as the last device arrives is no timeout). */
+typedef struct {
+    double    delay;
+    mt_status st[2];
+} race_arg;
+
+static mt_status race_device(mt_ctx *ctx, void *arg) {
+    race_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    const int d = mt_ctx_device(ctx);
+    static float send[2][4096], recv[2][2 * 4096];   /* 16 KiB: the rendezvous */
+    if (d == 1) {
+        double t_end = mt_time_now() + a->delay;
+        while (mt_time_now() < t_end) {}
+    }
+    a->st[d] = mt_all_gather(ctx, ax, send[d], recv[d], 4096, MT_F32);
+    return MT_OK;
+}
+
+MT_TEST(deadline_at_last_arrival_is_no_timeout) {
+    const double timeout = 0.01;
+    int completed = 0, timeouts = 0;
+    double delay = timeout;   /* walks to where device 1 arrives just at the deadline */
+    for (int trial = 0; trial < 150; trial++) {
+        race_arg a = {delay, {MT_EINTERNAL, MT_EINTERNAL}};
+        mt_launch_opts o = opts_for("d=2", 2);
+        o.timeout_s = timeout;
+        mt_status st = mt_launch(&o, race_device, &a);
+        if (st == MT_ETIMEOUT) timeouts++;
+        if (a.st[0] == MT_OK && a.st[1] == MT_OK) {
+            completed++;
+            delay += 50e-6;
+            MT_CHECK(st == MT_OK, "trial %d: the all_gather completed on both devices, but the "
+                     "launch failed: %s", trial, mt_errmsg());
+        } else {
+            MT_CHECK(st == MT_ETIMEOUT, "trial %d: %s / %s, launch %s", trial,
+                     mt_status_name(a.st[0]), mt_status_name(a.st[1]), mt_status_name(st));
+            delay -= 50e-6;
+        }
+    }
+    MT_CHECK(completed > 0 && timeouts > 0, "the trials missed the deadline window: %d completed, "
+             "%d timed out", completed, timeouts);
+}
+
+/* Local errors of a started request surface at start, and the requests
+ * after it run; a request that fails when run makes mt_wait on every request
+ * dropped with it fail too. */
+typedef struct {
+    mt_status start_bad, start_gather, start_axes, wait_after[2];
+} async_err_arg;
+
+static mt_status async_start_err_device(mt_ctx *ctx, void *arg) {
+    async_err_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    const int d = mt_ctx_device(ctx);
+    float bad[1] = {0}, x[4] = {1, 2, 3, 4}, y[8];
+    mt_request r1, r2, r3, r4;
+    mt_status st = mt_all_reduce_start(ctx, ax, bad, SIZE_MAX / 2, MT_F32, MT_REDUCE_SUM, &r1);
+    if (d == 0) a->start_bad = st;
+    /* P·count·4 bytes do not fit */
+    st = mt_all_gather_start(ctx, ax, bad, y, SIZE_MAX / 6, MT_F32, &r3);
+    if (d == 0) a->start_gather = st;
+    mt_axes nowhere = {1, {7}};
+    st = mt_all_reduce_start(ctx, nowhere, x, 4, MT_F32, MT_REDUCE_SUM, &r4);
+    if (d == 0) a->start_axes = st;
+    DEV_OK(mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &r2));
+    DEV_OK(mt_wait(ctx, &r2));
+    for (int i = 0; i < 4; i++) DEV_EXPECT(x[i], 2 * (i + 1), "x[%d] after the good request", i);
+    return MT_OK;
+}
+
+static mt_status async_run_err_device(mt_ctx *ctx, void *arg) {
+    async_err_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {1, 2, 3, 4};
+    mt_request r1, r2;
+    /* device 1 fails, so device 0's queued requests cannot run */
+    if (mt_ctx_device(ctx) == 1) return mt_fail(MT_EINVAL, "device 1 fails on purpose");
+    DEV_OK(mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &r1));
+    DEV_OK(mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &r2));
+    a->wait_after[0] = mt_wait(ctx, &r1);
+    a->wait_after[1] = mt_wait(ctx, &r2);
+    return a->wait_after[0];
+}
+
+MT_TEST(async_errors_are_not_lost) {
+    async_err_arg a;
+    memset(&a, 0, sizeof a);
+    mt_launch_opts o = opts_for("d=2", 2);
+    o.timeout_s = 10;
+    MT_CHECK_OK(mt_launch(&o, async_start_err_device, &a));
+    MT_CHECK(a.start_bad == MT_EINVAL, "a start with a count too large: %s, want MT_EINVAL",
+             mt_status_name(a.start_bad));
+    MT_CHECK(a.start_gather == MT_EINVAL, "a gather start whose P·count overflows: %s",
+             mt_status_name(a.start_gather));
+    MT_CHECK(a.start_axes == MT_EINVAL, "a start over an axis the mesh lacks: %s",
+             mt_status_name(a.start_axes));
+    CHECK_FAILS(mt_launch(&o, async_run_err_device, &a), MT_EINVAL, "on purpose");
+    MT_CHECK(a.wait_after[0] == MT_EABORTED, "wait on the request that failed: %s",
+             mt_status_name(a.wait_after[0]));
+    MT_CHECK(a.wait_after[1] == MT_EABORTED, "wait on the request dropped after it: %s, want "
+             "MT_EABORTED (it never ran)", mt_status_name(a.wait_after[1]));
+}
+
+/* pmax / pmin propagate NaN from any device, as jax.lax does, on both paths
+ * and in every dtype that has NaN. NaN sits at every third element of one
+ * device; the others hold integers. */
+typedef struct {
+    int    nan_dev;
+    size_t n;
+} nan_arg;
+
+static mt_status nan_device(mt_ctx *ctx, void *arg) {
+    const nan_arg *a = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, "d", &ax, &g));
+    const int me = mt_ctx_device(ctx);
+    static const mt_dtype dts[2] = {MT_F32, MT_BF16};
+    mt_status st = MT_OK;
+    void *buf = malloc(a->n * 4 + 4);
+    if (!buf) return mt_fail(MT_ENOMEM, "test buffer");
+    for (int t = 0; t < 2 && st == MT_OK; t++)
+        for (int op = MT_REDUCE_MAX; op <= MT_REDUCE_MIN && st == MT_OK; op++) {
+            mt_dtype dt = dts[t];
+            for (size_t i = 0; i < a->n; i++)
+                put(buf, dt, i, me == a->nan_dev && i % 3 == 0 ? NAN : val(me, i, op));
+            if ((st = mt_all_reduce(ctx, ax, buf, a->n, dt, (mt_reduce_op)op))) break;
+            for (size_t i = 0; i < a->n && st == MT_OK; i++) {
+                double want = val(g.members[0], i, op);
+                for (int j = 1; j < g.P; j++) {
+                    double v = val(g.members[j], i, op);
+                    want = op == MT_REDUCE_MAX ? (v > want ? v : want) : (v < want ? v : want);
+                }
+                double got = get(buf, dt, i);
+                if (i % 3 == 0 ? !isnan(got) : got != want)
+                    st = mt_fail(MT_EINTERNAL, "%s %s of %zu, NaN on device %d: element %zu is "
+                                 "%g, want %g", op == MT_REDUCE_MAX ? "pmax" : "pmin", dt_name(dt),
+                                 a->n, a->nan_dev, i, got, i % 3 == 0 ? NAN : want);
+            }
+        }
+    free(buf);
+    return st;
+}
+
+MT_TEST(pmax_pmin_propagate_nan) {
+    static const int devs[] = {2, 3};
+    static const size_t sizes[] = {4, 1001, 5000, 70001};   /* latency path, rendezvous */
+    for (int k = 0; k < 2; k++)
+        for (size_t s = 0; s < 4; s++)
+            for (int nd = 0; nd < devs[k]; nd++) {
+                nan_arg a = {nd, sizes[s]};
+                mt_launch_opts o = opts_for("", devs[k]);
+                mt_status st = mt_launch(&o, nan_device, &a);
+                MT_CHECK(st == MT_OK, "%d devices: %s: %s", devs[k], mt_status_name(st),
+                         mt_errmsg());
+            }
+}
+
+/* Shapes whose products overflow size_t fail with MT_EINVAL naming the shape
+ * (instead of moving nothing and returning MT_OK, or overrunning scratch). */
+static mt_status huge_dims_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float s[64] = {0}, r[64] = {0};
+    mt_status st;
+#define EXPECT_HUGE(call)                                                                  \
+    do {                                                                                   \
+        st = (call);                                                                       \
+        if (st != MT_EINVAL || !strstr(mt_errmsg(), "4294967296"))                         \
+            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming the shape", \
+                           #call, mt_status_name(st), mt_errmsg());                        \
+    } while (0)
+    int64_t sq[2] = {INT64_C(1) << 32, INT64_C(1) << 32};   /* 2^64 elements: wraps to 0 */
+    EXPECT_HUGE(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 2, sq, 0, true));
+    int64_t small[2] = {2, 4};   /* warm the scratch with a legal call */
+    DEV_OK(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, small, 1, true));
+    int64_t wide[2] = {INT64_C(1) << 32, INT64_C(1) << 31};   /* P·count·4 wraps to 0 */
+    EXPECT_HUGE(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, wide, 1, true));
+    int64_t tall[2] = {INT64_C(1) << 32, INT64_C(1) << 29};   /* 2·2^61·4 bytes of scratch */
+    EXPECT_HUGE(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 2, tall, 0, 1));
+#undef EXPECT_HUGE
+    /* an empty array is fine whatever its other dims */
+    int64_t empty[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
+    DEV_OK(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 3, empty, 1, true));
+    DEV_OK(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 3, empty, 0, true));
+    DEV_OK(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 3, empty, 0, 2));
+    return MT_OK;
+}
+
+MT_TEST(dims_shape_overflow) {
+    mt_launch_opts o = opts_for("d=2", 2);
+    MT_CHECK_OK(mt_launch(&o, huge_dims_device, NULL));
+}
+
+/* An mt_axes that is not valid on the mesh fails, even when its packed key
+ * equals a group already in use (axis 32 packs like 'a,b'), and even with
+ * more entries than an mt_axes holds. Nothing reaches the transport. */
+static mt_status bad_axes_device(mt_ctx *ctx, void *arg) {
+    mt_axes ab;
+    DEV_OK(mt_ctx_axes(ctx, "a,b", &ab));
+    float x[1] = {1};
+    DEV_OK(mt_psum(ctx, ab, x, 1));
+    mt_status st;
+    mt_request rq;
+    mt_axes collide = {1, {32}}, too_many = {9, {0}}, neg = {-1, {0}};
+#define EXPECT_BAD(call, text)                                                             \
+    do {                                                                                   \
+        st = (call);                                                                       \
+        if (st != MT_EINVAL || !strstr(mt_errmsg(), text))                                 \
+            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming '%s'",      \
+                           #call, mt_status_name(st), mt_errmsg(), text);                  \
+    } while (0)
+    EXPECT_BAD(mt_psum(ctx, collide, x, 1), "axis 32");
+    EXPECT_BAD(mt_all_reduce_start(ctx, collide, x, 1, MT_F32, MT_REDUCE_SUM, &rq), "axis 32");
+    EXPECT_BAD(mt_psum(ctx, too_many, x, 1), "9 axes");
+    EXPECT_BAD(mt_barrier(ctx, neg), "-1 axes");
+#undef EXPECT_BAD
+    DEV_EXPECT(x[0], 4, "x after the one valid psum");
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 1, "collectives");
+    return MT_OK;
+}
+
+MT_TEST(invalid_axes_fail_before_the_group_cache) {
+    mt_launch_opts o = opts_for("a=2,b=2", 4);
+    MT_CHECK_OK(mt_launch(&o, bad_axes_device, NULL));
+}
+
+/* Every ordered set of axes of a 4-axis mesh (65 with the empty one) can be
+ * used in one launch; each psum of ones gives the product of its sizes. */
+static mt_status all_axis_sets_device(mt_ctx *ctx, void *arg) {
+    static const char *names[4] = {"a", "b", "c", "d"};
+    static const int sizes[4] = {2, 1, 2, 1};
+    int used = 0;
+    /* sets as sequences of distinct axes: base-5 digits, 0 = end */
+    for (int code = 0; code < 5 * 5 * 5 * 5; code++) {
+        int seq[4], n = 0, c = code, seen = 0, ok = 1;
+        while (c) { int a = c % 5 - 1; c /= 5; if (a < 0 || (seen >> a & 1)) { ok = 0; break; } seen |= 1 << a; seq[n++] = a; }
+        if (!ok) continue;
+        char list[32] = "";
+        int want = 1;
+        for (int i = 0; i < n; i++) {
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", names[seq[i]]);
+            want *= sizes[seq[i]];
+        }
+        mt_axes ax;
+        DEV_OK(mt_ctx_axes(ctx, list, &ax));
+        float x = 1;
+        DEV_OK(mt_psum(ctx, ax, &x, 1));
+        DEV_EXPECT(x, want, "psum of ones over '%s'", list);
+        used++;
+    }
+    DEV_EXPECT(used, 65, "ordered axis sets");
+    return MT_OK;
+}
+
+MT_TEST(many_axis_sets) {
+    mt_launch_opts o = opts_for("a=2,b=1,c=2,d=1", 4);
+    MT_CHECK_OK(mt_launch(&o, all_axis_sets_device, NULL));
+}
+
+static mt_status nothing_device(mt_ctx *ctx, void *arg) { return MT_OK; }
+
+MT_TEST(launch_too_many_devices) {
+    mt_launch_opts o = opts_for("d=2048", 0);
+    CHECK_FAILS(mt_launch(&o, nothing_device, NULL), MT_EINVAL, "d=2048", "at most 1024");
+    o = opts_for("a=64,b=64,c=64,d=64,e=64,f=64", 0);   /* the product overflows an int */
+    CHECK_FAILS(mt_launch(&o, nothing_device, NULL), MT_EINVAL, "at most 1024");
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

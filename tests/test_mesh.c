@@ -75,6 +75,27 @@ MT_TEST(mesh_errors) {
     mt_mesh_free(m);
 }
 
+/* Sizes near and over the limits: every axis is read (a second -1 late in
+ * the spec is caught), the product in the message is the real one, and a
+ * size over the per-axis cap says so. */
+MT_TEST(mesh_errors_large_sizes) {
+    mt_mesh *m = NULL;
+    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=2", 4, &m), MT_EINVAL,
+                "has 2199023255552 devices but 4");
+    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=-1,d=-1", 4, &m), MT_EINVAL,
+                "'c' and 'd' are both -1");
+    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=1048576,d=1048576,e=1048576,f=-1", 4, &m),
+                MT_EINVAL, "multiply to 1267650600228229401496703205376", "'f=-1'");
+    CHECK_FAILS(mt_mesh_create("a=1048577", 1048577, &m), MT_EINVAL, "'1048577'", "limit",
+                "1048576");
+    CHECK_FAILS(mt_mesh_create("a=99999999999999999999999", 2, &m), MT_EINVAL, "limit");
+    CHECK_FAILS(mt_mesh_create("a=-5", 2, &m), MT_EINVAL, "'-5'", "not a positive integer");
+    MT_CHECK(m == NULL, "out stays NULL on failure");
+    m = make("a=1048576", 1048576);
+    MT_CHECK(mt_mesh_axis_size(m, "a") == 1048576, "the largest axis");
+    mt_mesh_free(m);
+}
+
 MT_TEST(mesh_coords_round_trip) {
     mt_mesh *m = make("a=2,b=3,c=2", 12);
     for (int d = 0; d < 12; d++) {

@@ -104,18 +104,28 @@ static mt_status check_axes(const mt_ctx *ctx, mt_axes axes) {
 }
 
 mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out) {
+    mt_launch_state *ls = ctx->launch;
+    /* the key packs axis+1 in 4 bits each: it is a safe read and names one
+     * axis list only for n <= ndim (<= MT_MESH_MAX_AXES) axes of the mesh,
+     * so those come first; a cached key then is a valid group (no repeats) */
+    const int ndim = mt_mesh_ndim(ls->mesh);
+    bool in_range = axes.n >= 0 && axes.n <= ndim;
+    for (int i = 0; in_range && i < axes.n; i++) in_range = axes.axis[i] < ndim;
+    if (!in_range) return check_axes(ctx, axes);
     uint32_t key = axes_key(axes);
     for (int i = 0; i < ctx->n_groups; i++)
-        if (ctx->groups[i].key == key) { *out = &ctx->groups[i]; return MT_OK; }
+        if (ctx->groups[i]->key == key) { *out = ctx->groups[i]; return MT_OK; }
     mt_status st = check_axes(ctx, axes);
     if (st != MT_OK) return st;
-    mt_launch_state *ls = ctx->launch;
-    int cap = (int)(sizeof ctx->groups / sizeof ctx->groups[0]);
-    if (ctx->n_groups == cap)
-        return mt_fail(MT_EUNSUPPORTED, "device %d uses more than %d different axis sets in "
-                       "collectives; use fewer", ctx->device, cap);
-    mt_group *g = &ctx->groups[ctx->n_groups];
-    memset(g, 0, sizeof *g);
+    if (ctx->n_groups == ctx->cap_groups) {
+        int cap = ctx->cap_groups ? 2 * ctx->cap_groups : 16;
+        mt_group **grown = realloc(ctx->groups, (size_t)cap * sizeof *grown);
+        if (!grown) return mt_fail(MT_ENOMEM, "out of memory for %d groups", cap);
+        ctx->groups = grown;
+        ctx->cap_groups = cap;
+    }
+    mt_group *g = calloc(1, sizeof *g);
+    if (!g) return mt_fail(MT_ENOMEM, "out of memory for a group");
     g->key = key;
     g->axes = axes;
     g->size = mt_mesh_group_size(ls->mesh, axes);
@@ -123,18 +133,21 @@ mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out) {
     g->members = malloc((size_t)g->size * sizeof *g->members);
     g->check_buf = ls->check ? calloc((size_t)g->size, 64) : NULL;
     if (!g->members || (ls->check && !g->check_buf)) {
+        int size = g->size;
         free(g->members);
         free(g->check_buf);
-        return mt_fail(MT_ENOMEM, "out of memory for a group of %d devices", g->size);
+        free(g);
+        return mt_fail(MT_ENOMEM, "out of memory for a group of %d devices", size);
     }
     mt_mesh_group(ls->mesh, axes, ctx->device, g->members);
     key_label(ls->mesh, key, g->label, sizeof g->label);
     if (ls->ops->group_init && (st = ls->ops->group_init(ctx, g)) != MT_OK) {
         free(g->members);
         free(g->check_buf);
+        free(g);
         return st;
     }
-    ctx->n_groups++;
+    ctx->groups[ctx->n_groups++] = g;
     *out = g;
     return MT_OK;
 }
@@ -520,14 +533,20 @@ mt_status mt_barrier(mt_ctx *ctx, mt_axes axes) {
 /* Asynchronous forms                                                        */
 /* ======================================================================== */
 
-static mt_status enqueue(mt_ctx *ctx, const mt_pending *p, mt_request *req) {
-    if (!req) return mt_fail(MT_EINVAL, "start: req is NULL");
+/* Queues a request after checking everything that can fail on this device
+ * alone (axes, group, sizes): what fails later fails for the launch. */
+static mt_status enqueue(mt_ctx *ctx, const char *what, const mt_pending *p, bool times_P,
+                         mt_request *req) {
+    if (!req) return mt_fail(MT_EINVAL, "%s: req is NULL", what);
     req->id = 0;
     if (ctx->n_pending == MT_MAX_PENDING)
         return mt_fail(MT_ESTATE, "%d collectives are already started and not waited for; call "
                        "mt_wait on one first", MT_MAX_PENDING);
-    mt_status st = check_axes(ctx, p->axes);
-    if (st != MT_OK) return st;
+    mt_group *g;
+    mt_status st;
+    if ((st = mt__ctx_group(ctx, p->axes, &g)) ||
+        (st = check_size(what, p->count, times_P ? (size_t)g->size : 1, p->dtype)))
+        return st;
     mt_pending *q = &ctx->pending[ctx->n_pending++];
     *q = *p;
     q->id = ++ctx->next_request;
@@ -545,7 +564,7 @@ mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count
     if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
         return mt_fail(MT_EINVAL, "all_reduce_start: unknown reduction %d", (int)op);
     mt_pending p = {0, false, MT_COLL_ALL_REDUCE, axes, buf, NULL, NULL, count, dtype, op};
-    return enqueue(ctx, &p, req);
+    return enqueue(ctx, "all_reduce_start", &p, false, req);
 }
 
 mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
@@ -556,7 +575,7 @@ mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void 
         (st = check_buf("all_gather_start", "recv", recv, count)))
         return st;
     mt_pending p = {0, false, MT_COLL_ALL_GATHER, axes, NULL, send, recv, count, dtype, MT_REDUCE_SUM};
-    return enqueue(ctx, &p, req);
+    return enqueue(ctx, "all_gather_start", &p, true, req);
 }
 
 mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
@@ -568,7 +587,7 @@ mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, voi
         return st;
     mt_pending p = {0, false, MT_COLL_REDUCE_SCATTER, axes, NULL, send, recv, count, dtype,
                     MT_REDUCE_SUM};
-    return enqueue(ctx, &p, req);
+    return enqueue(ctx, "psum_scatter_start", &p, true, req);
 }
 
 static mt_status run_pending(mt_ctx *ctx, const mt_pending *p) {
@@ -583,13 +602,22 @@ static mt_status run_pending(mt_ctx *ctx, const mt_pending *p) {
     return mt_fail(MT_EINTERNAL, "pending request of unknown kind %d", p->kind);
 }
 
-/* Runs the first `upto` queued requests, in start order. */
+/* Runs the first `upto` queued requests, in start order. When one fails
+ * (the launch is failing: the local checks ran at start), it and every
+ * request queued after it are dropped, and their ids recorded so that a
+ * later mt_wait on any of them returns the failure instead of MT_OK. */
 static mt_status flush_pending(mt_ctx *ctx, int upto) {
     mt_status st = MT_OK;
     int done = 0;
     while (done < upto && st == MT_OK) st = run_pending(ctx, &ctx->pending[done++]);
     if (st != MT_OK) {
-        /* the launch is failing; the rest can never complete */
+        /* one range for all failures: a second failure extends the first
+         * one's (requests in between then report a failure too, which after
+         * a launch failure they had anyway), so no dropped id reads as run */
+        if (ctx->dropped_hi == 0) ctx->dropped_lo = ctx->pending[done - 1].id;
+        ctx->dropped_hi = ctx->pending[ctx->n_pending - 1].id;
+        ctx->dropped_status = st;
+        snprintf(ctx->dropped_msg, sizeof ctx->dropped_msg, "%s", mt_errmsg());
         ctx->n_pending = 0;
         return st;
     }
@@ -609,6 +637,10 @@ mt_status mt_wait(mt_ctx *ctx, mt_request *req) {
     if (req->id <= 0 || req->id > ctx->next_request)
         return mt_fail(MT_EINVAL, "mt_wait: request %d was never started on device %d", req->id,
                        ctx->device);
+    int id = req->id;
     req->id = 0;
+    if (id >= ctx->dropped_lo && id <= ctx->dropped_hi)
+        return mt_fail(ctx->dropped_status, "mt_wait: request %d did not complete: it, or one "
+                       "started before it, failed: %s", id, ctx->dropped_msg);
     return MT_OK;   /* already run by an earlier wait */
 }

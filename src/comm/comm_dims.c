@@ -33,10 +33,37 @@ static mt_status check_shape(const char *what, int ndim, const int64_t *shape, i
     return MT_OK;
 }
 
+/* Π shape[from:to]; callers first check the whole product with
+ * check_elems, so no partial product of a non-empty shape overflows */
 static size_t prod(const int64_t *shape, int from, int to) {
     size_t p = 1;
     for (int i = from; i < to; i++) p *= (size_t)shape[i];
     return p;
+}
+
+/* *elems = Π shape (0 if any dim is 0), and P·elems·es·copies (the scratch
+ * and receive bytes) must fit in size_t: a wrapped product would move a
+ * wrong amount (0 elements: MT_OK for nothing) or overrun the scratch. */
+static mt_status check_elems(const char *what, int ndim, const int64_t *shape, size_t P,
+                             size_t es, size_t copies, size_t *elems) {
+    size_t n = 1, bytes = 0;
+    bool over = false;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) { *elems = 0; return MT_OK; }
+    for (int i = 0; i < ndim; i++) over |= __builtin_mul_overflow(n, (size_t)shape[i], &n);
+    over = over || __builtin_mul_overflow(n, P, &bytes) || __builtin_mul_overflow(bytes, es, &bytes) ||
+           __builtin_mul_overflow(bytes, copies, &bytes);
+    if (over) {
+        char text[8 * 24];
+        size_t off = 0;
+        for (int i = 0; i < ndim && off < sizeof text; i++)
+            off += (size_t)snprintf(text + off, sizeof text - off, "%s%lld", i ? ", " : "",
+                                    (long long)shape[i]);
+        return mt_fail(MT_EINVAL, "%s: shape (%s) of %zu-byte elements is too large: its "
+                       "buffers would need more bytes than memory can address", what, text, es);
+    }
+    *elems = n;
+    return MT_OK;
 }
 
 /* out (outer, P, inner) ← in (P, outer, inner), elements of `es` bytes */
@@ -56,9 +83,11 @@ mt_status mt_all_gather_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *r
         return st;
     /* tiled (…, P·s, …) and stacked (…, P, s, …) are the same bytes:
      * recv (outer, P, inner) with outer = Π shape[:dim], inner = Π shape[dim:] */
-    size_t outer = prod(shape, 0, dim), inner = prod(shape, dim, ndim), P = (size_t)g->size;
-    size_t es = mt_dtype_size(dtype), count = outer * inner;
-    if (outer == 1 || P == 1 || count == 0)
+    size_t P = (size_t)g->size, es = mt_dtype_size(dtype), count;
+    if ((st = check_elems("all_gather", ndim, shape, P, es, 1, &count))) return st;
+    if (count == 0) return mt__do_all_gather(ctx, axes, send, recv, 0, dtype);
+    size_t outer = prod(shape, 0, dim), inner = prod(shape, dim, ndim);
+    if (outer == 1 || P == 1)
         return mt__do_all_gather(ctx, axes, send, recv, count, dtype);
     void *tmp = scratch(ctx, P * count * es);
     if (!tmp) return mt_fail(MT_ENOMEM, "all_gather: no scratch for %zu bytes", P * count * es);
@@ -83,11 +112,15 @@ mt_status mt_psum_scatter_dim(mt_ctx *ctx, mt_axes axes, const void *send, void 
         return mt_fail(MT_ESHAPE, "psum_scatter over %s (untiled): dim %d has size %lld but the "
                        "group has %zu devices; it must equal the group size (or use tiled)",
                        g->label, dim, (long long)shape[dim], P);
-    /* send (outer, P, block) → (P, outer, block); untiled is tiled with s/P = 1 */
-    size_t outer = prod(shape, 0, dim), es = mt_dtype_size(dtype);
+    /* send (outer, P, block) → (P, outer, block); untiled is tiled with s/P = 1.
+     * send holds P·count elements: checking it bounds every product below */
+    size_t es = mt_dtype_size(dtype), total;
+    if ((st = check_elems("psum_scatter", ndim, shape, 1, es, 1, &total))) return st;   /* P·count = total */
+    size_t count = total / P;
+    if (count == 0) return mt__do_psum_scatter(ctx, axes, send, recv, 0, dtype);
+    size_t outer = prod(shape, 0, dim);
     size_t block = (size_t)shape[dim] / P * prod(shape, dim + 1, ndim);
-    size_t count = outer * block;
-    if (outer == 1 || P == 1 || count == 0)
+    if (outer == 1 || P == 1)
         return mt__do_psum_scatter(ctx, axes, send, recv, count, dtype);
     void *tmp = scratch(ctx, P * count * es);
     if (!tmp) return mt_fail(MT_ENOMEM, "psum_scatter: no scratch for %zu bytes", P * count * es);
@@ -112,7 +145,10 @@ mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *r
     int64_t bshape[8];
     memcpy(bshape, shape, (size_t)ndim * sizeof *bshape);
     bshape[split_dim] /= (int64_t)P;
-    size_t count = prod(bshape, 0, ndim);
+    /* scratch: packed and received, P blocks (of count) each = 2 · Π shape */
+    size_t total;
+    if ((st = check_elems("all_to_all", ndim, shape, 1, es, 2, &total))) return st;
+    size_t count = total / P;
     if (P == 1 || count == 0) {
         if (count && send != recv) memcpy(recv, send, count * es);
         return mt_all_to_all(ctx, axes, send, recv, 0, dtype);

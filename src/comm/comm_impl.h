@@ -6,7 +6,9 @@
  *   transport   moves bytes for one group: a small table of functions
  *               (threads.c: shared memory between device threads; mpi.c: one
  *               device per MPI rank). Every function blocks until done, and
- *               returns MT_ETIMEOUT / MT_EABORTED instead of hanging.
+ *               returns MT_ETIMEOUT / MT_EABORTED instead of hanging (once
+ *               peers may use the caller's buffers, it completes the
+ *               bounded copying first, deadline or not).
  *   front end   (comm.c) checks arguments, resolves the group, numbers and
  *               records every collective (sequence, op, axes, bytes), runs
  *               the debug match check, records trace spans, builds the
@@ -111,9 +113,11 @@ struct mt_ctx {
     double            deadline;        /* of the running collective, on mt_time_now()'s clock */
     int              *wait_list;       /* (2 * n_devices) scratch for transports' wait loops */
     const void      **ptrs;            /* (n_devices) scratch for transports (peer buffers) */
-    /* group cache: one entry per axes key seen */
-    mt_group          groups[16];
-    int               n_groups;
+    /* group cache: one entry per axes key seen (a 4-axis mesh alone has 64
+     * ordered axis sets), each allocated on its own so the pointers the
+     * front end holds stay valid while the cache grows */
+    mt_group        **groups;
+    int               n_groups, cap_groups;
     /* trace */
     mt_trace_event   *events;
     int               n_events, cap_events;
@@ -122,6 +126,11 @@ struct mt_ctx {
     /* asynchronous requests, run in start order at the first wait */
     mt_pending        pending[MT_MAX_PENDING];
     int               n_pending, next_request;
+    /* requests dropped from the queue when one failed (ids dropped_lo ..
+     * dropped_hi; none while dropped_hi is 0): mt_wait on them fails so */
+    int               dropped_lo, dropped_hi;
+    mt_status         dropped_status;
+    char              dropped_msg[256];
     /* scratch for the dimensioned forms, grown as needed */
     void             *scratch;
     size_t            scratch_bytes;
@@ -169,17 +178,25 @@ void mt__f32_to_bf16(uint16_t *dst, const float *src, size_t n);
  * device's waits then return MT_EABORTED. */
 mt_status mt__launch_fail(mt_launch_state *ls, int device, mt_status status, const char *msg);
 
-/* For transports' wait loops: MT_OK while waiting may go on; MT_EABORTED if
- * another device failed; MT_ETIMEOUT (with a message naming the devices in
- * `waiting_for` that never arrived and their last collective) when deadline
- * (from mt_time_now; usually ctx->deadline) has passed; the timeout fails the
- * launch. waiting_for may be NULL: the message then names the members of g
- * whose last collective number is below the caller's. Spins briefly, then
- * yields (and after ~10 ms of waiting, sleeps 50 µs a step); never spins
- * when devices outnumber cores. `spins` is the caller's counter, 0 at the
- * start of each wait. */
-mt_status mt__wait_step(mt_ctx *ctx, const mt_group *g, double deadline, int *spins,
-                        const int *waiting_for, int n_waiting);
+/* One step of a transport's wait loop: spins briefly, then yields (and after
+ * ~10 ms of waiting in the collective, sleeps 50 µs a step); never spins when
+ * devices outnumber cores. Returns MT_OK while waiting may go on,
+ * MT_EABORTED once another device failed the launch, MT_ETIMEOUT once
+ * ctx->deadline has passed. It sets no message and fails nothing: whether
+ * the wait may end is the caller's to decide (a rendezvous that committed
+ * must not leave: peers use its buffers), and a caller that gives up calls
+ * mt__wait_fail. `spins` is the caller's counter, 0 at the start of each
+ * wait. */
+mt_status mt__wait_step(mt_ctx *ctx, int *spins);
+
+/* Gives up a wait that mt__wait_step ended with `st` and returns st with its
+ * message: MT_EABORTED names the device that failed (waiting until the
+ * failure is published); MT_ETIMEOUT fails the launch with a message naming
+ * the devices in `waiting_for` that never arrived and their last collective
+ * (waiting_for NULL: the members of g whose last collective number is below
+ * the caller's). */
+mt_status mt__wait_fail(mt_ctx *ctx, const mt_group *g, mt_status st, const int *waiting_for,
+                        int n_waiting);
 
 /* ---- launch helpers (launch.c), for every transport's launch ----------- */
 

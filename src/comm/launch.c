@@ -5,9 +5,10 @@
  *
  * Failure: the first device to fail claims the launch's failed_* fields and
  * then raises `abort` (release); every wait loop polls `abort` (acquire), so a
- * device stuck in a collective returns MT_EABORTED within one wait step and
- * nobody is left hanging. mt_launch returns the first failure, prefixed with
- * its device.
+ * device stuck in a collective returns MT_EABORTED within one wait step (or,
+ * in a rendezvous that already committed, once its peers' bounded copying is
+ * done) and nobody is left hanging. mt_launch returns the first failure,
+ * prefixed with its device.
  */
 #define _GNU_SOURCE   /* sched_getaffinity / CPU_COUNT */
 #include "comm/comm_impl.h"
@@ -118,10 +119,13 @@ static mt_status timed_out(mt_ctx *ctx, const mt_group *g, const int *waiting_fo
     return mt_fail(MT_ETIMEOUT, "%s", msg);
 }
 
-mt_status mt__wait_step(mt_ctx *ctx, const mt_group *g, double deadline, int *spins,
-                        const int *waiting_for, int n_waiting) {
+mt_status mt__wait_step(mt_ctx *ctx, int *spins) {
     mt_launch_state *ls = ctx->launch;
     int s = (*spins)++;
+    /* a wait that may not end (a committed rendezvous) can run for hours:
+     * keep the counter from overflowing, and on the same residue mod 64 so
+     * the sleeping below goes on */
+    if (s >= (1 << 30)) *spins -= 1 << 20;
     if (ls->may_spin && s < SPIN_LIMIT) {
         _mm_pause();
         /* the clock and the abort flag every 64 rounds keep spinning cheap */
@@ -131,16 +135,24 @@ mt_status mt__wait_step(mt_ctx *ctx, const mt_group *g, double deadline, int *sp
         /* long waits (a peer computing, or gone) sleep so they give the core away */
         if (y > 2000 && y % 64 == 0) {
             static const struct timespec nap = {0, 50000};
-            double waited = ls->timeout_s - (deadline - mt_time_now());
+            double waited = ls->timeout_s - (ctx->deadline - mt_time_now());
             if (waited > SLEEP_AFTER) nanosleep(&nap, NULL);
             else sched_yield();
         } else {
             sched_yield();
         }
     }
-    if (atomic_load_explicit(&ls->abort, memory_order_acquire)) return aborted(ctx);
-    if (mt_time_now() > deadline) return timed_out(ctx, g, waiting_for, n_waiting);
+    if (atomic_load_explicit(&ls->abort, memory_order_acquire)) return MT_EABORTED;
+    if (mt_time_now() > ctx->deadline) return MT_ETIMEOUT;
     return MT_OK;
+}
+
+mt_status mt__wait_fail(mt_ctx *ctx, const mt_group *g, mt_status st, const int *waiting_for,
+                        int n_waiting) {
+    if (st == MT_ETIMEOUT) return timed_out(ctx, g, waiting_for, n_waiting);
+    /* the launch has failed: make sure its failure is published first */
+    while (!atomic_load_explicit(&ctx->launch->abort, memory_order_acquire)) sched_yield();
+    return aborted(ctx);
 }
 
 /* ======================================================================== */
@@ -172,11 +184,15 @@ void mt__ctx_free(mt_ctx *ctx) {
     if (!ctx) return;
     const mt_transport_ops *ops = ctx->launch ? ctx->launch->ops : NULL;
     for (int i = 0; i < ctx->n_groups; i++) {
-        if (ops && ops->group_fini) ops->group_fini(ctx, &ctx->groups[i]);
-        free(ctx->groups[i].members);
-        free(ctx->groups[i].check_buf);
+        mt_group *g = ctx->groups[i];
+        if (ops && ops->group_fini) ops->group_fini(ctx, g);
+        free(g->members);
+        free(g->check_buf);
+        free(g);
     }
-    ctx->n_groups = 0;
+    free(ctx->groups);
+    ctx->groups = NULL;
+    ctx->n_groups = ctx->cap_groups = 0;
     free(ctx->wait_list);
     free(ctx->ptrs);
     free(ctx->scratch);
@@ -245,14 +261,16 @@ static void *device_main(void *p) {
     return NULL;
 }
 
-/* The product of a spec's sizes; 0 if it has a -1 or cannot be read. */
+/* The product of a spec's sizes, at most MAX_THREADS + 1 (more is too many
+ * either way, and saturating keeps it from overflowing); 0 if it has a -1 or
+ * cannot be read. */
 static int spec_product(const char *spec) {
     if (!spec || !*spec) return 0;
     long prod = 1;
     for (const char *p = strchr(spec, '='); p; p = strchr(p + 1, '=')) {
         long v = strtol(p + 1, NULL, 10);
-        if (v < 1 || prod * v > MAX_THREADS) return 0;
-        prod *= v;
+        if (v < 1) return 0;
+        prod = v > MAX_THREADS || prod * v > MAX_THREADS ? MAX_THREADS + 1 : prod * v;
     }
     return (int)prod;
 }
@@ -262,9 +280,13 @@ static mt_status launch_threads(const mt_launch_opts *opts, mt_device_fn fn, voi
     if (n <= 0)
         return mt_fail(MT_EINVAL, "launch: no device count: set opts.devices (mesh '%s' does not "
                        "fix one)", opts->mesh ? opts->mesh : "");
-    if (n > MAX_THREADS)
-        return mt_fail(MT_EINVAL, "launch: %d devices; the threads transport runs at most %d",
-                       n, MAX_THREADS);
+    if (n > MAX_THREADS) {
+        if (opts->devices > 0)
+            return mt_fail(MT_EINVAL, "launch: %d devices; the threads transport runs at most %d",
+                           n, MAX_THREADS);
+        return mt_fail(MT_EINVAL, "launch: mesh '%s' has more than %d devices; the threads "
+                       "transport runs at most %d", opts->mesh, MAX_THREADS, MAX_THREADS);
+    }
     mt_mesh *mesh;
     mt_status st = mt_mesh_create(opts->mesh, n, &mesh);
     if (st != MT_OK) return st;

@@ -1,7 +1,7 @@
 /*
  * reduce.c — element-wise reduction for the transports (mt__reduce_into) and
  * bf16 <-> f32 conversion: sum, max and min over f32, i32 and bf16 (which
- * reduces through f32 and rounds to nearest even).
+ * reduces through f32 and rounds to nearest even). max and min propagate NaN.
  */
 #include "comm/comm_impl.h"
 
@@ -47,8 +47,10 @@ static inline uint16_t f32_to_bf16(float f) {
     }
 
 DEF_REDUCE(sum_f32, float, a + b)
-DEF_REDUCE(max_f32, float, b > a ? b : a)
-DEF_REDUCE(min_f32, float, b < a ? b : a)
+/* b != b: a NaN wins whichever side it is on, as jax.lax.pmax / pmin
+ * propagate it (plain b > a ? b : a keeps a NaN only when it is in d) */
+DEF_REDUCE(max_f32, float, (b > a || b != b) ? b : a)
+DEF_REDUCE(min_f32, float, (b < a || b != b) ? b : a)
 DEF_REDUCE(sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of signed overflow (UB) */
 DEF_REDUCE(max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE(min_i32, int32_t, b < a ? b : a)
@@ -70,8 +72,9 @@ void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_re
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {
             float a = bf16_to_f32(d[i]), b = bf16_to_f32(s[i]);
-            float r = op == MT_REDUCE_SUM ? a + b : op == MT_REDUCE_MAX ? (b > a ? b : a)
-                                                                       : (b < a ? b : a);
+            float r = op == MT_REDUCE_SUM ? a + b
+                    : op == MT_REDUCE_MAX ? ((b > a || b != b) ? b : a)
+                                          : ((b < a || b != b) ? b : a);
             d[i] = f32_to_bf16(r);
         }
         break;

@@ -164,23 +164,29 @@ static mt_status group_init(mt_ctx *ctx, mt_group *g) {
 /* ======================================================================== */
 
 /* Waits until every rank's flag (the first at `first`, then every `stride`
- * bytes) is >= target. Flags only grow, so a rank seen ready stays ready. */
+ * bytes) is >= target. Flags only grow, so a rank seen ready stays ready.
+ * For the latency path, whose slots are the transport's: it may give up on
+ * abort or timeout at any time. */
 static mt_status wait_flags(mt_ctx *ctx, const mt_group *g, flag_t *first, size_t stride,
-                            uint64_t target, bool keep_on_abort) {
+                            uint64_t target) {
+#define FLAG(j) ((flag_t *)((char *)first + (size_t)(j) * stride))
     int spins = 0, from = 0;
     for (;;) {
-        int n_missing = 0;
-        for (int j = from; j < g->size; j++) {
-            flag_t *f = (flag_t *)((char *)first + (size_t)j * stride);
-            if (atomic_load_explicit(f, memory_order_acquire) < target) {
-                if (n_missing == 0) from = j;
-                ctx->wait_list[n_missing++] = g->members[j];
-            }
+        while (from < g->size && atomic_load_explicit(FLAG(from), memory_order_acquire) >= target)
+            from++;
+        if (from == g->size) return MT_OK;
+        mt_status st = mt__wait_step(ctx, &spins);
+        if (st != MT_OK) {
+            int n_missing = 0;
+            for (int j = from; j < g->size; j++)
+                if (atomic_load_explicit(FLAG(j), memory_order_acquire) < target)
+                    ctx->wait_list[n_missing++] = g->members[j];
+            /* the last ones came just now: nothing to give up on */
+            if (n_missing == 0) return MT_OK;
+            return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
         }
-        if (n_missing == 0) return MT_OK;
-        mt_status st = mt__wait_step(ctx, g, ctx->deadline, &spins, ctx->wait_list, n_missing);
-        if (st != MT_OK && !(st == MT_EABORTED && keep_on_abort)) return st;
     }
+#undef FLAG
 }
 
 /* Publishes this rank's buffers for op n and waits until every rank has.
@@ -190,8 +196,10 @@ static mt_status wait_flags(mt_ctx *ctx, const mt_group *g, flag_t *first, size_
  * are counted in one `gate` word, the op commits when it reaches P·k, and a
  * rank that gives up first poisons the gate with a compare-and-swap. Either
  * the CAS wins (nobody will ever use the buffers) or the op committed
- * meanwhile and this rank completes it like everyone else. The gate's
- * read-modify-write chain also publishes every rank's pointers. */
+ * meanwhile and this rank completes it like everyone else. Only a won CAS
+ * fails the launch: a deadline that passes as the last rank arrives is no
+ * failure. The gate's read-modify-write chain also publishes every rank's
+ * pointers. */
 static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n,
                             const void *send, void *recv) {
     rank_slot *me = &tg->ranks[g->rank];
@@ -202,41 +210,43 @@ static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t
     uint64_t v = atomic_fetch_add_explicit(&tg->gate, 1, memory_order_acq_rel) + 1;
     int spins = 0;
     while (!(v & POISON) && v < target) {
-        int n_missing = 0;
-        for (int j = 0; j < g->size; j++)
-            if (atomic_load_explicit(&tg->ranks[j].arrive, memory_order_relaxed) < n)
-                ctx->wait_list[n_missing++] = g->members[j];
-        mt_status st = mt__wait_step(ctx, g, ctx->deadline, &spins, ctx->wait_list, n_missing);
+        mt_status st = mt__wait_step(ctx, &spins);
         if (st != MT_OK) {
             v = atomic_load_explicit(&tg->gate, memory_order_acquire);
             while (!(v & POISON) && v < target)
                 if (atomic_compare_exchange_weak_explicit(&tg->gate, &v, v | POISON,
                                                           memory_order_acq_rel,
                                                           memory_order_acquire))
-                    return st;
-            if (v & POISON) return st;
-            break;   /* committed meanwhile: this op must complete */
+                    break;
+            if (!(v & POISON) && v >= target) break;   /* committed meanwhile: complete it */
+            /* poisoned, by this rank or a peer that gave up first: nobody
+             * will touch the buffers; name who is missing */
+            int n_missing = 0;
+            for (int j = 0; j < g->size; j++)
+                if (atomic_load_explicit(&tg->ranks[j].arrive, memory_order_relaxed) < n)
+                    ctx->wait_list[n_missing++] = g->members[j];
+            return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
         }
         v = atomic_load_explicit(&tg->gate, memory_order_acquire);
     }
-    if (v & POISON) {
-        mt_launch_state *ls = ctx->launch;
-        if (atomic_load_explicit(&ls->abort, memory_order_acquire))
-            return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s",
-                           ctx->device, ctx->record->text, ls->failed_device, ls->failed_msg);
-        return mt_fail(MT_EABORTED, "device %d stopped in %s: a device of the group over %s "
-                       "gave up on it", ctx->device, ctx->record->text, g->label);
-    }
+    /* a peer poisoned the op before this rank's deadline: it fails the launch
+     * right after (mt__wait_fail waits for that to be published) */
+    if (v & POISON) return mt__wait_fail(ctx, g, MT_EABORTED, NULL, 0);
     return MT_OK;
 }
 
 /* Ends op n: this rank is done with its peers' buffers; waits until every
  * rank is done with ours. Every rank that passed the rendezvous gets here
- * after a bounded amount of memory work, so an abort does not end the wait
- * (leaving would free a buffer a peer is still writing); the timeout does. */
+ * after a bounded amount of memory work, so neither an abort nor the
+ * deadline ends the wait: leaving would let the caller reuse or free a
+ * buffer a peer is still reading or writing. */
 static mt_status finish(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n) {
     atomic_store_explicit(&tg->ranks[g->rank].done, n, memory_order_release);
-    return wait_flags(ctx, g, &tg->ranks[0].done, sizeof(rank_slot), n, true);
+    int spins = 0;
+    for (int j = 0; j < g->size; j++)
+        while (atomic_load_explicit(&tg->ranks[j].done, memory_order_acquire) < n)
+            (void)mt__wait_step(ctx, &spins);
+    return MT_OK;
 }
 
 /* Latency path: copies `bytes` of data into this rank's slot for op n, stamps
@@ -248,7 +258,7 @@ static mt_status exchange_small(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint
     atomic_store_explicit(&s[g->rank].seq, n, memory_order_release);
     *slots = s;
     /* safe to abandon: the slots are the transport's, not the caller's */
-    return wait_flags(ctx, g, &s[0].seq, sizeof(small_slot), n, false);
+    return wait_flags(ctx, g, &s[0].seq, sizeof(small_slot), n);
 }
 
 static uint64_t next_op(mt_group *g) { return ++g->n_ops; }
@@ -320,8 +330,9 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
     }
 
 DEF_REDUCE_BCAST(rb_sum_f32, float, a + b)
-DEF_REDUCE_BCAST(rb_max_f32, float, b > a ? b : a)
-DEF_REDUCE_BCAST(rb_min_f32, float, b < a ? b : a)
+/* b != b: a NaN wins from any rank, as jax.lax.pmax / pmin propagate it */
+DEF_REDUCE_BCAST(rb_max_f32, float, (b > a || b != b) ? b : a)
+DEF_REDUCE_BCAST(rb_min_f32, float, (b < a || b != b) ? b : a)
 DEF_REDUCE_BCAST(rb_sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of UB */
 DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)

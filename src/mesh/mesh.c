@@ -12,10 +12,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MT_MESH_MAX_NAME 32
+#define MAX_AXIS_SIZE    (1 << 20)
 
 struct mt_mesh {
     int  ndim;
@@ -71,9 +73,12 @@ static mt_status parse_spec(const char *spec, mt_mesh *m) {
         errno = 0;
         long v = strtol(num, &stop, 10);
         while (isspace((unsigned char)*stop)) stop++;
-        if (*stop || errno || (v < 1 && v != -1) || v > (1 << 20))
+        if (*stop || stop == num || (errno && v != LONG_MAX) || (v < 1 && v != -1))
             return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is not a positive "
                            "integer or -1", spec, num, (int)name_len, name);
+        if (v > MAX_AXIS_SIZE)   /* also what strtol clamps an overflow to */
+            return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is over the limit "
+                           "of %d devices per axis", spec, num, (int)name_len, name, MAX_AXIS_SIZE);
         memcpy(m->names[m->ndim], name, name_len);
         m->names[m->ndim][name_len] = '\0';
         m->sizes[m->ndim++] = (int)v;
@@ -99,8 +104,12 @@ mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out) {
     } else {
         mt_status st = parse_spec(spec, m);
         if (st != MT_OK) { free(m); return st; }
+        /* every axis is scanned (a second -1 may come late). Up to 6 sizes
+         * of at most 2^20 can overflow an integer: a double holds the
+         * product, exact up to 2^53 (far above any device count), so the
+         * messages say the real product */
         int fill = -1;
-        long prod = 1;
+        double prod = 1;
         for (int a = 0; a < m->ndim; a++) {
             if (m->sizes[a] == -1) {
                 if (fill >= 0) {
@@ -113,23 +122,22 @@ mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out) {
                 fill = a;
             } else {
                 prod *= m->sizes[a];
-                if (prod > (1L << 24)) break;
             }
         }
         if (fill >= 0) {
-            if (n_devices % prod != 0) {
-                st = mt_fail(MT_EINVAL, "mesh '%s': the other axes multiply to %ld, which does "
+            if (prod > n_devices || n_devices % (int)prod != 0) {
+                st = mt_fail(MT_EINVAL, "mesh '%s': the other axes multiply to %.0f, which does "
                              "not divide %d devices, so '%s=-1' cannot be filled in",
                              spec, prod, n_devices, m->names[fill]);
                 free(m);
                 return st;
             }
-            m->sizes[fill] = (int)(n_devices / prod);
+            m->sizes[fill] = n_devices / (int)prod;
             prod = n_devices;
         }
         if (prod != n_devices) {
             free(m);
-            return mt_fail(MT_EINVAL, "mesh '%s' has %ld devices but %d were given; make the axis "
+            return mt_fail(MT_EINVAL, "mesh '%s' has %.0f devices but %d were given; make the axis "
                            "sizes multiply to %d or use -1 for one axis",
                            spec, prod, n_devices, n_devices);
         }
