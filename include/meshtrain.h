@@ -572,7 +572,10 @@ typedef struct {
     const char       *mesh;           /* mesh spec, e.g. "data=4" */
     int               devices;        /* threads: device count; mpi: 0 = the world size */
     mt_transport_kind transport;
-    double            timeout_s;      /* per collective; 0 = MT_COMM_TIMEOUT env or 300 s */
+    double            timeout_s;      /* how long a device waits for its group to arrive at
+                                         a collective; 0 = MT_COMM_TIMEOUT env or 300 s.
+                                         Once all have arrived the data movement completes
+                                         (it is bounded), so no buffer is left in use */
     bool              check;          /* debug: verify every collective matches on all devices */
     const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
     int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
