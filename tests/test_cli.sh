@@ -256,5 +256,22 @@ expect "metrics file unwritable" 1 "/nonexistent/m\.jsonl" \
 expect "checkpoint dir missing"  1 "/nonexistent/c\.ckpt" \
        train --data data.txt "${TINY[@]}" --steps 2 --ckpt-out /nonexistent/c.ckpt
 
+# ---- bench and example arguments ---------------------------------------------
+
+# sizes strtod reads but that are not sizes: once cast to size_t (undefined;
+# 'nan' was reported as "above 4G")
+expect "bench: --max-bytes nan"  2 "max-bytes 'nan' is not a size" \
+       bench collectives --devices 2 --max-bytes nan
+expect "bench: --min-bytes inf"  2 "min-bytes 'inf' is not a size" \
+       bench collectives --devices 2 --min-bytes inf
+expect "bench: --max-bytes 1e30" 2 "max-bytes 1e30 is above 4G" \
+       bench collectives --devices 2 --max-bytes 1e30
+# lists that select nothing ran nothing and exited 0
+expect "bench: --ops ,"     2 "--ops ',' names no collective" bench collectives --devices 2 --ops ,
+expect "bench: --devices ," 2 "--devices ',' names no device count" bench collectives --devices ,
+# a learning rate whose update overflows while the loss before it is finite
+expect "example: inf params name the step" 1 "step 1.*(inf|nan)|(inf|nan).*step 1" \
+       example linreg --steps 1 --lr 1e38 --batch 4
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_example.sh — `meshtrain example linreg` computes the same training run
 # on every mesh: the per-step losses of --devices 2, 4 and 8 (threads), and of
-# `mpirun -np 2` when meshtrain was built with MPI, equal the 1-device run's.
+# `mpirun -np 2` and `-np 1` when meshtrain was built with MPI, equal the
+# 1-device run's; under mpirun an unwritable trace fails every rank.
 #
 #   bash tests/test_example.sh <meshtrain binary> [<build dir>]
 #
@@ -144,6 +145,23 @@ if [ "$with_mpi" -eq 1 ] && command -v mpirun >/dev/null 2>&1; then
         if [ "$(grep -o '"thread_name"' m.json 2>/dev/null | wc -l)" -eq 2 ]; then
             ok "mpirun trace gathers both ranks"
         else : >err.txt; bad "mpirun trace gathers both ranks" "$(ls m.json* 2>&1)"; fi
+    fi
+    # one rank: auto picks the threads transport (as mt_launch does for a
+    # world of 1), where the default device count must be 1, not "the world
+    # size" (it failed: "no device count")
+    if run "mpirun -np 1" mpi1.txt "${MPIRUN[@]}" -np 1 "$BIN" "${ARGS[@]}"; then
+        same_losses "mpirun -np 1 = 1 device" one.txt mpi1.txt
+    fi
+    # rank 0 cannot write the trace: every rank fails, naming the path asked
+    # for (rank 0 used to name '<path>.0' and rank 1 to exit 0)
+    timeout 120 "${MPIRUN[@]}" -np 2 sh -c '"$0" "$@" 2>err.$OMPI_COMM_WORLD_RANK.txt; echo "rank $OMPI_COMM_WORLD_RANK exit $?"' \
+        "$BIN" "${ARGS[@]}" --trace /nonexistent/t.json >ranks.txt 2>err.txt
+    if grep -q '^rank 0 exit 1$' ranks.txt && grep -q '^rank 1 exit 1$' ranks.txt &&
+       grep -q "'/nonexistent/t.json'" err.0.txt; then
+        ok "mpirun: an unwritable trace fails every rank"
+    else
+        : >err.txt; bad "mpirun: an unwritable trace fails every rank" \
+            "$(cat ranks.txt err.0.txt 2>&1 | tr '\n' ' ' | head -c 400)"
     fi
 else
     echo "skip  mpirun runs (meshtrain built without MPI, or no mpirun)"

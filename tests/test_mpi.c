@@ -9,6 +9,8 @@
  *   mpirun -np 2 test_mpi hang       device 1 computes forever (never calls MPI):
  *                                    the timeout names it as not answering, and
  *                                    the job ends
+ *   mpirun -np 2 test_mpi large      a broadcast and a ppermute of blocks above
+ *                                    INT_MAX bytes (~4 GiB of memory per rank)
  *
  * Not the fork-per-case harness: MPI cannot fork. Every collective is checked
  * against a naive reference computed from a formula of (device, element), on
@@ -394,6 +396,151 @@ static void trace_case(void) {
     report(ok, "the trace of every rank lands in one file on rank 0");
 }
 
+/* Rank 0 cannot write the gathered trace: every rank must return that error,
+ * naming the path asked for. (Rank 0 used to fall back to '<path>.0', fail
+ * again and name that, while the other ranks returned MT_OK.) */
+static void trace_unwritable_case(void) {
+    const char *path = "/nonexistent/dir/t.json";
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60, .trace = path};
+    mt_status s = mt_launch(&o, one_psum, NULL);
+    const char *msg = mt_errmsg();
+    bool ok = s == MT_EIO && strstr(msg, "/nonexistent/dir/t.json'") != NULL;
+    if (!ok) fprintf(stderr, "  [rank %d] unwritable trace: %s: %s\n", world_rank,
+                     mt_status_name(s), msg);
+    report(ok, "an unwritable trace fails every rank with MT_EIO naming the path");
+}
+
+/* The comm events' "ts" of every track (µs since the launch started), from
+ * a trace file: the lowest and the highest first event of a track. */
+static bool first_comm_ts(const char *js, double *lo, double *hi) {
+    double first[64];
+    bool seen[64] = {false};
+    for (const char *p = strstr(js, "\"cat\":\"comm\""); p; p = strstr(p + 1, "\"cat\":\"comm\"")) {
+        const char *ts = strstr(p, "\"ts\":"), *tid = strstr(p, "\"tid\":");
+        double t;
+        int d;
+        if (!ts || !tid || sscanf(ts, "\"ts\":%lf", &t) != 1 || sscanf(tid, "\"tid\":%d", &d) != 1 ||
+            d < 0 || d >= 64)
+            return false;
+        if (!seen[d]) first[d] = t, seen[d] = true;
+    }
+    int n = 0;
+    for (int d = 0; d < 64; d++) {
+        if (!seen[d]) continue;
+        if (!n || first[d] < *lo) *lo = first[d];
+        if (!n || first[d] > *hi) *hi = first[d];
+        n++;
+    }
+    return n == world_size;
+}
+
+/* Rank 1 enters mt_launch 1 s after the others. Trace times count from when
+ * every rank is there, so the first psum starts near 0 on every track (it
+ * used to start at ~1 s on the tracks of the ranks that waited). */
+static void trace_skew_case(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_mpi_skew_%d.json", (int)getppid());
+    if (world_rank == 0) remove(path);
+    if (world_rank == 1) sleep(1);
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60, .trace = path};
+    mt_status s = mt_launch(&o, one_psum, NULL);
+    bool ok = s == MT_OK;
+    double lo = 0, hi = 0;
+    if (ok && world_rank == 0) {
+        FILE *f = fopen(path, "r");
+        static char buf[1 << 16];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        buf[n] = 0;
+        if (f) fclose(f);
+        ok = first_comm_ts(buf, &lo, &hi) && hi - lo < 400000;
+        remove(path);
+    }
+    report(ok, "trace tracks line up when a rank launches late (first psum at %.0f..%.0f us)",
+           lo, hi);
+}
+
+/* Counts MPI cannot take in one call: the message gives the caller's element
+ * count and dtype (it used to call a byte count "elements"). Nothing is
+ * posted, so the launch goes on. */
+static mt_status huge_counts(mt_ctx *ctx, void *arg) {
+    char (*msgs)[512] = arg;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    if (s != MT_OK) return s;
+    float tiny[4] = {0};   /* never touched: the count is refused first */
+    s = mt_all_reduce(ctx, ax, tiny, (size_t)INT32_MAX + 1, MT_F32, MT_REDUCE_SUM);
+    snprintf(msgs[0], 512, "%s %s", mt_status_name(s), mt_errmsg());
+    s = mt_psum_scatter(ctx, ax, tiny, tiny, (size_t)INT32_MAX / 2 + 1, MT_BF16);
+    snprintf(msgs[1], 512, "%s %s", mt_status_name(s), mt_errmsg());
+    return MT_OK;
+}
+
+static void count_message_case(void) {
+    char msgs[2][512] = {"", ""};
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, huge_counts, msgs);
+    char want[64];
+    snprintf(want, sizeof want, "%zu bf16 elements", ((size_t)INT32_MAX / 2 + 1) * (size_t)world_size);
+    bool ok = s == MT_OK && strstr(msgs[0], "MT_EUNSUPPORTED") &&
+              strstr(msgs[0], "2147483648 f32 elements") && strstr(msgs[1], want);
+    if (!ok) fprintf(stderr, "  [rank %d] %s\n  %s\n", world_rank, msgs[0], msgs[1]);
+    report(ok, "counts above INT_MAX name the element count and dtype");
+}
+
+/* ======================================================================== */
+/* Blocks above INT_MAX bytes (their own mpirun: ~4 GiB per rank)           */
+/* ======================================================================== */
+
+/* A broadcast and a ppermute of 2^31 + 16 bytes, one more than MPI's int
+ * count of bytes can say: they used to be refused (MT_EUNSUPPORTED). */
+static mt_status large_blocks(mt_ctx *ctx, void *arg) {
+    int *bad = arg;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    if (s != MT_OK) return s;
+    const size_t n = ((size_t)1 << 29) + 4;   /* i32: 2^31 + 16 bytes */
+    const int me = mt_ctx_device(ctx), P = mt_axis_size(ctx, ax);
+    int32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    if (!a || !b) {
+        free(a), free(b);
+        return mt_fail(MT_ENOMEM, "cannot allocate 2 x %zu i32", n);
+    }
+    for (size_t i = 0; i < n; i++) a[i] = me == 0 ? (int32_t)(i * 7 + 1) : -1;
+    s = mt_broadcast(ctx, ax, a, n, MT_I32, 0);
+    for (size_t i = 0; s == MT_OK && i < n; i++)
+        if (a[i] != (int32_t)(i * 7 + 1)) {
+            fprintf(stderr, "  [rank %d] broadcast: element %zu is %d\n", me, i, (int)a[i]);
+            bad[0]++;
+            break;
+        }
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] broadcast: %s\n", me, mt_errmsg()), bad[0]++;
+    /* a ring: rank r sends to r + 1 */
+    int pairs[64][2];
+    for (int r = 0; r < P && r < 64; r++) pairs[r][0] = r, pairs[r][1] = (r + 1) % P;
+    for (size_t i = 0; i < n; i++) a[i] = (int32_t)(i + (size_t)me * 1000);
+    s = mt_ppermute(ctx, ax, a, b, n, MT_I32, (const int (*)[2])pairs, P);
+    const int from = (me + P - 1) % P;
+    for (size_t i = 0; s == MT_OK && i < n; i++)
+        if (b[i] != (int32_t)(i + (size_t)from * 1000)) {
+            fprintf(stderr, "  [rank %d] ppermute: element %zu is %d\n", me, i, (int)b[i]);
+            bad[1]++;
+            break;
+        }
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] ppermute: %s\n", me, mt_errmsg()), bad[1]++;
+    free(a), free(b);
+    return MT_OK;
+}
+
+static int large_mode(void) {
+    int bad[2] = {0, 0};
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 120};
+    mt_status s = mt_launch(&o, large_blocks, bad);
+    report(s == MT_OK && bad[0] == 0, "broadcast of 2^31 + 16 bytes");
+    report(s == MT_OK && bad[1] == 0, "ppermute of 2^31 + 16 bytes");
+    if (world_rank == 0) printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail == 0 ? 0 : 1;
+}
+
 /* ======================================================================== */
 /* Failure modes (each its own mpirun)                                       */
 /* ======================================================================== */
@@ -441,7 +588,7 @@ int main(int argc, char **argv) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
         MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-        int rc = failure_mode(argv[1]);
+        int rc = strcmp(argv[1], "large") == 0 ? large_mode() : failure_mode(argv[1]);
         MPI_Finalize();
         return rc;
     }
@@ -469,6 +616,9 @@ int main(int argc, char **argv) {
     failure_cases();
     linreg_case();
     trace_case();
+    trace_unwritable_case();
+    trace_skew_case();
+    count_message_case();
     if (world_rank == 0) printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }

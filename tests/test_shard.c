@@ -254,6 +254,56 @@ MT_TEST(put_errors_name_the_dim_and_sizes) {
              "the message names the axis and the dim: '%s'", r.twice_msg);
 }
 
+/* Shapes whose element count does not fit: the products of dims once wrapped
+ * (2^61+1 x 8 is 8 in 64 bits), so put copied 2^61 rows into an 8-float
+ * buffer and {2^32, 2^32} returned MT_OK having done nothing. */
+typedef struct {
+    mt_status wrap_put, square_put, square_gather, scratch_gather;
+    char      wrap_msg[512], square_msg[512], scratch_msg[512];
+} overflow_result;
+
+static mt_status overflow_device(mt_ctx *ctx, void *arg) {
+    overflow_result *r = arg;
+    mt_sharding whole, split;
+    memset(&whole, 0, sizeof whole);
+    mt_status s = mt_sharding_parse(mt_ctx_mesh(ctx), "data", 1, &split);
+    if (s != MT_OK) return s;
+    float dummy[64] = {0};   /* never read: the shapes must be refused first */
+    const int64_t wrap[2] = {((int64_t)1 << 61) + 1, 8};
+    const int64_t square[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
+    /* fits as a global array (2^62 - 2 floats), but the gather's scratch of
+     * 1 + 2 shards of 2^61 - 1 floats does not */
+    const int64_t big[1] = {((int64_t)1 << 62) - 2};
+    const bool me = mt_ctx_device(ctx) == 0;
+    mt_status st = mt_shard_put(ctx, &whole, dummy, 2, wrap, dummy);
+    if (me) r->wrap_put = st, snprintf(r->wrap_msg, sizeof r->wrap_msg, "%s", mt_errmsg());
+    st = mt_shard_put(ctx, &whole, dummy, 2, square, dummy);
+    if (me) r->square_put = st, snprintf(r->square_msg, sizeof r->square_msg, "%s", mt_errmsg());
+    st = mt_shard_gather(ctx, &whole, dummy, 2, square, dummy);
+    if (me) r->square_gather = st;
+    st = mt_shard_gather(ctx, &split, dummy, 1, big, dummy);
+    if (me) r->scratch_gather = st, snprintf(r->scratch_msg, sizeof r->scratch_msg, "%s", mt_errmsg());
+    return MT_OK;
+}
+
+MT_TEST(shapes_too_big_to_count_fail_naming_the_shape) {
+    overflow_result r;
+    memset(&r, 0, sizeof r);
+    mt_launch_opts o = threads_opts("data=2", 2);
+    MT_CHECK_OK(mt_launch(&o, overflow_device, &r));
+    MT_CHECK(r.wrap_put == MT_ESHAPE, "put of 2^61+1 x 8: %s", mt_status_name(r.wrap_put));
+    MT_CHECK(strstr(r.wrap_msg, "[2305843009213693953, 8]") && strstr(r.wrap_msg, "mt_shard_put"),
+             "the message names the function and the shape: '%s'", r.wrap_msg);
+    MT_CHECK(r.square_put == MT_ESHAPE, "put of 2^32 x 2^32: %s", mt_status_name(r.square_put));
+    MT_CHECK(strstr(r.square_msg, "[4294967296, 4294967296]"), "message: '%s'", r.square_msg);
+    MT_CHECK(r.square_gather == MT_ESHAPE, "gather of 2^32 x 2^32: %s",
+             mt_status_name(r.square_gather));
+    MT_CHECK(r.scratch_gather == MT_ESHAPE, "gather of 2 shards of 2^61-1: %s",
+             mt_status_name(r.scratch_gather));
+    MT_CHECK(strstr(r.scratch_msg, "[4611686018427387902]") && strstr(r.scratch_msg, "mt_shard_gather"),
+             "message: '%s'", r.scratch_msg);
+}
+
 /* ======================================================================== */
 /* The pmap linear regression                                                */
 /* ======================================================================== */
@@ -508,6 +558,62 @@ MT_TEST(trace_is_chrome_json_with_a_track_per_device) {
     MT_CHECK(balanced(js, why, sizeof why), "brackets with an escaped name: %s", why);
     MT_CHECK(strstr(js, "\"say \\\"hi\\\"\\\\\""), "the quoted name is escaped");
     MT_CHECK(count_of(js, "\"name\":\"second\"") == 2, "the nested region is recorded");
+    free(js);
+    remove(path);
+}
+
+/* Region names the JSON must not pass through as they are: a name longer
+ * than the event's field whose cut falls inside a 2-byte character, and
+ * bytes that are not UTF-8 at all. */
+static mt_status trace_utf8_device(mt_ctx *ctx, void *arg) {
+    (void)arg;
+    /* 46 ASCII bytes, then U+00E9 in bytes 47-48: a cut at 47 splits it */
+    mt_trace_begin(ctx, "0123456789012345678901234567890123456789012345\xc3\xa9tail");
+    mt_trace_end(ctx);
+    /* a lone continuation byte, an overlong '/', a surrogate, a cut 3-byte
+     * character, and valid U+20AC among them */
+    mt_trace_begin(ctx, "a\x80" "b\xc0\xaf" "c\xed\xa0\x80" "d\xe2\x82" "e\xe2\x82\xac");
+    mt_trace_end(ctx);
+    return MT_OK;
+}
+
+/* Whether s is UTF-8 (RFC 3629): decodes every character and checks its
+ * length against its code point. */
+static bool is_utf8(const unsigned char *s, size_t n, size_t *bad_at) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        bool ok = len > 0 && i + (size_t)len <= n;
+        for (int k = 1; ok && k < len; k++) {
+            ok = (s[i + (size_t)k] & 0xC0) == 0x80;
+            cp = cp << 6 | (s[i + (size_t)k] & 0x3f);
+        }
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (ok) ok = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+        if (!ok) { *bad_at = i; return false; }
+        i += (size_t)len;
+    }
+    return true;
+}
+
+MT_TEST(trace_is_utf8_whatever_the_region_names) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/mt_test_trace_utf8_%d.json", (int)getpid());
+    mt_launch_opts lo = threads_opts("data=2", 2);
+    lo.trace = path;
+    MT_CHECK_OK(mt_launch(&lo, trace_utf8_device, NULL));
+    char *js = read_all(path);
+    MT_CHECK(js, "no trace file at %s", path);
+    size_t bad = 0;
+    MT_CHECK(is_utf8((const unsigned char *)js, strlen(js), &bad),
+             "invalid UTF-8 at byte %zu: '%.60s'", bad, js + (bad > 20 ? bad - 20 : 0));
+    /* the long name loses the whole character, not half of it */
+    MT_CHECK(count_of(js, "\"name\":\"0123456789012345678901234567890123456789012345\"") == 2,
+             "the long name is cut before the 2-byte character on both tracks");
+    /* each bad sequence becomes U+FFFD; the valid euro sign stays */
+    MT_CHECK(count_of(js, "\"name\":\"a\\ufffdb\\ufffd\\ufffdc\\ufffd\\ufffd\\ufffdd\\ufffd\\ufffde\xe2\x82\xac\"") == 2,
+             "bad bytes are written as \\ufffd: %s", strstr(js, "\"name\":\"a") ? strstr(js, "\"name\":\"a") : "(none)");
     free(js);
     remove(path);
 }

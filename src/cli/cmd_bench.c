@@ -67,11 +67,14 @@ typedef struct {
 /* Parsing                                                                   */
 /* ======================================================================== */
 
-/* "256M", "8", "4k" (binary units); 0 on a malformed value. */
-static size_t parse_bytes(const char *s) {
+/* "256M", "8", "4k" (binary units) into *out; false on a malformed value.
+ * strtod also reads "nan", "inf" and "1e30", which a cast to size_t would
+ * turn into anything (undefined behaviour): those are malformed, or, when
+ * finite, saturate at SIZE_MAX so the caller's "too large" check names them. */
+static bool parse_bytes(const char *s, size_t *out) {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || v < 0) return 0;
+    if (end == s || !isfinite(v) || v < 0) return false;
     double mul = 1;
     switch (*end) {
     case 'k': case 'K': mul = 1024.0; end++; break;
@@ -81,8 +84,11 @@ static size_t parse_bytes(const char *s) {
     }
     if (*end == 'i') end++;
     if (*end == 'B' || *end == 'b') end++;
-    if (*end) return 0;
-    return (size_t)(v * mul);
+    if (*end) return false;
+    const double b = v * mul;
+    /* (double)SIZE_MAX rounds up to 2^64, so anything below it converts */
+    *out = b >= (double)SIZE_MAX ? SIZE_MAX : (size_t)b;
+    return true;
 }
 
 static void fmt_bytes(char *buf, size_t n, size_t b) {
@@ -292,7 +298,21 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
             return CLI_EXIT_USAGE;
         }
     }
-    size_t lo = parse_bytes(min_s), hi = parse_bytes(max_s);
+    bool any = false;
+    for (int i = 0; i < N_OPS; i++) any |= pl->ops[i];
+    if (!any) {
+        /* "," or "" would otherwise run nothing and exit 0 */
+        cli_error("--ops '%s' names no collective; list some of all_reduce, all_gather, "
+                  "reduce_scatter, all_to_all (or all)", ops);
+        return CLI_EXIT_USAGE;
+    }
+    size_t lo = 0, hi = 0;
+    const bool lo_ok = parse_bytes(min_s, &lo), hi_ok = parse_bytes(max_s, &hi);
+    if (!lo_ok || !hi_ok) {
+        cli_error("--%s '%s' is not a size; use a number of bytes with an optional unit "
+                  "(8, 4k, 256M, 1G)", lo_ok ? "max-bytes" : "min-bytes", lo_ok ? max_s : min_s);
+        return CLI_EXIT_USAGE;
+    }
     if (lo < 4 || hi < lo) {
         cli_error("--min-bytes %s / --max-bytes %s: need 4 <= min <= max (units k, M, G)", min_s, max_s);
         return CLI_EXIT_USAGE;
@@ -396,6 +416,13 @@ int cli_cmd_bench(int argc, char **argv) {
                 return CLI_EXIT_USAGE;
             }
             counts[n_counts++] = (int)v;
+        }
+        if (n_counts == 0) {
+            /* "," or "" would otherwise bench nothing and exit 0 */
+            cli_error("--devices '%s' names no device count; expected counts from 1 to 1024, "
+                      "like 2,4,8", devices);
+            free(pl);
+            return CLI_EXIT_USAGE;
         }
     }
     FILE *csv = NULL;

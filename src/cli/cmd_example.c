@@ -90,9 +90,20 @@ int cli_cmd_example(int argc, char **argv) {
                                               MT_TRANSPORT_MPI};
     o.transport = kinds[transport];
     const int rank = launcher_rank();
-    /* 0 devices means "the world size" to the library, which outside mpirun
-     * (or with --transport threads) is one device */
-    if (o.devices == 0 && (rank < 0 || o.transport == MT_TRANSPORT_THREADS)) o.devices = 1;
+    /* 0 devices means "the world size" to the library, and only the mpi
+     * transport has one: on threads it is one device. Which transport auto
+     * becomes follows mt_launch's rule (mpi when Open MPI's world has more
+     * than one rank), not merely "started by mpirun": `mpirun -np 1` runs on
+     * threads, where 0 devices would be refused. */
+#ifdef MT_HAVE_MPI
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    const bool auto_mpi = world && atoi(world) > 1;
+#else
+    const bool auto_mpi = false;   /* mt_launch's auto is threads without MPI */
+#endif
+    const bool on_mpi = o.transport == MT_TRANSPORT_MPI ||
+                        (o.transport == MT_TRANSPORT_AUTO && auto_mpi);
+    if (o.devices == 0 && !on_mpi) o.devices = 1;
     if (o.devices > 0 && o.batch % o.devices != 0) {
         cli_error("--batch %d does not divide over --devices %d; use a multiple of %d", o.batch,
                   o.devices, o.devices);

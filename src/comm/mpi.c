@@ -45,6 +45,13 @@
  * job; the timeout covers anything mpirun does not catch. Before the
  * outcomes are compared, the control messages each rank sent are counted
  * (MPI_Ialltoall) and drained, so none is left over for a later launch.
+ * With a trace, the ranks then agree on the trace's status the same way (only
+ * rank 0 writes the gathered file, so only it can see that writing failed).
+ *
+ * Counts. MPI 3 counts are ints. A block of more than INT_MAX bytes (all-gather,
+ * all-to-all, broadcast, permute) goes as one element of a derived datatype
+ * of exactly that many bytes; the reductions, whose predefined MPI_Ops take
+ * only predefined datatypes, refuse more than INT_MAX elements.
  *
  * Global state (forced by MPI, which is initialised once per process and
  * finalised once): whether meshtrain initialised MPI (then it finalises it
@@ -86,6 +93,9 @@ typedef struct {
     char     msg[512];     /* CTL_ABORT: the failure */
 } ctl_msg;
 
+/* A control message in flight. Each is allocated on its own and never moves
+ * while its MPI_Isend runs (MPI forbids touching a send buffer until the send
+ * completes, so a growing array of them could not be realloc'd). */
 typedef struct {
     ctl_msg     msg;
     MPI_Request req;
@@ -120,7 +130,7 @@ typedef struct {
     ctl_msg          in;
     MPI_Request      in_req;          /* the posted receive; NULL once closed */
     bool             closing;         /* after the agreement: answer no queries */
-    ctl_out         *out;
+    ctl_out        **out;             /* (n_out) each allocated on its own, see ctl_out */
     int              n_out;
     int             *sent_to;         /* (size) control messages sent to each rank */
     int              received;
@@ -177,10 +187,51 @@ static MPI_Op mpi_op(mt_reduce_op op) {
     return op == MT_REDUCE_MAX ? MPI_MAX : op == MT_REDUCE_MIN ? MPI_MIN : MPI_SUM;
 }
 
-static mt_status check_count(size_t n, const char *what) {
+static const char *dtype_text(mt_dtype dtype) {
+    return dtype == MT_F32 ? "f32" : dtype == MT_BF16 ? "bf16" : dtype == MT_I32 ? "i32" : "?";
+}
+
+/* The reductions pass an element count to MPI as an int (MPI 3 has no large
+ * counts, and a predefined MPI_Op takes only predefined datatypes, so the
+ * derived type below cannot carry them). */
+static mt_status check_count(size_t n, mt_dtype dtype, const char *what, const char *per) {
     if (n > (size_t)INT_MAX)
-        return mt_fail(MT_EUNSUPPORTED, "%s of %zu elements is more than one MPI call takes "
-                       "(%d); split it into smaller collectives", what, n, INT_MAX);
+        return mt_fail(MT_EUNSUPPORTED, "%s of %zu %s elements%s is more than one MPI call "
+                       "takes (%d); split it into smaller collectives", what, n, dtype_text(dtype),
+                       per, INT_MAX);
+    return MT_OK;
+}
+
+/* The collectives that only move bytes send a block of `bytes` as *count
+ * elements of *type: MPI_BYTE up to INT_MAX, and above that (MPI counts are
+ * int) one element of a datatype exactly `bytes` long, made of 1 GiB chunks
+ * and the remainder. The caller frees a made type (*made) once it is posted:
+ * MPI keeps it alive until the communication is done. */
+static mt_status block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made) {
+    *made = false;
+    if (bytes <= (size_t)INT_MAX) {
+        *type = MPI_BYTE;
+        *count = (int)bytes;
+        return MT_OK;
+    }
+    const size_t chunk = (size_t)1 << 30;
+    if (bytes / chunk > (size_t)INT_MAX)
+        return mt_fail(MT_EUNSUPPORTED, "a block of %zu bytes is more than MPI can describe", bytes);
+    MPI_Datatype gib;
+    int rc = MPI_Type_contiguous((int)chunk, MPI_BYTE, &gib);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Type_contiguous");
+    int lens[2] = {(int)(bytes / chunk), (int)(bytes % chunk)};
+    MPI_Aint disp[2] = {0, (MPI_Aint)(bytes / chunk * chunk)};
+    MPI_Datatype parts[2] = {gib, MPI_BYTE};
+    rc = MPI_Type_create_struct(2, lens, disp, parts, type);
+    MPI_Type_free(&gib);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Type_create_struct");
+    if ((rc = MPI_Type_commit(type)) != MPI_SUCCESS) {
+        MPI_Type_free(type);
+        return mpi_error(rc, "MPI_Type_commit");
+    }
+    *count = 1;
+    *made = true;
     return MT_OK;
 }
 
@@ -199,26 +250,28 @@ static const char *current_text(const mt_mpi *m, const char *fallback) {
 /* ======================================================================== */
 
 static void ctl_send(mt_mpi *m, int to, const ctl_msg *msg) {
-    int slot = -1;
-    for (int i = 0; i < m->n_out && slot < 0; i++) {
+    ctl_out *slot = NULL;
+    for (int i = 0; i < m->n_out && !slot; i++) {
         int done = 0;
-        if (m->out[i].req == MPI_REQUEST_NULL) slot = i;
-        else if (MPI_Test(&m->out[i].req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) slot = i;
+        if (m->out[i]->req == MPI_REQUEST_NULL) slot = m->out[i];
+        else if (MPI_Test(&m->out[i]->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+            slot = m->out[i];
     }
-    if (slot < 0) {
-        ctl_out *o = realloc(m->out, (size_t)(m->n_out + 8) * sizeof *o);
-        if (!o) return;   /* best effort: the timeout still stops the others */
-        m->out = o;
-        for (int i = m->n_out; i < m->n_out + 8; i++) m->out[i].req = MPI_REQUEST_NULL;
-        slot = m->n_out;
-        m->n_out += 8;
+    if (!slot) {
+        /* only the array of pointers moves; the messages stay put */
+        ctl_out **grown = realloc(m->out, (size_t)(m->n_out + 1) * sizeof *grown);
+        if (!grown) return;   /* best effort: the timeout still stops the others */
+        m->out = grown;
+        if (!(slot = malloc(sizeof *slot))) return;
+        slot->req = MPI_REQUEST_NULL;
+        m->out[m->n_out++] = slot;
     }
-    m->out[slot].msg = *msg;
-    if (MPI_Isend(&m->out[slot].msg, (int)sizeof(ctl_msg), MPI_BYTE, to, TAG_CTL, m->ctl,
-                  &m->out[slot].req) == MPI_SUCCESS)
+    slot->msg = *msg;
+    if (MPI_Isend(&slot->msg, (int)sizeof(ctl_msg), MPI_BYTE, to, TAG_CTL, m->ctl,
+                  &slot->req) == MPI_SUCCESS)
         m->sent_to[to]++;
     else
-        m->out[slot].req = MPI_REQUEST_NULL;
+        slot->req = MPI_REQUEST_NULL;
 }
 
 static ctl_msg ctl_make(const mt_mpi *m, int kind) {
@@ -526,7 +579,7 @@ static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(count, "all-reduce");
+    if (s == MT_OK) s = check_count(count, dtype, "all-reduce", "");
     if (s != MT_OK) return s;
     float *f = NULL;
     void *data = buf;
@@ -558,11 +611,15 @@ static mt_status mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(bytes, "all-gather (bytes)");
+    MPI_Datatype type;
+    int n = 0;
+    bool made = false;
+    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
     if (s != MT_OK) return s;
     const void *src = send == (char *)recv + (size_t)g->rank * bytes ? MPI_IN_PLACE : send;
     MPI_Request req;
-    int rc = MPI_Iallgather(src, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm, &req);
+    int rc = MPI_Iallgather(src, n, type, recv, n, type, comm, &req);
+    if (made) MPI_Type_free(&type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallgather");
     return mpi_wait(m, g, 1, &req, current_text(m, "all-gather"));
 }
@@ -578,7 +635,8 @@ static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(count * P, "reduce-scatter");
+    /* count·P: the send buffer's count, which MPI computes in int too */
+    if (s == MT_OK) s = check_count(count * P, dtype, "reduce-scatter", " (all blocks)");
     if (s != MT_OK) return s;
     MPI_Request req;
     int rc;
@@ -610,10 +668,14 @@ static mt_status mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(bytes, "all-to-all (bytes per block)");
+    MPI_Datatype type;
+    int n = 0;
+    bool made = false;
+    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
     if (s != MT_OK) return s;
     MPI_Request req;
-    int rc = MPI_Ialltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm, &req);
+    int rc = MPI_Ialltoall(send, n, type, recv, n, type, comm, &req);
+    if (made) MPI_Type_free(&type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ialltoall");
     return mpi_wait(m, g, 1, &req, current_text(m, "all-to-all"));
 }
@@ -629,15 +691,22 @@ static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, v
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(bytes, "permute (bytes)");
+    MPI_Datatype type;
+    int n = 0;
+    bool made = false;
+    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
     if (s != MT_OK) return s;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    int rc;
-    if (src >= 0 && (rc = MPI_Irecv(recv, (int)bytes, MPI_BYTE, src, TAG_PERMUTE, comm, &req[0])) != MPI_SUCCESS)
-        return mpi_error(rc, "MPI_Irecv");
-    if (dest >= 0 && (rc = MPI_Isend(send, (int)bytes, MPI_BYTE, dest, TAG_PERMUTE, comm, &req[1])) != MPI_SUCCESS) {
+    int rc = MPI_SUCCESS;
+    const char *failed = NULL;
+    if (src >= 0 && (rc = MPI_Irecv(recv, n, type, src, TAG_PERMUTE, comm, &req[0])) != MPI_SUCCESS)
+        failed = "MPI_Irecv";
+    else if (dest >= 0 && (rc = MPI_Isend(send, n, type, dest, TAG_PERMUTE, comm, &req[1])) != MPI_SUCCESS)
+        failed = "MPI_Isend";
+    if (made) MPI_Type_free(&type);
+    if (failed) {
         m->dangling = req[0] != MPI_REQUEST_NULL;
-        return mpi_error(rc, "MPI_Isend");
+        return mpi_error(rc, failed);
     }
     return mpi_wait(m, g, 2, req, current_text(m, "permute"));
 }
@@ -647,10 +716,14 @@ static mt_status mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
-    if (s == MT_OK) s = check_count(bytes, "broadcast (bytes)");
+    MPI_Datatype type;
+    int n = 0;
+    bool made = false;
+    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
     if (s != MT_OK) return s;
     MPI_Request req;
-    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, comm, &req);
+    int rc = MPI_Ibcast(buf, n, type, root, comm, &req);
+    if (made) MPI_Type_free(&type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ibcast");
     return mpi_wait(m, g, 1, &req, current_text(m, "broadcast"));
 }
@@ -750,7 +823,7 @@ static mt_status ctl_close(mt_mpi *m) {
         MPI_Wait(&m->in_req, MPI_STATUS_IGNORE);
     }
     for (int i = 0; i < m->n_out; i++)
-        if (m->out[i].req != MPI_REQUEST_NULL) MPI_Wait(&m->out[i].req, MPI_STATUS_IGNORE);
+        if (m->out[i]->req != MPI_REQUEST_NULL) MPI_Wait(&m->out[i]->req, MPI_STATUS_IGNORE);
     return s;
 }
 
@@ -854,7 +927,6 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     ls->failed_device = -1;
     ls->process_rank = rank;
     ls->process_size = size;
-    ls->t_start = mt_time_now();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     ls->n_cores = cores > 0 ? (int)cores : 1;
     atomic_store(&mpi_launch_running, true);
@@ -891,6 +963,11 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
         (rc = MPI_Irecv(&m->in, (int)sizeof m->in, MPI_BYTE, MPI_ANY_SOURCE, TAG_CTL, m->ctl,
                         &m->in_req)) != MPI_SUCCESS)
         s = mpi_error(rc, "MPI_Irecv");
+    /* Trace times count from here, not from the call to mt_launch: every rank
+     * has just left the same blocking set-up collectives, so the ranks' tracks
+     * line up however late each one entered mt_launch (the idup above waited
+     * for the last). mt__ctx_init copies it to the ctx. */
+    ls->t_start = mt_time_now();
     bool have_ctx = false;
     if (s == MT_OK && (s = mt__ctx_init(ctx, ls, rank)) == MT_OK) {
         have_ctx = true;
@@ -952,10 +1029,34 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
         mpi_die(result_msg);
     }
     if (ls->trace_path) {
+        /* Only rank 0 writes the gathered trace (and any rank may have had
+         * to write its own file instead), so the ranks' trace statuses
+         * differ: agree on them as on the launch's outcome, or rank 0 alone
+         * would report a file it could not write. */
         mt_status ts = mt__trace_write(ls, &ctx, 1);
-        if (result == MT_OK && ts != MT_OK) {
-            result = ts;
-            snprintf(result_msg, sizeof result_msg, "%s", mt_errmsg());
+        memset(&mine, 0, sizeof mine);
+        mine.status = ts;
+        mine.device = rank;
+        mine.dangling = m->dangling;   /* the trace's gathers are collectives too */
+        snprintf(mine.msg, sizeof mine.msg, "%s", ts == MT_OK ? "" : mt_errmsg());
+        rc = MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                            m->ctl, &req);
+        s = rc == MPI_SUCCESS ? mpi_wait(m, NULL, 1, &req, "the end of the launch")
+                              : mpi_error(rc, "MPI_Iallgather");
+        if (s != MT_OK) mpi_die(mt_errmsg());
+        for (int r = 0; r < size; r++) dangling |= all[r].dangling != 0;
+        if (dangling) {
+            if (rank != 0) {
+                struct timespec nap = {10, 0};   /* as above: rank 0 aborts the job */
+                nanosleep(&nap, NULL);
+            }
+            f = pick_failure(all, size);
+            mpi_die(f >= 0 ? all[f].msg : "writing the trace left a collective unfinished");
+        }
+        f = pick_failure(all, size);
+        if (result == MT_OK && f >= 0) {
+            result = all[f].status;
+            snprintf(result_msg, sizeof result_msg, "%s", all[f].msg);
         }
     }
     if ((s = ctl_close(m)) != MT_OK) mpi_die(mt_errmsg());
@@ -967,6 +1068,7 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     free(ls->records);
     free(ls);
     mt_mesh_free(mesh);
+    for (int i = 0; i < m->n_out; i++) free(m->out[i]);
     free(m->out), free(m->sent_to), free(m->replies), free(m->replied), free(m->scratch);
     free(m);
     atomic_store(&mpi_launch_running, false);

@@ -17,6 +17,8 @@
  */
 #include "comm/comm_impl.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +48,34 @@ static const char *axes_text(const mt_mesh *mesh, uint32_t bits, char *buf, size
     return buf;
 }
 
+/* "[2305843009213693953, 8]", for messages. */
+static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t used = 1;
+    snprintf(buf, n, "[");
+    for (int d = 0; d < ndim; d++) {
+        int w = snprintf(buf + used, n - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+        if (w < 0 || (size_t)w >= n - used) break;
+        used += (size_t)w;
+    }
+    if (used + 1 < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+/* The element count of a shape, or false when it does not fit: callers index
+ * and allocate floats with it, so a product that wraps (2^61+1 x 8 wraps to
+ * 8 in 64 bits) would turn into a too-small buffer or a too-long copy. */
+static bool numel_fits(int ndim, const int64_t *shape, int64_t *out) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(n, shape[d], &n)) return false;
+    if ((uint64_t)n > SIZE_MAX / sizeof(float)) return false;
+    *out = n;
+    return true;
+}
+
 /* Everything both directions check: arguments, axes that exist, no axis used
- * twice, and the local shape (whose error names the dim that does not divide). */
+ * twice, a shape whose element count fits in memory sizes, and the local
+ * shape (whose error names the dim that does not divide). */
 static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_sharding *sh, int ndim,
                               const int64_t *shape, int64_t *local, int64_t *local_numel) {
     if (!ctx || !sh || (ndim > 0 && !shape))
@@ -82,14 +110,27 @@ static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_shardi
         if (sh->dim_axes[d])
             return mt_fail(MT_EINVAL, "%s: the sharding splits dim %d, but the array has %d dims",
                            fn, d, ndim);
+    int64_t global_numel = 0;
+    if (!numel_fits(ndim, shape, &global_numel)) {
+        char st[MT_MAX_DIMS * 24 + 8];
+        return mt_fail(MT_ESHAPE, "%s: shape %s has more elements than a float array can hold "
+                       "(%zu at most)", fn, shape_text(ndim, shape, st, sizeof st),
+                       SIZE_MAX / sizeof(float));
+    }
     mt_status s = mt_sharding_local_shape(mesh, sh, ndim, shape, local);
     if (s != MT_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", mt_errmsg());
         return mt_fail(s, "%s: %s", fn, why);
     }
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= local[d];
+    /* the local shape divides the global one, so it fits when that does;
+     * checked anyway, as it is what the callers size buffers with */
+    int64_t n = 0;
+    if (!numel_fits(ndim, local, &n)) {
+        char st[MT_MAX_DIMS * 24 + 8];
+        return mt_fail(MT_ESHAPE, "%s: the local shape %s of one shard has more elements than a "
+                       "float array can hold", fn, shape_text(ndim, local, st, sizeof st));
+    }
     *local_numel = n;
     return MT_OK;
 }
@@ -179,14 +220,23 @@ mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local
     /* One buffer: the summed local shard, then the P gathered shards. Every
      * device of a group calls the collectives even when n == 0, so the
      * sequence of collectives stays the same on all of them. */
+    /* the shard fits in memory sizes, but the scratch holds 1 + P of them */
     const size_t nn = (size_t)n;
-    float *buf = malloc((nn * (size_t)(1 + P) + 1) * sizeof(float));
+    size_t n_buf = 0;
+    if (__builtin_mul_overflow(nn, (size_t)(1 + P), &n_buf) || n_buf >= SIZE_MAX / sizeof(float)) {
+        char st[MT_MAX_DIMS * 24 + 8];
+        return mt_fail(MT_ESHAPE, "mt_shard_gather: shape %s gives shards of %lld floats; the "
+                       "gather needs %d of them at once, more than a float array can hold "
+                       "(%zu at most)", shape_text(ndim, shape, st, sizeof st), (long long)n,
+                       1 + P, SIZE_MAX / sizeof(float));
+    }
+    float *buf = malloc((n_buf + 1) * sizeof(float));
     int *members = malloc((size_t)P * sizeof(int));
     if (!buf || !members) {
         free(buf);
         free(members);
         return mt_fail(MT_ENOMEM, "mt_shard_gather: cannot allocate %zu bytes for %d shards of "
-                       "%lld floats", nn * (size_t)(1 + P) * sizeof(float), P, (long long)n);
+                       "%lld floats", n_buf * sizeof(float), P, (long long)n);
     }
     float *summed = buf, *shards = buf + nn;
     if (nn) memcpy(summed, local, nn * sizeof(float));

@@ -22,7 +22,9 @@
  * mesh axis: no MPI code here, and it works across machines), and rank 0
  * writes the file. If the launch failed (a gather could hang or abort), or
  * the gather itself fails, each rank writes its own events to "<path>.<rank>"
- * instead, which is a valid trace on its own.
+ * instead, which is a valid trace on its own. When rank 0 cannot write the
+ * file, that is the error (naming the path); mpi.c then makes every rank
+ * return the same trace status.
  *
  * The event array grows by doubling: it is one entry per region or
  * collective, not per element; recording must not fail the run, so an
@@ -30,6 +32,7 @@
  */
 #include "comm/comm_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +58,21 @@ static mt_trace_event *trace_push(mt_ctx *ctx) {
     return e;
 }
 
+/* Copies name into dst[cap], cut at a UTF-8 character boundary: a cut in the
+ * middle of a multi-byte character leaves half of it, which is not UTF-8 (the
+ * writer would print it as U+FFFD; cutting before it keeps the name clean). */
+static void copy_name(char *dst, size_t cap, const char *name) {
+    size_t n = strlen(name);
+    if (n >= cap) {
+        n = cap - 1;
+        /* name[n] is the first byte dropped: while it continues a character
+         * that began before the cut, drop that character's start too */
+        while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(dst, name, n);
+    dst[n] = '\0';
+}
+
 void mt_trace_begin(mt_ctx *ctx, const char *name) {
     if (!tracing(ctx)) return;
     const double now = mt_time_now() - ctx->t_start;
@@ -65,7 +83,7 @@ void mt_trace_begin(mt_ctx *ctx, const char *name) {
     mt_trace_event *e = trace_push(ctx);
     if (!e) return;
     e->t0 = e->t1 = now;
-    snprintf(e->name, sizeof e->name, "%s", name ? name : "region");
+    copy_name(e->name, sizeof e->name, name ? name : "region");
     e->is_comm = false;
     ctx->open_region = ctx->n_events - 1;
 }
@@ -90,13 +108,49 @@ typedef struct {
     double                t_end;    /* closes that region */
 } track;
 
-/* A JSON string body: quotes, backslashes and control bytes escaped. */
-static void put_json_string(FILE *f, const char *s) {
+/* The length of the well-formed UTF-8 sequence at p (n bytes left), 0 if
+ * there is none: no overlong forms, no surrogates, nothing above U+10FFFF
+ * (RFC 3629, table 3-7 of the Unicode standard). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    const unsigned c = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;   /* the range of the second byte */
+    if (c < 0x80) return 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;          /* overlong */
+        else if (c == 0xED) hi = 0x9F;     /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;          /* overlong */
+        else if (c == 0xF4) hi = 0x8F;     /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+/* A JSON string of at most `cap` bytes of s: quotes, backslashes and control
+ * bytes escaped, and bytes that are not UTF-8 written as U+FFFD — JSON must be
+ * UTF-8, and one stray byte in a region name (Latin-1 text, a name cut
+ * elsewhere) would make the whole file unreadable to json.load and Perfetto. */
+static void put_json_string(FILE *f, const char *s, size_t cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strnlen(s, cap);
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c), i++;
+        else if (c < 0x20) fprintf(f, "\\u%04x", c), i++;
+        else {
+            size_t len = utf8_len(p + i, n - i);
+            if (len == 0) fputs("\\ufffd", f), i++;
+            else fwrite(p + i, 1, len, f), i += len;
+        }
     }
     fputc('"', f);
 }
@@ -124,7 +178,7 @@ static mt_status write_json(const char *path, const track *tracks, int n_tracks)
             double t1 = i == tr->open ? tr->t_end : e->t1;
             if (t1 < e->t0) t1 = e->t0;
             fputs(",\n{\"name\":", f);
-            put_json_string(f, e->name);
+            put_json_string(f, e->name, sizeof e->name);
             fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
                     e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tr->device);
             if (e->is_comm)
@@ -163,8 +217,10 @@ _Static_assert(sizeof(mt_trace_event) % 4 == 0, "trace events travel as int32 wo
 #define EVENT_WORDS (sizeof(mt_trace_event) / 4)
 
 /* MPI, one device per rank: all_gather every rank's events, rank 0 writes.
- * Every rank must call this (the gathers are collectives). */
-static mt_status gather_and_write(mt_launch_state *ls, mt_ctx *ctx) {
+ * Every rank must call this (the gathers are collectives). *gathered says
+ * whether the events arrived: a failure after that is rank 0's write, which
+ * per-rank files would not help (the same directory). */
+static mt_status gather_and_write(mt_launch_state *ls, mt_ctx *ctx, bool *gathered) {
     const mt_mesh *mesh = ls->mesh;
     const mt_axes all = all_axes(mesh);
     const int P = mt_mesh_size(mesh);
@@ -197,6 +253,7 @@ static mt_status gather_and_write(mt_launch_state *ls, mt_ctx *ctx) {
     if (!all_ev) { s = mt_fail(MT_ENOMEM, "cannot allocate %d trace events", max_n * P); goto done; }
     s = mt_all_gather(ctx, all, send, all_ev, (size_t)max_n * EVENT_WORDS, MT_I32);
     if (s != MT_OK) goto done;
+    *gathered = true;
     if (ls->process_rank == 0) {
         for (int r = 0; r < P; r++) {
             tracks[r].device = r;
@@ -228,9 +285,10 @@ mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n) {
         return s;
     }
     if (n == 1 && !atomic_load(&ls->abort)) {
-        mt_status s = gather_and_write(ls, ctxs[0]);
-        if (s == MT_OK) return MT_OK;
-        /* fall through: keep at least this rank's timeline */
+        bool gathered = false;
+        mt_status s = gather_and_write(ls, ctxs[0], &gathered);
+        if (s == MT_OK || gathered) return s;
+        /* the gather failed: keep at least this rank's timeline */
     }
     char path[4096];
     snprintf(path, sizeof path, "%s.%d", ls->trace_path, ls->process_rank);

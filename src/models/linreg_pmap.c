@@ -118,13 +118,31 @@ static mt_status linreg_device(mt_ctx *ctx, void *arg) {
         if ((s = pmean_f64(ctx, data, local, NV, P, gathered, mean)) != MT_OK) break;
         float buf[NV];
         for (int i = 0; i < NV; i++) buf[i] = (float)mean[i];
-        if (!isfinite(buf[0])) {
-            s = mt_fail(MT_ENAN, "loss is %g at step %d; lower the learning rate (now %g)",
-                        (double)buf[0], step + 1, (double)job->lr);
+        /* Every value of the step is checked, not only the loss: a large
+         * learning rate overflows the update (1e38 x a gradient of 10 is inf
+         * in float) while the loss that preceded it was finite, and the run
+         * would end "successfully" with inf parameters. All devices hold the
+         * same values, so all stop at the same step. */
+        static const char *const what[NV] = {"loss", "dL/dw0", "dL/dw1", "dL/dw2", "dL/db"};
+        int bad = -1;
+        for (int i = 0; i < NV && bad < 0; i++)
+            if (!isfinite(buf[i])) bad = i;
+        if (bad >= 0) {
+            s = mt_fail(MT_ENAN, "%s is %g at step %d; lower the learning rate (now %g)",
+                        what[bad], (double)buf[bad], step + 1, (double)job->lr);
             break;
         }
         for (int i = 0; i < FEATURES; i++) w[i] -= job->lr * buf[1 + i];
         b -= job->lr * buf[1 + FEATURES];
+        static const char *const pname[FEATURES + 1] = {"w0", "w1", "w2", "b"};
+        for (int i = 0; i <= FEATURES && bad < 0; i++)
+            if (!isfinite(i < FEATURES ? w[i] : b)) bad = i;
+        if (bad >= 0) {
+            s = mt_fail(MT_ENAN, "the update of step %d made parameter %s %g; lower the "
+                        "learning rate (now %g)", step + 1, pname[bad],
+                        (double)(bad < FEATURES ? w[bad] : b), (double)job->lr);
+            break;
+        }
         if (report) job->losses[step] = buf[0];
     }
     free(gathered);
