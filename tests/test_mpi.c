@@ -583,6 +583,76 @@ static int failure_mode(const char *mode) {
     return s == MT_OK ? 0 : 1;
 }
 
+/* pmax / pmin propagate a NaN from any rank (as jax.lax does): MPI's own
+ * MAX/MIN keep it only where it happens to be the accumulator. */
+static mt_status nan_extrema(mt_ctx *ctx, void *arg) {
+    int *bad = arg;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    int me = mt_ctx_device(ctx);
+    for (int holder = 0; holder < world_size && s == MT_OK; holder++)
+        for (int op = MT_REDUCE_MAX; op <= MT_REDUCE_MIN && s == MT_OK; op++) {
+            float v[4] = {(float)me, -(float)me, 1.0f, 2.0f};
+            if (me == holder) v[0] = v[1] = v[2] = v[3] = NAN;
+            s = mt_all_reduce(ctx, ax, v, 4, MT_F32, (mt_reduce_op)op);
+            for (int i = 0; i < 4 && s == MT_OK; i++)
+                if (v[i] == v[i]) (*bad)++;
+        }
+    return s;
+}
+
+static void nan_case(void) {
+    int bad = 0;
+    mt_launch_opts o = {.mesh = "d=-1", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, nan_extrema, &bad);
+    report(s == MT_OK && bad == 0, "pmax/pmin keep a NaN from any rank (%d elements lost it)", bad);
+}
+
+/* Every ordered set of axes of a 4-axis mesh (64 groups) in one launch: the
+ * communicator cache must grow past any fixed size. */
+static int ordered_sets(char (*out)[16]) {
+    static const char *names[4] = {"w", "x", "y", "z"};
+    int n = 0;
+    for (int a = 0; a < 4; a++) {
+        snprintf(out[n++], 16, "%s", names[a]);
+        for (int b = 0; b < 4; b++) {
+            if (b == a) continue;
+            snprintf(out[n++], 16, "%s,%s", names[a], names[b]);
+            for (int c = 0; c < 4; c++) {
+                if (c == a || c == b) continue;
+                snprintf(out[n++], 16, "%s,%s,%s", names[a], names[b], names[c]);
+                snprintf(out[n++], 16, "%s,%s,%s,%s", names[a], names[b], names[c],
+                         names[6 - a - b - c]);
+            }
+        }
+    }
+    return n;
+}
+
+static mt_status many_groups(mt_ctx *ctx, void *arg) {
+    char sets[64][16];
+    int n = ordered_sets(sets), *bad = arg;
+    for (int k = 0; k < n; k++) {
+        mt_axes ax;
+        mt_status s = mt_ctx_axes(ctx, sets[k], &ax);
+        float v = 1;
+        if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+        if (s != MT_OK) return s;
+        if (v != (float)mt_axis_size(ctx, ax)) (*bad)++;
+    }
+    return MT_OK;
+}
+
+static void many_groups_case(void) {
+    if (world_size != 2 && world_size != 4) return;
+    const char *mesh = world_size == 4 ? "w=2,x=2,y=1,z=1" : "w=2,x=1,y=1,z=1";
+    int bad = 0;
+    mt_launch_opts o = {.mesh = mesh, .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, many_groups, &bad);
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] many groups: %s\n", world_rank, mt_errmsg());
+    report(s == MT_OK && bad == 0, "64 ordered axis sets of mesh %s in one launch", mesh);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
@@ -619,6 +689,8 @@ int main(int argc, char **argv) {
     trace_unwritable_case();
     trace_skew_case();
     count_message_case();
+    nan_case();
+    many_groups_case();
     if (world_rank == 0) printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }

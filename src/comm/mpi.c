@@ -124,8 +124,9 @@ typedef struct {
     MPI_Comm         world;           /* dup of MPI_COMM_WORLD for this launch */
     MPI_Comm         ctl;             /* control messages and the agreement */
     MPI_Comm         set_comm[SET_COMMS]; /* by axis bit set; NULL: not made */
-    comm_entry       comms[32];
-    int              n_comms;
+    comm_entry      *comms;           /* (cap_comms) groups' communicators, by axes key */
+    int              n_comms, cap_comms;
+    MPI_Op           fmax, fmin;      /* f32 max/min that keep NaN, as jax.lax.pmax */
     /* control channel */
     ctl_msg          in;
     MPI_Request      in_req;          /* the posted receive; NULL once closed */
@@ -183,8 +184,25 @@ static mt_status scratch_f32(mt_mpi *m, size_t n, float **out) {
     return MT_OK;
 }
 
-static MPI_Op mpi_op(mt_reduce_op op) {
-    return op == MT_REDUCE_MAX ? MPI_MAX : op == MT_REDUCE_MIN ? MPI_MIN : MPI_SUM;
+/* MPI_MAX / MPI_MIN leave a NaN to chance (it survives only where it is
+ * already the accumulator); pmax and pmin propagate it, as jax.lax does and
+ * as the threads transport does. inout = in op inout. */
+static void fmax_keep_nan(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    const float *a = in;
+    float *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
+}
+static void fmin_keep_nan(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    const float *a = in;
+    float *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i];
+}
+
+/* The MPI reduction for op on elements of `dtype` (bf16 arrives as f32). */
+static MPI_Op mpi_op(const mt_mpi *m, mt_reduce_op op, mt_dtype dtype) {
+    if (op == MT_REDUCE_SUM) return MPI_SUM;
+    if (dtype == MT_I32) return op == MT_REDUCE_MAX ? MPI_MAX : MPI_MIN;
+    return op == MT_REDUCE_MAX ? m->fmax : m->fmin;
 }
 
 static const char *dtype_text(mt_dtype dtype) {
@@ -502,9 +520,14 @@ static mt_status group_comm(mt_mpi *m, const mt_group *g, MPI_Comm *out) {
             *out = m->comms[i].comm;
             return MT_OK;
         }
-    if (m->n_comms == (int)(sizeof m->comms / sizeof m->comms[0]))
-        return mt_fail(MT_EUNSUPPORTED, "more than %d different axis groups in one launch",
-                       m->n_comms);
+    if (m->n_comms == m->cap_comms) {
+        int cap = m->cap_comms ? 2 * m->cap_comms : 16;
+        comm_entry *p = realloc(m->comms, (size_t)cap * sizeof *p);
+        if (!p) return mt_fail(MT_ENOMEM, "rank %d: out of memory for %d group communicators",
+                               m->rank, cap);
+        m->comms = p;
+        m->cap_comms = cap;
+    }
     uint32_t set = group_set(m, g);
     MPI_Comm base = set < SET_COMMS ? m->set_comm[set] : MPI_COMM_NULL;
     if (base == MPI_COMM_NULL)
@@ -591,7 +614,7 @@ static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_
     }
     MPI_Request req;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)count, dtype == MT_I32 ? MPI_INT32_T : MPI_FLOAT,
-                            mpi_op(op), comm, &req);
+                            mpi_op(m, op, dtype), comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallreduce");
     if ((s = mpi_wait(m, g, 1, &req, current_text(m, "all-reduce"))) != MT_OK) return s;
     if (f) {
@@ -645,7 +668,7 @@ static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *
         if ((s = scratch_f32(m, (P + 1) * count, &f)) != MT_OK) return s;
         const uint16_t *h = send;
         for (size_t i = 0; i < P * count; i++) f[i] = bf16_to_f32(h[i]);
-        rc = MPI_Ireduce_scatter_block(f, f + P * count, (int)count, MPI_FLOAT, mpi_op(op), comm, &req);
+        rc = MPI_Ireduce_scatter_block(f, f + P * count, (int)count, MPI_FLOAT, mpi_op(m, op, dtype), comm, &req);
         if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter_block");
         if ((s = mpi_wait(m, g, 1, &req, current_text(m, "reduce-scatter"))) != MT_OK) return s;
         uint16_t *out = recv;
@@ -653,7 +676,7 @@ static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *
         return MT_OK;
     }
     rc = MPI_Ireduce_scatter_block(send, recv, (int)count, dtype == MT_I32 ? MPI_INT32_T : MPI_FLOAT,
-                                   mpi_op(op), comm, &req);
+                                   mpi_op(m, op, dtype), comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter_block");
     return mpi_wait(m, g, 1, &req, current_text(m, "reduce-scatter"));
 }
@@ -788,6 +811,11 @@ static void free_comms(mt_mpi *m) {
     for (int i = 0; i < m->n_comms; i++)
         if (m->comms[i].owned) MPI_Comm_free(&m->comms[i].comm);
     m->n_comms = 0;
+    free(m->comms);
+    m->comms = NULL;
+    m->cap_comms = 0;
+    if (m->fmax != MPI_OP_NULL) MPI_Op_free(&m->fmax);
+    if (m->fmin != MPI_OP_NULL) MPI_Op_free(&m->fmin);
     for (int s = 0; s < SET_COMMS; s++)
         if (m->set_comm[s] != MPI_COMM_NULL && m->set_comm[s] != m->world)
             MPI_Comm_free(&m->set_comm[s]);
@@ -912,6 +940,9 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     m->world = m->ctl = MPI_COMM_NULL;
     m->in_req = MPI_REQUEST_NULL;
     for (int i = 0; i < SET_COMMS; i++) m->set_comm[i] = MPI_COMM_NULL;
+    m->fmax = m->fmin = MPI_OP_NULL;
+    MPI_Op_create(fmax_keep_nan, 1, &m->fmax);
+    MPI_Op_create(fmin_keep_nan, 1, &m->fmin);
     m->ls = ls;
     m->ctx = ctx;
     ls->mesh = mesh;
