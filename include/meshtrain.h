@@ -595,6 +595,11 @@ typedef struct {
  * cores when they fit (MT_PIN=0 leaves placement to the OS). */
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
 
+/* pmap: mt_launch on a 1-axis mesh named `axis` (NULL: "i") of `devices`
+ * devices (0 under MPI: the world size). fn resolves the axis with
+ * mt_ctx_axes(ctx, axis, &ax) and calls collectives over it. */
+mt_status mt_pmap(const char *axis, int devices, mt_device_fn fn, void *arg);
+
 /* The calling device: id (row-major over the mesh), the mesh, and the MPI
  * rank / world size when running under MPI (else 0 / 1). */
 int            mt_ctx_device(const mt_ctx *ctx);

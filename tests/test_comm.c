@@ -240,6 +240,24 @@ static void run_flat(const char *mesh, int devices, const char *axes, size_t cou
  * spinning devices, 4 KiB with more devices than cores) */
 static const size_t SIZES[] = {0, 1, 255, 257, 1001, 1025, 4099};
 
+/* pmap: a 1-axis launch named by the caller; Σ axis_index over 5 devices. */
+static mt_status pmap_body(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "batch", &ax);
+    if (s != MT_OK) return s;
+    float v = (float)mt_axis_index(ctx, ax);
+    if ((s = mt_psum(ctx, ax, &v, 1)) != MT_OK) return s;
+    if (v != 10.0f || mt_axis_size(ctx, ax) != 5)
+        return mt_fail(MT_EINTERNAL, "device %d: psum of axis_index %g, size %d", mt_ctx_device(ctx),
+                       (double)v, mt_axis_size(ctx, ax));
+    return MT_OK;
+}
+
+MT_TEST(pmap_is_a_one_axis_launch) {
+    MT_CHECK_OK(mt_pmap("batch", 5, pmap_body, NULL));
+    MT_CHECK(mt_pmap("batch", 0, pmap_body, NULL) != MT_OK, "0 devices outside MPI");
+}
+
 MT_TEST(flat_1d_meshes) {
     static const int devs[] = {1, 2, 3, 4, 8};
     for (size_t d = 0; d < sizeof devs / sizeof devs[0]; d++)

@@ -435,3 +435,14 @@ mt_status mt_ctx_axes(const mt_ctx *ctx, const char *names, mt_axes *out) {
 uint64_t mt_ctx_collectives(const mt_ctx *ctx) { return ctx->seq; }
 
 const char *mt_ctx_last_collective(const mt_ctx *ctx) { return ctx->record->text; }
+
+mt_status mt_pmap(const char *axis, int devices, mt_device_fn fn, void *arg) {
+    if (!axis || !*axis) axis = "i";
+    if (strlen(axis) > 48)
+        return mt_fail(MT_EINVAL, "pmap: axis name '%.20s...' is too long (48 characters at most)",
+                       axis);
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s=%d", axis, devices > 0 ? devices : -1);
+    mt_launch_opts opts = {.mesh = spec, .devices = devices};
+    return mt_launch(&opts, fn, arg);
+}
