@@ -596,6 +596,18 @@ static mt_status begin(mt_ctx *ctx, const mt_group *g, mt_mpi **m, MPI_Comm *com
     return group_comm(*m, g, comm);
 }
 
+/* A byte-moving collective's start: the group's communicator, and the MPI
+ * type that describes `bytes` (MPI_BYTE, or 1 GiB chunks past INT_MAX). */
+typedef struct { MPI_Datatype type; int n; bool made; } bytes_type;
+
+static mt_status begin_bytes(mt_ctx *ctx, const mt_group *g, size_t bytes, mt_mpi **m,
+                             MPI_Comm *comm, bytes_type *bt) {
+    bt->n = 0;
+    bt->made = false;
+    mt_status s = begin(ctx, g, m, comm);
+    return s == MT_OK ? block_type(bytes, &bt->type, &bt->n, &bt->made) : s;
+}
+
 static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_t count,
                                 mt_dtype dtype, mt_reduce_op op) {
     if (g->size == 1 || count == 0) return MT_OK;
@@ -633,12 +645,12 @@ static mt_status mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send
     if (bytes == 0) return MT_OK;
     mt_mpi *m;
     MPI_Comm comm;
-    mt_status s = begin(ctx, g, &m, &comm);
-    MPI_Datatype type;
-    int n = 0;
-    bool made = false;
-    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
+    bytes_type bt;
+    mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
+    MPI_Datatype type = bt.type;
+    int n = bt.n;
+    bool made = bt.made;
     const void *src = send == (char *)recv + (size_t)g->rank * bytes ? MPI_IN_PLACE : send;
     MPI_Request req;
     int rc = MPI_Iallgather(src, n, type, recv, n, type, comm, &req);
@@ -690,12 +702,12 @@ static mt_status mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send
     if (bytes == 0) return MT_OK;
     mt_mpi *m;
     MPI_Comm comm;
-    mt_status s = begin(ctx, g, &m, &comm);
-    MPI_Datatype type;
-    int n = 0;
-    bool made = false;
-    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
+    bytes_type bt;
+    mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
+    MPI_Datatype type = bt.type;
+    int n = bt.n;
+    bool made = bt.made;
     MPI_Request req;
     int rc = MPI_Ialltoall(send, n, type, recv, n, type, comm, &req);
     if (made) MPI_Type_free(&type);
@@ -713,12 +725,12 @@ static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, v
     if (bytes == 0 || (src < 0 && dest < 0)) return MT_OK;
     mt_mpi *m;
     MPI_Comm comm;
-    mt_status s = begin(ctx, g, &m, &comm);
-    MPI_Datatype type;
-    int n = 0;
-    bool made = false;
-    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
+    bytes_type bt;
+    mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
+    MPI_Datatype type = bt.type;
+    int n = bt.n;
+    bool made = bt.made;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int rc = MPI_SUCCESS;
     const char *failed = NULL;
@@ -738,12 +750,12 @@ static mt_status mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t
     if (g->size == 1 || bytes == 0) return MT_OK;
     mt_mpi *m;
     MPI_Comm comm;
-    mt_status s = begin(ctx, g, &m, &comm);
-    MPI_Datatype type;
-    int n = 0;
-    bool made = false;
-    if (s == MT_OK) s = block_type(bytes, &type, &n, &made);
+    bytes_type bt;
+    mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
+    MPI_Datatype type = bt.type;
+    int n = bt.n;
+    bool made = bt.made;
     MPI_Request req;
     int rc = MPI_Ibcast(buf, n, type, root, comm, &req);
     if (made) MPI_Type_free(&type);
