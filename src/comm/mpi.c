@@ -648,13 +648,10 @@ static mt_status mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send
     bytes_type bt;
     mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
-    MPI_Datatype type = bt.type;
-    int n = bt.n;
-    bool made = bt.made;
     const void *src = send == (char *)recv + (size_t)g->rank * bytes ? MPI_IN_PLACE : send;
     MPI_Request req;
-    int rc = MPI_Iallgather(src, n, type, recv, n, type, comm, &req);
-    if (made) MPI_Type_free(&type);
+    int rc = MPI_Iallgather(src, bt.n, bt.type, recv, bt.n, bt.type, comm, &req);
+    if (bt.made) MPI_Type_free(&bt.type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallgather");
     return mpi_wait(m, g, 1, &req, current_text(m, "all-gather"));
 }
@@ -705,12 +702,9 @@ static mt_status mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send
     bytes_type bt;
     mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
-    MPI_Datatype type = bt.type;
-    int n = bt.n;
-    bool made = bt.made;
     MPI_Request req;
-    int rc = MPI_Ialltoall(send, n, type, recv, n, type, comm, &req);
-    if (made) MPI_Type_free(&type);
+    int rc = MPI_Ialltoall(send, bt.n, bt.type, recv, bt.n, bt.type, comm, &req);
+    if (bt.made) MPI_Type_free(&bt.type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ialltoall");
     return mpi_wait(m, g, 1, &req, current_text(m, "all-to-all"));
 }
@@ -728,17 +722,14 @@ static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, v
     bytes_type bt;
     mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
-    MPI_Datatype type = bt.type;
-    int n = bt.n;
-    bool made = bt.made;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int rc = MPI_SUCCESS;
     const char *failed = NULL;
-    if (src >= 0 && (rc = MPI_Irecv(recv, n, type, src, TAG_PERMUTE, comm, &req[0])) != MPI_SUCCESS)
+    if (src >= 0 && (rc = MPI_Irecv(recv, bt.n, bt.type, src, TAG_PERMUTE, comm, &req[0])) != MPI_SUCCESS)
         failed = "MPI_Irecv";
-    else if (dest >= 0 && (rc = MPI_Isend(send, n, type, dest, TAG_PERMUTE, comm, &req[1])) != MPI_SUCCESS)
+    else if (dest >= 0 && (rc = MPI_Isend(send, bt.n, bt.type, dest, TAG_PERMUTE, comm, &req[1])) != MPI_SUCCESS)
         failed = "MPI_Isend";
-    if (made) MPI_Type_free(&type);
+    if (bt.made) MPI_Type_free(&bt.type);
     if (failed) {
         m->dangling = req[0] != MPI_REQUEST_NULL;
         return mpi_error(rc, failed);
@@ -753,12 +744,9 @@ static mt_status mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t
     bytes_type bt;
     mt_status s = begin_bytes(ctx, g, bytes, &m, &comm, &bt);
     if (s != MT_OK) return s;
-    MPI_Datatype type = bt.type;
-    int n = bt.n;
-    bool made = bt.made;
     MPI_Request req;
-    int rc = MPI_Ibcast(buf, n, type, root, comm, &req);
-    if (made) MPI_Type_free(&type);
+    int rc = MPI_Ibcast(buf, bt.n, bt.type, root, comm, &req);
+    if (bt.made) MPI_Type_free(&bt.type);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ibcast");
     return mpi_wait(m, g, 1, &req, current_text(m, "broadcast"));
 }
