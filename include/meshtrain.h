@@ -662,10 +662,15 @@ mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *r
                             int ndim, const int64_t *shape, int split_dim, int concat_dim);
 
 /* --- asynchronous forms: start, compute, wait. The buffers belong to the
- * collective until mt_wait returns. At most MT_MAX_PENDING per device.
- * Requests run in start order; today the threads transport moves the data
- * at the first wait (or blocking collective) that needs it, so compute
- * between start and wait does not yet overlap the transfer. */
+ * collective until mt_wait returns (a device that returns without waiting
+ * leaves them to its peers until the launch ends). At most MT_MAX_PENDING
+ * per device. Requests complete in start order; a blocking collective first
+ * completes the pending ones. On the threads transport a large request
+ * (more than ~1-4 KiB per device) is started at once: when every device of
+ * the group has started it, whichever devices are waiting move its data in
+ * chunks, so a device computing between start and wait finds it done.
+ * Small requests, check mode and MPI run it at the first wait (or blocking
+ * collective) that needs it. */
 #define MT_MAX_PENDING 16
 typedef struct { int id; } mt_request;
 mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,

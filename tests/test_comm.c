@@ -805,6 +805,227 @@ MT_TEST(deadline_at_last_arrival_is_no_timeout) {
              "%d timed out", completed, timeouts);
 }
 
+/* Overlap: device 0 starts a large all-reduce and computes; device 1 starts
+ * and waits at once, so it moves device 0's share too, and device 0's wait
+ * finds the work done. */
+typedef struct {
+    size_t n;
+    double blocking_s, wait_s[2];
+} overlap_arg;
+
+static mt_status overlap_device(mt_ctx *ctx, void *arg) {
+    overlap_arg *a = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, "d", &ax, &g));
+    const int me = mt_ctx_device(ctx);
+    float *x = malloc(a->n * sizeof *x);
+    if (!x) return mt_fail(MT_ENOMEM, "test buffer");
+    mt_status st = MT_OK;
+    /* the blocking reference time (warm-up, then the best of 3) */
+    double best = 1e9;
+    for (int k = 0; k < 4 && st == MT_OK; k++) {
+        for (size_t i = 0; i < a->n; i++) x[i] = 1.0f;
+        DEV_OK(mt_barrier(ctx, ax));
+        double t0 = mt_time_now();
+        st = mt_psum(ctx, ax, x, a->n);
+        if (k > 0 && mt_time_now() - t0 < best) best = mt_time_now() - t0;
+    }
+    if (me == 0) a->blocking_s = best;
+    for (size_t i = 0; i < a->n; i++) x[i] = (float)val(me, i, 50);
+    DEV_OK(mt_barrier(ctx, ax));
+    mt_request rq;
+    if (st == MT_OK) st = mt_all_reduce_start(ctx, ax, x, a->n, MT_F32, MT_REDUCE_SUM, &rq);
+    if (st == MT_OK) {
+        /* "compute": 300 ms, or longer where device 1 alone needs longer to
+         * move both shares (~2 blocking times; sanitizers slow it down) */
+        if (me == 0) {
+            double t_end = mt_time_now() + (4 * best > 0.3 ? 4 * best : 0.3);
+            while (mt_time_now() < t_end) usleep(1000);
+        }
+        double t0 = mt_time_now();
+        st = mt_wait(ctx, &rq);
+        a->wait_s[me] = mt_time_now() - t0;
+    }
+    for (size_t i = 0; st == MT_OK && i < a->n; i++) {
+        double want = val(0, i, 50) + val(1, i, 50);
+        if (x[i] != want)
+            st = mt_fail(MT_EINTERNAL, "element %zu is %g, want %g", i, x[i], want);
+    }
+    free(x);
+    return st;
+}
+
+MT_TEST(async_overlaps_compute) {
+    overlap_arg a = {(size_t)16 << 20, 0, {0, 0}};   /* 64 MiB of f32 */
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_OK(mt_launch(&o, overlap_device, &a));
+    printf("  overlap: blocking 64 MiB all-reduce %.3f ms; async wait: device 0 (computed "
+           ">= 300 ms first) %.3f ms, device 1 (waited at once) %.3f ms\n",
+           a.blocking_s * 1e3, a.wait_s[0] * 1e3, a.wait_s[1] * 1e3);
+    MT_CHECK(a.wait_s[0] < 0.2 * a.blocking_s, "device 0's wait took %.3f ms, blocking %.3f ms: "
+             "device 1 did not move its share", a.wait_s[0] * 1e3, a.blocking_s * 1e3);
+}
+
+/* Several outstanding requests of every kind, waited in reverse order, a
+ * blocking collective among them, on a 1-D and a 2-D mesh. */
+typedef struct {
+    const char *ax1, *ax2;
+    size_t      n;
+} many_arg;
+
+typedef struct {
+    int   kind;   /* 0 all-reduce, 1 all-gather, 2 psum_scatter */
+    grp   g;
+    int   salt;
+    float *in, *out;
+} areq;
+
+static mt_status areq_start(mt_ctx *ctx, mt_axes ax, const grp *g, int kind, int salt, size_t n,
+                            areq *q, mt_request *r) {
+    const int me = mt_ctx_device(ctx), P = g->P;
+    q->kind = kind;
+    q->g = *g;
+    q->salt = salt;
+    size_t in_n = kind == 2 ? (size_t)P * n : n, out_n = kind == 1 ? (size_t)P * n : n;
+    q->in = malloc((in_n + 1) * sizeof(float));
+    q->out = malloc((out_n + 1) * sizeof(float));
+    if (!q->in || !q->out) return mt_fail(MT_ENOMEM, "test buffer");
+    for (size_t i = 0; i < in_n; i++) q->in[i] = (float)val(me, i, salt);
+    if (kind == 0) return mt_all_reduce_start(ctx, ax, q->in, n, MT_F32, MT_REDUCE_SUM, r);
+    if (kind == 1) return mt_all_gather_start(ctx, ax, q->in, q->out, n, MT_F32, r);
+    return mt_psum_scatter_start(ctx, ax, q->in, q->out, n, MT_F32, r);
+}
+
+static mt_status areq_check(const areq *q, size_t n) {
+    const grp *g = &q->g;
+    mt_status st = MT_OK;
+    for (size_t i = 0; st == MT_OK && i < n; i++) {
+        if (q->kind == 1) {
+            for (int j = 0; j < g->P; j++)
+                if (q->out[(size_t)j * n + i] != val(g->members[j], i, q->salt))
+                    st = mt_fail(MT_EINTERNAL, "all_gather n %zu [%d][%zu] wrong", n, j, i);
+            continue;
+        }
+        double want = 0;
+        size_t at = q->kind == 2 ? (size_t)g->r * n + i : i;
+        for (int j = 0; j < g->P; j++) want += val(g->members[j], at, q->salt);
+        double got = q->kind == 0 ? q->in[i] : q->out[i];
+        if (got != want)
+            st = mt_fail(MT_EINTERNAL, "kind %d n %zu element %zu is %g, want %g", q->kind, n, i,
+                         got, want);
+    }
+    free(q->in);
+    free(q->out);
+    return st;
+}
+
+static mt_status many_device(mt_ctx *ctx, void *arg) {
+    const many_arg *a = arg;
+    mt_axes ax[2];
+    grp g[2];
+    DEV_OK(group_of(ctx, a->ax1, &ax[0], &g[0]));
+    DEV_OK(group_of(ctx, a->ax2, &ax[1], &g[1]));
+    const size_t n = a->n;
+    areq q[12];
+    mt_request r[12];
+    mt_status st = MT_OK;
+    /* round 1: six outstanding, waited last to first */
+    for (int k = 0; k < 6 && st == MT_OK; k++)
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+    for (int k = 5; k >= 0 && st == MT_OK; k--) st = mt_wait(ctx, &r[k]);
+    for (int k = 0; k < 6 && st == MT_OK; k++) st = areq_check(&q[k], n);
+    if (st != MT_OK) return st;
+    /* round 2: three started, a blocking collective on each group (runs
+     * after them), three more, all waited in reverse */
+    for (int k = 6; k < 9 && st == MT_OK; k++)
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+    float c[3] = {1, 2, 3};
+    DEV_OK(mt_psum(ctx, ax[1], c, 3));
+    for (int i = 0; i < 3; i++) DEV_EXPECT(c[i], (i + 1) * g[1].P, "blocking psum[%d]", i);
+    for (int k = 9; k < 12 && st == MT_OK; k++)
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+    DEV_OK(mt_barrier(ctx, ax[0]));
+    for (int k = 11; k >= 6 && st == MT_OK; k--) st = mt_wait(ctx, &r[k]);
+    for (int k = 6; k < 12 && st == MT_OK; k++) st = areq_check(&q[k], n);
+    return st;
+}
+
+MT_TEST(async_many_outstanding_reverse_waits) {
+    static const size_t sizes[] = {0, 1, 1001, (size_t)1 << 20};
+    static const struct { const char *mesh; int devs; const char *a1, *a2; } meshes[] = {
+        {"d=3", 3, "d", "d"}, {"a=2,b=2", 4, "a", "b"}, {"a=2,b=2", 4, "a,b", "b"}};
+    for (size_t m = 0; m < 3; m++)
+        for (size_t s = 0; s < 4; s++) {
+            many_arg a = {meshes[m].a1, meshes[m].a2, sizes[s]};
+            mt_launch_opts o = opts_for(meshes[m].mesh, meshes[m].devs);
+            mt_status st = mt_launch(&o, many_device, &a);
+            MT_CHECK(st == MT_OK, "%s over %s/%s, n %zu: %s: %s", meshes[m].mesh, a.ax1, a.ax2,
+                     a.n, mt_status_name(st), mt_errmsg());
+        }
+}
+
+/* A device starts large requests and fails without waiting: the others'
+ * waits on a request it never started return MT_EABORTED, on one it started
+ * they complete correctly or abort; nobody hangs, and its buffers (freed by
+ * the test after the launch) outlive every use. */
+typedef struct {
+    size_t    n;
+    float    *bufs[4];
+    mt_status got[4][2];
+} startfail_arg;
+
+static mt_status startfail_device(mt_ctx *ctx, void *arg) {
+    startfail_arg *a = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, "d", &ax, &g));
+    const int me = mt_ctx_device(ctx);
+    float *x = a->bufs[me], *y = a->bufs[me] + a->n;
+    for (size_t i = 0; i < a->n; i++) { x[i] = (float)val(me, i, 70); y[i] = 1; }
+    mt_request r1, r2;
+    mt_status st = mt_all_reduce_start(ctx, ax, x, a->n, MT_F32, MT_REDUCE_SUM, &r1);
+    if (me == 0) return st != MT_OK ? st : mt_fail(MT_EINVAL, "fails after starting, on purpose");
+    if (st != MT_OK) {   /* device 0's failure was published first: aborted at start */
+        a->got[me][0] = a->got[me][1] = st;
+        return st;
+    }
+    /* the start fails at once if device 0's failure is already published */
+    a->got[me][1] = mt_all_reduce_start(ctx, ax, y, a->n, MT_F32, MT_REDUCE_SUM, &r2);
+    if (a->got[me][1] == MT_OK) a->got[me][1] = mt_wait(ctx, &r2);   /* completes r1 first */
+    a->got[me][0] = mt_wait(ctx, &r1);
+    return a->got[me][1];
+}
+
+MT_TEST(async_start_then_fail) {
+    for (int devs = 2; devs <= 4; devs++) {
+        startfail_arg a;
+        memset(&a, 0, sizeof a);
+        a.n = (size_t)1 << 20;
+        for (int d = 0; d < devs; d++) a.bufs[d] = malloc(2 * a.n * sizeof(float));
+        mt_launch_opts o = opts_for("", devs);
+        o.timeout_s = 20;
+        double t0 = mt_time_now();
+        CHECK_FAILS(mt_launch(&o, startfail_device, &a), MT_EINVAL, "on purpose");
+        MT_CHECK(mt_time_now() - t0 < 5, "stopping took %.1f s", mt_time_now() - t0);
+        for (int d = 1; d < devs; d++) {
+            MT_CHECK(a.got[d][1] == MT_EABORTED, "device %d: start/wait of the request device 0 "
+                     "never started: %s", d, mt_status_name(a.got[d][1]));
+            MT_CHECK(a.got[d][0] == MT_OK || a.got[d][0] == MT_EABORTED,
+                     "device %d: wait on the request all started: %s", d,
+                     mt_status_name(a.got[d][0]));
+            if (a.got[d][0] == MT_OK)
+                for (size_t i = 0; i < a.n; i++) {
+                    double want = 0;
+                    for (int j = 0; j < devs; j++) want += val(j, i, 70);
+                    MT_CHECK(a.bufs[d][i] == want, "device %d element %zu: %g, want %g", d, i,
+                             a.bufs[d][i], want);
+                }
+        }
+        for (int d = 0; d < devs; d++) free(a.bufs[d]);
+    }
+}
+
 /* Local errors of a started request surface at start, and the requests
  * after it run; a request that fails when run makes mt_wait on every request
  * dropped with it fail too. */

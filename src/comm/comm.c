@@ -10,13 +10,16 @@
  * collective's span to ctx->events when tracing (regions and the writer are
  * in trace.c).
  *
- * Asynchronous requests: mt_*_start checks the arguments and queues the
- * request; nothing moves until a mt_wait needs it. mt_wait runs every queued
+ * Asynchronous requests: mt_*_start checks the arguments; then, when the
+ * transport has asynchronous forms (threads) and takes the request (large
+ * messages; not in check mode, whose match check is a blocking exchange),
+ * it is numbered and recorded at once and the transport starts it: peers
+ * that wait on it meanwhile move its data. Otherwise (small messages, the
+ * MPI transport, check mode) it is queued and runs as the blocking collective
+ * at the first mt_wait that needs it. Either way mt_wait completes every
  * request up to and including the one waited for, in start order, and any
- * blocking collective first runs the whole queue, so every device runs its
- * collectives in the order it issued them. (Progress happens at wait: the
- * compute between start and wait overlaps nothing in this version; the API is
- * there so a progress thread can later do it without changing callers.)
+ * blocking collective first completes the whole queue, so every device runs
+ * its collectives in the order it issued them.
  */
 #include "comm/comm_impl.h"
 
@@ -533,8 +536,18 @@ mt_status mt_barrier(mt_ctx *ctx, mt_axes axes) {
 /* Asynchronous forms                                                        */
 /* ======================================================================== */
 
+/* What a request is, as coll_begin / coll_end record it. */
+static coll_desc pending_desc(const mt_pending *p, const mt_group *g) {
+    size_t bytes = p->count * mt_dtype_size(p->dtype);
+    coll_desc d = {p->kind, p->dtype, p->count, bytes, 0, 0, 0};
+    if (p->kind == MT_COLL_ALL_REDUCE) d.kind |= (int)p->op << 4;
+    if (p->kind == MT_COLL_REDUCE_SCATTER) d.bytes *= (size_t)g->size;
+    return d;
+}
+
 /* Queues a request after checking everything that can fail on this device
- * alone (axes, group, sizes): what fails later fails for the launch. */
+ * alone (axes, group, sizes): what fails later fails for the launch. A
+ * request the transport takes is started here. */
 static mt_status enqueue(mt_ctx *ctx, const char *what, const mt_pending *p, bool times_P,
                          mt_request *req) {
     if (!req) return mt_fail(MT_EINVAL, "%s: req is NULL", what);
@@ -547,8 +560,21 @@ static mt_status enqueue(mt_ctx *ctx, const char *what, const mt_pending *p, boo
     if ((st = mt__ctx_group(ctx, p->axes, &g)) ||
         (st = check_size(what, p->count, times_P ? (size_t)g->size : 1, p->dtype)))
         return st;
-    mt_pending *q = &ctx->pending[ctx->n_pending++];
+    mt_pending *q = &ctx->pending[ctx->n_pending];
     *q = *p;
+    q->g = g;
+    q->eager = false;
+    q->tag = 0;
+    const mt_launch_state *ls = ctx->launch;
+    if (ls->ops->async_start && !ls->check && g->size > 1 && ls->ops->async_eager(ctx, g, q)) {
+        /* numbered and recorded now, in issue order; the span is the start's */
+        coll_desc d = pending_desc(q, g);
+        st = coll_begin(ctx, g, &d);
+        if (st == MT_OK) st = ls->ops->async_start(ctx, g, q);
+        if ((st = coll_end(ctx, g, &d, st)) != MT_OK) return st;   /* not started */
+        q->eager = true;
+    }
+    ctx->n_pending++;
     q->id = ++ctx->next_request;
     q->started = true;
     req->id = q->id;
@@ -563,7 +589,7 @@ mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count
         return st;
     if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
         return mt_fail(MT_EINVAL, "all_reduce_start: unknown reduction %d", (int)op);
-    mt_pending p = {0, false, MT_COLL_ALL_REDUCE, axes, buf, NULL, NULL, count, dtype, op};
+    mt_pending p = {0, false, MT_COLL_ALL_REDUCE, axes, buf, NULL, NULL, count, dtype, op, NULL, false, 0};
     return enqueue(ctx, "all_reduce_start", &p, false, req);
 }
 
@@ -574,7 +600,8 @@ mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void 
         (st = check_buf("all_gather_start", "send", send, count)) ||
         (st = check_buf("all_gather_start", "recv", recv, count)))
         return st;
-    mt_pending p = {0, false, MT_COLL_ALL_GATHER, axes, NULL, send, recv, count, dtype, MT_REDUCE_SUM};
+    mt_pending p = {0, false, MT_COLL_ALL_GATHER, axes, NULL, send, recv, count, dtype, MT_REDUCE_SUM,
+                    NULL, false, 0};
     return enqueue(ctx, "all_gather_start", &p, true, req);
 }
 
@@ -586,11 +613,19 @@ mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, voi
         (st = check_buf("psum_scatter_start", "recv", recv, count)))
         return st;
     mt_pending p = {0, false, MT_COLL_REDUCE_SCATTER, axes, NULL, send, recv, count, dtype,
-                    MT_REDUCE_SUM};
+                    MT_REDUCE_SUM, NULL, false, 0};
     return enqueue(ctx, "psum_scatter_start", &p, true, req);
 }
 
-static mt_status run_pending(mt_ctx *ctx, const mt_pending *p) {
+static mt_status run_pending(mt_ctx *ctx, mt_pending *p) {
+    if (p->eager) {
+        /* the transport started it: complete it (peers may have already) */
+        coll_desc d = pending_desc(p, p->g);
+        d.t0 = mt_time_now();
+        ctx->deadline = d.t0 + ctx->launch->timeout_s;
+        atomic_store_explicit(&ctx->record->in_collective, 1, memory_order_relaxed);
+        return coll_end(ctx, p->g, &d, ctx->launch->ops->async_wait(ctx, p->g, p));
+    }
     switch (p->kind) {
     case MT_COLL_ALL_REDUCE:
         return do_all_reduce(ctx, p->axes, p->buf, p->count, p->dtype, p->op, false);
@@ -602,15 +637,40 @@ static mt_status run_pending(mt_ctx *ctx, const mt_pending *p) {
     return mt_fail(MT_EINTERNAL, "pending request of unknown kind %d", p->kind);
 }
 
-/* Runs the first `upto` queued requests, in start order. When one fails
+/* Settles started requests pending[from..n_pending) after a failure: the
+ * launch is failed first, so the transport's wait gives each up if it never
+ * committed, or completes it if peers may be using its buffers (bounded
+ * work). Keeps the caller's error message. */
+static void settle_started(mt_ctx *ctx, int from, mt_status st) {
+    bool any = false;
+    for (int i = from; i < ctx->n_pending; i++) any |= ctx->pending[i].eager;
+    if (!any) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mt_errmsg());
+    mt__launch_fail(ctx->launch, ctx->device, st, msg);
+    for (int i = from; i < ctx->n_pending; i++)
+        if (ctx->pending[i].eager)
+            (void)ctx->launch->ops->async_wait(ctx, ctx->pending[i].g, &ctx->pending[i]);
+    mt_fail(st, "%s", msg);
+}
+
+void mt__async_abandon(mt_ctx *ctx) {
+    if (ctx->n_pending == 0) return;
+    settle_started(ctx, 0, MT_EABORTED);
+    ctx->n_pending = 0;
+}
+
+/* Completes the first `upto` requests, in start order. When one fails
  * (the launch is failing: the local checks ran at start), it and every
- * request queued after it are dropped, and their ids recorded so that a
- * later mt_wait on any of them returns the failure instead of MT_OK. */
+ * request queued after it are dropped (the started ones settled), and their
+ * ids recorded so that a later mt_wait on any of them returns the failure
+ * instead of MT_OK. */
 static mt_status flush_pending(mt_ctx *ctx, int upto) {
     mt_status st = MT_OK;
     int done = 0;
     while (done < upto && st == MT_OK) st = run_pending(ctx, &ctx->pending[done++]);
     if (st != MT_OK) {
+        settle_started(ctx, done, st);
         /* one range for all failures: a second failure extends the first
          * one's (requests in between then report a failure too, which after
          * a launch failure they had anyway), so no dropped id reads as run */

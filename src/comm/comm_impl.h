@@ -102,6 +102,9 @@ typedef struct {
     size_t     count;
     mt_dtype   dtype;
     mt_reduce_op op;
+    mt_group  *g;         /* resolved at start */
+    bool       eager;     /* started in the transport (async_start): finish with async_wait */
+    uint64_t   tag;       /* the transport's number for it */
 } mt_pending;
 
 struct mt_ctx {
@@ -123,7 +126,7 @@ struct mt_ctx {
     int               n_events, cap_events;
     int               open_region;     /* index of an open mt_trace_begin, -1 none */
     double            t_start;
-    /* asynchronous requests, run in start order at the first wait */
+    /* asynchronous requests, completed in start order by the waits */
     mt_pending        pending[MT_MAX_PENDING];
     int               n_pending, next_request;
     /* requests dropped from the queue when one failed (ids dropped_lo ..
@@ -159,6 +162,21 @@ struct mt_transport_ops {
      * set); may set g->transport. group_fini undoes it at the end. */
     mt_status (*group_init)(mt_ctx *ctx, mt_group *g);
     void      (*group_fini)(mt_ctx *ctx, mt_group *g);
+    /* Optional asynchronous forms (all three or none; NULL: the front end
+     * queues requests and runs the blocking forms at the first mt_wait that
+     * needs them, as for mpi.c). async_eager says whether the transport
+     * starts p itself (the same answer on every device of g for matching
+     * requests). async_start publishes p and returns without waiting for
+     * peers (beyond, rarely, a free slot), touching no peer buffer; it may
+     * set p->tag. async_wait completes p (its data may have been moved by
+     * peers meanwhile) and must be called once for every started request, in
+     * start order, also when the launch has failed (then it gives up if the
+     * op never committed, else completes it: peers may be using the
+     * buffers). No device returns from async_wait while a peer can still
+     * touch its buffers. */
+    bool      (*async_eager)(const mt_ctx *ctx, const mt_group *g, const mt_pending *p);
+    mt_status (*async_start)(mt_ctx *ctx, mt_group *g, mt_pending *p);
+    mt_status (*async_wait)(mt_ctx *ctx, mt_group *g, mt_pending *p);
 };
 
 extern const mt_transport_ops mt__threads_transport;
@@ -228,6 +246,11 @@ mt_status mt__launch_result(mt_launch_state *ls);
 
 /* Runs fn on ctx and reports a failure to the launch (device N failed). */
 mt_status mt__device_run(mt_ctx *ctx, mt_device_fn fn, void *arg);
+
+/* After a device's function returned with requests not waited for (the
+ * launch has failed): settles the ones a transport started, so none is left
+ * half done for its peers (comm.c). */
+void mt__async_abandon(mt_ctx *ctx);
 
 /* The threads transport's shared state (threads.c): created per launch. */
 mt_status mt__threads_init(mt_launch_state *ls);

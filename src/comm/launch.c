@@ -215,6 +215,9 @@ mt_status mt__device_run(mt_ctx *ctx, mt_device_fn fn, void *arg) {
                      "call mt_wait on every request", ctx->n_pending, ctx->n_pending > 1 ? "s" : "");
     if (st != MT_OK && !(st == MT_EABORTED && atomic_load(&ls->abort)))
         mt__launch_fail(ls, ctx->device, st, mt_errmsg());
+    /* requests the transport started may be in use by peers (or waited on by
+     * them): give each up, or complete it, before the device is gone */
+    if (ctx->n_pending > 0) mt__async_abandon(ctx);
     return st;
 }
 

@@ -28,6 +28,26 @@
  * read once and written once (the floor), no line is written by two ranks,
  * and no rank waits for another between the two barriers.
  *
+ * Asynchronous forms (large messages only; small ones wait in the front
+ * end's queue and take the latency path at mt_wait). Starting one publishes
+ * the buffers in an entry of a ring (ASYNC_RING per group, indexed by the
+ * group's count of asynchronous ops, the same sequence on every device) and
+ * counts the arrival in the entry's own gate: the op commits once every rank
+ * has started it, whatever its peers are doing meanwhile. The work is split
+ * into chunks (CHUNK_BYTES) that any device waiting on the op claims with a
+ * fetch_add and, once done, counts in `finished`: whoever waits first moves
+ * the data of everyone, so a device that computes between start and wait
+ * finds it done. A wait returns once `finished` reaches the chunk count: no
+ * peer touches any buffer of the op after that. Before commit a wait may give
+ * up (abort, deadline) by poisoning the entry's gate, as a rendezvous does;
+ * after commit it completes the op (bounded work), deadline or not.
+ * Each rank retires its ops in order (`released`); an entry is reused only
+ * once every rank has retired its previous op, so nobody still reads it when
+ * it is reset. ASYNC_RING = 4·MT_MAX_PENDING keeps that from blocking in
+ * practice (a device with requests pending holds at most MT_MAX_PENDING).
+ * These ops take no op number (g->n_ops): the latency path's parity
+ * argument needs every numbered op to synchronise all ranks.
+ *
  * Waiting (mt__wait_step) spins briefly, then yields; with more devices than
  * cores it yields at once.
  */
@@ -54,6 +74,10 @@ _Static_assert(SMALL_SPIN_MAX <= SMALL_MAX, "the latency path fits its slots");
 #endif
 #define BLOCK_ELEMS(es) (BLOCK_BYTES / (es))
 #define SUB_ELEMS   2048          /* reduction sub-block: stays in L1 */
+#define ASYNC_RING  (4 * MT_MAX_PENDING)   /* async op entries per group */
+#ifndef CHUNK_BYTES
+#define CHUNK_BYTES (256 * 1024)  /* async work unit (per buffer); a multiple of 64 */
+#endif
 
 typedef atomic_uint_least64_t flag_t;
 
@@ -64,6 +88,8 @@ typedef struct {
     const void  *send;            /* published buffers of op `arrive` */
     void        *recv;
     uint64_t     n_rdv;           /* rendezvous ops so far; only this rank touches it */
+    flag_t       released;        /* async ops this rank has retired (in order) */
+    uint64_t     n_async;         /* async ops started so far; only this rank touches it */
 } rank_slot;
 
 typedef struct {
@@ -73,6 +99,21 @@ typedef struct {
 
 #define POISON (1ull << 62)       /* in `gate`: a rank gave up; no rendezvous will commit */
 
+/* One rank's buffers for an async op (written by that rank before it
+ * arrives; read by whoever does the op's chunks after commit). */
+typedef struct {
+    const void *send;
+    void       *recv;
+    flag_t      arrived;          /* the op these are for (for timeout messages) */
+} aptr;
+
+/* An async op in flight: one entry of the group's ring. */
+typedef struct {
+    _Alignas(64) flag_t gate;          /* arrivals; the k-th use commits at P·(k+1); POISON */
+    _Alignas(64) atomic_size_t claim;  /* next chunk to take (may run past the count) */
+    _Alignas(64) atomic_size_t finished;/* chunks done */
+} aentry;
+
 typedef struct tgroup {
     _Alignas(64) flag_t gate;          /* arrivals at rendezvous ops; op k commits at P·k */
     struct tgroup *next;
@@ -81,6 +122,8 @@ typedef struct tgroup {
     int            P;
     rank_slot     *ranks;         /* (P) */
     small_slot    *small;         /* (2, P): by op parity, then rank */
+    aentry        *async;         /* (ASYNC_RING) */
+    aptr          *aptrs;         /* (ASYNC_RING, P) */
 } tgroup;
 
 typedef struct {
@@ -107,6 +150,8 @@ void mt__threads_fini(mt_launch_state *ls) {
         next = tg->next;
         free(tg->ranks);
         free(tg->small);
+        free(tg->async);
+        free(tg->aptrs);
         free(tg);
     }
     pthread_mutex_destroy(&ts->mu);
@@ -129,16 +174,27 @@ static tgroup *tgroup_create(uint32_t key, int leader, int P) {
     tg->P = P;
     tg->ranks = zalloc64((size_t)P * sizeof *tg->ranks);
     tg->small = zalloc64(2 * (size_t)P * sizeof *tg->small);
-    if (!tg->ranks || !tg->small) {
+    tg->async = zalloc64(ASYNC_RING * sizeof *tg->async);
+    tg->aptrs = zalloc64(ASYNC_RING * (size_t)P * sizeof *tg->aptrs);
+    if (!tg->ranks || !tg->small || !tg->async || !tg->aptrs) {
         free(tg->ranks);
         free(tg->small);
+        free(tg->async);
+        free(tg->aptrs);
         free(tg);
         return NULL;
     }
     for (int r = 0; r < P; r++) {
         atomic_init(&tg->ranks[r].arrive, 0);
         atomic_init(&tg->ranks[r].done, 0);
+        atomic_init(&tg->ranks[r].released, 0);
     }
+    for (int i = 0; i < ASYNC_RING; i++) {
+        atomic_init(&tg->async[i].gate, 0);
+        atomic_init(&tg->async[i].claim, 0);
+        atomic_init(&tg->async[i].finished, 0);
+    }
+    for (int i = 0; i < ASYNC_RING * P; i++) atomic_init(&tg->aptrs[i].arrived, 0);
     for (int i = 0; i < 2 * P; i++) atomic_init(&tg->small[i].seq, 0);
     atomic_init(&tg->gate, 0);
     return tg;
@@ -498,6 +554,200 @@ static mt_status t_barrier(mt_ctx *ctx, const mt_group *gc) {
     return exchange_small(ctx, g, g->transport, next_op(g), NULL, 0, &s);
 }
 
+/* ======================================================================== */
+/* Asynchronous forms                                                        */
+/* ======================================================================== */
+
+/* Bytes a device contributes to p: what decides the path, as in the blocking
+ * forms (the same on every device). */
+static size_t async_bytes(const mt_group *g, const mt_pending *p) {
+    size_t bytes = p->count * mt_dtype_size(p->dtype);
+    return p->kind == MT_COLL_REDUCE_SCATTER ? bytes * (size_t)g->size : bytes;
+}
+
+static bool t_async_eager(const mt_ctx *ctx, const mt_group *g, const mt_pending *p) {
+    return !small(ctx, async_bytes(g, p));
+}
+
+static aentry *async_entry(tgroup *tg, uint64_t a) { return &tg->async[(a - 1) % ASYNC_RING]; }
+static aptr *async_ptrs(tgroup *tg, uint64_t a) {
+    return &tg->aptrs[(size_t)((a - 1) % ASYNC_RING) * (size_t)tg->P];
+}
+/* Arrivals at which op a commits: its entry's uses so far times P. */
+static uint64_t async_target(const tgroup *tg, uint64_t a) {
+    return (uint64_t)tg->P * ((a - 1) / ASYNC_RING + 1);
+}
+
+/* Elements per chunk of a reduction (a multiple of 64 bytes). */
+static size_t chunk_elems(mt_dtype dtype) { return CHUNK_BYTES / mt_dtype_size(dtype); }
+
+/* Chunks of op p: all-reduce: element ranges of the buffer; all-gather: byte
+ * ranges of each (destination, source) pair; reduce-scatter: element ranges
+ * of each destination's block. */
+static size_t async_chunks(const mt_group *g, const mt_pending *p, size_t *per) {
+    const size_t P = (size_t)g->size;
+    switch (p->kind) {
+    case MT_COLL_ALL_REDUCE:
+        *per = (p->count + chunk_elems(p->dtype) - 1) / chunk_elems(p->dtype);
+        return *per;
+    case MT_COLL_ALL_GATHER: {
+        size_t bytes = p->count * mt_dtype_size(p->dtype);
+        *per = (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+        return P * P * *per;
+    }
+    default:   /* MT_COLL_REDUCE_SCATTER */
+        *per = (p->count + chunk_elems(p->dtype) - 1) / chunk_elems(p->dtype);
+        return P * *per;
+    }
+}
+
+/* Does chunk i of op p (every rank's buffers in `ap`). Reductions combine
+ * the ranks in rank order, whoever does the chunk, so the bits do not
+ * depend on who did it. */
+static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt_pending *p,
+                        size_t per, size_t i) {
+    const int P = g->size;
+    const size_t es = mt_dtype_size(p->dtype);
+    const void **src = ctx->ptrs;
+    if (p->kind == MT_COLL_ALL_REDUCE) {
+        const size_t ce = chunk_elems(p->dtype), lo = i * ce;
+        const size_t n = p->count - lo < ce ? p->count - lo : ce;
+        for (int j = 0; j < P; j++) src[j] = ap[j].recv;
+        if (p->dtype != MT_BF16) {
+            static void (*const fused[2][3])(void *const *, int, size_t, size_t) = {
+                {rb_sum_f32, rb_max_f32, rb_min_f32}, {rb_sum_i32, rb_max_i32, rb_min_i32}};
+            fused[p->dtype == MT_I32][p->op]((void *const *)src, P, lo, n);
+            return;
+        }
+        for (size_t k = lo; k < lo + n; k += BLOCK_ELEMS(es)) {
+            size_t m = lo + n - k < BLOCK_ELEMS(es) ? lo + n - k : BLOCK_ELEMS(es);
+            char *d = (char *)ap[0].recv + k * es;
+            combine(d, src, P, k, m, p->dtype, p->op);
+            for (int j = 1; j < P; j++) memcpy((char *)ap[j].recv + k * es, d, m * es);
+        }
+        return;
+    }
+    if (p->kind == MT_COLL_ALL_GATHER) {
+        const size_t bytes = p->count * es, pair = i / per, off = (i % per) * CHUNK_BYTES;
+        const size_t n = bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES;
+        const int d = (int)(pair / (size_t)P), j = (int)(pair % (size_t)P);
+        char *dst = (char *)ap[d].recv + (size_t)j * bytes + off;
+        const char *from = (const char *)ap[j].send + off;
+        if (dst != from) memcpy(dst, from, n);   /* in place: the block is already there */
+        return;
+    }
+    /* reduce-scatter: block d of every rank's send into rank d's recv */
+    const size_t ce = chunk_elems(p->dtype), d = i / per, lo = (i % per) * ce;
+    const size_t n = p->count - lo < ce ? p->count - lo : ce;
+    for (int j = 0; j < P; j++) src[j] = ap[j].send;
+    combine((char *)ap[d].recv + lo * es, src, P, d * p->count + lo, n, p->dtype, p->op);
+}
+
+/* Starts p: waits (rarely) until its ring entry is free, publishes this
+ * rank's buffers and arrives. Never touches a peer's buffer. */
+static mt_status t_async_start(mt_ctx *ctx, mt_group *g, mt_pending *p) {
+    tgroup *tg = g->transport;
+    rank_slot *me = &tg->ranks[g->rank];
+    const uint64_t a = ++me->n_async;
+    p->tag = a;
+    if (a > ASYNC_RING) {
+        /* the entry's previous op must be retired by every rank: then nobody
+         * reads its counters or pointers any more (acquire pairs with the
+         * release in t_async_wait) */
+        int spins = 0, from = 0;
+        for (;;) {
+            while (from < g->size &&
+                   atomic_load_explicit(&tg->ranks[from].released, memory_order_acquire) >=
+                       a - ASYNC_RING)
+                from++;
+            if (from == g->size) break;
+            mt_status st = mt__wait_step(ctx, &spins);
+            if (st != MT_OK) {   /* nothing published yet: safe to leave */
+                int n_missing = 0;
+                for (int j = from; j < g->size; j++)
+                    if (atomic_load_explicit(&tg->ranks[j].released, memory_order_acquire) <
+                        a - ASYNC_RING)
+                        ctx->wait_list[n_missing++] = g->members[j];
+                if (n_missing == 0) break;
+                return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
+            }
+        }
+    }
+    aentry *e = async_entry(tg, a);
+    aptr *mine = &async_ptrs(tg, a)[g->rank];
+    /* Every rank resets the counters before it arrives: chunks are claimed
+     * only after commit, which follows every arrival (and so every reset);
+     * the previous use's claims all happened before its ranks released it. */
+    atomic_store_explicit(&e->claim, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->finished, 0, memory_order_relaxed);
+    mine->send = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->send;
+    mine->recv = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->recv;
+    atomic_store_explicit(&mine->arrived, a, memory_order_relaxed);
+    /* acq_rel: publishes the pointers and resets to whoever sees the commit */
+    uint64_t v = atomic_fetch_add_explicit(&e->gate, 1, memory_order_acq_rel) + 1;
+    /* a peer gave up on this op already (the launch is failing): it will
+     * never commit, so nobody touches our buffers. It is not retired here:
+     * `released` must grow in start order, and earlier requests may still be
+     * outstanding (peers blocked on it see the abort instead). */
+    if (v & POISON) return mt__wait_fail(ctx, g, MT_EABORTED, NULL, 0);
+    return MT_OK;
+}
+
+/* Completes p: waits for the commit (giving up on abort or deadline by
+ * poisoning the entry, as rendezvous does), then does chunks until none are
+ * left and waits until every claimed chunk is done. Retires p either way, so
+ * it must be called once for every started op, in start order. */
+static mt_status t_async_wait(mt_ctx *ctx, mt_group *g, mt_pending *p) {
+    tgroup *tg = g->transport;
+    rank_slot *me = &tg->ranks[g->rank];
+    const uint64_t a = p->tag, target = async_target(tg, a);
+    aentry *e = async_entry(tg, a);
+    const aptr *ap = async_ptrs(tg, a);
+    uint64_t v = atomic_load_explicit(&e->gate, memory_order_acquire);
+    int spins = 0;
+    while (!(v & POISON) && v < target) {
+        mt_status st = mt__wait_step(ctx, &spins);
+        if (st != MT_OK) {
+            v = atomic_load_explicit(&e->gate, memory_order_acquire);
+            while (!(v & POISON) && v < target)
+                if (atomic_compare_exchange_weak_explicit(&e->gate, &v, v | POISON,
+                                                          memory_order_acq_rel,
+                                                          memory_order_acquire))
+                    break;
+            if (!(v & POISON) && v >= target) break;   /* committed meanwhile: complete it */
+            int n_missing = 0;
+            for (int j = 0; j < g->size; j++)
+                if (atomic_load_explicit(&ap[j].arrived, memory_order_relaxed) < a)
+                    ctx->wait_list[n_missing++] = g->members[j];
+            atomic_store_explicit(&me->released, a, memory_order_release);
+            return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
+        }
+        v = atomic_load_explicit(&e->gate, memory_order_acquire);
+    }
+    if (v & POISON) {   /* a peer gave up before the commit: nobody touches the buffers */
+        atomic_store_explicit(&me->released, a, memory_order_release);
+        return mt__wait_fail(ctx, g, MT_EABORTED, NULL, 0);
+    }
+    /* committed: the acquire above saw every rank's pointers. Take chunks
+     * (relaxed: the claim only divides the work; the data's visibility comes
+     * from the gate and from `finished`) */
+    size_t per, n_chunks = async_chunks(g, p, &per);
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&e->claim, 1, memory_order_relaxed);
+        if (i >= n_chunks) break;
+        async_chunk(ctx, g, ap, p, per, i);
+        /* release: whoever reads the final count sees this chunk's writes */
+        atomic_fetch_add_explicit(&e->finished, 1, memory_order_release);
+    }
+    /* chunks claimed by peers are bounded work in progress: wait for them,
+     * deadline or not (leaving would hand back a buffer still being written) */
+    spins = 0;
+    while (atomic_load_explicit(&e->finished, memory_order_acquire) < n_chunks)
+        (void)mt__wait_step(ctx, &spins);
+    atomic_store_explicit(&me->released, a, memory_order_release);
+    return MT_OK;
+}
+
 const mt_transport_ops mt__threads_transport = {
     .name = "threads",
     .all_reduce = t_all_reduce,
@@ -509,4 +759,7 @@ const mt_transport_ops mt__threads_transport = {
     .barrier = t_barrier,
     .group_init = group_init,
     .group_fini = NULL,
+    .async_eager = t_async_eager,
+    .async_start = t_async_start,
+    .async_wait = t_async_wait,
 };
