@@ -7,6 +7,7 @@
  * ~20 µs to wake, but a spinning worker would take a core from Open BLAS.
  */
 #include "base/pool.h"
+#include "meshtrain.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -15,7 +16,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#define SPIN_ROUNDS 4000   /* ~ a few µs of pause instructions */
+#define SPIN_ROUNDS 4000   /* the caller's wait for workers: ~ a few µs of pauses */
+/* How long an idle worker spins before sleeping. Kernels follow each other
+ * closely within a step (tens of µs apart), and waking a sleeping worker
+ * costs 20-80 µs here; since matrix products run on this pool too (Open BLAS
+ * is single-threaded inside it), nothing else wants the core meanwhile. */
+#define SPIN_SECONDS 200e-6
 
 struct mt_pool {
     int             n_threads;      /* counting the caller */
@@ -46,11 +52,13 @@ static void *worker_main(void *arg) {
     unsigned seen = 0;
     for (;;) {
         unsigned gen;
-        int spins = 0;
-        while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
-               !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
+        double give_up = mt_time_now() + SPIN_SECONDS;
+        for (int spins = 0;
+             (gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+             !atomic_load(&p->stop);
+             spins++) {
             _mm_pause();
-            spins++;
+            if ((spins & 63) == 63 && mt_time_now() > give_up) break;
         }
         if (gen == seen && !atomic_load(&p->stop)) {
             pthread_mutex_lock(&p->mu);

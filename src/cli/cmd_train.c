@@ -286,7 +286,7 @@ int cli_cmd_train(int argc, char **argv) {
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
     int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
-    bool quiet = false;
+    bool quiet = false, profile = false;
     const double INF = HUGE_VAL;
 
     /* The table is the single source for parsing and --help. */
@@ -321,6 +321,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
+        {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,
+         "time every op; print a table (ms, GFLOP/s, GB/s per op) at the end"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};
@@ -360,6 +362,12 @@ int cli_cmd_train(int argc, char **argv) {
         }
     }
     if (!quiet) print_config(run.c, run.tr, metrics_path);
+    if (profile && (st = mt_graph_set_profiling(mt_trainer_graph(run.tr), true)) != MT_OK) {
+        if (run.metrics) fclose(run.metrics);
+        rc = run_failed(&run, st);
+        mt_trainer_free(run.tr);
+        return rc;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -381,6 +389,10 @@ int cli_cmd_train(int argc, char **argv) {
     }
     if (rc == CLI_EXIT_OK) {
         print_summary(&run);
+        if (profile) {
+            printf("\nper op, over all steps (mt_graph_set_profiling):\n");
+            mt_graph_print_profile(mt_trainer_graph(run.tr), stdout);
+        }
         if (interrupted) rc = CLI_EXIT_INTERRUPTED;
     }
     fflush(stdout);
