@@ -203,6 +203,10 @@ succeed "start from llm.c file" train --data data.txt --llmc-in run.llmc --seq 1
 
 succeed "mlp 5 steps"    train --model mlp --layers 2 --channels 16 --steps 5 --threads 1
 succeed "linreg 5 steps" train --model linreg --steps 5 --threads 1
+succeed "profile" train --data data.txt "${TINY[@]}" --steps 3 --quiet --profile
+check "profile: per-op table" "no gemm/attention rows with 3 calls each" \
+    grep -Eq '^attention +[0-9]+ ' out.txt
+check "profile: total row" "no total row" grep -Eq '^total +[0-9.]+' out.txt
 
 # Ctrl-C: stop after the step, still write the checkpoint, exit 130
 # --foreground: otherwise timeout signals the whole process group too, and the
