@@ -67,9 +67,10 @@ endef
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # A data race fails the case (the harness forks each case; the exit code is its verdict).
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-# What runs under ThreadSanitizer: the threads transport and the kernel pool.
-TSAN_TESTS := test_comm test_graph
-TSAN_REGEX := ^(test_comm|test_graph)$$
+# What runs under ThreadSanitizer: the threads transport, the kernel pool, and both
+# together (data-parallel training on device threads).
+TSAN_TESTS := test_comm test_graph test_dp
+TSAN_REGEX := ^(test_comm|test_graph|test_dp)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release \
         bench install clean
