@@ -4,7 +4,8 @@
 #   make demo     train a small GPT on the fortunes corpus (~2 min), then sample
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, then the whole suite again as released
-#   make bench    GPT training step: meshtrain against PyTorch, one table
+#   make bench    GPT training step against PyTorch (bench-gpt), then the
+#                 collectives against plain MPI (bench-collectives)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -72,7 +73,7 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 TSAN_TESTS := test_comm test_graph test_dp
 TSAN_REGEX := ^(test_comm|test_graph|test_dp)$$
 
-.PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release \
+.PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
         bench install clean
 
 all: build
@@ -144,8 +145,15 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: deps-bench build
+bench: bench-gpt bench-collectives
+
+# GPT training step, meshtrain against PyTorch (issue 2's table)
+bench-gpt: deps-bench build
 	bash bench/run_gpt.sh $(BUILD)
+
+# collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
+bench-collectives: deps build
+	bash bench/run_collectives.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).
