@@ -245,6 +245,34 @@ static mt_status wait_flags(mt_ctx *ctx, const mt_group *g, flag_t *first, size_
 #undef FLAG
 }
 
+/* Waits on a gate (first value v) until it reaches target: the op is
+ * committed. If this rank's wait ends first (abort or deadline), it poisons
+ * the gate so no op can commit later and sets *gave_up to why; if the op
+ * committed just before, it completes like any other (*gave_up = MT_OK).
+ * Returns the gate's last value: POISON set with *gave_up == MT_OK means a
+ * peer gave up first. */
+static uint64_t await_commit(mt_ctx *ctx, flag_t *gate, uint64_t v, uint64_t target,
+                             mt_status *gave_up) {
+    *gave_up = MT_OK;
+    int spins = 0;
+    while (!(v & POISON) && v < target) {
+        mt_status st = mt__wait_step(ctx, &spins);
+        if (st != MT_OK) {
+            v = atomic_load_explicit(gate, memory_order_acquire);
+            while (!(v & POISON) && v < target)
+                if (atomic_compare_exchange_weak_explicit(gate, &v, v | POISON,
+                                                          memory_order_acq_rel,
+                                                          memory_order_acquire))
+                    break;
+            if (!(v & POISON) && v >= target) return v;   /* committed meanwhile */
+            *gave_up = st;
+            return v;
+        }
+        v = atomic_load_explicit(gate, memory_order_acquire);
+    }
+    return v;
+}
+
 /* Publishes this rank's buffers for op n and waits until every rank has.
  *
  * Once all have arrived, peers read and write this rank's buffers, so a rank
@@ -264,26 +292,16 @@ static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t
     me->recv = recv;
     atomic_store_explicit(&me->arrive, n, memory_order_relaxed);
     uint64_t v = atomic_fetch_add_explicit(&tg->gate, 1, memory_order_acq_rel) + 1;
-    int spins = 0;
-    while (!(v & POISON) && v < target) {
-        mt_status st = mt__wait_step(ctx, &spins);
-        if (st != MT_OK) {
-            v = atomic_load_explicit(&tg->gate, memory_order_acquire);
-            while (!(v & POISON) && v < target)
-                if (atomic_compare_exchange_weak_explicit(&tg->gate, &v, v | POISON,
-                                                          memory_order_acq_rel,
-                                                          memory_order_acquire))
-                    break;
-            if (!(v & POISON) && v >= target) break;   /* committed meanwhile: complete it */
-            /* poisoned, by this rank or a peer that gave up first: nobody
-             * will touch the buffers; name who is missing */
-            int n_missing = 0;
-            for (int j = 0; j < g->size; j++)
-                if (atomic_load_explicit(&tg->ranks[j].arrive, memory_order_relaxed) < n)
-                    ctx->wait_list[n_missing++] = g->members[j];
-            return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
-        }
-        v = atomic_load_explicit(&tg->gate, memory_order_acquire);
+    mt_status gave_up;
+    v = await_commit(ctx, &tg->gate, v, target, &gave_up);
+    if (gave_up != MT_OK) {
+        /* poisoned, by this rank or a peer that gave up first: nobody will
+         * touch the buffers; name who is missing */
+        int n_missing = 0;
+        for (int j = 0; j < g->size; j++)
+            if (atomic_load_explicit(&tg->ranks[j].arrive, memory_order_relaxed) < n)
+                ctx->wait_list[n_missing++] = g->members[j];
+        return mt__wait_fail(ctx, g, gave_up, ctx->wait_list, n_missing);
     }
     /* a peer poisoned the op before this rank's deadline: it fails the launch
      * right after (mt__wait_fail waits for that to be published) */
@@ -703,26 +721,16 @@ static mt_status t_async_wait(mt_ctx *ctx, mt_group *g, mt_pending *p) {
     const uint64_t a = p->tag, target = async_target(tg, a);
     aentry *e = async_entry(tg, a);
     const aptr *ap = async_ptrs(tg, a);
-    uint64_t v = atomic_load_explicit(&e->gate, memory_order_acquire);
-    int spins = 0;
-    while (!(v & POISON) && v < target) {
-        mt_status st = mt__wait_step(ctx, &spins);
-        if (st != MT_OK) {
-            v = atomic_load_explicit(&e->gate, memory_order_acquire);
-            while (!(v & POISON) && v < target)
-                if (atomic_compare_exchange_weak_explicit(&e->gate, &v, v | POISON,
-                                                          memory_order_acq_rel,
-                                                          memory_order_acquire))
-                    break;
-            if (!(v & POISON) && v >= target) break;   /* committed meanwhile: complete it */
-            int n_missing = 0;
-            for (int j = 0; j < g->size; j++)
-                if (atomic_load_explicit(&ap[j].arrived, memory_order_relaxed) < a)
-                    ctx->wait_list[n_missing++] = g->members[j];
-            atomic_store_explicit(&me->released, a, memory_order_release);
-            return mt__wait_fail(ctx, g, st, ctx->wait_list, n_missing);
-        }
-        v = atomic_load_explicit(&e->gate, memory_order_acquire);
+    mt_status gave_up;
+    uint64_t v = await_commit(ctx, &e->gate, atomic_load_explicit(&e->gate, memory_order_acquire),
+                              target, &gave_up);
+    if (gave_up != MT_OK) {
+        int n_missing = 0;
+        for (int j = 0; j < g->size; j++)
+            if (atomic_load_explicit(&ap[j].arrived, memory_order_relaxed) < a)
+                ctx->wait_list[n_missing++] = g->members[j];
+        atomic_store_explicit(&me->released, a, memory_order_release);
+        return mt__wait_fail(ctx, g, gave_up, ctx->wait_list, n_missing);
     }
     if (v & POISON) {   /* a peer gave up before the commit: nobody touches the buffers */
         atomic_store_explicit(&me->released, a, memory_order_release);
@@ -741,7 +749,7 @@ static mt_status t_async_wait(mt_ctx *ctx, mt_group *g, mt_pending *p) {
     }
     /* chunks claimed by peers are bounded work in progress: wait for them,
      * deadline or not (leaving would hand back a buffer still being written) */
-    spins = 0;
+    int spins = 0;
     while (atomic_load_explicit(&e->finished, memory_order_acquire) < n_chunks)
         (void)mt__wait_step(ctx, &spins);
     atomic_store_explicit(&me->released, a, memory_order_release);
