@@ -41,6 +41,19 @@ void mt_test_fail(const char *file, int line, const char *fmt, ...)
              mt_test_fail(__FILE__, __LINE__, "%s -> %s: %s", #call,         \
                           mt_status_name(mt__s), mt_errmsg()); } while (0)
 
+/* Fails unless a call returned `code` with a message containing every
+ * string given: MT_CHECK_FAILS(f(x), MT_EINVAL, "'x'", "positive"). */
+#define MT_CHECK_FAILS(call, code, ...)                                                    \
+    do {                                                                                   \
+        mt_status s_ = (call);                                                             \
+        MT_CHECK(s_ == (code), "%s -> %s (%s), want %s", #call, mt_status_name(s_),        \
+                 mt_errmsg(), mt_status_name(code));                                       \
+        const char *want_[] = {__VA_ARGS__};                                               \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
+            MT_CHECK(strstr(mt_errmsg(), want_[i_]), "%s: message '%s' does not name '%s'", \
+                     #call, mt_errmsg(), want_[i_]);                                       \
+    } while (0)
+
 /* |got - want| <= tol · max(1, |want|), i.e. relative above 1, absolute below. */
 #define MT_CHECK_CLOSE(got, want, tol, ...)                                  \
     do { double mt__g = (double)(got), mt__w = (double)(want);               \

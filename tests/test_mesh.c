@@ -11,18 +11,6 @@ static mt_mesh *make(const char *spec, int n) {
     return m;
 }
 
-/* The call fails with `code` and its message contains every string given. */
-#define CHECK_FAILS(call, code, ...)                                                       \
-    do {                                                                                   \
-        mt_status s_ = (call);                                                             \
-        MT_CHECK(s_ == (code), "%s -> %s (%s), want %s", #call, mt_status_name(s_),        \
-                 mt_errmsg(), mt_status_name(code));                                       \
-        const char *want_[] = {__VA_ARGS__};                                               \
-        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
-            MT_CHECK(strstr(mt_errmsg(), want_[i_]), "%s: message '%s' does not name '%s'", \
-                     #call, mt_errmsg(), want_[i_]);                                       \
-    } while (0)
-
 MT_TEST(mesh_parse) {
     mt_mesh *m = make("data=2,tensor=-1", 6);
     MT_CHECK(mt_mesh_ndim(m) == 2 && mt_mesh_size(m) == 6, "2 axes, 6 devices");
@@ -50,24 +38,24 @@ MT_TEST(mesh_parse) {
 
 MT_TEST(mesh_errors) {
     mt_mesh *m = NULL;
-    CHECK_FAILS(mt_mesh_create("data=3,tensor=2", 8, &m), MT_EINVAL, "data=3,tensor=2", "6", "8");
-    CHECK_FAILS(mt_mesh_create("data=3,tensor=-1", 8, &m), MT_EINVAL, "3", "8", "tensor");
-    CHECK_FAILS(mt_mesh_create("data=2,data=2", 4, &m), MT_EINVAL, "'data'", "twice");
-    CHECK_FAILS(mt_mesh_create("a=-1,b=-1", 4, &m), MT_EINVAL, "'a'", "'b'");
-    CHECK_FAILS(mt_mesh_create("a=0", 4, &m), MT_EINVAL, "'0'", "'a'");
-    CHECK_FAILS(mt_mesh_create("a=two", 4, &m), MT_EINVAL, "'two'");
-    CHECK_FAILS(mt_mesh_create("data", 4, &m), MT_EINVAL, "'data'", "name=size");
-    CHECK_FAILS(mt_mesh_create("da-ta=4", 4, &m), MT_EINVAL, "'da-ta'");
-    CHECK_FAILS(mt_mesh_create("a=4,", 4, &m), MT_EINVAL, "','");
-    CHECK_FAILS(mt_mesh_create("a=4", 0, &m), MT_EINVAL, "0 devices");
-    CHECK_FAILS(mt_mesh_create("a=1,b=1,c=1,d=1,e=1,f=1,g=1", 1, &m), MT_EINVAL, "6 axes");
+    MT_CHECK_FAILS(mt_mesh_create("data=3,tensor=2", 8, &m), MT_EINVAL, "data=3,tensor=2", "6", "8");
+    MT_CHECK_FAILS(mt_mesh_create("data=3,tensor=-1", 8, &m), MT_EINVAL, "3", "8", "tensor");
+    MT_CHECK_FAILS(mt_mesh_create("data=2,data=2", 4, &m), MT_EINVAL, "'data'", "twice");
+    MT_CHECK_FAILS(mt_mesh_create("a=-1,b=-1", 4, &m), MT_EINVAL, "'a'", "'b'");
+    MT_CHECK_FAILS(mt_mesh_create("a=0", 4, &m), MT_EINVAL, "'0'", "'a'");
+    MT_CHECK_FAILS(mt_mesh_create("a=two", 4, &m), MT_EINVAL, "'two'");
+    MT_CHECK_FAILS(mt_mesh_create("data", 4, &m), MT_EINVAL, "'data'", "name=size");
+    MT_CHECK_FAILS(mt_mesh_create("da-ta=4", 4, &m), MT_EINVAL, "'da-ta'");
+    MT_CHECK_FAILS(mt_mesh_create("a=4,", 4, &m), MT_EINVAL, "','");
+    MT_CHECK_FAILS(mt_mesh_create("a=4", 0, &m), MT_EINVAL, "0 devices");
+    MT_CHECK_FAILS(mt_mesh_create("a=1,b=1,c=1,d=1,e=1,f=1,g=1", 1, &m), MT_EINVAL, "6 axes");
     MT_CHECK(m == NULL, "out stays NULL on failure");
 
     m = make("data=2,tensor=2", 4);
     mt_axes ax;
-    CHECK_FAILS(mt_mesh_axes(m, "pipe", &ax), MT_EINVAL, "'pipe'", "'data'", "'tensor'");
-    CHECK_FAILS(mt_mesh_axes(m, "data,data", &ax), MT_EINVAL, "twice");
-    CHECK_FAILS(mt_mesh_axes(m, "data,,tensor", &ax), MT_EINVAL, "empty");
+    MT_CHECK_FAILS(mt_mesh_axes(m, "pipe", &ax), MT_EINVAL, "'pipe'", "'data'", "'tensor'");
+    MT_CHECK_FAILS(mt_mesh_axes(m, "data,data", &ax), MT_EINVAL, "twice");
+    MT_CHECK_FAILS(mt_mesh_axes(m, "data,,tensor", &ax), MT_EINVAL, "empty");
     MT_CHECK_OK(mt_mesh_axes(m, "tensor, data", &ax));
     MT_CHECK(ax.n == 2 && ax.axis[0] == 1 && ax.axis[1] == 0, "order kept");
     MT_CHECK_OK(mt_mesh_axes(m, "", &ax));
@@ -80,16 +68,16 @@ MT_TEST(mesh_errors) {
  * size over the per-axis cap says so. */
 MT_TEST(mesh_errors_large_sizes) {
     mt_mesh *m = NULL;
-    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=2", 4, &m), MT_EINVAL,
+    MT_CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=2", 4, &m), MT_EINVAL,
                 "has 2199023255552 devices but 4");
-    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=-1,d=-1", 4, &m), MT_EINVAL,
+    MT_CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=-1,d=-1", 4, &m), MT_EINVAL,
                 "'c' and 'd' are both -1");
-    CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=1048576,d=1048576,e=1048576,f=-1", 4, &m),
+    MT_CHECK_FAILS(mt_mesh_create("a=1048576,b=1048576,c=1048576,d=1048576,e=1048576,f=-1", 4, &m),
                 MT_EINVAL, "multiply to 1267650600228229401496703205376", "'f=-1'");
-    CHECK_FAILS(mt_mesh_create("a=1048577", 1048577, &m), MT_EINVAL, "'1048577'", "limit",
+    MT_CHECK_FAILS(mt_mesh_create("a=1048577", 1048577, &m), MT_EINVAL, "'1048577'", "limit",
                 "1048576");
-    CHECK_FAILS(mt_mesh_create("a=99999999999999999999999", 2, &m), MT_EINVAL, "limit");
-    CHECK_FAILS(mt_mesh_create("a=-5", 2, &m), MT_EINVAL, "'-5'", "not a positive integer");
+    MT_CHECK_FAILS(mt_mesh_create("a=99999999999999999999999", 2, &m), MT_EINVAL, "limit");
+    MT_CHECK_FAILS(mt_mesh_create("a=-5", 2, &m), MT_EINVAL, "'-5'", "not a positive integer");
     MT_CHECK(m == NULL, "out stays NULL on failure");
     m = make("a=1048576", 1048576);
     MT_CHECK(mt_mesh_axis_size(m, "a") == 1048576, "the largest axis");
@@ -162,10 +150,10 @@ MT_TEST(sharding_parse_and_local_shape) {
     MT_CHECK_OK(mt_sharding_parse(m, "", 2, &sh));
     MT_CHECK(sh.dim_axes[0] == 0 && sh.dim_axes[1] == 0, "replicated");
 
-    CHECK_FAILS(mt_sharding_parse(m, "pipe,_", 2, &sh), MT_EINVAL, "'pipe'", "'data'");
-    CHECK_FAILS(mt_sharding_parse(m, "data,data", 2, &sh), MT_EINVAL, "'data'", "twice");
-    CHECK_FAILS(mt_sharding_parse(m, "data,_,_", 2, &sh), MT_EINVAL, "2 dims");
-    CHECK_FAILS(mt_sharding_parse(m, "data,,_", 3, &sh), MT_EINVAL, "dim 1");
+    MT_CHECK_FAILS(mt_sharding_parse(m, "pipe,_", 2, &sh), MT_EINVAL, "'pipe'", "'data'");
+    MT_CHECK_FAILS(mt_sharding_parse(m, "data,data", 2, &sh), MT_EINVAL, "'data'", "twice");
+    MT_CHECK_FAILS(mt_sharding_parse(m, "data,_,_", 2, &sh), MT_EINVAL, "2 dims");
+    MT_CHECK_FAILS(mt_sharding_parse(m, "data,,_", 3, &sh), MT_EINVAL, "dim 1");
 
     int64_t global[3] = {4, 9, 5}, local[3];
     MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
@@ -178,7 +166,7 @@ MT_TEST(sharding_parse_and_local_shape) {
     MT_CHECK(l2[0] == 2 && l2[1] == 7, "two axes on one dim: %lld", (long long)l2[0]);
     int64_t bad[3] = {5, 9, 5};
     MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
-    CHECK_FAILS(mt_sharding_local_shape(m, &sh, 3, bad, local), MT_ESHAPE, "dim 0", "size 5",
+    MT_CHECK_FAILS(mt_sharding_local_shape(m, &sh, 3, bad, local), MT_ESHAPE, "dim 0", "size 5",
                 "by 2", "'data'");
     mt_mesh_free(m);
 }
