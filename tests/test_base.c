@@ -1,4 +1,5 @@
-/* test_base.c — status table, error messages, Philox known answers, RNG moments. */
+/* test_base.c — status table, error messages and wrapping them, Philox known
+ * answers, RNG moments. */
 #include "meshtrain.h"
 #include "harness.h"
 
@@ -11,6 +12,36 @@ MT_TEST(status_names_and_messages) {
     MT_CHECK(strcmp(mt_errmsg(), "tensor 'x' is (2,3)") == 0, "message: %s", mt_errmsg());
     mt_errclear();
     MT_CHECK(mt_errmsg()[0] == '\0', "cleared");
+}
+
+/* A message built from the current one: the old text is read before it is
+ * replaced, whether passed as an argument or wrapped. */
+MT_TEST(wrapping_a_message_keeps_the_old_one) {
+    mt_fail(MT_EIO, "cannot read 'a.ckpt'");
+    mt_status s = mt_fail(MT_EFORMAT, "at step %d: %s; try again", 7, mt_errmsg());
+    MT_CHECK(s == MT_EFORMAT && strcmp(mt_errmsg(), "at step 7: cannot read 'a.ckpt'; try again") == 0,
+             "argument: '%s'", mt_errmsg());
+    mt_fail(MT_EIO, "cannot read 'a.ckpt'");
+    s = mt_fail_wrap(MT_EINVAL, "resuming at step %d", 7);
+    MT_CHECK(s == MT_EINVAL && strcmp(mt_errmsg(), "resuming at step 7: cannot read 'a.ckpt'") == 0,
+             "wrap: '%s'", mt_errmsg());
+    mt_fail_wrap(MT_EINVAL, "device %d", 2);
+    MT_CHECK(strcmp(mt_errmsg(), "device 2: resuming at step 7: cannot read 'a.ckpt'") == 0,
+             "wrapped twice: '%s'", mt_errmsg());
+    mt_errclear();
+    mt_fail_wrap(MT_EINVAL, "nothing below");
+    MT_CHECK(strcmp(mt_errmsg(), "nothing below") == 0, "no message to wrap: '%s'", mt_errmsg());
+    /* a long message is cut, never overrun, and stays terminated */
+    char longer[3000];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    mt_fail(MT_EIO, "%s", longer);
+    mt_fail_wrap(MT_EIO, "prefix");
+    MT_CHECK(strncmp(mt_errmsg(), "prefix: xxx", 11) == 0 && strlen(mt_errmsg()) < 1024,
+             "cut to %zu bytes", strlen(mt_errmsg()));
+    mt_fail(MT_EIO, "short");
+    mt_fail_wrap(MT_EIO, "%s", longer);
+    MT_CHECK(strlen(mt_errmsg()) < 1024 && mt_errmsg()[0] == 'x', "a long prefix is cut too");
 }
 
 /* Known-answer vectors of Philox-4x32-10 from the Random123 distribution. */

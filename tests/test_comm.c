@@ -9,7 +9,8 @@
  *
  * Failure cases really fire: a device that skips a collective (timeout naming
  * it), a device that fails (everyone else aborted, no hang), and the debug
- * check catching a mismatched count.
+ * check catching a mismatched count. Also the launcher's environment and the
+ * rule that picks a transport from it.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -1240,6 +1241,32 @@ MT_TEST(launch_too_many_devices) {
     MT_CHECK_FAILS(mt_launch(&o, nothing_device, NULL), MT_EINVAL, "d=2048", "at most 1024");
     o = opts_for("a=64,b=64,c=64,d=64,e=64,f=64", 0);   /* the product overflows an int */
     MT_CHECK_FAILS(mt_launch(&o, nothing_device, NULL), MT_EINVAL, "at most 1024");
+}
+
+/* Launcher environment: what mpirun (Open MPI) and Hydra (PMI) announce. */
+MT_TEST(launcher_world_and_transport_rule) {
+    unsetenv("OMPI_COMM_WORLD_RANK"); unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMIX_RANK"); unsetenv("PMI_RANK"); unsetenv("PMI_SIZE");
+    int rank = -1, size = -1;
+    mt_launcher_world(&rank, &size);
+    MT_CHECK(rank == 0 && size == 1, "no launcher: rank %d size %d", rank, size);
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_THREADS, "no launcher: threads");
+    setenv("PMI_RANK", "3", 1); setenv("PMI_SIZE", "4", 1);
+    mt_launcher_world(&rank, &size);
+    MT_CHECK(rank == 3 && size == 4, "Hydra: rank %d size %d", rank, size);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1); setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    mt_launcher_world(&rank, &size);
+    MT_CHECK(rank == 1 && size == 2, "Open MPI first: rank %d size %d", rank, size);
+#ifdef MT_HAVE_MPI
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_MPI, "2 ranks: mpi");
+#else
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_THREADS, "no MPI built: threads");
+#endif
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_THREADS,
+             "mpirun -np 1: threads (a 1-rank world has nothing to talk to)");
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_MPI) == MT_TRANSPORT_MPI, "explicit stays");
+    MT_CHECK(mt_transport_resolve(MT_TRANSPORT_THREADS) == MT_TRANSPORT_THREADS, "explicit stays");
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -1,6 +1,6 @@
 /*
  * test_mesh.c — device meshes: spec parsing and its errors, coordinates,
- * groups against hand-written tables, partition specs and local shapes.
+ * groups against hand-written tables, hand-made axes checked.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -136,38 +136,20 @@ MT_TEST(mesh_groups_2x3) {
     mt_mesh_free(m);
 }
 
-MT_TEST(sharding_parse_and_local_shape) {
+MT_TEST(axes_check_names_the_problem) {
     mt_mesh *m = make("data=2,tensor=3", 6);
-    mt_sharding sh;
-    MT_CHECK_OK(mt_sharding_parse(m, "data,_", 2, &sh));
-    MT_CHECK(sh.dim_axes[0] == 1 && sh.dim_axes[1] == 0 && sh.partial_axes == 0, "data,_");
-    MT_CHECK_OK(mt_sharding_parse(m, "tensor,data", 2, &sh));
-    MT_CHECK(sh.dim_axes[0] == 2 && sh.dim_axes[1] == 1, "tensor,data");
-    MT_CHECK_OK(mt_sharding_parse(m, "_,data+tensor", 2, &sh));
-    MT_CHECK(sh.dim_axes[0] == 0 && sh.dim_axes[1] == 3, "_,data+tensor");
-    MT_CHECK_OK(mt_sharding_parse(m, "data", 3, &sh));
-    MT_CHECK(sh.dim_axes[0] == 1 && sh.dim_axes[1] == 0 && sh.dim_axes[2] == 0, "trailing dims whole");
-    MT_CHECK_OK(mt_sharding_parse(m, "", 2, &sh));
-    MT_CHECK(sh.dim_axes[0] == 0 && sh.dim_axes[1] == 0, "replicated");
-
-    MT_CHECK_FAILS(mt_sharding_parse(m, "pipe,_", 2, &sh), MT_EINVAL, "'pipe'", "'data'");
-    MT_CHECK_FAILS(mt_sharding_parse(m, "data,data", 2, &sh), MT_EINVAL, "'data'", "twice");
-    MT_CHECK_FAILS(mt_sharding_parse(m, "data,_,_", 2, &sh), MT_EINVAL, "2 dims");
-    MT_CHECK_FAILS(mt_sharding_parse(m, "data,,_", 3, &sh), MT_EINVAL, "dim 1");
-
-    int64_t global[3] = {4, 9, 5}, local[3];
-    MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
-    MT_CHECK_OK(mt_sharding_local_shape(m, &sh, 3, global, local));
-    MT_CHECK(local[0] == 2 && local[1] == 3 && local[2] == 5, "local (%lld,%lld,%lld)",
-             (long long)local[0], (long long)local[1], (long long)local[2]);
-    int64_t g2[2] = {12, 7}, l2[2];
-    MT_CHECK_OK(mt_sharding_parse(m, "data+tensor,_", 2, &sh));
-    MT_CHECK_OK(mt_sharding_local_shape(m, &sh, 2, g2, l2));
-    MT_CHECK(l2[0] == 2 && l2[1] == 7, "two axes on one dim: %lld", (long long)l2[0]);
-    int64_t bad[3] = {5, 9, 5};
-    MT_CHECK_OK(mt_sharding_parse(m, "data,tensor,_", 3, &sh));
-    MT_CHECK_FAILS(mt_sharding_local_shape(m, &sh, 3, bad, local), MT_ESHAPE, "dim 0", "size 5",
-                "by 2", "'data'");
+    mt_axes ok = {2, {1, 0}};
+    MT_CHECK_OK(mt_mesh_axes_check(m, ok));
+    mt_axes none = {0, {0}};
+    MT_CHECK_OK(mt_mesh_axes_check(m, none));
+    mt_axes too_many = {3, {0, 1, 0}};
+    MT_CHECK_FAILS(mt_mesh_axes_check(m, too_many), MT_EINVAL, "3 axes", "data=2,tensor=3");
+    mt_axes unknown = {1, {4}};
+    MT_CHECK_FAILS(mt_mesh_axes_check(m, unknown), MT_EINVAL, "axis 4", "does not exist");
+    mt_axes twice = {2, {1, 1}};
+    MT_CHECK_FAILS(mt_mesh_axes_check(m, twice), MT_EINVAL, "'tensor'", "twice");
+    mt_axes negative = {-1, {0}};
+    MT_CHECK_FAILS(mt_mesh_axes_check(m, negative), MT_EINVAL, "-1 axes");
     mt_mesh_free(m);
 }
 

@@ -7,7 +7,7 @@
  * ~20 µs to wake, but a spinning worker would take a core from Open BLAS.
  */
 #include "base/pool.h"
-#include "meshtrain.h"
+#include "meshtrain/base.h"
 
 #include <immintrin.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  *
  * Stateless: a number is a pure function of (seed, stream, index), so any
  * shard of a tensor can compute exactly the values the whole tensor holds. */
-#include "meshtrain.h"
+#include "meshtrain/base.h"
 
 #include <math.h>
 

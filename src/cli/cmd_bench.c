@@ -334,12 +334,6 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
     return CLI_EXIT_OK;
 }
 
-static bool under_mpirun(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    return v && atoi(v) > 1;
-}
-
 int cli_cmd_bench(int argc, char **argv) {
     const char *devices = "2,4,8", *ops = "all", *min_s = "8", *max_s = "256M", *csv_path = NULL;
     int max_iters = 200, warmup = 5, step = 4, transport = 0;
@@ -391,7 +385,9 @@ int cli_cmd_bench(int argc, char **argv) {
         free(pl);
         return rc;
     }
-    bool mpi = transport == 2 || (transport == 0 && under_mpirun());
+    static const mt_transport_kind kinds[] = {MT_TRANSPORT_AUTO, MT_TRANSPORT_THREADS,
+                                              MT_TRANSPORT_MPI};
+    bool mpi = mt_transport_resolve(kinds[transport]) == MT_TRANSPORT_MPI;
 #ifndef MT_HAVE_MPI
     if (mpi) {
         cli_error("--transport mpi: meshtrain was built without Open MPI; install "

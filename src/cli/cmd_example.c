@@ -6,8 +6,8 @@
  * The loss lines ("step   3  loss 1.234567e+00") are the output scripts
  * compare: every mesh, and every mpirun, must print the same numbers as one
  * device. Under mpirun every rank runs the same training, so only rank 0
- * prints; the rank comes from the launcher's environment because it is
- * needed outside the launch, where no mt_ctx exists.
+ * prints; the rank comes from the launcher's environment (mt_launcher_world)
+ * because it is needed outside the launch, where no mt_ctx exists.
  */
 #include "cli/args.h"
 #include "meshtrain.h"
@@ -31,17 +31,6 @@ static const char EXAMPLE_USAGE[] =
     "examples:\n"
     "  meshtrain example linreg --devices 4 --steps 20\n"
     "  mpirun -np 2 meshtrain example linreg --trace linreg.json\n";
-
-/* This process's MPI rank from the launcher's environment (Open MPI, PMIx,
- * MPICH/Hydra); -1 when not started by mpirun. */
-static int launcher_rank(void) {
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v) return atoi(v);
-    }
-    return -1;
-}
 
 int cli_cmd_example(int argc, char **argv) {
     mt_linreg_example_opts o;
@@ -89,20 +78,11 @@ int cli_cmd_example(int argc, char **argv) {
     static const mt_transport_kind kinds[] = {MT_TRANSPORT_AUTO, MT_TRANSPORT_THREADS,
                                               MT_TRANSPORT_MPI};
     o.transport = kinds[transport];
-    const int rank = launcher_rank();
+    int rank;
+    mt_launcher_world(&rank, NULL);
     /* 0 devices means "the world size" to the library, and only the mpi
-     * transport has one: on threads it is one device. Which transport auto
-     * becomes follows mt_launch's rule (mpi when Open MPI's world has more
-     * than one rank), not merely "started by mpirun": `mpirun -np 1` runs on
-     * threads, where 0 devices would be refused. */
-#ifdef MT_HAVE_MPI
-    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
-    const bool auto_mpi = world && atoi(world) > 1;
-#else
-    const bool auto_mpi = false;   /* mt_launch's auto is threads without MPI */
-#endif
-    const bool on_mpi = o.transport == MT_TRANSPORT_MPI ||
-                        (o.transport == MT_TRANSPORT_AUTO && auto_mpi);
+     * transport has one: on threads it is one device. */
+    const bool on_mpi = mt_transport_resolve(o.transport) == MT_TRANSPORT_MPI;
     if (o.devices == 0 && !on_mpi) o.devices = 1;
     if (o.devices > 0 && o.batch % o.devices != 0) {
         cli_error("--batch %d does not divide over --devices %d; use a multiple of %d", o.batch,
@@ -117,7 +97,7 @@ int cli_cmd_example(int argc, char **argv) {
     }
     float params[4] = {0};
     mt_status st = mt_example_linreg(&o, losses, params);
-    const bool printer = rank <= 0;
+    const bool printer = rank == 0;
     if (st != MT_OK) {
         if (printer) cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
         free(losses);

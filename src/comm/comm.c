@@ -49,10 +49,6 @@ const char *mt__coll_name(int kind) {
     return "collective";
 }
 
-static const char *dtype_name(int dtype) {
-    return dtype == MT_F32 ? "f32" : dtype == MT_BF16 ? "bf16" : dtype == MT_I32 ? "i32" : "?";
-}
-
 static uint32_t axes_key(mt_axes axes) {
     uint32_t key = 0;
     for (int i = 0; i < axes.n; i++) key |= (uint32_t)(axes.axis[i] + 1) << (4 * i);
@@ -80,7 +76,7 @@ void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, cha
         char label[96];
         key_label(ls->mesh, key, label, sizeof label);
         snprintf(buf, cap, "#%llu %s over %s %s %llu bytes", (unsigned long long)seq,
-                 mt__coll_name(kind), label, dtype_name(dtype), (unsigned long long)bytes);
+                 mt__coll_name(kind), label, mt_dtype_name((mt_dtype)dtype), (unsigned long long)bytes);
         if (atomic_load_explicit(&rec->seq, memory_order_acquire) == seq) return;
     }
 }
@@ -88,23 +84,6 @@ void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, cha
 /* ======================================================================== */
 /* Groups                                                                    */
 /* ======================================================================== */
-
-static mt_status check_axes(const mt_ctx *ctx, mt_axes axes) {
-    const mt_mesh *mesh = ctx->launch->mesh;
-    if (axes.n < 0 || axes.n > mt_mesh_ndim(mesh))
-        return mt_fail(MT_EINVAL, "axes: %d axes on the mesh '%s' of %d; resolve names with "
-                       "mt_ctx_axes", axes.n, mt_mesh_spec(mesh), mt_mesh_ndim(mesh));
-    for (int i = 0; i < axes.n; i++) {
-        if (axes.axis[i] >= mt_mesh_ndim(mesh))
-            return mt_fail(MT_EINVAL, "axes: axis %d does not exist on the mesh '%s'; resolve "
-                           "names with mt_ctx_axes", axes.axis[i], mt_mesh_spec(mesh));
-        for (int j = 0; j < i; j++)
-            if (axes.axis[j] == axes.axis[i])
-                return mt_fail(MT_EINVAL, "axes: axis '%s' appears twice",
-                               mt_mesh_axis_name(mesh, axes.axis[i]));
-    }
-    return MT_OK;
-}
 
 mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out) {
     mt_launch_state *ls = ctx->launch;
@@ -114,11 +93,11 @@ mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out) {
     const int ndim = mt_mesh_ndim(ls->mesh);
     bool in_range = axes.n >= 0 && axes.n <= ndim;
     for (int i = 0; in_range && i < axes.n; i++) in_range = axes.axis[i] < ndim;
-    if (!in_range) return check_axes(ctx, axes);
+    if (!in_range) return mt_mesh_axes_check(ls->mesh, axes);
     uint32_t key = axes_key(axes);
     for (int i = 0; i < ctx->n_groups; i++)
         if (ctx->groups[i]->key == key) { *out = ctx->groups[i]; return MT_OK; }
-    mt_status st = check_axes(ctx, axes);
+    mt_status st = mt_mesh_axes_check(ls->mesh, axes);
     if (st != MT_OK) return st;
     if (ctx->n_groups == ctx->cap_groups) {
         int cap = ctx->cap_groups ? 2 * ctx->cap_groups : 16;
@@ -182,7 +161,7 @@ static void describe(const mt_ctx *ctx, const check_entry *e, char *buf, size_t 
     char label[96];
     key_label(ctx->launch->mesh, e->key, label, sizeof label);
     snprintf(buf, cap, "#%llu %s over %s %s count %llu", (unsigned long long)e->seq,
-             mt__coll_name(e->kind), label, dtype_name(e->dtype), (unsigned long long)e->count);
+             mt__coll_name(e->kind), label, mt_dtype_name((mt_dtype)e->dtype), (unsigned long long)e->count);
     if ((e->kind & 15) == MT_COLL_BROADCAST)
         snprintf(buf + strlen(buf), cap - strlen(buf), " root %d", e->root);
     if ((e->kind & 15) == MT_COLL_PERMUTE)
@@ -257,7 +236,7 @@ static void record_text(char *buf, size_t cap, uint64_t seq, const coll_desc *d,
     put_str(buf, cap, &at, " over ");
     put_str(buf, cap, &at, label);
     put_str(buf, cap, &at, " ");
-    put_str(buf, cap, &at, dtype_name(d->dtype));
+    put_str(buf, cap, &at, mt_dtype_name(d->dtype));
     put_str(buf, cap, &at, " ");
     put_u64(buf, cap, &at, d->bytes);
     put_str(buf, cap, &at, " bytes");

@@ -20,8 +20,9 @@
 #ifndef MT_COMM_IMPL_H
 #define MT_COMM_IMPL_H
 
-#include "meshtrain.h"
+#include "meshtrain/comm.h"
 #include "base/pool.h"
+#include "tensor/tensor_impl.h"
 
 #include <stdatomic.h>
 
@@ -78,7 +79,7 @@ typedef struct {
     mt_device_record       *records;       /* (n_devices); under MPI only this rank's is written */
     int                     process_rank, process_size;
     double                  t_start;       /* mt_time_now() at launch; trace times are relative */
-    int                     n_cores;       /* online CPUs of this process */
+    int                     n_cores;       /* CPUs the local devices share (affinity) */
     bool                    may_spin;      /* local devices <= cores: waits may spin briefly */
     int                     kernel_threads;/* per device: mt_set_num_threads during the launch, ctx pools */
 } mt_launch_state;
@@ -185,12 +186,8 @@ extern const mt_transport_ops mt__mpi_transport;
 #endif
 
 /* Reduces n elements of src into dst (dst = dst op src); bf16 through f32,
- * rounded to nearest even. */
+ * rounded to nearest even. max and min propagate NaN. */
 void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_reduce_op op);
-/* bf16 <-> f32 conversions (round to nearest even), for reducing many
- * bf16 sources with one rounding. */
-void mt__bf16_to_f32(float *dst, const uint16_t *src, size_t n);
-void mt__f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 
 /* Marks the launch failed (first caller wins) and returns `status`. Every
  * device's waits then return MT_EABORTED. */
@@ -231,9 +228,9 @@ mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n);
 
 /* The timeout of opts (opts->timeout_s, else MT_COMM_TIMEOUT, else 300 s). */
 double mt__launch_timeout(const mt_launch_opts *opts);
-/* Kernel threads per device: opts->kernel_threads, else cores / local devices
- * (at least 1). */
-int mt__launch_kernel_threads(const mt_launch_opts *opts, int n_local);
+/* Kernel threads per device: opts->kernel_threads, else the `cpus` the local
+ * devices share over their count (at least 1). */
+int mt__launch_kernel_threads(const mt_launch_opts *opts, int cpus, int n_local);
 
 /* Sets up a ctx for `device` of the launch (record, pool, scratch, trace);
  * mt__ctx_free releases what it holds (and its groups, via group_fini). */

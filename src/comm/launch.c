@@ -11,6 +11,7 @@
  * prefixed with its device.
  */
 #define _GNU_SOURCE   /* sched_getaffinity / CPU_COUNT */
+#include "base/base_impl.h"
 #include "comm/comm_impl.h"
 
 #include <immintrin.h>
@@ -40,16 +41,9 @@ double mt__launch_timeout(const mt_launch_opts *opts) {
     return 300.0;
 }
 
-static int online_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-int mt__launch_kernel_threads(const mt_launch_opts *opts, int n_local) {
+int mt__launch_kernel_threads(const mt_launch_opts *opts, int cpus, int n_local) {
     if (opts && opts->kernel_threads > 0) return opts->kernel_threads;
-    int k = online_cores() / (n_local > 0 ? n_local : 1);
+    int k = cpus / (n_local > 0 ? n_local : 1);
     return k < 1 ? 1 : k;
 }
 
@@ -308,9 +302,9 @@ static mt_status launch_threads(const mt_launch_opts *opts, mt_device_fn fn, voi
     ls.process_rank = 0;
     ls.process_size = 1;
     ls.t_start = mt_time_now();
-    ls.n_cores = online_cores();
+    ls.n_cores = mt__cpu_count();
     ls.may_spin = n <= ls.n_cores;
-    ls.kernel_threads = mt__launch_kernel_threads(opts, n);
+    ls.kernel_threads = mt__launch_kernel_threads(opts, ls.n_cores, n);
     ls.records = calloc((size_t)n, sizeof *ls.records);
     mt_ctx *ctxs = calloc((size_t)n, sizeof *ctxs);
     mt_ctx **ctx_ptrs = calloc((size_t)n, sizeof *ctx_ptrs);
@@ -375,19 +369,37 @@ done:
     return st;
 }
 
+void mt_launcher_world(int *rank, int *size) {
+    /* Open MPI, then PMIx (rank only), then MPICH/Hydra's PMI */
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    int r = 0, n = 1;
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+        const char *v = getenv(ranks[i]);
+        if (v && *v) { r = atoi(v); break; }
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *v = getenv(sizes[i]);
+        if (v && *v) { n = atoi(v); break; }
+    }
+    if (rank) *rank = r < 0 ? 0 : r;
+    if (size) *size = n < 1 ? 1 : n;
+}
+
+mt_transport_kind mt_transport_resolve(mt_transport_kind kind) {
+    if (kind != MT_TRANSPORT_AUTO) return kind;
+#ifdef MT_HAVE_MPI
+    int size;
+    mt_launcher_world(NULL, &size);
+    return size > 1 ? MT_TRANSPORT_MPI : MT_TRANSPORT_THREADS;
+#else
+    return MT_TRANSPORT_THREADS;
+#endif
+}
+
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
     if (!opts || !fn) return mt_fail(MT_EINVAL, "mt_launch: opts and fn must not be NULL");
-    mt_transport_kind kind = opts->transport;
-    if (kind == MT_TRANSPORT_AUTO) {
-        const char *world = getenv("OMPI_COMM_WORLD_SIZE");
-#ifdef MT_HAVE_MPI
-        kind = world && atoi(world) > 1 ? MT_TRANSPORT_MPI : MT_TRANSPORT_THREADS;
-#else
-        (void)world;
-        kind = MT_TRANSPORT_THREADS;
-#endif
-    }
-    switch (kind) {
+    switch (mt_transport_resolve(opts->transport)) {
     case MT_TRANSPORT_THREADS:
         return launch_threads(opts, fn, arg);
     case MT_TRANSPORT_MPI:
@@ -399,7 +411,7 @@ mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
                        "transport");
 #endif
     default:
-        return mt_fail(MT_EINVAL, "mt_launch: unknown transport %d", (int)kind);
+        return mt_fail(MT_EINVAL, "mt_launch: unknown transport %d", (int)opts->transport);
     }
 }
 
@@ -411,24 +423,14 @@ int mt_ctx_device(const mt_ctx *ctx) { return ctx->device; }
 const mt_mesh *mt_ctx_mesh(const mt_ctx *ctx) { return ctx->launch->mesh; }
 int mt_ctx_process_rank(const mt_ctx *ctx) { return ctx->launch->process_rank; }
 
-static bool axes_valid(const mt_mesh *mesh, mt_axes axes) {
-    if (axes.n < 0 || axes.n > mt_mesh_ndim(mesh)) return false;
-    for (int i = 0; i < axes.n; i++) {
-        if (axes.axis[i] >= mt_mesh_ndim(mesh)) return false;
-        for (int j = 0; j < i; j++)
-            if (axes.axis[j] == axes.axis[i]) return false;
-    }
-    return true;
-}
-
 int mt_axis_index(const mt_ctx *ctx, mt_axes axes) {
     const mt_mesh *mesh = ctx->launch->mesh;
-    return axes_valid(mesh, axes) ? mt_mesh_group_rank(mesh, axes, ctx->device) : -1;
+    return mt_mesh_axes_check(mesh, axes) == MT_OK ? mt_mesh_group_rank(mesh, axes, ctx->device) : -1;
 }
 
 int mt_axis_size(const mt_ctx *ctx, mt_axes axes) {
     const mt_mesh *mesh = ctx->launch->mesh;
-    return axes_valid(mesh, axes) ? mt_mesh_group_size(mesh, axes) : -1;
+    return mt_mesh_axes_check(mesh, axes) == MT_OK ? mt_mesh_group_size(mesh, axes) : -1;
 }
 
 mt_status mt_ctx_axes(const mt_ctx *ctx, const char *names, mt_axes *out) {

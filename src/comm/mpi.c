@@ -60,6 +60,7 @@
  * finalise: finalising would wait for ranks that are waiting for us, while
  * exiting without it makes mpirun end the job).
  */
+#include "base/base_impl.h"
 #include "comm/comm_impl.h"
 
 #ifdef MT_HAVE_MPI
@@ -156,22 +157,6 @@ static mt_status mpi_error(int rc, const char *what) {
     return mt_fail(MT_EINTERNAL, "%s failed: %s", what, text);
 }
 
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Round to nearest even, as the threads transport; NaN stays NaN. */
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static mt_status scratch_f32(mt_mpi *m, size_t n, float **out) {
     size_t bytes = n * sizeof(float);
     if (bytes > m->scratch_bytes) {
@@ -186,16 +171,12 @@ static mt_status scratch_f32(mt_mpi *m, size_t n, float **out) {
 
 /* MPI_MAX / MPI_MIN leave a NaN to chance (it survives only where it is
  * already the accumulator); pmax and pmin propagate it, as jax.lax does and
- * as the threads transport does. inout = in op inout. */
+ * as the threads transport does, with the same reduction. inout = inout op in. */
 static void fmax_keep_nan(void *in, void *inout, int *len, MPI_Datatype *dt) {
-    const float *a = in;
-    float *b = inout;
-    for (int i = 0; i < *len; i++) b[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
+    mt__reduce_into(inout, in, (size_t)*len, MT_F32, MT_REDUCE_MAX);
 }
 static void fmin_keep_nan(void *in, void *inout, int *len, MPI_Datatype *dt) {
-    const float *a = in;
-    float *b = inout;
-    for (int i = 0; i < *len; i++) b[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i];
+    mt__reduce_into(inout, in, (size_t)*len, MT_F32, MT_REDUCE_MIN);
 }
 
 /* The MPI reduction for op on elements of `dtype` (bf16 arrives as f32). */
@@ -205,17 +186,13 @@ static MPI_Op mpi_op(const mt_mpi *m, mt_reduce_op op, mt_dtype dtype) {
     return op == MT_REDUCE_MAX ? m->fmax : m->fmin;
 }
 
-static const char *dtype_text(mt_dtype dtype) {
-    return dtype == MT_F32 ? "f32" : dtype == MT_BF16 ? "bf16" : dtype == MT_I32 ? "i32" : "?";
-}
-
 /* The reductions pass an element count to MPI as an int (MPI 3 has no large
  * counts, and a predefined MPI_Op takes only predefined datatypes, so the
  * derived type below cannot carry them). */
 static mt_status check_count(size_t n, mt_dtype dtype, const char *what, const char *per) {
     if (n > (size_t)INT_MAX)
         return mt_fail(MT_EUNSUPPORTED, "%s of %zu %s elements%s is more than one MPI call "
-                       "takes (%d); split it into smaller collectives", what, n, dtype_text(dtype),
+                       "takes (%d); split it into smaller collectives", what, n, mt_dtype_name(dtype),
                        per, INT_MAX);
     return MT_OK;
 }
@@ -620,8 +597,7 @@ static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_
     void *data = buf;
     if (dtype == MT_BF16) {
         if ((s = scratch_f32(m, count, &f)) != MT_OK) return s;
-        const uint16_t *h = buf;
-        for (size_t i = 0; i < count; i++) f[i] = bf16_to_f32(h[i]);
+        mt__bf16_to_f32(f, buf, count);
         data = f;
     }
     MPI_Request req;
@@ -629,10 +605,7 @@ static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_
                             mpi_op(m, op, dtype), comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallreduce");
     if ((s = mpi_wait(m, g, 1, &req, current_text(m, "all-reduce"))) != MT_OK) return s;
-    if (f) {
-        uint16_t *h = buf;
-        for (size_t i = 0; i < count; i++) h[i] = f32_to_bf16(f[i]);
-    }
+    if (f) mt__f32_to_bf16(buf, f, count);
     return MT_OK;
 }
 
@@ -675,13 +648,11 @@ static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *
     if (dtype == MT_BF16) {
         float *f = NULL;
         if ((s = scratch_f32(m, (P + 1) * count, &f)) != MT_OK) return s;
-        const uint16_t *h = send;
-        for (size_t i = 0; i < P * count; i++) f[i] = bf16_to_f32(h[i]);
+        mt__bf16_to_f32(f, send, P * count);
         rc = MPI_Ireduce_scatter_block(f, f + P * count, (int)count, MPI_FLOAT, mpi_op(m, op, dtype), comm, &req);
         if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter_block");
         if ((s = mpi_wait(m, g, 1, &req, current_text(m, "reduce-scatter"))) != MT_OK) return s;
-        uint16_t *out = recv;
-        for (size_t i = 0; i < count; i++) out[i] = f32_to_bf16(f[P * count + i]);
+        mt__f32_to_bf16(recv, f + P * count, count);
         return MT_OK;
     }
     rc = MPI_Ireduce_scatter_block(send, recv, (int)count, dtype == MT_I32 ? MPI_INT32_T : MPI_FLOAT,
@@ -887,12 +858,21 @@ static mt_status mpi_start(int *rank, int *size) {
     return MT_OK;
 }
 
-/* Ranks sharing this node, to size kernel threads and the waiting policy. */
-static int local_ranks(MPI_Comm world) {
+/* Ranks sharing this node, and the CPUs they may run on together (the union
+ * of their affinity masks: bound one to a core, or all on a node's cpuset),
+ * to size kernel threads and the waiting policy. */
+static int local_ranks(MPI_Comm world, int *node_cpus) {
     MPI_Comm node;
     int n = 1;
+    unsigned char mine[MT_CPU_SET_BYTES], all[MT_CPU_SET_BYTES];
+    *node_cpus = mt__cpu_set(mine);
     if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &n);
+        if (MPI_Allreduce(mine, all, MT_CPU_SET_BYTES, MPI_BYTE, MPI_BOR, node) == MPI_SUCCESS) {
+            int count = 0;
+            for (int i = 0; i < MT_CPU_SET_BYTES; i++) count += __builtin_popcount(all[i]);
+            if (count > 0) *node_cpus = count;
+        }
         MPI_Comm_free(&node);
     }
     return n;
@@ -958,8 +938,6 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     ls->failed_device = -1;
     ls->process_rank = rank;
     ls->process_size = size;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ls->n_cores = cores > 0 ? (int)cores : 1;
     atomic_store(&mpi_launch_running, true);
 
     /* Every rank must arrive: a non-blocking dup waited on with the timeout
@@ -983,10 +961,10 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     }
     /* the set-up below is blocking, but every rank is here now */
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
-    int nlocal = local_ranks(m->world);
+    int nlocal = local_ranks(m->world, &ls->n_cores);
     m->oversubscribed = nlocal > ls->n_cores;
     ls->may_spin = !m->oversubscribed;
-    ls->kernel_threads = mt__launch_kernel_threads(opts, nlocal);
+    ls->kernel_threads = mt__launch_kernel_threads(opts, ls->n_cores, nlocal);
     rc = MPI_Comm_dup(m->world, &m->ctl);
     if (rc == MPI_SUCCESS) s = make_set_comms(m);
     else s = mpi_error(rc, "MPI_Comm_dup");

@@ -1,7 +1,7 @@
 /*
- * reduce.c — element-wise reduction for the transports (mt__reduce_into) and
- * bf16 <-> f32 conversion: sum, max and min over f32, i32 and bf16 (which
- * reduces through f32 and rounds to nearest even). max and min propagate NaN.
+ * reduce.c — element-wise reduction for the transports (mt__reduce_into):
+ * sum, max and min over f32, i32 and bf16 (which reduces through f32 and
+ * rounds to nearest even). max and min propagate NaN, as jax.lax does.
  */
 #include "comm/comm_impl.h"
 
@@ -14,22 +14,6 @@
 /* Loops run in fixed blocks of 16 so gcc vectorises them at -O2 (its cheap
  * cost model wants a known trip count); the tail runs scalar. */
 #define RB 16
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
 
 /* restrict parameters (not restrict locals) are what lets gcc vectorise */
 #define DEF_REDUCE(NAME, T, EXPR)                                            \
@@ -71,27 +55,13 @@ void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_re
         uint16_t *d = dst;
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {
-            float a = bf16_to_f32(d[i]), b = bf16_to_f32(s[i]);
+            float a = mt__bf16_to_f32_1(d[i]), b = mt__bf16_to_f32_1(s[i]);
             float r = op == MT_REDUCE_SUM ? a + b
                     : op == MT_REDUCE_MAX ? ((b > a || b != b) ? b : a)
                                           : ((b < a || b != b) ? b : a);
-            d[i] = f32_to_bf16(r);
+            d[i] = mt__f32_to_bf16_1(r);
         }
         break;
     }
     }
-}
-
-void mt__bf16_to_f32(float *restrict dst, const uint16_t *restrict src, size_t n) {
-    const int64_t n_ = (int64_t)n, nb_ = n_ - n_ % RB;
-    for (int64_t i0 = 0; i0 < nb_; i0 += RB)
-        for (int64_t i = i0; i < i0 + RB; i++) dst[i] = bf16_to_f32(src[i]);
-    for (int64_t i = nb_; i < n_; i++) dst[i] = bf16_to_f32(src[i]);
-}
-
-void mt__f32_to_bf16(uint16_t *restrict dst, const float *restrict src, size_t n) {
-    const int64_t n_ = (int64_t)n, nb_ = n_ - n_ % RB;
-    for (int64_t i0 = 0; i0 < nb_; i0 += RB)
-        for (int64_t i = i0; i < i0 + RB; i++) dst[i] = f32_to_bf16(src[i]);
-    for (int64_t i = nb_; i < n_; i++) dst[i] = f32_to_bf16(src[i]);
 }

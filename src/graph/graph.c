@@ -62,15 +62,6 @@ void mt_graph_free(mt_graph *g) {
     free(g);
 }
 
-size_t mt_dtype_size(mt_dtype dtype) {
-    switch (dtype) {
-    case MT_F32: return 4;
-    case MT_BF16: return 2;
-    case MT_I32: return 4;
-    }
-    return 0;
-}
-
 static const char *kind_prefix(mt_tensor_kind kind) {
     switch (kind) {
     case MT_INPUT: return "input";
@@ -117,7 +108,6 @@ mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tens
     t->kind = kind;
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
-    t->producer = -1;
     t->first_use = t->last_use = -1;
     g->tensors[g->n_tensors++] = t;
     return t;
@@ -141,7 +131,6 @@ int mt__node_add(mt_graph *g, const mt_node *node) {
             out->data_dep |= node->in[k]->data_dep;
             if (node->in[k]->dtype == MT_F32) out->needs_grad |= node->in[k]->needs_grad;
         }
-        out->producer = idx;
         g->n_forward = g->n_nodes;
     }
     return idx;
@@ -194,26 +183,7 @@ mt_tensor *mt_constant(mt_graph *g, const char *name, mt_dtype dtype, int ndim, 
 /* Accessors                                                                 */
 /* ======================================================================== */
 
-const char *mt_tensor_name(const mt_tensor *t) { return t->name; }
-mt_dtype mt_tensor_dtype(const mt_tensor *t) { return t->dtype; }
-mt_tensor_kind mt_tensor_kind_of(const mt_tensor *t) { return t->kind; }
-int mt_tensor_ndim(const mt_tensor *t) { return t->ndim; }
-int64_t mt_tensor_dim(const mt_tensor *t, int dim) {
-    return (dim >= 0 && dim < t->ndim) ? t->shape[dim] : 1;
-}
-int64_t mt_tensor_numel(const mt_tensor *t) {
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
-    return n;
-}
-mt_sharding mt_tensor_sharding(const mt_tensor *t) { return t->sharding; }
-float *mt_tensor_f32(mt_tensor *t) { return t->dtype == MT_F32 ? (float *)t->data : NULL; }
-int32_t *mt_tensor_i32(mt_tensor *t) { return t->dtype == MT_I32 ? (int32_t *)t->data : NULL; }
 mt_tensor *mt_tensor_grad(mt_tensor *t) { return t->grad; }
-
-void mt_tensor_set_name(mt_tensor *t, const char *name) {
-    snprintf(t->name, sizeof t->name, "%s", name);
-}
 
 mt_tensor *mt_graph_find(mt_graph *g, const char *name) {
     for (int i = 0; i < g->n_tensors; i++)
@@ -231,24 +201,6 @@ mt_tensor *mt_graph_param_at(const mt_graph *g, int idx) {
     for (int i = 0; i < g->n_tensors; i++)
         if (g->tensors[i]->kind == MT_PARAM && idx-- == 0) return g->tensors[i];
     return NULL;
-}
-
-const char *mt__shape_str(const mt_tensor *t, char *buf, size_t n) {
-    size_t len = 0;
-    len += (size_t)snprintf(buf + len, n - len, "(");
-    for (int d = 0; d < t->ndim && len < n; d++)
-        len += (size_t)snprintf(buf + len, n - len, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-    if (len < n) snprintf(buf + len, n - len, ")");
-    return buf;
-}
-
-int64_t mt__rows(const mt_tensor *t) {
-    return t->ndim == 0 ? 1 : mt_tensor_numel(t) / t->shape[t->ndim - 1];
-}
-
-mt_tensor *mt__storage_root(mt_tensor *t) {
-    while (t->view_of) t = t->view_of;
-    return t;
 }
 
 /* ======================================================================== */

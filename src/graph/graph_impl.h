@@ -13,8 +13,9 @@
 #ifndef MT_GRAPH_IMPL_H
 #define MT_GRAPH_IMPL_H
 
-#include "meshtrain.h"
+#include "meshtrain/graph.h"
 #include "base/pool.h"
+#include "tensor/tensor_impl.h"
 
 typedef enum { MT_PHASE_F = 0, MT_PHASE_B = 1, MT_PHASE_W = 2 } mt_phase;
 
@@ -45,29 +46,6 @@ typedef enum {
 
 #define MT_MAX_INPUTS 5
 
-struct mt_tensor {
-    char           name[MT_MAX_NAME];
-    int            id;
-    mt_dtype       dtype;
-    mt_tensor_kind kind;
-    int            ndim;
-    int64_t        shape[MT_MAX_DIMS];     /* global shape */
-    mt_sharding    sharding;
-    mt_init        init;                   /* parameters */
-    mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
-    mt_tensor     *grad;                   /* gradient tensor, made by compile */
-    mt_tensor     *grad_of;                /* for a gradient: whose it is */
-    bool           data_dep;               /* depends on an input (else params/consts only) */
-    bool           needs_grad;             /* a gradient flows back to it */
-    int            producer;               /* node index, -1 for leaves */
-    /* autodiff bookkeeping: contributions expected and emitted so far */
-    int            grad_uses, grad_emitted;
-    /* buffer planning: execution-order interval, arena placement */
-    int            first_use, last_use;
-    bool           in_arena;
-    size_t         offset;
-    void          *data;
-};
 
 typedef struct {
     mt_op      op;
@@ -121,14 +99,8 @@ mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
 /* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
 mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
                           int ndim, const int64_t *shape);
-/* Appends a node (copied) and sets its output's producer; returns its index or -1. */
+/* Appends a node (copied); returns its index or -1. */
 int        mt__node_add(mt_graph *g, const mt_node *node);
-/* "(4,64,256)" into buf. */
-const char *mt__shape_str(const mt_tensor *t, char *buf, size_t n);
-/* Number of rows when the last dim is the row length. */
-int64_t    mt__rows(const mt_tensor *t);
-/* The storage owner of a tensor (follows view_of). */
-mt_tensor *mt__storage_root(mt_tensor *t);
 
 /* ---- op table (ops/op_table.c) ---- */
 

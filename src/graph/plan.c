@@ -18,10 +18,6 @@
 
 static size_t align_up(size_t n) { return (n + MT_ALIGN - 1) / MT_ALIGN * MT_ALIGN; }
 
-static size_t tensor_bytes(const mt_tensor *t) {
-    return (size_t)mt_tensor_numel(t) * mt_dtype_size(t->dtype);
-}
-
 static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
     if (t->kind == MT_PARAM || t->kind == MT_INPUT || t->kind == MT_CONST) return true;
     if (t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->kind == MT_PARAM) return true;
@@ -41,7 +37,7 @@ static void touch(mt_tensor *t, int pos) {
 }
 
 static int by_size_desc(const void *a, const void *b) {
-    size_t sa = tensor_bytes(*(mt_tensor *const *)a), sb = tensor_bytes(*(mt_tensor *const *)b);
+    size_t sa = mt__tensor_bytes(*(mt_tensor *const *)a), sb = mt__tensor_bytes(*(mt_tensor *const *)b);
     return sa < sb ? 1 : sa > sb ? -1 : 0;
 }
 
@@ -69,7 +65,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of || !is_persistent(g, t)) continue;
         t->offset = persistent;
-        persistent += align_up(tensor_bytes(t));
+        persistent += align_up(mt__tensor_bytes(t));
     }
 
     /* 3. Arena: greedy by size over lifetimes. */
@@ -82,13 +78,13 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (t->view_of || is_persistent(g, t) || t->first_use < 0) continue;
         t->in_arena = true;
         list[n_list++] = t;
-        unplanned += align_up(tensor_bytes(t));
+        unplanned += align_up(mt__tensor_bytes(t));
     }
     qsort(list, (size_t)n_list, sizeof *list, by_size_desc);
     size_t arena = 0;
     for (int i = 0; i < n_list; i++) {
         mt_tensor *t = list[i];
-        size_t need = align_up(tensor_bytes(t));
+        size_t need = align_up(mt__tensor_bytes(t));
         size_t off = 0;
         /* Lowest offset clear of every placed tensor that is alive at the
          * same time; restart the scan whenever we move past a conflict. */
@@ -97,7 +93,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
             for (int j = 0; j < i; j++) {
                 mt_tensor *o = list[j];
                 if (o->last_use < t->first_use || t->last_use < o->first_use) continue;
-                size_t oend = o->offset + align_up(tensor_bytes(o));
+                size_t oend = o->offset + align_up(mt__tensor_bytes(o));
                 if (off < oend && o->offset < off + need) { off = oend; moved = true; }
             }
         }

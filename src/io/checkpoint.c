@@ -40,7 +40,7 @@
  * moments the file lacks (saved with opt = NULL) leave the optimizer's as they
  * are, which is what fine-tuning from a parameters-only checkpoint wants.
  */
-#include "meshtrain.h"
+#include "meshtrain/io.h"
 
 #include <limits.h>
 #include <errno.h>

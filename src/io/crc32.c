@@ -6,7 +6,7 @@
  * derived from the one below into a local, keeping the library free of
  * mutable globals.
  */
-#include "meshtrain.h"
+#include "meshtrain/io.h"
 
 /* crc_table[b] = CRC of the single byte b (no pre/post inversion). */
 static const uint32_t crc_table[256] = {

@@ -12,7 +12,7 @@
  * pure function of the position: every device and every mesh sees the same
  * tokens for the same step.
  */
-#include "meshtrain.h"
+#include "meshtrain/io.h"
 
 #include <errno.h>
 #include <math.h>

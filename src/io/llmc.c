@@ -11,7 +11,7 @@
  * llm.c's stacked tensors to those names and is the single place both load
  * and save take the order, the names and the shapes from.
  */
-#include "meshtrain.h"
+#include "meshtrain/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 /*
  * mesh.c — device meshes: named axes with sizes, device coordinates, groups
- * over a subset of axes, partition specs and local shapes.
+ * over a subset of axes. Partition specs over a mesh are in
+ * tensor/sharding.c.
  *
  * Device ids are row-major over the axes (the last axis varies fastest), as
  * jax.sharding.Mesh lays out a reshaped device list. A group over axes
@@ -8,7 +9,7 @@
  * are row-major in the order the axes were *given* (ak fastest), which is what
  * jax.lax.axis_index returns for a tuple of axis names.
  */
-#include "meshtrain.h"
+#include "mesh/mesh_impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,17 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MT_MESH_MAX_NAME 32
 #define MAX_AXIS_SIZE    (1 << 20)
-
-struct mt_mesh {
-    int  ndim;
-    int  size;                                   /* product of sizes */
-    int  sizes[MT_MESH_MAX_AXES];
-    int  strides[MT_MESH_MAX_AXES];              /* row-major device-id strides */
-    char names[MT_MESH_MAX_AXES][MT_MESH_MAX_NAME];
-    char spec[MT_MESH_MAX_AXES * (MT_MESH_MAX_NAME + 12)];  /* canonical "data=2,tensor=2" */
-};
 
 /* ======================================================================== */
 /* Creation                                                                  */
@@ -187,15 +178,14 @@ int mt_mesh_device(const mt_mesh *mesh, const int *coords) {
 /* Axes and groups                                                           */
 /* ======================================================================== */
 
-static void list_axes(const mt_mesh *mesh, char *buf, size_t cap) {
+void mt__mesh_list_axes(const mt_mesh *mesh, char *buf, size_t cap) {
     size_t off = 0;
     buf[0] = '\0';
     for (int a = 0; a < mesh->ndim && off < cap; a++)
         off += (size_t)snprintf(buf + off, cap - off, "%s'%s'", a ? ", " : "", mesh->names[a]);
 }
 
-/* Finds a name of `len` bytes; -1 if the mesh has no such axis. */
-static int find_axis(const mt_mesh *mesh, const char *name, size_t len) {
+int mt__mesh_find_axis(const mt_mesh *mesh, const char *name, size_t len) {
     for (int a = 0; a < mesh->ndim; a++)
         if (strlen(mesh->names[a]) == len && memcmp(mesh->names[a], name, len) == 0) return a;
     return -1;
@@ -212,10 +202,10 @@ mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out) {
             if (!*p) break;
             return mt_fail(MT_EINVAL, "axes '%s': empty axis name; separate names with ','", names);
         }
-        int a = find_axis(mesh, p, len);
+        int a = mt__mesh_find_axis(mesh, p, len);
         if (a < 0) {
             char list[256];
-            list_axes(mesh, list, sizeof list);
+            mt__mesh_list_axes(mesh, list, sizeof list);
             return mt_fail(MT_EINVAL, "axes '%s': the mesh '%s' has no axis '%.*s'; its axes are %s",
                            names, mesh->spec, (int)len, p, list);
         }
@@ -227,6 +217,22 @@ mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out) {
         p += len;
         while (*p == ' ') p++;
         if (*p == ',') p++;
+    }
+    return MT_OK;
+}
+
+mt_status mt_mesh_axes_check(const mt_mesh *mesh, mt_axes axes) {
+    if (axes.n < 0 || axes.n > mesh->ndim)
+        return mt_fail(MT_EINVAL, "axes: %d axes on the mesh '%s' of %d; resolve names with "
+                       "mt_mesh_axes or mt_ctx_axes", axes.n, mesh->spec, mesh->ndim);
+    for (int i = 0; i < axes.n; i++) {
+        if (axes.axis[i] >= mesh->ndim)
+            return mt_fail(MT_EINVAL, "axes: axis %d does not exist on the mesh '%s'; resolve "
+                           "names with mt_mesh_axes or mt_ctx_axes", axes.axis[i], mesh->spec);
+        for (int j = 0; j < i; j++)
+            if (axes.axis[j] == axes.axis[i])
+                return mt_fail(MT_EINVAL, "axes: axis '%s' appears twice",
+                               mesh->names[axes.axis[i]]);
     }
     return MT_OK;
 }
@@ -264,83 +270,4 @@ int mt_mesh_group(const mt_mesh *mesh, mt_axes axes, int device, int *members) {
         members[r] = d;
     }
     return P;
-}
-
-/* ======================================================================== */
-/* Partition specs                                                           */
-/* ======================================================================== */
-
-mt_status mt_sharding_parse(const mt_mesh *mesh, const char *spec, int ndim, mt_sharding *out) {
-    memset(out, 0, sizeof *out);
-    if (ndim < 0 || ndim > MT_MAX_DIMS)
-        return mt_fail(MT_EINVAL, "partition spec '%s': %d dims; at most %d are supported",
-                       spec ? spec : "", ndim, MT_MAX_DIMS);
-    if (!spec || !*spec) return MT_OK;   /* replicated */
-    uint32_t used = 0;
-    int dim = 0;
-    const char *p = spec;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        if (dim == ndim)
-            return mt_fail(MT_EINVAL, "partition spec '%s' has more entries than the %d dims of "
-                           "the array", spec, ndim);
-        if (len == 0)
-            return mt_fail(MT_EINVAL, "partition spec '%s': dim %d is empty; write '_' for a "
-                           "whole (unsplit) dim", spec, dim);
-        if (!(len == 1 && p[0] == '_')) {
-            const char *q = p, *end = p + len;
-            while (q < end) {
-                size_t alen = strcspn(q, "+,");
-                if (q + alen > end) alen = (size_t)(end - q);
-                int a = alen ? find_axis(mesh, q, alen) : -1;
-                if (a < 0) {
-                    char list[256];
-                    list_axes(mesh, list, sizeof list);
-                    return mt_fail(MT_EINVAL, "partition spec '%s': dim %d names axis '%.*s', "
-                                   "which the mesh '%s' does not have; its axes are %s",
-                                   spec, dim, (int)alen, q, mesh->spec, list);
-                }
-                if (used & (1u << a))
-                    return mt_fail(MT_EINVAL, "partition spec '%s': axis '%s' is used twice; a "
-                                   "mesh axis can split at most one dim", spec, mesh->names[a]);
-                used |= 1u << a;
-                out->dim_axes[dim] |= 1u << a;
-                q += alen;
-                if (q < end) q++;   /* the '+' */
-            }
-        }
-        dim++;
-        p += len;
-        if (!*p) break;
-        p++;
-    }
-    /* fewer entries than dims: the rest are whole, as in JAX's PartitionSpec */
-    return MT_OK;
-}
-
-mt_status mt_sharding_local_shape(const mt_mesh *mesh, const mt_sharding *sh, int ndim,
-                                  const int64_t *global, int64_t *local) {
-    if (ndim < 0 || ndim > MT_MAX_DIMS)
-        return mt_fail(MT_EINVAL, "local shape: %d dims; at most %d are supported", ndim, MT_MAX_DIMS);
-    for (int d = 0; d < ndim; d++) {
-        int64_t parts = 1;
-        char names[160] = "";
-        size_t off = 0;
-        for (int a = 0; a < mesh->ndim; a++)
-            if (sh->dim_axes[d] & (1u << a)) {
-                parts *= mesh->sizes[a];
-                if (off < sizeof names)
-                    off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", off ? "+" : "",
-                                            mesh->names[a]);
-            }
-        if (sh->dim_axes[d] >> mesh->ndim)
-            return mt_fail(MT_EINVAL, "local shape: dim %d is split over axis bits 0x%x, but the "
-                           "mesh '%s' has %d axes", d, sh->dim_axes[d], mesh->spec, mesh->ndim);
-        if (global[d] < 0 || global[d] % parts != 0)
-            return mt_fail(MT_ESHAPE, "dim %d of size %lld does not divide by %lld (the size of "
-                           "mesh axes '%s'); pad it to a multiple of %lld or split another dim",
-                           d, (long long)global[d], (long long)parts, names, (long long)parts);
-        local[d] = global[d] / parts;
-    }
-    return MT_OK;
 }

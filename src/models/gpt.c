@@ -4,7 +4,7 @@
  * blocks (causal self-attention, then a 4C GELU MLP, each with a residual), a
  * final LayerNorm and an LM head tied to the token embedding.
  */
-#include "meshtrain.h"
+#include "meshtrain/models.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * linreg.c — linear regression, pred = x·w + b with an MSE loss, built only
  * through the public graph API.
  */
-#include "meshtrain.h"
+#include "meshtrain/models.h"
 
 mt_tensor *mt_linreg_build(mt_graph *g, int B, int n_features, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_linreg_build needs a graph (got NULL)"); return NULL; }

@@ -2,7 +2,7 @@
  * mlp.c — a multi-layer perceptron with GELU between layers and an MSE loss,
  * built only through the public graph API.
  */
-#include "meshtrain.h"
+#include "meshtrain/models.h"
 
 #include <math.h>
 #include <stdio.h>

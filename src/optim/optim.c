@@ -6,6 +6,7 @@
  * parameters are sharded the state shards with them (ZeRO falls out).
  */
 #include "graph/graph_impl.h"
+#include "meshtrain/optim.h"
 #include "ops/kernels.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * new token, reading the next-token logits at the last filled position.
  * Causal attention makes the positions past it (padding) irrelevant.
  */
-#include "meshtrain.h"
+#include "meshtrain/train.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * so the sum over microbatches is the mean over the global batch: that is
  * what makes any accum (and, later, any mesh) compute the same step.
  */
-#include "meshtrain.h"
+#include "meshtrain/train.h"
 
 #include <math.h>
 #include <stdio.h>

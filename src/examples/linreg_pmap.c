@@ -28,7 +28,7 @@
  * every mesh rounds them to the same float32 gradient and loss, and the runs
  * agree to the bit except for a rounding tie one in ~1e9.
  */
-#include "meshtrain.h"
+#include "meshtrain/examples.h"
 
 #include <math.h>
 #include <stdatomic.h>

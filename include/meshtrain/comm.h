@@ -1,0 +1,177 @@
+/*
+ * meshtrain/comm.h — running on a mesh: SPMD launch on device threads or MPI
+ * ranks, collectives by axis name (with jax.lax semantics), host arrays put
+ * on and gathered from the mesh, and the trace of what every device did.
+ */
+#ifndef MESHTRAIN_COMM_H
+#define MESHTRAIN_COMM_H
+
+#include "meshtrain/sharding.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One device's view during a launch (opaque; valid inside the device function). */
+typedef struct mt_ctx mt_ctx;
+
+typedef mt_status (*mt_device_fn)(mt_ctx *ctx, void *arg);
+
+typedef enum {
+    MT_TRANSPORT_AUTO = 0,   /* mt_transport_resolve: mpi under mpirun with > 1 rank */
+    MT_TRANSPORT_THREADS,    /* every device a thread of this process */
+    MT_TRANSPORT_MPI         /* one device per MPI rank */
+} mt_transport_kind;
+
+typedef struct {
+    const char       *mesh;           /* mesh spec, e.g. "data=4" */
+    int               devices;        /* threads: device count; mpi: 0 = the world size */
+    mt_transport_kind transport;
+    double            timeout_s;      /* how long a device waits for its group to arrive at
+                                         a collective; 0 = MT_COMM_TIMEOUT env or 300 s.
+                                         Once all have arrived the data movement completes
+                                         (it is bounded), so no buffer is left in use */
+    bool              check;          /* debug: verify every collective matches on all devices */
+    const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
+    int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
+} mt_launch_opts;
+
+/* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all
+ * have returned. If any device fails (returns non-zero) or a collective
+ * times out, every other device's pending and later collectives return
+ * MT_EABORTED, and mt_launch returns the first failure, its message prefixed
+ * with the device ("device 2: ..."). A timeout's message names the devices
+ * that never arrived and the last collective each one issued.
+ * Under MPI every rank calls mt_launch and runs its own device; the result is
+ * the same on every rank. MPI cannot cancel a collective already posted, so
+ * when a failure leaves one unfinished on some rank, rank 0 prints the
+ * agreed message and the job ends with MPI_Abort (exit 1) instead of
+ * returning; no rank is left waiting. Device threads are pinned to their own
+ * cores when they fit (MT_PIN=0 leaves placement to the OS). */
+mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+
+/* The transport a launch with `kind` runs on: AUTO becomes MT_TRANSPORT_MPI
+ * when this process was started by an MPI launcher with more than one rank
+ * (mt_launcher_world) and meshtrain was built with Open MPI, else
+ * MT_TRANSPORT_THREADS; the others stay as they are. mt_launch uses this rule,
+ * and so should a program that must know beforehand (e.g. to print on one
+ * rank only). */
+mt_transport_kind mt_transport_resolve(mt_transport_kind kind);
+
+/* This process's rank and the number of ranks, as an MPI launcher announced
+ * them in the environment (Open MPI's OMPI_COMM_WORLD_*, PMIx, MPICH/Hydra's
+ * PMI_*); 0 and 1 when not started by one. Readable before MPI is initialised
+ * and outside any launch. */
+void mt_launcher_world(int *rank, int *size);
+
+/* pmap: mt_launch on a 1-axis mesh named `axis` (NULL: "i") of `devices`
+ * devices (0 under MPI: the world size). fn resolves the axis with
+ * mt_ctx_axes(ctx, axis, &ax) and calls collectives over it. */
+mt_status mt_pmap(const char *axis, int devices, mt_device_fn fn, void *arg);
+
+/* The calling device: id (row-major over the mesh), the mesh, and the MPI
+ * rank / world size when running under MPI (else 0 / 1). */
+int            mt_ctx_device(const mt_ctx *ctx);
+const mt_mesh *mt_ctx_mesh(const mt_ctx *ctx);
+int            mt_ctx_process_rank(const mt_ctx *ctx);
+/* JAX's axis_index: this device's rank in its group over `axes`. */
+int            mt_axis_index(const mt_ctx *ctx, mt_axes axes);
+int            mt_axis_size(const mt_ctx *ctx, mt_axes axes);
+/* Resolves axis names on the ctx's mesh (see mt_mesh_axes). */
+mt_status      mt_ctx_axes(const mt_ctx *ctx, const char *names, mt_axes *out);
+
+/* --- collectives over the group of the calling device over `axes` ---
+ * All devices of a group must call the same collective with the same sizes,
+ * in the same order. Buffers are dense; `count` counts elements of `dtype`.
+ * bf16 reduces in f32. Send and receive buffers must not overlap unless
+ * stated. Results follow jax.lax: */
+
+typedef enum { MT_REDUCE_SUM = 0, MT_REDUCE_MAX = 1, MT_REDUCE_MIN = 2 } mt_reduce_op;
+
+/* psum / pmax: buf (count) = reduction over the group of every device's buf. In place. */
+mt_status mt_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                        mt_reduce_op op);
+mt_status mt_psum(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+/* psum divided by the group size (f32). */
+mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+mt_status mt_pmax(mt_ctx *ctx, mt_axes axes, float *buf, size_t count);
+
+/* all_gather: recv (P, count) = every device's send (count), in group-rank
+ * order. "Stacked" and "tiled along dim 0" are the same bytes. */
+mt_status mt_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                        mt_dtype dtype);
+/* psum_scatter: recv (count) = Σ over the group of send[r·count : (r+1)·count],
+ * r = this device's group rank; send holds P·count. */
+mt_status mt_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                          mt_dtype dtype);
+/* all_to_all: send (P, count) → recv (P, count), recv[j] = device j's send[r]. */
+mt_status mt_all_to_all(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                        mt_dtype dtype);
+/* ppermute: pairs[k] = {source rank, destination rank} in the group; each
+ * rank appears at most once as a source and once as a destination. recv
+ * (count) gets the source's send; a device that is no one's destination
+ * receives zeros. */
+mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                      mt_dtype dtype, const int (*pairs)[2], int n_pairs);
+/* buf (count) on every device = buf of group rank `root`. In place. */
+mt_status mt_broadcast(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int root);
+mt_status mt_barrier(mt_ctx *ctx, mt_axes axes);
+
+/* --- dimensioned forms over an array of `ndim` dims `shape` (local) ---
+ * tiled all_gather concatenates along `dim` (recv dim = P·shape[dim]);
+ * stacked inserts a new dim of size P before `dim`. tiled psum_scatter
+ * splits `dim` into P blocks (shape[dim] % P must be 0, or MT_ESHAPE naming
+ * both); untiled needs shape[dim] == P and drops the dim. all_to_all splits
+ * `split_dim` into P blocks and concatenates the received ones on `concat_dim`. */
+mt_status mt_all_gather_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
+                            int ndim, const int64_t *shape, int dim, bool tiled);
+mt_status mt_psum_scatter_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                              mt_dtype dtype, int ndim, const int64_t *shape, int dim, bool tiled);
+mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, mt_dtype dtype,
+                            int ndim, const int64_t *shape, int split_dim, int concat_dim);
+
+/* --- asynchronous forms: start, compute, wait. The buffers belong to the
+ * collective until mt_wait returns (a device that returns without waiting
+ * leaves them to its peers until the launch ends). At most MT_MAX_PENDING
+ * per device. Requests complete in start order; a blocking collective first
+ * completes the pending ones. On the threads transport a large request
+ * (more than ~1-4 KiB per device) is started at once: when every device of
+ * the group has started it, whichever devices are waiting move its data in
+ * chunks, so a device computing between start and wait finds it done.
+ * Small requests, check mode and MPI run it at the first wait (or blocking
+ * collective) that needs it. */
+#define MT_MAX_PENDING 16
+typedef struct { int id; } mt_request;
+mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                              mt_reduce_op op, mt_request *req);
+mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                              size_t count, mt_dtype dtype, mt_request *req);
+mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                                size_t count, mt_dtype dtype, mt_request *req);
+mt_status mt_wait(mt_ctx *ctx, mt_request *req);
+
+/* --- host arrays on the mesh --- */
+/* local (the device's shard) = its slice of the global host array under the
+ * sharding. global (ndim dims, shape) is read on every device (threads: one
+ * shared array; MPI: each rank's copy). */
+mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, int ndim,
+                       const int64_t *shape, float *local);
+/* global (full shape) on every device = all shards put back together (and
+ * partial sums over sh->partial_axes summed). */
+mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local, int ndim,
+                          const int64_t *shape, float *global);
+
+/* --- record of what happened --- */
+/* Marks a compute region on the device's trace track (no-op when not tracing). */
+void mt_trace_begin(mt_ctx *ctx, const char *name);
+void mt_trace_end(mt_ctx *ctx);
+
+/* Collectives this device issued so far, and the last one as text
+ * ("#12 psum over 'data' f32 4096 bytes"). */
+uint64_t    mt_ctx_collectives(const mt_ctx *ctx);
+const char *mt_ctx_last_collective(const mt_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_COMM_H */

@@ -1,0 +1,138 @@
+/*
+ * meshtrain/graph.h — graphs: build once (leaves and ops), compile once
+ * (autodiff with B/W-tagged backward nodes, one buffer plan, parameter
+ * initialisation), run many times without allocating.
+ */
+#ifndef MESHTRAIN_GRAPH_H
+#define MESHTRAIN_GRAPH_H
+
+#include "meshtrain/sharding.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mt_graph mt_graph;
+
+/* Creates an empty graph. Returns NULL only when out of memory. */
+mt_graph *mt_graph_create(void);
+void      mt_graph_free(mt_graph *g);
+
+/* The first error recorded while building or compiling the graph (MT_OK if
+ * none); mt_graph_errmsg() gives its message. */
+mt_status   mt_graph_status(const mt_graph *g);
+const char *mt_graph_errmsg(const mt_graph *g);
+
+/* Records a build error in g (the first one sticks) and returns `code`; for
+ * model builders that reject their own arguments, so that mt_graph_status()
+ * reports it like an op's error. Also sets mt_errmsg(). */
+mt_status mt_graph_fail(mt_graph *g, mt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Leaves: inputs the caller fills before each forward, parameters (trainable,
+ * initialised at compile), and constants (filled by the caller once after
+ * compile). `shape` has `ndim` entries (1..4). */
+mt_tensor *mt_input(mt_graph *g, const char *name, mt_dtype dtype, int ndim, const int64_t *shape);
+mt_tensor *mt_param(mt_graph *g, const char *name, int ndim, const int64_t *shape, mt_init init);
+mt_tensor *mt_constant(mt_graph *g, const char *name, mt_dtype dtype, int ndim, const int64_t *shape);
+
+/* The gradient tensor of a parameter (or of an activation that has one) after
+ * mt_graph_compile(); NULL if it has none. */
+mt_tensor *mt_tensor_grad(mt_tensor *t);
+
+/* Looks up a tensor by name; NULL if there is none. */
+mt_tensor *mt_graph_find(mt_graph *g, const char *name);
+
+/* Parameters in declaration order. */
+int        mt_graph_n_params(const mt_graph *g);
+mt_tensor *mt_graph_param_at(const mt_graph *g, int i);
+
+/* --- ops (each has a forward, a backward split into B and W parts, and a cost) --- */
+
+/* out (M,N) = op(a) · op(b), op = transpose when the flag is set; leading dims
+ * of a 3-D or 4-D `a` are folded into M (a (B,T,K) · b (K,N) -> (B,T,N)). */
+mt_tensor *mt_matmul(mt_graph *g, mt_tensor *a, mt_tensor *b, bool trans_a, bool trans_b);
+/* out (...,OC) = x (...,C) · w (OC,C)ᵀ + bias (OC); bias may be NULL. */
+mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias);
+/* Elementwise with broadcast of b over the leading dims of a (b's shape must be
+ * a suffix of a's). */
+mt_tensor *mt_add(mt_graph *g, mt_tensor *a, mt_tensor *b);
+mt_tensor *mt_sub(mt_graph *g, mt_tensor *a, mt_tensor *b);
+mt_tensor *mt_mul(mt_graph *g, mt_tensor *a, mt_tensor *b);
+mt_tensor *mt_scale(mt_graph *g, mt_tensor *a, float s);
+/* GELU, tanh approximation (as GPT-2). */
+mt_tensor *mt_gelu(mt_graph *g, mt_tensor *x);
+/* out = (x - mean) / sqrt(var + 1e-5) * w + b over the last dim C. */
+mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b);
+/* Causal multi-head self-attention: qkv (B,T,3C) packed [q|k|v], NH heads ->
+ * out (B,T,C) (heads concatenated; no output projection). */
+mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH);
+/* out (...,C) = table (V,C)[ids (...)]; ids int32 in [0,V). */
+mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids);
+/* loss () = scale · Σ_rows -log softmax(logits[row, :V])[targets[row]].
+ * logits (...,Vp) with V <= Vp (columns past V are padding and ignored);
+ * targets int32 (...); a target < 0 skips its row. Pass scale = 1/(tokens in
+ * the global batch) so that microbatches and devices add up to the mean. */
+mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V, float scale);
+/* loss () = scale · Σ (pred - target)². */
+mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale);
+/* Reductions to a scalar: Σ x, and Σ x / numel. */
+mt_tensor *mt_sum(mt_graph *g, mt_tensor *x);
+mt_tensor *mt_mean(mt_graph *g, mt_tensor *x);
+/* Same data, new shape (numel must match). No copy. */
+mt_tensor *mt_reshape(mt_graph *g, mt_tensor *x, int ndim, const int64_t *shape);
+/* out = x with the last two dims swapped. */
+mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x);
+
+/* --- compile and run --- */
+
+typedef struct {
+    uint64_t seed;          /* parameter initialisation seed */
+    bool     no_grad;       /* forward only: no backward, no gradient buffers */
+} mt_compile_opts;
+
+/* Marks `loss` (a scalar) as the value to differentiate, builds the backward
+ * graph (each node tagged B or W), plans every buffer once, allocates, and
+ * initialises parameters. After this the graph runs without allocating. */
+mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts);
+
+/* Runs the forward pass, then the input-gradient (B) nodes, then the weight-
+ * gradient (W) nodes. Parameter gradients ACCUMULATE across calls (that is
+ * gradient accumulation); mt_graph_zero_grad() clears them. F, then B, then W
+ * gives exactly the gradient mt_graph_backward() gives. Buffers are planned
+ * for that order: do not run a forward between the B and the W of the same
+ * graph. A parameter the loss does not use gets no gradient (its
+ * mt_tensor_grad() is NULL) and optimizers leave it as it is. */
+mt_status mt_graph_forward(mt_graph *g);
+mt_status mt_graph_backward_b(mt_graph *g);
+mt_status mt_graph_backward_w(mt_graph *g);
+mt_status mt_graph_backward(mt_graph *g);
+void      mt_graph_zero_grad(mt_graph *g);
+
+/* The loss after the last forward. */
+float mt_graph_loss(const mt_graph *g);
+
+/* Counts of the compiled program. */
+typedef struct {
+    int     n_forward, n_backward_b, n_backward_w;  /* nodes per phase */
+    int64_t n_param_elems;                          /* trainable elements */
+    double  flops_forward, flops_backward;          /* per run */
+    double  bytes_forward, bytes_backward;          /* memory traffic per run */
+    size_t  arena_bytes;                            /* planned activation memory */
+    size_t  arena_bytes_unplanned;                  /* the same without reuse */
+} mt_graph_stats;
+mt_graph_stats mt_graph_get_stats(const mt_graph *g);
+
+/* Writes the compiled program, one node a line (phase, op, shapes, FLOPs). */
+void mt_graph_print(const mt_graph *g, FILE *out);
+
+/* Turns per-op timing on (clearing what was recorded) or off. While on,
+ * every run adds each node's wall time, FLOPs and bytes to its op's row. */
+mt_status mt_graph_set_profiling(mt_graph *g, bool on);
+/* One line per op kind: calls, time, share, achieved GFLOP/s and GB/s. */
+void      mt_graph_print_profile(const mt_graph *g, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_GRAPH_H */

@@ -1,0 +1,51 @@
+/*
+ * meshtrain/models.h — the models, built only through the graph API: GPT-2,
+ * an MLP, linear regression, and the synthetic data the last two learn.
+ */
+#ifndef MESHTRAIN_MODELS_H
+#define MESHTRAIN_MODELS_H
+
+#include "meshtrain/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int L;      /* layers */
+    int C;      /* channels */
+    int NH;     /* heads; C % NH == 0 */
+    int maxT;   /* context length of the position table */
+    int V;      /* vocabulary */
+    int Vp;     /* padded vocabulary (>= V); rows past V never win the softmax */
+} mt_gpt_config;
+
+/* Builds a GPT-2 style model into `g` for microbatches of (B,T) tokens:
+ * learned positions, pre-LayerNorm blocks (attention then 4C GELU MLP, each
+ * with a residual), final LayerNorm, LM head tied to the token embedding.
+ * Inputs are named "tokens" (B,T) and "targets" (B,T); the returned loss is
+ * the cross entropy times `loss_scale`. Position ids are a constant, filled by
+ * mt_gpt_fill_constants() after compile. Parameters are named as in GPT-2
+ * ("wte", "wpe", "h.0.ln_1.w", ...), with llm.c's initialisation. */
+mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale);
+mt_status  mt_gpt_fill_constants(mt_graph *g);
+/* Parameter count (with the padded embedding) of a configuration. */
+int64_t    mt_gpt_num_params(const mt_gpt_config *cfg);
+/* Model FLOPs of one training step on `tokens` tokens of context T:
+ * 6·N·tokens plus attention (12·L·C·T per token, fwd+bwd). */
+double     mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens);
+/* Validates a configuration; the message names the bad field. */
+mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
+
+/* Multi-layer perceptron: x (B,n_in) -> [linear, gelu] × (n_layers-1) ->
+ * linear -> (B,n_out), MSE loss against "targets" (B,n_out), times scale. */
+mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, int n_layers, float loss_scale);
+
+/* Linear regression: pred (B) = x (B,n_features) · w (n_features) + b, MSE
+ * against "y" (B) times scale; parameters "w" and "b" start at zero. */
+mt_tensor *mt_linreg_build(mt_graph *g, int B, int n_features, float loss_scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_MODELS_H */

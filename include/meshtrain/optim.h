@@ -1,0 +1,59 @@
+/*
+ * meshtrain/optim.h — optimizers (SGD, AdamW), gradient clipping and the
+ * learning-rate schedule, over the parameters of a compiled graph.
+ */
+#ifndef MESHTRAIN_OPTIM_H
+#define MESHTRAIN_OPTIM_H
+
+#include "meshtrain/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MT_OPT_SGD = 0, MT_OPT_ADAMW = 1 } mt_optim_kind;
+
+typedef struct {
+    mt_optim_kind kind;
+    float lr;             /* peak learning rate */
+    float beta1, beta2, eps;  /* AdamW */
+    float weight_decay;   /* decoupled; applied to parameters of 2+ dims only (not
+                             to biases and layernorm gains), as in GPT-2 training */
+    float momentum;       /* SGD */
+    float grad_clip;      /* global-norm clip; 0 disables */
+    int   warmup_steps;   /* linear warmup from 0 */
+    int   total_steps;    /* cosine decay to min_lr_frac·lr at total_steps; 0 = constant */
+    float min_lr_frac;
+} mt_optim_config;
+
+/* Defaults: AdamW, lr 3e-4, betas (0.9, 0.95), eps 1e-8, decay 0.1, clip 1.0. */
+mt_optim_config mt_optim_defaults(void);
+
+typedef struct mt_optim mt_optim;
+
+/* Creates optimizer state (moments) for every parameter of a compiled graph. */
+mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **out);
+void      mt_optim_free(mt_optim *opt);
+
+/* The learning rate at `step` (0-based) under the schedule. */
+float mt_optim_lr_at(const mt_optim_config *cfg, int step);
+
+/* One update from the accumulated gradients, then marks them zero: the next
+ * backward overwrites them instead of adding (cheaper than clearing them;
+ * until then they still hold the old values). Returns the
+ * global gradient norm (before clipping) in *grad_norm if not NULL. Fails with
+ * MT_ENAN, naming the parameter, if a gradient is not finite. */
+mt_status mt_optim_step(mt_optim *opt, float *grad_norm);
+
+/* Steps taken so far. */
+int mt_optim_steps(const mt_optim *opt);
+
+/* Optimizer state for checkpoints: per parameter i, the first and second
+ * moments (NULL for SGD without momentum), numel floats each. */
+float *mt_optim_moment(mt_optim *opt, int param_index, int which /* 1 or 2 */);
+void   mt_optim_set_steps(mt_optim *opt, int steps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_OPTIM_H */

@@ -1,0 +1,62 @@
+/*
+ * meshtrain/sharding.h — how a tensor is laid out over a mesh: per dimension
+ * the mesh axes it is split over, and the axes over which it holds partial
+ * sums. The partitioner, `meshtrain explain` and checkpoints that any mesh
+ * can load all build on this type.
+ */
+#ifndef MESHTRAIN_SHARDING_H
+#define MESHTRAIN_SHARDING_H
+
+#include "meshtrain/mesh.h"
+#include "meshtrain/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sharding of a tensor over a device mesh: for each dimension, the bit set of
+ * mesh axes it is split over (0: whole on every device; a dim split over
+ * several axes is split major-to-minor in mesh order), and the bit set of
+ * axes over which the tensor holds partial sums (0: none). All zero is
+ * replicated, which is what every tensor of a graph is today. */
+typedef struct {
+    uint32_t dim_axes[MT_MAX_DIMS];
+    uint32_t partial_axes;
+} mt_sharding;
+
+/* A partition spec, as JAX's PartitionSpec: per tensor dimension the mesh
+ * axes it is split over. Text form: dims separated by ',', axes of one dim
+ * joined by '+', '_' for a whole dim: "data,_" or "data+fsdp,tensor". Fewer
+ * entries than dims leave the rest whole; "" is replicated. Fails naming the
+ * spec and the axis when an axis is unknown or used twice. */
+mt_status mt_sharding_parse(const mt_mesh *mesh, const char *spec, int ndim, mt_sharding *out);
+
+/* The local shape of a global shape under a sharding; fails naming the dim
+ * whose size does not divide by the product of its axes. */
+mt_status mt_sharding_local_shape(const mt_mesh *mesh, const mt_sharding *sh, int ndim,
+                                  const int64_t *global, int64_t *local);
+
+/* Writes the partition spec of the first `ndim` dims of sh as
+ * mt_sharding_parse reads it ("data+fsdp,_": '_' for a whole dim) into buf
+ * (cap bytes, always terminated when cap > 0). Partial sums have no spec
+ * text and are left out. An axis bit the mesh does not have prints as '?'.
+ * Returns the length the whole text needs, as snprintf does. */
+size_t mt_sharding_format(const mt_mesh *mesh, const mt_sharding *sh, int ndim, char *buf,
+                          size_t cap);
+
+/* Writes a tensor type in the notation of JAX's sharding in types and of the
+ * scaling book: the dtype, each global dim followed by '@' and its axes
+ * (joined by '+', major first), then the partial-sum axes: "f32[8@data,4]",
+ * "f32[8@x+y,4]", "f32[8,16]{U:x}", "f32[]" for a scalar. Same buffer rules
+ * and return value as mt_sharding_format. */
+size_t mt_sharding_type_format(const mt_mesh *mesh, mt_dtype dtype, int ndim,
+                               const int64_t *shape, const mt_sharding *sh, char *buf,
+                               size_t cap);
+
+/* The sharding of a tensor of a graph. */
+mt_sharding mt_tensor_sharding(const mt_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_SHARDING_H */

@@ -1,0 +1,66 @@
+/*
+ * meshtrain/tensor.h — element types and tensors: what a tensor is (dtype,
+ * global shape, kind) and how to read it. Tensors are made by a graph
+ * (graph.h); their layout over a mesh is in sharding.h.
+ */
+#ifndef MESHTRAIN_TENSOR_H
+#define MESHTRAIN_TENSOR_H
+
+#include "meshtrain/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_MAX_DIMS 4
+#define MT_MAX_NAME 64
+
+typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2 } mt_dtype;
+
+/* The size in bytes of one element of `dtype`; 0 for an unknown one. */
+size_t      mt_dtype_size(mt_dtype dtype);
+/* "f32", "bf16", "i32"; "?" for an unknown one. */
+const char *mt_dtype_name(mt_dtype dtype);
+
+typedef enum {
+    MT_INPUT = 0,   /* set by the caller before each forward (data, targets) */
+    MT_PARAM = 1,   /* trainable, persistent, has a gradient */
+    MT_ACT   = 2,   /* intermediate result of the forward pass */
+    MT_GRAD  = 3,   /* gradient (of a parameter or an activation) */
+    MT_AUX   = 4,   /* saved by an op's forward for its backward (stats, probs) */
+    MT_CONST = 5    /* filled once at compile (e.g. position ids), persistent */
+} mt_tensor_kind;
+
+/* Parameter initialisation, evaluated per element from (seed, name, index). */
+typedef enum {
+    MT_INIT_ZEROS = 0,
+    MT_INIT_ONES,
+    MT_INIT_NORMAL,   /* N(0, std²) */
+    MT_INIT_UNIFORM   /* U(-a, a), a = std */
+} mt_init_kind;
+
+typedef struct { mt_init_kind kind; float std; } mt_init;
+
+typedef struct mt_tensor mt_tensor;
+
+const char    *mt_tensor_name(const mt_tensor *t);
+mt_dtype       mt_tensor_dtype(const mt_tensor *t);
+mt_tensor_kind mt_tensor_kind_of(const mt_tensor *t);
+int            mt_tensor_ndim(const mt_tensor *t);
+/* Global size of dimension `dim` (0-based); 1 past ndim. */
+int64_t        mt_tensor_dim(const mt_tensor *t, int dim);
+/* Number of elements. */
+int64_t        mt_tensor_numel(const mt_tensor *t);
+/* Storage of the tensor after mt_graph_compile(); NULL before, and NULL when
+ * the dtype differs. f32 and i32 tensors are dense, row-major. */
+float         *mt_tensor_f32(mt_tensor *t);
+int32_t       *mt_tensor_i32(mt_tensor *t);
+
+/* Renames a tensor (op outputs are named "<op>.<id>" by default), so it can
+ * be found with mt_graph_find(); names must stay unique in a graph. */
+void mt_tensor_set_name(mt_tensor *t, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_TENSOR_H */

@@ -1,0 +1,91 @@
+/*
+ * meshtrain/train.h — the training loop behind `meshtrain train`, and
+ * sampling from a checkpoint behind `meshtrain sample`.
+ */
+#ifndef MESHTRAIN_TRAIN_H
+#define MESHTRAIN_TRAIN_H
+
+#include "meshtrain/io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_model_kind;
+
+typedef struct {
+    mt_model_kind   model;
+    mt_gpt_config   gpt;         /* for MT_MODEL_GPT; V/Vp 0 = from the data */
+    int             mlp_hidden, mlp_layers;   /* for MT_MODEL_MLP */
+    const char     *data;        /* text file or llm.c token file (GPT); NULL for
+                                    MLP/linreg, which make synthetic data */
+    double          val_frac;    /* tail of the data held out (default 0.1) */
+    int             B, T;        /* microbatch (B sequences of T tokens) */
+    int             accum;       /* microbatches per step (gradient accumulation) */
+    int             steps;       /* optimizer steps to take (in total, counting resumed ones) */
+    mt_optim_config optim;
+    uint64_t        seed;
+    int             eval_every;  /* steps between validation losses; 0 = never */
+    int             eval_batches;
+    const char     *ckpt_in;     /* resume from a meshtrain checkpoint, or NULL */
+    const char     *ckpt_out;    /* write a meshtrain checkpoint at the end (and every ckpt_every) */
+    int             ckpt_every;
+    const char     *llmc_in;     /* initialise GPT weights from an llm.c checkpoint */
+    const char     *llmc_out;    /* also write an llm.c checkpoint at the end */
+    int             threads;     /* kernel threads; 0 = all cores */
+} mt_train_config;
+
+/* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
+ * lr 1e-3 with 10 warmup steps and cosine decay, seed 1337, val_frac 0.1. */
+mt_train_config mt_train_defaults(void);
+
+typedef struct mt_trainer mt_trainer;
+
+/* What one step did. */
+typedef struct {
+    int     step;          /* 1-based, after the update */
+    float   loss;          /* mean over the global batch */
+    float   grad_norm;
+    float   lr;
+    double  seconds;       /* wall time of the step */
+    int64_t tokens;        /* tokens in the global batch (examples for MLP/linreg) */
+    double  flops;         /* model FLOPs of the step */
+} mt_step_report;
+
+/* Validates the configuration (the message names the bad field and value),
+ * opens the data, builds and compiles the model, creates the optimizer, and
+ * loads ckpt_in / llmc_in if given. */
+mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out);
+void      mt_trainer_free(mt_trainer *tr);
+/* The configuration as resolved (V from the data, step resumed from, ...). */
+const mt_train_config *mt_trainer_config(const mt_trainer *tr);
+/* Steps already taken (non-zero after a resume). */
+int       mt_trainer_step_count(const mt_trainer *tr);
+/* One optimizer step over accum microbatches. Fails with MT_ENAN naming the
+ * step if the loss or a gradient is not finite. */
+mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report);
+/* Mean validation loss over eval_batches microbatches. */
+mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
+/* Writes ckpt_out (and llmc_out for GPT). */
+mt_status mt_trainer_save(mt_trainer *tr);
+/* The compiled training graph (for inspection). */
+mt_graph *mt_trainer_graph(mt_trainer *tr);
+
+/* Samples `n` tokens after `prompt` (bytes) from a checkpoint (meshtrain or
+ * llm.c, told apart by magic) with temperature and top-k (0 = all), writing
+ * each decoded byte to `out` as it is produced. */
+typedef struct {
+    const char *ckpt;
+    const char *prompt;
+    int         n;
+    float       temperature;
+    int         top_k;
+    uint64_t    seed;
+    int         threads;
+} mt_sample_config;
+mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_TRAIN_H */

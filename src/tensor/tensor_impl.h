@@ -1,0 +1,71 @@
+/*
+ * tensor_impl.h — the fields behind mt_tensor, shape helpers, and bf16
+ * conversion (internal).
+ *
+ * A tensor is its type (dtype, global shape, sharding), its kind, and its
+ * storage once a graph is compiled. The graph layer creates tensors and keeps
+ * its bookkeeping in the fields marked "graph" below (gradients, lifetimes,
+ * placement); nothing in this layer reads them.
+ */
+#ifndef MT_TENSOR_IMPL_H
+#define MT_TENSOR_IMPL_H
+
+#include "meshtrain/sharding.h"
+
+#include <string.h>
+
+struct mt_tensor {
+    char           name[MT_MAX_NAME];
+    int            id;                     /* index in its graph's tensor list */
+    mt_dtype       dtype;
+    mt_tensor_kind kind;
+    int            ndim;
+    int64_t        shape[MT_MAX_DIMS];     /* global shape */
+    mt_sharding    sharding;
+    mt_init        init;                   /* parameters */
+    mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
+    void          *data;                   /* storage, set when the graph is compiled */
+    /* graph: autodiff */
+    mt_tensor     *grad;                   /* gradient tensor, made by compile */
+    mt_tensor     *grad_of;                /* for a gradient: whose it is */
+    bool           data_dep;               /* depends on an input (else params/consts only) */
+    bool           needs_grad;             /* a gradient flows back to it */
+    int            grad_emitted;           /* contributions to its gradient emitted so far */
+    /* graph: buffer planning (execution-order interval, arena placement) */
+    int            first_use, last_use;
+    bool           in_arena;
+    size_t         offset;
+};
+
+/* The storage owner of a tensor (follows view_of). */
+mt_tensor  *mt__storage_root(mt_tensor *t);
+/* Number of rows when the last dim is the row length (1 for a scalar). */
+int64_t     mt__rows(const mt_tensor *t);
+/* "(4,64,256)" into buf. */
+const char *mt__shape_str(const mt_tensor *t, char *buf, size_t n);
+/* Bytes of the tensor's dense storage. */
+size_t      mt__tensor_bytes(const mt_tensor *t);
+
+/* ---- bf16 (dtype.c) ----------------------------------------------------- */
+
+static inline float mt__bf16_to_f32_1(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even; NaN stays a (quiet) NaN. */
+static inline uint16_t mt__f32_to_bf16_1(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+/* The same over arrays (vectorised). */
+void mt__bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void mt__f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+
+#endif /* MT_TENSOR_IMPL_H */
