@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_layers.sh — the layering check (check_layers.sh) passes on the tree,
 # and fails, naming the file, on a copy with one upward include planted in it,
-# so that a check that can no longer fail is caught too.
+# so that a check that can no longer fail is caught too. Then every public
+# header compiles on its own.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -39,6 +40,20 @@ mkdir -p "$tmp/src/newlayer" && touch "$tmp/src/newlayer/x.c"
 out=$(bash "$here/check_layers.sh" "$tmp" 2>&1)
 if [ $? -eq 1 ] && grep -q "src/newlayer/ is not a layer" <<<"$out"; then ok "an unlisted folder is refused"
 else bad "an unlisted folder is refused" "$out"; fi
+
+# Every public header compiles on its own (it includes what it uses), as C11
+# with the project's warnings, and as C++ where a C++ compiler is installed.
+for h in "$root"/include/meshtrain/*.h "$root/include/meshtrain.h"; do
+    name=${h#"$root/include/"}
+    out=$(printf '#include "%s"\nint main(void) { return 0; }\n' "$name" |
+          ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$root/include" -x c - 2>&1) &&
+        ok "$name compiles alone" || bad "$name compiles alone" "$out"
+    if command -v c++ >/dev/null 2>&1; then
+        out=$(printf '#include "%s"\nint main() { return 0; }\n' "$name" |
+              c++ -Wall -Wextra -Werror -fsyntax-only -I"$root/include" -x c++ - 2>&1) &&
+            ok "$name compiles alone as C++" || bad "$name compiles alone as C++" "$out"
+    fi
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

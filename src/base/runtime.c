@@ -35,8 +35,9 @@ int mt__cpu_count(void) { return mt__cpu_set(NULL); }
 /* Kernel threads per graph. meshtrain splits matrix products over its own
  * pool and runs Open BLAS single-threaded inside each piece: one set of
  * threads, one waiting policy, and no BLAS threads spinning while our
- * kernels run (two pools on two cores fight; measured in bench/). This is
- * runtime configuration, the one process-wide setting. */
+ * kernels run (two pools on two cores fight: bench/bench_gpt.c, 2026-11-29,
+ * 2-core Zen 5 dev VM). This is runtime configuration, the one process-wide
+ * setting. */
 static atomic_int kernel_threads;
 
 void mt_set_num_threads(int n) {
