@@ -45,6 +45,34 @@ mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, i
  * against "y" (B) times scale; parameters "w" and "b" start at zero. */
 mt_tensor *mt_linreg_build(mt_graph *g, int B, int n_features, float loss_scale);
 
+/* ======================================================================== */
+/* Synthetic data                                                            */
+/* ======================================================================== */
+
+/* The problems `meshtrain train --model linreg|mlp` and `meshtrain example
+ * linreg` learn. Each example is a pure function of (seed, split, index),
+ * split 0 being the training data and 1 the validation data (disjoint random
+ * streams), so a resumed run, any batch size and any mesh see the same
+ * examples. Neither function can fail; the caller owns x and y. */
+
+/* Inputs per example of the linear-regression problem. */
+#define MT_LINREG_DATA_FEATURES 3
+
+/* Example `index` of `split` of the JAX pmap example's linear regression:
+ * writes x[MT_LINREG_DATA_FEATURES] (standard normal) and returns
+ * y = x·[2, -3.4, 1.7] + 4.2 + 0.01·noise (noise standard normal). */
+float mt_linreg_data(uint64_t seed, int split, uint64_t index, float *x);
+
+/* Inputs and outputs per example of the MLP problem. */
+#define MT_MLP_DATA_IN 8
+#define MT_MLP_DATA_OUT 2
+
+/* Example `index` of `split` of the MLP problem: writes x[MT_MLP_DATA_IN]
+ * (standard normal) and y[MT_MLP_DATA_OUT] = sin(A·x / sqrt(MT_MLP_DATA_IN)),
+ * where the "teacher" A (MT_MLP_DATA_OUT, MT_MLP_DATA_IN) is standard normal,
+ * drawn from `seed` alone (the same for both splits). */
+void mt_mlp_data(uint64_t seed, int split, uint64_t index, float *x, float *y);
+
 #ifdef __cplusplus
 }
 #endif

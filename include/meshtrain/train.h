@@ -11,7 +11,14 @@
 extern "C" {
 #endif
 
+/* The models the trainer knows, numbered from 0 without gaps. */
 typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_model_kind;
+
+/* The name of a model kind as `meshtrain train --model` spells it ("gpt",
+ * "mlp", "linreg"): a static string, not to be freed. NULL for a value that
+ * is not a model kind, so kinds 0, 1, ... up to the first NULL are all of
+ * them. Does not set a message. */
+const char *mt_model_name(mt_model_kind kind);
 
 typedef struct {
     mt_model_kind   model;

@@ -2,17 +2,18 @@
  * linreg_pmap.c — the pmap linear-regression example of the JAX docs
  * ("Parallel evaluation in JAX"), as mt_example_linreg.
  *
- * Learns y = x·[2, -3.4, 1.7] + 4.2 (+ 0.01·noise) with SGD on the mean
- * squared error. As in the JAX example the parameters (w[3], b) are
- * replicated, every device takes its contiguous slice of the global batch,
- * computes its loss and gradients locally (device-local code, as inside
- * shard_map / pmap: plain C here), and pmean over the "data" axis makes the
- * update the same on every device.
+ * Learns y = x·[2, -3.4, 1.7] + 4.2 (+ 0.01·noise), the models layer's
+ * mt_linreg_data, with SGD on the mean squared error. As in the JAX example
+ * the parameters (w[3], b) are replicated, every device takes its contiguous
+ * slice of the global batch, computes its loss and gradients locally
+ * (device-local code, as inside shard_map / pmap: plain C here), and pmean
+ * over the "data" axis makes the update the same on every device.
  *
  * Why this equals the one-device run: the global batch of step s is examples
- * [s·batch, (s+1)·batch), each a pure function of (seed, example index) —
- * the same examples `meshtrain train --model linreg` draws — so every mesh
- * sees the same global batch. With P devices of n = batch/P examples each,
+ * [s·batch, (s+1)·batch) of the training split, each a pure function of
+ * (seed, example index) — the same examples `meshtrain train --model linreg`
+ * draws — so every mesh sees the same global batch. With P devices of
+ * n = batch/P examples each,
  *     mean over the global batch = (1/(P·n)) Σ_all = (1/P) Σ_r (1/n) Σ_{slice r},
  * i.e. the pmean of the local means is exactly the global mean, for the loss
  * and for its gradient, because the slices are equal (which is why the batch
@@ -21,44 +22,32 @@
  * Only rounding can differ, and here it matters: a pmean in float32 rounds
  * the local means and their sum differently on every mesh, the float32
  * parameters then differ in the last bit, and near the noise floor (loss
- * ~1e-4) one ulp of b (4.8e-7) moves the loss by ~1e-5 relative (measured:
- * up to 2.3e-5 over 30 seeds and 60 steps). So the local means are taken in
- * float64 and pmean'd in float64 (pmean_f64: an all_gather of the means,
- * summed in rank order — mt_pmean is float32 only); both are exact to ~1e-16,
- * every mesh rounds them to the same float32 gradient and loss, and the runs
- * agree to the bit except for a rounding tie one in ~1e9.
+ * ~1e-4) one ulp of b (4.8e-7) moves the loss by ~1e-5 relative (measured
+ * 2026-11-29, 2-core AMD Zen 5 dev VM: up to 2.3e-5 over 30 seeds and 60
+ * steps). So the local means are taken in float64 and pmean'd in float64
+ * (pmean_f64: an all_gather of the means, summed in rank order — mt_pmean is
+ * float32 only); both are exact to ~1e-16, every mesh rounds them to the
+ * same float32 gradient and loss, and the runs agree to the bit except for a
+ * rounding tie one in ~1e9.
  */
 #include "meshtrain/examples.h"
+#include "meshtrain/models.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define FEATURES 3
-static const double true_w[FEATURES] = {2.0f, -3.4f, 1.7f};   /* as float, like trainer.c */
-#define TRUE_B 4.2f
-#define NOISE 0.01f
+#define FEATURES MT_LINREG_DATA_FEATURES
 
 typedef struct {
     int         steps, batch;
     float       lr;
     uint64_t    seed;
-    uint64_t    stream_x, stream_noise;
     float      *losses;      /* (steps) */
     float      *params;      /* (4) w0 w1 w2 b */
     atomic_int  reporter;    /* 0 until one device of this process claims the outputs */
 } linreg_job;
-
-/* Example `ex` of the synthetic data: x (FEATURES), returns y. The same
- * numbers as trainer.c's synth_batch for the training split. */
-static float example(const linreg_job *job, uint64_t ex, float *x) {
-    for (int i = 0; i < FEATURES; i++)
-        x[i] = mt_rng_normal(job->seed, job->stream_x, ex * FEATURES + (uint64_t)i);
-    double v = TRUE_B + NOISE * mt_rng_normal(job->seed, job->stream_noise, ex);
-    for (int i = 0; i < FEATURES; i++) v += true_w[i] * x[i];
-    return (float)v;
-}
 
 /* pmean in float64: out[n] = the mean over the group of every device's
  * v[n], summed in group-rank order. `gathered` holds (P, n). */
@@ -102,7 +91,7 @@ static mt_status linreg_device(mt_ctx *ctx, void *arg) {
         const uint64_t first = (uint64_t)step * (uint64_t)job->batch + (uint64_t)r * (uint64_t)n;
         double loss = 0, g[FEATURES + 1] = {0};
         for (int e = 0; e < n; e++) {
-            float y = example(job, first + (uint64_t)e, x);
+            float y = mt_linreg_data(job->seed, 0, first + (uint64_t)e, x);
             double pred = b;
             for (int i = 0; i < FEATURES; i++) pred += (double)w[i] * x[i];
             double res = pred - y;
@@ -166,8 +155,6 @@ mt_status mt_example_linreg(const mt_linreg_example_opts *opts, float *losses, f
     job.seed = opts->seed;
     job.losses = losses;
     job.params = params;
-    job.stream_x = mt_hash_name("data.train.x");
-    job.stream_noise = mt_hash_name("data.train.noise");
     atomic_init(&job.reporter, 0);
     if (job.steps < 0)
         return mt_fail(MT_EINVAL, "linreg example: steps %d must be positive", job.steps);

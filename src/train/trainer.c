@@ -2,40 +2,34 @@
  * trainer.c — the training loop behind `meshtrain train`: resolves the
  * configuration, opens the data (or makes synthetic data for MLP and linear
  * regression), builds and compiles the model, and runs optimizer steps of
- * `accum` microbatches, validation, checkpoints and resumes.
+ * `accum` microbatches, validation, checkpoints and resumes. What differs
+ * between models comes from their entry in the model table (model_table.c);
+ * this file never asks which model it trains.
  *
  * The loss of every microbatch is scaled by 1/(examples in the GLOBAL batch),
  * so the sum over microbatches is the mean over the global batch: that is
  * what makes any accum (and, later, any mesh) compute the same step.
  */
-#include "meshtrain/train.h"
+#include "train/train_impl.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Synthetic problems: linear regression learns y = x·[2, -3.4, 1.7] + 4.2 (the
- * JAX pmap example); the MLP fits a fixed random "teacher" y = sin(A·x). */
-#define LINREG_FEATURES 3
-#define MLP_IN 8
-#define MLP_OUT 2
-static const float linreg_true_w[LINREG_FEATURES] = {2.0f, -3.4f, 1.7f};
-#define LINREG_TRUE_B 4.2f
-#define LINREG_NOISE 0.01f
-
 struct mt_trainer {
     mt_train_config cfg;        /* as resolved; its strings point at the copies below */
+    const mt__train_model *m;   /* the model's table entry */
     char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out;   /* owned copies */
     char            model[256]; /* model description, checked on resume */
-    mt_dataset     *ds;         /* GPT only */
+    mt_dataset     *ds;         /* models trained on a dataset only (GPT) */
     mt_graph       *g;          /* training graph */
-    mt_tensor      *in, *target;/* its inputs: tokens/targets (GPT), x/targets|y */
+    mt_tensor      *in, *target;/* its inputs, named by the model's entry */
     mt_optim       *opt;
     mt_graph       *eval_g;     /* forward-only graph, built on the first eval */
     mt_tensor      *eval_in, *eval_target;
     int             step;       /* optimizer steps taken */
-    int64_t         data_pos;   /* training data consumed: tokens (GPT) or examples */
+    int64_t         data_pos;   /* training data consumed: tokens or examples (m->sequences) */
 };
 
 /* ======================================================================== */
@@ -46,9 +40,11 @@ mt_train_config mt_train_defaults(void) {
     mt_train_config c;
     memset(&c, 0, sizeof c);
     c.model = MT_MODEL_GPT;
-    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
-    c.mlp_hidden = 64;
-    c.mlp_layers = 3;
+    /* every model's own sizes, so that switching c.model needs no other call */
+    for (int k = 0; k < mt__train_model_count(); k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (m && m->defaults) m->defaults(&c);
+    }
     c.val_frac = 0.1;
     c.B = 8;
     c.T = 64;
@@ -65,11 +61,30 @@ mt_train_config mt_train_defaults(void) {
     return c;
 }
 
+/* "gpt, mlp or linreg": the names of the table, for messages. */
+static void model_names(char *buf, size_t n) {
+    const int count = mt__train_model_count();
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < count && at < n; k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (!m) continue;
+        int w = snprintf(buf + at, n - at, "%s%s", at == 0 ? "" : k == count - 1 ? " or " : ", ",
+                         m->name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
 static mt_status check_config(const mt_train_config *c) {
-    if (c->model != MT_MODEL_GPT && c->model != MT_MODEL_MLP && c->model != MT_MODEL_LINREG)
-        return mt_fail(MT_EINVAL, "unknown model kind %d; use gpt, mlp or linreg", (int)c->model);
+    const mt__train_model *m = mt__train_model_of(c->model);
+    if (!m) {
+        char names[128];
+        model_names(names, sizeof names);
+        return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)c->model, names);
+    }
     if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
-    if (c->model == MT_MODEL_GPT && c->T <= 0)
+    if (m->sequences && c->T <= 0)
         return mt_fail(MT_EINVAL, "sequence length T=%d must be positive", c->T);
     if (c->accum <= 0)
         return mt_fail(MT_EINVAL, "accum=%d microbatches per step must be positive", c->accum);
@@ -84,16 +99,9 @@ static mt_status check_config(const mt_train_config *c) {
                        c->ckpt_every);
     if (c->threads < 0)
         return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
-    if (c->model == MT_MODEL_MLP && (c->mlp_hidden <= 0 || c->mlp_layers <= 0))
-        return mt_fail(MT_EINVAL, "MLP mlp_hidden=%d and mlp_layers=%d must be positive",
-                       c->mlp_hidden, c->mlp_layers);
-    if (c->model == MT_MODEL_GPT) {
-        if (!c->data || !c->data[0])
-            return mt_fail(MT_EINVAL, "GPT training needs data: set data to a text file or an "
-                           "llm.c token file");
-        if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
-            return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
-    } else if (c->llmc_in || c->llmc_out) {
+    mt_status s;
+    if (m->check && (s = m->check(c)) != MT_OK) return s;
+    if (!m->llmc && (c->llmc_in || c->llmc_out)) {
         return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only; drop them "
                        "or train a GPT", c->llmc_in ? c->llmc_in : c->llmc_out);
     }
@@ -107,42 +115,14 @@ static mt_status check_config(const mt_train_config *c) {
 /* Models and data                                                           */
 /* ======================================================================== */
 
-static void describe_model(const mt_train_config *c, char *buf, size_t n) {
-    switch (c->model) {
-    case MT_MODEL_GPT:
-        snprintf(buf, n, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", c->gpt.L, c->gpt.C,
-                 c->gpt.NH, c->gpt.maxT, c->gpt.V, c->gpt.Vp);
-        break;
-    case MT_MODEL_MLP:
-        snprintf(buf, n, "mlp in=%d hidden=%d out=%d layers=%d", MLP_IN, c->mlp_hidden,
-                 MLP_OUT, c->mlp_layers);
-        break;
-    case MT_MODEL_LINREG:
-        snprintf(buf, n, "linreg features=%d", LINREG_FEATURES);
-        break;
-    }
-}
-
-/* Builds the model for microbatches of B into g, with the loss scaled by
- * `scale`; returns the loss, or NULL with the message set. */
-static mt_tensor *build_model(const mt_train_config *c, mt_graph *g, float scale) {
-    switch (c->model) {
-    case MT_MODEL_GPT: return mt_gpt_build(g, &c->gpt, c->B, c->T, scale);
-    case MT_MODEL_MLP: return mt_mlp_build(g, c->B, MLP_IN, c->mlp_hidden, MLP_OUT,
-                                           c->mlp_layers, scale);
-    case MT_MODEL_LINREG: return mt_linreg_build(g, c->B, LINREG_FEATURES, scale);
-    }
-    return NULL;
-}
-
 /* Creates, builds and compiles a graph; finds its two inputs. */
-static mt_status make_graph(const mt_train_config *c, float scale, bool no_grad,
-                            mt_graph **out, mt_tensor **in, mt_tensor **target) {
+static mt_status make_graph(const mt__train_model *m, const mt_train_config *c, float scale,
+                            bool no_grad, mt_graph **out, mt_tensor **in, mt_tensor **target) {
     *out = NULL;
     mt_graph *g = mt_graph_create();
     if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the %s graph",
                            no_grad ? "evaluation" : "training");
-    mt_tensor *loss = build_model(c, g, scale);
+    mt_tensor *loss = m->build(c, g, scale);
     mt_status s = MT_OK;
     if (!loss) {
         s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL;
@@ -152,64 +132,23 @@ static mt_status make_graph(const mt_train_config *c, float scale, bool no_grad,
     }
     mt_compile_opts opts = {.seed = c->seed, .no_grad = no_grad};
     s = mt_graph_compile(g, loss, &opts);
-    if (s == MT_OK && c->model == MT_MODEL_GPT) s = mt_gpt_fill_constants(g);
+    if (s == MT_OK && m->fill_constants) s = m->fill_constants(g);
     if (s != MT_OK) { mt_graph_free(g); return s; }
-    const char *in_name = c->model == MT_MODEL_GPT ? "tokens" : "x";
-    const char *target_name = c->model == MT_MODEL_LINREG ? "y" : "targets";
-    *in = mt_graph_find(g, in_name);
-    *target = mt_graph_find(g, target_name);
+    *in = mt_graph_find(g, m->input);
+    *target = mt_graph_find(g, m->target);
     *out = g;
     return MT_OK;
 }
 
-/* Stream ids of the synthetic data: train and validation draw disjoint numbers. */
-static uint64_t synth_stream(const char *what, int split) {
-    char name[32];
-    snprintf(name, sizeof name, "data.%s.%s", split ? "val" : "train", what);
-    return mt_hash_name(name);
-}
-
-/* Synthetic examples [first, first+B) of a split: x (B,n_in), y (B,n_out). A
- * pure function of (seed, split, example index), so a resumed run and a run
- * on any mesh see the same examples. */
-static void synth_batch(const mt_train_config *c, int split, int64_t first, float *x, float *y) {
-    const int n_in = c->model == MT_MODEL_LINREG ? LINREG_FEATURES : MLP_IN;
-    const uint64_t sx = synth_stream("x", split), sn = synth_stream("noise", split);
-    const uint64_t teacher = mt_hash_name("data.teacher");
-    for (int e = 0; e < c->B; e++) {
-        uint64_t ex = (uint64_t)(first + e);
-        float *xe = x + (size_t)e * n_in;
-        for (int i = 0; i < n_in; i++) xe[i] = mt_rng_normal(c->seed, sx, ex * n_in + i);
-        if (c->model == MT_MODEL_LINREG) {
-            double v = LINREG_TRUE_B + LINREG_NOISE * mt_rng_normal(c->seed, sn, ex);
-            for (int i = 0; i < n_in; i++) v += (double)linreg_true_w[i] * xe[i];
-            y[e] = (float)v;
-        } else {
-            for (int j = 0; j < MLP_OUT; j++) {
-                double v = 0;
-                for (int i = 0; i < n_in; i++)
-                    v += mt_rng_normal(c->seed, teacher, (uint64_t)(j * n_in + i)) * xe[i];
-                y[(size_t)e * MLP_OUT + j] = (float)sin(v / sqrt((double)n_in));
-            }
-        }
-    }
+/* Tokens or examples (m->sequences) in one microbatch. */
+static int64_t microbatch_size(const mt__train_model *m, const mt_train_config *c) {
+    return m->sequences ? (int64_t)c->B * c->T : c->B;
 }
 
 /* Fills one microbatch of `split` at *pos into the inputs and advances *pos. */
 static void fill_batch(const mt_trainer *tr, int split, int64_t *pos, mt_tensor *in,
                        mt_tensor *target) {
-    const mt_train_config *c = &tr->cfg;
-    if (c->model == MT_MODEL_GPT) {
-        mt_dataset_batch(tr->ds, split, pos, c->B, c->T, mt_tensor_i32(in), mt_tensor_i32(target));
-    } else {
-        synth_batch(c, split, *pos, mt_tensor_f32(in), mt_tensor_f32(target));
-        *pos += c->B;
-    }
-}
-
-/* Examples (tokens for GPT) in one microbatch. */
-static int64_t microbatch_size(const mt_train_config *c) {
-    return c->model == MT_MODEL_GPT ? (int64_t)c->B * c->T : c->B;
+    tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, in, target);
 }
 
 /* ======================================================================== */
@@ -217,28 +156,6 @@ static int64_t microbatch_size(const mt_train_config *c) {
 /* ======================================================================== */
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-/* GPT: takes the model from llmc_in, V from the data where 0, Vp from V. */
-static mt_status resolve_gpt(mt_trainer *tr) {
-    mt_train_config *c = &tr->cfg;
-    mt_status s;
-    if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, &c->gpt)) != MT_OK) return s;
-    if ((s = mt_dataset_open(c->data, c->val_frac, &tr->ds)) != MT_OK) return s;
-    int data_vocab = mt_dataset_vocab(tr->ds);
-    if (c->gpt.V == 0) c->gpt.V = data_vocab;
-    if (c->gpt.Vp == 0) c->gpt.Vp = (c->gpt.V + 63) / 64 * 64;  /* GPT-2: 50257 -> 50304 */
-    if ((s = mt_gpt_config_check(&c->gpt)) != MT_OK) return s;
-    if (data_vocab > c->gpt.V)
-        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
-                       "has V=%d; raise V or leave it 0 to take it from the data",
-                       c->data, data_vocab - 1, data_vocab, c->gpt.V);
-    int64_t n_train = mt_dataset_tokens(tr->ds, 0);
-    if (n_train < (int64_t)c->T + 1)
-        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
-                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
-                       c->T + 1);
-    return MT_OK;
-}
 
 mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_trainer_create needs somewhere to put the trainer");
@@ -249,6 +166,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     mt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return mt_fail(MT_ENOMEM, "out of memory for the trainer");
     tr->cfg = *cfg;
+    tr->m = mt__train_model_of(cfg->model);   /* not NULL: check_config found it */
     mt_train_config *c = &tr->cfg;
     tr->data = dup_or_null(cfg->data);
     tr->ckpt_in = dup_or_null(cfg->ckpt_in);
@@ -265,8 +183,8 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     c->llmc_in = tr->llmc_in; c->llmc_out = tr->llmc_out;
     mt_set_num_threads(c->threads);
 
-    if (c->model == MT_MODEL_GPT && (s = resolve_gpt(tr)) != MT_OK) goto fail;
-    describe_model(c, tr->model, sizeof tr->model);
+    if (tr->m->open && (s = tr->m->open(c, &tr->ds)) != MT_OK) goto fail;
+    tr->m->describe(c, tr->model, sizeof tr->model);
 
     mt_ckpt_meta meta;
     if (c->ckpt_in) {
@@ -280,8 +198,9 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
         c->seed = meta.seed;   /* the synthetic data depend on it */
     }
 
-    float scale = (float)(1.0 / ((double)microbatch_size(c) * c->accum));
-    if ((s = make_graph(c, scale, false, &tr->g, &tr->in, &tr->target)) != MT_OK) goto fail;
+    float scale = (float)(1.0 / ((double)microbatch_size(tr->m, c) * c->accum));
+    if ((s = make_graph(tr->m, c, scale, false, &tr->g, &tr->in, &tr->target)) != MT_OK)
+        goto fail;
     if ((s = mt_optim_create(tr->g, &c->optim, &tr->opt)) != MT_OK) goto fail;
 
     if (c->llmc_in && (s = mt_llmc_load(c->llmc_in, tr->g, &c->gpt)) != MT_OK) goto fail;
@@ -341,12 +260,10 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
     float grad_norm = 0;
     if ((s = mt_optim_step(tr->opt, &grad_norm)) != MT_OK) {
         mt_graph_zero_grad(tr->g);   /* a retried step must not add onto these */
-        char why[512];
-        snprintf(why, sizeof why, "%s", mt_errmsg());
         if (s == MT_ENAN)
-            return mt_fail(s, "at step %d: %s; lower the learning rate (now %g)", step, why,
-                           (double)lr);
-        return mt_fail(s, "at step %d: %s", step, why);
+            return mt_fail(s, "at step %d: %s; lower the learning rate (now %g)", step,
+                           mt_errmsg(), (double)lr);
+        return mt_fail_wrap(s, "at step %d", step);
     }
     tr->step = step;
     if (report) {
@@ -356,9 +273,9 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->grad_norm = grad_norm;
         report->lr = lr;
         report->seconds = mt_time_now() - t0;
-        report->tokens = microbatch_size(c) * c->accum;
-        if (c->model == MT_MODEL_GPT) {
-            report->flops = mt_gpt_train_flops(&c->gpt, c->T, report->tokens);
+        report->tokens = microbatch_size(tr->m, c) * c->accum;
+        if (tr->m->step_flops) {
+            report->flops = tr->m->step_flops(c, report->tokens);
         } else {
             mt_graph_stats st = mt_graph_get_stats(tr->g);
             report->flops = (st.flops_forward + st.flops_backward) * c->accum;
@@ -372,7 +289,7 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss) {
     mt_status s;
     if (c->eval_batches <= 0)
         return mt_fail(MT_EINVAL, "eval_batches=%d must be positive to evaluate", c->eval_batches);
-    if (c->model == MT_MODEL_GPT) {
+    if (tr->ds) {
         int64_t n_val = mt_dataset_tokens(tr->ds, 1);
         if (n_val < (int64_t)c->T + 1)
             return mt_fail(MT_EINVAL, "the validation split of %s has %lld tokens, fewer than "
@@ -381,8 +298,8 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss) {
     }
     if (!tr->eval_g) {
         /* forward only, its loss the mean over one microbatch */
-        float scale = (float)(1.0 / (double)microbatch_size(c));
-        s = make_graph(c, scale, true, &tr->eval_g, &tr->eval_in, &tr->eval_target);
+        float scale = (float)(1.0 / (double)microbatch_size(tr->m, c));
+        s = make_graph(tr->m, c, scale, true, &tr->eval_g, &tr->eval_in, &tr->eval_target);
         if (s != MT_OK) return s;
     }
     /* the evaluation graph shares no storage: copy the current parameters in */

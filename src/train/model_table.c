@@ -1,0 +1,163 @@
+/*
+ * model_table.c — the models `meshtrain train` can train, one table entry
+ * each (see train_impl.h for what every member must do): GPT-2 on a token
+ * dataset, and the MLP and linear regression on the synthetic problems of
+ * the models layer (mt_mlp_data, mt_linreg_data).
+ */
+#include "train/train_impl.h"
+
+#include <stdio.h>
+
+/* ======================================================================== */
+/* GPT-2 on a dataset                                                        */
+/* ======================================================================== */
+
+static void gpt_defaults(mt_train_config *c) {
+    c->gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
+}
+
+static mt_status gpt_check(const mt_train_config *c) {
+    if (!c->data || !c->data[0])
+        return mt_fail(MT_EINVAL, "GPT training needs data: set data to a text file or an "
+                       "llm.c token file");
+    if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
+        return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
+    return MT_OK;
+}
+
+/* Takes the model from llmc_in, V from the data where 0, Vp from V. */
+static mt_status gpt_open(mt_train_config *c, mt_dataset **ds) {
+    mt_status s;
+    if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, &c->gpt)) != MT_OK) return s;
+    if ((s = mt_dataset_open(c->data, c->val_frac, ds)) != MT_OK) return s;
+    int data_vocab = mt_dataset_vocab(*ds);
+    if (c->gpt.V == 0) c->gpt.V = data_vocab;
+    if (c->gpt.Vp == 0) c->gpt.Vp = (c->gpt.V + 63) / 64 * 64;  /* GPT-2: 50257 -> 50304 */
+    if ((s = mt_gpt_config_check(&c->gpt)) != MT_OK) return s;
+    if (data_vocab > c->gpt.V)
+        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
+                       "has V=%d; raise V or leave it 0 to take it from the data",
+                       c->data, data_vocab - 1, data_vocab, c->gpt.V);
+    int64_t n_train = mt_dataset_tokens(*ds, 0);
+    if (n_train < (int64_t)c->T + 1)
+        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
+                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
+                       c->T + 1);
+    return MT_OK;
+}
+
+static void gpt_describe(const mt_train_config *c, char *buf, size_t n) {
+    snprintf(buf, n, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", c->gpt.L, c->gpt.C, c->gpt.NH,
+             c->gpt.maxT, c->gpt.V, c->gpt.Vp);
+}
+
+static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) {
+    return mt_gpt_build(g, &c->gpt, c->B, c->T, scale);
+}
+
+static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                           int64_t *pos, mt_tensor *in, mt_tensor *target) {
+    mt_dataset_batch(ds, split, pos, c->B, c->T, mt_tensor_i32(in), mt_tensor_i32(target));
+}
+
+static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
+    return mt_gpt_train_flops(&c->gpt, c->T, tokens);
+}
+
+/* ======================================================================== */
+/* MLP on its teacher                                                        */
+/* ======================================================================== */
+
+static void mlp_defaults(mt_train_config *c) {
+    c->mlp_hidden = 64;
+    c->mlp_layers = 3;
+}
+
+static mt_status mlp_check(const mt_train_config *c) {
+    if (c->mlp_hidden <= 0 || c->mlp_layers <= 0)
+        return mt_fail(MT_EINVAL, "MLP mlp_hidden=%d and mlp_layers=%d must be positive",
+                       c->mlp_hidden, c->mlp_layers);
+    return MT_OK;
+}
+
+static void mlp_describe(const mt_train_config *c, char *buf, size_t n) {
+    snprintf(buf, n, "mlp in=%d hidden=%d out=%d layers=%d", MT_MLP_DATA_IN, c->mlp_hidden,
+             MT_MLP_DATA_OUT, c->mlp_layers);
+}
+
+static mt_tensor *mlp_build(const mt_train_config *c, mt_graph *g, float scale) {
+    return mt_mlp_build(g, c->B, MT_MLP_DATA_IN, c->mlp_hidden, MT_MLP_DATA_OUT, c->mlp_layers,
+                        scale);
+}
+
+/* x (B,MT_MLP_DATA_IN), targets (B,MT_MLP_DATA_OUT) */
+static void mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                           int64_t *pos, mt_tensor *in, mt_tensor *target) {
+    (void)ds;
+    float *x = mt_tensor_f32(in), *y = mt_tensor_f32(target);
+    for (int e = 0; e < c->B; e++)
+        mt_mlp_data(c->seed, split, (uint64_t)(*pos + e), x + (size_t)e * MT_MLP_DATA_IN,
+                    y + (size_t)e * MT_MLP_DATA_OUT);
+    *pos += c->B;
+}
+
+/* ======================================================================== */
+/* Linear regression                                                         */
+/* ======================================================================== */
+
+static void linreg_describe(const mt_train_config *c, char *buf, size_t n) {
+    (void)c;
+    snprintf(buf, n, "linreg features=%d", MT_LINREG_DATA_FEATURES);
+}
+
+static mt_tensor *linreg_build(const mt_train_config *c, mt_graph *g, float scale) {
+    return mt_linreg_build(g, c->B, MT_LINREG_DATA_FEATURES, scale);
+}
+
+/* x (B,MT_LINREG_DATA_FEATURES), y (B) */
+static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                              int64_t *pos, mt_tensor *in, mt_tensor *target) {
+    (void)ds;
+    float *x = mt_tensor_f32(in), *y = mt_tensor_f32(target);
+    for (int e = 0; e < c->B; e++)
+        y[e] = mt_linreg_data(c->seed, split, (uint64_t)(*pos + e),
+                              x + (size_t)e * MT_LINREG_DATA_FEATURES);
+    *pos += c->B;
+}
+
+/* ======================================================================== */
+/* The table                                                                 */
+/* ======================================================================== */
+
+static const mt__train_model MODELS[] = {
+    [MT_MODEL_GPT] = {
+        .name = "gpt", .sequences = true, .llmc = true, .input = "tokens", .target = "targets",
+        .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
+        .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
+        .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
+    },
+    [MT_MODEL_MLP] = {
+        .name = "mlp", .input = "x", .target = "targets",
+        .defaults = mlp_defaults, .check = mlp_check,
+        .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
+    },
+    [MT_MODEL_LINREG] = {
+        .name = "linreg", .input = "x", .target = "y",
+        .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
+    },
+};
+
+#define N_MODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
+
+int mt__train_model_count(void) { return N_MODELS; }
+
+const mt__train_model *mt__train_model_of(mt_model_kind kind) {
+    /* an entry left out of a designated-initializer table is all zeros */
+    if ((int)kind < 0 || (int)kind >= N_MODELS || !MODELS[kind].name) return NULL;
+    return &MODELS[kind];
+}
+
+const char *mt_model_name(mt_model_kind kind) {
+    const mt__train_model *m = mt__train_model_of(kind);
+    return m ? m->name : NULL;
+}
