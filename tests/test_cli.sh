@@ -129,10 +129,67 @@ timeout 60 "$BIN" >out.txt 2>err.txt
 rc=$?
 check "no command: usage, exit 2" "exit $rc, want 2 and usage on stderr" \
       test "$rc" -eq 2 -a -n "$(grep usage err.txt)"
-for cmd in train sample version help; do
+cp err.txt no-command.txt
+for cmd in train sample example bench version help; do
     succeed "$cmd --help" "$cmd" --help
     check "$cmd --help prints usage" "no 'usage:' line" grep -q '^usage: meshtrain' out.txt
 done
+
+# ---- the command list --------------------------------------------------------
+
+# Every command with its one-line summary, written out here rather than read
+# from the program: `meshtrain --help` must list exactly these, in this order.
+COMMANDS=(
+    "train|train a model (gpt, mlp, linreg) and write checkpoints and metrics"
+    "sample|generate text from a checkpoint"
+    "example|run a built-in example: linreg (the JAX pmap linear regression)"
+    "bench|benchmark: collectives (time, algbw, busbw per size, as nccl-tests)"
+    "version|print the version"
+    "help|print this help, or a command's: meshtrain help train"
+)
+NAMES=()
+for entry in "${COMMANDS[@]}"; do NAMES+=("${entry%%|*}"); done
+
+# command_lines FILE: the lines of the "commands:" section, "name|summary".
+command_lines() {
+    awk '/^commands:$/ { on = 1; next } on && /^$/ { exit }
+         on { name = $1; sub(/^ +[^ ]+ +/, ""); print name "|" $0 }' "$1"
+}
+
+# lists_commands NAME FILE: FILE's command section is COMMANDS, line for line.
+lists_commands() {
+    local name=$1 file=$2
+    if [ "$(command_lines "$file")" = "$(printf '%s\n' "${COMMANDS[@]}")" ]; then ok "$name"
+    else : >err.txt; bad "$name" "the commands listed are not the ${#COMMANDS[@]} of the test:
+$(command_lines "$file")"; fi
+}
+
+succeed "--help" --help
+lists_commands "--help lists every command with its summary" out.txt
+succeed "help" help
+lists_commands "help lists every command with its summary" out.txt
+lists_commands "no command: the usage lists every command" no-command.txt
+
+# names_every_command NAME: the one stderr line names every command.
+names_every_command() {
+    local name=$1 missing="" cmd
+    for cmd in "${NAMES[@]}"; do
+        grep -Eq "[(:, ]$cmd[,)]" err.txt || missing="$missing $cmd"
+    done
+    if [ -z "$missing" ]; then ok "$name"; else bad "$name" "does not name:$missing"; fi
+}
+expect "unknown command lists the commands" 2 "unknown command 'trian' \(commands: " trian
+names_every_command "unknown command names every command"
+expect "flag before the command" 2 "expected a command before '--bogus'" --bogus
+names_every_command "flag before the command names every command"
+expect "help for an unknown command" 2 "unknown command 'trian'" help trian
+
+succeed "help example" help example
+check "help example prints its usage" "no 'usage: meshtrain example linreg' line" \
+      grep -q '^usage: meshtrain example linreg' out.txt
+succeed "help bench" help bench
+check "help bench prints its usage" "no 'usage: meshtrain bench collectives' line" \
+      grep -q '^usage: meshtrain bench collectives' out.txt
 succeed "version" version
 check "version prints it" "no version" grep -q '^meshtrain [0-9]' out.txt
 

@@ -8,7 +8,7 @@
 #
 # Losses are compared as numbers (relative 1e-6) rather than with diff: they
 # agree to the bit in practice (the example pmeans in float64, see
-# src/models/linreg_pmap.c), but a rounding tie could flip a last printed
+# src/examples/linreg_pmap.c), but a rounding tie could flip a last printed
 # digit one run in a billion, and a diff would call that a failure. Also checks
 # the --trace file (with python3's json module when there is one) and the
 # usage errors. Every run is under `timeout 120`.

@@ -514,6 +514,62 @@ MT_TEST(gpt_overfits_one_batch) {
 }
 
 /* ======================================================================== */
+/* Synthetic data                                                            */
+/* ======================================================================== */
+
+/* Against the documented problem, y = x·[2, -3.4, 1.7] + 4.2 + 0.01·noise
+ * with standard normal x and noise: the residual is the noise, so over 2000
+ * examples its mean is ~0 (standard error 2.2e-4) and its spread ~0.01. */
+MT_TEST(linreg_data_is_the_documented_line_plus_noise) {
+    MT_CHECK(MT_LINREG_DATA_FEATURES == 3, "%d features, want 3", MT_LINREG_DATA_FEATURES);
+    const double w[3] = {2.0, -3.4, 1.7}, b = 4.2;
+    double sum_r = 0, sum_r2 = 0, sum_x = 0, sum_x2 = 0, worst = 0;
+    int n = 0;
+    for (int split = 0; split < 2; split++)
+        for (uint64_t i = 0; i < 1000; i++, n++) {
+            float x[3];
+            double y = mt_linreg_data(7, split, i, x);
+            double r = y - (b + w[0] * x[0] + w[1] * x[1] + w[2] * x[2]);
+            sum_r += r;
+            sum_r2 += r * r;
+            worst = fmax(worst, fabs(r));
+            for (int k = 0; k < 3; k++) { sum_x += x[k]; sum_x2 += (double)x[k] * x[k]; }
+        }
+    double mean_r = sum_r / n, sd_r = sqrt(sum_r2 / n - mean_r * mean_r);
+    MT_CHECK(fabs(mean_r) < 2e-3, "mean residual %g: y is not the line plus zero-mean noise", mean_r);
+    MT_CHECK(sd_r > 0.008 && sd_r < 0.012, "noise spread %g, want ~0.01", sd_r);
+    MT_CHECK(worst < 0.06, "a residual of %g is more than 6 noise sigmas", worst);
+    double mean_x = sum_x / (3.0 * n), var_x = sum_x2 / (3.0 * n) - mean_x * mean_x;
+    MT_CHECK(fabs(mean_x) < 0.1 && var_x > 0.9 && var_x < 1.1, "x mean %g variance %g, want "
+             "standard normal", mean_x, var_x);
+}
+
+/* A pure function of (seed, split, index): the same call gives the same bits,
+ * and another split, index or seed other numbers. */
+MT_TEST(synthetic_data_are_pure_functions_of_seed_split_index) {
+    float xa[8], xb[8], ya[2], yb[2];
+    float la = mt_linreg_data(3, 0, 41, xa), lb = mt_linreg_data(3, 0, 41, xb);
+    MT_CHECK(memcmp(xa, xb, 3 * sizeof(float)) == 0 && la == lb, "linreg example 41 drawn twice "
+             "differs");
+    mt_linreg_data(3, 1, 41, xb);
+    MT_CHECK(memcmp(xa, xb, 3 * sizeof(float)) != 0, "train and validation example 41 are equal");
+    mt_linreg_data(4, 0, 41, xb);
+    MT_CHECK(memcmp(xa, xb, 3 * sizeof(float)) != 0, "seeds 3 and 4 draw the same example");
+    mt_linreg_data(3, 0, 42, xb);
+    MT_CHECK(memcmp(xa, xb, 3 * sizeof(float)) != 0, "examples 41 and 42 are equal");
+
+    MT_CHECK(MT_MLP_DATA_IN == 8 && MT_MLP_DATA_OUT == 2, "MLP problem %d -> %d, want 8 -> 2",
+             MT_MLP_DATA_IN, MT_MLP_DATA_OUT);
+    mt_mlp_data(3, 0, 41, xa, ya);
+    mt_mlp_data(3, 0, 41, xb, yb);
+    MT_CHECK(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0,
+             "MLP example 41 drawn twice differs");
+    MT_CHECK(fabs(ya[0]) <= 1 && fabs(ya[1]) <= 1, "y = (%g, %g) is not a sine", ya[0], ya[1]);
+    mt_mlp_data(3, 1, 41, xb, yb);
+    MT_CHECK(memcmp(xa, xb, sizeof xa) != 0, "MLP train and validation example 41 are equal");
+}
+
+/* ======================================================================== */
 /* Trainer                                                                   */
 /* ======================================================================== */
 
@@ -572,6 +628,57 @@ MT_TEST(linreg_trainer_learns_the_true_weights) {
     MT_CHECK_OK(mt_trainer_eval(tr, &val));
     MT_CHECK(val < 1e-3f && val > 0, "validation loss %g", val);
     mt_trainer_free(tr);
+}
+
+/* The model descriptions checkpoints record: a resume compares them byte for
+ * byte, so checkpoints written before a change must still match. Written out
+ * here from the formats of the first checkpoints. */
+MT_TEST(trainer_checkpoints_describe_the_model_as_before) {
+    char path[64], ckpt[80];
+    write_temp_text(path, fox_text, 30);
+    snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
+    mt_train_config gpt = tiny_gpt_train(path), mlp = mt_train_defaults(),
+                    linreg = linreg_config(0.1f, 1);
+    mlp.model = MT_MODEL_MLP;
+    mlp.mlp_hidden = 16;
+    mlp.mlp_layers = 2;
+    const struct { mt_train_config *c; const char *want; } cases[] = {
+        {&gpt, "gpt L=2 C=32 NH=4 maxT=16 V=256 Vp=256"},
+        {&mlp, "mlp in=8 hidden=16 out=2 layers=2"},
+        {&linreg, "linreg features=3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cases[i].c->ckpt_out = ckpt;
+        cases[i].c->steps = 1;
+        mt_trainer *tr = NULL;
+        MT_CHECK_OK(mt_trainer_create(cases[i].c, &tr));
+        MT_CHECK_OK(mt_trainer_step(tr, NULL));
+        MT_CHECK_OK(mt_trainer_save(tr));
+        mt_trainer_free(tr);
+        mt_ckpt_meta meta;
+        MT_CHECK_OK(mt_ckpt_read_meta(ckpt, &meta));
+        MT_CHECK(strcmp(meta.model, cases[i].want) == 0, "checkpoint describes the model as "
+                 "'%s', want '%s'", meta.model, cases[i].want);
+    }
+    unlink(path);
+    unlink(ckpt);
+}
+
+MT_TEST(trainer_names_the_models) {
+    const char *want[] = {"gpt", "mlp", "linreg"};
+    const mt_model_kind kinds[] = {MT_MODEL_GPT, MT_MODEL_MLP, MT_MODEL_LINREG};
+    for (int i = 0; i < 3; i++)
+        MT_CHECK(mt_model_name(kinds[i]) && strcmp(mt_model_name(kinds[i]), want[i]) == 0,
+                 "model kind %d is named '%s', want '%s'", (int)kinds[i],
+                 mt_model_name(kinds[i]) ? mt_model_name(kinds[i]) : "(null)", want[i]);
+    MT_CHECK(mt_model_name((mt_model_kind)3) == NULL && mt_model_name((mt_model_kind)-1) == NULL,
+             "kinds 3 and -1 have names");
+    mt_train_config c = linreg_config(0.1f, 1);
+    c.model = (mt_model_kind)7;
+    mt_trainer *tr = NULL;
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL,
+                   "unknown model kind 7; use gpt, mlp or linreg");
+    MT_CHECK(tr == NULL, "a trainer was made for kind 7");
 }
 
 MT_TEST(trainer_blowup_fails_with_enan_naming_the_step) {

@@ -233,6 +233,30 @@ int cli_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, bool 
     return CLI_EXIT_OK;
 }
 
+bool cli_parse_named(const char *cmd, const char *name, const char *kind, const char *usage,
+                     const cli_opt *opts, int argc, char **argv, int *rc) {
+    if (argc == 0) {
+        cli_error("%s needs a name: %s; see `meshtrain %s --help`", cmd, name, cmd);
+        *rc = CLI_EXIT_USAGE;
+        return false;
+    }
+    if (!is_help(argv[0]) && strcmp(argv[0], name) != 0) {
+        cli_error("unknown %s '%s' (%ss: %s); see `meshtrain %s --help`", kind, argv[0], kind,
+                  name, cmd);
+        *rc = CLI_EXIT_USAGE;
+        return false;
+    }
+    char full[128];
+    snprintf(full, sizeof full, "%s %s", cmd, name);
+    *rc = is_help(argv[0]) ? -1 : cli_parse(full, opts, argc - 1, argv + 1, NULL);
+    if (*rc < 0) {
+        cli_print_help(stdout, usage, opts);
+        *rc = CLI_EXIT_OK;
+        return false;
+    }
+    return *rc == CLI_EXIT_OK;
+}
+
 /* ---- help --------------------------------------------------------------- */
 
 static void current_value(const cli_opt *o, char *buf, size_t n) {

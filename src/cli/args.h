@@ -48,6 +48,16 @@ typedef struct {
  * (the caller prints help and exits 0). */
 int cli_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, bool *seen);
 
+/* For commands of the form `meshtrain <cmd> <name> [flags]` that have one
+ * name so far (`example linreg`, `bench collectives`; `kind` says what a name
+ * is in messages: "example", "benchmark"): checks argv[0] is `name`, then
+ * parses the rest as cli_parse("<cmd> <name>", ...). --help or -h, as the
+ * name or among the flags, prints cli_print_help(usage, opts). Returns true
+ * when the command should run; false when it should return *rc at once
+ * (CLI_EXIT_OK after the help, CLI_EXIT_USAGE after the message). */
+bool cli_parse_named(const char *cmd, const char *name, const char *kind, const char *usage,
+                     const cli_opt *opts, int argc, char **argv, int *rc);
+
 /* Prints `usage`, then one line per flag with its metavar, help, range and
  * current value (the default, when called before parsing). */
 void cli_print_help(FILE *out, const char *usage, const cli_opt *opts);
@@ -60,8 +70,12 @@ void cli_fmt_count(char *buf, size_t n, double v);
 void cli_fmt_duration(char *buf, size_t n, double seconds);
 
 /* ---- the commands (argv: the words after the command name) ----------- */
+/* Each returns an exit code (CLI_EXIT_*) after printing its output or its
+ * one-line message; main.c's table lists them. */
 
-int cli_cmd_train(int argc, char **argv);
-int cli_cmd_sample(int argc, char **argv);
+int cli_cmd_train(int argc, char **argv);     /* cmd_train.c */
+int cli_cmd_sample(int argc, char **argv);    /* cmd_sample.c */
+int cli_cmd_example(int argc, char **argv);   /* cmd_example.c */
+int cli_cmd_bench(int argc, char **argv);     /* cmd_bench.c */
 
 #endif /* MT_CLI_ARGS_H */

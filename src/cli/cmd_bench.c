@@ -26,8 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_cmd_bench(int argc, char **argv);
-
 static const char BENCH_USAGE[] =
     "usage: meshtrain bench collectives [flags]\n"
     "\n"
@@ -354,25 +352,10 @@ int cli_cmd_bench(int argc, char **argv) {
          "append one line per row (transport,op,devices,bytes,time_us,algbw,busbw,mpi_us,mpi_busbw)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
-    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        if (argc == 0) {
-            cli_error("bench needs a name: collectives; see `meshtrain bench --help`");
-            return CLI_EXIT_USAGE;
-        }
-        cli_print_help(stdout, BENCH_USAGE, opts);
-        return CLI_EXIT_OK;
-    }
-    if (strcmp(argv[0], "collectives") != 0) {
-        cli_error("unknown benchmark '%s' (benchmarks: collectives); see `meshtrain bench --help`",
-                  argv[0]);
-        return CLI_EXIT_USAGE;
-    }
-    int rc = cli_parse("bench collectives", opts, argc - 1, argv + 1, NULL);
-    if (rc < 0) {
-        cli_print_help(stdout, BENCH_USAGE, opts);
-        return CLI_EXIT_OK;
-    }
-    if (rc != CLI_EXIT_OK) return rc;
+    int rc;
+    if (!cli_parse_named("bench", "collectives", "benchmark", BENCH_USAGE,
+                         opts, argc, argv, &rc))
+        return rc;
 
     bench_plan *pl = calloc(1, sizeof *pl);
     if (!pl) {

@@ -16,10 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The cli_cmd_* prototypes live in args.h; this one is declared in main.c
- * too until args.h gains it. */
-int cli_cmd_example(int argc, char **argv);
-
 static const char EXAMPLE_USAGE[] =
     "usage: meshtrain example linreg [flags]\n"
     "\n"
@@ -56,25 +52,10 @@ int cli_cmd_example(int argc, char **argv) {
          "write a Chrome/Perfetto trace of every device here"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
-    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        if (argc == 0) {
-            cli_error("example needs a name: linreg; see `meshtrain example --help`");
-            return CLI_EXIT_USAGE;
-        }
-        cli_print_help(stdout, EXAMPLE_USAGE, opts);
-        return CLI_EXIT_OK;
-    }
-    if (strcmp(argv[0], "linreg") != 0) {
-        cli_error("unknown example '%s' (examples: linreg); see `meshtrain example --help`",
-                  argv[0]);
-        return CLI_EXIT_USAGE;
-    }
-    int rc = cli_parse("example linreg", opts, argc - 1, argv + 1, NULL);
-    if (rc < 0) {
-        cli_print_help(stdout, EXAMPLE_USAGE, opts);
-        return CLI_EXIT_OK;
-    }
-    if (rc != CLI_EXIT_OK) return rc;
+    int rc;
+    if (!cli_parse_named("example", "linreg", "example", EXAMPLE_USAGE,
+                         opts, argc, argv, &rc))
+        return rc;
     static const mt_transport_kind kinds[] = {MT_TRANSPORT_AUTO, MT_TRANSPORT_THREADS,
                                               MT_TRANSPORT_MPI};
     o.transport = kinds[transport];

@@ -59,13 +59,12 @@ static void end_line(bool *line_open) {
 static const char *or_dash(const char *s) { return s ? s : "-"; }
 
 static void print_config(const mt_train_config *c, mt_trainer *tr, const char *metrics) {
-    static const char *models[] = {"gpt", "mlp", "linreg"};
     mt_graph_stats gs = mt_graph_get_stats(mt_trainer_graph(tr));
     char params[32];
     cli_fmt_count(params, sizeof params, (double)gs.n_param_elems);
 
     printf("meshtrain %s train\n", MT_VERSION_STRING);
-    const char *mname = (unsigned)c->model < 3 ? models[c->model] : "?";
+    const char *mname = mt_model_name(c->model) ? mt_model_name(c->model) : "?";
     if (c->model == MT_MODEL_GPT)
         printf("  model        gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d (%s parameters)\n", c->gpt.L,
                c->gpt.C, c->gpt.NH, c->gpt.maxT, c->gpt.V, c->gpt.Vp, params);
@@ -242,8 +241,18 @@ static void print_summary(const train_run *run) {
 
 /* ---- flags -> config ---------------------------------------------------- */
 
-static const char TRAIN_CHOICES_MODEL[] = "gpt|mlp|linreg";
 static const char TRAIN_CHOICES_OPTIM[] = "adamw|sgd";   /* index 0 is AdamW */
+
+/* "gpt|mlp|linreg": the library's models, choice i being mt_model_kind i. */
+static void model_choices(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; mt_model_name((mt_model_kind)k) && at < n; k++) {
+        int w = snprintf(buf + at, n - at, "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
 
 /* The checks that span several flags, and the flags whose meaning depends on
  * the model (--layers and --channels size a GPT or an MLP). */
@@ -288,10 +297,12 @@ int cli_cmd_train(int argc, char **argv) {
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
     const double INF = HUGE_VAL;
+    char choices_model[64];
+    model_choices(choices_model, sizeof choices_model);
 
     /* The table is the single source for parsing and --help. */
     const cli_opt opts[] = {
-        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, TRAIN_CHOICES_MODEL, "NAME", "model to train"},
+        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to train"},
         {"layers", CLI_INT, &layers, 1, 1000, 0, 0, NULL, "N", "GPT blocks L (mlp: linear layers)"},
         {"channels", CLI_INT, &channels, 1, 65536, 0, 0, NULL, "N", "GPT width C (mlp: hidden width)"},
         {"heads", CLI_INT, &cfg.gpt.NH, 1, 1024, 0, 0, NULL, "N", "attention heads NH (C % NH == 0)"},

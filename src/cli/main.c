@@ -11,23 +11,80 @@
 
 #include <string.h>
 
-static const char USAGE[] =
-    "usage: meshtrain <command> [flags]\n"
-    "\n"
-    "Trains neural networks, from a linear regression to GPT-2, on a mesh of devices.\n"
-    "\n"
-    "commands:\n"
-    "  train     train a model (gpt, mlp, linreg) and write checkpoints and metrics\n"
-    "  sample    generate text from a checkpoint\n"
-    "  example   run a built-in example: linreg (the JAX pmap linear regression)\n"
-    "  bench     benchmark: collectives (time, algbw, busbw per size, as nccl-tests)\n"
-    "  version   print the version\n"
-    "  help      print this help, or a command's: meshtrain help train\n"
-    "\n"
-    "Every command takes --help.\n";
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+/* ---- the commands ------------------------------------------------------- */
+
+/* One entry per command: the dispatcher, `meshtrain help` and the "unknown
+ * command" message all read this table, so a command added here is listed
+ * everywhere. */
+typedef struct {
+    const char *name;
+    int       (*run)(int argc, char **argv);   /* argv: the words after the name */
+    const char *summary;                       /* one line for `meshtrain help` */
+    const char *aliases[2];                    /* other spellings, or NULL */
+} cli_command;
+
+static const cli_command COMMANDS[] = {
+    {"train", cli_cmd_train, "train a model (gpt, mlp, linreg) and write checkpoints and metrics",
+     {NULL, NULL}},
+    {"sample", cli_cmd_sample, "generate text from a checkpoint", {NULL, NULL}},
+    {"example", cli_cmd_example, "run a built-in example: linreg (the JAX pmap linear regression)",
+     {NULL, NULL}},
+    {"bench", cli_cmd_bench, "benchmark: collectives (time, algbw, busbw per size, as nccl-tests)",
+     {NULL, NULL}},
+    {"version", cmd_version, "print the version", {"--version", NULL}},
+    {"help", cmd_help, "print this help, or a command's: meshtrain help train", {"--help", "-h"}},
+};
+
+#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+static const cli_command *find_command(const char *word) {
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        const cli_command *c = &COMMANDS[i];
+        if (strcmp(word, c->name) == 0) return c;
+        for (size_t a = 0; a < sizeof c->aliases / sizeof c->aliases[0]; a++)
+            if (c->aliases[a] && strcmp(word, c->aliases[a]) == 0) return c;
+    }
+    return NULL;
+}
+
+/* ---- usage -------------------------------------------------------------- */
+
+static void print_usage(FILE *out) {
+    fputs("usage: meshtrain <command> [flags]\n"
+          "\n"
+          "Trains neural networks, from a linear regression to GPT-2, on a mesh of devices.\n"
+          "\n"
+          "commands:\n", out);
+    int width = 0;
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        int n = (int)strlen(COMMANDS[i].name);
+        if (n > width) width = n;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-*s %s\n", width + 2, COMMANDS[i].name, COMMANDS[i].summary);
+    fputs("\nEvery command takes --help.\n", out);
+}
+
+/* "train, sample, ..., help": every command, for messages. */
+static void command_names(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_COMMANDS && at < n; i++) {
+        int w = snprintf(buf + at, n - at, "%s%s", i ? ", " : "", COMMANDS[i].name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
+/* ---- version and help --------------------------------------------------- */
+
+static bool is_help_flag(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
 static int cmd_version(int argc, char **argv) {
-    if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+    if (argc > 0 && is_help_flag(argv[0])) {
         printf("usage: meshtrain version\n\nPrints the version of meshtrain.\n");
         return CLI_EXIT_OK;
     }
@@ -39,17 +96,12 @@ static int cmd_version(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
-static int dispatch(const char *cmd, int argc, char **argv);
-int cli_cmd_example(int argc, char **argv);   /* cmd_example.c */
-int cli_cmd_bench(int argc, char **argv);     /* cmd_bench.c */
+static int dispatch(const char *word, int argc, char **argv);
 
+/* `meshtrain help [command]`: this usage, or the command's own --help. */
 static int cmd_help(int argc, char **argv) {
-    if (argc == 0 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        fputs(USAGE, stdout);
-        return CLI_EXIT_OK;
-    }
-    if (strcmp(argv[0], "help") == 0) {
-        fputs(USAGE, stdout);
+    if (argc == 0 || is_help_flag(argv[0]) || strcmp(argv[0], "help") == 0) {
+        print_usage(stdout);
         return CLI_EXIT_OK;
     }
     char help_flag[] = "--help";
@@ -57,26 +109,23 @@ static int cmd_help(int argc, char **argv) {
     return dispatch(argv[0], 1, args);
 }
 
-static int dispatch(const char *cmd, int argc, char **argv) {
-    if (strcmp(cmd, "train") == 0) return cli_cmd_train(argc, argv);
-    if (strcmp(cmd, "sample") == 0) return cli_cmd_sample(argc, argv);
-    if (strcmp(cmd, "example") == 0) return cli_cmd_example(argc, argv);
-    if (strcmp(cmd, "bench") == 0) return cli_cmd_bench(argc, argv);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc, argv);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
-        return cmd_help(argc, argv);
-    if (cmd[0] == '-')
-        cli_error("expected a command before '%s' (train, sample, version, help); "
-                  "see `meshtrain help`", cmd);
+/* ---- dispatch ----------------------------------------------------------- */
+
+static int dispatch(const char *word, int argc, char **argv) {
+    const cli_command *c = find_command(word);
+    if (c) return c->run(argc, argv);
+    char names[256];
+    command_names(names, sizeof names);
+    if (word[0] == '-')
+        cli_error("expected a command before '%s' (%s); see `meshtrain help`", word, names);
     else
-        cli_error("unknown command '%s' (commands: train, sample, version, help); "
-                  "see `meshtrain help`", cmd);
+        cli_error("unknown command '%s' (commands: %s); see `meshtrain help`", word, names);
     return CLI_EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fputs(USAGE, stderr);
+        print_usage(stderr);
         return CLI_EXIT_USAGE;
     }
     return dispatch(argv[1], argc - 2, argv + 2);
