@@ -535,6 +535,11 @@ MT_TEST(argument_errors) {
     o.transport = MT_TRANSPORT_MPI;
     MT_CHECK_FAILS(mt_launch(&o, errors_device, NULL), MT_EUNSUPPORTED, "without Open MPI");
 #endif
+    /* a kind the transport registry does not list, and no opts */
+    o = opts_for("", 2);
+    o.transport = (mt_transport_kind)42;
+    MT_CHECK_FAILS(mt_launch(&o, errors_device, NULL), MT_EINVAL, "unknown transport 42");
+    MT_CHECK_FAILS(mt_launch(NULL, errors_device, NULL), MT_EINVAL, "must not be NULL");
 }
 
 /* ======================================================================== */

@@ -3,7 +3,7 @@
  * all_to_all along a dimension of an N-D array): the flat collective plus a
  * local rearrangement in the ctx's scratch buffer.
  */
-#include "comm/comm_impl.h"
+#include "comm/coll_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * sum, max and min over f32, i32 and bf16 (which reduces through f32 and
  * rounds to nearest even). max and min propagate NaN, as jax.lax does.
  */
-#include "comm/comm_impl.h"
+#include "comm/transport_impl.h"
 
 #include <string.h>
 

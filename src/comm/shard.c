@@ -15,7 +15,7 @@
  * These are set-up and inspection helpers, not step-loop code, so the
  * gather's scratch buffers are plain mallocs.
  */
-#include "comm/comm_impl.h"
+#include "meshtrain/comm.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -74,10 +74,14 @@ static bool numel_fits(int ndim, const int64_t *shape, int64_t *out) {
 }
 
 /* Everything both directions check: arguments, axes that exist, no axis used
- * twice, a shape whose element count fits in memory sizes, and the local
- * shape (whose error names the dim that does not divide). */
-static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_sharding *sh, int ndim,
-                              const int64_t *shape, int64_t *local, int64_t *local_numel) {
+ * twice, a shape whose element count fits in memory sizes, the local shape
+ * (whose error names the dim that does not divide), and the two arrays when
+ * a shard has elements. `gather`: mt_shard_gather (from the local shard to
+ * the global array), else mt_shard_put. */
+static mt_status check_layout(bool gather, const mt_ctx *ctx, const mt_sharding *sh, int ndim,
+                              const int64_t *shape, const float *global, const float *local_data,
+                              int64_t *local, int64_t *local_numel) {
+    const char *fn = gather ? "mt_shard_gather" : "mt_shard_put";
     if (!ctx || !sh || (ndim > 0 && !shape))
         return mt_fail(MT_EINVAL, "%s needs a ctx, a sharding and a shape (got %s NULL)", fn,
                        !ctx ? "ctx" : !sh ? "sharding" : "shape");
@@ -118,11 +122,7 @@ static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_shardi
                        SIZE_MAX / sizeof(float));
     }
     mt_status s = mt_sharding_local_shape(mesh, sh, ndim, shape, local);
-    if (s != MT_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", mt_errmsg());
-        return mt_fail(s, "%s: %s", fn, why);
-    }
+    if (s != MT_OK) return mt_fail_wrap(s, "%s", fn);
     /* the local shape divides the global one, so it fits when that does;
      * checked anyway, as it is what the callers size buffers with */
     int64_t n = 0;
@@ -131,6 +131,13 @@ static mt_status check_layout(const char *fn, const mt_ctx *ctx, const mt_shardi
         return mt_fail(MT_ESHAPE, "%s: the local shape %s of one shard has more elements than a "
                        "float array can hold", fn, shape_text(ndim, local, st, sizeof st));
     }
+    if (n > 0 && (!global || !local_data))
+        return gather ? mt_fail(MT_EINVAL, "mt_shard_gather needs a local shard of %lld floats "
+                                "and a global buffer (got %s NULL)", (long long)n,
+                                !local_data ? "local" : "global")
+                      : mt_fail(MT_EINVAL, "mt_shard_put needs a global array and a local "
+                                "buffer of %lld floats (got %s NULL)", (long long)n,
+                                !global ? "global" : "local");
     *local_numel = n;
     return MT_OK;
 }
@@ -183,11 +190,8 @@ static void box_copy(int ndim, const int64_t *global_shape, const int64_t *local
 mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, int ndim,
                        const int64_t *shape, float *local) {
     int64_t lshape[MT_MAX_DIMS], n = 0;
-    mt_status s = check_layout("mt_shard_put", ctx, sh, ndim, shape, lshape, &n);
+    mt_status s = check_layout(false, ctx, sh, ndim, shape, global, local, lshape, &n);
     if (s != MT_OK) return s;
-    if (n > 0 && (!global || !local))
-        return mt_fail(MT_EINVAL, "mt_shard_put needs a global array and a local buffer of "
-                       "%lld floats (got %s NULL)", (long long)n, !global ? "global" : "local");
     if (n == 0) return MT_OK;
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     const int device = mt_ctx_device(ctx);
@@ -206,11 +210,8 @@ mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, 
 mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local, int ndim,
                           const int64_t *shape, float *global) {
     int64_t lshape[MT_MAX_DIMS], n = 0;
-    mt_status s = check_layout("mt_shard_gather", ctx, sh, ndim, shape, lshape, &n);
+    mt_status s = check_layout(true, ctx, sh, ndim, shape, global, local, lshape, &n);
     if (s != MT_OK) return s;
-    if (n > 0 && (!global || !local))
-        return mt_fail(MT_EINVAL, "mt_shard_gather needs a local shard of %lld floats and a "
-                       "global buffer (got %s NULL)", (long long)n, !local ? "local" : "global");
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     uint32_t split = 0;
     for (int d = 0; d < ndim; d++) split |= sh->dim_axes[d];

@@ -1,0 +1,306 @@
+/*
+ * mpi_ctl.c — the MPI transport's control channel, and waiting for posted
+ * requests with the timeout.
+ *
+ * Every collective is posted non-blocking (MPI_Iallreduce, ...) and polled
+ * with MPI_Testall against the deadline: a blocking MPI call cannot time
+ * out. The poll also serves a "control" communicator (a dup of the world) on
+ * which ranks send small messages to each other:
+ *   ABORT  "I failed with this status and message": the receiver's waiting
+ *          and later collectives return MT_EABORTED at once;
+ *   QUERY  sent by a rank whose collective timed out to the other members of
+ *          the group; REPLY carries the member's last collective (the front
+ *          end's record: "#12 psum over 'data' f32 4096 bytes") and what it
+ *          is doing (inside that collective, computing, or finished).
+ * So the rank that times out names, in its message, every member that never
+ * arrived and the last collective each one issued; a member that does not
+ * answer within a short wait is named as stuck outside meshtrain's
+ * collectives or dead. At the end of a launch the control messages each
+ * rank sent are counted (MPI_Ialltoall) and drained, so none is left over
+ * for a later launch.
+ */
+#ifdef MT_HAVE_MPI
+
+#include "comm/mpi_impl.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ======================================================================== */
+/* Control channel                                                           */
+/* ======================================================================== */
+
+/* Posts the receive of the next control message into m->in; MPI's code. */
+static int post_receive(mt_mpi *m) {
+    return MPI_Irecv(&m->in, (int)sizeof m->in, MPI_BYTE, MPI_ANY_SOURCE, TAG_CTL, m->ctl,
+                     &m->in_req);
+}
+
+/* Sends msg to rank `to` without waiting; best effort (a message that cannot
+ * be sent is dropped: the timeout still stops the others). */
+static void ctl_send(mt_mpi *m, int to, const ctl_msg *msg) {
+    ctl_out *slot = NULL;
+    for (int i = 0; i < m->n_out && !slot; i++) {
+        int done = 0;
+        if (m->out[i]->req == MPI_REQUEST_NULL) slot = m->out[i];
+        else if (MPI_Test(&m->out[i]->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+            slot = m->out[i];
+    }
+    if (!slot) {
+        /* only the array of pointers moves; the messages stay put */
+        ctl_out **grown = realloc(m->out, (size_t)(m->n_out + 1) * sizeof *grown);
+        if (!grown) return;   /* best effort: the timeout still stops the others */
+        m->out = grown;
+        if (!(slot = malloc(sizeof *slot))) return;
+        slot->req = MPI_REQUEST_NULL;
+        m->out[m->n_out++] = slot;
+    }
+    slot->msg = *msg;
+    if (MPI_Isend(&slot->msg, (int)sizeof(ctl_msg), MPI_BYTE, to, TAG_CTL, m->ctl,
+                  &slot->req) == MPI_SUCCESS)
+        m->sent_to[to]++;
+    else
+        slot->req = MPI_REQUEST_NULL;
+}
+
+/* A control message of `kind` from this rank: its phase and last collective. */
+static ctl_msg ctl_make(const mt_mpi *m, int kind) {
+    ctl_msg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.from = m->rank;
+    c.phase = m->phase;
+    const mt_device_record *r = mt__mpi_own_record(m);
+    if (r) {
+        c.seq = atomic_load(&r->seq);
+        snprintf(c.text, sizeof c.text, "%s", r->text);
+    }
+    return c;
+}
+
+void mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *msg) {
+    if (m->notified || m->closing) return;
+    m->notified = true;
+    ctl_msg c = ctl_make(m, CTL_ABORT);
+    c.status = status;
+    snprintf(c.msg, sizeof c.msg, "%s", msg);
+    for (int r = 0; r < m->size; r++)
+        if (r != m->rank) ctl_send(m, r, &c);
+}
+
+/* Acts on one control message that arrived: an abort fails the launch here
+ * too, a query is answered, a reply is kept for on_timeout. */
+static void ctl_handle(mt_mpi *m, const ctl_msg *c) {
+    if (c->from < 0 || c->from >= m->size) return;
+    switch (c->kind) {
+    case CTL_ABORT:
+        if (!atomic_load(&m->ls->abort)) {
+            char msg[sizeof c->msg + 1];
+            snprintf(msg, sizeof msg, "%s", c->msg);
+            mt__launch_fail(m->ls, c->from, c->status, msg);
+        }
+        break;
+    case CTL_QUERY:
+        if (!m->closing) {
+            ctl_msg r = ctl_make(m, CTL_REPLY);
+            ctl_send(m, c->from, &r);
+        }
+        break;
+    case CTL_REPLY:
+        m->replies[c->from] = *c;
+        m->replied[c->from] = true;
+        break;
+    default:
+        break;
+    }
+}
+
+void mt__mpi_ctl_poll(mt_mpi *m) {
+    while (m->in_req != MPI_REQUEST_NULL) {
+        int flag = 0;
+        if (MPI_Test(&m->in_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) return;
+        m->received++;
+        ctl_msg c = m->in;
+        if (post_receive(m) != MPI_SUCCESS) m->in_req = MPI_REQUEST_NULL;
+        ctl_handle(m, &c);
+    }
+}
+
+mt_status mt__mpi_ctl_open(mt_mpi *m) {
+    int rc = post_receive(m);
+    return rc == MPI_SUCCESS ? MT_OK : mt__mpi_error(rc, "MPI_Irecv");
+}
+
+mt_status mt__mpi_ctl_close(mt_mpi *m) {
+    int *expect = calloc((size_t)m->size, sizeof *expect);
+    if (!expect) return mt_fail(MT_ENOMEM, "cannot allocate %d counts", m->size);
+    MPI_Request req;
+    int rc = MPI_Ialltoall(m->sent_to, 1, MPI_INT, expect, 1, MPI_INT, m->ctl, &req);
+    mt_status s = rc == MPI_SUCCESS ? mt__mpi_wait(m, NULL, 1, &req, "end of launch") : mt__mpi_error(rc, "MPI_Ialltoall");
+    if (s == MT_OK) {
+        int total = 0;
+        for (int r = 0; r < m->size; r++) total += expect[r];
+        const double deadline = mt_time_now() + m->timeout_s;
+        while (m->received < total && m->in_req != MPI_REQUEST_NULL) {
+            mt__mpi_ctl_poll(m);
+            if (mt_time_now() > deadline) {
+                s = mt_fail(MT_ETIMEOUT, "device %d: %d control messages never arrived",
+                            m->rank, total - m->received);
+                break;
+            }
+            if (m->received < total) sched_yield();
+        }
+    }
+    free(expect);
+    if (m->in_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&m->in_req);
+        MPI_Wait(&m->in_req, MPI_STATUS_IGNORE);
+    }
+    for (int i = 0; i < m->n_out; i++)
+        if (m->out[i]->req != MPI_REQUEST_NULL) MPI_Wait(&m->out[i]->req, MPI_STATUS_IGNORE);
+    return s;
+}
+
+/* ======================================================================== */
+/* Waiting with a timeout                                                    */
+/* ======================================================================== */
+
+/* libnbc advances a collective only inside MPI_Test, so no sleeping early. */
+void mt__mpi_backoff(const mt_mpi *m, long spins, double waited) {
+    if (waited > 1.0) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    } else if (m->oversubscribed || spins > 20000) {
+        sched_yield();
+    }
+}
+
+/* Appends printf-style text to the string in buf[cap], as far as it fits. */
+static void append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+/* What a rank in `phase` is doing, for timeout messages. */
+static const char *phase_text(int phase) {
+    return phase == PHASE_COLLECTIVE ? "waiting in it"
+         : phase == PHASE_FINISHED   ? "it has finished its device function"
+                                     : "it is computing (between collectives)";
+}
+
+/* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
+ * out: asks the others what they are doing, and builds the message naming
+ * the ranks that never arrived. Marks the launch failed and tells everyone. */
+static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited) {
+    const int P = g ? g->size : m->size;
+    const mt_device_record *own = mt__mpi_own_record(m);
+    const uint64_t my_seq = own ? atomic_load(&own->seq) : 0;
+    for (int r = 0; r < m->size; r++) m->replied[r] = false;
+    ctl_msg q = ctl_make(m, CTL_QUERY);
+    for (int i = 0; i < P; i++) {
+        int r = g ? g->members[i] : i;
+        if (r != m->rank) ctl_send(m, r, &q);
+    }
+    /* long enough for a rank that polls (is inside a collective); short
+     * enough that the whole stop stays near the timeout */
+    const double answer_s = m->timeout_s < 1.0 ? 0.5 : m->timeout_s < 4.0 ? m->timeout_s / 2 : 2.0;
+    const double t_end = mt_time_now() + answer_s;
+    for (;;) {
+        mt__mpi_ctl_poll(m);
+        int missing = 0;
+        for (int i = 0; i < P; i++) {
+            int r = g ? g->members[i] : i;
+            if (r != m->rank && !m->replied[r]) missing++;
+        }
+        if (!missing || mt_time_now() > t_end) break;
+        sched_yield();
+    }
+
+    char msg[1024];
+    if (g)
+        snprintf(msg, sizeof msg, "collective %s timed out after %.3g s, waiting for",
+                 what, waited);
+    else
+        snprintf(msg, sizeof msg, "the end of the launch timed out after %.3g s on device %d "
+                 "(every device must return from its function), waiting for", waited, m->rank);
+    int absent = 0;
+    for (int i = 0; i < P; i++) {
+        int r = g ? g->members[i] : i;
+        if (r == m->rank) continue;
+        if (!m->replied[r]) {
+            append(msg, sizeof msg, "%s device %d (did not answer: stuck outside meshtrain's "
+                   "collectives, or dead)", absent ? ";" : "", r);
+            absent++;
+            continue;
+        }
+        const ctl_msg *c = &m->replies[r];
+        bool arrived = g ? c->phase == PHASE_COLLECTIVE && c->seq == my_seq &&
+                           strcmp(c->text, what) == 0
+                         : c->phase == PHASE_FINISHED;
+        if (arrived) continue;
+        append(msg, sizeof msg, "%s device %d (never arrived; its last collective: %s; %s)",
+               absent ? ";" : "", r, c->text[0] ? c->text : "none yet", phase_text(c->phase));
+        absent++;
+    }
+    if (!absent)
+        append(msg, sizeof msg, " nobody: every device arrived but the transfer did not finish "
+               "(a stalled network?)");
+    append(msg, sizeof msg, ". Every device must issue the same collectives in the same order "
+           "(MT_COMM_TIMEOUT=%g s; raise it if devices are merely slow)", m->timeout_s);
+
+    m->dangling = true;
+    mt__launch_fail(m->ls, m->rank, MT_ETIMEOUT, msg);
+    mt__mpi_ctl_notify_failure(m, MT_ETIMEOUT, msg);
+    return mt_fail(MT_ETIMEOUT, "%s", msg);
+}
+
+mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {
+    /* The end-of-launch exchange (g == NULL) waits twice as long: a rank
+     * still inside a collective then times out first, and its message names
+     * the rank that skipped the collective, which is what the user needs. */
+    const double t0 = mt_time_now(), deadline = t0 + (g ? m->timeout_s : 2 * m->timeout_s + 1);
+    const int saved_phase = m->phase;
+    if (g) m->phase = PHASE_COLLECTIVE;
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            m->phase = saved_phase;
+            m->dangling = true;
+            return mt__mpi_error(rc, what);
+        }
+        if (done) {
+            m->phase = saved_phase;
+            return MT_OK;
+        }
+        if ((spins & 15) == 0) {
+            mt__mpi_ctl_poll(m);
+            if (g && atomic_load(&m->ls->abort)) {
+                m->phase = saved_phase;
+                m->dangling = true;
+                return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s",
+                               m->rank, what, m->ls->failed_device, m->ls->failed_msg);
+            }
+            double now = mt_time_now();
+            if (now > deadline) {
+                mt_status s = on_timeout(m, g, what, now - t0);
+                m->phase = saved_phase;
+                return s;
+            }
+            mt__mpi_backoff(m, spins, now - t0);
+        } else if (m->oversubscribed) {
+            sched_yield();
+        }
+    }
+}
+
+#endif /* MT_HAVE_MPI */

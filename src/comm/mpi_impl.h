@@ -1,0 +1,159 @@
+/*
+ * mpi_impl.h — the MPI transport's shared state and the functions its files
+ * share (internal; only with MT_HAVE_MPI).
+ *
+ * One device per MPI rank, started by mpirun; the device id is the world
+ * rank. The transport's files:
+ *   mpi_launch.c  the launch: MPI started, this rank's device set up and run,
+ *                 every rank's outcome agreed on, so all return the same.
+ *   mpi_ctl.c     the control channel between ranks (abort notices, "what
+ *                 are you doing?" queries) and waiting for posted requests
+ *                 with the timeout, whose message names the missing ranks.
+ *   mpi_comms.c   the communicator of every group.
+ *   mpi.c         the collectives and the transport table.
+ * Only a build with Open MPI has the transport: CMakeLists.txt compiles
+ * mpi.c only then, and the mpi_*.c files (compiled always) are empty unless
+ * MT_HAVE_MPI is defined.
+ */
+#ifndef MT_MPI_IMPL_H
+#define MT_MPI_IMPL_H
+
+#ifdef MT_HAVE_MPI
+
+#include "comm/transport_impl.h"
+
+#include <mpi.h>
+
+/* ======================================================================== */
+/* State                                                                     */
+/* ======================================================================== */
+
+enum { CTL_ABORT = 1, CTL_QUERY = 2, CTL_REPLY = 3 };
+enum { PHASE_COMPUTING = 0, PHASE_COLLECTIVE = 1, PHASE_FINISHED = 2 };
+enum { TAG_CTL = 31, TAG_PERMUTE = 32 };
+
+/* One control message; fixed size, sent as bytes. */
+typedef struct {
+    int32_t  kind, from, status, phase;
+    uint64_t seq;          /* the sender's collectives so far */
+    char     text[160];    /* the sender's last collective */
+    char     msg[512];     /* CTL_ABORT: the failure */
+} ctl_msg;
+
+/* A control message in flight. Each is allocated on its own and never moves
+ * while its MPI_Isend runs (MPI forbids touching a send buffer until the send
+ * completes, so a growing array of them could not be realloc'd). */
+typedef struct {
+    ctl_msg     msg;
+    MPI_Request req;
+} ctl_out;
+
+typedef struct {
+    uint32_t key;
+    MPI_Comm comm;
+    bool     owned;        /* made for this key (freed at the end) */
+} comm_entry;
+
+#define SET_COMMS (1 << MT_MESH_MAX_AXES)
+
+/* The transport's state for one launch: ls->transport and ctx->transport. */
+typedef struct {
+    mt_launch_state *ls;
+    mt_ctx          *ctx;
+    int              rank, size;
+    double           timeout_s;
+    bool             oversubscribed;  /* more ranks on this node than cores */
+    MPI_Comm         world;           /* dup of MPI_COMM_WORLD for this launch */
+    MPI_Comm         ctl;             /* control messages and the agreement */
+    MPI_Comm         set_comm[SET_COMMS]; /* by axis bit set; NULL: not made */
+    comm_entry      *comms;           /* (cap_comms) groups' communicators, by axes key */
+    int              n_comms, cap_comms;
+    MPI_Op           fmax, fmin;      /* f32 max/min that keep NaN, as jax.lax.pmax */
+    /* control channel */
+    ctl_msg          in;
+    MPI_Request      in_req;          /* the posted receive; NULL once closed */
+    bool             closing;         /* after the agreement: answer no queries */
+    ctl_out        **out;             /* (n_out) each allocated on its own, see ctl_out */
+    int              n_out;
+    int             *sent_to;         /* (size) control messages sent to each rank */
+    int              received;
+    ctl_msg         *replies;         /* (size) answers to our last query */
+    bool            *replied;
+    int              phase;
+    bool             dangling;        /* a posted collective never finished */
+    bool             notified;        /* the others were told of our failure */
+    /* bf16 reductions run in f32 here */
+    void            *scratch;
+    size_t           scratch_bytes;
+} mt_mpi;
+
+/* This device's record, written by the front end before each collective
+ * (NULL before the device's ctx is set up). */
+static inline const mt_device_record *mt__mpi_own_record(const mt_mpi *m) {
+    return m->ctx ? m->ctx->record : NULL;
+}
+
+/* The text of the collective this device is in, for messages; `fallback`
+ * when it has none. */
+static inline const char *mt__mpi_current_text(const mt_mpi *m, const char *fallback) {
+    const mt_device_record *r = mt__mpi_own_record(m);
+    return r && r->text[0] ? r->text : fallback;
+}
+
+/* MT_EINTERNAL with "<what> failed: <MPI's text for rc>". */
+mt_status mt__mpi_error(int rc, const char *what);
+
+/* ======================================================================== */
+/* Control channel and waiting (mpi_ctl.c)                                   */
+/* ======================================================================== */
+
+/* Posts the receive of the control channel (m->ctl must exist). */
+mt_status mt__mpi_ctl_open(mt_mpi *m);
+/* Handles every control message that has arrived. */
+void      mt__mpi_ctl_poll(mt_mpi *m);
+/* Tells every other rank that this one failed, once. */
+void      mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *msg);
+/* Counts the control messages each rank sent, receives the ones still in
+ * flight, and closes the channel, so nothing is left for a later launch.
+ * Every rank calls it (the count is a collective). */
+mt_status mt__mpi_ctl_close(mt_mpi *m);
+
+/* Between polls of a wait that has run `spins` rounds and `waited` seconds:
+ * spins while a core is ours, then gives it away; a long wait sleeps. */
+void      mt__mpi_backoff(const mt_mpi *m, long spins, double waited);
+
+/* Waits for n posted requests of the collective `what` on g (g NULL: the
+ * end-of-launch exchange, which waits twice as long); MT_OK when all
+ * finished. Serves the control channel meanwhile; on abort returns
+ * MT_EABORTED, on timeout asks the others what they are doing and fails the
+ * launch with a message naming the ranks that never arrived. Either way
+ * marks the collective unfinished (m->dangling): MPI cannot cancel it. */
+mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what);
+
+/* ======================================================================== */
+/* Communicators (mpi_comms.c)                                               */
+/* ======================================================================== */
+
+/* One split of the world per set of axes of size > 1, at launch (blocking:
+ * every rank is inside the launch then). */
+mt_status mt__mpi_make_set_comms(mt_mpi *m);
+/* The communicator of group g (of two or more), made on first use. */
+mt_status mt__mpi_group_comm(mt_mpi *m, const mt_group *g, MPI_Comm *out);
+/* Frees every communicator of the launch (world and ctl too). */
+void      mt__mpi_free_comms(mt_mpi *m);
+
+/* ======================================================================== */
+/* Collectives (mpi.c) and the launch (mpi_launch.c)                         */
+/* ======================================================================== */
+
+/* Creates m->fmax / m->fmin, the reductions that keep NaN; freed by
+ * mt__mpi_reductions_free. */
+void mt__mpi_reductions_create(mt_mpi *m);
+void mt__mpi_reductions_free(mt_mpi *m);
+
+/* The table's launch: creates this rank's device, runs fn on it and returns
+ * the launch's result, the same on every rank. */
+mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+
+#endif /* MT_HAVE_MPI */
+#endif /* MT_MPI_IMPL_H */

@@ -1,0 +1,406 @@
+/*
+ * mpi_launch.c — the MPI transport's launch: every rank calls mt_launch;
+ * this starts MPI if nobody has, builds this rank's device (device id =
+ * world rank), runs the device function, and makes every rank return the
+ * same result.
+ *
+ * The end of a launch. Every rank all-gathers (non-blocking, with the
+ * timeout) its outcome: status, message, and whether it left a collective
+ * unfinished. All ranks pick the same failure (a real error before a
+ * timeout before MT_EABORTED, then the lowest device) and return it. MPI
+ * cannot cancel a posted collective, so when any rank left one unfinished,
+ * the MPI state is no longer usable: rank 0 prints the agreed message and
+ * calls MPI_Abort, which ends every rank of the job (exit status 1) rather
+ * than leave one hanging. The same happens when the end-of-launch exchange
+ * itself times out (the rank that saw it prints and aborts). Failures that
+ * left nothing unfinished (a device returning an error after its last
+ * collective, a bad mesh spec) are returned as values on every rank.
+ * A rank that dies (segfault, exit(3)) is noticed by mpirun, which kills the
+ * job; the timeout covers anything mpirun does not catch. With a trace, the
+ * ranks then agree on the trace's status the same way (only rank 0 writes
+ * the gathered file, so only it can see that writing failed). Last, the
+ * control channel is drained and closed (mpi_ctl.c).
+ *
+ * Global state (forced by MPI, which is initialised once per process and
+ * finalised once): whether meshtrain initialised MPI (then it finalises it
+ * at exit, not at the end of a launch, so that a process can launch again),
+ * and whether a launch is running (an exit() in the middle of one must not
+ * finalise: finalising would wait for ranks that are waiting for us, while
+ * exiting without it makes mpirun end the job).
+ */
+#ifdef MT_HAVE_MPI
+
+#include "base/base_impl.h"
+#include "comm/mpi_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool        mpi_we_initialised;   /* see the file comment */
+static atomic_bool mpi_launch_running;
+
+/* What each rank contributes to the end-of-launch agreement. */
+typedef struct {
+    int32_t status, device, dangling, pad;
+    char    msg[1008];
+} outcome;
+
+/* One launch on this rank: the transport's state (whose ls and ctx are the
+ * ones below) and what only the launch uses. */
+typedef struct {
+    mt_mpi          *m;
+    mt_launch_state *ls;
+    mt_ctx          *ctx;        /* this rank's device */
+    bool             have_ctx;   /* ctx was set up (mt__ctx_init) */
+    mt_mesh         *mesh;
+    outcome         *all;        /* (size) every rank's outcome, after an exchange */
+} mpi_run;
+
+/* ======================================================================== */
+/* Starting MPI, and stopping every rank                                     */
+/* ======================================================================== */
+
+static void mpi_at_exit(void) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized || atomic_load(&mpi_launch_running)) return;
+    MPI_Finalize();
+}
+
+/* Starts MPI if needed; the world size and this rank. */
+static mt_status mpi_start(int *rank, int *size) {
+    int inited = 0, finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return mt_fail(MT_ESTATE, "MPI was already finalised; a launch on the mpi transport "
+                       "must come before MPI_Finalize");
+    MPI_Initialized(&inited);
+    if (!inited) {
+        /* Open MPI's libnbc runs an in-place MPI_Iallreduce on fewer than 4
+         * ranks as reduce + broadcast (binomial), half the speed of the
+         * blocking call at every size measured (2026-11-29, 2-core Zen 5 dev
+         * VM, Open MPI 4.1); its ring is on a par. MCA parameters are read at
+         * initialisation, and a user's setting wins. */
+        setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+        int provided = 0;
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) return mt__mpi_error(rc, "MPI_Init_thread");
+        mpi_we_initialised = true;
+        atexit(mpi_at_exit);
+    }
+    int provided = 0, is_main = 0;
+    MPI_Query_thread(&provided);
+    MPI_Is_thread_main(&is_main);
+    if (!is_main && provided < MPI_THREAD_SERIALIZED)
+        return mt_fail(MT_ESTATE, "mt_launch on the mpi transport was called from a thread other "
+                       "than the one that initialised MPI, which MPI_THREAD_FUNNELED forbids; call "
+                       "it from the main thread, or initialise MPI with MPI_THREAD_SERIALIZED");
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return MT_OK;
+}
+
+/* Ranks sharing this node, and the CPUs they may run on together (the union
+ * of their affinity masks: bound one to a core, or all on a node's cpuset),
+ * to size kernel threads and the waiting policy. */
+static int local_ranks(MPI_Comm world, int *node_cpus) {
+    MPI_Comm node;
+    int n = 1;
+    unsigned char mine[MT_CPU_SET_BYTES], all[MT_CPU_SET_BYTES];
+    *node_cpus = mt__cpu_set(mine);
+    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        if (MPI_Allreduce(mine, all, MT_CPU_SET_BYTES, MPI_BYTE, MPI_BOR, node) == MPI_SUCCESS) {
+            int count = 0;
+            for (int i = 0; i < MT_CPU_SET_BYTES; i++) count += __builtin_popcount(all[i]);
+            if (count > 0) *node_cpus = count;
+        }
+        MPI_Comm_free(&node);
+    }
+    return n;
+}
+
+
+/* Prints the agreed failure (printf-style) and ends every rank: a collective
+ * was left unfinished somewhere, and MPI cannot cancel it. The text goes out
+ * in one write, so that ranks dying together do not interleave their lines. */
+static _Noreturn void mpi_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static _Noreturn void mpi_die(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "meshtrain: %s\nmeshtrain: a collective was left unfinished and MPI cannot "
+            "cancel it: stopping every rank (MPI_Abort)\n", msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+/* Before dying on an agreed failure: rank 0 prints it and aborts the job,
+ * so the other ranks give it time to (their own abort is only a fallback). */
+static void let_rank0_abort(int rank) {
+    if (rank != 0) {
+        struct timespec nap = {10, 0};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* ======================================================================== */
+/* The launch's state                                                        */
+/* ======================================================================== */
+
+/* Frees what launch_new made (any part of it may be missing). */
+static void launch_free(mpi_run *r) {
+    if (r->have_ctx) mt__ctx_free(r->ctx);
+    mt_mpi *m = r->m;
+    if (m) {
+        mt__mpi_free_comms(m);
+        mt__mpi_reductions_free(m);
+        for (int i = 0; i < m->n_out; i++) free(m->out[i]);
+        free(m->out), free(m->sent_to), free(m->replies), free(m->replied), free(m->scratch);
+        free(m);
+    }
+    free(r->ctx);
+    free(r->all);
+    if (r->ls) mt__launch_state_free(r->ls);
+    free(r->ls);
+    mt_mesh_free(r->mesh);
+}
+
+/* The launch's state on this rank of `size`: the transport's (no
+ * communicator yet), the launch state and an empty ctx. Owns `mesh` from
+ * here on, also when it fails. */
+static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mesh, int rank,
+                            int size) {
+    memset(r, 0, sizeof *r);
+    r->mesh = mesh;
+    r->ls = calloc(1, sizeof *r->ls);
+    r->ctx = calloc(1, sizeof *r->ctx);
+    r->all = calloc((size_t)size, sizeof *r->all);
+    mt_mpi *m = r->m = calloc(1, sizeof *m);
+    if (m) {
+        /* MPI's null handles first: launch_free may see them */
+        m->world = m->ctl = MPI_COMM_NULL;
+        m->in_req = MPI_REQUEST_NULL;
+        for (int i = 0; i < SET_COMMS; i++) m->set_comm[i] = MPI_COMM_NULL;
+        m->fmax = m->fmin = MPI_OP_NULL;
+        m->sent_to = calloc((size_t)size, sizeof *m->sent_to);
+        m->replies = calloc((size_t)size, sizeof *m->replies);
+        m->replied = calloc((size_t)size, sizeof *m->replied);
+    }
+    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied ||
+        mt__launch_state_init(r->ls, opts, mesh, &mt__mpi_transport, 1, rank, size) != MT_OK) {
+        launch_free(r);
+        /* the other ranks then time out in their first collective */
+        return mt_fail(MT_ENOMEM, "cannot allocate the launch state of rank %d", rank);
+    }
+    m->rank = rank;
+    m->size = size;
+    m->timeout_s = r->ls->timeout_s;
+    mt__mpi_reductions_create(m);
+    m->ls = r->ls;
+    m->ctx = r->ctx;
+    r->ls->transport = m;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The steps of a launch                                                     */
+/* ======================================================================== */
+
+/* Waits until every rank has called mt_launch: a non-blocking dup of the
+ * world waited on with the timeout (there is no control channel yet to ask
+ * who is missing); dies when one never comes. */
+static void join_world(mt_mpi *m) {
+    MPI_Request req;
+    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->world, &req);
+    if (rc != MPI_SUCCESS) {
+        mt__mpi_error(rc, "MPI_Comm_idup");
+        mpi_die("%s", mt_errmsg());
+    }
+    for (double t0 = mt_time_now();;) {
+        int done = 0;
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        double waited = mt_time_now() - t0;
+        if (waited > m->timeout_s)
+            mpi_die("device %d: not every one of the %d ranks called mt_launch within %.3g s; "
+                    "every rank must launch the same mesh (MT_COMM_TIMEOUT)", m->rank, m->size,
+                    m->timeout_s);
+        mt__mpi_backoff(m, 100000, waited);
+    }
+}
+
+/* Once every rank is here: the CPUs this node's ranks share, the control
+ * channel, the communicators, the trace clock and this rank's device. The
+ * set-up is blocking, but every rank is inside it. */
+static mt_status set_up(mpi_run *r, const mt_launch_opts *opts) {
+    mt_mpi *m = r->m;
+    mt_launch_state *ls = r->ls;
+    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+    int nlocal = local_ranks(m->world, &ls->n_cores);
+    m->oversubscribed = nlocal > ls->n_cores;
+    ls->may_spin = !m->oversubscribed;
+    ls->kernel_threads = mt__launch_kernel_threads(opts, ls->n_cores, nlocal);
+    int rc = MPI_Comm_dup(m->world, &m->ctl);
+    mt_status s = rc == MPI_SUCCESS ? mt__mpi_make_set_comms(m) : mt__mpi_error(rc, "MPI_Comm_dup");
+    if (s == MT_OK) s = mt__mpi_ctl_open(m);
+    /* Trace times count from here, not from the call to mt_launch: every rank
+     * has just left the same blocking set-up collectives, so the ranks' tracks
+     * line up however late each one entered mt_launch (join_world waited for
+     * the last). mt__ctx_init copies it to the ctx. */
+    ls->t_start = mt_time_now();
+    if (s == MT_OK && (s = mt__ctx_init(r->ctx, ls, m->rank)) == MT_OK) {
+        r->have_ctx = true;
+        r->ctx->transport = m;
+    }
+    return s;
+}
+
+/* What this rank tells the others at the end. */
+static outcome make_outcome(const mt_mpi *m, mt_status st, const char *msg) {
+    outcome o;
+    memset(&o, 0, sizeof o);
+    o.status = st;
+    o.device = m->rank;
+    o.dangling = m->dangling;
+    snprintf(o.msg, sizeof o.msg, "%s", msg);
+    return o;
+}
+
+/* Every rank's `mine` into r->all, non-blocking with the timeout of the end
+ * of the launch (mt__mpi_wait); MT_OK or the exchange's failure. */
+static mt_status exchange(mpi_run *r, const outcome *mine) {
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, r->all, (int)sizeof *mine,
+                            MPI_BYTE, r->m->ctl, &req);
+    return rc == MPI_SUCCESS ? mt__mpi_wait(r->m, NULL, 1, &req, "the end of the launch")
+                             : mt__mpi_error(rc, "MPI_Iallgather");
+}
+
+/* Index of the failure every rank reports: a real error first, then a
+ * timeout, then MT_EABORTED; the lowest device among equals. -1: none. */
+static int pick_failure(const outcome *o, int n) {
+    int best = -1, best_rank = 4;
+    for (int i = 0; i < n; i++) {
+        if (o[i].status == MT_OK) continue;
+        int r = o[i].status == MT_EABORTED ? 3 : o[i].status == MT_ETIMEOUT ? 2 : 1;
+        if (r < best_rank) best = i, best_rank = r;
+    }
+    return best;
+}
+
+/* Whether any rank left a collective unfinished. */
+static bool any_dangling(const outcome *o, int n) {
+    bool dangling = false;
+    for (int r = 0; r < n; r++) dangling |= o[r].dangling != 0;
+    return dangling;
+}
+
+/* Runs the device (or, when its set-up failed with `st`, fails it), then
+ * agrees with every rank on the launch's outcome: the agreed failure becomes
+ * this rank's (ls->failed_*), and the launch's result is returned with its
+ * message (mt__launch_result). Dies when the exchange fails or any rank
+ * left a collective unfinished. */
+static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *arg) {
+    mt_mpi *m = r->m;
+    mt_launch_state *ls = r->ls;
+    /* a set-up failure reaches the others in the agreement */
+    if (r->have_ctx) st = mt__device_run(r->ctx, fn, arg);
+    else mt__launch_fail(ls, m->rank, st, mt_errmsg());
+    outcome mine = make_outcome(m, st, st == MT_OK ? "" : mt_errmsg());
+    if (st != MT_OK && st != MT_EABORTED) mt__mpi_ctl_notify_failure(m, st, mine.msg);
+    m->phase = PHASE_FINISHED;
+
+    if (exchange(r, &mine) != MT_OK) {
+        /* the failure that started it all (this rank's first) comes first */
+        if (ls->failed_device >= 0)
+            mpi_die("device %d: %s\nmeshtrain: then %s", ls->failed_device, ls->failed_msg,
+                    mt_errmsg());
+        mpi_die("%s", mt_errmsg());
+    }
+    m->closing = true;
+    int f = pick_failure(r->all, m->size);
+    if (f >= 0) {
+        /* every rank reports the agreed failure, whatever it saw first */
+        atomic_store(&ls->fail_claimed, 1);
+        ls->failed_device = r->all[f].device;
+        ls->failed_status = r->all[f].status;
+        snprintf(ls->failed_msg, sizeof ls->failed_msg, "%s", r->all[f].msg);
+        atomic_store(&ls->abort, 1);   /* the trace writer then keeps per-rank files */
+    }
+    if (any_dangling(r->all, m->size)) {
+        if (ls->trace_path) mt__trace_write(ls, &r->ctx, 1);
+        let_rank0_abort(m->rank);
+        mt__launch_result(ls);   /* the agreed failure's message, raised over the trace's */
+        mpi_die("%s", mt_errmsg());
+    }
+    return mt__launch_result(ls);
+}
+
+/* Writes the trace and agrees with every rank on its status. Only rank 0
+ * writes the gathered trace (and any rank may have had to write its own file
+ * instead), so the ranks' trace statuses differ: agreeing on them as on the
+ * launch's outcome keeps rank 0 alone from reporting a file it could not
+ * write. Returns the index in r->all of the agreed trace failure, -1 none. */
+static int trace_and_agree(mpi_run *r) {
+    mt_mpi *m = r->m;
+    mt_status ts = mt__trace_write(r->ls, &r->ctx, 1);
+    /* its dangling flag: the trace's gathers are collectives too */
+    outcome mine = make_outcome(m, ts, ts == MT_OK ? "" : mt_errmsg());
+    if (exchange(r, &mine) != MT_OK) mpi_die("%s", mt_errmsg());
+    int f = pick_failure(r->all, m->size);
+    if (any_dangling(r->all, m->size)) {
+        let_rank0_abort(m->rank);
+        mpi_die("%s", f >= 0 ? r->all[f].msg : "writing the trace left a collective unfinished");
+    }
+    return f;
+}
+
+/* ======================================================================== */
+/* The launch                                                                */
+/* ======================================================================== */
+
+mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
+    int rank = 0, size = 1;
+    mt_status s = mpi_start(&rank, &size);
+    if (s != MT_OK) return s;
+    /* configuration errors are the same on every rank: no exchange needed */
+    if (opts->devices != 0 && opts->devices != size)
+        return mt_fail(MT_EINVAL, "the launch asks for %d devices but mpirun started %d ranks "
+                       "(one device per rank); run `mpirun -np %d ...` or ask for 0 devices "
+                       "(the world size)", opts->devices, size, opts->devices);
+    mt_mesh *mesh = NULL;
+    s = mt_mesh_create(opts->mesh ? opts->mesh : "", size, &mesh);
+    if (s != MT_OK)
+        return mt_fail(s, "%s (under MPI the mesh has one device per rank: mpirun started %d)",
+                       mt_errmsg(), size);
+
+    mpi_run r;
+    if ((s = launch_new(&r, opts, mesh, rank, size)) != MT_OK) return s;
+    atomic_store(&mpi_launch_running, true);
+    join_world(r.m);
+    mt_status result = run_and_agree(&r, set_up(&r, opts), fn, arg);
+    const bool launch_failed = result != MT_OK;
+    /* a launch that succeeded returns the trace's status */
+    int trace_failed = r.ls->trace_path ? trace_and_agree(&r) : -1;
+    if (mt__mpi_ctl_close(r.m) != MT_OK) mpi_die("%s", mt_errmsg());
+
+    /* the result with its message, raised again over whatever the trace set
+     * (the agreed failure stays in ls: a later one cannot claim it) */
+    if (launch_failed)
+        result = mt__launch_result(r.ls);
+    else if (trace_failed >= 0)
+        result = mt_fail(r.all[trace_failed].status, "%s", r.all[trace_failed].msg);
+    launch_free(&r);
+    atomic_store(&mpi_launch_running, false);
+    return result;
+}
+
+#endif /* MT_HAVE_MPI */

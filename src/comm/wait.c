@@ -1,0 +1,131 @@
+/*
+ * wait.c — failing a launch, and waiting in a collective: the one wait step
+ * every transport's wait loop takes, and the messages of a wait given up.
+ *
+ * Failure: the first device to fail claims the launch's failed_* fields and
+ * then raises `abort` (release); every wait loop polls `abort` (acquire), so a
+ * device stuck in a collective returns MT_EABORTED within one wait step (or,
+ * in a rendezvous that already committed, once its peers' bounded copying is
+ * done) and nobody is left hanging.
+ *
+ * Waiting: spinning costs nothing while every device has a core of its own,
+ * and beats any wake-up; with more devices than cores a spinner steals the
+ * core its peer needs, so it yields at once. A long wait (a peer computing,
+ * or gone) sleeps so it gives the core away.
+ */
+#include "comm/transport_impl.h"
+
+#include <immintrin.h>
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+
+#define SPIN_LIMIT   2000    /* pause rounds before yielding (~ a few µs) */
+#define SLEEP_AFTER  10e-3   /* seconds of waiting after which each step sleeps */
+
+/* ======================================================================== */
+/* Failing the launch                                                        */
+/* ======================================================================== */
+
+mt_status mt__launch_fail(mt_launch_state *ls, int device, mt_status status, const char *msg) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&ls->fail_claimed, &expected, 1)) {
+        ls->failed_device = device;
+        ls->failed_status = status;
+        snprintf(ls->failed_msg, sizeof ls->failed_msg, "%s", msg ? msg : "");
+        /* publishes failed_* to every device that sees abort */
+        atomic_store_explicit(&ls->abort, 1, memory_order_release);
+    }
+    return status;
+}
+
+static mt_status aborted(mt_ctx *ctx) {
+    mt_launch_state *ls = ctx->launch;
+    if (ls->failed_device == ctx->device)
+        return mt_fail(MT_EABORTED, "%s", ls->failed_msg);
+    return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s", ctx->device,
+                   ctx->record->text[0] ? ctx->record->text : "its collective",
+                   ls->failed_device, ls->failed_msg);
+}
+
+static mt_status timed_out(mt_ctx *ctx, const mt_group *g, const int *waiting_for, int n_waiting) {
+    mt_launch_state *ls = ctx->launch;
+    char msg[1024];
+    int off = snprintf(msg, sizeof msg, "timed out after %g s in %s: ", ls->timeout_s,
+                       ctx->record->text[0] ? ctx->record->text : "a collective");
+    int missing[64];
+    int n = 0;
+    if (waiting_for) {
+        for (int i = 0; i < n_waiting && n < 64; i++) missing[n++] = waiting_for[i];
+    } else if (g) {
+        uint64_t mine = atomic_load(&ctx->record->seq);
+        for (int i = 0; i < g->size && n < 64; i++) {
+            int d = g->members[i];
+            if (d != ctx->device && atomic_load(&ls->records[d].seq) < mine) missing[n++] = d;
+        }
+    }
+    if (n == 0) {
+        off += snprintf(msg + off, sizeof msg - (size_t)off, "the other devices of the group over "
+                        "%s did not arrive", g ? g->label : "its axes");
+    } else {
+        off += snprintf(msg + off, sizeof msg - (size_t)off, "device%s", n > 1 ? "s" : "");
+        for (int i = 0; i < n && off < (int)sizeof msg; i++)
+            off += snprintf(msg + off, sizeof msg - (size_t)off, "%s %d", i ? "," : "", missing[i]);
+        off += snprintf(msg + off, sizeof msg - (size_t)off, " never arrived");
+        for (int i = 0; i < n && off < (int)sizeof msg - 1; i++) {
+            char rec[160];
+            const mt_device_record *r = &ls->records[missing[i]];
+            mt__record_text(ls, r, rec, sizeof rec);
+            off += snprintf(msg + off, sizeof msg - (size_t)off, "; device %d's last collective: %s%s",
+                            missing[i], rec[0] ? rec : "none",
+                            rec[0] ? (atomic_load(&r->in_collective) ? " (still in it)"
+                                                                     : " (finished)") : "");
+        }
+    }
+    if (off < (int)sizeof msg - 1)
+        snprintf(msg + off, sizeof msg - (size_t)off, "; check that every device of the group "
+                 "issues the same collectives, or raise the timeout (MT_COMM_TIMEOUT, seconds)");
+    mt__launch_fail(ls, ctx->device, MT_ETIMEOUT, msg);
+    return mt_fail(MT_ETIMEOUT, "%s", msg);
+}
+
+/* ======================================================================== */
+/* Waiting                                                                   */
+/* ======================================================================== */
+
+mt_status mt__wait_step(mt_ctx *ctx, int *spins) {
+    mt_launch_state *ls = ctx->launch;
+    int s = (*spins)++;
+    /* a wait that may not end (a committed rendezvous) can run for hours:
+     * keep the counter from overflowing, and on the same residue mod 64 so
+     * the sleeping below goes on */
+    if (s >= (1 << 30)) *spins -= 1 << 20;
+    if (ls->may_spin && s < SPIN_LIMIT) {
+        _mm_pause();
+        /* the clock and the abort flag every 64 rounds keep spinning cheap */
+        if ((s & 63) != 63) return MT_OK;
+    } else {
+        int y = ls->may_spin ? s - SPIN_LIMIT : s;
+        /* long waits (a peer computing, or gone) sleep so they give the core away */
+        if (y > 2000 && y % 64 == 0) {
+            static const struct timespec nap = {0, 50000};
+            double waited = ls->timeout_s - (ctx->deadline - mt_time_now());
+            if (waited > SLEEP_AFTER) nanosleep(&nap, NULL);
+            else sched_yield();
+        } else {
+            sched_yield();
+        }
+    }
+    if (atomic_load_explicit(&ls->abort, memory_order_acquire)) return MT_EABORTED;
+    if (mt_time_now() > ctx->deadline) return MT_ETIMEOUT;
+    return MT_OK;
+}
+
+mt_status mt__wait_fail(mt_ctx *ctx, const mt_group *g, mt_status st, const int *waiting_for,
+                        int n_waiting) {
+    if (st == MT_ETIMEOUT) return timed_out(ctx, g, waiting_for, n_waiting);
+    /* the launch has failed: make sure its failure is published first */
+    while (!atomic_load_explicit(&ctx->launch->abort, memory_order_acquire)) sched_yield();
+    return aborted(ctx);
+}
+

@@ -1,0 +1,68 @@
+/*
+ * profile_impl.h — the profile layer: trace events, one device's timeline,
+ * and the Chrome trace writer (internal).
+ *
+ * The layer sits below comm and knows nothing of devices' contexts or
+ * collectives: comm keeps one mt_trace_list per device (compute regions from
+ * mt_trace_begin/end, a span per collective) and, at the end of a launch,
+ * hands the lists to mt__trace_write_json as tracks (src/comm/trace.c, which
+ * also gathers the tracks of MPI ranks). The profiler grows here.
+ */
+#ifndef MT_PROFILE_IMPL_H
+#define MT_PROFILE_IMPL_H
+
+#include "meshtrain/base.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A trace event (Chrome trace "complete" event). Under MPI it travels as
+ * int32 words through the transport (src/comm/trace.c), so it holds no
+ * pointer. */
+typedef struct {
+    double   t0, t1;       /* seconds since launch */
+    char     name[48];
+    uint64_t bytes;        /* collectives; 0 for compute */
+    bool     is_comm;
+} mt_trace_event;
+
+/* One device's events in the order they began. It grows by doubling (one
+ * entry per region or collective, not per element); recording must not fail
+ * the run, so when memory runs out the event is dropped. */
+typedef struct {
+    mt_trace_event *events;   /* (cap); NULL: not recording */
+    int             n, cap;
+    int             open;     /* index of a region begun and not ended, -1 none */
+} mt_trace_list;
+
+/* Starts recording into an empty list with room for `cap` events; false
+ * when memory ran out (the list then records nothing). */
+bool mt__trace_list_init(mt_trace_list *l, int cap);
+void mt__trace_list_free(mt_trace_list *l);
+
+/* A new event at the end of the list, zeroed; NULL when memory ran out. */
+mt_trace_event *mt__trace_push(mt_trace_list *l);
+
+/* Begins the compute region `name` (NULL: "region") at `now` (seconds since
+ * launch); regions do not nest: an open one ends at `now`. A name longer than
+ * an event holds is cut at a UTF-8 character boundary. */
+void mt__trace_region_begin(mt_trace_list *l, double now, const char *name);
+/* Ends the open region (if any) at `now`. */
+void mt__trace_region_end(mt_trace_list *l, double now);
+
+/* One device's events as the writer sees them. */
+typedef struct {
+    int                   device;
+    const mt_trace_event *events;   /* (n) */
+    int                   n;
+    int                   open;     /* index of a region never ended, -1 none */
+    double                t_end;    /* closes that region */
+} mt_trace_track;
+
+/* Writes the tracks as one Chrome trace JSON file at `path` (the format
+ * chrome://tracing and Perfetto open), one track per device; MT_EIO, naming
+ * the path, when it cannot be written. */
+mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks);
+
+#endif /* MT_PROFILE_IMPL_H */

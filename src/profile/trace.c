@@ -1,0 +1,185 @@
+/*
+ * trace.c — per-device timelines and the Chrome trace writer.
+ *
+ * A timeline (mt_trace_list) holds a device's compute regions and the spans
+ * of its collectives, times in seconds since the launch started. At the end
+ * of a launch the writer turns every device's events into one Chrome trace
+ * JSON file (the "JSON Array/Object Format" that chrome://tracing and Perfetto
+ * open), one track per device:
+ *
+ *   {"traceEvents":[
+ *   {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"meshtrain"}},
+ *   {"name":"thread_name","ph":"M","pid":0,"tid":2,"args":{"name":"device 2"}},
+ *   {"name":"step","cat":"compute","ph":"X","ts":12.500,"dur":80.250,"pid":0,"tid":2},
+ *   {"name":"psum","cat":"comm","ph":"X","ts":92.750,"dur":3.125,"pid":0,"tid":2,
+ *    "args":{"bytes":16,"seq":1}},
+ *   ...],"displayTimeUnit":"ms"}
+ *
+ * ts/dur are microseconds since the launch started. "seq" is the collective's
+ * 1-based sequence number on its device: every collective is recorded, in
+ * issue order, so it is the ordinal of the comm event on its track.
+ *
+ * JSON must be UTF-8, and one stray byte in a region name (Latin-1 text, a
+ * name cut in the middle of a character) would make the whole file
+ * unreadable to json.load and Perfetto: names are cut at character
+ * boundaries when recorded, and the writer replaces what is still not UTF-8.
+ */
+#include "profile/profile_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Recording                                                                 */
+/* ======================================================================== */
+
+bool mt__trace_list_init(mt_trace_list *l, int cap) {
+    l->n = 0;
+    l->open = -1;
+    l->events = malloc((size_t)cap * sizeof *l->events);
+    l->cap = l->events ? cap : 0;
+    return l->events != NULL;
+}
+
+void mt__trace_list_free(mt_trace_list *l) {
+    free(l->events);
+    l->events = NULL;
+    l->n = l->cap = 0;
+    l->open = -1;
+}
+
+mt_trace_event *mt__trace_push(mt_trace_list *l) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        mt_trace_event *e = realloc(l->events, (size_t)cap * sizeof *e);
+        if (!e) return NULL;
+        l->events = e;
+        l->cap = cap;
+    }
+    mt_trace_event *e = &l->events[l->n++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+/* Copies name into dst[cap], cut at a UTF-8 character boundary: a cut in the
+ * middle of a multi-byte character leaves half of it, which is not UTF-8 (the
+ * writer would print it as U+FFFD; cutting before it keeps the name clean). */
+static void copy_name(char *dst, size_t cap, const char *name) {
+    size_t n = strlen(name);
+    if (n >= cap) {
+        n = cap - 1;
+        /* name[n] is the first byte dropped: while it continues a character
+         * that began before the cut, drop that character's start too */
+        while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(dst, name, n);
+    dst[n] = '\0';
+}
+
+void mt__trace_region_begin(mt_trace_list *l, double now, const char *name) {
+    /* regions do not nest: a begin without an end closes the open one */
+    if (l->open >= 0 && l->open < l->n) l->events[l->open].t1 = now;
+    l->open = -1;
+    mt_trace_event *e = mt__trace_push(l);
+    if (!e) return;
+    e->t0 = e->t1 = now;
+    copy_name(e->name, sizeof e->name, name ? name : "region");
+    e->is_comm = false;
+    l->open = l->n - 1;
+}
+
+void mt__trace_region_end(mt_trace_list *l, double now) {
+    if (l->open >= 0 && l->open < l->n) l->events[l->open].t1 = now;
+    l->open = -1;
+}
+
+/* ======================================================================== */
+/* Writing                                                                   */
+/* ======================================================================== */
+
+/* The length of the well-formed UTF-8 sequence at p (n bytes left), 0 if
+ * there is none: no overlong forms, no surrogates, nothing above U+10FFFF
+ * (RFC 3629, table 3-7 of the Unicode standard). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    const unsigned c = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;   /* the range of the second byte */
+    if (c < 0x80) return 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;          /* overlong */
+        else if (c == 0xED) hi = 0x9F;     /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;          /* overlong */
+        else if (c == 0xF4) hi = 0x8F;     /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+/* A JSON string of at most `cap` bytes of s: quotes, backslashes and control
+ * bytes escaped, and bytes that are not UTF-8 written as U+FFFD (see the
+ * file comment). */
+static void put_json_string(FILE *f, const char *s, size_t cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strnlen(s, cap);
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c), i++;
+        else if (c < 0x20) fprintf(f, "\\u%04x", c), i++;
+        else {
+            size_t len = utf8_len(p + i, n - i);
+            if (len == 0) fputs("\\ufffd", f), i++;
+            else fwrite(p + i, 1, len, f), i += len;
+        }
+    }
+    fputc('"', f);
+}
+
+mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return mt_fail(MT_EIO, "cannot write the trace to '%s'; check that its directory "
+                       "exists and is writable", path);
+    fputs("{\"traceEvents\":[\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+          "\"args\":{\"name\":\"meshtrain\"}}", f);
+    for (int t = 0; t < n_tracks; t++) {
+        const int dev = tracks[t].device;
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                "\"args\":{\"name\":\"device %d\"}}", dev, dev);
+        fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                "\"args\":{\"sort_index\":%d}}", dev, dev);
+    }
+    for (int t = 0; t < n_tracks; t++) {
+        const mt_trace_track *tr = &tracks[t];
+        uint64_t seq = 0;
+        for (int i = 0; i < tr->n; i++) {
+            const mt_trace_event *e = &tr->events[i];
+            double t1 = i == tr->open ? tr->t_end : e->t1;
+            if (t1 < e->t0) t1 = e->t0;
+            fputs(",\n{\"name\":", f);
+            put_json_string(f, e->name, sizeof e->name);
+            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
+                    e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tr->device);
+            if (e->is_comm)
+                fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu}",
+                        (unsigned long long)e->bytes, (unsigned long long)++seq);
+            fputc('}', f);
+        }
+    }
+    fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = true;
+    if (bad)
+        return mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", path);
+    return MT_OK;
+}
