@@ -57,10 +57,25 @@ mt_status mt__match_check(mt_ctx *ctx, mt_group *g, const mt_coll_desc *d);
 
 /* MT_EINVAL unless dtype is one the collectives move. */
 mt_status mt__check_dtype(const char *what, mt_dtype dtype);
-/* MT_EINVAL when the buffer `name` is NULL but count elements go through it. */
-mt_status mt__check_buf(const char *what, const char *name, const void *p, size_t count);
+
+/* MT_EINVAL when the buffer `name` is NULL but count elements go through it.
+ * (Inline, as the next one: every collective runs them, and a call to a
+ * global function costs the smallest collectives measurably.) */
+static inline mt_status mt__check_buf(const char *what, const char *name, const void *p,
+                                      size_t count) {
+    if (!p && count > 0)
+        return mt_fail(MT_EINVAL, "%s: %s is NULL but count is %zu", what, name, count);
+    return MT_OK;
+}
+
 /* MT_EINVAL unless count·factor elements of dtype fit in size_t. */
-mt_status mt__check_size(const char *what, size_t count, size_t factor, mt_dtype dtype);
+static inline mt_status mt__check_size(const char *what, size_t count, size_t factor,
+                                       mt_dtype dtype) {
+    size_t es = mt_dtype_size(dtype);
+    if (factor && count > SIZE_MAX / factor / es)
+        return mt_fail(MT_EINVAL, "%s: count %zu is too large", what, count);
+    return MT_OK;
+}
 
 /* The head of a blocking collective: the asynchronous queue flushed (every
  * device runs its collectives in the order it issued them), the group

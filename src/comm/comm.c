@@ -23,19 +23,6 @@ mt_status mt__check_dtype(const char *what, mt_dtype dtype) {
     return MT_OK;
 }
 
-mt_status mt__check_buf(const char *what, const char *name, const void *p, size_t count) {
-    if (!p && count > 0)
-        return mt_fail(MT_EINVAL, "%s: %s is NULL but count is %zu", what, name, count);
-    return MT_OK;
-}
-
-mt_status mt__check_size(const char *what, size_t count, size_t factor, mt_dtype dtype) {
-    size_t es = mt_dtype_size(dtype);
-    if (factor && count > SIZE_MAX / factor / es)
-        return mt_fail(MT_EINVAL, "%s: count %zu is too large", what, count);
-    return MT_OK;
-}
-
 mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
     if (ctx->n_pending > 0) {
         mt_status st = mt__flush_pending(ctx, ctx->n_pending);
@@ -48,8 +35,9 @@ mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
 /* Reductions                                                                */
 /* ======================================================================== */
 
-mt_status mt__do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
-                            mt_reduce_op op, bool mean) {
+/* mt__do_all_reduce; static, so that the public forms below call it directly. */
+static mt_status do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count,
+                               mt_dtype dtype, mt_reduce_op op, bool mean) {
     const char *what = mean ? "pmean" : "all_reduce";
     mt_status st;
     if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "buf", buf, count)) ||
@@ -72,11 +60,16 @@ mt_status mt__do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, 
     return mt__coll_end(ctx, g, &d, st);
 }
 
+mt_status mt__do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                            mt_reduce_op op, bool mean) {
+    return do_all_reduce(ctx, axes, buf, count, dtype, op, mean);
+}
+
 mt_status mt_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                         mt_reduce_op op) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : mt__do_all_reduce(ctx, axes, buf, count, dtype, op, false);
+    return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, dtype, op, false);
 }
 
 mt_status mt_psum(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
@@ -90,7 +83,7 @@ mt_status mt_pmax(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
 mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : mt__do_all_reduce(ctx, axes, buf, count, MT_F32, MT_REDUCE_SUM, true);
+    return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, MT_F32, MT_REDUCE_SUM, true);
 }
 
 /* ======================================================================== */
@@ -99,15 +92,15 @@ mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
 
 /* The three collectives whose buffers are P blocks of count elements (recv
  * for all_gather, send for psum_scatter, both for all_to_all) and whose
- * group of one is a copy of count elements; `kind` names them in messages
- * (mt__coll_name). The record counts the bytes this device contributes. */
-static mt_status do_blocks(mt_ctx *ctx, mt_axes axes, int kind, const void *send, void *recv,
+ * group of one is a copy of count elements, on the resolved group g; `kind`
+ * names them in messages (mt__coll_name). The record counts the bytes this
+ * device contributes. */
+static mt_status do_blocks(mt_ctx *ctx, mt_group *g, int kind, const void *send, void *recv,
                            size_t count, mt_dtype dtype) {
     const char *what = mt__coll_name(kind);
     mt_status st;
-    mt_group *g;
     if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "send", send, count)) ||
-        (st = mt__check_buf(what, "recv", recv, count)) || (st = mt__ctx_group(ctx, axes, &g)) ||
+        (st = mt__check_buf(what, "recv", recv, count)) ||
         (st = mt__check_size(what, count, (size_t)g->size, dtype)))
         return st;
     size_t bytes = count * mt_dtype_size(dtype);
@@ -129,14 +122,22 @@ static mt_status do_blocks(mt_ctx *ctx, mt_axes axes, int kind, const void *send
     return mt__coll_end(ctx, g, &d, st);
 }
 
+/* do_blocks over `axes`, without the prologue (its callers ran it). */
+static mt_status do_blocks_over(mt_ctx *ctx, mt_axes axes, int kind, const void *send,
+                                void *recv, size_t count, mt_dtype dtype) {
+    mt_group *g;
+    mt_status st = mt__ctx_group(ctx, axes, &g);
+    return st != MT_OK ? st : do_blocks(ctx, g, kind, send, recv, count, dtype);
+}
+
 mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                             size_t count, mt_dtype dtype) {
-    return do_blocks(ctx, axes, MT_COLL_ALL_GATHER, send, recv, count, dtype);
+    return do_blocks_over(ctx, axes, MT_COLL_ALL_GATHER, send, recv, count, dtype);
 }
 
 mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                               size_t count, mt_dtype dtype) {
-    return do_blocks(ctx, axes, MT_COLL_REDUCE_SCATTER, send, recv, count, dtype);
+    return do_blocks_over(ctx, axes, MT_COLL_REDUCE_SCATTER, send, recv, count, dtype);
 }
 
 /* The public block collectives: the prologue, then do_blocks. */
@@ -144,7 +145,7 @@ static mt_status blocks(mt_ctx *ctx, mt_axes axes, int kind, const void *send, v
                         size_t count, mt_dtype dtype) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_blocks(ctx, axes, kind, send, recv, count, dtype);
+    return st != MT_OK ? st : do_blocks(ctx, g, kind, send, recv, count, dtype);
 }
 
 mt_status mt_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,

@@ -19,23 +19,6 @@
 /* Names                                                                     */
 /* ======================================================================== */
 
-const char *mt__coll_name(int kind) {
-    if ((kind & 15) == MT_COLL_ALL_REDUCE) {
-        if (kind & MT_COLL_MEAN) return "pmean";
-        int op = (kind >> 4) & 3;
-        return op == MT_REDUCE_MAX ? "pmax" : op == MT_REDUCE_MIN ? "pmin" : "psum";
-    }
-    switch (kind & 15) {
-    case MT_COLL_ALL_GATHER: return "all_gather";
-    case MT_COLL_REDUCE_SCATTER: return "psum_scatter";
-    case MT_COLL_ALL_TO_ALL: return "all_to_all";
-    case MT_COLL_PERMUTE: return "ppermute";
-    case MT_COLL_BROADCAST: return "broadcast";
-    case MT_COLL_BARRIER: return "barrier";
-    }
-    return "collective";
-}
-
 void mt__axes_label(const mt_mesh *mesh, uint32_t key, char *buf, size_t cap) {
     size_t off = (size_t)snprintf(buf, cap, "'");
     for (int i = 0; key >> (4 * i) && i < 8 && off < cap; i++) {

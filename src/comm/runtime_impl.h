@@ -193,8 +193,24 @@ mt_status mt__wait_fail(mt_ctx *ctx, const mt_group *g, mt_status st, const int 
 
 /* ---- records (record.c) ------------------------------------------------- */
 
-/* "psum", "all_gather", ... for a record's kind field. */
-const char *mt__coll_name(int kind);
+/* "psum", "all_gather", ... for a record's kind field. (Inline: every
+ * collective names itself, in its record and in its argument checks.) */
+static inline const char *mt__coll_name(int kind) {
+    if ((kind & 15) == MT_COLL_ALL_REDUCE) {
+        if (kind & MT_COLL_MEAN) return "pmean";
+        int op = (kind >> 4) & 3;
+        return op == MT_REDUCE_MAX ? "pmax" : op == MT_REDUCE_MIN ? "pmin" : "psum";
+    }
+    switch (kind & 15) {
+    case MT_COLL_ALL_GATHER: return "all_gather";
+    case MT_COLL_REDUCE_SCATTER: return "psum_scatter";
+    case MT_COLL_ALL_TO_ALL: return "all_to_all";
+    case MT_COLL_PERMUTE: return "ppermute";
+    case MT_COLL_BROADCAST: return "broadcast";
+    case MT_COLL_BARRIER: return "barrier";
+    }
+    return "collective";
+}
 
 /* Formats another device's record ("#12 psum over 'data' f32 4096 bytes"),
  * read with acquire/retry so it is safe while that device runs on. */
