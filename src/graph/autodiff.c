@@ -1,8 +1,8 @@
 /*
  * autodiff.c — reverse-mode differentiation of a built graph.
  *
- * Walks the forward nodes backwards from the loss and asks each op's backward
- * builder (ops/op_table.c) to emit the nodes that compute the gradients of its
+ * Walks the forward nodes backwards from the loss and asks each op's gradient
+ * rule (grad_rules.c) to emit the nodes that compute the gradients of its
  * inputs. Each emitted node is tagged:
  *   B  when the tensor it differentiates depends on the data (an activation):
  *      its gradient is needed to keep propagating towards the inputs;
@@ -10,10 +10,13 @@
  *      waits for it, so a pipeline schedule may defer it (zero bubble).
  * Gradients accumulate: the first contribution to an activation gradient
  * writes, later ones add; parameter gradients always add, so running F+B+W
- * over several microbatches accumulates their gradient.
+ * over several microbatches accumulates their gradient. The rules only say
+ * what to compute from what; this file decides where the result goes and
+ * whether it adds, for every output of a node (one or two).
  */
 #include "graph/graph_impl.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
@@ -36,15 +39,22 @@ mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
     return gr;
 }
 
-void mt__emit_grad(mt_graph *g, mt_tensor *wrt, mt_node *node) {
-    if (!wrt->needs_grad || wrt->dtype != MT_F32) return;
+/* Takes the next contribution to the gradient of wrt: returns grad(wrt) (NULL
+ * on error) and sets *acc and, for a parameter's first one, `first_bit` in
+ * *param_first. */
+static mt_tensor *contribute(mt_graph *g, mt_tensor *wrt, bool *acc, uint8_t *param_first,
+                             uint8_t first_bit) {
     mt_tensor *root = mt__storage_root(wrt);
-    node->out = mt__grad_of(g, wrt);
-    if (!node->out) return;
-    node->phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W;
-    node->acc = root->kind == MT_PARAM || root->grad_emitted > 0;
-    if (root->kind == MT_PARAM && root->grad_emitted == 0) node->param_first |= 1;
+    mt_tensor *gr = mt__grad_of(g, wrt);
+    if (!gr) return NULL;
+    *acc = root->kind == MT_PARAM || root->grad_emitted > 0;
+    if (root->kind == MT_PARAM && root->grad_emitted == 0) *param_first |= first_bit;
     root->grad_emitted++;
+    return gr;
+}
+
+/* Appends node (its outputs filled in) and puts it in its phase's run order. */
+static void append(mt_graph *g, const mt_node *node) {
     int idx = mt__node_add(g, node);
     if (idx < 0) return;
     int **order = node->phase == MT_PHASE_B ? &g->order_b : &g->order_w;
@@ -53,6 +63,28 @@ void mt__emit_grad(mt_graph *g, mt_tensor *wrt, mt_node *node) {
     if (!p) { mt__graph_error(g, MT_ENOMEM, "out of memory for the backward schedule"); return; }
     *order = p;
     (*order)[(*n)++] = idx;
+}
+
+/* Whether a gradient flows to t. */
+static bool takes_grad(const mt_tensor *t) { return t->needs_grad && t->dtype == MT_F32; }
+
+void mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call) {
+    if (!takes_grad(wrt)) return;
+    mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
+    node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
+    if (node.call.out) append(g, &node);
+}
+
+void mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_call *call) {
+    if (!takes_grad(wrt)) return;
+    mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
+    /* out2's gradient tensor is made first, as layernorm's rule always made
+     * db's before dw's: creation order sets tensor ids, hence default names
+     * and the buffer plan's order among tensors of equal size */
+    node.call.out2 = contribute(g, wrt2, &node.call.acc2, &node.param_first, MT_FIRST_OUT2);
+    if (!node.call.out2) return;
+    node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
+    if (node.call.out) append(g, &node);
 }
 
 /* A tensor and everything it is a view of. */
@@ -71,9 +103,9 @@ mt_status mt__autodiff(mt_graph *g) {
     if (!on_path) return mt_fail(MT_ENOMEM, "out of memory in autodiff");
     mark(g->loss, on_path);
     for (int i = n_fwd - 1; i >= 0; i--) {
-        mt_node *n = &g->nodes[i];
-        if (!on_path[n->out->id]) continue;
-        for (int k = 0; k < n->n_in; k++) mark(n->in[k], on_path);
+        const mt_op_call *c = &g->nodes[i].call;
+        if (!on_path[c->out->id]) continue;
+        for (int k = 0; k < c->n_in; k++) mark(c->in[k], on_path);
     }
 
     /* 2. Emit, last forward node first. The seed d(loss)/d(loss) = 1 is
@@ -81,10 +113,12 @@ mt_status mt__autodiff(mt_graph *g) {
     mt_tensor *seed = mt__grad_of(g, g->loss);
     if (seed) mt__storage_root(g->loss)->grad_emitted = 1;
     for (int i = n_fwd - 1; i >= 0 && g->status == MT_OK; i--) {
-        mt_node n = g->nodes[i];   /* copy: emitting may move the node array */
-        if (!on_path[n.out->id] || !n.out->needs_grad) continue;
-        if (mt__storage_root(n.out)->grad_emitted == 0) continue;  /* no gradient arrives */
-        mt__op_def(n.op)->backward(g, &n);
+        mt_op_call fwd = g->nodes[i].call;   /* copy: emitting may move the node array */
+        if (!on_path[fwd.out->id] || !fwd.out->needs_grad) continue;
+        if (mt__storage_root(fwd.out)->grad_emitted == 0) continue;  /* no gradient arrives */
+        mt_grad_rule rule = mt__grad_rule(fwd.op);
+        assert(rule);   /* every forward op has one */
+        rule(g, &fwd);
     }
     free(on_path);
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);

@@ -6,24 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Runs one node; with profiling on, adds its time to its op's row. */
+/* Runs one node; with profiling on, adds its time to its op's row. While the
+ * gradients are marked zero, a parameter gradient's first contribution
+ * overwrites instead of adding, whichever output of the node receives it. */
 static void run_node(mt_graph *g, const mt_node *n) {
-    mt_node first;
-    if (g->grads_zero && n->param_first) {   /* overwrite instead of add */
-        first = *n;
-        if (first.param_first & 1) first.acc = false;
-        if (first.param_first & 2) first.i[3] = 0;
-        n = &first;
+    const mt_op_call *c = &n->call;
+    mt_op_call first;
+    if (g->grads_zero && n->param_first) {
+        first = *c;
+        if (n->param_first & MT_FIRST_OUT) first.acc = false;
+        if (n->param_first & MT_FIRST_OUT2) first.acc2 = false;
+        c = &first;
     }
+    const mt_op_def *def = mt__op_def(c->op);
     if (!g->profile) {
-        mt__op_def(n->op)->run(g, n);
+        def->run(&g->env, c);
         return;
     }
     double t0 = mt_time_now();
-    mt__op_def(n->op)->run(g, n);
+    def->run(&g->env, c);
     double fl = 0, by = 0;
-    mt__op_def(n->op)->cost(n, &fl, &by);
-    mt_op_profile *p = &g->profile[n->op];
+    def->cost(c, &fl, &by);
+    mt_op_profile *p = &g->profile[c->op];
     p->seconds += mt_time_now() - t0;
     p->calls++;
     p->flops += fl;

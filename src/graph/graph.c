@@ -56,8 +56,8 @@ void mt_graph_free(mt_graph *g) {
     free(g->order_w);
     free(g->arena);
     free(g->persistent);
-    free(g->scratch);
-    mt_pool_free(g->pool);
+    free(g->env.scratch);
+    mt_pool_free(g->env.pool);
     free(g->profile);
     free(g);
 }
@@ -126,10 +126,10 @@ int mt__node_add(mt_graph *g, const mt_node *node) {
     g->nodes[idx] = *node;
     if (node->phase == MT_PHASE_F) {
         /* Known at build time, so views made later (reshape) inherit them. */
-        mt_tensor *out = node->out;
-        for (int k = 0; k < node->n_in; k++) {
-            out->data_dep |= node->in[k]->data_dep;
-            if (node->in[k]->dtype == MT_F32) out->needs_grad |= node->in[k]->needs_grad;
+        const mt_op_call *c = &node->call;
+        for (int k = 0; k < c->n_in; k++) {
+            c->out->data_dep |= c->in[k]->data_dep;
+            if (c->in[k]->dtype == MT_F32) c->out->needs_grad |= c->in[k]->needs_grad;
         }
         g->n_forward = g->n_nodes;
     }
@@ -246,9 +246,9 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     g->seed = opts->seed;
     g->no_grad = opts->no_grad;
     g->compiled = true;
-    g->pool = mt_pool_create(mt_get_num_threads());
+    g->env.pool = mt_pool_create(mt_get_num_threads());
     mt_status s = MT_OK;
-    if (!g->pool)
+    if (!g->env.pool)
         s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",
                     mt_get_num_threads());
     if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
@@ -266,7 +266,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     for (int i = 0; i < g->n_nodes; i++) {
         const mt_node *n = &g->nodes[i];
         double fl = 0, by = 0;
-        mt__op_def(n->op)->cost(n, &fl, &by);
+        mt__op_def(n->call.op)->cost(&n->call, &fl, &by);
         if (n->phase == MT_PHASE_F) { st->n_forward++; st->flops_forward += fl; st->bytes_forward += by; }
         else {
             if (n->phase == MT_PHASE_B) st->n_backward_b++; else st->n_backward_w++;
@@ -287,12 +287,13 @@ void mt_graph_print(const mt_graph *g, FILE *out) {
     static const char phase_name[3] = {'F', 'B', 'W'};
     for (int i = 0; i < g->n_nodes; i++) {
         const mt_node *n = &g->nodes[i];
+        const mt_op_call *c = &n->call;
         char buf[64];
         double fl = 0, by = 0;
-        mt__op_def(n->op)->cost(n, &fl, &by);
-        fprintf(out, "%c %-16s %-22s %-18s %s", phase_name[n->phase], mt__op_def(n->op)->name,
-                n->out->name, mt__shape_str(n->out, buf, sizeof buf), n->acc ? "+=" : "= ");
-        for (int k = 0; k < n->n_in; k++) fprintf(out, " %s", n->in[k]->name);
+        mt__op_def(c->op)->cost(c, &fl, &by);
+        fprintf(out, "%c %-16s %-22s %-18s %s", phase_name[n->phase], mt__op_def(c->op)->name,
+                c->out->name, mt__shape_str(c->out, buf, sizeof buf), c->acc ? "+=" : "= ");
+        for (int k = 0; k < c->n_in; k++) fprintf(out, " %s", c->in[k]->name);
         fprintf(out, "   %.3g MFLOP %.3g MB\n", fl * 1e-6, by * 1e-6);
     }
 }

@@ -45,17 +45,17 @@ mt_status mt__plan_buffers(mt_graph *g) {
     /* 1. Lifetimes, in run order: forward nodes, then B, then W. */
     int pos = 0;
     for (int i = 0; i < g->n_forward; i++, pos++) {
-        mt_node *n = &g->nodes[i];
-        touch(n->out, pos); touch(n->out2, pos); touch(n->aux[0], pos); touch(n->aux[1], pos);
-        for (int k = 0; k < n->n_in; k++) touch(n->in[k], pos);
+        const mt_op_call *c = &g->nodes[i].call;
+        touch(c->out, pos); touch(c->out2, pos); touch(c->aux[0], pos); touch(c->aux[1], pos);
+        for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
     }
     for (int phase = 0; phase < 2; phase++) {
         int *order = phase == 0 ? g->order_b : g->order_w;
         int count = phase == 0 ? g->n_b : g->n_w;
         for (int j = 0; j < count; j++, pos++) {
-            mt_node *n = &g->nodes[order[j]];
-            touch(n->out, pos); touch(n->out2, pos);
-            for (int k = 0; k < n->n_in; k++) touch(n->in[k], pos);
+            const mt_op_call *c = &g->nodes[order[j]].call;
+            touch(c->out, pos); touch(c->out2, pos);
+            for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
         }
     }
 
@@ -124,18 +124,20 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (t->view_of) t->data = mt__storage_root(t)->data;
     }
 
-    /* 5. Scratch for attention backward: T·T floats per thread. */
+    /* 5. Kernel scratch: the most any call asks for, per thread (today only
+     *    attention's backward asks, T·T floats, hence the message). */
     size_t scratch = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == MT_OP_ATTENTION_BWD) {
-            size_t T = (size_t)g->nodes[i].i[1];
-            if (T * T > scratch) scratch = T * T;
-        }
-    scratch *= (size_t)mt_pool_size(g->pool);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        const mt_op_def *def = mt__op_def(c->op);
+        size_t need = def->scratch ? def->scratch(c) : 0;
+        if (need > scratch) scratch = need;
+    }
+    scratch *= (size_t)mt_pool_size(g->env.pool);
     if (scratch) {
-        g->scratch = malloc(scratch * sizeof(float));
-        if (!g->scratch) return mt_fail(MT_ENOMEM, "out of memory for attention scratch");
-        g->scratch_floats = scratch;
+        g->env.scratch = malloc(scratch * sizeof(float));
+        if (!g->env.scratch) return mt_fail(MT_ENOMEM, "out of memory for attention scratch");
+        g->env.scratch_floats = scratch;
     }
     return MT_OK;
 }

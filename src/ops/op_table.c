@@ -1,12 +1,14 @@
 /*
- * op_table.c — one entry per op: how to run it on its buffers, how to emit
- * its backward nodes (forward ops only), and what it costs.
+ * op_table.c — one entry per op: how to run a call of it on its buffers, and
+ * what that costs.
  *
- * Node attributes (i[], f[]) are set by builders.c for forward ops and by the
- * backward builders here for backward ops; each entry says what it reads.
+ * A call's parameters (mt_op_call.p) are set by the graph's builders for
+ * forward ops and by its gradient rules for backward ops; each run reads the
+ * member its op names in ops_impl.h. Nothing here knows graphs, phases or
+ * gradients: acc / acc2 arrive already decided.
  */
-#include "graph/graph_impl.h"
 #include "ops/kernels.h"
+#include "ops/ops_impl.h"
 
 #include <string.h>
 
@@ -15,29 +17,31 @@
 #define NUMEL(t) mt_tensor_numel(t)
 
 /* Work below this many elements per thread is not worth waking a thread for
- * (a wake costs a few µs; 16K floats take about that long to stream). */
+ * (a wake costs a few µs; 16K floats take about that long to stream;
+ * measured 2026-11-29, 2-core Zen 5 dev VM). */
 #define GRAIN_ELEMS 16384
 
-/* What a range function needs: the node, the graph, per-worker partial sums. */
+/* What a range function needs: the call, its environment, per-worker partial
+ * sums. */
 typedef struct {
-    mt_graph      *g;
-    const mt_node *n;
-    double         partial[MT_POOL_MAX];
+    const mt_op_env  *env;
+    const mt_op_call *c;
+    double            partial[MT_POOL_MAX];
 } par_ctx;
 
-/* Runs fn over [0, items) on the graph's pool, in chunks of at least enough
- * items to make GRAIN_ELEMS elements of work (item_elems each). */
-static void par_run(mt_graph *g, const mt_node *n, par_ctx *ctx, int64_t items, int64_t item_elems,
-                    mt_range_fn fn) {
-    ctx->g = g;
-    ctx->n = n;
+/* Runs fn over [0, items) on the environment's pool, in chunks of at least
+ * enough items to make GRAIN_ELEMS elements of work (item_elems each). */
+static void par_run(const mt_op_env *env, const mt_op_call *c, par_ctx *ctx, int64_t items,
+                    int64_t item_elems, mt_range_fn fn) {
+    ctx->env = env;
+    ctx->c = c;
     int64_t grain = GRAIN_ELEMS / (item_elems > 0 ? item_elems : 1);
-    mt_pool_run(g->pool, items, grain < 1 ? 1 : grain, fn, ctx);
+    mt_pool_run(env->pool, items, grain < 1 ? 1 : grain, fn, ctx);
 }
 
-static double sum_partials(const par_ctx *ctx, const mt_graph *g) {
+static double sum_partials(const par_ctx *ctx, const mt_op_env *env) {
     double s = 0;
-    for (int w = 0; w < mt_pool_size(g->pool); w++) s += ctx->partial[w];
+    for (int w = 0; w < mt_pool_size(env->pool); w++) s += ctx->partial[w];
     return s;
 }
 
@@ -76,432 +80,312 @@ static void range_gemm(void *arg, int64_t b0, int64_t b1, int w) {
     }
 }
 
-static void gemm_parallel(mt_graph *g, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+static void gemm_parallel(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                           const float *A, const float *B, const float *bias, float *C, float beta) {
     gemm_job j = {ta, tb, M >= N, M, N, K, 16, A, B, bias, C, beta};
     int64_t side = j.split_rows ? M : N;
     /* blocks of 16 (a multiple of the sgemm micro-kernel) and at least ~1
      * MFLOP each: a smaller product is not worth a second thread */
     int64_t min_blocks = (int64_t)(1e6 / (2.0 * (double)(j.split_rows ? N : M) * (double)K * 16)) + 1;
-    mt_pool_run(g->pool, (side + 15) / 16, min_blocks, range_gemm, &j);
+    mt_pool_run(env->pool, (side + 15) / 16, min_blocks, range_gemm, &j);
 }
 
-/* MATMUL and GEMM: i = {ta | tb<<1, M, N, K}; out (M,N) (+)= op(in0) · op(in1). */
-static void run_gemm(mt_graph *g, const mt_node *n) {
-    gemm_parallel(g, n->i[0] & 1, n->i[0] & 2, n->i[1], n->i[2], n->i[3], F32(n->in[0]),
-                  F32(n->in[1]), NULL, F32(n->out), n->acc ? 1.0f : 0.0f);
+/* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */
+static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
+    const mt_gemm_params *p = &c->p.gemm;
+    gemm_parallel(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
+                  F32(c->out), c->acc ? 1.0f : 0.0f);
 }
 
-/* LINEAR: i = {-, rows, OC, C}; out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
-static void run_linear(mt_graph *g, const mt_node *n) {
-    gemm_parallel(g, false, true, n->i[1], n->i[2], n->i[3], F32(n->in[0]), F32(n->in[1]),
-                  n->n_in == 3 ? F32(n->in[2]) : NULL, F32(n->out), 0.0f);
+/* LINEAR: out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
+static void run_linear(const mt_op_env *env, const mt_op_call *c) {
+    const mt_linear_params *p = &c->p.linear;
+    gemm_parallel(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),
+                  c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), 0.0f);
 }
 
 /* ADD, SUB, MUL: out = a ∘ b, b broadcast over rows of its numel nb. Split
  * over those rows (or over elements when shapes are equal), so every chunk
  * starts at a multiple of nb. */
 static void range_binary(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    int64_t nb = NUMEL(n->in[1]), same = NUMEL(n->in[0]) == nb;
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    int64_t nb = NUMEL(c->in[1]), same = NUMEL(c->in[0]) == nb;
     int64_t off = same ? r0 : r0 * nb, len = same ? r1 - r0 : (r1 - r0) * nb;
-    float *out = F32(n->out) + off;
-    const float *a = F32(n->in[0]) + off, *b = F32(n->in[1]) + (same ? off : 0);
+    float *out = F32(c->out) + off;
+    const float *a = F32(c->in[0]) + off, *b = F32(c->in[1]) + (same ? off : 0);
     int64_t blen = same ? len : nb;
-    if (n->op == MT_OP_ADD) mt_kernel_add_fwd(out, a, b, len, blen);
-    else if (n->op == MT_OP_SUB) mt_kernel_sub_fwd(out, a, b, len, blen);
+    if (c->op == MT_OP_ADD) mt_kernel_add_fwd(out, a, b, len, blen);
+    else if (c->op == MT_OP_SUB) mt_kernel_sub_fwd(out, a, b, len, blen);
     else mt_kernel_mul_fwd(out, a, b, len, blen);
 }
-static void run_binary(mt_graph *g, const mt_node *n) {
+static void run_binary(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    int64_t nb = NUMEL(n->in[1]), na = NUMEL(n->in[0]);
-    if (na == nb) par_run(g, n, &ctx, na, 1, range_binary);
-    else par_run(g, n, &ctx, na / nb, nb, range_binary);
+    int64_t nb = NUMEL(c->in[1]), na = NUMEL(c->in[0]);
+    if (na == nb) par_run(env, c, &ctx, na, 1, range_binary);
+    else par_run(env, c, &ctx, na / nb, nb, range_binary);
 }
-/* SCALE, SCALE_BWD: out (+)= f[0] · in0. */
-static void run_scale(mt_graph *g, const mt_node *n) {
-    mt_kernel_scale(F32(n->out), F32(n->in[0]), n->f[0], NUMEL(n->out), n->acc);
+/* SCALE, SCALE_BWD: out (+)= s · in0. */
+static void run_scale(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_scale(F32(c->out), F32(c->in[0]), c->p.scale.s, NUMEL(c->out), c->acc);
 }
 static void range_gelu(void *arg, int64_t e0, int64_t e1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    mt_kernel_gelu_fwd(F32(n->out) + e0, F32(n->in[0]) + e0, e1 - e0);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    mt_kernel_gelu_fwd(F32(c->out) + e0, F32(c->in[0]) + e0, e1 - e0);
 }
-static void run_gelu(mt_graph *g, const mt_node *n) {
+static void run_gelu(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    par_run(g, n, &ctx, NUMEL(n->out), 1, range_gelu);
+    par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu);
 }
-/* LAYERNORM: i = {rows, C}; aux = {mean, rstd}. Rows are independent. */
+/* LAYERNORM: out (rows,C); aux = {mean, rstd} (rows). Rows are independent. */
 static void range_layernorm(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    int64_t C = n->i[1];
-    mt_kernel_layernorm_fwd(F32(n->out) + r0 * C, F32(n->aux[0]) + r0, F32(n->aux[1]) + r0,
-                            F32(n->in[0]) + r0 * C, F32(n->in[1]), F32(n->in[2]), r1 - r0, C);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    int64_t C = c->p.rows.C;
+    mt_kernel_layernorm_fwd(F32(c->out) + r0 * C, F32(c->aux[0]) + r0, F32(c->aux[1]) + r0,
+                            F32(c->in[0]) + r0 * C, F32(c->in[1]), F32(c->in[2]), r1 - r0, C);
 }
-static void run_layernorm(mt_graph *g, const mt_node *n) {
+static void run_layernorm(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0], n->i[1], range_layernorm);
+    par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_layernorm);
 }
-/* ATTENTION, ATTENTION_BWD: i = {B, T, C, NH}; aux/in att (B,NH,T,T).
- * (batch, head) pairs are independent and the kernels take a range of them:
- * split over the B·NH pairs, so a batch of one still fills the pool. */
+/* ATTENTION, ATTENTION_BWD: aux/in att (B,NH,T,T). (batch, head) pairs are
+ * independent and the kernels take a range of them: split over the B·NH
+ * pairs, so a batch of one still fills the pool. */
 static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    mt_kernel_attention_fwd(F32(n->out), F32(n->aux[0]), F32(n->in[0]),
-                            n->i[0], n->i[1], n->i[2], n->i[3], p0, p1);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_attention_params *p = &c->p.attention;
+    mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), p->B, p->T, p->C, p->NH,
+                            p0, p1);
 }
-static void run_attention(mt_graph *g, const mt_node *n) {
+static void run_attention(const mt_op_env *env, const mt_op_call *c) {
+    const mt_attention_params *p = &c->p.attention;
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0] * n->i[3], n->i[1] * n->i[1] * (n->i[2] / n->i[3]),
-            range_attention);
+    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention);
 }
-/* EMBEDDING, EMBEDDING_BWD: i = {n, C, V}. */
-static void run_embedding(mt_graph *g, const mt_node *n) {
-    mt_kernel_embedding_fwd(F32(n->out), F32(n->in[0]), I32(n->in[1]), n->i[0], n->i[1]);
+/* EMBEDDING: out (n,C) = table (V,C)[ids (n)]. */
+static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_embedding_fwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), c->p.embedding.n,
+                            c->p.embedding.C);
 }
-/* CROSS_ENTROPY, CE_BWD: i = {rows, V, Vp}, f[0] = scale; aux lse (rows).
- * Rows are independent; the loss adds per-thread partial sums. */
+/* CROSS_ENTROPY, CE_BWD: logits (rows,Vp); aux lse (rows). Rows are
+ * independent; the loss adds per-thread partial sums. */
 static void range_cross_entropy(void *arg, int64_t r0, int64_t r1, int w) {
     par_ctx *ctx = arg;
-    const mt_node *n = ctx->n;
-    int64_t Vp = n->i[2];
-    ctx->partial[w] = mt_kernel_cross_entropy_fwd(F32(n->aux[0]) + r0, F32(n->in[0]) + r0 * Vp,
-                                                  I32(n->in[1]) + r0, r1 - r0, n->i[1], Vp, n->f[0]);
+    const mt_op_call *c = ctx->c;
+    const mt_ce_params *p = &c->p.ce;
+    ctx->partial[w] = mt_kernel_cross_entropy_fwd(F32(c->aux[0]) + r0, F32(c->in[0]) + r0 * p->Vp,
+                                                  I32(c->in[1]) + r0, r1 - r0, p->V, p->Vp, p->scale);
 }
-static void run_cross_entropy(mt_graph *g, const mt_node *n) {
+static void run_cross_entropy(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx = {0};
-    par_run(g, n, &ctx, n->i[0], n->i[2], range_cross_entropy);
-    F32(n->out)[0] = (float)sum_partials(&ctx, g);
+    par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_cross_entropy);
+    F32(c->out)[0] = (float)sum_partials(&ctx, env);
 }
-static void run_mse(mt_graph *g, const mt_node *n) {
-    F32(n->out)[0] = (float)mt_kernel_mse_fwd(F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), n->f[0]);
+static void run_mse(const mt_op_env *env, const mt_op_call *c) {
+    F32(c->out)[0] = (float)mt_kernel_mse_fwd(F32(c->in[0]), F32(c->in[1]), NUMEL(c->in[0]),
+                                              c->p.mse.scale);
 }
-/* SUM: out = f[0] · Σ in0. */
-static void run_sum(mt_graph *g, const mt_node *n) {
-    F32(n->out)[0] = (float)(n->f[0] * mt_kernel_sum(F32(n->in[0]), NUMEL(n->in[0])));
+/* SUM: out = s · Σ in0. */
+static void run_sum(const mt_op_env *env, const mt_op_call *c) {
+    F32(c->out)[0] = (float)(c->p.scale.s * mt_kernel_sum(F32(c->in[0]), NUMEL(c->in[0])));
 }
-/* TRANSPOSE, TRANSPOSE_BWD: i = {batch, R, Cc}: out (batch,Cc,R) (+)= in (batch,R,Cc)ᵀ. */
-static void run_transpose(mt_graph *g, const mt_node *n) {
-    mt_kernel_transpose(F32(n->out), F32(n->in[0]), n->i[0], n->i[1], n->i[2], n->acc);
+/* TRANSPOSE, TRANSPOSE_BWD: out (batch,Cc,R) (+)= in (batch,R,Cc)ᵀ. */
+static void run_transpose(const mt_op_env *env, const mt_op_call *c) {
+    const mt_transpose_params *p = &c->p.transpose;
+    mt_kernel_transpose(F32(c->out), F32(c->in[0]), p->batch, p->R, p->Cc, c->acc);
 }
 
-/* BIAS_GRAD: i = {rows, OC}. */
-static void run_bias_grad(mt_graph *g, const mt_node *n) {
-    mt_kernel_bias_grad(F32(n->out), F32(n->in[0]), n->i[0], n->i[1], n->acc);
+/* BIAS_GRAD: out (OC) (+)= Σ_rows in0 (rows,OC), OC in p.rows.C. */
+static void run_bias_grad(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_bias_grad(F32(c->out), F32(c->in[0]), c->p.rows.rows, c->p.rows.C, c->acc);
 }
-/* REDUCE_BCAST: out (nb) (+)= f[0] · Σ over repeats of in0 (n). */
-static void run_reduce_bcast(mt_graph *g, const mt_node *n) {
-    mt_kernel_reduce_broadcast(F32(n->out), F32(n->in[0]), n->f[0], NUMEL(n->in[0]), NUMEL(n->out),
-                               n->acc);
+/* REDUCE_BCAST: out (nb) (+)= s · Σ over repeats of in0 (n). */
+static void run_reduce_bcast(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_reduce_broadcast(F32(c->out), F32(c->in[0]), c->p.scale.s, NUMEL(c->in[0]),
+                               NUMEL(c->out), c->acc);
 }
-static void run_mul_bwd_a(mt_graph *g, const mt_node *n) {
-    mt_kernel_mul_bwd_a(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->in[1]),
-                        n->acc);
+static void run_mul_bwd_a(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_mul_bwd_a(F32(c->out), F32(c->in[0]), F32(c->in[1]), NUMEL(c->in[0]), NUMEL(c->in[1]),
+                        c->acc);
 }
-static void run_mul_bwd_b(mt_graph *g, const mt_node *n) {
-    mt_kernel_mul_bwd_b(F32(n->out), F32(n->in[0]), F32(n->in[1]), NUMEL(n->in[0]), NUMEL(n->out),
-                        n->acc);
+static void run_mul_bwd_b(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_mul_bwd_b(F32(c->out), F32(c->in[0]), F32(c->in[1]), NUMEL(c->in[0]), NUMEL(c->out),
+                        c->acc);
 }
 static void range_gelu_bwd(void *arg, int64_t e0, int64_t e1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    mt_kernel_gelu_bwd(F32(n->out) + e0, F32(n->in[0]) + e0, F32(n->in[1]) + e0, e1 - e0, n->acc);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    mt_kernel_gelu_bwd(F32(c->out) + e0, F32(c->in[0]) + e0, F32(c->in[1]) + e0, e1 - e0, c->acc);
 }
-static void run_gelu_bwd(mt_graph *g, const mt_node *n) {
+static void run_gelu_bwd(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    par_run(g, n, &ctx, NUMEL(n->out), 1, range_gelu_bwd);
+    par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu_bwd);
 }
-/* LN_BWD_INPUT: in = {dout, x, w, mean, rstd}, i = {rows, C}. */
+/* LN_BWD_INPUT: in = {dout, x, w, mean, rstd}. */
 static void range_ln_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    int64_t C = n->i[1];
-    mt_kernel_layernorm_bwd_input(F32(n->out) + r0 * C, F32(n->in[0]) + r0 * C, F32(n->in[1]) + r0 * C,
-                                  F32(n->in[2]), F32(n->in[3]) + r0, F32(n->in[4]) + r0, r1 - r0, C,
-                                  n->acc);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    int64_t C = c->p.rows.C;
+    mt_kernel_layernorm_bwd_input(F32(c->out) + r0 * C, F32(c->in[0]) + r0 * C, F32(c->in[1]) + r0 * C,
+                                  F32(c->in[2]), F32(c->in[3]) + r0, F32(c->in[4]) + r0, r1 - r0, C,
+                                  c->acc);
 }
-static void run_ln_bwd_input(mt_graph *g, const mt_node *n) {
+static void run_ln_bwd_input(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0], n->i[1], range_ln_bwd_input);
+    par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_ln_bwd_input);
 }
-/* LN_BWD_PARAMS: in = {dout, x, mean, rstd}, i = {rows, C, -, acc of out2}.
- * The kernel always adds, so a first contribution starts from zero. */
-static void run_ln_bwd_params(mt_graph *g, const mt_node *n) {
-    size_t bytes = (size_t)n->i[1] * sizeof(float);
-    if (!n->acc) memset(F32(n->out), 0, bytes);
-    if (!n->i[3]) memset(F32(n->out2), 0, bytes);
-    mt_kernel_layernorm_bwd_params(F32(n->out), F32(n->out2), F32(n->in[0]), F32(n->in[1]),
-                                   F32(n->in[2]), F32(n->in[3]), n->i[0], n->i[1]);
+/* LN_BWD_PARAMS: in = {dout, x, mean, rstd}; out dw (C), out2 db (C). The
+ * kernel always adds, so an output that does not accumulate starts from 0. */
+static void run_ln_bwd_params(const mt_op_env *env, const mt_op_call *c) {
+    size_t bytes = (size_t)c->p.rows.C * sizeof(float);
+    if (!c->acc) memset(F32(c->out), 0, bytes);
+    if (!c->acc2) memset(F32(c->out2), 0, bytes);
+    mt_kernel_layernorm_bwd_params(F32(c->out), F32(c->out2), F32(c->in[0]), F32(c->in[1]),
+                                   F32(c->in[2]), F32(c->in[3]), c->p.rows.rows, c->p.rows.C);
 }
 /* ATTENTION_BWD: in = {dout, qkv, att}; each worker has its own T·T scratch. */
 static void range_attention_bwd(void *arg, int64_t p0, int64_t p1, int w) {
     par_ctx *ctx = arg;
-    const mt_node *n = ctx->n;
-    int64_t T = n->i[1];
-    mt_kernel_attention_bwd(F32(n->out), F32(n->in[0]), F32(n->in[1]), F32(n->in[2]),
-                            n->i[0], T, n->i[2], n->i[3], n->acc,
-                            ctx->g->scratch + (size_t)w * (size_t)(T * T), p0, p1);
+    const mt_op_call *c = ctx->c;
+    const mt_attention_params *p = &c->p.attention;
+    int64_t T = p->T;
+    mt_kernel_attention_bwd(F32(c->out), F32(c->in[0]), F32(c->in[1]), F32(c->in[2]),
+                            p->B, T, p->C, p->NH, c->acc,
+                            ctx->env->scratch + (size_t)w * (size_t)(T * T), p0, p1);
 }
-static void run_attention_bwd(mt_graph *g, const mt_node *n) {
+static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
+    const mt_attention_params *p = &c->p.attention;
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0] * n->i[3], n->i[1] * n->i[1] * (n->i[2] / n->i[3]),
-            range_attention_bwd);
+    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention_bwd);
+}
+static size_t scratch_attention_bwd(const mt_op_call *c) {
+    return (size_t)c->p.attention.T * (size_t)c->p.attention.T;
 }
 /* EMBEDDING_BWD: in = {dout, ids}; the kernel always adds. */
-static void run_embedding_bwd(mt_graph *g, const mt_node *n) {
-    if (!n->acc) memset(F32(n->out), 0, (size_t)NUMEL(n->out) * sizeof(float));
-    mt_kernel_embedding_bwd(F32(n->out), F32(n->in[0]), I32(n->in[1]), n->i[0], n->i[1]);
+static void run_embedding_bwd(const mt_op_env *env, const mt_op_call *c) {
+    if (!c->acc) memset(F32(c->out), 0, (size_t)NUMEL(c->out) * sizeof(float));
+    mt_kernel_embedding_bwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), c->p.embedding.n,
+                            c->p.embedding.C);
 }
 /* CE_BWD: in = {dloss, logits, lse, targets}. */
 static void range_ce_bwd(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_node *n = ((par_ctx *)arg)->n;
-    int64_t Vp = n->i[2];
-    mt_kernel_cross_entropy_bwd(F32(n->out) + r0 * Vp, F32(n->in[1]) + r0 * Vp, F32(n->in[2]) + r0,
-                                I32(n->in[3]) + r0, F32(n->in[0])[0], r1 - r0, n->i[1], Vp, n->f[0],
-                                n->acc);
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_ce_params *p = &c->p.ce;
+    int64_t Vp = p->Vp;
+    mt_kernel_cross_entropy_bwd(F32(c->out) + r0 * Vp, F32(c->in[1]) + r0 * Vp, F32(c->in[2]) + r0,
+                                I32(c->in[3]) + r0, F32(c->in[0])[0], r1 - r0, p->V, Vp, p->scale,
+                                c->acc);
 }
-static void run_ce_bwd(mt_graph *g, const mt_node *n) {
+static void run_ce_bwd(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
-    par_run(g, n, &ctx, n->i[0], n->i[2], range_ce_bwd);
+    par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_ce_bwd);
 }
-/* MSE_BWD: in = {dloss, pred, target}, f = {scale, sign}. */
-static void run_mse_bwd(mt_graph *g, const mt_node *n) {
-    mt_kernel_mse_bwd(F32(n->out), F32(n->in[1]), F32(n->in[2]), n->f[1] * F32(n->in[0])[0],
-                      NUMEL(n->out), n->f[0], n->acc);
+/* MSE_BWD: in = {dloss, pred, target}. */
+static void run_mse_bwd(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_mse_bwd(F32(c->out), F32(c->in[1]), F32(c->in[2]), c->p.mse.sign * F32(c->in[0])[0],
+                      NUMEL(c->out), c->p.mse.scale, c->acc);
 }
-/* FILL_BWD: out (+)= f[0] · dloss. */
-static void run_fill_bwd(mt_graph *g, const mt_node *n) {
-    mt_kernel_fill(F32(n->out), n->f[0] * F32(n->in[0])[0], NUMEL(n->out), n->acc);
-}
-
-/* ======================================================================== */
-/* Backward builders                                                         */
-/* ======================================================================== */
-
-/* A backward node template reading `n_in` tensors. */
-static mt_node bnode(mt_op op, int n_in, mt_tensor *a, mt_tensor *b, mt_tensor *c, mt_tensor *d,
-                     mt_tensor *e) {
-    mt_node node = {.op = op, .n_in = n_in, .in = {a, b, c, d, e}};
-    return node;
-}
-
-static void set_i(mt_node *node, int64_t a, int64_t b, int64_t c, int64_t d) {
-    node->i[0] = a; node->i[1] = b; node->i[2] = c; node->i[3] = d;
-}
-
-static void bwd_matmul(mt_graph *g, const mt_node *n) {
-    mt_tensor *a = n->in[0], *b = n->in[1], *dout = n->out->grad;
-    bool ta = n->i[0] & 1, tb = n->i[0] & 2;
-    int64_t M = n->i[1], N = n->i[2], K = n->i[3];
-    /* dA = dout · op(b)ᵀ, stored like a */
-    mt_node da = ta ? bnode(MT_OP_GEMM, 2, b, dout, 0, 0, 0) : bnode(MT_OP_GEMM, 2, dout, b, 0, 0, 0);
-    if (!ta) set_i(&da, tb ? 0 : 2, M, K, N);   /* (M,N)·(K,N)ᵀ or (M,N)·(N,K) */
-    else set_i(&da, tb ? 3 : 2, K, M, N);       /* (K,N)·(M,N)ᵀ or (N,K)ᵀ·(M,N)ᵀ */
-    mt__emit_grad(g, a, &da);
-    /* dB = op(a)ᵀ · dout, stored like b */
-    mt_node db = tb ? bnode(MT_OP_GEMM, 2, dout, a, 0, 0, 0) : bnode(MT_OP_GEMM, 2, a, dout, 0, 0, 0);
-    if (!tb) set_i(&db, ta ? 0 : 1, K, N, M);   /* (M,K)ᵀ·(M,N) or (K,M)·(M,N) */
-    else set_i(&db, ta ? 3 : 1, N, K, M);       /* (M,N)ᵀ·(M,K) or (M,N)ᵀ·(K,M)ᵀ */
-    mt__emit_grad(g, b, &db);
-}
-
-static void bwd_linear(mt_graph *g, const mt_node *n) {
-    mt_tensor *x = n->in[0], *w = n->in[1], *dout = n->out->grad;
-    int64_t rows = n->i[1], OC = n->i[2], C = n->i[3];
-    mt_node dx = bnode(MT_OP_GEMM, 2, dout, w, 0, 0, 0);      /* (rows,OC)·(OC,C) */
-    set_i(&dx, 0, rows, C, OC);
-    mt__emit_grad(g, x, &dx);
-    mt_node dw = bnode(MT_OP_GEMM, 2, dout, x, 0, 0, 0);      /* (rows,OC)ᵀ·(rows,C) */
-    set_i(&dw, 1, OC, C, rows);
-    mt__emit_grad(g, w, &dw);
-    if (n->n_in == 3) {
-        mt_node db = bnode(MT_OP_BIAS_GRAD, 1, dout, 0, 0, 0, 0);
-        set_i(&db, rows, OC, 0, 0);
-        mt__emit_grad(g, n->in[2], &db);
-    }
-}
-
-/* d(a ± b): a gets ±dout, b gets the sum over its broadcast repeats. */
-static void bwd_add_sub(mt_graph *g, const mt_node *n, float sign_b) {
-    mt_tensor *dout = n->out->grad;
-    mt_node da = bnode(MT_OP_SCALE_BWD, 1, dout, 0, 0, 0, 0);
-    da.f[0] = 1.0f;
-    mt__emit_grad(g, n->in[0], &da);
-    bool same = NUMEL(n->in[1]) == NUMEL(n->in[0]);
-    mt_node db = bnode(same ? MT_OP_SCALE_BWD : MT_OP_REDUCE_BCAST, 1, dout, 0, 0, 0, 0);
-    db.f[0] = sign_b;
-    mt__emit_grad(g, n->in[1], &db);
-}
-static void bwd_add(mt_graph *g, const mt_node *n) { bwd_add_sub(g, n, 1.0f); }
-static void bwd_sub(mt_graph *g, const mt_node *n) { bwd_add_sub(g, n, -1.0f); }
-
-static void bwd_mul(mt_graph *g, const mt_node *n) {
-    mt_tensor *dout = n->out->grad;
-    mt_node da = bnode(MT_OP_MUL_BWD_A, 2, dout, n->in[1], 0, 0, 0);
-    mt__emit_grad(g, n->in[0], &da);
-    mt_node db = bnode(MT_OP_MUL_BWD_B, 2, dout, n->in[0], 0, 0, 0);
-    mt__emit_grad(g, n->in[1], &db);
-}
-
-static void bwd_scale(mt_graph *g, const mt_node *n) {
-    mt_node dx = bnode(MT_OP_SCALE_BWD, 1, n->out->grad, 0, 0, 0, 0);
-    dx.f[0] = n->f[0];
-    mt__emit_grad(g, n->in[0], &dx);
-}
-
-static void bwd_gelu(mt_graph *g, const mt_node *n) {
-    mt_node dx = bnode(MT_OP_GELU_BWD, 2, n->in[0], n->out->grad, 0, 0, 0);
-    mt__emit_grad(g, n->in[0], &dx);
-}
-
-static void bwd_layernorm(mt_graph *g, const mt_node *n) {
-    mt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *dout = n->out->grad;
-    mt_node dx = bnode(MT_OP_LN_BWD_INPUT, 5, dout, x, w, n->aux[0], n->aux[1]);
-    set_i(&dx, n->i[0], n->i[1], 0, 0);
-    mt__emit_grad(g, x, &dx);
-    if (!w->needs_grad) return;   /* the builder made sure w and b are parameters */
-    mt_node dp = bnode(MT_OP_LN_BWD_PARAMS, 4, dout, x, n->aux[0], n->aux[1], 0);
-    mt_tensor *broot = mt__storage_root(b);
-    dp.out2 = mt__grad_of(g, b);
-    set_i(&dp, n->i[0], n->i[1], 0, broot->kind == MT_PARAM || broot->grad_emitted > 0);
-    if (broot->kind == MT_PARAM && broot->grad_emitted == 0) dp.param_first |= 2;
-    broot->grad_emitted++;
-    mt__emit_grad(g, w, &dp);
-}
-
-static void bwd_attention(mt_graph *g, const mt_node *n) {
-    mt_node dq = bnode(MT_OP_ATTENTION_BWD, 3, n->out->grad, n->in[0], n->aux[0], 0, 0);
-    memcpy(dq.i, n->i, sizeof dq.i);
-    mt__emit_grad(g, n->in[0], &dq);
-}
-
-static void bwd_embedding(mt_graph *g, const mt_node *n) {
-    mt_node dt = bnode(MT_OP_EMBEDDING_BWD, 2, n->out->grad, n->in[1], 0, 0, 0);
-    memcpy(dt.i, n->i, sizeof dt.i);
-    mt__emit_grad(g, n->in[0], &dt);
-}
-
-static void bwd_cross_entropy(mt_graph *g, const mt_node *n) {
-    mt_node dl = bnode(MT_OP_CE_BWD, 4, n->out->grad, n->in[0], n->aux[0], n->in[1], 0);
-    memcpy(dl.i, n->i, sizeof dl.i);
-    dl.f[0] = n->f[0];
-    mt__emit_grad(g, n->in[0], &dl);
-}
-
-static void bwd_mse(mt_graph *g, const mt_node *n) {
-    for (int k = 0; k < 2; k++) {
-        mt_node d = bnode(MT_OP_MSE_BWD, 3, n->out->grad, n->in[0], n->in[1], 0, 0);
-        d.f[0] = n->f[0];
-        d.f[1] = k == 0 ? 1.0f : -1.0f;
-        mt__emit_grad(g, n->in[k], &d);
-    }
-}
-
-static void bwd_sum(mt_graph *g, const mt_node *n) {
-    mt_node d = bnode(MT_OP_FILL_BWD, 1, n->out->grad, 0, 0, 0, 0);
-    d.f[0] = n->f[0];
-    mt__emit_grad(g, n->in[0], &d);
-}
-
-static void bwd_transpose(mt_graph *g, const mt_node *n) {
-    mt_node d = bnode(MT_OP_TRANSPOSE_BWD, 1, n->out->grad, 0, 0, 0, 0);
-    set_i(&d, n->i[0], n->i[2], n->i[1], 0);
-    mt__emit_grad(g, n->in[0], &d);
+/* FILL_BWD: out (+)= s · dloss. */
+static void run_fill_bwd(const mt_op_env *env, const mt_op_call *c) {
+    mt_kernel_fill(F32(c->out), c->p.scale.s * F32(c->in[0])[0], NUMEL(c->out), c->acc);
 }
 
 /* ======================================================================== */
 /* Costs: FLOPs and bytes of memory traffic per run                          */
 /* ======================================================================== */
 
-static void cost_gemm(const mt_node *n, double *fl, double *by) {
-    double M = (double)n->i[1], N = (double)n->i[2], K = (double)n->i[3];
+static void cost_gemm(const mt_op_call *c, double *fl, double *by) {
+    double M = (double)c->p.gemm.M, N = (double)c->p.gemm.N, K = (double)c->p.gemm.K;
     *fl = 2 * M * N * K;
-    *by = 4 * (M * K + K * N + M * N * (n->acc ? 2 : 1));
+    *by = 4 * (M * K + K * N + M * N * (c->acc ? 2 : 1));
 }
-static void cost_linear(const mt_node *n, double *fl, double *by) {
-    double R = (double)n->i[1], OC = (double)n->i[2], C = (double)n->i[3];
-    *fl = 2 * R * OC * C + (n->n_in == 3 ? R * OC : 0);
+static void cost_linear(const mt_op_call *c, double *fl, double *by) {
+    double R = (double)c->p.linear.rows, OC = (double)c->p.linear.OC, C = (double)c->p.linear.C;
+    *fl = 2 * R * OC * C + (c->n_in == 3 ? R * OC : 0);
     *by = 4 * (R * C + OC * C + R * OC + OC);
 }
 /* elementwise: `f` FLOPs and `b` bytes per output element */
-static void cost_elementwise(const mt_node *n, double f, double b, double *fl, double *by) {
-    double e = (double)NUMEL(n->out);
+static void cost_elementwise(const mt_op_call *c, double f, double b, double *fl, double *by) {
+    double e = (double)NUMEL(c->out);
     *fl = f * e;
     *by = b * e;
 }
-static void cost_binary(const mt_node *n, double *fl, double *by) { cost_elementwise(n, 1, 12, fl, by); }
-static void cost_unary(const mt_node *n, double *fl, double *by) { cost_elementwise(n, 1, 8, fl, by); }
-static void cost_gelu(const mt_node *n, double *fl, double *by) { cost_elementwise(n, 10, 8, fl, by); }
-static void cost_gelu_bwd(const mt_node *n, double *fl, double *by) { cost_elementwise(n, 18, 12, fl, by); }
-static void cost_reduce_in(const mt_node *n, double *fl, double *by) {
-    double e = (double)NUMEL(n->in[0]);
+static void cost_binary(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 1, 12, fl, by); }
+static void cost_unary(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 1, 8, fl, by); }
+static void cost_gelu(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 10, 8, fl, by); }
+static void cost_gelu_bwd(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 18, 12, fl, by); }
+static void cost_transpose(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 0, 8, fl, by); }
+static void cost_reduce_in(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)NUMEL(c->in[0]);
     *fl = e;
-    *by = 4 * e + 4 * (double)NUMEL(n->out);
+    *by = 4 * e + 4 * (double)NUMEL(c->out);
 }
-static void cost_layernorm(const mt_node *n, double *fl, double *by) {
-    double e = (double)n->i[0] * (double)n->i[1];
+static void cost_layernorm(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
     *fl = 8 * e;
     *by = 8 * e;
 }
-static void cost_ln_bwd(const mt_node *n, double *fl, double *by) {
-    double e = (double)n->i[0] * (double)n->i[1];
+static void cost_ln_bwd(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
     *fl = 10 * e;
     *by = 12 * e;
 }
 /* causal: each query row t attends to t+1 keys */
-static void cost_attention(const mt_node *n, double *fl, double *by) {
-    double B = (double)n->i[0], T = (double)n->i[1], C = (double)n->i[2], NH = (double)n->i[3];
+static void cost_attention(const mt_op_call *c, double *fl, double *by) {
+    const mt_attention_params *p = &c->p.attention;
+    double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
     double pairs = B * NH * T * (T + 1) / 2;
     *fl = 4 * pairs * (C / NH) + 5 * pairs;
     *by = 4 * (B * T * 4 * C + B * NH * T * T);
 }
-static void cost_attention_bwd(const mt_node *n, double *fl, double *by) {
-    cost_attention(n, fl, by);
+static void cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
+    cost_attention(c, fl, by);
     *fl *= 2;
     *by *= 2;
 }
-static void cost_embedding(const mt_node *n, double *fl, double *by) {
-    *fl = n->op == MT_OP_EMBEDDING_BWD ? (double)n->i[0] * (double)n->i[1] : 0;
-    *by = 8 * (double)n->i[0] * (double)n->i[1];
+static void cost_embedding(const mt_op_call *c, double *fl, double *by) {
+    double n = (double)c->p.embedding.n, C = (double)c->p.embedding.C;
+    *fl = c->op == MT_OP_EMBEDDING_BWD ? n * C : 0;
+    *by = 8 * n * C;
 }
-static void cost_ce(const mt_node *n, double *fl, double *by) {
-    double R = (double)n->i[0], V = (double)n->i[1], Vp = (double)n->i[2];
+static void cost_ce(const mt_op_call *c, double *fl, double *by) {
+    double R = (double)c->p.ce.rows, V = (double)c->p.ce.V, Vp = (double)c->p.ce.Vp;
     *fl = 4 * R * V;
-    *by = 4 * R * Vp * (n->op == MT_OP_CE_BWD ? 2 : 1);
+    *by = 4 * R * Vp * (c->op == MT_OP_CE_BWD ? 2 : 1);
 }
-static void cost_transpose(const mt_node *n, double *fl, double *by) { cost_elementwise(n, 0, 8, fl, by); }
 
 /* ======================================================================== */
 /* The table                                                                 */
 /* ======================================================================== */
 
 static const mt_op_def op_table[MT_OP_COUNT] = {
-    [MT_OP_MATMUL]        = {"matmul",        run_gemm,          bwd_matmul,        cost_gemm},
-    [MT_OP_LINEAR]        = {"linear",        run_linear,        bwd_linear,        cost_linear},
-    [MT_OP_ADD]           = {"add",           run_binary,        bwd_add,           cost_binary},
-    [MT_OP_SUB]           = {"sub",           run_binary,        bwd_sub,           cost_binary},
-    [MT_OP_MUL]           = {"mul",           run_binary,        bwd_mul,           cost_binary},
-    [MT_OP_SCALE]         = {"scale",         run_scale,         bwd_scale,         cost_unary},
-    [MT_OP_GELU]          = {"gelu",          run_gelu,          bwd_gelu,          cost_gelu},
-    [MT_OP_LAYERNORM]     = {"layernorm",     run_layernorm,     bwd_layernorm,     cost_layernorm},
-    [MT_OP_ATTENTION]     = {"attention",     run_attention,     bwd_attention,     cost_attention},
-    [MT_OP_EMBEDDING]     = {"embedding",     run_embedding,     bwd_embedding,     cost_embedding},
-    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", run_cross_entropy, bwd_cross_entropy, cost_ce},
-    [MT_OP_MSE]           = {"mse",           run_mse,           bwd_mse,           cost_reduce_in},
-    [MT_OP_SUM]           = {"sum",           run_sum,           bwd_sum,           cost_reduce_in},
-    [MT_OP_TRANSPOSE]     = {"transpose",     run_transpose,     bwd_transpose,     cost_transpose},
-    [MT_OP_GEMM]          = {"gemm",          run_gemm,          NULL,              cost_gemm},
-    [MT_OP_BIAS_GRAD]     = {"bias_grad",     run_bias_grad,     NULL,              cost_reduce_in},
-    [MT_OP_REDUCE_BCAST]  = {"reduce_bcast",  run_reduce_bcast,  NULL,              cost_reduce_in},
-    [MT_OP_SCALE_BWD]     = {"scale_bwd",     run_scale,         NULL,              cost_unary},
-    [MT_OP_MUL_BWD_A]     = {"mul_bwd_a",     run_mul_bwd_a,     NULL,              cost_binary},
-    [MT_OP_MUL_BWD_B]     = {"mul_bwd_b",     run_mul_bwd_b,     NULL,              cost_reduce_in},
-    [MT_OP_GELU_BWD]      = {"gelu_bwd",      run_gelu_bwd,      NULL,              cost_gelu_bwd},
-    [MT_OP_LN_BWD_INPUT]  = {"ln_bwd_input",  run_ln_bwd_input,  NULL,              cost_ln_bwd},
-    [MT_OP_LN_BWD_PARAMS] = {"ln_bwd_params", run_ln_bwd_params, NULL,              cost_ln_bwd},
-    [MT_OP_ATTENTION_BWD] = {"attention_bwd", run_attention_bwd, NULL,              cost_attention_bwd},
-    [MT_OP_EMBEDDING_BWD] = {"embedding_bwd", run_embedding_bwd, NULL,              cost_embedding},
-    [MT_OP_CE_BWD]        = {"ce_bwd",        run_ce_bwd,        NULL,              cost_ce},
-    [MT_OP_MSE_BWD]       = {"mse_bwd",       run_mse_bwd,       NULL,              cost_unary},
-    [MT_OP_FILL_BWD]      = {"fill_bwd",      run_fill_bwd,      NULL,              cost_unary},
-    [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", run_transpose,     NULL,              cost_transpose},
+    [MT_OP_MATMUL]        = {"matmul",        run_gemm,          cost_gemm},
+    [MT_OP_LINEAR]        = {"linear",        run_linear,        cost_linear},
+    [MT_OP_ADD]           = {"add",           run_binary,        cost_binary},
+    [MT_OP_SUB]           = {"sub",           run_binary,        cost_binary},
+    [MT_OP_MUL]           = {"mul",           run_binary,        cost_binary},
+    [MT_OP_SCALE]         = {"scale",         run_scale,         cost_unary},
+    [MT_OP_GELU]          = {"gelu",          run_gelu,          cost_gelu},
+    [MT_OP_LAYERNORM]     = {"layernorm",     run_layernorm,     cost_layernorm},
+    [MT_OP_ATTENTION]     = {"attention",     run_attention,     cost_attention},
+    [MT_OP_EMBEDDING]     = {"embedding",     run_embedding,     cost_embedding},
+    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", run_cross_entropy, cost_ce},
+    [MT_OP_MSE]           = {"mse",           run_mse,           cost_reduce_in},
+    [MT_OP_SUM]           = {"sum",           run_sum,           cost_reduce_in},
+    [MT_OP_TRANSPOSE]     = {"transpose",     run_transpose,     cost_transpose},
+    [MT_OP_GEMM]          = {"gemm",          run_gemm,          cost_gemm},
+    [MT_OP_BIAS_GRAD]     = {"bias_grad",     run_bias_grad,     cost_reduce_in},
+    [MT_OP_REDUCE_BCAST]  = {"reduce_bcast",  run_reduce_bcast,  cost_reduce_in},
+    [MT_OP_SCALE_BWD]     = {"scale_bwd",     run_scale,         cost_unary},
+    [MT_OP_MUL_BWD_A]     = {"mul_bwd_a",     run_mul_bwd_a,     cost_binary},
+    [MT_OP_MUL_BWD_B]     = {"mul_bwd_b",     run_mul_bwd_b,     cost_reduce_in},
+    [MT_OP_GELU_BWD]      = {"gelu_bwd",      run_gelu_bwd,      cost_gelu_bwd},
+    [MT_OP_LN_BWD_INPUT]  = {"ln_bwd_input",  run_ln_bwd_input,  cost_ln_bwd},
+    [MT_OP_LN_BWD_PARAMS] = {"ln_bwd_params", run_ln_bwd_params, cost_ln_bwd},
+    [MT_OP_ATTENTION_BWD] = {"attention_bwd", run_attention_bwd, cost_attention_bwd,
+                             scratch_attention_bwd},
+    [MT_OP_EMBEDDING_BWD] = {"embedding_bwd", run_embedding_bwd, cost_embedding},
+    [MT_OP_CE_BWD]        = {"ce_bwd",        run_ce_bwd,        cost_ce},
+    [MT_OP_MSE_BWD]       = {"mse_bwd",       run_mse_bwd,       cost_unary},
+    [MT_OP_FILL_BWD]      = {"fill_bwd",      run_fill_bwd,      cost_unary},
+    [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", run_transpose,     cost_transpose},
 };
 
 const mt_op_def *mt__op_def(mt_op op) { return &op_table[op]; }

@@ -150,7 +150,7 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
         if (!o->params[i]->grad) continue;   /* left as it is, as PyTorch leaves grad=None */
         u.i = i;
         /* memory-bound: split each tensor's elements over the kernel threads */
-        mt_pool_run(o->g->pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
+        mt_pool_run(o->g->env.pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
     }
     o->steps = u.t;
     mt__graph_mark_grads_zero(o->g);

@@ -1,10 +1,11 @@
 /*
  * builders.c — the public op constructors (mt_matmul, mt_layernorm, ...).
  *
- * Each checks its operands' shapes and dtypes, creates the output tensor and
- * appends one forward node. Errors stick to the graph (mt_graph_status) and
- * name the op, the operands and their shapes; a NULL operand means an earlier
- * error and is passed on silently.
+ * Each checks its operands' shapes and dtypes, creates the output tensor (and
+ * the tensors its op saves for the backward, if any) and appends one forward
+ * node whose call names its parameters (ops/ops_impl.h). Errors stick to the
+ * graph (mt_graph_status) and name the op, the operands and their shapes; a
+ * NULL operand means an earlier error and is passed on silently.
  */
 #include "graph/graph_impl.h"
 
@@ -37,26 +38,34 @@ static bool want_rows(mt_graph *g, const char *op, mt_tensor *t) {
     return false;
 }
 
-/* Makes the output and the node; returns the output. */
-static mt_tensor *emit(mt_graph *g, mt_op op, int ndim, const int64_t *shape,
-                       mt_tensor *const *in, int n_in, const int64_t *iattr, const float *fattr) {
-    mt_tensor *out = mt__tensor_new(g, NULL, MT_F32, MT_ACT, ndim, shape);
-    if (!out) return NULL;
-    mt_node n = {.op = op, .phase = MT_PHASE_F, .out = out, .n_in = n_in};
-    for (int k = 0; k < n_in; k++) n.in[k] = in[k];
-    if (iattr) memcpy(n.i, iattr, sizeof n.i);
-    if (fattr) memcpy(n.f, fattr, sizeof n.f);
-    /* tensors saved for backward */
-    if (op == MT_OP_LAYERNORM || op == MT_OP_CROSS_ENTROPY) {
-        int64_t rows = mt__rows(in[0]);
-        n.aux[0] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 1, &rows);
-        if (op == MT_OP_LAYERNORM) n.aux[1] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 1, &rows);
-    } else if (op == MT_OP_ATTENTION) {
-        int64_t s[4] = {iattr[0], iattr[3], iattr[1], iattr[1]};   /* (B,NH,T,T) */
-        n.aux[0] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, 4, s);
-    }
+/* A forward op's output, an f32 activation (NULL on error). */
+static mt_tensor *act(mt_graph *g, int ndim, const int64_t *shape) {
+    return mt__tensor_new(g, NULL, MT_F32, MT_ACT, ndim, shape);
+}
+
+/* A tensor a forward op saves for its backward (NULL on error). Builders make
+ * it after the output: creation order sets tensor ids, hence default names
+ * and the buffer plan's order among tensors of equal size. */
+static mt_tensor *aux(mt_graph *g, int ndim, const int64_t *shape) {
+    return mt__tensor_new(g, NULL, MT_F32, MT_AUX, ndim, shape);
+}
+
+/* Appends the forward node of `call`, whose tensors the builder has made;
+ * returns its output, or NULL if anything failed on the way. */
+static mt_tensor *emit(mt_graph *g, const mt_op_call *call) {
     if (g->status != MT_OK) return NULL;
-    return mt__node_add(g, &n) < 0 ? NULL : out;
+    mt_node n = {.call = *call, .phase = MT_PHASE_F};
+    return mt__node_add(g, &n) < 0 ? NULL : call->out;
+}
+
+/* Appends the node of a forward op that saves nothing, given its inputs and
+ * parameters, with an output of `shape` (NULL, ndim 0: a scalar). */
+static mt_tensor *emit_simple(mt_graph *g, mt_op op, int ndim, const int64_t *shape,
+                              mt_tensor *const *in, int n_in, mt_op_params p) {
+    mt_op_call c = {.op = op, .n_in = n_in, .p = p};
+    for (int k = 0; k < n_in; k++) c.in[k] = in[k];
+    c.out = act(g, ndim, shape);
+    return emit(g, &c);
 }
 
 /* ---- matmul family ------------------------------------------------------ */
@@ -84,8 +93,8 @@ mt_tensor *mt_matmul(mt_graph *g, mt_tensor *a, mt_tensor *b, bool trans_a, bool
     if (trans_a) shape[0] = M;
     else for (int d = 0; d < a->ndim - 1; d++) shape[d] = a->shape[d];
     shape[ndim - 1] = N;
-    int64_t attr[4] = {(int64_t)trans_a | (int64_t)trans_b << 1, M, N, K};
-    return emit(g, MT_OP_MATMUL, ndim, shape, ops, 2, attr, NULL);
+    mt_op_params p = {.gemm = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K}};
+    return emit_simple(g, MT_OP_MATMUL, ndim, shape, ops, 2, p);
 }
 
 mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias) {
@@ -105,8 +114,8 @@ mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias) {
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = OC;
-    int64_t attr[4] = {0, mt__rows(x), OC, C};
-    return emit(g, MT_OP_LINEAR, x->ndim, shape, ops, bias ? 3 : 2, attr, NULL);
+    mt_op_params p = {.linear = {.rows = mt__rows(x), .OC = OC, .C = C}};
+    return emit_simple(g, MT_OP_LINEAR, x->ndim, shape, ops, bias ? 3 : 2, p);
 }
 
 /* ---- elementwise -------------------------------------------------------- */
@@ -124,7 +133,7 @@ static mt_tensor *binary(mt_graph *g, mt_op op, const char *name, mt_tensor *a, 
                                "second shape must equal the trailing dims of the first",
                                name, a->name, SHAPE(a, sa), b->name, SHAPE(b, sb));
     }
-    return emit(g, op, a->ndim, a->shape, ops, 2, NULL, NULL);
+    return emit_simple(g, op, a->ndim, a->shape, ops, 2, (mt_op_params){0});
 }
 
 mt_tensor *mt_add(mt_graph *g, mt_tensor *a, mt_tensor *b) { return binary(g, MT_OP_ADD, "add", a, b); }
@@ -133,13 +142,13 @@ mt_tensor *mt_mul(mt_graph *g, mt_tensor *a, mt_tensor *b) { return binary(g, MT
 
 mt_tensor *mt_scale(mt_graph *g, mt_tensor *a, float s) {
     if (!ready(g, 1, &a) || !want_dtype(g, "scale", a, MT_F32)) return NULL;
-    float f[2] = {s, 0};
-    return emit(g, MT_OP_SCALE, a->ndim, a->shape, &a, 1, NULL, f);
+    mt_op_params p = {.scale = {.s = s}};
+    return emit_simple(g, MT_OP_SCALE, a->ndim, a->shape, &a, 1, p);
 }
 
 mt_tensor *mt_gelu(mt_graph *g, mt_tensor *x) {
     if (!ready(g, 1, &x) || !want_dtype(g, "gelu", x, MT_F32)) return NULL;
-    return emit(g, MT_OP_GELU, x->ndim, x->shape, &x, 1, NULL, NULL);
+    return emit_simple(g, MT_OP_GELU, x->ndim, x->shape, &x, 1, (mt_op_params){0});
 }
 
 /* ---- normalisation, attention, embedding -------------------------------- */
@@ -161,8 +170,13 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     if ((w->needs_grad || b->needs_grad) && !(w->kind == MT_PARAM && b->kind == MT_PARAM))
         return mt__graph_error(g, MT_EUNSUPPORTED, "layernorm: weight '%s' and bias '%s' must "
                                "both be parameters", w->name, b->name);
-    int64_t attr[4] = {mt__rows(x), C, 0, 0};
-    return emit(g, MT_OP_LAYERNORM, x->ndim, x->shape, ops, 3, attr, NULL);
+    int64_t rows = mt__rows(x);
+    mt_op_call c = {.op = MT_OP_LAYERNORM, .n_in = 3, .in = {x, w, b},
+                    .p.rows = {.rows = rows, .C = C}};
+    c.out = act(g, x->ndim, x->shape);
+    c.aux[0] = aux(g, 1, &rows);   /* mean (rows) */
+    c.aux[1] = aux(g, 1, &rows);   /* rstd (rows) */
+    return emit(g, &c);
 }
 
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
@@ -175,9 +189,13 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
     if (NH <= 0 || C % NH != 0)
         return mt__graph_error(g, MT_EINVAL, "attention: C=%lld channels do not split into "
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);
-    int64_t shape[3] = {qkv->shape[0], qkv->shape[1], C};
-    int64_t attr[4] = {qkv->shape[0], qkv->shape[1], C, NH};
-    return emit(g, MT_OP_ATTENTION, 3, shape, &qkv, 1, attr, NULL);
+    int64_t B = qkv->shape[0], T = qkv->shape[1];
+    int64_t shape[3] = {B, T, C}, att_shape[4] = {B, NH, T, T};
+    mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = 1, .in = {qkv},
+                    .p.attention = {.B = B, .T = T, .C = C, .NH = NH}};
+    c.out = act(g, 3, shape);
+    c.aux[0] = aux(g, 4, att_shape);   /* att (B,NH,T,T): the softmax probabilities */
+    return emit(g, &c);
 }
 
 mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
@@ -192,8 +210,9 @@ mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, ids->shape, sizeof shape);
     shape[ids->ndim] = table->shape[1];
-    int64_t attr[4] = {mt_tensor_numel(ids), table->shape[1], table->shape[0], 0};
-    return emit(g, MT_OP_EMBEDDING, ids->ndim + 1, shape, ops, 2, attr, NULL);
+    mt_op_params p = {.embedding = {.n = mt_tensor_numel(ids), .C = table->shape[1],
+                                    .V = table->shape[0]}};
+    return emit_simple(g, MT_OP_EMBEDDING, ids->ndim + 1, shape, ops, 2, p);
 }
 
 /* ---- losses and reductions ---------------------------------------------- */
@@ -212,9 +231,12 @@ mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, 
         return mt__graph_error(g, MT_ESHAPE, "cross_entropy: targets '%s' %s need one entry per "
                                "row of logits '%s' %s", targets->name, SHAPE(targets, s1),
                                logits->name, SHAPE(logits, s2));
-    int64_t attr[4] = {mt__rows(logits), V, Vp, 0};
-    float f[2] = {scale, 0};
-    return emit(g, MT_OP_CROSS_ENTROPY, 0, NULL, ops, 2, attr, f);
+    int64_t rows = mt__rows(logits);
+    mt_op_call c = {.op = MT_OP_CROSS_ENTROPY, .n_in = 2, .in = {logits, targets},
+                    .p.ce = {.rows = rows, .V = V, .Vp = Vp, .scale = scale}};
+    c.out = act(g, 0, NULL);
+    c.aux[0] = aux(g, 1, &rows);   /* lse (rows) */
+    return emit(g, &c);
 }
 
 mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale) {
@@ -226,20 +248,20 @@ mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale) 
         return mt__graph_error(g, MT_ESHAPE, "mse: pred '%s' %s and target '%s' %s differ in size",
                                pred->name, SHAPE(pred, s1), target->name, SHAPE(target, s2));
     }
-    float f[2] = {scale, 0};
-    return emit(g, MT_OP_MSE, 0, NULL, ops, 2, NULL, f);
+    mt_op_params p = {.mse = {.scale = scale}};
+    return emit_simple(g, MT_OP_MSE, 0, NULL, ops, 2, p);
 }
 
 mt_tensor *mt_sum(mt_graph *g, mt_tensor *x) {
     if (!ready(g, 1, &x) || !want_dtype(g, "sum", x, MT_F32)) return NULL;
-    float f[2] = {1.0f, 0};
-    return emit(g, MT_OP_SUM, 0, NULL, &x, 1, NULL, f);
+    mt_op_params p = {.scale = {.s = 1.0f}};
+    return emit_simple(g, MT_OP_SUM, 0, NULL, &x, 1, p);
 }
 
 mt_tensor *mt_mean(mt_graph *g, mt_tensor *x) {
     if (!ready(g, 1, &x) || !want_dtype(g, "mean", x, MT_F32)) return NULL;
-    float f[2] = {(float)(1.0 / (double)mt_tensor_numel(x)), 0};
-    return emit(g, MT_OP_SUM, 0, NULL, &x, 1, NULL, f);
+    mt_op_params p = {.scale = {.s = (float)(1.0 / (double)mt_tensor_numel(x))}};
+    return emit_simple(g, MT_OP_SUM, 0, NULL, &x, 1, p);
 }
 
 /* ---- shapes ------------------------------------------------------------- */
@@ -272,6 +294,6 @@ mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x) {
     shape[x->ndim - 2] = x->shape[x->ndim - 1];
     shape[x->ndim - 1] = x->shape[x->ndim - 2];
     int64_t R = x->shape[x->ndim - 2], Cc = x->shape[x->ndim - 1];
-    int64_t attr[4] = {mt_tensor_numel(x) / (R * Cc), R, Cc, 0};
-    return emit(g, MT_OP_TRANSPOSE, x->ndim, shape, &x, 1, attr, NULL);
+    mt_op_params p = {.transpose = {.batch = mt_tensor_numel(x) / (R * Cc), .R = R, .Cc = Cc}};
+    return emit_simple(g, MT_OP_TRANSPOSE, x->ndim, shape, &x, 1, p);
 }

@@ -1,0 +1,182 @@
+/*
+ * grad_rules.c — the gradient rule of every forward op: which backward calls
+ * compute the gradients of its inputs, from which tensors, with which
+ * parameters.
+ *
+ * A rule reads the forward call (its inputs, output, saved aux tensors and
+ * parameters) and hands each backward call to the autodiff (mt__emit_grad,
+ * or mt__emit_grad2 for a call with two gradient outputs), which decides
+ * where the result goes, whether it adds, and whether it runs in B or W. So a
+ * rule never touches gradient bookkeeping, and ops/ never sees a rule: it only
+ * runs the calls.
+ *
+ * Layout for what comes next: sharding rules (how an op's output sharding
+ * follows from its inputs', and which collectives that needs) have the same
+ * shape — one function per op over its mt_op_call, in a table indexed by
+ * mt_op — and are graph-level knowledge too. They go beside this file
+ * (graph/shard_rules.c) with their table declared next to mt__grad_rule in
+ * graph_impl.h, not into ops/.
+ */
+#include "graph/graph_impl.h"
+
+#define NUMEL(t) mt_tensor_numel(t)
+
+/* A backward call of `op` reading `n_in` tensors, its output left to the
+ * autodiff. */
+static mt_op_call bcall(mt_op op, int n_in, mt_tensor *a, mt_tensor *b, mt_tensor *c,
+                        mt_tensor *d, mt_tensor *e) {
+    mt_op_call call = {.op = op, .n_in = n_in, .in = {a, b, c, d, e}};
+    return call;
+}
+
+/* GEMM: out (M,N) (+)= op(A) (M,K) · op(B) (K,N). */
+static mt_op_call gemm(mt_tensor *A, mt_tensor *B, bool ta, bool tb, int64_t M, int64_t N,
+                       int64_t K) {
+    mt_op_call call = bcall(MT_OP_GEMM, 2, A, B, 0, 0, 0);
+    call.p.gemm = (mt_gemm_params){.ta = ta, .tb = tb, .M = M, .N = N, .K = K};
+    return call;
+}
+
+/* out (M,N) = op(a) (M,K) · op(b) (K,N). */
+static void grad_matmul(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *a = f->in[0], *b = f->in[1], *dout = f->out->grad;
+    bool ta = f->p.gemm.ta, tb = f->p.gemm.tb;
+    int64_t M = f->p.gemm.M, N = f->p.gemm.N, K = f->p.gemm.K;
+    /* dA = dout · op(b)ᵀ, stored like a: (M,N)·(K,N)ᵀ or (M,N)·(N,K) into
+     * (M,K); transposed, (K,N)·(M,N)ᵀ or (N,K)ᵀ·(M,N)ᵀ into (K,M) */
+    mt_op_call da = ta ? gemm(b, dout, tb, true, K, M, N) : gemm(dout, b, false, !tb, M, K, N);
+    mt__emit_grad(g, a, &da);
+    /* dB = op(a)ᵀ · dout, stored like b: (M,K)ᵀ·(M,N) or (K,M)·(M,N) into
+     * (K,N); transposed, (M,N)ᵀ·(M,K) or (M,N)ᵀ·(K,M)ᵀ into (N,K) */
+    mt_op_call db = tb ? gemm(dout, a, true, ta, N, K, M) : gemm(a, dout, !ta, false, K, N, M);
+    mt__emit_grad(g, b, &db);
+}
+
+/* out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + bias (OC). */
+static void grad_linear(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *x = f->in[0], *w = f->in[1], *dout = f->out->grad;
+    int64_t rows = f->p.linear.rows, OC = f->p.linear.OC, C = f->p.linear.C;
+    mt_op_call dx = gemm(dout, w, false, false, rows, C, OC);   /* (rows,OC)·(OC,C) */
+    mt__emit_grad(g, x, &dx);
+    mt_op_call dw = gemm(dout, x, true, false, OC, C, rows);    /* (rows,OC)ᵀ·(rows,C) */
+    mt__emit_grad(g, w, &dw);
+    if (f->n_in == 3) {
+        mt_op_call db = bcall(MT_OP_BIAS_GRAD, 1, dout, 0, 0, 0, 0);
+        db.p.rows = (mt_rows_params){.rows = rows, .C = OC};
+        mt__emit_grad(g, f->in[2], &db);
+    }
+}
+
+/* A backward call out (+)= s · in, or its sum over repeats (REDUCE_BCAST). */
+static mt_op_call scaled(mt_op op, mt_tensor *in, float s) {
+    mt_op_call call = bcall(op, 1, in, 0, 0, 0, 0);
+    call.p.scale.s = s;
+    return call;
+}
+
+/* d(a ± b): a gets dout, b gets ±dout summed over its broadcast repeats. */
+static void grad_add_sub(mt_graph *g, const mt_op_call *f, float sign_b) {
+    mt_tensor *dout = f->out->grad;
+    mt_op_call da = scaled(MT_OP_SCALE_BWD, dout, 1.0f);
+    mt__emit_grad(g, f->in[0], &da);
+    bool same = NUMEL(f->in[1]) == NUMEL(f->in[0]);
+    mt_op_call db = scaled(same ? MT_OP_SCALE_BWD : MT_OP_REDUCE_BCAST, dout, sign_b);
+    mt__emit_grad(g, f->in[1], &db);
+}
+static void grad_add(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, 1.0f); }
+static void grad_sub(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, -1.0f); }
+
+static void grad_mul(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *dout = f->out->grad;
+    mt_op_call da = bcall(MT_OP_MUL_BWD_A, 2, dout, f->in[1], 0, 0, 0);
+    mt__emit_grad(g, f->in[0], &da);
+    mt_op_call db = bcall(MT_OP_MUL_BWD_B, 2, dout, f->in[0], 0, 0, 0);
+    mt__emit_grad(g, f->in[1], &db);
+}
+
+static void grad_scale(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dx = scaled(MT_OP_SCALE_BWD, f->out->grad, f->p.scale.s);
+    mt__emit_grad(g, f->in[0], &dx);
+}
+
+static void grad_gelu(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dx = bcall(MT_OP_GELU_BWD, 2, f->in[0], f->out->grad, 0, 0, 0);
+    mt__emit_grad(g, f->in[0], &dx);
+}
+
+/* Split as the zero-bubble schedules want it: dx is B work, dw and db (one
+ * call with two outputs, as they come from the same pass) are W work. */
+static void grad_layernorm(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *x = f->in[0], *w = f->in[1], *b = f->in[2], *dout = f->out->grad;
+    mt_tensor *mean = f->aux[0], *rstd = f->aux[1];
+    mt_op_call dx = bcall(MT_OP_LN_BWD_INPUT, 5, dout, x, w, mean, rstd);
+    dx.p.rows = f->p.rows;
+    mt__emit_grad(g, x, &dx);
+    mt_op_call dp = bcall(MT_OP_LN_BWD_PARAMS, 4, dout, x, mean, rstd, 0);
+    dp.p.rows = f->p.rows;
+    mt__emit_grad2(g, w, b, &dp);   /* the builder made sure w and b are parameters */
+}
+
+static void grad_attention(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 3, f->out->grad, f->in[0], f->aux[0], 0, 0);
+    dqkv.p.attention = f->p.attention;
+    mt__emit_grad(g, f->in[0], &dqkv);
+}
+
+static void grad_embedding(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dt = bcall(MT_OP_EMBEDDING_BWD, 2, f->out->grad, f->in[1], 0, 0, 0);
+    dt.p.embedding = f->p.embedding;
+    mt__emit_grad(g, f->in[0], &dt);
+}
+
+static void grad_cross_entropy(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dl = bcall(MT_OP_CE_BWD, 4, f->out->grad, f->in[0], f->aux[0], f->in[1], 0);
+    dl.p.ce = f->p.ce;
+    mt__emit_grad(g, f->in[0], &dl);
+}
+
+/* pred gets +d, target -d. */
+static void grad_mse(mt_graph *g, const mt_op_call *f) {
+    for (int k = 0; k < 2; k++) {
+        mt_op_call d = bcall(MT_OP_MSE_BWD, 3, f->out->grad, f->in[0], f->in[1], 0, 0);
+        d.p.mse = (mt_mse_params){.scale = f->p.mse.scale, .sign = k == 0 ? 1.0f : -1.0f};
+        mt__emit_grad(g, f->in[k], &d);
+    }
+}
+
+static void grad_sum(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = scaled(MT_OP_FILL_BWD, f->out->grad, f->p.scale.s);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* The gradient of a transpose is the transpose back: (batch,Cc,R) -> (batch,R,Cc). */
+static void grad_transpose(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = bcall(MT_OP_TRANSPOSE_BWD, 1, f->out->grad, 0, 0, 0, 0);
+    const mt_transpose_params *p = &f->p.transpose;
+    d.p.transpose = (mt_transpose_params){.batch = p->batch, .R = p->Cc, .Cc = p->R};
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* ======================================================================== */
+/* The table                                                                 */
+/* ======================================================================== */
+
+static const mt_grad_rule grad_rules[MT_OP_COUNT] = {
+    [MT_OP_MATMUL]        = grad_matmul,
+    [MT_OP_LINEAR]        = grad_linear,
+    [MT_OP_ADD]           = grad_add,
+    [MT_OP_SUB]           = grad_sub,
+    [MT_OP_MUL]           = grad_mul,
+    [MT_OP_SCALE]         = grad_scale,
+    [MT_OP_GELU]          = grad_gelu,
+    [MT_OP_LAYERNORM]     = grad_layernorm,
+    [MT_OP_ATTENTION]     = grad_attention,
+    [MT_OP_EMBEDDING]     = grad_embedding,
+    [MT_OP_CROSS_ENTROPY] = grad_cross_entropy,
+    [MT_OP_MSE]           = grad_mse,
+    [MT_OP_SUM]           = grad_sum,
+    [MT_OP_TRANSPOSE]     = grad_transpose,
+    /* backward ops have no rule: nothing differentiates through them */
+};
+
+mt_grad_rule mt__grad_rule(mt_op op) { return grad_rules[op]; }
