@@ -513,6 +513,14 @@ MT_TEST(build_errors_name_the_operands) {
     mt_tensor *l = mt_sum(g, a);
     MT_CHECK(mt_graph_compile(g, l, NULL) == MT_EINVAL, "loss without parameters");
     MT_CHECK(strstr(mt_errmsg(), "nothing to train"), "%s", mt_errmsg());
+    /* a compile error sticks to the graph with the same text, and a later
+     * call reports it again */
+    MT_CHECK(mt_graph_status(g) == MT_EINVAL, "status %s", mt_status_name(mt_graph_status(g)));
+    MT_CHECK(strcmp(mt_graph_errmsg(g), mt_errmsg()) == 0, "graph: '%s', mt_errmsg: '%s'",
+             mt_graph_errmsg(g), mt_errmsg());
+    mt_errclear();
+    MT_CHECK(mt_graph_forward(g) == MT_EINVAL && strstr(mt_errmsg(), "nothing to train"), "%s",
+             mt_errmsg());
     mt_graph_free(g);
 }
 

@@ -13,25 +13,30 @@
 /* Errors                                                                    */
 /* ======================================================================== */
 
-mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...) {
+/* Records the first error in g and (re)raises g's error as mt_errmsg(). The
+ * arguments may include mt_errmsg() itself: it is read before mt_fail
+ * replaces it. */
+static void graph_verror(mt_graph *g, mt_status code, const char *fmt, va_list ap) {
     if (g->status == MT_OK) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
-        va_end(ap);
         g->status = code;
     }
     mt_fail(g->status, "%s", g->errmsg);
+}
+
+mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    graph_verror(g, code, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
 mt_status mt_graph_fail(mt_graph *g, mt_status code, const char *fmt, ...) {
-    char msg[sizeof g->errmsg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    graph_verror(g, code, fmt, ap);
     va_end(ap);
-    mt__graph_error(g, code, "%s", msg);
     return code;
 }
 
@@ -254,7 +259,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s != MT_OK) {
-        if (g->status == MT_OK) { g->status = s; snprintf(g->errmsg, sizeof g->errmsg, "%s", mt_errmsg()); }
+        mt__graph_error(g, s, "%s", mt_errmsg());   /* sticks to g; mt_errmsg() unchanged */
         return s;
     }
     for (int i = 0; i < g->n_tensors; i++)
