@@ -12,6 +12,57 @@
 extern "C" {
 #endif
 
+/* ======================================================================== */
+/* Files: what a path holds, and how saves write                             */
+/* ======================================================================== */
+
+/* Every function of this header that reads a file opens it without blocking
+ * and refuses anything but a regular file (a directory, a FIFO, a device),
+ * saying what the path is: a FIFO opened for reading would wait forever.
+ *
+ * Every save (mt_ckpt_save, mt_llmc_save) writes "<path>" MT_TMP_SUFFIX, one
+ * temporary name per output, fsyncs it and renames it over <path>, so a
+ * crash leaves the previous file or the new one, plus at most one temporary
+ * file, which the next save removes. Names ending in ".tmp" (or ".tmp.<n>",
+ * the per-process temporary names of meshtrain 0.1.0) belong to saves:
+ * loads refuse them, naming the file to load instead, and saves refuse them
+ * as targets. A save also refuses a target that exists and is not a regular
+ * file: its rename would replace a device node such as /dev/null. */
+#define MT_TMP_SUFFIX ".tmp"
+
+/* What a file holds, from its first bytes. */
+typedef enum {
+    MT_FILE_OTHER = 0,   /* anything else: text, as far as datasets go */
+    MT_FILE_CKPT,        /* a meshtrain checkpoint (magic "MTCKPT") */
+    MT_FILE_LLMC,        /* an llm.c GPT-2 checkpoint (magic 20240326) */
+    MT_FILE_TOKENS       /* an llm.c token file (magic 20240520) */
+} mt_file_kind;
+
+/* Sets *kind from the magic at the start of `path` (an empty or short file
+ * is MT_FILE_OTHER). Only the magic is read: the file may still be
+ * truncated or corrupt. Fails with MT_EIO naming the path and the system's
+ * message when it cannot be opened, or saying what it is when it is not a
+ * regular file (never blocking on a FIFO). */
+mt_status mt_file_detect(const char *path, mt_file_kind *kind);
+
+/* Writes the temporary name saves to `path` use ("<path>.tmp") into buf
+ * (n bytes). MT_EINVAL when it does not fit. */
+mt_status mt_file_tmp_path(const char *path, char *buf, size_t n);
+
+/* Checks, before any work, that a save to `path` can succeed, the way the
+ * save itself will go: `path` is a new name or a regular file, is not a
+ * temporary name, and its temporary file can be created (so its directory
+ * exists and is writable, and the temporary name is not too long): that file
+ * is created and removed again, and a stale one left by a killed save is
+ * removed. `path` itself is not touched. Fails with MT_EINVAL (not a regular
+ * file, a temporary name) or MT_EIO (with the system's message), naming the
+ * path. */
+mt_status mt_file_check_save(const char *path);
+
+/* ======================================================================== */
+/* Datasets and llm.c files                                                  */
+/* ======================================================================== */
+
 /* The byte-level tokenizer: vocabulary 256, token = byte. */
 #define MT_BYTE_VOCAB 256
 
@@ -38,15 +89,19 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n);
 /* llm.c GPT-2 fp32 checkpoint (magic 20240326, version 3). Reading fills `cfg`
  * from the header and copies the weights into the GPT parameters of `g`
  * (compiled from mt_gpt_build with the same cfg), or, with g == NULL, only
- * reads the header. */
+ * reads the header. mt_llmc_load checks every value before it copies any:
+ * a non-finite one fails with MT_ENAN naming the tensor and the element,
+ * leaving g as it was. A save's temporary file is refused (MT_EINVAL).
+ * mt_llmc_save writes through a temporary file as said above, and fails
+ * with MT_EINVAL when `path` exists and is not a regular file. */
 mt_status mt_llmc_read_config(const char *path, mt_gpt_config *cfg);
 mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg);
 
 /* meshtrain's own checkpoint: every parameter (name, dtype, global shape,
  * sharding, data), optimizer moments, step, data position and seed, plus a
- * model description string. Written to a temporary name, fsynced, renamed;
- * a CRC-32 over the contents is verified on load. */
+ * model description string. Written to "<path>.tmp", fsynced, renamed (see
+ * Files above); a CRC-32 over the contents is verified on load. */
 typedef struct {
     int      step;
     int64_t  data_pos;
@@ -54,11 +109,21 @@ typedef struct {
     char     model[256];   /* e.g. "gpt L=4 C=256 NH=4 maxT=64 V=256 Vp=256" */
 } mt_ckpt_meta;
 
+/* Saves the parameters of a compiled graph (and the moments of `opt`, if not
+ * NULL) with `meta`. Fails with MT_EINVAL when `path` exists and is not a
+ * regular file or is a temporary name, and with MT_EIO (the system's message)
+ * when writing fails, leaving the previous checkpoint untouched. */
 mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta);
-/* Reads only the meta block (to learn which model to build). */
+/* Reads only the meta block (to learn which model to build). Refuses a save's
+ * temporary file (MT_EINVAL) and anything but a regular file (MT_EIO). */
 mt_status mt_ckpt_read_meta(const char *path, mt_ckpt_meta *meta);
 /* Loads parameters (and moments, if opt is not NULL) into a compiled graph
- * with the same parameters; fails naming the first tensor that differs. */
+ * with the same parameters; fails naming the first tensor that differs.
+ * Everything is checked before anything is copied, so a failed load leaves
+ * the graph and the optimizer as they were: the CRC (MT_ECHECKSUM), every
+ * record against the graph (MT_ESHAPE), and every value loaded: a NaN or
+ * infinity in a parameter or a loaded moment fails with MT_ENAN naming the
+ * tensor (a CRC says the bytes are as written, not that the run was sane). */
 mt_status mt_ckpt_load(const char *path, mt_graph *g, mt_optim *opt, mt_ckpt_meta *meta);
 
 /* CRC-32 (IEEE) of a buffer, continuing from `crc` (start with 0). */

@@ -31,24 +31,23 @@
  *   trailer
  *     u32           CRC-32 (IEEE, as zlib) of every byte before it
  *
- * The file is written to "<path>.tmp.<pid>", flushed, fsynced and renamed over
- * <path>, and the directory is fsynced: a crash leaves the previous checkpoint
- * or the new one, never a torn one. Load verifies the CRC before anything else,
- * then checks every record against the graph, and only then copies: a bad file
- * leaves the graph and the optimizer as they were. Moments the file holds but
+ * The file is written to "<path>.tmp" (files.c: one temporary name per
+ * output), flushed, fsynced and renamed over <path>, and the directory is
+ * fsynced: a crash leaves the previous checkpoint or the new one, never a torn
+ * one. Load verifies the CRC before anything else, then checks every record
+ * against the graph and every value it will copy for NaN and infinity, and
+ * only then copies: a bad file leaves the graph and the optimizer as they were. Moments the file holds but
  * the optimizer has no room for are an error (a resume would silently differ);
  * moments the file lacks (saved with opt = NULL) leave the optimizer's as they
  * are, which is what fine-tuning from a parameters-only checkpoint wants.
  */
-#include "meshtrain/io.h"
+#include "io/io_impl.h"
 
 #include <limits.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c writes tensor data in place and assumes a little-endian host"
@@ -108,24 +107,6 @@ static void w_bytes(writer *w, const void *p, size_t n) {
     if (fwrite(p, 1, n, w->f) != n) { w->ok = false; w->err = errno; }
 }
 
-/* fsyncs the directory holding `path`, so the rename itself survives a crash.
- * Returns 0 or an errno. Some file systems refuse fsync on a directory
- * (EINVAL); there is nothing more to do then. */
-static int fsync_dir_of(const char *path) {
-    char *dir = strdup(path);
-    if (!dir) return ENOMEM;
-    char *slash = strrchr(dir, '/');
-    const char *d = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
-    int fd = open(d, O_RDONLY | O_DIRECTORY);
-    int err = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-        if (fsync(fd) != 0 && errno != EINVAL) err = errno;
-        close(fd);
-    }
-    free(dir);
-    return err;
-}
-
 /* Checks that every parameter can be written before the file is created. */
 static mt_status check_params_for_save(const char *path, mt_graph *g) {
     int n = mt_graph_n_params(g);
@@ -163,17 +144,9 @@ mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ck
     if (s != MT_OK) return s;
     int n = mt_graph_n_params(g);
 
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) return mt_fail(MT_ENOMEM, "no memory to save checkpoint '%s'", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    writer w = {.f = fopen(tmp, "wb"), .crc = 0, .ok = true};
-    if (!w.f) {
-        s = mt_fail(MT_EIO, "cannot create '%s' to save checkpoint '%s': %s", tmp, path,
-                    strerror(errno));
-        free(tmp);
-        return s;
-    }
+    mt__save sv;
+    if ((s = mt__save_begin(path, "checkpoint", &sv)) != MT_OK) return s;
+    writer w = {.f = sv.f, .crc = 0, .ok = true};
 
     unsigned char h[CK_HEADER_BYTES] = {0};
     memcpy(h, CK_MAGIC, CK_MAGIC_BYTES);
@@ -218,21 +191,7 @@ mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ck
     unsigned char trailer[4];
     put_u32(trailer, w.crc);
     if (w.ok && fwrite(trailer, 1, 4, w.f) != 4) { w.ok = false; w.err = errno; }
-    if (w.ok && (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)) { w.ok = false; w.err = errno; }
-    if (fclose(w.f) != 0 && w.ok) { w.ok = false; w.err = errno; }
-    if (w.ok && rename(tmp, path) != 0) { w.ok = false; w.err = errno; }
-    if (!w.ok) {
-        unlink(tmp);
-        s = mt_fail(MT_EIO, "writing checkpoint '%s' (through '%s'): %s; the previous "
-                    "checkpoint, if any, is untouched", path, tmp, strerror(w.err));
-    } else {
-        int err = fsync_dir_of(path);
-        if (err)
-            s = mt_fail(MT_EIO, "checkpoint '%s' was written, but syncing its directory "
-                        "failed (%s): it may not survive a power loss", path, strerror(err));
-    }
-    free(tmp);
-    return s;
+    return mt__save_end(path, "checkpoint", &sv, w.ok, w.err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -249,28 +208,23 @@ typedef struct {
  * trailer; fills *size. */
 static mt_status open_ckpt(const char *path, FILE **fp, int64_t *size) {
     *fp = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_fail(MT_EIO, "cannot open checkpoint '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        mt_status s = mt_fail(MT_EIO, "cannot stat checkpoint '%s': %s", path, strerror(errno));
-        fclose(f);
-        return s;
-    }
+    FILE *f;
+    int64_t bytes = 0;
+    mt_status s = mt__file_check_not_tmp(path, "checkpoint");
+    if (s == MT_OK) s = mt__file_open_read(path, "checkpoint", &f, &bytes);
+    if (s != MT_OK) return s;
     unsigned char magic[CK_MAGIC_BYTES] = {0};
     size_t got = fread(magic, 1, sizeof magic, f);
-    mt_status s = MT_OK;
     if (got != sizeof magic || memcmp(magic, CK_MAGIC, CK_MAGIC_BYTES) != 0)
         s = mt_fail(MT_EFORMAT, "'%s' is not a meshtrain checkpoint (no \"MTCKPT\" magic)%s",
                     path, got >= 4 && get_u32(magic) == 20240326
                     ? "; it is an llm.c checkpoint: load it with mt_llmc_load" : "");
-    else if ((int64_t)st.st_size < CK_HEADER_BYTES + 4)
+    else if (bytes < CK_HEADER_BYTES + 4)
         s = mt_fail(MT_EFORMAT, "checkpoint '%s' is truncated: %lld bytes, less than its "
-                    "%d-byte header and trailer", path, (long long)st.st_size,
-                    CK_HEADER_BYTES + 4);
+                    "%d-byte header and trailer", path, (long long)bytes, CK_HEADER_BYTES + 4);
     if (s != MT_OK) { fclose(f); return s; }
     *fp = f;
-    *size = (int64_t)st.st_size;
+    *size = bytes;
     return MT_OK;
 }
 
@@ -349,6 +303,7 @@ mt_status mt_ckpt_read_meta(const char *path, mt_ckpt_meta *meta) {
 
 /* One parameter record, checked against the graph, ready to copy. */
 typedef struct {
+    char     name[MT_MAX_NAME];
     float   *data;
     float   *m, *v;      /* optimizer slots to fill, NULL to skip */
     int64_t  offset;     /* of the data in the file */
@@ -435,6 +390,7 @@ static mt_status check_record(const char *path, FILE *f, int64_t *off, int64_t e
 
     *e = (ck_entry){.data = mt_tensor_f32(t), .offset = data_at, .numel = numel,
                     .moments = moments};
+    memcpy(e->name, name, sizeof e->name);
     if (!e->data)
         return mt_fail(MT_ESTATE, "parameter '%s' has no storage; call mt_graph_compile before "
                        "loading checkpoint '%s'", name, path);
@@ -452,6 +408,46 @@ static mt_status check_record(const char *path, FILE *f, int64_t *off, int64_t e
     }
     *off = data_at + numel * 4 * n_arrays;
     return MT_OK;
+}
+
+/* Checks that every value a load will copy is finite: the CRC only says the
+ * bytes are as written, and a NaN parameter would sample NUL bytes or make
+ * a resume fail at its first step, blaming the learning rate. */
+static mt_status check_finite(const char *path, FILE *f, const ck_entry *es, uint32_t n) {
+    enum { CHUNK = 1 << 14 };
+    float *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) return mt_fail(MT_ENOMEM, "no memory to check checkpoint '%s'", path);
+    mt_status s = MT_OK;
+    for (uint32_t r = 0; s == MT_OK && r < n; r++) {
+        const ck_entry *e = &es[r];
+        /* array 0: the parameter; 1, 2: the moments m and v, when loaded */
+        for (int a = 0; s == MT_OK && a < 3; a++) {
+            if ((a == 1 && !e->m) || (a == 2 && !e->v)) continue;
+            int before = a == 0 ? 0 : a == 1 ? 1 : 1 + !!(e->moments & 1);
+            int64_t at = e->offset + e->numel * 4 * before;
+            for (int64_t i = 0; s == MT_OK && i < e->numel; i += CHUNK) {
+                size_t cnt = (size_t)(e->numel - i < CHUNK ? e->numel - i : CHUNK);
+                if (fseeko(f, at + i * 4, SEEK_SET) != 0 || fread(buf, 4, cnt, f) != cnt) {
+                    s = mt_fail(MT_EIO, "reading checkpoint '%s' at byte %lld: %s", path,
+                                (long long)(at + i * 4),
+                                ferror(f) ? strerror(errno) : "file shrank while reading");
+                    break;
+                }
+                for (size_t k = 0; k < cnt; k++) {
+                    if (isfinite(buf[k])) continue;
+                    s = mt_fail(MT_ENAN, "checkpoint '%s' holds %g in %s'%s' at element %lld; "
+                                "it was saved from a run that had diverged, or damaged before "
+                                "its CRC was computed: load an earlier checkpoint", path,
+                                (double)buf[k], a == 0 ? "parameter " : a == 1
+                                ? "the optimizer moment m of " : "the optimizer moment v of ",
+                                e->name, (long long)(i + (int64_t)k));
+                    break;
+                }
+            }
+        }
+    }
+    free(buf);
+    return s;
 }
 
 /* Copies the checked records into their tensors and optimizer slots. */
@@ -507,6 +503,7 @@ mt_status mt_ckpt_load(const char *path, mt_graph *g, mt_optim *opt, mt_ckpt_met
                         "model the checkpoint describes (%s)",
                         mt_tensor_name(mt_graph_param_at(g, i)), path,
                         h.meta.model[0] ? h.meta.model : "no model string");
+    if (s == MT_OK) s = check_finite(path, f, es, h.n_params);
     if (s == MT_OK) s = copy_records(path, f, es, h.n_params);
     fclose(f);
     free(es);

@@ -12,13 +12,12 @@
  * pure function of the position: every device and every mesh sees the same
  * tokens for the same step.
  */
-#include "meshtrain/io.h"
+#include "io/io_impl.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "llm.c token files are little-endian; dataset.c reads them in place"
@@ -113,21 +112,11 @@ mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out) {
         return mt_fail(MT_EINVAL, "val_frac %g for dataset '%s' is outside [0, 1); "
                        "give the fraction of tokens to hold out, e.g. 0.1", val_frac, path);
 
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mt_fail(MT_EIO, "cannot open dataset '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        mt_status s = mt_fail(MT_EIO, "cannot stat dataset '%s': %s", path, strerror(errno));
-        fclose(f);
-        return s;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mt_fail(MT_EIO, "dataset '%s' is not a regular file%s; give a text file or an "
-                       "llm.c token file", path, S_ISDIR(st.st_mode) ? " (it is a directory)" : "");
-    }
-    int64_t size = (int64_t)st.st_size;
+    /* opened without blocking: a FIFO is refused, not waited on */
+    FILE *f;
+    int64_t size = 0;
+    mt_status s = mt__file_open_read(path, "dataset", &f, &size);
+    if (s != MT_OK) return s;
     if (size == 0) {
         fclose(f);
         return mt_fail(MT_EFORMAT, "dataset '%s' is empty; give a text file or an llm.c "
@@ -143,7 +132,6 @@ mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out) {
     /* Sniff: a file that starts with the llm.c magic is a token file. */
     int32_t hdr[HEADER_INTS] = {0};
     size_t n_head = fread(hdr, 1, size < HEADER_BYTES ? (size_t)size : (size_t)HEADER_BYTES, f);
-    mt_status s;
     if (n_head >= sizeof(int32_t) && hdr[0] == TOKENS_MAGIC)
         s = read_token_file(path, f, size, hdr, ds);
     else

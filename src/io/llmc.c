@@ -11,14 +11,12 @@
  * llm.c's stacked tensors to those names and is the single place both load
  * and save take the order, the names and the shapes from.
  */
-#include "meshtrain/io.h"
+#include "io/io_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "llm.c checkpoints are little-endian; llmc.c copies them in place"
@@ -181,13 +179,13 @@ static mt_status check_sizes(const char *whose, const char *path, const mt_gpt_c
  * not NULL) is left open just past the header. */
 static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp) {
     if (fp) *fp = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mt_fail(MT_EIO, "cannot open llm.c checkpoint '%s': %s", path, strerror(errno));
+    FILE *f;
+    int64_t bytes = 0;
+    mt_status s = mt__file_check_not_tmp(path, "llm.c checkpoint");
+    if (s == MT_OK) s = mt__file_open_read(path, "llm.c checkpoint", &f, &bytes);
+    if (s != MT_OK) return s;
     int32_t h[HEADER_INTS] = {0};
     size_t got = fread(h, sizeof(int32_t), HEADER_INTS, f);
-    mt_status s = MT_OK;
-    struct stat st;
     if (got < 2)
         s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c checkpoint, or is truncated: it is shorter "
                     "than the header's magic and version (%zu bytes)", path, got * sizeof(int32_t));
@@ -207,15 +205,13 @@ static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp
 
     mt_gpt_config c = {.maxT = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7]};
     s = check_sizes("header", path, &c);
-    if (s == MT_OK && fstat(fileno(f), &st) != 0)
-        s = mt_fail(MT_EIO, "cannot stat llm.c checkpoint '%s': %s", path, strerror(errno));
     if (s == MT_OK) {
         int64_t want = (int64_t)sizeof h + 4 * total_floats(&c);
-        if ((int64_t)st.st_size != want)
+        if (bytes != want)
             s = mt_fail(MT_EFORMAT, "llm.c checkpoint '%s' is %s: its header (L=%d C=%d "
                         "maxT=%d Vp=%d) needs %lld bytes, the file holds %lld", path,
-                        (int64_t)st.st_size < want ? "truncated" : "too long", c.L, c.C,
-                        c.maxT, c.Vp, (long long)want, (long long)st.st_size);
+                        bytes < want ? "truncated" : "too long", c.L, c.C, c.maxT, c.Vp,
+                        (long long)want, (long long)bytes);
     }
     if (s != MT_OK || !fp) {
         fclose(f);
@@ -236,6 +232,44 @@ mt_status mt_llmc_read_config(const char *path, mt_gpt_config *cfg) {
 /* Load and save                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Reads every tensor of the file (just past the header) and checks its values
+ * are finite, before the load copies any: a NaN weight would sample NUL bytes
+ * or fail the first training step, blaming the learning rate. Leaves `f` at
+ * the end of the data. */
+static mt_status check_finite(const char *path, FILE *f, const mt_gpt_config *fc) {
+    enum { CHUNK = 1 << 14 };
+    float *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) return mt_fail(MT_ENOMEM, "no memory to check llm.c checkpoint '%s'", path);
+    mt_status s = MT_OK;
+    for (int i = 0; s == MT_OK && i < N_LLMC_TENSORS; i++) {
+        const llmc_tensor *e = &llmc_tensors[i];
+        const int64_t n = entry_numel(e, fc);
+        for (int l = 0; s == MT_OK && l < (e->per_layer ? fc->L : 1); l++) {
+            for (int64_t at = 0; s == MT_OK && at < n; at += CHUNK) {
+                size_t cnt = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+                char name[MT_MAX_NAME];
+                entry_name(e, l, name, sizeof name);
+                if (fread(buf, sizeof(float), cnt, f) != cnt) {
+                    s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s",
+                                name, path, ferror(f) ? strerror(errno)
+                                                      : "file shrank while reading");
+                    break;
+                }
+                for (size_t k = 0; k < cnt; k++) {
+                    if (isfinite(buf[k])) continue;
+                    s = mt_fail(MT_ENAN, "llm.c checkpoint '%s' holds %g in tensor '%s' at "
+                                "element %lld; the file is damaged or was written by a run "
+                                "that had diverged", path, (double)buf[k], name,
+                                (long long)(at + (int64_t)k));
+                    break;
+                }
+            }
+        }
+    }
+    free(buf);
+    return s;
+}
+
 mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
     if (!path || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_load: path or cfg is NULL");
     mt_gpt_config fc;
@@ -253,6 +287,11 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
                         "build the model from mt_llmc_read_config's config", path,
                         fields[i].name, fields[i].file, fields[i].name, fields[i].want);
     if (s == MT_OK && g) s = check_graph(g, path, &fc);
+    if (s == MT_OK && g) {
+        s = check_finite(path, f, &fc);
+        if (s == MT_OK && fseeko(f, (off_t)(HEADER_INTS * sizeof(int32_t)), SEEK_SET) != 0)
+            s = mt_fail(MT_EIO, "reading llm.c checkpoint '%s': %s", path, strerror(errno));
+    }
 
     for (int i = 0; s == MT_OK && g && i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
@@ -272,27 +311,18 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
     return s;
 }
 
-/* Written to a temporary file next to the target, flushed, fsynced and renamed
- * over it, so a crash leaves the old file or the new one, never half of one.
- * (checkpoint.c also fsyncs the directory: its files are the resume point, an
- * llm.c export is a by-product.) */
+/* Written to "<path>.tmp" next to the target, flushed, fsynced and renamed over
+ * it (files.c), so a crash leaves the old file or the new one, never half of
+ * one. */
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
     if (!path || !g || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_save: path, g or cfg is NULL");
     mt_status s = check_sizes("model config", path, cfg);
     if (s == MT_OK) s = check_graph(g, path, cfg);
     if (s != MT_OK) return s;
 
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) return mt_fail(MT_ENOMEM, "no memory to save '%s'", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = mt_fail(MT_EIO, "cannot create '%s' to save llm.c checkpoint '%s': %s", tmp, path,
-                    strerror(errno));
-        free(tmp);
-        return s;
-    }
+    mt__save sv;
+    if ((s = mt__save_begin(path, "llm.c checkpoint", &sv)) != MT_OK) return s;
+    FILE *f = sv.f;
 
     int32_t h[HEADER_INTS] = {LLMC_MAGIC, LLMC_VERSION, cfg->maxT, cfg->V, cfg->L,
                               cfg->NH, cfg->C, cfg->Vp};
@@ -306,15 +336,5 @@ mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
             ok = fwrite(data, sizeof(float), n, f) == n;
         }
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) { ok = false; err = errno; }
-    if (ok && rename(tmp, path) != 0) { ok = false; err = errno; }
-    if (!ok) {
-        unlink(tmp);
-        s = mt_fail(MT_EIO, "writing llm.c checkpoint '%s' (through '%s'): %s", path, tmp,
-                    strerror(err));
-    }
-    free(tmp);
-    return s;
+    return mt__save_end(path, "llm.c checkpoint", &sv, ok, ok ? 0 : errno);
 }
