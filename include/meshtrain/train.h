@@ -32,11 +32,12 @@ typedef struct {
     int             steps;       /* optimizer steps to take (in total, counting resumed ones) */
     mt_optim_config optim;
     uint64_t        seed;
-    int             eval_every;  /* steps between validation losses; 0 = never */
+    int             eval_every;  /* steps between validation losses; 0 = never. Needs a
+                                    validation split of at least T+1 tokens (val_frac) */
     int             eval_batches;
     const char     *ckpt_in;     /* resume from a meshtrain checkpoint, or NULL */
     const char     *ckpt_out;    /* write a meshtrain checkpoint at the end (and every ckpt_every) */
-    int             ckpt_every;
+    int             ckpt_every;  /* 0 = at the end only; > 0 needs ckpt_out */
     const char     *llmc_in;     /* initialise GPT weights from an llm.c checkpoint */
     const char     *llmc_out;    /* also write an llm.c checkpoint at the end */
     int             threads;     /* kernel threads; 0 = all cores */
@@ -61,7 +62,11 @@ typedef struct {
 
 /* Validates the configuration (the message names the bad field and value),
  * opens the data, builds and compiles the model, creates the optimizer, and
- * loads ckpt_in / llmc_in if given. */
+ * loads ckpt_in / llmc_in if given. Every conflict a run would meet later is
+ * an error here, before step 1 (MT_EINVAL): ckpt_every without ckpt_out, and
+ * eval_every with a validation split shorter than T+1 tokens. A non-finite
+ * value in ckpt_in or llmc_in fails with MT_ENAN naming the tensor. The
+ * caller owns *out (mt_trainer_free); the paths of cfg are copied. */
 mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out);
 void      mt_trainer_free(mt_trainer *tr);
 /* The configuration as resolved (V from the data, step resumed from, ...). */
@@ -73,14 +78,20 @@ int       mt_trainer_step_count(const mt_trainer *tr);
 mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report);
 /* Mean validation loss over eval_batches microbatches. */
 mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
-/* Writes ckpt_out (and llmc_out for GPT). */
+/* Writes ckpt_out (and llmc_out for GPT), each through "<path>.tmp" renamed
+ * over it (meshtrain/io.h). On failure (MT_EIO with the system's message,
+ * e.g. a full disk) the previous files are untouched and the trainer is
+ * unchanged: training may go on and a later save retry. */
 mt_status mt_trainer_save(mt_trainer *tr);
 /* The compiled training graph (for inspection). */
 mt_graph *mt_trainer_graph(mt_trainer *tr);
 
 /* Samples `n` tokens after `prompt` (bytes) from a checkpoint (meshtrain or
  * llm.c, told apart by magic) with temperature and top-k (0 = all), writing
- * each decoded byte to `out` as it is produced. */
+ * each decoded byte to `out` as it is produced (and flushing it). Fails with
+ * MT_EIO naming the system's message when the checkpoint cannot be opened or
+ * is not a regular file, or when writing to `out` fails (the sample stops
+ * there); with MT_ENAN when the checkpoint holds a non-finite weight. */
 typedef struct {
     const char *ckpt;
     const char *prompt;

@@ -6,25 +6,24 @@
  */
 #include "meshtrain/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LLMC_MODEL_MAGIC 20240326
-
-/* Learns which model a checkpoint holds; *is_llmc tells the two formats apart. */
+/* Learns which model a checkpoint holds; *is_llmc tells the two formats apart.
+ * mt_file_detect opens without blocking and says what a path is when it is
+ * not a file (a directory, a FIFO), with the system's message when it is
+ * missing; anything that is not an llm.c file goes to the meshtrain reader,
+ * whose message says what a checkpoint must start with. */
 static mt_status read_model(const char *path, mt_gpt_config *cfg, bool *is_llmc) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_fail(MT_EIO, "cannot open checkpoint %s; check the path", path);
-    int32_t magic = 0;
-    size_t got = fread(&magic, sizeof magic, 1, f);
-    fclose(f);
-    if (got != 1)
-        return mt_fail(MT_EFORMAT, "checkpoint %s is empty or truncated", path);
-    *is_llmc = magic == LLMC_MODEL_MAGIC;
+    mt_file_kind kind;
+    mt_status s = mt_file_detect(path, &kind);
+    if (s != MT_OK) return mt_fail_wrap(s, "reading the checkpoint to sample from");
+    *is_llmc = kind == MT_FILE_LLMC;
     if (*is_llmc) return mt_llmc_read_config(path, cfg);
     mt_ckpt_meta meta;
-    mt_status s = mt_ckpt_read_meta(path, &meta);
+    s = mt_ckpt_read_meta(path, &meta);
     if (s != MT_OK) return s;
     memset(cfg, 0, sizeof *cfg);
     if (sscanf(meta.model, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", &cfg->L, &cfg->C,
@@ -121,9 +120,15 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
         float u = mt_rng_uniform(cfg->seed, 0, (uint64_t)i);
         int next = pick_token(logits + (size_t)(n_ctx - 1) * Vp, V, cfg->temperature,
                               cfg->top_k, u, work);
-        if (next < 256) fputc(next, out);
-        else fprintf(out, "<%d>", next);   /* not a byte: no tokenizer to decode it */
-        fflush(out);
+        /* a full disk or a closed pipe ends the sample: nothing else comes out */
+        errno = 0;
+        bool wrote = next < 256 ? fputc(next, out) != EOF
+                                : fprintf(out, "<%d>", next) > 0;   /* no tokenizer for it */
+        if (!wrote || fflush(out) != 0) {
+            s = mt_fail(MT_EIO, "writing the sample failed after %d of %d tokens: %s", i,
+                        cfg->n, errno ? strerror(errno) : "the stream reports an error");
+            goto done;
+        }
         if (n_ctx == T) {   /* the window is full: slide it by one */
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
             n_ctx--;

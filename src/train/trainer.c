@@ -97,6 +97,10 @@ static mt_status check_config(const mt_train_config *c) {
     if (c->ckpt_every < 0)
         return mt_fail(MT_EINVAL, "ckpt_every=%d must not be negative (0 = at the end only)",
                        c->ckpt_every);
+    /* without a path the periodic saves would silently not happen */
+    if (c->ckpt_every > 0 && !c->ckpt_out)
+        return mt_fail(MT_EINVAL, "ckpt_every=%d has no checkpoint to write: set ckpt_out, "
+                       "or set ckpt_every to 0", c->ckpt_every);
     if (c->threads < 0)
         return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
     mt_status s;
@@ -151,6 +155,20 @@ static void fill_batch(const mt_trainer *tr, int split, int64_t *pos, mt_tensor 
     tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, in, target);
 }
 
+/* A validation split too short for one window would fail the first
+ * evaluation, after eval_every steps of work: say so before step 1. */
+static mt_status check_eval_split(const mt_trainer *tr) {
+    const mt_train_config *c = &tr->cfg;
+    if (c->eval_every <= 0 || !tr->ds) return MT_OK;
+    int64_t n_val = mt_dataset_tokens(tr->ds, 1);
+    if (n_val >= (int64_t)c->T + 1) return MT_OK;
+    return mt_fail(MT_EINVAL, "eval_every=%d needs a validation split of at least T+1=%d "
+                   "tokens, but val_frac=%g leaves %lld of the %lld tokens of %s; raise "
+                   "val_frac, lower T, or set eval_every to 0", c->eval_every, c->T + 1,
+                   c->val_frac, (long long)n_val,
+                   (long long)(n_val + mt_dataset_tokens(tr->ds, 0)), c->data);
+}
+
 /* ======================================================================== */
 /* Create and free                                                           */
 /* ======================================================================== */
@@ -184,6 +202,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     mt_set_num_threads(c->threads);
 
     if (tr->m->open && (s = tr->m->open(c, &tr->ds)) != MT_OK) goto fail;
+    if ((s = check_eval_split(tr)) != MT_OK) goto fail;
     tr->m->describe(c, tr->model, sizeof tr->model);
 
     mt_ckpt_meta meta;
