@@ -15,8 +15,14 @@
 #include <stdio.h>
 
 /* Exit codes of the program: usage errors are told apart from failures so
- * scripts can distinguish "you called it wrong" from "it went wrong". */
+ * scripts can distinguish "you called it wrong" from "it went wrong". A run
+ * stopped by a signal (after saving) exits 128 + the signal: 130 for SIGINT
+ * (CLI_EXIT_INTERRUPTED), 143 for SIGTERM. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
+
+/* The most devices the threads transport runs (MAX_THREADS in
+ * src/comm/launch.c): the limit and the help of every --devices flag. */
+#define CLI_MAX_THREAD_DEVICES 1024
 
 typedef enum {
     CLI_INT,     /* int,        dest int*      */

@@ -16,12 +16,14 @@
  * MPI time / meshtrain time per size (> 1: meshtrain is faster).
  */
 #include "cli/args.h"
+#include "cli/files.h"
 #include "meshtrain.h"
 
 #ifdef MT_HAVE_MPI
 #include <mpi.h>
 #endif
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,7 +248,10 @@ static double bus_factor(int op, int P) {
     return op == OP_ALL_REDUCE ? 2.0 * (P - 1) / P : (double)(P - 1) / P;
 }
 
-static void print_tables(const bench_plan *pl, const char *transport, int P, FILE *csv) {
+/* Prints the tables (and csv rows); a failed write to stdout is kept in
+ * *out_err, whose first errno stdio would forget. */
+static void print_tables(const bench_plan *pl, const char *transport, int P, FILE *csv,
+                         int *out_err) {
     for (int op = 0; op < N_OPS; op++) {
         if (!pl->ops[op]) continue;
         bool mpi = pl->rows[op][0].mpi_us > 0;
@@ -274,7 +279,7 @@ static void print_tables(const bench_plan *pl, const char *transport, int P, FIL
                         P, r->bytes, r->time_us, alg, bus, r->mpi_us, malg * bus_factor(op, P));
         }
     }
-    fflush(stdout);
+    cli_flush(stdout, out_err);
 }
 
 /* ======================================================================== */
@@ -337,7 +342,7 @@ int cli_cmd_bench(int argc, char **argv) {
     int max_iters = 200, warmup = 5, step = 4, transport = 0;
     const cli_opt opts[] = {
         {"devices", CLI_STR, &devices, 0, 0, 0, 0, NULL, "N,N,..",
-         "device counts (threads); under --transport mpi the world size is used"},
+         "device counts (threads), each 1..1024; under --transport mpi the world size is used"},
         {"min-bytes", CLI_STR, &min_s, 0, 0, 0, 0, NULL, "SIZE", "smallest size (units k, M, G)"},
         {"max-bytes", CLI_STR, &max_s, 0, 0, 0, 0, NULL, "SIZE", "largest size"},
         {"step", CLI_INT, &step, 2, 16, 0, 0, NULL, "F", "size factor between rows (from the largest down)"},
@@ -388,9 +393,9 @@ int cli_cmd_bench(int argc, char **argv) {
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             char *end;
             long v = strtol(t, &end, 10);
-            if (*end || v < 1 || v > 1024 || n_counts == MAX_DEVICE_COUNTS) {
-                cli_error("--devices '%s': expected up to %d counts from 1 to 1024, like 2,4,8",
-                          devices, MAX_DEVICE_COUNTS);
+            if (*end || v < 1 || v > CLI_MAX_THREAD_DEVICES || n_counts == MAX_DEVICE_COUNTS) {
+                cli_error("--devices '%s': expected up to %d counts from 1 to %d, like 2,4,8",
+                          devices, MAX_DEVICE_COUNTS, CLI_MAX_THREAD_DEVICES);
                 free(pl);
                 return CLI_EXIT_USAGE;
             }
@@ -398,15 +403,22 @@ int cli_cmd_bench(int argc, char **argv) {
         }
         if (n_counts == 0) {
             /* "," or "" would otherwise bench nothing and exit 0 */
-            cli_error("--devices '%s' names no device count; expected counts from 1 to 1024, "
-                      "like 2,4,8", devices);
+            cli_error("--devices '%s' names no device count; expected counts from 1 to %d, "
+                      "like 2,4,8", devices, CLI_MAX_THREAD_DEVICES);
             free(pl);
             return CLI_EXIT_USAGE;
         }
     }
+    /* a csv that cannot take the rows fails now, not after the benchmark */
+    const cli_file files[] = {{"csv", csv_path, CLI_FILE_LOG, NULL}};
     FILE *csv = NULL;
+    int csv_err = 0, out_err = 0;   /* errno of the first failed write to each */
+    if ((rc = cli_check_files(files, 1)) != CLI_EXIT_OK) {
+        free(pl);
+        return rc;
+    }
     if (csv_path && !(csv = fopen(csv_path, "a"))) {
-        cli_error("--csv: cannot open '%s' for appending", csv_path);
+        cli_error("--csv: cannot open '%s' for appending: %s", csv_path, strerror(errno));
         free(pl);
         return CLI_EXIT_FAIL;
     }
@@ -437,9 +449,22 @@ int cli_cmd_bench(int argc, char **argv) {
             }
         }
 #endif
-        if (rank == 0) print_tables(pl, mpi ? "mpi" : "threads", P, csv);
+        if (rank == 0) print_tables(pl, mpi ? "mpi" : "threads", P, csv, &out_err);
+        if (csv) cli_flush(csv, &csv_err);   /* a full disk shows here, row by row */
     }
-    if (csv) fclose(csv);
+    if (csv) {
+        cli_flush(csv, &csv_err);
+        if (fclose(csv) != 0 && csv_err == 0) csv_err = errno;
+        if (csv_err) {
+            cli_error("--csv '%s': writing the rows failed: %s; the tables on stdout are "
+                      "complete, the csv is not", csv_path, strerror(csv_err));
+            if (status == CLI_EXIT_OK) status = CLI_EXIT_FAIL;
+        }
+    }
+    if (!cli_flush(stdout, &out_err) || out_err) {
+        cli_error("cannot write to standard output: %s", strerror(out_err ? out_err : EIO));
+        if (status == CLI_EXIT_OK) status = CLI_EXIT_FAIL;
+    }
     free(pl);
     return status;
 }

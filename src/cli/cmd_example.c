@@ -10,6 +10,7 @@
  * because it is needed outside the launch, where no mt_ctx exists.
  */
 #include "cli/args.h"
+#include "cli/files.h"
 #include "meshtrain.h"
 
 #include <math.h>
@@ -39,7 +40,7 @@ int cli_cmd_example(int argc, char **argv) {
     int transport = 0;   /* index into EXAMPLE_TRANSPORTS */
     const double INF = HUGE_VAL;
     const cli_opt opts[] = {
-        {"devices", CLI_INT, &o.devices, 0, 4096, 0, 0, NULL, "N",
+        {"devices", CLI_INT, &o.devices, 0, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices on the 'data' axis (0: the MPI world size under mpirun, else 1)"},
         {"steps", CLI_INT, &o.steps, 1, 1e7, 0, 0, NULL, "N", "SGD steps"},
         {"batch", CLI_INT, &o.batch, 1, 1 << 24, 0, 0, NULL, "N",
@@ -70,6 +71,10 @@ int cli_cmd_example(int argc, char **argv) {
                   o.devices, o.devices);
         return CLI_EXIT_USAGE;
     }
+
+    /* the trace is written after the run: a path that cannot take it fails now */
+    const cli_file files[] = {{"trace", o.trace, CLI_FILE_LOG, NULL}};
+    if ((rc = cli_check_files(files, 1)) != CLI_EXIT_OK) return rc;
 
     float *losses = calloc((size_t)o.steps, sizeof *losses);
     if (!losses) {

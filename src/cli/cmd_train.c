@@ -1,15 +1,20 @@
 /*
- * cmd_train.c — `meshtrain train`: flags -> mt_train_config, then the step
- * loop with progress, evaluation, checkpoints and a JSONL metrics log.
+ * cmd_train.c — `meshtrain train`: flags -> mt_train_config, the checks that
+ * must pass before step 1, signals, then the run (train_loop.c).
  *
- * The loop lives here rather than in the library so that what is printed
- * (and how often) is a property of the program, while the library's trainer
- * stays a plain "one step" API that tests and other programs drive directly.
+ * Everything a user can get wrong is refused before the first step: flags
+ * that conflict, files given to the wrong flag, outputs that would destroy
+ * an input or cannot be written (files.c), a model flag that contradicts
+ * --llmc-in. A run that fails after an hour for a reason known at start-up
+ * loses the hour.
  */
 #include "cli/args.h"
+#include "cli/files.h"
+#include "cli/train_run.h"
 #include "meshtrain.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,6 +26,10 @@ static const char TRAIN_USAGE[] =
     "\n"
     "Trains a model and prints a line per step (step, loss, throughput, ETA).\n"
     "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file.\n"
+    "Ctrl-C or SIGTERM stops after the current step and still saves (exit 130 or\n"
+    "143); a second one aborts at once, leaving the previous checkpoint. Outputs\n"
+    "must be new names or regular files other than the inputs; --ckpt-out may be\n"
+    "the --ckpt-in file, to resume in place.\n"
     "\n"
     "examples:\n"
     "  meshtrain train --data input.txt --layers 4 --channels 128 --steps 500 \\\n"
@@ -28,215 +37,52 @@ static const char TRAIN_USAGE[] =
     "  meshtrain train --data input.txt --ckpt-in model.ckpt --ckpt-out model.ckpt --steps 1000\n"
     "  meshtrain train --model mlp --layers 3 --channels 64 --steps 200\n";
 
-/* Ctrl-C stops after the current step (which then still writes its
- * checkpoint); a second Ctrl-C uses the default action (SA_RESETHAND). */
-static volatile sig_atomic_t interrupted;
+/* ======================================================================== */
+/* Signals                                                                   */
+/* ======================================================================== */
 
-static void on_sigint(int sig) {
-    static const char msg[] =
-        "\nmeshtrain: interrupted; stopping after this step (Ctrl-C again to abort)\n";
-    (void)sig;
-    interrupted = 1;
-    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);   /* async-signal-safe */
-    (void)n;
-}
+/* SIGINT (Ctrl-C) and SIGTERM (what batch schedulers send before they kill a
+ * job) stop the run after the current step, which then still saves; the
+ * exit status is 128 + the signal. A second signal aborts at once: the
+ * handler removes the temporary files of the saves first (unlink is
+ * async-signal-safe; the names are filled in before the handlers are
+ * installed), so an abort in the middle of a save leaves the previous
+ * checkpoint and no temporary file. This is the handlers' state: */
+static volatile sig_atomic_t stop_signal;      /* the first signal, 0 before */
+static char abort_unlink[2][PATH_MAX];         /* temporary names of the saves, "" unused */
 
-/* ---- output helpers ----------------------------------------------------- */
-
-/* JSON has no NaN or infinity; null keeps every line parseable. */
-static void json_num(FILE *f, const char *key, double v, bool comma) {
-    if (isfinite(v)) fprintf(f, "\"%s\":%.7g", key, v);
-    else fprintf(f, "\"%s\":null", key);
-    if (comma) fputc(',', f);
-}
-
-/* Ends a progress line that \r redraws, before anything else is printed. */
-static void end_line(bool *line_open) {
-    if (*line_open) fputc('\n', stdout);
-    *line_open = false;
-}
-
-static const char *or_dash(const char *s) { return s ? s : "-"; }
-
-static void print_config(const mt_train_config *c, mt_trainer *tr, const char *metrics) {
-    mt_graph_stats gs = mt_graph_get_stats(mt_trainer_graph(tr));
-    char params[32];
-    cli_fmt_count(params, sizeof params, (double)gs.n_param_elems);
-
-    printf("meshtrain %s train\n", MT_VERSION_STRING);
-    const char *mname = mt_model_name(c->model) ? mt_model_name(c->model) : "?";
-    if (c->model == MT_MODEL_GPT)
-        printf("  model        gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d (%s parameters)\n", c->gpt.L,
-               c->gpt.C, c->gpt.NH, c->gpt.maxT, c->gpt.V, c->gpt.Vp, params);
-    else if (c->model == MT_MODEL_MLP)
-        printf("  model        mlp layers=%d hidden=%d (%s parameters)\n", c->mlp_layers,
-               c->mlp_hidden, params);
-    else
-        printf("  model        %s (%s parameters)\n", mname, params);
-    printf("  data         %s (val_frac %g)\n", c->data ? c->data : "synthetic", c->val_frac);
-    printf("  batch        B=%d T=%d accum=%d (%lld %s per step)\n", c->B, c->T, c->accum,
-           (long long)c->B * (c->model == MT_MODEL_GPT ? c->T : 1) * c->accum,
-           c->model == MT_MODEL_GPT ? "tokens" : "examples");
-    printf("  steps        %d (starting at %d)\n", c->steps, mt_trainer_step_count(tr));
-    const mt_optim_config *o = &c->optim;
-    if (o->kind == MT_OPT_ADAMW)
-        printf("  optimizer    adamw lr=%g betas=(%g, %g) eps=%g weight_decay=%g grad_clip=%g\n",
-               o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip);
-    else
-        printf("  optimizer    sgd lr=%g momentum=%g weight_decay=%g grad_clip=%g\n", o->lr,
-               o->momentum, o->weight_decay, o->grad_clip);
-    if (o->total_steps > 0)
-        printf("  schedule     warmup %d, cosine to %g x lr at step %d\n", o->warmup_steps,
-               o->min_lr_frac, o->total_steps);
-    else
-        printf("  schedule     warmup %d, then constant\n", o->warmup_steps);
-    printf("  seed         %llu\n", (unsigned long long)c->seed);
-    if (c->eval_every > 0)
-        printf("  eval         every %d steps, %d batches\n", c->eval_every, c->eval_batches);
-    else
-        printf("  eval         off\n");
-    printf("  checkpoint   in %s, out %s", or_dash(c->ckpt_in), or_dash(c->ckpt_out));
-    if (c->ckpt_every > 0) printf(" every %d steps", c->ckpt_every);
-    printf("\n  llm.c        in %s, out %s\n", or_dash(c->llmc_in), or_dash(c->llmc_out));
-    printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());
-    printf("  memory       %.1f MiB of activations (planned)\n", (double)gs.arena_bytes / (1 << 20));
-    printf("  metrics      %s\n", or_dash(metrics));
-    fflush(stdout);
-}
-
-/* An output path in a missing or read-only directory would otherwise fail
- * only when it is first written: after the whole run, for --ckpt-out. */
-static bool output_dir_ok(const char *flag, const char *path) {
-    if (!path) return true;
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (access(dir, W_OK | X_OK) == 0) return true;
-    cli_error("--%s '%s': cannot write in directory '%s': %s", flag, path, dir, strerror(errno));
-    return false;
-}
-
-/* ---- the step loop ------------------------------------------------------ */
-
-/* One run of the loop: what it prints to, and what it has added up so far. */
-typedef struct {
-    mt_trainer            *tr;
-    const mt_train_config *c;          /* as resolved by the trainer */
-    FILE                  *metrics;    /* NULL: no log */
-    bool                   quiet, tty;
-    int                    start, total, every;
-    const char            *unit;       /* tok/s, or ex/s for the synthetic models */
-    double                 t0, sum_s, sum_flops, last_print;
-    int64_t                sum_tokens;
-    float                  first_loss, last_loss, last_val;
-    int                    done;
-    bool                   line_open;  /* a \r-redrawn progress line awaits its newline */
-} train_run;
-
-static int run_failed(train_run *run, mt_status st) {
-    end_line(&run->line_open);
-    fflush(stdout);
-    cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
-    return CLI_EXIT_FAIL;
-}
-
-static void log_metrics(train_run *run, const mt_step_report *r, float val, double tps,
-                        double gflops) {
-    FILE *f = run->metrics;
-    fprintf(f, "{\"step\":%d,", r->step);
-    json_num(f, "loss", r->loss, true);
-    if (!isnan(val)) json_num(f, "val_loss", val, true);
-    json_num(f, "lr", r->lr, true);
-    json_num(f, "grad_norm", r->grad_norm, true);
-    json_num(f, "tokens_per_s", tps, true);
-    json_num(f, "gflops", gflops, true);
-    json_num(f, "ms", r->seconds * 1e3, false);
-    fputs("}\n", f);
-    fflush(f);   /* readable (and plottable) while the run goes on */
-}
-
-static void show_progress(train_run *run, const mt_step_report *r, float val, double tps,
-                          double gflops) {
-    bool last = r->step == run->total;
-    double now = mt_time_now();
-    /* A terminal line is redrawn at most ~10 times a second (fast steps would
-     * otherwise spend their time in the terminal); a log gets every step, or
-     * every hundredth of the run when it is long. */
-    bool show = run->tty ? (run->done == 1 || last || !isnan(val) || now - run->last_print >= 0.1)
-                         : (run->done == 1 || last || run->done % run->every == 0);
-    if (show) {
-        char tbuf[32], eta[32];
-        double ms = r->seconds * 1e3;
-        cli_fmt_count(tbuf, sizeof tbuf, tps);
-        cli_fmt_duration(eta, sizeof eta, (now - run->t0) / run->done * (run->total - r->step));
-        printf("%sstep %*d/%d | loss %.4f | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
-               run->tty ? "\r\033[K" : "", snprintf(NULL, 0, "%d", run->total), r->step,
-               run->total, (double)r->loss, tbuf, run->unit, gflops,
-               ms < 10 ? 2 : ms < 100 ? 1 : 0, ms, eta, run->tty ? "" : "\n");
-        run->last_print = now;
-        run->line_open = run->tty;
-    }
-    if (!isnan(val)) {
-        end_line(&run->line_open);
-        printf("eval step %d: val loss %.4f (train %.4f)\n", r->step, (double)val,
-               (double)r->loss);
-    }
-    fflush(stdout);
-}
-
-/* Steps from where the trainer is to the last step, or to Ctrl-C. */
-static int run_steps(train_run *run) {
-    const mt_train_config *c = run->c;
-    for (int step = run->start; step < run->total && !interrupted; step++) {
-        mt_step_report r;
-        mt_status st = mt_trainer_step(run->tr, &r);
-        if (st != MT_OK) return run_failed(run, st);
-        run->done++;
-        run->sum_s += r.seconds;
-        run->sum_tokens += r.tokens;
-        run->sum_flops += r.flops;
-        if (run->done == 1) run->first_loss = r.loss;
-        run->last_loss = r.loss;
-
-        float val = NAN;
-        if (c->eval_every > 0 && (r.step % c->eval_every == 0 || r.step == run->total)) {
-            if ((st = mt_trainer_eval(run->tr, &val)) != MT_OK) return run_failed(run, st);
-            run->last_val = val;
-        }
-        double tps = r.seconds > 0 ? (double)r.tokens / r.seconds : NAN;
-        double gflops = r.seconds > 0 ? r.flops / r.seconds / 1e9 : NAN;
-        if (run->metrics) log_metrics(run, &r, val, tps, gflops);
-        if (!run->quiet) show_progress(run, &r, val, tps, gflops);
-
-        /* the last step's checkpoint is written after the loop, Ctrl-C or not */
-        if (c->ckpt_out && c->ckpt_every > 0 && r.step % c->ckpt_every == 0 &&
-            r.step != run->total && (st = mt_trainer_save(run->tr)) != MT_OK)
-            return run_failed(run, st);
-    }
-    end_line(&run->line_open);
-    return CLI_EXIT_OK;
-}
-
-static void print_summary(const train_run *run) {
-    const mt_train_config *c = run->c;
-    if (run->done == 0) {
-        printf("nothing to do: already at step %d of %d\n", run->start, run->total);
+static void on_stop(int sig) {
+    if (stop_signal) {
+        for (int i = 0; i < 2; i++)
+            if (abort_unlink[i][0]) unlink(abort_unlink[i]);
+        signal(sig, SIG_DFL);
+        raise(sig);   /* delivered when the handler returns: die of the signal, as an abort should */
         return;
     }
-    char tbuf[32], wall[32];
-    cli_fmt_count(tbuf, sizeof tbuf, run->sum_s > 0 ? (double)run->sum_tokens / run->sum_s : NAN);
-    cli_fmt_duration(wall, sizeof wall, mt_time_now() - run->t0);
-    printf("%s %d steps (%d..%d) in %s | loss %.4f -> %.4f",
-           interrupted ? "interrupted after" : "done:", run->done, run->start + 1,
-           run->start + run->done, wall, (double)run->first_loss, (double)run->last_loss);
-    if (!isnan(run->last_val)) printf(" | val %.4f", (double)run->last_val);
-    printf(" | mean %s %s, %.1f GFLOP/s\n", tbuf, run->unit,
-           run->sum_s > 0 ? run->sum_flops / run->sum_s / 1e9 : 0.0);
-    if (c->ckpt_out) printf("wrote %s", c->ckpt_out);
-    if (c->llmc_out) printf("%swrote %s", c->ckpt_out ? ", " : "", c->llmc_out);
-    if (c->ckpt_out || c->llmc_out) putchar('\n');
+    const int saved_errno = errno;   /* the step goes on, and may be reading errno */
+    stop_signal = sig;
+    static const char int_msg[] =
+        "\nmeshtrain: interrupted; stopping after this step (Ctrl-C again to abort)\n";
+    static const char term_msg[] =
+        "\nmeshtrain: terminated (SIGTERM); stopping after this step and saving "
+        "(a second SIGTERM aborts)\n";
+    ssize_t n = sig == SIGTERM ? write(STDERR_FILENO, term_msg, sizeof term_msg - 1)
+                               : write(STDERR_FILENO, int_msg, sizeof int_msg - 1);
+    (void)n;
+    errno = saved_errno;
+}
+
+static void install_stop_handlers(const mt_train_config *c) {
+    const char *outs[2] = {c->ckpt_out, c->llmc_out};
+    for (int i = 0; i < 2; i++)
+        if (!outs[i] || mt_file_tmp_path(outs[i], abort_unlink[i], sizeof abort_unlink[i]) != MT_OK)
+            abort_unlink[i][0] = '\0';
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* ---- flags -> config ---------------------------------------------------- */
@@ -285,6 +131,83 @@ static int apply_model_flags(mt_train_config *cfg, const cli_opt *opts, const bo
         if (opts[j].dest == channels) cfg->mlp_hidden = *channels;
     }
     return CLI_EXIT_OK;
+}
+
+/* Whether the flag `name` was given. */
+static bool given(const cli_opt *opts, const bool *seen, const char *name) {
+    for (int j = 0; opts[j].name; j++)
+        if (strcmp(opts[j].name, name) == 0) return seen[j];
+    return false;
+}
+
+/* Flags that would be silently ignored, or would fail only later. */
+static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
+                                const bool *seen) {
+    if (cfg->ckpt_every > 0 && !cfg->ckpt_out) {
+        cli_error("--ckpt-every %d has no checkpoint to write: add --ckpt-out FILE, or drop "
+                  "--ckpt-every", cfg->ckpt_every);
+        return CLI_EXIT_USAGE;
+    }
+    if (given(opts, seen, "eval-batches") && cfg->eval_every == 0) {
+        cli_error("--eval-batches %d has no evaluation to size: add --eval-every N, or drop "
+                  "--eval-batches", cfg->eval_batches);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* --llmc-in takes the model's sizes from the file: an explicit flag that says
+ * otherwise is a mistake, not something to override silently. */
+static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, const bool *seen,
+                            int layers, int channels) {
+    if (!cfg->llmc_in) return CLI_EXIT_OK;
+    mt_gpt_config fc;
+    if (mt_llmc_read_config(cfg->llmc_in, &fc) != MT_OK) {
+        cli_error("--llmc-in: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
+    const struct { const char *flag, *field; int flag_value, file_value; bool zero_is_auto; } f[] = {
+        {"layers", "L", layers, fc.L, false},           {"channels", "C", channels, fc.C, false},
+        {"heads", "NH", cfg->gpt.NH, fc.NH, false},     {"max-seq", "maxT", cfg->gpt.maxT, fc.maxT, false},
+        {"vocab", "V", cfg->gpt.V, fc.V, true},         {"padded-vocab", "Vp", cfg->gpt.Vp, fc.Vp, true},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!given(opts, seen, f[i].flag) || f[i].flag_value == f[i].file_value ||
+            (f[i].zero_is_auto && f[i].flag_value == 0))
+            continue;
+        cli_error("--%s %d conflicts with --llmc-in '%s', which holds a model with %s=%d: drop "
+                  "--%s (the model comes from the file) or give --%s %d", f[i].flag,
+                  f[i].flag_value, cfg->llmc_in, f[i].field, f[i].file_value, f[i].flag,
+                  f[i].flag, f[i].file_value);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The inputs are files (a FIFO would block the loaders forever) given to the
+ * right flags. */
+static int check_inputs(const mt_train_config *cfg) {
+    int rc;
+    if ((rc = cli_check_input_kind("data", cfg->data)) != CLI_EXIT_OK ||
+        (rc = cli_check_input_kind("ckpt-in", cfg->ckpt_in)) != CLI_EXIT_OK ||
+        (rc = cli_check_input_kind("llmc-in", cfg->llmc_in)) != CLI_EXIT_OK)
+        return rc;
+    return CLI_EXIT_OK;
+}
+
+/* The outputs can be written and destroy nothing (files.h). */
+static int check_outputs(const mt_train_config *cfg, const char *metrics_path) {
+    const cli_file files[] = {
+        {"data", cfg->data, CLI_FILE_IN, NULL},
+        {"ckpt-in", cfg->ckpt_in, CLI_FILE_IN, NULL},
+        {"llmc-in", cfg->llmc_in, CLI_FILE_IN, NULL},
+        /* a resume in place: the save replaces the checkpoint once the new one is whole */
+        {"ckpt-out", cfg->ckpt_out, CLI_FILE_SAVE, "ckpt-in"},
+        {"llmc-out", cfg->llmc_out, CLI_FILE_SAVE, NULL},
+        {"metrics", metrics_path, CLI_FILE_LOG, NULL},
+    };
+    return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -349,64 +272,57 @@ int cli_cmd_train(int argc, char **argv) {
     if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
-    if (!output_dir_ok("ckpt-out", cfg.ckpt_out) || !output_dir_ok("llmc-out", cfg.llmc_out) ||
-        !output_dir_ok("metrics", metrics_path))
-        return CLI_EXIT_FAIL;
+    if ((rc = check_flag_conflicts(&cfg, opts, seen)) != CLI_EXIT_OK ||
+        (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
+        (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK ||
+        (rc = check_outputs(&cfg, metrics_path)) != CLI_EXIT_OK)
+        return rc;
 
     /* ---- build ---- */
-    train_run run = {.quiet = quiet, .tty = isatty(STDOUT_FILENO) != 0,
+    train_run run = {.quiet = quiet, .tty = isatty(STDOUT_FILENO) != 0, .stop = &stop_signal,
                      .first_loss = NAN, .last_loss = NAN, .last_val = NAN};
+    run.metrics.fd = -1;
     mt_status st = mt_trainer_create(&cfg, &run.tr);
-    if (st != MT_OK) return run_failed(&run, st);
+    if (st != MT_OK) return train_failed(&run, st);
     run.c = mt_trainer_config(run.tr);
     run.start = mt_trainer_step_count(run.tr);
     run.total = run.c->steps;
     run.every = run.total - run.start <= 200 ? 1 : (run.total - run.start) / 100;
     run.unit = run.c->model == MT_MODEL_GPT ? "tok/s" : "ex/s";
-    if (metrics_path) {
-        /* appending on resume keeps one log for the whole run */
-        run.metrics = fopen(metrics_path, run.start > 0 ? "a" : "w");
-        if (!run.metrics) {
-            cli_error("cannot open metrics file '%s': %s", metrics_path, strerror(errno));
-            mt_trainer_free(run.tr);
-            return CLI_EXIT_FAIL;
-        }
-    }
-    if (!quiet) print_config(run.c, run.tr, metrics_path);
-    if (profile && (st = mt_graph_set_profiling(mt_trainer_graph(run.tr), true)) != MT_OK) {
-        if (run.metrics) fclose(run.metrics);
-        rc = run_failed(&run, st);
+    if ((rc = cli_metrics_open(&run.metrics, metrics_path, run.start)) != CLI_EXIT_OK) {
         mt_trainer_free(run.tr);
         return rc;
     }
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    if (!quiet) train_print_config(&run);
+    if (profile && (st = mt_graph_set_profiling(mt_trainer_graph(run.tr), true)) != MT_OK) {
+        cli_metrics_close(&run.metrics);
+        rc = train_failed(&run, st);
+        mt_trainer_free(run.tr);
+        return rc;
+    }
+    install_stop_handlers(run.c);
 
     /* ---- run, save, summarise ---- */
     run.t0 = mt_time_now();
-    rc = run_steps(&run);
-    /* an interrupted run still saves: that is what Ctrl-C is for here */
-    if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out) &&
-        (st = mt_trainer_save(run.tr)) != MT_OK)
-        rc = run_failed(&run, st);
-    if (run.metrics && fclose(run.metrics) != 0 && rc == CLI_EXIT_OK) {
-        cli_error("cannot write metrics file '%s': %s", metrics_path, strerror(errno));
-        rc = CLI_EXIT_FAIL;
-    }
+    rc = train_run_steps(&run);
+    /* a stopped run still saves: that is what the stop signal is for here */
+    bool saved = false;
+    if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out))
+        saved = train_save_final(&run);
     if (rc == CLI_EXIT_OK) {
-        print_summary(&run);
+        train_print_summary(&run, saved);
         if (profile) {
             printf("\nper op, over all steps (mt_graph_set_profiling):\n");
             mt_graph_print_profile(mt_trainer_graph(run.tr), stdout);
         }
-        if (interrupted) rc = CLI_EXIT_INTERRUPTED;
     }
-    fflush(stdout);
+    /* lost metrics lines, failed saves and lost output are failures, but only
+     * after the work they could not record is done; each is reported, and
+     * any of them makes the exit 1, also after a stop signal */
+    if (cli_metrics_close(&run.metrics) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    if (train_report_saves(&run) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    if (train_report_stdout(&run) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    if (rc == CLI_EXIT_OK && stop_signal) rc = 128 + stop_signal;   /* 130, 143 */
     mt_trainer_free(run.tr);
     return rc;
 }

@@ -4,11 +4,14 @@
  * The program is thin on purpose: everything it does is reachable through the
  * library (include/meshtrain.h), so what the CLI can do, a user program can.
  * Exit codes: 0 success, 1 failure (the library's message), 2 usage error,
- * 130 training stopped by Ctrl-C (after saving).
+ * 130 and 143 training stopped by Ctrl-C or SIGTERM (after saving). A
+ * command whose output to stdout was lost (a full disk) fails, with the
+ * system's message, even when everything else went well.
  */
 #include "cli/args.h"
 #include "meshtrain.h"
 
+#include <errno.h>
 #include <string.h>
 
 static int cmd_version(int argc, char **argv);
@@ -123,10 +126,23 @@ static int dispatch(const char *word, int argc, char **argv) {
     return CLI_EXIT_USAGE;
 }
 
+/* stdout is written through stdio, whose errors only show when it is flushed:
+ * this flush is the last one, and a write that failed before still fails
+ * (stdio keeps the bytes it could not write). A command that failed has said
+ * why already; one that did not would otherwise exit 0 with its output lost. */
+static int finish_stdout(int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    if (rc != CLI_EXIT_OK) return rc;
+    cli_error("cannot write to standard output: %s",
+              errno ? strerror(errno) : "an earlier write failed");
+    return CLI_EXIT_FAIL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         print_usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    return dispatch(argv[1], argc - 2, argv + 2);
+    return finish_stdout(dispatch(argv[1], argc - 2, argv + 2));
 }

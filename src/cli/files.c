@@ -1,0 +1,213 @@
+/*
+ * files.c — a command's files, checked before it does any work (see files.h
+ * for the rules). Everything here runs before the first step of a run, so a
+ * mistake costs a message instead of a run, or the file it would overwrite.
+ */
+#include "cli/files.h"
+#include "cli/args.h"
+#include "meshtrain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ======================================================================== */
+/* Which file a path names                                                   */
+/* ======================================================================== */
+
+/* A file is its device and inode. A name that does not exist yet is its
+ * directory's device and inode plus its last component, so that two spellings
+ * of one new output ("out/m.jsonl" and "out/../out/m.jsonl") still match. */
+typedef struct {
+    bool  known;     /* false: neither the file nor its directory could be stat'ed */
+    bool  exists;
+    dev_t dev;
+    ino_t ino;
+    char  base[NAME_MAX + 1];   /* the last component, when !exists */
+} file_id;
+
+static file_id id_of(const char *path) {
+    file_id id;
+    memset(&id, 0, sizeof id);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        id.known = id.exists = true;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        return id;
+    }
+    if (errno != ENOENT) return id;
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *base = slash ? slash + 1 : path;
+    if (strlen(base) > NAME_MAX || stat(dir, &st) != 0) return id;
+    id.known = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    snprintf(id.base, sizeof id.base, "%s", base);
+    return id;
+}
+
+static bool same_file(const file_id *a, const file_id *b) {
+    return a->known && b->known && a->exists == b->exists && a->dev == b->dev &&
+           a->ino == b->ino && (a->exists || strcmp(a->base, b->base) == 0);
+}
+
+static bool may_be(const cli_file *a, const cli_file *b) {
+    return (a->may_equal && strcmp(a->may_equal, b->flag) == 0) ||
+           (b->may_equal && strcmp(b->may_equal, a->flag) == 0);
+}
+
+/* " (the same file under another name)" when the spellings differ */
+static const char *other_name(const char *a, const char *b) {
+    return strcmp(a, b) == 0 ? "" : " (the same file under another name)";
+}
+
+/* Two flags that name one file, or a save's temporary file that is another
+ * flag's file; the output is named first. */
+static int check_same_files(const cli_file *files, int n) {
+    file_id ids[16], tmp_ids[16];
+    if (n > 16) n = 16;   /* no command has more */
+    for (int i = 0; i < n; i++) {
+        if (!files[i].path) continue;
+        ids[i] = id_of(files[i].path);
+        char tmp[PATH_MAX];
+        memset(&tmp_ids[i], 0, sizeof tmp_ids[i]);
+        if (files[i].role == CLI_FILE_SAVE &&
+            mt_file_tmp_path(files[i].path, tmp, sizeof tmp) == MT_OK)
+            tmp_ids[i] = id_of(tmp);
+    }
+    for (int i = 0; i < n; i++) {
+        const cli_file *a = &files[i];
+        if (!a->path || a->role == CLI_FILE_IN) continue;   /* a: an output */
+        for (int j = 0; j < n; j++) {
+            const cli_file *b = &files[j];
+            if (j == i || !b->path) continue;
+            /* each pair of outputs once; an output and an input always */
+            bool pair_once = b->role == CLI_FILE_IN || j > i;
+            if (pair_once && same_file(&ids[i], &ids[j]) && !may_be(a, b)) {
+                if (b->role == CLI_FILE_IN)
+                    cli_error("--%s '%s' is the same file as --%s '%s'%s: writing it would "
+                              "destroy the --%s file; give --%s another name", a->flag, a->path,
+                              b->flag, b->path, other_name(a->path, b->path), b->flag, a->flag);
+                else
+                    cli_error("--%s '%s' and --%s '%s' are the same file%s: one would "
+                              "overwrite the other; give them different names", a->flag,
+                              a->path, b->flag, b->path, other_name(a->path, b->path));
+                return CLI_EXIT_USAGE;
+            }
+            if (a->role == CLI_FILE_SAVE && same_file(&tmp_ids[i], &ids[j])) {
+                cli_error("--%s '%s' is saved through the temporary file '%s%s', which is "
+                          "--%s '%s': the save would overwrite it; give --%s another name",
+                          a->flag, a->path, a->path, MT_TMP_SUFFIX, b->flag, b->path, a->flag);
+                return CLI_EXIT_USAGE;
+            }
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ======================================================================== */
+/* Trying the outputs                                                        */
+/* ======================================================================== */
+
+/* A log is written in place: it must be a regular file we may append to
+ * (tried without truncating it) or a new name we may create (created and
+ * removed again). */
+static int try_log(const char *flag, const char *path) {
+    struct stat st;
+    int fd;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            cli_error("--%s '%s' is %s, not a regular file; give the name of a file to write "
+                      "(a new one, or one to overwrite)", flag, path,
+                      S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode)
+                      ? "a FIFO (named pipe)" : S_ISCHR(st.st_mode) ? "a character device"
+                      : S_ISBLK(st.st_mode) ? "a block device" : "not a file");
+            return CLI_EXIT_FAIL;
+        }
+        if ((fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0) {
+            cli_error("--%s '%s': cannot write it: %s", flag, path, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        close(fd);
+        return CLI_EXIT_OK;
+    }
+    if (errno != ENOENT) {
+        cli_error("--%s '%s': %s", flag, path, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0) {
+        cli_error("--%s '%s': cannot create it: %s", flag, path, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    close(fd);
+    if (unlink(path) != 0) {
+        cli_error("--%s '%s': cannot remove the test file: %s", flag, path, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_check_files(const cli_file *files, int n) {
+    int rc = check_same_files(files, n);
+    for (int i = 0; i < n && rc == CLI_EXIT_OK; i++) {
+        const cli_file *f = &files[i];
+        if (!f->path || f->role == CLI_FILE_IN) continue;
+        if (f->role == CLI_FILE_LOG) {
+            rc = try_log(f->flag, f->path);
+        } else if (mt_file_check_save(f->path) != MT_OK) {
+            cli_error("--%s: %s", f->flag, mt_errmsg());
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    return rc;
+}
+
+/* ======================================================================== */
+/* Inputs given to the wrong flag                                            */
+/* ======================================================================== */
+
+/* The flag of `meshtrain train` that takes each kind of file. */
+static const struct {
+    mt_file_kind kind;
+    const char  *flag, *what, *use;
+} TRAIN_INPUTS[] = {
+    {MT_FILE_CKPT, "ckpt-in", "a meshtrain checkpoint", "to resume from it"},
+    {MT_FILE_LLMC, "llmc-in", "an llm.c GPT-2 checkpoint", "to start from its weights"},
+    {MT_FILE_TOKENS, "data", "an llm.c token file", "to train on it"},
+};
+
+int cli_check_input_kind(const char *flag, const char *path) {
+    if (!path) return CLI_EXIT_OK;
+    mt_file_kind kind;
+    if (mt_file_detect(path, &kind) != MT_OK) {
+        cli_error("--%s: %s", flag, mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < sizeof TRAIN_INPUTS / sizeof TRAIN_INPUTS[0]; i++) {
+        if (TRAIN_INPUTS[i].kind != kind || strcmp(TRAIN_INPUTS[i].flag, flag) == 0) continue;
+        cli_error("--%s '%s' is %s: use --%s '%s' %s", flag, path, TRAIN_INPUTS[i].what,
+                  TRAIN_INPUTS[i].flag, path, TRAIN_INPUTS[i].use);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ======================================================================== */
+/* Streams                                                                   */
+/* ======================================================================== */
+
+bool cli_flush(FILE *f, int *err) {
+    errno = 0;
+    bool ok = fflush(f) == 0;
+    if (!ok && *err == 0) *err = errno ? errno : EIO;
+    if (ferror(f) && *err == 0) *err = EIO;
+    return ok && !ferror(f);
+}
