@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -883,6 +884,257 @@ MT_TEST(gpt_loss_survives_llmc_and_checkpoint) {
     mt_graph_free(g3);
     mt_graph_free(g2);
     mt_graph_free(g1);
+    tmp_close(&td);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files: temporary names, what a path is, non-finite values (issue 7)       */
+/* ------------------------------------------------------------------------ */
+
+/* Saves write "<path>.tmp", one name per output: a stale one (left by a killed
+ * save) is replaced, and nothing else is left next to the file. */
+MT_TEST(saves_use_one_temporary_name_and_remove_a_stale_one) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *path = tmp_path(&td, "run.mt"), *stale = tmp_path(&td, "run.mt.tmp");
+    const char *bin = tmp_path(&td, "gpt.bin"), *bin_stale = tmp_path(&td, "gpt.bin.tmp");
+    char buf[256];
+    MT_CHECK_OK(mt_file_tmp_path(path, buf, sizeof buf));
+    MT_CHECK(strcmp(buf, stale) == 0, "temporary name '%s', want '%s'", buf, stale);
+    MT_CHECK(strcmp(MT_TMP_SUFFIX, ".tmp") == 0, "MT_TMP_SUFFIX is '%s'", MT_TMP_SUFFIX);
+    MT_CHECK(mt_file_tmp_path(path, buf, 8) == MT_EINVAL, "a name that does not fit");
+
+    write_bytes(stale, "left by kill -9", 15);
+    write_bytes(bin_stale, "left by kill -9", 15);
+    mt_graph *g = small_graph(3, 4, false);
+    fill_params(g, 1);
+    mt_ckpt_meta meta = {.step = 1};
+    MT_CHECK_OK(mt_ckpt_save(path, g, NULL, &meta));
+    mt_graph *gg = gpt_param_graph(&small_cfg, NULL, NULL);
+    fill_params(gg, 2);
+    MT_CHECK_OK(mt_llmc_save(bin, gg, &small_cfg));
+    struct stat st;
+    MT_CHECK(stat(stale, &st) != 0 && stat(bin_stale, &st) != 0, "a stale temporary file is left");
+    MT_CHECK(count_files(td.dir) == 2, "%d files, want the two saved ones", count_files(td.dir));
+    mt_graph_free(gg);
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
+/* A save renames over its target: a FIFO, a directory or a device there would
+ * be replaced by a file. They are refused, and left as they were. */
+MT_TEST(saves_refuse_targets_that_are_not_regular_files) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *fifo = tmp_path(&td, "out.fifo"), *dir = tmp_path(&td, "out.dir");
+    const char *tmpname = tmp_path(&td, "x.ckpt.tmp");
+    MT_CHECK(mkfifo(fifo, 0600) == 0 && mkdir(dir, 0700) == 0, "mkfifo, mkdir");
+    mt_graph *g = small_graph(3, 4, false);
+    fill_params(g, 1);
+    mt_ckpt_meta meta = {.step = 1};
+    MT_CHECK_FAILS(mt_ckpt_save(fifo, g, NULL, &meta), MT_EINVAL, fifo, "FIFO", "not a regular file");
+    MT_CHECK_FAILS(mt_ckpt_save(dir, g, NULL, &meta), MT_EINVAL, dir, "a directory");
+    MT_CHECK_FAILS(mt_ckpt_save(tmpname, g, NULL, &meta), MT_EINVAL, "temporary", "x.ckpt'");
+    mt_graph *gg = gpt_param_graph(&small_cfg, NULL, NULL);
+    fill_params(gg, 2);
+    MT_CHECK_FAILS(mt_llmc_save(fifo, gg, &small_cfg), MT_EINVAL, fifo, "FIFO");
+    struct stat st;
+    MT_CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    MT_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "the directory was replaced");
+    MT_CHECK(count_files(td.dir) == 2, "%d files: a save left something", count_files(td.dir));
+    mt_graph_free(gg);
+    mt_graph_free(g);
+    rmdir(dir);
+    tmp_close(&td);
+}
+
+/* A save's temporary file is never loaded, even a whole one: the message names
+ * the file to load instead. */
+MT_TEST(loads_refuse_temporary_files_naming_the_real_one) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *path = tmp_path(&td, "run.mt"), *tmp = tmp_path(&td, "run.mt.tmp");
+    const char *old = tmp_path(&td, "run.mt.tmp.4242");
+    const char *bin = tmp_path(&td, "gpt.bin"), *bin_tmp = tmp_path(&td, "gpt.bin.tmp");
+    mt_graph *g = small_graph(3, 4, false);
+    fill_params(g, 1);
+    mt_ckpt_meta meta = {.step = 1};
+    MT_CHECK_OK(mt_ckpt_save(path, g, NULL, &meta));
+    size_t n;
+    unsigned char *raw = read_all(path, &n);
+    write_bytes(tmp, raw, n);
+    write_bytes(old, raw, n);
+    free(raw);
+    char want[160];
+    snprintf(want, sizeof want, "load '%s'", path);
+    MT_CHECK_FAILS(mt_ckpt_load(tmp, g, NULL, NULL), MT_EINVAL, tmp, "temporary", want);
+    MT_CHECK_FAILS(mt_ckpt_read_meta(tmp, &meta), MT_EINVAL, "temporary", want);
+    MT_CHECK_FAILS(mt_ckpt_load(old, g, NULL, NULL), MT_EINVAL, "temporary", want);
+
+    mt_graph *gg = gpt_param_graph(&small_cfg, NULL, NULL);
+    fill_params(gg, 2);
+    MT_CHECK_OK(mt_llmc_save(bin, gg, &small_cfg));
+    raw = read_all(bin, &n);
+    write_bytes(bin_tmp, raw, n);
+    free(raw);
+    mt_gpt_config c;
+    snprintf(want, sizeof want, "load '%s'", bin);
+    MT_CHECK_FAILS(mt_llmc_read_config(bin_tmp, &c), MT_EINVAL, "temporary", want);
+    MT_CHECK_FAILS(mt_llmc_load(bin_tmp, gg, &small_cfg), MT_EINVAL, "temporary", want);
+    mt_graph_free(gg);
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
+/* Opening a FIFO for reading waits for a writer: every reader must refuse it
+ * at once (a hang fails this case on the harness's timeout), and say what a
+ * directory is rather than call it empty or truncated. */
+MT_TEST(readers_refuse_fifos_and_directories_without_blocking) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *fifo = tmp_path(&td, "in.fifo");
+    MT_CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    mt_graph *g = small_graph(3, 4, false);
+    mt_gpt_config c;
+    mt_ckpt_meta meta;
+    mt_dataset *ds = NULL;
+    mt_file_kind kind;
+    const char *paths[2] = {fifo, td.dir}, *what[2] = {"FIFO", "a directory"};
+    for (int i = 0; i < 2; i++) {
+        MT_CHECK_FAILS(mt_dataset_open(paths[i], 0.1, &ds), MT_EIO, paths[i], what[i]);
+        MT_CHECK_FAILS(mt_ckpt_read_meta(paths[i], &meta), MT_EIO, paths[i], what[i]);
+        MT_CHECK_FAILS(mt_ckpt_load(paths[i], g, NULL, NULL), MT_EIO, paths[i], what[i]);
+        MT_CHECK_FAILS(mt_llmc_read_config(paths[i], &c), MT_EIO, paths[i], what[i]);
+        MT_CHECK_FAILS(mt_llmc_load(paths[i], NULL, &small_cfg), MT_EIO, paths[i], what[i]);
+        MT_CHECK_FAILS(mt_file_detect(paths[i], &kind), MT_EIO, paths[i], what[i]);
+    }
+    const char *missing = tmp_path(&td, "missing");
+    MT_CHECK_FAILS(mt_file_detect(missing, &kind), MT_EIO, missing, "No such file");
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
+MT_TEST(file_detect_reads_the_magic) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *ck = tmp_path(&td, "a.mt"), *bin = tmp_path(&td, "a.bin");
+    const char *tok = tmp_path(&td, "a.tok"), *txt = tmp_path(&td, "a.txt");
+    const char *empty = tmp_path(&td, "empty");
+    mt_graph *g = small_graph(3, 4, false);
+    mt_ckpt_meta meta = {.step = 1};
+    MT_CHECK_OK(mt_ckpt_save(ck, g, NULL, &meta));
+    write_llmc_by_hand(bin, 20240326, 3, &small_cfg, 4);   /* only the magic is read */
+    int32_t t[3] = {1, 2, 3};
+    MT_CHECK_OK(mt_tokens_write(tok, t, 3));
+    write_bytes(txt, "MTCKP", 5);   /* a prefix of the magic is not the magic */
+    write_bytes(empty, "", 0);
+    const char *paths[] = {ck, bin, tok, txt, empty};
+    const mt_file_kind want[] = {MT_FILE_CKPT, MT_FILE_LLMC, MT_FILE_TOKENS, MT_FILE_OTHER,
+                                 MT_FILE_OTHER};
+    for (int i = 0; i < 5; i++) {
+        mt_file_kind kind = (mt_file_kind)99;
+        MT_CHECK_OK(mt_file_detect(paths[i], &kind));
+        MT_CHECK(kind == want[i], "%s: kind %d, want %d", paths[i], (int)kind, (int)want[i]);
+    }
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
+/* The start-up check of an output goes the way the save will: it catches a
+ * missing directory, a directory, a temporary name and a name too long once
+ * ".tmp" is added, and leaves nothing behind. */
+MT_TEST(file_check_save_tries_the_temporary_file) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *fresh = tmp_path(&td, "new.mt"), *stale = tmp_path(&td, "old.mt.tmp");
+    const char *old = tmp_path(&td, "old.mt"), *fifo = tmp_path(&td, "p");
+    const char *nodir = tmp_path(&td, "nodir/x.mt");
+    MT_CHECK_OK(mt_file_check_save(fresh));
+    MT_CHECK(count_files(td.dir) == 0, "the check left %d files", count_files(td.dir));
+    write_bytes(old, "a checkpoint", 12);
+    write_bytes(stale, "left by kill -9", 15);
+    MT_CHECK_OK(mt_file_check_save(old));
+    struct stat st;
+    MT_CHECK(stat(stale, &st) != 0, "the stale temporary file is still there");
+    size_t n;
+    unsigned char *raw = read_all(old, &n);
+    MT_CHECK(n == 12 && memcmp(raw, "a checkpoint", 12) == 0, "the target was touched");
+    free(raw);
+    MT_CHECK_FAILS(mt_file_check_save(nodir), MT_EIO, nodir, "No such file");
+    MT_CHECK_FAILS(mt_file_check_save(td.dir), MT_EINVAL, "a directory");
+    MT_CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    MT_CHECK_FAILS(mt_file_check_save(fifo), MT_EINVAL, "FIFO");
+    MT_CHECK_FAILS(mt_file_check_save(stale), MT_EINVAL, "temporary");
+    /* NAME_MAX is 255: a 252-byte name fits, its temporary name does not */
+    char longname[512];
+    int k = snprintf(longname, sizeof longname, "%s/", td.dir);
+    memset(longname + k, 'n', 252);
+    longname[k + 252] = '\0';
+    MT_CHECK_FAILS(mt_file_check_save(longname), MT_EIO, "too long");
+    MT_CHECK(count_files(td.dir) == 2, "%d files, want old.mt and the FIFO", count_files(td.dir));
+    tmp_close(&td);
+}
+
+/* A CRC says the bytes are as written, not that the numbers are sane: a NaN or
+ * infinity is refused naming the tensor, and nothing is copied. */
+MT_TEST(ckpt_load_refuses_non_finite_values) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *path = tmp_path(&td, "nan.mt"), *inf = tmp_path(&td, "inf.mt");
+    mt_graph *g = small_graph(3, 4, false);
+    mt_optim *opt = adamw(g);
+    fill_params(g, 1);
+    fill_moments(g, opt, 2);
+    mt_ckpt_meta meta = {.step = 3};
+    mt_tensor *b = mt_graph_find(g, "b");
+    mt_tensor_f32(b)[2] = NAN;
+    MT_CHECK_OK(mt_ckpt_save(path, g, opt, &meta));
+    mt_tensor_f32(b)[2] = 0.5f;
+    int ib = -1;
+    for (int i = 0; i < mt_graph_n_params(g); i++)
+        if (mt_graph_param_at(g, i) == b) ib = i;
+    mt_optim_moment(opt, ib, 2)[4] = INFINITY;   /* v of 'b' */
+    MT_CHECK_OK(mt_ckpt_save(inf, g, opt, &meta));
+
+    mt_graph *g2 = small_graph(3, 4, false);
+    mt_optim *opt2 = adamw(g2);
+    fill_params(g2, 5);
+    fill_moments(g2, opt2, 6);
+    MT_CHECK_FAILS(mt_ckpt_load(path, g2, opt2, NULL), MT_ENAN, path, "'b'", "element 2", "nan");
+    check_params(g2, 5, "graph after the refused load");
+    check_moments(g2, opt2, 6);
+    MT_CHECK_FAILS(mt_ckpt_load(inf, g2, opt2, NULL), MT_ENAN, inf, "moment v", "'b'", "element 4");
+    check_params(g2, 5, "graph after the refused load");
+    /* parameters only: the moments are not loaded, so they are not checked */
+    MT_CHECK_OK(mt_ckpt_load(inf, g2, NULL, NULL));
+    MT_CHECK(mt_tensor_f32(mt_graph_find(g2, "b"))[2] == 0.5f, "parameters-only load");
+    mt_optim_free(opt2);
+    mt_graph_free(g2);
+    mt_optim_free(opt);
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
+MT_TEST(llmc_load_refuses_non_finite_values) {
+    tmpdir td;
+    tmp_open(&td);
+    const mt_gpt_config *c = &small_cfg;
+    const char *path = tmp_path(&td, "gpt.bin");
+    mt_graph *g = gpt_param_graph(c, NULL, NULL);
+    fill_params(g, 3);
+    MT_CHECK_OK(mt_llmc_save(path, g, c));
+    /* wpe (maxT,C) follows the 1024-byte header and wte (Vp,C): its element 5 */
+    long at = 1024 + 4L * c->Vp * c->C + 4L * 5;
+    float inf = INFINITY;
+    FILE *f = fopen(path, "r+b");
+    MT_CHECK(f && fseek(f, at, SEEK_SET) == 0 && fwrite(&inf, 4, 1, f) == 1, "patch");
+    fclose(f);
+    mt_graph *g2 = gpt_param_graph(c, NULL, NULL);
+    fill_params(g2, 4);
+    MT_CHECK_FAILS(mt_llmc_load(path, g2, c), MT_ENAN, path, "'wpe'", "element 5", "inf");
+    check_params(g2, 4, "graph after the refused load");
+    mt_graph_free(g2);
+    mt_graph_free(g);
     tmp_close(&td);
 }
 

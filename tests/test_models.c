@@ -886,6 +886,40 @@ MT_TEST(trainer_eval_at_init_is_ln_V) {
     mt_trainer_free(tr);
 }
 
+/* Conflicts a run would meet only later fail at create, before step 1
+ * (issue 7): periodic saves with nowhere to save, and evaluation on a
+ * validation split too short for one window. */
+MT_TEST(trainer_refuses_conflicts_before_step_1) {
+    mt_train_config c = linreg_config(0.1f, 10);
+    c.ckpt_every = 5;
+    mt_trainer *tr = NULL;
+    MT_CHECK(mt_trainer_create(&c, &tr) == MT_EINVAL && !tr, "ckpt_every without ckpt_out "
+             "accepted");
+    MT_CHECK(strstr(mt_errmsg(), "ckpt_every=5") && strstr(mt_errmsg(), "ckpt_out"),
+             "message: %s", mt_errmsg());
+
+    char path[64];
+    write_temp_text(path, fox_text, 30);   /* 2580 bytes */
+    c = tiny_gpt_train(path);
+    c.eval_every = 2;
+    c.val_frac = 0.0;
+    MT_CHECK(mt_trainer_create(&c, &tr) == MT_EINVAL && !tr, "eval_every with val_frac 0 "
+             "accepted");
+    MT_CHECK(strstr(mt_errmsg(), "eval_every=2") && strstr(mt_errmsg(), "val_frac=0") &&
+             strstr(mt_errmsg(), "T+1=17"), "message: %s", mt_errmsg());
+    c.val_frac = 0.005;   /* 12 tokens: still fewer than T+1 */
+    MT_CHECK(mt_trainer_create(&c, &tr) == MT_EINVAL && !tr, "a 12-token split accepted");
+    MT_CHECK(strstr(mt_errmsg(), "leaves 12 of the 2580 tokens"), "message: %s", mt_errmsg());
+    c.val_frac = 0.1;     /* 258 tokens: enough */
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_trainer_free(tr);
+    c.val_frac = 0.0;
+    c.eval_every = 0;     /* no evaluation: no validation split needed */
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_trainer_free(tr);
+    unlink(path);
+}
+
 /* ======================================================================== */
 /* Sampling                                                                  */
 /* ======================================================================== */
@@ -951,6 +985,36 @@ MT_TEST(sample_continues_a_learned_pattern) {
     unlink(path);
     unlink(ckpt);
     unlink(llmc);
+}
+
+/* A sample that cannot be written stops with the system's message instead of
+ * "succeeding" into a full disk (issue 7). */
+MT_TEST(sample_reports_write_errors) {
+    char path[64], ckpt[80];
+    write_temp_text(path, fox_text, 30);
+    snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
+    mt_train_config c = tiny_gpt_train(path);
+    c.ckpt_out = ckpt;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    MT_CHECK_OK(mt_trainer_save(tr));
+    mt_trainer_free(tr);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        mt_sample_config sc = {.ckpt = ckpt, .prompt = "the ", .n = 5, .temperature = 0};
+        MT_CHECK(mt_sample(&sc, full) == MT_EIO, "writing to /dev/full succeeded");
+        MT_CHECK(strstr(mt_errmsg(), "No space left on device") &&
+                 strstr(mt_errmsg(), "after 0 of 5 tokens"), "message: %s", mt_errmsg());
+        fclose(full);
+    }
+    mt_sample_config missing = {.ckpt = "/nonexistent/x.ckpt", .n = 5};
+    FILE *f = tmpfile();
+    MT_CHECK(mt_sample(&missing, f) == MT_EIO, "a missing checkpoint");
+    MT_CHECK(strstr(mt_errmsg(), "/nonexistent/x.ckpt") &&
+             strstr(mt_errmsg(), "No such file or directory"), "message: %s", mt_errmsg());
+    fclose(f);
+    unlink(ckpt);
+    unlink(path);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
