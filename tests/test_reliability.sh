@@ -35,9 +35,19 @@ bad() {
     [ -s err.txt ] && sed 's/^/      | /' err.txt | head -12
 }
 
-# run ARGS...: the program under `timeout 60`, stdout in out.txt, stderr in
-# err.txt, the exit code in $rc.
-run() { timeout 60 "$BIN" "$@" >out.txt 2>err.txt; rc=$?; }
+# run ARGS...: the program under `timeout $LIMIT` (60 s), stdout in out.txt,
+# stderr in err.txt, the exit code in $rc.
+LIMIT=60
+run() { timeout "$LIMIT" "$BIN" "$@" >out.txt 2>err.txt; rc=$?; note_san; }
+
+# note_san: keeps err.txt when it holds a sanitizer report (ASan builds run
+# this script too, and an expected exit 1 would hide one); checked at the end.
+: >san.log
+note_san() {
+    if grep -Eq 'Sanitizer|runtime error:' err.txt; then
+        { echo "---- $(head -c 200 out.txt | head -1)"; head -30 err.txt; } >>san.log
+    fi
+}
 
 # expect NAME CODE REGEX ARGS...: exit CODE and stderr matching REGEX
 # (extended, case-insensitive).
@@ -84,10 +94,10 @@ start() {
 # finish: waits for the background run; its exit code in $rc.
 finish() {
     { wait "$pid"; rc=$?; } 2>/dev/null   # without bash's "Killed" notice
-    rc=$rc
     kill "$dog" 2>/dev/null
     wait "$dog" 2>/dev/null
     cp bg.err err.txt
+    note_san
 }
 
 # u32_at FILE OFFSET: the little-endian u32 stored there.
@@ -222,6 +232,7 @@ cp run.orig keep.ckpt
 ( trap '' XFSZ; ulimit -S -f 1000; exec timeout 60 "$BIN" train --data data.txt "${BIG[@]}" \
       --steps 6 --ckpt-every 2 --ckpt-out keep.ckpt ) >out.txt 2>err.txt
 rc=$?
+note_san
 check "§2 failing saves: training goes on to the end, exit 1" "exit $rc, or no 'done: 6 steps'" \
       eval '[ "$rc" -eq 1 ] && grep -q "^done: 6 steps" out.txt'
 check "§2 ... each failure says training goes on" "no 'training goes on' line" \
@@ -258,22 +269,27 @@ fi
 
 timeout 60 "$BIN" train --model linreg --steps 3 >/dev/full 2>err.txt
 rc=$?
+note_san
 check "§3 train > /dev/full: exit 1, 'No space left on device'" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "standard output.*No space left on device" err.txt'
 timeout 60 "$BIN" sample --ckpt run.ckpt --tokens 5 >/dev/full 2>err.txt
 rc=$?
+note_san
 check "§3 sample > /dev/full: exit 1 with the system's message" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "No space left on device" err.txt'
 timeout 60 "$BIN" bench collectives --devices 2 --max-bytes 1k >/dev/full 2>err.txt
 rc=$?
+note_san
 check "§3 bench > /dev/full: exit 1 with the system's message" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "No space left on device" err.txt'
 timeout 60 "$BIN" example linreg --steps 3 >/dev/full 2>err.txt
 rc=$?
+note_san
 check "§3 example > /dev/full: exit 1 with the system's message" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "No space left on device" err.txt'
 timeout 60 "$BIN" version >/dev/full 2>err.txt
 rc=$?
+note_san
 check "§3 version > /dev/full: exit 1" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "No space left on device" err.txt'
 
@@ -282,6 +298,7 @@ rm -f full.jsonl
 ( trap '' XFSZ; ulimit -S -f 4; exec timeout 60 "$BIN" train --model linreg --steps 300 \
       --metrics full.jsonl --quiet ) >out.txt 2>err.txt
 rc=$?
+note_san
 lost=$(sed -n 's/.*: \([0-9]*\) of 300 lines were lost.*/\1/p' err.txt)
 check "§3 --metrics on a full disk: training goes on, exit 1" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "^done: 300 steps" out.txt'
@@ -298,6 +315,7 @@ head -c 3000 /dev/zero | tr '\0' '#' >full.csv
 ( trap '' XFSZ; ulimit -S -f 2; exec timeout 60 "$BIN" bench collectives --devices 2 \
       --max-bytes 1k --csv full.csv ) 2>err.txt | cat >out.txt
 rc=${PIPESTATUS[0]}
+note_san
 check "§3 bench --csv on a full disk: exit 1 naming the csv and the error" "exit $rc" \
       eval '[ "$rc" -eq 1 ] && grep -q "csv.*File too large" err.txt &&
             grep -q "all_reduce" out.txt'
@@ -423,6 +441,7 @@ check "§4 ... and leaves it as it was" "notes.txt changed" cmp -s notes.txt not
 # ==== §5 nothing hangs =======================================================
 
 mkfifo in.fifo
+LIMIT=15   # a refusal is immediate; a hang (exit 124) fails in 15 s, not 60
 expect "§5 --data a FIFO is refused, not read" 1 "in\.fifo.*FIFO" \
        train --data in.fifo "${TINY[@]}" --steps 2
 expect "§5 --ckpt-in a FIFO is refused" 1 "in\.fifo.*FIFO" \
@@ -432,6 +451,7 @@ expect "§5 --llmc-in a FIFO is refused" 1 "in\.fifo.*FIFO" \
 expect "§5 sample --ckpt a FIFO is refused" 1 "in\.fifo.*FIFO" sample --ckpt in.fifo --tokens 5
 expect "§5 --data a character device is refused" 1 "/dev/zero.*character device" \
        train --data /dev/zero "${TINY[@]}" --steps 2
+LIMIT=60
 
 # ==== §6 messages that point the right way ==================================
 
@@ -489,6 +509,8 @@ check "§6 bench collectives --help names the limit 1024" "$(grep -- '--devices'
       grep -q -- '--devices .*1\.\.1024' out.txt
 expect "§6 bench --devices 1025 names the limit" 2 "--devices.*1 to 1024" \
        bench collectives --devices 1025
+
+check "no sanitizer report in any run" "$(head -40 san.log)" test ! -s san.log
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -72,8 +72,10 @@ int cli_cmd_example(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
 
-    /* the trace is written after the run: a path that cannot take it fails now */
-    const cli_file files[] = {{"trace", o.trace, CLI_FILE_LOG, NULL}};
+    /* the trace is written after the run: a path that cannot take it fails now
+     * (under mpirun by stat only: every rank checks it at once) */
+    const cli_file files[] = {
+        {.flag = "trace", .path = o.trace, .role = CLI_FILE_LOG, .stat_only = on_mpi}};
     if ((rc = cli_check_files(files, 1)) != CLI_EXIT_OK) return rc;
 
     float *losses = calloc((size_t)o.steps, sizeof *losses);

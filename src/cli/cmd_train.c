@@ -199,13 +199,13 @@ static int check_inputs(const mt_train_config *cfg) {
 /* The outputs can be written and destroy nothing (files.h). */
 static int check_outputs(const mt_train_config *cfg, const char *metrics_path) {
     const cli_file files[] = {
-        {"data", cfg->data, CLI_FILE_IN, NULL},
-        {"ckpt-in", cfg->ckpt_in, CLI_FILE_IN, NULL},
-        {"llmc-in", cfg->llmc_in, CLI_FILE_IN, NULL},
+        {.flag = "data", .path = cfg->data, .role = CLI_FILE_IN},
+        {.flag = "ckpt-in", .path = cfg->ckpt_in, .role = CLI_FILE_IN},
+        {.flag = "llmc-in", .path = cfg->llmc_in, .role = CLI_FILE_IN},
         /* a resume in place: the save replaces the checkpoint once the new one is whole */
-        {"ckpt-out", cfg->ckpt_out, CLI_FILE_SAVE, "ckpt-in"},
-        {"llmc-out", cfg->llmc_out, CLI_FILE_SAVE, NULL},
-        {"metrics", metrics_path, CLI_FILE_LOG, NULL},
+        {.flag = "ckpt-out", .path = cfg->ckpt_out, .role = CLI_FILE_SAVE, .may_equal = "ckpt-in"},
+        {.flag = "llmc-out", .path = cfg->llmc_out, .role = CLI_FILE_SAVE},
+        {.flag = "metrics", .path = metrics_path, .role = CLI_FILE_LOG},
     };
     return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
 }

@@ -117,10 +117,23 @@ static int check_same_files(const cli_file *files, int n) {
 /* Trying the outputs                                                        */
 /* ======================================================================== */
 
+/* A new name whose directory is missing, or is not a directory. */
+static int check_dir_of(const char *flag, const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    struct stat st;
+    if (!slash) return CLI_EXIT_OK;
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int err = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+    if (err == 0) return CLI_EXIT_OK;
+    cli_error("--%s '%s': cannot create it in '%s': %s", flag, path, dir, strerror(err));
+    return CLI_EXIT_FAIL;
+}
+
 /* A log is written in place: it must be a regular file we may append to
  * (tried without truncating it) or a new name we may create (created and
  * removed again). */
-static int try_log(const char *flag, const char *path) {
+static int try_log(const char *flag, const char *path, bool stat_only) {
     struct stat st;
     int fd;
     if (stat(path, &st) == 0) {
@@ -132,6 +145,7 @@ static int try_log(const char *flag, const char *path) {
                       : S_ISBLK(st.st_mode) ? "a block device" : "not a file");
             return CLI_EXIT_FAIL;
         }
+        if (stat_only) return CLI_EXIT_OK;
         if ((fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0) {
             cli_error("--%s '%s': cannot write it: %s", flag, path, strerror(errno));
             return CLI_EXIT_FAIL;
@@ -143,6 +157,7 @@ static int try_log(const char *flag, const char *path) {
         cli_error("--%s '%s': %s", flag, path, strerror(errno));
         return CLI_EXIT_FAIL;
     }
+    if (stat_only) return check_dir_of(flag, path);
     if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0) {
         cli_error("--%s '%s': cannot create it: %s", flag, path, strerror(errno));
         return CLI_EXIT_FAIL;
@@ -161,7 +176,7 @@ int cli_check_files(const cli_file *files, int n) {
         const cli_file *f = &files[i];
         if (!f->path || f->role == CLI_FILE_IN) continue;
         if (f->role == CLI_FILE_LOG) {
-            rc = try_log(f->flag, f->path);
+            rc = try_log(f->flag, f->path, f->stat_only);
         } else if (mt_file_check_save(f->path) != MT_OK) {
             cli_error("--%s: %s", f->flag, mt_errmsg());
             rc = CLI_EXIT_FAIL;

@@ -36,6 +36,10 @@ typedef struct {
     const char   *path;        /* NULL: the flag was not given, and the entry is skipped */
     cli_file_role role;
     const char   *may_equal;   /* the flag of a file this one may be, or NULL */
+    /* A log checked by stat only, creating nothing: under mpirun every rank
+     * checks the same path at the same time, and one rank's test file would
+     * be another's "File exists". The type and the directory are checked. */
+    bool          stat_only;
 } cli_file;
 
 /* Checks the n files of a command as said above. Returns CLI_EXIT_OK, or,
