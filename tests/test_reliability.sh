@@ -157,7 +157,7 @@ check "§1 ... and it is still a FIFO" "replaced" test -p out.fifo
 expect "§1 --metrics a FIFO is refused, not opened (which blocks)" 1 "FIFO" \
        train --data data.txt "${TINY[@]}" --steps 2 --metrics out.fifo
 mkdir outdir
-expect "§1 --ckpt-out a directory is refused before training" 1 "outdir.*directory" \
+expect "§1 --ckpt-out a directory is refused" 1 "outdir.*directory" \
        train --data data.txt "${TINY[@]}" --steps 2 --ckpt-out outdir
 check "§1 ... before step 1" "steps ran" no_steps
 # the real nodes, only once the copies above were refused
