@@ -4,8 +4,9 @@
 #   make demo     train a small GPT on the fortunes corpus (~2 min), then sample
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, then the whole suite again as released
-#   make bench    GPT training step against PyTorch (bench-gpt), then the
-#                 collectives against plain MPI (bench-collectives)
+#   make bench    GPT training step against PyTorch (bench-gpt), the
+#                 collectives against plain MPI (bench-collectives), and
+#                 compile time against depth (bench-compile)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -74,7 +75,7 @@ TSAN_TESTS := test_comm test_graph test_dp
 TSAN_REGEX := ^(test_comm|test_graph|test_dp)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench install clean
+        bench-compile bench install clean
 
 all: build
 
@@ -145,7 +146,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives
+bench: bench-gpt bench-collectives bench-compile
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
@@ -154,6 +155,10 @@ bench-gpt: deps-bench build
 # collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
 bench-collectives: deps build
 	bash bench/run_collectives.sh $(BUILD)
+
+# graph build and compile time against depth, next to a training step (issue 7)
+bench-compile: deps build
+	$(BUILD)/bench_compile
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).

@@ -2,7 +2,8 @@
  * test_graph.c — the graph engine: every op's gradient through the graph
  * against central finite differences, the B part and the W part separately;
  * composite graphs; F+B+W equals the unsplit backward; accumulation; buffer
- * planning; build errors.
+ * planning (no two live tensors share a byte; the arena is near the peak of
+ * live bytes, computed here); names found after renames; build errors.
  *
  * Each case marks its data-dependent operands with act(): x = ones ⊙ p, with
  * `ones` an input (so x depends on the data and its gradient is B work) and p
@@ -12,6 +13,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "graph/graph_impl.h"   /* the plan's placements, checked from outside */
 
 #define MAX_ACTS 4
 
@@ -416,6 +418,97 @@ MT_TEST(buffer_plan_reuses_memory) {
              st.arena_bytes, st.arena_bytes_unplanned);
     MT_CHECK(st.flops_forward >= 16 * 2.0 * 64 * 64 * 64, "forward FLOPs %g", st.flops_forward);
     MT_CHECK(st.flops_backward >= 2 * 16 * 2.0 * 64 * 64 * 64 * 0.99, "backward FLOPs %g", st.flops_backward);
+    mt_graph_free(g);
+}
+
+/* The plan of a GPT step, checked against what the run order says: any two
+ * arena tensors alive at the same time (closed intervals of positions) get
+ * disjoint bytes inside the arena, and the arena is at least the peak of the
+ * bytes alive at once (no plan can beat that) and within 15% of it. */
+MT_TEST(buffer_plan_never_overlaps_live_tensors) {
+    mt_gpt_config cfg = {.L = 3, .C = 32, .NH = 2, .maxT = 16, .V = 64, .Vp = 64};
+    mt_graph *g = mt_graph_create();
+    mt_tensor *loss = mt_gpt_build(g, &cfg, 2, 16, 1.0f / 32);
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1}));
+    int n = 0, n_pos = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const mt_tensor *t = g->tensors[i];
+        if (!t->in_arena) continue;
+        n++;
+        if (t->last_use + 1 > n_pos) n_pos = t->last_use + 1;
+        size_t bytes = (size_t)mt_tensor_numel(t) * mt_dtype_size(t->dtype);
+        MT_CHECK(t->first_use >= 0 && t->first_use <= t->last_use, "'%s' lifetime [%d,%d]",
+                 t->name, t->first_use, t->last_use);
+        MT_CHECK(t->offset % 64 == 0 && t->offset + bytes <= g->arena_bytes,
+                 "'%s' at %zu+%zu outside the arena of %zu", t->name, t->offset, bytes,
+                 g->arena_bytes);
+        for (int j = 0; j < i; j++) {
+            const mt_tensor *o = g->tensors[j];
+            if (!o->in_arena || o->last_use < t->first_use || t->last_use < o->first_use) continue;
+            size_t obytes = (size_t)mt_tensor_numel(o) * mt_dtype_size(o->dtype);
+            MT_CHECK(t->offset + bytes <= o->offset || o->offset + obytes <= t->offset,
+                     "'%s' [%d,%d] at %zu+%zu and '%s' [%d,%d] at %zu+%zu are alive together "
+                     "and share bytes", t->name, t->first_use, t->last_use, t->offset, bytes,
+                     o->name, o->first_use, o->last_use, o->offset, obytes);
+        }
+    }
+    MT_CHECK(n > 50, "only %d arena tensors", n);
+    size_t peak = 0;
+    for (int p = 0; p < n_pos; p++) {
+        size_t live = 0;
+        for (int i = 0; i < g->n_tensors; i++) {
+            const mt_tensor *t = g->tensors[i];
+            if (t->in_arena && t->first_use <= p && p <= t->last_use)
+                live += ((size_t)mt_tensor_numel(t) * mt_dtype_size(t->dtype) + 63) / 64 * 64;
+        }
+        if (live > peak) peak = live;
+    }
+    MT_CHECK(g->arena_bytes >= peak && g->arena_bytes <= peak + peak * 15 / 100,
+             "arena %zu bytes against a peak of %zu live", g->arena_bytes, peak);
+    mt_graph_free(g);
+}
+
+/* Names are found in constant time, and the index follows renames: the first
+ * tensor (by creation) with a name is the one found, as a scan would find. */
+MT_TEST(names_follow_renames_and_defaults) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){4});
+    mt_tensor *w = mt_param(g, "w", 1, (int64_t[]){4}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *y = mt_mul(g, x, w);   /* default name "act.2" */
+    MT_CHECK(y && strcmp(mt_tensor_name(y), "act.2") == 0, "default name '%s'",
+             y ? mt_tensor_name(y) : "(null)");
+    MT_CHECK(mt_graph_find(g, "act.2") == y && mt_graph_find(g, "x") == x, "found by name");
+    mt_tensor_set_name(y, "y");
+    MT_CHECK(mt_graph_find(g, "y") == y && mt_graph_find(g, "act.2") == NULL, "renamed");
+    /* a user name that a later default name repeats: the earlier tensor wins */
+    mt_tensor *z = mt_param(g, "act.4", 1, (int64_t[]){4}, (mt_init){MT_INIT_ONES, 0});
+    mt_tensor *s = mt_add(g, y, z);   /* id 4: default name "act.4" too */
+    MT_CHECK(s && strcmp(mt_tensor_name(s), "act.4") == 0, "default name '%s'", mt_tensor_name(s));
+    MT_CHECK(mt_graph_find(g, "act.4") == z, "the first tensor named act.4 is found");
+    mt_tensor_set_name(z, "z");
+    MT_CHECK(mt_graph_find(g, "act.4") == s && mt_graph_find(g, "z") == z,
+             "after z's rename, the other act.4 is found");
+    /* many names: every one found after the index grows */
+    char name[32];
+    mt_tensor *last = s;
+    for (int i = 0; i < 1000; i++) {
+        last = mt_scale(g, last, 1.0f);
+        snprintf(name, sizeof name, "chain%d", i);
+        mt_tensor_set_name(last, name);
+    }
+    for (int i = 0; i < 1000; i += 37) {
+        snprintf(name, sizeof name, "chain%d", i);
+        mt_tensor *t = mt_graph_find(g, name);
+        MT_CHECK(t && strcmp(mt_tensor_name(t), name) == 0, "%s found", name);
+    }
+    MT_CHECK(mt_graph_find(g, "chain1000") == NULL && mt_graph_find(g, "") == NULL, "absent");
+    MT_CHECK(mt_graph_n_params(g) == 2 && mt_graph_param_at(g, 0) == w &&
+             mt_graph_param_at(g, 1) == z && mt_graph_param_at(g, 2) == NULL &&
+             mt_graph_param_at(g, -1) == NULL, "parameters in declaration order");
+    mt_tensor *loss = mt_sum(g, last);
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1}));
+    MT_CHECK(mt_graph_find(g, "grad.w") == mt_tensor_grad(w) && mt_tensor_grad(w),
+             "gradients are named after their tensor");
     mt_graph_free(g);
 }
 

@@ -40,7 +40,11 @@ mt_tensor *mt_constant(mt_graph *g, const char *name, mt_dtype dtype, int ndim, 
  * mt_graph_compile(); NULL if it has none. */
 mt_tensor *mt_tensor_grad(mt_tensor *t);
 
-/* Looks up a tensor by name; NULL if there is none. */
+/* Renames a tensor (op outputs are named "<kind>.<id>" by default), so it
+ * can be found with mt_graph_find(); names must stay unique in a graph. */
+void mt_tensor_set_name(mt_tensor *t, const char *name);
+
+/* Looks up a tensor by name (in constant time); NULL if there is none. */
 mt_tensor *mt_graph_find(mt_graph *g, const char *name);
 
 /* Parameters in declaration order. */
@@ -120,6 +124,8 @@ typedef struct {
     double  bytes_forward, bytes_backward;          /* memory traffic per run */
     size_t  arena_bytes;                            /* planned activation memory */
     size_t  arena_bytes_unplanned;                  /* the same without reuse */
+    double  compile_seconds;                        /* wall time of mt_graph_compile */
+    double  init_seconds;                           /* of which parameter initialisation */
 } mt_graph_stats;
 mt_graph_stats mt_graph_get_stats(const mt_graph *g);
 

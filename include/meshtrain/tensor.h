@@ -56,10 +56,6 @@ int64_t        mt_tensor_numel(const mt_tensor *t);
 float         *mt_tensor_f32(mt_tensor *t);
 int32_t       *mt_tensor_i32(mt_tensor *t);
 
-/* Renames a tensor (op outputs are named "<op>.<id>" by default), so it can
- * be found with mt_graph_find(); names must stay unique in a graph. */
-void mt_tensor_set_name(mt_tensor *t, const char *name);
-
 #ifdef __cplusplus
 }
 #endif

@@ -25,9 +25,10 @@ mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
     snprintf(name, sizeof name, "grad.%s", t->name);
     name[MT_MAX_NAME - 1] = '\0';
     mt_tensor *root = mt__storage_root(t);
-    mt_tensor *gr = mt__tensor_new(g, NULL, MT_F32, MT_GRAD, t->ndim, t->shape);
+    /* named after t when that name is free (a user may have taken it) */
+    mt_tensor *gr = mt__tensor_new(g, mt_graph_find(g, name) ? NULL : name, MT_F32, MT_GRAD,
+                                   t->ndim, t->shape);
     if (!gr) return NULL;
-    if (!mt_graph_find(g, name)) mt_tensor_set_name(gr, name);
     gr->grad_of = t;
     gr->data_dep = t->data_dep;
     if (root != t) {
@@ -59,9 +60,15 @@ static void append(mt_graph *g, const mt_node *node) {
     if (idx < 0) return;
     int **order = node->phase == MT_PHASE_B ? &g->order_b : &g->order_w;
     int *n = node->phase == MT_PHASE_B ? &g->n_b : &g->n_w;
-    int *p = realloc(*order, (size_t)(*n + 1) * sizeof **order);
-    if (!p) { mt__graph_error(g, MT_ENOMEM, "out of memory for the backward schedule"); return; }
-    *order = p;
+    /* both run orders have room for every node: they grow when the node list does */
+    if (g->cap_order < g->cap_nodes) {
+        int *b = realloc(g->order_b, (size_t)g->cap_nodes * sizeof *b);
+        if (b) g->order_b = b;
+        int *w = b ? realloc(g->order_w, (size_t)g->cap_nodes * sizeof *w) : NULL;
+        if (w) g->order_w = w;
+        if (!b || !w) { mt__graph_error(g, MT_ENOMEM, "out of memory for the backward schedule"); return; }
+        g->cap_order = g->cap_nodes;
+    }
     (*order)[(*n)++] = idx;
 }
 

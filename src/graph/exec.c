@@ -81,9 +81,9 @@ void mt__graph_mark_grads_zero(mt_graph *g) { g->grads_zero = true; }
 
 void mt_graph_zero_grad(mt_graph *g) {
     g->grads_zero = false;
-    for (int i = 0; i < g->n_tensors; i++) {
-        mt_tensor *t = g->tensors[i];
-        if (t->kind == MT_PARAM && t->grad && t->grad->data)
+    for (int i = 0; i < g->n_params; i++) {
+        mt_tensor *t = g->params[i];
+        if (t->grad && t->grad->data)
             memset(t->grad->data, 0, (size_t)mt_tensor_numel(t) * sizeof(float));
     }
 }

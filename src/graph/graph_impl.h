@@ -41,10 +41,15 @@ typedef struct {
 
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
+    mt_tensor **params;   int n_params,  cap_params;  /* in declaration order */
+    /* name -> tensor (names.c): open addressing, names_cap a power of two */
+    mt_tensor **names;    int n_names,   names_cap;
+    bool        names_dup;                /* some tensors share a name */
     mt_node    *nodes;    int n_nodes,   cap_nodes;
     int         n_forward;                /* nodes [0, n_forward) are F */
     int        *order_b, n_b;             /* node indices of B nodes, in run order */
     int        *order_w, n_w;             /* node indices of W nodes, in run order */
+    int         cap_order;                /* room in order_b and order_w (each) */
     mt_tensor  *loss;
     mt_status   status;                   /* first build/compile error, sticky */
     char        errmsg[1024];
@@ -68,6 +73,14 @@ mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
 /* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
 mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
                           int ndim, const int64_t *shape);
+/* ---- names.c ---- */
+
+/* Indexes t under its name (the first tensor, by id, with a name wins);
+ * false when out of memory. mt_graph_find() looks names up. */
+bool       mt__names_add(mt_graph *g, mt_tensor *t);
+/* Takes t out of the index (before its name changes). */
+void       mt__names_remove(mt_graph *g, mt_tensor *t);
+
 /* Appends a node (copied); returns its index or -1. */
 int        mt__node_add(mt_graph *g, const mt_node *node);
 

@@ -19,10 +19,6 @@ mt_sharding mt_tensor_sharding(const mt_tensor *t) { return t->sharding; }
 float *mt_tensor_f32(mt_tensor *t) { return t->dtype == MT_F32 ? (float *)t->data : NULL; }
 int32_t *mt_tensor_i32(mt_tensor *t) { return t->dtype == MT_I32 ? (int32_t *)t->data : NULL; }
 
-void mt_tensor_set_name(mt_tensor *t, const char *name) {
-    snprintf(t->name, sizeof t->name, "%s", name);
-}
-
 mt_tensor *mt__storage_root(mt_tensor *t) {
     while (t->view_of) t = t->view_of;
     return t;

@@ -25,6 +25,7 @@ struct mt_tensor {
     mt_init        init;                   /* parameters */
     mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
     void          *data;                   /* storage, set when the graph is compiled */
+    struct mt_graph *graph;                /* graph: the one that made it (names are unique there) */
     /* graph: autodiff */
     mt_tensor     *grad;                   /* gradient tensor, made by compile */
     mt_tensor     *grad_of;                /* for a gradient: whose it is */

@@ -1,0 +1,100 @@
+/*
+ * names.c — finding a graph's tensors by name in constant time: an
+ * open-addressed hash index (linear probing, at most half full) from name to
+ * tensor, kept up to date as tensors are made and renamed.
+ *
+ * Looking names up by scanning the tensor list made building and compiling a
+ * deep model quadratic (every new tensor checks its name is free, every
+ * gradient looks for "grad.<name>"). The index answers what the scan did: the
+ * first tensor, in creation order, with that name. Names are unique when
+ * given, but a default name ("act.12") can meet a user's name; then the
+ * lower id is indexed, and the graph remembers that duplicates exist so that
+ * a rename can hand the name to the next tensor that has it.
+ */
+#include "graph/graph_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t slot_of(const mt_graph *g, const char *name) {
+    return (size_t)mt_hash_name(name) & (size_t)(g->names_cap - 1);
+}
+
+/* Puts t in the index (the table has room). */
+static void put(mt_graph *g, mt_tensor *t) {
+    size_t mask = (size_t)g->names_cap - 1;
+    for (size_t i = slot_of(g, t->name);; i = (i + 1) & mask) {
+        mt_tensor *o = g->names[i];
+        if (!o) {
+            g->names[i] = t;
+            g->n_names++;
+            return;
+        }
+        if (o == t) return;
+        if (strcmp(o->name, t->name) == 0) {
+            g->names_dup = true;
+            if (t->id < o->id) g->names[i] = t;
+            return;
+        }
+    }
+}
+
+bool mt__names_add(mt_graph *g, mt_tensor *t) {
+    if (2 * (g->n_names + 1) > g->names_cap) {
+        int cap = g->names_cap ? 2 * g->names_cap : 256;
+        mt_tensor **old = g->names, **grown = calloc((size_t)cap, sizeof *grown);
+        if (!grown) return false;
+        int old_cap = g->names_cap;
+        g->names = grown;
+        g->names_cap = cap;
+        g->n_names = 0;
+        for (int i = 0; i < old_cap; i++)
+            if (old[i]) put(g, old[i]);
+        free(old);
+    }
+    put(g, t);
+    return true;
+}
+
+void mt__names_remove(mt_graph *g, mt_tensor *t) {
+    if (!g->names_cap) return;
+    size_t mask = (size_t)g->names_cap - 1, i = slot_of(g, t->name);
+    while (g->names[i] && g->names[i] != t) i = (i + 1) & mask;
+    if (!g->names[i]) return;   /* t is not the tensor indexed under its name */
+    /* backward-shift deletion: every later entry of the cluster whose home
+     * slot is not cyclically in (hole, j] moves into the hole, so that no
+     * probe sequence is broken */
+    g->names[i] = NULL;
+    for (size_t hole = i, j = (i + 1) & mask; g->names[j]; j = (j + 1) & mask) {
+        size_t home = slot_of(g, g->names[j]->name);
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (stays) continue;
+        g->names[hole] = g->names[j];
+        g->names[j] = NULL;
+        hole = j;
+    }
+    g->n_names--;
+    if (!g->names_dup) return;
+    /* another tensor may have the same name: the first one takes its place */
+    for (int k = 0; k < g->n_tensors; k++)
+        if (g->tensors[k] != t && strcmp(g->tensors[k]->name, t->name) == 0) {
+            put(g, g->tensors[k]);
+            return;
+        }
+}
+
+mt_tensor *mt_graph_find(mt_graph *g, const char *name) {
+    if (!g->names_cap || !name) return NULL;
+    size_t mask = (size_t)g->names_cap - 1;
+    for (size_t i = slot_of(g, name); g->names[i]; i = (i + 1) & mask)
+        if (strcmp(g->names[i]->name, name) == 0) return g->names[i];
+    return NULL;
+}
+
+void mt_tensor_set_name(mt_tensor *t, const char *name) {
+    mt_graph *g = t->graph;
+    if (g) mt__names_remove(g, t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    if (g && !mt__names_add(g, t))
+        mt__graph_error(g, MT_ENOMEM, "out of memory indexing the name '%s'", t->name);
+}
