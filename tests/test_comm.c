@@ -10,11 +10,14 @@
  * Failure cases really fire: a device that skips a collective (timeout naming
  * it), a device that fails (everyone else aborted, no hang), and the debug
  * check catching a mismatched count. Also the launcher's environment and the
- * rule that picks a transport from it.
+ * rule that picks a transport from it, and the timeout's settings: a bad
+ * MT_COMM_TIMEOUT or opts.timeout_s is refused before any device runs.
  */
 #include "harness.h"
 #include "meshtrain.h"
 
+#include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -573,6 +576,73 @@ MT_TEST(timeout_names_missing_device) {
     o.timeout_s = 0;
     MT_CHECK_FAILS(mt_launch(&o, skip_device, (void *)(intptr_t)2), MT_ETIMEOUT, "after 0.3 s",
                 "device 2 never arrived");
+    unsetenv("MT_COMM_TIMEOUT");
+}
+
+/* Counts the devices that ran. */
+static mt_status count_device(mt_ctx *ctx, void *arg) {
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return MT_OK;
+}
+
+/* MT_COMM_TIMEOUT that is not a number of seconds > 0 used to mean 300 s
+ * without a word (and "0.5x" 0.5 s); now mt_launch refuses it, naming the
+ * variable and the value, before any device runs, on either transport (the
+ * MPI one before MPI is started: nothing here needs mpirun). */
+MT_TEST(bad_comm_timeout_is_refused) {
+    static const char *const bad[] = {"0", "-1", "abc", "5x", "", " ", "inf", "-inf", "nan",
+                                      "1e999", "0x", "2.5s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("MT_COMM_TIMEOUT", bad[i], 1);
+        char named[64];
+        snprintf(named, sizeof named, "MT_COMM_TIMEOUT='%s'", bad[i]);
+        for (int t = 0; t < 2; t++) {
+            atomic_int ran = 0;
+            mt_launch_opts o = opts_for("", 2);
+            o.timeout_s = 0;
+            o.transport = t ? MT_TRANSPORT_MPI : MT_TRANSPORT_THREADS;
+            MT_CHECK_FAILS(mt_launch(&o, count_device, &ran), MT_EINVAL, named,
+                           "is not a number of seconds > 0", "unset it for the default of 300 s");
+            MT_CHECK(atomic_load(&ran) == 0, "%s: %d devices ran", named, atomic_load(&ran));
+        }
+        atomic_int ran = 0;
+        MT_CHECK_FAILS(mt_pmap("i", 2, count_device, &ran), MT_EINVAL, named);
+        MT_CHECK(atomic_load(&ran) == 0, "pmap with %s: %d devices ran", named, atomic_load(&ran));
+    }
+    /* opts.timeout_s > 0 wins over the environment, bad or not */
+    setenv("MT_COMM_TIMEOUT", "abc", 1);
+    atomic_int ran = 0;
+    mt_launch_opts o = opts_for("", 2);
+    o.timeout_s = 5;
+    MT_CHECK_OK(mt_launch(&o, count_device, &ran));
+    MT_CHECK(atomic_load(&ran) == 2, "%d of 2 devices ran", atomic_load(&ran));
+    unsetenv("MT_COMM_TIMEOUT");
+    /* a negative, NaN or infinite opts.timeout_s is an error too (0 means
+     * the environment's, or 300 s) */
+    static const double bad_opts[] = {-1, NAN, INFINITY, -INFINITY};
+    static const char *const bad_text[] = {"is -1", "is nan", "is inf", "is -inf"};
+    for (int i = 0; i < 4; i++) {
+        ran = 0;
+        o.timeout_s = bad_opts[i];
+        MT_CHECK_FAILS(mt_launch(&o, count_device, &ran), MT_EINVAL, "opts.timeout_s",
+                       bad_text[i], "seconds > 0");
+        MT_CHECK(atomic_load(&ran) == 0, "timeout_s %g: %d devices ran", bad_opts[i],
+                 atomic_load(&ran));
+    }
+}
+
+/* A good MT_COMM_TIMEOUT is the one used: a skipped collective times out
+ * after it (2.5 s), not after the default of 300 s. Blanks around it are
+ * fine. */
+MT_TEST(comm_timeout_from_env_is_used) {
+    setenv("MT_COMM_TIMEOUT", " 2.5 ", 1);
+    mt_launch_opts o = opts_for("", 2);
+    o.timeout_s = 0;
+    double t0 = mt_time_now();
+    MT_CHECK_FAILS(mt_launch(&o, skip_device, (void *)(intptr_t)1), MT_ETIMEOUT,
+                   "timed out after 2.5 s", "device 1 never arrived");
+    double took = mt_time_now() - t0;
+    MT_CHECK(took >= 2.5 && took < 4.0, "the timeout took %.2f s; MT_COMM_TIMEOUT=2.5", took);
     unsetenv("MT_COMM_TIMEOUT");
 }
 

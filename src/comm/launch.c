@@ -8,6 +8,10 @@
  * transport. The threads launch is in threads_launch.c, the MPI one in
  * mpi_launch.c.
  *
+ * Settings: the timeout comes from opts.timeout_s, else MT_COMM_TIMEOUT, else
+ * 300 s; a value that is not a number of seconds > 0 fails mt_launch before
+ * any device runs (mt__launch_timeout), rather than silently meaning 300 s.
+ *
  * Failure: the first device to fail claims the launch's failed_* fields and
  * then raises `abort` (wait.c); every wait loop polls it, so nobody is left
  * hanging, and mt_launch returns the first failure, prefixed with its
@@ -16,6 +20,9 @@
 #include "base/base_impl.h"
 #include "comm/transport_impl.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +31,39 @@
 /* Settings and the shared state                                             */
 /* ======================================================================== */
 
-double mt__launch_timeout(const mt_launch_opts *opts) {
-    if (opts && opts->timeout_s > 0) return opts->timeout_s;
-    const char *env = getenv("MT_COMM_TIMEOUT");
-    if (env && *env) {
-        char *end;
-        double v = strtod(env, &end);
-        if (end != env && v > 0) return v;
+/* Whether `text` is a whole number of seconds > 0 (surrounding blanks
+ * allowed), and its value. inf, nan and overflows are not. */
+static bool parse_seconds(const char *text, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno == ERANGE) return false;
+    while (isspace((unsigned char)*end)) end++;
+    if (*end || !isfinite(v) || v <= 0) return false;
+    *out = v;
+    return true;
+}
+
+mt_status mt__launch_timeout(const mt_launch_opts *opts, double *out) {
+    *out = 300.0;
+    if (opts && opts->timeout_s != 0) {
+        /* NaN fails both tests */
+        if (!(opts->timeout_s > 0) || !isfinite(opts->timeout_s))
+            return mt_fail(MT_EINVAL, "launch: opts.timeout_s is %g; give a number of seconds > 0, "
+                           "or 0 for MT_COMM_TIMEOUT (else 300 s)", opts->timeout_s);
+        *out = opts->timeout_s;
+        return MT_OK;
     }
-    return 300.0;
+    /* set but not a timeout: an error, not the default, so that a typo does
+     * not quietly wait 300 s (or not at all). Under MPI mpirun gives every
+     * rank the same environment (-x), so every rank fails here alike, before
+     * MPI is touched. */
+    const char *env = getenv("MT_COMM_TIMEOUT");
+    if (env && !parse_seconds(env, out))
+        return mt_fail(MT_EINVAL, "MT_COMM_TIMEOUT='%.64s%s' is not a number of seconds > 0; "
+                       "set it to one (e.g. MT_COMM_TIMEOUT=60), or unset it for the default of "
+                       "300 s", env, strlen(env) > 64 ? "..." : "");
+    return MT_OK;
 }
 
 int mt__launch_kernel_threads(const mt_launch_opts *opts, int cpus, int n_local) {
@@ -45,12 +76,13 @@ mt_status mt__launch_state_init(mt_launch_state *ls, const mt_launch_opts *opts,
                                 const mt_mesh *mesh, const mt_transport_ops *ops, int n_local,
                                 int process_rank, int process_size) {
     memset(ls, 0, sizeof *ls);
+    mt_status st = mt__launch_timeout(opts, &ls->timeout_s);
+    if (st != MT_OK) return st;
     ls->mesh = mesh;
     ls->n_devices = mt_mesh_size(mesh);
     ls->n_local = n_local;
     ls->ops = ops;
     ls->transport = NULL;
-    ls->timeout_s = mt__launch_timeout(opts);
     ls->check = opts->check;
     ls->trace_path = opts->trace;
     atomic_init(&ls->abort, 0);
@@ -121,8 +153,12 @@ void mt_launcher_world(int *rank, int *size) {
 
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
     if (!opts || !fn) return mt_fail(MT_EINVAL, "mt_launch: opts and fn must not be NULL");
+    /* a bad timeout fails before any device runs (and, under MPI, before MPI
+     * is started: no rank waits for another to find the same mistake) */
+    double timeout_s;
+    mt_status st = mt__launch_timeout(opts, &timeout_s);
     const mt_transport_ops *ops;
-    mt_status st = mt__transport_find(mt_transport_resolve(opts->transport), &ops);
+    if (st == MT_OK) st = mt__transport_find(mt_transport_resolve(opts->transport), &ops);
     return st != MT_OK ? st : ops->launch(opts, fn, arg);
 }
 

@@ -132,15 +132,22 @@ struct mt_ctx {
  * every device, t_start = now, and the CPUs, spinning and kernel threads of
  * n_local devices sharing this process's CPUs (a transport that knows better,
  * as MPI does for ranks sharing a node, overwrites those). ls->transport is
- * left NULL for the transport to set. MT_ENOMEM (with a message) when the
- * records cannot be allocated; mt__launch_state_free releases them. */
+ * left NULL for the transport to set. MT_EINVAL for a bad timeout
+ * (mt__launch_timeout), MT_ENOMEM (with a message) when the records cannot be
+ * allocated; mt__launch_state_free releases them (also after a failure). */
 mt_status mt__launch_state_init(mt_launch_state *ls, const mt_launch_opts *opts,
                                 const mt_mesh *mesh, const mt_transport_ops *ops, int n_local,
                                 int process_rank, int process_size);
 void      mt__launch_state_free(mt_launch_state *ls);
 
-/* The timeout of opts (opts->timeout_s, else MT_COMM_TIMEOUT, else 300 s). */
-double mt__launch_timeout(const mt_launch_opts *opts);
+/* The timeout of opts into *out: opts->timeout_s when > 0, else
+ * MT_COMM_TIMEOUT when set, else 300 s. MT_EINVAL with a message naming the
+ * value when opts->timeout_s is negative, NaN or infinite, or MT_COMM_TIMEOUT
+ * is set to anything but a finite number of seconds > 0 (0, -1, "abc", "5x",
+ * "", "inf", "nan"): a mistyped timeout is an error, never the default.
+ * mt_launch checks it before any transport starts; mt__launch_state_init
+ * fails with it too. */
+mt_status mt__launch_timeout(const mt_launch_opts *opts, double *out);
 /* Kernel threads per device: opts->kernel_threads, else the `cpus` the local
  * devices share over their count (at least 1). */
 int mt__launch_kernel_threads(const mt_launch_opts *opts, int cpus, int n_local);
