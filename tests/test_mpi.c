@@ -9,6 +9,12 @@
  *   mpirun -np 2 test_mpi hang       device 1 computes forever (never calls MPI):
  *                                    the timeout names it as not answering, and
  *                                    the job ends
+ *   mpirun -np 2 test_mpi stop       device 1 stops itself (SIGSTOP) between
+ *                                    collectives: as hang, and MPI_Abort must
+ *                                    end the stopped process too
+ *   mpirun -np 2 test_mpi pass       one launch with one psum that succeeds:
+ *                                    mpi_fail.sh times it as the overhead of
+ *                                    starting and ending a job
  *   mpirun -np 2 test_mpi large      a broadcast and a ppermute of blocks above
  *                                    INT_MAX bytes (~4 GiB of memory per rank)
  *
@@ -24,6 +30,7 @@
 #include <mpi.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,14 +576,42 @@ static mt_status hang_one(mt_ctx *ctx, void *arg) {
     mt_status s = mt_ctx_axes(ctx, "d", &ax);
     float v = 1;
     if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
-    if (mt_ctx_device(ctx) == 1) for (;;) sleep(1);   /* stuck outside MPI */
+    if (mt_ctx_device(ctx) == 1) {
+        /* the pid, for mpi_fail.sh to check that the job's end killed it */
+        fprintf(stderr, "test_mpi: device 1 (pid %d) hangs outside MPI\n", (int)getpid());
+        for (;;) sleep(1);   /* stuck outside MPI */
+    }
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    return s;
+}
+
+static mt_status stop_one(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    if (mt_ctx_device(ctx) == 1) {
+        fprintf(stderr, "test_mpi: device 1 (pid %d) stops itself (SIGSTOP)\n", (int)getpid());
+        raise(SIGSTOP);   /* as kill -STOP: until MPI_Abort kills it */
+    }
     if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
     return s;
 }
 
 static int failure_mode(const char *mode) {
+    static const struct { const char *name; mt_device_fn fn; } modes[] = {
+        {"skip", skip_one}, {"exit", exit_one}, {"hang", hang_one}, {"stop", stop_one},
+        {"pass", one_psum},
+    };
+    mt_device_fn fn = NULL;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(mode, modes[i].name) == 0) fn = modes[i].fn;
+    if (!fn) {
+        fprintf(stderr, "test_mpi: unknown mode '%s' (skip, exit, hang, stop, pass, large)\n", mode);
+        return 2;
+    }
+    /* the timeout is MT_COMM_TIMEOUT's (mpi_fail.sh sets it, or a bad one) */
     mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI};
-    mt_device_fn fn = strcmp(mode, "skip") == 0 ? skip_one : strcmp(mode, "hang") == 0 ? hang_one : exit_one;
     mt_status s = mt_launch(&o, fn, NULL);
     /* not reached when the job is stopped, which is what the test wants */
     printf("rank %d: mt_launch returned %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());

@@ -28,9 +28,10 @@ typedef struct {
     int               devices;        /* threads: device count; mpi: 0 = the world size */
     mt_transport_kind transport;
     double            timeout_s;      /* how long a device waits for its group to arrive at
-                                         a collective; 0 = MT_COMM_TIMEOUT env or 300 s.
-                                         Once all have arrived the data movement completes
-                                         (it is bounded), so no buffer is left in use */
+                                         a collective, in seconds; 0 = MT_COMM_TIMEOUT env
+                                         (seconds > 0) or, unset, 300 s. Once all have
+                                         arrived the data movement completes (it is
+                                         bounded), so no buffer is left in use */
     bool              check;          /* debug: verify every collective matches on all devices */
     const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
     int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
@@ -42,12 +43,20 @@ typedef struct {
  * MT_EABORTED, and mt_launch returns the first failure, its message prefixed
  * with the device ("device 2: ..."). A timeout's message names the devices
  * that never arrived and the last collective each one issued.
+ * MT_EINVAL, before any device runs, when opts.timeout_s is negative, NaN or
+ * infinite, or (opts.timeout_s 0) MT_COMM_TIMEOUT is set to anything but a
+ * number of seconds > 0 ("0", "-1", "abc", "5x", "", "inf"): the message
+ * names the variable and the value.
  * Under MPI every rank calls mt_launch and runs its own device; the result is
  * the same on every rank. MPI cannot cancel a collective already posted, so
- * when a failure leaves one unfinished on some rank, rank 0 prints the
- * agreed message and the job ends with MPI_Abort (exit 1) instead of
- * returning; no rank is left waiting. Device threads are pinned to their own
- * cores when they fit (MT_PIN=0 leaves placement to the OS). */
+ * when a failure leaves one unfinished on some rank, the job ends with
+ * MPI_Abort (exit 1) instead of returning; no rank is left waiting. A rank
+ * whose collective times out prints its message to stderr when the timeout
+ * fires ("meshtrain: device N: collective ... timed out ..."), and calls
+ * MPI_Abort within a second of that, even when a rank is stopped or stuck
+ * outside MPI; otherwise rank 0 prints the agreed message. Device threads are
+ * pinned to their own cores when they fit (MT_PIN=0 leaves placement to the
+ * OS). */
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
 
 /* The transport a launch with `kind` runs on: AUTO becomes MT_TRANSPORT_MPI

@@ -258,7 +258,7 @@ static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, v
         failed = "MPI_Isend";
     if (bt.made) MPI_Type_free(&bt.type);
     if (failed) {
-        m->dangling = req[0] != MPI_REQUEST_NULL;
+        if (req[0] != MPI_REQUEST_NULL) mt__mpi_set_dangling(m);
         return mt__mpi_error(rc, failed);
     }
     return mt__mpi_wait(m, g, 2, req, mt__mpi_current_text(m, "permute"));

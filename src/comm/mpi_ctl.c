@@ -14,10 +14,20 @@
  *          is doing (inside that collective, computing, or finished).
  * So the rank that times out names, in its message, every member that never
  * arrived and the last collective each one issued; a member that does not
- * answer within a short wait is named as stuck outside meshtrain's
+ * answer within a short wait (MT_MPI_ANSWER_S: a live rank answers within
+ * milliseconds, a stopped one never) is named as stuck outside meshtrain's
  * collectives or dead. At the end of a launch the control messages each
  * rank sent are counted (MPI_Ialltoall) and drained, so none is left over
  * for a later launch.
+ *
+ * A collective that timed out stays posted (MPI cannot cancel it), so the
+ * job is doomed the moment it fires: the rank prints its message to stderr
+ * then and there ("meshtrain: device N: collective ... timed out ..."),
+ * rather than after an end-of-launch agreement that a stopped rank never
+ * joins, and sets m->stop_by, which bounds its own wait in that agreement
+ * (mpi_launch.c then stops the job). Its ABORT notice says both (printed,
+ * dangling), so the ranks told do not print the message again and do not
+ * wait for the end of the launch past their own stop_by either.
  */
 #ifdef MT_HAVE_MPI
 
@@ -82,11 +92,18 @@ static ctl_msg ctl_make(const mt_mpi *m, int kind) {
     return c;
 }
 
+void mt__mpi_set_dangling(mt_mpi *m) {
+    m->dangling = true;
+    if (m->stop_by == 0) m->stop_by = mt_time_now() + MT_MPI_STOP_GRACE_S;
+}
+
 void mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *msg) {
     if (m->notified || m->closing) return;
     m->notified = true;
     ctl_msg c = ctl_make(m, CTL_ABORT);
     c.status = status;
+    c.printed = m->printed[0] && strcmp(m->printed, msg) == 0;
+    c.dangling = m->dangling;
     snprintf(c.msg, sizeof c.msg, "%s", msg);
     for (int r = 0; r < m->size; r++)
         if (r != m->rank) ctl_send(m, r, &c);
@@ -101,7 +118,16 @@ static void ctl_handle(mt_mpi *m, const ctl_msg *c) {
         if (!atomic_load(&m->ls->abort)) {
             char msg[sizeof c->msg + 1];
             snprintf(msg, sizeof msg, "%s", c->msg);
-            mt__launch_fail(m->ls, c->from, c->status, msg);
+            mt__launch_fail(m->ls, c->from, c->status, msg);   /* claims: one device per rank */
+            m->failed_printed = c->printed != 0;
+        }
+        if (c->dangling) {
+            /* The sender (alive a moment ago) stops the job at its own
+             * stop_by; should it not, so does this rank. A lower rank is
+             * left a second to do it, so that usually one rank aborts: Open
+             * MPI garbles the notices of ranks aborting together. */
+            double by = mt_time_now() + MT_MPI_STOP_GRACE_S + (c->from < m->rank ? 1.0 : 0.0);
+            if (m->stop_by == 0 || (c->from < m->rank && by > m->stop_by)) m->stop_by = by;
         }
         break;
     case CTL_QUERY:
@@ -199,7 +225,8 @@ static const char *phase_text(int phase) {
 
 /* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
  * out: asks the others what they are doing, and builds the message naming
- * the ranks that never arrived. Marks the launch failed and tells everyone. */
+ * the ranks that never arrived. Marks the launch failed (and doomed), prints
+ * a collective's message at once, and tells everyone. */
 static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited) {
     const int P = g ? g->size : m->size;
     const mt_device_record *own = mt__mpi_own_record(m);
@@ -210,9 +237,9 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
         int r = g ? g->members[i] : i;
         if (r != m->rank) ctl_send(m, r, &q);
     }
-    /* long enough for a rank that polls (is inside a collective); short
-     * enough that the whole stop stays near the timeout */
-    const double answer_s = m->timeout_s < 1.0 ? 0.5 : m->timeout_s < 4.0 ? m->timeout_s / 2 : 2.0;
+    /* long enough for a rank that polls (is inside an MPI wait); short
+     * enough that the job ends within a second of the timeout */
+    const double answer_s = m->timeout_s / 4 < MT_MPI_ANSWER_S ? m->timeout_s / 4 : MT_MPI_ANSWER_S;
     const double t_end = mt_time_now() + answer_s;
     for (;;) {
         mt__mpi_ctl_poll(m);
@@ -257,8 +284,17 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
     append(msg, sizeof msg, ". Every device must issue the same collectives in the same order "
            "(MT_COMM_TIMEOUT=%g s; raise it if devices are merely slow)", m->timeout_s);
 
-    m->dangling = true;
+    mt__mpi_set_dangling(m);
+    const bool first = !atomic_load(&m->ls->abort);
     mt__launch_fail(m->ls, m->rank, MT_ETIMEOUT, msg);
+    if (g) {
+        /* now, not at the end of the launch: a stopped rank never gets there.
+         * One write, so that ranks timing out together do not interleave. */
+        fprintf(stderr, "meshtrain: device %d: %s\n", m->rank, msg);
+        fflush(stderr);
+        snprintf(m->printed, sizeof m->printed, "%s", msg);
+        if (first) m->failed_printed = true;
+    }
     mt__mpi_ctl_notify_failure(m, MT_ETIMEOUT, msg);
     return mt_fail(MT_ETIMEOUT, "%s", msg);
 }
@@ -266,7 +302,9 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {
     /* The end-of-launch exchange (g == NULL) waits twice as long: a rank
      * still inside a collective then times out first, and its message names
-     * the rank that skipped the collective, which is what the user needs. */
+     * the rank that skipped the collective, which is what the user needs.
+     * But once the launch is doomed (m->stop_by), only until then: a rank
+     * that never comes (stopped) must not keep the job alive. */
     const double t0 = mt_time_now(), deadline = t0 + (g ? m->timeout_s : 2 * m->timeout_s + 1);
     const int saved_phase = m->phase;
     if (g) m->phase = PHASE_COLLECTIVE;
@@ -275,7 +313,7 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
         int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             m->phase = saved_phase;
-            m->dangling = true;
+            mt__mpi_set_dangling(m);
             return mt__mpi_error(rc, what);
         }
         if (done) {
@@ -286,11 +324,18 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
             mt__mpi_ctl_poll(m);
             if (g && atomic_load(&m->ls->abort)) {
                 m->phase = saved_phase;
-                m->dangling = true;
+                mt__mpi_set_dangling(m);
                 return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s",
                                m->rank, what, m->ls->failed_device, m->ls->failed_msg);
             }
             double now = mt_time_now();
+            if (!g && m->stop_by > 0 && now > m->stop_by) {
+                m->phase = saved_phase;
+                mt__mpi_set_dangling(m);
+                return mt_fail(MT_EABORTED, "device %d gave up waiting %.3g s for %s: a "
+                               "collective was left unfinished, so the job is being stopped",
+                               m->rank, now - t0, what);
+            }
             if (now > deadline) {
                 mt_status s = on_timeout(m, g, what, now - t0);
                 m->phase = saved_phase;

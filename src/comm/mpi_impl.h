@@ -5,10 +5,12 @@
  * One device per MPI rank, started by mpirun; the device id is the world
  * rank. The transport's files:
  *   mpi_launch.c  the launch: MPI started, this rank's device set up and run,
- *                 every rank's outcome agreed on, so all return the same.
+ *                 every rank's outcome agreed on, so all return the same; or,
+ *                 once a collective is left unfinished, the job stopped.
  *   mpi_ctl.c     the control channel between ranks (abort notices, "what
  *                 are you doing?" queries) and waiting for posted requests
- *                 with the timeout, whose message names the missing ranks.
+ *                 with the timeout, whose message names the missing ranks
+ *                 and is printed the moment the timeout fires.
  *   mpi_comms.c   the communicator of every group.
  *   mpi.c         the collectives and the transport table.
  * Only a build with Open MPI has the transport: CMakeLists.txt compiles
@@ -32,9 +34,23 @@ enum { CTL_ABORT = 1, CTL_QUERY = 2, CTL_REPLY = 3 };
 enum { PHASE_COMPUTING = 0, PHASE_COLLECTIVE = 1, PHASE_FINISHED = 2 };
 enum { TAG_CTL = 31, TAG_PERMUTE = 32 };
 
+/* How long a rank whose collective timed out waits for the answers to its
+ * "what are you doing?" query: at most this, and a quarter of the timeout. A
+ * live rank polls the control channel within milliseconds whenever it waits
+ * in MPI; a stopped or dead one never answers, and everything spent here
+ * delays the end of the job. */
+#define MT_MPI_ANSWER_S 0.5
+/* Once a collective is left unfinished the job cannot go on (MPI cannot
+ * cancel it): how long a rank then waits in the end-of-launch agreement, for
+ * ranks that are alive and were told, before it stops the job itself. With
+ * the answer wait, a timeout ends the job well within a second of firing. */
+#define MT_MPI_STOP_GRACE_S 0.25
+
 /* One control message; fixed size, sent as bytes. */
 typedef struct {
     int32_t  kind, from, status, phase;
+    int32_t  printed;      /* CTL_ABORT: the sender printed msg to stderr already */
+    int32_t  dangling;     /* CTL_ABORT: the sender left a collective unfinished (the job is doomed) */
     uint64_t seq;          /* the sender's collectives so far */
     char     text[160];    /* the sender's last collective */
     char     msg[512];     /* CTL_ABORT: the failure */
@@ -82,6 +98,12 @@ typedef struct {
     int              phase;
     bool             dangling;        /* a posted collective never finished */
     bool             notified;        /* the others were told of our failure */
+    /* a doomed launch (a collective left unfinished here, or on a rank that
+     * told us so): mpi_launch.c stops the job instead of returning */
+    double           stop_by;         /* > 0: when this rank stops waiting at the end of
+                                         the launch and stops the job itself */
+    bool             failed_printed;  /* ls->failed_* is on stderr already (its rank printed it) */
+    char             printed[1024];   /* this rank's own failure as it printed it ("": none) */
     /* bf16 reductions run in f32 here */
     void            *scratch;
     size_t           scratch_bytes;
@@ -111,8 +133,12 @@ mt_status mt__mpi_error(int rc, const char *what);
 mt_status mt__mpi_ctl_open(mt_mpi *m);
 /* Handles every control message that has arrived. */
 void      mt__mpi_ctl_poll(mt_mpi *m);
-/* Tells every other rank that this one failed, once. */
+/* Tells every other rank that this one failed, once (with whether msg was
+ * printed already and whether this rank left a collective unfinished). */
 void      mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *msg);
+/* A posted collective will never finish here (m->dangling): MPI cannot
+ * cancel it, so the job is doomed; sets m->stop_by (once). */
+void      mt__mpi_set_dangling(mt_mpi *m);
 /* Counts the control messages each rank sent, receives the ones still in
  * flight, and closes the channel, so nothing is left for a later launch.
  * Every rank calls it (the count is a collective). */
@@ -123,11 +149,14 @@ mt_status mt__mpi_ctl_close(mt_mpi *m);
 void      mt__mpi_backoff(const mt_mpi *m, long spins, double waited);
 
 /* Waits for n posted requests of the collective `what` on g (g NULL: the
- * end-of-launch exchange, which waits twice as long); MT_OK when all
- * finished. Serves the control channel meanwhile; on abort returns
- * MT_EABORTED, on timeout asks the others what they are doing and fails the
- * launch with a message naming the ranks that never arrived. Either way
- * marks the collective unfinished (m->dangling): MPI cannot cancel it. */
+ * end-of-launch exchange, which waits twice as long, but only until
+ * m->stop_by once the launch is doomed); MT_OK when all finished. Serves the
+ * control channel meanwhile; on abort returns MT_EABORTED, on timeout asks
+ * the others what they are doing (briefly: MT_MPI_ANSWER_S) and fails the
+ * launch with a message naming the ranks that never arrived, which a
+ * collective's timeout prints to stderr at once ("meshtrain: device N:
+ * ..."). Either way marks the collective unfinished (mt__mpi_set_dangling):
+ * MPI cannot cancel it. */
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what);
 
 /* ======================================================================== */

@@ -5,21 +5,45 @@
  * same result.
  *
  * The end of a launch. Every rank all-gathers (non-blocking, with the
- * timeout) its outcome: status, message, and whether it left a collective
- * unfinished. All ranks pick the same failure (a real error before a
- * timeout before MT_EABORTED, then the lowest device) and return it. MPI
- * cannot cancel a posted collective, so when any rank left one unfinished,
- * the MPI state is no longer usable: rank 0 prints the agreed message and
- * calls MPI_Abort, which ends every rank of the job (exit status 1) rather
- * than leave one hanging. The same happens when the end-of-launch exchange
- * itself times out (the rank that saw it prints and aborts). Failures that
- * left nothing unfinished (a device returning an error after its last
- * collective, a bad mesh spec) are returned as values on every rank.
- * A rank that dies (segfault, exit(3)) is noticed by mpirun, which kills the
- * job; the timeout covers anything mpirun does not catch. With a trace, the
- * ranks then agree on the trace's status the same way (only rank 0 writes
- * the gathered file, so only it can see that writing failed). Last, the
- * control channel is drained and closed (mpi_ctl.c).
+ * timeout) its outcome: status, message, whether it left a collective
+ * unfinished, and whether it printed the message already. All ranks pick
+ * the same failure (a real error before a timeout before MT_EABORTED, then
+ * the lowest device) and return it. Failures that left nothing unfinished
+ * (a device returning an error after its last collective, a bad mesh spec)
+ * are returned as values on every rank. With a trace, the ranks then agree
+ * on the trace's status the same way (only rank 0 writes the gathered file,
+ * so only it can see that writing failed). Last, the control channel is
+ * drained and closed (mpi_ctl.c).
+ *
+ * A collective left unfinished. MPI cannot cancel a posted collective, so
+ * when any rank left one unfinished, the MPI state is no longer usable and
+ * the job is doomed: it ends with MPI_Abort (every rank, exit status 1)
+ * rather than leave one hanging. When the agreement completes, rank 0
+ * prints the agreed message (unless its rank printed it already) and
+ * aborts. But a rank that is stopped (SIGSTOP, a debugger) or stuck outside
+ * MPI never joins the agreement, so nobody waits for it long:
+ *   - a rank whose collective timed out printed its message when the
+ *     timeout fired (mpi_ctl.c), after waiting at most MT_MPI_ANSWER_S for
+ *     the answers to its query;
+ *   - a rank that left a collective unfinished, or was told by one that did,
+ *     waits in the agreement only until m->stop_by (MT_MPI_STOP_GRACE_S
+ *     after it knew; a second more when a lower rank told it, so that one
+ *     rank usually aborts, not all), then writes its trace, prints the
+ *     first failure it knows unless that is on stderr already, and aborts
+ *     the job itself (stop_doomed).
+ * So a timeout ends the job within a second of firing, not after the
+ * agreement's own timeout of 2·timeout + 1 s. When the end-of-launch
+ * exchange itself times out or fails with nobody doomed before, the rank
+ * that saw it prints and aborts. A rank that dies (segfault, exit(3)) is
+ * noticed by mpirun, which kills the job; the timeout covers anything
+ * mpirun does not catch.
+ *
+ * A bad MT_COMM_TIMEOUT (or opts.timeout_s) fails mt_launch before this file
+ * runs, so before MPI is touched (launch.c): mpirun gives every rank the
+ * same environment (-x), so every rank fails alike without communicating. A
+ * rank whose environment differs (a remote node's, without -x) fails alone,
+ * and the others wait for it in join_world, bounded by their own timeout;
+ * mpirun ends the job sooner when the failed rank's process exits non-zero.
  *
  * Global state (forced by MPI, which is initialised once per process and
  * finalised once): whether meshtrain initialised MPI (then it finalises it
@@ -45,7 +69,7 @@ static atomic_bool mpi_launch_running;
 
 /* What each rank contributes to the end-of-launch agreement. */
 typedef struct {
-    int32_t status, device, dangling, pad;
+    int32_t status, device, dangling, printed;   /* printed: msg is on stderr already */
     char    msg[1008];
 } outcome;
 
@@ -56,6 +80,7 @@ typedef struct {
     mt_launch_state *ls;
     mt_ctx          *ctx;        /* this rank's device */
     bool             have_ctx;   /* ctx was set up (mt__ctx_init) */
+    bool             traced;     /* mt__trace_write was called */
     mt_mesh         *mesh;
     outcome         *all;        /* (size) every rank's outcome, after an exchange */
 } mpi_run;
@@ -125,9 +150,20 @@ static int local_ranks(MPI_Comm world, int *node_cpus) {
 }
 
 
-/* Prints the agreed failure (printf-style) and ends every rank: a collective
- * was left unfinished somewhere, and MPI cannot cancel it. The text goes out
- * in one write, so that ranks dying together do not interleave their lines. */
+/* Prints the failure `msg` (NULL: it is on stderr already) and ends every
+ * rank: a collective was left unfinished somewhere, and MPI cannot cancel
+ * it. The text goes out in one write, so that ranks dying together do not
+ * interleave their lines. */
+static _Noreturn void mpi_stop(const char *msg) {
+    fprintf(stderr, "%s%s%smeshtrain: a collective was left unfinished and MPI cannot cancel it: "
+            "stopping every rank (MPI_Abort)\n", msg ? "meshtrain: " : "", msg ? msg : "",
+            msg ? "\n" : "");
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+/* mpi_stop with a printf-style message. */
 static _Noreturn void mpi_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static _Noreturn void mpi_die(const char *fmt, ...) {
     char msg[4096];
@@ -135,11 +171,7 @@ static _Noreturn void mpi_die(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "meshtrain: %s\nmeshtrain: a collective was left unfinished and MPI cannot "
-            "cancel it: stopping every rank (MPI_Abort)\n", msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    _exit(1);
+    mpi_stop(msg);
 }
 
 /* Before dying on an agreed failure: rank 0 prints it and aborts the job,
@@ -194,11 +226,16 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
         m->replies = calloc((size_t)size, sizeof *m->replies);
         m->replied = calloc((size_t)size, sizeof *m->replied);
     }
-    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied ||
-        mt__launch_state_init(r->ls, opts, mesh, &mt__mpi_transport, 1, rank, size) != MT_OK) {
+    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied) {
         launch_free(r);
         /* the other ranks then time out in their first collective */
         return mt_fail(MT_ENOMEM, "cannot allocate the launch state of rank %d", rank);
+    }
+    /* its failures (a bad timeout, out of memory) come with their message */
+    mt_status s = mt__launch_state_init(r->ls, opts, mesh, &mt__mpi_transport, 1, rank, size);
+    if (s != MT_OK) {
+        launch_free(r);
+        return s;
     }
     m->rank = rank;
     m->size = size;
@@ -270,6 +307,7 @@ static outcome make_outcome(const mt_mpi *m, mt_status st, const char *msg) {
     o.status = st;
     o.device = m->rank;
     o.dangling = m->dangling;
+    o.printed = m->printed[0] && strcmp(m->printed, msg) == 0;
     snprintf(o.msg, sizeof o.msg, "%s", msg);
     return o;
 }
@@ -303,6 +341,44 @@ static bool any_dangling(const outcome *o, int n) {
     return dangling;
 }
 
+/* Writes this rank's trace (once; after a failure each rank writes its own
+ * file, with no communication). */
+static void write_trace(mpi_run *r) {
+    if (!r->ls->trace_path || r->traced) return;
+    r->traced = true;
+    mt__trace_write(r->ls, &r->ctx, 1);
+}
+
+/* The launch is doomed (a collective was left unfinished here, or on a rank
+ * that told us) and the end-of-launch exchange gave up at m->stop_by:
+ * writes the trace, prints the first failure this rank knows (unless its
+ * rank printed it already) and ends the job. */
+static _Noreturn void stop_doomed(mpi_run *r) {
+    mt_mpi *m = r->m;
+    mt_launch_state *ls = r->ls;
+    write_trace(r);
+    /* every doomed rank that is alive gets here at about the same time: the
+     * lowest goes first, and its MPI_Abort usually ends the others before
+     * they print (Open MPI garbles concurrent aborts' notices) */
+    const long stagger_ns = (m->rank < 5 ? m->rank : 5) * 20000000L;
+    if (stagger_ns > 0) nanosleep(&(struct timespec){0, stagger_ns}, NULL);
+    const bool known = ls->failed_device >= 0;
+    const bool printed = m->failed_printed || (ls->failed_device == m->rank && m->printed[0] &&
+                                               strcmp(m->printed, ls->failed_msg) == 0);
+    if (!known) mpi_stop(mt_errmsg());
+    if (printed) mpi_stop(NULL);
+    mpi_die("device %d: %s", ls->failed_device, ls->failed_msg);
+}
+
+/* Ends the job after an agreement that found a collective left unfinished:
+ * rank 0 prints the agreed failure `f` (or `fallback` when none; nothing
+ * when its rank printed it already) and aborts; the others wait for it. */
+static _Noreturn void stop_agreed(mpi_run *r, int f, const char *fallback) {
+    let_rank0_abort(r->m->rank);
+    if (f >= 0 && r->all[f].printed) mpi_stop(NULL);
+    mpi_stop(fallback);
+}
+
 /* Runs the device (or, when its set-up failed with `st`, fails it), then
  * agrees with every rank on the launch's outcome: the agreed failure becomes
  * this rank's (ls->failed_*), and the launch's result is returned with its
@@ -319,8 +395,9 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
     m->phase = PHASE_FINISHED;
 
     if (exchange(r, &mine) != MT_OK) {
+        if (m->stop_by > 0) stop_doomed(r);
         /* the failure that started it all (this rank's first) comes first */
-        if (ls->failed_device >= 0)
+        if (ls->failed_device >= 0 && !m->failed_printed)
             mpi_die("device %d: %s\nmeshtrain: then %s", ls->failed_device, ls->failed_msg,
                     mt_errmsg());
         mpi_die("%s", mt_errmsg());
@@ -336,10 +413,9 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
         atomic_store(&ls->abort, 1);   /* the trace writer then keeps per-rank files */
     }
     if (any_dangling(r->all, m->size)) {
-        if (ls->trace_path) mt__trace_write(ls, &r->ctx, 1);
-        let_rank0_abort(m->rank);
+        write_trace(r);
         mt__launch_result(ls);   /* the agreed failure's message, raised over the trace's */
-        mpi_die("%s", mt_errmsg());
+        stop_agreed(r, f, mt_errmsg());
     }
     return mt__launch_result(ls);
 }
@@ -351,15 +427,17 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
  * write. Returns the index in r->all of the agreed trace failure, -1 none. */
 static int trace_and_agree(mpi_run *r) {
     mt_mpi *m = r->m;
+    r->traced = true;
     mt_status ts = mt__trace_write(r->ls, &r->ctx, 1);
     /* its dangling flag: the trace's gathers are collectives too */
     outcome mine = make_outcome(m, ts, ts == MT_OK ? "" : mt_errmsg());
-    if (exchange(r, &mine) != MT_OK) mpi_die("%s", mt_errmsg());
-    int f = pick_failure(r->all, m->size);
-    if (any_dangling(r->all, m->size)) {
-        let_rank0_abort(m->rank);
-        mpi_die("%s", f >= 0 ? r->all[f].msg : "writing the trace left a collective unfinished");
+    if (exchange(r, &mine) != MT_OK) {
+        if (m->stop_by > 0) stop_doomed(r);
+        mpi_die("%s", mt_errmsg());
     }
+    int f = pick_failure(r->all, m->size);
+    if (any_dangling(r->all, m->size))
+        stop_agreed(r, f, f >= 0 ? r->all[f].msg : "writing the trace left a collective unfinished");
     return f;
 }
 
