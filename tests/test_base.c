@@ -2,6 +2,7 @@
  * answers, RNG moments. */
 #include "meshtrain.h"
 #include "harness.h"
+#include "base/base_impl.h"
 
 MT_TEST(status_names_and_messages) {
     MT_CHECK(strcmp(mt_status_name(MT_EINVAL), "MT_EINVAL") == 0, "name of MT_EINVAL");
@@ -82,6 +83,30 @@ MT_TEST(rng_moments_and_determinism) {
     MT_CHECK(mt_rng_normal(7, 3, 12345) != mt_rng_normal(8, 3, 12345), "seed matters");
     MT_CHECK(mt_rng_normal(7, 3, 12345) != mt_rng_normal(7, 4, 12345), "stream matters");
     MT_CHECK(mt_hash_name("wte") != mt_hash_name("wpe"), "names hash apart");
+}
+
+/* The run forms give the one-at-a-time numbers bit for bit, whatever the
+ * first index and length (inside a block of 16 lanes, across blocks, and
+ * across the 2^32 boundary of the counter's low word). */
+MT_TEST(rng_fills_equal_the_scalar_functions) {
+    static const struct { uint64_t first; int64_t n; } runs[] = {
+        {0, 1}, {0, 16}, {3, 29}, {1000, 100}, {(1ull << 32) - 5, 40}, {123456789, 0},
+    };
+    float out[128];
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        mt__rng_normal_fill(42, 7, runs[k].first, runs[k].n, 0.02f, out);
+        for (int64_t i = 0; i < runs[k].n; i++) {
+            float want = 0.02f * mt_rng_normal(42, 7, runs[k].first + (uint64_t)i);
+            MT_CHECK(memcmp(&out[i], &want, sizeof want) == 0, "normal run %zu element %lld: %.9g, "
+                     "want %.9g", k, (long long)i, out[i], want);
+        }
+        mt__rng_uniform_fill(42, 7, runs[k].first, runs[k].n, 0.5f, out);
+        for (int64_t i = 0; i < runs[k].n; i++) {
+            float want = 0.5f * (2.0f * mt_rng_uniform(42, 7, runs[k].first + (uint64_t)i) - 1.0f);
+            MT_CHECK(memcmp(&out[i], &want, sizeof want) == 0, "uniform run %zu element %lld: "
+                     "%.9g, want %.9g", k, (long long)i, out[i], want);
+        }
+    }
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
