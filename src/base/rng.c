@@ -96,24 +96,28 @@ static void philox_lanes(uint64_t key, uint64_t hi, uint64_t lo0, uint32_t *rest
     }
 }
 
-void mt__rng_normal_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float scale,
-                         float *out) {
+/* out[i] = scale · f(words of counter first + i), for the two fills below
+ * (inlined into each: the element function costs as much as Philox). */
+static inline void fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float scale,
+                        float *out, bool normal) {
     uint32_t w0[LANES], w1[LANES];
     for (int64_t b = 0; b < n; b += LANES) {
         int m = n - b < LANES ? (int)(n - b) : LANES;
         philox_lanes(seed, stream, first + (uint64_t)b, w0, w1);
-        for (int i = 0; i < m; i++) out[b + i] = scale * box_muller(w0[i], w1[i]);
+        for (int i = 0; i < m; i++)
+            out[b + i] = scale * (normal ? box_muller(w0[i], w1[i])
+                                         : 2.0f * u32_to_unit(w0[i]) - 1.0f);
     }
+}
+
+void mt__rng_normal_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float scale,
+                         float *out) {
+    fill(seed, stream, first, n, scale, out, true);
 }
 
 void mt__rng_uniform_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float scale,
                           float *out) {
-    uint32_t w0[LANES], w1[LANES];
-    for (int64_t b = 0; b < n; b += LANES) {
-        int m = n - b < LANES ? (int)(n - b) : LANES;
-        philox_lanes(seed, stream, first + (uint64_t)b, w0, w1);
-        for (int i = 0; i < m; i++) out[b + i] = scale * (2.0f * u32_to_unit(w0[i]) - 1.0f);
-    }
+    fill(seed, stream, first, n, scale, out, false);
 }
 
 uint64_t mt_hash_name(const char *name) {
