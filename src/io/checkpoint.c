@@ -45,7 +45,6 @@
 
 #include <limits.h>
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -414,40 +413,31 @@ static mt_status check_record(const char *path, FILE *f, int64_t *off, int64_t e
  * bytes are as written, and a NaN parameter would sample NUL bytes or make
  * a resume fail at its first step, blaming the learning rate. */
 static mt_status check_finite(const char *path, FILE *f, const ck_entry *es, uint32_t n) {
-    enum { CHUNK = 1 << 14 };
-    float *buf = malloc(CHUNK * sizeof *buf);
-    if (!buf) return mt_fail(MT_ENOMEM, "no memory to check checkpoint '%s'", path);
-    mt_status s = MT_OK;
-    for (uint32_t r = 0; s == MT_OK && r < n; r++) {
+    static const char *const array_of[3] = {"parameter ", "the optimizer moment m of ",
+                                            "the optimizer moment v of "};
+    for (uint32_t r = 0; r < n; r++) {
         const ck_entry *e = &es[r];
         /* array 0: the parameter; 1, 2: the moments m and v, when loaded */
-        for (int a = 0; s == MT_OK && a < 3; a++) {
+        for (int a = 0; a < 3; a++) {
             if ((a == 1 && !e->m) || (a == 2 && !e->v)) continue;
             int before = a == 0 ? 0 : a == 1 ? 1 : 1 + !!(e->moments & 1);
-            int64_t at = e->offset + e->numel * 4 * before;
-            for (int64_t i = 0; s == MT_OK && i < e->numel; i += CHUNK) {
-                size_t cnt = (size_t)(e->numel - i < CHUNK ? e->numel - i : CHUNK);
-                if (fseeko(f, at + i * 4, SEEK_SET) != 0 || fread(buf, 4, cnt, f) != cnt) {
-                    s = mt_fail(MT_EIO, "reading checkpoint '%s' at byte %lld: %s", path,
-                                (long long)(at + i * 4),
-                                ferror(f) ? strerror(errno) : "file shrank while reading");
-                    break;
-                }
-                for (size_t k = 0; k < cnt; k++) {
-                    if (isfinite(buf[k])) continue;
-                    s = mt_fail(MT_ENAN, "checkpoint '%s' holds %g in %s'%s' at element %lld; "
-                                "it was saved from a run that had diverged, or damaged before "
-                                "its CRC was computed: load an earlier checkpoint", path,
-                                (double)buf[k], a == 0 ? "parameter " : a == 1
-                                ? "the optimizer moment m of " : "the optimizer moment v of ",
-                                e->name, (long long)(i + (int64_t)k));
-                    break;
-                }
-            }
+            int64_t at = e->offset + e->numel * 4 * before, bad = 0;
+            float value = 0;
+            int err = 0;
+            mt_status s = fseeko(f, at, SEEK_SET) == 0 ? mt__scan_finite(f, e->numel, &bad, &value, &err)
+                                                       : (err = errno, MT_EIO);
+            if (s == MT_ENOMEM) return mt_fail(s, "no memory to check checkpoint '%s'", path);
+            if (s == MT_EIO)
+                return mt_fail(s, "reading %s'%s' from checkpoint '%s': %s", array_of[a], e->name,
+                               path, err ? strerror(err) : "file shrank while reading");
+            if (s == MT_ENAN)
+                return mt_fail(s, "checkpoint '%s' holds %g in %s'%s' at element %lld; it was "
+                               "saved from a run that had diverged, or damaged before its CRC "
+                               "was computed: load an earlier checkpoint", path, (double)value,
+                               array_of[a], e->name, (long long)bad);
         }
     }
-    free(buf);
-    return s;
+    return MT_OK;
 }
 
 /* Copies the checked records into their tensors and optimizer slots. */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,6 +96,31 @@ mt_status mt__file_check_not_tmp(const char *path, const char *what) {
     return mt_fail(MT_EINVAL, "'%s' is the temporary file of a save that did not finish (the "
                    "run was killed while saving); it is never loaded: load '%s', the last "
                    "completed save, as the %s", path, real, what);
+}
+
+mt_status mt__scan_finite(FILE *f, int64_t n, int64_t *bad, float *value, int *err) {
+    enum { CHUNK = 1 << 14 };
+    float *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) return MT_ENOMEM;
+    mt_status s = MT_OK;
+    for (int64_t at = 0; s == MT_OK && at < n; at += CHUNK) {
+        size_t cnt = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+        errno = 0;
+        if (fread(buf, sizeof *buf, cnt, f) != cnt) {
+            *err = ferror(f) ? (errno ? errno : EIO) : 0;
+            s = MT_EIO;
+            break;
+        }
+        for (size_t k = 0; k < cnt; k++)
+            if (!isfinite(buf[k])) {
+                *bad = at + (int64_t)k;
+                *value = buf[k];
+                s = MT_ENAN;
+                break;
+            }
+    }
+    free(buf);
+    return s;
 }
 
 /* ======================================================================== */

@@ -35,6 +35,13 @@ bool mt__file_is_tmp(const char *path, char *real, size_t n);
  * naming the file to load instead. MT_OK for any other name. */
 mt_status mt__file_check_not_tmp(const char *path, const char *what);
 
+/* Reads n floats from f's current position, in chunks, and looks for the
+ * first value that is not finite (the CRC only says bytes are as written).
+ * MT_OK: all finite, f just past them. MT_ENAN: *bad and *value say which;
+ * MT_EIO: a short read (*err: errno, or 0 when the file shrank); MT_ENOMEM.
+ * Sets no message: the caller names the file and the tensor. */
+mt_status mt__scan_finite(FILE *f, int64_t n, int64_t *bad, float *value, int *err);
+
 /* A save in progress: the temporary file, open for writing. */
 typedef struct {
     char *tmp;    /* "<path>.tmp", owned */

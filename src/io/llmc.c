@@ -14,7 +14,6 @@
 #include "io/io_impl.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,37 +236,26 @@ mt_status mt_llmc_read_config(const char *path, mt_gpt_config *cfg) {
  * or fail the first training step, blaming the learning rate. Leaves `f` at
  * the end of the data. */
 static mt_status check_finite(const char *path, FILE *f, const mt_gpt_config *fc) {
-    enum { CHUNK = 1 << 14 };
-    float *buf = malloc(CHUNK * sizeof *buf);
-    if (!buf) return mt_fail(MT_ENOMEM, "no memory to check llm.c checkpoint '%s'", path);
-    mt_status s = MT_OK;
-    for (int i = 0; s == MT_OK && i < N_LLMC_TENSORS; i++) {
+    for (int i = 0; i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
-        const int64_t n = entry_numel(e, fc);
-        for (int l = 0; s == MT_OK && l < (e->per_layer ? fc->L : 1); l++) {
-            for (int64_t at = 0; s == MT_OK && at < n; at += CHUNK) {
-                size_t cnt = (size_t)(n - at < CHUNK ? n - at : CHUNK);
-                char name[MT_MAX_NAME];
-                entry_name(e, l, name, sizeof name);
-                if (fread(buf, sizeof(float), cnt, f) != cnt) {
-                    s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s",
-                                name, path, ferror(f) ? strerror(errno)
-                                                      : "file shrank while reading");
-                    break;
-                }
-                for (size_t k = 0; k < cnt; k++) {
-                    if (isfinite(buf[k])) continue;
-                    s = mt_fail(MT_ENAN, "llm.c checkpoint '%s' holds %g in tensor '%s' at "
-                                "element %lld; the file is damaged or was written by a run "
-                                "that had diverged", path, (double)buf[k], name,
-                                (long long)(at + (int64_t)k));
-                    break;
-                }
-            }
+        for (int l = 0; l < (e->per_layer ? fc->L : 1); l++) {
+            int64_t bad = 0;
+            float value = 0;
+            int err = 0;
+            mt_status s = mt__scan_finite(f, entry_numel(e, fc), &bad, &value, &err);
+            if (s == MT_OK) continue;
+            char name[MT_MAX_NAME];
+            entry_name(e, l, name, sizeof name);
+            if (s == MT_ENOMEM) return mt_fail(s, "no memory to check llm.c checkpoint '%s'", path);
+            if (s == MT_EIO)
+                return mt_fail(s, "reading tensor '%s' from llm.c checkpoint '%s': %s", name, path,
+                               err ? strerror(err) : "file shrank while reading");
+            return mt_fail(s, "llm.c checkpoint '%s' holds %g in tensor '%s' at element %lld; "
+                           "the file is damaged or was written by a run that had diverged",
+                           path, (double)value, name, (long long)bad);
         }
     }
-    free(buf);
-    return s;
+    return MT_OK;
 }
 
 mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
