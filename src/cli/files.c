@@ -5,6 +5,7 @@
  */
 #include "cli/files.h"
 #include "cli/args.h"
+#include "io/io_impl.h"   /* mt__file_type_name */
 #include "meshtrain.h"
 
 #include <errno.h>
@@ -29,6 +30,15 @@ typedef struct {
     char  base[NAME_MAX + 1];   /* the last component, when !exists */
 } file_id;
 
+/* The directory holding `path` ("." for a bare name) into dir[n]; returns
+ * the last component. */
+static const char *split_dir(const char *path, char *dir, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, n, ".");
+    else snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return slash ? slash + 1 : path;
+}
+
 static file_id id_of(const char *path) {
     file_id id;
     memset(&id, 0, sizeof id);
@@ -40,12 +50,8 @@ static file_id id_of(const char *path) {
         return id;
     }
     if (errno != ENOENT) return id;
-    const char *slash = strrchr(path, '/');
     char dir[PATH_MAX];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    const char *base = slash ? slash + 1 : path;
+    const char *base = split_dir(path, dir, sizeof dir);
     if (strlen(base) > NAME_MAX || stat(dir, &st) != 0) return id;
     id.known = true;
     id.dev = st.st_dev;
@@ -119,11 +125,9 @@ static int check_same_files(const cli_file *files, int n) {
 
 /* A new name whose directory is missing, or is not a directory. */
 static int check_dir_of(const char *flag, const char *path) {
-    const char *slash = strrchr(path, '/');
     char dir[PATH_MAX];
     struct stat st;
-    if (!slash) return CLI_EXIT_OK;
-    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    split_dir(path, dir, sizeof dir);
     int err = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
     if (err == 0) return CLI_EXIT_OK;
     cli_error("--%s '%s': cannot create it in '%s': %s", flag, path, dir, strerror(err));
@@ -140,9 +144,7 @@ static int try_log(const char *flag, const char *path, bool stat_only) {
         if (!S_ISREG(st.st_mode)) {
             cli_error("--%s '%s' is %s, not a regular file; give the name of a file to write "
                       "(a new one, or one to overwrite)", flag, path,
-                      S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode)
-                      ? "a FIFO (named pipe)" : S_ISCHR(st.st_mode) ? "a character device"
-                      : S_ISBLK(st.st_mode) ? "a block device" : "not a file");
+                      mt__file_type_name(st.st_mode));
             return CLI_EXIT_FAIL;
         }
         if (stat_only) return CLI_EXIT_OK;
