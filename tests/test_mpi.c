@@ -561,42 +561,32 @@ static mt_status skip_one(mt_ctx *ctx, void *arg) {
     return s;
 }
 
-static mt_status exit_one(mt_ctx *ctx, void *arg) {
-    mt_axes ax;
-    mt_status s = mt_ctx_axes(ctx, "d", &ax);
-    float v = 1;
-    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
-    if (mt_ctx_device(ctx) == 1) exit(3);
-    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
-    return s;
-}
+/* One psum; then device 1 exits, computes forever outside MPI, or stops
+ * itself (as kill -STOP would); then a second psum the others wait in. */
+typedef enum { MISBEHAVE_EXIT, MISBEHAVE_HANG, MISBEHAVE_STOP } misbehaviour;
 
-static mt_status hang_one(mt_ctx *ctx, void *arg) {
+static mt_status misbehave(mt_ctx *ctx, misbehaviour how) {
     mt_axes ax;
     mt_status s = mt_ctx_axes(ctx, "d", &ax);
     float v = 1;
     if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
     if (mt_ctx_device(ctx) == 1) {
+        if (how == MISBEHAVE_EXIT) exit(3);
         /* the pid, for mpi_fail.sh to check that the job's end killed it */
-        fprintf(stderr, "test_mpi: device 1 (pid %d) hangs outside MPI\n", (int)getpid());
-        for (;;) sleep(1);   /* stuck outside MPI */
+        if (how == MISBEHAVE_HANG) {
+            fprintf(stderr, "test_mpi: device 1 (pid %d) hangs outside MPI\n", (int)getpid());
+            for (;;) sleep(1);
+        }
+        fprintf(stderr, "test_mpi: device 1 (pid %d) stops itself (SIGSTOP)\n", (int)getpid());
+        raise(SIGSTOP);   /* until MPI_Abort kills it */
     }
     if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
     return s;
 }
 
-static mt_status stop_one(mt_ctx *ctx, void *arg) {
-    mt_axes ax;
-    mt_status s = mt_ctx_axes(ctx, "d", &ax);
-    float v = 1;
-    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
-    if (mt_ctx_device(ctx) == 1) {
-        fprintf(stderr, "test_mpi: device 1 (pid %d) stops itself (SIGSTOP)\n", (int)getpid());
-        raise(SIGSTOP);   /* as kill -STOP: until MPI_Abort kills it */
-    }
-    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
-    return s;
-}
+static mt_status exit_one(mt_ctx *ctx, void *arg) { return misbehave(ctx, MISBEHAVE_EXIT); }
+static mt_status hang_one(mt_ctx *ctx, void *arg) { return misbehave(ctx, MISBEHAVE_HANG); }
+static mt_status stop_one(mt_ctx *ctx, void *arg) { return misbehave(ctx, MISBEHAVE_STOP); }
 
 static int failure_mode(const char *mode) {
     static const struct { const char *name; mt_device_fn fn; } modes[] = {
