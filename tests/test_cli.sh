@@ -10,15 +10,8 @@
 # and od so the test needs nothing beyond bash and coreutils.
 set -u
 
-BIN=$(realpath "${1:?usage: test_cli.sh <meshtrain binary> [build dir]}")
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-cli.XXXXXX")
-trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
-cd "$WORK" || exit 1
-
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "ok    $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL  $1: $2"; sed 's/^/      | /' err.txt | head -20; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_cli.sh "$@"
 
 # expect NAME CODE REGEX ARGS...: runs the program with ARGS and checks the
 # exit code, that stderr is exactly one "meshtrain: " line, and that the line
@@ -334,5 +327,4 @@ expect "bench: --devices ," 2 "--devices ',' names no device count" bench collec
 expect "example: inf params name the step" 1 "step 1.*(inf|nan)|(inf|nan).*step 1" \
        example linreg --steps 1 --lr 1e38 --batch 4
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+test_end

@@ -14,16 +14,8 @@
 # usage errors. Every run is under `timeout 120`.
 set -u
 
-BIN=$(realpath "${1:?usage: test_example.sh <meshtrain binary> [build dir]}")
-BUILD=${2:-$(dirname "$BIN")}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-example.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK" || exit 1
-
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "ok    $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL  $1: $2"; [ -f err.txt ] && sed 's/^/      | /' err.txt | head -20; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_example.sh "$@"
 
 # run NAME OUTFILE ARGS...: runs ARGS (a command line) and keeps stdout in
 # OUTFILE; fails the check when the exit code is not 0.
@@ -167,5 +159,4 @@ else
     echo "skip  mpirun runs (meshtrain built without MPI, or no mpirun)"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+test_end

@@ -22,18 +22,8 @@
 # signalled), so a hang fails its case instead of the suite.
 set -u
 
-BIN=$(realpath "${1:?usage: test_reliability.sh <meshtrain binary> [build dir]}")
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-rel.XXXXXX")
-trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
-cd "$WORK" || exit 1
-
-pass=0
-fail=0
-ok()  { pass=$((pass + 1)); echo "ok    $1"; }
-bad() {
-    fail=$((fail + 1)); echo "FAIL  $1: $2"
-    [ -s err.txt ] && sed 's/^/      | /' err.txt | head -12
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_reliability.sh "$@"
 
 # run ARGS...: the program under `timeout $LIMIT` (60 s), stdout in out.txt,
 # stderr in err.txt, the exit code in $rc.
@@ -512,5 +502,4 @@ expect "§6 bench --devices 1025 names the limit" 2 "--devices.*1 to 1024" \
 
 check "no sanitizer report in any run" "$(head -40 san.log)" test ! -s san.log
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+test_end
