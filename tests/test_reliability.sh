@@ -330,6 +330,15 @@ run train --data data.txt "${TINY[@]}" --steps $((n + 2)) --ckpt-in term.ckpt --
 check "§4 ... and it resumes at step $((n + 1))" "exit $rc" \
       grep -q "done: 2 steps ($((n + 1))..$((n + 2)))" out.txt
 
+# start_long_run NAME: a run that saves every step to NAME.ckpt and logs to
+# NAME.jsonl, resuming from NAME.ckpt once there is one; signalled by the cases.
+start_long_run() {
+    local resume=()
+    [ -f "$1.ckpt" ] && resume=(--ckpt-in "$1.ckpt")
+    start train --data data.txt "${BIG[@]}" --steps 1000000 --ckpt-every 1 "${resume[@]}" \
+          --ckpt-out "$1.ckpt" --metrics "$1.jsonl"
+}
+
 # Two Ctrl-Cs in a row land, most of the time, in the save the first one
 # asked for: the abort must leave no temporary file, and the checkpoint must
 # still load. Three tries.
@@ -337,13 +346,7 @@ rm -f dbl.ckpt* dbl.jsonl
 left=""
 for try in 1 2 3; do
     have=$(lines dbl.jsonl)
-    if [ -f dbl.ckpt ]; then
-        start train --data data.txt "${BIG[@]}" --steps 1000000 --ckpt-every 1 \
-              --ckpt-in dbl.ckpt --ckpt-out dbl.ckpt --metrics dbl.jsonl
-    else
-        start train --data data.txt "${BIG[@]}" --steps 1000000 --ckpt-every 1 \
-              --ckpt-out dbl.ckpt --metrics dbl.jsonl
-    fi
+    start_long_run dbl
     wait_lines dbl.jsonl $((have + 3)) 30
     kill -INT "$pid"; sleep 0.03; kill -INT "$pid"
     finish
@@ -363,13 +366,7 @@ rm -f k9.ckpt* k9.jsonl
 most=0
 for try in 1 2 3 4; do
     have=$(lines k9.jsonl)
-    if [ -f k9.ckpt ]; then
-        start train --data data.txt "${BIG[@]}" --steps 1000000 --ckpt-every 1 \
-              --ckpt-in k9.ckpt --ckpt-out k9.ckpt --metrics k9.jsonl
-    else
-        start train --data data.txt "${BIG[@]}" --steps 1000000 --ckpt-every 1 \
-              --ckpt-out k9.ckpt --metrics k9.jsonl
-    fi
+    start_long_run k9
     wait_lines k9.jsonl $((have + 4)) 30
     sleep 0.0$((try * 2))
     kill -9 "$pid"
