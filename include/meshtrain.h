@@ -11,7 +11,8 @@
  *   meshtrain/tensor.h    element types, tensors and their accessors
  *   meshtrain/sharding.h  a tensor's layout over a mesh: partition specs, types
  *   meshtrain/comm.h      SPMD launch, collectives, host arrays, traces
- *   meshtrain/graph.h     graphs: ops, autodiff (B and W), compile, run
+ *   meshtrain/graph.h     graphs: ops, autodiff (B and W), collectives, sharding rules, compile, run
+ *   meshtrain/partition.h the partitioner: a global program becomes each device's
  *   meshtrain/optim.h     optimizers and the learning-rate schedule
  *   meshtrain/models.h    GPT-2, MLP, linear regression
  *   meshtrain/io.h        datasets, llm.c files, checkpoints
@@ -40,6 +41,7 @@
 #include "meshtrain/sharding.h"
 #include "meshtrain/comm.h"
 #include "meshtrain/graph.h"
+#include "meshtrain/partition.h"
 #include "meshtrain/optim.h"
 #include "meshtrain/models.h"
 #include "meshtrain/io.h"

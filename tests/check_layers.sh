@@ -22,18 +22,20 @@ cd "$root"
 # comm      SPMD launch, device contexts, transports, collectives, host arrays.
 #           Below ops: the partitioner's collective nodes run on it.
 # ops       the op table {name, run, cost} and the kernels
-# graph     graphs, op builders, autodiff with the gradient rules, buffer plan
+# graph     graphs, op builders, autodiff with the gradient and sharding rules, collective
+#           nodes, buffer plan
+# partition global program + mesh -> the device's program with collectives inserted
 # optim     SGD, AdamW, clipping, learning-rate schedule
 # models    GPT-2, MLP, linear regression
 # io        datasets, llm.c files, checkpoints
 # train     the training loop, sampling
 # examples  worked examples (the pmap linear regression)
 # cli       the meshtrain program
-LAYERS=(base mesh tensor profile comm ops graph optim models io train examples cli)
+LAYERS=(base mesh tensor profile comm ops graph partition optim models io train examples cli)
 
 # public header -> layer
 declare -A PUBLIC=(
-    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [comm]=comm [graph]=graph
+    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [comm]=comm [graph]=graph [partition]=partition
     [optim]=optim [models]=models [io]=io [train]=train [examples]=examples
 )
 

@@ -38,7 +38,8 @@ typedef int mt_status;
     X(MT_ECHECKSUM,  -10,  "checksum mismatch")                              \
     X(MT_EINTERNAL,  -11,  "internal error")                                \
     X(MT_EABORTED,   -12,  "stopped because another device failed")         \
-    X(MT_EMISMATCH,  -13,  "devices issued different collectives")
+    X(MT_EMISMATCH,  -13,  "devices issued different collectives")             \
+    X(MT_ESHARDING,  -14,  "invalid or ambiguous sharding")
 
 enum {
 #define MT__STATUS_ENUM(name, value, text) name = value,

@@ -6,7 +6,7 @@
 #ifndef MESHTRAIN_GRAPH_H
 #define MESHTRAIN_GRAPH_H
 
-#include "meshtrain/sharding.h"
+#include "meshtrain/comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,6 +87,108 @@ mt_tensor *mt_mean(mt_graph *g, mt_tensor *x);
 mt_tensor *mt_reshape(mt_graph *g, mt_tensor *x, int ndim, const int64_t *shape);
 /* out = x with the last two dims swapped. */
 mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x);
+
+/* --- collectives inside a graph (shard_map) ---
+ * A graph can run device-local code: its tensors are then one device's local
+ * arrays, and these nodes call the collectives of comm.h by axis name when
+ * the graph runs. They are ordinary nodes with gradient rules (jax.lax's):
+ *   psum          -> identity on the (replicated) cotangent
+ *   all_gather    -> psum_scatter on the same dim
+ *   psum_scatter  -> all_gather on the same dim
+ *   ppermute      -> ppermute with the inverse pairs
+ *   all_to_all    -> all_to_all with split and concat dims swapped
+ *   pvary         -> psum (identity forward: marks a replicated value that
+ *                    meets device-varying ones, so its gradient is a partial
+ *                    sum; this is data parallelism's gradient all-reduce)
+ *   slice         -> all_gather (takes this device's block of a replicated
+ *                    dim, no communication)
+ * Gradient semantics: the quantity differentiated is the sum over devices of
+ * each device's loss, where a value replicated over an axis counts once. A
+ * collective that fails (another device failed, a timeout) makes the run
+ * return that error. Building one needs the device's context. */
+
+/* Binds g to the calling device (its mesh, its groups). Required before
+ * building a collective node; the graph must then run on that device. */
+mt_status  mt_graph_set_ctx(mt_graph *g, mt_ctx *ctx);
+/* out = Σ over the group of x (f32); same shape. */
+mt_tensor *mt_graph_psum(mt_graph *g, mt_tensor *x, mt_axes axes);
+/* out = every device's x concatenated along `dim` in group-rank order
+ * (dim size × P). */
+mt_tensor *mt_graph_all_gather(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
+/* out = block r (r: this device's group rank) of Σ over the group of x, x's
+ * `dim` split into P blocks (dim size / P; must divide). */
+mt_tensor *mt_graph_psum_scatter(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
+/* out = the x of the device whose pair names this one as destination; zeros
+ * if none. pairs[k] = {source rank, destination rank} within the group. */
+mt_tensor *mt_graph_ppermute(mt_graph *g, mt_tensor *x, mt_axes axes, const int (*pairs)[2],
+                             int n_pairs);
+/* out = x's `split_dim` cut into P blocks, block j sent to group rank j, the
+ * received blocks concatenated along `concat_dim` in rank order. */
+mt_tensor *mt_graph_all_to_all(mt_graph *g, mt_tensor *x, mt_axes axes, int split_dim,
+                               int concat_dim);
+/* out = x (identity; see pvary above). */
+mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes);
+/* out = block r of x's `dim` cut into P blocks (dim size / P). */
+mt_tensor *mt_graph_slice(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
+
+/* --- sharding rules ---
+ * Every op has a sharding rule beside its gradient rule: from the types of
+ * its inputs, the type of its result and the data movement it needs. Auto
+ * mode moves data where the types disagree; explicit mode ("sharding in
+ * types") refuses to guess and names the ambiguity and the reshard that
+ * resolves it. */
+typedef enum { MT_SHARD_AUTO = 0, MT_SHARD_EXPLICIT = 1 } mt_shard_mode;
+
+typedef enum {
+    MT_MOVE_ALL_GATHER = 0,   /* dim `dim` made whole over `axes` */
+    MT_MOVE_ALL_REDUCE,       /* partial sums over `axes` summed; replicated after */
+    MT_MOVE_REDUCE_SCATTER,   /* partial sums over `axes` summed, dim `dim` split over them */
+    MT_MOVE_ALL_TO_ALL,       /* `axes` move from dim `dim` to dim `dim2` */
+    MT_MOVE_SLICE             /* dim `dim` split over `axes` by keeping the local block:
+                                 no communication */
+} mt_move_kind;
+
+/* "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "slice"; "?" otherwise. */
+const char *mt_move_name(mt_move_kind kind);
+
+/* One data movement a rule asks for, on an operand before the op runs or on
+ * its result after. */
+typedef struct {
+    mt_move_kind kind;
+    int          operand;        /* index of the input moved; MT_MOVE_RESULT: the op's
+                                    result; MT_MOVE_INSIDE: a collective inside the op
+                                    (the Megatron recipes: statistics, masked lookup) */
+    int          dim, dim2;      /* see mt_move_kind; -1 when unused */
+    uint32_t     axes;           /* mesh axis bit set */
+    mt_type      before, after;
+    int64_t      bytes;          /* per device, nccl-tests' "size": the all-gather or
+                                    all-to-all output, the all-reduce buffer, the
+                                    reduce-scatter input; 0 for a slice */
+} mt_move;
+
+#define MT_MOVE_RESULT (-1)
+#define MT_MOVE_INSIDE (-2)
+#define MT_MAX_MOVES 8
+
+typedef struct {
+    mt_type result;
+    int     n_moves;
+    mt_move moves[MT_MAX_MOVES]; /* in the order they run */
+} mt_shard_result;
+
+/* The sharding rule of `op` on input types in[0 .. n_in):
+ *   "matmul"   in[0] (...,M,K) · in[1] (K,N) -> (...,M,N)
+ *   "add", "sub", "mul"  in[1] broadcast over the leading dims of in[0]
+ *   "reshard"  in[0] moved to the layout of in[1] (same dtype and shape)
+ * Fails with MT_ESHARDING and a message naming the op, the operand types and
+ * the axes: both contracting dims sharded in explicit mode (listing the four
+ * answers: all-reduce, reduce-scatter on either dim, keep the partial sum,
+ * and that a reshard resolves it), incompatible shardings for broadcasting in
+ * explicit mode ("add got incompatible shardings for broadcasting: ..."), a
+ * result that would use one axis twice (both modes). MT_ESHAPE when the
+ * shapes do not fit the op; MT_EINVAL for an op without a rule (named). */
+mt_status mt_shard_rule(const mt_mesh *mesh, const char *op, const mt_type *in, int n_in,
+                        mt_shard_mode mode, mt_shard_result *out);
 
 /* --- compile and run --- */
 

@@ -5,7 +5,7 @@
 #ifndef MESHTRAIN_OPTIM_H
 #define MESHTRAIN_OPTIM_H
 
-#include "meshtrain/graph.h"
+#include "meshtrain/partition.h"
 
 #ifdef __cplusplus
 extern "C" {

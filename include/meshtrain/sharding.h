@@ -53,6 +53,32 @@ size_t mt_sharding_type_format(const mt_mesh *mesh, mt_dtype dtype, int ndim,
                                const int64_t *shape, const mt_sharding *sh, char *buf,
                                size_t cap);
 
+/* A tensor type: dtype, global shape and sharding, as a program's types are
+ * written ("f32[8@x,4]", "f32[8,16]{U:x}"). */
+typedef struct {
+    mt_dtype    dtype;
+    int         ndim;                     /* 0 (scalar) .. MT_MAX_DIMS */
+    int64_t     shape[MT_MAX_DIMS];       /* global */
+    mt_sharding sharding;
+} mt_type;
+
+/* Reads a type in the form mt_sharding_type_format writes: a dtype (f32,
+ * bf16, i32), '[', dims separated by ',' each a size optionally followed by
+ * '@' and axes joined by '+' (listed in mesh order: major first), ']', and
+ * optionally "{U:axes}" with the partial-sum axes joined by '+'. Fails with
+ * MT_EINVAL naming the text and what was wrong: an unknown dtype, a syntax
+ * error (and where), an axis the mesh lacks (listing the mesh's), an axis
+ * used twice in one type (partial-sum axes included), axes of one dim out of
+ * mesh order, or a dim whose size does not divide by its axes' product
+ * (naming the dim, the axes and both numbers). */
+mt_status mt_type_parse(const mt_mesh *mesh, const char *text, mt_type *out);
+
+/* mt_sharding_type_format of a type. */
+size_t mt_type_format(const mt_mesh *mesh, const mt_type *t, char *buf, size_t cap);
+
+/* The local shape of a type on every device (mt_sharding_local_shape). */
+mt_status mt_type_local_shape(const mt_mesh *mesh, const mt_type *t, int64_t *local);
+
 /* The sharding of a tensor of a graph. */
 mt_sharding mt_tensor_sharding(const mt_tensor *t);
 

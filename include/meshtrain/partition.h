@@ -1,0 +1,46 @@
+/*
+ * meshtrain/partition.h — the partitioner: one global program, written with
+ * global shapes and shardings on its leaves, becomes the calling device's
+ * program, with local shapes and the collectives its types require.
+ */
+#ifndef MESHTRAIN_PARTITION_H
+#define MESHTRAIN_PARTITION_H
+
+#include "meshtrain/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets the sharding of a leaf (input, parameter, constant) of a global graph
+ * before mt_partition(); MT_EINVAL naming the tensor for an op output, a
+ * partial sum, or a split of a dim the tensor does not have. */
+mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
+
+typedef struct {
+    mt_shard_mode mode;   /* auto: move data where types disagree; explicit: refuse */
+} mt_partition_opts;
+
+/* Partitions the forward program of `global` (built with global shapes, not
+ * compiled; its leaves sharded with mt_tensor_set_sharding, the rest
+ * replicated) that computes the scalar `loss`, for the device of `ctx`:
+ *  - every op is rebuilt on local tensors in a new graph bound to ctx,
+ *    following its sharding rule; where the rule moves data, collective
+ *    nodes (graph.h) are inserted;
+ *  - a replicated leaf that meets device-varying values gets a pvary node,
+ *    so its gradient is reduced over those axes (data parallelism's
+ *    all-reduce) in the W phase;
+ *  - the loss, a partial sum over the batch axes, is reduced, so every
+ *    device's mt_graph_loss() is the global loss.
+ * Leaves keep their names (and parameters their initialisation, evaluated on
+ * global element indices); *local is then compiled and run as any graph, and
+ * *local_loss is its loss. Fails (MT_ESHARDING, MT_ESHAPE, MT_EINVAL) naming
+ * the op and the types when a rule refuses; the message is also the global
+ * graph's error. */
+mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
+                       const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_PARTITION_H */
