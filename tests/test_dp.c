@@ -1,18 +1,22 @@
 /*
- * test_dp.c — DESIGN's invariant through the runtime, by hand: a GPT trained
- * data-parallel on a mesh of threads (each device its own graph over its
- * slice of the global batch, gradients psum'd over "data", the same SGD
- * update everywhere) computes the same run as one device: the same loss at
- * every step and the same parameters at the end.
+ * test_dp.c — DESIGN's invariant for data parallelism through the
+ * partitioner: one global program, its batch split over "data", partitioned
+ * per device (mt_partition inserts the gradient all-reduce), computes the
+ * same training run as one device: the same loss at every step (relative
+ * 1e-5) and the same parameters at the end (1e-4).
  *
- * This is the engine and the collectives composed without a partitioner;
- * the partitioner will later insert the same psum itself.
+ * The reference is always the plain single-device graph, built and run
+ * without a mesh. Two broken variants show that the checks can fail: without
+ * the inserted reduction, and with the loss normalised per device instead of
+ * by the global token count.
  */
 #include "meshtrain.h"
 #include "harness.h"
 
+#include <unistd.h>
+
 #define STEPS 4
-#define GLOBAL_B 4
+#define GLOBAL_B 8
 #define T 8
 
 static const mt_gpt_config CFG = {.L = 2, .C = 16, .NH = 2, .maxT = T, .V = 32, .Vp = 32};
@@ -21,96 +25,265 @@ static const mt_gpt_config CFG = {.L = 2, .C = 16, .NH = 2, .maxT = T, .V = 32, 
 static int32_t token_at(int s, int b, int t) { return (int32_t)((s * 7 + b * 5 + t * 3) % CFG.V); }
 
 typedef struct {
-    float losses[STEPS];       /* global loss per step, written by device 0 */
-    float *params;             /* final parameters of device 0, concatenated */
+    int     devices;
+    bool    skip_reduction;   /* broken variant 1 */
+    bool    per_device_norm;  /* broken variant 2 */
+    float   losses[STEPS];    /* global loss per step, from device 0 */
+    float  *params;           /* final parameters of device 0, concatenated */
     int64_t n_params;
-} dp_result;
+} dp_run;
 
-static mt_status train(mt_ctx *ctx, void *arg) {
-    dp_result *res = arg;
-    mt_axes data;
-    mt_status s = mt_ctx_axes(ctx, "data", &data);
-    if (s != MT_OK) return s;
-    const int P = mt_axis_size(ctx, data), r = mt_axis_index(ctx, data);
-    const int B = GLOBAL_B / P;                       /* this device's slice */
-    mt_graph *g = mt_graph_create();
-    /* normalised by the GLOBAL token count: local sums add up to the mean */
-    mt_tensor *loss = mt_gpt_build(g, &CFG, B, T, 1.0f / (GLOBAL_B * T));
-    if (!loss) { s = mt_graph_status(g); goto out; }
-    if ((s = mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 42})) != MT_OK) goto out;
-    if ((s = mt_gpt_fill_constants(g)) != MT_OK) goto out;
+/* Plain SGD steps on a compiled graph whose inputs hold B sequences from
+ * global row `row0`; the loss of each step goes to run->losses. */
+static mt_status sgd_steps(mt_graph *g, int B, int row0, dp_run *run, bool record) {
     int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
     int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
-    const int np = mt_graph_n_params(g);
+    mt_status s = MT_OK;
     for (int step = 0; step < STEPS && s == MT_OK; step++) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
-                tok[b * T + t] = token_at(step, r * B + b, t);
-                tgt[b * T + t] = token_at(step, r * B + b, t + 1);
+                tok[b * T + t] = token_at(step, row0 + b, t);
+                tgt[b * T + t] = token_at(step, row0 + b, t + 1);
             }
         mt_graph_zero_grad(g);
         if ((s = mt_graph_forward(g)) != MT_OK || (s = mt_graph_backward(g)) != MT_OK) break;
-        float l = mt_graph_loss(g);
-        if ((s = mt_psum(ctx, data, &l, 1)) != MT_OK) break;
-        if (mt_ctx_device(ctx) == 0) res->losses[step] = l;
-        /* the data-parallel step: every gradient summed over the batch split */
-        for (int i = 0; i < np && s == MT_OK; i++) {
-            mt_tensor *p = mt_graph_param_at(g, i);
-            if (!mt_tensor_grad(p)) continue;
-            s = mt_psum(ctx, data, mt_tensor_f32(mt_tensor_grad(p)), (size_t)mt_tensor_numel(p));
-        }
-        for (int i = 0; i < np && s == MT_OK; i++) {   /* plain SGD, lr 0.5 */
+        if (record) run->losses[step] = mt_graph_loss(g);
+        for (int i = 0; i < mt_graph_n_params(g); i++) {
             mt_tensor *p = mt_graph_param_at(g, i);
             if (!mt_tensor_grad(p)) continue;
             float *w = mt_tensor_f32(p), *gr = mt_tensor_f32(mt_tensor_grad(p));
             for (int64_t j = 0; j < mt_tensor_numel(p); j++) w[j] -= 0.5f * gr[j];
         }
     }
-    if (s == MT_OK && mt_ctx_device(ctx) == 0) {
-        int64_t n = 0;
-        for (int i = 0; i < np; i++) n += mt_tensor_numel(mt_graph_param_at(g, i));
-        res->params = malloc((size_t)n * sizeof(float));
-        res->n_params = n;
-        for (int i = 0, at = 0; i < np; i++) {
-            mt_tensor *p = mt_graph_param_at(g, i);
-            memcpy(res->params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
-            at += (int)mt_tensor_numel(p);
-        }
+    return s;
+}
+
+static void keep_params(mt_graph *g, dp_run *run) {
+    int64_t n = 0;
+    for (int i = 0; i < mt_graph_n_params(g); i++) n += mt_tensor_numel(mt_graph_param_at(g, i));
+    run->params = malloc((size_t)n * sizeof(float));
+    run->n_params = n;
+    for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        memcpy(run->params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
+        at += (int)mt_tensor_numel(p);
     }
+}
+
+/* One device, no mesh: the reference. */
+static dp_run run_single(void) {
+    dp_run run = {.devices = 1};
+    mt_graph *g = mt_graph_create();
+    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, T, 1.0f / (GLOBAL_B * T));
+    MT_CHECK(loss, "build: %s", mt_graph_errmsg(g));
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 42}));
+    MT_CHECK_OK(mt_gpt_fill_constants(g));
+    MT_CHECK_OK(sgd_steps(g, GLOBAL_B, 0, &run, true));
+    keep_params(g, &run);
+    mt_graph_free(g);
+    return run;
+}
+
+/* Every device: the global program, its batch split over "data", partitioned. */
+static mt_status dp_device(mt_ctx *ctx, void *arg) {
+    dp_run *run = arg;
+    mt_axes data;
+    mt_status s = mt_ctx_axes(ctx, "data", &data);
+    if (s != MT_OK) return s;
+    const int P = mt_axis_size(ctx, data), r = mt_axis_index(ctx, data);
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    /* the right normaliser is the global token count; the broken variant
+     * divides by the device's own */
+    float scale = run->per_device_norm ? (float)P / (GLOBAL_B * T) : 1.0f / (GLOBAL_B * T);
+    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, T, scale), *local_loss = NULL;
+    if (!loss) { s = mt_graph_status(g); goto out; }
+    mt_sharding batch_split = {.dim_axes = {1u << data.axis[0]}};
+    if ((s = mt_tensor_set_sharding(mt_graph_find(g, "tokens"), &batch_split)) != MT_OK ||
+        (s = mt_tensor_set_sharding(mt_graph_find(g, "targets"), &batch_split)) != MT_OK)
+        goto out;
+    mt_partition_opts po = {.test_skip_grad_reduction = run->skip_reduction};
+    if ((s = mt_partition(g, loss, ctx, &po, &local, &local_loss)) != MT_OK) goto out;
+    if ((s = mt_graph_compile(local, local_loss, &(mt_compile_opts){.seed = 42})) != MT_OK ||
+        (s = mt_gpt_fill_constants(local)) != MT_OK)
+        goto out;
+    if (mt_tensor_dim(mt_graph_find(local, "tokens"), 0) != GLOBAL_B / P) {
+        s = mt_fail(MT_EINTERNAL, "device tokens hold %lld rows, want %d",
+                    (long long)mt_tensor_dim(mt_graph_find(local, "tokens"), 0), GLOBAL_B / P);
+        goto out;
+    }
+    s = sgd_steps(local, GLOBAL_B / P, r * (GLOBAL_B / P), run, mt_ctx_device(ctx) == 0);
+    if (s == MT_OK && mt_ctx_device(ctx) == 0) keep_params(local, run);
 out:
+    mt_graph_free(local);
     mt_graph_free(g);
     return s;
 }
 
-static dp_result run_on(int devices) {
-    dp_result res = {0};
+static dp_run run_dp(int devices, bool skip_reduction, bool per_device_norm) {
+    dp_run run = {.devices = devices, .skip_reduction = skip_reduction,
+                  .per_device_norm = per_device_norm};
     char mesh[32];
     snprintf(mesh, sizeof mesh, "data=%d", devices);
-    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 60};
-    MT_CHECK_OK(mt_launch(&o, train, &res));
-    return res;
+    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 60, .kernel_threads = 1};
+    MT_CHECK_OK(mt_launch(&o, dp_device, &run));
+    return run;
 }
 
-MT_TEST(data_parallel_gpt_equals_one_device) {
-    dp_result one = run_on(1);
+/* The largest relative difference of the parameters. */
+static double param_diff(const dp_run *a, const dp_run *b) {
+    MT_CHECK(a->n_params == b->n_params, "parameter counts %lld and %lld",
+             (long long)a->n_params, (long long)b->n_params);
+    double worst = 0;
+    for (int64_t j = 0; j < a->n_params; j++) {
+        double d = fabs((double)a->params[j] - b->params[j]) / (1e-3 + fabs(b->params[j]));
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static double loss_diff(const dp_run *a, const dp_run *b) {
+    double worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double d = fabs((double)a->losses[s] - b->losses[s]) / fabs(b->losses[s]);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+MT_TEST(partitioned_gpt_equals_one_device) {
+    dp_run one = run_single();
     MT_CHECK(one.losses[STEPS - 1] < one.losses[0], "training lowers the loss: %g -> %g",
              one.losses[0], one.losses[STEPS - 1]);
-    for (int devices = 2; devices <= 4; devices *= 2) {
-        dp_result dp = run_on(devices);
+    for (int devices = 2; devices <= 8; devices *= 2) {
+        dp_run dp = run_dp(devices, false, false);
         for (int s = 0; s < STEPS; s++)
             MT_CHECK_CLOSE(dp.losses[s], one.losses[s], 1e-5, "%d devices, loss at step %d",
                            devices, s + 1);
-        MT_CHECK(dp.n_params == one.n_params, "parameter count");
-        double worst = 0;
-        for (int64_t j = 0; j < one.n_params; j++) {
-            double d = fabs((double)dp.params[j] - one.params[j]) / (1e-3 + fabs(one.params[j]));
-            if (d > worst) worst = d;
-        }
+        double worst = param_diff(&dp, &one);
         MT_CHECK(worst < 1e-4, "%d devices: parameters differ from 1 device by %g (relative)",
                  devices, worst);
         free(dp.params);
     }
     free(one.params);
+}
+
+/* The checks above can fail: a run without the inserted reduction, and one
+ * normalised per device, are both caught. */
+MT_TEST(broken_data_parallel_is_caught) {
+    dp_run one = run_single();
+    dp_run unreduced = run_dp(2, true, false);
+    double pd = param_diff(&unreduced, &one);
+    MT_CHECK(pd > 1e-4, "without the gradient reduction the parameters still match (%g)", pd);
+    MT_CHECK(loss_diff(&unreduced, &one) > 1e-5, "without the reduction the losses still match");
+    dp_run per_device = run_dp(2, false, true);
+    MT_CHECK(loss_diff(&per_device, &one) > 1e-5,
+             "normalised per device, the losses still match (%g)", loss_diff(&per_device, &one));
+    free(one.params);
+    free(unreduced.params);
+    free(per_device.params);
+}
+
+/* ---- the trainer on a mesh: 10 AdamW steps of the MLP and a small GPT ---- */
+
+#define TSTEPS 10
+
+typedef struct {
+    float  loss[TSTEPS];
+    float *params;
+    int64_t n;
+} trained;
+
+static trained train_with(mt_train_config cfg, const char *mesh) {
+    cfg.mesh = mesh;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&cfg, &tr));
+    trained out = {0};
+    for (int s = 0; s < TSTEPS; s++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(tr, &r));
+        out.loss[s] = r.loss;
+    }
+    mt_graph *g = mt_trainer_graph(tr);
+    for (int i = 0; i < mt_graph_n_params(g); i++) out.n += mt_tensor_numel(mt_graph_param_at(g, i));
+    out.params = malloc((size_t)out.n * sizeof(float));
+    for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        memcpy(out.params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
+        at += (int)mt_tensor_numel(p);
+    }
+    mt_trainer_free(tr);
+    return out;
+}
+
+static void check_trainer_equivalence(mt_train_config cfg, const char *what) {
+    trained one = train_with(cfg, NULL);
+    MT_CHECK(one.loss[TSTEPS - 1] < one.loss[0], "%s: training lowers the loss", what);
+    for (int devices = 2; devices <= 8; devices *= 2) {
+        char mesh[32];
+        snprintf(mesh, sizeof mesh, "data=%d", devices);
+        trained dp = train_with(cfg, mesh);
+        for (int s = 0; s < TSTEPS; s++)
+            MT_CHECK_CLOSE(dp.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what, mesh,
+                           s + 1);
+        MT_CHECK(dp.n == one.n, "%s: parameter count", what);
+        double worst = 0;
+        for (int64_t j = 0; j < one.n; j++) {
+            double d = fabs((double)dp.params[j] - one.params[j]) / (1e-3 + fabs(one.params[j]));
+            if (d > worst) worst = d;
+        }
+        MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g (relative)", what, mesh, worst);
+        free(dp.params);
+    }
+    free(one.params);
+}
+
+static mt_train_config base_config(void) {
+    mt_train_config c = mt_train_defaults();
+    c.steps = TSTEPS;
+    c.optim.total_steps = TSTEPS;
+    c.optim.warmup_steps = 2;
+    c.optim.lr = 3e-3f;
+    c.B = 8;
+    c.threads = 1;
+    c.seed = 7;
+    return c;
+}
+
+MT_TEST(trainer_mlp_data_parallel_equals_one_device) {
+    mt_train_config c = base_config();
+    c.model = MT_MODEL_MLP;
+    check_trainer_equivalence(c, "mlp");
+}
+
+MT_TEST(trainer_gpt_data_parallel_equals_one_device) {
+    char path[] = "/tmp/mt_test_dp_XXXXXX";
+    int fd = mkstemp(path);
+    MT_CHECK(fd >= 0, "mkstemp");
+    const char text[] = "the quick brown fox jumps over the lazy dog; data parallel or not, the "
+                        "same run. ";
+    for (int i = 0; i < 40; i++) MT_CHECK(write(fd, text, sizeof text - 1) > 0, "write");
+    close(fd);
+    mt_train_config c = base_config();
+    c.model = MT_MODEL_GPT;
+    c.data = path;
+    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
+    c.T = 16;
+    check_trainer_equivalence(c, "gpt");
+    unlink(path);
+}
+
+MT_TEST(trainer_refuses_bad_layouts) {
+    mt_train_config c = base_config();
+    c.model = MT_MODEL_MLP;
+    mt_trainer *tr = NULL;
+    c.mesh = "data=2";
+    c.devices = 3;
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "data=2", "3");
+    c.mesh = "data=3";
+    c.devices = 0;
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "B=8", "data=3");
+    c.mesh = "data=2,data=2";
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "data");
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -19,6 +19,10 @@ mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
 
 typedef struct {
     mt_shard_mode mode;   /* auto: move data where types disagree; explicit: refuse */
+    /* For tests only: leave out the pvary nodes, hence the reduction of
+     * replicated parameters' gradients. The run is then wrong; the
+     * equivalence tests use it to show that their checks catch that. */
+    bool          test_skip_grad_reduction;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

@@ -40,7 +40,19 @@ typedef struct {
     int             ckpt_every;  /* 0 = at the end only; > 0 needs ckpt_out */
     const char     *llmc_in;     /* initialise GPT weights from an llm.c checkpoint */
     const char     *llmc_out;    /* also write an llm.c checkpoint at the end */
-    int             threads;     /* kernel threads; 0 = all cores */
+    int             threads;     /* kernel threads in all; 0 = all cores. On a mesh each
+                                    device gets threads / devices (at least 1) */
+    /* Training on a mesh: NULL (or "") trains on this process alone, as one
+     * device. Otherwise the mesh spec ("data=4"): the program is partitioned
+     * (partition.h) and each step runs on every device of the mesh, threads
+     * of this process or, under mpirun, one device per rank. The batch (B
+     * sequences or examples, the GLOBAL microbatch) is split over the mesh's
+     * "data" axis, if it has one: B must divide by its size; the other axes
+     * replicate the work. Every mesh trains the same run as one device. */
+    const char       *mesh;
+    int               devices;   /* threads: device count (0 = the mesh's product); under MPI
+                                    0 = one device per rank */
+    mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
 } mt_train_config;
 
 /* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
@@ -83,8 +95,11 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
  * e.g. a full disk) the previous files are untouched and the trainer is
  * unchanged: training may go on and a later save retry. */
 mt_status mt_trainer_save(mt_trainer *tr);
-/* The compiled training graph (for inspection). */
+/* The compiled training graph (for inspection): on a mesh, device 0's
+ * partitioned one. */
 mt_graph *mt_trainer_graph(mt_trainer *tr);
+/* The number of devices the run trains on (1 off a mesh). */
+int       mt_trainer_devices(const mt_trainer *tr);
 
 /* Samples `n` tokens after `prompt` (bytes) from a checkpoint (meshtrain or
  * llm.c, told apart by magic) with temperature and top-k (0 = all), writing

@@ -35,7 +35,9 @@ static const char TRAIN_USAGE[] =
     "  meshtrain train --data input.txt --layers 4 --channels 128 --steps 500 \\\n"
     "                  --eval-every 100 --ckpt-out model.ckpt --metrics run.jsonl\n"
     "  meshtrain train --data input.txt --ckpt-in model.ckpt --ckpt-out model.ckpt --steps 1000\n"
-    "  meshtrain train --model mlp --layers 3 --channels 64 --steps 200\n";
+    "  meshtrain train --model mlp --layers 3 --channels 64 --steps 200\n"
+    "  meshtrain train --data input.txt --devices 4 --mesh data=4      (data parallel, threads)\n"
+    "  mpirun -np 2 meshtrain train --data input.txt --devices 2 --mesh data=2   (one per rank)\n";
 
 /* ======================================================================== */
 /* Signals                                                                   */
@@ -253,6 +255,10 @@ int cli_cmd_train(int argc, char **argv) {
         {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE", "start from an llm.c GPT-2 checkpoint"},
         {"llmc-out", CLI_STR, &cfg.llmc_out, 0, 0, 0, 0, NULL, "FILE", "also write an llm.c checkpoint at the end"},
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
+        {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
+         "devices of the mesh (threads; under mpirun one per rank)"},
+        {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
+         "device mesh, e.g. data=4: the batch splits over 'data' (default data=N with --devices)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,
@@ -277,6 +283,20 @@ int cli_cmd_train(int argc, char **argv) {
         (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK ||
         (rc = check_outputs(&cfg, metrics_path)) != CLI_EXIT_OK)
         return rc;
+
+    /* a mesh: --devices alone means data parallel over all of them */
+    char mesh_buf[32];
+    if (!cfg.mesh && cfg.devices > 1) {
+        snprintf(mesh_buf, sizeof mesh_buf, "data=%d", cfg.devices);
+        cfg.mesh = mesh_buf;
+    }
+    /* under mpirun every rank runs this command; rank 0 alone prints and logs */
+    int rank = 0, world = 1;
+    mt_launcher_world(&rank, &world);
+    if (cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI && rank != 0) {
+        quiet = true;
+        metrics_path = NULL;
+    }
 
     /* ---- build ---- */
     train_run run = {.quiet = quiet, .tty = isatty(STDOUT_FILENO) != 0, .stop = &stop_signal,

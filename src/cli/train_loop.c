@@ -81,8 +81,20 @@ void train_print_config(train_run *run) {
     printf("  checkpoint   in %s, out %s", or_dash(c->ckpt_in), or_dash(c->ckpt_out));
     if (c->ckpt_every > 0) printf(" every %d steps", c->ckpt_every);
     printf("\n  llm.c        in %s, out %s\n", or_dash(c->llmc_in), or_dash(c->llmc_out));
+    int devices = mt_trainer_devices(tr);
+    if (devices > 1 || c->mesh)
+        printf("  mesh         %s (%d devices, %s; batch split over 'data', the rest replicated)\n",
+               c->mesh, devices,
+               mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
+                                                                       : "threads");
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());
-    printf("  memory       %.1f MiB of activations (planned)\n", (double)gs.arena_bytes / (1 << 20));
+    /* per device: parameters and gradients f32, optimizer state (AdamW: m and
+     * v; SGD: momentum when on), activations as planned */
+    const double MiB = 1 << 20, pbytes = 4.0 * (double)gs.n_param_elems;
+    int moments = c->optim.kind == MT_OPT_ADAMW ? 2 : c->optim.momentum > 0 ? 1 : 0;
+    printf("  memory       per device: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f "
+           "MiB, activations %.1f MiB (planned)\n", pbytes / MiB, pbytes / MiB,
+           moments * pbytes / MiB, (double)gs.arena_bytes / MiB);
     printf("  metrics      %s", or_dash(run->metrics.path));
     if (run->metrics.dropped > 0)
         printf(" (resumed: kept %d lines up to step %d, dropped %d past it)", run->metrics.kept,

@@ -1,12 +1,355 @@
 /*
- * partition.c — the partitioner (mt_partition): placeholder until it lands.
+ * partition.c — the partitioner: a global program (global shapes, shardings
+ * on its leaves) becomes the calling device's program (local shapes, with
+ * the collectives its types require), as GSPMD does.
+ *
+ * One pass over the global forward nodes, in order. Every global tensor gets
+ * a slot: its local twin in the new graph, its global type (shape, sharding,
+ * partial sums) and the axes over which its value differs between devices
+ * ("varying", as in JAX's shard_map). For each node:
+ *   1. the op's sharding rule (graph/shard_rules.h) reads the input types and
+ *      says the result type and the moves; operand moves become collective
+ *      nodes on the local inputs;
+ *   2. an input that needs a gradient and is the same on every device of an
+ *      axis over which the others vary gets a pvary node over that axis: its
+ *      gradient is then a partial sum, reduced in the W phase (the
+ *      data-parallel all-reduce of a replicated parameter's gradient);
+ *   3. the op is rebuilt on the local inputs with the public builders (which
+ *      derive every op parameter from the local shapes), and the result moves
+ *      follow it.
+ * The loss, a partial sum over the axes that split the batch, is reduced
+ * last, so every device's loss is the global loss.
  */
+#include "graph/shard_rules.h"
+#include "mesh/mesh_impl.h"
 #include "meshtrain/partition.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* What the partitioner knows about one global tensor. */
+typedef struct {
+    mt_tensor *local;        /* its twin in the device's graph; NULL: not made yet */
+    mt_type    type;         /* global type */
+    uint32_t   vary;         /* mesh axes over which the local value differs */
+    mt_tensor *pvaried;      /* local after a pvary over pvary_axes (cached) */
+    uint32_t   pvary_axes;
+} slot;
+
+typedef struct {
+    mt_graph      *global, *lg;
+    const mt_mesh *mesh;
+    mt_shard_mode  mode;
+    bool           skip_pvary;   /* opts->test_skip_grad_reduction */
+    slot          *slots;    /* (global->n_tensors) by tensor id */
+} partitioner;
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/* The axes of a bit set, in mesh order (major first). */
+static mt_axes axes_of(const mt_mesh *mesh, uint32_t bits) {
+    mt_axes ax = {0};
+    for (int a = 0; a < mesh->ndim; a++)
+        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    return ax;
+}
+
+static uint32_t split_axes(const mt_type *t) {
+    uint32_t bits = 0;
+    for (int d = 0; d < t->ndim; d++) bits |= t->sharding.dim_axes[d];
+    return bits;
+}
+
+static mt_type type_of(const mt_tensor *t) {
+    mt_type ty = {.dtype = t->dtype, .ndim = t->ndim, .sharding = t->sharding};
+    memcpy(ty.shape, t->shape, sizeof ty.shape);
+    return ty;
+}
+
+/* Records a partition error on the global graph (its sticky status) and in
+ * mt_errmsg(); returns the code. */
+static mt_status fail(partitioner *p, mt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mt_status fail(partitioner *p, mt_status code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mt_graph_fail(p->global, code, "%s", msg);
+    return code;
+}
+
+/* The local graph's error as the partitioner's. */
+static mt_status local_failed(partitioner *p, const char *what) {
+    mt_status s = mt_graph_status(p->lg);
+    if (s == MT_OK) s = MT_EINTERNAL;
+    return fail(p, s, "partition: %s: %s", what, mt_graph_errmsg(p->lg));
+}
+
+/* Runs one move on a local tensor: the collective node (or local slice). */
+static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
+    mt_axes ax = axes_of(p->mesh, mv->axes);
+    switch (mv->kind) {
+    case MT_MOVE_ALL_GATHER:     return mt_graph_all_gather(p->lg, x, ax, mv->dim);
+    case MT_MOVE_ALL_REDUCE:     return mt_graph_psum(p->lg, x, ax);
+    case MT_MOVE_REDUCE_SCATTER: return mt_graph_psum_scatter(p->lg, x, ax, mv->dim);
+    /* the axes leave dim (made whole by concatenating) and split dim2 */
+    case MT_MOVE_ALL_TO_ALL:     return mt_graph_all_to_all(p->lg, x, ax, mv->dim2, mv->dim);
+    case MT_MOVE_SLICE:          return mt_graph_slice(p->lg, x, ax, mv->dim);
+    }
+    return NULL;
+}
+
+/* How the varying axes change through a move. */
+static uint32_t vary_after(uint32_t vary, const mt_move *mv) {
+    switch (mv->kind) {
+    case MT_MOVE_ALL_REDUCE: return vary & ~mv->axes;   /* the sum is the same everywhere */
+    case MT_MOVE_SLICE:      return vary | mv->axes;    /* each device keeps its own block */
+    default:                 return vary;               /* gathers stay varying, as in JAX */
+    }
+}
+
+/* ---- leaves and views ------------------------------------------------------ */
+
+static mt_status make_slot(partitioner *p, mt_tensor *t);
+
+static mt_status make_leaf(partitioner *p, mt_tensor *t) {
+    slot *sl = &p->slots[t->id];
+    sl->type = type_of(t);
+    int64_t local[MT_MAX_DIMS] = {0};
+    if (mt_type_local_shape(p->mesh, &sl->type, local) != MT_OK)
+        return fail(p, MT_ESHARDING, "partition: '%s': %s", t->name, mt_errmsg());
+    switch (t->kind) {
+    case MT_INPUT: sl->local = mt_input(p->lg, t->name, t->dtype, t->ndim, local); break;
+    case MT_CONST: sl->local = mt_constant(p->lg, t->name, t->dtype, t->ndim, local); break;
+    case MT_PARAM:
+        if (split_axes(&sl->type))
+            return fail(p, MT_EUNSUPPORTED, "partition: parameter '%s' is split over the mesh; "
+                        "sharded parameters (FSDP, tensor parallel) come with the strategies "
+                        "(issue 9): replicate it for now", t->name);
+        sl->local = mt_param(p->lg, t->name, t->ndim, local, t->init);
+        break;
+    default:
+        return fail(p, MT_EINTERNAL, "partition: '%s' is used before the op that makes it",
+                    t->name);
+    }
+    if (!sl->local) return local_failed(p, t->name);
+    sl->local->sharding = t->sharding;
+    sl->vary = split_axes(&sl->type);
+    return MT_OK;
+}
+
+static mt_status make_view(partitioner *p, mt_tensor *t) {
+    mt_status s = make_slot(p, t->view_of);
+    if (s != MT_OK) return s;
+    slot *src = &p->slots[t->view_of->id], *sl = &p->slots[t->id];
+    mt_shard_result res;
+    if ((s = mt__shard_reshape(p->mesh, &src->type, t->ndim, t->shape, p->mode, &res)) != MT_OK)
+        return fail(p, s, "partition: reshape to '%s': %s", t->name, mt_errmsg());
+    mt_tensor *x = src->local;
+    uint32_t vary = src->vary;
+    for (int i = 0; i < res.n_moves && x; i++) {
+        x = apply_move(p, x, &res.moves[i]);
+        vary = vary_after(vary, &res.moves[i]);
+    }
+    int64_t local[MT_MAX_DIMS] = {0};
+    if ((s = mt_type_local_shape(p->mesh, &res.result, local)) != MT_OK)
+        return fail(p, MT_ESHARDING, "partition: reshape to '%s': %s", t->name, mt_errmsg());
+    sl->local = x ? mt_reshape(p->lg, x, t->ndim, local) : NULL;
+    if (!sl->local) return local_failed(p, t->name);
+    sl->local->sharding = res.result.sharding;
+    sl->type = res.result;
+    sl->vary = vary;
+    return MT_OK;
+}
+
+/* Makes the slot of a tensor read by a node: a leaf or a view on first use;
+ * an op output already has one. */
+static mt_status make_slot(partitioner *p, mt_tensor *t) {
+    if (p->slots[t->id].local) return MT_OK;
+    return t->view_of ? make_view(p, t) : make_leaf(p, t);
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+/* The op of a global call, rebuilt on local inputs. */
+static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in) {
+    mt_graph *g = p->lg;
+    switch (c->op) {
+    case MT_OP_MATMUL:    return mt_matmul(g, in[0], in[1], c->p.gemm.ta, c->p.gemm.tb);
+    case MT_OP_LINEAR:    return mt_linear(g, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
+    case MT_OP_ADD:       return mt_add(g, in[0], in[1]);
+    case MT_OP_SUB:       return mt_sub(g, in[0], in[1]);
+    case MT_OP_MUL:       return mt_mul(g, in[0], in[1]);
+    case MT_OP_SCALE:     return mt_scale(g, in[0], c->p.scale.s);
+    case MT_OP_GELU:      return mt_gelu(g, in[0]);
+    case MT_OP_LAYERNORM: return mt_layernorm(g, in[0], in[1], in[2]);
+    case MT_OP_ATTENTION: return mt_attention(g, in[0], (int)c->p.attention.NH);
+    case MT_OP_EMBEDDING: return mt_embedding(g, in[0], in[1]);
+    case MT_OP_CROSS_ENTROPY:
+        return mt_cross_entropy(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale);
+    case MT_OP_MSE:       return mt_mse(g, in[0], in[1], c->p.mse.scale);
+    case MT_OP_SUM: {
+        /* the factor is the global one (a mean's 1/n counts every device's elements) */
+        mt_tensor *s = mt_sum(g, in[0]);
+        return c->p.scale.s == 1.0f ? s : mt_scale(g, s, c->p.scale.s);
+    }
+    case MT_OP_TRANSPOSE: return mt_transpose(g, in[0]);
+    default:
+        mt_graph_fail(g, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet",
+                      mt__op_def(c->op)->name);
+        return NULL;
+    }
+}
+
+/* Gives input k a pvary over the axes the op's other inputs vary over and it
+ * does not, when a gradient flows back to it (once per tensor and axes). */
+static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x, uint32_t vary,
+                              uint32_t want) {
+    uint32_t missing = want & ~vary;
+    if (!missing || !x->needs_grad || p->skip_pvary) return x;
+    slot *sl = &p->slots[global_in->id];
+    if (x == sl->local && sl->pvaried && sl->pvary_axes == missing) return sl->pvaried;
+    mt_tensor *y = mt_graph_pvary(p->lg, x, axes_of(p->mesh, missing));
+    if (y && x == sl->local) {
+        sl->pvaried = y;
+        sl->pvary_axes = missing;
+    }
+    return y;
+}
+
+static mt_status partition_node(partitioner *p, const mt_op_call *c) {
+    const char *name = mt__op_def(c->op)->name;
+    mt_type in_types[MT_MAX_INPUTS];
+    mt_tensor *in[MT_MAX_INPUTS] = {0};
+    uint32_t vary[MT_MAX_INPUTS] = {0};
+    mt_status s;
+    for (int k = 0; k < c->n_in; k++) {
+        if ((s = make_slot(p, c->in[k])) != MT_OK) return s;
+        const slot *sl = &p->slots[c->in[k]->id];
+        in_types[k] = sl->type;
+        in[k] = sl->local;
+        vary[k] = sl->vary;
+    }
+    mt_shard_result res;
+    if ((s = mt__shard_rule(p->mesh, c, in_types, p->mode, &res)) != MT_OK)
+        return fail(p, s, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
+    int m = 0;
+    for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
+        const mt_move *mv = &res.moves[m];
+        in[mv->operand] = apply_move(p, in[mv->operand], mv);
+        vary[mv->operand] = vary_after(vary[mv->operand], mv);
+        if (!in[mv->operand]) return local_failed(p, name);
+    }
+    if (m < res.n_moves && res.moves[m].operand == MT_MOVE_INSIDE)
+        return fail(p, MT_EUNSUPPORTED, "partition: %s -> '%s' needs a collective inside the op "
+                    "(%s over its split dim); the Megatron recipes come with tensor parallelism "
+                    "(issue 9): keep that dim whole for now", name, c->out->name,
+                    mt_move_name(res.moves[m].kind));
+    uint32_t all = 0;
+    for (int k = 0; k < c->n_in; k++) all |= vary[k];
+    for (int k = 0; k < c->n_in; k++)
+        if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
+    mt_tensor *out = rebuild(p, c, in);
+    if (!out) return local_failed(p, name);
+    mt_type ty = res.result;
+    uint32_t out_vary = all | split_axes(&ty) | ty.sharding.partial_axes;
+    for (; m < res.n_moves; m++) {
+        out = apply_move(p, out, &res.moves[m]);
+        out_vary = vary_after(out_vary, &res.moves[m]);
+        if (!out) return local_failed(p, name);
+    }
+    /* the builders derived the local shape; it must be the type's */
+    int64_t want[MT_MAX_DIMS] = {0};
+    if ((s = mt_type_local_shape(p->mesh, &ty, want)) != MT_OK)
+        return fail(p, MT_ESHARDING, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
+    bool same = out->ndim == ty.ndim;
+    for (int d = 0; same && d < ty.ndim; d++) same = out->shape[d] == want[d];
+    if (!same) {
+        char b1[64], b2[128];
+        mt_type_format(p->mesh, &ty, b2, sizeof b2);
+        return fail(p, MT_EINTERNAL, "partition: %s -> '%s' built the local shape %s, but its "
+                    "type %s needs another", name, c->out->name, mt__shape_str(out, b1, sizeof b1),
+                    b2);
+    }
+    mt_tensor_set_name(out, c->out->name);
+    out->sharding = ty.sharding;
+    slot *sl = &p->slots[c->out->id];
+    sl->local = out;
+    sl->type = ty;
+    sl->vary = out_vary;
+    return MT_OK;
+}
+
+/* ---- the entry points ---------------------------------------------------------- */
+
+mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh) {
+    if (!t || !sh) return mt_fail(MT_EINVAL, "mt_tensor_set_sharding: tensor or sharding is NULL");
+    if (t->kind != MT_INPUT && t->kind != MT_PARAM && t->kind != MT_CONST)
+        return mt_fail(MT_EINVAL, "'%s' is an op's output; only leaves (inputs, parameters, "
+                       "constants) take a sharding: the partitioner derives the rest", t->name);
+    if (sh->partial_axes)
+        return mt_fail(MT_EINVAL, "'%s': a leaf cannot hold partial sums; give it a layout "
+                       "(per dim axes) only", t->name);
+    for (int d = t->ndim; d < MT_MAX_DIMS; d++)
+        if (sh->dim_axes[d])
+            return mt_fail(MT_EINVAL, "'%s' has %d dims, but the sharding splits dim %d", t->name,
+                           t->ndim, d);
+    t->sharding = *sh;
+    return MT_OK;
+}
 
 mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss) {
-    (void)global; (void)loss; (void)ctx; (void)opts;
+    if (!local || !local_loss) return mt_fail(MT_EINVAL, "mt_partition: output pointers are NULL");
     *local = NULL;
     *local_loss = NULL;
-    return mt_fail(MT_EUNSUPPORTED, "mt_partition: not built yet");
+    if (!global || !loss || !ctx) return mt_fail(MT_EINVAL, "mt_partition: graph, loss or ctx is NULL");
+    if (mt_graph_status(global) != MT_OK)
+        return mt_fail(mt_graph_status(global), "%s", mt_graph_errmsg(global));
+    if (global->compiled)
+        return mt_fail(MT_ESTATE, "mt_partition: the global graph is compiled; partition the "
+                       "program as built, then compile the device's graph");
+    if (loss->graph != global || loss->ndim != 0)
+        return mt_fail(MT_EINVAL, "mt_partition: the loss '%s' must be a scalar of the graph",
+                       loss->name);
+    partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx),
+                     .mode = opts ? opts->mode : MT_SHARD_AUTO,
+                     .skip_pvary = opts && opts->test_skip_grad_reduction};
+    p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);
+    p.lg = mt_graph_create();
+    mt_status s = MT_OK;
+    if (!p.slots || !p.lg) {
+        s = mt_fail(MT_ENOMEM, "out of memory partitioning a graph of %d tensors",
+                    global->n_tensors);
+        goto out;
+    }
+    if ((s = mt_graph_set_ctx(p.lg, ctx)) != MT_OK) goto out;
+    for (int i = 0; i < global->n_forward && s == MT_OK; i++)
+        s = partition_node(&p, &global->nodes[i].call);
+    if (s == MT_OK) s = make_slot(&p, loss);   /* a loss that is a leaf or a view */
+    if (s != MT_OK) goto out;
+    slot *ls = &p.slots[loss->id];
+    mt_tensor *l = ls->local;
+    if (ls->type.sharding.partial_axes) {
+        l = mt_graph_psum(p.lg, l, axes_of(p.mesh, ls->type.sharding.partial_axes));
+        ls->vary &= ~ls->type.sharding.partial_axes;
+        if (!l) { s = local_failed(&p, "the loss's reduction"); goto out; }
+    }
+    if (ls->vary) {
+        char names[128];
+        mt__mesh_list_axes(p.mesh, names, sizeof names);
+        s = fail(&p, MT_ESHARDING, "partition: the loss '%s' differs between devices but is not "
+                 "a partial sum; reduce it (mesh axes %s)", loss->name, names);
+        goto out;
+    }
+    *local = p.lg;
+    *local_loss = l;
+    p.lg = NULL;
+out:
+    mt_graph_free(p.lg);
+    free(p.slots);
+    return s;
 }

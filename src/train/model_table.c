@@ -56,8 +56,8 @@ static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) 
 }
 
 static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                           int64_t *pos, mt_tensor *in, mt_tensor *target) {
-    mt_dataset_batch(ds, split, pos, c->B, c->T, mt_tensor_i32(in), mt_tensor_i32(target));
+                           int64_t *pos, void *in, void *target) {
+    mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
@@ -92,9 +92,9 @@ static mt_tensor *mlp_build(const mt_train_config *c, mt_graph *g, float scale) 
 
 /* x (B,MT_MLP_DATA_IN), targets (B,MT_MLP_DATA_OUT) */
 static void mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                           int64_t *pos, mt_tensor *in, mt_tensor *target) {
+                           int64_t *pos, void *in, void *target) {
     (void)ds;
-    float *x = mt_tensor_f32(in), *y = mt_tensor_f32(target);
+    float *x = in, *y = target;
     for (int e = 0; e < c->B; e++)
         mt_mlp_data(c->seed, split, (uint64_t)(*pos + e), x + (size_t)e * MT_MLP_DATA_IN,
                     y + (size_t)e * MT_MLP_DATA_OUT);
@@ -116,9 +116,9 @@ static mt_tensor *linreg_build(const mt_train_config *c, mt_graph *g, float scal
 
 /* x (B,MT_LINREG_DATA_FEATURES), y (B) */
 static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                              int64_t *pos, mt_tensor *in, mt_tensor *target) {
+                              int64_t *pos, void *in, void *target) {
     (void)ds;
-    float *x = mt_tensor_f32(in), *y = mt_tensor_f32(target);
+    float *x = in, *y = target;
     for (int e = 0; e < c->B; e++)
         y[e] = mt_linreg_data(c->seed, split, (uint64_t)(*pos + e),
                               x + (size_t)e * MT_LINREG_DATA_FEATURES);

@@ -41,12 +41,15 @@ typedef struct {
     /* Fills the constants of the compiled graph (GPT: position ids).
      * Optional: the model has none. */
     mt_status (*fill_constants)(mt_graph *g);
-    /* Writes the microbatch of `split` (0 train, 1 validation) at *pos into
-     * `in` and `target` and advances *pos past it (in tokens or examples, as
-     * `sequences` says). `ds` is what open made (NULL without open). A pure
-     * function of (configuration, split, *pos): resumes depend on it. */
+    /* Writes the whole (global) microbatch of `split` (0 train, 1 validation)
+     * at *pos into `in` and `target`, dense buffers of the shapes and dtypes
+     * of the graph's two inputs for the global batch (B rows first), and
+     * advances *pos past it (in tokens or examples, as `sequences` says).
+     * `ds` is what open made (NULL without open). A pure function of
+     * (configuration, split, *pos): resumes and every device of a mesh depend
+     * on it. */
     void (*fill_batch)(const mt_train_config *c, const mt_dataset *ds, int split, int64_t *pos,
-                       mt_tensor *in, mt_tensor *target);
+                       void *in, void *target);
     /* Model FLOPs of one optimizer step over `units` tokens or examples.
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
