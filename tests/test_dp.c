@@ -17,9 +17,9 @@
 
 #define STEPS 4
 #define GLOBAL_B 8
-#define T 8
+#define SEQ 8
 
-static const mt_gpt_config CFG = {.L = 2, .C = 16, .NH = 2, .maxT = T, .V = 32, .Vp = 32};
+static const mt_gpt_config CFG = {.L = 2, .C = 16, .NH = 2, .maxT = SEQ, .V = 32, .Vp = 32};
 
 /* The global batch of step s: sequence b, position t. Every mesh sees the same. */
 static int32_t token_at(int s, int b, int t) { return (int32_t)((s * 7 + b * 5 + t * 3) % CFG.V); }
@@ -41,9 +41,9 @@ static mt_status sgd_steps(mt_graph *g, int B, int row0, dp_run *run, bool recor
     mt_status s = MT_OK;
     for (int step = 0; step < STEPS && s == MT_OK; step++) {
         for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                tok[b * T + t] = token_at(step, row0 + b, t);
-                tgt[b * T + t] = token_at(step, row0 + b, t + 1);
+            for (int t = 0; t < SEQ; t++) {
+                tok[b * SEQ + t] = token_at(step, row0 + b, t);
+                tgt[b * SEQ + t] = token_at(step, row0 + b, t + 1);
             }
         mt_graph_zero_grad(g);
         if ((s = mt_graph_forward(g)) != MT_OK || (s = mt_graph_backward(g)) != MT_OK) break;
@@ -74,7 +74,7 @@ static void keep_params(mt_graph *g, dp_run *run) {
 static dp_run run_single(void) {
     dp_run run = {.devices = 1};
     mt_graph *g = mt_graph_create();
-    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, T, 1.0f / (GLOBAL_B * T));
+    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, SEQ, 1.0f / (GLOBAL_B * SEQ));
     MT_CHECK(loss, "build: %s", mt_graph_errmsg(g));
     MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 42}));
     MT_CHECK_OK(mt_gpt_fill_constants(g));
@@ -94,8 +94,8 @@ static mt_status dp_device(mt_ctx *ctx, void *arg) {
     mt_graph *g = mt_graph_create(), *local = NULL;
     /* the right normaliser is the global token count; the broken variant
      * divides by the device's own */
-    float scale = run->per_device_norm ? (float)P / (GLOBAL_B * T) : 1.0f / (GLOBAL_B * T);
-    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, T, scale), *local_loss = NULL;
+    float scale = run->per_device_norm ? (float)P / (GLOBAL_B * SEQ) : 1.0f / (GLOBAL_B * SEQ);
+    mt_tensor *loss = mt_gpt_build(g, &CFG, GLOBAL_B, SEQ, scale), *local_loss = NULL;
     if (!loss) { s = mt_graph_status(g); goto out; }
     mt_sharding batch_split = {.dim_axes = {1u << data.axis[0]}};
     if ((s = mt_tensor_set_sharding(mt_graph_find(g, "tokens"), &batch_split)) != MT_OK ||
