@@ -167,9 +167,14 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
                                    "'%s' %s", ops[k]->name, SHAPE(ops[k], s1), (long long)C,
                                    x->name, SHAPE(x, s2));
         }
-    if ((w->needs_grad || b->needs_grad) && !(w->kind == MT_PARAM && b->kind == MT_PARAM))
+    /* one backward call computes both gradients, in the W phase: both take
+     * one, and neither depends on the data (parameters, or values made from
+     * them only, such as a parameter after pvary) */
+    if ((w->needs_grad || b->needs_grad) &&
+        (w->needs_grad != b->needs_grad || w->data_dep || b->data_dep))
         return mt__graph_error(g, MT_EUNSUPPORTED, "layernorm: weight '%s' and bias '%s' must "
-                               "both be parameters", w->name, b->name);
+                               "both be parameters (or both made from parameters only)",
+                               w->name, b->name);
     int64_t rows = mt__rows(x);
     mt_op_call c = {.op = MT_OP_LAYERNORM, .n_in = 3, .in = {x, w, b},
                     .p.rows = {.rows = rows, .C = C}};

@@ -301,12 +301,19 @@ static mt_status setup_mesh(mt_trainer *tr) {
     if (kind == MT_TRANSPORT_MPI && n != world)
         return mt_fail(MT_EINVAL, "devices=%d, but mpirun started %d ranks; under MPI each rank "
                        "is one device: give -np %d or leave devices out", n, world, n);
-    mt_mesh *mesh = NULL;
-    mt_status s = mt_mesh_create(c->mesh, n > 0 ? n : 0, &mesh);
-    if (s != MT_OK && n <= 0) {
-        /* no device count: the mesh's product (no -1 axis allowed then) */
-        return mt_fail(s, "mesh '%s': %s; give the device count too", c->mesh, mt_errmsg());
+    if (n <= 0) {
+        /* no device count: the product of the mesh's sizes */
+        n = 1;
+        for (const char *p = strchr(c->mesh, '='); p; p = strchr(p + 1, '=')) {
+            long size = strtol(p + 1, NULL, 10);
+            if (size <= 0)
+                return mt_fail(MT_EINVAL, "mesh '%s' leaves an axis size to the device count "
+                               "(or has a bad size); give the number of devices", c->mesh);
+            n *= (int)size;
+        }
     }
+    mt_mesh *mesh = NULL;
+    mt_status s = mt_mesh_create(c->mesh, n, &mesh);
     if (s != MT_OK) return s;
     tr->n_devices = mt_mesh_size(mesh);
     mt_axes ax = batch_axes(mesh);
