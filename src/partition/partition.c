@@ -327,6 +327,9 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
         goto out;
     }
     if ((s = mt_graph_set_ctx(p.lg, ctx)) != MT_OK) goto out;
+    /* parameters first, in declaration order, as the global graph lists them
+     * (optimizers and checkpoints walk them in that order) */
+    for (int i = 0; i < global->n_params && s == MT_OK; i++) s = make_slot(&p, global->params[i]);
     for (int i = 0; i < global->n_forward && s == MT_OK; i++)
         s = partition_node(&p, &global->nodes[i].call);
     if (s == MT_OK) s = make_slot(&p, loss);   /* a loss that is a leaf or a view */
