@@ -191,6 +191,8 @@ typedef struct {
     float  loss[TSTEPS];
     float *params;
     int64_t n;
+    int     n_tensors;
+    int64_t end[64];          /* where each parameter tensor ends in params */
 } trained;
 
 static trained train_with(mt_train_config cfg, const char *mesh) {
@@ -210,6 +212,7 @@ static trained train_with(mt_train_config cfg, const char *mesh) {
         mt_tensor *p = mt_graph_param_at(g, i);
         memcpy(out.params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
         at += (int)mt_tensor_numel(p);
+        if (out.n_tensors < 64) out.end[out.n_tensors++] = at;
     }
     mt_trainer_free(tr);
     return out;
@@ -225,13 +228,24 @@ static void check_trainer_equivalence(mt_train_config cfg, const char *what) {
         for (int s = 0; s < TSTEPS; s++)
             MT_CHECK_CLOSE(dp.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what, mesh,
                            s + 1);
-        MT_CHECK(dp.n == one.n, "%s: parameter count", what);
+        MT_CHECK(dp.n == one.n && dp.n_tensors == one.n_tensors, "%s: parameter count", what);
+        /* per tensor, normwise: AdamW turns the rounding noise of a gradient
+         * that is zero in exact arithmetic (the key bias, under softmax's
+         * shift invariance) into steps of ±lr, so single elements near zero
+         * may differ in sign; the tensors as a whole must not */
         double worst = 0;
-        for (int64_t j = 0; j < one.n; j++) {
-            double d = fabs((double)dp.params[j] - one.params[j]) / (1e-3 + fabs(one.params[j]));
-            if (d > worst) worst = d;
+        for (int k = 0, at = 0; k < one.n_tensors; at = (int)one.end[k], k++) {
+            double num = 0, den = 0;
+            for (int64_t j = at; j < one.end[k]; j++) {
+                double d = (double)dp.params[j] - one.params[j];
+                num += d * d;
+                den += (double)one.params[j] * one.params[j];
+            }
+            double rel = sqrt(num) / (sqrt(den) + 1e-12);
+            if (rel > worst) worst = rel;
         }
-        MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g (relative)", what, mesh, worst);
+        MT_CHECK(worst < 1e-4, "%s on %s: a parameter tensor differs by %g (relative, normwise)",
+                 what, mesh, worst);
         free(dp.params);
     }
     free(one.params);
