@@ -229,23 +229,17 @@ static void check_trainer_equivalence(mt_train_config cfg, const char *what) {
             MT_CHECK_CLOSE(dp.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what, mesh,
                            s + 1);
         MT_CHECK(dp.n == one.n && dp.n_tensors == one.n_tensors, "%s: parameter count", what);
-        /* per tensor, normwise: AdamW turns the rounding noise of a gradient
-         * that is zero in exact arithmetic (the key bias, under softmax's
-         * shift invariance) into steps of ±lr, so single elements near zero
-         * may differ in sign; the tensors as a whole must not */
+        /* elementwise, as MT_CHECK_CLOSE: relative above 1, absolute below.
+         * A purely relative test is meaningless for the elements whose
+         * gradient is zero in exact arithmetic (the key bias, by softmax's
+         * shift invariance): AdamW turns their rounding noise into steps of
+         * ±lr·noise/eps, so both runs leave them at ~1e-6 with either sign */
         double worst = 0;
-        for (int k = 0, at = 0; k < one.n_tensors; at = (int)one.end[k], k++) {
-            double num = 0, den = 0;
-            for (int64_t j = at; j < one.end[k]; j++) {
-                double d = (double)dp.params[j] - one.params[j];
-                num += d * d;
-                den += (double)one.params[j] * one.params[j];
-            }
-            double rel = sqrt(num) / (sqrt(den) + 1e-12);
-            if (rel > worst) worst = rel;
+        for (int64_t j = 0; j < one.n; j++) {
+            double d = fabs((double)dp.params[j] - one.params[j]) / fmax(1.0, fabs(one.params[j]));
+            if (d > worst) worst = d;
         }
-        MT_CHECK(worst < 1e-4, "%s on %s: a parameter tensor differs by %g (relative, normwise)",
-                 what, mesh, worst);
+        MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g", what, mesh, worst);
         free(dp.params);
     }
     free(one.params);
