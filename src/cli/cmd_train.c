@@ -296,6 +296,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI && rank != 0) {
         quiet = true;
         metrics_path = NULL;
+        if (!freopen("/dev/null", "w", stdout)) quiet = true;   /* not even the summary */
     }
 
     /* ---- build ---- */
