@@ -1,15 +1,30 @@
 /*
  * exec.c — running a compiled graph: forward, then B, then W.
+ *
+ * Calls cannot fail except the collective ones (ops/collective.c), which
+ * record their failure in g->run_status through the environment; a run
+ * checks it after every node and stops at the first failure, returning it
+ * with the node named before comm's message.
  */
 #include "graph/graph_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Wraps a call's failure (its message in mt_errmsg()) with the node. */
+static mt_status node_failed(mt_graph *g, const mt_node *n) {
+    static const char *phase_name[3] = {"forward", "backward B", "backward W"};
+    mt_status s = g->run_status;
+    g->run_status = MT_OK;
+    return mt_fail_wrap(s, "%s node %d (%s -> '%s')", phase_name[n->phase], (int)(n - g->nodes),
+                        mt__op_def(n->call.op)->name, n->call.out->name);
+}
+
 /* Runs one node; with profiling on, adds its time to its op's row. While the
  * gradients are marked zero, a parameter gradient's first contribution
- * overwrites instead of adding, whichever output of the node receives it. */
-static void run_node(mt_graph *g, const mt_node *n) {
+ * overwrites instead of adding, whichever output of the node receives it.
+ * Returns the call's failure (a collective's), wrapped with the node. */
+static mt_status run_node(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     mt_op_call first;
     if (g->grads_zero && n->param_first) {
@@ -21,7 +36,7 @@ static void run_node(mt_graph *g, const mt_node *n) {
     const mt_op_def *def = mt__op_def(c->op);
     if (!g->profile) {
         def->run(&g->env, c);
-        return;
+        return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     double t0 = mt_time_now();
     def->run(&g->env, c);
@@ -32,20 +47,21 @@ static void run_node(mt_graph *g, const mt_node *n) {
     p->calls++;
     p->flops += fl;
     p->bytes += by;
+    return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
 }
 
-static mt_status check_compiled(const mt_graph *g, const char *what) {
+static mt_status check_compiled(mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     if (!g->compiled) return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile)", what);
+    g->run_status = MT_OK;
     return MT_OK;
 }
 
 mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
-    for (int i = 0; i < g->n_forward; i++) {
-        run_node(g, &g->nodes[i]);
-    }
+    for (int i = 0; i < g->n_forward; i++)
+        if ((s = run_node(g, &g->nodes[i])) != MT_OK) return s;
     g->loss_value = *(const float *)g->loss->data;
     return MT_OK;
 }
@@ -55,9 +71,8 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
-    for (int j = 0; j < g->n_b; j++) {
-        run_node(g, &g->nodes[g->order_b[j]]);
-    }
+    for (int j = 0; j < g->n_b; j++)
+        if ((s = run_node(g, &g->nodes[g->order_b[j]])) != MT_OK) return s;
     return MT_OK;
 }
 
@@ -65,9 +80,8 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_w");
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    for (int j = 0; j < g->n_w; j++) {
-        run_node(g, &g->nodes[g->order_w[j]]);
-    }
+    for (int j = 0; j < g->n_w; j++)
+        if ((s = run_node(g, &g->nodes[g->order_w[j]])) != MT_OK) return s;
     g->grads_zero = false;
     return MT_OK;
 }

@@ -158,6 +158,69 @@ static void grad_transpose(mt_graph *g, const mt_op_call *f) {
 }
 
 /* ======================================================================== */
+/* Collectives (jax.lax's transposes)                                        */
+/* ======================================================================== */
+
+/* The backward call of a collective: the collective `op` on the cotangent,
+ * over the forward's axes, with the dims given. */
+static mt_op_call coll(const mt_op_call *f, mt_op op, int dim, int dim2) {
+    mt_op_call d = bcall(op, 1, f->out->grad, 0, 0, 0, 0);
+    d.p.coll = (mt_coll_params){.axes = f->p.coll.axes, .dim = dim, .dim2 = dim2};
+    return d;
+}
+
+/* psum's output is replicated, so its cotangent is too: the identity. */
+static void grad_psum(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = scaled(MT_OP_SCALE_BWD, f->out->grad, 1.0f);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+static void grad_all_gather(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = coll(f, MT_OP_PSUM_SCATTER, f->p.coll.dim, -1);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+static void grad_psum_scatter(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = coll(f, MT_OP_ALL_GATHER, f->p.coll.dim, -1);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* Sends the cotangent back the way the value came: every pair reversed. */
+static void grad_ppermute(mt_graph *g, const mt_op_call *f) {
+    int n = f->p.coll.n_pairs;
+    int (*inv)[2] = mt__graph_keep(g, f->p.coll.pairs, (size_t)n * sizeof *inv);
+    if (!inv) return;
+    for (int k = 0; k < n; k++) {
+        int src = inv[k][0];
+        inv[k][0] = inv[k][1];
+        inv[k][1] = src;
+    }
+    mt_op_call d = coll(f, MT_OP_PPERMUTE, -1, -1);
+    d.p.coll.n_pairs = n;
+    d.p.coll.pairs = (const int (*)[2])inv;
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+static void grad_all_to_all(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = coll(f, MT_OP_ALL_TO_ALL, f->p.coll.dim2, f->p.coll.dim);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* A replicated value met device-varying ones: its cotangent is a partial
+ * sum per device. On a parameter this is data parallelism's gradient
+ * all-reduce, and it lands in W (the value is derived from parameters only). */
+static void grad_pvary(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = coll(f, MT_OP_PSUM, -1, -1);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* Each device's block of the replicated dim got its own cotangent: gather them. */
+static void grad_slice(mt_graph *g, const mt_op_call *f) {
+    mt_op_call d = coll(f, MT_OP_ALL_GATHER, f->p.coll.dim, -1);
+    mt__emit_grad(g, f->in[0], &d);
+}
+
+/* ======================================================================== */
 /* The table                                                                 */
 /* ======================================================================== */
 
@@ -176,6 +239,13 @@ static const mt_grad_rule grad_rules[MT_OP_COUNT] = {
     [MT_OP_MSE]           = grad_mse,
     [MT_OP_SUM]           = grad_sum,
     [MT_OP_TRANSPOSE]     = grad_transpose,
+    [MT_OP_PSUM]          = grad_psum,
+    [MT_OP_ALL_GATHER]    = grad_all_gather,
+    [MT_OP_PSUM_SCATTER]  = grad_psum_scatter,
+    [MT_OP_PPERMUTE]      = grad_ppermute,
+    [MT_OP_ALL_TO_ALL]    = grad_all_to_all,
+    [MT_OP_PVARY]         = grad_pvary,
+    [MT_OP_SLICE]         = grad_slice,
     /* backward ops have no rule: nothing differentiates through them */
 };
 

@@ -67,6 +67,8 @@ void mt_graph_free(mt_graph *g) {
     free(g->env.scratch);
     mt_pool_free(g->env.pool);
     free(g->profile);
+    for (int i = 0; i < g->n_owned; i++) free(g->owned[i]);
+    free(g->owned);
     free(g);
 }
 

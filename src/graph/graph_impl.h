@@ -58,7 +58,10 @@ struct mt_graph {
     uint64_t    seed;
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     void       *persistent; size_t persistent_bytes;
-    mt_op_env   env;                      /* kernel threads, per-thread scratch */
+    mt_op_env   env;                      /* kernel threads, per-thread scratch, ctx, &run_status */
+    mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
+    mt_status   run_status;               /* a failed call of the current run (env.status) */
+    void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
     mt_graph_stats stats;
@@ -83,6 +86,13 @@ void       mt__names_remove(mt_graph *g, mt_tensor *t);
 
 /* Appends a node (copied); returns its index or -1. */
 int        mt__node_add(mt_graph *g, const mt_node *node);
+
+/* ---- collectives.c ---- */
+
+/* A copy of `bytes` bytes of `src` owned by g (freed with it), for call
+ * parameters that point at memory (ppermute's pairs). NULL, with g's sticky
+ * error set, when out of memory. */
+void      *mt__graph_keep(mt_graph *g, const void *src, size_t bytes);
 
 /* ---- autodiff.c ---- */
 

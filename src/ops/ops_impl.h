@@ -17,6 +17,7 @@
 #define MT_OPS_IMPL_H
 
 #include "base/pool.h"
+#include "meshtrain/comm.h"
 #include "tensor/tensor_impl.h"
 
 /* Every op, forward ones and the backward ones the gradient rules emit. Each
@@ -35,6 +36,15 @@ typedef enum {
     MT_OP_MSE,             /* p.mse (scale) */
     MT_OP_SUM,             /* p.scale: out = s · Σ in0 (1/n for a mean) */
     MT_OP_TRANSPOSE,       /* p.transpose */
+    /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;
+     * the gradient rules use them as backward calls too */
+    MT_OP_PSUM,            /* out (+)= Σ_group in0; same shape */
+    MT_OP_ALL_GATHER,      /* out (+)= in0 of every rank concatenated on p.coll.dim */
+    MT_OP_PSUM_SCATTER,    /* out (+)= block r of Σ_group in0 along p.coll.dim */
+    MT_OP_PPERMUTE,        /* out (+)= in0 of the rank whose pair sends here (p.coll.pairs) */
+    MT_OP_ALL_TO_ALL,      /* split p.coll.dim into P blocks, concat received on p.coll.dim2 */
+    MT_OP_PVARY,           /* out (+)= in0 (identity, no communication) */
+    MT_OP_SLICE,           /* out (+)= block r of in0 along p.coll.dim (no communication) */
     /* backward */
     MT_OP_GEMM,            /* out (+)= op(in0) · op(in1); p.gemm */
     MT_OP_BIAS_GRAD,       /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */
@@ -79,6 +89,19 @@ typedef struct { float s; } mt_scale_params;
 /* out (batch,Cc,R) = in (batch,R,Cc) with the last two dims swapped. */
 typedef struct { int64_t batch, R, Cc; } mt_transpose_params;
 
+/* a collective over the group of the running device over `axes`: `dim`
+ * (all_gather, psum_scatter, slice; all_to_all's split dim), `dim2`
+ * (all_to_all's concat dim), -1 where unused; ppermute's pairs[k] = {source
+ * rank, destination rank}, owned by the graph that made the call. The group
+ * size P and rank r come from env->ctx when the call runs; the local shapes
+ * from the tensors. */
+typedef struct {
+    mt_axes     axes;
+    int         dim, dim2;
+    int         n_pairs;
+    const int (*pairs)[2];
+} mt_coll_params;
+
 /* An op's parameters: the member its mt_op line names (none for the rest). */
 typedef union {
     mt_gemm_params      gemm;
@@ -90,6 +113,7 @@ typedef union {
     mt_mse_params       mse;
     mt_scale_params     scale;
     mt_transpose_params transpose;
+    mt_coll_params      coll;
 } mt_op_params;
 
 /* ---- one call, where it runs, the table ---------------------------------- */
@@ -106,25 +130,47 @@ typedef struct {
     mt_op_params p;
 } mt_op_call;
 
-/* What a call runs with: threads, and scratch for the ops that ask for it. */
+/* What a call runs with: threads, scratch for the ops that ask for it, and
+ * for the collective ops the device they run on. */
 typedef struct {
-    mt_pool *pool;                        /* threads for our own kernels; NULL: the caller alone */
-    float   *scratch;                     /* (pool size, n) for n the largest scratch() of the calls */
-    size_t   scratch_floats;              /* all of it */
+    mt_pool   *pool;                      /* threads for our own kernels; NULL: the caller alone */
+    float     *scratch;                   /* (pool size, n) for n the largest scratch() of the calls */
+    size_t     scratch_floats;            /* all of it */
+    mt_ctx    *ctx;                       /* the calling device; NULL: collective ops must not run */
+    /* Where a call that fails records its status (run() returns nothing):
+     * the first failure sticks, its message left in mt_errmsg() of the
+     * calling thread. Only collective ops fail today; the runner clears it
+     * before a run and checks it after every call. NULL only when no
+     * collective op runs. */
+    mt_status *status;
 } mt_op_env;
 
 typedef struct {
     const char *name;
-    /* Runs the call on its buffers. Required. */
+    /* Runs the call on its buffers. Required. Cannot fail, except the
+     * collective ops, which record a failure in *env->status. */
     void   (*run)(const mt_op_env *env, const mt_op_call *call);
     /* FLOPs and bytes moved by one run. Required. */
     void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
     /* Floats of scratch one worker of env->pool needs to run the call.
-     * Optional: NULL means none. */
+     * Optional: NULL means none. (The collective ops run on the calling
+     * thread and use the first worker's share.) */
     size_t (*scratch)(const mt_op_call *call);
 } mt_op_def;
 
 /* The table entry of op (op < MT_OP_COUNT). */
 const mt_op_def *mt__op_def(mt_op op);
+
+/* ---- collective.c: the table's entries for the collective ops ----------- */
+
+void   mt__run_psum(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_all_gather(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_psum_scatter(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_ppermute(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_all_to_all(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_pvary(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_slice(const mt_op_env *env, const mt_op_call *call);
+void   mt__cost_coll(const mt_op_call *call, double *flops, double *bytes);
+size_t mt__scratch_coll(const mt_op_call *call);
 
 #endif /* MT_OPS_IMPL_H */
