@@ -85,6 +85,7 @@ typedef struct {
     int64_t     shape[4];                 /* x, local */
     int         dim, dim2;
     int         perm;                     /* ppermute: 0 ring shift by one, 1 shift without wrap */
+    bool        profile;                  /* run with per-op profiling on (its own run path) */
 } spec;
 
 /* The pairs of spec's permutation over P ranks; returns their count. */
@@ -221,6 +222,7 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
         loss = mt_add(g, loss, mt_sum(g, mt_mul(g, x, w2)));
     }
     DEV_OK(mt_graph_compile(g, loss, NULL));
+    DEV_OK(mt_graph_set_profiling(g, sp->profile));
     /* psum's loss is replicated over the group: same weights everywhere */
     fill(ones, me, -1);
     fill(wones, me, -1);
@@ -315,10 +317,12 @@ MT_TEST(all_gather_dim1) {
     run_spec((spec){.k = K_ALL_GATHER, ONE_AXIS, .ndim = 3, .shape = {2, 3, 2}, .dim = 1});
 }
 MT_TEST(psum_scatter) {
-    run_spec((spec){.k = K_PSUM_SCATTER, ONE_AXIS, .ndim = 2, .shape = {3, 8}, .dim = 1});
+    run_spec((spec){.k = K_PSUM_SCATTER, ONE_AXIS, .ndim = 2, .shape = {3, 8}, .dim = 1,
+                    .profile = true});
 }
 MT_TEST(ppermute_ring) {
-    run_spec((spec){.k = K_PPERMUTE, ONE_AXIS, .ndim = 2, .shape = {2, 3}, .perm = 0});
+    run_spec((spec){.k = K_PPERMUTE, ONE_AXIS, .ndim = 2, .shape = {2, 3}, .perm = 0,
+                    .profile = true});
 }
 MT_TEST(ppermute_shift_zeros) {   /* rank 0 is no one's destination: zeros */
     run_spec((spec){.k = K_PPERMUTE, ONE_AXIS, .ndim = 1, .shape = {5}, .perm = 1});
@@ -437,6 +441,7 @@ static mt_status fail_early(mt_ctx *ctx, void *arg) {
     mt_tensor *p = mt_param(g, "p", 1, shape, (mt_init){MT_INIT_ONES, 0});
     mt_tensor *loss = mt_sum(g, mt_graph_psum(g, p, ax));
     DEV_OK(mt_graph_compile(g, loss, NULL));
+    DEV_OK(mt_graph_set_profiling(g, me == 2));   /* the profiled run path fails the same way */
     mt_status s = me == 1 ? mt_fail(MT_EINVAL, "device 1 gives up before the psum")
                           : mt_graph_forward(g);
     res->st[me] = s;

@@ -54,6 +54,7 @@ static mt_status check_compiled(mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     if (!g->compiled) return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile)", what);
     g->run_status = MT_OK;
+    g->env.status = &g->run_status;
     return MT_OK;
 }
 
