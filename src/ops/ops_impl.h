@@ -4,7 +4,8 @@
  *
  * This layer knows tensors and kernels, not graphs. A call (mt_op_call) names
  * its output(s), inputs, saved tensors, accumulate flags and parameters; an
- * environment (mt_op_env) lends it threads and scratch. Who makes calls, in
+ * environment (mt_op_env) lends it threads and scratch, and the collective
+ * ops (collective.c) the device they run on. Who makes calls, in
  * which order they run and how gradients flow is the graph layer's business:
  * its builders make the forward calls and its gradient rules the backward
  * ones (graph/grad_rules.c), as ggml's core builds the graph and its backends
@@ -139,9 +140,9 @@ typedef struct {
     mt_ctx    *ctx;                       /* the calling device; NULL: collective ops must not run */
     /* Where a call that fails records its status (run() returns nothing):
      * the first failure sticks, its message left in mt_errmsg() of the
-     * calling thread. Only collective ops fail today; the runner clears it
-     * before a run and checks it after every call. NULL only when no
-     * collective op runs. */
+     * calling thread. Only collective ops fail today; the runner points it
+     * at its own status, clears it before a run and checks it after every
+     * call. */
     mt_status *status;
 } mt_op_env;
 
