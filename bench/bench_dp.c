@@ -1,0 +1,154 @@
+/*
+ * bench_dp.c — data parallel training through the partitioner, timed
+ * against one device, in one process.
+ *
+ *   bench_dp [STEPS]            the threads rows
+ *   mpirun -np 2 bench_dp --mpi [STEPS]   the MPI row (one device per rank)
+ *
+ * The model is bench_gpt's v50k (L=4 C=256 NH=4 T=64, V=50257), trained by
+ * mt_trainer with AdamW on random tokens; the global batch is B=8 sequences
+ * on every row. Rows:
+ *   1 device, 1 thread      the baseline
+ *   1 device, 2 threads     the same run with both cores in one device
+ *   dp=2 (threads)          two devices of 1 kernel thread each, the batch
+ *                           split over "data", gradients all-reduced
+ * and, as the ceiling of what two cores give here, an Open BLAS sgemm of a
+ * step's typical shape on 1 and 2 threads. The ratio column is tokens/s over
+ * the 1-device 1-thread row. One "RESULT ..." line per row for run_dp.sh.
+ */
+#include "meshtrain.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const mt_gpt_config CFG = {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304};
+enum { GLOBAL_B = 8, SEQ = 64, WARMUP = 2 };
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Open BLAS sgemm of the LM head's shape (B·T/2 rows × C, times C × Vp) on
+ * `threads` threads: what one device's biggest matmul achieves. */
+static double sgemm_gflops(int threads) {
+    const int M = GLOBAL_B * SEQ / 2, K = CFG.C, N = 8192, reps = 6;
+    float *a = malloc((size_t)M * K * 4), *b = malloc((size_t)K * N * 4), *c = malloc((size_t)M * N * 4);
+    if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
+    openblas_set_num_threads(threads);
+    double t[6];
+    for (int r = -2; r < reps; r++) {
+        double t0 = mt_time_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+        if (r >= 0) t[r] = mt_time_now() - t0;
+    }
+    openblas_set_num_threads(1);
+    free(a); free(b); free(c);
+    return 2.0 * M * N * K / median(t, reps) / 1e9;
+}
+
+/* Steps of one configuration; returns the median tokens/s (NAN on failure). */
+static double run(const char *data, const char *mesh, int threads, int steps, float *loss) {
+    mt_train_config c = mt_train_defaults();
+    c.model = MT_MODEL_GPT;
+    c.data = data;
+    c.gpt = CFG;
+    c.B = GLOBAL_B;
+    c.T = SEQ;
+    c.steps = c.optim.total_steps = steps + WARMUP;
+    c.threads = threads;
+    c.mesh = mesh;
+    mt_trainer *tr = NULL;
+    if (mt_trainer_create(&c, &tr) != MT_OK) {
+        fprintf(stderr, "bench_dp: %s: %s\n", mesh ? mesh : "1 device", mt_errmsg());
+        return NAN;
+    }
+    double *t = calloc((size_t)steps, sizeof *t);
+    double tok_s = NAN;
+    int i = -WARMUP;
+    for (; i < steps; i++) {
+        mt_step_report r;
+        if (mt_trainer_step(tr, &r) != MT_OK) {
+            fprintf(stderr, "bench_dp: step: %s\n", mt_errmsg());
+            break;
+        }
+        if (i >= 0) t[i] = r.seconds;
+        *loss = r.loss;
+    }
+    if (i == steps) tok_s = (double)GLOBAL_B * SEQ / median(t, steps);
+    free(t);
+    mt_trainer_free(tr);
+    return tok_s;
+}
+
+/* Random tokens of the vocabulary, as an llm.c token file. */
+static int write_tokens(char *path) {
+    int fd = mkstemp(path);
+    if (fd < 0) return -1;
+    close(fd);
+    enum { N = 1 << 17 };
+    int32_t *tok = malloc(N * sizeof *tok);
+    if (!tok) return -1;
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)(mt_rng_uniform(5, 1, (uint64_t)i) * CFG.V) % CFG.V;
+    mt_status s = mt_tokens_write(path, tok, N);
+    free(tok);
+    return s == MT_OK ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    bool mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
+    int steps = argc > 1 + mpi ? atoi(argv[1 + mpi]) : 6;
+    if (steps <= 0) {
+        fprintf(stderr, "usage: bench_dp [--mpi] [STEPS]\n");
+        return 2;
+    }
+    int rank = 0, world = 1;
+    mt_launcher_world(&rank, &world);
+    char path[] = "/tmp/meshtrain-bench-dp-XXXXXX";
+    if (write_tokens(path) != 0) {
+        fprintf(stderr, "bench_dp: cannot write the token file: %s\n", mt_errmsg());
+        return 1;
+    }
+    float loss = NAN;
+    if (mpi) {
+        char mesh[32];
+        snprintf(mesh, sizeof mesh, "data=%d", world);
+        double tps = run(path, mesh, world, steps, &loss);
+        if (rank == 0)
+            printf("RESULT impl=meshtrain row=dp%d-mpi devices=%d threads_per_device=1 tok_s=%.1f "
+                   "loss=%.4f\n", world, world, tps, (double)loss);
+        unlink(path);
+        return isnan(tps) ? 1 : 0;
+    }
+    printf("v50k GPT (L=4 C=256 NH=4 T=64 V=50257), global batch B=%d, AdamW, %d timed steps\n",
+           GLOBAL_B, steps);
+    double sg1 = sgemm_gflops(1), sg2 = sgemm_gflops(2);
+    printf("sgemm %dx%dx%d: %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx): the ceiling of 2 cores\n",
+           GLOBAL_B * SEQ / 2, 8192, CFG.C, sg1, sg2, sg2 / sg1);
+    printf("RESULT impl=sgemm row=scaling ratio=%.3f\n", sg2 / sg1);
+    struct { const char *row, *mesh; int threads; } rows[] = {
+        {"1dev-1thread", NULL, 1}, {"1dev-2threads", NULL, 2}, {"dp2-threads", "data=2", 2},
+    };
+    double base = NAN;
+    printf("%-14s %12s %8s %10s\n", "row", "tokens/s", "ratio", "loss");
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        double tps = run(path, rows[k].mesh, rows[k].threads, steps, &loss);
+        if (k == 0) base = tps;
+        printf("%-14s %12.1f %7.2fx %10.4f\n", rows[k].row, tps, tps / base, (double)loss);
+        printf("RESULT impl=meshtrain row=%s tok_s=%.1f ratio=%.3f loss=%.4f\n", rows[k].row, tps,
+               tps / base, (double)loss);
+        fflush(stdout);
+    }
+    unlink(path);
+    return 0;
+}
