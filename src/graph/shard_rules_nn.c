@@ -1,0 +1,270 @@
+/*
+ * shard_rules_nn.c — the sharding rules of the network ops (scale, gelu,
+ * layernorm, attention, embedding, cross-entropy, mse, sum, transpose) and of
+ * reshape views.
+ *
+ * Rows pass: a dim an op treats row by row keeps its axes. A dim an op
+ * reduces or mixes must be whole (auto gathers it, explicit refuses) unless a
+ * Megatron recipe applies: a table split over the vocabulary gives a partial
+ * sum (the masked lookup), logits split over the vocabulary all-reduce their
+ * row statistics inside the op. A loss is a scalar partial-summed over every
+ * axis that splits its rows.
+ */
+#include "graph/shard_rules_impl.h"
+
+#include <stdio.h>
+
+#define TRY(call) do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
+
+static mt_status bad_shape(mt_srule *r, const mt_type *in, int n_in, const char *want) {
+    char list[512];
+    size_t off = 0;
+    list[0] = '\0';
+    for (int k = 0; k < n_in && off < sizeof list; k++)
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", k ? ", " : "",
+                                mt__stype(r->mesh, &in[k]).s);
+    return mt_fail(MT_ESHAPE, "%s: operands %s: %s", r->op, list, want);
+}
+
+/* The axes of every dim of t. */
+static uint32_t dims_axes(const mt_type *t) {
+    uint32_t u = 0;
+    for (int d = 0; d < t->ndim; d++) u |= t->sharding.dim_axes[d];
+    return u;
+}
+
+/* A scalar loss or sum of dtype f32, partial over `axes`. */
+static mt_type scalar(uint32_t axes) {
+    return (mt_type){.dtype = MT_F32, .ndim = 0, .sharding = {.partial_axes = axes}};
+}
+
+/* Operand `k` (named `name`) moved to `target`'s layout: in auto mode; in
+ * explicit mode only when the layouts agree already. */
+static mt_status match(mt_srule *r, int k, const char *name, mt_type *t, const mt_type *target,
+                       const char *what) {
+    bool same = t->sharding.partial_axes == target->sharding.partial_axes;
+    for (int d = 0; same && d < t->ndim; d++)
+        same = t->sharding.dim_axes[d] == target->sharding.dim_axes[d];
+    if (same) return MT_OK;
+    if (r->mode == MT_SHARD_EXPLICIT)
+        return mt_fail(MT_ESHARDING, "%s: %s %s must be laid out as %s; a reshard (sharding "
+                       "constraint) of %s to %s resolves it", r->op, name,
+                       mt__stype(r->mesh, t).s, what, name, mt__stype(r->mesh, target).s);
+    return mt__smove_to(r, k, t, target);
+}
+
+/* ======================================================================== */
+/* Normalisation, attention, embedding                                       */
+/* ======================================================================== */
+
+/* out (...,C) = layernorm(x (...,C)) · w (C) + b (C) */
+static mt_status rule_layernorm(mt_srule *r, mt_type *in) {
+    mt_type *x = &in[0];
+    int c = x->ndim - 1;
+    if (x->ndim < 1 || in[1].ndim != 1 || in[2].ndim != 1 || in[1].shape[0] != x->shape[c] ||
+        in[2].shape[0] != x->shape[c])
+        return bad_shape(r, in, 3, "want x (...,C), w (C), b (C)");
+    TRY(mt__sneed_summed(r, 0, "x", x));
+    TRY(mt__sneed_whole(r, 0, "x", x, c, "layernorm reduces over its channels (C), which "
+                        "must be whole (or the Megatron statistics all-reduce, issue 9, "
+                        "must be used)"));
+    static const char *const WB[3] = {"x", "w", "b"};
+    for (int k = 1; k < 3; k++) {
+        TRY(mt__sneed_summed(r, k, WB[k], &in[k]));
+        TRY(mt__sneed_whole(r, k, WB[k], &in[k], 0, "the channels (C) of layernorm must be "
+                            "whole"));
+    }
+    r->out->result = *x;
+    return MT_OK;
+}
+
+/* out (B,T,C) = attention(qkv (B,T,3C)) */
+static mt_status rule_attention(mt_srule *r, mt_type *in) {
+    mt_type *q = &in[0];
+    if (q->ndim != 3 || q->shape[2] % 3 != 0) return bad_shape(r, in, 1, "want qkv (B,T,3C)");
+    TRY(mt__sneed_summed(r, 0, "qkv", q));
+    TRY(mt__sneed_whole(r, 0, "qkv", q, 1, "causal attention mixes the time steps (T), which "
+                        "must be whole"));
+    TRY(mt__sneed_whole(r, 0, "qkv", q, 2, "the 3C dim holds q, k and v of every head and "
+                        "must be whole (splitting heads over a mesh axis is a later issue)"));
+    mt_type res = *q;
+    res.shape[2] = q->shape[2] / 3;
+    r->out->result = res;
+    return MT_OK;
+}
+
+/* out (...,C) = table (V,C) [ids (...)]. A table split over V on axes A
+ * gives a result partial over A: each device looks up the ids in its rows
+ * and writes zeros for the others (the masked lookup); the consumer reduces. */
+static mt_status rule_embedding(mt_srule *r, mt_type *in) {
+    mt_type *table = &in[0], *ids = &in[1];
+    if (table->ndim != 2 || ids->ndim >= MT_MAX_DIMS)
+        return bad_shape(r, in, 2, "want table (V,C) and ids of at most 3 dims");
+    TRY(mt__sneed_summed(r, 0, "table", table));
+    mt_type res = {.dtype = table->dtype, .ndim = ids->ndim + 1};
+    for (int d = 0; d < ids->ndim; d++) {
+        res.shape[d] = ids->shape[d];
+        res.sharding.dim_axes[d] = ids->sharding.dim_axes[d];
+    }
+    res.shape[ids->ndim] = table->shape[1];
+    res.sharding.dim_axes[ids->ndim] = table->sharding.dim_axes[1];
+    res.sharding.partial_axes = table->sharding.dim_axes[0];
+    static const char *const TI[2] = {"table", "ids"};
+    TRY(mt__scheck_result(r, &res, in, 2, TI));
+    r->out->result = res;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Losses and reductions                                                     */
+/* ======================================================================== */
+
+/* loss () = scale · Σ_rows ce(logits (...,Vp), targets (...)). Logits split
+ * over Vp on axes A: the Megatron recipe, an all-reduce (max) and an
+ * all-reduce (sum) of the row statistics over A inside the op. */
+static mt_status rule_cross_entropy(mt_srule *r, mt_type *in) {
+    mt_type *lg = &in[0], *tg = &in[1];
+    int nrow = lg->ndim - 1;
+    if (lg->ndim < 1) return bad_shape(r, in, 2, "want logits (...,Vp) and targets (...)");
+    TRY(mt__sneed_summed(r, 0, "logits", lg));
+    bool rows_shape = tg->ndim == nrow;
+    for (int d = 0; rows_shape && d < nrow; d++) rows_shape = tg->shape[d] == lg->shape[d];
+    mt_type stats = {.dtype = MT_F32, .ndim = nrow};   /* (rows...) */
+    for (int d = 0; d < nrow; d++) {
+        stats.shape[d] = lg->shape[d];
+        stats.sharding.dim_axes[d] = lg->sharding.dim_axes[d];
+    }
+    uint32_t rows_axes = dims_axes(&stats);
+    if (rows_shape) {
+        mt_type want = *tg;
+        for (int d = 0; d < nrow; d++) want.sharding.dim_axes[d] = lg->sharding.dim_axes[d];
+        want.sharding.partial_axes = 0;
+        TRY(match(r, 1, "targets", tg, &want, "the row dims of logits"));
+    } else if (rows_axes || dims_axes(tg)) {
+        return bad_shape(r, in, 2, "sharded targets must have the row dims of logits; "
+                         "reshape them to those dims");
+    }
+    uint32_t vocab = lg->sharding.dim_axes[nrow];
+    for (int k = 0; vocab && k < 2; k++) {   /* max, then sum of exp */
+        stats.sharding.partial_axes = vocab;
+        TRY(mt__smove(r, MT_MOVE_ALL_REDUCE, MT_MOVE_INSIDE, -1, -1, vocab, &stats));
+    }
+    r->out->result = scalar(rows_axes);
+    return MT_OK;
+}
+
+/* loss () = scale · Σ (pred - target)²: target takes pred's layout. */
+static mt_status rule_mse(mt_srule *r, mt_type *in) {
+    mt_type *pred = &in[0], *tg = &in[1];
+    bool same = pred->ndim == tg->ndim;
+    for (int d = 0; same && d < pred->ndim; d++) same = pred->shape[d] == tg->shape[d];
+    if (!same && (dims_axes(pred) || dims_axes(tg)))
+        return bad_shape(r, in, 2, "sharded pred and target must have one shape");
+    TRY(mt__sneed_summed(r, 0, "pred", pred));
+    TRY(mt__sneed_summed(r, 1, "target", tg));
+    if (same) {
+        mt_type want = *tg;
+        want.sharding = pred->sharding;
+        TRY(match(r, 1, "target", tg, &want, "pred"));
+    }
+    r->out->result = scalar(dims_axes(pred));
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Dispatch of these ops                                                     */
+/* ======================================================================== */
+
+mt_status mt__srule_nn(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    static const int ARITY[MT_OP_COUNT] = {
+        [MT_OP_SCALE] = 1, [MT_OP_GELU] = 1, [MT_OP_LAYERNORM] = 3, [MT_OP_ATTENTION] = 1,
+        [MT_OP_EMBEDDING] = 2, [MT_OP_CROSS_ENTROPY] = 2, [MT_OP_MSE] = 2, [MT_OP_SUM] = 1,
+        [MT_OP_TRANSPOSE] = 1};
+    if (!ARITY[call->op]) return mt_fail(MT_EINVAL, "op '%s' has no sharding rule", r->op);
+    if (call->n_in != ARITY[call->op])
+        return mt_fail(MT_EINVAL, "%s: %d inputs; the op takes %d", r->op, call->n_in,
+                       ARITY[call->op]);
+    switch (call->op) {
+    case MT_OP_SCALE:                           /* linear: partial sums pass */
+        r->out->result = in[0];
+        return MT_OK;
+    case MT_OP_GELU:
+        TRY(mt__sneed_summed(r, 0, "x", &in[0]));
+        r->out->result = in[0];
+        return MT_OK;
+    case MT_OP_LAYERNORM:     return rule_layernorm(r, in);
+    case MT_OP_ATTENTION:     return rule_attention(r, in);
+    case MT_OP_EMBEDDING:     return rule_embedding(r, in);
+    case MT_OP_CROSS_ENTROPY: return rule_cross_entropy(r, in);
+    case MT_OP_MSE:           return rule_mse(r, in);
+    case MT_OP_SUM: {                           /* Σ over split dims: partial over them */
+        mt_type res = scalar(dims_axes(&in[0]) | in[0].sharding.partial_axes);
+        res.dtype = in[0].dtype;
+        r->out->result = res;
+        return MT_OK;
+    }
+    case MT_OP_TRANSPOSE: {                     /* (...,R,Cc) -> (...,Cc,R) */
+        mt_type res = in[0];
+        int n = res.ndim;
+        if (n < 2) return bad_shape(r, in, 1, "want at least 2 dims");
+        res.shape[n - 2] = in[0].shape[n - 1];
+        res.shape[n - 1] = in[0].shape[n - 2];
+        res.sharding.dim_axes[n - 2] = in[0].sharding.dim_axes[n - 1];
+        res.sharding.dim_axes[n - 1] = in[0].sharding.dim_axes[n - 2];
+        r->out->result = res;
+        return MT_OK;
+    }
+    default:
+        return mt_fail(MT_EINVAL, "op '%s' has no sharding rule", r->op);
+    }
+}
+
+/* ======================================================================== */
+/* Reshape                                                                   */
+/* ======================================================================== */
+
+/* Dims of the input and of the output go in groups of equal product: (B,T,C)
+ * -> (B*T,C) is {B,T}->{B*T}, {C}->{C}. A group whose only split dim is its
+ * major input dim keeps those axes on its major output dim when that divides
+ * by them: every device holds one contiguous block of the group either way. */
+mt_status mt__shard_reshape(const mt_mesh *mesh, const mt_type *in, int ndim,
+                            const int64_t *shape, mt_shard_mode mode, mt_shard_result *out) {
+    memset(out, 0, sizeof *out);
+    mt_srule r = {.mesh = mesh, .mode = mode, .op = "reshape", .out = out};
+    mt_type t = *in, res = {.dtype = in->dtype, .ndim = ndim};
+    int64_t n_in = 1, n_out = 1;
+    for (int d = 0; d < in->ndim; d++) n_in *= in->shape[d];
+    for (int d = 0; d < ndim; d++) n_out *= (res.shape[d] = shape[d]);
+    if (ndim < 0 || ndim > MT_MAX_DIMS || n_in != n_out || n_in <= 0)
+        return mt_fail(MT_ESHAPE, "reshape: %s has %lld elements, the new shape of %d dims has "
+                       "%lld", mt__stype(mesh, in).s, (long long)n_in, ndim, (long long)n_out);
+    res.sharding.partial_axes = in->sharding.partial_axes;
+    int i = 0, j = 0;
+    while (i < in->ndim || j < ndim) {
+        int i0 = i, j0 = j;
+        int64_t pi = i < in->ndim ? in->shape[i++] : 1, pj = j < ndim ? shape[j++] : 1;
+        while (pi != pj) {
+            if (pi < pj && i < in->ndim) pi *= in->shape[i++];
+            else if (pj < pi && j < ndim) pj *= shape[j++];
+            else break;
+        }
+        uint32_t major = t.sharding.dim_axes[i0];
+        bool keep = major && j0 < ndim && shape[j0] % mt__saxes_size(mesh, major) == 0;
+        for (int d = i0; d < i; d++) {
+            uint32_t ax = t.sharding.dim_axes[d];
+            if (!ax || (d == i0 && keep)) continue;
+            if (mode == MT_SHARD_EXPLICIT) {
+                return mt_fail(MT_ESHARDING, "reshape of %s to %d dims: dim %d, split over "
+                               "%s, cannot stay split (only a split major dim of a merged or "
+                               "split group can, and only when the new major dim divides by "
+                               "its axes); a reshard (sharding constraint) that makes dim %d "
+                               "whole first resolves it", mt__stype(mesh, in).s, ndim, d,
+                               mt__saxes(mesh, ax).s, d);
+            }
+            TRY(mt__smove(&r, MT_MOVE_ALL_GATHER, 0, d, -1, ax, &t));
+        }
+        if (keep) res.sharding.dim_axes[j0] = major;
+    }
+    out->result = res;
+    return MT_OK;
+}
