@@ -83,5 +83,6 @@ int cli_cmd_train(int argc, char **argv);     /* cmd_train.c */
 int cli_cmd_sample(int argc, char **argv);    /* cmd_sample.c */
 int cli_cmd_example(int argc, char **argv);   /* cmd_example.c */
 int cli_cmd_bench(int argc, char **argv);     /* cmd_bench.c */
+int cli_cmd_explain(int argc, char **argv);   /* cmd_explain.c */
 
 #endif /* MT_CLI_ARGS_H */

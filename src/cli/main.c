@@ -37,6 +37,8 @@ static const cli_command COMMANDS[] = {
      {NULL, NULL}},
     {"bench", cli_cmd_bench, "benchmark: collectives (time, algbw, busbw per size, as nccl-tests)",
      {NULL, NULL}},
+    {"explain", cli_cmd_explain, "why communication happens: an op's result type and moves on "
+     "typed operands", {NULL, NULL}},
     {"version", cmd_version, "print the version", {"--version", NULL}},
     {"help", cmd_help, "print this help, or a command's: meshtrain help train", {"--help", "-h"}},
 };

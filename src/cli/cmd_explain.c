@@ -1,0 +1,203 @@
+/*
+ * cmd_explain.c — `meshtrain explain`: why communication happens. For one
+ * op on typed operands (--op), prints the result type and every move the
+ * sharding rule asks for, with its bytes per device:
+ *
+ *   $ meshtrain explain --mesh x=2,y=2 --op matmul 'f32[8,2@x]' 'f32[2,8]'
+ *   result f32[8,8]
+ *   collective all-gather of a dim 1 over x: f32[8,2@x] -> f32[8,2], 64 bytes per device
+ *
+ * The mesh is only a shape here: no devices are started. A `--model` mode
+ * (the partitioned program of a whole model) comes with the partitioner; it
+ * is one more branch in cli_cmd_explain beside explain_op.
+ */
+#include "cli/args.h"
+#include "meshtrain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char EXPLAIN_USAGE[] =
+    "usage: meshtrain explain --mesh AXES --op OP TYPE_A TYPE_B [--explicit] [--json]\n"
+    "\n"
+    "Prints the sharding rule of one op on two typed operands: the result type, then\n"
+    "every move it needs (collectives with their bytes per device, local slices),\n"
+    "or 'collectives none'. OP is matmul, add, sub, mul or reshard (TYPE_A moved to\n"
+    "the layout of TYPE_B). A type is a dtype and the global dims, each optionally\n"
+    "split over mesh axes (joined by '+', major first), then optional partial-sum\n"
+    "axes: f32[8@x,4], f32[8@x+y,4], f32[8,16]{U:x}, f32[] (a scalar).\n"
+    "--explicit refuses to guess (sharding in types): an ambiguous sharding fails\n"
+    "and the message names the reshard that resolves it. No devices are needed.\n"
+    "A --model mode (the partitioned program of a model) comes with the partitioner.\n"
+    "\n"
+    "example:\n"
+    "  meshtrain explain --mesh x=2,y=2 --op matmul 'f32[8@x,2]' 'f32[2,8@y]'\n";
+
+#define OPS "matmul, add, sub, mul, reshard"
+
+/* ---- one op ------------------------------------------------------------- */
+
+static const char *operand_name(int operand) {
+    switch (operand) {
+    case 0: return "a";
+    case 1: return "b";
+    case MT_MOVE_RESULT: return "result";
+    case MT_MOVE_INSIDE: return "inside";
+    default: return "?";
+    }
+}
+
+/* "x+y" of an axis bit set. */
+static void axes_text(const mt_mesh *mesh, uint32_t set, char *buf, size_t cap) {
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < mt_mesh_ndim(mesh) && off < cap; a++)
+        if (set & (1u << a))
+            off += (size_t)snprintf(buf + off, cap - off, "%s%s", off ? "+" : "",
+                                    mt_mesh_axis_name(mesh, a));
+}
+
+static void print_text(const mt_mesh *mesh, const mt_shard_result *res) {
+    char t[256], before[256], after[256], axes[128];
+    mt_type_format(mesh, &res->result, t, sizeof t);
+    printf("result %s\n", t);
+    bool any = false;
+    for (int i = 0; i < res->n_moves; i++) {
+        const mt_move *m = &res->moves[i];
+        mt_type_format(mesh, &m->before, before, sizeof before);
+        mt_type_format(mesh, &m->after, after, sizeof after);
+        axes_text(mesh, m->axes, axes, sizeof axes);
+        const char *who = operand_name(m->operand);
+        if (m->kind == MT_MOVE_SLICE) {
+            printf("local slice of %s dim %d over %s: %s -> %s\n", who, m->dim, axes, before,
+                   after);
+            continue;
+        }
+        any = true;
+        printf("collective %s of %s ", mt_move_name(m->kind), who);
+        if (m->kind == MT_MOVE_ALL_TO_ALL) printf("dim %d to %d ", m->dim, m->dim2);
+        else if (m->dim >= 0) printf("dim %d ", m->dim);
+        printf("over %s: %s -> %s, %lld bytes per device\n", axes, before, after,
+               (long long)m->bytes);
+    }
+    if (!any) printf("collectives none\n");
+}
+
+static void print_json(const mt_mesh *mesh, const mt_shard_result *res) {
+    char t[256], before[256], after[256], axes[128];
+    mt_type_format(mesh, &res->result, t, sizeof t);
+    printf("{\"result\": \"%s\", \"moves\": [", t);
+    for (int i = 0; i < res->n_moves; i++) {
+        const mt_move *m = &res->moves[i];
+        mt_type_format(mesh, &m->before, before, sizeof before);
+        mt_type_format(mesh, &m->after, after, sizeof after);
+        axes_text(mesh, m->axes, axes, sizeof axes);
+        printf("%s{\"kind\": \"%s\", \"operand\": \"%s\", \"dim\": %d, \"dim2\": %d, "
+               "\"axes\": \"%s\", \"before\": \"%s\", \"after\": \"%s\", \"bytes\": %lld}",
+               i ? ", " : "", mt_move_name(m->kind), operand_name(m->operand), m->dim, m->dim2,
+               axes, before, after, (long long)m->bytes);
+    }
+    printf("]}\n");
+}
+
+/* The rule of `op` on the types written in types[0 .. n). */
+static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
+                      bool explicit_mode, bool json) {
+    mt_type in[2];
+    for (int k = 0; k < n; k++)
+        if (mt_type_parse(mesh, types[k], &in[k]) != MT_OK) {
+            cli_error("%s", mt_errmsg());
+            return CLI_EXIT_FAIL;
+        }
+    mt_shard_result res;
+    if (mt_shard_rule(mesh, op, in, n, explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO,
+                      &res) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    if (json) print_json(mesh, &res);
+    else print_text(mesh, &res);
+    return CLI_EXIT_OK;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+/* The product of the sizes in "x=2,y=2"; 0 when a size is missing or not a
+ * positive integer (explain has no device count to fill a -1 from). */
+static int mesh_devices(const char *spec) {
+    long long n = 1;
+    for (const char *p = spec; *p;) {
+        const char *eq = strchr(p, '=');
+        const char *comma = strchr(p, ',');
+        if (!eq || (comma && comma < eq)) return 0;
+        char *end;
+        long v = strtol(eq + 1, &end, 10);
+        if (end == eq + 1 || v <= 0 || (*end && *end != ',')) return 0;
+        n *= v;
+        if (n > (1 << 24)) return 0;
+        p = *end ? end + 1 : end;
+    }
+    return (int)n;
+}
+
+int cli_cmd_explain(int argc, char **argv) {
+    const char *mesh_spec = NULL, *op = NULL;
+    bool explicit_mode = false, json = false;
+    const cli_opt opts[] = {
+        {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh axes with sizes, e.g. x=2,y=2 (required)"},
+        {"op", CLI_STR, &op, 0, 0, 0, 0, NULL, "OP", "the op: " OPS},
+        {"explicit", CLI_FLAG, &explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
+        {"json", CLI_FLAG, &json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    /* the operand types are positional: pass the flags (and their values) to
+     * the parser and keep the rest */
+    char *flags[argc + 1], *types[argc + 1];
+    int n_flags = 0, n_types = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == '\0') { types[n_types++] = argv[i]; continue; }
+        flags[n_flags++] = argv[i];
+        bool takes_value = strcmp(a, "--mesh") == 0 || strcmp(a, "--op") == 0;
+        if (takes_value && i + 1 < argc) flags[n_flags++] = argv[++i];
+    }
+    int rc = cli_parse("explain", opts, n_flags, flags, NULL);
+    if (rc < 0) {
+        cli_print_help(stdout, EXPLAIN_USAGE, opts);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK) return rc;
+    if (!mesh_spec) {
+        cli_error("explain needs --mesh AXES (e.g. --mesh x=2,y=2); see `meshtrain explain --help`");
+        return CLI_EXIT_USAGE;
+    }
+    if (!op) {
+        cli_error("explain needs --op OP (%s); see `meshtrain explain --help`", OPS);
+        return CLI_EXIT_USAGE;
+    }
+    static const char *const KNOWN[] = {"matmul", "add", "sub", "mul", "reshard"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++) known |= strcmp(op, KNOWN[k]) == 0;
+    if (!known) {
+        cli_error("--op: '%s' is not one of %s", op, OPS);
+        return CLI_EXIT_USAGE;
+    }
+    if (n_types != 2) {
+        cli_error("explain --op %s takes 2 operand types, got %d (e.g. 'f32[8@x,2]' "
+                  "'f32[2,8]'); see `meshtrain explain --help`", op, n_types);
+        return CLI_EXIT_USAGE;
+    }
+    int n_devices = mesh_devices(mesh_spec);
+    if (n_devices <= 0) {
+        cli_error("--mesh: '%s' must give every axis a positive size, as x=2,y=2", mesh_spec);
+        return CLI_EXIT_USAGE;
+    }
+    mt_mesh *mesh = NULL;
+    if (mt_mesh_create(mesh_spec, n_devices, &mesh) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    rc = explain_op(mesh, op, types, n_types, explicit_mode, json);
+    mt_mesh_free(mesh);
+    return rc;
+}
