@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# test_explain.sh — `meshtrain explain --op`: the printed result type and
+# moves of a few sharding rules, worked out by hand, and the failures (an
+# ambiguous explicit matmul, a bad type, usage errors) with their exit codes
+# and one "meshtrain: " line on stderr.
+#
+#   bash tests/test_explain.sh <meshtrain binary> [<build dir>]
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_explain.sh "$@"
+
+MESH=(--mesh x=2,y=2)
+
+# prints NAME WANT ARGS...: exit 0, empty stderr, stdout exactly WANT.
+prints() {
+    local name=$1 want=$2
+    shift 2
+    timeout 60 "$BIN" explain "$@" >out.txt 2>err.txt
+    local rc=$? why=""
+    [ "$rc" -eq 0 ] || why="exit $rc, want 0"
+    [ -s err.txt ] && why="${why:+$why; }stderr is not empty"
+    [ "$(cat out.txt)" = "$want" ] || why="${why:+$why; }stdout is:
+$(cat out.txt)
+want:
+$want"
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+}
+
+# fails NAME CODE REGEX ARGS...: exit CODE, empty stdout, one "meshtrain: "
+# line on stderr matching REGEX.
+fails() {
+    local name=$1 code=$2 re=$3
+    shift 3
+    timeout 60 "$BIN" explain "$@" >out.txt 2>err.txt
+    local rc=$? why=""
+    [ "$rc" -eq "$code" ] || why="exit $rc, want $code"
+    [ -s out.txt ] && why="${why:+$why; }stdout is not empty"
+    [ "$(wc -l <err.txt)" -eq 1 ] || why="${why:+$why; }stderr has $(wc -l <err.txt) lines, want 1"
+    grep -q '^meshtrain: ' err.txt || why="${why:+$why; }stderr does not start 'meshtrain: '"
+    grep -Eq -- "$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+}
+
+# ---- results and moves ------------------------------------------------------
+
+prints "matmul keeps free dims" "result f32[8@x,8@y]
+collectives none" "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@y]'
+
+prints "matmul gathers a split K" "result f32[8,8]
+collective all-gather of a dim 1 over x: f32[8,4@x] -> f32[8,4], 128 bytes per device" \
+    "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4,8]'
+
+prints "matmul auto keeps the partial sum" "result f32[8,8]{U:x}
+collectives none" "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4@x,8]'
+
+prints "add slices the whole operand" "result f32[8@x,4@y]
+local slice of b dim 0 over y: f32[4] -> f32[4@y]
+collectives none" "${MESH[@]}" --op add 'f32[8@x,4@y]' 'f32[4]' --explicit
+
+prints "reshard all-to-all" "result f32[8,4@x]
+collective all-to-all of a dim 0 to 1 over x: f32[8@x,4] -> f32[8,4@x], 64 bytes per device" \
+    "${MESH[@]}" --op reshard 'f32[8@x,4]' 'f32[8,4@x]'
+
+prints "reshard all-reduce has no dim" "result f32[8,4]
+collective all-reduce of a over x: f32[8,4]{U:x} -> f32[8,4], 128 bytes per device" \
+    "${MESH[@]}" --op reshard 'f32[8,4]{U:x}' 'f32[8,4]'
+
+prints "json" '{"result": "f32[8,8]", "moves": [{"kind": "all-gather", "operand": "b", "dim": 0, "dim2": -1, "axes": "y", "before": "f32[4@y,8]", "after": "f32[4,8]", "bytes": 128}]}' \
+    "${MESH[@]}" --op matmul 'f32[8,4]' 'f32[4@y,8]' --json
+
+# ---- failures -----------------------------------------------------------------
+
+fails "explicit ambiguous matmul" 1 \
+    'matmul: both contracting dims are split over x.*all-reduce.*reduce-scatter over x on dim 0.*f32\[8,8\]\{U:x\}.*reshard' \
+    "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4@x,8]' --explicit
+fails "axis used twice in a result" 1 "'x' twice" "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@x]'
+fails "explicit broadcast clash" 1 '^meshtrain: add got incompatible shardings for broadcasting: ' \
+    "${MESH[@]}" --op add 'f32[8,4@x]' 'f32[4@y]' --explicit
+fails "bad type" 1 "dim 0 of size 6 does not divide over x\+y \(4 devices\)" \
+    "${MESH[@]}" --op add 'f32[6@x+y,4]' 'f32[4]'
+fails "unknown axis" 1 "'z'.*'x', 'y'" "${MESH[@]}" --op add 'f32[8@z]' 'f32[8]'
+fails "one type" 2 "2 operand types, got 1" "${MESH[@]}" --op add 'f32[8]'
+fails "unknown op" 2 "'conv' is not one of" "${MESH[@]}" --op conv 'f32[8]' 'f32[8]'
+fails "no mesh" 2 "--mesh" --op add 'f32[8]' 'f32[8]'
+fails "no op" 2 "--op" "${MESH[@]}" 'f32[8]' 'f32[8]'
+fails "mesh without sizes" 2 "positive size" --mesh x,y --op add 'f32[8]' 'f32[8]'
+
+timeout 60 "$BIN" explain --help >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q -- "--model" out.txt && grep -q -- "--explicit" out.txt; then
+    ok "help mentions --explicit and the coming --model"
+else
+    bad "help" "exit or text wrong: $(head -3 out.txt)"
+fi
+
+test_end
