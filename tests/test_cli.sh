@@ -137,6 +137,7 @@ COMMANDS=(
     "sample|generate text from a checkpoint"
     "example|run a built-in example: linreg (the JAX pmap linear regression)"
     "bench|benchmark: collectives (time, algbw, busbw per size, as nccl-tests)"
+    "explain|why communication happens: an op's result type and moves on typed operands"
     "version|print the version"
     "help|print this help, or a command's: meshtrain help train"
 )
