@@ -8,6 +8,17 @@
  * builder set them for the global shapes. It writes the result type and the
  * moves, in the order they run: moves on operands (before the op), moves
  * inside the op (MT_MOVE_INSIDE), moves on the result (after it).
+ *
+ * What the partitioner must know beyond the types (shard_rules*.c):
+ *   - linear with a bias whose product is a partial sum (auto mode): the
+ *     result is all-reduced (a move on MT_MOVE_RESULT) and the local op must
+ *     add the bias only on the devices whose coordinates on the partial axes
+ *     are all 0, so that the all-reduce sums it in once;
+ *   - embedding with the table split over V: each device looks its ids up in
+ *     its rows and writes zeros for the others (masked lookup); the result is
+ *     partial over those axes and has no move;
+ *   - cross-entropy with logits split over Vp: two MT_MOVE_INSIDE all-reduces
+ *     of the row statistics (max, then sum of exp), each rows × 4 bytes.
  */
 #ifndef MT_SHARD_RULES_H
 #define MT_SHARD_RULES_H

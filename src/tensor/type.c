@@ -97,8 +97,8 @@ mt_status mt_type_parse(const mt_mesh *mesh, const char *text, mt_type *out) {
             char *end;
             long long v = strtoll(p, &end, 10);
             if (v <= 0 || v > ((long long)1 << 50))
-                return mt_fail(MT_EINVAL, "type '%s': dim %d has size %lld; sizes are positive",
-                               text, out->ndim, v);
+                return mt_fail(MT_EINVAL, "type '%s': dim %d has size %.*s; sizes are integers "
+                               "from 1 to 2^50", text, out->ndim, (int)(end - p), p);
             p = end;
             int d = out->ndim++;
             out->shape[d] = v;
