@@ -231,6 +231,26 @@ typedef struct {
 } mt_graph_stats;
 mt_graph_stats mt_graph_get_stats(const mt_graph *g);
 
+/* One node of a compiled program, for listings (`meshtrain explain`). */
+typedef struct {
+    char        phase;        /* 'F', 'B' (input gradient) or 'W' (weight gradient) */
+    const char *op;           /* "matmul", "psum", ... */
+    mt_tensor  *out;          /* what it writes */
+    bool        accumulates;  /* out += result (else out = result) */
+    int         n_in;
+    mt_tensor  *in[5];
+    bool        collective;   /* moves data between devices (psum, all_gather, ...) */
+    mt_axes     axes;         /* a collective's (or pvary's, slice's) axes */
+    double      flops;        /* one run */
+    double      bytes;        /* one run: memory traffic; for a collective, nccl-tests' "size" */
+} mt_node_info;
+
+/* Nodes of a compiled graph in run order: the forward, then B, then W. */
+int       mt_graph_n_nodes(const mt_graph *g);
+/* The i-th node in that order; MT_EINVAL when i is out of range or the graph
+ * is not compiled. */
+mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info);
+
 /* Writes the compiled program, one node a line (phase, op, shapes, FLOPs). */
 void mt_graph_print(const mt_graph *g, FILE *out);
 

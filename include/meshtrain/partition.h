@@ -44,6 +44,12 @@ typedef struct {
 mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss);
 
+/* The global type of a tensor of a partitioned (device's) graph, from its
+ * local shape and its sharding on `mesh`: each dim times the sizes of the
+ * axes that split it. A tensor of an unpartitioned graph is its own global
+ * type. */
+mt_type mt_tensor_global_type(const mt_tensor *t, const mt_mesh *mesh);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,8 @@ mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
     if (!gr) return NULL;
     gr->grad_of = t;
     gr->data_dep = t->data_dep;
+    gr->sharding = t->sharding;             /* laid out as its tensor (partitioned graphs) */
+    gr->sharding.partial_axes = 0;
     if (root != t) {
         mt_tensor *rg = mt__grad_of(g, root);
         if (!rg) return NULL;

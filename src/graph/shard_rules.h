@@ -11,9 +11,9 @@
  *
  * What the partitioner must know beyond the types (shard_rules*.c):
  *   - linear with a bias whose product is a partial sum (auto mode): the
- *     result is all-reduced (a move on MT_MOVE_RESULT) and the local op must
- *     add the bias only on the devices whose coordinates on the partial axes
- *     are all 0, so that the all-reduce sums it in once;
+ *     result is all-reduced (a move on MT_MOVE_RESULT); the partitioner runs
+ *     the linear without its bias, the all-reduce, then adds the bias, so
+ *     that it is counted once;
  *   - embedding with the table split over V: each device looks its ids up in
  *     its rows and writes zeros for the others (masked lookup); the result is
  *     partial over those axes and has no move;

@@ -91,15 +91,17 @@ static mt_status local_failed(partitioner *p, const char *what) {
 /* Runs one move on a local tensor: the collective node (or local slice). */
 static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
     mt_axes ax = axes_of(p->mesh, mv->axes);
+    mt_tensor *y = NULL;
     switch (mv->kind) {
-    case MT_MOVE_ALL_GATHER:     return mt_graph_all_gather(p->lg, x, ax, mv->dim);
-    case MT_MOVE_ALL_REDUCE:     return mt_graph_psum(p->lg, x, ax);
-    case MT_MOVE_REDUCE_SCATTER: return mt_graph_psum_scatter(p->lg, x, ax, mv->dim);
+    case MT_MOVE_ALL_GATHER:     y = mt_graph_all_gather(p->lg, x, ax, mv->dim); break;
+    case MT_MOVE_ALL_REDUCE:     y = mt_graph_psum(p->lg, x, ax); break;
+    case MT_MOVE_REDUCE_SCATTER: y = mt_graph_psum_scatter(p->lg, x, ax, mv->dim); break;
     /* the axes leave dim (made whole by concatenating) and split dim2 */
-    case MT_MOVE_ALL_TO_ALL:     return mt_graph_all_to_all(p->lg, x, ax, mv->dim2, mv->dim);
-    case MT_MOVE_SLICE:          return mt_graph_slice(p->lg, x, ax, mv->dim);
+    case MT_MOVE_ALL_TO_ALL:     y = mt_graph_all_to_all(p->lg, x, ax, mv->dim2, mv->dim); break;
+    case MT_MOVE_SLICE:          y = mt_graph_slice(p->lg, x, ax, mv->dim); break;
     }
-    return NULL;
+    if (y) y->sharding = mv->after.sharding;   /* its type, for listings (explain) */
+    return y;
 }
 
 /* How the varying axes change through a move. */
@@ -252,6 +254,15 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     for (int k = 0; k < c->n_in; k++) all |= vary[k];
     for (int k = 0; k < c->n_in; k++)
         if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
+    /* a linear whose product is a partial sum that the rule reduces: the bias
+     * is added after the reduction, once, not on every device before it */
+    mt_tensor *late_bias = NULL;
+    mt_op_call no_bias = *c;
+    if (c->op == MT_OP_LINEAR && c->n_in > 2 && m < res.n_moves) {
+        no_bias.n_in = 2;
+        late_bias = in[2];
+        c = &no_bias;
+    }
     mt_tensor *out = rebuild(p, c, in);
     if (!out) return local_failed(p, name);
     mt_type ty = res.result;
@@ -261,6 +272,7 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
         out_vary = vary_after(out_vary, &res.moves[m]);
         if (!out) return local_failed(p, name);
     }
+    if (late_bias && !(out = mt_add(p->lg, out, late_bias))) return local_failed(p, name);
     /* the builders derived the local shape; it must be the type's */
     int64_t want[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &ty, want)) != MT_OK)
@@ -284,6 +296,14 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
 }
 
 /* ---- the entry points ---------------------------------------------------------- */
+
+mt_type mt_tensor_global_type(const mt_tensor *t, const mt_mesh *mesh) {
+    mt_type ty = type_of(t);
+    for (int d = 0; d < t->ndim; d++)
+        for (int a = 0; a < mesh->ndim; a++)
+            if (t->sharding.dim_axes[d] & (1u << a)) ty.shape[d] *= mesh->sizes[a];
+    return ty;
+}
 
 mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh) {
     if (!t || !sh) return mt_fail(MT_EINVAL, "mt_tensor_set_sharding: tensor or sharding is NULL");

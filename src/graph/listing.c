@@ -1,0 +1,37 @@
+/*
+ * listing.c — a compiled program node by node, for listings such as
+ * `meshtrain explain` (mt_graph_n_nodes, mt_graph_node).
+ */
+#include "graph/graph_impl.h"
+
+int mt_graph_n_nodes(const mt_graph *g) { return g->compiled ? g->n_forward + g->n_b + g->n_w : 0; }
+
+/* The node index of the i-th node in run order (forward, B, W). */
+static int run_order(const mt_graph *g, int i) {
+    if (i < g->n_forward) return i;
+    i -= g->n_forward;
+    return i < g->n_b ? g->order_b[i] : g->order_w[i - g->n_b];
+}
+
+mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
+    if (!g->compiled)
+        return mt_fail(MT_EINVAL, "mt_graph_node: compile the graph first (mt_graph_compile)");
+    if (i < 0 || i >= mt_graph_n_nodes(g))
+        return mt_fail(MT_EINVAL, "mt_graph_node: node %d of a program of %d", i,
+                       mt_graph_n_nodes(g));
+    const mt_node *n = &g->nodes[run_order(g, i)];
+    const mt_op_call *c = &n->call;
+    static const char PHASE[3] = {'F', 'B', 'W'};
+    memset(info, 0, sizeof *info);
+    info->phase = PHASE[n->phase];
+    info->op = mt__op_def(c->op)->name;
+    info->out = c->out;
+    info->accumulates = c->acc;
+    info->n_in = c->n_in;
+    for (int k = 0; k < c->n_in && k < 5; k++) info->in[k] = c->in[k];
+    bool coll_op = c->op >= MT_OP_PSUM && c->op <= MT_OP_SLICE;
+    info->collective = coll_op && c->op != MT_OP_PVARY && c->op != MT_OP_SLICE;
+    if (coll_op) info->axes = c->p.coll.axes;
+    mt__op_def(c->op)->cost(c, &info->flops, &info->bytes);
+    return MT_OK;
+}
