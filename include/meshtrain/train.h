@@ -55,6 +55,15 @@ typedef struct {
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
 } mt_train_config;
 
+/* Builds the program the trainer partitions: cfg's model for one microbatch
+ * of the global batch (B sequences of T tokens, or B examples), its loss
+ * normalised by the global count (the mean over the microbatch), with the
+ * batch dim of its inputs split over the axis "data" of `mesh` when it has
+ * one (mesh NULL: nothing split). GPT needs cfg->gpt.V and Vp set (the
+ * trainer takes them from the data). For `meshtrain explain`. */
+mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
+                                 mt_tensor **loss);
+
 /* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
  * lr 1e-3 with 10 warmup steps and cosine decay, seed 1337, val_frac 0.1. */
 mt_train_config mt_train_defaults(void);

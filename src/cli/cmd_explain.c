@@ -7,9 +7,8 @@
  *   result f32[8,8]
  *   collective all-gather of a dim 1 over x: f32[8,2@x] -> f32[8,2], 64 bytes per device
  *
- * The mesh is only a shape here: no devices are started. A `--model` mode
- * (the partitioned program of a whole model) comes with the partitioner; it
- * is one more branch in cli_cmd_explain beside explain_op.
+ * The mesh is only a shape here: no devices are started. With --model the
+ * command prints a whole model's partitioned program (cmd_explain_model.c).
  */
 #include "cli/args.h"
 #include "meshtrain.h"
@@ -28,7 +27,8 @@ static const char EXPLAIN_USAGE[] =
     "axes: f32[8@x,4], f32[8@x+y,4], f32[8,16]{U:x}, f32[] (a scalar).\n"
     "--explicit refuses to guess (sharding in types): an ambiguous sharding fails\n"
     "and the message names the reshard that resolves it. No devices are needed.\n"
-    "A --model mode (the partitioned program of a model) comes with the partitioner.\n"
+    "With --model, prints a model's partitioned program instead: see\n"
+    "`meshtrain explain --model gpt --help`.\n"
     "\n"
     "example:\n"
     "  meshtrain explain --mesh x=2,y=2 --op matmul 'f32[8@x,2]' 'f32[2,8@y]'\n";
@@ -141,6 +141,9 @@ static int mesh_devices(const char *spec) {
 }
 
 int cli_cmd_explain(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--model") == 0 || strncmp(argv[i], "--model=", 8) == 0)
+            return cli_explain_model(argc, argv);
     const char *mesh_spec = NULL, *op = NULL;
     bool explicit_mode = false, json = false;
     const cli_opt opts[] = {

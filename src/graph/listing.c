@@ -33,5 +33,11 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->collective = coll_op && c->op != MT_OP_PVARY && c->op != MT_OP_SLICE;
     if (coll_op) info->axes = c->p.coll.axes;
     mt__op_def(c->op)->cost(c, &info->flops, &info->bytes);
+    /* a collective's size as nccl-tests counts it: the buffer it reduces or
+     * fills (psum_scatter: its input), not the memory traffic of the call */
+    if (info->collective) {
+        const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
+        info->bytes = (double)mt__tensor_bytes(t);
+    }
     return MT_OK;
 }

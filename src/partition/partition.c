@@ -88,6 +88,14 @@ static mt_status local_failed(partitioner *p, const char *what) {
     return fail(p, s, "partition: %s: %s", what, mt_graph_errmsg(p->lg));
 }
 
+/* Names a tensor the partitioner made after what it did to `src`:
+ * "all-gather(h.0.fc.w)" (op outputs keep their global names). */
+static void name_after(mt_tensor *t, const char *what, const mt_tensor *src) {
+    char name[MT_MAX_NAME];
+    snprintf(name, sizeof name, "%s(%.*s)", what, (int)(MT_MAX_NAME - 16), src->name);
+    mt_tensor_set_name(t, name);
+}
+
 /* Runs one move on a local tensor: the collective node (or local slice). */
 static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
     mt_axes ax = axes_of(p->mesh, mv->axes);
@@ -100,7 +108,10 @@ static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
     case MT_MOVE_ALL_TO_ALL:     y = mt_graph_all_to_all(p->lg, x, ax, mv->dim2, mv->dim); break;
     case MT_MOVE_SLICE:          y = mt_graph_slice(p->lg, x, ax, mv->dim); break;
     }
-    if (y) y->sharding = mv->after.sharding;   /* its type, for listings (explain) */
+    if (y) {
+        y->sharding = mv->after.sharding;   /* its type, for listings (explain) */
+        name_after(y, mt_move_name(mv->kind), x);
+    }
     return y;
 }
 
@@ -215,6 +226,10 @@ static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x
     slot *sl = &p->slots[global_in->id];
     if (x == sl->local && sl->pvaried && sl->pvary_axes == missing) return sl->pvaried;
     mt_tensor *y = mt_graph_pvary(p->lg, x, axes_of(p->mesh, missing));
+    if (y) {
+        y->sharding = x->sharding;
+        name_after(y, "pvary", x);
+    }
     if (y && x == sl->local) {
         sl->pvaried = y;
         sl->pvary_axes = missing;
@@ -358,6 +373,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     mt_tensor *l = ls->local;
     if (ls->type.sharding.partial_axes) {
         l = mt_graph_psum(p.lg, l, axes_of(p.mesh, ls->type.sharding.partial_axes));
+        if (l) name_after(l, "all-reduce", ls->local);
         ls->vary &= ~ls->type.sharding.partial_axes;
         if (!l) { s = local_failed(&p, "the loss's reduction"); goto out; }
     }

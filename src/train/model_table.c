@@ -132,6 +132,7 @@ static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, in
 static const mt__train_model MODELS[] = {
     [MT_MODEL_GPT] = {
         .name = "gpt", .sequences = true, .llmc = true, .input = "tokens", .target = "targets",
+        .batch_const = "pos",
         .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,

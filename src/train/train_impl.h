@@ -21,6 +21,9 @@ typedef struct {
     bool        llmc;
     /* Names of the graph's two inputs that fill_batch writes. */
     const char *input, *target;
+    /* A constant with the batch as its dim 0 (GPT: the position ids), split
+     * over the data axes like the inputs. Optional: NULL, none. */
+    const char *batch_const;
 
     /* Sets the model's own fields of the defaults (mt_train_defaults).
      * Optional: the model has no fields of its own. */

@@ -143,9 +143,37 @@ static mt_axes batch_axes(const mt_mesh *mesh) {
     return ax;
 }
 
+static int64_t microbatch_size(const mt__train_model *m, const mt_train_config *c);
+
+/* Splits dim 0 of the model's batch leaves over the mesh's batch axes. */
+static mt_status shard_batch(const mt__train_model *m, mt_graph *g, const mt_mesh *mesh) {
+    mt_axes ax = batch_axes(mesh);
+    mt_sharding sh = {{0}, 0};
+    for (int i = 0; i < ax.n; i++) sh.dim_axes[0] |= 1u << ax.axis[i];
+    const char *names[3] = {m->input, m->target, m->batch_const};
+    mt_status s = MT_OK;
+    for (int k = 0; k < 3 && s == MT_OK; k++)
+        if (names[k]) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh);
+    return s;
+}
+
+mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
+                                 mt_tensor **loss) {
+    *loss = NULL;
+    const mt__train_model *m = mt__train_model_of(cfg->model);
+    if (!m) return mt_fail(MT_EINVAL, "unknown model kind %d", (int)cfg->model);
+    float scale = (float)(1.0 / (double)microbatch_size(m, cfg));
+    mt_tensor *l = m->build(cfg, g, scale);
+    if (!l) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
+                           mt_graph_errmsg(g));
+    mt_status s = mesh ? shard_batch(m, g, mesh) : MT_OK;
+    if (s == MT_OK) *loss = l;
+    return s;
+}
+
 /* Builds the model into a new graph; on a mesh (ctx) builds the global
- * program, splits its inputs' batch dim over the batch axes and partitions
- * it. Then compiles, fills the constants and finds the two inputs. */
+ * program, splits its batch leaves over the batch axes and partitions it.
+ * Then compiles, fills the constants and finds the two inputs. */
 static mt_status make_graph(const mt__train_model *m, const mt_train_config *c, mt_ctx *ctx,
                             float scale, bool no_grad, mt_graph **out, mt_tensor **in,
                             mt_tensor **target) {
@@ -162,14 +190,9 @@ static mt_status make_graph(const mt__train_model *m, const mt_train_config *c, 
         return s;
     }
     if (ctx) {
-        mt_axes ax = batch_axes(mt_ctx_mesh(ctx));
-        mt_sharding sh = {{0}, 0};
-        for (int i = 0; i < ax.n; i++) sh.dim_axes[0] |= 1u << ax.axis[i];
-        const char *names[2] = {m->input, m->target};
-        for (int k = 0; k < 2 && s == MT_OK; k++)
-            s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh);
         mt_graph *local = NULL;
         mt_tensor *local_loss = NULL;
+        s = shard_batch(m, g, mt_ctx_mesh(ctx));
         if (s == MT_OK) s = mt_partition(g, loss, ctx, NULL, &local, &local_loss);
         mt_graph_free(g);
         if (s != MT_OK) return s;

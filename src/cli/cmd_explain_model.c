@@ -1,0 +1,258 @@
+/*
+ * cmd_explain_model.c — `meshtrain explain --model ...`: the partitioned
+ * program of a whole model, as each device runs it.
+ *
+ * Every device of the mesh (threads of this process) builds the global
+ * program, splits its batch over the mesh's "data" axis, partitions it and
+ * compiles it, as `meshtrain train` does. Device 0's program is printed node
+ * by node in run order (forward, B, W): every op with its type (global dims,
+ * sharding) and local shape, and every collective with its axes and bytes
+ * per step. Then its memory and communication per step, and for every other
+ * device a line that checks its program against device 0's (SPMD: the same
+ * ops and collectives on its own slices).
+ */
+#include "cli/args.h"
+#include "meshtrain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: meshtrain explain --model gpt|mlp|linreg [model flags] --devices N --mesh AXES\n"
+    "                         [--explicit] [--json]\n"
+    "\n"
+    "Prints the program each device runs: every op with its type (global dims and their\n"
+    "mesh axes; {U:axes} for partial sums) and local shape, every collective the\n"
+    "partitioner inserted with its axes and bytes per step, then the memory per device\n"
+    "(parameters, gradients, AdamW state, planned activations) and the communication\n"
+    "per step. The batch is split over the mesh axis 'data'; parameters are replicated.\n"
+    "\n"
+    "example:\n"
+    "  meshtrain explain --model gpt --layers 2 --channels 64 --devices 4 --mesh data=2,tensor=2\n";
+
+typedef struct {
+    mt_train_config train;            /* the model and batch, as `meshtrain train` takes them */
+    bool explicit_mode, json;
+} explain_cfg;
+
+/* What each device's program comes to (compared with device 0's). */
+typedef struct {
+    int     nodes, collectives;
+    double  comm_bytes;
+    size_t  param_bytes, grad_bytes, act_bytes;
+} program_summary;
+
+typedef struct {
+    const explain_cfg *cfg;
+    program_summary   *dev;        /* (devices) */
+} explain_job;
+
+static void axes_text(const mt_mesh *mesh, mt_axes ax, char *buf, size_t cap) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ax.n && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i ? "+" : "",
+                               mt_mesh_axis_name(mesh, ax.axis[i]));
+}
+
+static void shape_text(const mt_tensor *t, char *buf, size_t cap) {
+    size_t at = (size_t)snprintf(buf, cap, "(");
+    for (int d = 0; d < mt_tensor_ndim(t) && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? "," : "",
+                               (long long)mt_tensor_dim(t, d));
+    if (at < cap) snprintf(buf + at, cap - at, ")");
+}
+
+/* Prints device 0's program (text or the "program" array of the JSON). */
+static void print_program(const mt_graph *g, const mt_mesh *mesh, bool json) {
+    int n = mt_graph_n_nodes(g);
+    if (json) printf("  \"program\": [\n");
+    for (int i = 0; i < n; i++) {
+        mt_node_info in;
+        if (mt_graph_node(g, i, &in) != MT_OK) continue;
+        mt_type ty = mt_tensor_global_type(in.out, mesh);
+        char type[160], local[64], axes[64];
+        mt_type_format(mesh, &ty, type, sizeof type);
+        shape_text(in.out, local, sizeof local);
+        axes_text(mesh, in.axes, axes, sizeof axes);
+        if (json) {
+            printf("    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
+                   "\"local\": \"%s\"", in.phase, in.op, mt_tensor_name(in.out), type, local);
+            if (in.collective)
+                printf(", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.bytes);
+            printf("}%s\n", i + 1 < n ? "," : "");
+        } else if (in.collective) {
+            printf("  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
+                   mt_tensor_name(in.out), type, local, "collective", axes, in.bytes);
+        } else {
+            printf("  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
+                   mt_tensor_name(in.out), type, local, in.axes.n ? " over " : "",
+                   in.axes.n ? axes : "");
+        }
+    }
+    if (json) printf("  ],\n");
+}
+
+static program_summary summarise(const mt_graph *g) {
+    program_summary s = {0};
+    s.nodes = mt_graph_n_nodes(g);
+    for (int i = 0; i < s.nodes; i++) {
+        mt_node_info in;
+        if (mt_graph_node(g, i, &in) != MT_OK || !in.collective) continue;
+        s.collectives++;
+        s.comm_bytes += in.bytes;
+    }
+    mt_graph_stats st = mt_graph_get_stats(g);
+    s.param_bytes = s.grad_bytes = (size_t)st.n_param_elems * sizeof(float);
+    s.act_bytes = st.arena_bytes;
+    return s;
+}
+
+static mt_status explain_device(mt_ctx *ctx, void *arg) {
+    explain_job *job = arg;
+    const explain_cfg *c = job->cfg;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    mt_tensor *loss = NULL, *local_loss = NULL;
+    mt_status s = g ? mt_train_build_program(&c->train, mesh, g, &loss)
+                    : mt_fail(MT_ENOMEM, "out of memory for a graph");
+    mt_partition_opts po = {.mode = c->explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO};
+    if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
+    if (s == MT_OK) s = mt_graph_compile(local, local_loss, &(mt_compile_opts){.seed = 1});
+    if (s == MT_OK) {
+        int d = mt_ctx_device(ctx);
+        job->dev[d] = summarise(local);
+        if (d == 0) print_program(local, mesh, c->json);
+    }
+    mt_graph_free(local);
+    mt_graph_free(g);
+    return s;
+}
+
+static void coords_text(const mt_mesh *mesh, int device, char *buf, size_t cap) {
+    int coords[MT_MESH_MAX_AXES];
+    mt_mesh_coords(mesh, device, coords);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < mt_mesh_ndim(mesh) && at < cap; a++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", a ? "," : "",
+                               mt_mesh_axis_name(mesh, a), coords[a]);
+}
+
+static int report(const explain_cfg *c, const mt_mesh *mesh, const program_summary *dev) {
+    const double MiB = 1 << 20;
+    const program_summary *p0 = &dev[0];
+    int n = mt_mesh_size(mesh);
+    bool same = true;
+    for (int d = 1; d < n; d++)
+        same &= dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
+                dev[d].comm_bytes == p0->comm_bytes;
+    if (c->json) {
+        printf("  \"memory_per_device\": {\"parameters\": %zu, \"gradients\": %zu, "
+               "\"optimizer\": %zu, \"activations\": %zu},\n", p0->param_bytes, p0->grad_bytes,
+               2 * p0->param_bytes, p0->act_bytes);
+        printf("  \"communication_per_step\": {\"collectives\": %d, \"bytes\": %.0f},\n",
+               p0->collectives, p0->comm_bytes);
+        printf("  \"devices\": [");
+        for (int d = 0; d < n; d++)
+            printf("%s{\"device\": %d, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
+                   d ? ", " : "", d, dev[d].nodes, dev[d].collectives, dev[d].comm_bytes);
+        printf("],\n  \"spmd\": %s\n}\n", same ? "true" : "false");
+        return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    printf("memory per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB "
+           "(AdamW m and v), activations %.2f MiB (planned)\n", p0->param_bytes / MiB,
+           p0->grad_bytes / MiB, 2 * p0->param_bytes / MiB, p0->act_bytes / MiB);
+    printf("communication per step: %d collectives, %.2f MiB per device\n", p0->collectives,
+           p0->comm_bytes / MiB);
+    for (int d = 1; d < n; d++) {
+        char where[96];
+        coords_text(mesh, d, where, sizeof where);
+        bool ok = dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
+                  dev[d].comm_bytes == p0->comm_bytes;
+        printf("device %d (%s): %s\n", d, where,
+               ok ? "the same program on its own slices" : "a DIFFERENT program (a bug: SPMD)");
+    }
+    return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+int cli_explain_model(int argc, char **argv) {
+    explain_cfg c = {.train = mt_train_defaults()};
+    mt_train_config *t = &c.train;
+    t->gpt.V = 256;
+    int model = 0, layers = t->gpt.L, channels = t->gpt.C;
+    const char *mesh_spec = NULL;
+    int devices = 0;
+    const cli_opt opts[] = {
+        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, "gpt|mlp|linreg", "NAME", "model to explain"},
+        {"layers", CLI_INT, &layers, 1, 1000, 0, 0, NULL, "N", "GPT blocks L (mlp: linear layers)"},
+        {"channels", CLI_INT, &channels, 1, 65536, 0, 0, NULL, "N", "GPT width C (mlp: hidden width)"},
+        {"heads", CLI_INT, &t->gpt.NH, 1, 1024, 0, 0, NULL, "N", "attention heads NH"},
+        {"vocab", CLI_INT, &t->gpt.V, 1, 1 << 24, 0, 0, NULL, "N", "vocabulary V (default 256)"},
+        {"padded-vocab", CLI_INT, &t->gpt.Vp, 0, 1 << 24, 0, 0, NULL, "N", "padded vocabulary Vp (0: V rounded up to 64)"},
+        {"batch", CLI_INT, &t->B, 1, 1 << 20, 0, 0, NULL, "N", "global batch B"},
+        {"seq", CLI_INT, &t->T, 1, 1 << 20, 0, 0, NULL, "N", "tokens per sequence T"},
+        {"devices", CLI_INT, &devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N", "devices (default: the mesh's product)"},
+        {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh, e.g. data=2,tensor=2 (default data=N)"},
+        {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
+        {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    bool seen[sizeof opts / sizeof opts[0]] = {0};
+    int rc = cli_parse("explain", opts, argc, argv, seen);
+    if (rc < 0) {
+        cli_print_help(stdout, USAGE, opts);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK) return rc;
+    t->model = (mt_model_kind)model;
+    if (t->model == MT_MODEL_MLP) {
+        if (seen[1]) t->mlp_layers = layers;
+        if (seen[2]) t->mlp_hidden = channels;
+    } else {
+        t->gpt.L = layers;
+        t->gpt.C = channels;
+    }
+    t->gpt.maxT = t->T;
+    if (t->gpt.Vp == 0) t->gpt.Vp = (t->gpt.V + 63) / 64 * 64;
+    char spec[64];
+    if (!mesh_spec) {
+        snprintf(spec, sizeof spec, "data=%d", devices > 0 ? devices : 1);
+        mesh_spec = spec;
+    }
+    mt_mesh *mesh = NULL;
+    int n = devices;
+    if (n <= 0) {   /* the product of the sizes */
+        n = 1;
+        for (const char *p = strchr(mesh_spec, '='); p; p = strchr(p + 1, '=')) n *= atoi(p + 1);
+    }
+    if (n <= 0 || mt_mesh_create(mesh_spec, n, &mesh) != MT_OK) {
+        cli_error("%s", n <= 0 ? "--mesh: give every axis a positive size, or --devices" : mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    program_summary *dev = calloc((size_t)mt_mesh_size(mesh), sizeof *dev);
+    explain_job job = {&c, dev};
+    if (c.json)
+        printf("{\n  \"model\": \"%s\", \"mesh\": \"%s\", \"devices\": %d, \"mode\": \"%s\",\n",
+               mt_model_name(t->model), mt_mesh_spec(mesh), mt_mesh_size(mesh),
+               c.explicit_mode ? "explicit" : "auto");
+    else
+        printf("explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the batch splits "
+               "over 'data', parameters are replicated\ndevice 0's program (forward, then B, then "
+               "W):\n", mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
+               c.explicit_mode ? "explicit" : "auto");
+    fflush(stdout);
+    mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),
+                         .transport = MT_TRANSPORT_THREADS, .kernel_threads = 1};
+    mt_status s = dev ? mt_launch(&lo, explain_device, &job) : MT_ENOMEM;
+    if (s != MT_OK) {
+        fflush(stdout);
+        cli_error("%s", mt_errmsg());
+        rc = CLI_EXIT_FAIL;
+    } else {
+        rc = report(&c, mesh, dev);
+    }
+    free(dev);
+    mt_mesh_free(mesh);
+    return rc;
+}
