@@ -311,6 +311,25 @@ expect "metrics file unwritable" 1 "/nonexistent/m\.jsonl" \
 expect "checkpoint dir missing"  1 "/nonexistent/c\.ckpt" \
        train --data data.txt "${TINY[@]}" --steps 2 --ckpt-out /nonexistent/c.ckpt
 
+# ---- training on a mesh (data parallel through the partitioner) -------------
+expect "mesh product vs devices" 1 "data=2.*3"       train --model mlp --steps 2 --devices 3 --mesh data=2
+expect "batch vs data axis"      1 "B=3.*data=2"     train --model mlp --steps 2 --devices 2 --batch 3
+expect "unknown mesh axis"       1 "'dta'.*unknown"  train --model mlp --steps 2 --mesh dta=2
+expect "axis twice in a mesh"    1 "'data'.*twice"   train --model mlp --steps 2 --mesh data=2,data=2
+# the same run on 1, 2 and 4 devices: the summary's losses agree to the
+# printed digits (test_dp checks every step to 1e-5)
+for d in 1 2 4; do
+    timeout 120 "$BIN" train --model mlp --steps 6 --batch 8 --devices $d --threads 2 >mesh$d.txt 2>err.txt
+done
+loss_of() { sed -n 's/.*| loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$1"; }
+check "dp=2 trains the 1-device run" "losses differ: $(loss_of mesh1.txt) / $(loss_of mesh2.txt)" \
+      test -n "$(loss_of mesh1.txt)" -a "$(loss_of mesh1.txt)" = "$(loss_of mesh2.txt)"
+check "dp=4 trains the 1-device run" "losses differ: $(loss_of mesh1.txt) / $(loss_of mesh4.txt)" \
+      test "$(loss_of mesh1.txt)" = "$(loss_of mesh4.txt)"
+check "the configuration shows the mesh" "no mesh line" grep -q '^  mesh  *data=2 (2 devices' mesh2.txt
+check "the configuration shows memory per device" "no memory line" \
+      grep -q '^  memory  *per device: parameters' mesh2.txt
+
 # ---- bench and example arguments ---------------------------------------------
 
 # sizes strtod reads but that are not sizes: once cast to size_t (undefined;

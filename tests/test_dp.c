@@ -292,6 +292,8 @@ MT_TEST(trainer_refuses_bad_layouts) {
     MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "B=8", "data=3");
     c.mesh = "data=2,data=2";
     MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "data");
+    c.mesh = "dta=2";
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "'dta'", "unknown", "data");
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_explain.sh — `meshtrain explain --op`: the printed result type and
+# test_explain.sh — `meshtrain explain`: for --op, the printed result type and
 # moves of a few sharding rules, worked out by hand, and the failures (an
 # ambiguous explicit matmul, a bad type, usage errors) with their exit codes
 # and one "meshtrain: " line on stderr.
@@ -88,9 +88,58 @@ fails "mesh without sizes" 2 "positive size" --mesh x,y --op add 'f32[8]' 'f32[8
 
 timeout 60 "$BIN" explain --help >out.txt 2>err.txt
 if [ $? -eq 0 ] && grep -q -- "--model" out.txt && grep -q -- "--explicit" out.txt; then
-    ok "help mentions --explicit and the coming --model"
+    ok "help mentions --explicit and --model"
 else
     bad "help" "exit or text wrong: $(head -3 out.txt)"
+fi
+
+# ---- --model: a whole model's partitioned program ---------------------------
+# GPT L=1 C=32 V=64 T=8: 15072 parameters (wte 2048, wpe 256, the three
+# layernorms 192, qkv 3168, attn proj 1056, fc 4224, fc proj 4128), each
+# replicated: one all-reduce of its gradient over data (W), plus the loss's.
+GPT=(--model gpt --layers 1 --channels 32 --heads 2 --vocab 64 --batch 4 --seq 8)
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 2 --mesh data=2 >out.txt 2>err.txt
+rc=$?
+w_psums=$(grep -c '^  W  psum .*collective over data' out.txt)
+check_model() {
+    if [ "$rc" -eq 0 ] && [ "$w_psums" -eq 16 ] &&
+       grep -q '^  F  psum .*f32\[\] .*collective over data, 4 bytes' out.txt &&
+       grep -q '^  F  cross_entropy .*f32\[\]{U:data}' out.txt &&
+       grep -q '^  F  embedding .*f32\[4@data,8,32\] *local (2,8,32)' out.txt &&
+       grep -q '^communication per step: 17 collectives' out.txt &&
+       grep -q '^device 1 (data=1): the same program' out.txt; then
+        ok "model: gpt data=2 program"
+    else
+        bad "model: gpt data=2 program" "exit $rc, $w_psums W psums: $(head -5 out.txt)"
+    fi
+}
+check_model
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --explicit --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 17, "bytes": 60292}' out.txt &&
+   grep -q '"spmd": true' out.txt && grep -q '"mode": "explicit"' out.txt; then
+    ok "model: gpt --json bytes (4 x 15072 + 4)"
+else
+    bad "model: gpt --json bytes (4 x 15072 + 4)" "$(grep communication out.txt)"
+fi
+# MLP 8 -> 64 -> 64 -> 2: 4866 parameters in 6 tensors
+timeout 60 "$BIN" explain --model mlp --batch 8 --devices 4 --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"collectives": 7, "bytes": 19468' out.txt; then
+    ok "model: mlp on data=4"
+else
+    bad "model: mlp on data=4" "$(grep communication out.txt)"
+fi
+# nothing split: nothing to communicate
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '^communication per step: 0 collectives' out.txt; then
+    ok "model: a mesh without data communicates nothing"
+else
+    bad "model: a mesh without data communicates nothing" "$(tail -3 out.txt)"
+fi
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 3 --mesh data=2 >out.txt 2>err.txt
+if [ $? -eq 1 ] && grep -q "^meshtrain: .*data=2.*3" err.txt; then
+    ok "model: mesh product vs devices"
+else
+    bad "model: mesh product vs devices" "$(cat err.txt)"
 fi
 
 test_end

@@ -339,6 +339,21 @@ static mt_status setup_mesh(mt_trainer *tr) {
     mt_status s = mt_mesh_create(c->mesh, n, &mesh);
     if (s != MT_OK) return s;
     tr->n_devices = mt_mesh_size(mesh);
+    /* the axes the strategies know; "data" splits the batch, the others
+     * replicate the work until their strategies come (issues 9, 10) */
+    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
+            known |= strcmp(mt_mesh_axis_name(mesh, a), KNOWN[k]) == 0;
+        if (!known) {
+            s = mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
+                        "axes data (splits the batch), fsdp, tensor or pipe", c->mesh,
+                        mt_mesh_axis_name(mesh, a));
+            mt_mesh_free(mesh);
+            return s;
+        }
+    }
     mt_axes ax = batch_axes(mesh);
     int parts = mt_mesh_group_size(mesh, ax);
     mt_mesh_free(mesh);
