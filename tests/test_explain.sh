@@ -2,7 +2,8 @@
 # test_explain.sh — `meshtrain explain`: for --op, the printed result type and
 # moves of a few sharding rules, worked out by hand, and the failures (an
 # ambiguous explicit matmul, a bad type, usage errors) with their exit codes
-# and one "meshtrain: " line on stderr.
+# and one "meshtrain: " line on stderr; for --model, whole programs against
+# hand-counted collectives and bytes.
 #
 #   bash tests/test_explain.sh <meshtrain binary> [<build dir>]
 set -u
