@@ -1,0 +1,169 @@
+/*
+ * test_partition.c — the partitioner on layouts other than data parallel:
+ * inputs split on a contracting dim (gathered), on two mesh axes at once,
+ * both operands of a matmul split on their contracting dim (a partial sum
+ * reduced where the loss needs it), and explicit mode refusing what it must.
+ *
+ * Every case compares the partitioned program, run on a mesh of threads,
+ * with the same program on one device: the loss, and the gradient of every
+ * (replicated) parameter, within float rounding.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+
+enum { N = 8, C = 16, H = 32, O = 4 };
+
+/* x (N,C) -> linear(w1 (H,C), b1) -> gelu -> matmul(w2ᵀ) with a second input
+ * z (H,O)... -> mse against y (N,O). The second input makes the last matmul
+ * take two data operands, so its contracting dim can be split on both. */
+static mt_tensor *build(mt_graph *g) {
+    int64_t xs[2] = {N, C}, zs[2] = {H, O}, ys[2] = {N, O}, w1s[2] = {H, C}, b1s[1] = {H};
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);
+    mt_tensor *z = mt_input(g, "z", MT_F32, 2, zs);
+    mt_tensor *y = mt_input(g, "y", MT_F32, 2, ys);
+    mt_tensor *w1 = mt_param(g, "w1", 2, w1s, (mt_init){MT_INIT_NORMAL, 0.3f});
+    mt_tensor *b1 = mt_param(g, "b1", 1, b1s, (mt_init){MT_INIT_NORMAL, 0.1f});
+    mt_tensor *h = mt_gelu(g, mt_linear(g, x, w1, b1));          /* (N,H) */
+    mt_tensor *o = mt_matmul(g, h, z, false, false);             /* (N,O) */
+    return mt_mse(g, o, y, 1.0f / (N * O));
+}
+
+/* The value of input `name` at global (i, j): the same on every mesh. */
+static float input_at(const char *name, int64_t i, int64_t j) {
+    uint64_t key = (uint64_t)name[0] * 1000003u;
+    return mt_rng_uniform(key, 1, (uint64_t)(i * 1000 + j)) - 0.5f;
+}
+
+/* Fills a local input from its global values, given its block offsets. */
+static void fill(mt_tensor *t, const char *name, int64_t off0, int64_t off1) {
+    float *d = mt_tensor_f32(t);
+    int64_t r = mt_tensor_dim(t, 0), c = mt_tensor_dim(t, 1);
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) d[i * c + j] = input_at(name, off0 + i, off1 + j);
+}
+
+typedef struct {
+    const char *mesh;            /* NULL: one device */
+    int         devices;
+    const char *spec[3];         /* partition specs of x, z, y */
+    mt_shard_mode mode;
+    float       loss;
+    float       grad[2][H * C];  /* d w1, d b1 of device 0 */
+    mt_status   status;
+    char        msg[512];
+} run_case;
+
+/* The block offset of a dim split over `axes` of the spec, for this device. */
+static int64_t offset(mt_ctx *ctx, const mt_sharding *sh, int dim, int64_t local) {
+    mt_axes ax = {0};
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (sh->dim_axes[dim] & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    return ax.n ? (int64_t)mt_axis_index(ctx, ax) * local : 0;
+}
+
+static mt_status run_device(mt_ctx *ctx, void *arg) {
+    run_case *rc = arg;
+    const char *names[3] = {"x", "z", "y"};
+    mt_graph *g = mt_graph_create(), *local = g;
+    mt_tensor *loss = build(g), *lloss = loss;
+    mt_sharding sh[3] = {{{0}, 0}};
+    mt_status s = mt_graph_status(g);
+    if (ctx) {
+        for (int k = 0; k < 3 && s == MT_OK; k++) {
+            s = mt_sharding_parse(mt_ctx_mesh(ctx), rc->spec[k], 2, &sh[k]);
+            if (s == MT_OK) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh[k]);
+        }
+        mt_partition_opts po = {.mode = rc->mode};
+        if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &lloss);
+    }
+    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3});
+    for (int k = 0; k < 3 && s == MT_OK; k++) {
+        mt_tensor *t = mt_graph_find(local, names[k]);
+        fill(t, names[k], ctx ? offset(ctx, &sh[k], 0, mt_tensor_dim(t, 0)) : 0,
+             ctx ? offset(ctx, &sh[k], 1, mt_tensor_dim(t, 1)) : 0);
+    }
+    if (s == MT_OK) s = mt_graph_forward(local);
+    if (s == MT_OK) s = mt_graph_backward(local);
+    if (s == MT_OK && (!ctx || mt_ctx_device(ctx) == 0)) {
+        rc->loss = mt_graph_loss(local);
+        const char *params[2] = {"w1", "b1"};
+        for (int k = 0; k < 2; k++) {
+            mt_tensor *p = mt_graph_find(local, params[k]);
+            memcpy(rc->grad[k], mt_tensor_f32(mt_tensor_grad(p)),
+                   (size_t)mt_tensor_numel(p) * sizeof(float));
+        }
+    }
+    if (s != MT_OK && (!ctx || mt_ctx_device(ctx) == 0))
+        snprintf(rc->msg, sizeof rc->msg, "%s", mt_errmsg());
+    if (local != g) mt_graph_free(local);
+    mt_graph_free(g);
+    return s;
+}
+
+static run_case run(const char *mesh, int devices, const char *sx, const char *sz, const char *sy,
+                    mt_shard_mode mode) {
+    run_case rc = {.mesh = mesh, .devices = devices, .spec = {sx, sz, sy}, .mode = mode};
+    if (!mesh) {
+        rc.status = run_device(NULL, &rc);
+        return rc;
+    }
+    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 30, .kernel_threads = 1};
+    rc.status = mt_launch(&o, run_device, &rc);
+    if (rc.status != MT_OK) snprintf(rc.msg, sizeof rc.msg, "%s", mt_errmsg());
+    return rc;
+}
+
+static void check_same(const run_case *got, const run_case *one, const char *what) {
+    MT_CHECK(got->status == MT_OK, "%s: %s", what, got->msg);
+    MT_CHECK_CLOSE(got->loss, one->loss, 1e-5, "%s: loss", what);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < (k ? H : H * C); i++)
+            MT_CHECK_CLOSE(got->grad[k][i], one->grad[k][i], 1e-5, "%s: d%s[%d]", what,
+                           k ? "b1" : "w1", i);
+}
+
+MT_TEST(layouts_equal_one_device) {
+    run_case one = run(NULL, 1, "", "", "", MT_SHARD_AUTO);
+    MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+    static const struct { const char *mesh; int n; const char *x, *z, *y; } CASES[] = {
+        {"data=2", 2, "data", "", "data"},            /* data parallel */
+        {"data=4", 4, "data", "", "data"},
+        {"m=2", 2, "_,m", "", ""},                    /* x's contracting dim split: gathered */
+        {"a=2,b=2", 4, "a,b", "", "a"},               /* both dims of x, over two axes */
+        {"a=2,b=2", 4, "b", "", "_,a"},               /* y split on its other dim: resharded */
+        {"m=2", 2, "", "m", ""},                      /* z's contracting dim: a gather */
+        {"a=2,b=2", 4, "a", "_,b", "a,b"},            /* the result split over both axes */
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char what[160];
+        snprintf(what, sizeof what, "mesh %s, x '%s', z '%s', y '%s'", CASES[i].mesh, CASES[i].x,
+                 CASES[i].z, CASES[i].y);
+        run_case got = run(CASES[i].mesh, CASES[i].n, CASES[i].x, CASES[i].z, CASES[i].y,
+                           MT_SHARD_AUTO);
+        check_same(&got, &one, what);
+    }
+}
+
+/* h (N,H) after a column split of x's contracting dim... simpler: h is
+ * batch-whole; splitting z's contracting dim H and h's H (via the gelu's
+ * input) on the same axis makes the product a partial sum. Auto mode keeps
+ * it and reduces it at the loss; explicit mode refuses at partition time. */
+MT_TEST(partial_sum_auto_and_explicit) {
+    run_case one = run(NULL, 1, "", "", "", MT_SHARD_AUTO);
+    MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+    /* z (H@m, O) against h (N, H): h's H is whole, so z is gathered in both
+     * modes (one contracting dim split: the FSDP pattern, not ambiguous) */
+    run_case ex = run("m=2", 2, "", "m", "", MT_SHARD_EXPLICIT);
+    check_same(&ex, &one, "explicit, z's contracting dim split");
+    /* x (N, C@m) and y (N, O@m): the linear gathers x; the mse's operands
+     * then disagree (o whole, y split): auto slices, explicit refuses */
+    run_case bad = run("m=2", 2, "", "", "_,m", MT_SHARD_EXPLICIT);
+    MT_CHECK(bad.status == MT_ESHARDING, "explicit mse with differing layouts: %s (%s)",
+             mt_status_name(bad.status), bad.msg);
+    MT_CHECK(strstr(bad.msg, "mse"), "the message names the op: %s", bad.msg);
+    run_case fixed = run("m=2", 2, "", "", "_,m", MT_SHARD_AUTO);
+    check_same(&fixed, &one, "auto, y split on O");
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
