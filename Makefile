@@ -5,8 +5,10 @@
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, then the whole suite again as released
 #   make bench    GPT training step against PyTorch (bench-gpt), the
-#                 collectives against plain MPI (bench-collectives), and
-#                 compile time against depth (bench-compile)
+#                 collectives against plain MPI (bench-collectives),
+#                 compile time against depth (bench-compile), and data
+#                 parallel training against one device and PyTorch DDP
+#                 (bench-dp)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -75,7 +77,7 @@ TSAN_TESTS := test_comm test_graph test_dp
 TSAN_REGEX := ^(test_comm|test_graph|test_dp)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench install clean
+        bench-compile bench-dp bench install clean
 
 all: build
 
@@ -146,7 +148,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile
+bench: bench-gpt bench-collectives bench-compile bench-dp
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
@@ -159,6 +161,9 @@ bench-collectives: deps build
 # graph build and compile time against depth, next to a training step (issue 7)
 bench-compile: deps build
 	$(BUILD)/bench_compile
+
+bench-dp: deps-bench build
+	bash bench/run_dp.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).
