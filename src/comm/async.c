@@ -12,6 +12,12 @@
  * and including the one waited for, in start order, and any blocking
  * collective first completes the whole queue, so every device runs its
  * collectives in the order it issued them.
+ *
+ * Trace: a request the transport started is one span from its start to its
+ * completion, named "<op> (async) <axes>" and marked async (the writer puts
+ * such spans, which overlap one another and the device's compute, on comm
+ * lanes beside the device's track). A queued request runs as a blocking
+ * collective at its wait, and is that collective's span.
  */
 #include "comm/coll_impl.h"
 
@@ -51,14 +57,25 @@ static mt_status enqueue(mt_ctx *ctx, const char *what, const mt_pending *p, boo
     q->g = g;
     q->eager = false;
     q->tag = 0;
+    q->trace_ev = -1;
     const mt_launch_state *ls = ctx->launch;
     if (ls->ops->async_start && !ls->check && g->size > 1 && ls->ops->async_eager(ctx, g, q)) {
-        /* numbered and recorded now, in issue order; the span is the start's */
+        /* numbered and recorded now, in issue order; the span begins here
+         * and ends at completion (end_span) */
         mt_coll_desc d = pending_desc(q, g);
+        const int n_events = ctx->trace.n;
         st = mt__coll_begin(ctx, g, &d);
         if (st == MT_OK) st = ls->ops->async_start(ctx, g, q);
         if ((st = mt__coll_end(ctx, g, &d, st)) != MT_OK) return st;   /* not started */
         q->eager = true;
+        if (ctx->trace.events && ctx->trace.n > n_events) {
+            mt_trace_event *ev = &ctx->trace.events[ctx->trace.n - 1];
+            char name[128];
+            snprintf(name, sizeof name, "%s (async) %s", mt__coll_name(d.kind), g->label);
+            snprintf(ev->name, sizeof ev->name, "%.*s", (int)sizeof ev->name - 1, name);
+            ev->is_async = true;
+            q->trace_ev = ctx->trace.n - 1;
+        }
     }
     ctx->n_pending++;
     q->id = ++ctx->next_request;
@@ -110,16 +127,24 @@ mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, voi
 /* Completing                                                                */
 /* ======================================================================== */
 
+/* Ends the span of a started request at its completion (tracing). */
+static void end_span(mt_ctx *ctx, const mt_pending *p) {
+    if (p->trace_ev >= 0 && p->trace_ev < ctx->trace.n)
+        ctx->trace.events[p->trace_ev].t1 = mt_time_now() - ctx->t_start;
+}
+
 /* Runs one request: completes one the transport started, or runs a queued
  * one as its blocking collective. */
 static mt_status run_pending(mt_ctx *ctx, mt_pending *p) {
     if (p->eager) {
-        /* the transport started it: complete it (peers may have already) */
-        mt_coll_desc d = pending_desc(p, p->g);
-        d.t0 = mt_time_now();
-        ctx->deadline = d.t0 + ctx->launch->timeout_s;
+        /* the transport started it: complete it (peers may have already).
+         * Its record and span were made at the start: no new ones */
+        ctx->deadline = mt_time_now() + ctx->launch->timeout_s;
         atomic_store_explicit(&ctx->record->in_collective, 1, memory_order_relaxed);
-        return mt__coll_end(ctx, p->g, &d, ctx->launch->ops->async_wait(ctx, p->g, p));
+        mt_status st = ctx->launch->ops->async_wait(ctx, p->g, p);
+        atomic_store_explicit(&ctx->record->in_collective, 0, memory_order_relaxed);
+        end_span(ctx, p);
+        return st;
     }
     switch (p->kind) {
     case MT_COLL_ALL_REDUCE:
@@ -145,8 +170,10 @@ static void settle_started(mt_ctx *ctx, int from, mt_status st) {
     snprintf(msg, sizeof msg, "%s", mt_errmsg());
     mt__launch_fail(ctx->launch, ctx->device, st, msg);
     for (int i = from; i < ctx->n_pending; i++)
-        if (ctx->pending[i].eager)
+        if (ctx->pending[i].eager) {
             (void)ctx->launch->ops->async_wait(ctx, ctx->pending[i].g, &ctx->pending[i]);
+            end_span(ctx, &ctx->pending[i]);
+        }
     mt_fail(st, "%s", msg);
 }
 

@@ -91,6 +91,8 @@ typedef struct {
     mt_group  *g;         /* resolved at start */
     bool       eager;     /* started in the transport (async_start): finish with async_wait */
     uint64_t   tag;       /* the transport's number for it */
+    int        trace_ev;  /* eager, tracing: its span's index in ctx->trace, ended at
+                             completion; -1 none */
 } mt_pending;
 
 struct mt_ctx {

@@ -5,19 +5,53 @@
  * record their failure in g->run_status through the environment; a run
  * checks it after every node and stops at the first failure, returning it
  * with the node named before comm's message.
+ *
+ * Overlap. In W, a psum marked async (pvary's backward: the data-parallel
+ * gradient all-reduce) does not run when reached: its reduction starts
+ * asynchronously, in place on its input (pvary's output gradient, read by
+ * nothing else), and the W nodes after it run meanwhile. It completes (the
+ * wait, then out = or += the reduced input) before the first later node that
+ * touches its input or output (node->defer_until, from the plan), when
+ * MT_MAX_PENDING are in flight and another starts (the oldest first), and at
+ * the end of W, in start order. Each gradient is its own request ("bucket");
+ * small ones run at their wait on comm's latency path. Nothing is left in
+ * flight when backward_w returns, whether it succeeds or fails.
+ *
+ * With a device (g->ctx) the phases are regions on its trace track
+ * ("forward", "backward B", "backward W"; no-ops unless the launch traces).
+ * Regions do not nest: one the caller opened is closed by the next phase.
  */
 #include "graph/graph_impl.h"
+#include "ops/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Wraps a call's failure (its message in mt_errmsg()) with the node. */
-static mt_status node_failed(mt_graph *g, const mt_node *n) {
-    static const char *phase_name[3] = {"forward", "backward B", "backward W"};
-    mt_status s = g->run_status;
-    g->run_status = MT_OK;
+static const char *const phase_name[3] = {"forward", "backward B", "backward W"};
+
+/* Wraps a failure `s` (its message in mt_errmsg()) with the node. */
+static mt_status wrap_node(mt_graph *g, const mt_node *n, mt_status s) {
     return mt_fail_wrap(s, "%s node %d (%s -> '%s')", phase_name[n->phase], (int)(n - g->nodes),
                         mt__op_def(n->call.op)->name, n->call.out->name);
+}
+
+/* Wraps a call's failure (g->run_status) with the node. */
+static mt_status node_failed(mt_graph *g, const mt_node *n) {
+    mt_status s = g->run_status;
+    g->run_status = MT_OK;
+    return wrap_node(g, n, s);
+}
+
+/* Adds one call's time and cost to its op's row (profiling on). */
+static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool count) {
+    double fl = 0, by = 0;
+    mt__op_def(c->op)->cost(c, &fl, &by);
+    mt_op_profile *p = &g->profile[c->op];
+    p->seconds += seconds;
+    if (!count) return;
+    p->calls++;
+    p->flops += fl;
+    p->bytes += by;
 }
 
 /* Runs one node; with profiling on, adds its time to its op's row. While the
@@ -40,15 +74,81 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
     }
     double t0 = mt_time_now();
     def->run(&g->env, c);
-    double fl = 0, by = 0;
-    def->cost(c, &fl, &by);
-    mt_op_profile *p = &g->profile[c->op];
-    p->seconds += mt_time_now() - t0;
-    p->calls++;
-    p->flops += fl;
-    p->bytes += by;
+    profile_add(g, c, mt_time_now() - t0, true);
     return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
 }
+
+/* ======================================================================== */
+/* Deferred reductions (W)                                                   */
+/* ======================================================================== */
+
+/* Completes the oldest `k` reductions in flight, in start order: waits for
+ * each, then out (+)= its reduced input, honouring acc and, while the
+ * gradients are marked zero, the first contribution (as run_node). After a
+ * failed wait the rest are still waited for (they fail fast: the launch is
+ * failing), so none stays in flight; the first failure is returned, wrapped
+ * with its node. */
+static mt_status complete_oldest(mt_graph *g, int k) {
+    mt_status first = MT_OK;
+    char msg[1024];
+    for (int i = 0; i < k; i++) {
+        const mt_inflight *f = &g->inflight[i];
+        const mt_node *n = &g->nodes[f->node];
+        double t0 = g->profile ? mt_time_now() : 0;
+        mt_request req = f->req;
+        mt_status s = mt_wait(g->ctx, &req);
+        if (s != MT_OK) {
+            if (first == MT_OK) {   /* kept: the next waits raise messages of their own */
+                first = wrap_node(g, n, s);
+                snprintf(msg, sizeof msg, "%s", mt_errmsg());
+            }
+            continue;
+        }
+        if (first != MT_OK) continue;
+        const mt_op_call *c = &n->call;
+        bool acc = c->acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
+        mt_kernel_scale(mt_tensor_f32(c->out), mt_tensor_f32(c->in[0]), 1.0f,
+                        mt_tensor_numel(c->out), acc);
+        if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+    }
+    memmove(g->inflight, g->inflight + k, (size_t)(g->n_inflight - k) * sizeof *g->inflight);
+    g->n_inflight -= k;
+    if (first != MT_OK) return mt_fail(first, "%s", msg);
+    return MT_OK;
+}
+
+/* Before the W node at position j: completes every reduction that must be
+ * done by then, with the ones started before it (start order). */
+static mt_status complete_due(mt_graph *g, int j) {
+    int k = 0;
+    for (int i = 0; i < g->n_inflight; i++)
+        if (g->inflight[i].until <= j) k = i + 1;
+    return k ? complete_oldest(g, k) : MT_OK;
+}
+
+/* Starts node n's reduction in place on its input and leaves it in flight.
+ * When comm's queue is full of the caller's own requests, runs the node as
+ * it comes instead. */
+static mt_status start_reduction(mt_graph *g, const mt_node *n) {
+    mt_status s;
+    if (g->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
+    const mt_op_call *c = &n->call;
+    double t0 = g->profile ? mt_time_now() : 0;
+    mt_inflight *f = &g->inflight[g->n_inflight];
+    s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                            (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
+    if (s == MT_ESTATE) return run_node(g, n);
+    if (s != MT_OK) return wrap_node(g, n, s);
+    f->node = (int)(n - g->nodes);
+    f->until = n->defer_until;
+    g->n_inflight++;
+    if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Runs                                                                      */
+/* ======================================================================== */
 
 static mt_status check_compiled(mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
@@ -58,11 +158,21 @@ static mt_status check_compiled(mt_graph *g, const char *what) {
     return MT_OK;
 }
 
+/* Marks a phase on the device's trace track (no-op without a device). */
+static void phase_begin(mt_graph *g, mt_phase ph) {
+    if (g->ctx) mt_trace_begin(g->ctx, phase_name[ph]);
+}
+static void phase_end(mt_graph *g) {
+    if (g->ctx) mt_trace_end(g->ctx);
+}
+
 mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
-    for (int i = 0; i < g->n_forward; i++)
-        if ((s = run_node(g, &g->nodes[i])) != MT_OK) return s;
+    phase_begin(g, MT_PHASE_F);
+    for (int i = 0; i < g->n_forward && s == MT_OK; i++) s = run_node(g, &g->nodes[i]);
+    phase_end(g);
+    if (s != MT_OK) return s;
     g->loss_value = *(const float *)g->loss->data;
     return MT_OK;
 }
@@ -72,17 +182,33 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
-    for (int j = 0; j < g->n_b; j++)
-        if ((s = run_node(g, &g->nodes[g->order_b[j]])) != MT_OK) return s;
-    return MT_OK;
+    phase_begin(g, MT_PHASE_B);
+    for (int j = 0; j < g->n_b && s == MT_OK; j++) s = run_node(g, &g->nodes[g->order_b[j]]);
+    phase_end(g);
+    return s;
 }
 
 mt_status mt_graph_backward_w(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_w");
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    for (int j = 0; j < g->n_w; j++)
-        if ((s = run_node(g, &g->nodes[g->order_w[j]])) != MT_OK) return s;
+    phase_begin(g, MT_PHASE_W);
+    g->n_inflight = 0;
+    for (int j = 0; j < g->n_w && s == MT_OK; j++) {
+        const mt_node *n = &g->nodes[g->order_w[j]];
+        if ((s = complete_due(g, j)) != MT_OK) break;
+        s = n->defer_until >= 0 && !g->sync_reduce ? start_reduction(g, n) : run_node(g, n);
+    }
+    if (s == MT_OK) {
+        s = complete_oldest(g, g->n_inflight);
+    } else if (g->n_inflight) {   /* none may stay in flight; keep the first failure */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_errmsg());
+        (void)complete_oldest(g, g->n_inflight);
+        mt_fail(s, "%s", msg);
+    }
+    phase_end(g);
+    if (s != MT_OK) return s;
     g->grads_zero = false;
     return MT_OK;
 }

@@ -208,9 +208,14 @@ static void grad_all_to_all(mt_graph *g, const mt_op_call *f) {
 
 /* A replicated value met device-varying ones: its cotangent is a partial
  * sum per device. On a parameter this is data parallelism's gradient
- * all-reduce, and it lands in W (the value is derived from parameters only). */
+ * all-reduce, and it lands in W (the value is derived from parameters only).
+ * Its input, pvary's output gradient, has no other reader, so the reduction
+ * may run in place on it, asynchronously: marked `async`, the W runner
+ * starts it when reached and completes it before anything needs its result
+ * (exec.c); in B it runs as it comes. */
 static void grad_pvary(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = coll(f, MT_OP_PSUM, -1, -1);
+    d.p.coll.async = true;
     mt__emit_grad(g, f->in[0], &d);
 }
 

@@ -31,7 +31,20 @@ typedef struct {
     mt_op_call call;                      /* what runs */
     mt_phase   phase;
     uint8_t    param_first;               /* MT_FIRST_OUT | MT_FIRST_OUT2 */
+    /* A W node whose psum may be deferred (call.p.coll.async): the position
+     * in the W order before which its reduction must be complete, because
+     * the node there touches its input or output (n_w: the end of W). -1
+     * for every other node. Set by the plan, which keeps the input alive
+     * until then. */
+    int        defer_until;
 } mt_node;
+
+/* A deferred reduction in flight during mt_graph_backward_w (exec.c). */
+typedef struct {
+    mt_request req;
+    int        node;                      /* index in g->nodes */
+    int        until;                     /* its node's defer_until */
+} mt_inflight;
 
 /* Accumulated cost of one op kind while profiling. */
 typedef struct {
@@ -61,6 +74,11 @@ struct mt_graph {
     mt_op_env   env;                      /* kernel threads, per-thread scratch, ctx, &run_status */
     mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
     mt_status   run_status;               /* a failed call of the current run (env.status) */
+    /* deferred gradient reductions of the running backward_w, in start
+     * order (at most MT_MAX_PENDING: the oldest completes first) */
+    mt_inflight inflight[MT_MAX_PENDING];
+    int         n_inflight;
+    bool        sync_reduce;              /* tests, benchmarks: run them when reached */
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
@@ -129,7 +147,9 @@ mt_grad_rule mt__grad_rule(mt_op op);
 /* ---- plan.c ---- */
 
 /* Places every tensor (persistent block or liveness-shared arena), allocates,
- * points each tensor at its bytes, and sizes the kernels' scratch. */
+ * points each tensor at its bytes, and sizes the kernels' scratch. Sets
+ * every node's defer_until first (a deferred reduction's buffers live until
+ * it completes). */
 mt_status  mt__plan_buffers(mt_graph *g);
 
 #endif /* MT_GRAPH_IMPL_H */

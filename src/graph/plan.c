@@ -15,6 +15,12 @@
  * by size this replaces) was cubic in the depth. The arena stays within a
  * few percent of the peak of live bytes (tests/test_graph.c checks 15%).
  * After this nothing allocates while the graph runs.
+ *
+ * A deferred reduction (a W psum marked async: exec.c starts it in place on
+ * its input and completes it later) holds its input's buffer, and writes its
+ * output, until it completes: before the first later W node that touches
+ * either (the node's defer_until), or at the end of W. Both tensors are
+ * kept alive until then.
  */
 #include "graph/graph_impl.h"
 
@@ -142,7 +148,43 @@ static int by_death(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* ======================================================================== */
+/* Deferred reductions                                                       */
+/* ======================================================================== */
+
+static bool deferrable(const mt_node *n) {
+    return n->phase == MT_PHASE_W && n->call.op == MT_OP_PSUM && n->call.p.coll.async;
+}
+
+/* Sets every node's defer_until: -1, or for a deferrable W node the first
+ * later W position whose node touches the storage of its input or output
+ * (n_w if none). One walk of the W order backwards, keeping for every
+ * storage root the next position that touches it. */
+static mt_status plan_deferred(mt_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].defer_until = -1;
+    int *next = malloc(((size_t)g->n_tensors + 1) * sizeof *next);
+    if (!next) return mt_fail(MT_ENOMEM, "out of memory planning the gradient reductions");
+    for (int i = 0; i < g->n_tensors; i++) next[i] = g->n_w;
+    for (int j = g->n_w - 1; j >= 0; j--) {
+        mt_node *n = &g->nodes[g->order_w[j]];
+        const mt_op_call *c = &n->call;
+        if (deferrable(n)) {
+            int a = next[mt__storage_root(c->in[0])->id], b = next[mt__storage_root(c->out)->id];
+            n->defer_until = a < b ? a : b;
+        }
+        mt_tensor *touched[4 + MT_MAX_INPUTS] = {c->out, c->out2, c->aux[0], c->aux[1]};
+        for (int k = 0; k < c->n_in; k++) touched[4 + k] = c->in[k];
+        for (int k = 0; k < 4 + c->n_in; k++)
+            if (touched[k]) next[mt__storage_root(touched[k])->id] = j;
+    }
+    free(next);
+    return MT_OK;
+}
+
 mt_status mt__plan_buffers(mt_graph *g) {
+    mt_status st = plan_deferred(g);
+    if (st != MT_OK) return st;
+
     /* 1. Lifetimes, in run order: forward nodes, then B, then W. */
     int pos = 0;
     for (int i = 0; i < g->n_forward; i++, pos++) {
@@ -158,6 +200,16 @@ mt_status mt__plan_buffers(mt_graph *g) {
             touch(c->out, pos); touch(c->out2, pos);
             for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
         }
+    }
+    /* a deferred reduction's input and output live until it completes: the
+     * position of the node that needs them (which may reuse nothing of
+     * theirs: births there precede deaths), or the last W position */
+    for (int j = 0; j < g->n_w; j++) {
+        const mt_node *n = &g->nodes[g->order_w[j]];
+        if (n->defer_until < 0) continue;
+        int until = pos - g->n_w + (n->defer_until < g->n_w ? n->defer_until : g->n_w - 1);
+        touch(n->call.in[0], until);
+        touch(n->call.out, until);
     }
 
     /* 2. Persistent block. */

@@ -95,12 +95,17 @@ typedef struct { int64_t batch, R, Cc; } mt_transpose_params;
  * (all_to_all's concat dim), -1 where unused; ppermute's pairs[k] = {source
  * rank, destination rank}, owned by the graph that made the call. The group
  * size P and rank r come from env->ctx when the call runs; the local shapes
- * from the tensors. */
+ * from the tensors. `async` (PSUM only): the call's input is read by this
+ * call alone and nothing in its phase waits for its output but later writers
+ * of the same gradient, so a runner may start the reduction in place on the
+ * input and complete it later (graph/exec.c does so in W: pvary's backward,
+ * the data-parallel gradient all-reduce). run() ignores it. */
 typedef struct {
     mt_axes     axes;
     int         dim, dim2;
     int         n_pairs;
     const int (*pairs)[2];
+    bool        async;
 } mt_coll_params;
 
 /* An op's parameters: the member its mt_op line names (none for the rest). */

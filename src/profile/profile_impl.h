@@ -25,6 +25,8 @@ typedef struct {
     char     name[48];
     uint64_t bytes;        /* collectives; 0 for compute */
     bool     is_comm;
+    bool     is_async;     /* a collective in flight while the device went on
+                              (started, completed later): may overlap anything */
 } mt_trace_event;
 
 /* One device's events in the order they began. It grows by doubling (one

@@ -17,7 +17,15 @@
  *
  * ts/dur are microseconds since the launch started. "seq" is the collective's
  * 1-based sequence number on its device: every collective is recorded, in
- * issue order, so it is the ordinal of the comm event on its track.
+ * issue order, so it is the ordinal of the comm event on its track (async
+ * ones included, wherever they are drawn).
+ *
+ * Complete events on one track must nest (Perfetto drops those that do not),
+ * but an asynchronous collective runs from its start to its completion while
+ * the device computes and starts others: such events go on lanes of their
+ * own below the device's track, "device 2 comm 1", "device 2 comm 2", ...
+ * (tid LANE_TID + 64·device + lane, only the lanes used), each event on the
+ * first lane free at its start, so that no two on a lane overlap.
  *
  * JSON must be UTF-8, and one stray byte in a region name (Latin-1 text, a
  * name cut in the middle of a character) would make the whole file
@@ -144,6 +152,33 @@ static void put_json_string(FILE *f, const char *s, size_t cap) {
     fputc('"', f);
 }
 
+/* Lanes of a track's async events: the end of the last event on each. */
+#define LANE_TID  100000
+#define MAX_LANES 63
+typedef struct {
+    double end[MAX_LANES];
+    int    n;
+} lanes;
+
+/* The lane (1-based) of an event from t0 to t1: the first one free at t0
+ * (events come in the order they began), a new one, or when all are taken
+ * the last (its events then overlap). */
+static int lane_take(lanes *l, double t0, double t1) {
+    int k = 0;
+    while (k < l->n && l->end[k] > t0) k++;
+    if (k == MAX_LANES) k = MAX_LANES - 1;
+    if (k == l->n) l->n++;
+    if (t1 > l->end[k]) l->end[k] = t1;
+    return k + 1;
+}
+
+/* The end of event i of a track (an open region ends with the track). */
+static double event_end(const mt_trace_track *tr, int i) {
+    const mt_trace_event *e = &tr->events[i];
+    double t1 = i == tr->open ? tr->t_end : e->t1;
+    return t1 < e->t0 ? e->t0 : t1;
+}
+
 mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks) {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -157,19 +192,33 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
                 "\"args\":{\"name\":\"device %d\"}}", dev, dev);
         fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                "\"args\":{\"sort_index\":%d}}", dev, dev);
+                "\"args\":{\"sort_index\":%d}}", dev, dev * (MAX_LANES + 1));
+        lanes l = {.n = 0};
+        for (int i = 0; i < tracks[t].n; i++)
+            if (tracks[t].events[i].is_async)
+                (void)lane_take(&l, tracks[t].events[i].t0, event_end(&tracks[t], i));
+        for (int k = 1; k <= l.n; k++) {
+            const int tid = LANE_TID + dev * (MAX_LANES + 1) + k;
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                    "\"args\":{\"name\":\"device %d comm %d\"}}", tid, dev, k);
+            fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                    "\"args\":{\"sort_index\":%d}}", tid, dev * (MAX_LANES + 1) + k);
+        }
     }
     for (int t = 0; t < n_tracks; t++) {
         const mt_trace_track *tr = &tracks[t];
         uint64_t seq = 0;
+        lanes l = {.n = 0};
         for (int i = 0; i < tr->n; i++) {
             const mt_trace_event *e = &tr->events[i];
-            double t1 = i == tr->open ? tr->t_end : e->t1;
-            if (t1 < e->t0) t1 = e->t0;
+            const double t1 = event_end(tr, i);
+            int tid = tr->device;
+            if (e->is_async)
+                tid = LANE_TID + tr->device * (MAX_LANES + 1) + lane_take(&l, e->t0, t1);
             fputs(",\n{\"name\":", f);
             put_json_string(f, e->name, sizeof e->name);
             fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
-                    e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tr->device);
+                    e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tid);
             if (e->is_comm)
                 fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu}",
                         (unsigned long long)e->bytes, (unsigned long long)++seq);
