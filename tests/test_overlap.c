@@ -231,6 +231,74 @@ MT_TEST(deferred_gradients_are_exact_on_4_devices) {
 }
 
 /* ======================================================================== */
+/* More reductions than may be in flight; a caller holding requests          */
+/* ======================================================================== */
+
+/* L = Σ_k Σ x ⊙ pvary(p_k), NP parameters of N floats (large enough for the
+ * transport to start them at once): grad p_k = Σ over devices of x. More
+ * than MT_MAX_PENDING, so the oldest completes before another starts. With
+ * `hold`, the caller first starts MT_MAX_PENDING requests of its own and
+ * waits for them after the backward: the queue is full, so the reductions
+ * run as they come until a blocking one empties it. */
+enum { NP = MT_MAX_PENDING + 5, N = 2048 };
+
+static mt_status many_device(mt_ctx *ctx, void *arg) {
+    const bool hold = *(const bool *)arg;
+    const int me = mt_ctx_device(ctx), P = mt_mesh_size(mt_ctx_mesh(ctx));
+    mt_axes data;
+    DEV_OK(mt_ctx_axes(ctx, "data", &data));
+    mt_graph *g = mt_graph_create();
+    DEV_OK(mt_graph_set_ctx(g, ctx));
+    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){N}), *p[NP], *loss = NULL;
+    for (int k = 0; k < NP; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", k);
+        p[k] = mt_param(g, name, 1, (int64_t[]){N}, (mt_init){MT_INIT_ZEROS, 0});
+        mt_tensor *term = mt_sum(g, mt_mul(g, x, mt_graph_pvary(g, p[k], data)));
+        loss = loss ? mt_add(g, loss, term) : term;
+    }
+    DEV_OK(mt_graph_compile(g, loss, NULL));
+    fill(x, me, 1);
+    float mine[MT_MAX_PENDING][8];   /* the caller's own requests' buffers */
+    mt_request req[MT_MAX_PENDING];
+    if (hold)
+        for (int r = 0; r < MT_MAX_PENDING; r++) {
+            for (int i = 0; i < 8; i++) mine[r][i] = (float)(r + me);
+            DEV_OK(mt_all_reduce_start(ctx, data, mine[r], 8, MT_F32, MT_REDUCE_SUM, &req[r]));
+        }
+    mt_status s = fwd_bwd(g);
+    for (int r = 0; hold && r < MT_MAX_PENDING; r++) {
+        mt_status w = mt_wait(ctx, &req[r]);
+        if (s == MT_OK) s = w;
+        double want = (double)r * P + (double)P * (P - 1) / 2;
+        if (s == MT_OK && mine[r][7] != want)
+            s = mt_fail(MT_EINTERNAL, "the caller's request %d gave %g, want %g", r, mine[r][7], want);
+    }
+    for (int k = 0; k < NP && s == MT_OK; k++) {
+        const float *gd = mt_tensor_f32(mt_tensor_grad(p[k]));
+        for (int64_t i = 0; i < N && s == MT_OK; i++) {
+            double want = 0;
+            for (int d = 0; d < P; d++) want += val(d, i, 1);
+            if (gd[i] != want)
+                s = mt_fail(MT_EINTERNAL, "grad p%d[%lld] = %g, want %g", k, (long long)i, gd[i], want);
+        }
+    }
+    mt_graph_free(g);
+    return s;
+}
+
+MT_TEST(more_reductions_than_may_be_in_flight) {
+    for (int devices = 2; devices <= 4; devices += 2)
+        for (int hold = 0; hold < 2; hold++) {
+            bool h = hold;
+            mt_launch_opts o = opts_for(devices, NULL);
+            mt_status s = mt_launch(&o, many_device, &h);
+            MT_CHECK(s == MT_OK, "%d devices%s: %s", devices,
+                     hold ? ", the caller holding requests" : "", mt_errmsg());
+        }
+}
+
+/* ======================================================================== */
 /* The trace shows the overlap                                               */
 /* ======================================================================== */
 
