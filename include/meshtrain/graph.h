@@ -208,7 +208,16 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
  * gives exactly the gradient mt_graph_backward() gives. Buffers are planned
  * for that order: do not run a forward between the B and the W of the same
  * graph. A parameter the loss does not use gets no gradient (its
- * mt_tensor_grad() is NULL) and optimizers leave it as it is. */
+ * mt_tensor_grad() is NULL) and optimizers leave it as it is.
+ * On a device (mt_graph_set_ctx), pvary's gradient all-reduce overlaps the
+ * rest of W: it starts (mt_all_reduce_start, on the device's request queue,
+ * at most MT_MAX_PENDING in flight) when W reaches it and completes before
+ * anything needs it, at the latest when mt_graph_backward_w returns; every
+ * device of the group must run the same graph. Requests the caller holds
+ * across a backward share that queue (when it is full a reduction runs as it
+ * comes), so every device must hold as many. Each phase is a region on the
+ * device's trace track ("forward", "backward B", "backward W"), which ends a
+ * region the caller opened. */
 mt_status mt_graph_forward(mt_graph *g);
 mt_status mt_graph_backward_b(mt_graph *g);
 mt_status mt_graph_backward_w(mt_graph *g);

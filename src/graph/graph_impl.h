@@ -78,7 +78,8 @@ struct mt_graph {
      * order (at most MT_MAX_PENDING: the oldest completes first) */
     mt_inflight inflight[MT_MAX_PENDING];
     int         n_inflight;
-    bool        sync_reduce;              /* tests, benchmarks: run them when reached */
+    bool        sync_reduce;              /* tests, benchmarks: run them when reached
+                                             (the same on every device of the group) */
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
