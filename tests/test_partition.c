@@ -13,9 +13,8 @@
 
 enum { N = 8, C = 16, H = 32, O = 4 };
 
-/* x (N,C) -> linear(w1 (H,C), b1) -> gelu -> matmul(w2ᵀ) with a second input
- * z (H,O)... -> mse against y (N,O). The second input makes the last matmul
- * take two data operands, so its contracting dim can be split on both. */
+/* x (N,C) -> linear(w1 (H,C), b1) -> gelu -> h (N,H) · z (H,O) -> mse
+ * against y (N,O); x, z and y are inputs, so any of their dims can be split. */
 static mt_tensor *build(mt_graph *g) {
     int64_t xs[2] = {N, C}, zs[2] = {H, O}, ys[2] = {N, O}, w1s[2] = {H, C}, b1s[1] = {H};
     mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);
@@ -145,25 +144,101 @@ MT_TEST(layouts_equal_one_device) {
     }
 }
 
-/* h (N,H) after a column split of x's contracting dim... simpler: h is
- * batch-whole; splitting z's contracting dim H and h's H (via the gelu's
- * input) on the same axis makes the product a partial sum. Auto mode keeps
- * it and reduces it at the loss; explicit mode refuses at partition time. */
-MT_TEST(partial_sum_auto_and_explicit) {
+/* Explicit mode gathers where exactly one contracting dim is split (the
+ * FSDP pattern is not ambiguous) and refuses layouts an op cannot take;
+ * auto mode moves the data instead. */
+MT_TEST(explicit_mode_refuses_auto_moves) {
     run_case one = run(NULL, 1, "", "", "", MT_SHARD_AUTO);
     MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
-    /* z (H@m, O) against h (N, H): h's H is whole, so z is gathered in both
-     * modes (one contracting dim split: the FSDP pattern, not ambiguous) */
+    /* z (H@m, O) against h (N, H): only z's contracting dim is split */
     run_case ex = run("m=2", 2, "", "m", "", MT_SHARD_EXPLICIT);
     check_same(&ex, &one, "explicit, z's contracting dim split");
-    /* x (N, C@m) and y (N, O@m): the linear gathers x; the mse's operands
-     * then disagree (o whole, y split): auto slices, explicit refuses */
+    /* y (N, O@m) against the whole prediction: auto slices, explicit refuses */
     run_case bad = run("m=2", 2, "", "", "_,m", MT_SHARD_EXPLICIT);
     MT_CHECK(bad.status == MT_ESHARDING, "explicit mse with differing layouts: %s (%s)",
              mt_status_name(bad.status), bad.msg);
     MT_CHECK(strstr(bad.msg, "mse"), "the message names the op: %s", bad.msg);
     run_case fixed = run("m=2", 2, "", "", "_,m", MT_SHARD_AUTO);
     check_same(&fixed, &one, "auto, y split on O");
+}
+
+/* ---- a partial sum: both contracting dims split on the same axis ---------- */
+
+/* loss = Σ (a (N,H) · b (H,O)) ⊙ p (O): with a's and b's H split over m, the
+ * product is a partial sum over m; auto keeps it through the mul and the
+ * sum (both linear in it) and reduces the loss; p's gradient is partial
+ * too and is reduced. Explicit mode refuses the matmul. */
+typedef struct {
+    const char   *mesh;
+    mt_shard_mode mode;
+    float         loss, dp[O];
+    mt_status     status;
+    char          msg[768];
+} partial_case;
+
+static mt_status partial_device(mt_ctx *ctx, void *arg) {
+    partial_case *pc = arg;
+    int64_t as[2] = {N, H}, bs[2] = {H, O}, ps[1] = {O};
+    mt_graph *g = mt_graph_create(), *local = g;
+    mt_tensor *a = mt_input(g, "a", MT_F32, 2, as), *b = mt_input(g, "b", MT_F32, 2, bs);
+    mt_tensor *p = mt_param(g, "p", 1, ps, (mt_init){MT_INIT_NORMAL, 1.0f});
+    mt_tensor *loss = mt_sum(g, mt_mul(g, mt_matmul(g, a, b, false, false), p)), *lloss = loss;
+    mt_status s = mt_graph_status(g);
+    int64_t off_a = 0, off_b = 0;
+    if (ctx && s == MT_OK) {
+        mt_sharding sa, sb;
+        mt_sharding_parse(mt_ctx_mesh(ctx), "_,m", 2, &sa);
+        mt_sharding_parse(mt_ctx_mesh(ctx), "m", 2, &sb);
+        mt_tensor_set_sharding(a, &sa);
+        mt_tensor_set_sharding(b, &sb);
+        mt_partition_opts po = {.mode = pc->mode};
+        s = mt_partition(g, loss, ctx, &po, &local, &lloss);
+        mt_axes m;
+        if (s == MT_OK) s = mt_ctx_axes(ctx, "m", &m);
+        if (s == MT_OK) off_a = off_b = mt_axis_index(ctx, m) * (H / mt_axis_size(ctx, m));
+    }
+    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 5});
+    if (s == MT_OK) {
+        fill(mt_graph_find(local, "a"), "a", 0, off_a);
+        fill(mt_graph_find(local, "b"), "b", off_b, 0);
+        s = mt_graph_forward(local);
+    }
+    if (s == MT_OK) s = mt_graph_backward(local);
+    if (s == MT_OK && (!ctx || mt_ctx_device(ctx) == 0)) {
+        pc->loss = mt_graph_loss(local);
+        memcpy(pc->dp, mt_tensor_f32(mt_tensor_grad(mt_graph_find(local, "p"))), sizeof pc->dp);
+    }
+    if (s != MT_OK) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+    if (local != g) mt_graph_free(local);
+    mt_graph_free(g);
+    return s;
+}
+
+static partial_case run_partial(const char *mesh, mt_shard_mode mode) {
+    partial_case pc = {.mesh = mesh, .mode = mode};
+    if (!mesh) {
+        pc.status = partial_device(NULL, &pc);
+        return pc;
+    }
+    mt_launch_opts o = {.mesh = mesh, .devices = 2, .timeout_s = 30, .kernel_threads = 1};
+    pc.status = mt_launch(&o, partial_device, &pc);
+    if (pc.status != MT_OK) snprintf(pc.msg, sizeof pc.msg, "%s", mt_errmsg());
+    return pc;
+}
+
+MT_TEST(partial_sum_auto_and_explicit) {
+    partial_case one = run_partial(NULL, MT_SHARD_AUTO);
+    MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+    partial_case got = run_partial("m=2", MT_SHARD_AUTO);
+    MT_CHECK(got.status == MT_OK, "auto: %s", got.msg);
+    MT_CHECK_CLOSE(got.loss, one.loss, 1e-5, "auto: loss");
+    for (int i = 0; i < O; i++) MT_CHECK_CLOSE(got.dp[i], one.dp[i], 1e-5, "auto: dp[%d]", i);
+    partial_case ex = run_partial("m=2", MT_SHARD_EXPLICIT);
+    MT_CHECK(ex.status == MT_ESHARDING, "explicit: %s (%s)", mt_status_name(ex.status), ex.msg);
+    MT_CHECK(strstr(ex.msg, "matmul") && strstr(ex.msg, "all-reduce") &&
+             strstr(ex.msg, "reduce-scatter") && strstr(ex.msg, "{U:m}") &&
+             strstr(ex.msg, "reshard"), "explicit names the op, the four answers and the way "
+             "out: %s", ex.msg);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

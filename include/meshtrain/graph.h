@@ -93,7 +93,7 @@ mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x);
  * arrays, and these nodes call the collectives of comm.h by axis name when
  * the graph runs. They are ordinary nodes with gradient rules (jax.lax's):
  *   psum          -> identity on the (replicated) cotangent
- *   all_gather    -> psum_scatter on the same dim
+ *   all_gather    -> psum_scatter on the same dim (all_gather_invariant: slice)
  *   psum_scatter  -> all_gather on the same dim
  *   ppermute      -> ppermute with the inverse pairs
  *   all_to_all    -> all_to_all with split and concat dims swapped
@@ -115,6 +115,10 @@ mt_tensor *mt_graph_psum(mt_graph *g, mt_tensor *x, mt_axes axes);
 /* out = every device's x concatenated along `dim` in group-rank order
  * (dim size × P). */
 mt_tensor *mt_graph_all_gather(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
+/* all_gather whose result counts once, as jax.lax's all_gather_invariant:
+ * the same on every device, its gradient is this device's block of the
+ * cotangent (no communication). The partitioner gathers with it. */
+mt_tensor *mt_graph_all_gather_invariant(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
 /* out = block r (r: this device's group rank) of Σ over the group of x, x's
  * `dim` split into P blocks (dim size / P; must divide). */
 mt_tensor *mt_graph_psum_scatter(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);

@@ -140,13 +140,24 @@ mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes) {
     return emit(g, MT_OP_PVARY, x, x->shape, coll(axes, -1, -1));
 }
 
-mt_tensor *mt_graph_all_gather(mt_graph *g, mt_tensor *x, mt_axes axes, int dim) {
-    int P = check_common(g, "all_gather", x, axes);
-    if (!P || !check_dim(g, "all_gather", x, axes, "dim", dim, P, false)) return NULL;
+static mt_tensor *gather(mt_graph *g, const char *name, mt_tensor *x, mt_axes axes, int dim,
+                         bool invariant) {
+    int P = check_common(g, name, x, axes);
+    if (!P || !check_dim(g, name, x, axes, "dim", dim, P, false)) return NULL;
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] *= P;
-    return emit(g, MT_OP_ALL_GATHER, x, shape, coll(axes, dim, -1));
+    mt_coll_params p = coll(axes, dim, -1);
+    p.invariant = invariant;
+    return emit(g, MT_OP_ALL_GATHER, x, shape, p);
+}
+
+mt_tensor *mt_graph_all_gather(mt_graph *g, mt_tensor *x, mt_axes axes, int dim) {
+    return gather(g, "all_gather", x, axes, dim, false);
+}
+
+mt_tensor *mt_graph_all_gather_invariant(mt_graph *g, mt_tensor *x, mt_axes axes, int dim) {
+    return gather(g, "all_gather_invariant", x, axes, dim, true);
 }
 
 /* psum_scatter and slice: dim split into P blocks, this rank's kept. */

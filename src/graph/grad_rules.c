@@ -176,7 +176,9 @@ static void grad_psum(mt_graph *g, const mt_op_call *f) {
 }
 
 static void grad_all_gather(mt_graph *g, const mt_op_call *f) {
-    mt_op_call d = coll(f, MT_OP_PSUM_SCATTER, f->p.coll.dim, -1);
+    /* a result that counts once (all_gather_invariant) sends back this
+     * device's block of its cotangent; a varying one, the sum of all of them */
+    mt_op_call d = coll(f, f->p.coll.invariant ? MT_OP_SLICE : MT_OP_PSUM_SCATTER, f->p.coll.dim, -1);
     mt__emit_grad(g, f->in[0], &d);
 }
 

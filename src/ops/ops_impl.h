@@ -99,13 +99,17 @@ typedef struct { int64_t batch, R, Cc; } mt_transpose_params;
  * call alone and nothing in its phase waits for its output but later writers
  * of the same gradient, so a runner may start the reduction in place on the
  * input and complete it later (graph/exec.c does so in W: pvary's backward,
- * the data-parallel gradient all-reduce). run() ignores it. */
+ * the data-parallel gradient all-reduce). run() ignores it. `invariant`
+ * (ALL_GATHER only): the result is the same on every device and counts
+ * once, so its gradient is this device's block of the cotangent (a slice),
+ * not a psum_scatter; run() ignores it. */
 typedef struct {
     mt_axes     axes;
     int         dim, dim2;
     int         n_pairs;
     const int (*pairs)[2];
     bool        async;
+    bool        invariant;
 } mt_coll_params;
 
 /* An op's parameters: the member its mt_op line names (none for the rest). */

@@ -101,7 +101,8 @@ static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
     mt_axes ax = axes_of(p->mesh, mv->axes);
     mt_tensor *y = NULL;
     switch (mv->kind) {
-    case MT_MOVE_ALL_GATHER:     y = mt_graph_all_gather(p->lg, x, ax, mv->dim); break;
+    /* a gathered value is the same on every device and counts once */
+    case MT_MOVE_ALL_GATHER:     y = mt_graph_all_gather_invariant(p->lg, x, ax, mv->dim); break;
     case MT_MOVE_ALL_REDUCE:     y = mt_graph_psum(p->lg, x, ax); break;
     case MT_MOVE_REDUCE_SCATTER: y = mt_graph_psum_scatter(p->lg, x, ax, mv->dim); break;
     /* the axes leave dim (made whole by concatenating) and split dim2 */
@@ -119,8 +120,9 @@ static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
 static uint32_t vary_after(uint32_t vary, const mt_move *mv) {
     switch (mv->kind) {
     case MT_MOVE_ALL_REDUCE: return vary & ~mv->axes;   /* the sum is the same everywhere */
+    case MT_MOVE_ALL_GATHER: return vary & ~mv->axes;   /* so is the gathered whole */
     case MT_MOVE_SLICE:      return vary | mv->axes;    /* each device keeps its own block */
-    default:                 return vary;               /* gathers stay varying, as in JAX */
+    default:                 return vary;
     }
 }
 
