@@ -384,6 +384,8 @@ MT_TEST(reductions_overlap_the_remaining_w) {
     int n_w = find_spans(js, "backward W", w, 8);
     int n_ar = find_spans(js, "psum (async) 'data'", ar, 64);
     int n_sync = find_spans(js, "psum 'data'", any, 64);
+    span wait[8];
+    int n_wait = find_spans(js, "wait: gradient reductions", wait, 8);
     MT_CHECK(n_w == DEVICES, "%d \"backward W\" regions, want %d", n_w, DEVICES);
     MT_CHECK(find_spans(js, "forward", any, 64) == DEVICES &&
              find_spans(js, "backward B", any, 64) == DEVICES, "forward and backward B regions");
@@ -405,10 +407,19 @@ MT_TEST(reductions_overlap_the_remaining_w) {
             if ((ar[i].tid - 100000) / 64 == d) mine[n++] = ar[i];
         MT_CHECK(n == LAYERS, "device %d: %d reductions, want %d", d, n, LAYERS);
         double w_end = wd->ts + wd->dur;
+        /* what W did not hide is waited for in a region of its own, right after W */
+        double wait_end = w_end;
+        for (int i = 0; i < n_wait; i++)
+            if (wait[i].tid == d) {
+                MT_CHECK(wait[i].ts >= w_end - 1, "device %d: the wait starts before W ends", d);
+                wait_end = wait[i].ts + wait[i].dur;
+            }
         for (int i = 0; i < n; i++)
-            MT_CHECK(mine[i].ts >= wd->ts && mine[i].ts + mine[i].dur <= w_end + 1,
-                     "device %d: reduction %d [%.0f, %.0f] us lies outside backward W [%.0f, %.0f]",
-                     d, i, mine[i].ts, mine[i].ts + mine[i].dur, wd->ts, w_end);
+            MT_CHECK(mine[i].ts >= wd->ts && mine[i].ts < w_end &&
+                     mine[i].ts + mine[i].dur <= wait_end + 1,
+                     "device %d: reduction %d [%.0f, %.0f] us does not start in backward W [%.0f, "
+                     "%.0f] and end by the end of the wait (%.0f)", d, i, mine[i].ts,
+                     mine[i].ts + mine[i].dur, wd->ts, w_end, wait_end);
         /* the first starts, then three weight-gradient GEMMs run before the
          * last one starts: it was in flight while W work remained */
         MT_CHECK(mine[0].ts < mine[LAYERS - 1].ts && mine[0].ts < w_end,

@@ -53,6 +53,9 @@ typedef struct {
     int               devices;   /* threads: device count (0 = the mesh's product); under MPI
                                     0 = one device per rank */
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
+    const char       *trace;     /* on a mesh: every step's launch writes its Chrome trace
+                                    here (comm.h), so the file holds the last step's; NULL:
+                                    none. The richer `train --trace` comes with issue 11 */
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch

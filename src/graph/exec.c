@@ -18,7 +18,9 @@
  * flight when backward_w returns, whether it succeeds or fails.
  *
  * With a device (g->ctx) the phases are regions on its trace track
- * ("forward", "backward B", "backward W"; no-ops unless the launch traces).
+ * ("forward", "backward B", "backward W"; no-ops unless the launch traces),
+ * and so is the wait for the reductions still in flight when the W nodes are
+ * done ("wait: gradient reductions"): the communication W did not hide.
  * Regions do not nest: one the caller opened is closed by the next phase.
  */
 #include "graph/graph_impl.h"
@@ -199,7 +201,10 @@ mt_status mt_graph_backward_w(mt_graph *g) {
         if ((s = complete_due(g, j)) != MT_OK) break;
         s = n->defer_until >= 0 && !g->sync_reduce ? start_reduction(g, n) : run_node(g, n);
     }
-    if (s == MT_OK) {
+    if (s == MT_OK && g->n_inflight) {
+        /* what the W compute did not hide: its own region on the trace */
+        phase_end(g);
+        if (g->ctx) mt_trace_begin(g->ctx, "wait: gradient reductions");
         s = complete_oldest(g, g->n_inflight);
     } else if (g->n_inflight) {   /* none may stay in flight; keep the first failure */
         char msg[1024];

@@ -36,7 +36,7 @@ typedef struct {
 struct mt_trainer {
     mt_train_config cfg;        /* as resolved; its strings point at the copies below */
     const mt__train_model *m;   /* the model's table entry */
-    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh;   /* owned copies */
+    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace;   /* copies */
     char            model[256]; /* model description, checked on resume */
     mt_dataset     *ds;         /* models trained on a dataset only (GPT) */
     train_dev      *dev;        /* (n_dev): off a mesh and under MPI 1, threads: every device */
@@ -366,7 +366,8 @@ static mt_status setup_mesh(mt_trainer *tr) {
     int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;
     tr->launch = (mt_launch_opts){.mesh = tr->mesh,
                                   .devices = kind == MT_TRANSPORT_MPI ? 0 : tr->n_devices,
-                                  .transport = kind, .kernel_threads = per_device};
+                                  .transport = kind, .kernel_threads = per_device,
+                                  .trace = tr->trace};
     return MT_OK;
 }
 
@@ -388,14 +389,17 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->llmc_in = dup_or_null(cfg->llmc_in);
     tr->llmc_out = dup_or_null(cfg->llmc_out);
     tr->mesh = dup_or_null(tr->on_mesh ? cfg->mesh : NULL);
+    tr->trace = dup_or_null(cfg->trace);
     if ((cfg->data && !tr->data) || (cfg->ckpt_in && !tr->ckpt_in) ||
         (cfg->ckpt_out && !tr->ckpt_out) || (cfg->llmc_in && !tr->llmc_in) ||
-        (cfg->llmc_out && !tr->llmc_out) || (tr->on_mesh && !tr->mesh)) {
+        (cfg->llmc_out && !tr->llmc_out) || (tr->on_mesh && !tr->mesh) ||
+        (cfg->trace && !tr->trace)) {
         s = mt_fail(MT_ENOMEM, "out of memory copying the trainer's paths");
         goto fail;
     }
     c->data = tr->data; c->ckpt_in = tr->ckpt_in; c->ckpt_out = tr->ckpt_out;
     c->llmc_in = tr->llmc_in; c->llmc_out = tr->llmc_out; c->mesh = tr->mesh;
+    c->trace = tr->trace;
     tr->n_dev = 1;
     tr->n_devices = 1;
     if (tr->on_mesh && (s = setup_mesh(tr)) != MT_OK) goto fail;
@@ -460,6 +464,7 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->llmc_in);
     free(tr->llmc_out);
     free(tr->mesh);
+    free(tr->trace);
     free(tr);
 }
 
