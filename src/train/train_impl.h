@@ -65,4 +65,72 @@ const mt__train_model *mt__train_model_of(mt_model_kind kind);
 /* The number of entries: kinds 0 .. count-1 are models. */
 int mt__train_model_count(void);
 
+/* ======================================================================== */
+/* The trainer and its devices (trainer.c, devices.c)                        */
+/* ======================================================================== */
+
+/* One device's part of the run: its graphs (partitioned on a mesh), their
+ * inputs, its optimizer, and what its last step or evaluation returned. Off a
+ * mesh there is one, and no launch. */
+typedef struct {
+    mt_graph  *g;               /* training graph */
+    mt_tensor *in, *target;     /* its inputs, named by the model's entry */
+    mt_optim  *opt;
+    mt_graph  *eval_g;          /* forward-only graph, built on the first eval */
+    mt_tensor *eval_in, *eval_target;
+    void      *stage_in, *stage_target;   /* the global microbatch (a mesh only) */
+    /* results of the last step or evaluation */
+    double     loss;
+    float      grad_norm;
+    int64_t    pos;             /* data position after it */
+} mt__train_dev;
+
+struct mt_trainer {
+    mt_train_config cfg;        /* as resolved; its strings point at the copies below */
+    const mt__train_model *m;   /* the model's table entry */
+    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace;   /* copies */
+    char            model[256]; /* model description, checked on resume */
+    mt_dataset     *ds;         /* models trained on a dataset only (GPT) */
+    mt__train_dev  *dev;        /* (n_dev): off a mesh and under MPI 1, threads: every device */
+    int             n_dev;
+    bool            on_mesh;
+    mt_launch_opts  launch;     /* on a mesh: how each step is launched */
+    int             n_devices;  /* devices of the mesh */
+    int             step;       /* optimizer steps taken */
+    int64_t         data_pos;   /* training data consumed: tokens or examples (m->sequences) */
+};
+
+
+/* Tokens or examples (m->sequences) in one microbatch of the global batch. */
+int64_t   mt__microbatch_size(const mt__train_model *m, const mt_train_config *c);
+
+/* Builds c's model with its loss times `scale` into a new graph; on a mesh
+ * (ctx) as the global program with its batch leaves split over "data",
+ * partitioned for ctx's device. Compiles it, fills its constants and finds
+ * its two inputs. */
+mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *c, mt_ctx *ctx,
+                               float scale, bool no_grad, mt_graph **out, mt_tensor **in,
+                               mt_tensor **target);
+
+/* Fills one microbatch of `split` at *pos into a device's inputs and
+ * advances *pos; on a mesh the device keeps its slice of the global one. */
+void      mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
+                               int64_t *pos, mt_tensor *in, mt_tensor *target);
+
+/* Work for every device: ctx is NULL off a mesh. */
+typedef mt_status (*mt__dev_fn)(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg);
+/* Runs fn on every device: directly off a mesh, else in one launch, with
+ * the device's graphs bound to the launch's context. */
+mt_status mt__train_run_devices(mt_trainer *tr, mt__dev_fn fn, void *arg);
+/* Device 0's part, the one that reports and saves; NULL on an MPI rank
+ * without it. */
+mt__train_dev *mt__train_dev0(mt_trainer *tr);
+
+/* On a mesh: checks the mesh, the device count, its axes and the batch
+ * split, and sets up the launch; before any device starts. */
+mt_status mt__train_setup_mesh(mt_trainer *tr);
+/* An mt__dev_fn: builds a device's graph and optimizer (and on a mesh its
+ * buffer for the global microbatch). */
+mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg);
+
 #endif /* MT_TRAIN_IMPL_H */

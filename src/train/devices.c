@@ -1,0 +1,230 @@
+/*
+ * devices.c — where the trainer's work runs: one device off a mesh, or every
+ * device of a mesh, each step one launch (threads of this process, or one
+ * MPI rank each). Each device holds its part of the run (mt__train_dev): the
+ * model built as the global program, its batch leaves split over the mesh's
+ * "data" axis, partitioned (partition.h) and compiled; its optimizer; and a
+ * buffer for the global microbatch, of which it keeps its slice.
+ */
+#include "train/train_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Graphs, on one device or partitioned over a mesh                          */
+/* ======================================================================== */
+
+/* The mesh axes that split the batch: "data", when the mesh has it. */
+static mt_axes batch_axes(const mt_mesh *mesh) {
+    mt_axes ax = {0};
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (strcmp(mt_mesh_axis_name(mesh, a), "data") == 0) ax.axis[ax.n++] = (uint8_t)a;
+    return ax;
+}
+
+/* Splits dim 0 of the model's batch leaves over the mesh's batch axes. */
+static mt_status shard_batch(const mt__train_model *m, mt_graph *g, const mt_mesh *mesh) {
+    mt_axes ax = batch_axes(mesh);
+    mt_sharding sh = {{0}, 0};
+    for (int i = 0; i < ax.n; i++) sh.dim_axes[0] |= 1u << ax.axis[i];
+    const char *names[3] = {m->input, m->target, m->batch_const};
+    mt_status s = MT_OK;
+    for (int k = 0; k < 3 && s == MT_OK; k++)
+        if (names[k]) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh);
+    return s;
+}
+
+mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
+                                 mt_tensor **loss) {
+    *loss = NULL;
+    const mt__train_model *m = mt__train_model_of(cfg->model);
+    if (!m) return mt_fail(MT_EINVAL, "unknown model kind %d", (int)cfg->model);
+    float scale = (float)(1.0 / (double)mt__microbatch_size(m, cfg));
+    mt_tensor *l = m->build(cfg, g, scale);
+    if (!l) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
+                           mt_graph_errmsg(g));
+    mt_status s = mesh ? shard_batch(m, g, mesh) : MT_OK;
+    if (s == MT_OK) *loss = l;
+    return s;
+}
+
+/* Builds the model into a new graph; on a mesh (ctx) builds the global
+ * program, splits its batch leaves over the batch axes and partitions it.
+ * Then compiles, fills the constants and finds the two inputs. */
+mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *c, mt_ctx *ctx,
+                               float scale, bool no_grad, mt_graph **out, mt_tensor **in,
+                               mt_tensor **target) {
+    *out = NULL;
+    mt_graph *g = mt_graph_create();
+    if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the %s graph",
+                           no_grad ? "evaluation" : "training");
+    mt_tensor *loss = m->build(c, g, scale);
+    mt_status s = MT_OK;
+    if (!loss) {
+        s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL;
+        if (mt_graph_status(g) != MT_OK) mt_fail(s, "%s", mt_graph_errmsg(g));
+        mt_graph_free(g);
+        return s;
+    }
+    if (ctx) {
+        mt_graph *local = NULL;
+        mt_tensor *local_loss = NULL;
+        s = shard_batch(m, g, mt_ctx_mesh(ctx));
+        if (s == MT_OK) s = mt_partition(g, loss, ctx, NULL, &local, &local_loss);
+        mt_graph_free(g);
+        if (s != MT_OK) return s;
+        g = local;
+        loss = local_loss;
+    }
+    mt_compile_opts opts = {.seed = c->seed, .no_grad = no_grad};
+    s = mt_graph_compile(g, loss, &opts);
+    if (s == MT_OK && m->fill_constants) s = m->fill_constants(g);
+    if (s != MT_OK) { mt_graph_free(g); return s; }
+    *in = mt_graph_find(g, m->input);
+    *target = mt_graph_find(g, m->target);
+    *out = g;
+    return MT_OK;
+}
+
+/* Tokens or examples (m->sequences) in one microbatch. */
+int64_t mt__microbatch_size(const mt__train_model *m, const mt_train_config *c) {
+    return m->sequences ? (int64_t)c->B * c->T : c->B;
+}
+
+/* The storage of an f32 or i32 input. */
+static void *input_data(mt_tensor *t) {
+    return mt_tensor_dtype(t) == MT_I32 ? (void *)mt_tensor_i32(t) : (void *)mt_tensor_f32(t);
+}
+
+/* Fills one microbatch of `split` at *pos into a device's inputs and
+ * advances *pos. On a mesh every device makes the global microbatch and
+ * keeps its slice of the rows: its block in the group over the batch axes. */
+void mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
+                          int64_t *pos, mt_tensor *in, mt_tensor *target) {
+    if (!ctx) {
+        tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, input_data(in), input_data(target));
+        return;
+    }
+    tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, d->stage_in, d->stage_target);
+    int r = mt_axis_index(ctx, batch_axes(mt_ctx_mesh(ctx)));
+    size_t nb_in = (size_t)mt_tensor_numel(in) * mt_dtype_size(mt_tensor_dtype(in));
+    size_t nb_t = (size_t)mt_tensor_numel(target) * mt_dtype_size(mt_tensor_dtype(target));
+    memcpy(input_data(in), (char *)d->stage_in + (size_t)r * nb_in, nb_in);
+    memcpy(input_data(target), (char *)d->stage_target + (size_t)r * nb_t, nb_t);
+}
+
+/* ---- running on every device ------------------------------------------- */
+
+typedef struct {
+    mt_trainer *tr;
+    mt__dev_fn      fn;
+    void       *arg;
+} dev_job;
+
+static mt_status dev_entry(mt_ctx *ctx, void *arg) {
+    dev_job *job = arg;
+    mt_trainer *tr = job->tr;
+    /* threads: this process holds every device; MPI: its own only */
+    int k = tr->n_dev == 1 ? 0 : mt_ctx_device(ctx);
+    mt__train_dev *d = &tr->dev[k];
+    mt_status s = MT_OK;
+    /* the graphs' collectives run on this launch's context */
+    if (d->g) s = mt_graph_set_ctx(d->g, ctx);
+    if (s == MT_OK && d->eval_g) s = mt_graph_set_ctx(d->eval_g, ctx);
+    return s == MT_OK ? job->fn(tr, d, ctx, job->arg) : s;
+}
+
+/* Runs fn on every device: directly off a mesh, else in one launch. */
+mt_status mt__train_run_devices(mt_trainer *tr, mt__dev_fn fn, void *arg) {
+    if (!tr->on_mesh) return fn(tr, &tr->dev[0], NULL, arg);
+    dev_job job = {tr, fn, arg};
+    return mt_launch(&tr->launch, dev_entry, &job);
+}
+
+/* Device 0's state: the one that reports and saves (NULL on an MPI rank
+ * without it). */
+mt__train_dev *mt__train_dev0(mt_trainer *tr) {
+    if (!tr->on_mesh || tr->n_dev > 1) return &tr->dev[0];
+    int rank = 0, size = 1;
+    mt_launcher_world(&rank, &size);
+    return mt_transport_resolve(tr->cfg.transport) == MT_TRANSPORT_MPI && rank != 0 ? NULL
+                                                                                   : &tr->dev[0];
+}
+
+mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
+    (void)arg;
+    const mt_train_config *c = &tr->cfg;
+    float scale = (float)(1.0 / ((double)mt__microbatch_size(tr->m, c) * c->accum));
+    mt_status s = mt__train_make_graph(tr->m, c, ctx, scale, false, &d->g, &d->in, &d->target);
+    if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
+    if (s == MT_OK && ctx) {
+        /* the global microbatch: the local inputs times the batch split */
+        int parts = mt_axis_size(ctx, batch_axes(mt_ctx_mesh(ctx)));
+        d->stage_in = malloc((size_t)parts * (size_t)mt_tensor_numel(d->in) * 4);
+        d->stage_target = malloc((size_t)parts * (size_t)mt_tensor_numel(d->target) * 4);
+        if (!d->stage_in || !d->stage_target)
+            s = mt_fail(MT_ENOMEM, "out of memory for the global microbatch");
+    }
+    return s;
+}
+
+/* On a mesh: the mesh, the device count and the batch split, checked before
+ * any device starts. */
+mt_status mt__train_setup_mesh(mt_trainer *tr) {
+    mt_train_config *c = &tr->cfg;
+    mt_transport_kind kind = mt_transport_resolve(c->transport);
+    int rank = 0, world = 1;
+    mt_launcher_world(&rank, &world);
+    int n = kind == MT_TRANSPORT_MPI ? (c->devices > 0 ? c->devices : world) : c->devices;
+    if (kind == MT_TRANSPORT_MPI && n != world)
+        return mt_fail(MT_EINVAL, "devices=%d, but mpirun started %d ranks; under MPI each rank "
+                       "is one device: give -np %d or leave devices out", n, world, n);
+    if (n <= 0) {
+        /* no device count: the product of the mesh's sizes */
+        n = 1;
+        for (const char *p = strchr(c->mesh, '='); p; p = strchr(p + 1, '=')) {
+            long size = strtol(p + 1, NULL, 10);
+            if (size <= 0)
+                return mt_fail(MT_EINVAL, "mesh '%s' leaves an axis size to the device count "
+                               "(or has a bad size); give the number of devices", c->mesh);
+            n *= (int)size;
+        }
+    }
+    mt_mesh *mesh = NULL;
+    mt_status s = mt_mesh_create(c->mesh, n, &mesh);
+    if (s != MT_OK) return s;
+    tr->n_devices = mt_mesh_size(mesh);
+    /* the axes the strategies know; "data" splits the batch, the others
+     * replicate the work until their strategies come (issues 9, 10) */
+    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
+            known |= strcmp(mt_mesh_axis_name(mesh, a), KNOWN[k]) == 0;
+        if (!known) {
+            s = mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
+                        "axes data (splits the batch), fsdp, tensor or pipe", c->mesh,
+                        mt_mesh_axis_name(mesh, a));
+            mt_mesh_free(mesh);
+            return s;
+        }
+    }
+    mt_axes ax = batch_axes(mesh);
+    int parts = mt_mesh_group_size(mesh, ax);
+    mt_mesh_free(mesh);
+    if (c->B % parts != 0)
+        return mt_fail(MT_EINVAL, "batch B=%d does not divide over the mesh's data axis "
+                       "(data=%d): each data rank takes B/%d of the global batch; pick B a "
+                       "multiple of %d", c->B, parts, parts, parts);
+    tr->n_dev = kind == MT_TRANSPORT_MPI ? 1 : tr->n_devices;
+    /* threads in all, shared out; 0: the launch's cores / devices */
+    int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;
+    tr->launch = (mt_launch_opts){.mesh = tr->mesh,
+                                  .devices = kind == MT_TRANSPORT_MPI ? 0 : tr->n_devices,
+                                  .transport = kind, .kernel_threads = per_device,
+                                  .trace = tr->trace};
+    return MT_OK;
+}
+
