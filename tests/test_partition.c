@@ -171,6 +171,7 @@ MT_TEST(explicit_mode_refuses_auto_moves) {
 typedef struct {
     const char   *mesh;
     mt_shard_mode mode;
+    const char   *reshard;       /* NULL: none; else the product's layout ("{U}": keep the sum) */
     float         loss, dp[O];
     mt_status     status;
     char          msg[768];
@@ -182,8 +183,18 @@ static mt_status partial_device(mt_ctx *ctx, void *arg) {
     mt_graph *g = mt_graph_create(), *local = g;
     mt_tensor *a = mt_input(g, "a", MT_F32, 2, as), *b = mt_input(g, "b", MT_F32, 2, bs);
     mt_tensor *p = mt_param(g, "p", 1, ps, (mt_init){MT_INIT_NORMAL, 1.0f});
-    mt_tensor *loss = mt_sum(g, mt_mul(g, mt_matmul(g, a, b, false, false), p)), *lloss = loss;
-    mt_status s = mt_graph_status(g);
+    mt_tensor *prod = mt_matmul(g, a, b, false, false);
+    mt_status s = MT_OK;
+    if (pc->reshard) {
+        mt_sharding sh = {{0}, 0};
+        /* the layout is parsed on the mesh when there is one; on one device
+         * the constraint is a copy and its layout does not matter */
+        if (ctx && strcmp(pc->reshard, "{U}") == 0) sh.partial_axes = 1;
+        else if (ctx) s = mt_sharding_parse(mt_ctx_mesh(ctx), pc->reshard, 2, &sh);
+        prod = mt_reshard(g, prod, &sh);
+    }
+    mt_tensor *loss = mt_sum(g, mt_mul(g, prod, p)), *lloss = loss;
+    if (s == MT_OK) s = mt_graph_status(g);
     int64_t off_a = 0, off_b = 0;
     if (ctx && s == MT_OK) {
         mt_sharding sa, sb;
@@ -214,8 +225,8 @@ static mt_status partial_device(mt_ctx *ctx, void *arg) {
     return s;
 }
 
-static partial_case run_partial(const char *mesh, mt_shard_mode mode) {
-    partial_case pc = {.mesh = mesh, .mode = mode};
+static partial_case run_partial(const char *mesh, mt_shard_mode mode, const char *reshard) {
+    partial_case pc = {.mesh = mesh, .mode = mode, .reshard = reshard};
     if (!mesh) {
         pc.status = partial_device(NULL, &pc);
         return pc;
@@ -227,18 +238,84 @@ static partial_case run_partial(const char *mesh, mt_shard_mode mode) {
 }
 
 MT_TEST(partial_sum_auto_and_explicit) {
-    partial_case one = run_partial(NULL, MT_SHARD_AUTO);
+    partial_case one = run_partial(NULL, MT_SHARD_AUTO, NULL);
     MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
-    partial_case got = run_partial("m=2", MT_SHARD_AUTO);
-    MT_CHECK(got.status == MT_OK, "auto: %s", got.msg);
-    MT_CHECK_CLOSE(got.loss, one.loss, 1e-5, "auto: loss");
-    for (int i = 0; i < O; i++) MT_CHECK_CLOSE(got.dp[i], one.dp[i], 1e-5, "auto: dp[%d]", i);
-    partial_case ex = run_partial("m=2", MT_SHARD_EXPLICIT);
+    /* auto: the partial sum kept to the loss; or decided by a reshard:
+     * all-reduced (""), reduce-scattered on the rows ("m"), kept ("{U}") */
+    const char *decide[] = {NULL, "", "m", "{U}"};
+    for (int k = 0; k < 4; k++)
+        for (int mode = 0; mode < 2; mode++) {
+            if (mode == 1 && !decide[k]) continue;   /* explicit without a reshard: below */
+            partial_case got = run_partial("m=2", mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO,
+                                           decide[k]);
+            const char *what = decide[k] ? decide[k] : "(none)";
+            MT_CHECK(got.status == MT_OK, "%s, reshard %s: %s", mode ? "explicit" : "auto", what,
+                     got.msg);
+            MT_CHECK_CLOSE(got.loss, one.loss, 1e-5, "reshard %s: loss", what);
+            for (int i = 0; i < O; i++)
+                MT_CHECK_CLOSE(got.dp[i], one.dp[i], 1e-5, "reshard %s: dp[%d]", what, i);
+        }
+    /* on one device a reshard is a copy, its gradient the identity */
+    partial_case copy = run_partial(NULL, MT_SHARD_AUTO, "m");
+    MT_CHECK(copy.status == MT_OK, "one device with a reshard: %s", copy.msg);
+    MT_CHECK(copy.loss == one.loss, "one device: a reshard changes the loss");
+    for (int i = 0; i < O; i++) MT_CHECK(copy.dp[i] == one.dp[i], "one device: dp[%d]", i);
+    partial_case ex = run_partial("m=2", MT_SHARD_EXPLICIT, NULL);
     MT_CHECK(ex.status == MT_ESHARDING, "explicit: %s (%s)", mt_status_name(ex.status), ex.msg);
     MT_CHECK(strstr(ex.msg, "matmul") && strstr(ex.msg, "all-reduce") &&
              strstr(ex.msg, "reduce-scatter") && strstr(ex.msg, "{U:m}") &&
              strstr(ex.msg, "reshard"), "explicit names the op, the four answers and the way "
              "out: %s", ex.msg);
+}
+
+/* The moves of a reshard, as collective nodes: counted in the program. */
+typedef struct {
+    const char *spec;            /* the product's layout after the reshard */
+    int         n_coll;
+    char        ops[256];        /* the collectives' op names, in run order */
+} moves_case;
+
+static mt_status moves_device(mt_ctx *ctx, void *arg) {
+    moves_case *mc = arg;
+    int64_t as[2] = {N, H}, bs[2] = {H, O};
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    mt_tensor *a = mt_input(g, "a", MT_F32, 2, as), *b = mt_input(g, "b", MT_F32, 2, bs);
+    mt_sharding sa, sh;
+    mt_sharding_parse(mt_ctx_mesh(ctx), "m", 2, &sa);   /* rows split: the product's too */
+    mt_sharding_parse(mt_ctx_mesh(ctx), mc->spec, 2, &sh);
+    mt_tensor_set_sharding(a, &sa);
+    mt_tensor *loss = mt_sum(g, mt_reshard(g, mt_matmul(g, a, b, false, false), &sh)), *ll;
+    mt_status s = mt_partition(g, loss, ctx, &(mt_partition_opts){.mode = MT_SHARD_EXPLICIT},
+                               &local, &ll);
+    if (s == MT_OK) s = mt_graph_compile(local, ll, &(mt_compile_opts){.no_grad = true});
+    if (s == MT_OK && mt_ctx_device(ctx) == 0) {
+        size_t at = 0;
+        for (int i = 0; i < mt_graph_n_nodes(local); i++) {
+            mt_node_info in;
+            mt_graph_node(local, i, &in);
+            if (!in.collective) continue;
+            mc->n_coll++;
+            at += (size_t)snprintf(mc->ops + at, sizeof mc->ops - at, "%s ", in.op);
+        }
+    }
+    mt_graph_free(local);
+    mt_graph_free(g);
+    return s;
+}
+
+MT_TEST(reshard_moves_are_collectives) {
+    static const struct { const char *spec, *ops; } CASES[] = {
+        {"m", "psum "},                  /* nothing to move; the sum is partial: the loss's psum */
+        {"_,m", "all_to_all psum "},     /* m moves from the rows to the columns; then as above */
+        {"", "all_gather "},             /* gathered whole: the sum is the same everywhere */
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        moves_case mc = {.spec = CASES[i].spec};
+        mt_launch_opts o = {.mesh = "m=2", .devices = 2, .timeout_s = 30, .kernel_threads = 1};
+        MT_CHECK_OK(mt_launch(&o, moves_device, &mc));
+        MT_CHECK(strcmp(mc.ops, CASES[i].ops) == 0, "reshard to '%s': collectives '%s', want '%s'",
+                 CASES[i].spec, mc.ops, CASES[i].ops);
+    }
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

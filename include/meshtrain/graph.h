@@ -87,6 +87,14 @@ mt_tensor *mt_mean(mt_graph *g, mt_tensor *x);
 mt_tensor *mt_reshape(mt_graph *g, mt_tensor *x, int ndim, const int64_t *shape);
 /* out = x with the last two dims swapped. */
 mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x);
+/* A sharding constraint (JAX's reshard / with_sharding_constraint): out = x,
+ * laid out as `sh` (per dim the mesh axes; partial_axes keeps partial sums
+ * that x holds). On one device it is a copy; the partitioner moves the data
+ * (mt_shard_rule's "reshard"). In explicit mode it is the way out of every
+ * ambiguity: a reshard right after an op whose result is ambiguous decides
+ * it (e.g. a matmul with both contracting dims split: an all-reduce, a
+ * reduce-scatter, or keeping the partial sum). */
+mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
 
 /* --- collectives inside a graph (shard_map) ---
  * A graph can run device-local code: its tensors are then one device's local

@@ -288,6 +288,17 @@ mt_tensor *mt_reshape(mt_graph *g, mt_tensor *x, int ndim, const int64_t *shape)
     return v;
 }
 
+mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "reshard", x, MT_F32)) return NULL;
+    if (!sh) return mt__graph_error(g, MT_EINVAL, "reshard of '%s': the layout is NULL", x->name);
+    for (int d = x->ndim; d < MT_MAX_DIMS; d++)
+        if (sh->dim_axes[d])
+            return mt__graph_error(g, MT_EINVAL, "reshard of '%s': it has %d dims, but the "
+                                   "layout splits dim %d", x->name, x->ndim, d);
+    mt_op_params p = {.reshard = *sh};
+    return emit_simple(g, MT_OP_RESHARD, x->ndim, x->shape, &x, 1, p);
+}
+
 mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x) {
     if (!ready(g, 1, &x) || !want_dtype(g, "transpose", x, MT_F32)) return NULL;
     char s[64];

@@ -99,6 +99,12 @@ static void grad_scale(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, f->in[0], &dx);
 }
 
+/* A sharding constraint is the identity on values. */
+static void grad_reshard(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dx = scaled(MT_OP_SCALE_BWD, f->out->grad, 1.0f);
+    mt__emit_grad(g, f->in[0], &dx);
+}
+
 static void grad_gelu(mt_graph *g, const mt_op_call *f) {
     mt_op_call dx = bcall(MT_OP_GELU_BWD, 2, f->in[0], f->out->grad, 0, 0, 0);
     mt__emit_grad(g, f->in[0], &dx);
@@ -246,6 +252,7 @@ static const mt_grad_rule grad_rules[MT_OP_COUNT] = {
     [MT_OP_MSE]           = grad_mse,
     [MT_OP_SUM]           = grad_sum,
     [MT_OP_TRANSPOSE]     = grad_transpose,
+    [MT_OP_RESHARD]       = grad_reshard,
     [MT_OP_PSUM]          = grad_psum,
     [MT_OP_ALL_GATHER]    = grad_all_gather,
     [MT_OP_PSUM_SCATTER]  = grad_psum_scatter,

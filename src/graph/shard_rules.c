@@ -228,6 +228,13 @@ mt_status mt__shard_rule(const mt_mesh *mesh, const mt_op_call *call, const mt_t
         if (n_in != 2) goto bad_arity;
         s = mt__srule_elementwise(&r, t, call->op != MT_OP_MUL);
         break;
+    case MT_OP_RESHARD: {   /* to the layout the constraint names, in either mode */
+        if (n_in != 1) goto bad_arity;
+        mt_type pair[2] = {t[0], t[0]};
+        pair[1].sharding = call->p.reshard;
+        s = rule_reshard(&r, pair);
+        break;
+    }
     default:
         s = mt__srule_nn(&r, call, t);
         break;

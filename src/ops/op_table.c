@@ -125,6 +125,12 @@ static void run_binary(const mt_op_env *env, const mt_op_call *c) {
     else par_run(env, c, &ctx, na / nb, nb, range_binary);
 }
 /* SCALE, SCALE_BWD: out (+)= s · in0. */
+/* RESHARD on one device: out (+)= in0. */
+static void run_copy(const mt_op_env *env, const mt_op_call *c) {
+    (void)env;
+    mt_kernel_scale(F32(c->out), F32(c->in[0]), 1.0f, NUMEL(c->out), c->acc);
+}
+
 static void run_scale(const mt_op_env *env, const mt_op_call *c) {
     mt_kernel_scale(F32(c->out), F32(c->in[0]), c->p.scale.s, NUMEL(c->out), c->acc);
 }
@@ -370,6 +376,7 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_MSE]           = {"mse",           run_mse,           cost_reduce_in},
     [MT_OP_SUM]           = {"sum",           run_sum,           cost_reduce_in},
     [MT_OP_TRANSPOSE]     = {"transpose",     run_transpose,     cost_transpose},
+    [MT_OP_RESHARD]       = {"reshard",       run_copy,          cost_unary},
     /* collective.c */
     [MT_OP_PSUM]          = {"psum",          mt__run_psum,         mt__cost_coll, mt__scratch_coll},
     [MT_OP_ALL_GATHER]    = {"all_gather",    mt__run_all_gather,   mt__cost_coll, mt__scratch_coll},

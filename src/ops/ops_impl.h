@@ -37,6 +37,8 @@ typedef enum {
     MT_OP_MSE,             /* p.mse (scale) */
     MT_OP_SUM,             /* p.scale: out = s · Σ in0 (1/n for a mean) */
     MT_OP_TRANSPOSE,       /* p.transpose */
+    MT_OP_RESHARD,         /* out = in0, a sharding constraint: p.reshard is the layout the
+                              partitioner gives out (one device: a copy) */
     /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;
      * the gradient rules use them as backward calls too */
     MT_OP_PSUM,            /* out (+)= Σ_group in0; same shape */
@@ -124,6 +126,7 @@ typedef union {
     mt_scale_params     scale;
     mt_transpose_params transpose;
     mt_coll_params      coll;
+    mt_sharding         reshard;
 } mt_op_params;
 
 /* ---- one call, where it runs, the table ---------------------------------- */

@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     mt_graph      *global, *lg;
+    uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
     bool           skip_pvary;   /* opts->test_skip_grad_reduction */
@@ -212,6 +213,7 @@ static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in) {
         return c->p.scale.s == 1.0f ? s : mt_scale(g, s, c->p.scale.s);
     }
     case MT_OP_TRANSPOSE: return mt_transpose(g, in[0]);
+    case MT_OP_RESHARD:   return in[0];   /* the moves were the whole op */
     default:
         mt_graph_fail(g, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet",
                       mt__op_def(c->op)->name);
@@ -253,7 +255,17 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
         vary[k] = sl->vary;
     }
     mt_shard_result res;
-    if ((s = mt__shard_rule(p->mesh, c, in_types, p->mode, &res)) != MT_OK)
+    s = mt__shard_rule(p->mesh, c, in_types, p->mode, &res);
+    if (s == MT_ESHARDING && p->mode == MT_SHARD_EXPLICIT && p->only_resharded[c->out->id]) {
+        /* explicit mode: a result that only reshards read may stay ambiguous
+         * (a partial sum): the reshard decides it, as in JAX's out_sharding */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_errmsg());
+        s = mt__shard_rule(p->mesh, c, in_types, MT_SHARD_AUTO, &res);
+        bool operands_moved = res.n_moves > 0 && res.moves[0].operand >= 0;
+        if (s == MT_OK && operands_moved) s = mt_fail(MT_ESHARDING, "%s", msg);
+    }
+    if (s != MT_OK)
         return fail(p, s, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
     int m = 0;
     for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
@@ -303,8 +315,11 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
                     "type %s needs another", name, c->out->name, mt__shape_str(out, b1, sizeof b1),
                     b2);
     }
-    mt_tensor_set_name(out, c->out->name);
-    out->sharding = ty.sharding;
+    /* a reshard that moved nothing is its input: that tensor keeps its name */
+    if (!(c->op == MT_OP_RESHARD && res.n_moves == 0)) {
+        mt_tensor_set_name(out, c->out->name);
+        out->sharding = ty.sharding;
+    }
     slot *sl = &p->slots[c->out->id];
     sl->local = out;
     sl->type = ty;
@@ -356,14 +371,22 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);
+    p.only_resharded = calloc((size_t)global->n_tensors, 1);
     p.lg = mt_graph_create();
     mt_status s = MT_OK;
-    if (!p.slots || !p.lg) {
+    if (!p.slots || !p.only_resharded || !p.lg) {
         s = mt_fail(MT_ENOMEM, "out of memory partitioning a graph of %d tensors",
                     global->n_tensors);
         goto out;
     }
     if ((s = mt_graph_set_ctx(p.lg, ctx)) != MT_OK) goto out;
+    /* 1: read by a reshard; 2: read by anything else (then not "only") */
+    for (int i = 0; i < global->n_forward; i++) {
+        const mt_op_call *c = &global->nodes[i].call;
+        for (int k = 0; k < c->n_in; k++)
+            p.only_resharded[c->in[k]->id] |= c->op == MT_OP_RESHARD ? 1 : 2;
+    }
+    for (int i = 0; i < global->n_tensors; i++) p.only_resharded[i] = p.only_resharded[i] == 1;
     /* parameters first, in declaration order, as the global graph lists them
      * (optimizers and checkpoints walk them in that order) */
     for (int i = 0; i < global->n_params && s == MT_OK; i++) s = make_slot(&p, global->params[i]);
@@ -392,5 +415,6 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
 out:
     mt_graph_free(p.lg);
     free(p.slots);
+    free(p.only_resharded);
     return s;
 }
