@@ -7,6 +7,8 @@
 
 #include "meshtrain/io.h"
 
+#include <signal.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,6 +55,11 @@ typedef struct {
     int               devices;   /* threads: device count (0 = the mesh's product); under MPI
                                     0 = one device per rank */
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
+    /* Non-zero asks the run to stop (a signal handler sets it). Under MPI
+     * every rank reads its own, and each step ends with the ranks agreeing
+     * (any one set: all stop), so that all stop after the same step; the
+     * step's report says so (stop). NULL: not watched. */
+    const volatile sig_atomic_t *stop_flag;
     const char       *trace;     /* on a mesh: every step's launch writes its Chrome trace
                                     here (comm.h), so the file holds the last step's; NULL:
                                     none. The richer `train --trace` comes with issue 11 */
@@ -82,6 +89,7 @@ typedef struct {
     double  seconds;       /* wall time of the step */
     int64_t tokens;        /* tokens in the global batch (examples for MLP/linreg) */
     double  flops;         /* model FLOPs of the step */
+    bool    stop;          /* the stop flag was set (on any rank): stop after this step */
 } mt_step_report;
 
 /* Validates the configuration (the message names the bad field and value),

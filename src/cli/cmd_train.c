@@ -299,6 +299,8 @@ int cli_cmd_train(int argc, char **argv) {
         if (!freopen("/dev/null", "w", stdout)) quiet = true;   /* not even the summary */
     }
 
+    cfg.stop_flag = &stop_signal;
+
     /* ---- build ---- */
     train_run run = {.quiet = quiet, .tty = isatty(STDOUT_FILENO) != 0, .stop = &stop_signal,
                      .first_loss = NAN, .last_loss = NAN, .last_val = NAN};

@@ -159,10 +159,11 @@ static bool save(train_run *run, bool final) {
 
 int train_run_steps(train_run *run) {
     const mt_train_config *c = run->c;
-    for (int step = run->start; step < run->total && !*run->stop; step++) {
+    for (int step = run->start; step < run->total && !*run->stop && !run->stopped; step++) {
         mt_step_report r;
         mt_status st = mt_trainer_step(run->tr, &r);
         if (st != MT_OK) return train_failed(run, st);
+        if (r.stop) run->stopped = true;   /* agreed with the other ranks */
         run->done++;
         run->sum_s += r.seconds;
         run->sum_tokens += r.tokens;
@@ -182,7 +183,7 @@ int train_run_steps(train_run *run) {
 
         /* the last step's checkpoint is written after the loop, stopped or not */
         if (c->ckpt_out && c->ckpt_every > 0 && r.step % c->ckpt_every == 0 &&
-            r.step != run->total && !*run->stop)
+            r.step != run->total && !*run->stop && !r.stop)
             save(run, false);
     }
     end_line(&run->line_open);
@@ -205,7 +206,7 @@ void train_print_summary(train_run *run, bool saved) {
                       run->sum_s > 0 ? (double)run->sum_tokens / run->sum_s : NAN);
         cli_fmt_duration(wall, sizeof wall, mt_time_now() - run->t0);
         printf("%s %d steps (%d..%d) in %s | loss %.4f -> %.4f",
-               *run->stop ? "interrupted after" : "done:", run->done, run->start + 1,
+               *run->stop || run->stopped ? "interrupted after" : "done:", run->done, run->start + 1,
                run->start + run->done, wall, (double)run->first_loss, (double)run->last_loss);
         if (!isnan(run->last_val)) printf(" | val %.4f", (double)run->last_val);
         printf(" | mean %s %s, %.1f GFLOP/s\n", tbuf, run->unit,

@@ -50,6 +50,7 @@ typedef struct {
     const mt_train_config *c;          /* as resolved by the trainer */
     cli_metrics            metrics;
     const volatile sig_atomic_t *stop; /* non-zero: the signal that asks to stop */
+    bool                   stopped;    /* under MPI: another rank's signal, agreed on */
     bool                   quiet, tty;
     int                    start, total, every;
     const char            *unit;       /* tok/s, or ex/s for the synthetic models */

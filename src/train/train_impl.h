@@ -83,6 +83,7 @@ typedef struct {
     double     loss;
     float      grad_norm;
     int64_t    pos;             /* data position after it */
+    bool       stop;            /* the devices agreed to stop after it */
 } mt__train_dev;
 
 struct mt_trainer {

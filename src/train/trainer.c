@@ -258,6 +258,17 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
                            mt_errmsg(), (double)a->lr);
         return mt_fail_wrap(s, "at step %d", a->step);
     }
+    d->stop = c->stop_flag && *c->stop_flag;
+    if (ctx && c->stop_flag && tr->launch.transport == MT_TRANSPORT_MPI) {
+        /* each rank got its own signal, maybe not between the same steps:
+         * agree, so that no rank starts a step the others will not */
+        const mt_mesh *mesh = mt_ctx_mesh(ctx);
+        mt_axes all = {.n = mt_mesh_ndim(mesh)};
+        for (int i = 0; i < all.n; i++) all.axis[i] = (uint8_t)i;
+        float f = d->stop ? 1.0f : 0.0f;
+        if ((s = mt_pmax(ctx, all, &f, 1)) != MT_OK) return s;
+        d->stop = f > 0;
+    }
     return MT_OK;
 }
 
@@ -276,6 +287,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->loss = (float)d->loss;
         report->grad_norm = d->grad_norm;
         report->lr = a.lr;
+        report->stop = d->stop;
         report->seconds = mt_time_now() - t0;
         report->tokens = mt__microbatch_size(tr->m, c) * c->accum;
         if (tr->m->step_flops) {
