@@ -219,7 +219,8 @@ static mt_status partial_device(mt_ctx *ctx, void *arg) {
         pc->loss = mt_graph_loss(local);
         memcpy(pc->dp, mt_tensor_f32(mt_tensor_grad(mt_graph_find(local, "p"))), sizeof pc->dp);
     }
-    if (s != MT_OK) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+    if (s != MT_OK && (!ctx || mt_ctx_device(ctx) == 0))   /* one writer */
+        snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
     if (local != g) mt_graph_free(local);
     mt_graph_free(g);
     return s;
