@@ -279,12 +279,9 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
                     "(%s over its split dim); the Megatron recipes come with tensor parallelism "
                     "(issue 9): keep that dim whole for now", name, c->out->name,
                     mt_move_name(res.moves[m].kind));
-    uint32_t all = 0;
-    for (int k = 0; k < c->n_in; k++) all |= vary[k];
-    for (int k = 0; k < c->n_in; k++)
-        if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
     /* a linear whose product is a partial sum that the rule reduces: the bias
-     * is added after the reduction, once, not on every device before it */
+     * is added after the reduction, once, not on every device before it (and
+     * meets only the reduced, device-invariant product: no pvary) */
     mt_tensor *late_bias = NULL;
     mt_op_call no_bias = *c;
     if (c->op == MT_OP_LINEAR && c->n_in > 2 && m < res.n_moves) {
@@ -292,6 +289,10 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
         late_bias = in[2];
         c = &no_bias;
     }
+    uint32_t all = 0;
+    for (int k = 0; k < c->n_in; k++) all |= vary[k];
+    for (int k = 0; k < c->n_in; k++)
+        if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
     mt_tensor *out = rebuild(p, c, in);
     if (!out) return local_failed(p, name);
     mt_type ty = res.result;
