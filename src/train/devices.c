@@ -119,7 +119,7 @@ void mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, i
 
 typedef struct {
     mt_trainer *tr;
-    mt__dev_fn      fn;
+    mt__dev_fn  fn;
     void       *arg;
 } dev_job;
 
