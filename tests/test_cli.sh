@@ -313,7 +313,7 @@ expect "checkpoint dir missing"  1 "/nonexistent/c\.ckpt" \
 
 # ---- training on a mesh (data parallel through the partitioner) -------------
 expect "mesh product vs devices" 1 "data=2.*3"       train --model mlp --steps 2 --devices 3 --mesh data=2
-expect "batch vs data axis"      1 "B=3.*data=2"     train --model mlp --steps 2 --devices 2 --batch 3
+expect "batch vs data axis"      1 "B=3.*data"       train --model mlp --steps 2 --devices 2 --batch 3
 expect "unknown mesh axis"       1 "'dta'.*unknown"  train --model mlp --steps 2 --mesh dta=2
 expect "axis twice in a mesh"    1 "'data'.*twice"   train --model mlp --steps 2 --mesh data=2,data=2
 # the same run on 1, 2 and 4 devices: the summary's losses agree to the

@@ -384,9 +384,10 @@ static void linreg_case(void) {
            "worst relative difference %.2g", world_size, ok ? ref[0] : 0.0, ok ? ref[STEPS - 1] : 0.0, worst);
 }
 
-/* Data parallelism through the partitioner, one device per rank: the MLP
- * and a small GPT, 10 AdamW steps, match the single-device run (each rank
- * also trains that one alone, without a mesh). */
+/* The strategies through the partitioner, one device per rank: the MLP and
+ * a small GPT, 10 AdamW steps, data parallel, FSDP and tensor parallel (the
+ * GPT replicates over tensor), match the single-device run (each rank also
+ * trains that one alone, without a mesh). */
 enum { DP_STEPS = 10 };
 
 static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **params,
@@ -434,26 +435,41 @@ static void dp_trainer_case(void) {
             c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
             c.T = 16;
         }
-        char mesh[32];
-        snprintf(mesh, sizeof mesh, "data=%d", world_size);
-        float l1[DP_STEPS], ln[DP_STEPS], *p1 = NULL, *pn = NULL;
-        int64_t n1 = 0, nn = 0;
-        bool ok = dp_train(c, NULL, l1, &p1, &n1);
+        /* data parallel over all ranks; with 2 ranks FSDP and tensor parallel
+         * too; with 4, data × tensor */
+        char meshes[3][32];
+        int n_meshes = 1;
+        snprintf(meshes[0], sizeof meshes[0], "data=%d", world_size);
+        if (world_size == 2) {
+            snprintf(meshes[n_meshes++], sizeof meshes[0], "fsdp=2");
+            snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2");
+        } else if (world_size == 4) {
+            snprintf(meshes[n_meshes++], sizeof meshes[0], "data=2,tensor=2");
+        }
+        float l1[DP_STEPS], *p1 = NULL;
+        int64_t n1 = 0;
+        bool ok1 = dp_train(c, NULL, l1, &p1, &n1);
         char msg[512];
-        snprintf(msg, sizeof msg, "%s", ok ? "" : mt_errmsg());
-        ok = dp_train(c, mesh, ln, &pn, &nn) && ok;
-        if (!ok) fprintf(stderr, "  [rank %d] dp: %s %s\n", world_rank, msg, mt_errmsg());
-        double wl = 0, wp = 0;
-        for (int s = 0; ok && s < DP_STEPS; s++) wl = fmax(wl, fabs(ln[s] - l1[s]) / fabs(l1[s]));
-        ok = ok && n1 == nn;
-        for (int64_t j = 0; ok && j < n1; j++)
-            wp = fmax(wp, fabs((double)pn[j] - p1[j]) / fmax(1.0, fabs(p1[j])));
-        report(ok && wl <= 1e-5 && wp <= 1e-4, "data parallel %s over %d ranks (partitioned) "
-               "matches 1 device: loss %.5g -> %.5g, worst loss difference %.2g, parameters %.2g",
-               model == 0 ? "mlp" : "gpt", world_size, ok ? l1[0] : 0.0,
-               ok ? l1[DP_STEPS - 1] : 0.0, wl, wp);
+        snprintf(msg, sizeof msg, "%s", ok1 ? "" : mt_errmsg());
+        for (int k = 0; k < n_meshes; k++) {
+            float ln[DP_STEPS], *pn = NULL;
+            int64_t nn = 0;
+            bool ok = dp_train(c, meshes[k], ln, &pn, &nn) && ok1;
+            if (!ok) fprintf(stderr, "  [rank %d] %s: %s %s\n", world_rank, meshes[k], msg,
+                             mt_errmsg());
+            double wl = 0, wp = 0;
+            for (int s = 0; ok && s < DP_STEPS; s++) wl = fmax(wl, fabs(ln[s] - l1[s]) / fabs(l1[s]));
+            /* parameters: whole ones only (a sharded mesh holds shards, which
+             * test_strategies compares block by block) */
+            for (int64_t j = 0; ok && nn == n1 && j < n1; j++)
+                wp = fmax(wp, fabs((double)pn[j] - p1[j]) / fmax(1.0, fabs(p1[j])));
+            report(ok && wl <= 1e-5 && wp <= 1e-4, "%s on %s over %d ranks (partitioned) matches "
+                   "1 device: loss %.5g -> %.5g, worst loss difference %.2g, parameters %.2g%s",
+                   model == 0 ? "mlp" : "gpt", meshes[k], world_size, ok ? l1[0] : 0.0,
+                   ok ? l1[DP_STEPS - 1] : 0.0, wl, wp, nn == n1 ? "" : " (shards)");
+            free(pn);
+        }
         free(p1);
-        free(pn);
     }
     unlink(path);
 }

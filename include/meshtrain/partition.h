@@ -23,6 +23,12 @@ typedef struct {
      * replicated parameters' gradients. The run is then wrong; the
      * equivalence tests use it to show that their checks catch that. */
     bool          test_skip_grad_reduction;
+    /* Mesh axes (bit set, mesh order) over which parameters are stored split
+     * and gathered whole before use: FSDP / ZeRO-3. Such a parameter's dims
+     * split over these axes are all-gathered once, before its first use, and
+     * its gradient is reduce-scattered back onto the shards (the gather's
+     * transpose). 0: parameters are used as they are split (tensor parallel). */
+    uint32_t      gather_axes;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not
@@ -36,8 +42,10 @@ typedef struct {
  *    all-reduce) in the W phase;
  *  - the loss, a partial sum over the batch axes, is reduced, so every
  *    device's mt_graph_loss() is the global loss.
- * Leaves keep their names (and parameters their initialisation, evaluated on
- * global element indices); *local is then compiled and run as any graph, and
+ * Leaves keep their names; a split parameter becomes its shard, initialised
+ * from the global element indices (the one-device numbers), and laid out as
+ * its sharding says (mt_tensor_sharding); *local is then compiled and run as
+ * any graph, and
  * *local_loss is its loss. Fails (MT_ESHARDING, MT_ESHAPE, MT_EINVAL) naming
  * the op and the types when a rule refuses; the message is also the global
  * graph's error. */

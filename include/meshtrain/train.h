@@ -67,12 +67,15 @@ typedef struct {
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch
  * of the global batch (B sequences of T tokens, or B examples), its loss
- * normalised by the global count (the mean over the microbatch), with the
- * batch dim of its inputs split over the axis "data" of `mesh` when it has
- * one (mesh NULL: nothing split). GPT needs cfg->gpt.V and Vp set (the
- * trainer takes them from the data). For `meshtrain explain`. */
+ * normalised by the global count (the mean over the microbatch), sharded for
+ * `mesh` as the strategies say (mesh NULL: nothing split): the batch over
+ * the axes data and fsdp, the parameters over fsdp (FSDP, gathered before
+ * use) and tensor (tensor parallel, where the model supports it). *opts (may
+ * be NULL) gets the partitioner options the layout needs. GPT needs
+ * cfg->gpt.V and Vp set (the trainer takes them from the data). For
+ * `meshtrain explain`. */
 mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
-                                 mt_tensor **loss);
+                                 mt_tensor **loss, mt_partition_opts *opts);
 
 /* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
  * lr 1e-3 with 10 warmup steps and cosine decay, seed 1337, val_frac 0.1. */

@@ -25,7 +25,9 @@ static const char USAGE[] =
     "mesh axes; {U:axes} for partial sums) and local shape, every collective the\n"
     "partitioner inserted with its axes and bytes per step, then the memory per device\n"
     "(parameters, gradients, AdamW state, planned activations) and the communication\n"
-    "per step. The batch is split over the mesh axis 'data'; parameters are replicated.\n"
+    "per step. The layout is the trainer's: the batch split over the axes data and fsdp,\n"
+    "parameters stored split over fsdp (gathered before use) and over tensor where the\n"
+    "model has a tensor-parallel layout (the MLP), else replicated.\n"
     "\n"
     "example:\n"
     "  meshtrain explain --model gpt --layers 2 --channels 64 --devices 4 --mesh data=2,tensor=2\n";
@@ -114,9 +116,10 @@ static mt_status explain_device(mt_ctx *ctx, void *arg) {
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     mt_graph *g = mt_graph_create(), *local = NULL;
     mt_tensor *loss = NULL, *local_loss = NULL;
-    mt_status s = g ? mt_train_build_program(&c->train, mesh, g, &loss)
+    mt_partition_opts po;
+    mt_status s = g ? mt_train_build_program(&c->train, mesh, g, &loss, &po)
                     : mt_fail(MT_ENOMEM, "out of memory for a graph");
-    mt_partition_opts po = {.mode = c->explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO};
+    po.mode = c->explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO;
     if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
     if (s == MT_OK) s = mt_graph_compile(local, local_loss, &(mt_compile_opts){.seed = 1});
     if (s == MT_OK) {
@@ -237,9 +240,9 @@ int cli_explain_model(int argc, char **argv) {
                mt_model_name(t->model), mt_mesh_spec(mesh), mt_mesh_size(mesh),
                c.explicit_mode ? "explicit" : "auto");
     else
-        printf("explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the batch splits "
-               "over 'data', parameters are replicated\ndevice 0's program (forward, then B, then "
-               "W):\n", mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
+        printf("explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the trainer's "
+               "layout (the batch over data and fsdp, parameters over fsdp and tensor)\ndevice 0's "
+               "program (forward, then B, then W):\n", mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
                c.explicit_mode ? "explicit" : "auto");
     fflush(stdout);
     mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),

@@ -258,7 +258,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
-         "device mesh, e.g. data=4: the batch splits over 'data' (default data=N with --devices)"},
+         "device mesh, e.g. data=2,fsdp=2,tensor=2 (default data=N with --devices)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,

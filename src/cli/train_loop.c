@@ -83,7 +83,8 @@ void train_print_config(train_run *run) {
     printf("\n  llm.c        in %s, out %s\n", or_dash(c->llmc_in), or_dash(c->llmc_out));
     int devices = mt_trainer_devices(tr);
     if (devices > 1 || c->mesh)
-        printf("  mesh         %s (%d devices, %s; batch split over 'data', the rest replicated)\n",
+        printf("  mesh         %s (%d devices, %s; the batch over data and fsdp, parameters over "
+               "fsdp and tensor)\n",
                c->mesh, devices,
                mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
                                                                        : "threads");

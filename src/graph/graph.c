@@ -225,6 +225,7 @@ mt_tensor *mt_graph_param_at(const mt_graph *g, int idx) {
 typedef struct {
     const mt_tensor *t;
     uint64_t         seed, stream;
+    uint64_t         first;     /* the global index of t->data[0] (shards: of the row) */
 } init_job;
 
 static void init_range(void *arg, int64_t i0, int64_t i1, int worker) {
@@ -239,11 +240,38 @@ static void init_range(void *arg, int64_t i0, int64_t i1, int worker) {
         for (int64_t i = i0; i < i1; i++) p[i] = 1.0f;
         break;
     case MT_INIT_NORMAL:   /* p[i] = std · mt_rng_normal(seed, stream, i) */
-        mt__rng_normal_fill(job->seed, job->stream, (uint64_t)i0, i1 - i0, t->init.std, p + i0);
+        mt__rng_normal_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
+                            t->init.std, p + i0);
         break;
     case MT_INIT_UNIFORM:  /* p[i] = std · (2 · mt_rng_uniform(seed, stream, i) - 1) */
-        mt__rng_uniform_fill(job->seed, job->stream, (uint64_t)i0, i1 - i0, t->init.std, p + i0);
+        mt__rng_uniform_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
+                             t->init.std, p + i0);
         break;
+    }
+}
+
+/* A shard: rows of its last dim are runs of consecutive global indices;
+ * [i0, i1) counts rows here. */
+static void init_shard_rows(void *arg, int64_t i0, int64_t i1, int worker) {
+    const init_job *job = arg;
+    const mt_tensor *t = job->t;
+    const int nd = t->ndim;
+    const int64_t row = nd ? t->shape[nd - 1] : 1;
+    for (int64_t r = i0; r < i1; r++) {
+        /* the global flat index of the row's first element */
+        int64_t rem = r, g = 0, stride = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t idx = d == nd - 1 ? 0 : rem % t->shape[d];
+            if (d != nd - 1) rem /= t->shape[d];
+            g += (t->shard_offset[d] + idx) * stride;
+            stride *= t->global_shape[d];
+        }
+        init_job one = *job;
+        mt_tensor view = *t;
+        view.data = (float *)t->data + r * row;
+        one.t = &view;
+        one.first = (uint64_t)g;
+        init_range(&one, 0, row, worker);
     }
 }
 
@@ -251,8 +279,13 @@ static void init_range(void *arg, int64_t i0, int64_t i1, int worker) {
  * dev VM), so a 50M-parameter model spends a second or two here: split each
  * parameter over the kernel threads, in chunks worth waking one for. */
 static void init_param(mt_graph *g, const mt_tensor *t) {
-    init_job job = {t, g->seed, mt_hash_name(t->name)};
-    mt_pool_run(g->env.pool, mt_tensor_numel(t), 4096, init_range, &job);
+    init_job job = {t, g->seed, mt_hash_name(t->name), 0};
+    if (!t->is_shard) {
+        mt_pool_run(g->env.pool, mt_tensor_numel(t), 4096, init_range, &job);
+        return;
+    }
+    int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
+    mt_pool_run(g->env.pool, mt_tensor_numel(t) / row, 4096 / row + 1, init_shard_rows, &job);
 }
 
 mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts) {

@@ -128,20 +128,63 @@ static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
         mt_kernel_sgd(pd, gd, m ? m + e0 : NULL, e1 - e0, u->lr, c->momentum, wd, u->gscale);
 }
 
-mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
-    const mt_optim_config *c = &o->cfg;
-    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
-    double sumsq = 0;
+/* Σ of every gradient element squared, each element of the global
+ * parameters counted once. Off a mesh, and for a parameter that every
+ * device holds whole (replicated: the same gradient everywhere), the local
+ * sum is it. A shard's sum is one part of its parameter's: those are summed
+ * over the axes that split them, one psum per distinct set of axes, in the
+ * order the parameters come (the same on every device). */
+static mt_status global_sumsq(mt_optim *o, double *out) {
+    enum { MAX_SETS = 16 };
+    uint32_t sets[MAX_SETS];
+    float part[MAX_SETS];
+    int n_sets = 0;
+    double whole = 0;
+    const char *bad = NULL;
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
         if (!p->grad) continue;   /* the loss does not use it: nothing to learn */
         double s = mt_kernel_sumsq(mt_tensor_f32(p->grad), mt_tensor_numel(p));
-        if (!isfinite(s))
-            return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
-                           "lower the learning rate (now %g) or check the data",
-                           p->name, o->steps + 1, mt_optim_lr_at(c, o->steps));
-        sumsq += s;
+        if (!isfinite(s) && !bad) bad = p->name;
+        uint32_t axes = 0;
+        for (int d = 0; p->is_shard && d < p->ndim; d++) axes |= p->sharding.dim_axes[d];
+        if (!axes || !o->g->ctx) { whole += s; continue; }
+        int k = 0;
+        while (k < n_sets && sets[k] != axes) k++;
+        if (k == n_sets) {
+            if (n_sets == MAX_SETS)
+                return mt_fail(MT_EUNSUPPORTED, "the parameters are split over more than %d sets "
+                               "of mesh axes; the gradient norm handles at most that", MAX_SETS);
+            sets[n_sets] = axes;
+            part[n_sets++] = 0;
+        }
+        part[k] += (float)s;
     }
+    const mt_mesh *mesh = o->g->ctx ? mt_ctx_mesh(o->g->ctx) : NULL;
+    for (int k = 0; k < n_sets; k++) {
+        mt_axes ax = {0};
+        for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+            if (sets[k] & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+        mt_status st = mt_psum(o->g->ctx, ax, &part[k], 1);
+        if (st != MT_OK) return st;
+        whole += part[k];
+    }
+    /* a non-finite shard makes every device's sum non-finite: all stop */
+    if (!isfinite(whole))
+        return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
+                       "lower the learning rate (now %g) or check the data",
+                       bad ? bad : "(another device's shard)", o->steps + 1,
+                       mt_optim_lr_at(&o->cfg, o->steps));
+    *out = whole;
+    return MT_OK;
+}
+
+mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
+    const mt_optim_config *c = &o->cfg;
+    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
+    double sumsq = 0;
+    mt_status s = global_sumsq(o, &sumsq);
+    if (s != MT_OK) return s;
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
     float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;

@@ -39,6 +39,8 @@ typedef struct {
 
 typedef struct {
     mt_graph      *global, *lg;
+    mt_ctx        *ctx;
+    uint32_t       gather_axes;      /* opts->gather_axes */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
@@ -129,6 +131,36 @@ static uint32_t vary_after(uint32_t vary, const mt_move *mv) {
 
 /* ---- leaves and views ------------------------------------------------------ */
 
+/* FSDP: a parameter stored split over gather axes is gathered whole over
+ * them once, before its first use. The gather is the varying kind: the
+ * gathered copy meets data split over the same axes, and its gradient is
+ * reduce-scattered back onto the shard. The optimizer sees the shard. */
+static mt_status gather_param(partitioner *p, mt_tensor *t) {
+    slot *sl = &p->slots[t->id];
+    mt_tensor *x = sl->local;
+    for (int d = 0; d < t->ndim && x; d++) {
+        uint32_t ax = t->sharding.dim_axes[d] & p->gather_axes;
+        if (!ax) continue;
+        /* gathering the minor axes of a dim leaves the major ones' blocks
+         * whole; gathering major ones would interleave the blocks */
+        uint32_t other = t->sharding.dim_axes[d] & ~ax;
+        if (other && 31 - __builtin_clz(other) > __builtin_ctz(ax))
+            return fail(p, MT_ESHARDING, "partition: parameter '%s': dim %d is split over the "
+                        "gathered axes and, minor to them, over others; split it over the "
+                        "gathered axes on a dim of its own, or make them minor", t->name, d);
+        mt_tensor *y = mt_graph_all_gather(p->lg, x, axes_of(p->mesh, ax), d);
+        if (y) {
+            sl->type.sharding.dim_axes[d] &= ~ax;
+            y->sharding = sl->type.sharding;
+            name_after(y, "all-gather", sl->local);
+        }
+        x = y;
+    }
+    if (!x) return local_failed(p, t->name);
+    sl->local = x;   /* the vary set keeps the gathered axes: the gather is varying */
+    return MT_OK;
+}
+
 static mt_status make_slot(partitioner *p, mt_tensor *t);
 
 static mt_status make_leaf(partitioner *p, mt_tensor *t) {
@@ -141,11 +173,18 @@ static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     case MT_INPUT: sl->local = mt_input(p->lg, t->name, t->dtype, t->ndim, local); break;
     case MT_CONST: sl->local = mt_constant(p->lg, t->name, t->dtype, t->ndim, local); break;
     case MT_PARAM:
-        if (split_axes(&sl->type))
-            return fail(p, MT_EUNSUPPORTED, "partition: parameter '%s' is split over the mesh; "
-                        "sharded parameters (FSDP, tensor parallel) come with the strategies "
-                        "(issue 9): replicate it for now", t->name);
         sl->local = mt_param(p->lg, t->name, t->ndim, local, t->init);
+        if (sl->local && split_axes(&sl->type)) {
+            /* a shard: this device's block of the global tensor */
+            mt_tensor *x = sl->local;
+            x->is_shard = true;
+            for (int d = 0; d < t->ndim; d++) {
+                x->global_shape[d] = t->shape[d];
+                uint32_t ax = t->sharding.dim_axes[d];
+                x->shard_offset[d] = ax ? (int64_t)mt_axis_index(p->ctx, axes_of(p->mesh, ax)) *
+                                              local[d] : 0;
+            }
+        }
         break;
     default:
         return fail(p, MT_EINTERNAL, "partition: '%s' is used before the op that makes it",
@@ -154,6 +193,7 @@ static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     if (!sl->local) return local_failed(p, t->name);
     sl->local->sharding = t->sharding;
     sl->vary = split_axes(&sl->type);
+    if (t->kind == MT_PARAM && (split_axes(&sl->type) & p->gather_axes)) return gather_param(p, t);
     return MT_OK;
 }
 
@@ -280,13 +320,14 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
                     "(issue 9): keep that dim whole for now", name, c->out->name,
                     mt_move_name(res.moves[m].kind));
     /* a linear whose product is a partial sum that the rule reduces: the bias
-     * is added after the reduction, once, not on every device before it (and
-     * meets only the reduced, device-invariant product: no pvary) */
+     * is added after the reduction, once, not on every device before it */
     mt_tensor *late_bias = NULL;
+    uint32_t bias_vary = 0;
     mt_op_call no_bias = *c;
     if (c->op == MT_OP_LINEAR && c->n_in > 2 && m < res.n_moves) {
         no_bias.n_in = 2;
         late_bias = in[2];
+        bias_vary = vary[2];
         c = &no_bias;
     }
     uint32_t all = 0;
@@ -302,7 +343,11 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
         out_vary = vary_after(out_vary, &res.moves[m]);
         if (!out) return local_failed(p, name);
     }
-    if (late_bias && !(out = mt_add(p->lg, out, late_bias))) return local_failed(p, name);
+    /* the bias meets the reduced product, which may still vary (over the
+     * batch axes): a pvary over those, as for any other input */
+    if (late_bias && (!(late_bias = pvary_input(p, no_bias.in[2], late_bias, bias_vary, out_vary)) ||
+                      !(out = mt_add(p->lg, out, late_bias))))
+        return local_failed(p, name);
     /* the builders derived the local shape; it must be the type's */
     int64_t want[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &ty, want)) != MT_OK)
@@ -368,7 +413,8 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     if (loss->graph != global || loss->ndim != 0)
         return mt_fail(MT_EINVAL, "mt_partition: the loss '%s' must be a scalar of the graph",
                        loss->name);
-    partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx),
+    partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
+                     .gather_axes = opts ? opts->gather_axes : 0,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);

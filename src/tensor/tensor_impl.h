@@ -23,6 +23,11 @@ struct mt_tensor {
     int64_t        shape[MT_MAX_DIMS];     /* global shape */
     mt_sharding    sharding;
     mt_init        init;                   /* parameters */
+    /* a shard of a global tensor (a partitioned parameter): the global shape
+     * and where this block starts in it. Initialisation evaluates the global
+     * element indices, so every layout holds the one-device numbers. */
+    bool           is_shard;
+    int64_t        global_shape[MT_MAX_DIMS], shard_offset[MT_MAX_DIMS];
     mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
     void          *data;                   /* storage, set when the graph is compiled */
     struct mt_graph *graph;                /* graph: the one that made it (names are unique there) */

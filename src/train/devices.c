@@ -2,8 +2,8 @@
  * devices.c — where the trainer's work runs: one device off a mesh, or every
  * device of a mesh, each step one launch (threads of this process, or one
  * MPI rank each). Each device holds its part of the run (mt__train_dev): the
- * model built as the global program, its batch leaves split over the mesh's
- * "data" axis, partitioned (partition.h) and compiled; its optimizer; and a
+ * model built as the global program, sharded as the strategies' presets say
+ * (presets.c), partitioned (partition.h) and compiled; its optimizer; and a
  * buffer for the global microbatch, of which it keeps its slice.
  */
 #include "train/train_impl.h"
@@ -16,42 +16,25 @@
 /* Graphs, on one device or partitioned over a mesh                          */
 /* ======================================================================== */
 
-/* The mesh axes that split the batch: "data", when the mesh has it. */
-static mt_axes batch_axes(const mt_mesh *mesh) {
-    mt_axes ax = {0};
-    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
-        if (strcmp(mt_mesh_axis_name(mesh, a), "data") == 0) ax.axis[ax.n++] = (uint8_t)a;
-    return ax;
-}
-
-/* Splits dim 0 of the model's batch leaves over the mesh's batch axes. */
-static mt_status shard_batch(const mt__train_model *m, mt_graph *g, const mt_mesh *mesh) {
-    mt_axes ax = batch_axes(mesh);
-    mt_sharding sh = {{0}, 0};
-    for (int i = 0; i < ax.n; i++) sh.dim_axes[0] |= 1u << ax.axis[i];
-    const char *names[3] = {m->input, m->target, m->batch_const};
-    mt_status s = MT_OK;
-    for (int k = 0; k < 3 && s == MT_OK; k++)
-        if (names[k]) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh);
-    return s;
-}
-
 mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
-                                 mt_tensor **loss) {
+                                 mt_tensor **loss, mt_partition_opts *opts) {
     *loss = NULL;
+    mt_partition_opts unused;
+    if (!opts) opts = &unused;
+    memset(opts, 0, sizeof *opts);
     const mt__train_model *m = mt__train_model_of(cfg->model);
     if (!m) return mt_fail(MT_EINVAL, "unknown model kind %d", (int)cfg->model);
     float scale = (float)(1.0 / (double)mt__microbatch_size(m, cfg));
     mt_tensor *l = m->build(cfg, g, scale);
     if (!l) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
                            mt_graph_errmsg(g));
-    mt_status s = mesh ? shard_batch(m, g, mesh) : MT_OK;
+    mt_status s = mesh ? mt__shard_program(m, cfg, g, mesh, opts) : MT_OK;
     if (s == MT_OK) *loss = l;
     return s;
 }
 
 /* Builds the model into a new graph; on a mesh (ctx) builds the global
- * program, splits its batch leaves over the batch axes and partitions it.
+ * program, shards it as the presets say and partitions it.
  * Then compiles, fills the constants and finds the two inputs. */
 mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *c, mt_ctx *ctx,
                                float scale, bool no_grad, mt_graph **out, mt_tensor **in,
@@ -71,8 +54,9 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
     if (ctx) {
         mt_graph *local = NULL;
         mt_tensor *local_loss = NULL;
-        s = shard_batch(m, g, mt_ctx_mesh(ctx));
-        if (s == MT_OK) s = mt_partition(g, loss, ctx, NULL, &local, &local_loss);
+        mt_partition_opts po;
+        s = mt__shard_program(m, c, g, mt_ctx_mesh(ctx), &po);
+        if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
         mt_graph_free(g);
         if (s != MT_OK) return s;
         g = local;
@@ -108,7 +92,7 @@ void mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, i
         return;
     }
     tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, d->stage_in, d->stage_target);
-    int r = mt_axis_index(ctx, batch_axes(mt_ctx_mesh(ctx)));
+    int r = mt_axis_index(ctx, mt__batch_axes(mt_ctx_mesh(ctx)));
     size_t nb_in = (size_t)mt_tensor_numel(in) * mt_dtype_size(mt_tensor_dtype(in));
     size_t nb_t = (size_t)mt_tensor_numel(target) * mt_dtype_size(mt_tensor_dtype(target));
     memcpy(input_data(in), (char *)d->stage_in + (size_t)r * nb_in, nb_in);
@@ -161,7 +145,7 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
     if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
     if (s == MT_OK && ctx) {
         /* the global microbatch: the local inputs times the batch split */
-        int parts = mt_axis_size(ctx, batch_axes(mt_ctx_mesh(ctx)));
+        int parts = mt_axis_size(ctx, mt__batch_axes(mt_ctx_mesh(ctx)));
         d->stage_in = malloc((size_t)parts * (size_t)mt_tensor_numel(d->in) * 4);
         d->stage_target = malloc((size_t)parts * (size_t)mt_tensor_numel(d->target) * 4);
         if (!d->stage_in || !d->stage_target)
@@ -196,8 +180,8 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     mt_status s = mt_mesh_create(c->mesh, n, &mesh);
     if (s != MT_OK) return s;
     tr->n_devices = mt_mesh_size(mesh);
-    /* the axes the strategies know; "data" splits the batch, the others
-     * replicate the work until their strategies come (issues 9, 10) */
+    /* the axes the strategies know (presets.c); pipe replicates the work
+     * until pipelines come */
     static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
     for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
         bool known = false;
@@ -205,19 +189,29 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
             known |= strcmp(mt_mesh_axis_name(mesh, a), KNOWN[k]) == 0;
         if (!known) {
             s = mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
-                        "axes data (splits the batch), fsdp, tensor or pipe", c->mesh,
+                        "axes data (splits the batch), fsdp (the batch and the parameters), "
+                        "tensor or pipe", c->mesh,
                         mt_mesh_axis_name(mesh, a));
             mt_mesh_free(mesh);
             return s;
         }
     }
-    mt_axes ax = batch_axes(mesh);
+    mt_axes ax = mt__batch_axes(mesh);
     int parts = mt_mesh_group_size(mesh, ax);
+    bool sharded = mt_mesh_axis_size(mesh, "fsdp") > 1 || mt_mesh_axis_size(mesh, "tensor") > 1;
     mt_mesh_free(mesh);
     if (c->B % parts != 0)
-        return mt_fail(MT_EINVAL, "batch B=%d does not divide over the mesh's data axis "
-                       "(data=%d): each data rank takes B/%d of the global batch; pick B a "
-                       "multiple of %d", c->B, parts, parts, parts);
+        return mt_fail(MT_EINVAL, "batch B=%d does not divide over the axes that split it, "
+                       "data and fsdp (%d devices): each takes B/%d of the global batch; pick B "
+                       "a multiple of %d", c->B, parts, parts, parts);
+    /* a checkpoint holds whole tensors: saving shards needs a gather, loading a
+     * slice; until then say so before any work is done */
+    const char *file = c->ckpt_in ? c->ckpt_in : c->ckpt_out ? c->ckpt_out
+                     : c->llmc_in ? c->llmc_in : c->llmc_out;
+    if (sharded && file)
+        return mt_fail(MT_EUNSUPPORTED, "mesh '%s' splits the parameters (fsdp or tensor), and "
+                       "checkpoints of split parameters (%s) are not written or read yet; train "
+                       "that layout without checkpoints, or use a data-only mesh", c->mesh, file);
     tr->n_dev = kind == MT_TRANSPORT_MPI ? 1 : tr->n_devices;
     /* threads in all, shared out; 0: the launch's cores / devices */
     int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;

@@ -101,6 +101,29 @@ static void mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
     *pos += c->B;
 }
 
+/* Megatron's MLP: the linear layers in pairs, the first column-parallel (its
+ * weight's and bias's output dim split over `tensor`: each device computes
+ * its share of the hidden units), the second row-parallel (its weight's
+ * input dim split: each device's partial sums are all-reduced, then the
+ * bias). An unpaired last layer, or a pair whose width the axis does not
+ * divide, stays replicated. */
+static mt_status mlp_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
+                                     int size) {
+    for (int l = 0; l + 1 < c->mlp_layers; l += 2) {
+        if (c->mlp_hidden % size != 0) continue;
+        char name[MT_MAX_NAME];
+        mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
+        mt_status s;
+        snprintf(name, sizeof name, "fc.%d.w", l);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &col)) != MT_OK) return s;
+        snprintf(name, sizeof name, "fc.%d.b", l);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &vec)) != MT_OK) return s;
+        snprintf(name, sizeof name, "fc.%d.w", l + 1);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &row)) != MT_OK) return s;
+    }
+    return MT_OK;
+}
+
 /* ======================================================================== */
 /* Linear regression                                                         */
 /* ======================================================================== */
@@ -141,6 +164,7 @@ static const mt__train_model MODELS[] = {
         .name = "mlp", .input = "x", .target = "targets",
         .defaults = mlp_defaults, .check = mlp_check,
         .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
+        .tensor_parallel = mlp_tensor_parallel,
     },
     [MT_MODEL_LINREG] = {
         .name = "linreg", .input = "x", .target = "y",

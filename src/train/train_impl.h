@@ -53,6 +53,11 @@ typedef struct {
      * on it. */
     void (*fill_batch)(const mt_train_config *c, const mt_dataset *ds, int split, int64_t *pos,
                        void *in, void *target);
+    /* Tensor parallelism: sets the shardings of the model's parameters over
+     * the mesh axis `tensor` (a bit set) of `size` devices, e.g. Megatron's
+     * column- then row-parallel pairs; parameters it leaves alone stay
+     * replicated. Optional: NULL, the model replicates over `tensor`. */
+    mt_status (*tensor_parallel)(const mt_train_config *c, mt_graph *g, uint32_t tensor, int size);
     /* Model FLOPs of one optimizer step over `units` tokens or examples.
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
@@ -101,6 +106,18 @@ struct mt_trainer {
     int64_t         data_pos;   /* training data consumed: tokens or examples (m->sequences) */
 };
 
+
+/* ---- strategies as sharding presets (presets.c) ---- */
+
+/* The bit of the mesh axis `name`; 0 when the mesh has none. */
+uint32_t  mt__axis_bit(const mt_mesh *mesh, const char *name);
+/* The axes that split the batch: data and fsdp, those the mesh has. */
+mt_axes   mt__batch_axes(const mt_mesh *mesh);
+/* Sets the shardings of the global program's leaves for the mesh's axes
+ * (batch over data+fsdp, tensor parallel as the model says, FSDP storage)
+ * and the partitioner's options (*opts: fsdp's gather). */
+mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, mt_graph *g,
+                            const mt_mesh *mesh, mt_partition_opts *opts);
 
 /* Tokens or examples (m->sequences) in one microbatch of the global batch. */
 int64_t   mt__microbatch_size(const mt__train_model *m, const mt_train_config *c);

@@ -1,0 +1,80 @@
+/*
+ * presets.c — the parallel strategies as presets of shardings over the
+ * partitioner (partition.h), not code paths of their own. From the mesh's
+ * axes:
+ *   data    splits the batch (data parallel: the gradients all-reduced);
+ *   fsdp    splits the batch too, and stores every parameter split over it
+ *           (on a dim it divides and tensor parallelism leaves free),
+ *           gathered whole before use, its gradient reduce-scattered back
+ *           (ZeRO-3's communication; the shards are what the optimizer sees);
+ *   tensor  splits the layers as the model's entry says (Megatron: the MLP's
+ *           linear layers in column- then row-parallel pairs);
+ *   pipe    replicates, until pipelines come.
+ * What each preset sets is a sharding on a leaf; the partitioner derives the
+ * rest, and every combination trains the one-device run.
+ */
+#include "train/train_impl.h"
+
+#include <string.h>
+
+uint32_t mt__axis_bit(const mt_mesh *mesh, const char *name) {
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (strcmp(mt_mesh_axis_name(mesh, a), name) == 0) return 1u << a;
+    return 0;
+}
+
+mt_axes mt__batch_axes(const mt_mesh *mesh) {
+    mt_axes ax = {0};
+    uint32_t bits = mt__axis_bit(mesh, "data") | mt__axis_bit(mesh, "fsdp");
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    return ax;
+}
+
+/* The size of the axes of a bit set. */
+static int64_t parts_of(const mt_mesh *mesh, uint32_t bits) {
+    int64_t n = 1;
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (bits & (1u << a)) n *= mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a));
+    return n;
+}
+
+/* FSDP: every parameter split over `fsdp` on the first dim that has no
+ * tensor-parallel split and that the axis divides; a parameter with none
+ * stays whole (its gradient is then all-reduced like data parallel's). */
+static mt_status shard_fsdp(mt_graph *g, const mt_mesh *mesh, uint32_t fsdp) {
+    int64_t n = parts_of(mesh, fsdp);
+    for (int i = 0; i < mt_graph_n_params(g); i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        mt_sharding sh = mt_tensor_sharding(p);
+        for (int d = 0; d < mt_tensor_ndim(p); d++) {
+            if (sh.dim_axes[d] || mt_tensor_dim(p, d) % n != 0) continue;
+            sh.dim_axes[d] = fsdp;
+            mt_status s = mt_tensor_set_sharding(p, &sh);
+            if (s != MT_OK) return s;
+            break;
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, mt_graph *g,
+                            const mt_mesh *mesh, mt_partition_opts *opts) {
+    memset(opts, 0, sizeof *opts);
+    /* the batch leaves: dim 0 over the batch axes */
+    mt_axes ax = mt__batch_axes(mesh);
+    mt_sharding batch = {{0}, 0};
+    for (int i = 0; i < ax.n; i++) batch.dim_axes[0] |= 1u << ax.axis[i];
+    const char *names[3] = {m->input, m->target, m->batch_const};
+    mt_status s = MT_OK;
+    for (int k = 0; k < 3 && s == MT_OK; k++)
+        if (names[k]) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &batch);
+    uint32_t tensor = mt__axis_bit(mesh, "tensor"), fsdp = mt__axis_bit(mesh, "fsdp");
+    if (s == MT_OK && tensor && parts_of(mesh, tensor) > 1 && m->tensor_parallel)
+        s = m->tensor_parallel(c, g, tensor, (int)parts_of(mesh, tensor));
+    if (s == MT_OK && fsdp && parts_of(mesh, fsdp) > 1) {
+        s = shard_fsdp(g, mesh, fsdp);
+        opts->gather_axes = fsdp;
+    }
+    return s;
+}
