@@ -22,6 +22,7 @@
 
 typedef struct {
     float   loss[TSTEPS];
+    float   norm[TSTEPS];     /* the global gradient norm (clipping at 1 uses it) */
     float  *params;           /* device 0's parameters (shards on a sharded mesh), concatenated */
     int64_t n;
     int     n_tensors;
@@ -37,6 +38,7 @@ static trained train_with(mt_train_config cfg, const char *mesh) {
         mt_step_report r;
         MT_CHECK_OK(mt_trainer_step(tr, &r));
         out.loss[s] = r.loss;
+        out.norm[s] = r.grad_norm;
     }
     mt_graph *g = mt_trainer_graph(tr);
     for (int i = 0; i < mt_graph_n_params(g); i++) out.n += mt_tensor_numel(mt_graph_param_at(g, i));
@@ -89,11 +91,19 @@ static void check_layouts(mt_train_config cfg, const char *what, const char *con
                           const bool *want_shards) {
     trained one = train_with(cfg, NULL);
     MT_CHECK(one.loss[TSTEPS - 1] < one.loss[0], "%s: training lowers the loss", what);
+    bool clipped = false;
+    for (int s = 0; s < TSTEPS; s++) clipped |= one.norm[s] > cfg.optim.grad_clip;
+    fprintf(stderr, "  %s: gradient norm %.3g at step 1 (clipped at %g in some step: %s)\n", what,
+            one.norm[0], cfg.optim.grad_clip, clipped ? "yes" : "no");
     for (int i = 0; meshes[i]; i++) {
         trained got = train_with(cfg, meshes[i]);
-        for (int s = 0; s < TSTEPS; s++)
+        for (int s = 0; s < TSTEPS; s++) {
             MT_CHECK_CLOSE(got.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what,
                            meshes[i], s + 1);
+            /* every element counted once, whatever the split */
+            MT_CHECK_CLOSE(got.norm[s], one.norm[s], 1e-5, "%s on %s: gradient norm at step %d",
+                           what, meshes[i], s + 1);
+        }
         /* AdamW turns the rounding noise of a gradient that is zero in exact
          * arithmetic (the key bias, by softmax's shift invariance) into steps
          * of ±lr·noise/eps: such elements end near ±1e-6 with either sign, so
