@@ -7,9 +7,10 @@
  * of one device (MT_CHECK_CLOSE's measure: relative above 1, absolute
  * below; see trained_close).
  *
- * Layouts: data parallel (data=2, 4, 8); FSDP (fsdp=2, 4: parameters stored
- * split, gathered before use, gradients reduce-scattered); tensor parallel
- * (tensor=2, 4: the MLP's Megatron pairs); and their products. Each sharded
+ * Layouts: data parallel (data=2, 4, 8); ZeRO 1, 2, 3 over data; FSDP
+ * (fsdp=2, 4: parameters stored split, gathered before use, gradients
+ * reduce-scattered); tensor parallel (tensor=2, 4: the MLP's Megatron
+ * pairs); and their products. Each sharded
  * layout also checks that device 0 holds a shard, not the whole parameter,
  * so that a preset that silently replicated would fail.
  */
@@ -85,24 +86,36 @@ static double trained_close(const trained *got, const trained *one, int *n_shard
     return worst;
 }
 
-/* Trains cfg on each mesh of `meshes` (NULL-terminated) and compares with
- * one device. want_shards[i]: whether that mesh must split some parameter. */
-static void check_layouts(mt_train_config cfg, const char *what, const char *const *meshes,
-                          const bool *want_shards) {
+/* A layout: a mesh, a ZeRO stage, and whether device 0 must hold some
+ * parameter split (a preset that silently replicated would fail). */
+typedef struct {
+    const char *mesh;
+    int         zero;
+    bool        shards;
+} layout;
+
+/* Trains cfg on each layout (until one with mesh NULL) and compares with one
+ * device. */
+static void check_layouts(mt_train_config cfg, const char *what, const layout *layouts) {
     trained one = train_with(cfg, NULL);
     MT_CHECK(one.loss[TSTEPS - 1] < one.loss[0], "%s: training lowers the loss", what);
     bool clipped = false;
     for (int s = 0; s < TSTEPS; s++) clipped |= one.norm[s] > cfg.optim.grad_clip;
     fprintf(stderr, "  %s: gradient norm %.3g at step 1 (clipped at %g in some step: %s)\n", what,
             one.norm[0], cfg.optim.grad_clip, clipped ? "yes" : "no");
-    for (int i = 0; meshes[i]; i++) {
-        trained got = train_with(cfg, meshes[i]);
+    for (int i = 0; layouts[i].mesh; i++) {
+        char mesh[64];
+        snprintf(mesh, sizeof mesh, "%s%s", layouts[i].mesh,
+                 layouts[i].zero == 1 ? " zero=1" : layouts[i].zero == 2 ? " zero=2"
+                 : layouts[i].zero == 3 ? " zero=3" : "");
+        cfg.zero = layouts[i].zero;
+        trained got = train_with(cfg, layouts[i].mesh);
         for (int s = 0; s < TSTEPS; s++) {
             MT_CHECK_CLOSE(got.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what,
-                           meshes[i], s + 1);
+                           mesh, s + 1);
             /* every element counted once, whatever the split */
             MT_CHECK_CLOSE(got.norm[s], one.norm[s], 1e-5, "%s on %s: gradient norm at step %d",
-                           what, meshes[i], s + 1);
+                           what, mesh, s + 1);
         }
         /* AdamW turns the rounding noise of a gradient that is zero in exact
          * arithmetic (the key bias, by softmax's shift invariance) into steps
@@ -110,9 +123,9 @@ static void check_layouts(mt_train_config cfg, const char *what, const char *con
          * a purely relative test would be meaningless for them */
         int shards = 0;
         double worst = trained_close(&got, &one, &shards);
-        MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g", what, meshes[i], worst);
-        MT_CHECK(!want_shards[i] || shards > 0, "%s on %s: no parameter is split on device 0",
-                 what, meshes[i]);
+        MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g", what, mesh, worst);
+        MT_CHECK(!layouts[i].shards || shards > 0, "%s on %s: no parameter is split on device 0",
+                 what, mesh);
         free(got.params);
     }
     free(one.params);
@@ -133,11 +146,13 @@ static mt_train_config base_config(void) {
 MT_TEST(mlp_layouts_equal_one_device) {
     mt_train_config c = base_config();
     c.model = MT_MODEL_MLP;
-    static const char *const meshes[] = {
-        "data=2", "data=4", "data=8", "fsdp=2", "fsdp=4", "tensor=2", "tensor=4",
-        "data=2,tensor=2", "fsdp=2,tensor=2", "data=2,fsdp=2,tensor=2", NULL};
-    static const bool shards[] = {false, false, false, true, true, true, true, true, true, true};
-    check_layouts(c, "mlp", meshes, shards);
+    static const layout layouts[] = {
+        {"data=2", 0, false}, {"data=4", 0, false}, {"data=8", 0, false},
+        {"data=2", 1, true}, {"data=2", 2, true}, {"data=2", 3, true}, {"data=4", 1, true},
+        {"fsdp=2", 0, true}, {"fsdp=4", 0, true}, {"tensor=2", 0, true}, {"tensor=4", 0, true},
+        {"data=2,tensor=2", 0, true}, {"fsdp=2,tensor=2", 0, true},
+        {"data=2,fsdp=2,tensor=2", 0, true}, {"data=2,fsdp=2", 2, true}, {NULL, 0, false}};
+    check_layouts(c, "mlp", layouts);
 }
 
 MT_TEST(gpt_layouts_equal_one_device) {
@@ -155,10 +170,11 @@ MT_TEST(gpt_layouts_equal_one_device) {
     c.T = 16;
     /* tensor parallel for the GPT (heads, vocabulary) is not in yet: it
      * replicates over `tensor`, which must still be the same run */
-    static const char *const meshes[] = {"data=2", "data=4", "data=8", "fsdp=2", "fsdp=4",
-                                         "data=2,fsdp=2", "fsdp=2,tensor=2", NULL};
-    static const bool shards[] = {false, false, false, true, true, true, true};
-    check_layouts(c, "gpt", meshes, shards);
+    static const layout layouts[] = {
+        {"data=2", 0, false}, {"data=4", 0, false}, {"data=8", 0, false}, {"data=2", 1, true},
+        {"data=2", 2, true}, {"fsdp=2", 0, true}, {"fsdp=4", 0, true}, {"data=2,fsdp=2", 0, true},
+        {"fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
+    check_layouts(c, "gpt", layouts);
     unlink(path);
 }
 

@@ -29,6 +29,10 @@ typedef struct {
      * its gradient is reduce-scattered back onto the shards (the gather's
      * transpose). 0: parameters are used as they are split (tensor parallel). */
     uint32_t      gather_axes;
+    /* Of gather_axes, those gathered as a value that counts once
+     * (all_gather_invariant): the gradient is then all-reduced over them and
+     * each device keeps its slice, as ZeRO-1 does, instead of reduce-scattered. */
+    uint32_t      gather_allreduce_axes;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

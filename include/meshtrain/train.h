@@ -55,6 +55,13 @@ typedef struct {
     int               devices;   /* threads: device count (0 = the mesh's product); under MPI
                                     0 = one device per rank */
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
+    /* ZeRO over the mesh's data axis: 0 off (data parallel: parameters and
+     * optimizer state replicated, gradients all-reduced); 1 parameters and
+     * AdamW state stored split over data, gradients all-reduced and sliced,
+     * the parameters gathered back for use; 2 the same with the gradients
+     * reduce-scattered; 3 the same as 2 here (the gathered parameters are
+     * kept for the step, as fsdp does). Needs a data axis of 2 or more. */
+    int               zero;
     /* Non-zero asks the run to stop (a signal handler sets it). Under MPI
      * every rank reads its own, and each step ends with the ranks agreeing
      * (any one set: all stop), so that all stop after the same step; the

@@ -41,6 +41,7 @@ typedef struct {
     mt_graph      *global, *lg;
     mt_ctx        *ctx;
     uint32_t       gather_axes;      /* opts->gather_axes */
+    uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
@@ -148,16 +149,25 @@ static mt_status gather_param(partitioner *p, mt_tensor *t) {
             return fail(p, MT_ESHARDING, "partition: parameter '%s': dim %d is split over the "
                         "gathered axes and, minor to them, over others; split it over the "
                         "gathered axes on a dim of its own, or make them minor", t->name, d);
-        mt_tensor *y = mt_graph_all_gather(p->lg, x, axes_of(p->mesh, ax), d);
+        /* ZeRO-1's gather counts once: its gradient is all-reduced (the pvary
+         * the partitioner adds where it meets the batch) and sliced */
+        bool invariant = (ax & p->gather_invariant) != 0;
+        if (invariant && (ax & ~p->gather_invariant))
+            return fail(p, MT_ESHARDING, "partition: parameter '%s': dim %d is gathered over "
+                        "axes of both kinds (all-reduced and reduce-scattered gradients)",
+                        t->name, d);
+        mt_tensor *y = invariant ? mt_graph_all_gather_invariant(p->lg, x, axes_of(p->mesh, ax), d)
+                                 : mt_graph_all_gather(p->lg, x, axes_of(p->mesh, ax), d);
         if (y) {
             sl->type.sharding.dim_axes[d] &= ~ax;
             y->sharding = sl->type.sharding;
             name_after(y, "all-gather", sl->local);
+            if (invariant) sl->vary &= ~ax;
         }
         x = y;
     }
     if (!x) return local_failed(p, t->name);
-    sl->local = x;   /* the vary set keeps the gathered axes: the gather is varying */
+    sl->local = x;   /* a varying gather keeps its axes in the vary set */
     return MT_OK;
 }
 
@@ -415,6 +425,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        loss->name);
     partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
+                     .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);

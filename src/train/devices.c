@@ -196,9 +196,23 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
             return s;
         }
     }
+    if (c->zero < 0 || c->zero > 3 || (c->zero > 0 && mt_mesh_axis_size(mesh, "data") < 2)) {
+        s = mt_fail(MT_EINVAL, "zero=%d: ZeRO stages are 1, 2 or 3, and split over the mesh's "
+                    "data axis, which '%s' %s", c->zero, c->mesh,
+                    mt_mesh_axis_size(mesh, "data") ? "gives only 1 device" : "does not have");
+        mt_mesh_free(mesh);
+        return s;
+    }
+    if (c->zero == 1 && mt_mesh_axis_size(mesh, "fsdp") > 1) {
+        s = mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
+                    "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
+        mt_mesh_free(mesh);
+        return s;
+    }
     mt_axes ax = mt__batch_axes(mesh);
     int parts = mt_mesh_group_size(mesh, ax);
-    bool sharded = mt_mesh_axis_size(mesh, "fsdp") > 1 || mt_mesh_axis_size(mesh, "tensor") > 1;
+    bool sharded = mt_mesh_axis_size(mesh, "fsdp") > 1 || mt_mesh_axis_size(mesh, "tensor") > 1 ||
+                   c->zero > 0;
     mt_mesh_free(mesh);
     if (c->B % parts != 0)
         return mt_fail(MT_EINVAL, "batch B=%d does not divide over the axes that split it, "

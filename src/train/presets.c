@@ -7,6 +7,9 @@
  *           (on a dim it divides and tensor parallelism leaves free),
  *           gathered whole before use, its gradient reduce-scattered back
  *           (ZeRO-3's communication; the shards are what the optimizer sees);
+ *   --zero  1, 2, 3: the data axis also stores the parameters and their
+ *           optimizer state split (ZeRO), gathered like fsdp's; ZeRO-1's
+ *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
  *   tensor  splits the layers as the model's entry says (Megatron: the MLP's
  *           linear layers in column- then row-parallel pairs);
  *   pipe    replicates, until pipelines come.
@@ -39,9 +42,10 @@ static int64_t parts_of(const mt_mesh *mesh, uint32_t bits) {
     return n;
 }
 
-/* FSDP: every parameter split over `fsdp` on the first dim that has no
- * tensor-parallel split and that the axis divides; a parameter with none
- * stays whole (its gradient is then all-reduced like data parallel's). */
+/* FSDP (and ZeRO over data): every parameter stored split over `fsdp` (the
+ * bit set of storage axes) on the first dim that has no tensor-parallel
+ * split and that the axes divide; a parameter with none stays whole (its
+ * gradient is then all-reduced like data parallel's). */
 static mt_status shard_fsdp(mt_graph *g, const mt_mesh *mesh, uint32_t fsdp) {
     int64_t n = parts_of(mesh, fsdp);
     for (int i = 0; i < mt_graph_n_params(g); i++) {
@@ -72,9 +76,16 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     uint32_t tensor = mt__axis_bit(mesh, "tensor"), fsdp = mt__axis_bit(mesh, "fsdp");
     if (s == MT_OK && tensor && parts_of(mesh, tensor) > 1 && m->tensor_parallel)
         s = m->tensor_parallel(c, g, tensor, (int)parts_of(mesh, tensor));
-    if (s == MT_OK && fsdp && parts_of(mesh, fsdp) > 1) {
-        s = shard_fsdp(g, mesh, fsdp);
-        opts->gather_axes = fsdp;
+    /* ZeRO stores the parameters (and so the optimizer state) split over
+     * data too; ZeRO-1 gathers them as a value that counts once, so that
+     * their gradients are all-reduced and sliced rather than reduce-scattered */
+    uint32_t data = mt__axis_bit(mesh, "data");
+    uint32_t stored = (fsdp && parts_of(mesh, fsdp) > 1 ? fsdp : 0) |
+                      (c->zero > 0 && data ? data : 0);
+    if (s == MT_OK && stored) {
+        s = shard_fsdp(g, mesh, stored);
+        opts->gather_axes = stored;
+        if (c->zero == 1) opts->gather_allreduce_axes = data;
     }
     return s;
 }

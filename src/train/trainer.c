@@ -87,6 +87,11 @@ static mt_status check_config(const mt_train_config *c) {
     if (c->ckpt_every > 0 && !c->ckpt_out)
         return mt_fail(MT_EINVAL, "ckpt_every=%d has no checkpoint to write: set ckpt_out, "
                        "or set ckpt_every to 0", c->ckpt_every);
+    if (c->zero < 0 || c->zero > 3)
+        return mt_fail(MT_EINVAL, "zero=%d: the ZeRO stages are 1, 2 and 3 (0: off)", c->zero);
+    if (c->zero > 0 && !(c->mesh && *c->mesh))
+        return mt_fail(MT_EINVAL, "zero=%d needs a mesh with a data axis (e.g. --mesh data=2)",
+                       c->zero);
     if (c->threads < 0)
         return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
     mt_status s;
