@@ -49,6 +49,8 @@ awk '
         for (i = 1; i <= nm; i++) {
             r = mord[i]
             note = (r ~ /^dp2/) ? "(target >= 1.9x)" : ""
+            if (r != "1dev-1thread" && r != "1dev-2threads")
+                note = note sprintf(" %.2fx of 1 device on both cores", mt[r] / mt["1dev-2threads"])
             if (hid[r] != "") note = note sprintf(" all-reduce hidden under the backward: %s%%", hid[r])
             printf "meshtrain %-12s %12.1f %7.2fx %s\n", r, mt[r], mt[r] / base, note
         }
