@@ -178,6 +178,47 @@ MT_TEST(gpt_layouts_equal_one_device) {
     unlink(path);
 }
 
+static mt_memory_report memory_of(mt_train_config c, const char *mesh, int zero) {
+    c.mesh = mesh;
+    c.zero = zero;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_memory_report m = mt_trainer_memory(tr);
+    mt_trainer_free(tr);
+    return m;
+}
+
+/* The allocator's accounting: FSDP and ZeRO over n devices hold about 1/n of
+ * the parameter, gradient and optimizer bytes (a parameter no dim of which
+ * n divides stays whole: the MLP's last bias here); tensor parallel divides
+ * the split layers' weights (the MLP's first pair: 4672 of its 4866
+ * parameters, so a little over half remain). */
+MT_TEST(split_layouts_hold_their_share_of_memory) {
+    mt_train_config c = base_config();
+    c.model = MT_MODEL_MLP;
+    mt_memory_report one = memory_of(c, NULL, 0);
+    MT_CHECK(one.parameters == 4866 * 4 && one.gradients == 4866 * 4 &&
+             one.optimizer == 2 * 4866 * 4, "one device: %zu, %zu, %zu bytes", one.parameters,
+             one.gradients, one.optimizer);
+    static const struct { const char *mesh; int zero, n; } SPLIT[] = {
+        {"fsdp=2", 0, 2}, {"fsdp=4", 0, 4}, {"data=2", 1, 2}, {"data=2", 2, 2}, {"data=4", 3, 4}};
+    for (size_t i = 0; i < sizeof SPLIT / sizeof SPLIT[0]; i++) {
+        mt_memory_report m = memory_of(c, SPLIT[i].mesh, SPLIT[i].zero);
+        size_t bound = one.parameters / (size_t)SPLIT[i].n + 64;
+        MT_CHECK(m.parameters <= bound && m.gradients <= bound && m.optimizer <= 2 * bound,
+                 "%s zero=%d: %zu, %zu, %zu bytes of parameters, gradients, optimizer state; "
+                 "want at most %zu, %zu, %zu", SPLIT[i].mesh, SPLIT[i].zero, m.parameters,
+                 m.gradients, m.optimizer, bound, bound, 2 * bound);
+    }
+    mt_memory_report dp = memory_of(c, "data=2", 0);
+    MT_CHECK(dp.parameters == one.parameters && dp.optimizer == one.optimizer,
+             "data parallel replicates: %zu vs %zu", dp.parameters, one.parameters);
+    mt_memory_report tp = memory_of(c, "tensor=2", 0);
+    size_t tp_want = (size_t)(4866 - 4672 / 2) * 4;
+    MT_CHECK(tp.parameters == tp_want, "tensor=2: %zu bytes of parameters, want %zu",
+             tp.parameters, tp_want);
+}
+
 MT_TEST(trainer_refuses_bad_layouts) {
     mt_train_config c = base_config();
     c.model = MT_MODEL_MLP;

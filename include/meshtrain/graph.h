@@ -245,6 +245,10 @@ typedef struct {
     int64_t n_param_elems;                          /* trainable elements */
     double  flops_forward, flops_backward;          /* per run */
     double  bytes_forward, bytes_backward;          /* memory traffic per run */
+    size_t  param_bytes, grad_bytes;                /* allocated for the parameters (on a mesh:
+                                                       this device's shards) and their
+                                                       gradients */
+    size_t  scratch_bytes;                          /* kernels' temporary buffers */
     size_t  arena_bytes;                            /* planned activation memory */
     size_t  arena_bytes_unplanned;                  /* the same without reuse */
     double  compile_seconds;                        /* wall time of mt_graph_compile */

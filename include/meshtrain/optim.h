@@ -47,6 +47,9 @@ mt_status mt_optim_step(mt_optim *opt, float *grad_norm);
 
 /* Steps taken so far. */
 int mt_optim_steps(const mt_optim *opt);
+/* Bytes the optimizer allocated for its state (AdamW: m and v; SGD: the
+ * momentum, when on), for this device's (shards of the) parameters. */
+size_t mt_optim_state_bytes(const mt_optim *opt);
 
 /* Optimizer state for checkpoints: per parameter i, the first and second
  * moments (NULL for SGD without momentum), numel floats each. */

@@ -125,6 +125,16 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
  * e.g. a full disk) the previous files are untouched and the trainer is
  * unchanged: training may go on and a later save retry. */
 mt_status mt_trainer_save(mt_trainer *tr);
+/* Device 0's memory by category, from what was allocated (the buffer plan
+ * and the optimizer), not from formulas. On a mesh that splits parameters
+ * these are the shards'. */
+typedef struct {
+    size_t parameters, gradients, optimizer;  /* persistent */
+    size_t activations;                       /* the planned arena (incl. gathered parameters) */
+    size_t temporary;                         /* kernels' scratch */
+} mt_memory_report;
+mt_memory_report mt_trainer_memory(mt_trainer *tr);
+
 /* The compiled training graph (for inspection): on a mesh, device 0's
  * partitioned one. */
 mt_graph *mt_trainer_graph(mt_trainer *tr);

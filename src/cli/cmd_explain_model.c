@@ -105,7 +105,8 @@ static program_summary summarise(const mt_graph *g) {
         s.comm_bytes += in.bytes;
     }
     mt_graph_stats st = mt_graph_get_stats(g);
-    s.param_bytes = s.grad_bytes = (size_t)st.n_param_elems * sizeof(float);
+    s.param_bytes = st.param_bytes;
+    s.grad_bytes = st.grad_bytes;
     s.act_bytes = st.arena_bytes;
     return s;
 }

@@ -90,13 +90,12 @@ void train_print_config(train_run *run) {
                mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
                                                                        : "threads");
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());
-    /* per device: parameters and gradients f32, optimizer state (AdamW: m and
-     * v; SGD: momentum when on), activations as planned */
-    const double MiB = 1 << 20, pbytes = 4.0 * (double)gs.n_param_elems;
-    int moments = c->optim.kind == MT_OPT_ADAMW ? 2 : c->optim.momentum > 0 ? 1 : 0;
-    printf("  memory       per device: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f "
-           "MiB, activations %.1f MiB (planned)\n", pbytes / MiB, pbytes / MiB,
-           moments * pbytes / MiB, (double)gs.arena_bytes / MiB);
+    /* per device, as allocated (shards on a mesh that splits parameters) */
+    mt_memory_report mem = mt_trainer_memory(tr);
+    const double MiB = 1 << 20;
+    printf("  memory       per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f "
+           "MiB, activations %.2f MiB, temporary %.2f MiB\n", mem.parameters / MiB,
+           mem.gradients / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.temporary / MiB);
     printf("  metrics      %s", or_dash(run->metrics.path));
     if (run->metrics.dropped > 0)
         printf(" (resumed: kept %d lines up to step %d, dropped %d past it)", run->metrics.kept,

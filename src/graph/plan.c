@@ -214,11 +214,16 @@ mt_status mt__plan_buffers(mt_graph *g) {
 
     /* 2. Persistent block. */
     size_t persistent = 0;
+    g->stats.param_bytes = g->stats.grad_bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of || !is_persistent(g, t)) continue;
         t->offset = persistent;
         persistent += align_up(mt__tensor_bytes(t));
+        /* the accounting behind the memory reports: what each kind holds */
+        if (t->kind == MT_PARAM) g->stats.param_bytes += mt__tensor_bytes(t);
+        else if (t->kind == MT_GRAD && t->grad_of && t->grad_of->kind == MT_PARAM)
+            g->stats.grad_bytes += mt__tensor_bytes(t);
     }
 
     /* 3. Arena: walk the run order as a heap would see it. At each position
@@ -292,8 +297,10 @@ mt_status mt__plan_buffers(mt_graph *g) {
     scratch *= (size_t)mt_pool_size(g->env.pool);
     if (scratch) {
         g->env.scratch = malloc(scratch * sizeof(float));
-        if (!g->env.scratch) return mt_fail(MT_ENOMEM, "out of memory for attention scratch");
+        if (!g->env.scratch) return mt_fail(MT_ENOMEM, "out of memory for %zu floats of kernel "
+                                            "scratch", scratch);
         g->env.scratch_floats = scratch;
     }
+    g->stats.scratch_bytes = scratch * sizeof(float);
     return MT_OK;
 }

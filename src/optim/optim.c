@@ -201,6 +201,15 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
 }
 
 int mt_optim_steps(const mt_optim *o) { return o->steps; }
+
+size_t mt_optim_state_bytes(const mt_optim *o) {
+    size_t n = 0;
+    for (int i = 0; i < o->n; i++) {
+        size_t bytes = (size_t)mt_tensor_numel(o->params[i]) * sizeof(float);
+        n += (o->m[i] ? bytes : 0) + (o->v[i] ? bytes : 0);
+    }
+    return n;
+}
 void mt_optim_set_steps(mt_optim *o, int steps) { o->steps = steps; }
 
 float *mt_optim_moment(mt_optim *o, int i, int which) {

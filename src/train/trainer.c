@@ -228,6 +228,15 @@ int mt_trainer_step_count(const mt_trainer *tr) { return tr->step; }
 mt_graph *mt_trainer_graph(mt_trainer *tr) { return tr->dev[0].g; }
 int mt_trainer_devices(const mt_trainer *tr) { return tr->n_devices; }
 
+mt_memory_report mt_trainer_memory(mt_trainer *tr) {
+    const mt__train_dev *d = &tr->dev[0];
+    mt_graph_stats st = mt_graph_get_stats(d->g);
+    mt_memory_report m = {.parameters = st.param_bytes, .gradients = st.grad_bytes,
+                          .optimizer = mt_optim_state_bytes(d->opt),
+                          .activations = st.arena_bytes, .temporary = st.scratch_bytes};
+    return m;
+}
+
 /* ======================================================================== */
 /* Step, eval, save                                                          */
 /* ======================================================================== */
