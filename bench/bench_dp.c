@@ -71,7 +71,8 @@ static double sgemm_gflops(int threads) {
  * returns, averaged over devices, the time the gradient all-reduces were in
  * flight (the union of their spans) and the time the device waited for them
  * after its W work ("wait: gradient reductions"): the exposed part. */
-static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms) {
+static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms,
+                       double *dev0_bytes) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
     enum { MAX_TRACKS = 1024, MAX_EV = 4096 };
@@ -80,6 +81,7 @@ static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms
     static int evdev[MAX_EV];
     int n = 0, n_dev = 0, n_tracks = 0;
     double exposed = 0;
+    *dev0_bytes = 0;
     char line[1024];
     while (fgets(line, sizeof line, f)) {
         int tid = -1, dev = -1, lane = 0;
@@ -100,6 +102,8 @@ static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms
             if (track_tid[k] == tid) tdev = track_dev[k];
         const char *ts = strstr(line, "\"ts\":"), *du = strstr(line, "\"dur\":");
         if (!ts || !du) continue;
+        const char *by = strstr(line, "\"bytes\":");
+        if (by && tdev == 0) *dev0_bytes += atof(by + 8);
         double t = atof(ts + 5), d = atof(du + 6);
         if (strstr(line, "wait: gradient reductions")) exposed += d;
         else if (strstr(line, "(async)") && n < MAX_EV && tdev >= 0) {
@@ -107,7 +111,7 @@ static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms
         }
     }
     fclose(f);
-    if (n_dev == 0 || n == 0) return false;
+    if (n_dev == 0) return false;
     double inflight = 0;   /* per device: the union of its spans */
     for (int dv = 0; dv < n_dev; dv++) {
         double end = -1;
@@ -123,14 +127,25 @@ static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms
             end = s1;
         }
     }
-    *inflight_ms = inflight / n_dev / 1e3;
+    *inflight_ms = n ? inflight / n_dev / 1e3 : 0;
     *exposed_ms = exposed / n_dev / 1e3;
     return true;
 }
 
 /* Steps of one configuration; returns the median tokens/s (NAN on failure). */
+/* The communication of one step as `explain` counts it: the collective
+ * nodes of device 0's program, in nccl-tests' sizes. */
+static double program_bytes(mt_graph *g) {
+    double bytes = 0;
+    for (int i = 0; i < mt_graph_n_nodes(g); i++) {
+        mt_node_info in;
+        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) bytes += in.bytes;
+    }
+    return bytes;
+}
+
 static double run(const char *data, const char *mesh, int zero, int threads, int steps,
-                  float *loss, const char *trace) {
+                  float *loss, const char *trace, double *predicted) {
     mt_train_config c = mt_train_defaults();
     c.model = MT_MODEL_GPT;
     c.data = data;
@@ -160,6 +175,7 @@ static double run(const char *data, const char *mesh, int zero, int threads, int
         *loss = r.loss;
     }
     if (i == steps) tok_s = (double)GLOBAL_B * SEQ / median(t, steps);
+    if (predicted) *predicted = program_bytes(mt_trainer_graph(tr));
     free(t);
     mt_trainer_free(tr);
     return tok_s;
@@ -197,7 +213,7 @@ int main(int argc, char **argv) {
         float loss = NAN;
         char mesh[32];
         snprintf(mesh, sizeof mesh, "data=%d", world);
-        double tps = run(path, mesh, 0, world, steps, &loss, NULL);
+        double tps = run(path, mesh, 0, world, steps, &loss, NULL, NULL);
         if (rank == 0)
             printf("RESULT impl=meshtrain row=dp%d-mpi devices=%d threads_per_device=1 tok_s=%.1f "
                    "loss=%.4f\n", world, world, tps, (double)loss);
@@ -224,7 +240,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < ROUNDS; r++)
         for (int k = 0; k < N_ROWS; k++)
             tps[k][r] = run(path, rows[k].mesh, rows[k].zero, rows[k].threads, steps, &losses[k],
-                            NULL);
+                            NULL, NULL);
     char trace[] = "/tmp/meshtrain-bench-dp-trace-XXXXXX";
     int tfd = mkstemp(trace);
     if (tfd >= 0) close(tfd);
@@ -233,21 +249,25 @@ int main(int argc, char **argv) {
     double base = median(tps[0], ROUNDS), both = median(tps[1], ROUNDS);
     for (int k = 0; k < N_ROWS; k++) {
         double t = median(tps[k], ROUNDS);
-        double inflight = NAN, exposed = NAN;
-        char hidden[96] = "";
+        double inflight = NAN, exposed = NAN, traced = NAN, predicted = NAN;
+        char hidden[160] = "";
         /* the trace of one more (untimed) run's last step, so that writing
          * traces does not count in the time */
         float traced_loss;
         if (rows[k].mesh && tfd >= 0 &&
-            !isnan(run(path, rows[k].mesh, rows[k].zero, rows[k].threads, 1, &traced_loss, trace)) &&
-            trace_comm(trace, &inflight, &exposed))
-            snprintf(hidden, sizeof hidden, " hidden_pct=%.1f inflight_ms=%.2f exposed_ms=%.2f",
-                     100.0 * (1.0 - exposed / inflight), inflight, exposed);
+            !isnan(run(path, rows[k].mesh, rows[k].zero, rows[k].threads, 1, &traced_loss, trace,
+                       &predicted)) &&
+            trace_comm(trace, &inflight, &exposed, &traced))
+            snprintf(hidden, sizeof hidden, " hidden_pct=%.1f inflight_ms=%.2f exposed_ms=%.2f "
+                     "trace_bytes=%.0f explain_bytes=%.0f",
+                     inflight > 0 ? 100.0 * (1.0 - exposed / inflight) : 0.0, inflight, exposed,
+                     traced, predicted);
         printf("%-14s %12.1f %7.2fx %8.2fx %10.4f", rows[k].row, t, t / base, t / both,
                (double)losses[k]);
         if (hidden[0])
-            printf("   async reductions in flight %.2f ms/step, %.2f ms exposed: %.0f%% hidden",
-                   inflight, exposed, 100.0 * (1.0 - exposed / inflight));
+            printf("   comm %.1f MB/step traced, %.1f MB by explain (+%.0f bytes: the optimizer's "
+                   "norm psums); async reductions in flight %.2f ms, %.2f ms exposed",
+                   traced / 1e6, predicted / 1e6, traced - predicted, inflight, exposed);
         printf("\nRESULT impl=meshtrain row=%s tok_s=%.1f ratio=%.3f vs_both=%.3f loss=%.4f%s\n",
                rows[k].row, t, t / base, t / both, (double)losses[k], hidden);
         fflush(stdout);

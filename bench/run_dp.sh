@@ -41,7 +41,8 @@ awk '
     }
     /^RESULT impl=sgemm/ { scaling = field($0, "ratio") }
     /^RESULT impl=meshtrain/ { r = field($0, "row"); mt[r] = field($0, "tok_s"); mord[++nm] = r
-                               hid[r] = field($0, "hidden_pct") }
+                               hid[r] = field($0, "hidden_pct")
+                               tb[r] = field($0, "trace_bytes"); eb[r] = field($0, "explain_bytes") }
     /^RESULT impl=torch/ { r = field($0, "row"); th[r] = field($0, "tok_s"); tord[++nt] = r }
     END {
         printf "%-22s %12s %8s %s\n", "row", "tokens/s", "ratio", ""
@@ -51,7 +52,8 @@ awk '
             note = (r ~ /^dp2/) ? "(target >= 1.9x)" : ""
             if (r != "1dev-1thread" && r != "1dev-2threads")
                 note = note sprintf(" %.2fx of 1 device on both cores", mt[r] / mt["1dev-2threads"])
-            if (hid[r] != "") note = note sprintf(" all-reduce hidden under the backward: %s%%", hid[r])
+            if (hid[r] != "") note = note sprintf("; async reductions hidden under the backward: %s%%", hid[r])
+            if (tb[r] != "") note = note sprintf("; comm/step %.2f MB traced, %.2f MB explain", tb[r] / 1e6, eb[r] / 1e6)
             printf "meshtrain %-12s %12.1f %7.2fx %s\n", r, mt[r], mt[r] / base, note
         }
         tb = th["1dev-1thread"]

@@ -33,7 +33,9 @@ static mt_coll_desc pending_desc(const mt_pending *p, const mt_group *g) {
     size_t bytes = p->count * mt_dtype_size(p->dtype);
     mt_coll_desc d = {.kind = p->kind, .dtype = p->dtype, .count = p->count, .bytes = bytes};
     if (p->kind == MT_COLL_ALL_REDUCE) d.kind |= (int)p->op << 4;
-    if (p->kind == MT_COLL_REDUCE_SCATTER) d.bytes *= (size_t)g->size;
+    /* as the blocking forms count it: the whole buffer */
+    if (p->kind == MT_COLL_REDUCE_SCATTER || p->kind == MT_COLL_ALL_GATHER)
+        d.bytes *= (size_t)g->size;
     return d;
 }
 

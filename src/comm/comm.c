@@ -104,8 +104,10 @@ static mt_status do_blocks(mt_ctx *ctx, mt_group *g, int kind, const void *send,
         (st = mt__check_size(what, count, (size_t)g->size, dtype)))
         return st;
     size_t bytes = count * mt_dtype_size(dtype);
+    /* the size as nccl-tests counts it: the whole buffer (the all-gather's
+     * output, the reduce-scatter's input, the all-to-all's) */
     mt_coll_desc d = {.kind = kind, .dtype = dtype, .count = count,
-                      .bytes = kind == MT_COLL_ALL_GATHER ? bytes : bytes * (size_t)g->size};
+                      .bytes = bytes * (size_t)g->size};
     st = mt__coll_begin(ctx, g, &d);
     if (st == MT_OK) {
         const mt_transport_ops *ops = ctx->launch->ops;

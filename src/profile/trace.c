@@ -15,7 +15,10 @@
  *    "args":{"bytes":16,"seq":1}},
  *   ...],"displayTimeUnit":"ms"}
  *
- * ts/dur are microseconds since the launch started. "seq" is the collective's
+ * ts/dur are microseconds since the launch started. "bytes" is the
+ * collective's size as nccl-tests counts it (the all-reduce buffer, the
+ * all-gather's output, the reduce-scatter's input, the all-to-all buffer),
+ * as `meshtrain explain` prints it. "seq" is the collective's
  * 1-based sequence number on its device: every collective is recorded, in
  * issue order, so it is the ordinal of the comm event on its track (async
  * ones included, wherever they are drawn).
