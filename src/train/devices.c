@@ -218,14 +218,9 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
         return mt_fail(MT_EINVAL, "batch B=%d does not divide over the axes that split it, "
                        "data and fsdp (%d devices): each takes B/%d of the global batch; pick B "
                        "a multiple of %d", c->B, parts, parts, parts);
-    /* a checkpoint holds whole tensors: saving shards needs a gather, loading a
-     * slice; until then say so before any work is done */
-    const char *file = c->ckpt_in ? c->ckpt_in : c->ckpt_out ? c->ckpt_out
-                     : c->llmc_in ? c->llmc_in : c->llmc_out;
-    if (sharded && file)
-        return mt_fail(MT_EUNSUPPORTED, "mesh '%s' splits the parameters (fsdp or tensor), and "
-                       "checkpoints of split parameters (%s) are not written or read yet; train "
-                       "that layout without checkpoints, or use a data-only mesh", c->mesh, file);
+    /* a checkpoint holds whole tensors: split ones are gathered to save and
+     * cut into blocks to load (ckpt_mesh.c) */
+    tr->split_params = sharded;
     tr->n_dev = kind == MT_TRANSPORT_MPI ? 1 : tr->n_devices;
     /* threads in all, shared out; 0: the launch's cores / devices */
     int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;

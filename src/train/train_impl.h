@@ -104,6 +104,12 @@ struct mt_trainer {
     int             n_devices;  /* devices of the mesh */
     int             step;       /* optimizer steps taken */
     int64_t         data_pos;   /* training data consumed: tokens or examples (m->sequences) */
+    /* the mesh splits parameters (fsdp or tensor > 1): checkpoints go through
+     * the host twin (ckpt_mesh.c), a one-device copy of the model and its
+     * optimizer; NULL until a save or load needs it */
+    bool            split_params;
+    mt_graph       *twin_g;
+    mt_optim       *twin_opt;
 };
 
 
@@ -150,5 +156,25 @@ mt_status mt__train_setup_mesh(mt_trainer *tr);
 /* An mt__dev_fn: builds a device's graph and optimizer (and on a mesh its
  * buffer for the global microbatch). */
 mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg);
+
+/* ---- checkpoints of split parameters (ckpt_mesh.c) ---- */
+
+/* Builds the host twin (tr->twin_g, tr->twin_opt) unless it exists: the
+ * model without a mesh, batch 1, compiled with gradients, and its optimizer.
+ * A whole copy of the model (4x the parameters' bytes with m, v and the
+ * gradients) on this process. */
+mt_status mt__ckpt_twin(mt_trainer *tr);
+void      mt__ckpt_twin_free(mt_trainer *tr);
+/* On a mesh, every process: gathers every parameter and its moments (and
+ * device 0's optimizer step count) into the twin of the process holding
+ * device 0, building it there first. Other processes build none. */
+mt_status mt__ckpt_mesh_gather(mt_trainer *tr);
+/* On a mesh, every process, after loading its twin with status `loaded`:
+ * every device copies its block of every parameter and of the moments the
+ * twin has from the twin, and sets its optimizer's step count to `steps`
+ * (< 0: left alone). A failed load (loaded != MT_OK, its message the last
+ * one) fails every device of this process inside the launch, so that the
+ * other processes stop too instead of waiting for it. */
+mt_status mt__ckpt_mesh_put(mt_trainer *tr, mt_status loaded, int steps);
 
 #endif /* MT_TRAIN_IMPL_H */

@@ -181,8 +181,18 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     }
     if ((s = mt__train_run_devices(tr, mt__train_create_dev, NULL)) != MT_OK) goto fail;
 
+    if (tr->split_params && (c->llmc_in || c->ckpt_in)) {
+        /* devices hold blocks: the whole tensors go into this process's
+         * one-device twin, and every device copies its block out of it */
+        s = mt__ckpt_twin(tr);
+        if (s == MT_OK && c->llmc_in) s = mt_llmc_load(c->llmc_in, tr->twin_g, &c->gpt);
+        if (s == MT_OK && c->ckpt_in) s = mt_ckpt_load(c->ckpt_in, tr->twin_g, tr->twin_opt, &meta);
+        if ((s = mt__ckpt_mesh_put(tr, s, c->ckpt_in ? meta.step : -1)) != MT_OK) goto fail;
+        /* kept only where later saves go through it */
+        if (!mt__train_dev0(tr) || (!c->ckpt_out && !c->llmc_out)) mt__ckpt_twin_free(tr);
+    }
     /* every device holds the whole (replicated) parameters: each loads them */
-    for (int k = 0; k < tr->n_dev; k++) {
+    for (int k = 0; !tr->split_params && k < tr->n_dev; k++) {
         mt__train_dev *d = &tr->dev[k];
         if (c->llmc_in && (s = mt_llmc_load(c->llmc_in, d->g, &c->gpt)) != MT_OK) goto fail;
         if (c->ckpt_in) {
@@ -212,6 +222,7 @@ void mt_trainer_free(mt_trainer *tr) {
         free(d->stage_target);
     }
     free(tr->dev);
+    mt__ckpt_twin_free(tr);
     mt_dataset_free(tr->ds);
     free(tr->data);
     free(tr->ckpt_in);
@@ -363,9 +374,16 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss) {
 
 mt_status mt_trainer_save(mt_trainer *tr) {
     const mt_train_config *c = &tr->cfg;
-    mt__train_dev *d = mt__train_dev0(tr);
-    if (!d) return MT_OK;   /* an MPI rank other than 0: rank 0 writes the replicated state */
     mt_status s;
+    if (tr->split_params && (c->ckpt_out || c->llmc_out)) {
+        /* every device joins the gather; the whole state lands in the twin
+         * where device 0 lives, which writes it as one device would */
+        if ((s = mt__ckpt_mesh_gather(tr)) != MT_OK) return s;
+    }
+    mt__train_dev *d = mt__train_dev0(tr);
+    if (!d) return MT_OK;   /* an MPI rank other than 0: rank 0 writes */
+    mt_graph *g = tr->split_params ? tr->twin_g : d->g;
+    mt_optim *opt = tr->split_params ? tr->twin_opt : d->opt;
     if (c->ckpt_out) {
         mt_ckpt_meta meta;
         memset(&meta, 0, sizeof meta);
@@ -373,8 +391,8 @@ mt_status mt_trainer_save(mt_trainer *tr) {
         meta.data_pos = tr->data_pos;
         meta.seed = c->seed;
         snprintf(meta.model, sizeof meta.model, "%s", tr->model);
-        if ((s = mt_ckpt_save(c->ckpt_out, d->g, d->opt, &meta)) != MT_OK) return s;
+        if ((s = mt_ckpt_save(c->ckpt_out, g, opt, &meta)) != MT_OK) return s;
     }
-    if (c->llmc_out && (s = mt_llmc_save(c->llmc_out, d->g, &c->gpt)) != MT_OK) return s;
+    if (c->llmc_out && (s = mt_llmc_save(c->llmc_out, g, &c->gpt)) != MT_OK) return s;
     return MT_OK;
 }
