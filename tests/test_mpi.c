@@ -474,6 +474,90 @@ static void dp_trainer_case(void) {
     unlink(path);
 }
 
+/* Issue 9: a checkpoint written on fsdp=<ranks> (rank 0 writes the gathered
+ * whole tensors) resumes on one device (each rank alone) and on the same mesh
+ * again (each rank reads the file itself): both continue the one-device run,
+ * loss within relative 1e-5 at every resumed step, parameters within 1e-4
+ * (whole ones: the one-device resume). */
+static void ckpt_resume_case(void) {
+    int id = (int)getpid();
+    MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);   /* one file name on every rank */
+    char text[64], ckpt[64], mesh[32];
+    snprintf(text, sizeof text, "/tmp/mt_test_mpi_ckpt_%d_%d.txt", world_rank, (int)getpid());
+    snprintf(ckpt, sizeof ckpt, "/tmp/mt_test_mpi_ckpt_%d.ckpt", id);
+    snprintf(mesh, sizeof mesh, "fsdp=%d", world_size);
+    FILE *f = fopen(text, "w");
+    for (int i = 0; f && i < 40; i++)
+        fputs("the quick brown fox jumps over the lazy dog; stopped and resumed. ", f);
+    if (f) fclose(f);
+    enum { HALF = DP_STEPS / 2 };
+    for (int model = 0; model < 2; model++) {
+        mt_train_config c = mt_train_defaults();
+        c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
+        c.steps = c.optim.total_steps = DP_STEPS;
+        c.optim.warmup_steps = 2;
+        c.optim.lr = 3e-3f;
+        c.B = 8;
+        c.threads = 1;
+        c.seed = 7;
+        if (c.model == MT_MODEL_GPT) {
+            c.data = text;
+            c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
+            c.T = 16;
+        }
+        const char *name = model == 0 ? "mlp" : "gpt";
+        float l1[DP_STEPS], *p1 = NULL;
+        int64_t n1 = 0;
+        bool ok = dp_train(c, NULL, l1, &p1, &n1);
+        /* 5 steps on the mesh, saved */
+        mt_train_config a = c;
+        a.mesh = mesh;
+        a.ckpt_out = ckpt;
+        mt_trainer *tr = NULL;
+        bool saved = ok && mt_trainer_create(&a, &tr) == MT_OK;
+        for (int s = 0; saved && s < HALF; s++) saved = mt_trainer_step(tr, NULL) == MT_OK;
+        saved = saved && mt_trainer_save(tr) == MT_OK;
+        if (!saved) fprintf(stderr, "  [rank %d] %s save on %s: %s\n", world_rank, name, mesh,
+                            mt_errmsg());
+        mt_trainer_free(tr);
+        saved = all_ok(saved);   /* rank 0 has written the file before any rank reads it */
+        /* resumed: on one device, then on the mesh */
+        for (int k = 0; k < 2; k++) {
+            mt_train_config b = c;
+            b.ckpt_in = ckpt;
+            b.mesh = k == 0 ? NULL : mesh;
+            tr = NULL;
+            bool good = saved && mt_trainer_create(&b, &tr) == MT_OK &&
+                        mt_trainer_step_count(tr) == HALF;
+            double wl = 0, wp = 0;
+            for (int s = HALF; good && s < DP_STEPS; s++) {
+                mt_step_report r;
+                good = mt_trainer_step(tr, &r) == MT_OK;
+                wl = fmax(wl, fabs(r.loss - l1[s]) / fabs(l1[s]));
+            }
+            if (!good) fprintf(stderr, "  [rank %d] %s resume on %s: %s\n", world_rank, name,
+                               b.mesh ? b.mesh : "one device", mt_errmsg());
+            mt_graph *g = good && k == 0 ? mt_trainer_graph(tr) : NULL;
+            for (int i = 0, at = 0; g && i < mt_graph_n_params(g); i++) {
+                mt_tensor *p = mt_graph_param_at(g, i);
+                for (int64_t j = 0; j < mt_tensor_numel(p) && at + j < n1; j++)
+                    wp = fmax(wp, fabs((double)mt_tensor_f32(p)[j] - p1[at + j]) /
+                                  fmax(1.0, fabs(p1[at + j])));
+                at += (int)mt_tensor_numel(p);
+            }
+            mt_trainer_free(tr);
+            report(good && wl <= 1e-5 && wp <= 1e-4, "%s: checkpoint of %s over %d ranks resumed "
+                   "on %s continues 1 device: worst loss difference %.2g, parameters %.2g%s",
+                   name, mesh, world_size, k == 0 ? "one device (each rank)" : mesh, wl, wp,
+                   k == 0 ? "" : " (not compared: shards)");
+        }
+        free(p1);
+        all_ok(true);   /* every rank has read the file */
+        if (world_rank == 0) unlink(ckpt);
+    }
+    unlink(text);
+}
+
 static void trace_case(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/test_mpi_trace_%d.json", (int)getppid());
@@ -801,6 +885,7 @@ int main(int argc, char **argv) {
     failure_cases();
     linreg_case();
     dp_trainer_case();
+    ckpt_resume_case();
     trace_case();
     trace_unwritable_case();
     trace_skew_case();
