@@ -169,6 +169,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->m->describe(c, tr->model, sizeof tr->model);
 
     mt_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
     if (c->ckpt_in) {
         if ((s = mt_ckpt_read_meta(c->ckpt_in, &meta)) != MT_OK) goto fail;
         if (strcmp(meta.model, tr->model) != 0) {
