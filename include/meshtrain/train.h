@@ -123,7 +123,12 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
 /* Writes ckpt_out (and llmc_out for GPT), each through "<path>.tmp" renamed
  * over it (meshtrain/io.h). On failure (MT_EIO with the system's message,
  * e.g. a full disk) the previous files are untouched and the trainer is
- * unchanged: training may go on and a later save retry. */
+ * unchanged: training may go on and a later save retry. On a
+ * mesh every device takes part (call it on every rank): split parameters
+ * and their optimizer state are gathered, and the file is the one a single
+ * device holding those values writes, so that any layout loads it (loads
+ * give each device its block). The process holding device 0 keeps a
+ * one-device copy of the model for this (about 4x the parameter bytes). */
 mt_status mt_trainer_save(mt_trainer *tr);
 /* Device 0's memory by category, from what was allocated (the buffer plan
  * and the optimizer), not from formulas. On a mesh that splits parameters

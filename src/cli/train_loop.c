@@ -160,7 +160,14 @@ static bool save(train_run *run, bool final) {
 
 int train_run_steps(train_run *run) {
     const mt_train_config *c = run->c;
-    for (int step = run->start; step < run->total && !*run->stop && !run->stopped; step++) {
+    /* under MPI each rank has its own signal flag: the loop and the periodic
+     * saves (collective on a split mesh) follow only the stop the ranks
+     * agreed on at the end of each step, so that no rank leaves the others
+     * waiting in a launch or a save */
+    const bool agreed_only = run->c->mesh && *run->c->mesh &&
+                             mt_transport_resolve(run->c->transport) == MT_TRANSPORT_MPI;
+    for (int step = run->start; step < run->total && !run->stopped && (agreed_only || !*run->stop);
+         step++) {
         mt_step_report r;
         mt_status st = mt_trainer_step(run->tr, &r);
         if (st != MT_OK) return train_failed(run, st);
@@ -184,7 +191,7 @@ int train_run_steps(train_run *run) {
 
         /* the last step's checkpoint is written after the loop, stopped or not */
         if (c->ckpt_out && c->ckpt_every > 0 && r.step % c->ckpt_every == 0 &&
-            r.step != run->total && !*run->stop && !r.stop)
+            r.step != run->total && !r.stop && (agreed_only || !*run->stop))
             save(run, false);
     }
     end_line(&run->line_open);
