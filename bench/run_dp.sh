@@ -56,10 +56,10 @@ awk '
             if (tb[r] != "") note = note sprintf("; comm/step %.2f MB traced, %.2f MB explain", tb[r] / 1e6, eb[r] / 1e6)
             printf "meshtrain %-12s %12.1f %7.2fx %s\n", r, mt[r], mt[r] / base, note
         }
-        tb = th["1dev-1thread"]
+        tbase = th["1dev-1thread"]
         for (i = 1; i <= nt; i++) {
             r = tord[i]
-            printf "torch     %-12s %12.1f %7.2fx\n", r, th[r], th[r] / tb
+            printf "torch     %-12s %12.1f %7.2fx\n", r, th[r], th[r] / tbase
         }
         if (scaling != "") printf "Open BLAS sgemm, 2 threads over 1: %.2fx (the most 2 cores give here)\n", scaling
         if (("dp2-threads" in mt) && ("ddp2-gloo" in th))
