@@ -258,10 +258,15 @@ int main(int argc, char **argv) {
             !isnan(run(path, rows[k].mesh, rows[k].zero, rows[k].threads, 1, &traced_loss, trace,
                        &predicted)) &&
             trace_comm(trace, &inflight, &exposed, &traced))
-            snprintf(hidden, sizeof hidden, " hidden_pct=%.1f inflight_ms=%.2f exposed_ms=%.2f "
-                     "trace_bytes=%.0f explain_bytes=%.0f",
-                     inflight > 0 ? 100.0 * (1.0 - exposed / inflight) : 0.0, inflight, exposed,
-                     traced, predicted);
+        {
+            /* hidden: only where reductions ran asynchronously (data parallel's
+             * and ZeRO-1's all-reduces; the reduce-scatters are blocking) */
+            char pct[32] = "";
+            if (inflight > 0)
+                snprintf(pct, sizeof pct, " hidden_pct=%.1f", 100.0 * (1.0 - exposed / inflight));
+            snprintf(hidden, sizeof hidden, "%s inflight_ms=%.2f exposed_ms=%.2f trace_bytes=%.0f "
+                     "explain_bytes=%.0f", pct, inflight, exposed, traced, predicted);
+        }
         printf("%-14s %12.1f %7.2fx %8.2fx %10.4f", rows[k].row, t, t / base, t / both,
                (double)losses[k]);
         if (hidden[0])
