@@ -5,7 +5,7 @@
  * NH=4, V=256), 10 AdamW steps from the same seed and global batch: the loss
  * at every step within relative 1e-5 and the final parameters within 1e-4
  * of one device (MT_CHECK_CLOSE's measure: relative above 1, absolute
- * below; see trained_close).
+ * below; see mt_test_params_diff).
  *
  * Layouts: data parallel (data=2, 4, 8); ZeRO 1, 2, 3 over data; FSDP
  * (fsdp=2, 4: parameters stored split, gathered before use, gradients
@@ -16,18 +16,16 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 
 #include <unistd.h>
 
 #define TSTEPS 10
 
 typedef struct {
-    float   loss[TSTEPS];
-    float   norm[TSTEPS];     /* the global gradient norm (clipping at 1 uses it) */
-    float  *params;           /* device 0's parameters (shards on a sharded mesh), concatenated */
-    int64_t n;
-    int     n_tensors;
-    int64_t rows[64], cols[64];   /* each parameter's (local) shape, 1-D as (n, 1) */
+    float          loss[TSTEPS];
+    float          norm[TSTEPS];   /* the global gradient norm (clipping at 1 uses it) */
+    mt_test_params p;
 } trained;
 
 static trained train_with(mt_train_config cfg, const char *mesh) {
@@ -41,49 +39,9 @@ static trained train_with(mt_train_config cfg, const char *mesh) {
         out.loss[s] = r.loss;
         out.norm[s] = r.grad_norm;
     }
-    mt_graph *g = mt_trainer_graph(tr);
-    for (int i = 0; i < mt_graph_n_params(g); i++) out.n += mt_tensor_numel(mt_graph_param_at(g, i));
-    out.params = malloc((size_t)out.n * sizeof(float));
-    for (int i = 0, at = 0; i < mt_graph_n_params(g) && i < 64; i++) {
-        mt_tensor *p = mt_graph_param_at(g, i);
-        memcpy(out.params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
-        at += (int)mt_tensor_numel(p);
-        out.rows[i] = mt_tensor_dim(p, 0);
-        out.cols[i] = mt_tensor_ndim(p) > 1 ? mt_tensor_dim(p, 1) : 1;
-        out.n_tensors = i + 1;
-    }
+    out.p = mt_test_params_of(tr);
     mt_trainer_free(tr);
     return out;
-}
-
-/* Device 0 holds block (0, 0) of every parameter (its coordinates are all 0):
- * compares that block with the one-device tensor. Returns the worst
- * difference, relative above 1 and absolute below, and counts the
- * parameters held as shards. */
-static double trained_close(const trained *got, const trained *one, int *n_shards) {
-    MT_CHECK(got->n_tensors == one->n_tensors, "parameter count %d, want %d", got->n_tensors,
-             one->n_tensors);
-    double worst = 0;
-    *n_shards = 0;
-    int64_t at_g = 0, at_o = 0;
-    for (int k = 0; k < one->n_tensors; k++) {
-        MT_CHECK(got->rows[k] <= one->rows[k] && got->cols[k] <= one->cols[k] &&
-                 one->rows[k] % got->rows[k] == 0 && one->cols[k] % got->cols[k] == 0,
-                 "parameter %d is (%lld,%lld) on device 0, a block of (%lld,%lld)?", k,
-                 (long long)got->rows[k], (long long)got->cols[k], (long long)one->rows[k],
-                 (long long)one->cols[k]);
-        if (got->rows[k] * got->cols[k] < one->rows[k] * one->cols[k]) (*n_shards)++;
-        for (int64_t r = 0; r < got->rows[k]; r++)
-            for (int64_t c = 0; c < got->cols[k]; c++) {
-                double a = got->params[at_g + r * got->cols[k] + c];
-                double b = one->params[at_o + r * one->cols[k] + c];
-                double d = fabs(a - b) / fmax(1.0, fabs(b));
-                if (d > worst) worst = d;
-            }
-        at_g += got->rows[k] * got->cols[k];
-        at_o += one->rows[k] * one->cols[k];
-    }
-    return worst;
 }
 
 /* A layout: a mesh, a ZeRO stage, and whether device 0 must hold some
@@ -122,30 +80,17 @@ static void check_layouts(mt_train_config cfg, const char *what, const layout *l
          * of ±lr·noise/eps: such elements end near ±1e-6 with either sign, so
          * a purely relative test would be meaningless for them */
         int shards = 0;
-        double worst = trained_close(&got, &one, &shards);
+        double worst = mt_test_params_diff(&got.p, &one.p, &shards);
         MT_CHECK(worst < 1e-4, "%s on %s: parameters differ by %g", what, mesh, worst);
         MT_CHECK(!layouts[i].shards || shards > 0, "%s on %s: no parameter is split on device 0",
                  what, mesh);
-        free(got.params);
+        free(got.p.params);
     }
-    free(one.params);
-}
-
-static mt_train_config base_config(void) {
-    mt_train_config c = mt_train_defaults();
-    c.steps = TSTEPS;
-    c.optim.total_steps = TSTEPS;
-    c.optim.warmup_steps = 2;
-    c.optim.lr = 3e-3f;
-    c.B = 8;
-    c.threads = 1;
-    c.seed = 7;
-    return c;
+    free(one.p.params);
 }
 
 MT_TEST(mlp_layouts_equal_one_device) {
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_MLP;
+    mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     static const layout layouts[] = {
         {"data=2", 0, false}, {"data=4", 0, false}, {"data=8", 0, false},
         {"data=2", 1, true}, {"data=2", 2, true}, {"data=2", 3, true}, {"data=4", 1, true},
@@ -157,17 +102,8 @@ MT_TEST(mlp_layouts_equal_one_device) {
 
 MT_TEST(gpt_layouts_equal_one_device) {
     char path[] = "/tmp/mt_test_strategies_XXXXXX";
-    int fd = mkstemp(path);
-    MT_CHECK(fd >= 0, "mkstemp");
-    const char text[] = "the quick brown fox jumps over the lazy dog; data parallel or not, the "
-                        "same run. ";
-    for (int i = 0; i < 40; i++) MT_CHECK(write(fd, text, sizeof text - 1) > 0, "write");
-    close(fd);
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_GPT;
-    c.data = path;
-    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
-    c.T = 16;
+    mt_test_write_text(path);
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
     /* tensor parallel for the GPT (heads, vocabulary) is not in yet: it
      * replicates over `tensor`, which must still be the same run */
     static const layout layouts[] = {
@@ -194,8 +130,7 @@ static mt_memory_report memory_of(mt_train_config c, const char *mesh, int zero)
  * the split layers' weights (the MLP's first pair: 4672 of its 4866
  * parameters, so a little over half remain). */
 MT_TEST(split_layouts_hold_their_share_of_memory) {
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_MLP;
+    mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     mt_memory_report one = memory_of(c, NULL, 0);
     MT_CHECK(one.parameters == 4866 * 4 && one.gradients == 4866 * 4 &&
              one.optimizer == 2 * 4866 * 4, "one device: %zu, %zu, %zu bytes", one.parameters,
@@ -220,8 +155,7 @@ MT_TEST(split_layouts_hold_their_share_of_memory) {
 }
 
 MT_TEST(trainer_refuses_bad_layouts) {
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_MLP;
+    mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     mt_trainer *tr = NULL;
     c.mesh = "data=2";
     c.devices = 3;

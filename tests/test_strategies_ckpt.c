@@ -19,6 +19,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 
 #include <unistd.h>
 
@@ -26,10 +27,8 @@
 #define HALF   5
 
 typedef struct {
-    float   loss[TSTEPS];     /* by step number - 1; only the steps this run took */
-    float  *params;           /* device 0's parameters (blocks on a split mesh), concatenated */
-    int     n_tensors;
-    int64_t rows[64], cols[64];
+    float          loss[TSTEPS];   /* by step number - 1; only the steps this run took */
+    mt_test_params p;              /* device 0's parameters (blocks on a split mesh) */
 } run_result;
 
 /* Runs cfg on `mesh` (NULL: one device) until step `until` (counting resumed
@@ -45,46 +44,15 @@ static run_result run(mt_train_config cfg, const char *mesh, int until) {
         out.loss[r.step - 1] = r.loss;
     }
     if (cfg.ckpt_out || cfg.llmc_out) MT_CHECK_OK(mt_trainer_save(tr));
-    mt_graph *g = mt_trainer_graph(tr);
-    int64_t n = 0;
-    for (int i = 0; i < mt_graph_n_params(g); i++) n += mt_tensor_numel(mt_graph_param_at(g, i));
-    out.params = malloc((size_t)n * sizeof(float));
-    for (int i = 0, at = 0; i < mt_graph_n_params(g) && i < 64; i++) {
-        mt_tensor *p = mt_graph_param_at(g, i);
-        memcpy(out.params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
-        at += (int)mt_tensor_numel(p);
-        out.rows[i] = mt_tensor_dim(p, 0);
-        out.cols[i] = mt_tensor_ndim(p) > 1 ? mt_tensor_dim(p, 1) : 1;
-        out.n_tensors = i + 1;
-    }
+    out.p = mt_test_params_of(tr);
     mt_trainer_free(tr);
     return out;
 }
 
-/* The worst difference of device 0's blocks from the one-device tensors,
- * relative above 1 and absolute below (block (0,0): device 0's coordinates
- * are all 0). */
+/* The worst difference of device 0's blocks from the one-device tensors
+ * (mt_test_params_diff). */
 static double params_close(const run_result *got, const run_result *one) {
-    MT_CHECK(got->n_tensors == one->n_tensors, "parameter count %d, want %d", got->n_tensors,
-             one->n_tensors);
-    double worst = 0;
-    int64_t at_g = 0, at_o = 0;
-    for (int k = 0; k < one->n_tensors; k++) {
-        MT_CHECK(got->rows[k] <= one->rows[k] && got->cols[k] <= one->cols[k],
-                 "parameter %d is (%lld,%lld) on device 0, a block of (%lld,%lld)?", k,
-                 (long long)got->rows[k], (long long)got->cols[k], (long long)one->rows[k],
-                 (long long)one->cols[k]);
-        for (int64_t r = 0; r < got->rows[k]; r++)
-            for (int64_t c = 0; c < got->cols[k]; c++) {
-                double a = got->params[at_g + r * got->cols[k] + c];
-                double b = one->params[at_o + r * one->cols[k] + c];
-                double d = fabs(a - b) / fmax(1.0, fabs(b));
-                if (d > worst) worst = d;
-            }
-        at_g += got->rows[k] * got->cols[k];
-        at_o += one->rows[k] * one->cols[k];
-    }
-    return worst;
+    return mt_test_params_diff(&got->p, &one->p, NULL);
 }
 
 /* 5 steps on `from` written to a checkpoint, 5 more on `to` from it: the
@@ -112,8 +80,8 @@ static void check_resume(mt_train_config cfg, const char *what, const char *from
     MT_CHECK(worst < 1e-4, "%s %s -> %s: final parameters differ by %g", what, f, t, worst);
     fprintf(stderr, "  %s %s -> %s: loss at step 10 %.6f (one device %.6f), parameters within "
             "%.2g\n", what, f, t, second.loss[TSTEPS - 1], one->loss[TSTEPS - 1], worst);
-    free(first.params);
-    free(second.params);
+    free(first.p.params);
+    free(second.p.params);
     unlink(path);
 }
 
@@ -199,43 +167,17 @@ static double ckpt_values_close(const mt_train_config *cfg, const char *a, const
 
 /* ---- configurations ----------------------------------------------------- */
 
-static mt_train_config base_config(void) {
-    mt_train_config c = mt_train_defaults();
-    c.steps = TSTEPS;
-    c.optim.total_steps = TSTEPS;
-    c.optim.warmup_steps = 2;
-    c.optim.lr = 3e-3f;
-    c.B = 8;
-    c.threads = 1;
-    c.seed = 7;
-    return c;
-}
-
-static mt_train_config mlp_config(void) {
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_MLP;
-    return c;
-}
+static mt_train_config mlp_config(void) { return mt_test_config(MT_MODEL_MLP, NULL); }
 
 static char text_path[] = "/tmp/mt_test_ckpt_text_XXXXXX";
 
 static mt_train_config gpt_config(void) {
     static bool written = false;   /* once per test (each runs in a child of its own) */
     if (!written) {
-        int fd = mkstemp(text_path);
-        MT_CHECK(fd >= 0, "mkstemp");
-        const char text[] = "the quick brown fox jumps over the lazy dog; stopped and resumed, "
-                            "the same run. ";
-        for (int i = 0; i < 40; i++) MT_CHECK(write(fd, text, sizeof text - 1) > 0, "write");
-        close(fd);
+        mt_test_write_text(text_path);
         written = true;
     }
-    mt_train_config c = base_config();
-    c.model = MT_MODEL_GPT;
-    c.data = text_path;
-    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
-    c.T = 16;
-    return c;
+    return mt_test_config(MT_MODEL_GPT, text_path);
 }
 
 static char *temp_path(const char *tag) {
@@ -258,7 +200,7 @@ MT_TEST(mlp_resumes_across_layouts) {
     check_resume(c, "mlp", "fsdp=2", "tensor=2", &one);
     check_resume(c, "mlp", "tensor=2", NULL, &one);
     check_resume(c, "mlp", "fsdp=2,tensor=2", "data=2", &one);
-    free(one.params);
+    free(one.p.params);
 }
 
 MT_TEST(gpt_resumes_across_layouts) {
@@ -266,7 +208,7 @@ MT_TEST(gpt_resumes_across_layouts) {
     run_result one = run(c, NULL, TSTEPS);
     check_resume(c, "gpt", "fsdp=2", NULL, &one);
     check_resume(c, "gpt", NULL, "fsdp=2", &one);
-    free(one.params);
+    free(one.p.params);
     unlink(text_path);
 }
 
@@ -277,13 +219,13 @@ MT_TEST(split_mesh_rewrites_the_same_bytes) {
     char *orig = temp_path("orig"), *again = temp_path("again");
     mt_train_config a = c;
     a.ckpt_out = orig;
-    free(run(a, NULL, HALF).params);
+    free(run(a, NULL, HALF).p.params);
     static const char *const meshes[] = {"fsdp=2", "tensor=2", "fsdp=2,tensor=2", "fsdp=4", NULL};
     for (int i = 0; meshes[i]; i++) {
         mt_train_config b = c;
         b.ckpt_in = orig;
         b.ckpt_out = again;
-        free(run(b, meshes[i], HALF).params);   /* no step: load, then save */
+        free(run(b, meshes[i], HALF).p.params);   /* no step: load, then save */
         MT_CHECK(same_bytes(orig, again), "mlp: the checkpoint saved on %s after loading a "
                  "one-device one differs from it", meshes[i]);
     }
@@ -302,7 +244,7 @@ static void check_same_checkpoint(mt_train_config c, const char *what, const cha
     char *one = temp_path("one"), *split = temp_path("split");
     mt_train_config a = c;
     a.ckpt_out = one;
-    free(run(a, NULL, HALF).params);
+    free(run(a, NULL, HALF).p.params);
     a.ckpt_out = split;
     run_result held = run(a, mesh, HALF);
     mt_train_config b = c;
@@ -320,8 +262,8 @@ static void check_same_checkpoint(mt_train_config c, const char *what, const cha
                 "(float rounding of the steps); values, m and v within %.2g (bound %g)\n", what,
                 mesh, worst, tol);
     }
-    free(held.params);
-    free(loaded.params);
+    free(held.p.params);
+    free(loaded.p.params);
     unlink(one);
     unlink(split);
     free(one);
@@ -363,11 +305,11 @@ MT_TEST(gpt_llmc_across_layouts) {
     run_result back_one = run(b, NULL, 0);
     MT_CHECK(params_close(&back, &back_one) == 0, "gpt: one device's llm.c file loaded on "
              "fsdp=2 is not what one device loads");
-    free(trained.params);
-    free(trained_one.params);
-    free(loaded.params);
-    free(back.params);
-    free(back_one.params);
+    free(trained.p.params);
+    free(trained_one.p.params);
+    free(loaded.p.params);
+    free(back.p.params);
+    free(back_one.p.params);
     unlink(split);
     unlink(one);
     free(split);
