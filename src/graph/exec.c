@@ -109,8 +109,10 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
         bool acc = c->acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
-        mt_kernel_scale(mt_tensor_f32(c->out), mt_tensor_f32(c->in[0]), 1.0f,
-                        mt_tensor_numel(c->out), acc);
+        /* a psum reduced its input in place; a psum_scatter into its buffer */
+        const float *result = n->defer_buf >= 0 ? g->defer_block + n->defer_buf
+                                                : mt_tensor_f32(c->in[0]);
+        mt_kernel_scale(mt_tensor_f32(c->out), result, 1.0f, mt_tensor_numel(c->out), acc);
         if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
     }
     memmove(g->inflight, g->inflight + k, (size_t)(g->n_inflight - k) * sizeof *g->inflight);
@@ -137,8 +139,13 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     double t0 = g->profile ? mt_time_now() : 0;
     mt_inflight *f = &g->inflight[g->n_inflight];
-    s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
-                            (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
+    if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
+        s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                                  g->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
+                                  MT_F32, &f->req);
+    else
+        s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                                (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
     if (s == MT_ESTATE) return run_node(g, n);
     if (s != MT_OK) return wrap_node(g, n, s);
     f->node = (int)(n - g->nodes);

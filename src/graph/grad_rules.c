@@ -185,6 +185,10 @@ static void grad_all_gather(mt_graph *g, const mt_op_call *f) {
     /* a result that counts once (all_gather_invariant) sends back this
      * device's block of its cotangent; a varying one, the sum of all of them */
     mt_op_call d = coll(f, f->p.coll.invariant ? MT_OP_SLICE : MT_OP_PSUM_SCATTER, f->p.coll.dim, -1);
+    /* the gathered value's gradient has no other reader: on a parameter
+     * (FSDP, ZeRO-2) the reduce-scatter may run asynchronously in W, as
+     * pvary's psum does */
+    d.p.coll.async = !f->p.coll.invariant;
     mt__emit_grad(g, f->in[0], &d);
 }
 

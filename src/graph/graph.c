@@ -60,6 +60,7 @@ void mt_graph_free(mt_graph *g) {
     free(g->params);
     free(g->names);
     free(g->nodes);
+    free(g->defer_block);
     free(g->order_b);
     free(g->order_w);
     free(g->arena);

@@ -37,6 +37,9 @@ typedef struct {
      * for every other node. Set by the plan, which keeps the input alive
      * until then. */
     int        defer_until;
+    /* A deferred psum_scatter's result, until its completion adds it to the
+     * output: an offset in floats into g->defer_block; -1 for the rest. */
+    int64_t    defer_buf;
 } mt_node;
 
 /* A deferred reduction in flight during mt_graph_backward_w (exec.c). */
@@ -77,6 +80,7 @@ struct mt_graph {
     /* deferred gradient reductions of the running backward_w, in start
      * order (at most MT_MAX_PENDING: the oldest completes first) */
     mt_inflight inflight[MT_MAX_PENDING];
+    float      *defer_block;              /* deferred psum_scatters' results (plan.c) */
     int         n_inflight;
     bool        sync_reduce;              /* tests, benchmarks: run them when reached
                                              (the same on every device of the group) */

@@ -152,8 +152,18 @@ static int by_death(const void *pa, const void *pb) {
 /* Deferred reductions                                                       */
 /* ======================================================================== */
 
+/* A psum_scatter whose blocks are contiguous (nothing outside its dim):
+ * comm's flat reduce-scatter can run it. */
+static bool contiguous_scatter(const mt_op_call *c) {
+    int64_t outer = 1;
+    for (int d = 0; d < c->p.coll.dim; d++) outer *= c->in[0]->shape[d];
+    return outer == 1;
+}
+
 static bool deferrable(const mt_node *n) {
-    return n->phase == MT_PHASE_W && n->call.op == MT_OP_PSUM && n->call.p.coll.async;
+    const mt_op_call *c = &n->call;
+    if (n->phase != MT_PHASE_W || !c->p.coll.async) return false;
+    return c->op == MT_OP_PSUM || (c->op == MT_OP_PSUM_SCATTER && contiguous_scatter(c));
 }
 
 /* Sets every node's defer_until: -1, or for a deferrable W node the first
@@ -178,6 +188,21 @@ static mt_status plan_deferred(mt_graph *g) {
             if (touched[k]) next[mt__storage_root(touched[k])->id] = j;
     }
     free(next);
+    /* a deferred psum_scatter reduces into a buffer of its own (its input
+     * cannot hold the result: the blocks it sends are still being read) */
+    int64_t floats = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_node *n = &g->nodes[i];
+        n->defer_buf = -1;
+        if (n->defer_until < 0 || n->call.op != MT_OP_PSUM_SCATTER) continue;
+        n->defer_buf = floats;
+        floats += (mt_tensor_numel(n->call.out) + 15) / 16 * 16;
+    }
+    free(g->defer_block);
+    g->defer_block = NULL;
+    if (floats && !(g->defer_block = malloc((size_t)floats * sizeof(float))))
+        return mt_fail(MT_ENOMEM, "out of memory for %lld floats of deferred reduce-scatters",
+                       (long long)floats);
     return MT_OK;
 }
 
