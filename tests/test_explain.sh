@@ -115,12 +115,25 @@ check_model() {
     fi
 }
 check_model
-timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --explicit --json >out.txt 2>err.txt
-if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 17, "bytes": 60292}' out.txt &&
-   grep -q '"spmd": true' out.txt && grep -q '"mode": "explicit"' out.txt; then
-    ok "model: gpt --json bytes (4 x 15072 + 4)"
+# data=2,tensor=2: the MLP's fc (128x32, its bias) and proj (32x128) split over
+# tensor leave 15072 - 4160 = 10912 parameters per device, each gradient
+# all-reduced over data (16), plus the loss's; tensor adds Megatron's pair, the
+# forward all-reduce of proj's partial sums and the backward one of the MLP
+# input's gradient, each (B/2, T, C) = 512 floats: 4*10912 + 4 + 2*2048 bytes
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 19, "bytes": 47748}' out.txt &&
+   grep -q '"spmd": true' out.txt && grep -q '"mode": "auto"' out.txt; then
+    ok "model: gpt dp2 x tp2 --json bytes (4 x 10912 + 4 + 2 x 2048)"
 else
-    bad "model: gpt --json bytes (4 x 15072 + 4)" "$(grep communication out.txt)"
+    bad "model: gpt dp2 x tp2 --json bytes (4 x 10912 + 4 + 2 x 2048)" "$(grep communication out.txt)"
+fi
+# explicit mode will not choose for the row-parallel proj: the ambiguity is named
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --explicit >out.txt 2>err.txt
+if [ $? -eq 1 ] && grep -q "both contracting dims are split over tensor" err.txt &&
+   grep -q "reshard" err.txt; then
+    ok "model: explicit mode names tensor parallelism's partial sum"
+else
+    bad "model: explicit mode names tensor parallelism's partial sum" "$(cat err.txt)"
 fi
 # MLP 8 -> 64 -> 64 -> 2: 4866 parameters in 6 tensors
 timeout 60 "$BIN" explain --model mlp --batch 8 --devices 4 --json >out.txt 2>err.txt
@@ -129,12 +142,19 @@ if [ $? -eq 0 ] && grep -q '"collectives": 7, "bytes": 19468' out.txt; then
 else
     bad "model: mlp on data=4" "$(grep communication out.txt)"
 fi
-# nothing split: nothing to communicate
-timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 >out.txt 2>err.txt
-if [ $? -eq 0 ] && grep -q '^communication per step: 0 collectives' out.txt; then
-    ok "model: a mesh without data communicates nothing"
+# tensor only: nothing but Megatron's pair, 2 x (4,8,32) floats
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 2, "bytes": 8192}' out.txt; then
+    ok "model: tensor=2 communicates Megatron's two all-reduces"
 else
-    bad "model: a mesh without data communicates nothing" "$(tail -3 out.txt)"
+    bad "model: tensor=2 communicates Megatron's two all-reduces" "$(grep communication out.txt)"
+fi
+# nothing split: nothing to communicate
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh pipe=2 >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '^communication per step: 0 collectives' out.txt; then
+    ok "model: a mesh that splits nothing communicates nothing"
+else
+    bad "model: a mesh that splits nothing communicates nothing" "$(tail -3 out.txt)"
 fi
 timeout 60 "$BIN" explain "${GPT[@]}" --devices 3 --mesh data=2 >out.txt 2>err.txt
 if [ $? -eq 1 ] && grep -q "^meshtrain: .*data=2.*3" err.txt; then

@@ -386,8 +386,8 @@ static void linreg_case(void) {
 
 /* The strategies through the partitioner, one device per rank: the MLP and
  * a small GPT, 10 AdamW steps, data parallel, FSDP and tensor parallel (the
- * GPT replicates over tensor), match the single-device run (each rank also
- * trains that one alone, without a mesh). */
+ * GPT's MLPs), match the single-device run (each rank also trains that one
+ * alone, without a mesh). */
 enum { DP_STEPS = 10 };
 
 static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **params,

@@ -9,8 +9,9 @@
  *
  * Layouts: data parallel (data=2, 4, 8); ZeRO 1, 2, 3 over data; FSDP
  * (fsdp=2, 4: parameters stored split, gathered before use, gradients
- * reduce-scattered); tensor parallel (tensor=2, 4: the MLP's Megatron
- * pairs); and their products. Each sharded
+ * reduce-scattered); tensor parallel (tensor=2, 4: Megatron's column- and
+ * row-parallel pairs, in the MLP model and in the GPT's MLPs); and their
+ * products. Each sharded
  * layout also checks that device 0 holds a shard, not the whole parameter,
  * so that a preset that silently replicated would fail.
  */
@@ -104,12 +105,13 @@ MT_TEST(gpt_layouts_equal_one_device) {
     char path[] = "/tmp/mt_test_strategies_XXXXXX";
     mt_test_write_text(path);
     mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
-    /* tensor parallel for the GPT (heads, vocabulary) is not in yet: it
-     * replicates over `tensor`, which must still be the same run */
+    /* tensor parallel splits the GPT's MLPs (attention and the vocabulary
+     * replicate over `tensor` for now) */
     static const layout layouts[] = {
         {"data=2", 0, false}, {"data=4", 0, false}, {"data=8", 0, false}, {"data=2", 1, true},
         {"data=2", 2, true}, {"fsdp=2", 0, true}, {"fsdp=4", 0, true}, {"data=2,fsdp=2", 0, true},
-        {"fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
+        {"tensor=2", 0, true}, {"tensor=4", 0, true}, {"data=2,tensor=2", 0, true},
+        {"fsdp=2,tensor=2", 0, true}, {"data=2,fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
     check_layouts(c, "gpt", layouts);
     unlink(path);
 }

@@ -60,6 +60,28 @@ static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
     mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
+/* Tensor parallelism for the GPT, its MLPs for now (two thirds of a block's
+ * FLOPs): Megatron's column-parallel fc (4C split) and row-parallel proj,
+ * whose partial sums are all-reduced before the residual add. Attention
+ * (heads) and the vocabulary stay replicated over `tensor` until their
+ * layouts come: the packed qkv (3C) does not split by heads. */
+static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
+                                     int size) {
+    if ((4 * c->gpt.C) % size != 0) return MT_OK;
+    mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
+    for (int l = 0; l < c->gpt.L; l++) {
+        char name[MT_MAX_NAME];
+        mt_status s;
+        snprintf(name, sizeof name, "h.%d.mlp.fc.w", l);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &col)) != MT_OK) return s;
+        snprintf(name, sizeof name, "h.%d.mlp.fc.b", l);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &vec)) != MT_OK) return s;
+        snprintf(name, sizeof name, "h.%d.mlp.proj.w", l);
+        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &row)) != MT_OK) return s;
+    }
+    return MT_OK;
+}
+
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
     return mt_gpt_train_flops(&c->gpt, c->T, tokens);
 }
@@ -159,6 +181,7 @@ static const mt__train_model MODELS[] = {
         .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
+        .tensor_parallel = gpt_tensor_parallel,
     },
     [MT_MODEL_MLP] = {
         .name = "mlp", .input = "x", .target = "targets",

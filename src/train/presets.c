@@ -10,8 +10,9 @@
  *   --zero  1, 2, 3: the data axis also stores the parameters and their
  *           optimizer state split (ZeRO), gathered like fsdp's; ZeRO-1's
  *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
- *   tensor  splits the layers as the model's entry says (Megatron: the MLP's
- *           linear layers in column- then row-parallel pairs);
+ *   tensor  splits the layers as the model's entry says (Megatron's column-
+ *           then row-parallel pairs: the MLP model's linear layers, the
+ *           GPT's MLPs);
  *   pipe    replicates, until pipelines come.
  * What each preset sets is a sharding on a leaf; the partitioner derives the
  * rest, and every combination trains the one-device run.
