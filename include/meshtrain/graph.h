@@ -264,7 +264,8 @@ typedef struct {
     bool        accumulates;  /* out += result (else out = result) */
     int         n_in;
     mt_tensor  *in[5];
-    bool        collective;   /* moves data between devices (psum, all_gather, ...) */
+    bool        collective;   /* moves data between devices (psum, all_gather, ..., and the
+                                 vocabulary-parallel cross_entropy's all-reduces) */
     mt_axes     axes;         /* a collective's (or pvary's, slice's) axes */
     double      flops;        /* one run */
     double      bytes;        /* one run: memory traffic; for a collective, nccl-tests' "size" */

@@ -203,7 +203,8 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
     return emit(g, &c);
 }
 
-mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
+static mt_tensor *embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids, bool masked,
+                            int64_t lo) {
     mt_tensor *ops[2] = {table, ids};
     if (!ready(g, 2, ops)) return NULL;
     if (!want_dtype(g, "embedding", ids, MT_I32) || !want_dtype(g, "embedding", table, MT_F32))
@@ -216,20 +217,31 @@ mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
     memcpy(shape, ids->shape, sizeof shape);
     shape[ids->ndim] = table->shape[1];
     mt_op_params p = {.embedding = {.n = mt_tensor_numel(ids), .C = table->shape[1],
-                                    .V = table->shape[0]}};
+                                    .V = table->shape[0], .masked = masked, .lo = lo}};
     return emit_simple(g, MT_OP_EMBEDDING, ids->ndim + 1, shape, ops, 2, p);
+}
+
+mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids) {
+    return embedding(g, table, ids, false, 0);
+}
+
+mt_tensor *mt__embedding_masked(mt_graph *g, mt_tensor *table, mt_tensor *ids, int64_t lo) {
+    return embedding(g, table, ids, true, lo);
 }
 
 /* ---- losses and reductions ---------------------------------------------- */
 
-mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V, float scale) {
+/* vp NULL: the whole vocabulary; else the logits are columns [lo, lo+Vp) of
+ * a vocabulary of V split over *vp. */
+static mt_tensor *cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V,
+                                float scale, const mt_axes *vp, int64_t lo) {
     mt_tensor *ops[2] = {logits, targets};
     if (!ready(g, 2, ops)) return NULL;
     if (!want_dtype(g, "cross_entropy", targets, MT_I32) || !want_rows(g, "cross_entropy", logits))
         return NULL;
     char s1[64], s2[64];
     int64_t Vp = logits->shape[logits->ndim - 1];
-    if (V <= 0 || V > Vp)
+    if (V <= 0 || (!vp && V > Vp))
         return mt__graph_error(g, MT_EINVAL, "cross_entropy: V=%d must be in [1, %lld] (the "
                                "last dim of logits '%s')", V, (long long)Vp, logits->name);
     if (mt_tensor_numel(targets) != mt__rows(logits))
@@ -238,10 +250,22 @@ mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, 
                                logits->name, SHAPE(logits, s2));
     int64_t rows = mt__rows(logits);
     mt_op_call c = {.op = MT_OP_CROSS_ENTROPY, .n_in = 2, .in = {logits, targets},
-                    .p.ce = {.rows = rows, .V = V, .Vp = Vp, .scale = scale}};
+                    .p.ce = {.rows = rows, .V = V, .Vp = Vp, .scale = scale, .lo = lo}};
+    if (vp) c.p.ce.vp_axes = *vp;
     c.out = act(g, 0, NULL);
     c.aux[0] = aux(g, 1, &rows);   /* lse (rows) */
     return emit(g, &c);
+}
+
+mt_tensor *mt_cross_entropy(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V, float scale) {
+    return cross_entropy(g, logits, targets, V, scale, NULL, 0);
+}
+
+mt_tensor *mt__cross_entropy_vp(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V,
+                                float scale, mt_axes axes, int64_t lo) {
+    if (g && !g->ctx) return mt__graph_error(g, MT_ESTATE, "vocabulary-parallel cross_entropy: "
+                                             "bind the graph to a device (mt_graph_set_ctx) first");
+    return cross_entropy(g, logits, targets, V, scale, &axes, lo);
 }
 
 mt_tensor *mt_mse(mt_graph *g, mt_tensor *pred, mt_tensor *target, float scale) {

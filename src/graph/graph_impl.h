@@ -99,6 +99,17 @@ mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
 /* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
 mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
                           int ndim, const int64_t *shape);
+/* ---- builders.c: the vocabulary-parallel forms the partitioner builds ---- */
+
+/* embedding over a table holding rows [lo, lo+V) of the vocabulary: ids
+ * outside read zeros (their owner adds them in: the result is a partial sum
+ * over the table's axes). */
+mt_tensor *mt__embedding_masked(mt_graph *g, mt_tensor *table, mt_tensor *ids, int64_t lo);
+/* cross_entropy over logits holding columns [lo, lo+Vp) of a vocabulary of
+ * V split over `axes` (g must be bound to a device): Megatron's loss. */
+mt_tensor *mt__cross_entropy_vp(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V,
+                                float scale, mt_axes axes, int64_t lo);
+
 /* ---- names.c ---- */
 
 /* Indexes t under its name (the first tensor, by id, with a name wins);

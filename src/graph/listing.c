@@ -39,5 +39,12 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
         const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
         info->bytes = (double)mt__tensor_bytes(t);
     }
+    /* the vocabulary-parallel loss all-reduces its row statistics inside:
+     * the max (rows), then the sums and the target logits (2, rows) */
+    if (c->op == MT_OP_CROSS_ENTROPY && c->p.ce.vp_axes.n) {
+        info->collective = true;
+        info->axes = c->p.ce.vp_axes;
+        info->bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+    }
     return MT_OK;
 }

@@ -32,3 +32,25 @@ void mt_kernel_embedding_bwd(float *restrict dtable, const float *restrict dout,
         MT_VEC_FOR(j, C, d[j] += g[j]);
     }
 }
+
+void mt_kernel_embedding_fwd_masked(float *restrict out, const float *restrict table,
+                                    const int32_t *restrict ids, int64_t n, int64_t C, int64_t lo,
+                                    int64_t V) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)ids[i] - lo;
+        if (r >= 0 && r < V) memcpy(out + i * C, table + r * C, (size_t)C * sizeof *out);
+        else memset(out + i * C, 0, (size_t)C * sizeof *out);
+    }
+}
+
+void mt_kernel_embedding_bwd_masked(float *restrict dtable, const float *restrict dout,
+                                    const int32_t *restrict ids, int64_t n, int64_t C, int64_t lo,
+                                    int64_t V) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)ids[i] - lo;
+        if (r < 0 || r >= V) continue;
+        float *restrict d = dtable + r * C;
+        const float *restrict g = dout + i * C;
+        MT_VEC_FOR(j, C, d[j] += g[j]);
+    }
+}

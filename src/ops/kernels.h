@@ -105,6 +105,12 @@ void mt_kernel_attention_bwd(float *dqkv, const float *dout, const float *qkv, c
 void mt_kernel_embedding_fwd(float *out, const float *table, const int32_t *ids, int64_t n, int64_t C);
 /* dtable (V,C) += scatter of dout (n,C) at ids (n) (always adds). */
 void mt_kernel_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, int64_t n, int64_t C);
+/* The masked forms (a vocabulary-parallel table holding rows [lo, lo+V)):
+ * an id outside reads a row of zeros, and scatters nothing. */
+void mt_kernel_embedding_fwd_masked(float *out, const float *table, const int32_t *ids, int64_t n,
+                                    int64_t C, int64_t lo, int64_t V);
+void mt_kernel_embedding_bwd_masked(float *dtable, const float *dout, const int32_t *ids, int64_t n,
+                                    int64_t C, int64_t lo, int64_t V);
 
 /* ---- losses (loss.c) ----------------------------------------------------- */
 

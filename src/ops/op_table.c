@@ -169,8 +169,12 @@ static void run_attention(const mt_op_env *env, const mt_op_call *c) {
 }
 /* EMBEDDING: out (n,C) = table (V,C)[ids (n)]. */
 static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
-    mt_kernel_embedding_fwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), c->p.embedding.n,
-                            c->p.embedding.C);
+    const mt_embedding_params *p = &c->p.embedding;
+    if (p->masked)
+        mt_kernel_embedding_fwd_masked(F32(c->out), F32(c->in[0]), I32(c->in[1]), p->n, p->C,
+                                       p->lo, p->V);
+    else
+        mt_kernel_embedding_fwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), p->n, p->C);
 }
 /* CROSS_ENTROPY, CE_BWD: logits (rows,Vp); aux lse (rows). Rows are
  * independent; the loss adds per-thread partial sums. */
@@ -182,9 +186,17 @@ static void range_cross_entropy(void *arg, int64_t r0, int64_t r1, int w) {
                                                   I32(c->in[1]) + r0, r1 - r0, p->V, p->Vp, p->scale);
 }
 static void run_cross_entropy(const mt_op_env *env, const mt_op_call *c) {
+    if (c->p.ce.vp_axes.n) {
+        mt__run_cross_entropy_vp(env, c);
+        return;
+    }
     par_ctx ctx = {0};
     par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_cross_entropy);
     F32(c->out)[0] = (float)sum_partials(&ctx, env);
+}
+/* Vocabulary parallel: (2, rows) floats for the row sums it all-reduces. */
+static size_t scratch_ce(const mt_op_call *c) {
+    return c->p.ce.vp_axes.n ? 2 * (size_t)c->p.ce.rows : 0;
 }
 static void run_mse(const mt_op_env *env, const mt_op_call *c) {
     F32(c->out)[0] = (float)mt_kernel_mse_fwd(F32(c->in[0]), F32(c->in[1]), NUMEL(c->in[0]),
@@ -267,8 +279,12 @@ static size_t scratch_attention_bwd(const mt_op_call *c) {
 /* EMBEDDING_BWD: in = {dout, ids}; the kernel always adds. */
 static void run_embedding_bwd(const mt_op_env *env, const mt_op_call *c) {
     if (!c->acc) memset(F32(c->out), 0, (size_t)NUMEL(c->out) * sizeof(float));
-    mt_kernel_embedding_bwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), c->p.embedding.n,
-                            c->p.embedding.C);
+    const mt_embedding_params *p = &c->p.embedding;
+    if (p->masked)
+        mt_kernel_embedding_bwd_masked(F32(c->out), F32(c->in[0]), I32(c->in[1]), p->n, p->C,
+                                       p->lo, p->V);
+    else
+        mt_kernel_embedding_bwd(F32(c->out), F32(c->in[0]), I32(c->in[1]), p->n, p->C);
 }
 /* CE_BWD: in = {dloss, logits, lse, targets}. */
 static void range_ce_bwd(void *arg, int64_t r0, int64_t r1, int w) {
@@ -280,6 +296,10 @@ static void range_ce_bwd(void *arg, int64_t r0, int64_t r1, int w) {
                                 c->acc);
 }
 static void run_ce_bwd(const mt_op_env *env, const mt_op_call *c) {
+    if (c->p.ce.vp_axes.n) {
+        mt__run_ce_bwd_vp(env, c);
+        return;
+    }
     par_ctx ctx;
     par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_ce_bwd);
 }
@@ -372,7 +392,7 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_LAYERNORM]     = {"layernorm",     run_layernorm,     cost_layernorm},
     [MT_OP_ATTENTION]     = {"attention",     run_attention,     cost_attention},
     [MT_OP_EMBEDDING]     = {"embedding",     run_embedding,     cost_embedding},
-    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", run_cross_entropy, cost_ce},
+    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", run_cross_entropy, cost_ce, scratch_ce},
     [MT_OP_MSE]           = {"mse",           run_mse,           cost_reduce_in},
     [MT_OP_SUM]           = {"sum",           run_sum,           cost_reduce_in},
     [MT_OP_TRANSPOSE]     = {"transpose",     run_transpose,     cost_transpose},

@@ -80,10 +80,21 @@ typedef struct { int64_t rows, C; } mt_rows_params;
 /* causal self-attention over qkv (B,T,3C) with NH heads. */
 typedef struct { int64_t B, T, C, NH; } mt_attention_params;
 /* n ids into a table (V,C). */
-typedef struct { int64_t n, C, V; } mt_embedding_params;
+/* masked (vocabulary parallel): the table holds rows [lo, lo+V) of the
+ * vocabulary; an id outside reads zeros and scatters nothing. */
+typedef struct { int64_t n, C, V; bool masked; int64_t lo; } mt_embedding_params;
 /* softmax cross-entropy over the first V of Vp columns of logits (rows,Vp);
  * the loss is scale · Σ_rows. */
-typedef struct { int64_t rows, V, Vp; float scale; } mt_ce_params;
+/* Vocabulary parallel (vp_axes.n > 0): the logits hold columns [lo, lo+Vp)
+ * of the vocabulary, V is the global one, and the row statistics (max, sum
+ * of exponentials, the target's logit) are all-reduced over vp_axes inside
+ * the op (Megatron); every device then has the whole loss. */
+typedef struct {
+    int64_t rows, V, Vp;
+    float   scale;
+    mt_axes vp_axes;
+    int64_t lo;
+} mt_ce_params;
 /* loss = scale · Σ (pred - target)²; sign (backward only) is +1 for d pred,
  * -1 for d target. */
 typedef struct { float scale, sign; } mt_mse_params;
@@ -170,6 +181,12 @@ typedef struct {
      * thread and use the first worker's share.) */
     size_t (*scratch)(const mt_op_call *call);
 } mt_op_def;
+
+/* Vocabulary-parallel cross-entropy (loss_vp.c): the forward, with its
+ * all-reduces, and the backward (local); run_cross_entropy and run_ce_bwd
+ * hand calls with p.ce.vp_axes over to them. */
+void   mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c);
+void   mt__run_ce_bwd_vp(const mt_op_env *env, const mt_op_call *c);
 
 /* The table entry of op (op < MT_OP_COUNT). */
 const mt_op_def *mt__op_def(mt_op op);

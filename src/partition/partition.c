@@ -240,10 +240,33 @@ static mt_status make_slot(partitioner *p, mt_tensor *t) {
 
 /* ---- nodes ------------------------------------------------------------------ */
 
-/* The op of a global call, rebuilt on local inputs. */
-static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in) {
+/* This device's first index of a dim of `global` size split over `axes`. */
+static int64_t block_start(partitioner *p, uint32_t axes, int64_t local) {
+    return axes ? (int64_t)mt_axis_index(p->ctx, axes_of(p->mesh, axes)) * local : 0;
+}
+
+/* The op of a global call, rebuilt on local inputs of types `types`;
+ * `inside` is the set of axes its rule all-reduces inside the op. */
+static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in,
+                          const mt_type *types, uint32_t inside) {
     mt_graph *g = p->lg;
     switch (c->op) {
+    case MT_OP_EMBEDDING:
+        /* a table split over the vocabulary: each device looks up its rows
+         * (a partial sum over those axes, Megatron's masked lookup) */
+        if (types[0].sharding.dim_axes[0])
+            return mt__embedding_masked(g, in[0], in[1],
+                                        block_start(p, types[0].sharding.dim_axes[0],
+                                                    in[0]->shape[0]));
+        return mt_embedding(g, in[0], in[1]);
+    case MT_OP_CROSS_ENTROPY:
+        /* logits split over the vocabulary: Megatron's loss, its statistics
+         * all-reduced inside the op */
+        if (inside)
+            return mt__cross_entropy_vp(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale,
+                                        axes_of(p->mesh, inside),
+                                        block_start(p, inside, in[0]->shape[in[0]->ndim - 1]));
+        return mt_cross_entropy(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale);
     case MT_OP_MATMUL:    return mt_matmul(g, in[0], in[1], c->p.gemm.ta, c->p.gemm.tb);
     case MT_OP_LINEAR:    return mt_linear(g, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
     case MT_OP_ADD:       return mt_add(g, in[0], in[1]);
@@ -253,9 +276,6 @@ static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in) {
     case MT_OP_GELU:      return mt_gelu(g, in[0]);
     case MT_OP_LAYERNORM: return mt_layernorm(g, in[0], in[1], in[2]);
     case MT_OP_ATTENTION: return mt_attention(g, in[0], (int)c->p.attention.NH);
-    case MT_OP_EMBEDDING: return mt_embedding(g, in[0], in[1]);
-    case MT_OP_CROSS_ENTROPY:
-        return mt_cross_entropy(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale);
     case MT_OP_MSE:       return mt_mse(g, in[0], in[1], c->p.mse.scale);
     case MT_OP_SUM: {
         /* the factor is the global one (a mean's 1/n counts every device's elements) */
@@ -321,14 +341,20 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
         const mt_move *mv = &res.moves[m];
         in[mv->operand] = apply_move(p, in[mv->operand], mv);
+        in_types[mv->operand] = mv->after;
         vary[mv->operand] = vary_after(vary[mv->operand], mv);
         if (!in[mv->operand]) return local_failed(p, name);
     }
-    if (m < res.n_moves && res.moves[m].operand == MT_MOVE_INSIDE)
-        return fail(p, MT_EUNSUPPORTED, "partition: %s -> '%s' needs a collective inside the op "
-                    "(%s over its split dim); the Megatron recipes come with tensor parallelism "
-                    "(issue 9): keep that dim whole for now", name, c->out->name,
-                    mt_move_name(res.moves[m].kind));
+    /* collectives inside the op: the vocabulary-parallel loss runs them itself */
+    uint32_t inside = 0;
+    for (; m < res.n_moves && res.moves[m].operand == MT_MOVE_INSIDE; m++) {
+        if (c->op != MT_OP_CROSS_ENTROPY)
+            return fail(p, MT_EUNSUPPORTED, "partition: %s -> '%s' needs a collective inside "
+                        "the op (%s over its split dim), which only the cross-entropy runs so "
+                        "far (layernorm's statistics come with sequence parallelism); keep that "
+                        "dim whole", name, c->out->name, mt_move_name(res.moves[m].kind));
+        inside |= res.moves[m].axes;
+    }
     /* a linear whose product is a partial sum that the rule reduces: the bias
      * is added after the reduction, once, not on every device before it */
     mt_tensor *late_bias = NULL;
@@ -344,10 +370,11 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     for (int k = 0; k < c->n_in; k++) all |= vary[k];
     for (int k = 0; k < c->n_in; k++)
         if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
-    mt_tensor *out = rebuild(p, c, in);
+    mt_tensor *out = rebuild(p, c, in, in_types, inside);
     if (!out) return local_failed(p, name);
     mt_type ty = res.result;
-    uint32_t out_vary = all | split_axes(&ty) | ty.sharding.partial_axes;
+    /* an op that all-reduces inside gives the same result over those axes */
+    uint32_t out_vary = ((all & ~inside) | split_axes(&ty) | ty.sharding.partial_axes);
     for (; m < res.n_moves; m++) {
         out = apply_move(p, out, &res.moves[m]);
         out_vary = vary_after(out_vary, &res.moves[m]);

@@ -60,15 +60,21 @@ static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
     mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
-/* Tensor parallelism for the GPT, its MLPs for now (two thirds of a block's
- * FLOPs): Megatron's column-parallel fc (4C split) and row-parallel proj,
- * whose partial sums are all-reduced before the residual add. Attention
- * (heads) and the vocabulary stay replicated over `tensor` until their
- * layouts come: the packed qkv (3C) does not split by heads. */
+/* Tensor parallelism for the GPT: the vocabulary (the tied embedding and LM
+ * head) and the MLPs, Megatron's column-parallel fc (4C split) and
+ * row-parallel proj, whose partial sums are all-reduced before the residual
+ * add. Attention (heads) stays replicated over `tensor` until its layout
+ * comes: the packed qkv (3C) does not split by heads. */
 static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size) {
-    if ((4 * c->gpt.C) % size != 0) return MT_OK;
     mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
+    /* the tied embedding and LM head: the (padded) vocabulary split, the
+     * embedding a masked lookup, the loss Megatron's vocabulary-parallel one */
+    if (c->gpt.Vp % size == 0) {
+        mt_status s = mt_tensor_set_sharding(mt_graph_find(g, "wte"), &col);
+        if (s != MT_OK) return s;
+    }
+    if ((4 * c->gpt.C) % size != 0) return MT_OK;
     for (int l = 0; l < c->gpt.L; l++) {
         char name[MT_MAX_NAME];
         mt_status s;
