@@ -162,8 +162,10 @@ static bool contiguous_scatter(const mt_op_call *c) {
 
 static bool deferrable(const mt_node *n) {
     const mt_op_call *c = &n->call;
-    if (n->phase != MT_PHASE_W || !c->p.coll.async) return false;
-    return c->op == MT_OP_PSUM || (c->op == MT_OP_PSUM_SCATTER && contiguous_scatter(c));
+    /* the op first: p.coll is only the parameters of collectives */
+    if (n->phase != MT_PHASE_W || (c->op != MT_OP_PSUM && c->op != MT_OP_PSUM_SCATTER))
+        return false;
+    return c->p.coll.async && (c->op == MT_OP_PSUM || contiguous_scatter(c));
 }
 
 /* Sets every node's defer_until: -1, or for a deferrable W node the first
