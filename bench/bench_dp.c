@@ -14,8 +14,8 @@
  *                           split over "data", gradients all-reduced
  *   zero1-dp2, zero2-dp2    the same with ZeRO-1/2 over data
  *   fsdp2                   parameters stored split over fsdp, gathered
- *   tp2-mlps                tensor parallel over the GPT's MLPs (attention and
- *                           the LM head still replicated: computed twice)
+ *   tp2                     tensor parallel over the GPT's MLPs and vocabulary
+ *                           (attention still replicated: computed twice)
  * and, as the ceiling of what two cores give here, an Open BLAS sgemm of a
  * step's typical shape on 1 and 2 threads. "vs 2thr" is throughput over the
  * one device on both cores (issue 9's targets: dp2, zero1/2 >= 0.95, fsdp2
@@ -233,7 +233,7 @@ int main(int argc, char **argv) {
         {"1dev-1thread", NULL, 0, 1}, {"1dev-2threads", NULL, 0, 2},
         {"dp2-threads", "data=2", 0, 2}, {"zero1-dp2", "data=2", 1, 2},
         {"zero2-dp2", "data=2", 2, 2}, {"fsdp2", "fsdp=2", 0, 2},
-        {"tp2-mlps", "tensor=2", 0, 2},
+        {"tp2", "tensor=2", 0, 2},
     };
     enum { N_ROWS = sizeof rows / sizeof rows[0], ROUNDS = 3 };
     /* rounds of every row in turn, the median per row: the machine's noise
