@@ -414,27 +414,39 @@ static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **p
     return ok;
 }
 
-static void dp_trainer_case(void) {
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/mt_test_mpi_dp_%d_%d.txt", world_rank, (int)getpid());
+/* The trainer configurations of the mesh cases (test_strategies.c's): 10
+ * AdamW steps of the MLP, or of a small GPT on the text file `text`. */
+static mt_train_config mesh_config(int model, const char *text) {
+    mt_train_config c = mt_train_defaults();
+    c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
+    c.steps = c.optim.total_steps = DP_STEPS;
+    c.optim.warmup_steps = 2;
+    c.optim.lr = 3e-3f;
+    c.B = 8;
+    c.threads = 1;
+    c.seed = 7;
+    if (c.model == MT_MODEL_GPT) {
+        c.data = text;
+        c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
+        c.T = 16;
+    }
+    return c;
+}
+
+/* A small text corpus at `path` (each rank writes its own). */
+static void write_corpus(const char *path) {
     FILE *f = fopen(path, "w");
     for (int i = 0; f && i < 40; i++)
         fputs("the quick brown fox jumps over the lazy dog; one run on any mesh. ", f);
     if (f) fclose(f);
+}
+
+static void dp_trainer_case(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/mt_test_mpi_dp_%d_%d.txt", world_rank, (int)getpid());
+    write_corpus(path);
     for (int model = 0; model < 2; model++) {
-        mt_train_config c = mt_train_defaults();
-        c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
-        c.steps = c.optim.total_steps = DP_STEPS;
-        c.optim.warmup_steps = 2;
-        c.optim.lr = 3e-3f;
-        c.B = 8;
-        c.threads = 1;
-        c.seed = 7;
-        if (c.model == MT_MODEL_GPT) {
-            c.data = path;
-            c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
-            c.T = 16;
-        }
+        mt_train_config c = mesh_config(model, path);
         /* data parallel over all ranks; with 2 ranks FSDP and tensor parallel
          * too; with 4, data × tensor */
         char meshes[3][32];
@@ -486,25 +498,10 @@ static void ckpt_resume_case(void) {
     snprintf(text, sizeof text, "/tmp/mt_test_mpi_ckpt_%d_%d.txt", world_rank, (int)getpid());
     snprintf(ckpt, sizeof ckpt, "/tmp/mt_test_mpi_ckpt_%d.ckpt", id);
     snprintf(mesh, sizeof mesh, "fsdp=%d", world_size);
-    FILE *f = fopen(text, "w");
-    for (int i = 0; f && i < 40; i++)
-        fputs("the quick brown fox jumps over the lazy dog; stopped and resumed. ", f);
-    if (f) fclose(f);
+    write_corpus(text);
     enum { HALF = DP_STEPS / 2 };
     for (int model = 0; model < 2; model++) {
-        mt_train_config c = mt_train_defaults();
-        c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
-        c.steps = c.optim.total_steps = DP_STEPS;
-        c.optim.warmup_steps = 2;
-        c.optim.lr = 3e-3f;
-        c.B = 8;
-        c.threads = 1;
-        c.seed = 7;
-        if (c.model == MT_MODEL_GPT) {
-            c.data = text;
-            c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
-            c.T = 16;
-        }
+        mt_train_config c = mesh_config(model, text);
         const char *name = model == 0 ? "mlp" : "gpt";
         float l1[DP_STEPS], *p1 = NULL;
         int64_t n1 = 0;

@@ -58,6 +58,29 @@ static void moves_text(const mt_mesh *m, const mt_shard_result *r, char *buf, si
 
 /* Every move's before and after agree with the chain: the first before of an
  * operand is its input type, each after is the next before. */
+/* Checks one rule's outcome against its row: the failure (status, and the
+ * words its message must name) when `result` is NULL, else the result type
+ * and the moves as moves_text writes them. Returns whether it succeeded. */
+static bool check_outcome(const mt_mesh *m, const char *what, mt_status s,
+                          const mt_shard_result *r, mt_status status, const char *const *words,
+                          int n_words, const char *result, const char *moves_want) {
+    if (!result) {
+        MT_CHECK(s == status, "%s: %s (%s), want %s", what, mt_status_name(s), mt_errmsg(),
+                 mt_status_name(status));
+        for (int k = 0; k < n_words && words[k]; k++)
+            MT_CHECK(strstr(mt_errmsg(), words[k]), "%s: message '%s' does not name '%s'", what,
+                     mt_errmsg(), words[k]);
+        return false;
+    }
+    MT_CHECK(s == MT_OK, "%s: %s: %s", what, mt_status_name(s), mt_errmsg());
+    char got[256], moves[1024];
+    mt_type_format(m, &r->result, got, sizeof got);
+    MT_CHECK(strcmp(got, result) == 0, "%s: result %s, want %s", what, got, result);
+    moves_text(m, r, moves, sizeof moves);
+    MT_CHECK(strcmp(moves, moves_want) == 0, "%s: moves '%s', want '%s'", what, moves, moves_want);
+    return true;
+}
+
 static void check_chain(const mt_mesh *m, const mt_shard_result *r, const char *what) {
     for (int i = 0; i < r->n_moves; i++) {
         char b[160], a[160];
@@ -171,21 +194,8 @@ MT_TEST(rules_table) {
         mt_type in[2] = {parse(m, c->a), parse(m, c->b)};
         mt_shard_result r;
         mt_status s = mt_shard_rule(m, c->op, in, 2, c->mode, &r);
-        if (!c->result) {
-            MT_CHECK(s == c->status, "%s: %s (%s), want %s", what, mt_status_name(s), mt_errmsg(),
-                     mt_status_name(c->status));
-            for (int k = 0; k < 6 && c->words[k]; k++)
-                MT_CHECK(strstr(mt_errmsg(), c->words[k]), "%s: message '%s' does not name '%s'",
-                         what, mt_errmsg(), c->words[k]);
-            continue;
-        }
-        MT_CHECK(s == MT_OK, "%s: %s: %s", what, mt_status_name(s), mt_errmsg());
-        char got[256], moves[1024];
-        mt_type_format(m, &r.result, got, sizeof got);
-        MT_CHECK(strcmp(got, c->result) == 0, "%s: result %s, want %s", what, got, c->result);
-        moves_text(m, &r, moves, sizeof moves);
-        MT_CHECK(strcmp(moves, c->moves) == 0, "%s: moves '%s', want '%s'", what, moves, c->moves);
-        check_chain(m, &r, what);
+        if (check_outcome(m, what, s, &r, c->status, c->words, 6, c->result, c->moves))
+            check_chain(m, &r, what);
     }
     mt_mesh_free(m);
 }
@@ -334,20 +344,7 @@ MT_TEST(rules_of_network_ops) {
                  c->in[1] ? c->in[1] : "", c->mode == A ? "auto" : "explicit");
         mt_shard_result r;
         mt_status s = mt__shard_rule(m, &call, in, c->mode, &r);
-        if (!c->result) {
-            MT_CHECK(s == c->status, "%s: %s (%s), want %s", what, mt_status_name(s), mt_errmsg(),
-                     mt_status_name(c->status));
-            for (int k = 0; k < 4 && c->words[k]; k++)
-                MT_CHECK(strstr(mt_errmsg(), c->words[k]), "%s: message '%s' does not name '%s'",
-                         what, mt_errmsg(), c->words[k]);
-            continue;
-        }
-        MT_CHECK(s == MT_OK, "%s: %s: %s", what, mt_status_name(s), mt_errmsg());
-        char got[256], moves[1024];
-        mt_type_format(m, &r.result, got, sizeof got);
-        MT_CHECK(strcmp(got, c->result) == 0, "%s: result %s, want %s", what, got, c->result);
-        moves_text(m, &r, moves, sizeof moves);
-        MT_CHECK(strcmp(moves, c->moves) == 0, "%s: moves '%s', want '%s'", what, moves, c->moves);
+        check_outcome(m, what, s, &r, c->status, c->words, 4, c->result, c->moves);
     }
     mt_mesh_free(m);
 }
