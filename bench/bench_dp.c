@@ -26,6 +26,7 @@
  * One "RESULT ..." line per row for run_dp.sh.
  */
 #include "meshtrain.h"
+#include "bench_util.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -36,15 +37,6 @@
 static const mt_gpt_config CFG = {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304};
 enum { GLOBAL_B = 8, SEQ = 64, WARMUP = 2 };
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Open BLAS sgemm of the LM head's shape (B·T/2 rows × C, times C × Vp) on
  * `threads` threads: what one device's biggest matmul achieves. */
@@ -63,7 +55,7 @@ static double sgemm_gflops(int threads) {
     }
     openblas_set_num_threads(1);
     free(a); free(b); free(c);
-    return 2.0 * M * N * K / median(t, reps) / 1e9;
+    return 2.0 * M * N * K / bench_median(t, reps) / 1e9;
 }
 
 /* ---- communication hidden under the backward, from the last step's trace ---- */
@@ -176,7 +168,7 @@ static double run(const char *data, const char *mesh, int zero, int threads, int
         if (i >= 0) t[i] = r.seconds;
         *loss = r.loss;
     }
-    if (i == steps) tok_s = (double)GLOBAL_B * SEQ / median(t, steps);
+    if (i == steps) tok_s = (double)GLOBAL_B * SEQ / bench_median(t, steps);
     if (predicted) *predicted = program_bytes(mt_trainer_graph(tr));
     free(t);
     mt_trainer_free(tr);
@@ -249,9 +241,9 @@ int main(int argc, char **argv) {
     if (tfd >= 0) close(tfd);
     printf("%-14s %12s %8s %9s %10s   (median of %d rounds)\n", "row", "tokens/s", "ratio",
            "vs 2thr", "loss", ROUNDS);
-    double base = median(tps[0], ROUNDS), both = median(tps[1], ROUNDS);
+    double base = bench_median(tps[0], ROUNDS), both = bench_median(tps[1], ROUNDS);
     for (int k = 0; k < N_ROWS; k++) {
-        double t = median(tps[k], ROUNDS);
+        double t = bench_median(tps[k], ROUNDS);
         double inflight = NAN, exposed = NAN, traced = NAN, predicted = NAN;
         char hidden[160] = "";
         /* the trace of one more (untimed) run's last step, so that writing

@@ -15,6 +15,7 @@
  * BLAS may pick a slower kernel than the machine has (the corename is shown).
  */
 #include "meshtrain.h"
+#include "bench_util.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -39,15 +40,6 @@ enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 
 static double peak_gflops(int threads) { return threads == 1 ? 264.0 : 260.0 * threads; }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- the reference: Open BLAS sgemm, same process, same thread count ---- */
 
@@ -71,7 +63,7 @@ static double sgemm_gflops(int threads) {
     }
     free(a); free(b); free(c);
     mt_set_num_threads(threads);   /* back to meshtrain's arrangement */
-    return 2.0 * n * n * n / median(t, reps) / 1e9;
+    return 2.0 * n * n * n / bench_median(t, reps) / 1e9;
 }
 
 /* ---- one configuration ---------------------------------------------------- */
@@ -121,7 +113,7 @@ static int run(const bench_config *bc, int threads, int steps) {
         free(t); mt_optim_free(opt); mt_graph_free(g);
         return fail("step", s);
     }
-    double sec = median(t, steps);
+    double sec = bench_median(t, steps);
     if (getenv("MT_BENCH_PROFILE")) {   /* one more step, timed per op */
         mt_graph_set_profiling(g, true);
         mt_graph_forward(g);
