@@ -14,8 +14,8 @@
  *                           split over "data", gradients all-reduced
  *   zero1-dp2, zero2-dp2    the same with ZeRO-1/2 over data
  *   fsdp2                   parameters stored split over fsdp, gathered
- *   tp2                     tensor parallel over the GPT's MLPs and vocabulary
- *                           (attention still replicated: computed twice)
+ *   tp2                     tensor parallel over the GPT's attention heads,
+ *                           MLPs and vocabulary (Megatron's layout)
  * and, as the ceiling of what two cores give here, an Open BLAS sgemm of a
  * step's typical shape on 1 and 2 threads. "vs 2thr" is throughput over the
  * one device on both cores (issue 9's targets: dp2, zero1/2 >= 0.95, fsdp2

@@ -115,20 +115,22 @@ check_model() {
     fi
 }
 check_model
-# data=2,tensor=2: the vocabulary (wte 64x32), the MLP's fc (128x32, its
-# bias) and proj (32x128) split over tensor leave 15072 - 1024 - 4160 = 9888
-# parameters per device, each gradient all-reduced over data (16 collectives),
-# plus the loss's; tensor adds Megatron's all-reduces of (B/2,T,C) = 512
-# floats: the embedding's partial sums and the MLP's in the forward, the
-# gradients of the MLP's and the LM head's inputs in the backward, and the
-# vocabulary-parallel loss's row statistics (3 x 16 rows):
-# 4*9888 + 4 + 4*2048 + 192 = 47940 bytes in 22 collectives
+# data=2,tensor=2: the vocabulary (wte 64x32), attention's q, k, v (3x32x32
+# and its 3x32 bias, by heads) and output projection (32x32), the MLP's fc
+# (128x32, its bias) and proj (32x128) split over tensor leave 15072 - 14560/2
+# = 7792 parameters per device, each gradient all-reduced over data (16
+# collectives), plus the loss's; tensor adds Megatron's all-reduces of
+# (B/2,T,C) = 512 floats: the embedding's partial sums, attention's and the
+# MLP's in the forward, the gradients of attention's, the MLP's and the LM
+# head's inputs in the backward, and the vocabulary-parallel loss's row
+# statistics (3 x 16 rows):
+# 4*7792 + 4 + 6*2048 + 192 = 43652 bytes in 24 collectives
 timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --json >out.txt 2>err.txt
-if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes": 47940}' out.txt &&
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 24, "bytes": 43652}' out.txt &&
    grep -q '"spmd": true' out.txt && grep -q '"mode": "auto"' out.txt; then
-    ok "model: gpt dp2 x tp2 --json bytes (4 x 9888 + 4 + 4 x 2048 + 192)"
+    ok "model: gpt dp2 x tp2 --json bytes (4 x 7792 + 4 + 6 x 2048 + 192)"
 else
-    bad "model: gpt dp2 x tp2 --json bytes (4 x 9888 + 4 + 4 x 2048 + 192)" "$(grep communication out.txt)"
+    bad "model: gpt dp2 x tp2 --json bytes (4 x 7792 + 4 + 6 x 2048 + 192)" "$(grep communication out.txt)"
 fi
 # explicit mode will not reduce the vocabulary-parallel embedding's partial
 # sums by itself: the first such place is named, with the reshard that resolves it
@@ -145,10 +147,10 @@ if [ $? -eq 0 ] && grep -q '"collectives": 7, "bytes": 19468' out.txt; then
 else
     bad "model: mlp on data=4" "$(grep communication out.txt)"
 fi
-# tensor only: Megatron's four all-reduces of (4,8,32) floats and the loss's
-# statistics (3 x 32 rows): 4*4096 + 384 bytes
+# tensor only: Megatron's six all-reduces of (4,8,32) floats and the loss's
+# statistics (3 x 32 rows): 6*4096 + 384 bytes
 timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --json >out.txt 2>err.txt
-if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 5, "bytes": 16768}' out.txt; then
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 7, "bytes": 24960}' out.txt; then
     ok "model: tensor=2 communicates Megatron's all-reduces"
 else
     bad "model: tensor=2 communicates Megatron's all-reduces" "$(grep communication out.txt)"

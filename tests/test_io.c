@@ -796,6 +796,38 @@ MT_TEST(ckpt_shape_mismatch_names_the_tensor) {
     tmp_close(&td);
 }
 
+/* A parameter whose leading dims are grouped otherwise, the same storage (as
+ * GPT's q, k, v went from (3C,C) to (3,C,C)), loads; one whose last dim
+ * differs does not. */
+MT_TEST(ckpt_loads_the_same_storage_regrouped) {
+    tmpdir td;
+    tmp_open(&td);
+    const char *path = tmp_path(&td, "flat.mt");
+    mt_graph *g = small_graph(6, 4, false);   /* w (6,4) */
+    fill_params(g, 3);
+    mt_ckpt_meta meta = {.step = 1};
+    MT_CHECK_OK(mt_ckpt_save(path, g, NULL, &meta));
+    for (int last = 4; last >= 2; last -= 2) {
+        mt_graph *r = mt_graph_create();
+        mt_init init = {MT_INIT_NORMAL, 0.02f};
+        int64_t sw[3] = {2, 12 / last, last}, sb[1] = {5}, sk[3] = {2, 3, 4};
+        mt_tensor *loss = mt_sum(r, mt_param(r, "w", 3, sw, init));
+        loss = mt_add(r, loss, mt_sum(r, mt_param(r, "b", 1, sb, init)));
+        loss = mt_add(r, loss, mt_sum(r, mt_param(r, "blocks.k", 3, sk, init)));
+        MT_CHECK_OK(mt_graph_compile(r, loss, &(mt_compile_opts){.seed = 5}));
+        if (last == 4) {
+            MT_CHECK_OK(mt_ckpt_load(path, r, NULL, NULL));
+            check_params(r, 3, "w (6,4) loaded as (2,3,4)");
+        } else {
+            MT_CHECK(mt_ckpt_load(path, r, NULL, NULL) == MT_ESHAPE, "w (6,4) loaded as (2,6,2)");
+            CHECK_MSG_HAS("(2,6,2) in the graph");
+        }
+        mt_graph_free(r);
+    }
+    mt_graph_free(g);
+    tmp_close(&td);
+}
+
 MT_TEST(ckpt_corruption_is_detected) {
     tmpdir td;
     tmp_open(&td);

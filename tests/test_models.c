@@ -240,7 +240,9 @@ MT_TEST(gpt_param_count_matches_gpt2_124m) {
              (long long)n, (long long)mt_gpt_num_params(&cfg));
     MT_CHECK(mt_graph_n_params(g) == 2 + 12 * cfg.L + 2, "%d parameter tensors", mt_graph_n_params(g));
     mt_tensor *qkv = mt_graph_find(g, "h.1.attn.qkv.w");
-    MT_CHECK(qkv && mt_tensor_dim(qkv, 0) == 48 && mt_tensor_dim(qkv, 1) == 16, "h.1.attn.qkv.w shape");
+    MT_CHECK(qkv && mt_tensor_ndim(qkv) == 3 && mt_tensor_dim(qkv, 0) == 3 &&
+             mt_tensor_dim(qkv, 1) == 16 && mt_tensor_dim(qkv, 2) == 16,
+             "h.1.attn.qkv.w shape: (3,C,C), llm.c's (3C,C)");
     mt_tensor *mp = mt_graph_find(g, "h.0.mlp.proj.w");
     MT_CHECK(mp && mt_tensor_dim(mp, 0) == 16 && mt_tensor_dim(mp, 1) == 64, "h.0.mlp.proj.w shape");
     mt_tensor *logits = mt_graph_find(g, "logits");

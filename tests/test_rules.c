@@ -310,7 +310,11 @@ static const op_case OPS[] = {
     {MT_OP_EMBEDDING, {"f32[64@data,16]", "i32[4@data,8]"}, A, NULL, NULL, ES, {"embedding", "'data' twice"}},
     /* attention: B passes, T and 3C whole */
     {MT_OP_ATTENTION, {"f32[4@data,8,48]"}, E, "f32[4@data,8,16]", "", 0, {0}},
-    {MT_OP_ATTENTION, {"f32[4,8,48@tensor]"}, E, NULL, NULL, ES, {"attention", "later issue"}},
+    {MT_OP_ATTENTION, {"f32[4,8,48@tensor]"}, E, NULL, NULL, ES, {"attention", "(B,T,3,C)"}},
+    /* (B,T,3,C): C split by heads (the table's calls have NH = 4) */
+    {MT_OP_ATTENTION, {"f32[4@data,8,3,16@tensor]"}, E, "f32[4@data,8,16@tensor]", "", 0, {0}},
+    {MT_OP_ATTENTION, {"f32[4,8,3,16]{U:tensor}"}, A, "f32[4,8,16]",
+     "all-reduce a over tensor (6144)", 0, {0}},
     {MT_OP_ATTENTION, {"f32[4,8@tensor,48]"}, A, "f32[4,8,16]", "all-gather a dim 1 over tensor (6144)", 0, {0}},
     /* gelu needs whole values, scale keeps partial sums, transpose swaps */
     {MT_OP_GELU, {"f32[8,4]{U:tensor}"}, A, "f32[8,4]", "all-reduce a over tensor (128)", 0, {0}},
@@ -323,6 +327,11 @@ static const op_case OPS[] = {
     {MT_OP_LINEAR, {"f32[4,16@tensor]", "f32[32,16@tensor]", "f32[32]"}, A, "f32[4,32]",
      "all-reduce result over tensor (512)", 0, {0}},
     {MT_OP_LINEAR, {"f32[4,16@tensor]", "f32[32,16@tensor]"}, A, "f32[4,32]{U:tensor}", "", 0, {0}},
+    /* several output dims: w (3,32,16) gives (..,3,32), the bias its layout */
+    {MT_OP_LINEAR, {"f32[4@data,16]", "f32[3,32@tensor,16]", "f32[3,32]"}, E,
+     "f32[4@data,3,32@tensor]", "slice c dim 1 over tensor", 0, {0}},
+    {MT_OP_LINEAR, {"f32[4,16]", "f32[3,32@tensor,16]", "f32[3,32@data]"}, E, NULL, NULL, ES,
+     {"linear", "bias", "f32[3,32@data]", "reshard"}},
     {MT_OP_LINEAR, {"f32[4,16]", "f32[32@tensor,16]", "f32[32@data]"}, E, NULL, NULL, ES,
      {"linear", "bias", "f32[32@data]", "reshard"}},
     /* matmul with the transposes of the call */
@@ -333,7 +342,7 @@ MT_TEST(rules_of_network_ops) {
     mt_mesh *m = make("data=2,tensor=2", 4);
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
         const op_case *c = &OPS[i];
-        mt_op_call call = {.op = c->op};
+        mt_op_call call = {.op = c->op, .p.attention.NH = c->op == MT_OP_ATTENTION ? 4 : 0};
         mt_type in[3];
         while (call.n_in < 3 && c->in[call.n_in]) {
             in[call.n_in] = parse(m, c->in[call.n_in]);
@@ -345,6 +354,20 @@ MT_TEST(rules_of_network_ops) {
         mt_shard_result r;
         mt_status s = mt__shard_rule(m, &call, in, c->mode, &r);
         check_outcome(m, what, s, &r, c->status, c->words, 4, c->result, c->moves);
+    }
+    mt_mesh_free(m);
+}
+
+/* Attention's heads split over an axis they do not divide: an error in both
+ * modes naming the count and the fix. */
+MT_TEST(rules_attention_heads_must_divide) {
+    mt_mesh *m = make("data=2,tensor=2", 4);
+    mt_op_call call = {.op = MT_OP_ATTENTION, .n_in = 1, .p.attention = {.NH = 3, .C = 24}};
+    for (int mode = 0; mode < 2; mode++) {
+        mt_type in[1] = {parse(m, "f32[4,8,3,24@tensor]")};
+        mt_shard_result r;
+        MT_CHECK_FAILS(mt__shard_rule(m, &call, in, mode ? MT_SHARD_AUTO : MT_SHARD_EXPLICIT, &r),
+                       MT_ESHARDING, "NH=3", "tensor", "divisible by 2");
     }
     mt_mesh_free(m);
 }

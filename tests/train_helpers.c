@@ -42,8 +42,8 @@ mt_test_params mt_test_params_of(mt_trainer *tr) {
         mt_tensor *p = mt_graph_param_at(g, i);
         memcpy(out.params + at, mt_tensor_f32(p), (size_t)mt_tensor_numel(p) * sizeof(float));
         at += (int)mt_tensor_numel(p);
-        out.rows[i] = mt_tensor_dim(p, 0);
-        out.cols[i] = mt_tensor_ndim(p) > 1 ? mt_tensor_dim(p, 1) : 1;
+        for (int d = 0; d < MT_MAX_DIMS; d++)
+            out.shape[i][d] = d < mt_tensor_ndim(p) ? mt_tensor_dim(p, d) : 1;
         out.n_tensors = i + 1;
     }
     return out;
@@ -56,21 +56,29 @@ double mt_test_params_diff(const mt_test_params *got, const mt_test_params *one,
     int split = 0;
     int64_t at_g = 0, at_o = 0;
     for (int k = 0; k < one->n_tensors; k++) {
-        MT_CHECK(got->rows[k] <= one->rows[k] && got->cols[k] <= one->cols[k] &&
-                 one->rows[k] % got->rows[k] == 0 && one->cols[k] % got->cols[k] == 0,
-                 "parameter %d is (%lld,%lld) on device 0, a block of (%lld,%lld)?", k,
-                 (long long)got->rows[k], (long long)got->cols[k], (long long)one->rows[k],
-                 (long long)one->cols[k]);
-        if (got->rows[k] * got->cols[k] < one->rows[k] * one->cols[k]) split++;
-        for (int64_t r = 0; r < got->rows[k]; r++)
-            for (int64_t c = 0; c < got->cols[k]; c++) {
-                double a = got->params[at_g + r * got->cols[k] + c];
-                double b = one->params[at_o + r * one->cols[k] + c];
-                double d = fabs(a - b) / fmax(1.0, fabs(b));
-                if (d > worst) worst = d;
+        const int64_t *gs = got->shape[k], *os = one->shape[k];
+        int64_t n_g = 1, n_o = 1;
+        for (int d = 0; d < MT_MAX_DIMS; d++) {
+            MT_CHECK(gs[d] <= os[d] && os[d] % gs[d] == 0, "parameter %d: dim %d is %lld on "
+                     "device 0, not a block of %lld", k, d, (long long)gs[d], (long long)os[d]);
+            n_g *= gs[d];
+            n_o *= os[d];
+        }
+        if (n_g < n_o) split++;
+        /* got's element i at coordinates c (row-major in gs) is one's at c in os */
+        for (int64_t i = 0; i < n_g; i++) {
+            int64_t rem = i, j = 0, stride = 1;
+            for (int d = MT_MAX_DIMS - 1; d >= 0; d--) {
+                j += (rem % gs[d]) * stride;
+                rem /= gs[d];
+                stride *= os[d];
             }
-        at_g += got->rows[k] * got->cols[k];
-        at_o += one->rows[k] * one->cols[k];
+            double a = got->params[at_g + i], b = one->params[at_o + j];
+            double diff = fabs(a - b) / fmax(1.0, fabs(b));
+            if (diff > worst) worst = diff;
+        }
+        at_g += n_g;
+        at_o += n_o;
     }
     if (n_split) *n_split = split;
     return worst;

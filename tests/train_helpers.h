@@ -16,7 +16,7 @@ typedef struct {
     float  *params;                     /* concatenated */
     int64_t n;
     int     n_tensors;
-    int64_t rows[MT_TEST_MAX_PARAMS], cols[MT_TEST_MAX_PARAMS];   /* 1-D as (n, 1) */
+    int64_t shape[MT_TEST_MAX_PARAMS][MT_MAX_DIMS];   /* unused dims 1 */
 } mt_test_params;
 
 /* 10 steps of AdamW (lr 3e-3, warmup 2, clipping at 1), B=8, seed 7, 1 thread. */
@@ -26,7 +26,7 @@ mt_train_config mt_test_config(mt_model_kind model, const char *text_path);
 void            mt_test_write_text(char *path_template);
 /* Copies device 0's parameters out of a trainer (free with free(p->params)). */
 mt_test_params  mt_test_params_of(mt_trainer *tr);
-/* The worst difference of got's blocks (device 0 holds block (0,0): its
+/* The worst difference of got's blocks (device 0 holds block (0,..,0): its
  * coordinates are all 0) from one's whole tensors, relative above 1 and
  * absolute below; counts into *n_split the parameters got holds split. */
 double          mt_test_params_diff(const mt_test_params *got, const mt_test_params *one,

@@ -56,7 +56,10 @@ mt_tensor *mt_graph_param_at(const mt_graph *g, int i);
 /* out (M,N) = op(a) · op(b), op = transpose when the flag is set; leading dims
  * of a 3-D or 4-D `a` are folded into M (a (B,T,K) · b (K,N) -> (B,T,N)). */
 mt_tensor *mt_matmul(mt_graph *g, mt_tensor *a, mt_tensor *b, bool trans_a, bool trans_b);
-/* out (...,OC) = x (...,C) · w (OC,C)ᵀ + bias (OC); bias may be NULL. */
+/* out (...,OC) = x (...,C) · w (OC,C)ᵀ + bias (OC); bias may be NULL. The
+ * output may have several dims: w (O1,..,Ok,C) and bias (O1,..,Ok) give
+ * out (...,O1,..,Ok), the same product on the same storage (GPT's q, k, v
+ * as (3,C,C), whose C a mesh may split by heads). */
 mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias);
 /* Elementwise with broadcast of b over the leading dims of a (b's shape must be
  * a suffix of a's). */
@@ -68,8 +71,10 @@ mt_tensor *mt_scale(mt_graph *g, mt_tensor *a, float s);
 mt_tensor *mt_gelu(mt_graph *g, mt_tensor *x);
 /* out = (x - mean) / sqrt(var + 1e-5) * w + b over the last dim C. */
 mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b);
-/* Causal multi-head self-attention: qkv (B,T,3C) packed [q|k|v], NH heads ->
- * out (B,T,C) (heads concatenated; no output projection). */
+/* Causal multi-head self-attention: qkv (B,T,3C) packed [q|k|v], or the same
+ * storage as (B,T,3,C), NH heads -> out (B,T,C) (heads concatenated; no
+ * output projection). The (B,T,3,C) form lets a mesh split C, hence the
+ * heads: tensor parallelism (each device then runs NH/n heads). */
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH);
 /* out (...,C) = table (V,C)[ids (...)]; ids int32 in [0,V). */
 mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids);

@@ -103,19 +103,26 @@ mt_tensor *mt_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias) {
     char sx[64], sw[64];
     if (!want_rows(g, "linear", x) || !want_dtype(g, "linear", w, MT_F32)) return NULL;
     int64_t C = x->shape[x->ndim - 1];
-    if (w->ndim != 2 || w->shape[1] != C)
-        return mt__graph_error(g, MT_ESHAPE, "linear: weight '%s' %s must be (OC,C) with C=%lld "
-                               "from x '%s' %s", w->name, SHAPE(w, sw), (long long)C, x->name,
-                               SHAPE(x, sx));
-    int64_t OC = w->shape[0];
-    if (bias && (bias->ndim != 1 || bias->shape[0] != OC))
-        return mt__graph_error(g, MT_ESHAPE, "linear: bias '%s' %s must be (%lld)", bias->name,
-                               SHAPE(bias, sw), (long long)OC);
+    /* w (O1..Ok, C): the output dims O1..Ok replace x's last dim */
+    int k = w->ndim - 1;
+    if (w->ndim < 2 || w->shape[k] != C || x->ndim - 1 + k > MT_MAX_DIMS)
+        return mt__graph_error(g, MT_ESHAPE, "linear: weight '%s' %s must be (OC,C) or "
+                               "(O1,..,Ok,C) with C=%lld from x '%s' %s, and the result at most "
+                               "%d-D", w->name, SHAPE(w, sw), (long long)C, x->name,
+                               SHAPE(x, sx), MT_MAX_DIMS);
+    int64_t OC = 1;
+    for (int d = 0; d < k; d++) OC *= w->shape[d];
+    bool bias_ok = !bias || bias->ndim == k;
+    for (int d = 0; bias_ok && bias && d < k; d++) bias_ok = bias->shape[d] == w->shape[d];
+    if (!bias_ok)
+        return mt__graph_error(g, MT_ESHAPE, "linear: bias '%s' %s must have weight '%s' %s's "
+                               "output dims (all but the last)", bias->name, SHAPE(bias, sx),
+                               w->name, SHAPE(w, sw));
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = OC;
+    for (int d = 0; d < k; d++) shape[x->ndim - 1 + d] = w->shape[d];
     mt_op_params p = {.linear = {.rows = mt__rows(x), .OC = OC, .C = C}};
-    return emit_simple(g, MT_OP_LINEAR, x->ndim, shape, ops, bias ? 3 : 2, p);
+    return emit_simple(g, MT_OP_LINEAR, x->ndim - 1 + k, shape, ops, bias ? 3 : 2, p);
 }
 
 /* ---- elementwise -------------------------------------------------------- */
@@ -187,10 +194,13 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
     if (!ready(g, 1, &qkv) || !want_dtype(g, "attention", qkv, MT_F32)) return NULL;
     char s[64];
-    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
-        return mt__graph_error(g, MT_ESHAPE, "attention: qkv '%s' %s must be (B,T,3C)",
-                               qkv->name, SHAPE(qkv, s));
-    int64_t C = qkv->shape[2] / 3;
+    /* (B,T,3C) and (B,T,3,C) are one storage: q, k, v side by side per row */
+    bool packed = qkv->ndim == 3 && qkv->shape[2] % 3 == 0;
+    bool split = qkv->ndim == 4 && qkv->shape[2] == 3;
+    if (!packed && !split)
+        return mt__graph_error(g, MT_ESHAPE, "attention: qkv '%s' %s must be (B,T,3C) or "
+                               "(B,T,3,C)", qkv->name, SHAPE(qkv, s));
+    int64_t C = packed ? qkv->shape[2] / 3 : qkv->shape[3];
     if (NH <= 0 || C % NH != 0)
         return mt__graph_error(g, MT_EINVAL, "attention: C=%lld channels do not split into "
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);

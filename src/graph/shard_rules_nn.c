@@ -78,17 +78,40 @@ static mt_status rule_layernorm(mt_srule *r, mt_type *in) {
     return MT_OK;
 }
 
-/* out (B,T,C) = attention(qkv (B,T,3C)) */
-static mt_status rule_attention(mt_srule *r, mt_type *in) {
+/* out (B,T,C) = attention(qkv (B,T,3C) or (B,T,3,C)), NH heads. In the
+ * (B,T,3,C) form C may be split over axes A when NH divides over them: each
+ * device runs its NH/|A| heads (Megatron's head split), no communication,
+ * and the result's C is split the same way. */
+static mt_status rule_attention(mt_srule *r, const mt_op_call *call, mt_type *in) {
     mt_type *q = &in[0];
-    if (q->ndim != 3 || q->shape[2] % 3 != 0) return bad_shape(r, in, 1, "want qkv (B,T,3C)");
+    bool packed = q->ndim == 3 && q->shape[2] % 3 == 0;
+    if (!packed && !(q->ndim == 4 && q->shape[2] == 3))
+        return bad_shape(r, in, 1, "want qkv (B,T,3C) or (B,T,3,C)");
     TRY(mt__sneed_summed(r, 0, "qkv", q));
     TRY(mt__sneed_whole(r, 0, "qkv", q, 1, "causal attention mixes the time steps (T), which "
                         "must be whole"));
-    TRY(mt__sneed_whole(r, 0, "qkv", q, 2, "the 3C dim holds q, k and v of every head and "
-                        "must be whole (splitting heads over a mesh axis is a later issue)"));
+    TRY(mt__sneed_whole(r, 0, "qkv", q, 2, packed
+                        ? "the 3C dim holds q, k and v of every head and must be whole (to "
+                          "split the heads, give qkv as (B,T,3,C) and split C)"
+                        : "the 3 of (B,T,3,C) separates q, k and v and must be whole"));
     mt_type res = *q;
-    res.shape[2] = q->shape[2] / 3;
+    res.ndim = 3;
+    if (packed) {
+        res.shape[2] = q->shape[2] / 3;
+    } else {
+        const int64_t NH = call->p.attention.NH;
+        const uint32_t heads = q->sharding.dim_axes[3];
+        const int64_t n = mt__saxes_size(r->mesh, heads);
+        if (heads && NH % n != 0)
+            return mt_fail(MT_ESHARDING, "%s: qkv %s splits C over %s (%lld devices) but the "
+                           "NH=%lld heads do not divide over them; use a head count divisible "
+                           "by %lld, or keep C whole", r->op, mt__stype(r->mesh, q).s,
+                           mt__saxes(r->mesh, heads).s, (long long)n, (long long)NH,
+                           (long long)n);
+        res.shape[2] = q->shape[3];
+        res.sharding.dim_axes[2] = heads;
+        res.sharding.dim_axes[3] = 0;
+    }
     r->out->result = res;
     return MT_OK;
 }
@@ -193,7 +216,7 @@ mt_status mt__srule_nn(mt_srule *r, const mt_op_call *call, mt_type *in) {
         r->out->result = in[0];
         return MT_OK;
     case MT_OP_LAYERNORM:     return rule_layernorm(r, in);
-    case MT_OP_ATTENTION:     return rule_attention(r, in);
+    case MT_OP_ATTENTION:     return rule_attention(r, call, in);
     case MT_OP_EMBEDDING:     return rule_embedding(r, in);
     case MT_OP_CROSS_ENTROPY: return rule_cross_entropy(r, in);
     case MT_OP_MSE:           return rule_mse(r, in);

@@ -64,9 +64,10 @@ static mt_status ambiguous(mt_srule *r, const mt_type *in, const char *const *na
 }
 
 /* out = in[0] contracted with in[1] over dim ka_d of in[0] and kb_d of in[1]:
- * the result's dims are in[0]'s other dims in order, then in[1]'s dim n_d. */
+ * the result's dims are in[0]'s other dims in order, then in[1]'s dims
+ * [n_d, n_d + n_n). */
 static mt_status contract(mt_srule *r, mt_type *in, const char *const *names, int ka_d,
-                          int kb_d, int n_d, mt_type *res) {
+                          int kb_d, int n_d, int n_n, mt_type *res) {
     mt_type *a = &in[0], *b = &in[1];
     const mt_type orig[2] = {*a, *b};
     if (a->sharding.partial_axes && b->sharding.partial_axes) {
@@ -87,8 +88,10 @@ static mt_status contract(mt_srule *r, mt_type *in, const char *const *names, in
         res->shape[res->ndim] = a->shape[d];
         res->sharding.dim_axes[res->ndim++] = a->sharding.dim_axes[d];
     }
-    res->shape[res->ndim] = b->shape[n_d];
-    res->sharding.dim_axes[res->ndim++] = b->sharding.dim_axes[n_d];
+    for (int d = n_d; d < n_d + n_n; d++) {
+        res->shape[res->ndim] = b->shape[d];
+        res->sharding.dim_axes[res->ndim++] = b->sharding.dim_axes[d];
+    }
     res->sharding.partial_axes = a->sharding.partial_axes | b->sharding.partial_axes;
 
     if (ka && kb) {
@@ -122,34 +125,46 @@ mt_status mt__srule_matmul(mt_srule *r, mt_type *in, bool ta, bool tb) {
         return mt_fail(MT_ESHAPE, "%s: a %s · b %s: the contracting dims differ (%lld and "
                        "%lld)", r->op, mt__stype(r->mesh, a).s, mt__stype(r->mesh, b).s,
                        (long long)a->shape[ka_d], (long long)b->shape[kb_d]);
-    return contract(r, in, AB, ka_d, kb_d, n_d, &r->out->result);
+    return contract(r, in, AB, ka_d, kb_d, n_d, 1, &r->out->result);
 }
 
-/* out (...,OC) = x (...,C) · w (OC,C)ᵀ + bias (OC). The bias takes the
- * result's OC layout (sliced when whole). A partial-sum result would add the
- * bias once per device: auto mode all-reduces the result, and the op must
- * then add the bias only where the partial axes' coordinates are all 0 (the
- * all-reduce sums it in once); explicit mode refuses. */
+/* out (...,O1..Ok) = x (...,C) · w (O1..Ok,C)ᵀ + bias (O1..Ok). The bias
+ * takes the result's layout of the O dims (sliced when whole). A
+ * partial-sum result would add the bias once per device: auto mode
+ * all-reduces the result, and the op must then add the bias only where the
+ * partial axes' coordinates are all 0 (the all-reduce sums it in once);
+ * explicit mode refuses. */
 mt_status mt__srule_linear(mt_srule *r, mt_type *in, int n_in) {
     mt_type *x = &in[0], *w = &in[1];
-    if (x->ndim < 1 || w->ndim != 2 || w->shape[1] != x->shape[x->ndim - 1] ||
-        x->dtype != w->dtype)
-        return mt_fail(MT_ESHAPE, "%s: x %s, w %s: w must be (OC,C) with C the last dim of x",
-                       r->op, mt__stype(r->mesh, x).s, mt__stype(r->mesh, w).s);
+    int k = w->ndim - 1;
+    if (x->ndim < 1 || w->ndim < 2 || w->shape[k] != x->shape[x->ndim - 1] ||
+        x->dtype != w->dtype || x->ndim - 1 + k > MT_MAX_DIMS)
+        return mt_fail(MT_ESHAPE, "%s: x %s, w %s: w must be (OC,C) or (O1,..,Ok,C) with C "
+                       "the last dim of x", r->op, mt__stype(r->mesh, x).s,
+                       mt__stype(r->mesh, w).s);
     const mt_type orig[3] = {in[0], in[1], n_in == 3 ? in[2] : in[0]};
     mt_type res;
-    TRY(contract(r, in, XWB, x->ndim - 1, 1, 0, &res));
+    TRY(contract(r, in, XWB, x->ndim - 1, k, 0, k, &res));
     if (n_in == 3) {
         mt_type *bias = &in[2];
-        if (bias->ndim != 1 || bias->shape[0] != w->shape[0])
-            return mt_fail(MT_ESHAPE, "%s: bias %s must be (%lld), the OC of w %s", r->op,
-                           mt__stype(r->mesh, bias).s, (long long)w->shape[0],
+        bool bias_ok = bias->ndim == k;
+        for (int d = 0; bias_ok && d < k; d++) bias_ok = bias->shape[d] == w->shape[d];
+        if (!bias_ok)
+            return mt_fail(MT_ESHAPE, "%s: bias %s must have the output dims of w %s (all but "
+                           "the last)", r->op, mt__stype(r->mesh, bias).s,
                            mt__stype(r->mesh, w).s);
         TRY(mt__sneed_summed(r, 2, "bias", bias));
         mt_type target = *bias;
-        target.sharding.dim_axes[0] = res.sharding.dim_axes[res.ndim - 1];
-        uint32_t have = bias->sharding.dim_axes[0], want = target.sharding.dim_axes[0];
-        if (have && have != want && r->mode == MT_SHARD_EXPLICIT)
+        uint32_t have = 0, want = 0;
+        bool differ = false;
+        for (int d = 0; d < k; d++) {
+            target.sharding.dim_axes[d] = res.sharding.dim_axes[res.ndim - k + d];
+            have |= bias->sharding.dim_axes[d];
+            want |= target.sharding.dim_axes[d];
+            differ |= bias->sharding.dim_axes[d] && bias->sharding.dim_axes[d] !=
+                                                    target.sharding.dim_axes[d];
+        }
+        if (differ && r->mode == MT_SHARD_EXPLICIT)
             return mt_fail(MT_ESHARDING, "%s: bias %s is split over %s but the result %s "
                            "splits OC over %s; a reshard (sharding constraint) of the bias to "
                            "%s resolves it", r->op, mt__stype(r->mesh, bias).s,

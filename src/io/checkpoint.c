@@ -368,13 +368,16 @@ static mt_status check_record(const char *path, FILE *f, int64_t *off, int64_t e
         return mt_fail(MT_EFORMAT, "checkpoint '%s' holds parameter '%s' twice", path, name);
     seen[index] = true;
 
+    /* the same shape, or the same storage with the leading dims grouped
+     * otherwise (GPT's q, k, v: (3C,C) in checkpoints before 2026-11-30,
+     * (3,C,C) now): the last dim and the element count agree */
     int gnd = mt_tensor_ndim(t);
-    bool same = gnd == (int)nd;
-    int64_t gshape[MT_MAX_DIMS] = {0};
+    int64_t gshape[MT_MAX_DIMS] = {0}, gnumel = 1;
     for (int d = 0; d < gnd && d < MT_MAX_DIMS; d++) {
         gshape[d] = mt_tensor_dim(t, d);
-        if (same && gshape[d] != shape[d]) same = false;
+        gnumel *= gshape[d];
     }
+    bool same = gnd >= 1 && gnumel == numel && gshape[gnd - 1] == shape[nd - 1];
     if (!same) {
         char gs[96], fs[96];
         shape_str(gshape, gnd < MT_MAX_DIMS ? gnd : MT_MAX_DIMS, gs, sizeof gs);

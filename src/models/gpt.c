@@ -78,7 +78,13 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 #define P1(suffix, len, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param1(g, n, len, init))
 #define P2(suffix, r, c, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param2(g, n, r, c, init))
     mt_tensor *ln1_w = P1("ln_1.w", C, ones), *ln1_b = P1("ln_1.b", C, zeros);
-    mt_tensor *qkv_w = P2("attn.qkv.w", 3 * C, C, normal), *qkv_b = P1("attn.qkv.b", 3 * C, zeros);
+    /* q, k, v as (3,C,C) and (3,C): llm.c's packed (3C,C) and (3C) storage,
+     * with C a dim of its own that tensor parallelism can split by heads */
+    const int64_t qkv_shape[3] = {3, C, C}, qkv_bshape[2] = {3, C};
+    snprintf(n, sizeof n, "h.%d.attn.qkv.w", l);
+    mt_tensor *qkv_w = mt_param(g, n, 3, qkv_shape, normal);
+    snprintf(n, sizeof n, "h.%d.attn.qkv.b", l);
+    mt_tensor *qkv_b = mt_param(g, n, 2, qkv_bshape, zeros);
     mt_tensor *proj_w = P2("attn.proj.w", C, C, resid), *proj_b = P1("attn.proj.b", C, zeros);
     mt_tensor *ln2_w = P1("ln_2.w", C, ones), *ln2_b = P1("ln_2.b", C, zeros);
     mt_tensor *fc_w = P2("mlp.fc.w", 4 * C, C, normal), *fc_b = P1("mlp.fc.b", 4 * C, zeros);
@@ -87,7 +93,7 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 #undef P2
 
     mt_tensor *h = mt_layernorm(g, x, ln1_w, ln1_b);               /* (B,T,C) */
-    mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3C) */
+    mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3,C) */
     mt_tensor *att = mt_attention(g, qkv, cfg->NH);                 /* (B,T,C) */
     mt_tensor *a = mt_add(g, x, mt_linear(g, att, proj_w, proj_b)); /* (B,T,C) */
     h = mt_layernorm(g, a, ln2_w, ln2_b);                           /* (B,T,C) */

@@ -275,7 +275,11 @@ static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in,
     case MT_OP_SCALE:     return mt_scale(g, in[0], c->p.scale.s);
     case MT_OP_GELU:      return mt_gelu(g, in[0]);
     case MT_OP_LAYERNORM: return mt_layernorm(g, in[0], in[1], in[2]);
-    case MT_OP_ATTENTION: return mt_attention(g, in[0], (int)c->p.attention.NH);
+    case MT_OP_ATTENTION: {
+        /* C split by heads (qkv (B,T,3,C)): this device runs its share of them */
+        int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
+        return mt_attention(g, in[0], (int)(c->p.attention.NH * local_C / c->p.attention.C));
+    }
     case MT_OP_MSE:       return mt_mse(g, in[0], in[1], c->p.mse.scale);
     case MT_OP_SUM: {
         /* the factor is the global one (a mean's 1/n counts every device's elements) */

@@ -60,32 +60,49 @@ static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
     mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
-/* Tensor parallelism for the GPT: the vocabulary (the tied embedding and LM
- * head) and the MLPs, Megatron's column-parallel fc (4C split) and
- * row-parallel proj, whose partial sums are all-reduced before the residual
- * add. Attention (heads) stays replicated over `tensor` until its layout
- * comes: the packed qkv (3C) does not split by heads. */
+/* Sets `sh` on the parameter h.<l>.<suffix>. */
+static mt_status shard_block_param(mt_graph *g, int l, const char *suffix, const mt_sharding *sh) {
+    char name[MT_MAX_NAME];
+    snprintf(name, sizeof name, "h.%d.%s", l, suffix);
+    return mt_tensor_set_sharding(mt_graph_find(g, name), sh);
+}
+
+/* Tensor parallelism for the GPT, Megatron's layout:
+ *  - the tied embedding and LM head split over the (padded) vocabulary: the
+ *    embedding a masked lookup, the loss the vocabulary-parallel one;
+ *  - attention split by heads: q, k, v (3,C,C) column-parallel on C (each
+ *    device's NH/n heads), the output projection row-parallel;
+ *  - the MLP's fc column-parallel (4C split), its proj row-parallel.
+ * The row-parallel products are partial sums, all-reduced before the
+ * residual add (the one all-reduce per sub-block, forward and backward).
+ * Counts that do not divide are errors naming the fix. */
 static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size) {
-    mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
-    /* the tied embedding and LM head: the (padded) vocabulary split, the
-     * embedding a masked lookup, the loss Megatron's vocabulary-parallel one */
-    if (c->gpt.Vp % size == 0) {
-        mt_status s = mt_tensor_set_sharding(mt_graph_find(g, "wte"), &col);
-        if (s != MT_OK) return s;
+    const mt_gpt_config *m = &c->gpt;
+    if (m->NH % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the attention "
+                       "heads, but NH=%d heads do not divide by %d; pick a head count "
+                       "divisible by the tensor axis size", size, m->NH, size);
+    if ((4 * m->C) % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the MLP's hidden "
+                       "size 4C=%d, which does not divide by %d", size, 4 * m->C, size);
+    if (m->Vp % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the vocabulary, "
+                       "but the padded vocabulary Vp=%d does not divide by %d; pad it to %d "
+                       "(padding is exact: the loss ignores columns past V=%d)", size, m->Vp,
+                       size, (m->Vp + size - 1) / size * size, m->V);
+    const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
+    const mt_sharding heads_w = {{0, tensor, 0}, 0}, heads_b = {{0, tensor}, 0};
+    mt_status s = mt_tensor_set_sharding(mt_graph_find(g, "wte"), &col);
+    for (int l = 0; l < m->L && s == MT_OK; l++) {
+        const struct { const char *suffix; const mt_sharding *sh; } split[] = {
+            {"attn.qkv.w", &heads_w}, {"attn.qkv.b", &heads_b}, {"attn.proj.w", &row},
+            {"mlp.fc.w", &col}, {"mlp.fc.b", &vec}, {"mlp.proj.w", &row},
+        };
+        for (size_t k = 0; k < sizeof split / sizeof split[0] && s == MT_OK; k++)
+            s = shard_block_param(g, l, split[k].suffix, split[k].sh);
     }
-    if ((4 * c->gpt.C) % size != 0) return MT_OK;
-    for (int l = 0; l < c->gpt.L; l++) {
-        char name[MT_MAX_NAME];
-        mt_status s;
-        snprintf(name, sizeof name, "h.%d.mlp.fc.w", l);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &col)) != MT_OK) return s;
-        snprintf(name, sizeof name, "h.%d.mlp.fc.b", l);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &vec)) != MT_OK) return s;
-        snprintf(name, sizeof name, "h.%d.mlp.proj.w", l);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &row)) != MT_OK) return s;
-    }
-    return MT_OK;
+    return s;
 }
 
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
