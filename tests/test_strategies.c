@@ -105,8 +105,8 @@ MT_TEST(gpt_layouts_equal_one_device) {
     char path[] = "/tmp/mt_test_strategies_XXXXXX";
     mt_test_write_text(path);
     mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
-    /* tensor parallel splits the GPT's MLPs (attention and the vocabulary
-     * replicate over `tensor` for now) */
+    /* tensor parallel splits the GPT's attention heads (NH=4: one per device
+     * on tensor=4), MLPs and vocabulary */
     static const layout layouts[] = {
         {"data=2", 0, false}, {"data=4", 0, false}, {"data=8", 0, false}, {"data=2", 1, true},
         {"data=2", 2, true}, {"fsdp=2", 0, true}, {"fsdp=4", 0, true}, {"data=2,fsdp=2", 0, true},
@@ -154,6 +154,39 @@ MT_TEST(split_layouts_hold_their_share_of_memory) {
     size_t tp_want = (size_t)(4866 - 4672 / 2) * 4;
     MT_CHECK(tp.parameters == tp_want, "tensor=2: %zu bytes of parameters, want %zu",
              tp.parameters, tp_want);
+}
+
+/* Tensor parallel divides the GPT's layer weights, q, k, v (and their bias),
+ * attention's projection, the MLP's fc (and bias) and proj, and the tied
+ * embedding by the tensor size: per block 12C²+7C of 12C²+13C elements. */
+MT_TEST(gpt_tensor_parallel_divides_the_layer_weights) {
+    char path[] = "/tmp/mt_test_strategies_XXXXXX";
+    mt_test_write_text(path);
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_memory_report one = mt_trainer_memory(tr);
+    const int64_t Vp = mt_tensor_dim(mt_graph_find(mt_trainer_graph(tr), "wte"), 0);
+    mt_trainer_free(tr);
+    const int64_t C = c.gpt.C, L = c.gpt.L;
+    const int64_t split = Vp * C + L * (12 * C * C + 7 * C);
+    MT_CHECK(one.parameters == (size_t)mt_gpt_num_params(&(mt_gpt_config){
+                 .L = (int)L, .C = (int)C, .NH = 4, .maxT = c.gpt.maxT, .V = 1, .Vp = (int)Vp}) * 4,
+             "one device holds %zu bytes of parameters", one.parameters);
+    for (int n = 2; n <= 4; n *= 2) {
+        char mesh[16];
+        snprintf(mesh, sizeof mesh, "tensor=%d", n);
+        mt_memory_report tp = memory_of(c, mesh, 0);
+        size_t want = one.parameters - (size_t)(split - split / n) * 4;
+        MT_CHECK(tp.parameters == want && tp.gradients == want && tp.optimizer == 2 * want,
+                 "%s: %zu, %zu, %zu bytes of parameters, gradients, optimizer state; want %zu, "
+                 "%zu, %zu", mesh, tp.parameters, tp.gradients, tp.optimizer, want, want,
+                 2 * want);
+    }
+    /* heads that do not divide: an error naming them */
+    c.mesh = "tensor=8";
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "NH=4", "heads", "8");
+    unlink(path);
 }
 
 MT_TEST(trainer_refuses_bad_layouts) {
