@@ -55,6 +55,10 @@ collective all-gather of a dim 1 over x: f32[8,4@x] -> f32[8,4], 128 bytes per d
 prints "matmul auto keeps the partial sum" "result f32[8,8]{U:x}
 collectives none" "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4@x,8]'
 
+prints "matmul auto gathers a free dim b's output also splits" "result f32[8,8@x]
+collective all-gather of a dim 0 over x: f32[8@x,2] -> f32[8,2], 64 bytes per device" \
+    "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@x]'
+
 prints "add slices the whole operand" "result f32[8@x,4@y]
 local slice of b dim 0 over y: f32[4] -> f32[4@y]
 collectives none" "${MESH[@]}" --op add 'f32[8@x,4@y]' 'f32[4]' --explicit
@@ -75,7 +79,7 @@ prints "json" '{"result": "f32[8,8]", "moves": [{"kind": "all-gather", "operand"
 fails "explicit ambiguous matmul" 1 \
     'matmul: both contracting dims are split over x.*all-reduce.*reduce-scatter over x on dim 0.*f32\[8,8\]\{U:x\}.*reshard' \
     "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4@x,8]' --explicit
-fails "axis used twice in a result" 1 "'x' twice" "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@x]'
+fails "axis used twice in a result" 1 "'x' twice" "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@x]' --explicit
 fails "explicit broadcast clash" 1 '^meshtrain: add got incompatible shardings for broadcasting: ' \
     "${MESH[@]}" --op add 'f32[8,4@x]' 'f32[4@y]' --explicit
 fails "bad type" 1 "dim 0 of size 6 does not divide over x\+y \(4 devices\)" \
@@ -154,6 +158,30 @@ if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 7, "bytes"
     ok "model: tensor=2 communicates Megatron's all-reduces"
 else
     bad "model: tensor=2 communicates Megatron's all-reduces" "$(grep communication out.txt)"
+fi
+# sequence parallelism on tensor=2: each of those six all-reduces becomes a
+# reduce-scatter onto T and an all-gather back (12 collectives of 4096
+# bytes, nccl's size: the scatter's input, the gather's output), the
+# position embedding, whole, is sliced to the rows and its gradient gathered
+# back (1 more), the loss's statistics (384), and the gradients of the
+# parameters now applied to split rows, the three layernorms' w and b and
+# the two row-parallel biases, all-reduced (8 x 128 bytes):
+# 13*4096 + 384 + 8*128 = 54656 bytes in 22 collectives; no all-reduce of
+# activations is left in the forward
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes": 54656}' out.txt &&
+   [ "$(grep -c '"phase": "F", "op": "psum_scatter"' out.txt)" -eq 3 ] &&
+   [ "$(grep -c '"phase": "F", "op": "all_gather"' out.txt)" -eq 3 ] &&
+   ! grep -q '"phase": "F", "op": "psum"' out.txt; then
+    ok "model: tensor=2 --sequence-parallel scatters and gathers the rows"
+else
+    bad "model: tensor=2 --sequence-parallel scatters and gathers the rows" "$(grep -c psum out.txt) psums: $(grep communication out.txt)"
+fi
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh data=2 --sequence-parallel >out.txt 2>err.txt
+if [ $? -eq 1 ] && grep -q "no tensor axis" err.txt; then
+    ok "model: --sequence-parallel without a tensor axis is refused"
+else
+    bad "model: --sequence-parallel without a tensor axis is refused" "$(cat err.txt)"
 fi
 # nothing split: nothing to communicate
 timeout 60 "$BIN" explain "${GPT[@]}" --mesh pipe=2 >out.txt 2>err.txt

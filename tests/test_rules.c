@@ -131,8 +131,10 @@ static const rule_case RULES[] = {
      "all-gather a dim 1 over x (128); all-gather b dim 0 over y (128)", 0, {0}},
     {"matmul", "f32[8,4@x]", "f32[4@y,8]", E, NULL, NULL, ES,
      {"matmul", "f32[8,4@x]", "f32[4@y,8]", "different axes", "reshard"}},
-    /* a result using one axis twice: both modes */
-    {"matmul", "f32[8@x,2]", "f32[2,8@x]", A, NULL, NULL, ES, {"matmul", "'x' twice", "f32[8@x,2]", "f32[2,8@x]"}},
+    /* a result that would use one axis twice: auto gathers a's free dim
+     * (sequence parallelism's gather of the rows), explicit refuses */
+    {"matmul", "f32[8@x,2]", "f32[2,8@x]", A, "f32[8,8@x]", "all-gather a dim 0 over x (64)", 0, {0}},
+    {"matmul", "f32[8@x,2@y]", "f32[2@y,8@x]", A, "f32[8,8@x]{U:y}", "all-gather a dim 0 over x (32)", 0, {0}},
     {"matmul", "f32[8@x,2]", "f32[2,8@x]", E, NULL, NULL, ES, {"matmul", "'x' twice", "reshard"}},
     /* partial-sum operands: linear in each */
     {"matmul", "f32[8,4]{U:x}", "f32[4,8@y]", E, "f32[8,8@y]{U:x}", "", 0, {0}},

@@ -10,7 +10,8 @@
  * Layouts: data parallel (data=2, 4, 8); ZeRO 1, 2, 3 over data; FSDP
  * (fsdp=2, 4: parameters stored split, gathered before use, gradients
  * reduce-scattered); tensor parallel (tensor=2, 4: Megatron's column- and
- * row-parallel pairs, in the MLP model and in the GPT's MLPs); and their
+ * row-parallel pairs, in the MLP model and in the GPT's attention heads,
+ * MLPs and vocabulary), with and without sequence parallelism; and their
  * products. Each sharded
  * layout also checks that device 0 holds a shard, not the whole parameter,
  * so that a preset that silently replicated would fail.
@@ -64,9 +65,10 @@ static void check_layouts(mt_train_config cfg, const char *what, const layout *l
             one.norm[0], cfg.optim.grad_clip, clipped ? "yes" : "no");
     for (int i = 0; layouts[i].mesh; i++) {
         char mesh[64];
-        snprintf(mesh, sizeof mesh, "%s%s", layouts[i].mesh,
+        snprintf(mesh, sizeof mesh, "%s%s%s", layouts[i].mesh,
                  layouts[i].zero == 1 ? " zero=1" : layouts[i].zero == 2 ? " zero=2"
-                 : layouts[i].zero == 3 ? " zero=3" : "");
+                 : layouts[i].zero == 3 ? " zero=3" : "",
+                 cfg.sequence_parallel ? " sequence-parallel" : "");
         cfg.zero = layouts[i].zero;
         trained got = train_with(cfg, layouts[i].mesh);
         for (int s = 0; s < TSTEPS; s++) {
@@ -113,6 +115,13 @@ MT_TEST(gpt_layouts_equal_one_device) {
         {"tensor=2", 0, true}, {"tensor=4", 0, true}, {"data=2,tensor=2", 0, true},
         {"fsdp=2,tensor=2", 0, true}, {"data=2,fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
     check_layouts(c, "gpt", layouts);
+    /* sequence parallelism: the rows between the tensor-parallel products
+     * split over tensor too (T=16 over 2 and 4) */
+    static const layout sequence[] = {
+        {"tensor=2", 0, true}, {"tensor=4", 0, true}, {"data=2,tensor=2", 0, true},
+        {"data=2,fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
+    c.sequence_parallel = true;
+    check_layouts(c, "gpt", sequence);
     unlink(path);
 }
 

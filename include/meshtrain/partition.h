@@ -33,6 +33,17 @@ typedef struct {
      * (all_gather_invariant): the gradient is then all-reduced over them and
      * each device keeps its slice, as ZeRO-1 does, instead of reduce-scattered. */
     uint32_t      gather_allreduce_axes;
+    /* Sequence parallelism (Megatron-SP, Korthikanti et al. 2022) over these
+     * axes (the tensor-parallel ones). An activation of 3 or more dims
+     * (B,T,...) that becomes a partial sum over them (a row-parallel
+     * product, a vocabulary-split lookup) is reduce-scattered onto its
+     * sequence dim T (dim 1) instead of all-reduced, when T is whole and
+     * divides; the ops between (layernorm, the residual adds) then run on
+     * T/n rows, and where an op needs the rows whole (a column-parallel
+     * product) they are all-gathered back, a gather whose gradient is the
+     * reduce-scatter. Half the bytes of each all-reduce move twice, and the
+     * activations between are split. 0: off. */
+    uint32_t      sequence_axes;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

@@ -62,6 +62,11 @@ typedef struct {
      * reduce-scattered; 3 the same as 2 here (the gathered parameters are
      * kept for the step, as fsdp does). Needs a data axis of 2 or more. */
     int               zero;
+    /* Sequence parallelism over the mesh's tensor axis (partition.h,
+     * sequence_axes): the layernorms and residual adds run on T/n rows,
+     * all-gathers and reduce-scatters replace tensor parallelism's
+     * all-reduces. Needs a tensor axis of 2 or more and the GPT. */
+    bool              sequence_parallel;
     /* Non-zero asks the run to stop (a signal handler sets it). Under MPI
      * every rank reads its own, and each step ends with the ranks agreeing
      * (any one set: all stop), so that all stop after the same step; the

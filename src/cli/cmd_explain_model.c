@@ -199,6 +199,7 @@ int cli_explain_model(int argc, char **argv) {
         {"devices", CLI_INT, &devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N", "devices (default: the mesh's product)"},
         {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh, e.g. data=2,tensor=2 (default data=N)"},
         {"zero", CLI_INT, &t->zero, 0, 3, 0, 0, NULL, "N", "ZeRO stage over the data axis (as train)"},
+        {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},

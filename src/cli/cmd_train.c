@@ -261,6 +261,8 @@ int cli_cmd_train(int argc, char **argv) {
          "device mesh, e.g. data=2,fsdp=2,tensor=2 (default data=N with --devices)"},
         {"zero", CLI_INT, &cfg.zero, 0, 3, 0, 0, NULL, "N",
          "ZeRO stage over the data axis: 1 optimizer state split, 2 and gradients, 3 and parameters"},
+        {"sequence-parallel", CLI_FLAG, &cfg.sequence_parallel, 0, 0, 0, 0, NULL, NULL,
+         "sequence parallelism over the tensor axis (GPT): layernorms on T/n rows"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,

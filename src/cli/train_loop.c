@@ -83,10 +83,10 @@ void train_print_config(train_run *run) {
     printf("\n  llm.c        in %s, out %s\n", or_dash(c->llmc_in), or_dash(c->llmc_out));
     int devices = mt_trainer_devices(tr);
     if (devices > 1 || c->mesh)
-        printf("  mesh         %s%s (%d devices, %s; the batch over data and fsdp, parameters "
-               "over fsdp and tensor)\n", c->mesh,
+        printf("  mesh         %s%s%s (%d devices, %s; the batch over data and fsdp, "
+               "parameters over fsdp and tensor)\n", c->mesh,
                c->zero == 1 ? " zero=1" : c->zero == 2 ? " zero=2" : c->zero == 3 ? " zero=3" : "",
-               devices,
+               c->sequence_parallel ? " sequence-parallel" : "", devices,
                mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
                                                                        : "threads");
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());

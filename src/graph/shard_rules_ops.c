@@ -6,7 +6,10 @@
  * dim is all-gathered (the FSDP pattern); both split over the same axes give
  * a partial sum, which auto mode keeps (the consumer reduces where it needs
  * to) and explicit mode refuses, listing the four answers; both split over
- * different axes: auto gathers both, explicit refuses.
+ * different axes: auto gathers both, explicit refuses. A free dim of a split
+ * over an axis that also splits b's output dims (the rows of a sequence-
+ * parallel activation meeting a column-parallel weight): auto gathers a's
+ * dim, explicit refuses (the axis would be used twice).
  *
  * Elementwise: per aligned dim (b's dims align with a's trailing ones) equal
  * axes pass, a split dim against a whole one takes the split (the whole
@@ -78,6 +81,16 @@ static mt_status contract(mt_srule *r, mt_type *in, const char *const *names, in
                            "resolves it", r->op, names[0], mt__stype(r->mesh, a).s, names[1],
                            mt__stype(r->mesh, b).s, names[1]);
         TRY(mt__smove(r, MT_MOVE_ALL_REDUCE, 1, -1, -1, b->sharding.partial_axes, b));
+    }
+    /* a free dim of a split over an axis that also splits b's output dims
+     * would use that axis twice in the result: auto mode gathers a's dim (a
+     * is the activation: sequence parallelism's all-gather of the rows
+     * before a column-parallel product); explicit mode refuses below */
+    uint32_t b_out = 0;
+    for (int d = n_d; d < n_d + n_n; d++) b_out |= b->sharding.dim_axes[d];
+    for (int d = 0; d < a->ndim && r->mode == MT_SHARD_AUTO; d++) {
+        uint32_t clash = d == ka_d ? 0 : a->sharding.dim_axes[d] & b_out;
+        if (clash) TRY(mt__smove(r, MT_MOVE_ALL_GATHER, 0, d, -1, clash, a));
     }
     uint32_t ka = a->sharding.dim_axes[ka_d], kb = b->sharding.dim_axes[kb_d];
 

@@ -42,6 +42,7 @@ typedef struct {
     mt_ctx        *ctx;
     uint32_t       gather_axes;      /* opts->gather_axes */
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
+    uint32_t       seq_axes;         /* opts->sequence_axes */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
@@ -57,6 +58,14 @@ static mt_axes axes_of(const mt_mesh *mesh, uint32_t bits) {
     for (int a = 0; a < mesh->ndim; a++)
         if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
     return ax;
+}
+
+/* Devices along the axes of a bit set. */
+static int64_t axes_size(const mt_mesh *mesh, uint32_t bits) {
+    int64_t n = 1;
+    for (int a = 0; a < mesh->ndim; a++)
+        if (bits & (1u << a)) n *= mesh->sizes[a];
+    return n;
 }
 
 static uint32_t split_axes(const mt_type *t) {
@@ -100,13 +109,28 @@ static void name_after(mt_tensor *t, const char *what, const mt_tensor *src) {
     mt_tensor_set_name(t, name);
 }
 
-/* Runs one move on a local tensor: the collective node (or local slice). */
-static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
+/* Sequence parallelism: a gather over the sequence axes of a value that
+ * differs over them (its rows split, each device's own) is the varying
+ * kind: the gathered rows meet a column-parallel weight, whose product's
+ * input gradient is a partial sum over those axes, and the gather's
+ * transpose reduce-scatters it back onto the rows. */
+static bool sequence_gather(const partitioner *p, const mt_move *mv, uint32_t vary) {
+    return mv->kind == MT_MOVE_ALL_GATHER && p->seq_axes && !(mv->axes & ~p->seq_axes) &&
+           (vary & mv->axes) == mv->axes;
+}
+
+/* Runs one move on a local tensor whose value varies over `vary`: the
+ * collective node (or local slice). */
+static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, uint32_t vary) {
     mt_axes ax = axes_of(p->mesh, mv->axes);
     mt_tensor *y = NULL;
     switch (mv->kind) {
-    /* a gathered value is the same on every device and counts once */
-    case MT_MOVE_ALL_GATHER:     y = mt_graph_all_gather_invariant(p->lg, x, ax, mv->dim); break;
+    /* a gathered value is the same on every device and counts once, but
+     * for sequence parallelism's */
+    case MT_MOVE_ALL_GATHER:
+        y = sequence_gather(p, mv, vary) ? mt_graph_all_gather(p->lg, x, ax, mv->dim)
+                                         : mt_graph_all_gather_invariant(p->lg, x, ax, mv->dim);
+        break;
     case MT_MOVE_ALL_REDUCE:     y = mt_graph_psum(p->lg, x, ax); break;
     case MT_MOVE_REDUCE_SCATTER: y = mt_graph_psum_scatter(p->lg, x, ax, mv->dim); break;
     /* the axes leave dim (made whole by concatenating) and split dim2 */
@@ -121,10 +145,11 @@ static mt_tensor *apply_move(partitioner *p, mt_tensor *x, const mt_move *mv) {
 }
 
 /* How the varying axes change through a move. */
-static uint32_t vary_after(uint32_t vary, const mt_move *mv) {
+static uint32_t vary_after(const partitioner *p, uint32_t vary, const mt_move *mv) {
     switch (mv->kind) {
     case MT_MOVE_ALL_REDUCE: return vary & ~mv->axes;   /* the sum is the same everywhere */
-    case MT_MOVE_ALL_GATHER: return vary & ~mv->axes;   /* so is the gathered whole */
+    case MT_MOVE_ALL_GATHER:                            /* so is the gathered whole */
+        return sequence_gather(p, mv, vary) ? vary : vary & ~mv->axes;
     case MT_MOVE_SLICE:      return vary | mv->axes;    /* each device keeps its own block */
     default:                 return vary;
     }
@@ -217,8 +242,8 @@ static mt_status make_view(partitioner *p, mt_tensor *t) {
     mt_tensor *x = src->local;
     uint32_t vary = src->vary;
     for (int i = 0; i < res.n_moves && x; i++) {
-        x = apply_move(p, x, &res.moves[i]);
-        vary = vary_after(vary, &res.moves[i]);
+        x = apply_move(p, x, &res.moves[i], vary);
+        vary = vary_after(p, vary, &res.moves[i]);
     }
     int64_t local[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &res.result, local)) != MT_OK)
@@ -295,6 +320,27 @@ static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in,
     }
 }
 
+/* Sequence parallelism: when the partial sums over `axes` of an activation
+ * of type *t (B,T,...) may be reduce-scattered onto T (the axes are
+ * sequence axes, all of t's partial ones; T whole and divisible), sets *mv
+ * to that move (t's partial sums over `axes` reduced, T split) and says so. */
+static bool sequence_scatter(const partitioner *p, const mt_type *t, uint32_t axes, mt_move *mv) {
+    if (!p->seq_axes || !axes || (axes & ~p->seq_axes) || t->ndim < 3 ||
+        t->sharding.dim_axes[1] || t->shape[1] % axes_size(p->mesh, axes) != 0)
+        return false;
+    mt_type after = *t;
+    after.sharding.partial_axes &= ~axes;
+    if (after.sharding.partial_axes) return false;
+    after.sharding.dim_axes[1] = axes;
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+    *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = 1,
+                    .dim2 = -1, .axes = axes, .before = *t, .after = after,
+                    .bytes = numel / axes_size(p->mesh, split_axes(t)) *
+                             (int64_t)mt_dtype_size(t->dtype)};
+    return true;
+}
+
 /* Gives input k a pvary over the axes the op's other inputs vary over and it
  * does not, when a gradient flows back to it (once per tensor and axes). */
 static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x, uint32_t vary,
@@ -344,9 +390,9 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     int m = 0;
     for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
         const mt_move *mv = &res.moves[m];
-        in[mv->operand] = apply_move(p, in[mv->operand], mv);
+        in[mv->operand] = apply_move(p, in[mv->operand], mv, vary[mv->operand]);
         in_types[mv->operand] = mv->after;
-        vary[mv->operand] = vary_after(vary[mv->operand], mv);
+        vary[mv->operand] = vary_after(p, vary[mv->operand], mv);
         if (!in[mv->operand]) return local_failed(p, name);
     }
     /* collectives inside the op: the vocabulary-parallel loss runs them itself */
@@ -380,9 +426,24 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     /* an op that all-reduces inside gives the same result over those axes */
     uint32_t out_vary = ((all & ~inside) | split_axes(&ty) | ty.sharding.partial_axes);
     for (; m < res.n_moves; m++) {
-        out = apply_move(p, out, &res.moves[m]);
-        out_vary = vary_after(out_vary, &res.moves[m]);
+        mt_move mv = res.moves[m];
+        /* sequence parallelism: the all-reduce of a linear's partial sums
+         * (before its late bias) becomes a reduce-scatter onto the rows */
+        if (mv.kind == MT_MOVE_ALL_REDUCE && m == res.n_moves - 1 &&
+            sequence_scatter(p, &mv.before, mv.axes, &mv)) {
+            ty = mv.after;
+            out_vary |= mv.axes;
+        }
+        out = apply_move(p, out, &mv, out_vary);
+        out_vary = vary_after(p, out_vary, &mv);
         if (!out) return local_failed(p, name);
+    }
+    /* ... as does a partial-sum activation kept as such (a split lookup) */
+    mt_move scatter;
+    if (ty.sharding.partial_axes && !late_bias &&
+        sequence_scatter(p, &ty, ty.sharding.partial_axes, &scatter)) {
+        if (!(out = apply_move(p, out, &scatter, out_vary))) return local_failed(p, name);
+        ty = scatter.after;
     }
     /* the bias meets the reduced product, which may still vary (over the
      * batch axes): a pvary over those, as for any other input */
@@ -457,6 +518,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
+                     .seq_axes = opts ? opts->sequence_axes : 0,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);

@@ -205,6 +205,7 @@ static const mt__train_model MODELS[] = {
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel,
+        .sequence = true,
     },
     [MT_MODEL_MLP] = {
         .name = "mlp", .input = "x", .target = "targets",

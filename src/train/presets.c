@@ -12,7 +12,8 @@
  *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
  *   tensor  splits the layers as the model's entry says (Megatron's column-
  *           then row-parallel pairs: the MLP model's linear layers, the
- *           GPT's MLPs);
+ *           GPT's heads, MLPs and vocabulary), and with sequence
+ *           parallelism the rows between them too;
  *   pipe    replicates, until pipelines come.
  * What each preset sets is a sharding on a leaf; the partitioner derives the
  * rest, and every combination trains the one-device run.
@@ -77,6 +78,21 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     uint32_t tensor = mt__axis_bit(mesh, "tensor"), fsdp = mt__axis_bit(mesh, "fsdp");
     if (s == MT_OK && tensor && parts_of(mesh, tensor) > 1 && m->tensor_parallel)
         s = m->tensor_parallel(c, g, tensor, (int)parts_of(mesh, tensor));
+    if (s == MT_OK && c->sequence_parallel) {
+        if (!tensor || parts_of(mesh, tensor) < 2)
+            return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "
+                           "axis, but mesh '%s' has no tensor axis of 2 or more; add one "
+                           "(e.g. tensor=2) or leave sequence parallelism off",
+                           mt_mesh_spec(mesh));
+        if (!m->sequence)
+            return mt_fail(MT_EINVAL, "sequence parallelism needs a model with a sequence "
+                           "dim (the GPT); this model has none");
+        if (c->T % parts_of(mesh, tensor) != 0)
+            return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d over tensor=%lld, "
+                           "which does not divide it; pick T a multiple of %lld", c->T,
+                           (long long)parts_of(mesh, tensor), (long long)parts_of(mesh, tensor));
+        opts->sequence_axes = tensor;
+    }
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 gathers them as a value that counts once, so that
      * their gradients are all-reduced and sliced rather than reduce-scattered */

@@ -58,6 +58,9 @@ typedef struct {
      * column- then row-parallel pairs; parameters it leaves alone stay
      * replicated. Optional: NULL, the model replicates over `tensor`. */
     mt_status (*tensor_parallel)(const mt_train_config *c, mt_graph *g, uint32_t tensor, int size);
+    /* The activations are (B,T,...) with T a sequence: sequence parallelism
+     * applies. */
+    bool sequence;
     /* Model FLOPs of one optimizer step over `units` tokens or examples.
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
