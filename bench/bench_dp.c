@@ -1,13 +1,16 @@
 /*
- * bench_dp.c — data parallel training through the partitioner, timed
+ * bench_dp.c — the strategies table of issue 9: data parallel, ZeRO, FSDP,
+ * tensor and sequence parallel training through the partitioner, each timed
  * against one device, in one process.
  *
- *   bench_dp [STEPS]            the threads rows
+ *   bench_dp [STEPS [MODEL]]              the threads rows (MODEL: v50k or
+ *                                         c768; default both)
  *   mpirun -np 2 bench_dp --mpi [STEPS]   the MPI row (one device per rank)
  *
- * The model is bench_gpt's v50k (L=4 C=256 NH=4 T=64, V=50257), trained by
- * mt_trainer with AdamW on random tokens; the global batch is B=8 sequences
- * on every row. Rows:
+ * Two models, trained by mt_trainer with AdamW on random tokens, the same
+ * global batch on every row: the foundation's v50k GPT (L=4 C=256 NH=4 T=64,
+ * V=50257, B=8), and c768 (L=4 C=768 NH=12 T=256, B=4), where tensor
+ * parallelism has something to split. Rows:
  *   1 device, 1 thread      the baseline
  *   1 device, 2 threads     the same run with both cores in one device
  *   dp=2 (threads)          two devices of 1 kernel thread each, the batch
@@ -16,32 +19,46 @@
  *   fsdp2                   parameters stored split over fsdp, gathered
  *   tp2                     tensor parallel over the GPT's attention heads,
  *                           MLPs and vocabulary (Megatron's layout)
+ *   tp2-sp                  the same with sequence parallelism
  * and, as the ceiling of what two cores give here, an Open BLAS sgemm of a
  * step's typical shape on 1 and 2 threads. "vs 2thr" is throughput over the
  * one device on both cores (issue 9's targets: dp2, zero1/2 >= 0.95, fsdp2
- * >= 0.9). The ratio column is tokens/s over
- * the 1-device 1-thread row. The dp=2 row also writes the last step's trace
- * and reports, from it, how long the gradient all-reduces were in flight and
- * how much of that the device still waited for after its W work (exposed).
- * One "RESULT ..." line per row for run_dp.sh.
+ * >= 0.9, tp2 at C768 >= 0.9). The ratio column is tokens/s over the
+ * 1-device 1-thread row. Each mesh row also writes one more run's last
+ * step's trace and reports, from it, the communication bytes (against
+ * explain's count of the program's collectives), how long the asynchronous
+ * gradient reductions were in flight and how much of that the device still
+ * waited for after its W work (exposed). One "RESULT ..." line per row for
+ * run_dp.sh.
  */
 #include "meshtrain.h"
 #include "bench_util.h"
 
 #include <cblas.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const mt_gpt_config CFG = {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304};
-enum { GLOBAL_B = 8, SEQ = 64, WARMUP = 2 };
+/* The two models of issue 9's table: the foundation's v50k GPT, and a wider
+ * one where tensor parallelism has something to split. */
+typedef struct {
+    const char   *name;
+    mt_gpt_config cfg;
+    int           B, T;   /* global batch */
+} bench_model;
+static const bench_model MODELS[] = {
+    {"v50k", {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304}, 8, 64},
+    {"c768", {.L = 4, .C = 768, .NH = 12, .maxT = 256, .V = 50257, .Vp = 50304}, 4, 256},
+};
+enum { WARMUP = 2, N_MODELS = sizeof MODELS / sizeof MODELS[0] };
 
 
 /* Open BLAS sgemm of the LM head's shape (B·T/2 rows × C, times C × Vp) on
  * `threads` threads: what one device's biggest matmul achieves. */
-static double sgemm_gflops(int threads) {
-    const int M = GLOBAL_B * SEQ / 2, K = CFG.C, N = 8192, reps = 6;
+static double sgemm_gflops(const bench_model *m, int threads) {
+    const int M = m->B * m->T / 2, K = m->cfg.C, N = 8192, reps = 6;
     float *a = malloc((size_t)M * K * 4), *b = malloc((size_t)K * N * 4), *c = malloc((size_t)M * N * 4);
     if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
@@ -138,19 +155,29 @@ static double program_bytes(mt_graph *g) {
     return bytes;
 }
 
-static double run(const char *data, const char *mesh, int zero, int threads, int steps,
+/* One row of the table: a layout of the model over two devices (mesh NULL:
+ * one device) and its kernel threads in all. */
+typedef struct {
+    const char *row, *mesh;
+    int         zero, threads;
+    bool        sequence_parallel;
+} bench_row;
+
+static double run(const bench_model *m, const char *data, const bench_row *row, int steps,
                   float *loss, const char *trace, double *predicted) {
     mt_train_config c = mt_train_defaults();
     c.model = MT_MODEL_GPT;
     c.data = data;
-    c.gpt = CFG;
-    c.B = GLOBAL_B;
-    c.T = SEQ;
+    c.gpt = m->cfg;
+    c.B = m->B;
+    c.T = m->T;
     c.steps = c.optim.total_steps = steps + WARMUP;
-    c.threads = threads;
-    c.mesh = mesh;
-    c.zero = zero;
+    c.threads = row->threads;
+    c.mesh = row->mesh;
+    c.zero = row->zero;
+    c.sequence_parallel = row->sequence_parallel;
     c.trace = trace;
+    const char *mesh = row->mesh;
     mt_trainer *tr = NULL;
     if (mt_trainer_create(&c, &tr) != MT_OK) {
         fprintf(stderr, "bench_dp: %s: %s\n", mesh ? mesh : "1 device", mt_errmsg());
@@ -168,7 +195,7 @@ static double run(const char *data, const char *mesh, int zero, int threads, int
         if (i >= 0) t[i] = r.seconds;
         *loss = r.loss;
     }
-    if (i == steps) tok_s = (double)GLOBAL_B * SEQ / bench_median(t, steps);
+    if (i == steps) tok_s = (double)m->B * m->T / bench_median(t, steps);
     if (predicted) *predicted = program_bytes(mt_trainer_graph(tr));
     free(t);
     mt_trainer_free(tr);
@@ -183,49 +210,27 @@ static int write_tokens(char *path) {
     enum { N = 1 << 17 };
     int32_t *tok = malloc(N * sizeof *tok);
     if (!tok) return -1;
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)(mt_rng_uniform(5, 1, (uint64_t)i) * CFG.V) % CFG.V;
+    const int V = MODELS[0].cfg.V;   /* every model's */
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)(mt_rng_uniform(5, 1, (uint64_t)i) * V) % V;
     mt_status s = mt_tokens_write(path, tok, N);
     free(tok);
     return s == MT_OK ? 0 : -1;
 }
 
-int main(int argc, char **argv) {
-    bool mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
-    int steps = argc > 1 + mpi ? atoi(argv[1 + mpi]) : 6;
-    if (steps <= 0) {
-        fprintf(stderr, "usage: bench_dp [--mpi] [STEPS]\n");
-        return 2;
-    }
-    int rank = 0, world = 1;
-    mt_launcher_world(&rank, &world);
-    char path[] = "/tmp/meshtrain-bench-dp-XXXXXX";
-    if (write_tokens(path) != 0) {
-        fprintf(stderr, "bench_dp: cannot write the token file: %s\n", mt_errmsg());
-        return 1;
-    }
-    if (mpi) {
-        float loss = NAN;
-        char mesh[32];
-        snprintf(mesh, sizeof mesh, "data=%d", world);
-        double tps = run(path, mesh, 0, world, steps, &loss, NULL, NULL);
-        if (rank == 0)
-            printf("RESULT impl=meshtrain row=dp%d-mpi devices=%d threads_per_device=1 tok_s=%.1f "
-                   "loss=%.4f\n", world, world, tps, (double)loss);
-        unlink(path);
-        return isnan(tps) ? 1 : 0;
-    }
-    printf("v50k GPT (L=4 C=256 NH=4 T=64 V=50257), global batch B=%d, AdamW, %d timed steps a "
-           "run\n", GLOBAL_B, steps);
-    double sg1 = sgemm_gflops(1), sg2 = sgemm_gflops(2);
+/* The table of one model: every row, ROUNDS times in turn. */
+static void bench_model_rows(const bench_model *m, const char *path, int steps) {
+    printf("\n%s GPT (L=%d C=%d NH=%d T=%d V=%d), global batch B=%d, AdamW, %d timed steps a "
+           "run\n", m->name, m->cfg.L, m->cfg.C, m->cfg.NH, m->T, m->cfg.V, m->B, steps);
+    double sg1 = sgemm_gflops(m, 1), sg2 = sgemm_gflops(m, 2);
     printf("sgemm %dx%dx%d: %.1f GFLOP/s on 1 thread, %.1f on 2 (%.2fx): the ceiling of 2 cores\n",
-           GLOBAL_B * SEQ / 2, 8192, CFG.C, sg1, sg2, sg2 / sg1);
-    printf("RESULT impl=sgemm row=scaling ratio=%.3f\n", sg2 / sg1);
+           m->B * m->T / 2, 8192, m->cfg.C, sg1, sg2, sg2 / sg1);
+    printf("RESULT impl=sgemm model=%s row=scaling ratio=%.3f\n", m->name, sg2 / sg1);
     /* the strategies, each a preset of shardings over the partitioner */
-    struct { const char *row, *mesh; int zero, threads; } rows[] = {
-        {"1dev-1thread", NULL, 0, 1}, {"1dev-2threads", NULL, 0, 2},
-        {"dp2-threads", "data=2", 0, 2}, {"zero1-dp2", "data=2", 1, 2},
-        {"zero2-dp2", "data=2", 2, 2}, {"fsdp2", "fsdp=2", 0, 2},
-        {"tp2", "tensor=2", 0, 2},
+    static const bench_row rows[] = {
+        {"1dev-1thread", NULL, 0, 1, false}, {"1dev-2threads", NULL, 0, 2, false},
+        {"dp2-threads", "data=2", 0, 2, false}, {"zero1-dp2", "data=2", 1, 2, false},
+        {"zero2-dp2", "data=2", 2, 2, false}, {"fsdp2", "fsdp=2", 0, 2, false},
+        {"tp2", "tensor=2", 0, 2, false}, {"tp2-sp", "tensor=2", 0, 2, true},
     };
     enum { N_ROWS = sizeof rows / sizeof rows[0], ROUNDS = 3 };
     /* rounds of every row in turn, the median per row: the machine's noise
@@ -234,8 +239,7 @@ int main(int argc, char **argv) {
     float losses[N_ROWS];
     for (int r = 0; r < ROUNDS; r++)
         for (int k = 0; k < N_ROWS; k++)
-            tps[k][r] = run(path, rows[k].mesh, rows[k].zero, rows[k].threads, steps, &losses[k],
-                            NULL, NULL);
+            tps[k][r] = run(m, path, &rows[k], steps, &losses[k], NULL, NULL);
     char trace[] = "/tmp/meshtrain-bench-dp-trace-XXXXXX";
     int tfd = mkstemp(trace);
     if (tfd >= 0) close(tfd);
@@ -250,8 +254,7 @@ int main(int argc, char **argv) {
          * traces does not count in the time */
         float traced_loss;
         if (rows[k].mesh && tfd >= 0 &&
-            !isnan(run(path, rows[k].mesh, rows[k].zero, rows[k].threads, 1, &traced_loss, trace,
-                       &predicted)) &&
+            !isnan(run(m, path, &rows[k], 1, &traced_loss, trace, &predicted)) &&
             trace_comm(trace, &inflight, &exposed, &traced))
         {
             /* hidden: only where reductions ran asynchronously (data parallel's
@@ -268,11 +271,44 @@ int main(int argc, char **argv) {
             printf("   comm %.1f MB/step traced, %.1f MB by explain (+%.0f bytes: the optimizer's "
                    "norm psums); async reductions in flight %.2f ms, %.2f ms exposed",
                    traced / 1e6, predicted / 1e6, traced - predicted, inflight, exposed);
-        printf("\nRESULT impl=meshtrain row=%s tok_s=%.1f ratio=%.3f vs_both=%.3f loss=%.4f%s\n",
-               rows[k].row, t, t / base, t / both, (double)losses[k], hidden);
+        printf("\nRESULT impl=meshtrain model=%s row=%s tok_s=%.1f ratio=%.3f vs_both=%.3f "
+               "loss=%.4f%s\n", m->name, rows[k].row, t, t / base, t / both, (double)losses[k],
+               hidden);
         fflush(stdout);
     }
     if (tfd >= 0) unlink(trace);
+}
+
+int main(int argc, char **argv) {
+    bool mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
+    int steps = argc > 1 + mpi ? atoi(argv[1 + mpi]) : 6;
+    const char *only = argc > 2 + mpi ? argv[2 + mpi] : NULL;
+    if (steps <= 0) {
+        fprintf(stderr, "usage: bench_dp [--mpi] [STEPS [MODEL]]   (MODEL: v50k or c768; "
+                "default both)\n");
+        return 2;
+    }
+    int rank = 0, world = 1;
+    mt_launcher_world(&rank, &world);
+    char path[] = "/tmp/meshtrain-bench-dp-XXXXXX";
+    if (write_tokens(path) != 0) {
+        fprintf(stderr, "bench_dp: cannot write the token file: %s\n", mt_errmsg());
+        return 1;
+    }
+    if (mpi) {
+        float loss = NAN;
+        char mesh[32];
+        snprintf(mesh, sizeof mesh, "data=%d", world);
+        const bench_row row = {"dp-mpi", mesh, 0, world, false};
+        double tps = run(&MODELS[0], path, &row, steps, &loss, NULL, NULL);
+        if (rank == 0)
+            printf("RESULT impl=meshtrain model=%s row=dp%d-mpi devices=%d threads_per_device=1 "
+                   "tok_s=%.1f loss=%.4f\n", MODELS[0].name, world, world, tps, (double)loss);
+        unlink(path);
+        return isnan(tps) ? 1 : 0;
+    }
+    for (int k = 0; k < N_MODELS; k++)
+        if (!only || strcmp(only, MODELS[k].name) == 0) bench_model_rows(&MODELS[k], path, steps);
     unlink(path);
     return 0;
 }

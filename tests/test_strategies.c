@@ -183,7 +183,7 @@ MT_TEST(gpt_tensor_parallel_divides_the_layer_weights) {
                  .L = (int)L, .C = (int)C, .NH = 4, .maxT = c.gpt.maxT, .V = 1, .Vp = (int)Vp}) * 4,
              "one device holds %zu bytes of parameters", one.parameters);
     for (int n = 2; n <= 4; n *= 2) {
-        char mesh[16];
+        char mesh[32];
         snprintf(mesh, sizeof mesh, "tensor=%d", n);
         mt_memory_report tp = memory_of(c, mesh, 0);
         size_t want = one.parameters - (size_t)(split - split / n) * 4;
