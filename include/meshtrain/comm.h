@@ -157,6 +157,13 @@ mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void 
                               size_t count, mt_dtype dtype, mt_request *req);
 mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                                 size_t count, mt_dtype dtype, mt_request *req);
+/* ppermute (as mt_ppermute) started asynchronously: the pairs are read
+ * during the call only; send and recv belong to the request until mt_wait.
+ * The ring steps of a collective matmul use it, each step's transfer
+ * overlapping the step's product. */
+mt_status mt_ppermute_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                            size_t count, mt_dtype dtype, const int (*pairs)[2], int n_pairs,
+                            mt_request *req);
 mt_status mt_wait(mt_ctx *ctx, mt_request *req);
 
 /* --- host arrays on the mesh --- */

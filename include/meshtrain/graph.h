@@ -148,6 +148,46 @@ mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes);
 /* out = block r of x's `dim` cut into P blocks (dim size / P). */
 mt_tensor *mt_graph_slice(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);
 
+/* --- collective matmuls (device-local, as the collectives above) ---
+ * A tensor-parallel linear layer fused with the collective it needs, run as
+ * XLA's collective matmul: the split operand travels around the group's ring
+ * in P steps (P the group size over `axes`) of mt_ppermute_start, each
+ * step's transfer in flight while the previous chunk's product runs, each
+ * product written straight into the rows it yields. The result equals the
+ * unfused composition up to rounding (sums are taken in ring order).
+ * `dim` is the split dim: any dim of the operand but its last (which the
+ * product contracts). w is mt_linear's: (OC,K) or (O1,..,Ok,K), giving
+ * output dims O1..Ok in place of the operand's last one. Errors stick to
+ * the graph and name the operand: a graph without a device (MT_ESTATE), bad
+ * axes, a non-f32 operand (MT_EUNSUPPORTED), dim out of range, w or bias
+ * not fitting, a dim that does not divide (MT_ESHAPE). Gradients are split
+ * B/W like mt_linear's; each backward product through the group is the
+ * other ring (overlapped as well); the weight gradients read gathered
+ * operands (saved: the gathered x by the forward, the gathered cotangent
+ * by linear_reduce_scatter's backward, each P times the local size).
+ * Traced launches show every ring step's ppermute with its bytes. */
+
+/* out = mt_linear(mt_graph_all_gather(x, axes, dim), w, bias), bias may be
+ * NULL: x (.., s, .., K) is this device's chunk (group rank r holds chunk
+ * r) of a tensor split along `dim`; out (.., P·s, .., O1..Ok). Typical:
+ * x (B,T/P,C), dim 1, w (OC_local,C) -> (B,T,OC_local), the column-parallel
+ * layer after a sequence-parallel region. Gradients: dx = psum_scatter over
+ * `axes` on `dim` of dout·w (a linear_reduce_scatter ring), dw = doutᵀ·X
+ * and dbias = Σ dout (W). Saves the gathered X, P·numel(x) floats. */
+mt_tensor *mt_graph_all_gather_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *bias,
+                                      mt_axes axes, int dim);
+/* out = mt_graph_psum_scatter(mt_linear(h, w, NULL), axes, dim): h
+ * (.., D, .., K) whole along `dim` (D a multiple of P), w (OC,K) this
+ * device's share of the contraction; out (.., D/P, .., OC) is this device's
+ * block of the sum over the group. Typical: the row-parallel layer before a
+ * sequence-parallel region, h (B,T,4C/P), dim 1, w (C,4C/P) -> (B,T/P,C).
+ * No bias (add it after: it is not a partial sum). Gradients: dh =
+ * all_gather of dout along `dim` times w (an all_gather_linear ring, which
+ * saves the gathered dout, P·numel(out) floats), dw = gathered doutᵀ·h
+ * (W). Runs with 3·numel(out) floats of kernel scratch. */
+mt_tensor *mt_graph_linear_reduce_scatter(mt_graph *g, mt_tensor *h, mt_tensor *w, mt_axes axes,
+                                          int dim);
+
 /* --- sharding rules ---
  * Every op has a sharding rule beside its gradient rule: from the types of
  * its inputs, the type of its result and the data movement it needs. Auto

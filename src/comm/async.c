@@ -13,6 +13,9 @@
  * collective first completes the whole queue, so every device runs its
  * collectives in the order it issued them.
  *
+ * ppermute_start takes its route from the pairs at the start (the pairs are
+ * not kept): a queued one runs as mt_ppermute along that route.
+ *
  * Trace: a request the transport started is one span from its start to its
  * completion, named "<op> (async) <axes>" and marked async (the writer puts
  * such spans, which overlap one another and the device's compute, on comm
@@ -33,6 +36,7 @@ static mt_coll_desc pending_desc(const mt_pending *p, const mt_group *g) {
     size_t bytes = p->count * mt_dtype_size(p->dtype);
     mt_coll_desc d = {.kind = p->kind, .dtype = p->dtype, .count = p->count, .bytes = bytes};
     if (p->kind == MT_COLL_ALL_REDUCE) d.kind |= (int)p->op << 4;
+    if (p->kind == MT_COLL_PERMUTE) d.extra = p->extra;
     /* as the blocking forms count it: the whole buffer */
     if (p->kind == MT_COLL_REDUCE_SCATTER || p->kind == MT_COLL_ALL_GATHER)
         d.bytes *= (size_t)g->size;
@@ -125,6 +129,24 @@ mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, voi
                         count, dtype, req);
 }
 
+/* The route is worked out (and checked) here, on this device, so that the
+ * queue and the transport only see this rank's source and destination. */
+mt_status mt_ppermute_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                            size_t count, mt_dtype dtype, const int (*pairs)[2], int n_pairs,
+                            mt_request *req) {
+    const char *what = "ppermute_start";
+    mt_status st;
+    mt_group *g;
+    if (req) req->id = 0;
+    if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "send", send, count)) ||
+        (st = mt__check_buf(what, "recv", recv, count)) || (st = mt__ctx_group(ctx, axes, &g)))
+        return st;
+    mt_pending p = {.kind = MT_COLL_PERMUTE, .axes = axes, .send = send, .recv = recv,
+                    .count = count, .dtype = dtype, .op = MT_REDUCE_SUM};
+    if ((st = mt__permute_route(g, pairs, n_pairs, &p.dest, &p.src, &p.extra))) return st;
+    return enqueue(ctx, what, &p, false, req);
+}
+
 /* ======================================================================== */
 /* Completing                                                                */
 /* ======================================================================== */
@@ -155,6 +177,9 @@ static mt_status run_pending(mt_ctx *ctx, mt_pending *p) {
         return mt__do_all_gather(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
     case MT_COLL_REDUCE_SCATTER:
         return mt__do_psum_scatter(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
+    case MT_COLL_PERMUTE:
+        return mt__do_ppermute(ctx, p->g, p->send, p->recv, p->count, p->dtype, p->dest, p->src,
+                               p->extra);
     }
     return mt_fail(MT_EINTERNAL, "pending request of unknown kind %d", p->kind);
 }

@@ -91,6 +91,16 @@ mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *r
 mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                               size_t count, mt_dtype dtype);
 
+/* ppermute's route from its pairs on g (checked: ranks in the group, each
+ * at most once a source and once a destination): the rank this device sends
+ * to and the one it receives from (-1: none), and a hash of the pairs for
+ * the debug match check. MT_EINVAL with a message naming the pair. */
+mt_status mt__permute_route(const mt_group *g, const int (*pairs)[2], int n_pairs, int *dest,
+                            int *src, uint64_t *hash);
+/* ppermute along a route on g, without the prologue (the queue runs it). */
+mt_status mt__do_ppermute(mt_ctx *ctx, mt_group *g, const void *send, void *recv, size_t count,
+                          mt_dtype dtype, int dest, int src, uint64_t hash);
+
 /* ---- the asynchronous queue (async.c) ----------------------------------- */
 
 /* Completes the first `upto` queued requests, in start order; on a failure

@@ -169,19 +169,13 @@ mt_status mt_all_to_all(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
 /* ppermute, broadcast, barrier                                              */
 /* ======================================================================== */
 
-mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
-                      mt_dtype dtype, const int (*pairs)[2], int n_pairs) {
-    mt_status st;
-    mt_group *g;
-    if ((st = mt__coll_prologue(ctx, axes, &g)) || (st = mt__check_dtype("ppermute", dtype)) ||
-        (st = mt__check_buf("ppermute", "send", send, count)) ||
-        (st = mt__check_buf("ppermute", "recv", recv, count)) ||
-        (st = mt__check_size("ppermute", count, 1, dtype)))
-        return st;
+mt_status mt__permute_route(const mt_group *g, const int (*pairs)[2], int n_pairs, int *dest,
+                            int *src, uint64_t *hash) {
     if (n_pairs < 0 || (n_pairs > 0 && !pairs))
         return mt_fail(MT_EINVAL, "ppermute: %d pairs at %p", n_pairs, (const void *)pairs);
-    int dest = -1, src = -1;
-    uint64_t hash = 1469598103934665603ull;
+    *dest = -1;
+    *src = -1;
+    uint64_t h = 1469598103934665603ull;
     for (int k = 0; k < n_pairs; k++) {
         int s = pairs[k][0], t = pairs[k][1];
         if (s < 0 || s >= g->size || t < 0 || t >= g->size)
@@ -197,14 +191,20 @@ mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, s
                                "%d (pair %d is {%d,%d}); each rank may receive at most once",
                                g->label, k, s, t, t, j, pairs[j][0], pairs[j][1]);
         }
-        if (s == g->rank) dest = t;
-        if (t == g->rank) src = s;
-        hash = (hash ^ (uint64_t)(s * 4099 + t)) * 1099511628211ull;
+        if (s == g->rank) *dest = t;
+        if (t == g->rank) *src = s;
+        h = (h ^ (uint64_t)(s * 4099 + t)) * 1099511628211ull;
     }
+    *hash = h;
+    return MT_OK;
+}
+
+mt_status mt__do_ppermute(mt_ctx *ctx, mt_group *g, const void *send, void *recv, size_t count,
+                          mt_dtype dtype, int dest, int src, uint64_t hash) {
     size_t bytes = count * mt_dtype_size(dtype);
     mt_coll_desc d = {.kind = MT_COLL_PERMUTE, .dtype = dtype, .count = count, .bytes = bytes,
                       .extra = hash};
-    st = mt__coll_begin(ctx, g, &d);
+    mt_status st = mt__coll_begin(ctx, g, &d);
     if (st == MT_OK) {
         if (g->size > 1) {
             st = ctx->launch->ops->permute(ctx, g, send, recv, bytes, dest, src);
@@ -214,6 +214,21 @@ mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, s
         }
     }
     return mt__coll_end(ctx, g, &d, st);
+}
+
+mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
+                      mt_dtype dtype, const int (*pairs)[2], int n_pairs) {
+    mt_status st;
+    mt_group *g;
+    if ((st = mt__coll_prologue(ctx, axes, &g)) || (st = mt__check_dtype("ppermute", dtype)) ||
+        (st = mt__check_buf("ppermute", "send", send, count)) ||
+        (st = mt__check_buf("ppermute", "recv", recv, count)) ||
+        (st = mt__check_size("ppermute", count, 1, dtype)))
+        return st;
+    int dest, src;
+    uint64_t hash;
+    if ((st = mt__permute_route(g, pairs, n_pairs, &dest, &src, &hash))) return st;
+    return mt__do_ppermute(ctx, g, send, recv, count, dtype, dest, src, hash);
 }
 
 mt_status mt_broadcast(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int root) {

@@ -88,6 +88,8 @@ typedef struct {
     size_t     count;
     mt_dtype   dtype;
     mt_reduce_op op;
+    int        dest, src; /* ppermute: group ranks sent to and received from (-1: none) */
+    uint64_t   extra;     /* ppermute: the hash of its pairs (the debug check's) */
     mt_group  *g;         /* resolved at start */
     bool       eager;     /* started in the transport (async_start): finish with async_wait */
     uint64_t   tag;       /* the transport's number for it */

@@ -29,10 +29,11 @@
  * read once and written once (the floor), no line is written by two ranks,
  * and no rank waits for another between the two barriers.
  *
- * Asynchronous forms (large messages only; small ones wait in the front
- * end's queue and take the latency path at mt_wait). Starting one publishes
- * the buffers in an entry of a ring (ASYNC_RING per group, indexed by the
- * group's count of asynchronous ops, the same sequence on every device) and
+ * Asynchronous forms (all-reduce, all-gather, reduce-scatter, ppermute;
+ * large messages only; small ones wait in the front end's queue and take
+ * the latency path at mt_wait). Starting one publishes the buffers in an
+ * entry of a ring (ASYNC_RING per group, indexed by the group's count of
+ * asynchronous ops, the same sequence on every device) and
  * counts the arrival in the entry's own gate: the op commits once every rank
  * has started it, whatever its peers are doing meanwhile. The work is split
  * into chunks (CHUNK_BYTES) that any device waiting on the op claims with a
@@ -105,6 +106,7 @@ typedef struct {
 typedef struct {
     const void *send;
     void       *recv;
+    int         src;              /* ppermute: the rank this one receives from (-1: none) */
     flag_t      arrived;          /* the op these are for (for timeout messages) */
 } aptr;
 
@@ -599,7 +601,8 @@ static size_t chunk_elems(mt_dtype dtype) { return CHUNK_BYTES / mt_dtype_size(d
 
 /* Chunks of op p: all-reduce: element ranges of the buffer; all-gather: byte
  * ranges of each (destination, source) pair; reduce-scatter: element ranges
- * of each destination's block. */
+ * of each destination's block; ppermute: byte ranges of each destination's
+ * buffer. */
 static size_t async_chunks(const mt_group *g, const mt_pending *p, size_t *per) {
     const size_t P = (size_t)g->size;
     switch (p->kind) {
@@ -610,6 +613,11 @@ static size_t async_chunks(const mt_group *g, const mt_pending *p, size_t *per) 
         size_t bytes = p->count * mt_dtype_size(p->dtype);
         *per = (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
         return P * P * *per;
+    }
+    case MT_COLL_PERMUTE: {
+        size_t bytes = p->count * mt_dtype_size(p->dtype);
+        *per = (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+        return P * *per;
     }
     default:   /* MT_COLL_REDUCE_SCATTER */
         *per = (p->count + chunk_elems(p->dtype) - 1) / chunk_elems(p->dtype);
@@ -650,6 +658,15 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
         char *dst = (char *)ap[d].recv + (size_t)j * bytes + off;
         const char *from = (const char *)ap[j].send + off;
         if (dst != from) memcpy(dst, from, n);   /* in place: the block is already there */
+        return;
+    }
+    if (p->kind == MT_COLL_PERMUTE) {
+        /* rank d's recv from its source's send; zeros when it has none */
+        const size_t bytes = p->count * es, d = i / per, off = (i % per) * CHUNK_BYTES;
+        const size_t n = bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES;
+        char *dst = (char *)ap[d].recv + off;
+        if (ap[d].src >= 0) memcpy(dst, (const char *)ap[ap[d].src].send + off, n);
+        else memset(dst, 0, n);
         return;
     }
     /* reduce-scatter: block d of every rank's send into rank d's recv */
@@ -698,6 +715,7 @@ static mt_status t_async_start(mt_ctx *ctx, mt_group *g, mt_pending *p) {
     atomic_store_explicit(&e->finished, 0, memory_order_relaxed);
     mine->send = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->send;
     mine->recv = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->recv;
+    mine->src = p->kind == MT_COLL_PERMUTE ? p->src : -1;
     atomic_store_explicit(&mine->arrived, a, memory_order_relaxed);
     /* acq_rel: publishes the pointers and resets to whoever sees the commit */
     uint64_t v = atomic_fetch_add_explicit(&e->gate, 1, memory_order_acq_rel) + 1;

@@ -96,6 +96,11 @@ void mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_ca
     if (node.call.out) append(g, &node);
 }
 
+void mt__emit_node(mt_graph *g, mt_phase phase, const mt_op_call *call) {
+    mt_node node = {.call = *call, .phase = phase};
+    append(g, &node);
+}
+
 /* A tensor and everything it is a view of. */
 static void mark(mt_tensor *t, bool *on_path) {
     for (; t; t = t->view_of) on_path[t->id] = true;

@@ -264,6 +264,8 @@ static const mt_grad_rule grad_rules[MT_OP_COUNT] = {
     [MT_OP_ALL_TO_ALL]    = grad_all_to_all,
     [MT_OP_PVARY]         = grad_pvary,
     [MT_OP_SLICE]         = grad_slice,
+    [MT_OP_AG_LINEAR]     = mt__grad_ag_linear,   /* collective_matmul.c */
+    [MT_OP_LINEAR_RS]     = mt__grad_linear_rs,
     /* backward ops have no rule: nothing differentiates through them */
 };
 

@@ -144,6 +144,10 @@ void       mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call);
  * the phase follows wrt. Does nothing if wrt takes no gradient; wrt2 must
  * take one whenever wrt does (the builder checks: e.g. both parameters). */
 void       mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_call *call);
+/* Emits a backward node whose output is no gradient but a value a later
+ * backward node reads (linear_rs's gathered cotangent for its weight
+ * gradient), in `phase` (that reader's; B before W). call names its output. */
+void       mt__emit_node(mt_graph *g, mt_phase phase, const mt_op_call *call);
 /* Appends the backward nodes of g's loss (g->loss) and their B and W run
  * orders. On error g's sticky status holds it too. */
 mt_status  mt__autodiff(mt_graph *g);
@@ -159,6 +163,11 @@ void       mt__graph_mark_grads_zero(mt_graph *g);
 typedef void (*mt_grad_rule)(mt_graph *g, const mt_op_call *fwd);
 /* The rule of a forward op; NULL for backward ops. */
 mt_grad_rule mt__grad_rule(mt_op op);
+
+/* ---- collective_matmul.c: the rules of the collective matmuls ---- */
+
+void       mt__grad_ag_linear(mt_graph *g, const mt_op_call *fwd);
+void       mt__grad_linear_rs(mt_graph *g, const mt_op_call *fwd);
 
 /* ---- plan.c ---- */
 

@@ -80,8 +80,8 @@ static void range_gemm(void *arg, int64_t b0, int64_t b1, int w) {
     }
 }
 
-static void gemm_parallel(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                          const float *A, const float *B, const float *bias, float *C, float beta) {
+void mt__gemm_pool(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                   const float *A, const float *B, const float *bias, float *C, float beta) {
     gemm_job j = {ta, tb, M >= N, M, N, K, 16, A, B, bias, C, beta};
     int64_t side = j.split_rows ? M : N;
     /* blocks of 16 (a multiple of the sgemm micro-kernel) and at least ~1
@@ -93,14 +93,14 @@ static void gemm_parallel(const mt_op_env *env, bool ta, bool tb, int64_t M, int
 /* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */
 static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
     const mt_gemm_params *p = &c->p.gemm;
-    gemm_parallel(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
+    mt__gemm_pool(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
                   F32(c->out), c->acc ? 1.0f : 0.0f);
 }
 
 /* LINEAR: out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
 static void run_linear(const mt_op_env *env, const mt_op_call *c) {
     const mt_linear_params *p = &c->p.linear;
-    gemm_parallel(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),
+    mt__gemm_pool(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),
                   c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), 0.0f);
 }
 
@@ -405,6 +405,9 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_ALL_TO_ALL]    = {"all_to_all",    mt__run_all_to_all,   mt__cost_coll, mt__scratch_coll},
     [MT_OP_PVARY]         = {"pvary",         mt__run_pvary,        mt__cost_coll},
     [MT_OP_SLICE]         = {"slice",         mt__run_slice,        mt__cost_coll},
+    /* collective_matmul.c */
+    [MT_OP_AG_LINEAR]     = {"ag_linear",     mt__run_ag_linear,    mt__cost_cm,   mt__scratch_cm},
+    [MT_OP_LINEAR_RS]     = {"linear_rs",     mt__run_linear_rs,    mt__cost_cm,   mt__scratch_cm},
     [MT_OP_GEMM]          = {"gemm",          run_gemm,          cost_gemm},
     [MT_OP_BIAS_GRAD]     = {"bias_grad",     run_bias_grad,     cost_reduce_in},
     [MT_OP_REDUCE_BCAST]  = {"reduce_bcast",  run_reduce_bcast,  cost_reduce_in},
@@ -421,6 +424,7 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_MSE_BWD]       = {"mse_bwd",       run_mse_bwd,       cost_unary},
     [MT_OP_FILL_BWD]      = {"fill_bwd",      run_fill_bwd,      cost_unary},
     [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", run_transpose,     cost_transpose},
+    [MT_OP_CM_WGRAD]      = {"cm_wgrad",      mt__run_cm_wgrad,  mt__cost_cm},
 };
 
 const mt_op_def *mt__op_def(mt_op op) { return &op_table[op]; }

@@ -48,6 +48,12 @@ typedef enum {
     MT_OP_ALL_TO_ALL,      /* split p.coll.dim into P blocks, concat received on p.coll.dim2 */
     MT_OP_PVARY,           /* out (+)= in0 (identity, no communication) */
     MT_OP_SLICE,           /* out (+)= block r of in0 along p.coll.dim (no communication) */
+    /* collective matmuls (collective_matmul.c): a product whose operand is
+     * split over p.cm.axes, run as a ring of ppermutes, each step's transfer
+     * overlapping the step's product; forward ops, used as backward calls too */
+    MT_OP_AG_LINEAR,       /* out (+)= all_gather(in0) · op(in1) [+ in2]; p.cm; the gathered
+                              in0 saved chunk-major in aux[0] (a forward) or out2 (a backward) */
+    MT_OP_LINEAR_RS,       /* out (+)= block r of Σ_group in0 · op(in1); p.cm */
     /* backward */
     MT_OP_GEMM,            /* out (+)= op(in0) · op(in1); p.gemm */
     MT_OP_BIAS_GRAD,       /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */
@@ -64,6 +70,7 @@ typedef enum {
     MT_OP_MSE_BWD,         /* out (+)= sign · d pred; in: dloss pred target; p.mse */
     MT_OP_FILL_BWD,        /* out (+)= s · dloss (in0, a scalar); p.scale */
     MT_OP_TRANSPOSE_BWD,   /* out (+)= transpose(in0); p.transpose */
+    MT_OP_CM_WGRAD,        /* out (K,N) (+)= Σ_blocks in0ᵀ · in1, either chunk-major; p.cm */
     MT_OP_COUNT
 } mt_op;
 
@@ -125,6 +132,35 @@ typedef struct {
     bool        invariant;
 } mt_coll_params;
 
+/* A collective matmul over the group of the running device over `axes` (P
+ * devices, this one group rank r), its operand split along `dim` (not the
+ * last). Rows are read as blocks: with outer = Π of the whole operand's dims
+ * before `dim` and R = (dim size / P) · Π of its dims between `dim` and the
+ * last, a whole operand is (outer, P, R, ·) rows and chunk j (device j's
+ * share) is its blocks [o, j, :, :] for every o; a local chunk is
+ * (outer, R, ·), and a gathered operand saved "chunk-major" is
+ * (P, outer, R, ·), device j's chunk at [j] (contiguous, as a ring step
+ * moves it). K is the contracted size, N the product's; op(w) = wᵀ for
+ * w (N,K), mt_linear's layout, or w itself for w (K,N) when w_kn. P is the
+ * group size the graph was built for; ring its pairs {k, k+1 mod P} (every
+ * step sends to the next rank), owned by the graph.
+ *   AG_LINEAR  in0 x (outer,R,K), in1 w, [in2 bias (N)] -> out (outer,P,R,N);
+ *              the gathered x (P,outer,R,K) goes to aux[0] or out2.
+ *   LINEAR_RS  in0 h (outer,P,R,K), in1 w -> out (outer,R,N) = block r of
+ *              the sum over the group.
+ *   CM_WGRAD   out (K,N) (+)= Σ_{o,j} in0[o,j]ᵀ (R,K) · in1[o,j] (R,N): a
+ *              weight gradient; a_cm / b_cm: in0 / in1 is chunk-major, else
+ *              whole (outer,P,R,·) rows. No communication. */
+typedef struct {
+    mt_axes     axes;
+    int         dim;
+    int         P;
+    const int (*ring)[2];
+    int64_t     outer, R, K, N;
+    bool        w_kn;
+    bool        a_cm, b_cm;
+} mt_cm_params;
+
 /* An op's parameters: the member its mt_op line names (none for the rest). */
 typedef union {
     mt_gemm_params      gemm;
@@ -137,6 +173,7 @@ typedef union {
     mt_scale_params     scale;
     mt_transpose_params transpose;
     mt_coll_params      coll;
+    mt_cm_params        cm;
     mt_sharding         reshard;
 } mt_op_params;
 
@@ -202,5 +239,19 @@ void   mt__run_pvary(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_slice(const mt_op_env *env, const mt_op_call *call);
 void   mt__cost_coll(const mt_op_call *call, double *flops, double *bytes);
 size_t mt__scratch_coll(const mt_op_call *call);
+
+/* ---- collective_matmul.c: the collective matmuls' entries ---------------- */
+
+void   mt__run_ag_linear(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_linear_rs(const mt_op_env *env, const mt_op_call *call);
+void   mt__run_cm_wgrad(const mt_op_env *env, const mt_op_call *call);
+void   mt__cost_cm(const mt_op_call *call, double *flops, double *bytes);
+size_t mt__scratch_cm(const mt_op_call *call);
+
+/* The pool-parallel product the matmul ops run (op_table.c): C (M,N) =
+ * op(A) · op(B) (+ bias (N) on every row) + beta · C, dense (lda, ldb from
+ * the flags as mt_kernel_gemm's densest), split into blocks over env->pool. */
+void   mt__gemm_pool(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const float *A, const float *B, const float *bias, float *C, float beta);
 
 #endif /* MT_OPS_IMPL_H */

@@ -1,0 +1,276 @@
+/*
+ * collective_matmul.c — collective matmuls: a tensor-parallel product whose
+ * operand is split over a group of devices, decomposed into per-chunk pieces
+ * that travel around the ring r -> r+1 (XLA's "collective matmul"; the JAX
+ * scaling book's sharded matmuls). Every step starts the ppermute of the next
+ * piece (mt_ppermute_start), runs the current piece's products meanwhile, and
+ * only then waits: the transfer is in flight while the product runs.
+ *
+ *   ag_linear  Y = all_gather(x) · op(w) (+ bias): step s holds chunk
+ *              (r - s) mod P of x and writes its rows of Y, while that chunk
+ *              goes on to rank r+1 and chunk (r - s - 1) arrives from r-1.
+ *              The arriving chunks land straight in the saved gathered x
+ *              (chunk-major, as the ring moves them), which the weight
+ *              gradient reads later: no other buffer, no copy but the
+ *              device's own chunk.
+ *   linear_rs  out = block r of Σ_group h · op(w) (reduce-scatter): step t
+ *              computes this device's partial product for chunk
+ *              (r - t - 1) mod P while the running sum of the chunk before
+ *              goes to r+1 and the one for this chunk arrives from r-1; the
+ *              arrival is added after the product. After P steps the device
+ *              holds the whole sum of its own chunk (in ring order: the
+ *              rounding differs from psum_scatter's rank order).
+ *
+ * The layouts, shapes and parameters are p.cm's (ops_impl.h): a chunk is
+ * `outer` blocks of R rows, so a step's product is `outer` gemms straight
+ * into the rows they produce, each on the kernel pool (mt__gemm_pool).
+ *
+ * As the other collective ops (collective.c), these run on the device's own
+ * thread with env->ctx, and a failed transfer goes to *env->status (the
+ * first failure sticks; out is then unspecified). A transfer whose start
+ * finds comm's request queue full (MT_MAX_PENDING held by the caller, e.g.
+ * the W phase's deferred gradient reductions) runs blocking instead: the
+ * same result, without the overlap. Every device of the group then does the
+ * same, as comm requires every device to hold as many requests.
+ *
+ * Overlap, honestly: on the threads transport the devices move the data
+ * themselves, so a started ppermute moves while some device of the group
+ * waits (a device that finishes its product first moves its peers' chunks
+ * too); on MPI a started request runs at its wait (comm's queue), as every
+ * asynchronous collective there does today. Each step's transfer is a span
+ * on the device's trace ("ppermute (async) '<axes>'", or the blocking
+ * "ppermute" of a small one), with its bytes.
+ */
+#include "ops/kernels.h"
+#include "ops/ops_impl.h"
+
+#include <string.h>
+
+#define F32(t) ((float *)(t)->data)
+#define NUMEL(t) mt_tensor_numel(t)
+
+/* ======================================================================== */
+/* Helpers                                                                   */
+/* ======================================================================== */
+
+static void record(const mt_op_env *env, mt_status s) {
+    if (s != MT_OK && env->status && *env->status == MT_OK) *env->status = s;
+}
+
+/* The device and its group: P (checked against the build's) and the rank r.
+ * False, with the failure recorded, when the call cannot run. */
+static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
+    const mt_cm_params *p = &c->p.cm;
+    if (!env->ctx) {
+        record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' has no device to run on; "
+                            "call mt_graph_set_ctx before building the graph",
+                            mt__op_def(c->op)->name, c->out->name));
+        return false;
+    }
+    int P = mt_axis_size(env->ctx, p->axes);
+    if (P != p->P) {
+        record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' was built for a group of "
+                            "%d devices but runs on one of %d; run the graph on the device it "
+                            "was built on", mt__op_def(c->op)->name, c->out->name, p->P, P));
+        return false;
+    }
+    *r = mt_axis_index(env->ctx, p->axes);
+    return true;
+}
+
+/* One ring step's transfer: started, or (comm's queue full) already done. */
+typedef struct {
+    mt_request req;
+    bool       started;
+} ring_xfer;
+
+/* recv (count) = send of rank r-1; send goes to rank r+1. Starts it, or runs
+ * it blocking when the caller's own requests fill comm's queue. */
+static mt_status xfer_start(const mt_op_env *env, const mt_cm_params *p, const float *send,
+                            float *recv, size_t count, ring_xfer *x) {
+    x->started = false;
+    mt_status s = mt_ppermute_start(env->ctx, p->axes, send, recv, count, MT_F32, p->ring, p->P,
+                                    &x->req);
+    if (s == MT_OK) {
+        x->started = true;
+        return MT_OK;
+    }
+    if (s != MT_ESTATE) return s;
+    return mt_ppermute(env->ctx, p->axes, send, recv, count, MT_F32, p->ring, p->P);
+}
+
+static mt_status xfer_wait(const mt_op_env *env, ring_xfer *x) {
+    return x->started ? mt_wait(env->ctx, &x->req) : MT_OK;
+}
+
+/* op(w) is wᵀ (w (N,K), tb) unless w_kn (w (K,N)). */
+static bool trans_w(const mt_cm_params *p) { return !p->w_kn; }
+
+/* ======================================================================== */
+/* ag_linear                                                                 */
+/* ======================================================================== */
+
+/* The products of one step: chunk j (outer,R,K) · op(w) (+ bias) into Y's
+ * rows [o, j] (R,N) for every o. beta 1 adds to Y (acc). */
+static void ag_step(const mt_op_env *env, const mt_op_call *c, const float *chunk, int j,
+                    float beta) {
+    const mt_cm_params *p = &c->p.cm;
+    const float *w = F32(c->in[1]), *bias = c->n_in == 3 ? F32(c->in[2]) : NULL;
+    float *y = F32(c->out);   /* (outer,P,R,N) */
+    for (int64_t o = 0; o < p->outer; o++)
+        mt__gemm_pool(env, false, trans_w(p), p->R, p->N, p->K, chunk + o * p->R * p->K, w, bias,
+                      y + (o * p->P + j) * p->R * p->N, beta);
+}
+
+/* AG_LINEAR: out (outer,P,R,N) (+)= gather(in0 (outer,R,K)) · op(w) (+ bias);
+ * the gathered x (P,outer,R,K) into aux[0] (forward) or out2 (backward). */
+void mt__run_ag_linear(const mt_op_env *env, const mt_op_call *c) {
+    int r;
+    if (!group(env, c, &r)) return;
+    const mt_cm_params *p = &c->p.cm;
+    const int P = p->P;
+    const size_t chunk = (size_t)(p->outer * p->R * p->K);      /* floats of one chunk */
+    float *gathered = F32(c->aux[0] ? c->aux[0] : c->out2);     /* (P,outer,R,K) */
+    const float *x = F32(c->in[0]);                              /* (outer,R,K), chunk r */
+    const float beta = c->acc ? 1.0f : 0.0f;
+    const float *cur = x;
+    for (int s = 0; s < P; s++) {
+        const int j = (r - s + P) % P, next = (j - 1 + P) % P;   /* held now; arriving */
+        ring_xfer xf;
+        if (s < P - 1) {
+            mt_status st = xfer_start(env, p, cur, gathered + (size_t)next * chunk, chunk, &xf);
+            if (st != MT_OK) { record(env, st); return; }
+        }
+        ag_step(env, c, cur, j, beta);
+        /* the device's own chunk joins the saved copy while the first transfer runs */
+        if (s == 0) memcpy(gathered + (size_t)r * chunk, x, chunk * sizeof(float));
+        if (s < P - 1) {
+            mt_status st = xfer_wait(env, &xf);
+            if (st != MT_OK) { record(env, st); return; }
+            cur = gathered + (size_t)next * chunk;
+        }
+    }
+}
+
+/* ======================================================================== */
+/* linear_rs                                                                 */
+/* ======================================================================== */
+
+/* dst (outer,R,N) = beta · dst + this device's partial product for chunk j:
+ * h's rows [o, j] (R,K) · op(w) for every o. */
+static void rs_partial(const mt_op_env *env, const mt_op_call *c, int j, float *dst, float beta) {
+    const mt_cm_params *p = &c->p.cm;
+    const float *h = F32(c->in[0]), *w = F32(c->in[1]);     /* (outer,P,R,K) */
+    for (int64_t o = 0; o < p->outer; o++)
+        mt__gemm_pool(env, false, trans_w(p), p->R, p->N, p->K, h + (o * p->P + j) * p->R * p->K,
+                      w, NULL, dst + o * p->R * p->N, beta);
+}
+
+/* LINEAR_RS: out (outer,R,N) (+)= block r of Σ_group in0 (outer,P,R,K) · op(w).
+ * Scratch: three sums of one chunk (outer,R,N): the one being sent, the one
+ * being computed, the one arriving. */
+void mt__run_linear_rs(const mt_op_env *env, const mt_op_call *c) {
+    int r;
+    if (!group(env, c, &r)) return;
+    const mt_cm_params *p = &c->p.cm;
+    const int P = p->P;
+    const size_t n = (size_t)(p->outer * p->R * p->N);   /* floats of one chunk of out */
+    /* (outer,R,N) each: the sums computed and sent, alternately; the arriving one */
+    float *sum[2] = {NULL, NULL}, *arriving = NULL;
+    if (P > 1) {
+        sum[0] = env->scratch;
+        sum[1] = env->scratch + n;
+        arriving = env->scratch + 2 * n;
+    }
+    for (int t = 0; t < P; t++) {
+        const int j = (r - t - 1 + P) % P;               /* the chunk summed at this step */
+        const bool last = t == P - 1;                    /* j == r: the result */
+        float *dst = last ? F32(c->out) : sum[t & 1];
+        ring_xfer xf;
+        if (t > 0) {   /* the sum of step t-1 goes on; the neighbour's for chunk j arrives */
+            mt_status st = xfer_start(env, p, sum[(t - 1) & 1], arriving, n, &xf);
+            if (st != MT_OK) { record(env, st); return; }
+        }
+        rs_partial(env, c, j, dst, last && c->acc ? 1.0f : 0.0f);
+        if (t > 0) {
+            mt_status st = xfer_wait(env, &xf);
+            if (st != MT_OK) { record(env, st); return; }
+            mt_kernel_scale(dst, arriving, 1.0f, (int64_t)n, true);
+        }
+    }
+}
+
+/* ======================================================================== */
+/* cm_wgrad                                                                  */
+/* ======================================================================== */
+
+/* Row offset of block [o, j] in a chunk-major (P,outer,R,·) or whole
+ * (outer,P,R,·) operand. */
+static int64_t block_row(const mt_cm_params *p, bool chunk_major, int64_t o, int64_t j) {
+    return (chunk_major ? j * p->outer + o : o * p->P + j) * p->R;
+}
+
+/* CM_WGRAD: out (K,N) (+)= Σ_{o,j} in0[o,j]ᵀ (R,K) · in1[o,j] (R,N). When both
+ * operands order their blocks alike (same layout, or one outer block, where
+ * the layouts coincide) that is one product over all rows. */
+void mt__run_cm_wgrad(const mt_op_env *env, const mt_op_call *c) {
+    const mt_cm_params *p = &c->p.cm;
+    const float *a = F32(c->in[0]), *b = F32(c->in[1]);
+    float *out = F32(c->out);   /* (K,N) */
+    float beta = c->acc ? 1.0f : 0.0f;
+    if (p->outer == 1 || p->a_cm == p->b_cm) {
+        mt__gemm_pool(env, true, false, p->K, p->N, p->outer * p->P * p->R, a, b, NULL, out, beta);
+        return;
+    }
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int64_t j = 0; j < p->P; j++) {
+            mt__gemm_pool(env, true, false, p->K, p->N, p->R, a + block_row(p, p->a_cm, o, j) * p->K,
+                          b + block_row(p, p->b_cm, o, j) * p->N, NULL, out, beta);
+            beta = 1.0f;
+        }
+}
+
+/* ======================================================================== */
+/* Costs and scratch                                                         */
+/* ======================================================================== */
+
+/* FLOPs: the products (2·rows·K·N), linear_rs's additions of the arriving
+ * sums, the bias. Bytes: memory traffic, as the other ops count it: the
+ * operands read, w once per step, the result written (read too when
+ * accumulating), and for the rings every transferred chunk written on
+ * arrival and read by its product or addition. (explain's "collective
+ * bytes" for these ops, as nccl-tests counts an all-gather's output or a
+ * reduce-scatter's input, come from mt_graph_node.) */
+void mt__cost_cm(const mt_op_call *c, double *fl, double *by) {
+    const mt_cm_params *p = &c->p.cm;
+    const double P = p->P, K = (double)p->K, N = (double)p->N;
+    const double rows = (double)p->outer * (double)p->R;   /* of one chunk */
+    const double res = c->acc ? 2 : 1;
+    switch (c->op) {
+    case MT_OP_AG_LINEAR:
+        *fl = 2 * P * rows * K * N + (c->n_in == 3 ? P * rows * N : 0);
+        /* x read; gathered x written (arrivals, own copy) and read; w per step; Y */
+        *by = 4 * (rows * K + 2 * P * rows * K + P * K * N + res * P * rows * N +
+                   (c->n_in == 3 ? N : 0));
+        break;
+    case MT_OP_LINEAR_RS:
+        *fl = 2 * P * rows * K * N + (P - 1) * rows * N;
+        /* h; w per step; P partial sums written; P-1 arrivals written, read, added */
+        *by = 4 * (P * rows * K + P * K * N + P * rows * N + 3 * (P - 1) * rows * N +
+                   (res - 1) * rows * N);
+        break;
+    default: {   /* MT_OP_CM_WGRAD */
+        double all = P * rows;
+        *fl = 2 * all * K * N;
+        *by = 4 * (all * K + all * N + res * K * N);
+        break;
+    }
+    }
+}
+
+/* linear_rs: three sums of one chunk of out; ag_linear receives straight
+ * into its saved gathered operand and needs none. */
+size_t mt__scratch_cm(const mt_op_call *c) {
+    if (c->op != MT_OP_LINEAR_RS || c->p.cm.P < 2) return 0;
+    return 3 * (size_t)(c->p.cm.outer * c->p.cm.R * c->p.cm.N);
+}
