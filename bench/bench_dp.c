@@ -20,6 +20,9 @@
  *   tp2                     tensor parallel over the GPT's attention heads,
  *                           MLPs and vocabulary (Megatron's layout)
  *   tp2-sp                  the same with sequence parallelism
+ *   tp2-sp-cm               and its collectives run as collective matmuls
+ *                           (the rows passed around the ring under the
+ *                           products)
  * and, as the ceiling of what two cores give here, an Open BLAS sgemm of a
  * step's typical shape on 1 and 2 threads. "vs 2thr" is throughput over the
  * one device on both cores (issue 9's targets: dp2, zero1/2 >= 0.95, fsdp2
@@ -161,6 +164,7 @@ typedef struct {
     const char *row, *mesh;
     int         zero, threads;
     bool        sequence_parallel;
+    int         collective_matmul;   /* mt_train_config's: 1 on, -1 off */
 } bench_row;
 
 static double run(const bench_model *m, const char *data, const bench_row *row, int steps,
@@ -176,6 +180,7 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     c.mesh = row->mesh;
     c.zero = row->zero;
     c.sequence_parallel = row->sequence_parallel;
+    c.collective_matmul = row->collective_matmul;
     c.trace = trace;
     const char *mesh = row->mesh;
     mt_trainer *tr = NULL;
@@ -227,10 +232,11 @@ static void bench_model_rows(const bench_model *m, const char *path, int steps) 
     printf("RESULT impl=sgemm model=%s row=scaling ratio=%.3f\n", m->name, sg2 / sg1);
     /* the strategies, each a preset of shardings over the partitioner */
     static const bench_row rows[] = {
-        {"1dev-1thread", NULL, 0, 1, false}, {"1dev-2threads", NULL, 0, 2, false},
-        {"dp2-threads", "data=2", 0, 2, false}, {"zero1-dp2", "data=2", 1, 2, false},
-        {"zero2-dp2", "data=2", 2, 2, false}, {"fsdp2", "fsdp=2", 0, 2, false},
-        {"tp2", "tensor=2", 0, 2, false}, {"tp2-sp", "tensor=2", 0, 2, true},
+        {"1dev-1thread", NULL, 0, 1, false, 0}, {"1dev-2threads", NULL, 0, 2, false, 0},
+        {"dp2-threads", "data=2", 0, 2, false, 0}, {"zero1-dp2", "data=2", 1, 2, false, 0},
+        {"zero2-dp2", "data=2", 2, 2, false, 0}, {"fsdp2", "fsdp=2", 0, 2, false, 0},
+        {"tp2", "tensor=2", 0, 2, false, 0}, {"tp2-sp", "tensor=2", 0, 2, true, -1},
+        {"tp2-sp-cm", "tensor=2", 0, 2, true, 1},
     };
     enum { N_ROWS = sizeof rows / sizeof rows[0], ROUNDS = 3 };
     /* rounds of every row in turn, the median per row: the machine's noise
@@ -299,7 +305,7 @@ int main(int argc, char **argv) {
         float loss = NAN;
         char mesh[32];
         snprintf(mesh, sizeof mesh, "data=%d", world);
-        const bench_row row = {"dp-mpi", mesh, 0, world, false};
+        const bench_row row = {"dp-mpi", mesh, 0, world, false, 0};
         double tps = run(&MODELS[0], path, &row, steps, &loss, NULL, NULL);
         if (rank == 0)
             printf("RESULT impl=meshtrain model=%s row=dp%d-mpi devices=%d threads_per_device=1 "

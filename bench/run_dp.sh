@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build}
 STEPS=${2:-6}
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+source bench/blas_env.sh
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-bench-dp.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 

@@ -3,16 +3,16 @@
 #
 #   bash bench/run_gpt.sh [BUILD_DIR] [CONFIG [THREADS [STEPS]]]
 #
-# Both contenders run in the same environment: OPENBLAS_CORETYPE and
-# OPENBLAS_L2_SIZE unset (so Open BLAS picks the machine's own kernel, which
-# bench_gpt prints), and OMP_WAIT_POLICY=passive for torch, whose OpenMP
+# Both contenders run in the same environment: Open BLAS's kernel as
+# bench/blas_env.sh picks it (the machine's own, which bench_gpt prints), and
+# OMP_WAIT_POLICY=passive for torch, whose OpenMP
 # threads would otherwise spin against Open BLAS's pool. The ratio is torch's
 # time over meshtrain's: above 1, meshtrain is faster.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build}
 shift || true
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+source bench/blas_env.sh
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-bench.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT

@@ -44,6 +44,13 @@ typedef struct {
      * reduce-scatter. Half the bytes of each all-reduce move twice, and the
      * activations between are split. 0: off. */
     uint32_t      sequence_axes;
+    /* With sequence_axes: run the gathers and reduce-scatters of sequence
+     * parallelism inside the linear layers they feed or follow, as XLA's
+     * collective matmul (graph.h, mt_graph_all_gather_linear and
+     * mt_graph_linear_reduce_scatter): the rows travel around the ring one
+     * chunk at a time, each transfer in flight while the previous chunk's
+     * product runs. The same run up to rounding. */
+    bool          collective_matmul;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

@@ -22,6 +22,12 @@ typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_mode
  * them. Does not set a message. */
 const char *mt_model_name(mt_model_kind kind);
 
+/* Whether sequence parallelism runs its collectives as collective matmuls
+ * when mt_train_config.collective_matmul is 0 (see bench/bench_dp.c: on the
+ * threads transport of a 2-core machine the ring's copies compete with the
+ * products for the same cores). */
+#define MT_COLLECTIVE_MATMUL_DEFAULT 1
+
 typedef struct {
     mt_model_kind   model;
     mt_gpt_config   gpt;         /* for MT_MODEL_GPT; V/Vp 0 = from the data */
@@ -67,6 +73,10 @@ typedef struct {
      * all-gathers and reduce-scatters replace tensor parallelism's
      * all-reduces. Needs a tensor axis of 2 or more and the GPT. */
     bool              sequence_parallel;
+    /* With sequence parallelism: its gathers and reduce-scatters run inside
+     * the linear layers as collective matmuls (partition.h). 1 on, -1 off,
+     * 0 the default (MT_COLLECTIVE_MATMUL_DEFAULT). */
+    int               collective_matmul;
     /* Non-zero asks the run to stop (a signal handler sets it). Under MPI
      * every rank reads its own, and each step ends with the ranks agreeing
      * (any one set: all stop), so that all stop after the same step; the

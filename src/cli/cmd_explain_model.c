@@ -184,7 +184,7 @@ int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
     t->gpt.V = 256;
-    int model = 0, layers = t->gpt.L, channels = t->gpt.C;
+    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0;
     const char *mesh_spec = NULL;
     int devices = 0;
     const cli_opt opts[] = {
@@ -200,6 +200,7 @@ int cli_explain_model(int argc, char **argv) {
         {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh, e.g. data=2,tensor=2 (default data=N)"},
         {"zero", CLI_INT, &t->zero, 0, 3, 0, 0, NULL, "N", "ZeRO stage over the data axis (as train)"},
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
+        {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -212,6 +213,7 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
+    t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if (t->model == MT_MODEL_MLP) {
         if (seen[1]) t->mlp_layers = layers;
         if (seen[2]) t->mlp_hidden = channels;

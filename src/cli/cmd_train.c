@@ -218,6 +218,7 @@ int cli_cmd_train(int argc, char **argv) {
     mt_train_config cfg = mt_train_defaults();
     int model = (int)cfg.model;
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
+    int cm_choice = 0;   /* auto|on|off */
     int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
@@ -263,6 +264,8 @@ int cli_cmd_train(int argc, char **argv) {
          "ZeRO stage over the data axis: 1 optimizer state split, 2 and gradients, 3 and parameters"},
         {"sequence-parallel", CLI_FLAG, &cfg.sequence_parallel, 0, 0, 0, 0, NULL, NULL,
          "sequence parallelism over the tensor axis (GPT): layernorms on T/n rows"},
+        {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE",
+         "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,
@@ -279,6 +282,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (rc != CLI_EXIT_OK) return rc;
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
+    cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;

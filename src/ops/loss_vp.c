@@ -16,6 +16,7 @@
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
 #include "ops/vec_impl.h"
+#include "base/pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,10 +35,67 @@ static int64_t valid_columns(const mt_ce_params *p) {
     return n < 0 ? 0 : n > p->Vp ? p->Vp : n;
 }
 
+/* What the row-range functions read: the call, its block's real columns. */
+typedef struct {
+    const mt_op_call *c;
+    int64_t           valid;
+    float            *sums;   /* the forward's (2, rows) scratch */
+} vp_job;
+
+/* Rows' max over their real columns, in sixteen lanes (gcc vectorises a
+ * reduction it may not reorder only so). */
+static void range_max(void *arg, int64_t r0, int64_t r1, int w) {
+    (void)w;
+    const vp_job *job = arg;
+    const mt_ce_params *p = &job->c->p.ce;
+    const float *x = F32(job->c->in[0]);     /* (rows, Vp) */
+    float *mx = F32(job->c->aux[0]);         /* (rows) */
+    const int64_t n = job->valid, nb = n - n % 16;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * p->Vp;
+        float lane[16];
+        for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+        for (int64_t j0 = 0; j0 < nb; j0 += 16)
+            for (int l = 0; l < 16; l++) lane[l] = xr[j0 + l] > lane[l] ? xr[j0 + l] : lane[l];
+        float m = -INFINITY;
+        for (int64_t j = nb; j < n; j++) m = xr[j] > m ? xr[j] : m;
+        for (int l = 0; l < 16; l++) m = lane[l] > m ? lane[l] : m;
+        mx[r] = m;
+    }
+}
+
+/* Σ exp(x (n) - m), in sixteen lanes. */
+static float row_sum_exp(const float *restrict x, int64_t n, float m) {
+    const int64_t nb = n - n % 16;
+    float lane[16] = {0};
+    for (int64_t j0 = 0; j0 < nb; j0 += 16)
+        for (int l = 0; l < 16; l++) lane[l] += exp_f(x[j0 + l] - m);
+    float s = 0.0f;
+    for (int64_t j = nb; j < n; j++) s += exp_f(x[j] - m);
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
+}
+
+/* Rows' Σ exp(x - max) over their real columns, and their target's logit
+ * where this block holds it (else 0). */
+static void range_sums(void *arg, int64_t r0, int64_t r1, int w) {
+    (void)w;
+    const vp_job *job = arg;
+    const mt_ce_params *p = &job->c->p.ce;
+    const float *x = F32(job->c->in[0]), *mx = F32(job->c->aux[0]);
+    const int32_t *tg = I32(job->c->in[1]);
+    const int64_t n = job->valid, rows = p->rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * p->Vp;
+        job->sums[r] = row_sum_exp(xr, n, mx[r]);
+        int64_t t = (int64_t)tg[r] - p->lo;
+        job->sums[rows + r] = tg[r] >= 0 && t >= 0 && t < n ? xr[t] : 0.0f;
+    }
+}
+
 void mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c) {
     const mt_ce_params *p = &c->p.ce;
-    const int64_t rows = p->rows, Vp = p->Vp, valid = valid_columns(p);
-    const float *x = F32(c->in[0]);          /* (rows, Vp) */
+    const int64_t rows = p->rows;
     const int32_t *tg = I32(c->in[1]);       /* (rows) */
     float *lse = F32(c->aux[0]);             /* (rows): the max first, then lse */
     float *sums = env->scratch;              /* (2, rows): Σ exp, then the target logit */
@@ -46,19 +104,11 @@ void mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c) {
                              "device (mt_graph_set_ctx) and its scratch"));
         return;
     }
-    for (int64_t r = 0; r < rows; r++) {
-        float m = -INFINITY;
-        for (int64_t j = 0; j < valid; j++) m = fmaxf(m, x[r * Vp + j]);
-        lse[r] = m;
-    }
+    vp_job job = {c, valid_columns(p), sums};
+    const int64_t grain = 1 + 16384 / (p->Vp > 0 ? p->Vp : 1);   /* rows worth a wake */
+    mt_pool_run(env->pool, rows, grain, range_max, &job);
     if (!comm_ok(env, mt_pmax(env->ctx, p->vp_axes, lse, (size_t)rows))) return;
-    for (int64_t r = 0; r < rows; r++) {
-        double s = 0;
-        for (int64_t j = 0; j < valid; j++) s += exp(x[r * Vp + j] - lse[r]);
-        sums[r] = (float)s;
-        int64_t t = (int64_t)tg[r] - p->lo;
-        sums[rows + r] = tg[r] >= 0 && t >= 0 && t < valid ? x[r * Vp + t] : 0.0f;
-    }
+    mt_pool_run(env->pool, rows, grain, range_sums, &job);
     if (!comm_ok(env, mt_psum(env->ctx, p->vp_axes, sums, (size_t)(2 * rows)))) return;
     double loss = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -68,23 +118,39 @@ void mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c) {
     F32(c->out)[0] = (float)(p->scale * loss);
 }
 
+/* d (n) += k · exp(x (n) - l). restrict parameters: gcc vectorises the
+ * exponentials only when it knows the rows do not overlap (5x here). */
+static void row_softmax_add(float *restrict d, const float *restrict x, int64_t n, float k,
+                            float l) {
+    MT_VEC_FOR(j, n, d[j] += k * exp_f(x[j] - l));
+}
+
 /* dlogits (rows, Vp) (+)= dloss · scale · (softmax - onehot(target)) over
- * this block's columns; padding and rows without a target get 0. */
-void mt__run_ce_bwd_vp(const mt_op_env *env, const mt_op_call *c) {
-    (void)env;
+ * this block's columns, for rows [r0, r1); padding and rows without a target
+ * get 0. */
+static void range_bwd(void *arg, int64_t r0, int64_t r1, int w) {
+    (void)w;
+    const vp_job *job = arg;
+    const mt_op_call *c = job->c;
     const mt_ce_params *p = &c->p.ce;
-    const int64_t rows = p->rows, Vp = p->Vp, valid = valid_columns(p);
+    const int64_t Vp = p->Vp, valid = job->valid;
     float *d = F32(c->out);
     const float *x = F32(c->in[1]), *lse = F32(c->in[2]);
     const int32_t *tg = I32(c->in[3]);
     const float k = F32(c->in[0])[0] * p->scale;
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         float *dr = d + r * Vp;
         const float *xr = x + r * Vp;
         if (!c->acc) memset(dr, 0, (size_t)Vp * sizeof *dr);
         if (tg[r] < 0) continue;
-        for (int64_t j = 0; j < valid; j++) dr[j] += k * expf(xr[j] - lse[r]);
+        row_softmax_add(dr, xr, valid, k, lse[r]);
         int64_t t = (int64_t)tg[r] - p->lo;
         if (t >= 0 && t < valid) dr[t] -= k;
     }
+}
+
+void mt__run_ce_bwd_vp(const mt_op_env *env, const mt_op_call *c) {
+    vp_job job = {c, valid_columns(&c->p.ce), NULL};
+    mt_pool_run(env->pool, c->p.ce.rows, 1 + 16384 / (c->p.ce.Vp > 0 ? c->p.ce.Vp : 1),
+                range_bwd, &job);
 }

@@ -43,6 +43,7 @@ typedef struct {
     uint32_t       gather_axes;      /* opts->gather_axes */
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
     uint32_t       seq_axes;         /* opts->sequence_axes */
+    bool           coll_matmul;      /* opts->collective_matmul (with seq_axes) */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
@@ -387,9 +388,20 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     }
     if (s != MT_OK)
         return fail(p, s, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
+    /* collective matmul: a linear's rows gathered by sequence parallelism
+     * (its only move of x) go into the product's ring instead */
+    const mt_move *ring_gather = NULL;
+    int x_moves = 0;
+    for (int k = 0; k < res.n_moves; k++) x_moves += res.moves[k].operand == 0;
     int m = 0;
     for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
         const mt_move *mv = &res.moves[m];
+        if (p->coll_matmul && c->op == MT_OP_LINEAR && mv->operand == 0 && x_moves == 1 &&
+            sequence_gather(p, mv, vary[0])) {
+            ring_gather = mv;            /* x stays this device's rows; its vary too */
+            in_types[0] = mv->after;
+            continue;
+        }
         in[mv->operand] = apply_move(p, in[mv->operand], mv, vary[mv->operand]);
         in_types[mv->operand] = mv->after;
         vary[mv->operand] = vary_after(p, vary[mv->operand], mv);
@@ -420,9 +432,29 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     for (int k = 0; k < c->n_in; k++) all |= vary[k];
     for (int k = 0; k < c->n_in; k++)
         if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
-    mt_tensor *out = rebuild(p, c, in, in_types, inside);
+    /* collective matmul: sequence parallelism's reduce-scatter of a linear's
+     * partial sums (before its late bias) runs in the product's ring */
+    mt_move ring_scatter;
+    bool scatter_in_ring = p->coll_matmul && c->op == MT_OP_LINEAR && c->n_in == 2 &&
+                           !ring_gather && m == res.n_moves - 1 &&
+                           res.moves[m].kind == MT_MOVE_ALL_REDUCE &&
+                           sequence_scatter(p, &res.moves[m].before, res.moves[m].axes,
+                                            &ring_scatter);
+    mt_tensor *out;
+    if (ring_gather)
+        out = mt_graph_all_gather_linear(p->lg, in[0], in[1], c->n_in > 2 ? in[2] : NULL,
+                                         axes_of(p->mesh, ring_gather->axes), ring_gather->dim);
+    else if (scatter_in_ring)
+        out = mt_graph_linear_reduce_scatter(p->lg, in[0], in[1],
+                                             axes_of(p->mesh, ring_scatter.axes), ring_scatter.dim);
+    else
+        out = rebuild(p, c, in, in_types, inside);
     if (!out) return local_failed(p, name);
     mt_type ty = res.result;
+    if (scatter_in_ring) {
+        ty = ring_scatter.after;
+        m = res.n_moves;
+    }
     /* an op that all-reduces inside gives the same result over those axes */
     uint32_t out_vary = ((all & ~inside) | split_axes(&ty) | ty.sharding.partial_axes);
     for (; m < res.n_moves; m++) {
@@ -519,6 +551,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
                      .seq_axes = opts ? opts->sequence_axes : 0,
+                     .coll_matmul = opts && opts->sequence_axes && opts->collective_matmul,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);

@@ -92,6 +92,8 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
                            "which does not divide it; pick T a multiple of %lld", c->T,
                            (long long)parts_of(mesh, tensor), (long long)parts_of(mesh, tensor));
         opts->sequence_axes = tensor;
+        opts->collective_matmul = c->collective_matmul > 0 ||
+                                  (c->collective_matmul == 0 && MT_COLLECTIVE_MATMUL_DEFAULT);
     }
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 gathers them as a value that counts once, so that
