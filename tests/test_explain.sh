@@ -168,7 +168,7 @@ fi
 # the two row-parallel biases, all-reduced (8 x 128 bytes):
 # 13*4096 + 384 + 8*128 = 54656 bytes in 22 collectives; no all-reduce of
 # activations is left in the forward
-timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --json >out.txt 2>err.txt
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --collective-matmul off --json >out.txt 2>err.txt
 if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes": 54656}' out.txt &&
    [ "$(grep -c '"phase": "F", "op": "psum_scatter"' out.txt)" -eq 3 ] &&
    [ "$(grep -c '"phase": "F", "op": "all_gather"' out.txt)" -eq 3 ] &&
@@ -176,6 +176,21 @@ if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes
     ok "model: tensor=2 --sequence-parallel scatters and gathers the rows"
 else
     bad "model: tensor=2 --sequence-parallel scatters and gathers the rows" "$(grep -c psum out.txt) psums: $(grep communication out.txt)"
+fi
+# with collective matmul (the default): the same communication, but the
+# gathers before q, k, v and fc and the reduce-scatters after attention's
+# and the MLP's projections run inside those products' rings (the LM head's
+# gather, a matmul, and the embedding's reduce-scatter stay apart), as do
+# their transposes in the backward
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --json >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes": 54656}' out.txt &&
+   [ "$(grep -c '"phase": "F", "op": "ag_linear"' out.txt)" -eq 2 ] &&
+   [ "$(grep -c '"phase": "F", "op": "linear_rs".*"type": "f32\[4,8@tensor,32\]"' out.txt)" -eq 2 ] &&
+   [ "$(grep -c '"phase": "B", "op": "ag_linear"' out.txt)" -eq 2 ] &&
+   [ "$(grep -c '"phase": "B", "op": "linear_rs"' out.txt)" -eq 2 ]; then
+    ok "model: tensor=2 --sequence-parallel runs collective matmuls"
+else
+    bad "model: tensor=2 --sequence-parallel runs collective matmuls" "$(grep -E 'ag_linear|linear_rs' out.txt)"
 fi
 timeout 60 "$BIN" explain "${GPT[@]}" --mesh data=2 --sequence-parallel >out.txt 2>err.txt
 if [ $? -eq 1 ] && grep -q "no tensor axis" err.txt; then

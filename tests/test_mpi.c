@@ -449,12 +449,15 @@ static void dp_trainer_case(void) {
         mt_train_config c = mesh_config(model, path);
         /* data parallel over all ranks; with 2 ranks FSDP and tensor parallel
          * too; with 4, data × tensor */
-        char meshes[3][32];
+        char meshes[4][32];
         int n_meshes = 1;
         snprintf(meshes[0], sizeof meshes[0], "data=%d", world_size);
         if (world_size == 2) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "fsdp=2");
             snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2");
+            /* the GPT also with sequence parallelism and collective matmuls
+             * (their rings of ppermutes between ranks) */
+            if (model == 1) snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2 sp");
         } else if (world_size == 4) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "data=2,tensor=2");
         }
@@ -466,7 +469,12 @@ static void dp_trainer_case(void) {
         for (int k = 0; k < n_meshes; k++) {
             float ln[DP_STEPS], *pn = NULL;
             int64_t nn = 0;
+            char *sp = strstr(meshes[k], " sp");
+            c.sequence_parallel = sp != NULL;
+            c.collective_matmul = sp ? 1 : 0;
+            if (sp) *sp = '\0';
             bool ok = dp_train(c, meshes[k], ln, &pn, &nn) && ok1;
+            if (sp) *sp = ' ';
             if (!ok) fprintf(stderr, "  [rank %d] %s: %s %s\n", world_rank, meshes[k], msg,
                              mt_errmsg());
             double wl = 0, wp = 0;

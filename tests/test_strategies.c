@@ -121,7 +121,11 @@ MT_TEST(gpt_layouts_equal_one_device) {
         {"tensor=2", 0, true}, {"tensor=4", 0, true}, {"data=2,tensor=2", 0, true},
         {"data=2,fsdp=2,tensor=2", 0, true}, {NULL, 0, false}};
     c.sequence_parallel = true;
+    c.collective_matmul = -1;
     check_layouts(c, "gpt", sequence);
+    /* and its collectives inside the products' rings (collective matmul) */
+    c.collective_matmul = 1;
+    check_layouts(c, "gpt collective-matmul", sequence);
     unlink(path);
 }
 

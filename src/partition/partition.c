@@ -453,6 +453,7 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     mt_type ty = res.result;
     if (scatter_in_ring) {
         ty = ring_scatter.after;
+        out->sharding = ty.sharding;   /* its type, for listings (explain) */
         m = res.n_moves;
     }
     /* an op that all-reduces inside gives the same result over those axes */
