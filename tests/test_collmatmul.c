@@ -206,12 +206,12 @@ static mt_status check_nodes(const spec *sp, const net *f) {
     return MT_OK;
 }
 
-/* The program listing (explain) counts the forward ring as the collective it
- * replaces, with nccl-tests' size: the all-gather's output, P·numel(x)
- * floats, or the reduce-scatter's input, P·numel(out). */
+/* The program listing (explain) counts the forward ring as a collective of
+ * the bytes its P-1 ppermutes carry, one chunk each: (P-1)·numel(x) floats
+ * (the all-gather it replaces) or (P-1)·numel(out) (the reduce-scatter). */
 static mt_status check_listing(const spec *sp, const net *f, int P) {
     const char *want = sp->op == OP_AG ? "ag_linear" : "linear_rs";
-    double bytes = 4.0 * P * (double)mt_tensor_numel(sp->op == OP_AG ? f->x : f->y);
+    double bytes = 4.0 * (P - 1) * (double)mt_tensor_numel(sp->op == OP_AG ? f->x : f->y);
     for (int i = 0; i < mt_graph_n_nodes(f->g); i++) {
         mt_node_info info;
         DEV_OK(mt_graph_node(f->g, i, &info));

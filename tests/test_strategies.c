@@ -202,6 +202,42 @@ MT_TEST(gpt_tensor_parallel_divides_the_layer_weights) {
     unlink(path);
 }
 
+/* FSDP frees each gathered parameter after its forward use and gathers it
+ * again in the backward: on a GPT whose parameters dwarf its activations
+ * (C=256, 4 blocks of 0.79M parameters, 8 tokens a device), a device holds
+ * 1/n of the parameter, gradient and optimizer bytes, and its activations
+ * and temporaries exceed one device's (the same tokens, nothing gathered) by
+ * at most the gathered parameters of two blocks, where keeping every
+ * gathered copy for the step would add all four. */
+MT_TEST(fsdp_holds_one_layer_of_gathered_parameters) {
+    char path[] = "/tmp/mt_test_strategies_XXXXXX";
+    mt_test_write_text(path);
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
+    c.gpt = (mt_gpt_config){.L = 4, .C = 256, .NH = 4, .maxT = 8, .V = 0, .Vp = 0};
+    c.T = 8;
+    const size_t block = (size_t)(12 * 256 * 256 + 13 * 256) * 4;
+    for (int n = 2; n <= 4; n *= 2) {
+        c.B = 2;   /* per device */
+        mt_memory_report one = memory_of(c, NULL, 0);
+        c.B = 2 * n;
+        char mesh[32];
+        snprintf(mesh, sizeof mesh, "fsdp=%d", n);
+        mt_memory_report f = memory_of(c, mesh, 0);
+        MT_CHECK(f.parameters <= one.parameters / (size_t)n + 4096 &&
+                 f.optimizer <= one.optimizer / (size_t)n + 8192,
+                 "%s: %zu bytes of parameters, %zu of optimizer state, want 1/%d of %zu, %zu",
+                 mesh, f.parameters, f.optimizer, n, one.parameters, one.optimizer);
+        size_t extra = f.activations + f.temporary - (one.activations + one.temporary);
+        fprintf(stderr, "  %s: activations and temporaries %.2f MiB, one device's %.2f MiB, "
+                "a block's parameters %.2f MiB\n", mesh, (f.activations + f.temporary) / 1048576.0,
+                (one.activations + one.temporary) / 1048576.0, block / 1048576.0);
+        MT_CHECK(f.activations + f.temporary <= one.activations + one.temporary + 2 * block,
+                 "%s holds %zu bytes more activations and temporaries than one device, more "
+                 "than two blocks' gathered parameters (%zu)", mesh, extra, 2 * block);
+    }
+    unlink(path);
+}
+
 MT_TEST(trainer_refuses_bad_layouts) {
     mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     mt_trainer *tr = NULL;

@@ -51,6 +51,14 @@ typedef struct {
      * chunk at a time, each transfer in flight while the previous chunk's
      * product runs. The same run up to rounding. */
     bool          collective_matmul;
+    /* FSDP's memory saving (PyTorch FSDP's reshard_after_forward, ZeRO-3): a
+     * parameter gathered over gather_axes (not gather_allreduce_axes) is
+     * freed after its forward use and gathered again in the backward, just
+     * before its first backward reader, so that the gathered parameters of
+     * about one layer are alive at a time rather than all of them for the
+     * whole step; it costs one more all-gather per parameter and step.
+     * false: the gathered copies are kept from forward to backward. */
+    bool          reshard_after_forward;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

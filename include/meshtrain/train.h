@@ -65,8 +65,9 @@ typedef struct {
      * optimizer state replicated, gradients all-reduced); 1 parameters and
      * AdamW state stored split over data, gradients all-reduced and sliced,
      * the parameters gathered back for use; 2 the same with the gradients
-     * reduce-scattered; 3 the same as 2 here (the gathered parameters are
-     * kept for the step, as fsdp does). Needs a data axis of 2 or more. */
+     * reduce-scattered; 3 the same as 2, with the gathered parameters freed
+     * after the forward and gathered again in the backward, as fsdp does.
+     * Needs a data axis of 2 or more. */
     int               zero;
     /* Sequence parallelism over the mesh's tensor axis (partition.h,
      * sequence_axes): the layernorms and residual adds run on T/n rows,

@@ -17,6 +17,8 @@
 #include "graph/graph_impl.h"
 
 #include <assert.h>
+#include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
@@ -106,6 +108,58 @@ static void mark(mt_tensor *t, bool *on_path) {
     for (; t; t = t->view_of) on_path[t->id] = true;
 }
 
+/* FSDP's re-gather: every forward all-gather whose output is marked
+ * `regather` (a parameter gathered whole from its shards) runs again in the
+ * backward, just before the first backward node that reads its output, and
+ * those nodes read the new copy. The forward copy then dies at its last
+ * forward reader and the plan reuses its bytes; the backward copy lives from
+ * the re-gather to its last reader: the gathered parameters of about one
+ * layer are alive at a time, instead of all of them for the whole step. */
+static void regather_params(mt_graph *g) {
+    const int n_fwd = g->n_forward;
+    for (int i = 0; i < n_fwd && g->status == MT_OK; i++) {
+        const mt_op_call f = g->nodes[i].call;   /* copy: appending moves the array */
+        if (!f.out->regather) continue;
+        /* the first backward reader, in run order (B, then W) */
+        int first = -1, at = -1;
+        mt_phase phase = MT_PHASE_B;
+        for (int ph = 0; ph < 2 && first < 0; ph++) {
+            const int *order = ph == 0 ? g->order_b : g->order_w;
+            const int n = ph == 0 ? g->n_b : g->n_w;
+            for (int j = 0; j < n && first < 0; j++) {
+                const mt_op_call *c = &g->nodes[order[j]].call;
+                for (int k = 0; k < c->n_in; k++)
+                    if (c->in[k] == f.out) { first = order[j]; at = j; }
+            }
+            if (first >= 0) phase = ph == 0 ? MT_PHASE_B : MT_PHASE_W;
+        }
+        if (first < 0) continue;
+        char name[MT_MAX_NAME];
+        snprintf(name, sizeof name, "regather(%.*s)", MT_MAX_NAME - 12, f.out->name);
+        mt_tensor *copy = mt__tensor_new(g, name, f.out->dtype, MT_AUX, f.out->ndim, f.out->shape);
+        if (!copy) return;
+        copy->sharding = f.out->sharding;
+        /* every backward reader reads the copy */
+        for (int j = n_fwd; j < g->n_nodes; j++) {
+            mt_op_call *c = &g->nodes[j].call;
+            for (int k = 0; k < c->n_in; k++)
+                if (c->in[k] == f.out) c->in[k] = copy;
+        }
+        mt_op_call again = f;
+        again.out = copy;
+        again.p.coll.async = false;
+        mt_node node = {.call = again, .phase = phase};
+        append(g, &node);
+        if (g->status != MT_OK) return;
+        /* moved from the end of its phase's order to just before the reader */
+        int *order = phase == MT_PHASE_B ? g->order_b : g->order_w;
+        const int n = phase == MT_PHASE_B ? g->n_b : g->n_w;
+        const int idx = order[n - 1];
+        memmove(order + at + 1, order + at, (size_t)(n - 1 - at) * sizeof *order);
+        order[at] = idx;
+    }
+}
+
 mt_status mt__autodiff(mt_graph *g) {
     int n_fwd = g->n_forward;
     if (!g->loss->needs_grad)
@@ -135,6 +189,7 @@ mt_status mt__autodiff(mt_graph *g) {
         rule(g, &fwd);
     }
     free(on_path);
+    if (g->status == MT_OK) regather_params(g);
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     return MT_OK;
 }

@@ -39,14 +39,15 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
         const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
         info->bytes = (double)mt__tensor_bytes(t);
     }
-    /* a collective matmul moves its operand around the ring: counted as the
-     * all-gather's output (ag_linear) or the reduce-scatter's input
-     * (linear_rs) it replaces */
+    /* a collective matmul moves its operand around the ring: P-1 ppermutes
+     * of one chunk each, what its trace shows (the all-gather or
+     * reduce-scatter it replaces moves as much, but nccl's size counts the
+     * device's own chunk too: P chunks) */
     if (c->op == MT_OP_AG_LINEAR || c->op == MT_OP_LINEAR_RS) {
         const mt_cm_params *p = &c->p.cm;
         info->collective = true;
         info->axes = p->axes;
-        info->bytes = 4.0 * p->P * (double)p->outer * (double)p->R *
+        info->bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
                       (double)(c->op == MT_OP_AG_LINEAR ? p->K : p->N);
     }
     /* the vocabulary-parallel loss all-reduces its row statistics inside:

@@ -160,6 +160,11 @@ static bool contiguous_scatter(const mt_op_call *c) {
     return outer == 1;
 }
 
+/* Reductions in flight at once in W (see plan_deferred). Four hide the
+ * all-reduces of data parallelism as well as sixteen did on the v50k GPT
+ * (bench_dp) and bound the gradients held for them. */
+#define MT_DEFER_WINDOW 4
+
 static bool deferrable(const mt_node *n) {
     const mt_op_call *c = &n->call;
     /* the op first: p.coll is only the parameters of collectives */
@@ -190,6 +195,20 @@ static mt_status plan_deferred(mt_graph *g) {
             if (touched[k]) next[mt__storage_root(touched[k])->id] = j;
     }
     free(next);
+    /* at most MT_DEFER_WINDOW reductions in flight: each completes before
+     * the one that many later starts, so that the gradients waiting on the
+     * wire (whole-size ones, for FSDP's reduce-scatters) stay a few layers'
+     * worth, not the whole model's */
+    int window[MT_DEFER_WINDOW], n_seen = 0;
+    for (int j = 0; j < g->n_w; j++) {
+        mt_node *n = &g->nodes[g->order_w[j]];
+        if (n->defer_until < 0) continue;
+        if (n_seen >= MT_DEFER_WINDOW) {
+            mt_node *old = &g->nodes[g->order_w[window[n_seen % MT_DEFER_WINDOW]]];
+            if (old->defer_until > j) old->defer_until = j;
+        }
+        window[n_seen++ % MT_DEFER_WINDOW] = j;
+    }
     /* a deferred psum_scatter reduces into a buffer of its own (its input
      * cannot hold the result: the blocks it sends are still being read) */
     int64_t floats = 0;

@@ -35,6 +35,7 @@ typedef struct {
     uint32_t   vary;         /* mesh axes over which the local value differs */
     mt_tensor *pvaried;      /* local after a pvary over pvary_axes (cached) */
     uint32_t   pvary_axes;
+    bool       to_gather;    /* a stored-split parameter not yet gathered (FSDP) */
 } slot;
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
     uint32_t       seq_axes;         /* opts->sequence_axes */
     bool           coll_matmul;      /* opts->collective_matmul (with seq_axes) */
+    bool           regather;         /* opts->reshard_after_forward */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;
@@ -189,6 +191,10 @@ static mt_status gather_param(partitioner *p, mt_tensor *t) {
             y->sharding = sl->type.sharding;
             name_after(y, "all-gather", sl->local);
             if (invariant) sl->vary &= ~ax;
+            /* FSDP: the backward gathers it again (the last gather of the
+             * parameter's dims: the whole value) */
+            y->regather = p->regather && !invariant;
+            if (x != sl->local) x->regather = false;
         }
         x = y;
     }
@@ -198,6 +204,7 @@ static mt_status gather_param(partitioner *p, mt_tensor *t) {
 }
 
 static mt_status make_slot(partitioner *p, mt_tensor *t);
+static mt_status use_slot(partitioner *p, mt_tensor *t);
 
 static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     slot *sl = &p->slots[t->id];
@@ -229,12 +236,13 @@ static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     if (!sl->local) return local_failed(p, t->name);
     sl->local->sharding = t->sharding;
     sl->vary = split_axes(&sl->type);
-    if (t->kind == MT_PARAM && (split_axes(&sl->type) & p->gather_axes)) return gather_param(p, t);
+    /* gathered at its first use (one layer's parameters at a time), not here */
+    sl->to_gather = t->kind == MT_PARAM && (split_axes(&sl->type) & p->gather_axes);
     return MT_OK;
 }
 
 static mt_status make_view(partitioner *p, mt_tensor *t) {
-    mt_status s = make_slot(p, t->view_of);
+    mt_status s = use_slot(p, t->view_of);
     if (s != MT_OK) return s;
     slot *src = &p->slots[t->view_of->id], *sl = &p->slots[t->id];
     mt_shard_result res;
@@ -262,6 +270,15 @@ static mt_status make_view(partitioner *p, mt_tensor *t) {
 static mt_status make_slot(partitioner *p, mt_tensor *t) {
     if (p->slots[t->id].local) return MT_OK;
     return t->view_of ? make_view(p, t) : make_leaf(p, t);
+}
+
+/* The slot of a tensor an op reads: made, and a stored-split parameter
+ * gathered whole, just before its first reader. */
+static mt_status use_slot(partitioner *p, mt_tensor *t) {
+    mt_status s = make_slot(p, t);
+    if (s != MT_OK || !p->slots[t->id].to_gather) return s;
+    p->slots[t->id].to_gather = false;
+    return gather_param(p, t);
 }
 
 /* ---- nodes ------------------------------------------------------------------ */
@@ -369,7 +386,7 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     uint32_t vary[MT_MAX_INPUTS] = {0};
     mt_status s;
     for (int k = 0; k < c->n_in; k++) {
-        if ((s = make_slot(p, c->in[k])) != MT_OK) return s;
+        if ((s = use_slot(p, c->in[k])) != MT_OK) return s;
         const slot *sl = &p->slots[c->in[k]->id];
         in_types[k] = sl->type;
         in[k] = sl->local;
@@ -553,6 +570,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
                      .seq_axes = opts ? opts->sequence_axes : 0,
                      .coll_matmul = opts && opts->sequence_axes && opts->collective_matmul,
+                     .regather = opts && opts->reshard_after_forward,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);
@@ -577,7 +595,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     for (int i = 0; i < global->n_params && s == MT_OK; i++) s = make_slot(&p, global->params[i]);
     for (int i = 0; i < global->n_forward && s == MT_OK; i++)
         s = partition_node(&p, &global->nodes[i].call);
-    if (s == MT_OK) s = make_slot(&p, loss);   /* a loss that is a leaf or a view */
+    if (s == MT_OK) s = use_slot(&p, loss);   /* a loss that is a leaf or a view */
     if (s != MT_OK) goto out;
     slot *ls = &p.slots[loss->id];
     mt_tensor *l = ls->local;

@@ -37,6 +37,10 @@ struct mt_tensor {
     bool           data_dep;               /* depends on an input (else params/consts only) */
     bool           needs_grad;             /* a gradient flows back to it */
     int            grad_emitted;           /* contributions to its gradient emitted so far */
+    /* the output of a forward all-gather of a parameter shard that the
+     * backward gathers again rather than keep (FSDP, ZeRO-3): autodiff
+     * re-runs the gather before its first backward reader */
+    bool           regather;
     /* graph: buffer planning (execution-order interval, arena placement) */
     int            first_use, last_use;
     bool           in_arena;

@@ -105,6 +105,9 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
         s = shard_fsdp(g, mesh, stored);
         opts->gather_axes = stored;
         if (c->zero == 1) opts->gather_allreduce_axes = data;
+        /* fsdp and ZeRO-3 free the gathered parameters after the forward and
+         * gather them again in the backward; ZeRO-1/2 keep them */
+        opts->reshard_after_forward = (stored & fsdp) || c->zero == 3;
     }
     return s;
 }
