@@ -177,14 +177,14 @@ if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes
 else
     bad "model: tensor=2 --sequence-parallel scatters and gathers the rows" "$(grep -c psum out.txt) psums: $(grep communication out.txt)"
 fi
-# with collective matmul (the default): the gathers before q, k, v and fc
+# with collective matmul: the gathers before q, k, v and fc
 # and the reduce-scatters after attention's and the MLP's projections run
 # inside those products' rings (the LM head's gather, a matmul, and the
 # embedding's reduce-scatter stay apart), as do their transposes in the
 # backward. A ring of 2 devices is one ppermute of one chunk (2048 bytes),
 # counted as sent, not as nccl's size (4096, the device's own chunk too):
 # 54656 - 8 x 2048 = 38272 bytes
-timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --json >out.txt 2>err.txt
+timeout 60 "$BIN" explain "${GPT[@]}" --mesh tensor=2 --sequence-parallel --collective-matmul on --json >out.txt 2>err.txt
 if [ $? -eq 0 ] && grep -q '"communication_per_step": {"collectives": 22, "bytes": 38272}' out.txt &&
    [ "$(grep -c '"phase": "F", "op": "ag_linear"' out.txt)" -eq 2 ] &&
    [ "$(grep -c '"phase": "F", "op": "linear_rs".*"type": "f32\[4,8@tensor,32\]"' out.txt)" -eq 2 ] &&

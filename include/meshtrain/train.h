@@ -23,10 +23,11 @@ typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_mode
 const char *mt_model_name(mt_model_kind kind);
 
 /* Whether sequence parallelism runs its collectives as collective matmuls
- * when mt_train_config.collective_matmul is 0 (see bench/bench_dp.c: on the
- * threads transport of a 2-core machine the ring's copies compete with the
- * products for the same cores). */
-#define MT_COLLECTIVE_MATMUL_DEFAULT 1
+ * when mt_train_config.collective_matmul is 0: off, because bench_dp's c768
+ * rows measured tp2-sp-cm at 0.92x of tp2-sp on the threads transport of a
+ * 2-core machine (2026-11-30), where no core is free to move the ring's
+ * chunks while both compute. */
+#define MT_COLLECTIVE_MATMUL_DEFAULT 0
 
 typedef struct {
     mt_model_kind   model;
