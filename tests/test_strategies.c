@@ -19,6 +19,7 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "train_helpers.h"
+#include "graph/graph_impl.h"   /* the plan's deferred gathers */
 
 #include <unistd.h>
 
@@ -235,6 +236,43 @@ MT_TEST(fsdp_holds_one_layer_of_gathered_parameters) {
                  "%s holds %zu bytes more activations and temporaries than one device, more "
                  "than two blocks' gathered parameters (%zu)", mesh, extra, 2 * block);
     }
+    unlink(path);
+}
+
+/* FSDP prefetches: each parameter's gather is issued one parameter ahead,
+ * in the forward and again (the re-gather) in the backward, and runs
+ * asynchronously under the work before its first reader: in device 0's
+ * program (the GPT on fsdp=2) the plan defers the gathers of whole blocks
+ * (dim 0 split), each completing at a later position than the one it
+ * starts at, with work between. */
+MT_TEST(fsdp_prefetches_the_gathers) {
+    char path[] = "/tmp/mt_test_strategies_XXXXXX";
+    mt_test_write_text(path);
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
+    c.mesh = "fsdp=2";
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_graph *g = mt_trainer_graph(tr);
+    int deferred[2] = {0}, overlapped[2] = {0}, regathers = 0;
+    for (int ph = 0; ph < 2; ph++) {
+        int n = ph == 0 ? g->n_forward : g->n_b;
+        for (int j = 0; j < n; j++) {
+            const mt_node *nd = &g->nodes[ph == 0 ? j : g->order_b[j]];
+            if (nd->call.op != MT_OP_ALL_GATHER) continue;
+            if (ph == 1) regathers += strncmp(nd->call.out->name, "regather(", 9) == 0;
+            if (nd->defer_until < 0) continue;
+            deferred[ph]++;
+            overlapped[ph] += nd->defer_until > j + 1;
+        }
+    }
+    fprintf(stderr, "  fsdp=2: forward %d gathers deferred (%d with work under them); backward "
+            "%d re-gathers, %d deferred (%d)\n", deferred[0], overlapped[0], regathers,
+            deferred[1], overlapped[1]);
+    MT_CHECK(deferred[0] >= 4 && overlapped[0] >= 4, "forward: %d gathers deferred, %d with work "
+             "under them", deferred[0], overlapped[0]);
+    MT_CHECK(regathers >= 4 && deferred[1] >= 4 && overlapped[1] >= 4, "backward: %d re-gathers, "
+             "%d deferred, %d with work under them", regathers, deferred[1], overlapped[1]);
+    mt_trainer_free(tr);
     unlink(path);
 }
 

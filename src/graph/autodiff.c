@@ -110,34 +110,72 @@ static void mark(mt_tensor *t, bool *on_path) {
 
 /* FSDP's re-gather: every forward all-gather whose output is marked
  * `regather` (a parameter gathered whole from its shards) runs again in the
- * backward, just before the first backward node that reads its output, and
- * those nodes read the new copy. The forward copy then dies at its last
- * forward reader and the plan reuses its bytes; the backward copy lives from
- * the re-gather to its last reader: the gathered parameters of about one
- * layer are alive at a time, instead of all of them for the whole step. */
+ * backward, and the backward nodes that read its output read the new copy.
+ * The forward copy then dies at its last forward reader and the plan reuses
+ * its bytes; the backward copy lives from the re-gather to its last reader.
+ * Each re-gather is prefetched: placed before the first reader of the one
+ * before it (in the backward's order; the first one just before its own
+ * reader), and marked async, so that the executor starts it there and it
+ * travels under that parameter's work (plan.c, exec.c). About two layers'
+ * gathered parameters are alive at a time, instead of all of them. */
+typedef struct {
+    int     clone;     /* node index of the re-gather */
+    mt_phase phase;    /* of its first reader */
+    int     at;        /* the first reader's position in its phase's order */
+    int     before;    /* where the re-gather goes: before this position */
+} regather_site;
+
+static int by_site(const void *a, const void *b) {
+    const regather_site *x = a, *y = b;
+    if (x->phase != y->phase) return x->phase < y->phase ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* Rebuilds a phase's order with the re-gathers of `sites` (sorted) put
+ * before their positions; the order holds `n_old` original entries, then
+ * the re-gathers appended at its end. */
+static mt_status place_regathers(mt_graph *g, int *order, int n_old, int n_all,
+                                 const regather_site *sites, int n_sites, mt_phase phase) {
+    int *placed = malloc((size_t)n_all * sizeof *placed);
+    if (!placed) return mt_fail(MT_ENOMEM, "out of memory placing the re-gathers");
+    int k = 0, out = 0;
+    while (k < n_sites && sites[k].phase != phase) k++;
+    for (int j = 0; j < n_old; j++) {
+        for (int q = k; q < n_sites && sites[q].phase == phase; q++)
+            if (sites[q].before == j) placed[out++] = sites[q].clone;
+        placed[out++] = order[j];
+    }
+    memcpy(order, placed, (size_t)out * sizeof *order);
+    free(placed);
+    (void)g;
+    return out == n_all ? MT_OK : mt_fail(MT_EINTERNAL, "placing the re-gathers lost nodes");
+}
+
 static void regather_params(mt_graph *g) {
-    const int n_fwd = g->n_forward;
+    const int n_fwd = g->n_forward, n_b0 = g->n_b, n_w0 = g->n_w;
+    regather_site *sites = NULL;
+    int n_sites = 0;
     for (int i = 0; i < n_fwd && g->status == MT_OK; i++) {
         const mt_op_call f = g->nodes[i].call;   /* copy: appending moves the array */
         if (!f.out->regather) continue;
         /* the first backward reader, in run order (B, then W) */
-        int first = -1, at = -1;
+        int at = -1;
         mt_phase phase = MT_PHASE_B;
-        for (int ph = 0; ph < 2 && first < 0; ph++) {
+        for (int ph = 0; ph < 2 && at < 0; ph++) {
             const int *order = ph == 0 ? g->order_b : g->order_w;
-            const int n = ph == 0 ? g->n_b : g->n_w;
-            for (int j = 0; j < n && first < 0; j++) {
+            const int n = ph == 0 ? n_b0 : n_w0;
+            for (int j = 0; j < n && at < 0; j++) {
                 const mt_op_call *c = &g->nodes[order[j]].call;
                 for (int k = 0; k < c->n_in; k++)
-                    if (c->in[k] == f.out) { first = order[j]; at = j; }
+                    if (c->in[k] == f.out) at = j;
             }
-            if (first >= 0) phase = ph == 0 ? MT_PHASE_B : MT_PHASE_W;
+            if (at >= 0) phase = ph == 0 ? MT_PHASE_B : MT_PHASE_W;
         }
-        if (first < 0) continue;
+        if (at < 0) continue;
         char name[MT_MAX_NAME];
         snprintf(name, sizeof name, "regather(%.*s)", MT_MAX_NAME - 12, f.out->name);
         mt_tensor *copy = mt__tensor_new(g, name, f.out->dtype, MT_AUX, f.out->ndim, f.out->shape);
-        if (!copy) return;
+        if (!copy) break;
         copy->sharding = f.out->sharding;
         /* every backward reader reads the copy */
         for (int j = n_fwd; j < g->n_nodes; j++) {
@@ -147,17 +185,24 @@ static void regather_params(mt_graph *g) {
         }
         mt_op_call again = f;
         again.out = copy;
-        again.p.coll.async = false;
+        again.p.coll.async = true;   /* prefetched: the plan defers it where it can */
         mt_node node = {.call = again, .phase = phase};
-        append(g, &node);
-        if (g->status != MT_OK) return;
-        /* moved from the end of its phase's order to just before the reader */
-        int *order = phase == MT_PHASE_B ? g->order_b : g->order_w;
-        const int n = phase == MT_PHASE_B ? g->n_b : g->n_w;
-        const int idx = order[n - 1];
-        memmove(order + at + 1, order + at, (size_t)(n - 1 - at) * sizeof *order);
-        order[at] = idx;
+        append(g, &node);             /* at the end of its phase's order, for now */
+        regather_site *grown = realloc(sites, (size_t)(n_sites + 1) * sizeof *sites);
+        if (!grown) { mt__graph_error(g, MT_ENOMEM, "out of memory for the re-gathers"); break; }
+        sites = grown;
+        sites[n_sites++] = (regather_site){g->n_nodes - 1, phase, at, at};
     }
+    if (g->status == MT_OK && n_sites) {
+        qsort(sites, (size_t)n_sites, sizeof *sites, by_site);
+        for (int k = 1; k < n_sites; k++)   /* one parameter ahead */
+            if (sites[k].phase == sites[k - 1].phase) sites[k].before = sites[k - 1].at;
+        mt_status s = place_regathers(g, g->order_b, n_b0, g->n_b, sites, n_sites, MT_PHASE_B);
+        if (s == MT_OK)
+            s = place_regathers(g, g->order_w, n_w0, g->n_w, sites, n_sites, MT_PHASE_W);
+        if (s != MT_OK) mt__graph_error(g, s, "%s", mt_errmsg());
+    }
+    free(sites);
 }
 
 mt_status mt__autodiff(mt_graph *g) {

@@ -14,8 +14,11 @@
  * touches its input or output (node->defer_until, from the plan), when
  * MT_MAX_PENDING are in flight and another starts (the oldest first), and at
  * the end of W, in start order. Each gradient is its own request ("bucket");
- * small ones run at their wait on comm's latency path. Nothing is left in
- * flight when backward_w returns, whether it succeeds or fails.
+ * small ones run at their wait on comm's latency path. In F and B, FSDP's
+ * parameter gathers marked async (issued one parameter ahead: prefetched)
+ * run the same way, straight into their outputs, completing before their
+ * first reader. Nothing is left in flight when a phase returns, whether it
+ * succeeds or fails.
  *
  * With a device (g->ctx) the phases are regions on its trace track
  * ("forward", "backward B", "backward W"; no-ops unless the launch traces),
@@ -81,7 +84,7 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
 }
 
 /* ======================================================================== */
-/* Deferred reductions (W)                                                   */
+/* Deferred collectives (W's reductions, F's and B's prefetched gathers)     */
 /* ======================================================================== */
 
 /* Completes the oldest `k` reductions in flight, in start order: waits for
@@ -108,6 +111,10 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         }
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
+        if (c->op == MT_OP_ALL_GATHER) {   /* a prefetched gather landed in its output */
+            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            continue;
+        }
         bool acc = c->acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
         /* a psum reduced its input in place; a psum_scatter into its buffer */
         const float *result = n->defer_buf >= 0 ? g->defer_block + n->defer_buf
@@ -139,7 +146,11 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     double t0 = g->profile ? mt_time_now() : 0;
     mt_inflight *f = &g->inflight[g->n_inflight];
-    if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
+    if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
+        s = mt_all_gather_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                                mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]), MT_F32,
+                                &f->req);
+    else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
         s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                   g->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
                                   MT_F32, &f->req);
@@ -175,13 +186,43 @@ static void phase_end(mt_graph *g) {
     if (g->ctx) mt_trace_end(g->ctx);
 }
 
+/* Runs the `count` nodes of a phase (order NULL: the forward nodes, in
+ * index order). A deferrable node (plan.c: W's gradient reductions, F's and
+ * B's prefetched parameter gathers) starts its collective and leaves it in
+ * flight; each completes before the node that needs it, and whatever is
+ * still in flight at the end of the phase completes there (in W on its own
+ * trace region, "wait: gradient reductions": what the W compute did not
+ * hide). Nothing stays in flight when this returns, whether it succeeds or
+ * fails. */
+static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count) {
+    mt_status s = MT_OK;
+    phase_begin(g, ph);
+    g->n_inflight = 0;
+    for (int j = 0; j < count && s == MT_OK; j++) {
+        const mt_node *n = &g->nodes[order ? order[j] : j];
+        if ((s = complete_due(g, j)) != MT_OK) break;
+        s = n->defer_until >= 0 && !g->sync_reduce ? start_reduction(g, n) : run_node(g, n);
+    }
+    if (s == MT_OK && g->n_inflight) {
+        if (ph == MT_PHASE_W) {
+            phase_end(g);
+            if (g->ctx) mt_trace_begin(g->ctx, "wait: gradient reductions");
+        }
+        s = complete_oldest(g, g->n_inflight);
+    } else if (g->n_inflight) {   /* none may stay in flight; keep the first failure */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mt_errmsg());
+        (void)complete_oldest(g, g->n_inflight);
+        mt_fail(s, "%s", msg);
+    }
+    phase_end(g);
+    return s;
+}
+
 mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
-    phase_begin(g, MT_PHASE_F);
-    for (int i = 0; i < g->n_forward && s == MT_OK; i++) s = run_node(g, &g->nodes[i]);
-    phase_end(g);
-    if (s != MT_OK) return s;
+    if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
     g->loss_value = *(const float *)g->loss->data;
     return MT_OK;
 }
@@ -191,36 +232,14 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
-    phase_begin(g, MT_PHASE_B);
-    for (int j = 0; j < g->n_b && s == MT_OK; j++) s = run_node(g, &g->nodes[g->order_b[j]]);
-    phase_end(g);
-    return s;
+    return run_phase(g, MT_PHASE_B, g->order_b, g->n_b);
 }
 
 mt_status mt_graph_backward_w(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_w");
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    phase_begin(g, MT_PHASE_W);
-    g->n_inflight = 0;
-    for (int j = 0; j < g->n_w && s == MT_OK; j++) {
-        const mt_node *n = &g->nodes[g->order_w[j]];
-        if ((s = complete_due(g, j)) != MT_OK) break;
-        s = n->defer_until >= 0 && !g->sync_reduce ? start_reduction(g, n) : run_node(g, n);
-    }
-    if (s == MT_OK && g->n_inflight) {
-        /* what the W compute did not hide: its own region on the trace */
-        phase_end(g);
-        if (g->ctx) mt_trace_begin(g->ctx, "wait: gradient reductions");
-        s = complete_oldest(g, g->n_inflight);
-    } else if (g->n_inflight) {   /* none may stay in flight; keep the first failure */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", mt_errmsg());
-        (void)complete_oldest(g, g->n_inflight);
-        mt_fail(s, "%s", msg);
-    }
-    phase_end(g);
-    if (s != MT_OK) return s;
+    if ((s = run_phase(g, MT_PHASE_W, g->order_w, g->n_w)) != MT_OK) return s;
     g->grads_zero = false;
     return MT_OK;
 }

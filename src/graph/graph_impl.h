@@ -31,11 +31,12 @@ typedef struct {
     mt_op_call call;                      /* what runs */
     mt_phase   phase;
     uint8_t    param_first;               /* MT_FIRST_OUT | MT_FIRST_OUT2 */
-    /* A W node whose psum may be deferred (call.p.coll.async): the position
-     * in the W order before which its reduction must be complete, because
-     * the node there touches its input or output (n_w: the end of W). -1
-     * for every other node. Set by the plan, which keeps the input alive
-     * until then. */
+    /* A node whose collective may be deferred (call.p.coll.async: a W
+     * psum or psum_scatter, an F or B all-gather of a parameter): the
+     * position in its phase's order before which it must be complete,
+     * because the node there touches its input or output (the phase's
+     * count: its end). -1 for every other node. Set by the plan, which
+     * keeps the input and output alive until then. */
     int        defer_until;
     /* A deferred psum_scatter's result, until its completion adds it to the
      * output: an offset in floats into g->defer_block; -1 for the rest. */

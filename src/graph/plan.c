@@ -168,31 +168,50 @@ static bool contiguous_scatter(const mt_op_call *c) {
 static bool deferrable(const mt_node *n) {
     const mt_op_call *c = &n->call;
     /* the op first: p.coll is only the parameters of collectives */
+    if (n->phase != MT_PHASE_W && c->op == MT_OP_ALL_GATHER && c->p.coll.async) {
+        /* a prefetched parameter gather (FSDP) in F or B: comm's flat
+         * all-gather concatenates whole blocks */
+        int64_t outer = 1;
+        for (int d = 0; d < c->p.coll.dim; d++) outer *= c->in[0]->shape[d];
+        return outer == 1 && !c->acc;
+    }
     if (n->phase != MT_PHASE_W || (c->op != MT_OP_PSUM && c->op != MT_OP_PSUM_SCATTER))
         return false;
     return c->p.coll.async && (c->op == MT_OP_PSUM || contiguous_scatter(c));
 }
 
-/* Sets every node's defer_until: -1, or for a deferrable W node the first
- * later W position whose node touches the storage of its input or output
- * (n_w if none). One walk of the W order backwards, keeping for every
- * storage root the next position that touches it. */
+/* A phase's run order: its node indices (F: the first n_forward nodes). */
+static const int *phase_order(const mt_graph *g, int ph, int *count, int *fwd_index) {
+    *count = ph == 0 ? g->n_forward : ph == 1 ? g->n_b : g->n_w;
+    *fwd_index = ph == 0;
+    return ph == 1 ? g->order_b : ph == 2 ? g->order_w : NULL;
+}
+
+/* Sets every node's defer_until: -1, or for a deferrable node the first
+ * later position of its phase whose node touches the storage of its input
+ * or output (the phase's count if none). One walk of each phase's order
+ * backwards, keeping for every storage root the next position that touches
+ * it. */
 static mt_status plan_deferred(mt_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) g->nodes[i].defer_until = -1;
     int *next = malloc(((size_t)g->n_tensors + 1) * sizeof *next);
     if (!next) return mt_fail(MT_ENOMEM, "out of memory planning the gradient reductions");
-    for (int i = 0; i < g->n_tensors; i++) next[i] = g->n_w;
-    for (int j = g->n_w - 1; j >= 0; j--) {
-        mt_node *n = &g->nodes[g->order_w[j]];
-        const mt_op_call *c = &n->call;
-        if (deferrable(n)) {
-            int a = next[mt__storage_root(c->in[0])->id], b = next[mt__storage_root(c->out)->id];
-            n->defer_until = a < b ? a : b;
+    for (int ph = 0; ph < 3; ph++) {
+        int count, fwd;
+        const int *order = phase_order(g, ph, &count, &fwd);
+        for (int i = 0; i < g->n_tensors; i++) next[i] = count;
+        for (int j = count - 1; j >= 0; j--) {
+            mt_node *n = &g->nodes[fwd ? j : order[j]];
+            const mt_op_call *c = &n->call;
+            if (deferrable(n)) {
+                int a = next[mt__storage_root(c->in[0])->id], b = next[mt__storage_root(c->out)->id];
+                n->defer_until = a < b ? a : b;
+            }
+            mt_tensor *touched[4 + MT_MAX_INPUTS] = {c->out, c->out2, c->aux[0], c->aux[1]};
+            for (int k = 0; k < c->n_in; k++) touched[4 + k] = c->in[k];
+            for (int k = 0; k < 4 + c->n_in; k++)
+                if (touched[k]) next[mt__storage_root(touched[k])->id] = j;
         }
-        mt_tensor *touched[4 + MT_MAX_INPUTS] = {c->out, c->out2, c->aux[0], c->aux[1]};
-        for (int k = 0; k < c->n_in; k++) touched[4 + k] = c->in[k];
-        for (int k = 0; k < 4 + c->n_in; k++)
-            if (touched[k]) next[mt__storage_root(touched[k])->id] = j;
     }
     free(next);
     /* at most MT_DEFER_WINDOW reductions in flight: each completes before
@@ -247,15 +266,20 @@ mt_status mt__plan_buffers(mt_graph *g) {
             for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
         }
     }
-    /* a deferred reduction's input and output live until it completes: the
+    /* a deferred collective's input and output live until it completes: the
      * position of the node that needs them (which may reuse nothing of
-     * theirs: births there precede deaths), or the last W position */
-    for (int j = 0; j < g->n_w; j++) {
-        const mt_node *n = &g->nodes[g->order_w[j]];
-        if (n->defer_until < 0) continue;
-        int until = pos - g->n_w + (n->defer_until < g->n_w ? n->defer_until : g->n_w - 1);
-        touch(n->call.in[0], until);
-        touch(n->call.out, until);
+     * theirs: births there precede deaths), or the last of its phase */
+    for (int ph = 0, start = 0; ph < 3; ph++) {
+        int count, fwd;
+        const int *order = phase_order(g, ph, &count, &fwd);
+        for (int j = 0; j < count; j++) {
+            const mt_node *n = &g->nodes[fwd ? j : order[j]];
+            if (n->defer_until < 0) continue;
+            int until = start + (n->defer_until < count ? n->defer_until : count - 1);
+            touch(n->call.in[0], until);
+            touch(n->call.out, until);
+        }
+        start += count;
     }
 
     /* 2. Persistent block. */

@@ -36,6 +36,7 @@ typedef struct {
     mt_tensor *pvaried;      /* local after a pvary over pvary_axes (cached) */
     uint32_t   pvary_axes;
     bool       to_gather;    /* a stored-split parameter not yet gathered (FSDP) */
+    mt_tensor *prefetch;     /* the stored-split parameter first read after this one */
 } slot;
 
 typedef struct {
@@ -195,6 +196,10 @@ static mt_status gather_param(partitioner *p, mt_tensor *t) {
              * parameter's dims: the whole value) */
             y->regather = p->regather && !invariant;
             if (x != sl->local) x->regather = false;
+            /* prefetched (use_slot emits it one parameter ahead): the
+             * executor starts it and completes it before its first reader */
+            mt_node *made = &p->lg->nodes[p->lg->n_nodes - 1];
+            if (made->call.out == y) made->call.p.coll.async = true;
         }
         x = y;
     }
@@ -278,7 +283,32 @@ static mt_status use_slot(partitioner *p, mt_tensor *t) {
     mt_status s = make_slot(p, t);
     if (s != MT_OK || !p->slots[t->id].to_gather) return s;
     p->slots[t->id].to_gather = false;
-    return gather_param(p, t);
+    if ((s = gather_param(p, t)) != MT_OK) return s;
+    /* prefetch: the next parameter's gather goes right after this one's, so
+     * that it travels while this parameter's readers run */
+    mt_tensor *next = p->slots[t->id].prefetch;
+    if (!next || !p->slots[next->id].to_gather) return MT_OK;
+    p->slots[next->id].to_gather = false;
+    return gather_param(p, next);
+}
+
+/* Links every stored-split parameter to the one the forward first reads
+ * after it (slot.prefetch). */
+static void plan_prefetch(partitioner *p) {
+    mt_tensor *prev = NULL;
+    uint8_t *seen = calloc((size_t)p->global->n_tensors, 1);
+    if (!seen) return;   /* no prefetch: gathers at first use */
+    for (int i = 0; i < p->global->n_forward; i++) {
+        const mt_op_call *c = &p->global->nodes[i].call;
+        for (int k = 0; k < c->n_in; k++) {
+            mt_tensor *t = c->in[k];
+            if (t->kind != MT_PARAM || seen[t->id] || !p->slots[t->id].to_gather) continue;
+            seen[t->id] = 1;
+            if (prev) p->slots[prev->id].prefetch = t;
+            prev = t;
+        }
+    }
+    free(seen);
 }
 
 /* ---- nodes ------------------------------------------------------------------ */
@@ -593,6 +623,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     /* parameters first, in declaration order, as the global graph lists them
      * (optimizers and checkpoints walk them in that order) */
     for (int i = 0; i < global->n_params && s == MT_OK; i++) s = make_slot(&p, global->params[i]);
+    if (s == MT_OK) plan_prefetch(&p);
     for (int i = 0; i < global->n_forward && s == MT_OK; i++)
         s = partition_node(&p, &global->nodes[i].call);
     if (s == MT_OK) s = use_slot(&p, loss);   /* a loss that is a leaf or a view */
