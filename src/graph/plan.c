@@ -250,6 +250,17 @@ mt_status mt__plan_buffers(mt_graph *g) {
     mt_status st = plan_deferred(g);
     if (st != MT_OK) return st;
 
+    /* 0. A forward pvary of a parameter (data parallelism's marker on every
+     *    replicated one) is the identity: its output reads the parameter's
+     *    bytes instead of a copy of them. Nothing writes it after. */
+    for (int i = 0; i < g->n_forward; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        mt_tensor *in = mt__storage_root(c->in[0]);
+        if (c->op == MT_OP_PVARY && !c->acc && !c->out->view_of && is_persistent(g, in) &&
+            !is_persistent(g, c->out))
+            c->out->data_of = in;
+    }
+
     /* 1. Lifetimes, in run order: forward nodes, then B, then W. */
     int pos = 0;
     for (int i = 0; i < g->n_forward; i++, pos++) {
@@ -312,7 +323,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
     size_t unplanned = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
-        if (t->view_of || is_persistent(g, t) || t->first_use < 0) continue;
+        if (t->view_of || t->data_of || is_persistent(g, t) || t->first_use < 0) continue;
         t->in_arena = true;
         born[n_list] = dying[n_list] = t;
         n_list++;
@@ -349,6 +360,10 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (t->view_of) continue;
         if (t->in_arena) t->data = (char *)g->arena + t->offset;
         else if (is_persistent(g, t)) t->data = (char *)g->persistent + t->offset;
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (t->data_of) t->data = t->data_of->data;
     }
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];

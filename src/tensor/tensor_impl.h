@@ -41,6 +41,9 @@ struct mt_tensor {
      * backward gathers again rather than keep (FSDP, ZeRO-3): autodiff
      * re-runs the gather before its first backward reader */
     bool           regather;
+    /* graph: buffer planning: a forward pvary's output reads its persistent
+     * input's bytes (the identity needs no copy; its gradient stays its own) */
+    mt_tensor     *data_of;
     /* graph: buffer planning (execution-order interval, arena placement) */
     int            first_use, last_use;
     bool           in_arena;
