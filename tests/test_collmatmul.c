@@ -468,6 +468,46 @@ MT_TEST(trace_shows_ring_steps) {
 }
 
 /* ======================================================================== */
+/* Kernel scratch                                                            */
+/* ======================================================================== */
+
+/* The graph of traced_device on devices of 3 kernel threads: the rings run
+ * on the device's thread, so their scratch is one buffer, not one a thread.
+ * A chunk is outer 2 blocks of R 16 rows: the forward linear_rs (K 40, N
+ * 24) and the backward's dx ring (K 40, N 48) hold three sums (outer·R·N
+ * each) and the chunk's rows of their input (outer·R·K); the ag_linears one
+ * step's products (outer·R·N, N 40 or 24). */
+static mt_status scratch_device(mt_ctx *ctx, void *arg) {
+    size_t *bytes = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "tensor", &ax));
+    mt_graph *g = mt_graph_create();
+    DEV_OK(mt_graph_set_ctx(g, ctx));
+    const mt_init init = {MT_INIT_NORMAL, 0.1f};
+    mt_tensor *x = mt_input(g, "x", MT_F32, 3, (int64_t[]){2, 16, 48});
+    mt_tensor *px = mt_param(g, "px", 3, (int64_t[]){2, 16, 48}, init);
+    mt_tensor *w1 = mt_param(g, "w1", 2, (int64_t[]){40, 48}, init);
+    mt_tensor *w2 = mt_param(g, "w2", 2, (int64_t[]){24, 40}, init);
+    mt_tensor *h = mt_graph_all_gather_linear(g, mt_mul(g, x, px), w1, NULL, ax, 1);
+    mt_tensor *y = mt_graph_linear_reduce_scatter(g, h, w2, ax, 1);
+    DEV_OK(mt_graph_compile(g, mt_sum(g, y), &(mt_compile_opts){.seed = 1}));
+    if (mt_ctx_device(ctx) == 0) *bytes = mt_graph_get_stats(g).scratch_bytes;
+    mt_graph_free(g);
+    return MT_OK;
+}
+
+MT_TEST(ring_scratch_once_per_device) {
+    size_t bytes = 0;
+    mt_launch_opts o = opts_for("tensor=2", 2);
+    o.kernel_threads = 3;
+    MT_CHECK_OK(mt_launch(&o, scratch_device, &bytes));
+    /* the dx ring's (K 40 -> N 48): the most of all calls */
+    const size_t rows = 2 * 16, want = (3 * rows * 48 + rows * 40) * sizeof(float);
+    MT_CHECK(bytes == want, "kernel scratch %zu bytes, want %zu: the rings' scratch once "
+             "(not once per kernel thread)", bytes, want);
+}
+
+/* ======================================================================== */
 /* Errors                                                                    */
 /* ======================================================================== */
 

@@ -370,16 +370,19 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (t->view_of) t->data = mt__storage_root(t)->data;
     }
 
-    /* 5. Kernel scratch: the most any call asks for, per thread (today only
-     *    attention's backward asks, T·T floats, hence the message). */
-    size_t scratch = 0;
+    /* 5. Kernel scratch: the most any call asks for, per thread (attention's
+     *    backward, T·T floats), or on the calling thread alone (the
+     *    collective ops and collective matmuls), whichever is more. */
+    size_t scratch = 0, caller = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const mt_op_call *c = &g->nodes[i].call;
         const mt_op_def *def = mt__op_def(c->op);
         size_t need = def->scratch ? def->scratch(c) : 0;
-        if (need > scratch) scratch = need;
+        size_t *most = def->scratch_caller ? &caller : &scratch;
+        if (need > *most) *most = need;
     }
     scratch *= (size_t)mt_pool_size(g->env.pool);
+    if (caller > scratch) scratch = caller;
     if (scratch) {
         g->env.scratch = malloc(scratch * sizeof(float));
         if (!g->env.scratch) return mt_fail(MT_ENOMEM, "out of memory for %zu floats of kernel "

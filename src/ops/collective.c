@@ -11,8 +11,9 @@
  * sticking; out is then unspecified.
  *
  * Accumulating (acc: out += result), the result is first computed into
- * scratch the size of out — the op table's scratch() hook asks for it, so
- * the graph's plan allocates it once and no run mallocs — then added.
+ * scratch the size of out — the op table's scratch() hook asks for it, on
+ * the calling thread alone (scratch_caller), so the graph's plan allocates
+ * it once and no run mallocs — then added.
  * Overwriting, the result goes straight into out. (comm's dimensioned forms
  * rearrange blocks in the ctx's own scratch, which grows once to the largest
  * size seen and is then reused.)

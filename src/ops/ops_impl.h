@@ -195,7 +195,8 @@ typedef struct {
  * for the collective ops the device they run on. */
 typedef struct {
     mt_pool   *pool;                      /* threads for our own kernels; NULL: the caller alone */
-    float     *scratch;                   /* (pool size, n) for n the largest scratch() of the calls */
+    float     *scratch;                   /* (pool size, n) for n the largest scratch() of the calls,
+                                             or more for one on the caller (scratch_caller) */
     size_t     scratch_floats;            /* all of it */
     mt_ctx    *ctx;                       /* the calling device; NULL: collective ops must not run */
     /* Where a call that fails records its status (run() returns nothing):
@@ -214,9 +215,12 @@ typedef struct {
     /* FLOPs and bytes moved by one run. Required. */
     void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
     /* Floats of scratch one worker of env->pool needs to run the call.
-     * Optional: NULL means none. (The collective ops run on the calling
-     * thread and use the first worker's share.) */
+     * Optional: NULL means none. */
     size_t (*scratch)(const mt_op_call *call);
+    /* scratch() is for the calling thread alone, not for each worker: the
+     * collective ops run there and lend the pool none of it. Their scratch
+     * is the start of env->scratch. Default false. */
+    bool     scratch_caller;
 } mt_op_def;
 
 /* Vocabulary-parallel cross-entropy (loss_vp.c): the forward, with its
