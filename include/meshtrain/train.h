@@ -23,10 +23,11 @@ typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_mode
 const char *mt_model_name(mt_model_kind kind);
 
 /* Whether sequence parallelism runs its collectives as collective matmuls
- * when mt_train_config.collective_matmul is 0: off, because bench_dp's c768
- * rows measured tp2-sp-cm at 0.92x of tp2-sp on the threads transport of a
- * 2-core machine (2026-11-30), where no core is free to move the ring's
- * chunks while both compute. */
+ * when mt_train_config.collective_matmul is 0: off, because on the threads
+ * transport of a 2-core machine (2026-11-30) a c768 layer measured 3-4%
+ * slower with them (one gemm a ring step; 9-10% before): the same cores
+ * that compute move the ring's chunks, so no transfer runs under a product,
+ * and the split products cost more than the collectives they replace. */
 #define MT_COLLECTIVE_MATMUL_DEFAULT 0
 
 typedef struct {
