@@ -425,22 +425,33 @@ static int count_spans(const char *js, const char *name, long long bytes) {
 }
 
 /* all_gather_linear x (2,16,48) -> (2,32,40), then linear_reduce_scatter of
- * its output back to (2,16,24), fused, forward and backward on tensor=2. */
-static mt_status traced_device(mt_ctx *ctx, void *arg) {
+ * its output back to (2,16,24), fused, compiled on the device over "tensor";
+ * *x is the input. */
+static mt_status ring_graph(mt_ctx *ctx, mt_graph **out, mt_tensor **x) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "tensor", &ax));
-    mt_graph *g = mt_graph_create();
+    mt_graph *g = *out = mt_graph_create();
     DEV_OK(mt_graph_set_ctx(g, ctx));
     const mt_init init = {MT_INIT_NORMAL, 0.1f};
-    mt_tensor *x = mt_input(g, "x", MT_F32, 3, (int64_t[]){2, 16, 48});
+    *x = mt_input(g, "x", MT_F32, 3, (int64_t[]){2, 16, 48});
     mt_tensor *px = mt_param(g, "px", 3, (int64_t[]){2, 16, 48}, init);
     mt_tensor *w1 = mt_param(g, "w1", 2, (int64_t[]){40, 48}, init);
     mt_tensor *w2 = mt_param(g, "w2", 2, (int64_t[]){24, 40}, init);
-    mt_tensor *h = mt_graph_all_gather_linear(g, mt_mul(g, x, px), w1, NULL, ax, 1);
+    mt_tensor *h = mt_graph_all_gather_linear(g, mt_mul(g, *x, px), w1, NULL, ax, 1);
     mt_tensor *y = mt_graph_linear_reduce_scatter(g, h, w2, ax, 1);
-    DEV_OK(mt_graph_compile(g, mt_sum(g, y), &(mt_compile_opts){.seed = 1}));
-    fill(x, mt_ctx_device(ctx), -1);
-    mt_status s = fwd_bwd(g);
+    return mt_graph_compile(g, mt_sum(g, y), &(mt_compile_opts){.seed = 1});
+}
+
+/* ring_graph's forward and backward on tensor=2. */
+static mt_status traced_device(mt_ctx *ctx, void *arg) {
+    (void)arg;
+    mt_graph *g = NULL;
+    mt_tensor *x = NULL;
+    mt_status s = ring_graph(ctx, &g, &x);
+    if (s == MT_OK) {
+        fill(x, mt_ctx_device(ctx), -1);
+        s = fwd_bwd(g);
+    }
     mt_graph_free(g);
     return s;
 }
@@ -471,7 +482,7 @@ MT_TEST(trace_shows_ring_steps) {
 /* Kernel scratch                                                            */
 /* ======================================================================== */
 
-/* The graph of traced_device on devices of 3 kernel threads: the rings run
+/* ring_graph on devices of 3 kernel threads: the rings run
  * on the device's thread, so their scratch is one buffer, not one a thread.
  * A chunk is outer 2 blocks of R 16 rows: the forward linear_rs (K 40, N
  * 24) and the backward's dx ring (K 40, N 48) hold three sums (outer·R·N
@@ -479,21 +490,12 @@ MT_TEST(trace_shows_ring_steps) {
  * step's products (outer·R·N, N 40 or 24). */
 static mt_status scratch_device(mt_ctx *ctx, void *arg) {
     size_t *bytes = arg;
-    mt_axes ax;
-    DEV_OK(mt_ctx_axes(ctx, "tensor", &ax));
-    mt_graph *g = mt_graph_create();
-    DEV_OK(mt_graph_set_ctx(g, ctx));
-    const mt_init init = {MT_INIT_NORMAL, 0.1f};
-    mt_tensor *x = mt_input(g, "x", MT_F32, 3, (int64_t[]){2, 16, 48});
-    mt_tensor *px = mt_param(g, "px", 3, (int64_t[]){2, 16, 48}, init);
-    mt_tensor *w1 = mt_param(g, "w1", 2, (int64_t[]){40, 48}, init);
-    mt_tensor *w2 = mt_param(g, "w2", 2, (int64_t[]){24, 40}, init);
-    mt_tensor *h = mt_graph_all_gather_linear(g, mt_mul(g, x, px), w1, NULL, ax, 1);
-    mt_tensor *y = mt_graph_linear_reduce_scatter(g, h, w2, ax, 1);
-    DEV_OK(mt_graph_compile(g, mt_sum(g, y), &(mt_compile_opts){.seed = 1}));
-    if (mt_ctx_device(ctx) == 0) *bytes = mt_graph_get_stats(g).scratch_bytes;
+    mt_graph *g = NULL;
+    mt_tensor *x = NULL;
+    mt_status s = ring_graph(ctx, &g, &x);
+    if (s == MT_OK && mt_ctx_device(ctx) == 0) *bytes = mt_graph_get_stats(g).scratch_bytes;
     mt_graph_free(g);
-    return MT_OK;
+    return s;
 }
 
 MT_TEST(ring_scratch_once_per_device) {

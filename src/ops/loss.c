@@ -17,25 +17,10 @@
 #include <math.h>
 #include <string.h>
 
-/* log Σ_{j<V} exp(x[j]) of one row x (V). Sixteen partial maxima and sums let
- * gcc vectorise reductions it may not reorder. */
+/* log Σ_{j<V} exp(x[j]) of one row x (V). */
 static float row_lse(const float *restrict x, int64_t V) {
-    const int64_t Vb = V - V % 16;
-    float lmax[16];
-    for (int l = 0; l < 16; l++) lmax[l] = -INFINITY;
-    for (int64_t j0 = 0; j0 < Vb; j0 += 16)
-        for (int l = 0; l < 16; l++) lmax[l] = x[j0 + l] > lmax[l] ? x[j0 + l] : lmax[l];
-    float m = -INFINITY;
-    for (int64_t j = Vb; j < V; j++) m = x[j] > m ? x[j] : m;
-    for (int l = 0; l < 16; l++) m = lmax[l] > m ? lmax[l] : m;
-
-    float lsum[16] = {0};
-    for (int64_t j0 = 0; j0 < Vb; j0 += 16)
-        for (int l = 0; l < 16; l++) lsum[l] += exp_f(x[j0 + l] - m);
-    float s = 0.0f;
-    for (int64_t j = Vb; j < V; j++) s += exp_f(x[j] - m);
-    for (int l = 0; l < 16; l++) s += lsum[l];
-    return m + logf(s);
+    const float m = mt_vec_max(x, V);
+    return m + logf(mt_vec_sum_exp(x, V, m));
 }
 
 /* Returns scale · Σ_{rows with target >= 0} (lse - logits[r,target]) from

@@ -42,38 +42,14 @@ typedef struct {
     float            *sums;   /* the forward's (2, rows) scratch */
 } vp_job;
 
-/* Rows' max over their real columns, in sixteen lanes (gcc vectorises a
- * reduction it may not reorder only so). */
+/* Rows' max over their real columns. */
 static void range_max(void *arg, int64_t r0, int64_t r1, int w) {
     (void)w;
     const vp_job *job = arg;
     const mt_ce_params *p = &job->c->p.ce;
     const float *x = F32(job->c->in[0]);     /* (rows, Vp) */
     float *mx = F32(job->c->aux[0]);         /* (rows) */
-    const int64_t n = job->valid, nb = n - n % 16;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *xr = x + r * p->Vp;
-        float lane[16];
-        for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
-        for (int64_t j0 = 0; j0 < nb; j0 += 16)
-            for (int l = 0; l < 16; l++) lane[l] = xr[j0 + l] > lane[l] ? xr[j0 + l] : lane[l];
-        float m = -INFINITY;
-        for (int64_t j = nb; j < n; j++) m = xr[j] > m ? xr[j] : m;
-        for (int l = 0; l < 16; l++) m = lane[l] > m ? lane[l] : m;
-        mx[r] = m;
-    }
-}
-
-/* Σ exp(x (n) - m), in sixteen lanes. */
-static float row_sum_exp(const float *restrict x, int64_t n, float m) {
-    const int64_t nb = n - n % 16;
-    float lane[16] = {0};
-    for (int64_t j0 = 0; j0 < nb; j0 += 16)
-        for (int l = 0; l < 16; l++) lane[l] += exp_f(x[j0 + l] - m);
-    float s = 0.0f;
-    for (int64_t j = nb; j < n; j++) s += exp_f(x[j] - m);
-    for (int l = 0; l < 16; l++) s += lane[l];
-    return s;
+    for (int64_t r = r0; r < r1; r++) mx[r] = mt_vec_max(x + r * p->Vp, job->valid);
 }
 
 /* Rows' Σ exp(x - max) over their real columns, and their target's logit
@@ -87,7 +63,7 @@ static void range_sums(void *arg, int64_t r0, int64_t r1, int w) {
     const int64_t n = job->valid, rows = p->rows;
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * p->Vp;
-        job->sums[r] = row_sum_exp(xr, n, mx[r]);
+        job->sums[r] = mt_vec_sum_exp(xr, n, mx[r]);
         int64_t t = (int64_t)tg[r] - p->lo;
         job->sums[rows + r] = tg[r] >= 0 && t >= 0 && t < n ? xr[t] : 0.0f;
     }

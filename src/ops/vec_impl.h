@@ -4,6 +4,7 @@
 #ifndef MT_VEC_IMPL_H
 #define MT_VEC_IMPL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -43,6 +44,32 @@ static inline float exp_f(float x) {
     memcpy(&scale, &bits, sizeof scale);
     float e = p * scale;
     return x < -87.3f ? 0.0f : e;
+}
+
+/* max over x (n), in sixteen lanes: gcc vectorises a reduction it may not
+ * reorder only so. -INFINITY for n = 0. */
+static inline float mt_vec_max(const float *restrict x, int64_t n) {
+    const int64_t nb = n - n % 16;
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    for (int64_t j0 = 0; j0 < nb; j0 += 16)
+        for (int l = 0; l < 16; l++) lane[l] = x[j0 + l] > lane[l] ? x[j0 + l] : lane[l];
+    float m = -INFINITY;
+    for (int64_t j = nb; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < 16; l++) m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
+/* Σ exp(x (n) - m), in sixteen lanes (as mt_vec_max). */
+static inline float mt_vec_sum_exp(const float *restrict x, int64_t n, float m) {
+    const int64_t nb = n - n % 16;
+    float lane[16] = {0};
+    for (int64_t j0 = 0; j0 < nb; j0 += 16)
+        for (int l = 0; l < 16; l++) lane[l] += exp_f(x[j0 + l] - m);
+    float s = 0.0f;
+    for (int64_t j = nb; j < n; j++) s += exp_f(x[j] - m);
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
 }
 
 #endif /* MT_VEC_IMPL_H */
