@@ -29,6 +29,30 @@ typedef struct {
  * ("wte", "wpe", "h.0.ln_1.w", ...), with llm.c's initialisation. */
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale);
 mt_status  mt_gpt_fill_constants(mt_graph *g);
+
+/* One pipeline stage of the GPT: blocks [layer0, layer0 + layers), with
+ * the embeddings when `first` (which needs layer0 0) and the final
+ * LayerNorm, the head and the loss when `last` (which needs the stage to
+ * end at block L). layers may be 0 (a stage of the embedding or the head
+ * alone). */
+typedef struct {
+    int  layer0, layers;
+    bool first, last;
+} mt_gpt_stage;
+/* The input a stage that is not the first reads: the previous stage's
+ * output (B,T,C), f32, its gradient computed by the backward's B. */
+#define MT_GPT_STAGE_INPUT "stage_in"
+/* Builds stage `st` of the GPT into g, as mt_gpt_build builds the whole
+ * model (the same parameter names and initial values, so stages together
+ * hold exactly the model's parameters): inputs "tokens" and the constant
+ * "pos" on the first stage, MT_GPT_STAGE_INPUT on the others, "targets" on
+ * the last. Returns the loss times loss_scale on the last stage, else the
+ * stage's output (B,T,C), which the caller compiles with a seed from the
+ * caller (mt_compile_opts). The token embedding "wte" is tied to the head:
+ * a last stage that is not the first holds a copy of it. NULL with g's
+ * error set on a bad configuration or a stage that does not fit L. */
+mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gpt_stage *st,
+                              int B, int T, float loss_scale);
 /* Parameter count (with the padded embedding) of a configuration. */
 int64_t    mt_gpt_num_params(const mt_gpt_config *cfg);
 /* Model FLOPs of one training step on `tokens` tokens of context T:

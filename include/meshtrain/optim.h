@@ -45,6 +45,27 @@ float mt_optim_lr_at(const mt_optim_config *cfg, int step);
  * MT_ENAN, naming the parameter, if a gradient is not finite. */
 mt_status mt_optim_step(mt_optim *opt, float *grad_norm);
 
+/* The update in two halves, for runs whose parameters several optimizers
+ * hold (a pipeline: one per stage graph, on different devices), which must
+ * clip by one global norm. mt_optim_sumsq writes this optimizer's part of
+ * the squared global gradient norm: Σ g² over its parameters, each element
+ * of the global parameters counted once over the mesh axes its graph is
+ * partitioned on (the psums over split axes run here, so every device of
+ * those groups calls it), parameters left out by mt_optim_exclude_from_norm
+ * skipped. A non-finite gradient is not an error here: the sum is returned
+ * non-finite, so that the caller can add every part first and all devices
+ * stop together. mt_optim_step_norm then updates with `norm`, the square
+ * root of the sum of all parts, clipping by it; MT_ENAN (naming this
+ * optimizer's bad parameter, if it has one) when norm is not finite.
+ * mt_optim_step(opt, &n) is both with this optimizer's part alone. */
+mt_status mt_optim_sumsq(mt_optim *opt, double *sumsq);
+mt_status mt_optim_step_norm(mt_optim *opt, float norm);
+/* Leaves the parameter named `name` out of mt_optim_sumsq: a copy of a
+ * parameter another optimizer also holds and counts (a pipeline's tied
+ * embedding on its last stage). It is still updated. MT_EINVAL when the
+ * optimizer has no such parameter. */
+mt_status mt_optim_exclude_from_norm(mt_optim *opt, const char *name);
+
 /* Steps taken so far. */
 int mt_optim_steps(const mt_optim *opt);
 /* Bytes the optimizer allocated for its state (AdamW: m and v; SGD: the

@@ -71,7 +71,10 @@ typedef struct {
  *    so its gradient is reduced over those axes (data parallelism's
  *    all-reduce) in the W phase;
  *  - the loss, a partial sum over the batch axes, is reduced, so every
- *    device's mt_graph_loss() is the global loss.
+ *    device's mt_graph_loss() is the global loss. `loss` may also be a
+ *    pipeline stage's output (any shape, compiled with seed_from_caller):
+ *    partial sums are reduced the same way, and the result is the device's
+ *    block of it as its sharding lays it out (the batch split over data).
  * Leaves keep their names; a split parameter becomes its shard, initialised
  * from the global element indices (the one-device numbers), and laid out as
  * its sharding says (mt_tensor_sharding); *local is then compiled and run as

@@ -80,6 +80,15 @@ typedef struct {
      * the linear layers as collective matmuls (partition.h). 1 on, -1 off,
      * 0 the default (MT_COLLECTIVE_MATMUL_DEFAULT). */
     int               collective_matmul;
+    /* Pipeline parallelism over the mesh's pipe axis (GPT): the layers cut
+     * into stages, one or more chunks a device, run by a schedule
+     * (meshtrain/pipeline.h) whose microbatches are the step's accum
+     * microbatches (m >= the pipe size). The schedule's kind: "gpipe",
+     * "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v" or "dualpipev"; NULL
+     * means "1f1b" when the mesh has a pipe axis of 2 or more. A schedule
+     * without such an axis is an error. */
+    const char       *schedule;
+    int               pipe_chunks;   /* model chunks per device; 0: the kind's own */
     /* Non-zero asks the run to stop (a signal handler sets it). Under MPI
      * every rank reads its own, and each step ends with the ranks agreeing
      * (any one set: all stop), so that all stop after the same step; the

@@ -144,10 +144,16 @@ static bool given(const cli_opt *opts, const bool *seen, const char *name) {
 
 /* Flags that would be silently ignored, or would fail only later. */
 static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
-                                const bool *seen) {
+                                const bool *seen, int microbatches) {
     if (cfg->ckpt_every > 0 && !cfg->ckpt_out) {
         cli_error("--ckpt-every %d has no checkpoint to write: add --ckpt-out FILE, or drop "
                   "--ckpt-every", cfg->ckpt_every);
+        return CLI_EXIT_USAGE;
+    }
+    if (given(opts, seen, "microbatches") && given(opts, seen, "accum") &&
+        cfg->accum != microbatches) {
+        cli_error("--microbatches %d and --accum %d both set the microbatches per step; give one",
+                  microbatches, cfg->accum);
         return CLI_EXIT_USAGE;
     }
     if (given(opts, seen, "eval-batches") && cfg->eval_every == 0) {
@@ -219,6 +225,7 @@ int cli_cmd_train(int argc, char **argv) {
     int model = (int)cfg.model;
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
     int cm_choice = 0;   /* auto|on|off */
+    int microbatches = 1;
     int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
@@ -266,6 +273,13 @@ int cli_cmd_train(int argc, char **argv) {
          "sequence parallelism over the tensor axis (GPT): layernorms on T/n rows"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE",
          "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)"},
+        {"schedule", CLI_STR, &cfg.schedule, 0, 0, 0, 0, NULL, "KIND",
+         "pipeline schedule over the pipe axis: gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|dualpipev "
+         "(default 1f1b)"},
+        {"microbatches", CLI_INT, &microbatches, 1, 1 << 20, 0, 0, NULL, "N",
+         "pipeline microbatches per step (the same as --accum)"},
+        {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
+         "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,
@@ -283,10 +297,11 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
     cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
+    if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;
     if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
-    if ((rc = check_flag_conflicts(&cfg, opts, seen)) != CLI_EXIT_OK ||
+    if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK ||
         (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
         (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK ||
         (rc = check_outputs(&cfg, metrics_path)) != CLI_EXIT_OK)

@@ -102,6 +102,13 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 }
 
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale) {
+    const mt_gpt_stage whole = {.layer0 = 0, .layers = cfg ? cfg->L : 0, .first = true,
+                                .last = true};
+    return mt_gpt_build_stage(g, cfg, &whole, B, T, loss_scale);
+}
+
+mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gpt_stage *st,
+                              int B, int T, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_gpt_build needs a graph (got NULL)"); return NULL; }
     mt_status s = mt_gpt_config_check(cfg);
     if (s != MT_OK) { mt_graph_fail(g, s, "%s", mt_errmsg()); return NULL; }
@@ -114,20 +121,41 @@ mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, flo
                       "lower T or build the model with a larger maxT", T, cfg->maxT);
         return NULL;
     }
+    if (st->layer0 < 0 || st->layers < 0 || st->layer0 + st->layers > cfg->L ||
+        (st->first && st->layer0 != 0) || (st->last && st->layer0 + st->layers != cfg->L)) {
+        mt_graph_fail(g, MT_EINVAL, "GPT stage of blocks [%d, %d) does not fit the model's L=%d "
+                      "blocks (the first stage starts at 0, the last ends at L)", st->layer0,
+                      st->layer0 + st->layers, cfg->L);
+        return NULL;
+    }
     const int64_t C = cfg->C;
     const mt_init zeros = {MT_INIT_ZEROS, 0.0f}, ones = {MT_INIT_ONES, 0.0f};
     const mt_init normal = {MT_INIT_NORMAL, GPT_INIT_STD};
-    const int64_t bt[2] = {B, T};
+    const int64_t bt[2] = {B, T}, btc[3] = {B, T, C};
 
-    mt_tensor *tokens = mt_input(g, "tokens", MT_I32, 2, bt);      /* (B,T) */
-    mt_tensor *targets = mt_input(g, "targets", MT_I32, 2, bt);    /* (B,T) */
-    mt_tensor *pos = mt_constant(g, "pos", MT_I32, 2, bt);         /* (B,T), pos[b,t] = t */
-    mt_tensor *wte = param2(g, "wte", cfg->Vp, C, normal);          /* (Vp,C) */
-    mt_tensor *wpe = param2(g, "wpe", cfg->maxT, C, normal);        /* (maxT,C) */
+    mt_tensor *x, *wte = NULL, *targets = NULL, *tokens = NULL;
+    if (st->first) tokens = mt_input(g, "tokens", MT_I32, 2, bt);      /* (B,T) */
+    if (st->last) targets = mt_input(g, "targets", MT_I32, 2, bt);     /* (B,T) */
+    if (st->first) {
+        mt_tensor *pos = mt_constant(g, "pos", MT_I32, 2, bt);         /* (B,T), pos[b,t] = t */
+        wte = param2(g, "wte", cfg->Vp, C, normal);                     /* (Vp,C) */
+        mt_tensor *wpe = param2(g, "wpe", cfg->maxT, C, normal);        /* (maxT,C) */
+        x = mt_add(g, mt_embedding(g, wte, tokens), mt_embedding(g, wpe, pos)); /* (B,T,C) */
+    } else {
+        /* the previous stage's output; its gradient goes back to it */
+        x = mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc);           /* (B,T,C) */
+        if (x && (s = mt_input_set_needs_grad(x)) != MT_OK) {
+            mt_graph_fail(g, s, "%s", mt_errmsg());
+            return NULL;
+        }
+    }
+    for (int l = st->layer0; l < st->layer0 + st->layers; l++) x = gpt_block(g, x, l, cfg);
+    if (!st->last) return x;
 
-    mt_tensor *x = mt_add(g, mt_embedding(g, wte, tokens), mt_embedding(g, wpe, pos)); /* (B,T,C) */
-    for (int l = 0; l < cfg->L; l++) x = gpt_block(g, x, l, cfg);
-
+    /* the tied head: on a last stage that is not the first, a copy of wte
+     * (the same name, so the same initial values; a pipeline sums the two
+     * copies' gradients) */
+    if (!wte) wte = param2(g, "wte", cfg->Vp, C, normal);              /* (Vp,C) */
     mt_tensor *lnf_w = param1(g, "ln_f.w", C, ones), *lnf_b = param1(g, "ln_f.b", C, zeros);
     mt_tensor *xf = mt_layernorm(g, x, lnf_w, lnf_b);              /* (B,T,C) */
     /* tied head: logits (B,T,Vp) = xf (B,T,C) · wte (Vp,C)ᵀ */

@@ -19,6 +19,8 @@ struct mt_optim {
     int             n;          /* parameters */
     mt_tensor     **params;     /* (n) */
     float         **m, **v;     /* (n) moment buffers, numel of each param; NULL if unused */
+    bool           *no_norm;    /* (n) left out of the norm: a tied copy counted elsewhere */
+    const char     *bad;        /* the last mt_optim_sumsq's non-finite parameter, or NULL */
     int             steps;
 };
 
@@ -64,7 +66,8 @@ mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **ou
     o->params = calloc((size_t)o->n, sizeof *o->params);
     o->m = calloc((size_t)o->n, sizeof *o->m);
     o->v = calloc((size_t)o->n, sizeof *o->v);
-    if (!o->params || !o->m || !o->v) { mt_optim_free(o); return mt_fail(MT_ENOMEM, "out of memory for the optimizer"); }
+    o->no_norm = calloc((size_t)o->n, sizeof *o->no_norm);
+    if (!o->params || !o->m || !o->v || !o->no_norm) { mt_optim_free(o); return mt_fail(MT_ENOMEM, "out of memory for the optimizer"); }
     bool need_m = cfg->kind == MT_OPT_ADAMW || cfg->momentum != 0;
     bool need_v = cfg->kind == MT_OPT_ADAMW;
     for (int i = 0; i < o->n; i++) {
@@ -89,6 +92,7 @@ void mt_optim_free(mt_optim *o) {
     }
     free(o->m);
     free(o->v);
+    free(o->no_norm);
     free(o->params);
     free(o);
 }
@@ -133,19 +137,22 @@ static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
  * device holds whole (replicated: the same gradient everywhere), the local
  * sum is it. A shard's sum is one part of its parameter's: those are summed
  * over the axes that split them, one psum per distinct set of axes, in the
- * order the parameters come (the same on every device). */
-static mt_status global_sumsq(mt_optim *o, double *out) {
+ * order the parameters come (the same on every device). A non-finite sum is
+ * returned as it is, its parameter noted in o->bad: the caller's check, once
+ * every part is in, makes all devices stop together. */
+mt_status mt_optim_sumsq(mt_optim *o, double *out) {
     enum { MAX_SETS = 16 };
     uint32_t sets[MAX_SETS];
     float part[MAX_SETS];
     int n_sets = 0;
     double whole = 0;
-    const char *bad = NULL;
+    o->bad = NULL;
+    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
-        if (!p->grad) continue;   /* the loss does not use it: nothing to learn */
+        if (!p->grad || o->no_norm[i]) continue;   /* unused by the loss, or counted elsewhere */
         double s = mt_kernel_sumsq(mt_tensor_f32(p->grad), mt_tensor_numel(p));
-        if (!isfinite(s) && !bad) bad = p->name;
+        if (!isfinite(s) && !o->bad) o->bad = p->name;
         uint32_t axes = 0;
         for (int d = 0; p->is_shard && d < p->ndim; d++) axes |= p->sharding.dim_axes[d];
         if (!axes || !o->g->ctx) { whole += s; continue; }
@@ -169,24 +176,29 @@ static mt_status global_sumsq(mt_optim *o, double *out) {
         if (st != MT_OK) return st;
         whole += part[k];
     }
-    /* a non-finite shard makes every device's sum non-finite: all stop */
-    if (!isfinite(whole))
-        return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
-                       "lower the learning rate (now %g) or check the data",
-                       bad ? bad : "(another device's shard)", o->steps + 1,
-                       mt_optim_lr_at(&o->cfg, o->steps));
     *out = whole;
     return MT_OK;
 }
 
-mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
+mt_status mt_optim_exclude_from_norm(mt_optim *o, const char *name) {
+    for (int i = 0; i < o->n; i++)
+        if (strcmp(o->params[i]->name, name) == 0) {
+            o->no_norm[i] = true;
+            return MT_OK;
+        }
+    return mt_fail(MT_EINVAL, "the optimizer has no parameter '%s' to leave out of the norm; "
+                   "give a parameter name of its graph", name);
+}
+
+mt_status mt_optim_step_norm(mt_optim *o, float norm) {
     const mt_optim_config *c = &o->cfg;
     if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
-    double sumsq = 0;
-    mt_status s = global_sumsq(o, &sumsq);
-    if (s != MT_OK) return s;
-    float norm = (float)sqrt(sumsq);
-    if (grad_norm) *grad_norm = norm;
+    /* a non-finite part makes every device's norm non-finite: all stop */
+    if (!isfinite(norm))
+        return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "
+                       "lower the learning rate (now %g) or check the data",
+                       o->bad ? o->bad : "(another device's shard)", o->steps + 1,
+                       mt_optim_lr_at(&o->cfg, o->steps));
     float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;
     update_ctx u = {o, gscale, mt_optim_lr_at(c, o->steps), o->steps + 1, 0};
     for (int i = 0; i < o->n; i++) {
@@ -198,6 +210,15 @@ mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
     o->steps = u.t;
     mt__graph_mark_grads_zero(o->g);
     return MT_OK;
+}
+
+mt_status mt_optim_step(mt_optim *o, float *grad_norm) {
+    double sumsq = 0;
+    mt_status s = mt_optim_sumsq(o, &sumsq);
+    if (s != MT_OK) return s;
+    float norm = (float)sqrt(sumsq);
+    if (grad_norm) *grad_norm = norm;
+    return mt_optim_step_norm(o, norm);
 }
 
 int mt_optim_steps(const mt_optim *o) { return o->steps; }

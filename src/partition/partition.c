@@ -218,7 +218,12 @@ static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     if (mt_type_local_shape(p->mesh, &sl->type, local) != MT_OK)
         return fail(p, MT_ESHARDING, "partition: '%s': %s", t->name, mt_errmsg());
     switch (t->kind) {
-    case MT_INPUT: sl->local = mt_input(p->lg, t->name, t->dtype, t->ndim, local); break;
+    case MT_INPUT:
+        sl->local = mt_input(p->lg, t->name, t->dtype, t->ndim, local);
+        /* a pipeline stage's input: its gradient goes back to the stage before */
+        if (sl->local && t->needs_grad && mt_input_set_needs_grad(sl->local) != MT_OK)
+            return fail(p, MT_EINTERNAL, "partition: '%s': %s", t->name, mt_errmsg());
+        break;
     case MT_CONST: sl->local = mt_constant(p->lg, t->name, t->dtype, t->ndim, local); break;
     case MT_PARAM:
         sl->local = mt_param(p->lg, t->name, t->ndim, local, t->init);
@@ -592,8 +597,8 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     if (global->compiled)
         return mt_fail(MT_ESTATE, "mt_partition: the global graph is compiled; partition the "
                        "program as built, then compile the device's graph");
-    if (loss->graph != global || loss->ndim != 0)
-        return mt_fail(MT_EINVAL, "mt_partition: the loss '%s' must be a scalar of the graph",
+    if (loss->graph != global)
+        return mt_fail(MT_EINVAL, "mt_partition: the loss '%s' is not a tensor of the graph",
                        loss->name);
     partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
@@ -636,7 +641,9 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
         ls->vary &= ~ls->type.sharding.partial_axes;
         if (!l) { s = local_failed(&p, "the loss's reduction"); goto out; }
     }
-    if (ls->vary) {
+    /* a pipeline stage's output (not a scalar) may differ between devices:
+     * its layout is its sharding (the batch split), the next stage's input's */
+    if (ls->vary && loss->ndim == 0) {
         char names[128];
         mt__mesh_list_axes(p.mesh, names, sizeof names);
         s = fail(&p, MT_ESHARDING, "partition: the loss '%s' differs between devices but is not "

@@ -140,6 +140,7 @@ mt__train_dev *mt__train_dev0(mt_trainer *tr) {
 mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
     (void)arg;
     const mt_train_config *c = &tr->cfg;
+    if (ctx && mt__train_pipe_size(mt_ctx_mesh(ctx)) > 1) return mt__train_pipe_create(tr, d, ctx);
     float scale = (float)(1.0 / ((double)mt__microbatch_size(tr->m, c) * c->accum));
     mt_status s = mt__train_make_graph(tr->m, c, ctx, scale, false, &d->g, &d->in, &d->target);
     if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
@@ -180,8 +181,7 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     mt_status s = mt_mesh_create(c->mesh, n, &mesh);
     if (s != MT_OK) return s;
     tr->n_devices = mt_mesh_size(mesh);
-    /* the axes the strategies know (presets.c); pipe replicates the work
-     * until pipelines come */
+    /* the axes the strategies know (presets.c, pipe.c) */
     static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
     for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
         bool known = false;
@@ -206,6 +206,19 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     if (c->zero == 1 && mt_mesh_axis_size(mesh, "fsdp") > 1) {
         s = mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
                     "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
+        mt_mesh_free(mesh);
+        return s;
+    }
+    int pipe = mt__train_pipe_size(mesh);
+    if (pipe > 1) {
+        if (!c->schedule) c->schedule = "1f1b";
+        s = mt__train_pipe_check(c, tr->m, pipe);
+    } else if (c->schedule || c->pipe_chunks) {
+        s = mt_fail(MT_EINVAL, "schedule '%s' pipelines over the mesh's pipe axis, but mesh '%s' "
+                    "has none of 2 or more devices; add one (e.g. pipe=2) or drop the schedule",
+                    c->schedule ? c->schedule : "(chunks)", c->mesh);
+    }
+    if (s != MT_OK) {
         mt_mesh_free(mesh);
         return s;
     }

@@ -55,6 +55,11 @@ static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) 
     return mt_gpt_build(g, &c->gpt, c->B, c->T, scale);
 }
 
+static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+                                  float scale) {
+    return mt_gpt_build_stage(g, &c->gpt, st, c->B, c->T, scale);
+}
+
 static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
                            int64_t *pos, void *in, void *target) {
     mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
@@ -206,6 +211,7 @@ static const mt__train_model MODELS[] = {
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel,
         .sequence = true,
+        .build_stage = gpt_build_stage, .stage_input = MT_GPT_STAGE_INPUT, .tied_param = "wte",
     },
     [MT_MODEL_MLP] = {
         .name = "mlp", .input = "x", .target = "targets",

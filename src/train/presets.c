@@ -14,7 +14,8 @@
  *           then row-parallel pairs: the MLP model's linear layers, the
  *           GPT's heads, MLPs and vocabulary), and with sequence
  *           parallelism the rows between them too;
- *   pipe    replicates, until pipelines come.
+ *   pipe    cuts the layers into stages (pipe.c): each stage's program
+ *           is sharded here over the other axes; nothing splits over pipe.
  * What each preset sets is a sharding on a leaf; the partitioner derives the
  * rest, and every combination trains the one-device run.
  */
@@ -71,10 +72,14 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     mt_axes ax = mt__batch_axes(mesh);
     mt_sharding batch = {{0}, 0};
     for (int i = 0; i < ax.n; i++) batch.dim_axes[0] |= 1u << ax.axis[i];
-    const char *names[3] = {m->input, m->target, m->batch_const};
+    /* (a pipeline stage has some of these: the first the tokens, the others
+     * the previous stage's output, the last the targets) */
+    const char *names[4] = {m->input, m->target, m->batch_const, m->stage_input};
     mt_status s = MT_OK;
-    for (int k = 0; k < 3 && s == MT_OK; k++)
-        if (names[k]) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &batch);
+    for (int k = 0; k < 4 && s == MT_OK; k++) {
+        mt_tensor *t = names[k] ? mt_graph_find(g, names[k]) : NULL;
+        if (t) s = mt_tensor_set_sharding(t, &batch);
+    }
     uint32_t tensor = mt__axis_bit(mesh, "tensor"), fsdp = mt__axis_bit(mesh, "fsdp");
     if (s == MT_OK && tensor && parts_of(mesh, tensor) > 1 && m->tensor_parallel)
         s = m->tensor_parallel(c, g, tensor, (int)parts_of(mesh, tensor));

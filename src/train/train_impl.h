@@ -61,6 +61,17 @@ typedef struct {
     /* The activations are (B,T,...) with T a sequence: sequence parallelism
      * applies. */
     bool sequence;
+    /* Pipeline parallelism: builds stage `st` of the model (a contiguous
+     * group of its blocks, see mt_gpt_build_stage) with the loss times
+     * `scale` on the last stage, else the stage's output. Optional: NULL,
+     * the model cannot be cut into stages. */
+    mt_tensor *(*build_stage)(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+                              float scale);
+    /* The input of a stage that is not the first (with build_stage). */
+    const char *stage_input;
+    /* A parameter both the first and the last stage hold (the GPT's tied
+     * token embedding), whose gradients a pipeline sums. Optional: NULL. */
+    const char *tied_param;
     /* Model FLOPs of one optimizer step over `units` tokens or examples.
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
@@ -80,8 +91,11 @@ int mt__train_model_count(void);
 /* One device's part of the run: its graphs (partitioned on a mesh), their
  * inputs, its optimizer, and what its last step or evaluation returned. Off a
  * mesh there is one, and no launch. */
+typedef struct mt__train_pipe mt__train_pipe;
+
 typedef struct {
-    mt_graph  *g;               /* training graph */
+    mt_graph  *g;               /* training graph (a pipeline: its first chunk's) */
+    mt__train_pipe *pipe;       /* on a mesh with a pipe axis of 2+ (pipe.c), else NULL */
     mt_tensor *in, *target;     /* its inputs, named by the model's entry */
     mt_optim  *opt;
     mt_graph  *eval_g;          /* forward-only graph, built on the first eval */
@@ -97,7 +111,8 @@ typedef struct {
 struct mt_trainer {
     mt_train_config cfg;        /* as resolved; its strings point at the copies below */
     const mt__train_model *m;   /* the model's table entry */
-    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace;   /* copies */
+    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace,
+                   *schedule;   /* copies */
     char            model[256]; /* model description, checked on resume */
     mt_dataset     *ds;         /* models trained on a dataset only (GPT) */
     mt__train_dev  *dev;        /* (n_dev): off a mesh and under MPI 1, threads: every device */
@@ -115,6 +130,25 @@ struct mt_trainer {
     mt_optim       *twin_opt;
 };
 
+
+/* ---- pipelines (pipe.c) ---- */
+
+#define MT_PIPE_MAX_CHUNKS 8    /* model chunks a device holds at most */
+/* The pipe axis's size (1 without one). */
+int       mt__train_pipe_size(const mt_mesh *mesh);
+/* The configuration's checks for a pipeline of p stages. */
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p);
+/* Builds device d's chunks, their optimizers and the executor (d->pipe). */
+mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
+void      mt__train_pipe_free(mt__train_pipe *pp);
+/* One optimizer step of the pipeline on device d: d->loss, d->grad_norm,
+ * d->pos as step_dev sets them. */
+mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, float lr, int step);
+/* The graph of device d's i-th chunk (in model order); NULL past the last,
+ * or off a pipeline. For tests and inspection. */
+mt_graph *mt__train_pipe_graph(const mt__train_dev *d, int i);
+/* The mean validation loss over eval_batches microbatches into d->loss. */
+mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 
 /* ---- strategies as sharding presets (presets.c) ---- */
 

@@ -94,6 +94,12 @@ static mt_status check_config(const mt_train_config *c) {
                        c->zero);
     if (c->threads < 0)
         return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
+    if ((c->schedule || c->pipe_chunks) && !(c->mesh && *c->mesh))
+        return mt_fail(MT_EINVAL, "a pipeline schedule (%s) needs a mesh with a pipe axis (e.g. "
+                       "--mesh pipe=2)", c->schedule ? c->schedule : "chunks");
+    if (c->pipe_chunks < 0 || c->pipe_chunks > MT_PIPE_MAX_CHUNKS)
+        return mt_fail(MT_EINVAL, "pipe_chunks=%d: a device holds 1 to %d model chunks (0: the "
+                       "schedule's own)", c->pipe_chunks, MT_PIPE_MAX_CHUNKS);
     mt_status s;
     if (m->check && (s = m->check(c)) != MT_OK) return s;
     if (!m->llmc && (c->llmc_in || c->llmc_out)) {
@@ -144,10 +150,12 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->llmc_in = dup_or_null(cfg->llmc_in);
     tr->llmc_out = dup_or_null(cfg->llmc_out);
     tr->mesh = dup_or_null(tr->on_mesh ? cfg->mesh : NULL);
+    tr->schedule = dup_or_null(cfg->schedule);
     tr->trace = dup_or_null(cfg->trace);
     if ((cfg->data && !tr->data) || (cfg->ckpt_in && !tr->ckpt_in) ||
         (cfg->ckpt_out && !tr->ckpt_out) || (cfg->llmc_in && !tr->llmc_in) ||
         (cfg->llmc_out && !tr->llmc_out) || (tr->on_mesh && !tr->mesh) ||
+        (cfg->schedule && !tr->schedule) ||
         (cfg->trace && !tr->trace)) {
         s = mt_fail(MT_ENOMEM, "out of memory copying the trainer's paths");
         goto fail;
@@ -155,6 +163,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     c->data = tr->data; c->ckpt_in = tr->ckpt_in; c->ckpt_out = tr->ckpt_out;
     c->llmc_in = tr->llmc_in; c->llmc_out = tr->llmc_out; c->mesh = tr->mesh;
     c->trace = tr->trace;
+    c->schedule = tr->schedule;
     tr->n_dev = 1;
     tr->n_devices = 1;
     if (tr->on_mesh && (s = mt__train_setup_mesh(tr)) != MT_OK) goto fail;
@@ -216,8 +225,12 @@ void mt_trainer_free(mt_trainer *tr) {
     if (!tr) return;
     for (int k = 0; tr->dev && k < tr->n_dev; k++) {
         mt__train_dev *d = &tr->dev[k];
-        mt_optim_free(d->opt);
-        mt_graph_free(d->g);
+        if (d->pipe) {   /* d->g and d->opt are its first chunk's */
+            mt__train_pipe_free(d->pipe);
+        } else {
+            mt_optim_free(d->opt);
+            mt_graph_free(d->g);
+        }
         mt_graph_free(d->eval_g);
         free(d->stage_in);
         free(d->stage_target);
@@ -232,6 +245,7 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->llmc_out);
     free(tr->mesh);
     free(tr->trace);
+    free(tr->schedule);
     free(tr);
 }
 
@@ -258,10 +272,16 @@ typedef struct {
     float lr;
 } step_args;
 
+static mt_status agree_stop(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
+
 static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
     const step_args *a = arg;
     const mt_train_config *c = &tr->cfg;
     mt_status s;
+    if (d->pipe) {
+        if ((s = mt__train_pipe_step(tr, d, ctx, a->lr, a->step)) != MT_OK) return s;
+        return agree_stop(tr, d, ctx);
+    }
     d->loss = 0;   /* Σ over microbatches of scaled losses = mean over the global batch */
     d->pos = tr->data_pos;
     for (int m = 0; m < c->accum; m++) {
@@ -284,6 +304,13 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
                            mt_errmsg(), (double)a->lr);
         return mt_fail_wrap(s, "at step %d", a->step);
     }
+    return agree_stop(tr, d, ctx);
+}
+
+/* Whether to stop after this step: under MPI all ranks agree. */
+static mt_status agree_stop(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
+    const mt_train_config *c = &tr->cfg;
+    mt_status s;
     d->stop = c->stop_flag && *c->stop_flag;
     if (ctx && c->stop_flag && tr->launch.transport == MT_TRANSPORT_MPI) {
         /* each rank got its own signal, maybe not between the same steps:
@@ -330,6 +357,7 @@ static mt_status eval_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
     (void)arg;
     const mt_train_config *c = &tr->cfg;
     mt_status s;
+    if (d->pipe) return mt__train_pipe_eval(tr, d, ctx);
     if (!d->eval_g) {
         /* forward only, its loss the mean over one microbatch */
         float scale = (float)(1.0 / (double)mt__microbatch_size(tr->m, c));

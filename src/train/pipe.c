@@ -1,0 +1,359 @@
+/*
+ * pipe.c — the trainer on a mesh with a pipe axis: pipeline parallelism.
+ *
+ * The model's L blocks are cut into S = p·v contiguous chunks (p the pipe
+ * axis's size, v the chunks per device: 1, or 2 and more for the
+ * interleaved and V-shaped schedules); the embedding goes with chunk 0, the
+ * head and the loss with chunk S-1. Each device builds, for each chunk the
+ * schedule gives it, the model's stage graph (mt_gpt_build_stage: the same
+ * parameter names and initial values as the whole model), shards and
+ * partitions it over the mesh's other axes like any program, and compiles
+ * it; a chunk that is not the last takes its backward's seed from the next
+ * chunk. The step's accum microbatches are the pipeline's microbatches:
+ * the executor (pipeline/executor.c) runs the device's list of the
+ * schedule, every loss scaled by 1/(the global batch), so gradients
+ * accumulate to the one-device step's.
+ *
+ * After the flush, before the optimizer:
+ *   - the tied token embedding: chunk 0's copy (the lookup) and chunk
+ *     S-1's (the head) each hold part of its gradient; their devices
+ *     exchange the parts and both add them in the same order, so both
+ *     copies take the same update and stay equal;
+ *   - the gradient norm: every chunk's optimizer gives its part of Σ g²
+ *     (the head's copy of the embedding left out), a psum over the pipe
+ *     axis adds the devices', and every chunk clips by the one global norm.
+ */
+#include "pipeline/executor_impl.h"
+#include "train/train_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The trainer's pipeline state on one device. */
+struct mt__train_pipe {
+    mt_schedule    *sched;
+    int             p, v, S, rank;  /* pipe size, chunks per device, chunks, this device's rank */
+    const mt_pipe_op *ops;          /* this device's list */
+    int             n_ops;
+    int            *device_of;      /* (S) */
+    mt__pipe_chunk  chunk[MT_PIPE_MAX_CHUNKS];
+    mt_optim       *opt[MT_PIPE_MAX_CHUNKS];
+    mt_tensor      *in[MT_PIPE_MAX_CHUNKS], *target[MT_PIPE_MAX_CHUNKS];   /* data inputs */
+    mt__pipe_exec   x;
+    void           *step_in, *step_target;   /* (accum, global microbatch): the step's data */
+    size_t          mb_in, mb_target;        /* bytes of one global microbatch of each */
+};
+
+/* Blocks [*layer0, *layer0 + *layers) of chunk k of S over L blocks: as
+ * even as can be, the first L mod S chunks one block more (the last chunk
+ * also carries the head). */
+static void split_layers(int L, int S, int k, int *layer0, int *layers) {
+    int base = L / S, extra = L % S;
+    *layer0 = k * base + (k < extra ? k : extra);
+    *layers = base + (k < extra ? 1 : 0);
+}
+
+int mt__train_pipe_size(const mt_mesh *mesh) {
+    return mt__axis_bit(mesh, "pipe") ? mt_mesh_axis_size(mesh, "pipe") : 1;
+}
+
+/* The checks a pipeline configuration must pass before any device starts. */
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p) {
+    if (!m->build_stage)
+        return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
+                       "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
+                       m->name);
+    if (c->accum < p)
+        return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
+                       "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);
+    if (c->ckpt_in || c->ckpt_out || c->llmc_in || c->llmc_out)
+        return mt_fail(MT_EUNSUPPORTED, "pipeline runs cannot read or write checkpoints yet (each "
+                       "device holds only its stages); train without --ckpt-in/--ckpt-out/"
+                       "--llmc-in/--llmc-out, or without the pipe axis");
+    return MT_OK;
+}
+
+/* ---- building a device's chunks ---------------------------------------- */
+
+/* The compiled graph of chunk k: the model's stage, sharded and partitioned
+ * over the mesh's other axes. */
+static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int i, int k,
+                            float scale) {
+    const mt_train_config *c = &tr->cfg;
+    mt__pipe_chunk *ch = &pp->chunk[i];
+    mt_gpt_stage st = {.first = k == 0, .last = k == pp->S - 1};
+    split_layers(c->gpt.L, pp->S, k, &st.layer0, &st.layers);
+    mt_graph *g = mt_graph_create();
+    if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the graph of pipeline chunk %d", k);
+    mt_tensor *out = tr->m->build_stage(c, g, &st, scale);
+    mt_status s = MT_OK;
+    if (!out) {
+        s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL;
+        mt_fail(s, "%s", mt_graph_errmsg(g));
+        mt_graph_free(g);
+        return s;
+    }
+    mt_graph *local = NULL;
+    mt_tensor *local_out = NULL;
+    mt_partition_opts po;
+    s = mt__shard_program(tr->m, c, g, mt_ctx_mesh(ctx), &po);
+    if (s == MT_OK) s = mt_partition(g, out, ctx, &po, &local, &local_out);
+    mt_graph_free(g);
+    if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", k);
+    mt_compile_opts opts = {.seed = c->seed, .seed_from_caller = !st.last};
+    s = mt_graph_compile(local, local_out, &opts);
+    if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
+    if (s != MT_OK) {
+        mt_graph_free(local);
+        return mt_fail_wrap(s, "pipeline chunk %d", k);
+    }
+    *ch = (mt__pipe_chunk){.g = local, .chunk = k,
+                           .in = st.first ? NULL : mt_graph_find(local, tr->m->stage_input),
+                           .out = st.last ? NULL : local_out};
+    pp->in[i] = st.first ? mt_graph_find(local, tr->m->input) : NULL;
+    pp->target[i] = st.last ? mt_graph_find(local, tr->m->target) : NULL;
+    if ((!st.first && !ch->in) || (st.first && !pp->in[i]) || (st.last && !pp->target[i]))
+        return mt_fail(MT_EINTERNAL, "pipeline chunk %d lacks its inputs", k);
+    return MT_OK;
+}
+
+/* The devices holding the chunks before and after each boundary must agree
+ * on the activation's local size (the same sharding on both sides). */
+static mt_status check_boundaries(const mt__train_pipe *pp) {
+    for (int i = 0; i < pp->v; i++) {
+        const mt__pipe_chunk *ch = &pp->chunk[i];
+        if (ch->out && ch->in && mt_tensor_numel(ch->out) != mt_tensor_numel(ch->in))
+            return mt_fail(MT_EUNSUPPORTED, "pipeline chunk %d takes an input of %lld elements "
+                           "but gives %lld: the layouts at the stage boundary differ; drop "
+                           "--sequence-parallel with pipe", ch->chunk,
+                           (long long)mt_tensor_numel(ch->in), (long long)mt_tensor_numel(ch->out));
+    }
+    return MT_OK;
+}
+
+mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
+    const mt_train_config *c = &tr->cfg;
+    mt__train_pipe *pp = calloc(1, sizeof *pp);
+    if (!pp) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
+    d->pipe = pp;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    mt_axes pipe = {0};
+    mt_status s = mt_ctx_axes(ctx, "pipe", &pipe);
+    if (s != MT_OK) return s;
+    pp->p = mt_axis_size(ctx, pipe);
+    pp->rank = mt_axis_index(ctx, pipe);
+    (void)mesh;
+    mt_pipe_costs costs = mt_pipe_costs_default();
+    s = mt_schedule_make(c->schedule, pp->p, c->accum, c->pipe_chunks, &costs, &pp->sched);
+    if (s != MT_OK) return s;
+    pp->v = mt_schedule_chunks(pp->sched);
+    pp->S = pp->p * pp->v;
+    if (pp->v > MT_PIPE_MAX_CHUNKS)
+        return mt_fail(MT_EINVAL, "%d chunks per device; the trainer holds at most %d",
+                       pp->v, MT_PIPE_MAX_CHUNKS);
+    if (c->gpt.L < pp->S)
+        return mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, "
+                       "more than its L=%d blocks; use more layers or fewer chunks",
+                       c->schedule, pp->p, pp->S, c->gpt.L);
+    pp->device_of = malloc((size_t)pp->S * sizeof *pp->device_of);
+    if (!pp->device_of) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
+    for (int k = 0; k < pp->S; k++) pp->device_of[k] = mt_schedule_chunk_device(pp->sched, k);
+    pp->ops = mt_schedule_ops(pp->sched, pp->rank, &pp->n_ops);
+    float scale = (float)(1.0 / ((double)mt__microbatch_size(tr->m, c) * c->accum));
+    int i = 0;
+    for (int k = 0; k < pp->S && s == MT_OK; k++)
+        if (pp->device_of[k] == pp->rank) s = make_chunk(tr, pp, ctx, i++, k, scale);
+    if (s != MT_OK) return s;
+    if (i != pp->v)
+        return mt_fail(MT_EINTERNAL, "the schedule gives pipe rank %d %d chunks, not %d",
+                       pp->rank, i, pp->v);
+    if ((s = check_boundaries(pp)) != MT_OK) return s;
+    for (i = 0; i < pp->v && s == MT_OK; i++) {
+        s = mt_optim_create(pp->chunk[i].g, &c->optim, &pp->opt[i]);
+        /* the head's copy of the tied embedding: counted once, on chunk 0 */
+        if (s == MT_OK && pp->chunk[i].chunk == pp->S - 1 && tr->m->tied_param)
+            s = mt_optim_exclude_from_norm(pp->opt[i], tr->m->tied_param);
+    }
+    if (s != MT_OK) return s;
+    pp->x = (mt__pipe_exec){.ctx = ctx, .pipe = pipe, .S = pp->S, .m = c->accum,
+                            .device_of = pp->device_of, .chunks = pp->chunk, .n_chunks = pp->v,
+                            .feed = NULL, .arg = NULL};
+    if ((s = mt__pipe_setup(&pp->x, pp->ops, pp->n_ops)) != MT_OK) return s;
+    /* the step's data: accum global microbatches */
+    int parts = mt_axis_size(ctx, mt__batch_axes(mesh));
+    mt_tensor *tin = NULL, *ttg = NULL;
+    for (i = 0; i < pp->v; i++) {
+        if (pp->in[i]) tin = pp->in[i];
+        if (pp->target[i]) ttg = pp->target[i];
+    }
+    pp->mb_in = tin ? (size_t)parts * (size_t)mt_tensor_numel(tin) * 4 : 0;
+    pp->mb_target = ttg ? (size_t)parts * (size_t)mt_tensor_numel(ttg) * 4 : 0;
+    /* fill_batch writes both: room for both even where one is not used */
+    size_t mb = pp->mb_in > pp->mb_target ? pp->mb_in : pp->mb_target;
+    pp->step_in = malloc((size_t)c->accum * mb);
+    pp->step_target = malloc((size_t)c->accum * mb);
+    d->stage_in = malloc(mb);
+    d->stage_target = malloc(mb);
+    if (!pp->step_in || !pp->step_target || !d->stage_in || !d->stage_target)
+        return mt_fail(MT_ENOMEM, "out of memory for the pipeline's microbatches");
+    pp->mb_in = pp->mb_target = mb;
+    /* for inspection (mt_trainer_graph, memory): the device's first chunk */
+    d->g = pp->chunk[0].g;
+    d->opt = pp->opt[0];
+    return MT_OK;
+}
+
+void mt__train_pipe_free(mt__train_pipe *pp) {
+    if (!pp) return;
+    mt__pipe_free(&pp->x);
+    for (int i = 0; i < MT_PIPE_MAX_CHUNKS; i++) {
+        mt_optim_free(pp->opt[i]);
+        mt_graph_free(pp->chunk[i].g);
+    }
+    mt_schedule_free(pp->sched);
+    free(pp->device_of);
+    free(pp->step_in);
+    free(pp->step_target);
+    free(pp);
+}
+
+/* ---- a step ------------------------------------------------------------ */
+
+typedef struct {
+    mt_trainer     *tr;
+    mt__train_pipe *pp;
+    mt_ctx         *ctx;
+} feed_arg;
+
+/* Writes microbatch mb's slice of this device's batch rows into chunk c's
+ * inputs: the tokens on chunk 0, the targets on chunk S-1. */
+static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
+    feed_arg *f = arg;
+    mt__train_pipe *pp = f->pp;
+    int i = (int)(c - pp->chunk);
+    int r = mt_axis_index(f->ctx, mt__batch_axes(mt_ctx_mesh(f->ctx)));
+    mt_tensor *ts[2] = {pp->in[i], pp->target[i]};
+    const char *src[2] = {(char *)pp->step_in + (size_t)mb * pp->mb_in,
+                          (char *)pp->step_target + (size_t)mb * pp->mb_target};
+    for (int k = 0; k < 2; k++) {
+        if (!ts[k]) continue;
+        size_t nb = (size_t)mt_tensor_numel(ts[k]) * 4;
+        void *dst = mt_tensor_dtype(ts[k]) == MT_I32 ? (void *)mt_tensor_i32(ts[k])
+                                                     : (void *)mt_tensor_f32(ts[k]);
+        memcpy(dst, src[k] + (size_t)r * nb, nb);
+    }
+    return MT_OK;
+}
+
+/* The tied embedding's two copies (chunk 0's and chunk S-1's) get the sum
+ * of both gradients: exchanged when on two devices (each adds the other's
+ * part in the order chunk 0's + chunk S-1's, so both sums are the same
+ * bits), added in place when on one. */
+static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
+    const char *name = tr->m->tied_param;
+    if (!name || pp->S < 2) return MT_OK;
+    mt_tensor *first = NULL, *last = NULL;
+    for (int i = 0; i < pp->v; i++) {
+        if (pp->chunk[i].chunk == 0) first = mt_graph_find(pp->chunk[i].g, name);
+        if (pp->chunk[i].chunk == pp->S - 1) last = mt_graph_find(pp->chunk[i].g, name);
+    }
+    if (!first && !last) return MT_OK;
+    mt_tensor *mine = first ? first : last;
+    if (!mt_tensor_grad(mine)) return MT_OK;   /* (never: both copies are used) */
+    float *g = mt_tensor_f32(mt_tensor_grad(mine));
+    size_t n = (size_t)mt_tensor_numel(mine);
+    if (first && last) {   /* one device holds both */
+        float *g2 = mt_tensor_f32(mt_tensor_grad(last));
+        for (size_t e = 0; e < n; e++) g[e] = g2[e] = g[e] + g2[e];
+        return MT_OK;
+    }
+    float *other = malloc(n * sizeof *other);
+    if (!other) return mt_fail(MT_ENOMEM, "out of memory summing the tied '%s'", name);
+    int peer = first ? pp->device_of[pp->S - 1] : pp->device_of[0];
+    const int tag = MT_TAG_MAX;   /* unused by the executor's messages in a step */
+    mt_status s = mt_send(ctx, pp->x.pipe, peer, tag, g, n, MT_F32);
+    if (s == MT_OK) s = mt_recv(ctx, pp->x.pipe, peer, tag, other, n, MT_F32);
+    if (s == MT_OK) {
+        if (first) for (size_t e = 0; e < n; e++) g[e] = g[e] + other[e];
+        else       for (size_t e = 0; e < n; e++) g[e] = other[e] + g[e];
+    }
+    free(other);
+    return s;
+}
+
+mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, float lr, int step) {
+    const mt_train_config *c = &tr->cfg;
+    mt__train_pipe *pp = d->pipe;
+    mt_status s = MT_OK;
+    for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_graph_set_ctx(pp->chunk[i].g, ctx);
+    if (s != MT_OK) return s;
+    /* the step's microbatches, each the global one (a pure function of pos) */
+    d->pos = tr->data_pos;
+    for (int j = 0; j < c->accum; j++)
+        tr->m->fill_batch(c, tr->ds, 0, &d->pos, (char *)pp->step_in + (size_t)j * pp->mb_in,
+                          (char *)pp->step_target + (size_t)j * pp->mb_target);
+    feed_arg fa = {tr, pp, ctx};
+    pp->x.ctx = ctx;
+    pp->x.feed = feed;
+    pp->x.arg = &fa;
+    double loss = 0;
+    s = mt__pipe_run(&pp->x, pp->ops, pp->n_ops, &loss);
+    if (s == MT_OK) s = sum_tied(tr, pp, ctx);
+    /* the loss lives on the last chunk's device; the norm's parts on all */
+    double sumsq = 0;
+    for (int i = 0; i < pp->v && s == MT_OK; i++) {
+        double part = 0;
+        s = mt_optim_sumsq(pp->opt[i], &part);
+        sumsq += part;
+    }
+    float both[2] = {(float)loss, (float)sumsq};
+    if (s == MT_OK) s = mt_psum(ctx, pp->x.pipe, both, 2);
+    if (s != MT_OK) {
+        for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
+        return s;
+    }
+    d->loss = both[0];
+    if (!isfinite(d->loss)) {
+        for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
+        return mt_fail(MT_ENAN, "loss is %g at step %d; lower the learning rate (now %g) or "
+                       "check the data", d->loss, step, (double)lr);
+    }
+    d->grad_norm = sqrtf(both[1]);
+    for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_optim_step_norm(pp->opt[i], d->grad_norm);
+    if (s != MT_OK) {
+        for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
+        if (s == MT_ENAN)
+            return mt_fail(s, "at step %d: %s; lower the learning rate (now %g)", step,
+                           mt_errmsg(), (double)lr);
+        return mt_fail_wrap(s, "at step %d", step);
+    }
+    return MT_OK;
+}
+
+mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
+    const mt_train_config *c = &tr->cfg;
+    mt__train_pipe *pp = d->pipe;
+    mt_status s = MT_OK;
+    for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_graph_set_ctx(pp->chunk[i].g, ctx);
+    feed_arg fa = {tr, pp, ctx};
+    pp->x.ctx = ctx;
+    pp->x.feed = feed;
+    pp->x.arg = &fa;
+    int64_t pos = 0;   /* the same validation batches every time */
+    double sum = 0;
+    for (int i = 0; i < c->eval_batches && s == MT_OK; i++) {
+        /* microbatch 0 of the step's buffers holds it */
+        tr->m->fill_batch(c, tr->ds, 1, &pos, pp->step_in, pp->step_target);
+        s = mt__pipe_forward(&pp->x, 0, &sum);
+    }
+    /* the training graphs scale each loss by 1/(accum microbatches) */
+    float mean = (float)(sum * c->accum / c->eval_batches);
+    if (s == MT_OK) s = mt_psum(ctx, pp->x.pipe, &mean, 1);
+    d->loss = mean;
+    return s;
+}
+
+mt_graph *mt__train_pipe_graph(const mt__train_dev *d, int i) {
+    return d->pipe && i >= 0 && i < d->pipe->v ? d->pipe->chunk[i].g : NULL;
+}

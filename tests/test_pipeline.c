@@ -1,0 +1,166 @@
+/*
+ * test_pipeline.c — DESIGN's invariant for pipelines: the trainer on a mesh
+ * with a pipe axis, under every schedule kind, trains the one-device run.
+ * The small GPT (C=64, NH=4, V from the text; L=4 on pipe=2, L=8 on pipe=4
+ * so that the V shape's and the interleaved schedules' 2p chunks each get
+ * blocks), 10 AdamW steps with clipping, the step's microbatches being the
+ * one-device run's accumulation: the loss and the global gradient norm at
+ * every step within relative 1e-5, and every parameter of every device's
+ * chunks, after the run, within 1e-4 of the one-device parameter of the
+ * same name (both copies of the tied embedding included).
+ *
+ * Also: the configurations a pipeline refuses, each with its message.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+#include "train_helpers.h"
+#include "train/train_impl.h"
+
+#include <unistd.h>
+
+#define TSTEPS 10
+
+typedef struct {
+    float loss[TSTEPS], norm[TSTEPS];
+} curve;
+
+static mt_train_config pipe_config(const char *text, int L, int m) {
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, text);
+    c.gpt.L = L;
+    c.B = 2;           /* sequences per microbatch */
+    c.accum = m;       /* the pipeline's microbatches */
+    return c;
+}
+
+static curve run(mt_trainer *tr) {
+    curve out = {{0}, {0}};
+    for (int s = 0; s < TSTEPS; s++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(tr, &r));
+        out.loss[s] = r.loss;
+        out.norm[s] = r.grad_norm;
+    }
+    return out;
+}
+
+/* Every parameter of every chunk of every device against one device's. */
+static int compare_params(mt_trainer *pipe, mt_trainer *one, const char *what) {
+    mt_graph *g1 = mt_trainer_graph(one);
+    int checked = 0;
+    for (int k = 0; k < pipe->n_dev; k++)
+        for (int i = 0;; i++) {
+            mt_graph *g = mt__train_pipe_graph(&pipe->dev[k], i);
+            if (!g) break;
+            for (int q = 0; q < mt_graph_n_params(g); q++) {
+                mt_tensor *p = mt_graph_param_at(g, q);
+                mt_tensor *w = mt_graph_find(g1, mt_tensor_name(p));
+                MT_CHECK(w && mt_tensor_numel(w) == mt_tensor_numel(p),
+                         "%s: device %d chunk graph %d's '%s' has no twin of its size", what, k,
+                         i, mt_tensor_name(p));
+                const float *a = mt_tensor_f32(p), *b = mt_tensor_f32(w);
+                for (int64_t e = 0; e < mt_tensor_numel(p); e++)
+                    MT_CHECK_CLOSE(a[e], b[e], 1e-4, "%s: device %d '%s'[%lld]", what, k,
+                                   mt_tensor_name(p), (long long)e);
+                checked++;
+            }
+        }
+    return checked;
+}
+
+/* Trains `kind` over pipe=p with m microbatches and compares with one device. */
+static void check_kind(const char *kind, int p, int m, int L, const char *extra_axes) {
+    char text[] = "/tmp/mt-test-pipe-XXXXXX";
+    mt_test_write_text(text);
+    mt_train_config c = pipe_config(text, L, m);
+    mt_trainer *one = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &one));
+    curve want = run(one);
+    MT_CHECK(want.loss[TSTEPS - 1] < want.loss[0], "one device: training lowers the loss");
+
+    char mesh[64];
+    snprintf(mesh, sizeof mesh, "pipe=%d%s", p, extra_axes ? extra_axes : "");
+    c.mesh = mesh;
+    c.schedule = kind;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    curve got = run(tr);
+    char what[96];
+    snprintf(what, sizeof what, "%s on %s, m=%d", kind, mesh, m);
+    for (int s = 0; s < TSTEPS; s++) {
+        MT_CHECK_CLOSE(got.loss[s], want.loss[s], 1e-5, "%s: loss at step %d", what, s + 1);
+        MT_CHECK_CLOSE(got.norm[s], want.norm[s], 1e-5, "%s: gradient norm at step %d", what,
+                       s + 1);
+    }
+    int n = compare_params(tr, one, what);
+    /* every parameter somewhere, the tied embedding twice */
+    MT_CHECK(n >= mt_graph_n_params(mt_trainer_graph(one)) + 1, "%s: %d parameters compared",
+             what, n);
+    fprintf(stderr, "  %s: %d steps, loss %.4f -> %.4f, %d parameter tensors match\n", what,
+            TSTEPS, got.loss[0], got.loss[TSTEPS - 1], n);
+    mt_trainer_free(tr);
+    mt_trainer_free(one);
+    unlink(text);
+}
+
+#define KIND_CASES(name, kind)                                                              \
+    MT_TEST(pipe2_m4_##name) { check_kind(kind, 2, 4, 4, NULL); }                           \
+    MT_TEST(pipe2_m8_##name) { check_kind(kind, 2, 8, 4, NULL); }
+
+KIND_CASES(gpipe, "gpipe")
+KIND_CASES(1f1b, "1f1b")
+KIND_CASES(interleaved, "interleaved")
+KIND_CASES(zb_h1, "zb-h1")
+KIND_CASES(zb_h2, "zb-h2")
+KIND_CASES(zb_v, "zb-v")
+MT_TEST(pipe2_m4_dualpipev) { check_kind("dualpipev", 2, 4, 4, NULL); }
+MT_TEST(pipe2_m8_dualpipev) { check_kind("dualpipev", 2, 8, 4, NULL); }
+
+MT_TEST(pipe4_m8_1f1b) { check_kind("1f1b", 4, 8, 8, NULL); }
+MT_TEST(pipe4_m8_zb_h1) { check_kind("zb-h1", 4, 8, 8, NULL); }
+MT_TEST(pipe4_m8_zb_v) { check_kind("zb-v", 4, 8, 8, NULL); }
+
+/* composed with the other axes */
+MT_TEST(pipe2_data2_zb_h1) { check_kind("zb-h1", 2, 4, 4, ",data=2"); }
+MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
+MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
+
+/* ---- what a pipeline refuses ------------------------------------------- */
+
+static void expect_refusal(mt_train_config c, const char *needle) {
+    mt_trainer *tr = NULL;
+    mt_status s = mt_trainer_create(&c, &tr);
+    MT_CHECK(s != MT_OK, "refused: %s", needle);
+    MT_CHECK(strstr(mt_errmsg(), needle), "message names '%s': %s", needle, mt_errmsg());
+    mt_trainer_free(tr);
+}
+
+MT_TEST(pipeline_refusals) {
+    char text[] = "/tmp/mt-test-pipe-XXXXXX";
+    mt_test_write_text(text);
+    mt_train_config c = pipe_config(text, 4, 1);
+    c.mesh = "pipe=2";
+    expect_refusal(c, "m >= p");                          /* 1 microbatch over 2 stages */
+    c.accum = 3;
+    c.schedule = "interleaved";
+    expect_refusal(c, "divisible");                       /* m divisible by p */
+    c.schedule = "zb-q";
+    expect_refusal(c, "zb-q");                            /* an unknown kind */
+    c.schedule = "1f1b";
+    c.mesh = "data=2";
+    expect_refusal(c, "pipe axis");                       /* a schedule without a pipe axis */
+    c.mesh = "pipe=4";
+    c.accum = 4;
+    c.schedule = "zb-v";
+    expect_refusal(c, "L=4");                             /* 8 chunks of 4 blocks */
+    c.mesh = "pipe=2";
+    c.schedule = NULL;
+    c.ckpt_out = "/tmp/mt-test-pipe-never.ckpt";
+    expect_refusal(c, "checkpoints");
+    c.ckpt_out = NULL;
+    c.model = MT_MODEL_MLP;
+    c.data = NULL;
+    expect_refusal(c, "stages");                          /* the MLP cannot be cut */
+    unlink(text);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
