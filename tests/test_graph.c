@@ -3,7 +3,9 @@
  * against central finite differences, the B part and the W part separately;
  * composite graphs; F+B+W equals the unsplit backward; accumulation; buffer
  * planning (no two live tensors share a byte; the arena is near the peak of
- * live bytes, computed here); names found after renames; build errors.
+ * live bytes, computed here); names found after renames; build errors. The
+ * pieces of a pipeline stage: an input's gradient, a caller-supplied seed,
+ * and slots that interleave microbatches bitwise like running them in turn.
  *
  * Each case marks its data-dependent operands with act(): x = ones ⊙ p, with
  * `ones` an input (so x depends on the data and its gradient is B work) and p
@@ -71,6 +73,17 @@ static double loss_now(mt_graph *g) {
     return mt_graph_loss(g);
 }
 
+/* d loss / d data[j] by central differences (forwards only). */
+static double central_diff(mt_graph *g, float *data, int64_t j, double eps) {
+    float keep = data[j];
+    data[j] = keep + (float)eps;
+    double lp = loss_now(g);
+    data[j] = keep - (float)eps;
+    double lm = loss_now(g);
+    data[j] = keep;
+    return (lp - lm) / (2 * eps);
+}
+
 /* Compiles, then checks every parameter's gradient against central
  * differences: activations after B alone (while every parameter gradient is
  * still zero: W has not run), everything after W. */
@@ -109,13 +122,7 @@ static void fd_check(fd_case *c, void (*fill_ints)(mt_graph *), double eps, doub
         int64_t n = mt_tensor_numel(p);
         int64_t stride = n > 48 ? n / 48 + 1 : 1;    /* sample big tensors */
         for (int64_t j = 0; j < n; j += stride) {
-            float keep = data[j];
-            data[j] = keep + (float)eps;
-            double lp = loss_now(g);
-            data[j] = keep - (float)eps;
-            double lm = loss_now(g);
-            data[j] = keep;
-            double num = (lp - lm) / (2 * eps);
+            double num = central_diff(g, data, j, eps);
             double err_w = fabs(grad[j] - num);
             MT_CHECK(err_w <= tol * (1 + fabs(num)), "d loss / d %s[%lld]: W gives %.6g, "
                      "finite differences %.6g", mt_tensor_name(p), (long long)j, grad[j], num);
@@ -620,15 +627,8 @@ MT_TEST(input_gradient_matches_finite_differences) {
     float *dx = copy_of(mt_tensor_grad(x));
     float *xd = mt_tensor_f32(x);
     for (int j = 0; j < 32; j++) {
-        const double eps = 1e-2;
-        float keep = xd[j];
-        xd[j] = keep + (float)eps;
-        double lp = loss_now(g);
-        xd[j] = keep - (float)eps;
-        double lm = loss_now(g);
-        xd[j] = keep;
-        double num = (lp - lm) / (2 * eps);
-        MT_CHECK(fabs(dx[j] - num) <= 1e-2 * (1 + fabs(num)), "d loss / d x[%d]: B gives %.6g, "
+        double num = central_diff(g, xd, j, EPS);
+        MT_CHECK(fabs(dx[j] - num) <= TOL * (1 + fabs(num)), "d loss / d x[%d]: B gives %.6g, "
                  "finite differences %.6g", j, dx[j], num);
     }
     /* the caller's to read until the next backward: not in the reused arena */
