@@ -291,7 +291,8 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
  * gradient accumulation); mt_graph_zero_grad() clears them. F, then B, then W
  * gives exactly the gradient mt_graph_backward() gives. Buffers are planned
  * for that order: do not run a forward between the B and the W of the same
- * slot (see mt_graph_set_slots to interleave microbatches). A parameter the loss does not use gets no gradient (its
+ * slot (mt_graph_set_slots gives a graph several, to interleave
+ * microbatches). A parameter the loss does not use gets no gradient (its
  * mt_tensor_grad() is NULL) and optimizers leave it as it is.
  * On a device (mt_graph_set_ctx), pvary's gradient all-reduce overlaps the
  * rest of W: it starts (mt_all_reduce_start, on the device's request queue,

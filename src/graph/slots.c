@@ -107,7 +107,7 @@ mt_status mt_graph_set_slots(mt_graph *g, int n) {
         return mt_fail(MT_EINVAL, "mt_graph_set_slots: %d slots; a graph needs at least 1", n);
     int have = g->slots ? g->n_slots : 1;
     if (n == have) return MT_OK;
-    if (g->slot >= n) mt_graph_use_slot(g, 0);   /* the current slot goes away */
+    if (g->slot >= n) (void)mt_graph_use_slot(g, 0);   /* the current slot goes away */
     if (n == 1) {   /* back to the graph's own blocks: slot 0's */
         for (int k = 1; k < g->n_slots; k++) slot_free(&g->slots[k]);
         free(g->slots);
