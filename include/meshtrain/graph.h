@@ -36,8 +36,21 @@ mt_tensor *mt_input(mt_graph *g, const char *name, mt_dtype dtype, int ndim, con
 mt_tensor *mt_param(mt_graph *g, const char *name, int ndim, const int64_t *shape, mt_init init);
 mt_tensor *mt_constant(mt_graph *g, const char *name, mt_dtype dtype, int ndim, const int64_t *shape);
 
-/* The gradient tensor of a parameter (or of an activation that has one) after
- * mt_graph_compile(); NULL if it has none. */
+/* Marks an f32 input so that the backward computes its gradient, as a
+ * pipeline stage that is not the first must send d loss / d x back to the
+ * stage before it: after mt_graph_backward_b, mt_tensor_grad(input) holds
+ * d loss / d input (input-gradient work, B: it does not wait for W). Each
+ * backward overwrites it (it never accumulates across runs, unlike a
+ * parameter's); it keeps its value until the next backward_b of the same
+ * slot. Its gradient is NULL when the loss does not depend on the input.
+ * Call before mt_graph_compile, before or after building the ops that read
+ * the input. MT_EINVAL for NULL or a tensor that is not an f32 input made by
+ * mt_input (a view of one included); MT_ESTATE once the graph is compiled. */
+mt_status mt_input_set_needs_grad(mt_tensor *input);
+
+/* The gradient tensor of a parameter (or of an activation that has one, or
+ * of an input marked with mt_input_set_needs_grad) after mt_graph_compile();
+ * NULL if it has none. */
 mt_tensor *mt_tensor_grad(mt_tensor *t);
 
 /* Renames a tensor (op outputs are named "<kind>.<id>" by default), so it
@@ -252,11 +265,25 @@ mt_status mt_shard_rule(const mt_mesh *mesh, const char *op, const mt_type *in, 
 typedef struct {
     uint64_t seed;          /* parameter initialisation seed */
     bool     no_grad;       /* forward only: no backward, no gradient buffers */
+    /* The backward starts from a cotangent the caller supplies, as a
+     * pipeline stage that is not the last (its result y goes to the next
+     * stage, which sends back d loss / d y): `loss` may be any f32 tensor,
+     * and before each mt_graph_backward_b the caller fills
+     * mt_tensor_grad(loss) with d loss / d loss-tensor (a scalar loss
+     * otherwise gets the constant 1). Nothing in the graph writes that seed
+     * and its bytes are never reused: it keeps its value through B and W
+     * (W reads it, e.g. the last linear's weight gradient). The result
+     * (mt_tensor_f32(loss)) keeps its value after the forward too.
+     * mt_graph_loss() then returns NAN. */
+    bool     seed_from_caller;
 } mt_compile_opts;
 
-/* Marks `loss` (a scalar) as the value to differentiate, builds the backward
- * graph (each node tagged B or W), plans every buffer once, allocates, and
- * initialises parameters. After this the graph runs without allocating. */
+/* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the
+ * value to differentiate, builds the backward graph (each node tagged B or
+ * W), plans every buffer once, allocates, and initialises parameters. After
+ * this the graph runs without allocating. MT_ESHAPE for a loss that is not
+ * an f32 scalar (without seed_from_caller); MT_EINVAL for a loss that
+ * depends on no parameter and no input marked with mt_input_set_needs_grad. */
 mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts);
 
 /* Runs the forward pass, then the input-gradient (B) nodes, then the weight-
@@ -264,7 +291,8 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
  * gradient accumulation); mt_graph_zero_grad() clears them. F, then B, then W
  * gives exactly the gradient mt_graph_backward() gives. Buffers are planned
  * for that order: do not run a forward between the B and the W of the same
- * graph. A parameter the loss does not use gets no gradient (its
+ * slot (mt_graph_set_slots gives a graph several, to interleave
+ * microbatches). A parameter the loss does not use gets no gradient (its
  * mt_tensor_grad() is NULL) and optimizers leave it as it is.
  * On a device (mt_graph_set_ctx), pvary's gradient all-reduce overlaps the
  * rest of W: it starts (mt_all_reduce_start, on the device's request queue,
@@ -281,8 +309,46 @@ mt_status mt_graph_backward_w(mt_graph *g);
 mt_status mt_graph_backward(mt_graph *g);
 void      mt_graph_zero_grad(mt_graph *g);
 
-/* The loss after the last forward. */
+/* The loss after the last forward of the current slot; NAN for a graph
+ * compiled with seed_from_caller (its "loss" is no scalar). */
 float mt_graph_loss(const mt_graph *g);
+
+/* --- slots: several microbatches in flight ---
+ * A pipeline stage runs, per microbatch j, F(j), B(j) and W(j) in a
+ * schedule that interleaves microbatches (F0 F1 F2 B0 F3 W0 B1 ...). Each
+ * microbatch in flight needs its own per-run state; a slot is one such set:
+ * the activation arena (every planned buffer: activations, saved
+ * statistics, activation gradients, gathered parameters), the inputs and
+ * their gradients (mt_input_set_needs_grad), the loss or caller-supplied
+ * seed (and the result it belongs to) and mt_graph_loss()'s value.
+ * Parameters, their gradients, constants and the kernels' scratch are
+ * shared by all slots. */
+
+/* Gives a compiled graph n slots. Slot 0 is the graph's existing state and
+ * keeps its contents; slots 1..n-1 are allocated here (each one arena of
+ * the planned size, contents undefined, and zeroed inputs); an n smaller
+ * than before frees the slots past n-1 (n = 1: all but slot 0), switching
+ * to slot 0 first when the current slot goes. mt_graph_get_stats() reports
+ * n_slots and arena_bytes over all of them. MT_ESTATE before
+ * mt_graph_compile, MT_EINVAL for n < 1, MT_ENOMEM when a slot cannot be
+ * allocated (the graph keeps the slots it has, as the message says). */
+mt_status mt_graph_set_slots(mt_graph *g, int n);
+
+/* Makes slot k the one the next runs use, and the one mt_tensor_f32() and
+ * mt_tensor_grad() of inputs, of the loss (or the output and its seed) and
+ * of any activation refer to, and mt_graph_loss() reads: pointers taken
+ * from mt_tensor_f32() of those tensors before the switch point into the
+ * previous slot. Parameters and their gradients are the same in every slot.
+ * A slot's F, B and W must run in that order, as always, but other slots'
+ * phases may run between them: F(slot 0), F(slot 1), B(slot 0), W(slot 0),
+ * B(slot 1), W(slot 1) computes exactly (bitwise) what running each slot's
+ * F, B, W back to back computes, parameter gradients accumulating over all
+ * W runs in the order the W runs come, as over repeated backwards (after an
+ * optimizer step the first W of any slot starts them from zero; step only
+ * when no slot is between its F and its W). Costs a pass over the graph's
+ * tensors (pointers only, no copy); switching to the current slot is free.
+ * MT_ESTATE before mt_graph_compile, MT_EINVAL for k outside [0, n). */
+mt_status mt_graph_use_slot(mt_graph *g, int k);
 
 /* Counts of the compiled program. */
 typedef struct {
@@ -294,8 +360,10 @@ typedef struct {
                                                        this device's shards) and their
                                                        gradients */
     size_t  scratch_bytes;                          /* kernels' temporary buffers */
-    size_t  arena_bytes;                            /* planned activation memory */
+    size_t  arena_bytes;                            /* planned activation memory, over all
+                                                       slots (n_slots × one slot's) */
     size_t  arena_bytes_unplanned;                  /* the same without reuse */
+    int     n_slots;                                /* mt_graph_set_slots (1 by default) */
     double  compile_seconds;                        /* wall time of mt_graph_compile */
     double  init_seconds;                           /* of which parameter initialisation */
 } mt_graph_stats;

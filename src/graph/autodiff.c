@@ -208,8 +208,9 @@ static void regather_params(mt_graph *g) {
 mt_status mt__autodiff(mt_graph *g) {
     int n_fwd = g->n_forward;
     if (!g->loss->needs_grad)
-        return mt_fail(MT_EINVAL, "the loss '%s' does not depend on any parameter; "
-                       "there is nothing to train", g->loss->name);
+        return mt_fail(MT_EINVAL, "the loss '%s' does not depend on any parameter (or input "
+                       "marked with mt_input_set_needs_grad); there is nothing to train",
+                       g->loss->name);
 
     /* 1. Nodes on a path to the loss. */
     bool *on_path = calloc((size_t)g->n_tensors, sizeof *on_path);
@@ -222,7 +223,8 @@ mt_status mt__autodiff(mt_graph *g) {
     }
 
     /* 2. Emit, last forward node first. The seed d(loss)/d(loss) = 1 is
-     *    written by mt_graph_backward_b into the loss's gradient. */
+     *    written by mt_graph_backward_b into the loss's gradient (or, with
+     *    seed_from_caller, by the caller; nothing emitted here writes it). */
     mt_tensor *seed = mt__grad_of(g, g->loss);
     if (seed) mt__storage_root(g->loss)->grad_emitted = 1;
     for (int i = n_fwd - 1; i >= 0 && g->status == MT_OK; i--) {

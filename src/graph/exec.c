@@ -29,6 +29,7 @@
 #include "graph/graph_impl.h"
 #include "ops/kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,7 +224,8 @@ mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
     if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
-    g->loss_value = *(const float *)g->loss->data;
+    /* a caller-supplied seed: the "loss" is the stage's output, not a scalar */
+    g->loss_value = g->seed_from_caller ? NAN : *(const float *)g->loss->data;
     return MT_OK;
 }
 
@@ -231,7 +233,7 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_b");
     if (s != MT_OK) return s;
     if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
+    if (!g->seed_from_caller) *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
     return run_phase(g, MT_PHASE_B, g->order_b, g->n_b);
 }
 

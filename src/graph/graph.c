@@ -63,7 +63,7 @@ void mt_graph_free(mt_graph *g) {
     free(g->defer_block);
     free(g->order_b);
     free(g->order_w);
-    free(g->arena);
+    mt__slots_free(g);
     free(g->persistent);
     free(g->env.scratch);
     mt_pool_free(g->env.pool);
@@ -189,6 +189,42 @@ mt_tensor *mt_input(mt_graph *g, const char *name, mt_dtype dtype, int ndim, con
     return t;
 }
 
+/* needs_grad flows from every f32 input of a forward node to its output,
+ * and from a tensor to its views; called again when an input starts wanting
+ * a gradient after ops already read it. Tensors and nodes come in creation
+ * order, which follows the data, so this settles in a pass or two. */
+static void propagate_needs_grad(mt_graph *g) {
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < g->n_tensors; i++) {
+            mt_tensor *t = g->tensors[i];
+            if (t->view_of && t->view_of->needs_grad && !t->needs_grad)
+                changed = t->needs_grad = true;
+        }
+        for (int i = 0; i < g->n_forward; i++) {
+            const mt_op_call *c = &g->nodes[i].call;
+            for (int k = 0; k < c->n_in; k++)
+                if (c->in[k]->dtype == MT_F32 && c->in[k]->needs_grad && !c->out->needs_grad)
+                    changed = c->out->needs_grad = true;
+        }
+    }
+}
+
+mt_status mt_input_set_needs_grad(mt_tensor *input) {
+    if (!input) return mt_fail(MT_EINVAL, "mt_input_set_needs_grad: the tensor is NULL");
+    mt_graph *g = input->graph;
+    if (input->kind != MT_INPUT || input->view_of || input->dtype != MT_F32)
+        return mt_fail(MT_EINVAL, "mt_input_set_needs_grad: '%s' is not an f32 input; only "
+                       "a tensor made by mt_input (not a view of one) can take a gradient "
+                       "this way", input->name);
+    if (g->compiled)
+        return mt_fail(MT_ESTATE, "mt_input_set_needs_grad: the graph of '%s' is already "
+                       "compiled; mark the input before mt_graph_compile", input->name);
+    input->needs_grad = true;
+    propagate_needs_grad(g);
+    return MT_OK;
+}
+
 mt_tensor *mt_param(mt_graph *g, const char *name, int ndim, const int64_t *shape, mt_init init) {
     if (!check_leaf(g, "parameter", name, ndim, shape)) return NULL;
     mt_tensor *t = mt__tensor_new(g, name, MT_F32, MT_PARAM, ndim, shape);
@@ -296,15 +332,20 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     mt_compile_opts defaults = {0};
     if (!opts) opts = &defaults;
     if (!loss) return mt_fail(MT_EINVAL, "mt_graph_compile needs the loss tensor (got NULL)");
-    if (mt_tensor_numel(loss) != 1 || loss->dtype != MT_F32) {
+    if (opts->seed_from_caller && loss->dtype != MT_F32)
+        return mt_fail(MT_EINVAL, "the output '%s' must be f32 to take a caller-supplied "
+                       "gradient (seed_from_caller)", loss->name);
+    if (!opts->seed_from_caller && (mt_tensor_numel(loss) != 1 || loss->dtype != MT_F32)) {
         char buf[64];
-        return mt_fail(MT_ESHAPE, "the loss '%s' must be an f32 scalar, but has shape %s",
+        return mt_fail(MT_ESHAPE, "the loss '%s' must be an f32 scalar, but has shape %s; "
+                       "a pipeline stage's output takes seed_from_caller",
                        loss->name, mt__shape_str(loss, buf, sizeof buf));
     }
     const double t0 = mt_time_now();
     g->loss = loss;
     g->seed = opts->seed;
     g->no_grad = opts->no_grad;
+    g->seed_from_caller = opts->seed_from_caller;
     g->compiled = true;
     g->env.pool = mt_pool_create(mt_get_num_threads());
     mt_status s = MT_OK;
@@ -338,6 +379,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     for (int i = 0; i < g->n_params; i++) st->n_param_elems += mt_tensor_numel(g->params[i]);
     st->arena_bytes = g->arena_bytes;
     st->arena_bytes_unplanned = g->arena_bytes_unplanned;
+    st->n_slots = 1;
     st->compile_seconds = mt_time_now() - t0;
     return MT_OK;
 }

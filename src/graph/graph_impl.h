@@ -56,6 +56,13 @@ typedef struct {
     double  seconds, flops, bytes;
 } mt_op_profile;
 
+/* One set of per-run state (slots.c): the arena and the run block of one
+ * microbatch in flight, and the loss its last forward left. */
+typedef struct {
+    void  *arena, *run_block;
+    float  loss_value;
+} mt_slot;
+
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
     mt_tensor **params;   int n_params,  cap_params;  /* in declaration order */
@@ -71,10 +78,19 @@ struct mt_graph {
     mt_status   status;                   /* first build/compile error, sticky */
     char        errmsg[1024];
     bool        compiled, no_grad;
+    bool        seed_from_caller;         /* mt_compile_opts: the caller fills grad(loss) */
     bool        grads_zero;               /* parameter gradients read as zero */
     uint64_t    seed;
+    /* Buffers (plan.c). The persistent block holds what every run shares
+     * (parameters, their gradients, constants); the run block what each run
+     * has of its own but keeps after it (inputs, input gradients, the loss
+     * and its seed); the arena everything else. arena and run_block are the
+     * current slot's (slots.c): with slots, `slots` owns every slot's blocks
+     * and these point at slot `slot`'s; without, g owns them. */
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     void       *persistent; size_t persistent_bytes;
+    void       *run_block;  size_t run_bytes;
+    mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */
     mt_op_env   env;                      /* kernel threads, per-thread scratch, ctx, &run_status */
     mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
     mt_status   run_status;               /* a failed call of the current run (env.status) */
@@ -177,5 +193,15 @@ void       mt__grad_linear_rs(mt_graph *g, const mt_op_call *fwd);
  * every node's defer_until first (a deferred reduction's buffers live until
  * it completes). */
 mt_status  mt__plan_buffers(mt_graph *g);
+/* Points every tensor at its bytes in g->persistent, g->run_block and
+ * g->arena (the current slot's): roots, then aliases (data_of), then views.
+ * O(tensors); the plan calls it once, each slot switch again. */
+void       mt__plan_point(mt_graph *g);
+
+/* ---- slots.c ---- */
+
+/* Frees the arenas and run blocks of every slot (the graph's own when it
+ * has no slots). */
+void       mt__slots_free(mt_graph *g);
 
 #endif /* MT_GRAPH_IMPL_H */

@@ -1,9 +1,12 @@
 /*
  * plan.c — buffers, planned once per graph.
  *
- * Parameters, their gradients, inputs, constants and the loss live in one
- * persistent block. Everything else (activations, saved statistics,
- * activation gradients) lives in one arena, placed by liveness over the run
+ * Parameters, their gradients and constants live in one persistent block,
+ * shared by every run. Inputs, the gradients of inputs that want one, the
+ * loss and its seed gradient live in the run block: they outlive a run (the
+ * caller fills or reads them) but belong to it, so each slot (slots.c) has
+ * its own, as it has its own arena. Everything else (activations, saved
+ * statistics, activation gradients) lives in one arena, placed by liveness over the run
  * order F, B, W: two tensors share bytes only if their lifetimes do not
  * overlap. The arena is a heap simulated over that order: at each position
  * the tensors born there take the best-fitting free range (largest first),
@@ -31,15 +34,27 @@
 
 static size_t align_up(size_t n) { return (n + MT_ALIGN - 1) / MT_ALIGN * MT_ALIGN; }
 
+/* The gradient of a leaf of `kind` (an input's is its caller's to read). */
+static bool grad_of_kind(const mt_tensor *t, mt_tensor_kind kind) {
+    return t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->kind == kind;
+}
+
 static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
     if (t->kind == MT_PARAM || t->kind == MT_INPUT || t->kind == MT_CONST) return true;
-    if (t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->kind == MT_PARAM) return true;
-    /* the loss (and its seed gradient) are read after the run: keep their
-     * storage, which is the root when the loss is a view */
+    if (grad_of_kind(t, MT_PARAM) || grad_of_kind(t, MT_INPUT)) return true;
+    /* the loss (and its seed gradient, which a caller-supplied seed must
+     * keep until W has read it) are read after the run: keep their storage,
+     * which is the root when the loss is a view */
     if (g->loss && (t == mt__storage_root(g->loss) ||
                     (g->loss->grad && t == mt__storage_root(g->loss->grad))))
         return true;
     return false;
+}
+
+/* Persistent, but one per run (slot): in the run block, not the shared one. */
+static bool in_run_block(const mt_graph *g, const mt_tensor *t) {
+    return is_persistent(g, t) && t->kind != MT_PARAM && t->kind != MT_CONST &&
+           !grad_of_kind(t, MT_PARAM);
 }
 
 static void touch(mt_tensor *t, int pos) {
@@ -293,14 +308,15 @@ mt_status mt__plan_buffers(mt_graph *g) {
         start += count;
     }
 
-    /* 2. Persistent block. */
-    size_t persistent = 0;
+    /* 2. Persistent block and run block. */
+    size_t persistent = 0, run = 0;
     g->stats.param_bytes = g->stats.grad_bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of || !is_persistent(g, t)) continue;
-        t->offset = persistent;
-        persistent += align_up(mt__tensor_bytes(t));
+        size_t *top = in_run_block(g, t) ? &run : &persistent;
+        t->offset = *top;
+        *top += align_up(mt__tensor_bytes(t));
         /* the accounting behind the memory reports: what each kind holds */
         if (t->kind == MT_PARAM) g->stats.param_bytes += mt__tensor_bytes(t);
         else if (t->kind == MT_GRAD && t->grad_of && t->grad_of->kind == MT_PARAM)
@@ -346,29 +362,19 @@ mt_status mt__plan_buffers(mt_graph *g) {
 
     /* 4. Allocate and point every tensor at its bytes. */
     g->persistent = persistent ? aligned_alloc(MT_ALIGN, persistent) : NULL;
+    g->run_block = run ? aligned_alloc(MT_ALIGN, run) : NULL;
     g->arena = arena ? aligned_alloc(MT_ALIGN, arena) : NULL;
-    if ((persistent && !g->persistent) || (arena && !g->arena))
-        return mt_fail(MT_ENOMEM, "cannot allocate %.1f MB of parameters and %.1f MB of "
-                       "activations; use a smaller model or batch",
-                       persistent / 1e6, arena / 1e6);
+    if ((persistent && !g->persistent) || (run && !g->run_block) || (arena && !g->arena))
+        return mt_fail(MT_ENOMEM, "cannot allocate %.1f MB of parameters, %.1f MB of inputs "
+                       "and %.1f MB of activations; use a smaller model or batch",
+                       persistent / 1e6, run / 1e6, arena / 1e6);
     if (g->persistent) memset(g->persistent, 0, persistent);
+    if (g->run_block) memset(g->run_block, 0, run);
     g->persistent_bytes = persistent;
+    g->run_bytes = run;
     g->arena_bytes = arena;
     g->arena_bytes_unplanned = unplanned;
-    for (int i = 0; i < g->n_tensors; i++) {
-        mt_tensor *t = g->tensors[i];
-        if (t->view_of) continue;
-        if (t->in_arena) t->data = (char *)g->arena + t->offset;
-        else if (is_persistent(g, t)) t->data = (char *)g->persistent + t->offset;
-    }
-    for (int i = 0; i < g->n_tensors; i++) {
-        mt_tensor *t = g->tensors[i];
-        if (t->data_of) t->data = t->data_of->data;
-    }
-    for (int i = 0; i < g->n_tensors; i++) {
-        mt_tensor *t = g->tensors[i];
-        if (t->view_of) t->data = mt__storage_root(t)->data;
-    }
+    mt__plan_point(g);
 
     /* 5. Kernel scratch: the most any call asks for, per thread (attention's
      *    backward, T·T floats), or on the calling thread alone (the
@@ -391,4 +397,22 @@ mt_status mt__plan_buffers(mt_graph *g) {
     }
     g->stats.scratch_bytes = scratch * sizeof(float);
     return MT_OK;
+}
+
+void mt__plan_point(mt_graph *g) {
+    for (int i = 0; i < g->n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (t->view_of) continue;
+        if (t->in_arena) t->data = (char *)g->arena + t->offset;
+        else if (in_run_block(g, t)) t->data = (char *)g->run_block + t->offset;
+        else if (is_persistent(g, t)) t->data = (char *)g->persistent + t->offset;
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (t->data_of) t->data = t->data_of->data;
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (t->view_of) t->data = mt__storage_root(t)->data;
+    }
 }

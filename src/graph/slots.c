@@ -1,0 +1,140 @@
+/*
+ * slots.c — several microbatches in flight on one compiled graph
+ * (mt_graph_set_slots, mt_graph_use_slot; graph.h documents them).
+ *
+ * A pipeline stage runs F(j), B(j) and W(j) of microbatch j in a schedule
+ * that interleaves microbatches (F0 F1 F2 B0 F3 W0 B1 ...): between a
+ * microbatch's F and its W, its activations, saved statistics, activation
+ * gradients, inputs and seed must stay as they are while other microbatches
+ * run. A slot is one set of that per-run state: an arena (the plan's, same
+ * layout) and a run block (inputs, input gradients, the loss and its seed).
+ * Parameters, their gradients, constants, the kernels' scratch and the
+ * deferred reductions' buffers stay shared: the first three are the same
+ * for every microbatch (gradients accumulate over W runs, as over repeated
+ * backwards), the rest are used within one phase and nothing is in flight
+ * between phases (exec.c). Call parameters that point at memory (ppermute
+ * pairs, rings) are constants of the graph.
+ *
+ * Kernels read a tensor's storage through t->data, so switching slots is
+ * pointing every tensor that lives in the arena or the run block (and every
+ * alias and view of one) at the new slot's blocks: the plan's own pointing
+ * pass (mt__plan_point), O(tensors), no copy.
+ *
+ * Ownership: without slots (n_slots 0) the graph owns g->arena and
+ * g->run_block; with slots the array owns every slot's blocks and those two
+ * point at the current slot's.
+ */
+#include "graph/graph_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MT_ALIGN 64
+
+static void slot_free(mt_slot *s) {
+    free(s->arena);
+    free(s->run_block);
+    *s = (mt_slot){0};
+}
+
+void mt__slots_free(mt_graph *g) {
+    if (!g->slots) {
+        free(g->arena);
+        free(g->run_block);
+    } else {
+        for (int k = 0; k < g->n_slots; k++) slot_free(&g->slots[k]);
+        free(g->slots);
+    }
+    g->slots = NULL;
+    g->arena = g->run_block = NULL;
+    g->n_slots = g->slot = 0;
+}
+
+/* A fresh slot: the plan's arena size (contents undefined, as slot 0's) and
+ * a zeroed run block. False when out of memory (nothing kept). */
+static bool slot_alloc(const mt_graph *g, mt_slot *s) {
+    *s = (mt_slot){.loss_value = NAN};
+    s->arena = g->arena_bytes ? aligned_alloc(MT_ALIGN, g->arena_bytes) : NULL;
+    s->run_block = g->run_bytes ? aligned_alloc(MT_ALIGN, g->run_bytes) : NULL;
+    if ((g->arena_bytes && !s->arena) || (g->run_bytes && !s->run_block)) {
+        slot_free(s);
+        return false;
+    }
+    if (s->run_block) memset(s->run_block, 0, g->run_bytes);
+    return true;
+}
+
+static mt_status check_graph(const mt_graph *g, const char *what) {
+    if (!g) return mt_fail(MT_EINVAL, "%s: the graph is NULL", what);
+    if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
+    if (!g->compiled)
+        return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile); slots "
+                       "hold the planned buffers", what);
+    return MT_OK;
+}
+
+static void update_stats(mt_graph *g) {
+    int n = g->slots ? g->n_slots : 1;
+    g->stats.n_slots = n;
+    g->stats.arena_bytes = (size_t)n * g->arena_bytes;
+    g->stats.arena_bytes_unplanned = (size_t)n * g->arena_bytes_unplanned;
+}
+
+mt_status mt_graph_use_slot(mt_graph *g, int k) {
+    mt_status s = check_graph(g, "mt_graph_use_slot");
+    if (s != MT_OK) return s;
+    int n = g->slots ? g->n_slots : 1;
+    if (k < 0 || k >= n)
+        return mt_fail(MT_EINVAL, "mt_graph_use_slot: slot %d of a graph with %d slot%s; "
+                       "use 0..%d or add slots with mt_graph_set_slots", k, n, n == 1 ? "" : "s",
+                       n - 1);
+    if (k == g->slot) return MT_OK;
+    mt_slot *from = &g->slots[g->slot], *to = &g->slots[k];
+    from->loss_value = g->loss_value;
+    g->arena = to->arena;
+    g->run_block = to->run_block;
+    g->loss_value = to->loss_value;
+    g->slot = k;
+    mt__plan_point(g);
+    return MT_OK;
+}
+
+mt_status mt_graph_set_slots(mt_graph *g, int n) {
+    mt_status s = check_graph(g, "mt_graph_set_slots");
+    if (s != MT_OK) return s;
+    if (n < 1)
+        return mt_fail(MT_EINVAL, "mt_graph_set_slots: %d slots; a graph needs at least 1", n);
+    int have = g->slots ? g->n_slots : 1;
+    if (n == have) return MT_OK;
+    if (g->slot >= n) (void)mt_graph_use_slot(g, 0);   /* the current slot goes away */
+    if (n == 1) {   /* back to the graph's own blocks: slot 0's */
+        for (int k = 1; k < g->n_slots; k++) slot_free(&g->slots[k]);
+        free(g->slots);
+        g->slots = NULL;
+        g->n_slots = 0;
+        update_stats(g);
+        return MT_OK;
+    }
+    if (!g->slots) {   /* slot 0 is the state the graph has */
+        if (!(g->slots = malloc(sizeof *g->slots)))
+            return mt_fail(MT_ENOMEM, "out of memory for the slot table");
+        g->slots[0] = (mt_slot){g->arena, g->run_block, g->loss_value};
+        g->n_slots = 1;
+    }
+    for (int k = n; k < g->n_slots; k++) slot_free(&g->slots[k]);
+    if (n < g->n_slots) g->n_slots = n;
+    mt_slot *grown = realloc(g->slots, (size_t)n * sizeof *grown);
+    if (!grown) return mt_fail(MT_ENOMEM, "out of memory for %d slots", n);
+    g->slots = grown;
+    for (; g->n_slots < n; g->n_slots++) {
+        if (!slot_alloc(g, &g->slots[g->n_slots])) {
+            update_stats(g);
+            return mt_fail(MT_ENOMEM, "out of memory for slot %d of %d (%.1f MB of activations "
+                           "and %.1f MB of inputs each); the graph keeps %d slots",
+                           g->n_slots, n, g->arena_bytes / 1e6, g->run_bytes / 1e6, g->n_slots);
+        }
+    }
+    update_stats(g);
+    return MT_OK;
+}
