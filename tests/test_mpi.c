@@ -1002,17 +1002,20 @@ static mt_status p2p_never(mt_ctx *ctx, void *arg) {
     return mt_fail(MT_EINVAL, "device 1 fails on purpose");
 }
 
-/* Device 0 sends device 1 a message (`big`: 64 MiB) that is never received. */
+/* Device 0 sends device 1 a message that is never received: 16 bytes (mode
+ * 0) or 64 MiB (1); or (2) device 1 sends device 0 one and then fails, and
+ * its failure, not the message, is the launch's. */
 static mt_status p2p_unreceived(mt_ctx *ctx, void *arg) {
-    const size_t n = arg ? BIG_N : 4;
+    const int mode = *(const int *)arg, from = mode == 2 ? 1 : 0;
+    const size_t n = mode == 1 ? BIG_N : 4;
     mt_axes ax;
     mt_status s = mt_ctx_axes(ctx, "d", &ax);
-    if (s != MT_OK || mt_ctx_device(ctx) != 0) return s;
+    if (s != MT_OK || mt_ctx_device(ctx) != from) return s;
     float *x = calloc(n, sizeof *x);
     if (!x) return mt_fail(MT_ENOMEM, "test buffer");
-    s = mt_send(ctx, ax, x, n, MT_F32, 1, 3);
+    s = mt_send(ctx, ax, x, n, MT_F32, 1 - from, 3);
     free(x);
-    return s;
+    return s == MT_OK && mode == 2 ? mt_fail(MT_EINVAL, "device 1 fails after sending") : s;
 }
 
 static void p2p_cases(void) {
@@ -1057,7 +1060,7 @@ static void p2p_cases(void) {
     report(ok, "a sender that fails stops its waiting receiver (%.2f s)", MPI_Wtime() - t0);
 
     for (int big = 0; big < 2; big++) {
-        s = mt_launch(&o, p2p_unreceived, big ? (void *)1 : NULL);
+        s = mt_launch(&o, p2p_unreceived, &big);
         char want[128];
         snprintf(want, sizeof want, "from device 0 over 'd' tag 3, %zu bytes",
                  (big ? BIG_N : 4) * sizeof(float));
@@ -1066,6 +1069,11 @@ static void p2p_cases(void) {
         if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
         report(ok, "a message never received (%s) fails the launch", big ? "64 MiB" : "16 bytes");
     }
+    int mode = 2;
+    s = mt_launch(&o, p2p_unreceived, &mode);
+    ok = s == MT_EINVAL && strstr(mt_errmsg(), "device 1: device 1 fails after sending");
+    if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+    report(ok, "a failure that leaves a message unreceived is the launch's failure");
 }
 
 int main(int argc, char **argv) {

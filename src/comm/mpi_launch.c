@@ -5,12 +5,13 @@
  * same result.
  *
  * The end of a launch. First the point-to-point messages are settled
- * (mpi_p2p.c: those never received are drained, and fail a launch that
- * would have succeeded on the rank they were sent to). Then every rank
- * all-gathers (non-blocking, with the timeout) its outcome: status, message, whether it left a collective
+ * (mpi_p2p.c: those never received are drained, and are the failure of the
+ * rank they were sent to). Then every rank all-gathers (non-blocking, with
+ * the timeout) its outcome: status, message, whether it left a collective
  * unfinished, and whether it printed the message already. All ranks pick
- * the same failure (a real error before a timeout before MT_EABORTED, then
- * the lowest device) and return it. Failures that left nothing unfinished
+ * the same failure (a real error before a timeout before MT_EABORTED before
+ * messages never received, which another failure usually explains, then the
+ * lowest device) and return it. Failures that left nothing unfinished
  * (a device returning an error after its last collective, a bad mesh spec)
  * are returned as values on every rank. With a trace, the ranks then agree
  * on the trace's status the same way (only rank 0 writes the gathered file,
@@ -72,7 +73,8 @@ static atomic_bool mpi_launch_running;
 /* What each rank contributes to the end-of-launch agreement. */
 typedef struct {
     int32_t status, device, dangling, printed;   /* printed: msg is on stderr already */
-    char    msg[1008];
+    int32_t leftover;                            /* the failure is messages never received */
+    char    msg[1004];
 } outcome;
 
 /* One launch on this rank: the transport's state (whose ls and ctx are the
@@ -331,12 +333,15 @@ static mt_status exchange(mpi_run *r, const outcome *mine) {
 }
 
 /* Index of the failure every rank reports: a real error first, then a
- * timeout, then MT_EABORTED; the lowest device among equals. -1: none. */
+ * timeout, then MT_EABORTED, then messages never received (a rank may not
+ * yet have heard of the failure that left them); the lowest device among
+ * equals. -1: none. */
 static int pick_failure(const outcome *o, int n) {
-    int best = -1, best_rank = 4;
+    int best = -1, best_rank = 5;
     for (int i = 0; i < n; i++) {
         if (o[i].status == MT_OK) continue;
-        int r = o[i].status == MT_EABORTED ? 3 : o[i].status == MT_ETIMEOUT ? 2 : 1;
+        int r = o[i].leftover ? 4 : o[i].status == MT_EABORTED ? 3
+              : o[i].status == MT_ETIMEOUT ? 2 : 1;
         if (r < best_rank) best = i, best_rank = r;
     }
     return best;
@@ -418,8 +423,12 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
     /* messages never received are drained (and fail a launch that would
      * have succeeded, on the rank they were sent to) */
     mt_status ps = mt__mpi_p2p_close(m, st == MT_OK);
-    if (ps == MT_ESTATE && st == MT_OK) mine = make_outcome(m, st = ps, mt_errmsg());
-    else if (ps != MT_OK) stop_unagreed(r);
+    if (ps == MT_ESTATE && st == MT_OK) {
+        mine = make_outcome(m, st = ps, mt_errmsg());
+        mine.leftover = 1;
+    } else if (ps != MT_OK) {
+        stop_unagreed(r);
+    }
 
     if (exchange(r, &mine) != MT_OK) stop_unagreed(r);
     m->closing = true;
