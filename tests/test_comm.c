@@ -80,6 +80,20 @@ static const char *dt_name(mt_dtype dt) {
 #define DEV_OK(call)                                                                       \
     do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
 
+/* Fails the device unless a call returned `code` with a message containing
+ * every string given (as MT_CHECK_FAILS, inside a device function). */
+#define DEV_FAILS(call, code, ...)                                                         \
+    do {                                                                                   \
+        mt_status s_ = (call);                                                             \
+        const char *want_[] = {__VA_ARGS__};                                               \
+        bool named_ = s_ == (code);                                                        \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
+            named_ = named_ && strstr(mt_errmsg(), want_[i_]);                             \
+        if (!named_)                                                                       \
+            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want %s naming '%s'", #call,      \
+                           mt_status_name(s_), mt_errmsg(), #code, want_[0]);              \
+    } while (0)
+
 static mt_launch_opts opts_for(const char *mesh, int devices) {
     mt_launch_opts o;
     memset(&o, 0, sizeof o);
@@ -504,34 +518,25 @@ static mt_status errors_device(mt_ctx *ctx, void *arg) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "d", &ax));
     float x[8] = {0}, y[32];
-    mt_status st;
     int dup_src[2][2] = {{0, 1}, {0, 2}}, dup_dst[2][2] = {{0, 1}, {2, 1}};
-#define EXPECT_ERR(call, code, text)                                                       \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != (code) || !strstr(mt_errmsg(), text))                                    \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want %s naming '%s'", #call,      \
-                           mt_status_name(st), mt_errmsg(), #code, text);                  \
-    } while (0)
-    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_src, 2), MT_EINVAL,
+    DEV_FAILS(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_src, 2), MT_EINVAL,
                "pair 1 {0,2} repeats source 0");
-    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_dst, 2), MT_EINVAL,
+    DEV_FAILS(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_dst, 2), MT_EINVAL,
                "pair 1 {2,1} repeats destination 1");
-    EXPECT_ERR(mt_psum(ctx, ax, NULL, 4), MT_EINVAL, "NULL");
-    EXPECT_ERR(mt_all_reduce(ctx, ax, x, 8, (mt_dtype)7, MT_REDUCE_SUM), MT_EINVAL, "dtype 7");
-    EXPECT_ERR(mt_broadcast(ctx, ax, x, 8, MT_F32, 4), MT_EINVAL, "root 4");
+    DEV_FAILS(mt_psum(ctx, ax, NULL, 4), MT_EINVAL, "NULL");
+    DEV_FAILS(mt_all_reduce(ctx, ax, x, 8, (mt_dtype)7, MT_REDUCE_SUM), MT_EINVAL, "dtype 7");
+    DEV_FAILS(mt_broadcast(ctx, ax, x, 8, MT_F32, 4), MT_EINVAL, "root 4");
     mt_axes bad = {1, {5}};
-    EXPECT_ERR(mt_psum(ctx, bad, x, 8), MT_EINVAL, "axis 5");
+    DEV_FAILS(mt_psum(ctx, bad, x, 8), MT_EINVAL, "axis 5");
     int64_t shape[2] = {3, 4};
-    EXPECT_ERR(mt_psum_scatter_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, false), MT_ESHAPE,
+    DEV_FAILS(mt_psum_scatter_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, false), MT_ESHAPE,
                "size 3");
-    EXPECT_ERR(mt_all_to_all_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, 1), MT_ESHAPE, "size 3");
+    DEV_FAILS(mt_all_to_all_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, 1), MT_ESHAPE, "size 3");
     /* nothing above reached the transport, so nothing was numbered */
     DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "collectives after argument errors");
     /* a zero count with NULL buffers is fine */
     DEV_OK(mt_psum(ctx, ax, NULL, 0));
     return MT_OK;
-#undef EXPECT_ERR
 }
 
 MT_TEST(argument_errors) {
@@ -1219,23 +1224,15 @@ static mt_status huge_dims_device(mt_ctx *ctx, void *arg) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "d", &ax));
     float s[64] = {0}, r[64] = {0};
-    mt_status st;
-#define EXPECT_HUGE(call)                                                                  \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != MT_EINVAL || !strstr(mt_errmsg(), "4294967296"))                         \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming the shape", \
-                           #call, mt_status_name(st), mt_errmsg());                        \
-    } while (0)
+    const char *shape_named = "4294967296";
     int64_t sq[2] = {INT64_C(1) << 32, INT64_C(1) << 32};   /* 2^64 elements: wraps to 0 */
-    EXPECT_HUGE(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 2, sq, 0, true));
+    DEV_FAILS(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 2, sq, 0, true), MT_EINVAL, shape_named);
     int64_t small[2] = {2, 4};   /* warm the scratch with a legal call */
     DEV_OK(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, small, 1, true));
     int64_t wide[2] = {INT64_C(1) << 32, INT64_C(1) << 31};   /* P·count·4 wraps to 0 */
-    EXPECT_HUGE(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, wide, 1, true));
+    DEV_FAILS(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, wide, 1, true), MT_EINVAL, shape_named);
     int64_t tall[2] = {INT64_C(1) << 32, INT64_C(1) << 29};   /* 2·2^61·4 bytes of scratch */
-    EXPECT_HUGE(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 2, tall, 0, 1));
-#undef EXPECT_HUGE
+    DEV_FAILS(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 2, tall, 0, 1), MT_EINVAL, shape_named);
     /* an empty array is fine whatever its other dims */
     int64_t empty[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
     DEV_OK(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 3, empty, 1, true));
@@ -1257,21 +1254,13 @@ static mt_status bad_axes_device(mt_ctx *ctx, void *arg) {
     DEV_OK(mt_ctx_axes(ctx, "a,b", &ab));
     float x[1] = {1};
     DEV_OK(mt_psum(ctx, ab, x, 1));
-    mt_status st;
     mt_request rq;
     mt_axes collide = {1, {32}}, too_many = {9, {0}}, neg = {-1, {0}};
-#define EXPECT_BAD(call, text)                                                             \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != MT_EINVAL || !strstr(mt_errmsg(), text))                                 \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming '%s'",      \
-                           #call, mt_status_name(st), mt_errmsg(), text);                  \
-    } while (0)
-    EXPECT_BAD(mt_psum(ctx, collide, x, 1), "axis 32");
-    EXPECT_BAD(mt_all_reduce_start(ctx, collide, x, 1, MT_F32, MT_REDUCE_SUM, &rq), "axis 32");
-    EXPECT_BAD(mt_psum(ctx, too_many, x, 1), "9 axes");
-    EXPECT_BAD(mt_barrier(ctx, neg), "-1 axes");
-#undef EXPECT_BAD
+    DEV_FAILS(mt_psum(ctx, collide, x, 1), MT_EINVAL, "axis 32");
+    DEV_FAILS(mt_all_reduce_start(ctx, collide, x, 1, MT_F32, MT_REDUCE_SUM, &rq), MT_EINVAL,
+              "axis 32");
+    DEV_FAILS(mt_psum(ctx, too_many, x, 1), MT_EINVAL, "9 axes");
+    DEV_FAILS(mt_barrier(ctx, neg), MT_EINVAL, "-1 axes");
     DEV_EXPECT(x[0], 4, "x after the one valid psum");
     DEV_EXPECT((double)mt_ctx_collectives(ctx), 1, "collectives");
     return MT_OK;
@@ -1512,7 +1501,8 @@ static mt_status many_p2p_device(mt_ctx *ctx, void *arg) {
     if (!buf) return mt_fail(MT_ENOMEM, "test buffer");
     mt_status st = MT_OK;
     for (int k = 0; st == MT_OK && k < MANY; k++) {
-        for (size_t i = 0; i < MANY_N; i++) buf[i] = (int32_t)(me * 1000003 + k * 7919 + (int64_t)i);
+        for (size_t i = 0; i < MANY_N; i++)
+            buf[i] = (int32_t)(me * 1000003 + k * 7919 + (int64_t)i);
         st = mt_send(ctx, ax, buf, MANY_N, MT_I32, peer, 3);
     }
     atomic_fetch_add(&a->all_sent, 1);
@@ -1637,28 +1627,16 @@ static mt_status p2p_args_device(mt_ctx *ctx, void *arg) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "pipe", &ax));
     float x[4] = {0};
-#define P2P_BAD(call, ...)                                                                    \
-    do {                                                                                      \
-        mt_status s_ = (call);                                                                \
-        const char *want_[] = {__VA_ARGS__};                                                  \
-        bool named_ = s_ == MT_EINVAL;                                                        \
-        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                        \
-            named_ = named_ && strstr(mt_errmsg(), want_[i_]);                                \
-        if (!named_)                                                                          \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s'", #call, mt_status_name(s_),          \
-                           mt_errmsg());                                                      \
-    } while (0)
-    P2P_BAD(mt_send(ctx, ax, x, 4, MT_F32, 4, 0), "dst 4 is not a rank of the group of 4",
-            "'pipe'", "0..3");
-    P2P_BAD(mt_send(ctx, ax, x, 4, MT_F32, -1, 0), "dst -1");
-    P2P_BAD(mt_recv(ctx, ax, x, 4, MT_F32, 7, 0), "src 7 is not a rank");
-    P2P_BAD(mt_send(ctx, ax, x, 4, MT_F32, 0, 40000), "tag 40000 is outside 0..32767",
-            "MT_TAG_MAX");
-    P2P_BAD(mt_recv(ctx, ax, x, 4, MT_F32, 0, -1), "tag -1 is outside");
-    P2P_BAD(mt_send(ctx, ax, NULL, 5, MT_F32, 0, 0), "buf is NULL but count is 5");
-    P2P_BAD(mt_recv(ctx, ax, NULL, 5, MT_F32, 0, 0), "buf is NULL but count is 5");
-    P2P_BAD(mt_send(ctx, ax, x, 4, (mt_dtype)7, 0, 0), "unknown dtype 7");
-#undef P2P_BAD
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, 4, 0), MT_EINVAL,
+              "dst 4 is not a rank of the group of 4", "'pipe'", "0..3");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, -1, 0), MT_EINVAL, "dst -1");
+    DEV_FAILS(mt_recv(ctx, ax, x, 4, MT_F32, 7, 0), MT_EINVAL, "src 7 is not a rank");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, 0, 40000), MT_EINVAL,
+              "tag 40000 is outside 0..32767", "MT_TAG_MAX");
+    DEV_FAILS(mt_recv(ctx, ax, x, 4, MT_F32, 0, -1), MT_EINVAL, "tag -1 is outside");
+    DEV_FAILS(mt_send(ctx, ax, NULL, 5, MT_F32, 0, 0), MT_EINVAL, "buf is NULL but count is 5");
+    DEV_FAILS(mt_recv(ctx, ax, NULL, 5, MT_F32, 0, 0), MT_EINVAL, "buf is NULL but count is 5");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, (mt_dtype)7, 0, 0), MT_EINVAL, "unknown dtype 7");
     DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "operations recorded after argument errors");
     return MT_OK;
 }

@@ -876,51 +876,72 @@ static long bad_element(const float *buf, size_t n, int sender, int tag) {
     return -1;
 }
 
+/* The calling device's place in the ring over `names`: the axes, the ring's
+ * size, this device's rank and id, the ranks after and before it, and the
+ * device id of the one before. */
+typedef struct {
+    mt_axes ax;
+    int     P, r, me, next, prev, from;
+} ring_pos;
+
+static mt_status ring_of(mt_ctx *ctx, const char *names, ring_pos *p) {
+    mt_status s = mt_ctx_axes(ctx, names, &p->ax);
+    if (s != MT_OK) return s;
+    int members[64];
+    p->me = mt_ctx_device(ctx);
+    p->P = mt_mesh_group(mt_ctx_mesh(ctx), p->ax, p->me, members);
+    p->r = mt_axis_index(ctx, p->ax);
+    p->next = (p->r + 1) % p->P;
+    p->prev = (p->r + p->P - 1) % p->P;
+    p->from = members[p->prev];
+    return MT_OK;
+}
+
 typedef struct {
     const char *axes;
     int         bad;
-    bool        check;
 } ring_arg;
 
 /* A ring over the case's axes: every device sends tags 1, 2, 3 (10·tag
  * elements) and five messages on tag 4 to rank r+1 and one to itself, then
- * takes them in the order 3, 1, 2, self, the five of tag 4 (in send order). */
+ * takes them in the order 3, 1, 2, self, the five of tag 4 (in send order).
+ * Then a psum, which in check mode must pass although rank 0 sent and
+ * received one message more than the others before it. */
 static mt_status p2p_ring(mt_ctx *ctx, void *arg) {
     ring_arg *a = arg;
-    mt_axes ax;
-    mt_status s = mt_ctx_axes(ctx, a->axes, &ax);
-    if (s != MT_OK) return s;
-    const int P = mt_axis_size(ctx, ax), r = mt_axis_index(ctx, ax), me = mt_ctx_device(ctx);
-    int members[64];
-    mt_mesh_group(mt_ctx_mesh(ctx), ax, me, members);
-    const int next = (r + 1) % P, prev = (r + P - 1) % P, from = members[prev];
+    ring_pos q;
+    mt_status s = ring_of(ctx, a->axes, &q);
     float buf[40];
     for (int tag = 1; tag <= 4 && s == MT_OK; tag++)
         for (int k = 0; k < (tag == 4 ? 5 : 1) && s == MT_OK; k++) {
-            for (int i = 0; i < 40; i++) buf[i] = pval(me, tag, (size_t)i + (size_t)k);
-            s = mt_send(ctx, ax, buf, tag == 4 ? 1 : (size_t)tag * 10, MT_F32, next, tag);
+            for (int i = 0; i < 40; i++) buf[i] = pval(q.me, tag, (size_t)i + (size_t)k);
+            s = mt_send(ctx, q.ax, buf, tag == 4 ? 1 : (size_t)tag * 10, MT_F32, q.next, tag);
         }
-    for (int i = 0; i < 40; i++) buf[i] = pval(me, 9, (size_t)i);
-    if (s == MT_OK) s = mt_send(ctx, ax, buf, 40, MT_F32, r, 9);
+    for (int i = 0; i < 40; i++) buf[i] = pval(q.me, 9, (size_t)i);
+    if (s == MT_OK) s = mt_send(ctx, q.ax, buf, 40, MT_F32, q.r, 9);
     static const int order[] = {3, 1, 2};
     for (int j = 0; j < 3 && s == MT_OK; j++) {
         const size_t n = (size_t)order[j] * 10;
-        if ((s = mt_recv(ctx, ax, buf, n, MT_F32, prev, order[j])) == MT_OK &&
-            bad_element(buf, n, from, order[j]) >= 0)
+        if ((s = mt_recv(ctx, q.ax, buf, n, MT_F32, q.prev, order[j])) == MT_OK &&
+            bad_element(buf, n, q.from, order[j]) >= 0)
             a->bad++;
     }
-    if (s == MT_OK && (s = mt_recv(ctx, ax, buf, 40, MT_F32, r, 9)) == MT_OK &&
-        bad_element(buf, 40, me, 9) >= 0)
+    if (s == MT_OK && (s = mt_recv(ctx, q.ax, buf, 40, MT_F32, q.r, 9)) == MT_OK &&
+        bad_element(buf, 40, q.me, 9) >= 0)
         a->bad++;
     for (int k = 0; k < 5 && s == MT_OK; k++)
-        if ((s = mt_recv(ctx, ax, buf, 1, MT_F32, prev, 4)) == MT_OK &&
-            buf[0] != pval(from, 4, (size_t)k))
+        if ((s = mt_recv(ctx, q.ax, buf, 1, MT_F32, q.prev, 4)) == MT_OK &&
+            buf[0] != pval(q.from, 4, (size_t)k))
             a->bad++;
+    if (s == MT_OK && q.r == 0 && !(s = mt_send(ctx, q.ax, buf, 1, MT_F32, 0, 8)))
+        s = mt_recv(ctx, q.ax, buf, 1, MT_F32, 0, 8);
+    float one = 1;
+    if (s == MT_OK && !(s = mt_psum(ctx, q.ax, &one, 1)) && one != (float)q.P) a->bad++;
     return s;
 }
 
 static void p2p_ring_case(const char *mesh, const char *axes, bool check) {
-    ring_arg a = {.axes = axes, .check = check};
+    ring_arg a = {.axes = axes};
     mt_launch_opts o = {.mesh = mesh, .transport = MT_TRANSPORT_MPI, .timeout_s = 60,
                         .check = check};
     mt_status s = mt_launch(&o, p2p_ring, &a);
@@ -937,31 +958,32 @@ static void p2p_ring_case(const char *mesh, const char *axes, bool check) {
 
 static mt_status p2p_large(mt_ctx *ctx, void *arg) {
     int *bad = arg;
-    mt_axes ax;
-    mt_status s = mt_ctx_axes(ctx, "d", &ax);
-    if (s != MT_OK) return s;
-    const int P = mt_axis_size(ctx, ax), me = mt_ctx_device(ctx);
-    const int next = (me + 1) % P, prev = (me + P - 1) % P;
-    float *big = malloc(BIG_N * sizeof *big), small = (float)me;
-    if (!big) return mt_fail(MT_ENOMEM, "64 MiB");
-    for (size_t i = 0; i < BIG_N; i++) big[i] = pval(me, 1, i);
+    ring_pos q;
+    mt_status s = ring_of(ctx, "d", &q);
+    float *big = malloc(BIG_N * sizeof *big), small = (float)q.me;
+    if (s != MT_OK || !big) {
+        free(big);
+        return s != MT_OK ? s : mt_fail(MT_ENOMEM, "64 MiB");
+    }
+    for (size_t i = 0; i < BIG_N; i++) big[i] = pval(q.me, 1, i);
     double t0 = MPI_Wtime();
-    s = mt_send(ctx, ax, big, BIG_N, MT_F32, next, 1);
+    s = mt_send(ctx, q.ax, big, BIG_N, MT_F32, q.next, 1);
     double took = MPI_Wtime() - t0;
     memset(big, 0, BIG_N * sizeof *big);   /* the caller's buffer is free at once */
-    if (s == MT_OK) s = mt_send(ctx, ax, &small, 1, MT_F32, next, 2);
+    if (s == MT_OK) s = mt_send(ctx, q.ax, &small, 1, MT_F32, q.next, 2);
     /* something else, outside MPI, while the peer's receive is not posted */
     usleep(200000);
-    if (s == MT_OK) s = mt_recv(ctx, ax, &small, 1, MT_F32, prev, 2);
-    if (s == MT_OK && small != (float)prev) (*bad)++;
-    if (s == MT_OK) s = mt_recv(ctx, ax, big, BIG_N, MT_F32, prev, 1);
-    long at = s == MT_OK ? bad_element(big, BIG_N, prev, 1) : -1;
+    if (s == MT_OK) s = mt_recv(ctx, q.ax, &small, 1, MT_F32, q.prev, 2);
+    if (s == MT_OK && small != (float)q.from) (*bad)++;
+    if (s == MT_OK) s = mt_recv(ctx, q.ax, big, BIG_N, MT_F32, q.prev, 1);
+    long at = s == MT_OK ? bad_element(big, BIG_N, q.from, 1) : -1;
     if (at >= 0) {
-        fprintf(stderr, "  [rank %d] 64 MiB from %d: element %ld is %g\n", me, prev, at, big[at]);
+        fprintf(stderr, "  [rank %d] 64 MiB from %d: element %ld is %g\n", q.me, q.from, at,
+                big[at]);
         (*bad)++;
     }
     if (took > 1.0) {
-        fprintf(stderr, "  [rank %d] sending 64 MiB took %.2f s\n", me, took);
+        fprintf(stderr, "  [rank %d] sending 64 MiB took %.2f s\n", q.me, took);
         (*bad)++;
     }
     free(big);
@@ -972,20 +994,17 @@ static mt_status p2p_large(mt_ctx *ctx, void *arg) {
  * dropped and the next one of the channel comes through. */
 static mt_status p2p_shape(mt_ctx *ctx, void *arg) {
     char *msg = arg;
-    mt_axes ax;
-    mt_status s = mt_ctx_axes(ctx, "d", &ax);
-    if (s != MT_OK) return s;
-    const int P = mt_axis_size(ctx, ax), me = mt_ctx_device(ctx);
+    ring_pos q;
+    mt_status s = ring_of(ctx, "d", &q);
     float buf[12];
-    for (int i = 0; i < 12; i++) buf[i] = pval(me, 5, (size_t)i);
-    if ((s = mt_send(ctx, ax, buf, 10, MT_F32, (me + 1) % P, 5)) ||
-        (s = mt_send(ctx, ax, buf, 12, MT_F32, (me + 1) % P, 5)))
+    for (int i = 0; i < 12; i++) buf[i] = pval(q.me, 5, (size_t)i);
+    if (s || (s = mt_send(ctx, q.ax, buf, 10, MT_F32, q.next, 5)) ||
+        (s = mt_send(ctx, q.ax, buf, 12, MT_F32, q.next, 5)))
         return s;
-    s = mt_recv(ctx, ax, buf, 12, MT_F32, (me + P - 1) % P, 5);
+    s = mt_recv(ctx, q.ax, buf, 12, MT_F32, q.prev, 5);
     snprintf(msg, 512, "%s %s", mt_status_name(s), mt_errmsg());
-    if ((s = mt_recv(ctx, ax, buf, 12, MT_F32, (me + P - 1) % P, 5))) return s;
-    return bad_element(buf, 12, (me + P - 1) % P, 5) < 0 ? MT_OK
-                                                         : mt_fail(MT_EINTERNAL, "wrong data");
+    if ((s = mt_recv(ctx, q.ax, buf, 12, MT_F32, q.prev, 5))) return s;
+    return bad_element(buf, 12, q.from, 5) < 0 ? MT_OK : mt_fail(MT_EINTERNAL, "wrong data");
 }
 
 /* Device 0 waits for a message device 1 never sends; or, `fail`, device 1

@@ -18,7 +18,9 @@
  * aborts and the deadline as a collective's wait does; then it checks the
  * size (MT_ESHAPE: the message is received into scratch and dropped) and
  * receives the matched message (MPI_Imrecv). Nothing is posted before the
- * match, so a timeout or an abort there leaves nothing behind; a transfer
+ * match, so a timeout or an abort there leaves nothing behind (the launch
+ * fails, and its agreement returns the failure on every rank). Once matched
+ * the transfer is completed, abort or not (the data are on their way); one
  * that does not finish in time cannot be cancelled, and dooms the job as a
  * collective left unfinished does (mpi_launch.c).
  *

@@ -41,32 +41,27 @@ static mt_status check_args(const mt_group *g, const char *what, const void *buf
 /* Send and receive                                                          */
 /* ======================================================================== */
 
-mt_status mt_send(mt_ctx *ctx, mt_axes axes, const void *buf, size_t count, mt_dtype dtype,
-                  int dst, int tag) {
+/* mt_send (kind MT_COLL_SEND, from `send`) and mt_recv (MT_COLL_RECV, into
+ * `recv`): the checks, the record and span, the transport's send or recv. */
+static mt_status p2p(mt_ctx *ctx, int kind, mt_axes axes, const void *send, void *recv,
+                     size_t count, mt_dtype dtype, int peer, int tag) {
+    const bool sending = kind == MT_COLL_SEND;
+    const char *what = sending ? "mt_send" : "mt_recv";
     mt_group *g;
     mt_status st;
-    if ((st = mt__ctx_group(ctx, axes, &g)) ||
-        (st = check_args(g, "mt_send", buf, count, dtype, "dst", dst, tag)))
+    /* a receive may wait long: it first completes the started collectives */
+    if ((st = sending ? mt__ctx_group(ctx, axes, &g) : mt__coll_prologue(ctx, axes, &g)) ||
+        (st = check_args(g, what, sending ? send : recv, count, dtype, sending ? "dst" : "src",
+                         peer, tag)))
         return st;
-    mt_coll_desc d = {.kind = MT_COLL_SEND, .dtype = dtype, .count = count,
-                      .bytes = count * mt_dtype_size(dtype), .peer = g->members[dst], .tag = tag};
+    mt_coll_desc d = {.kind = kind, .dtype = dtype, .count = count,
+                      .bytes = count * mt_dtype_size(dtype), .peer = g->members[peer], .tag = tag};
     st = mt__coll_begin(ctx, g, &d);
-    if (st == MT_OK) st = ctx->launch->ops->send(ctx, g, dst, tag, buf, d.bytes);
-    return mt__coll_end(ctx, g, &d, st);
-}
-
-mt_status mt_recv(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int src,
-                  int tag) {
-    mt_group *g;
-    mt_status st;
-    if ((st = mt__coll_prologue(ctx, axes, &g)) ||
-        (st = check_args(g, "mt_recv", buf, count, dtype, "src", src, tag)))
-        return st;
-    mt_coll_desc d = {.kind = MT_COLL_RECV, .dtype = dtype, .count = count,
-                      .bytes = count * mt_dtype_size(dtype), .peer = g->members[src], .tag = tag};
-    st = mt__coll_begin(ctx, g, &d);
+    const mt_transport_ops *ops = ctx->launch->ops;
     size_t got = 0;
-    if (st == MT_OK) st = ctx->launch->ops->recv(ctx, g, src, tag, buf, d.bytes, &got);
+    if (st == MT_OK)
+        st = sending ? ops->send(ctx, g, peer, tag, send, d.bytes)
+                     : ops->recv(ctx, g, peer, tag, recv, d.bytes, &got);
     if (st == MT_ESHAPE) {
         const size_t es = mt_dtype_size(dtype);
         st = mt_fail(MT_ESHAPE, "mt_recv from device %d over %s tag %d: the message holds %zu "
@@ -76,6 +71,16 @@ mt_status mt_recv(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype d
                      mt_dtype_name(dtype), d.bytes, count, mt_dtype_name(dtype));
     }
     return mt__coll_end(ctx, g, &d, st);
+}
+
+mt_status mt_send(mt_ctx *ctx, mt_axes axes, const void *buf, size_t count, mt_dtype dtype,
+                  int dst, int tag) {
+    return p2p(ctx, MT_COLL_SEND, axes, buf, NULL, count, dtype, dst, tag);
+}
+
+mt_status mt_recv(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int src,
+                  int tag) {
+    return p2p(ctx, MT_COLL_RECV, axes, NULL, buf, count, dtype, src, tag);
 }
 
 /* ======================================================================== */

@@ -11,11 +11,12 @@
  *               of functions (threads.c: shared memory between device
  *               threads; mpi.c: one device per MPI rank), and launches the
  *               devices; registry.c lists the transports built in.
- *   front end   (coll_impl.h; comm.c, comm_dims.c, async.c, record.c,
- *               check.c, group.c) checks arguments, resolves the group,
- *               numbers and records every collective (sequence, op, axes,
- *               bytes), runs the debug match check, records trace spans,
- *               builds the dimensioned and asynchronous forms on the flat ones.
+ *   front end   (coll_impl.h; comm.c, comm_dims.c, async.c, p2p.c,
+ *               record.c, check.c, group.c) checks arguments, resolves the
+ *               group, numbers and records every collective, send and
+ *               receive (sequence, op, axes, bytes), runs the debug match
+ *               check, records trace spans, builds the dimensioned and
+ *               asynchronous forms on the flat ones.
  */
 #ifndef MT_RUNTIME_IMPL_H
 #define MT_RUNTIME_IMPL_H
