@@ -96,7 +96,8 @@ static mt_mailbox *box_of(mt_ctx *ctx, int device) {
 mt_status mt__threads_send(mt_ctx *ctx, const mt_group *g, int dst, int tag, const void *buf,
                            size_t bytes) {
     if (bytes > SIZE_MAX - sizeof(p2p_msg))
-        return mt_fail(MT_ENOMEM, "mt_send: a message of %zu bytes", bytes);
+        return mt_fail(MT_ENOMEM, "mt_send: a message of %zu bytes is more than memory holds",
+                       bytes);
     p2p_msg *m = malloc(sizeof *m + bytes);
     if (!m)
         return mt_fail(MT_ENOMEM, "mt_send over %s: out of memory for a message of %zu bytes "
