@@ -43,9 +43,10 @@ typedef struct {
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all
  * have returned. If any device fails (returns non-zero) or a collective (or
  * receive) times out, every other device's pending and later collectives,
- * sends and receives return MT_EABORTED, and mt_launch returns the first failure, its message prefixed
- * with the device ("device 2: ..."). A timeout's message names the devices
- * that never arrived and the last collective each one issued.
+ * sends and receives return MT_EABORTED, and mt_launch returns the first
+ * failure, its message prefixed with the device ("device 2: ..."). A
+ * timeout's message names the devices that never arrived and the last
+ * collective each one issued.
  * MT_EINVAL, before any device runs, when opts.timeout_s is negative, NaN or
  * infinite, or (opts.timeout_s 0) MT_COMM_TIMEOUT is set to anything but a
  * number of seconds > 0 ("0", "-1", "abc", "5x", "", "inf"): the message

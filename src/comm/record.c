@@ -47,7 +47,8 @@ void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, cha
         char label[96], to[32] = "", with_tag[24] = "";
         mt__axes_label(ls->mesh, key, label, sizeof label);
         if (mt__coll_is_p2p(kind)) {
-            snprintf(to, sizeof to, " %s device %d", (kind & 15) == MT_COLL_SEND ? "to" : "from", peer);
+            snprintf(to, sizeof to, " %s device %d",
+                     (kind & 15) == MT_COLL_SEND ? "to" : "from", peer);
             snprintf(with_tag, sizeof with_tag, " tag %d", tag);
         }
         snprintf(buf, cap, "#%llu %s%s over %s%s %s %llu bytes", (unsigned long long)seq,
