@@ -12,6 +12,12 @@
  * check catching a mismatched count. Also the launcher's environment and the
  * rule that picks a transport from it, and the timeout's settings: a bad
  * MT_COMM_TIMEOUT or opts.timeout_s is refused before any device runs.
+ *
+ * Point-to-point messages (mt_send / mt_recv): rings over each axis of a 2-D
+ * mesh, tags taken out of order, FIFO within a tag, self-sends, many large
+ * messages in flight before any receive, and the failures: a size mismatch,
+ * a receive whose sender never sends (timeout naming it), a sender that
+ * fails while its receiver waits, bad arguments, messages never received.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -73,6 +79,20 @@ static const char *dt_name(mt_dtype dt) {
 
 #define DEV_OK(call)                                                                       \
     do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
+
+/* Fails the device unless a call returned `code` with a message containing
+ * every string given (as MT_CHECK_FAILS, inside a device function). */
+#define DEV_FAILS(call, code, ...)                                                         \
+    do {                                                                                   \
+        mt_status s_ = (call);                                                             \
+        const char *want_[] = {__VA_ARGS__};                                               \
+        bool named_ = s_ == (code);                                                        \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                     \
+            named_ = named_ && strstr(mt_errmsg(), want_[i_]);                             \
+        if (!named_)                                                                       \
+            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want %s naming '%s'", #call,      \
+                           mt_status_name(s_), mt_errmsg(), #code, want_[0]);              \
+    } while (0)
 
 static mt_launch_opts opts_for(const char *mesh, int devices) {
     mt_launch_opts o;
@@ -498,34 +518,25 @@ static mt_status errors_device(mt_ctx *ctx, void *arg) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "d", &ax));
     float x[8] = {0}, y[32];
-    mt_status st;
     int dup_src[2][2] = {{0, 1}, {0, 2}}, dup_dst[2][2] = {{0, 1}, {2, 1}};
-#define EXPECT_ERR(call, code, text)                                                       \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != (code) || !strstr(mt_errmsg(), text))                                    \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want %s naming '%s'", #call,      \
-                           mt_status_name(st), mt_errmsg(), #code, text);                  \
-    } while (0)
-    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_src, 2), MT_EINVAL,
+    DEV_FAILS(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_src, 2), MT_EINVAL,
                "pair 1 {0,2} repeats source 0");
-    EXPECT_ERR(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_dst, 2), MT_EINVAL,
+    DEV_FAILS(mt_ppermute(ctx, ax, x, y, 8, MT_F32, (const int (*)[2])dup_dst, 2), MT_EINVAL,
                "pair 1 {2,1} repeats destination 1");
-    EXPECT_ERR(mt_psum(ctx, ax, NULL, 4), MT_EINVAL, "NULL");
-    EXPECT_ERR(mt_all_reduce(ctx, ax, x, 8, (mt_dtype)7, MT_REDUCE_SUM), MT_EINVAL, "dtype 7");
-    EXPECT_ERR(mt_broadcast(ctx, ax, x, 8, MT_F32, 4), MT_EINVAL, "root 4");
+    DEV_FAILS(mt_psum(ctx, ax, NULL, 4), MT_EINVAL, "NULL");
+    DEV_FAILS(mt_all_reduce(ctx, ax, x, 8, (mt_dtype)7, MT_REDUCE_SUM), MT_EINVAL, "dtype 7");
+    DEV_FAILS(mt_broadcast(ctx, ax, x, 8, MT_F32, 4), MT_EINVAL, "root 4");
     mt_axes bad = {1, {5}};
-    EXPECT_ERR(mt_psum(ctx, bad, x, 8), MT_EINVAL, "axis 5");
+    DEV_FAILS(mt_psum(ctx, bad, x, 8), MT_EINVAL, "axis 5");
     int64_t shape[2] = {3, 4};
-    EXPECT_ERR(mt_psum_scatter_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, false), MT_ESHAPE,
+    DEV_FAILS(mt_psum_scatter_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, false), MT_ESHAPE,
                "size 3");
-    EXPECT_ERR(mt_all_to_all_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, 1), MT_ESHAPE, "size 3");
+    DEV_FAILS(mt_all_to_all_dim(ctx, ax, x, y, MT_F32, 2, shape, 0, 1), MT_ESHAPE, "size 3");
     /* nothing above reached the transport, so nothing was numbered */
     DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "collectives after argument errors");
     /* a zero count with NULL buffers is fine */
     DEV_OK(mt_psum(ctx, ax, NULL, 0));
     return MT_OK;
-#undef EXPECT_ERR
 }
 
 MT_TEST(argument_errors) {
@@ -1213,23 +1224,15 @@ static mt_status huge_dims_device(mt_ctx *ctx, void *arg) {
     mt_axes ax;
     DEV_OK(mt_ctx_axes(ctx, "d", &ax));
     float s[64] = {0}, r[64] = {0};
-    mt_status st;
-#define EXPECT_HUGE(call)                                                                  \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != MT_EINVAL || !strstr(mt_errmsg(), "4294967296"))                         \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming the shape", \
-                           #call, mt_status_name(st), mt_errmsg());                        \
-    } while (0)
+    const char *shape_named = "4294967296";
     int64_t sq[2] = {INT64_C(1) << 32, INT64_C(1) << 32};   /* 2^64 elements: wraps to 0 */
-    EXPECT_HUGE(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 2, sq, 0, true));
+    DEV_FAILS(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 2, sq, 0, true), MT_EINVAL, shape_named);
     int64_t small[2] = {2, 4};   /* warm the scratch with a legal call */
     DEV_OK(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, small, 1, true));
     int64_t wide[2] = {INT64_C(1) << 32, INT64_C(1) << 31};   /* P·count·4 wraps to 0 */
-    EXPECT_HUGE(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, wide, 1, true));
+    DEV_FAILS(mt_psum_scatter_dim(ctx, ax, s, r, MT_F32, 2, wide, 1, true), MT_EINVAL, shape_named);
     int64_t tall[2] = {INT64_C(1) << 32, INT64_C(1) << 29};   /* 2·2^61·4 bytes of scratch */
-    EXPECT_HUGE(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 2, tall, 0, 1));
-#undef EXPECT_HUGE
+    DEV_FAILS(mt_all_to_all_dim(ctx, ax, s, r, MT_F32, 2, tall, 0, 1), MT_EINVAL, shape_named);
     /* an empty array is fine whatever its other dims */
     int64_t empty[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
     DEV_OK(mt_all_gather_dim(ctx, ax, s, r, MT_F32, 3, empty, 1, true));
@@ -1251,21 +1254,13 @@ static mt_status bad_axes_device(mt_ctx *ctx, void *arg) {
     DEV_OK(mt_ctx_axes(ctx, "a,b", &ab));
     float x[1] = {1};
     DEV_OK(mt_psum(ctx, ab, x, 1));
-    mt_status st;
     mt_request rq;
     mt_axes collide = {1, {32}}, too_many = {9, {0}}, neg = {-1, {0}};
-#define EXPECT_BAD(call, text)                                                             \
-    do {                                                                                   \
-        st = (call);                                                                       \
-        if (st != MT_EINVAL || !strstr(mt_errmsg(), text))                                 \
-            return mt_fail(MT_EINTERNAL, "%s -> %s '%s', want MT_EINVAL naming '%s'",      \
-                           #call, mt_status_name(st), mt_errmsg(), text);                  \
-    } while (0)
-    EXPECT_BAD(mt_psum(ctx, collide, x, 1), "axis 32");
-    EXPECT_BAD(mt_all_reduce_start(ctx, collide, x, 1, MT_F32, MT_REDUCE_SUM, &rq), "axis 32");
-    EXPECT_BAD(mt_psum(ctx, too_many, x, 1), "9 axes");
-    EXPECT_BAD(mt_barrier(ctx, neg), "-1 axes");
-#undef EXPECT_BAD
+    DEV_FAILS(mt_psum(ctx, collide, x, 1), MT_EINVAL, "axis 32");
+    DEV_FAILS(mt_all_reduce_start(ctx, collide, x, 1, MT_F32, MT_REDUCE_SUM, &rq), MT_EINVAL,
+              "axis 32");
+    DEV_FAILS(mt_psum(ctx, too_many, x, 1), MT_EINVAL, "9 axes");
+    DEV_FAILS(mt_barrier(ctx, neg), MT_EINVAL, "-1 axes");
     DEV_EXPECT(x[0], 4, "x after the one valid psum");
     DEV_EXPECT((double)mt_ctx_collectives(ctx), 1, "collectives");
     return MT_OK;
@@ -1342,6 +1337,405 @@ MT_TEST(launcher_world_and_transport_rule) {
              "mpirun -np 1: threads (a 1-rank world has nothing to talk to)");
     MT_CHECK(mt_transport_resolve(MT_TRANSPORT_MPI) == MT_TRANSPORT_MPI, "explicit stays");
     MT_CHECK(mt_transport_resolve(MT_TRANSPORT_THREADS) == MT_TRANSPORT_THREADS, "explicit stays");
+}
+
+/* ======================================================================== */
+/* Point-to-point messages                                                   */
+/* ======================================================================== */
+
+/* Element i of the message that device `sender` sends with `tag`: an integer
+ * in [-120, 120], exact in f32, bf16 and i32. */
+static int pval(int sender, int tag, size_t i) {
+    return (int)((sender * 13 + tag * 7 + (int64_t)(i % 100003) * 3) % 241) - 120;
+}
+
+/* buf (n of dt) = the message `sender` sends with `tag`. */
+static void fill_msg(void *buf, mt_dtype dt, size_t n, int sender, int tag) {
+    for (size_t i = 0; i < n; i++) put(buf, dt, i, pval(sender, tag, i));
+}
+
+/* MT_OK when buf (n of dt) holds the message of (sender, tag). */
+static mt_status check_msg(const void *buf, mt_dtype dt, size_t n, int sender, int tag,
+                           const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (get(buf, dt, i) != pval(sender, tag, i))
+            return mt_fail(MT_EINTERNAL, "%s: %s message of device %d tag %d, element %zu of %zu "
+                           "is %g, want %d", what, dt_name(dt), sender, tag, i, n, get(buf, dt, i),
+                           pval(sender, tag, i));
+    return MT_OK;
+}
+
+/* A ring over `axes`: every device sends to rank r+1 and receives from r-1,
+ * every dtype and size, the tag naming the size; then a psum, which in check
+ * mode must still pass although the devices issued different numbers of
+ * sends and receives before it (rank 0 sends itself one more message). */
+static mt_status ring_device(mt_ctx *ctx, void *arg) {
+    const char *axes = arg;
+    mt_axes ax;
+    grp g;
+    DEV_OK(group_of(ctx, axes, &ax, &g));
+    static const size_t sizes[] = {0, 1, 1000, 300001};
+    static const mt_dtype dts[] = {MT_F32, MT_BF16, MT_I32};
+    const int next = (g.r + 1) % g.P, prev = (g.r + g.P - 1) % g.P;
+    void *out = malloc(300001 * 4), *in = malloc(300001 * 4);
+    mt_status st = out && in ? MT_OK : mt_fail(MT_ENOMEM, "test buffers");
+    for (int k = 0; st == MT_OK && k < 4; k++)
+        for (int t = 0; st == MT_OK && t < 3; t++) {
+            const int tag = k * 3 + t;
+            fill_msg(out, dts[t], sizes[k], mt_ctx_device(ctx), tag);
+            if ((st = mt_send(ctx, ax, out, sizes[k], dts[t], next, tag))) break;
+            memset(out, 0x55, sizes[k] * 4);   /* the send copied it: reuse at once */
+            if ((st = mt_recv(ctx, ax, in, sizes[k], dts[t], prev, tag))) break;
+            st = check_msg(in, dts[t], sizes[k], g.members[prev], tag, axes);
+        }
+    if (st == MT_OK && g.r == 0) {
+        float one = 1, got = 0;
+        if (!(st = mt_send(ctx, ax, &one, 1, MT_F32, 0, 99)))
+            st = mt_recv(ctx, ax, &got, 1, MT_F32, 0, 99);
+    }
+    float x = 1;
+    if (st == MT_OK) st = mt_psum(ctx, ax, &x, 1);
+    if (st == MT_OK && x != (float)g.P)
+        st = mt_fail(MT_EINTERNAL, "psum after the ring: %g, want %d", x, g.P);
+    free(out);
+    free(in);
+    return st;
+}
+
+MT_TEST(p2p_ring_over_each_axis) {
+    static const char *const over[] = {"pipe", "data", "data,pipe", "pipe,data"};
+    for (int i = 0; i < 4; i++)
+        for (int check = 0; check < 2; check++) {
+            mt_launch_opts o = opts_for("pipe=4,data=2", 8);
+            o.check = check;
+            mt_status st = mt_launch(&o, ring_device, (void *)over[i]);
+            MT_CHECK(st == MT_OK, "ring over '%s'%s: %s", over[i], check ? " (check mode)" : "",
+                     mt_errmsg());
+        }
+}
+
+/* Device 0 sends tags 1, 2, 3 (of different sizes) to device 1, which takes
+ * them 3, 1, 2; and, on each tag, several messages that must come out in
+ * the order they went in, while other tags come and go in between. */
+static mt_status tags_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    int32_t buf[64];
+    if (mt_ctx_device(ctx) == 0) {
+        for (int tag = 1; tag <= 3; tag++) {
+            fill_msg(buf, MT_I32, (size_t)tag * 10, 0, tag);
+            DEV_OK(mt_send(ctx, ax, buf, (size_t)tag * 10, MT_I32, 1, tag));
+        }
+        /* FIFO: 20 messages on tag 5, interleaved with 20 on tag 6 */
+        for (int k = 0; k < 20; k++) {
+            buf[0] = k;
+            DEV_OK(mt_send(ctx, ax, buf, 1, MT_I32, 1, 5));
+            buf[0] = 1000 + k;
+            DEV_OK(mt_send(ctx, ax, buf, 1, MT_I32, 1, 6));
+        }
+        return MT_OK;
+    }
+    static const int order[] = {3, 1, 2};
+    for (int j = 0; j < 3; j++) {
+        const int tag = order[j];
+        DEV_OK(mt_recv(ctx, ax, buf, (size_t)tag * 10, MT_I32, 0, tag));
+        DEV_OK(check_msg(buf, MT_I32, (size_t)tag * 10, 0, tag, "out of order"));
+    }
+    /* all of tag 6 first, then tag 5: each in send order */
+    for (int tag = 6; tag >= 5; tag--)
+        for (int k = 0; k < 20; k++) {
+            DEV_OK(mt_recv(ctx, ax, buf, 1, MT_I32, 0, tag));
+            DEV_EXPECT(buf[0], (tag == 6 ? 1000 : 0) + k, "message %d of tag %d", k, tag);
+        }
+    return MT_OK;
+}
+
+MT_TEST(p2p_tags_in_any_order_fifo_within_a_tag) {
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_OK(mt_launch(&o, tags_device, NULL));
+}
+
+/* Every device sends to itself, over its axis and over no axes (a group of
+ * one), and takes the messages back in the other order. */
+static mt_status self_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax, none;
+    grp g;
+    DEV_OK(group_of(ctx, "d", &ax, &g));
+    memset(&none, 0, sizeof none);
+    const int me = mt_ctx_device(ctx);
+    float a[100], b[100];
+    fill_msg(a, MT_F32, 100, me, 1);
+    DEV_OK(mt_send(ctx, ax, a, 100, MT_F32, g.r, 1));
+    fill_msg(a, MT_F32, 100, me, 2);
+    DEV_OK(mt_send(ctx, none, a, 100, MT_F32, 0, 1));   /* another channel, the same tag */
+    DEV_OK(mt_recv(ctx, none, b, 100, MT_F32, 0, 1));
+    DEV_OK(check_msg(b, MT_F32, 100, me, 2, "self over no axes"));
+    DEV_OK(mt_recv(ctx, ax, b, 100, MT_F32, g.r, 1));
+    return check_msg(b, MT_F32, 100, me, 1, "self over 'd'");
+}
+
+MT_TEST(p2p_self_send) {
+    for (int n = 1; n <= 3; n++) {
+        mt_launch_opts o = opts_for("", n);
+        MT_CHECK_OK(mt_launch(&o, self_device, NULL));
+    }
+}
+
+/* 100 messages of 1 MiB each way before anything is received: a send never
+ * waits for its receiver. Each device first sends all of its messages and
+ * says so, and only receives once its peer has said so too: were a send to
+ * wait for the receive, neither would ever say it. */
+#define MANY 100
+#define MANY_N ((size_t)1 << 18)   /* i32: 1 MiB */
+
+typedef struct {
+    atomic_int all_sent;
+} inflight_arg;
+
+static mt_status many_p2p_device(mt_ctx *ctx, void *arg) {
+    inflight_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    const int me = mt_ctx_device(ctx), peer = 1 - me;
+    int32_t *buf = malloc(MANY_N * sizeof *buf);
+    if (!buf) return mt_fail(MT_ENOMEM, "test buffer");
+    mt_status st = MT_OK;
+    for (int k = 0; st == MT_OK && k < MANY; k++) {
+        for (size_t i = 0; i < MANY_N; i++)
+            buf[i] = (int32_t)(me * 1000003 + k * 7919 + (int64_t)i);
+        st = mt_send(ctx, ax, buf, MANY_N, MT_I32, peer, 3);
+    }
+    atomic_fetch_add(&a->all_sent, 1);
+    for (double t0 = mt_time_now(); st == MT_OK && atomic_load(&a->all_sent) < 2;) {
+        if (mt_time_now() - t0 > 30) st = mt_fail(MT_EINTERNAL, "the peer never finished sending");
+        usleep(1000);
+    }
+    for (int k = 0; st == MT_OK && k < MANY; k++) {
+        if ((st = mt_recv(ctx, ax, buf, MANY_N, MT_I32, peer, 3))) break;
+        for (size_t i = 0; i < MANY_N; i++)
+            if (buf[i] != (int32_t)(peer * 1000003 + k * 7919 + (int64_t)i)) {
+                st = mt_fail(MT_EINTERNAL, "message %d from device %d: element %zu is %d", k,
+                             peer, i, (int)buf[i]);
+                break;
+            }
+    }
+    free(buf);
+    return st;
+}
+
+MT_TEST(p2p_many_in_flight_before_any_receive) {
+    inflight_arg a = {0};
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_OK(mt_launch(&o, many_p2p_device, &a));
+}
+
+/* A receive of the wrong size fails with MT_ESHAPE naming both sizes and
+ * drops the message; the next message of the channel comes through. */
+typedef struct {
+    mt_status st;
+    char      msg[512];
+} shape_arg;
+
+static mt_status shape_device(mt_ctx *ctx, void *arg) {
+    shape_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float buf[12];
+    if (mt_ctx_device(ctx) == 0) {
+        fill_msg(buf, MT_F32, 10, 0, 4);
+        DEV_OK(mt_send(ctx, ax, buf, 10, MT_F32, 1, 4));
+        fill_msg(buf, MT_F32, 12, 0, 4);
+        return mt_send(ctx, ax, buf, 12, MT_F32, 1, 4);
+    }
+    for (int i = 0; i < 12; i++) buf[i] = -1000;
+    a->st = mt_recv(ctx, ax, buf, 12, MT_F32, 0, 4);
+    snprintf(a->msg, sizeof a->msg, "%s", mt_errmsg());
+    for (int i = 0; i < 12; i++) DEV_EXPECT(buf[i], -1000, "buf[%d] after the failed receive", i);
+    DEV_OK(mt_recv(ctx, ax, buf, 12, MT_F32, 0, 4));
+    return check_msg(buf, MT_F32, 12, 0, 4, "the message after the dropped one");
+}
+
+MT_TEST(p2p_size_mismatch) {
+    shape_arg a = {0};
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_OK(mt_launch(&o, shape_device, &a));
+    MT_CHECK(a.st == MT_ESHAPE, "mismatched receive -> %s, want MT_ESHAPE", mt_status_name(a.st));
+    MT_CHECK(strstr(a.msg, "holds 40 bytes (10 f32 elements)") &&
+             strstr(a.msg, "expects 48 (12 f32 elements)") && strstr(a.msg, "from device 0") &&
+             strstr(a.msg, "tag 4"), "message '%s'", a.msg);
+}
+
+/* Device 0 waits for a message device 2 never sends (device 2 sends device
+ * 1 one on another tag, and returns). */
+static mt_status never_sent_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {1, 2, 3, 4};
+    switch (mt_ctx_device(ctx)) {
+    case 0: return mt_recv(ctx, ax, x, 4, MT_F32, 2, 9);
+    case 1: return mt_recv(ctx, ax, x, 4, MT_F32, 2, 4);
+    default: return mt_send(ctx, ax, x, 4, MT_F32, 1, 4);
+    }
+}
+
+MT_TEST(p2p_timeout_names_sender_and_tag) {
+    mt_launch_opts o = opts_for("", 3);
+    o.timeout_s = 0.5;
+    double t0 = mt_time_now();
+    MT_CHECK_FAILS(mt_launch(&o, never_sent_device, NULL), MT_ETIMEOUT,
+                   "device 0: timed out after 0.5 s in #1 recv from device 2 over 'd' tag 9 "
+                   "f32 16 bytes", "no message arrived from device 2",
+                   "device 2's last operation: #1 send to device 1 over 'd' tag 4 f32 16 bytes "
+                   "(finished)", "check that device 2 sends to device 0 over 'd' with tag 9");
+    MT_CHECK(mt_time_now() - t0 < 10, "the timeout took %.1f s", mt_time_now() - t0);
+}
+
+/* Device 1 fails while device 0 waits in mt_recv for its message: device 0
+ * returns at once with MT_EABORTED, the launch with device 1's error. */
+typedef struct {
+    mt_status st;
+    double    waited;
+} abort_arg;
+
+static mt_status fail_while_peer_waits(mt_ctx *ctx, void *arg) {
+    abort_arg *a = arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x = 0;
+    if (mt_ctx_device(ctx) == 1) {
+        usleep(50000);   /* device 0 is waiting by now */
+        return mt_fail(MT_EINVAL, "stage 1 fails on purpose");
+    }
+    double t0 = mt_time_now();
+    a->st = mt_recv(ctx, ax, &x, 1, MT_F32, 1, 0);
+    a->waited = mt_time_now() - t0;
+    return a->st;
+}
+
+MT_TEST(p2p_failing_sender_aborts_receiver) {
+    abort_arg a = {MT_OK, 0};
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_FAILS(mt_launch(&o, fail_while_peer_waits, &a), MT_EINVAL,
+                   "device 1: stage 1 fails on purpose");
+    MT_CHECK(a.st == MT_EABORTED, "the waiting receive -> %s", mt_status_name(a.st));
+    MT_CHECK(a.waited < 5, "the receive waited %.2f s", a.waited);
+}
+
+/* Bad arguments fail on the calling device with MT_EINVAL naming the value,
+ * and nothing is recorded. */
+static mt_status p2p_args_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "pipe", &ax));
+    float x[4] = {0};
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, 4, 0), MT_EINVAL,
+              "dst 4 is not a rank of the group of 4", "'pipe'", "0..3");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, -1, 0), MT_EINVAL, "dst -1");
+    DEV_FAILS(mt_recv(ctx, ax, x, 4, MT_F32, 7, 0), MT_EINVAL, "src 7 is not a rank");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, MT_F32, 0, 40000), MT_EINVAL,
+              "tag 40000 is outside 0..32767", "MT_TAG_MAX");
+    DEV_FAILS(mt_recv(ctx, ax, x, 4, MT_F32, 0, -1), MT_EINVAL, "tag -1 is outside");
+    DEV_FAILS(mt_send(ctx, ax, NULL, 5, MT_F32, 0, 0), MT_EINVAL, "buf is NULL but count is 5");
+    DEV_FAILS(mt_recv(ctx, ax, NULL, 5, MT_F32, 0, 0), MT_EINVAL, "buf is NULL but count is 5");
+    DEV_FAILS(mt_send(ctx, ax, x, 4, (mt_dtype)7, 0, 0), MT_EINVAL, "unknown dtype 7");
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 0, "operations recorded after argument errors");
+    return MT_OK;
+}
+
+MT_TEST(p2p_argument_errors) {
+    mt_launch_opts o = opts_for("pipe=4,data=2", 8);
+    MT_CHECK_OK(mt_launch(&o, p2p_args_device, NULL));
+}
+
+/* Messages never received fail a launch that would have succeeded, naming
+ * the receiver, the sender and the tag; a launch that failed otherwise keeps
+ * its own error. */
+static mt_status unreceived_device(mt_ctx *ctx, void *arg) {
+    const bool fail = arg != NULL;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {0};
+    if (mt_ctx_device(ctx) != 0) return MT_OK;
+    DEV_OK(mt_send(ctx, ax, x, 4, MT_F32, 1, 3));
+    DEV_OK(mt_send(ctx, ax, x, 2, MT_F32, 1, 8));
+    return fail ? mt_fail(MT_EINVAL, "device 0 fails after sending") : MT_OK;
+}
+
+MT_TEST(p2p_unreceived_messages_fail_the_launch) {
+    mt_launch_opts o = opts_for("", 2);
+    MT_CHECK_FAILS(mt_launch(&o, unreceived_device, NULL), MT_ESTATE,
+                   "device 1: 2 messages sent to this device were never received",
+                   "the first from device 0 over 'd' tag 3, 16 bytes", "matching mt_recv");
+    MT_CHECK_FAILS(mt_launch(&o, unreceived_device, (void *)1), MT_EINVAL,
+                   "device 0: device 0 fails after sending");
+}
+
+/* A receive first completes the device's started collectives: device 1 runs
+ * the all-reduce (queued: small) at its mt_wait, before it sends, and device
+ * 0's receive must take part in it or both would wait forever. */
+static mt_status recv_flushes_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {1, 1, 1, 1}, y[4] = {0};
+    mt_request req;
+    DEV_OK(mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &req));
+    if (mt_ctx_device(ctx) == 0) {
+        DEV_OK(mt_recv(ctx, ax, y, 4, MT_F32, 1, 0));
+        DEV_EXPECT(y[3], 2, "received psum");
+        return mt_wait(ctx, &req);   /* already complete */
+    }
+    DEV_OK(mt_wait(ctx, &req));
+    return mt_send(ctx, ax, x, 4, MT_F32, 0, 0);
+}
+
+MT_TEST(p2p_recv_completes_started_collectives) {
+    mt_launch_opts o = opts_for("", 2);
+    o.timeout_s = 10;
+    MT_CHECK_OK(mt_launch(&o, recv_flushes_device, NULL));
+}
+
+/* Sends and receives are numbered and recorded with the collectives, and
+ * are spans of the trace with their peer and tag. */
+static mt_status traced_p2p_device(mt_ctx *ctx, void *arg) {
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    float x[4] = {1, 2, 3, 4};
+    DEV_OK(mt_psum(ctx, ax, x, 4));
+    if (mt_ctx_device(ctx) == 0) {
+        DEV_OK(mt_send(ctx, ax, x, 4, MT_F32, 1, 7));
+        DEV_EXPECT(strcmp(mt_ctx_last_collective(ctx),
+                          "#2 send to device 1 over 'd' tag 7 f32 16 bytes"), 0,
+                   "last operation '%s'", mt_ctx_last_collective(ctx));
+    } else {
+        DEV_OK(mt_recv(ctx, ax, x, 4, MT_F32, 0, 7));
+        DEV_EXPECT(strcmp(mt_ctx_last_collective(ctx),
+                          "#2 recv from device 0 over 'd' tag 7 f32 16 bytes"), 0,
+                   "last operation '%s'", mt_ctx_last_collective(ctx));
+    }
+    DEV_EXPECT((double)mt_ctx_collectives(ctx), 2, "operations");
+    return MT_OK;
+}
+
+MT_TEST(p2p_recorded_and_traced) {
+    char path[] = "/tmp/mt_p2p_trace_XXXXXX";
+    int fd = mkstemp(path);
+    MT_CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    mt_launch_opts o = opts_for("", 2);
+    o.trace = path;
+    MT_CHECK_OK(mt_launch(&o, traced_p2p_device, NULL));
+    FILE *f = fopen(path, "r");
+    MT_CHECK(f != NULL, "the trace %s was not written", path);
+    static char js[1 << 16];
+    size_t n = fread(js, 1, sizeof js - 1, f);
+    js[n] = '\0';
+    fclose(f);
+    remove(path);
+    MT_CHECK(strstr(js, "{\"name\":\"send 'd'\",\"cat\":\"comm\"") &&
+             strstr(js, "\"args\":{\"bytes\":16,\"seq\":2,\"peer\":1,\"tag\":7}"),
+             "no send span to device 1 with tag 7 in %s", js);
+    MT_CHECK(strstr(js, "{\"name\":\"recv 'd'\",\"cat\":\"comm\"") &&
+             strstr(js, "\"args\":{\"bytes\":16,\"seq\":2,\"peer\":0,\"tag\":7}"),
+             "no recv span from device 0 with tag 7 in %s", js);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -22,7 +22,10 @@
  * against a naive reference computed from a formula of (device, element), on
  * the 1-D mesh of the world and on 2-D meshes over one axis, both, and both in
  * reverse order; sizes 0, 1, odd, non-power-of-two and large; f32, i32, bf16;
- * the asynchronous forms. A case passes when it passed on every rank; rank 0
+ * the asynchronous forms. Point-to-point messages: rings with tags taken out
+ * of order, FIFO per tag and self-sends; 64 MiB received late; a size
+ * mismatch; a receive that times out; a failing sender; messages never
+ * received. A case passes when it passed on every rank; rank 0
  * prints the results.
  */
 #include "meshtrain.h"
@@ -857,6 +860,241 @@ static void many_groups_case(void) {
     report(s == MT_OK && bad == 0, "64 ordered axis sets of mesh %s in one launch", mesh);
 }
 
+/* ======================================================================== */
+/* Point-to-point messages                                                   */
+/* ======================================================================== */
+
+/* Element i of the message device `sender` sends with `tag` (exact in f32). */
+static float pval(int sender, int tag, size_t i) {
+    return (float)(sender * 100000 + tag * 1000 + (int)(i % 997));
+}
+
+/* The first element of buf (n) that is not the message of (sender, tag), -1 none. */
+static long bad_element(const float *buf, size_t n, int sender, int tag) {
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != pval(sender, tag, i)) return (long)i;
+    return -1;
+}
+
+/* The calling device's place in the ring over `names`: the axes, the ring's
+ * size, this device's rank and id, the ranks after and before it, and the
+ * device id of the one before. */
+typedef struct {
+    mt_axes ax;
+    int     P, r, me, next, prev, from;
+} ring_pos;
+
+static mt_status ring_of(mt_ctx *ctx, const char *names, ring_pos *p) {
+    mt_status s = mt_ctx_axes(ctx, names, &p->ax);
+    if (s != MT_OK) return s;
+    int members[64];
+    p->me = mt_ctx_device(ctx);
+    p->P = mt_mesh_group(mt_ctx_mesh(ctx), p->ax, p->me, members);
+    p->r = mt_axis_index(ctx, p->ax);
+    p->next = (p->r + 1) % p->P;
+    p->prev = (p->r + p->P - 1) % p->P;
+    p->from = members[p->prev];
+    return MT_OK;
+}
+
+typedef struct {
+    const char *axes;
+    int         bad;
+} ring_arg;
+
+/* A ring over the case's axes: every device sends tags 1, 2, 3 (10·tag
+ * elements) and five messages on tag 4 to rank r+1 and one to itself, then
+ * takes them in the order 3, 1, 2, self, the five of tag 4 (in send order).
+ * Then a psum, which in check mode must pass although rank 0 sent and
+ * received one message more than the others before it. */
+static mt_status p2p_ring(mt_ctx *ctx, void *arg) {
+    ring_arg *a = arg;
+    ring_pos q;
+    mt_status s = ring_of(ctx, a->axes, &q);
+    float buf[40];
+    for (int tag = 1; tag <= 4 && s == MT_OK; tag++)
+        for (int k = 0; k < (tag == 4 ? 5 : 1) && s == MT_OK; k++) {
+            for (int i = 0; i < 40; i++) buf[i] = pval(q.me, tag, (size_t)i + (size_t)k);
+            s = mt_send(ctx, q.ax, buf, tag == 4 ? 1 : (size_t)tag * 10, MT_F32, q.next, tag);
+        }
+    for (int i = 0; i < 40; i++) buf[i] = pval(q.me, 9, (size_t)i);
+    if (s == MT_OK) s = mt_send(ctx, q.ax, buf, 40, MT_F32, q.r, 9);
+    static const int order[] = {3, 1, 2};
+    for (int j = 0; j < 3 && s == MT_OK; j++) {
+        const size_t n = (size_t)order[j] * 10;
+        if ((s = mt_recv(ctx, q.ax, buf, n, MT_F32, q.prev, order[j])) == MT_OK &&
+            bad_element(buf, n, q.from, order[j]) >= 0)
+            a->bad++;
+    }
+    if (s == MT_OK && (s = mt_recv(ctx, q.ax, buf, 40, MT_F32, q.r, 9)) == MT_OK &&
+        bad_element(buf, 40, q.me, 9) >= 0)
+        a->bad++;
+    for (int k = 0; k < 5 && s == MT_OK; k++)
+        if ((s = mt_recv(ctx, q.ax, buf, 1, MT_F32, q.prev, 4)) == MT_OK &&
+            buf[0] != pval(q.from, 4, (size_t)k))
+            a->bad++;
+    if (s == MT_OK && q.r == 0 && !(s = mt_send(ctx, q.ax, buf, 1, MT_F32, 0, 8)))
+        s = mt_recv(ctx, q.ax, buf, 1, MT_F32, 0, 8);
+    float one = 1;
+    if (s == MT_OK && !(s = mt_psum(ctx, q.ax, &one, 1)) && one != (float)q.P) a->bad++;
+    return s;
+}
+
+static void p2p_ring_case(const char *mesh, const char *axes, bool check) {
+    ring_arg a = {.axes = axes};
+    mt_launch_opts o = {.mesh = mesh, .transport = MT_TRANSPORT_MPI, .timeout_s = 60,
+                        .check = check};
+    mt_status s = mt_launch(&o, p2p_ring, &a);
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] %s\n", world_rank, mt_errmsg());
+    report(s == MT_OK && a.bad == 0, "send/recv ring  mesh %-10s over '%s'%s: tags 3,1,2, self, "
+           "FIFO", mesh, axes, check ? " (check mode)" : "");
+}
+
+/* 64 MiB to the next rank, past any eager limit, while the receiver posts
+ * its receive late: each rank sends the large message, then a small one on
+ * another tag, and receives the small one first. A send that waited for its
+ * receive would never get to the small one. */
+#define BIG_N ((size_t)16 << 20)   /* f32: 64 MiB */
+
+static mt_status p2p_large(mt_ctx *ctx, void *arg) {
+    int *bad = arg;
+    ring_pos q;
+    mt_status s = ring_of(ctx, "d", &q);
+    float *big = malloc(BIG_N * sizeof *big), small = (float)q.me;
+    if (s != MT_OK || !big) {
+        free(big);
+        return s != MT_OK ? s : mt_fail(MT_ENOMEM, "64 MiB");
+    }
+    for (size_t i = 0; i < BIG_N; i++) big[i] = pval(q.me, 1, i);
+    double t0 = MPI_Wtime();
+    s = mt_send(ctx, q.ax, big, BIG_N, MT_F32, q.next, 1);
+    double took = MPI_Wtime() - t0;
+    memset(big, 0, BIG_N * sizeof *big);   /* the caller's buffer is free at once */
+    if (s == MT_OK) s = mt_send(ctx, q.ax, &small, 1, MT_F32, q.next, 2);
+    /* something else, outside MPI, while the peer's receive is not posted */
+    usleep(200000);
+    if (s == MT_OK) s = mt_recv(ctx, q.ax, &small, 1, MT_F32, q.prev, 2);
+    if (s == MT_OK && small != (float)q.from) (*bad)++;
+    if (s == MT_OK) s = mt_recv(ctx, q.ax, big, BIG_N, MT_F32, q.prev, 1);
+    long at = s == MT_OK ? bad_element(big, BIG_N, q.from, 1) : -1;
+    if (at >= 0) {
+        fprintf(stderr, "  [rank %d] 64 MiB from %d: element %ld is %g\n", q.me, q.from, at,
+                big[at]);
+        (*bad)++;
+    }
+    if (took > 1.0) {
+        fprintf(stderr, "  [rank %d] sending 64 MiB took %.2f s\n", q.me, took);
+        (*bad)++;
+    }
+    free(big);
+    return s;
+}
+
+/* A receive of the wrong size: MT_ESHAPE naming both sizes; the message is
+ * dropped and the next one of the channel comes through. */
+static mt_status p2p_shape(mt_ctx *ctx, void *arg) {
+    char *msg = arg;
+    ring_pos q;
+    mt_status s = ring_of(ctx, "d", &q);
+    float buf[12];
+    for (int i = 0; i < 12; i++) buf[i] = pval(q.me, 5, (size_t)i);
+    if (s || (s = mt_send(ctx, q.ax, buf, 10, MT_F32, q.next, 5)) ||
+        (s = mt_send(ctx, q.ax, buf, 12, MT_F32, q.next, 5)))
+        return s;
+    s = mt_recv(ctx, q.ax, buf, 12, MT_F32, q.prev, 5);
+    snprintf(msg, 512, "%s %s", mt_status_name(s), mt_errmsg());
+    if ((s = mt_recv(ctx, q.ax, buf, 12, MT_F32, q.prev, 5))) return s;
+    return bad_element(buf, 12, q.from, 5) < 0 ? MT_OK : mt_fail(MT_EINTERNAL, "wrong data");
+}
+
+/* Device 0 waits for a message device 1 never sends; or, `fail`, device 1
+ * fails while device 0 waits. */
+static mt_status p2p_never(mt_ctx *ctx, void *arg) {
+    const bool fail = arg != NULL;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    if (s != MT_OK || mt_ctx_device(ctx) > 1) return s;
+    float x = 0;
+    if (mt_ctx_device(ctx) == 0) return mt_recv(ctx, ax, &x, 1, MT_F32, 1, 9);
+    if (!fail) return MT_OK;
+    usleep(100000);
+    return mt_fail(MT_EINVAL, "device 1 fails on purpose");
+}
+
+/* Device 0 sends device 1 a message that is never received: 16 bytes (mode
+ * 0) or 64 MiB (1); or (2) device 1 sends device 0 one and then fails, and
+ * its failure, not the message, is the launch's. */
+static mt_status p2p_unreceived(mt_ctx *ctx, void *arg) {
+    const int mode = *(const int *)arg, from = mode == 2 ? 1 : 0;
+    const size_t n = mode == 1 ? BIG_N : 4;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    if (s != MT_OK || mt_ctx_device(ctx) != from) return s;
+    float *x = calloc(n, sizeof *x);
+    if (!x) return mt_fail(MT_ENOMEM, "test buffer");
+    s = mt_send(ctx, ax, x, n, MT_F32, 1 - from, 3);
+    free(x);
+    return s == MT_OK && mode == 2 ? mt_fail(MT_EINVAL, "device 1 fails after sending") : s;
+}
+
+static void p2p_cases(void) {
+    char one_d[32], two_d[32];
+    snprintf(one_d, sizeof one_d, "d=%d", world_size);
+    p2p_ring_case(one_d, "d", false);
+    p2p_ring_case(one_d, "d", true);
+    if (world_size % 2 == 0 && world_size > 2) {
+        snprintf(two_d, sizeof two_d, "a=2,b=%d", world_size / 2);
+        const char *over[] = {"a", "b", "a,b", "b,a"};
+        for (int i = 0; i < 4; i++) p2p_ring_case(two_d, over[i], false);
+    }
+    mt_launch_opts o = {.mesh = one_d, .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    int bad = 0;
+    mt_status s = mt_launch(&o, p2p_large, &bad);
+    if (s != MT_OK) fprintf(stderr, "  [rank %d] %s\n", world_rank, mt_errmsg());
+    report(s == MT_OK && bad == 0, "send 64 MiB, receive it late (the sender goes on at once)");
+
+    char msg[512] = "";
+    s = mt_launch(&o, p2p_shape, msg);
+    bool ok = s == MT_OK && strstr(msg, "MT_ESHAPE") && strstr(msg, "holds 40 bytes") &&
+              strstr(msg, "expects 48 (12 f32 elements)") && strstr(msg, "tag 5");
+    if (!ok) fprintf(stderr, "  [rank %d] %s / %s\n", world_rank, mt_errmsg(), msg);
+    report(ok, "a receive of the wrong size: MT_ESHAPE naming both sizes, message dropped");
+
+    mt_launch_opts quick = o;
+    quick.timeout_s = 1;
+    double t0 = MPI_Wtime();
+    s = mt_launch(&quick, p2p_never, NULL);
+    ok = s == MT_ETIMEOUT && strstr(mt_errmsg(), "device 0: timed out after 1 s in #1 recv from "
+                                    "device 1 over 'd' tag 9") &&
+         strstr(mt_errmsg(), "no message arrived from device 1") &&
+         strstr(mt_errmsg(), "device 1's last operation: none yet; it has finished");
+    if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+    report(ok, "a receive whose sender never sends times out naming it (%.1f s)", MPI_Wtime() - t0);
+
+    t0 = MPI_Wtime();
+    s = mt_launch(&o, p2p_never, (void *)1);
+    ok = s == MT_EINVAL && strstr(mt_errmsg(), "device 1: device 1 fails on purpose") &&
+         MPI_Wtime() - t0 < 10;
+    if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+    report(ok, "a sender that fails stops its waiting receiver (%.2f s)", MPI_Wtime() - t0);
+
+    for (int big = 0; big < 2; big++) {
+        s = mt_launch(&o, p2p_unreceived, &big);
+        char want[128];
+        snprintf(want, sizeof want, "from device 0 over 'd' tag 3, %zu bytes",
+                 (big ? BIG_N : 4) * sizeof(float));
+        ok = s == MT_ESTATE && strstr(mt_errmsg(), "device 1: 1 message sent to this device was "
+                                      "never received") && strstr(mt_errmsg(), want);
+        if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+        report(ok, "a message never received (%s) fails the launch", big ? "64 MiB" : "16 bytes");
+    }
+    int mode = 2;
+    s = mt_launch(&o, p2p_unreceived, &mode);
+    ok = s == MT_EINVAL && strstr(mt_errmsg(), "device 1: device 1 fails after sending");
+    if (!ok) fprintf(stderr, "  [rank %d] %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
+    report(ok, "a failure that leaves a message unreceived is the launch's failure");
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
@@ -897,6 +1135,7 @@ int main(int argc, char **argv) {
     count_message_case();
     nan_case();
     many_groups_case();
+    p2p_cases();
     if (world_rank == 0) printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }

@@ -28,21 +28,25 @@ typedef struct {
     int               devices;        /* threads: device count; mpi: 0 = the world size */
     mt_transport_kind transport;
     double            timeout_s;      /* how long a device waits for its group to arrive at
-                                         a collective, in seconds; 0 = MT_COMM_TIMEOUT env
-                                         (seconds > 0) or, unset, 300 s. Once all have
-                                         arrived the data movement completes (it is
-                                         bounded), so no buffer is left in use */
-    bool              check;          /* debug: verify every collective matches on all devices */
+                                         a collective (or for a message in mt_recv), in
+                                         seconds; 0 = MT_COMM_TIMEOUT env (seconds > 0)
+                                         or, unset, 300 s. Once all have arrived the data
+                                         movement completes (it is bounded), so no buffer
+                                         is left in use */
+    bool              check;          /* debug: verify every collective matches on all
+                                         devices (not sends and receives: they pair up
+                                         between two devices, nothing to match) */
     const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
     int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
 } mt_launch_opts;
 
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all
- * have returned. If any device fails (returns non-zero) or a collective
- * times out, every other device's pending and later collectives return
- * MT_EABORTED, and mt_launch returns the first failure, its message prefixed
- * with the device ("device 2: ..."). A timeout's message names the devices
- * that never arrived and the last collective each one issued.
+ * have returned. If any device fails (returns non-zero) or a collective (or
+ * receive) times out, every other device's pending and later collectives,
+ * sends and receives return MT_EABORTED, and mt_launch returns the first
+ * failure, its message prefixed with the device ("device 2: ..."). A
+ * timeout's message names the devices that never arrived and the last
+ * collective each one issued.
  * MT_EINVAL, before any device runs, when opts.timeout_s is negative, NaN or
  * infinite, or (opts.timeout_s 0) MT_COMM_TIMEOUT is set to anything but a
  * number of seconds > 0 ("0", "-1", "abc", "5x", "", "inf"): the message
@@ -166,6 +170,48 @@ mt_status mt_ppermute_start(mt_ctx *ctx, mt_axes axes, const void *send, void *r
                             mt_request *req);
 mt_status mt_wait(mt_ctx *ctx, mt_request *req);
 
+/* --- point-to-point messages (a pipeline's activations and gradients) ---
+ * A channel is (axes, sender, receiver, tag): the messages of a channel
+ * arrive in the order they were sent; channels are independent, so a
+ * receiver may take tag 5 before tag 3 even if 3 was sent first. Peers are
+ * ranks in the calling device's group over `axes` (as mt_axis_index numbers
+ * them); a device may send to itself. Only the two devices take part, so
+ * unlike the collectives devices need not issue the same ones: the debug
+ * check (opts.check) leaves them out. Each send and receive is numbered and
+ * recorded with the collectives (mt_ctx_collectives, the text of timeouts)
+ * and is a span "send <axes>" / "recv <axes>" on the device's trace, with
+ * the other device, the tag and the bytes in its args. */
+
+/* Largest tag mt_send and mt_recv accept (MPI guarantees tags up to 32767). */
+#define MT_TAG_MAX 32767
+
+/* Sends buf (count elements of dtype) to group rank `dst` of the group over
+ * `axes`, on channel `tag` (0 .. MT_TAG_MAX). Buffered: the data are copied
+ * before it returns, the sender never waits for the receiver, and buf may be
+ * reused at once (the copy is the library's until it is received).
+ * MT_EINVAL, naming the value, for a dst outside the group, a tag outside
+ * 0..MT_TAG_MAX, a NULL buf with count > 0 or an unknown dtype; MT_EABORTED
+ * once another device failed. Every message must be received before the
+ * launch ends: one left over fails a launch that would otherwise succeed
+ * with MT_ESTATE, naming the receiving device, the sender and the tag. */
+mt_status mt_send(mt_ctx *ctx, mt_axes axes, const void *buf, size_t count, mt_dtype dtype,
+                  int dst, int tag);
+
+/* Receives into buf (count elements of dtype) the next message of channel
+ * (axes, group rank src -> this device, tag), blocking until it arrives.
+ * It first completes this device's started collectives, as a blocking
+ * collective does (the sender may be waiting in one of them). Fails with
+ * MT_ESHAPE, naming both sizes, when the message does not hold exactly count
+ * elements of dtype (the message is dropped, buf left as it was);
+ * MT_ETIMEOUT after the launch's timeout (opts.timeout_s), failing the
+ * launch with a message that names the sender, the tag, this receive and
+ * the sender's last operation; MT_EABORTED when another device failed;
+ * MT_EINVAL for arguments as mt_send. Under MPI a timeout that fires while
+ * the message is already being transferred leaves an MPI receive that
+ * cannot be cancelled, and ends the job as a collective's timeout does. */
+mt_status mt_recv(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int src,
+                  int tag);
+
 /* --- host arrays on the mesh --- */
 /* local (the device's shard) = its slice of the global host array under the
  * sharding. global (ndim dims, shape) is read on every device (threads: one
@@ -182,8 +228,9 @@ mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local
 void mt_trace_begin(mt_ctx *ctx, const char *name);
 void mt_trace_end(mt_ctx *ctx);
 
-/* Collectives this device issued so far, and the last one as text
- * ("#12 psum over 'data' f32 4096 bytes"). */
+/* Collectives, sends and receives this device issued so far, and the last
+ * one as text ("#12 psum over 'data' f32 4096 bytes", "#13 send to device 3
+ * over 'pipe' tag 7 f32 4096 bytes"). */
 uint64_t    mt_ctx_collectives(const mt_ctx *ctx);
 const char *mt_ctx_last_collective(const mt_ctx *ctx);
 

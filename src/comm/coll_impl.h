@@ -1,8 +1,9 @@
 /*
  * coll_impl.h — the collectives' front end (internal): what comm.c (the flat
  * collectives), comm_dims.c (the dimensioned forms), async.c (the
- * asynchronous queue), record.c (numbering and records), check.c (the
- * debug match check) and group.c (the group cache) share.
+ * asynchronous queue), p2p.c (sends and receives), record.c (numbering and
+ * records), check.c (the debug match check) and group.c (the group cache)
+ * share.
  *
  * Every collective, whatever the transport, goes through mt__coll_begin /
  * mt__coll_end: a device's record then always says what it is doing, which
@@ -22,6 +23,7 @@ typedef struct {
     size_t   bytes;      /* bytes this device contributes */
     int      root;       /* broadcast */
     uint64_t extra;      /* ppermute: a hash of the pairs */
+    int      peer, tag;  /* send / receive: the other device's id, the tag */
     double   t0;         /* set by mt__coll_begin */
 } mt_coll_desc;
 

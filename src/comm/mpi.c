@@ -90,7 +90,7 @@ static mt_status check_count(size_t n, mt_dtype dtype, const char *what, const c
  * int) one element of a datatype exactly `bytes` long, made of 1 GiB chunks
  * and the remainder. The caller frees a made type (*made) once it is posted:
  * MPI keeps it alive until the communication is done. */
-static mt_status block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made) {
+mt_status mt__mpi_block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made) {
     *made = false;
     if (bytes <= (size_t)INT_MAX) {
         *type = MPI_BYTE;
@@ -141,7 +141,7 @@ static mt_status begin_bytes(mt_ctx *ctx, const mt_group *g, size_t bytes, mt_mp
     bt->n = 0;
     bt->made = false;
     mt_status s = begin(ctx, g, m, comm);
-    return s == MT_OK ? block_type(bytes, &bt->type, &bt->n, &bt->made) : s;
+    return s == MT_OK ? mt__mpi_block_type(bytes, &bt->type, &bt->n, &bt->made) : s;
 }
 
 static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_t count,
@@ -285,6 +285,8 @@ const mt_transport_ops mt__mpi_transport = {
     .permute = mpi_permute,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
+    .send = mt__mpi_send,
+    .recv = mt__mpi_recv,
 };
 
 #endif /* MT_HAVE_MPI */

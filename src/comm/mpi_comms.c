@@ -1,5 +1,6 @@
 /*
- * mpi_comms.c — the MPI communicator of every group.
+ * mpi_comms.c — the MPI communicator of every group (and the freeing of
+ * every communicator of a launch).
  *
  * At launch, for every set of mesh axes (of size > 1) one MPI_Comm_split of
  * the world makes the communicators of its groups (color: the device with
@@ -109,6 +110,7 @@ void mt__mpi_free_comms(mt_mpi *m) {
         if (m->set_comm[s] != MPI_COMM_NULL && m->set_comm[s] != m->world)
             MPI_Comm_free(&m->set_comm[s]);
     if (m->ctl != MPI_COMM_NULL) MPI_Comm_free(&m->ctl);
+    if (m->p2p != MPI_COMM_NULL) MPI_Comm_free(&m->p2p);
     if (m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
 }
 

@@ -87,6 +87,7 @@ static ctl_msg ctl_make(const mt_mpi *m, int kind) {
     const mt_device_record *r = mt__mpi_own_record(m);
     if (r) {
         c.seq = atomic_load(&r->seq);
+        c.n_coll = atomic_load(&r->n_coll);
         snprintf(c.text, sizeof c.text, "%s", r->text);
     }
     return c;
@@ -223,18 +224,19 @@ static const char *phase_text(int phase) {
                                      : "it is computing (between collectives)";
 }
 
-/* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
- * out: asks the others what they are doing, and builds the message naming
- * the ranks that never arrived. Marks the launch failed (and doomed), prints
- * a collective's message at once, and tells everyone. */
-static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited) {
-    const int P = g ? g->size : m->size;
-    const mt_device_record *own = mt__mpi_own_record(m);
-    const uint64_t my_seq = own ? atomic_load(&own->seq) : 0;
+/* A record's text without its number: "psum over 'data' f32 16 bytes"
+ * (devices that sent and received differently number the same collective
+ * differently). */
+static const char *op_text(const char *text) {
+    const char *sp = text[0] == '#' ? strchr(text, ' ') : NULL;
+    return sp ? sp + 1 : text;
+}
+
+void mt__mpi_ask(mt_mpi *m, const int *ranks, int n) {
     for (int r = 0; r < m->size; r++) m->replied[r] = false;
     ctl_msg q = ctl_make(m, CTL_QUERY);
-    for (int i = 0; i < P; i++) {
-        int r = g ? g->members[i] : i;
+    for (int i = 0; i < n; i++) {
+        int r = ranks ? ranks[i] : i;
         if (r != m->rank) ctl_send(m, r, &q);
     }
     /* long enough for a rank that polls (is inside an MPI wait); short
@@ -244,13 +246,54 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
     for (;;) {
         mt__mpi_ctl_poll(m);
         int missing = 0;
-        for (int i = 0; i < P; i++) {
-            int r = g ? g->members[i] : i;
+        for (int i = 0; i < n; i++) {
+            int r = ranks ? ranks[i] : i;
             if (r != m->rank && !m->replied[r]) missing++;
         }
         if (!missing || mt_time_now() > t_end) break;
         sched_yield();
     }
+}
+
+void mt__mpi_peer_text(const mt_mpi *m, int r, char *buf, size_t cap) {
+    if (r == m->rank) {
+        snprintf(buf, cap, "device %d's last operation: %s; waiting in it", r,
+                 mt__mpi_current_text(m, "none yet"));
+    } else if (!m->replied[r]) {
+        snprintf(buf, cap, "device %d did not answer (stuck outside meshtrain's communication, "
+                 "or dead)", r);
+    } else {
+        const ctl_msg *c = &m->replies[r];
+        snprintf(buf, cap, "device %d's last operation: %s; %s", r,
+                 c->text[0] ? c->text : "none yet", phase_text(c->phase));
+    }
+}
+
+mt_status mt__mpi_timed_out(mt_mpi *m, const char *msg, bool dangling, bool print) {
+    if (dangling) mt__mpi_set_dangling(m);
+    const bool first = !atomic_load(&m->ls->abort);
+    mt__launch_fail(m->ls, m->rank, MT_ETIMEOUT, msg);
+    if (print) {
+        /* now, not at the end of the launch: a stopped rank never gets there.
+         * One write, so that ranks timing out together do not interleave. */
+        fprintf(stderr, "meshtrain: device %d: %s\n", m->rank, msg);
+        fflush(stderr);
+        snprintf(m->printed, sizeof m->printed, "%s", msg);
+        if (first) m->failed_printed = true;
+    }
+    mt__mpi_ctl_notify_failure(m, MT_ETIMEOUT, msg);
+    return mt_fail(MT_ETIMEOUT, "%s", msg);
+}
+
+/* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
+ * out: asks the others what they are doing, and builds the message naming
+ * the ranks that never arrived. Marks the launch failed (and doomed), prints
+ * a collective's message at once, and tells everyone. */
+static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited) {
+    const int P = g ? g->size : m->size;
+    const mt_device_record *own = mt__mpi_own_record(m);
+    const uint64_t my_coll = own ? atomic_load(&own->n_coll) : 0;
+    mt__mpi_ask(m, g ? g->members : NULL, P);
 
     char msg[1024];
     if (g)
@@ -270,8 +313,9 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
             continue;
         }
         const ctl_msg *c = &m->replies[r];
-        bool arrived = g ? c->phase == PHASE_COLLECTIVE && c->seq == my_seq &&
-                           strcmp(c->text, what) == 0
+        /* the same collective: as many collectives before it, the same op */
+        bool arrived = g ? c->phase == PHASE_COLLECTIVE && c->n_coll == my_coll &&
+                           strcmp(op_text(c->text), op_text(what)) == 0
                          : c->phase == PHASE_FINISHED;
         if (arrived) continue;
         append(msg, sizeof msg, "%s device %d (never arrived; its last collective: %s; %s)",
@@ -283,20 +327,7 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
                "(a stalled network?)");
     append(msg, sizeof msg, ". Every device must issue the same collectives in the same order "
            "(MT_COMM_TIMEOUT=%g s; raise it if devices are merely slow)", m->timeout_s);
-
-    mt__mpi_set_dangling(m);
-    const bool first = !atomic_load(&m->ls->abort);
-    mt__launch_fail(m->ls, m->rank, MT_ETIMEOUT, msg);
-    if (g) {
-        /* now, not at the end of the launch: a stopped rank never gets there.
-         * One write, so that ranks timing out together do not interleave. */
-        fprintf(stderr, "meshtrain: device %d: %s\n", m->rank, msg);
-        fflush(stderr);
-        snprintf(m->printed, sizeof m->printed, "%s", msg);
-        if (first) m->failed_printed = true;
-    }
-    mt__mpi_ctl_notify_failure(m, MT_ETIMEOUT, msg);
-    return mt_fail(MT_ETIMEOUT, "%s", msg);
+    return mt__mpi_timed_out(m, msg, true, g != NULL);
 }
 
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {

@@ -13,6 +13,8 @@
  *                 and is printed the moment the timeout fires.
  *   mpi_comms.c   the communicator of every group.
  *   mpi.c         the collectives and the transport table.
+ *   mpi_p2p.c     point-to-point messages (mt_send / mt_recv), on a
+ *                 communicator of their own, and their end of the launch.
  * Only a build with Open MPI has the transport: CMakeLists.txt compiles
  * mpi.c only then, and the mpi_*.c files (compiled always) are empty unless
  * MT_HAVE_MPI is defined.
@@ -51,7 +53,8 @@ typedef struct {
     int32_t  kind, from, status, phase;
     int32_t  printed;      /* CTL_ABORT: the sender printed msg to stderr already */
     int32_t  dangling;     /* CTL_ABORT: the sender left a collective unfinished (the job is doomed) */
-    uint64_t seq;          /* the sender's collectives so far */
+    uint64_t seq;          /* the sender's operations so far (collectives, sends, receives) */
+    uint64_t n_coll;       /* of which collectives */
     char     text[160];    /* the sender's last collective */
     char     msg[512];     /* CTL_ABORT: the failure */
 } ctl_msg;
@@ -107,6 +110,18 @@ typedef struct {
     /* bf16 reductions run in f32 here */
     void            *scratch;
     size_t           scratch_bytes;
+    /* point-to-point messages (mpi_p2p.c) */
+    MPI_Comm         p2p;             /* dup of the world for them (NULL: not made) */
+    bool             p2p_tags_ok;     /* MPI's tags are wide enough for every channel */
+    uint32_t        *p2p_keys;        /* (n_p2p_keys) sorted: every ordered axis list */
+    int              n_p2p_keys;
+    MPI_Request     *send_reqs;       /* (cap_sends) sends in flight ... */
+    void           **send_bufs;       /* ... and the copies they send from */
+    int             *send_done;       /* (cap_sends) MPI_Testsome's indices */
+    int              n_sends, cap_sends;
+    int             *p2p_sent;        /* (size) messages sent to each rank */
+    int             *p2p_received;    /* (size) messages received from each rank */
+    int             *p2p_expect;      /* (size) at the end: messages each rank sent here */
 } mt_mpi;
 
 /* This device's record, written by the front end before each collective
@@ -124,6 +139,11 @@ static inline const char *mt__mpi_current_text(const mt_mpi *m, const char *fall
 
 /* MT_EINTERNAL with "<what> failed: <MPI's text for rc>". */
 mt_status mt__mpi_error(int rc, const char *what);
+
+/* A block of `bytes` as *count elements of *type: MPI_BYTE up to INT_MAX,
+ * one element of a datatype exactly that long above (MPI counts are int).
+ * A made type (*made) is freed by the caller once posted (mpi.c). */
+mt_status mt__mpi_block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made);
 
 /* ======================================================================== */
 /* Control channel and waiting (mpi_ctl.c)                                   */
@@ -159,6 +179,20 @@ void      mt__mpi_backoff(const mt_mpi *m, long spins, double waited);
  * MPI cannot cancel it. */
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what);
 
+/* Asks ranks[n] (NULL: ranks 0 .. n-1; this rank is skipped) what they are
+ * doing and waits for the answers, briefly (MT_MPI_ANSWER_S, at most a
+ * quarter of the timeout): m->replied[r], m->replies[r]. */
+void      mt__mpi_ask(mt_mpi *m, const int *ranks, int n);
+/* What rank r answered (after mt__mpi_ask; r may be this rank), for a
+ * message: "device 1's last operation: #4 psum ...; waiting in it", or that
+ * it did not answer. */
+void      mt__mpi_peer_text(const mt_mpi *m, int r, char *buf, size_t cap);
+/* Fails the launch with a timeout's `msg`, tells every rank, and returns
+ * MT_ETIMEOUT with it. `dangling`: a posted operation will never finish here
+ * (mt__mpi_set_dangling); `print`: the message goes to stderr at once (the
+ * job is doomed, and a stopped rank would never let it end otherwise). */
+mt_status mt__mpi_timed_out(mt_mpi *m, const char *msg, bool dangling, bool print);
+
 /* ======================================================================== */
 /* Communicators (mpi_comms.c)                                               */
 /* ======================================================================== */
@@ -183,6 +217,28 @@ void mt__mpi_reductions_free(mt_mpi *m);
 /* The table's launch: creates this rank's device, runs fn on it and returns
  * the launch's result, the same on every rank. */
 mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+
+/* ======================================================================== */
+/* Point-to-point messages (mpi_p2p.c)                                       */
+/* ======================================================================== */
+
+/* The launch's p2p state for a world of m->size ranks on `mesh` (no
+ * communicator yet; MT_ENOMEM with a message), and freeing it. */
+mt_status mt__mpi_p2p_new(mt_mpi *m, const mt_mesh *mesh);
+void      mt__mpi_p2p_free(mt_mpi *m);
+/* Makes m->p2p (blocking: every rank is in the launch's set-up). */
+mt_status mt__mpi_p2p_open(mt_mpi *m);
+/* The end of the launch, on every rank whose m->p2p exists: counts the
+ * messages each rank sent to each, receives and drops the ones this rank
+ * never received, waits for this rank's sends. MT_ESTATE (with
+ * mt__p2p_leftover's message) when messages were left over and `report`;
+ * any other failure leaves MPI unusable (the launch must stop the job). */
+mt_status mt__mpi_p2p_close(mt_mpi *m, bool report);
+/* The table's send and recv (see mt_transport_ops). */
+mt_status mt__mpi_send(mt_ctx *ctx, const mt_group *g, int dst, int tag, const void *buf,
+                       size_t bytes);
+mt_status mt__mpi_recv(mt_ctx *ctx, const mt_group *g, int src, int tag, void *buf, size_t bytes,
+                       size_t *got);
 
 #endif /* MT_HAVE_MPI */
 #endif /* MT_MPI_IMPL_H */

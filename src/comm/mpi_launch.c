@@ -4,11 +4,14 @@
  * world rank), runs the device function, and makes every rank return the
  * same result.
  *
- * The end of a launch. Every rank all-gathers (non-blocking, with the
- * timeout) its outcome: status, message, whether it left a collective
+ * The end of a launch. First the point-to-point messages are settled
+ * (mpi_p2p.c: those never received are drained, and are the failure of the
+ * rank they were sent to). Then every rank all-gathers (non-blocking, with
+ * the timeout) its outcome: status, message, whether it left a collective
  * unfinished, and whether it printed the message already. All ranks pick
- * the same failure (a real error before a timeout before MT_EABORTED, then
- * the lowest device) and return it. Failures that left nothing unfinished
+ * the same failure (a real error before a timeout before MT_EABORTED before
+ * messages never received, which another failure usually explains, then the
+ * lowest device) and return it. Failures that left nothing unfinished
  * (a device returning an error after its last collective, a bad mesh spec)
  * are returned as values on every rank. With a trace, the ranks then agree
  * on the trace's status the same way (only rank 0 writes the gathered file,
@@ -70,7 +73,8 @@ static atomic_bool mpi_launch_running;
 /* What each rank contributes to the end-of-launch agreement. */
 typedef struct {
     int32_t status, device, dangling, printed;   /* printed: msg is on stderr already */
-    char    msg[1008];
+    int32_t leftover;                            /* the failure is messages never received */
+    char    msg[1004];
 } outcome;
 
 /* One launch on this rank: the transport's state (whose ls and ctx are the
@@ -194,6 +198,7 @@ static void launch_free(mpi_run *r) {
     if (m) {
         mt__mpi_free_comms(m);
         mt__mpi_reductions_free(m);
+        mt__mpi_p2p_free(m);
         for (int i = 0; i < m->n_out; i++) free(m->out[i]);
         free(m->out), free(m->sent_to), free(m->replies), free(m->replied), free(m->scratch);
         free(m);
@@ -218,7 +223,7 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
     mt_mpi *m = r->m = calloc(1, sizeof *m);
     if (m) {
         /* MPI's null handles first: launch_free may see them */
-        m->world = m->ctl = MPI_COMM_NULL;
+        m->world = m->ctl = m->p2p = MPI_COMM_NULL;
         m->in_req = MPI_REQUEST_NULL;
         for (int i = 0; i < SET_COMMS; i++) m->set_comm[i] = MPI_COMM_NULL;
         m->fmax = m->fmin = MPI_OP_NULL;
@@ -239,6 +244,10 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
     }
     m->rank = rank;
     m->size = size;
+    if ((s = mt__mpi_p2p_new(m, mesh)) != MT_OK) {
+        launch_free(r);
+        return s;
+    }
     m->timeout_s = r->ls->timeout_s;
     mt__mpi_reductions_create(m);
     m->ls = r->ls;
@@ -288,6 +297,7 @@ static mt_status set_up(mpi_run *r, const mt_launch_opts *opts) {
     int rc = MPI_Comm_dup(m->world, &m->ctl);
     mt_status s = rc == MPI_SUCCESS ? mt__mpi_make_set_comms(m) : mt__mpi_error(rc, "MPI_Comm_dup");
     if (s == MT_OK) s = mt__mpi_ctl_open(m);
+    if (s == MT_OK) s = mt__mpi_p2p_open(m);
     /* Trace times count from here, not from the call to mt_launch: every rank
      * has just left the same blocking set-up collectives, so the ranks' tracks
      * line up however late each one entered mt_launch (join_world waited for
@@ -323,12 +333,15 @@ static mt_status exchange(mpi_run *r, const outcome *mine) {
 }
 
 /* Index of the failure every rank reports: a real error first, then a
- * timeout, then MT_EABORTED; the lowest device among equals. -1: none. */
+ * timeout, then MT_EABORTED, then messages never received (a rank may not
+ * yet have heard of the failure that left them); the lowest device among
+ * equals. -1: none. */
 static int pick_failure(const outcome *o, int n) {
-    int best = -1, best_rank = 4;
+    int best = -1, best_rank = 5;
     for (int i = 0; i < n; i++) {
         if (o[i].status == MT_OK) continue;
-        int r = o[i].status == MT_EABORTED ? 3 : o[i].status == MT_ETIMEOUT ? 2 : 1;
+        int r = o[i].leftover ? 4 : o[i].status == MT_EABORTED ? 3
+              : o[i].status == MT_ETIMEOUT ? 2 : 1;
         if (r < best_rank) best = i, best_rank = r;
     }
     return best;
@@ -379,11 +392,24 @@ static _Noreturn void stop_agreed(mpi_run *r, int f, const char *fallback) {
     mpi_stop(fallback);
 }
 
-/* Runs the device (or, when its set-up failed with `st`, fails it), then
- * agrees with every rank on the launch's outcome: the agreed failure becomes
- * this rank's (ls->failed_*), and the launch's result is returned with its
- * message (mt__launch_result). Dies when the exchange fails or any rank
- * left a collective unfinished. */
+/* An end-of-launch exchange failed (mt_errmsg says how): the ranks cannot
+ * agree, so the job ends, with the failure that started it all (this
+ * rank's first) printed first. */
+static _Noreturn void stop_unagreed(mpi_run *r) {
+    mt_mpi *m = r->m;
+    mt_launch_state *ls = r->ls;
+    if (m->stop_by > 0) stop_doomed(r);
+    if (ls->failed_device >= 0 && !m->failed_printed)
+        mpi_die("device %d: %s\nmeshtrain: then %s", ls->failed_device, ls->failed_msg,
+                mt_errmsg());
+    mpi_die("%s", mt_errmsg());
+}
+
+/* Runs the device (or, when its set-up failed with `st`, fails it), settles
+ * its point-to-point messages, then agrees with every rank on the launch's
+ * outcome: the agreed failure becomes this rank's (ls->failed_*), and the
+ * launch's result is returned with its message (mt__launch_result). Dies
+ * when an exchange fails or any rank left a collective unfinished. */
 static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *arg) {
     mt_mpi *m = r->m;
     mt_launch_state *ls = r->ls;
@@ -394,14 +420,17 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
     if (st != MT_OK && st != MT_EABORTED) mt__mpi_ctl_notify_failure(m, st, mine.msg);
     m->phase = PHASE_FINISHED;
 
-    if (exchange(r, &mine) != MT_OK) {
-        if (m->stop_by > 0) stop_doomed(r);
-        /* the failure that started it all (this rank's first) comes first */
-        if (ls->failed_device >= 0 && !m->failed_printed)
-            mpi_die("device %d: %s\nmeshtrain: then %s", ls->failed_device, ls->failed_msg,
-                    mt_errmsg());
-        mpi_die("%s", mt_errmsg());
+    /* messages never received are drained (and fail a launch that would
+     * have succeeded, on the rank they were sent to) */
+    mt_status ps = mt__mpi_p2p_close(m, st == MT_OK);
+    if (ps == MT_ESTATE && st == MT_OK) {
+        mine = make_outcome(m, st = ps, mt_errmsg());
+        mine.leftover = 1;
+    } else if (ps != MT_OK) {
+        stop_unagreed(r);
     }
+
+    if (exchange(r, &mine) != MT_OK) stop_unagreed(r);
     m->closing = true;
     int f = pick_failure(r->all, m->size);
     if (f >= 0) {

@@ -11,11 +11,12 @@
  *               of functions (threads.c: shared memory between device
  *               threads; mpi.c: one device per MPI rank), and launches the
  *               devices; registry.c lists the transports built in.
- *   front end   (coll_impl.h; comm.c, comm_dims.c, async.c, record.c,
- *               check.c, group.c) checks arguments, resolves the group,
- *               numbers and records every collective (sequence, op, axes,
- *               bytes), runs the debug match check, records trace spans,
- *               builds the dimensioned and asynchronous forms on the flat ones.
+ *   front end   (coll_impl.h; comm.c, comm_dims.c, async.c, p2p.c,
+ *               record.c, check.c, group.c) checks arguments, resolves the
+ *               group, numbers and records every collective, send and
+ *               receive (sequence, op, axes, bytes), runs the debug match
+ *               check, records trace spans, builds the dimensioned and
+ *               asynchronous forms on the flat ones.
  */
 #ifndef MT_RUNTIME_IMPL_H
 #define MT_RUNTIME_IMPL_H
@@ -28,10 +29,14 @@
 #include <stdatomic.h>
 
 /* Collectives, as the front end numbers and names them. A record's kind is
- * one of these, plus 16·op for an all-reduce, plus MT_COLL_MEAN for a pmean. */
+ * one of these, plus 16·op for an all-reduce, plus MT_COLL_MEAN for a pmean.
+ * MT_COLL_SEND and MT_COLL_RECV are the point-to-point operations (p2p.c):
+ * numbered and recorded with the collectives, but not collective (only two
+ * devices take part), so nothing that matches collectives across a group
+ * counts them (mt__coll_is_p2p). */
 typedef enum {
     MT_COLL_ALL_REDUCE = 0, MT_COLL_ALL_GATHER, MT_COLL_REDUCE_SCATTER, MT_COLL_ALL_TO_ALL,
-    MT_COLL_PERMUTE, MT_COLL_BROADCAST, MT_COLL_BARRIER, MT_COLL_COUNT
+    MT_COLL_PERMUTE, MT_COLL_BROADCAST, MT_COLL_BARRIER, MT_COLL_SEND, MT_COLL_RECV, MT_COLL_COUNT
 } mt_coll_kind;
 #define MT_COLL_MEAN 64
 
@@ -44,13 +49,17 @@ typedef struct mt_transport_ops mt_transport_ops;
  * atomic fields, which the owner writes before publishing `seq` (release),
  * and format them with mt__record_text. */
 typedef struct {
-    _Atomic uint64_t seq;          /* collectives issued, 1-based; 0 = none yet */
+    _Atomic uint64_t seq;          /* operations issued (collectives, sends, receives),
+                                      1-based; 0 = none yet */
+    _Atomic uint64_t n_coll;       /* of which collectives: what a group's members
+                                      compare to tell who has not arrived */
     char             text[160];    /* "#12 psum over 'data' f32 4096 bytes" */
-    _Atomic int      in_collective;/* 1 while inside one */
+    _Atomic int      in_collective;/* 1 while inside one (or inside a send or receive) */
     _Atomic int      kind;         /* mt_coll_kind (all-reduce: + 16 * op) */
     _Atomic int      dtype;
     _Atomic uint32_t axes_key;
     _Atomic uint64_t bytes;
+    _Atomic int      peer, tag;    /* send / receive: the other device's id, the tag */
 } mt_device_record;
 
 /* Process-wide state of one launch (shared by the device threads). */
@@ -102,7 +111,8 @@ struct mt_ctx {
     mt_launch_state  *launch;
     mt_device_record *record;          /* this device's (threads: &launch->records[device]) */
     void             *transport;       /* the transport's per-device state */
-    uint64_t          seq;             /* collectives issued */
+    uint64_t          seq;             /* operations issued (collectives, sends, receives) */
+    uint64_t          n_coll;          /* of which collectives */
     double            deadline;        /* of the running collective, on mt_time_now()'s clock */
     int              *wait_list;       /* (2 * n_devices) scratch for transports' wait loops */
     const void      **ptrs;            /* (n_devices) scratch for transports (peer buffers) */
@@ -219,12 +229,20 @@ static inline const char *mt__coll_name(int kind) {
     case MT_COLL_PERMUTE: return "ppermute";
     case MT_COLL_BROADCAST: return "broadcast";
     case MT_COLL_BARRIER: return "barrier";
+    case MT_COLL_SEND: return "send";
+    case MT_COLL_RECV: return "recv";
     }
     return "collective";
 }
 
-/* Formats another device's record ("#12 psum over 'data' f32 4096 bytes"),
- * read with acquire/retry so it is safe while that device runs on. */
+/* Whether a record's kind is a send or a receive (not a collective). */
+static inline bool mt__coll_is_p2p(int kind) {
+    return (kind & 15) == MT_COLL_SEND || (kind & 15) == MT_COLL_RECV;
+}
+
+/* Formats another device's record ("#12 psum over 'data' f32 4096 bytes",
+ * "#13 send to device 3 over 'pipe' tag 7 f32 4096 bytes"), read with
+ * acquire/retry so it is safe while that device runs on. */
 void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, char *buf, size_t cap);
 
 /* ---- the asynchronous queue (async.c) ----------------------------------- */

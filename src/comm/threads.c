@@ -52,6 +52,8 @@
  *
  * Waiting (mt__wait_step) spins briefly, then yields; with more devices than
  * cores it yields at once.
+ *
+ * Point-to-point messages go through per-device mailboxes (threads_p2p.c).
  */
 #include "comm/threads_impl.h"
 
@@ -129,26 +131,28 @@ typedef struct tgroup {
     aptr          *aptrs;         /* (ASYNC_RING, P) */
 } tgroup;
 
-typedef struct {
-    pthread_mutex_t mu;           /* guards `groups` (taken once per device and group) */
-    tgroup         *groups;
-} tshared;
-
 /* ======================================================================== */
 /* Shared state                                                              */
 /* ======================================================================== */
 
 mt_status mt__threads_init(mt_launch_state *ls) {
-    tshared *ts = calloc(1, sizeof *ts);
-    if (!ts) return mt_fail(MT_ENOMEM, "threads transport: out of memory");
+    mt_threads_shared *ts = calloc(1, sizeof *ts);
+    mt_mailbox *boxes = ts ? mt__mailboxes_create(ls->n_devices) : NULL;
+    if (!boxes) {
+        free(ts);
+        return mt_fail(MT_ENOMEM, "threads transport: out of memory");
+    }
     pthread_mutex_init(&ts->mu, NULL);
+    ts->boxes = boxes;
+    ts->n_boxes = ls->n_devices;
     ls->transport = ts;
     return MT_OK;
 }
 
 void mt__threads_fini(mt_launch_state *ls) {
-    tshared *ts = ls->transport;
+    mt_threads_shared *ts = ls->transport;
     if (!ts) return;
+    mt__mailboxes_free(ts->boxes, ts->n_boxes);
     for (tgroup *tg = ts->groups, *next; tg; tg = next) {
         next = tg->next;
         free(tg->ranks);
@@ -204,7 +208,7 @@ static tgroup *tgroup_create(uint32_t key, int leader, int P) {
 }
 
 static mt_status group_init(mt_ctx *ctx, mt_group *g) {
-    tshared *ts = ctx->launch->transport;
+    mt_threads_shared *ts = ctx->launch->transport;
     pthread_mutex_lock(&ts->mu);
     tgroup *tg = ts->groups;
     while (tg && !(tg->key == g->key && tg->leader == g->members[0])) tg = tg->next;
@@ -787,4 +791,6 @@ const mt_transport_ops mt__threads_transport = {
     .async_eager = t_async_eager,
     .async_start = t_async_start,
     .async_wait = t_async_wait,
+    .send = mt__threads_send,
+    .recv = mt__threads_recv,
 };

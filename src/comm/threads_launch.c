@@ -125,6 +125,9 @@ mt_status mt__threads_launch(const mt_launch_opts *opts, mt_device_fn fn, void *
     }
     for (int d = 1; d < n_started; d++) pthread_join(threads[d], NULL);
     mt_set_num_threads(saved_threads);
+    /* messages nobody received: a launch that did not fail fails for them */
+    mt_threads_shared *ts = ls.transport;
+    mt__mailboxes_close(&ls, ts->boxes, ts->n_boxes);
 
     /* the trace first, so that a failed launch's message is raised last */
     mt_status traced = ls.trace_path ? mt__trace_write(&ls, ctx_ptrs, n) : MT_OK;

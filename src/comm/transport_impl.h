@@ -124,7 +124,51 @@ struct mt_transport_ops {
     bool      (*async_eager)(const mt_ctx *ctx, const mt_group *g, const mt_pending *p);
     mt_status (*async_start)(mt_ctx *ctx, mt_group *g, mt_pending *p);
     mt_status (*async_wait)(mt_ctx *ctx, mt_group *g, mt_pending *p);
+
+    /* Required. Point-to-point messages (mt_send / mt_recv). Unlike the
+     * collectives they are called for groups of any size (the peer may be
+     * the caller itself), and only the two devices take part; the front end
+     * (p2p.c) has checked the arguments (dst / src a rank of g, tag in
+     * 0..MT_TAG_MAX), numbered and recorded the operation and set
+     * ctx->deadline. A channel is (g's axes key, sender, receiver, tag).
+     *
+     * send copies `bytes` (may be 0) of buf into a message for group rank
+     * dst and returns without waiting for the receiver: buf is the caller's
+     * again at once. Messages of one channel are delivered in send order.
+     *
+     * recv takes the first message of the channel (g's key, src, this
+     * device, tag), waiting until there is one: MT_EABORTED (mt__wait_fail's
+     * message) once the launch fails, MT_ETIMEOUT at ctx->deadline with the
+     * message of mt__p2p_timeout_text, the launch failed with it. *got is
+     * the message's size: when it is not `bytes`, the message is dropped,
+     * buf is left alone and recv returns MT_ESHAPE without a message (the
+     * front end writes it).
+     *
+     * A message nobody received is the transport's until the launch ends:
+     * its launch frees (or drains) every one, and on a launch that had not
+     * failed reports the first with mt__p2p_leftover. */
+    mt_status (*send)(mt_ctx *ctx, const mt_group *g, int dst, int tag, const void *buf,
+                      size_t bytes);
+    mt_status (*recv)(mt_ctx *ctx, const mt_group *g, int src, int tag, void *buf, size_t bytes,
+                      size_t *got);
 };
+
+/* ---- what the transports' sends and receives share (p2p.c) -------------- */
+
+/* The message of a receive on ctx that timed out waiting for group rank src
+ * of g (tag `tag`): the receive (the device's record), and `sender`, what
+ * the transport knows of the sender ("no message arrived from device 1;
+ * device 1's last operation: #4 psum ... (still in it)"), and what to do. */
+void mt__p2p_timeout_text(const mt_ctx *ctx, const mt_group *g, int src, int tag,
+                          const char *sender, char *buf, size_t cap);
+
+/* Fails the launch (unless it has failed already, or n_left is 0) with
+ * MT_ESTATE for device `receiver`, because `n_left` messages sent to it were
+ * never received; the first was sent by device `sender` over the axes of
+ * `key`, with `tag`, `bytes` long. Returns MT_ESTATE with the message when it
+ * failed the launch, else MT_OK. */
+mt_status mt__p2p_leftover(mt_launch_state *ls, int receiver, int n_left, int sender,
+                           uint32_t key, int tag, size_t bytes);
 
 /* Reduces n elements of src into dst (dst = dst op src); bf16 through f32,
  * rounded to nearest even. max and min propagate NaN (reduce.c). */

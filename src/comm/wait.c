@@ -58,10 +58,11 @@ static mt_status timed_out(mt_ctx *ctx, const mt_group *g, const int *waiting_fo
     if (waiting_for) {
         for (int i = 0; i < n_waiting && n < 64; i++) missing[n++] = waiting_for[i];
     } else if (g) {
-        uint64_t mine = atomic_load(&ctx->record->seq);
+        /* collectives only: sends and receives differ from device to device */
+        uint64_t mine = atomic_load(&ctx->record->n_coll);
         for (int i = 0; i < g->size && n < 64; i++) {
             int d = g->members[i];
-            if (d != ctx->device && atomic_load(&ls->records[d].seq) < mine) missing[n++] = d;
+            if (d != ctx->device && atomic_load(&ls->records[d].n_coll) < mine) missing[n++] = d;
         }
     }
     if (n == 0) {

@@ -27,6 +27,8 @@ typedef struct {
     bool     is_comm;
     bool     is_async;     /* a collective in flight while the device went on
                               (started, completed later): may overlap anything */
+    bool     is_p2p;       /* a send or receive: peer and tag below */
+    int32_t  peer, tag;    /* the other device's id, the message's tag */
 } mt_trace_event;
 
 /* One device's events in the order they began. It grows by doubling (one

@@ -21,7 +21,10 @@
  * as `meshtrain explain` prints it. "seq" is the collective's
  * 1-based sequence number on its device: every collective is recorded, in
  * issue order, so it is the ordinal of the comm event on its track (async
- * ones included, wherever they are drawn).
+ * ones included, wherever they are drawn). Sends and receives are comm
+ * events too, numbered with the collectives ("send 'pipe'", "recv 'pipe'"),
+ * with the other device and the tag in their args:
+ *   "args":{"bytes":4096,"seq":3,"peer":1,"tag":7}
  *
  * Complete events on one track must nest (Perfetto drops those that do not),
  * but an asynchronous collective runs from its start to its completion while
@@ -223,8 +226,11 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
             fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
                     e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tid);
             if (e->is_comm)
-                fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu}",
+                fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu",
                         (unsigned long long)e->bytes, (unsigned long long)++seq);
+            if (e->is_comm && e->is_p2p)
+                fprintf(f, ",\"peer\":%d,\"tag\":%d", (int)e->peer, (int)e->tag);
+            if (e->is_comm) fputc('}', f);
             fputc('}', f);
         }
     }
