@@ -29,7 +29,7 @@ mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *si
     int cpu = columns_per_unit(s, sim), width = col(sim->makespan, cpu);
     char *row = malloc((size_t)width + 2);
     if (!row) return mt_fail(MT_ENOMEM, "out of memory for a timeline row of %d columns", width);
-    int dw = s->p > 100 ? 4 : s->p > 10 ? 3 : 2;
+    int dw = snprintf(NULL, 0, "%d", s->p - 1);   /* digits of the last device */
     for (int d = 0; d < s->p; d++) {
         memset(row, '.', (size_t)width);
         for (int i = 0; i < s->n_ops[d]; i++) {
