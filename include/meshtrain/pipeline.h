@@ -278,16 +278,18 @@ mt_status mt_schedule_read_json(const char *text, size_t len, mt_schedule **out)
  * right: each op is its label (type and microbatch: F3, B3, W3, BW3; lower
  * case for a device's second chunk when v = 2, a ".c" suffix with the local
  * chunk c when v > 2) padded to its length in columns, idle time is '.'.
- * The scale is chosen so the shortest op fits its label; non-integer costs
- * round to the nearest column. A time ruler and a key follow. Fails with
+ * The scale is chosen so the shortest op fits its label (at most 2000
+ * columns in all; labels are cut beyond); times round to the nearest column. A time ruler and a key follow. Fails with
  * MT_EIO on a stream error. */
 mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *sim, FILE *out);
 
 /* Writes the simulated timeline as an SVG picture: one row per device,
  * time to the right, F, B, W and BW in four colours, a device's later
  * chunks in darker shades, each box labelled with its microbatch, idle time
- * left empty; the kind, p, m, v, costs' bubble rate and makespan in the
- * title, a time axis and a legend. Text is 12 px. `costs` are the ones the
+ * left empty; the kind, p, m, v, bubble rate and makespan in the title, the
+ * costs, bubble fraction and peak activations under it, a time axis and a
+ * legend. Text is 12 px; the shortest op is 26 px wide (the picture is at
+ * most 20000 px of time wide, and boxes too narrow lose their label). `costs` are the ones the
  * simulation used (NULL: the defaults), for the title. Fails with MT_EIO on
  * a stream error. */
 mt_status mt_schedule_write_svg(const mt_schedule *s, const mt_pipe_sim *sim,

@@ -40,7 +40,10 @@ static double px_per_unit(const mt_schedule *s, const mt_pipe_sim *sim) {
             if (dur > 1e-12 && (shortest == 0 || dur < shortest)) shortest = dur;
         }
     double ppu = shortest > 0 ? 26.0 / shortest : 26.0;
-    return ppu > 400 ? 400 : ppu;
+    if (ppu > 400) ppu = 400;
+    /* at most 20000 px of time: beyond, short ops lose their labels */
+    if (sim->makespan * ppu > 20000) ppu = 20000 / sim->makespan;
+    return ppu;
 }
 
 static void legend_box(FILE *out, double x, double y, const int rgb[3], const char *text) {

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Columns per time unit: enough for every op to hold its label and a space. */
-static int columns_per_unit(const mt_schedule *s, const mt_pipe_sim *sim) {
+/* Columns per time unit: enough for every op to hold its label and a space,
+ * but at most MAX_COLUMNS in all (labels are cut beyond that). */
+enum { MAX_COLUMNS = 2000 };
+
+static double columns_per_unit(const mt_schedule *s, const mt_pipe_sim *sim) {
     double need = 1;
     for (int d = 0; d < s->p; d++)
         for (int i = 0; i < s->n_ops[d]; i++) {
@@ -20,13 +23,16 @@ static int columns_per_unit(const mt_schedule *s, const mt_pipe_sim *sim) {
             mt__op_label(s, s->ops[d][i], label, sizeof label);
             if (dur > 1e-12 && (strlen(label) + 1) / dur > need) need = (strlen(label) + 1) / dur;
         }
-    return need > 64 ? 64 : (int)ceil(need - 1e-9);
+    need = ceil(need - 1e-9);
+    if (sim->makespan * need > MAX_COLUMNS) need = MAX_COLUMNS / sim->makespan;
+    return need;
 }
 
-static int col(double t, int cpu) { return (int)floor(t * cpu + 0.5); }
+static int col(double t, double cpu) { return (int)floor(t * cpu + 0.5); }
 
 mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *sim, FILE *out) {
-    int cpu = columns_per_unit(s, sim), width = col(sim->makespan, cpu);
+    double cpu = columns_per_unit(s, sim);
+    int width = col(sim->makespan, cpu);
     char *row = malloc((size_t)width + 2);
     if (!row) return mt_fail(MT_ENOMEM, "out of memory for a timeline row of %d columns", width);
     int dw = snprintf(NULL, 0, "%d", s->p - 1);   /* digits of the last device */
@@ -34,6 +40,7 @@ mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *si
         memset(row, '.', (size_t)width);
         for (int i = 0; i < s->n_ops[d]; i++) {
             int c0 = col(sim->start[d][i], cpu), c1 = col(sim->end[d][i], cpu);
+            if (c1 <= c0) c1 = c0 + 1;   /* shorter than a column: one character */
             if (c1 > width) c1 = width;
             if (c1 <= c0) continue;
             char label[24];
@@ -64,7 +71,7 @@ mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *si
     fprintf(out, "%*s   %s\n", dw + 4, "time", row);
     free(row);
     fprintf(out, "key: F forward, B input gradient, W weight gradient, BW whole backward, "
-                 "then the microbatch; '.' idle; %d column%s a time unit\n",
+                 "then the microbatch; '.' idle; %.4g column%s a time unit\n",
             cpu, cpu == 1 ? "" : "s");
     if (s->v == 2)
         fprintf(out, "     lower case (f, b, w, bw): the device's second chunk (%s)\n",
