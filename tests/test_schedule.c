@@ -377,12 +377,17 @@ MT_TEST(ops_out_of_place_are_named) {
 /* 1F1B, p = 2, m = 2, costs 1,1,1 and COMM c (BW = 2):
  *   device 0: F0 [0,1] F1 [1,2]; device 1: F0 [1+c, 2+c] BW0 [2+c, 4+c]
  *   F1 [4+c, 5+c] BW1 [5+c, 7+c]; device 0: BW0 [4+2c, 6+2c] BW1 [7+2c, 9+2c]. */
-MT_TEST(communication_delays_messages_only) {
+/* kind k at (p, m) simulated at costs c into *sim; the schedule is the caller's */
+static mt_schedule *simulated(mt_schedule_kind k, int p, int m, mt_pipe_costs c, mt_pipe_sim *sim) {
     mt_schedule *s;
-    MT_CHECK_OK(mt_schedule_make(MT_SCHEDULE_1F1B, 2, 2, 0, &s));
-    mt_pipe_costs c = {.f = 1, .b = 1, .w = 1, .comm = 0.5};
+    MT_CHECK_OK(mt_schedule_make(k, p, m, 0, &s));
+    MT_CHECK_OK(mt_schedule_simulate(s, &c, 0, sim));
+    return s;
+}
+
+MT_TEST(communication_delays_messages_only) {
     mt_pipe_sim sim;
-    MT_CHECK_OK(mt_schedule_simulate(s, &c, 0, &sim));
+    mt_schedule *s = simulated(MT_SCHEDULE_1F1B, 2, 2, (mt_pipe_costs){1, 1, 1, 0.5}, &sim);
     static const double S0[4] = {0, 1, 5, 8}, S1[4] = {1.5, 2.5, 4.5, 5.5};
     for (int i = 0; i < 4; i++) {
         MT_CHECK_CLOSE(sim.start[0][i], S0[i], 1e-12, "device 0 op %d", i);
@@ -397,11 +402,8 @@ MT_TEST(communication_delays_messages_only) {
 /* The V's turn on device p-1 is local: chunk p-1 hands chunk p its output
  * without a message. zb-v at p = 1, m = 1, COMM 5: F0 F1 B1 B0 W W, no wait. */
 MT_TEST(same_device_dependencies_cost_no_message) {
-    mt_schedule *s;
-    MT_CHECK_OK(mt_schedule_make(MT_SCHEDULE_ZB_V, 1, 1, 0, &s));
-    mt_pipe_costs c = {.f = 1, .b = 1, .w = 1, .comm = 5};
     mt_pipe_sim sim;
-    MT_CHECK_OK(mt_schedule_simulate(s, &c, 0, &sim));
+    mt_schedule *s = simulated(MT_SCHEDULE_ZB_V, 1, 1, (mt_pipe_costs){1, 1, 1, 5}, &sim);
     MT_CHECK_CLOSE(sim.makespan, 3, 1e-12, "six half-unit ops back to back");
     mt_pipe_sim_free(&sim);
     mt_schedule_free(s);

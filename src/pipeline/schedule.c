@@ -62,7 +62,12 @@ void mt__op_text(mt_pipe_op op, char *buf, size_t cap) {
 
 /* ---- creating ------------------------------------------------------------- */
 
-static mt_status check_sizes(const mt__sched_kind *k, int p, int m, int *v) {
+/* The kind's entry into *k, and p, m and v (0: the kind's own) checked. */
+static mt_status check_sizes(mt_schedule_kind kind, int p, int m, int *v,
+                             const mt__sched_kind **k_out) {
+    const mt__sched_kind *k = *k_out = mt__sched_kind_get(kind);
+    if (!k) return mt_fail(MT_EINVAL, "schedule kind %d is not one of the %d kinds", (int)kind,
+                           MT_SCHEDULE_N_KINDS);
     if (p < 1 || p > MT_SCHEDULE_MAX_STAGES)
         return mt_fail(MT_EINVAL, "a schedule has 1 to %d stages; got %d",
                        MT_SCHEDULE_MAX_STAGES, p);
@@ -84,10 +89,8 @@ static mt_status check_sizes(const mt__sched_kind *k, int p, int m, int *v) {
 
 mt_status mt_schedule_create(mt_schedule_kind kind, int p, int m, int v, mt_schedule **out) {
     *out = NULL;
-    const mt__sched_kind *k = mt__sched_kind_get(kind);
-    if (!k) return mt_fail(MT_EINVAL, "schedule kind %d is not one of the %d kinds", (int)kind,
-                           MT_SCHEDULE_N_KINDS);
-    mt_status st = check_sizes(k, p, m, &v);
+    const mt__sched_kind *k;
+    mt_status st = check_sizes(kind, p, m, &v, &k);
     if (st != MT_OK) return st;
     mt_schedule *s = calloc(1, sizeof *s);
     if (!s) return mt_fail(MT_ENOMEM, "out of memory for a schedule");
@@ -111,10 +114,8 @@ mt_status mt_schedule_create(mt_schedule_kind kind, int p, int m, int v, mt_sche
 
 mt_status mt_schedule_make(mt_schedule_kind kind, int p, int m, int v, mt_schedule **out) {
     *out = NULL;
-    const mt__sched_kind *k = mt__sched_kind_get(kind);
-    if (!k) return mt_fail(MT_EINVAL, "schedule kind %d is not one of the %d kinds", (int)kind,
-                           MT_SCHEDULE_N_KINDS);
-    mt_status st = check_sizes(k, p, m, &v);
+    const mt__sched_kind *k;
+    mt_status st = check_sizes(kind, p, m, &v, &k);
     if (st != MT_OK) return st;
     if (m < k->min_mb_per_stage * p) {
         if (k->min_mb_per_stage == 1)
