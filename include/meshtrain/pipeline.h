@@ -279,8 +279,9 @@ mt_status mt_schedule_read_json(const char *text, size_t len, mt_schedule **out)
  * case for a device's second chunk when v = 2, a ".c" suffix with the local
  * chunk c when v > 2) padded to its length in columns, idle time is '.'.
  * The scale is chosen so the shortest op fits its label (at most 2000
- * columns in all; labels are cut beyond); times round to the nearest column. A time ruler and a key follow. Fails with
- * MT_EIO on a stream error. */
+ * columns in all; labels are cut beyond); times round to the nearest
+ * column. A time ruler and a key follow. Fails with MT_EIO on a stream
+ * error. */
 mt_status mt_schedule_write_timeline(const mt_schedule *s, const mt_pipe_sim *sim, FILE *out);
 
 /* Writes the simulated timeline as an SVG picture: one row per device,

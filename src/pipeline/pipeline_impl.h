@@ -53,7 +53,7 @@ void mt__op_text(mt_pipe_op op, char *buf, size_t cap);
 /* Where each (type, microbatch, chunk) sits in its device's list: the
  * position, or -1. b holds the B or the BW, w the W or the BW, so a
  * dependency on "the backward of (j, k)" reads b and one on "its weight
- * gradient" reads w. Built by mt__sched_index, which also checks rules 1
+ * gradient" reads w. Built by mt__sched_index_build, which also checks rules 1
  * and 2 of mt_schedule_validate. */
 typedef struct {
     int *f, *b, *w;   /* (m · p·v), at j·K + k */
