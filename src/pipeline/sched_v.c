@@ -36,9 +36,10 @@
  * no bubble at all at unit costs (every device busy from its first op to its
  * last) and a peak of exactly p on every device; with fewer microbatches the
  * first device idles (2p-1-m)/2 in the warm-up, having only m forwards for
- * the 2p-1 slots before the first backward reaches it. Checked for p <= 12,
- * p <= m <= 5p+1 when this order was chosen (of the 24 orders of 1-4, three
- * reach both bounds everywhere; some others deadlock on the memory limit). */
+ * the 2p-1 slots before the first backward reaches it. When this order was
+ * chosen, three of the 24 orders of 1-4 reached both bounds for every p <= 8,
+ * p <= m <= 3p+1 (some others deadlock on the memory limit); this one also
+ * for every p <= 12, p <= m <= 5p+1. tests/test_schedule.c checks p <= 8. */
 
 typedef struct {
     int nf[2], nb[2];      /* ops of each phase started so far */
