@@ -14,6 +14,7 @@
  *   meshtrain/graph.h     graphs: ops, autodiff (B and W), collectives, sharding rules, compile, run
  *   meshtrain/partition.h the partitioner: a global program becomes each device's
  *   meshtrain/optim.h     optimizers and the learning-rate schedule
+ *   meshtrain/pipeline.h  pipeline schedules: generate, validate, simulate, JSON, SVG
  *   meshtrain/models.h    GPT-2, MLP, linear regression
  *   meshtrain/io.h        datasets, llm.c files, checkpoints
  *   meshtrain/train.h     the training loop and sampling
@@ -43,6 +44,7 @@
 #include "meshtrain/graph.h"
 #include "meshtrain/partition.h"
 #include "meshtrain/optim.h"
+#include "meshtrain/pipeline.h"
 #include "meshtrain/models.h"
 #include "meshtrain/io.h"
 #include "meshtrain/train.h"

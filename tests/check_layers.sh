@@ -26,17 +26,18 @@ cd "$root"
 #           nodes, buffer plan
 # partition global program + mesh -> the device's program with collectives inserted
 # optim     SGD, AdamW, clipping, learning-rate schedule
+# pipeline  pipeline schedules as data: generate, validate, simulate, JSON, SVG
 # models    GPT-2, MLP, linear regression
 # io        datasets, llm.c files, checkpoints
 # train     the training loop, sampling
 # examples  worked examples (the pmap linear regression)
 # cli       the meshtrain program
-LAYERS=(base mesh tensor profile comm ops graph partition optim models io train examples cli)
+LAYERS=(base mesh tensor profile comm ops graph partition optim pipeline models io train examples cli)
 
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [comm]=comm [graph]=graph [partition]=partition
-    [optim]=optim [models]=models [io]=io [train]=train [examples]=examples
+    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
 )
 
 declare -A LEVEL

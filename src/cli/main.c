@@ -39,6 +39,8 @@ static const cli_command COMMANDS[] = {
      {NULL, NULL}},
     {"explain", cli_cmd_explain, "why communication happens: an op's result type and moves on "
      "typed operands", {NULL, NULL}},
+    {"schedule", cli_cmd_schedule, "pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, "
+     "simulate, draw", {NULL, NULL}},
     {"version", cmd_version, "print the version", {"--version", NULL}},
     {"help", cmd_help, "print this help, or a command's: meshtrain help train", {"--help", "-h"}},
 };
