@@ -96,7 +96,7 @@ static mt_status use_slot(mt__pipe_chunk *c, int j, bool take, const mt_pipe_op 
         c->slot_of[j] = c->free_slot[--c->n_free];
     } else if (c->slot_of[j] < 0) {
         return mt_fail(MT_ESTATE, "pipeline op %s of microbatch %d on chunk %d comes before its F",
-                       mt_pipe_op_type_name(op->type), j, c->chunk);
+                       mt_pipe_op_name(op->type), j, c->chunk);
     }
     return mt_graph_use_slot(c->g, c->slot_of[j]);
 }
@@ -106,32 +106,30 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss)
     if (c->chunk == 0 || c->chunk == x->S - 1)
         if ((s = x->feed(x->arg, c, j)) != MT_OK) return s;
     if (c->chunk > 0 &&
-        (s = mt_recv(x->ctx, x->pipe, x->device_of[c->chunk - 1],
-                     tag_of(x, KIND_ACT, c->chunk, j), mt_tensor_f32(c->in),
-                     (size_t)numel_of(c->in), MT_F32)) != MT_OK)
+        (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(c->in), (size_t)numel_of(c->in), MT_F32,
+                     x->device_of[c->chunk - 1], tag_of(x, KIND_ACT, c->chunk, j))) != MT_OK)
         return s;
     if ((s = mt_graph_forward(c->g)) != MT_OK) return s;
     if (c->chunk == x->S - 1) {
         *loss += mt_graph_loss(c->g);
         return MT_OK;
     }
-    return mt_send(x->ctx, x->pipe, x->device_of[c->chunk + 1],
-                   tag_of(x, KIND_ACT, c->chunk + 1, j), mt_tensor_f32(c->out),
-                   (size_t)numel_of(c->out), MT_F32);
+    return mt_send(x->ctx, x->pipe, mt_tensor_f32(c->out), (size_t)numel_of(c->out), MT_F32,
+                   x->device_of[c->chunk + 1], tag_of(x, KIND_ACT, c->chunk + 1, j));
 }
 
 static mt_status run_b(mt__pipe_exec *x, mt__pipe_chunk *c, int j) {
     mt_status s;
     if (c->chunk < x->S - 1 &&
-        (s = mt_recv(x->ctx, x->pipe, x->device_of[c->chunk + 1],
-                     tag_of(x, KIND_GRAD, c->chunk, j), mt_tensor_f32(mt_tensor_grad(c->out)),
-                     (size_t)numel_of(c->out), MT_F32)) != MT_OK)
+        (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->out)),
+                     (size_t)numel_of(c->out), MT_F32, x->device_of[c->chunk + 1],
+                     tag_of(x, KIND_GRAD, c->chunk, j))) != MT_OK)
         return s;
     if ((s = mt_graph_backward_b(c->g)) != MT_OK) return s;
     if (c->chunk == 0) return MT_OK;
-    return mt_send(x->ctx, x->pipe, x->device_of[c->chunk - 1],
-                   tag_of(x, KIND_GRAD, c->chunk - 1, j), mt_tensor_f32(mt_tensor_grad(c->in)),
-                   (size_t)numel_of(c->in), MT_F32);
+    return mt_send(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->in)),
+                   (size_t)numel_of(c->in), MT_F32, x->device_of[c->chunk - 1],
+                   tag_of(x, KIND_GRAD, c->chunk - 1, j));
 }
 
 static mt_status run_w(mt__pipe_chunk *c, int j) {
@@ -146,7 +144,7 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss) {
     mt__pipe_chunk *c = chunk_of(x, op->chunk);
     if (!c || op->mb < 0 || op->mb >= x->m)
         return mt_fail(MT_EINVAL, "pipeline op %s of microbatch %d on chunk %d: %s",
-                       mt_pipe_op_type_name(op->type), op->mb, op->chunk,
+                       mt_pipe_op_name(op->type), op->mb, op->chunk,
                        c ? "no such microbatch" : "this device holds no such chunk");
     mt_status s = use_slot(c, op->mb, op->type == MT_PIPE_F, op);
     if (s != MT_OK) return s;
@@ -181,7 +179,7 @@ mt_status mt__pipe_run(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops, doubl
         mt_status s = run_op(x, &ops[o], loss);
         if (s != MT_OK)
             return mt_fail_wrap(s, "pipeline op %d of %d (%s of microbatch %d, chunk %d)", o + 1,
-                                n_ops, mt_pipe_op_type_name(ops[o].type), ops[o].mb,
+                                n_ops, mt_pipe_op_name(ops[o].type), ops[o].mb,
                                 ops[o].chunk);
     }
     for (int i = 0; i < x->n_chunks; i++)

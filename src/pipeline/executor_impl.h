@@ -12,6 +12,7 @@
 #ifndef MT_PIPELINE_EXECUTOR_IMPL_H
 #define MT_PIPELINE_EXECUTOR_IMPL_H
 
+#include "meshtrain/graph.h"
 #include "meshtrain/pipeline.h"
 
 /* One model chunk held by this device. */

@@ -65,11 +65,18 @@ static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
     mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
-/* Sets `sh` on the parameter h.<l>.<suffix>. */
+/* Sets `sh` on the parameter `name`, if g holds it: a pipeline stage holds
+ * some of the blocks, and the embedding only on its first and last stage. */
+static mt_status shard_param(mt_graph *g, const char *name, const mt_sharding *sh) {
+    mt_tensor *t = mt_graph_find(g, name);
+    return t ? mt_tensor_set_sharding(t, sh) : MT_OK;
+}
+
+/* Sets `sh` on the parameter h.<l>.<suffix>, if g holds it. */
 static mt_status shard_block_param(mt_graph *g, int l, const char *suffix, const mt_sharding *sh) {
     char name[MT_MAX_NAME];
     snprintf(name, sizeof name, "h.%d.%s", l, suffix);
-    return mt_tensor_set_sharding(mt_graph_find(g, name), sh);
+    return shard_param(g, name, sh);
 }
 
 /* Tensor parallelism for the GPT, Megatron's layout:
@@ -98,7 +105,7 @@ static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint
                        size, (m->Vp + size - 1) / size * size, m->V);
     const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
     const mt_sharding heads_w = {{0, tensor, 0}, 0}, heads_b = {{0, tensor}, 0};
-    mt_status s = mt_tensor_set_sharding(mt_graph_find(g, "wte"), &col);
+    mt_status s = shard_param(g, "wte", &col);
     for (int l = 0; l < m->L && s == MT_OK; l++) {
         const struct { const char *suffix; const mt_sharding *sh; } split[] = {
             {"attn.qkv.w", &heads_w}, {"attn.qkv.b", &heads_b}, {"attn.proj.w", &row},

@@ -144,9 +144,12 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     pp->p = mt_axis_size(ctx, pipe);
     pp->rank = mt_axis_index(ctx, pipe);
     (void)mesh;
-    mt_pipe_costs costs = mt_pipe_costs_default();
-    s = mt_schedule_make(c->schedule, pp->p, c->accum, c->pipe_chunks, &costs, &pp->sched);
-    if (s != MT_OK) return s;
+    mt_schedule_kind kind;
+    if ((s = mt_schedule_kind_parse(c->schedule, &kind)) != MT_OK) return s;
+    if ((s = mt_schedule_make(kind, pp->p, c->accum, c->pipe_chunks, &pp->sched)) != MT_OK)
+        return s;
+    /* validated before it runs: a list that could deadlock never starts */
+    if ((s = mt_schedule_validate(pp->sched, NULL)) != MT_OK) return s;
     pp->v = mt_schedule_chunks(pp->sched);
     pp->S = pp->p * pp->v;
     if (pp->v > MT_PIPE_MAX_CHUNKS)
@@ -159,7 +162,8 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     pp->device_of = malloc((size_t)pp->S * sizeof *pp->device_of);
     if (!pp->device_of) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
     for (int k = 0; k < pp->S; k++) pp->device_of[k] = mt_schedule_chunk_device(pp->sched, k);
-    pp->ops = mt_schedule_ops(pp->sched, pp->rank, &pp->n_ops);
+    pp->ops = mt_schedule_ops(pp->sched, pp->rank);
+    pp->n_ops = mt_schedule_n_ops(pp->sched, pp->rank);
     float scale = (float)(1.0 / ((double)mt__microbatch_size(tr->m, c) * c->accum));
     int i = 0;
     for (int k = 0; k < pp->S && s == MT_OK; k++)
@@ -180,24 +184,18 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
                             .device_of = pp->device_of, .chunks = pp->chunk, .n_chunks = pp->v,
                             .feed = NULL, .arg = NULL};
     if ((s = mt__pipe_setup(&pp->x, pp->ops, pp->n_ops)) != MT_OK) return s;
-    /* the step's data: accum global microbatches */
-    int parts = mt_axis_size(ctx, mt__batch_axes(mesh));
-    mt_tensor *tin = NULL, *ttg = NULL;
-    for (i = 0; i < pp->v; i++) {
-        if (pp->in[i]) tin = pp->in[i];
-        if (pp->target[i]) ttg = pp->target[i];
+    /* the step's data: accum global microbatches (fill_batch writes both
+     * the inputs and the targets, i32 each; a device of middle chunks needs
+     * neither, but makes them too, so that its data position moves on) */
+    {
+        int parts = mt_axis_size(ctx, mt__batch_axes(mesh));
+        size_t mb = (size_t)parts * (size_t)mt__microbatch_size(tr->m, c) * 4;
+        pp->mb_in = pp->mb_target = mb;
+        pp->step_in = malloc((size_t)c->accum * mb);
+        pp->step_target = malloc((size_t)c->accum * mb);
+        if (!pp->step_in || !pp->step_target)
+            return mt_fail(MT_ENOMEM, "out of memory for the pipeline's microbatches");
     }
-    pp->mb_in = tin ? (size_t)parts * (size_t)mt_tensor_numel(tin) * 4 : 0;
-    pp->mb_target = ttg ? (size_t)parts * (size_t)mt_tensor_numel(ttg) * 4 : 0;
-    /* fill_batch writes both: room for both even where one is not used */
-    size_t mb = pp->mb_in > pp->mb_target ? pp->mb_in : pp->mb_target;
-    pp->step_in = malloc((size_t)c->accum * mb);
-    pp->step_target = malloc((size_t)c->accum * mb);
-    d->stage_in = malloc(mb);
-    d->stage_target = malloc(mb);
-    if (!pp->step_in || !pp->step_target || !d->stage_in || !d->stage_target)
-        return mt_fail(MT_ENOMEM, "out of memory for the pipeline's microbatches");
-    pp->mb_in = pp->mb_target = mb;
     /* for inspection (mt_trainer_graph, memory): the device's first chunk */
     d->g = pp->chunk[0].g;
     d->opt = pp->opt[0];
@@ -272,8 +270,8 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
     if (!other) return mt_fail(MT_ENOMEM, "out of memory summing the tied '%s'", name);
     int peer = first ? pp->device_of[pp->S - 1] : pp->device_of[0];
     const int tag = MT_TAG_MAX;   /* unused by the executor's messages in a step */
-    mt_status s = mt_send(ctx, pp->x.pipe, peer, tag, g, n, MT_F32);
-    if (s == MT_OK) s = mt_recv(ctx, pp->x.pipe, peer, tag, other, n, MT_F32);
+    mt_status s = mt_send(ctx, pp->x.pipe, g, n, MT_F32, peer, tag);
+    if (s == MT_OK) s = mt_recv(ctx, pp->x.pipe, other, n, MT_F32, peer, tag);
     if (s == MT_OK) {
         if (first) for (size_t e = 0; e < n; e++) g[e] = g[e] + other[e];
         else       for (size_t e = 0; e < n; e++) g[e] = other[e] + g[e];
@@ -288,7 +286,8 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     mt_status s = MT_OK;
     for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_graph_set_ctx(pp->chunk[i].g, ctx);
     if (s != MT_OK) return s;
-    /* the step's microbatches, each the global one (a pure function of pos) */
+    /* the step's microbatches, each the global one (a pure function of pos);
+     * every device advances the position, data or not */
     d->pos = tr->data_pos;
     for (int j = 0; j < c->accum; j++)
         tr->m->fill_batch(c, tr->ds, 0, &d->pos, (char *)pp->step_in + (size_t)j * pp->mb_in,
