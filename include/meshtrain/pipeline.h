@@ -248,6 +248,14 @@ typedef struct {
 mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
                                double w_memory, mt_pipe_sim *out);
 
+/* The same with each chunk's own costs: chunk_costs has p·v entries, entry
+ * k the F, B and W of one microbatch on global chunk k (not divided by v)
+ * and the message into it from another device. For a prediction from
+ * measured costs, where chunks differ (the last holds the head and the
+ * loss). The same errors, naming the chunk. */
+mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                      double w_memory, mt_pipe_sim *out);
+
 /* Frees the arrays of a simulation and zeroes it; safe on a zeroed one. */
 void mt_pipe_sim_free(mt_pipe_sim *sim);
 

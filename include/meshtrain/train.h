@@ -127,6 +127,16 @@ typedef struct {
     int64_t tokens;        /* tokens in the global batch (examples for MLP/linreg) */
     double  flops;         /* model FLOPs of the step */
     bool    stop;          /* the stop flag was set (on any rank): stop after this step */
+    /* A pipeline (a pipe axis of 2+): the step's bubble rate as measured,
+     * (max span - max busy) / max span over the pipe's devices, where a
+     * device's span runs from its first op's start to its last op's end
+     * and its busy time is what its ops worked (not their waits for
+     * messages); the simulator's for the measured op costs of every chunk
+     * (mt_schedule_simulate_chunks, messages costing 0); and those costs,
+     * the mean over chunks of one microbatch's F, B, W on a whole stage
+     * (a whole backward's time as B, W 0). NAN off a pipeline. */
+    double  bubble_rate, bubble_predicted;
+    double  stage_f, stage_b, stage_w;
 } mt_step_report;
 
 /* Validates the configuration (the message names the bad field and value),
@@ -159,7 +169,8 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
 mt_status mt_trainer_save(mt_trainer *tr);
 /* Device 0's memory by category, from what was allocated (the buffer plan
  * and the optimizer), not from formulas. On a mesh that splits parameters
- * these are the shards'. */
+ * these are the shards'; in a pipeline, the sum over the device's chunks,
+ * activations counting every slot (a microbatch in flight each). */
 typedef struct {
     size_t parameters, gradients, optimizer;  /* persistent */
     size_t activations;                       /* the planned arena (incl. gathered parameters) */
@@ -170,6 +181,11 @@ mt_memory_report mt_trainer_memory(mt_trainer *tr);
 /* The compiled training graph (for inspection): on a mesh, device 0's
  * partitioned one. */
 mt_graph *mt_trainer_graph(mt_trainer *tr);
+/* A pipeline's layout, as `meshtrain train` prints it: the schedule, the
+ * microbatches, and which blocks each chunk holds on which device (uneven
+ * counts included), with the schedule's note when it falls back. NULL off a
+ * pipeline. Valid as long as the trainer. */
+const char *mt_trainer_pipeline(const mt_trainer *tr);
 /* The number of devices the run trains on (1 off a mesh). */
 int       mt_trainer_devices(const mt_trainer *tr);
 

@@ -135,8 +135,12 @@ void cli_metrics_log(cli_metrics *m, const mt_step_report *r, float val, double 
     json_num(line, sizeof line, &at, "grad_norm", r->grad_norm, true);
     json_num(line, sizeof line, &at, "tokens_per_s", tps, true);
     json_num(line, sizeof line, &at, "gflops", gflops, true);
+    if (!isnan(r->bubble_rate)) {   /* a pipeline */
+        json_num(line, sizeof line, &at, "bubble_rate", r->bubble_rate, true);
+        json_num(line, sizeof line, &at, "bubble_predicted", r->bubble_predicted, true);
+    }
     json_num(line, sizeof line, &at, "ms", r->seconds * 1e3, false);
-    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 8 short numbers */
+    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 10 short numbers */
     line[at++] = '}';
     line[at++] = '\n';
 

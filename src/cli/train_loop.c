@@ -89,6 +89,8 @@ void train_print_config(train_run *run) {
                c->sequence_parallel ? " sequence-parallel" : "", devices,
                mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
                                                                        : "threads");
+    const char *layout = mt_trainer_pipeline(tr);
+    if (layout) printf("  pipeline     %s\n", layout);
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());
     /* per device, as allocated (shards on a mesh that splits parameters) */
     mt_memory_report mem = mt_trainer_memory(tr);
@@ -178,6 +180,14 @@ int train_run_steps(train_run *run) {
         run->sum_flops += r.flops;
         if (run->done == 1) run->first_loss = r.loss;
         run->last_loss = r.loss;
+        if (!isnan(r.bubble_rate) && (run->done > 1 || run->total - run->start == 1)) {
+            run->bubble_sum[0] += r.bubble_rate;
+            run->bubble_sum[1] += r.bubble_predicted;
+            run->stage_sum[0] += r.stage_f;
+            run->stage_sum[1] += r.stage_b;
+            run->stage_sum[2] += r.stage_w;
+            run->bubble_steps++;
+        }
 
         float val = NAN;
         if (c->eval_every > 0 && (r.step % c->eval_every == 0 || r.step == run->total)) {
@@ -219,6 +229,14 @@ void train_print_summary(train_run *run, bool saved) {
         if (!isnan(run->last_val)) printf(" | val %.4f", (double)run->last_val);
         printf(" | mean %s %s, %.1f GFLOP/s\n", tbuf, run->unit,
                run->sum_s > 0 ? run->sum_flops / run->sum_s / 1e9 : 0.0);
+        if (run->bubble_steps > 0) {
+            const double n = run->bubble_steps;
+            printf("pipeline %s: bubble rate %.1f%% measured, %.1f%% predicted by the simulator "
+                   "from the measured op costs (a stage's F %.2f ms, B %.2f ms, W %.2f ms; "
+                   "mean of %d steps)\n", c->schedule, 100 * run->bubble_sum[0] / n,
+                   100 * run->bubble_sum[1] / n, 1e3 * run->stage_sum[0] / n,
+                   1e3 * run->stage_sum[1] / n, 1e3 * run->stage_sum[2] / n, run->bubble_steps);
+        }
     }
     if (saved) {
         if (c->ckpt_out) printf("wrote %s", c->ckpt_out);

@@ -57,6 +57,10 @@ typedef struct {
     double                 t0, sum_s, sum_flops, last_print;
     int64_t                sum_tokens;
     float                  first_loss, last_loss, last_val;
+    /* a pipeline: sums over the steps after the first (its warm-up) of the
+     * measured and predicted bubble rates and the stage's F, B, W times */
+    double                 bubble_sum[2], stage_sum[3];
+    int                    bubble_steps;
     int                    done;
     bool                   line_open;  /* a \r-redrawn progress line awaits its newline */
     /* saves: a failed one does not stop the run; the next one retries */

@@ -66,10 +66,15 @@ mt_status mt__pipe_setup(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops) {
         mt_status s = mt_graph_set_slots(c->g, peak);
         if (s != MT_OK) return s;
     }
+    if (!(x->t0 = calloc(2 * (size_t)n_ops + 1, sizeof *x->t0)))
+        return mt_fail(MT_ENOMEM, "out of memory for the pipeline's timings");
+    x->t1 = x->t0 + n_ops;
     return MT_OK;
 }
 
 void mt__pipe_free(mt__pipe_exec *x) {
+    free(x->t0);
+    x->t0 = x->t1 = NULL;
     for (int i = 0; x->chunks && i < x->n_chunks; i++) {
         free(x->chunks[i].slot_of);
         free(x->chunks[i].free_slot);
@@ -101,7 +106,7 @@ static mt_status use_slot(mt__pipe_chunk *c, int j, bool take, const mt_pipe_op 
     return mt_graph_use_slot(c->g, c->slot_of[j]);
 }
 
-static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss) {
+static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss, double *t0) {
     mt_status s;
     if (c->chunk == 0 || c->chunk == x->S - 1)
         if ((s = x->feed(x->arg, c, j)) != MT_OK) return s;
@@ -109,6 +114,7 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss)
         (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(c->in), (size_t)numel_of(c->in), MT_F32,
                      x->device_of[c->chunk - 1], tag_of(x, KIND_ACT, c->chunk, j))) != MT_OK)
         return s;
+    *t0 = mt_time_now();
     if ((s = mt_graph_forward(c->g)) != MT_OK) return s;
     if (c->chunk == x->S - 1) {
         *loss += mt_graph_loss(c->g);
@@ -118,13 +124,14 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss)
                    x->device_of[c->chunk + 1], tag_of(x, KIND_ACT, c->chunk + 1, j));
 }
 
-static mt_status run_b(mt__pipe_exec *x, mt__pipe_chunk *c, int j) {
+static mt_status run_b(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *t0) {
     mt_status s;
     if (c->chunk < x->S - 1 &&
         (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->out)),
                      (size_t)numel_of(c->out), MT_F32, x->device_of[c->chunk + 1],
                      tag_of(x, KIND_GRAD, c->chunk, j))) != MT_OK)
         return s;
+    *t0 = mt_time_now();
     if ((s = mt_graph_backward_b(c->g)) != MT_OK) return s;
     if (c->chunk == 0) return MT_OK;
     return mt_send(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->in)),
@@ -140,7 +147,8 @@ static mt_status run_w(mt__pipe_chunk *c, int j) {
     return MT_OK;
 }
 
-static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss) {
+/* Runs one op; *t0 gets when its work began (after its message came). */
+static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, double *t0) {
     mt__pipe_chunk *c = chunk_of(x, op->chunk);
     if (!c || op->mb < 0 || op->mb >= x->m)
         return mt_fail(MT_EINVAL, "pipeline op %s of microbatch %d on chunk %d: %s",
@@ -148,12 +156,13 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss) {
                        c ? "no such microbatch" : "this device holds no such chunk");
     mt_status s = use_slot(c, op->mb, op->type == MT_PIPE_F, op);
     if (s != MT_OK) return s;
+    *t0 = mt_time_now();
     switch (op->type) {
-    case MT_PIPE_F: return run_f(x, c, op->mb, loss);
-    case MT_PIPE_B: return run_b(x, c, op->mb);
+    case MT_PIPE_F: return run_f(x, c, op->mb, loss, t0);
+    case MT_PIPE_B: return run_b(x, c, op->mb, t0);
     case MT_PIPE_W: return run_w(c, op->mb);
     case MT_PIPE_BW:
-        s = run_b(x, c, op->mb);
+        s = run_b(x, c, op->mb, t0);
         return s == MT_OK ? run_w(c, op->mb) : s;
     }
     return mt_fail(MT_EINVAL, "pipeline op of unknown type %d", (int)op->type);
@@ -164,8 +173,9 @@ mt_status mt__pipe_forward(mt__pipe_exec *x, int j, double *loss) {
      * from a chunk another device ran before, or this one just did */
     for (int i = 0; i < x->n_chunks; i++) {
         mt__pipe_chunk *c = &x->chunks[i];
+        double t0;
         mt_status s = mt_graph_use_slot(c->g, 0);
-        if (s == MT_OK) s = run_f(x, c, j, loss);
+        if (s == MT_OK) s = run_f(x, c, j, loss, &t0);
         if (s != MT_OK)
             return mt_fail_wrap(s, "pipeline forward of microbatch %d, chunk %d", j, c->chunk);
     }
@@ -176,7 +186,8 @@ mt_status mt__pipe_run(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops, doubl
     *loss = 0;
     reset_slots(x);
     for (int o = 0; o < n_ops; o++) {
-        mt_status s = run_op(x, &ops[o], loss);
+        mt_status s = run_op(x, &ops[o], loss, &x->t0[o]);
+        x->t1[o] = mt_time_now();
         if (s != MT_OK)
             return mt_fail_wrap(s, "pipeline op %d of %d (%s of microbatch %d, chunk %d)", o + 1,
                                 n_ops, mt_pipe_op_name(ops[o].type), ops[o].mb,

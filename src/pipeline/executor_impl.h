@@ -42,12 +42,17 @@ typedef struct {
      * tokens on chunk 0, the targets on chunk S-1 (one chunk may be both). */
     mt_status      (*feed)(void *arg, const mt__pipe_chunk *c, int mb);
     void            *arg;
+    /* measured by the last run, per op of the list (mt_time_now seconds):
+     * when its work began, after the message it waited for had come, and
+     * when it ended (its send included) */
+    double          *t0, *t1;    /* (n_ops) */
 } mt__pipe_exec;
 
 /* The slots each of this device's chunks needs for its list `ops` (the
  * most microbatches between an F and their W at once), into
  * x->chunks[i].n_slots; then gives every chunk's graph that many slots and
- * the bookkeeping arrays. Call once, before the first run. */
+ * the bookkeeping arrays (and the timings'). Call once, before the first
+ * run. */
 mt_status mt__pipe_setup(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops);
 void      mt__pipe_free(mt__pipe_exec *x);
 

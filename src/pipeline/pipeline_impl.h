@@ -67,17 +67,27 @@ typedef struct { int device, pos; } mt__sched_dep;
 int mt__sched_deps(const mt_schedule *s, const mt__sched_index *ix, mt_pipe_op op,
                    mt__sched_dep out[2]);
 
+/* Op costs as the simulator takes them: one mt_pipe_costs for a whole
+ * stage (an op on a chunk costs 1/v of it), or, per_chunk, one for each
+ * global chunk (p·v entries), each its chunk's own op costs. */
+typedef struct {
+    const mt_pipe_costs *c;
+    bool                 per_chunk;
+} mt__costs;
+
 /* Rules 3 and 4 of mt_schedule_validate. With `costs` not NULL, also times
  * every op (start[d][i], end[d][i]) as the simulator defines; the schedule
  * must then be valid. */
 mt_status mt__sched_drain(const mt_schedule *s, const mt__sched_index *ix,
-                          const mt_pipe_costs *costs, double **start, double **end);
+                          const mt__costs *costs, double **start, double **end);
 
 /* Each device's peak activations, in stage units (see mt_schedule_simulate). */
 void mt__sched_peaks(const mt_schedule *s, double w_memory, double *peak);
 
-/* The cost of one op under `costs` (1/v of the stage's). */
-double mt__op_cost(const mt_schedule *s, const mt_pipe_costs *costs, mt_pipe_op_type t);
+/* The cost of one op under `costs` (1/v of the stage's, or its chunk's own),
+ * and of a message into it from another device. */
+double mt__op_cost(const mt_schedule *s, const mt__costs *costs, mt_pipe_op op);
+double mt__comm_cost(const mt__costs *costs, mt_pipe_op op);
 
 /* The label of an op for the text timeline and the SVG: "F3", lower case
  * for local chunk 1 when v = 2, "F3.2" for local chunk 2 when v > 2. */

@@ -220,8 +220,14 @@ void mt__op_label(const mt_schedule *s, mt_pipe_op op, char *buf, size_t cap) {
     else snprintf(buf, cap, "%s%d", UPPER[op.type], op.mb);
 }
 
-double mt__op_cost(const mt_schedule *s, const mt_pipe_costs *c, mt_pipe_op_type t) {
-    double stage = t == MT_PIPE_F ? c->f : t == MT_PIPE_B ? c->b : t == MT_PIPE_W ? c->w
-                                                                                  : c->b + c->w;
-    return stage / s->v;
+double mt__op_cost(const mt_schedule *s, const mt__costs *k, mt_pipe_op op) {
+    const mt_pipe_costs *c = k->per_chunk ? &k->c[op.chunk] : k->c;
+    mt_pipe_op_type t = op.type;
+    double cost = t == MT_PIPE_F ? c->f : t == MT_PIPE_B ? c->b : t == MT_PIPE_W ? c->w
+                                                                                 : c->b + c->w;
+    return k->per_chunk ? cost : cost / s->v;
+}
+
+double mt__comm_cost(const mt__costs *k, mt_pipe_op op) {
+    return k->per_chunk ? k->c[op.chunk].comm : k->c->comm;
 }

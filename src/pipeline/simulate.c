@@ -57,17 +57,14 @@ static mt_status alloc_sim(const mt_schedule *s, mt_pipe_sim *out) {
     return MT_OK;
 }
 
-mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
-                               double w_memory, mt_pipe_sim *out) {
-    memset(out, 0, sizeof *out);
-    mt_pipe_costs c = costs ? *costs : mt_pipe_costs_default();
-    mt_status st = check_costs(&c, w_memory);
-    if (st != MT_OK) return st;
+static mt_status simulate(const mt_schedule *s, const mt__costs *k, double w_memory,
+                          mt_pipe_sim *out) {
     mt__sched_index ix;
+    mt_status st;
     st = mt__sched_index_build(s, &ix);
     if (st != MT_OK) return st;
     st = alloc_sim(s, out);
-    if (st == MT_OK) st = mt__sched_drain(s, &ix, &c, out->start, out->end);
+    if (st == MT_OK) st = mt__sched_drain(s, &ix, k, out->start, out->end);
     mt__sched_index_free(&ix);
     if (st != MT_OK) {
         mt_pipe_sim_free(out);
@@ -78,7 +75,7 @@ mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
     for (int d = 0; d < p; d++) {
         int n = s->n_ops[d];
         for (int i = 0; i < n; i++) {
-            out->busy[d] += mt__op_cost(s, &c, s->ops[d][i].type);
+            out->busy[d] += mt__op_cost(s, k, s->ops[d][i]);
             if (out->end[d][i] > out->makespan) out->makespan = out->end[d][i];
         }
         out->span[d] = n ? out->end[d][n - 1] - out->start[d][0] : 0;
@@ -91,4 +88,26 @@ mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
     out->bubble_rate = max_span > 0 ? out->bubble / max_span : 0;
     mt__sched_peaks(s, w_memory, out->peak_activations);
     return MT_OK;
+}
+
+mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
+                               double w_memory, mt_pipe_sim *out) {
+    memset(out, 0, sizeof *out);
+    mt_pipe_costs c = costs ? *costs : mt_pipe_costs_default();
+    mt_status st = check_costs(&c, w_memory);
+    if (st != MT_OK) return st;
+    const mt__costs k = {&c, false};
+    return simulate(s, &k, w_memory, out);
+}
+
+mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                      double w_memory, mt_pipe_sim *out) {
+    memset(out, 0, sizeof *out);
+    if (!chunk_costs) return mt_fail(MT_EINVAL, "mt_schedule_simulate_chunks needs the costs");
+    for (int k = 0; k < s->p * s->v; k++) {
+        mt_status st = check_costs(&chunk_costs[k], w_memory);
+        if (st != MT_OK) return mt_fail_wrap(st, "chunk %d", k);
+    }
+    const mt__costs k = {chunk_costs, true};
+    return simulate(s, &k, w_memory, out);
 }

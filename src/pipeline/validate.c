@@ -219,7 +219,7 @@ static mt_status deadlock(const mt_schedule *s, const mt__sched_index *ix, const
 }
 
 mt_status mt__sched_drain(const mt_schedule *s, const mt__sched_index *ix,
-                          const mt_pipe_costs *costs, double **start, double **end) {
+                          const mt__costs *costs, double **start, double **end) {
     mt_status st = check_local_order(s, ix);
     if (st != MT_OK) return st;
     int p = s->p;
@@ -249,11 +249,11 @@ mt_status mt__sched_drain(const mt_schedule *s, const mt__sched_index *ix,
                     double t = free_at[d];
                     for (k = 0; k < n; k++) {
                         double arrive = end[dep[k].device][dep[k].pos] +
-                                        (dep[k].device != d ? costs->comm : 0.0);
+                                        (dep[k].device != d ? mt__comm_cost(costs, op) : 0.0);
                         if (arrive > t) t = arrive;
                     }
                     start[d][head[d]] = t;
-                    end[d][head[d]] = free_at[d] = t + mt__op_cost(s, costs, op.type);
+                    end[d][head[d]] = free_at[d] = t + mt__op_cost(s, costs, op);
                 }
                 done[d][head[d]] = 1;
                 progress = true;

@@ -212,7 +212,7 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     int pipe = mt__train_pipe_size(mesh);
     if (pipe > 1) {
         if (!c->schedule) c->schedule = "1f1b";
-        s = mt__train_pipe_check(c, tr->m, pipe);
+        s = mt__train_pipe_check(c, tr->m, pipe, tr->pipe_layout, sizeof tr->pipe_layout);
     } else if (c->schedule || c->pipe_chunks) {
         s = mt_fail(MT_EINVAL, "schedule '%s' pipelines over the mesh's pipe axis, but mesh '%s' "
                     "has none of 2 or more devices; add one (e.g. pipe=2) or drop the schedule",

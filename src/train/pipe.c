@@ -58,8 +58,35 @@ int mt__train_pipe_size(const mt_mesh *mesh) {
     return mt__axis_bit(mesh, "pipe") ? mt_mesh_axis_size(mesh, "pipe") : 1;
 }
 
+/* "zb-h1 over pipe=2, 8 microbatches; device 0: chunk 0 (embedding, blocks
+ * 0-3); device 1: chunk 1 (blocks 4-7, head)", and the schedule's note. */
+static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, size_t n) {
+    const int p = mt_schedule_stages(s), v = mt_schedule_chunks(s), S = p * v;
+    size_t at = 0;
+#define PUT(...) (at += (size_t)snprintf(buf + at, at < n ? n - at : 0, __VA_ARGS__))
+    PUT("%s over pipe=%d, %d microbatches, %d chunk%s a device", c->schedule, p, c->accum, v,
+        v == 1 ? "" : "s");
+    for (int d = 0; d < p; d++) {
+        PUT(d == 0 ? "; device %d:" : "; %d:", d);
+        for (int k = 0, first = 1; k < S; k++) {
+            if (mt_schedule_chunk_device(s, k) != d) continue;
+            int l0, nl;
+            split_layers(c->gpt.L, S, k, &l0, &nl);
+            PUT("%s chunk %d (%s", first ? "" : ",", k, k == 0 ? "embedding, " : "");
+            if (nl > 0) PUT("blocks %d-%d", l0, l0 + nl - 1);
+            else PUT("no blocks");
+            PUT("%s)", k == S - 1 ? ", head" : "");
+            first = 0;
+        }
+    }
+    if (*mt_schedule_note(s)) PUT("; note: %s", mt_schedule_note(s));
+#undef PUT
+    if (at >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+}
+
 /* The checks a pipeline configuration must pass before any device starts. */
-mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p) {
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p,
+                               char *buf, size_t n) {
     if (!m->build_stage)
         return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
                        "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
@@ -71,7 +98,19 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
         return mt_fail(MT_EUNSUPPORTED, "pipeline runs cannot read or write checkpoints yet (each "
                        "device holds only its stages); train without --ckpt-in/--ckpt-out/"
                        "--llmc-in/--llmc-out, or without the pipe axis");
-    return MT_OK;
+    /* the schedule (a pure function) once here: its errors before any
+     * device starts, its chunks for the layout */
+    mt_schedule_kind kind;
+    mt_schedule *s = NULL;
+    mt_status st = mt_schedule_kind_parse(c->schedule, &kind);
+    if (st == MT_OK) st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
+    if (st == MT_OK && c->gpt.L < p * mt_schedule_chunks(s))
+        st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
+                     "than its L=%d blocks; use more layers or fewer chunks", c->schedule, p,
+                     p * mt_schedule_chunks(s), c->gpt.L);
+    if (st == MT_OK) describe(c, s, buf, n);
+    mt_schedule_free(s);
+    return st;
 }
 
 /* ---- building a device's chunks ---------------------------------------- */
@@ -280,6 +319,54 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
     return s;
 }
 
+/* The step's bubble as measured on every device of the pipe, and as the
+ * simulator predicts it from the chunks' measured op costs (each the mean
+ * over the step's microbatches), into d->bubble and d->stage_cost. */
+static mt_status measure_bubble(mt__train_pipe *pp, mt__train_dev *d, mt_ctx *ctx) {
+    const mt__pipe_exec *x = &pp->x;
+    const int S = pp->S, m = x->m;
+    float *buf = calloc(2 + 3 * (size_t)S, sizeof *buf);   /* span, busy; (S,3) op times */
+    mt_pipe_costs *costs = calloc((size_t)S, sizeof *costs);
+    if (!buf || !costs) {
+        free(buf);
+        free(costs);
+        return mt_fail(MT_ENOMEM, "out of memory measuring the pipeline's bubble");
+    }
+    float *per = buf + 2;
+    double busy = 0;
+    for (int o = 0; o < pp->n_ops; o++) {
+        double t = x->t1[o] - x->t0[o];
+        busy += t;
+        const mt_pipe_op *op = &pp->ops[o];
+        per[3 * op->chunk + (op->type == MT_PIPE_F ? 0 : op->type == MT_PIPE_W ? 2 : 1)] +=
+            (float)(t / m);
+    }
+    buf[0] = pp->n_ops ? (float)(x->t1[pp->n_ops - 1] - x->t0[0]) : 0;
+    buf[1] = (float)busy;
+    mt_status s = mt_pmax(ctx, x->pipe, buf, 2);
+    if (s == MT_OK) s = mt_psum(ctx, x->pipe, per, 3 * (size_t)S);
+    if (s == MT_OK) {
+        d->bubble[0] = buf[0] > 0 ? (buf[0] - buf[1]) / buf[0] : 0;
+        d->stage_cost[0] = d->stage_cost[1] = d->stage_cost[2] = 0;
+        for (int k = 0; k < S; k++) {
+            /* a chunk's op that took no measurable time still costs > 0 */
+            costs[k] = (mt_pipe_costs){.f = per[3 * k] > 0 ? per[3 * k] : 1e-9,
+                                       .b = per[3 * k + 1] > 0 ? per[3 * k + 1] : 1e-9,
+                                       .w = per[3 * k + 2], .comm = 0};
+            for (int q = 0; q < 3; q++) d->stage_cost[q] += per[3 * k + q] * pp->v / S;
+        }
+        mt_pipe_sim sim;
+        s = mt_schedule_simulate_chunks(pp->sched, costs, 0, &sim);
+        if (s == MT_OK) {
+            d->bubble[1] = sim.bubble_rate;
+            mt_pipe_sim_free(&sim);
+        }
+    }
+    free(buf);
+    free(costs);
+    return s;
+}
+
 mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, float lr, int step) {
     const mt_train_config *c = &tr->cfg;
     mt__train_pipe *pp = d->pipe;
@@ -298,6 +385,7 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     pp->x.arg = &fa;
     double loss = 0;
     s = mt__pipe_run(&pp->x, pp->ops, pp->n_ops, &loss);
+    if (s == MT_OK) s = measure_bubble(pp, d, ctx);
     if (s == MT_OK) s = sum_tied(tr, pp, ctx);
     /* the loss lives on the last chunk's device; the norm's parts on all */
     double sumsq = 0;
@@ -355,4 +443,8 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
 
 mt_graph *mt__train_pipe_graph(const mt__train_dev *d, int i) {
     return d->pipe && i >= 0 && i < d->pipe->v ? d->pipe->chunk[i].g : NULL;
+}
+
+mt_optim *mt__train_pipe_optim(const mt__train_dev *d, int i) {
+    return d->pipe && i >= 0 && i < d->pipe->v ? d->pipe->opt[i] : NULL;
 }

@@ -104,6 +104,8 @@ typedef struct {
     /* results of the last step or evaluation */
     double     loss;
     float      grad_norm;
+    double     bubble[2];       /* a pipeline's step: measured, predicted (else NAN) */
+    double     stage_cost[3];   /* a pipeline's step: mean F, B, W of a whole stage */
     int64_t    pos;             /* data position after it */
     bool       stop;            /* the devices agreed to stop after it */
 } mt__train_dev;
@@ -125,6 +127,7 @@ struct mt_trainer {
     /* the mesh splits parameters (fsdp or tensor > 1): checkpoints go through
      * the host twin (ckpt_mesh.c), a one-device copy of the model and its
      * optimizer; NULL until a save or load needs it */
+    char            pipe_layout[1024];   /* mt_trainer_pipeline; "" off a pipeline */
     bool            split_params;
     mt_graph       *twin_g;
     mt_optim       *twin_opt;
@@ -136,8 +139,10 @@ struct mt_trainer {
 #define MT_PIPE_MAX_CHUNKS 8    /* model chunks a device holds at most */
 /* The pipe axis's size (1 without one). */
 int       mt__train_pipe_size(const mt_mesh *mesh);
-/* The configuration's checks for a pipeline of p stages. */
-mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p);
+/* The configuration's checks for a pipeline of p stages; writes its layout
+ * (mt_trainer_pipeline) into buf. */
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p,
+                               char *buf, size_t n);
 /* Builds device d's chunks, their optimizers and the executor (d->pipe). */
 mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 void      mt__train_pipe_free(mt__train_pipe *pp);
@@ -147,6 +152,7 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
 /* The graph of device d's i-th chunk (in model order); NULL past the last,
  * or off a pipeline. For tests and inspection. */
 mt_graph *mt__train_pipe_graph(const mt__train_dev *d, int i);
+mt_optim *mt__train_pipe_optim(const mt__train_dev *d, int i);   /* its optimizer */
 /* The mean validation loss over eval_batches microbatches into d->loss. */
 mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 

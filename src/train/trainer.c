@@ -253,13 +253,25 @@ const mt_train_config *mt_trainer_config(const mt_trainer *tr) { return &tr->cfg
 int mt_trainer_step_count(const mt_trainer *tr) { return tr->step; }
 mt_graph *mt_trainer_graph(mt_trainer *tr) { return tr->dev[0].g; }
 int mt_trainer_devices(const mt_trainer *tr) { return tr->n_devices; }
+const char *mt_trainer_pipeline(const mt_trainer *tr) {
+    return tr->pipe_layout[0] ? tr->pipe_layout : NULL;
+}
 
 mt_memory_report mt_trainer_memory(mt_trainer *tr) {
     const mt__train_dev *d = &tr->dev[0];
-    mt_graph_stats st = mt_graph_get_stats(d->g);
-    mt_memory_report m = {.parameters = st.param_bytes, .gradients = st.grad_bytes,
-                          .optimizer = mt_optim_state_bytes(d->opt),
-                          .activations = st.arena_bytes, .temporary = st.scratch_bytes};
+    mt_memory_report m = {0};
+    /* a pipeline's device holds several chunks: their sum */
+    for (int i = 0;; i++) {
+        mt_graph *g = d->pipe ? mt__train_pipe_graph(d, i) : i == 0 ? d->g : NULL;
+        if (!g) break;
+        mt_optim *o = d->pipe ? mt__train_pipe_optim(d, i) : d->opt;
+        mt_graph_stats st = mt_graph_get_stats(g);
+        m.parameters += st.param_bytes;
+        m.gradients += st.grad_bytes;
+        m.optimizer += mt_optim_state_bytes(o);
+        m.activations += st.arena_bytes;
+        m.temporary += st.scratch_bytes;
+    }
     return m;
 }
 
@@ -341,6 +353,11 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->grad_norm = d->grad_norm;
         report->lr = a.lr;
         report->stop = d->stop;
+        report->bubble_rate = d->pipe ? d->bubble[0] : NAN;
+        report->bubble_predicted = d->pipe ? d->bubble[1] : NAN;
+        report->stage_f = d->pipe ? d->stage_cost[0] : NAN;
+        report->stage_b = d->pipe ? d->stage_cost[1] : NAN;
+        report->stage_w = d->pipe ? d->stage_cost[2] : NAN;
         report->seconds = mt_time_now() - t0;
         report->tokens = mt__microbatch_size(tr->m, c) * c->accum;
         if (tr->m->step_flops) {
