@@ -73,7 +73,8 @@ static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, 
             int l0, nl;
             split_layers(c->gpt.L, S, k, &l0, &nl);
             PUT("%s chunk %d (%s", first ? "" : ",", k, k == 0 ? "embedding, " : "");
-            if (nl > 0) PUT("blocks %d-%d", l0, l0 + nl - 1);
+            if (nl > 1) PUT("blocks %d-%d", l0, l0 + nl - 1);
+            else if (nl == 1) PUT("block %d", l0);
             else PUT("no blocks");
             PUT("%s)", k == S - 1 ? ", head" : "");
             first = 0;

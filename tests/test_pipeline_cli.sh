@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# test_pipeline_cli.sh — `meshtrain train` on a pipe axis: the layout it
+# prints (blocks per chunk and device, the schedule's fallback note), the
+# bubble line of its summary and the metrics' bubble keys, the final loss
+# against one device accumulating the same microbatches, and the flag errors
+# (exit 2) and configuration errors (exit 1, the library's message).
+#
+#   bash tests/test_pipeline_cli.sh <meshtrain binary> [<build dir>]
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_pipeline_cli.sh "$@"
+
+for i in $(seq 40); do printf 'the quick brown fox jumps over the lazy dog; one run on any mesh. '; done >text.txt
+MODEL=(--data text.txt --layers 4 --channels 32 --heads 4 --seq 16 --max-seq 16 --batch 2
+       --steps 3 --threads 2 --seed 7)
+
+# train NAME ARGS...: runs train, exit status into $rc, output in out.txt/err.txt
+train() {
+    timeout 120 "$BIN" train "${MODEL[@]}" "$@" >out.txt 2>err.txt
+    rc=$?
+}
+
+final_loss() { sed -n 's/.*| loss [0-9.]* -> \([0-9.]*\).*/\1/p' out.txt; }
+
+# one device, 4 microbatches accumulated: the reference
+train --accum 4
+[ "$rc" -eq 0 ] && ref=$(final_loss) || { bad "one device" "exit $rc"; ref=x; }
+
+# zb-h1 over pipe=2 with 4 microbatches: same loss, the layout and the bubble
+train --devices 2 --mesh pipe=2 --schedule zb-h1 --microbatches 4 --metrics m.jsonl
+if [ "$rc" -ne 0 ]; then
+    bad "zb-h1 pipe=2 trains" "exit $rc"
+else
+    ok "zb-h1 pipe=2 trains"
+    got=$(final_loss)
+    [ "$got" = "$ref" ] && ok "zb-h1 pipe=2 ends at one device's loss ($ref)" \
+                        || bad "zb-h1 pipe=2 loss" "got $got, want $ref"
+    grep -q '^  pipeline     zb-h1 over pipe=2, 4 microbatches, 1 chunk a device; device 0: chunk 0 (embedding, blocks 0-1); 1: chunk 1 (blocks 2-3, head)$' out.txt \
+        && ok "layout line" || bad "layout line" "$(grep pipeline out.txt)"
+    grep -Eq '^pipeline zb-h1: bubble rate [0-9.]+% measured, [0-9.]+% predicted by the simulator from the measured op costs \(a stage.s F [0-9.]+ ms, B [0-9.]+ ms, W [0-9.]+ ms; mean of 2 steps\)$' out.txt \
+        && ok "bubble line" || bad "bubble line" "$(tail -2 out.txt)"
+    [ "$(grep -c '"bubble_rate":' m.jsonl)" -eq 3 ] && [ "$(grep -c '"bubble_predicted":' m.jsonl)" -eq 3 ] \
+        && ok "metrics carry the bubble" || bad "metrics carry the bubble" "$(cat m.jsonl)"
+fi
+
+# the V shape: 2 chunks a device, the last one back on device 0
+train --devices 2 --mesh pipe=2 --schedule zb-v --microbatches 4
+if [ "$rc" -eq 0 ] && [ "$(final_loss)" = "$ref" ] &&
+   grep -q 'device 0: chunk 0 (embedding, block 0), chunk 3 (block 3, head); 1: chunk 1 (block 1), chunk 2 (block 2)$' out.txt; then
+    ok "zb-v layout and loss"
+else
+    bad "zb-v layout and loss" "exit $rc; $(grep -E 'pipeline|done' out.txt)"
+fi
+
+# zb-h2 below m = 2p-1 falls back and says so
+train --devices 2 --mesh pipe=2 --schedule zb-h2 --microbatches 2
+if [ "$rc" -eq 0 ] && grep -q '^  pipeline     zb-h2 .*; note: ' out.txt; then
+    ok "zb-h2 fallback note"
+else
+    bad "zb-h2 fallback note" "exit $rc; $(grep pipeline out.txt)"
+fi
+
+# fails NAME CODE REGEX ARGS...: exit CODE and a stderr line matching REGEX
+fails() {
+    local name=$1 code=$2 re=$3
+    shift 3
+    train "$@"
+    if [ "$rc" -eq "$code" ] && grep -Eq "$re" err.txt; then ok "$name"; else
+        bad "$name" "exit $rc, want $code; stderr: $(head -3 err.txt)"
+    fi
+}
+fails "microbatches and accum disagree" 2 'microbatches 4 and --accum 2' \
+    --devices 2 --mesh pipe=2 --microbatches 4 --accum 2
+fails "a schedule without a pipe axis" 1 "pipe axis" --devices 2 --mesh data=2 --schedule 1f1b
+fails "fewer microbatches than stages" 1 'm >= p' --devices 2 --mesh pipe=2 --microbatches 1
+fails "interleaved m not divisible" 1 'divisible by p' --devices 2 --mesh pipe=2 --schedule interleaved \
+    --microbatches 3
+fails "an unknown kind" 1 'zb-q' --devices 2 --mesh pipe=2 --schedule zb-q --microbatches 4
+fails "more chunks than blocks" 1 'L=4' --devices 4 --mesh pipe=4 --schedule zb-v --microbatches 8
+fails "checkpoints refused" 1 'checkpoints' --devices 2 --mesh pipe=2 --microbatches 4 \
+    --ckpt-out never.ckpt
+
+test_end
