@@ -44,6 +44,15 @@ else
         && ok "metrics carry the bubble" || bad "metrics carry the bubble" "$(cat m.jsonl)"
 fi
 
+# the trace: each device's F, B and W regions named by microbatch and chunk, the waits
+train --devices 2 --mesh pipe=2 --schedule zb-h1 --microbatches 4 --trace t.json
+if [ "$rc" -eq 0 ] && grep -q '"forward mb 3 chunk 1"' t.json && grep -q '"backward B mb 0 chunk 0"' t.json &&
+   grep -q '"backward W mb 2 chunk 1"' t.json && grep -q "\"recv 'pipe'\"" t.json; then
+    ok "trace regions per microbatch"
+else
+    bad "trace regions per microbatch" "exit $rc; $(grep -o '"name":"[^"]*"' t.json | sort -u | head)"
+fi
+
 # the V shape: 2 chunks a device, the last one back on device 0
 train --devices 2 --mesh pipe=2 --schedule zb-v --microbatches 4
 if [ "$rc" -eq 0 ] && [ "$(final_loss)" = "$ref" ] &&

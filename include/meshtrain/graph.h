@@ -309,6 +309,11 @@ mt_status mt_graph_backward_w(mt_graph *g);
 mt_status mt_graph_backward(mt_graph *g);
 void      mt_graph_zero_grad(mt_graph *g);
 
+/* Adds `label` to the names of the phases' trace regions ("forward mb 3
+ * chunk 1" for label "mb 3 chunk 1"; at most 23 characters are kept):
+ * a pipeline marks which microbatch each region ran. NULL or "" removes it. */
+void mt_graph_set_trace_label(mt_graph *g, const char *label);
+
 /* The loss after the last forward of the current slot; NAN for a graph
  * compiled with seed_from_caller (its "loss" is no scalar). */
 float mt_graph_loss(const mt_graph *g);

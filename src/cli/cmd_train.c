@@ -280,6 +280,9 @@ int cli_cmd_train(int argc, char **argv) {
          "pipeline microbatches per step (the same as --accum)"},
         {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
          "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
+        {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
+         "on a mesh: the last step's Chrome trace (a track per device; pipelines: F, B, W per "
+         "microbatch)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,

@@ -30,6 +30,7 @@
 #include "ops/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,7 +182,18 @@ static mt_status check_compiled(mt_graph *g, const char *what) {
 
 /* Marks a phase on the device's trace track (no-op without a device). */
 static void phase_begin(mt_graph *g, mt_phase ph) {
-    if (g->ctx) mt_trace_begin(g->ctx, phase_name[ph]);
+    if (!g->ctx) return;
+    if (!g->trace_label[0]) {
+        mt_trace_begin(g->ctx, phase_name[ph]);
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", phase_name[ph], g->trace_label);
+    mt_trace_begin(g->ctx, name);
+}
+
+void mt_graph_set_trace_label(mt_graph *g, const char *label) {
+    snprintf(g->trace_label, sizeof g->trace_label, "%s", label ? label : "");
 }
 static void phase_end(mt_graph *g) {
     if (g->ctx) mt_trace_end(g->ctx);

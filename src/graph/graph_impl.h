@@ -104,6 +104,7 @@ struct mt_graph {
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
+    char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
     mt_graph_stats stats;
 };
 

@@ -20,6 +20,7 @@
  */
 #include "pipeline/executor_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,9 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, do
                        c ? "no such microbatch" : "this device holds no such chunk");
     mt_status s = use_slot(c, op->mb, op->type == MT_PIPE_F, op);
     if (s != MT_OK) return s;
+    char label[24];
+    snprintf(label, sizeof label, "mb %d chunk %d", op->mb, op->chunk);
+    mt_graph_set_trace_label(c->g, label);
     *t0 = mt_time_now();
     switch (op->type) {
     case MT_PIPE_F: return run_f(x, c, op->mb, loss, t0);
