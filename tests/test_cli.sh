@@ -138,6 +138,7 @@ COMMANDS=(
     "example|run a built-in example: linreg (the JAX pmap linear regression)"
     "bench|benchmark: collectives (time, algbw, busbw per size, as nccl-tests)"
     "explain|why communication happens: an op's result type and moves on typed operands"
+    "schedule|pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, simulate, draw"
     "version|print the version"
     "help|print this help, or a command's: meshtrain help train"
 )
