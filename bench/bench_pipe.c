@@ -223,20 +223,6 @@ static void run(const bench_model *m, const char *data, const bench_row *row, in
     mt_trainer_free(tr);
 }
 
-/* Random tokens below V, as an llm.c token file. */
-static int write_tokens(char *path, int V) {
-    int fd = mkstemp(path);
-    if (fd < 0) return -1;
-    close(fd);
-    enum { N = 1 << 17 };
-    int32_t *tok = malloc(N * sizeof *tok);
-    if (!tok) return -1;
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)(mt_rng_uniform(5, 1, (uint64_t)i) * V) % V;
-    mt_status s = mt_tokens_write(path, tok, N);
-    free(tok);
-    return s == MT_OK ? 0 : -1;
-}
-
 /* ======================================================================== */
 /* The table of one model                                                    */
 /* ======================================================================== */
@@ -353,7 +339,7 @@ static void bench_model_rows(const bench_model *m, int steps, int only_row) {
     char trace[] = "/tmp/meshtrain-bench-pipe-trace-XXXXXX";
     int tfd = mkstemp(trace);
     if (tfd >= 0) close(tfd);
-    if (tfd < 0 || write_tokens(data, m->cfg.V) != 0) {
+    if (tfd < 0 || bench_write_tokens(data, m->cfg.V) != 0) {
         fprintf(stderr, "bench_pipe: cannot write the token or trace file in /tmp: %s\n",
                 mt_errmsg());
         if (tfd >= 0) unlink(trace);
