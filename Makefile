@@ -8,7 +8,8 @@
 #                 collectives against plain MPI (bench-collectives),
 #                 compile time against depth (bench-compile), and data
 #                 parallel training against one device and PyTorch DDP
-#                 (bench-dp)
+#                 (bench-dp), and the pipeline schedules against one device
+#                 (bench-pipe)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -77,7 +78,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench install clean
+        bench-compile bench-dp bench-pipe bench install clean
 
 all: build
 
@@ -148,7 +149,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
@@ -164,6 +165,11 @@ bench-compile: deps build
 
 bench-dp: deps-bench build
 	bash bench/run_dp.sh $(BUILD)
+
+# every pipeline schedule at pipe=2, m=8: bubbles measured, traced and
+# predicted, throughput against one device (issue 10's table)
+bench-pipe: deps build
+	bash bench/run_pipe.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).

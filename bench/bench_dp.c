@@ -207,21 +207,6 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     return tok_s;
 }
 
-/* Random tokens of the vocabulary, as an llm.c token file. */
-static int write_tokens(char *path) {
-    int fd = mkstemp(path);
-    if (fd < 0) return -1;
-    close(fd);
-    enum { N = 1 << 17 };
-    int32_t *tok = malloc(N * sizeof *tok);
-    if (!tok) return -1;
-    const int V = MODELS[0].cfg.V;   /* every model's */
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)(mt_rng_uniform(5, 1, (uint64_t)i) * V) % V;
-    mt_status s = mt_tokens_write(path, tok, N);
-    free(tok);
-    return s == MT_OK ? 0 : -1;
-}
-
 /* The table of one model: every row, ROUNDS times in turn. */
 static void bench_model_rows(const bench_model *m, const char *path, int steps) {
     printf("\n%s GPT (L=%d C=%d NH=%d T=%d V=%d), global batch B=%d, AdamW, %d timed steps a "
@@ -297,7 +282,7 @@ int main(int argc, char **argv) {
     int rank = 0, world = 1;
     mt_launcher_world(&rank, &world);
     char path[] = "/tmp/meshtrain-bench-dp-XXXXXX";
-    if (write_tokens(path) != 0) {
+    if (bench_write_tokens(path, MODELS[0].cfg.V) != 0) {   /* every model's V */
         fprintf(stderr, "bench_dp: cannot write the token file: %s\n", mt_errmsg());
         return 1;
     }

@@ -67,15 +67,16 @@ mt_status mt__pipe_setup(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops) {
         mt_status s = mt_graph_set_slots(c->g, peak);
         if (s != MT_OK) return s;
     }
-    if (!(x->t0 = calloc(2 * (size_t)n_ops + 1, sizeof *x->t0)))
+    if (!(x->t0 = calloc(3 * (size_t)n_ops + 1, sizeof *x->t0)))
         return mt_fail(MT_ENOMEM, "out of memory for the pipeline's timings");
     x->t1 = x->t0 + n_ops;
+    x->tb = x->t1 + n_ops;
     return MT_OK;
 }
 
 void mt__pipe_free(mt__pipe_exec *x) {
     free(x->t0);
-    x->t0 = x->t1 = NULL;
+    x->t0 = x->t1 = x->tb = NULL;
     for (int i = 0; x->chunks && i < x->n_chunks; i++) {
         free(x->chunks[i].slot_of);
         free(x->chunks[i].free_slot);
@@ -148,8 +149,10 @@ static mt_status run_w(mt__pipe_chunk *c, int j) {
     return MT_OK;
 }
 
-/* Runs one op; *t0 gets when its work began (after its message came). */
-static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, double *t0) {
+/* Runs one op; *t0 gets when its work began (after its message came), *tb
+ * (a BW's) when its B part ended: its W starts after the gradient is sent. */
+static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, double *t0,
+                        double *tb) {
     mt__pipe_chunk *c = chunk_of(x, op->chunk);
     if (!c || op->mb < 0 || op->mb >= x->m)
         return mt_fail(MT_EINVAL, "pipeline op %s of microbatch %d on chunk %d: %s",
@@ -167,6 +170,7 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, do
     case MT_PIPE_W: return run_w(c, op->mb);
     case MT_PIPE_BW:
         s = run_b(x, c, op->mb, t0);
+        *tb = mt_time_now();
         return s == MT_OK ? run_w(c, op->mb) : s;
     }
     return mt_fail(MT_EINVAL, "pipeline op of unknown type %d", (int)op->type);
@@ -190,8 +194,9 @@ mt_status mt__pipe_run(mt__pipe_exec *x, const mt_pipe_op *ops, int n_ops, doubl
     *loss = 0;
     reset_slots(x);
     for (int o = 0; o < n_ops; o++) {
-        mt_status s = run_op(x, &ops[o], loss, &x->t0[o]);
+        mt_status s = run_op(x, &ops[o], loss, &x->t0[o], &x->tb[o]);
         x->t1[o] = mt_time_now();
+        if (ops[o].type != MT_PIPE_BW) x->tb[o] = x->t1[o];
         if (s != MT_OK)
             return mt_fail_wrap(s, "pipeline op %d of %d (%s of microbatch %d, chunk %d)", o + 1,
                                 n_ops, mt_pipe_op_name(ops[o].type), ops[o].mb,

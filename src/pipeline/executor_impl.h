@@ -44,8 +44,10 @@ typedef struct {
     void            *arg;
     /* measured by the last run, per op of the list (mt_time_now seconds):
      * when its work began, after the message it waited for had come, and
-     * when it ended (its send included) */
-    double          *t0, *t1;    /* (n_ops) */
+     * when it ended (its send included); tb, for a BW, when its B part
+     * ended (the input gradient sent) and its W part began, for other ops
+     * t1 */
+    double          *t0, *t1, *tb;   /* (n_ops) */
 } mt__pipe_exec;
 
 /* The slots each of this device's chunks needs for its list `ops` (the
