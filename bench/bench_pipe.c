@@ -16,7 +16,8 @@
  * paper's (max span - max busy) / max span, three ways: as the trainer
  * measures it from its ops' times (mt_step_report.bubble_rate), from the
  * step's Chrome trace (a device's busy time is the sum of its "forward",
- * "backward B" and "backward W" regions, its span from its first such
+ * "backward B" and "backward W" regions (named with their microbatch and
+ * chunk, "forward mb 3 chunk 1"), its span from its first such
  * region's start to its last one's end: the issue's "measured, taken from
  * the trace", which the targets use), and as the simulator predicts it
  * from the step's measured per-chunk op costs (bubble_predicted); the mean
@@ -130,8 +131,9 @@ static bool trace_bubble(const char *path, double *rate, double *idle) {
         const char *tid = strstr(line, "\"tid\":"), *ts = strstr(line, "\"ts\":"),
                    *du = strstr(line, "\"dur\":");
         if (!tid || !ts || !du) continue;
-        if (!strstr(line, "{\"name\":\"forward\"") && !strstr(line, "{\"name\":\"backward B\"") &&
-            !strstr(line, "{\"name\":\"backward W\""))
+        /* "forward mb 3 chunk 1": the phases, labelled with their microbatch */
+        if (!strstr(line, "{\"name\":\"forward") && !strstr(line, "{\"name\":\"backward B") &&
+            !strstr(line, "{\"name\":\"backward W"))
             continue;
         int d = atoi(tid + 6);
         if (d < 0 || d >= MAX_DEV) continue;
