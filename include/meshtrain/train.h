@@ -132,9 +132,8 @@ typedef struct {
      * device's span runs from its first op's start to its last op's end
      * and its busy time is what its ops worked (not their waits for
      * messages); the simulator's for the measured op costs of every chunk
-     * (mt_schedule_simulate_chunks, messages costing 0, each whole
-     * backward simulated as the executor runs it: its B, the gradient
-     * sent, then its W); and those costs, the mean over chunks of one
+     * (mt_schedule_simulate_chunks, messages costing 0; a whole backward
+     * sends its gradient at its end, in both); and those costs, the mean over chunks of one
      * microbatch's F, B, W on a whole stage (a whole backward's B and W
      * parts apart). NAN off a pipeline. */
     double  bubble_rate, bubble_predicted;

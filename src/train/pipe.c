@@ -33,8 +33,6 @@
 /* The trainer's pipeline state on one device. */
 struct mt__train_pipe {
     mt_schedule    *sched;
-    mt_schedule    *sim_sched;      /* the schedule as the executor runs it, for the
-                                       simulator (split_bw); NULL: sched itself */
     int             p, v, S, rank;  /* pipe size, chunks per device, chunks, this device's rank */
     const mt_pipe_op *ops;          /* this device's list */
     int             n_ops;
@@ -116,52 +114,6 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     return st;
 }
 
-/* The schedule the executor runs, as the simulator must see it to predict
- * the measured bubble: the executor runs a BW as its B, sends the input
- * gradient, then runs its W (executor.c), so the gradient leaves at the end
- * of the B part, where the simulator's BW (one op, as the paper counts
- * whole backwards) delivers it at the end of the whole op. Each BW becomes
- * a B and a W, adjacent in the list; *out stays NULL when no list has a BW
- * (the split kinds). */
-static mt_status split_bw(const mt_schedule *s, mt_schedule **out) {
-    *out = NULL;
-    const int p = mt_schedule_stages(s);
-    int most = 0;
-    bool any = false;
-    for (int d = 0; d < p; d++) {
-        int n = mt_schedule_n_ops(s, d);
-        for (int i = 0; i < mt_schedule_n_ops(s, d); i++)
-            if (mt_schedule_ops(s, d)[i].type == MT_PIPE_BW) n++, any = true;
-        if (n > most) most = n;
-    }
-    if (!any) return MT_OK;
-    mt_pipe_op *ops = malloc((size_t)most * sizeof *ops);
-    if (!ops) return mt_fail(MT_ENOMEM, "out of memory for the pipeline's simulation");
-    mt_schedule *t = NULL;
-    mt_status st = mt_schedule_create(mt_schedule_get_kind(s), p, mt_schedule_microbatches(s),
-                                      mt_schedule_chunks(s), &t);
-    for (int d = 0; d < p && st == MT_OK; d++) {
-        const mt_pipe_op *src = mt_schedule_ops(s, d);
-        int n = 0;
-        for (int i = 0; i < mt_schedule_n_ops(s, d); i++) {
-            ops[n] = src[i];
-            if (src[i].type != MT_PIPE_BW) { n++; continue; }
-            ops[n++].type = MT_PIPE_B;
-            ops[n] = src[i];
-            ops[n++].type = MT_PIPE_W;
-        }
-        st = mt_schedule_set_ops(t, d, ops, n);
-    }
-    free(ops);
-    if (st == MT_OK) st = mt_schedule_validate(t, NULL);
-    if (st != MT_OK) {
-        mt_schedule_free(t);
-        return mt_fail_wrap(st, "the pipeline's schedule with its whole backwards split");
-    }
-    *out = t;
-    return MT_OK;
-}
-
 /* ---- building a device's chunks ---------------------------------------- */
 
 /* The compiled graph of chunk k: the model's stage, sharded and partitioned
@@ -238,7 +190,6 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
         return s;
     /* validated before it runs: a list that could deadlock never starts */
     if ((s = mt_schedule_validate(pp->sched, NULL)) != MT_OK) return s;
-    if ((s = split_bw(pp->sched, &pp->sim_sched)) != MT_OK) return s;
     pp->v = mt_schedule_chunks(pp->sched);
     pp->S = pp->p * pp->v;
     if (pp->v > MT_PIPE_MAX_CHUNKS)
@@ -299,7 +250,6 @@ void mt__train_pipe_free(mt__train_pipe *pp) {
         mt_graph_free(pp->chunk[i].g);
     }
     mt_schedule_free(pp->sched);
-    mt_schedule_free(pp->sim_sched);
     free(pp->device_of);
     free(pp->step_in);
     free(pp->step_target);
@@ -372,8 +322,9 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
 
 /* The step's bubble as measured on every device of the pipe, and as the
  * simulator predicts it from the chunks' measured op costs (each the mean
- * over the step's microbatches; a BW's B and W parts apart, simulated as
- * the executor runs them: split_bw), into d->bubble and d->stage_cost. */
+ * over the step's microbatches; a BW's B and W parts apart, for the
+ * report; the simulator's BW costs their sum, as the executor runs it),
+ * into d->bubble and d->stage_cost. */
 static mt_status measure_bubble(mt__train_pipe *pp, mt__train_dev *d, mt_ctx *ctx) {
     const mt__pipe_exec *x = &pp->x;
     const int S = pp->S, m = x->m;
@@ -412,7 +363,7 @@ static mt_status measure_bubble(mt__train_pipe *pp, mt__train_dev *d, mt_ctx *ct
             for (int q = 0; q < 3; q++) d->stage_cost[q] += per[3 * k + q] * pp->v / S;
         }
         mt_pipe_sim sim;
-        s = mt_schedule_simulate_chunks(pp->sim_sched ? pp->sim_sched : pp->sched, costs, 0,
+        s = mt_schedule_simulate_chunks(pp->sched, costs, 0,
                                         &sim);
         if (s == MT_OK) {
             d->bubble[1] = sim.bubble_rate;
