@@ -135,6 +135,42 @@ MT_TEST(pipe2_data2_zb_h1) { check_kind("zb-h1", 2, 4, 4, ",data=2"); }
 MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
 MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
 
+/* The validation loss through the pipeline (forward only, chunk by chunk)
+ * equals one device's, before and after training steps. */
+static void check_eval(const char *kind, int p, int L) {
+    char text[] = "/tmp/mt-test-pipe-XXXXXX";
+    mt_test_write_text(text);
+    mt_train_config c = pipe_config(text, L, 2 * p);
+    c.eval_every = 2;
+    c.eval_batches = 3;
+    c.val_frac = 0.2;
+    mt_trainer *one = NULL, *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &one));
+    char mesh[32];
+    snprintf(mesh, sizeof mesh, "pipe=%d", p);
+    c.mesh = mesh;
+    c.schedule = kind;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    for (int round = 0; round < 3; round++) {
+        float want = 0, got = 0;
+        MT_CHECK_OK(mt_trainer_eval(one, &want));
+        MT_CHECK_OK(mt_trainer_eval(tr, &got));
+        MT_CHECK_CLOSE(got, want, 1e-5, "%s on %s: validation loss after %d steps", kind, mesh,
+                       2 * round);
+        for (int s = 0; s < 2; s++) {
+            MT_CHECK_OK(mt_trainer_step(one, NULL));
+            MT_CHECK_OK(mt_trainer_step(tr, NULL));
+        }
+    }
+    mt_trainer_free(tr);
+    mt_trainer_free(one);
+    unlink(text);
+}
+
+MT_TEST(pipe2_eval_1f1b) { check_eval("1f1b", 2, 4); }
+MT_TEST(pipe2_eval_zb_v) { check_eval("zb-v", 2, 4); }
+MT_TEST(pipe4_eval_zb_h1) { check_eval("zb-h1", 4, 8); }
+
 /* ---- what a pipeline refuses ------------------------------------------- */
 
 static void expect_refusal(mt_train_config c, const char *needle) {

@@ -158,8 +158,10 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     return MT_OK;
 }
 
-/* The devices holding the chunks before and after each boundary must agree
- * on the activation's local size (the same sharding on both sides). */
+/* Both sides of a stage boundary must lay the activation out alike: every
+ * chunk's input and output are such boundaries, so each chunk's two must
+ * have the same local size (sequence parallelism would split the output's
+ * rows, not the input's). */
 static mt_status check_boundaries(const mt__train_pipe *pp) {
     for (int i = 0; i < pp->v; i++) {
         const mt__pipe_chunk *ch = &pp->chunk[i];
@@ -177,13 +179,11 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     mt__train_pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
     d->pipe = pp;
-    const mt_mesh *mesh = mt_ctx_mesh(ctx);
     mt_axes pipe = {0};
     mt_status s = mt_ctx_axes(ctx, "pipe", &pipe);
     if (s != MT_OK) return s;
     pp->p = mt_axis_size(ctx, pipe);
     pp->rank = mt_axis_index(ctx, pipe);
-    (void)mesh;
     mt_schedule_kind kind;
     if ((s = mt_schedule_kind_parse(c->schedule, &kind)) != MT_OK) return s;
     if ((s = mt_schedule_make(kind, pp->p, c->accum, c->pipe_chunks, &pp->sched)) != MT_OK)
@@ -225,11 +225,11 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
                             .feed = NULL, .arg = NULL};
     if ((s = mt__pipe_setup(&pp->x, pp->ops, pp->n_ops)) != MT_OK) return s;
     /* the step's data: accum global microbatches (fill_batch writes both
-     * the inputs and the targets, i32 each; a device of middle chunks needs
-     * neither, but makes them too, so that its data position moves on) */
+     * the inputs and the targets, one i32 a token each; a device of middle
+     * chunks needs neither, but makes them too, so that its data position
+     * moves on) */
     {
-        int parts = mt_axis_size(ctx, mt__batch_axes(mesh));
-        size_t mb = (size_t)parts * (size_t)mt__microbatch_size(tr->m, c) * 4;
+        size_t mb = (size_t)mt__microbatch_size(tr->m, c) * 4;
         pp->mb_in = pp->mb_target = mb;
         pp->step_in = malloc((size_t)c->accum * mb);
         pp->step_target = malloc((size_t)c->accum * mb);
