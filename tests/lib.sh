@@ -7,6 +7,9 @@
 #                               the script runs in it
 #   ok NAME / bad NAME WHY      count a check; bad also shows err.txt, the
 #                               stderr of the last run, when there is one
+#   expect_fail NAME CODE REGEX CMD...   runs CMD (stdout to out.txt, stderr to
+#                               err.txt) and checks: exit CODE, empty stdout,
+#                               one "meshtrain: " line on stderr matching REGEX
 #   test_end                    "N passed, M failed"; the script's status
 #
 # Each test script runs the program its own way (expect, run, ...); this is
@@ -33,6 +36,19 @@ bad() {
     echo "FAIL  $1: $2"
     [ -s err.txt ] && sed 's/^/      | /' err.txt | head -20
     return 0
+}
+
+expect_fail() {
+    local name=$1 code=$2 re=$3
+    shift 3
+    "$@" >out.txt 2>err.txt
+    local rc=$? why=""
+    [ "$rc" -eq "$code" ] || why="exit $rc, want $code"
+    [ -s out.txt ] && why="${why:+$why; }stdout is not empty"
+    [ "$(wc -l <err.txt)" -eq 1 ] || why="${why:+$why; }stderr has $(wc -l <err.txt) lines, want 1"
+    grep -q '^meshtrain: ' err.txt || why="${why:+$why; }stderr does not start 'meshtrain: '"
+    grep -Eq -- "$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
 }
 
 test_end() {

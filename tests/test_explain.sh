@@ -33,14 +33,7 @@ $want"
 fails() {
     local name=$1 code=$2 re=$3
     shift 3
-    timeout 60 "$BIN" explain "$@" >out.txt 2>err.txt
-    local rc=$? why=""
-    [ "$rc" -eq "$code" ] || why="exit $rc, want $code"
-    [ -s out.txt ] && why="${why:+$why; }stdout is not empty"
-    [ "$(wc -l <err.txt)" -eq 1 ] || why="${why:+$why; }stderr has $(wc -l <err.txt) lines, want 1"
-    grep -q '^meshtrain: ' err.txt || why="${why:+$why; }stderr does not start 'meshtrain: '"
-    grep -Eq -- "$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
-    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+    expect_fail "$name" "$code" "$re" timeout 60 "$BIN" explain "$@"
 }
 
 # ---- results and moves ------------------------------------------------------

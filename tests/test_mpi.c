@@ -393,17 +393,24 @@ static void linreg_case(void) {
  * alone, without a mesh). */
 enum { DP_STEPS = 10 };
 
-static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **params,
-                     int64_t *n) {
-    c.mesh = mesh;
-    mt_trainer *tr = NULL;
-    if (mt_trainer_create(&c, &tr) != MT_OK) return false;
+/* DP_STEPS steps: each one's loss (and gradient norm, norm not NULL). */
+static bool train_steps(mt_trainer *tr, float *loss, float *norm) {
     bool ok = true;
     for (int s = 0; s < DP_STEPS && ok; s++) {
         mt_step_report r;
         ok = mt_trainer_step(tr, &r) == MT_OK;
         loss[s] = r.loss;
+        if (norm) norm[s] = r.grad_norm;
     }
+    return ok;
+}
+
+static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **params,
+                     int64_t *n) {
+    c.mesh = mesh;
+    mt_trainer *tr = NULL;
+    if (mt_trainer_create(&c, &tr) != MT_OK) return false;
+    bool ok = train_steps(tr, loss, NULL);
     mt_graph *g = mt_trainer_graph(tr);
     *n = 0;
     for (int i = 0; i < mt_graph_n_params(g); i++) *n += mt_tensor_numel(mt_graph_param_at(g, i));
@@ -505,13 +512,7 @@ static void dp_trainer_case(void) {
 static bool pipe_train(mt_train_config c, float *loss, float *norm) {
     mt_trainer *tr = NULL;
     if (mt_trainer_create(&c, &tr) != MT_OK) return false;
-    bool ok = true;
-    for (int s = 0; s < DP_STEPS && ok; s++) {
-        mt_step_report r;
-        ok = mt_trainer_step(tr, &r) == MT_OK;
-        loss[s] = r.loss;
-        norm[s] = r.grad_norm;
-    }
+    bool ok = train_steps(tr, loss, norm);
     mt_trainer_free(tr);
     return ok;
 }
