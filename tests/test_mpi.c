@@ -574,21 +574,32 @@ static void pipeline_case(void) {
 }
 
 /* Issue 9: a checkpoint written on fsdp=<ranks> (rank 0 writes the gathered
- * whole tensors) resumes on one device (each rank alone) and on the same mesh
+ * whole tensors), and issue 10's on pipe=<ranks> (zb-h1; resumed with zb-v),
+ * resumes on one device (each rank alone) and on the same mesh
  * again (each rank reads the file itself): both continue the one-device run,
  * loss within relative 1e-5 at every resumed step, parameters within 1e-4
  * (whole ones: the one-device resume). */
 static void ckpt_resume_case(void) {
     int id = (int)getpid();
     MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);   /* one file name on every rank */
-    char text[64], ckpt[64], mesh[32];
+    char text[64], ckpt[64], fsdp[32], pipe[32];
     snprintf(text, sizeof text, "/tmp/mt_test_mpi_ckpt_%d_%d.txt", world_rank, (int)getpid());
     snprintf(ckpt, sizeof ckpt, "/tmp/mt_test_mpi_ckpt_%d.ckpt", id);
-    snprintf(mesh, sizeof mesh, "fsdp=%d", world_size);
+    snprintf(fsdp, sizeof fsdp, "fsdp=%d", world_size);
+    snprintf(pipe, sizeof pipe, "pipe=%d", world_size);
     write_corpus(text);
     enum { HALF = DP_STEPS / 2 };
-    for (int model = 0; model < 2; model++) {
+    /* the MLP and the GPT over fsdp; the GPT pipelined (issue 10: each rank
+     * holds its stage, rank 0 receives the others' to write the file) */
+    for (int run = 0; run < 3; run++) {
+        const int model = run == 0 ? 0 : 1;
+        const char *mesh = run < 2 ? fsdp : pipe;
         mt_train_config c = mesh_config(model, text);
+        if (run == 2) {   /* zb-v cuts 2 chunks a rank: 2·ranks blocks */
+            c.gpt.L = 2 * world_size;
+            c.B = 2;
+            c.accum = 2 * world_size;
+        }
         const char *name = model == 0 ? "mlp" : "gpt";
         float l1[DP_STEPS], *p1 = NULL;
         int64_t n1 = 0;
@@ -596,6 +607,7 @@ static void ckpt_resume_case(void) {
         /* 5 steps on the mesh, saved */
         mt_train_config a = c;
         a.mesh = mesh;
+        a.schedule = run == 2 ? "zb-h1" : NULL;
         a.ckpt_out = ckpt;
         mt_trainer *tr = NULL;
         bool saved = ok && mt_trainer_create(&a, &tr) == MT_OK;
@@ -610,6 +622,7 @@ static void ckpt_resume_case(void) {
             mt_train_config b = c;
             b.ckpt_in = ckpt;
             b.mesh = k == 0 ? NULL : mesh;
+            b.schedule = k == 1 && run == 2 ? "zb-v" : NULL;
             tr = NULL;
             bool good = saved && mt_trainer_create(&b, &tr) == MT_OK &&
                         mt_trainer_step_count(tr) == HALF;

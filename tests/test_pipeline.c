@@ -9,7 +9,10 @@
  * chunks, after the run, within 1e-4 of the one-device parameter of the
  * same name (both copies of the tied embedding included).
  *
- * Also: the configurations a pipeline refuses, each with its message.
+ * Also: evaluation through the pipeline, checkpoints written on one layout
+ * and resumed on another (one device <-> pipelines of other kinds and
+ * sizes, and with tensor parallelism inside), and the configurations a
+ * pipeline refuses, each with its message.
  */
 #include "meshtrain.h"
 #include "harness.h"
@@ -171,6 +174,59 @@ MT_TEST(pipe2_eval_1f1b) { check_eval("1f1b", 2, 4); }
 MT_TEST(pipe2_eval_zb_v) { check_eval("zb-v", 2, 4); }
 MT_TEST(pipe4_eval_zb_h1) { check_eval("zb-h1", 4, 8); }
 
+/* Checkpoints: a run stopped after 5 of 10 steps on `from` (NULL: one
+ * device) and resumed on `to` continues the one-device run that never
+ * stopped: the loss at every resumed step within relative 1e-5. */
+static void check_resume(const char *from, const char *from_kind, const char *to,
+                         const char *to_kind) {
+    enum { HALF = TSTEPS / 2 };
+    char text[] = "/tmp/mt-test-pipe-XXXXXX", ckpt[] = "/tmp/mt-test-pipe-ckpt-XXXXXX";
+    mt_test_write_text(text);
+    int fd = mkstemp(ckpt);
+    MT_CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    mt_train_config c = pipe_config(text, 4, 4);
+    mt_trainer *one = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &one));
+    curve want = run(one);
+    mt_trainer_free(one);
+
+    mt_train_config a = c;
+    a.mesh = from;
+    a.schedule = from_kind;
+    a.ckpt_out = ckpt;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&a, &tr));
+    for (int s = 0; s < HALF; s++) MT_CHECK_OK(mt_trainer_step(tr, NULL));
+    MT_CHECK_OK(mt_trainer_save(tr));
+    mt_trainer_free(tr);
+
+    mt_train_config b = c;
+    b.mesh = to;
+    b.schedule = to_kind;
+    b.ckpt_in = ckpt;
+    MT_CHECK_OK(mt_trainer_create(&b, &tr));
+    MT_CHECK(mt_trainer_step_count(tr) == HALF, "resumed at step %d", mt_trainer_step_count(tr));
+    for (int s = HALF; s < TSTEPS; s++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(tr, &r));
+        MT_CHECK_CLOSE(r.loss, want.loss[s], 1e-5, "%s (%s) -> %s (%s): loss at step %d",
+                       from ? from : "1 device", from_kind ? from_kind : "-",
+                       to ? to : "1 device", to_kind ? to_kind : "-", s + 1);
+    }
+    fprintf(stderr, "  %s (%s) -> %s (%s): steps %d..%d equal the run that never stopped\n",
+            from ? from : "1 device", from_kind ? from_kind : "-", to ? to : "1 device",
+            to_kind ? to_kind : "-", HALF + 1, TSTEPS);
+    mt_trainer_free(tr);
+    unlink(ckpt);
+    unlink(text);
+}
+
+MT_TEST(ckpt_pipe2_to_one_device) { check_resume("pipe=2", "zb-h1", NULL, NULL); }
+MT_TEST(ckpt_one_device_to_pipe2) { check_resume(NULL, NULL, "pipe=2", "zb-v"); }
+MT_TEST(ckpt_pipe2_zbv_to_pipe4_1f1b) { check_resume("pipe=2", "zb-v", "pipe=4", "1f1b"); }
+MT_TEST(ckpt_pipe2_tensor2_to_fsdp2) { check_resume("pipe=2,tensor=2", "1f1b", "fsdp=2", NULL); }
+
 /* ---- what a pipeline refuses ------------------------------------------- */
 
 static void expect_refusal(mt_train_config c, const char *needle) {
@@ -201,9 +257,6 @@ MT_TEST(pipeline_refusals) {
     expect_refusal(c, "L=4");                             /* 8 chunks of 4 blocks */
     c.mesh = "pipe=2";
     c.schedule = NULL;
-    c.ckpt_out = "/tmp/mt-test-pipe-never.ckpt";
-    expect_refusal(c, "checkpoints");
-    c.ckpt_out = NULL;
     c.model = MT_MODEL_MLP;
     c.data = NULL;
     expect_refusal(c, "stages");                          /* the MLP cannot be cut */

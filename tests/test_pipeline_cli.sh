@@ -70,6 +70,24 @@ else
     bad "zb-h2 fallback note" "exit $rc; $(grep pipeline out.txt)"
 fi
 
+# checkpoints: 3 steps on pipe=2 saved, resumed to step 5 on one device, end where one
+# device's 5 steps end (all 5 steps lie in the default 10-step warmup, whose rates do not
+# depend on --steps)
+MODEL5=("${MODEL[@]}")
+MODEL5[${#MODEL5[@]}-5]=5    # --steps 5
+timeout 120 "$BIN" train "${MODEL5[@]}" --accum 4 >out.txt 2>err.txt && ref5=$(final_loss) || ref5=x
+timeout 120 "$BIN" train "${MODEL5[@]}" --devices 2 --mesh pipe=2 --schedule zb-v --microbatches 4 \
+    --steps 3 --ckpt-out p.ckpt >out.txt 2>err.txt
+rc1=$?
+timeout 120 "$BIN" train "${MODEL5[@]}" --accum 4 --ckpt-in p.ckpt >out.txt 2>err.txt
+rc2=$?
+got5=$(final_loss)
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$got5" = "$ref5" ]; then
+    ok "pipe=2 checkpoint resumed on one device ends at $ref5"
+else
+    bad "pipe=2 checkpoint resumed on one device" "exits $rc1 $rc2; loss $got5, want $ref5"
+fi
+
 # fails NAME CODE REGEX ARGS...: exit CODE and a stderr line matching REGEX
 fails() {
     local name=$1 code=$2 re=$3
@@ -87,7 +105,5 @@ fails "interleaved m not divisible" 1 'divisible by p' --devices 2 --mesh pipe=2
     --microbatches 3
 fails "an unknown kind" 1 'zb-q' --devices 2 --mesh pipe=2 --schedule zb-q --microbatches 4
 fails "more chunks than blocks" 1 'L=4' --devices 4 --mesh pipe=4 --schedule zb-v --microbatches 8
-fails "checkpoints refused" 1 'checkpoints' --devices 2 --mesh pipe=2 --microbatches 4 \
-    --ckpt-out never.ckpt
 
 test_end

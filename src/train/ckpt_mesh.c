@@ -14,6 +14,16 @@
  * Loading reads the file into a twin on every process (each MPI rank reads
  * it itself; threads share one), and every device copies its block out.
  *
+ * A pipeline (a pipe axis) also goes this way: each device holds the
+ * parameters of its chunks only, each chunk a graph with its optimizer.
+ * Saving, every device gathers its chunks' parameters over the other axes
+ * as above; device 0 (pipe rank 0) writes its own into the twin, and the
+ * first device of every other pipe rank (its other coordinates 0) sends
+ * the names of its parameters, then each one's three arrays, to device 0
+ * (mt_send over the pipe axis), which puts them into the twin by name. The
+ * tied embedding arrives twice, equal. Loading, every device puts into
+ * each of its chunks what the twin holds under those names.
+ *
  * Memory: the twin is a whole copy of the model on one process (parameters,
  * their gradients, m and v: four times the parameters' size), built on the
  * first save or load and kept for later saves where device 0 lives.
@@ -66,9 +76,9 @@ typedef struct {
 
 /* Pairs the device's parameter i with the twin's by name and checks that
  * its local size is the block of the global shape its sharding says. */
-static mt_status pair_param(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int i, param_pair *p) {
+static mt_status pair_param(mt_trainer *tr, mt_graph *g, mt_ctx *ctx, int i, param_pair *p) {
     memset(p, 0, sizeof *p);
-    p->local = mt_graph_param_at(d->g, i);
+    p->local = mt_graph_param_at(g, i);
     const char *name = mt_tensor_name(p->local);
     int j = i;   /* the same order is expected; searched for if not */
     int n_twin = mt_graph_n_params(tr->twin_g);
@@ -98,8 +108,24 @@ static mt_status pair_param(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int i
 }
 
 /* The device's array k of parameter i: 0 the parameter, 1 m, 2 v. */
-static float *local_array(mt__train_dev *d, const param_pair *p, int i, int k) {
-    return k == 0 ? mt_tensor_f32(p->local) : mt_optim_moment(d->opt, i, k);
+static float *local_array(mt_optim *opt, const param_pair *p, int i, int k) {
+    return k == 0 ? mt_tensor_f32(p->local) : mt_optim_moment(opt, i, k);
+}
+
+/* The device's graphs holding parameters, and their optimizers: a
+ * pipeline's chunks, else its one graph. Returns how many. */
+static int dev_graphs(mt__train_dev *d, mt_graph **gs, mt_optim **os) {
+    if (!d->pipe) {
+        gs[0] = d->g;
+        os[0] = d->opt;
+        return 1;
+    }
+    int n = 0;
+    for (; n < MT_PIPE_MAX_CHUNKS && mt__train_pipe_graph(d, n); n++) {
+        gs[n] = mt__train_pipe_graph(d, n);
+        os[n] = mt__train_pipe_optim(d, n);
+    }
+    return n;
 }
 
 /* ======================================================================== */
@@ -122,10 +148,10 @@ static void prior_set(prior *p, mt_status s) {
 
 /* Parameter i of a device that has no twin: its global shape from the local
  * one and the sharding (the shape device 0 finds in its twin). */
-static void pair_local(mt__train_dev *d, mt_ctx *ctx, int i, param_pair *p) {
+static void pair_local(mt_graph *g, mt_ctx *ctx, int i, param_pair *p) {
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     memset(p, 0, sizeof *p);
-    p->local = mt_graph_param_at(d->g, i);
+    p->local = mt_graph_param_at(g, i);
     p->sh = mt_tensor_sharding(p->local);
     p->ndim = mt_tensor_ndim(p->local);
     p->numel = 1;
@@ -138,47 +164,124 @@ static void pair_local(mt__train_dev *d, mt_ctx *ctx, int i, param_pair *p) {
     }
 }
 
-/* Every device: the whole parameters and moments, gathered in parameter
- * order (the same on every device, so the collectives match); device 0
- * gathers into the twin, the others into scratch they then drop. */
+/* A pipeline: the first device of each pipe rank, its other coordinates
+ * all 0 (it holds the whole parameters of its chunks after the gathers);
+ * *rank gets its pipe rank. Off a pipeline, false. */
+static bool pipe_sender(mt__train_dev *d, mt_ctx *ctx, mt_axes *pipe, int *rank) {
+    if (!d->pipe || mt_ctx_axes(ctx, "pipe", pipe) != MT_OK) return false;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    mt_axes others = {0};
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (a != pipe->axis[0]) others.axis[others.n++] = (uint8_t)a;
+    *rank = mt_axis_index(ctx, *pipe);
+    return others.n == 0 || mt_axis_index(ctx, others) == 0;
+}
+
+/* The names of a device's chunks' parameters, MT_MAX_NAME bytes each, and
+ * then each one's arrays (parameter, m, v; a missing moment sent as
+ * nothing), from pipe rank `rank` to device 0 over the pipe axis. */
+enum { TAG_NAMES = 0, TAG_DATA = 1 };
+/* a name's bytes, sent as 4-byte words */
+#define NAME_WORDS (MT_MAX_NAME / 4)
+_Static_assert(MT_MAX_NAME % 4 == 0, "names travel as whole 4-byte words");
+
+static mt_status send_whole(mt_ctx *ctx, mt_axes pipe, const float *whole, int64_t numel) {
+    return mt_send(ctx, pipe, whole, (size_t)numel, MT_F32, 0, TAG_DATA);
+}
+
+/* Device 0: receives pipe rank r's parameters into the twin by name. */
+static mt_status recv_rank(mt_trainer *tr, mt_ctx *ctx, mt_axes pipe, int r) {
+    int n = 0;
+    mt_status s = mt_recv(ctx, pipe, &n, 1, MT_I32, r, TAG_NAMES);
+    char *names = s == MT_OK ? malloc((size_t)(n > 0 ? n : 1) * MT_MAX_NAME) : NULL;
+    if (s == MT_OK && !names) s = mt_fail(MT_ENOMEM, "out of memory for pipe rank %d's names", r);
+    if (s == MT_OK) s = mt_recv(ctx, pipe, names, (size_t)n * NAME_WORDS, MT_I32, r, TAG_NAMES);
+    for (int i = 0; i < n && s == MT_OK; i++) {
+        const char *name = names + (size_t)i * MT_MAX_NAME;
+        int j = 0, n_twin = mt_graph_n_params(tr->twin_g);
+        while (j < n_twin && strcmp(mt_tensor_name(mt_graph_param_at(tr->twin_g, j)), name)) j++;
+        if (j == n_twin) {
+            s = mt_fail(MT_EINTERNAL, "pipe rank %d sent parameter '%s', which the one-device "
+                        "model does not have", r, name);
+            break;
+        }
+        mt_tensor *whole = mt_graph_param_at(tr->twin_g, j);
+        float *dst[3] = {mt_tensor_f32(whole), mt_optim_moment(tr->twin_opt, j, 1),
+                         mt_optim_moment(tr->twin_opt, j, 2)};
+        for (int k = 0; k < 3 && s == MT_OK; k++)
+            if (dst[k]) s = mt_recv(ctx, pipe, dst[k], (size_t)mt_tensor_numel(whole), MT_F32, r,
+                                    TAG_DATA);
+    }
+    free(names);
+    return s == MT_OK ? MT_OK : mt_fail_wrap(s, "receiving pipe rank %d's parameters", r);
+}
+
+/* Every device: the whole parameters and moments of each of its graphs,
+ * gathered in parameter order (the same on every device of a group, so the
+ * collectives match); device 0 gathers into the twin, the others into
+ * scratch, which a pipe rank's sender then sends to device 0. */
 static mt_status gather_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
     const bool dev0 = mt_ctx_device(ctx) == 0;
     const prior *before = arg;
     if (dev0 && before->s != MT_OK) return mt_fail(before->s, "%s", before->msg);
-    const int n = mt_graph_n_params(d->g);
+    mt_graph *gs[MT_PIPE_MAX_CHUNKS];
+    mt_optim *os[MT_PIPE_MAX_CHUNKS];
+    const int n_g = dev_graphs(d, gs, os);
+    mt_axes pipe = {0};
+    int rank = 0;
+    const bool sends = !dev0 && pipe_sender(d, ctx, &pipe, &rank);
     float *scratch = NULL;
     if (!dev0) {
         int64_t biggest = 0;
-        for (int i = 0; i < n; i++) {
-            param_pair p;
-            pair_local(d, ctx, i, &p);
-            if (p.numel > biggest) biggest = p.numel;
-        }
+        for (int q = 0; q < n_g; q++)
+            for (int i = 0; i < mt_graph_n_params(gs[q]); i++) {
+                param_pair p;
+                pair_local(gs[q], ctx, i, &p);
+                if (p.numel > biggest) biggest = p.numel;
+            }
         if (biggest > 0 && !(scratch = malloc((size_t)biggest * sizeof(float))))
             return mt_fail(MT_ENOMEM, "out of memory for a %lld-float buffer gathering the "
                            "checkpoint on device %d", (long long)biggest, mt_ctx_device(ctx));
     }
     mt_status s = MT_OK;
-    for (int i = 0; i < n && s == MT_OK; i++) {
-        param_pair p;
-        if (dev0) s = pair_param(tr, d, ctx, i, &p);
-        else pair_local(d, ctx, i, &p);
-        for (int k = 0; k < 3 && s == MT_OK; k++) {
-            const float *local = local_array(d, &p, i, k);
-            if (!local) continue;   /* no such moment: the same on every device */
-            float *dst = dev0 ? p.whole[k] : scratch;
-            if (!dst)
-                s = mt_fail(MT_EINTERNAL, "parameter '%s' has moment %d on the mesh but not in "
-                            "the one-device model", mt_tensor_name(p.local), k);
-            else
-                s = mt_shard_gather(ctx, &p.sh, local, p.ndim, p.shape, dst);
-        }
-        if (s != MT_OK)
-            s = mt_fail_wrap(s, "gathering parameter '%s' for the checkpoint",
-                             mt_tensor_name(mt_graph_param_at(d->g, i)));
+    if (sends) {   /* the names first, so that device 0 knows what comes */
+        int n = 0;
+        for (int q = 0; q < n_g; q++) n += mt_graph_n_params(gs[q]);
+        char *names = calloc((size_t)(n > 0 ? n : 1), MT_MAX_NAME);
+        if (!names) s = mt_fail(MT_ENOMEM, "out of memory for the parameters' names");
+        for (int q = 0, at = 0; s == MT_OK && q < n_g; q++)
+            for (int i = 0; i < mt_graph_n_params(gs[q]); i++, at++)
+                snprintf(names + (size_t)at * MT_MAX_NAME, MT_MAX_NAME, "%s",
+                         mt_tensor_name(mt_graph_param_at(gs[q], i)));
+        if (s == MT_OK) s = mt_send(ctx, pipe, &n, 1, MT_I32, 0, TAG_NAMES);
+        if (s == MT_OK) s = mt_send(ctx, pipe, names, (size_t)n * NAME_WORDS, MT_I32, 0, TAG_NAMES);
+        free(names);
     }
+    for (int q = 0; q < n_g && s == MT_OK; q++)
+        for (int i = 0; i < mt_graph_n_params(gs[q]) && s == MT_OK; i++) {
+            param_pair p;
+            if (dev0) s = pair_param(tr, gs[q], ctx, i, &p);
+            else pair_local(gs[q], ctx, i, &p);
+            for (int k = 0; k < 3 && s == MT_OK; k++) {
+                const float *local = local_array(os[q], &p, i, k);
+                if (!local) continue;   /* no such moment: the same on every device */
+                float *dst = dev0 ? p.whole[k] : scratch;
+                if (!dst)
+                    s = mt_fail(MT_EINTERNAL, "parameter '%s' has moment %d on the mesh but not "
+                                "in the one-device model", mt_tensor_name(p.local), k);
+                else
+                    s = mt_shard_gather(ctx, &p.sh, local, p.ndim, p.shape, dst);
+                if (s == MT_OK && sends) s = send_whole(ctx, pipe, dst, p.numel);
+            }
+            if (s != MT_OK)
+                s = mt_fail_wrap(s, "gathering parameter '%s' for the checkpoint",
+                                 mt_tensor_name(mt_graph_param_at(gs[q], i)));
+        }
     free(scratch);
-    if (s == MT_OK && dev0) mt_optim_set_steps(tr->twin_opt, mt_optim_steps(d->opt));
+    if (s == MT_OK && dev0 && d->pipe && pipe_sender(d, ctx, &pipe, &rank))
+        for (int r = 1; r < mt_axis_size(ctx, pipe) && s == MT_OK; r++)
+            s = recv_rank(tr, ctx, pipe, r);
+    if (s == MT_OK && dev0) mt_optim_set_steps(tr->twin_opt, mt_optim_steps(os[0]));
     return s;
 }
 
@@ -194,19 +297,24 @@ static mt_status put_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *ar
     const prior *before = arg;
     if (before->s != MT_OK) return mt_fail(before->s, "%s", before->msg);
     const int steps = before->steps;
+    mt_graph *gs[MT_PIPE_MAX_CHUNKS];
+    mt_optim *os[MT_PIPE_MAX_CHUNKS];
+    const int n_g = dev_graphs(d, gs, os);
     mt_status s = MT_OK;
-    for (int i = 0; i < mt_graph_n_params(d->g) && s == MT_OK; i++) {
-        param_pair p;
-        s = pair_param(tr, d, ctx, i, &p);
-        for (int k = 0; k < 3 && s == MT_OK; k++) {
-            float *local = local_array(d, &p, i, k);
-            if (!local || !p.whole[k]) continue;
-            s = mt_shard_put(ctx, &p.sh, p.whole[k], p.ndim, p.shape, local);
+    for (int q = 0; q < n_g && s == MT_OK; q++) {
+        for (int i = 0; i < mt_graph_n_params(gs[q]) && s == MT_OK; i++) {
+            param_pair p;
+            s = pair_param(tr, gs[q], ctx, i, &p);
+            for (int k = 0; k < 3 && s == MT_OK; k++) {
+                float *local = local_array(os[q], &p, i, k);
+                if (!local || !p.whole[k]) continue;
+                s = mt_shard_put(ctx, &p.sh, p.whole[k], p.ndim, p.shape, local);
+            }
+            if (s != MT_OK) s = mt_fail_wrap(s, "putting parameter '%s' from the checkpoint",
+                                             mt_tensor_name(mt_graph_param_at(gs[q], i)));
         }
-        if (s != MT_OK) s = mt_fail_wrap(s, "putting parameter '%s' from the checkpoint",
-                                         mt_tensor_name(mt_graph_param_at(d->g, i)));
+        if (s == MT_OK && steps >= 0) mt_optim_set_steps(os[q], steps);
     }
-    if (s == MT_OK && steps >= 0) mt_optim_set_steps(d->opt, steps);
     return s;
 }
 

@@ -224,15 +224,17 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     }
     mt_axes ax = mt__batch_axes(mesh);
     int parts = mt_mesh_group_size(mesh, ax);
-    bool sharded = mt_mesh_axis_size(mesh, "fsdp") > 1 || mt_mesh_axis_size(mesh, "tensor") > 1 ||
+    bool sharded = pipe > 1 || mt_mesh_axis_size(mesh, "fsdp") > 1 ||
+                   mt_mesh_axis_size(mesh, "tensor") > 1 ||
                    c->zero > 0;
     mt_mesh_free(mesh);
     if (c->B % parts != 0)
         return mt_fail(MT_EINVAL, "batch B=%d does not divide over the axes that split it, "
                        "data and fsdp (%d devices): each takes B/%d of the global batch; pick B "
                        "a multiple of %d", c->B, parts, parts, parts);
-    /* a checkpoint holds whole tensors: split ones are gathered to save and
-     * cut into blocks to load (ckpt_mesh.c) */
+    /* a checkpoint holds whole tensors: split ones (and a pipeline's, which
+     * each device holds some of) are gathered to save and cut into blocks
+     * to load (ckpt_mesh.c) */
     tr->split_params = sharded;
     tr->n_dev = kind == MT_TRANSPORT_MPI ? 1 : tr->n_devices;
     /* threads in all, shared out; 0: the launch's cores / devices */

@@ -95,10 +95,6 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     if (c->accum < p)
         return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
                        "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);
-    if (c->ckpt_in || c->ckpt_out || c->llmc_in || c->llmc_out)
-        return mt_fail(MT_EUNSUPPORTED, "pipeline runs cannot read or write checkpoints yet (each "
-                       "device holds only its stages); train without --ckpt-in/--ckpt-out/"
-                       "--llmc-in/--llmc-out, or without the pipe axis");
     /* the schedule (a pure function) once here: its errors before any
      * device starts, its chunks for the layout */
     mt_schedule_kind kind;
