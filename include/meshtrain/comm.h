@@ -23,6 +23,10 @@ typedef enum {
     MT_TRANSPORT_MPI         /* one device per MPI rank */
 } mt_transport_kind;
 
+/* The timelines of several launches (a training run's steps), kept between
+ * them: see mt_launch_opts.trace_run. */
+typedef struct mt_trace_run mt_trace_run;
+
 typedef struct {
     const char       *mesh;           /* mesh spec, e.g. "data=4" */
     int               devices;        /* threads: device count; mpi: 0 = the world size */
@@ -38,6 +42,10 @@ typedef struct {
                                          between two devices, nothing to match) */
     const char       *trace;          /* write a Chrome trace JSON here at the end (NULL: none) */
     int               kernel_threads; /* per device; 0 = cores / devices (at least 1) */
+    mt_trace_run     *trace_run;      /* non-NULL: the devices record into this run's
+                                         timelines, which go on across launches (times from
+                                         the first launch's start); a launch writes them all
+                                         to `trace` when that is set */
 } mt_launch_opts;
 
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all
@@ -227,6 +235,30 @@ mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local
 /* Marks a compute region on the device's trace track (no-op when not tracing). */
 void mt_trace_begin(mt_ctx *ctx, const char *name);
 void mt_trace_end(mt_ctx *ctx);
+
+/* A run of traced launches whose devices are ids below n_devices; with
+ * keep_steps > 0 it holds only the last keep_steps steps (mt_trace_step_begin)
+ * of each device. MT_ENOMEM. Free it after the last launch that uses it. */
+mt_status mt_trace_run_create(int n_devices, int keep_steps, mt_trace_run **out);
+void      mt_trace_run_free(mt_trace_run *run);
+
+/* Whether the device's launch records a trace. */
+bool mt_trace_on(const mt_ctx *ctx);
+/* Begins the span "step <step>" on the device's track (an open one ends);
+ * with a trace run that keeps K steps, drops the oldest when K are held.
+ * Call it with no region open and nothing in flight. No-op when not tracing. */
+void mt_trace_step_begin(mt_ctx *ctx, int step);
+void mt_trace_step_end(mt_ctx *ctx);
+
+/* One op's span (a graph node): mt_trace_op_begin starts it and returns a
+ * handle (-1 when not tracing), mt_trace_op_end ends it with what the span
+ * shows: the op's name, its phase ('F', 'B', 'W'), its layer (-1: none),
+ * its FLOPs and memory bytes, its output tensor's name. The names are
+ * copied (cut to fit); nothing is allocated once the timeline has grown to
+ * a step's size. Spans nest in the open region by time. */
+int  mt_trace_op_begin(mt_ctx *ctx);
+void mt_trace_op_end(mt_ctx *ctx, int span, const char *op, char phase, int layer, double flops,
+                     double bytes, const char *out);
 
 /* Collectives, sends and receives this device issued so far, and the last
  * one as text ("#12 psum over 'data' f32 4096 bytes", "#13 send to device 3

@@ -94,9 +94,12 @@ typedef struct {
      * (any one set: all stop), so that all stop after the same step; the
      * step's report says so (stop). NULL: not watched. */
     const volatile sig_atomic_t *stop_flag;
-    const char       *trace;     /* on a mesh: every step's launch writes its Chrome trace
-                                    here (comm.h), so the file holds the last step's; NULL:
-                                    none. The richer `train --trace` comes with issue 11 */
+    const char       *trace;     /* on a mesh: mt_trainer_write_trace writes the Chrome
+                                    trace of the run's steps here (a track per device:
+                                    every op, collective, optimizer step, idle time; see
+                                    src/profile/trace.c); NULL: none. Off a mesh it is
+                                    an error (MT_EINVAL) */
+    int               trace_steps; /* the trace keeps the last this many steps; 0: 20 */
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch
@@ -156,6 +159,11 @@ int       mt_trainer_step_count(const mt_trainer *tr);
 /* One optimizer step over accum microbatches. Fails with MT_ENAN naming the
  * step if the loss or a gradient is not finite. */
 mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report);
+/* Writes the trace of the steps so far (the last trace_steps) to
+ * cfg.trace, replacing the file; MT_OK without a trace. On a mesh every
+ * device takes part (call it on every rank: under MPI rank 0 gathers and
+ * writes the file). MT_EIO naming the path when it cannot be written. */
+mt_status mt_trainer_write_trace(mt_trainer *tr);
 /* Mean validation loss over eval_batches microbatches. */
 mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
 /* Writes ckpt_out (and llmc_out for GPT), each through "<path>.tmp" renamed

@@ -281,8 +281,10 @@ int cli_cmd_train(int argc, char **argv) {
         {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
          "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
         {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
-         "on a mesh: the last step's Chrome trace (a track per device; pipelines: F, B, W per "
-         "microbatch)"},
+         "on a mesh: the steps' Chrome trace, written at the end (a track per device: steps, "
+         "phases, every op with its FLOPs and bytes, collectives, optimizer, idle time)"},
+        {"trace-steps", CLI_INT, &cfg.trace_steps, 1, 100000, 0, 0, NULL, "N",
+         "the trace keeps the last N steps (default 20)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},
         {"quiet", CLI_FLAG, &quiet, 0, 0, 0, 0, NULL, NULL, "print only errors and the summary"},
         {"profile", CLI_FLAG, &profile, 0, 0, 0, 0, NULL, NULL,
@@ -354,6 +356,8 @@ int cli_cmd_train(int argc, char **argv) {
     /* ---- run, save, summarise ---- */
     run.t0 = mt_time_now();
     rc = train_run_steps(&run);
+    if (rc == CLI_EXIT_OK && (st = mt_trainer_write_trace(run.tr)) != MT_OK)
+        rc = train_failed(&run, st);
     /* a stopped run still saves: that is what the stop signal is for here */
     bool saved = false;
     if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out))

@@ -72,6 +72,7 @@ typedef struct {
     double                  timeout_s;
     bool                    check;
     const char             *trace_path;
+    mt_trace_run           *trace_run;     /* opts' (NULL: the timelines end with the launch) */
     atomic_int              abort;         /* set once: a device failed or timed out */
     atomic_int              fail_claimed;  /* the first failing device claims failed_* */
     int                     failed_device; /* the first one that failed */
@@ -178,6 +179,13 @@ mt_status mt__launch_result(mt_launch_state *ls);
  * process ran. Called at the end of a launch when ls->trace_path is set;
  * under MPI every rank must call it (it gathers the ranks' events). */
 mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n);
+/* With a trace run (trace_run.c): the device's timeline moves into the ctx
+ * at its set-up, times counted from the run's first launch (false: out of
+ * memory), and back into the run when the ctx is freed. */
+bool mt__trace_run_take(mt_launch_state *ls, mt_ctx *ctx);
+void mt__trace_run_give_back(mt_launch_state *ls, mt_ctx *ctx);
+/* The steps a run keeps (0: all; NULL run: 0). */
+int  mt__trace_run_keep(const mt_trace_run *r);
 
 /* ---- device contexts (ctx.c) -------------------------------------------- */
 

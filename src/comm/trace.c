@@ -26,8 +26,10 @@
 /* ======================================================================== */
 
 static bool tracing(const mt_ctx *ctx) {
-    return ctx && ctx->launch && ctx->launch->trace_path;
+    return ctx && ctx->trace.events;
 }
+
+bool mt_trace_on(const mt_ctx *ctx) { return tracing(ctx); }
 
 void mt_trace_begin(mt_ctx *ctx, const char *name) {
     if (!tracing(ctx)) return;
@@ -37,6 +39,45 @@ void mt_trace_begin(mt_ctx *ctx, const char *name) {
 void mt_trace_end(mt_ctx *ctx) {
     if (!tracing(ctx) || ctx->trace.open < 0) return;
     mt__trace_region_end(&ctx->trace, mt_time_now() - ctx->t_start);
+}
+
+/* ======================================================================== */
+/* Steps and ops                                                             */
+/* ======================================================================== */
+
+void mt_trace_step_begin(mt_ctx *ctx, int step) {
+    if (!tracing(ctx)) return;
+    mt__trace_step_begin(&ctx->trace, mt_time_now() - ctx->t_start, step,
+                         mt__trace_run_keep(ctx->launch->trace_run));
+}
+
+void mt_trace_step_end(mt_ctx *ctx) {
+    if (tracing(ctx)) mt__trace_step_end(&ctx->trace, mt_time_now() - ctx->t_start);
+}
+
+/* The span is pushed when the op begins, so that events stay in the order
+ * they began; its index survives the timeline growing under the op (a
+ * collective's own span). */
+int mt_trace_op_begin(mt_ctx *ctx) {
+    if (!tracing(ctx)) return -1;
+    mt_trace_event *e = mt__trace_push(&ctx->trace);
+    if (!e) return -1;
+    e->kind = MT_TRACE_OP;
+    e->t0 = e->t1 = mt_time_now() - ctx->t_start;
+    return ctx->trace.n - 1;
+}
+
+void mt_trace_op_end(mt_ctx *ctx, int span, const char *op, char phase, int layer, double flops,
+                     double bytes, const char *out) {
+    if (span < 0 || !tracing(ctx) || span >= ctx->trace.n) return;
+    mt_trace_event *e = &ctx->trace.events[span];
+    e->t1 = mt_time_now() - ctx->t_start;
+    mt__trace_copy_name(e->name, sizeof e->name, op);
+    mt__trace_copy_name(e->out, sizeof e->out, out ? out : "");
+    e->phase = phase;
+    e->layer = (int16_t)(layer >= 0 && layer < INT16_MAX ? layer : -1);
+    e->flops = flops;
+    e->bytes = bytes > 0 ? (uint64_t)bytes : 0;
 }
 
 /* ======================================================================== */

@@ -61,6 +61,35 @@ static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool c
     p->bytes += by;
 }
 
+/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…"),
+ * -1 for other names. */
+static int name_layer(const char *s) {
+    while (strncmp(s, "grad.", 5) == 0) s += 5;
+    if (s[0] != 'h' || s[1] != '.' || s[2] < '0' || s[2] > '9') return -1;
+    int l = 0;
+    for (s += 2; *s >= '0' && *s <= '9' && l < 100000; s++) l = 10 * l + (*s - '0');
+    return *s == '.' ? l : -1;
+}
+
+/* A node's layer for its trace span: its output's, else a parameter
+ * input's, else -1. */
+static int node_layer(const mt_op_call *c) {
+    int l = name_layer(c->out->name);
+    for (int i = 0; l < 0 && i < c->n_in; i++)
+        if (c->in[i] && c->in[i]->kind == MT_PARAM) l = name_layer(c->in[i]->name);
+    return l;
+}
+
+/* Ends a node's trace span (begun by mt_trace_op_begin) with its op, phase,
+ * layer, cost and output. */
+static void trace_node(mt_graph *g, const mt_node *n, const mt_op_call *c, int span, bool cost) {
+    if (span < 0) return;
+    const mt_op_def *def = mt__op_def(c->op);
+    double fl = 0, by = 0;
+    if (cost) def->cost(c, &fl, &by);
+    mt_trace_op_end(g->ctx, span, def->name, "FBW"[n->phase], node_layer(c), fl, by, c->out->name);
+}
+
 /* Runs one node; with profiling on, adds its time to its op's row. While the
  * gradients are marked zero, a parameter gradient's first contribution
  * overwrites instead of adding, whichever output of the node receives it.
@@ -75,6 +104,14 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
         c = &first;
     }
     const mt_op_def *def = mt__op_def(c->op);
+    if (g->tracing) {   /* a span per node, on the device's track */
+        int span = mt_trace_op_begin(g->ctx);
+        double t0 = g->profile ? mt_time_now() : 0;
+        def->run(&g->env, c);
+        if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
+        trace_node(g, n, c, span, true);
+        return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
+    }
     if (!g->profile) {
         def->run(&g->env, c);
         return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
@@ -147,6 +184,7 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     if (g->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
     const mt_op_call *c = &n->call;
     double t0 = g->profile ? mt_time_now() : 0;
+    int span = g->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->inflight[g->n_inflight];
     if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
@@ -159,6 +197,8 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     else
         s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                 (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
+    /* run as it comes: its own span has the cost, this try none */
+    trace_node(g, n, c, span, s == MT_OK);
     if (s == MT_ESTATE) return run_node(g, n);
     if (s != MT_OK) return wrap_node(g, n, s);
     f->node = (int)(n - g->nodes);
@@ -209,6 +249,7 @@ static void phase_end(mt_graph *g) {
  * fails. */
 static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count) {
     mt_status s = MT_OK;
+    g->tracing = mt_trace_on(g->ctx);
     phase_begin(g, ph);
     g->n_inflight = 0;
     for (int j = 0; j < count && s == MT_OK; j++) {

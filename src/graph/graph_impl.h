@@ -105,6 +105,7 @@ struct mt_graph {
     mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
     float       loss_value;
     char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
+    bool        tracing;                  /* the running phase records op spans (ctx traces) */
     mt_graph_stats stats;
 };
 

@@ -20,10 +20,21 @@
 /* A trace event (Chrome trace "complete" event). Under MPI it travels as
  * int32 words through the transport (src/comm/trace.c), so it holds no
  * pointer. */
+typedef enum {
+    MT_TRACE_REGION = 0,   /* a compute region (mt_trace_begin/end) or a collective */
+    MT_TRACE_OP,           /* one graph node: name is its op, out its output tensor */
+    MT_TRACE_STEP,         /* a training step: name "step N" */
+} mt_trace_kind;
+
 typedef struct {
-    double   t0, t1;       /* seconds since launch */
+    double   t0, t1;       /* seconds since launch (with a trace run: since its first) */
     char     name[48];
-    uint64_t bytes;        /* collectives; 0 for compute */
+    uint64_t bytes;        /* collectives: their size; ops: their memory traffic */
+    double   flops;        /* ops: one run's, from the op table's cost */
+    char     out[40];      /* ops: the output tensor's name (cut like name) */
+    uint8_t  kind;         /* mt_trace_kind */
+    char     phase;        /* ops: 'F', 'B' or 'W' */
+    int16_t  layer;        /* ops: the "h.<l>." layer, -1 none */
     bool     is_comm;
     bool     is_async;     /* a collective in flight while the device went on
                               (started, completed later): may overlap anything */
@@ -38,6 +49,8 @@ typedef struct {
     mt_trace_event *events;   /* (cap); NULL: not recording */
     int             n, cap;
     int             open;     /* index of a region begun and not ended, -1 none */
+    int             step;     /* index of the step begun and not ended, -1 none */
+    int             n_steps;  /* step events in the list */
 } mt_trace_list;
 
 /* Starts recording into an empty list with room for `cap` events; false
@@ -55,6 +68,17 @@ void mt__trace_region_begin(mt_trace_list *l, double now, const char *name);
 /* Ends the open region (if any) at `now`. */
 void mt__trace_region_end(mt_trace_list *l, double now);
 
+/* Copies name into dst[cap], cut at a UTF-8 character boundary. */
+void mt__trace_copy_name(char *dst, size_t cap, const char *name);
+
+/* Begins the span "step <step>" at `now` (an open one ends there). With
+ * `keep` > 0, when the list already holds `keep` steps the oldest step's
+ * events are dropped first (call it with no region or collective open: the
+ * indices of the events after it move). */
+void mt__trace_step_begin(mt_trace_list *l, double now, int step, int keep);
+/* Ends the open step span (if any) at `now`. */
+void mt__trace_step_end(mt_trace_list *l, double now);
+
 /* One device's events as the writer sees them. */
 typedef struct {
     int                   device;
@@ -65,8 +89,9 @@ typedef struct {
 } mt_trace_track;
 
 /* Writes the tracks as one Chrome trace JSON file at `path` (the format
- * chrome://tracing and Perfetto open), one track per device; MT_EIO, naming
- * the path, when it cannot be written. */
+ * chrome://tracing and Perfetto open), one track per device, with the idle
+ * time of every step (see trace.c); MT_EIO, naming the path, when it cannot
+ * be written. */
 mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks);
 
 #endif /* MT_PROFILE_IMPL_H */

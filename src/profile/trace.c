@@ -51,6 +51,8 @@
 bool mt__trace_list_init(mt_trace_list *l, int cap) {
     l->n = 0;
     l->open = -1;
+    l->step = -1;
+    l->n_steps = 0;
     l->events = malloc((size_t)cap * sizeof *l->events);
     l->cap = l->events ? cap : 0;
     return l->events != NULL;
@@ -61,6 +63,8 @@ void mt__trace_list_free(mt_trace_list *l) {
     l->events = NULL;
     l->n = l->cap = 0;
     l->open = -1;
+    l->step = -1;
+    l->n_steps = 0;
 }
 
 mt_trace_event *mt__trace_push(mt_trace_list *l) {
@@ -79,7 +83,7 @@ mt_trace_event *mt__trace_push(mt_trace_list *l) {
 /* Copies name into dst[cap], cut at a UTF-8 character boundary: a cut in the
  * middle of a multi-byte character leaves half of it, which is not UTF-8 (the
  * writer would print it as U+FFFD; cutting before it keeps the name clean). */
-static void copy_name(char *dst, size_t cap, const char *name) {
+void mt__trace_copy_name(char *dst, size_t cap, const char *name) {
     size_t n = strlen(name);
     if (n >= cap) {
         n = cap - 1;
@@ -98,7 +102,7 @@ void mt__trace_region_begin(mt_trace_list *l, double now, const char *name) {
     mt_trace_event *e = mt__trace_push(l);
     if (!e) return;
     e->t0 = e->t1 = now;
-    copy_name(e->name, sizeof e->name, name ? name : "region");
+    mt__trace_copy_name(e->name, sizeof e->name, name ? name : "region");
     e->is_comm = false;
     l->open = l->n - 1;
 }
@@ -106,6 +110,34 @@ void mt__trace_region_begin(mt_trace_list *l, double now, const char *name) {
 void mt__trace_region_end(mt_trace_list *l, double now) {
     if (l->open >= 0 && l->open < l->n) l->events[l->open].t1 = now;
     l->open = -1;
+}
+
+/* Drops the events of the oldest step (those before the second step span). */
+static void drop_oldest_step(mt_trace_list *l) {
+    int seen = 0, k = 0;
+    while (k < l->n && !(l->events[k].kind == MT_TRACE_STEP && seen++ == 1)) k++;
+    memmove(l->events, l->events + k, (size_t)(l->n - k) * sizeof *l->events);
+    l->n -= k;
+    l->n_steps--;
+    if (l->open >= 0) l->open = l->open >= k ? l->open - k : -1;
+}
+
+void mt__trace_step_begin(mt_trace_list *l, double now, int step, int keep) {
+    mt__trace_step_end(l, now);
+    if (keep > 0)
+        while (l->n_steps >= keep) drop_oldest_step(l);
+    mt_trace_event *e = mt__trace_push(l);
+    if (!e) return;
+    e->t0 = e->t1 = now;
+    e->kind = MT_TRACE_STEP;
+    snprintf(e->name, sizeof e->name, "step %d", step);
+    l->step = l->n - 1;
+    l->n_steps++;
+}
+
+void mt__trace_step_end(mt_trace_list *l, double now) {
+    if (l->step >= 0 && l->step < l->n) l->events[l->step].t1 = now;
+    l->step = -1;
 }
 
 /* ======================================================================== */
@@ -185,7 +217,105 @@ static double event_end(const mt_trace_track *tr, int i) {
     return t1 < e->t0 ? e->t0 : t1;
 }
 
+/* One span: name, cat, times (seconds) and tid; the caller adds args and
+ * closes the object. */
+static void put_span(FILE *f, const char *name, size_t cap, const char *cat, double t0, double t1,
+                     int tid) {
+    fputs(",\n{\"name\":", f);
+    put_json_string(f, name, cap);
+    fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
+            cat, t0 * 1e6, (t1 - t0) * 1e6, tid);
+}
+
+static const mt_trace_event *by_start_events;
+static int by_start(const void *a, const void *b) {
+    double x = by_start_events[*(const int *)a].t0, y = by_start_events[*(const int *)b].t0;
+    return (x > y) - (x < y);
+}
+
+/* Idle spans shorter than this are not written (the gap between two
+ * regions, a few clock reads). */
+#define IDLE_MIN_S 1e-6
+
+/* The idle spans of the step event s: the gaps, within the step, between
+ * the spans on the device's own track (regions, ops, blocking collectives;
+ * not the async ones, which run beside the device). idx: scratch (n). */
+static void put_idle(FILE *f, const mt_trace_track *tr, int s, int *idx) {
+    const mt_trace_event *st = &tr->events[s];
+    const double s1 = event_end(tr, s);
+    int m = 0;
+    for (int i = 0; i < tr->n; i++) {
+        const mt_trace_event *e = &tr->events[i];
+        if (e->kind != MT_TRACE_STEP && !e->is_async && e->t0 >= st->t0 && e->t0 < s1) idx[m++] = i;
+    }
+    by_start_events = tr->events;
+    qsort(idx, (size_t)m, sizeof *idx, by_start);
+    double cur = st->t0;
+    for (int k = 0; k <= m; k++) {
+        const double next = k < m ? tr->events[idx[k]].t0 : s1;
+        if (next - cur > IDLE_MIN_S) {
+            put_span(f, "idle", 5, "idle", cur, next, tr->device);
+            fputc('}', f);
+        }
+        if (k < m && event_end(tr, idx[k]) > cur) cur = event_end(tr, idx[k]);
+    }
+}
+
+/* Writes one track's events (and its steps' idle time); false when out of
+ * memory. */
+static bool put_track(FILE *f, const mt_trace_track *tr) {
+    int *idx = malloc(((size_t)tr->n + 1) * sizeof *idx);
+    if (!idx) return false;
+    uint64_t seq = 0;
+    lanes l = {.n = 0};
+    for (int i = 0; i < tr->n; i++) {
+        const mt_trace_event *e = &tr->events[i];
+        const double t1 = event_end(tr, i);
+        int tid = tr->device;
+        if (e->is_async)
+            tid = LANE_TID + tr->device * (MAX_LANES + 1) + lane_take(&l, e->t0, t1);
+        if (e->kind == MT_TRACE_STEP) {
+            put_span(f, e->name, sizeof e->name, "step", e->t0, t1, tid);
+            fputc('}', f);
+            put_idle(f, tr, i, idx);
+            continue;
+        }
+        if (e->kind == MT_TRACE_OP) {
+            put_span(f, e->name, sizeof e->name, "op", e->t0, t1, tid);
+            fprintf(f, ",\"args\":{\"phase\":\"%c\"", e->phase);
+            if (e->layer >= 0) fprintf(f, ",\"layer\":%d", (int)e->layer);
+            fprintf(f, ",\"flops\":%.17g,\"bytes\":%llu,\"out\":", e->flops,
+                    (unsigned long long)e->bytes);
+            put_json_string(f, e->out, sizeof e->out);
+            fputs("}}", f);
+            continue;
+        }
+        put_span(f, e->name, sizeof e->name, e->is_comm ? "comm" : "compute", e->t0, t1, tid);
+        if (e->is_comm)
+            fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu",
+                    (unsigned long long)e->bytes, (unsigned long long)++seq);
+        if (e->is_comm && e->is_p2p)
+            fprintf(f, ",\"peer\":%d,\"tag\":%d", (int)e->peer, (int)e->tag);
+        if (e->is_comm) fputc('}', f);
+        fputc('}', f);
+    }
+    /* the steps on the comm lanes too, so that each lane shows where a step
+     * begins */
+    for (int i = 0; i < tr->n; i++) {
+        const mt_trace_event *e = &tr->events[i];
+        if (e->kind != MT_TRACE_STEP) continue;
+        for (int k = 1; k <= l.n; k++) {
+            put_span(f, e->name, sizeof e->name, "step", e->t0, event_end(tr, i),
+                     LANE_TID + tr->device * (MAX_LANES + 1) + k);
+            fputc('}', f);
+        }
+    }
+    free(idx);
+    return true;
+}
+
 mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks) {
+    bool bad = false;
     FILE *f = fopen(path, "w");
     if (!f)
         return mt_fail(MT_EIO, "cannot write the trace to '%s'; check that its directory "
@@ -211,31 +341,9 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
                     "\"args\":{\"sort_index\":%d}}", tid, dev * (MAX_LANES + 1) + k);
         }
     }
-    for (int t = 0; t < n_tracks; t++) {
-        const mt_trace_track *tr = &tracks[t];
-        uint64_t seq = 0;
-        lanes l = {.n = 0};
-        for (int i = 0; i < tr->n; i++) {
-            const mt_trace_event *e = &tr->events[i];
-            const double t1 = event_end(tr, i);
-            int tid = tr->device;
-            if (e->is_async)
-                tid = LANE_TID + tr->device * (MAX_LANES + 1) + lane_take(&l, e->t0, t1);
-            fputs(",\n{\"name\":", f);
-            put_json_string(f, e->name, sizeof e->name);
-            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d",
-                    e->is_comm ? "comm" : "compute", e->t0 * 1e6, (t1 - e->t0) * 1e6, tid);
-            if (e->is_comm)
-                fprintf(f, ",\"args\":{\"bytes\":%llu,\"seq\":%llu",
-                        (unsigned long long)e->bytes, (unsigned long long)++seq);
-            if (e->is_comm && e->is_p2p)
-                fprintf(f, ",\"peer\":%d,\"tag\":%d", (int)e->peer, (int)e->tag);
-            if (e->is_comm) fputc('}', f);
-            fputc('}', f);
-        }
-    }
+    for (int t = 0; t < n_tracks && !bad; t++) bad = !put_track(f, &tracks[t]);
     fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
-    bool bad = ferror(f) != 0;
+    if (ferror(f)) bad = true;
     if (fclose(f) != 0) bad = true;
     if (bad)
         return mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", path);

@@ -241,8 +241,13 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;
     tr->launch = (mt_launch_opts){.mesh = tr->mesh,
                                   .devices = kind == MT_TRANSPORT_MPI ? 0 : tr->n_devices,
-                                  .transport = kind, .kernel_threads = per_device,
-                                  .trace = tr->trace};
-    return MT_OK;
+                                  .transport = kind, .kernel_threads = per_device};
+    /* the steps' launches record into one run; mt_trainer_write_trace writes it */
+    if (tr->trace) {
+        s = mt_trace_run_create(tr->n_devices, c->trace_steps > 0 ? c->trace_steps : 20,
+                                &tr->trace_run);
+        tr->launch.trace_run = tr->trace_run;
+    }
+    return s;
 }
 

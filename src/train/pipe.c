@@ -411,7 +411,9 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
                        "check the data", d->loss, step, (double)lr);
     }
     d->grad_norm = sqrtf(both[1]);
+    mt_trace_begin(ctx, "optimizer");
     for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_optim_step_norm(pp->opt[i], d->grad_norm);
+    mt_trace_end(ctx);
     if (s != MT_OK) {
         for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
         if (s == MT_ENAN)

@@ -121,6 +121,7 @@ struct mt_trainer {
     int             n_dev;
     bool            on_mesh;
     mt_launch_opts  launch;     /* on a mesh: how each step is launched */
+    mt_trace_run   *trace_run;  /* with a trace: every launch's timelines (launch.trace_run) */
     int             n_devices;  /* devices of the mesh */
     int             step;       /* optimizer steps taken */
     int64_t         data_pos;   /* training data consumed: tokens or examples (m->sequences) */

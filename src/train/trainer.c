@@ -70,6 +70,12 @@ static mt_status check_config(const mt_train_config *c) {
         return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)c->model, names);
     }
     if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
+    if (c->trace && !(c->mesh && *c->mesh))
+        return mt_fail(MT_EINVAL, "a trace (%s) records the devices of a mesh, and this run has "
+                       "none; give one, e.g. --mesh data=1 --devices 1 for one device", c->trace);
+    if (c->trace_steps < 0)
+        return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
+                       "the default (20)", c->trace_steps);
     if (m->sequences && c->T <= 0)
         return mt_fail(MT_EINVAL, "sequence length T=%d must be positive", c->T);
     if (c->accum <= 0)
@@ -245,6 +251,7 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->llmc_out);
     free(tr->mesh);
     free(tr->trace);
+    mt_trace_run_free(tr->trace_run);
     free(tr->schedule);
     free(tr);
 }
@@ -290,9 +297,12 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
     const step_args *a = arg;
     const mt_train_config *c = &tr->cfg;
     mt_status s;
+    mt_trace_step_begin(ctx, a->step);
     if (d->pipe) {
         if ((s = mt__train_pipe_step(tr, d, ctx, a->lr, a->step)) != MT_OK) return s;
-        return agree_stop(tr, d, ctx);
+        s = agree_stop(tr, d, ctx);
+        mt_trace_step_end(ctx);
+        return s;
     }
     d->loss = 0;   /* Σ over microbatches of scaled losses = mean over the global batch */
     d->pos = tr->data_pos;
@@ -309,14 +319,33 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
                        "check the data", d->loss, a->step, (double)a->lr);
     }
     d->grad_norm = 0;
-    if ((s = mt_optim_step(d->opt, &d->grad_norm)) != MT_OK) {
+    mt_trace_begin(ctx, "optimizer");
+    s = mt_optim_step(d->opt, &d->grad_norm);
+    mt_trace_end(ctx);
+    if (s != MT_OK) {
         mt_graph_zero_grad(d->g);   /* a retried step must not add onto these */
         if (s == MT_ENAN)
             return mt_fail(s, "at step %d: %s; lower the learning rate (now %g)", a->step,
                            mt_errmsg(), (double)a->lr);
         return mt_fail_wrap(s, "at step %d", a->step);
     }
-    return agree_stop(tr, d, ctx);
+    s = agree_stop(tr, d, ctx);
+    mt_trace_step_end(ctx);
+    return s;
+}
+
+static mt_status no_work(mt_ctx *ctx, void *arg) {
+    (void)ctx, (void)arg;
+    return MT_OK;
+}
+
+mt_status mt_trainer_write_trace(mt_trainer *tr) {
+    if (!tr->trace_run) return MT_OK;
+    /* a launch that does nothing but write the run's timelines (gathered
+     * from the MPI ranks on rank 0) */
+    mt_launch_opts o = tr->launch;
+    o.trace = tr->trace;
+    return mt_launch(&o, no_work, NULL);
 }
 
 /* Whether to stop after this step: under MPI all ranks agree. */
