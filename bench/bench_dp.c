@@ -117,7 +117,7 @@ static bool trace_comm(const char *path, double *inflight_ms, double *exposed_ms
         const char *ts = strstr(line, "\"ts\":"), *du = strstr(line, "\"dur\":");
         if (!ts || !du) continue;
         const char *by = strstr(line, "\"bytes\":");
-        if (by && tdev == 0) *dev0_bytes += atof(by + 8);
+        if (by && tdev == 0 && strstr(line, "\"cat\":\"comm\"")) *dev0_bytes += atof(by + 8);
         double t = atof(ts + 5), d = atof(du + 6);
         if (strstr(line, "wait: gradient reductions")) exposed += d;
         else if (strstr(line, "(async)") && n < MAX_EV && tdev >= 0) {
@@ -182,6 +182,7 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     c.sequence_parallel = row->sequence_parallel;
     c.collective_matmul = row->collective_matmul;
     c.trace = trace;
+    c.trace_steps = 1;   /* the last step's */
     const char *mesh = row->mesh;
     mt_trainer *tr = NULL;
     if (mt_trainer_create(&c, &tr) != MT_OK) {
@@ -201,6 +202,8 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
         *loss = r.loss;
     }
     if (i == steps) tok_s = (double)m->B * m->T / bench_median(t, steps);
+    if (i == steps && trace && mt_trainer_write_trace(tr) != MT_OK)
+        fprintf(stderr, "bench_dp: trace: %s\n", mt_errmsg());
     if (predicted) *predicted = program_bytes(mt_trainer_graph(tr));
     free(t);
     mt_trainer_free(tr);

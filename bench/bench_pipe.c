@@ -29,8 +29,9 @@
  * microbatch on a whole stage, the mean over chunks). Medians over the
  * timed steps of ROUNDS runs of every row in turn (the machine is shared:
  * its noise then hits every row alike), after WARMUP untimed steps a run.
- * Pipeline runs write their trace (mt_train_config.trace, rewritten at each
- * step, read after each): a few kB a step, nothing next to a step's time.
+ * Pipeline runs write their trace after each step (mt_train_config.trace
+ * keeping 1 step, mt_trainer_write_trace; read after it), outside the
+ * step's time.
  *
  * Two models:
  *   v50k   the foundation GPT (V=50257, Vp=50304) with L=8, B=2, the one the
@@ -193,6 +194,7 @@ static void run(const bench_model *m, const char *data, const bench_row *row, in
         c.schedule = row->schedule;
         c.pipe_chunks = row->chunks;
         c.trace = trace;
+        c.trace_steps = 1;   /* each step's, read after it */
     }
     mt_trainer *tr = NULL;
     if (mt_trainer_create(&c, &tr) != MT_OK) {
@@ -215,7 +217,8 @@ static void run(const bench_model *m, const char *data, const bench_row *row, in
         rs->pred[k] = r.bubble_predicted;
         rs->f[k] = r.stage_f, rs->b[k] = r.stage_b, rs->w[k] = r.stage_w;
         double rate, idle;
-        if (row->schedule && trace_bubble(trace, &rate, &idle)) {
+        if (row->schedule && mt_trainer_write_trace(tr) == MT_OK &&
+            trace_bubble(trace, &rate, &idle)) {
             int q = rs->n_trace++;
             rs->tbub[q] = rate;
             rs->idle[q] = idle;

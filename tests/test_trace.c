@@ -1,0 +1,224 @@
+/*
+ * test_trace.c — the trace of a training run (mt_train_config.trace,
+ * mt_trainer_write_trace), read back from the file:
+ *
+ *  - 2-device data-parallel GPT, 3 steps: on each device's track, the op
+ *    spans inside each "step N" sum to the compiled graph's FLOPs
+ *    (mt_graph_get_stats: forward + backward, counted at compile time); every
+ *    step has an "optimizer" span; the collectives of a step before its
+ *    optimizer carry the bytes of the graph's collective nodes (as `meshtrain
+ *    explain` lists them); idle spans exist and overlap no other span of the
+ *    device's own track.
+ *  - trace_steps keeps only the last steps, their times after the earlier
+ *    ones' (one clock for the run).
+ *  - Off a mesh a trace is refused with a message.
+ *
+ * The writer puts one event a line, so a line-by-line reader suffices.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+#include "train_helpers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ======================================================================== */
+/* Reading the trace                                                         */
+/* ======================================================================== */
+
+typedef struct {
+    char   name[64], cat[16];
+    double ts, dur, flops, bytes;
+    int    tid;
+} span;
+
+enum { MAX_SPANS = 20000 };
+static span spans[MAX_SPANS];
+static int  n_spans;
+
+static double num_after(const char *line, const char *key, double none) {
+    const char *p = strstr(line, key);
+    return p ? atof(p + strlen(key)) : none;
+}
+
+static void str_after(const char *line, const char *key, char *out, size_t cap) {
+    out[0] = '\0';
+    const char *p = strstr(line, key);
+    if (!p) return;
+    p += strlen(key);
+    size_t n = 0;
+    while (p[n] && p[n] != '"' && n + 1 < cap) n++;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+/* Reads the complete ("X") events of the file; false when it is missing. */
+static bool read_trace(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    n_spans = 0;
+    char line[2048];
+    while (fgets(line, sizeof line, f) && n_spans < MAX_SPANS) {
+        if (!strstr(line, "\"ph\":\"X\"")) continue;
+        span *s = &spans[n_spans++];
+        str_after(line, "{\"name\":\"", s->name, sizeof s->name);
+        str_after(line, "\"cat\":\"", s->cat, sizeof s->cat);
+        s->ts = num_after(line, "\"ts\":", 0);
+        s->dur = num_after(line, "\"dur\":", 0);
+        s->tid = (int)num_after(line, "\"tid\":", -1);
+        s->flops = num_after(line, "\"flops\":", 0);
+        s->bytes = num_after(line, "\"bytes\":", 0);
+    }
+    fclose(f);
+    return true;
+}
+
+/* The span "step <step>" on track tid, NULL if none. */
+static const span *step_span(int tid, int step) {
+    char name[32];
+    snprintf(name, sizeof name, "step %d", step);
+    for (int i = 0; i < n_spans; i++)
+        if (spans[i].tid == tid && strcmp(spans[i].name, name) == 0) return &spans[i];
+    return NULL;
+}
+
+static bool inside(const span *s, const span *outer) {
+    return s->ts >= outer->ts && s->ts + s->dur <= outer->ts + outer->dur + 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ======================================================================== */
+/* A data-parallel run                                                       */
+/* ======================================================================== */
+
+static mt_trainer *traced_trainer(const char *text, const char *trace, const char *mesh,
+                                  int steps, int keep) {
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, text);
+    c.mesh = mesh;
+    c.trace = trace;
+    c.trace_steps = keep;
+    c.threads = 2;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    for (int i = 0; i < steps; i++) MT_CHECK_OK(mt_trainer_step(tr, NULL));
+    MT_CHECK_OK(mt_trainer_write_trace(tr));
+    return tr;
+}
+
+MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
+    char text[] = "/tmp/mt_trace_text_XXXXXX", trace[] = "/tmp/mt_trace_XXXXXX";
+    mt_test_write_text(text);
+    int fd = mkstemp(trace);
+    MT_CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    mt_trainer *tr = traced_trainer(text, trace, "data=2", 3, 0);
+    MT_CHECK(read_trace(trace), "no trace at %s", trace);
+    mt_graph *g = mt_trainer_graph(tr);
+    mt_graph_stats st = mt_graph_get_stats(g);
+    const double want_flops = st.flops_forward + st.flops_backward;
+    MT_CHECK(want_flops > 0, "the graph counts no FLOPs");
+    /* the graph's collectives, as explain lists them */
+    double want_bytes[512];
+    int n_want = 0;
+    for (int i = 0; i < mt_graph_n_nodes(g) && n_want < 512; i++) {
+        mt_node_info in;
+        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) want_bytes[n_want++] = in.bytes;
+    }
+    qsort(want_bytes, (size_t)n_want, sizeof *want_bytes, cmp_double);
+    MT_CHECK(n_want > 0, "a data-parallel graph without collectives");
+
+    for (int dev = 0; dev < 2; dev++) {
+        for (int step = 1; step <= 3; step++) {
+            const span *sp = step_span(dev, step);
+            MT_CHECK(sp, "device %d has no span 'step %d'", dev, step);
+            double flops = 0;
+            int n_ops = 0, n_opt = 0, n_idle = 0;
+            const span *opt = NULL;
+            for (int i = 0; i < n_spans; i++) {
+                const span *s = &spans[i];
+                if (s->tid != dev || !inside(s, sp)) continue;
+                if (strcmp(s->cat, "op") == 0) flops += s->flops, n_ops++;
+                if (strcmp(s->name, "optimizer") == 0) opt = s, n_opt++;
+                if (strcmp(s->cat, "idle") == 0) n_idle++;
+            }
+            MT_CHECK(n_ops > 0, "device %d step %d: no op spans", dev, step);
+            MT_CHECK(fabs(flops - want_flops) <= 1e-9 * want_flops,
+                     "device %d step %d: op spans sum to %.17g FLOPs, the graph counts %.17g",
+                     dev, step, flops, want_flops);
+            MT_CHECK(n_opt == 1, "device %d step %d: %d optimizer spans", dev, step, n_opt);
+            MT_CHECK(n_idle > 0, "device %d step %d: no idle span", dev, step);
+            /* the collectives of the step before its optimizer: the graph's */
+            double got[512];
+            int n_got = 0;
+            const int lane0 = 100000 + dev * 64;
+            for (int i = 0; i < n_spans && n_got < 512; i++) {
+                const span *s = &spans[i];
+                if ((s->tid == dev || (s->tid > lane0 && s->tid < lane0 + 64)) &&
+                    strcmp(s->cat, "comm") == 0 && inside(s, sp) && s->ts < opt->ts)
+                    got[n_got++] = s->bytes;
+            }
+            qsort(got, (size_t)n_got, sizeof *got, cmp_double);
+            MT_CHECK(n_got == n_want, "device %d step %d: %d collectives traced, the graph has %d",
+                     dev, step, n_got, n_want);
+            for (int k = 0; k < n_want; k++)
+                MT_CHECK(got[k] == want_bytes[k], "device %d step %d: collective bytes %.0f, "
+                         "the graph's %.0f (sorted, #%d)", dev, step, got[k], want_bytes[k], k);
+        }
+        /* idle time overlaps nothing else on the device's own track */
+        for (int i = 0; i < n_spans; i++) {
+            const span *a = &spans[i];
+            if (a->tid != dev || strcmp(a->cat, "idle") != 0) continue;
+            for (int j = 0; j < n_spans; j++) {
+                const span *b = &spans[j];
+                if (b->tid != dev || j == i || strcmp(b->cat, "step") == 0) continue;
+                bool overlap = b->ts < a->ts + a->dur - 2e-3 && a->ts < b->ts + b->dur - 2e-3;
+                MT_CHECK(!overlap, "device %d: idle %.3f+%.3f overlaps '%s' %.3f+%.3f", dev,
+                         a->ts, a->dur, b->name, b->ts, b->dur);
+            }
+        }
+    }
+    mt_trainer_free(tr);
+    unlink(trace);
+    unlink(text);
+}
+
+MT_TEST(trace_steps_keeps_the_last_steps_on_one_clock) {
+    char text[] = "/tmp/mt_trace_text_XXXXXX", trace[] = "/tmp/mt_trace_XXXXXX";
+    mt_test_write_text(text);
+    int fd = mkstemp(trace);
+    MT_CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    mt_trainer *tr = traced_trainer(text, trace, "data=2", 4, 2);
+    MT_CHECK(read_trace(trace), "no trace at %s", trace);
+    for (int dev = 0; dev < 2; dev++) {
+        MT_CHECK(!step_span(dev, 1) && !step_span(dev, 2), "device %d kept an early step", dev);
+        const span *s3 = step_span(dev, 3), *s4 = step_span(dev, 4);
+        MT_CHECK(s3 && s4, "device %d lacks step 3 or 4", dev);
+        MT_CHECK(s4->ts >= s3->ts + s3->dur, "device %d: step 4 at %.3f us, before step 3 ended "
+                 "(%.3f)", dev, s4->ts, s3->ts + s3->dur);
+    }
+    for (int i = 0; i < n_spans; i++)
+        MT_CHECK(spans[i].ts >= step_span(spans[i].tid < 2 ? spans[i].tid : 0, 3)->ts - 1e-3 ||
+                 spans[i].tid >= 2,
+                 "'%s' at %.3f us is from a dropped step", spans[i].name, spans[i].ts);
+    mt_trainer_free(tr);
+    unlink(trace);
+    unlink(text);
+}
+
+MT_TEST(trace_off_a_mesh_is_refused) {
+    mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
+    c.trace = "/tmp/mt_trace_never.json";
+    mt_trainer *tr = NULL;
+    MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "mesh", "--mesh data=1");
+    MT_CHECK(!tr, "a trainer was made");
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
