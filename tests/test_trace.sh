@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# test_trace.sh — `meshtrain train --trace FILE` from the command line: the
+# file is valid JSON (python3's json module, when there is one) with a track
+# per device holding "step N", op spans with their phase and FLOPs, the
+# optimizer and idle spans, for a data-parallel run and a pipeline (whose
+# phase regions keep their "forward mb M chunk K" names); --trace-steps
+# keeps the last steps; off a mesh --trace is an error. The numbers (FLOPs
+# against the graph's, bytes against explain's) are checked in test_trace.c.
+#
+#   bash tests/test_trace.sh <meshtrain binary> [<build dir>]
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_trace.sh "$@"
+
+for i in $(seq 40); do printf 'the quick brown fox jumps over the lazy dog; one run on any mesh. '; done >text.txt
+MODEL=(--data text.txt --layers 2 --channels 32 --heads 4 --seq 16 --max-seq 16 --batch 4
+       --threads 2 --seed 7 --quiet)
+
+# check NAME FILE DEVICES STEPS: the trace's shape, with python3 when there is one
+check() {
+    local name=$1 file=$2 devices=$3 steps=$4
+    if ! command -v python3 >/dev/null; then
+        grep -q '"cat":"op"' "$file" && grep -q '"name":"optimizer"' "$file" \
+            && ok "$name (no python3: grep only)" || bad "$name" "no op or optimizer span"
+        return
+    fi
+    local why
+    why=$(python3 - "$file" "$devices" "$steps" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+devices, steps = int(sys.argv[2]), sys.argv[3].split(",")
+names = {e["tid"]: e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+for d in range(devices):
+    if names.get(d) != "device %d" % d: print("no track 'device %d'" % d)
+    mine = [e for e in ev if e.get("ph") == "X" and e["tid"] == d]
+    got = sorted(e["name"] for e in mine if e["cat"] == "step")
+    if got != sorted("step " + s for s in steps): print("device %d steps %s" % (d, got))
+    ops = [e for e in mine if e["cat"] == "op"]
+    if not ops or any(e["args"]["phase"] not in "FBW" or e["args"]["flops"] < 0 for e in ops):
+        print("device %d: op spans missing or without phase/flops" % d)
+    if not any("layer" in e["args"] for e in ops): print("device %d: no op has a layer" % d)
+    if sum(e["name"] == "optimizer" for e in mine) != len(steps): print("device %d: optimizer spans" % d)
+    if not any(e["cat"] == "idle" for e in mine): print("device %d: no idle span" % d)
+PY
+)
+    [ $? -eq 0 ] && [ -z "$why" ] && ok "$name" || bad "$name" "$why"
+}
+
+"$BIN" train "${MODEL[@]}" --steps 3 --devices 2 --mesh data=2 --trace dp.json >out.txt 2>err.txt
+[ $? -eq 0 ] && check "data=2: every step, ops, optimizer, idle, valid JSON" dp.json 2 1,2,3 \
+             || bad "data=2 --trace" "exit status"
+
+"$BIN" train "${MODEL[@]}" --steps 4 --trace-steps 2 --devices 2 --mesh data=2 --trace k.json \
+    >out.txt 2>err.txt
+[ $? -eq 0 ] && check "--trace-steps 2 keeps steps 3 and 4" k.json 2 3,4 \
+             || bad "--trace-steps" "exit status"
+
+"$BIN" train "${MODEL[@]}" --steps 2 --devices 2 --mesh pipe=2 --microbatches 2 --trace p.json \
+    >out.txt 2>err.txt
+if [ $? -eq 0 ] && grep -q '"forward mb 1 chunk 1"' p.json; then
+    check "pipe=2: phase regions kept, ops inside" p.json 2 1,2
+else
+    bad "pipe=2 --trace" "exit status or no 'forward mb 1 chunk 1'"
+fi
+
+expect_fail "--trace off a mesh" 1 'records the devices of a mesh.*--mesh data=1' \
+    "$BIN" train "${MODEL[@]}" --steps 1 --trace one.json
+
+test_end
