@@ -302,7 +302,8 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
  * across a backward share that queue (when it is full a reduction runs as it
  * comes), so every device must hold as many. Each phase is a region on the
  * device's trace track ("forward", "backward B", "backward W"), which ends a
- * region the caller opened. */
+ * region the caller opened, and holds a span per node (mt_trace_op_begin:
+ * its op, phase, layer, FLOPs and bytes, output). */
 mt_status mt_graph_forward(mt_graph *g);
 mt_status mt_graph_backward_b(mt_graph *g);
 mt_status mt_graph_backward_w(mt_graph *g);

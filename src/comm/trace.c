@@ -4,7 +4,9 @@
  * timeline, and at the end of a launch the tracks of every device handed to
  * the profile layer's Chrome trace writer (src/profile/trace.c, which owns
  * the events, the timeline and the file format). The collectives add their
- * own spans (record.c).
+ * own spans (record.c); the graph's nodes and a trainer's steps theirs
+ * (mt_trace_op_begin/end, mt_trace_step_begin/end). With a trace run
+ * (trace_run.c) the timelines go on across launches.
  *
  * Under MPI every rank holds only its own device's events. mt__trace_write
  * gathers them with the launch's own transport (an all_gather over every

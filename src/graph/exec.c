@@ -24,6 +24,10 @@
  * ("forward", "backward B", "backward W"; no-ops unless the launch traces),
  * and so is the wait for the reductions still in flight when the W nodes are
  * done ("wait: gradient reductions"): the communication W did not hide.
+ * Inside them every node is a span (its op's name; phase, layer, the op
+ * table's cost and the output in its args), the start of a deferred
+ * collective included; recording one is a push into the preallocated
+ * timeline, two clock reads and two name copies.
  * Regions do not nest: one the caller opened is closed by the next phase.
  */
 #include "graph/graph_impl.h"

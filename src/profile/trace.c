@@ -15,7 +15,9 @@
  *    "args":{"bytes":16,"seq":1}},
  *   ...],"displayTimeUnit":"ms"}
  *
- * ts/dur are microseconds since the launch started. "bytes" is the
+ * ts/dur are microseconds since the launch started (with a trace run,
+ * comm.h: since its first launch, so that a training run's steps follow one
+ * another). "bytes" is the
  * collective's size as nccl-tests counts it (the all-reduce buffer, the
  * all-gather's output, the reduce-scatter's input, the all-to-all buffer),
  * as `meshtrain explain` prints it. "seq" is the collective's
@@ -25,6 +27,16 @@
  * events too, numbered with the collectives ("send 'pipe'", "recv 'pipe'"),
  * with the other device and the tag in their args:
  *   "args":{"bytes":4096,"seq":3,"peer":1,"tag":7}
+ *
+ * A training step is a span "step N" (cat "step"), on the device's track and
+ * on each of its comm lanes; a graph node is a span named by its op (cat
+ * "op") inside its phase's region, with its phase, layer (when its output or
+ * a parameter input is named "h.<l>."), cost and output tensor:
+ *   {"name":"matmul","cat":"op",...,"args":{"phase":"W","layer":1,
+ *    "flops":524288,"bytes":69632,"out":"grad.h.1.mlp.fc.w"}}
+ * Idle time is written, not recorded: within each step, the gaps of at
+ * least IDLE_MIN_S between the spans of the device's own track (regions,
+ * ops, blocking collectives) are spans "idle" (cat "idle").
  *
  * Complete events on one track must nest (Perfetto drops those that do not),
  * but an asynchronous collective runs from its start to its completion while

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_trace.sh — `meshtrain train --trace FILE` from the command line: the
+# test_trace_cli.sh — `meshtrain train --trace FILE` from the command line: the
 # file is valid JSON (python3's json module, when there is one) with a track
 # per device holding "step N", op spans with their phase and FLOPs, the
 # optimizer and idle spans, for a data-parallel run and a pipeline (whose
@@ -7,11 +7,11 @@
 # keeps the last steps; off a mesh --trace is an error. The numbers (FLOPs
 # against the graph's, bytes against explain's) are checked in test_trace.c.
 #
-#   bash tests/test_trace.sh <meshtrain binary> [<build dir>]
+#   bash tests/test_trace_cli.sh <meshtrain binary> [<build dir>]
 set -u
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-test_start test_trace.sh "$@"
+test_start test_trace_cli.sh "$@"
 
 for i in $(seq 40); do printf 'the quick brown fox jumps over the lazy dog; one run on any mesh. '; done >text.txt
 MODEL=(--data text.txt --layers 2 --channels 32 --heads 4 --seq 16 --max-seq 16 --batch 4
