@@ -65,9 +65,11 @@ static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool c
     p->bytes += by;
 }
 
-/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…"),
- * -1 for other names. */
+/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…",
+ * a collective's view of it "pvary(h.<l>.…)"), -1 for other names. */
 static int name_layer(const char *s) {
+    for (const char *p = s; *p && *p != '.'; p++)
+        if (*p == '(') s = p + 1;   /* "op(name)": the name inside */
     while (strncmp(s, "grad.", 5) == 0) s += 5;
     if (s[0] != 'h' || s[1] != '.' || s[2] < '0' || s[2] > '9') return -1;
     int l = 0;
@@ -75,12 +77,13 @@ static int name_layer(const char *s) {
     return *s == '.' ? l : -1;
 }
 
-/* A node's layer for its trace span: its output's, else a parameter
- * input's, else -1. */
+/* A node's layer for its trace span: its output's, else an input's named
+ * after a layer (a parameter, its gathered or pvary'd view, its gradient),
+ * else -1. */
 static int node_layer(const mt_op_call *c) {
     int l = name_layer(c->out->name);
     for (int i = 0; l < 0 && i < c->n_in; i++)
-        if (c->in[i] && c->in[i]->kind == MT_PARAM) l = name_layer(c->in[i]->name);
+        if (c->in[i]) l = name_layer(c->in[i]->name);
     return l;
 }
 
