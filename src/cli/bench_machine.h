@@ -19,8 +19,9 @@ int cli_bench_matmul(int argc, char **argv);
 void cli_machine_default_path(char *buf, size_t n);
 
 /* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
- * major, after one warm-up, on `threads` threads (mt_set_num_threads, which
- * it leaves so); NAN when the matrices cannot be allocated. */
+ * major, after one warm-up, on `threads` of Open BLAS's own threads
+ * (openblas_set_num_threads; afterwards Open BLAS is back at the 1 thread
+ * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
 double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
 
 #endif /* MT_CLI_BENCH_MACHINE_H */

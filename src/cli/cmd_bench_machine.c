@@ -325,7 +325,9 @@ double cli_sgemm_gflops(int m, int n, int k, int threads, int reps) {
     if (a && b && c) {
         for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(i % 7) * 0.1f;
         for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(i % 5) * 0.1f;
-        mt_set_num_threads(threads);
+        /* Open BLAS's own threads: mt_set_num_threads leaves it at 1 (the
+         * engine splits work over its pool itself) */
+        openblas_set_num_threads(threads);
         for (int r = -1; r < reps; r++) {   /* r = -1: warm-up (Open BLAS starts its pool) */
             double t0 = mt_time_now();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n,
@@ -334,6 +336,7 @@ double cli_sgemm_gflops(int m, int n, int k, int threads, int reps) {
             if (r >= 0 && !(g <= best)) best = g;
         }
     }
+    mt_set_num_threads(mt_get_num_threads());   /* Open BLAS back to 1 thread */
     free(a), free(b), free(c);
     return best;
 }
