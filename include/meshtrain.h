@@ -10,6 +10,7 @@
  *   meshtrain/mesh.h      device meshes: named axes, coordinates, groups
  *   meshtrain/tensor.h    element types, tensors and their accessors
  *   meshtrain/sharding.h  a tensor's layout over a mesh: partition specs, types
+ *   meshtrain/profile.h   the machine file: the probe's peak, bandwidth and latency figures
  *   meshtrain/comm.h      SPMD launch, collectives, host arrays, traces
  *   meshtrain/graph.h     graphs: ops, autodiff (B and W), collectives, sharding rules, compile, run
  *   meshtrain/partition.h the partitioner: a global program becomes each device's
@@ -40,6 +41,7 @@
 #include "meshtrain/mesh.h"
 #include "meshtrain/tensor.h"
 #include "meshtrain/sharding.h"
+#include "meshtrain/profile.h"
 #include "meshtrain/comm.h"
 #include "meshtrain/graph.h"
 #include "meshtrain/partition.h"

@@ -18,7 +18,7 @@ cd "$root"
 # base      status codes, messages, RNG, clock, CPUs, the kernel thread pool
 # mesh      device meshes: axes, coordinates, groups (no data, no tensors)
 # tensor    dtypes, the tensor record, shardings over a mesh
-# profile   trace events and the Chrome trace writer
+# profile   trace events and the Chrome trace writer; the machine file (probe figures)
 # comm      SPMD launch, device contexts, transports, collectives, host arrays.
 #           Below ops: the partitioner's collective nodes run on it.
 # ops       the op table {name, run, cost} and the kernels
@@ -36,7 +36,7 @@ LAYERS=(base mesh tensor profile comm ops graph partition optim pipeline models 
 
 # public header -> layer
 declare -A PUBLIC=(
-    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [comm]=comm [graph]=graph [partition]=partition
+    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [comm]=comm [graph]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
 )
 

@@ -16,6 +16,7 @@
  * MPI time / meshtrain time per size (> 1: meshtrain is faster).
  */
 #include "cli/args.h"
+#include "cli/bench_machine.h"
 #include "cli/files.h"
 #include "meshtrain.h"
 
@@ -29,8 +30,15 @@
 #include <string.h>
 
 static const char BENCH_USAGE[] =
-    "usage: meshtrain bench collectives [flags]\n"
+    "usage: meshtrain bench collectives|machine|matmul [flags]\n"
     "\n"
+    "  collectives  the collectives' time and bandwidth per size (below)\n"
+    "  machine      this machine's peaks for the roofline, saved as JSON\n"
+    "               (meshtrain bench machine --help)\n"
+    "  matmul       one matmul through the engine against Open BLAS sgemm\n"
+    "               (meshtrain bench matmul --help)\n"
+    "\n"
+    "bench collectives:\n"
     "Times every collective per size and device count, in the manner of nccl-tests:\n"
     "time (median of iterations after a warm-up), algbw = size/time, and busbw\n"
     "(nccl-tests' factors: all_reduce 2(P-1)/P, the others (P-1)/P). Under mpirun\n"
@@ -358,6 +366,13 @@ int cli_cmd_bench(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     int rc;
+    if (argc > 0 && strcmp(argv[0], "machine") == 0) return cli_bench_machine(argc, argv);
+    if (argc > 0 && strcmp(argv[0], "matmul") == 0) return cli_bench_matmul(argc, argv);
+    if (argc > 0 && argv[0][0] != '-' && strcmp(argv[0], "collectives") != 0) {
+        cli_error("unknown benchmark '%s' (benchmarks: collectives, machine, matmul); "
+                  "see `meshtrain bench --help`", argv[0]);
+        return CLI_EXIT_USAGE;
+    }
     if (!cli_parse_named("bench", "collectives", "benchmark", BENCH_USAGE,
                          opts, argc, argv, &rc))
         return rc;

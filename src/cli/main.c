@@ -35,7 +35,8 @@ static const cli_command COMMANDS[] = {
     {"sample", cli_cmd_sample, "generate text from a checkpoint", {NULL, NULL}},
     {"example", cli_cmd_example, "run a built-in example: linreg (the JAX pmap linear regression)",
      {NULL, NULL}},
-    {"bench", cli_cmd_bench, "benchmark: collectives (time, algbw, busbw per size, as nccl-tests)",
+    {"bench", cli_cmd_bench, "benchmark: collectives (as nccl-tests), machine (peaks for the "
+     "roofline), matmul (engine vs sgemm)",
      {NULL, NULL}},
     {"explain", cli_cmd_explain, "why communication happens: an op's result type and moves on "
      "typed operands", {NULL, NULL}},

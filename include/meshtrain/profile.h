@@ -1,0 +1,74 @@
+/*
+ * meshtrain/profile.h — what a machine can do: the probe's figures
+ * (`meshtrain bench machine`) and the small JSON file that holds them, which
+ * the performance commands read with --machine FILE.
+ *
+ * The file, one object, every key present (a figure not measured is null):
+ *
+ *   {"cpu": "AMD EPYC 9R45", "cores": 2, "blas_core": "Cooperlake",
+ *    "sgemm_gflops": {"1": 231.5, "all": 440.2, "size": 4096},
+ *    "fma_gflops": {"1": 262.1, "all": 519.8},
+ *    "triad_gbs": {"1": 39.1, "all": 57.3, "bytes_per_element": 12},
+ *    "allreduce": {"threads": {"latency_us": 0.4, "busbw_gbs": 11.2},
+ *                  "mpi": {"latency_us": 0.2, "busbw_gbs": 2.0}},
+ *    "nominal_gflops": 524.8, "nominal_ghz": 4.1,
+ *    "measured_at": "2026-11-30T23:40:00Z"}
+ *
+ * "1" is one thread, "all" every core. GFLOP/s count a fused multiply-add as
+ * 2 flops. triad_gbs counts bytes as STREAM does: the triad
+ * a[i] = b[i] + s*c[i] on float arrays moves 3 x 4 = 12 bytes per element.
+ * busbw is nccl-tests' bus bandwidth of a 2-device all-reduce (algbw x
+ * 2(P-1)/P); latency_us is the time of an 8-byte all-reduce. "mpi" is null
+ * unless the probe ran under mpirun with more than one rank.
+ *
+ * Part of the public API; programs include <meshtrain.h>, which includes this.
+ */
+#ifndef MESHTRAIN_PROFILE_H
+#define MESHTRAIN_PROFILE_H
+
+#include "meshtrain/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One transport's all-reduce: latency (8 bytes) and bus bandwidth (large). */
+typedef struct {
+    double latency_us;
+    double busbw_gbs;
+} mt_machine_link;
+
+/* The probe's figures. A figure that is unknown is NAN (null in the file). */
+typedef struct {
+    char   cpu[128];              /* the model name of /proc/cpuinfo, or "unknown" */
+    int    cores;                 /* cores this process may run on */
+    char   blas_core[32];         /* openblas_get_corename(): "Cooperlake", "Haswell", ... */
+    double sgemm_gflops_1, sgemm_gflops_all;
+    int    sgemm_size;            /* the sgemm's m = n = k */
+    double fma_gflops_1, fma_gflops_all;
+    double triad_gbs_1, triad_gbs_all;
+    int    triad_bytes_per_element;   /* 12: float arrays, STREAM's count */
+    mt_machine_link threads;      /* the threads transport, 2 devices */
+    bool            has_mpi;      /* false: "mpi" is null, `mpi` is unused */
+    mt_machine_link mpi;
+    double nominal_gflops;        /* cores x FMA units x SIMD floats x 2 x GHz; NAN: unknown */
+    double nominal_ghz;           /* the frequency it used; NAN: unknown */
+    char   measured_at[32];       /* ISO 8601, UTC */
+} mt_machine;
+
+/* Writes `m` to `path` as the JSON above (replacing the file). MT_EIO, with
+ * the path and the system's reason, when it cannot be written. */
+mt_status mt_machine_write(const mt_machine *m, const char *path);
+
+/* Reads a file written by mt_machine_write into *out. The reader is strict:
+ * every key must be present once, with its type (a number, a string, an
+ * object, or null where a figure may be unknown), and no other key.
+ * MT_EIO when the file cannot be read; MT_EFORMAT otherwise, with a message
+ * naming the file, the byte offset and what was expected there. *out is
+ * unspecified after a failure. */
+mt_status mt_machine_read(const char *path, mt_machine *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_PROFILE_H */

@@ -1,0 +1,27 @@
+/*
+ * bench_machine.h — what `bench machine` (cmd_bench_machine.c) and
+ * `bench matmul` (cmd_bench_matmul.c) share, and their entry points, which
+ * cmd_bench.c's dispatcher calls.
+ */
+#ifndef MT_CLI_BENCH_MACHINE_H
+#define MT_CLI_BENCH_MACHINE_H
+
+#include <stddef.h>
+
+/* `meshtrain bench machine ...` and `meshtrain bench matmul ...`; argv[0]
+ * is the benchmark's name. They return an exit code (CLI_EXIT_*). */
+int cli_bench_machine(int argc, char **argv);
+int cli_bench_matmul(int argc, char **argv);
+
+/* The machine file's default path: machine.json in the folder of the running
+ * meshtrain binary (the build folder), or "machine.json" when that folder is
+ * unknown. */
+void cli_machine_default_path(char *buf, size_t n);
+
+/* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
+ * major, after one warm-up, on `threads` of Open BLAS's own threads
+ * (openblas_set_num_threads; afterwards Open BLAS is back at the 1 thread
+ * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
+double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
+
+#endif /* MT_CLI_BENCH_MACHINE_H */

@@ -1,0 +1,509 @@
+/*
+ * cmd_bench_machine.c — `meshtrain bench machine`: what this machine can do,
+ * measured, for the roofline (include/meshtrain/profile.h holds the file).
+ *
+ *  - sgemm: Open BLAS cblas_sgemm, square, the largest power of two up to
+ *    4096 whose one-thread call stays near 0.2 s, on 1 thread and all cores;
+ *  - FMA peak: fused multiply-adds on registers only (16 independent zmm
+ *    accumulators with AVX-512, 12 ymm with AVX2), so nothing waits on memory
+ *    or on an FMA's latency; one thread per core for "all";
+ *  - triad: STREAM's a[i] = b[i] + s*c[i] on float arrays 6 x the L3 of this
+ *    class of machine, bytes counted as STREAM does (12 per element);
+ *  - all-reduce: 2 devices on threads (and, under mpirun, the MPI ranks):
+ *    8 bytes for latency, 64 MiB for nccl-tests' busbw.
+ *
+ * Every figure is the best of its repetitions (as STREAM reports): a peak is
+ * what the machine can do, and this shared machine only ever subtracts.
+ */
+#include "cli/args.h"
+#include "cli/bench_machine.h"
+#include "meshtrain.h"
+
+#ifdef MT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include <cblas.h>
+#include <errno.h>
+#include <immintrin.h>
+#include <libgen.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char MACHINE_USAGE[] =
+    "usage: meshtrain bench machine [--out FILE] [--quick]\n"
+    "\n"
+    "Measures the figures a roofline needs: Open BLAS sgemm and a register-only FMA\n"
+    "peak (GFLOP/s), STREAM triad bandwidth (GB/s), on 1 thread and on all cores, and\n"
+    "the all-reduce latency and bus bandwidth of each transport (MPI under mpirun).\n"
+    "Prints them beside the nominal peak (cores x FMA units x SIMD width x 2 x GHz)\n"
+    "and saves them as JSON for --machine FILE (default: machine.json beside the\n"
+    "meshtrain binary).\n"
+    "\n"
+    "examples:\n"
+    "  meshtrain bench machine\n"
+    "  mpirun -np 2 meshtrain bench machine --out machine.json\n";
+
+typedef struct {
+    bool   quick;
+    int    cores;
+    bool   avx512, avx2;
+} probe;
+
+/* ======================================================================== */
+/* The CPU: name, flags, frequency, the default file                         */
+/* ======================================================================== */
+
+/* The value of the first "key : value" line of /proc/cpuinfo, or "". */
+static void cpuinfo(const char *key, char *buf, size_t n) {
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon || strncmp(line, key, strlen(key)) != 0) continue;
+        const char *v = colon + 1 + (colon[1] == ' ');
+        snprintf(buf, n, "%.*s", (int)strcspn(v, "\n"), v);
+        break;
+    }
+    if (f) fclose(f);
+}
+
+static bool has_flag(const char *flags, const char *flag) {
+    size_t k = strlen(flag);
+    for (const char *p = flags; (p = strstr(p, flag)); p += k)
+        if ((p == flags || p[-1] == ' ') && (p[k] == ' ' || p[k] == '\0')) return true;
+    return false;
+}
+
+/* GHz and where it came from: cpufreq's maximum, else /proc/cpuinfo's "cpu MHz". */
+static double cpu_ghz(const char **source) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &khz) != 1) khz = 0;
+        fclose(f);
+    }
+    if (khz > 0) {
+        *source = "cpufreq max";
+        return khz / 1e6;
+    }
+    char mhz[64];
+    cpuinfo("cpu MHz", mhz, sizeof mhz);
+    double v = atof(mhz);
+    *source = v > 0 ? "/proc/cpuinfo cpu MHz" : "unknown";
+    return v > 0 ? v / 1e3 : NAN;
+}
+
+void cli_machine_default_path(char *buf, size_t n) {
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) {
+        snprintf(buf, n, "machine.json");
+        return;
+    }
+    exe[k] = '\0';
+    snprintf(buf, n, "%s/machine.json", dirname(exe));
+}
+
+/* "Cooperlake", and a note when Open BLAS runs a kernel below this CPU's,
+ * as bench/blas_env.sh decides: a fallback kernel, or an AVX2 one on an
+ * AVX-512 CPU (the environment's OPENBLAS_CORETYPE=Haswell). */
+static void blas_kernel(const char *flags, char *core, size_t n, char *note, size_t nn) {
+    const char *name = openblas_get_corename();
+    snprintf(core, n, "%s", name ? name : "unknown");
+    note[0] = '\0';
+    const char *best = has_flag(flags, "avx512_bf16") ? "Cooperlake"
+                     : has_flag(flags, "avx512f")     ? "SkylakeX"
+                     : has_flag(flags, "avx2")        ? "Haswell" : NULL;
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (best && strcasecmp(core, best) != 0 && strcasecmp(core, "SkylakeX") != 0 &&
+        strcasecmp(core, "Cooperlake") != 0 && strcasecmp(core, "SapphireRapids") != 0)
+        snprintf(note, nn, "Open BLAS runs its %s kernel%s%s%s; this CPU supports %s's: run with "
+                 "OPENBLAS_CORETYPE=%s (as bench/blas_env.sh does) for its peak", core,
+                 env ? " (OPENBLAS_CORETYPE=" : "", env ? env : "", env ? ")" : "", best, best);
+}
+
+/* ======================================================================== */
+/* Threads that start together                                               */
+/* ======================================================================== */
+
+#define MAX_TEAM 256
+
+/* fn(t, i) runs on thread i of t->n; it calls pthread_barrier_wait(&t->bar)
+ * to start its timed part with the others, and leaves its figure in out[i]. */
+typedef struct team team;
+typedef void (*team_fn)(team *t, int i);
+struct team {
+    int               n;
+    pthread_barrier_t bar;
+    void             *arg;
+    double            out[MAX_TEAM];
+};
+
+typedef struct { team *t; int i; team_fn fn; } member;
+
+static void *team_main(void *p) {
+    member *m = p;
+    m->fn(m->t, m->i);
+    return NULL;
+}
+
+/* Runs fn on n threads, this one being thread 0. */
+static void team_run(team *t, int n, team_fn fn) {
+    member m[MAX_TEAM];
+    pthread_t th[MAX_TEAM];
+    t->n = n > MAX_TEAM ? MAX_TEAM : n;
+    pthread_barrier_init(&t->bar, NULL, (unsigned)t->n);
+    for (int i = 0; i < t->n; i++) m[i] = (member){.t = t, .i = i, .fn = fn};
+    for (int i = 1; i < t->n; i++)
+        if (pthread_create(&th[i], NULL, team_main, &m[i]) != 0) {
+            /* the others would wait at the barrier for ever */
+            fprintf(stderr, "meshtrain: bench machine: cannot start thread %d of %d\n", i, t->n);
+            exit(CLI_EXIT_FAIL);
+        }
+    fn(t, 0);
+    for (int i = 1; i < t->n; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&t->bar);
+}
+
+static double team_max(const team *t) {
+    double v = 0;
+    for (int i = 0; i < t->n; i++) v = t->out[i] > v ? t->out[i] : v;
+    return v;
+}
+
+/* ======================================================================== */
+/* FMA peak                                                                  */
+/* ======================================================================== */
+
+/* Each returns the flops it did: `iters` rounds of one FMA on every
+ * accumulator, 2 flops per lane. The accumulators are independent chains, more
+ * than latency x units (4 x 2 on current cores), so the FMA units never wait. */
+#define FMA4(v, a, b) v##0 = F(v##0, a, b), v##1 = F(v##1, a, b), v##2 = F(v##2, a, b), \
+                      v##3 = F(v##3, a, b)
+
+__attribute__((target("avx512f"))) static double fma_avx512(long iters, float *sink) {
+#define F _mm512_fmadd_ps
+    /* distinct starting values: identical chains would be merged into one */
+#define V(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
+    __m512 a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
+           b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11), d0 = V(12), d1 = V(13),
+           d2 = V(14), d3 = V(15);
+#undef V
+    const __m512 x = _mm512_set1_ps(0.9999999f), y = _mm512_set1_ps(1e-7f);
+    for (long i = 0; i < iters; i++) {
+        FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
+    }
+#undef F
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
+    *sink = _mm512_reduce_add_ps(s);
+    return (double)iters * 16 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_avx2(long iters, float *sink) {
+#define F _mm256_fmadd_ps
+#define V(k) _mm256_set1_ps(1.0f + (k) * 1e-3f)
+    __m256 a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
+           b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11);
+#undef V
+    const __m256 x = _mm256_set1_ps(0.9999999f), y = _mm256_set1_ps(1e-7f);
+    for (long i = 0; i < iters; i++) {
+        FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y);
+    }
+#undef F
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    *sink = v[0] + v[7];
+    return (double)iters * 12 * 8 * 2;
+}
+
+/* The sums land here, so that no loop is dead code. */
+static volatile float fma_sink;
+
+static double fma_run(const probe *p, long iters, float *sink) {
+    *sink = 0;
+    double fl = p->avx512 ? fma_avx512(iters, sink) : p->avx2 ? fma_avx2(iters, sink) : 0;
+    fma_sink = *sink;
+    return fl;
+}
+
+typedef struct { const probe *p; long iters; int reps; float sink; } fma_job;
+
+static void fma_member(team *t, int i) {
+    fma_job *j = t->arg;
+    double best = 0;
+    float sink = 0;
+    for (int r = 0; r < j->reps; r++) {
+        pthread_barrier_wait(&t->bar);
+        double t0 = mt_time_now(), fl = fma_run(j->p, j->iters, &sink);
+        double g = fl / (mt_time_now() - t0) / 1e9;
+        best = g > best ? g : best;
+    }
+    t->out[i] = best;
+    if (i == 0) j->sink = sink;
+}
+
+/* GFLOP/s on `threads` threads: the sum of each thread's best. */
+static double fma_peak(const probe *p, int threads) {
+    if (!p->avx512 && !p->avx2) return NAN;
+    float sink = 0;
+    double t0 = mt_time_now(), fl = fma_run(p, 1 << 20, &sink);   /* calibrate */
+    double rate = fl / (mt_time_now() - t0);
+    const double target_s = p->quick ? 0.03 : 0.15;
+    fma_job j = {.p = p, .reps = p->quick ? 3 : 5};
+    j.iters = (long)(target_s * rate / (fl / (1 << 20)));
+    j.iters = j.iters < 1000 ? 1000 : j.iters > (1L << 32) ? 1L << 32 : j.iters;
+    team t = {.arg = &j};
+    team_run(&t, threads, fma_member);
+    double sum = 0;
+    for (int i = 0; i < t.n; i++) sum += t.out[i];
+    return sum;
+}
+
+/* ======================================================================== */
+/* STREAM triad                                                              */
+/* ======================================================================== */
+
+typedef struct { float *a, *b, *c; size_t n; int reps; } triad_job;
+
+static void triad_member(team *t, int i) {
+    triad_job *j = t->arg;
+    const size_t lo = j->n * (size_t)i / (size_t)t->n, hi = j->n * (size_t)(i + 1) / (size_t)t->n;
+    float *a = j->a, *b = j->b, *c = j->c;
+    for (size_t k = lo; k < hi; k++) a[k] = 0, b[k] = 1, c[k] = 2;   /* first touch: this thread's memory */
+    double best = INFINITY;
+    for (int r = 0; r < j->reps; r++) {
+        pthread_barrier_wait(&t->bar);
+        double t0 = mt_time_now();
+        const float s = 3.0f;
+        for (size_t k = lo; k < hi; k++) a[k] = b[k] + s * c[k];
+        double dt = mt_time_now() - t0;
+        /* the repetition took as long as its slowest thread: compare at the barrier */
+        t->out[i] = dt;
+        pthread_barrier_wait(&t->bar);
+        double slowest = team_max(t);
+        best = slowest < best ? slowest : best;
+        pthread_barrier_wait(&t->bar);   /* out[] is read before the next round writes it */
+    }
+    if (i == 0) t->out[0] = best;
+}
+
+/* GB/s, 12 bytes per element; NAN when the arrays cannot be allocated. */
+static double triad_gbs(const probe *p, int threads) {
+    triad_job j = {.n = (size_t)(p->quick ? 4 : 16) << 20, .reps = p->quick ? 4 : 10};
+    j.a = malloc(j.n * sizeof(float)), j.b = malloc(j.n * sizeof(float)), j.c = malloc(j.n * sizeof(float));
+    double gbs = NAN;
+    if (j.a && j.b && j.c) {
+        team t = {.arg = &j};
+        team_run(&t, threads, triad_member);
+        gbs = 12.0 * (double)j.n / t.out[0] / 1e9;
+    }
+    free(j.a), free(j.b), free(j.c);
+    return gbs;
+}
+
+/* ======================================================================== */
+/* sgemm                                                                     */
+/* ======================================================================== */
+
+double cli_sgemm_gflops(int m, int n, int k, int threads, int reps) {
+    float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)k * n * sizeof *b);
+    float *c = calloc((size_t)m * n, sizeof *c);
+    double best = NAN;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(i % 7) * 0.1f;
+        for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(i % 5) * 0.1f;
+        /* Open BLAS's own threads: mt_set_num_threads leaves it at 1 (the
+         * engine splits work over its pool itself) */
+        openblas_set_num_threads(threads);
+        for (int r = -1; r < reps; r++) {   /* r = -1: warm-up (Open BLAS starts its pool) */
+            double t0 = mt_time_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n,
+                        0.0f, c, n);
+            double g = 2.0 * m * n * k / (mt_time_now() - t0) / 1e9;
+            if (r >= 0 && !(g <= best)) best = g;
+        }
+    }
+    mt_set_num_threads(mt_get_num_threads());   /* Open BLAS back to 1 thread */
+    free(a), free(b), free(c);
+    return best;
+}
+
+/* ======================================================================== */
+/* All-reduce                                                                */
+/* ======================================================================== */
+
+typedef struct { size_t big; int lat_iters, bw_iters; mt_machine_link out; } ar_job;
+
+static mt_status ar_device(mt_ctx *ctx, void *p) {
+    ar_job *j = p;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    if (s != MT_OK) return s;
+    const int P = mt_axis_size(ctx, ax);
+    const size_t n = j->big / sizeof(float);
+    float *buf = calloc(n, sizeof *buf);
+    if (!buf) return mt_fail(MT_ENOMEM, "bench machine: cannot allocate %zu bytes", j->big);
+    /* latency: the best of 5 runs of lat_iters 8-byte all-reduces; bandwidth: the best one */
+    double lat = INFINITY, bw = INFINITY;
+    for (int r = 0; r < 5 && s == MT_OK; r++) {
+        s = mt_barrier(ctx, ax);
+        double t0 = mt_time_now();
+        for (int i = 0; i < j->lat_iters && s == MT_OK; i++)
+            s = mt_all_reduce(ctx, ax, buf, 2, MT_F32, MT_REDUCE_SUM);
+        double dt = (mt_time_now() - t0) / j->lat_iters;
+        lat = dt < lat ? dt : lat;
+    }
+    for (int r = -1; r < j->bw_iters && s == MT_OK; r++) {   /* r = -1: warm-up */
+        double t0 = mt_time_now();
+        s = mt_all_reduce(ctx, ax, buf, n, MT_F32, MT_REDUCE_SUM);
+        double dt = mt_time_now() - t0;
+        if (r >= 0) bw = dt < bw ? dt : bw;
+    }
+    free(buf);
+    if (s == MT_OK && mt_ctx_device(ctx) == 0)
+        j->out = (mt_machine_link){.latency_us = lat * 1e6,
+                                   .busbw_gbs = (double)j->big / bw / 1e9 * 2.0 * (P - 1) / P};
+    return s;
+}
+
+static mt_status allreduce(const probe *p, bool mpi, mt_machine_link *out) {
+    ar_job j = {.big = (size_t)(p->quick ? 4 : 64) << 20, .lat_iters = p->quick ? 200 : 2000,
+                .bw_iters = p->quick ? 3 : 5};
+    mt_launch_opts lo = {.mesh = mpi ? "d=-1" : "d=2", .devices = mpi ? 0 : 2,
+                         .transport = mpi ? MT_TRANSPORT_MPI : MT_TRANSPORT_THREADS};
+    mt_status s = mt_launch(&lo, ar_device, &j);
+    *out = j.out;
+    return s;
+}
+
+/* ======================================================================== */
+/* The command                                                               */
+/* ======================================================================== */
+
+static void print_row(const char *what, double one, double all, const char *unit) {
+    printf("%-34s %10.1f %10.1f  %s\n", what, one, all, unit);
+}
+
+static void print_table(const mt_machine *m, const char *fma_isa, const char *ghz_src) {
+    char sg[64];
+    printf("machine: %s, %d cores, Open BLAS kernel %s\n\n", m->cpu, m->cores, m->blas_core);
+    printf("%-34s %10s %10s\n", "figure (best of repetitions)", "1 thread", "all cores");
+    snprintf(sg, sizeof sg, "sgemm %d^3 (Open BLAS)", m->sgemm_size);
+    print_row(sg, m->sgemm_gflops_1, m->sgemm_gflops_all, "GFLOP/s");
+    snprintf(sg, sizeof sg, "FMA peak, registers only (%s)", fma_isa);
+    print_row(sg, m->fma_gflops_1, m->fma_gflops_all, "GFLOP/s");
+    print_row("triad a=b+s*c, float (12 B/elem)", m->triad_gbs_1, m->triad_gbs_all, "GB/s");
+    print_row("sgemm / FMA peak", m->sgemm_gflops_1 / m->fma_gflops_1,
+              m->sgemm_gflops_all / m->fma_gflops_all, "ratio");
+    printf("\n%-34s %10s %10s\n", "all-reduce, 2 devices", "8 B (us)", "busbw GB/s");
+    printf("%-34s %10.2f %10.2f\n", "threads (64 MiB; --quick 4 MiB)", m->threads.latency_us,
+           m->threads.busbw_gbs);
+    if (m->has_mpi)
+        printf("%-34s %10.2f %10.2f\n", "mpi (the ranks of mpirun)", m->mpi.latency_us, m->mpi.busbw_gbs);
+    else
+        printf("%-34s %21s\n", "mpi", "not measured (run under mpirun -np 2)");
+    const int simd = strstr(fma_isa, "512") ? 16 : strstr(fma_isa, "AVX2") ? 8 : 4;
+    if (isfinite(m->nominal_gflops))
+        printf("\nnominal: %d cores x 2 FMA units (assumed) x %d floats x 2 flops x %.2f GHz (%s) "
+               "= %.1f GFLOP/s; the FMA peak reaches %.0f %% of it%s\n", m->cores, simd,
+               m->nominal_ghz, ghz_src, m->nominal_gflops, 100 * m->fma_gflops_all / m->nominal_gflops,
+               m->fma_gflops_all > m->nominal_gflops ? " (the cores run above that frequency)" : "");
+    else
+        printf("\nnominal: unknown (no frequency in cpufreq or /proc/cpuinfo)\n");
+}
+
+int cli_bench_machine(int argc, char **argv) {
+    const char *out_path = NULL;
+    bool quick = false;
+    const cli_opt opts[] = {
+        {"out", CLI_STR, &out_path, 0, 0, 0, 0, NULL, "FILE",
+         "write the figures here (default: machine.json beside the meshtrain binary)"},
+        {"quick", CLI_FLAG, &quick, 0, 0, 0, 0, NULL, NULL,
+         "small sizes and few repetitions (a few seconds; for tests)"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    int rc;
+    if (!cli_parse_named("bench", "machine", "benchmark", MACHINE_USAGE, opts, argc, argv, &rc))
+        return rc;
+    char def_path[4096];
+    cli_machine_default_path(def_path, sizeof def_path);
+    if (!out_path) out_path = def_path;
+
+    /* MPI first, on every rank, so that the other ranks do not share the
+     * cores while rank 0 measures them; then only rank 0 goes on. */
+    mt_machine m = {.triad_bytes_per_element = 12, .nominal_gflops = NAN, .nominal_ghz = NAN};
+    if (mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_MPI) {
+#ifdef MT_HAVE_MPI
+        if (allreduce(&(probe){.quick = quick}, true, &m.mpi) != MT_OK) {
+            cli_error("bench machine: the MPI all-reduce failed: %s", mt_errmsg());
+            return CLI_EXIT_FAIL;
+        }
+        int rank = 0, size = 1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (rank != 0) return CLI_EXIT_OK;
+        m.has_mpi = size > 1;
+#endif
+    }
+
+    char flags[4096], note[512];
+    cpuinfo("model name", m.cpu, sizeof m.cpu);
+    if (!m.cpu[0]) snprintf(m.cpu, sizeof m.cpu, "unknown");
+    cpuinfo("flags", flags, sizeof flags);
+    mt_set_num_threads(0);
+    probe p = {.quick = quick, .cores = mt_get_num_threads(), .avx512 = has_flag(flags, "avx512f"),
+               .avx2 = has_flag(flags, "avx2") && has_flag(flags, "fma")};
+    m.cores = p.cores;
+    blas_kernel(flags, m.blas_core, sizeof m.blas_core, note, sizeof note);
+    if (note[0]) printf("note: %s\n", note);
+
+    /* the largest power of two up to 4096 whose one-thread sgemm is near 0.2 s */
+    int n = quick ? 256 : 1024;
+    while (!quick && n < 4096 && 2.0 * n * n * n / (cli_sgemm_gflops(n, n, n, 1, 1) * 1e9) < 0.1)
+        n *= 2;
+    m.sgemm_size = n;
+    m.sgemm_gflops_1 = cli_sgemm_gflops(n, n, n, 1, quick ? 2 : 3);
+    m.sgemm_gflops_all = cli_sgemm_gflops(n, n, n, p.cores, quick ? 2 : 3);
+    m.fma_gflops_1 = fma_peak(&p, 1);
+    m.fma_gflops_all = fma_peak(&p, p.cores);
+    m.triad_gbs_1 = triad_gbs(&p, 1);
+    m.triad_gbs_all = triad_gbs(&p, p.cores);
+    if (allreduce(&p, false, &m.threads) != MT_OK) {
+        cli_error("bench machine: the threads all-reduce failed: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    const char *ghz_src;
+    const double ghz = cpu_ghz(&ghz_src);
+    const int simd = p.avx512 ? 16 : p.avx2 ? 8 : 4;
+    if (isfinite(ghz)) {
+        m.nominal_ghz = ghz;
+        m.nominal_gflops = p.cores * 2.0 * simd * 2.0 * ghz;
+    }
+    time_t now = time(NULL);
+    strftime(m.measured_at, sizeof m.measured_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+
+    print_table(&m, p.avx512 ? "AVX-512" : p.avx2 ? "AVX2" : "none", ghz_src);
+    if (mt_machine_write(&m, out_path) != MT_OK) {
+        cli_error("bench machine: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    printf("written to %s (read it with --machine FILE)\n", out_path);
+    if (fflush(stdout) != 0) {
+        cli_error("cannot write to standard output: %s", strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}

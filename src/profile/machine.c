@@ -1,0 +1,303 @@
+/*
+ * machine.c — the machine file (include/meshtrain/profile.h): a writer and a
+ * strict reader for its one small JSON object.
+ *
+ * Both walk the same schema, a table of fields per object (key, kind, where
+ * the value lives in mt_machine), so the file's layout is written down once.
+ * The reader is a recursive descent over that schema, not a general JSON
+ * parser: a key the schema does not know, a missing key, a duplicate or a
+ * value of the wrong type fails with the byte offset where it was found.
+ */
+#include "meshtrain/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* The schema                                                                */
+/* ======================================================================== */
+
+typedef enum {
+    F_NUM,        /* double; null allowed (NAN) */
+    F_INT,        /* int, a whole number >= 0 */
+    F_STR,        /* char[size] */
+    F_OBJ,        /* a nested object: `sub` */
+    F_OBJ_NULL    /* a nested object or null: `sub`, presence in the bool at `flag` */
+} field_kind;
+
+typedef struct field {
+    const char         *key;
+    field_kind          kind;
+    size_t              off;    /* of the value in mt_machine */
+    size_t              size;   /* F_STR: the buffer's size */
+    const struct field *sub;    /* F_OBJ, F_OBJ_NULL: terminated by key == NULL */
+    size_t              flag;   /* F_OBJ_NULL: offset of its bool */
+} field;
+
+#define NUM(k, m) {.key = k, .kind = F_NUM, .off = offsetof(mt_machine, m)}
+#define INT(k, m) {.key = k, .kind = F_INT, .off = offsetof(mt_machine, m)}
+#define STR(k, m) {.key = k, .kind = F_STR, .off = offsetof(mt_machine, m), \
+                   .size = sizeof ((mt_machine *)0)->m}
+#define LINK(prefix)                                                              \
+    {NUM("latency_us", prefix.latency_us), NUM("busbw_gbs", prefix.busbw_gbs), {0}}
+
+static const field SGEMM[] = {NUM("1", sgemm_gflops_1), NUM("all", sgemm_gflops_all),
+                              INT("size", sgemm_size), {0}};
+static const field FMA[] = {NUM("1", fma_gflops_1), NUM("all", fma_gflops_all), {0}};
+static const field TRIAD[] = {NUM("1", triad_gbs_1), NUM("all", triad_gbs_all),
+                              INT("bytes_per_element", triad_bytes_per_element), {0}};
+static const field LINK_THREADS[] = LINK(threads);
+static const field LINK_MPI[] = LINK(mpi);
+static const field ALLREDUCE[] = {
+    {.key = "threads", .kind = F_OBJ, .sub = LINK_THREADS},
+    {.key = "mpi", .kind = F_OBJ_NULL, .sub = LINK_MPI, .flag = offsetof(mt_machine, has_mpi)},
+    {0}};
+static const field MACHINE[] = {
+    STR("cpu", cpu), INT("cores", cores), STR("blas_core", blas_core),
+    {.key = "sgemm_gflops", .kind = F_OBJ, .sub = SGEMM},
+    {.key = "fma_gflops", .kind = F_OBJ, .sub = FMA},
+    {.key = "triad_gbs", .kind = F_OBJ, .sub = TRIAD},
+    {.key = "allreduce", .kind = F_OBJ, .sub = ALLREDUCE},
+    NUM("nominal_gflops", nominal_gflops), NUM("nominal_ghz", nominal_ghz),
+    STR("measured_at", measured_at), {0}};
+
+#define AT(base, f, type) ((type *)((char *)(base) + (f)->off))
+
+/* ======================================================================== */
+/* Writing                                                                   */
+/* ======================================================================== */
+
+static void put_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void put_object(FILE *f, const mt_machine *m, const field *fs, int depth) {
+    fputc('{', f);
+    for (const field *x = fs; x->key; x++) {
+        if (x != fs) fputs(depth == 0 ? ",\n " : ", ", f);
+        put_string(f, x->key);
+        fputs(": ", f);
+        switch (x->kind) {
+        case F_NUM: {
+            double v = *AT(m, x, const double);
+            if (isfinite(v)) fprintf(f, "%.6g", v);
+            else fputs("null", f);
+            break;
+        }
+        case F_INT: fprintf(f, "%d", *AT(m, x, const int)); break;
+        case F_STR: put_string(f, AT(m, x, const char)); break;
+        case F_OBJ_NULL:
+            if (!*(const bool *)((const char *)m + x->flag)) { fputs("null", f); break; }
+            /* fall through */
+        case F_OBJ: put_object(f, m, x->sub, depth + 1); break;
+        }
+    }
+    fputc('}', f);
+}
+
+mt_status mt_machine_write(const mt_machine *m, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return mt_fail(MT_EIO, "cannot write the machine file '%s': %s", path, strerror(errno));
+    put_object(f, m, MACHINE, 0);
+    fputc('\n', f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (err) return mt_fail(MT_EIO, "writing the machine file '%s' failed: %s", path, strerror(err));
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Reading                                                                   */
+/* ======================================================================== */
+
+typedef struct {
+    const char *path, *s;
+    size_t      n, i;
+} reader;
+
+static mt_status expected(reader *r, const char *what) {
+    char found[24];
+    if (r->i >= r->n) snprintf(found, sizeof found, "the end of the file");
+    else {
+        int k = 0;   /* up to 8 bytes, cut at a line's end */
+        while (k < 8 && r->i + (size_t)k < r->n && r->s[r->i + (size_t)k] != '\n') k++;
+        snprintf(found, sizeof found, "'%.*s'", k, r->s + r->i);
+    }
+    return mt_fail(MT_EFORMAT, "machine file '%s', byte %zu: expected %s, found %s; "
+                   "write it again with `meshtrain bench machine --out %s`",
+                   r->path, r->i, what, found, r->path);
+}
+
+static void skip_ws(reader *r) {
+    while (r->i < r->n && strchr(" \t\r\n", r->s[r->i])) r->i++;
+}
+
+/* Consumes `c` (after white space) or fails naming `what`. */
+static mt_status take(reader *r, char c, const char *what) {
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == c) { r->i++; return MT_OK; }
+    return expected(r, what);
+}
+
+static bool take_word(reader *r, const char *w) {
+    size_t k = strlen(w);
+    if (r->n - r->i >= k && memcmp(r->s + r->i, w, k) == 0) { r->i += k; return true; }
+    return false;
+}
+
+/* A string of printable ASCII (and \" \\ \/ \n \t \uXXXX below 0x80) into buf. */
+static mt_status get_string(reader *r, char *buf, size_t size) {
+    mt_status s = take(r, '"', "a string");
+    size_t k = 0;
+    while (s == MT_OK) {
+        if (r->i >= r->n) return expected(r, "the string's closing '\"'");
+        char c = r->s[r->i];
+        if (c == '"') { r->i++; break; }
+        if ((unsigned char)c < 0x20) return expected(r, "a character of a string");
+        if (c == '\\') {
+            char e = r->i + 1 < r->n ? r->s[r->i + 1] : 0;
+            unsigned u = 0;
+            if (e == 'u' && r->n - r->i >= 6 && sscanf(r->s + r->i + 2, "%4x", &u) == 1 && u < 0x80)
+                c = (char)u, r->i += 4;
+            else if (e == 'n') c = '\n';
+            else if (e == 't') c = '\t';
+            else if (e == '"' || e == '\\' || e == '/') c = e;
+            else return expected(r, "an escape (\\\" \\\\ \\/ \\n \\t \\u00XX)");
+            r->i++;
+        }
+        if (k + 1 >= size) return expected(r, "a shorter string");
+        buf[k++] = c;
+        r->i++;
+    }
+    if (s == MT_OK) buf[k] = '\0';
+    return s;
+}
+
+/* A JSON number, or null when `null_ok` (NAN). */
+static mt_status get_number(reader *r, double *v, bool null_ok) {
+    skip_ws(r);
+    if (null_ok && take_word(r, "null")) { *v = NAN; return MT_OK; }
+    const char *p = r->s + r->i;
+    size_t k = 0;
+    while (r->i + k < r->n && strchr("+-.eE0123456789", p[k])) k++;
+    char buf[64];
+    if (k == 0 || k >= sizeof buf) return expected(r, null_ok ? "a number or null" : "a number");
+    memcpy(buf, p, k);
+    buf[k] = '\0';
+    char *end;
+    *v = strtod(buf, &end);
+    if (*end || !isfinite(*v)) return expected(r, "a finite number");
+    r->i += k;
+    return MT_OK;
+}
+
+static mt_status get_object(reader *r, mt_machine *m, const field *fs);
+
+static mt_status get_value(reader *r, mt_machine *m, const field *x) {
+    double v;
+    mt_status s;
+    switch (x->kind) {
+    case F_NUM: return get_number(r, AT(m, x, double), true);
+    case F_INT: {
+        skip_ws(r);
+        const size_t at = r->i;
+        if ((s = get_number(r, &v, false)) != MT_OK) return s;
+        if (v < 0 || v > 1e9 || v != floor(v)) {
+            r->i = at;
+            return expected(r, "a whole number from 0 to 1e9");
+        }
+        *AT(m, x, int) = (int)v;
+        return MT_OK;
+    }
+    case F_STR: return get_string(r, AT(m, x, char), x->size);
+    case F_OBJ_NULL:
+        skip_ws(r);
+        *(bool *)((char *)m + x->flag) = !take_word(r, "null");
+        if (!*(bool *)((char *)m + x->flag)) return MT_OK;
+        /* fall through */
+    case F_OBJ: return get_object(r, m, x->sub);
+    }
+    return MT_EINTERNAL;
+}
+
+static mt_status get_object(reader *r, mt_machine *m, const field *fs) {
+    enum { MAX_FIELDS = 16 };
+    bool seen[MAX_FIELDS] = {false};
+    mt_status s = take(r, '{', "'{'");
+    int n = 0;
+    for (const field *x = fs; x->key; x++) n++;
+    skip_ws(r);
+    bool empty = s == MT_OK && r->i < r->n && r->s[r->i] == '}';
+    for (bool first = true; s == MT_OK && !empty; first = false) {
+        if (!first) {
+            skip_ws(r);
+            if (r->i < r->n && r->s[r->i] == '}') break;
+            if ((s = take(r, ',', "',' or '}'")) != MT_OK) break;
+        }
+        skip_ws(r);
+        const size_t key_at = r->i;
+        char key[32];
+        if ((s = get_string(r, key, sizeof key)) != MT_OK) break;
+        int k = 0;
+        while (k < n && strcmp(fs[k].key, key) != 0) k++;
+        if (k == n || seen[k]) {
+            char want[256] = "";
+            for (int j = 0; j < n; j++)
+                if (!seen[j])
+                    snprintf(want + strlen(want), sizeof want - strlen(want), "%s\"%s\"",
+                             want[0] ? ", " : "", fs[j].key);
+            r->i = key_at;
+            char what[300];
+            snprintf(what, sizeof what, "one of the keys %s (\"%s\" is %s)", want, key,
+                     k == n ? "unknown" : "given twice");
+            return expected(r, what);
+        }
+        seen[k] = true;
+        if ((s = take(r, ':', "':'")) == MT_OK) s = get_value(r, m, &fs[k]);
+    }
+    if (s == MT_OK) s = take(r, '}', "'}'");
+    for (int k = 0; s == MT_OK && k < n; k++)
+        if (!seen[k]) {
+            r->i--;   /* at the closing brace */
+            char what[64];
+            snprintf(what, sizeof what, "the key \"%s\" before the '}'", fs[k].key);
+            return expected(r, what);
+        }
+    return s;
+}
+
+mt_status mt_machine_read(const char *path, mt_machine *out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_fail(MT_EIO, "cannot read the machine file '%s': %s; write it with "
+                           "`meshtrain bench machine`", path, strerror(errno));
+    enum { MAX_BYTES = 1 << 16 };
+    char *buf = malloc(MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, MAX_BYTES + 1, f) : 0;
+    const bool err = ferror(f);
+    fclose(f);
+    if (!buf) return mt_fail(MT_ENOMEM, "reading the machine file '%s': out of memory", path);
+    if (err || n > MAX_BYTES) {
+        free(buf);
+        return err ? mt_fail(MT_EIO, "reading the machine file '%s' failed", path)
+                   : mt_fail(MT_EFORMAT, "machine file '%s' is over %d bytes; it is not one",
+                             path, MAX_BYTES);
+    }
+    memset(out, 0, sizeof *out);
+    reader r = {.path = path, .s = buf, .n = n};
+    mt_status s = get_object(&r, out, MACHINE);
+    if (s == MT_OK) {
+        skip_ws(&r);
+        if (r.i != r.n) s = expected(&r, "the end of the file after the object");
+    }
+    free(buf);
+    return s;
+}

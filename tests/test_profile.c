@@ -1,0 +1,130 @@
+/* test_profile.c — the machine file: a known record written and read back
+ * equal, null figures, and malformed files (truncated, a value of the wrong
+ * type, an unknown, missing or repeated key, trailing bytes) refused with
+ * messages naming the file and the byte offset. */
+#include "meshtrain.h"
+#include "harness.h"
+
+#include <math.h>
+
+static mt_machine known(void) {
+    mt_machine m = {
+        .cpu = "AMD EPYC \"test\" \\ CPU", .cores = 2, .blas_core = "Cooperlake",
+        .sgemm_gflops_1 = 231.5, .sgemm_gflops_all = 440.25, .sgemm_size = 4096,
+        .fma_gflops_1 = 262.125, .fma_gflops_all = 519.75,
+        .triad_gbs_1 = 39.5, .triad_gbs_all = 57.25, .triad_bytes_per_element = 12,
+        .threads = {.latency_us = 0.5, .busbw_gbs = 11.25},
+        .has_mpi = true, .mpi = {.latency_us = 0.15, .busbw_gbs = 2.0},
+        .nominal_gflops = 524.8, .nominal_ghz = 4.1,
+        .measured_at = "2026-11-30T23:40:00Z"};
+    return m;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    MT_CHECK(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *slurp(const char *path) {
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    MT_CHECK(f, "cannot read %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+MT_TEST(machine_round_trip) {
+    const char *path = "/tmp/mt_test_profile_rt.json";
+    mt_machine m = known(), back;
+    MT_CHECK_OK(mt_machine_write(&m, path));
+    MT_CHECK_OK(mt_machine_read(path, &back));
+    MT_CHECK(strcmp(back.cpu, m.cpu) == 0, "cpu '%s'", back.cpu);
+    MT_CHECK(strcmp(back.blas_core, m.blas_core) == 0 && strcmp(back.measured_at, m.measured_at) == 0,
+             "strings");
+    MT_CHECK(back.cores == 2 && back.sgemm_size == 4096 && back.triad_bytes_per_element == 12, "ints");
+    const double got[] = {back.sgemm_gflops_1, back.sgemm_gflops_all, back.fma_gflops_1,
+                          back.fma_gflops_all, back.triad_gbs_1, back.triad_gbs_all,
+                          back.threads.latency_us, back.threads.busbw_gbs, back.mpi.latency_us,
+                          back.mpi.busbw_gbs, back.nominal_gflops, back.nominal_ghz};
+    const double want[] = {m.sgemm_gflops_1, m.sgemm_gflops_all, m.fma_gflops_1,
+                           m.fma_gflops_all, m.triad_gbs_1, m.triad_gbs_all,
+                           m.threads.latency_us, m.threads.busbw_gbs, m.mpi.latency_us,
+                           m.mpi.busbw_gbs, m.nominal_gflops, m.nominal_ghz};
+    for (int i = 0; i < (int)(sizeof got / sizeof got[0]); i++)
+        MT_CHECK_CLOSE(got[i], want[i], 1e-6, "figure %d", i);
+    MT_CHECK(back.has_mpi, "mpi present");
+    remove(path);
+}
+
+/* Unknown figures are null in the file and NAN when read; no MPI is null. */
+MT_TEST(machine_nulls) {
+    const char *path = "/tmp/mt_test_profile_null.json";
+    mt_machine m = known(), back;
+    m.has_mpi = false;
+    m.nominal_gflops = m.nominal_ghz = NAN;
+    MT_CHECK_OK(mt_machine_write(&m, path));
+    const char *text = slurp(path);
+    MT_CHECK(strstr(text, "\"mpi\": null") && strstr(text, "\"nominal_gflops\": null"), "%s", text);
+    MT_CHECK_OK(mt_machine_read(path, &back));
+    MT_CHECK(!back.has_mpi && isnan(back.nominal_gflops) && isnan(back.nominal_ghz), "nulls read");
+    remove(path);
+}
+
+/* Each malformed text fails with MT_EFORMAT, the path, "byte N" and what was expected. */
+MT_TEST(machine_malformed) {
+    const char *path = "/tmp/mt_test_profile_bad.json";
+    mt_machine m = known(), back;
+    MT_CHECK_OK(mt_machine_write(&m, path));
+    char good[4096];
+    snprintf(good, sizeof good, "%s", slurp(path));
+    char text[4096];
+
+    /* truncated in the middle */
+    snprintf(text, sizeof text, "%.*s", (int)(strlen(good) / 2), good);
+    write_text(path, text);
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EFORMAT, path, "byte ", "expected");
+
+    /* a string where a number goes: "cores": "2" */
+    snprintf(text, sizeof text, "%s", good);
+    char *p = strstr(text, "\"cores\": 2");
+    MT_CHECK(p, "cores in %s", good);
+    memcpy(p, "\"cores\":\"2\"", 11);
+    write_text(path, text);
+    char at[32];
+    snprintf(at, sizeof at, "byte %zu", (size_t)(p - text) + 8);
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EFORMAT, path, at, "a number");
+
+    /* an unknown key */
+    snprintf(text, sizeof text, "%s", good);
+    p = strstr(text, "\"cores\"");
+    memcpy(p, "\"coars\"", 7);
+    write_text(path, text);
+    snprintf(at, sizeof at, "byte %zu", (size_t)(p - text));
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EFORMAT, at, "\"coars\" is unknown", "\"cores\"");
+
+    /* a missing key: the object closes without "measured_at" */
+    MT_CHECK_FAILS((write_text(path, "{\"cpu\": \"x\"}"), mt_machine_read(path, &back)), MT_EFORMAT,
+                   "byte 11", "\"cores\"");
+    /* a repeated key */
+    MT_CHECK_FAILS((write_text(path, "{\"cpu\": \"x\", \"cpu\": \"y\"}"), mt_machine_read(path, &back)),
+                   MT_EFORMAT, "byte 13", "given twice");
+    /* an integer that is not whole */
+    snprintf(text, sizeof text, "%s", good);
+    p = strstr(text, "\"size\": 4096");
+    memcpy(p, "\"size\": 40.5", 12);
+    write_text(path, text);
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EFORMAT, "a whole number");
+    /* something after the object */
+    snprintf(text, sizeof text, "%s x", good);
+    write_text(path, text);
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EFORMAT, "the end of the file");
+    /* not there at all */
+    remove(path);
+    MT_CHECK_FAILS(mt_machine_read(path, &back), MT_EIO, path);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
