@@ -136,7 +136,7 @@ COMMANDS=(
     "train|train a model (gpt, mlp, linreg) and write checkpoints and metrics"
     "sample|generate text from a checkpoint"
     "example|run a built-in example: linreg (the JAX pmap linear regression)"
-    "bench|benchmark: collectives (time, algbw, busbw per size, as nccl-tests)"
+    "bench|benchmark: collectives (as nccl-tests), machine (peaks for the roofline), matmul (engine vs sgemm)"
     "explain|why communication happens: an op's result type and moves on typed operands"
     "schedule|pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, simulate, draw"
     "version|print the version"
