@@ -8,8 +8,9 @@
 #                 collectives against plain MPI (bench-collectives),
 #                 compile time against depth (bench-compile), and data
 #                 parallel training against one device and PyTorch DDP
-#                 (bench-dp), and the pipeline schedules against one device
-#                 (bench-pipe)
+#                 (bench-dp), the pipeline schedules against one device
+#                 (bench-pipe), and the machine probe, one engine matmul
+#                 against sgemm and tracing's cost (bench-profile)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -78,7 +79,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench install clean
 
 all: build
 
@@ -149,7 +150,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
@@ -170,6 +171,11 @@ bench-dp: deps-bench build
 # predicted, throughput against one device (issue 10's table)
 bench-pipe: deps build
 	bash bench/run_pipe.sh $(BUILD)
+
+# the roofline's peaks, a 4096^3 matmul through the engine against sgemm, and
+# tracing's overhead (issue 11's figures)
+bench-profile: deps build
+	bash bench/run_profile.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).
