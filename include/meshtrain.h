@@ -40,6 +40,7 @@
 #include "meshtrain/mesh.h"
 #include "meshtrain/tensor.h"
 #include "meshtrain/sharding.h"
+#include "meshtrain/report.h"
 #include "meshtrain/comm.h"
 #include "meshtrain/graph.h"
 #include "meshtrain/partition.h"

@@ -37,7 +37,7 @@ LAYERS=(base mesh tensor profile comm ops graph partition optim pipeline models 
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [comm]=comm [graph]=graph [partition]=partition
-    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
+    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples [report]=profile
 )
 
 declare -A LEVEL
