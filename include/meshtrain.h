@@ -42,6 +42,7 @@
 #include "meshtrain/tensor.h"
 #include "meshtrain/sharding.h"
 #include "meshtrain/profile.h"
+#include "meshtrain/report.h"
 #include "meshtrain/comm.h"
 #include "meshtrain/graph.h"
 #include "meshtrain/partition.h"

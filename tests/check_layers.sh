@@ -36,7 +36,8 @@ LAYERS=(base mesh tensor profile comm ops graph partition optim pipeline models 
 
 # public header -> layer
 declare -A PUBLIC=(
-    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [comm]=comm [graph]=graph [partition]=partition
+    [base]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
+    [comm]=comm [graph]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
 )
 

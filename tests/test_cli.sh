@@ -139,6 +139,7 @@ COMMANDS=(
     "bench|benchmark: collectives (as nccl-tests), machine (peaks for the roofline), matmul (engine vs sgemm)"
     "explain|why communication happens: an op's result type and moves on typed operands"
     "schedule|pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, simulate, draw"
+    "report|where a traced run's time went: roofline, exposed comm, MFU, bubble"
     "version|print the version"
     "help|print this help, or a command's: meshtrain help train"
 )

@@ -256,7 +256,7 @@ static mt_status get_object(reader *r, mt_machine *m, const field *fs) {
                     snprintf(want + strlen(want), sizeof want - strlen(want), "%s\"%s\"",
                              want[0] ? ", " : "", fs[j].key);
             r->i = key_at;
-            char what[300];
+            char what[sizeof want + sizeof key + 64];
             snprintf(what, sizeof what, "one of the keys %s (\"%s\" is %s)", want, key,
                      k == n ? "unknown" : "given twice");
             return expected(r, what);

@@ -1,0 +1,161 @@
+/*
+ * test_report.c — mt_report (include/meshtrain/report.h) on a synthetic
+ * two-device trace whose answers are worked out by hand below: busy, idle,
+ * exposed and hidden communication, MFU and HFU, the bubble of a small
+ * pipeline timeline, the roofline class of ops of known intensity; and the
+ * errors for a truncated and an invalid trace.
+ */
+#include "harness.h"
+#include "meshtrain.h"
+
+#define HEAD "{\"traceEvents\":[\n"
+#define TAIL "\n],\"displayTimeUnit\":\"ms\"}\n"
+#define X(name, cat, tid, ts, dur) \
+    "{\"name\":\"" name "\",\"cat\":\"" cat "\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur \
+    ",\"pid\":0,\"tid\":" #tid "}"
+#define OP(name, tid, ts, dur, flops, bytes)                                                  \
+    "{\"name\":\"" name "\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur        \
+    ",\"pid\":0,\"tid\":" #tid ",\"args\":{\"phase\":\"F\",\"layer\":0,\"flops\":" #flops \
+    ",\"bytes\":" #bytes ",\"out\":\"act.1\"}}"
+
+/*
+ * Device 0, step 0..100 µs:   idle 0-10 | forward mb 0 chunk 0 10-40 (op matmul 10-30)
+ *   | psum on its own track 40-50 | backward B mb 0 chunk 0 50-80 (op gemm 50-70)
+ *   | wait: gradient reductions 80-90 | idle 90-100;  its comm lane: psum (async) 60-85.
+ *   busy = [10,40]+[50,80] = 60; waits = [40,50]+[80,90] -> exposed 20; idle 20;
+ *   hidden = [60,85] ∩ busy = [60,80] = 20; async 25.
+ * Device 1, step 0..100:   idle 0-30 | forward mb 0 chunk 0 30-60 | backward B mb 0 chunk 0
+ *   60-90 | idle 90-100.  busy 60, idle 40, exposed 0, hidden 0.
+ * Bubble: spans 70 (dev 0: 10..80) and 60; busy 60 and 60 -> (70 - 60) / 70.
+ * matmul: 1e5 flops, 1e5 bytes in 20 µs: intensity 1, 5 GFLOP/s; at peak 100 GFLOP/s and
+ *   10 GB/s memory-bound, bound 10, at half of it. gemm: 1e6 flops, 1e4 bytes: intensity
+ *   100, 50 GFLOP/s, compute-bound, bound 100, half of it.
+ * Step flops 1.1e6 in 100 µs: HFU = 1.1e6 / (1e-4 · 1e11 · 2) = 0.055; MFU at 4e6 model
+ *   FLOPs = 4e6 / (1e-4 · 1e11) = 0.4.
+ */
+static const char TRACE[] =
+    HEAD
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"device 0\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100001,\"args\":{\"name\":\"device 0 comm 1\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"device 1\"}},\n"
+    X("step 1", "step", 0, 0, 100) ",\n"
+    X("idle", "idle", 0, 0, 10) ",\n"
+    X("forward mb 0 chunk 0", "compute", 0, 10, 30) ",\n"
+    OP("matmul", 0, 10, 20, 100000, 100000) ",\n"
+    X("psum 'data'", "comm", 0, 40, 10) ",\n"
+    X("backward B mb 0 chunk 0", "compute", 0, 50, 30) ",\n"
+    OP("gemm", 0, 50, 20, 1000000, 10000) ",\n"
+    X("wait: gradient reductions", "compute", 0, 80, 10) ",\n"
+    X("idle", "idle", 0, 90, 10) ",\n"
+    X("step 1", "step", 100001, 0, 100) ",\n"
+    X("psum (async) 'data'", "comm", 100001, 60, 25) ",\n"
+    X("step 1", "step", 1, 0, 100) ",\n"
+    X("idle", "idle", 1, 0, 30) ",\n"
+    X("forward mb 0 chunk 0", "compute", 1, 30, 30) ",\n"
+    X("backward B mb 0 chunk 0", "compute", 1, 60, 30) ",\n"
+    X("idle", "idle", 1, 90, 10)
+    TAIL;
+
+static const char *write_file(const char *name, const char *text, size_t n) {
+    FILE *f = fopen(name, "wb");
+    MT_CHECK(f, "cannot write %s", name);
+    MT_CHECK(fwrite(text, 1, n, f) == n, "short write to %s", name);
+    fclose(f);
+    return name;
+}
+
+static mt_report *analysed(const mt_report_machine *m) {
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read(write_file("synthetic.json", TRACE, sizeof TRACE - 1), &r));
+    MT_CHECK_OK(mt_report_analyse(r, m));
+    return r;
+}
+
+MT_TEST(devices_busy_idle_exposed_hidden) {
+    mt_report *r = analysed(NULL);
+    int n;
+    const mt_report_device *d = mt_report_devices(r, &n);
+    MT_CHECK(n == 2, "%d devices, want 2", n);
+    const double want[2][5] = {{60, 20, 20, 20, 25}, {60, 40, 0, 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        MT_CHECK(d[i].device == i, "device %d at %d", d[i].device, i);
+        MT_CHECK_CLOSE(d[i].busy_us, want[i][0], 1e-9, "device %d busy", i);
+        MT_CHECK_CLOSE(d[i].idle_us, want[i][1], 1e-9, "device %d idle", i);
+        MT_CHECK_CLOSE(d[i].exposed_us, want[i][2], 1e-9, "device %d exposed", i);
+        MT_CHECK_CLOSE(d[i].hidden_us, want[i][3], 1e-9, "device %d hidden", i);
+        MT_CHECK_CLOSE(d[i].async_us, want[i][4], 1e-9, "device %d async", i);
+    }
+    mt_report_free(r);
+}
+
+MT_TEST(step_mfu_hfu_bubble) {
+    mt_report_machine m = {.peak_gflops = 100, .bandwidth_gbs = 10, .model_flops = 4e6};
+    mt_report *r = analysed(&m);
+    int n;
+    const mt_report_step *s = mt_report_steps(r, &n);
+    MT_CHECK(n == 1 && s[0].step == 1, "%d steps", n);
+    MT_CHECK_CLOSE(s[0].wall_us, 100, 1e-9, "wall");
+    MT_CHECK_CLOSE(s[0].flops, 1.1e6, 1e-9, "flops");
+    MT_CHECK_CLOSE(s[0].mfu, 0.4, 1e-9, "MFU");
+    MT_CHECK_CLOSE(s[0].hfu, 0.055, 1e-9, "HFU");
+    MT_CHECK_CLOSE(s[0].bubble, 10.0 / 70, 1e-9, "bubble");
+    /* without the machine's figures MFU and HFU are unknown */
+    MT_CHECK_OK(mt_report_analyse(r, NULL));
+    s = mt_report_steps(r, &n);
+    MT_CHECK(isnan(s[0].mfu) && isnan(s[0].hfu), "MFU %g HFU %g without a peak", s[0].mfu, s[0].hfu);
+    mt_report_free(r);
+}
+
+MT_TEST(roofline_classes) {
+    mt_report_machine m = {.peak_gflops = 100, .bandwidth_gbs = 10};
+    mt_report *r = analysed(&m);
+    int n, seen = 0;
+    const mt_report_op *o = mt_report_ops(r, &n);
+    MT_CHECK(n == 2, "%d op kinds, want 2", n);
+    for (int k = 0; k < n; k++) {
+        MT_CHECK_CLOSE(o[k].share, 0.5, 1e-9, "%s share", o[k].kind);
+        MT_CHECK_CLOSE(o[k].of_bound, 0.5, 1e-9, "%s of its bound", o[k].kind);
+        if (strcmp(o[k].kind, "matmul") == 0) {
+            seen++;
+            MT_CHECK_CLOSE(o[k].intensity, 1, 1e-9, "matmul intensity");
+            MT_CHECK_CLOSE(o[k].gflops, 5, 1e-9, "matmul GFLOP/s");
+            MT_CHECK_CLOSE(o[k].bound_gflops, 10, 1e-9, "matmul bound");
+            MT_CHECK(o[k].bound == MT_BOUND_MEMORY, "matmul at intensity 1 is memory-bound");
+        } else {
+            seen++;
+            MT_CHECK_CLOSE(o[k].intensity, 100, 1e-9, "gemm intensity");
+            MT_CHECK_CLOSE(o[k].bound_gflops, 100, 1e-9, "gemm bound");
+            MT_CHECK(o[k].bound == MT_BOUND_COMPUTE, "gemm at intensity 100 is compute-bound");
+        }
+    }
+    MT_CHECK(seen == 2, "matmul and gemm");
+    int nf;
+    const mt_report_fix *f = mt_report_fixes(r, &nf);
+    MT_CHECK(nf == 3, "%d fixes, want 3", nf);
+    /* the biggest: idle (30 of 200 device-µs), then the bubble (10/70) */
+    MT_CHECK(strstr(f[0].text, "idle") && fabs(f[0].figure - 0.3) < 1e-9, "first fix '%s'", f[0].text);
+    MT_CHECK(strstr(f[1].text, "bubble"), "second fix '%s'", f[1].text);
+    mt_report_free(r);
+}
+
+MT_TEST(truncated_and_invalid) {
+    mt_report *r = NULL;
+    /* cut after a whole event: no closing line */
+    const char *cut = strstr(TRACE, X("idle", "idle", 0, 0, 10));
+    size_t n = (size_t)(cut - TRACE);
+    MT_CHECK_FAILS(mt_report_read(write_file("cut.json", TRACE, n), &r), MT_EINVAL,
+                   "truncated", "closing line");
+    /* cut inside an event */
+    MT_CHECK_FAILS(mt_report_read(write_file("cut2.json", TRACE, n + 30), &r), MT_EINVAL,
+                   "line 6", "byte");
+    const char bad[] = HEAD "{\"name\":\"gemm\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":abc}" TAIL;
+    MT_CHECK_FAILS(mt_report_read(write_file("bad.json", bad, sizeof bad - 1), &r), MT_EINVAL,
+                   "line 2", "a number");
+    const char notrace[] = "[1, 2, 3]\n";
+    MT_CHECK_FAILS(mt_report_read(write_file("not.json", notrace, sizeof notrace - 1), &r),
+                   MT_EINVAL, "line 1", "traceEvents");
+    MT_CHECK_FAILS(mt_report_read("no-such-trace.json", &r), MT_EIO, "no-such-trace.json");
+    MT_CHECK(r == NULL, "no report on failure");
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
