@@ -2,12 +2,15 @@
 # test_report_cli.sh — `meshtrain report` on the trace of a real 2-device
 # data-parallel run (asynchronous gradient all-reduces, i.e. overlap on): it
 # exits 0, its tables show the psum of the gradients, --json is one JSON
-# object, and the hidden communication (async lanes under compute) exceeds
-# the exposed (the device waited) on at least one device. Not on both, nor
-# summed: on 2 shared cores one device's thread is often descheduled, and the
-# other then waits for it in the blocking psums, which counts as exposed
-# (seen: hidden/exposed 3290/815 and 3491/690 us in one run, 2038/5482 and
-# 3624/306 in the next). A truncated
+# object, and some of the gradient reductions' time is hidden under compute
+# (async lanes). Whether the hidden share exceeds the exposed one depends on
+# the machine's load: on 2 shared cores, under ctest -j2 beside other tests,
+# one device's thread is often descheduled and the other then waits for it
+# in the blocking psums, which counts as exposed (seen: hidden/exposed
+# 3290/815 and 3491/690 us in one run, 2038/5482 and 3624/306 in the next,
+# hidden <= exposed on both devices under ctest's load), so the comparison is
+# printed, not asserted; test_report.c asserts the arithmetic on a trace with
+# known answers. A truncated
 # trace and a missing one fail with one line naming what was wrong.
 #
 #   bash tests/test_report_cli.sh <meshtrain binary> [<build dir>]
@@ -44,10 +47,10 @@ print("hidden %.0f us, exposed %.0f us (per device: %s)" % (hidden, exposed,
 if len(dev) != 2: print("devices", len(dev))
 elif len(r["steps"]) != 4: print("steps", len(r["steps"]))
 elif not any(o["kind"] == "psum" and o["bound"] == "comm" for o in r["ops"]): print("no psum op")
-elif not any(d["hidden_us"] > d["exposed_us"] for d in dev): print("hidden <= exposed on every device")
+elif not all(d["hidden_us"] > 0 for d in dev): print("no reduction hidden under compute on a device")
 PY
 )
-    [ -z "$why" ] && ok "--json: with overlap the hidden share exceeds the exposed on a device" || bad "--json" "$why"
+    [ -z "$why" ] && ok "--json: the reductions appear, partly hidden under compute" || bad "--json" "$why"
 fi
 
 head -c 4000 dp.json >cut.json
