@@ -29,6 +29,30 @@ if "$BIN" report dp.json --peak-gflops 100 --bandwidth-gbs 20 --model-flops 1e8 
 else
     bad "report exits 0" "$(cat err.txt)"
 fi
+grep -q "^ops (a device's peak 100.0 GFLOP/s, bandwidth 20.0 GB/s):$" rep.txt \
+    && ok "the given figures head the table" || bad "the given figures" "$(head -1 rep.txt)"
+
+# the probe's file: each of the 2 devices gets the larger of one thread's figure and
+# the all-cores one over 2 (worked out here from the file)
+if "$BIN" bench machine --quick --out m.json >probe.txt 2>&1 && command -v python3 >/dev/null; then
+    want=$(python3 -c '
+import json, sys
+m = json.load(open("m.json"))
+peak = max(m["sgemm_gflops"]["1"], m["sgemm_gflops"]["all"] / 2)
+bw = max(m["triad_gbs"]["1"], m["triad_gbs"]["all"] / 2)
+print("ops (a device\x27s peak %.1f GFLOP/s, bandwidth %.1f GB/s):" % (peak, bw))')
+    "$BIN" report dp.json --machine m.json >mrep.txt 2>err.txt
+    [ "$(head -1 mrep.txt)" = "$want" ] && ok "--machine: a device's share of the probe's figures" \
+        || bad "--machine" "got '$(head -1 mrep.txt)', want '$want'"
+    "$BIN" report dp.json --machine m.json --peak-gflops 100 >mrep.txt 2>err.txt
+    grep -q "peak 100.0 GFLOP/s" mrep.txt && ok "--peak-gflops wins over the file" \
+        || bad "--peak-gflops over --machine" "$(head -1 mrep.txt)"
+else
+    bad "bench machine --quick" "$(tail -3 probe.txt)"
+fi
+expect_fail "--machine that is not there" 1 "cannot read the machine file" \
+    "$BIN" report dp.json --machine absent.json
+
 grep -Eq '^  psum +[0-9]+ .* comm$' rep.txt && ok "the gradient psums are a comm-bound op kind" \
     || bad "psum row" "$(head -5 rep.txt)"
 grep -q "psum (async) 'data'" dp.json && grep -Eq '^  [01] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+' rep.txt \

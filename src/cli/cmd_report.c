@@ -3,26 +3,43 @@
  * (include/meshtrain/report.h does the analysis and defines its numbers).
  */
 #include "args.h"
+#include "bench_machine.h"
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "meshtrain.h"
 
 static const char USAGE[] =
-    "usage: meshtrain report TRACE [--peak-gflops X] [--bandwidth-gbs Y] [--model-flops F] "
-    "[--json]\n"
+    "usage: meshtrain report TRACE [--machine FILE] [--peak-gflops X] [--bandwidth-gbs Y]\n"
+    "                            [--model-flops F] [--json]\n"
     "Reads a trace of `meshtrain train --trace TRACE` and prints per op kind its time share,\n"
     "GFLOP/s, GB/s, flops/byte and roofline bound min(peak, intensity x bandwidth); per device\n"
     "busy, idle, exposed communication (comm spans on its own track and 'wait:' regions: the\n"
     "device stood still) and hidden communication (async comm-lane time under its busy time);\n"
     "per step wall time, MFU (model FLOPs / (wall x peak)), HFU (op FLOPs / (wall x peak x\n"
-    "devices)) and the pipeline bubble; and the three things to fix first.\n";
+    "devices)) and the pipeline bubble; and the three things to fix first.\n"
+    "\n"
+    "A device's peak and bandwidth come from --peak-gflops and --bandwidth-gbs, else from the\n"
+    "machine file of `meshtrain bench machine` (--machine FILE, or machine.json beside the\n"
+    "binary when there): the devices share the machine, each getting the larger of the\n"
+    "1-thread figure and the all-cores figure over the trace's devices.\n";
+
+/* A device's share of a machine figure: the larger of one thread's and all
+ * cores' over n devices (NAN in the file: unknown, 0). */
+static double share(double one, double all, int n) {
+    double per = isnan(all) ? 0 : all / (n > 0 ? n : 1);
+    return isnan(one) ? per : fmax(one, per);
+}
 
 int cli_cmd_report(int argc, char **argv) {
     double peak = 0, bw = 0, model = 0;
     bool json = false;
+    const char *machine_path = NULL;
     const cli_opt opts[] = {
+        {"machine", CLI_STR, &machine_path, 0, 0, false, false, NULL, "FILE",
+         "the probe's figures (default: machine.json beside the binary, when there)"},
         {"peak-gflops", CLI_DOUBLE, &peak, 0, HUGE_VAL, false, false, NULL, "X",
          "a device's peak, GFLOP/s (0: unknown)"},
         {"bandwidth-gbs", CLI_DOUBLE, &bw, 0, HUGE_VAL, false, false, NULL, "Y",
@@ -46,9 +63,31 @@ int cli_cmd_report(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
+    mt_machine mach;
+    char def_path[4096];
+    cli_machine_default_path(def_path, sizeof def_path);
+    bool have_machine = false;
+    if (machine_path) {
+        if (mt_machine_read(machine_path, &mach) != MT_OK) {
+            cli_error("--machine: %s", mt_errmsg());
+            return CLI_EXIT_FAIL;
+        }
+        have_machine = true;
+    } else if (access(def_path, R_OK) == 0 && mt_machine_read(def_path, &mach) == MT_OK) {
+        have_machine = true;
+    }
     mt_report *r = NULL;
-    mt_report_machine m = {.peak_gflops = peak, .bandwidth_gbs = bw, .model_flops = model};
     mt_status s = mt_report_read(argv[0], &r);
+    if (s == MT_OK && have_machine) {   /* the flags win over the file */
+        /* the devices of the trace: a first analysis finds them */
+        mt_report_machine none = {0};
+        int n_dev = 0;
+        s = mt_report_analyse(r, &none);
+        mt_report_devices(r, &n_dev);
+        if (peak == 0) peak = share(mach.sgemm_gflops_1, mach.sgemm_gflops_all, n_dev);
+        if (bw == 0) bw = share(mach.triad_gbs_1, mach.triad_gbs_all, n_dev);
+    }
+    mt_report_machine m = {.peak_gflops = peak, .bandwidth_gbs = bw, .model_flops = model};
     if (s == MT_OK) s = mt_report_analyse(r, &m);
     if (s != MT_OK) {
         cli_error("%s", mt_errmsg());

@@ -18,9 +18,13 @@ static void num(FILE *f, int w, int prec, double v, double scale) {
 }
 
 void mt_report_write_text(const mt_report *r, FILE *f) {
-    fprintf(f, "ops (peak %s GFLOP/s, bandwidth %s GB/s):\n",
-            r->machine.peak_gflops > 0 ? "given" : "unknown",
-            r->machine.bandwidth_gbs > 0 ? "given" : "unknown");
+    fprintf(f, "ops (a device's peak ");
+    if (r->machine.peak_gflops > 0) fprintf(f, "%.1f GFLOP/s", r->machine.peak_gflops);
+    else fprintf(f, "unknown");
+    fprintf(f, ", bandwidth ");
+    if (r->machine.bandwidth_gbs > 0) fprintf(f, "%.1f GB/s", r->machine.bandwidth_gbs);
+    else fprintf(f, "unknown");
+    fprintf(f, "):\n");
     fprintf(f, "  %-16s %7s %9s %7s %8s %8s %9s %10s %7s  %s\n", "op", "count", "time ms", "share%",
             "GFLOP/s", "GB/s", "flop/B", "bound GF/s", "of bnd%", "bound");
     for (int k = 0; k < r->n_ops; k++) {
