@@ -6,6 +6,8 @@
 #ifndef MT_CLI_BENCH_MACHINE_H
 #define MT_CLI_BENCH_MACHINE_H
 
+#include "meshtrain.h"
+
 #include <stddef.h>
 
 /* `meshtrain bench machine ...` and `meshtrain bench matmul ...`; argv[0]
@@ -17,6 +19,13 @@ int cli_bench_matmul(int argc, char **argv);
  * meshtrain binary (the build folder), or "machine.json" when that folder is
  * unknown. */
 void cli_machine_default_path(char *buf, size_t n);
+
+/* The machine file a command's --machine names (`path`; it must read), or
+ * else the default one when it is there and reads: *found says whether one
+ * was read into *out, and `used` (n bytes) gets the path read or looked
+ * at (the default one when none was found). False, after
+ * printing the error, only when a named file cannot be read. */
+bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used, size_t n);
 
 /* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
  * major, after one warm-up, on `threads` of Open BLAS's own threads

@@ -111,6 +111,22 @@ void cli_machine_default_path(char *buf, size_t n) {
     snprintf(buf, n, "%s/machine.json", dirname(exe));
 }
 
+bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used, size_t n) {
+    *found = false;
+    if (path) {
+        if (mt_machine_read(path, out) != MT_OK) {
+            cli_error("--machine: %s", mt_errmsg());
+            return false;
+        }
+        *found = true;
+        snprintf(used, n, "%s", path);
+        return true;
+    }
+    cli_machine_default_path(used, n);
+    *found = access(used, R_OK) == 0 && mt_machine_read(used, out) == MT_OK;
+    return true;
+}
+
 /* "Cooperlake", and a note when Open BLAS runs a kernel below this CPU's,
  * as bench/blas_env.sh decides: a fallback kernel, or an AVX2 one on an
  * AVX-512 CPU (the environment's OPENBLAS_CORETYPE=Haswell). */

@@ -21,7 +21,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char MATMUL_USAGE[] =
     "usage: meshtrain bench matmul [--m M --n N --k K] [--threads T] [--machine FILE]\n"
@@ -125,20 +124,12 @@ int cli_bench_matmul(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     /* the machine file: named ones must read; the default one is optional */
-    char def_path[4096];
-    cli_machine_default_path(def_path, sizeof def_path);
+    char used_path[4096];
     mt_machine mach;
     bool have_machine = false;
-    if (machine_path) {
-        if (mt_machine_read(machine_path, &mach) != MT_OK) {
-            cli_error("--machine: %s", mt_errmsg());
-            return CLI_EXIT_FAIL;
-        }
-        have_machine = true;
-    } else if (access(def_path, R_OK) == 0 && mt_machine_read(def_path, &mach) == MT_OK) {
-        have_machine = true;
-        machine_path = def_path;
-    }
+    if (!cli_machine_load(machine_path, &mach, &have_machine, used_path, sizeof used_path))
+        return CLI_EXIT_FAIL;
+    machine_path = used_path;
 
     mt_set_num_threads(threads);
     threads = mt_get_num_threads();
@@ -184,7 +175,8 @@ int cli_bench_matmul(int argc, char **argv) {
                "%.0f %% of it, %.0f %% of the FMA peak\n", intensity, bw, bound,
                bound < peak ? "memory" : "compute", 100 * eng / bound, 100 * eng / fma);
     } else {
-        printf("no machine file (%s): run `meshtrain bench machine` for the roofline\n", def_path);
+        printf("no machine file (%s): run `meshtrain bench machine` for the roofline\n",
+               machine_path);
     }
     if (fflush(stdout) != 0) {
         cli_error("cannot write to standard output: %s", strerror(errno));

@@ -7,7 +7,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "meshtrain.h"
 
@@ -64,18 +63,10 @@ int cli_cmd_report(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     mt_machine mach;
-    char def_path[4096];
-    cli_machine_default_path(def_path, sizeof def_path);
+    char used_path[4096];
     bool have_machine = false;
-    if (machine_path) {
-        if (mt_machine_read(machine_path, &mach) != MT_OK) {
-            cli_error("--machine: %s", mt_errmsg());
-            return CLI_EXIT_FAIL;
-        }
-        have_machine = true;
-    } else if (access(def_path, R_OK) == 0 && mt_machine_read(def_path, &mach) == MT_OK) {
-        have_machine = true;
-    }
+    if (!cli_machine_load(machine_path, &mach, &have_machine, used_path, sizeof used_path))
+        return CLI_EXIT_FAIL;
     mt_report *r = NULL;
     mt_status s = mt_report_read(argv[0], &r);
     if (s == MT_OK && have_machine) {   /* the flags win over the file */

@@ -43,7 +43,25 @@ struct mt__train_pipe {
     mt__pipe_exec   x;
     void           *step_in, *step_target;   /* (accum, global microbatch): the step's data */
     size_t          mb_in, mb_target;        /* bytes of one global microbatch of each */
+    /* buffers each step reuses: the tied embedding's gradient from the
+     * other device (NULL: not needed here), the bubble's measurements */
+    float          *tied_other;              /* (numel of the tied parameter) */
+    float          *meas;                    /* (2 + 3S): max span, max busy; (S,3) op times */
+    mt_pipe_costs  *costs;                   /* (S) */
 };
+
+/* This device's copies of the tied parameter: chunk 0's and chunk S-1's
+ * (NULL where it holds not that chunk, or the model ties nothing). */
+static void tied_copies(const mt_trainer *tr, const mt__train_pipe *pp, mt_tensor **first,
+                        mt_tensor **last) {
+    *first = *last = NULL;
+    const char *name = tr->m->tied_param;
+    if (!name || pp->S < 2) return;
+    for (int i = 0; i < pp->v; i++) {
+        if (pp->chunk[i].chunk == 0) *first = mt_graph_find(pp->chunk[i].g, name);
+        if (pp->chunk[i].chunk == pp->S - 1) *last = mt_graph_find(pp->chunk[i].g, name);
+    }
+}
 
 /* Blocks [*layer0, *layer0 + *layers) of chunk k of S over L blocks: as
  * even as can be, the first L mod S chunks one block more (the last chunk
@@ -216,6 +234,19 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
             s = mt_optim_exclude_from_norm(pp->opt[i], tr->m->tied_param);
     }
     if (s != MT_OK) return s;
+    /* what every step reuses */
+    mt_tensor *first, *last;
+    tied_copies(tr, pp, &first, &last);
+    if ((first != NULL) != (last != NULL)) {   /* the other copy is on another device */
+        size_t n = (size_t)mt_tensor_numel(first ? first : last);
+        if (!(pp->tied_other = malloc(n * sizeof *pp->tied_other)))
+            return mt_fail(MT_ENOMEM, "out of memory for the gradient of the tied '%s'",
+                           tr->m->tied_param);
+    }
+    pp->meas = malloc((2 + 3 * (size_t)pp->S) * sizeof *pp->meas);
+    pp->costs = malloc((size_t)pp->S * sizeof *pp->costs);
+    if (!pp->meas || !pp->costs)
+        return mt_fail(MT_ENOMEM, "out of memory for the pipeline's measurements");
     pp->x = (mt__pipe_exec){.ctx = ctx, .pipe = pipe, .S = pp->S, .m = c->accum,
                             .device_of = pp->device_of, .chunks = pp->chunk, .n_chunks = pp->v,
                             .feed = NULL, .arg = NULL};
@@ -249,6 +280,9 @@ void mt__train_pipe_free(mt__train_pipe *pp) {
     free(pp->device_of);
     free(pp->step_in);
     free(pp->step_target);
+    free(pp->tied_other);
+    free(pp->meas);
+    free(pp->costs);
     free(pp);
 }
 
@@ -285,13 +319,8 @@ static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
  * part in the order chunk 0's + chunk S-1's, so both sums are the same
  * bits), added in place when on one. */
 static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
-    const char *name = tr->m->tied_param;
-    if (!name || pp->S < 2) return MT_OK;
-    mt_tensor *first = NULL, *last = NULL;
-    for (int i = 0; i < pp->v; i++) {
-        if (pp->chunk[i].chunk == 0) first = mt_graph_find(pp->chunk[i].g, name);
-        if (pp->chunk[i].chunk == pp->S - 1) last = mt_graph_find(pp->chunk[i].g, name);
-    }
+    mt_tensor *first, *last;
+    tied_copies(tr, pp, &first, &last);
     if (!first && !last) return MT_OK;
     mt_tensor *mine = first ? first : last;
     if (!mt_tensor_grad(mine)) return MT_OK;   /* (never: both copies are used) */
@@ -302,8 +331,7 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
         for (size_t e = 0; e < n; e++) g[e] = g2[e] = g[e] + g2[e];
         return MT_OK;
     }
-    float *other = malloc(n * sizeof *other);
-    if (!other) return mt_fail(MT_ENOMEM, "out of memory summing the tied '%s'", name);
+    float *other = pp->tied_other;
     int peer = first ? pp->device_of[pp->S - 1] : pp->device_of[0];
     const int tag = MT_TAG_MAX;   /* unused by the executor's messages in a step */
     mt_status s = mt_send(ctx, pp->x.pipe, g, n, MT_F32, peer, tag);
@@ -312,7 +340,6 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
         if (first) for (size_t e = 0; e < n; e++) g[e] = g[e] + other[e];
         else       for (size_t e = 0; e < n; e++) g[e] = other[e] + g[e];
     }
-    free(other);
     return s;
 }
 
@@ -324,13 +351,9 @@ static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
 static mt_status measure_bubble(mt__train_pipe *pp, mt__train_dev *d, mt_ctx *ctx) {
     const mt__pipe_exec *x = &pp->x;
     const int S = pp->S, m = x->m;
-    float *buf = calloc(2 + 3 * (size_t)S, sizeof *buf);   /* span, busy; (S,3) op times */
-    mt_pipe_costs *costs = calloc((size_t)S, sizeof *costs);
-    if (!buf || !costs) {
-        free(buf);
-        free(costs);
-        return mt_fail(MT_ENOMEM, "out of memory measuring the pipeline's bubble");
-    }
+    float *buf = pp->meas;   /* span, busy; (S,3) op times */
+    mt_pipe_costs *costs = pp->costs;
+    memset(buf, 0, (2 + 3 * (size_t)S) * sizeof *buf);
     float *per = buf + 2;
     double busy = 0;
     for (int o = 0; o < pp->n_ops; o++) {
@@ -358,16 +381,14 @@ static mt_status measure_bubble(mt__train_pipe *pp, mt__train_dev *d, mt_ctx *ct
                                        .w = per[3 * k + 2], .comm = 0};
             for (int q = 0; q < 3; q++) d->stage_cost[q] += per[3 * k + q] * pp->v / S;
         }
+        /* (the simulation allocates its timeline: p·n_ops doubles a step) */
         mt_pipe_sim sim;
-        s = mt_schedule_simulate_chunks(pp->sched, costs, 0,
-                                        &sim);
+        s = mt_schedule_simulate_chunks(pp->sched, costs, 0, &sim);
         if (s == MT_OK) {
             d->bubble[1] = sim.bubble_rate;
             mt_pipe_sim_free(&sim);
         }
     }
-    free(buf);
-    free(costs);
     return s;
 }
 
