@@ -1,7 +1,8 @@
 # Makefile — the front door to meshtrain. CMake does the building; this file
 # only strings the common tasks together:
 #
-#   make demo     train a small GPT on the fortunes corpus (~2 min), then sample
+#   make demo     train a small GPT on the fortunes corpus (~2 min), sample
+#                 from it, and report where its time went (tables, pictures)
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, then the whole suite again as released
 #   make bench    GPT training step against PyTorch (bench-gpt), the
@@ -115,19 +116,36 @@ $(BUILD)/fortunes.txt: | deps
 	    | xargs cat > $@.tmp && mv $@.tmp $@
 	@echo "corpus: $@, $$(wc -c < $@) bytes"
 
+# Open BLAS's own kernel, or the newest the CPU supports where Debian's Open
+# BLAS does not know the CPU (bench/blas_env.sh says which ran).
+BLAS_ENV := . bench/blas_env.sh >/dev/null &&
+
+# Trains with a trace of its last 20 steps, samples, then measures the
+# machine (a few seconds) and reports on the trace against it.
 demo: build $(BUILD)/fortunes.txt
-	$(BUILD)/meshtrain train --data $(BUILD)/fortunes.txt \
+	@. bench/blas_env.sh
+	$(BLAS_ENV) $(BUILD)/meshtrain train --data $(BUILD)/fortunes.txt \
 	    --layers $(DEMO_LAYERS) --channels $(DEMO_CHANNELS) --heads $(DEMO_HEADS) \
 	    --max-seq $(DEMO_SEQ) --seq $(DEMO_SEQ) --batch $(DEMO_BATCH) \
 	    --steps $(DEMO_STEPS) --lr $(DEMO_LR) --warmup $(DEMO_WARMUP) \
 	    --eval-every $(DEMO_EVAL_EVERY) --threads $(DEMO_THREADS) \
-	    --ckpt-out $(BUILD)/demo.ckpt --metrics $(BUILD)/demo.jsonl
+	    --ckpt-out $(BUILD)/demo.ckpt --metrics $(BUILD)/demo.jsonl \
+	    --trace $(BUILD)/demo-trace.json
 	@echo
 	@echo "---- meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt \"$(DEMO_PROMPT)\" ----"
 	@printf '%s' "$(DEMO_PROMPT)"
-	@$(BUILD)/meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt "$(DEMO_PROMPT)" \
+	@$(BLAS_ENV) $(BUILD)/meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt "$(DEMO_PROMPT)" \
 	    --tokens $(DEMO_TOKENS) --temperature $(DEMO_TEMP) --threads $(DEMO_THREADS)
 	@echo
+	@echo "---- meshtrain bench machine --out $(BUILD)/machine.json ----"
+	@$(BLAS_ENV) $(BUILD)/meshtrain bench machine --out $(BUILD)/machine.json
+	@echo
+	@echo "---- meshtrain report $(BUILD)/demo-trace.json --metrics $(BUILD)/demo.jsonl" \
+	      "--out $(BUILD)/demo-report ----"
+	@$(BUILD)/meshtrain report $(BUILD)/demo-trace.json --machine $(BUILD)/machine.json \
+	    --metrics $(BUILD)/demo.jsonl --out $(BUILD)/demo-report
+	@echo "The report's pictures are in $(BUILD)/demo-report/ (open the .svg files in a browser);"
+	@echo "the trace $(BUILD)/demo-trace.json opens in ui.perfetto.dev or chrome://tracing."
 
 # ---- tests ------------------------------------------------------------------
 

@@ -31,30 +31,32 @@
  *   10 GB/s memory-bound, bound 10, at half of it. gemm: 1e6 flops, 1e4 bytes: intensity
  *   100, 50 GFLOP/s, compute-bound, bound 100, half of it.
  * Step flops 1.1e6 in 100 µs: HFU = 1.1e6 / (1e-4 · 1e11 · 2) = 0.055; MFU at 4e6 model
- *   FLOPs = 4e6 / (1e-4 · 1e11) = 0.4.
+ *   FLOPs = 4e6 / (1e-4 · 1e11 · 2) = 0.2 (the peak of both devices); at the trace's
+ *   own 6e6 ("model" metadata, used when none is given) 0.3.
  */
-static const char TRACE[] =
-    HEAD
-    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"device 0\"}},\n"
-    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100001,\"args\":{\"name\":\"device 0 comm 1\"}},\n"
-    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"device 1\"}},\n"
-    X("step 1", "step", 0, 0, 100) ",\n"
-    X("idle", "idle", 0, 0, 10) ",\n"
-    X("forward mb 0 chunk 0", "compute", 0, 10, 30) ",\n"
-    OP("matmul", 0, 10, 20, 100000, 100000) ",\n"
-    X("psum 'data'", "comm", 0, 40, 10) ",\n"
-    X("backward B mb 0 chunk 0", "compute", 0, 50, 30) ",\n"
-    OP("gemm", 0, 50, 20, 1000000, 10000) ",\n"
-    X("wait: gradient reductions", "compute", 0, 80, 10) ",\n"
-    X("idle", "idle", 0, 90, 10) ",\n"
-    X("step 1", "step", 100001, 0, 100) ",\n"
-    X("psum (async) 'data'", "comm", 100001, 60, 25) ",\n"
-    X("step 1", "step", 1, 0, 100) ",\n"
-    X("idle", "idle", 1, 0, 30) ",\n"
-    X("forward mb 0 chunk 0", "compute", 1, 30, 30) ",\n"
-    X("backward B mb 0 chunk 0", "compute", 1, 60, 30) ",\n"
+#define MODEL "{\"name\":\"model\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"flops_per_step\":6e6}},\n"
+#define EVENTS \
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"device 0\"}},\n" \
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100001,\"args\":{\"name\":\"device 0 comm 1\"}},\n" \
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"device 1\"}},\n" \
+    X("step 1", "step", 0, 0, 100) ",\n" \
+    X("idle", "idle", 0, 0, 10) ",\n" \
+    X("forward mb 0 chunk 0", "compute", 0, 10, 30) ",\n" \
+    OP("matmul", 0, 10, 20, 100000, 100000) ",\n" \
+    X("psum 'data'", "comm", 0, 40, 10) ",\n" \
+    X("backward B mb 0 chunk 0", "compute", 0, 50, 30) ",\n" \
+    OP("gemm", 0, 50, 20, 1000000, 10000) ",\n" \
+    X("wait: gradient reductions", "compute", 0, 80, 10) ",\n" \
+    X("idle", "idle", 0, 90, 10) ",\n" \
+    X("step 1", "step", 100001, 0, 100) ",\n" \
+    X("psum (async) 'data'", "comm", 100001, 60, 25) ",\n" \
+    X("step 1", "step", 1, 0, 100) ",\n" \
+    X("idle", "idle", 1, 0, 30) ",\n" \
+    X("forward mb 0 chunk 0", "compute", 1, 30, 30) ",\n" \
+    X("backward B mb 0 chunk 0", "compute", 1, 60, 30) ",\n" \
     X("idle", "idle", 1, 90, 10)
-    TAIL;
+static const char TRACE[] = HEAD EVENTS TAIL;
+static const char TRACE_MODEL[] = HEAD MODEL EVENTS TAIL;
 
 static const char *write_file(const char *name, const char *text, size_t n) {
     FILE *f = fopen(name, "wb");
@@ -96,13 +98,28 @@ MT_TEST(step_mfu_hfu_bubble) {
     MT_CHECK(n == 1 && s[0].step == 1, "%d steps", n);
     MT_CHECK_CLOSE(s[0].wall_us, 100, 1e-9, "wall");
     MT_CHECK_CLOSE(s[0].flops, 1.1e6, 1e-9, "flops");
-    MT_CHECK_CLOSE(s[0].mfu, 0.4, 1e-9, "MFU");
+    MT_CHECK_CLOSE(s[0].mfu, 0.2, 1e-9, "MFU");
     MT_CHECK_CLOSE(s[0].hfu, 0.055, 1e-9, "HFU");
     MT_CHECK_CLOSE(s[0].bubble, 10.0 / 70, 1e-9, "bubble");
     /* without the machine's figures MFU and HFU are unknown */
     MT_CHECK_OK(mt_report_analyse(r, NULL));
     s = mt_report_steps(r, &n);
     MT_CHECK(isnan(s[0].mfu) && isnan(s[0].hfu), "MFU %g HFU %g without a peak", s[0].mfu, s[0].hfu);
+    mt_report_free(r);
+}
+
+MT_TEST(model_flops_from_the_trace) {
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read(write_file("model.json", TRACE_MODEL, sizeof TRACE_MODEL - 1), &r));
+    mt_report_machine m = {.peak_gflops = 100};
+    MT_CHECK_OK(mt_report_analyse(r, &m));
+    int n;
+    const mt_report_step *s = mt_report_steps(r, &n);
+    MT_CHECK_CLOSE(s[0].mfu, 0.3, 1e-9, "MFU from the trace's model FLOPs");
+    m.model_flops = 4e6;   /* a figure given wins */
+    MT_CHECK_OK(mt_report_analyse(r, &m));
+    s = mt_report_steps(r, &n);
+    MT_CHECK_CLOSE(s[0].mfu, 0.2, 1e-9, "MFU from the given model FLOPs");
     mt_report_free(r);
 }
 

@@ -4,7 +4,8 @@
 # per device holding "step N", op spans with their phase and FLOPs, the
 # optimizer and idle spans, for a data-parallel run and a pipeline (whose
 # phase regions keep their "forward mb M chunk K" names); --trace-steps
-# keeps the last steps; off a mesh --trace is an error. The numbers (FLOPs
+# keeps the last steps; one device off a mesh is traced as data=1, the same
+# run, with the model's FLOPs per step in the trace. The numbers (FLOPs
 # against the graph's, bytes against explain's) are checked in test_trace.c.
 #
 #   bash tests/test_trace_cli.sh <meshtrain binary> [<build dir>]
@@ -64,7 +65,27 @@ else
     bad "pipe=2 --trace" "exit status or no 'forward mb 1 chunk 1'"
 fi
 
-expect_fail "--trace off a mesh" 1 'records the devices of a mesh.*--mesh data=1' \
-    "$BIN" train "${MODEL[@]}" --steps 1 --trace one.json
+# One device, no mesh: traced as data=1, the same training run as untraced
+# (the losses, byte for byte), and the trace carries the model's FLOPs per
+# step: 6N + 12·L·C·T per token (PaLM), worked out here from the model's
+# sizes (V = 256 bytes, L 2, C 32, T 16, B 4: N = V·C + T·C + L·(12C² + 13C) + 2C).
+"$BIN" train "${MODEL[@]}" --steps 3 --metrics plain.jsonl >out.txt 2>err.txt \
+    || bad "one device, untraced" "exit status"
+if "$BIN" train "${MODEL[@]}" --steps 3 --trace one.json --metrics traced.jsonl >out.txt 2>err.txt
+then
+    check "one device: traced as one track" one.json 1 1,2,3
+    diff <(grep -o '"loss":[^,]*' plain.jsonl) <(grep -o '"loss":[^,]*' traced.jsonl) >/dev/null \
+        && ok "one device: the traced run's losses are the untraced run's" \
+        || bad "one device traced" "losses differ: $(paste -d' ' plain.jsonl traced.jsonl | head -3)"
+    want=$(awk 'BEGIN { V = 256; T = 16; C = 32; L = 2; B = 4;
+                        N = V*C + T*C + L*(12*C*C + 13*C) + 2*C;
+                        printf "%.0f", (6*N + 12*L*C*T) * B*T }')
+    got=$(grep -o '"name":"model".*"flops_per_step":[0-9.e+]*' one.json | grep -o '[0-9.e+]*$')
+    awk -v g="${got:-0}" -v w="$want" 'BEGIN { exit !(g == w) }' \
+        && ok "the model's FLOPs per step in the trace ($got = 6N + attention)" \
+        || bad "model FLOPs in the trace" "got '${got}', want $want"
+else
+    bad "one device --trace" "exit status: $(cat err.txt)"
+fi
 
 test_end

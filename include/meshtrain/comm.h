@@ -46,6 +46,9 @@ typedef struct {
                                          timelines, which go on across launches (times from
                                          the first launch's start); a launch writes them all
                                          to `trace` when that is set */
+    double            trace_model_flops; /* the model's FLOPs per step, all devices together
+                                         (0: unknown): the trace records it for `meshtrain
+                                         report`'s MFU (a "model" metadata event) */
 } mt_launch_opts;
 
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all

@@ -22,7 +22,8 @@
  * The hidden share is hidden / (hidden + exposed).
  * Per step N (the "step N" spans of the device tracks): wall = the longest;
  * flops = the op spans' FLOPs that start inside a device's step N; MFU =
- * model_flops / (wall · peak); HFU = flops / (wall · peak · devices). The
+ * model_flops / (wall · peak · devices); HFU = flops / (wall · peak ·
+ * devices): both over the peak of all the trace's devices together. The
  * bubble, for pipelines (phase regions named "... mb J chunk K"), is
  * (max span − max busy) / max span over devices, a device's span running
  * from its first phase region's start to its last's end and its busy being
@@ -51,7 +52,9 @@ typedef struct mt_report mt_report;   /* opaque: src/profile/report_impl.h */
 typedef struct {
     double peak_gflops;     /* peak FLOP/s of one device, in GFLOP/s */
     double bandwidth_gbs;   /* memory bandwidth of one device, in GB/s */
-    double model_flops;     /* the model's FLOPs per step (all devices together) */
+    double model_flops;     /* the model's FLOPs per step (all devices together); 0:
+                               the trace's own figure (the "model" metadata event
+                               that `train --trace` writes: 6N + attention for GPT) */
 } mt_report_machine;
 
 typedef enum { MT_BOUND_UNKNOWN, MT_BOUND_COMPUTE, MT_BOUND_MEMORY, MT_BOUND_COMM } mt_report_bound;

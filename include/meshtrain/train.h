@@ -94,11 +94,12 @@ typedef struct {
      * (any one set: all stop), so that all stop after the same step; the
      * step's report says so (stop). NULL: not watched. */
     const volatile sig_atomic_t *stop_flag;
-    const char       *trace;     /* on a mesh: mt_trainer_write_trace writes the Chrome
-                                    trace of the run's steps here (a track per device:
-                                    every op, collective, optimizer step, idle time; see
-                                    src/profile/trace.c); NULL: none. Off a mesh it is
-                                    an error (MT_EINVAL) */
+    const char       *trace;     /* mt_trainer_write_trace writes the Chrome trace of
+                                    the run's steps here (a track per device: every op,
+                                    collective, optimizer step, idle time, and the
+                                    model's FLOPs per step; see src/profile/trace.c);
+                                    NULL: none. Without a mesh the run is traced as the
+                                    one-device mesh data=1 (the same training run) */
     int               trace_steps; /* the trace keeps the last this many steps; 0: 20 */
 } mt_train_config;
 

@@ -281,8 +281,9 @@ int cli_cmd_train(int argc, char **argv) {
         {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
          "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
         {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
-         "on a mesh: the steps' Chrome trace, written at the end (a track per device: steps, "
-         "phases, every op with its FLOPs and bytes, collectives, optimizer, idle time)"},
+         "the steps' Chrome trace, written at the end (a track per device: steps, phases, "
+         "every op with its FLOPs and bytes, collectives, optimizer, idle time; without "
+         "--mesh: one device, as --mesh data=1); `meshtrain report FILE` reads it"},
         {"trace-steps", CLI_INT, &cfg.trace_steps, 1, 100000, 0, 0, NULL, "N",
          "the trace keeps the last N steps (default 20)"},
         {"metrics", CLI_STR, &metrics_path, 0, 0, 0, 0, NULL, "FILE", "JSONL log, one object per step"},

@@ -93,12 +93,12 @@ static mt_trace_track local_track(mt_ctx *ctx) {
     return t;
 }
 
-/* Writes the tracks of ctxs[n] to `path`. */
-static mt_status write_local(const char *path, mt_ctx **ctxs, int n) {
+/* Writes the tracks of ctxs[n] to `path` (model_flops: the launch's). */
+static mt_status write_local(const char *path, mt_ctx **ctxs, int n, double model_flops) {
     mt_trace_track *tracks = calloc((size_t)n, sizeof *tracks);
     if (!tracks) return mt_fail(MT_ENOMEM, "cannot allocate the trace of %d devices", n);
     for (int i = 0; i < n; i++) tracks[i] = local_track(ctxs[i]);
-    mt_status s = mt__trace_write_json(path, tracks, n);
+    mt_status s = mt__trace_write_json(path, tracks, n, model_flops);
     free(tracks);
     return s;
 }
@@ -163,7 +163,7 @@ static mt_status gather_and_write(mt_launch_state *ls, mt_ctx *ctx, bool *gather
             tracks[r].open = counts[2 * r + 1];
             tracks[r].t_end = mine.t_end;   /* rank clocks differ; near enough for an open region */
         }
-        s = mt__trace_write_json(ls->trace_path, tracks, P);
+        s = mt__trace_write_json(ls->trace_path, tracks, P, ls->trace_model_flops);
     }
 done:
     free(tracks);
@@ -177,7 +177,7 @@ mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n) {
     if (!ls || !ls->trace_path) return MT_OK;
     if (n <= 0 || !ctxs) return MT_OK;
     /* one process holds every device: write them all */
-    if (ls->process_size <= 1) return write_local(ls->trace_path, ctxs, n);
+    if (ls->process_size <= 1) return write_local(ls->trace_path, ctxs, n, ls->trace_model_flops);
     if (n == 1 && !atomic_load(&ls->abort)) {
         bool gathered = false;
         mt_status s = gather_and_write(ls, ctxs[0], &gathered);
@@ -186,5 +186,5 @@ mt_status mt__trace_write(mt_launch_state *ls, mt_ctx **ctxs, int n) {
     }
     char path[4096];
     snprintf(path, sizeof path, "%s.%d", ls->trace_path, ls->process_rank);
-    return write_local(path, ctxs, n);
+    return write_local(path, ctxs, n, ls->trace_model_flops);
 }

@@ -90,8 +90,11 @@ typedef struct {
 
 /* Writes the tracks as one Chrome trace JSON file at `path` (the format
  * chrome://tracing and Perfetto open), one track per device, with the idle
- * time of every step (see trace.c); MT_EIO, naming the path, when it cannot
- * be written. */
-mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks);
+ * time of every step (see trace.c), and model_flops > 0 (the model's FLOPs
+ * per step, all devices) as a metadata event
+ * {"name":"model","ph":"M",...,"args":{"flops_per_step":X}}; MT_EIO, naming
+ * the path, when it cannot be written. */
+mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
+                               double model_flops);
 
 #endif /* MT_PROFILE_IMPL_H */

@@ -217,7 +217,7 @@ static mt_status steps(mt_report *r) {
         mt_report_step *st = &r->steps[j];
         double sec = st->wall_us * 1e-6;
         st->mfu = peak > 0 && r->machine.model_flops > 0 && sec > 0
-                      ? r->machine.model_flops / (sec * peak) : NAN;
+                      ? r->machine.model_flops / (sec * peak * r->n_devs) : NAN;
         st->hfu = peak > 0 && sec > 0 ? st->flops / (sec * peak * r->n_devs) : NAN;
         st->bubble = bubble(r, st->step);
         r->total_wall_us += st->wall_us;
@@ -239,6 +239,9 @@ mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine) {
     r->ops = NULL, r->devs = NULL, r->steps = NULL;
     r->n_ops = r->n_devs = r->n_steps = r->n_fixes = 0;
     r->machine = machine ? *machine : (mt_report_machine){0};
+    /* the figure given wins over the trace's */
+    r->model_flops_traced = !(r->machine.model_flops > 0) && r->traced_model_flops > 0;
+    if (r->model_flops_traced) r->machine.model_flops = r->traced_model_flops;
     r->devs = calloc((size_t)r->n_ev + 1, sizeof *r->devs);
     ival *buf = malloc(5 * ((size_t)r->n_ev + 1) * sizeof *buf);
     if (!r->devs || !buf) {

@@ -34,6 +34,8 @@ struct mt_report {
     int               n_ev, cap_ev;
     mt__report_track *tracks;
     int               n_tracks, cap_tracks;
+    double            traced_model_flops;   /* the trace's "model" metadata (0: none) */
+    bool              model_flops_traced;   /* the analysis took model_flops from it */
     mt_report_machine machine;
     mt_report_op     *ops;
     int               n_ops;

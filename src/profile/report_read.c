@@ -63,7 +63,7 @@ static mt_status read_number(cursor *c, double *v) {
 
 typedef struct {
     char   name[MT__REPORT_NAME], cat[16], ph[4], thread[MT__REPORT_NAME];
-    double ts, dur, tid, flops, bytes;
+    double ts, dur, tid, flops, bytes, flops_per_step;
     bool   has_ts, has_dur, has_tid;
 } fields;
 
@@ -80,6 +80,7 @@ static mt_status read_args(cursor *c, fields *f) {
         if (s != MT_OK) return s;
         if (strcmp(key, "flops") == 0) f->flops = v;
         else if (strcmp(key, "bytes") == 0) f->bytes = v;
+        else if (strcmp(key, "flops_per_step") == 0) f->flops_per_step = v;
         else if (strcmp(key, "name") == 0 && c->p[-1] == '"') memcpy(f->thread, str, sizeof str);
         if (eat(c, '}')) return MT_OK;
         if (!eat(c, ',')) return expected(c, "',' or '}' in \"args\"");
@@ -122,6 +123,12 @@ static mt__ev_cat category(const char *cat) {
 static mt_status keep(mt_report *r, cursor *c, const fields *f) {
     if (strcmp(f->ph, "M") == 0) {
         int dev, lane = 0;
+        if (strcmp(f->name, "model") == 0) {
+            if (!(f->flops_per_step > 0))
+                return expected(c, "a \"model\" event with \"flops_per_step\" > 0");
+            r->traced_model_flops = f->flops_per_step;
+            return MT_OK;
+        }
         if (strcmp(f->name, "thread_name") != 0 || !f->has_tid) return MT_OK;
         if (sscanf(f->thread, "device %d comm %d", &dev, &lane) < 1) return MT_OK;
         if (r->n_tracks == r->cap_tracks) {

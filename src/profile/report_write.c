@@ -48,7 +48,13 @@ void mt_report_write_text(const mt_report *r, FILE *f) {
         num(f, 9, 3, v->async_us, 1e-3), num(f, 8, 1, comm > 0 ? v->hidden_us / comm : NAN, 100);
         fputc('\n', f);
     }
-    fprintf(f, "\nsteps:\n  %-5s %9s %10s %6s %6s %8s\n", "step", "wall ms", "GFLOP", "MFU%",
+    fprintf(f, "\nsteps (the model's FLOPs per step ");
+    if (r->machine.model_flops > 0)
+        fprintf(f, "%.4g GFLOP, %s", r->machine.model_flops * 1e-9,
+                r->model_flops_traced ? "from the trace" : "given");
+    else
+        fprintf(f, "unknown: give --model-flops");
+    fprintf(f, "):\n  %-5s %9s %10s %6s %6s %8s\n", "step", "wall ms", "GFLOP", "MFU%",
             "HFU%", "bubble%");
     for (int j = 0; j < r->n_steps; j++) {
         const mt_report_step *s = &r->steps[j];

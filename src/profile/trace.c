@@ -326,7 +326,8 @@ static bool put_track(FILE *f, const mt_trace_track *tr) {
     return true;
 }
 
-mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks) {
+mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
+                               double model_flops) {
     bool bad = false;
     FILE *f = fopen(path, "w");
     if (!f)
@@ -335,6 +336,9 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
     fputs("{\"traceEvents\":[\n", f);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
           "\"args\":{\"name\":\"meshtrain\"}}", f);
+    if (model_flops > 0)
+        fprintf(f, ",\n{\"name\":\"model\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+                "\"args\":{\"flops_per_step\":%.17g}}", model_flops);
     for (int t = 0; t < n_tracks; t++) {
         const int dev = tracks[t].device;
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"

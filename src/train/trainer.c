@@ -70,9 +70,6 @@ static mt_status check_config(const mt_train_config *c) {
         return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)c->model, names);
     }
     if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
-    if (c->trace && !(c->mesh && *c->mesh))
-        return mt_fail(MT_EINVAL, "a trace (%s) records the devices of a mesh, and this run has "
-                       "none; give one, e.g. --mesh data=1 --devices 1 for one device", c->trace);
     if (c->trace_steps < 0)
         return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
                        "the default (20)", c->trace_steps);
@@ -150,12 +147,18 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->m = mt__train_model_of(cfg->model);   /* not NULL: check_config found it */
     mt_train_config *c = &tr->cfg;
     tr->on_mesh = cfg->mesh && *cfg->mesh;
+    /* a trace records the devices of a mesh: one device is the mesh data=1 */
+    if (!tr->on_mesh && cfg->trace) {
+        tr->on_mesh = true;
+        c->mesh = "data=1";
+        c->devices = 1;
+    }
     tr->data = dup_or_null(cfg->data);
     tr->ckpt_in = dup_or_null(cfg->ckpt_in);
     tr->ckpt_out = dup_or_null(cfg->ckpt_out);
     tr->llmc_in = dup_or_null(cfg->llmc_in);
     tr->llmc_out = dup_or_null(cfg->llmc_out);
-    tr->mesh = dup_or_null(tr->on_mesh ? cfg->mesh : NULL);
+    tr->mesh = dup_or_null(tr->on_mesh ? c->mesh : NULL);
     tr->schedule = dup_or_null(cfg->schedule);
     tr->trace = dup_or_null(cfg->trace);
     if ((cfg->data && !tr->data) || (cfg->ckpt_in && !tr->ckpt_in) ||
@@ -339,12 +342,23 @@ static mt_status no_work(mt_ctx *ctx, void *arg) {
     return MT_OK;
 }
 
+/* The model's FLOPs in a step, all devices together: the model's own count
+ * (GPT: 6N + attention per token), else what the graph's ops do. */
+static double step_model_flops(const mt_trainer *tr) {
+    const mt_train_config *c = &tr->cfg;
+    const int64_t units = mt__microbatch_size(tr->m, c) * c->accum;
+    if (tr->m->step_flops) return tr->m->step_flops(c, units);
+    mt_graph_stats st = mt_graph_get_stats(tr->dev[0].g);
+    return (st.flops_forward + st.flops_backward) * c->accum * tr->n_devices;
+}
+
 mt_status mt_trainer_write_trace(mt_trainer *tr) {
     if (!tr->trace_run) return MT_OK;
     /* a launch that does nothing but write the run's timelines (gathered
-     * from the MPI ranks on rank 0) */
+     * from the MPI ranks on rank 0), with the model's FLOPs for MFU */
     mt_launch_opts o = tr->launch;
     o.trace = tr->trace;
+    o.trace_model_flops = step_model_flops(tr);
     return mt_launch(&o, no_work, NULL);
 }
 
@@ -389,12 +403,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->stage_w = d->pipe ? d->stage_cost[2] : NAN;
         report->seconds = mt_time_now() - t0;
         report->tokens = mt__microbatch_size(tr->m, c) * c->accum;
-        if (tr->m->step_flops) {
-            report->flops = tr->m->step_flops(c, report->tokens);
-        } else {
-            mt_graph_stats st = mt_graph_get_stats(d->g);
-            report->flops = (st.flops_forward + st.flops_backward) * c->accum * tr->n_devices;
-        }
+        report->flops = step_model_flops(tr);
     }
     return MT_OK;
 }
