@@ -234,10 +234,11 @@ static const char TRAIN[] = "#4e79a7", VAL[] = "#e15759";
 
 typedef struct { double lo, hi, step; } axis;
 
-/* Whole ticks around [lo, hi]. */
-static axis nice_axis(double lo, double hi, int want) {
+/* Whole ticks around [lo, hi], at least `least` apart (1 on the step axis). */
+static axis nice_axis(double lo, double hi, int want, double least) {
     if (!(hi > lo)) lo -= 0.5, hi += 0.5;
     double step = mt__svg_nice_step(lo, hi, want);
+    step = fmax(step, least);
     return (axis){floor(lo / step + 1e-9) * step, ceil(hi / step - 1e-9) * step, step};
 }
 
@@ -277,11 +278,11 @@ mt_status mt_report_write_svg_loss(const mt_report_metrics *m, FILE *f) {
     }
     if (!(hi >= lo)) lo = 0, hi = 1;   /* no finite loss: empty axes */
     double pad = 0.04 * (hi - lo);
-    axis ax = nice_axis(m->v[0].step, m->v[m->n - 1].step, 8);
-    axis ay = nice_axis(lo - pad, hi + pad, 7);
+    axis ax = nice_axis(m->v[0].step, m->v[m->n - 1].step, 8, 1);
+    axis ay = nice_axis(lo - pad, hi + pad, 7, 0);
     for (int i = 0; i < m->n; i++)   /* steps out of order (a hand-made log): widen */
         if (m->v[i].step < ax.lo || m->v[i].step > ax.hi) {
-            ax = nice_axis(fmin(ax.lo, m->v[i].step), fmax(ax.hi, m->v[i].step), 8);
+            ax = nice_axis(fmin(ax.lo, m->v[i].step), fmax(ax.hi, m->v[i].step), 8, 1);
         }
 
     mt__svg_open(f, W, H);

@@ -213,7 +213,10 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
                    "roof is unknown; give --machine FILE or --peak-gflops and --bandwidth-gbs"
                    "</text>\n", 12);
     /* the legend line: what the colours and the areas say */
-    fprintf(f, "<g><circle cx=\"%d\" cy=\"40\" r=\"6\" fill=\"%s\" fill-opacity=\"0.6\"/>"
+    if (!roof)
+        fprintf(f, "<text x=\"%d\" y=\"44\" fill=\"#444444\">grey: bound unknown without the "
+                   "roof; circle area: share of op time (%d op kinds)</text>\n", X0, n);
+    else fprintf(f, "<g><circle cx=\"%d\" cy=\"40\" r=\"6\" fill=\"%s\" fill-opacity=\"0.6\"/>"
                "<text x=\"%d\" y=\"44\">compute-bound</text><circle cx=\"%d\" cy=\"40\" r=\"6\" "
                "fill=\"%s\" fill-opacity=\"0.6\"/><text x=\"%d\" y=\"44\">memory-bound</text>"
                "<text x=\"%d\" y=\"44\" fill=\"#444444\">circle area: share of op time "
