@@ -10,7 +10,9 @@
 # 3290/815 and 3491/690 us in one run, 2038/5482 and 3624/306 in the next,
 # hidden <= exposed on both devices under ctest's load), so the comparison is
 # printed, not asserted; test_report.c asserts the arithmetic on a trace with
-# known answers. A truncated
+# known answers. With --metrics and --out: the run section, and the three
+# pictures are well-formed (xmllint) and render (rsvg-convert), each skipped
+# with a message where the tool is missing. A truncated
 # trace and a missing one fail with one line naming what was wrong.
 #
 #   bash tests/test_report_cli.sh <meshtrain binary> [<build dir>]
@@ -21,7 +23,8 @@ test_start test_report_cli.sh "$@"
 
 for i in $(seq 60); do printf 'the quick brown fox jumps over the lazy dog; one run on any mesh. '; done >text.txt
 "$BIN" train --data text.txt --layers 2 --channels 64 --heads 4 --seq 32 --max-seq 32 --batch 4 \
-    --steps 4 --devices 2 --mesh data=2 --threads 2 --seed 7 --quiet --trace dp.json >train.txt 2>&1 \
+    --steps 4 --devices 2 --mesh data=2 --threads 2 --seed 7 --quiet --trace dp.json \
+    --metrics dp.jsonl --eval-every 2 >train.txt 2>&1 \
     || bad "train --trace" "$(tail -3 train.txt)"
 
 if "$BIN" report dp.json --peak-gflops 100 --bandwidth-gbs 20 --model-flops 1e8 >rep.txt 2>err.txt; then
@@ -76,6 +79,56 @@ PY
 )
     [ -z "$why" ] && ok "--json: the reductions appear, partly hidden under compute" || bad "--json" "$why"
 fi
+
+# --metrics and --out: a run section, and three pictures that are well-formed XML and render
+if "$BIN" report dp.json --peak-gflops 100 --bandwidth-gbs 20 --metrics dp.jsonl --out pics \
+        >prep.txt 2>err.txt; then
+    ok "report --metrics --out exits 0"
+else
+    bad "report --metrics --out exits 0" "$(cat err.txt)"
+fi
+[ "$(tail -1 prep.txt)" = "pictures: pics/roofline.svg pics/timeline.svg pics/loss.svg" ] \
+    && ok "the pictures line names the three files" || bad "pictures line" "$(tail -1 prep.txt)"
+grep -q "^run (metrics: 4 lines, steps 1..4):$" prep.txt && grep -q "^  val loss    last [0-9.]* (step 4)" prep.txt \
+    && ok "the run section" || bad "run section" "$(tail -6 prep.txt)"
+for f in roofline timeline loss; do
+    [ -s "pics/$f.svg" ] || { bad "$f.svg written" "missing or empty"; continue; }
+    if command -v xmllint >/dev/null; then
+        xmllint --noout "pics/$f.svg" 2>err.txt && ok "$f.svg is well-formed XML" || bad "$f.svg: xmllint" "$(head -3 err.txt)"
+    else
+        echo "skip  xmllint not installed: $f.svg not checked (apt-get install libxml2-utils)"
+    fi
+    if command -v rsvg-convert >/dev/null; then
+        rsvg-convert "pics/$f.svg" -o "$f.png" 2>err.txt && [ -s "$f.png" ] \
+            && ok "$f.svg renders to a PNG" || bad "$f.svg: rsvg-convert" "$(head -3 err.txt)"
+    else
+        echo "skip  rsvg-convert not installed: $f.svg not rendered (apt-get install librsvg2-bin)"
+    fi
+done
+"$BIN" report dp.json --metrics dp.jsonl --out pics2 --json >prep.json 2>perr.txt
+if command -v python3 >/dev/null; then
+    why=$(python3 - prep.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["run"]
+want = {"steps", "first_step", "last_step", "first_loss", "last_loss", "last_val_loss", "last_val_step",
+        "best_val_loss", "best_val_step", "median_tokens_per_s", "median_ms"}
+if set(r) != want: print("keys", sorted(r))
+elif r["steps"] != 4 or r["last_val_step"] != 4: print(r)
+PY
+)
+    [ -z "$why" ] && ok "--json --metrics: a run object" || bad "--json run" "$why"
+fi
+grep -q "^pictures: pics2/roofline.svg" perr.txt && ok "--json: the pictures line on stderr" \
+    || bad "--json pictures line" "$(cat perr.txt)"
+grep -q '"run"' rep.json && bad "no run without --metrics" "a run object" || ok "no run object without --metrics"
+printf '{"step":1,"loss":5}\n{"step":2,"loss":"x"}\n' >bad.jsonl
+expect_fail "a bad metrics line" 1 "metrics 'bad.jsonl', line 2 .*\"loss\" is not a number" \
+    "$BIN" report dp.json --metrics bad.jsonl
+expect_fail "missing metrics" 1 "cannot open metrics 'none.jsonl'" "$BIN" report dp.json --metrics none.jsonl
+touch afile
+expect_fail "--out on a file" 1 "--out 'afile' is there but is not a directory" "$BIN" report dp.json --out afile
+expect_fail "--out under a missing directory" 1 "cannot make the directory 'no/such'" \
+    "$BIN" report dp.json --out no/such
 
 head -c 4000 dp.json >cut.json
 expect_fail "truncated trace" 1 "line [0-9]+ \(byte [0-9]+\)|truncated" "$BIN" report cut.json

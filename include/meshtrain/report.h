@@ -110,6 +110,84 @@ const mt_report_fix    *mt_report_fixes(const mt_report *r, int *n);
 void mt_report_write_text(const mt_report *r, FILE *f);
 void mt_report_write_json(const mt_report *r, FILE *f);
 
+/* ======================================================================== */
+/* The run's metrics and the pictures (report_metrics.c, report_svg*.c)      */
+/* ======================================================================== */
+
+/* The metrics log of `meshtrain train --metrics FILE` (src/cli/metrics.c):
+ * one JSON object per line, {"step":N,"loss":X,...} with "val_loss" on eval
+ * steps. Opaque: src/profile/report_impl.h. */
+typedef struct mt_report_metrics mt_report_metrics;
+
+/* A run's summary from its metrics. NaN where unknown (no val_loss line: the
+ * val fields are NaN and their steps 0; no "tokens_per_s" or "ms" key: the
+ * medians are NaN). */
+typedef struct {
+    int    steps;                        /* lines read */
+    int    first_step, last_step;
+    double first_loss, last_loss;        /* train loss of the first and the last line */
+    double last_val_loss, best_val_loss; /* the last and the lowest "val_loss" */
+    int    last_val_step, best_val_step;
+    double median_tokens_per_s, median_ms;
+} mt_report_run;
+
+/* Reads the metrics log at `path` into *out (free with
+ * mt_report_metrics_free). Each line must be a flat JSON object of numbers
+ * (null stands for a NaN, as the writer writes one) with "step" and "loss".
+ * MT_EIO when the file cannot be opened; MT_EINVAL for an empty file or a
+ * line that is not such an object, the message naming the file, the line and
+ * what was wrong there. */
+mt_status mt_report_metrics_read(const char *path, mt_report_metrics **out);
+
+/* The summary of the metrics read, owned by m. */
+const mt_report_run *mt_report_metrics_run(const mt_report_metrics *m);
+
+/* Copies a run's summary into the report: from then on mt_report_write_text
+ * ends with a "run" section and mt_report_write_json has a "run" object
+ * (steps, first_loss, last_loss, last_val_loss, last_val_step, best_val_loss,
+ * best_val_step, median_tokens_per_s, median_ms). NULL removes it. */
+void mt_report_set_run(mt_report *r, const mt_report_run *run);
+
+/* Frees metrics; NULL is allowed. */
+void mt_report_metrics_free(mt_report_metrics *m);
+
+/* The pictures, each one standalone SVG 1.1 document written to f (white
+ * background, DejaVu Sans 12 px, nothing smaller than 11 px). They read the
+ * tables of the last mt_report_analyse. MT_EIO when f fails.
+ *
+ * roofline.svg, 800 x 560 px: per op kind with flops and bytes (collectives
+ * left out) one circle at (intensity, GFLOP/s), its area proportional to the
+ * kind's share of the op time (radius 40 px · sqrt(share), at least 3 px),
+ * filled by its bound (compute: blue, memory: orange, unknown: grey), with
+ * the kind's name beside it and a <title> child "KIND: ...". The axes are
+ * log10 and span whole decades: lo = floor(log10(min) - 0.1), hi =
+ * ceil(log10(max) + 0.1), over the points' values and, when the roof is
+ * known, the ridge (x) and the peak and the roof at the left edge (y). The
+ * plot area runs from x = 90 to 770 and from y = 500 (bottom) up to 60, so a
+ * point (I, G) sits at x = 90 + 680 (log10 I - lo_x) / (hi_x - lo_x), y = 500
+ * - 440 (log10 G - lo_y) / (hi_y - lo_y). The roof min(peak, I · bandwidth)
+ * is drawn with the ridge point (peak / bandwidth) marked; without a peak or
+ * a bandwidth the title says the roof is unknown and how to give it. */
+mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f);
+
+/* timeline.svg: the step whose wall time is the median (the lower one of an
+ * even count), named in the title with its wall ms. One 28 px row per device
+ * (labelled "device N") and a 14 px row per comm lane under it ("comm K");
+ * time runs from the earliest start to the latest end of the devices' spans
+ * of that step, mapped linearly onto x = 110 .. 1170 (1200 px wide). Each
+ * span is a <rect> of class "region" (compute regions), "op" (op spans, inset
+ * in their row), "comm" (comm spans), "wait" ("wait: ..." regions) or "idle",
+ * with a <title> of its name and duration; the legend shows one swatch of
+ * the same class and fill per kind. Op names label boxes wide enough for
+ * them. MT_EINVAL before mt_report_analyse found a step. */
+mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f);
+
+/* loss.svg, 800 x 480 px: the train loss per step as a <polyline
+ * class="train"> (one point per line with a finite loss), the validation
+ * loss as a <polyline class="val"> with one <circle class="val"> per eval
+ * step, linear axes with ticks, labels and a legend. */
+mt_status mt_report_write_svg_loss(const mt_report_metrics *m, FILE *f);
+
 /* Frees a report; NULL is allowed. */
 void mt_report_free(mt_report *r);
 

@@ -46,7 +46,38 @@ struct mt_report {
     mt_report_fix     fixes[MT__REPORT_MAX_FIXES];
     int               n_fixes;
     double            total_wall_us;   /* Σ steps' wall */
+    mt_report_run     run;             /* from a metrics log (mt_report_set_run) */
+    bool              has_run;
 };
+
+/* ======================================================================== */
+/* The metrics log and the pictures (report_metrics.c, report_svg*.c)        */
+/* ======================================================================== */
+
+/* One line of a metrics log; NaN for a key absent or null. */
+typedef struct {
+    int    step;
+    double loss, val_loss, tokens_per_s, ms;
+} mt__report_metric;
+
+struct mt_report_metrics {
+    mt__report_metric *v;
+    int                n, cap;
+    mt_report_run      run;
+};
+
+/* The run section of the text report and the "run" object of the JSON
+ * (report_write.c); nothing without a run. */
+void mt__report_write_run_text(const mt_report *r, FILE *f);
+void mt__report_write_run_json(const mt_report *r, FILE *f);
+
+/* SVG pieces the pictures share (report_svg.c). */
+void mt__svg_open(FILE *f, int width, int height);   /* <svg ...> and the white background */
+void mt__svg_text(FILE *f, const char *s);           /* s with & < > " escaped */
+/* Tick spacing of 1, 2 or 5 · 10^k giving about `want` ticks over [lo, hi]. */
+double mt__svg_nice_step(double lo, double hi, int want);
+/* A text's width in px at `font` px (DejaVu Sans, an estimate on the wide side). */
+double mt__svg_text_width(const char *s, double font);
 
 /* Fills r->fixes from the tables (report_fixes.c). */
 void mt__report_fixes(mt_report *r);

@@ -66,6 +66,7 @@ void mt_report_write_text(const mt_report *r, FILE *f) {
     fprintf(f, "\nto fix first:\n");
     for (int i = 0; i < r->n_fixes; i++) fprintf(f, "  %d. %s\n", i + 1, r->fixes[i].text);
     if (r->n_fixes == 0) fprintf(f, "  nothing stands out\n");
+    mt__report_write_run_text(r, f);
 }
 
 /* JSON number or null */
@@ -125,5 +126,43 @@ void mt_report_write_json(const mt_report *r, FILE *f) {
         fputc(',', f);
         jnum(f, "figure", r->fixes[i].figure, "}");
     }
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    mt__report_write_run_json(r, f);
+    fprintf(f, "}\n");
+}
+
+/* ======================================================================== */
+/* The run, from its metrics log (mt_report_set_run)                         */
+/* ======================================================================== */
+
+void mt__report_write_run_text(const mt_report *r, FILE *f) {
+    if (!r->has_run) return;
+    const mt_report_run *u = &r->run;
+    fprintf(f, "\nrun (metrics: %d lines, steps %d..%d):\n", u->steps, u->first_step, u->last_step);
+    fprintf(f, "  train loss  %.4f (step %d) -> %.4f (step %d)\n", u->first_loss, u->first_step,
+            u->last_loss, u->last_step);
+    if (isnan(u->best_val_loss)) fprintf(f, "  val loss    - (no eval step)\n");
+    else fprintf(f, "  val loss    last %.4f (step %d), best %.4f (step %d)\n", u->last_val_loss,
+                 u->last_val_step, u->best_val_loss, u->best_val_step);
+    fprintf(f, "  median     ");
+    num(f, 1, 1, u->median_tokens_per_s, 1);
+    fprintf(f, " tokens/s,");
+    num(f, 1, 3, u->median_ms, 1);
+    fprintf(f, " ms per step\n");
+}
+
+/* ,"run":{...} after the last table; val steps null without an eval step */
+void mt__report_write_run_json(const mt_report *r, FILE *f) {
+    if (!r->has_run) return;
+    const mt_report_run *u = &r->run;
+    bool val = !isnan(u->best_val_loss);
+    fprintf(f, ",\n\"run\":{\"steps\":%d,\"first_step\":%d,\"last_step\":%d,", u->steps,
+            u->first_step, u->last_step);
+    jnum(f, "first_loss", u->first_loss, ","), jnum(f, "last_loss", u->last_loss, ",");
+    jnum(f, "last_val_loss", u->last_val_loss, ",");
+    jnum(f, "last_val_step", val ? u->last_val_step : NAN, ",");
+    jnum(f, "best_val_loss", u->best_val_loss, ",");
+    jnum(f, "best_val_step", val ? u->best_val_step : NAN, ",");
+    jnum(f, "median_tokens_per_s", u->median_tokens_per_s, ",");
+    jnum(f, "median_ms", u->median_ms, "}");
 }
