@@ -223,6 +223,7 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
                "(%d op kinds)</text></g>\n",
             X0 + 6, COMPUTE, X0 + 16, X0 + 136, MEMORY, X0 + 146, X0 + 256, n);
     axes(f, &dx, &dy);
+    label lab_peak = {0};
     if (roof) {   /* the roof, the ridge and their labels */
         double ridge = peak / bw, xl = pow(10, dx.lo), xr = pow(10, dx.hi);
         double yl = fmin(peak, xl * bw), rx = px(&dx, ridge), ry = py(&dy, peak);
@@ -232,20 +233,30 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222222\" "
                    "stroke-dasharray=\"4 3\"/><circle class=\"ridge\" cx=\"%.1f\" cy=\"%.1f\" "
                    "r=\"4\" fill=\"#222222\"/>\n", rx, Y0, rx, ry, rx, ry);
-        bool room = ry - Y1 > 18;   /* the labels above the roof, or below it */
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#222222\">ridge %.3g FLOP/B</text>\n",
-                rx + 6, room ? ry - 6 : ry + 16, ridge);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222222\">peak %.4g "
-                   "GFLOP/s</text>\n", X1 - 6, room ? ry - 6 : ry + 16, peak);
+        /* the ridge's figure at the foot of its dashed line, the peak's above
+         * the flat roof at the right (below it when the plot's top is near):
+         * apart, whatever the ridge's place */
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#222222\">ridge %.3g FLOP/B</text>\n",
+                rx + 5, Y0 - 6, ridge);
+        char text[48];
+        snprintf(text, sizeof text, "peak %.4g GFLOP/s", peak);
+        double tw = mt__svg_text_width(text, FONT), ty = ry - Y1 > 18 ? ry - 6 : ry + 16;
+        lab_peak = (label){X1 - 6 - tw, ty - 11, X1 - 6, ty + 3, X1 - 6, ty, "end"};
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222222\">%s</text>\n",
+                X1 - 6, ty, text);
     }
-    /* the points: the biggest first, so that the small ones stay on top */
+    /* the points: the biggest first, so that the small ones stay on top; the
+     * labels keep off the peak's label (lab[0] when there is a roof) */
     double cx[MAX_PTS], cy[MAX_PTS], rad[MAX_PTS];
-    label lab[MAX_PTS];
+    label all[MAX_PTS + 1];
+    const int skip = roof ? 1 : 0;
+    label *lab = all + skip;
+    all[0] = lab_peak;
     for (int i = 0; i < n; i++) {
         cx[i] = px(&dx, pt[i]->intensity), cy[i] = py(&dy, pt[i]->gflops);
         rad[i] = fmax(3, 40 * sqrt(pt[i]->share));
     }
-    for (int i = 0; i < n; i++) lab[i] = place(cx, cy, rad, n, i, pt[i]->kind, lab, i);
+    for (int i = 0; i < n; i++) lab[i] = place(cx, cy, rad, n, i, pt[i]->kind, all, i + skip);
     if (roof) bandwidth_label(f, &dx, &dy, peak, bw, cx, cy, rad, n, lab);
     for (int i = 0; i < n; i++) {
         const mt_report_op *o = pt[i];
