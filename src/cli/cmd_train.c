@@ -284,8 +284,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
          "activation checkpointing, per transformer block: full keeps only the block's "
          "input (about one forward more a step), attention recomputes only the attention "
-         "probabilities, dots keeps the matmuls' outputs and recomputes the elementwise ops "
-         "(default none)"},
+         "probabilities, dots keeps the matmuls' outputs and recomputes the elementwise ops"},
         {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
          "the steps' Chrome trace, written at the end (a track per device: steps, phases, "
          "every op with its FLOPs and bytes, collectives, optimizer, idle time; without "
