@@ -203,6 +203,11 @@ static void check_layout(const char *mesh, const char *schedule, int accum) {
 
 MT_TEST(trainer_one_device_is_bitwise_the_same) { check_layout(NULL, NULL, 1); }
 MT_TEST(trainer_data_parallel_is_bitwise_the_same) { check_layout("data=2", NULL, 1); }
+/* the blocks hold collectives (tensor parallel's psums, sequence
+ * parallel's gathers) or read re-gathered parameters (FSDP): kept, and
+ * re-gathered before the recomputation that reads them */
+MT_TEST(trainer_fsdp_is_bitwise_the_same) { check_layout("fsdp=2", NULL, 1); }
+MT_TEST(trainer_tensor_parallel_is_bitwise_the_same) { check_layout("tensor=2", NULL, 1); }
 MT_TEST(trainer_pipeline_zb_h1_is_bitwise_the_same) { check_layout("pipe=2", "zb-h1", 4); }
 MT_TEST(trainer_pipeline_1f1b_is_bitwise_the_same) { check_layout("pipe=2", "1f1b", 4); }
 
