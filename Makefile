@@ -10,8 +10,9 @@
 #                 compile time against depth (bench-compile), and data
 #                 parallel training against one device and PyTorch DDP
 #                 (bench-dp), the pipeline schedules against one device
-#                 (bench-pipe), and the machine probe, one engine matmul
-#                 against sgemm and tracing's cost (bench-profile)
+#                 (bench-pipe), the machine probe, one engine matmul
+#                 against sgemm and tracing's cost (bench-profile), and the
+#                 remat policies' step time and memory (bench-remat)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -80,7 +81,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench install clean
 
 all: build
 
@@ -168,7 +169,12 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-remat
+
+# activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
+# step time and activation memory against none (issue 12's remat table)
+bench-remat: deps build
+	bash bench/run_remat.sh $(BUILD)
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build

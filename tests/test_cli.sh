@@ -332,6 +332,20 @@ check "the configuration shows the mesh" "no mesh line" grep -q '^  mesh  *data=
 check "the configuration shows memory per device" "no memory line" \
       grep -q '^  memory  *per device: parameters' mesh2.txt
 
+# activation checkpointing: the same run with less activation memory
+expect "train: --remat bogus"    2 "remat" train --model mlp --steps 2 --remat bogus
+printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 60) >remat.txt
+for r in none full; do
+    timeout 120 "$BIN" train --data remat.txt --layers 2 --channels 32 --heads 2 --max-seq 32 \
+        --seq 32 --batch 2 --steps 3 --threads 1 --remat $r >remat_$r.txt 2>err.txt
+done
+act_of() { sed -n 's/.*activations \([0-9.]*\) MiB.*/\1/p' "$1"; }
+check "--remat full trains the same run" "losses differ: $(loss_of remat_none.txt) / $(loss_of remat_full.txt)" \
+      test -n "$(loss_of remat_none.txt)" -a "$(loss_of remat_none.txt)" = "$(loss_of remat_full.txt)"
+check "--remat full holds fewer activations" "$(act_of remat_full.txt) MiB vs $(act_of remat_none.txt)" \
+      awk -v a="$(act_of remat_full.txt)" -v b="$(act_of remat_none.txt)" 'BEGIN { exit !(a > 0 && a < b) }'
+check "--remat full says what it recomputes" "no remat line" grep -q '^  remat  *full: ' remat_full.txt
+
 # ---- bench and example arguments ---------------------------------------------
 
 # sizes strtod reads but that are not sizes: once cast to size_t (undefined;

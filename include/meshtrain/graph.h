@@ -262,6 +262,32 @@ mt_status mt_shard_rule(const mt_mesh *mesh, const char *op, const mt_type *in, 
 
 /* --- compile and run --- */
 
+/* Activation checkpointing policies (after MaxText's remat policies): what a
+ * transformer block keeps from its forward for its backward, the rest being
+ * recomputed at the start of the block's backward.
+ *   NONE       keeps everything (the default);
+ *   FULL       keeps only the block's inputs and output (the residual
+ *              stream): its whole forward runs again, about one forward
+ *              more per step;
+ *   ATTENTION  recomputes only attention's probabilities (B,NH,T,T), the
+ *              largest activation: attention's forward runs again;
+ *   DOTS       keeps the matrix products' outputs (linear, matmul,
+ *              attention's output) and recomputes the elementwise ops
+ *              (layernorm, GELU, adds) and attention's probabilities.
+ * Values a collective made, views, and values other blocks read are always
+ * kept. */
+typedef enum {
+    MT_REMAT_NONE = 0,
+    MT_REMAT_FULL,
+    MT_REMAT_ATTENTION,
+    MT_REMAT_DOTS,
+} mt_remat;
+
+/* "none", "full", "attention", "dots"; "?" otherwise. */
+const char *mt_remat_name(mt_remat r);
+/* The policy named `name` into *out; MT_EINVAL naming the four otherwise. */
+mt_status   mt_remat_parse(const char *name, mt_remat *out);
+
 typedef struct {
     uint64_t seed;          /* parameter initialisation seed */
     bool     no_grad;       /* forward only: no backward, no gradient buffers */
@@ -276,6 +302,23 @@ typedef struct {
      * (mt_tensor_f32(loss)) keeps its value after the forward too.
      * mt_graph_loss() then returns NAN. */
     bool     seed_from_caller;
+    /* Activation checkpointing: which forward values of each transformer
+     * block (the forward nodes of one layer, "h.<l>." in its parameters'
+     * names) are recomputed in the backward instead of kept (mt_remat).
+     * The recomputation runs as B nodes just before the first B node that
+     * reads one of the block's recomputed values; the block's backward
+     * nodes (B and W) read the recomputed copies, so the originals die in
+     * the forward and the plan reuses their bytes. Deterministic kernels:
+     * losses and gradients are bitwise those of MT_REMAT_NONE. */
+    mt_remat remat;
+    /* The caller runs B and W back to back (mt_graph_backward, never a
+     * forward in between): each W node runs as soon as the B nodes it reads
+     * from are done, so a block's saved and recomputed values die within
+     * its backward instead of waiting for the whole B phase. The W nodes
+     * join B's run order (mt_graph_backward_b runs them, in their relative
+     * order; mt_graph_backward_w then runs none). Gradients are bitwise
+     * the same. Not for pipeline stages, whose schedules run W later. */
+    bool     interleave_w;
 } mt_compile_opts;
 
 /* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the
@@ -369,6 +412,10 @@ typedef struct {
     size_t  arena_bytes;                            /* planned activation memory, over all
                                                        slots (n_slots × one slot's) */
     size_t  arena_bytes_unplanned;                  /* the same without reuse */
+    int     n_recompute;                            /* B nodes that recompute forward values
+                                                       (mt_compile_opts.remat) ... */
+    double  flops_recompute;                        /* ... and their FLOPs per run (in
+                                                       flops_backward too) */
     int     n_slots;                                /* mt_graph_set_slots (1 by default) */
     double  compile_seconds;                        /* wall time of mt_graph_compile */
     double  init_seconds;                           /* of which parameter initialisation */

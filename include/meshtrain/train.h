@@ -101,6 +101,14 @@ typedef struct {
                                     NULL: none. Without a mesh the run is traced as the
                                     one-device mesh data=1 (the same training run) */
     int               trace_steps; /* the trace keeps the last this many steps; 0: 20 */
+    /* Activation checkpointing (graph.h, mt_remat): what each transformer
+     * block keeps for its backward, the rest recomputed there; every graph
+     * the trainer compiles gets it (one device, each device of a mesh, each
+     * pipeline chunk). Off a pipeline the step then runs each block's W
+     * right after its B (mt_compile_opts.interleave_w), so that the
+     * recomputed values die within the block. The training run is bitwise
+     * the same; the activation memory (mt_trainer_memory) is smaller. */
+    mt_remat          remat;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch

@@ -122,7 +122,11 @@ static mt_status explain_device(mt_ctx *ctx, void *arg) {
                     : mt_fail(MT_ENOMEM, "out of memory for a graph");
     po.mode = c->explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO;
     if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
-    if (s == MT_OK) s = mt_graph_compile(local, local_loss, &(mt_compile_opts){.seed = 1});
+    /* as the trainer compiles it: W beside B when a remat policy is on */
+    mt_remat remat = c->train.remat;
+    if (s == MT_OK)
+        s = mt_graph_compile(local, local_loss, &(mt_compile_opts){
+            .seed = 1, .remat = remat, .interleave_w = remat != MT_REMAT_NONE});
     if (s == MT_OK) {
         int d = mt_ctx_device(ctx);
         job->dev[d] = summarise(local);
@@ -184,7 +188,7 @@ int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
     t->gpt.V = 256;
-    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0;
+    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0, remat = 0;   /* remat: mt_remat's order */
     const char *mesh_spec = NULL;
     int devices = 0;
     const cli_opt opts[] = {
@@ -202,6 +206,8 @@ int cli_explain_model(int argc, char **argv) {
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
+        {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
+         "activation checkpointing (as train): the recompute nodes and the smaller activations"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
@@ -213,6 +219,7 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
+    t->remat = (mt_remat)remat;
     t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if (t->model == MT_MODEL_MLP) {
         if (seen[1]) t->mlp_layers = layers;

@@ -229,6 +229,7 @@ int cli_cmd_train(int argc, char **argv) {
     int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
+    int remat = 0;   /* the choices are mt_remat's order */
     const double INF = HUGE_VAL;
     char choices_model[64];
     model_choices(choices_model, sizeof choices_model);
@@ -280,6 +281,10 @@ int cli_cmd_train(int argc, char **argv) {
          "pipeline microbatches per step (the same as --accum)"},
         {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
          "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
+        {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
+         "activation checkpointing, per transformer block: full keeps only the block's "
+         "input (about one forward more a step), attention recomputes only the attention "
+         "probabilities, dots keeps the matmuls' outputs and recomputes the elementwise ops"},
         {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
          "the steps' Chrome trace, written at the end (a track per device: steps, phases, "
          "every op with its FLOPs and bytes, collectives, optimizer, idle time; without "
@@ -303,6 +308,7 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
     cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
+    cfg.remat = (mt_remat)remat;
     if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;
     if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */

@@ -98,6 +98,13 @@ void train_print_config(train_run *run) {
     printf("  memory       per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f "
            "MiB, activations %.2f MiB, temporary %.2f MiB\n", mem.parameters / MiB,
            mem.gradients / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.temporary / MiB);
+    if (c->remat != MT_REMAT_NONE) {
+        mt_graph_stats st = mt_graph_get_stats(mt_trainer_graph(tr));
+        printf("  remat        %s: %d recompute nodes, %.3g GFLOP a microbatch (+%.0f%% of "
+               "the forward); activations above are with it\n", mt_remat_name(c->remat),
+               st.n_recompute, st.flops_recompute * 1e-9,
+               st.flops_forward > 0 ? 100 * st.flops_recompute / st.flops_forward : 0.0);
+    }
     printf("  metrics      %s", or_dash(run->metrics.path));
     if (run->metrics.dropped > 0)
         printf(" (resumed: kept %d lines up to step %d, dropped %d past it)", run->metrics.kept,

@@ -236,7 +236,9 @@ mt_status mt__autodiff(mt_graph *g) {
         rule(g, &fwd);
     }
     free(on_path);
+    if (g->status == MT_OK) mt__remat(g, g->remat);   /* remat.c: before the re-gathers */
     if (g->status == MT_OK) regather_params(g);
+    if (g->status == MT_OK && g->interleave_w) mt__interleave_w(g);
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     return MT_OK;
 }

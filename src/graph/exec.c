@@ -67,7 +67,7 @@ static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool c
 
 /* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…",
  * a collective's view of it "pvary(h.<l>.…)"), -1 for other names. */
-static int name_layer(const char *s) {
+int mt__name_layer(const char *s) {
     for (const char *p = s; *p && *p != '.'; p++)
         if (*p == '(') s = p + 1;   /* "op(name)": the name inside */
     while (strncmp(s, "grad.", 5) == 0) s += 5;
@@ -81,9 +81,9 @@ static int name_layer(const char *s) {
  * after a layer (a parameter, its gathered or pvary'd view, its gradient),
  * else -1. */
 static int node_layer(const mt_op_call *c) {
-    int l = name_layer(c->out->name);
+    int l = mt__name_layer(c->out->name);
     for (int i = 0; l < 0 && i < c->n_in; i++)
-        if (c->in[i]) l = name_layer(c->in[i]->name);
+        if (c->in[i]) l = mt__name_layer(c->in[i]->name);
     return l;
 }
 

@@ -341,11 +341,16 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
                        "a pipeline stage's output takes seed_from_caller",
                        loss->name, mt__shape_str(loss, buf, sizeof buf));
     }
+    if ((unsigned)opts->remat > MT_REMAT_DOTS)
+        return mt_fail(MT_EINVAL, "mt_compile_opts.remat is %d; use one of MT_REMAT_NONE, "
+                       "FULL, ATTENTION or DOTS", (int)opts->remat);
     const double t0 = mt_time_now();
     g->loss = loss;
     g->seed = opts->seed;
     g->no_grad = opts->no_grad;
     g->seed_from_caller = opts->seed_from_caller;
+    g->remat = opts->remat;
+    g->interleave_w = opts->interleave_w;
     g->compiled = true;
     g->env.pool = mt_pool_create(mt_get_num_threads());
     mt_status s = MT_OK;
@@ -372,6 +377,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         if (n->phase == MT_PHASE_F) { st->n_forward++; st->flops_forward += fl; st->bytes_forward += by; }
         else {
             if (n->phase == MT_PHASE_B) st->n_backward_b++; else st->n_backward_w++;
+            if (n->recompute) { st->n_recompute++; st->flops_recompute += fl; }
             st->flops_backward += fl;
             st->bytes_backward += by;
         }

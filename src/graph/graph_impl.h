@@ -31,6 +31,7 @@ typedef struct {
     mt_op_call call;                      /* what runs */
     mt_phase   phase;
     uint8_t    param_first;               /* MT_FIRST_OUT | MT_FIRST_OUT2 */
+    bool       recompute;                 /* a B node re-running a forward call (remat.c) */
     /* A node whose collective may be deferred (call.p.coll.async: a W
      * psum or psum_scatter, an F or B all-gather of a parameter): the
      * position in its phase's order before which it must be complete,
@@ -80,6 +81,8 @@ struct mt_graph {
     bool        compiled, no_grad;
     bool        seed_from_caller;         /* mt_compile_opts: the caller fills grad(loss) */
     bool        grads_zero;               /* parameter gradients read as zero */
+    mt_remat    remat;                    /* mt_compile_opts.remat */
+    bool        interleave_w;             /* mt_compile_opts.interleave_w */
     uint64_t    seed;
     /* Buffers (plan.c). The persistent block holds what every run shares
      * (parameters, their gradients, constants); the run block what each run
@@ -199,6 +202,23 @@ mt_status  mt__plan_buffers(mt_graph *g);
  * g->arena (the current slot's): roots, then aliases (data_of), then views.
  * O(tensors); the plan calls it once, each slot switch again. */
 void       mt__plan_point(mt_graph *g);
+
+/* ---- exec.c ---- */
+
+/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…",
+ * a collective's view of it "pvary(h.<l>.…)"), -1 for other names. */
+int        mt__name_layer(const char *name);
+
+/* ---- remat.c ---- */
+
+/* Activation checkpointing (mt_compile_opts.remat): clones the recomputed
+ * forward nodes of every block into B nodes placed before the block's first
+ * B reader, and points the backward's readers at the clones' outputs. Runs
+ * after the rules emitted the backward, before FSDP's re-gathers. */
+void       mt__remat(mt_graph *g, mt_remat policy);
+/* mt_compile_opts.interleave_w: moves every W node into B's run order, just
+ * after the last B node that writes what it reads (W's relative order kept). */
+void       mt__interleave_w(mt_graph *g);
 
 /* ---- slots.c ---- */
 

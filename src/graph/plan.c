@@ -232,16 +232,21 @@ static mt_status plan_deferred(mt_graph *g) {
     /* at most MT_DEFER_WINDOW reductions in flight: each completes before
      * the one that many later starts, so that the gradients waiting on the
      * wire (whole-size ones, for FSDP's reduce-scatters) stay a few layers'
-     * worth, not the whole model's */
-    int window[MT_DEFER_WINDOW], n_seen = 0;
-    for (int j = 0; j < g->n_w; j++) {
-        mt_node *n = &g->nodes[g->order_w[j]];
-        if (n->defer_until < 0) continue;
-        if (n_seen >= MT_DEFER_WINDOW) {
-            mt_node *old = &g->nodes[g->order_w[window[n_seen % MT_DEFER_WINDOW]]];
-            if (old->defer_until > j) old->defer_until = j;
+     * worth, not the whole model's (W's reductions: in B's order too when
+     * the W nodes run there, mt_compile_opts.interleave_w) */
+    for (int ph = 1; ph < 3; ph++) {
+        int count, fwd;
+        const int *order = phase_order(g, ph, &count, &fwd);
+        int window[MT_DEFER_WINDOW], n_seen = 0;
+        for (int j = 0; j < count; j++) {
+            mt_node *n = &g->nodes[order[j]];
+            if (n->defer_until < 0 || n->phase != MT_PHASE_W) continue;
+            if (n_seen >= MT_DEFER_WINDOW) {
+                mt_node *old = &g->nodes[order[window[n_seen % MT_DEFER_WINDOW]]];
+                if (old->defer_until > j) old->defer_until = j;
+            }
+            window[n_seen++ % MT_DEFER_WINDOW] = j;
         }
-        window[n_seen++ % MT_DEFER_WINDOW] = j;
     }
     /* a deferred psum_scatter reduces into a buffer of its own (its input
      * cannot hold the result: the blocks it sends are still being read) */
@@ -289,6 +294,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
         for (int j = 0; j < count; j++, pos++) {
             const mt_op_call *c = &g->nodes[order[j]].call;
             touch(c->out, pos); touch(c->out2, pos);
+            touch(c->aux[0], pos); touch(c->aux[1], pos);   /* a recomputation's (remat.c) */
             for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
         }
     }
