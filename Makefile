@@ -44,7 +44,7 @@ DEMO_TEMP       ?= 0.8
 FORTUNES        ?= /usr/share/games/fortunes
 
 # ---- dependencies -----------------------------------------------------------
-DEPS       := gcc make cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin fortunes
+DEPS       := gcc make cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes
 BENCH_DEPS := $(DEPS) python3-torch
 
 # Installs what is missing when root; otherwise prints the command and stops,

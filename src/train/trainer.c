@@ -428,6 +428,7 @@ static mt_status eval_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
                            "training graph", mt_tensor_name(dst));
         memcpy(mt_tensor_f32(dst), mt_tensor_f32(src), (size_t)mt_tensor_numel(dst) * sizeof(float));
     }
+    mt_graph_params_changed(d->eval_g);
     int64_t pos = 0;   /* the same validation batches every time */
     double sum = 0;
     for (int i = 0; i < c->eval_batches; i++) {
