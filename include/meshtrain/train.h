@@ -101,6 +101,14 @@ typedef struct {
                                     NULL: none. Without a mesh the run is traced as the
                                     one-device mesh data=1 (the same training run) */
     int               trace_steps; /* the trace keeps the last this many steps; 0: 20 */
+    /* The matrix products' precision (mt_precision, meshtrain/tensor.h;
+     * docs/precision.md): MT_PRECISION_FP32 (the default) or
+     * MT_PRECISION_BF16, bf16 operands with f32 accumulation on oneDNN for
+     * every graph the run compiles (one device, each device of a mesh, each
+     * pipeline stage, the evaluation graphs). Parameters, gradients and
+     * optimizer state stay f32. MT_EUNSUPPORTED at create in a build
+     * without oneDNN. */
+    mt_precision      precision;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch
