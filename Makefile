@@ -11,7 +11,8 @@
 #                 parallel training against one device and PyTorch DDP
 #                 (bench-dp), the pipeline schedules against one device
 #                 (bench-pipe), and the machine probe, one engine matmul
-#                 against sgemm and tracing's cost (bench-profile)
+#                 against sgemm and tracing's cost (bench-profile), fp32
+#                 against bf16 steps and matmuls (bench-precision)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -80,7 +81,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-precision bench install clean
 
 all: build
 
@@ -168,7 +169,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision
 
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
@@ -194,6 +195,11 @@ bench-pipe: deps build
 # tracing's overhead (issue 11's figures)
 bench-profile: deps build
 	bash bench/run_profile.sh $(BUILD)
+
+# fp32 against bf16 products: GPT-2 small and the V=50257 GPT, meshtrain and
+# PyTorch autocast, and one 2048^3 matmul (issue 12's table; docs/precision.md)
+bench-precision: deps-bench build
+	bash bench/run_precision.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).
