@@ -9,9 +9,9 @@
 #   (CONFIGS: space-separated bench_gpt configs, default "gpt2 v50k")
 #
 # FLOPs and the floor. A step is mt_gpt_train_flops (6·params·tokens plus
-# attention's 12·L·C·T² per sequence... as bench_gpt counts it): GPT-2 small
+# attention, as bench_gpt counts it): GPT-2 small
 # (124M with the Vp=50304 embedding, B=1, T=1024) is about 0.88 TFLOP; the
-# V=50257 GPT (L4 C256, B4 T64) about 0.13 TFLOP, 80% of it in the tied LM
+# V=50257 GPT (L4 C256, B4 T64) about 0.025 TFLOP, 80% of it in the tied LM
 # head. The floor of a step is its FLOPs over the product rate: the matmul
 # rows below give the rates of this machine in each precision.
 #
