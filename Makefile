@@ -11,8 +11,9 @@
 #                 parallel training against one device and PyTorch DDP
 #                 (bench-dp), the pipeline schedules against one device
 #                 (bench-pipe), the machine probe, one engine matmul
-#                 against sgemm and tracing's cost (bench-profile), and the
-#                 remat policies' step time and memory (bench-remat)
+#                 against sgemm and tracing's cost (bench-profile), and
+#                 fp32 against bf16 and the remat policies: step time,
+#                 MFU and activation memory (bench-precision)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -45,7 +46,8 @@ DEMO_TEMP       ?= 0.8
 FORTUNES        ?= /usr/share/games/fortunes
 
 # ---- dependencies -----------------------------------------------------------
-DEPS       := gcc make cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin fortunes librsvg2-bin libxml2-utils
+DEPS       := gcc make cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes \
+              librsvg2-bin libxml2-utils
 BENCH_DEPS := $(DEPS) python3-torch
 
 # Installs what is missing when root; otherwise prints the command and stops,
@@ -81,7 +83,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench install clean
 
 all: build
 
@@ -169,7 +171,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-remat
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -200,6 +202,11 @@ bench-pipe: deps build
 # tracing's overhead (issue 11's figures)
 bench-profile: deps build
 	bash bench/run_profile.sh $(BUILD)
+
+# fp32 against bf16 products: GPT-2 small and the V=50257 GPT, meshtrain and
+# PyTorch autocast, and one 2048^3 matmul (issue 12's table; docs/precision.md)
+bench-precision: deps-bench build
+	bash bench/run_precision.sh $(BUILD)
 
 # PREFIX goes in at configure time: meshtrain.pc is written then, with the
 # prefix baked in (`cmake --install --prefix` alone would leave it stale).

@@ -85,7 +85,11 @@ static int run(const bench_config *bc, int threads, int steps) {
         mt_graph_free(g);
         return 1;
     }
-    mt_compile_opts copts = {.seed = 1337, .no_grad = false};
+    /* MT_BENCH_PRECISION=bf16 (bench/run_precision.sh): bf16 products */
+    const char *pe = getenv("MT_BENCH_PRECISION");
+    mt_precision prec = MT_PRECISION_FP32;
+    if (pe && (s = mt_precision_parse(pe, &prec)) != MT_OK) { mt_graph_free(g); return fail("MT_BENCH_PRECISION", s); }
+    mt_compile_opts copts = {.seed = 1337, .no_grad = false, .precision = prec};
     if ((s = mt_graph_compile(g, loss, &copts)) != MT_OK) { mt_graph_free(g); return fail("compile", s); }
     if ((s = mt_gpt_fill_constants(g)) != MT_OK) { mt_graph_free(g); return fail("constants", s); }
     mt_optim_config oc = mt_optim_defaults();   /* AdamW */
@@ -132,8 +136,8 @@ static int run(const bench_config *bc, int threads, int steps) {
            ref, gflops / ref, (double)st.n_param_elems / 1e6, (double)first_loss,
            (double)st.arena_bytes / (1 << 20));
     printf("RESULT impl=meshtrain config=%s threads=%d ms=%.3f tok_s=%.1f gflops=%.2f "
-           "peak_pct=%.2f sgemm_gflops=%.2f\n", bc->name, threads, sec * 1e3,
-           (double)tokens / sec, gflops, pct, ref);
+           "peak_pct=%.2f sgemm_gflops=%.2f precision=%s\n", bc->name, threads, sec * 1e3,
+           (double)tokens / sec, gflops, pct, ref, mt_precision_name(prec));
     fflush(stdout);
     free(t);
     mt_optim_free(opt);

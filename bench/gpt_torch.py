@@ -13,6 +13,7 @@ OMP_WAIT_POLICY=passive: that build uses the system Open BLAS, whose thread
 pool otherwise fights torch's own. Prints one "RESULT ..." line per run.
 """
 import math
+import os
 import sys
 import time
 
@@ -115,9 +116,13 @@ def run(name, threads, steps_arg):
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
     times = []
+    # TORCH_PRECISION=bf16 (bench/run_precision.sh): bf16 autocast, as
+    # meshtrain's --precision bf16 (matmuls in bf16, parameters in f32)
+    bf16 = os.environ.get("TORCH_PRECISION", "fp32") == "bf16"
     for i in range(-warmup, steps):
         t0 = time.perf_counter()
-        loss = model(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -129,7 +134,8 @@ def run(name, threads, steps_arg):
     sec = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     tokens = B * T
     print(f"RESULT impl=torch config={name} threads={threads} ms={sec * 1e3:.3f} "
-          f"tok_s={tokens / sec:.1f} loss={loss.item():.4f}", flush=True)
+          f"tok_s={tokens / sec:.1f} loss={loss.item():.4f} precision={'bf16' if bf16 else 'fp32'}",
+          flush=True)
 
 
 def main():

@@ -287,6 +287,16 @@ typedef enum {
 const char *mt_remat_name(mt_remat r);
 /* The policy named `name` into *out; MT_EINVAL naming the four otherwise. */
 mt_status   mt_remat_parse(const char *name, mt_remat *out);
+/* mt_precision (meshtrain/tensor.h) is what the matrix products compute in. */
+
+/* MT_OK when this build can run products in precision p; MT_EUNSUPPORTED
+ * for bf16 in a build without oneDNN, with a message saying how to get it
+ * (apt-get install libdnnl-dev, then rebuild). */
+mt_status   mt_precision_check(mt_precision p);
+/* Whether the CPU runs bf16 products natively (AVX512-BF16 or AMX); without
+ * it oneDNN emulates them, correctly but slower than fp32. False in a build
+ * without oneDNN. */
+bool        mt_bf16_native(void);
 
 typedef struct {
     uint64_t seed;          /* parameter initialisation seed */
@@ -319,6 +329,11 @@ typedef struct {
      * order; mt_graph_backward_w then runs none). Gradients are bitwise
      * the same. Not for pipeline stages, whose schedules run W later. */
     bool     interleave_w;
+    /* The matrix products' precision (MT_PRECISION_FP32, the zero value, by
+     * default). With MT_PRECISION_BF16 every bf16 product's oneDNN primitive is made
+     * here, once per shape; compile fails with mt_precision_check's error
+     * in a build without oneDNN. */
+    mt_precision precision;
 } mt_compile_opts;
 
 /* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the
@@ -352,6 +367,14 @@ mt_status mt_graph_backward_b(mt_graph *g);
 mt_status mt_graph_backward_w(mt_graph *g);
 mt_status mt_graph_backward(mt_graph *g);
 void      mt_graph_zero_grad(mt_graph *g);
+
+/* Tells a graph compiled with MT_PRECISION_BF16 that its parameters were written, so
+ * that the next forward casts them into its bf16 weight copies again (a
+ * stale copy is never read). mt_optim_step, the checkpoint loaders and the
+ * trainer call it; code that writes parameters through mt_tensor_f32()
+ * after the graph's first forward must call it too. Compiling counts as a
+ * change. Free for an fp32 graph. */
+void      mt_graph_params_changed(mt_graph *g);
 
 /* Adds `label` to the names of the phases' trace regions ("forward mb 3
  * chunk 1" for label "mb 3 chunk 1"; at most 23 characters are kept):

@@ -56,6 +56,26 @@ int64_t        mt_tensor_numel(const mt_tensor *t);
 float         *mt_tensor_f32(mt_tensor *t);
 int32_t       *mt_tensor_i32(mt_tensor *t);
 
+/* What the matrix products compute in (docs/precision.md).
+ *   MT_PRECISION_FP32  every product in float32 (Open BLAS's sgemm); the default.
+ *   MT_PRECISION_BF16  mixed precision: the products of matmul, linear and their
+ *            backward (MT_OP_MATMUL, MT_OP_LINEAR, MT_OP_GEMM) cast their
+ *            operands to bf16 (round to nearest even) and run as oneDNN
+ *            matmul primitives, accumulating and writing float32. A weight
+ *            operand (a parameter, or a view of one) is cast once into a
+ *            bf16 copy that is refreshed at the first forward after the
+ *            parameters changed (mt_graph_params_changed); activations are
+ *            cast as each product reads them. Parameters, gradients,
+ *            optimizer state, layernorm, softmax, GELU and the loss stay
+ *            float32, and so do the collective matmuls (ag_linear,
+ *            linear_rs: tensor parallel's overlapped products) and every
+ *            collective. Needs a build with oneDNN (mt_precision_check). */
+typedef enum { MT_PRECISION_FP32 = 0, MT_PRECISION_BF16 = 1 } mt_precision;
+/* "fp32" / "bf16". */
+const char *mt_precision_name(mt_precision p);
+/* Parses "fp32" or "bf16" into *out; MT_EINVAL naming the word otherwise. */
+mt_status   mt_precision_parse(const char *s, mt_precision *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -109,6 +109,14 @@ typedef struct {
      * recomputed values die within the block. The training run is bitwise
      * the same; the activation memory (mt_trainer_memory) is smaller. */
     mt_remat          remat;
+    /* The matrix products' precision (mt_precision, meshtrain/tensor.h;
+     * docs/precision.md): MT_PRECISION_FP32 (the default) or
+     * MT_PRECISION_BF16, bf16 operands with f32 accumulation on oneDNN for
+     * every graph the run compiles (one device, each device of a mesh, each
+     * pipeline stage, the evaluation graphs). Parameters, gradients and
+     * optimizer state stay f32. MT_EUNSUPPORTED at create in a build
+     * without oneDNN. */
+    mt_precision      precision;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch

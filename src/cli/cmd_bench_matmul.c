@@ -23,7 +23,7 @@
 #include <string.h>
 
 static const char MATMUL_USAGE[] =
-    "usage: meshtrain bench matmul [--m M --n N --k K] [--threads T] [--machine FILE]\n"
+    "usage: meshtrain bench matmul [--m M --n N --k K] [--threads T] [--bf16] [--machine FILE]\n"
     "\n"
     "Times out (M,N) = a (M,K) . b (K,N) through the engine (a graph of one mt_matmul,\n"
     "mt_graph_forward) and Open BLAS cblas_sgemm of the same shape on the same threads,\n"
@@ -45,7 +45,7 @@ static double median(double *v, int n) {
 }
 
 /* Median seconds of `reps` engine forwards (after one warm-up) into *sec. */
-static mt_status time_engine(int M, int N, int K, int reps, double *sec) {
+static mt_status time_engine(int M, int N, int K, int reps, mt_precision prec, double *sec) {
     mt_graph *g = mt_graph_create();
     if (!g) return mt_fail(MT_ENOMEM, "bench matmul: cannot create a graph");
     mt_tensor *a = mt_input(g, "a", MT_F32, 2, (const int64_t[]){M, K});
@@ -56,7 +56,8 @@ static mt_status time_engine(int M, int N, int K, int reps, double *sec) {
     /* the product is the output: no loss, no backward */
     if (s == MT_OK)
         s = mt_graph_compile(g, out, &(mt_compile_opts){.seed = 1, .no_grad = true,
-                                                         .seed_from_caller = true});
+                                                         .seed_from_caller = true,
+                                                         .precision = prec});
     if (s == MT_OK) {
         float *x = mt_tensor_f32(a);
         for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)(i % 7) * 0.1f;
@@ -102,6 +103,7 @@ static double time_sgemm(int M, int N, int K, int threads, int reps) {
 
 int cli_bench_matmul(int argc, char **argv) {
     int M = 4096, N = 4096, K = 4096, threads = 0, reps = 0;
+    bool bf16 = false;
     const char *machine_path = NULL;
     const cli_opt opts[] = {
         {"m", CLI_INT, &M, 1, 65536, 0, 0, NULL, "M", "rows of a and of the product"},
@@ -111,6 +113,8 @@ int cli_bench_matmul(int argc, char **argv) {
          "kernel threads for both (0: every core this process may use)"},
         {"reps", CLI_INT, &reps, 0, 1000, 0, 0, NULL, "R",
          "timed runs of each (0: as many as fit in about a second, 3 to 21)"},
+        {"bf16", CLI_FLAG, &bf16, 0, 0, 0, 0, NULL, NULL,
+         "also time the engine's bf16 product (oneDNN, f32 accumulation: --precision bf16)"},
         {"machine", CLI_STR, &machine_path, 0, 0, 0, 0, NULL, "FILE",
          "the probe's figures (default: machine.json beside the binary, when there)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -140,8 +144,13 @@ int cli_bench_matmul(int argc, char **argv) {
         reps = reps < 3 ? 3 : reps > 21 ? 21 : reps;
     }
     double engine_s = NAN;
-    if (time_engine(M, N, K, reps, &engine_s) != MT_OK) {
+    if (time_engine(M, N, K, reps, MT_PRECISION_FP32, &engine_s) != MT_OK) {
         cli_error("bench matmul: the engine's matmul failed: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    double bf16_s = NAN;
+    if (bf16 && time_engine(M, N, K, reps, MT_PRECISION_BF16, &bf16_s) != MT_OK) {
+        cli_error("bench matmul: the engine's bf16 matmul failed: %s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
     const double sgemm_s = time_sgemm(M, N, K, threads, reps);
@@ -159,6 +168,9 @@ int cli_bench_matmul(int argc, char **argv) {
     printf("%-28s %12s %12s\n", "", "time (ms)", "GFLOP/s");
     printf("%-28s %12.3f %12.1f\n", "meshtrain (graph, op)", engine_s * 1e3, eng);
     printf("%-28s %12.3f %12.1f\n", "Open BLAS cblas_sgemm", sgemm_s * 1e3, ref);
+    if (bf16)
+        printf("%-28s %12.3f %12.1f   (%.2fx the f32 engine)\n", "meshtrain bf16 (oneDNN)",
+               bf16_s * 1e3, flops / bf16_s / 1e9, engine_s / bf16_s);
     printf("ratio engine/sgemm %.3f: %s (target >= 0.90)\n", eng / ref,
            eng >= 0.9 * ref ? "PASS" : "MISS");
     printf("intensity %.1f flop/byte\n", intensity);

@@ -230,6 +230,7 @@ int cli_cmd_train(int argc, char **argv) {
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
     int remat = 0;   /* the choices are mt_remat's order */
+    int precision = 0;   /* index in "fp32|bf16" */
     const double INF = HUGE_VAL;
     char choices_model[64];
     model_choices(choices_model, sizeof choices_model);
@@ -264,6 +265,9 @@ int cli_cmd_train(int argc, char **argv) {
         {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE", "start from an llm.c GPT-2 checkpoint"},
         {"llmc-out", CLI_STR, &cfg.llmc_out, 0, 0, 0, 0, NULL, "FILE", "also write an llm.c checkpoint at the end"},
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
+        {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
+         "matrix products in fp32 (default) or bf16 (oneDNN, f32 accumulation; parameters, "
+         "gradients and optimizer stay fp32; docs/precision.md)"},
         {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
@@ -307,6 +311,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (rc != CLI_EXIT_OK) return rc;
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
+    cfg.precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     cfg.remat = (mt_remat)remat;
     if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;
@@ -352,6 +357,9 @@ int cli_cmd_train(int argc, char **argv) {
         return rc;
     }
     if (!quiet) train_print_config(&run);
+    if (!quiet && cfg.precision == MT_PRECISION_BF16 && !mt_bf16_native())
+        printf("note: this CPU has no AVX512-BF16; oneDNN emulates the bf16 products, "
+               "slower than fp32 here\n");
     if (profile && (st = mt_graph_set_profiling(mt_trainer_graph(run.tr), true)) != MT_OK) {
         cli_metrics_close(&run.metrics);
         rc = train_failed(&run, st);

@@ -92,6 +92,9 @@ void train_print_config(train_run *run) {
     const char *layout = mt_trainer_pipeline(tr);
     if (layout) printf("  pipeline     %s\n", layout);
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());
+    if (c->precision == MT_PRECISION_BF16)
+        printf("  precision    bf16 products (oneDNN, f32 accumulation); f32 parameters, "
+               "gradients, optimizer\n");
     /* per device, as allocated (shards on a mesh that splits parameters) */
     mt_memory_report mem = mt_trainer_memory(tr);
     const double MiB = 1 << 20;

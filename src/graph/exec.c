@@ -283,6 +283,7 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
 mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
+    mt__precision_refresh(g);   /* bf16 weight copies, when the parameters changed */
     if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
     /* a caller-supplied seed: the "loss" is the stage's output, not a scalar */
     g->loss_value = g->seed_from_caller ? NAN : *(const float *)g->loss->data;

@@ -68,6 +68,7 @@ void mt_graph_free(mt_graph *g) {
     free(g->env.scratch);
     mt_pool_free(g->env.pool);
     free(g->profile);
+    mt__precision_free(g);
     for (int i = 0; i < g->n_owned; i++) free(g->owned[i]);
     free(g->owned);
     free(g);
@@ -359,6 +360,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
                     mt_get_num_threads());
     if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
     if (s == MT_OK) s = mt__plan_buffers(g);
+    if (s == MT_OK) s = mt__precision_prepare(g, opts->precision);
     if (s != MT_OK) {
         mt__graph_error(g, s, "%s", mt_errmsg());   /* sticks to g; mt_errmsg() unchanged */
         return s;

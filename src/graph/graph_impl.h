@@ -110,6 +110,9 @@ struct mt_graph {
     char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
     bool        tracing;                  /* the running phase records op spans (ctx traces) */
     mt_graph_stats stats;
+    /* precision.c: the bf16 products' plans, weight copies and workspace
+     * (NULL for an fp32 graph) */
+    struct mt_bf16_state *bf16;
 };
 
 /* ---- graph.c ---- */
@@ -219,6 +222,17 @@ void       mt__remat(mt_graph *g, mt_remat policy);
 /* mt_compile_opts.interleave_w: moves every W node into B's run order, just
  * after the last B node that writes what it reads (W's relative order kept). */
 void       mt__interleave_w(mt_graph *g);
+/* ---- precision.c: bf16 products ---- */
+
+/* With MT_PRECISION_BF16: plans every MATMUL, LINEAR and GEMM node as a
+ * bf16 product (oneDNN primitives made here), with a bf16 copy of each
+ * parameter one reads and a workspace for the activations' casts; the
+ * copies are marked stale. MT_PRECISION_FP32: nothing. After the plan. */
+mt_status  mt__precision_prepare(mt_graph *g, mt_precision p);
+/* Before a forward: casts the parameters into their bf16 copies when they
+ * changed since the last cast (mt_graph_params_changed, compile). */
+void       mt__precision_refresh(mt_graph *g);
+void       mt__precision_free(mt_graph *g);
 
 /* ---- slots.c ---- */
 

@@ -501,6 +501,7 @@ mt_status mt_ckpt_load(const char *path, mt_graph *g, mt_optim *opt, mt_ckpt_met
     fclose(f);
     free(es);
     free(seen);
+    mt_graph_params_changed(g);   /* written, or partly written on a failure */
     if (s != MT_OK) return s;
 
     if (opt) mt_optim_set_steps(opt, h.opt_steps >= 0 ? (int)h.opt_steps : h.meta.step);

@@ -296,6 +296,7 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
         }
     }
     fclose(f);
+    if (g) mt_graph_params_changed(g);
     return s;
 }
 

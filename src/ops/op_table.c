@@ -7,6 +7,7 @@
  * member its op names in ops_impl.h. Nothing here knows graphs, phases or
  * gradients: acc / acc2 arrive already decided.
  */
+#include "ops/bf16_impl.h"
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
 
@@ -93,6 +94,10 @@ void mt__gemm_pool(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N,
 /* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */
 static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
     const mt_gemm_params *p = &c->p.gemm;
+    if (c->bf16) {
+        mt__bf16_gemm_run(env, c->bf16, F32(c->in[0]), F32(c->in[1]), NULL, F32(c->out), c->acc);
+        return;
+    }
     mt__gemm_pool(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
                   F32(c->out), c->acc ? 1.0f : 0.0f);
 }
@@ -100,6 +105,11 @@ static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
 /* LINEAR: out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
 static void run_linear(const mt_op_env *env, const mt_op_call *c) {
     const mt_linear_params *p = &c->p.linear;
+    if (c->bf16) {
+        mt__bf16_gemm_run(env, c->bf16, F32(c->in[0]), F32(c->in[1]),
+                          c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), false);
+        return;
+    }
     mt__gemm_pool(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),
                   c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), 0.0f);
 }

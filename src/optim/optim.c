@@ -209,6 +209,7 @@ mt_status mt_optim_step_norm(mt_optim *o, float norm) {
     }
     o->steps = u.t;
     mt__graph_mark_grads_zero(o->g);
+    mt_graph_params_changed(o->g);   /* bf16 weight copies are cast again at the next forward */
     return MT_OK;
 }
 

@@ -19,6 +19,17 @@ const char *mt_dtype_name(mt_dtype dtype) {
     return "?";
 }
 
+const char *mt_precision_name(mt_precision p) {
+    return p == MT_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+mt_status mt_precision_parse(const char *s, mt_precision *out) {
+    if (s && strcmp(s, "fp32") == 0) *out = MT_PRECISION_FP32;
+    else if (s && strcmp(s, "bf16") == 0) *out = MT_PRECISION_BF16;
+    else return mt_fail(MT_EINVAL, "unknown precision '%s'; use fp32 or bf16", s ? s : "(null)");
+    return MT_OK;
+}
+
 /* Loops run in fixed blocks of 16 so gcc vectorises them at -O2 (its cheap
  * cost model wants a known trip count); the tail runs scalar. restrict
  * parameters (not restrict locals) are what lets it. */

@@ -313,6 +313,7 @@ static mt_status put_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *ar
             if (s != MT_OK) s = mt_fail_wrap(s, "putting parameter '%s' from the checkpoint",
                                              mt_tensor_name(mt_graph_param_at(gs[q], i)));
         }
+        mt_graph_params_changed(gs[q]);
         if (s == MT_OK && steps >= 0) mt_optim_set_steps(os[q], steps);
     }
     return s;

@@ -70,6 +70,11 @@ static mt_status check_config(const mt_train_config *c) {
         return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)c->model, names);
     }
     if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
+    if (c->precision != MT_PRECISION_FP32 && c->precision != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "precision %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
+                       (int)c->precision);
+    mt_status ps = mt_precision_check(c->precision);
+    if (ps != MT_OK) return ps;
     if (c->trace_steps < 0)
         return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
                        "the default (20)", c->trace_steps);
@@ -428,6 +433,7 @@ static mt_status eval_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
                            "training graph", mt_tensor_name(dst));
         memcpy(mt_tensor_f32(dst), mt_tensor_f32(src), (size_t)mt_tensor_numel(dst) * sizeof(float));
     }
+    mt_graph_params_changed(d->eval_g);
     int64_t pos = 0;   /* the same validation batches every time */
     double sum = 0;
     for (int i = 0; i < c->eval_batches; i++) {

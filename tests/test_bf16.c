@@ -1,0 +1,302 @@
+/*
+ * test_bf16.c — bf16 mixed precision (docs/precision.md).
+ *
+ * The products against a float64 reference computed on inputs rounded to
+ * bf16 here, independently of the library's rounding: the error must be at
+ * the level of f32 accumulation (1e-5 of the sum of |terms|), and far from
+ * it against the unrounded inputs (so the operands really are bf16). The
+ * bf16 weight copies are never stale: a parameter changed by an optimizer
+ * step or by hand (then mt_graph_params_changed) changes the product. A
+ * bf16 GPT trains as well as an fp32 one; bf16 data parallel matches bf16
+ * on one device step by step. In a build without oneDNN the numbers are
+ * skipped and bf16 must fail, saying how to get oneDNN.
+ */
+#include "graph/graph_impl.h"
+#include "harness.h"
+#include "meshtrain.h"
+#include "ops/bf16_impl.h"
+#include "train_helpers.h"
+
+#include <stdint.h>
+
+/* ---- references -------------------------------------------------------- */
+
+/* bf16 rounding, round to nearest even, by the bits (finite inputs). */
+static double round_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t hi = u >> 16, rem = u & 0xffffu;
+    if (rem > 0x8000u || (rem == 0x8000u && (hi & 1u))) hi++;
+    uint32_t r = hi << 16;
+    float out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static float uniform(void) {   /* xorshift64, in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* op(X)[i][k] of a dense X stored (rows, cols) as given by its flag. */
+static double at(const float *X, bool t, int64_t i, int64_t k, int64_t ld, bool bf16) {
+    float v = t ? X[k * ld + i] : X[i * ld + k];
+    return bf16 ? round_bf16(v) : (double)v;
+}
+
+static bool available(void) {
+    mt_status s = mt_precision_check(MT_PRECISION_BF16);
+    if (s != MT_OK) printf("  (oneDNN is not in this build: %s; bf16 numbers skipped)\n", mt_errmsg());
+    return s == MT_OK;
+}
+
+/* ---- the product -------------------------------------------------------- */
+
+/* Runs one bf16 product on `threads` threads and checks every element. */
+static void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool acc, int threads) {
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+    for (int64_t i = 0; i < M * K; i++) A[i] = uniform();
+    for (int64_t i = 0; i < K * N; i++) B[i] = uniform();
+    for (int64_t i = 0; i < M * N; i++) C[i] = C0[i] = uniform();
+    mt_bf16_engine *e = NULL;
+    MT_CHECK_OK(mt__bf16_engine_create(threads, &e));
+    mt_bf16_gemm p = {0};
+    MT_CHECK_OK(mt__bf16_gemm_plan(e, ta, tb, M, N, K, acc, &p));
+    uint16_t *ws = malloc(2 * mt__bf16_ws_elems(&p) + 2);
+    p.ws = ws;
+    mt_pool *pool = mt_pool_create(threads);
+    mt_op_env env = {.pool = pool};
+    mt__bf16_gemm_run(&env, &p, A, B, NULL, C, acc);
+
+    int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    double worst = 0, worst_f32 = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double ref = acc ? C0[i * N + j] : 0, ref32 = ref, mag = acc ? fabs(C0[i * N + j]) : 0;
+            for (int64_t k = 0; k < K; k++) {
+                double t = at(A, ta, i, k, lda, true) * at(B, tb, k, j, ldb, true);
+                ref += t;
+                mag += fabs(t);
+                ref32 += at(A, ta, i, k, lda, false) * at(B, tb, k, j, ldb, false);
+            }
+            double err = fabs(C[i * N + j] - ref) / (mag + 1e-30);
+            MT_CHECK(err <= 1e-5, "bf16 %s%s (%lld,%lld,%lld)%s on %d threads: C[%lld][%lld] = %.9g, "
+                     "reference on bf16 inputs %.9g (error %.3g of the sum of |terms| %.4g)",
+                     ta ? "Aᵀ" : "A", tb ? "·Bᵀ" : "·B", (long long)M, (long long)N, (long long)K,
+                     acc ? " += " : "", threads, (long long)i, (long long)j, C[i * N + j], ref,
+                     err, mag);
+            if (err > worst) worst = err;
+            double e32 = fabs(C[i * N + j] - ref32) / (mag + 1e-30);
+            if (e32 > worst_f32) worst_f32 = e32;
+        }
+    /* bf16 operands lose 8 mantissa bits: far from the f32 product */
+    if (K >= 16)
+        MT_CHECK(worst_f32 > 1e-5, "the bf16 product matches the unrounded inputs to %.3g: "
+                 "are the operands really rounded to bf16?", worst_f32);
+    mt_pool_free(pool);
+    free(ws);
+    mt__bf16_gemm_free(&p);
+    mt__bf16_engine_free(e);
+    free(A), free(B), free(C), free(C0);
+}
+
+MT_TEST(gemm_every_transpose_and_accumulate) {
+    if (!available()) return;
+    const int64_t shapes[][3] = {{37, 53, 71}, {1, 5, 300}, {130, 17, 64}, {17, 130, 33}, {64, 64, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int f = 0; f < 8; f++)
+            check_gemm(f & 1, f & 2, shapes[s][0], shapes[s][1], shapes[s][2], f & 4, 1);
+}
+
+/* the GPT's shapes (L2 C64 T64 B8: rows 512, C 64, 3C, 4C, Vp 128) */
+MT_TEST(gemm_gpt_shapes) {
+    if (!available()) return;
+    const int64_t shapes[][3] = {{512, 192, 64}, {192, 64, 512}, {512, 64, 256}, {256, 64, 512},
+                                 {512, 128, 64}, {128, 64, 512}, {512, 64, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int f = 0; f < 8; f++)
+            check_gemm(f & 1, f & 2, shapes[s][0], shapes[s][1], shapes[s][2], f & 4, 1);
+}
+
+/* blocks over two threads: rows when M >= N, columns otherwise, with a
+ * remainder block */
+MT_TEST(gemm_split_over_threads) {
+    if (!available()) return;
+    for (int f = 0; f < 8; f++) {
+        check_gemm(f & 1, f & 2, 161, 40, 96, f & 4, 2);
+        check_gemm(f & 1, f & 2, 40, 161, 96, f & 4, 3);
+    }
+}
+
+/* ---- through a graph: the weight copies --------------------------------- */
+
+/* y (R,OC) = x (R,C) · w (OC,C)ᵀ of the graph's current x and w, in float64
+ * on bf16-rounded values, against the graph's y. */
+static void check_linear(mt_tensor *x, mt_tensor *w, mt_tensor *y, const char *when) {
+    int64_t R = mt_tensor_dim(x, 0), C = mt_tensor_dim(x, 1), OC = mt_tensor_dim(w, 0);
+    const float *X = mt_tensor_f32(x), *W = mt_tensor_f32(w), *Y = mt_tensor_f32(y);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t o = 0; o < OC; o++) {
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < C; c++) {
+                double t = round_bf16(X[r * C + c]) * round_bf16(W[o * C + c]);
+                ref += t;
+                mag += fabs(t);
+            }
+            MT_CHECK(fabs(Y[r * OC + o] - ref) <= 1e-5 * mag + 1e-30,
+                     "%s: y[%lld][%lld] = %.9g, want %.9g from the current weight (a stale bf16 "
+                     "copy?)", when, (long long)r, (long long)o, Y[r * OC + o], ref);
+        }
+}
+
+MT_TEST(weight_copy_never_stale) {
+    if (!available()) return;
+    mt_graph *g = mt_graph_create();
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, (int64_t[]){24, 40});
+    mt_tensor *t = mt_input(g, "t", MT_F32, 2, (int64_t[]){24, 20});
+    mt_tensor *w = mt_param(g, "w", 2, (int64_t[]){20, 40}, (mt_init){MT_INIT_NORMAL, 0.5f});
+    mt_tensor *y = mt_linear(g, x, w, NULL);
+    mt_tensor *loss = mt_mse(g, y, t, 1.0f / 480);
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 3,
+                                                            .precision = MT_PRECISION_BF16}));
+    for (int i = 0; i < 24 * 40; i++) mt_tensor_f32(x)[i] = uniform();
+    for (int i = 0; i < 24 * 20; i++) mt_tensor_f32(t)[i] = uniform();
+    MT_CHECK_OK(mt_graph_forward(g));
+    check_linear(x, w, y, "first forward");
+
+    /* an optimizer step changes w: the next forward must use the new w */
+    mt_optim_config oc = mt_optim_defaults();
+    oc.kind = MT_OPT_SGD;
+    oc.lr = 0.5f;
+    oc.grad_clip = 0;
+    oc.weight_decay = 0;
+    mt_optim *opt = NULL;
+    MT_CHECK_OK(mt_optim_create(g, &oc, &opt));
+    float y00 = mt_tensor_f32(y)[0];
+    MT_CHECK_OK(mt_graph_backward(g));
+    MT_CHECK_OK(mt_optim_step(opt, NULL));
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK(mt_tensor_f32(y)[0] != y00, "the product did not change after an optimizer step");
+    check_linear(x, w, y, "after mt_optim_step");
+
+    /* by hand, then mt_graph_params_changed */
+    for (int i = 0; i < 20 * 40; i++) mt_tensor_f32(w)[i] = uniform();
+    mt_graph_params_changed(g);
+    MT_CHECK_OK(mt_graph_forward(g));
+    check_linear(x, w, y, "after a write and mt_graph_params_changed");
+
+    /* a second forward without a change reuses the copy, still right */
+    MT_CHECK_OK(mt_graph_forward(g));
+    check_linear(x, w, y, "second forward");
+    mt_optim_free(opt);
+    mt_graph_free(g);
+}
+
+/* ---- without oneDNN ------------------------------------------------------ */
+
+MT_TEST(missing_onednn_explains) {
+#ifdef MT_HAVE_DNNL
+    MT_CHECK_OK(mt_precision_check(MT_PRECISION_BF16));
+    printf("  (built with oneDNN; bf16 native on this CPU: %s)\n", mt_bf16_native() ? "yes" : "no");
+#else
+    MT_CHECK_FAILS(mt_precision_check(MT_PRECISION_BF16), MT_EUNSUPPORTED, "oneDNN",
+                   "apt-get install libdnnl-dev", "rebuild");
+    mt_graph *g = mt_graph_create();
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, (int64_t[]){2, 4});
+    mt_tensor *w = mt_param(g, "w", 2, (int64_t[]){3, 4}, (mt_init){MT_INIT_NORMAL, 0.5f});
+    mt_tensor *t = mt_input(g, "t", MT_F32, 2, (int64_t[]){2, 3});
+    mt_tensor *loss = mt_mse(g, mt_linear(g, x, w, NULL), t, 1.0f);
+    MT_CHECK_FAILS(mt_graph_compile(g, loss, &(mt_compile_opts){.precision = MT_PRECISION_BF16}),
+                   MT_EUNSUPPORTED, "libdnnl-dev");
+    mt_graph_free(g);
+#endif
+    MT_CHECK_OK(mt_precision_check(MT_PRECISION_FP32));
+    mt_precision p;
+    MT_CHECK_OK(mt_precision_parse("bf16", &p));
+    MT_CHECK(p == MT_PRECISION_BF16, "bf16 parsed as %d", (int)p);
+    MT_CHECK_FAILS(mt_precision_parse("fp16", &p), MT_EINVAL, "'fp16'", "fp32 or bf16");
+}
+
+/* ---- training ------------------------------------------------------------ */
+
+/* A varied English text every Debian system has (base-files). */
+#define CORPUS "/usr/share/common-licenses/GPL-3"
+
+static mt_train_config gpt_config(mt_precision prec, int steps) {
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, CORPUS);
+    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64};
+    c.T = 64;
+    c.B = 8;
+    c.steps = c.optim.total_steps = steps;
+    c.optim.warmup_steps = 20;
+    /* 1e-3: at 3e-3 this model's run is chaotic (two fp32 seeds, or bf16
+     * on oneDNN and on rounded sgemm, end 4-9% apart), and the comparison
+     * would measure the chaos, not the precision */
+    c.optim.lr = 1e-3f;
+    c.eval_batches = 8;
+    c.precision = prec;
+    return c;
+}
+
+/* The validation loss after `steps` steps. */
+static float train_val(mt_precision prec, int steps, double *seconds) {
+    mt_train_config c = gpt_config(prec, steps);
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    double t0 = mt_time_now();
+    for (int i = 0; i < steps; i++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(tr, &r));
+    }
+    *seconds = mt_time_now() - t0;
+    float val = NAN;
+    MT_CHECK_OK(mt_trainer_eval(tr, &val));
+    mt_trainer_free(tr);
+    return val;
+}
+
+MT_TEST(gpt_trains_as_well_as_fp32) {
+    if (!available()) return;
+    double t32, t16;
+    float v32 = train_val(MT_PRECISION_FP32, 300, &t32);
+    float v16 = train_val(MT_PRECISION_BF16, 300, &t16);
+    fflush(stdout);
+    printf("  GPT L2 C64 T64 B8, 300 steps: val loss fp32 %.4f (%.1f s), bf16 %.4f (%.1f s), "
+           "%+.2f%%\n", v32, t32, v16, t16, 100.0 * (v16 - v32) / v32);
+    MT_CHECK(v32 < 4.0f, "the fp32 run did not learn (val loss %.3f)", v32);
+    MT_CHECK(fabsf(v16 - v32) <= 0.02f * v32, "bf16 val loss %.4f is not within 2%% of fp32's %.4f",
+             v16, v32);
+}
+
+MT_TEST(data_parallel_matches_one_device) {
+    if (!available()) return;
+    const int steps = 12;
+    float one[12], dp[12];
+    for (int run = 0; run < 2; run++) {
+        mt_train_config c = gpt_config(MT_PRECISION_BF16, steps);
+        if (run) {
+            c.mesh = "data=2";
+            c.threads = 2;   /* one kernel thread per device */
+        }
+        mt_trainer *tr = NULL;
+        MT_CHECK_OK(mt_trainer_create(&c, &tr));
+        for (int i = 0; i < steps; i++) {
+            mt_step_report r;
+            MT_CHECK_OK(mt_trainer_step(tr, &r));
+            (run ? dp : one)[i] = r.loss;
+        }
+        mt_trainer_free(tr);
+    }
+    for (int i = 0; i < steps; i++)
+        MT_CHECK(fabsf(dp[i] - one[i]) <= 1e-3f * fabsf(one[i]),
+                 "step %d: bf16 data=2 loss %.7f, one device %.7f (relative %.2g > 1e-3)", i + 1,
+                 dp[i], one[i], fabs(dp[i] - one[i]) / fabs(one[i]));
+    printf("  bf16 data=2 vs one device, %d steps: last loss %.6f vs %.6f\n", steps, dp[steps - 1],
+           one[steps - 1]);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
