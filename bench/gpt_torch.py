@@ -20,6 +20,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 CONFIGS = {
     #        L   C    NH  maxT  V      Vp     B  T     steps warmup threads
@@ -100,7 +101,9 @@ class GPT(nn.Module):
         pos = torch.arange(0, T, dtype=torch.long)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
-            x = block(x)
+            # TORCH_REMAT=full: each block's forward again in the backward,
+            # as meshtrain's --remat full
+            x = checkpoint(block, x, use_reentrant=False) if self.remat else block(x)
         logits = self.lm_head(self.ln_f(x))
         # padded columns past V are not part of the vocabulary
         return F.cross_entropy(logits[..., : self.V].reshape(-1, self.V), targets.view(-1))
@@ -112,6 +115,7 @@ def run(name, threads, steps_arg):
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
     model = GPT(L, C, NH, maxT, V, Vp)
+    model.remat = os.environ.get("TORCH_REMAT", "none") == "full"
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
@@ -134,7 +138,8 @@ def run(name, threads, steps_arg):
     sec = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     tokens = B * T
     print(f"RESULT impl=torch config={name} threads={threads} ms={sec * 1e3:.3f} "
-          f"tok_s={tokens / sec:.1f} loss={loss.item():.4f} precision={'bf16' if bf16 else 'fp32'}",
+          f"tok_s={tokens / sec:.1f} loss={loss.item():.4f} precision={'bf16' if bf16 else 'fp32'} "
+          f"remat={'full' if model.remat else 'none'}",
           flush=True)
 
 

@@ -29,6 +29,11 @@ if awk -v a="$sg1" -v b="$sgall" -v c="$tr1" -v d="$trall" -v e="$fm1" -v f="$fm
 else
     bad "machine figures are sane" "sgemm '$sg1' '$sgall' triad '$tr1' '$trall' fma '$fm1' '$fmall': $(cat m.json)"
 fi
+if grep -Eq '"bf16_dot_gflops": \{"1": ([0-9]|null)' m.json; then
+    ok "machine file: the bf16 dot peak (or null without AVX512-BF16)"
+else
+    bad "machine file: bf16 dot peak" "$(grep bf16 m.json)"
+fi
 if grep -q '"mpi": null' m.json && grep -Eq '"latency_us": [0-9]' m.json &&
    grep -Eq '"measured_at": "[0-9]{4}-[0-9]{2}-[0-9]{2}T' m.json; then
     ok "machine file: threads all-reduce, no mpi, a date"

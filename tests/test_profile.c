@@ -12,6 +12,7 @@ static mt_machine known(void) {
         .cpu = "AMD EPYC \"test\" \\ CPU", .cores = 2, .blas_core = "Cooperlake",
         .sgemm_gflops_1 = 231.5, .sgemm_gflops_all = 440.25, .sgemm_size = 4096,
         .fma_gflops_1 = 262.125, .fma_gflops_all = 519.75,
+        .bf16_gflops_1 = 524.25, .bf16_gflops_all = 1039.5,
         .triad_gbs_1 = 39.5, .triad_gbs_all = 57.25, .triad_bytes_per_element = 12,
         .threads = {.latency_us = 0.5, .busbw_gbs = 11.25},
         .has_mpi = true, .mpi = {.latency_us = 0.15, .busbw_gbs = 2.0},
@@ -49,11 +50,13 @@ MT_TEST(machine_round_trip) {
     const double got[] = {back.sgemm_gflops_1, back.sgemm_gflops_all, back.fma_gflops_1,
                           back.fma_gflops_all, back.triad_gbs_1, back.triad_gbs_all,
                           back.threads.latency_us, back.threads.busbw_gbs, back.mpi.latency_us,
-                          back.mpi.busbw_gbs, back.nominal_gflops, back.nominal_ghz};
+                          back.mpi.busbw_gbs, back.nominal_gflops, back.nominal_ghz,
+                          back.bf16_gflops_1, back.bf16_gflops_all};
     const double want[] = {m.sgemm_gflops_1, m.sgemm_gflops_all, m.fma_gflops_1,
                            m.fma_gflops_all, m.triad_gbs_1, m.triad_gbs_all,
                            m.threads.latency_us, m.threads.busbw_gbs, m.mpi.latency_us,
-                           m.mpi.busbw_gbs, m.nominal_gflops, m.nominal_ghz};
+                           m.mpi.busbw_gbs, m.nominal_gflops, m.nominal_ghz,
+                           m.bf16_gflops_1, m.bf16_gflops_all};
     for (int i = 0; i < (int)(sizeof got / sizeof got[0]); i++)
         MT_CHECK_CLOSE(got[i], want[i], 1e-6, "figure %d", i);
     MT_CHECK(back.has_mpi, "mpi present");

@@ -46,6 +46,9 @@ typedef struct {
     double sgemm_gflops_1, sgemm_gflops_all;
     int    sgemm_size;            /* the sgemm's m = n = k */
     double fma_gflops_1, fma_gflops_all;
+    double bf16_gflops_1, bf16_gflops_all;   /* bf16 dot products (VDPBF16PS) on registers:
+                                                the peak of bf16 matrix products; NAN
+                                                without AVX512-BF16 */
     double triad_gbs_1, triad_gbs_all;
     int    triad_bytes_per_element;   /* 12: float arrays, STREAM's count */
     mt_machine_link threads;      /* the threads transport, 2 devices */

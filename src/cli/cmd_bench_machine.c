@@ -53,6 +53,8 @@ typedef struct {
     bool   quick;
     int    cores;
     bool   avx512, avx2;
+    bool   bf16;   /* AVX512-BF16 */
+    bool   dot;    /* the peak loops run bf16 dot products instead of FMAs */
 } probe;
 
 /* ======================================================================== */
@@ -245,12 +247,37 @@ __attribute__((target("avx2,fma"))) static double fma_avx2(long iters, float *si
     return (double)iters * 12 * 8 * 2;
 }
 
+/* The same with bf16 dot products: VDPBF16PS adds the products of 16 pairs
+ * of bf16 numbers to 16 floats, 64 flops an instruction, as a bf16 matrix
+ * product's inner loop does. Its peak is the bf16 products' roof. */
+__attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(long iters, float *sink) {
+#define F _mm512_dpbf16_ps
+#define V(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
+    __m512 a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
+           b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11), d0 = V(12), d1 = V(13),
+           d2 = V(14), d3 = V(15);
+#undef V
+    /* bf16 1.0 and 2^-24: the sums stay finite */
+    const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
+    for (long i = 0; i < iters; i++) {
+        FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
+    }
+#undef F
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
+    *sink = _mm512_reduce_add_ps(s);
+    return (double)iters * 16 * 16 * 2 * 2;
+}
+
 /* The sums land here, so that no loop is dead code. */
 static volatile float fma_sink;
 
 static double fma_run(const probe *p, long iters, float *sink) {
     *sink = 0;
-    double fl = p->avx512 ? fma_avx512(iters, sink) : p->avx2 ? fma_avx2(iters, sink) : 0;
+    double fl = p->dot ? dot_bf16(iters, sink) : p->avx512 ? fma_avx512(iters, sink)
+              : p->avx2 ? fma_avx2(iters, sink) : 0;
     fma_sink = *sink;
     return fl;
 }
@@ -273,7 +300,7 @@ static void fma_member(team *t, int i) {
 
 /* GFLOP/s on `threads` threads: the sum of each thread's best. */
 static double fma_peak(const probe *p, int threads) {
-    if (!p->avx512 && !p->avx2) return NAN;
+    if (p->dot ? !p->bf16 : !p->avx512 && !p->avx2) return NAN;
     float sink = 0;
     double t0 = mt_time_now(), fl = fma_run(p, 1 << 20, &sink);   /* calibrate */
     double rate = fl / (mt_time_now() - t0);
@@ -421,9 +448,17 @@ static void print_table(const mt_machine *m, const char *fma_isa, const char *gh
     print_row(sg, m->sgemm_gflops_1, m->sgemm_gflops_all, "GFLOP/s");
     snprintf(sg, sizeof sg, "FMA peak, registers only (%s)", fma_isa);
     print_row(sg, m->fma_gflops_1, m->fma_gflops_all, "GFLOP/s");
+    if (isfinite(m->bf16_gflops_1))
+        print_row("bf16 dot peak, registers (VDPBF16PS)", m->bf16_gflops_1, m->bf16_gflops_all,
+                  "GFLOP/s");
+    else
+        printf("%-34s %21s\n", "bf16 dot peak", "none (no AVX512-BF16)");
     print_row("triad a=b+s*c, float (12 B/elem)", m->triad_gbs_1, m->triad_gbs_all, "GB/s");
     print_row("sgemm / FMA peak", m->sgemm_gflops_1 / m->fma_gflops_1,
               m->sgemm_gflops_all / m->fma_gflops_all, "ratio");
+    if (isfinite(m->bf16_gflops_1))
+        print_row("bf16 dot / FMA peak", m->bf16_gflops_1 / m->fma_gflops_1,
+                  m->bf16_gflops_all / m->fma_gflops_all, "ratio: bf16 products' best speed-up");
     printf("\n%-34s %10s %10s\n", "all-reduce, 2 devices", "8 B (us)", "busbw GB/s");
     printf("%-34s %10.2f %10.2f\n", "threads (64 MiB; --quick 4 MiB)", m->threads.latency_us,
            m->threads.busbw_gbs);
@@ -481,7 +516,8 @@ int cli_bench_machine(int argc, char **argv) {
     cpuinfo("flags", flags, sizeof flags);
     mt_set_num_threads(0);
     probe p = {.quick = quick, .cores = mt_get_num_threads(), .avx512 = has_flag(flags, "avx512f"),
-               .avx2 = has_flag(flags, "avx2") && has_flag(flags, "fma")};
+               .avx2 = has_flag(flags, "avx2") && has_flag(flags, "fma"),
+               .bf16 = has_flag(flags, "avx512_bf16")};
     m.cores = p.cores;
     blas_kernel(flags, m.blas_core, sizeof m.blas_core, note, sizeof note);
     if (note[0]) printf("note: %s\n", note);
@@ -495,6 +531,10 @@ int cli_bench_machine(int argc, char **argv) {
     m.sgemm_gflops_all = cli_sgemm_gflops(n, n, n, p.cores, quick ? 2 : 3);
     m.fma_gflops_1 = fma_peak(&p, 1);
     m.fma_gflops_all = fma_peak(&p, p.cores);
+    p.dot = true;
+    m.bf16_gflops_1 = fma_peak(&p, 1);
+    m.bf16_gflops_all = fma_peak(&p, p.cores);
+    p.dot = false;
     m.triad_gbs_1 = triad_gbs(&p, 1);
     m.triad_gbs_all = triad_gbs(&p, p.cores);
     if (allreduce(&p, false, &m.threads) != MT_OK) {

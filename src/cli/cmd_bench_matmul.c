@@ -186,6 +186,10 @@ int cli_bench_matmul(int argc, char **argv) {
         printf("  roofline bound min(peak, %.1f x %.1f) = %.1f GFLOP/s (%s-bound); engine at "
                "%.0f %% of it, %.0f %% of the FMA peak\n", intensity, bw, bound,
                bound < peak ? "memory" : "compute", 100 * eng / bound, 100 * eng / fma);
+        const double dot = one ? mach.bf16_gflops_1 : mach.bf16_gflops_all;
+        if (bf16 && isfinite(dot))
+            printf("  bf16 dot peak %.1f GFLOP/s (%.2fx the FMA peak): the bf16 product at %.0f %% "
+                   "of it\n", dot, dot / fma, 100 * flops / bf16_s / 1e9 / dot);
     } else {
         printf("no machine file (%s): run `meshtrain bench machine` for the roofline\n",
                machine_path);

@@ -46,6 +46,7 @@ typedef struct field {
 static const field SGEMM[] = {NUM("1", sgemm_gflops_1), NUM("all", sgemm_gflops_all),
                               INT("size", sgemm_size), {0}};
 static const field FMA[] = {NUM("1", fma_gflops_1), NUM("all", fma_gflops_all), {0}};
+static const field BF16[] = {NUM("1", bf16_gflops_1), NUM("all", bf16_gflops_all), {0}};
 static const field TRIAD[] = {NUM("1", triad_gbs_1), NUM("all", triad_gbs_all),
                               INT("bytes_per_element", triad_bytes_per_element), {0}};
 static const field LINK_THREADS[] = LINK(threads);
@@ -58,6 +59,7 @@ static const field MACHINE[] = {
     STR("cpu", cpu), INT("cores", cores), STR("blas_core", blas_core),
     {.key = "sgemm_gflops", .kind = F_OBJ, .sub = SGEMM},
     {.key = "fma_gflops", .kind = F_OBJ, .sub = FMA},
+    {.key = "bf16_dot_gflops", .kind = F_OBJ, .sub = BF16},
     {.key = "triad_gbs", .kind = F_OBJ, .sub = TRIAD},
     {.key = "allreduce", .kind = F_OBJ, .sub = ALLREDUCE},
     NUM("nominal_gflops", nominal_gflops), NUM("nominal_ghz", nominal_ghz),
