@@ -79,8 +79,8 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # What runs under ThreadSanitizer: the threads transport, the kernel pool, and both
 # together (data-parallel training on device threads).
-TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace
-TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace)$$
+TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat
+TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
 .PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
         bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench install clean
