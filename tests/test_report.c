@@ -108,6 +108,61 @@ MT_TEST(step_mfu_hfu_bubble) {
     mt_report_free(r);
 }
 
+/*
+ * Waiting for other devices (sync) apart from exposed communication, one
+ * step of 100 µs on two devices; collectives matched by their "seq":
+ *   device 0: op 0-10 | psum 'data' seq 1, 10-50 | wait 85-95 | send 96-98;
+ *             lane: psum (async) seq 2, 60-95.
+ *   device 1: op 0-40 | psum 'data' seq 1, 40-50 | wait 92-96 | recv 96-99;
+ *             lane: psum (async) seq 2, 90-96.
+ * seq 1 arrives at 40: device 0 waits 10-40 for device 1 (sync 30), then
+ * 40-50 exposed. seq 2 arrives at 90: device 0's wait 85-95 is sync 85-90,
+ * exposed 90-95. Sends and receives are not matched: exposed.
+ *   device 0: waits 40 + 10 + 2 = 52, sync 35, exposed 17.
+ *   device 1: waits 10 + 4 + 3 = 17, sync 0 (it arrived last), exposed 17.
+ * The first fix: sync 35 / (2 devices · 100 µs) = 17.5 % of the step.
+ */
+#define SEQ(name, tid, ts, dur, seq)                                                        \
+    "{\"name\":\"" name "\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur \
+    ",\"pid\":0,\"tid\":" #tid ",\"args\":{\"bytes\":1024,\"seq\":" #seq "}}"
+static const char TRACE_SYNC[] =
+    HEAD
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"device 0\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"device 1\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100001,\"args\":{\"name\":\"device 0 comm 1\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100065,\"args\":{\"name\":\"device 1 comm 1\"}},\n"
+    X("step 1", "step", 0, 0, 100) ",\n"
+    OP("matmul", 0, 0, 10, 1000, 1000) ",\n"
+    SEQ("psum 'data'", 0, 10, 40, 1) ",\n"
+    X("wait: gradient reductions", "compute", 0, 85, 10) ",\n"
+    SEQ("send 'pipe'", 0, 96, 2, 3) ",\n"
+    SEQ("psum (async) 'data'", 100001, 60, 35, 2) ",\n"
+    X("step 1", "step", 1, 0, 100) ",\n"
+    OP("gemm", 1, 0, 40, 1000, 1000) ",\n"
+    SEQ("psum 'data'", 1, 40, 10, 1) ",\n"
+    X("wait: gradient reductions", "compute", 1, 92, 4) ",\n"
+    SEQ("recv 'pipe'", 1, 96, 3, 3) ",\n"
+    SEQ("psum (async) 'data'", 100065, 90, 6, 2)
+    TAIL;
+
+MT_TEST(waiting_for_other_devices_is_sync_not_exposed) {
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read(write_file("sync.json", TRACE_SYNC, sizeof TRACE_SYNC - 1), &r));
+    MT_CHECK_OK(mt_report_analyse(r, NULL));
+    int n;
+    const mt_report_device *d = mt_report_devices(r, &n);
+    MT_CHECK(n == 2, "%d devices", n);
+    MT_CHECK_CLOSE(d[0].sync_us, 35, 1e-9, "device 0 sync");
+    MT_CHECK_CLOSE(d[0].exposed_us, 17, 1e-9, "device 0 exposed");
+    MT_CHECK_CLOSE(d[1].sync_us, 0, 1e-9, "device 1 sync");
+    MT_CHECK_CLOSE(d[1].exposed_us, 17, 1e-9, "device 1 exposed");
+    const mt_report_fix *f = mt_report_fixes(r, &n);
+    MT_CHECK(n >= 1 && strstr(f[0].text, "waiting for other devices"), "first fix '%s'",
+             n ? f[0].text : "(none)");
+    MT_CHECK_CLOSE(f[0].figure, 0.175, 1e-9, "the sync share of the step");
+    mt_report_free(r);
+}
+
 MT_TEST(model_flops_from_the_trace) {
     mt_report *r = NULL;
     MT_CHECK_OK(mt_report_read(write_file("model.json", TRACE_MODEL, sizeof TRACE_MODEL - 1), &r));

@@ -3,14 +3,15 @@
 # data-parallel run (asynchronous gradient all-reduces, i.e. overlap on): it
 # exits 0, its tables show the psum of the gradients, --json is one JSON
 # object, and some of the gradient reductions' time is hidden under compute
-# (async lanes). Whether the hidden share exceeds the exposed one depends on
-# the machine's load: on 2 shared cores, under ctest -j2 beside other tests,
-# one device's thread is often descheduled and the other then waits for it
-# in the blocking psums, which counts as exposed (seen: hidden/exposed
-# 3290/815 and 3491/690 us in one run, 2038/5482 and 3624/306 in the next,
-# hidden <= exposed on both devices under ctest's load), so the comparison is
-# printed, not asserted; test_report.c asserts the arithmetic on a trace with
-# known answers. With --metrics and --out: the run section, and the three
+# (async lanes), more than is exposed over the devices. On 2 shared cores,
+# under ctest -j2 beside other tests, one device's thread is often
+# descheduled and the other then waits for it; that wait is sync (the
+# report matches each collective's sequence number over the devices), not
+# exposed communication, but a thread descheduled inside a wait still shows
+# as exposed, so the comparison gets up to 3 runs (seen before sync was split
+# off: hidden/exposed 2038/5482 and 3624/306 us on the two devices; after:
+# 3846/200 us, sync 2115). test_report.c asserts the arithmetic on traces
+# with known answers. With --metrics and --out: the run section, and the three
 # pictures are well-formed (xmllint) and render (rsvg-convert), each skipped
 # with a message where the tool is missing. A truncated
 # trace and a missing one fail with one line naming what was wrong.
@@ -78,6 +79,31 @@ elif not all(d["hidden_us"] > 0 for d in dev): print("no reduction hidden under 
 PY
 )
     [ -z "$why" ] && ok "--json: the reductions appear, partly hidden under compute" || bad "--json" "$why"
+
+    # With overlap on, the hidden share exceeds the exposed one, over the
+    # devices. Waiting for a late peer is sync, not exposed communication;
+    # but a device thread descheduled inside a wait (ctest runs two tests on
+    # the 2 cores) still shows as exposed: up to 3 runs, one must show it.
+    shares=""
+    for try in 1 2 3; do
+        f=dp.json
+        if [ $try -gt 1 ]; then
+            f=dp$try.json
+            "$BIN" train --data text.txt --layers 2 --channels 64 --heads 4 --seq 32 --max-seq 32 \
+                --batch 4 --steps 4 --devices 2 --mesh data=2 --threads 2 --seed 7 --quiet \
+                --trace $f >train.txt 2>&1 || { bad "train --trace (try $try)" "$(tail -3 train.txt)"; break; }
+        fi
+        "$BIN" report $f --json >share.json || { bad "report --json (try $try)" "exit $?"; break; }
+        share=$(python3 -c '
+import json, sys
+dev = json.load(open("share.json"))["devices"]
+h, e, s = (sum(d[k] for d in dev) for k in ("hidden_us", "exposed_us", "sync_us"))
+print("%s hidden %.0f us, exposed %.0f us, sync %.0f us" % ("yes" if h > e else "no", h, e, s))')
+        shares="$shares; try $try: ${share#* }"
+        [ "${share%% *}" = yes ] && break
+    done
+    [ "${share%% *}" = yes ] && ok "overlap on: hidden exceeds exposed (${shares#; })" \
+        || bad "hidden > exposed" "${shares#; }"
 fi
 
 # --metrics and --out: a run section, and three pictures that are well-formed XML and render

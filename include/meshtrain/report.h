@@ -16,7 +16,15 @@
  *             regions: time the device's compute stood still for communication.
  *   busy    = |union(op spans, compute regions other than "wait: ...") − waits|.
  *   idle    = the sum of its "idle" spans.
- *   exposed = |waits|.
+ *   sync    = the part of waits spent before the other devices arrived: a
+ *             collective's arrival is the latest start of its (seq, name)
+ *             over the devices (on a mesh of several axes, over every group
+ *             that ran that step of the SPMD program); a blocking one's span
+ *             is sync up to its arrival; a "wait: ..." region is sync up to
+ *             the latest arrival of the asynchronous collectives that end
+ *             inside it. Sends and receives are not matched (no sync). It is
+ *             load imbalance, not communication.
+ *   exposed = |waits| − sync: communication the device waited for.
  *   hidden  = |union(the spans on its comm lanes) ∩ (busy time)|: asynchronous
  *             communication that ran while the device computed.
  * The hidden share is hidden / (hidden + exposed).
@@ -74,6 +82,7 @@ typedef struct {
 typedef struct {
     int    device;
     double busy_us, idle_us, exposed_us, hidden_us, async_us;   /* async: |union(lanes)| */
+    double sync_us;   /* waiting for other devices to arrive at a collective */
 } mt_report_device;
 
 /* One step. `bubble` is NaN off a pipeline. */

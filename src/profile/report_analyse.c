@@ -132,33 +132,95 @@ static bool is_wait(const mt__report_ev *e) {
     return e->cat == MT__EV_COMPUTE && strncmp(e->name, "wait", 4) == 0;
 }
 
-/* Fills the devices' busy, idle, exposed, hidden and async times. `buf` has
- * room for 5 sets of n_ev intervals each. */
+/* A collective matched across devices by its sequence number: not a send
+ * or a receive (they pair two devices, not a group). */
+static bool matched(const mt__report_ev *e) {
+    return e->cat == MT__EV_COMM && e->seq >= 0 && strncmp(e->name, "send", 4) != 0 &&
+           strncmp(e->name, "recv", 4) != 0;
+}
+
+/* A matched collective's key for sorting: its (seq, name) and its index. */
+typedef struct {
+    long        seq;
+    const char *name;
+    int         i;
+} coll_key;
+
+static int by_seq_name(const void *x, const void *y) {
+    const coll_key *p = x, *q = y;
+    if (p->seq != q->seq) return (p->seq > q->seq) - (p->seq < q->seq);
+    return strcmp(p->name, q->name);
+}
+
+/* Sets every event's arrival: for a matched collective the latest start of
+ * its (seq, name) over the devices, else its own start. `keys` has room for
+ * n_ev keys. */
+static void arrivals(mt_report *r, coll_key *keys) {
+    int m = 0;
+    for (int i = 0; i < r->n_ev; i++) {
+        r->ev[i].arrival = r->ev[i].ts;
+        if (matched(&r->ev[i])) keys[m++] = (coll_key){r->ev[i].seq, r->ev[i].name, i};
+    }
+    qsort(keys, (size_t)m, sizeof *keys, by_seq_name);
+    for (int a = 0, b; a < m; a = b) {
+        double last = -INFINITY;
+        for (b = a; b < m && by_seq_name(&keys[a], &keys[b]) == 0; b++)
+            last = fmax(last, r->ev[keys[b].i].ts);
+        for (int k = a; k < b; k++) r->ev[keys[k].i].arrival = last;
+    }
+}
+
+/* The part of e (on its device's own track) spent waiting for the other
+ * devices: a matched collective up to its arrival; a "wait: ..." region up to
+ * the latest arrival of the device's asynchronous collectives that end in it. */
+static double sync_end(const mt_report *r, const mt__report_ev *e) {
+    const double end = e->ts + e->dur;
+    if (matched(e)) return fmin(e->arrival, end);
+    if (!is_wait(e)) return e->ts;
+    double last = e->ts;
+    for (int j = 0; j < r->n_ev; j++) {
+        const mt__report_ev *a = &r->ev[j];
+        double a_end = a->ts + a->dur;
+        if (a->device == e->device && a->lane > 0 && matched(a) && a_end > e->ts &&
+            a_end <= end + 1e-3)
+            last = fmax(last, a->arrival);
+    }
+    return fmin(last, end);
+}
+
+/* Fills the devices' busy, idle, sync, exposed, hidden and async times.
+ * `buf` has room for 7 sets of n_ev intervals each. */
 static void devices(mt_report *r, ival *buf) {
     const int n = r->n_ev;
     for (int d = 0; d < r->n_devs; d++) {
         iset work = {buf, 0}, waits = {buf + n, 0}, lanes = {buf + 2 * n, 0};
-        iset busy = {buf + 3 * n, 0}, hid = {buf + 4 * n, 0};
+        iset busy = {buf + 3 * n, 0}, hid = {buf + 4 * n, 0}, sync = {buf + 5 * n, 0};
+        iset synced = {buf + 6 * n, 0};
         mt_report_device *dv = &r->devs[d];
         for (int i = 0; i < n; i++) {
-            const mt__report_ev *e = &r->ev[i];
+            mt__report_ev *e = &r->ev[i];
             ival v = {e->ts, e->ts + e->dur};
             if (e->device != dv->device) continue;
             if (e->lane > 0) {
                 if (e->cat == MT__EV_COMM) lanes.v[lanes.n++] = v;
             } else if (e->cat == MT__EV_COMM || is_wait(e)) {
                 waits.v[waits.n++] = v;
+                double s1 = sync_end(r, e);
+                e->sync = s1 - e->ts;
+                if (s1 > e->ts) sync.v[sync.n++] = (ival){e->ts, s1};
             } else if (e->cat == MT__EV_OP || e->cat == MT__EV_COMPUTE) {
                 work.v[work.n++] = v;
             } else if (e->cat == MT__EV_IDLE) {
                 dv->idle_us += e->dur;
             }
         }
-        iset_norm(&work), iset_norm(&waits), iset_norm(&lanes);
+        iset_norm(&work), iset_norm(&waits), iset_norm(&lanes), iset_norm(&sync);
         iset_minus(&work, &waits, &busy);
         iset_and(&lanes, &busy, &hid);
+        iset_and(&sync, &waits, &synced);
         dv->busy_us = iset_len(&busy);
-        dv->exposed_us = iset_len(&waits);
+        dv->sync_us = iset_len(&synced);
+        dv->exposed_us = iset_len(&waits) - dv->sync_us;
         dv->hidden_us = iset_len(&hid);
         dv->async_us = iset_len(&lanes);
     }
@@ -243,9 +305,10 @@ mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine) {
     r->model_flops_traced = !(r->machine.model_flops > 0) && r->traced_model_flops > 0;
     if (r->model_flops_traced) r->machine.model_flops = r->traced_model_flops;
     r->devs = calloc((size_t)r->n_ev + 1, sizeof *r->devs);
-    ival *buf = malloc(5 * ((size_t)r->n_ev + 1) * sizeof *buf);
-    if (!r->devs || !buf) {
-        free(buf);
+    ival *buf = malloc(7 * ((size_t)r->n_ev + 1) * sizeof *buf);
+    coll_key *idx = malloc(((size_t)r->n_ev + 1) * sizeof *idx);
+    if (!r->devs || !buf || !idx) {
+        free(buf), free(idx);
         return mt_fail(MT_ENOMEM, "out of memory analysing a trace of %d events", r->n_ev);
     }
     for (int i = 0; i < r->n_ev; i++) {
@@ -254,8 +317,9 @@ mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine) {
         if (d == r->n_devs) r->devs[r->n_devs++].device = r->ev[i].device;
     }
     qsort(r->devs, (size_t)r->n_devs, sizeof *r->devs, by_device);
+    arrivals(r, idx);
     devices(r, buf);
-    free(buf);
+    free(buf), free(idx);
     mt_status s = op_kinds(r);
     if (s == MT_OK) s = steps(r);
     if (s != MT_OK) return s;

@@ -1,6 +1,7 @@
 /*
  * report_fixes.c — the three things most worth fixing in a report: every
- * exposed communication (by name), the pipeline bubble, idle time and every
+ * exposed communication (by name), waiting for other devices (sync), the
+ * pipeline bubble, idle time and every
  * op kind below its roofline bound is a candidate, scored by the share of
  * the step it would give back if fixed; the best three are kept.
  */
@@ -23,7 +24,8 @@ static int by_score(const void *x, const void *y) {
 }
 
 /* Exposed communication by name: comm spans on device tracks and "wait: "
- * regions, per device on average, over the steps' wall time. */
+ * regions less their waiting for other devices (sync), per device on
+ * average, over the steps' wall time. */
 static int exposed(const mt_report *r, cand *c, int n) {
     const double per = r->n_devs * r->total_wall_us;
     char names[16][MT__REPORT_NAME];
@@ -39,7 +41,7 @@ static int exposed(const mt_report *r, cand *c, int n) {
             if (k == 16) continue;
             memcpy(names[k++], e->name, MT__REPORT_NAME);
         }
-        t[j] += e->dur;
+        t[j] += e->dur - fmax(0, e->sync);
     }
     for (int j = 0; j < k && n < MAX_CAND; j++, n++) {
         c[n].score = per > 0 ? t[j] / per : 0;
@@ -63,7 +65,15 @@ void mt__report_fixes(mt_report *r) {
                  "more microbatches or a zero-bubble schedule", 100 * bub / nb);
         n++;
     }
-    for (int d = 0; d < r->n_devs; d++) idle += r->devs[d].idle_us;
+    double sync = 0;
+    for (int d = 0; d < r->n_devs; d++) idle += r->devs[d].idle_us, sync += r->devs[d].sync_us;
+    if (r->total_wall_us > 0 && n < MAX_CAND) {
+        c[n].score = c[n].fix.figure = sync / (r->n_devs * r->total_wall_us);
+        snprintf(c[n].fix.text, sizeof c[n].fix.text, "waiting for other devices at collectives "
+                 "(load imbalance): %.1f%% of the step; balance the work per device",
+                 100 * c[n].score);
+        n++;
+    }
     if (r->total_wall_us > 0 && n < MAX_CAND) {
         c[n].score = c[n].fix.figure = idle / (r->n_devs * r->total_wall_us);
         snprintf(c[n].fix.text, sizeof c[n].fix.text, "idle: %.1f%% of the step",

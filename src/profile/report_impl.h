@@ -21,6 +21,11 @@ typedef struct {
     int        device, lane;      /* from tid and the thread names, after reading */
     double     ts, dur;           /* µs */
     double     flops, bytes;      /* op spans' args (0 when absent) */
+    long       seq;               /* a collective's sequence number ("seq"), -1 none */
+    double     arrival;           /* a collective's: the latest start of the same (seq,
+                                     name) over the devices, its start when alone (analysis) */
+    double     sync;              /* of a comm span or wait region on a device's own
+                                     track: how much of it waited for other devices */
 } mt__report_ev;
 
 /* A tid's name from the thread_name metadata. */

@@ -63,8 +63,8 @@ static mt_status read_number(cursor *c, double *v) {
 
 typedef struct {
     char   name[MT__REPORT_NAME], cat[16], ph[4], thread[MT__REPORT_NAME];
-    double ts, dur, tid, flops, bytes, flops_per_step;
-    bool   has_ts, has_dur, has_tid;
+    double ts, dur, tid, flops, bytes, flops_per_step, seq;
+    bool   has_ts, has_dur, has_tid, has_seq;
 } fields;
 
 /* "args": {"k": number or string, ...} */
@@ -81,6 +81,7 @@ static mt_status read_args(cursor *c, fields *f) {
         if (strcmp(key, "flops") == 0) f->flops = v;
         else if (strcmp(key, "bytes") == 0) f->bytes = v;
         else if (strcmp(key, "flops_per_step") == 0) f->flops_per_step = v;
+        else if (strcmp(key, "seq") == 0) f->seq = v, f->has_seq = true;
         else if (strcmp(key, "name") == 0 && c->p[-1] == '"') memcpy(f->thread, str, sizeof str);
         if (eat(c, '}')) return MT_OK;
         if (!eat(c, ',')) return expected(c, "',' or '}' in \"args\"");
@@ -155,6 +156,7 @@ static mt_status keep(mt_report *r, cursor *c, const fields *f) {
     e->cat = category(f->cat);
     e->tid = (long)f->tid;
     e->ts = f->ts, e->dur = f->dur, e->flops = f->flops, e->bytes = f->bytes;
+    e->seq = f->has_seq && e->cat == MT__EV_COMM ? (long)f->seq : -1;
     return MT_OK;
 }
 

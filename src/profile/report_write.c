@@ -36,9 +36,9 @@ void mt_report_write_text(const mt_report *r, FILE *f) {
         fprintf(f, "  %s\n", bound_name(o->bound));
     }
     fprintf(f, "\ndevices (ms; exposed: comm the device waited for; hidden: async comm "
-            "under its compute):\n");
-    fprintf(f, "  %-7s %9s %9s %9s %9s %9s %8s\n", "device", "busy", "idle", "exposed", "hidden",
-            "async", "hidden%");
+            "under its compute; sync: waiting for the other devices to arrive, load imbalance):\n");
+    fprintf(f, "  %-7s %9s %9s %9s %9s %9s %8s %9s\n", "device", "busy", "idle", "exposed",
+            "hidden", "async", "hidden%", "sync");
     for (int d = 0; d < r->n_devs; d++) {
         const mt_report_device *v = &r->devs[d];
         double comm = v->exposed_us + v->hidden_us;
@@ -46,6 +46,7 @@ void mt_report_write_text(const mt_report *r, FILE *f) {
         num(f, 9, 3, v->busy_us, 1e-3), num(f, 9, 3, v->idle_us, 1e-3);
         num(f, 9, 3, v->exposed_us, 1e-3), num(f, 9, 3, v->hidden_us, 1e-3);
         num(f, 9, 3, v->async_us, 1e-3), num(f, 8, 1, comm > 0 ? v->hidden_us / comm : NAN, 100);
+        num(f, 9, 3, v->sync_us, 1e-3);
         fputc('\n', f);
     }
     fprintf(f, "\nsteps (the model's FLOPs per step ");
@@ -109,6 +110,7 @@ void mt_report_write_json(const mt_report *r, FILE *f) {
         fprintf(f, "%s\n {\"device\":%d,", d ? "," : "", v->device);
         jnum(f, "busy_us", v->busy_us, ","), jnum(f, "idle_us", v->idle_us, ",");
         jnum(f, "exposed_us", v->exposed_us, ","), jnum(f, "hidden_us", v->hidden_us, ",");
+        jnum(f, "sync_us", v->sync_us, ",");
         jnum(f, "async_us", v->async_us, "}");
     }
     fprintf(f, "],\n\"steps\":[");
