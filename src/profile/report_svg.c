@@ -224,6 +224,7 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
             X0 + 6, COMPUTE, X0 + 16, X0 + 136, MEMORY, X0 + 146, X0 + 256, n);
     axes(f, &dx, &dy);
     label lab_peak = {0};
+    char peak_text[48] = "";   /* drawn last, over the circles, on a white halo */
     if (roof) {   /* the roof, the ridge and their labels */
         double ridge = peak / bw, xl = pow(10, dx.lo), xr = pow(10, dx.hi);
         double yl = fmin(peak, xl * bw), rx = px(&dx, ridge), ry = py(&dy, peak);
@@ -238,12 +239,9 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
          * apart, whatever the ridge's place */
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#222222\">ridge %.3g FLOP/B</text>\n",
                 rx + 5, Y0 - 6, ridge);
-        char text[48];
-        snprintf(text, sizeof text, "peak %.4g GFLOP/s", peak);
-        double tw = mt__svg_text_width(text, FONT), ty = ry - Y1 > 18 ? ry - 6 : ry + 16;
+        snprintf(peak_text, sizeof peak_text, "peak %.4g GFLOP/s", peak);
+        double tw = mt__svg_text_width(peak_text, FONT), ty = ry - Y1 > 18 ? ry - 6 : ry + 16;
         lab_peak = (label){X1 - 6 - tw, ty - 11, X1 - 6, ty + 3, X1 - 6, ty, "end"};
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222222\">%s</text>\n",
-                X1 - 6, ty, text);
     }
     /* the points: the biggest first, so that the small ones stay on top; the
      * labels keep off the peak's label (lab[0] when there is a roof) */
@@ -279,6 +277,10 @@ mt_status mt_report_write_svg_roofline(const mt_report *r, FILE *f) {
         mt__svg_text(f, pt[i]->kind);
         fputs("</text>\n", f);
     }
+    if (roof)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222222\" "
+                   "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">%s</text>\n",
+                lab_peak.tx, lab_peak.ty, peak_text);
     if (n == 0)
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#444444\">no op kind "
                    "with FLOPs and bytes in the trace</text>\n", (X0 + X1) / 2, (Y0 + Y1) / 2);
