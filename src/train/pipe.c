@@ -155,7 +155,14 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     if (s == MT_OK) s = mt_partition(g, out, ctx, &po, &local, &local_out);
     mt_graph_free(g);
     if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", k);
+    /* a schedule that runs every backward whole (BW: gpipe, 1f1b,
+     * interleaved) runs each W right after its B, so with remat the W nodes
+     * join B's order and the recomputed values die within their block; a
+     * split schedule (zb-*) runs W later and keeps them until then */
+    bool split_w = false;
+    for (int o = 0; o < pp->n_ops; o++) split_w |= pp->ops[o].type == MT_PIPE_W;
     mt_compile_opts opts = {.seed = c->seed, .seed_from_caller = !st.last, .remat = c->remat,
+                            .interleave_w = c->remat != MT_REMAT_NONE && !split_w,
                             .precision = c->precision};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
