@@ -121,6 +121,8 @@ MT_TEST(step_mfu_hfu_bubble) {
  *   device 0: waits 40 + 10 + 2 = 52, sync 35, exposed 17.
  *   device 1: waits 10 + 4 + 3 = 17, sync 0 (it arrived last), exposed 17.
  * The first fix: sync 35 / (2 devices · 100 µs) = 17.5 % of the step.
+ * An embedding op on device 1 moves 5e4 bytes in 10 µs and does no FLOPs:
+ * 5 GB/s, memory-bound at half of a 10 GB/s bandwidth.
  */
 #define SEQ(name, tid, ts, dur, seq)                                                        \
     "{\"name\":\"" name "\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur \
@@ -140,6 +142,7 @@ static const char TRACE_SYNC[] =
     X("step 1", "step", 1, 0, 100) ",\n"
     OP("gemm", 1, 0, 40, 1000, 1000) ",\n"
     SEQ("psum 'data'", 1, 40, 10, 1) ",\n"
+    OP("embedding", 1, 50, 10, 0, 50000) ",\n"
     X("wait: gradient reductions", "compute", 1, 92, 4) ",\n"
     SEQ("recv 'pipe'", 1, 96, 3, 3) ",\n"
     SEQ("psum (async) 'data'", 100065, 90, 6, 2)
@@ -160,6 +163,15 @@ MT_TEST(waiting_for_other_devices_is_sync_not_exposed) {
     MT_CHECK(n >= 1 && strstr(f[0].text, "waiting for other devices"), "first fix '%s'",
              n ? f[0].text : "(none)");
     MT_CHECK_CLOSE(f[0].figure, 0.175, 1e-9, "the sync share of the step");
+    mt_report_machine m = {.peak_gflops = 100, .bandwidth_gbs = 10};
+    MT_CHECK_OK(mt_report_analyse(r, &m));
+    const mt_report_op *o = mt_report_ops(r, &n);
+    int k = 0;
+    while (k < n && strcmp(o[k].kind, "embedding") != 0) k++;
+    MT_CHECK(k < n, "no embedding op kind");
+    MT_CHECK(o[k].bound == MT_BOUND_MEMORY && isnan(o[k].bound_gflops),
+             "a data-only op is memory-bound without a FLOP bound (bound %d)", (int)o[k].bound);
+    MT_CHECK_CLOSE(o[k].of_bound, 0.5, 1e-9, "embedding's share of the bandwidth");
     mt_report_free(r);
 }
 

@@ -38,8 +38,10 @@
  * the sum of those regions (as src/train/pipe.c and bench/bench_pipe.c).
  * Per op kind: intensity = flops / bytes; bound = min(peak, intensity ·
  * bandwidth); compute-bound when intensity · bandwidth >= peak, else
- * memory-bound; collectives (psum, all_gather, ppermute, ...) are
- * communication-bound whatever their numbers.
+ * memory-bound; a kind without FLOPs that moves bytes (a copy, a lookup) is
+ * memory-bound, of_bound its GB/s over the bandwidth (bound_gflops NaN);
+ * collectives (psum, all_gather, ppermute, ...) are communication-bound
+ * whatever their numbers.
  */
 #ifndef MESHTRAIN_REPORT_H
 #define MESHTRAIN_REPORT_H

@@ -118,6 +118,10 @@ static mt_status op_kinds(mt_report *r) {
             o->bound = mem >= peak ? MT_BOUND_COMPUTE : MT_BOUND_MEMORY;
             o->bound_gflops = fmin(peak, mem);
             o->of_bound = o->gflops / o->bound_gflops;
+        } else if (bw > 0 && o->flops == 0 && o->bytes > 0) {
+            /* moves data only (a copy, a lookup): its roof is the bandwidth */
+            o->bound = MT_BOUND_MEMORY;
+            o->of_bound = o->gbs / bw;
         }
     }
     qsort(r->ops, (size_t)r->n_ops, sizeof *r->ops, by_time);
