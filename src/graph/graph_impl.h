@@ -239,6 +239,10 @@ mt_status  mt__precision_prepare(mt_graph *g, mt_precision p);
  * dtype becomes MT_BF16; its producer writes an f32 tensor made here, cast
  * into it by mt__precision_cast_out). Sets g->stats.n_bf16_act. */
 mt_status  mt__precision_store_bf16(mt_graph *g);
+/* Undoes mt__precision_store_bf16 after the lifetimes were taken (the plan
+ * found it saves nothing): the producers write their tensors, f32 again, and
+ * the f32 copies are left unused (first_use -1: no bytes). */
+void       mt__precision_unstore_bf16(mt_graph *g);
 /* After node n ran: casts its f32 value into n->cast_out (if any). */
 void       mt__precision_cast_out(mt_graph *g, const mt_node *n);
 /* Before a forward: casts the parameters into their bf16 copies when they

@@ -396,6 +396,13 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if (st != MT_OK) return st;
     }
     if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
+    /* the producers' f32 copies can cost more than the bf16 storage saves
+     * (remat: the recomputed values live briefly, the copies beside them):
+     * then keep every activation f32 */
+    if (bf16_acts && arena >= arena_f32) {
+        mt__precision_unstore_bf16(g);
+        if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
+    }
     g->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
 
     /* 4. Allocate and point every tensor at its bytes. */

@@ -221,6 +221,20 @@ mt_status mt__precision_store_bf16(mt_graph *g) {
     return MT_OK;
 }
 
+void mt__precision_unstore_bf16(mt_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_node *n = &g->nodes[i];
+        if (!n->cast_out) continue;
+        n->call.out->first_use = n->call.out->last_use = -1;
+        n->call.out->in_arena = false;
+        n->call.out = n->cast_out;
+        n->cast_out->dtype = MT_F32;
+        n->cast_out = NULL;
+    }
+    g->stats.n_bf16_act = 0;
+    g->stats.bf16_act_bytes = 0;
+}
+
 void mt__precision_cast_out(mt_graph *g, const mt_node *n) {
     if (!n->cast_out) return;
     mt__bf16_cast_pool(g->env.pool, n->cast_out->data, n->call.out->data,
