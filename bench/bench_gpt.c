@@ -85,7 +85,10 @@ static int run(const bench_config *bc, int threads, int steps) {
         mt_graph_free(g);
         return 1;
     }
-    /* MT_BENCH_PRECISION=bf16 (bench/run_precision.sh): bf16 products */
+    /* MT_BENCH_PRECISION=bf16 (bench/run_precision.sh): bf16 products, and
+     * the activations only they read stored in bf16 unless
+     * MT_BENCH_F32_ACTIVATIONS is set (RESULT's arena_f32_mib: the arena
+     * with them f32, planned in the same compile) */
     const char *pe = getenv("MT_BENCH_PRECISION");
     mt_precision prec = MT_PRECISION_FP32;
     if (pe && (s = mt_precision_parse(pe, &prec)) != MT_OK) { mt_graph_free(g); return fail("MT_BENCH_PRECISION", s); }
@@ -95,7 +98,8 @@ static int run(const bench_config *bc, int threads, int steps) {
     mt_remat remat = MT_REMAT_NONE;
     if (re && (s = mt_remat_parse(re, &remat)) != MT_OK) { mt_graph_free(g); return fail("MT_BENCH_REMAT", s); }
     mt_compile_opts copts = {.seed = 1337, .no_grad = false, .precision = prec, .remat = remat,
-                             .interleave_w = remat != MT_REMAT_NONE};
+                             .interleave_w = remat != MT_REMAT_NONE,
+                             .f32_activations = getenv("MT_BENCH_F32_ACTIVATIONS") != NULL};
     if ((s = mt_graph_compile(g, loss, &copts)) != MT_OK) { mt_graph_free(g); return fail("compile", s); }
     if ((s = mt_gpt_fill_constants(g)) != MT_OK) { mt_graph_free(g); return fail("constants", s); }
     mt_optim_config oc = mt_optim_defaults();   /* AdamW */
@@ -142,9 +146,11 @@ static int run(const bench_config *bc, int threads, int steps) {
            ref, gflops / ref, (double)st.n_param_elems / 1e6, (double)first_loss,
            (double)st.arena_bytes / (1 << 20));
     printf("RESULT impl=meshtrain config=%s threads=%d ms=%.3f tok_s=%.1f gflops=%.2f "
-           "peak_pct=%.2f sgemm_gflops=%.2f precision=%s remat=%s arena_mib=%.1f\n", bc->name,
+           "peak_pct=%.2f sgemm_gflops=%.2f precision=%s remat=%s arena_mib=%.1f "
+           "arena_f32_mib=%.1f bf16_acts=%d\n", bc->name,
            threads, sec * 1e3, (double)tokens / sec, gflops, pct, ref, mt_precision_name(prec),
-           mt_remat_name(remat), (double)st.arena_bytes / (1 << 20));
+           mt_remat_name(remat), (double)st.arena_bytes / (1 << 20),
+           (double)st.arena_bytes_f32 / (1 << 20), st.n_bf16_act);
     fflush(stdout);
     free(t);
     mt_optim_free(opt);

@@ -87,22 +87,27 @@ awk -v sgemm="${SGEMM:-0}" -v bf16="${BF16:-0}" '
         if (!(k in seen)) { seen[k] = 1; order[++n] = k }
         if (field($0, "impl") == "meshtrain") {
             mt[k] = field($0, "ms"); gf[k] = field($0, "gflops"); act[k] = field($0, "arena_mib")
+            act32[k] = field($0, "arena_f32_mib")
         } else th[k] = field($0, "ms")
     }
     function ms(a, k) { return (k in a) ? sprintf("%.1f", a[k]) : "-" }
     function x(a, k, base) { return (k in a) && (base in a) && a[k] > 0 ? sprintf("%.2fx", a[base] / a[k]) : "-" }
     END {
-        printf "%-6s %-4s %-5s | %10s %8s %6s %9s %6s | %10s %8s\n", "config", "prec", "remat",
-               "mt ms", "speed", "MFU", "act MiB", "act", "pt ms", "speed"
+        printf "%-6s %-4s %-5s | %10s %8s %6s %9s %9s %6s | %10s %8s\n", "config", "prec", "remat",
+               "mt ms", "speed", "MFU", "act MiB", "f32 act", "act", "pt ms", "speed"
         for (i = 1; i <= n; i++) {
             k = order[i]; split(k, c, " "); base = c[1] " fp32 none"
             peak = c[2] == "bf16" ? bf16 : sgemm
             mfu = (k in gf) && peak > 0 ? sprintf("%5.1f%%", 100 * gf[k] / peak) : "-"
             ax = (k in act) && (base in act) && act[base] > 0 ? sprintf("%.3f", act[k] / act[base]) : "-"
-            printf "%-6s %-4s %-5s | %10s %8s %6s %9s %6s | %10s %8s\n", c[1], c[2], c[3],
-                   ms(mt, k), x(mt, k, base), mfu, (k in act) ? sprintf("%.0f", act[k]) : "-", ax,
+            a32 = (k in act32) && act32[k] != "" ? sprintf("%.0f", act32[k]) : "-"
+            printf "%-6s %-4s %-5s | %10s %8s %6s %9s %9s %6s | %10s %8s\n", c[1], c[2], c[3],
+                   ms(mt, k), x(mt, k, base), mfu, (k in act) ? sprintf("%.0f", act[k]) : "-", a32, ax,
                    ms(th, k), x(th, k, base)
         }
+        print "act MiB: the planned activation arena (bf16 rows: with the activations only bf16 products"
+        print "read stored in bf16); f32 act: the same plan with every activation f32 (the saving is the"
+        print "difference)."
         print "speed: the config'"'"'s fp32/none step over this row'"'"'s (above 1: faster); act: activation"
         print "memory over fp32/none'"'"'s. MFU: model FLOP/s over the measured product rate of the row'"'"'s"
         print "precision (sgemm " sgemm ", bf16 " bf16 " GFLOP/s). Targets: bf16 speed >= 1.6x gpt2,"

@@ -299,4 +299,87 @@ MT_TEST(data_parallel_matches_one_device) {
            one[steps - 1]);
 }
 
+/* bf16 activation storage (mt_compile_opts.f32_activations false): the
+ * producers of the activations only bf16 products read cast their f32 value
+ * with mt__bf16_cast_pool, the very function the products cast an f32
+ * operand with (round to nearest even), so the products multiply the same
+ * bf16 numbers and the run is bitwise the same, remat or not; the arena is
+ * smaller. In this GPT (L=2, C=64, B=8, T=64) the bf16 tensors are, per
+ * layer, ln1's and ln2's outputs and attention's (B,T,C) and GELU's
+ * (B,T,4C), plus ln_f's (B,T,C): 4L+1 = 9 tensors, (7L+1)·B·T·C = 15·32768
+ * elements, 0.94 MiB in bf16 (1.88 MiB in f32). At the end of the forward
+ * (the arena's peak without remat) all of them are alive, so storing them
+ * in bf16 saves their bf16 bytes there; the test asks for half that, for
+ * the plan's fragmentation. */
+MT_TEST(bf16_activations_same_run_less_memory) {
+    if (!available()) return;
+    enum { STEPS = 5 };
+    const mt_remat remats[3] = {MT_REMAT_NONE, MT_REMAT_FULL, MT_REMAT_DOTS};
+    float loss[3][2][STEPS];
+    mt_memory_report mem[3][2];
+    mt_graph_stats st[3][2];
+    for (int r = 0; r < 3; r++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            mt_train_config c = gpt_config(MT_PRECISION_BF16, STEPS);
+            c.remat = remats[r];
+            c.f32_activations = f32;
+            mt_trainer *tr = NULL;
+            MT_CHECK_OK(mt_trainer_create(&c, &tr));
+            for (int i = 0; i < STEPS; i++) {
+                mt_step_report rep;
+                MT_CHECK_OK(mt_trainer_step(tr, &rep));
+                loss[r][f32][i] = rep.loss;
+            }
+            mem[r][f32] = mt_trainer_memory(tr);
+            st[r][f32] = mt_graph_get_stats(mt_trainer_graph(tr));
+            mt_trainer_free(tr);
+        }
+    for (int r = 0; r < 3; r++)
+        for (int f32 = 0; f32 < 2; f32++)
+            for (int i = 0; i < STEPS; i++)
+                MT_CHECK(memcmp(&loss[r][f32][i], &loss[0][1][i], sizeof(float)) == 0,
+                         "step %d, remat %s, %s activations: loss %.9g, not bitwise the f32 "
+                         "activations' without remat (%.9g)", i + 1, mt_remat_name(remats[r]),
+                         f32 ? "f32" : "bf16", loss[r][f32][i], loss[0][1][i]);
+    const int64_t BTC = 8 * 64 * 64;
+    const mt_graph_stats *on = &st[0][0], *off = &st[0][1];
+    MT_CHECK(on->n_bf16_act == 9 && on->bf16_act_bytes == (size_t)(15 * BTC * 2),
+             "%d activations (%zu bytes) in bf16; expected 9 (ln1, attention, ln2, GELU per "
+             "layer, ln_f: %lld bytes)", on->n_bf16_act, on->bf16_act_bytes,
+             (long long)(15 * BTC * 2));
+    MT_CHECK(off->n_bf16_act == 0 && off->arena_bytes_f32 == off->arena_bytes,
+             "f32_activations: %d bf16 activations, arena %zu vs f32 figure %zu",
+             off->n_bf16_act, off->arena_bytes, off->arena_bytes_f32);
+    for (int r = 0; r < 3; r++) {
+        /* the "without" figure is the plan with f32 activations, exactly */
+        MT_CHECK(mem[r][0].activations_f32 == mem[r][1].activations,
+                 "remat %s: the f32 figure %zu is not the f32 activations' arena %zu",
+                 mt_remat_name(remats[r]), mem[r][0].activations_f32, mem[r][1].activations);
+        /* with remat the producers' f32 copies beside the recomputed values
+         * may cost more than the storage saves: the plan then keeps f32 */
+        MT_CHECK(r ? mem[r][0].activations <= mem[r][1].activations
+                   : mem[r][0].activations < mem[r][1].activations,
+                 "remat %s: bf16 activations' arena %zu is not below f32's %zu",
+                 mt_remat_name(remats[r]), mem[r][0].activations, mem[r][1].activations);
+        printf("  remat %-5s activations: bf16 %zu bytes, f32 %zu (%d bf16 tensors, %zu bytes)\n",
+               mt_remat_name(remats[r]), mem[r][0].activations, mem[r][1].activations,
+               st[r][0].n_bf16_act, st[r][0].bf16_act_bytes);
+    }
+    size_t saved = mem[0][1].activations - mem[0][0].activations;
+    MT_CHECK(saved >= on->bf16_act_bytes / 2, "bf16 activations saved %zu bytes; expected at "
+             "least %zu (half the bf16 tensors' bf16 bytes)", saved, on->bf16_act_bytes / 2);
+}
+
+/* fp32 ignores f32_activations: nothing is stored in bf16. */
+MT_TEST(fp32_stores_no_bf16_activation) {
+    mt_train_config c = gpt_config(MT_PRECISION_FP32, 1);
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_graph_stats st = mt_graph_get_stats(mt_trainer_graph(tr));
+    MT_CHECK(st.n_bf16_act == 0 && st.arena_bytes_f32 == st.arena_bytes,
+             "fp32: %d bf16 activations, arena %zu vs f32 figure %zu", st.n_bf16_act,
+             st.arena_bytes, st.arena_bytes_f32);
+    mt_trainer_free(tr);
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

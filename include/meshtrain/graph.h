@@ -334,6 +334,15 @@ typedef struct {
      * here, once per shape; compile fails with mt_precision_check's error
      * in a build without oneDNN. */
     mt_precision precision;
+    /* With MT_PRECISION_BF16: keep every activation in f32. By default
+     * (false) an activation whose every reader, forward and backward, is a
+     * bf16 product (the layernorms', attention's and GELU's outputs of a
+     * GPT) is stored in bf16: half its bytes in the arena, and the products
+     * read it without a cast. Its producer computes in f32 and rounds to
+     * nearest even, as a product casting it would: losses and gradients are
+     * bitwise those of true. Such a tensor's mt_tensor_f32() is NULL (its
+     * dtype is MT_BF16). Ignored for MT_PRECISION_FP32. */
+    bool     f32_activations;
 } mt_compile_opts;
 
 /* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the
@@ -435,6 +444,13 @@ typedef struct {
     size_t  arena_bytes;                            /* planned activation memory, over all
                                                        slots (n_slots × one slot's) */
     size_t  arena_bytes_unplanned;                  /* the same without reuse */
+    size_t  arena_bytes_f32;                        /* arena_bytes had every activation been
+                                                       kept f32 (the same plan, bf16-stored
+                                                       tensors at 4 bytes an element): the
+                                                       saving is this minus arena_bytes */
+    int     n_bf16_act;                             /* activations stored in bf16
+                                                       (mt_compile_opts.f32_activations) ... */
+    size_t  bf16_act_bytes;                         /* ... and their bytes (one slot) */
     int     n_recompute;                            /* B nodes that recompute forward values
                                                        (mt_compile_opts.remat) ... */
     double  flops_recompute;                        /* ... and their FLOPs per run (in

@@ -117,6 +117,10 @@ typedef struct {
      * optimizer state stay f32. MT_EUNSUPPORTED at create in a build
      * without oneDNN. */
     mt_precision      precision;
+    /* With MT_PRECISION_BF16: keep every activation f32
+     * (mt_compile_opts.f32_activations). By default the activations only
+     * bf16 products read are stored in bf16; the run is bitwise the same. */
+    bool              f32_activations;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch
@@ -200,6 +204,9 @@ mt_status mt_trainer_save(mt_trainer *tr);
 typedef struct {
     size_t parameters, gradients, optimizer;  /* persistent */
     size_t activations;                       /* the planned arena (incl. gathered parameters) */
+    size_t activations_f32;                   /* the same had every activation been kept f32
+                                                 (mt_graph_stats.arena_bytes_f32): more than
+                                                 activations with bf16 activation storage */
     size_t temporary;                         /* kernels' scratch */
 } mt_memory_report;
 mt_memory_report mt_trainer_memory(mt_trainer *tr);

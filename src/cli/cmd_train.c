@@ -268,6 +268,9 @@ int cli_cmd_train(int argc, char **argv) {
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products in fp32 (default) or bf16 (oneDNN, f32 accumulation; parameters, "
          "gradients and optimizer stay fp32; docs/precision.md)"},
+        {"f32-activations", CLI_FLAG, &cfg.f32_activations, 0, 0, 0, 0, NULL, NULL,
+         "with --precision bf16, keep every activation f32 (by default those only bf16 "
+         "products read are stored in bf16, half their memory, the same run)"},
         {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",

@@ -101,6 +101,18 @@ void train_print_config(train_run *run) {
     printf("  memory       per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f "
            "MiB, activations %.2f MiB, temporary %.2f MiB\n", mem.parameters / MiB,
            mem.gradients / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.temporary / MiB);
+    if (c->precision == MT_PRECISION_BF16) {
+        mt_graph *tg = mt_trainer_graph(tr);   /* NULL in a pipeline: its chunks' graphs */
+        mt_graph_stats st = tg ? mt_graph_get_stats(tg) : (mt_graph_stats){0};
+        if (mem.activations_f32 > mem.activations)
+            printf("  bf16 acts    %d activations stored in bf16 (%.2f MiB): activations %.2f MiB "
+                   "instead of %.2f MiB in f32, %.2f MiB saved (--f32-activations: off)\n",
+                   st.n_bf16_act, st.bf16_act_bytes / MiB, mem.activations / MiB,
+                   mem.activations_f32 / MiB, (mem.activations_f32 - mem.activations) / MiB);
+        else
+            printf("  bf16 acts    none: activations kept f32%s\n",
+                   c->f32_activations ? " (--f32-activations)" : "");
+    }
     if (c->remat != MT_REMAT_NONE) {
         mt_graph_stats st = mt_graph_get_stats(mt_trainer_graph(tr));
         printf("  remat        %s: %d recompute nodes, %.3g GFLOP a microbatch (+%.0f%% of "

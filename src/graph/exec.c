@@ -115,16 +115,19 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
         int span = mt_trace_op_begin(g->ctx);
         double t0 = g->profile ? mt_time_now() : 0;
         def->run(&g->env, c);
+        mt__precision_cast_out(g, n);
         if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
         trace_node(g, n, c, span, true);
         return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     if (!g->profile) {
         def->run(&g->env, c);
+        mt__precision_cast_out(g, n);
         return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     double t0 = mt_time_now();
     def->run(&g->env, c);
+    mt__precision_cast_out(g, n);
     profile_add(g, c, mt_time_now() - t0, true);
     return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
 }

@@ -359,6 +359,9 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",
                     mt_get_num_threads());
     if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
+    /* bf16 activations: after the backward (all readers known), before the plan */
+    if (s == MT_OK && opts->precision == MT_PRECISION_BF16 && !opts->f32_activations)
+        s = mt__precision_store_bf16(g);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s == MT_OK) s = mt__precision_prepare(g, opts->precision);
     if (s != MT_OK) {
@@ -387,6 +390,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     for (int i = 0; i < g->n_params; i++) st->n_param_elems += mt_tensor_numel(g->params[i]);
     st->arena_bytes = g->arena_bytes;
     st->arena_bytes_unplanned = g->arena_bytes_unplanned;
+    st->arena_bytes_f32 = g->arena_bytes_f32;
     st->n_slots = 1;
     st->compile_seconds = mt_time_now() - t0;
     return MT_OK;

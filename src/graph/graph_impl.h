@@ -42,6 +42,10 @@ typedef struct {
     /* A deferred psum_scatter's result, until its completion adds it to the
      * output: an offset in floats into g->defer_block; -1 for the rest. */
     int64_t    defer_buf;
+    /* bf16 activation storage (precision.c): the bf16 tensor this node's
+     * value is kept in. The call writes f32 into call.out (a short-lived
+     * arena tensor), then run_node casts it here. NULL for every other node. */
+    mt_tensor *cast_out;
 } mt_node;
 
 /* A deferred reduction in flight during mt_graph_backward_w (exec.c). */
@@ -91,6 +95,7 @@ struct mt_graph {
      * current slot's (slots.c): with slots, `slots` owns every slot's blocks
      * and these point at slot `slot`'s; without, g owns them. */
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
+    size_t      arena_bytes_f32;          /* the arena had every activation been f32 (plan.c) */
     void       *persistent; size_t persistent_bytes;
     void       *run_block;  size_t run_bytes;
     mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */
@@ -229,6 +234,17 @@ void       mt__interleave_w(mt_graph *g);
  * parameter one reads and a workspace for the activations' casts; the
  * copies are marked stale. MT_PRECISION_FP32: nothing. After the plan. */
 mt_status  mt__precision_prepare(mt_graph *g, mt_precision p);
+/* With MT_PRECISION_BF16, after the backward exists and before the plan:
+ * stores in bf16 every activation whose every reader is a bf16 product (its
+ * dtype becomes MT_BF16; its producer writes an f32 tensor made here, cast
+ * into it by mt__precision_cast_out). Sets g->stats.n_bf16_act. */
+mt_status  mt__precision_store_bf16(mt_graph *g);
+/* Undoes mt__precision_store_bf16 after the lifetimes were taken (the plan
+ * found it saves nothing): the producers write their tensors, f32 again, and
+ * the f32 copies are left unused (first_use -1: no bytes). */
+void       mt__precision_unstore_bf16(mt_graph *g);
+/* After node n ran: casts its f32 value into n->cast_out (if any). */
+void       mt__precision_cast_out(mt_graph *g, const mt_node *n);
 /* Before a forward: casts the parameters into their bf16 copies when they
  * changed since the last cast (mt_graph_params_changed, compile). */
 void       mt__precision_refresh(mt_graph *g);

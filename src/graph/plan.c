@@ -266,6 +266,48 @@ static mt_status plan_deferred(mt_graph *g) {
     return MT_OK;
 }
 
+/* The arena: walks the run order (pos positions) as a heap would see it. At
+ * each position the tensors first used there are placed (largest first, best
+ * fit), then the ones last used there are freed. Two tensors share bytes
+ * only if their lifetimes do not overlap. Sets every arena tensor's offset;
+ * *arena_out is the arena's size, *unplanned_out the sum without reuse. */
+static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *unplanned_out) {
+    mt_tensor **born = malloc(((size_t)g->n_tensors + 1) * sizeof *born);
+    mt_tensor **dying = malloc(((size_t)g->n_tensors + 1) * sizeof *dying);
+    heap h = {0};
+    if (!born || !dying) {
+        free(born);
+        free(dying);
+        return mt_fail(MT_ENOMEM, "out of memory planning buffers");
+    }
+    int n_list = 0;
+    size_t unplanned = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (t->view_of || t->data_of || is_persistent(g, t) || t->first_use < 0) continue;
+        t->in_arena = true;
+        born[n_list] = dying[n_list] = t;
+        n_list++;
+        unplanned += align_up(mt__tensor_bytes(t));
+    }
+    qsort(born, (size_t)n_list, sizeof *born, by_birth);
+    qsort(dying, (size_t)n_list, sizeof *dying, by_death);
+    bool ok = true;
+    for (int p = 0, b = 0, d = 0; p < pos && ok; p++) {
+        for (; b < n_list && born[b]->first_use == p; b++)
+            born[b]->offset = heap_alloc(&h, align_up(mt__tensor_bytes(born[b])));
+        for (; d < n_list && dying[d]->last_use == p && ok; d++)
+            ok = heap_free(&h, dying[d]->offset, align_up(mt__tensor_bytes(dying[d])));
+    }
+    *arena_out = h.top;
+    free(h.free);
+    free(born);
+    free(dying);
+    if (!ok) return mt_fail(MT_ENOMEM, "out of memory planning buffers");
+    *unplanned_out = unplanned;
+    return MT_OK;
+}
+
 mt_status mt__plan_buffers(mt_graph *g) {
     mt_status st = plan_deferred(g);
     if (st != MT_OK) return st;
@@ -286,6 +328,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
     for (int i = 0; i < g->n_forward; i++, pos++) {
         const mt_op_call *c = &g->nodes[i].call;
         touch(c->out, pos); touch(c->out2, pos); touch(c->aux[0], pos); touch(c->aux[1], pos);
+        touch(g->nodes[i].cast_out, pos);   /* bf16 storage, written as the node ends */
         for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
     }
     for (int phase = 0; phase < 2; phase++) {
@@ -295,6 +338,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
             const mt_op_call *c = &g->nodes[order[j]].call;
             touch(c->out, pos); touch(c->out2, pos);
             touch(c->aux[0], pos); touch(c->aux[1], pos);   /* a recomputation's (remat.c) */
+            touch(g->nodes[order[j]].cast_out, pos);
             for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
         }
     }
@@ -329,42 +373,37 @@ mt_status mt__plan_buffers(mt_graph *g) {
             g->stats.grad_bytes += mt__tensor_bytes(t);
     }
 
-    /* 3. Arena: walk the run order as a heap would see it. At each position
-     *    the tensors first used there are placed (largest first, best fit),
-     *    then the ones last used there are freed. Two tensors share bytes
-     *    only if their lifetimes do not overlap. */
-    mt_tensor **born = malloc(((size_t)g->n_tensors + 1) * sizeof *born);
-    mt_tensor **dying = malloc(((size_t)g->n_tensors + 1) * sizeof *dying);
-    heap h = {0};
-    if (!born || !dying) {
-        free(born);
-        free(dying);
-        return mt_fail(MT_ENOMEM, "out of memory planning buffers");
+    /* 3. Arena. With bf16 activations (precision.c), first the arena as it
+     *    would be with them f32: their producers writing them directly (no
+     *    f32 copies), 4 bytes an element, the same lifetimes. */
+    size_t arena = 0, unplanned = 0, arena_f32 = 0, unused;
+    bool bf16_acts = false;
+    for (int i = 0; i < g->n_nodes; i++) bf16_acts |= g->nodes[i].cast_out != NULL;
+    if (bf16_acts) {
+        for (int i = 0; i < g->n_nodes; i++) {
+            mt_node *n = &g->nodes[i];
+            if (!n->cast_out) continue;
+            n->cast_out->dtype = MT_F32;
+            n->call.out->first_use = -n->call.out->first_use - 2;   /* hidden, restored below */
+        }
+        st = place_arena(g, pos, &arena_f32, &unused);
+        for (int i = 0; i < g->n_nodes; i++) {
+            mt_node *n = &g->nodes[i];
+            if (!n->cast_out) continue;
+            n->cast_out->dtype = MT_BF16;
+            n->call.out->first_use = -n->call.out->first_use - 2;
+        }
+        if (st != MT_OK) return st;
     }
-    int n_list = 0;
-    size_t unplanned = 0;
-    for (int i = 0; i < g->n_tensors; i++) {
-        mt_tensor *t = g->tensors[i];
-        if (t->view_of || t->data_of || is_persistent(g, t) || t->first_use < 0) continue;
-        t->in_arena = true;
-        born[n_list] = dying[n_list] = t;
-        n_list++;
-        unplanned += align_up(mt__tensor_bytes(t));
+    if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
+    /* the producers' f32 copies can cost more than the bf16 storage saves
+     * (remat: the recomputed values live briefly, the copies beside them):
+     * then keep every activation f32 */
+    if (bf16_acts && arena >= arena_f32) {
+        mt__precision_unstore_bf16(g);
+        if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
     }
-    qsort(born, (size_t)n_list, sizeof *born, by_birth);
-    qsort(dying, (size_t)n_list, sizeof *dying, by_death);
-    bool ok = true;
-    for (int p = 0, b = 0, d = 0; p < pos && ok; p++) {
-        for (; b < n_list && born[b]->first_use == p; b++)
-            born[b]->offset = heap_alloc(&h, align_up(mt__tensor_bytes(born[b])));
-        for (; d < n_list && dying[d]->last_use == p && ok; d++)
-            ok = heap_free(&h, dying[d]->offset, align_up(mt__tensor_bytes(dying[d])));
-    }
-    size_t arena = h.top;
-    free(h.free);
-    free(born);
-    free(dying);
-    if (!ok) return mt_fail(MT_ENOMEM, "out of memory planning buffers");
+    g->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
 
     /* 4. Allocate and point every tensor at its bytes. */
     g->persistent = persistent ? aligned_alloc(MT_ALIGN, persistent) : NULL;

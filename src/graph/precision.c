@@ -10,6 +10,16 @@
  * gathered parameters) is cast into the graph's workspace as the product
  * reads it.
  *
+ * Activation storage. Before the plan (the backward exists, so every reader
+ * is known), an activation that only bf16 products read (as an operand, in
+ * F, B or W: a GPT's layernorm, attention and GELU outputs) becomes a bf16
+ * tensor: the plan gives it 2 bytes an element, its producer writes an f32
+ * tensor that lives only while the producer runs, and run_node casts that
+ * into it with the products' own cast (mt__bf16_cast_pool), so the products,
+ * reading it without a cast, see the very bf16 values they would have made.
+ * Anything else touching the tensor (another op, a bias, a view, a pvary, an
+ * accumulation, a collective producing it) keeps it f32.
+ *
  * Staleness. A copy is cast from its parameter at the first forward after
  * the parameters changed: compile counts as a change, and so does every
  * mt_graph_params_changed() (mt_optim_step calls it, as do the checkpoint
@@ -20,6 +30,7 @@
 #include "graph/graph_impl.h"
 #include "ops/bf16_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* A parameter read by some bf16 product, and its bf16 copy. */
@@ -48,6 +59,24 @@ void mt_graph_params_changed(mt_graph *g) {
 
 static bool is_product(mt_op op) {
     return op == MT_OP_MATMUL || op == MT_OP_LINEAR || op == MT_OP_GEMM;
+}
+
+/* The product's shape (M,N,K) as C (M,N) (+)= op(A) (M,K) · op(B) (K,N). */
+static void product_shape(const mt_op_call *c, int64_t *M, int64_t *N, int64_t *K) {
+    if (c->op == MT_OP_LINEAR) {   /* x (rows,C) · w (OC,C)ᵀ */
+        *M = c->p.linear.rows, *N = c->p.linear.OC, *K = c->p.linear.C;
+    } else {
+        *M = c->p.gemm.M, *N = c->p.gemm.N, *K = c->p.gemm.K;
+    }
+}
+
+/* Whether the call runs as a bf16 product (a zero-size shard runs sgemm's
+ * edge cases in f32 instead). */
+static bool runs_bf16(const mt_op_call *c) {
+    if (!is_product(c->op)) return false;
+    int64_t M, N, K;
+    product_shape(c, &M, &N, &K);
+    return M > 0 && N > 0 && K > 0;
 }
 
 /* The parameter whose bytes t reads (through reshapes and pvary), or NULL. */
@@ -89,15 +118,12 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
     for (int i = 0; i < g->n_nodes && s == MT_OK; i++) {
         mt_op_call *c = &g->nodes[i].call;
         if (!is_product(c->op)) continue;
-        bool ta = false, tb = true, both_acc = false;
+        bool ta = false, tb = true, both_acc = false;   /* linear: never accumulates */
         int64_t M, N, K;
-        if (c->op == MT_OP_LINEAR) {   /* x (rows,C) · w (OC,C)ᵀ; never accumulates */
-            M = c->p.linear.rows, N = c->p.linear.OC, K = c->p.linear.C;
-        } else {   /* an accumulating call may also run as the first contribution (=) */
+        product_shape(c, &M, &N, &K);
+        if (c->op != MT_OP_LINEAR)   /* an accumulating call may also run as the first (=) */
             ta = c->p.gemm.ta, tb = c->p.gemm.tb, both_acc = c->acc;
-            M = c->p.gemm.M, N = c->p.gemm.N, K = c->p.gemm.K;
-        }
-        if (M == 0 || N == 0 || K == 0) continue;   /* a zero-size shard: sgemm's edge cases */
+        if (!runs_bf16(c)) continue;   /* a zero-size shard: sgemm's edge cases */
         mt_bf16_gemm *p = &st->plans[st->n_plans++];
         mt_tensor *pa = param_root(c->in[0]), *pb = param_root(c->in[1]);
         if ((pa && !(p->a16 = shadow_of(st, pa))) || (pb && !(p->b16 = shadow_of(st, pb))))
@@ -115,6 +141,104 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         return mt_fail(MT_ENOMEM, "out of memory for %zu bytes of bf16 workspace", ws * 2);
     for (int i = 0; i < st->n_plans; i++) st->plans[i].ws = st->ws;
     return MT_OK;
+}
+
+/* ======================================================================== */
+/* bf16 activation storage                                                   */
+/* ======================================================================== */
+
+/* Per tensor id, what the graph's nodes do with it. */
+typedef struct {
+    int  writers;        /* nodes writing it as out (=) */
+    int  writer;         /* the last of them (node index) */
+    int  readers;        /* reads as in[0] or in[1] of a bf16 product */
+    bool other;          /* any other use: read by another op or as a bias, written
+                            with +=, as out2 or aux, viewed, aliased */
+} act_use;
+
+/* Whether the activation t may be stored in bf16: an arena activation of
+ * its own bytes, written once (=) by a node that is no collective (a
+ * deferred one completes after its node) and read only by bf16 products. */
+static bool bf16_storable(const mt_graph *g, const mt_tensor *t, const act_use *u) {
+    /* MT_AUX: what compile adds, e.g. remat's recomputed copies (a
+     * forward's saved statistics are aux of their node: `other`) */
+    if ((t->kind != MT_ACT && t->kind != MT_AUX) || t->dtype != MT_F32 || t->view_of ||
+        t->data_of)
+        return false;
+    if (g->loss && (t == mt__storage_root(g->loss) || t == g->loss)) return false;
+    if (u->other || u->writers != 1 || u->readers == 0) return false;
+    return !mt__op_def(g->nodes[u->writer].call.op)->scratch_caller;
+}
+
+mt_status mt__precision_store_bf16(mt_graph *g) {
+    act_use *use = calloc((size_t)g->n_tensors + 1, sizeof *use);
+    if (!use) return mt_fail(MT_ENOMEM, "out of memory choosing the bf16 activations");
+    for (int i = 0; i < g->n_tensors; i++) {   /* a viewed or aliased tensor stays f32 */
+        const mt_tensor *t = g->tensors[i];
+        if (t->view_of) use[mt__storage_root((mt_tensor *)t)->id].other = true;
+        if (t->data_of) use[t->data_of->id].other = true;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        act_use *o = &use[c->out->id];
+        if (c->acc) o->other = true;
+        o->writers++;
+        o->writer = i;
+        if (c->out2) use[c->out2->id].other = true;
+        for (int k = 0; k < 2; k++)
+            if (c->aux[k]) use[c->aux[k]->id].other = true;
+        bool bf = runs_bf16(c);
+        for (int k = 0; k < c->n_in; k++) {
+            if (!c->in[k]) continue;
+            if (bf && k < 2) use[c->in[k]->id].readers++;
+            else use[c->in[k]->id].other = true;
+        }
+    }
+    /* (the tensors made below are not in `use`: count first) */
+    int n_tensors = g->n_tensors;
+    for (int i = 0; i < n_tensors; i++) {
+        mt_tensor *t = g->tensors[i];
+        if (!bf16_storable(g, t, &use[i])) continue;
+        mt_node *w = &g->nodes[use[i].writer];
+        /* the producer's f32 value, alive only while its node runs */
+        char name[MT_MAX_NAME];
+        snprintf(name, sizeof name, "%.*s.f32", MT_MAX_NAME - 5, t->name);
+        mt_tensor *f = mt__tensor_new(g, mt_graph_find(g, name) ? NULL : name, MT_F32, MT_AUX,
+                                      t->ndim, t->shape);
+        if (!f) {
+            free(use);
+            return mt_fail(g->status, "%s", g->errmsg);
+        }
+        f->sharding = t->sharding;
+        f->data_dep = t->data_dep;
+        w->call.out = f;
+        w->cast_out = t;
+        t->dtype = MT_BF16;
+        g->stats.n_bf16_act++;
+        g->stats.bf16_act_bytes += mt__tensor_bytes(t);
+    }
+    free(use);
+    return MT_OK;
+}
+
+void mt__precision_unstore_bf16(mt_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_node *n = &g->nodes[i];
+        if (!n->cast_out) continue;
+        n->call.out->first_use = n->call.out->last_use = -1;
+        n->call.out->in_arena = false;
+        n->call.out = n->cast_out;
+        n->cast_out->dtype = MT_F32;
+        n->cast_out = NULL;
+    }
+    g->stats.n_bf16_act = 0;
+    g->stats.bf16_act_bytes = 0;
+}
+
+void mt__precision_cast_out(mt_graph *g, const mt_node *n) {
+    if (!n->cast_out) return;
+    mt__bf16_cast_pool(g->env.pool, n->cast_out->data, n->call.out->data,
+                       mt_tensor_numel(n->cast_out));
 }
 
 void mt__precision_refresh(mt_graph *g) {

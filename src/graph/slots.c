@@ -79,6 +79,7 @@ static void update_stats(mt_graph *g) {
     g->stats.n_slots = n;
     g->stats.arena_bytes = (size_t)n * g->arena_bytes;
     g->stats.arena_bytes_unplanned = (size_t)n * g->arena_bytes_unplanned;
+    g->stats.arena_bytes_f32 = (size_t)n * g->arena_bytes_f32;
 }
 
 mt_status mt_graph_use_slot(mt_graph *g, int k) {

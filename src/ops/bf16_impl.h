@@ -75,6 +75,13 @@ size_t    mt__bf16_ws_elems(const mt_bf16_gemm *p);
 void      mt__bf16_gemm_run(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
                             const float *B, const float *bias, float *C, bool acc);
 
+/* The same, where an operand may already be bf16 (an activation the graph
+ * stores in bf16): A16 / B16 non-NULL are read as they are (the layout of
+ * the f32 operand) and A / B are then ignored; NULL: as mt__bf16_gemm_run. */
+void      mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
+                              const uint16_t *A16, const float *B, const uint16_t *B16,
+                              const float *bias, float *C, bool acc);
+
 /* dst (n) = bf16(src (n)), round to nearest even, split over the pool. */
 void      mt__bf16_cast_pool(mt_pool *pool, uint16_t *dst, const float *src, int64_t n);
 

@@ -325,8 +325,15 @@ static void range_blocks(void *arg, int64_t b0, int64_t b1, int w) {
 
 void mt__bf16_gemm_run(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
                        const float *B, const float *bias, float *C, bool acc) {
+    mt__bf16_gemm_run16(env, p, A, NULL, B, NULL, bias, C, acc);
+}
+
+void mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
+                         const uint16_t *A16, const float *B, const uint16_t *B16,
+                         const float *bias, float *C, bool acc) {
     uint16_t *ws = p->ws;
-    const uint16_t *A16 = p->a16, *B16 = p->b16;
+    if (!A16) A16 = p->a16;
+    if (!B16) B16 = p->b16;
     if (!A16) {   /* activations: cast as the product reads them */
         mt__bf16_cast_pool(env->pool, ws, A, p->M * p->K);
         A16 = ws;
@@ -368,6 +375,11 @@ mt_status mt__bf16_gemm_plan(mt_bf16_engine *e, bool ta, bool tb, int64_t M, int
 void mt__bf16_gemm_free(mt_bf16_gemm *p) {}
 void mt__bf16_gemm_run(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
                        const float *B, const float *bias, float *C, bool acc) {
+    assert(!"bf16 product run in a build without oneDNN");
+}
+void mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
+                         const uint16_t *A16, const float *B, const uint16_t *B16,
+                         const float *bias, float *C, bool acc) {
     assert(!"bf16 product run in a build without oneDNN");
 }
 mt_status mt__bf16_available(void) { return no_dnnl(); }

@@ -91,11 +91,18 @@ void mt__gemm_pool(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N,
     mt_pool_run(env->pool, (side + 15) / 16, min_blocks, range_gemm, &j);
 }
 
+/* A product's operand stored in bf16 (mt_compile_opts.f32_activations
+ * false), read as it is; NULL for an f32 one. */
+static const uint16_t *bf16_operand(const mt_tensor *t) {
+    return t->dtype == MT_BF16 ? (const uint16_t *)t->data : NULL;
+}
+
 /* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */
 static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
     const mt_gemm_params *p = &c->p.gemm;
     if (c->bf16) {
-        mt__bf16_gemm_run(env, c->bf16, F32(c->in[0]), F32(c->in[1]), NULL, F32(c->out), c->acc);
+        mt__bf16_gemm_run16(env, c->bf16, F32(c->in[0]), bf16_operand(c->in[0]), F32(c->in[1]),
+                            bf16_operand(c->in[1]), NULL, F32(c->out), c->acc);
         return;
     }
     mt__gemm_pool(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
@@ -106,8 +113,9 @@ static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
 static void run_linear(const mt_op_env *env, const mt_op_call *c) {
     const mt_linear_params *p = &c->p.linear;
     if (c->bf16) {
-        mt__bf16_gemm_run(env, c->bf16, F32(c->in[0]), F32(c->in[1]),
-                          c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), false);
+        mt__bf16_gemm_run16(env, c->bf16, F32(c->in[0]), bf16_operand(c->in[0]), F32(c->in[1]),
+                            bf16_operand(c->in[1]), c->n_in == 3 ? F32(c->in[2]) : NULL,
+                            F32(c->out), false);
         return;
     }
     mt__gemm_pool(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),

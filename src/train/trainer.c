@@ -285,6 +285,7 @@ mt_memory_report mt_trainer_memory(mt_trainer *tr) {
         m.gradients += st.grad_bytes;
         m.optimizer += mt_optim_state_bytes(o);
         m.activations += st.arena_bytes;
+        m.activations_f32 += st.arena_bytes_f32;
         m.temporary += st.scratch_bytes;
     }
     return m;
