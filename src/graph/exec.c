@@ -193,7 +193,10 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     double t0 = g->profile ? mt_time_now() : 0;
     int span = g->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->inflight[g->n_inflight];
-    if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
+    if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
+        s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
+                                (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &f->req);
+    else if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                 mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]), MT_F32,
                                 &f->req);

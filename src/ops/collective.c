@@ -25,6 +25,7 @@
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
 
+#include <assert.h>
 #include <string.h>
 
 #define F32(t) ((float *)(t)->data)
@@ -75,10 +76,18 @@ void mt__run_psum(const mt_op_env *env, const mt_op_call *c) {
     finish(env, c, mt_all_reduce(env->ctx, c->p.coll.axes, d, n, MT_F32, MT_REDUCE_SUM));
 }
 
-/* ALL_GATHER: in (..., s, ...) -> out (..., P·s, ...) along dim, tiled. */
+/* ALL_GATHER: in (..., s, ...) -> out (..., P·s, ...) along dim, tiled.
+ * With gather16 (never accumulating): its bf16 copy of in, gathered into
+ * out's bytes as bf16. */
 void mt__run_all_gather(const mt_op_env *env, const mt_op_call *c) {
     if (!have_ctx(env, c)) return;
     const mt_tensor *x = c->in[0];
+    if (c->p.coll.gather16) {
+        assert(!c->acc && "a bf16 all-gather accumulates");
+        record(env, mt_all_gather_dim(env->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
+                                      MT_BF16, x->ndim, x->shape, c->p.coll.dim, true));
+        return;
+    }
     finish(env, c, mt_all_gather_dim(env->ctx, c->p.coll.axes, x->data, dest(env, c), MT_F32,
                                      x->ndim, x->shape, c->p.coll.dim, true));
 }
@@ -143,12 +152,14 @@ void mt__run_slice(const mt_op_env *env, const mt_op_call *c) {
  * write out's worth. */
 void mt__cost_coll(const mt_op_call *c, double *fl, double *by) {
     double out = 4.0 * (double)NUMEL(c->out), in = 4.0 * (double)NUMEL(c->in[0]);
+    /* bf16 on the wire (gather16, bf16): half the f32 bytes */
+    double wire = c->p.coll.gather16 || c->p.coll.bf16 ? 0.5 : 1.0;
     *fl = 0;
     switch (c->op) {
-    case MT_OP_PSUM_SCATTER: *by = in; break;
+    case MT_OP_PSUM_SCATTER: *by = wire * in; break;
     case MT_OP_PVARY:
     case MT_OP_SLICE:        *by = 2 * out; break;
-    default:                 *by = out; break;
+    default:                 *by = wire * out; break;
     }
     if (c->acc) *by += 2 * out;
 }

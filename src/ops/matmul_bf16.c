@@ -36,7 +36,8 @@ void mt__bf16_cast_pool(mt_pool *pool, uint16_t *dst, const float *src, int64_t 
 }
 
 size_t mt__bf16_ws_elems(const mt_bf16_gemm *p) {
-    return (size_t)((p->a16 ? 0 : p->M * p->K) + (p->b16 ? 0 : p->K * p->N));
+    return (size_t)((p->a16 || p->a_is16 ? 0 : p->M * p->K) +
+                    (p->b16 || p->b_is16 ? 0 : p->K * p->N));
 }
 
 #ifdef MT_HAVE_DNNL
@@ -326,7 +327,8 @@ static void range_blocks(void *arg, int64_t b0, int64_t b1, int w) {
 void mt__bf16_gemm_run(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
                        const float *B, const float *bias, float *C, bool acc) {
     uint16_t *ws = p->ws;
-    const uint16_t *A16 = p->a16, *B16 = p->b16;
+    const uint16_t *A16 = p->a_is16 ? (const uint16_t *)A : p->a16;
+    const uint16_t *B16 = p->b_is16 ? (const uint16_t *)B : p->b16;
     if (!A16) {   /* activations: cast as the product reads them */
         mt__bf16_cast_pool(env->pool, ws, A, p->M * p->K);
         A16 = ws;

@@ -130,6 +130,13 @@ typedef struct {
     const int (*pairs)[2];
     bool        async;
     bool        invariant;
+    /* bf16 on the wire (graph/precision.c sets these; NULL / false: f32).
+     * ALL_GATHER: gather16 is a bf16 copy of in0 (its numel), gathered as
+     * bf16 into the first half of out's bytes, which only bf16 products read
+     * (they read those bytes as their bf16 operand). PSUM, PSUM_SCATTER:
+     * bf16 reduces in bf16 (f32 in and out, cast around the transport). */
+    const uint16_t *gather16;
+    bool        bf16;
 } mt_coll_params;
 
 /* A collective matmul over the group of the running device over `axes` (P
