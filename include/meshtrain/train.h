@@ -117,6 +117,12 @@ typedef struct {
      * optimizer state stay f32. MT_EUNSUPPORTED at create in a build
      * without oneDNN. */
     mt_precision      precision;
+    /* The precision the gradient reductions move in (mt_compile_opts.
+     * grad_reduce; docs/precision.md): MT_PRECISION_FP32 (the default) or
+     * MT_PRECISION_BF16, data parallelism's all-reduces and FSDP's and
+     * ZeRO's reduce-scatters of the gradients in bf16, half the bytes.
+     * Independent of `precision`; the gradients stay f32. */
+    mt_precision      grad_reduce;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch

@@ -359,6 +359,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",
                     mt_get_num_threads());
     if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
+    if (s == MT_OK) s = mt__grad_reduce_prepare(g, opts->grad_reduce);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s == MT_OK) s = mt__precision_prepare(g, opts->precision);
     if (s != MT_OK) {

@@ -191,6 +191,22 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
     return MT_OK;
 }
 
+mt_status mt__grad_reduce_prepare(mt_graph *g, mt_precision prec) {
+    if (prec != MT_PRECISION_FP32 && prec != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "mt_compile_opts.grad_reduce is %d; use MT_PRECISION_FP32 or "
+                       "MT_PRECISION_BF16", (int)prec);
+    if (prec != MT_PRECISION_BF16) return MT_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_node *n = &g->nodes[i];
+        mt_op_call *c = &n->call;
+        /* async: the input is the reduction's alone, so it is cast in place */
+        if (n->phase == MT_PHASE_W && (c->op == MT_OP_PSUM || c->op == MT_OP_PSUM_SCATTER) &&
+            c->p.coll.async && mt__storage_root(c->out) != mt__storage_root(c->in[0]))
+            c->p.coll.bf16 = true;
+    }
+    return MT_OK;
+}
+
 void mt__precision_refresh(mt_graph *g) {
     struct mt_bf16_state *st = g->bf16;
     if (!st || !st->stale) return;

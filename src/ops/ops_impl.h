@@ -253,6 +253,12 @@ void   mt__run_all_to_all(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_pvary(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_slice(const mt_op_env *env, const mt_op_call *call);
 void   mt__cost_coll(const mt_op_call *call, double *flops, double *bytes);
+/* bf16 gradient reductions (p.coll.bf16): buf's n floats cast to bf16 in
+ * place, into the first 2n bytes (in order, so nothing is overwritten
+ * before it is read). */
+void   mt__coll_to_bf16_inplace(void *buf, size_t n);
+/* out (n) (+)= the f32 of src (n bf16). */
+void   mt__coll_from_bf16(float *out, const uint16_t *src, size_t n, bool acc);
 size_t mt__scratch_coll(const mt_op_call *call);
 
 /* ---- collective_matmul.c: the collective matmuls' entries ---------------- */

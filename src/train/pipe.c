@@ -156,7 +156,7 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     mt_graph_free(g);
     if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", k);
     mt_compile_opts opts = {.seed = c->seed, .seed_from_caller = !st.last, .remat = c->remat,
-                            .precision = c->precision};
+                            .precision = c->precision, .grad_reduce = c->grad_reduce};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
     if (s != MT_OK) {
