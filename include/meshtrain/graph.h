@@ -343,6 +343,13 @@ typedef struct {
      * bitwise those of true. Such a tensor's mt_tensor_f32() is NULL (its
      * dtype is MT_BF16). Ignored for MT_PRECISION_FP32. */
     bool     f32_activations;
+    /* The precision gradient reductions move in (MT_PRECISION_FP32, the
+     * zero value, by default). MT_PRECISION_BF16: the parameter gradients'
+     * reductions in W (data parallelism's all-reduces, FSDP's and ZeRO's
+     * reduce-scatters) cast each gradient to bf16, reduce it in bf16 (each
+     * addition in f32, rounded to bf16) and cast the result back: half the
+     * bytes. Independent of `precision`. */
+    mt_precision grad_reduce;
 } mt_compile_opts;
 
 /* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the

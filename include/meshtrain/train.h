@@ -121,6 +121,12 @@ typedef struct {
      * (mt_compile_opts.f32_activations). By default the activations only
      * bf16 products read are stored in bf16; the run is bitwise the same. */
     bool              f32_activations;
+    /* The precision the gradient reductions move in (mt_compile_opts.
+     * grad_reduce; docs/precision.md): MT_PRECISION_FP32 (the default) or
+     * MT_PRECISION_BF16, data parallelism's all-reduces and FSDP's and
+     * ZeRO's reduce-scatters of the gradients in bf16, half the bytes.
+     * Independent of `precision`; the gradients stay f32. */
+    mt_precision      grad_reduce;
 } mt_train_config;
 
 /* Builds the program the trainer partitions: cfg's model for one microbatch

@@ -19,6 +19,7 @@
 
 static const char USAGE[] =
     "usage: meshtrain explain --model gpt|mlp|linreg [model flags] --devices N --mesh AXES\n"
+    "                         [--precision fp32|bf16] [--grad-reduce fp32|bf16]\n"
     "                         [--explicit] [--json]\n"
     "\n"
     "Prints the program each device runs: every op with its type (global dims and their\n"
@@ -126,7 +127,8 @@ static mt_status explain_device(mt_ctx *ctx, void *arg) {
     mt_remat remat = c->train.remat;
     if (s == MT_OK)
         s = mt_graph_compile(local, local_loss, &(mt_compile_opts){
-            .seed = 1, .remat = remat, .interleave_w = remat != MT_REMAT_NONE});
+            .seed = 1, .remat = remat, .interleave_w = remat != MT_REMAT_NONE,
+            .precision = c->train.precision, .grad_reduce = c->train.grad_reduce});
     if (s == MT_OK) {
         int d = mt_ctx_device(ctx);
         job->dev[d] = summarise(local);
@@ -188,7 +190,8 @@ int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
     t->gpt.V = 256;
-    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0, remat = 0;   /* remat: mt_remat's order */
+    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0, remat = 0, precision = 0,
+        grad_reduce = 0;   /* remat: mt_remat's order */
     const char *mesh_spec = NULL;
     int devices = 0;
     const cli_opt opts[] = {
@@ -206,6 +209,10 @@ int cli_explain_model(int argc, char **argv) {
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
+        {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
+         "matrix products' precision (as train): bf16 shows FSDP's bf16 all-gathers"},
+        {"grad-reduce", CLI_CHOICE, &grad_reduce, 0, 0, 0, 0, "fp32|bf16", "P",
+         "gradient reductions' precision (as train)"},
         {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
          "activation checkpointing (as train): the recompute nodes and the smaller activations"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
@@ -220,6 +227,8 @@ int cli_explain_model(int argc, char **argv) {
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
     t->remat = (mt_remat)remat;
+    t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
+    t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if (t->model == MT_MODEL_MLP) {
         if (seen[1]) t->mlp_layers = layers;

@@ -230,7 +230,7 @@ int cli_cmd_train(int argc, char **argv) {
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
     int remat = 0;   /* the choices are mt_remat's order */
-    int precision = 0;   /* index in "fp32|bf16" */
+    int precision = 0, grad_reduce = 0;   /* indices in "fp32|bf16" */
     const double INF = HUGE_VAL;
     char choices_model[64];
     model_choices(choices_model, sizeof choices_model);
@@ -271,6 +271,9 @@ int cli_cmd_train(int argc, char **argv) {
         {"f32-activations", CLI_FLAG, &cfg.f32_activations, 0, 0, 0, 0, NULL, NULL,
          "with --precision bf16, keep every activation f32 (by default those only bf16 "
          "products read are stored in bf16, half their memory, the same run)"},
+        {"grad-reduce", CLI_CHOICE, &grad_reduce, 0, 0, 0, 0, "fp32|bf16", "P",
+         "gradient reductions (data parallel all-reduces, FSDP/ZeRO reduce-scatters) in fp32 "
+         "(default) or bf16: half the bytes, gradients stay fp32"},
         {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
@@ -315,6 +318,7 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.model = (mt_model_kind)model;
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
     cfg.precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
+    cfg.grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     cfg.remat = (mt_remat)remat;
     if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;

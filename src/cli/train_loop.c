@@ -95,6 +95,8 @@ void train_print_config(train_run *run) {
     if (c->precision == MT_PRECISION_BF16)
         printf("  precision    bf16 products (oneDNN, f32 accumulation); f32 parameters, "
                "gradients, optimizer\n");
+    if (c->grad_reduce == MT_PRECISION_BF16)
+        printf("  grad-reduce  bf16 gradient reductions (half the bytes); f32 gradients\n");
     /* per device, as allocated (shards on a mesh that splits parameters) */
     mt_memory_report mem = mt_trainer_memory(tr);
     const double MiB = 1 << 20;

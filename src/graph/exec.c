@@ -165,6 +165,13 @@ static mt_status complete_oldest(mt_graph *g, int k) {
             continue;
         }
         bool acc = c->acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
+        if (c->p.coll.bf16) {   /* reduced in bf16 in the input's bytes (second half: a scatter's) */
+            const uint16_t *r = c->in[0]->data;
+            if (c->op == MT_OP_PSUM_SCATTER) r += mt_tensor_numel(c->in[0]);
+            mt__coll_from_bf16(mt_tensor_f32(c->out), r, (size_t)mt_tensor_numel(c->out), acc);
+            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            continue;
+        }
         /* a psum reduced its input in place; a psum_scatter into its buffer */
         const float *result = n->defer_buf >= 0 ? g->defer_block + n->defer_buf
                                                 : mt_tensor_f32(c->in[0]);
@@ -186,6 +193,19 @@ static mt_status complete_due(mt_graph *g, int j) {
     return k ? complete_oldest(g, k) : MT_OK;
 }
 
+/* Undoes mt__coll_to_bf16_inplace (from the end, so nothing is overwritten
+ * before it is read): exact for what the next cast reads, which rounds
+ * bf16 values to themselves. */
+static void bf16_back_inplace(void *buf, size_t n) {
+    unsigned char *b = buf;
+    for (size_t i = n; i-- > 0;) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, 2);
+        float f = mt__bf16_to_f32_1(h);
+        memcpy(b + 4 * i, &f, 4);
+    }
+}
+
 /* Starts node n's reduction in place on its input and leaves it in flight.
  * When comm's queue is full of the caller's own requests, runs the node as
  * it comes instead. */
@@ -196,11 +216,24 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     double t0 = g->profile ? mt_time_now() : 0;
     int span = g->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->inflight[g->n_inflight];
-    if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
+    if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
+        s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
+                                (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &f->req);
+    else if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                 mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]), MT_F32,
                                 &f->req);
-    else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
+    else if (c->p.coll.bf16) {   /* cast in place, reduced there (collective.c) */
+        uint16_t *buf = c->in[0]->data;
+        size_t n_in = (size_t)mt_tensor_numel(c->in[0]);
+        mt__coll_to_bf16_inplace(buf, n_in);
+        if (c->op == MT_OP_PSUM_SCATTER)
+            s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, buf, buf + n_in,
+                                      (size_t)mt_tensor_numel(c->out), MT_BF16, &f->req);
+        else
+            s = mt_all_reduce_start(g->ctx, c->p.coll.axes, buf, n_in, MT_BF16, MT_REDUCE_SUM,
+                                    &f->req);
+    } else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
         s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                   g->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
                                   MT_F32, &f->req);
@@ -209,6 +242,8 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
                                 (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
     /* run as it comes: its own span has the cost, this try none */
     trace_node(g, n, c, span, s == MT_OK);
+    if (s == MT_ESTATE && c->p.coll.bf16)   /* its run casts again */
+        bf16_back_inplace(c->in[0]->data, (size_t)mt_tensor_numel(c->in[0]));
     if (s == MT_ESTATE) return run_node(g, n);
     if (s != MT_OK) return wrap_node(g, n, s);
     f->node = (int)(n - g->nodes);

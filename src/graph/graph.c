@@ -362,6 +362,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     /* bf16 activations: after the backward (all readers known), before the plan */
     if (s == MT_OK && opts->precision == MT_PRECISION_BF16 && !opts->f32_activations)
         s = mt__precision_store_bf16(g);
+    if (s == MT_OK) s = mt__grad_reduce_prepare(g, opts->grad_reduce);
     if (s == MT_OK) s = mt__plan_buffers(g);
     if (s == MT_OK) s = mt__precision_prepare(g, opts->precision);
     if (s != MT_OK) {

@@ -248,6 +248,10 @@ void       mt__precision_cast_out(mt_graph *g, const mt_node *n);
 /* Before a forward: casts the parameters into their bf16 copies when they
  * changed since the last cast (mt_graph_params_changed, compile). */
 void       mt__precision_refresh(mt_graph *g);
+/* mt_compile_opts.grad_reduce: with MT_PRECISION_BF16 marks the gradient
+ * reductions (W's async psums and psum_scatters: their input has no other
+ * reader) to reduce in bf16 (p.coll.bf16). After autodiff, before the plan. */
+mt_status  mt__grad_reduce_prepare(mt_graph *g, mt_precision p);
 void       mt__precision_free(mt_graph *g);
 
 /* ---- slots.c ---- */

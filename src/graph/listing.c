@@ -38,6 +38,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     if (info->collective) {
         const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
         info->bytes = (double)mt__tensor_bytes(t);
+        if (c->p.coll.gather16 || c->p.coll.bf16) info->bytes /= 2;   /* bf16 on the wire */
     }
     /* a collective matmul moves its operand around the ring: P-1 ppermutes
      * of one chunk each, what its trace shows (the all-gather or

@@ -6,9 +6,15 @@
  * a planned bf16 product (ops/bf16_impl.h: oneDNN primitives made there,
  * once per shape). An operand whose storage is a parameter's (the parameter
  * itself, a view of it, or a pvary reading its bytes) reads a bf16 copy of
- * that parameter; every other operand (activations, their gradients, FSDP's
- * gathered parameters) is cast into the graph's workspace as the product
- * reads it.
+ * that parameter; every other operand (activations, their gradients) is
+ * cast into the graph's workspace as the product reads it.
+ *
+ * FSDP. An all-gather of a parameter shard whose result only bf16 products
+ * read (every reader checked, through reshapes and pvary) gathers the
+ * shard's bf16 copy instead (refreshed as the weights' are): half the bytes
+ * on the wire, and the gathered bytes hold bf16 that the products read as
+ * their operand, uncast. A gather that also feeds another op (the tied
+ * embedding's table) stays f32.
  *
  * Activation storage. Before the plan (the backward exists, so every reader
  * is known), an activation that only bf16 products read (as an operand, in
@@ -79,14 +85,62 @@ static bool runs_bf16(const mt_op_call *c) {
     return M > 0 && N > 0 && K > 0;
 }
 
-/* The parameter whose bytes t reads (through reshapes and pvary), or NULL. */
-static mt_tensor *param_root(mt_tensor *t) {
+/* The tensor whose bytes t reads (through reshapes and pvary). */
+static mt_tensor *bytes_root(mt_tensor *t) {
     for (;;) {
         if (t->view_of) t = t->view_of;
         else if (t->data_of) t = t->data_of;
-        else break;
+        else return t;
     }
+}
+
+/* The parameter whose bytes t reads (through reshapes and pvary), or NULL. */
+static mt_tensor *param_root(mt_tensor *t) {
+    t = bytes_root(t);
     return t->kind == MT_PARAM ? t : NULL;
+}
+
+/* Whether the all-gather call c of a parameter shard may move bf16: every
+ * node reading its output (through reshapes and pvary's aliases) is a
+ * planned bf16 product or such an alias, nothing else writes it, and it
+ * does not accumulate. Then the gathered bytes hold bf16 and the products
+ * read them as their bf16 operand. */
+static bool gather_in_bf16(const mt_graph *g, const mt_op_call *c) {
+    if (c->op != MT_OP_ALL_GATHER || c->acc || !param_root(c->in[0]) ||
+        mt_tensor_numel(c->in[0]) != mt_tensor_numel(param_root(c->in[0])))
+        return false;
+    const mt_tensor *out = c->out;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_op_call *r = &g->nodes[i].call;
+        if (r == c) continue;
+        if (bytes_root(r->out) == out || (r->out2 && bytes_root(r->out2) == out)) {
+            if (r->op == MT_OP_PVARY && r->out->data_of == r->in[0] && !r->acc) continue;
+            return false;   /* written by another node */
+        }
+        for (int k = 0; k < 2; k++)
+            if (r->aux[k] && bytes_root(r->aux[k]) == out) return false;
+        bool reads = false;
+        for (int k = 0; k < r->n_in; k++) reads |= r->in[k] && bytes_root(r->in[k]) == out;
+        if (!reads) continue;
+        if (runs_bf16(r)) {
+            for (int k = 2; k < r->n_in; k++)   /* a bias is read as f32 */
+                if (r->in[k] && bytes_root(r->in[k]) == out) return false;
+            continue;
+        }
+        if (r->op == MT_OP_PVARY && r->out->data_of == r->in[0] && !r->acc) continue;
+        return false;
+    }
+    return true;
+}
+
+/* Whether t reads the bytes of a bf16 all-gather's output. */
+static bool reads_gather16(const mt_graph *g, mt_tensor *t) {
+    mt_tensor *root = bytes_root(t);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16 && c->out == root) return true;
+    }
+    return false;
 }
 
 /* The bf16 copy of parameter p, made on first request (NULL: out of
@@ -114,6 +168,15 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
     st->shadows = calloc((size_t)(g->n_params ? g->n_params : 1), sizeof *st->shadows);
     if (!st->plans || !st->shadows) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
     if ((s = mt__bf16_engine_create(mt_pool_size(g->env.pool), &st->eng)) != MT_OK) return s;
+    /* FSDP's gathers of weights only bf16 products read: gather the
+     * shard's bf16 copy (half the bytes), the products read the result */
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_op_call *c = &g->nodes[i].call;
+        if (!gather_in_bf16(g, c)) continue;
+        mt_tensor *shard = param_root(c->in[0]);
+        if (!(c->p.coll.gather16 = shadow_of(st, shard)))
+            return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'", shard->name);
+    }
     size_t ws = 0;
     for (int i = 0; i < g->n_nodes && s == MT_OK; i++) {
         mt_op_call *c = &g->nodes[i].call;
@@ -129,6 +192,8 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         if ((pa && !(p->a16 = shadow_of(st, pa))) || (pb && !(p->b16 = shadow_of(st, pb))))
             return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'",
                            (pa ? pa : pb)->name);
+        p->a_is16 = !pa && reads_gather16(g, c->in[0]);
+        p->b_is16 = !pb && reads_gather16(g, c->in[1]);
         s = mt__bf16_gemm_plan(st->eng, ta, tb, M, N, K, both_acc || c->acc, p);
         if (s != MT_OK)
             return mt_fail_wrap(s, "planning node %d (%s -> '%s') in bf16", i,
@@ -239,6 +304,22 @@ void mt__precision_cast_out(mt_graph *g, const mt_node *n) {
     if (!n->cast_out) return;
     mt__bf16_cast_pool(g->env.pool, n->cast_out->data, n->call.out->data,
                        mt_tensor_numel(n->cast_out));
+}
+
+mt_status mt__grad_reduce_prepare(mt_graph *g, mt_precision prec) {
+    if (prec != MT_PRECISION_FP32 && prec != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "mt_compile_opts.grad_reduce is %d; use MT_PRECISION_FP32 or "
+                       "MT_PRECISION_BF16", (int)prec);
+    if (prec != MT_PRECISION_BF16) return MT_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mt_node *n = &g->nodes[i];
+        mt_op_call *c = &n->call;
+        /* async: the input is the reduction's alone, so it is cast in place */
+        if (n->phase == MT_PHASE_W && (c->op == MT_OP_PSUM || c->op == MT_OP_PSUM_SCATTER) &&
+            c->p.coll.async && mt__storage_root(c->out) != mt__storage_root(c->in[0]))
+            c->p.coll.bf16 = true;
+    }
+    return MT_OK;
 }
 
 void mt__precision_refresh(mt_graph *g) {

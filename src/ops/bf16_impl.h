@@ -46,6 +46,9 @@ typedef struct mt_bf16_gemm {
      * caller keeps, a weight's cast once per change; NULL: the run casts
      * that operand into ws. */
     const uint16_t *a16, *b16;
+    /* the f32 operand's bytes already hold its bf16 values (a weight an
+     * FSDP all-gather gathered in bf16): read as bf16, never cast */
+    bool            a_is16, b_is16;
     /* mt__bf16_ws_elems() bf16 of workspace for those casts */
     uint16_t       *ws;
     /* the plan */
@@ -65,7 +68,8 @@ mt_status mt__bf16_gemm_plan(mt_bf16_engine *e, bool ta, bool tb, int64_t M, int
                              bool both_acc, mt_bf16_gemm *out);
 /* Frees what the plan made (not a16, b16, ws). */
 void      mt__bf16_gemm_free(mt_bf16_gemm *p);
-/* bf16 elements of ws the run needs: M·K unless a16, plus K·N unless b16. */
+/* bf16 elements of ws the run needs: M·K unless a16 or a_is16, plus K·N
+ * unless b16 or b_is16. */
 size_t    mt__bf16_ws_elems(const mt_bf16_gemm *p);
 
 /* Runs a planned product: casts the operands without a copy into ws (over

@@ -25,6 +25,7 @@
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
 
+#include <assert.h>
 #include <string.h>
 
 #define F32(t) ((float *)(t)->data)
@@ -66,19 +67,82 @@ static bool have_ctx(const mt_op_env *env, const mt_op_call *c) {
 /* Run                                                                       */
 /* ======================================================================== */
 
+/* ---- bf16 gradient reductions (p.coll.bf16) ------------------------------
+ * Only on W's async reductions, whose input no other node reads: the input
+ * is cast to bf16 in place (its first half), reduced there (a psum_scatter
+ * receives into its second half), and out (+)= the result cast back. */
+
+#define CAST_BLOCK 16
+
+void mt__coll_to_bf16_inplace(void *buf, size_t n) {
+    unsigned char *b = buf;
+    float f[CAST_BLOCK];
+    uint16_t h[CAST_BLOCK];
+    /* block i0 reads floats [i0, i0+16) before writing halves [i0, i0+16),
+     * which lie in floats [i0/2, i0/2+8): all read already */
+    for (size_t i0 = 0; i0 < n; i0 += CAST_BLOCK) {
+        size_t m = n - i0 < CAST_BLOCK ? n - i0 : CAST_BLOCK;
+        memcpy(f, b + 4 * i0, 4 * m);
+        for (size_t i = 0; i < m; i++) h[i] = mt__f32_to_bf16_1(f[i]);
+        memcpy(b + 2 * i0, h, 2 * m);
+    }
+}
+
+void mt__coll_from_bf16(float *out, const uint16_t *src, size_t n, bool acc) {
+    if (acc)
+        for (size_t i = 0; i < n; i++) out[i] += mt__bf16_to_f32_1(src[i]);
+    else
+        mt__bf16_to_f32(out, src, n);
+}
+
+/* PSUM in bf16: in0 cast in place, all-reduced there, out (+)= it. */
+static void psum_bf16(const mt_op_env *env, const mt_op_call *c) {
+    size_t n = (size_t)NUMEL(c->out);
+    void *buf = c->in[0]->data;
+    assert(buf != c->out->data && "a bf16 psum in place");
+    mt__coll_to_bf16_inplace(buf, n);
+    mt_status s = mt_all_reduce(env->ctx, c->p.coll.axes, buf, n, MT_BF16, MT_REDUCE_SUM);
+    if (s == MT_OK) mt__coll_from_bf16(F32(c->out), buf, n, c->acc);
+    record(env, s);
+}
+
+/* PSUM_SCATTER in bf16: in0 cast in place, this device's block received
+ * into in0's second half, out (+)= it. */
+static void psum_scatter_bf16(const mt_op_env *env, const mt_op_call *c) {
+    const mt_tensor *x = c->in[0];
+    uint16_t *send = x->data, *recv = send + NUMEL(x);
+    mt__coll_to_bf16_inplace(send, (size_t)NUMEL(x));
+    mt_status s = mt_psum_scatter_dim(env->ctx, c->p.coll.axes, send, recv, MT_BF16, x->ndim,
+                                      x->shape, c->p.coll.dim, true);
+    if (s == MT_OK) mt__coll_from_bf16(F32(c->out), recv, (size_t)NUMEL(c->out), c->acc);
+    record(env, s);
+}
+
 /* PSUM: out (+)= Σ_group in0, any shape; in place on the destination. */
 void mt__run_psum(const mt_op_env *env, const mt_op_call *c) {
     if (!have_ctx(env, c)) return;
+    if (c->p.coll.bf16) {
+        psum_bf16(env, c);
+        return;
+    }
     float *d = dest(env, c);
     size_t n = (size_t)NUMEL(c->out);
     if (d != F32(c->in[0])) memcpy(d, F32(c->in[0]), n * sizeof(float));
     finish(env, c, mt_all_reduce(env->ctx, c->p.coll.axes, d, n, MT_F32, MT_REDUCE_SUM));
 }
 
-/* ALL_GATHER: in (..., s, ...) -> out (..., P·s, ...) along dim, tiled. */
+/* ALL_GATHER: in (..., s, ...) -> out (..., P·s, ...) along dim, tiled.
+ * With gather16 (never accumulating): its bf16 copy of in, gathered into
+ * out's bytes as bf16. */
 void mt__run_all_gather(const mt_op_env *env, const mt_op_call *c) {
     if (!have_ctx(env, c)) return;
     const mt_tensor *x = c->in[0];
+    if (c->p.coll.gather16) {
+        assert(!c->acc && "a bf16 all-gather accumulates");
+        record(env, mt_all_gather_dim(env->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
+                                      MT_BF16, x->ndim, x->shape, c->p.coll.dim, true));
+        return;
+    }
     finish(env, c, mt_all_gather_dim(env->ctx, c->p.coll.axes, x->data, dest(env, c), MT_F32,
                                      x->ndim, x->shape, c->p.coll.dim, true));
 }
@@ -86,6 +150,10 @@ void mt__run_all_gather(const mt_op_env *env, const mt_op_call *c) {
 /* PSUM_SCATTER: in (..., P·s, ...) -> out (..., s, ...): block r of the sum. */
 void mt__run_psum_scatter(const mt_op_env *env, const mt_op_call *c) {
     if (!have_ctx(env, c)) return;
+    if (c->p.coll.bf16) {
+        psum_scatter_bf16(env, c);
+        return;
+    }
     const mt_tensor *x = c->in[0];
     finish(env, c, mt_psum_scatter_dim(env->ctx, c->p.coll.axes, x->data, dest(env, c), MT_F32,
                                        x->ndim, x->shape, c->p.coll.dim, true));
@@ -143,17 +211,19 @@ void mt__run_slice(const mt_op_env *env, const mt_op_call *c) {
  * write out's worth. */
 void mt__cost_coll(const mt_op_call *c, double *fl, double *by) {
     double out = 4.0 * (double)NUMEL(c->out), in = 4.0 * (double)NUMEL(c->in[0]);
+    /* bf16 on the wire (gather16, bf16): half the f32 bytes */
+    double wire = c->p.coll.gather16 || c->p.coll.bf16 ? 0.5 : 1.0;
     *fl = 0;
     switch (c->op) {
-    case MT_OP_PSUM_SCATTER: *by = in; break;
+    case MT_OP_PSUM_SCATTER: *by = wire * in; break;
     case MT_OP_PVARY:
     case MT_OP_SLICE:        *by = 2 * out; break;
-    default:                 *by = out; break;
+    default:                 *by = wire * out; break;
     }
     if (c->acc) *by += 2 * out;
 }
 
 /* A call that accumulates computes into scratch the size of out first. */
 size_t mt__scratch_coll(const mt_op_call *c) {
-    return c->acc ? (size_t)NUMEL(c->out) : 0;
+    return c->acc && !c->p.coll.bf16 ? (size_t)NUMEL(c->out) : 0;
 }

@@ -36,7 +36,8 @@ void mt__bf16_cast_pool(mt_pool *pool, uint16_t *dst, const float *src, int64_t 
 }
 
 size_t mt__bf16_ws_elems(const mt_bf16_gemm *p) {
-    return (size_t)((p->a16 ? 0 : p->M * p->K) + (p->b16 ? 0 : p->K * p->N));
+    return (size_t)((p->a16 || p->a_is16 ? 0 : p->M * p->K) +
+                    (p->b16 || p->b_is16 ? 0 : p->K * p->N));
 }
 
 #ifdef MT_HAVE_DNNL
@@ -332,8 +333,10 @@ void mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const floa
                          const uint16_t *A16, const float *B, const uint16_t *B16,
                          const float *bias, float *C, bool acc) {
     uint16_t *ws = p->ws;
-    if (!A16) A16 = p->a16;
-    if (!B16) B16 = p->b16;
+    /* a bf16 operand: stored so (an activation), or bytes holding bf16 (a
+     * gathered weight), else the weight's copy or a cast below */
+    if (!A16) A16 = p->a_is16 ? (const uint16_t *)A : p->a16;
+    if (!B16) B16 = p->b_is16 ? (const uint16_t *)B : p->b16;
     if (!A16) {   /* activations: cast as the product reads them */
         mt__bf16_cast_pool(env->pool, ws, A, p->M * p->K);
         A16 = ws;

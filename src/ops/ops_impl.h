@@ -130,6 +130,13 @@ typedef struct {
     const int (*pairs)[2];
     bool        async;
     bool        invariant;
+    /* bf16 on the wire (graph/precision.c sets these; NULL / false: f32).
+     * ALL_GATHER: gather16 is a bf16 copy of in0 (its numel), gathered as
+     * bf16 into the first half of out's bytes, which only bf16 products read
+     * (they read those bytes as their bf16 operand). PSUM, PSUM_SCATTER:
+     * bf16 reduces in bf16 (f32 in and out, cast around the transport). */
+    const uint16_t *gather16;
+    bool        bf16;
 } mt_coll_params;
 
 /* A collective matmul over the group of the running device over `axes` (P
@@ -246,6 +253,12 @@ void   mt__run_all_to_all(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_pvary(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_slice(const mt_op_env *env, const mt_op_call *call);
 void   mt__cost_coll(const mt_op_call *call, double *flops, double *bytes);
+/* bf16 gradient reductions (p.coll.bf16): buf's n floats cast to bf16 in
+ * place, into the first 2n bytes (in order, so nothing is overwritten
+ * before it is read). */
+void   mt__coll_to_bf16_inplace(void *buf, size_t n);
+/* out (n) (+)= the f32 of src (n bf16). */
+void   mt__coll_from_bf16(float *out, const uint16_t *src, size_t n, bool acc);
 size_t mt__scratch_coll(const mt_op_call *call);
 
 /* ---- collective_matmul.c: the collective matmuls' entries ---------------- */

@@ -163,7 +163,7 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     for (int o = 0; o < pp->n_ops; o++) split_w |= pp->ops[o].type == MT_PIPE_W;
     mt_compile_opts opts = {.seed = c->seed, .seed_from_caller = !st.last, .remat = c->remat,
                             .interleave_w = c->remat != MT_REMAT_NONE && !split_w,
-                            .precision = c->precision,
+                            .precision = c->precision, .grad_reduce = c->grad_reduce,
                             .f32_activations = c->f32_activations};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);

@@ -73,6 +73,9 @@ static mt_status check_config(const mt_train_config *c) {
     if (c->precision != MT_PRECISION_FP32 && c->precision != MT_PRECISION_BF16)
         return mt_fail(MT_EINVAL, "precision %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
                        (int)c->precision);
+    if (c->grad_reduce != MT_PRECISION_FP32 && c->grad_reduce != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "grad_reduce %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
+                       (int)c->grad_reduce);
     mt_status ps = mt_precision_check(c->precision);
     if (ps != MT_OK) return ps;
     if (c->trace_steps < 0)
