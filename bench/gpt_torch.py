@@ -84,6 +84,7 @@ class GPT(nn.Module):
     def __init__(self, L, C, NH, maxT, V, Vp):
         super().__init__()
         self.V = V
+        self.remat = False   # TORCH_REMAT=full sets it (run below)
         self.wte = nn.Embedding(Vp, C)
         self.wpe = nn.Embedding(maxT, C)
         self.h = nn.ModuleList([Block(C, NH, maxT) for _ in range(L)])
