@@ -206,24 +206,31 @@ static double team_max(const team *t) {
 #define FMA4(v, a, b) v##0 = F(v##0, a, b), v##1 = F(v##1, a, b), v##2 = F(v##2, a, b), \
                       v##3 = F(v##3, a, b)
 
+/* 16 zmm float accumulators a0..d3 with distinct starting values (identical
+ * chains would be merged into one), and their sum into *sink. */
+#define ZV(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
+#define ZMM16_DECL                                                                        \
+    __m512 a0 = ZV(0), a1 = ZV(1), a2 = ZV(2), a3 = ZV(3), b0 = ZV(4), b1 = ZV(5),         \
+           b2 = ZV(6), b3 = ZV(7), c0 = ZV(8), c1 = ZV(9), c2 = ZV(10), c3 = ZV(11),      \
+           d0 = ZV(12), d1 = ZV(13), d2 = ZV(14), d3 = ZV(15)
+#define ZMM16_SUM(sink)                                                                      \
+    do {                                                                                     \
+        __m512 s_ = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), \
+                                  _mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3))); \
+        s_ = _mm512_add_ps(s_, _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))); \
+        s_ = _mm512_add_ps(s_, _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3))); \
+        *(sink) = _mm512_reduce_add_ps(s_);                                                  \
+    } while (0)
+
 __attribute__((target("avx512f"))) static double fma_avx512(long iters, float *sink) {
 #define F _mm512_fmadd_ps
-    /* distinct starting values: identical chains would be merged into one */
-#define V(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
-    __m512 a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
-           b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11), d0 = V(12), d1 = V(13),
-           d2 = V(14), d3 = V(15);
-#undef V
+    ZMM16_DECL;
     const __m512 x = _mm512_set1_ps(0.9999999f), y = _mm512_set1_ps(1e-7f);
     for (long i = 0; i < iters; i++) {
         FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
     }
 #undef F
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
-    *sink = _mm512_reduce_add_ps(s);
+    ZMM16_SUM(sink);
     return (double)iters * 16 * 16 * 2;
 }
 
@@ -252,22 +259,14 @@ __attribute__((target("avx2,fma"))) static double fma_avx2(long iters, float *si
  * product's inner loop does. Its peak is the bf16 products' roof. */
 __attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(long iters, float *sink) {
 #define F _mm512_dpbf16_ps
-#define V(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
-    __m512 a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
-           b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11), d0 = V(12), d1 = V(13),
-           d2 = V(14), d3 = V(15);
-#undef V
+    ZMM16_DECL;
     /* bf16 1.0 and 2^-24: the sums stay finite */
     const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
     for (long i = 0; i < iters; i++) {
         FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
     }
 #undef F
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
-    *sink = _mm512_reduce_add_ps(s);
+    ZMM16_SUM(sink);
     return (double)iters * 16 * 16 * 2 * 2;
 }
 
