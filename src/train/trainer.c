@@ -352,13 +352,15 @@ static mt_status no_work(mt_ctx *ctx, void *arg) {
 }
 
 /* The model's FLOPs in a step, all devices together: the model's own count
- * (GPT: 6N + attention per token), else what the graph's ops do. */
+ * (GPT: 6N + attention per token), else what the graph's ops do, less any
+ * recomputation (remat's FLOPs are the hardware's, not the model's). */
 static double step_model_flops(const mt_trainer *tr) {
     const mt_train_config *c = &tr->cfg;
     const int64_t units = mt__microbatch_size(tr->m, c) * c->accum;
     if (tr->m->step_flops) return tr->m->step_flops(c, units);
     mt_graph_stats st = mt_graph_get_stats(tr->dev[0].g);
-    return (st.flops_forward + st.flops_backward) * c->accum * tr->n_devices;
+    return (st.flops_forward + st.flops_backward - st.flops_recompute) * c->accum *
+           tr->n_devices;
 }
 
 mt_status mt_trainer_write_trace(mt_trainer *tr) {
