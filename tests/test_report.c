@@ -7,12 +7,8 @@
  */
 #include "harness.h"
 #include "meshtrain.h"
+#include "trace_text.h"
 
-#define HEAD "{\"traceEvents\":[\n"
-#define TAIL "\n],\"displayTimeUnit\":\"ms\"}\n"
-#define X(name, cat, tid, ts, dur) \
-    "{\"name\":\"" name "\",\"cat\":\"" cat "\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur \
-    ",\"pid\":0,\"tid\":" #tid "}"
 #define OP(name, tid, ts, dur, flops, bytes)                                                  \
     "{\"name\":\"" name "\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur        \
     ",\"pid\":0,\"tid\":" #tid ",\"args\":{\"phase\":\"F\",\"layer\":0,\"flops\":" #flops \
