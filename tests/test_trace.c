@@ -101,6 +101,13 @@ static int cmp_double(const void *a, const void *b) {
 /* A data-parallel run                                                       */
 /* ======================================================================== */
 
+/* Makes the empty file of mkstemp's template `path`. */
+static void new_file(char *path) {
+    int fd = mkstemp(path);
+    MT_CHECK(fd >= 0, "mkstemp %s", path);
+    close(fd);
+}
+
 static mt_trainer *traced_trainer(const char *text, const char *trace, const char *mesh,
                                   int steps, int keep) {
     mt_train_config c = mt_test_config(MT_MODEL_GPT, text);
@@ -118,9 +125,7 @@ static mt_trainer *traced_trainer(const char *text, const char *trace, const cha
 MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
     char text[] = "/tmp/mt_trace_text_XXXXXX", trace[] = "/tmp/mt_trace_XXXXXX";
     mt_test_write_text(text);
-    int fd = mkstemp(trace);
-    MT_CHECK(fd >= 0, "mkstemp");
-    close(fd);
+    new_file(trace);
     mt_trainer *tr = traced_trainer(text, trace, "data=2", 3, 0);
     MT_CHECK(read_trace(trace), "no trace at %s", trace);
     mt_graph *g = mt_trainer_graph(tr);
@@ -195,9 +200,7 @@ MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
 MT_TEST(trace_steps_keeps_the_last_steps_on_one_clock) {
     char text[] = "/tmp/mt_trace_text_XXXXXX", trace[] = "/tmp/mt_trace_XXXXXX";
     mt_test_write_text(text);
-    int fd = mkstemp(trace);
-    MT_CHECK(fd >= 0, "mkstemp");
-    close(fd);
+    new_file(trace);
     mt_trainer *tr = traced_trainer(text, trace, "data=2", 4, 2);
     MT_CHECK(read_trace(trace), "no trace at %s", trace);
     for (int dev = 0; dev < 2; dev++) {
@@ -218,9 +221,7 @@ MT_TEST(trace_steps_keeps_the_last_steps_on_one_clock) {
 
 MT_TEST(one_device_off_a_mesh_is_traced_as_the_same_run) {
     char trace[] = "/tmp/mt_trace_XXXXXX";
-    int fd = mkstemp(trace);
-    MT_CHECK(fd >= 0, "mkstemp");
-    close(fd);
+    new_file(trace);
     mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     mt_trainer *plain = NULL, *traced = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &plain));

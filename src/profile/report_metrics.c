@@ -266,6 +266,20 @@ static void ticks(FILE *f, const axis *ax, const axis *ay) {
                "font-size=\"13\">loss</text>\n", (X0 + X1) / 2, Y0 + 42, (Y0 + Y1) / 2);
 }
 
+/* A <polyline class="cls"> through (step, the metric at byte offset `field`)
+ * of every line whose value there is finite. */
+static void curve(FILE *f, const char *cls, const char *colour, const mt_report_metrics *m,
+                  size_t field, const axis *ax, const axis *ay) {
+    fprintf(f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+               "stroke-linejoin=\"round\" points=\"", cls, colour);
+    for (int i = 0, k = 0; i < m->n; i++) {
+        double v = *(const double *)((const char *)&m->v[i] + field);
+        if (isfinite(v))
+            fprintf(f, "%s%.1f,%.1f", k++ ? " " : "", map_x(ax, m->v[i].step), map_y(ay, v));
+    }
+    fprintf(f, "\"/>\n");
+}
+
 mt_status mt_report_write_svg_loss(const mt_report_metrics *m, FILE *f) {
     const mt_report_run *run = &m->run;
     double lo = INFINITY, hi = -INFINITY;
@@ -298,21 +312,9 @@ mt_status mt_report_write_svg_loss(const mt_report_metrics *m, FILE *f) {
                    "(train --eval-every N writes one)</text>\n", X0);
     ticks(f, &ax, &ay);
     /* the train curve: one point per finite loss */
-    fprintf(f, "<polyline class=\"train\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-               "stroke-linejoin=\"round\" points=\"", TRAIN);
-    for (int i = 0, k = 0; i < m->n; i++)
-        if (isfinite(m->v[i].loss))
-            fprintf(f, "%s%.1f,%.1f", k++ ? " " : "", map_x(&ax, m->v[i].step),
-                    map_y(&ay, m->v[i].loss));
-    fprintf(f, "\"/>\n");
+    curve(f, "train", TRAIN, m, offsetof(mt__report_metric, loss), &ax, &ay);
     if (n_val > 0) {
-        fprintf(f, "<polyline class=\"val\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                   "points=\"", VAL);
-        for (int i = 0, k = 0; i < m->n; i++)
-            if (isfinite(m->v[i].val_loss))
-                fprintf(f, "%s%.1f,%.1f", k++ ? " " : "", map_x(&ax, m->v[i].step),
-                        map_y(&ay, m->v[i].val_loss));
-        fprintf(f, "\"/>\n");
+        curve(f, "val", VAL, m, offsetof(mt__report_metric, val_loss), &ax, &ay);
         for (int i = 0; i < m->n; i++)
             if (isfinite(m->v[i].val_loss))
                 fprintf(f, "<circle class=\"val\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" "
