@@ -247,9 +247,17 @@ static void bench_model_rows(const bench_model *m, const char *path, int steps) 
         /* the trace of one more (untimed) run's last step, so that writing
          * traces does not count in the time */
         float traced_loss;
+        const char *keep = getenv("BENCH_DP_TRACES");   /* a folder: keep every row's trace */
+        char kept[512];
+        const char *tpath = trace;
+        if (keep && tfd >= 0) {
+            snprintf(kept, sizeof kept, "%s/%s-%s.json", keep, m->name, rows[k].row);
+            tpath = kept;
+            if (!rows[k].mesh) run(m, path, &rows[k], 1, &traced_loss, kept, NULL);
+        }
         if (rows[k].mesh && tfd >= 0 &&
-            !isnan(run(m, path, &rows[k], 1, &traced_loss, trace, &predicted)) &&
-            trace_comm(trace, &inflight, &exposed, &traced))
+            !isnan(run(m, path, &rows[k], 1, &traced_loss, tpath, &predicted)) &&
+            trace_comm(tpath, &inflight, &exposed, &traced))
         {
             /* hidden: only where reductions ran asynchronously (data parallel's
              * and ZeRO-1's all-reduces; the reduce-scatters are blocking) */

@@ -950,9 +950,9 @@ typedef struct {
 } many_arg;
 
 typedef struct {
-    int   kind;   /* 0 all-reduce, 1 all-gather, 2 psum_scatter */
+    int   kind;   /* 0 all-reduce, 1 all-gather, 2 psum_scatter, 3 all-reduce into out */
     grp   g;
-    int   salt;
+    int   salt, me;
     float *in, *out;
 } areq;
 
@@ -962,6 +962,7 @@ static mt_status areq_start(mt_ctx *ctx, mt_axes ax, const grp *g, int kind, int
     q->kind = kind;
     q->g = *g;
     q->salt = salt;
+    q->me = me;
     size_t in_n = kind == 2 ? (size_t)P * n : n, out_n = kind == 1 ? (size_t)P * n : n;
     q->in = malloc((in_n + 1) * sizeof(float));
     q->out = malloc((out_n + 1) * sizeof(float));
@@ -969,6 +970,8 @@ static mt_status areq_start(mt_ctx *ctx, mt_axes ax, const grp *g, int kind, int
     for (size_t i = 0; i < in_n; i++) q->in[i] = (float)val(me, i, salt);
     if (kind == 0) return mt_all_reduce_start(ctx, ax, q->in, n, MT_F32, MT_REDUCE_SUM, r);
     if (kind == 1) return mt_all_gather_start(ctx, ax, q->in, q->out, n, MT_F32, r);
+    if (kind == 3)
+        return mt_all_reduce_into_start(ctx, ax, q->in, q->out, n, MT_F32, MT_REDUCE_SUM, r);
     return mt_psum_scatter_start(ctx, ax, q->in, q->out, n, MT_F32, r);
 }
 
@@ -989,6 +992,8 @@ static mt_status areq_check(const areq *q, size_t n) {
         if (got != want)
             st = mt_fail(MT_EINTERNAL, "kind %d n %zu element %zu is %g, want %g", q->kind, n, i,
                          got, want);
+        else if (q->kind == 3 && q->in[i] != val(q->me, i, q->salt))   /* send left as it was */
+            st = mt_fail(MT_EINTERNAL, "all_reduce_into n %zu changed send[%zu]", n, i);
     }
     free(q->in);
     free(q->out);
@@ -1007,19 +1012,19 @@ static mt_status many_device(mt_ctx *ctx, void *arg) {
     mt_status st = MT_OK;
     /* round 1: six outstanding, waited last to first */
     for (int k = 0; k < 6 && st == MT_OK; k++)
-        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 4, 60 + k, n, &q[k], &r[k]);
     for (int k = 5; k >= 0 && st == MT_OK; k--) st = mt_wait(ctx, &r[k]);
     for (int k = 0; k < 6 && st == MT_OK; k++) st = areq_check(&q[k], n);
     if (st != MT_OK) return st;
     /* round 2: three started, a blocking collective on each group (runs
      * after them), three more, all waited in reverse */
     for (int k = 6; k < 9 && st == MT_OK; k++)
-        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 4, 60 + k, n, &q[k], &r[k]);
     float c[3] = {1, 2, 3};
     DEV_OK(mt_psum(ctx, ax[1], c, 3));
     for (int i = 0; i < 3; i++) DEV_EXPECT(c[i], (i + 1) * g[1].P, "blocking psum[%d]", i);
     for (int k = 9; k < 12 && st == MT_OK; k++)
-        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 3, 60 + k, n, &q[k], &r[k]);
+        st = areq_start(ctx, ax[k & 1], &g[k & 1], k % 4, 60 + k, n, &q[k], &r[k]);
     DEV_OK(mt_barrier(ctx, ax[0]));
     for (int k = 11; k >= 6 && st == MT_OK; k--) st = mt_wait(ctx, &r[k]);
     for (int k = 6; k < 12 && st == MT_OK; k++) st = areq_check(&q[k], n);
@@ -1123,6 +1128,9 @@ static mt_status async_start_err_device(mt_ctx *ctx, void *arg) {
     mt_axes nowhere = {1, {7}};
     st = mt_all_reduce_start(ctx, nowhere, x, 4, MT_F32, MT_REDUCE_SUM, &r4);
     if (d == 0) a->start_axes = st;
+    /* into a buffer that overlaps the source without being it */
+    DEV_FAILS(mt_all_reduce_into_start(ctx, ax, y, y + 2, 4, MT_F32, MT_REDUCE_SUM, &r4),
+              MT_EINVAL, "overlap");
     DEV_OK(mt_all_reduce_start(ctx, ax, x, 4, MT_F32, MT_REDUCE_SUM, &r2));
     DEV_OK(mt_wait(ctx, &r2));
     for (int i = 0; i < 4; i++) DEV_EXPECT(x[i], 2 * (i + 1), "x[%d] after the good request", i);

@@ -127,7 +127,8 @@ static mt_status run_case(mt_ctx *ctx, void *p) {
 
     const size_t big = SIZES[N_SIZES - 1];
     float *f = malloc((size_t)P * big * sizeof *f), *g = malloc((size_t)P * big * sizeof *g);
-    float *h = malloc(((size_t)P + 1) * big * sizeof *h);   /* (c) psum + (c) psum_scatter */
+    /* (c) psum, (c) psum_scatter, (c) all_reduce_into */
+    float *h = malloc(((size_t)P + 2) * big * sizeof *h);
     int32_t *iv = malloc(big * sizeof *iv);
     uint16_t *bv = malloc(((size_t)P * big + 1) * sizeof *bv), *bw = malloc(big * sizeof *bw);
     if (!f || !g || !h || !iv || !bv || !bw) { s = mt_fail(MT_ENOMEM, "test buffers"); goto out; }
@@ -237,21 +238,24 @@ static mt_status run_case(mt_ctx *ctx, void *p) {
 
         OK_OR_FAIL(a, "barrier", mt_barrier(ctx, axes));
 
-        /* asynchronous: three in flight, waited in reverse order */
-        mt_request q[3];
+        /* asynchronous: four in flight, waited in reverse order */
+        mt_request q[4];
         for (size_t i = 0; i < (size_t)P * c; i++) f[i] = fval(dev, i);
         for (size_t i = 0; i < c; i++) h[i] = fval(dev, i);
-        float *gathered = g, *scattered = h + c;
+        float *gathered = g, *scattered = h + c, *into = h + 2 * c;
         OK_OR_FAIL(a, "async", mt_all_reduce_start(ctx, axes, h, c, MT_F32, MT_REDUCE_SUM, &q[0]));
         OK_OR_FAIL(a, "async", mt_all_gather_start(ctx, axes, f, gathered, c, MT_F32, &q[1]));
         OK_OR_FAIL(a, "async", mt_psum_scatter_start(ctx, axes, f, scattered, c, MT_F32, &q[2]));
-        for (int k = 2; k >= 0; k--) OK_OR_FAIL(a, "async", mt_wait(ctx, &q[k]));
+        OK_OR_FAIL(a, "async", mt_all_reduce_into_start(ctx, axes, f, into, c, MT_F32,
+                                                        MT_REDUCE_SUM, &q[3]));
+        for (int k = 3; k >= 0; k--) OK_OR_FAIL(a, "async", mt_wait(ctx, &q[k]));
         for (size_t i = 0; i < c; i++) {
             float sum = 0, rs = 0;
             for (int m = 0; m < P; m++) {
                 sum += fval(members[m], i);
                 rs += fval(members[m], (size_t)r * c + i);
             }
+            if (into[i] != sum || f[i] != fval(dev, i)) { failf(a, "async", "all_reduce_into count %zu [%zu]: %g (want %g), send %g", c, i, into[i], sum, f[i]); break; }
             if (h[i] != sum || scattered[i] != rs) { failf(a, "async", "count %zu [%zu]: psum %g (want %g), psum_scatter %g (want %g)", c, i, h[i], sum, scattered[i], rs); break; }
             for (int m = 0; m < P; m++)
                 if (gathered[(size_t)m * c + i] != fval(members[m], i)) { failf(a, "async", "all_gather count %zu block %d [%zu]", c, m, i); i = c; break; }

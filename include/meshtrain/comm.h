@@ -168,6 +168,13 @@ mt_status mt_all_to_all_dim(mt_ctx *ctx, mt_axes axes, const void *send, void *r
 typedef struct { int id; } mt_request;
 mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                               mt_reduce_op op, mt_request *req);
+/* recv (count) on every device = send of every device reduced, send left
+ * as it was: as mt_all_reduce_start, with no copy of the result to make
+ * (on threads the reduction writes each device's recv straight away).
+ * send == recv is in place; buffers that overlap otherwise are MT_EINVAL. */
+mt_status mt_all_reduce_into_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                                   size_t count, mt_dtype dtype, mt_reduce_op op,
+                                   mt_request *req);
 mt_status mt_all_gather_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                               size_t count, mt_dtype dtype, mt_request *req);
 mt_status mt_psum_scatter_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,

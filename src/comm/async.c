@@ -90,17 +90,35 @@ static mt_status enqueue(mt_ctx *ctx, const char *what, const mt_pending *p, boo
     return MT_OK;
 }
 
-mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
-                              mt_reduce_op op, mt_request *req) {
+/* all_reduce_start (send == recv) and all_reduce_into_start. */
+static mt_status start_all_reduce(mt_ctx *ctx, const char *what, mt_axes axes, const void *send,
+                                  void *recv, size_t count, mt_dtype dtype, mt_reduce_op op,
+                                  mt_request *req) {
     mt_status st;
-    if ((st = mt__check_dtype("all_reduce_start", dtype)) ||
-        (st = mt__check_buf("all_reduce_start", "buf", buf, count)))
+    if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "send", send, count)) ||
+        (st = mt__check_buf(what, "recv", recv, count)))
         return st;
     if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
-        return mt_fail(MT_EINVAL, "all_reduce_start: unknown reduction %d", (int)op);
-    mt_pending p = {.kind = MT_COLL_ALL_REDUCE, .axes = axes, .buf = buf, .count = count,
-                    .dtype = dtype, .op = op};
-    return enqueue(ctx, "all_reduce_start", &p, false, req);
+        return mt_fail(MT_EINVAL, "%s: unknown reduction %d", what, (int)op);
+    const size_t bytes = count * mt_dtype_size(dtype);
+    const char *s = send, *r = recv;
+    if (s != r && s < r + bytes && r < s + bytes)
+        return mt_fail(MT_EINVAL, "%s: send and recv overlap without being the same buffer; "
+                       "pass one buffer for an in-place reduction, or two apart", what);
+    mt_pending p = {.kind = MT_COLL_ALL_REDUCE, .axes = axes, .send = send, .recv = recv,
+                    .count = count, .dtype = dtype, .op = op};
+    return enqueue(ctx, what, &p, false, req);
+}
+
+mt_status mt_all_reduce_start(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
+                              mt_reduce_op op, mt_request *req) {
+    return start_all_reduce(ctx, "all_reduce_start", axes, buf, buf, count, dtype, op, req);
+}
+
+mt_status mt_all_reduce_into_start(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
+                                   size_t count, mt_dtype dtype, mt_reduce_op op,
+                                   mt_request *req) {
+    return start_all_reduce(ctx, "all_reduce_into_start", axes, send, recv, count, dtype, op, req);
 }
 
 /* all_gather_start and psum_scatter_start (`kind`): a request over P blocks
@@ -171,8 +189,9 @@ static mt_status run_pending(mt_ctx *ctx, mt_pending *p) {
         return st;
     }
     switch (p->kind) {
-    case MT_COLL_ALL_REDUCE:
-        return mt__do_all_reduce(ctx, p->axes, p->buf, p->count, p->dtype, p->op, false);
+    case MT_COLL_ALL_REDUCE:   /* into recv: a copy of send, reduced in place */
+        if (p->send != p->recv) memcpy(p->recv, p->send, p->count * mt_dtype_size(p->dtype));
+        return mt__do_all_reduce(ctx, p->axes, p->recv, p->count, p->dtype, p->op, false);
     case MT_COLL_ALL_GATHER:
         return mt__do_all_gather(ctx, p->axes, p->send, p->recv, p->count, p->dtype);
     case MT_COLL_REDUCE_SCATTER:

@@ -21,10 +21,11 @@ mt_status mt__ctx_init(mt_ctx *ctx, mt_launch_state *ls, int device) {
     ctx->t_start = ls->t_start;
     ctx->wait_list = malloc(2 * (size_t)ls->n_devices * sizeof *ctx->wait_list);
     ctx->ptrs = malloc((size_t)ls->n_devices * sizeof *ctx->ptrs);
+    ctx->dst_ptrs = malloc((size_t)ls->n_devices * sizeof *ctx->dst_ptrs);
     ctx->pool = mt_pool_create(ls->kernel_threads);
     bool traced = ls->trace_run ? mt__trace_run_take(ls, ctx)
                                 : !ls->trace_path || mt__trace_list_init(&ctx->trace, 256);
-    if (!ctx->wait_list || !ctx->ptrs || !ctx->pool || !traced) {
+    if (!ctx->wait_list || !ctx->ptrs || !ctx->dst_ptrs || !ctx->pool || !traced) {
         mt__ctx_free(ctx);
         return mt_fail(MT_ENOMEM, "device %d: out of memory for its context", device);
     }
@@ -36,12 +37,14 @@ void mt__ctx_free(mt_ctx *ctx) {
     mt__ctx_groups_free(ctx);
     free(ctx->wait_list);
     free(ctx->ptrs);
+    free(ctx->dst_ptrs);
     free(ctx->scratch);
     if (ctx->launch && ctx->launch->trace_run) mt__trace_run_give_back(ctx->launch, ctx);
     mt__trace_list_free(&ctx->trace);
     mt_pool_free(ctx->pool);
     ctx->wait_list = NULL;
     ctx->ptrs = NULL;
+    ctx->dst_ptrs = NULL;
     ctx->scratch = NULL;
     ctx->pool = NULL;
 }

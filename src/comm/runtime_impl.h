@@ -93,8 +93,7 @@ typedef struct {
     bool       started;
     int        kind;       /* which collective (mt_coll_kind) */
     mt_axes    axes;
-    void      *buf;
-    const void *send;
+    const void *send;      /* an all-reduce's in place: send == recv */
     void      *recv;
     size_t     count;
     mt_dtype   dtype;
@@ -118,6 +117,7 @@ struct mt_ctx {
     double            deadline;        /* of the running collective, on mt_time_now()'s clock */
     int              *wait_list;       /* (2 * n_devices) scratch for transports' wait loops */
     const void      **ptrs;            /* (n_devices) scratch for transports (peer buffers) */
+    void            **dst_ptrs;        /* (n_devices) the same, for buffers written */
     /* group cache: one entry per axes key seen (a 4-axis mesh alone has 64
      * ordered axis sets), each allocated on its own so the pointers the
      * front end holds stay valid while the cache grows */

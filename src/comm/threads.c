@@ -383,30 +383,32 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
 /* All-reduce                                                                */
 /* ======================================================================== */
 
-/* bufs[k] (at element `off`, n elements) = bufs[0] op ... op bufs[P-1], for
- * every k: one 64-byte line of each buffer at a time, reduced in registers
- * and stored to all P buffers right after being read (so the stores need no
- * fetch and memory sees each line read once and written once). */
+/* dst[k] (at element `off`, n elements) = src[0] op ... op src[P-1], for
+ * every k (dst may be src: in place): one 64-byte line of each source at a
+ * time, reduced in registers and stored to all P destinations right after
+ * being read (so the stores need no fetch and memory sees each line read
+ * once and written once). */
 #define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
-    static void NAME(void *const *bufs, int P, size_t off, size_t n) {                  \
+    static void NAME(const void *const *src, void *const *dst, int P, size_t off,       \
+                     size_t n) {                                                        \
         size_t i0 = 0;                                                                  \
         for (; i0 + 16 <= n; i0 += 16) {                                                \
             T acc[16];                                                                  \
-            const T *s0 = (const T *)bufs[0] + off + i0;                                \
+            const T *s0 = (const T *)src[0] + off + i0;                                 \
             for (int i = 0; i < 16; i++) acc[i] = s0[i];                                \
             for (int k = 1; k < P; k++) {                                               \
-                const T *s = (const T *)bufs[k] + off + i0;                             \
+                const T *s = (const T *)src[k] + off + i0;                              \
                 for (int i = 0; i < 16; i++) { T a = acc[i], b = s[i]; acc[i] = (EXPR); } \
             }                                                                           \
             for (int k = 0; k < P; k++) {                                               \
-                T *d = (T *)bufs[k] + off + i0;                                         \
+                T *d = (T *)dst[k] + off + i0;                                          \
                 for (int i = 0; i < 16; i++) d[i] = acc[i];                             \
             }                                                                           \
         }                                                                               \
         for (; i0 < n; i0++) {                                                          \
-            T a = ((const T *)bufs[0])[off + i0];                                       \
-            for (int k = 1; k < P; k++) { T b = ((const T *)bufs[k])[off + i0]; a = (EXPR); } \
-            for (int k = 0; k < P; k++) ((T *)bufs[k])[off + i0] = a;                   \
+            T a = ((const T *)src[0])[off + i0];                                        \
+            for (int k = 1; k < P; k++) { T b = ((const T *)src[k])[off + i0]; a = (EXPR); } \
+            for (int k = 0; k < P; k++) ((T *)dst[k])[off + i0] = a;                    \
         }                                                                               \
     }
 
@@ -417,6 +419,14 @@ DEF_REDUCE_BCAST(rb_min_f32, float, (b < a || b != b) ? b : a)
 DEF_REDUCE_BCAST(rb_sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of UB */
 DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)
+
+typedef void reduce_bcast_fn(const void *const *, void *const *, int, size_t, size_t);
+/* The fused kernel of an f32 or i32 reduction. */
+static reduce_bcast_fn *reduce_bcast(mt_dtype dtype, mt_reduce_op op) {
+    static reduce_bcast_fn *const fused[2][3] = {{rb_sum_f32, rb_max_f32, rb_min_f32},
+                                                 {rb_sum_i32, rb_max_i32, rb_min_i32}};
+    return fused[dtype == MT_I32][op];
+}
 
 static mt_status all_reduce_large(mt_ctx *ctx, mt_group *g, tgroup *tg, uint64_t n, void *buf,
                                   size_t count, mt_dtype dtype, mt_reduce_op op) {
@@ -436,9 +446,7 @@ static mt_status all_reduce_large(mt_ctx *ctx, mt_group *g, tgroup *tg, uint64_t
     for (int j = 0, k = 1; j < P; j++)
         if (j != r) src[k++] = tg->ranks[j].send;
     if (dtype != MT_BF16) {
-        static void (*const fused[2][3])(void *const *, int, size_t, size_t) = {
-            {rb_sum_f32, rb_max_f32, rb_min_f32}, {rb_sum_i32, rb_max_i32, rb_min_i32}};
-        fused[dtype == MT_I32][op]((void *const *)src, P, lo, hi - lo);
+        reduce_bcast(dtype, op)(src, (void *const *)src, P, lo, hi - lo);
         return finish(ctx, g, tg, n);
     }
     /* bf16: accumulate a block in f32 (one rounding), then push the result */
@@ -640,11 +648,13 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
     if (p->kind == MT_COLL_ALL_REDUCE) {
         const size_t ce = chunk_elems(p->dtype), lo = i * ce;
         const size_t n = p->count - lo < ce ? p->count - lo : ce;
-        for (int j = 0; j < P; j++) src[j] = ap[j].recv;
+        void **dst = ctx->dst_ptrs;
+        for (int j = 0; j < P; j++) {
+            src[j] = ap[j].send;   /* recv, or a buffer of its own (all_reduce_into) */
+            dst[j] = ap[j].recv;
+        }
         if (p->dtype != MT_BF16) {
-            static void (*const fused[2][3])(void *const *, int, size_t, size_t) = {
-                {rb_sum_f32, rb_max_f32, rb_min_f32}, {rb_sum_i32, rb_max_i32, rb_min_i32}};
-            fused[p->dtype == MT_I32][p->op]((void *const *)src, P, lo, n);
+            reduce_bcast(p->dtype, p->op)(src, dst, P, lo, n);
             return;
         }
         for (size_t k = lo; k < lo + n; k += BLOCK_ELEMS(es)) {
@@ -717,8 +727,8 @@ static mt_status t_async_start(mt_ctx *ctx, mt_group *g, mt_pending *p) {
      * the previous use's claims all happened before its ranks released it. */
     atomic_store_explicit(&e->claim, 0, memory_order_relaxed);
     atomic_store_explicit(&e->finished, 0, memory_order_relaxed);
-    mine->send = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->send;
-    mine->recv = p->kind == MT_COLL_ALL_REDUCE ? p->buf : p->recv;
+    mine->send = p->send;
+    mine->recv = p->recv;
     mine->src = p->kind == MT_COLL_PERMUTE ? p->src : -1;
     atomic_store_explicit(&mine->arrived, a, memory_order_relaxed);
     /* acq_rel: publishes the pointers and resets to whoever sees the commit */

@@ -8,10 +8,13 @@
  *
  * Overlap. In W, a psum marked async (pvary's backward: the data-parallel
  * gradient all-reduce) does not run when reached: its reduction starts
- * asynchronously, in place on its input (pvary's output gradient, read by
- * nothing else), and the W nodes after it run meanwhile. It completes (the
- * wait, then out = or += the reduced input) before the first later node that
- * touches its input or output (node->defer_until, from the plan), when
+ * asynchronously and the W nodes after it run meanwhile. When its result
+ * overwrites the output (a zeroed parameter gradient's first contribution)
+ * it reduces straight into the output; otherwise in place on its input
+ * (pvary's output gradient, read by nothing else), and completing adds it
+ * to the output. It completes (the wait, and that add) before the first
+ * later node that touches its input or output (node->defer_until, from the
+ * plan), when
  * MT_MAX_PENDING are in flight and another starts (the oldest first), and at
  * the end of W, in start order. Each gradient is its own request ("bucket");
  * small ones run at their wait on comm's latency path. In F and B, FSDP's
@@ -136,6 +139,13 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
 /* Deferred collectives (W's reductions, F's and B's prefetched gathers)     */
 /* ======================================================================== */
 
+/* Whether a deferred reduction's result is added to its output (acc, unless
+ * it is the first contribution to a zeroed parameter gradient) rather than
+ * written over it. */
+static bool completion_accumulates(const mt_graph *g, const mt_node *n) {
+    return n->call.acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
+}
+
 /* Completes the oldest `k` reductions in flight, in start order: waits for
  * each, then out (+)= its reduced input, honouring acc and, while the
  * gradients are marked zero, the first contribution (as run_node). After a
@@ -164,7 +174,11 @@ static mt_status complete_oldest(mt_graph *g, int k) {
             if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
         }
-        bool acc = c->acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
+        if (f->direct) {   /* landed in its output */
+            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            continue;
+        }
+        bool acc = completion_accumulates(g, n);
         if (c->p.coll.bf16) {   /* reduced in bf16 in the input's bytes (second half: a scatter's) */
             const uint16_t *r = c->in[0]->data;
             if (c->op == MT_OP_PSUM_SCATTER) r += mt_tensor_numel(c->in[0]);
@@ -216,6 +230,7 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     double t0 = g->profile ? mt_time_now() : 0;
     int span = g->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->inflight[g->n_inflight];
+    f->direct = false;
     if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
                                 (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &f->req);
@@ -233,6 +248,17 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
         else
             s = mt_all_reduce_start(g->ctx, c->p.coll.axes, buf, n_in, MT_BF16, MT_REDUCE_SUM,
                                     &f->req);
+    } else if (!completion_accumulates(g, n)) {
+        /* the result overwrites the output: reduced straight into it */
+        f->direct = true;
+        if (c->op == MT_OP_PSUM_SCATTER)
+            s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                                      mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->out),
+                                      MT_F32, &f->req);
+        else
+            s = mt_all_reduce_into_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
+                                         mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]),
+                                         MT_F32, MT_REDUCE_SUM, &f->req);
     } else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
         s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                   g->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),

@@ -53,6 +53,7 @@ typedef struct {
     mt_request req;
     int        node;                      /* index in g->nodes */
     int        until;                     /* its node's defer_until */
+    bool       direct;                    /* reducing straight into its output */
 } mt_inflight;
 
 /* Accumulated cost of one op kind while profiling. */

@@ -60,6 +60,7 @@ static bool in_run_block(const mt_graph *g, const mt_tensor *t) {
 static void touch(mt_tensor *t, int pos) {
     if (!t) return;
     t = mt__storage_root(t);
+    if (t->data_of) t = t->data_of;   /* an alias (step 0): its target's bytes */
     if (t->first_use < 0 || pos < t->first_use) t->first_use = pos;
     if (pos > t->last_use) t->last_use = pos;
 }
@@ -308,18 +309,51 @@ static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *un
     return MT_OK;
 }
 
+/* How many nodes write the storage of t (an output, a second output or an
+ * aux buffer), and the index of the last. */
+static int writers(const mt_graph *g, mt_tensor *t, int *last) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        mt_tensor *w[4] = {c->out, c->out2, c->aux[0], c->aux[1]};
+        for (int k = 0; k < 4; k++)
+            if (w[k] && mt__storage_root(w[k]) == t) {
+                n++;
+                *last = i;
+                break;
+            }
+    }
+    return n;
+}
+
+/* Whether node i is the only node that writes t's storage. */
+static bool only_writer(const mt_graph *g, mt_tensor *t, int i) {
+    int last = -1;
+    return writers(g, mt__storage_root(t), &last) == 1 && last == i;
+}
+
+/* Whether t's storage is written by exactly one node, a forward one before
+ * forward node i. */
+static bool written_once_before(const mt_graph *g, mt_tensor *t, int i) {
+    int last = -1;
+    return writers(g, t, &last) == 1 && last < i;
+}
+
 mt_status mt__plan_buffers(mt_graph *g) {
     mt_status st = plan_deferred(g);
     if (st != MT_OK) return st;
 
-    /* 0. A forward pvary of a parameter (data parallelism's marker on every
-     *    replicated one) is the identity: its output reads the parameter's
-     *    bytes instead of a copy of them. Nothing writes it after. */
+    /* 0. A forward pvary is the identity: its output reads its input's bytes
+     *    instead of a copy of them, when nothing writes either after it: a
+     *    parameter (data parallelism's marker on every replicated one), or
+     *    a value written once before it (ZeRO-1's gathered parameter). The
+     *    input's storage then lives as long as the output is read (touch). */
     for (int i = 0; i < g->n_forward; i++) {
         const mt_op_call *c = &g->nodes[i].call;
         mt_tensor *in = mt__storage_root(c->in[0]);
-        if (c->op == MT_OP_PVARY && !c->acc && !c->out->view_of && is_persistent(g, in) &&
-            !is_persistent(g, c->out))
+        if (c->op == MT_OP_PVARY && !c->acc && !c->out->view_of && !in->data_of &&
+            !is_persistent(g, c->out) &&
+            (is_persistent(g, in) || written_once_before(g, in, i)) && only_writer(g, c->out, i))
             c->out->data_of = in;
     }
 

@@ -399,6 +399,9 @@ static bool sequence_scatter(const partitioner *p, const mt_type *t, uint32_t ax
 static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x, uint32_t vary,
                               uint32_t want) {
     uint32_t missing = want & ~vary;
+    /* nothing differs over an axis of one device: its gradient needs no sum */
+    for (int a = 0; a < p->mesh->ndim; a++)
+        if (p->mesh->sizes[a] == 1) missing &= ~(1u << a);
     if (!missing || !x->needs_grad || p->skip_pvary) return x;
     slot *sl = &p->slots[global_in->id];
     if (x == sl->local && sl->pvaried && sl->pvary_axes == missing) return sl->pvaried;
