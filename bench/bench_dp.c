@@ -6,6 +6,9 @@
  *   bench_dp [STEPS [MODEL]]              the threads rows (MODEL: v50k or
  *                                         c768; default both)
  *   mpirun -np 2 bench_dp --mpi [STEPS]   the MPI row (one device per rank)
+ *   BENCH_DP_TRACES=DIR bench_dp ...      also keeps each row's traced step
+ *                                         as DIR/MODEL-ROW.json (1-device
+ *                                         rows too), for meshtrain report
  *
  * Two models, trained by mt_trainer with AdamW on random tokens, the same
  * global batch on every row: the foundation's v50k GPT (L=4 C=256 NH=4 T=64,
