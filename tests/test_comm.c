@@ -1032,11 +1032,12 @@ static mt_status many_device(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(async_many_outstanding_reverse_waits) {
-    static const size_t sizes[] = {0, 1, 1001, (size_t)1 << 20};
+    /* the last: a tail after the whole 64-byte lines */
+    static const size_t sizes[] = {0, 1, 1001, (size_t)1 << 20, ((size_t)1 << 18) + 5};
     static const struct { const char *mesh; int devs; const char *a1, *a2; } meshes[] = {
         {"d=3", 3, "d", "d"}, {"a=2,b=2", 4, "a", "b"}, {"a=2,b=2", 4, "a,b", "b"}};
     for (size_t m = 0; m < 3; m++)
-        for (size_t s = 0; s < 4; s++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             many_arg a = {meshes[m].a1, meshes[m].a2, sizes[s]};
             mt_launch_opts o = opts_for(meshes[m].mesh, meshes[m].devs);
             mt_status st = mt_launch(&o, many_device, &a);

@@ -57,7 +57,9 @@
  */
 #include "comm/threads_impl.h"
 
+#include <immintrin.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -386,11 +388,28 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
 /* dst[k] (at element `off`, n elements) = src[0] op ... op src[P-1], for
  * every k (dst may be src: in place): one 64-byte line of each source at a
  * time, reduced in registers and stored to all P destinations right after
- * being read (so the stores need no fetch and memory sees each line read
- * once and written once). */
+ * being read. In place the stores hit lines just read, so memory sees each
+ * line read once and written once. Into other buffers (all_reduce_into:
+ * lines not in cache) the stores stream past the cache (non-temporal), so
+ * the destinations are not read first either; an sfence then orders them
+ * before whatever publishes the result. */
+static bool streamable(void *const *dst, const void *const *src, int P, size_t off, size_t es) {
+    for (int k = 0; k < P; k++)
+        if (dst[k] == src[k] || ((uintptr_t)((char *)dst[k] + off * es) & 15)) return false;
+    return true;
+}
+
+/* Stores 64 bytes at d (16-byte aligned) past the cache. */
+static inline void stream_line(void *d, const void *v) {
+    const __m128i *s = v;
+    __m128i *o = d;
+    for (int q = 0; q < 4; q++) _mm_stream_si128(o + q, _mm_loadu_si128(s + q));
+}
+
 #define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
     static void NAME(const void *const *src, void *const *dst, int P, size_t off,       \
                      size_t n) {                                                        \
+        const bool nt = streamable(dst, src, P, off, sizeof(T));                        \
         size_t i0 = 0;                                                                  \
         for (; i0 + 16 <= n; i0 += 16) {                                                \
             T acc[16];                                                                  \
@@ -402,7 +421,8 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
             }                                                                           \
             for (int k = 0; k < P; k++) {                                               \
                 T *d = (T *)dst[k] + off + i0;                                          \
-                for (int i = 0; i < 16; i++) d[i] = acc[i];                             \
+                if (nt) stream_line(d, acc);                                            \
+                else for (int i = 0; i < 16; i++) d[i] = acc[i];                        \
             }                                                                           \
         }                                                                               \
         for (; i0 < n; i0++) {                                                          \
@@ -410,6 +430,7 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
             for (int k = 1; k < P; k++) { T b = ((const T *)src[k])[off + i0]; a = (EXPR); } \
             for (int k = 0; k < P; k++) ((T *)dst[k])[off + i0] = a;                    \
         }                                                                               \
+        if (nt) _mm_sfence();                                                           \
     }
 
 DEF_REDUCE_BCAST(rb_sum_f32, float, a + b)
