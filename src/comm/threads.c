@@ -81,6 +81,11 @@ _Static_assert(SMALL_SPIN_MAX <= SMALL_MAX, "the latency path fits its slots");
 #define BLOCK_ELEMS(es) (BLOCK_BYTES / (es))
 #define SUB_ELEMS   2048          /* reduction sub-block: stays in L1 */
 #define ASYNC_RING  (4 * MT_MAX_PENDING)   /* async op entries per group */
+#ifndef STREAM_MIN_BYTES
+/* an all-gather's whole output from which its copies stream past the cache:
+ * beyond a core's L2 the lines would leave the cache before their reader */
+#define STREAM_MIN_BYTES (4u << 20)
+#endif
 #ifndef CHUNK_BYTES
 #define CHUNK_BYTES (256 * 1024)  /* async work unit (per buffer); a multiple of 64 */
 #endif
@@ -385,17 +390,23 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
 /* All-reduce                                                                */
 /* ======================================================================== */
 
-/* dst[k] (at element `off`, n elements) = src[0] op ... op src[P-1], for
- * every k (dst may be src: in place): one 64-byte line of each source at a
- * time, reduced in registers and stored to all P destinations right after
- * being read. In place the stores hit lines just read, so memory sees each
- * line read once and written once. Into other buffers (all_reduce_into:
- * lines not in cache) the stores stream past the cache (non-temporal), so
- * the destinations are not read first either; an sfence then orders them
- * before whatever publishes the result. */
-static bool streamable(void *const *dst, const void *const *src, int P, size_t off, size_t es) {
-    for (int k = 0; k < P; k++)
-        if (dst[k] == src[k] || ((uintptr_t)((char *)dst[k] + off * es) & 15)) return false;
+/* dst[k][doff + i] = src[0][soff + i] op ... op src[P-1][soff + i] for
+ * i < n and each of the nd destinations (a destination may be a source at
+ * the same element: in place): one 64-byte line of each source at a time,
+ * reduced in registers and stored to every destination right after being
+ * read. In place the stores hit lines just read, so memory sees each line
+ * read once and written once. Into other buffers (all_reduce_into, a
+ * reduce-scatter's block: lines not in cache) the stores stream past the
+ * cache (non-temporal), so the destinations are not read first either; an
+ * sfence then orders them before whatever publishes the result. */
+static bool streamable(const void *const *src, int P, size_t soff, void *const *dst, int nd,
+                       size_t doff, size_t es) {
+    for (int k = 0; k < nd; k++) {
+        const char *d = (const char *)dst[k] + doff * es;
+        if ((uintptr_t)d & 15) return false;
+        for (int j = 0; j < P; j++)
+            if (d == (const char *)src[j] + soff * es) return false;
+    }
     return true;
 }
 
@@ -406,29 +417,42 @@ static inline void stream_line(void *d, const void *v) {
     for (int q = 0; q < 4; q++) _mm_stream_si128(o + q, _mm_loadu_si128(s + q));
 }
 
+/* dst (n bytes) = src, the whole 64-byte lines of dst stored past the cache. */
+static void stream_copy(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 64 <= n; i += 64) stream_line(d + i, s + i);
+    memcpy(d + i, s + i, n - i);
+    _mm_sfence();
+}
+
 #define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
-    static void NAME(const void *const *src, void *const *dst, int P, size_t off,       \
-                     size_t n) {                                                        \
-        const bool nt = streamable(dst, src, P, off, sizeof(T));                        \
+    static void NAME(const void *const *src, int P, size_t soff, void *const *dst, int nd, \
+                     size_t doff, size_t n) {                                           \
+        const bool nt = streamable(src, P, soff, dst, nd, doff, sizeof(T));             \
         size_t i0 = 0;                                                                  \
         for (; i0 + 16 <= n; i0 += 16) {                                                \
             T acc[16];                                                                  \
-            const T *s0 = (const T *)src[0] + off + i0;                                 \
+            const T *s0 = (const T *)src[0] + soff + i0;                                \
             for (int i = 0; i < 16; i++) acc[i] = s0[i];                                \
             for (int k = 1; k < P; k++) {                                               \
-                const T *s = (const T *)src[k] + off + i0;                              \
+                const T *s = (const T *)src[k] + soff + i0;                             \
                 for (int i = 0; i < 16; i++) { T a = acc[i], b = s[i]; acc[i] = (EXPR); } \
             }                                                                           \
-            for (int k = 0; k < P; k++) {                                               \
-                T *d = (T *)dst[k] + off + i0;                                          \
+            for (int k = 0; k < nd; k++) {                                              \
+                T *d = (T *)dst[k] + doff + i0;                                         \
                 if (nt) stream_line(d, acc);                                            \
                 else for (int i = 0; i < 16; i++) d[i] = acc[i];                        \
             }                                                                           \
         }                                                                               \
         for (; i0 < n; i0++) {                                                          \
-            T a = ((const T *)src[0])[off + i0];                                        \
-            for (int k = 1; k < P; k++) { T b = ((const T *)src[k])[off + i0]; a = (EXPR); } \
-            for (int k = 0; k < P; k++) ((T *)dst[k])[off + i0] = a;                    \
+            T a = ((const T *)src[0])[soff + i0];                                       \
+            for (int k = 1; k < P; k++) { T b = ((const T *)src[k])[soff + i0]; a = (EXPR); } \
+            for (int k = 0; k < nd; k++) ((T *)dst[k])[doff + i0] = a;                  \
         }                                                                               \
         if (nt) _mm_sfence();                                                           \
     }
@@ -441,7 +465,8 @@ DEF_REDUCE_BCAST(rb_sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of UB
 DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)
 
-typedef void reduce_bcast_fn(const void *const *, void *const *, int, size_t, size_t);
+typedef void reduce_bcast_fn(const void *const *, int, size_t, void *const *, int, size_t,
+                             size_t);
 /* The fused kernel of an f32 or i32 reduction. */
 static reduce_bcast_fn *reduce_bcast(mt_dtype dtype, mt_reduce_op op) {
     static reduce_bcast_fn *const fused[2][3] = {{rb_sum_f32, rb_max_f32, rb_min_f32},
@@ -467,7 +492,7 @@ static mt_status all_reduce_large(mt_ctx *ctx, mt_group *g, tgroup *tg, uint64_t
     for (int j = 0, k = 1; j < P; j++)
         if (j != r) src[k++] = tg->ranks[j].send;
     if (dtype != MT_BF16) {
-        reduce_bcast(dtype, op)(src, (void *const *)src, P, lo, hi - lo);
+        reduce_bcast(dtype, op)(src, P, lo, (void *const *)src, P, lo, hi - lo);
         return finish(ctx, g, tg, n);
     }
     /* bf16: accumulate a block in f32 (one rounding), then push the result */
@@ -675,7 +700,7 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
             dst[j] = ap[j].recv;
         }
         if (p->dtype != MT_BF16) {
-            reduce_bcast(p->dtype, p->op)(src, dst, P, lo, n);
+            reduce_bcast(p->dtype, p->op)(src, P, lo, dst, P, lo, n);
             return;
         }
         for (size_t k = lo; k < lo + n; k += BLOCK_ELEMS(es)) {
@@ -692,7 +717,9 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
         const int d = (int)(pair / (size_t)P), j = (int)(pair % (size_t)P);
         char *dst = (char *)ap[d].recv + (size_t)j * bytes + off;
         const char *from = (const char *)ap[j].send + off;
-        if (dst != from) memcpy(dst, from, n);   /* in place: the block is already there */
+        if (dst == from) return;   /* in place: the block is already there */
+        if ((size_t)P * bytes >= STREAM_MIN_BYTES) stream_copy(dst, from, n);
+        else memcpy(dst, from, n);
         return;
     }
     if (p->kind == MT_COLL_PERMUTE) {
@@ -708,7 +735,12 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
     const size_t ce = chunk_elems(p->dtype), d = i / per, lo = (i % per) * ce;
     const size_t n = p->count - lo < ce ? p->count - lo : ce;
     for (int j = 0; j < P; j++) src[j] = ap[j].send;
-    combine((char *)ap[d].recv + lo * es, src, P, d * p->count + lo, n, p->dtype, p->op);
+    if (p->dtype == MT_BF16) {
+        combine((char *)ap[d].recv + lo * es, src, P, d * p->count + lo, n, p->dtype, p->op);
+        return;
+    }
+    void *const dst[1] = {ap[d].recv};
+    reduce_bcast(p->dtype, p->op)(src, P, d * p->count + lo, dst, 1, lo, n);
 }
 
 /* Starts p: waits (rarely) until its ring entry is free, publishes this
