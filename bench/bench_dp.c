@@ -240,9 +240,21 @@ static void bench_model_rows(const bench_model *m, const char *path, int steps) 
     char trace[] = "/tmp/meshtrain-bench-dp-trace-XXXXXX";
     int tfd = mkstemp(trace);
     if (tfd >= 0) close(tfd);
-    printf("%-14s %12s %8s %9s %10s   (median of %d rounds)\n", "row", "tokens/s", "ratio",
-           "vs 2thr", "loss", ROUNDS);
-    double base = bench_median(tps[0], ROUNDS), both = bench_median(tps[1], ROUNDS);
+    printf("%-14s %12s %8s %9s %10s   (medians of %d rounds; the ratios per round)\n", "row",
+           "tokens/s", "ratio", "vs 2thr", "loss", ROUNDS);
+    /* the ratios pair each round's row with that round's baselines, so that
+     * the machine's slow drifts (shared cores) cancel: their medians (taken
+     * before bench_median sorts the rows' own times) */
+    double vs_base[N_ROWS], vs_both[N_ROWS];
+    for (int k = 0; k < N_ROWS; k++) {
+        double r_base[ROUNDS], r_both[ROUNDS];
+        for (int r = 0; r < ROUNDS; r++) {
+            r_base[r] = tps[k][r] / tps[0][r];
+            r_both[r] = tps[k][r] / tps[1][r];
+        }
+        vs_base[k] = bench_median(r_base, ROUNDS);
+        vs_both[k] = bench_median(r_both, ROUNDS);
+    }
     for (int k = 0; k < N_ROWS; k++) {
         double t = bench_median(tps[k], ROUNDS);
         double inflight = NAN, exposed = NAN, traced = NAN, predicted = NAN;
@@ -270,14 +282,14 @@ static void bench_model_rows(const bench_model *m, const char *path, int steps) 
             snprintf(hidden, sizeof hidden, "%s inflight_ms=%.2f exposed_ms=%.2f trace_bytes=%.0f "
                      "explain_bytes=%.0f", pct, inflight, exposed, traced, predicted);
         }
-        printf("%-14s %12.1f %7.2fx %8.2fx %10.4f", rows[k].row, t, t / base, t / both,
+        printf("%-14s %12.1f %7.2fx %8.2fx %10.4f", rows[k].row, t, vs_base[k], vs_both[k],
                (double)losses[k]);
         if (hidden[0])
             printf("   comm %.1f MB/step traced, %.1f MB by explain (+%.0f bytes: the optimizer's "
                    "norm psums); async reductions in flight %.2f ms, %.2f ms exposed",
                    traced / 1e6, predicted / 1e6, traced - predicted, inflight, exposed);
         printf("\nRESULT impl=meshtrain model=%s row=%s tok_s=%.1f ratio=%.3f vs_both=%.3f "
-               "loss=%.4f%s\n", m->name, rows[k].row, t, t / base, t / both, (double)losses[k],
+               "loss=%.4f%s\n", m->name, rows[k].row, t, vs_base[k], vs_both[k], (double)losses[k],
                hidden);
         fflush(stdout);
     }

@@ -49,8 +49,15 @@ static const char BENCH_USAGE[] =
     "  meshtrain bench collectives --devices 2,4,8\n"
     "  mpirun -np 2 meshtrain bench collectives --transport mpi --max-bytes 64M\n";
 
-enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, N_OPS };
-static const char *const OP_NAMES[N_OPS] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+/* all_reduce_into: the all-reduce into a buffer of its own, started and
+ * waited for (mt_all_reduce_into_start), as the gradient reductions run */
+enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_ALL_REDUCE_INTO, N_OPS };
+static const char *const OP_NAMES[N_OPS] = {"all_reduce", "all_gather", "reduce_scatter",
+                                            "all_to_all", "all_reduce_into"};
+#define OP_NAME_LIST "all_reduce, all_gather, reduce_scatter, all_to_all, all_reduce_into"
+
+/* Whether op reduces a whole buffer (an all-reduce's size and bus factor). */
+static bool whole_buffer(int op) { return op == OP_ALL_REDUCE || op == OP_ALL_REDUCE_INTO; }
 
 #define MAX_SIZES 64
 #define MAX_DEVICE_COUNTS 16
@@ -131,12 +138,12 @@ static int iters_for(const bench_plan *pl, size_t bytes) {
 /* Elements per block for nccl-tests size `bytes` on P devices. */
 static size_t block_count(int op, size_t bytes, int P) {
     size_t elems = bytes / sizeof(float);
-    size_t c = op == OP_ALL_REDUCE ? elems : elems / (size_t)P;
+    size_t c = whole_buffer(op) ? elems : elems / (size_t)P;
     return c ? c : 1;
 }
 
 static size_t moved_bytes(int op, size_t count, int P) {
-    return op == OP_ALL_REDUCE ? count * sizeof(float) : count * (size_t)P * sizeof(float);
+    return whole_buffer(op) ? count * sizeof(float) : count * (size_t)P * sizeof(float);
 }
 
 typedef struct {
@@ -149,6 +156,11 @@ static mt_status run_op(mt_ctx *ctx, mt_axes ax, int op, float *send, float *rec
     case OP_ALL_REDUCE:     return mt_all_reduce(ctx, ax, send, c, MT_F32, MT_REDUCE_SUM);
     case OP_ALL_GATHER:     return mt_all_gather(ctx, ax, send, recv, c, MT_F32);
     case OP_REDUCE_SCATTER: return mt_psum_scatter(ctx, ax, send, recv, c, MT_F32);
+    case OP_ALL_REDUCE_INTO: {
+        mt_request rq;
+        mt_status s = mt_all_reduce_into_start(ctx, ax, send, recv, c, MT_F32, MT_REDUCE_SUM, &rq);
+        return s == MT_OK ? mt_wait(ctx, &rq) : s;
+    }
     default:                return mt_all_to_all(ctx, ax, send, recv, c, MT_F32);
     }
 }
@@ -228,6 +240,9 @@ static int bench_mpi_reference(bench_plan *pl, int P, int rank) {
                 case OP_REDUCE_SCATTER:
                     rc = MPI_Reduce_scatter_block(send, recv, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                     break;
+                case OP_ALL_REDUCE_INTO:
+                    rc = MPI_Allreduce(send, recv, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    break;
                 default:
                     rc = MPI_Alltoall(send, (int)c, MPI_FLOAT, recv, (int)c, MPI_FLOAT, MPI_COMM_WORLD);
                     break;
@@ -253,7 +268,7 @@ static int bench_mpi_reference(bench_plan *pl, int P, int rank) {
 /* ======================================================================== */
 
 static double bus_factor(int op, int P) {
-    return op == OP_ALL_REDUCE ? 2.0 * (P - 1) / P : (double)(P - 1) / P;
+    return whole_buffer(op) ? 2.0 * (P - 1) / P : (double)(P - 1) / P;
 }
 
 /* Prints the tables (and csv rows); a failed write to stdout is kept in
@@ -264,7 +279,7 @@ static void print_tables(const bench_plan *pl, const char *transport, int P, FIL
         if (!pl->ops[op]) continue;
         bool mpi = pl->rows[op][0].mpi_us > 0;
         printf("\n# %s, transport %s, %d devices (f32%s; time: median over iterations of the "
-               "slowest device)\n", OP_NAMES[op], transport, P, op == OP_ALL_REDUCE ||
+               "slowest device)\n", OP_NAMES[op], transport, P, whole_buffer(op) ||
                op == OP_REDUCE_SCATTER ? " sum" : "");
         printf("%10s %11s %6s %11s %11s %11s", "size", "count", "iters", "time(us)",
                "algbw(GB/s)", "busbw(GB/s)");
@@ -304,8 +319,7 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
         for (int i = 0; i < N_OPS; i++)
             if (strcmp(t, OP_NAMES[i]) == 0 || strcmp(t, "all") == 0) { pl->ops[i] = true; k = i; }
         if (k < 0) {
-            cli_error("--ops: unknown collective '%s' (all_reduce, all_gather, reduce_scatter, "
-                      "all_to_all, all)", t);
+            cli_error("--ops: unknown collective '%s' (" OP_NAME_LIST ", all)", t);
             return CLI_EXIT_USAGE;
         }
     }
@@ -313,8 +327,7 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
     for (int i = 0; i < N_OPS; i++) any |= pl->ops[i];
     if (!any) {
         /* "," or "" would otherwise run nothing and exit 0 */
-        cli_error("--ops '%s' names no collective; list some of all_reduce, all_gather, "
-                  "reduce_scatter, all_to_all (or all)", ops);
+        cli_error("--ops '%s' names no collective; list some of " OP_NAME_LIST " (or all)", ops);
         return CLI_EXIT_USAGE;
     }
     size_t lo = 0, hi = 0;
@@ -355,7 +368,7 @@ int cli_cmd_bench(int argc, char **argv) {
         {"max-bytes", CLI_STR, &max_s, 0, 0, 0, 0, NULL, "SIZE", "largest size"},
         {"step", CLI_INT, &step, 2, 16, 0, 0, NULL, "F", "size factor between rows (from the largest down)"},
         {"ops", CLI_STR, &ops, 0, 0, 0, 0, NULL, "LIST",
-         "all_reduce,all_gather,reduce_scatter,all_to_all (or all)"},
+         "all_reduce,all_gather,reduce_scatter,all_to_all,all_reduce_into (or all)"},
         {"iters", CLI_INT, &max_iters, 5, 1e6, 0, 0, NULL, "N",
          "timed iterations for small sizes (large ones use fewer, at least 5)"},
         {"warmup", CLI_INT, &warmup, 0, 1e5, 0, 0, NULL, "N", "untimed iterations first"},

@@ -82,8 +82,11 @@ _Static_assert(SMALL_SPIN_MAX <= SMALL_MAX, "the latency path fits its slots");
 #define SUB_ELEMS   2048          /* reduction sub-block: stays in L1 */
 #define ASYNC_RING  (4 * MT_MAX_PENDING)   /* async op entries per group */
 #ifndef STREAM_MIN_BYTES
-/* an all-gather's whole output from which its copies stream past the cache:
- * beyond a core's L2 the lines would leave the cache before their reader */
+/* an all-gather's whole output, or a reduction's buffer, from which stores
+ * into other buffers than the sources stream past the cache: beyond a core's
+ * L2 the lines would leave the cache before their reader; below it they
+ * may still be there, and streaming them out costs (measured: 1 MiB
+ * all_reduce_into 4x slower streamed) */
 #define STREAM_MIN_BYTES (4u << 20)
 #endif
 #ifndef CHUNK_BYTES
@@ -396,9 +399,10 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
  * reduced in registers and stored to every destination right after being
  * read. In place the stores hit lines just read, so memory sees each line
  * read once and written once. Into other buffers (all_reduce_into, a
- * reduce-scatter's block: lines not in cache) the stores stream past the
- * cache (non-temporal), so the destinations are not read first either; an
- * sfence then orders them before whatever publishes the result. */
+ * reduce-scatter's block), when `stream` (a large op: its lines are not in
+ * cache) the stores go past the cache (non-temporal), so the destinations
+ * are not read first either; an sfence then orders them before whatever
+ * publishes the result. */
 static bool streamable(const void *const *src, int P, size_t soff, void *const *dst, int nd,
                        size_t doff, size_t es) {
     for (int k = 0; k < nd; k++) {
@@ -432,8 +436,8 @@ static void stream_copy(void *dst, const void *src, size_t n) {
 
 #define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
     static void NAME(const void *const *src, int P, size_t soff, void *const *dst, int nd, \
-                     size_t doff, size_t n) {                                           \
-        const bool nt = streamable(src, P, soff, dst, nd, doff, sizeof(T));             \
+                     size_t doff, size_t n, bool stream) {                              \
+        const bool nt = stream && streamable(src, P, soff, dst, nd, doff, sizeof(T));   \
         size_t i0 = 0;                                                                  \
         for (; i0 + 16 <= n; i0 += 16) {                                                \
             T acc[16];                                                                  \
@@ -466,7 +470,7 @@ DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)
 
 typedef void reduce_bcast_fn(const void *const *, int, size_t, void *const *, int, size_t,
-                             size_t);
+                             size_t, bool);
 /* The fused kernel of an f32 or i32 reduction. */
 static reduce_bcast_fn *reduce_bcast(mt_dtype dtype, mt_reduce_op op) {
     static reduce_bcast_fn *const fused[2][3] = {{rb_sum_f32, rb_max_f32, rb_min_f32},
@@ -492,7 +496,7 @@ static mt_status all_reduce_large(mt_ctx *ctx, mt_group *g, tgroup *tg, uint64_t
     for (int j = 0, k = 1; j < P; j++)
         if (j != r) src[k++] = tg->ranks[j].send;
     if (dtype != MT_BF16) {
-        reduce_bcast(dtype, op)(src, P, lo, (void *const *)src, P, lo, hi - lo);
+        reduce_bcast(dtype, op)(src, P, lo, (void *const *)src, P, lo, hi - lo, false);
         return finish(ctx, g, tg, n);
     }
     /* bf16: accumulate a block in f32 (one rounding), then push the result */
@@ -700,7 +704,8 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
             dst[j] = ap[j].recv;
         }
         if (p->dtype != MT_BF16) {
-            reduce_bcast(p->dtype, p->op)(src, P, lo, dst, P, lo, n);
+            reduce_bcast(p->dtype, p->op)(src, P, lo, dst, P, lo, n,
+                                          p->count * es >= STREAM_MIN_BYTES);
             return;
         }
         for (size_t k = lo; k < lo + n; k += BLOCK_ELEMS(es)) {
@@ -740,7 +745,8 @@ static void async_chunk(mt_ctx *ctx, const mt_group *g, const aptr *ap, const mt
         return;
     }
     void *const dst[1] = {ap[d].recv};
-    reduce_bcast(p->dtype, p->op)(src, P, d * p->count + lo, dst, 1, lo, n);
+    reduce_bcast(p->dtype, p->op)(src, P, d * p->count + lo, dst, 1, lo, n,
+                                  (size_t)P * p->count * es >= STREAM_MIN_BYTES);
 }
 
 /* Starts p: waits (rarely) until its ring entry is free, publishes this
