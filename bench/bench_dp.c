@@ -53,10 +53,12 @@ typedef struct {
     const char   *name;
     mt_gpt_config cfg;
     int           B, T;   /* global batch */
+    int           rounds; /* of every row in turn (the short v50k steps see more of
+                             the shared host's bursts: more rounds) */
 } bench_model;
 static const bench_model MODELS[] = {
-    {"v50k", {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304}, 8, 64},
-    {"c768", {.L = 4, .C = 768, .NH = 12, .maxT = 256, .V = 50257, .Vp = 50304}, 4, 256},
+    {"v50k", {.L = 4, .C = 256, .NH = 4, .maxT = 64, .V = 50257, .Vp = 50304}, 8, 64, 5},
+    {"c768", {.L = 4, .C = 768, .NH = 12, .maxT = 256, .V = 50257, .Vp = 50304}, 4, 256, 3},
 };
 enum { WARMUP = 2, N_MODELS = sizeof MODELS / sizeof MODELS[0] };
 
@@ -213,7 +215,7 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     return tok_s;
 }
 
-/* The table of one model: every row, ROUNDS times in turn. */
+/* The table of one model: every row, m->rounds times in turn. */
 static void bench_model_rows(const bench_model *m, const char *path, int steps) {
     printf("\n%s GPT (L=%d C=%d NH=%d T=%d V=%d), global batch B=%d, AdamW, %d timed steps a "
            "run\n", m->name, m->cfg.L, m->cfg.C, m->cfg.NH, m->T, m->cfg.V, m->B, steps);
@@ -229,34 +231,35 @@ static void bench_model_rows(const bench_model *m, const char *path, int steps) 
         {"tp2", "tensor=2", 0, 2, false, 0}, {"tp2-sp", "tensor=2", 0, 2, true, -1},
         {"tp2-sp-cm", "tensor=2", 0, 2, true, 1},
     };
-    enum { N_ROWS = sizeof rows / sizeof rows[0], ROUNDS = 3 };
+    enum { N_ROWS = sizeof rows / sizeof rows[0], MAX_ROUNDS = 5 };
+    const int rounds = m->rounds < MAX_ROUNDS ? m->rounds : MAX_ROUNDS;
     /* rounds of every row in turn, the median per row: the machine's noise
      * (shared cores) then hits every row alike */
-    double tps[N_ROWS][ROUNDS];
+    double tps[N_ROWS][MAX_ROUNDS];
     float losses[N_ROWS];
-    for (int r = 0; r < ROUNDS; r++)
+    for (int r = 0; r < rounds; r++)
         for (int k = 0; k < N_ROWS; k++)
             tps[k][r] = run(m, path, &rows[k], steps, &losses[k], NULL, NULL);
     char trace[] = "/tmp/meshtrain-bench-dp-trace-XXXXXX";
     int tfd = mkstemp(trace);
     if (tfd >= 0) close(tfd);
     printf("%-14s %12s %8s %9s %10s   (medians of %d rounds; the ratios per round)\n", "row",
-           "tokens/s", "ratio", "vs 2thr", "loss", ROUNDS);
+           "tokens/s", "ratio", "vs 2thr", "loss", rounds);
     /* the ratios pair each round's row with that round's baselines, so that
      * the machine's slow drifts (shared cores) cancel: their medians (taken
      * before bench_median sorts the rows' own times) */
     double vs_base[N_ROWS], vs_both[N_ROWS];
     for (int k = 0; k < N_ROWS; k++) {
-        double r_base[ROUNDS], r_both[ROUNDS];
-        for (int r = 0; r < ROUNDS; r++) {
+        double r_base[MAX_ROUNDS], r_both[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
             r_base[r] = tps[k][r] / tps[0][r];
             r_both[r] = tps[k][r] / tps[1][r];
         }
-        vs_base[k] = bench_median(r_base, ROUNDS);
-        vs_both[k] = bench_median(r_both, ROUNDS);
+        vs_base[k] = bench_median(r_base, rounds);
+        vs_both[k] = bench_median(r_both, rounds);
     }
     for (int k = 0; k < N_ROWS; k++) {
-        double t = bench_median(tps[k], ROUNDS);
+        double t = bench_median(tps[k], rounds);
         double inflight = NAN, exposed = NAN, traced = NAN, predicted = NAN;
         char hidden[160] = "";
         /* the trace of one more (untimed) run's last step, so that writing
