@@ -276,6 +276,45 @@ MT_TEST(fsdp_prefetches_the_gathers) {
     unlink(path);
 }
 
+/* ZeRO-1 over data=2: every forward pvary of a gathered parameter reads the
+ * gathered bytes (no copy; plan.c step 0), and the bytes it reads are the
+ * all-gather's output; a step still trains the one-device run
+ * (gpt_layouts_equal_one_device). On a one-device axis (data=1) no pvary is
+ * made at all, so no gradient is reduced. */
+MT_TEST(zero1_pvary_reads_the_gathered_bytes) {
+    char path[] = "/tmp/mt_test_strategies_XXXXXX";
+    mt_test_write_text(path);
+    mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
+    c.mesh = "data=2";
+    c.zero = 1;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    const mt_graph *g = mt_trainer_graph(tr);
+    int after_gather = 0, aliased = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        const mt_op_call *pv = &g->nodes[i].call;
+        if (pv->op != MT_OP_PVARY) continue;
+        for (int j = 0; j < i; j++) {
+            const mt_op_call *ag = &g->nodes[j].call;
+            if (ag->op != MT_OP_ALL_GATHER || ag->out != pv->in[0]) continue;
+            after_gather++;
+            aliased += pv->out->data == ag->out->data;
+        }
+    }
+    MT_CHECK(after_gather >= 4 && aliased == after_gather, "%d of %d pvaries of gathered "
+             "parameters read the gathered bytes", aliased, after_gather);
+    mt_trainer_free(tr);
+    c.mesh = "data=1";
+    c.zero = 0;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    g = mt_trainer_graph(tr);
+    int pvaries = 0;
+    for (int i = 0; i < g->n_nodes; i++) pvaries += g->nodes[i].call.op == MT_OP_PVARY;
+    MT_CHECK(pvaries == 0, "data=1: %d pvary nodes (nothing differs over one device)", pvaries);
+    mt_trainer_free(tr);
+    unlink(path);
+}
+
 MT_TEST(trainer_refuses_bad_layouts) {
     mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     mt_trainer *tr = NULL;

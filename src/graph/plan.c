@@ -309,34 +309,30 @@ static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *un
     return MT_OK;
 }
 
-/* How many nodes write the storage of t (an output, a second output or an
- * aux buffer), and the index of the last. */
-static int writers(const mt_graph *g, mt_tensor *t, int *last) {
-    int n = 0;
+/* Per storage root (by tensor id): how many nodes write it (an output, a
+ * second output or an aux buffer) and the index of the last, in one pass. */
+typedef struct {
+    int n, last;
+} writes;
+
+static writes *count_writes(const mt_graph *g) {
+    writes *w = calloc((size_t)g->n_tensors + 1, sizeof *w);
+    if (!w) return NULL;
     for (int i = 0; i < g->n_nodes; i++) {
         const mt_op_call *c = &g->nodes[i].call;
-        mt_tensor *w[4] = {c->out, c->out2, c->aux[0], c->aux[1]};
-        for (int k = 0; k < 4; k++)
-            if (w[k] && mt__storage_root(w[k]) == t) {
-                n++;
-                *last = i;
-                break;
-            }
+        mt_tensor *out[4] = {c->out, c->out2, c->aux[0], c->aux[1]};
+        for (int k = 0; k < 4; k++) {
+            if (!out[k]) continue;
+            bool again = false;   /* two outputs of one node on one storage count once */
+            for (int j = 0; j < k; j++)
+                again |= out[j] && mt__storage_root(out[j]) == mt__storage_root(out[k]);
+            if (again) continue;
+            writes *r = &w[mt__storage_root(out[k])->id];
+            r->n++;
+            r->last = i;
+        }
     }
-    return n;
-}
-
-/* Whether node i is the only node that writes t's storage. */
-static bool only_writer(const mt_graph *g, mt_tensor *t, int i) {
-    int last = -1;
-    return writers(g, mt__storage_root(t), &last) == 1 && last == i;
-}
-
-/* Whether t's storage is written by exactly one node, a forward one before
- * forward node i. */
-static bool written_once_before(const mt_graph *g, mt_tensor *t, int i) {
-    int last = -1;
-    return writers(g, t, &last) == 1 && last < i;
+    return w;
 }
 
 mt_status mt__plan_buffers(mt_graph *g) {
@@ -348,14 +344,20 @@ mt_status mt__plan_buffers(mt_graph *g) {
      *    parameter (data parallelism's marker on every replicated one), or
      *    a value written once before it (ZeRO-1's gathered parameter). The
      *    input's storage then lives as long as the output is read (touch). */
+    writes *w = count_writes(g);
+    if (!w) return mt_fail(MT_ENOMEM, "out of memory planning buffers");
     for (int i = 0; i < g->n_forward; i++) {
         const mt_op_call *c = &g->nodes[i].call;
+        if (c->op != MT_OP_PVARY) continue;
         mt_tensor *in = mt__storage_root(c->in[0]);
-        if (c->op == MT_OP_PVARY && !c->acc && !c->out->view_of && !in->data_of &&
-            !is_persistent(g, c->out) &&
-            (is_persistent(g, in) || written_once_before(g, in, i)) && only_writer(g, c->out, i))
+        const writes *wi = &w[in->id], *wo = &w[mt__storage_root(c->out)->id];
+        bool in_fixed = is_persistent(g, in) || (wi->n == 1 && wi->last < i);
+        bool out_only = wo->n == 1 && wo->last == i;
+        if (!c->acc && !c->out->view_of && !in->data_of && !is_persistent(g, c->out) &&
+            in_fixed && out_only)
             c->out->data_of = in;
     }
+    free(w);
 
     /* 1. Lifetimes, in run order: forward nodes, then B, then W. */
     int pos = 0;
