@@ -20,6 +20,7 @@
  */
 #include "graph/graph_impl.h"   /* sync_reduce: the reductions as they come */
 #include "harness.h"
+#include "pvary_loss.h"
 #include "meshtrain.h"
 #include "train_helpers.h"
 
@@ -234,14 +235,8 @@ static mt_status exact_device(mt_ctx *ctx, void *arg) {
     if (s != MT_OK) return s;
     mt_graph *g = mt_graph_create();
     if ((s = mt_graph_set_ctx(g, ctx)) != MT_OK) { mt_graph_free(g); return s; }
-    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){NX}), *p[NP], *loss = NULL;
-    for (int k = 0; k < NP; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "p%d", k);
-        p[k] = mt_param(g, name, 1, (int64_t[]){NX}, (mt_init){MT_INIT_ZEROS, 0});
-        mt_tensor *term = mt_sum(g, mt_mul(g, x, mt_graph_pvary(g, p[k], data)));
-        loss = loss ? mt_add(g, loss, term) : term;
-    }
+    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){NX}), *p[NP];
+    mt_tensor *loss = mt_test_pvary_loss(g, x, NP, NX, data, p);
     s = mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1, .grad_reduce = MT_PRECISION_BF16});
     if (s == MT_OK) {
         g->sync_reduce = sync;

@@ -20,6 +20,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "pvary_loss.h"
 #include "graph/graph_impl.h"   /* defer_until, sync_reduce, marking gradients zero */
 
 #include <unistd.h>
@@ -249,14 +250,8 @@ static mt_status many_device(mt_ctx *ctx, void *arg) {
     DEV_OK(mt_ctx_axes(ctx, "data", &data));
     mt_graph *g = mt_graph_create();
     DEV_OK(mt_graph_set_ctx(g, ctx));
-    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){N}), *p[NP], *loss = NULL;
-    for (int k = 0; k < NP; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "p%d", k);
-        p[k] = mt_param(g, name, 1, (int64_t[]){N}, (mt_init){MT_INIT_ZEROS, 0});
-        mt_tensor *term = mt_sum(g, mt_mul(g, x, mt_graph_pvary(g, p[k], data)));
-        loss = loss ? mt_add(g, loss, term) : term;
-    }
+    mt_tensor *x = mt_input(g, "x", MT_F32, 1, (int64_t[]){N}), *p[NP];
+    mt_tensor *loss = mt_test_pvary_loss(g, x, NP, N, data, p);
     DEV_OK(mt_graph_compile(g, loss, NULL));
     fill(x, me, 1);
     float mine[MT_MAX_PENDING][8];   /* the caller's own requests' buffers */
