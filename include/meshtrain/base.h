@@ -106,6 +106,49 @@ double mt_time_now(void);
 void mt_set_num_threads(int n);
 int  mt_get_num_threads(void);
 
+/* ======================================================================== */
+/* Kernel level (the CPU's vector instructions)                              */
+/* ======================================================================== */
+
+/* The vector instruction sets meshtrain's own kernels (softmax and
+ * cross-entropy, GELU, layernorm, attention's softmax, AdamW, the
+ * collectives' adds) are built for, in one binary; each process runs one
+ * level, picked from the CPU's features at start-up. Ordered: a level runs
+ * on every CPU that has a higher one of the same architecture.
+ *   generic  portable C, one lane (any CPU)
+ *   neon     aarch64 Advanced SIMD, 4 lanes
+ *   avx2     x86-64 AVX2 + FMA, 8 lanes
+ *   avx512   x86-64 AVX-512 F, BW, DQ and VL, 16 lanes */
+typedef enum mt_cpu_isa {
+    MT_ISA_GENERIC = 0,
+    MT_ISA_NEON    = 1,
+    MT_ISA_AVX2    = 2,
+    MT_ISA_AVX512  = 3,
+} mt_cpu_isa;
+
+/* The level's name as MT_CPU_ISA spells it ("avx2"), or "?" for none. */
+const char *mt_cpu_isa_name(mt_cpu_isa isa);
+
+/* The best level this CPU (and the operating system, for the vector
+ * registers' state) and this build support, ignoring any cap. */
+mt_cpu_isa mt_cpu_isa_best(void);
+
+/* Caps the level: `name` is a level's name, or NULL to read the
+ * environment variable MT_CPU_ISA (unset or empty: no cap). The level in
+ * use becomes the lower of the cap and mt_cpu_isa_best(): like oneDNN's
+ * ONEDNN_MAX_CPU_ISA, a cap above what the CPU has is no error. Call it
+ * before the first kernel runs (the CLI does, at start); a later call
+ * changes the level for kernels called afterwards. The cap also caps
+ * oneDNN's ISA (bf16 products) unless ONEDNN_MAX_CPU_ISA is set, and only
+ * if oneDNN has not run yet. MT_EINVAL for a name that is no level, naming
+ * the levels. */
+mt_status mt_set_cpu_isa(const char *name);
+
+/* The level the kernels run at. The first call without an mt_set_cpu_isa
+ * before it applies MT_CPU_ISA (an invalid value there is ignored with one
+ * line on stderr; mt_set_cpu_isa(NULL) reports it as an error instead). */
+mt_cpu_isa mt_get_cpu_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

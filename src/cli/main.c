@@ -151,5 +151,11 @@ int main(int argc, char **argv) {
         print_usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    /* the kernel level, capped by MT_CPU_ISA: a misspelt value fails every
+     * command here rather than running at a level nobody asked for */
+    if (mt_set_cpu_isa(NULL) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return CLI_EXIT_USAGE;
+    }
     return finish_stdout(dispatch(argv[1], argc - 2, argv + 2));
 }
