@@ -12,7 +12,11 @@
  *    "allreduce": {"threads": {"latency_us": 0.4, "busbw_gbs": 11.2},
  *                  "mpi": {"latency_us": 0.2, "busbw_gbs": 2.0}},
  *    "nominal_gflops": 524.8, "nominal_ghz": 4.1,
- *    "measured_at": "2026-11-30T23:40:00Z"}
+ *    "measured_at": "2026-11-30T23:40:00Z",
+ *    "fma_gflops_by_isa": {"generic": {"1": 16.3, "all": 32.5}, "neon": null,
+ *                          "avx2": {"1": 131.0, "all": 260.1},
+ *                          "avx512": {"1": 262.1, "all": 519.8}},
+ *    "cpu_isa": {"best": "avx512", "in_use": "avx512", "onednn": "avx512_core_bf16"}}
  *
  * "1" is one thread, "all" every core. GFLOP/s count a fused multiply-add as
  * 2 flops. triad_gbs counts bytes as STREAM does: the triad
@@ -20,6 +24,14 @@
  * busbw is nccl-tests' bus bandwidth of a 2-device all-reduce (algbw x
  * 2(P-1)/P); latency_us is the time of an 8-byte all-reduce. "mpi" is null
  * unless the probe ran under mpirun with more than one rank.
+ *
+ * "fma_gflops" is the FMA peak at the CPU's best kernel level;
+ * "fma_gflops_by_isa" has it at every level (mt_cpu_isa, base.h), null for a
+ * level the CPU lacks, so that a run capped at a lower level (MT_CPU_ISA)
+ * finds its own roof. "cpu_isa" is what the probe saw: the best level, the
+ * level its process ran at, and oneDNN's ISA (its bf16 products). These two
+ * keys came later: the reader accepts a file without them (the figures NAN,
+ * the strings "").
  *
  * Part of the public API; programs include <meshtrain.h>, which includes this.
  */
@@ -45,7 +57,12 @@ typedef struct {
     char   blas_core[32];         /* openblas_get_corename(): "Cooperlake", "Haswell", ... */
     double sgemm_gflops_1, sgemm_gflops_all;
     int    sgemm_size;            /* the sgemm's m = n = k */
-    double fma_gflops_1, fma_gflops_all;
+    double fma_gflops_1, fma_gflops_all;     /* at the best level (isa_best) */
+    double fma_isa_gflops_1[4], fma_isa_gflops_all[4];
+                                  /* [mt_cpu_isa]: the FMA peak with each kernel level's
+                                     registers (generic one lane, neon 4, avx2 8, avx512
+                                     16 floats); NAN for a level this CPU lacks, and for
+                                     every level in a file that predates them */
     double bf16_gflops_1, bf16_gflops_all;   /* bf16 dot products (VDPBF16PS) on registers:
                                                 the peak of bf16 matrix products; NAN
                                                 without AVX512-BF16 */
@@ -57,15 +74,25 @@ typedef struct {
     double nominal_gflops;        /* cores x FMA units x SIMD floats x 2 x GHz; NAN: unknown */
     double nominal_ghz;           /* the frequency it used; NAN: unknown */
     char   measured_at[32];       /* ISO 8601, UTC */
+    char   isa_best[16];          /* mt_cpu_isa_name(mt_cpu_isa_best()); "" in older files */
+    char   isa_in_use[16];        /* the level the probe ran at (MT_CPU_ISA caps it); "" */
+    char   onednn_isa[48];        /* oneDNN's effective ISA then ("avx512_core_amx"),
+                                     "none" in a build without oneDNN; "" in older files */
 } mt_machine;
+
+/* The FMA peak of kernel level `isa` in *m, on all cores (`all`) or one
+ * thread; NAN when the file has none for it (a level this CPU lacks, a file
+ * that predates the levels). */
+double mt_machine_isa_gflops(const mt_machine *m, mt_cpu_isa isa, bool all);
 
 /* Writes `m` to `path` as the JSON above (replacing the file). MT_EIO, with
  * the path and the system's reason, when it cannot be written. */
 mt_status mt_machine_write(const mt_machine *m, const char *path);
 
 /* Reads a file written by mt_machine_write into *out. The reader is strict:
- * every key must be present once, with its type (a number, a string, an
- * object, or null where a figure may be unknown), and no other key.
+ * every key must be present once (but "fma_gflops_by_isa" and "cpu_isa",
+ * which older files lack), with its type (a number, a string, an object, or
+ * null where a figure may be unknown), and no other key.
  * MT_EIO when the file cannot be read; MT_EFORMAT otherwise, with a message
  * naming the file, the byte offset and what was expected there. *out is
  * unspecified after a failure. */

@@ -33,4 +33,9 @@ bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used
  * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
 double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
 
+/* oneDNN's effective ISA (the one its bf16 products run), as
+ * ONEDNN_MAX_CPU_ISA spells it ("avx512_core_amx", "avx2"), into buf (n
+ * bytes); "none" in a build without oneDNN. */
+void cli_onednn_isa(char *buf, size_t n);
+
 #endif /* MT_CLI_BENCH_MACHINE_H */

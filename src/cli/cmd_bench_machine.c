@@ -23,9 +23,12 @@
 #include <mpi.h>
 #endif
 
+#ifdef MT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include <cblas.h>
 #include <errno.h>
-#include <immintrin.h>
 #include <libgen.h>
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +37,12 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 static const char MACHINE_USAGE[] =
     "usage: meshtrain bench machine [--out FILE] [--quick]\n"
@@ -50,12 +59,41 @@ static const char MACHINE_USAGE[] =
     "  mpirun -np 2 meshtrain bench machine --out machine.json\n";
 
 typedef struct {
-    bool   quick;
-    int    cores;
-    bool   avx512, avx2;
-    bool   bf16;   /* AVX512-BF16 */
-    bool   dot;    /* the peak loops run bf16 dot products instead of FMAs */
+    bool       quick;
+    int        cores;
+    mt_cpu_isa best;    /* mt_cpu_isa_best(): the levels up to it run here */
+    bool       bf16;    /* AVX512-BF16 (and AVX-512 F) */
+    mt_cpu_isa level;   /* the FMA loop fma_run runs */
+    bool       dot;     /* the peak loops run bf16 dot products instead of FMAs */
 } probe;
+
+/* SIMD floats of a level's vector register. */
+static int level_lanes(mt_cpu_isa isa) {
+    return isa == MT_ISA_AVX512 ? 16 : isa == MT_ISA_AVX2 ? 8 : isa == MT_ISA_NEON ? 4 : 1;
+}
+
+/* Whether this build has an FMA loop for level `isa` (another
+ * architecture's has none). */
+static bool level_of_this_arch(mt_cpu_isa isa) {
+#if defined(__x86_64__)
+    return isa != MT_ISA_NEON;
+#elif defined(__aarch64__)
+    return isa == MT_ISA_GENERIC || isa == MT_ISA_NEON;
+#else
+    return isa == MT_ISA_GENERIC;
+#endif
+}
+
+/* Whether this CPU runs VDPBF16PS: libgcc's probe, which checks that the OS
+ * saves the zmm registers too. */
+static bool cpu_has_bf16_dot(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
 
 /* ======================================================================== */
 /* The CPU: name, flags, frequency, the default file                         */
@@ -147,6 +185,35 @@ static void blas_kernel(const char *flags, char *core, size_t n, char *note, siz
                  env ? " (OPENBLAS_CORETYPE=" : "", env ? env : "", env ? ")" : "", best, best);
 }
 
+#ifdef MT_HAVE_DNNL
+/* dnnl_cpu_isa_t's names as ONEDNN_MAX_CPU_ISA spells them (lower case) */
+static const char *dnnl_isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41:             return "sse41";
+    case dnnl_cpu_isa_avx:               return "avx";
+    case dnnl_cpu_isa_avx2:              return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:         return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:       return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:  return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:  return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:   return "avx512_core_amx";
+    case dnnl_cpu_isa_all:               return "all";
+    default:                             return NULL;
+    }
+}
+#endif
+
+void cli_onednn_isa(char *buf, size_t n) {
+#ifdef MT_HAVE_DNNL
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    const char *name = dnnl_isa_name(isa);
+    if (name) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "isa 0x%x", (unsigned)isa);   /* a newer oneDNN's */
+#else
+    snprintf(buf, n, "none");
+#endif
+}
+
 /* ======================================================================== */
 /* Threads that start together                                               */
 /* ======================================================================== */
@@ -202,10 +269,70 @@ static double team_max(const team *t) {
 
 /* Each returns the flops it did: `iters` rounds of one FMA on every
  * accumulator, 2 flops per lane. The accumulators are independent chains, more
- * than latency x units (4 x 2 on current cores), so the FMA units never wait. */
+ * than latency x units (4 x 2 on current cores), so the FMA units never wait.
+ * The x86 loops carry their instruction set in a target attribute, so that a
+ * portable build (-DMT_NATIVE=OFF) has them too; fma_run calls one only when
+ * the CPU has its instructions. */
 #define FMA4(v, a, b) v##0 = F(v##0, a, b), v##1 = F(v##1, a, b), v##2 = F(v##2, a, b), \
                       v##3 = F(v##3, a, b)
 
+/* generic: portable C, one lane, as the generic kernels are. 16 float chains;
+ * the empty asm keeps each in a register of its own, so that the compiler
+ * cannot pack them into a vector (which would measure another level). A
+ * compiler that fuses a*x + y runs an FMA a round, else a multiply and an
+ * add: 2 flops either way. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SCALAR_REGS "+x"
+#elif defined(__aarch64__) && defined(__GNUC__)
+#define SCALAR_REGS "+w"
+#endif
+static double fma_generic(long iters, float *sink) {
+#define F(v, a, b) ((v) * (a) + (b))
+#define S(k) (1.0f + (k) * 1e-3f)
+    float a0 = S(0), a1 = S(1), a2 = S(2), a3 = S(3), b0 = S(4), b1 = S(5), b2 = S(6),
+          b3 = S(7), c0 = S(8), c1 = S(9), c2 = S(10), c3 = S(11), d0 = S(12), d1 = S(13),
+          d2 = S(14), d3 = S(15);
+#undef S
+    const float x = 0.9999999f, y = 1e-7f;
+    for (long i = 0; i < iters; i++) {
+        FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
+#ifdef SCALAR_REGS
+        /* two statements: an asm takes at most 30 operands, and "+" counts twice */
+        __asm__("" : SCALAR_REGS(a0), SCALAR_REGS(a1), SCALAR_REGS(a2), SCALAR_REGS(a3),
+                     SCALAR_REGS(b0), SCALAR_REGS(b1), SCALAR_REGS(b2), SCALAR_REGS(b3));
+        __asm__("" : SCALAR_REGS(c0), SCALAR_REGS(c1), SCALAR_REGS(c2), SCALAR_REGS(c3),
+                     SCALAR_REGS(d0), SCALAR_REGS(d1), SCALAR_REGS(d2), SCALAR_REGS(d3));
+#endif
+    }
+#undef F
+    *sink = a0 + a1 + a2 + a3 + b0 + b1 + b2 + b3 + c0 + c1 + c2 + c3 + d0 + d1 + d2 + d3;
+    return (double)iters * 16 * 2;
+}
+
+#if defined(__aarch64__)
+/* neon: 16 q-register accumulators of 4 floats (vfmaq_f32: v + x*y). */
+static double fma_neon(long iters, float *sink) {
+#define F(v, a, b) vfmaq_f32(b, v, a)
+#define V(k) vdupq_n_f32(1.0f + (k) * 1e-3f)
+    float32x4_t a0 = V(0), a1 = V(1), a2 = V(2), a3 = V(3), b0 = V(4), b1 = V(5), b2 = V(6),
+                b3 = V(7), c0 = V(8), c1 = V(9), c2 = V(10), c3 = V(11), d0 = V(12),
+                d1 = V(13), d2 = V(14), d3 = V(15);
+#undef V
+    const float32x4_t x = vdupq_n_f32(0.9999999f), y = vdupq_n_f32(1e-7f);
+    for (long i = 0; i < iters; i++) {
+        FMA4(a, x, y); FMA4(b, x, y); FMA4(c, x, y); FMA4(d, x, y);
+    }
+#undef F
+    float32x4_t s = vaddq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)),
+                              vaddq_f32(vaddq_f32(b0, b1), vaddq_f32(b2, b3)));
+    s = vaddq_f32(s, vaddq_f32(vaddq_f32(c0, c1), vaddq_f32(c2, c3)));
+    s = vaddq_f32(s, vaddq_f32(vaddq_f32(d0, d1), vaddq_f32(d2, d3)));
+    *sink = vaddvq_f32(s);
+    return (double)iters * 16 * 4 * 2;
+}
+#endif
+
+#if defined(__x86_64__)
 /* 16 zmm float accumulators a0..d3 with distinct starting values (identical
  * chains would be merged into one), and their sum into *sink. */
 #define ZV(k) _mm512_set1_ps(1.0f + (k) * 1e-3f)
@@ -269,14 +396,24 @@ __attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(long iters,
     ZMM16_SUM(sink);
     return (double)iters * 16 * 16 * 2 * 2;
 }
+#endif /* __x86_64__ */
 
 /* The sums land here, so that no loop is dead code. */
 static volatile float fma_sink;
 
+/* The loop of p->level (or the bf16 dots with p->dot), which the caller
+ * checked the CPU has (probe_has); 0 flops for one this build lacks. */
 static double fma_run(const probe *p, long iters, float *sink) {
     *sink = 0;
-    double fl = p->dot ? dot_bf16(iters, sink) : p->avx512 ? fma_avx512(iters, sink)
-              : p->avx2 ? fma_avx2(iters, sink) : 0;
+    double fl = 0;
+#if defined(__x86_64__)
+    if (p->dot) fl = dot_bf16(iters, sink);
+    else if (p->level == MT_ISA_AVX512) fl = fma_avx512(iters, sink);
+    else if (p->level == MT_ISA_AVX2) fl = fma_avx2(iters, sink);
+#elif defined(__aarch64__)
+    if (!p->dot && p->level == MT_ISA_NEON) fl = fma_neon(iters, sink);
+#endif
+    if (!p->dot && p->level == MT_ISA_GENERIC) fl = fma_generic(iters, sink);
     fma_sink = *sink;
     return fl;
 }
@@ -299,7 +436,8 @@ static void fma_member(team *t, int i) {
 
 /* GFLOP/s on `threads` threads: the sum of each thread's best. */
 static double fma_peak(const probe *p, int threads) {
-    if (p->dot ? !p->bf16 : !p->avx512 && !p->avx2) return NAN;
+    if (p->dot ? !p->bf16 : (int)p->level > (int)p->best || !level_of_this_arch(p->level))
+        return NAN;
     float sink = 0;
     double t0 = mt_time_now(), fl = fma_run(p, 1 << 20, &sink);   /* calibrate */
     double rate = fl / (mt_time_now() - t0);
@@ -439,14 +577,26 @@ static void print_row(const char *what, double one, double all, const char *unit
     printf("%-34s %10.1f %10.1f  %s\n", what, one, all, unit);
 }
 
-static void print_table(const mt_machine *m, const char *fma_isa, const char *ghz_src) {
+static void print_table(const mt_machine *m, const char *ghz_src) {
     char sg[64];
-    printf("machine: %s, %d cores, Open BLAS kernel %s\n\n", m->cpu, m->cores, m->blas_core);
+    const mt_cpu_isa best = mt_cpu_isa_best(), in_use = mt_get_cpu_isa();
+    printf("machine: %s, %d cores, Open BLAS kernel %s\n", m->cpu, m->cores, m->blas_core);
+    if (in_use == best)
+        printf("kernel level: %s (the best this CPU has)", m->isa_in_use);
+    else
+        printf("kernel level: %s, capped (MT_CPU_ISA=%s); this CPU's best is %s", m->isa_in_use,
+               getenv("MT_CPU_ISA") ? getenv("MT_CPU_ISA") : "", m->isa_best);
+    printf("; oneDNN ISA (bf16 products): %s\n\n", m->onednn_isa);
     printf("%-34s %10s %10s\n", "figure (best of repetitions)", "1 thread", "all cores");
     snprintf(sg, sizeof sg, "sgemm %d^3 (Open BLAS)", m->sgemm_size);
     print_row(sg, m->sgemm_gflops_1, m->sgemm_gflops_all, "GFLOP/s");
-    snprintf(sg, sizeof sg, "FMA peak, registers only (%s)", fma_isa);
-    print_row(sg, m->fma_gflops_1, m->fma_gflops_all, "GFLOP/s");
+    for (int l = (int)best; l >= 0; l--) {
+        const double one = mt_machine_isa_gflops(m, (mt_cpu_isa)l, false);
+        if (!isfinite(one)) continue;   /* another architecture's level */
+        snprintf(sg, sizeof sg, "FMA peak, registers only (%s)", mt_cpu_isa_name((mt_cpu_isa)l));
+        print_row(sg, one, mt_machine_isa_gflops(m, (mt_cpu_isa)l, true),
+                  l == (int)in_use ? "GFLOP/s  <- the kernels' level" : "GFLOP/s");
+    }
     if (isfinite(m->bf16_gflops_1))
         print_row("bf16 dot peak, registers (VDPBF16PS)", m->bf16_gflops_1, m->bf16_gflops_all,
                   "GFLOP/s");
@@ -465,7 +615,7 @@ static void print_table(const mt_machine *m, const char *fma_isa, const char *gh
         printf("%-34s %10.2f %10.2f\n", "mpi (the ranks of mpirun)", m->mpi.latency_us, m->mpi.busbw_gbs);
     else
         printf("%-34s %21s\n", "mpi", "not measured (run under mpirun -np 2)");
-    const int simd = strstr(fma_isa, "512") ? 16 : strstr(fma_isa, "AVX2") ? 8 : 4;
+    const int simd = level_lanes(best);
     if (isfinite(m->nominal_gflops))
         printf("\nnominal: %d cores x 2 FMA units (assumed) x %d floats x 2 flops x %.2f GHz (%s) "
                "= %.1f GFLOP/s; the FMA peak reaches %.0f %% of it%s\n", m->cores, simd,
@@ -514,9 +664,8 @@ int cli_bench_machine(int argc, char **argv) {
     if (!m.cpu[0]) snprintf(m.cpu, sizeof m.cpu, "unknown");
     cpuinfo("flags", flags, sizeof flags);
     mt_set_num_threads(0);
-    probe p = {.quick = quick, .cores = mt_get_num_threads(), .avx512 = has_flag(flags, "avx512f"),
-               .avx2 = has_flag(flags, "avx2") && has_flag(flags, "fma"),
-               .bf16 = has_flag(flags, "avx512_bf16")};
+    probe p = {.quick = quick, .cores = mt_get_num_threads(), .best = mt_cpu_isa_best(),
+               .bf16 = cpu_has_bf16_dot()};
     m.cores = p.cores;
     blas_kernel(flags, m.blas_core, sizeof m.blas_core, note, sizeof note);
     if (note[0]) printf("note: %s\n", note);
@@ -528,8 +677,17 @@ int cli_bench_machine(int argc, char **argv) {
     m.sgemm_size = n;
     m.sgemm_gflops_1 = cli_sgemm_gflops(n, n, n, 1, quick ? 2 : 3);
     m.sgemm_gflops_all = cli_sgemm_gflops(n, n, n, p.cores, quick ? 2 : 3);
-    m.fma_gflops_1 = fma_peak(&p, 1);
-    m.fma_gflops_all = fma_peak(&p, p.cores);
+    /* every level this CPU runs (fma_peak: NAN for another architecture's) */
+    for (int l = 0; l < (int)(sizeof m.fma_isa_gflops_1 / sizeof(double)); l++) {
+        p.level = (mt_cpu_isa)l;
+        m.fma_isa_gflops_1[l] = fma_peak(&p, 1);
+        m.fma_isa_gflops_all[l] = fma_peak(&p, p.cores);
+    }
+    m.fma_gflops_1 = m.fma_isa_gflops_1[p.best];
+    m.fma_gflops_all = m.fma_isa_gflops_all[p.best];
+    snprintf(m.isa_best, sizeof m.isa_best, "%s", mt_cpu_isa_name(p.best));
+    snprintf(m.isa_in_use, sizeof m.isa_in_use, "%s", mt_cpu_isa_name(mt_get_cpu_isa()));
+    cli_onednn_isa(m.onednn_isa, sizeof m.onednn_isa);
     p.dot = true;
     m.bf16_gflops_1 = fma_peak(&p, 1);
     m.bf16_gflops_all = fma_peak(&p, p.cores);
@@ -542,7 +700,7 @@ int cli_bench_machine(int argc, char **argv) {
     }
     const char *ghz_src;
     const double ghz = cpu_ghz(&ghz_src);
-    const int simd = p.avx512 ? 16 : p.avx2 ? 8 : 4;
+    const int simd = level_lanes(p.best);
     if (isfinite(ghz)) {
         m.nominal_ghz = ghz;
         m.nominal_gflops = p.cores * 2.0 * simd * 2.0 * ghz;
@@ -550,7 +708,7 @@ int cli_bench_machine(int argc, char **argv) {
     time_t now = time(NULL);
     strftime(m.measured_at, sizeof m.measured_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
-    print_table(&m, p.avx512 ? "AVX-512" : p.avx2 ? "AVX2" : "none", ghz_src);
+    print_table(&m, ghz_src);
     if (mt_machine_write(&m, out_path) != MT_OK) {
         cli_error("bench machine: %s", mt_errmsg());
         return CLI_EXIT_FAIL;

@@ -24,7 +24,9 @@ typedef enum {
     F_INT,        /* int, a whole number >= 0 */
     F_STR,        /* char[size] */
     F_OBJ,        /* a nested object: `sub` */
-    F_OBJ_NULL    /* a nested object or null: `sub`, presence in the bool at `flag` */
+    F_OBJ_NULL,   /* a nested object or null: `sub`, presence in the bool at `flag` */
+    F_OBJ_NAN     /* a nested object of F_NUMs, or null for all of them NAN (written
+                     when they all are) */
 } field_kind;
 
 typedef struct field {
@@ -34,6 +36,8 @@ typedef struct field {
     size_t              size;   /* F_STR: the buffer's size */
     const struct field *sub;    /* F_OBJ, F_OBJ_NULL: terminated by key == NULL */
     size_t              flag;   /* F_OBJ_NULL: offset of its bool */
+    bool                optional;   /* a key older files lack: the reader lets it be
+                                       absent (mt_machine_read's defaults stay) */
 } field;
 
 #define NUM(k, m) {.key = k, .kind = F_NUM, .off = offsetof(mt_machine, m)}
@@ -51,6 +55,19 @@ static const field TRIAD[] = {NUM("1", triad_gbs_1), NUM("all", triad_gbs_all),
                               INT("bytes_per_element", triad_bytes_per_element), {0}};
 static const field LINK_THREADS[] = LINK(threads);
 static const field LINK_MPI[] = LINK(mpi);
+#define LEVEL(isa) {NUM("1", fma_isa_gflops_1[isa]), NUM("all", fma_isa_gflops_all[isa]), {0}}
+static const field LEVEL_GENERIC[] = LEVEL(MT_ISA_GENERIC);
+static const field LEVEL_NEON[] = LEVEL(MT_ISA_NEON);
+static const field LEVEL_AVX2[] = LEVEL(MT_ISA_AVX2);
+static const field LEVEL_AVX512[] = LEVEL(MT_ISA_AVX512);
+/* the keys are mt_cpu_isa_name()'s */
+static const field BY_ISA[] = {{.key = "generic", .kind = F_OBJ_NAN, .sub = LEVEL_GENERIC},
+                               {.key = "neon", .kind = F_OBJ_NAN, .sub = LEVEL_NEON},
+                               {.key = "avx2", .kind = F_OBJ_NAN, .sub = LEVEL_AVX2},
+                               {.key = "avx512", .kind = F_OBJ_NAN, .sub = LEVEL_AVX512},
+                               {0}};
+static const field CPU_ISA[] = {STR("best", isa_best), STR("in_use", isa_in_use),
+                                STR("onednn", onednn_isa), {0}};
 static const field ALLREDUCE[] = {
     {.key = "threads", .kind = F_OBJ, .sub = LINK_THREADS},
     {.key = "mpi", .kind = F_OBJ_NULL, .sub = LINK_MPI, .flag = offsetof(mt_machine, has_mpi)},
@@ -63,7 +80,11 @@ static const field MACHINE[] = {
     {.key = "triad_gbs", .kind = F_OBJ, .sub = TRIAD},
     {.key = "allreduce", .kind = F_OBJ, .sub = ALLREDUCE},
     NUM("nominal_gflops", nominal_gflops), NUM("nominal_ghz", nominal_ghz),
-    STR("measured_at", measured_at), {0}};
+    STR("measured_at", measured_at),
+    {.key = "fma_gflops_by_isa", .kind = F_OBJ, .sub = BY_ISA, .optional = true},
+    {.key = "cpu_isa", .kind = F_OBJ, .sub = CPU_ISA, .optional = true}, {0}};
+
+#define N_LEVELS ((int)(sizeof ((mt_machine *)0)->fma_isa_gflops_1 / sizeof(double)))
 
 #define AT(base, f, type) ((type *)((char *)(base) + (f)->off))
 
@@ -101,6 +122,13 @@ static void put_object(FILE *f, const mt_machine *m, const field *fs, int depth)
             if (!*(const bool *)((const char *)m + x->flag)) { fputs("null", f); break; }
             /* fall through */
         case F_OBJ: put_object(f, m, x->sub, depth + 1); break;
+        case F_OBJ_NAN: {
+            bool any = false;
+            for (const field *y = x->sub; y->key; y++) any |= isfinite(*AT(m, y, const double));
+            if (any) put_object(f, m, x->sub, depth + 1);
+            else fputs("null", f);
+            break;
+        }
         }
     }
     fputc('}', f);
@@ -227,6 +255,11 @@ static mt_status get_value(reader *r, mt_machine *m, const field *x) {
         if (!*(bool *)((char *)m + x->flag)) return MT_OK;
         /* fall through */
     case F_OBJ: return get_object(r, m, x->sub);
+    case F_OBJ_NAN:
+        skip_ws(r);
+        if (!take_word(r, "null")) return get_object(r, m, x->sub);
+        for (const field *y = x->sub; y->key; y++) *AT(m, y, double) = NAN;
+        return MT_OK;
     }
     return MT_EINTERNAL;
 }
@@ -254,7 +287,7 @@ static mt_status get_object(reader *r, mt_machine *m, const field *fs) {
         if (k == n || seen[k]) {
             char want[256] = "";
             for (int j = 0; j < n; j++)
-                if (!seen[j])
+                if (!seen[j] && strlen(want) + strlen(fs[j].key) + 8 < sizeof want)
                     snprintf(want + strlen(want), sizeof want - strlen(want), "%s\"%s\"",
                              want[0] ? ", " : "", fs[j].key);
             r->i = key_at;
@@ -268,7 +301,7 @@ static mt_status get_object(reader *r, mt_machine *m, const field *fs) {
     }
     if (s == MT_OK) s = take(r, '}', "'}'");
     for (int k = 0; s == MT_OK && k < n; k++)
-        if (!seen[k]) {
+        if (!seen[k] && !fs[k].optional) {
             r->i--;   /* at the closing brace */
             char what[64];
             snprintf(what, sizeof what, "the key \"%s\" before the '}'", fs[k].key);
@@ -294,6 +327,7 @@ mt_status mt_machine_read(const char *path, mt_machine *out) {
                              path, MAX_BYTES);
     }
     memset(out, 0, sizeof *out);
+    for (int i = 0; i < N_LEVELS; i++) out->fma_isa_gflops_1[i] = out->fma_isa_gflops_all[i] = NAN;
     reader r = {.path = path, .s = buf, .n = n};
     mt_status s = get_object(&r, out, MACHINE);
     if (s == MT_OK) {
@@ -302,4 +336,9 @@ mt_status mt_machine_read(const char *path, mt_machine *out) {
     }
     free(buf);
     return s;
+}
+
+double mt_machine_isa_gflops(const mt_machine *m, mt_cpu_isa isa, bool all) {
+    if ((int)isa < 0 || (int)isa >= N_LEVELS) return NAN;
+    return all ? m->fma_isa_gflops_all[isa] : m->fma_isa_gflops_1[isa];
 }
