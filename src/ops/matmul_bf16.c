@@ -10,6 +10,11 @@
  * its own memory objects, whose data handles are set when it runs.
  * Scratchpads are ours (user mode), one per kernel thread, sized at plan
  * time, so no run allocates and no two threads share one.
+ *
+ * The fallback (bf16_impl.h): where oneDNN has no bf16 matmul, a plan is
+ * only its shape, and a run copies both operands into ws as f32 holding
+ * bf16 values (an f32 operand rounded with the native path's own cast, a
+ * bf16 one widened), then runs the fp32 product (mt__gemm_pool).
  */
 #include "ops/bf16_impl.h"
 #include "ops/kernels.h"
@@ -36,6 +41,8 @@ void mt__bf16_cast_pool(mt_pool *pool, uint16_t *dst, const float *src, int64_t 
 }
 
 size_t mt__bf16_ws_elems(const mt_bf16_gemm *p) {
+    if (p->fallback)   /* f32 copies of both: two bf16 elements each */
+        return (size_t)(2 * (p->M * p->K + p->K * p->N));
     return (size_t)((p->a16 || p->a_is16 ? 0 : p->M * p->K) +
                     (p->b16 || p->b_is16 ? 0 : p->K * p->N));
 }
@@ -44,6 +51,10 @@ size_t mt__bf16_ws_elems(const mt_bf16_gemm *p) {
 
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 /* One cached primitive: a block shape, its layout and accumulation. */
 typedef struct {
@@ -54,6 +65,7 @@ typedef struct {
 
 struct mt_bf16_engine {
     dnnl_engine_t  engine;
+    bool           fallback;              /* plans run as f32 sgemm (no bf16 matmul) */
     int            n_workers;
     dnnl_stream_t *streams;               /* (n_workers) */
     void         **scratch;               /* (n_workers) scratchpads of scratch_bytes */
@@ -92,8 +104,93 @@ static int single_omp(void) {
     return old;
 }
 
+/* ======================================================================== */
+/* The process's oneDNN: its ISA cap, and whether it has a bf16 matmul       */
+/* ======================================================================== */
+
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+/* Caps oneDNN's ISA to the kernel level (base.h's promise for MT_CPU_ISA)
+ * unless ONEDNN_MAX_CPU_ISA (or its old name DNNL_MAX_CPU_ISA) is set: it
+ * takes effect only before oneDNN's first call that reads the ISA, so
+ * every oneDNN entry of this file comes through here first. oneDNN refuses
+ * once it has run (another library in the process used it first): then it
+ * keeps its ISA, which is no error. */
+static void cap_isa(void) {
+#if defined(__x86_64__)
+    mt_cpu_isa level = mt_get_cpu_isa();
+    if (level >= MT_ISA_AVX512 || getenv("ONEDNN_MAX_CPU_ISA") || getenv("DNNL_MAX_CPU_ISA"))
+        return;
+    (void)dnnl_set_max_cpu_isa(level == MT_ISA_AVX2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
+#endif
+}
+
+static void dnnl_first(void) { pthread_once(&isa_once, cap_isa); }
+
+/* The primitive descriptor of a bf16 matmul a (m,k) · b (k,n) -> c (m,n)
+ * f32, out += when acc, with a user scratchpad, for the calling thread's
+ * OpenMP thread count; oneDNN's status. */
+static dnnl_status_t make_pd(dnnl_engine_t engine, bool acc, const dnnl_memory_desc_t *a,
+                             const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                             dnnl_primitive_desc_t *pd) {
+    *pd = NULL;
+    dnnl_matmul_desc_t desc;
+    dnnl_status_t st = dnnl_matmul_desc_init(&desc, a, b, NULL, c);
+    if (st != dnnl_success) return st;
+    dnnl_primitive_attr_t attr;
+    if ((st = dnnl_primitive_attr_create(&attr)) != dnnl_success) return st;
+    st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_post_ops_t po = NULL;
+    if (st == dnnl_success && acc && (st = dnnl_post_ops_create(&po)) == dnnl_success &&
+        (st = dnnl_post_ops_append_sum(po, 1.0f)) == dnnl_success)
+        st = dnnl_primitive_attr_set_post_ops(attr, po);
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &desc, attr, engine, NULL);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* -1: not asked yet; 1: oneDNN has no bf16 matmul here (fallback), 0: it
+ * has. Asked once per process: the ISA, all it depends on, is fixed once
+ * oneDNN has run. */
+static atomic_int no_bf16_matmul = -1;
+
+/* Asks oneDNN for what a plan makes, a bf16 matmul in every layout (either
+ * operand transposed, out = and +=), on a small product: *none is true when
+ * it says unimplemented for one of them. Any other failure is an error. */
+static mt_status ask_bf16_matmul(dnnl_engine_t engine, bool *none) {
+    *none = false;
+    const int64_t n = 32;
+    for (int f = 0; f < 8 && !*none; f++) {
+        bool ta = f & 1, tb = f & 2, acc = f & 4;
+        dnnl_memory_desc_t a, b, c;
+        dnnl_dims_t dims = {n, n}, plain = {n, 1}, trans = {1, n};
+        dnnl_status_t st = dnnl_memory_desc_init_by_strides(&a, 2, dims, dnnl_bf16, ta ? trans : plain);
+        if (st == dnnl_success)
+            st = dnnl_memory_desc_init_by_strides(&b, 2, dims, dnnl_bf16, tb ? trans : plain);
+        if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&c, 2, dims, dnnl_f32, plain);
+        dnnl_primitive_desc_t pd = NULL;
+        int old = omp_get_max_threads();
+        if (old != 1) omp_set_num_threads(1);
+        if (st == dnnl_success) st = make_pd(engine, acc, &a, &b, &c, &pd);
+        if (old != 1) omp_set_num_threads(old);
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        if (st == dnnl_unimplemented) *none = true;
+        else if (st != dnnl_success)
+            return mt_fail(st == dnnl_out_of_memory ? MT_ENOMEM : MT_EINTERNAL,
+                           "oneDNN: asking whether it has a bf16 matmul failed (%s, status %d); "
+                           "use --precision fp32", dnnl_msg(st), (int)st);
+    }
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Engines                                                                   */
+/* ======================================================================== */
+
 mt_status mt__bf16_engine_create(int n_workers, mt_bf16_engine **out) {
     *out = NULL;
+    dnnl_first();
     mt_bf16_engine *e = calloc(1, sizeof *e);
     if (!e) return mt_fail(MT_ENOMEM, "out of memory for the bf16 engine");
     e->n_workers = n_workers < 1 ? 1 : n_workers;
@@ -107,6 +204,15 @@ mt_status mt__bf16_engine_create(int n_workers, mt_bf16_engine **out) {
     for (int w = 0; s == MT_OK && w < e->n_workers; w++)
         if ((st = dnnl_stream_create(&e->streams[w], e->engine, dnnl_stream_default_flags)))
             s = mt_fail(MT_EINTERNAL, "oneDNN: cannot create a stream (%s)", dnnl_msg(st));
+    int known = atomic_load(&no_bf16_matmul);
+    if (s == MT_OK && known < 0) {   /* two threads asking at once get the same answer */
+        bool none = false;
+        if ((s = ask_bf16_matmul(e->engine, &none)) == MT_OK) {
+            known = none;
+            atomic_store(&no_bf16_matmul, known);
+        }
+    }
+    e->fallback = known == 1;
     if (s != MT_OK) {
         mt__bf16_engine_free(e);
         return s;
@@ -128,6 +234,23 @@ void mt__bf16_engine_free(mt_bf16_engine *e) {
     if (e->engine) dnnl_engine_destroy(e->engine);
     free(e);
 }
+
+bool mt__bf16_engine_fallback(const mt_bf16_engine *e) { return e->fallback; }
+void mt__bf16_engine_force_fallback(mt_bf16_engine *e) { e->fallback = true; }
+
+bool mt__bf16_fallback(void) {
+    int known = atomic_load(&no_bf16_matmul);
+    if (known >= 0) return known == 1;
+    mt_bf16_engine *e = NULL;   /* asks oneDNN, as the first engine does */
+    if (mt__bf16_engine_create(1, &e) != MT_OK) return false;
+    bool fb = e->fallback;
+    mt__bf16_engine_free(e);
+    return fb;
+}
+
+/* ======================================================================== */
+/* Plans                                                                     */
+/* ======================================================================== */
 
 /* A 2-D (rows, cols) memory descriptor of `dt` with row stride ld, or, when
  * trans, the transpose of a (cols, rows) matrix of row stride ld. */
@@ -160,20 +283,11 @@ static mt_status get_prim(mt_bf16_engine *e, const prim_entry *key, const dnnl_m
         e->cache = c2;
         e->cap_cache = cap;
     }
-    dnnl_matmul_desc_t desc;
-    DNNL_TRY(dnnl_matmul_desc_init(&desc, a, b, NULL, c), "a matmul descriptor");
-    dnnl_primitive_attr_t attr;
-    DNNL_TRY(dnnl_primitive_attr_create(&attr), "primitive attributes");
-    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    dnnl_post_ops_t po = NULL;
-    if (st == dnnl_success && key->acc && (st = dnnl_post_ops_create(&po)) == dnnl_success &&
-        (st = dnnl_post_ops_append_sum(po, 1.0f)) == dnnl_success)
-        st = dnnl_primitive_attr_set_post_ops(attr, po);
     dnnl_primitive_desc_t pd = NULL;
     /* made for one thread, as it runs (a primitive sizes its work split
      * for the OpenMP thread count it sees here) */
     int old = single_omp();
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, e->engine, NULL);
+    dnnl_status_t st = make_pd(e->engine, key->acc, a, b, c, &pd);
     dnnl_primitive_t prim = NULL;
     if (st == dnnl_success) st = dnnl_primitive_create(&prim, pd);
     if (old != 1) omp_set_num_threads(old);
@@ -181,8 +295,6 @@ static mt_status get_prim(mt_bf16_engine *e, const prim_entry *key, const dnnl_m
     if (st == dnnl_success)
         pad = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     if (pd) dnnl_primitive_desc_destroy(pd);
-    if (po) dnnl_post_ops_destroy(po);
-    dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success)
         return mt_fail(st == dnnl_out_of_memory ? MT_ENOMEM : MT_EINTERNAL,
                        "oneDNN: no bf16 matmul for (%lld,%lld)·(%lld,%lld)%s%s (%s, status %d)",
@@ -243,6 +355,10 @@ mt_status mt__bf16_gemm_plan(mt_bf16_engine *e, bool ta, bool tb, int64_t M, int
     p->N = N;
     p->K = K;
     p->split_rows = M >= N;
+    p->fallback = e->fallback;
+    p->n_blocks = 0;
+    p->blocks = NULL;
+    if (p->fallback) return MT_OK;   /* mt__gemm_pool splits it when it runs */
     int64_t side = p->split_rows ? M : N, other = p->split_rows ? N : M;
     /* one block per thread, each at least ~1 MFLOP and a multiple of 16 rows
      * or columns (the micro-kernels' width), as the fp32 products split */
@@ -277,6 +393,10 @@ void mt__bf16_gemm_free(mt_bf16_gemm *p) {
     free(p->blocks);
     p->blocks = NULL;
 }
+
+/* ======================================================================== */
+/* Runs                                                                      */
+/* ======================================================================== */
 
 typedef struct {
     const mt_bf16_gemm *p;
@@ -324,6 +444,40 @@ static void range_blocks(void *arg, int64_t b0, int64_t b1, int w) {
     }
 }
 
+/* The fallback's operand copies: dst (n) f32 = src16 (n) widened, or, when
+ * src16 is NULL, src (n) rounded to bf16 (mt__f32_to_bf16, the native
+ * path's cast) and widened back. */
+typedef struct { float *dst; const float *src; const uint16_t *src16; } widen_job;
+
+static void range_widen(void *arg, int64_t i0, int64_t i1, int w) {
+    const widen_job *j = arg;
+    if (j->src16) {
+        mt__bf16_to_f32(j->dst + i0, j->src16 + i0, (size_t)(i1 - i0));
+        return;
+    }
+    uint16_t tmp[2048];   /* (chunk) the bf16 values on their way */
+    for (int64_t i = i0; i < i1; i += 2048) {
+        size_t n = (size_t)(i1 - i < 2048 ? i1 - i : 2048);
+        mt__f32_to_bf16(tmp, j->src + i, n);
+        mt__bf16_to_f32(j->dst + i, tmp, n);
+    }
+}
+
+/* C (M,N) (+)= op(A) · op(B) (+ bias) in f32 on the operands' bf16 values:
+ * A16 / B16 when non-NULL, else A / B rounded. */
+static void run_fallback(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
+                         const uint16_t *A16, const float *B, const uint16_t *B16,
+                         const float *bias, float *C, bool acc) {
+    assert(p->ws && (uintptr_t)p->ws % alignof(float) == 0 &&
+           "the bf16 fallback's workspace must hold f32 (mt__bf16_ws_elems, from malloc)");
+    float *Af = (float *)(void *)p->ws;   /* (M·K) op(A) */
+    float *Bf = Af + p->M * p->K;         /* (K·N) op(B) */
+    widen_job ja = {Af, A, A16}, jb = {Bf, B, B16};
+    mt_pool_run(env->pool, p->M * p->K, CAST_GRAIN, range_widen, &ja);
+    mt_pool_run(env->pool, p->K * p->N, CAST_GRAIN, range_widen, &jb);
+    mt__gemm_pool(env, p->ta, p->tb, p->M, p->N, p->K, Af, Bf, bias, C, acc ? 1.0f : 0.0f);
+}
+
 void mt__bf16_gemm_run(const mt_op_env *env, const mt_bf16_gemm *p, const float *A,
                        const float *B, const float *bias, float *C, bool acc) {
     mt__bf16_gemm_run16(env, p, A, NULL, B, NULL, bias, C, acc);
@@ -337,6 +491,10 @@ void mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const floa
      * gathered weight), else the weight's copy or a cast below */
     if (!A16) A16 = p->a_is16 ? (const uint16_t *)A : p->a16;
     if (!B16) B16 = p->b_is16 ? (const uint16_t *)B : p->b16;
+    if (p->fallback) {
+        run_fallback(env, p, A, A16, B, B16, bias, C, acc);
+        return;
+    }
     if (!A16) {   /* activations: cast as the product reads them */
         mt__bf16_cast_pool(env->pool, ws, A, p->M * p->K);
         A16 = ws;
@@ -353,6 +511,8 @@ void mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const floa
 mt_status mt__bf16_available(void) { return MT_OK; }
 
 bool mt__bf16_native(void) {
+    dnnl_first();   /* reading the ISA fixes it: cap it first */
+    if (mt__bf16_fallback()) return false;
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     return ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
            (unsigned)dnnl_cpu_isa_avx512_core_bf16;
@@ -371,6 +531,9 @@ mt_status mt__bf16_engine_create(int n_workers, mt_bf16_engine **out) {
     return no_dnnl();
 }
 void mt__bf16_engine_free(mt_bf16_engine *e) { assert(!e); }
+bool mt__bf16_engine_fallback(const mt_bf16_engine *e) { return false; }
+void mt__bf16_engine_force_fallback(mt_bf16_engine *e) {}
+bool mt__bf16_fallback(void) { return false; }
 mt_status mt__bf16_gemm_plan(mt_bf16_engine *e, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                              bool both_acc, mt_bf16_gemm *p) {
     return no_dnnl();
