@@ -15,7 +15,8 @@ root=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 cd "$root"
 
 # ---- the layers, bottom up -------------------------------------------------
-# base      status codes, messages, RNG, clock, CPUs, the kernel thread pool
+# base      status codes, messages, RNG, clock, CPUs, the kernel thread pool, the kernel level
+# vec       the vector kernels, one table per kernel level (SLEEF's exp and tanh)
 # mesh      device meshes: axes, coordinates, groups (no data, no tensors)
 # tensor    dtypes, the tensor record, shardings over a mesh
 # profile   trace events and the Chrome trace writer; the machine file (probe figures)
@@ -32,7 +33,7 @@ cd "$root"
 # train     the training loop, sampling
 # examples  worked examples (the pmap linear regression)
 # cli       the meshtrain program
-LAYERS=(base mesh tensor profile comm ops graph partition optim pipeline models io train examples cli)
+LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train examples cli)
 
 # public header -> layer
 declare -A PUBLIC=(

@@ -1,9 +1,12 @@
 /*
  * reduce.c — element-wise reduction for the transports (mt__reduce_into):
  * sum, max and min over f32, i32 and bf16 (which reduces through f32 and
- * rounds to nearest even). max and min propagate NaN, as jax.lax does.
+ * rounds to nearest even). max and min propagate NaN, as jax.lax does: a NaN
+ * wins whichever side it is on. f32's loops are the vector layer's
+ * (vec/vec.h), at the kernel level in use.
  */
 #include "comm/transport_impl.h"
+#include "vec/vec.h"
 
 #include <string.h>
 
@@ -30,21 +33,14 @@
         }                                                                    \
     }
 
-DEF_REDUCE(sum_f32, float, a + b)
-/* b != b: a NaN wins whichever side it is on, as jax.lax.pmax / pmin
- * propagate it (plain b > a ? b : a keeps a NaN only when it is in d) */
-DEF_REDUCE(max_f32, float, (b > a || b != b) ? b : a)
-DEF_REDUCE(min_f32, float, (b < a || b != b) ? b : a)
 DEF_REDUCE(sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of signed overflow (UB) */
 DEF_REDUCE(max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE(min_i32, int32_t, b < a ? b : a)
 
 void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_reduce_op op) {
     switch (dtype) {
-    case MT_F32:
-        if (op == MT_REDUCE_SUM) sum_f32(dst, src, n);
-        else if (op == MT_REDUCE_MAX) max_f32(dst, src, n);
-        else min_f32(dst, src, n);
+    case MT_F32:   /* vectorised at the kernel level in use */
+        mt__vec()->reduce_into[op](dst, src, n);
         break;
     case MT_I32:
         if (op == MT_REDUCE_SUM) sum_i32(dst, src, n);
@@ -65,3 +61,6 @@ void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_re
     }
     }
 }
+
+_Static_assert((int)MT_REDUCE_SUM == (int)MT_VEC_SUM && (int)MT_REDUCE_MAX == (int)MT_VEC_MAX &&
+               (int)MT_REDUCE_MIN == (int)MT_VEC_MIN, "vec/vec.h indexes its reductions as mt_reduce_op");

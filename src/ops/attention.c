@@ -31,7 +31,7 @@
  *   att_h     (T,T)   ld T    in att  (and the backward's scratch, dpre)
  */
 #include "ops/kernels.h"
-#include "ops/vec_impl.h"
+#include "vec/vec.h"
 
 #include <assert.h>
 #include <math.h>
@@ -44,46 +44,11 @@
  * slower. */
 #define ATT_BLOCK 64
 
-/* Σ x·y over n floats. Sixteen partial sums let gcc vectorise a reduction it
- * may not reorder; they are then folded as a tree (8, 4, 2, 1), which gcc
- * turns into a few shuffles. */
-static inline float dot_f(const float *restrict x, const float *restrict y, int64_t n) {
-    float lane[16] = {0};
-    const int64_t nb = n - n % 16;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16)
-        for (int l = 0; l < 16; l++) lane[l] += x[i0 + l] * y[i0 + l];
-    for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];
-    for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];
-    for (int l = 0; l < 2; l++) lane[l] += lane[l + 2];
-    float s = lane[0] + lane[1];
-    for (int64_t i = nb; i < n; i++) s += x[i] * y[i];
-    return s;
-}
-
 /* a (T) holds the n = t+1 scores of query row t (keys 0..t), then anything.
- * Makes it the causal softmax row: probabilities over [0, n), 0 over [n, T).
- * Max and sum run in sixteen lanes for the same reason as dot_f. */
-static inline void softmax_causal_row(float *restrict a, int64_t n, int64_t T) {
-    float lane[16];
-    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
-    const int64_t nb = n - n % 16;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16)
-        for (int l = 0; l < 16; l++) lane[l] = a[i0 + l] > lane[l] ? a[i0 + l] : lane[l];
-    float maxv = -INFINITY;
-    for (int l = 0; l < 16; l++) maxv = lane[l] > maxv ? lane[l] : maxv;
-    for (int64_t i = nb; i < n; i++) maxv = a[i] > maxv ? a[i] : maxv;
-
-    /* exp in place, then its sum: the row is still in L1 */
-    MT_VEC_FOR(i, n, a[i] = exp_f(a[i] - maxv));
-    for (int l = 0; l < 16; l++) lane[l] = 0.0f;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16)
-        for (int l = 0; l < 16; l++) lane[l] += a[i0 + l];
-    float sum = 0.0f;
-    for (int64_t i = nb; i < n; i++) sum += a[i];
-    for (int l = 0; l < 16; l++) sum += lane[l];
-    /* sum >= exp(0) = 1 from the max entry, so no division by 0 */
-    const float inv = 1.0f / sum;
-    MT_VEC_FOR(i, n, a[i] *= inv);
+ * Makes it the causal softmax row: probabilities over [0, n), 0 over [n, T). */
+static inline void softmax_causal_row(const mt_vec_ops *vec, float *restrict a, int64_t n,
+                                      int64_t T) {
+    vec->softmax(a, n);
     /* the future is stored as 0 so att is a true (T,T) matrix per pair */
     memset(a + n, 0, (size_t)(T - n) * sizeof *a);
 }
@@ -102,6 +67,7 @@ void mt_kernel_attention_fwd(float *restrict out, float *restrict att, const flo
     assert(0 <= bh0 && bh0 <= bh1 && bh1 <= B * NH);
     const int64_t HS = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)HS);
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t bh = bh0; bh < bh1; bh++) {
         const int64_t b = bh / NH, h = bh % NH;
         const float *q = qkv + b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
@@ -111,7 +77,7 @@ void mt_kernel_attention_fwd(float *restrict out, float *restrict att, const flo
             /* scores a[r0:r1, 0:r1] (m,r1) = scale · q[r0:r1] (m,HS) · k[0:r1]ᵀ (HS,r1) */
             mt_kernel_gemm(false, true, m, r1, HS, scale, q + r0 * C3, C3, k, C3,
                            0.0f, a + r0 * T, T);
-            for (int64_t t = r0; t < r1; t++) softmax_causal_row(a + t * T, t + 1, T);
+            for (int64_t t = r0; t < r1; t++) softmax_causal_row(vec, a + t * T, t + 1, T);
             /* o[r0:r1] (m,HS) = a[r0:r1, 0:r1] (m,r1) · v[0:r1] (r1,HS); the
              * zeros above the diagonal make the causal sum exact */
             mt_kernel_gemm(false, false, m, HS, r1, 1.0f, a + r0 * T, T, v, C3,
@@ -139,6 +105,7 @@ void mt_kernel_attention_bwd(float *restrict dqkv, const float *restrict dout,
      * is just that gemm's beta: no memset, and nothing outside the pair */
     const float beta = acc ? 1.0f : 0.0f;
     float *d = scratch;
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t bh = bh0; bh < bh1; bh++) {
         const int64_t b = bh / NH, h = bh % NH;
         const float *q = qkv + b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
@@ -157,8 +124,7 @@ void mt_kernel_attention_bwd(float *restrict dqkv, const float *restrict dout,
             for (int64_t t = r0; t < r1; t++) {
                 const float *restrict ar = a + t * T;
                 float *restrict dr = d + t * T;
-                const float s = dot_f(ar, dr, t + 1);
-                MT_VEC_FOR(i, t + 1, dr[i] = ar[i] * (dr[i] - s) * scale);
+                vec->softmax_bwd(dr, ar, t + 1, vec->dot(ar, dr, t + 1), scale);
                 memset(dr + t + 1, 0, (size_t)(r1 - t - 1) * sizeof *dr);
             }
             /* pre = q·kᵀ: dq[r0:r1] (m,HS) (+)= dpre[r0:r1, 0:r1] (m,r1) · k[0:r1] */

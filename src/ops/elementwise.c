@@ -7,10 +7,11 @@
  * therefore runs over blocks of nb with b read contiguously, never computing
  * i % nb per element. Outputs must not overlap inputs (the pointers are
  * restrict). The loops are single-threaded and written so gcc vectorises them
- * at -O2.
+ * at -O2; GELU's, which call tanh, are the vector layer's (vec/vec.h).
  */
 #include "ops/kernels.h"
 #include "ops/vec_impl.h"
+#include "vec/vec.h"
 
 #include <assert.h>
 #include <string.h>
@@ -127,61 +128,17 @@ void mt_kernel_mul_bwd_b(float *restrict db, const float *restrict dout, const f
 }
 
 /* ---- GELU ------------------------------------------------------------------ */
-
-#define GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
-#define GELU_CUBE  0.044715f
-
-/* tanh as Eigen's rational approximation (odd degree-13 over even degree-6)
- * on [-7.9, 7.9], accurate to a few float ulps. libm's tanhf is a call gcc
- * cannot vectorise (without -ffast-math), and GELU runs over B·T·4C elements
- * per layer. Past ±7.9 tanh is ±1 to within 3e-7, and the result is set to
- * exactly ±1 there: the rational at the clamp is 1 only when the compiler does
- * not contract it into FMAs (clang does), and an exact 1 keeps gelu(x) = 0
- * and gelu'(x) = 1 for large |x| whatever the compiler. The comparisons are
- * written so a NaN passes through. */
-static inline float tanh_f(float x) {
-    const float c = 7.90531110763549805f;
-    float xc = x > c ? c : x;
-    xc = xc < -c ? -c : xc;
-    float x2 = xc * xc;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 - 8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    p = p * xc;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    float r = p / q;
-    r = x >= c ? 1.0f : r;
-    r = x <= -c ? -1.0f : r;
-    return r;
-}
+/* Vectorised at the kernel level in use (vec/vec_body.h): tanh from SLEEF. */
 
 /* out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x (n). */
 void mt_kernel_gelu_fwd(float *restrict out, const float *restrict x, int64_t n) {
-    MT_VEC_FOR(i, n,
-        float xi = x[i];
-        float u = GELU_SCALE * (xi + GELU_CUBE * xi * xi * xi);
-        out[i] = 0.5f * xi * (1.0f + tanh_f(u)));
-}
-
-/* gelu'(x). sech² is 1 - tanh², which saves the cosh llm.c computes. */
-static inline float gelu_grad(float x) {
-    float th = tanh_f(GELU_SCALE * (x + GELU_CUBE * x * x * x));
-    return 0.5f * (1.0f + th) +
-           0.5f * x * (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
+    mt__vec()->gelu_fwd(out, x, n);
 }
 
 /* dx (n) (+)= gelu'(x) (n) · dout (n). */
 void mt_kernel_gelu_bwd(float *restrict dx, const float *restrict x, const float *restrict dout,
                         int64_t n, bool acc) {
-    if (acc) MT_VEC_FOR(i, n, dx[i] += gelu_grad(x[i]) * dout[i]);
-    else     MT_VEC_FOR(i, n, dx[i] = gelu_grad(x[i]) * dout[i]);
+    mt__vec()->gelu_bwd(dx, x, dout, n, acc);
 }
 
 /* ---- transpose ------------------------------------------------------------- */

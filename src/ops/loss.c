@@ -12,15 +12,16 @@
  */
 #include "ops/kernels.h"
 #include "ops/vec_impl.h"
+#include "vec/vec.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
 /* log Σ_{j<V} exp(x[j]) of one row x (V). */
-static float row_lse(const float *restrict x, int64_t V) {
-    const float m = mt_vec_max(x, V);
-    return m + logf(mt_vec_sum_exp(x, V, m));
+static float row_lse(const mt_vec_ops *vec, const float *restrict x, int64_t V) {
+    const float m = vec->max(x, V);
+    return m + logf(vec->sum_exp(x, V, m));
 }
 
 /* Returns scale · Σ_{rows with target >= 0} (lse - logits[r,target]) from
@@ -29,10 +30,11 @@ double mt_kernel_cross_entropy_fwd(float *restrict lse, const float *restrict lo
                                    const int32_t *restrict targets, int64_t rows, int64_t V,
                                    int64_t Vp, float scale) {
     assert(V >= 1 && V <= Vp);
+    const mt_vec_ops *vec = mt__vec();
     double loss = 0.0;
     for (int64_t r = 0; r < rows; r++) {
         const float *restrict x = logits + r * Vp;
-        const float l = row_lse(x, V);
+        const float l = row_lse(vec, x, V);
         lse[r] = l;
         const int32_t tg = targets[r];
         if (tg < 0) continue;
@@ -51,6 +53,7 @@ void mt_kernel_cross_entropy_bwd(float *restrict dlogits, const float *restrict 
                                  bool acc) {
     assert(V >= 1 && V <= Vp);
     const float k = dloss * scale;
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t r = 0; r < rows; r++) {
         const float *restrict x = logits + r * Vp;
         float *restrict d = dlogits + r * Vp;
@@ -61,12 +64,8 @@ void mt_kernel_cross_entropy_bwd(float *restrict dlogits, const float *restrict 
         }
         assert(tg < V);
         const float l = lse[r];
-        if (acc) {
-            MT_VEC_FOR(j, V, d[j] += k * exp_f(x[j] - l));
-        } else {
-            MT_VEC_FOR(j, V, d[j] = k * exp_f(x[j] - l));
-            memset(d + V, 0, (size_t)(Vp - V) * sizeof *d);
-        }
+        vec->scale_exp(d, x, V, l, k, acc);
+        if (!acc) memset(d + V, 0, (size_t)(Vp - V) * sizeof *d);
         d[tg] -= k;
     }
 }

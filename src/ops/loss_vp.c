@@ -15,8 +15,8 @@
  */
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
-#include "ops/vec_impl.h"
 #include "base/pool.h"
+#include "vec/vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -49,7 +49,8 @@ static void range_max(void *arg, int64_t r0, int64_t r1, int w) {
     const mt_ce_params *p = &job->c->p.ce;
     const float *x = F32(job->c->in[0]);     /* (rows, Vp) */
     float *mx = F32(job->c->aux[0]);         /* (rows) */
-    for (int64_t r = r0; r < r1; r++) mx[r] = mt_vec_max(x + r * p->Vp, job->valid);
+    const mt_vec_ops *vec = mt__vec();
+    for (int64_t r = r0; r < r1; r++) mx[r] = vec->max(x + r * p->Vp, job->valid);
 }
 
 /* Rows' Σ exp(x - max) over their real columns, and their target's logit
@@ -61,9 +62,10 @@ static void range_sums(void *arg, int64_t r0, int64_t r1, int w) {
     const float *x = F32(job->c->in[0]), *mx = F32(job->c->aux[0]);
     const int32_t *tg = I32(job->c->in[1]);
     const int64_t n = job->valid, rows = p->rows;
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * p->Vp;
-        job->sums[r] = mt_vec_sum_exp(xr, n, mx[r]);
+        job->sums[r] = vec->sum_exp(xr, n, mx[r]);
         int64_t t = (int64_t)tg[r] - p->lo;
         job->sums[rows + r] = tg[r] >= 0 && t >= 0 && t < n ? xr[t] : 0.0f;
     }
@@ -94,13 +96,6 @@ void mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c) {
     F32(c->out)[0] = (float)(p->scale * loss);
 }
 
-/* d (n) += k · exp(x (n) - l). restrict parameters: gcc vectorises the
- * exponentials only when it knows the rows do not overlap (5x here). */
-static void row_softmax_add(float *restrict d, const float *restrict x, int64_t n, float k,
-                            float l) {
-    MT_VEC_FOR(j, n, d[j] += k * exp_f(x[j] - l));
-}
-
 /* dlogits (rows, Vp) (+)= dloss · scale · (softmax - onehot(target)) over
  * this block's columns, for rows [r0, r1); padding and rows without a target
  * get 0. */
@@ -114,12 +109,13 @@ static void range_bwd(void *arg, int64_t r0, int64_t r1, int w) {
     const float *x = F32(c->in[1]), *lse = F32(c->in[2]);
     const int32_t *tg = I32(c->in[3]);
     const float k = F32(c->in[0])[0] * p->scale;
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t r = r0; r < r1; r++) {
         float *dr = d + r * Vp;
         const float *xr = x + r * Vp;
         if (!c->acc) memset(dr, 0, (size_t)Vp * sizeof *dr);
         if (tg[r] < 0) continue;
-        row_softmax_add(dr, xr, valid, k, lse[r]);
+        vec->scale_exp(dr, xr, valid, lse[r], k, true);
         int64_t t = (int64_t)tg[r] - p->lo;
         if (t >= 0 && t < valid) dr[t] -= k;
     }

@@ -5,12 +5,12 @@
  * reading each once and writing each once, with the step-dependent scalars
  * (bias corrections) computed once per call. They work on any slice of a
  * parameter, which is how sharded optimizer state (ZeRO) uses them.
- * sqrtf stays a scalar instruction unless the build passes -fno-math-errno
- * (gcc must keep errno for a negative argument); the loop is correct either
- * way.
+ * AdamW's loop is the vector layer's (vec/vec_body.h), at the kernel level
+ * in use; SGD's plain loop gcc vectorises.
  */
 #include "ops/kernels.h"
 #include "ops/vec_impl.h"
+#include "vec/vec.h"
 
 #include <assert.h>
 #include <math.h>
@@ -26,15 +26,7 @@ void mt_kernel_adamw(float *restrict p, const float *restrict g, float *restrict
     /* in double: b2^t is close to 1 for small t and 1 - b2^t loses digits in float */
     const float c1 = (float)(1.0 - pow((double)b1, (double)t));
     const float c2 = (float)(1.0 - pow((double)b2, (double)t));
-    const float ob1 = 1.0f - b1, ob2 = 1.0f - b2;
-    MT_VEC_FOR(i, n,
-        float gi = gscale * g[i];
-        float mi = b1 * m[i] + ob1 * gi;
-        float vi = b2 * v[i] + ob2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float pi = p[i];
-        p[i] = pi - lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * pi));
+    mt__vec()->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, gscale, c1, c2);
 }
 
 /* SGD on p, g, mom (n): g' = gscale·g; mom = momentum·mom + g';
