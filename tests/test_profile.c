@@ -63,6 +63,54 @@ MT_TEST(machine_round_trip) {
     remove(path);
 }
 
+/* The FMA peak of each kernel level and what the probe saw: read back as
+ * written, a level the CPU lacks null in the file and NAN back; a file from
+ * before them (no "fma_gflops_by_isa", no "cpu_isa") still reads, its levels
+ * NAN and its strings "". */
+MT_TEST(machine_levels) {
+    const char *path = "/tmp/mt_test_profile_levels.json";
+    mt_machine m = known(), back;
+    const double one[4] = {8.5, NAN, 131.25, 262.125}, all[4] = {16.75, NAN, 260.5, 519.75};
+    for (int i = 0; i < 4; i++) m.fma_isa_gflops_1[i] = one[i], m.fma_isa_gflops_all[i] = all[i];
+    snprintf(m.isa_best, sizeof m.isa_best, "avx512");
+    snprintf(m.isa_in_use, sizeof m.isa_in_use, "avx2");
+    snprintf(m.onednn_isa, sizeof m.onednn_isa, "avx512_core_amx");
+    MT_CHECK_OK(mt_machine_write(&m, path));
+    char text[4096];
+    snprintf(text, sizeof text, "%s", slurp(path));
+    MT_CHECK(strstr(text, "\"neon\": null") && strstr(text, "\"avx2\": {\"1\": 131.25, \"all\": 260.5}") &&
+             strstr(text, "\"cpu_isa\": {\"best\": \"avx512\", \"in_use\": \"avx2\""), "%s", text);
+    MT_CHECK_OK(mt_machine_read(path, &back));
+    for (int i = 0; i < 4; i++) {
+        const mt_cpu_isa isa = (mt_cpu_isa)i;
+        if (isnan(one[i]))
+            MT_CHECK(isnan(mt_machine_isa_gflops(&back, isa, false)) &&
+                     isnan(mt_machine_isa_gflops(&back, isa, true)), "%s null", mt_cpu_isa_name(isa));
+        else {
+            MT_CHECK_CLOSE(mt_machine_isa_gflops(&back, isa, false), one[i], 1e-9, "%s 1",
+                           mt_cpu_isa_name(isa));
+            MT_CHECK_CLOSE(mt_machine_isa_gflops(&back, isa, true), all[i], 1e-9, "%s all",
+                           mt_cpu_isa_name(isa));
+        }
+    }
+    MT_CHECK(strcmp(back.isa_best, "avx512") == 0 && strcmp(back.isa_in_use, "avx2") == 0 &&
+             strcmp(back.onednn_isa, "avx512_core_amx") == 0, "cpu_isa strings");
+    MT_CHECK(isnan(mt_machine_isa_gflops(&back, (mt_cpu_isa)7, true)), "no level 7");
+
+    /* the same file as written before kernel levels: cut at the new keys */
+    char *cut = strstr(text, ",\n \"fma_gflops_by_isa\"");
+    MT_CHECK(cut, "the levels' key in %s", text);
+    snprintf(cut, sizeof text - (size_t)(cut - text), "}\n");
+    write_text(path, text);
+    MT_CHECK_OK(mt_machine_read(path, &back));
+    for (int i = 0; i < 4; i++)
+        MT_CHECK(isnan(back.fma_isa_gflops_1[i]) && isnan(back.fma_isa_gflops_all[i]),
+                 "an old file: level %d unknown", i);
+    MT_CHECK(!back.isa_best[0] && !back.onednn_isa[0], "an old file: no cpu_isa");
+    MT_CHECK_CLOSE(back.fma_gflops_all, 519.75, 1e-9, "an old file: fma_gflops");
+    remove(path);
+}
+
 /* Unknown figures are null in the file and NAN when read; no MPI is null. */
 MT_TEST(machine_nulls) {
     const char *path = "/tmp/mt_test_profile_null.json";

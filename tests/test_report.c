@@ -186,6 +186,80 @@ MT_TEST(model_flops_from_the_trace) {
     mt_report_free(r);
 }
 
+/*
+ * The roof of a run capped at avx2 on an AVX-512 machine is the avx2 FMA peak
+ * (the trace's "cpu_isa" metadata), a device's share of it: the machine file
+ * below gives avx2 60 GFLOP/s on 1 thread and 100 on all cores, so each of the
+ * 2 devices gets max(60, 100 / 2) = 60; MFU = 6e6 / (1e-4 s · 60e9 · 2) = 0.5
+ * (avx512's 120/200 would give 0.25). A trace without the metadata, or a file
+ * without the level, falls back to sgemm: max(50, 90 / 2) = 50, MFU 0.6. The
+ * bandwidth: max(10, 16 / 2) = 10 either way.
+ */
+#define CPU_ISA "{\"name\":\"cpu_isa\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"level\":\"avx2\",\"best\":\"avx512\"}},\n"
+static const char TRACE_ISA[] = HEAD MODEL CPU_ISA EVENTS TAIL;
+
+static mt_machine levels_machine(void) {
+    mt_machine m = {.sgemm_gflops_1 = 50, .sgemm_gflops_all = 90, .triad_gbs_1 = 10,
+                    .triad_gbs_all = 16};
+    for (int i = 0; i < 4; i++) m.fma_isa_gflops_1[i] = m.fma_isa_gflops_all[i] = NAN;
+    m.fma_isa_gflops_1[MT_ISA_AVX2] = 60, m.fma_isa_gflops_all[MT_ISA_AVX2] = 100;
+    m.fma_isa_gflops_1[MT_ISA_AVX512] = 120, m.fma_isa_gflops_all[MT_ISA_AVX512] = 200;
+    return m;
+}
+
+/* MFU of the trace `text` against machine file `file`, and the text report's first line */
+static double mfu_with(const char *text, size_t n, const mt_machine *file, char *head, size_t hn) {
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read(write_file("isa.json", text, n), &r));
+    mt_report_machine none = {0}, m = {0};
+    int n_dev = 0, n_steps = 0;
+    MT_CHECK_OK(mt_report_analyse(r, &none));
+    mt_report_devices(r, &n_dev);
+    MT_CHECK(n_dev == 2, "%d devices", n_dev);
+    mt_report_machine_from_file(r, file, n_dev, &m);
+    MT_CHECK_CLOSE(m.bandwidth_gbs, 10, 1e-12, "a device's bandwidth");
+    MT_CHECK_OK(mt_report_analyse(r, &m));
+    const double mfu = mt_report_steps(r, &n_steps)[0].mfu;
+    FILE *f = tmpfile();
+    MT_CHECK(f, "tmpfile");
+    mt_report_write_text(r, f);
+    rewind(f);
+    MT_CHECK(fgets(head, (int)hn, f), "the text report's first line");
+    fclose(f);
+    mt_report_free(r);
+    return mfu;
+}
+
+MT_TEST(roof_of_the_runs_kernel_level) {
+    char head[512];
+    mt_machine file = levels_machine();
+    MT_CHECK_CLOSE(mfu_with(TRACE_ISA, sizeof TRACE_ISA - 1, &file, head, sizeof head), 0.5, 1e-9,
+                   "MFU over the avx2 FMA peak");
+    MT_CHECK(strcmp(head, "ops (a device's peak 60.0 GFLOP/s (the avx2 FMA peak: the run's "
+                    "kernel level), bandwidth 10.0 GB/s):\n") == 0, "head: %s", head);
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read("isa.json", &r));
+    MT_CHECK(strcmp(mt_report_cpu_isa(r), "avx2") == 0, "the trace's level '%s'", mt_report_cpu_isa(r));
+    mt_report_machine given = {.peak_gflops = 7};   /* a peak given wins over the file */
+    mt_report_machine_from_file(r, &file, 2, &given);
+    MT_CHECK(given.peak_gflops == 7 && !given.peak_source[0] && given.bandwidth_gbs == 10,
+             "given peak kept (%g '%s'), bandwidth from the file", given.peak_gflops,
+             given.peak_source);
+    mt_report_free(r);
+
+    /* a trace from before kernel levels: sgemm */
+    MT_CHECK_CLOSE(mfu_with(TRACE_MODEL, sizeof TRACE_MODEL - 1, &file, head, sizeof head), 0.6,
+                   1e-9, "MFU over sgemm");
+    MT_CHECK(strstr(head, "peak 50.0 GFLOP/s (Open BLAS sgemm: the trace does not say its kernel "
+                    "level)"), "head: %s", head);
+    /* a machine file from before kernel levels (or without avx2): sgemm */
+    file.fma_isa_gflops_1[MT_ISA_AVX2] = file.fma_isa_gflops_all[MT_ISA_AVX2] = NAN;
+    MT_CHECK_CLOSE(mfu_with(TRACE_ISA, sizeof TRACE_ISA - 1, &file, head, sizeof head), 0.6, 1e-9,
+                   "MFU over sgemm, no avx2 figure");
+    MT_CHECK(strstr(head, "(Open BLAS sgemm: the machine file has no avx2 FMA peak)"), "head: %s",
+             head);
+}
+
 MT_TEST(roofline_classes) {
     mt_report_machine m = {.peak_gflops = 100, .bandwidth_gbs = 10};
     mt_report *r = analysed(&m);

@@ -37,17 +37,49 @@ grep -q "^ops (a device's peak 100.0 GFLOP/s, bandwidth 20.0 GB/s):$" rep.txt \
     && ok "the given figures head the table" || bad "the given figures" "$(head -1 rep.txt)"
 
 # the probe's file: each of the 2 devices gets the larger of one thread's figure and
-# the all-cores one over 2 (worked out here from the file)
+# the all-cores one over 2 (worked out here from the file); the peak is the FMA peak of
+# the kernel level the run ran at (the trace's "cpu_isa" event), or sgemm's for a
+# machine file from before the levels. A run capped at generic (MT_CPU_ISA, on every
+# CPU) gets generic's peak.
+MT_CPU_ISA=generic "$BIN" train --data text.txt --layers 1 --channels 32 --heads 4 --seq 16 \
+    --max-seq 16 --batch 2 --steps 2 --devices 2 --mesh data=2 --threads 2 --quiet \
+    --trace generic.json >train.txt 2>&1 || bad "train --trace (MT_CPU_ISA=generic)" "$(tail -3 train.txt)"
+grep -q '"name":"cpu_isa","ph":"M",.*"level":"generic"' generic.json \
+    && ok "the trace records the kernel level (MT_CPU_ISA=generic)" \
+    || bad "the trace's kernel level" "$(grep cpu_isa generic.json)"
 if "$BIN" bench machine --quick --out m.json >probe.txt 2>&1 && command -v python3 >/dev/null; then
-    want=$(python3 -c '
-import json, sys
-m = json.load(open("m.json"))
-peak = max(m["sgemm_gflops"]["1"], m["sgemm_gflops"]["all"] / 2)
+    want() {   # want TRACE FILE: the head line worked out from the two files
+        python3 - "$1" "$2" <<'PY'
+import json, re, sys
+level = re.search(r'"name":"cpu_isa".*"level":"([a-z0-9]+)"', open(sys.argv[1]).read()).group(1)
+m = json.load(open(sys.argv[2]))
+lv = m.get("fma_gflops_by_isa", {}).get(level)
+if lv:
+    peak, src = max(lv["1"], lv["all"] / 2), "the %s FMA peak: the run's kernel level" % level
+else:
+    peak = max(m["sgemm_gflops"]["1"], m["sgemm_gflops"]["all"] / 2)
+    src = "Open BLAS sgemm: the machine file has no %s FMA peak" % level
 bw = max(m["triad_gbs"]["1"], m["triad_gbs"]["all"] / 2)
-print("ops (a device\x27s peak %.1f GFLOP/s, bandwidth %.1f GB/s):" % (peak, bw))')
+print("ops (a device's peak %.1f GFLOP/s (%s), bandwidth %.1f GB/s):" % (peak, src, bw))
+PY
+    }
     "$BIN" report dp.json --machine m.json >mrep.txt 2>err.txt
-    [ "$(head -1 mrep.txt)" = "$want" ] && ok "--machine: a device's share of the probe's figures" \
-        || bad "--machine" "got '$(head -1 mrep.txt)', want '$want'"
+    w=$(want dp.json m.json)
+    [ "$(head -1 mrep.txt)" = "$w" ] && ok "--machine: a device's share of the run's level's FMA peak" \
+        || bad "--machine" "got '$(head -1 mrep.txt)', want '$w'"
+    "$BIN" report generic.json --machine m.json >mrep.txt 2>err.txt
+    w=$(want generic.json m.json)
+    [ "$(head -1 mrep.txt)" = "$w" ] && grep -q "generic FMA peak" mrep.txt \
+        && ok "--machine: MT_CPU_ISA=generic's run is held to the generic peak" \
+        || bad "--machine, generic" "got '$(head -1 mrep.txt)', want '$w'"
+    python3 -c '
+import json
+m = json.load(open("m.json")); del m["fma_gflops_by_isa"]; del m["cpu_isa"]
+json.dump(m, open("old.json", "w"))'
+    "$BIN" report dp.json --machine old.json >mrep.txt 2>err.txt
+    w=$(want dp.json old.json)
+    [ "$(head -1 mrep.txt)" = "$w" ] && ok "--machine: a file from before the levels: sgemm's peak" \
+        || bad "--machine, an old file" "got '$(head -1 mrep.txt)', want '$w' ($(cat err.txt))"
     "$BIN" report dp.json --machine m.json --peak-gflops 100 >mrep.txt 2>err.txt
     grep -q "peak 100.0 GFLOP/s" mrep.txt && ok "--peak-gflops wins over the file" \
         || bad "--peak-gflops over --machine" "$(head -1 mrep.txt)"

@@ -50,6 +50,7 @@
 #include <stdio.h>
 
 #include "meshtrain/base.h"
+#include "meshtrain/profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,9 @@ typedef struct {
     double model_flops;     /* the model's FLOPs per step (all devices together); 0:
                                the trace's own figure (the "model" metadata event
                                that `train --trace` writes: 6N + attention for GPT) */
+    char   peak_source[128];   /* where peak_gflops came from, for the text and the
+                                  JSON ("avx2 FMA peak, the run's kernel level");
+                                  "" for a figure given as such */
 } mt_report_machine;
 
 typedef enum { MT_BOUND_UNKNOWN, MT_BOUND_COMPUTE, MT_BOUND_MEMORY, MT_BOUND_COMM } mt_report_bound;
@@ -108,6 +112,23 @@ mt_status mt_report_read(const char *path, mt_report **out);
  * (NULL: all unknown). May be called again with other figures. MT_EINVAL when
  * the trace has no device track or no step; MT_ENOMEM. */
 mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine);
+
+/* The kernel level the traced run's kernels ran at (mt_cpu_isa_name's
+ * spelling, from the trace's "cpu_isa" metadata event), or "" for a trace
+ * written before traces recorded it. */
+const char *mt_report_cpu_isa(const mt_report *r);
+
+/* Fills the figures of *out that are 0 (so that figures given otherwise win)
+ * from the machine file `m` (`meshtrain bench machine`), for one of the
+ * traced run's `n_devices` devices, which share the machine: each gets the
+ * larger of the 1-thread figure and the all-cores figure over n_devices.
+ *   peak:      the FMA peak of the run's kernel level (mt_report_cpu_isa)
+ *              when the file has it ("fma_gflops_by_isa"); else, for a trace
+ *              or a file from before kernel levels, Open BLAS sgemm's rate.
+ *   bandwidth: STREAM triad.
+ * out->peak_source says which peak, and why, when the peak came from here. */
+void mt_report_machine_from_file(const mt_report *r, const mt_machine *m, int n_devices,
+                                 mt_report_machine *out);
 
 /* The tables of the last mt_report_analyse, owned by the report: op kinds by
  * time (most first), devices by number, steps by number, up to 3 fixes by

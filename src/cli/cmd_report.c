@@ -25,7 +25,10 @@ static const char USAGE[] =
     "A device's peak and bandwidth come from --peak-gflops and --bandwidth-gbs, else from the\n"
     "machine file of `meshtrain bench machine` (--machine FILE, or machine.json beside the\n"
     "binary when there): the devices share the machine, each getting the larger of the\n"
-    "1-thread figure and the all-cores figure over the trace's devices.\n"
+    "1-thread figure and the all-cores figure over the trace's devices. The peak is the FMA\n"
+    "peak of the kernel level the run ran at (the trace says which; MT_CPU_ISA caps it), or\n"
+    "Open BLAS sgemm's rate for a trace or machine file from before kernel levels; the\n"
+    "table's head says which.\n"
     "\n"
     "--metrics FILE (the log of `meshtrain train --metrics FILE`) adds a 'run' section: steps,\n"
     "first and last train loss, last and best validation loss, median tokens/s and ms per step.\n"
@@ -33,13 +36,6 @@ static const char USAGE[] =
     "FLOP/byte and GFLOP/s under the roof, area = share of op time), timeline.svg (the step of\n"
     "median wall time, a row per device and per async comm lane) and, with --metrics, loss.svg\n"
     "(train and validation loss per step); then prints 'pictures: ...' (on stderr with --json).\n";
-
-/* A device's share of a machine figure: the larger of one thread's and all
- * cores' over n devices (NAN in the file: unknown, 0). */
-static double share(double one, double all, int n) {
-    double per = isnan(all) ? 0 : all / (n > 0 ? n : 1);
-    return isnan(one) ? per : fmax(one, per);
-}
 
 /* Makes `dir` when missing (one level, as mkdir). */
 static bool make_dir(const char *dir) {
@@ -125,16 +121,15 @@ int cli_cmd_report(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     mt_report *r = NULL;
     mt_status s = mt_report_read(argv[0], &r);
+    mt_report_machine m = {.peak_gflops = peak, .bandwidth_gbs = bw, .model_flops = model};
     if (s == MT_OK && have_machine) {   /* the flags win over the file */
         /* the devices of the trace: a first analysis finds them */
         mt_report_machine none = {0};
         int n_dev = 0;
         s = mt_report_analyse(r, &none);
         mt_report_devices(r, &n_dev);
-        if (peak == 0) peak = share(mach.sgemm_gflops_1, mach.sgemm_gflops_all, n_dev);
-        if (bw == 0) bw = share(mach.triad_gbs_1, mach.triad_gbs_all, n_dev);
+        mt_report_machine_from_file(r, &mach, n_dev, &m);   /* the run's kernel level's peak */
     }
-    mt_report_machine m = {.peak_gflops = peak, .bandwidth_gbs = bw, .model_flops = model};
     if (s == MT_OK) s = mt_report_analyse(r, &m);
     mt_report_metrics *metrics = NULL;
     if (s == MT_OK && metrics_path) s = mt_report_metrics_read(metrics_path, &metrics);

@@ -92,7 +92,10 @@ typedef struct {
  * chrome://tracing and Perfetto open), one track per device, with the idle
  * time of every step (see trace.c), and model_flops > 0 (the model's FLOPs
  * per step, all devices) as a metadata event
- * {"name":"model","ph":"M",...,"args":{"flops_per_step":X}}; MT_EIO, naming
+ * {"name":"model","ph":"M",...,"args":{"flops_per_step":X}}, and the kernel
+ * level the kernels ran at (mt_get_cpu_isa) beside the CPU's best as
+ * {"name":"cpu_isa","ph":"M",...,"args":{"level":"avx2","best":"avx512"}};
+ * MT_EIO, naming
  * the path, when it cannot be written. */
 mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
                                double model_flops);

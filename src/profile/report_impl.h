@@ -41,6 +41,7 @@ struct mt_report {
     int               n_tracks, cap_tracks;
     double            traced_model_flops;   /* the trace's "model" metadata (0: none) */
     bool              model_flops_traced;   /* the analysis took model_flops from it */
+    char              traced_isa[16];       /* the "cpu_isa" metadata's level ("": none) */
     mt_report_machine machine;
     mt_report_op     *ops;
     int               n_ops;

@@ -62,7 +62,7 @@ static mt_status read_number(cursor *c, double *v) {
 /* ======================================================================== */
 
 typedef struct {
-    char   name[MT__REPORT_NAME], cat[16], ph[4], thread[MT__REPORT_NAME];
+    char   name[MT__REPORT_NAME], cat[16], ph[4], thread[MT__REPORT_NAME], level[16];
     double ts, dur, tid, flops, bytes, flops_per_step, seq;
     bool   has_ts, has_dur, has_tid, has_seq;
 } fields;
@@ -83,6 +83,11 @@ static mt_status read_args(cursor *c, fields *f) {
         else if (strcmp(key, "flops_per_step") == 0) f->flops_per_step = v;
         else if (strcmp(key, "seq") == 0) f->seq = v, f->has_seq = true;
         else if (strcmp(key, "name") == 0 && c->p[-1] == '"') memcpy(f->thread, str, sizeof str);
+        else if (strcmp(key, "level") == 0 && c->p[-1] == '"') {
+            size_t k = strnlen(str, sizeof f->level - 1);   /* a longer one is no level */
+            memcpy(f->level, str, k);
+            f->level[k] = '\0';
+        }
         if (eat(c, '}')) return MT_OK;
         if (!eat(c, ',')) return expected(c, "',' or '}' in \"args\"");
     }
@@ -128,6 +133,11 @@ static mt_status keep(mt_report *r, cursor *c, const fields *f) {
             if (!(f->flops_per_step > 0))
                 return expected(c, "a \"model\" event with \"flops_per_step\" > 0");
             r->traced_model_flops = f->flops_per_step;
+            return MT_OK;
+        }
+        if (strcmp(f->name, "cpu_isa") == 0) {
+            if (!f->level[0]) return expected(c, "a \"cpu_isa\" event with a \"level\"");
+            memcpy(r->traced_isa, f->level, sizeof r->traced_isa);
             return MT_OK;
         }
         if (strcmp(f->name, "thread_name") != 0 || !f->has_tid) return MT_OK;

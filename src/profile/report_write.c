@@ -21,6 +21,8 @@ void mt_report_write_text(const mt_report *r, FILE *f) {
     fprintf(f, "ops (a device's peak ");
     if (r->machine.peak_gflops > 0) fprintf(f, "%.1f GFLOP/s", r->machine.peak_gflops);
     else fprintf(f, "unknown");
+    if (r->machine.peak_gflops > 0 && r->machine.peak_source[0])
+        fprintf(f, " (%s)", r->machine.peak_source);
     fprintf(f, ", bandwidth ");
     if (r->machine.bandwidth_gbs > 0) fprintf(f, "%.1f GB/s", r->machine.bandwidth_gbs);
     else fprintf(f, "unknown");
@@ -89,6 +91,13 @@ static void jstr(FILE *f, const char *s) {
 void mt_report_write_json(const mt_report *r, FILE *f) {
     fprintf(f, "{\"machine\":{");
     jnum(f, "peak_gflops", r->machine.peak_gflops > 0 ? r->machine.peak_gflops : NAN, ",");
+    fprintf(f, "\"peak_source\":");
+    if (r->machine.peak_gflops > 0 && r->machine.peak_source[0]) jstr(f, r->machine.peak_source);
+    else fprintf(f, "null");
+    fprintf(f, ",\"cpu_isa\":");
+    if (r->traced_isa[0]) jstr(f, r->traced_isa);
+    else fprintf(f, "null");
+    fputc(',', f);
     jnum(f, "bandwidth_gbs", r->machine.bandwidth_gbs > 0 ? r->machine.bandwidth_gbs : NAN, ",");
     jnum(f, "model_flops", r->machine.model_flops > 0 ? r->machine.model_flops : NAN, "},\n");
     fprintf(f, "\"ops\":[");

@@ -9,6 +9,7 @@
  *
  *   {"traceEvents":[
  *   {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"meshtrain"}},
+ *   {"name":"cpu_isa","ph":"M","pid":0,"tid":0,"args":{"level":"avx2","best":"avx512"}},
  *   {"name":"thread_name","ph":"M","pid":0,"tid":2,"args":{"name":"device 2"}},
  *   {"name":"step","cat":"compute","ph":"X","ts":12.500,"dur":80.250,"pid":0,"tid":2},
  *   {"name":"psum","cat":"comm","ph":"X","ts":92.750,"dur":3.125,"pid":0,"tid":2,
@@ -336,6 +337,11 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
     fputs("{\"traceEvents\":[\n", f);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
           "\"args\":{\"name\":\"meshtrain\"}}", f);
+    /* the kernel level the run's kernels ran at (the writing process's: a
+     * launch runs one), for the report's roofline */
+    fprintf(f, ",\n{\"name\":\"cpu_isa\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+            "\"args\":{\"level\":\"%s\",\"best\":\"%s\"}}", mt_cpu_isa_name(mt_get_cpu_isa()),
+            mt_cpu_isa_name(mt_cpu_isa_best()));
     if (model_flops > 0)
         fprintf(f, ",\n{\"name\":\"model\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
                 "\"args\":{\"flops_per_step\":%.17g}}", model_flops);
