@@ -8,8 +8,13 @@
  * bf16 weight copies are never stale: a parameter changed by an optimizer
  * step or by hand (then mt_graph_params_changed) changes the product. A
  * bf16 GPT trains as well as an fp32 one; bf16 data parallel matches bf16
- * on one device step by step. In a build without oneDNN the numbers are
- * skipped and bf16 must fail, saying how to get oneDNN.
+ * on one device step by step. The fallback (f32 sgemm on bf16-rounded
+ * operands, where oneDNN has no bf16 matmul), forced here, against the same
+ * float64 reference and against oneDNN's bf16 where it has one; every
+ * other case runs on the fallback too when oneDNN's ISA is capped below
+ * AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2 or MT_CPU_ISA=avx2). In a build without
+ * oneDNN the numbers are skipped and bf16 must fail, saying how to get
+ * oneDNN.
  */
 #include "graph/graph_impl.h"
 #include "harness.h"
@@ -130,6 +135,115 @@ MT_TEST(gemm_split_over_threads) {
         check_gemm(f & 1, f & 2, 161, 40, 96, f & 4, 2);
         check_gemm(f & 1, f & 2, 40, 161, 96, f & 4, 3);
     }
+}
+
+/* ---- the fallback: f32 sgemm on bf16-rounded operands ------------------- */
+
+/* One product C (M,N) (+)= op(A) · op(B) (+ bias) on a fresh engine, forced
+ * into fallback mode or not, with the operands arriving as the graph hands
+ * them over: as16 bit 0, A as an activation stored in bf16 (run16's A16);
+ * bit 1, B as a weight's bf16 copy (b16); bit 2, A as bytes holding bf16 (a
+ * gathered weight, a_is16; not with bit 0). */
+static void run_product(bool fallback, int as16, bool ta, bool tb, int64_t M, int64_t N,
+                        int64_t K, const float *A, const float *B, const float *bias, float *C,
+                        bool acc, int threads) {
+    uint16_t *A16 = malloc(2 * M * K), *B16 = malloc(2 * K * N);
+    mt__f32_to_bf16(A16, A, (size_t)(M * K));
+    mt__f32_to_bf16(B16, B, (size_t)(K * N));
+    mt_bf16_engine *e = NULL;
+    MT_CHECK_OK(mt__bf16_engine_create(threads, &e));
+    if (fallback) mt__bf16_engine_force_fallback(e);
+    mt_bf16_gemm p = {0};
+    if (as16 & 2) p.b16 = B16;
+    if (as16 & 4) p.a_is16 = true;
+    MT_CHECK_OK(mt__bf16_gemm_plan(e, ta, tb, M, N, K, acc, &p));
+    MT_CHECK(p.fallback == mt__bf16_engine_fallback(e), "the plan's mode is not its engine's");
+    if (p.fallback)
+        MT_CHECK(mt__bf16_ws_elems(&p) == (size_t)(2 * (M * K + K * N)),
+                 "the fallback's workspace is %zu bf16 elements; it needs f32 room for both "
+                 "operands, %lld", mt__bf16_ws_elems(&p), (long long)(2 * (M * K + K * N)));
+    uint16_t *ws = malloc(2 * mt__bf16_ws_elems(&p) + 2);
+    p.ws = ws;
+    mt_pool *pool = mt_pool_create(threads);
+    mt_op_env env = {.pool = pool};
+    mt__bf16_gemm_run16(&env, &p, (as16 & 4) ? (const float *)(const void *)A16 : A,
+                        (as16 & 1) ? A16 : NULL, B, NULL, bias, C, acc);
+    mt_pool_free(pool);
+    free(ws);
+    mt__bf16_gemm_free(&p);
+    mt__bf16_engine_free(e);
+    free(A16), free(B16);
+}
+
+/* The fallback (forced here, and the only path where oneDNN has no bf16
+ * matmul: ONEDNN_MAX_CPU_ISA=AVX2 or MT_CPU_ISA=avx2 on this machine)
+ * against float64 on the bf16-rounded operands, and, where oneDNN has a
+ * bf16 matmul, against it: the same bf16 products, summed in another
+ * order, so within f32 accumulation's error but not bitwise. */
+MT_TEST(fallback_matches_reference_and_native) {
+    if (!available()) return;
+    mt_bf16_engine *e = NULL;
+    MT_CHECK_OK(mt__bf16_engine_create(1, &e));
+    bool native = !mt__bf16_engine_fallback(e);
+    mt__bf16_engine_free(e);
+    MT_CHECK(native == !mt__bf16_fallback() && native == !mt_bf16_fallback(),
+             "the engine and mt__bf16_fallback() / mt_bf16_fallback() disagree");
+    MT_CHECK(native || !mt_bf16_native(), "mt_bf16_native() is true in fallback mode");
+    printf("  (oneDNN has a bf16 matmul here: %s; kernel level %s)\n", native ? "yes" : "no",
+           mt_cpu_isa_name(mt_get_cpu_isa()));
+    const int64_t shapes[][3] = {{37, 53, 71}, {1, 5, 300}, {130, 17, 64}, {17, 130, 33},
+                                 {512, 192, 64}, {161, 40, 96}};
+    const int as16s[] = {0, 1, 2, 4 | 2};
+    double worst_ref = 0, worst_native = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int f = 0; f < 8; f++)
+            for (int v = 0; v < 4; v++) {
+                bool ta = f & 1, tb = f & 2, acc = f & 4, with_bias = (s + v) & 1;
+                int as16 = as16s[v], threads = 1 + (int)(s & 1);
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+                float *C0 = malloc(sizeof(float) * M * N), *Cf = malloc(sizeof(float) * M * N);
+                float *Cn = malloc(sizeof(float) * M * N), *bias = malloc(sizeof(float) * N);
+                for (int64_t i = 0; i < M * K; i++) A[i] = uniform();
+                for (int64_t i = 0; i < K * N; i++) B[i] = uniform();
+                for (int64_t i = 0; i < N; i++) bias[i] = uniform();
+                for (int64_t i = 0; i < M * N; i++) C0[i] = Cf[i] = Cn[i] = uniform();
+                const float *b = with_bias ? bias : NULL;
+                run_product(true, as16, ta, tb, M, N, K, A, B, b, Cf, acc, threads);
+                if (native) run_product(false, as16, ta, tb, M, N, K, A, B, b, Cn, acc, threads);
+                int64_t lda = ta ? M : K, ldb = tb ? K : N;
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        double ref = (acc ? C0[i * N + j] : 0) + (b ? b[j] : 0);
+                        double mag = fabs(ref);
+                        for (int64_t k = 0; k < K; k++) {
+                            double t = at(A, ta, i, k, lda, true) * at(B, tb, k, j, ldb, true);
+                            ref += t;
+                            mag += fabs(t);
+                        }
+                        double err = fabs(Cf[i * N + j] - ref) / (mag + 1e-30);
+                        MT_CHECK(err <= 1e-5, "fallback %s%s (%lld,%lld,%lld)%s%s, bf16 operands "
+                                 "%d, %d threads: C[%lld][%lld] = %.9g, float64 on the bf16 "
+                                 "inputs %.9g (error %.3g of the sum of |terms| %.4g)",
+                                 ta ? "Aᵀ" : "A", tb ? "·Bᵀ" : "·B", (long long)M, (long long)N,
+                                 (long long)K, acc ? " +=" : "", b ? " + bias" : "", as16, threads,
+                                 (long long)i, (long long)j, Cf[i * N + j], ref, err, mag);
+                        if (err > worst_ref) worst_ref = err;
+                        if (!native) continue;
+                        double d = fabs(Cf[i * N + j] - Cn[i * N + j]) / (mag + 1e-30);
+                        MT_CHECK(d <= 2e-6, "fallback vs oneDNN %s%s (%lld,%lld,%lld)%s%s, bf16 "
+                                 "operands %d: C[%lld][%lld] = %.9g vs %.9g (%.3g of the sum of "
+                                 "|terms|; only the order of the f32 sums should differ)",
+                                 ta ? "Aᵀ" : "A", tb ? "·Bᵀ" : "·B", (long long)M, (long long)N,
+                                 (long long)K, acc ? " +=" : "", b ? " + bias" : "", as16,
+                                 (long long)i, (long long)j, Cf[i * N + j], Cn[i * N + j], d);
+                        if (d > worst_native) worst_native = d;
+                    }
+                free(A), free(B), free(C0), free(Cf), free(Cn), free(bias);
+            }
+    printf("  fallback vs float64 on bf16 inputs: worst %.3g of the sum of |terms|", worst_ref);
+    if (native) printf("; vs oneDNN's bf16: worst %.3g", worst_native);
+    printf("\n");
 }
 
 /* ---- through a graph: the weight copies --------------------------------- */

@@ -297,6 +297,12 @@ mt_status   mt_precision_check(mt_precision p);
  * it oneDNN emulates them, correctly but slower than fp32. False in a build
  * without oneDNN. */
 bool        mt_bf16_native(void);
+/* Whether the bf16 products run as f32 sgemm on bf16-rounded operands (the
+ * same numbers: bf16 operands, f32 sums, at fp32's speed) because oneDNN
+ * has no bf16 matrix product on this CPU: oneDNN 2.6 without AVX-512, or
+ * its ISA capped by ONEDNN_MAX_CPU_ISA or MT_CPU_ISA. Asks oneDNN once per
+ * process. False in a build without oneDNN. */
+bool        mt_bf16_fallback(void);
 
 typedef struct {
     uint64_t seed;          /* parameter initialisation seed */

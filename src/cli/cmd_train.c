@@ -364,7 +364,11 @@ int cli_cmd_train(int argc, char **argv) {
         return rc;
     }
     if (!quiet) train_print_config(&run);
-    if (!quiet && cfg.precision == MT_PRECISION_BF16 && !mt_bf16_native())
+    if (!quiet && cfg.precision == MT_PRECISION_BF16 && mt_bf16_fallback())
+        printf("note: this CPU has no bf16 matrix instruction for oneDNN (kernel level %s); the "
+               "bf16 products run as f32 sgemm on bf16-rounded operands: bf16's numbers at f32 "
+               "speed\n", mt_cpu_isa_name(mt_get_cpu_isa()));
+    else if (!quiet && cfg.precision == MT_PRECISION_BF16 && !mt_bf16_native())
         printf("note: this CPU has no AVX512-BF16; oneDNN emulates the bf16 products, "
                "slower than fp32 here\n");
     if (profile && (st = mt_graph_set_profiling(mt_trainer_graph(run.tr), true)) != MT_OK) {

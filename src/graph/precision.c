@@ -58,6 +58,7 @@ mt_status mt_precision_check(mt_precision p) {
 }
 
 bool mt_bf16_native(void) { return mt__bf16_native(); }
+bool mt_bf16_fallback(void) { return mt__bf16_fallback(); }
 
 void mt_graph_params_changed(mt_graph *g) {
     if (g && g->bf16) g->bf16->stale = true;
