@@ -4,9 +4,12 @@
  *
  *  - sgemm: Open BLAS cblas_sgemm, square, the largest power of two up to
  *    4096 whose one-thread call stays near 0.2 s, on 1 thread and all cores;
- *  - FMA peak: fused multiply-adds on registers only (16 independent zmm
- *    accumulators with AVX-512, 12 ymm with AVX2), so nothing waits on memory
- *    or on an FMA's latency; one thread per core for "all";
+ *  - FMA peak: fused multiply-adds on registers only, at every kernel level
+ *    (mt_cpu_isa) this CPU runs: 16 independent zmm accumulators for avx512,
+ *    12 ymm for avx2, 16 q registers for neon, 16 one-lane floats for
+ *    generic; so nothing waits on memory or on an FMA's latency; one thread
+ *    per core for "all". With the kernel level in use (MT_CPU_ISA caps it)
+ *    and oneDNN's ISA, so that a report finds the roof of a run's level;
  *  - triad: STREAM's a[i] = b[i] + s*c[i] on float arrays 6 x the L3 of this
  *    class of machine, bytes counted as STREAM does (12 per element);
  *  - all-reduce: 2 devices on threads (and, under mpirun, the MPI ranks):
@@ -48,11 +51,12 @@ static const char MACHINE_USAGE[] =
     "usage: meshtrain bench machine [--out FILE] [--quick]\n"
     "\n"
     "Measures the figures a roofline needs: Open BLAS sgemm and a register-only FMA\n"
-    "peak (GFLOP/s), STREAM triad bandwidth (GB/s), on 1 thread and on all cores, and\n"
-    "the all-reduce latency and bus bandwidth of each transport (MPI under mpirun).\n"
-    "Prints them beside the nominal peak (cores x FMA units x SIMD width x 2 x GHz)\n"
-    "and saves them as JSON for --machine FILE (default: machine.json beside the\n"
-    "meshtrain binary).\n"
+    "peak at every kernel level the CPU runs (generic, avx2, avx512; neon on ARM), in\n"
+    "GFLOP/s, and STREAM triad bandwidth (GB/s), on 1 thread and on all cores, and the\n"
+    "all-reduce latency and bus bandwidth of each transport (MPI under mpirun). Prints\n"
+    "the kernel level in use (MT_CPU_ISA caps it) and oneDNN's ISA, the figures beside\n"
+    "the nominal peak (cores x FMA units x SIMD width x 2 x GHz), and saves them as JSON\n"
+    "for --machine FILE (default: machine.json beside the meshtrain binary).\n"
     "\n"
     "examples:\n"
     "  meshtrain bench machine\n"
@@ -585,7 +589,7 @@ static void print_table(const mt_machine *m, const char *ghz_src) {
         printf("kernel level: %s (the best this CPU has)", m->isa_in_use);
     else
         printf("kernel level: %s, capped (MT_CPU_ISA=%s); this CPU's best is %s", m->isa_in_use,
-               getenv("MT_CPU_ISA") ? getenv("MT_CPU_ISA") : "", m->isa_best);
+               getenv("MT_CPU_ISA") ? getenv("MT_CPU_ISA") : "?", m->isa_best);
     printf("; oneDNN ISA (bf16 products): %s\n\n", m->onednn_isa);
     printf("%-34s %10s %10s\n", "figure (best of repetitions)", "1 thread", "all cores");
     snprintf(sg, sizeof sg, "sgemm %d^3 (Open BLAS)", m->sgemm_size);
