@@ -7,10 +7,10 @@
  * ~20 µs to wake (measured 2026-11-29, 2-core Zen 5 dev VM), but a spinning
  * worker would take a core from Open BLAS.
  */
+#include "base/arch_impl.h"
 #include "base/pool.h"
 #include "meshtrain/base.h"
 
-#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -58,7 +58,7 @@ static void *worker_main(void *arg) {
              (gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
              !atomic_load(&p->stop);
              spins++) {
-            _mm_pause();
+            mt__cpu_relax();
             if ((spins & 63) == 63 && mt_time_now() > give_up) break;
         }
         if (gen == seen && !atomic_load(&p->stop)) {
@@ -139,7 +139,7 @@ void mt_pool_run(mt_pool *p, int64_t n, int64_t grain, mt_range_fn fn, void *ctx
         run_chunk(p, 0);
         int spins = 0;
         while (atomic_load_explicit(&p->done, memory_order_acquire) < workers - 1) {
-            if (++spins < SPIN_ROUNDS) _mm_pause();
+            if (++spins < SPIN_ROUNDS) mt__cpu_relax();
             else sched_yield();
         }
         return;

@@ -55,9 +55,9 @@
  *
  * Point-to-point messages go through per-device mailboxes (threads_p2p.c).
  */
+#include "base/arch_impl.h"
 #include "comm/threads_impl.h"
 
-#include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -401,7 +401,7 @@ static void combine(void *dst, const void **src, int nsrc, size_t off, size_t n,
  * read once and written once. Into other buffers (all_reduce_into, a
  * reduce-scatter's block), when `stream` (a large op: its lines are not in
  * cache) the stores go past the cache (non-temporal), so the destinations
- * are not read first either; an sfence then orders them before whatever
+ * are not read first either; a store fence (x86: SFENCE) then orders them before whatever
  * publishes the result. */
 static bool streamable(const void *const *src, int P, size_t soff, void *const *dst, int nd,
                        size_t doff, size_t es) {
@@ -414,12 +414,8 @@ static bool streamable(const void *const *src, int P, size_t soff, void *const *
     return true;
 }
 
-/* Stores 64 bytes at d (16-byte aligned) past the cache. */
-static inline void stream_line(void *d, const void *v) {
-    const __m128i *s = v;
-    __m128i *o = d;
-    for (int q = 0; q < 4; q++) _mm_stream_si128(o + q, _mm_loadu_si128(s + q));
-}
+/* Stores 64 bytes at d (16-byte aligned) past the cache (base/arch_impl.h). */
+static inline void stream_line(void *d, const void *v) { mt__stream_line(d, v); }
 
 /* dst (n bytes) = src, the whole 64-byte lines of dst stored past the cache. */
 static void stream_copy(void *dst, const void *src, size_t n) {
@@ -431,7 +427,7 @@ static void stream_copy(void *dst, const void *src, size_t n) {
     size_t i = head;
     for (; i + 64 <= n; i += 64) stream_line(d + i, s + i);
     memcpy(d + i, s + i, n - i);
-    _mm_sfence();
+    mt__store_fence();
 }
 
 #define DEF_REDUCE_BCAST(NAME, T, EXPR)                                                 \
@@ -458,7 +454,7 @@ static void stream_copy(void *dst, const void *src, size_t n) {
             for (int k = 1; k < P; k++) { T b = ((const T *)src[k])[soff + i0]; a = (EXPR); } \
             for (int k = 0; k < nd; k++) ((T *)dst[k])[doff + i0] = a;                  \
         }                                                                               \
-        if (nt) _mm_sfence();                                                           \
+        if (nt) mt__store_fence();                                                      \
     }
 
 DEF_REDUCE_BCAST(rb_sum_f32, float, a + b)

@@ -13,9 +13,9 @@
  * core its peer needs, so it yields at once. A long wait (a peer computing,
  * or gone) sleeps so it gives the core away.
  */
+#include "base/arch_impl.h"
 #include "comm/transport_impl.h"
 
-#include <immintrin.h>
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -102,7 +102,7 @@ mt_status mt__wait_step(mt_ctx *ctx, int *spins) {
      * the sleeping below goes on */
     if (s >= (1 << 30)) *spins -= 1 << 20;
     if (ls->may_spin && s < SPIN_LIMIT) {
-        _mm_pause();
+        mt__cpu_relax();
         /* the clock and the abort flag every 64 rounds keep spinning cheap */
         if ((s & 63) != 63) return MT_OK;
     } else {
