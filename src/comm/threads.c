@@ -57,6 +57,7 @@
  */
 #include "base/arch_impl.h"
 #include "comm/threads_impl.h"
+#include "vec/vec.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -457,13 +458,30 @@ static void stream_copy(void *dst, const void *src, size_t n) {
         if (nt) mt__store_fence();                                                      \
     }
 
-DEF_REDUCE_BCAST(rb_sum_f32, float, a + b)
-/* b != b: a NaN wins from any rank, as jax.lax.pmax / pmin propagate it */
-DEF_REDUCE_BCAST(rb_max_f32, float, (b > a || b != b) ? b : a)
-DEF_REDUCE_BCAST(rb_min_f32, float, (b < a || b != b) ? b : a)
 DEF_REDUCE_BCAST(rb_sum_i32, uint32_t, a + b)   /* unsigned: wraps instead of UB */
 DEF_REDUCE_BCAST(rb_max_i32, int32_t, b > a ? b : a)
 DEF_REDUCE_BCAST(rb_min_i32, int32_t, b < a ? b : a)
+
+/* f32: the vector layer's kernel at the kernel level in use (vec/vec.h; max
+ * and min let a NaN win from any rank, as jax.lax.pmax / pmin do), the whole
+ * lines through the streaming store when the destinations allow it */
+static void stream_line_f32(void *d, const float *v) { mt__stream_line(d, v); }
+
+static void rb_f32(mt_reduce_op op, const void *const *src, int P, size_t soff, void *const *dst,
+                   int nd, size_t doff, size_t n, bool stream) {
+    const bool nt = stream && streamable(src, P, soff, dst, nd, doff, sizeof(float));
+    mt__vec()->reduce_bcast[op]((const float *const *)src, P, soff, (float *const *)dst, nd, doff,
+                                n, nt ? stream_line_f32 : NULL);
+    if (nt) mt__store_fence();
+}
+#define DEF_RB_F32(NAME, OP)                                                                 \
+    static void NAME(const void *const *src, int P, size_t soff, void *const *dst, int nd,   \
+                     size_t doff, size_t n, bool stream) {                                   \
+        rb_f32(OP, src, P, soff, dst, nd, doff, n, stream);                                  \
+    }
+DEF_RB_F32(rb_sum_f32, MT_REDUCE_SUM)
+DEF_RB_F32(rb_max_f32, MT_REDUCE_MAX)
+DEF_RB_F32(rb_min_f32, MT_REDUCE_MIN)
 
 typedef void reduce_bcast_fn(const void *const *, int, size_t, void *const *, int, size_t,
                              size_t, bool);
