@@ -147,10 +147,10 @@ static int run(const bench_config *bc, int threads, int steps) {
            (double)st.arena_bytes / (1 << 20));
     printf("RESULT impl=meshtrain config=%s threads=%d ms=%.3f tok_s=%.1f gflops=%.2f "
            "peak_pct=%.2f sgemm_gflops=%.2f precision=%s remat=%s arena_mib=%.1f "
-           "arena_f32_mib=%.1f bf16_acts=%d\n", bc->name,
+           "arena_f32_mib=%.1f bf16_acts=%d isa=%s\n", bc->name,
            threads, sec * 1e3, (double)tokens / sec, gflops, pct, ref, mt_precision_name(prec),
            mt_remat_name(remat), (double)st.arena_bytes / (1 << 20),
-           (double)st.arena_bytes_f32 / (1 << 20), st.n_bf16_act);
+           (double)st.arena_bytes_f32 / (1 << 20), st.n_bf16_act, mt_cpu_isa_name(mt_get_cpu_isa()));
     fflush(stdout);
     free(t);
     mt_optim_free(opt);
@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     printf("Open BLAS %s, kernel %s%s%s\n", openblas_get_config(), openblas_get_corename(),
            coretype ? "; OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
+    printf("kernel level %s (this CPU's best %s; MT_CPU_ISA caps it)\n",
+           mt_cpu_isa_name(mt_get_cpu_isa()), mt_cpu_isa_name(mt_cpu_isa_best()));
     printf("peak fp32: 264 GFLOP/s on 1 core, 520 on 2 (MACHINE.md); sgemm: 1024^3, same threads\n\n");
     printf("%-6s %7s %10s %10s %9s %7s %10s %7s\n", "config", "threads", "ms/step", "tokens/s",
            "GFLOP/s", "MFU", "sgemm", "ratio");

@@ -2,6 +2,14 @@
 # run_gpt.sh — GPT training step, meshtrain against PyTorch, in one table.
 #
 #   bash bench/run_gpt.sh [BUILD_DIR] [CONFIG [THREADS [STEPS]]]
+#   BENCH_ISA=avx2 bash bench/run_gpt.sh ...    an AVX2-only CPU's rows, here
+#
+# BENCH_ISA=avx2 (or generic) caps every contender at that level, so that an
+# AVX-512 machine measures what an AVX2-only one would run: meshtrain's
+# kernel level (MT_CPU_ISA, which caps oneDNN as well), Open BLAS's kernel
+# (OPENBLAS_CORETYPE=Haswell, for both: they load the same library) and
+# PyTorch's own vector kernels (ATEN_CPU_CAPABILITY). The CPU's caches,
+# bandwidth and clocks stay this machine's: say so next to such figures.
 #
 # Both contenders run in the same environment: Open BLAS's kernel as
 # bench/blas_env.sh picks it (the machine's own, which bench_gpt prints), and
@@ -13,6 +21,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build}
 shift || true
 source bench/blas_env.sh
+case "${BENCH_ISA:-}" in
+    "") ;;
+    avx2|generic)
+        export MT_CPU_ISA=$BENCH_ISA OPENBLAS_CORETYPE=Haswell
+        [[ $BENCH_ISA == avx2 ]] && export ATEN_CPU_CAPABILITY=avx2 || export ATEN_CPU_CAPABILITY=default
+        [[ $BENCH_ISA == generic ]] && export OPENBLAS_CORETYPE=Prescott
+        echo "BENCH_ISA=$BENCH_ISA: MT_CPU_ISA=$MT_CPU_ISA OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE" \
+             "ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY (this machine's caches and clocks)" ;;
+    *) echo "run_gpt.sh: BENCH_ISA=$BENCH_ISA is not avx2 or generic" >&2; exit 2 ;;
+esac
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-bench.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
