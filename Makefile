@@ -5,7 +5,8 @@
 #                 on 2 cores, AVX2 or better), sample from it, and report where
 #                 its time went (tables, pictures)
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
-#                 ThreadSanitizer, then the whole suite again as released
+#                 ThreadSanitizer, the aarch64 cross build under qemu-user
+#                 (test-aarch64), then the whole suite again as released
 #   make bench    GPT training step against PyTorch (bench-gpt), the
 #                 collectives against plain MPI (bench-collectives),
 #                 compile time against depth (bench-compile), and data
@@ -26,6 +27,7 @@ MAKEFLAGS += --no-print-directory
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+ARM_BUILD  ?= build-arm
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
@@ -59,6 +61,11 @@ FORTUNES        ?= /usr/share/games/fortunes
 DEPS       := gcc make cmake pkg-config libopenblas-dev libsleef-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes \
               librsvg2-bin libxml2-utils
 BENCH_DEPS := $(DEPS) python3-torch
+# The aarch64 cross build and its run under qemu-user (test-aarch64): arm64
+# libraries from Debian's multiarch (deps-aarch64 adds the architecture first).
+# No libopenmpi-dev:arm64: installing it removes the amd64 one and the toolchain.
+AARCH64_DEPS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libopenblas-dev:arm64 \
+                libsleef-dev:arm64
 
 # Installs what is missing when root; otherwise prints the command and stops,
 # since a half-provisioned machine fails later with a worse message.
@@ -92,7 +99,7 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
-.PHONY: all deps deps-bench build build-asan build-tsan demo test test-asan test-tsan test-release bench-gpt bench-collectives \
+.PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release bench-gpt bench-collectives \
         bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench install clean
 
 all: build
@@ -102,6 +109,15 @@ deps:
 
 deps-bench:
 	$(call check_debs,$(BENCH_DEPS))
+
+# dpkg must know arm64 before apt can install an arm64 package (idempotent).
+deps-aarch64: deps
+	@if ! dpkg --print-foreign-architectures | grep -qx arm64; then \
+	    if [ "$$(id -u)" = 0 ]; then echo "deps: dpkg --add-architecture arm64"; \
+	        dpkg --add-architecture arm64; \
+	    else echo "deps: run sudo dpkg --add-architecture arm64 first"; exit 1; fi; \
+	fi
+	$(call check_debs,$(AARCH64_DEPS))
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -118,6 +134,14 @@ build-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=thread \
 	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TESTS)
+
+# aarch64, cross-compiled (cmake/aarch64-linux-gnu.cmake), -Werror as the rest:
+# without MPI and oneDNN, and only what tests/aarch64.sh runs under qemu.
+ARM_TARGETS := meshtrain test_base test_tensor test_vec test_kernels test_comm test_dp
+build-arm: deps-aarch64
+	cmake -S . -B $(ARM_BUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+	      -DCMAKE_BUILD_TYPE=Release -DMT_DNNL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+	cmake --build $(ARM_BUILD) -j$(JOBS) --target $(ARM_TARGETS)
 
 # ---- demo -------------------------------------------------------------------
 
@@ -162,11 +186,13 @@ demo: build $(BUILD)/fortunes.txt
 
 # ---- tests ------------------------------------------------------------------
 
-# Sanitizers first, the release build last, so the run ends with ctest's summary.
+# Sanitizers first, then aarch64 under qemu, the release build last, so the run
+# ends with ctest's summary.
 test: build build-asan build-tsan
 	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
 	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD) --output-on-failure -j2 \
 	    -R '$(TSAN_REGEX)'
+	$(MAKE) test-aarch64
 	ctest --test-dir $(BUILD) --output-on-failure -j2
 
 test-asan: build-asan
@@ -175,6 +201,11 @@ test-asan: build-asan
 test-tsan: build-tsan
 	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD) --output-on-failure -j2 \
 	    -R '$(TSAN_REGEX)'
+
+# The aarch64 build under qemu-user (~1.5 min of runs): the kernel and threads
+# tests, and tiny GPT runs against the native build's losses (tests/aarch64.sh).
+test-aarch64: build build-arm
+	bash tests/aarch64.sh $(BUILD)/meshtrain $(ARM_BUILD)
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
@@ -226,4 +257,4 @@ install: deps
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(ARM_BUILD)

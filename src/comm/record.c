@@ -54,6 +54,10 @@ void mt__record_text(const mt_launch_state *ls, const mt_device_record *rec, cha
         snprintf(buf, cap, "#%llu %s%s over %s%s %s %llu bytes", (unsigned long long)seq,
                  mt__coll_name(kind), to, label, with_tag, mt_dtype_name((mt_dtype)dtype),
                  (unsigned long long)bytes);
+        /* the field loads above before the second look at seq: an acquire
+         * load orders only what follows it, and on ARM (unlike x86) relaxed
+         * loads may be satisfied after a later load */
+        atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&rec->seq, memory_order_acquire) == seq) return;
     }
 }
