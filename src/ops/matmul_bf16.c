@@ -170,8 +170,7 @@ static mt_status ask_bf16_matmul(dnnl_engine_t engine, bool *none) {
             st = dnnl_memory_desc_init_by_strides(&b, 2, dims, dnnl_bf16, tb ? trans : plain);
         if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&c, 2, dims, dnnl_f32, plain);
         dnnl_primitive_desc_t pd = NULL;
-        int old = omp_get_max_threads();
-        if (old != 1) omp_set_num_threads(1);
+        int old = single_omp();   /* as get_prim makes them */
         if (st == dnnl_success) st = make_pd(engine, acc, &a, &b, &c, &pd);
         if (old != 1) omp_set_num_threads(old);
         if (pd) dnnl_primitive_desc_destroy(pd);
