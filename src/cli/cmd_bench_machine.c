@@ -209,6 +209,9 @@ static const char *dnnl_isa_name(dnnl_cpu_isa_t isa) {
 
 void cli_onednn_isa(char *buf, size_t n) {
 #ifdef MT_HAVE_DNNL
+    /* reading oneDNN's ISA fixes it: let the library apply MT_CPU_ISA's cap
+     * first (mt_bf16_native does, before its own read) */
+    (void)mt_bf16_native();
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     const char *name = dnnl_isa_name(isa);
     if (name) snprintf(buf, n, "%s", name);
