@@ -8,7 +8,7 @@
 # (dpkg --add-architecture arm64; libopenblas-dev:arm64, libsleef-dev:arm64).
 # Without MPI: libopenmpi-dev:arm64 would remove the amd64 one, and with it
 # the host's toolchain. The programs run under qemu-aarch64 with
-# QEMU_LD_PREFIX=/usr/aarch64-linux-gnu.
+# QEMU_LD_PREFIX=/ (tests/aarch64.sh says why not /usr/aarch64-linux-gnu).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
@@ -29,5 +29,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
 
-# try_run and the test programs: ctest and scripts run them under qemu.
+# try_run and ctest run the programs under qemu. "-L /": the loader of
+# libc6:arm64, the glibc whose libc.so.6 the programs get; the cross
+# toolchain's older loader with that libc.so.6 hangs in pthread_create.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /)

@@ -42,8 +42,8 @@ static inline void mt__store_fence(void) { _mm_sfence(); }
 
 #if defined(__aarch64__)
 /* YIELD: the spin-loop hint (gcc 12's arm_acle.h has no __yield for
- * AArch64). "memory" keeps the compiler from hoisting the flag's load out
- * of the loop around it, as _mm_pause's builtin does. */
+ * AArch64). The flags spun on are atomics, so the compiler reloads them
+ * anyway; "memory" only keeps it from moving other accesses across. */
 static inline void mt__cpu_relax(void) { __asm__ __volatile__("yield" ::: "memory"); }
 #else
 static inline void mt__cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
