@@ -202,7 +202,7 @@ test-tsan: build-tsan
 	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD) --output-on-failure -j2 \
 	    -R '$(TSAN_REGEX)'
 
-# The aarch64 build under qemu-user (~1.5 min of runs): the kernel and threads
+# The aarch64 build under qemu-user (~1.5 min with the build): the kernel and threads
 # tests, and tiny GPT runs against the native build's losses (tests/aarch64.sh).
 test-aarch64: build build-arm
 	bash tests/aarch64.sh $(BUILD)/meshtrain $(ARM_BUILD)
