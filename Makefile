@@ -1,9 +1,9 @@
 # Makefile — the front door to meshtrain. CMake does the building; this file
 # only strings the common tasks together:
 #
-#   make demo     train a small GPT on the fortunes corpus (~2 min of training
-#                 on 2 cores, AVX2 or better), sample from it, and report where
-#                 its time went (tables, pictures)
+#   make demo     train a small GPT on the fortunes corpus (~2.2 min of
+#                 training on 2 cores, AVX2 or better), sample from it, and
+#                 report where its time went (tables, pictures)
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, the aarch64 cross build under qemu-user
 #                 (test-aarch64), then the whole suite again as released
@@ -32,22 +32,20 @@ JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
 # ---- the demo: change the model or the run length here --------------------
-# Byte tokens (V=256). Steps are what bound the time: about 2 minutes of
-# training on the slowest CPU seen, an AMD Zen 3 with AVX2 only, where the
-# matmuls dominate. There 2800 steps of this model at lr 1e-3 took 4 min 34 s
-# (92 ms a step). Estimated 2026-12-01 on an AVX-512 Xeon with the AVX2 path
-# forced (MT_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell):
-# 324-410 ms a step on 2 cores shared with other jobs, beside all-core AVX2
-# FMA peaks of 41-50 GFLOP/s and sgemm of 40-47 in the same windows, against
-# Zen 3's 186 and 141, gives 87-115 ms a step there (it measured 92). 1200
-# steps: 1.9-2.4 min, evals and start-up included. lr 2e-3 recovers part of
-# the loss fewer steps cost (val 2.13 after 1400 steps, 1.97 after 2800 at 1e-3).
+# Byte tokens (V=256). Steps are what bound the time. Measured 2026-12-01 on
+# a 2-core AVX-512 Xeon with this session's kernels: 2000 steps at lr 2e-3 in
+# 2 min 13 s (66 ms a step, evals included; val loss 2.02, against 1.97 for
+# the 2800 steps at 1e-3 this used to take, whose 4 min 34 s on an AVX2-only
+# Zen 3 were 92 ms a step). The same run with the AVX2 path forced there
+# (MT_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell) took ~93 ms a step, with a
+# Haswell-kernel sgemm of ~90 GFLOP/s on 2 threads against the Zen 3's 141:
+# the matmuls dominate, which puts the Zen 3 at ~60-65 ms a step, ~2.2 min.
 DEMO_LAYERS     ?= 4
 DEMO_CHANNELS   ?= 128
 DEMO_HEADS      ?= 4
 DEMO_SEQ        ?= 64
 DEMO_BATCH      ?= 16
-DEMO_STEPS      ?= 1200
+DEMO_STEPS      ?= 2000
 DEMO_LR         ?= 2e-3
 DEMO_WARMUP     ?= 50
 DEMO_EVAL_EVERY ?= 100

@@ -5,7 +5,7 @@
  *   vf                 the vector type, V_W floats
  *   V_LOAD(p) V_STORE(p, v) V_SET1(x)           unaligned load / store, broadcast
  *   V_ADD V_SUB V_MUL V_DIV (a, b)  V_SQRT(a)   lanewise, IEEE-rounded
- *   V_EXP(a) V_TANH(a)                          SLEEF's 1-ulp exp and tanh
+ *   V_EXP(a)                                    SLEEF's 1-ulp exp
  *   V_SEL_GT(a, b, x, y)   a > b ? x : y        (false on a NaN)
  *   V_SEL_NAN(a, x, y)     a is NaN ? x : y
  *   V_TABLE                the name of the table this file exports
@@ -149,11 +149,17 @@ static void k_softmax_bwd(float *restrict d, const float *restrict a, int64_t n,
 #define GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
 #define GELU_CUBE  0.044715f
 
-/* tanh(√(2/π)·(x + 0.044715·x³)) */
+/* tanh(√(2/π)·(x + 0.044715·x³)), as 1 - 2/(exp(2u) + 1): one SLEEF exp and
+ * a division, twice as fast as SLEEF's tanh. GELU reads tanh only through
+ * 1 ± tanh and 1 - tanh², so its absolute error is what counts: within 2
+ * ulps of 1 (near u = 0 the relative error of tanh itself grows, harmlessly
+ * here). Far from 0 it is exactly ±1 (exp overflows to inf or underflows to
+ * 0), which keeps gelu(x) = x and 0 and gelu' = 1 and 0 there; a NaN passes. */
 static inline vf gelu_tanh(vf x) {
     const vf u = V_MUL(V_SET1(GELU_SCALE),
                        V_ADD(x, V_MUL(V_MUL(V_MUL(V_SET1(GELU_CUBE), x), x), x)));
-    return V_TANH(u);
+    const vf one = V_SET1(1.0f);
+    return V_SUB(one, V_DIV(V_SET1(2.0f), V_ADD(V_EXP(V_ADD(u, u)), one)));
 }
 
 static void k_gelu_fwd(float *restrict out, const float *restrict x, int64_t n) {

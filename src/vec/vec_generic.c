@@ -16,7 +16,6 @@ typedef float vf;
 #define V_DIV(a, b)          ((a) / (b))
 #define V_SQRT(a)            sqrtf(a)
 #define V_EXP(a)             Sleef_expf1_u10purec(a)
-#define V_TANH(a)            Sleef_tanhf1_u35purec(a)
 #define V_SEL_GT(a, b, x, y) ((a) > (b) ? (x) : (y))
 #define V_SEL_NAN(a, x, y)   ((a) != (a) ? (x) : (y))
 #define V_TABLE              mt__vec_ops_generic
