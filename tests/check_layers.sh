@@ -16,7 +16,7 @@ cd "$root"
 
 # ---- the layers, bottom up -------------------------------------------------
 # base      status codes, messages, RNG, clock, CPUs, the kernel thread pool, the kernel level
-# vec       the vector kernels, one table per kernel level (SLEEF's exp and tanh)
+# vec       the vector kernels, one table per kernel level (on SLEEF's exp)
 # mesh      device meshes: axes, coordinates, groups (no data, no tensors)
 # tensor    dtypes, the tensor record, shardings over a mesh
 # profile   trace events and the Chrome trace writer; the machine file (probe figures)

@@ -8,10 +8,10 @@
  * vector macros, and compiled once per level (vec_generic.c, vec_avx2.c,
  * vec_avx512.c, vec_neon.c), each file with its own instruction-set flags:
  * one binary holds every level of its architecture and runs the one
- * mt_get_cpu_isa() names (the CPU's best, capped by MT_CPU_ISA). exp and
- * tanh come from SLEEF (the vector math library PyTorch uses), at 1 ulp,
- * one SLEEF function per level; the auto-vectoriser is not trusted with a
- * loop that calls them.
+ * mt_get_cpu_isa() names (the CPU's best, capped by MT_CPU_ISA). exp comes
+ * from SLEEF (the vector math library PyTorch uses), at 1 ulp, one SLEEF
+ * function per level (GELU's tanh is built on it); the auto-vectoriser is
+ * not trusted with a loop that calls it.
  *
  * Every element of an elementwise kernel goes through the same vector code,
  * the last partial vector included (it is padded through a small buffer),
