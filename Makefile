@@ -34,7 +34,8 @@ PREFIX     ?= /usr/local
 # ---- the demo: change the model or the run length here --------------------
 # Byte tokens (V=256). Steps are what bound the time. Measured 2026-12-01 on
 # a 2-core AVX-512 Xeon with this session's kernels: 2000 steps at lr 2e-3 in
-# 2 min 13 s (66 ms a step, evals included; val loss 2.02, against 1.97 for
+# 2 min 4 s (62 ms a step, evals included; the whole make demo 2 min 15 s once
+# built; val loss 2.02, against 1.97 for
 # the 2800 steps at 1e-3 this used to take, whose 4 min 34 s on an AVX2-only
 # Zen 3 were 92 ms a step). The same run with the AVX2 path forced there
 # (MT_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell) took ~93 ms a step, with a
