@@ -207,4 +207,13 @@ else
     bad "model: mesh product vs devices" "$(cat err.txt)"
 fi
 
+# sizes whose product overflows an int (UBSan's signed overflow before), and a
+# type whose bytes overflow an int64 (it printed a wrapped byte count)
+fails "model: mesh product above the limit" 1 "4295032832 devices; a mesh has at most 1048576" \
+    --model mlp --mesh data=65536,tensor=65537
+fails "model: mesh size left to the count" 1 "leaves axis 'tensor' to the device count" \
+    --model mlp --mesh data=2,tensor=-1
+fails "type bytes above 2^62" 1 "holds 6.4e\\+19 bytes; a type holds at most 2\\^62" \
+    --mesh x=2,y=2 --op reshard 'f32[4000000000,4000000000@x]' 'f32[4000000000@y,4000000000]'
+
 test_end

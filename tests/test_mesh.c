@@ -84,6 +84,26 @@ MT_TEST(mesh_errors_large_sizes) {
     mt_mesh_free(m);
 }
 
+/* The device count of a spec given without one, against the products
+ * worked by hand; a product past an int (and past the limit) is refused,
+ * not wrapped. */
+MT_TEST(mesh_spec_devices) {
+    int n = -7;
+    MT_CHECK_OK(mt_mesh_spec_devices("data=2,tensor=4", &n));
+    MT_CHECK(n == 8, "data=2,tensor=4 -> %d, want 8", n);
+    MT_CHECK_OK(mt_mesh_spec_devices("x=1048576", &n));
+    MT_CHECK(n == 1048576, "x=1048576 -> %d", n);
+    MT_CHECK_FAILS(mt_mesh_spec_devices("data=65536,tensor=65537", &n), MT_EINVAL,
+                   "4295032832 devices", "at most 1048576");
+    MT_CHECK(n == 0, "out is 0 on failure");
+    MT_CHECK_FAILS(mt_mesh_spec_devices("a=1024,b=1025", &n), MT_EINVAL, "1049600 devices");
+    MT_CHECK_FAILS(mt_mesh_spec_devices("data=2,tensor=-1", &n), MT_EINVAL, "'tensor'",
+                   "number of devices");
+    MT_CHECK_FAILS(mt_mesh_spec_devices("data=0", &n), MT_EINVAL, "not a positive integer");
+    MT_CHECK_FAILS(mt_mesh_spec_devices("data", &n), MT_EINVAL, "no size");
+    MT_CHECK_FAILS(mt_mesh_spec_devices("", &n), MT_EINVAL, "number of devices");
+}
+
 MT_TEST(mesh_coords_round_trip) {
     mt_mesh *m = make("a=2,b=3,c=2", 12);
     for (int d = 0; d < 12; d++) {

@@ -267,6 +267,11 @@ MT_TEST(types_refuse_bad_text) {
     MT_CHECK_FAILS(mt_type_parse(m, "f32[8]x", &t), MT_EINVAL, "column 7");
     MT_CHECK_FAILS(mt_type_parse(m, "f32[8]{x}", &t), MT_EINVAL, "{U:");
     MT_CHECK_FAILS(mt_type_parse(m, "f32[1,2,3,4,5]", &t), MT_EINVAL, "more than 4 dims");
+    /* each dim within 2^50, their bytes past an int64: 4·4e9·4e9 = 6.4e19 */
+    MT_CHECK_FAILS(mt_type_parse(m, "f32[4000000000,4000000000@x]", &t), MT_EINVAL,
+                   "6.4e+19 bytes", "at most 2^62");
+    /* 2^60 elements of bf16: 2^61 bytes, within the limit */
+    MT_CHECK_OK(mt_type_parse(m, "bf16[1073741824,1073741824@x]", &t));
     mt_mesh_free(m);
 }
 

@@ -24,6 +24,12 @@ typedef struct mt_mesh mt_mesh;
  * n_devices, or the error names both. An empty spec is a 1-axis mesh "d" of
  * n_devices. Names: letters, digits, '_'; unique. */
 mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out);
+/* The number of devices a spec's sizes multiply to ("data=2,tensor=4": 8),
+ * for a mesh given without a device count. MT_EINVAL, saying what to do,
+ * when the spec is malformed (as mt_mesh_create), empty, leaves a size to
+ * the device count (-1), or multiplies to more than 2^20 devices (a
+ * product too large for an int included). */
+mt_status mt_mesh_spec_devices(const char *spec, int *out);
 void      mt_mesh_free(mt_mesh *mesh);
 int       mt_mesh_size(const mt_mesh *mesh);
 int       mt_mesh_ndim(const mt_mesh *mesh);

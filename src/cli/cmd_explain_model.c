@@ -246,12 +246,9 @@ int cli_explain_model(int argc, char **argv) {
     }
     mt_mesh *mesh = NULL;
     int n = devices;
-    if (n <= 0) {   /* the product of the sizes */
-        n = 1;
-        for (const char *p = strchr(mesh_spec, '='); p; p = strchr(p + 1, '=')) n *= atoi(p + 1);
-    }
-    if (n <= 0 || mt_mesh_create(mesh_spec, n, &mesh) != MT_OK) {
-        cli_error("%s", n <= 0 ? "--mesh: give every axis a positive size, or --devices" : mt_errmsg());
+    if ((n <= 0 && mt_mesh_spec_devices(mesh_spec, &n) != MT_OK) ||
+        mt_mesh_create(mesh_spec, n, &mesh) != MT_OK) {
+        cli_error("--mesh: %s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
     program_summary *dev = calloc((size_t)mt_mesh_size(mesh), sizeof *dev);

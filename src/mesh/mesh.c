@@ -18,6 +18,7 @@
 #include <string.h>
 
 #define MAX_AXIS_SIZE    (1 << 20)
+#define MAX_DEVICES      (1 << 20)   /* a whole mesh: what the sizes may multiply to */
 
 /* ======================================================================== */
 /* Creation                                                                  */
@@ -77,6 +78,31 @@ static mt_status parse_spec(const char *spec, mt_mesh *m) {
         if (*end && !*p)
             return mt_fail(MT_EINVAL, "mesh '%s' ends with ','; remove it", spec);
     }
+    return MT_OK;
+}
+
+mt_status mt_mesh_spec_devices(const char *spec, int *out) {
+    if (!out) return mt_fail(MT_EINVAL, "mt_mesh_spec_devices: out is NULL");
+    *out = 0;
+    if (!spec || !*spec)
+        return mt_fail(MT_EINVAL, "an empty mesh spec has no sizes; give the number of devices");
+    mt_mesh m;
+    memset(&m, 0, sizeof m);
+    mt_status st = parse_spec(spec, &m);
+    if (st != MT_OK) return st;
+    /* in double: six sizes of up to 2^20 overflow any integer type but are
+     * exact there, so the message says the real product */
+    double prod = 1;
+    for (int a = 0; a < m.ndim; a++) {
+        if (m.sizes[a] == -1)
+            return mt_fail(MT_EINVAL, "mesh '%s' leaves axis '%s' to the device count (-1); give "
+                           "the number of devices", spec, m.names[a]);
+        prod *= m.sizes[a];
+    }
+    if (prod > MAX_DEVICES)
+        return mt_fail(MT_EINVAL, "mesh '%s' has %.0f devices; a mesh has at most %d: make the "
+                       "axes smaller", spec, prod, MAX_DEVICES);
+    *out = (int)prod;
     return MT_OK;
 }
 

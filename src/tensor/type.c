@@ -137,6 +137,14 @@ mt_status mt_type_parse(const mt_mesh *mesh, const char *text, mt_type *out) {
         return mt_fail(MT_EINVAL, "type '%s': unexpected '%s' at column %d after the type",
                        text, p, (int)(p - text) + 1);
 
+    /* its bytes fit in an int64 (each dim is at most 2^50, their product need
+     * not be): every byte count of the type is then exact */
+    double bytes = (double)mt_dtype_size(out->dtype);
+    for (int d = 0; d < out->ndim; d++) bytes *= (double)out->shape[d];
+    if (bytes > 0x1p62)
+        return mt_fail(MT_EINVAL, "type '%s' holds %.3g bytes; a type holds at most 2^62 bytes: "
+                       "make its dims smaller", text, bytes);
+
     /* every split dim divides by its axes' product */
     for (int d = 0; d < out->ndim; d++) {
         int64_t parts = 1;

@@ -169,16 +169,9 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     if (kind == MT_TRANSPORT_MPI && n != world)
         return mt_fail(MT_EINVAL, "devices=%d, but mpirun started %d ranks; under MPI each rank "
                        "is one device: give -np %d or leave devices out", n, world, n);
-    if (n <= 0) {
-        /* no device count: the product of the mesh's sizes */
-        n = 1;
-        for (const char *p = strchr(c->mesh, '='); p; p = strchr(p + 1, '=')) {
-            long size = strtol(p + 1, NULL, 10);
-            if (size <= 0)
-                return mt_fail(MT_EINVAL, "mesh '%s' leaves an axis size to the device count "
-                               "(or has a bad size); give the number of devices", c->mesh);
-            n *= (int)size;
-        }
+    if (n <= 0) {   /* no device count: the product of the mesh's sizes */
+        mt_status s = mt_mesh_spec_devices(c->mesh, &n);
+        if (s != MT_OK) return s;
     }
     mt_mesh *mesh = NULL;
     mt_status s = mt_mesh_create(c->mesh, n, &mesh);
