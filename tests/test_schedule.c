@@ -422,6 +422,15 @@ MT_TEST(w_memory_holds_activations_until_w) {
     mt_pipe_costs bad = {.f = 1, .b = 0, .w = 1, .comm = 0};
     MT_CHECK_FAILS(mt_schedule_simulate(s, &bad, 0, &sim), MT_EINVAL, "B=0", "> 0");
     MT_CHECK_FAILS(mt_schedule_simulate(s, NULL, 1.5, &sim), MT_EINVAL, "w_memory 1.5", "[0, 1]");
+    /* finite but huge: the sums would overflow to inf (a makespan of inf,
+     * a NaN bubble, an SVG axis that never ends) */
+    mt_pipe_costs huge = {1e308, 1e308, 1e308, 0};
+    MT_CHECK_FAILS(mt_schedule_simulate(s, &huge, 0, &sim), MT_EINVAL, "F=1e+308", "at most 1e+12");
+    mt_pipe_costs big = {1e12, 1e12, 1e12, 1e12};   /* the largest allowed: finite results */
+    MT_CHECK_OK(mt_schedule_simulate(s, &big, 0, &sim));
+    MT_CHECK(isfinite(sim.makespan) && sim.makespan > 0 && isfinite(sim.bubble_rate),
+             "makespan %g, bubble rate %g", sim.makespan, sim.bubble_rate);
+    mt_pipe_sim_free(&sim);
     mt_schedule_free(s);
 }
 

@@ -140,6 +140,8 @@ fails "unknown kind" 2 "--kind: 'zb-h3' is not one of gpipe\|1f1b\|interleaved\|
 fails "no kind" 2 "schedule needs --kind KIND" "${P4M8[@]}"
 fails "bad costs" 2 "--costs: '1,2' is not 3 or 4 numbers" --kind 1f1b --costs 1,2
 fails "zero B cost" 2 "--costs: '1,0,1': F and B must be > 0" --kind 1f1b --costs 1,0,1
+# finite costs whose sums overflow: were a makespan of inf and an SVG that never ended
+fails "huge costs" 1 "each is at most 1e\\+12" --kind 1f1b --costs 1e308,1e308,1e308 --svg huge.svg
 fails "w-memory out of range" 2 "--w-memory: '2' is out of range" --kind 1f1b --w-memory 2
 fails "load with kind" 2 "--load takes the kind.*drop --kind" --load zb-h1.json --kind 1f1b
 fails "load a missing file" 1 "nope.json" --load nope.json

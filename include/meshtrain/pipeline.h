@@ -243,7 +243,8 @@ typedef struct {
  *
  * Validates the schedule first and fails with the validator's message if it
  * breaks a rule; MT_EINVAL for negative or non-finite costs, f or b not
- * positive, or w_memory outside [0, 1]. On success *out owns its arrays:
+ * positive, a cost above 1e12 (they are relative times: larger ones could
+ * overflow the sums), or w_memory outside [0, 1]. On success *out owns its arrays:
  * free them with mt_pipe_sim_free. */
 mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
                                double w_memory, mt_pipe_sim *out);

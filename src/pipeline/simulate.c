@@ -13,11 +13,21 @@ mt_pipe_costs mt_pipe_costs_default(void) {
     return (mt_pipe_costs){.f = 1.0, .b = 1.0, .w = 1.0, .comm = 0.0};
 }
 
+/* Costs are relative times. Above this one the simulation's sums could
+ * overflow to inf (1e308 each made a makespan of inf, a bubble of NaN and
+ * an SVG axis of endless ticks); a schedule's ops number far below 1e6,
+ * so sums of costs up to 1e12 stay finite and exact to double rounding. */
+#define MAX_COST 1e12
+
 static mt_status check_costs(const mt_pipe_costs *c, double w_memory) {
     if (!isfinite(c->f) || !isfinite(c->b) || !isfinite(c->w) || !isfinite(c->comm) ||
         !(c->f > 0) || !(c->b > 0) || !(c->w >= 0) || !(c->comm >= 0))
         return mt_fail(MT_EINVAL, "op costs F=%g B=%g W=%g COMM=%g: F and B must be > 0, W "
                        "and COMM >= 0, all finite", c->f, c->b, c->w, c->comm);
+    if (c->f > MAX_COST || c->b > MAX_COST || c->w > MAX_COST || c->comm > MAX_COST)
+        return mt_fail(MT_EINVAL, "op costs F=%g B=%g W=%g COMM=%g: each is at most %g; they "
+                       "are relative times, so scale them down together", c->f, c->b, c->w,
+                       c->comm, MAX_COST);
     if (!(w_memory >= 0 && w_memory <= 1))
         return mt_fail(MT_EINVAL, "w_memory %g is the share of a chunk's activations a B "
                        "keeps until its W: it must be in [0, 1]", w_memory);

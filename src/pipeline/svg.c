@@ -55,6 +55,11 @@ static void legend_box(FILE *out, double x, double y, const int rgb[3], const ch
 mt_status mt_schedule_write_svg(const mt_schedule *s, const mt_pipe_sim *sim,
                                 const mt_pipe_costs *costs, FILE *out) {
     mt_pipe_costs c = costs ? *costs : mt_pipe_costs_default();
+    /* the time axis ticks up to the makespan: it must be a positive number
+     * (mt_schedule_simulate's always is) */
+    if (!(isfinite(sim->makespan) && sim->makespan > 0))
+        return mt_fail(MT_EINVAL, "schedule SVG: makespan %g is not a positive finite time; "
+                       "draw a simulation of finite costs", sim->makespan);
     double ppu = px_per_unit(s, sim), plot = sim->makespan * ppu;
     double width = LEFT + plot + RIGHT;
     if (width < 720) width = 720;
