@@ -43,6 +43,11 @@ MT_TEST(levels_match_the_cpu) {
     MT_CHECK_OK(mt_set_cpu_isa("generic"));
     MT_CHECK(mt_get_cpu_isa() == MT_ISA_GENERIC && mt__vec()->isa == MT_ISA_GENERIC, "capped");
     MT_CHECK_FAILS(mt_set_cpu_isa("avx1024"), MT_EINVAL, "avx1024", "generic");
+    /* names of every architecture parse (a trace from another machine) */
+    MT_CHECK(mt_cpu_isa_parse("neon") == MT_ISA_NEON && mt_cpu_isa_parse("avx512") == MT_ISA_AVX512 &&
+             mt_cpu_isa_parse("generic") == MT_ISA_GENERIC, "levels by name");
+    MT_CHECK(mt_cpu_isa_parse("avx1024") == -1 && mt_cpu_isa_parse("") == -1 &&
+             mt_cpu_isa_parse(NULL) == -1, "a name that is no level");
 }
 
 MT_TEST(softmax_rows_against_float64) {

@@ -129,6 +129,10 @@ typedef enum mt_cpu_isa {
 /* The level's name as MT_CPU_ISA spells it ("avx2"), or "?" for none. */
 const char *mt_cpu_isa_name(mt_cpu_isa isa);
 
+/* The level spelt `name` ("avx2"), of any architecture (a trace from another
+ * machine names its own), or -1 for a name that is no level. */
+int mt_cpu_isa_parse(const char *name);
+
 /* The best level this CPU (and the operating system, for the vector
  * registers' state) and this build support, ignoring any cap. */
 mt_cpu_isa mt_cpu_isa_best(void);

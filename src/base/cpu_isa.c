@@ -55,11 +55,16 @@ mt_cpu_isa mt_cpu_isa_best(void) {
  * The one process-wide kernel setting beside the thread count. */
 static atomic_int isa_in_use = -1;
 
+int mt_cpu_isa_parse(const char *name) {
+    for (int i = 0; name && i < N_ISA; i++)
+        if (strcmp(name, isa_names[i]) == 0) return i;
+    return -1;
+}
+
 /* The level called `name` of this architecture, or -1. */
 static int isa_parse(const char *name) {
-    for (int i = 0; i < N_ISA; i++)
-        if (isa_of_this_arch((mt_cpu_isa)i) && strcmp(name, isa_names[i]) == 0) return i;
-    return -1;
+    int i = mt_cpu_isa_parse(name);
+    return i >= 0 && isa_of_this_arch((mt_cpu_isa)i) ? i : -1;
 }
 
 /* "generic, avx2, avx512": the levels of this architecture, for messages. */

@@ -17,18 +17,11 @@ static double share(double one, double all, int n) {
     return isnan(one) ? per : fmax(one, per);
 }
 
-/* The level called `name`, or -1 (none, or a name this build does not know). */
-static int isa_of(const char *name) {
-    for (int i = MT_ISA_GENERIC; i <= MT_ISA_AVX512; i++)
-        if (name[0] && strcmp(name, mt_cpu_isa_name((mt_cpu_isa)i)) == 0) return i;
-    return -1;
-}
-
 void mt_report_machine_from_file(const mt_report *r, const mt_machine *m, int n_devices,
                                  mt_report_machine *out) {
     if (out->peak_gflops == 0) {
         const char *name = r->traced_isa;
-        const int isa = isa_of(name);
+        const int isa = mt_cpu_isa_parse(name);   /* -1: none, or unknown */
         const double one = isa >= 0 ? mt_machine_isa_gflops(m, (mt_cpu_isa)isa, false) : NAN,
                      all = isa >= 0 ? mt_machine_isa_gflops(m, (mt_cpu_isa)isa, true) : NAN;
         if (one > 0 || all > 0) {   /* NAN (or an unset 0): the file lacks it */
