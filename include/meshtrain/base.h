@@ -39,7 +39,8 @@ typedef int mt_status;
     X(MT_EINTERNAL,  -11,  "internal error")                                \
     X(MT_EABORTED,   -12,  "stopped because another device failed")         \
     X(MT_EMISMATCH,  -13,  "devices issued different collectives")             \
-    X(MT_ESHARDING,  -14,  "invalid or ambiguous sharding")
+    X(MT_ESHARDING,  -14,  "invalid or ambiguous sharding")                 \
+    X(MT_EBUSY,      -15,  "in use by another process")
 
 enum {
 #define MT__STATUS_ENUM(name, value, text) name = value,
