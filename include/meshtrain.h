@@ -38,6 +38,7 @@
 #define MESHTRAIN_H
 
 #include "meshtrain/base.h"
+#include "meshtrain/files.h"
 #include "meshtrain/mesh.h"
 #include "meshtrain/tensor.h"
 #include "meshtrain/sharding.h"

@@ -964,12 +964,12 @@ MT_TEST(saves_refuse_targets_that_are_not_regular_files) {
     mt_graph *g = small_graph(3, 4, false);
     fill_params(g, 1);
     mt_ckpt_meta meta = {.step = 1};
-    MT_CHECK_FAILS(mt_ckpt_save(fifo, g, NULL, &meta), MT_EINVAL, fifo, "FIFO", "not a regular file");
-    MT_CHECK_FAILS(mt_ckpt_save(dir, g, NULL, &meta), MT_EINVAL, dir, "a directory");
+    MT_CHECK_FAILS(mt_ckpt_save(fifo, g, NULL, &meta), MT_EIO, fifo, "FIFO", "not a regular file");
+    MT_CHECK_FAILS(mt_ckpt_save(dir, g, NULL, &meta), MT_EIO, dir, "a directory");
     MT_CHECK_FAILS(mt_ckpt_save(tmpname, g, NULL, &meta), MT_EINVAL, "temporary", "x.ckpt'");
     mt_graph *gg = gpt_param_graph(&small_cfg, NULL, NULL);
     fill_params(gg, 2);
-    MT_CHECK_FAILS(mt_llmc_save(fifo, gg, &small_cfg), MT_EINVAL, fifo, "FIFO");
+    MT_CHECK_FAILS(mt_llmc_save(fifo, gg, &small_cfg), MT_EIO, fifo, "FIFO");
     struct stat st;
     MT_CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
     MT_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "the directory was replaced");
@@ -1093,9 +1093,9 @@ MT_TEST(file_check_save_tries_the_temporary_file) {
     MT_CHECK(n == 12 && memcmp(raw, "a checkpoint", 12) == 0, "the target was touched");
     free(raw);
     MT_CHECK_FAILS(mt_file_check_save(nodir), MT_EIO, nodir, "No such file");
-    MT_CHECK_FAILS(mt_file_check_save(td.dir), MT_EINVAL, "a directory");
+    MT_CHECK_FAILS(mt_file_check_save(td.dir), MT_EIO, "a directory");
     MT_CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
-    MT_CHECK_FAILS(mt_file_check_save(fifo), MT_EINVAL, "FIFO");
+    MT_CHECK_FAILS(mt_file_check_save(fifo), MT_EIO, "FIFO");
     MT_CHECK_FAILS(mt_file_check_save(stale), MT_EINVAL, "temporary");
     /* NAME_MAX is 255: a 252-byte name fits, its temporary name does not */
     char longname[512];

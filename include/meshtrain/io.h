@@ -5,6 +5,7 @@
 #ifndef MESHTRAIN_IO_H
 #define MESHTRAIN_IO_H
 
+#include "meshtrain/files.h"
 #include "meshtrain/models.h"
 #include "meshtrain/optim.h"
 
@@ -16,19 +17,14 @@ extern "C" {
 /* Files: what a path holds, and how saves write                             */
 /* ======================================================================== */
 
-/* Every function of this header that reads a file opens it without blocking
- * and refuses anything but a regular file (a directory, a FIFO, a device),
- * saying what the path is: a FIFO opened for reading would wait forever.
- *
- * Every save (mt_ckpt_save, mt_llmc_save) writes "<path>" MT_TMP_SUFFIX, one
- * temporary name per output, fsyncs it and renames it over <path>, so a
- * crash leaves the previous file or the new one, plus at most one temporary
- * file, which the next save removes. Names ending in ".tmp" (or ".tmp.<n>",
- * the per-process temporary names of meshtrain 0.1.0) belong to saves:
- * loads refuse them, naming the file to load instead, and saves refuse them
- * as targets. A save also refuses a target that exists and is not a regular
- * file: its rename would replace a device node such as /dev/null. */
-#define MT_TMP_SUFFIX ".tmp"
+/* Every file of this header keeps the contract of meshtrain/files.h: a
+ * read opens a regular file without blocking, refusing anything else and
+ * saying what it is; a save (mt_ckpt_save, mt_llmc_save) claims its output,
+ * writes "<path>" MT_TMP_SUFFIX, fsyncs it and renames it over <path>, so a
+ * crash leaves the previous file or the new one. Loads refuse a save's
+ * temporary file, naming the file to load instead. The *_save_to variants
+ * write through a claim the caller holds (mt_output_claim), so that a run
+ * claims its outputs before it starts and keeps them to the end. */
 
 /* What a file holds, from its first bytes. */
 typedef enum {
@@ -92,11 +88,14 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n);
  * reads the header. mt_llmc_load checks every value before it copies any:
  * a non-finite one fails with MT_ENAN naming the tensor and the element,
  * leaving g as it was. A save's temporary file is refused (MT_EINVAL).
- * mt_llmc_save writes through a temporary file as said above, and fails
- * with MT_EINVAL when `path` exists and is not a regular file. */
+ * mt_llmc_save claims `path` and writes through its temporary file as said
+ * above, failing as mt_output_claim does (a path that is not a regular
+ * file: MT_EIO; another run writing it: MT_EBUSY); mt_llmc_save_to writes
+ * through the caller's claim. */
 mt_status mt_llmc_read_config(const char *path, mt_gpt_config *cfg);
 mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg);
+mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg);
 
 /* meshtrain's own checkpoint: every parameter (name, dtype, global shape,
  * sharding, data), optimizer moments, step, data position and seed, plus a
@@ -110,10 +109,13 @@ typedef struct {
 } mt_ckpt_meta;
 
 /* Saves the parameters of a compiled graph (and the moments of `opt`, if not
- * NULL) with `meta`. Fails with MT_EINVAL when `path` exists and is not a
- * regular file or is a temporary name, and with MT_EIO (the system's message)
- * when writing fails, leaving the previous checkpoint untouched. */
+ * NULL) with `meta`. Fails as mt_output_claim does (a temporary name:
+ * MT_EINVAL; a path that is not a regular file: MT_EIO; another run writing
+ * it: MT_EBUSY), and with MT_EIO (the system's message) when writing fails,
+ * leaving the previous checkpoint untouched. mt_ckpt_save_to writes through
+ * the caller's claim instead of claiming `path` itself. */
 mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta);
+mt_status mt_ckpt_save_to(mt_output *out, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta);
 /* Reads only the meta block (to learn which model to build). Refuses a save's
  * temporary file (MT_EINVAL) and anything but a regular file (MT_EIO). */
 mt_status mt_ckpt_read_meta(const char *path, mt_ckpt_meta *meta);

@@ -5,7 +5,7 @@
  */
 #include "cli/files.h"
 #include "cli/args.h"
-#include "io/io_impl.h"   /* mt__file_type_name */
+#include "meshtrain/files.h"
 #include "meshtrain.h"
 
 #include <errno.h>
@@ -144,7 +144,7 @@ static int try_log(const char *flag, const char *path, bool stat_only) {
         if (!S_ISREG(st.st_mode)) {
             cli_error("--%s '%s' is %s, not a regular file; give the name of a file to write "
                       "(a new one, or one to overwrite)", flag, path,
-                      mt__file_type_name(st.st_mode));
+                      mt_file_type_name(st.st_mode));
             return CLI_EXIT_FAIL;
         }
         if (stat_only) return CLI_EXIT_OK;

@@ -133,7 +133,9 @@ static mt_status check_params_for_save(const char *path, mt_graph *g) {
     return MT_OK;
 }
 
-mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta) {
+/* The save, through `claim` (NULL: one of its own). */
+static mt_status ckpt_save(const char *path, mt_output *claim, mt_graph *g, mt_optim *opt,
+                           const mt_ckpt_meta *meta) {
     if (!path || !g || !meta)
         return mt_fail(MT_EINVAL, "mt_ckpt_save: path, g or meta is NULL");
     if (mt_graph_status(g) != MT_OK)
@@ -144,7 +146,7 @@ mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ck
     int n = mt_graph_n_params(g);
 
     mt__save sv;
-    if ((s = mt__save_begin(path, "checkpoint", &sv)) != MT_OK) return s;
+    if ((s = mt__save_begin(path, "checkpoint", claim, &sv)) != MT_OK) return s;
     writer w = {.f = sv.f, .crc = 0, .ok = true};
 
     unsigned char h[CK_HEADER_BYTES] = {0};
@@ -190,7 +192,16 @@ mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ck
     unsigned char trailer[4];
     put_u32(trailer, w.crc);
     if (w.ok && fwrite(trailer, 1, 4, w.f) != 4) { w.ok = false; w.err = errno; }
-    return mt__save_end(path, "checkpoint", &sv, w.ok, w.err);
+    return mt__save_end(&sv, w.ok, w.err);
+}
+
+mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta) {
+    return ckpt_save(path, NULL, g, opt, meta);
+}
+
+mt_status mt_ckpt_save_to(mt_output *out, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta) {
+    if (!out) return mt_fail(MT_EINVAL, "mt_ckpt_save_to: out is NULL");
+    return ckpt_save(mt_output_path(out), out, g, opt, meta);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -210,7 +221,7 @@ static mt_status open_ckpt(const char *path, FILE **fp, int64_t *size) {
     FILE *f;
     int64_t bytes = 0;
     mt_status s = mt__file_check_not_tmp(path, "checkpoint");
-    if (s == MT_OK) s = mt__file_open_read(path, "checkpoint", &f, &bytes);
+    if (s == MT_OK) s = mt_input_open(path, "checkpoint", 0, &f, &bytes);
     if (s != MT_OK) return s;
     unsigned char magic[CK_MAGIC_BYTES] = {0};
     size_t got = fread(magic, 1, sizeof magic, f);

@@ -115,7 +115,7 @@ mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out) {
     /* opened without blocking: a FIFO is refused, not waited on */
     FILE *f;
     int64_t size = 0;
-    mt_status s = mt__file_open_read(path, "dataset", &f, &size);
+    mt_status s = mt_input_open(path, "dataset", 0, &f, &size);
     if (s != MT_OK) return s;
     if (size == 0) {
         fclose(f);

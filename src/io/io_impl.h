@@ -8,28 +8,11 @@
 #define MT_IO_IMPL_H
 
 #include "meshtrain/io.h"
+#include "meshtrain/files.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
-
-/* "a directory", "a FIFO (named pipe)", "a character device", ...: what a
- * file that is not a regular file is, for messages. */
-const char *mt__file_type_name(mode_t mode);
-
-/* Opens `path` for reading if it is a regular file. The open does not block
- * (O_NONBLOCK, cleared once the type is known), so a FIFO or a device is
- * refused instead of waiting forever for a writer. `what` names the file in
- * messages ("checkpoint", "dataset"; NULL: the path alone). Fills *size when not NULL. Fails with
- * MT_EIO (missing, unreadable: the system's message) or MT_EINVAL (not a
- * regular file: says what it is). */
-mt_status mt__file_open_read(const char *path, const char *what, FILE **out, int64_t *size);
-
-/* True when `path` is the temporary file of a save: it ends in ".tmp", or in
- * ".tmp.<digits>" (the per-process names of meshtrain 0.1.0). Writes the
- * name of the file the save was writing (the path without the suffix) into
- * real[n] when real is not NULL. */
-bool mt__file_is_tmp(const char *path, char *real, size_t n);
 
 /* Refuses to load a save's temporary file as the `what` ("checkpoint"),
  * naming the file to load instead. MT_OK for any other name. */
@@ -42,24 +25,22 @@ mt_status mt__file_check_not_tmp(const char *path, const char *what);
  * Sets no message: the caller names the file and the tensor. */
 mt_status mt__scan_finite(FILE *f, int64_t n, int64_t *bad, float *value, int *err);
 
-/* A save in progress: the temporary file, open for writing. */
+/* A save in progress: the claimed output and its temporary file, open. */
 typedef struct {
-    char *tmp;    /* "<path>.tmp", owned */
-    FILE *f;
+    mt_output *out;   /* the claim written through */
+    mt_output *own;   /* the same, when the save claimed it itself (closed at the end) */
+    FILE      *f;     /* the temporary file */
 } mt__save;
 
-/* Starts a save to `path` (`what` names it in messages): refuses a target
- * that exists and is not a regular file (a save renames over its target,
- * which would replace a device node or a FIFO) or that is itself a
- * temporary name, removes a stale temporary file left by a killed save, and
- * creates "<path>.tmp" exclusively (never following a link planted there). */
-mt_status mt__save_begin(const char *path, const char *what, mt__save *sv);
+/* Starts a save to `path` (`what` names it in messages) through `claim`,
+ * or, when claim is NULL, through a claim of its own made now (refused as
+ * mt_output_claim refuses: not a regular file, a temporary name, another
+ * run writing it). sv->f is the emptied temporary file. */
+mt_status mt__save_begin(const char *path, const char *what, mt_output *claim, mt__save *sv);
 
-/* Ends a save: flushes, fsyncs, closes, renames the temporary file over
- * `path` and fsyncs the directory, so a crash leaves the previous file or
- * the new one. `ok` false (a write failed with errno `err`) or any failure
- * here removes the temporary file and fails with MT_EIO naming both files
- * and the system's message; the previous file is untouched. Frees sv->tmp. */
-mt_status mt__save_end(const char *path, const char *what, mt__save *sv, bool ok, int err);
+/* Ends a save: `ok` false means a write failed with errno `err`. Commits
+ * (mt_output_commit: fsync, rename, the previous file untouched on any
+ * failure) and releases a claim the save made itself. */
+mt_status mt__save_end(mt__save *sv, bool ok, int err);
 
 #endif /* MT_IO_IMPL_H */

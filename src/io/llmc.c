@@ -181,7 +181,7 @@ static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp
     FILE *f;
     int64_t bytes = 0;
     mt_status s = mt__file_check_not_tmp(path, "llm.c checkpoint");
-    if (s == MT_OK) s = mt__file_open_read(path, "llm.c checkpoint", &f, &bytes);
+    if (s == MT_OK) s = mt_input_open(path, "llm.c checkpoint", 0, &f, &bytes);
     if (s != MT_OK) return s;
     int32_t h[HEADER_INTS] = {0};
     size_t got = fread(h, sizeof(int32_t), HEADER_INTS, f);
@@ -303,14 +303,15 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
 /* Written to "<path>.tmp" next to the target, flushed, fsynced and renamed over
  * it (files.c), so a crash leaves the old file or the new one, never half of
  * one. */
-mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
+static mt_status llmc_save(const char *path, mt_output *claim, mt_graph *g,
+                           const mt_gpt_config *cfg) {
     if (!path || !g || !cfg) return mt_fail(MT_EINVAL, "mt_llmc_save: path, g or cfg is NULL");
     mt_status s = check_sizes("model config", path, cfg);
     if (s == MT_OK) s = check_graph(g, path, cfg);
     if (s != MT_OK) return s;
 
     mt__save sv;
-    if ((s = mt__save_begin(path, "llm.c checkpoint", &sv)) != MT_OK) return s;
+    if ((s = mt__save_begin(path, "llm.c checkpoint", claim, &sv)) != MT_OK) return s;
     FILE *f = sv.f;
 
     int32_t h[HEADER_INTS] = {LLMC_MAGIC, LLMC_VERSION, cfg->maxT, cfg->V, cfg->L,
@@ -325,5 +326,14 @@ mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
             ok = fwrite(data, sizeof(float), n, f) == n;
         }
     }
-    return mt__save_end(path, "llm.c checkpoint", &sv, ok, ok ? 0 : errno);
+    return mt__save_end(&sv, ok, ok ? 0 : errno);
+}
+
+mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
+    return llmc_save(path, NULL, g, cfg);
+}
+
+mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg) {
+    if (!out) return mt_fail(MT_EINVAL, "mt_llmc_save_to: out is NULL");
+    return llmc_save(mt_output_path(out), out, g, cfg);
 }
