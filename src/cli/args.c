@@ -342,3 +342,91 @@ void cli_fmt_duration(char *buf, size_t n, double s) {
     else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
     else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
+
+/* ---- library statuses as exit codes ------------------------------------ */
+
+int cli_exit_of(mt_status s) {
+    switch (s) {
+    case MT_OK:
+        return CLI_EXIT_OK;
+    case MT_EINVAL:
+    case MT_ESHAPE:
+    case MT_ESHARDING:
+    case MT_EUNSUPPORTED:
+        return CLI_EXIT_USAGE;
+    default:
+        return CLI_EXIT_FAIL;
+    }
+}
+
+/* ---- values parsed after cli_parse: lists and sizes -------------------- */
+
+/* Decimal digits only into *v (no sign, no space); false past INT64_MAX or
+ * when `text` is not all digits. */
+static bool digits_u63(const char *text, size_t len, uint64_t *v) {
+    if (len == 0) return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') return false;
+        unsigned d = (unsigned)(text[i] - '0');
+        if (x > ((uint64_t)INT64_MAX - d) / 10) return false;
+        x = x * 10 + d;
+    }
+    *v = x;
+    return true;
+}
+
+int cli_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out,
+                       int max_n, int *n) {
+    *n = 0;
+    if (!text || !*text) {
+        cli_error("--%s: the list is empty; give up to %d integers from %d to %d, separated "
+                  "by commas (like 2,4,8)", flag, max_n, lo, hi);
+        return CLI_EXIT_USAGE;
+    }
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, ",");
+        bool neg = lo < 0 && len > 0 && p[0] == '-';
+        uint64_t v = 0;
+        const char *why = NULL;
+        if (len == 0) why = "has an empty item";
+        else if (p[0] == '-' && lo >= 0) why = "has a negative item";
+        else if (!digits_u63(p + neg, len - neg, &v)) why = "has an item that is not an integer";
+        else if (v > (uint64_t)INT32_MAX + neg ||
+                 (neg ? -(int64_t)v < lo : (int64_t)v < lo) || (!neg && (int64_t)v > hi))
+            why = "has an item out of range";
+        else if (*n == max_n) why = "has too many items";
+        if (why) {
+            cli_error("--%s '%s' %s ('%.*s'); give up to %d integers from %d to %d, separated "
+                      "by commas (like 2,4,8)", flag, text, why, (int)len, p, max_n, lo, hi);
+            return CLI_EXIT_USAGE;
+        }
+        out[(*n)++] = neg ? (int)-(int64_t)v : (int)v;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_parse_bytes(const char *flag, const char *text, uint64_t *out) {
+    size_t len = strspn(text, "0123456789");
+    const char *u = text + len;
+    unsigned shift = 0;
+    if (*u == 'k' || *u == 'K') shift = 10, u++;
+    else if (*u == 'm' || *u == 'M') shift = 20, u++;
+    else if (*u == 'g' || *u == 'G') shift = 30, u++;
+    if (shift && *u == 'i') u++;
+    if (*u == 'B' || *u == 'b') u++;
+    uint64_t v;
+    if (*u || !digits_u63(text, len, &v)) {
+        cli_error("--%s '%s' is not a size; give a whole number of bytes with an optional "
+                  "unit k, M or G (8, 4k, 256M, 1G)", flag, text);
+        return CLI_EXIT_USAGE;
+    }
+    if (v > ((uint64_t)INT64_MAX >> shift)) {
+        cli_error("--%s '%s' is out of range; a size is below 2^63 bytes", flag, text);
+        return CLI_EXIT_USAGE;
+    }
+    *out = v << shift;
+    return CLI_EXIT_OK;
+}

@@ -10,6 +10,8 @@
 #ifndef MT_CLI_ARGS_H
 #define MT_CLI_ARGS_H
 
+#include "meshtrain/base.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +21,14 @@
  * stopped by a signal (after saving) exits 128 + the signal: 130 for SIGINT
  * (CLI_EXIT_INTERRUPTED), 143 for SIGTERM. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
+
+/* The exit code of a library status: the one place library statuses become
+ * exit codes. MT_EINVAL, MT_ESHAPE, MT_ESHARDING and MT_EUNSUPPORTED say the
+ * configuration the command line gave is wrong, found before any work:
+ * CLI_EXIT_USAGE (2). Every other failure (files, their contents, memory,
+ * the run) is CLI_EXIT_FAIL (1); MT_OK is CLI_EXIT_OK. A caller whose status
+ * comes from a file's contents says MT_EFORMAT, never MT_EINVAL. */
+int cli_exit_of(mt_status s);
 
 /* The most devices the threads transport runs (MAX_THREADS in
  * src/comm/launch.c): the limit and the help of every --devices flag. */
@@ -67,6 +77,23 @@ bool cli_parse_named(const char *cmd, const char *name, const char *kind, const 
 /* Prints `usage`, then one line per flag with its metavar, help, range and
  * current value (the default, when called before parsing). */
 void cli_print_help(FILE *out, const char *usage, const cli_opt *opts);
+
+/* Strict number parsing for flags whose value is parsed after cli_parse
+ * (lists, sizes). Each returns CLI_EXIT_OK, or CLI_EXIT_USAGE after printing
+ * one line naming --flag, the value and what was expected. */
+
+/* A comma-separated list of integers, each in [lo, hi], at most max_n of
+ * them, into out[0 .. *n): an empty list or item ("", "2,,4", "4,"), a sign
+ * where lo >= 0, a fraction, a value out of range or past an int, and more
+ * than max_n items are refused. */
+int cli_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out,
+                       int max_n, int *n);
+
+/* A byte count: decimal digits and an optional binary unit, k, M or G (any
+ * case), then an optional "i" and "B" ("256M", "4KiB", "8"), into *out;
+ * fractions ("4.5"), signs, exponents, hex, white space and counts past
+ * 2^63 are refused. */
+int cli_parse_bytes(const char *flag, const char *text, uint64_t *out);
 
 /* Prints "meshtrain: <message>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

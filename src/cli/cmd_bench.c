@@ -25,9 +25,12 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char BENCH_USAGE[] =
     "usage: meshtrain bench collectives|machine|matmul [flags]\n"
@@ -81,30 +84,6 @@ typedef struct {
 /* ======================================================================== */
 /* Parsing                                                                   */
 /* ======================================================================== */
-
-/* "256M", "8", "4k" (binary units) into *out; false on a malformed value.
- * strtod also reads "nan", "inf" and "1e30", which a cast to size_t would
- * turn into anything (undefined behaviour): those are malformed, or, when
- * finite, saturate at SIZE_MAX so the caller's "too large" check names them. */
-static bool parse_bytes(const char *s, size_t *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v < 0) return false;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i') end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return false;
-    const double b = v * mul;
-    /* (double)SIZE_MAX rounds up to 2^64, so anything below it converts */
-    *out = b >= (double)SIZE_MAX ? SIZE_MAX : (size_t)b;
-    return true;
-}
 
 static void fmt_bytes(char *buf, size_t n, size_t b) {
     if (b >= (1u << 30) && b % (1u << 30) == 0) snprintf(buf, n, "%zu GiB", b >> 30);
@@ -309,20 +288,81 @@ static void print_tables(const bench_plan *pl, const char *transport, int P, FIL
 /* The command                                                               */
 /* ======================================================================== */
 
-static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const char *max_s,
-                      int step) {
-    memset(pl->ops, 0, sizeof pl->ops);
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", ops);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int k = -1;
-        for (int i = 0; i < N_OPS; i++)
-            if (strcmp(t, OP_NAMES[i]) == 0 || strcmp(t, "all") == 0) { pl->ops[i] = true; k = i; }
-        if (k < 0) {
-            cli_error("--ops: unknown collective '%s' (" OP_NAME_LIST ", all)", t);
+/* Whether the flag --name was given in argv (as "--name" or "--name=..."):
+ * cli_parse_named keeps no `seen`, and a flag's value never starts "--". */
+static bool given(int argc, char **argv, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < argc; i++)
+        if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, n) == 0 &&
+            (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return true;
+    return false;
+}
+
+/* The flags of each benchmark, to name the right one for a flag given to
+ * another (their tables live in their functions; test_hostile_bench.sh
+ * checks that each is refused elsewhere with this message). */
+static const struct {
+    const char *bench, *flags[10];
+} BENCH_FLAGS[] = {
+    {"collectives", {"devices", "min-bytes", "max-bytes", "step", "ops", "iters", "warmup",
+                     "transport", "csv", NULL}},
+    {"machine", {"out", "quick", NULL}},
+    {"matmul", {"m", "n", "k", "threads", "reps", "bf16", "machine", NULL}},
+};
+
+/* A flag of another benchmark given to `bench`, which would do nothing
+ * there: CLI_EXIT_USAGE after saying whose flag it is; else CLI_EXIT_OK. */
+static int check_foreign_flags(const char *bench, int argc, char **argv) {
+    const int nb = (int)(sizeof BENCH_FLAGS / sizeof *BENCH_FLAGS);
+    for (int i = 0; i < argc; i++)   /* --help anywhere wins, as in cli_parse */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return CLI_EXIT_OK;
+    int self = 0;
+    while (self < nb && strcmp(BENCH_FLAGS[self].bench, bench) != 0) self++;
+    for (int b = 0; b < nb; b++) {
+        if (b == self) continue;
+        for (int f = 0; BENCH_FLAGS[b].flags[f]; f++) {
+            const char *name = BENCH_FLAGS[b].flags[f];
+            bool own = false;
+            for (int g = 0; self < nb && BENCH_FLAGS[self].flags[g]; g++)
+                own |= strcmp(BENCH_FLAGS[self].flags[g], name) == 0;
+            if (own || !given(argc, argv, name)) continue;
+            cli_error("--%s is a flag of `bench %s`; it does nothing in `bench %s` (see "
+                      "`meshtrain bench %s --help`)", name, BENCH_FLAGS[b].bench, bench, bench);
             return CLI_EXIT_USAGE;
         }
     }
+    return CLI_EXIT_OK;
+}
+
+/* The collectives of --ops into pl->ops: a comma-separated list of names or
+ * "all"; an empty item ("all_reduce,,all_gather") is refused. */
+static int parse_ops(bench_plan *pl, const char *ops) {
+    memset(pl->ops, 0, sizeof pl->ops);
+    for (const char *p = ops; *ops;) {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < N_OPS; i++)
+            if ((strlen(OP_NAMES[i]) == len && strncmp(p, OP_NAMES[i], len) == 0) ||
+                (len == 3 && strncmp(p, "all", 3) == 0)) {
+                pl->ops[i] = true;
+                k = i;
+            }
+        if (k < 0) {
+            cli_error("--ops '%s': %s%.*s%s (" OP_NAME_LIST ", all)", ops,
+                      len ? "unknown collective '" : "an empty item", (int)len, p,
+                      len ? "'" : "");
+            return CLI_EXIT_USAGE;
+        }
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const char *max_s,
+                      int step, bool step_given) {
+    if (parse_ops(pl, ops) != CLI_EXIT_OK) return CLI_EXIT_USAGE;
     bool any = false;
     for (int i = 0; i < N_OPS; i++) any |= pl->ops[i];
     if (!any) {
@@ -330,19 +370,23 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
         cli_error("--ops '%s' names no collective; list some of " OP_NAME_LIST " (or all)", ops);
         return CLI_EXIT_USAGE;
     }
-    size_t lo = 0, hi = 0;
-    const bool lo_ok = parse_bytes(min_s, &lo), hi_ok = parse_bytes(max_s, &hi);
-    if (!lo_ok || !hi_ok) {
-        cli_error("--%s '%s' is not a size; use a number of bytes with an optional unit "
-                  "(8, 4k, 256M, 1G)", lo_ok ? "max-bytes" : "min-bytes", lo_ok ? max_s : min_s);
-        return CLI_EXIT_USAGE;
-    }
-    if (lo < 4 || hi < lo) {
+    uint64_t lo64 = 0, hi64 = 0;
+    int rc = cli_parse_bytes("min-bytes", min_s, &lo64);
+    if (rc == CLI_EXIT_OK) rc = cli_parse_bytes("max-bytes", max_s, &hi64);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (lo64 < 4 || hi64 < lo64) {
         cli_error("--min-bytes %s / --max-bytes %s: need 4 <= min <= max (units k, M, G)", min_s, max_s);
         return CLI_EXIT_USAGE;
     }
-    if (hi > ((size_t)1 << 32)) {
+    if (hi64 > ((uint64_t)1 << 32)) {
         cli_error("--max-bytes %s is above 4G; the bench allocates two such buffers per device", max_s);
+        return CLI_EXIT_USAGE;
+    }
+    const size_t lo = (size_t)lo64, hi = (size_t)hi64;
+    if (step_given && lo == hi) {
+        cli_error("--step %d: --min-bytes equals --max-bytes (%s), so there is one size and "
+                  "no step between sizes; give a --min-bytes below --max-bytes, or drop --step",
+                  step, max_s);
         return CLI_EXIT_USAGE;
     }
     /* max, max/step, ... down to min (so the large sizes are round), then min */
@@ -355,6 +399,33 @@ static int parse_plan(bench_plan *pl, const char *ops, const char *min_s, const 
     if (tmp[n - 1] != lo) tmp[n++] = lo;
     pl->n_sizes = n;
     for (int i = 0; i < n; i++) pl->sizes[i] = tmp[n - 1 - i];
+    return CLI_EXIT_OK;
+}
+
+/* Opens the --csv log for appending in place (a log, not a save: earlier
+ * runs' rows stay). The open never blocks and what it opened must be a
+ * regular file: a FIFO or device swapped in after cli_check_files is refused
+ * here, before the benchmark. CLI_EXIT_FAIL after the message. */
+static int open_csv(const char *path, FILE **out) {
+    *out = NULL;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        cli_error("--csv: cannot open '%s' for appending: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return CLI_EXIT_FAIL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (!S_ISREG(st.st_mode) || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
+        !(*out = fdopen(fd, "a"))) {
+        if (!S_ISREG(st.st_mode))
+            cli_error("--csv '%s' is %s, not a regular file; give the name of a file to append "
+                      "the rows to", path, mt_file_type_name(st.st_mode));
+        else
+            cli_error("--csv: cannot open '%s' for appending: %s", path, strerror(errno));
+        close(fd);
+        return CLI_EXIT_FAIL;
+    }
     return CLI_EXIT_OK;
 }
 
@@ -379,13 +450,18 @@ int cli_cmd_bench(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     int rc;
-    if (argc > 0 && strcmp(argv[0], "machine") == 0) return cli_bench_machine(argc, argv);
-    if (argc > 0 && strcmp(argv[0], "matmul") == 0) return cli_bench_matmul(argc, argv);
+    if (argc > 0 && (strcmp(argv[0], "machine") == 0 || strcmp(argv[0], "matmul") == 0)) {
+        if ((rc = check_foreign_flags(argv[0], argc - 1, argv + 1)) != CLI_EXIT_OK) return rc;
+        return argv[0][1] == 'a' ? cli_bench_machine(argc, argv) : cli_bench_matmul(argc, argv);
+    }
     if (argc > 0 && argv[0][0] != '-' && strcmp(argv[0], "collectives") != 0) {
         cli_error("unknown benchmark '%s' (benchmarks: collectives, machine, matmul); "
                   "see `meshtrain bench --help`", argv[0]);
         return CLI_EXIT_USAGE;
     }
+    if (argc > 0 && strcmp(argv[0], "collectives") == 0 &&
+        (rc = check_foreign_flags("collectives", argc - 1, argv + 1)) != CLI_EXIT_OK)
+        return rc;
     if (!cli_parse_named("bench", "collectives", "benchmark", BENCH_USAGE,
                          opts, argc, argv, &rc))
         return rc;
@@ -397,7 +473,8 @@ int cli_cmd_bench(int argc, char **argv) {
     }
     pl->max_iters = max_iters;
     pl->warmup = warmup;
-    if ((rc = parse_plan(pl, ops, min_s, max_s, step)) != CLI_EXIT_OK) {
+    if ((rc = parse_plan(pl, ops, min_s, max_s, step, given(argc, argv, "step"))) !=
+        CLI_EXIT_OK) {
         free(pl);
         return rc;
     }
@@ -413,29 +490,18 @@ int cli_cmd_bench(int argc, char **argv) {
     }
 #endif
     int counts[MAX_DEVICE_COUNTS], n_counts = 0;
+    if (mpi && given(argc, argv, "devices")) {
+        cli_error("--devices does nothing with the MPI transport, whose device count is the "
+                  "world size (mpirun -np N); drop it, or give --transport threads");
+        free(pl);
+        return CLI_EXIT_USAGE;
+    }
     if (mpi) {
         counts[n_counts++] = 0;   /* the world size */
-    } else {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", devices);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            char *end;
-            long v = strtol(t, &end, 10);
-            if (*end || v < 1 || v > CLI_MAX_THREAD_DEVICES || n_counts == MAX_DEVICE_COUNTS) {
-                cli_error("--devices '%s': expected up to %d counts from 1 to %d, like 2,4,8",
-                          devices, MAX_DEVICE_COUNTS, CLI_MAX_THREAD_DEVICES);
-                free(pl);
-                return CLI_EXIT_USAGE;
-            }
-            counts[n_counts++] = (int)v;
-        }
-        if (n_counts == 0) {
-            /* "," or "" would otherwise bench nothing and exit 0 */
-            cli_error("--devices '%s' names no device count; expected counts from 1 to %d, "
-                      "like 2,4,8", devices, CLI_MAX_THREAD_DEVICES);
-            free(pl);
-            return CLI_EXIT_USAGE;
-        }
+    } else if ((rc = cli_parse_int_list("devices", devices, 1, CLI_MAX_THREAD_DEVICES, counts,
+                                        MAX_DEVICE_COUNTS, &n_counts)) != CLI_EXIT_OK) {
+        free(pl);
+        return rc;
     }
     /* a csv that cannot take the rows fails now, not after the benchmark
      * (under mpirun by stat only: every rank checks it at once) */
@@ -447,10 +513,9 @@ int cli_cmd_bench(int argc, char **argv) {
         free(pl);
         return rc;
     }
-    if (csv_path && !(csv = fopen(csv_path, "a"))) {
-        cli_error("--csv: cannot open '%s' for appending: %s", csv_path, strerror(errno));
+    if (csv_path && (rc = open_csv(csv_path, &csv)) != CLI_EXIT_OK) {
         free(pl);
-        return CLI_EXIT_FAIL;
+        return rc;
     }
 
     int status = CLI_EXIT_OK;
