@@ -452,7 +452,8 @@ int cli_cmd_bench(int argc, char **argv) {
     int rc;
     if (argc > 0 && (strcmp(argv[0], "machine") == 0 || strcmp(argv[0], "matmul") == 0)) {
         if ((rc = check_foreign_flags(argv[0], argc - 1, argv + 1)) != CLI_EXIT_OK) return rc;
-        return argv[0][1] == 'a' ? cli_bench_machine(argc, argv) : cli_bench_matmul(argc, argv);
+        return strcmp(argv[0], "machine") == 0 ? cli_bench_machine(argc, argv)
+                                                : cli_bench_matmul(argc, argv);
     }
     if (argc > 0 && argv[0][0] != '-' && strcmp(argv[0], "collectives") != 0) {
         cli_error("unknown benchmark '%s' (benchmarks: collectives, machine, matmul); "

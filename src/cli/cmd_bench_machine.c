@@ -20,6 +20,7 @@
  */
 #include "cli/args.h"
 #include "cli/bench_machine.h"
+#include "cli/files.h"
 #include "meshtrain.h"
 
 #ifdef MT_HAVE_MPI
@@ -167,7 +168,11 @@ bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used
         return true;
     }
     cli_machine_default_path(used, n);
-    *found = access(used, R_OK) == 0 && mt_machine_read(used, out) == MT_OK;
+    if (access(used, F_OK) != 0) return true;   /* none: the caller says so */
+    *found = mt_machine_read(used, out) == MT_OK;
+    if (!*found)   /* there but unreadable: not silently ignored */
+        fprintf(stderr, "meshtrain: warning: ignoring the default machine file: %s\n",
+                mt_errmsg());
     return true;
 }
 
@@ -632,6 +637,9 @@ static void print_table(const mt_machine *m, const char *ghz_src) {
         printf("\nnominal: unknown (no frequency in cpufreq or /proc/cpuinfo)\n");
 }
 
+static int claim_out(const char *path, mt_output **claim);
+static int probe_and_write(bool quick, bool mpi, const char *out_path, mt_output **claim);
+
 int cli_bench_machine(int argc, char **argv) {
     const char *out_path = NULL;
     bool quick = false;
@@ -649,10 +657,43 @@ int cli_bench_machine(int argc, char **argv) {
     cli_machine_default_path(def_path, sizeof def_path);
     if (!out_path) out_path = def_path;
 
+    /* The output is claimed before the probe (which takes a minute): a
+     * directory, FIFO or device, a missing or read-only directory, or
+     * another probe writing the same file fails now. Under mpirun every
+     * rank checks it by stat only (they would all claim one name), and
+     * rank 0, the one that writes, claims it once it knows its rank. */
+    const bool mpi = mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_MPI;
+    mt_output *claim = NULL;
+    if (mpi) {
+        const cli_file files[] = {
+            {.flag = "out", .path = out_path, .role = CLI_FILE_LOG, .stat_only = true}};
+        if ((rc = cli_check_files(files, 1)) != CLI_EXIT_OK) return rc;
+    } else if ((rc = claim_out(out_path, &claim)) != CLI_EXIT_OK) {
+        return rc;
+    }
+    rc = probe_and_write(quick, mpi, out_path, &claim);
+    mt_output_close(claim);
+    return rc;
+}
+
+/* Claims the machine file `path` (*claim); the exit code of a failure,
+ * after its message. */
+static int claim_out(const char *path, mt_output **claim) {
+    mt_status s = mt_output_claim(path, "machine file", claim);
+    if (s == MT_OK) return CLI_EXIT_OK;
+    cli_error("--out: %s", mt_errmsg());
+    return cli_exit_of(s);
+}
+
+/* The probe, its table, and the machine file written to out_path, whose
+ * claim *claim holds (NULL under mpirun until rank 0 claims it here); the
+ * caller closes it. */
+static int probe_and_write(bool quick, bool mpi, const char *out_path, mt_output **claim) {
+    int rc;
     /* MPI first, on every rank, so that the other ranks do not share the
      * cores while rank 0 measures them; then only rank 0 goes on. */
     mt_machine m = {.triad_bytes_per_element = 12, .nominal_gflops = NAN, .nominal_ghz = NAN};
-    if (mt_transport_resolve(MT_TRANSPORT_AUTO) == MT_TRANSPORT_MPI) {
+    if (mpi) {
 #ifdef MT_HAVE_MPI
         if (allreduce(&(probe){.quick = quick}, true, &m.mpi) != MT_OK) {
             cli_error("bench machine: the MPI all-reduce failed: %s", mt_errmsg());
@@ -664,6 +705,7 @@ int cli_bench_machine(int argc, char **argv) {
         if (rank != 0) return CLI_EXIT_OK;
         m.has_mpi = size > 1;
 #endif
+        if ((rc = claim_out(out_path, claim)) != CLI_EXIT_OK) return rc;
     }
 
     char flags[4096], note[512];
@@ -716,9 +758,15 @@ int cli_bench_machine(int argc, char **argv) {
     strftime(m.measured_at, sizeof m.measured_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
     print_table(&m, ghz_src);
-    if (mt_machine_write(&m, out_path) != MT_OK) {
+    /* mt_machine_write claims the file itself (temporary file, rename):
+     * this claim, which kept other probes off it during the measurements,
+     * is handed over to it */
+    mt_output_close(*claim);
+    *claim = NULL;
+    mt_status st = mt_machine_write(&m, out_path);
+    if (st != MT_OK) {
         cli_error("bench machine: %s", mt_errmsg());
-        return CLI_EXIT_FAIL;
+        return cli_exit_of(st);
     }
     printf("written to %s (read it with --machine FILE)\n", out_path);
     if (fflush(stdout) != 0) {

@@ -9,11 +9,13 @@
  * value of the wrong type fails with the byte offset where it was found.
  */
 #include "meshtrain/profile.h"
+#include "meshtrain/files.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ======================================================================== */
 /* The schema                                                                */
@@ -134,15 +136,23 @@ static void put_object(FILE *f, const mt_machine *m, const field *fs, int depth)
     fputc('}', f);
 }
 
-mt_status mt_machine_write(const mt_machine *m, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return mt_fail(MT_EIO, "cannot write the machine file '%s': %s", path, strerror(errno));
-    put_object(f, m, MACHINE, 0);
+/* mt_output_write's writer: the object and a newline. */
+static mt_status put_machine(FILE *f, void *arg) {
+    put_object(f, arg, MACHINE, 0);
     fputc('\n', f);
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (err) return mt_fail(MT_EIO, "writing the machine file '%s' failed: %s", path, strerror(err));
     return MT_OK;
+}
+
+/* Through the output contract (meshtrain/files.h): written to
+ * "<path>.tmp" and renamed, so a failed write (a full disk) leaves the
+ * previous file whole; a FIFO, device or directory at `path` is refused
+ * before anything is written. */
+mt_status mt_machine_write(const mt_machine *m, const char *path) {
+    mt_output *o;
+    mt_status s = mt_output_claim(path, "machine file", &o);
+    if (s == MT_OK) s = mt_output_write(o, put_machine, (void *)m);
+    mt_output_close(o);
+    return s;
 }
 
 /* ======================================================================== */
@@ -310,26 +320,23 @@ static mt_status get_object(reader *r, mt_machine *m, const field *fs) {
     return s;
 }
 
+/* A machine file is about 1 KiB; a file past this is not one (reading
+ * /dev/zero or a trace by mistake is refused at once). */
+#define MAX_MACHINE_BYTES ((int64_t)1 << 20)
+
 mt_status mt_machine_read(const char *path, mt_machine *out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_fail(MT_EIO, "cannot read the machine file '%s': %s; write it with "
-                           "`meshtrain bench machine`", path, strerror(errno));
-    enum { MAX_BYTES = 1 << 16 };
-    char *buf = malloc(MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, MAX_BYTES + 1, f) : 0;
-    const bool err = ferror(f);
-    fclose(f);
-    if (!buf) return mt_fail(MT_ENOMEM, "reading the machine file '%s': out of memory", path);
-    if (err || n > MAX_BYTES) {
-        free(buf);
-        return err ? mt_fail(MT_EIO, "reading the machine file '%s' failed", path)
-                   : mt_fail(MT_EFORMAT, "machine file '%s' is over %d bytes; it is not one",
-                             path, MAX_BYTES);
+    char *buf = NULL;
+    size_t n = 0;
+    mt_status s = mt_input_read_all(path, "machine file", MAX_MACHINE_BYTES, &buf, &n);
+    if (s != MT_OK) {
+        if (s == MT_EIO && path && access(path, F_OK) != 0 && errno == ENOENT)
+            return mt_fail(s, "%s; write it with `meshtrain bench machine`", mt_errmsg());
+        return s;
     }
     memset(out, 0, sizeof *out);
     for (int i = 0; i < N_LEVELS; i++) out->fma_isa_gflops_1[i] = out->fma_isa_gflops_all[i] = NAN;
     reader r = {.path = path, .s = buf, .n = n};
-    mt_status s = get_object(&r, out, MACHINE);
+    s = get_object(&r, out, MACHINE);
     if (s == MT_OK) {
         skip_ws(&r);
         if (r.i != r.n) s = expected(&r, "the end of the file after the object");
