@@ -11,6 +11,7 @@
 #include "meshtrain.h"
 #include "harness.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* ---- what the schedules must give, from their formulas -------------------- */
@@ -519,6 +520,56 @@ MT_TEST(json_errors_give_the_place) {
                "byte 26");
     json_fails("{\"kind\":\"1f1b\"} x", "byte 16", "the end of the text");
     json_fails("", "byte 0", "'{'");
+}
+
+/* Sizes a schedule cannot have are the file's fault (MT_EFORMAT, so the CLI
+ * exits 1, not 2), found before anything divides by them: "stages":0 of an
+ * interleaved schedule divided by p to find v (SIGFPE). */
+MT_TEST(json_sizes_out_of_range) {
+    static const char *const KINDS[] = {"interleaved", "1f1b", "zb-v", "dualpipev"};
+    for (int k = 0; k < 4; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"kind\":\"%s\",\"stages\":0,\"microbatches\":8,"
+                 "\"ops\":[]}", KINDS[k]);
+        json_fails(text, "\"stages\" must be an integer from 1 to 1024", "got 0");
+        snprintf(text, sizeof text, "{\"kind\":\"%s\",\"stages\":-1,\"microbatches\":8,"
+                 "\"ops\":[]}", KINDS[k]);
+        json_fails(text, "\"stages\" must be an integer from 1 to 1024", "got -1");
+    }
+    json_fails("{\"kind\":\"1f1b\",\"stages\":2147483647,\"microbatches\":8,\"ops\":[]}",
+               "from 1 to 1024", "got 2147483647");
+    json_fails("{\"kind\":\"1f1b\",\"stages\":1,\"microbatches\":0,\"ops\":[[]]}",
+               "\"microbatches\" must be an integer from 1", "got 0");
+    json_fails("{\"kind\":\"1f1b\",\"stages\":1,\"microbatches\":-5,\"ops\":[[]]}",
+               "\"microbatches\"", "got -5");
+    json_fails("{\"kind\":\"1f1b\",\"stages\":1,\"microbatches\":99999999,\"ops\":[[]]}",
+               "\"microbatches\"", "got 99999999");
+    /* within each bound, but p·m·v·3 past MT_SCHEDULE_MAX_OPS */
+    json_fails("{\"kind\":\"interleaved\",\"stages\":1024,\"microbatches\":16777216,"
+               "\"ops\":[]}", "\"ops\" has 0 device lists", "\"stages\" is 1024");
+    json_fails("{\"kind\":\"zb-v\",\"stages\":1,\"microbatches\":16777216,\"ops\":[[]]}",
+               "schedule JSON:", "more than the 16777216 allowed");
+    json_fails("{\"kind\":\"1f1b\",\"stages\":1,\"microbatches\":1,\"ops\":[[{\"type\":"
+               "\"F\",\"mb\":-1,\"chunk\":0}]]}", "\"mb\" must be an integer from 0", "got -1");
+    json_fails("{\"kind\":\"1f1b\",\"stages\":1,\"microbatches\":1,\"ops\":[[{\"type\":"
+               "\"F\",\"mb\":0,\"chunk\":2147483648}]]}", "\"chunk\"", "got 2147483648");
+}
+
+/* mt_pipe_costs_check on its own: what simulate refuses, before any other
+ * work; NaN and infinities among them. */
+MT_TEST(costs_check) {
+    MT_CHECK_OK(mt_pipe_costs_check(&(mt_pipe_costs){1, 2, 1, 0.5}, 0.5));
+    MT_CHECK_FAILS(mt_pipe_costs_check(&(mt_pipe_costs){NAN, 1, 1, 0}, 0), MT_EINVAL, "F=nan",
+                   "finite");
+    MT_CHECK_FAILS(mt_pipe_costs_check(&(mt_pipe_costs){1, INFINITY, 1, 0}, 0), MT_EINVAL,
+                   "B=inf", "finite");
+    MT_CHECK_FAILS(mt_pipe_costs_check(&(mt_pipe_costs){1, 1, -1, 0}, 0), MT_EINVAL, "W=-1",
+                   ">= 0");
+    MT_CHECK_FAILS(mt_pipe_costs_check(&(mt_pipe_costs){1, 1, 1, 2e12}, 0), MT_EINVAL,
+                   "COMM=2e+12", "at most 1e+12");
+    MT_CHECK_FAILS(mt_pipe_costs_check(&(mt_pipe_costs){1, 1, 1, 0}, NAN), MT_EINVAL,
+                   "w_memory nan", "[0, 1]");
+    MT_CHECK_FAILS(mt_pipe_costs_check(NULL, 0), MT_EINVAL, "no costs");
 }
 
 MT_TEST(text_and_svg_writers) {

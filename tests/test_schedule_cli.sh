@@ -2,8 +2,11 @@
 # test_schedule_cli.sh — `meshtrain schedule`: the text timeline and the
 # statistics of the seven kinds at p=4, m=8 against their unit-cost formulas,
 # the JSON object and --load of it (as written, and edited by hand), the
-# fallback note, the SVG, and the failures: usage errors exit 2, schedule
-# errors exit 1, each with one "meshtrain: " line on stderr.
+# fallback note, the SVG, and the failures: usage errors exit 2 (a schedule
+# shape the flags give that the kind cannot run included), a loaded file's
+# errors exit 1, each with one "meshtrain: " line on stderr. The hostile
+# inputs (files that are FIFOs, outputs that are inputs, ...) are in
+# test_hostile_schedule.sh.
 #
 #   bash tests/test_schedule_cli.sh <meshtrain binary> [<build dir>]
 set -u
@@ -128,20 +131,20 @@ else
 fi
 
 # ---- failures -----------------------------------------------------------------
-fails "m < p" 1 "1f1b needs at least as many microbatches as stages \(m >= p\); got m = 3 for p = 4" \
+fails "m < p" 2 "1f1b needs at least as many microbatches as stages \(m >= p\); got m = 3 for p = 4" \
     --kind 1f1b --stages 4 --microbatches 3
-fails "interleaved m not divisible" 1 "interleaved needs m divisible by p.*got m = 6 for p = 4" \
+fails "interleaved m not divisible" 2 "interleaved needs m divisible by p.*got m = 6 for p = 4" \
     --kind interleaved --stages 4 --microbatches 6
-fails "dualpipev m < 2p" 1 "dualpipev needs m >= 2p microbatches; got m = 7 for p = 4" \
+fails "dualpipev m < 2p" 2 "dualpipev needs m >= 2p microbatches; got m = 7 for p = 4" \
     --kind dualpipev --stages 4 --microbatches 7
-fails "zb-h1 with chunks" 1 "zb-h1 runs 1 chunk per device; got 2" --kind zb-h1 "${P4M8[@]}" --chunks 2
+fails "zb-h1 with chunks" 2 "zb-h1 runs 1 chunk per device; got 2" --kind zb-h1 "${P4M8[@]}" --chunks 2
 fails "unknown kind" 2 "--kind: 'zb-h3' is not one of gpipe\|1f1b\|interleaved\|zb-h1\|zb-h2\|zb-v\|dualpipev" \
     --kind zb-h3 "${P4M8[@]}"
 fails "no kind" 2 "schedule needs --kind KIND" "${P4M8[@]}"
 fails "bad costs" 2 "--costs: '1,2' is not 3 or 4 numbers" --kind 1f1b --costs 1,2
 fails "zero B cost" 2 "--costs: '1,0,1': F and B must be > 0" --kind 1f1b --costs 1,0,1
 # finite costs whose sums overflow: were a makespan of inf and an SVG that never ended
-fails "huge costs" 1 "each is at most 1e\\+12" --kind 1f1b --costs 1e308,1e308,1e308 --svg huge.svg
+fails "huge costs" 2 "each is at most 1e\\+12" --kind 1f1b --costs 1e308,1e308,1e308 --svg huge.svg
 fails "w-memory out of range" 2 "--w-memory: '2' is out of range" --kind 1f1b --w-memory 2
 fails "load with kind" 2 "--load takes the kind.*drop --kind" --load zb-h1.json --kind 1f1b
 fails "load a missing file" 1 "nope.json" --load nope.json

@@ -209,6 +209,13 @@ typedef struct {
 /* 1, 1, 1, 0: the costs the paper's formulas are written for. */
 mt_pipe_costs mt_pipe_costs_default(void);
 
+/* The check mt_schedule_simulate makes of its costs and w_memory, on its
+ * own, so a caller can refuse them before any other work (before reading a
+ * schedule file): MT_EINVAL, naming the values, for a cost that is not
+ * finite, f or b not positive, w or comm negative, a cost above 1e12, or
+ * w_memory outside [0, 1]. */
+mt_status mt_pipe_costs_check(const mt_pipe_costs *costs, double w_memory);
+
 /* What mt_schedule_simulate computes. Per-device arrays have `stages`
  * entries; start[d][i] and end[d][i] are the times of device d's op #i. */
 typedef struct {
@@ -277,10 +284,14 @@ mt_status mt_schedule_write_json(const mt_schedule *s, const mt_pipe_sim *sim, F
  * "microbatches" and "ops" are read (kind must name one of the kinds: it
  * fixes the chunk placement; v is the number of chunks the ops use over p,
  * for interleaved); the statistics and each op's "start" and "end" are
- * skipped, so they may be stale or absent. Any other key, or JSON that is
- * not well formed, fails with MT_EFORMAT and a message that gives the byte
- * offset, or the device and op index. The result is not validated: call
- * mt_schedule_validate. */
+ * skipped, so they may be stale or absent. Any other key, JSON that is
+ * not well formed, or sizes a schedule cannot have (stages outside 1 ..
+ * MT_SCHEDULE_MAX_STAGES, microbatches below 1, one list per stage missing,
+ * more than MT_SCHEDULE_MAX_OPS ops) fail with MT_EFORMAT (the text is
+ * wrong, not the caller) and a message that gives the byte offset, or the
+ * device and op index. The result is not validated: call
+ * mt_schedule_validate (whose MT_EINVAL, for a loaded schedule, is also the
+ * file's fault). */
 mt_status mt_schedule_read_json(const char *text, size_t len, mt_schedule **out);
 
 /* Writes the simulated timeline as text, one row per device, time to the

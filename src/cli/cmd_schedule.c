@@ -18,6 +18,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char SCHEDULE_USAGE[] =
     "usage: meshtrain schedule --kind KIND --stages P --microbatches M [flags]\n"
@@ -59,21 +61,36 @@ static void kind_choices(char *buf, size_t cap) {
                                mt_schedule_kind_name((mt_schedule_kind)k));
 }
 
-/* "F,B,W" or "F,B,W,COMM" into *c; false (after the message) on bad text. */
-static bool parse_costs(const char *text, mt_pipe_costs *c) {
+/* "F,B,W" or "F,B,W,COMM" into *c; false (after the message naming the
+ * item) on bad text: an item that is not a number, not finite ("nan",
+ * "inf", "1e999"), or negative; then mt_pipe_costs_check's rules. */
+static bool parse_costs(const char *text, double w_memory, mt_pipe_costs *c) {
     double x[4] = {0, 0, 0, 0};
     int n = 0;
-    for (const char *p = text;;) {
-        char *end;
+    for (const char *p = text;; n++) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+        char *end = item;
         errno = 0;
-        double v = strtod(p, &end);
-        if (n == 4 || end == p || errno == ERANGE || !isfinite(v) || (*end && *end != ',')) {
-            n = -1;
-            break;
+        double v = len && len < 63 ? strtod(item, &end) : 0;
+        if (n == 4) {
+            cli_error("--costs: '%s' has more than 4 numbers; give F,B,W[,COMM] (e.g. 1,2,1 "
+                      "or 1,1,1,0.1)", text);
+            return false;
         }
-        x[n++] = v;
-        if (!*end) break;
-        p = end + 1;
+        if (end == item || *end || len == 0) {
+            cli_error("--costs: '%s': item %d ('%s') is not a number; give F,B,W[,COMM] (e.g. "
+                      "1,2,1 or 1,1,1,0.1)", text, n + 1, item);
+            return false;
+        }
+        if (!isfinite(v) || (errno == ERANGE && fabs(v) > 1)) {
+            cli_error("--costs: '%s': item %d ('%s') is not a finite number", text, n + 1, item);
+            return false;
+        }
+        x[n] = v;
+        if (!p[len]) { n++; break; }
+        p += len + 1;
     }
     if (n != 3 && n != 4) {
         cli_error("--costs: '%s' is not 3 or 4 numbers F,B,W[,COMM] (e.g. 1,1,1,0 or 1,2,1)",
@@ -85,33 +102,77 @@ static bool parse_costs(const char *text, mt_pipe_costs *c) {
         return false;
     }
     *c = (mt_pipe_costs){.f = x[0], .b = x[1], .w = x[2], .comm = x[3]};
+    if (mt_pipe_costs_check(c, w_memory) != MT_OK) {
+        cli_error("--costs '%s': %s", text, mt_errmsg());
+        return false;
+    }
     return true;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        mt_fail(MT_EIO, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
+/* A schedule JSON is about 60 bytes an op, and a schedule holds at most
+ * MT_SCHEDULE_MAX_OPS ops; a file past this is refused before it is read. */
+#define MAX_SCHEDULE_JSON ((int64_t)64 << 20)
+
+/* Reads, parses and validates the schedule in `path`. Every failure is the
+ * file's (MT_EIO: it cannot be read; MT_EFORMAT: its contents, the rules of
+ * a schedule included), with the path in the message. */
+static mt_status load_schedule(const char *path, mt_schedule **out) {
+    *out = NULL;
+    char real[4096];
+    if (mt_file_is_tmp(path, real, sizeof real))
+        return mt_fail(MT_EIO, "--load '%s' is the temporary file of a save in progress (or "
+                       "of a killed one); load '%s' instead", path, real);
+    char *text = NULL;
+    size_t len = 0;
+    mt_status st = mt_input_read_all(path, "schedule", MAX_SCHEDULE_JSON, &text, &len);
+    if (st != MT_OK) return mt_fail_wrap(st, "--load");
+    st = mt_schedule_read_json(text, len, out);
+    free(text);
+    if (st == MT_OK && (st = mt_schedule_validate(*out, NULL)) == MT_EINVAL)
+        st = mt_fail(MT_EFORMAT, "%s", mt_errmsg());   /* the file's rules, not the flags' */
+    if (st != MT_OK) {
+        mt_schedule_free(*out);
+        *out = NULL;
+        return mt_fail_wrap(st, "--load '%s'", path);
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *grown = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
-        if (!grown) free(buf);
-        buf = grown;
+    return MT_OK;
+}
+
+/* Whether any op of s is a split B (its W then counts w_memory). */
+static bool has_split_backward(const mt_schedule *s) {
+    for (int d = 0; d < mt_schedule_stages(s); d++)
+        for (int i = 0; i < mt_schedule_n_ops(s, d); i++)
+            if (mt_schedule_ops(s, d)[i].type == MT_PIPE_B) return true;
+    return false;
+}
+
+/* Flags that would change nothing for this schedule: an error naming what
+ * would make them count. CLI_EXIT_USAGE after the message, or CLI_EXIT_OK. */
+static int check_context(const mt_schedule *s, bool w_memory_given, const mt_pipe_costs *c,
+                         const char *costs_text) {
+    const char *kind = mt_schedule_kind_name(mt_schedule_get_kind(s));
+    if (w_memory_given && !has_split_backward(s)) {
+        cli_error("--w-memory counts only for schedules that split the backward into B and W "
+                  "(zb-h1, zb-h2, zb-v, dualpipev); this %s schedule runs whole backwards (BW), "
+                  "which free all their activations: drop --w-memory or choose such a kind",
+                  kind);
+        return CLI_EXIT_USAGE;
     }
-    bool failed = ferror(f);
-    fclose(f);
-    if (!buf || failed) {
-        free(buf);
-        mt_fail(MT_EIO, "cannot read '%s': %s", path, buf ? "read error" : "too large");
-        return NULL;
+    if (c->comm != 0 && mt_schedule_stages(s) == 1) {
+        cli_error("--costs '%s': COMM %g counts only between devices, and this schedule has "
+                  "1 stage, which sends no messages; give --stages 2 or more, or drop COMM",
+                  costs_text, c->comm);
+        return CLI_EXIT_USAGE;
     }
-    *len = n;
-    return buf;
+    return CLI_EXIT_OK;
+}
+
+/* Whether standard output is the file `path` (`schedule --load s.json
+ * --json > s.json`: the shell emptied it before meshtrain started). */
+static bool stdout_is(const char *path) {
+    struct stat a, b;
+    return fstat(STDOUT_FILENO, &a) == 0 && S_ISREG(a.st_mode) && stat(path, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 /* ---- printing ------------------------------------------------------------- */
@@ -144,20 +205,33 @@ static void print_text(const mt_schedule *s, const mt_pipe_sim *sim, const mt_pi
            "whole stage = 1)\n");
 }
 
-static int write_svg(const char *path, const mt_schedule *s, const mt_pipe_sim *sim,
-                     const mt_pipe_costs *c) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        cli_error("--svg: cannot create '%s': %s", path, strerror(errno));
-        return CLI_EXIT_FAIL;
-    }
-    mt_status st = mt_schedule_write_svg(s, sim, c, f);
-    if (fclose(f) != 0 && st == MT_OK) st = mt_fail(MT_EIO, "cannot write '%s'", path);
+typedef struct {
+    const mt_schedule   *s;
+    const mt_pipe_sim   *sim;
+    const mt_pipe_costs *c;
+} svg_job;
+
+/* mt_output_write's writer of the picture. */
+static mt_status put_svg(FILE *f, void *arg) {
+    const svg_job *j = arg;
+    return mt_schedule_write_svg(j->s, j->sim, j->c, f);
+}
+
+/* The JSON object, whole, into a new buffer *text (free it) of *len bytes:
+ * stdout then gets all of it or, on a failure here, none. */
+static mt_status json_text(const mt_schedule *s, const mt_pipe_sim *sim, char **text,
+                           size_t *len) {
+    *text = NULL;
+    FILE *f = open_memstream(text, len);
+    if (!f) return mt_fail(MT_ENOMEM, "out of memory for the schedule's JSON");
+    mt_status st = mt_schedule_write_json(s, sim, f);
+    if (fclose(f) != 0 && st == MT_OK)
+        st = mt_fail(MT_ENOMEM, "out of memory for the schedule's JSON");
     if (st != MT_OK) {
-        cli_error("--svg: %s", mt_errmsg());
-        return CLI_EXIT_FAIL;
+        free(*text);
+        *text = NULL;
     }
-    return CLI_EXIT_OK;
+    return st;
 }
 
 /* ---- the command ---------------------------------------------------------- */
@@ -209,43 +283,81 @@ int cli_cmd_schedule(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     mt_pipe_costs costs;
-    if (!parse_costs(costs_text, &costs)) return CLI_EXIT_USAGE;
+    if (!parse_costs(costs_text, w_memory, &costs)) return CLI_EXIT_USAGE;
+    if (load && stdout_is(load)) {
+        cli_error("standard output is the --load file '%s': the shell emptied it before "
+                  "meshtrain started; write the output to another file", load);
+        return CLI_EXIT_USAGE;
+    }
+
+    /* a schedule made from the flags: their mistakes (m < p, chunks the
+     * kind does not run) are usage errors, found before any file is touched */
+    mt_schedule *s = NULL;
+    mt_status st = MT_OK;
+    if (!load) {
+        st = mt_schedule_make((mt_schedule_kind)kind, stages, microbatches, chunks, &s);
+        if (st != MT_OK) {
+            cli_error("%s", mt_errmsg());
+            return cli_exit_of(st);
+        }
+        if ((rc = check_context(s, seen[5], &costs, costs_text)) != CLI_EXIT_OK) {
+            mt_schedule_free(s);
+            return rc;
+        }
+    }
+    /* the files: --svg never the --load file; claimed before the work */
     cli_file files[] = {
         {.flag = "load", .path = load, .role = CLI_FILE_IN},
-        {.flag = "svg", .path = svg, .role = CLI_FILE_LOG},
+        {.flag = "svg", .path = svg, .role = CLI_FILE_SAVE},
     };
+    mt_output *svg_out = NULL;
     rc = cli_check_files(files, 2);
-    if (rc != CLI_EXIT_OK) return rc;
-
-    mt_schedule *s = NULL;
-    mt_status st;
-    if (load) {
-        size_t len = 0;
-        char *text = read_file(load, &len);
-        st = text ? mt_schedule_read_json(text, len, &s) : MT_EIO;
-        free(text);
-        if (st != MT_OK) mt_fail_wrap(st, "--load '%s'", load);
-    } else {
-        st = mt_schedule_make((mt_schedule_kind)kind, stages, microbatches, chunks, &s);
+    if (rc == CLI_EXIT_OK && svg && (st = mt_output_claim(svg, "picture", &svg_out)) != MT_OK) {
+        cli_error("--svg: %s", mt_errmsg());
+        rc = cli_exit_of(st);
+    }
+    if (rc == CLI_EXIT_OK && load) {
+        if ((st = load_schedule(load, &s)) != MT_OK) {
+            cli_error("%s", mt_errmsg());
+            rc = cli_exit_of(st);
+        } else {
+            rc = check_context(s, seen[5], &costs, costs_text);
+        }
     }
     mt_pipe_sim sim;
     memset(&sim, 0, sizeof sim);
-    if (st == MT_OK) st = mt_schedule_simulate(s, &costs, w_memory, &sim);
-    if (st != MT_OK) {
+    if (rc == CLI_EXIT_OK && (st = mt_schedule_simulate(s, &costs, w_memory, &sim)) != MT_OK) {
         cli_error("%s", mt_errmsg());
-        mt_schedule_free(s);
-        return CLI_EXIT_FAIL;
+        rc = cli_exit_of(st);
     }
-    rc = CLI_EXIT_OK;
-    if (json) {
-        mt_schedule_write_json(s, &sim, stdout);
-    } else {
+    int out_err = 0;
+    if (rc == CLI_EXIT_OK && json) {
+        char *text = NULL;
+        size_t len = 0;
+        if ((st = json_text(s, &sim, &text, &len)) != MT_OK) {
+            cli_error("%s", mt_errmsg());
+            rc = cli_exit_of(st);
+        } else if (fwrite(text, 1, len, stdout) != len) {
+            out_err = errno ? errno : EIO;
+        }
+        free(text);
+    } else if (rc == CLI_EXIT_OK) {
         print_text(s, &sim, &costs, w_memory);
     }
-    if (svg) {
-        rc = write_svg(svg, s, &sim, &costs);
-        if (rc == CLI_EXIT_OK && !json) printf("wrote %s\n", svg);
+    if (rc == CLI_EXIT_OK && svg_out) {
+        const svg_job job = {s, &sim, &costs};
+        if ((st = mt_output_write(svg_out, put_svg, (void *)&job)) != MT_OK) {
+            cli_error("--svg: %s", mt_errmsg());
+            rc = cli_exit_of(st);
+        } else if (!json) {
+            printf("wrote %s\n", svg);
+        }
     }
+    if (rc == CLI_EXIT_OK && (!cli_flush(stdout, &out_err) || out_err)) {
+        cli_error("cannot write to standard output: %s", strerror(out_err ? out_err : EIO));
+        rc = CLI_EXIT_FAIL;
+    }
+    mt_output_close(svg_out);
     mt_pipe_sim_free(&sim);
     mt_schedule_free(s);
     return rc;

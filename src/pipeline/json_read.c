@@ -112,15 +112,17 @@ static mt_status read_number(jrd *r, double *value, bool *is_int) {
     return MT_OK;
 }
 
-static mt_status read_int(jrd *r, const char *key, int *out) {
+/* An integer in [lo, hi] (the message says the range, as the file's fault:
+ * MT_EFORMAT). */
+static mt_status read_int(jrd *r, const char *key, long lo, long hi, int *out) {
     size_t s = (ws(r), r->at);
     double v;
     bool is_int;
     mt_status st = read_number(r, &v, &is_int);
     if (st != MT_OK) return st;
-    if (!is_int || v < -1e9 || v > 1e9)
-        return mt_fail(MT_EFORMAT, "schedule JSON, byte %zu: \"%s\" must be an integer, got "
-                       "%.*s", s, key, (int)(r->at - s), r->t + s);
+    if (!is_int || !(v >= (double)lo && v <= (double)hi))
+        return mt_fail(MT_EFORMAT, "schedule JSON, byte %zu: \"%s\" must be an integer from %ld "
+                       "to %ld, got %.*s", s, key, lo, hi, (int)(r->at - s), r->t + s);
     *out = (int)v;
     return MT_OK;
 }
@@ -192,10 +194,10 @@ static mt_status read_op(jrd *r, int d, int i, mt_pipe_op *op) {
                 op->type = (mt_pipe_op_type)t;
                 have[0] = true;
             } else if (strcmp(key, "mb") == 0) {
-                st = read_int(r, "mb", &op->mb);
+                st = read_int(r, "mb", 0, 1000000000L, &op->mb);
                 have[1] = true;
             } else if (strcmp(key, "chunk") == 0) {
-                st = read_int(r, "chunk", &op->chunk);
+                st = read_int(r, "chunk", 0, 1000000000L, &op->chunk);
                 have[2] = true;
             } else if (strcmp(key, "start") == 0 || strcmp(key, "end") == 0) {
                 st = skip_value(r, 0);
@@ -223,6 +225,10 @@ static mt_status read_ops(jrd *r, op_list **lists, int *n_lists) {
     long long total = 0;
     if (st == MT_OK && peek(r) == ']') return r->at++, MT_OK;
     for (int d = 0; st == MT_OK; d++) {
+        if (d == MT_SCHEDULE_MAX_STAGES)
+            return mt_fail(MT_EFORMAT, "schedule JSON, byte %zu: \"ops\" has more than %d "
+                           "device lists; a schedule has 1 to %d stages", r->at,
+                           MT_SCHEDULE_MAX_STAGES, MT_SCHEDULE_MAX_STAGES);
         op_list *grown = realloc(*lists, sizeof(op_list) * (size_t)(d + 1));
         if (!grown) return mt_fail(MT_ENOMEM, "out of memory reading device %d's ops", d);
         *lists = grown;
@@ -261,7 +267,7 @@ static mt_status read_ops(jrd *r, op_list **lists, int *n_lists) {
 /* v from the ops: the kind's own, or for interleaved the chunks used over p. */
 static int chunks_of(mt_schedule_kind kind, int p, const op_list *lists, int n) {
     const mt__sched_kind *k = mt__sched_kind_get(kind);
-    if (k->v_min == k->v_max) return k->v_min;
+    if (k->v_min == k->v_max || p < 1) return k->v_min;
     int top = 0;
     for (int d = 0; d < n; d++)
         for (int i = 0; i < lists[d].n; i++)
@@ -295,11 +301,11 @@ mt_status mt_schedule_read_json(const char *text, size_t len, mt_schedule **out)
         } else if (strcmp(key, "stages") == 0) {
             seen = have_p;
             have_p = true;
-            st = read_int(&r, "stages", &p);
+            st = read_int(&r, "stages", 1, MT_SCHEDULE_MAX_STAGES, &p);
         } else if (strcmp(key, "microbatches") == 0) {
             seen = have_m;
             have_m = true;
-            st = read_int(&r, "microbatches", &m);
+            st = read_int(&r, "microbatches", 1, MT_SCHEDULE_MAX_OPS, &m);
         } else if (strcmp(key, "ops") == 0) {
             seen = have_ops;
             have_ops = true;
@@ -336,9 +342,16 @@ mt_status mt_schedule_read_json(const char *text, size_t len, mt_schedule **out)
         st = mt_fail(MT_EFORMAT, "schedule JSON: \"ops\" has %d device list%s but \"stages\" "
                      "is %d: give one list per device", n_lists, n_lists == 1 ? "" : "s", p);
     mt_schedule *s = NULL;
-    if (st == MT_OK) st = mt_schedule_create(kind, p, m, chunks_of(kind, p, lists, n_lists), &s);
-    for (int d = 0; st == MT_OK && d < p; d++)
+    /* p >= 1 here (read_int): chunks_of divides by it. A size the schedule
+     * cannot have is the file's fault, not the caller's: MT_EFORMAT. */
+    if (st == MT_OK) {
+        st = mt_schedule_create(kind, p, m, chunks_of(kind, p, lists, n_lists), &s);
+        if (st == MT_EINVAL) st = mt_fail(MT_EFORMAT, "schedule JSON: %s", mt_errmsg());
+    }
+    for (int d = 0; st == MT_OK && d < p; d++) {
         st = mt_schedule_set_ops(s, d, lists[d].ops, lists[d].n);
+        if (st == MT_EINVAL) st = mt_fail(MT_EFORMAT, "schedule JSON: %s", mt_errmsg());
+    }
     for (int d = 0; d < n_lists; d++) free(lists[d].ops);
     free(lists);
     if (st != MT_OK) {

@@ -19,7 +19,8 @@ mt_pipe_costs mt_pipe_costs_default(void) {
  * so sums of costs up to 1e12 stay finite and exact to double rounding. */
 #define MAX_COST 1e12
 
-static mt_status check_costs(const mt_pipe_costs *c, double w_memory) {
+mt_status mt_pipe_costs_check(const mt_pipe_costs *c, double w_memory) {
+    if (!c) return mt_fail(MT_EINVAL, "mt_pipe_costs_check: no costs given");
     if (!isfinite(c->f) || !isfinite(c->b) || !isfinite(c->w) || !isfinite(c->comm) ||
         !(c->f > 0) || !(c->b > 0) || !(c->w >= 0) || !(c->comm >= 0))
         return mt_fail(MT_EINVAL, "op costs F=%g B=%g W=%g COMM=%g: F and B must be > 0, W "
@@ -104,7 +105,7 @@ mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
                                double w_memory, mt_pipe_sim *out) {
     memset(out, 0, sizeof *out);
     mt_pipe_costs c = costs ? *costs : mt_pipe_costs_default();
-    mt_status st = check_costs(&c, w_memory);
+    mt_status st = mt_pipe_costs_check(&c, w_memory);
     if (st != MT_OK) return st;
     const mt__costs k = {&c, false};
     return simulate(s, &k, w_memory, out);
@@ -115,7 +116,7 @@ mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs 
     memset(out, 0, sizeof *out);
     if (!chunk_costs) return mt_fail(MT_EINVAL, "mt_schedule_simulate_chunks needs the costs");
     for (int k = 0; k < s->p * s->v; k++) {
-        mt_status st = check_costs(&chunk_costs[k], w_memory);
+        mt_status st = mt_pipe_costs_check(&chunk_costs[k], w_memory);
         if (st != MT_OK) return mt_fail_wrap(st, "chunk %d", k);
     }
     const mt__costs k = {chunk_costs, true};
