@@ -4,11 +4,13 @@
  */
 #include "args.h"
 #include "bench_machine.h"
+#include "files.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "meshtrain.h"
 
@@ -37,47 +39,102 @@ static const char USAGE[] =
     "median wall time, a row per device and per async comm lane) and, with --metrics, loss.svg\n"
     "(train and validation loss per step); then prints 'pictures: ...' (on stderr with --json).\n";
 
-/* Makes `dir` when missing (one level, as mkdir). */
-static bool make_dir(const char *dir) {
+static const char *const PICTURE[3] = {"roofline.svg", "timeline.svg", "loss.svg"};
+
+/* Makes `dir` when missing (one level, as mkdir); *made says it did. */
+static int make_dir(const char *dir, bool *made) {
     struct stat st;
-    if (mkdir(dir, 0777) == 0) return true;
-    if (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return true;
+    *made = false;
+    if (mkdir(dir, 0777) == 0) {
+        *made = true;
+        return CLI_EXIT_OK;
+    }
+    if (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return CLI_EXIT_OK;
     if (errno == EEXIST)
         cli_error("--out '%s' is there but is not a directory; give a directory for the pictures",
                   dir);
     else
         cli_error("--out: cannot make the directory '%s': %s; give a directory whose parent "
                   "exists", dir, strerror(errno));
-    return false;
+    return CLI_EXIT_FAIL;
 }
 
-/* Writes roofline.svg, timeline.svg and (with metrics) loss.svg into dir;
- * `written` gets " DIR/NAME" for each. */
-static bool write_pictures(const mt_report *r, const mt_report_metrics *metrics, const char *dir,
-                           char *written, size_t n) {
-    static const char *const NAME[3] = {"roofline.svg", "timeline.svg", "loss.svg"};
-    if (!make_dir(dir)) return false;
-    for (int i = 0; i < (metrics ? 3 : 2); i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, NAME[i]);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            cli_error("--out: cannot write '%s': %s", path, strerror(errno));
-            return false;
-        }
-        mt_status s = i == 0 ? mt_report_write_svg_roofline(r, f)
-                    : i == 1 ? mt_report_write_svg_timeline(r, f)
-                             : mt_report_write_svg_loss(metrics, f);
-        if (fclose(f) != 0 && s == MT_OK)
-            s = mt_fail(MT_EIO, "cannot write '%s': %s", path, strerror(errno));
+/* The command's files: the inputs, and the pictures of --out, checked
+ * against each other (an input among the pictures would be overwritten) and
+ * claimed before the trace is read. picture[i] gets DIR/NAME. */
+typedef struct {
+    char       picture[3][4200];
+    mt_output *claim[3];
+    int        n;          /* pictures to write: 2, 3 with --metrics */
+    bool       made_dir;   /* --out was made here: removed again on failure */
+} report_files;
+
+static int claim_files(report_files *rf, const char *trace, const char *metrics,
+                       const char *machine, const char *out_dir) {
+    memset(rf, 0, sizeof *rf);
+    if (!out_dir) {
+        const cli_file in[] = {{.flag = "trace", .path = trace, .role = CLI_FILE_IN}};
+        return cli_check_files(in, 1);
+    }
+    int rc = make_dir(out_dir, &rf->made_dir);
+    if (rc != CLI_EXIT_OK) return rc;
+    rf->n = metrics ? 3 : 2;
+    for (int i = 0; i < rf->n; i++)
+        snprintf(rf->picture[i], sizeof rf->picture[i], "%s/%s", out_dir, PICTURE[i]);
+    const cli_file files[] = {
+        {.flag = "trace", .path = trace, .role = CLI_FILE_IN},
+        {.flag = "metrics", .path = metrics, .role = CLI_FILE_IN},
+        {.flag = "machine", .path = machine, .role = CLI_FILE_IN},
+        {.flag = "out", .path = rf->picture[0], .role = CLI_FILE_SAVE},
+        {.flag = "out", .path = rf->picture[1], .role = CLI_FILE_SAVE},
+        {.flag = "out", .path = rf->n > 2 ? rf->picture[2] : NULL, .role = CLI_FILE_SAVE},
+    };
+    if ((rc = cli_check_files(files, 6)) != CLI_EXIT_OK) return rc;
+    for (int i = 0; i < rf->n; i++) {
+        mt_status s = mt_output_claim(rf->picture[i], "picture", &rf->claim[i]);
         if (s != MT_OK) {
-            cli_error("--out: '%s': %s", path, mt_errmsg());
-            return false;
+            cli_error("--out: %s", mt_errmsg());
+            return cli_exit_of(s);
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Releases the claims; a directory made for pictures never written goes. */
+static void release_files(report_files *rf, const char *out_dir, bool written) {
+    for (int i = 0; i < 3; i++) mt_output_close(rf->claim[i]);
+    if (rf->made_dir && !written) rmdir(out_dir);
+}
+
+typedef struct {
+    const mt_report         *r;
+    const mt_report_metrics *metrics;
+    int                      which;
+} picture_job;
+
+static mt_status write_picture(FILE *f, void *arg) {
+    const picture_job *j = arg;
+    return j->which == 0 ? mt_report_write_svg_roofline(j->r, f)
+         : j->which == 1 ? mt_report_write_svg_timeline(j->r, f)
+                         : mt_report_write_svg_loss(j->metrics, f);
+}
+
+/* Writes every picture through its claim; one that fails does not stop the
+ * others. `written` gets " DIR/NAME" for each written. */
+static bool write_pictures(const mt_report *r, const mt_report_metrics *metrics,
+                           report_files *rf, char *written, size_t n) {
+    bool all = true;
+    for (int i = 0; i < rf->n; i++) {
+        picture_job j = {r, metrics, i};
+        if (mt_output_write(rf->claim[i], write_picture, &j) != MT_OK) {
+            cli_error("--out: %s", mt_errmsg());
+            all = false;
+            continue;
         }
         size_t at = strlen(written);
-        snprintf(written + at, n - at, " %s", path);
+        snprintf(written + at, n - at, " %s", rf->picture[i]);
     }
-    return true;
+    return all;
 }
 
 int cli_cmd_report(int argc, char **argv) {
@@ -114,11 +171,18 @@ int cli_cmd_report(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
+    report_files rf;
+    if ((rc = claim_files(&rf, argv[0], metrics_path, machine_path, out_dir)) != CLI_EXIT_OK) {
+        release_files(&rf, out_dir, false);
+        return rc;
+    }
     mt_machine mach;
     char used_path[4096];
     bool have_machine = false;
-    if (!cli_machine_load(machine_path, &mach, &have_machine, used_path, sizeof used_path))
+    if (!cli_machine_load(machine_path, &mach, &have_machine, used_path, sizeof used_path)) {
+        release_files(&rf, out_dir, false);
         return CLI_EXIT_FAIL;
+    }
     mt_report *r = NULL;
     mt_status s = mt_report_read(argv[0], &r);
     mt_report_machine m = {.peak_gflops = peak, .bandwidth_gbs = bw, .model_flops = model};
@@ -135,17 +199,22 @@ int cli_cmd_report(int argc, char **argv) {
     if (s == MT_OK && metrics_path) s = mt_report_metrics_read(metrics_path, &metrics);
     if (metrics) mt_report_set_run(r, mt_report_metrics_run(metrics));
     char written[3 * 4200] = "";
-    if (s != MT_OK) cli_error("%s", mt_errmsg());
-    else if (out_dir && !write_pictures(r, metrics, out_dir, written, sizeof written)) s = MT_EIO;
     if (s != MT_OK) {
+        cli_error("%s", mt_errmsg());
         mt_report_metrics_free(metrics);
         mt_report_free(r);
-        return CLI_EXIT_FAIL;
+        release_files(&rf, out_dir, false);
+        return cli_exit_of(s);
     }
+    /* a picture that cannot be written fails the command, after the others
+     * and the report are written */
+    rc = out_dir && !write_pictures(r, metrics, &rf, written, sizeof written) ? CLI_EXIT_FAIL
+                                                                                : CLI_EXIT_OK;
     if (json) mt_report_write_json(r, stdout);
     else mt_report_write_text(r, stdout);
-    if (out_dir) fprintf(json ? stderr : stdout, "pictures:%s\n", written);
+    if (out_dir && written[0]) fprintf(json ? stderr : stdout, "pictures:%s\n", written);
     mt_report_metrics_free(metrics);
     mt_report_free(r);
-    return CLI_EXIT_OK;
+    release_files(&rf, out_dir, written[0] != '\0');
+    return rc;
 }

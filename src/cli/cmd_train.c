@@ -161,6 +161,35 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
                   "--eval-batches", cfg->eval_batches);
         return CLI_EXIT_USAGE;
     }
+    if (given(opts, seen, "trace-steps") && !cfg->trace) {
+        cli_error("--trace-steps %d sizes a trace, but there is none: add --trace FILE, or drop "
+                  "--trace-steps", cfg->trace_steps);
+        return CLI_EXIT_USAGE;
+    }
+    if (given(opts, seen, "collective-matmul") && !cfg->sequence_parallel) {
+        cli_error("--collective-matmul moves the collectives of sequence parallelism into the "
+                  "matmuls, and there are none: add --sequence-parallel (with a tensor axis), "
+                  "or drop --collective-matmul");
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg->f32_activations && cfg->precision != MT_PRECISION_BF16) {
+        cli_error("--f32-activations keeps the activations of bf16 products in f32, but the "
+                  "products are fp32 (every activation is f32 already): add --precision bf16, "
+                  "or drop --f32-activations");
+        return CLI_EXIT_USAGE;
+    }
+    if (given(opts, seen, "grad-reduce") && cfg->grad_reduce == MT_PRECISION_BF16 &&
+        !cfg->mesh && cfg->devices <= 1) {
+        cli_error("--grad-reduce bf16 sets the precision of gradient reductions between "
+                  "devices, and one device reduces nothing: add --devices N (or --mesh "
+                  "data=N), or drop --grad-reduce");
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg->remat != MT_REMAT_NONE && cfg->model != MT_MODEL_GPT) {
+        cli_error("--remat recomputes the activations of transformer blocks, and --model %s "
+                  "has none: use --model gpt, or drop --remat", mt_model_name(cfg->model));
+        return CLI_EXIT_USAGE;
+    }
     return CLI_EXIT_OK;
 }
 
@@ -204,16 +233,20 @@ static int check_inputs(const mt_train_config *cfg) {
     return CLI_EXIT_OK;
 }
 
-/* The outputs can be written and destroy nothing (files.h). */
-static int check_outputs(const mt_train_config *cfg, const char *metrics_path) {
+/* The outputs can be written and destroy nothing (files.h). Under mpirun
+ * every rank runs this at once, and rank 0 alone writes (`writer`): the
+ * others only stat the paths, so that no rank finds another's claim. */
+static int check_outputs(const mt_train_config *cfg, const char *metrics_path, bool writer) {
     const cli_file files[] = {
         {.flag = "data", .path = cfg->data, .role = CLI_FILE_IN},
         {.flag = "ckpt-in", .path = cfg->ckpt_in, .role = CLI_FILE_IN},
         {.flag = "llmc-in", .path = cfg->llmc_in, .role = CLI_FILE_IN},
         /* a resume in place: the save replaces the checkpoint once the new one is whole */
-        {.flag = "ckpt-out", .path = cfg->ckpt_out, .role = CLI_FILE_SAVE, .may_equal = "ckpt-in"},
-        {.flag = "llmc-out", .path = cfg->llmc_out, .role = CLI_FILE_SAVE},
-        {.flag = "metrics", .path = metrics_path, .role = CLI_FILE_LOG},
+        {.flag = "ckpt-out", .path = cfg->ckpt_out, .role = CLI_FILE_SAVE, .may_equal = "ckpt-in",
+         .stat_only = !writer},
+        {.flag = "llmc-out", .path = cfg->llmc_out, .role = CLI_FILE_SAVE, .stat_only = !writer},
+        {.flag = "trace", .path = cfg->trace, .role = CLI_FILE_SAVE, .stat_only = !writer},
+        {.flag = "metrics", .path = metrics_path, .role = CLI_FILE_LOG, .stat_only = !writer},
     };
     return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
 }
@@ -327,8 +360,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
     if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK ||
         (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
-        (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK ||
-        (rc = check_outputs(&cfg, metrics_path)) != CLI_EXIT_OK)
+        (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK)
         return rc;
 
     /* a mesh: --devices alone means data parallel over all of them */
@@ -340,7 +372,10 @@ int cli_cmd_train(int argc, char **argv) {
     /* under mpirun every rank runs this command; rank 0 alone prints and logs */
     int rank = 0, world = 1;
     mt_launcher_world(&rank, &world);
-    if (cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI && rank != 0) {
+    bool writer = !(cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI &&
+                    rank != 0);
+    if ((rc = check_outputs(&cfg, metrics_path, writer)) != CLI_EXIT_OK) return rc;
+    if (!writer) {
         quiet = true;
         metrics_path = NULL;
         if (!freopen("/dev/null", "w", stdout)) quiet = true;   /* not even the summary */
@@ -353,7 +388,12 @@ int cli_cmd_train(int argc, char **argv) {
                      .first_loss = NAN, .last_loss = NAN, .last_val = NAN};
     run.metrics.fd = -1;
     mt_status st = mt_trainer_create(&cfg, &run.tr);
-    if (st != MT_OK) return train_failed(&run, st);
+    if (st != MT_OK) {
+        /* nothing has run: a configuration the library refuses is a usage
+         * error (2), a file it cannot read a failure (1) */
+        train_failed(&run, st);
+        return cli_exit_of(st);
+    }
     run.c = mt_trainer_config(run.tr);
     run.start = mt_trainer_step_count(run.tr);
     run.total = run.c->steps;
@@ -382,8 +422,13 @@ int cli_cmd_train(int argc, char **argv) {
     /* ---- run, save, summarise ---- */
     run.t0 = mt_time_now();
     rc = train_run_steps(&run);
-    if (rc == CLI_EXIT_OK && (st = mt_trainer_write_trace(run.tr)) != MT_OK)
-        rc = train_failed(&run, st);
+    /* a trace that cannot be written is reported, and fails the run, but the
+     * checkpoints are still saved: each output is its own file */
+    bool trace_failed = false;
+    if (rc == CLI_EXIT_OK && (st = mt_trainer_write_trace(run.tr)) != MT_OK) {
+        train_failed(&run, st);
+        trace_failed = true;
+    }
     /* a stopped run still saves: that is what the stop signal is for here */
     bool saved = false;
     if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out))
@@ -401,6 +446,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (cli_metrics_close(&run.metrics) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
     if (train_report_saves(&run) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
     if (train_report_stdout(&run) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    if (trace_failed) rc = CLI_EXIT_FAIL;
     if (rc == CLI_EXIT_OK && stop_signal) rc = 128 + stop_signal;   /* 130, 143 */
     mt_trainer_free(run.tr);
     return rc;

@@ -177,11 +177,14 @@ int cli_check_files(const cli_file *files, int n) {
     for (int i = 0; i < n && rc == CLI_EXIT_OK; i++) {
         const cli_file *f = &files[i];
         if (!f->path || f->role == CLI_FILE_IN) continue;
-        if (f->role == CLI_FILE_LOG) {
+        if (f->role == CLI_FILE_LOG || f->stat_only) {
             rc = try_log(f->flag, f->path, f->stat_only);
-        } else if (mt_file_check_save(f->path) != MT_OK) {
-            cli_error("--%s: %s", f->flag, mt_errmsg());
-            rc = CLI_EXIT_FAIL;
+        } else {
+            mt_status s = mt_file_check_save(f->path);
+            if (s != MT_OK) {
+                cli_error("--%s: %s", f->flag, mt_errmsg());
+                rc = cli_exit_of(s);   /* a temporary name: 2; a file that cannot be: 1 */
+            }
         }
     }
     return rc;

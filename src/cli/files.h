@@ -14,10 +14,13 @@
  *     allowed is the one a file declares in `may_equal`: `train --ckpt-in X
  *     --ckpt-out X` resumes a run in place (the save replaces X only once the
  *     new checkpoint is complete).
- *   - Every output is tried the way it will be written: a save's temporary
- *     file is created and removed (mt_file_check_save), a log is opened for
+ *   - Every output is tried the way it will be written: a save is claimed
+ *     and released (mt_file_check_save: meshtrain/files.h's contract, so a
+ *     path another run is writing is refused here), a log is opened for
  *     appending or created and removed; a missing or read-only directory, or
  *     a name too long once ".tmp" is added, fails here and not after the run.
+ *     The library then claims the saves for the whole run (mt_trainer_create)
+ *     and the metrics log is locked when opened (metrics.c).
  */
 #ifndef MT_CLI_FILES_H
 #define MT_CLI_FILES_H
@@ -36,17 +39,19 @@ typedef struct {
     const char   *path;        /* NULL: the flag was not given, and the entry is skipped */
     cli_file_role role;
     const char   *may_equal;   /* the flag of a file this one may be, or NULL */
-    /* A log checked by stat only, creating nothing: under mpirun every rank
-     * checks the same path at the same time, and one rank's test file would
-     * be another's "File exists". The type and the directory are checked. */
+    /* An output checked by stat only, creating and claiming nothing: under
+     * mpirun every rank checks the same path at the same time, and one
+     * rank's claim would be another's "another run is writing it". The type
+     * and the directory are checked. */
     bool          stat_only;
 } cli_file;
 
 /* Checks the n files of a command as said above. Returns CLI_EXIT_OK, or,
  * after printing one line naming the flags and paths, CLI_EXIT_USAGE (two
- * flags name the same file) or CLI_EXIT_FAIL (an output that cannot be
- * written: the system's message). Touches no file but the temporary ones it
- * creates and removes (and a stale "<path>.tmp" of a save, which it removes). */
+ * flags name the same file, a temporary name given as an output) or
+ * CLI_EXIT_FAIL (an output that cannot be written: the system's message;
+ * another run writing it). Touches no file but the temporary ones it claims
+ * and releases (and a stale "<path>.tmp" of a save, which it removes). */
 int cli_check_files(const cli_file *files, int n);
 
 /* For `meshtrain train`: checks that the file of --data, --ckpt-in or

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,11 +81,26 @@ int cli_metrics_open(cli_metrics *m, const char *path, int start) {
     /* O_NONBLOCK: cli_check_files refused a FIFO, but the path could have
      * become one since; a regular file ignores the flag */
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK;
-    m->fd = open(path, start > 0 ? flags : flags | O_TRUNC, 0666);
+    m->fd = open(path, flags, 0666);
     if (m->fd < 0) {
         cli_error("cannot open metrics file '%s': %s", path, strerror(errno));
         return CLI_EXIT_FAIL;
     }
+    /* the log is written in place (so that `tail -f` follows a run), and
+     * locked as a claimed output's temporary file is: a second run given
+     * the same --metrics is refused before it truncates the first's lines */
+    if (flock(m->fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        if (err == EWOULDBLOCK)
+            cli_error("--metrics '%s': another run is writing it (it is locked by a live "
+                      "process); wait for that run to end, or give another name", path);
+        else
+            cli_error("--metrics '%s': cannot lock it: %s", path, strerror(err));
+        close(m->fd);
+        m->fd = -1;
+        return CLI_EXIT_FAIL;
+    }
+    if (cut < 0 && start == 0) cut = 0;   /* a new run: the old lines go */
     if (cut >= 0 && ftruncate(m->fd, cut) != 0) {
         cli_error("--metrics '%s': cannot drop the lines past step %d: %s", path, start,
                   strerror(errno));
