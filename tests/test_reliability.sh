@@ -211,7 +211,7 @@ expect "§2 --ckpt-every without --ckpt-out" 2 "--ckpt-every.*--ckpt-out" \
        train --data data.txt "${TINY[@]}" --steps 2 --ckpt-every 1
 expect "§2 --eval-batches without --eval-every" 2 "--eval-batches.*--eval-every" \
        train --data data.txt "${TINY[@]}" --steps 2 --eval-batches 4
-expect "§2 --eval-every with --val-frac 0" 1 "val_frac.*(split|tokens)|validation" \
+expect "§2 --eval-every with --val-frac 0" 2 "val_frac.*(split|tokens)|validation" \
        train --data data.txt "${TINY[@]}" --steps 3 --eval-every 2 --val-frac 0
 check "§2 ... before step 1" "steps ran" no_steps
 
@@ -394,16 +394,16 @@ check "§4 a stale <out>.tmp is removed by the next save" "exit $rc, stale.ckpt.
 
 # a temporary file is never loaded, even a whole one; the message names the file to use
 cp run.orig run.ckpt.tmp
-expect "§4 --ckpt-in a save's temporary file is refused, naming the file to use" 1 \
+expect "§4 --ckpt-in a save's temporary file is refused, naming the file to use" 2 \
        "run\.ckpt\.tmp.*temporary.*load 'run\.ckpt'" \
        train --data data.txt "${TINY[@]}" --steps 7 --ckpt-in run.ckpt.tmp
 expect "§4 sample --ckpt a save's temporary file is refused" 1 "temporary.*'run\.ckpt'" \
        sample --ckpt run.ckpt.tmp --tokens 5
 check "§4 ... and sample prints nothing" "stdout not empty" test ! -s out.txt
 cp run.orig run.ckpt.tmp.12345
-expect "§4 the per-process temporary names of 0.1.0 are refused too" 1 "temporary.*'run\.ckpt'" \
+expect "§4 the per-process temporary names of 0.1.0 are refused too" 2 "temporary.*'run\.ckpt'" \
        train --data data.txt "${TINY[@]}" --steps 7 --ckpt-in run.ckpt.tmp.12345
-expect "§4 --ckpt-out a temporary name is refused" 1 "\.tmp" \
+expect "§4 --ckpt-out a temporary name is refused" 2 "\.tmp" \
        train --data data.txt "${TINY[@]}" --steps 2 --ckpt-out new.ckpt.tmp
 
 # resuming with the same --metrics drops the lines past the checkpoint
