@@ -99,11 +99,11 @@ fails() {
 }
 fails "microbatches and accum disagree" 2 'microbatches 4 and --accum 2' \
     --devices 2 --mesh pipe=2 --microbatches 4 --accum 2
-fails "a schedule without a pipe axis" 1 "pipe axis" --devices 2 --mesh data=2 --schedule 1f1b
-fails "fewer microbatches than stages" 1 'm >= p' --devices 2 --mesh pipe=2 --microbatches 1
-fails "interleaved m not divisible" 1 'divisible by p' --devices 2 --mesh pipe=2 --schedule interleaved \
+fails "a schedule without a pipe axis" 2 "pipe axis" --devices 2 --mesh data=2 --schedule 1f1b
+fails "fewer microbatches than stages" 2 'm >= p' --devices 2 --mesh pipe=2 --microbatches 1
+fails "interleaved m not divisible" 2 'divisible by p' --devices 2 --mesh pipe=2 --schedule interleaved \
     --microbatches 3
-fails "an unknown kind" 1 'zb-q' --devices 2 --mesh pipe=2 --schedule zb-q --microbatches 4
-fails "more chunks than blocks" 1 'L=4' --devices 4 --mesh pipe=4 --schedule zb-v --microbatches 8
+fails "an unknown kind" 2 'zb-q' --devices 2 --mesh pipe=2 --schedule zb-q --microbatches 4
+fails "more chunks than blocks" 2 'L=4' --devices 4 --mesh pipe=4 --schedule zb-v --microbatches 8
 
 test_end
