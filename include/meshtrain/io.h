@@ -79,7 +79,8 @@ int       mt_dataset_vocab(const mt_dataset *ds);
 void      mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B, int T,
                            int32_t *tokens, int32_t *targets);
 
-/* Writes an llm.c token file (magic 20240520, version 1, uint16 tokens). */
+/* Writes an llm.c token file (magic 20240520, version 1, uint16 tokens),
+ * claimed and written through its temporary file as every save (files.h). */
 mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n);
 
 /* llm.c GPT-2 fp32 checkpoint (magic 20240326, version 3). Reading fills `cfg`

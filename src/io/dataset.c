@@ -221,21 +221,17 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n) {
                            "file (uint16) can hold; nothing was written to '%s'",
                            (long long)i, tokens[i], UINT16_MAX, path);
 
-    FILE *f = fopen(path, "wb");
-    if (!f) return mt_fail(MT_EIO, "cannot create token file '%s': %s", path, strerror(errno));
+    /* through a temporary file and a rename, as every output (files.h) */
+    mt__save sv;
+    mt_status s = mt__save_begin(path, "token file", NULL, &sv);
+    if (s != MT_OK) return s;
     int32_t hdr[HEADER_INTS] = {TOKENS_MAGIC, TOKENS_VERSION, (int32_t)n};
-    bool ok = fwrite(hdr, sizeof hdr, 1, f) == 1;
+    bool ok = fwrite(hdr, sizeof hdr, 1, sv.f) == 1;
     uint16_t buf[8192];
     for (int64_t i = 0; ok && i < n; i += 8192) {
         size_t m = (size_t)(n - i < 8192 ? n - i : 8192);
         for (size_t j = 0; j < m; j++) buf[j] = (uint16_t)tokens[i + (int64_t)j];
-        ok = fwrite(buf, sizeof *buf, m, f) == m;
+        ok = fwrite(buf, sizeof *buf, m, sv.f) == m;
     }
-    int err = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) { ok = false; err = errno; }
-    if (!ok) {
-        remove(path);
-        return mt_fail(MT_EIO, "writing token file '%s': %s", path, strerror(err));
-    }
-    return MT_OK;
+    return mt__save_end(&sv, ok, ok ? 0 : errno);
 }
