@@ -417,13 +417,13 @@ int cli_parse_bytes(const char *flag, const char *text, uint64_t *out) {
     else if (*u == 'g' || *u == 'G') shift = 30, u++;
     if (shift && *u == 'i') u++;
     if (*u == 'B' || *u == 'b') u++;
-    uint64_t v;
-    if (*u || !digits_u63(text, len, &v)) {
+    uint64_t v = 0;
+    if (*u || len == 0) {
         cli_error("--%s '%s' is not a size; give a whole number of bytes with an optional "
                   "unit k, M or G (8, 4k, 256M, 1G)", flag, text);
         return CLI_EXIT_USAGE;
     }
-    if (v > ((uint64_t)INT64_MAX >> shift)) {
+    if (!digits_u63(text, len, &v) || v > ((uint64_t)INT64_MAX >> shift)) {
         cli_error("--%s '%s' is out of range; a size is below 2^63 bytes", flag, text);
         return CLI_EXIT_USAGE;
     }

@@ -482,6 +482,12 @@ int cli_cmd_bench(int argc, char **argv) {
     static const mt_transport_kind kinds[] = {MT_TRANSPORT_AUTO, MT_TRANSPORT_THREADS,
                                               MT_TRANSPORT_MPI};
     bool mpi = mt_transport_resolve(kinds[transport]) == MT_TRANSPORT_MPI;
+    if (mpi && given(argc, argv, "devices")) {
+        cli_error("--devices does nothing with the MPI transport, whose device count is the "
+                  "world size (mpirun -np N); drop it, or give --transport threads");
+        free(pl);
+        return CLI_EXIT_USAGE;
+    }
 #ifndef MT_HAVE_MPI
     if (mpi) {
         cli_error("--transport mpi: meshtrain was built without Open MPI; install "
@@ -491,12 +497,6 @@ int cli_cmd_bench(int argc, char **argv) {
     }
 #endif
     int counts[MAX_DEVICE_COUNTS], n_counts = 0;
-    if (mpi && given(argc, argv, "devices")) {
-        cli_error("--devices does nothing with the MPI transport, whose device count is the "
-                  "world size (mpirun -np N); drop it, or give --transport threads");
-        free(pl);
-        return CLI_EXIT_USAGE;
-    }
     if (mpi) {
         counts[n_counts++] = 0;   /* the world size */
     } else if ((rc = cli_parse_int_list("devices", devices, 1, CLI_MAX_THREAD_DEVICES, counts,

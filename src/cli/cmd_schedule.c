@@ -284,6 +284,11 @@ int cli_cmd_schedule(int argc, char **argv) {
     }
     mt_pipe_costs costs;
     if (!parse_costs(costs_text, w_memory, &costs)) return CLI_EXIT_USAGE;
+    if (svg && mt_file_is_tmp(svg, NULL, 0)) {
+        cli_error("--svg '%s': names ending in '%s' are the temporary files of saves; choose "
+                  "another name", svg, MT_TMP_SUFFIX);
+        return CLI_EXIT_USAGE;
+    }
     if (load && stdout_is(load)) {
         cli_error("standard output is the --load file '%s': the shell emptied it before "
                   "meshtrain started; write the output to another file", load);

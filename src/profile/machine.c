@@ -330,7 +330,8 @@ mt_status mt_machine_read(const char *path, mt_machine *out) {
     mt_status s = mt_input_read_all(path, "machine file", MAX_MACHINE_BYTES, &buf, &n);
     if (s != MT_OK) {
         if (s == MT_EIO && path && access(path, F_OK) != 0 && errno == ENOENT)
-            return mt_fail(s, "%s; write it with `meshtrain bench machine`", mt_errmsg());
+            return mt_fail(s, "cannot read the machine file '%s': %s; write it with `meshtrain "
+                           "bench machine`", path, strerror(ENOENT));
         return s;
     }
     memset(out, 0, sizeof *out);
