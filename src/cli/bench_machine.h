@@ -23,8 +23,11 @@ void cli_machine_default_path(char *buf, size_t n);
 /* The machine file a command's --machine names (`path`; it must read), or
  * else the default one when it is there and reads: *found says whether one
  * was read into *out, and `used` (n bytes) gets the path read or looked
- * at (the default one when none was found). False, after
- * printing the error, only when a named file cannot be read. */
+ * at (the default one when none was found). Both are read by
+ * mt_machine_read (regular files of at most 1 MiB, never blocking). A
+ * default file that is there but does not read is not used, with one
+ * warning line on stderr saying why. False, after printing the error, only
+ * when a named file cannot be read. */
 bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used, size_t n);
 
 /* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
