@@ -82,7 +82,10 @@ fails "one type" 2 "2 operand types, got 1" "${MESH[@]}" --op add 'f32[8]'
 fails "unknown op" 2 "'conv' is not one of" "${MESH[@]}" --op conv 'f32[8]' 'f32[8]'
 fails "no mesh" 2 "--mesh" --op add 'f32[8]' 'f32[8]'
 fails "no op" 2 "--op" "${MESH[@]}" 'f32[8]' 'f32[8]'
-fails "mesh without sizes" 2 "positive size" --mesh x,y --op add 'f32[8]' 'f32[8]'
+fails "mesh without sizes" 2 "axis 'x' has no size" --mesh x,y --op add 'f32[8]' 'f32[8]'
+fails "mesh size 0" 2 "size of axis 'x' must be a positive integer" --mesh x=0 --op add 'f32[8]' 'f32[8]'
+fails "mesh size past the limit" 2 "is too large; the limit is 1048576" \
+    --mesh x=99999999999999999999 --op add 'f32[8]' 'f32[8]'
 
 timeout 60 "$BIN" explain --help >out.txt 2>err.txt
 if [ $? -eq 0 ] && grep -q -- "--model" out.txt && grep -q -- "--explicit" out.txt; then
@@ -188,20 +191,21 @@ else
     bad "model: tensor=2 --sequence-parallel runs collective matmuls" "$(grep -E 'ag_linear|linear_rs' out.txt)"
 fi
 timeout 60 "$BIN" explain "${GPT[@]}" --mesh data=2 --sequence-parallel >out.txt 2>err.txt
-if [ $? -eq 1 ] && grep -q "no tensor axis" err.txt; then
+if [ $? -eq 2 ] && grep -q "no tensor axis" err.txt && [ ! -s out.txt ]; then
     ok "model: --sequence-parallel without a tensor axis is refused"
 else
     bad "model: --sequence-parallel without a tensor axis is refused" "$(cat err.txt)"
 fi
-# nothing split: nothing to communicate
-timeout 60 "$BIN" explain "${GPT[@]}" --mesh pipe=2 >out.txt 2>err.txt
+# nothing split: nothing to communicate (a pipe axis is checked as train
+# checks it: 2 blocks, 2 microbatches)
+timeout 60 "$BIN" explain "${GPT[@]}" --layers 2 --mesh pipe=2 --microbatches 2 >out.txt 2>err.txt
 if [ $? -eq 0 ] && grep -q '^communication per step: 0 collectives' out.txt; then
     ok "model: a mesh that splits nothing communicates nothing"
 else
     bad "model: a mesh that splits nothing communicates nothing" "$(tail -3 out.txt)"
 fi
 timeout 60 "$BIN" explain "${GPT[@]}" --devices 3 --mesh data=2 >out.txt 2>err.txt
-if [ $? -eq 1 ] && grep -q "^meshtrain: .*data=2.*3" err.txt; then
+if [ $? -eq 2 ] && grep -q "^meshtrain: .*data=2.*3" err.txt; then
     ok "model: mesh product vs devices"
 else
     bad "model: mesh product vs devices" "$(cat err.txt)"
@@ -209,10 +213,31 @@ fi
 
 # sizes whose product overflows an int (UBSan's signed overflow before), and a
 # type whose bytes overflow an int64 (it printed a wrapped byte count)
-fails "model: mesh product above the limit" 1 "4295032832 devices; a mesh has at most 1048576" \
+fails "model: mesh product above the limit" 2 "4295032832 devices; a mesh has at most 1048576" \
     --model mlp --mesh data=65536,tensor=65537
-fails "model: mesh size left to the count" 1 "leaves axis 'tensor' to the device count" \
+fails "model: mesh size left to the count" 2 "leaves axis 'tensor' to the device count" \
     --model mlp --mesh data=2,tensor=-1
+
+# the mesh and the layout checked as train checks them, through the same
+# code (mt_train_config_check): the same message, exit 2, nothing on stdout
+fails "model: an axis train does not know" 2 "axis 'foo' is unknown to the trainer" \
+    "${GPT[@]}" --mesh foo=2
+fails "model: a pipe axis without microbatches" 2 "needs at least 2 microbatches" \
+    "${GPT[@]}" --layers 2 --mesh pipe=2
+fails "model: an unknown schedule before the microbatches" 2 "unknown schedule kind 'zb-h3'" \
+    "${GPT[@]}" --layers 2 --mesh pipe=2 --schedule zb-h3
+fails "model: a batch the data axis does not divide names --batch" 2 "B=8 \\(--batch\\) does not divide" \
+    --model mlp --mesh data=1024
+fails "model: --json that fails prints no JSON" 2 "B=3 \\(--batch\\)" \
+    "${GPT[@]}" --batch 3 --mesh data=2 --json
+# a failure inside the launch: no half a JSON object either
+timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --explicit --json \
+    >out.txt 2>err.txt
+if [ $? -eq 1 ] && [ ! -s out.txt ] && grep -q "^meshtrain: .*partial sums" err.txt; then
+    ok "model: a failed --json launch leaves stdout empty"
+else
+    bad "model: a failed --json launch leaves stdout empty" "$(head -c 300 out.txt) / $(cat err.txt)"
+fi
 fails "type bytes above 2^62" 1 "holds 6.4e\\+19 bytes; a type holds at most 2\\^62" \
     --mesh x=2,y=2 --op reshard 'f32[4000000000,4000000000@x]' 'f32[4000000000@y,4000000000]'
 

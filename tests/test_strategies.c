@@ -58,7 +58,12 @@ typedef struct {
 /* Trains cfg on each layout (until one with mesh NULL) and compares with one
  * device. */
 static void check_layouts(mt_train_config cfg, const char *what, const layout *layouts) {
-    trained one = train_with(cfg, NULL);
+    /* one device: sequence parallelism (and its collective matmuls) needs a
+     * tensor axis, and is refused without one */
+    mt_train_config ref = cfg;
+    ref.sequence_parallel = false;
+    ref.collective_matmul = 0;
+    trained one = train_with(ref, NULL);
     MT_CHECK(one.loss[TSTEPS - 1] < one.loss[0], "%s: training lowers the loss", what);
     bool clipped = false;
     for (int s = 0; s < TSTEPS; s++) clipped |= one.norm[s] > cfg.optim.grad_clip;
@@ -329,6 +334,98 @@ MT_TEST(trainer_refuses_bad_layouts) {
     c.mesh = "dta=2";
     MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL, "'dta'", "unknown", "data");
     /* checkpoints of split parameters: test_strategies_ckpt.c */
+}
+
+/* mt_train_config_check decides every mistake of the configuration alone
+ * without opening a file: a GPT whose data file does not exist passes it
+ * (mt_trainer_create then fails on the file, MT_EIO), and each mistake
+ * below fails it with the same status and message as mt_trainer_create. */
+MT_TEST(config_check_decides_without_files) {
+    mt_train_config gpt = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_train_config_check(&gpt));
+    gpt.mesh = "data=2,tensor=2";
+    MT_CHECK_OK(mt_train_config_check(&gpt));
+    MT_CHECK(mt_trainer_create(&gpt, &tr) == MT_EIO && !tr, "a missing data file: %s",
+             mt_errmsg());
+    MT_CHECK_FAILS(mt_train_config_check(NULL), MT_EINVAL, "NULL");
+    static const struct {
+        const char *what, *mesh, *schedule;
+        int         B, T, NH, maxT, Vp, accum, zero, collective_matmul;
+        bool        sequence_parallel, f32_activations;
+        mt_status   want;
+        const char *fragment, *fragment2;
+    } cases[] = {
+        /* what                 mesh              schedule  B  T NH maxT Vp acc zero cm sp f32 */
+        {"heads divide C",     NULL,             NULL,     8, 16, 3, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "C=64", "NH=3"},
+        {"T <= maxT",          NULL,             NULL,     8, 32, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "T=32 (--seq)", "maxT=16 (--max-seq)"},
+        {"axis names",         "foo=2",          NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "'foo'", "unknown to the trainer"},
+        {"axis size 0",        "data=0",         NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "'data' must be a positive integer", "'0'"},
+        {"axis size too large","data=99999999999999999999", NULL, 8, 16, 4, 16, 0, 1, 0, 0, 0, 0, MT_EINVAL, "too large", "1048576"},
+        {"product overflow",   "data=65536,tensor=65537", NULL, 8, 16, 4, 16, 0, 1, 0, 0, 0, 0, MT_EINVAL, "4295032832 devices", "at most"},
+        {"batch over data",    "data=3",         NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "B=8 (--batch)", "multiple of 3"},
+        {"zero needs data",    "tensor=2",       NULL,     8, 16, 4, 16,  0, 1, 2, 0, 0, 0, MT_EINVAL, "zero=2", "data axis"},
+        {"zero=1 and fsdp",    "data=2,fsdp=2",  NULL,     8, 16, 4, 16,  0, 1, 1, 0, 0, 0, MT_EINVAL, "zero=1", "fsdp"},
+        {"heads over tensor",  "tensor=8",       NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "NH=4", "heads"},
+        {"Vp over tensor",     "tensor=2",       NULL,     8, 16, 4, 16, 65, 1, 0, 0, 0, 0, MT_EINVAL, "Vp=65", "--padded-vocab"},
+        {"sp needs tensor",    "data=2",         NULL,     8, 16, 4, 16,  0, 1, 0, 0, 1, 0, MT_EINVAL, "no tensor axis", "--sequence-parallel"},
+        {"sp needs a mesh",    NULL,             NULL,     8, 16, 4, 16,  0, 1, 0, 0, 1, 0, MT_EINVAL, "no mesh", "--sequence-parallel"},
+        {"sp divides T",       "tensor=3",       NULL,     8, 16, 4, 16,  0, 1, 0, 0, 1, 0, MT_EINVAL, "T=16 (--seq)", "tensor=3"},
+        {"cm needs sp",        "tensor=2",       NULL,     8, 16, 4, 16,  0, 1, 0, 1, 0, 0, MT_EINVAL, "--collective-matmul", "--sequence-parallel"},
+        {"f32 needs bf16",     NULL,             NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 1, MT_EINVAL, "--f32-activations", "--precision bf16"},
+        {"kind first",         "pipe=2",         "zb-h3",  8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "--schedule", "'zb-h3'"},
+        {"m >= p",             "pipe=2",         NULL,     8, 16, 4, 16,  0, 1, 0, 0, 0, 0, MT_EINVAL, "m >= p", "--microbatches 2"},
+        {"interleaved shape",  "pipe=2",         "interleaved", 8, 16, 4, 16, 0, 3, 0, 0, 0, 0, MT_EINVAL, "divisible", "interleaved"},
+        {"chunks <= L",        "pipe=2",         "zb-v",   8, 16, 4, 16,  0, 2, 0, 0, 0, 0, MT_EINVAL, "4 chunks", "L=2 blocks (--layers)"},
+        {"schedule, no pipe",  "data=2",         "1f1b",   8, 16, 4, 16,  0, 2, 0, 0, 0, 0, MT_EINVAL, "pipe axis", "1f1b"},
+        {"sp in a pipeline",   "pipe=2,tensor=2", NULL,    8, 16, 4, 16,  0, 2, 0, 0, 1, 0, MT_EUNSUPPORTED, "sequence parallelism", "pipeline"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_train_config c = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");
+        c.mesh = cases[i].mesh;
+        c.schedule = cases[i].schedule;
+        c.B = cases[i].B;
+        c.T = cases[i].T;
+        c.gpt.NH = cases[i].NH;
+        c.gpt.maxT = cases[i].maxT;
+        c.gpt.Vp = cases[i].Vp;
+        c.accum = cases[i].accum;
+        c.zero = cases[i].zero;
+        c.collective_matmul = cases[i].collective_matmul;
+        c.sequence_parallel = cases[i].sequence_parallel;
+        c.f32_activations = cases[i].f32_activations;
+        mt_status s = mt_train_config_check(&c);
+        MT_CHECK(s == cases[i].want, "%s: %s (%s), want %s", cases[i].what, mt_status_name(s),
+                 mt_errmsg(), mt_status_name(cases[i].want));
+        MT_CHECK(strstr(mt_errmsg(), cases[i].fragment) && strstr(mt_errmsg(), cases[i].fragment2),
+                 "%s: '%s' does not name '%s' and '%s'", cases[i].what, mt_errmsg(),
+                 cases[i].fragment, cases[i].fragment2);
+        char first[512];
+        snprintf(first, sizeof first, "%s", mt_errmsg());
+        /* the trainer: the same check, first (no file is opened) */
+        MT_CHECK(mt_trainer_create(&c, &tr) == cases[i].want && !tr && strcmp(mt_errmsg(), first) == 0,
+                 "%s: mt_trainer_create says '%s', the check '%s'", cases[i].what, mt_errmsg(), first);
+    }
+    /* the MLP: what its table entry lacks */
+    mt_train_config mlp = mt_test_config(MT_MODEL_MLP, NULL);
+    mlp.remat = MT_REMAT_FULL;
+    MT_CHECK_FAILS(mt_train_config_check(&mlp), MT_EINVAL, "--remat", "--model mlp");
+    mlp.remat = MT_REMAT_NONE;
+    mlp.grad_reduce = MT_PRECISION_BF16;
+    MT_CHECK_FAILS(mt_train_config_check(&mlp), MT_EINVAL, "--grad-reduce", "one device");
+    mlp.mesh = "data=2";
+    MT_CHECK_OK(mt_train_config_check(&mlp));
+    mlp.grad_reduce = MT_PRECISION_FP32;
+    mlp.mesh = "pipe=2";
+    mlp.accum = 2;
+    MT_CHECK_FAILS(mt_train_config_check(&mlp), MT_EINVAL, "cut", "mlp");
+    /* with llmc_in the model is the file's: sizes the flags got wrong are
+     * not held against it (the CLI refuses flags that contradict the file) */
+    gpt = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");
+    gpt.llmc_in = "/nonexistent/model.bin";
+    gpt.gpt.NH = 3;
+    gpt.mesh = "tensor=2";
+    MT_CHECK_OK(mt_train_config_check(&gpt));
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -170,8 +170,33 @@ typedef struct {
     double  stage_f, stage_b, stage_w;
 } mt_step_report;
 
-/* Validates the configuration (the message names the bad field and value),
- * opens the data, builds and compiles the model, creates the optimizer, and
+/* Every check of cfg that the configuration alone decides, made without
+ * opening a file or starting a device (mt_trainer_create makes it first;
+ * `meshtrain explain --model` makes it on its flags):
+ *   - each field (sizes, counts and ranges; ckpt_every needs ckpt_out, zero
+ *     and a schedule need a mesh, llmc files a GPT, ckpt_in or llmc_in);
+ *   - settings that would change nothing where they are: f32_activations
+ *     without bf16, grad_reduce bf16 without a mesh, remat on a model
+ *     without blocks, collective_matmul on without sequence parallelism,
+ *     sequence parallelism without a mesh;
+ *   - the model's own (GPT: data given, val_frac, C divisible by NH, Vp >=
+ *     V, T <= maxT; with llmc_in the sizes are the file's and are checked
+ *     when it is read);
+ *   - the mesh: its spec (names, sizes, products), the device count against
+ *     it (and under mpirun against the ranks), axes the trainer knows (data,
+ *     fsdp, tensor, pipe), ZeRO's data axis of 2+, zero=1 without fsdp,
+ *     sequence parallelism's tensor axis of 2+ dividing T, a pipe axis's
+ *     schedule (the kind known, checked first; then m >= p and the kind's
+ *     shape, the chunks no more than the layers), no schedule without a
+ *     pipe axis, B divisible by the axes that split the batch, and the
+ *     model's sizes tensor parallelism splits (GPT: NH, 4C, Vp when known).
+ * Returns MT_OK, or MT_EINVAL (MT_EUNSUPPORTED for what the build or the
+ * trainer cannot do, e.g. bf16 without oneDNN, sequence parallelism in a
+ * pipeline) with one message naming the setting, as its flag, and what to
+ * do. Statuses that say the configuration is wrong, never a file. */
+mt_status mt_train_config_check(const mt_train_config *cfg);
+
+/* Validates the configuration (mt_train_config_check), opens the data, builds and compiles the model, creates the optimizer, and
  * loads ckpt_in / llmc_in if given. Every conflict a run would meet later is
  * an error here, before step 1 (MT_EINVAL): ckpt_every without ckpt_out, and
  * eval_every with a validation split shorter than T+1 tokens. A non-finite

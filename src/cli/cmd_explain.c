@@ -122,24 +122,6 @@ static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
 
 /* ---- the command -------------------------------------------------------- */
 
-/* The product of the sizes in "x=2,y=2"; 0 when a size is missing or not a
- * positive integer (explain has no device count to fill a -1 from). */
-static int mesh_devices(const char *spec) {
-    long long n = 1;
-    for (const char *p = spec; *p;) {
-        const char *eq = strchr(p, '=');
-        const char *comma = strchr(p, ',');
-        if (!eq || (comma && comma < eq)) return 0;
-        char *end;
-        long v = strtol(eq + 1, &end, 10);
-        if (end == eq + 1 || v <= 0 || (*end && *end != ',')) return 0;
-        n *= v;
-        if (n > (1 << 24)) return 0;
-        p = *end ? end + 1 : end;
-    }
-    return (int)n;
-}
-
 int cli_cmd_explain(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--model") == 0 || strncmp(argv[i], "--model=", 8) == 0)
@@ -190,15 +172,14 @@ int cli_cmd_explain(int argc, char **argv) {
                   "'f32[2,8]'); see `meshtrain explain --help`", op, n_types);
         return CLI_EXIT_USAGE;
     }
-    int n_devices = mesh_devices(mesh_spec);
-    if (n_devices <= 0) {
-        cli_error("--mesh: '%s' must give every axis a positive size, as x=2,y=2", mesh_spec);
-        return CLI_EXIT_USAGE;
-    }
+    /* no devices here: the mesh is a shape, every size given (no -1) */
+    int n_devices = 0;
     mt_mesh *mesh = NULL;
-    if (mt_mesh_create(mesh_spec, n_devices, &mesh) != MT_OK) {
-        cli_error("%s", mt_errmsg());
-        return CLI_EXIT_FAIL;
+    mt_status s = mt_mesh_spec_devices(mesh_spec, &n_devices);
+    if (s == MT_OK) s = mt_mesh_create(mesh_spec, n_devices, &mesh);
+    if (s != MT_OK) {
+        cli_error("--mesh: %s", mt_errmsg());
+        return cli_exit_of(s);
     }
     rc = explain_op(mesh, op, types, n_types, explicit_mode, json);
     mt_mesh_free(mesh);

@@ -14,6 +14,8 @@
 #include "cli/args.h"
 #include "meshtrain.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,7 @@ typedef struct {
 typedef struct {
     const explain_cfg *cfg;
     program_summary   *dev;        /* (devices) */
+    FILE              *out;        /* the whole output, written to stdout on success */
 } explain_job;
 
 static void axes_text(const mt_mesh *mesh, mt_axes ax, char *buf, size_t cap) {
@@ -67,9 +70,9 @@ static void shape_text(const mt_tensor *t, char *buf, size_t cap) {
 }
 
 /* Prints device 0's program (text or the "program" array of the JSON). */
-static void print_program(const mt_graph *g, const mt_mesh *mesh, bool json) {
+static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, bool json) {
     int n = mt_graph_n_nodes(g);
-    if (json) printf("  \"program\": [\n");
+    if (json) fprintf(out, "  \"program\": [\n");
     for (int i = 0; i < n; i++) {
         mt_node_info in;
         if (mt_graph_node(g, i, &in) != MT_OK) continue;
@@ -79,21 +82,21 @@ static void print_program(const mt_graph *g, const mt_mesh *mesh, bool json) {
         shape_text(in.out, local, sizeof local);
         axes_text(mesh, in.axes, axes, sizeof axes);
         if (json) {
-            printf("    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
+            fprintf(out, "    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
                    "\"local\": \"%s\"", in.phase, in.op, mt_tensor_name(in.out), type, local);
             if (in.collective)
-                printf(", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.bytes);
-            printf("}%s\n", i + 1 < n ? "," : "");
+                fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.bytes);
+            fprintf(out, "}%s\n", i + 1 < n ? "," : "");
         } else if (in.collective) {
-            printf("  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
+            fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, "collective", axes, in.bytes);
         } else {
-            printf("  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
+            fprintf(out, "  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, in.axes.n ? " over " : "",
                    in.axes.n ? axes : "");
         }
     }
-    if (json) printf("  ],\n");
+    if (json) fprintf(out, "  ],\n");
 }
 
 static program_summary summarise(const mt_graph *g) {
@@ -132,7 +135,7 @@ static mt_status explain_device(mt_ctx *ctx, void *arg) {
     if (s == MT_OK) {
         int d = mt_ctx_device(ctx);
         job->dev[d] = summarise(local);
-        if (d == 0) print_program(local, mesh, c->json);
+        if (d == 0) print_program(job->out, local, mesh, c->json);
     }
     mt_graph_free(local);
     mt_graph_free(g);
@@ -149,7 +152,7 @@ static void coords_text(const mt_mesh *mesh, int device, char *buf, size_t cap) 
                                mt_mesh_axis_name(mesh, a), coords[a]);
 }
 
-static int report(const explain_cfg *c, const mt_mesh *mesh, const program_summary *dev) {
+static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const program_summary *dev) {
     const double MiB = 1 << 20;
     const program_summary *p0 = &dev[0];
     int n = mt_mesh_size(mesh);
@@ -158,33 +161,95 @@ static int report(const explain_cfg *c, const mt_mesh *mesh, const program_summa
         same &= dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
                 dev[d].comm_bytes == p0->comm_bytes;
     if (c->json) {
-        printf("  \"memory_per_device\": {\"parameters\": %zu, \"gradients\": %zu, "
+        fprintf(out, "  \"memory_per_device\": {\"parameters\": %zu, \"gradients\": %zu, "
                "\"optimizer\": %zu, \"activations\": %zu},\n", p0->param_bytes, p0->grad_bytes,
                2 * p0->param_bytes, p0->act_bytes);
-        printf("  \"communication_per_step\": {\"collectives\": %d, \"bytes\": %.0f},\n",
+        fprintf(out, "  \"communication_per_step\": {\"collectives\": %d, \"bytes\": %.0f},\n",
                p0->collectives, p0->comm_bytes);
-        printf("  \"devices\": [");
+        fprintf(out, "  \"devices\": [");
         for (int d = 0; d < n; d++)
-            printf("%s{\"device\": %d, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
+            fprintf(out, "%s{\"device\": %d, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
                    d ? ", " : "", d, dev[d].nodes, dev[d].collectives, dev[d].comm_bytes);
-        printf("],\n  \"spmd\": %s\n}\n", same ? "true" : "false");
+        fprintf(out, "],\n  \"spmd\": %s\n}\n", same ? "true" : "false");
         return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     }
-    printf("memory per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB "
+    fprintf(out, "memory per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB "
            "(AdamW m and v), activations %.2f MiB (planned)\n", p0->param_bytes / MiB,
            p0->grad_bytes / MiB, 2 * p0->param_bytes / MiB, p0->act_bytes / MiB);
-    printf("communication per step: %d collectives, %.2f MiB per device\n", p0->collectives,
+    fprintf(out, "communication per step: %d collectives, %.2f MiB per device\n", p0->collectives,
            p0->comm_bytes / MiB);
     for (int d = 1; d < n; d++) {
         char where[96];
         coords_text(mesh, d, where, sizeof where);
         bool ok = dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
                   dev[d].comm_bytes == p0->comm_bytes;
-        printf("device %d (%s): %s\n", d, where,
+        fprintf(out, "device %d (%s): %s\n", d, where,
                ok ? "the same program on its own slices" : "a DIFFERENT program (a bug: SPMD)");
     }
     return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
+
+/* The flags of one model that another would ignore: as `train`, an error
+ * (--layers and --channels size the GPT and the MLP; the rest only the GPT). */
+static int check_model_flags(mt_model_kind model, const cli_opt *opts, const bool *seen,
+                             const void *layers, const void *channels) {
+    static const char *const gpt_only[] = {"heads", "vocab", "padded-vocab", "seq"};
+    if (model == MT_MODEL_GPT) return CLI_EXIT_OK;
+    for (int j = 0; opts[j].name; j++) {
+        if (!seen[j]) continue;
+        for (size_t i = 0; i < sizeof gpt_only / sizeof gpt_only[0]; i++)
+            if (strcmp(opts[j].name, gpt_only[i]) == 0) {
+                cli_error("--%s applies to --model gpt only", opts[j].name);
+                return CLI_EXIT_USAGE;
+            }
+        if (model == MT_MODEL_LINREG && (opts[j].dest == layers || opts[j].dest == channels)) {
+            cli_error("--%s does not apply to --model linreg", opts[j].name);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The program of every device, in one launch, and the report, into `out`;
+ * *whole says the output is complete (the report ran, its SPMD check may
+ * still have failed). */
+static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bool *whole) {
+    const mt_train_config *t = &c->train;
+    program_summary *dev = calloc((size_t)mt_mesh_size(mesh), sizeof *dev);
+    if (!dev) {
+        cli_error("out of memory for %d devices' summaries", mt_mesh_size(mesh));
+        return CLI_EXIT_FAIL;
+    }
+    explain_job job = {c, dev, out};
+    *whole = false;
+    if (c->json)
+        fprintf(out, "{\n  \"model\": \"%s\", \"mesh\": \"%s\", \"devices\": %d, \"mode\": \"%s\",\n",
+                mt_model_name(t->model), mt_mesh_spec(mesh), mt_mesh_size(mesh),
+                c->explicit_mode ? "explicit" : "auto");
+    else
+        fprintf(out, "explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the "
+                "trainer's layout (the batch over data and fsdp, parameters over fsdp and "
+                "tensor)\ndevice 0's program (forward, then B, then W):\n",
+                mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
+                c->explicit_mode ? "explicit" : "auto");
+    mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),
+                         .transport = MT_TRANSPORT_THREADS, .kernel_threads = 1};
+    mt_status s = mt_launch(&lo, explain_device, &job);
+    int rc;
+    if (s != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        rc = CLI_EXIT_FAIL;
+    } else {
+        rc = report(out, c, mesh, dev);
+        *whole = true;
+    }
+    free(dev);
+    return rc;
+}
+
+/* A name in place of the data file train would read: the check opens no
+ * file, and explain builds the program from its flags (V included). */
+static const char NO_DATA[] = "(explain reads no data)";
 
 int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
@@ -208,6 +273,11 @@ int cli_explain_model(int argc, char **argv) {
         {"zero", CLI_INT, &t->zero, 0, 3, 0, 0, NULL, "N", "ZeRO stage over the data axis (as train)"},
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
+        {"schedule", CLI_STR, &t->schedule, 0, 0, 0, 0, NULL, "KIND",
+         "a pipe axis's schedule, checked as train checks it (the program shown is the whole "
+         "model's, not a stage's)"},
+        {"microbatches", CLI_INT, &t->accum, 1, 1 << 20, 0, 0, NULL, "N",
+         "microbatches per step, checked against a pipe axis as train checks them"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products' precision (as train): bf16 shows FSDP's bf16 all-gathers"},
@@ -226,6 +296,8 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
+    if ((rc = check_model_flags(t->model, opts, seen, &layers, &channels)) != CLI_EXIT_OK)
+        return rc;
     t->remat = (mt_remat)remat;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
@@ -233,47 +305,65 @@ int cli_explain_model(int argc, char **argv) {
     if (t->model == MT_MODEL_MLP) {
         if (seen[1]) t->mlp_layers = layers;
         if (seen[2]) t->mlp_hidden = channels;
-    } else {
+    } else if (t->model == MT_MODEL_GPT) {
         t->gpt.L = layers;
         t->gpt.C = channels;
+        t->data = NO_DATA;
     }
     t->gpt.maxT = t->T;
     if (t->gpt.Vp == 0) t->gpt.Vp = (t->gpt.V + 63) / 64 * 64;
+    /* the mesh as train takes it: --devices N alone is data=N, one device none */
     char spec[64];
-    if (!mesh_spec) {
-        snprintf(spec, sizeof spec, "data=%d", devices > 0 ? devices : 1);
+    if (!mesh_spec && devices > 1) {
+        snprintf(spec, sizeof spec, "data=%d", devices);
         mesh_spec = spec;
     }
+    t->mesh = mesh_spec;
+    t->devices = devices;
+    t->transport = MT_TRANSPORT_THREADS;
+    /* every mistake train would refuse before its first step, in train's words */
+    mt_status s = mt_train_config_check(t);
+    if (s != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return cli_exit_of(s);
+    }
+    int n = 0;
     mt_mesh *mesh = NULL;
-    int n = devices;
-    if ((n <= 0 && mt_mesh_spec_devices(mesh_spec, &n) != MT_OK) ||
-        mt_mesh_create(mesh_spec, n, &mesh) != MT_OK) {
-        cli_error("--mesh: %s", mt_errmsg());
+    if (!mesh_spec) {   /* no mesh: the program of one device */
+        mesh_spec = "data=1";
+        n = 1;
+    } else if (devices > 0) {
+        n = devices;
+    } else if ((s = mt_mesh_spec_devices(mesh_spec, &n)) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return cli_exit_of(s);
+    }
+    if ((s = mt_mesh_create(mesh_spec, n, &mesh)) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return cli_exit_of(s);
+    }
+    /* the output whole or not at all: a failure leaves no half a program (or
+     * half a JSON object) on stdout */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        cli_error("cannot buffer the output: %s", strerror(errno));
+        mt_mesh_free(mesh);
         return CLI_EXIT_FAIL;
     }
-    program_summary *dev = calloc((size_t)mt_mesh_size(mesh), sizeof *dev);
-    explain_job job = {&c, dev};
-    if (c.json)
-        printf("{\n  \"model\": \"%s\", \"mesh\": \"%s\", \"devices\": %d, \"mode\": \"%s\",\n",
-               mt_model_name(t->model), mt_mesh_spec(mesh), mt_mesh_size(mesh),
-               c.explicit_mode ? "explicit" : "auto");
-    else
-        printf("explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the trainer's "
-               "layout (the batch over data and fsdp, parameters over fsdp and tensor)\ndevice 0's "
-               "program (forward, then B, then W):\n", mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
-               c.explicit_mode ? "explicit" : "auto");
-    fflush(stdout);
-    mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),
-                         .transport = MT_TRANSPORT_THREADS, .kernel_threads = 1};
-    mt_status s = dev ? mt_launch(&lo, explain_device, &job) : MT_ENOMEM;
-    if (s != MT_OK) {
-        fflush(stdout);
-        cli_error("%s", mt_errmsg());
-        rc = CLI_EXIT_FAIL;
-    } else {
-        rc = report(&c, mesh, dev);
-    }
-    free(dev);
+    bool whole = false;
+    rc = explain_into(out, &c, mesh, &whole);
     mt_mesh_free(mesh);
+    if (fclose(out) != 0) {
+        cli_error("cannot buffer the output: %s", strerror(errno));
+        rc = CLI_EXIT_FAIL;
+    } else if (whole) {   /* a DIFFERENT program on a device is reported, and exits 1 */
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+            cli_error("writing stdout: %s", strerror(errno));
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    free(text);
     return rc;
 }

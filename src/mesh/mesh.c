@@ -56,9 +56,20 @@ static mt_status parse_spec(const char *spec, mt_mesh *m) {
                                "must be unique", spec, (int)name_len, name);
         char num[32];
         size_t num_len = (size_t)(end - eq - 1);
-        if (num_len == 0 || num_len >= sizeof num)
-            return mt_fail(MT_EINVAL, "mesh '%s': axis '%.*s' has no valid size", spec,
-                           (int)name_len, name);
+        if (num_len == 0)
+            return mt_fail(MT_EINVAL, "mesh '%s': axis '%.*s' has no size after '='; write it "
+                           "as name=size (e.g. data=2)", spec, (int)name_len, name);
+        if (num_len >= sizeof num) {   /* too long for any size: too large, or not a number */
+            size_t digits = 0;
+            while (digits < num_len && isdigit((unsigned char)eq[1 + digits])) digits++;
+            if (digits == num_len)
+                return mt_fail(MT_EINVAL, "mesh '%s': size '%.*s' of axis '%.*s' is too large; "
+                               "the limit is %d devices per axis", spec, (int)num_len, eq + 1,
+                               (int)name_len, name, MAX_AXIS_SIZE);
+            return mt_fail(MT_EINVAL, "mesh '%s': the size of axis '%.*s' must be a positive "
+                           "integer (or -1: the devices left over), not '%.*s'", spec,
+                           (int)name_len, name, (int)num_len, eq + 1);
+        }
         memcpy(num, eq + 1, num_len);
         num[num_len] = '\0';
         char *stop;
@@ -66,11 +77,13 @@ static mt_status parse_spec(const char *spec, mt_mesh *m) {
         long v = strtol(num, &stop, 10);
         while (isspace((unsigned char)*stop)) stop++;
         if (*stop || stop == num || (errno && v != LONG_MAX) || (v < 1 && v != -1))
-            return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is not a positive "
-                           "integer or -1", spec, num, (int)name_len, name);
+            return mt_fail(MT_EINVAL, "mesh '%s': the size of axis '%.*s' must be a positive "
+                           "integer (or -1: the devices left over), not '%s'", spec,
+                           (int)name_len, name, num);
         if (v > MAX_AXIS_SIZE)   /* also what strtol clamps an overflow to */
-            return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is over the limit "
-                           "of %d devices per axis", spec, num, (int)name_len, name, MAX_AXIS_SIZE);
+            return mt_fail(MT_EINVAL, "mesh '%s': size '%s' of axis '%.*s' is too large; the "
+                           "limit is %d devices per axis", spec, num, (int)name_len, name,
+                           MAX_AXIS_SIZE);
         memcpy(m->names[m->ndim], name, name_len);
         m->names[m->ndim][name_len] = '\0';
         m->sizes[m->ndim++] = (int)v;
@@ -85,7 +98,8 @@ mt_status mt_mesh_spec_devices(const char *spec, int *out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_mesh_spec_devices: out is NULL");
     *out = 0;
     if (!spec || !*spec)
-        return mt_fail(MT_EINVAL, "an empty mesh spec has no sizes; give the number of devices");
+        return mt_fail(MT_EINVAL, "the mesh spec is empty; give its axes with their sizes "
+                       "(e.g. data=2), or the number of devices");
     mt_mesh m;
     memset(&m, 0, sizeof m);
     mt_status st = parse_spec(spec, &m);
@@ -95,8 +109,9 @@ mt_status mt_mesh_spec_devices(const char *spec, int *out) {
     double prod = 1;
     for (int a = 0; a < m.ndim; a++) {
         if (m.sizes[a] == -1)
-            return mt_fail(MT_EINVAL, "mesh '%s' leaves axis '%s' to the device count (-1); give "
-                           "the number of devices", spec, m.names[a]);
+            return mt_fail(MT_EINVAL, "mesh '%s' leaves axis '%s' to the device count (-1), "
+                           "but none was given; give the axis a size, or give the number of "
+                           "devices", spec, m.names[a]);
         prod *= m.sizes[a];
     }
     if (prod > MAX_DEVICES)

@@ -158,76 +158,23 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
     return s;
 }
 
-/* On a mesh: the mesh, the device count and the batch split, checked before
- * any device starts. */
+/* On a mesh: the mesh mt_train_config_check has checked, its devices and
+ * the launch, before any device starts. */
 mt_status mt__train_setup_mesh(mt_trainer *tr) {
     mt_train_config *c = &tr->cfg;
     mt_transport_kind kind = mt_transport_resolve(c->transport);
-    int rank = 0, world = 1;
-    mt_launcher_world(&rank, &world);
-    int n = kind == MT_TRANSPORT_MPI ? (c->devices > 0 ? c->devices : world) : c->devices;
-    if (kind == MT_TRANSPORT_MPI && n != world)
-        return mt_fail(MT_EINVAL, "devices=%d, but mpirun started %d ranks; under MPI each rank "
-                       "is one device: give -np %d or leave devices out", n, world, n);
-    if (n <= 0) {   /* no device count: the product of the mesh's sizes */
-        mt_status s = mt_mesh_spec_devices(c->mesh, &n);
-        if (s != MT_OK) return s;
-    }
-    mt_mesh *mesh = NULL;
-    mt_status s = mt_mesh_create(c->mesh, n, &mesh);
+    int n = 0;
+    mt_status s = mt__train_mesh_devices(c, &n);
     if (s != MT_OK) return s;
+    mt_mesh *mesh = NULL;
+    if ((s = mt_mesh_create(c->mesh, n, &mesh)) != MT_OK) return s;
     tr->n_devices = mt_mesh_size(mesh);
-    /* the axes the strategies know (presets.c, pipe.c) */
-    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
-    for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
-        bool known = false;
-        for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
-            known |= strcmp(mt_mesh_axis_name(mesh, a), KNOWN[k]) == 0;
-        if (!known) {
-            s = mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
-                        "axes data (splits the batch), fsdp (the batch and the parameters), "
-                        "tensor or pipe", c->mesh,
-                        mt_mesh_axis_name(mesh, a));
-            mt_mesh_free(mesh);
-            return s;
-        }
-    }
-    if (c->zero < 0 || c->zero > 3 || (c->zero > 0 && mt_mesh_axis_size(mesh, "data") < 2)) {
-        s = mt_fail(MT_EINVAL, "zero=%d: ZeRO stages are 1, 2 or 3, and split over the mesh's "
-                    "data axis, which '%s' %s", c->zero, c->mesh,
-                    mt_mesh_axis_size(mesh, "data") ? "gives only 1 device" : "does not have");
-        mt_mesh_free(mesh);
-        return s;
-    }
-    if (c->zero == 1 && mt_mesh_axis_size(mesh, "fsdp") > 1) {
-        s = mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
-                    "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
-        mt_mesh_free(mesh);
-        return s;
-    }
     int pipe = mt__train_pipe_size(mesh);
-    if (pipe > 1) {
-        if (!c->schedule) c->schedule = "1f1b";
-        s = mt__train_pipe_check(c, tr->m, pipe, tr->pipe_layout, sizeof tr->pipe_layout);
-    } else if (c->schedule || c->pipe_chunks) {
-        s = mt_fail(MT_EINVAL, "schedule '%s' pipelines over the mesh's pipe axis, but mesh '%s' "
-                    "has none of 2 or more devices; add one (e.g. pipe=2) or drop the schedule",
-                    c->schedule ? c->schedule : "(chunks)", c->mesh);
-    }
-    if (s != MT_OK) {
-        mt_mesh_free(mesh);
-        return s;
-    }
-    mt_axes ax = mt__batch_axes(mesh);
-    int parts = mt_mesh_group_size(mesh, ax);
+    if (pipe > 1) c->schedule = mt__train_pipe_schedule(c);
     bool sharded = pipe > 1 || mt_mesh_axis_size(mesh, "fsdp") > 1 ||
                    mt_mesh_axis_size(mesh, "tensor") > 1 ||
                    c->zero > 0;
     mt_mesh_free(mesh);
-    if (c->B % parts != 0)
-        return mt_fail(MT_EINVAL, "batch B=%d does not divide over the axes that split it, "
-                       "data and fsdp (%d devices): each takes B/%d of the global batch; pick B "
-                       "a multiple of %d", c->B, parts, parts, parts);
     /* a checkpoint holds whole tensors: split ones (and a pipeline's, which
      * each device holds some of) are gathered to save and cut into blocks
      * to load (ckpt_mesh.c) */

@@ -16,12 +16,24 @@ static void gpt_defaults(mt_train_config *c) {
     c->gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
 }
 
+/* The checks the flags decide; what comes from files (llmc_in's model, V
+ * from the data) is checked by gpt_open once they are read. */
 static mt_status gpt_check(const mt_train_config *c) {
     if (!c->data || !c->data[0])
         return mt_fail(MT_EINVAL, "GPT training needs data: set data to a text file or an "
                        "llm.c token file");
     if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
         return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
+    if (c->llmc_in) return MT_OK;   /* L, C, NH, maxT, V, Vp: the file's */
+    /* V 0 comes from the data, Vp 0 from V: stand-ins that pass for them */
+    mt_gpt_config g = c->gpt;
+    if (g.V == 0) g.V = g.Vp > 0 ? g.Vp : 1;
+    if (g.Vp == 0) g.Vp = (g.V + 63) / 64 * 64;
+    mt_status s = mt_gpt_config_check(&g);
+    if (s != MT_OK) return s;
+    if (c->T > g.maxT)
+        return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's context "
+                       "maxT=%d (--max-seq); lower T or raise maxT", c->T, g.maxT);
     return MT_OK;
 }
 
@@ -88,21 +100,31 @@ static mt_status shard_block_param(mt_graph *g, int l, const char *suffix, const
  * The row-parallel products are partial sums, all-reduced before the
  * residual add (the one all-reduce per sub-block, forward and backward).
  * Counts that do not divide are errors naming the fix. */
-static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
-                                     int size) {
+static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
     const mt_gpt_config *m = &c->gpt;
     if (m->NH % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the attention "
-                       "heads, but NH=%d heads do not divide by %d; pick a head count "
-                       "divisible by the tensor axis size", size, m->NH, size);
-    if ((4 * m->C) % size != 0)
+                       "heads, but NH=%d heads (--heads) do not divide by %d; pick a head "
+                       "count divisible by the tensor axis size", size, m->NH, size);
+    if ((4 * (int64_t)m->C) % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the MLP's hidden "
-                       "size 4C=%d, which does not divide by %d", size, 4 * m->C, size);
-    if (m->Vp % size != 0)
+                       "size 4C=%lld (--channels), which does not divide by %d", size,
+                       4 * (long long)m->C, size);
+    /* Vp 0 comes from V, and V 0 from the data: known only once it is read */
+    int Vp = m->Vp > 0 ? m->Vp : m->V > 0 ? (m->V + 63) / 64 * 64 : 0;
+    if (Vp > 0 && Vp % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the vocabulary, "
                        "but the padded vocabulary Vp=%d does not divide by %d; pad it to %d "
-                       "(padding is exact: the loss ignores columns past V=%d)", size, m->Vp,
-                       size, (m->Vp + size - 1) / size * size, m->V);
+                       "with --padded-vocab (padding is exact: the loss ignores the columns "
+                       "past V)", size, Vp, size, (Vp + size - 1) / size * size);
+    return MT_OK;
+}
+
+static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
+                                     int size) {
+    const mt_gpt_config *m = &c->gpt;
+    mt_status check = gpt_tensor_check(c, size);
+    if (check != MT_OK) return check;
     const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
     const mt_sharding heads_w = {{0, tensor, 0}, 0}, heads_b = {{0, tensor}, 0};
     mt_status s = shard_param(g, "wte", &col);
@@ -216,8 +238,8 @@ static const mt__train_model MODELS[] = {
         .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
-        .tensor_parallel = gpt_tensor_parallel,
-        .sequence = true,
+        .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
+        .sequence = true, .remat = true,
         .build_stage = gpt_build_stage, .stage_input = MT_GPT_STAGE_INPUT, .tied_param = "wte",
     },
     [MT_MODEL_MLP] = {

@@ -103,27 +103,37 @@ static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, 
     if (at >= n && n > 4) memcpy(buf + n - 4, "...", 4);
 }
 
+const char *mt__train_pipe_schedule(const mt_train_config *c) {
+    return c->schedule ? c->schedule : "1f1b";
+}
+
 /* The checks a pipeline configuration must pass before any device starts. */
-mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p,
-                               char *buf, size_t n) {
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p) {
     if (!m->build_stage)
         return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
                        "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
                        m->name);
+    /* the kind first: an unknown one is the mistake, not its microbatches */
+    const char *name = mt__train_pipe_schedule(c);
+    mt_schedule_kind kind;
+    mt_status st = mt_schedule_kind_parse(name, &kind);
+    if (st != MT_OK) return mt_fail_wrap(st, "--schedule");
+    if (c->sequence_parallel)
+        return mt_fail(MT_EUNSUPPORTED, "sequence parallelism does not compose with a pipeline: "
+                       "a stage would send its rows split over tensor to a stage that takes "
+                       "them whole; drop --sequence-parallel or the pipe axis (pipe=%d)", p);
     if (c->accum < p)
         return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
                        "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);
-    /* the schedule (a pure function) once here: its errors before any
-     * device starts, its chunks for the layout */
-    mt_schedule_kind kind;
+    /* the schedule (a pure function) once here: its shape's errors before
+     * any device starts */
     mt_schedule *s = NULL;
-    mt_status st = mt_schedule_kind_parse(c->schedule, &kind);
-    if (st == MT_OK) st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
-    if (st == MT_OK && c->gpt.L < p * mt_schedule_chunks(s))
+    st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
+    /* with llmc_in, L comes from the file: mt__train_pipe_create checks it */
+    if (st == MT_OK && !c->llmc_in && c->gpt.L < p * mt_schedule_chunks(s))
         st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
-                     "than its L=%d blocks; use more layers or fewer chunks", c->schedule, p,
+                     "than its L=%d blocks (--layers); use more layers or fewer chunks", name, p,
                      p * mt_schedule_chunks(s), c->gpt.L);
-    if (st == MT_OK) describe(c, s, buf, n);
     mt_schedule_free(s);
     return st;
 }
@@ -222,6 +232,10 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
         return mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, "
                        "more than its L=%d blocks; use more layers or fewer chunks",
                        c->schedule, pp->p, pp->S, c->gpt.L);
+    /* the layout, with the model's L as resolved (llmc_in's): written once
+     * a process, by its first device */
+    if (tr->n_dev == 1 || mt_ctx_device(ctx) == 0)
+        describe(c, pp->sched, tr->pipe_layout, sizeof tr->pipe_layout);
     pp->device_of = malloc((size_t)pp->S * sizeof *pp->device_of);
     if (!pp->device_of) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
     for (int k = 0; k < pp->S; k++) pp->device_of[k] = mt_schedule_chunk_device(pp->sched, k);

@@ -58,6 +58,16 @@ typedef struct {
      * column- then row-parallel pairs; parameters it leaves alone stay
      * replicated. Optional: NULL, the model replicates over `tensor`. */
     mt_status (*tensor_parallel)(const mt_train_config *c, mt_graph *g, uint32_t tensor, int size);
+    /* The sizes tensor parallelism over `size` devices must divide (GPT: the
+     * heads, 4C, Vp), checked by tensor_parallel and, before any file is
+     * read, by mt_train_config_check: sizes still to come from the data (V
+     * and Vp 0) are skipped there; with llmc_in the whole model comes from
+     * the file and the early check is not made. Fails with MT_EINVAL naming
+     * the flag. Optional: nothing has to divide. */
+    mt_status (*tensor_check)(const mt_train_config *c, int size);
+    /* Activation checkpointing (remat) has blocks to recompute: false, a
+     * remat policy would change nothing and is refused. */
+    bool remat;
     /* The activations are (B,T,...) with T a sequence: sequence parallelism
      * applies. */
     bool sequence;
@@ -140,11 +150,16 @@ struct mt_trainer {
 #define MT_PIPE_MAX_CHUNKS 8    /* model chunks a device holds at most */
 /* The pipe axis's size (1 without one). */
 int       mt__train_pipe_size(const mt_mesh *mesh);
-/* The configuration's checks for a pipeline of p stages; writes its layout
- * (mt_trainer_pipeline) into buf. */
-mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p,
-                               char *buf, size_t n);
-/* Builds device d's chunks, their optimizers and the executor (d->pipe). */
+/* The schedule a pipeline runs: c->schedule, or "1f1b" when it is NULL. */
+const char *mt__train_pipe_schedule(const mt_train_config *c);
+/* The configuration's checks for a pipeline of p stages (mt_train_config_
+ * check's): the model can be cut, the schedule kind is known (first), its
+ * shape fits p and the microbatches, the chunks fit the layers (skipped
+ * with llmc_in: mt__train_pipe_create checks them once the file is read). */
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p);
+/* Builds device d's chunks, their optimizers and the executor (d->pipe);
+ * the first device of this process also writes the layout
+ * (mt_trainer_pipeline) into tr->pipe_layout. */
 mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 void      mt__train_pipe_free(mt__train_pipe *pp);
 /* One optimizer step of the pipeline on device d: d->loss, d->grad_norm,
@@ -194,8 +209,16 @@ mt_status mt__train_run_devices(mt_trainer *tr, mt__dev_fn fn, void *arg);
  * without it. */
 mt__train_dev *mt__train_dev0(mt_trainer *tr);
 
-/* On a mesh: checks the mesh, the device count, its axes and the batch
- * split, and sets up the launch; before any device starts. */
+/* ---- the configuration's checks (config_check.c) ---- */
+
+/* The devices a mesh run trains on: devices, else under MPI the ranks, else
+ * the product of the mesh's sizes. MT_EINVAL when devices disagrees with
+ * mpirun's ranks, or the spec has no product (mt_mesh_spec_devices). */
+mt_status mt__train_mesh_devices(const mt_train_config *c, int *out);
+
+/* On a mesh (after mt_train_config_check, which checked it): makes the
+ * mesh, counts the devices, decides what the checkpoints gather, and sets
+ * up the launch; before any device starts. */
 mt_status mt__train_setup_mesh(mt_trainer *tr);
 /* An mt__dev_fn: builds a device's graph and optimizer (and on a mesh its
  * buffer for the global microbatch). */

@@ -47,82 +47,6 @@ mt_train_config mt_train_defaults(void) {
     return c;
 }
 
-/* "gpt, mlp or linreg": the names of the table, for messages. */
-static void model_names(char *buf, size_t n) {
-    const int count = mt__train_model_count();
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < count && at < n; k++) {
-        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
-        if (!m) continue;
-        int w = snprintf(buf + at, n - at, "%s%s", at == 0 ? "" : k == count - 1 ? " or " : ", ",
-                         m->name);
-        if (w < 0) break;
-        at += (size_t)w;
-    }
-}
-
-static mt_status check_config(const mt_train_config *c) {
-    const mt__train_model *m = mt__train_model_of(c->model);
-    if (!m) {
-        char names[128];
-        model_names(names, sizeof names);
-        return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)c->model, names);
-    }
-    if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
-    if (c->precision != MT_PRECISION_FP32 && c->precision != MT_PRECISION_BF16)
-        return mt_fail(MT_EINVAL, "precision %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
-                       (int)c->precision);
-    if (c->grad_reduce != MT_PRECISION_FP32 && c->grad_reduce != MT_PRECISION_BF16)
-        return mt_fail(MT_EINVAL, "grad_reduce %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
-                       (int)c->grad_reduce);
-    mt_status ps = mt_precision_check(c->precision);
-    if (ps != MT_OK) return ps;
-    if (c->trace_steps < 0)
-        return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
-                       "the default (20)", c->trace_steps);
-    if (m->sequences && c->T <= 0)
-        return mt_fail(MT_EINVAL, "sequence length T=%d must be positive", c->T);
-    if (c->accum <= 0)
-        return mt_fail(MT_EINVAL, "accum=%d microbatches per step must be positive", c->accum);
-    if (c->steps < 0) return mt_fail(MT_EINVAL, "steps=%d must not be negative", c->steps);
-    if (c->eval_every < 0)
-        return mt_fail(MT_EINVAL, "eval_every=%d must not be negative (0 = never)", c->eval_every);
-    if (c->eval_every > 0 && c->eval_batches <= 0)
-        return mt_fail(MT_EINVAL, "eval_batches=%d must be positive when eval_every=%d",
-                       c->eval_batches, c->eval_every);
-    if (c->ckpt_every < 0)
-        return mt_fail(MT_EINVAL, "ckpt_every=%d must not be negative (0 = at the end only)",
-                       c->ckpt_every);
-    /* without a path the periodic saves would silently not happen */
-    if (c->ckpt_every > 0 && !c->ckpt_out)
-        return mt_fail(MT_EINVAL, "ckpt_every=%d has no checkpoint to write: set ckpt_out, "
-                       "or set ckpt_every to 0", c->ckpt_every);
-    if (c->zero < 0 || c->zero > 3)
-        return mt_fail(MT_EINVAL, "zero=%d: the ZeRO stages are 1, 2 and 3 (0: off)", c->zero);
-    if (c->zero > 0 && !(c->mesh && *c->mesh))
-        return mt_fail(MT_EINVAL, "zero=%d needs a mesh with a data axis (e.g. --mesh data=2)",
-                       c->zero);
-    if (c->threads < 0)
-        return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
-    if ((c->schedule || c->pipe_chunks) && !(c->mesh && *c->mesh))
-        return mt_fail(MT_EINVAL, "a pipeline schedule (%s) needs a mesh with a pipe axis (e.g. "
-                       "--mesh pipe=2)", c->schedule ? c->schedule : "chunks");
-    if (c->pipe_chunks < 0 || c->pipe_chunks > MT_PIPE_MAX_CHUNKS)
-        return mt_fail(MT_EINVAL, "pipe_chunks=%d: a device holds 1 to %d model chunks (0: the "
-                       "schedule's own)", c->pipe_chunks, MT_PIPE_MAX_CHUNKS);
-    mt_status s;
-    if (m->check && (s = m->check(c)) != MT_OK) return s;
-    if (!m->llmc && (c->llmc_in || c->llmc_out)) {
-        return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only; drop them "
-                       "or train a GPT", c->llmc_in ? c->llmc_in : c->llmc_out);
-    }
-    if (c->ckpt_in && c->llmc_in)
-        return mt_fail(MT_EINVAL, "give either ckpt_in (%s, a resume) or llmc_in (%s, an "
-                       "initialisation), not both", c->ckpt_in, c->llmc_in);
-    return MT_OK;
-}
-
 /* A validation split too short for one window would fail the first
  * evaluation, after eval_every steps of work: say so before step 1. */
 static mt_status check_eval_split(const mt_trainer *tr) {
@@ -147,12 +71,13 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_trainer_create needs somewhere to put the trainer");
     *out = NULL;
     if (!cfg) return mt_fail(MT_EINVAL, "mt_trainer_create needs a configuration (got NULL)");
-    mt_status s = check_config(cfg);
+    /* every check the configuration alone decides, before any file or device */
+    mt_status s = mt_train_config_check(cfg);
     if (s != MT_OK) return s;
     mt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return mt_fail(MT_ENOMEM, "out of memory for the trainer");
     tr->cfg = *cfg;
-    tr->m = mt__train_model_of(cfg->model);   /* not NULL: check_config found it */
+    tr->m = mt__train_model_of(cfg->model);   /* not NULL: mt_train_config_check found it */
     mt_train_config *c = &tr->cfg;
     tr->on_mesh = cfg->mesh && *cfg->mesh;
     /* a trace records the devices of a mesh: one device is the mesh data=1 */

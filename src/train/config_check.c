@@ -1,0 +1,238 @@
+/*
+ * config_check.c — mt_train_config_check: every check of a training
+ * configuration that the configuration alone decides, made before any file
+ * is opened or any device started. mt_trainer_create runs it first and
+ * `meshtrain explain --model` runs it on its flags, so that a mistake gets
+ * one message from one place whichever command meets it.
+ *
+ * The order is the order a reader would fix things in: the fields one by one
+ * (sizes, ranges, flags that need another flag), the model's own checks,
+ * then the mesh (its spec, its device count, its axes) and what each axis
+ * asks of the rest (ZeRO a data axis, sequence parallelism a tensor axis, a
+ * pipeline its schedule, the batch and the model's sizes dividing over the
+ * axes that split them). What only a file can tell (llmc_in's model, V from
+ * the data) is checked when the trainer reads it.
+ */
+#include "train/train_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* The fields                                                                */
+/* ======================================================================== */
+
+/* "gpt, mlp or linreg": the names of the table, for messages. */
+static void model_names(char *buf, size_t n) {
+    const int count = mt__train_model_count();
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < count && at < n; k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (!m) continue;
+        int w = snprintf(buf + at, n - at, "%s%s", at == 0 ? "" : k == count - 1 ? " or " : ", ",
+                         m->name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
+static bool has_mesh(const mt_train_config *c) { return c->mesh && *c->mesh; }
+
+/* Each field alone, and the pairs of fields where one needs the other. */
+static mt_status check_fields(const mt_train_config *c, const mt__train_model *m) {
+    if (c->B <= 0) return mt_fail(MT_EINVAL, "batch size B=%d must be positive", c->B);
+    if (c->precision != MT_PRECISION_FP32 && c->precision != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "precision %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
+                       (int)c->precision);
+    if (c->grad_reduce != MT_PRECISION_FP32 && c->grad_reduce != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "grad_reduce %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
+                       (int)c->grad_reduce);
+    mt_status ps = mt_precision_check(c->precision);
+    if (ps != MT_OK) return ps;
+    if (c->trace_steps < 0)
+        return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
+                       "the default (20)", c->trace_steps);
+    if (m->sequences && c->T <= 0)
+        return mt_fail(MT_EINVAL, "sequence length T=%d must be positive", c->T);
+    if (c->accum <= 0)
+        return mt_fail(MT_EINVAL, "accum=%d microbatches per step must be positive", c->accum);
+    if (c->steps < 0) return mt_fail(MT_EINVAL, "steps=%d must not be negative", c->steps);
+    if (c->eval_every < 0)
+        return mt_fail(MT_EINVAL, "eval_every=%d must not be negative (0 = never)", c->eval_every);
+    if (c->eval_every > 0 && c->eval_batches <= 0)
+        return mt_fail(MT_EINVAL, "eval_batches=%d must be positive when eval_every=%d",
+                       c->eval_batches, c->eval_every);
+    if (c->ckpt_every < 0)
+        return mt_fail(MT_EINVAL, "ckpt_every=%d must not be negative (0 = at the end only)",
+                       c->ckpt_every);
+    /* without a path the periodic saves would silently not happen */
+    if (c->ckpt_every > 0 && !c->ckpt_out)
+        return mt_fail(MT_EINVAL, "ckpt_every=%d has no checkpoint to write: set ckpt_out, "
+                       "or set ckpt_every to 0", c->ckpt_every);
+    if (c->zero < 0 || c->zero > 3)
+        return mt_fail(MT_EINVAL, "zero=%d: the ZeRO stages are 1, 2 and 3 (0: off)", c->zero);
+    if (c->zero > 0 && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "zero=%d needs a mesh with a data axis (e.g. --mesh data=2)",
+                       c->zero);
+    if (c->threads < 0)
+        return mt_fail(MT_EINVAL, "threads=%d must not be negative (0 = all cores)", c->threads);
+    if (c->devices < 0)
+        return mt_fail(MT_EINVAL, "devices=%d must not be negative (0: the mesh's product)",
+                       c->devices);
+    if ((c->schedule || c->pipe_chunks) && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "a pipeline schedule (%s) needs a mesh with a pipe axis (e.g. "
+                       "--mesh pipe=2)", c->schedule ? c->schedule : "chunks");
+    if (c->pipe_chunks < 0 || c->pipe_chunks > MT_PIPE_MAX_CHUNKS)
+        return mt_fail(MT_EINVAL, "pipe_chunks=%d: a device holds 1 to %d model chunks (0: the "
+                       "schedule's own)", c->pipe_chunks, MT_PIPE_MAX_CHUNKS);
+    if ((int)c->remat < (int)MT_REMAT_NONE || (int)c->remat > (int)MT_REMAT_DOTS)
+        return mt_fail(MT_EINVAL, "remat %d: use one of none, full, attention, dots",
+                       (int)c->remat);
+    mt_status s;
+    if (m->check && (s = m->check(c)) != MT_OK) return s;
+    if (!m->llmc && (c->llmc_in || c->llmc_out)) {
+        return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only; drop them "
+                       "or train a GPT", c->llmc_in ? c->llmc_in : c->llmc_out);
+    }
+    if (c->ckpt_in && c->llmc_in)
+        return mt_fail(MT_EINVAL, "give either ckpt_in (%s, a resume) or llmc_in (%s, an "
+                       "initialisation), not both", c->ckpt_in, c->llmc_in);
+    return MT_OK;
+}
+
+/* Settings that would change nothing where they are: a mistake to say, not
+ * to ignore (the message says which setting would make them count). */
+static mt_status check_no_effect(const mt_train_config *c, const mt__train_model *m) {
+    if (c->f32_activations && c->precision != MT_PRECISION_BF16)
+        return mt_fail(MT_EINVAL, "--f32-activations keeps the activations of bf16 products in "
+                       "f32, but the products are fp32 (every activation is f32 already): add "
+                       "--precision bf16, or drop --f32-activations");
+    if (c->grad_reduce == MT_PRECISION_BF16 && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "--grad-reduce bf16 sets the precision of gradient reductions "
+                       "between devices, and one device reduces nothing: add --devices N (or "
+                       "--mesh data=N), or drop --grad-reduce");
+    if (c->remat != MT_REMAT_NONE && !m->remat)
+        return mt_fail(MT_EINVAL, "--remat recomputes the activations of transformer blocks, "
+                       "and --model %s has none: use --model gpt, or drop --remat", m->name);
+    if (c->collective_matmul != 0 && !c->sequence_parallel)
+        return mt_fail(MT_EINVAL, "--collective-matmul moves the collectives of sequence "
+                       "parallelism into the matmuls, and there are none: add "
+                       "--sequence-parallel (with a tensor axis), or drop --collective-matmul");
+    if (c->sequence_parallel && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "--sequence-parallel splits the rows over the mesh's tensor "
+                       "axis, but there is no mesh: add one (e.g. --mesh tensor=2), or drop "
+                       "--sequence-parallel");
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The mesh                                                                  */
+/* ======================================================================== */
+
+mt_status mt__train_mesh_devices(const mt_train_config *c, int *out) {
+    *out = 0;
+    mt_transport_kind kind = mt_transport_resolve(c->transport);
+    int rank = 0, world = 1;
+    mt_launcher_world(&rank, &world);
+    int n = kind == MT_TRANSPORT_MPI ? (c->devices > 0 ? c->devices : world) : c->devices;
+    if (kind == MT_TRANSPORT_MPI && n != world)
+        return mt_fail(MT_EINVAL, "devices=%d, but mpirun started %d ranks; under MPI each rank "
+                       "is one device: give -np %d or leave devices out", n, world, n);
+    if (n <= 0) {   /* no device count: the product of the mesh's sizes */
+        mt_status s = mt_mesh_spec_devices(c->mesh, &n);
+        if (s != MT_OK) return s;
+    }
+    *out = n;
+    return MT_OK;
+}
+
+/* The axes the strategies know (presets.c, pipe.c). */
+static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
+    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
+            known |= strcmp(mt_mesh_axis_name(mesh, a), KNOWN[k]) == 0;
+        if (!known)
+            return mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
+                           "axes data (splits the batch), fsdp (the batch and the parameters), "
+                           "tensor or pipe", c->mesh, mt_mesh_axis_name(mesh, a));
+    }
+    return MT_OK;
+}
+
+/* What each axis asks of the rest of the configuration. */
+static mt_status check_layout(const mt_train_config *c, const mt__train_model *m,
+                              const mt_mesh *mesh) {
+    mt_status s = check_axes(c, mesh);
+    if (s != MT_OK) return s;
+    const int data = mt_mesh_axis_size(mesh, "data"), fsdp = mt_mesh_axis_size(mesh, "fsdp");
+    const int tensor = mt_mesh_axis_size(mesh, "tensor");
+    if (c->zero > 0 && data < 2)
+        return mt_fail(MT_EINVAL, "zero=%d splits the parameters over the mesh's data axis, "
+                       "which '%s' %s; add one of 2 or more (e.g. data=2) or drop --zero",
+                       c->zero, c->mesh, data ? "gives only 1 device" : "does not have");
+    if (c->zero == 1 && fsdp > 1)
+        return mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
+                       "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
+    const int pipe = mt__train_pipe_size(mesh);
+    if (pipe > 1) {
+        if ((s = mt__train_pipe_check(c, m, pipe)) != MT_OK) return s;
+    } else if (c->schedule || c->pipe_chunks) {
+        return mt_fail(MT_EINVAL, "schedule '%s' pipelines over the mesh's pipe axis, but mesh "
+                       "'%s' has none of 2 or more devices; add one (e.g. pipe=2) or drop the "
+                       "schedule", c->schedule ? c->schedule : "(chunks)", c->mesh);
+    }
+    if (c->sequence_parallel) {
+        if (tensor < 2)
+            return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "
+                           "axis, but mesh '%s' has no tensor axis of 2 or more; add one "
+                           "(e.g. tensor=2) or drop --sequence-parallel", c->mesh);
+        if (!m->sequence)
+            return mt_fail(MT_EINVAL, "sequence parallelism needs a model with a sequence "
+                           "dim (the GPT); --model %s has none: drop --sequence-parallel",
+                           m->name);
+        if (c->T % tensor != 0)
+            return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d (--seq) over "
+                           "tensor=%d, which does not divide it; pick T a multiple of %d", c->T,
+                           tensor, tensor);
+    }
+    const int parts = mt_mesh_group_size(mesh, mt__batch_axes(mesh));
+    if (c->B % parts != 0)
+        return mt_fail(MT_EINVAL, "batch B=%d (--batch) does not divide over the axes that "
+                       "split it, data and fsdp (%d devices in '%s'): each takes B/%d of the "
+                       "global batch; pick B a multiple of %d", c->B, parts, c->mesh, parts,
+                       parts);
+    /* with llmc_in the model's sizes are the file's: tensor_parallel checks
+     * them when it shards the model */
+    if (tensor > 1 && m->tensor_check && !c->llmc_in &&
+        (s = m->tensor_check(c, tensor)) != MT_OK)
+        return s;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The whole configuration                                                   */
+/* ======================================================================== */
+
+mt_status mt_train_config_check(const mt_train_config *cfg) {
+    if (!cfg) return mt_fail(MT_EINVAL, "mt_train_config_check needs a configuration (got NULL)");
+    const mt__train_model *m = mt__train_model_of(cfg->model);
+    if (!m) {
+        char names[128];
+        model_names(names, sizeof names);
+        return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)cfg->model, names);
+    }
+    mt_status s = check_fields(cfg, m);
+    if (s == MT_OK) s = check_no_effect(cfg, m);
+    /* without a mesh (a trace's data=1 included) nothing is split */
+    if (s != MT_OK || !has_mesh(cfg)) return s;
+    int n = 0;
+    if ((s = mt__train_mesh_devices(cfg, &n)) != MT_OK) return s;
+    mt_mesh *mesh = NULL;
+    if ((s = mt_mesh_create(cfg->mesh, n, &mesh)) != MT_OK) return s;
+    s = check_layout(cfg, m, mesh);
+    mt_mesh_free(mesh);
+    return s;
+}
