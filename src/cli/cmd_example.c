@@ -75,7 +75,7 @@ int cli_cmd_example(int argc, char **argv) {
     /* the trace is written after the run: a path that cannot take it fails now
      * (under mpirun by stat only: every rank checks it at once) */
     const cli_file files[] = {
-        {.flag = "trace", .path = o.trace, .role = CLI_FILE_LOG, .stat_only = on_mpi}};
+        {.flag = "trace", .path = o.trace, .role = CLI_FILE_SAVE, .stat_only = on_mpi}};
     if ((rc = cli_check_files(files, 1)) != CLI_EXIT_OK) return rc;
 
     float *losses = calloc((size_t)o.steps, sizeof *losses);
@@ -89,7 +89,7 @@ int cli_cmd_example(int argc, char **argv) {
     if (st != MT_OK) {
         if (printer) cli_error("%s", mt_errmsg()[0] ? mt_errmsg() : mt_status_text(st));
         free(losses);
-        return CLI_EXIT_FAIL;
+        return cli_exit_of(st);
     }
     if (printer) {
         for (int s = 0; s < o.steps; s++)

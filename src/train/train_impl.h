@@ -142,7 +142,20 @@ struct mt_trainer {
     bool            split_params;
     mt_graph       *twin_g;
     mt_optim       *twin_opt;
+    /* the outputs, claimed at create by the process that writes them
+     * (outputs.c): NULL when not asked for, or on another MPI rank */
+    mt_output      *out_ckpt, *out_llmc, *out_trace;
 };
+
+/* ---- outputs (outputs.c) ---- */
+
+/* Whether this process writes the run's files: always, but under MPI only
+ * rank 0. */
+bool      mt__train_writes_files(const mt_trainer *tr);
+/* Claims ckpt_out, llmc_out and trace (meshtrain/files.h) before any work,
+ * so that a second run writing one of them is refused at its start. */
+mt_status mt__train_claim_outputs(mt_trainer *tr);
+void      mt__train_release_outputs(mt_trainer *tr);
 
 
 /* ---- pipelines (pipe.c) ---- */

@@ -106,6 +106,8 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     c->llmc_in = tr->llmc_in; c->llmc_out = tr->llmc_out; c->mesh = tr->mesh;
     c->trace = tr->trace;
     c->schedule = tr->schedule;
+    /* before any work: another run writing one of the outputs is refused now */
+    if ((s = mt__train_claim_outputs(tr)) != MT_OK) goto fail;
     tr->n_dev = 1;
     tr->n_devices = 1;
     if (tr->on_mesh && (s = mt__train_setup_mesh(tr)) != MT_OK) goto fail;
@@ -178,6 +180,7 @@ void mt_trainer_free(mt_trainer *tr) {
         free(d->stage_target);
     }
     free(tr->dev);
+    mt__train_release_outputs(tr);
     mt__ckpt_twin_free(tr);
     mt_dataset_free(tr->ds);
     free(tr->data);
@@ -395,7 +398,8 @@ mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss) {
 
 mt_status mt_trainer_save(mt_trainer *tr) {
     const mt_train_config *c = &tr->cfg;
-    mt_status s;
+    mt_status s, first = MT_OK;
+    char msg[1024] = "";
     if (tr->split_params && (c->ckpt_out || c->llmc_out)) {
         /* every device joins the gather; the whole state lands in the twin
          * where device 0 lives, which writes it as one device would */
@@ -412,8 +416,17 @@ mt_status mt_trainer_save(mt_trainer *tr) {
         meta.data_pos = tr->data_pos;
         meta.seed = c->seed;
         snprintf(meta.model, sizeof meta.model, "%s", tr->model);
-        if ((s = mt_ckpt_save(c->ckpt_out, g, opt, &meta)) != MT_OK) return s;
+        first = tr->out_ckpt ? mt_ckpt_save_to(tr->out_ckpt, g, opt, &meta)
+                             : mt_ckpt_save(c->ckpt_out, g, opt, &meta);
+        if (first != MT_OK) snprintf(msg, sizeof msg, "%s", mt_errmsg());
     }
-    if (c->llmc_out && (s = mt_llmc_save(c->llmc_out, g, &c->gpt)) != MT_OK) return s;
-    return MT_OK;
+    /* a failed checkpoint does not cancel the llm.c one: each is its own file */
+    if (c->llmc_out) {
+        s = tr->out_llmc ? mt_llmc_save_to(tr->out_llmc, g, &c->gpt)
+                         : mt_llmc_save(c->llmc_out, g, &c->gpt);
+        if (first != MT_OK && s != MT_OK)
+            return mt_fail(first, "%s; and %s", msg, mt_errmsg());
+        if (s != MT_OK) return s;
+    }
+    return first == MT_OK ? MT_OK : mt_fail(first, "%s", msg);
 }
