@@ -3,11 +3,16 @@
  * two-device trace whose answers are worked out by hand below: busy, idle,
  * exposed and hidden communication, MFU and HFU, the bubble of a small
  * pipeline timeline, the roofline class of ops of known intensity; and the
- * errors for a truncated and an invalid trace.
+ * errors for a truncated and an invalid trace, for every field whose value
+ * the analysis cannot use (NaN, infinite, negative, out of range), and for
+ * inputs that are no regular file.
  */
 #include "harness.h"
 #include "meshtrain.h"
 #include "trace_text.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define OP(name, tid, ts, dur, flops, bytes)                                                  \
     "{\"name\":\"" name "\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":" #dur        \
@@ -297,19 +302,122 @@ MT_TEST(truncated_and_invalid) {
     /* cut after a whole event: no closing line */
     const char *cut = strstr(TRACE, X("idle", "idle", 0, 0, 10));
     size_t n = (size_t)(cut - TRACE);
-    MT_CHECK_FAILS(mt_report_read(write_file("cut.json", TRACE, n), &r), MT_EINVAL,
+    MT_CHECK_FAILS(mt_report_read(write_file("cut.json", TRACE, n), &r), MT_EFORMAT,
                    "truncated", "closing line");
     /* cut inside an event */
-    MT_CHECK_FAILS(mt_report_read(write_file("cut2.json", TRACE, n + 30), &r), MT_EINVAL,
+    MT_CHECK_FAILS(mt_report_read(write_file("cut2.json", TRACE, n + 30), &r), MT_EFORMAT,
                    "line 6", "byte");
     const char bad[] = HEAD "{\"name\":\"gemm\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":abc}" TAIL;
-    MT_CHECK_FAILS(mt_report_read(write_file("bad.json", bad, sizeof bad - 1), &r), MT_EINVAL,
+    MT_CHECK_FAILS(mt_report_read(write_file("bad.json", bad, sizeof bad - 1), &r), MT_EFORMAT,
                    "line 2", "a number");
     const char notrace[] = "[1, 2, 3]\n";
     MT_CHECK_FAILS(mt_report_read(write_file("not.json", notrace, sizeof notrace - 1), &r),
-                   MT_EINVAL, "line 1", "traceEvents");
+                   MT_EFORMAT, "line 1", "traceEvents");
     MT_CHECK_FAILS(mt_report_read("no-such-trace.json", &r), MT_EIO, "no-such-trace.json");
     MT_CHECK(r == NULL, "no report on failure");
+}
+
+/* A trace of one step on device 0 whose line `ev` replaces its op span. */
+static mt_status read_with(const char *name, const char *ev, mt_report **r) {
+    char text[2048];
+    snprintf(text, sizeof text, HEAD "%s,\n%s,\n%s" TAIL, X("step 1", "step", 0, 0, 100), ev,
+             X("idle", "idle", 0, 90, 10));
+    return mt_report_read(write_file(name, text, strlen(text)), r);
+}
+
+MT_TEST(fields_that_cannot_be_used_are_refused) {
+    mt_report *r = NULL;
+    /* the good line reads: the cases below differ in one field */
+    MT_CHECK_OK(read_with("good.json", OP("matmul", 0, 10, 20, 100, 100), &r));
+    mt_report_free(r), r = NULL;
+    static const struct {
+        const char *ev, *field, *what;
+    } CASES[] = {
+        {OP("matmul", 0, nan, 20, 100, 100), "\"ts\"", "not a number"},
+        {OP("matmul", 0, -nan, 20, 100, 100), "\"ts\"", "not a number"},
+        {OP("matmul", 0, 1e400, 20, 100, 100), "\"ts\"", "not a finite JSON number"},
+        {OP("matmul", 0, 2e15, 20, 100, 100), "\"ts\"", "within"},
+        {OP("matmul", 0, 10, inf, 100, 100), "\"dur\"", "not a number"},
+        {OP("matmul", 0, 10, -inf, 100, 100), "\"dur\"", "not a number"},
+        {OP("matmul", 0, 10, -5, 100, 100), "\"dur\"", "from 0"},
+        {OP("matmul", 0, 10, 0x10, 100, 100), "\"dur\"", "not a finite JSON number"},
+        {OP("matmul", -1, 10, 20, 100, 100), "\"tid\"", "whole number"},
+        {OP("matmul", 2.5, 10, 20, 100, 100), "\"tid\"", "whole number"},
+        {OP("matmul", 1e30, 10, 20, 100, 100), "\"tid\"", "whole number"},
+        {OP("matmul", 0, 10, 20, -1, 100), "\"args.flops\"", "from 0"},
+        {OP("matmul", 0, 10, 20, 1e300, 100), "\"args.flops\"", "from 0"},
+        {OP("matmul", 0, 10, 20, 100, NaN), "\"bytes\"", "not a number"},
+        {OP("matmul", 0, 10, 20, 100, 1e22), "\"args.bytes\"", "from 0"},
+        {"{\"name\":\"psum\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":10,\"dur\":5,\"pid\":0,"
+         "\"tid\":0,\"args\":{\"bytes\":16,\"seq\":-3}}", "\"args.seq\"", "whole number"},
+        {"{\"name\":\"psum\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":10,\"dur\":5,\"pid\":0,"
+         "\"tid\":0,\"args\":{\"bytes\":16,\"seq\":1e300}}", "\"args.seq\"", "whole number"},
+        {"{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":7,"
+         "\"args\":{\"name\":\"device -2\"}}", "\"args.name\"", "device from 0"},
+        {"{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":7,"
+         "\"args\":{\"name\":\"device 99999999999999999999\"}}", "\"args.name\"", "device from 0"},
+        {"{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":100001,"
+         "\"args\":{\"name\":\"device 0 comm 900\"}}", "\"args.name\"", "lane from 1"},
+        {"{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":-4,"
+         "\"args\":{\"name\":\"device 0\"}}", "\"tid\"", "whole number"},
+        {X("step 99999999999", "step", 0, 200, 10), "\"name\"", "step number"},
+        {X("step -1", "step", 0, 200, 10), "\"name\"", "step number"},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "field%zu.json", k);
+        mt_status s = read_with(name, CASES[k].ev, &r);
+        MT_CHECK(s == MT_EFORMAT, "case %zu (%s): %s, want MT_EFORMAT", k, CASES[k].ev,
+                 mt_status_name(s));
+        const char *msg = mt_errmsg();
+        MT_CHECK(strstr(msg, name) && strstr(msg, "line 3") && strstr(msg, "(event 2)") &&
+                     strstr(msg, CASES[k].field) && strstr(msg, CASES[k].what) &&
+                     !strchr(msg, '\n'),
+                 "case %zu: the message names the file, line, event, %s and '%s': %s", k,
+                 CASES[k].field, CASES[k].what, msg);
+        MT_CHECK(r == NULL, "no report after case %zu", k);
+    }
+    /* "flops_per_step":inf of a model event is no figure */
+    MT_CHECK_FAILS(read_with("model_inf.json", "{\"name\":\"model\",\"ph\":\"M\",\"pid\":0,"
+                             "\"tid\":0,\"args\":{\"flops_per_step\":1e308}}", &r),
+                   MT_EFORMAT, "model_inf.json", "line 3", "flops_per_step");
+}
+
+MT_TEST(steps_of_a_device_follow_one_another) {
+    mt_report *r = NULL;
+    char text[1024];
+    snprintf(text, sizeof text, HEAD "%s,\n%s,\n%s" TAIL, X("step 1", "step", 0, 0, 100),
+             X("step 2", "step", 0, 50, 100), X("step 1", "step", 1, 0, 100));
+    MT_CHECK_FAILS(mt_report_read(write_file("overlap.json", text, strlen(text)), &r),
+                   MT_EFORMAT, "overlap.json", "line 3", "device 0's step 2", "step 1 (line 2)");
+    snprintf(text, sizeof text, HEAD "%s,\n%s" TAIL, X("step 1", "step", 0, 0, 100),
+             X("step 1", "step", 0, 200, 100));
+    MT_CHECK_FAILS(mt_report_read(write_file("twice.json", text, strlen(text)), &r),
+                   MT_EFORMAT, "twice.json", "lines 2 and 3", "two spans of step 1");
+    /* the writer's ns rounding: one may end 1 ns after the next begins */
+    snprintf(text, sizeof text, HEAD "%s,\n%s" TAIL, X("step 1", "step", 0, 0, 100.001),
+             X("step 2", "step", 0, 100, 100));
+    MT_CHECK_OK(mt_report_read(write_file("rounded.json", text, strlen(text)), &r));
+    MT_CHECK_OK(mt_report_analyse(r, NULL));
+    mt_report_free(r);
+}
+
+MT_TEST(inputs_that_are_no_regular_file) {
+    mt_report *r = NULL;
+    mt_report_metrics *m = NULL;
+    rmdir("adir");
+    MT_CHECK(mkdir("adir", 0755) == 0, "mkdir adir");
+    MT_CHECK_FAILS(mt_report_read("adir", &r), MT_EIO, "'adir'", "is a directory");
+    MT_CHECK_FAILS(mt_report_metrics_read("adir", &m), MT_EIO, "'adir'", "is a directory");
+    rmdir("adir");
+    unlink("afifo");
+    MT_CHECK(mkfifo("afifo", 0644) == 0, "mkfifo afifo");
+    MT_CHECK_FAILS(mt_report_read("afifo", &r), MT_EIO, "'afifo'", "FIFO");
+    MT_CHECK_FAILS(mt_report_metrics_read("afifo", &m), MT_EIO, "'afifo'", "FIFO");
+    unlink("afifo");
+    MT_CHECK_FAILS(mt_report_read("/dev/zero", &r), MT_EIO, "/dev/zero", "not a regular file");
+    MT_CHECK_FAILS(mt_report_read(write_file("empty.json", "", 0), &r), MT_EFORMAT, "empty");
+    MT_CHECK(r == NULL && m == NULL, "nothing read");
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

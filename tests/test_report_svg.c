@@ -308,17 +308,31 @@ MT_TEST(metrics_errors_name_the_line) {
     MT_CHECK_FAILS(mt_report_metrics_read("absent.jsonl", &m), MT_EIO, "absent.jsonl",
                    "--metrics");
     write_file("noloss.jsonl", "{\"step\":1,\"loss\":5}\n{\"step\":2,\"lr\":0.1}\n");
-    MT_CHECK_FAILS(mt_report_metrics_read("noloss.jsonl", &m), MT_EINVAL, "'noloss.jsonl'",
+    MT_CHECK_FAILS(mt_report_metrics_read("noloss.jsonl", &m), MT_EFORMAT, "'noloss.jsonl'",
                    "line 2", "no \"loss\"");
     write_file("nostep.jsonl", "{\"loss\":5}\n");
-    MT_CHECK_FAILS(mt_report_metrics_read("nostep.jsonl", &m), MT_EINVAL, "line 1", "no \"step\"");
+    MT_CHECK_FAILS(mt_report_metrics_read("nostep.jsonl", &m), MT_EFORMAT, "line 1", "no \"step\"");
     write_file("word.jsonl", "{\"step\":1,\"loss\":5}\n\n{\"step\":2,\"loss\":5,\"ms\":\"fast\"}\n");
-    MT_CHECK_FAILS(mt_report_metrics_read("word.jsonl", &m), MT_EINVAL, "line 3",
+    MT_CHECK_FAILS(mt_report_metrics_read("word.jsonl", &m), MT_EFORMAT, "line 3",
                    "\"ms\" is not a number", "'\"fast\"}'");
     write_file("torn.jsonl", "{\"step\":1,\"loss\":5}\n{\"step\":2,\"lo");
-    MT_CHECK_FAILS(mt_report_metrics_read("torn.jsonl", &m), MT_EINVAL, "line 2");
+    MT_CHECK_FAILS(mt_report_metrics_read("torn.jsonl", &m), MT_EFORMAT, "line 2");
+    /* NaN and infinities are no JSON: null stands for a NaN */
+    write_file("inf.jsonl", "{\"step\":1,\"loss\":5}\n{\"step\":2,\"loss\":-inf}\n");
+    MT_CHECK_FAILS(mt_report_metrics_read("inf.jsonl", &m), MT_EFORMAT, "'inf.jsonl'", "line 2",
+                   "\"loss\" is not a number");
+    write_file("nan.jsonl", "{\"step\":1,\"loss\":5,\"ms\":-nan}\n");
+    MT_CHECK_FAILS(mt_report_metrics_read("nan.jsonl", &m), MT_EFORMAT, "line 1", "\"ms\"");
+    write_file("big.jsonl", "{\"step\":1,\"loss\":1e999}\n");
+    MT_CHECK_FAILS(mt_report_metrics_read("big.jsonl", &m), MT_EFORMAT, "line 1", "\"loss\"");
+    write_file("hex.jsonl", "{\"step\":1,\"loss\":0x1p3}\n");
+    MT_CHECK_FAILS(mt_report_metrics_read("hex.jsonl", &m), MT_EFORMAT, "line 1", "\"loss\"");
+    write_file("null.jsonl", "{\"step\":1,\"loss\":null}\n");
+    MT_CHECK_OK(mt_report_metrics_read("null.jsonl", &m));
+    mt_report_metrics_free(m);
+    m = NULL;
     write_file("empty.jsonl", "");
-    MT_CHECK_FAILS(mt_report_metrics_read("empty.jsonl", &m), MT_EINVAL, "no line");
+    MT_CHECK_FAILS(mt_report_metrics_read("empty.jsonl", &m), MT_EFORMAT, "no line");
     MT_CHECK(m == NULL, "no metrics after a failure");
 }
 

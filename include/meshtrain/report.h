@@ -103,14 +103,26 @@ typedef struct {
     double figure;
 } mt_report_fix;
 
-/* Reads the trace at `path` into *out (free with mt_report_free). MT_EIO when
- * it cannot be opened; MT_EINVAL for a truncated or malformed trace, the
- * message naming the line, the byte offset and what was expected there. */
+/* Reads the trace at `path` into *out (free with mt_report_free), in time
+ * O(n log n) for n events. The file is opened as every input is
+ * (mt_input_open, files.h): MT_EIO when it is missing or unreadable, not a
+ * regular file (a directory, a FIFO, a device: refused without blocking) or
+ * over 4 GiB. MT_EFORMAT for an empty, truncated or malformed trace, the
+ * message naming the file, the line, the byte offset and what was expected
+ * there; and for a value the analysis cannot use, naming the file, the
+ * line, the event and the field: "ts" not finite or beyond ±1e15 µs, "dur"
+ * negative, not finite or above 1e15 µs, "tid" not a whole number from 0 to
+ * 100000 + 64 · 2^20, a thread name's device outside 0 .. 2^20 - 1 or comm
+ * lane outside 1..63, "flops" or "bytes" negative or above 1e21, "seq" not a
+ * whole number up to 2^53, a "step N" span's N outside 0 .. INT_MAX, more
+ * than INT_MAX / 8 events, a device's step named twice or starting before
+ * its previous step ended (beyond the writer's 1 ns rounding). */
 mt_status mt_report_read(const char *path, mt_report **out);
 
 /* Computes the tables from the events read, with the machine's figures
- * (NULL: all unknown). May be called again with other figures. MT_EINVAL when
- * the trace has no device track or no step; MT_ENOMEM. */
+ * (NULL: all unknown), in time O(n log n). May be called again with other
+ * figures. MT_EFORMAT when the trace has no device track or no step;
+ * MT_ENOMEM. */
 mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine);
 
 /* The kernel level the traced run's kernels ran at (mt_cpu_isa_name's
@@ -164,11 +176,13 @@ typedef struct {
 } mt_report_run;
 
 /* Reads the metrics log at `path` into *out (free with
- * mt_report_metrics_free). Each line must be a flat JSON object of numbers
- * (null stands for a NaN, as the writer writes one) with "step" and "loss".
- * MT_EIO when the file cannot be opened; MT_EINVAL for an empty file or a
- * line that is not such an object, the message naming the file, the line and
- * what was wrong there. */
+ * mt_report_metrics_free). Each line must be a flat JSON object of finite
+ * JSON numbers (null stands for a NaN, as the writer writes one; "nan",
+ * "-inf" and hex are refused) with "step" and "loss". MT_EIO when the file
+ * cannot be opened as an input (mt_input_open, files.h: missing, not a
+ * regular file, over 1 GiB); MT_EFORMAT for an empty file or a line that is
+ * not such an object, the message naming the file, the line and what was
+ * wrong there. */
 mt_status mt_report_metrics_read(const char *path, mt_report_metrics **out);
 
 /* The summary of the metrics read, owned by m. */

@@ -88,9 +88,7 @@ void mt_trace_op_end(mt_ctx *ctx, int span, const char *op, char phase, int laye
 
 /* The writer's view of a local ctx (its events stay where they are). */
 static mt_trace_track local_track(mt_ctx *ctx) {
-    mt_trace_track t = {.device = ctx->device, .events = ctx->trace.events, .n = ctx->trace.n,
-                        .open = ctx->trace.open, .t_end = mt_time_now() - ctx->t_start};
-    return t;
+    return mt__trace_list_track(&ctx->trace, ctx->device, mt_time_now() - ctx->t_start);
 }
 
 /* Writes the tracks of ctxs[n] to `path` (model_flops: the launch's). */

@@ -57,7 +57,7 @@ bool mt__trace_run_take(mt_launch_state *ls, mt_ctx *ctx) {
     ctx->trace = *l;
     ctx->trace.open = ctx->trace.step = -1;   /* what a launch left open ended with it */
     l->events = NULL;
-    l->n = l->cap = 0;
+    l->n = l->cap = l->first = 0;
     return true;
 }
 
@@ -67,5 +67,5 @@ void mt__trace_run_give_back(mt_launch_state *ls, mt_ctx *ctx) {
     mt__trace_list_free(&r->lists[ctx->device]);
     r->lists[ctx->device] = ctx->trace;
     ctx->trace.events = NULL;
-    ctx->trace.n = ctx->trace.cap = 0;
+    ctx->trace.n = ctx->trace.cap = ctx->trace.first = 0;
 }

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* A trace event (Chrome trace "complete" event). Under MPI it travels as
  * int32 words through the transport (src/comm/trace.c), so it holds no
@@ -44,13 +45,19 @@ typedef struct {
 
 /* One device's events in the order they began. It grows by doubling (one
  * entry per region or collective, not per element); recording must not fail
- * the run, so when memory runs out the event is dropped. */
+ * the run, so when memory runs out the event is dropped. The events kept are
+ * events[first .. n): dropping the oldest step moves `first` on, and the
+ * dropped ones are moved out only once they are as many as those kept, so
+ * that keeping the last K steps of a long run costs O(1) per event, not a
+ * memmove of K steps per step. Indices (open, step, the spans' indices the
+ * recorders hold) count from events[0]. */
 typedef struct {
     mt_trace_event *events;   /* (cap); NULL: not recording */
     int             n, cap;
+    int             first;    /* the first event kept (those before: dropped) */
     int             open;     /* index of a region begun and not ended, -1 none */
     int             step;     /* index of the step begun and not ended, -1 none */
-    int             n_steps;  /* step events in the list */
+    int             n_steps;  /* step events kept */
 } mt_trace_list;
 
 /* Starts recording into an empty list with room for `cap` events; false
@@ -74,7 +81,7 @@ void mt__trace_copy_name(char *dst, size_t cap, const char *name);
 /* Begins the span "step <step>" at `now` (an open one ends there). With
  * `keep` > 0, when the list already holds `keep` steps the oldest step's
  * events are dropped first (call it with no region or collective open: the
- * indices of the events after it move). */
+ * indices of the events after it may move). Amortised O(1). */
 void mt__trace_step_begin(mt_trace_list *l, double now, int step, int keep);
 /* Ends the open step span (if any) at `now`. */
 void mt__trace_step_end(mt_trace_list *l, double now);
@@ -88,15 +95,27 @@ typedef struct {
     double                t_end;    /* closes that region */
 } mt_trace_track;
 
-/* Writes the tracks as one Chrome trace JSON file at `path` (the format
+/* The writer's view of list l, device `device`'s: its kept events; an
+ * open region ends at t_end. */
+mt_trace_track mt__trace_list_track(const mt_trace_list *l, int device, double t_end);
+
+/* Writes the tracks as one Chrome trace JSON to the stream f (the format
  * chrome://tracing and Perfetto open), one track per device, with the idle
  * time of every step (see trace.c), and model_flops > 0 (the model's FLOPs
  * per step, all devices) as a metadata event
  * {"name":"model","ph":"M",...,"args":{"flops_per_step":X}}, and the kernel
  * level the kernels ran at (mt_get_cpu_isa) beside the CPU's best as
- * {"name":"cpu_isa","ph":"M",...,"args":{"level":"avx2","best":"avx512"}};
- * MT_EIO, naming
- * the path, when it cannot be written. */
+ * {"name":"cpu_isa","ph":"M",...,"args":{"level":"avx2","best":"avx512"}}.
+ * `name` names the file in messages (the target path, not a temporary
+ * name). The stream is neither flushed nor closed: the caller owns it (an
+ * output claim's temporary file, files.h). MT_EIO, naming `name`, when a
+ * write to f failed (ferror); MT_ENOMEM. Time and memory are O(n log n)
+ * and O(n) in the events. */
+mt_status mt__trace_write_json_to(FILE *f, const char *name, const mt_trace_track *tracks,
+                                  int n_tracks, double model_flops);
+
+/* mt__trace_write_json_to into a file created (or truncated) at `path` and
+ * closed; MT_EIO, naming the path, when it cannot be opened or written. */
 mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
                                double model_flops);
 

@@ -10,6 +10,18 @@
 
 enum { MT__REPORT_NAME = 64, MT__REPORT_MAX_FIXES = 3 };
 
+/* What the reader accepts (report_read.c): device ids below 2^20 (a mesh's
+ * limit), the writer's comm lanes 1..63 (tids 100000 + 64 device + lane),
+ * times and durations up to 1e15 µs (31 years), FLOPs and bytes per event up
+ * to 1e21, sequence numbers up to 2^53 (exact in a double). */
+#define MT__REPORT_MAX_DEVICE (1 << 20)
+#define MT__REPORT_MAX_LANE   63
+#define MT__REPORT_LANE_TID   100000L
+#define MT__REPORT_MAX_TID    (MT__REPORT_LANE_TID + 64L * MT__REPORT_MAX_DEVICE)
+#define MT__REPORT_MAX_US     1e15
+#define MT__REPORT_MAX_COUNT  1e21
+#define MT__REPORT_MAX_SEQ    9007199254740992.0
+
 typedef enum { MT__EV_OP, MT__EV_COMPUTE, MT__EV_COMM, MT__EV_IDLE, MT__EV_STEP, MT__EV_OTHER } mt__ev_cat;
 
 /* One "X" event. `device` is the track's device; `lane` is 0 on the device's
@@ -18,7 +30,10 @@ typedef struct {
     char       name[MT__REPORT_NAME];
     mt__ev_cat cat;
     long       tid;
+    long       line;              /* its line in the file, for messages */
+    int        step;              /* a "step N" span's N (cat step), else -1 */
     int        device, lane;      /* from tid and the thread names, after reading */
+    int        dix;               /* the index of its device in mt_report.devs (analysis) */
     double     ts, dur;           /* µs */
     double     flops, bytes;      /* op spans' args (0 when absent) */
     long       seq;               /* a collective's sequence number ("seq"), -1 none */

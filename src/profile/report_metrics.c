@@ -6,13 +6,17 @@
  */
 #include "report_impl.h"
 
+#include "meshtrain/files.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ======================================================================== */
 /* One line                                                                  */
@@ -31,7 +35,7 @@ static mt_status bad_line(const cursor *c, const char *fmt, ...) {
     va_end(ap);
     if (*c->p == '\0') snprintf(got, sizeof got, "the end of the line");
     else snprintf(got, sizeof got, "'%.12s'", c->p);
-    return mt_fail(MT_EINVAL, "metrics '%s', line %ld (column %ld): %s, found %s; is it the "
+    return mt_fail(MT_EFORMAT, "metrics '%s', line %ld (column %ld): %s, found %s; is it the "
                    "log of `meshtrain train --metrics FILE`?", c->path, c->line,
                    (long)(c->p - c->s) + 1, what, got);
 }
@@ -70,12 +74,17 @@ static mt_status read_value(cursor *c, const char *key, double *v) {
         *v = NAN;
         return MT_OK;
     }
-    if (!(isdigit((unsigned char)*c->p) || *c->p == '-'))   /* strtod would take "nan", "inf" */
-        return bad_line(c, "the value of \"%s\" is not a number", key);
+    /* a JSON number: strtod alone would take "nan", "-inf" and hex */
+    const char *q = c->p + (*c->p == '-');
+    if (!isdigit((unsigned char)*q)) return bad_line(c, "the value of \"%s\" is not a number", key);
     char *end;
     errno = 0;
     *v = strtod(c->p, &end);
-    if (end == c->p || errno == ERANGE) return bad_line(c, "the value of \"%s\" is not a number", key);
+    for (q = c->p; q < end; q++)
+        if (!isdigit((unsigned char)*q) && !strchr("+-.eE", *q)) break;
+    if (end == c->p || q != end || errno == ERANGE || !isfinite(*v))
+        return bad_line(c, "the value of \"%s\" is not a finite JSON number (null stands for "
+                        "NaN)", key);
     c->p = end;
     return MT_OK;
 }
@@ -185,23 +194,28 @@ static mt_status read_lines(mt_report_metrics *m, FILE *fp, const char *path) {
     if (s != MT_OK) return s;
     if (ferror(fp)) return mt_fail(MT_EIO, "cannot read metrics '%s': %s", path, strerror(errno));
     if (m->n == 0)
-        return mt_fail(MT_EINVAL, "metrics '%s' has no line; give the file of a run's "
+        return mt_fail(MT_EFORMAT, "metrics '%s' has no line; give the file of a run's "
                        "`meshtrain train --metrics FILE`", path);
     return summarise(m);
 }
 
+/* A metrics log larger than this is refused before it is read (a line is
+ * about 150 bytes: 7 million steps). */
+#define MAX_METRICS_BYTES (INT64_C(1) << 30)
+
 mt_status mt_report_metrics_read(const char *path, mt_report_metrics **out) {
     *out = NULL;
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return mt_fail(MT_EIO, "cannot open metrics '%s': %s; give the file of "
-                       "`meshtrain train --metrics FILE`", path, strerror(errno));
+    FILE *fp = NULL;
+    mt_status s = mt_input_open(path, "metrics", MAX_METRICS_BYTES, &fp, NULL);
+    if (s != MT_OK && access(path, F_OK) != 0)
+        return mt_fail(s, "%s; give the file of `meshtrain train --metrics FILE`", mt_errmsg());
+    if (s != MT_OK) return s;
     mt_report_metrics *m = calloc(1, sizeof *m);
     if (!m) {
         fclose(fp);
         return mt_fail(MT_ENOMEM, "out of memory reading '%s'", path);
     }
-    mt_status s = read_lines(m, fp, path);
+    s = read_lines(m, fp, path);
     fclose(fp);
     if (s != MT_OK) {
         mt_report_metrics_free(m);

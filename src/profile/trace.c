@@ -62,7 +62,7 @@
 /* ======================================================================== */
 
 bool mt__trace_list_init(mt_trace_list *l, int cap) {
-    l->n = 0;
+    l->n = l->first = 0;
     l->open = -1;
     l->step = -1;
     l->n_steps = 0;
@@ -74,7 +74,7 @@ bool mt__trace_list_init(mt_trace_list *l, int cap) {
 void mt__trace_list_free(mt_trace_list *l) {
     free(l->events);
     l->events = NULL;
-    l->n = l->cap = 0;
+    l->n = l->cap = l->first = 0;
     l->open = -1;
     l->step = -1;
     l->n_steps = 0;
@@ -125,14 +125,22 @@ void mt__trace_region_end(mt_trace_list *l, double now) {
     l->open = -1;
 }
 
-/* Drops the events of the oldest step (those before the second step span). */
+/* Drops the events of the oldest step (those before the second step span):
+ * `first` moves past them, and the dropped events leave the array only when
+ * they are as many as the kept ones (amortised O(1) per event). */
 static void drop_oldest_step(mt_trace_list *l) {
-    int seen = 0, k = 0;
+    int seen = 0, k = l->first;
     while (k < l->n && !(l->events[k].kind == MT_TRACE_STEP && seen++ == 1)) k++;
+    l->first = k;
+    l->n_steps--;
+    if (l->open >= 0 && l->open < k) l->open = -1;
+    if (l->step >= 0 && l->step < k) l->step = -1;
+    if (l->first < l->n - l->first) return;
     memmove(l->events, l->events + k, (size_t)(l->n - k) * sizeof *l->events);
     l->n -= k;
-    l->n_steps--;
-    if (l->open >= 0) l->open = l->open >= k ? l->open - k : -1;
+    l->first = 0;
+    if (l->open >= 0) l->open -= k;
+    if (l->step >= 0) l->step -= k;
 }
 
 void mt__trace_step_begin(mt_trace_list *l, double now, int step, int keep) {
@@ -151,6 +159,13 @@ void mt__trace_step_begin(mt_trace_list *l, double now, int step, int keep) {
 void mt__trace_step_end(mt_trace_list *l, double now) {
     if (l->step >= 0 && l->step < l->n) l->events[l->step].t1 = now;
     l->step = -1;
+}
+
+mt_trace_track mt__trace_list_track(const mt_trace_list *l, int device, double t_end) {
+    mt_trace_track t = {.device = device, .events = l->events ? l->events + l->first : NULL,
+                        .n = l->n - l->first, .open = l->open >= l->first ? l->open - l->first : -1,
+                        .t_end = t_end};
+    return t;
 }
 
 /* ======================================================================== */
@@ -240,9 +255,13 @@ static void put_span(FILE *f, const char *name, size_t cap, const char *cat, dou
             cat, t0 * 1e6, (t1 - t0) * 1e6, tid);
 }
 
-static const mt_trace_event *by_start_events;
+/* A span of a device's own track, for its steps' idle time. */
+typedef struct {
+    double t0, t1;
+} span;
+
 static int by_start(const void *a, const void *b) {
-    double x = by_start_events[*(const int *)a].t0, y = by_start_events[*(const int *)b].t0;
+    double x = ((const span *)a)->t0, y = ((const span *)b)->t0;
     return (x > y) - (x < y);
 }
 
@@ -250,35 +269,56 @@ static int by_start(const void *a, const void *b) {
  * regions, a few clock reads). */
 #define IDLE_MIN_S 1e-6
 
-/* The idle spans of the step event s: the gaps, within the step, between
- * the spans on the device's own track (regions, ops, blocking collectives;
- * not the async ones, which run beside the device). idx: scratch (n). */
-static void put_idle(FILE *f, const mt_trace_track *tr, int s, int *idx) {
-    const mt_trace_event *st = &tr->events[s];
-    const double s1 = event_end(tr, s);
+/* The spans on the device's own track that idle time is the gaps between
+ * (regions, ops, blocking collectives; not the steps, nor the async
+ * collectives, which run beside the device), sorted by start into own[];
+ * returns their count. */
+static int own_spans(const mt_trace_track *tr, span *own) {
     int m = 0;
     for (int i = 0; i < tr->n; i++) {
         const mt_trace_event *e = &tr->events[i];
-        if (e->kind != MT_TRACE_STEP && !e->is_async && e->t0 >= st->t0 && e->t0 < s1) idx[m++] = i;
+        if (e->kind != MT_TRACE_STEP && !e->is_async) own[m++] = (span){e->t0, event_end(tr, i)};
     }
-    by_start_events = tr->events;
-    qsort(idx, (size_t)m, sizeof *idx, by_start);
+    qsort(own, (size_t)m, sizeof *own, by_start);
+    return m;
+}
+
+/* The first of own[m] (sorted) that starts at or after t. */
+static int first_from(const span *own, int m, double t) {
+    int lo = 0, hi = m;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (own[mid].t0 < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The idle spans of the step event s: the gaps, within the step, between
+ * the spans that start inside it (own[m], sorted: see own_spans). Only those
+ * are visited, so the steps of a track cost O(n log n) together. */
+static void put_idle(FILE *f, const mt_trace_track *tr, int s, const span *own, int m) {
+    const mt_trace_event *st = &tr->events[s];
+    const double s1 = event_end(tr, s);
     double cur = st->t0;
-    for (int k = 0; k <= m; k++) {
-        const double next = k < m ? tr->events[idx[k]].t0 : s1;
+    for (int k = first_from(own, m, st->t0);; k++) {
+        const bool in = k < m && own[k].t0 < s1;
+        const double next = in ? own[k].t0 : s1;
         if (next - cur > IDLE_MIN_S) {
             put_span(f, "idle", 5, "idle", cur, next, tr->device);
             fputc('}', f);
         }
-        if (k < m && event_end(tr, idx[k]) > cur) cur = event_end(tr, idx[k]);
+        if (!in) break;
+        if (own[k].t1 > cur) cur = own[k].t1;
     }
 }
 
 /* Writes one track's events (and its steps' idle time); false when out of
  * memory. */
 static bool put_track(FILE *f, const mt_trace_track *tr) {
-    int *idx = malloc(((size_t)tr->n + 1) * sizeof *idx);
-    if (!idx) return false;
+    span *own = malloc(((size_t)tr->n + 1) * sizeof *own);
+    if (!own) return false;
+    const int m = own_spans(tr, own);
     uint64_t seq = 0;
     lanes l = {.n = 0};
     for (int i = 0; i < tr->n; i++) {
@@ -290,7 +330,7 @@ static bool put_track(FILE *f, const mt_trace_track *tr) {
         if (e->kind == MT_TRACE_STEP) {
             put_span(f, e->name, sizeof e->name, "step", e->t0, t1, tid);
             fputc('}', f);
-            put_idle(f, tr, i, idx);
+            put_idle(f, tr, i, own, m);
             continue;
         }
         if (e->kind == MT_TRACE_OP) {
@@ -323,17 +363,13 @@ static bool put_track(FILE *f, const mt_trace_track *tr) {
             fputc('}', f);
         }
     }
-    free(idx);
+    free(own);
     return true;
 }
 
-mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
-                               double model_flops) {
-    bool bad = false;
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return mt_fail(MT_EIO, "cannot write the trace to '%s'; check that its directory "
-                       "exists and is writable", path);
+mt_status mt__trace_write_json_to(FILE *f, const char *name, const mt_trace_track *tracks,
+                                  int n_tracks, double model_flops) {
+    bool oom = false;
     fputs("{\"traceEvents\":[\n", f);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
           "\"args\":{\"name\":\"meshtrain\"}}", f);
@@ -363,11 +399,23 @@ mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, i
                     "\"args\":{\"sort_index\":%d}}", tid, dev * (MAX_LANES + 1) + k);
         }
     }
-    for (int t = 0; t < n_tracks && !bad; t++) bad = !put_track(f, &tracks[t]);
+    for (int t = 0; t < n_tracks && !oom; t++) oom = !put_track(f, &tracks[t]);
     fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
-    if (ferror(f)) bad = true;
-    if (fclose(f) != 0) bad = true;
-    if (bad)
-        return mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", path);
+    if (oom)
+        return mt_fail(MT_ENOMEM, "out of memory writing the trace to '%s'", name);
+    if (ferror(f))
+        return mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", name);
     return MT_OK;
+}
+
+mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
+                               double model_flops) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return mt_fail(MT_EIO, "cannot write the trace to '%s'; check that its directory "
+                       "exists and is writable", path);
+    mt_status s = mt__trace_write_json_to(f, path, tracks, n_tracks, model_flops);
+    if (fclose(f) != 0 && s == MT_OK)
+        s = mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", path);
+    return s;
 }
