@@ -166,28 +166,13 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
                   "--trace-steps", cfg->trace_steps);
         return CLI_EXIT_USAGE;
     }
+    /* the library refuses on and off without sequence parallelism
+     * (mt_train_config_check, as it refuses --f32-activations without bf16,
+     * --remat without blocks, ...); auto given explicitly is the flag's own */
     if (given(opts, seen, "collective-matmul") && !cfg->sequence_parallel) {
         cli_error("--collective-matmul moves the collectives of sequence parallelism into the "
                   "matmuls, and there are none: add --sequence-parallel (with a tensor axis), "
                   "or drop --collective-matmul");
-        return CLI_EXIT_USAGE;
-    }
-    if (cfg->f32_activations && cfg->precision != MT_PRECISION_BF16) {
-        cli_error("--f32-activations keeps the activations of bf16 products in f32, but the "
-                  "products are fp32 (every activation is f32 already): add --precision bf16, "
-                  "or drop --f32-activations");
-        return CLI_EXIT_USAGE;
-    }
-    if (given(opts, seen, "grad-reduce") && cfg->grad_reduce == MT_PRECISION_BF16 &&
-        !cfg->mesh && cfg->devices <= 1) {
-        cli_error("--grad-reduce bf16 sets the precision of gradient reductions between "
-                  "devices, and one device reduces nothing: add --devices N (or --mesh "
-                  "data=N), or drop --grad-reduce");
-        return CLI_EXIT_USAGE;
-    }
-    if (cfg->remat != MT_REMAT_NONE && cfg->model != MT_MODEL_GPT) {
-        cli_error("--remat recomputes the activations of transformer blocks, and --model %s "
-                  "has none: use --model gpt, or drop --remat", mt_model_name(cfg->model));
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
