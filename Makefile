@@ -99,7 +99,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench install clean
 
 all: build
 
@@ -211,7 +211,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat
+bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -229,6 +229,10 @@ bench-collectives: deps build
 # graph build and compile time against depth, next to a training step (issue 7)
 bench-compile: deps build
 	$(BUILD)/bench_compile
+
+# writing a trace and reporting on it against the steps traced, 1000..8000 (issue 21)
+bench-report: deps build
+	$(BUILD)/bench_report
 
 bench-dp: deps-bench build
 	bash bench/run_dp.sh $(BUILD)

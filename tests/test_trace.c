@@ -16,11 +16,17 @@
  *    each step, and the model's FLOPs per step (an MLP: the graph's) in the
  *    "model" metadata event.
  *
+ *  - Keeping the last K steps of a long run (the list itself): the kept
+ *    events are exactly the last K steps', in order, and the list's memory
+ *    stays bounded by a small multiple of theirs (dropping is O(1) per
+ *    event, not a memmove of K steps per step).
+ *
  * The writer puts one event a line, so a line-by-line reader suffices.
  */
 #include "meshtrain.h"
 #include "harness.h"
 #include "train_helpers.h"
+#include "profile/profile_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -262,6 +268,37 @@ MT_TEST(one_device_off_a_mesh_is_traced_as_the_same_run) {
     mt_trainer_free(plain);
     mt_trainer_free(traced);
     unlink(trace);
+}
+
+MT_TEST(keeping_the_last_steps_of_a_long_run) {
+    enum { KEEP = 3, STEPS = 2000, REGIONS = 5 };
+    mt_trace_list l;
+    MT_CHECK(mt__trace_list_init(&l, 4), "list");
+    double t = 0;
+    for (int s = 1; s <= STEPS; s++) {
+        mt__trace_step_begin(&l, t, s, KEEP);
+        for (int k = 0; k < REGIONS; k++) {
+            mt__trace_region_begin(&l, t, "forward");
+            t += 1e-6;
+            mt__trace_region_end(&l, t);
+        }
+        mt__trace_step_end(&l, t += 1e-6);
+        const mt_trace_track tr = mt__trace_list_track(&l, 0, t);
+        const int want = s < KEEP ? s : KEEP;
+        MT_CHECK(tr.n == want * (REGIONS + 1), "step %d: %d events kept, want %d", s, tr.n,
+                 want * (REGIONS + 1));
+        for (int j = 0; j < want; j++) {
+            const mt_trace_event *e = &tr.events[j * (REGIONS + 1)];
+            char name[32];
+            snprintf(name, sizeof name, "step %d", s - want + 1 + j);
+            MT_CHECK(e->kind == MT_TRACE_STEP && strcmp(e->name, name) == 0,
+                     "step %d: event %d is '%s', want '%s'", s, j * (REGIONS + 1), e->name, name);
+        }
+        MT_CHECK(tr.open == -1, "step %d: no region open", s);
+        MT_CHECK(l.cap <= 8 * KEEP * (REGIONS + 1), "step %d: the list holds room for %d events "
+                 "to keep %d", s, l.cap, KEEP * (REGIONS + 1));
+    }
+    mt__trace_list_free(&l);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -2,7 +2,9 @@
  * report_svg_timeline.c — timeline.svg: the step of median wall time, one
  * row per device track and a thinner one per asynchronous comm lane, time
  * to the right; compute, communication and idle in their colours
- * (report.h gives the layout).
+ * (report.h gives the layout). Linear in the trace but for two sorts: the
+ * events are visited once to keep those inside the step drawn, bucketed by
+ * device, and a region's ops are found by binary search.
  */
 #include "report_impl.h"
 
@@ -51,60 +53,122 @@ static const mt_report_step *median_step(const mt_report *r) {
     return m;
 }
 
-/* The comm lanes of device d, sorted; returns their count. */
-static int lanes_of(const mt_report *r, int d, int *lane) {
-    int n = 0;
+/* An op span's track and start. */
+typedef struct {
+    double tid, ts;
+} op_key;
+
+/* What the drawing looks up: the events inside the window by device (their
+ * order kept), each device's comm lanes, the op spans by (tid, start). */
+typedef struct {
+    int    *in, *at;           /* device dix's events: in[at[dix] .. at[dix + 1]) */
+    int    *lane, *n_lanes;    /* device dix's lanes: lane[MAX_LANES dix ..], sorted */
+    op_key *ops;               /* the op spans by tid, then start (n_ops) */
+    int     n_ops;
+} lookup;
+
+/* The comm lanes of every device (up to MAX_LANES each, the first met),
+ * sorted. */
+static void find_lanes(const mt_report *r, lookup *x) {
+    for (int d = 0; d < r->n_devs; d++) x->n_lanes[d] = 0;
     for (int i = 0; i < r->n_ev; i++) {
         const mt__report_ev *e = &r->ev[i];
-        if (e->device != d || e->lane <= 0) continue;
-        int k = 0;
-        while (k < n && lane[k] != e->lane) k++;
-        if (k == n && n < MAX_LANES) lane[n++] = e->lane;
+        if (e->lane <= 0) continue;
+        int *lane = x->lane + (size_t)MAX_LANES * e->dix, *n = &x->n_lanes[e->dix], k = 0;
+        while (k < *n && lane[k] != e->lane) k++;
+        if (k == *n && *n < MAX_LANES) lane[(*n)++] = e->lane;
     }
-    for (int a = 1; a < n; a++)   /* insertion sort: a handful */
-        for (int b = a; b > 0 && lane[b - 1] > lane[b]; b--) {
-            int t = lane[b];
-            lane[b] = lane[b - 1], lane[b - 1] = t;
-        }
-    return n;
+    for (int d = 0; d < r->n_devs; d++) {
+        int *lane = x->lane + (size_t)MAX_LANES * d, n = x->n_lanes[d];
+        for (int a = 1; a < n; a++)   /* insertion sort: a handful */
+            for (int b = a; b > 0 && lane[b - 1] > lane[b]; b--) {
+                int t = lane[b];
+                lane[b] = lane[b - 1], lane[b - 1] = t;
+            }
+    }
 }
 
-/* true when an op span of the same track lies inside e */
-static bool has_ops(const mt_report *r, const mt__report_ev *e) {
-    for (int i = 0; i < r->n_ev; i++) {
-        const mt__report_ev *o = &r->ev[i];
-        if (o->cat == MT__EV_OP && o->tid == e->tid && o->ts >= e->ts && o->ts < e->ts + e->dur)
-            return true;
-    }
-    return false;
+static int by_tid_ts(const void *x, const void *y) {
+    const op_key *p = x, *q = y;
+    if (p->tid != q->tid) return (p->tid > q->tid) - (p->tid < q->tid);
+    return (p->ts > q->ts) - (p->ts < q->ts);
 }
 
-/* Draws the boxes of one track (device d, lane) inside [t0, t1] at row y. */
-static void track(FILE *f, const mt_report *r, int d, int lane, double y, double h, double t0,
-                  double t1) {
+/* true when an op span of the same track lies inside e (starts in it) */
+static bool has_ops(const lookup *x, const mt__report_ev *e) {
+    const op_key *v = x->ops;
+    const op_key key = {(double)e->tid, e->ts};
+    int lo = 0, hi = x->n_ops;
+    while (lo < hi) {   /* the first at or after (tid, ts) */
+        int mid = lo + (hi - lo) / 2;
+        if (by_tid_ts(&v[mid], &key) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < x->n_ops && v[lo].tid == key.tid && v[lo].ts < e->ts + e->dur;
+}
+
+/* Draws the boxes of one track (device index dix, lane) inside [t0, t1] at
+ * row y. */
+static void track(FILE *f, const mt_report *r, const lookup *x, int dix, int lane, double y,
+                  double h, double t0, double t1) {
     const double scale = (W - LEFT - RIGHT) / (t1 - t0);   /* px per µs */
     for (int k = 0; k < K_COUNT; k++)
-        for (int i = 0; i < r->n_ev; i++) {
-            const mt__report_ev *e = &r->ev[i];
-            if (e->device != d || e->lane != lane || kind_of(e) != k) continue;
+        for (int j = x->at[dix]; j < x->at[dix + 1]; j++) {
+            const mt__report_ev *e = &r->ev[x->in[j]];
+            if (e->lane != lane || kind_of(e) != k) continue;
             double a = fmax(e->ts, t0), b = fmin(e->ts + e->dur, t1);
             if (b <= a) continue;
-            double x = LEFT + (a - t0) * scale, w = (b - a) * scale;
+            double x0 = LEFT + (a - t0) * scale, w = (b - a) * scale;
             double by = k == K_OP && lane == 0 ? y + 5 : y, bh = k == K_OP && lane == 0 ? h - 10 : h;
             fprintf(f, "<rect class=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\" "
-                       "fill=\"%s\"><title>", KIND[k].cls, x, by, w, bh, KIND[k].fill);
+                       "fill=\"%s\"><title>", KIND[k].cls, x0, by, w, bh, KIND[k].fill);
             mt__svg_text(f, e->name);
             fprintf(f, ": %.3f ms</title></rect>\n", e->dur * 1e-3);
             /* a label where it fits; a region only when no op inside covers it */
             bool label = w >= mt__svg_text_width(e->name, 11) + 10 && h >= 14 &&
-                         !(k == K_REGION && has_ops(r, e)) && k != K_IDLE;
+                         !(k == K_REGION && has_ops(x, e)) && k != K_IDLE;
             if (label) {
                 fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
-                           "fill=\"%s\">", x + w / 2, y + h / 2 + 4, KIND[k].ink);
+                           "fill=\"%s\">", x0 + w / 2, y + h / 2 + 4, KIND[k].ink);
                 mt__svg_text(f, e->name);
                 fputs("</text>\n", f);
             }
         }
+}
+
+/* Fills x for the window [t0, t1]; false when out of memory (then free
+ * what it holds with lookup_free). */
+static bool lookup_fill(const mt_report *r, double t0, double t1, lookup *x) {
+    const size_t n = (size_t)r->n_ev + 1, nd = (size_t)r->n_devs + 1;
+    x->in = malloc(n * sizeof *x->in);
+    x->at = calloc(nd + 1, sizeof *x->at);
+    x->lane = malloc(nd * MAX_LANES * sizeof *x->lane);
+    x->n_lanes = malloc(nd * sizeof *x->n_lanes);
+    x->ops = malloc(n * sizeof *x->ops);
+    if (!x->in || !x->at || !x->lane || !x->n_lanes || !x->ops) return false;
+    /* inside the window: what track() would draw */
+    for (int i = 0; i < r->n_ev; i++) {
+        const mt__report_ev *e = &r->ev[i];
+        if (fmin(e->ts + e->dur, t1) > fmax(e->ts, t0)) x->at[e->dix + 1]++;
+    }
+    for (int d = 0; d < r->n_devs; d++) x->at[d + 1] += x->at[d];
+    int *fill = x->n_lanes;   /* scratch until find_lanes */
+    for (int d = 0; d < r->n_devs; d++) fill[d] = x->at[d];
+    for (int i = 0; i < r->n_ev; i++) {
+        const mt__report_ev *e = &r->ev[i];
+        if (fmin(e->ts + e->dur, t1) > fmax(e->ts, t0)) x->in[fill[e->dix]++] = i;
+    }
+    find_lanes(r, x);
+    op_key *v = x->ops;
+    x->n_ops = 0;
+    for (int i = 0; i < r->n_ev; i++)
+        if (r->ev[i].cat == MT__EV_OP) v[x->n_ops++] = (op_key){(double)r->ev[i].tid, r->ev[i].ts};
+    qsort(v, (size_t)x->n_ops, sizeof *v, by_tid_ts);
+    return true;
+}
+
+static void lookup_free(lookup *x) {
+    free(x->in), free(x->at), free(x->lane), free(x->n_lanes), free(x->ops);
 }
 
 mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f) {
@@ -117,16 +181,18 @@ mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f) {
     double t0 = INFINITY, t1 = -INFINITY;
     for (int i = 0; i < r->n_ev; i++) {
         const mt__report_ev *e = &r->ev[i];
-        int k;
-        if (e->cat == MT__EV_STEP && e->lane == 0 && sscanf(e->name, "step %d", &k) == 1 &&
-            k == st->step)
+        if (e->cat == MT__EV_STEP && e->lane == 0 && e->step == st->step)
             t0 = fmin(t0, e->ts), t1 = fmax(t1, e->ts + e->dur);
     }
     if (!(t1 > t0)) t1 = t0 + 1;   /* a step of no length: still a picture */
+    lookup lk;
+    if (!lookup_fill(r, t0, t1, &lk)) {
+        lookup_free(&lk);
+        return mt_fail(MT_ENOMEM, "out of memory drawing the timeline");
+    }
     /* the rows: their heights decide the picture's */
-    int lanes[MAX_LANES];
     double y = TOP;
-    for (int d = 0; d < r->n_devs; d++) y += ROW + 4 + lanes_of(r, r->devs[d].device, lanes) * (LANE + 3) + 8;
+    for (int d = 0; d < r->n_devs; d++) y += ROW + 4 + lk.n_lanes[d] * (LANE + 3) + 8;
     double axis = y + 2, legend = axis + 50;
     int height = (int)legend + 30;
 
@@ -138,19 +204,20 @@ mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f) {
             LEFT, st->step, st->wall_us * 1e-3, r->n_steps, LEFT);
     y = TOP;
     for (int d = 0; d < r->n_devs; d++) {
-        int dev = r->devs[d].device, nl = lanes_of(r, dev, lanes);
+        const int dev = r->devs[d].device, nl = lk.n_lanes[d];
+        const int *lanes = lk.lane + (size_t)MAX_LANES * d;
         fprintf(f, "<rect class=\"row\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" "
                    "fill=\"#f7f7f7\" stroke=\"#c8c8c8\"/><text x=\"%d\" y=\"%.1f\" "
                    "text-anchor=\"end\" font-weight=\"bold\">device %d</text>\n",
                 LEFT, y, W - LEFT - RIGHT, ROW, LEFT - 8, y + ROW / 2.0 + 4, dev);
-        track(f, r, dev, 0, y, ROW, t0, t1);
+        track(f, r, &lk, d, 0, y, ROW, t0, t1);
         y += ROW + 4;
         for (int l = 0; l < nl; l++) {
             fprintf(f, "<rect class=\"row\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" "
                        "fill=\"#f7f7f7\" stroke=\"#c8c8c8\"/><text x=\"%d\" y=\"%.1f\" "
                        "text-anchor=\"end\" font-size=\"11\" fill=\"#444444\">comm %d</text>\n",
                     LEFT, y, W - LEFT - RIGHT, LANE, LEFT - 8, y + LANE / 2.0 + 4, lanes[l]);
-            track(f, r, dev, lanes[l], y, LANE, t0, t1);
+            track(f, r, &lk, d, lanes[l], y, LANE, t0, t1);
             y += LANE + 3;
         }
         y += 8;
@@ -174,6 +241,7 @@ mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f) {
         x += 21 + mt__svg_text_width(KIND[k].legend, 12) + 24;
     }
     fputs("</svg>\n", f);
+    lookup_free(&lk);
     if (ferror(f)) return mt_fail(MT_EIO, "cannot write timeline.svg: the stream failed");
     return MT_OK;
 }
