@@ -266,8 +266,13 @@ static void sort_per_device(const mt_report *r, bool (*pick)(const mt__report_ev
     for (int d = 0; d < r->n_devs; d++) fill[d] = out->at[d];
     for (int i = 0; i < r->n_ev; i++)
         if (pick(&r->ev[i])) out->v[fill[r->ev[i].dix]++] = (keyed){key(&r->ev[i]), i};
-    for (int d = 0; d < r->n_devs; d++)
-        qsort(out->v + out->at[d], (size_t)(out->at[d + 1] - out->at[d]), sizeof *out->v, by_key);
+    for (int d = 0; d < r->n_devs; d++) {   /* mostly in order already: the events' */
+        keyed *v = out->v + out->at[d];
+        const int m = out->at[d + 1] - out->at[d];
+        int k = 1;
+        while (k < m && by_key(&v[k - 1], &v[k]) <= 0) k++;
+        if (k < m) qsort(v, (size_t)m, sizeof *v, by_key);
+    }
 }
 
 /* ======================================================================== */
@@ -477,21 +482,35 @@ static int by_device(const void *x, const void *y) {
 }
 
 /* r->devs (room for n_ev + 1): every device of an event, by number; each
- * event's dix. */
-static void find_devices(mt_report *r) {
-    int n = 0;
-    for (int i = 0; i < r->n_ev; i++) r->devs[i].device = r->ev[i].device;
-    qsort(r->devs, (size_t)r->n_ev, sizeof *r->devs, by_device);
-    for (int i = 0; i < r->n_ev; i++)
-        if (n == 0 || r->devs[i].device != r->devs[n - 1].device)
-            r->devs[n++].device = r->devs[i].device;
-    r->n_devs = n;
-    memset(r->devs + n, 0, ((size_t)r->n_ev + 1 - (size_t)n) * sizeof *r->devs);
+ * event's dix. The devices are found through a hash set (`table`, room for
+ * 2 (n_ev + 1) rounded up to a power of two, as op_kinds), then sorted. */
+static mt_status find_devices(mt_report *r) {
+    size_t slots = 2;
+    while (slots < 2 * ((size_t)r->n_ev + 1)) slots *= 2;
+    int *table = malloc(slots * sizeof *table);
+    if (!table) return mt_fail(MT_ENOMEM, "out of memory analysing a trace");
+    for (size_t i = 0; i < slots; i++) table[i] = -1;
+    int n = 0, last = -1;
     for (int i = 0; i < r->n_ev; i++) {
-        mt_report_device key = {.device = r->ev[i].device};
-        const mt_report_device *d = bsearch(&key, r->devs, (size_t)n, sizeof key, by_device);
-        r->ev[i].dix = (int)(d - r->devs);
+        const int dev = r->ev[i].device;
+        if (dev == last) continue;   /* the common case: a run of one track */
+        last = dev;
+        size_t h = ((size_t)dev * 0x9E3779B97F4A7C15u >> 7) & (slots - 1);
+        while (table[h] >= 0 && table[h] != dev) h = (h + 1) & (slots - 1);
+        if (table[h] < 0) table[h] = dev, r->devs[n++].device = dev;
     }
+    free(table);
+    qsort(r->devs, (size_t)n, sizeof *r->devs, by_device);
+    r->n_devs = n;
+    for (int i = 0, dix = 0; i < r->n_ev; i++) {
+        mt_report_device key = {.device = r->ev[i].device};
+        if (r->devs[dix].device != key.device) {
+            const mt_report_device *d = bsearch(&key, r->devs, (size_t)n, sizeof key, by_device);
+            dix = (int)(d - r->devs);
+        }
+        r->ev[i].dix = dix;
+    }
+    return MT_OK;
 }
 
 mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine) {
@@ -516,7 +535,7 @@ mt_status mt_report_analyse(mt_report *r, const mt_report_machine *machine) {
         s = mt_fail(MT_ENOMEM, "out of memory analysing a trace of %d events", r->n_ev);
         goto done;
     }
-    find_devices(r);
+    if ((s = find_devices(r)) != MT_OK) goto done;
     step_index x = {{keys, at}, {keys + n, at + (2 * n + 1)},
                     {keys + 2 * n, at + 2 * (2 * n + 1)}, win};
     arrivals(r, idx);

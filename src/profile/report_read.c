@@ -79,12 +79,46 @@ static mt_status read_string(cursor *c, char *out, size_t n) {
     return MT_OK;
 }
 
+/* The writer's numbers, "-123.456" with 15 digits at most and no exponent,
+ * without strtod: their digits as an integer below 2^53 over a power of ten
+ * up to 10^22 are both exact doubles, so one division is the correctly
+ * rounded value strtod gives (Clinger's fast path). false: another form. */
+static bool plain_number(const char *p, double *v, const char **end) {
+    static const double TEN[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15};
+    const bool neg = *p == '-';
+    const char *q = p + neg;
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    if (q[0] == '0' && isdigit((unsigned char)q[1])) return false;   /* JSON: no leading 0 */
+    for (;; q++) {
+        if (isdigit((unsigned char)*q)) {
+            m = m * 10 + (uint64_t)(*q - '0');
+            if (++digits > 15) return false;
+            if (frac >= 0) frac++;
+        } else if (*q == '.' && frac < 0 && digits > 0) {
+            frac = 0;
+        } else {
+            break;
+        }
+    }
+    if (digits == 0 || frac == 0 || *q == 'e' || *q == 'E') return false;
+    double x = (double)m / TEN[frac > 0 ? frac : 0];
+    *v = neg ? -x : x;
+    *end = q;
+    return true;
+}
+
 /* A JSON number (so never nan, inf or hex: strtod alone takes them), finite.
  * `key` names it in the message. */
 static mt_status read_number(cursor *c, const char *key, double *v) {
     const char *q = c->p + (*c->p == '-');
     if (!isdigit((unsigned char)*q))
         return bad_field(c, key, "is not a number (found '%.12s')", c->p);
+    if (plain_number(c->p, v, &q)) {
+        c->p = q;
+        return MT_OK;
+    }
     char *end;
     errno = 0;
     *v = strtod(c->p, &end);
