@@ -102,7 +102,8 @@ static bool plain_number(const char *p, double *v, const char **end) {
             break;
         }
     }
-    if (digits == 0 || frac == 0 || *q == 'e' || *q == 'E') return false;
+    if (digits == 0 || frac == 0 || isalnum((unsigned char)*q) || (*q && strchr(".+-", *q)))
+        return false;
     double x = (double)m / TEN[frac > 0 ? frac : 0];
     *v = neg ? -x : x;
     *end = q;
