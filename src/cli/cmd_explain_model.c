@@ -189,27 +189,6 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
     return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-/* The flags of one model that another would ignore: as `train`, an error
- * (--layers and --channels size the GPT and the MLP; the rest only the GPT). */
-static int check_model_flags(mt_model_kind model, const cli_opt *opts, const bool *seen,
-                             const void *layers, const void *channels) {
-    static const char *const gpt_only[] = {"heads", "vocab", "padded-vocab", "seq"};
-    if (model == MT_MODEL_GPT) return CLI_EXIT_OK;
-    for (int j = 0; opts[j].name; j++) {
-        if (!seen[j]) continue;
-        for (size_t i = 0; i < sizeof gpt_only / sizeof gpt_only[0]; i++)
-            if (strcmp(opts[j].name, gpt_only[i]) == 0) {
-                cli_error("--%s applies to --model gpt only", opts[j].name);
-                return CLI_EXIT_USAGE;
-            }
-        if (model == MT_MODEL_LINREG && (opts[j].dest == layers || opts[j].dest == channels)) {
-            cli_error("--%s does not apply to --model linreg", opts[j].name);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    return CLI_EXIT_OK;
-}
-
 /* The program of every device, in one launch, and the report, into `out`;
  * *whole says the output is complete (the report ran, its SPMD check may
  * still have failed). */
@@ -296,7 +275,9 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
-    if ((rc = check_model_flags(t->model, opts, seen, &layers, &channels)) != CLI_EXIT_OK)
+    if ((rc = cli_check_model_flags(mt_model_name(t->model), t->model == MT_MODEL_GPT,
+                                    t->model != MT_MODEL_LINREG, opts, seen, &layers,
+                                    &channels)) != CLI_EXIT_OK)
         return rc;
     t->remat = (mt_remat)remat;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;

@@ -115,20 +115,11 @@ static int apply_model_flags(mt_train_config *cfg, const cli_opt *opts, const bo
         }
         return CLI_EXIT_OK;
     }
-    static const char *gpt_only[] = {"heads", "max-seq", "vocab", "padded-vocab",
-                                     "data", "llmc-in", "llmc-out"};
+    int rc = cli_check_model_flags(mt_model_name(cfg->model), false,
+                                   cfg->model != MT_MODEL_LINREG, opts, seen, layers, channels);
+    if (rc != CLI_EXIT_OK) return rc;
     for (int j = 0; opts[j].name; j++) {
         if (!seen[j]) continue;
-        for (size_t i = 0; i < sizeof gpt_only / sizeof gpt_only[0]; i++)
-            if (strcmp(opts[j].name, gpt_only[i]) == 0) {
-                cli_error("--%s applies to --model gpt only", opts[j].name);
-                return CLI_EXIT_USAGE;
-            }
-        bool sizing = opts[j].dest == layers || opts[j].dest == channels;
-        if (sizing && cfg->model == MT_MODEL_LINREG) {
-            cli_error("--%s does not apply to --model linreg", opts[j].name);
-            return CLI_EXIT_USAGE;
-        }
         if (opts[j].dest == layers) cfg->mlp_layers = *layers;
         if (opts[j].dest == channels) cfg->mlp_hidden = *channels;
     }
