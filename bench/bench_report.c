@@ -13,9 +13,11 @@
  * (mt_report_read + mt_report_analyse, timed) as `meshtrain report` does.
  * Columns:
  *   write ms   writing the trace of all the steps so far;
- *   overhead   tracing's cost over the untraced run: the median traced step
- *              over the median untraced one, plus the write spread over the
- *              steps (target < 3 %);
+ *   record     recording's cost: the median traced step over the median
+ *              untraced one, less 1 (noisy on a shared machine: bench_trace
+ *              measures a span's cost apart);
+ *   write %    the write spread over the untraced steps;
+ *   overhead   their sum, tracing's cost over the untraced run (target < 3 %);
  *   report ms  reading and analysing that trace (target: 4000 steps < 3 s);
  *   growth     the exponent k of time ∝ steps^k from the row before, for the
  *              write and the report: 1 when linear, 2 when quadratic.
@@ -87,10 +89,10 @@ int main(int argc, char **argv) {
     if (!t[0] || !t[1] || !tmp) return fail("memory");
     printf("GPT L=%d C=%d B=8 T=64 on data=2 (threads); a trace of every step, written at each "
            "row\n", L, C);
-    printf("%6s %9s %10s %10s %9s %10s %7s %7s %7s\n", "steps", "MB", "step off", "step on",
-           "write ms", "overhead", "growth", "report", "growth");
-    printf("%6s %9s %10s %10s %9s %10s %7s %7s %7s\n", "", "", "ms", "ms", "", "", "write", "ms",
-           "report");
+    printf("%6s %7s %9s %9s %8s %9s %8s %9s %7s %7s %7s\n", "steps", "MB", "step off", "step on",
+           "record", "write ms", "write", "overhead", "growth", "report", "growth");
+    printf("%6s %7s %9s %9s %8s %9s %8s %9s %7s %7s %7s\n", "", "", "ms", "ms", "", "", "", "",
+           "write", "ms", "report");
     double first_w = NAN, first_r = NAN, prev_w = NAN, prev_r = NAN, at_4000 = NAN;
     int first_n = 0, prev_n = 0, done = 0;
     for (int i = -2; i < max_steps; i++) {
@@ -113,15 +115,16 @@ int main(int argc, char **argv) {
         const double off = bench_median(tmp, n);
         memcpy(tmp, t[1], (size_t)n * sizeof *tmp);
         const double on = bench_median(tmp, n);
-        const double overhead = on / off - 1 + w / (n * off);
+        const double record = on / off - 1, write = w / (n * off);
         char gw[16] = "-", gr[16] = "-";
         if (prev_n > 0) {
             snprintf(gw, sizeof gw, "%.2f", log(w / prev_w) / log((double)n / prev_n));
             snprintf(gr, sizeof gr, "%.2f", log(rs / prev_r) / log((double)n / prev_n));
         }
-        printf("%6d %9.1f %10.3f %10.3f %9.1f %+9.2f%% %7s %7.0f %7s%s\n", n,
-               file_bytes(trace) / 1e6, off * 1e3, on * 1e3, w * 1e3, 100 * overhead, gw,
-               rs * 1e3, gr, steps_read == n + 2 ? "" : "  (steps read differ)");
+        printf("%6d %7.1f %9.3f %9.3f %+7.2f%% %9.1f %7.2f%% %+8.2f%% %7s %7.0f %7s%s\n", n,
+               file_bytes(trace) / 1e6, off * 1e3, on * 1e3, 100 * record, w * 1e3,
+               100 * write, 100 * (record + write), gw, rs * 1e3, gr,
+               steps_read == n + 2 ? "" : "  (steps read differ)");
         fflush(stdout);
         if (first_n == 0) first_n = n, first_w = w, first_r = rs;
         if (n == 4000) at_4000 = rs;
