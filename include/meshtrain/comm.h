@@ -6,6 +6,7 @@
 #ifndef MESHTRAIN_COMM_H
 #define MESHTRAIN_COMM_H
 
+#include "meshtrain/files.h"
 #include "meshtrain/sharding.h"
 
 #ifdef __cplusplus
@@ -49,6 +50,10 @@ typedef struct {
     double            trace_model_flops; /* the model's FLOPs per step, all devices together
                                          (0: unknown): the trace records it for `meshtrain
                                          report`'s MFU (a "model" metadata event) */
+    mt_output        *trace_out;      /* the caller's claim of `trace` (meshtrain/files.h),
+                                         written through; NULL: the launch claims `trace`
+                                         itself when it writes it. Either way the trace is
+                                         written to a temporary file and renamed */
 } mt_launch_opts;
 
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all

@@ -85,6 +85,7 @@ mt_status mt__launch_state_init(mt_launch_state *ls, const mt_launch_opts *opts,
     ls->transport = NULL;
     ls->check = opts->check;
     ls->trace_path = opts->trace;
+    ls->trace_out = opts->trace_out;
     ls->trace_model_flops = opts->trace_model_flops;
     ls->trace_run = opts->trace_run;
     atomic_init(&ls->abort, 0);

@@ -72,6 +72,7 @@ typedef struct {
     double                  timeout_s;
     bool                    check;
     const char             *trace_path;
+    mt_output              *trace_out;     /* opts' claim of trace_path, or NULL */
     double                  trace_model_flops;   /* opts' */
     mt_trace_run           *trace_run;     /* opts' (NULL: the timelines end with the launch) */
     atomic_int              abort;         /* set once: a device failed or timed out */

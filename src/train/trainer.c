@@ -297,6 +297,7 @@ mt_status mt_trainer_write_trace(mt_trainer *tr) {
      * from the MPI ranks on rank 0), with the model's FLOPs for MFU */
     mt_launch_opts o = tr->launch;
     o.trace = tr->trace;
+    o.trace_out = tr->out_trace;   /* claimed at create: written through it */
     o.trace_model_flops = step_model_flops(tr);
     return mt_launch(&o, no_work, NULL);
 }
