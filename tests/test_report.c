@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "meshtrain.h"
 #include "trace_text.h"
+#include "profile/profile_impl.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -418,6 +419,83 @@ MT_TEST(inputs_that_are_no_regular_file) {
     MT_CHECK_FAILS(mt_report_read("/dev/zero", &r), MT_EIO, "/dev/zero", "not a regular file");
     MT_CHECK_FAILS(mt_report_read(write_file("empty.json", "", 0), &r), MT_EFORMAT, "empty");
     MT_CHECK(r == NULL && m == NULL, "nothing read");
+}
+
+/* A 2-device run of `steps` steps as the recorder would hold it: per step a
+ * forward and a backward phase region with 4 op spans each, a blocking psum
+ * and an async one (the same sequence number on both devices), and a wait
+ * for it. Device 1 starts each collective 1 µs later. */
+static void long_run(mt_trace_list *l, int dev, int steps) {
+    MT_CHECK(mt__trace_list_init(l, 16), "list");
+    const double us = 1e-6, d = dev * us;
+    for (int s = 0; s < steps; s++) {
+        const double t = s * 100 * us;
+        mt__trace_step_begin(l, t, s + 1, 0);
+        for (int ph = 0; ph < 2; ph++) {
+            mt__trace_region_begin(l, t + (1 + 40 * ph) * us, ph ? "backward mb 0 chunk 0"
+                                                               : "forward mb 0 chunk 0");
+            for (int k = 0; k < 4; k++) {
+                mt_trace_event *e = mt__trace_push(l);
+                e->kind = MT_TRACE_OP, e->layer = -1, e->phase = 'F', e->flops = 1000, e->bytes = 64;
+                e->t0 = t + (2 + 40 * ph + 8 * k) * us, e->t1 = e->t0 + 6 * us;
+                snprintf(e->name, sizeof e->name, "%s", k % 2 ? "matmul" : "gelu");
+            }
+            mt__trace_region_end(l, t + (35 + 40 * ph) * us);
+        }
+        mt_trace_event *c = mt__trace_push(l);   /* blocking: 36..40 (+d) */
+        c->is_comm = true, c->bytes = 256, c->t0 = t + 36 * us + d, c->t1 = t + 40 * us;
+        snprintf(c->name, sizeof c->name, "psum 'data'");
+        mt_trace_event *a = mt__trace_push(l);   /* async under the backward: 50..82, ends in the wait */
+        a->is_comm = a->is_async = true, a->bytes = 256, a->t0 = t + 50 * us + d;
+        a->t1 = t + 82 * us;
+        snprintf(a->name, sizeof a->name, "psum (async) 'data'");
+        mt__trace_region_begin(l, t + 80 * us, "wait: gradient reductions");
+        mt__trace_region_end(l, t + 85 * us);
+        mt__trace_step_end(l, t + 90 * us);
+    }
+}
+
+MT_TEST(a_long_trace_is_written_and_reported_in_linear_time) {
+    enum { STEPS = 4000 };
+    mt_trace_list l[2];
+    mt_trace_track tr[2];
+    for (int d = 0; d < 2; d++) {
+        long_run(&l[d], d, STEPS);
+        tr[d] = mt__trace_list_track(&l[d], d, STEPS * 100e-6);
+    }
+    /* quadratic, the write took seconds and the report 35 s at this size
+     * (release build); linear, 0.05 and 0.15 s: the bounds leave room for a
+     * loaded machine and the sanitizers */
+    double t0 = mt_time_now();
+    MT_CHECK_OK(mt__trace_write_json("long.json", tr, 2, 16000));
+    double t1 = mt_time_now();
+    mt_report *r = NULL;
+    MT_CHECK_OK(mt_report_read("long.json", &r));
+    MT_CHECK_OK(mt_report_analyse(r, NULL));
+    double t2 = mt_time_now();
+    MT_CHECK(t1 - t0 < 5, "writing %d steps took %.1f s", STEPS, t1 - t0);
+    MT_CHECK(t2 - t1 < 10, "reporting on %d steps took %.1f s", STEPS, t2 - t1);
+    int ns, nd;
+    const mt_report_step *st = mt_report_steps(r, &ns);
+    const mt_report_device *dv = mt_report_devices(r, &nd);
+    MT_CHECK(ns == STEPS && nd == 2, "%d steps on %d devices, want %d on 2", ns, nd, STEPS);
+    for (int j = 0; j < ns; j++) {
+        MT_CHECK(st[j].step == j + 1, "row %d is step %d", j, st[j].step);
+        MT_CHECK(st[j].flops == 16000, "step %d: %.0f FLOPs, want 8 ops x 1000 x 2 devices",
+                 st[j].step, st[j].flops);
+        /* phase regions 1..35 and 41..75 (busy 68): span 74, bubble 6/74 */
+        MT_CHECK_CLOSE(st[j].bubble, 6.0 / 74, 1e-6, "step %d's bubble", st[j].step);
+    }
+    for (int d = 0; d < 2; d++) {
+        /* device 1 arrives last at both psums: device 0 waits 1 µs of each
+         * blocking one for it (the async one arrived long before the wait) */
+        MT_CHECK_CLOSE(dv[d].busy_us, 68.0 * STEPS, 1e-6, "device %d's busy time", d);
+        MT_CHECK_CLOSE(dv[d].sync_us, (d == 0 ? 1.0 : 0.0) * STEPS, 1e-6,
+                       "device %d's sync time", d);
+    }
+    mt_report_free(r);
+    mt__trace_list_free(&l[0]), mt__trace_list_free(&l[1]);
+    unlink("long.json");
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

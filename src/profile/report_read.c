@@ -382,7 +382,8 @@ static mt_status resolve(mt_report *r, const char *path) {
     for (int i = 0; i < r->n_ev; i++) {
         mt__report_ev *e = &r->ev[i];
         mt__report_track key = {.tid = e->tid};
-        const mt__report_track *t = bsearch(&key, r->tracks, (size_t)n, sizeof key, by_tid);
+        const mt__report_track *t =
+            n ? bsearch(&key, r->tracks, (size_t)n, sizeof key, by_tid) : NULL;
         if (t) e->device = t->device, e->lane = t->lane;
         else if (e->tid < MT__REPORT_LANE_TID) e->device = (int)e->tid, e->lane = 0;
         else
