@@ -345,6 +345,8 @@ MT_TEST(fields_that_cannot_be_used_are_refused) {
         {OP("matmul", -1, 10, 20, 100, 100), "\"tid\"", "whole number"},
         {OP("matmul", 2.5, 10, 20, 100, 100), "\"tid\"", "whole number"},
         {OP("matmul", 1e30, 10, 20, 100, 100), "\"tid\"", "whole number"},
+        {"{\"name\":\"gemm\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":10,\"dur\":5,\"pid\":-7,"
+         "\"tid\":0}", "\"pid\"", "whole number"},
         {OP("matmul", 0, 10, 20, -1, 100), "\"args.flops\"", "from 0"},
         {OP("matmul", 0, 10, 20, 1e300, 100), "\"args.flops\"", "from 0"},
         {OP("matmul", 0, 10, 20, 100, NaN), "\"bytes\"", "not a number"},

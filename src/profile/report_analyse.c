@@ -214,12 +214,15 @@ typedef struct {
     int    i;
 } keyed;
 
+/* qsort: by key, then by event (so a sort keeps the events' order among
+ * equal keys). */
 static int by_key(const void *x, const void *y) {
     const keyed *p = x, *q = y;
     if (p->key != q->key) return (p->key > q->key) - (p->key < q->key);
     return (p->i > q->i) - (p->i < q->i);
 }
 
+/* qsort: ints ascending. */
 static int by_int(const void *x, const void *y) {
     int p = *(const int *)x, q = *(const int *)y;
     return (p > q) - (p < q);
@@ -317,6 +320,7 @@ static double sync_end(const mt__report_ev *e, const async_set *as) {
     return fmin(last, end);
 }
 
+/* Picks and keys for sort_per_device. */
 static bool on_lane_matched(const mt__report_ev *e) { return e->lane > 0 && matched(e); }
 static double end_of(const mt__report_ev *e) { return e->ts + e->dur; }
 static bool any(const mt__report_ev *e) { (void)e; return true; }
@@ -371,6 +375,8 @@ static void devices(mt_report *r, ival *buf, per_device *all, per_device *lanes_
 /* Steps                                                                     */
 /* ======================================================================== */
 
+/* Picks and keys for sort_per_device: a device's own steps (by number), op
+ * spans and pipeline phase regions (by start). */
 static bool own_step(const mt__report_ev *e) {
     return e->cat == MT__EV_STEP && e->lane == 0 && e->step >= 0;
 }

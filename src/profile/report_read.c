@@ -137,8 +137,8 @@ static mt_status read_number(cursor *c, const char *key, double *v) {
 
 typedef struct {
     char   name[MT__REPORT_NAME], cat[16], ph[4], thread[MT__REPORT_NAME], level[16];
-    double ts, dur, tid, flops, bytes, flops_per_step, seq;
-    bool   has_ts, has_dur, has_tid, has_seq;
+    double ts, dur, tid, pid, flops, bytes, flops_per_step, seq;
+    bool   has_ts, has_dur, has_tid, has_pid, has_seq;
 } fields;
 
 /* "args": {"k": number or string, ...} */
@@ -185,6 +185,7 @@ static mt_status read_event(cursor *c, fields *f) {
             if (strcmp(key, "ts") == 0) f->ts = v, f->has_ts = true;
             else if (strcmp(key, "dur") == 0) f->dur = v, f->has_dur = true;
             else if (strcmp(key, "tid") == 0) f->tid = v, f->has_tid = true;
+            else if (strcmp(key, "pid") == 0) f->pid = v, f->has_pid = true;
         }
         if (s != MT_OK) return s;
         if (eat(c, '}')) return MT_OK;
@@ -257,9 +258,12 @@ static mt_status step_number(const cursor *c, const char *name, int *step) {
     return MT_OK;
 }
 
-/* The fields of an "X" event that the analysis uses, checked. */
+/* The fields of an "X" event that the analysis uses, checked (and the pid,
+ * which it does not, but which is no process's when negative or huge). */
 static mt_status check_span(const cursor *c, const fields *f, long *tid) {
+    long pid;
     mt_status s = whole(c, "tid", f->tid, 0, (double)MT__REPORT_MAX_TID, tid);
+    if (s == MT_OK && f->has_pid) s = whole(c, "pid", f->pid, 0, INT_MAX, &pid);
     if (s != MT_OK) return s;
     if (!(fabs(f->ts) <= MT__REPORT_MAX_US))
         return bad_field(c, "ts", "is %g; expected a time in µs within ±%g", f->ts, MT__REPORT_MAX_US);
@@ -401,6 +405,7 @@ typedef struct {
     long   line;
 } step_span;
 
+/* qsort: by device, then start (then line); by device, then step number. */
 static int by_device_start(const void *x, const void *y) {
     const step_span *p = x, *q = y;
     if (p->device != q->device) return (p->device > q->device) - (p->device < q->device);

@@ -88,6 +88,7 @@ static void find_lanes(const mt_report *r, lookup *x) {
     }
 }
 
+/* qsort and search: op spans by tid, then start. */
 static int by_tid_ts(const void *x, const void *y) {
     const op_key *p = x, *q = y;
     if (p->tid != q->tid) return (p->tid > q->tid) - (p->tid < q->tid);
@@ -167,6 +168,7 @@ static bool lookup_fill(const mt_report *r, double t0, double t1, lookup *x) {
     return true;
 }
 
+/* Frees what lookup_fill allocated (after a failure too). */
 static void lookup_free(lookup *x) {
     free(x->in), free(x->at), free(x->lane), free(x->n_lanes), free(x->ops);
 }

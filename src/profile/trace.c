@@ -210,11 +210,13 @@ typedef struct {
     char   b[1 << 16];
 } out;
 
+/* Writes out what the buffer holds. */
 static void out_flush(out *o) {
     if (o->n) fwrite(o->b, 1, o->n, o->f);
     o->n = 0;
 }
 
+/* Appends n bytes (flushing first when they do not fit). */
 static inline void put_bytes(out *o, const char *s, size_t n) {
     if (o->n + n > sizeof o->b) {
         out_flush(o);
@@ -227,6 +229,7 @@ static inline void put_bytes(out *o, const char *s, size_t n) {
     o->n += n;
 }
 
+/* Appends one byte; put_cstr a string. */
 static inline void put_byte(out *o, char c) {
     if (o->n == sizeof o->b) out_flush(o);
     o->b[o->n++] = c;
@@ -368,6 +371,7 @@ typedef struct {
     double t0, t1;
 } span;
 
+/* qsort: spans by start. */
 static int by_start(const void *a, const void *b) {
     double x = ((const span *)a)->t0, y = ((const span *)b)->t0;
     return (x > y) - (x < y);
