@@ -112,10 +112,11 @@ typedef struct {
  * there; and for a value the analysis cannot use, naming the file, the
  * line, the event and the field: "ts" not finite or beyond ±1e15 µs, "dur"
  * negative, not finite or above 1e15 µs, "tid" not a whole number from 0 to
- * 100000 + 64 · 2^20 (nor "pid" one from 0 to INT_MAX), a thread name's device outside 0 .. 2^20 - 1 or comm
- * lane outside 1..63, "flops" or "bytes" negative or above 1e21, "seq" not a
- * whole number up to 2^53, a "step N" span's N outside 0 .. INT_MAX, more
- * than INT_MAX / 8 events, a device's step named twice or starting before
+ * 100000 + 64 · 2^20 ("pid" from 0 to INT_MAX), a thread name's device
+ * outside 0 .. 2^20 - 1 or comm lane outside 1..63, "flops" or "bytes"
+ * negative or above 1e21, "seq" not a whole number up to 2^53, a "step N"
+ * span's N outside 0 .. INT_MAX, more than INT_MAX / 8 events, a device's
+ * step named twice or starting before
  * its previous step ended (beyond the writer's 1 ns rounding). */
 mt_status mt_report_read(const char *path, mt_report **out);
 
