@@ -5,7 +5,7 @@
  * The layer sits below comm and knows nothing of devices' contexts or
  * collectives: comm keeps one mt_trace_list per device (compute regions from
  * mt_trace_begin/end, a span per collective) and, at the end of a launch,
- * hands the lists to mt__trace_write_json as tracks (src/comm/trace.c, which
+ * hands the lists to mt__trace_write_json_to as tracks (src/comm/trace.c, which
  * also gathers the tracks of MPI ranks). The profiler grows here.
  */
 #ifndef MT_PROFILE_IMPL_H
