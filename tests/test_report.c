@@ -469,7 +469,7 @@ MT_TEST(a_long_trace_is_written_and_reported_in_linear_time) {
      * (release build); linear, 0.05 and 0.15 s: the bounds leave room for a
      * loaded machine and the sanitizers */
     double t0 = mt_time_now();
-    MT_CHECK_OK(mt__trace_write_json("long.json", tr, 2, 16000));
+    MT_CHECK_OK(mt__trace_write_json(NULL, "long.json", tr, 2, 16000));
     double t1 = mt_time_now();
     mt_report *r = NULL;
     MT_CHECK_OK(mt_report_read("long.json", &r));

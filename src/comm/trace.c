@@ -91,42 +91,14 @@ static mt_trace_track local_track(mt_ctx *ctx) {
     return mt__trace_list_track(&ctx->trace, ctx->device, mt_time_now() - ctx->t_start);
 }
 
-/* What mt_output_write hands the trace writer. */
-typedef struct {
-    const char           *path;
-    const mt_trace_track *tracks;
-    int                   n;
-    double                model_flops;
-} json_job;
-
-static mt_status write_job(FILE *f, void *arg) {
-    const json_job *j = arg;
-    return mt__trace_write_json_to(f, j->path, j->tracks, j->n, j->model_flops);
-}
-
-/* Writes tracks[n] to `path` through `claim` (files.h: a temporary file,
- * renamed when whole), or through a claim of its own when claim is NULL. */
-static mt_status write_tracks(mt_output *claim, const char *path, const mt_trace_track *tracks,
-                              int n, double model_flops) {
-    mt_output *own = NULL;
-    if (!claim) {
-        mt_status s = mt_output_claim(path, "trace", &own);
-        if (s != MT_OK) return s;
-        claim = own;
-    }
-    json_job job = {path, tracks, n, model_flops};
-    mt_status s = mt_output_write(claim, write_job, &job);
-    mt_output_close(own);
-    return s;
-}
-
-/* Writes the tracks of ctxs[n] to `path` (claim, model_flops: as above). */
+/* Writes the tracks of ctxs[n] to `path` through `claim` (NULL: a claim of
+ * the writer's own; model_flops: the launch's). */
 static mt_status write_local(mt_output *claim, const char *path, mt_ctx **ctxs, int n,
                              double model_flops) {
     mt_trace_track *tracks = calloc((size_t)n, sizeof *tracks);
     if (!tracks) return mt_fail(MT_ENOMEM, "cannot allocate the trace of %d devices", n);
     for (int i = 0; i < n; i++) tracks[i] = local_track(ctxs[i]);
-    mt_status s = write_tracks(claim, path, tracks, n, model_flops);
+    mt_status s = mt__trace_write_json(claim, path, tracks, n, model_flops);
     free(tracks);
     return s;
 }
@@ -191,7 +163,7 @@ static mt_status gather_and_write(mt_launch_state *ls, mt_ctx *ctx, bool *gather
             tracks[r].open = counts[2 * r + 1];
             tracks[r].t_end = mine.t_end;   /* rank clocks differ; near enough for an open region */
         }
-        s = write_tracks(ls->trace_out, ls->trace_path, tracks, P, ls->trace_model_flops);
+        s = mt__trace_write_json(ls->trace_out, ls->trace_path, tracks, P, ls->trace_model_flops);
     }
 done:
     free(tracks);

@@ -12,6 +12,7 @@
 #define MT_PROFILE_IMPL_H
 
 #include "meshtrain/base.h"
+#include "meshtrain/files.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -114,9 +115,11 @@ mt_trace_track mt__trace_list_track(const mt_trace_list *l, int device, double t
 mt_status mt__trace_write_json_to(FILE *f, const char *name, const mt_trace_track *tracks,
                                   int n_tracks, double model_flops);
 
-/* mt__trace_write_json_to into a file created (or truncated) at `path` and
- * closed; MT_EIO, naming the path, when it cannot be opened or written. */
-mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
-                               double model_flops);
+/* mt__trace_write_json_to into `path` through the output contract
+ * (meshtrain/files.h): through `claim` (the caller's claim of path), or,
+ * when claim is NULL, through a claim of its own. Fails as mt_output_claim
+ * and mt_output_commit do, naming the path; the previous file is kept. */
+mt_status mt__trace_write_json(mt_output *claim, const char *path, const mt_trace_track *tracks,
+                               int n_tracks, double model_flops);
 
 #endif /* MT_PROFILE_IMPL_H */

@@ -52,6 +52,7 @@
  * boundaries when recorded, and the writer replaces what is still not UTF-8.
  */
 #include "profile/profile_impl.h"
+#include "meshtrain/files.h"
 
 #include <float.h>
 #include <math.h>
@@ -539,14 +540,28 @@ mt_status mt__trace_write_json_to(FILE *f, const char *name, const mt_trace_trac
     return MT_OK;
 }
 
-mt_status mt__trace_write_json(const char *path, const mt_trace_track *tracks, int n_tracks,
-                               double model_flops) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return mt_fail(MT_EIO, "cannot write the trace to '%s'; check that its directory "
-                       "exists and is writable", path);
-    mt_status s = mt__trace_write_json_to(f, path, tracks, n_tracks, model_flops);
-    if (fclose(f) != 0 && s == MT_OK)
-        s = mt_fail(MT_EIO, "writing the trace to '%s' failed (disk full?)", path);
+typedef struct {
+    const char           *path;
+    const mt_trace_track *tracks;
+    int                   n;
+    double                model_flops;
+} json_job;
+
+static mt_status write_job(FILE *f, void *arg) {
+    const json_job *j = arg;
+    return mt__trace_write_json_to(f, j->path, j->tracks, j->n, j->model_flops);
+}
+
+mt_status mt__trace_write_json(mt_output *claim, const char *path, const mt_trace_track *tracks,
+                               int n_tracks, double model_flops) {
+    mt_output *own = NULL;
+    if (!claim) {
+        mt_status s = mt_output_claim(path, "trace", &own);
+        if (s != MT_OK) return s;
+        claim = own;
+    }
+    json_job job = {path, tracks, n_tracks, model_flops};
+    mt_status s = mt_output_write(claim, write_job, &job);
+    mt_output_close(own);
     return s;
 }
