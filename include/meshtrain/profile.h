@@ -39,6 +39,7 @@
 #define MESHTRAIN_PROFILE_H
 
 #include "meshtrain/base.h"
+#include "meshtrain/files.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,9 +86,14 @@ typedef struct {
  * that predates the levels). */
 double mt_machine_isa_gflops(const mt_machine *m, mt_cpu_isa isa, bool all);
 
-/* Writes `m` to `path` as the JSON above (replacing the file). MT_EIO, with
- * the path and the system's reason, when it cannot be written. */
+/* Writes `m` to `path` as the JSON above, claimed and written through its
+ * temporary file (meshtrain/files.h: the previous file is kept on any
+ * failure). Fails as mt_output_claim does (another run writing it:
+ * MT_EBUSY), and with MT_EIO, the path and the system's reason, when it
+ * cannot be written. mt_machine_write_to writes through the caller's claim
+ * (bench machine claims its --out before the minute of measuring). */
 mt_status mt_machine_write(const mt_machine *m, const char *path);
+mt_status mt_machine_write_to(const mt_machine *m, mt_output *out);
 
 /* Reads a file written by mt_machine_write into *out. The reader is strict:
  * every key must be present once (but "fma_gflops_by_isa" and "cpu_isa",

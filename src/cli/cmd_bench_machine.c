@@ -758,12 +758,9 @@ static int probe_and_write(bool quick, bool mpi, const char *out_path, mt_output
     strftime(m.measured_at, sizeof m.measured_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
     print_table(&m, ghz_src);
-    /* mt_machine_write claims the file itself (temporary file, rename):
-     * this claim, which kept other probes off it during the measurements,
-     * is handed over to it */
-    mt_output_close(*claim);
-    *claim = NULL;
-    mt_status st = mt_machine_write(&m, out_path);
+    /* through the claim that kept other probes off the file during the
+     * measurements (temporary file, rename) */
+    mt_status st = mt_machine_write_to(&m, *claim);
     if (st != MT_OK) {
         cli_error("bench machine: %s", mt_errmsg());
         return cli_exit_of(st);

@@ -150,9 +150,14 @@ static mt_status put_machine(FILE *f, void *arg) {
 mt_status mt_machine_write(const mt_machine *m, const char *path) {
     mt_output *o;
     mt_status s = mt_output_claim(path, "machine file", &o);
-    if (s == MT_OK) s = mt_output_write(o, put_machine, (void *)m);
+    if (s == MT_OK) s = mt_machine_write_to(m, o);
     mt_output_close(o);
     return s;
+}
+
+mt_status mt_machine_write_to(const mt_machine *m, mt_output *out) {
+    if (!m || !out) return mt_fail(MT_EINVAL, "mt_machine_write_to: m or out is NULL");
+    return mt_output_write(out, put_machine, (void *)m);
 }
 
 /* ======================================================================== */
