@@ -69,7 +69,7 @@ hostile_cases <<EOF
 2 | --model linreg has none | explain --model linreg --remat dots
 2 | --grad-reduce bf16 sets the precision of gradient reductions between devices | explain $G --grad-reduce bf16
 2 | --heads applies to --model gpt only | explain --model mlp --heads 4
-2 | --layers does not apply to --model linreg | explain --model linreg --layers 3
+2 | --layers applies to --model gpt or --model mlp only, not to --model linreg | explain --model linreg --layers 3
 # ---- a failure past the checks leaves no half a program on stdout ----
 1 | partial sums over tensor | explain $G --devices 4 --mesh data=2,tensor=2 --explicit --json | test ! -s out.txt
 1 | partial sums over tensor | explain $G --devices 4 --mesh data=2,tensor=2 --explicit | test ! -s out.txt

@@ -22,6 +22,36 @@ typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_mode
  * them. Does not set a message. */
 const char *mt_model_name(mt_model_kind kind);
 
+/* One setting that only one model reads, as `meshtrain train` and `meshtrain
+ * explain --model` take it: an int field of mt_train_config. Each model
+ * lists its own (mt_model_about), so a command line reads the flags of the
+ * model it was given from the model's table, with no branch on the kind. */
+typedef struct {
+    const char *flag;          /* "heads": the flag, without "--" */
+    const char *field;         /* "NH": its name in messages and model files */
+    size_t      offset;        /* offsetof(mt_train_config, ...) of an int */
+    int         lo, hi;        /* the values it takes */
+    bool        zero_is_auto;  /* 0 means "from the data" (GPT: V and Vp) */
+    const char *metavar;       /* "N", for help */
+    const char *help;          /* one line */
+} mt_model_flag;
+
+/* What a command line needs to know of a model. */
+typedef struct {
+    const char          *name;       /* as --model spells it: "gpt" */
+    bool                 sequences;  /* a microbatch is B sequences of T tokens (T, --seq,
+                                        applies; throughput counts tokens); else B examples */
+    bool                 dataset;    /* trains on data (mt_train_config.data, --data); else
+                                        on a synthetic problem of its own */
+    bool                 llmc;       /* llm.c checkpoints hold it (llmc_in, llmc_out) */
+    const mt_model_flag *flags;      /* its own settings, n_flags of them */
+    int                  n_flags;
+} mt_model_about;
+
+/* What the trainer knows of model `kind` (static, not to be freed); NULL
+ * for a value that is no model. */
+const mt_model_about *mt_model_about_of(mt_model_kind kind);
+
 /* Whether sequence parallelism runs its collectives as collective matmuls
  * when mt_train_config.collective_matmul is 0: off, because on the threads
  * transport of a 2-core machine (2026-11-30) a c768 layer measured 3-4%

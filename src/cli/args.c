@@ -359,31 +359,6 @@ int cli_exit_of(mt_status s) {
     }
 }
 
-/* ---- flags of one model that another ignores ---------------------------- */
-
-/* The flags that size or feed the GPT alone (absent from a command's table,
- * a name is never seen there). */
-static const char *const GPT_ONLY[] = {"heads", "max-seq", "vocab", "padded-vocab", "seq",
-                                       "data", "llmc-in", "llmc-out"};
-
-int cli_check_model_flags(const char *model, bool gpt, bool has_layers, const cli_opt *opts,
-                          const bool *seen, const void *layers, const void *channels) {
-    if (gpt) return CLI_EXIT_OK;
-    for (int j = 0; opts[j].name; j++) {
-        if (!seen[j]) continue;
-        for (size_t i = 0; i < sizeof GPT_ONLY / sizeof GPT_ONLY[0]; i++)
-            if (strcmp(opts[j].name, GPT_ONLY[i]) == 0) {
-                cli_error("--%s applies to --model gpt only", opts[j].name);
-                return CLI_EXIT_USAGE;
-            }
-        if (!has_layers && (opts[j].dest == layers || opts[j].dest == channels)) {
-            cli_error("--%s does not apply to --model %s", opts[j].name, model);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    return CLI_EXIT_OK;
-}
-
 /* ---- values parsed after cli_parse: lists and sizes -------------------- */
 
 /* Decimal digits only into *v (no sign, no space); false past INT64_MAX or

@@ -102,15 +102,6 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_fmt_count(char *buf, size_t n, double v);
 void cli_fmt_duration(char *buf, size_t n, double seconds);
 
-/* The flags given (seen[j] for opts[j]) that --model `model` would ignore,
- * as an error: the GPT's own (--heads, --max-seq, --vocab, --padded-vocab,
- * --seq, --data, --llmc-in, --llmc-out) unless `gpt`, and the two sizing
- * flags (the entries whose dest is `layers` or `channels`) on a model
- * without layers (!has_layers: linreg). CLI_EXIT_OK, or CLI_EXIT_USAGE
- * after the message. train and explain --model share it. */
-int cli_check_model_flags(const char *model, bool gpt, bool has_layers, const cli_opt *opts,
-                          const bool *seen, const void *layers, const void *channels);
-
 /* ---- the commands (argv: the words after the command name) ----------- */
 /* Each returns an exit code (CLI_EXIT_*) after printing its output or its
  * one-line message; main.c's table lists them. */

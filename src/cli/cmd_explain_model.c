@@ -12,6 +12,7 @@
  * ops and collectives on its own slices).
  */
 #include "cli/args.h"
+#include "cli/model_flags.h"
 #include "meshtrain.h"
 
 #include <errno.h>
@@ -234,17 +235,22 @@ int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
     t->gpt.V = 256;
-    int model = 0, layers = t->gpt.L, channels = t->gpt.C, cm_choice = 0, remat = 0, precision = 0,
+    int model = 0, cm_choice = 0, remat = 0, precision = 0,
         grad_reduce = 0;   /* remat: mt_remat's order */
     const char *mesh_spec = NULL;
     int devices = 0;
-    const cli_opt opts[] = {
-        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, "gpt|mlp|linreg", "NAME", "model to explain"},
-        {"layers", CLI_INT, &layers, 1, 1000, 0, 0, NULL, "N", "GPT blocks L (mlp: linear layers)"},
-        {"channels", CLI_INT, &channels, 1, 65536, 0, 0, NULL, "N", "GPT width C (mlp: hidden width)"},
-        {"heads", CLI_INT, &t->gpt.NH, 1, 1024, 0, 0, NULL, "N", "attention heads NH"},
-        {"vocab", CLI_INT, &t->gpt.V, 1, 1 << 24, 0, 0, NULL, "N", "vocabulary V (default 256)"},
-        {"padded-vocab", CLI_INT, &t->gpt.Vp, 0, 1 << 24, 0, 0, NULL, "N", "padded vocabulary Vp (0: V rounded up to 64)"},
+    char choices_model[64] = "";
+    for (int k = 0; mt_model_name((mt_model_kind)k); k++)
+        snprintf(choices_model + strlen(choices_model), sizeof choices_model - strlen(choices_model),
+                 "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
+    /* the model's own flags come from the models' tables, after --model */
+    cli_model_flags mf;
+    cli_model_flags_init(&mf, t);
+    enum { MODEL_FLAGS_AT = 1 };
+    cli_opt opts[32 + CLI_MAX_MODEL_FLAGS] = {
+        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to explain"},
+    };
+    const cli_opt common[] = {
         {"batch", CLI_INT, &t->B, 1, 1 << 20, 0, 0, NULL, "N", "global batch B"},
         {"seq", CLI_INT, &t->T, 1, 1 << 20, 0, 0, NULL, "N", "tokens per sequence T"},
         {"devices", CLI_INT, &devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N", "devices (default: the mesh's product)"},
@@ -267,6 +273,8 @@ int cli_explain_model(int argc, char **argv) {
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
+    int n_opts = MODEL_FLAGS_AT + cli_model_flags_opts(&mf, opts + MODEL_FLAGS_AT);
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) opts[n_opts++] = common[i];
     bool seen[sizeof opts / sizeof opts[0]] = {0};
     int rc = cli_parse("explain", opts, argc, argv, seen);
     if (rc < 0) {
@@ -275,23 +283,16 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
-    if ((rc = cli_check_model_flags(mt_model_name(t->model), t->model == MT_MODEL_GPT,
-                                    t->model != MT_MODEL_LINREG, opts, seen, &layers,
-                                    &channels)) != CLI_EXIT_OK)
+    if ((rc = cli_model_flags_apply(&mf, t->model, opts, seen, MODEL_FLAGS_AT, t)) != CLI_EXIT_OK)
         return rc;
     t->remat = (mt_remat)remat;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
-    if (t->model == MT_MODEL_MLP) {
-        if (seen[1]) t->mlp_layers = layers;
-        if (seen[2]) t->mlp_hidden = channels;
-    } else if (t->model == MT_MODEL_GPT) {
-        t->gpt.L = layers;
-        t->gpt.C = channels;
-        t->data = NO_DATA;
-    }
-    t->gpt.maxT = t->T;
+    if (mt_model_about_of(t->model)->dataset) t->data = NO_DATA;
+    bool max_seq = false;   /* without --max-seq, the context is the sequence */
+    for (int j = 0; opts[j].name; j++) max_seq |= seen[j] && strcmp(opts[j].name, "max-seq") == 0;
+    if (!max_seq) t->gpt.maxT = t->T;
     if (t->gpt.Vp == 0) t->gpt.Vp = (t->gpt.V + 63) / 64 * 64;
     /* the mesh as train takes it: --devices N alone is data=N, one device none */
     char spec[64];

@@ -10,6 +10,7 @@
  */
 #include "cli/args.h"
 #include "cli/files.h"
+#include "cli/model_flags.h"
 #include "cli/train_run.h"
 #include "meshtrain.h"
 
@@ -102,28 +103,16 @@ static void model_choices(char *buf, size_t n) {
     }
 }
 
-/* The checks that span several flags, and the flags whose meaning depends on
- * the model (--layers and --channels size a GPT or an MLP). */
-static int apply_model_flags(mt_train_config *cfg, const cli_opt *opts, const bool *seen,
-                             const int *layers, const int *channels) {
-    if (cfg->model == MT_MODEL_GPT) {
-        cfg->gpt.L = *layers;
-        cfg->gpt.C = *channels;
-        if (!cfg->data) {
-            cli_error("--model gpt needs --data FILE (a text file or an llm.c token file)");
-            return CLI_EXIT_USAGE;
-        }
-        return CLI_EXIT_OK;
+/* The model's own flags, from its table (model_flags.h): copied into cfg
+ * when given, refused when the model does not read them. */
+static int apply_model_flags(mt_train_config *cfg, const cli_model_flags *mf, const cli_opt *opts,
+                             const bool *seen, int first) {
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    if (a->dataset && !cfg->data) {
+        cli_error("--model %s needs --data FILE (a text file or an llm.c token file)", a->name);
+        return CLI_EXIT_USAGE;
     }
-    int rc = cli_check_model_flags(mt_model_name(cfg->model), false,
-                                   cfg->model != MT_MODEL_LINREG, opts, seen, layers, channels);
-    if (rc != CLI_EXIT_OK) return rc;
-    for (int j = 0; opts[j].name; j++) {
-        if (!seen[j]) continue;
-        if (opts[j].dest == layers) cfg->mlp_layers = *layers;
-        if (opts[j].dest == channels) cfg->mlp_hidden = *channels;
-    }
-    return CLI_EXIT_OK;
+    return cli_model_flags_apply(mf, cfg->model, opts, seen, first, cfg);
 }
 
 /* Whether the flag `name` was given. */
@@ -171,28 +160,24 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
 
 /* --llmc-in takes the model's sizes from the file: an explicit flag that says
  * otherwise is a mistake, not something to override silently. */
-static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, const bool *seen,
-                            int layers, int channels) {
+static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, const bool *seen) {
     if (!cfg->llmc_in) return CLI_EXIT_OK;
-    mt_gpt_config fc;
-    if (mt_llmc_read_config(cfg->llmc_in, &fc) != MT_OK) {
+    mt_train_config file = *cfg;   /* the model's settings as the file has them */
+    if (mt_llmc_read_config(cfg->llmc_in, &file.gpt) != MT_OK) {
         cli_error("--llmc-in: %s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
-    /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
-    const struct { const char *flag, *field; int flag_value, file_value; bool zero_is_auto; } f[] = {
-        {"layers", "L", layers, fc.L, false},           {"channels", "C", channels, fc.C, false},
-        {"heads", "NH", cfg->gpt.NH, fc.NH, false},     {"max-seq", "maxT", cfg->gpt.maxT, fc.maxT, false},
-        {"vocab", "V", cfg->gpt.V, fc.V, true},         {"padded-vocab", "Vp", cfg->gpt.Vp, fc.Vp, true},
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (!given(opts, seen, f[i].flag) || f[i].flag_value == f[i].file_value ||
-            (f[i].zero_is_auto && f[i].flag_value == 0))
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    for (int i = 0; i < a->n_flags; i++) {
+        const mt_model_flag *f = &a->flags[i];
+        int mine = *(const int *)(const void *)((const char *)cfg + f->offset);
+        int theirs = *(const int *)(const void *)((const char *)&file + f->offset);
+        /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
+        if (!given(opts, seen, f->flag) || mine == theirs || (f->zero_is_auto && mine == 0))
             continue;
         cli_error("--%s %d conflicts with --llmc-in '%s', which holds a model with %s=%d: drop "
-                  "--%s (the model comes from the file) or give --%s %d", f[i].flag,
-                  f[i].flag_value, cfg->llmc_in, f[i].field, f[i].file_value, f[i].flag,
-                  f[i].flag, f[i].file_value);
+                  "--%s (the model comes from the file) or give --%s %d", f->flag, mine,
+                  cfg->llmc_in, f->field, theirs, f->flag, f->flag, theirs);
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
@@ -235,7 +220,6 @@ int cli_cmd_train(int argc, char **argv) {
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
     int cm_choice = 0;   /* auto|on|off */
     int microbatches = 1;
-    int layers = cfg.gpt.L, channels = cfg.gpt.C;
     const char *metrics_path = NULL;
     bool quiet = false, profile = false;
     int remat = 0;   /* the choices are mt_remat's order */
@@ -244,15 +228,15 @@ int cli_cmd_train(int argc, char **argv) {
     char choices_model[64];
     model_choices(choices_model, sizeof choices_model);
 
-    /* The table is the single source for parsing and --help. */
-    const cli_opt opts[] = {
+    /* The table is the single source for parsing and --help: the model's
+     * own flags come from the models' tables, after --model */
+    cli_model_flags mf;
+    cli_model_flags_init(&mf, &cfg);
+    enum { MODEL_FLAGS_AT = 1 };
+    cli_opt opts[64 + CLI_MAX_MODEL_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to train"},
-        {"layers", CLI_INT, &layers, 1, 1000, 0, 0, NULL, "N", "GPT blocks L (mlp: linear layers)"},
-        {"channels", CLI_INT, &channels, 1, 65536, 0, 0, NULL, "N", "GPT width C (mlp: hidden width)"},
-        {"heads", CLI_INT, &cfg.gpt.NH, 1, 1024, 0, 0, NULL, "N", "attention heads NH (C % NH == 0)"},
-        {"max-seq", CLI_INT, &cfg.gpt.maxT, 1, 1 << 20, 0, 0, NULL, "N", "context length maxT"},
-        {"vocab", CLI_INT, &cfg.gpt.V, 0, 1 << 24, 0, 0, NULL, "N", "vocabulary V (0: from the data)"},
-        {"padded-vocab", CLI_INT, &cfg.gpt.Vp, 0, 1 << 24, 0, 0, NULL, "N", "padded vocabulary Vp >= V (0: V rounded up to 64)"},
+    };
+    const cli_opt common[] = {
         {"data", CLI_STR, &cfg.data, 0, 0, 0, 0, NULL, "FILE", "text or llm.c token file (gpt)"},
         {"val-frac", CLI_DOUBLE, &cfg.val_frac, 0, 1, 0, 1, NULL, "X", "tail of the data held out for eval"},
         {"batch", CLI_INT, &cfg.B, 1, 1 << 20, 0, 0, NULL, "N", "sequences per microbatch B"},
@@ -316,6 +300,8 @@ int cli_cmd_train(int argc, char **argv) {
          "time every op; print a table (ms, GFLOP/s, GB/s per op) at the end"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
+    int n_opts = MODEL_FLAGS_AT + cli_model_flags_opts(&mf, opts + MODEL_FLAGS_AT);
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) opts[n_opts++] = common[i];
     bool seen[sizeof opts / sizeof opts[0]] = {0};
 
     int rc = cli_parse("train", opts, argc, argv, seen);
@@ -331,12 +317,12 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     cfg.remat = (mt_remat)remat;
     if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;
-    if ((rc = apply_model_flags(&cfg, opts, seen, &layers, &channels)) != CLI_EXIT_OK) return rc;
+    if ((rc = apply_model_flags(&cfg, &mf, opts, seen, MODEL_FLAGS_AT)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
     if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK ||
         (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
-        (rc = check_llmc_flags(&cfg, opts, seen, layers, channels)) != CLI_EXIT_OK)
+        (rc = check_llmc_flags(&cfg, opts, seen)) != CLI_EXIT_OK)
         return rc;
 
     /* a mesh: --devices alone means data parallel over all of them */
@@ -374,7 +360,7 @@ int cli_cmd_train(int argc, char **argv) {
     run.start = mt_trainer_step_count(run.tr);
     run.total = run.c->steps;
     run.every = run.total - run.start <= 200 ? 1 : (run.total - run.start) / 100;
-    run.unit = run.c->model == MT_MODEL_GPT ? "tok/s" : "ex/s";
+    run.unit = mt_model_about_of(run.c->model)->sequences ? "tok/s" : "ex/s";
     if ((rc = cli_metrics_open(&run.metrics, metrics_path, run.start)) != CLI_EXIT_OK) {
         mt_trainer_free(run.tr);
         return rc;

@@ -14,6 +14,7 @@
  */
 #include "cli/args.h"
 #include "cli/files.h"
+#include "cli/model_flags.h"
 #include "cli/train_run.h"
 
 #include <errno.h>
@@ -47,19 +48,15 @@ void train_print_config(train_run *run) {
     cli_fmt_count(params, sizeof params, (double)gs.n_param_elems);
 
     printf("meshtrain %s train\n", MT_VERSION_STRING);
-    const char *mname = mt_model_name(c->model) ? mt_model_name(c->model) : "?";
-    if (c->model == MT_MODEL_GPT)
-        printf("  model        gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d (%s parameters)\n", c->gpt.L,
-               c->gpt.C, c->gpt.NH, c->gpt.maxT, c->gpt.V, c->gpt.Vp, params);
-    else if (c->model == MT_MODEL_MLP)
-        printf("  model        mlp layers=%d hidden=%d (%s parameters)\n", c->mlp_layers,
-               c->mlp_hidden, params);
-    else
-        printf("  model        %s (%s parameters)\n", mname, params);
+    /* the model's settings as resolved (V from the data), from its table */
+    const mt_model_about *about = mt_model_about_of(c->model);
+    char settings[256];
+    cli_model_flags_describe(c->model, c, settings, sizeof settings);
+    printf("  model        %s%s (%s parameters)\n", about->name, settings, params);
     printf("  data         %s (val_frac %g)\n", c->data ? c->data : "synthetic", c->val_frac);
     printf("  batch        B=%d T=%d accum=%d (%lld %s per step)\n", c->B, c->T, c->accum,
-           (long long)c->B * (c->model == MT_MODEL_GPT ? c->T : 1) * c->accum,
-           c->model == MT_MODEL_GPT ? "tokens" : "examples");
+           (long long)c->B * (about->sequences ? c->T : 1) * c->accum,
+           about->sequences ? "tokens" : "examples");
     printf("  steps        %d (starting at %d)\n", c->steps, mt_trainer_step_count(tr));
     const mt_optim_config *o = &c->optim;
     if (o->kind == MT_OPT_ADAMW)

@@ -31,7 +31,7 @@ static void model_names(char *buf, size_t n) {
         const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
         if (!m) continue;
         int w = snprintf(buf + at, n - at, "%s%s", at == 0 ? "" : k == count - 1 ? " or " : ", ",
-                         m->name);
+                         m->about.name);
         if (w < 0) break;
         at += (size_t)w;
     }
@@ -53,7 +53,7 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
     if (c->trace_steps < 0)
         return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
                        "the default (20)", c->trace_steps);
-    if (m->sequences && c->T <= 0)
+    if (m->about.sequences && c->T <= 0)
         return mt_fail(MT_EINVAL, "sequence length T=%d must be positive", c->T);
     if (c->accum <= 0)
         return mt_fail(MT_EINVAL, "accum=%d microbatches per step must be positive", c->accum);
@@ -91,10 +91,14 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
                        (int)c->remat);
     mt_status s;
     if (m->check && (s = m->check(c)) != MT_OK) return s;
-    if (!m->llmc && (c->llmc_in || c->llmc_out)) {
+    if (!m->about.llmc && (c->llmc_in || c->llmc_out)) {
         return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only; drop them "
                        "or train a GPT", c->llmc_in ? c->llmc_in : c->llmc_out);
     }
+    if (!m->about.dataset && c->data)
+        return mt_fail(MT_EINVAL, "--model %s trains on a synthetic problem of its own and "
+                       "reads no data: drop --data '%s', or train a model that reads it "
+                       "(--model gpt)", m->about.name, c->data);
     if (c->ckpt_in && c->llmc_in)
         return mt_fail(MT_EINVAL, "give either ckpt_in (%s, a resume) or llmc_in (%s, an "
                        "initialisation), not both", c->ckpt_in, c->llmc_in);
@@ -114,7 +118,7 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
                        "--mesh data=N), or drop --grad-reduce");
     if (c->remat != MT_REMAT_NONE && !m->remat)
         return mt_fail(MT_EINVAL, "--remat recomputes the activations of transformer blocks, "
-                       "and --model %s has none: use --model gpt, or drop --remat", m->name);
+                       "and --model %s has none: use --model gpt, or drop --remat", m->about.name);
     if (c->collective_matmul != 0 && !c->sequence_parallel)
         return mt_fail(MT_EINVAL, "--collective-matmul moves the collectives of sequence "
                        "parallelism into the matmuls, and there are none: add "
@@ -192,7 +196,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
         if (!m->sequence)
             return mt_fail(MT_EINVAL, "sequence parallelism needs a model with a sequence "
                            "dim (the GPT); --model %s has none: drop --sequence-parallel",
-                           m->name);
+                           m->about.name);
         if (c->T % tensor != 0)
             return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d (--seq) over "
                            "tensor=%d, which does not divide it; pick T a multiple of %d", c->T,

@@ -75,9 +75,9 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
     return MT_OK;
 }
 
-/* Tokens or examples (m->sequences) in one microbatch. */
+/* Tokens or examples (m->about.sequences) in one microbatch. */
 int64_t mt__microbatch_size(const mt__train_model *m, const mt_train_config *c) {
-    return m->sequences ? (int64_t)c->B * c->T : c->B;
+    return m->about.sequences ? (int64_t)c->B * c->T : c->B;
 }
 
 /* The storage of an f32 or i32 input. */

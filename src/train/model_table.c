@@ -6,6 +6,7 @@
  */
 #include "train/train_impl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* ======================================================================== */
@@ -231,10 +232,32 @@ static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, in
 /* The table                                                                 */
 /* ======================================================================== */
 
+/* The settings each model reads, as flags. The GPT's with llmc_in come from
+ * the file (its header's names are the fields). */
+#define GPT_FLAG(f, fld, member, lo, hi, auto0, help) \
+    {f, fld, offsetof(mt_train_config, gpt.member), lo, hi, auto0, "N", help}
+static const mt_model_flag GPT_FLAGS[] = {
+    GPT_FLAG("layers", "L", L, 1, 1000, false, "transformer blocks L"),
+    GPT_FLAG("channels", "C", C, 1, 65536, false, "width C"),
+    GPT_FLAG("heads", "NH", NH, 1, 1024, false, "attention heads NH (C % NH == 0)"),
+    GPT_FLAG("max-seq", "maxT", maxT, 1, 1 << 20, false, "context length maxT"),
+    GPT_FLAG("vocab", "V", V, 0, 1 << 24, true, "vocabulary V (0: from the data)"),
+    GPT_FLAG("padded-vocab", "Vp", Vp, 0, 1 << 24, true,
+             "padded vocabulary Vp >= V (0: V rounded up to 64)"),
+};
+static const mt_model_flag MLP_FLAGS[] = {
+    {"layers", "layers", offsetof(mt_train_config, mlp_layers), 1, 1000, false, "N",
+     "linear layers"},
+    {"channels", "hidden", offsetof(mt_train_config, mlp_hidden), 1, 65536, false, "N",
+     "hidden width"},
+};
+#define FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])
+
 static const mt__train_model MODELS[] = {
     [MT_MODEL_GPT] = {
-        .name = "gpt", .sequences = true, .llmc = true, .input = "tokens", .target = "targets",
-        .batch_const = "pos",
+        .about = {.name = "gpt", .sequences = true, .dataset = true, .llmc = true,
+                  FLAGS(GPT_FLAGS)},
+        .input = "tokens", .target = "targets", .batch_const = "pos",
         .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
@@ -243,13 +266,15 @@ static const mt__train_model MODELS[] = {
         .build_stage = gpt_build_stage, .stage_input = MT_GPT_STAGE_INPUT, .tied_param = "wte",
     },
     [MT_MODEL_MLP] = {
-        .name = "mlp", .input = "x", .target = "targets",
+        .about = {.name = "mlp", FLAGS(MLP_FLAGS)},
+        .input = "x", .target = "targets",
         .defaults = mlp_defaults, .check = mlp_check,
         .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
         .tensor_parallel = mlp_tensor_parallel,
     },
     [MT_MODEL_LINREG] = {
-        .name = "linreg", .input = "x", .target = "y",
+        .about = {.name = "linreg"},
+        .input = "x", .target = "y",
         .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
     },
 };
@@ -260,11 +285,16 @@ int mt__train_model_count(void) { return N_MODELS; }
 
 const mt__train_model *mt__train_model_of(mt_model_kind kind) {
     /* an entry left out of a designated-initializer table is all zeros */
-    if ((int)kind < 0 || (int)kind >= N_MODELS || !MODELS[kind].name) return NULL;
+    if ((int)kind < 0 || (int)kind >= N_MODELS || !MODELS[kind].about.name) return NULL;
     return &MODELS[kind];
+}
+
+const mt_model_about *mt_model_about_of(mt_model_kind kind) {
+    const mt__train_model *m = mt__train_model_of(kind);
+    return m ? &m->about : NULL;
 }
 
 const char *mt_model_name(mt_model_kind kind) {
     const mt__train_model *m = mt__train_model_of(kind);
-    return m ? m->name : NULL;
+    return m ? m->about.name : NULL;
 }

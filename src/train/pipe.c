@@ -112,7 +112,7 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     if (!m->build_stage)
         return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
                        "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
-                       m->name);
+                       m->about.name);
     /* the kind first: an unknown one is the mistake, not its microbatches */
     const char *name = mt__train_pipe_schedule(c);
     mt_schedule_kind kind;

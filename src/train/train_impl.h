@@ -11,14 +11,13 @@
 
 /* Members marked "optional" may be NULL; the default is said with each. */
 typedef struct {
-    /* As `meshtrain train --model` spells it, and as messages name it. */
-    const char *name;
-    /* True: a microbatch is B sequences of T tokens and data positions,
-     * throughput and the loss's normaliser count tokens (T must be positive).
-     * False: a microbatch is B examples and T is not used. */
-    bool        sequences;
-    /* llm.c checkpoints can hold the model (llmc_in, llmc_out allowed). */
-    bool        llmc;
+    /* What a command line knows of it (train.h): its name as `meshtrain
+     * train --model` spells it and messages name it; sequences (a
+     * microbatch is B sequences of T tokens, and data positions, throughput
+     * and the loss's normaliser count tokens, T positive; else B examples,
+     * T unused); dataset (it has `open`); llmc (llm.c checkpoints can hold
+     * it: llmc_in, llmc_out allowed); and the flags of its own settings. */
+    mt_model_about about;
     /* Names of the graph's two inputs that fill_batch writes. */
     const char *input, *target;
     /* A constant with the batch as its dim 0 (GPT: the position ids), split

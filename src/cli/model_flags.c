@@ -1,0 +1,112 @@
+/*
+ * model_flags.c — the models' own flags, from their tables (model_flags.h).
+ */
+#include "cli/model_flags.h"
+
+#include <string.h>
+
+static int *field_at(mt_train_config *cfg, const mt_model_flag *f) {
+    return (int *)(void *)((char *)cfg + f->offset);
+}
+
+static int field_of(const mt_train_config *cfg, const mt_model_flag *f) {
+    return *(const int *)(const void *)((const char *)cfg + f->offset);
+}
+
+/* The flag `name` of model k, or NULL. */
+static const mt_model_flag *flag_of(mt_model_kind k, const char *name) {
+    const mt_model_about *a = mt_model_about_of(k);
+    for (int i = 0; a && i < a->n_flags; i++)
+        if (strcmp(a->flags[i].flag, name) == 0) return &a->flags[i];
+    return NULL;
+}
+
+void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *defaults) {
+    memset(mf, 0, sizeof *mf);
+    for (int k = 0; mt_model_about_of((mt_model_kind)k); k++) {
+        const mt_model_about *a = mt_model_about_of((mt_model_kind)k);
+        for (int i = 0; i < a->n_flags; i++) {
+            const mt_model_flag *f = &a->flags[i];
+            int s = 0;
+            while (s < mf->n && strcmp(mf->f[s].flag, f->flag) != 0) s++;
+            if (s == mf->n) {
+                if (mf->n == CLI_MAX_MODEL_FLAGS) continue;   /* raise the limit */
+                mf->n++;
+                mf->f[s].flag = f->flag;
+                mf->f[s].metavar = f->metavar;
+                mf->f[s].value = field_of(defaults, f);
+            }
+            size_t at = strlen(mf->f[s].help);
+            snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at, "%s%s: %s", at ? "; " : "",
+                     a->name, f->help);
+        }
+    }
+}
+
+int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts) {
+    for (int s = 0; s < mf->n; s++) {
+        /* the widest range of the models that read it; apply checks the model's */
+        double lo = 1e300, hi = -1e300;
+        for (int k = 0; mt_model_about_of((mt_model_kind)k); k++) {
+            const mt_model_flag *f = flag_of((mt_model_kind)k, mf->f[s].flag);
+            if (f && f->lo < lo) lo = f->lo;
+            if (f && f->hi > hi) hi = f->hi;
+        }
+        opts[s] = (cli_opt){mf->f[s].flag, CLI_INT, &mf->f[s].value, lo, hi, false, false, NULL,
+                            mf->f[s].metavar, mf->f[s].help};
+    }
+    return mf->n;
+}
+
+/* "gpt" or "gpt and mlp": the models that read `flag`. */
+static void readers(const char *flag, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; mt_model_about_of((mt_model_kind)k) && at < n; k++)
+        if (flag_of((mt_model_kind)k, flag)) {
+            int w = snprintf(buf + at, n - at, "%s--model %s", at ? " or " : "",
+                             mt_model_name((mt_model_kind)k));
+            if (w < 0) break;
+            at += (size_t)w;
+        }
+}
+
+int cli_model_flags_apply(const cli_model_flags *mf, mt_model_kind kind, const cli_opt *opts,
+                          const bool *seen, int first, mt_train_config *cfg) {
+    const mt_model_about *a = mt_model_about_of(kind);
+    for (int s = 0; s < mf->n; s++) {
+        if (!seen[first + s]) continue;
+        const mt_model_flag *f = flag_of(kind, mf->f[s].flag);
+        if (!f) {
+            char who[128];
+            readers(mf->f[s].flag, who, sizeof who);
+            cli_error("--%s applies to %s only, not to --model %s", mf->f[s].flag, who, a->name);
+            return CLI_EXIT_USAGE;
+        }
+        if (mf->f[s].value < f->lo || mf->f[s].value > f->hi) {
+            cli_error("--%s: %d is out of range for --model %s; expected an integer in "
+                      "[%d, %d]", f->flag, mf->f[s].value, a->name, f->lo, f->hi);
+            return CLI_EXIT_USAGE;
+        }
+        *field_at(cfg, f) = mf->f[s].value;
+    }
+    for (int j = 0; opts[j].name; j++)
+        if (seen[j] && !a->sequences && strcmp(opts[j].name, "seq") == 0) {
+            cli_error("--seq sets the tokens of a sequence, and --model %s trains on examples, "
+                      "not sequences: drop --seq", a->name);
+            return CLI_EXIT_USAGE;
+        }
+    return CLI_EXIT_OK;
+}
+
+void cli_model_flags_describe(mt_model_kind kind, const mt_train_config *cfg, char *buf,
+                              size_t n) {
+    const mt_model_about *a = mt_model_about_of(kind);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; a && i < a->n_flags && at < n; i++) {
+        int w = snprintf(buf + at, n - at, " %s=%d", a->flags[i].field, field_of(cfg, &a->flags[i]));
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
