@@ -158,7 +158,7 @@ static double program_bytes(mt_graph *g) {
     double bytes = 0;
     for (int i = 0; i < mt_graph_n_nodes(g); i++) {
         mt_node_info in;
-        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) bytes += in.bytes;
+        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) bytes += in.comm_bytes;
     }
     return bytes;
 }

@@ -66,7 +66,7 @@ static void train(const mt_train_config *c, float *loss, double *bytes, char (*n
             MT_CHECK_OK(mt_graph_node(g, i, &in));
             if (!in.collective) continue;
             MT_CHECK(*n_coll < 256, "more than 256 collectives");
-            bytes[*n_coll] = in.bytes;
+            bytes[*n_coll] = in.comm_bytes;
             ops[*n_coll] = in.op;
             snprintf(names[*n_coll], sizeof names[0], "%s", mt_tensor_name(in.out));
             (*n_coll)++;

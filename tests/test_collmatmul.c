@@ -216,9 +216,9 @@ static mt_status check_listing(const spec *sp, const net *f, int P) {
         mt_node_info info;
         DEV_OK(mt_graph_node(f->g, i, &info));
         if (info.phase != 'F' || strcmp(info.op, want) != 0) continue;
-        if (!info.collective || info.bytes != bytes || info.flops <= 0)
+        if (!info.collective || info.comm_bytes != bytes || info.flops <= 0)
             DEV_FAIL("listing: %s collective %d, %g bytes, %g FLOPs; want a collective of %g "
-                     "bytes", want, (int)info.collective, info.bytes, info.flops, bytes);
+                     "bytes", want, (int)info.collective, info.comm_bytes, info.flops, bytes);
         return MT_OK;
     }
     DEV_FAIL("listing: no forward %s node", want);

@@ -941,4 +941,69 @@ MT_TEST(no_grad_graph_runs_forward_only) {
     mt_graph_free(c.g);
 }
 
+/* mt_graph_print names each collective's axes (and pvary's, slice's) and the
+ * dims it moves; a listing is written by device 0 of a data=2,tensor=2 mesh. */
+typedef struct {
+    char text[4096];
+} listing_case;
+
+static mt_status listing_device(mt_ctx *ctx, void *arg) {
+    listing_case *lc = arg;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    mt_axes data, tensor, both;
+    mt_status s = mt_mesh_axes(mesh, "data", &data);
+    if (s == MT_OK) s = mt_mesh_axes(mesh, "tensor", &tensor);
+    if (s == MT_OK) s = mt_mesh_axes(mesh, "data,tensor", &both);
+    mt_graph *g = mt_graph_create();
+    if (s == MT_OK) s = mt_graph_set_ctx(g, ctx);
+    if (s == MT_OK) {
+        int64_t xs[2] = {4, 8};
+        mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);
+        mt_tensor *p = mt_param(g, "p", 2, xs, (mt_init){MT_INIT_NORMAL, 1.0f});
+        mt_tensor *a = mt_graph_psum(g, x, data);                  /* (4,8) */
+        mt_tensor *b = mt_graph_all_gather(g, a, tensor, 1);       /* (4,16) */
+        mt_graph_psum_scatter(g, b, both, 0);                      /* (1,16) */
+        mt_graph_all_to_all(g, b, tensor, 0, 1);                   /* (2,32) */
+        mt_graph_slice(g, x, tensor, 1);                           /* (4,4) */
+        mt_graph_pvary(g, p, data);
+        s = mt_graph_status(g);
+    }
+    if (s == MT_OK && mt_ctx_device(ctx) == 0) {
+        FILE *f = fmemopen(lc->text, sizeof lc->text - 1, "w");
+        if (!f) s = mt_fail(MT_EIO, "fmemopen failed");
+        else {
+            mt_graph_print(g, f);
+            fclose(f);
+        }
+    }
+    mt_graph_free(g);
+    return s;
+}
+
+MT_TEST(print_names_collective_axes) {
+    listing_case lc = {{0}};
+    mt_launch_opts o = {.mesh = "data=2,tensor=2", .devices = 4, .timeout_s = 30,
+                        .kernel_threads = 1};
+    MT_CHECK_OK(mt_launch(&o, listing_device, &lc));
+    static const char *const WANT[] = {
+        "F psum[data] ", "F all_gather[tensor] dim=1 ", "F psum_scatter[data,tensor] dim=0 ",
+        "F all_to_all[tensor] dim=0->1 ", "F slice[tensor] dim=1 ", "F pvary[data] ",
+    };
+    for (size_t k = 0; k < sizeof WANT / sizeof WANT[0]; k++)
+        MT_CHECK(strstr(lc.text, WANT[k]), "no line with '%s' in the listing:\n%s", WANT[k],
+                 lc.text);
+    /* an op without axes prints its name alone */
+    mt_graph *g = mt_graph_create();
+    int64_t xs[2] = {2, 3};
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);
+    mt_sum(g, mt_matmul(g, x, x, false, true));
+    char text[1024] = {0};
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    MT_CHECK(f, "fmemopen failed");
+    mt_graph_print(g, f);
+    fclose(f);
+    MT_CHECK(strstr(text, "F matmul ") && !strchr(text, '['), "listing:\n%s", text);
+    mt_graph_free(g);
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -269,6 +269,96 @@ MT_TEST(partial_sum_auto_and_explicit) {
              "out: %s", ex.msg);
 }
 
+/* One global graph, built once before the launch and shared by the device
+ * threads (partition.h, "Threads"): each device partitions it in explicit
+ * mode, which refuses the matmul, then partitions the same graph again in
+ * auto mode. The refusal leaves the global graph's status clean, and the
+ * retry computes what a fresh graph does (partial_device, per device). Run
+ * under TSan (make test), concurrent reads of the shared graph are checked
+ * too: the refusal used to write its message into it from every thread. */
+typedef struct {
+    mt_graph     *global;
+    mt_tensor    *loss;
+    mt_status     refused;       /* device 0's explicit partition */
+    bool          status_clean;  /* every device saw mt_graph_status(global) == MT_OK after */
+    char          refusal[768];
+    partial_case  got;           /* device 0's auto run */
+} shared_case;
+
+static mt_status shared_device(mt_ctx *ctx, void *arg) {
+    shared_case *sc = arg;
+    mt_graph *local = NULL;
+    mt_tensor *lloss = NULL;
+    mt_status ex = mt_partition(sc->global, sc->loss, ctx,
+                                &(mt_partition_opts){.mode = MT_SHARD_EXPLICIT}, &local, &lloss);
+    bool first = mt_ctx_device(ctx) == 0;   /* one writer of the case */
+    if (first) {
+        sc->refused = ex;
+        snprintf(sc->refusal, sizeof sc->refusal, "%s", mt_errmsg());
+    }
+    if (ex == MT_OK) mt_graph_free(local);
+    if (mt_graph_status(sc->global) != MT_OK)
+        __atomic_store_n(&sc->status_clean, false, __ATOMIC_RELAXED);
+    mt_status s = mt_partition(sc->global, sc->loss, ctx,
+                               &(mt_partition_opts){.mode = MT_SHARD_AUTO}, &local, &lloss);
+    mt_axes m;
+    int64_t off = 0;
+    if (s == MT_OK) s = mt_ctx_axes(ctx, "m", &m);
+    if (s == MT_OK) off = mt_axis_index(ctx, m) * (H / mt_axis_size(ctx, m));
+    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 5});
+    if (s == MT_OK) {
+        fill(mt_graph_find(local, "a"), "a", 0, off);
+        fill(mt_graph_find(local, "b"), "b", off, 0);
+        s = mt_graph_forward(local);
+    }
+    if (s == MT_OK) s = mt_graph_backward(local);
+    if (s == MT_OK && first) {
+        sc->got.loss = mt_graph_loss(local);
+        memcpy(sc->got.dp, mt_tensor_f32(mt_tensor_grad(mt_graph_find(local, "p"))),
+               sizeof sc->got.dp);
+    }
+    if (s != MT_OK && first) snprintf(sc->got.msg, sizeof sc->got.msg, "%s", mt_errmsg());
+    mt_graph_free(local);
+    return s;
+}
+
+MT_TEST(refused_partition_leaves_the_shared_graph_reusable) {
+    /* the global program of partial_device, built and sharded before the threads start */
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create("m=2", 2, &mesh));
+    int64_t as[2] = {N, H}, bs[2] = {H, O}, ps[1] = {O};
+    mt_graph *g = mt_graph_create();
+    mt_tensor *a = mt_input(g, "a", MT_F32, 2, as), *b = mt_input(g, "b", MT_F32, 2, bs);
+    mt_tensor *p = mt_param(g, "p", 1, ps, (mt_init){MT_INIT_NORMAL, 1.0f});
+    mt_tensor *loss = mt_sum(g, mt_mul(g, mt_matmul(g, a, b, false, false), p));
+    MT_CHECK(loss, "build: %s", mt_graph_errmsg(g));
+    mt_sharding sa, sb;
+    MT_CHECK_OK(mt_sharding_parse(mesh, "_,m", 2, &sa));
+    MT_CHECK_OK(mt_sharding_parse(mesh, "m", 2, &sb));
+    MT_CHECK_OK(mt_tensor_set_sharding(a, &sa));
+    MT_CHECK_OK(mt_tensor_set_sharding(b, &sb));
+    mt_mesh_free(mesh);
+
+    shared_case sc = {.global = g, .loss = loss, .status_clean = true};
+    mt_launch_opts o = {.mesh = "m=2", .devices = 2, .timeout_s = 30, .kernel_threads = 1};
+    mt_status s = mt_launch(&o, shared_device, &sc);
+    MT_CHECK(s == MT_OK, "the auto retry on the shared graph: %s (%s)", mt_status_name(s),
+             sc.got.msg[0] ? sc.got.msg : mt_errmsg());
+    MT_CHECK(sc.refused == MT_ESHARDING && strstr(sc.refusal, "matmul") &&
+             strstr(sc.refusal, "reshard"), "explicit mode refuses the matmul: %s (%s)",
+             mt_status_name(sc.refused), sc.refusal);
+    MT_CHECK(sc.status_clean && mt_graph_status(g) == MT_OK,
+             "the refusal is left on the global graph: %s", mt_graph_errmsg(g));
+    /* the same as a fresh graph, to the bit: the same program */
+    partial_case fresh = run_partial("m=2", MT_SHARD_AUTO, NULL);
+    MT_CHECK(fresh.status == MT_OK, "fresh graph: %s", fresh.msg);
+    MT_CHECK(sc.got.loss == fresh.loss, "loss %.9g, a fresh graph's %.9g", sc.got.loss, fresh.loss);
+    for (int i = 0; i < O; i++)
+        MT_CHECK(sc.got.dp[i] == fresh.dp[i], "dp[%d] %.9g, a fresh graph's %.9g", i,
+                 sc.got.dp[i], fresh.dp[i]);
+    mt_graph_free(g);
+}
+
 /* The moves of a reshard, as collective nodes: counted in the program. */
 typedef struct {
     const char *spec;            /* the product's layout after the reshard */

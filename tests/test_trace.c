@@ -143,7 +143,7 @@ MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
     int n_want = 0;
     for (int i = 0; i < mt_graph_n_nodes(g) && n_want < 512; i++) {
         mt_node_info in;
-        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) want_bytes[n_want++] = in.bytes;
+        if (mt_graph_node(g, i, &in) == MT_OK && in.collective) want_bytes[n_want++] = in.comm_bytes;
     }
     qsort(want_bytes, (size_t)n_want, sizeof *want_bytes, cmp_double);
     MT_CHECK(n_want > 0, "a data-parallel graph without collectives");

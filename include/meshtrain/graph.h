@@ -14,6 +14,31 @@ extern "C" {
 
 typedef struct mt_graph mt_graph;
 
+/* Threads. A graph, its tensors and its nodes belong to one thread at a
+ * time: every function that builds, names, shards, compiles, runs, profiles
+ * or frees a graph, or writes a tensor's data, writes the graph, and two
+ * threads must not call them on one graph at once (nor one of them while
+ * another thread reads that graph). A device's graph (a shard_map graph
+ * bound with mt_graph_set_ctx, or what mt_partition makes) is its device
+ * thread's: it must be built, compiled, run and freed on that thread.
+ *
+ * What may be shared: a finished global program (built, its shardings set,
+ * not compiled), read by every device thread at once through mt_partition()
+ * (partition.h) and the read-only accessors (mt_graph_status,
+ * mt_graph_errmsg, mt_graph_find, mt_graph_n_params, mt_graph_param_at and
+ * the tensor getters such as mt_tensor_name, mt_tensor_dim,
+ * mt_tensor_sharding). Finish it before the threads start (before
+ * mt_launch), and free it after they have all returned (after mt_launch).
+ * Unsafe, though natural on a shared graph: setting the shardings
+ * (mt_tensor_set_sharding) or renaming tensors from inside the device
+ * function, even to the same values on every device (each is a write); a
+ * builder call, such as adding a device's own loss; compiling it. Such a
+ * device function must build its own global graph (cheap: no memory is
+ * allocated for tensors before compile), as the trainer does.
+ *
+ * Errors: mt_errmsg() is per thread; a graph's sticky error (mt_graph_status)
+ * is part of the graph, so only its owner's calls set it. */
+
 /* Creates an empty graph. Returns NULL only when out of memory. */
 mt_graph *mt_graph_create(void);
 void      mt_graph_free(mt_graph *g);
@@ -486,7 +511,13 @@ typedef struct {
                                  vocabulary-parallel cross_entropy's all-reduces) */
     mt_axes     axes;         /* a collective's (or pvary's, slice's) axes */
     double      flops;        /* one run */
-    double      bytes;        /* one run: memory traffic; for a collective, nccl-tests' "size" */
+    double      comm_bytes;   /* one run, a collective's size as nccl-tests counts it: the
+                                 buffer it reduces or fills (psum_scatter: its input; bf16 on
+                                 the wire: half), a collective matmul's P-1 ring chunks, the
+                                 vocabulary-parallel loss's row statistics; 0 for the rest
+                                 (pvary and slice included: they move nothing) */
+    double      mem_bytes;    /* one run: the memory the call reads and writes (its cost),
+                                 for every node, collectives included */
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */
@@ -495,7 +526,16 @@ int       mt_graph_n_nodes(const mt_graph *g);
  * is not compiled. */
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info);
 
-/* Writes the compiled program, one node a line (phase, op, shapes, FLOPs). */
+/* Writes the graph's nodes in build order (compiled: the forward, then the
+ * backward nodes as autodiff emitted them), one a line: phase, op, output
+ * name and shape, "=" or "+=", the inputs, MFLOP and MB (memory traffic) of
+ * one run. A node with mesh axes shows them by name after its op, with the
+ * dims it gathers, scatters or slices: "psum[data]", "all_gather[tensor]
+ * dim=1", "psum_scatter[data,tensor] dim=0", "all_to_all[x] dim=0->1",
+ * "pvary[data]", "slice[tensor] dim=1", the collective matmuls
+ * ("ag_linear[tensor] dim=1") and the vocabulary-parallel loss
+ * ("cross_entropy[tensor]"); on a graph bound to no device the axes are
+ * numbered ("psum[axis0]"). */
 void mt_graph_print(const mt_graph *g, FILE *out);
 
 /* Turns per-op timing on (clearing what was recorded) or off. While on,

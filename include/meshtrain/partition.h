@@ -14,7 +14,9 @@ extern "C" {
 
 /* Sets the sharding of a leaf (input, parameter, constant) of a global graph
  * before mt_partition(); MT_EINVAL naming the tensor for an op output, a
- * partial sum, or a split of a dim the tensor does not have. */
+ * partial sum, or a split of a dim the tensor does not have. It writes the
+ * tensor: on a global graph that device threads share, call it before they
+ * start (mt_partition, "Threads"). */
 mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
 
 typedef struct {
@@ -80,8 +82,23 @@ typedef struct {
  * its sharding says (mt_tensor_sharding); *local is then compiled and run as
  * any graph, and
  * *local_loss is its loss. Fails (MT_ESHARDING, MT_ESHAPE, MT_EINVAL) naming
- * the op and the types when a rule refuses; the message is also the global
- * graph's error. */
+ * the op and the types when a rule refuses (explicit mode: where the
+ * sharding is ambiguous, with the reshard that resolves it); the message is
+ * mt_errmsg()'s, *local and *local_loss are NULL, and `global` is left as it
+ * was: its status stays clean, so the same graph can be partitioned again,
+ * e.g. in auto mode after explicit mode refused, or after a reshard is added
+ * to it. A global graph that already holds a build error (mt_graph_status)
+ * is refused with that error.
+ *
+ * Threads: mt_partition only reads `global`, so every device thread may
+ * partition one shared global graph at the same time (graph.h, "Threads"),
+ * each with its own ctx, and owns the *local it gets: it compiles, runs and
+ * frees it on its own thread. Build `global` and set its shardings
+ * (mt_tensor_set_sharding writes the tensor) before the threads start, and
+ * free it after they have all returned: calling mt_tensor_set_sharding, a
+ * builder or mt_graph_compile on the shared graph from a device thread is a
+ * data race, even when every device sets the same sharding. `opts` is read
+ * only too and may be shared. */
 mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss);
 

@@ -86,11 +86,11 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
             fprintf(out, "    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
                    "\"local\": \"%s\"", in.phase, in.op, mt_tensor_name(in.out), type, local);
             if (in.collective)
-                fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.bytes);
+                fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.comm_bytes);
             fprintf(out, "}%s\n", i + 1 < n ? "," : "");
         } else if (in.collective) {
             fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
-                   mt_tensor_name(in.out), type, local, "collective", axes, in.bytes);
+                   mt_tensor_name(in.out), type, local, "collective", axes, in.comm_bytes);
         } else {
             fprintf(out, "  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, in.axes.n ? " over " : "",
@@ -107,7 +107,7 @@ static program_summary summarise(const mt_graph *g) {
         mt_node_info in;
         if (mt_graph_node(g, i, &in) != MT_OK || !in.collective) continue;
         s.collectives++;
-        s.comm_bytes += in.bytes;
+        s.comm_bytes += in.comm_bytes;
     }
     mt_graph_stats st = mt_graph_get_stats(g);
     s.param_bytes = st.param_bytes;

@@ -398,18 +398,3 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
 }
 
 mt_graph_stats mt_graph_get_stats(const mt_graph *g) { return g->stats; }
-
-void mt_graph_print(const mt_graph *g, FILE *out) {
-    static const char phase_name[3] = {'F', 'B', 'W'};
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mt_node *n = &g->nodes[i];
-        const mt_op_call *c = &n->call;
-        char buf[64];
-        double fl = 0, by = 0;
-        mt__op_def(c->op)->cost(c, &fl, &by);
-        fprintf(out, "%c %-16s %-22s %-18s %s", phase_name[n->phase], mt__op_def(c->op)->name,
-                c->out->name, mt__shape_str(c->out, buf, sizeof buf), c->acc ? "+=" : "= ");
-        for (int k = 0; k < c->n_in; k++) fprintf(out, " %s", c->in[k]->name);
-        fprintf(out, "   %.3g MFLOP %.3g MB\n", fl * 1e-6, by * 1e-6);
-    }
-}

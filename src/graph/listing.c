@@ -1,8 +1,10 @@
 /*
- * listing.c — a compiled program node by node, for listings such as
- * `meshtrain explain` (mt_graph_n_nodes, mt_graph_node).
+ * listing.c — a program node by node, for listings such as `meshtrain
+ * explain` (mt_graph_n_nodes, mt_graph_node) and mt_graph_print.
  */
 #include "graph/graph_impl.h"
+
+#include <stdio.h>
 
 int mt_graph_n_nodes(const mt_graph *g) { return g->compiled ? g->n_forward + g->n_b + g->n_w : 0; }
 
@@ -11,6 +13,31 @@ static int run_order(const mt_graph *g, int i) {
     if (i < g->n_forward) return i;
     i -= g->n_forward;
     return i < g->n_b ? g->order_b[i] : g->order_w[i - g->n_b];
+}
+
+/* The axes a call communicates (or pvary and slice name) over, and the dims
+ * it gathers, scatters or slices: dim[1] >= 0 only for all_to_all (split
+ * dim, then concat dim). False for a call without axes. */
+static bool call_axes(const mt_op_call *c, mt_axes *axes, int dim[2]) {
+    dim[0] = dim[1] = -1;
+    switch (c->op) {
+    case MT_OP_ALL_TO_ALL: dim[1] = c->p.coll.dim2; /* fall through */
+    case MT_OP_ALL_GATHER:
+    case MT_OP_PSUM_SCATTER:
+    case MT_OP_SLICE: dim[0] = c->p.coll.dim; /* fall through */
+    case MT_OP_PSUM:
+    case MT_OP_PPERMUTE:
+    case MT_OP_PVARY: *axes = c->p.coll.axes; return true;
+    case MT_OP_AG_LINEAR:
+    case MT_OP_LINEAR_RS:
+        *axes = c->p.cm.axes;
+        dim[0] = c->p.cm.dim;
+        return true;
+    case MT_OP_CROSS_ENTROPY:
+        *axes = c->p.ce.vp_axes;
+        return c->p.ce.vp_axes.n > 0;
+    default: return false;
+    }
 }
 
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
@@ -32,13 +59,13 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     bool coll_op = c->op >= MT_OP_PSUM && c->op <= MT_OP_SLICE;
     info->collective = coll_op && c->op != MT_OP_PVARY && c->op != MT_OP_SLICE;
     if (coll_op) info->axes = c->p.coll.axes;
-    mt__op_def(c->op)->cost(c, &info->flops, &info->bytes);
+    mt__op_def(c->op)->cost(c, &info->flops, &info->mem_bytes);
     /* a collective's size as nccl-tests counts it: the buffer it reduces or
      * fills (psum_scatter: its input), not the memory traffic of the call */
     if (info->collective) {
         const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
-        info->bytes = (double)mt__tensor_bytes(t);
-        if (c->p.coll.gather16 || c->p.coll.bf16) info->bytes /= 2;   /* bf16 on the wire */
+        info->comm_bytes = (double)mt__tensor_bytes(t);
+        if (c->p.coll.gather16 || c->p.coll.bf16) info->comm_bytes /= 2;   /* bf16 on the wire */
     }
     /* a collective matmul moves its operand around the ring: P-1 ppermutes
      * of one chunk each, what its trace shows (the all-gather or
@@ -48,15 +75,54 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
         const mt_cm_params *p = &c->p.cm;
         info->collective = true;
         info->axes = p->axes;
-        info->bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
-                      (double)(c->op == MT_OP_AG_LINEAR ? p->K : p->N);
+        info->comm_bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
+                           (double)(c->op == MT_OP_AG_LINEAR ? p->K : p->N);
     }
     /* the vocabulary-parallel loss all-reduces its row statistics inside:
      * the max (rows), then the sums and the target logits (2, rows) */
     if (c->op == MT_OP_CROSS_ENTROPY && c->p.ce.vp_axes.n) {
         info->collective = true;
         info->axes = c->p.ce.vp_axes;
-        info->bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+        info->comm_bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
     }
     return MT_OK;
+}
+
+/* "psum[data]", "all_gather[tensor] dim=1", "all_to_all[x] dim=0->1",
+ * "psum[data,tensor]" (the names as mt_mesh_axes takes them; "axis<k>" on
+ * a graph bound to no device); the op's name alone when it has no axes. */
+static const char *op_text(const mt_graph *g, const mt_op_call *c, char *buf, size_t cap) {
+    mt_axes axes;
+    int dim[2];
+    const char *name = mt__op_def(c->op)->name;
+    if (!call_axes(c, &axes, dim)) return name;
+    const mt_mesh *mesh = g->ctx ? mt_ctx_mesh(g->ctx) : NULL;
+    int at = snprintf(buf, cap, "%s[", name);
+    for (int k = 0; k < axes.n && at >= 0 && (size_t)at < cap; k++) {
+        const char *sep = k ? "," : "";
+        at += mesh ? snprintf(buf + at, cap - (size_t)at, "%s%s", sep,
+                              mt_mesh_axis_name(mesh, axes.axis[k]))
+                   : snprintf(buf + at, cap - (size_t)at, "%saxis%d", sep, axes.axis[k]);
+    }
+    if (at >= 0 && (size_t)at < cap) {
+        if (dim[1] >= 0) snprintf(buf + at, cap - (size_t)at, "] dim=%d->%d", dim[0], dim[1]);
+        else if (dim[0] >= 0) snprintf(buf + at, cap - (size_t)at, "] dim=%d", dim[0]);
+        else snprintf(buf + at, cap - (size_t)at, "]");
+    }
+    return buf;
+}
+
+void mt_graph_print(const mt_graph *g, FILE *out) {
+    static const char phase_name[3] = {'F', 'B', 'W'};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_node *n = &g->nodes[i];
+        const mt_op_call *c = &n->call;
+        char buf[64], op[96];
+        double fl = 0, by = 0;
+        mt__op_def(c->op)->cost(c, &fl, &by);
+        fprintf(out, "%c %-16s %-22s %-18s %s", phase_name[n->phase], op_text(g, c, op, sizeof op),
+                c->out->name, mt__shape_str(c->out, buf, sizeof buf), c->acc ? "+=" : "= ");
+        for (int k = 0; k < c->n_in; k++) fprintf(out, " %s", c->in[k]->name);
+        fprintf(out, "   %.3g MFLOP %.3g MB\n", fl * 1e-6, by * 1e-6);
+    }
 }

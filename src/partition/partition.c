@@ -84,18 +84,20 @@ static mt_type type_of(const mt_tensor *t) {
     return ty;
 }
 
-/* Records a partition error on the global graph (its sticky status) and in
- * mt_errmsg(); returns the code. */
+/* Records a partition error in mt_errmsg() (the calling device's) and
+ * returns the code. The global graph is left as it was: device threads read
+ * it at once (partition.h), and a refused partition may be retried on it
+ * (e.g. in auto mode after explicit mode refused). */
 static mt_status fail(partitioner *p, mt_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static mt_status fail(partitioner *p, mt_status code, const char *fmt, ...) {
+    (void)p;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);   /* before mt_fail: an argument may be mt_errmsg() */
     va_end(ap);
-    mt_graph_fail(p->global, code, "%s", msg);
-    return code;
+    return mt_fail(code, "%s", msg);
 }
 
 /* The local graph's error as the partitioner's. */
