@@ -2,8 +2,9 @@
 # test_explain.sh — `meshtrain explain`: for --op, the printed result type and
 # moves of a few sharding rules, worked out by hand, and the failures (an
 # ambiguous explicit matmul, a bad type, usage errors) with their exit codes
-# and one "meshtrain: " line on stderr; for --model, whole programs against
-# hand-counted collectives and bytes.
+# and one "meshtrain: " line on stderr, and under --json a refusal's object on
+# stdout (its ways out worked out by hand); for --model, whole programs
+# against hand-counted collectives and bytes.
 #
 #   bash tests/test_explain.sh <meshtrain binary> [<build dir>]
 set -u
@@ -75,6 +76,51 @@ fails "explicit ambiguous matmul" 1 \
 fails "axis used twice in a result" 1 "'x' twice" "${MESH[@]}" --op matmul 'f32[8@x,2]' 'f32[2,8@x]' --explicit
 fails "explicit broadcast clash" 1 '^meshtrain: add got incompatible shardings for broadcasting: ' \
     "${MESH[@]}" --op add 'f32[8,4@x]' 'f32[4@y]' --explicit
+
+# refuses_json NAME REGEX PYCHECK ARGS...: a refusal under --json: exit 1, the
+# one "meshtrain: " line on stderr matching REGEX, and on stdout one JSON object
+# (python3's json module, when there is one) for which PYCHECK, a Python
+# expression over it (o), holds.
+refuses_json() {
+    local name=$1 re=$2 check=$3
+    shift 3
+    timeout 60 "$BIN" explain "$@" --json >out.txt 2>err.txt
+    local rc=$? why=""
+    [ "$rc" -eq 1 ] || why="exit $rc, want 1"
+    [ "$(wc -l <err.txt)" -eq 1 ] || why="${why:+$why; }stderr has $(wc -l <err.txt) lines, want 1"
+    grep -Eq -- "^meshtrain: .*$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
+    [ "$(wc -l <out.txt)" -eq 1 ] || why="${why:+$why; }stdout has $(wc -l <out.txt) lines, want 1"
+    if command -v python3 >/dev/null; then
+        python3 -c "import json, sys
+o = json.load(open('out.txt'))
+m = open('err.txt').read()
+assert o['refused'] is True and 'meshtrain: ' + o['message'] + '\n' == m, 'refused, message as on stderr'
+assert ($check), 'check: ' + json.dumps(o)" 2>py.txt || why="${why:+$why; }$(tail -1 py.txt): $(head -c 600 out.txt)"
+    else
+        grep -q '^{"refused": true, .*}$' out.txt || why="${why:+$why; }stdout is not a refusal object"
+    fi
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+}
+# the four answers of an ambiguous partial sum, as reshards of the result
+refuses_json "explicit ambiguous matmul --json" "both contracting dims are split over x" \
+    "o['op'] == 'matmul' and o['mode'] == 'explicit' and o['status'] == 'MT_ESHARDING' and
+o['operands'] == ['f32[8,4@x]', 'f32[4@x,8]'] and
+[(w['reshard'], w['to'], w['moves']) for w in o['ways_out']] == [
+    ('result', 'f32[8,8]', ['all-reduce']), ('result', 'f32[8@x,8]', ['reduce-scatter']),
+    ('result', 'f32[8,8@x]', ['reduce-scatter']), ('result', 'f32[8,8]{U:x}', [])]" \
+    "${MESH[@]}" --op matmul 'f32[8,4@x]' 'f32[4@x,8]' --explicit
+# broadcasting: b resharded to a's layout, an all-gather of y then a slice over x
+refuses_json "explicit broadcast clash --json" "incompatible shardings for broadcasting" \
+    "o['op'] == 'add' and o['ways_out'] == [{'reshard': 'b', 'to': 'f32[4@x]',
+'result': 'f32[8,4@x]', 'moves': ['all-gather']}]" \
+    "${MESH[@]}" --op add 'f32[8,4@x]' 'f32[4@y]' --explicit
+# not a sharding question: the object, with no way out
+refuses_json "shapes that do not broadcast --json" "do not broadcast" \
+    "o['status'] == 'MT_ESHAPE' and o['ways_out'] == [] and o['mode'] == 'auto'" \
+    "${MESH[@]}" --op add 'f32[6,4]' 'f32[5]'
+# an operand that does not parse is no refusal: nothing on stdout, as before
+fails "bad type --json prints no JSON" 1 "dim 0 of size 6 does not divide" \
+    "${MESH[@]}" --op add 'f32[6@x+y,4]' 'f32[4]' --json
 fails "bad type" 1 "dim 0 of size 6 does not divide over x\+y \(4 devices\)" \
     "${MESH[@]}" --op add 'f32[6@x+y,4]' 'f32[4]'
 fails "unknown axis" 1 "'z'.*'x', 'y'" "${MESH[@]}" --op add 'f32[8@z]' 'f32[8]'

@@ -27,6 +27,9 @@ static const char EXPLAIN_USAGE[] =
     "axes: f32[8@x,4], f32[8@x+y,4], f32[8,16]{U:x}, f32[] (a scalar).\n"
     "--explicit refuses to guess (sharding in types): an ambiguous sharding fails\n"
     "and the message names the reshard that resolves it. No devices are needed.\n"
+    "With --json a refused rule prints one object too: {\"refused\": true, \"op\",\n"
+    "\"mode\", \"operands\", \"status\", \"message\", \"ways_out\": [{\"reshard\": \"a\"|\"b\"|\n"
+    "\"result\", \"to\", \"result\", \"moves\"}]} (each way out checked; the exit is 1).\n"
     "With --model, prints a model's partitioned program instead: see\n"
     "`meshtrain explain --model gpt --help`.\n"
     "\n"
@@ -100,6 +103,103 @@ static void print_json(const mt_mesh *mesh, const mt_shard_result *res) {
     printf("]}\n");
 }
 
+/* ---- a refusal, as JSON ------------------------------------------------ */
+
+/* s as a JSON string (quotes, backslashes and control characters escaped;
+ * UTF-8 passes through). */
+static void json_string(const char *s) {
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    putchar('"');
+}
+
+/* One way out of a refusal: reshard `what` ("a", "b" or "result") to `to`,
+ * which moves `moves` (the reshard rule's, from `from`). */
+static void json_way(const mt_mesh *mesh, bool *first, const char *what, const mt_type *from,
+                     const mt_type *to, const mt_type *result) {
+    mt_type pair[2] = {*from, *to};
+    mt_shard_result mv;
+    if (mt_shard_rule(mesh, "reshard", pair, 2, MT_SHARD_AUTO, &mv) != MT_OK) return;
+    char t[256];
+    mt_type_format(mesh, to, t, sizeof t);
+    printf("%s{\"reshard\": \"%s\", \"to\": ", *first ? "" : ", ", what);
+    json_string(t);
+    mt_type_format(mesh, result, t, sizeof t);
+    printf(", \"result\": ");
+    json_string(t);
+    printf(", \"moves\": [");
+    int k = 0;
+    for (int i = 0; i < mv.n_moves; i++)
+        if (mv.moves[i].kind != MT_MOVE_SLICE)
+            printf("%s\"%s\"", k++ ? ", " : "", mt_move_name(mv.moves[i].kind));
+    printf("]}");
+    *first = false;
+}
+
+/* The ways out of an explicit-mode refusal, each checked: what auto mode
+ * would do, as reshards. An operand auto mode moves, resharded to where it
+ * moves it, when the op then passes in explicit mode; and a result auto mode
+ * leaves holding partial sums the inputs did not, resharded to each
+ * decision (all-reduced, reduce-scattered onto a dim, kept). None when auto
+ * mode refuses too. */
+static void json_ways_out(const mt_mesh *mesh, const char *op, const mt_type *in, int n) {
+    bool first = true;
+    mt_shard_result au;
+    if (mt_shard_rule(mesh, op, in, n, MT_SHARD_AUTO, &au) != MT_OK) return;
+    for (int k = 0; k < n; k++) {
+        const mt_move *last = NULL;
+        for (int i = 0; i < au.n_moves; i++)
+            if (au.moves[i].operand == k) last = &au.moves[i];
+        if (!last) continue;
+        mt_type moved[2] = {in[0], in[n > 1 ? 1 : 0]};
+        moved[k] = last->after;
+        mt_shard_result ex;
+        if (mt_shard_rule(mesh, op, moved, n, MT_SHARD_EXPLICIT, &ex) == MT_OK)
+            json_way(mesh, &first, k ? "b" : "a", &in[k], &last->after, &ex.result);
+    }
+    uint32_t had = 0;
+    for (int k = 0; k < n; k++) had |= in[k].sharding.partial_axes;
+    const mt_type *r = &au.result;
+    uint32_t p = r->sharding.partial_axes & ~had;
+    if (!p) return;
+    mt_type reduced = *r;
+    reduced.sharding.partial_axes &= ~p;
+    json_way(mesh, &first, "result", r, &reduced, &reduced);
+    uint32_t used = 0;
+    for (int d = 0; d < r->ndim; d++) used |= reduced.sharding.dim_axes[d];
+    for (int d = 0; d < r->ndim && !(used & p); d++) {
+        mt_type scattered = reduced;
+        scattered.sharding.dim_axes[d] |= p;
+        int64_t local[MT_MAX_DIMS];
+        if (mt_type_local_shape(mesh, &scattered, local) == MT_OK)
+            json_way(mesh, &first, "result", r, &scattered, &scattered);
+    }
+    json_way(mesh, &first, "result", r, r, r);
+}
+
+/* A refused rule as one JSON object on stdout (the message is on stderr too). */
+static void print_refusal_json(const mt_mesh *mesh, const char *op, const mt_type *in, int n,
+                               bool explicit_mode, mt_status s, const char *msg) {
+    printf("{\"refused\": true, \"op\": ");
+    json_string(op);
+    printf(", \"mode\": \"%s\", \"operands\": [", explicit_mode ? "explicit" : "auto");
+    for (int k = 0; k < n; k++) {
+        char t[256];
+        mt_type_format(mesh, &in[k], t, sizeof t);
+        if (k) printf(", ");
+        json_string(t);
+    }
+    printf("], \"status\": \"%s\", \"message\": ", mt_status_name(s));
+    json_string(msg);
+    printf(", \"ways_out\": [");
+    if (explicit_mode) json_ways_out(mesh, op, in, n);
+    printf("]}\n");
+}
+
 /* The rule of `op` on the types written in types[0 .. n). */
 static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
                       bool explicit_mode, bool json) {
@@ -110,9 +210,14 @@ static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
             return CLI_EXIT_FAIL;
         }
     mt_shard_result res;
-    if (mt_shard_rule(mesh, op, in, n, explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO,
-                      &res) != MT_OK) {
-        cli_error("%s", mt_errmsg());
+    mt_status s = mt_shard_rule(mesh, op, in, n,
+                                explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO, &res);
+    if (s != MT_OK) {
+        /* --json: the refusal as an object on stdout, the line on stderr as always */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", mt_errmsg());
+        cli_error("%s", msg);
+        if (json) print_refusal_json(mesh, op, in, n, explicit_mode, s, msg);
         return CLI_EXIT_FAIL;
     }
     if (json) print_json(mesh, &res);
