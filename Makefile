@@ -252,8 +252,9 @@ bench-profile: deps build
 bench-precision: deps-bench build
 	bash bench/run_precision.sh $(BUILD)
 
-# PREFIX goes in at configure time: meshtrain.pc is written then, with the
-# prefix baked in (`cmake --install --prefix` alone would leave it stale).
+# PREFIX is the default install prefix; meshtrain.pc finds its prefix from
+# where it is installed (${pcfiledir}), so `cmake --install --prefix P` works
+# too (tests/test_pkgconfig.sh).
 install: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 	cmake --build $(BUILD) -j$(JOBS)
