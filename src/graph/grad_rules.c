@@ -10,14 +10,10 @@
  * rule never touches gradient bookkeeping, and ops/ never sees a rule: it only
  * runs the calls.
  *
- * Layout for what comes next: sharding rules (how an op's output sharding
- * follows from its inputs', and which collectives that needs) have the same
- * shape — one function per op over its mt_op_call, in a table indexed by
- * mt_op — and are graph-level knowledge too. They go beside this file
- * (graph/shard_rules.c) with their table declared next to mt__grad_rule in
- * graph_impl.h, not into ops/.
+ * The table that says which op has which rule is graph/op_desc.c's; backward
+ * ops have none (nothing differentiates through them).
  */
-#include "graph/graph_impl.h"
+#include "graph/op_desc.h"
 
 #define NUMEL(t) mt_tensor_numel(t)
 
@@ -38,7 +34,7 @@ static mt_op_call gemm(mt_tensor *A, mt_tensor *B, bool ta, bool tb, int64_t M, 
 }
 
 /* out (M,N) = op(a) (M,K) · op(b) (K,N). */
-static void grad_matmul(mt_graph *g, const mt_op_call *f) {
+void mt__grad_matmul(mt_graph *g, const mt_op_call *f) {
     mt_tensor *a = f->in[0], *b = f->in[1], *dout = f->out->grad;
     bool ta = f->p.gemm.ta, tb = f->p.gemm.tb;
     int64_t M = f->p.gemm.M, N = f->p.gemm.N, K = f->p.gemm.K;
@@ -53,7 +49,7 @@ static void grad_matmul(mt_graph *g, const mt_op_call *f) {
 }
 
 /* out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + bias (OC). */
-static void grad_linear(mt_graph *g, const mt_op_call *f) {
+void mt__grad_linear(mt_graph *g, const mt_op_call *f) {
     mt_tensor *x = f->in[0], *w = f->in[1], *dout = f->out->grad;
     int64_t rows = f->p.linear.rows, OC = f->p.linear.OC, C = f->p.linear.C;
     mt_op_call dx = gemm(dout, w, false, false, rows, C, OC);   /* (rows,OC)·(OC,C) */
@@ -83,10 +79,10 @@ static void grad_add_sub(mt_graph *g, const mt_op_call *f, float sign_b) {
     mt_op_call db = scaled(same ? MT_OP_SCALE_BWD : MT_OP_REDUCE_BCAST, dout, sign_b);
     mt__emit_grad(g, f->in[1], &db);
 }
-static void grad_add(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, 1.0f); }
-static void grad_sub(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, -1.0f); }
+void mt__grad_add(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, 1.0f); }
+void mt__grad_sub(mt_graph *g, const mt_op_call *f) { grad_add_sub(g, f, -1.0f); }
 
-static void grad_mul(mt_graph *g, const mt_op_call *f) {
+void mt__grad_mul(mt_graph *g, const mt_op_call *f) {
     mt_tensor *dout = f->out->grad;
     mt_op_call da = bcall(MT_OP_MUL_BWD_A, 2, dout, f->in[1], 0, 0, 0);
     mt__emit_grad(g, f->in[0], &da);
@@ -94,25 +90,25 @@ static void grad_mul(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, f->in[1], &db);
 }
 
-static void grad_scale(mt_graph *g, const mt_op_call *f) {
+void mt__grad_scale(mt_graph *g, const mt_op_call *f) {
     mt_op_call dx = scaled(MT_OP_SCALE_BWD, f->out->grad, f->p.scale.s);
     mt__emit_grad(g, f->in[0], &dx);
 }
 
 /* A sharding constraint is the identity on values. */
-static void grad_reshard(mt_graph *g, const mt_op_call *f) {
+void mt__grad_reshard(mt_graph *g, const mt_op_call *f) {
     mt_op_call dx = scaled(MT_OP_SCALE_BWD, f->out->grad, 1.0f);
     mt__emit_grad(g, f->in[0], &dx);
 }
 
-static void grad_gelu(mt_graph *g, const mt_op_call *f) {
+void mt__grad_gelu(mt_graph *g, const mt_op_call *f) {
     mt_op_call dx = bcall(MT_OP_GELU_BWD, 2, f->in[0], f->out->grad, 0, 0, 0);
     mt__emit_grad(g, f->in[0], &dx);
 }
 
 /* Split as the zero-bubble schedules want it: dx is B work, dw and db (one
  * call with two outputs, as they come from the same pass) are W work. */
-static void grad_layernorm(mt_graph *g, const mt_op_call *f) {
+void mt__grad_layernorm(mt_graph *g, const mt_op_call *f) {
     mt_tensor *x = f->in[0], *w = f->in[1], *b = f->in[2], *dout = f->out->grad;
     mt_tensor *mean = f->aux[0], *rstd = f->aux[1];
     mt_op_call dx = bcall(MT_OP_LN_BWD_INPUT, 5, dout, x, w, mean, rstd);
@@ -123,26 +119,26 @@ static void grad_layernorm(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad2(g, w, b, &dp);   /* the builder made sure w and b are parameters */
 }
 
-static void grad_attention(mt_graph *g, const mt_op_call *f) {
+void mt__grad_attention(mt_graph *g, const mt_op_call *f) {
     mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 3, f->out->grad, f->in[0], f->aux[0], 0, 0);
     dqkv.p.attention = f->p.attention;
     mt__emit_grad(g, f->in[0], &dqkv);
 }
 
-static void grad_embedding(mt_graph *g, const mt_op_call *f) {
+void mt__grad_embedding(mt_graph *g, const mt_op_call *f) {
     mt_op_call dt = bcall(MT_OP_EMBEDDING_BWD, 2, f->out->grad, f->in[1], 0, 0, 0);
     dt.p.embedding = f->p.embedding;
     mt__emit_grad(g, f->in[0], &dt);
 }
 
-static void grad_cross_entropy(mt_graph *g, const mt_op_call *f) {
+void mt__grad_cross_entropy(mt_graph *g, const mt_op_call *f) {
     mt_op_call dl = bcall(MT_OP_CE_BWD, 4, f->out->grad, f->in[0], f->aux[0], f->in[1], 0);
     dl.p.ce = f->p.ce;
     mt__emit_grad(g, f->in[0], &dl);
 }
 
 /* pred gets +d, target -d. */
-static void grad_mse(mt_graph *g, const mt_op_call *f) {
+void mt__grad_mse(mt_graph *g, const mt_op_call *f) {
     for (int k = 0; k < 2; k++) {
         mt_op_call d = bcall(MT_OP_MSE_BWD, 3, f->out->grad, f->in[0], f->in[1], 0, 0);
         d.p.mse = (mt_mse_params){.scale = f->p.mse.scale, .sign = k == 0 ? 1.0f : -1.0f};
@@ -150,13 +146,13 @@ static void grad_mse(mt_graph *g, const mt_op_call *f) {
     }
 }
 
-static void grad_sum(mt_graph *g, const mt_op_call *f) {
+void mt__grad_sum(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = scaled(MT_OP_FILL_BWD, f->out->grad, f->p.scale.s);
     mt__emit_grad(g, f->in[0], &d);
 }
 
 /* The gradient of a transpose is the transpose back: (batch,Cc,R) -> (batch,R,Cc). */
-static void grad_transpose(mt_graph *g, const mt_op_call *f) {
+void mt__grad_transpose(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = bcall(MT_OP_TRANSPOSE_BWD, 1, f->out->grad, 0, 0, 0, 0);
     const mt_transpose_params *p = &f->p.transpose;
     d.p.transpose = (mt_transpose_params){.batch = p->batch, .R = p->Cc, .Cc = p->R};
@@ -176,12 +172,12 @@ static mt_op_call coll(const mt_op_call *f, mt_op op, int dim, int dim2) {
 }
 
 /* psum's output is replicated, so its cotangent is too: the identity. */
-static void grad_psum(mt_graph *g, const mt_op_call *f) {
+void mt__grad_psum(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = scaled(MT_OP_SCALE_BWD, f->out->grad, 1.0f);
     mt__emit_grad(g, f->in[0], &d);
 }
 
-static void grad_all_gather(mt_graph *g, const mt_op_call *f) {
+void mt__grad_all_gather(mt_graph *g, const mt_op_call *f) {
     /* a result that counts once (all_gather_invariant) sends back this
      * device's block of its cotangent; a varying one, the sum of all of them */
     mt_op_call d = coll(f, f->p.coll.invariant ? MT_OP_SLICE : MT_OP_PSUM_SCATTER, f->p.coll.dim, -1);
@@ -192,13 +188,13 @@ static void grad_all_gather(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, f->in[0], &d);
 }
 
-static void grad_psum_scatter(mt_graph *g, const mt_op_call *f) {
+void mt__grad_psum_scatter(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = coll(f, MT_OP_ALL_GATHER, f->p.coll.dim, -1);
     mt__emit_grad(g, f->in[0], &d);
 }
 
 /* Sends the cotangent back the way the value came: every pair reversed. */
-static void grad_ppermute(mt_graph *g, const mt_op_call *f) {
+void mt__grad_ppermute(mt_graph *g, const mt_op_call *f) {
     int n = f->p.coll.n_pairs;
     int (*inv)[2] = mt__graph_keep(g, f->p.coll.pairs, (size_t)n * sizeof *inv);
     if (!inv) return;
@@ -213,7 +209,7 @@ static void grad_ppermute(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, f->in[0], &d);
 }
 
-static void grad_all_to_all(mt_graph *g, const mt_op_call *f) {
+void mt__grad_all_to_all(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = coll(f, MT_OP_ALL_TO_ALL, f->p.coll.dim2, f->p.coll.dim);
     mt__emit_grad(g, f->in[0], &d);
 }
@@ -225,48 +221,14 @@ static void grad_all_to_all(mt_graph *g, const mt_op_call *f) {
  * may run in place on it, asynchronously: marked `async`, the W runner
  * starts it when reached and completes it before anything needs its result
  * (exec.c); in B it runs as it comes. */
-static void grad_pvary(mt_graph *g, const mt_op_call *f) {
+void mt__grad_pvary(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = coll(f, MT_OP_PSUM, -1, -1);
     d.p.coll.async = true;
     mt__emit_grad(g, f->in[0], &d);
 }
 
 /* Each device's block of the replicated dim got its own cotangent: gather them. */
-static void grad_slice(mt_graph *g, const mt_op_call *f) {
+void mt__grad_slice(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = coll(f, MT_OP_ALL_GATHER, f->p.coll.dim, -1);
     mt__emit_grad(g, f->in[0], &d);
 }
-
-/* ======================================================================== */
-/* The table                                                                 */
-/* ======================================================================== */
-
-static const mt_grad_rule grad_rules[MT_OP_COUNT] = {
-    [MT_OP_MATMUL]        = grad_matmul,
-    [MT_OP_LINEAR]        = grad_linear,
-    [MT_OP_ADD]           = grad_add,
-    [MT_OP_SUB]           = grad_sub,
-    [MT_OP_MUL]           = grad_mul,
-    [MT_OP_SCALE]         = grad_scale,
-    [MT_OP_GELU]          = grad_gelu,
-    [MT_OP_LAYERNORM]     = grad_layernorm,
-    [MT_OP_ATTENTION]     = grad_attention,
-    [MT_OP_EMBEDDING]     = grad_embedding,
-    [MT_OP_CROSS_ENTROPY] = grad_cross_entropy,
-    [MT_OP_MSE]           = grad_mse,
-    [MT_OP_SUM]           = grad_sum,
-    [MT_OP_TRANSPOSE]     = grad_transpose,
-    [MT_OP_RESHARD]       = grad_reshard,
-    [MT_OP_PSUM]          = grad_psum,
-    [MT_OP_ALL_GATHER]    = grad_all_gather,
-    [MT_OP_PSUM_SCATTER]  = grad_psum_scatter,
-    [MT_OP_PPERMUTE]      = grad_ppermute,
-    [MT_OP_ALL_TO_ALL]    = grad_all_to_all,
-    [MT_OP_PVARY]         = grad_pvary,
-    [MT_OP_SLICE]         = grad_slice,
-    [MT_OP_AG_LINEAR]     = mt__grad_ag_linear,   /* collective_matmul.c */
-    [MT_OP_LINEAR_RS]     = mt__grad_linear_rs,
-    /* backward ops have no rule: nothing differentiates through them */
-};
-
-mt_grad_rule mt__grad_rule(mt_op op) { return grad_rules[op]; }

@@ -2,7 +2,7 @@
  * listing.c — a program node by node, for listings such as `meshtrain
  * explain` (mt_graph_n_nodes, mt_graph_node) and mt_graph_print.
  */
-#include "graph/graph_impl.h"
+#include "graph/op_desc.h"
 
 #include <stdio.h>
 
@@ -56,34 +56,49 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->accumulates = c->acc;
     info->n_in = c->n_in;
     for (int k = 0; k < c->n_in && k < 5; k++) info->in[k] = c->in[k];
-    bool coll_op = c->op >= MT_OP_PSUM && c->op <= MT_OP_SLICE;
-    info->collective = coll_op && c->op != MT_OP_PVARY && c->op != MT_OP_SLICE;
-    if (coll_op) info->axes = c->p.coll.axes;
     mt__op_def(c->op)->cost(c, &info->flops, &info->mem_bytes);
-    /* a collective's size as nccl-tests counts it: the buffer it reduces or
-     * fills (psum_scatter: its input), not the memory traffic of the call */
-    if (info->collective) {
-        const mt_tensor *t = c->op == MT_OP_PSUM_SCATTER ? c->in[0] : c->out;
+    const mt_op_comm comm = mt__op_gdesc(c->op)->comm;   /* op_desc.c */
+    switch (comm) {
+    case MT_COMM_COLL_OUT:
+    case MT_COMM_COLL_IN: {
+        /* a collective's size as nccl-tests counts it: the buffer it reduces
+         * or fills (psum_scatter: its input), not the memory traffic of the
+         * call */
+        const mt_tensor *t = comm == MT_COMM_COLL_IN ? c->in[0] : c->out;
+        info->collective = true;
+        info->axes = c->p.coll.axes;
         info->comm_bytes = (double)mt__tensor_bytes(t);
         if (c->p.coll.gather16 || c->p.coll.bf16) info->comm_bytes /= 2;   /* bf16 on the wire */
+        break;
     }
-    /* a collective matmul moves its operand around the ring: P-1 ppermutes
-     * of one chunk each, what its trace shows (the all-gather or
-     * reduce-scatter it replaces moves as much, but nccl's size counts the
-     * device's own chunk too: P chunks) */
-    if (c->op == MT_OP_AG_LINEAR || c->op == MT_OP_LINEAR_RS) {
+    case MT_COMM_COLL_LOCAL:   /* pvary, slice: axes, no communication */
+        info->axes = c->p.coll.axes;
+        break;
+    case MT_COMM_RING_GATHER:
+    case MT_COMM_RING_SCATTER: {
+        /* a collective matmul moves its operand around the ring: P-1
+         * ppermutes of one chunk each, what its trace shows (the all-gather
+         * or reduce-scatter it replaces moves as much, but nccl's size counts
+         * the device's own chunk too: P chunks) */
         const mt_cm_params *p = &c->p.cm;
         info->collective = true;
         info->axes = p->axes;
         info->comm_bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
-                           (double)(c->op == MT_OP_AG_LINEAR ? p->K : p->N);
+                           (double)(comm == MT_COMM_RING_GATHER ? p->K : p->N);
+        break;
     }
-    /* the vocabulary-parallel loss all-reduces its row statistics inside:
-     * the max (rows), then the sums and the target logits (2, rows) */
-    if (c->op == MT_OP_CROSS_ENTROPY && c->p.ce.vp_axes.n) {
-        info->collective = true;
-        info->axes = c->p.ce.vp_axes;
-        info->comm_bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+    case MT_COMM_VP_STATS:
+        /* the vocabulary-parallel loss all-reduces its row statistics
+         * inside: the max (rows), then the sums and the target logits (2, rows) */
+        if (c->p.ce.vp_axes.n) {
+            info->collective = true;
+            info->axes = c->p.ce.vp_axes;
+            info->comm_bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+        }
+        break;
+    case MT_COMM_UNSET:
+    case MT_COMM_NONE:
+        break;
     }
     return MT_OK;
 }

@@ -29,10 +29,11 @@
  * Kept whatever the policy: values another block or the head reads (the
  * residual stream between blocks: FULL keeps exactly these), values with
  * views (a copy would need its views cloned too), values made from
- * parameters only, and the outputs of collectives and of ops outside the
- * list below (recomputing a collective would communicate again).
+ * parameters only, and the outputs of collectives and of ops whose remat
+ * class (op_desc.c) is NEVER (recomputing a collective would communicate
+ * again).
  */
-#include "graph/graph_impl.h"
+#include "graph/op_desc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,25 +62,17 @@ mt_status mt_remat_parse(const char *name, mt_remat *out) {
 /* What the policy recomputes of one node. */
 typedef enum { KEEP, ALL, AUX_ONLY } remat_what;
 
-static bool is_dot(mt_op op) { return op == MT_OP_LINEAR || op == MT_OP_MATMUL; }
-
-/* Ops a clone may re-run: local, deterministic, no communication. */
-static bool recomputable(mt_op op) {
-    switch (op) {
-    case MT_OP_MATMUL: case MT_OP_LINEAR: case MT_OP_ADD: case MT_OP_SUB: case MT_OP_MUL:
-    case MT_OP_SCALE: case MT_OP_GELU: case MT_OP_LAYERNORM: case MT_OP_ATTENTION:
-    case MT_OP_TRANSPOSE:
-        return true;
-    default:
-        return false;
-    }
-}
+/* Ops a clone may re-run: local, deterministic, no communication (their
+ * remat class in op_desc.c is anything but NEVER). */
+static bool recomputable(mt_op op) { return mt__op_gdesc(op)->recomp != MT_RECOMP_NEVER; }
 
 static remat_what policy_of(mt_remat policy, mt_op op) {
+    mt_op_recomp rc = mt__op_gdesc(op)->recomp;
     switch (policy) {
     case MT_REMAT_FULL: return ALL;
-    case MT_REMAT_ATTENTION: return op == MT_OP_ATTENTION ? AUX_ONLY : KEEP;
-    case MT_REMAT_DOTS: return is_dot(op) ? KEEP : op == MT_OP_ATTENTION ? AUX_ONLY : ALL;
+    case MT_REMAT_ATTENTION: return rc == MT_RECOMP_SAVES_AUX ? AUX_ONLY : KEEP;
+    case MT_REMAT_DOTS:
+        return rc == MT_RECOMP_DOT ? KEEP : rc == MT_RECOMP_SAVES_AUX ? AUX_ONLY : ALL;
     case MT_REMAT_NONE: break;
     }
     return KEEP;

@@ -1,6 +1,7 @@
 /*
  * shard_rules.c — the move algebra every sharding rule is written in, the
- * reshard rule (a sharding constraint), the dispatch by op and the public
+ * reshard rule (a sharding constraint), shard_rules_ops.c's rules over a
+ * call, the dispatch through the ops' descriptors (op_desc.c) and the public
  * mt_shard_rule().
  *
  * A move is recorded together with the operand type it changes, so before,
@@ -201,6 +202,41 @@ static mt_status rule_reshard(mt_srule *r, const mt_type *in) {
     return MT_OK;
 }
 
+/* A reshard call: to the layout the constraint names, in either mode. */
+mt_status mt__shard_reshard(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    mt_type pair[2] = {in[0], in[0]};
+    pair[1].sharding = call->p.reshard;
+    return rule_reshard(r, pair);
+}
+
+/* ======================================================================== */
+/* The rules of shard_rules_ops.c over a call                                */
+/* ======================================================================== */
+
+/* out = op(a) · op(b), the transposes of the call. */
+mt_status mt__shard_matmul(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    return mt__srule_matmul(r, in, call->p.gemm.ta, call->p.gemm.tb);
+}
+
+/* out = x · wᵀ [+ bias]. */
+mt_status mt__shard_linear(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    return mt__srule_linear(r, in, call->n_in);
+}
+
+/* a + b, a - b: linear, partial sums pass; a ∘ b: not. */
+mt_status mt__shard_add(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, true);
+}
+mt_status mt__shard_sub(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, true);
+}
+mt_status mt__shard_mul(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, false);
+}
+
 /* ======================================================================== */
 /* Dispatch                                                                  */
 /* ======================================================================== */
@@ -210,39 +246,22 @@ mt_status mt__shard_rule(const mt_mesh *mesh, const mt_op_call *call, const mt_t
     memset(out, 0, sizeof *out);
     if (call->op >= MT_OP_COUNT)
         return mt_fail(MT_EINVAL, "op %d has no sharding rule", (int)call->op);
-    mt_srule r = {.mesh = mesh, .mode = mode, .op = mt__op_def(call->op)->name, .out = out};
+    const mt_op_def *def = mt__op_def(call->op);
+    mt_shard_fn rule = mt__op_gdesc(call->op)->shard;
+    if (!rule) return mt_fail(MT_EINVAL, "op '%s' has no sharding rule", def->name);
+    if (call->n_in < def->min_in || call->n_in > def->max_in) {
+        if (def->min_in == def->max_in)
+            return mt_fail(MT_EINVAL, "%s: %d inputs; the op takes %d", def->name, call->n_in,
+                           def->min_in);
+        return mt_fail(MT_EINVAL, "%s: %d inputs; the op takes %d to %d", def->name, call->n_in,
+                       def->min_in, def->max_in);
+    }
+    mt_srule r = {.mesh = mesh, .mode = mode, .op = def->name, .out = out};
     mt_type t[MT_MAX_INPUTS];
-    int n_in = call->n_in < MT_MAX_INPUTS ? call->n_in : MT_MAX_INPUTS;
-    for (int k = 0; k < n_in; k++) t[k] = in[k];
-    mt_status s;
-    switch (call->op) {
-    case MT_OP_MATMUL:
-        if (n_in != 2) goto bad_arity;
-        s = mt__srule_matmul(&r, t, call->p.gemm.ta, call->p.gemm.tb);
-        break;
-    case MT_OP_LINEAR:
-        if (n_in != 2 && n_in != 3) goto bad_arity;
-        s = mt__srule_linear(&r, t, n_in);
-        break;
-    case MT_OP_ADD: case MT_OP_SUB: case MT_OP_MUL:
-        if (n_in != 2) goto bad_arity;
-        s = mt__srule_elementwise(&r, t, call->op != MT_OP_MUL);
-        break;
-    case MT_OP_RESHARD: {   /* to the layout the constraint names, in either mode */
-        if (n_in != 1) goto bad_arity;
-        mt_type pair[2] = {t[0], t[0]};
-        pair[1].sharding = call->p.reshard;
-        s = rule_reshard(&r, pair);
-        break;
-    }
-    default:
-        s = mt__srule_nn(&r, call, t);
-        break;
-    }
+    for (int k = 0; k < call->n_in; k++) t[k] = in[k];
+    mt_status s = rule(&r, call, t);
     if (s != MT_OK) out->n_moves = 0;
     return s;
-bad_arity:
-    return mt_fail(MT_EINVAL, "%s: %d inputs is not what the op takes", r.op, n_in);
 }
 
 mt_status mt_shard_rule(const mt_mesh *mesh, const char *op, const mt_type *in, int n_in,

@@ -4,7 +4,8 @@
  * moves, each applied to the operand's type as it is recorded so that every
  * move's before/after and bytes come from one place.
  *
- *   shard_rules.c      the move algebra, reshard, dispatch, mt_shard_rule()
+ *   shard_rules.c      the move algebra, reshard, dispatch through the op
+ *                      descriptors (op_desc.c), mt_shard_rule()
  *   shard_rules_ops.c  matmul, linear, elementwise add/sub/mul
  *   shard_rules_nn.c   scale, gelu, layernorm, attention, embedding, losses,
  *                      sum, transpose, reshape
@@ -12,11 +13,12 @@
 #ifndef MT_SHARD_RULES_IMPL_H
 #define MT_SHARD_RULES_IMPL_H
 
+#include "graph/op_desc.h"
 #include "graph/shard_rules.h"
 #include "mesh/mesh_impl.h"
 
 /* One rule being worked out. */
-typedef struct {
+typedef struct mt_srule {
     const mt_mesh   *mesh;
     mt_shard_mode    mode;
     const char      *op;            /* the op's name in messages ("add", "layernorm") */
@@ -63,11 +65,12 @@ mt_status mt__sneed_whole(mt_srule *r, int operand, const char *name, mt_type *t
 mt_status mt__scheck_result(mt_srule *r, const mt_type *result, const mt_type *in, int n_in,
                             const char *const *names);
 
-/* The per-op rules (shard_rules_ops.c and shard_rules_nn.c): in[] are the
- * call's global input types (copied: a rule updates them as it moves them). */
+/* The rules of shard_rules_ops.c, which shard_rules.c's mt__shard_<op>
+ * (op_desc.h) call with the call's parameters: in[] are the call's global
+ * input types (copied: a rule updates them as it moves them). The rest of
+ * the per-op rules are op_desc.h's mt__shard_<op>. */
 mt_status mt__srule_matmul(mt_srule *r, mt_type *in, bool ta, bool tb);
 mt_status mt__srule_linear(mt_srule *r, mt_type *in, int n_in);
 mt_status mt__srule_elementwise(mt_srule *r, mt_type *in, bool linear);
-mt_status mt__srule_nn(mt_srule *r, const mt_op_call *call, mt_type *in);
 
 #endif /* MT_SHARD_RULES_IMPL_H */

@@ -58,7 +58,8 @@ static mt_status match(mt_srule *r, int k, const char *name, mt_type *t, const m
 /* ======================================================================== */
 
 /* out (...,C) = layernorm(x (...,C)) · w (C) + b (C) */
-static mt_status rule_layernorm(mt_srule *r, mt_type *in) {
+mt_status mt__shard_layernorm(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
     mt_type *x = &in[0];
     int c = x->ndim - 1;
     if (x->ndim < 1 || in[1].ndim != 1 || in[2].ndim != 1 || in[1].shape[0] != x->shape[c] ||
@@ -82,7 +83,7 @@ static mt_status rule_layernorm(mt_srule *r, mt_type *in) {
  * (B,T,3,C) form C may be split over axes A when NH divides over them: each
  * device runs its NH/|A| heads (Megatron's head split), no communication,
  * and the result's C is split the same way. */
-static mt_status rule_attention(mt_srule *r, const mt_op_call *call, mt_type *in) {
+mt_status mt__shard_attention(mt_srule *r, const mt_op_call *call, mt_type *in) {
     mt_type *q = &in[0];
     bool packed = q->ndim == 3 && q->shape[2] % 3 == 0;
     if (!packed && !(q->ndim == 4 && q->shape[2] == 3))
@@ -119,7 +120,8 @@ static mt_status rule_attention(mt_srule *r, const mt_op_call *call, mt_type *in
 /* out (...,C) = table (V,C) [ids (...)]. A table split over V on axes A
  * gives a result partial over A: each device looks up the ids in its rows
  * and writes zeros for the others (the masked lookup); the consumer reduces. */
-static mt_status rule_embedding(mt_srule *r, mt_type *in) {
+mt_status mt__shard_embedding(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
     mt_type *table = &in[0], *ids = &in[1];
     if (table->ndim != 2 || ids->ndim >= MT_MAX_DIMS)
         return bad_shape(r, in, 2, "want table (V,C) and ids of at most 3 dims");
@@ -145,7 +147,8 @@ static mt_status rule_embedding(mt_srule *r, mt_type *in) {
 /* loss () = scale · Σ_rows ce(logits (...,Vp), targets (...)). Logits split
  * over Vp on axes A: the Megatron recipe, an all-reduce (max) and an
  * all-reduce (sum) of the row statistics over A inside the op. */
-static mt_status rule_cross_entropy(mt_srule *r, mt_type *in) {
+mt_status mt__shard_cross_entropy(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
     mt_type *lg = &in[0], *tg = &in[1];
     int nrow = lg->ndim - 1;
     if (lg->ndim < 1) return bad_shape(r, in, 2, "want logits (...,Vp) and targets (...)");
@@ -177,7 +180,8 @@ static mt_status rule_cross_entropy(mt_srule *r, mt_type *in) {
 }
 
 /* loss () = scale · Σ (pred - target)²: target takes pred's layout. */
-static mt_status rule_mse(mt_srule *r, mt_type *in) {
+mt_status mt__shard_mse(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
     mt_type *pred = &in[0], *tg = &in[1];
     bool same = pred->ndim == tg->ndim;
     for (int d = 0; same && d < pred->ndim; d++) same = pred->shape[d] == tg->shape[d];
@@ -195,51 +199,45 @@ static mt_status rule_mse(mt_srule *r, mt_type *in) {
 }
 
 /* ======================================================================== */
-/* Dispatch of these ops                                                     */
+/* Scale, gelu, sum, transpose                                               */
 /* ======================================================================== */
 
-mt_status mt__srule_nn(mt_srule *r, const mt_op_call *call, mt_type *in) {
-    static const int ARITY[MT_OP_COUNT] = {
-        [MT_OP_SCALE] = 1, [MT_OP_GELU] = 1, [MT_OP_LAYERNORM] = 3, [MT_OP_ATTENTION] = 1,
-        [MT_OP_EMBEDDING] = 2, [MT_OP_CROSS_ENTROPY] = 2, [MT_OP_MSE] = 2, [MT_OP_SUM] = 1,
-        [MT_OP_TRANSPOSE] = 1};
-    if (!ARITY[call->op]) return mt_fail(MT_EINVAL, "op '%s' has no sharding rule", r->op);
-    if (call->n_in != ARITY[call->op])
-        return mt_fail(MT_EINVAL, "%s: %d inputs; the op takes %d", r->op, call->n_in,
-                       ARITY[call->op]);
-    switch (call->op) {
-    case MT_OP_SCALE:                           /* linear: partial sums pass */
-        r->out->result = in[0];
-        return MT_OK;
-    case MT_OP_GELU:
-        TRY(mt__sneed_summed(r, 0, "x", &in[0]));
-        r->out->result = in[0];
-        return MT_OK;
-    case MT_OP_LAYERNORM:     return rule_layernorm(r, in);
-    case MT_OP_ATTENTION:     return rule_attention(r, call, in);
-    case MT_OP_EMBEDDING:     return rule_embedding(r, in);
-    case MT_OP_CROSS_ENTROPY: return rule_cross_entropy(r, in);
-    case MT_OP_MSE:           return rule_mse(r, in);
-    case MT_OP_SUM: {                           /* Σ over split dims: partial over them */
-        mt_type res = scalar(dims_axes(&in[0]) | in[0].sharding.partial_axes);
-        res.dtype = in[0].dtype;
-        r->out->result = res;
-        return MT_OK;
-    }
-    case MT_OP_TRANSPOSE: {                     /* (...,R,Cc) -> (...,Cc,R) */
-        mt_type res = in[0];
-        int n = res.ndim;
-        if (n < 2) return bad_shape(r, in, 1, "want at least 2 dims");
-        res.shape[n - 2] = in[0].shape[n - 1];
-        res.shape[n - 1] = in[0].shape[n - 2];
-        res.sharding.dim_axes[n - 2] = in[0].sharding.dim_axes[n - 1];
-        res.sharding.dim_axes[n - 1] = in[0].sharding.dim_axes[n - 2];
-        r->out->result = res;
-        return MT_OK;
-    }
-    default:
-        return mt_fail(MT_EINVAL, "op '%s' has no sharding rule", r->op);
-    }
+/* out = s · x: linear, so partial sums pass. */
+mt_status mt__shard_scale(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    r->out->result = in[0];
+    return MT_OK;
+}
+
+/* out = gelu(x), elementwise: any split passes, partial sums are summed. */
+mt_status mt__shard_gelu(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    TRY(mt__sneed_summed(r, 0, "x", &in[0]));
+    r->out->result = in[0];
+    return MT_OK;
+}
+
+/* out () = s · Σ x: partial over the axes that split x and its partial ones. */
+mt_status mt__shard_sum(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    mt_type res = scalar(dims_axes(&in[0]) | in[0].sharding.partial_axes);
+    res.dtype = in[0].dtype;
+    r->out->result = res;
+    return MT_OK;
+}
+
+/* (...,R,Cc) -> (...,Cc,R): the two dims swap their axes too. */
+mt_status mt__shard_transpose(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    mt_type res = in[0];
+    int n = res.ndim;
+    if (n < 2) return bad_shape(r, in, 1, "want at least 2 dims");
+    res.shape[n - 2] = in[0].shape[n - 1];
+    res.shape[n - 1] = in[0].shape[n - 2];
+    res.sharding.dim_axes[n - 2] = in[0].sharding.dim_axes[n - 1];
+    res.sharding.dim_axes[n - 1] = in[0].sharding.dim_axes[n - 2];
+    r->out->result = res;
+    return MT_OK;
 }
 
 /* ======================================================================== */

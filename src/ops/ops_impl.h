@@ -1,6 +1,6 @@
 /*
  * ops_impl.h — the ops: what one call of an op reads and writes, and the op
- * table {name, run, cost} that runs it (internal).
+ * table {name, arity, run, cost} that runs it (internal).
  *
  * This layer knows tensors and kernels, not graphs. A call (mt_op_call) names
  * its output(s), inputs, saved tensors, accumulate flags and parameters; an
@@ -218,8 +218,13 @@ typedef struct {
     mt_status *status;
 } mt_op_env;
 
+/* The kernel half of an op's descriptor (op_table.c, one entry per op,
+ * indexed by mt_op); the graph half, its gradient, sharding and remat rules,
+ * is graph/op_desc.c's, which a graph-layer op needs as well. A call of the
+ * op has from min_in to max_in inputs. */
 typedef struct {
     const char *name;
+    int8_t      min_in, max_in;           /* required: 1 <= min_in <= max_in <= MT_MAX_INPUTS */
     /* Runs the call on its buffers. Required. Cannot fail, except the
      * collective ops, which record a failure in *env->status. */
     void   (*run)(const mt_op_env *env, const mt_op_call *call);

@@ -20,6 +20,7 @@
  * The loss, a partial sum over the axes that split the batch, is reduced
  * last, so every device's loss is the global loss.
  */
+#include "graph/op_desc.h"
 #include "graph/shard_rules.h"
 #include "mesh/mesh_impl.h"
 #include "meshtrain/partition.h"
@@ -325,54 +326,25 @@ static int64_t block_start(partitioner *p, uint32_t axes, int64_t local) {
     return axes ? (int64_t)mt_axis_index(p->ctx, axes_of(p->mesh, axes)) * local : 0;
 }
 
-/* The op of a global call, rebuilt on local inputs of types `types`;
- * `inside` is the set of axes its rule all-reduces inside the op. */
+/* block_start for a lowering (mt_lower_env.start). */
+static int64_t lower_start(void *ctx, uint32_t set, int64_t local) {
+    return block_start(ctx, set, local);
+}
+
+/* The op of a global call, rebuilt on local inputs of types `types` by the
+ * op's lowering (graph/lower.c, named by its descriptor); `inside` is the
+ * set of axes its rule all-reduces inside the op. */
 static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in,
                           const mt_type *types, uint32_t inside) {
-    mt_graph *g = p->lg;
-    switch (c->op) {
-    case MT_OP_EMBEDDING:
-        /* a table split over the vocabulary: each device looks up its rows
-         * (a partial sum over those axes, Megatron's masked lookup) */
-        if (types[0].sharding.dim_axes[0])
-            return mt__embedding_masked(g, in[0], in[1],
-                                        block_start(p, types[0].sharding.dim_axes[0],
-                                                    in[0]->shape[0]));
-        return mt_embedding(g, in[0], in[1]);
-    case MT_OP_CROSS_ENTROPY:
-        /* logits split over the vocabulary: Megatron's loss, its statistics
-         * all-reduced inside the op */
-        if (inside)
-            return mt__cross_entropy_vp(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale,
-                                        axes_of(p->mesh, inside),
-                                        block_start(p, inside, in[0]->shape[in[0]->ndim - 1]));
-        return mt_cross_entropy(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale);
-    case MT_OP_MATMUL:    return mt_matmul(g, in[0], in[1], c->p.gemm.ta, c->p.gemm.tb);
-    case MT_OP_LINEAR:    return mt_linear(g, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
-    case MT_OP_ADD:       return mt_add(g, in[0], in[1]);
-    case MT_OP_SUB:       return mt_sub(g, in[0], in[1]);
-    case MT_OP_MUL:       return mt_mul(g, in[0], in[1]);
-    case MT_OP_SCALE:     return mt_scale(g, in[0], c->p.scale.s);
-    case MT_OP_GELU:      return mt_gelu(g, in[0]);
-    case MT_OP_LAYERNORM: return mt_layernorm(g, in[0], in[1], in[2]);
-    case MT_OP_ATTENTION: {
-        /* C split by heads (qkv (B,T,3,C)): this device runs its share of them */
-        int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
-        return mt_attention(g, in[0], (int)(c->p.attention.NH * local_C / c->p.attention.C));
-    }
-    case MT_OP_MSE:       return mt_mse(g, in[0], in[1], c->p.mse.scale);
-    case MT_OP_SUM: {
-        /* the factor is the global one (a mean's 1/n counts every device's elements) */
-        mt_tensor *s = mt_sum(g, in[0]);
-        return c->p.scale.s == 1.0f ? s : mt_scale(g, s, c->p.scale.s);
-    }
-    case MT_OP_TRANSPOSE: return mt_transpose(g, in[0]);
-    case MT_OP_RESHARD:   return in[0];   /* the moves were the whole op */
-    default:
-        mt_graph_fail(g, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet",
+    mt_lower_fn lower = mt__op_gdesc(c->op)->lower;
+    if (!lower) {
+        mt_graph_fail(p->lg, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet",
                       mt__op_def(c->op)->name);
         return NULL;
     }
+    mt_lower_env e = {.types = types, .inside = inside, .start = lower_start, .ctx = p};
+    if (inside) e.inside_axes = axes_of(p->mesh, inside);
+    return lower(p->lg, c, in, &e);
 }
 
 /* Sequence parallelism: when the partial sums over `axes` of an activation

@@ -1,0 +1,106 @@
+/*
+ * lower.c — the lowering of every forward op of a global program: the op of
+ * a global call rebuilt in a device's program on its local inputs, after the
+ * sharding rule's operand moves (the partitioner calls them through the op
+ * descriptors, op_desc.c). Most ops are their builder again; the rest read
+ * the global call's parameters that a local shape does not give, or the
+ * device's place in the mesh (mt_lower_env).
+ */
+#include "graph/op_desc.h"
+
+mt_tensor *mt__lower_matmul(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                            const mt_lower_env *e) {
+    (void)e;
+    return mt_matmul(g, in[0], in[1], c->p.gemm.ta, c->p.gemm.tb);
+}
+
+mt_tensor *mt__lower_linear(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                            const mt_lower_env *e) {
+    (void)e;
+    return mt_linear(g, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
+}
+
+mt_tensor *mt__lower_add(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_add(g, in[0], in[1]);
+}
+
+mt_tensor *mt__lower_sub(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_sub(g, in[0], in[1]);
+}
+
+mt_tensor *mt__lower_mul(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_mul(g, in[0], in[1]);
+}
+
+mt_tensor *mt__lower_scale(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                           const mt_lower_env *e) {
+    (void)e;
+    return mt_scale(g, in[0], c->p.scale.s);
+}
+
+mt_tensor *mt__lower_gelu(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_gelu(g, in[0]);
+}
+
+mt_tensor *mt__lower_layernorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_layernorm(g, in[0], in[1], in[2]);
+}
+
+/* C split by heads (qkv (B,T,3,C)): this device runs its share of them. */
+mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e) {
+    (void)e;
+    int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
+    return mt_attention(g, in[0], (int)(c->p.attention.NH * local_C / c->p.attention.C));
+}
+
+/* A table split over the vocabulary: each device looks up its rows (a
+ * partial sum over those axes, Megatron's masked lookup). */
+mt_tensor *mt__lower_embedding(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e) {
+    (void)c;
+    uint32_t vocab = e->types[0].sharding.dim_axes[0];
+    if (vocab) return mt__embedding_masked(g, in[0], in[1], e->start(e->ctx, vocab, in[0]->shape[0]));
+    return mt_embedding(g, in[0], in[1]);
+}
+
+/* Logits split over the vocabulary: Megatron's loss, its statistics
+ * all-reduced inside the op. */
+mt_tensor *mt__lower_cross_entropy(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                   const mt_lower_env *e) {
+    if (e->inside)
+        return mt__cross_entropy_vp(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale, e->inside_axes,
+                                    e->start(e->ctx, e->inside, in[0]->shape[in[0]->ndim - 1]));
+    return mt_cross_entropy(g, in[0], in[1], (int)c->p.ce.V, c->p.ce.scale);
+}
+
+mt_tensor *mt__lower_mse(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)e;
+    return mt_mse(g, in[0], in[1], c->p.mse.scale);
+}
+
+/* The factor is the global one (a mean's 1/n counts every device's elements). */
+mt_tensor *mt__lower_sum(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    (void)e;
+    mt_tensor *s = mt_sum(g, in[0]);
+    return c->p.scale.s == 1.0f ? s : mt_scale(g, s, c->p.scale.s);
+}
+
+mt_tensor *mt__lower_transpose(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_transpose(g, in[0]);
+}
+
+/* The moves were the whole op. */
+mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                             const mt_lower_env *e) {
+    (void)g, (void)c, (void)e;
+    return in[0];
+}

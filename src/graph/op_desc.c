@@ -1,0 +1,75 @@
+/*
+ * op_desc.c — the graph half of every op's descriptor, one line per op (see
+ * op_desc.h): its role, gradient rule, sharding rule, lowering, remat class
+ * and what it communicates. The kernel half is ops/op_table.c's.
+ *
+ * A member an op's role does not need is left out (NULL); a class is always
+ * named, so a missing line reads as MT_*_UNSET and tests/test_ops_desc.c
+ * fails naming it.
+ */
+#include "graph/op_desc.h"
+
+/* GLOBAL: a forward op of global programs, its rules mt__grad_<op>,
+ * mt__shard_<op> and mt__lower_<op>. LOCAL: a device-local forward op, its
+ * gradient rule mt__grad_<op>. BACKWARD: a backward op. */
+#define GLOBAL(op, recomp_, comm_)                                                    \
+    {.role = MT_ROLE_GLOBAL, .grad = mt__grad_##op, .shard = mt__shard_##op,         \
+     .lower = mt__lower_##op, .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_}
+#define LOCAL(op, comm_)                                                              \
+    {.role = MT_ROLE_LOCAL, .grad = mt__grad_##op, .recomp = MT_RECOMP_NEVER,        \
+     .comm = MT_COMM_##comm_}
+#define BACKWARD                                                                      \
+    {.role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE}
+
+static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
+    /*                           op: its rules   remat      communicates */
+    /* forward ops of global programs: builders.c */
+    [MT_OP_MATMUL]        = GLOBAL(matmul,        DOT,       NONE),
+    [MT_OP_LINEAR]        = GLOBAL(linear,        DOT,       NONE),
+    [MT_OP_ADD]           = GLOBAL(add,           LOCAL,     NONE),
+    [MT_OP_SUB]           = GLOBAL(sub,           LOCAL,     NONE),
+    [MT_OP_MUL]           = GLOBAL(mul,           LOCAL,     NONE),
+    [MT_OP_SCALE]         = GLOBAL(scale,         LOCAL,     NONE),
+    [MT_OP_GELU]          = GLOBAL(gelu,          LOCAL,     NONE),
+    [MT_OP_LAYERNORM]     = GLOBAL(layernorm,     LOCAL,     NONE),
+    [MT_OP_ATTENTION]     = GLOBAL(attention,     SAVES_AUX, NONE),
+    [MT_OP_EMBEDDING]     = GLOBAL(embedding,     NEVER,     NONE),
+    [MT_OP_CROSS_ENTROPY] = GLOBAL(cross_entropy, NEVER,     VP_STATS),
+    [MT_OP_MSE]           = GLOBAL(mse,           NEVER,     NONE),
+    [MT_OP_SUM]           = GLOBAL(sum,           NEVER,     NONE),
+    [MT_OP_TRANSPOSE]     = GLOBAL(transpose,     LOCAL,     NONE),
+    [MT_OP_RESHARD]       = GLOBAL(reshard,       NEVER,     NONE),
+    /* device-local forward ops: collectives.c and collective_matmul.c (the
+     * partitioner's collective matmuls); their gradients are collectives too */
+    [MT_OP_PSUM]          = LOCAL(psum,          COLL_OUT),
+    [MT_OP_ALL_GATHER]    = LOCAL(all_gather,    COLL_OUT),
+    [MT_OP_PSUM_SCATTER]  = LOCAL(psum_scatter,  COLL_IN),
+    [MT_OP_PPERMUTE]      = LOCAL(ppermute,      COLL_OUT),
+    [MT_OP_ALL_TO_ALL]    = LOCAL(all_to_all,    COLL_OUT),
+    [MT_OP_PVARY]         = LOCAL(pvary,         COLL_LOCAL),
+    [MT_OP_SLICE]         = LOCAL(slice,         COLL_LOCAL),
+    [MT_OP_AG_LINEAR]     = LOCAL(ag_linear,     RING_GATHER),
+    [MT_OP_LINEAR_RS]     = LOCAL(linear_rs,     RING_SCATTER),
+    /* backward ops: made by the gradient rules (the vocabulary-parallel ce_bwd is
+     * local: it has the statistics of the forward) */
+    [MT_OP_GEMM]          = BACKWARD,
+    [MT_OP_BIAS_GRAD]     = BACKWARD,
+    [MT_OP_REDUCE_BCAST]  = BACKWARD,
+    [MT_OP_SCALE_BWD]     = BACKWARD,
+    [MT_OP_MUL_BWD_A]     = BACKWARD,
+    [MT_OP_MUL_BWD_B]     = BACKWARD,
+    [MT_OP_GELU_BWD]      = BACKWARD,
+    [MT_OP_LN_BWD_INPUT]  = BACKWARD,
+    [MT_OP_LN_BWD_PARAMS] = BACKWARD,
+    [MT_OP_ATTENTION_BWD] = BACKWARD,
+    [MT_OP_EMBEDDING_BWD] = BACKWARD,
+    [MT_OP_CE_BWD]        = BACKWARD,
+    [MT_OP_MSE_BWD]       = BACKWARD,
+    [MT_OP_FILL_BWD]      = BACKWARD,
+    [MT_OP_TRANSPOSE_BWD] = BACKWARD,
+    [MT_OP_CM_WGRAD]      = BACKWARD,
+};
+
+const mt_op_gdesc *mt__op_gdesc(mt_op op) { return &op_gdesc[op]; }
+
+mt_grad_rule mt__grad_rule(mt_op op) { return op_gdesc[op].grad; }

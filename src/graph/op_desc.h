@@ -1,0 +1,167 @@
+/*
+ * op_desc.h — the graph half of every op's descriptor (internal): what the
+ * op is to a graph, its gradient rule, its sharding rule, its lowering onto
+ * a device's local inputs, what activation checkpointing may do with it and
+ * what it communicates. The kernel half {name, arity, run, cost, scratch} is
+ * ops/op_table.c's (mt__op_def), indexed by the same mt_op; this half is one
+ * table, graph/op_desc.c, one line per op. Nothing reads the enum's order:
+ * a property of an op is a member here or there.
+ *
+ * The rules themselves stay beside their kind (grad_rules.c, shard_rules*.c,
+ * lower.c, collective_matmul.c); the table is the one place that says which
+ * op uses which. tests/test_ops_desc.c walks every op and fails naming the
+ * op and the member that is missing. Adding an op: its enum line
+ * (ops/ops_impl.h), its op_table.c entry and kernel, its line in op_desc.c
+ * with the rules its role needs, its builder and its tests.
+ */
+#ifndef MT_OP_DESC_H
+#define MT_OP_DESC_H
+
+#include "graph/graph_impl.h"
+
+/* What an op is to a graph; it decides which members are required. 0 is no
+ * entry (a missing line). */
+typedef enum {
+    MT_ROLE_UNSET,
+    /* a forward op of a global program, made by a builder: gradient rule,
+     * sharding rule and lowering required */
+    MT_ROLE_GLOBAL,
+    /* a device-local forward op (collectives, collective matmuls): made by
+     * shard_map code or by the partitioner, already per device, so no
+     * sharding rule and no lowering; gradient rule required */
+    MT_ROLE_LOCAL,
+    /* a backward op, made by gradient rules only: nothing differentiates,
+     * shards or lowers it */
+    MT_ROLE_BACKWARD,
+} mt_op_role;
+
+/* What activation checkpointing (remat.c) may do with a forward node of the
+ * op. 0 is no entry. */
+typedef enum {
+    MT_RECOMP_UNSET,
+    MT_RECOMP_NEVER,       /* not re-run: it communicates, or is not in a block's list */
+    MT_RECOMP_LOCAL,       /* re-run under FULL and DOTS */
+    MT_RECOMP_DOT,         /* a matrix product: re-run under FULL; DOTS keeps it */
+    MT_RECOMP_SAVES_AUX,   /* attention: re-run under FULL; ATTENTION and DOTS
+                              recompute only its saved aux */
+} mt_op_recomp;
+
+/* What a node of the op communicates, for listings (listing.c: mt_node_info's
+ * collective, axes and bytes). 0 is no entry. */
+typedef enum {
+    MT_COMM_UNSET,
+    MT_COMM_NONE,          /* nothing */
+    MT_COMM_COLL_OUT,      /* a collective over p.coll.axes; its size, out's bytes */
+    MT_COMM_COLL_IN,       /* a collective over p.coll.axes; its size, in[0]'s bytes */
+    MT_COMM_COLL_LOCAL,    /* over p.coll.axes without communication (pvary, slice) */
+    MT_COMM_RING_GATHER,   /* a collective matmul over p.cm.axes: P-1 ppermutes of one chunk
+                              of its input (K wide) */
+    MT_COMM_RING_SCATTER,  /* the same, of one chunk of its partial output (N wide) */
+    MT_COMM_VP_STATS,      /* with p.ce.vp_axes: all-reduces of the row statistics inside */
+} mt_op_comm;
+
+struct mt_srule;   /* shard_rules_impl.h */
+
+/* A sharding rule over a call of its op (shard_rules.h says what it reads
+ * and writes); the arity is checked before it runs. */
+typedef mt_status (*mt_shard_fn)(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+
+/* What a lowering knows of the device it lowers for (the partitioner fills
+ * it in). */
+typedef struct {
+    const mt_type *types;     /* the global types of the inputs, after the rule's operand moves */
+    uint32_t       inside;    /* the set of mesh axes the rule all-reduces inside the op */
+    mt_axes        inside_axes;   /* the same axes, named */
+    /* this device's first index of a dim split over the axes of `set`,
+     * `local` the dim's local size */
+    int64_t      (*start)(void *ctx, uint32_t set, int64_t local);
+    void          *ctx;
+} mt_lower_env;
+
+/* A lowering: the op of the global call c rebuilt in g (a device's program)
+ * on the local inputs `in`; NULL with g's status set on failure. */
+typedef mt_tensor *(*mt_lower_fn)(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                  const mt_lower_env *e);
+
+/* The graph half of one op's descriptor. */
+typedef struct {
+    mt_op_role   role;
+    mt_grad_rule grad;     /* GLOBAL and LOCAL: required; BACKWARD: NULL */
+    mt_shard_fn  shard;    /* GLOBAL: required; else NULL (the op has no sharding rule) */
+    mt_lower_fn  lower;    /* GLOBAL: required; else NULL (it cannot be partitioned) */
+    mt_op_recomp recomp;   /* required */
+    mt_op_comm   comm;     /* required */
+} mt_op_gdesc;
+
+/* The graph half of op's descriptor (op < MT_OP_COUNT). */
+const mt_op_gdesc *mt__op_gdesc(mt_op op);
+
+/* ---- the rules the table names ------------------------------------------ */
+
+/* grad_rules.c */
+void mt__grad_matmul(mt_graph *g, const mt_op_call *f);
+void mt__grad_linear(mt_graph *g, const mt_op_call *f);
+void mt__grad_add(mt_graph *g, const mt_op_call *f);
+void mt__grad_sub(mt_graph *g, const mt_op_call *f);
+void mt__grad_mul(mt_graph *g, const mt_op_call *f);
+void mt__grad_scale(mt_graph *g, const mt_op_call *f);
+void mt__grad_gelu(mt_graph *g, const mt_op_call *f);
+void mt__grad_layernorm(mt_graph *g, const mt_op_call *f);
+void mt__grad_attention(mt_graph *g, const mt_op_call *f);
+void mt__grad_embedding(mt_graph *g, const mt_op_call *f);
+void mt__grad_cross_entropy(mt_graph *g, const mt_op_call *f);
+void mt__grad_mse(mt_graph *g, const mt_op_call *f);
+void mt__grad_sum(mt_graph *g, const mt_op_call *f);
+void mt__grad_transpose(mt_graph *g, const mt_op_call *f);
+void mt__grad_reshard(mt_graph *g, const mt_op_call *f);
+void mt__grad_psum(mt_graph *g, const mt_op_call *f);
+void mt__grad_all_gather(mt_graph *g, const mt_op_call *f);
+void mt__grad_psum_scatter(mt_graph *g, const mt_op_call *f);
+void mt__grad_ppermute(mt_graph *g, const mt_op_call *f);
+void mt__grad_all_to_all(mt_graph *g, const mt_op_call *f);
+void mt__grad_pvary(mt_graph *g, const mt_op_call *f);
+void mt__grad_slice(mt_graph *g, const mt_op_call *f);
+/* mt__grad_ag_linear, mt__grad_linear_rs: graph_impl.h (collective_matmul.c) */
+
+/* shard_rules.c */
+mt_status mt__shard_matmul(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_linear(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_add(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_sub(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_mul(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_reshard(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+/* shard_rules_nn.c */
+mt_status mt__shard_scale(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_gelu(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_layernorm(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_attention(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_embedding(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_cross_entropy(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_mse(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_sum(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_transpose(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+
+/* lower.c */
+mt_tensor *mt__lower_matmul(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_linear(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_add(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_sub(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_mul(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_scale(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_gelu(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_layernorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e);
+mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e);
+mt_tensor *mt__lower_embedding(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e);
+mt_tensor *mt__lower_cross_entropy(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                   const mt_lower_env *e);
+mt_tensor *mt__lower_mse(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_sum(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_transpose(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                               const mt_lower_env *e);
+mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                             const mt_lower_env *e);
+
+#endif /* MT_OP_DESC_H */
