@@ -276,13 +276,19 @@ fails "model: a batch the data axis does not divide names --batch" 2 "B=8 \\(--b
     --model mlp --mesh data=1024
 fails "model: --json that fails prints no JSON" 2 "B=3 \\(--batch\\)" \
     "${GPT[@]}" --batch 3 --mesh data=2 --json
-# a failure inside the launch: no half a JSON object either
+# a refusal inside the launch: no half a program, but the refusal as one
+# JSON object (status and message as on stderr)
 timeout 60 "$BIN" explain "${GPT[@]}" --devices 4 --mesh data=2,tensor=2 --explicit --json \
     >out.txt 2>err.txt
-if [ $? -eq 1 ] && [ ! -s out.txt ] && grep -q "^meshtrain: .*partial sums" err.txt; then
-    ok "model: a failed --json launch leaves stdout empty"
+if [ $? -eq 1 ] && grep -q "^meshtrain: .*partial sums" err.txt && python3 -c '
+import json, sys
+o = json.load(open("out.txt"))
+m = open("err.txt").read()
+assert o["refused"] is True and o["mode"] == "explicit" and o["status"] == "MT_ESHARDING"
+assert "meshtrain: " + o["message"] + "\n" == m' 2>/dev/null; then
+    ok "model: a refused --json launch prints the refusal as JSON"
 else
-    bad "model: a failed --json launch leaves stdout empty" "$(head -c 300 out.txt) / $(cat err.txt)"
+    bad "model: a refused --json launch prints the refusal as JSON" "$(head -c 300 out.txt) / $(cat err.txt)"
 fi
 fails "type bytes above 2^62" 1 "holds 6.4e\\+19 bytes; a type holds at most 2\\^62" \
     --mesh x=2,y=2 --op reshard 'f32[4000000000,4000000000@x]' 'f32[4000000000@y,4000000000]'

@@ -359,6 +359,16 @@ int cli_exit_of(mt_status s) {
     }
 }
 
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+        else fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
 /* ---- values parsed after cli_parse: lists and sizes -------------------- */
 
 /* Decimal digits only into *v (no sign, no space); false past INT64_MAX or

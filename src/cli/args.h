@@ -102,6 +102,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_fmt_count(char *buf, size_t n, double v);
 void cli_fmt_duration(char *buf, size_t n, double seconds);
 
+/* Writes s to f as a JSON string: quoted, with quotes, backslashes and
+ * control characters escaped (UTF-8 passes through). */
+void cli_json_string(FILE *f, const char *s);
+
 /* ---- the commands (argv: the words after the command name) ----------- */
 /* Each returns an exit code (CLI_EXIT_*) after printing its output or its
  * one-line message; main.c's table lists them. */

@@ -105,18 +105,6 @@ static void print_json(const mt_mesh *mesh, const mt_shard_result *res) {
 
 /* ---- a refusal, as JSON ------------------------------------------------ */
 
-/* s as a JSON string (quotes, backslashes and control characters escaped;
- * UTF-8 passes through). */
-static void json_string(const char *s) {
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if (*c < 0x20) printf("\\u%04x", *c);
-        else putchar(*c);
-    }
-    putchar('"');
-}
-
 /* One way out of a refusal: reshard `what` ("a", "b" or "result") to `to`,
  * which moves `moves` (the reshard rule's, from `from`). */
 static void json_way(const mt_mesh *mesh, bool *first, const char *what, const mt_type *from,
@@ -127,10 +115,10 @@ static void json_way(const mt_mesh *mesh, bool *first, const char *what, const m
     char t[256];
     mt_type_format(mesh, to, t, sizeof t);
     printf("%s{\"reshard\": \"%s\", \"to\": ", *first ? "" : ", ", what);
-    json_string(t);
+    cli_json_string(stdout, t);
     mt_type_format(mesh, result, t, sizeof t);
     printf(", \"result\": ");
-    json_string(t);
+    cli_json_string(stdout, t);
     printf(", \"moves\": [");
     int k = 0;
     for (int i = 0; i < mv.n_moves; i++)
@@ -185,16 +173,16 @@ static void json_ways_out(const mt_mesh *mesh, const char *op, const mt_type *in
 static void print_refusal_json(const mt_mesh *mesh, const char *op, const mt_type *in, int n,
                                bool explicit_mode, mt_status s, const char *msg) {
     printf("{\"refused\": true, \"op\": ");
-    json_string(op);
+    cli_json_string(stdout, op);
     printf(", \"mode\": \"%s\", \"operands\": [", explicit_mode ? "explicit" : "auto");
     for (int k = 0; k < n; k++) {
         char t[256];
         mt_type_format(mesh, &in[k], t, sizeof t);
         if (k) printf(", ");
-        json_string(t);
+        cli_json_string(stdout, t);
     }
     printf("], \"status\": \"%s\", \"message\": ", mt_status_name(s));
-    json_string(msg);
+    cli_json_string(stdout, msg);
     printf(", \"ways_out\": [");
     if (explicit_mode) json_ways_out(mesh, op, in, n);
     printf("]}\n");

@@ -192,8 +192,10 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
 
 /* The program of every device, in one launch, and the report, into `out`;
  * *whole says the output is complete (the report ran, its SPMD check may
- * still have failed). */
-static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bool *whole) {
+ * still have failed); *refused is the launch's status (a partition refused
+ * in explicit mode, on some device). */
+static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bool *whole,
+                        mt_status *refused) {
     const mt_train_config *t = &c->train;
     program_summary *dev = calloc((size_t)mt_mesh_size(mesh), sizeof *dev);
     if (!dev) {
@@ -216,6 +218,7 @@ static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bo
                          .transport = MT_TRANSPORT_THREADS, .kernel_threads = 1};
     mt_status s = mt_launch(&lo, explain_device, &job);
     int rc;
+    *refused = s;
     if (s != MT_OK) {
         cli_error("%s", mt_errmsg());
         rc = CLI_EXIT_FAIL;
@@ -335,7 +338,19 @@ int cli_explain_model(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
     bool whole = false;
-    rc = explain_into(out, &c, mesh, &whole);
+    mt_status refused = MT_OK;
+    char msg[1024];
+    rc = explain_into(out, &c, mesh, &whole, &refused);
+    snprintf(msg, sizeof msg, "%s", mt_errmsg());
+    if (c.json && refused != MT_OK) {
+        /* a refusal as one JSON object: what was asked, the status and the message */
+        printf("{\"refused\": true, \"model\": \"%s\", \"mesh\": ", mt_model_name(t->model));
+        cli_json_string(stdout, mt_mesh_spec(mesh));
+        printf(", \"mode\": \"%s\", \"status\": \"%s\", \"message\": ",
+               c.explicit_mode ? "explicit" : "auto", mt_status_name(refused));
+        cli_json_string(stdout, msg);
+        printf("}\n");
+    }
     mt_mesh_free(mesh);
     if (fclose(out) != 0) {
         cli_error("cannot buffer the output: %s", strerror(errno));
