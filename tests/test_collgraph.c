@@ -20,7 +20,9 @@
  * perturbed on one device, or on all of them when p is replicated (pvary,
  * slice: the gradient of a replicated value is with respect to its one
  * shared value). The extra term Σ x ⊙ w2 makes the collective's backward
- * call accumulate into grad(x) (its contribution comes second).
+ * call accumulate into grad(x) (its contribution comes second). For psum, w
+ * is declared the same over the group (mt_tensor_set_varying): the psum's
+ * result meets it, and an undeclared w is refused (test_vma.c).
  *
  * Also: the backward collective lands in B for a data-dependent x and in W
  * for pvary of a parameter (the data-parallel gradient all-reduce); gradients
@@ -80,6 +82,7 @@ typedef enum { K_PSUM, K_ALL_GATHER, K_PSUM_SCATTER, K_PPERMUTE, K_ALL_TO_ALL, K
 typedef struct {
     kind        k;
     const char *mesh, *axes, *all_axes;   /* all_axes: every axis of the mesh */
+    const char *rest;                     /* psum: the mesh's other axes ("": none) */
     int         devices;
     int         ndim;
     int64_t     shape[4];                 /* x, local */
@@ -215,6 +218,14 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
     for (int d = 0; d < sp->ndim; d++) ys[d] = mt_tensor_dim(y, d);
     mt_tensor *wones = mt_input(g, "wones", MT_F32, sp->ndim, ys);
     mt_tensor *wp = mt_param(g, "wp", sp->ndim, ys, (mt_init){MT_INIT_ZEROS, 0});
+    if (sp->k == K_PSUM) {
+        /* the psum's result meets w: w's variance must be declared (the same
+         * over the group, so the loss counts once; its own over the rest) */
+        mt_axes rest = {0};
+        if (sp->rest && sp->rest[0]) DEV_OK(mt_ctx_axes(ctx, sp->rest, &rest));
+        DEV_OK(mt_tensor_set_varying(wones, rest));
+        DEV_OK(mt_tensor_set_varying(wp, rest));
+    }
     mt_tensor *loss = mt_sum(g, mt_mul(g, y, mt_mul(g, wones, wp)));
     mt_tensor *w2 = NULL;
     if (extra_term(sp)) {
@@ -346,7 +357,7 @@ MT_TEST(mesh2_all_gather_over_y) {
     run_spec((spec){.k = K_ALL_GATHER, TWO_AXES, .axes = "y", .ndim = 2, .shape = {2, 3}, .dim = 1});
 }
 MT_TEST(mesh2_psum_over_x) {
-    run_spec((spec){.k = K_PSUM, TWO_AXES, .axes = "x", .ndim = 1, .shape = {6}});
+    run_spec((spec){.k = K_PSUM, TWO_AXES, .axes = "x", .rest = "y", .ndim = 1, .shape = {6}});
 }
 MT_TEST(mesh2_all_to_all_over_x) {
     run_spec((spec){.k = K_ALL_TO_ALL, TWO_AXES, .axes = "x", .ndim = 2, .shape = {4, 3}, .dim = 0,

@@ -156,7 +156,44 @@ mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
  * Gradient semantics: the quantity differentiated is the sum over devices of
  * each device's loss, where a value replicated over an axis counts once. A
  * collective that fails (another device failed, a timeout) makes the run
- * return that error. Building one needs the device's context. */
+ * return that error. Building one needs the device's context.
+ *
+ * Device variance (JAX's vma with check_vma): every tensor of a device's
+ * graph carries the mesh axes over which it is known to be the same on
+ * every device (invariant) and those over which it is known to differ
+ * (varying). A leaf is neither until mt_tensor_set_varying declares it. A
+ * psum's result is invariant over its axes, as is all_gather_invariant's
+ * and the vocabulary-parallel loss's; pvary, slice, all_gather,
+ * psum_scatter, ppermute and all_to_all make their results vary over
+ * theirs; any other op's result is invariant over an axis when all its
+ * operands are, and varies when one does (a view: as its source). Where an
+ * op's operand that takes a gradient is invariant over axes its result
+ * varies over, the builder inserts mt_graph_pvary over them on that operand
+ * (named "pvary(<operand>)", one per operand and axes), as JAX does: its
+ * transpose is a psum, so a replicated value's gradient sums every
+ * device's loss, not only its own. A collective other than pvary and slice
+ * whose operand is invariant over its axes gets the same pvary first. When
+ * such an operand meets one whose variance over those axes is not known
+ * (an undeclared leaf, or made from one), the builder refuses with
+ * MT_ESHARDING naming the op, the operands and the axes: declare the leaf,
+ * or pvary the invariant operand yourself. An explicit mt_graph_pvary
+ * still makes its node (its operand is then invariant over the axes by the
+ * caller's word), but over axes its operand is known to vary over it is
+ * nothing: it returns the operand itself (over the rest it pvaries). Axes
+ * of size 1 are never varying. Partitioned programs (mt_partition) declare
+ * every leaf from its sharding and insert their own pvary, so nothing is
+ * added to them. */
+
+/* Declares how a leaf of a device's graph differs between devices, as
+ * shard_map's in_specs: it varies over `axes` (each device holds its own
+ * value, e.g. its block of the batch) and is the same on every device over
+ * the mesh's other axes (a replicated parameter: pass no axes, (mt_axes){0}).
+ * See "Device variance" above for what follows from it. Call after
+ * mt_graph_set_ctx and before any op reads the leaf. MT_EINVAL for NULL, a
+ * tensor that is not a leaf (an input, parameter or constant; a view is
+ * not), or axes not on the mesh; MT_ESTATE on a graph with no device or
+ * when an op already reads the leaf. */
+mt_status  mt_tensor_set_varying(mt_tensor *leaf, mt_axes axes);
 
 /* Binds g to the calling device (its mesh, its groups). Required before
  * building a collective node; the graph must then run on that device. */
@@ -181,7 +218,9 @@ mt_tensor *mt_graph_ppermute(mt_graph *g, mt_tensor *x, mt_axes axes, const int 
  * received blocks concatenated along `concat_dim` in rank order. */
 mt_tensor *mt_graph_all_to_all(mt_graph *g, mt_tensor *x, mt_axes axes, int split_dim,
                                int concat_dim);
-/* out = x (identity; see pvary above). */
+/* out = x (identity; see pvary above). Over axes x is known to vary over
+ * it is x itself (no node; see "Device variance"). The builders insert it
+ * where an invariant value meets a varying one. */
 mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes);
 /* out = block r of x's `dim` cut into P blocks (dim size / P). */
 mt_tensor *mt_graph_slice(mt_graph *g, mt_tensor *x, mt_axes axes, int dim);

@@ -12,9 +12,26 @@
  * names the axes and dims in p.coll. Their gradient rules are in
  * grad_rules.c. Errors stick to the graph like any builder's and name the
  * op, the operand and the numbers that did not fit.
+ *
+ * Device variance (JAX's vma, check_vma): every tensor of a device's graph
+ * carries the mesh axes over which it is known to be the same on every
+ * device and those over which it is known to differ (tensor_impl.h). A leaf
+ * is neither until declared (mt_tensor_set_varying); a collective sets its
+ * result's (psum: the same over its axes; pvary, slice, psum_scatter, ...:
+ * different); any other op's result is the same over an axis when all its
+ * operands are, and differs when one does. Where an op's operand that takes
+ * a gradient is the same over an axis and the result is not (an invariant
+ * value meets a varying one), the builder inserts pvary over those axes on
+ * it, as JAX does: its transpose sums the gradient over the devices, which
+ * is what makes a replicated value's gradient that of every device's loss.
+ * When the result is not known to vary there either (the other operand is
+ * an undeclared leaf), the builder refuses, naming both operands and the
+ * two fixes, instead of guessing: a wrong guess is a silently wrong
+ * gradient.
  */
 #include "graph/graph_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,13 +128,184 @@ static bool check_dim(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes, c
     return true;
 }
 
+/* ======================================================================== */
+/* Device variance                                                           */
+/* ======================================================================== */
+
+static uint32_t axes_bits(mt_axes axes) {
+    uint32_t b = 0;
+    for (int i = 0; i < axes.n; i++) b |= 1u << axes.axis[i];
+    return b;
+}
+
+static mt_axes bits_axes(uint32_t bits) {
+    mt_axes a = {0};
+    for (int i = 0; i < MT_MESH_MAX_AXES; i++)
+        if (bits & (1u << i)) a.axis[a.n++] = (uint8_t)i;
+    return a;
+}
+
+/* The axes of g's mesh over which a value can differ (size > 1); 0 for a
+ * graph bound to no device. */
+static uint32_t real_axes(const mt_graph *g) {
+    if (!g->ctx) return 0;
+    const mt_mesh *mesh = mt_ctx_mesh(g->ctx);
+    uint32_t b = 0;
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a)) > 1) b |= 1u << a;
+    return b;
+}
+
+static void vma_get(mt_graph *g, mt_tensor *t, uint32_t *inv, uint32_t *var);
+
+/* An op's output that its builder did not type (a node made elsewhere, as
+ * the collective matmuls): the same over what all its inputs are, different
+ * over what one is. */
+static void vma_from_producer(mt_graph *g, mt_tensor *t) {
+    uint32_t inv = ~0u, var = 0;
+    bool found = false;
+    for (int i = g->n_forward - 1; i >= 0 && !found; i--) {
+        const mt_op_call *c = &g->nodes[i].call;
+        if (c->out != t) continue;
+        found = true;
+        for (int k = 0; k < c->n_in; k++) {
+            uint32_t ik, vk;
+            vma_get(g, c->in[k], &ik, &vk);
+            inv &= ik;
+            var |= vk;
+        }
+    }
+    t->vma_inv = found ? inv & ~var : 0;
+    t->vma_var = found ? var : 0;
+    t->vma_typed = true;
+}
+
+static void vma_get(mt_graph *g, mt_tensor *t, uint32_t *inv, uint32_t *var) {
+    while (!t->vma_typed && t->view_of) t = t->view_of;
+    bool leaf = t->kind == MT_INPUT || t->kind == MT_PARAM || t->kind == MT_CONST;
+    if (!t->vma_typed && !leaf) vma_from_producer(g, t);
+    *inv = t->vma_inv;
+    *var = t->vma_var;
+}
+
+static void vma_set(mt_tensor *t, uint32_t inv, uint32_t var) {
+    t->vma_inv = inv & ~var;
+    t->vma_var = var;
+    t->vma_typed = true;
+}
+
+mt_status mt_tensor_set_varying(mt_tensor *leaf, mt_axes axes) {
+    if (!leaf) return mt_fail(MT_EINVAL, "mt_tensor_set_varying: the tensor is NULL");
+    mt_graph *g = leaf->graph;
+    if (leaf->view_of || (leaf->kind != MT_INPUT && leaf->kind != MT_PARAM &&
+                          leaf->kind != MT_CONST))
+        return mt_fail(MT_EINVAL, "mt_tensor_set_varying: '%s' is not a leaf (an input, a "
+                       "parameter or a constant); an op's result takes its variance from its "
+                       "operands", leaf->name);
+    if (!g || !g->ctx)
+        return mt_fail(MT_ESTATE, "mt_tensor_set_varying of '%s': its graph has no device; call "
+                       "mt_graph_set_ctx(g, ctx) first", leaf->name);
+    const mt_mesh *mesh = mt_ctx_mesh(g->ctx);
+    mt_status s = mt_mesh_axes_check(mesh, axes);
+    if (s != MT_OK)
+        return mt_fail(s, "mt_tensor_set_varying of '%s' over mesh '%s': %s", leaf->name,
+                       mt_mesh_spec(mesh), mt_errmsg());
+    for (int i = 0; i < g->n_forward; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        for (int k = 0; k < c->n_in; k++)
+            if (mt__storage_root(c->in[k]) == leaf)
+                return mt_fail(MT_ESTATE, "mt_tensor_set_varying of '%s': an op already reads "
+                               "it, and its result's variance came from what '%s' was then; "
+                               "declare it right after making it", leaf->name, leaf->name);
+    }
+    uint32_t all = (mt_mesh_ndim(mesh) >= 32 ? ~0u : (1u << mt_mesh_ndim(mesh)) - 1);
+    uint32_t var = axes_bits(axes);
+    vma_set(leaf, all & ~var, var);
+    return MT_OK;
+}
+
+/* pvary of x over `axes` for an operand that meets what varies over them:
+ * the one made for x over these axes before, if any, else a new node named
+ * "pvary(x)". */
+static mt_tensor *auto_pvary(mt_graph *g, mt_tensor *x, uint32_t axes) {
+    for (int i = 0; i < g->n_forward; i++) {
+        const mt_op_call *c = &g->nodes[i].call;
+        if (c->op == MT_OP_PVARY && c->in[0] == x && axes_bits(c->p.coll.axes) == axes)
+            return c->out;
+    }
+    mt_tensor *y = mt_graph_pvary(g, x, bits_axes(axes));
+    if (!y) return NULL;
+    char name[MT_MAX_NAME];
+    snprintf(name, sizeof name, "pvary(%.*s)", MT_MAX_NAME - 8, x->name);
+    if (!mt_graph_find(g, name)) mt_tensor_set_name(y, name);
+    return y;
+}
+
+bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op) {
+    uint32_t inv = ~0u, var = 0, ik[MT_MAX_INPUTS], vk[MT_MAX_INPUTS];
+    for (int k = 0; k < c->n_in; k++) {
+        vma_get(g, c->in[k], &ik[k], &vk[k]);
+        inv &= ik[k];
+        var |= vk[k];
+    }
+    if (c->n_in == 0) inv = 0;
+    /* the vocabulary-parallel loss all-reduces over its axes inside */
+    uint32_t inside = c->op == MT_OP_CROSS_ENTROPY ? axes_bits(c->p.ce.vp_axes) : 0;
+    inv = (inv | inside) & ~(var & ~inside);
+    var &= ~inside;
+    uint32_t real = real_axes(g);
+    for (int k = 0; k < c->n_in; k++) {
+        mt_tensor *x = c->in[k];
+        if (x->dtype != MT_F32 || !x->needs_grad) continue;   /* no gradient to sum */
+        uint32_t need = ik[k] & ~inv & ~inside & real;
+        if (!need) continue;
+        uint32_t unknown = need & ~var;
+        if (unknown) {
+            int j = 0;
+            while (j < c->n_in && (j == k || !(~ik[j] & unknown))) j++;
+            const mt_tensor *o = c->in[j < c->n_in ? j : k];
+            char sa[64];
+            axes_str(mt_ctx_mesh(g->ctx), bits_axes(unknown), sa, sizeof sa);
+            mt__graph_error(g, MT_ESHARDING, "%s of '%s' and '%s': '%s' is the same on every "
+                            "device over %s (a psum's result, or made from replicated values), "
+                            "but '%s' is not known to be, nor to differ; if '%s' differs "
+                            "between devices, declare the leaf it comes from varying "
+                            "(mt_tensor_set_varying: a pvary of '%s' is then inserted here, and "
+                            "its gradient sums every device's), or pvary '%s' yourself "
+                            "(mt_graph_pvary); if it is the same on every device, declare that "
+                            "leaf with mt_tensor_set_varying over the axes it does differ over "
+                            "(none: replicated)", op, c->in[0]->name,
+                            c->n_in > 1 ? c->in[1]->name : c->in[0]->name, x->name, sa, o->name,
+                            o->name, x->name, x->name);
+            return false;
+        }
+        if (!(c->in[k] = auto_pvary(g, x, need))) return false;
+    }
+    if (c->out) vma_set(c->out, inv, var);
+    return true;
+}
+
 /* Appends the forward node of collective `op` on x with an output of
- * (x->ndim, shape); returns the output (NULL on error). */
+ * (x->ndim, shape); returns the output (NULL on error). Types the output
+ * (see "Device variance" above): a psum's result and a gathered value that
+ * counts once are the same over the axes, the other collectives' results
+ * differ over them; an operand that is the same over the axes and takes a
+ * gradient gets a pvary first (a psum of it is P times it, and its
+ * gradient P times the result's), as JAX's collectives take varying
+ * operands. */
 static mt_tensor *emit(mt_graph *g, mt_op op, mt_tensor *x, const int64_t *shape,
                        mt_coll_params p) {
+    uint32_t inv, var, ax = axes_bits(p.axes);
+    vma_get(g, x, &inv, &var);
+    if (op != MT_OP_PVARY && op != MT_OP_SLICE && x->needs_grad && (inv & ax & real_axes(g))) {
+        if (!(x = auto_pvary(g, x, inv & ax & real_axes(g)))) return NULL;
+        vma_get(g, x, &inv, &var);
+    }
+    bool same = op == MT_OP_PSUM || (op == MT_OP_ALL_GATHER && p.invariant);
     mt_op_call c = {.op = op, .n_in = 1, .in = {x}, .p.coll = p};
     c.out = mt__tensor_new(g, NULL, MT_F32, MT_ACT, x->ndim, shape);
     if (!c.out) return NULL;
+    vma_set(c.out, same ? inv | ax : inv & ~ax, same ? var & ~ax : var | ax);
     mt_node n = {.call = c, .phase = MT_PHASE_F};
     return mt__node_add(g, &n) < 0 ? NULL : c.out;
 }
@@ -137,6 +325,12 @@ mt_tensor *mt_graph_psum(mt_graph *g, mt_tensor *x, mt_axes axes) {
 
 mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes) {
     if (!check_common(g, "pvary", x, axes)) return NULL;
+    /* over what x already differs over, a pvary is nothing: x itself */
+    uint32_t inv, var;
+    vma_get(g, x, &inv, &var);
+    uint32_t left = axes_bits(axes) & ~var;
+    if (!left) return x;
+    if (left != axes_bits(axes)) axes = bits_axes(left);
     return emit(g, MT_OP_PVARY, x, x->shape, coll(axes, -1, -1));
 }
 

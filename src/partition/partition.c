@@ -249,6 +249,11 @@ static mt_status make_leaf(partitioner *p, mt_tensor *t) {
     if (!sl->local) return local_failed(p, t->name);
     sl->local->sharding = t->sharding;
     sl->vary = split_axes(&sl->type);
+    /* the local graph's types (device variance) agree with the slots', so its
+     * builders insert no pvary of their own (the test knob leaves them
+     * undeclared: it skips the gradient reductions on purpose) */
+    if (!p->skip_pvary && mt_tensor_set_varying(sl->local, axes_of(p->mesh, sl->vary)) != MT_OK)
+        return fail(p, MT_EINTERNAL, "partition: '%s': %s", t->name, mt_errmsg());
     /* gathered at its first use (one layer's parameters at a time), not here */
     sl->to_gather = t->kind == MT_PARAM && (split_axes(&sl->type) & p->gather_axes);
     return MT_OK;

@@ -44,6 +44,14 @@ struct mt_tensor {
     /* graph: buffer planning: a forward pvary's output reads its persistent
      * input's bytes (the identity needs no copy; its gradient stays its own) */
     mt_tensor     *data_of;
+    /* graph: device variance in a device's graph (collectives.c), JAX's vma:
+     * the mesh axes over which the value is known to be the same on every
+     * device (vma_inv) and known to differ (vma_var); an axis in neither is
+     * not known (a leaf nobody declared with mt_tensor_set_varying). Set
+     * for a leaf by its declaration, for an op's output by its builder
+     * (vma_typed); a view has its root's. */
+    uint32_t       vma_inv, vma_var;
+    bool           vma_typed;
     /* graph: buffer planning (execution-order interval, arena placement) */
     int            first_use, last_use;
     bool           in_arena;
