@@ -140,6 +140,8 @@ static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint
     return s;
 }
 
+static int gpt_blocks(const mt_train_config *c) { return c->gpt.L; }
+
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
     return mt_gpt_train_flops(&c->gpt, c->T, tokens);
 }
@@ -263,7 +265,8 @@ static const mt__train_model MODELS[] = {
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
         .sequence = true, .remat = true,
-        .build_stage = gpt_build_stage, .stage_input = MT_GPT_STAGE_INPUT, .tied_param = "wte",
+        .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
+        .tied_param = "wte",
     },
     [MT_MODEL_MLP] = {
         .about = {.name = "mlp", FLAGS(MLP_FLAGS)},

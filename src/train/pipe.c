@@ -66,6 +66,11 @@ static void tied_copies(const mt_trainer *tr, const mt__train_pipe *pp, mt_tenso
 /* Blocks [*layer0, *layer0 + *layers) of chunk k of S over L blocks: as
  * even as can be, the first L mod S chunks one block more (the last chunk
  * also carries the head). */
+/* The blocks the model's pipeline cuts (its table's `blocks`). */
+static int m_blocks(const mt_train_config *c) {
+    return mt__train_model_of(c->model)->blocks(c);
+}
+
 static void split_layers(int L, int S, int k, int *layer0, int *layers) {
     int base = L / S, extra = L % S;
     *layer0 = k * base + (k < extra ? k : extra);
@@ -89,7 +94,7 @@ static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, 
         for (int k = 0, first = 1; k < S; k++) {
             if (mt_schedule_chunk_device(s, k) != d) continue;
             int l0, nl;
-            split_layers(c->gpt.L, S, k, &l0, &nl);
+            split_layers(m_blocks(c), S, k, &l0, &nl);
             PUT("%s chunk %d (%s", first ? "" : ",", k, k == 0 ? "embedding, " : "");
             if (nl > 1) PUT("blocks %d-%d", l0, l0 + nl - 1);
             else if (nl == 1) PUT("block %d", l0);
@@ -130,10 +135,10 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     mt_schedule *s = NULL;
     st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
     /* with llmc_in, L comes from the file: mt__train_pipe_create checks it */
-    if (st == MT_OK && !c->llmc_in && c->gpt.L < p * mt_schedule_chunks(s))
+    if (st == MT_OK && !c->llmc_in && m_blocks(c) < p * mt_schedule_chunks(s))
         st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
                      "than its L=%d blocks (--layers); use more layers or fewer chunks", name, p,
-                     p * mt_schedule_chunks(s), c->gpt.L);
+                     p * mt_schedule_chunks(s), m_blocks(c));
     mt_schedule_free(s);
     return st;
 }
@@ -147,7 +152,7 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     const mt_train_config *c = &tr->cfg;
     mt__pipe_chunk *ch = &pp->chunk[i];
     mt_gpt_stage st = {.first = k == 0, .last = k == pp->S - 1};
-    split_layers(c->gpt.L, pp->S, k, &st.layer0, &st.layers);
+    split_layers(m_blocks(c), pp->S, k, &st.layer0, &st.layers);
     mt_graph *g = mt_graph_create();
     if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the graph of pipeline chunk %d", k);
     mt_tensor *out = tr->m->build_stage(c, g, &st, scale);
@@ -228,10 +233,10 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     if (pp->v > MT_PIPE_MAX_CHUNKS)
         return mt_fail(MT_EINVAL, "%d chunks per device; the trainer holds at most %d",
                        pp->v, MT_PIPE_MAX_CHUNKS);
-    if (c->gpt.L < pp->S)
+    if (m_blocks(c) < pp->S)
         return mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, "
                        "more than its L=%d blocks; use more layers or fewer chunks",
-                       c->schedule, pp->p, pp->S, c->gpt.L);
+                       c->schedule, pp->p, pp->S, m_blocks(c));
     /* the layout, with the model's L as resolved (llmc_in's): written once
      * a process, by its first device */
     if (tr->n_dev == 1 || mt_ctx_device(ctx) == 0)

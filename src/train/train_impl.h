@@ -76,6 +76,9 @@ typedef struct {
      * the model cannot be cut into stages. */
     mt_tensor *(*build_stage)(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
                               float scale);
+    /* The blocks build_stage's stages are cut from (GPT: L), as configured
+     * (with llmc_in, once open read the file). Required with build_stage. */
+    int (*blocks)(const mt_train_config *c);
     /* The input of a stage that is not the first (with build_stage). */
     const char *stage_input;
     /* A parameter both the first and the last stage hold (the GPT's tied
