@@ -27,6 +27,13 @@
 #     succeeds (e.g. that an input is unchanged, that no .tmp file is left).
 # Fields are separated by " | "; a line starting with '#' or empty is skipped.
 # HOSTILE_TIMEOUT (seconds, default 60) bounds each case.
+#
+#   hostile_busy NAME TMP ARGS...   the concurrent-writer rule: runs meshtrain
+#                               ARGS in a fresh copy of fix/ while another
+#                               process holds the lock of TMP (an output's
+#                               "<path>.tmp", as a live run would); passes when
+#                               it exits 1 saying another run is writing it,
+#                               with nothing on stdout and TMP left alone
 
 # The files most cases need, in $WORK/fix:
 #   text.txt        a small text corpus (train --data)
@@ -92,4 +99,21 @@ hostile_cases() {
         [[ $rest == *" | "* ]] && after=${rest#* | }
         hostile_one "$n" "$code" "$frag" "$args" "$after"
     done
+}
+
+hostile_busy() {
+    local name=$1 tmp=$2
+    shift 2
+    rm -rf "$WORK/case" && cp -a "$WORK/fix" "$WORK/case" && cd "$WORK/case" || exit 1
+    echo "held by another run" >"$tmp"
+    # flock(1) holds the lock while the command runs: the command's own
+    # open of TMP is another open file description, so its lock conflicts
+    timeout -k 5 "${HOSTILE_TIMEOUT:-60}" flock "$tmp" "$BIN" "$@" >out.txt 2>err.txt </dev/null
+    local rc=$? why=""
+    [ "$rc" -eq 1 ] || why="exit $rc, want 1"
+    grep -q "another run is writing it" err.txt || why="${why:+$why; }stderr does not say another run is writing it"
+    [ -s out.txt ] && why="${why:+$why; }stdout is not empty"
+    grep -qx "held by another run" "$tmp" || why="${why:+$why; }the other run's $tmp was touched"
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+    cd "$WORK" || exit 1
 }

@@ -27,24 +27,7 @@ hostile_cases <<'EOF2'
 EOF2
 
 # a trace another process is writing is refused before the run
-cd fix || exit 1
-python3 -c '
-import fcntl, os, time
-fd = os.open("held.json.tmp", os.O_RDWR | os.O_CREAT, 0o666)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-time.sleep(30)' >lock.out &
-holder=$!
-for _ in $(seq 1 100); do [ -s lock.out ] && break; sleep 0.1; done
-"$BIN" example linreg --trace held.json >out.txt 2>err.txt
-rc=$?
-if [ $rc -eq 1 ] && grep -q "another run is writing it" err.txt && [ ! -s out.txt ]; then
-    ok "a --trace another process is writing is refused before the run"
-else
-    bad "a --trace being written by another process" "exit $rc: $(cat err.txt)"
-fi
-kill $holder 2>/dev/null
-wait $holder 2>/dev/null
-cd "$WORK" || exit 1
+hostile_busy "a --trace another process is writing is refused before the run" \
+    held.json.tmp example linreg --trace held.json
 
 test_end

@@ -67,24 +67,7 @@ hostile_cases <<EOF
 EOF
 
 # A picture claimed by another process is refused before the trace is read.
-cd fix || exit 1
-python3 -c '
-import fcntl, os, sys, time
-fd = os.open("pics/roofline.svg.tmp", os.O_RDWR | os.O_CREAT, 0o666)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-time.sleep(30)' >lock.out &
-holder=$!
-for _ in $(seq 1 100); do [ -s lock.out ] && break; sleep 0.1; done
-"$BIN" report t.json --out pics >out.txt 2>err.txt
-rc=$?
-if [ $rc -eq 1 ] && grep -q "another run is writing it" err.txt && [ ! -s out.txt ]; then
-    ok "a picture another process is writing is refused, and nothing is printed"
-else
-    bad "a picture being written by another process" "exit $rc: $(cat err.txt)"
-fi
-kill $holder 2>/dev/null
-wait $holder 2>/dev/null
-cd "$WORK" || exit 1
+hostile_busy "a picture another process is writing is refused, nothing printed" \
+    pics/roofline.svg.tmp report t.json --out pics
 
 test_end
