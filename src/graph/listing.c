@@ -17,27 +17,32 @@ static int run_order(const mt_graph *g, int i) {
 
 /* The axes a call communicates (or pvary and slice name) over, and the dims
  * it gathers, scatters or slices: dim[1] >= 0 only for all_to_all (split
- * dim, then concat dim). False for a call without axes. */
+ * dim, then concat dim). False for a call without axes. From the op's
+ * communication class (op_desc.c); a collective's unused dims are -1
+ * (mt_coll_params). */
 static bool call_axes(const mt_op_call *c, mt_axes *axes, int dim[2]) {
     dim[0] = dim[1] = -1;
-    switch (c->op) {
-    case MT_OP_ALL_TO_ALL: dim[1] = c->p.coll.dim2; /* fall through */
-    case MT_OP_ALL_GATHER:
-    case MT_OP_PSUM_SCATTER:
-    case MT_OP_SLICE: dim[0] = c->p.coll.dim; /* fall through */
-    case MT_OP_PSUM:
-    case MT_OP_PPERMUTE:
-    case MT_OP_PVARY: *axes = c->p.coll.axes; return true;
-    case MT_OP_AG_LINEAR:
-    case MT_OP_LINEAR_RS:
+    switch (mt__op_gdesc(c->op)->comm) {
+    case MT_COMM_COLL_OUT:
+    case MT_COMM_COLL_IN:
+    case MT_COMM_COLL_LOCAL:
+        *axes = c->p.coll.axes;
+        dim[0] = c->p.coll.dim;
+        dim[1] = c->p.coll.dim2;
+        return true;
+    case MT_COMM_RING_GATHER:
+    case MT_COMM_RING_SCATTER:
         *axes = c->p.cm.axes;
         dim[0] = c->p.cm.dim;
         return true;
-    case MT_OP_CROSS_ENTROPY:
+    case MT_COMM_VP_STATS:
         *axes = c->p.ce.vp_axes;
         return c->p.ce.vp_axes.n > 0;
-    default: return false;
+    case MT_COMM_UNSET:
+    case MT_COMM_NONE:
+        break;
     }
+    return false;
 }
 
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
