@@ -158,6 +158,15 @@ int        mt__node_add(mt_graph *g, const mt_node *node);
  * parameters that point at memory (ppermute's pairs). NULL, with g's sticky
  * error set, when out of memory. */
 void      *mt__graph_keep(mt_graph *g, const void *src, size_t bytes);
+/* Device variance of a forward op's call that a builder is about to append
+ * (collectives.c, "Device variance"): gives each operand that takes a
+ * gradient and is the same over axes where the result differs a pvary over
+ * them (c->in[k] becomes the pvary's output, a node appended first), and
+ * types c->out. false, with g's sticky error set (MT_ESHARDING naming the
+ * op, both operands and the fixes), when such an operand meets one whose
+ * variance is not known (an undeclared leaf): no guess. `op` names the op
+ * in the message. */
+bool       mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op);
 
 /* ---- autodiff.c ---- */
 
