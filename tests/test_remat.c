@@ -219,6 +219,74 @@ MT_TEST(trainer_tensor_parallel_is_bitwise_the_same) { check_layout("tensor=2", 
 MT_TEST(trainer_pipeline_zb_h1_is_bitwise_the_same) { check_layout("pipe=2", "zb-h1", 4, 1.0); }
 MT_TEST(trainer_pipeline_1f1b_is_bitwise_the_same) { check_layout("pipe=2", "1f1b", 4, 0.6); }
 
+/* Blocks are the builder's tags, not names: a residual MLP whose tensors
+ * are named nothing like "h.<l>." gets remat when its builder tags its
+ * blocks (the same gradients, bitwise, and recompute nodes), and none when
+ * it tags none. */
+static graph_run run_tagged(mt_remat remat, bool tag) {
+    enum { N = 8, W = 16, BLOCKS = 3 };
+    graph_run run = {0};
+    mt_graph *g = mt_graph_create();
+    const int64_t xs[2] = {N, W};
+    mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs), *y = mt_input(g, "y", MT_F32, 2, xs);
+    mt_tensor *h = x;
+    for (int l = 0; l < BLOCKS; l++) {
+        char name[32];
+        const int64_t ws[2] = {W, W}, bs[1] = {W};
+        snprintf(name, sizeof name, "stage%d_weight", l);
+        mt_tensor *w = mt_param(g, name, 2, ws, (mt_init){MT_INIT_NORMAL, 0.3f});
+        snprintf(name, sizeof name, "stage%d_bias", l);
+        mt_tensor *b = mt_param(g, name, 1, bs, (mt_init){MT_INIT_ZEROS, 0.0f});
+        if (tag) MT_CHECK_OK(mt_graph_set_block(g, l));
+        h = mt_add(g, h, mt_gelu(g, mt_linear(g, h, w, b)));
+    }
+    if (tag) MT_CHECK_OK(mt_graph_set_block(g, -1));
+    mt_tensor *loss = mt_mse(g, h, y, 1.0f / (N * W));
+    MT_CHECK(loss, "build: %s", mt_graph_errmsg(g));
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 5, .remat = remat}));
+    float *xv = mt_tensor_f32(x), *yv = mt_tensor_f32(y);
+    for (int i = 0; i < N * W; i++) {
+        xv[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+        yv[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
+    }
+    for (int i = 0; i < mt_graph_n_params(g); i++) run.n += mt_tensor_numel(mt_graph_param_at(g, i));
+    for (int s = 0; s < STEPS; s++) {
+        mt_graph_zero_grad(g);
+        MT_CHECK_OK(mt_graph_forward(g));
+        MT_CHECK_OK(mt_graph_backward(g));
+        run.loss[s] = mt_graph_loss(g);
+        run.grads[s] = malloc((size_t)run.n * sizeof(float));
+        for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
+            mt_tensor *p = mt_graph_param_at(g, i);
+            int64_t n = mt_tensor_numel(p);
+            memcpy(run.grads[s] + at, mt_tensor_f32(mt_tensor_grad(p)), (size_t)n * sizeof(float));
+            at += (int)n;
+        }
+    }
+    run.stats = mt_graph_get_stats(g);
+    mt_graph_free(g);
+    return run;
+}
+
+MT_TEST(blocks_are_the_builders_tags_not_names) {
+    graph_run ref = run_tagged(MT_REMAT_NONE, true);
+    graph_run full = run_tagged(MT_REMAT_FULL, true);
+    MT_CHECK(full.stats.n_recompute > 0, "tagged blocks named 'stage<l>_*': FULL recomputed nothing");
+    check_same(&full, &ref, "FULL on tagged blocks");
+    graph_run untagged = run_tagged(MT_REMAT_FULL, false);
+    MT_CHECK(untagged.stats.n_recompute == 0, "no tags: FULL recomputed %d nodes",
+             untagged.stats.n_recompute);
+    check_same(&untagged, &ref, "FULL without tags");
+    MT_CHECK_FAILS(mt_graph_set_block(NULL, 0), MT_EINVAL, "NULL");
+    mt_graph *g = mt_graph_create();
+    MT_CHECK_FAILS(mt_graph_set_block(g, -2), MT_EINVAL, "block -2");
+    MT_CHECK(mt_graph_status(g) == MT_EINVAL, "a bad block is not the graph's error");
+    mt_graph_free(g);
+    free_run(&ref);
+    free_run(&full);
+    free_run(&untagged);
+}
+
 MT_TEST(bad_policy_is_refused) {
     mt_remat r;
     MT_CHECK_FAILS(mt_remat_parse("some", &r), MT_EINVAL, "some", "none, full, attention or dots");

@@ -43,6 +43,15 @@ typedef struct mt_graph mt_graph;
 mt_graph *mt_graph_create(void);
 void      mt_graph_free(mt_graph *g);
 
+/* The nodes built from now on belong to transformer block `block` (0, 1,
+ * ...), or to none (-1, the default): a model's builder says where each of
+ * its blocks begins and ends, as the GPT's does per layer. Activation
+ * checkpointing (mt_compile_opts.remat) recomputes by block, and traces
+ * label each op with its block ("layer"); a node's backward nodes, and the
+ * nodes a partition makes of it, belong to its block. Nothing reads tensor
+ * names for this. MT_EINVAL (also the graph's status) below -1. */
+mt_status mt_graph_set_block(mt_graph *g, int block);
+
 /* The first error recorded while building or compiling the graph (MT_OK if
  * none); mt_graph_errmsg() gives its message. */
 mt_status   mt_graph_status(const mt_graph *g);
@@ -383,8 +392,9 @@ typedef struct {
      * mt_graph_loss() then returns NAN. */
     bool     seed_from_caller;
     /* Activation checkpointing: which forward values of each transformer
-     * block (the forward nodes of one layer, "h.<l>." in its parameters'
-     * names) are recomputed in the backward instead of kept (mt_remat).
+     * block (the forward nodes the model's builder tagged with one block,
+     * mt_graph_set_block) are recomputed in the backward instead of kept
+     * (mt_remat).
      * The recomputation runs as B nodes just before the first B node that
      * reads one of the block's recomputed values; the block's backward
      * nodes (B and W) read the recomputed copies, so the originals die in

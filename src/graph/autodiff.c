@@ -187,7 +187,9 @@ static void regather_params(mt_graph *g) {
         again.out = copy;
         again.p.coll.async = true;   /* prefetched: the plan defers it where it can */
         mt_node node = {.call = again, .phase = phase};
+        g->cur_block = g->nodes[i].block;   /* the re-gather is in its gather's block */
         append(g, &node);             /* at the end of its phase's order, for now */
+        g->cur_block = -1;
         regather_site *grown = realloc(sites, (size_t)(n_sites + 1) * sizeof *sites);
         if (!grown) { mt__graph_error(g, MT_ENOMEM, "out of memory for the re-gathers"); break; }
         sites = grown;
@@ -233,8 +235,10 @@ mt_status mt__autodiff(mt_graph *g) {
         if (mt__storage_root(fwd.out)->grad_emitted == 0) continue;  /* no gradient arrives */
         mt_grad_rule rule = mt__grad_rule(fwd.op);
         assert(rule);   /* every forward op has one */
+        g->cur_block = g->nodes[i].block;   /* its backward nodes are in its block */
         rule(g, &fwd);
     }
+    g->cur_block = -1;
     free(on_path);
     if (g->status == MT_OK) mt__remat(g, g->remat);   /* remat.c: before the re-gathers */
     if (g->status == MT_OK) regather_params(g);

@@ -68,36 +68,14 @@ static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool c
     p->bytes += by;
 }
 
-/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…",
- * a collective's view of it "pvary(h.<l>.…)"), -1 for other names. */
-int mt__name_layer(const char *s) {
-    for (const char *p = s; *p && *p != '.'; p++)
-        if (*p == '(') s = p + 1;   /* "op(name)": the name inside */
-    while (strncmp(s, "grad.", 5) == 0) s += 5;
-    if (s[0] != 'h' || s[1] != '.' || s[2] < '0' || s[2] > '9') return -1;
-    int l = 0;
-    for (s += 2; *s >= '0' && *s <= '9' && l < 100000; s++) l = 10 * l + (*s - '0');
-    return *s == '.' ? l : -1;
-}
-
-/* A node's layer for its trace span: its output's, else an input's named
- * after a layer (a parameter, its gathered or pvary'd view, its gradient),
- * else -1. */
-static int node_layer(const mt_op_call *c) {
-    int l = mt__name_layer(c->out->name);
-    for (int i = 0; l < 0 && i < c->n_in; i++)
-        if (c->in[i]) l = mt__name_layer(c->in[i]->name);
-    return l;
-}
-
 /* Ends a node's trace span (begun by mt_trace_op_begin) with its op, phase,
- * layer, cost and output. */
+ * layer (its block, mt_graph_set_block), cost and output. */
 static void trace_node(mt_graph *g, const mt_node *n, const mt_op_call *c, int span, bool cost) {
     if (span < 0) return;
     const mt_op_def *def = mt__op_def(c->op);
     double fl = 0, by = 0;
     if (cost) def->cost(c, &fl, &by);
-    mt_trace_op_end(g->ctx, span, def->name, "FBW"[n->phase], node_layer(c), fl, by, c->out->name);
+    mt_trace_op_end(g->ctx, span, def->name, "FBW"[n->phase], n->block, fl, by, c->out->name);
 }
 
 /* Runs one node; with profiling on, adds its time to its op's row. While the

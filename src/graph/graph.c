@@ -50,7 +50,17 @@ const char *mt_graph_errmsg(const mt_graph *g) { return g->errmsg; }
 
 mt_graph *mt_graph_create(void) {
     mt_graph *g = calloc(1, sizeof *g);
+    if (g) g->cur_block = -1;
     return g;
+}
+
+mt_status mt_graph_set_block(mt_graph *g, int block) {
+    if (!g) return mt_fail(MT_EINVAL, "mt_graph_set_block: g is NULL");
+    if (block < -1)
+        return mt_graph_fail(g, MT_EINVAL, "mt_graph_set_block: block %d; give a block number "
+                             ">= 0, or -1 for none", block);
+    g->cur_block = block;
+    return MT_OK;
 }
 
 void mt_graph_free(mt_graph *g) {
@@ -150,6 +160,7 @@ int mt__node_add(mt_graph *g, const mt_node *node) {
     }
     int idx = g->n_nodes++;
     g->nodes[idx] = *node;
+    g->nodes[idx].block = g->cur_block;
     if (node->phase == MT_PHASE_F) {
         /* Known at build time, so views made later (reshape) inherit them. */
         const mt_op_call *c = &node->call;

@@ -46,6 +46,10 @@ typedef struct {
      * value is kept in. The call writes f32 into call.out (a short-lived
      * arena tensor), then run_node casts it here. NULL for every other node. */
     mt_tensor *cast_out;
+    /* The transformer block the node belongs to (mt_graph_set_block), -1
+     * for none: remat recomputes by block, traces label ops with it. Set by
+     * mt__node_add from g->cur_block. */
+    int        block;
 } mt_node;
 
 /* A deferred reduction in flight during mt_graph_backward_w (exec.c). */
@@ -76,6 +80,8 @@ struct mt_graph {
     mt_tensor **names;    int n_names,   names_cap;
     bool        names_dup;                /* some tensors share a name */
     mt_node    *nodes;    int n_nodes,   cap_nodes;
+    int         cur_block;                /* the block of nodes added now (mt_graph_set_block;
+                                             -1: none) */
     int         n_forward;                /* nodes [0, n_forward) are F */
     int        *order_b, n_b;             /* node indices of B nodes, in run order */
     int        *order_w, n_w;             /* node indices of W nodes, in run order */
@@ -224,9 +230,6 @@ void       mt__plan_point(mt_graph *g);
 
 /* ---- exec.c ---- */
 
-/* The layer l of a tensor named "h.<l>.…" (or its gradient "grad.h.<l>.…",
- * a collective's view of it "pvary(h.<l>.…)"), -1 for other names. */
-int        mt__name_layer(const char *name);
 
 /* ---- remat.c ---- */
 

@@ -2,13 +2,11 @@
  * remat.c — activation checkpointing: recompute a block's forward values in
  * its backward instead of keeping them (mt_compile_opts.remat, graph.h).
  *
- * A block is the forward nodes of one transformer layer: a node belongs to
- * layer l when its output or an input is named after it ("h.<l>.…": its
- * parameters, their pvary'd or gathered views), and a node named after no
- * layer belongs to the block of the node before it unless it reads a value
- * made from parameters or constants only (the final layernorm, the tied
- * head, the embeddings: outside every block). The forward runs layer by
- * layer, so that gives attention, GELU and the residual adds to their layer.
+ * A block is the forward nodes of one transformer layer, as the model's
+ * builder tags them (mt_graph_set_block: the GPT's per layer, with the
+ * embeddings, the final layernorm and the head outside every block; the
+ * partitioner's device nodes keep their global node's block). A model that
+ * tags no block has nothing to recompute.
  *
  * For each block the policy picks, node by node, what is recomputed:
  * everything the node makes (its output and saved aux: layernorm's mean and
@@ -78,20 +76,9 @@ static remat_what policy_of(mt_remat policy, mt_op op) {
     return KEEP;
 }
 
-/* The block of every forward node (-1: none), as the file's head says. */
+/* The block of every forward node (-1: none): its builder's tag. */
 static void find_blocks(const mt_graph *g, int *block) {
-    int prev = -1;
-    for (int i = 0; i < g->n_forward; i++) {
-        const mt_op_call *c = &g->nodes[i].call;
-        int l = mt__name_layer(c->out->name);
-        for (int k = 0; l < 0 && k < c->n_in; k++) l = mt__name_layer(c->in[k]->name);
-        if (l < 0) {
-            bool from_params = false;
-            for (int k = 0; k < c->n_in; k++) from_params |= !c->in[k]->data_dep;
-            l = from_params ? -1 : prev;
-        }
-        block[i] = prev = l;
-    }
+    for (int i = 0; i < g->n_forward; i++) block[i] = g->nodes[i].block;
 }
 
 /* A node's outputs: out, out2, aux[0], aux[1] (NULL where it has none). */
@@ -192,7 +179,9 @@ void mt__remat(mt_graph *g, mt_remat policy) {
         if (g->status != MT_OK) break;
         again.out = made[0]; again.out2 = made[1]; again.aux[0] = made[2]; again.aux[1] = made[3];
         mt_node node = {.call = again, .phase = MT_PHASE_B, .recompute = true};
+        g->cur_block = block[i];   /* the clone belongs to its original's block */
         int idx = mt__node_add(g, &node);
+        g->cur_block = -1;
         if (idx < 0) break;
         sites[n_sites++] = (clone_site){block[i], -1, idx};
     }

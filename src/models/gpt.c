@@ -149,7 +149,11 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gp
             return NULL;
         }
     }
-    for (int l = st->layer0; l < st->layer0 + st->layers; l++) x = gpt_block(g, x, l, cfg);
+    for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
+        mt_graph_set_block(g, l);   /* remat and traces know the block by this */
+        x = gpt_block(g, x, l, cfg);
+    }
+    mt_graph_set_block(g, -1);
     if (!st->last) return x;
 
     /* the tied head: on a last stage that is not the first, a copy of wte

@@ -611,8 +611,12 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
      * (optimizers and checkpoints walk them in that order) */
     for (int i = 0; i < global->n_params && s == MT_OK; i++) s = make_slot(&p, global->params[i]);
     if (s == MT_OK) plan_prefetch(&p);
-    for (int i = 0; i < global->n_forward && s == MT_OK; i++)
+    /* a node's device nodes belong to its block (mt_graph_set_block) */
+    for (int i = 0; i < global->n_forward && s == MT_OK; i++) {
+        p.lg->cur_block = global->nodes[i].block;
         s = partition_node(&p, &global->nodes[i].call);
+    }
+    p.lg->cur_block = -1;
     if (s == MT_OK) s = use_slot(&p, loss);   /* a loss that is a leaf or a view */
     if (s != MT_OK) goto out;
     slot *ls = &p.slots[loss->id];

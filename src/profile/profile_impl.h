@@ -36,7 +36,7 @@ typedef struct {
     char     out[40];      /* ops: the output tensor's name (cut like name) */
     uint8_t  kind;         /* mt_trace_kind */
     char     phase;        /* ops: 'F', 'B' or 'W' */
-    int16_t  layer;        /* ops: the "h.<l>." layer, -1 none */
+    int16_t  layer;        /* ops: the node's block (mt_graph_set_block), -1 none */
     bool     is_comm;
     bool     is_async;     /* a collective in flight while the device went on
                               (started, completed later): may overlap anything */

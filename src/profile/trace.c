@@ -31,8 +31,9 @@
  *
  * A training step is a span "step N" (cat "step"), on the device's track and
  * on each of its comm lanes; a graph node is a span named by its op (cat
- * "op") inside its phase's region, with its phase, layer (when its output or
- * a parameter input is named "h.<l>."), cost and output tensor:
+ * "op") inside its phase's region, with its phase, layer (its transformer
+ * block, as the model's builder tags it: mt_graph_set_block), cost and
+ * output tensor:
  *   {"name":"matmul","cat":"op",...,"args":{"phase":"W","layer":1,
  *    "flops":524288,"bytes":69632,"out":"grad.h.1.mlp.fc.w"}}
  * Idle time is written, not recorded: within each step, the gaps of at
