@@ -38,7 +38,7 @@ LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline mod
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
-    [comm]=comm [graph]=graph [partition]=partition
+    [comm]=comm [backend]=ops [graph]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
 )
 

@@ -6,6 +6,7 @@
 #ifndef MESHTRAIN_GRAPH_H
 #define MESHTRAIN_GRAPH_H
 
+#include "meshtrain/backend.h"
 #include "meshtrain/comm.h"
 
 #ifdef __cplusplus
@@ -430,6 +431,13 @@ typedef struct {
      * addition in f32, rounded to bf16) and cast the result back: half the
      * bytes. Independent of `precision`. */
     mt_precision grad_reduce;
+    /* Where the graph's buffers live and its nodes run (backend.h); NULL is
+     * mt_backend_cpu(), host memory and the CPU kernels. On
+     * mt_backend_shape_only() compile plans every buffer (the stats' byte
+     * counts are the CPU backend's, exactly) but allocates none, initialises
+     * no parameter and prepares no bf16 product; every tensor's data is NULL
+     * and running the graph fails with MT_EUNSUPPORTED. */
+    const mt_backend *backend;
 } mt_compile_opts;
 
 /* Marks `loss` (a scalar, or with seed_from_caller any f32 tensor) as the

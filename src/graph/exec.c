@@ -34,6 +34,7 @@
  * Regions do not nest: one the caller opened is closed by the next phase.
  */
 #include "graph/graph_impl.h"
+#include "ops/backend_impl.h"
 #include "ops/kernels.h"
 
 #include <math.h>
@@ -91,23 +92,24 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
         if (n->param_first & MT_FIRST_OUT2) first.acc2 = false;
         c = &first;
     }
-    const mt_op_def *def = mt__op_def(c->op);
+    /* the backend runs it (check_compiled refused a backend that runs nothing) */
+    void (*run)(const mt_op_env *, const mt_op_call *) = g->env.backend->run_op;
     if (g->tracing) {   /* a span per node, on the device's track */
         int span = mt_trace_op_begin(g->ctx);
         double t0 = g->profile ? mt_time_now() : 0;
-        def->run(&g->env, c);
+        run(&g->env, c);
         mt__precision_cast_out(g, n);
         if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
         trace_node(g, n, c, span, true);
         return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     if (!g->profile) {
-        def->run(&g->env, c);
+        run(&g->env, c);
         mt__precision_cast_out(g, n);
         return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     double t0 = mt_time_now();
-    def->run(&g->env, c);
+    run(&g->env, c);
     mt__precision_cast_out(g, n);
     profile_add(g, c, mt_time_now() - t0, true);
     return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
@@ -264,6 +266,11 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
 static mt_status check_compiled(mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     if (!g->compiled) return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile)", what);
+    if (!g->env.backend->run_op)
+        return mt_fail(MT_EUNSUPPORTED, "%s: the graph was compiled for the '%s' backend, which "
+                       "holds no data and runs nothing (its plan is for explain and planners); "
+                       "compile it on one that runs (mt_compile_opts.backend NULL: the CPU)",
+                       what, g->env.backend->name);
     g->run_status = MT_OK;
     g->env.status = &g->run_status;
     return MT_OK;

@@ -4,6 +4,7 @@
  */
 #include "base/base_impl.h"
 #include "graph/graph_impl.h"
+#include "ops/backend_impl.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -70,12 +71,14 @@ void mt_graph_free(mt_graph *g) {
     free(g->params);
     free(g->names);
     free(g->nodes);
-    free(g->defer_block);
     free(g->order_b);
     free(g->order_w);
+    /* the plan's blocks: the backend's (a graph never compiled has none) */
+    const mt_backend *be = g->env.backend ? g->env.backend : mt_backend_cpu();
+    be->buffer_free(g->defer_block);
     mt__slots_free(g);
-    free(g->persistent);
-    free(g->env.scratch);
+    be->buffer_free(g->persistent);
+    be->buffer_free(g->env.scratch);
     mt_pool_free(g->env.pool);
     free(g->profile);
     mt__precision_free(g);
@@ -364,6 +367,8 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     g->remat = opts->remat;
     g->interleave_w = opts->interleave_w;
     g->compiled = true;
+    g->env.backend = opts->backend ? opts->backend : mt_backend_cpu();
+    const bool holds_data = mt_backend_runs(g->env.backend);
     g->env.pool = mt_pool_create(mt_get_num_threads());
     mt_status s = MT_OK;
     if (!g->env.pool)
@@ -375,13 +380,16 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         s = mt__precision_store_bf16(g);
     if (s == MT_OK) s = mt__grad_reduce_prepare(g, opts->grad_reduce);
     if (s == MT_OK) s = mt__plan_buffers(g);
-    if (s == MT_OK) s = mt__precision_prepare(g, opts->precision);
+    /* the bf16 products' plans and weight copies are for running: none on
+     * a backend that runs nothing */
+    if (s == MT_OK && holds_data) s = mt__precision_prepare(g, opts->precision);
     if (s != MT_OK) {
         mt__graph_error(g, s, "%s", mt_errmsg());   /* sticks to g; mt_errmsg() unchanged */
         return s;
     }
     const double t_init = mt_time_now();
-    for (int i = 0; i < g->n_params; i++) init_param(g, g->params[i]);
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i]->data) init_param(g, g->params[i]);
     mt_graph_zero_grad(g);
     g->stats.init_seconds = mt_time_now() - t_init;
 

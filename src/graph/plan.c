@@ -19,6 +19,10 @@
  * few percent of the peak of live bytes (tests/test_graph.c checks 15%).
  * After this nothing allocates while the graph runs.
  *
+ * Every block comes from the graph's backend (g->env.backend, backend.h):
+ * on the shape-only backend each is NULL, and so is every tensor's data,
+ * while the offsets and the byte counts are those of the CPU backend.
+ *
  * A deferred reduction (a W psum marked async: exec.c starts it in place on
  * its input and completes it later) holds its input's buffer, and writes its
  * output, until it completes: before the first later W node that touches
@@ -26,6 +30,7 @@
  * kept alive until then.
  */
 #include "graph/graph_impl.h"
+#include "ops/backend_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -259,11 +264,14 @@ static mt_status plan_deferred(mt_graph *g) {
         n->defer_buf = floats;
         floats += (mt_tensor_numel(n->call.out) + 15) / 16 * 16;
     }
-    free(g->defer_block);
+    const mt_backend *be = g->env.backend;
+    be->buffer_free(g->defer_block);
     g->defer_block = NULL;
-    if (floats && !(g->defer_block = malloc((size_t)floats * sizeof(float))))
+    void *block = NULL;
+    if (floats && be->buffer_alloc((size_t)floats * sizeof(float), &block) != MT_OK)
         return mt_fail(MT_ENOMEM, "out of memory for %lld floats of deferred reduce-scatters",
                        (long long)floats);
+    g->defer_block = block;
     return MT_OK;
 }
 
@@ -441,16 +449,17 @@ mt_status mt__plan_buffers(mt_graph *g) {
     }
     g->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
 
-    /* 4. Allocate and point every tensor at its bytes. */
-    g->persistent = persistent ? aligned_alloc(MT_ALIGN, persistent) : NULL;
-    g->run_block = run ? aligned_alloc(MT_ALIGN, run) : NULL;
-    g->arena = arena ? aligned_alloc(MT_ALIGN, arena) : NULL;
-    if ((persistent && !g->persistent) || (run && !g->run_block) || (arena && !g->arena))
+    /* 4. Allocate (on the backend: NULL on the shape-only one) and point
+     *    every tensor at its bytes. */
+    const mt_backend *be = g->env.backend;
+    if (be->buffer_alloc(persistent, &g->persistent) != MT_OK ||
+        be->buffer_alloc(run, &g->run_block) != MT_OK ||
+        be->buffer_alloc(arena, &g->arena) != MT_OK)
         return mt_fail(MT_ENOMEM, "cannot allocate %.1f MB of parameters, %.1f MB of inputs "
-                       "and %.1f MB of activations; use a smaller model or batch",
-                       persistent / 1e6, run / 1e6, arena / 1e6);
-    if (g->persistent) memset(g->persistent, 0, persistent);
-    if (g->run_block) memset(g->run_block, 0, run);
+                       "and %.1f MB of activations on the %s backend; use a smaller model or "
+                       "batch", persistent / 1e6, run / 1e6, arena / 1e6, be->name);
+    be->buffer_clear(g->persistent, persistent);
+    be->buffer_clear(g->run_block, run);
     g->persistent_bytes = persistent;
     g->run_bytes = run;
     g->arena_bytes = arena;
@@ -471,22 +480,27 @@ mt_status mt__plan_buffers(mt_graph *g) {
     scratch *= (size_t)mt_pool_size(g->env.pool);
     if (caller > scratch) scratch = caller;
     if (scratch) {
-        g->env.scratch = malloc(scratch * sizeof(float));
-        if (!g->env.scratch) return mt_fail(MT_ENOMEM, "out of memory for %zu floats of kernel "
-                                            "scratch", scratch);
-        g->env.scratch_floats = scratch;
+        void *floats = NULL;
+        if (be->buffer_alloc(scratch * sizeof(float), &floats) != MT_OK)
+            return mt_fail(MT_ENOMEM, "out of memory for %zu floats of kernel scratch", scratch);
+        g->env.scratch = floats;
+        g->env.scratch_floats = floats ? scratch : 0;
     }
     g->stats.scratch_bytes = scratch * sizeof(float);
     return MT_OK;
 }
 
+/* A tensor's bytes at `offset` of `block`; NULL where the backend gave
+ * none (shape-only). */
+static void *at(void *block, size_t offset) { return block ? (char *)block + offset : NULL; }
+
 void mt__plan_point(mt_graph *g) {
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of) continue;
-        if (t->in_arena) t->data = (char *)g->arena + t->offset;
-        else if (in_run_block(g, t)) t->data = (char *)g->run_block + t->offset;
-        else if (is_persistent(g, t)) t->data = (char *)g->persistent + t->offset;
+        if (t->in_arena) t->data = at(g->arena, t->offset);
+        else if (in_run_block(g, t)) t->data = at(g->run_block, t->offset);
+        else if (is_persistent(g, t)) t->data = at(g->persistent, t->offset);
     }
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];

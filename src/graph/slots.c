@@ -20,30 +20,37 @@
  * alias and view of one) at the new slot's blocks: the plan's own pointing
  * pass (mt__plan_point), O(tensors), no copy.
  *
+ * Every slot's blocks come from the graph's backend (backend.h): NULL on
+ * the shape-only one, whose slots cost nothing.
+ *
  * Ownership: without slots (n_slots 0) the graph owns g->arena and
  * g->run_block; with slots the array owns every slot's blocks and those two
  * point at the current slot's.
  */
 #include "graph/graph_impl.h"
+#include "ops/backend_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MT_ALIGN 64
+/* The graph's backend: a graph that never compiled has none and no blocks. */
+static const mt_backend *backend_of(const mt_graph *g) {
+    return g->env.backend ? g->env.backend : mt_backend_cpu();
+}
 
-static void slot_free(mt_slot *s) {
-    free(s->arena);
-    free(s->run_block);
+static void slot_free(const mt_graph *g, mt_slot *s) {
+    backend_of(g)->buffer_free(s->arena);
+    backend_of(g)->buffer_free(s->run_block);
     *s = (mt_slot){0};
 }
 
 void mt__slots_free(mt_graph *g) {
     if (!g->slots) {
-        free(g->arena);
-        free(g->run_block);
+        backend_of(g)->buffer_free(g->arena);
+        backend_of(g)->buffer_free(g->run_block);
     } else {
-        for (int k = 0; k < g->n_slots; k++) slot_free(&g->slots[k]);
+        for (int k = 0; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
         free(g->slots);
     }
     g->slots = NULL;
@@ -55,13 +62,13 @@ void mt__slots_free(mt_graph *g) {
  * a zeroed run block. False when out of memory (nothing kept). */
 static bool slot_alloc(const mt_graph *g, mt_slot *s) {
     *s = (mt_slot){.loss_value = NAN};
-    s->arena = g->arena_bytes ? aligned_alloc(MT_ALIGN, g->arena_bytes) : NULL;
-    s->run_block = g->run_bytes ? aligned_alloc(MT_ALIGN, g->run_bytes) : NULL;
-    if ((g->arena_bytes && !s->arena) || (g->run_bytes && !s->run_block)) {
-        slot_free(s);
+    const mt_backend *be = backend_of(g);
+    if (be->buffer_alloc(g->arena_bytes, &s->arena) != MT_OK ||
+        be->buffer_alloc(g->run_bytes, &s->run_block) != MT_OK) {
+        slot_free(g, s);
         return false;
     }
-    if (s->run_block) memset(s->run_block, 0, g->run_bytes);
+    be->buffer_clear(s->run_block, g->run_bytes);
     return true;
 }
 
@@ -110,7 +117,7 @@ mt_status mt_graph_set_slots(mt_graph *g, int n) {
     if (n == have) return MT_OK;
     if (g->slot >= n) (void)mt_graph_use_slot(g, 0);   /* the current slot goes away */
     if (n == 1) {   /* back to the graph's own blocks: slot 0's */
-        for (int k = 1; k < g->n_slots; k++) slot_free(&g->slots[k]);
+        for (int k = 1; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
         free(g->slots);
         g->slots = NULL;
         g->n_slots = 0;
@@ -123,7 +130,7 @@ mt_status mt_graph_set_slots(mt_graph *g, int n) {
         g->slots[0] = (mt_slot){g->arena, g->run_block, g->loss_value};
         g->n_slots = 1;
     }
-    for (int k = n; k < g->n_slots; k++) slot_free(&g->slots[k]);
+    for (int k = n; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
     if (n < g->n_slots) g->n_slots = n;
     mt_slot *grown = realloc(g->slots, (size_t)n * sizeof *grown);
     if (!grown) return mt_fail(MT_ENOMEM, "out of memory for %d slots", n);

@@ -216,6 +216,9 @@ typedef struct {
      * at its own status, clears it before a run and checks it after every
      * call. */
     mt_status *status;
+    /* Where the graph's buffers live and its calls run (backend_impl.h);
+     * a compiled graph's is never NULL. */
+    const struct mt_backend *backend;
 } mt_op_env;
 
 /* The kernel half of an op's descriptor (op_table.c, one entry per op,

@@ -1,0 +1,86 @@
+/*
+ * backend.h — where a device's tensors live and where its ops run.
+ *
+ * A backend is a table of functions (src/ops/backend_impl.h holds the
+ * table and the contract of each member, as ggml-backend-impl.h does):
+ * buffer allocation and free, clearing, copies in and out of its memory,
+ * supports_op and run_op. A compiled graph (mt_compile_opts.backend) takes
+ * every buffer of its plan from its backend: the parameters and their
+ * gradients, the constants, the run blocks and activation arenas of every
+ * slot, the deferred reductions' buffers and the kernels' scratch; and runs
+ * every node through it.
+ *
+ * Two are built in, named in one registry (backend.c):
+ *   "cpu"         host memory (aligned_alloc, 64-byte aligned) and the op
+ *                 table's kernels: what every graph used before backends.
+ *   "shape-only"  allocates nothing and runs nothing: every buffer it hands
+ *                 out is NULL, so a graph compiled on it has its plan (every
+ *                 tensor's place, mt_graph_get_stats's byte counts, exact)
+ *                 but no memory. For `meshtrain explain` and planners, at
+ *                 any size: a 175B-parameter model on 1,024 devices. Running
+ *                 such a graph fails with MT_EUNSUPPORTED; mt_tensor_f32()
+ *                 of its tensors is NULL.
+ *
+ * Not yet behind it: streams and events for asynchronous work (exec.c
+ * starts the collectives' async requests itself), and the optimizer, the
+ * checkpoints, the trainer and the pipeline executor, which still reach
+ * tensor data as host memory. docs/backends.md says how a CUDA backend would
+ * slot in.
+ */
+#ifndef MESHTRAIN_BACKEND_H
+#define MESHTRAIN_BACKEND_H
+
+#include "meshtrain/base.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+
+#endif
+
+/* Every buffer a backend hands out is aligned to this many bytes. */
+#define MT_BACKEND_ALIGN 64
+
+typedef struct mt_backend mt_backend;   /* a table of functions; never freed */
+
+/* The built-in backends. Never NULL. */
+const mt_backend *mt_backend_cpu(void);
+const mt_backend *mt_backend_shape_only(void);
+
+/* The registry: the backend named `name` ("cpu", "shape-only"), or NULL
+ * (mt_errmsg() then lists the names). mt_backend_at(i) for i = 0, 1, ...
+ * walks it (NULL past the end). */
+const mt_backend *mt_backend_find(const char *name);
+const mt_backend *mt_backend_at(int i);
+
+/* The backend's name ("cpu"). */
+const char *mt_backend_name(const mt_backend *be);
+
+/* Whether the backend holds tensor data and runs ops (false for
+ * "shape-only"). */
+bool mt_backend_runs(const mt_backend *be);
+
+/* Whether the backend runs the op named `op` (an mt_node_info.op name:
+ * "matmul", "psum", ...); false for an unknown name. */
+bool mt_backend_supports_op(const mt_backend *be, const char *op);
+
+/* A buffer of `bytes` bytes (MT_BACKEND_ALIGN-aligned, contents undefined)
+ * in *data; the caller frees it with mt_backend_free. *data is NULL for 0
+ * bytes, and always for a backend that holds no data. MT_ENOMEM when out of
+ * memory (*data NULL). */
+mt_status mt_backend_alloc(const mt_backend *be, size_t bytes, void **data);
+void      mt_backend_free(const mt_backend *be, void *data);   /* NULL: nothing */
+
+/* Copies `bytes` bytes from host memory into the backend's buffer memory
+ * (copy_in) or out of it (copy_out). MT_EUNSUPPORTED for a backend that
+ * holds no data. */
+mt_status mt_backend_copy_in(const mt_backend *be, void *dst, const void *src, size_t bytes);
+mt_status mt_backend_copy_out(const mt_backend *be, void *dst, const void *src, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
