@@ -57,7 +57,7 @@ DEMO_TEMP       ?= 0.8
 FORTUNES        ?= /usr/share/games/fortunes
 
 # ---- dependencies -----------------------------------------------------------
-DEPS       := gcc make cmake pkg-config libopenblas-dev libsleef-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes \
+DEPS       := gcc make cmake pkg-config libopenblas-dev libsleef-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes time \
               librsvg2-bin libxml2-utils
 BENCH_DEPS := $(DEPS) python3-torch
 # The aarch64 cross build and its run under qemu-user (test-aarch64): arm64

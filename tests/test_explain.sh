@@ -268,8 +268,8 @@ fails "model: mesh size left to the count" 2 "leaves axis 'tensor' to the device
 # code (mt_train_config_check): the same message, exit 2, nothing on stdout
 fails "model: an axis train does not know" 2 "axis 'foo' is unknown to the trainer" \
     "${GPT[@]}" --mesh foo=2
-fails "model: a pipe axis without microbatches" 2 "needs at least 2 microbatches" \
-    "${GPT[@]}" --layers 2 --mesh pipe=2
+fails "model: a pipe axis with too few microbatches" 2 "needs at least 4 microbatches" \
+    "${GPT[@]}" --layers 4 --mesh pipe=4 --microbatches 2
 fails "model: an unknown schedule before the microbatches" 2 "unknown schedule kind 'zb-h3'" \
     "${GPT[@]}" --layers 2 --mesh pipe=2 --schedule zb-h3
 fails "model: a batch the data axis does not divide names --batch" 2 "B=8 \\(--batch\\) does not divide" \

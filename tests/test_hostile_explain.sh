@@ -55,7 +55,7 @@ hostile_cases <<EOF
 # ---- pipelines: the kind first, then its shape ----
 2 | --schedule: unknown schedule kind 'zb-h3' | explain $G --mesh pipe=2 --schedule zb-h3
 2 | unknown schedule kind 'zb-h3' | explain $G --mesh pipe=2 --schedule zb-h3 --microbatches 4
-2 | needs at least 2 microbatches per step (m >= p), got 1; give --microbatches 2 | explain $G --mesh pipe=2
+2 | needs at least 4 microbatches per step (m >= p), got 2; give --microbatches 4 | explain $G --mesh pipe=4 --microbatches 2
 2 | cuts the model into 4 chunks, more than its L=2 blocks (--layers) | explain $G --mesh pipe=2 --schedule zb-v --microbatches 2
 2 | divisible | explain $G --layers 4 --mesh pipe=2 --schedule interleaved --microbatches 3
 2 | needs a model that can be cut into stages; mlp cannot | explain --model mlp --mesh pipe=2 --microbatches 2

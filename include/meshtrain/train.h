@@ -171,6 +171,25 @@ typedef struct {
 mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
                                  mt_tensor **loss, mt_partition_opts *opts);
 
+/* On a mesh with a pipe axis of 2 or more: the pipeline chunks the trainer
+ * gives `device`, in order, in chunk[0..*n) (at most `max`), and the
+ * chunks of the whole model in *S (the schedule's stages times its chunks
+ * per device: cfg->schedule, cfg->accum, cfg->pipe_chunks). Without a pipe
+ * axis *n = *S = 1, chunk[0] = 0. The schedule's errors (mt_schedule_make)
+ * otherwise. For `meshtrain explain`. */
+mt_status mt_train_pipe_chunks(const mt_train_config *cfg, const mt_mesh *mesh, int device,
+                               int *chunk, int max, int *n, int *S);
+
+/* Builds chunk `chunk` of S (mt_train_pipe_chunks) as the trainer builds
+ * it: the model's blocks of that chunk (the embedding with chunk 0, the
+ * head and the loss with chunk S-1, the tied embedding on both), sharded
+ * for `mesh` as mt_train_build_program shards the whole model. *out is the
+ * loss (the last chunk) or the chunk's output, which compiles with
+ * seed_from_caller (*seeded true). S = 1 is mt_train_build_program. */
+mt_status mt_train_build_chunk_program(const mt_train_config *cfg, const mt_mesh *mesh, int chunk,
+                                       int S, mt_graph *g, mt_tensor **out, bool *seeded,
+                                       mt_partition_opts *opts);
+
 /* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
  * lr 1e-3 with 10 warmup steps and cosine decay, seed 1337, val_frac 0.1. */
 mt_train_config mt_train_defaults(void);

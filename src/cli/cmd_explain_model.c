@@ -4,7 +4,14 @@
  *
  * Every device of the mesh (threads of this process) builds the global
  * program, splits its batch over the mesh's "data" axis, partitions it and
- * compiles it, as `meshtrain train` does. Device 0's program is printed node
+ * compiles it, as `meshtrain train` does, but on the shape-only backend
+ * (backend.h): the plan and its byte counts are the trainer's, and nothing
+ * is allocated, so a 175B-parameter model on 1,024 devices fits in a few
+ * hundred MB. With a pipe axis each device builds the pipeline chunks the
+ * trainer gives it (mt_train_pipe_chunks: its stage's blocks, the embedding
+ * with the first, the head with the last), and its memory is theirs.
+ * MT_EXPLAIN_BACKEND=cpu compiles on the CPU backend instead (allocating
+ * everything, as before: the tests compare the two). Device 0's program is printed node
  * by node in run order (forward, B, W): every op with its type (global dims,
  * sharding) and local shape, and every collective with its axes and bytes
  * per step. Then its memory and communication per step, and for every other
@@ -46,10 +53,17 @@ typedef struct {
     int     nodes, collectives;
     double  comm_bytes;
     size_t  param_bytes, grad_bytes, act_bytes;
+    int     stage;                 /* the pipe axis's coordinate (0 without one) */
+    int     chunk0, n_chunks;      /* the pipeline chunks it holds: the first, how many */
 } program_summary;
+
+/* The most pipeline chunks one device holds (the V and interleaved
+ * schedules give two or more). */
+#define EXPLAIN_MAX_CHUNKS 16
 
 typedef struct {
     const explain_cfg *cfg;
+    const mt_backend  *backend;    /* shape-only, unless MT_EXPLAIN_BACKEND says otherwise */
     program_summary   *dev;        /* (devices) */
     FILE              *out;        /* the whole output, written to stdout on success */
 } explain_job;
@@ -70,10 +84,11 @@ static void shape_text(const mt_tensor *t, char *buf, size_t cap) {
     if (at < cap) snprintf(buf + at, cap - at, ")");
 }
 
-/* Prints device 0's program (text or the "program" array of the JSON). */
-static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, bool json) {
+/* Prints device 0's program (text or the entries of the JSON's "program"
+ * array, after the *printed entries of its chunks before). */
+static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, bool json,
+                          int *printed) {
     int n = mt_graph_n_nodes(g);
-    if (json) fprintf(out, "  \"program\": [\n");
     for (int i = 0; i < n; i++) {
         mt_node_info in;
         if (mt_graph_node(g, i, &in) != MT_OK) continue;
@@ -83,11 +98,11 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
         shape_text(in.out, local, sizeof local);
         axes_text(mesh, in.axes, axes, sizeof axes);
         if (json) {
-            fprintf(out, "    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
-                   "\"local\": \"%s\"", in.phase, in.op, mt_tensor_name(in.out), type, local);
+            fprintf(out, "%s    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
+                   "\"local\": \"%s\"", (*printed)++ ? ",\n" : "", in.phase, in.op, mt_tensor_name(in.out), type, local);
             if (in.collective)
                 fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.comm_bytes);
-            fprintf(out, "}%s\n", i + 1 < n ? "," : "");
+            fprintf(out, "}");
         } else if (in.collective) {
             fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, "collective", axes, in.comm_bytes);
@@ -97,7 +112,6 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
                    in.axes.n ? axes : "");
         }
     }
-    if (json) fprintf(out, "  ],\n");
 }
 
 static program_summary summarise(const mt_graph *g) {
@@ -116,30 +130,66 @@ static program_summary summarise(const mt_graph *g) {
     return s;
 }
 
-static mt_status explain_device(mt_ctx *ctx, void *arg) {
-    explain_job *job = arg;
+/* One pipeline chunk (the whole model without a pipe axis): built,
+ * partitioned and compiled as the trainer does, on the job's backend; its
+ * summary added to *sum, and device 0's program printed. */
+static mt_status explain_chunk(mt_ctx *ctx, const explain_job *job, int chunk, int S,
+                               program_summary *sum, int *printed) {
     const explain_cfg *c = job->cfg;
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     mt_graph *g = mt_graph_create(), *local = NULL;
     mt_tensor *loss = NULL, *local_loss = NULL;
     mt_partition_opts po;
-    mt_status s = g ? mt_train_build_program(&c->train, mesh, g, &loss, &po)
+    bool seeded = false;
+    mt_status s = g ? mt_train_build_chunk_program(&c->train, mesh, chunk, S, g, &loss, &seeded, &po)
                     : mt_fail(MT_ENOMEM, "out of memory for a graph");
     po.mode = c->explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO;
     if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
-    /* as the trainer compiles it: W beside B when a remat policy is on */
+    mt_graph_free(g);
+    /* as the trainer compiles it: W beside B when a remat policy is on (a
+     * pipeline's W too, as the whole-backward schedules run it) */
     mt_remat remat = c->train.remat;
     if (s == MT_OK)
         s = mt_graph_compile(local, local_loss, &(mt_compile_opts){
-            .seed = 1, .remat = remat, .interleave_w = remat != MT_REMAT_NONE,
-            .precision = c->train.precision, .grad_reduce = c->train.grad_reduce});
+            .seed = 1, .seed_from_caller = seeded, .remat = remat,
+            .interleave_w = remat != MT_REMAT_NONE, .precision = c->train.precision,
+            .grad_reduce = c->train.grad_reduce, .backend = job->backend});
     if (s == MT_OK) {
-        int d = mt_ctx_device(ctx);
-        job->dev[d] = summarise(local);
-        if (d == 0) print_program(job->out, local, mesh, c->json);
+        program_summary one = summarise(local);
+        sum->nodes += one.nodes;
+        sum->collectives += one.collectives;
+        sum->comm_bytes += one.comm_bytes;
+        sum->param_bytes += one.param_bytes;
+        sum->grad_bytes += one.grad_bytes;
+        sum->act_bytes += one.act_bytes;
+        if (mt_ctx_device(ctx) == 0) {
+            if (S > 1 && !c->json)
+                fprintf(job->out, "pipeline chunk %d of %d:\n", chunk, S);
+            print_program(job->out, local, mesh, c->json, printed);
+        }
     }
     mt_graph_free(local);
-    mt_graph_free(g);
+    return S > 1 && s != MT_OK ? mt_fail_wrap(s, "pipeline chunk %d", chunk) : s;
+}
+
+static mt_status explain_device(mt_ctx *ctx, void *arg) {
+    explain_job *job = arg;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    int d = mt_ctx_device(ctx), chunk[EXPLAIN_MAX_CHUNKS], n = 0, S = 1;
+    mt_status s = mt_train_pipe_chunks(&job->cfg->train, mesh, d, chunk, EXPLAIN_MAX_CHUNKS, &n, &S);
+    program_summary sum = {0};
+    int printed = 0;   /* device 0's chunks one after the other, in one JSON array */
+    if (d == 0 && job->cfg->json) fprintf(job->out, "  \"program\": [\n");
+    for (int i = 0; i < n && s == MT_OK; i++)
+        s = explain_chunk(ctx, job, chunk[i], S, &sum, &printed);
+    if (d == 0 && job->cfg->json) fprintf(job->out, "%s  ],\n", printed ? "\n" : "");
+    int coords[MT_MESH_MAX_AXES];
+    mt_mesh_coords(mesh, d, coords);
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (strcmp(mt_mesh_axis_name(mesh, a), "pipe") == 0) sum.stage = coords[a];
+    sum.chunk0 = n ? chunk[0] : 0;
+    sum.n_chunks = n;
+    job->dev[d] = sum;
     return s;
 }
 
@@ -153,18 +203,46 @@ static void coords_text(const mt_mesh *mesh, int device, char *buf, size_t cap) 
                                mt_mesh_axis_name(mesh, a), coords[a]);
 }
 
+/* The first device of d's pipeline stage (device 0 without a pipe axis):
+ * SPMD holds within a stage, whose devices run the same chunks. */
+static int stage_ref(const program_summary *dev, int d) {
+    int r = 0;
+    while (dev[r].stage != dev[d].stage) r++;
+    return r;
+}
+
+static bool same_program(const program_summary *a, const program_summary *b) {
+    return a->nodes == b->nodes && a->collectives == b->collectives &&
+           a->comm_bytes == b->comm_bytes && a->param_bytes == b->param_bytes &&
+           a->grad_bytes == b->grad_bytes && a->act_bytes == b->act_bytes;
+}
+
 static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const program_summary *dev) {
     const double MiB = 1 << 20;
     const program_summary *p0 = &dev[0];
-    int n = mt_mesh_size(mesh);
+    int n = mt_mesh_size(mesh), stages = 0;
     bool same = true;
-    for (int d = 1; d < n; d++)
-        same &= dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
-                dev[d].comm_bytes == p0->comm_bytes;
+    for (int d = 0; d < n; d++) {
+        same &= same_program(&dev[d], &dev[stage_ref(dev, d)]);
+        if (dev[d].stage + 1 > stages) stages = dev[d].stage + 1;
+    }
     if (c->json) {
         fprintf(out, "  \"memory_per_device\": {\"parameters\": %zu, \"gradients\": %zu, "
                "\"optimizer\": %zu, \"activations\": %zu},\n", p0->param_bytes, p0->grad_bytes,
                2 * p0->param_bytes, p0->act_bytes);
+        /* a pipeline's devices differ by stage: each stage's, device 0's first */
+        fprintf(out, "  \"stages\": [");
+        for (int k = 0, d = 0; k < stages; k++) {
+            while (dev[d].stage != k) d++;
+            const program_summary *p = &dev[d];
+            fprintf(out, "%s\n    {\"stage\": %d, \"device\": %d, \"chunks\": %d, \"first_chunk\": %d, "
+                    "\"parameters\": %zu, \"gradients\": %zu, \"optimizer\": %zu, "
+                    "\"activations\": %zu, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
+                    k ? "," : "", k, d, p->n_chunks, p->chunk0, p->param_bytes, p->grad_bytes,
+                    2 * p->param_bytes, p->act_bytes, p->nodes, p->collectives, p->comm_bytes);
+            d = 0;
+        }
+        fprintf(out, "\n  ],\n");
         fprintf(out, "  \"communication_per_step\": {\"collectives\": %d, \"bytes\": %.0f},\n",
                p0->collectives, p0->comm_bytes);
         fprintf(out, "  \"devices\": [");
@@ -182,10 +260,22 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
     for (int d = 1; d < n; d++) {
         char where[96];
         coords_text(mesh, d, where, sizeof where);
-        bool ok = dev[d].nodes == p0->nodes && dev[d].collectives == p0->collectives &&
-                  dev[d].comm_bytes == p0->comm_bytes;
-        fprintf(out, "device %d (%s): %s\n", d, where,
-               ok ? "the same program on its own slices" : "a DIFFERENT program (a bug: SPMD)");
+        int r = stage_ref(dev, d);
+        bool ok = same_program(&dev[d], &dev[r]);
+        if (r == d)   /* the first device of a later pipeline stage */
+            fprintf(out, "device %d (%s): pipeline stage %d (%d chunk%s from %d): parameters "
+                    "%.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, activations %.2f MiB, "
+                    "%d collectives, %.2f MiB\n", d, where, dev[d].stage, dev[d].n_chunks,
+                    dev[d].n_chunks == 1 ? "" : "s", dev[d].chunk0, dev[d].param_bytes / MiB,
+                    dev[d].grad_bytes / MiB, 2 * dev[d].param_bytes / MiB, dev[d].act_bytes / MiB,
+                    dev[d].collectives, dev[d].comm_bytes / MiB);
+        else if (r == 0)
+            fprintf(out, "device %d (%s): %s\n", d, where,
+                    ok ? "the same program on its own slices" : "a DIFFERENT program (a bug: SPMD)");
+        else
+            fprintf(out, "device %d (%s): %s device %d's\n", d, where,
+                    ok ? "the same program on its own slices as" :
+                         "a DIFFERENT program (a bug: SPMD) from", r);
     }
     return same ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
@@ -202,7 +292,16 @@ static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bo
         cli_error("out of memory for %d devices' summaries", mt_mesh_size(mesh));
         return CLI_EXIT_FAIL;
     }
-    explain_job job = {c, dev, out};
+    /* MT_EXPLAIN_BACKEND names another backend (cpu: allocate everything,
+     * as a real compile does; the tests compare the two) */
+    const char *name = getenv("MT_EXPLAIN_BACKEND");
+    const mt_backend *be = name && *name ? mt_backend_find(name) : mt_backend_shape_only();
+    if (!be) {
+        cli_error("MT_EXPLAIN_BACKEND: %s", mt_errmsg());
+        free(dev);
+        return CLI_EXIT_FAIL;
+    }
+    explain_job job = {c, be, dev, out};
     *whole = false;
     if (c->json)
         fprintf(out, "{\n  \"model\": \"%s\", \"mesh\": \"%s\", \"devices\": %d, \"mode\": \"%s\",\n",
@@ -262,10 +361,11 @@ int cli_explain_model(int argc, char **argv) {
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
         {"schedule", CLI_STR, &t->schedule, 0, 0, 0, 0, NULL, "KIND",
-         "a pipe axis's schedule, checked as train checks it (the program shown is the whole "
-         "model's, not a stage's)"},
+         "a pipe axis's schedule (default 1f1b): each device shows the pipeline chunks it "
+         "gives the device"},
         {"microbatches", CLI_INT, &t->accum, 1, 1 << 20, 0, 0, NULL, "N",
-         "microbatches per step, checked against a pipe axis as train checks them"},
+         "microbatches per step, checked against a pipe axis as train checks them (default: "
+         "1, or one per stage of a pipe axis)"},
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products' precision (as train): bf16 shows FSDP's bf16 all-gathers"},
@@ -306,6 +406,22 @@ int cli_explain_model(int argc, char **argv) {
     t->mesh = mesh_spec;
     t->devices = devices;
     t->transport = MT_TRANSPORT_THREADS;
+    /* without --microbatches a pipe axis gets the fewest a pipeline runs:
+     * one per stage (a malformed mesh is the check's to report) */
+    bool microbatches = false;
+    for (int j = 0; opts[j].name; j++)
+        microbatches |= seen[j] && strcmp(opts[j].name, "microbatches") == 0;
+    if (!microbatches && mesh_spec) {
+        int nd = devices;
+        mt_mesh *m = NULL;
+        if ((nd > 0 || mt_mesh_spec_devices(mesh_spec, &nd) == MT_OK) &&
+            mt_mesh_create(mesh_spec, nd, &m) == MT_OK) {
+            for (int a = 0; a < mt_mesh_ndim(m); a++)
+                if (strcmp(mt_mesh_axis_name(m, a), "pipe") == 0)
+                    t->accum = mt_mesh_axis_size(m, "pipe");
+        }
+        mt_mesh_free(m);
+    }
     /* every mistake train would refuse before its first step, in train's words */
     mt_status s = mt_train_config_check(t);
     if (s != MT_OK) {

@@ -143,6 +143,73 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     return st;
 }
 
+/* ---- the chunks, as explain sees them (train.h) ------------------------ */
+
+mt_status mt_train_pipe_chunks(const mt_train_config *cfg, const mt_mesh *mesh, int device,
+                               int *chunk, int max, int *n, int *S) {
+    *n = 0;
+    *S = 1;
+    int p = mesh ? mt__train_pipe_size(mesh) : 1;
+    if (p < 2) {
+        if (max < 1) return mt_fail(MT_EINVAL, "mt_train_pipe_chunks: room for no chunk");
+        chunk[0] = 0;
+        *n = 1;
+        return MT_OK;
+    }
+    const mt__train_model *m = mt__train_model_of(cfg->model);
+    if (!m) return mt_fail(MT_EINVAL, "unknown model kind %d", (int)cfg->model);
+    mt_status st = mt__train_pipe_check(cfg, m, p);
+    mt_schedule_kind kind;
+    if (st == MT_OK) st = mt_schedule_kind_parse(mt__train_pipe_schedule(cfg), &kind);
+    mt_schedule *s = NULL;
+    if (st == MT_OK) st = mt_schedule_make(kind, p, cfg->accum, cfg->pipe_chunks, &s);
+    if (st != MT_OK) return st;
+    int coords[MT_MESH_MAX_AXES], pipe = 0;
+    mt_mesh_coords(mesh, device, coords);
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+        if (strcmp(mt_mesh_axis_name(mesh, a), "pipe") == 0) pipe = coords[a];
+    *S = p * mt_schedule_chunks(s);
+    for (int k = 0; k < *S; k++) {
+        if (mt_schedule_chunk_device(s, k) != pipe) continue;
+        if (*n == max) {
+            mt_schedule_free(s);
+            return mt_fail(MT_EINVAL, "mt_train_pipe_chunks: device %d holds more than %d "
+                           "chunks", device, max);
+        }
+        chunk[(*n)++] = k;
+    }
+    mt_schedule_free(s);
+    return MT_OK;
+}
+
+mt_status mt_train_build_chunk_program(const mt_train_config *cfg, const mt_mesh *mesh, int chunk,
+                                       int S, mt_graph *g, mt_tensor **out, bool *seeded,
+                                       mt_partition_opts *opts) {
+    *seeded = false;
+    if (S <= 1) return mt_train_build_program(cfg, mesh, g, out, opts);
+    *out = NULL;
+    mt_partition_opts unused;
+    if (!opts) opts = &unused;
+    memset(opts, 0, sizeof *opts);
+    const mt__train_model *m = mt__train_model_of(cfg->model);
+    if (!m || !m->build_stage)
+        return mt_fail(MT_EINVAL, "a pipeline chunk needs a model that can be cut into stages");
+    if (chunk < 0 || chunk >= S)
+        return mt_fail(MT_EINVAL, "pipeline chunk %d of %d; use 0..%d", chunk, S, S - 1);
+    mt_gpt_stage st = {.first = chunk == 0, .last = chunk == S - 1};
+    split_layers(m_blocks(cfg), S, chunk, &st.layer0, &st.layers);
+    /* the trainer's scale: every microbatch's loss over the global batch */
+    float scale = (float)(1.0 / ((double)mt__microbatch_size(m, cfg) * cfg->accum));
+    mt_tensor *o = m->build_stage(cfg, g, &st, scale);
+    if (!o) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
+                           mt_graph_errmsg(g));
+    mt_status s = mesh ? mt__shard_program(m, cfg, g, mesh, opts) : MT_OK;
+    if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", chunk);
+    *out = o;
+    *seeded = !st.last;
+    return MT_OK;
+}
+
 /* ---- building a device's chunks ---------------------------------------- */
 
 /* The compiled graph of chunk k: the model's stage, sharded and partitioned
