@@ -69,20 +69,8 @@ int main(int argc, char **argv) {
     if (tfd < 0 || bench_write_tokens(data, 256) != 0) return fail("temporary files");
     close(tfd);
     mt_trainer *tr[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        mt_train_config c = mt_train_defaults();
-        c.model = MT_MODEL_GPT;
-        c.data = data;
-        c.gpt = (mt_gpt_config){.L = L, .C = C, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
-        c.B = 8;
-        c.T = 64;
-        c.steps = c.optim.total_steps = max_steps + 2;
-        c.threads = 2;
-        c.mesh = "data=2";
-        c.trace = k ? trace : NULL;
-        c.trace_steps = max_steps + 2;
-        if (mt_trainer_create(&c, &tr[k]) != MT_OK) return fail("mt_trainer_create");
-    }
+    if (bench_trace_pair(data, trace, L, C, max_steps, max_steps + 2, tr) != 0)
+        return fail("mt_trainer_create");
     double *t[2] = {calloc((size_t)max_steps, sizeof(double)),
                     calloc((size_t)max_steps, sizeof(double))};
     double *tmp = calloc((size_t)max_steps, sizeof(double));

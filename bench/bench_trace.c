@@ -58,21 +58,9 @@ int main(int argc, char **argv) {
     }
     close(tfd);
     mt_trainer *tr[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        mt_train_config c = mt_train_defaults();
-        c.model = MT_MODEL_GPT;
-        c.data = data;
-        c.gpt = (mt_gpt_config){.L = L, .C = C, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
-        c.B = 8;
-        c.T = 64;
-        c.steps = c.optim.total_steps = steps + 2;
-        c.threads = 2;
-        c.mesh = "data=2";
-        c.trace = k ? trace : NULL;
-        if (mt_trainer_create(&c, &tr[k]) != MT_OK) {
-            fprintf(stderr, "bench_trace: %s\n", mt_errmsg());
-            return 1;
-        }
+    if (bench_trace_pair(data, trace, L, C, steps, 0, tr) != 0) {
+        fprintf(stderr, "bench_trace: %s\n", mt_errmsg());
+        return 1;
     }
     double *t[2] = {calloc((size_t)steps, sizeof(double)), calloc((size_t)steps, sizeof(double))};
     for (int i = -2; i < steps; i++)

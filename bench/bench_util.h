@@ -1,6 +1,7 @@
 /*
- * bench_util.h — what the C benchmarks share: the median of a sample, and a
- * token file of random tokens.
+ * bench_util.h — what the C benchmarks share: the median of a sample, a
+ * token file of random tokens, and the pair of trainers the tracing
+ * benchmarks step in turn.
  */
 #ifndef MT_BENCH_UTIL_H
 #define MT_BENCH_UTIL_H
@@ -35,6 +36,29 @@ static inline int bench_write_tokens(char *path, int V) {
     mt_status s = mt_tokens_write(path, tok, N);
     free(tok);
     return s == MT_OK ? 0 : -1;
+}
+
+/* Two trainers of a GPT (L, C, NH=4, maxT=T=64, B=8; 2 threads) on data=2
+ * over the token file `data`, for `steps` steps (and 2 to warm up):
+ * tr[0] untraced, tr[1] tracing into `trace`, keeping `keep` steps (0: the
+ * default). 0, or -1 after mt_trainer_create failed (mt_errmsg()). */
+static inline int bench_trace_pair(const char *data, const char *trace, int L, int C, int steps,
+                                   int keep, mt_trainer *tr[2]) {
+    for (int k = 0; k < 2; k++) {
+        mt_train_config c = mt_train_defaults();
+        c.model = MT_MODEL_GPT;
+        c.data = data;
+        c.gpt = (mt_gpt_config){.L = L, .C = C, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
+        c.B = 8;
+        c.T = 64;
+        c.steps = c.optim.total_steps = steps + 2;
+        c.threads = 2;
+        c.mesh = "data=2";
+        c.trace = k ? trace : NULL;
+        c.trace_steps = keep;
+        if (mt_trainer_create(&c, &tr[k]) != MT_OK) return -1;
+    }
+    return 0;
 }
 
 #endif /* MT_BENCH_UTIL_H */

@@ -32,6 +32,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 #include "graph/graph_impl.h"   /* node phases; marking gradients zero */
 
 /* ======================================================================== */
@@ -62,16 +63,6 @@ static int64_t ravel(const int64_t *idx, int ndim, const int64_t *shape) {
 /* Fails the device (so the launch) with a message. */
 #define DEV_FAIL(...) return mt_fail(MT_EINTERNAL, __VA_ARGS__)
 
-static mt_launch_opts opts_for(const char *mesh, int devices) {
-    mt_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.mesh = mesh;
-    o.devices = devices;
-    o.transport = MT_TRANSPORT_THREADS;
-    o.timeout_s = 30;
-    o.kernel_threads = 1;
-    return o;
-}
 
 /* ======================================================================== */
 /* One case: a collective, its forward reference, finite differences          */
@@ -312,7 +303,7 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
 }
 
 static void run_spec(spec sp) {
-    mt_launch_opts o = opts_for(sp.mesh, sp.devices);
+    mt_launch_opts o = mt_test_launch_opts(sp.mesh, sp.devices);
     MT_CHECK_OK(mt_launch(&o, run_case, &sp));
 }
 
@@ -430,7 +421,7 @@ static mt_status build_errors(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(build_errors) {
-    mt_launch_opts o = opts_for("i=4", 4);
+    mt_launch_opts o = mt_test_launch_opts("i=4", 4);
     MT_CHECK_OK(mt_launch(&o, build_errors, NULL));
 }
 
@@ -464,7 +455,7 @@ static mt_status fail_early(mt_ctx *ctx, void *arg) {
 MT_TEST(failed_device_aborts_graph_runs) {
     abort_result res;
     memset(&res, 0, sizeof res);
-    mt_launch_opts o = opts_for("i=4", 4);
+    mt_launch_opts o = mt_test_launch_opts("i=4", 4);
     mt_status s = mt_launch(&o, fail_early, &res);
     MT_CHECK(s != MT_OK, "the launch succeeded although device 1 failed");
     for (int d = 0; d < 4; d++) {

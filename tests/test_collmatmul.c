@@ -32,6 +32,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 #include "graph/graph_impl.h"   /* backward nodes, phases; marking gradients zero */
 
 #include <time.h>
@@ -60,16 +61,6 @@ static void fill(mt_tensor *t, int dev, int salt) {
     do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
 #define DEV_FAIL(...) return mt_fail(MT_EINTERNAL, __VA_ARGS__)
 
-static mt_launch_opts opts_for(const char *mesh, int devices) {
-    mt_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.mesh = mesh;
-    o.devices = devices;
-    o.transport = MT_TRANSPORT_THREADS;
-    o.timeout_s = 30;
-    o.kernel_threads = 1;
-    return o;
-}
 
 /* got (n) against want (n): |got - want| <= tol · max|want| (at least tol ·
  * 1e-3). Returns false with the worst element in msg. */
@@ -292,7 +283,7 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
 }
 
 static void run_spec(spec sp) {
-    mt_launch_opts o = opts_for(sp.mesh, sp.devices);
+    mt_launch_opts o = mt_test_launch_opts(sp.mesh, sp.devices);
     o.check = sp.check;
     MT_CHECK_OK(mt_launch(&o, run_case, &sp));
 }
@@ -459,7 +450,7 @@ static mt_status traced_device(mt_ctx *ctx, void *arg) {
 MT_TEST(trace_shows_ring_steps) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/mt_test_collmatmul_%d.json", (int)getpid());
-    mt_launch_opts o = opts_for("tensor=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("tensor=2", 2);
     o.trace = path;
     MT_CHECK_OK(mt_launch(&o, traced_device, NULL));
     char *js = read_all(path);
@@ -500,7 +491,7 @@ static mt_status scratch_device(mt_ctx *ctx, void *arg) {
 
 MT_TEST(ring_scratch_once_per_device) {
     size_t bytes = 0;
-    mt_launch_opts o = opts_for("tensor=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("tensor=2", 2);
     o.kernel_threads = 3;
     MT_CHECK_OK(mt_launch(&o, scratch_device, &bytes));
     /* the dx ring's (K 40 -> N 48): the most of all calls */
@@ -590,7 +581,7 @@ static mt_status build_errors(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(build_errors_name_the_operand) {
-    mt_launch_opts o = opts_for("tensor=4", 4);
+    mt_launch_opts o = mt_test_launch_opts("tensor=4", 4);
     MT_CHECK_OK(mt_launch(&o, build_errors, NULL));
 }
 
@@ -623,7 +614,7 @@ static mt_status fail_early(mt_ctx *ctx, void *arg) {
 MT_TEST(failed_device_aborts_the_ring) {
     abort_result res;
     memset(&res, 0, sizeof res);
-    mt_launch_opts o = opts_for("tensor=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("tensor=2", 2);
     mt_status s = mt_launch(&o, fail_early, &res);
     MT_CHECK(s != MT_OK, "the launch succeeded although device 1 failed");
     MT_CHECK(res.st[0] == MT_EABORTED, "device 0: forward -> %s (%s), want MT_EABORTED",
@@ -694,7 +685,7 @@ static mt_status ppermute_device(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(ppermute_start) {
-    mt_launch_opts o = opts_for("i=4", 4);
+    mt_launch_opts o = mt_test_launch_opts("i=4", 4);
     MT_CHECK_OK(mt_launch(&o, ppermute_device, NULL));
     o.check = true;
     MT_CHECK_OK(mt_launch(&o, ppermute_device, NULL));
@@ -771,7 +762,7 @@ MT_TEST(bench_ag_linear) {
     if (!getenv("MT_BENCH")) return;
     bench_result res;
     memset(&res, 0, sizeof res);
-    mt_launch_opts o = opts_for("tensor=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("tensor=2", 2);
     o.kernel_threads = 0;
     MT_CHECK_OK(mt_launch(&o, bench_device, &res));
     const char *names[2] = {"ag_linear  x (8,64,256)/2 -> w (512,256)",

@@ -23,6 +23,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 #include "graph/graph_impl.h"   /* counting pvary nodes */
 
 #define N 6
@@ -35,16 +36,6 @@ static float val(int dev, int i, int salt) {
     return (float)((dev * 5 + i * 3 + salt * 7 + 1000) % 13 - 6);
 }
 
-static mt_launch_opts opts_for(const char *mesh, int devices) {
-    mt_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.mesh = mesh;
-    o.devices = devices;
-    o.transport = MT_TRANSPORT_THREADS;
-    o.timeout_s = 30;
-    o.kernel_threads = 1;
-    return o;
-}
 
 typedef enum {
     W_DECLARED,     /* w an input declared varying over data */
@@ -154,7 +145,7 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
 
 static vcase run_vcase(w_kind wk, bool bias) {
     vcase vc = {.wk = wk, .bias = bias};
-    mt_launch_opts o = opts_for("data=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("data=2", 2);
     MT_CHECK_OK(mt_launch(&o, run_case, &vc));
     return vc;
 }
@@ -224,7 +215,7 @@ static mt_status refusals(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(undeclared_leaf_meeting_a_psum_is_refused) {
-    mt_launch_opts o = opts_for("data=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("data=2", 2);
     MT_CHECK_OK(mt_launch(&o, refusals, NULL));
 }
 
@@ -246,7 +237,7 @@ static mt_status size_one(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(size_one_axis_needs_nothing) {
-    mt_launch_opts o = opts_for("data=2,one=1", 2);
+    mt_launch_opts o = mt_test_launch_opts("data=2,one=1", 2);
     MT_CHECK_OK(mt_launch(&o, size_one, NULL));
 }
 

@@ -83,3 +83,14 @@ double mt_test_params_diff(const mt_test_params *got, const mt_test_params *one,
     if (n_split) *n_split = split;
     return worst;
 }
+
+mt_launch_opts mt_test_launch_opts(const char *mesh, int devices) {
+    mt_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.mesh = mesh;
+    o.devices = devices;
+    o.transport = MT_TRANSPORT_THREADS;
+    o.timeout_s = 30;
+    o.kernel_threads = 1;
+    return o;
+}

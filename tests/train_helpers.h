@@ -2,7 +2,8 @@
  * train_helpers.h — what the trainer-level tests share (test_strategies.c,
  * test_strategies_ckpt.c): the configurations they train, a small text
  * corpus, and device 0's parameters compared block by block with one
- * device's.
+ * device's; and the launch options of the shard_map-level tests
+ * (test_collgraph.c, test_collmatmul.c, test_vma.c).
  */
 #ifndef MT_TEST_TRAIN_HELPERS_H
 #define MT_TEST_TRAIN_HELPERS_H
@@ -31,5 +32,9 @@ mt_test_params  mt_test_params_of(mt_trainer *tr);
  * absolute below; counts into *n_split the parameters got holds split. */
 double          mt_test_params_diff(const mt_test_params *got, const mt_test_params *one,
                                     int *n_split);
+
+/* Launch options for `devices` threads on `mesh`: a 30 s collective
+ * timeout, one kernel thread a device. */
+mt_launch_opts  mt_test_launch_opts(const char *mesh, int devices);
 
 #endif /* MT_TEST_TRAIN_HELPERS_H */
