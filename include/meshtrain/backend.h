@@ -37,7 +37,6 @@
 
 #ifdef __cplusplus
 extern "C" {
-
 #endif
 
 /* Every buffer a backend hands out is aligned to this many bytes. */
