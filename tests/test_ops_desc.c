@@ -67,6 +67,10 @@ MT_TEST(ops_graph_half_complete) {
                  "op %d '%s' (%s): only a global op may be recomputed", op, n, role);
         MT_CHECK(mt__grad_rule((mt_op)op) == d->grad, "op %d '%s': mt__grad_rule is not the "
                  "descriptor's", op, n);
+        /* bf16 precision casts a product's two operands (and keeps a bias f32) */
+        MT_CHECK(!d->bf16_product || (mt__op_def((mt_op)op)->min_in >= 2 &&
+                                      mt__op_def((mt_op)op)->max_in <= 3),
+                 "op %d '%s': a bf16 product takes two operands and maybe a bias", op, n);
     }
 }
 

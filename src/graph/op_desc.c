@@ -20,12 +20,20 @@
      .comm = MT_COMM_##comm_}
 #define BACKWARD                                                                      \
     {.role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE}
+/* The same, for the matrix products bf16 precision runs in bf16. */
+#define GLOBAL_PRODUCT(op, recomp_, comm_)                                            \
+    {.role = MT_ROLE_GLOBAL, .grad = mt__grad_##op, .shard = mt__shard_##op,         \
+     .lower = mt__lower_##op, .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_, \
+     .bf16_product = true}
+#define BACKWARD_PRODUCT                                                              \
+    {.role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE,      \
+     .bf16_product = true}
 
 static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
     /*                           op: its rules   remat      communicates */
     /* forward ops of global programs: builders.c */
-    [MT_OP_MATMUL]        = GLOBAL(matmul,        DOT,       NONE),
-    [MT_OP_LINEAR]        = GLOBAL(linear,        DOT,       NONE),
+    [MT_OP_MATMUL]        = GLOBAL_PRODUCT(matmul, DOT,      NONE),
+    [MT_OP_LINEAR]        = GLOBAL_PRODUCT(linear, DOT,      NONE),
     [MT_OP_ADD]           = GLOBAL(add,           LOCAL,     NONE),
     [MT_OP_SUB]           = GLOBAL(sub,           LOCAL,     NONE),
     [MT_OP_MUL]           = GLOBAL(mul,           LOCAL,     NONE),
@@ -52,7 +60,7 @@ static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
     [MT_OP_LINEAR_RS]     = LOCAL(linear_rs,     RING_SCATTER),
     /* backward ops: made by the gradient rules (the vocabulary-parallel ce_bwd is
      * local: it has the statistics of the forward) */
-    [MT_OP_GEMM]          = BACKWARD,
+    [MT_OP_GEMM]          = BACKWARD_PRODUCT,
     [MT_OP_BIAS_GRAD]     = BACKWARD,
     [MT_OP_REDUCE_BCAST]  = BACKWARD,
     [MT_OP_SCALE_BWD]     = BACKWARD,

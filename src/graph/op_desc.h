@@ -91,6 +91,9 @@ typedef struct {
     mt_lower_fn  lower;    /* GLOBAL: required; else NULL (it cannot be partitioned) */
     mt_op_recomp recomp;   /* required */
     mt_op_comm   comm;     /* required */
+    /* A matrix product that runs in bf16 under MT_PRECISION_BF16 (precision.c:
+     * bf16 operands, f32 accumulation, oneDNN or its fallback) */
+    bool         bf16_product;
 } mt_op_gdesc;
 
 /* The graph half of op's descriptor (op < MT_OP_COUNT). */

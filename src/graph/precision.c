@@ -34,6 +34,7 @@
  * older than its parameter is never read.
  */
 #include "graph/graph_impl.h"
+#include "graph/op_desc.h"
 #include "ops/bf16_impl.h"
 
 #include <stdio.h>
@@ -64,9 +65,8 @@ void mt_graph_params_changed(mt_graph *g) {
     if (g && g->bf16) g->bf16->stale = true;
 }
 
-static bool is_product(mt_op op) {
-    return op == MT_OP_MATMUL || op == MT_OP_LINEAR || op == MT_OP_GEMM;
-}
+/* A product bf16 precision runs in bf16: the op's descriptor says. */
+static bool is_product(mt_op op) { return mt__op_gdesc(op)->bf16_product; }
 
 /* The product's shape (M,N,K) as C (M,N) (+)= op(A) (M,K) · op(B) (K,N). */
 static void product_shape(const mt_op_call *c, int64_t *M, int64_t *N, int64_t *K) {
