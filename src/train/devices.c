@@ -133,11 +133,9 @@ mt_status mt__train_run_devices(mt_trainer *tr, mt__dev_fn fn, void *arg) {
 /* Device 0's state: the one that reports and saves (NULL on an MPI rank
  * without it). */
 mt__train_dev *mt__train_dev0(mt_trainer *tr) {
-    if (!tr->on_mesh || tr->n_dev > 1) return &tr->dev[0];
-    int rank = 0, size = 1;
-    mt_launcher_world(&rank, &size);
-    return mt_transport_resolve(tr->cfg.transport) == MT_TRANSPORT_MPI && rank != 0 ? NULL
-                                                                                   : &tr->dev[0];
+    /* off MPI this process holds every device, device 0 among them; under
+     * MPI rank 0 holds device 0, and it is the rank that writes the files */
+    return mt__train_writes_files(tr) ? &tr->dev[0] : NULL;
 }
 
 mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
