@@ -219,12 +219,17 @@ static mt_status lock_tmp(mt_output *o, bool fresh) {
         if (fd < 0)
             return mt_fail(MT_EIO, "%s: creating its temporary file '%s' failed: %s",
                            lead(l, sizeof l, o), o->tmp, why(errno));
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            mt_status s = mt_fail(MT_EIO, "%s: its temporary name '%s' is not a regular file "
-                                  "(%s); remove it or choose another name",
+        if (fstat(fd, &st) != 0) {
+            mt_status s = mt_fail(MT_EIO, "%s: cannot stat its temporary file '%s': %s",
                                   lead(l, sizeof l, o), o->tmp, strerror(errno));
             close(fd);
             return s;
+        }
+        if (!S_ISREG(st.st_mode)) {   /* replaced between the lstat and the open */
+            close(fd);
+            return mt_fail(MT_EIO, "%s: its temporary name '%s' is taken by %s; remove it or "
+                           "choose another name", lead(l, sizeof l, o), o->tmp,
+                           mt_file_type_name(st.st_mode));
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             int err = errno;
