@@ -41,6 +41,24 @@ typedef struct {
     mt_graph_stats stats;
 } graph_run;
 
+/* Step s of a run: forward and backward, the loss and every parameter
+ * gradient recorded, then an SGD step (lr 0.5), so that later steps differ. */
+static void step_and_record(mt_graph *g, graph_run *run, int s) {
+    mt_graph_zero_grad(g);
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_OK(mt_graph_backward(g));
+    run->loss[s] = mt_graph_loss(g);
+    run->grads[s] = malloc((size_t)run->n * sizeof(float));
+    for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
+        mt_tensor *p = mt_graph_param_at(g, i);
+        int64_t n = mt_tensor_numel(p);
+        memcpy(run->grads[s] + at, mt_tensor_f32(mt_tensor_grad(p)), (size_t)n * sizeof(float));
+        at += (int)n;
+        float *w = mt_tensor_f32(p), *gr = mt_tensor_f32(mt_tensor_grad(p));
+        for (int64_t j = 0; j < n; j++) w[j] -= 0.5f * gr[j];
+    }
+}
+
 static graph_run run_graph(mt_remat remat, bool interleave_w) {
     graph_run run = {0};
     mt_graph *g = mt_graph_create();
@@ -58,19 +76,7 @@ static graph_run run_graph(mt_remat remat, bool interleave_w) {
                 tok[b * T + t] = token_at(s, b, t);
                 tgt[b * T + t] = token_at(s, b, t + 1);
             }
-        mt_graph_zero_grad(g);
-        MT_CHECK_OK(mt_graph_forward(g));
-        MT_CHECK_OK(mt_graph_backward(g));
-        run.loss[s] = mt_graph_loss(g);
-        run.grads[s] = malloc((size_t)run.n * sizeof(float));
-        for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
-            mt_tensor *p = mt_graph_param_at(g, i);
-            int64_t n = mt_tensor_numel(p);
-            memcpy(run.grads[s] + at, mt_tensor_f32(mt_tensor_grad(p)), (size_t)n * sizeof(float));
-            at += (int)n;
-            float *w = mt_tensor_f32(p), *gr = mt_tensor_f32(mt_tensor_grad(p));
-            for (int64_t j = 0; j < n; j++) w[j] -= 0.5f * gr[j];
-        }
+        step_and_record(g, &run, s);
     }
     run.stats = mt_graph_get_stats(g);
     mt_graph_free(g);
@@ -251,17 +257,7 @@ static graph_run run_tagged(mt_remat remat, bool tag) {
     }
     for (int i = 0; i < mt_graph_n_params(g); i++) run.n += mt_tensor_numel(mt_graph_param_at(g, i));
     for (int s = 0; s < STEPS; s++) {
-        mt_graph_zero_grad(g);
-        MT_CHECK_OK(mt_graph_forward(g));
-        MT_CHECK_OK(mt_graph_backward(g));
-        run.loss[s] = mt_graph_loss(g);
-        run.grads[s] = malloc((size_t)run.n * sizeof(float));
-        for (int i = 0, at = 0; i < mt_graph_n_params(g); i++) {
-            mt_tensor *p = mt_graph_param_at(g, i);
-            int64_t n = mt_tensor_numel(p);
-            memcpy(run.grads[s] + at, mt_tensor_f32(mt_tensor_grad(p)), (size_t)n * sizeof(float));
-            at += (int)n;
-        }
+        step_and_record(g, &run, s);
     }
     run.stats = mt_graph_get_stats(g);
     mt_graph_free(g);
