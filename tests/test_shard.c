@@ -19,6 +19,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "train_helpers.h"
 
 #include <stdint.h>
 #include <unistd.h>
@@ -39,17 +40,6 @@ static int64_t numel_of(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
     return n;
-}
-
-static mt_launch_opts threads_opts(const char *mesh, int devices) {
-    mt_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.mesh = mesh;
-    o.devices = devices;
-    o.transport = MT_TRANSPORT_THREADS;
-    o.timeout_s = 20;
-    o.kernel_threads = 1;
-    return o;
 }
 
 /* Block index and number of blocks of a dim split over the axes in `bits`,
@@ -120,7 +110,7 @@ static mt_status rt_device(mt_ctx *ctx, void *arg) {
 
 static void run_cases(const rt_case *cases, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        mt_launch_opts o = threads_opts(cases[i].mesh, cases[i].devices);
+        mt_launch_opts o = mt_test_launch_opts(cases[i].mesh, cases[i].devices);
         mt_status s = mt_launch(&o, rt_device, (void *)&cases[i]);
         MT_CHECK(s == MT_OK, "mesh %s, spec '%s', %d-D: %s: %s", cases[i].mesh, cases[i].spec,
                  cases[i].ndim, mt_status_name(s), mt_errmsg());
@@ -206,7 +196,7 @@ static mt_status partial_device(mt_ctx *ctx, void *arg) {
 }
 
 MT_TEST(gather_sums_partial_axes) {
-    mt_launch_opts o = threads_opts("data=2,tensor=2", 4);
+    mt_launch_opts o = mt_test_launch_opts("data=2,tensor=2", 4);
     MT_CHECK_OK(mt_launch(&o, partial_device, NULL));
 }
 
@@ -243,7 +233,7 @@ static mt_status error_device(mt_ctx *ctx, void *arg) {
 MT_TEST(put_errors_name_the_dim_and_sizes) {
     error_result r;
     memset(&r, 0, sizeof r);
-    mt_launch_opts o = threads_opts("data=4", 4);
+    mt_launch_opts o = mt_test_launch_opts("data=4", 4);
     MT_CHECK_OK(mt_launch(&o, error_device, &r));
     MT_CHECK(r.put_status != MT_OK, "a dim of 6 over 4 devices must fail");
     MT_CHECK(strstr(r.put_msg, "6") && strstr(r.put_msg, "4") && strstr(r.put_msg, "0"),
@@ -289,7 +279,7 @@ static mt_status overflow_device(mt_ctx *ctx, void *arg) {
 MT_TEST(shapes_too_big_to_count_fail_naming_the_shape) {
     overflow_result r;
     memset(&r, 0, sizeof r);
-    mt_launch_opts o = threads_opts("data=2", 2);
+    mt_launch_opts o = mt_test_launch_opts("data=2", 2);
     MT_CHECK_OK(mt_launch(&o, overflow_device, &r));
     MT_CHECK(r.wrap_put == MT_ESHAPE, "put of 2^61+1 x 8: %s", mt_status_name(r.wrap_put));
     MT_CHECK(strstr(r.wrap_msg, "[2305843009213693953, 8]") && strstr(r.wrap_msg, "mt_shard_put"),
@@ -550,7 +540,7 @@ MT_TEST(trace_is_chrome_json_with_a_track_per_device) {
     remove(path);
 
     /* escaping and region nesting */
-    mt_launch_opts lo = threads_opts("data=2", 2);
+    mt_launch_opts lo = mt_test_launch_opts("data=2", 2);
     lo.trace = path;
     MT_CHECK_OK(mt_launch(&lo, trace_extra_device, NULL));
     js = read_all(path);
@@ -600,7 +590,7 @@ static bool is_utf8(const unsigned char *s, size_t n, size_t *bad_at) {
 MT_TEST(trace_is_utf8_whatever_the_region_names) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/mt_test_trace_utf8_%d.json", (int)getpid());
-    mt_launch_opts lo = threads_opts("data=2", 2);
+    mt_launch_opts lo = mt_test_launch_opts("data=2", 2);
     lo.trace = path;
     MT_CHECK_OK(mt_launch(&lo, trace_utf8_device, NULL));
     char *js = read_all(path);

@@ -176,16 +176,29 @@ MT_TEST(user_pvary_is_the_only_one) {
 /* Refusals and declarations                                                 */
 /* ======================================================================== */
 
+/* A graph bound to the device with a parameter p and an input w of N, both
+ * undeclared; NULL when that fails. */
+static mt_graph *p_and_w(mt_ctx *ctx, mt_tensor **p, mt_tensor **w) {
+    const int64_t shape[1] = {N};
+    mt_graph *g = mt_graph_create();
+    if (!g || mt_graph_set_ctx(g, ctx) != MT_OK) {
+        mt_graph_free(g);
+        return NULL;
+    }
+    *p = mt_param(g, "p", 1, shape, (mt_init){MT_INIT_ZEROS, 0});
+    *w = mt_input(g, "w", MT_F32, 1, shape);
+    return g;
+}
+
 static mt_status refusals(mt_ctx *ctx, void *arg) {
     (void)arg;
     mt_axes data;
     DEV_OK(mt_ctx_axes(ctx, "data", &data));
     const int64_t shape[1] = {N};
     /* a psum's result meets a leaf nobody said anything about */
-    mt_graph *g = mt_graph_create();
-    DEV_OK(mt_graph_set_ctx(g, ctx));
-    mt_tensor *p = mt_param(g, "p", 1, shape, (mt_init){MT_INIT_ZEROS, 0});
-    mt_tensor *w = mt_input(g, "w", MT_F32, 1, shape);
+    mt_tensor *p, *w;
+    mt_graph *g = p_and_w(ctx, &p, &w);
+    if (!g) DEV_FAIL("building p and w");
     mt_tensor *y = mt_graph_psum(g, p, data);
     mt_tensor_set_name(y, "y");
     mt_tensor *out = mt_mul(g, y, w);
@@ -224,11 +237,9 @@ static mt_status size_one(mt_ctx *ctx, void *arg) {
     (void)arg;
     mt_axes one;
     DEV_OK(mt_ctx_axes(ctx, "one", &one));
-    const int64_t shape[1] = {N};
-    mt_graph *g = mt_graph_create();
-    DEV_OK(mt_graph_set_ctx(g, ctx));
-    mt_tensor *p = mt_param(g, "p", 1, shape, (mt_init){MT_INIT_ZEROS, 0});
-    mt_tensor *w = mt_input(g, "w", MT_F32, 1, shape);
+    mt_tensor *p, *w;
+    mt_graph *g = p_and_w(ctx, &p, &w);
+    if (!g) DEV_FAIL("building p and w");
     mt_tensor *loss = mt_sum(g, mt_mul(g, mt_graph_psum(g, p, one), w));
     if (!loss) DEV_FAIL("psum over a size-1 axis: %s", mt_graph_errmsg(g));
     if (count_pvary(g) != 0) DEV_FAIL("%d pvary nodes over a size-1 axis", count_pvary(g));
