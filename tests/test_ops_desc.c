@@ -7,7 +7,12 @@
  * role requires or forbids). Then: the names are unique, so a listing names
  * an op by its descriptor, never by its place in the enum; the sharding
  * dispatch checks the arity the descriptor gives; a compiled program lists
- * every node under its op's name.
+ * every node under its op's name; an op whose rule asks for moves the
+ * partitioner's generic order cannot lower (inside the op, or on a linear's
+ * result before its bias) names a hook of its own; and linear's hook, run on
+ * recording stand-ins for the partitioner's services, calls the steps a
+ * hand-written list gives (late bias, sequence parallelism's scatter).
+ * tests/test_lower_hooks.sh checks that partition.c's loop names no op.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -63,6 +68,10 @@ MT_TEST(ops_graph_half_complete) {
         MT_CHECK(!global || d->lower, "op %d '%s' (%s): no lowering", op, n, role);
         MT_CHECK(global || !d->lower, "op %d '%s' (%s): only a global op has a lowering", op,
                  n, role);
+        MT_CHECK(!global || d->lower_moves, "op %d '%s' (%s): no lowering with moves (its own "
+                 "hook or mt__lower_moves_generic)", op, n, role);
+        MT_CHECK(global || !d->lower_moves, "op %d '%s' (%s): only a global op has a lowering "
+                 "with moves", op, n, role);
         MT_CHECK(global || d->recomp == MT_RECOMP_NEVER,
                  "op %d '%s' (%s): only a global op may be recomputed", op, n, role);
         MT_CHECK(mt__grad_rule((mt_op)op) == d->grad, "op %d '%s': mt__grad_rule is not the "
@@ -138,6 +147,208 @@ MT_TEST(ops_listing_names) {
     for (size_t k = 0; k < sizeof WANT / sizeof WANT[0]; k++)
         MT_CHECK(seen[k], "the program lists no '%s' node", WANT[k]);
     mt_graph_free(g);
+}
+
+/* ---- lowering hooks ------------------------------------------------------- */
+
+/* Rules that ask for a move inside the op or on its result (a probe each:
+ * the op and input types that make its rule ask for one): the generic order
+ * refuses the first and would add a linear's bias on every device before
+ * the second, so each op here must name a hook of its own. */
+MT_TEST(ops_special_moves_have_hooks) {
+    static const struct {
+        mt_op op;
+        int n_in;
+        const char *in[3];
+        mt_lower_moves_fn hook;
+    } probes[] = {
+        /* w split over C: the product is a partial sum, reduced before the bias */
+        {MT_OP_LINEAR, 3, {"f32[4,8@x]", "f32[6,8@x]", "f32[6]"}, mt__lower_moves_linear},
+        /* logits split over V: the row statistics are all-reduced inside */
+        {MT_OP_CROSS_ENTROPY, 2, {"f32[4,8@x]", "i32[4]"}, mt__lower_moves_cross_entropy},
+    };
+    mt_mesh *m = NULL;
+    MT_CHECK_OK(mt_mesh_create("x=2", 2, &m));
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        mt_graph *g = mt_graph_create();
+        mt_type in[3];
+        mt_tensor *t[3];
+        for (int k = 0; k < probes[i].n_in; k++) {
+            MT_CHECK_OK(mt_type_parse(m, probes[i].in[k], &in[k]));
+            char name[8];
+            snprintf(name, sizeof name, "t%d", k);
+            t[k] = mt_input(g, name, in[k].dtype, in[k].ndim, in[k].shape);
+        }
+        mt_tensor *out = probes[i].op == MT_OP_LINEAR ? mt_linear(g, t[0], t[1], t[2])
+                       : mt_cross_entropy(g, t[0], t[1], 8, 1.0f);
+        MT_CHECK(out, "probe %zu: %s", i, mt_graph_errmsg(g));
+        const mt_op_call *c = &g->nodes[g->n_nodes - 1].call;
+        mt_shard_result r;
+        MT_CHECK_OK(mt__shard_rule(m, c, in, MT_SHARD_AUTO, &r));
+        bool special = false;
+        for (int k = 0; k < r.n_moves; k++) special |= r.moves[k].operand < 0;
+        const char *n = op_name(probes[i].op);
+        MT_CHECK(special, "probe of '%s': its rule asks for no move inside or on the result; "
+                 "update the probe", n);
+        MT_CHECK(mt__op_gdesc(probes[i].op)->lower_moves == probes[i].hook,
+                 "op '%s': its rule moves data inside or after it, but its descriptor does not "
+                 "name its own lowering hook", n);
+        mt_graph_free(g);
+    }
+    mt_mesh_free(m);
+}
+
+/* Stand-ins for the partitioner's services: each records its call in
+ * `log` and does what a hand count says the partitioner would. */
+typedef struct {
+    mt_graph *g;
+    char      log[512];
+    bool      scatter;   /* sequence_scatter says yes */
+} fake;
+
+static void note(fake *f, const char *fmt, int v) {
+    size_t n = strlen(f->log);
+    snprintf(f->log + n, sizeof f->log - n, fmt, v);
+}
+
+static mt_status f_operand(void *ctx, mt_lower_step *st, int skip) {
+    note(ctx, "operand(%d) ", skip);
+    while (st->next < st->rule->n_moves && st->rule->moves[st->next].operand >= 0) st->next++;
+    return MT_OK;
+}
+static mt_status f_inside(void *ctx, mt_lower_step *st, bool accept) {
+    (void)st;
+    note(ctx, "inside(%d) ", accept);
+    return MT_OK;
+}
+static mt_status f_pvary_inputs(void *ctx, mt_lower_step *st) {
+    note(ctx, "pvary_inputs(%d) ", st->n_in);
+    return MT_OK;
+}
+static mt_status f_lower(void *ctx, mt_lower_step *st) {
+    fake *f = ctx;
+    note(f, "lower(%d) ", st->n_in);
+    st->out = mt_linear(f->g, st->in[0], st->in[1], st->n_in > 2 ? st->in[2] : NULL);
+    st->type = st->rule->result;
+    return MT_OK;
+}
+static mt_status f_result(void *ctx, mt_lower_step *st) {
+    note(ctx, "result ", 0);
+    st->next = st->rule->n_moves;
+    return MT_OK;
+}
+static mt_status f_keep(void *ctx, mt_lower_step *st) {
+    (void)st;
+    note(ctx, "keep_partial ", 0);
+    return MT_OK;
+}
+static mt_tensor *f_move(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary) {
+    fake *f = ctx;
+    if (mv->kind == MT_MOVE_ALL_REDUCE) *vary &= ~mv->axes;   /* the sum is the same everywhere */
+    note(f, mv->kind == MT_MOVE_ALL_REDUCE ? "all-reduce " : mv->kind == MT_MOVE_REDUCE_SCATTER
+                                                                 ? "reduce-scatter "
+                                                                 : "move%d ", mv->kind);
+    /* a stand-in tensor of the moved shape */
+    int64_t shape[MT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    if (mv->kind == MT_MOVE_REDUCE_SCATTER) shape[mv->dim] /= 2;
+    return mt_input(f->g, "moved", MT_F32, x->ndim, shape);
+}
+static mt_tensor *f_pvary(void *ctx, const mt_tensor *global_in, mt_tensor *x, uint32_t vary,
+                          uint32_t want) {
+    (void)global_in, (void)vary;
+    note(ctx, "pvary(%d) ", (int)want);
+    return x;
+}
+static bool f_gather(void *ctx, const mt_move *mv, uint32_t vary) {
+    (void)ctx, (void)mv, (void)vary;
+    return false;
+}
+static bool f_scatter(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv) {
+    fake *f = ctx;
+    if (!f->scatter) return false;
+    *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = 1,
+                    .dim2 = -1, .axes = axes, .before = *t, .after = *t};
+    mv->after.sharding.partial_axes = 0;
+    mv->after.sharding.dim_axes[1] = axes;
+    return true;
+}
+static mt_axes f_axes(void *ctx, uint32_t bits) {
+    (void)ctx, (void)bits;
+    return (mt_axes){0};
+}
+static mt_status f_failed(void *ctx, const mt_lower_step *st) {
+    (void)ctx, (void)st;
+    return MT_EINTERNAL;
+}
+
+/* Runs linear's hook on y (4,8,6) = x (4,8,16) · w (6,16)ᵀ + b (6) with the
+ * rule result `r`; returns the step. */
+static mt_lower_step run_linear_hook(fake *f, const mt_shard_result *r, int n_in) {
+    int64_t xs[3] = {4, 8, 16}, ws[2] = {6, 16}, bs[1] = {6};
+    mt_tensor *x = mt_input(f->g, "x", MT_F32, 3, xs), *w = mt_input(f->g, "w", MT_F32, 2, ws);
+    mt_tensor *b = mt_input(f->g, "b", MT_F32, 1, bs);
+    mt_tensor *y = mt_linear(f->g, x, w, n_in > 2 ? b : NULL);
+    MT_CHECK(y, "%s", mt_graph_errmsg(f->g));
+    mt_lower_step st = {.call = &f->g->nodes[f->g->n_nodes - 1].call, .rule = r, .n_in = n_in,
+                        .in = {x, w, b}, .vary = {1, 2, 0}};
+    const mt_lower_services sv = {
+        .ctx = f, .seq_axes = 2, .operand_moves = f_operand, .inside_moves = f_inside,
+        .pvary_inputs = f_pvary_inputs, .lower = f_lower, .result_moves = f_result,
+        .keep_partial = f_keep, .move = f_move, .pvary = f_pvary, .sequence_gather = f_gather,
+        .sequence_scatter = f_scatter, .axes = f_axes, .failed = f_failed};
+    MT_CHECK_OK(mt__lower_moves_linear(f->g, &st, &sv));
+    MT_CHECK(st.next == r->n_moves, "the hook left moves %d to %d", st.next, r->n_moves);
+    return st;
+}
+
+/* Hand-written: the rule's result f32[4,8,6]{U:y} all-reduced over y (bit
+ * 2); x varies over bit 1, w over bit 2, b over none. */
+MT_TEST(ops_linear_hook_late_bias_and_scatter) {
+    mt_type partial = {.dtype = MT_F32, .ndim = 3, .shape = {4, 8, 6}};
+    partial.sharding.partial_axes = 2;
+    mt_type reduced = partial;
+    reduced.sharding.partial_axes = 0;
+    const mt_shard_result r = {
+        .result = reduced, .n_moves = 1,
+        .moves = {{.kind = MT_MOVE_ALL_REDUCE, .operand = MT_MOVE_RESULT, .dim = -1, .dim2 = -1,
+                   .axes = 2, .before = partial, .after = reduced}}};
+    /* late bias: the product without it (2 inputs), the all-reduce, then the
+     * bias with a pvary over what the reduced product varies over (x's bit
+     * 1: the sum is the same over bit 2), added last */
+    fake f = {.g = mt_graph_create()};
+    mt_lower_step st = run_linear_hook(&f, &r, 3);
+    MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(2) lower(2) all-reduce pvary(1) ")
+             == 0, "late bias: the steps were '%s'", f.log);
+    const mt_op_call *last = &f.g->nodes[f.g->n_nodes - 1].call;
+    MT_CHECK(last->op == MT_OP_ADD && st.out == last->out && strcmp(last->in[1]->name, "b") == 0,
+             "late bias: the result is not the moved product plus b (last node '%s')",
+             op_name(last->op));
+    MT_CHECK(st.out_vary == 1, "late bias: the result varies over %#x, want 0x1", st.out_vary);
+    mt_graph_free(f.g);
+    /* sequence parallelism: the all-reduce becomes a reduce-scatter onto T,
+     * which the result's type and vary then split over bit 2 */
+    f = (fake){.g = mt_graph_create(), .scatter = true};
+    st = run_linear_hook(&f, &r, 3);
+    MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(2) lower(2) reduce-scatter "
+                           "pvary(3) ") == 0, "sequence parallel: the steps were '%s'", f.log);
+    MT_CHECK(st.type.sharding.dim_axes[1] == 2 && st.type.sharding.partial_axes == 0 &&
+             st.out_vary == 3 && st.out->shape[1] == 4,
+             "sequence parallel: the result is not T split over bit 2 (dim 1 axes %#x, partial "
+             "%#x, vary %#x, local T %lld)", st.type.sharding.dim_axes[1],
+             st.type.sharding.partial_axes, st.out_vary, (long long)st.out->shape[1]);
+    mt_graph_free(f.g);
+    /* no move on the result: the bias stays in the product (the hook runs
+     * the result moves itself: none), and a kept partial sum is the
+     * generic step's */
+    const mt_shard_result none = {.result = partial};
+    f = (fake){.g = mt_graph_create()};
+    st = run_linear_hook(&f, &none, 3);
+    MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(3) lower(3) keep_partial ")
+             == 0, "no result move: the steps were '%s'", f.log);
+    MT_CHECK(f.g->nodes[f.g->n_nodes - 1].call.op == MT_OP_LINEAR, "no result move: the last "
+             "node is not the linear");
+    mt_graph_free(f.g);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -4,7 +4,8 @@
  * sharding rule's operand moves (the partitioner calls them through the op
  * descriptors, op_desc.c). Most ops are their builder again; the rest read
  * the global call's parameters that a local shape does not give, or the
- * device's place in the mesh (mt_lower_env).
+ * device's place in the mesh (mt_lower_env). What happens to the moves
+ * around an op is its hook's (lower_moves.c, lower_linear.c).
  */
 #include "graph/op_desc.h"
 
@@ -103,4 +104,12 @@ mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e) {
     (void)g, (void)c, (void)e;
     return in[0];
+}
+
+/* An op that all-reduces inside gives the same result over those axes. */
+uint32_t mt__lower_vary(const mt_lower_step *st) {
+    uint32_t all = 0, own = st->type.sharding.partial_axes;
+    for (int k = 0; k < st->n_in; k++) all |= st->vary[k];
+    for (int d = 0; d < st->type.ndim; d++) own |= st->type.sharding.dim_axes[d];
+    return (all & ~st->inside) | own;
 }

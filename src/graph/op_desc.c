@@ -1,7 +1,8 @@
 /*
  * op_desc.c — the graph half of every op's descriptor, one line per op (see
- * op_desc.h): its role, gradient rule, sharding rule, lowering, remat class
- * and what it communicates. The kernel half is ops/op_table.c's.
+ * op_desc.h): its role, gradient rule, sharding rule, lowering, lowering
+ * with the moves around it, remat class and what it communicates. The
+ * kernel half is ops/op_table.c's.
  *
  * A member an op's role does not need is left out (NULL); a class is always
  * named, so a missing line reads as MT_*_UNSET and tests/test_ops_desc.c
@@ -10,43 +11,46 @@
 #include "graph/op_desc.h"
 
 /* GLOBAL: a forward op of global programs, its rules mt__grad_<op>,
- * mt__shard_<op> and mt__lower_<op>. LOCAL: a device-local forward op, its
- * gradient rule mt__grad_<op>. BACKWARD: a backward op. */
-#define GLOBAL(op, recomp_, comm_)                                                    \
+ * mt__shard_<op> and mt__lower_<op>, lowered with the moves around it by
+ * mt__lower_moves_<moves> (generic: the partitioner's order; op_desc.h).
+ * LOCAL: a device-local forward op, its gradient rule mt__grad_<op>.
+ * BACKWARD: a backward op. */
+#define GLOBAL(op, moves, recomp_, comm_)                                             \
     {.role = MT_ROLE_GLOBAL, .grad = mt__grad_##op, .shard = mt__shard_##op,         \
-     .lower = mt__lower_##op, .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_}
+     .lower = mt__lower_##op, .lower_moves = mt__lower_moves_##moves,                \
+     .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_}
 #define LOCAL(op, comm_)                                                              \
     {.role = MT_ROLE_LOCAL, .grad = mt__grad_##op, .recomp = MT_RECOMP_NEVER,        \
      .comm = MT_COMM_##comm_}
 #define BACKWARD                                                                      \
     {.role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE}
 /* The same, for the matrix products bf16 precision runs in bf16. */
-#define GLOBAL_PRODUCT(op, recomp_, comm_)                                            \
+#define GLOBAL_PRODUCT(op, moves, recomp_, comm_)                                     \
     {.role = MT_ROLE_GLOBAL, .grad = mt__grad_##op, .shard = mt__shard_##op,         \
-     .lower = mt__lower_##op, .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_, \
-     .bf16_product = true}
+     .lower = mt__lower_##op, .lower_moves = mt__lower_moves_##moves,                \
+     .recomp = MT_RECOMP_##recomp_, .comm = MT_COMM_##comm_, .bf16_product = true}
 #define BACKWARD_PRODUCT                                                              \
     {.role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE,      \
      .bf16_product = true}
 
 static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
-    /*                           op: its rules   remat      communicates */
+    /*                           op: its rules   with moves     remat      communicates */
     /* forward ops of global programs: builders.c */
-    [MT_OP_MATMUL]        = GLOBAL_PRODUCT(matmul, DOT,      NONE),
-    [MT_OP_LINEAR]        = GLOBAL_PRODUCT(linear, DOT,      NONE),
-    [MT_OP_ADD]           = GLOBAL(add,           LOCAL,     NONE),
-    [MT_OP_SUB]           = GLOBAL(sub,           LOCAL,     NONE),
-    [MT_OP_MUL]           = GLOBAL(mul,           LOCAL,     NONE),
-    [MT_OP_SCALE]         = GLOBAL(scale,         LOCAL,     NONE),
-    [MT_OP_GELU]          = GLOBAL(gelu,          LOCAL,     NONE),
-    [MT_OP_LAYERNORM]     = GLOBAL(layernorm,     LOCAL,     NONE),
-    [MT_OP_ATTENTION]     = GLOBAL(attention,     SAVES_AUX, NONE),
-    [MT_OP_EMBEDDING]     = GLOBAL(embedding,     NEVER,     NONE),
-    [MT_OP_CROSS_ENTROPY] = GLOBAL(cross_entropy, NEVER,     VP_STATS),
-    [MT_OP_MSE]           = GLOBAL(mse,           NEVER,     NONE),
-    [MT_OP_SUM]           = GLOBAL(sum,           NEVER,     NONE),
-    [MT_OP_TRANSPOSE]     = GLOBAL(transpose,     LOCAL,     NONE),
-    [MT_OP_RESHARD]       = GLOBAL(reshard,       NEVER,     NONE),
+    [MT_OP_MATMUL]        = GLOBAL_PRODUCT(matmul, generic, DOT,   NONE),
+    [MT_OP_LINEAR]        = GLOBAL_PRODUCT(linear, linear,  DOT,   NONE),
+    [MT_OP_ADD]           = GLOBAL(add,           generic,       LOCAL,     NONE),
+    [MT_OP_SUB]           = GLOBAL(sub,           generic,       LOCAL,     NONE),
+    [MT_OP_MUL]           = GLOBAL(mul,           generic,       LOCAL,     NONE),
+    [MT_OP_SCALE]         = GLOBAL(scale,         generic,       LOCAL,     NONE),
+    [MT_OP_GELU]          = GLOBAL(gelu,          generic,       LOCAL,     NONE),
+    [MT_OP_LAYERNORM]     = GLOBAL(layernorm,     generic,       LOCAL,     NONE),
+    [MT_OP_ATTENTION]     = GLOBAL(attention,     generic,       SAVES_AUX, NONE),
+    [MT_OP_EMBEDDING]     = GLOBAL(embedding,     generic,       NEVER,     NONE),
+    [MT_OP_CROSS_ENTROPY] = GLOBAL(cross_entropy, cross_entropy, NEVER,     VP_STATS),
+    [MT_OP_MSE]           = GLOBAL(mse,           generic,       NEVER,     NONE),
+    [MT_OP_SUM]           = GLOBAL(sum,           generic,       NEVER,     NONE),
+    [MT_OP_TRANSPOSE]     = GLOBAL(transpose,     generic,       LOCAL,     NONE),
+    [MT_OP_RESHARD]       = GLOBAL(reshard,       generic,       NEVER,     NONE),
     /* device-local forward ops: collectives.c and collective_matmul.c (the
      * partitioner's collective matmuls); their gradients are collectives too */
     [MT_OP_PSUM]          = LOCAL(psum,          COLL_OUT),

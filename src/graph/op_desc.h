@@ -1,18 +1,20 @@
 /*
  * op_desc.h — the graph half of every op's descriptor (internal): what the
  * op is to a graph, its gradient rule, its sharding rule, its lowering onto
- * a device's local inputs, what activation checkpointing may do with it and
- * what it communicates. The kernel half {name, arity, run, cost, scratch} is
- * ops/op_table.c's (mt__op_def), indexed by the same mt_op; this half is one
- * table, graph/op_desc.c, one line per op. Nothing reads the enum's order:
- * a property of an op is a member here or there.
+ * a device's local inputs (and with the moves around it), what activation
+ * checkpointing may do with it and what it communicates. The kernel half
+ * {name, arity, run, cost, scratch} is ops/op_table.c's (mt__op_def),
+ * indexed by the same mt_op; this half is one table, graph/op_desc.c, one
+ * line per op. Nothing reads the enum's order: a property of an op is a
+ * member here or there.
  *
  * The rules themselves stay beside their kind (grad_rules.c, shard_rules*.c,
- * lower.c, collective_matmul.c); the table is the one place that says which
- * op uses which. tests/test_ops_desc.c walks every op and fails naming the
- * op and the member that is missing. Adding an op: its enum line
- * (ops/ops_impl.h), its op_table.c entry and kernel, its line in op_desc.c
- * with the rules its role needs, its builder and its tests.
+ * lower.c, lower_moves.c, lower_linear.c, collective_matmul.c); the table is
+ * the one place that says which op uses which. tests/test_ops_desc.c walks
+ * every op and fails naming the op and the member that is missing. Adding
+ * an op: its enum line (ops/ops_impl.h), its op_table.c entry and kernel,
+ * its line in op_desc.c with the rules its role needs, its builder and its
+ * tests.
  */
 #ifndef MT_OP_DESC_H
 #define MT_OP_DESC_H
@@ -83,12 +85,99 @@ typedef struct {
 typedef mt_tensor *(*mt_lower_fn)(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                                   const mt_lower_env *e);
 
+/* ---- lowering with the moves around the op ---------------------------------
+ * The partitioner lowers one global node in four steps, rule -> moves ->
+ * lower -> moves: the op's sharding rule gives the result type and the moves
+ * (on operands, inside the op, on the result, in that order); the operand
+ * moves run on the local inputs; the op is lowered on them; the result moves
+ * run on its output. Each step is a partitioner service (below), and an op
+ * whose lowering decides what happens to the moves around it (linear: the
+ * late bias and the collective-matmul rings; cross-entropy: the collectives
+ * inside it) has a hook, mt_lower_moves_fn, that runs the steps itself and
+ * takes the moves it consumes; every other op runs them in order
+ * (mt__lower_moves_generic). The partitioner knows no op by name. */
+
+/* One global node being lowered: what the partitioner hands the hook and
+ * what the hook hands back. */
+typedef struct {
+    const mt_op_call      *call;     /* the global call */
+    const mt_shard_result *rule;     /* its sharding rule's result type and moves */
+    int        next;                 /* the first of rule's moves neither run nor consumed */
+    /* the inputs, from the slots, then moved by the steps */
+    int        n_in;                 /* the ones the op is lowered on (call->n_in, fewer when
+                                        the hook adds the rest after the result moves) */
+    mt_tensor *in[MT_MAX_INPUTS];    /* local */
+    mt_type    types[MT_MAX_INPUTS]; /* global */
+    uint32_t   vary[MT_MAX_INPUTS];  /* the mesh axes over which each differs between devices */
+    uint32_t   inside;               /* the axes of the rule's moves inside the op taken */
+    /* the result: set by the lowering, moved by the result moves */
+    mt_tensor *out;                  /* local */
+    mt_type    type;                 /* global */
+    uint32_t   out_vary;
+} mt_lower_step;
+
+/* The partitioner's services to a hook (partition.c fills them in; graph
+ * code cannot call up into partition/). ctx is the first argument of each.
+ * A step or service that fails records the partition error in mt_errmsg()
+ * and returns its code (the services returning a tensor: NULL, then
+ * failed() says why). */
+typedef struct {
+    void          *ctx;
+    uint32_t       seq_axes;      /* sequence parallelism's axes (0: off) */
+    bool           coll_matmul;   /* collective matmul (only with seq_axes) */
+    /* the steps, in the order mt__lower_moves_generic runs them */
+    /* runs the operand moves from st->next on (st->next then is the first
+     * other move), all but move number `skip` (-1: none), which the hook
+     * runs itself: that operand's type still becomes the move's result */
+    mt_status  (*operand_moves)(void *ctx, mt_lower_step *st, int skip);
+    /* takes the moves inside the op from st->next into st->inside if
+     * `accept`; refuses them, naming the node, if not */
+    mt_status  (*inside_moves)(void *ctx, mt_lower_step *st, bool accept);
+    /* gives each of the n_in inputs that needs a gradient a pvary over the
+     * axes the others vary over and it does not */
+    mt_status  (*pvary_inputs)(void *ctx, mt_lower_step *st);
+    /* the op's lowering (its descriptor's lower) on the first n_in inputs:
+     * st->out, its type the rule's result and st->out_vary (mt__lower_vary) */
+    mt_status  (*lower)(void *ctx, mt_lower_step *st);
+    /* runs the moves from st->next on, on st->out */
+    mt_status  (*result_moves)(void *ctx, mt_lower_step *st);
+    /* sequence parallelism: a result kept a partial sum over sequence axes
+     * is reduce-scattered onto its rows (a split lookup's) */
+    mt_status  (*keep_partial)(void *ctx, mt_lower_step *st);
+    /* primitives */
+    /* runs mv on local x whose value varies over *vary (updated) */
+    mt_tensor *(*move)(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary);
+    /* x, an input of the global tensor global_in varying over `vary`, with a
+     * pvary over the axes of `want` it does not vary over (x itself when
+     * none is needed) */
+    mt_tensor *(*pvary)(void *ctx, const mt_tensor *global_in, mt_tensor *x, uint32_t vary,
+                        uint32_t want);
+    /* mv is sequence parallelism's gather of rows varying over `vary` */
+    bool       (*sequence_gather)(void *ctx, const mt_move *mv, uint32_t vary);
+    /* the partial sums over `axes` of an activation of type *t may be
+     * reduce-scattered onto its rows: *mv set to that move */
+    bool       (*sequence_scatter)(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv);
+    /* the named mesh axes of a bit set */
+    mt_axes    (*axes)(void *ctx, uint32_t bits);
+    /* the local graph's error as the partition error of st's node */
+    mt_status  (*failed)(void *ctx, const mt_lower_step *st);
+} mt_lower_services;
+
+/* An op's lowering with the moves around it: runs the steps on st (g is
+ * the device's program), leaving st->out, st->type and st->out_vary, and
+ * every move run or consumed (st->next == st->rule->n_moves). */
+typedef mt_status (*mt_lower_moves_fn)(mt_graph *g, mt_lower_step *st,
+                                       const mt_lower_services *sv);
+
 /* The graph half of one op's descriptor. */
 typedef struct {
     mt_op_role   role;
     mt_grad_rule grad;     /* GLOBAL and LOCAL: required; BACKWARD: NULL */
     mt_shard_fn  shard;    /* GLOBAL: required; else NULL (the op has no sharding rule) */
     mt_lower_fn  lower;    /* GLOBAL: required; else NULL (it cannot be partitioned) */
+    /* GLOBAL: required (mt__lower_moves_generic for an op that leaves its
+     * moves to the partitioner); else NULL */
+    mt_lower_moves_fn lower_moves;
     mt_op_recomp recomp;   /* required */
     mt_op_comm   comm;     /* required */
     /* A matrix product that runs in bf16 under MT_PRECISION_BF16 (precision.c:
@@ -166,5 +255,18 @@ mt_tensor *mt__lower_transpose(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                                const mt_lower_env *e);
 mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e);
+
+/* The axes a lowered result of st varies over: those its inputs 0..n_in
+ * vary over but the ones all-reduced inside the op, and the ones its type
+ * splits or sums over (st->type). */
+uint32_t mt__lower_vary(const mt_lower_step *st);
+
+/* lower_moves.c: the generic order (every op without a hook of its own),
+ * and the hooks */
+mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
+mt_status mt__lower_moves_cross_entropy(mt_graph *g, mt_lower_step *st,
+                                        const mt_lower_services *sv);
+/* lower_linear.c */
+mt_status mt__lower_moves_linear(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
 
 #endif /* MT_OP_DESC_H */

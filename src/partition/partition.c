@@ -6,7 +6,8 @@
  * One pass over the global forward nodes, in order. Every global tensor gets
  * a slot: its local twin in the new graph, its global type (shape, sharding,
  * partial sums) and the axes over which its value differs between devices
- * ("varying", as in JAX's shard_map). For each node:
+ * ("varying", as in JAX's shard_map). For each node, rule -> moves -> lower
+ * -> moves:
  *   1. the op's sharding rule (graph/shard_rules.h) reads the input types and
  *      says the result type and the moves; operand moves become collective
  *      nodes on the local inputs;
@@ -14,9 +15,15 @@
  *      axis over which the others vary gets a pvary node over that axis: its
  *      gradient is then a partial sum, reduced in the W phase (the
  *      data-parallel all-reduce of a replicated parameter's gradient);
- *   3. the op is rebuilt on the local inputs with the public builders (which
- *      derive every op parameter from the local shapes), and the result moves
- *      follow it.
+ *   3. the op is rebuilt on the local inputs by its lowering (graph/lower.c,
+ *      which derives every op parameter from the local shapes), and the
+ *      result moves follow it; under sequence parallelism a result kept a
+ *      partial sum is reduce-scattered onto its rows.
+ * The steps are services here; the op's descriptor names the hook that runs
+ * them (graph/op_desc.h, mt_lower_moves_fn): most ops the generic order, the
+ * few that decide what happens to the moves around them their own (linear:
+ * late bias, collective matmul; cross-entropy: collectives inside). The loop
+ * names no op.
  * The loss, a partial sum over the axes that split the batch, is reduced
  * last, so every device's loss is the global loss.
  */
@@ -324,34 +331,6 @@ static void plan_prefetch(partitioner *p) {
     free(seen);
 }
 
-/* ---- nodes ------------------------------------------------------------------ */
-
-/* This device's first index of a dim of `global` size split over `axes`. */
-static int64_t block_start(partitioner *p, uint32_t axes, int64_t local) {
-    return axes ? (int64_t)mt_axis_index(p->ctx, axes_of(p->mesh, axes)) * local : 0;
-}
-
-/* block_start for a lowering (mt_lower_env.start). */
-static int64_t lower_start(void *ctx, uint32_t set, int64_t local) {
-    return block_start(ctx, set, local);
-}
-
-/* The op of a global call, rebuilt on local inputs of types `types` by the
- * op's lowering (graph/lower.c, named by its descriptor); `inside` is the
- * set of axes its rule all-reduces inside the op. */
-static mt_tensor *rebuild(partitioner *p, const mt_op_call *c, mt_tensor **in,
-                          const mt_type *types, uint32_t inside) {
-    mt_lower_fn lower = mt__op_gdesc(c->op)->lower;
-    if (!lower) {
-        mt_graph_fail(p->lg, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet",
-                      mt__op_def(c->op)->name);
-        return NULL;
-    }
-    mt_lower_env e = {.types = types, .inside = inside, .start = lower_start, .ctx = p};
-    if (inside) e.inside_axes = axes_of(p->mesh, inside);
-    return lower(p->lg, c, in, &e);
-}
-
 /* Sequence parallelism: when the partial sums over `axes` of an activation
  * of type *t (B,T,...) may be reduce-scattered onto T (the axes are
  * sequence axes, all of t's partial ones; T whole and divisible), sets *mv
@@ -375,8 +354,8 @@ static bool sequence_scatter(const partitioner *p, const mt_type *t, uint32_t ax
 
 /* Gives input k a pvary over the axes the op's other inputs vary over and it
  * does not, when a gradient flows back to it (once per tensor and axes). */
-static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x, uint32_t vary,
-                              uint32_t want) {
+static mt_tensor *pvary_input(partitioner *p, const mt_tensor *global_in, mt_tensor *x,
+                              uint32_t vary, uint32_t want) {
     uint32_t missing = want & ~vary;
     /* nothing differs over an axis of one device: its gradient needs no sum */
     for (int a = 0; a < p->mesh->ndim; a++)
@@ -396,127 +375,179 @@ static mt_tensor *pvary_input(partitioner *p, mt_tensor *global_in, mt_tensor *x
     return y;
 }
 
-static mt_status partition_node(partitioner *p, const mt_op_call *c) {
-    const char *name = mt__op_def(c->op)->name;
-    mt_type in_types[MT_MAX_INPUTS];
-    mt_tensor *in[MT_MAX_INPUTS] = {0};
-    uint32_t vary[MT_MAX_INPUTS] = {0};
-    mt_status s;
-    for (int k = 0; k < c->n_in; k++) {
-        if ((s = use_slot(p, c->in[k])) != MT_OK) return s;
-        const slot *sl = &p->slots[c->in[k]->id];
-        in_types[k] = sl->type;
-        in[k] = sl->local;
-        vary[k] = sl->vary;
+/* ---- the steps of a node (graph/op_desc.h's mt_lower_services) ---------------- */
+
+static const char *op_name(const mt_lower_step *st) { return mt__op_def(st->call->op)->name; }
+
+static mt_status step_failed(void *ctx, const mt_lower_step *st) {
+    return local_failed(ctx, op_name(st));
+}
+
+static mt_status step_operand_moves(void *ctx, mt_lower_step *st, int skip) {
+    partitioner *p = ctx;
+    const mt_shard_result *r = st->rule;
+    for (; st->next < r->n_moves && r->moves[st->next].operand >= 0; st->next++) {
+        const mt_move *mv = &r->moves[st->next];
+        int k = mv->operand;
+        st->types[k] = mv->after;
+        if (st->next == skip) continue;
+        st->in[k] = apply_move(p, st->in[k], mv, st->vary[k]);
+        st->vary[k] = vary_after(p, st->vary[k], mv);
+        if (!st->in[k]) return step_failed(p, st);
     }
-    mt_shard_result res;
-    s = mt__shard_rule(p->mesh, c, in_types, p->mode, &res);
+    return MT_OK;
+}
+
+static mt_status step_inside_moves(void *ctx, mt_lower_step *st, bool accept) {
+    const mt_shard_result *r = st->rule;
+    (void)ctx;
+    for (; st->next < r->n_moves && r->moves[st->next].operand == MT_MOVE_INSIDE; st->next++) {
+        if (!accept)
+            return mt_fail(MT_EUNSUPPORTED, "partition: %s -> '%s' needs a collective inside "
+                           "the op (%s over its split dim), which only an op whose lowering runs "
+                           "it does (the cross-entropy's statistics; layernorm's come with "
+                           "sequence parallelism); keep that dim whole", op_name(st),
+                           st->call->out->name, mt_move_name(r->moves[st->next].kind));
+        st->inside |= r->moves[st->next].axes;
+    }
+    return MT_OK;
+}
+
+static mt_status step_pvary_inputs(void *ctx, mt_lower_step *st) {
+    uint32_t all = 0;
+    for (int k = 0; k < st->n_in; k++) all |= st->vary[k];
+    for (int k = 0; k < st->n_in; k++)
+        if (!(st->in[k] = pvary_input(ctx, st->call->in[k], st->in[k], st->vary[k], all)))
+            return step_failed(ctx, st);
+    return MT_OK;
+}
+
+/* This device's first index of a dim of `global` size split over `axes`. */
+static int64_t block_start(partitioner *p, uint32_t axes, int64_t local) {
+    return axes ? (int64_t)mt_axis_index(p->ctx, axes_of(p->mesh, axes)) * local : 0;
+}
+
+/* block_start for a lowering (mt_lower_env.start). */
+static int64_t lower_start(void *ctx, uint32_t set, int64_t local) {
+    return block_start(ctx, set, local);
+}
+
+/* The op rebuilt on the local inputs by its lowering (graph/lower.c, named
+ * by its descriptor), on the first n_in of them. */
+static mt_status step_lower(void *ctx, mt_lower_step *st) {
+    partitioner *p = ctx;
+    mt_lower_fn lower = mt__op_gdesc(st->call->op)->lower;
+    if (!lower) {
+        mt_graph_fail(p->lg, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet", op_name(st));
+        return step_failed(p, st);
+    }
+    mt_op_call c = *st->call;
+    c.n_in = st->n_in;
+    mt_lower_env e = {.types = st->types, .inside = st->inside, .start = lower_start, .ctx = p};
+    if (st->inside) e.inside_axes = axes_of(p->mesh, st->inside);
+    if (!(st->out = lower(p->lg, &c, st->in, &e))) return step_failed(p, st);
+    st->type = st->rule->result;
+    st->out_vary = mt__lower_vary(st);
+    return MT_OK;
+}
+
+static mt_tensor *step_move(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary) {
+    mt_tensor *y = apply_move(ctx, x, mv, *vary);
+    *vary = vary_after(ctx, *vary, mv);
+    return y;
+}
+
+static mt_status step_result_moves(void *ctx, mt_lower_step *st) {
+    for (; st->next < st->rule->n_moves; st->next++)
+        if (!(st->out = step_move(ctx, st->out, &st->rule->moves[st->next], &st->out_vary)))
+            return step_failed(ctx, st);
+    return MT_OK;
+}
+
+static mt_status step_keep_partial(void *ctx, mt_lower_step *st) {
+    mt_move scatter;
+    if (!st->type.sharding.partial_axes ||
+        !sequence_scatter(ctx, &st->type, st->type.sharding.partial_axes, &scatter))
+        return MT_OK;
+    if (!(st->out = apply_move(ctx, st->out, &scatter, st->out_vary))) return step_failed(ctx, st);
+    st->type = scatter.after;
+    return MT_OK;
+}
+
+static mt_tensor *service_pvary(void *ctx, const mt_tensor *global_in, mt_tensor *x,
+                                uint32_t vary, uint32_t want) {
+    return pvary_input(ctx, global_in, x, vary, want);
+}
+
+static bool service_sequence_gather(void *ctx, const mt_move *mv, uint32_t vary) {
+    return sequence_gather(ctx, mv, vary);
+}
+
+static bool service_sequence_scatter(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv) {
+    return sequence_scatter(ctx, t, axes, mv);
+}
+
+static mt_axes service_axes(void *ctx, uint32_t bits) {
+    return axes_of(((partitioner *)ctx)->mesh, bits);
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+/* The rule's result for call c on the inputs' global types. */
+static mt_status node_rule(partitioner *p, const mt_op_call *c, const mt_type *types,
+                           mt_shard_result *res) {
+    mt_status s = mt__shard_rule(p->mesh, c, types, p->mode, res);
     if (s == MT_ESHARDING && p->mode == MT_SHARD_EXPLICIT && p->only_resharded[c->out->id]) {
         /* explicit mode: a result that only reshards read may stay ambiguous
          * (a partial sum): the reshard decides it, as in JAX's out_sharding */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", mt_errmsg());
-        s = mt__shard_rule(p->mesh, c, in_types, MT_SHARD_AUTO, &res);
-        bool operands_moved = res.n_moves > 0 && res.moves[0].operand >= 0;
+        s = mt__shard_rule(p->mesh, c, types, MT_SHARD_AUTO, res);
+        bool operands_moved = res->n_moves > 0 && res->moves[0].operand >= 0;
         if (s == MT_OK && operands_moved) s = mt_fail(MT_ESHARDING, "%s", msg);
     }
     if (s != MT_OK)
-        return fail(p, s, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
-    /* collective matmul: a linear's rows gathered by sequence parallelism
-     * (its only move of x) go into the product's ring instead */
-    const mt_move *ring_gather = NULL;
-    int x_moves = 0;
-    for (int k = 0; k < res.n_moves; k++) x_moves += res.moves[k].operand == 0;
-    int m = 0;
-    for (; m < res.n_moves && res.moves[m].operand >= 0; m++) {
-        const mt_move *mv = &res.moves[m];
-        if (p->coll_matmul && c->op == MT_OP_LINEAR && mv->operand == 0 && x_moves == 1 &&
-            sequence_gather(p, mv, vary[0])) {
-            ring_gather = mv;            /* x stays this device's rows; its vary too */
-            in_types[0] = mv->after;
-            continue;
-        }
-        in[mv->operand] = apply_move(p, in[mv->operand], mv, vary[mv->operand]);
-        in_types[mv->operand] = mv->after;
-        vary[mv->operand] = vary_after(p, vary[mv->operand], mv);
-        if (!in[mv->operand]) return local_failed(p, name);
+        return fail(p, s, "partition: %s -> '%s': %s", mt__op_def(c->op)->name, c->out->name,
+                    mt_errmsg());
+    return MT_OK;
+}
+
+/* One global node: rule -> moves -> lower -> moves, in the order and with
+ * the variations its op's descriptor names (mt_lower_moves_fn; most ops the
+ * generic order), then its slot. */
+static mt_status partition_node(partitioner *p, const mt_op_call *c) {
+    mt_lower_step st = {.call = c, .n_in = c->n_in};
+    mt_status s;
+    for (int k = 0; k < c->n_in; k++) {
+        if ((s = use_slot(p, c->in[k])) != MT_OK) return s;
+        const slot *sl = &p->slots[c->in[k]->id];
+        st.types[k] = sl->type;
+        st.in[k] = sl->local;
+        st.vary[k] = sl->vary;
     }
-    /* collectives inside the op: the vocabulary-parallel loss runs them itself */
-    uint32_t inside = 0;
-    for (; m < res.n_moves && res.moves[m].operand == MT_MOVE_INSIDE; m++) {
-        if (c->op != MT_OP_CROSS_ENTROPY)
-            return fail(p, MT_EUNSUPPORTED, "partition: %s -> '%s' needs a collective inside "
-                        "the op (%s over its split dim), which only the cross-entropy runs so "
-                        "far (layernorm's statistics come with sequence parallelism); keep that "
-                        "dim whole", name, c->out->name, mt_move_name(res.moves[m].kind));
-        inside |= res.moves[m].axes;
-    }
-    /* a linear whose product is a partial sum that the rule reduces: the bias
-     * is added after the reduction, once, not on every device before it */
-    mt_tensor *late_bias = NULL;
-    uint32_t bias_vary = 0;
-    mt_op_call no_bias = *c;
-    if (c->op == MT_OP_LINEAR && c->n_in > 2 && m < res.n_moves) {
-        no_bias.n_in = 2;
-        late_bias = in[2];
-        bias_vary = vary[2];
-        c = &no_bias;
-    }
-    uint32_t all = 0;
-    for (int k = 0; k < c->n_in; k++) all |= vary[k];
-    for (int k = 0; k < c->n_in; k++)
-        if (!(in[k] = pvary_input(p, c->in[k], in[k], vary[k], all))) return local_failed(p, name);
-    /* collective matmul: sequence parallelism's reduce-scatter of a linear's
-     * partial sums (before its late bias) runs in the product's ring */
-    mt_move ring_scatter;
-    bool scatter_in_ring = p->coll_matmul && c->op == MT_OP_LINEAR && c->n_in == 2 &&
-                           !ring_gather && m == res.n_moves - 1 &&
-                           res.moves[m].kind == MT_MOVE_ALL_REDUCE &&
-                           sequence_scatter(p, &res.moves[m].before, res.moves[m].axes,
-                                            &ring_scatter);
-    mt_tensor *out;
-    if (ring_gather)
-        out = mt_graph_all_gather_linear(p->lg, in[0], in[1], c->n_in > 2 ? in[2] : NULL,
-                                         axes_of(p->mesh, ring_gather->axes), ring_gather->dim);
-    else if (scatter_in_ring)
-        out = mt_graph_linear_reduce_scatter(p->lg, in[0], in[1],
-                                             axes_of(p->mesh, ring_scatter.axes), ring_scatter.dim);
-    else
-        out = rebuild(p, c, in, in_types, inside);
-    if (!out) return local_failed(p, name);
-    mt_type ty = res.result;
-    if (scatter_in_ring) {
-        ty = ring_scatter.after;
-        out->sharding = ty.sharding;   /* its type, for listings (explain) */
-        m = res.n_moves;
-    }
-    /* an op that all-reduces inside gives the same result over those axes */
-    uint32_t out_vary = ((all & ~inside) | split_axes(&ty) | ty.sharding.partial_axes);
-    for (; m < res.n_moves; m++) {
-        mt_move mv = res.moves[m];
-        /* sequence parallelism: the all-reduce of a linear's partial sums
-         * (before its late bias) becomes a reduce-scatter onto the rows */
-        if (mv.kind == MT_MOVE_ALL_REDUCE && m == res.n_moves - 1 &&
-            sequence_scatter(p, &mv.before, mv.axes, &mv)) {
-            ty = mv.after;
-            out_vary |= mv.axes;
-        }
-        out = apply_move(p, out, &mv, out_vary);
-        out_vary = vary_after(p, out_vary, &mv);
-        if (!out) return local_failed(p, name);
-    }
-    /* ... as does a partial-sum activation kept as such (a split lookup) */
-    mt_move scatter;
-    if (ty.sharding.partial_axes && !late_bias &&
-        sequence_scatter(p, &ty, ty.sharding.partial_axes, &scatter)) {
-        if (!(out = apply_move(p, out, &scatter, out_vary))) return local_failed(p, name);
-        ty = scatter.after;
-    }
-    /* the bias meets the reduced product, which may still vary (over the
-     * batch axes): a pvary over those, as for any other input */
-    if (late_bias && (!(late_bias = pvary_input(p, no_bias.in[2], late_bias, bias_vary, out_vary)) ||
-                      !(out = mt_add(p->lg, out, late_bias))))
-        return local_failed(p, name);
+    mt_shard_result res;
+    if ((s = node_rule(p, c, st.types, &res)) != MT_OK) return s;
+    st.rule = &res;
+    const mt_lower_services sv = {
+        .ctx = p, .seq_axes = p->seq_axes, .coll_matmul = p->coll_matmul,
+        .operand_moves = step_operand_moves, .inside_moves = step_inside_moves,
+        .pvary_inputs = step_pvary_inputs, .lower = step_lower,
+        .result_moves = step_result_moves, .keep_partial = step_keep_partial,
+        .move = step_move, .pvary = service_pvary, .sequence_gather = service_sequence_gather,
+        .sequence_scatter = service_sequence_scatter, .axes = service_axes,
+        .failed = step_failed};
+    const char *name = mt__op_def(c->op)->name;
+    mt_lower_moves_fn lower_moves = mt__op_gdesc(c->op)->lower_moves;
+    if (!lower_moves)
+        return fail(p, MT_EUNSUPPORTED, "partition: op '%s' -> '%s' cannot be partitioned yet "
+                    "(its descriptor has no lowering)", name, c->out->name);
+    if ((s = lower_moves(p->lg, &st, &sv)) != MT_OK) return s;
+    if (!st.out || st.next != res.n_moves)
+        return fail(p, MT_EINTERNAL, "partition: %s -> '%s': its lowering left %d of the rule's "
+                    "%d moves neither run nor taken", name, c->out->name, res.n_moves - st.next,
+                    res.n_moves);
+    mt_tensor *out = st.out;
+    const mt_type ty = st.type;
     /* the builders derived the local shape; it must be the type's */
     int64_t want[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &ty, want)) != MT_OK)
@@ -530,15 +561,18 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
                     "type %s needs another", name, c->out->name, mt__shape_str(out, b1, sizeof b1),
                     b2);
     }
-    /* a reshard that moved nothing is its input: that tensor keeps its name */
-    if (!(c->op == MT_OP_RESHARD && res.n_moves == 0)) {
+    /* a lowering that gave back an input unmoved (a reshard that moved
+     * nothing) made no tensor: that one keeps its name */
+    bool made = true;
+    for (int k = 0; k < c->n_in; k++) made &= out != p->slots[c->in[k]->id].local;
+    if (made) {
         mt_tensor_set_name(out, c->out->name);
         out->sharding = ty.sharding;
     }
     slot *sl = &p->slots[c->out->id];
     sl->local = out;
     sl->type = ty;
-    sl->vary = out_vary;
+    sl->vary = st.out_vary;
     return MT_OK;
 }
 

@@ -1,0 +1,36 @@
+/*
+ * lower_moves.c — how an op is lowered with the moves around it (op_desc.h):
+ * the generic order, rule -> moves -> lower -> moves, which every op without
+ * a hook of its own runs, and cross-entropy's hook, which takes the
+ * collectives inside it. Linear's hook is lower_linear.c's.
+ *
+ * The steps are the partitioner's services (partition.c): graph code cannot
+ * call up into partition/, so a hook reaches them through `sv`.
+ */
+#include "graph/op_desc.h"
+
+#define TRY(call) do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
+
+/* The steps in the order the rule gives the moves; the moves inside the op
+ * taken if `inside` (the op's lowering runs them), else refused. */
+static mt_status in_order(mt_lower_step *st, const mt_lower_services *sv, bool inside) {
+    TRY(sv->operand_moves(sv->ctx, st, -1));
+    TRY(sv->inside_moves(sv->ctx, st, inside));
+    TRY(sv->pvary_inputs(sv->ctx, st));
+    TRY(sv->lower(sv->ctx, st));
+    TRY(sv->result_moves(sv->ctx, st));
+    return sv->keep_partial(sv->ctx, st);
+}
+
+mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv) {
+    (void)g;
+    return in_order(st, sv, false);
+}
+
+/* Logits split over the vocabulary: the loss all-reduces its row statistics
+ * itself (mt__lower_cross_entropy reads st->inside through its env). */
+mt_status mt__lower_moves_cross_entropy(mt_graph *g, mt_lower_step *st,
+                                        const mt_lower_services *sv) {
+    (void)g;
+    return in_order(st, sv, true);
+}
