@@ -31,7 +31,11 @@ mt_optim_config mt_optim_defaults(void);
 
 typedef struct mt_optim mt_optim;
 
-/* Creates optimizer state (moments) for every parameter of a compiled graph. */
+/* Creates optimizer state (moments) for every parameter of a compiled graph,
+ * in the graph's backend (mt_compile_opts.backend): its buffers hold the
+ * state and it runs the update. On a backend that holds no data
+ * ("shape-only") the state is planned (mt_optim_state_bytes) but not
+ * allocated, and mt_optim_step fails with MT_EUNSUPPORTED. */
 mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **out);
 void      mt_optim_free(mt_optim *opt);
 
@@ -73,7 +77,9 @@ int mt_optim_steps(const mt_optim *opt);
 size_t mt_optim_state_bytes(const mt_optim *opt);
 
 /* Optimizer state for checkpoints: per parameter i, the first and second
- * moments (NULL for SGD without momentum), numel floats each. */
+ * moments (NULL for SGD without momentum), numel floats each, a buffer of
+ * the graph's backend: host memory on the CPU backend, as mt_tensor_f32();
+ * on any backend read and write it with mt_backend_copy_out/copy_in. */
 float *mt_optim_moment(mt_optim *opt, int param_index, int which /* 1 or 2 */);
 void   mt_optim_set_steps(mt_optim *opt, int steps);
 

@@ -36,11 +36,14 @@
  * fsynced: a crash leaves the previous checkpoint or the new one, never a torn
  * one. Load verifies the CRC before anything else, then checks every record
  * against the graph and every value it will copy for NaN and infinity, and
- * only then copies: a bad file leaves the graph and the optimizer as they were. Moments the file holds but
+ * only then copies: a bad file leaves the graph and the optimizer as they were. Tensor values
+ * and moments live in the graph's backend: they are written and read through
+ * its copy_out and copy_in (backend_io.c), never touched here. Moments the file holds but
  * the optimizer has no room for are an error (a resume would silently differ);
  * moments the file lacks (saved with opt = NULL) leave the optimizer's as they
  * are, which is what fine-tuning from a parameters-only checkpoint wants.
  */
+#include "graph/tensor_data.h"
 #include "io/io_impl.h"
 
 #include <limits.h>
@@ -98,12 +101,24 @@ typedef struct {
     uint32_t crc;   /* of everything written so far */
     bool     ok;
     int      err;   /* errno of the first failed write */
+    mt_status fail; /* a failure that is not a write's (no memory, the backend), or MT_OK */
+    char     msg[512];
 } writer;
 
 static void w_bytes(writer *w, const void *p, size_t n) {
     if (!w->ok || n == 0) return;
     w->crc = mt_crc32(w->crc, p, n);
     if (fwrite(p, 1, n, w->f) != n) { w->ok = false; w->err = errno; }
+}
+
+/* Writes n bytes of a backend buffer (a tensor's values, a moment). */
+static void w_backend(writer *w, const mt_backend *be, const void *p, size_t n) {
+    if (!w->ok || n == 0) return;
+    mt_status s = mt__fwrite_backend(w->f, be, p, n, &w->crc, &w->err);
+    if (s == MT_OK || s == MT_EIO) { w->ok = s == MT_OK; return; }
+    w->ok = false;
+    w->fail = s;
+    snprintf(w->msg, sizeof w->msg, "%s", s == MT_ENOMEM ? "out of memory" : mt_errmsg());
 }
 
 /* Checks that every parameter can be written before the file is created. */
@@ -126,7 +141,7 @@ static mt_status check_params_for_save(const char *path, mt_graph *g) {
         if (nd < 1 || nd > MT_MAX_DIMS)
             return mt_fail(MT_EINTERNAL, "saving checkpoint '%s': parameter '%s' has %d dims",
                            path, name, nd);
-        if (!mt_tensor_f32(t))
+        if (!mt__tensor_buffer(t))
             return mt_fail(MT_ESTATE, "saving checkpoint '%s': parameter '%s' has no storage; "
                            "call mt_graph_compile first", path, name);
     }
@@ -147,7 +162,8 @@ static mt_status ckpt_save(const char *path, mt_output *claim, mt_graph *g, mt_o
 
     mt__save sv;
     if ((s = mt__save_begin(path, "checkpoint", claim, &sv)) != MT_OK) return s;
-    writer w = {.f = sv.f, .crc = 0, .ok = true};
+    writer w = {.f = sv.f, .crc = 0, .ok = true, .fail = MT_OK};
+    const mt_backend *be = mt__graph_backend(g);
 
     unsigned char h[CK_HEADER_BYTES] = {0};
     memcpy(h, CK_MAGIC, CK_MAGIC_BYTES);
@@ -185,14 +201,17 @@ static mt_status ckpt_save(const char *path, mt_output *claim, mt_graph *g, mt_o
         put_u32(p, (m ? 1u : 0u) | (v ? 2u : 0u)); p += 4;
         put_u64(p, (uint64_t)numel);               p += 8;
         w_bytes(&w, r, (size_t)(p - r));
-        w_bytes(&w, mt_tensor_f32(t), (size_t)numel * sizeof(float));
-        if (m) w_bytes(&w, m, (size_t)numel * sizeof(float));
-        if (v) w_bytes(&w, v, (size_t)numel * sizeof(float));
+        w_backend(&w, be, mt__tensor_buffer(t), (size_t)numel * sizeof(float));
+        if (m) w_backend(&w, be, m, (size_t)numel * sizeof(float));
+        if (v) w_backend(&w, be, v, (size_t)numel * sizeof(float));
     }
     unsigned char trailer[4];
     put_u32(trailer, w.crc);
     if (w.ok && fwrite(trailer, 1, 4, w.f) != 4) { w.ok = false; w.err = errno; }
-    return mt__save_end(&sv, w.ok, w.err);
+    s = mt__save_end(&sv, w.ok, w.err);
+    if (w.fail != MT_OK)   /* the previous file is untouched */
+        return mt_fail(w.fail, "saving checkpoint '%s': %s", path, w.msg);
+    return s;
 }
 
 mt_status mt_ckpt_save(const char *path, mt_graph *g, mt_optim *opt, const mt_ckpt_meta *meta) {
@@ -314,8 +333,8 @@ mt_status mt_ckpt_read_meta(const char *path, mt_ckpt_meta *meta) {
 /* One parameter record, checked against the graph, ready to copy. */
 typedef struct {
     char     name[MT_MAX_NAME];
-    float   *data;
-    float   *m, *v;      /* optimizer slots to fill, NULL to skip */
+    void    *data;       /* the parameter's buffer in the graph's backend */
+    float   *m, *v;      /* optimizer slots to fill (the backend's), NULL to skip */
     int64_t  offset;     /* of the data in the file */
     int64_t  numel;
     uint32_t moments;
@@ -401,7 +420,7 @@ static mt_status check_record(const char *path, FILE *f, int64_t *off, int64_t e
         return mt_fail(MT_EUNSUPPORTED, "parameter '%s' is not f32 in the graph; checkpoint "
                        "'%s' holds f32", name, path);
 
-    *e = (ck_entry){.data = mt_tensor_f32(t), .offset = data_at, .numel = numel,
+    *e = (ck_entry){.data = mt__tensor_buffer(t), .offset = data_at, .numel = numel,
                     .moments = moments};
     memcpy(e->name, name, sizeof e->name);
     if (!e->data)
@@ -454,21 +473,27 @@ static mt_status check_finite(const char *path, FILE *f, const ck_entry *es, uin
     return MT_OK;
 }
 
-/* Copies the checked records into their tensors and optimizer slots. */
-static mt_status copy_records(const char *path, FILE *f, const ck_entry *es, uint32_t n) {
+/* Copies the checked records into their tensors and optimizer slots, all
+ * buffers of the backend `be`. */
+static mt_status copy_records(const char *path, FILE *f, const mt_backend *be,
+                              const ck_entry *es, uint32_t n) {
     for (uint32_t r = 0; r < n; r++) {
         const ck_entry *e = &es[r];
-        size_t cnt = (size_t)e->numel;
-        bool ok = fseeko(f, e->offset, SEEK_SET) == 0 && fread(e->data, 4, cnt, f) == cnt;
-        if (ok && (e->moments & 1)) {
-            if (e->m) ok = fread(e->m, 4, cnt, f) == cnt;
-            else      ok = fseeko(f, e->offset + e->numel * 8, SEEK_SET) == 0;
+        size_t bytes = (size_t)e->numel * 4;
+        int err = 0;
+        mt_status s = fseeko(f, e->offset, SEEK_SET) == 0 ? MT_OK : (err = errno, MT_EIO);
+        if (s == MT_OK) s = mt__fread_backend(f, be, e->data, bytes, &err);
+        if (s == MT_OK && (e->moments & 1)) {
+            if (e->m) s = mt__fread_backend(f, be, e->m, bytes, &err);
+            else if (fseeko(f, e->offset + e->numel * 8, SEEK_SET) != 0) { err = errno; s = MT_EIO; }
         }
-        if (ok && e->v && (e->moments & 2)) ok = fread(e->v, 4, cnt, f) == cnt;
-        if (!ok)
+        if (s == MT_OK && e->v && (e->moments & 2)) s = mt__fread_backend(f, be, e->v, bytes, &err);
+        if (s == MT_ENOMEM) return mt_fail(s, "no memory to load checkpoint '%s'", path);
+        if (s == MT_EIO)
             return mt_fail(MT_EIO, "reading checkpoint '%s' at byte %lld: %s", path,
-                           (long long)e->offset,
-                           ferror(f) ? strerror(errno) : "file shrank while reading");
+                           (long long)e->offset, err ? strerror(err) : "file shrank while reading");
+        if (s != MT_OK)
+            return mt_fail_wrap(s, "loading '%s' from checkpoint '%s'", e->name, path);
     }
     return MT_OK;
 }
@@ -508,7 +533,7 @@ mt_status mt_ckpt_load(const char *path, mt_graph *g, mt_optim *opt, mt_ckpt_met
                         mt_tensor_name(mt_graph_param_at(g, i)), path,
                         h.meta.model[0] ? h.meta.model : "no model string");
     if (s == MT_OK) s = check_finite(path, f, es, h.n_params);
-    if (s == MT_OK) s = copy_records(path, f, es, h.n_params);
+    if (s == MT_OK) s = copy_records(path, f, mt__graph_backend(g), es, h.n_params);
     fclose(f);
     free(es);
     free(seen);

@@ -7,6 +7,7 @@
 #ifndef MT_IO_IMPL_H
 #define MT_IO_IMPL_H
 
+#include "meshtrain/backend.h"
 #include "meshtrain/io.h"
 #include "meshtrain/files.h"
 
@@ -24,6 +25,17 @@ mt_status mt__file_check_not_tmp(const char *path, const char *what);
  * MT_EIO: a short read (*err: errno, or 0 when the file shrank); MT_ENOMEM.
  * Sets no message: the caller names the file and the tensor. */
 mt_status mt__scan_finite(FILE *f, int64_t n, int64_t *bad, float *value, int *err);
+
+/* Tensor values and optimizer state between a file and a backend's buffer
+ * (backend_io.c), through a host chunk and the backend's copy_out/copy_in:
+ * write `bytes` bytes of `src` at f's position, adding them to *crc when
+ * crc is not NULL; read `bytes` bytes from f's position into `dst`.
+ * MT_EIO on a short write or read, *err its errno (0 when the file ended);
+ * MT_ENOMEM; or the backend's failure (its message set). Sets no message
+ * for the first two: the caller names the file and the tensor. */
+mt_status mt__fwrite_backend(FILE *f, const mt_backend *be, const void *src, size_t bytes,
+                             uint32_t *crc, int *err);
+mt_status mt__fread_backend(FILE *f, const mt_backend *be, void *dst, size_t bytes, int *err);
 
 /* A save in progress: the claimed output and its temporary file, open. */
 typedef struct {

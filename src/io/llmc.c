@@ -11,6 +11,7 @@
  * llm.c's stacked tensors to those names and is the single place both load
  * and save take the order, the names and the shapes from.
  */
+#include "graph/tensor_data.h"
 #include "io/io_impl.h"
 
 #include <errno.h>
@@ -98,9 +99,10 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
 }
 
 /* Finds the parameter for (e, layer) in g and checks it can hold the llm.c
- * tensor: present, f32, compiled, same number of elements. */
+ * tensor: present, f32, compiled, same number of elements. Its values are
+ * the graph's backend's: read and written through backend_io.c. */
 static mt_status find_tensor(mt_graph *g, const char *path, const llmc_tensor *e, int layer,
-                             const mt_gpt_config *cfg, float **data) {
+                             const mt_gpt_config *cfg, mt_tensor **out) {
     char name[MT_MAX_NAME];
     entry_name(e, layer, name, sizeof name);
     mt_tensor *t = mt_graph_find(g, name);
@@ -125,8 +127,8 @@ static mt_status find_tensor(mt_graph *g, const char *path, const llmc_tensor *e
     if (mt_tensor_dtype(t) != MT_F32)
         return mt_fail(MT_EUNSUPPORTED, "tensor '%s' is not f32; llm.c checkpoint '%s' is fp32 "
                        "and is copied only into f32 parameters", name, path);
-    *data = mt_tensor_f32(t);
-    if (!*data)
+    *out = t;
+    if (!mt__tensor_buffer(t))
         return mt_fail(MT_ESTATE, "tensor '%s' has no storage yet; call mt_graph_compile "
                        "before reading or writing llm.c checkpoint '%s'", name, path);
     return MT_OK;
@@ -137,8 +139,8 @@ static mt_status check_graph(mt_graph *g, const char *path, const mt_gpt_config 
     for (int i = 0; i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
         for (int l = 0; l < (e->per_layer ? cfg->L : 1); l++) {
-            float *data;
-            mt_status s = find_tensor(g, path, e, l, cfg, &data);
+            mt_tensor *t;
+            mt_status s = find_tensor(g, path, e, l, cfg, &t);
             if (s != MT_OK) return s;
         }
     }
@@ -284,15 +286,19 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
     for (int i = 0; s == MT_OK && g && i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
         for (int l = 0; s == MT_OK && l < (e->per_layer ? fc.L : 1); l++) {
-            float *data = NULL;
-            s = find_tensor(g, path, e, l, &fc, &data);
+            mt_tensor *t = NULL;
+            s = find_tensor(g, path, e, l, &fc, &t);
             size_t n = (size_t)entry_numel(e, &fc);
-            if (s == MT_OK && fread(data, sizeof(float), n, f) != n) {
-                char name[MT_MAX_NAME];
-                entry_name(e, l, name, sizeof name);
-                s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s", name,
-                            path, ferror(f) ? strerror(errno) : "file shrank while reading");
-            }
+            int err = 0;
+            if (s == MT_OK)
+                s = mt__fread_backend(f, mt__tensor_backend(t), mt__tensor_buffer(t),
+                                      n * sizeof(float), &err);
+            if (s == MT_EIO)
+                s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s",
+                            mt_tensor_name(t), path,
+                            err ? strerror(err) : "file shrank while reading");
+            else if (s == MT_ENOMEM)
+                s = mt_fail(s, "no memory to read llm.c checkpoint '%s'", path);
         }
     }
     fclose(f);
@@ -316,17 +322,24 @@ static mt_status llmc_save(const char *path, mt_output *claim, mt_graph *g,
 
     int32_t h[HEADER_INTS] = {LLMC_MAGIC, LLMC_VERSION, cfg->maxT, cfg->V, cfg->L,
                               cfg->NH, cfg->C, cfg->Vp};
-    bool ok = fwrite(h, sizeof h, 1, f) == 1;
-    for (int i = 0; ok && i < N_LLMC_TENSORS; i++) {
+    int err = 0;
+    s = fwrite(h, sizeof h, 1, f) == 1 ? MT_OK : (err = errno, MT_EIO);
+    for (int i = 0; s == MT_OK && i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
-        for (int l = 0; ok && l < (e->per_layer ? cfg->L : 1); l++) {
-            float *data = NULL;
-            find_tensor(g, path, e, l, cfg, &data);   /* checked by check_graph */
+        for (int l = 0; s == MT_OK && l < (e->per_layer ? cfg->L : 1); l++) {
+            mt_tensor *t = NULL;
+            find_tensor(g, path, e, l, cfg, &t);   /* checked by check_graph */
             size_t n = (size_t)entry_numel(e, cfg);
-            ok = fwrite(data, sizeof(float), n, f) == n;
+            s = mt__fwrite_backend(f, mt__tensor_backend(t), mt__tensor_buffer(t),
+                                   n * sizeof(float), NULL, &err);
         }
     }
-    return mt__save_end(&sv, ok, ok ? 0 : errno);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", s == MT_ENOMEM ? "out of memory" : mt_errmsg());
+    mt_status end = mt__save_end(&sv, s == MT_OK, err);
+    if (s != MT_OK && s != MT_EIO)   /* the previous file is untouched */
+        return mt_fail(s, "saving llm.c checkpoint '%s': %s", path, msg);
+    return end;
 }
 
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {

@@ -3,13 +3,51 @@
  * struct of function pointers per backend, each member's contract written
  * beside it, required or optional with its default (ggml-backend-impl.h's
  * habit). The graph keeps its backend in its op environment
- * (mt_op_env.backend) and reaches memory and kernels only through it.
+ * (mt_op_env.backend) and reaches memory and kernels only through it;
+ * code above the graph reaches a tensor's values through
+ * graph/tensor_data.h, which calls copy_in and copy_out here.
+ *
+ * The backend's memory is what comm moves: the collective ops, the pipeline
+ * executor's sends and receives and the mesh checkpoints' gathers hand
+ * backend buffers to comm's transports (the threads transport moves host
+ * memory, as the CPU's is; NCCL would move CUDA's).
  */
 #ifndef MT_OPS_BACKEND_IMPL_H
 #define MT_OPS_BACKEND_IMPL_H
 
 #include "meshtrain/backend.h"
 #include "ops/ops_impl.h"
+
+/* One optimizer update of one parameter (or of this device's shard of it),
+ * in place, every pointer a buffer of the backend, each (n):
+ *   AdamW: g' = gscale·g; m = b1·m + (1-b1)·g'; v = b2·v + (1-b2)·g'²;
+ *          p -= lr·((m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd·p)
+ *   SGD:   g' = gscale·g; m = momentum·m + g' (m NULL, momentum 0: none);
+ *          p -= lr·(m + wd·p)   (v unused) */
+typedef enum { MT_BACKEND_SGD = 0, MT_BACKEND_ADAMW = 1 } mt_backend_optim_kind;
+typedef struct {
+    mt_backend_optim_kind kind;
+    float       *p;
+    const float *g;
+    float       *m, *v;
+    int64_t      n;
+    float        lr, beta1, beta2, eps, weight_decay, momentum;
+    float        gscale;           /* the global-norm clip's factor (1: none) */
+    int          t;                /* the 1-based step (AdamW's bias corrections) */
+} mt_optim_update;
+
+/* Streams and events, for asynchronous work (a CUDA stream and a
+ * cudaEvent_t). A stream is an ordered queue of one device's work, made by
+ * its backend; an event is a point in one, which completes when the work
+ * queued before it has. On the host (the CPU backend) work is done when its
+ * call returns, except comm's asynchronous collectives (mt_all_reduce_start
+ * and the like), whose mt_request the event holds until it is waited for. */
+typedef struct mt_backend_stream mt_backend_stream;   /* the backend's own */
+typedef struct {
+    mt_request req;       /* the host's: the comm request the event completes with */
+    bool       pending;   /* the host's: req is in flight */
+    void      *impl;      /* a backend's own event (CUDA: a cudaEvent_t), else NULL */
+} mt_backend_event;
 
 struct mt_backend {
     /* Required: the registry's name ("cpu"). */
@@ -33,6 +71,53 @@ struct mt_backend {
      * refuses to run): runs one call on its buffers, as mt_op_def.run does
      * (a collective records its failure in *env->status). */
     void (*run_op)(const mt_op_env *env, const mt_op_call *call);
+
+    /* ---- data outside the graph: the optimizer ---- */
+    /* Optional (NULL: the backend cannot train: mt_optim_step fails with
+     * MT_EUNSUPPORTED, naming it; the state is still planned): one update (mt_optim_update above) with env's
+     * threads. Called once per parameter per step, never per element. */
+    mt_status (*optim_update)(const mt_op_env *env, const mt_optim_update *u);
+    /* Optional (NULL: as optim_update): Σ x² over n f32 elements of a
+     * buffer, in double (a gradient's part of the global norm). */
+    mt_status (*sumsq)(const mt_op_env *env, const float *x, int64_t n, double *out);
+
+    /* ---- streams and events (optional, all or none; NULL: the host's, as
+     * the CPU's below: work is done when its call returns) ---- */
+    /* A stream for the device `ctx` (NULL off a mesh) in *out. */
+    mt_status (*stream_create)(mt_ctx *ctx, mt_backend_stream **out);
+    /* Frees it; NULL is a no-op. The events recorded on it must have been
+     * waited for (a host event holds its comm request until then). */
+    void (*stream_free)(mt_backend_stream *stream);
+    /* Records in *ev the point the stream has reached. `req`, when not NULL,
+     * is the comm request of the asynchronous work just started for that
+     * stream: the host event completes when it does (a backend that queues
+     * its collectives on the stream itself, as NCCL does, ignores it). */
+    mt_status (*event_record)(mt_backend_stream *stream, mt_backend_event *ev,
+                              const mt_request *req);
+    /* Whether *ev has completed, without blocking. comm has no test of a
+     * request, so a host event that holds one says false until waited for:
+     * a caller may use it to order work, never spin on it. */
+    mt_status (*event_query)(mt_backend_stream *stream, mt_backend_event *ev, bool *done);
+    /* Makes the stream's later work wait for *ev (the host: blocks until
+     * it completes, mt_wait on its request); the request's failure is
+     * returned, as mt_wait returns it. Waiting twice is a no-op. */
+    mt_status (*event_wait)(mt_backend_stream *stream, mt_backend_event *ev);
 };
+
+/* The members above through their defaults (backend.c): the optimizer's
+ * return MT_EUNSUPPORTED, naming the backend, when it has none; the streams'
+ * are the host's when it has none. */
+mt_status mt__backend_optim_update(const mt_backend *be, const mt_op_env *env,
+                                   const mt_optim_update *u);
+mt_status mt__backend_sumsq(const mt_backend *be, const mt_op_env *env, const float *x,
+                            int64_t n, double *out);
+mt_status mt__backend_stream_create(const mt_backend *be, mt_ctx *ctx, mt_backend_stream **out);
+void      mt__backend_stream_free(const mt_backend *be, mt_backend_stream *stream);
+mt_status mt__backend_event_record(const mt_backend *be, mt_backend_stream *stream,
+                                   mt_backend_event *ev, const mt_request *req);
+mt_status mt__backend_event_query(const mt_backend *be, mt_backend_stream *stream,
+                                  mt_backend_event *ev, bool *done);
+mt_status mt__backend_event_wait(const mt_backend *be, mt_backend_stream *stream,
+                                 mt_backend_event *ev);
 
 #endif

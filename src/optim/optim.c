@@ -4,10 +4,14 @@
  *
  * State (moments) is one buffer per parameter, shaped like it: when
  * parameters are sharded the state shards with them (ZeRO falls out).
+ * Parameters, gradients and state are the graph's backend's: the state
+ * comes from its buffer_alloc, the update and the gradient norm's sums are
+ * its optim_update and sumsq members (graph/tensor_data.h,
+ * ops/backend_impl.h); nothing here touches their values.
  */
 #include "graph/graph_impl.h"
+#include "graph/tensor_data.h"
 #include "meshtrain/optim.h"
-#include "ops/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,9 +20,12 @@
 struct mt_optim {
     mt_optim_config cfg;
     mt_graph       *g;
+    const mt_backend *be;       /* the graph's: where the state lives and the update runs */
     int             n;          /* parameters */
     mt_tensor     **params;     /* (n) */
-    float         **m, **v;     /* (n) moment buffers, numel of each param; NULL if unused */
+    float         **m, **v;     /* (n) moment buffers of be, numel of each param; NULL if
+                                   unused (and always on a backend that holds no data) */
+    bool            has_m, has_v;
     bool           *no_norm;    /* (n) left out of the norm: a tied copy counted elsewhere */
     const char     *bad;        /* the last mt_optim_sumsq's non-finite parameter, or NULL */
     int             steps;
@@ -62,33 +69,38 @@ mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **ou
     if (!o) return mt_fail(MT_ENOMEM, "out of memory for the optimizer");
     o->cfg = *cfg;
     o->g = g;
+    o->be = mt__graph_backend(g);
     o->n = mt_graph_n_params(g);
     o->params = calloc((size_t)o->n, sizeof *o->params);
     o->m = calloc((size_t)o->n, sizeof *o->m);
     o->v = calloc((size_t)o->n, sizeof *o->v);
     o->no_norm = calloc((size_t)o->n, sizeof *o->no_norm);
     if (!o->params || !o->m || !o->v || !o->no_norm) { mt_optim_free(o); return mt_fail(MT_ENOMEM, "out of memory for the optimizer"); }
-    bool need_m = cfg->kind == MT_OPT_ADAMW || cfg->momentum != 0;
-    bool need_v = cfg->kind == MT_OPT_ADAMW;
+    o->has_m = cfg->kind == MT_OPT_ADAMW || cfg->momentum != 0;
+    o->has_v = cfg->kind == MT_OPT_ADAMW;
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = mt_graph_param_at(g, i);
         o->params[i] = p;
         size_t bytes = (size_t)mt_tensor_numel(p) * sizeof(float);
-        if (need_m && !(o->m[i] = calloc(1, bytes))) goto oom;
-        if (need_v && !(o->v[i] = calloc(1, bytes))) goto oom;
+        for (int k = 0; k < 2; k++) {
+            if (!(k ? o->has_v : o->has_m)) continue;
+            float **slot = k ? &o->v[i] : &o->m[i];
+            if ((s = mt_backend_alloc(o->be, bytes, (void **)slot)) != MT_OK) {
+                mt_optim_free(o);
+                return mt_fail_wrap(s, "optimizer state of '%s'", p->name);
+            }
+            o->be->buffer_clear(*slot, bytes);
+        }
     }
     *out = o;
     return MT_OK;
-oom:
-    mt_optim_free(o);
-    return mt_fail(MT_ENOMEM, "out of memory for optimizer state");
 }
 
 void mt_optim_free(mt_optim *o) {
     if (!o) return;
     for (int i = 0; i < o->n; i++) {
-        if (o->m) free(o->m[i]);
-        if (o->v) free(o->v[i]);
+        if (o->m) mt_backend_free(o->be, o->m[i]);
+        if (o->v) mt_backend_free(o->be, o->v[i]);
     }
     free(o->m);
     free(o->v);
@@ -109,27 +121,19 @@ float mt_optim_lr_at(const mt_optim_config *c, int step) {
     return (float)(min_lr + coeff * ((double)c->lr - min_lr));
 }
 
-typedef struct {
-    mt_optim *o;
-    float     gscale, lr;
-    int       t;          /* 1-based step */
-    int       i;          /* parameter */
-} update_ctx;
-
-/* Updates elements [e0, e1) of parameter u->i. */
-static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
-    const update_ctx *u = arg;
-    const mt_optim_config *c = &u->o->cfg;
-    mt_tensor *p = u->o->params[u->i];
-    float *m = u->o->m[u->i], *v = u->o->v[u->i];
-    /* No weight decay on vectors (biases, layernorm gains), as GPT-2 training does. */
-    float wd = p->ndim >= 2 ? c->weight_decay : 0.0f;
-    float *pd = mt_tensor_f32(p) + e0, *gd = mt_tensor_f32(p->grad) + e0;
-    if (c->kind == MT_OPT_ADAMW)
-        mt_kernel_adamw(pd, gd, m + e0, v + e0, e1 - e0, u->lr, c->beta1, c->beta2, c->eps, wd,
-                        u->gscale, u->t);
-    else
-        mt_kernel_sgd(pd, gd, m ? m + e0 : NULL, e1 - e0, u->lr, c->momentum, wd, u->gscale);
+/* Updates parameter i through the backend. */
+static mt_status update(mt_optim *o, int i, float gscale, float lr, int t) {
+    const mt_optim_config *c = &o->cfg;
+    mt_tensor *p = o->params[i];
+    mt_optim_update u = {
+        .kind = c->kind == MT_OPT_ADAMW ? MT_BACKEND_ADAMW : MT_BACKEND_SGD,
+        .p = mt__tensor_buffer(p), .g = mt__tensor_buffer(p->grad), .m = o->m[i], .v = o->v[i],
+        .n = mt_tensor_numel(p), .lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+        /* No weight decay on vectors (biases, layernorm gains), as GPT-2 training does. */
+        .weight_decay = p->ndim >= 2 ? c->weight_decay : 0.0f, .momentum = c->momentum,
+        .gscale = gscale, .t = t,
+    };
+    return mt__backend_optim_update(o->be, &o->g->env, &u);
 }
 
 /* Σ of every gradient element squared, each element of the global
@@ -151,7 +155,10 @@ mt_status mt_optim_sumsq(mt_optim *o, double *out) {
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
         if (!p->grad || o->no_norm[i]) continue;   /* unused by the loss, or counted elsewhere */
-        double s = mt_kernel_sumsq(mt_tensor_f32(p->grad), mt_tensor_numel(p));
+        double s;
+        mt_status st = mt__backend_sumsq(o->be, &o->g->env, mt__tensor_buffer(p->grad),
+                                         mt_tensor_numel(p), &s);
+        if (st != MT_OK) return st;
         if (!isfinite(s) && !o->bad) o->bad = p->name;
         uint32_t axes = 0;
         for (int d = 0; p->is_shard && d < p->ndim; d++) axes |= p->sharding.dim_axes[d];
@@ -200,14 +207,13 @@ mt_status mt_optim_step_norm(mt_optim *o, float norm) {
                        o->bad ? o->bad : "(another device's shard)", o->steps + 1,
                        mt_optim_lr_at(&o->cfg, o->steps));
     float gscale = (c->grad_clip > 0 && norm > c->grad_clip) ? c->grad_clip / norm : 1.0f;
-    update_ctx u = {o, gscale, mt_optim_lr_at(c, o->steps), o->steps + 1, 0};
+    float lr = mt_optim_lr_at(c, o->steps);
     for (int i = 0; i < o->n; i++) {
         if (!o->params[i]->grad) continue;   /* left as it is, as PyTorch leaves grad=None */
-        u.i = i;
-        /* memory-bound: split each tensor's elements over the kernel threads */
-        mt_pool_run(o->g->env.pool, mt_tensor_numel(o->params[i]), 32768, update_range, &u);
+        mt_status s = update(o, i, gscale, lr, o->steps + 1);
+        if (s != MT_OK) return s;
     }
-    o->steps = u.t;
+    o->steps++;
     mt__graph_mark_grads_zero(o->g);
     mt_graph_params_changed(o->g);   /* bf16 weight copies are cast again at the next forward */
     return MT_OK;
@@ -228,7 +234,7 @@ size_t mt_optim_state_bytes(const mt_optim *o) {
     size_t n = 0;
     for (int i = 0; i < o->n; i++) {
         size_t bytes = (size_t)mt_tensor_numel(o->params[i]) * sizeof(float);
-        n += (o->m[i] ? bytes : 0) + (o->v[i] ? bytes : 0);
+        n += (o->has_m ? bytes : 0) + (o->has_v ? bytes : 0);
     }
     return n;
 }

@@ -18,7 +18,12 @@
  * itself. Every dependency the schedule's validator checked is thus a
  * message or a slot: a wrong list deadlocks in mt_recv, which times out
  * naming the sender and the tag, rather than computing something else.
+ *
+ * The activations and their gradients are the chunks' graphs' backend's:
+ * their buffers (graph/tensor_data.h) go to comm's sends and receives,
+ * whose transports move the backend's memory; nothing here reads them.
  */
+#include "graph/tensor_data.h"
 #include "pipeline/executor_impl.h"
 
 #include <stdio.h>
@@ -114,7 +119,7 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss,
     if (c->chunk == 0 || c->chunk == x->S - 1)
         if ((s = x->feed(x->arg, c, j)) != MT_OK) return s;
     if (c->chunk > 0 &&
-        (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(c->in), (size_t)numel_of(c->in), MT_F32,
+        (s = mt_recv(x->ctx, x->pipe, mt__tensor_buffer(c->in), (size_t)numel_of(c->in), MT_F32,
                      x->device_of[c->chunk - 1], tag_of(x, KIND_ACT, c->chunk, j))) != MT_OK)
         return s;
     *t0 = mt_time_now();
@@ -123,7 +128,7 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss,
         *loss += mt_graph_loss(c->g);
         return MT_OK;
     }
-    return mt_send(x->ctx, x->pipe, mt_tensor_f32(c->out), (size_t)numel_of(c->out), MT_F32,
+    return mt_send(x->ctx, x->pipe, mt__tensor_buffer(c->out), (size_t)numel_of(c->out), MT_F32,
                    x->device_of[c->chunk + 1], tag_of(x, KIND_ACT, c->chunk + 1, j));
 }
 
@@ -131,7 +136,7 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss,
 static mt_status run_b(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *t0) {
     mt_status s;
     if (c->chunk < x->S - 1 &&
-        (s = mt_recv(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->out)),
+        (s = mt_recv(x->ctx, x->pipe, mt__tensor_buffer(mt_tensor_grad(c->out)),
                      (size_t)numel_of(c->out), MT_F32, x->device_of[c->chunk + 1],
                      tag_of(x, KIND_GRAD, c->chunk, j))) != MT_OK)
         return s;
@@ -142,7 +147,7 @@ static mt_status run_b(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *t0) {
 /* Sends d in of microbatch j to the chunk before (none before chunk 0). */
 static mt_status send_grad(mt__pipe_exec *x, mt__pipe_chunk *c, int j) {
     if (c->chunk == 0) return MT_OK;
-    return mt_send(x->ctx, x->pipe, mt_tensor_f32(mt_tensor_grad(c->in)),
+    return mt_send(x->ctx, x->pipe, mt__tensor_buffer(mt_tensor_grad(c->in)),
                    (size_t)numel_of(c->in), MT_F32, x->device_of[c->chunk - 1],
                    tag_of(x, KIND_GRAD, c->chunk - 1, j));
 }

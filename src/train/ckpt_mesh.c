@@ -24,10 +24,16 @@
  * tied embedding arrives twice, equal. Loading, every device puts into
  * each of its chunks what the twin holds under those names.
  *
+ * Every array here (parameters, moments, the gather's scratch) is a buffer
+ * of its graph's backend, handed to comm's gathers, puts and sends, which
+ * move the backend's memory (ops/backend_impl.h); only the one-device
+ * savers and loaders copy values out and in (io/backend_io.c).
+ *
  * Memory: the twin is a whole copy of the model on one process (parameters,
  * their gradients, m and v: four times the parameters' size), built on the
  * first save or load and kept for later saves where device 0 lives.
  */
+#include "graph/tensor_data.h"
 #include "train/train_impl.h"
 
 #include <stdio.h>
@@ -71,7 +77,8 @@ typedef struct {
     int         ndim;
     int64_t     shape[MT_MAX_DIMS]; /* the global shape */
     int64_t     numel;              /* of the global tensor */
-    float      *whole[3];           /* the twin's parameter, m and v (moments may be NULL) */
+    float      *whole[3];           /* the twin's parameter, m and v (moments may be NULL):
+                                       buffers of the twin's backend */
 } param_pair;
 
 /* Pairs the device's parameter i with the twin's by name and checks that
@@ -101,15 +108,16 @@ static mt_status pair_param(mt_trainer *tr, mt_graph *g, mt_ctx *ctx, int i, par
         return mt_fail(MT_EINTERNAL, "parameter '%s' holds %lld elements on device %d, but its "
                        "sharding makes blocks of %lld", name,
                        (long long)mt_tensor_numel(p->local), mt_ctx_device(ctx), (long long)lnumel);
-    p->whole[0] = mt_tensor_f32(whole);
+    p->whole[0] = mt__tensor_buffer(whole);
     p->whole[1] = mt_optim_moment(tr->twin_opt, j, 1);
     p->whole[2] = mt_optim_moment(tr->twin_opt, j, 2);
     return MT_OK;
 }
 
-/* The device's array k of parameter i: 0 the parameter, 1 m, 2 v. */
+/* The device's array k of parameter i: 0 the parameter, 1 m, 2 v (buffers
+ * of its graph's backend). */
 static float *local_array(mt_optim *opt, const param_pair *p, int i, int k) {
-    return k == 0 ? mt_tensor_f32(p->local) : mt_optim_moment(opt, i, k);
+    return k == 0 ? mt__tensor_buffer(p->local) : mt_optim_moment(opt, i, k);
 }
 
 /* The device's graphs holding parameters, and their optimizers: a
@@ -206,7 +214,7 @@ static mt_status recv_rank(mt_trainer *tr, mt_ctx *ctx, mt_axes pipe, int r) {
             break;
         }
         mt_tensor *whole = mt_graph_param_at(tr->twin_g, j);
-        float *dst[3] = {mt_tensor_f32(whole), mt_optim_moment(tr->twin_opt, j, 1),
+        float *dst[3] = {mt__tensor_buffer(whole), mt_optim_moment(tr->twin_opt, j, 1),
                          mt_optim_moment(tr->twin_opt, j, 2)};
         for (int k = 0; k < 3 && s == MT_OK; k++)
             if (dst[k]) s = mt_recv(ctx, pipe, dst[k], (size_t)mt_tensor_numel(whole), MT_F32, r,
@@ -239,9 +247,11 @@ static mt_status gather_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void 
                 pair_local(gs[q], ctx, i, &p);
                 if (p.numel > biggest) biggest = p.numel;
             }
-        if (biggest > 0 && !(scratch = malloc((size_t)biggest * sizeof(float))))
-            return mt_fail(MT_ENOMEM, "out of memory for a %lld-float buffer gathering the "
-                           "checkpoint on device %d", (long long)biggest, mt_ctx_device(ctx));
+        mt_status st = mt_backend_alloc(mt__graph_backend(gs[0]),
+                                        (size_t)biggest * sizeof(float), (void **)&scratch);
+        if (st != MT_OK)
+            return mt_fail_wrap(st, "a %lld-float buffer gathering the checkpoint on device %d",
+                                (long long)biggest, mt_ctx_device(ctx));
     }
     mt_status s = MT_OK;
     if (sends) {   /* the names first, so that device 0 knows what comes */
@@ -277,7 +287,7 @@ static mt_status gather_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void 
                 s = mt_fail_wrap(s, "gathering parameter '%s' for the checkpoint",
                                  mt_tensor_name(mt_graph_param_at(gs[q], i)));
         }
-    free(scratch);
+    mt_backend_free(mt__graph_backend(gs[0]), scratch);
     if (s == MT_OK && dev0 && d->pipe && pipe_sender(d, ctx, &pipe, &rank))
         for (int r = 1; r < mt_axis_size(ctx, pipe) && s == MT_OK; r++)
             s = recv_rank(tr, ctx, pipe, r);

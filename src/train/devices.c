@@ -4,8 +4,10 @@
  * MPI rank each). Each device holds its part of the run (mt__train_dev): the
  * model built as the global program, sharded as the strategies' presets say
  * (presets.c), partitioned (partition.h) and compiled; its optimizer; and a
- * buffer for the global microbatch, of which it keeps its slice.
+ * buffer for the global microbatch, of which it keeps its slice, written
+ * into its inputs through their graph's backend (graph/tensor_data.h).
  */
+#include "graph/tensor_data.h"
 #include "train/train_impl.h"
 
 #include <stdio.h>
@@ -80,26 +82,19 @@ int64_t mt__microbatch_size(const mt__train_model *m, const mt_train_config *c) 
     return m->about.sequences ? (int64_t)c->B * c->T : c->B;
 }
 
-/* The storage of an f32 or i32 input. */
-static void *input_data(mt_tensor *t) {
-    return mt_tensor_dtype(t) == MT_I32 ? (void *)mt_tensor_i32(t) : (void *)mt_tensor_f32(t);
-}
-
 /* Fills one microbatch of `split` at *pos into a device's inputs and
  * advances *pos. On a mesh every device makes the global microbatch and
  * keeps its slice of the rows: its block in the group over the batch axes. */
-void mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
-                          int64_t *pos, mt_tensor *in, mt_tensor *target) {
-    if (!ctx) {
-        tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, input_data(in), input_data(target));
-        return;
-    }
+mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
+                               int64_t *pos, mt_tensor *in, mt_tensor *target) {
     tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, d->stage_in, d->stage_target);
-    int r = mt_axis_index(ctx, mt__batch_axes(mt_ctx_mesh(ctx)));
-    size_t nb_in = (size_t)mt_tensor_numel(in) * mt_dtype_size(mt_tensor_dtype(in));
-    size_t nb_t = (size_t)mt_tensor_numel(target) * mt_dtype_size(mt_tensor_dtype(target));
-    memcpy(input_data(in), (char *)d->stage_in + (size_t)r * nb_in, nb_in);
-    memcpy(input_data(target), (char *)d->stage_target + (size_t)r * nb_t, nb_t);
+    int r = ctx ? mt_axis_index(ctx, mt__batch_axes(mt_ctx_mesh(ctx))) : 0;
+    int64_t n_in = mt_tensor_numel(in), n_t = mt_tensor_numel(target);
+    size_t nb_in = (size_t)n_in * mt_dtype_size(mt_tensor_dtype(in));
+    size_t nb_t = (size_t)n_t * mt_dtype_size(mt_tensor_dtype(target));
+    mt_status s = mt__tensor_write(in, (char *)d->stage_in + (size_t)r * nb_in, 0, n_in);
+    if (s == MT_OK) s = mt__tensor_write(target, (char *)d->stage_target + (size_t)r * nb_t, 0, n_t);
+    return s;
 }
 
 /* ---- running on every device ------------------------------------------- */
@@ -145,9 +140,9 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
     float scale = (float)(1.0 / ((double)mt__microbatch_size(tr->m, c) * c->accum));
     mt_status s = mt__train_make_graph(tr->m, c, ctx, scale, false, &d->g, &d->in, &d->target);
     if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
-    if (s == MT_OK && ctx) {
+    if (s == MT_OK) {
         /* the global microbatch: the local inputs times the batch split */
-        int parts = mt_axis_size(ctx, mt__batch_axes(mt_ctx_mesh(ctx)));
+        int parts = ctx ? mt_axis_size(ctx, mt__batch_axes(mt_ctx_mesh(ctx))) : 1;
         d->stage_in = malloc((size_t)parts * (size_t)mt_tensor_numel(d->in) * 4);
         d->stage_target = malloc((size_t)parts * (size_t)mt_tensor_numel(d->target) * 4);
         if (!d->stage_in || !d->stage_target)

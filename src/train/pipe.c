@@ -23,6 +23,7 @@
  *     (the head's copy of the embedding left out), a psum over the pipe
  *     axis adds the devices', and every chunk clips by the one global norm.
  */
+#include "graph/tensor_data.h"
 #include "pipeline/executor_impl.h"
 #include "train/train_impl.h"
 
@@ -45,7 +46,8 @@ struct mt__train_pipe {
     size_t          mb_in, mb_target;        /* bytes of one global microbatch of each */
     /* buffers each step reuses: the tied embedding's gradient from the
      * other device (NULL: not needed here), the bubble's measurements */
-    float          *tied_other;              /* (numel of the tied parameter) */
+    float          *tied_other;              /* (numel of the tied parameter), of be */
+    const mt_backend *be;                    /* the chunks' graphs' backend */
     float          *meas;                    /* (2 + 3S): max span, max busy; (S,3) op times */
     mt_pipe_costs  *costs;                   /* (S) */
 };
@@ -330,13 +332,14 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     }
     if (s != MT_OK) return s;
     /* what every step reuses */
+    pp->be = mt__graph_backend(pp->chunk[0].g);
     mt_tensor *first, *last;
     tied_copies(tr, pp, &first, &last);
     if ((first != NULL) != (last != NULL)) {   /* the other copy is on another device */
         size_t n = (size_t)mt_tensor_numel(first ? first : last);
-        if (!(pp->tied_other = malloc(n * sizeof *pp->tied_other)))
-            return mt_fail(MT_ENOMEM, "out of memory for the gradient of the tied '%s'",
-                           tr->m->tied_param);
+        if ((s = mt_backend_alloc(pp->be, n * sizeof *pp->tied_other,
+                                  (void **)&pp->tied_other)) != MT_OK)
+            return mt_fail_wrap(s, "the gradient of the tied '%s'", tr->m->tied_param);
     }
     pp->meas = malloc((2 + 3 * (size_t)pp->S) * sizeof *pp->meas);
     pp->costs = malloc((size_t)pp->S * sizeof *pp->costs);
@@ -375,7 +378,7 @@ void mt__train_pipe_free(mt__train_pipe *pp) {
     free(pp->device_of);
     free(pp->step_in);
     free(pp->step_target);
-    free(pp->tied_other);
+    if (pp->be) mt_backend_free(pp->be, pp->tied_other);
     free(pp->meas);
     free(pp->costs);
     free(pp);
@@ -399,42 +402,40 @@ static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
     mt_tensor *ts[2] = {pp->in[i], pp->target[i]};
     const char *src[2] = {(char *)pp->step_in + (size_t)mb * pp->mb_in,
                           (char *)pp->step_target + (size_t)mb * pp->mb_target};
-    for (int k = 0; k < 2; k++) {
+    mt_status s = MT_OK;
+    for (int k = 0; k < 2 && s == MT_OK; k++) {
         if (!ts[k]) continue;
-        size_t nb = (size_t)mt_tensor_numel(ts[k]) * 4;
-        void *dst = mt_tensor_dtype(ts[k]) == MT_I32 ? (void *)mt_tensor_i32(ts[k])
-                                                     : (void *)mt_tensor_f32(ts[k]);
-        memcpy(dst, src[k] + (size_t)r * nb, nb);
+        int64_t n = mt_tensor_numel(ts[k]);
+        s = mt__tensor_write(ts[k], src[k] + (size_t)r * (size_t)n * 4, 0, n);
     }
-    return MT_OK;
+    return s;
 }
 
 /* The tied embedding's two copies (chunk 0's and chunk S-1's) get the sum
  * of both gradients: exchanged when on two devices (each adds the other's
- * part in the order chunk 0's + chunk S-1's, so both sums are the same
- * bits), added in place when on one. */
+ * part to its own; float addition commutes, so both sums are the same
+ * bits), added in place when on one. The sums run on the backend
+ * (mt__buffer_scale), on its buffers. */
 static mt_status sum_tied(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx) {
     mt_tensor *first, *last;
     tied_copies(tr, pp, &first, &last);
     if (!first && !last) return MT_OK;
     mt_tensor *mine = first ? first : last;
     if (!mt_tensor_grad(mine)) return MT_OK;   /* (never: both copies are used) */
-    float *g = mt_tensor_f32(mt_tensor_grad(mine));
+    mt_graph *gm = pp->chunk[0].g;
+    float *g = mt__tensor_buffer(mt_tensor_grad(mine));
     size_t n = (size_t)mt_tensor_numel(mine);
     if (first && last) {   /* one device holds both */
-        float *g2 = mt_tensor_f32(mt_tensor_grad(last));
-        for (size_t e = 0; e < n; e++) g[e] = g2[e] = g[e] + g2[e];
-        return MT_OK;
+        float *g2 = mt__tensor_buffer(mt_tensor_grad(last));
+        mt_status s = mt__buffer_scale(gm, g, g2, 1.0f, (int64_t)n, true);
+        return s == MT_OK ? mt__buffer_scale(gm, g2, g, 1.0f, (int64_t)n, false) : s;
     }
     float *other = pp->tied_other;
     int peer = first ? pp->device_of[pp->S - 1] : pp->device_of[0];
     const int tag = MT_TAG_MAX;   /* unused by the executor's messages in a step */
     mt_status s = mt_send(ctx, pp->x.pipe, g, n, MT_F32, peer, tag);
     if (s == MT_OK) s = mt_recv(ctx, pp->x.pipe, other, n, MT_F32, peer, tag);
-    if (s == MT_OK) {
-        if (first) for (size_t e = 0; e < n; e++) g[e] = g[e] + other[e];
-        else       for (size_t e = 0; e < n; e++) g[e] = other[e] + g[e];
-    }
+    if (s == MT_OK) s = mt__buffer_scale(gm, g, other, 1.0f, (int64_t)n, true);
     return s;
 }
 

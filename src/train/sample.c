@@ -4,6 +4,7 @@
  * new token, reading the next-token logits at the last filled position.
  * Causal attention makes the positions past it (padding) irrelevant.
  */
+#include "graph/tensor_data.h"
 #include "meshtrain/train.h"
 
 #include <errno.h>
@@ -78,7 +79,10 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     mt_graph *g = mt_graph_create();
     int32_t *ctx = malloc((size_t)T * sizeof *ctx);    /* (T) the window of context tokens */
     scored *work = malloc((size_t)V * sizeof *work);   /* (V) */
-    if (!g || !ctx || !work) { s = mt_fail(MT_ENOMEM, "out of memory for sampling"); goto done; }
+    /* the graph's tensors are its backend's: written and read through it */
+    int32_t *feed = calloc(2 * (size_t)T, sizeof *feed);   /* (2,T) tokens, then targets */
+    float *logits = malloc((size_t)Vp * sizeof *logits);   /* (Vp) the last position's */
+    if (!g || !ctx || !work || !feed || !logits) { s = mt_fail(MT_ENOMEM, "out of memory for sampling"); goto done; }
     mt_tensor *loss = mt_gpt_build(g, &gc, 1, T, 1.0f);
     if (!loss) { s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL; goto done; }
     mt_compile_opts opts = {.seed = cfg->seed, .no_grad = true};
@@ -88,10 +92,11 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     s = is_llmc ? mt_llmc_load(cfg->ckpt, g, &gc) : mt_ckpt_load(cfg->ckpt, g, NULL, &meta);
     if (s != MT_OK) goto done;
 
-    int32_t *tokens = mt_tensor_i32(mt_graph_find(g, "tokens"));     /* (1,T) */
-    int32_t *targets = mt_tensor_i32(mt_graph_find(g, "targets"));   /* (1,T) */
-    const float *logits = mt_tensor_f32(mt_graph_find(g, "logits")); /* (1,T,Vp) */
-    if (!tokens || !targets || !logits) {
+    mt_tensor *tokens = mt_graph_find(g, "tokens");     /* (1,T) i32 */
+    mt_tensor *targets = mt_graph_find(g, "targets");   /* (1,T) i32 */
+    mt_tensor *all = mt_graph_find(g, "logits");        /* (1,T,Vp) */
+    if (!tokens || !targets || !all || mt_tensor_dtype(tokens) != MT_I32 ||
+        mt_tensor_dtype(targets) != MT_I32 || mt_tensor_dtype(all) != MT_F32) {
         s = mt_fail(MT_EINTERNAL, "the GPT graph lacks tokens, targets or logits");
         goto done;
     }
@@ -112,14 +117,15 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     if (n_ctx == 0) ctx[n_ctx++] = '\n' < V ? '\n' : 0;   /* start a fresh line */
 
     for (int i = 0; i < cfg->n; i++) {
-        for (int t = 0; t < T; t++) {
-            tokens[t] = t < n_ctx ? ctx[t] : 0;   /* past n_ctx: padding the mask hides */
-            targets[t] = 0;                       /* the loss is not used */
-        }
-        if ((s = mt_graph_forward(g)) != MT_OK) goto done;
+        /* past n_ctx: padding the mask hides; the targets (0): the loss is not used */
+        for (int t = 0; t < T; t++) feed[t] = t < n_ctx ? ctx[t] : 0;
+        if ((s = mt__tensor_write(tokens, feed, 0, T)) != MT_OK ||
+            (s = mt__tensor_write(targets, feed + T, 0, T)) != MT_OK ||
+            (s = mt_graph_forward(g)) != MT_OK ||
+            (s = mt__tensor_read(all, logits, (int64_t)(n_ctx - 1) * Vp, Vp)) != MT_OK)
+            goto done;
         float u = mt_rng_uniform(cfg->seed, 0, (uint64_t)i);
-        int next = pick_token(logits + (size_t)(n_ctx - 1) * Vp, V, cfg->temperature,
-                              cfg->top_k, u, work);
+        int next = pick_token(logits, V, cfg->temperature, cfg->top_k, u, work);
         /* a full disk or a closed pipe ends the sample: nothing else comes out */
         errno = 0;
         bool wrote = next < 256 ? fputc(next, out) != EOF
@@ -137,6 +143,8 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     }
     s = MT_OK;
 done:
+    free(logits);
+    free(feed);
     free(work);
     free(ctx);
     mt_graph_free(g);

@@ -112,7 +112,7 @@ typedef struct {
     mt_optim  *opt;
     mt_graph  *eval_g;          /* forward-only graph, built on the first eval */
     mt_tensor *eval_in, *eval_target;
-    void      *stage_in, *stage_target;   /* the global microbatch (a mesh only) */
+    void      *stage_in, *stage_target;   /* the global microbatch (off a mesh, the batch) */
     /* results of the last step or evaluation */
     double     loss;
     float      grad_norm;
@@ -211,8 +211,10 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
                                mt_tensor **target);
 
 /* Fills one microbatch of `split` at *pos into a device's inputs and
- * advances *pos; on a mesh the device keeps its slice of the global one. */
-void      mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
+ * advances *pos; on a mesh the device keeps its slice of the global one.
+ * The inputs are written through their graph's backend (copy_in), whose
+ * failure is returned. */
+mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
                                int64_t *pos, mt_tensor *in, mt_tensor *target);
 
 /* Work for every device: ctx is NULL off a mesh. */
