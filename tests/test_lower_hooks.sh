@@ -56,7 +56,8 @@ for pair in linear:linear cross_entropy:cross_entropy; do
     if grep -qE "GLOBAL(_PRODUCT)?\($op, *$hook," "$root/src/graph/op_desc.c"; then
         ok "$op's descriptor names mt__lower_moves_$hook"
     else
-        bad "$op's descriptor names mt__lower_moves_$hook" "$(grep "($op," "$root/src/graph/op_desc.c")"
+        bad "$op's descriptor names mt__lower_moves_$hook" \
+            "$(grep "($op," "$root/src/graph/op_desc.c")"
     fi
 done
 

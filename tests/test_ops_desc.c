@@ -175,7 +175,7 @@ MT_TEST(ops_special_moves_have_hooks) {
         mt_tensor *t[3];
         for (int k = 0; k < probes[i].n_in; k++) {
             MT_CHECK_OK(mt_type_parse(m, probes[i].in[k], &in[k]));
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "t%d", k);
             t[k] = mt_input(g, name, in[k].dtype, in[k].ndim, in[k].shape);
         }

@@ -44,7 +44,8 @@ static mt_status result_moves(mt_lower_step *st, const mt_lower_services *sv) {
             st->type = mv.after;
             st->out_vary |= mv.axes;
         }
-        if (!(st->out = sv->move(sv->ctx, st->out, &mv, &st->out_vary))) return sv->failed(sv->ctx, st);
+        if (!(st->out = sv->move(sv->ctx, st->out, &mv, &st->out_vary)))
+            return sv->failed(sv->ctx, st);
     }
     return MT_OK;
 }
