@@ -177,7 +177,8 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     mt_train_config c = mt_train_defaults();
     c.model = MT_MODEL_GPT;
     c.data = data;
-    c.gpt = m->cfg;
+    c.model_config = &m->cfg;
+    c.model_config_size = sizeof m->cfg;
     c.B = m->B;
     c.T = m->T;
     c.steps = c.optim.total_steps = steps + WARMUP;

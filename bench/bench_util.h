@@ -48,7 +48,9 @@ static inline int bench_trace_pair(const char *data, const char *trace, int L, i
         mt_train_config c = mt_train_defaults();
         c.model = MT_MODEL_GPT;
         c.data = data;
-        c.gpt = (mt_gpt_config){.L = L, .C = C, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
+        const mt_gpt_config gpt = {.L = L, .C = C, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
+        c.model_config = &gpt;   /* copied by mt_trainer_create */
+        c.model_config_size = sizeof gpt;
         c.B = 8;
         c.T = 64;
         c.steps = c.optim.total_steps = steps + 2;

@@ -342,7 +342,8 @@ MT_TEST(missing_onednn_explains) {
 
 static mt_train_config gpt_config(mt_precision prec, int steps) {
     mt_train_config c = mt_test_config(MT_MODEL_GPT, CORPUS);
-    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64};
+    static const mt_gpt_config gpt = {.L = 2, .C = 64, .NH = 4, .maxT = 64};
+    MT_TEST_MODEL_CONFIG(&c, &gpt);
     c.T = 64;
     c.B = 8;
     c.steps = c.optim.total_steps = steps;

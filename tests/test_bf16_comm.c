@@ -40,7 +40,8 @@ static bool available(void) {
 
 static mt_train_config gpt_config(mt_precision prec, const char *mesh, int zero) {
     mt_train_config c = mt_test_config(MT_MODEL_GPT, CORPUS);
-    c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 32};
+    static const mt_gpt_config gpt = {.L = 2, .C = 64, .NH = 4, .maxT = 32};
+    MT_TEST_MODEL_CONFIG(&c, &gpt);
     c.T = 32;
     c.B = 8;
     c.steps = c.optim.total_steps = STEPS;

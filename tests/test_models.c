@@ -8,6 +8,7 @@
  */
 #include "harness.h"
 #include "meshtrain.h"
+#include "train_helpers.h"
 
 #include <stdint.h>
 #include <unistd.h>
@@ -311,8 +312,9 @@ MT_TEST(gpt_T_beyond_maxT_fails_naming_both) {
     write_temp_text(path, fox_text, 20);
     mt_train_config tc = mt_train_defaults();
     tc.data = path;
-    tc.gpt = cfg;
-    tc.gpt.V = tc.gpt.Vp = 0;
+    mt_gpt_config tcg = cfg;
+    tcg.V = tcg.Vp = 0;
+    MT_TEST_MODEL_CONFIG(&tc, &tcg);
     tc.T = 12;
     mt_trainer *tr = NULL;
     mt_status s = mt_trainer_create(&tc, &tr);
@@ -575,10 +577,12 @@ MT_TEST(synthetic_data_are_pure_functions_of_seed_split_index) {
 /* Trainer                                                                   */
 /* ======================================================================== */
 
+static const mt_gpt_config TINY_GPT = {.L = 2, .C = 32, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
+
 static mt_train_config tiny_gpt_train(const char *data) {
     mt_train_config c = mt_train_defaults();
     c.data = data;
-    c.gpt = (mt_gpt_config){.L = 2, .C = 32, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
+    MT_TEST_MODEL_CONFIG(&c, &TINY_GPT);
     c.B = 4;
     c.T = 16;
     c.steps = 6;
@@ -642,8 +646,8 @@ MT_TEST(trainer_checkpoints_describe_the_model_as_before) {
     mt_train_config gpt = tiny_gpt_train(path), mlp = mt_train_defaults(),
                     linreg = linreg_config(0.1f, 1);
     mlp.model = MT_MODEL_MLP;
-    mlp.mlp_hidden = 16;
-    mlp.mlp_layers = 2;
+    const mt_mlp_config mlp_cfg = {.hidden = 16, .layers = 2};
+    MT_TEST_MODEL_CONFIG(&mlp, &mlp_cfg);
     const struct { mt_train_config *c; const char *want; } cases[] = {
         {&gpt, "gpt L=2 C=32 NH=4 maxT=16 V=256 Vp=256"},
         {&mlp, "mlp in=8 hidden=16 out=2 layers=2"},
@@ -705,7 +709,8 @@ MT_TEST(trainer_blowup_fails_with_enan_naming_the_step) {
     write_temp_text(path, fox_text, 20);
     c = mt_train_defaults();
     c.data = path;
-    c.gpt = (mt_gpt_config){.L = 1, .C = 32, .NH = 2, .maxT = 16, .V = 0, .Vp = 0};
+    const mt_gpt_config one_block = {.L = 1, .C = 32, .NH = 2, .maxT = 16, .V = 0, .Vp = 0};
+    MT_TEST_MODEL_CONFIG(&c, &one_block);
     c.B = 4;
     c.T = 16;
     c.optim.lr = 1e6f;
@@ -738,8 +743,10 @@ MT_TEST(trainer_takes_the_vocabulary_from_the_data) {
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
     const mt_train_config *rc = mt_trainer_config(tr);
-    MT_CHECK(rc->gpt.V == 100 && rc->gpt.Vp == 128, "resolved V=%d Vp=%d, want 100 and 128",
-             rc->gpt.V, rc->gpt.Vp);
+    const mt_gpt_config *rg = rc->model_config;
+    MT_CHECK(rg && rg != c.model_config && rg->V == 100 && rg->Vp == 128,
+             "resolved V=%d Vp=%d, want 100 and 128, in the trainer's copy", rg ? rg->V : -1,
+             rg ? rg->Vp : -1);
     MT_CHECK(rc->data != c.data && strcmp(rc->data, path) == 0, "the trainer keeps its own copy "
              "of the data path");
     mt_step_report r;
@@ -748,7 +755,9 @@ MT_TEST(trainer_takes_the_vocabulary_from_the_data) {
     mt_trainer_free(tr);
 
     /* a model vocabulary smaller than the data's is refused, naming both */
-    c.gpt.V = 50;
+    mt_gpt_config v50 = mt_test_gpt_of(&c);
+    v50.V = 50;
+    MT_TEST_MODEL_CONFIG(&c, &v50);
     MT_CHECK(mt_trainer_create(&c, &tr) == MT_EINVAL && !tr, "V=50 accepted for 100-token data");
     MT_CHECK(strstr(mt_errmsg(), "V=50") && strstr(mt_errmsg(), "100"), "message: %s", mt_errmsg());
     unlink(path);
@@ -757,8 +766,8 @@ MT_TEST(trainer_takes_the_vocabulary_from_the_data) {
 MT_TEST(mlp_trainer_fits_the_teacher) {
     mt_train_config c = mt_train_defaults();
     c.model = MT_MODEL_MLP;
-    c.mlp_hidden = 32;
-    c.mlp_layers = 3;
+    const mt_mlp_config mlp = {.hidden = 32, .layers = 3};
+    MT_TEST_MODEL_CONFIG(&c, &mlp);
     c.B = 64;
     c.optim.lr = 1e-2f;
     c.optim.weight_decay = 0.0f;
@@ -792,7 +801,8 @@ MT_TEST(trainer_accum_matches_one_big_batch) {
     MT_CHECK_OK(mt_trainer_create(&c, &small));
     unlink(path);
     const mt_train_config *rc = mt_trainer_config(big);
-    MT_CHECK(rc->gpt.V == 256 && rc->gpt.Vp == 256, "text data resolved to V=%d Vp=%d", rc->gpt.V, rc->gpt.Vp);
+    const mt_gpt_config rg = mt_test_gpt_of(rc);
+    MT_CHECK(rg.V == 256 && rg.Vp == 256, "text data resolved to V=%d Vp=%d", rg.V, rg.Vp);
     for (int i = 0; i < 3; i++) {
         mt_step_report rb, rs;
         MT_CHECK_OK(mt_trainer_step(big, &rb));
@@ -858,7 +868,9 @@ MT_TEST(trainer_resume_matches_uninterrupted_run) {
     mt_trainer_free(resumed);
 
     /* a checkpoint of another model is refused, naming both */
-    c.gpt.C = 64;
+    mt_gpt_config wider = mt_test_gpt_of(&c);
+    wider.C = 64;
+    MT_TEST_MODEL_CONFIG(&c, &wider);
     mt_trainer *wrong = NULL;
     mt_status s = mt_trainer_create(&c, &wrong);
     MT_CHECK(s == MT_EINVAL && !wrong, "resuming a C=32 checkpoint as C=64 gave %s", mt_status_name(s));
@@ -944,7 +956,8 @@ MT_TEST(sample_continues_a_learned_pattern) {
     snprintf(ckpt, sizeof ckpt, "%s.ckpt", path);
     snprintf(llmc, sizeof llmc, "%s.bin", path);
     mt_train_config c = tiny_gpt_train(path);
-    c.gpt = (mt_gpt_config){.L = 1, .C = 32, .NH = 2, .maxT = 16, .V = 0, .Vp = 0};
+    const mt_gpt_config one_block = {.L = 1, .C = 32, .NH = 2, .maxT = 16, .V = 0, .Vp = 0};
+    MT_TEST_MODEL_CONFIG(&c, &one_block);
     c.steps = 150;
     c.optim.lr = 1e-2f;
     c.optim.warmup_steps = 0;

@@ -428,8 +428,12 @@ static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **p
     return ok;
 }
 
+/* The small GPT of the mesh cases; V and Vp from the data. */
+static const mt_gpt_config MESH_GPT = {.L = 2, .C = 64, .NH = 4, .maxT = 16};
+
 /* The trainer configurations of the mesh cases (test_strategies.c's): 10
- * AdamW steps of the MLP, or of a small GPT on the text file `text`. */
+ * AdamW steps of the MLP, or of a small GPT (MESH_GPT) on the text file
+ * `text`. */
 static mt_train_config mesh_config(int model, const char *text) {
     mt_train_config c = mt_train_defaults();
     c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
@@ -441,7 +445,8 @@ static mt_train_config mesh_config(int model, const char *text) {
     c.seed = 7;
     if (c.model == MT_MODEL_GPT) {
         c.data = text;
-        c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16};
+        c.model_config = &MESH_GPT;
+        c.model_config_size = sizeof MESH_GPT;
         c.T = 16;
     }
     return c;
@@ -552,7 +557,9 @@ static void pipeline_case(void) {
     }
     for (int i = 0; i < n; i++) {
         mt_train_config c = mesh_config(1, path);
-        c.gpt.L = runs[i].L;
+        mt_gpt_config gpt = MESH_GPT;
+        gpt.L = runs[i].L;
+        c.model_config = &gpt;
         c.B = 2;
         c.accum = runs[i].m;
         float l1[DP_STEPS], n1[DP_STEPS], lp[DP_STEPS], np_[DP_STEPS];
@@ -599,8 +606,10 @@ static void ckpt_resume_case(void) {
         const int model = run == 0 ? 0 : 1;
         const char *mesh = run < 2 ? fsdp : pipe;
         mt_train_config c = mesh_config(model, text);
+        mt_gpt_config gpt = MESH_GPT;
         if (run == 2) {   /* zb-v cuts 2 chunks a rank: 2·ranks blocks */
-            c.gpt.L = 2 * world_size;
+            gpt.L = 2 * world_size;
+            c.model_config = &gpt;
             c.B = 2;
             c.accum = 2 * world_size;
         }

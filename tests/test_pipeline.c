@@ -27,9 +27,12 @@ typedef struct {
     float loss[TSTEPS], norm[TSTEPS];
 } curve;
 
-static mt_train_config pipe_config(const char *text, int L, int m) {
+/* The tests' GPT with L blocks into *gpt, which c points at. */
+static mt_train_config pipe_config(const char *text, int L, int m, mt_gpt_config *gpt) {
     mt_train_config c = mt_test_config(MT_MODEL_GPT, text);
-    c.gpt.L = L;
+    *gpt = mt_test_gpt();
+    gpt->L = L;
+    MT_TEST_MODEL_CONFIG(&c, gpt);
     c.B = 2;           /* sequences per microbatch */
     c.accum = m;       /* the pipeline's microbatches */
     return c;
@@ -82,7 +85,8 @@ static int compare_params(mt_trainer *pipe, mt_trainer *one, const char *what, i
 static void check_kind(const char *kind, int p, int m, int L, const char *extra_axes) {
     char text[] = "/tmp/mt-test-pipe-XXXXXX";
     mt_test_write_text(text);
-    mt_train_config c = pipe_config(text, L, m);
+    mt_gpt_config gpt;
+    mt_train_config c = pipe_config(text, L, m, &gpt);
     mt_trainer *one = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &one));
     curve want = run(one);
@@ -143,7 +147,8 @@ MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
 static void check_eval(const char *kind, int p, int L) {
     char text[] = "/tmp/mt-test-pipe-XXXXXX";
     mt_test_write_text(text);
-    mt_train_config c = pipe_config(text, L, 2 * p);
+    mt_gpt_config gpt;
+    mt_train_config c = pipe_config(text, L, 2 * p, &gpt);
     c.eval_every = 2;
     c.eval_batches = 3;
     c.val_frac = 0.2;
@@ -185,7 +190,8 @@ static void check_resume(const char *from, const char *from_kind, const char *to
     int fd = mkstemp(ckpt);
     MT_CHECK(fd >= 0, "mkstemp");
     close(fd);
-    mt_train_config c = pipe_config(text, 4, 4);
+    mt_gpt_config gpt;
+    mt_train_config c = pipe_config(text, 4, 4, &gpt);
     mt_trainer *one = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &one));
     curve want = run(one);
@@ -240,7 +246,8 @@ static void expect_refusal(mt_train_config c, const char *needle) {
 MT_TEST(pipeline_refusals) {
     char text[] = "/tmp/mt-test-pipe-XXXXXX";
     mt_test_write_text(text);
-    mt_train_config c = pipe_config(text, 4, 1);
+    mt_gpt_config gpt;
+    mt_train_config c = pipe_config(text, 4, 1, &gpt);
     c.mesh = "pipe=2";
     expect_refusal(c, "m >= p");                          /* 1 microbatch over 2 stages */
     c.accum = 3;
@@ -258,6 +265,7 @@ MT_TEST(pipeline_refusals) {
     c.mesh = "pipe=2";
     c.schedule = NULL;
     c.model = MT_MODEL_MLP;
+    c.model_config = NULL;   /* its defaults: the GPT's settings are no MLP's */
     c.data = NULL;
     expect_refusal(c, "stages");                          /* the MLP cannot be cut */
     unlink(text);

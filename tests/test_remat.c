@@ -183,7 +183,9 @@ static void check_layout(const char *mesh, const char *schedule, int accum, doub
     char path[] = "/tmp/mt_remat_XXXXXX";
     mt_test_write_text(path);
     mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
-    c.gpt.L = 4;
+    mt_gpt_config gpt = mt_test_gpt();
+    gpt.L = 4;
+    MT_TEST_MODEL_CONFIG(&c, &gpt);
     c.accum = accum;
     trained ref = train(c, mesh, schedule, MT_REMAT_NONE);
     for (int k = 0; k < 3; k++) {

@@ -187,10 +187,11 @@ MT_TEST(gpt_tensor_parallel_divides_the_layer_weights) {
     mt_memory_report one = mt_trainer_memory(tr);
     const int64_t Vp = mt_tensor_dim(mt_graph_find(mt_trainer_graph(tr), "wte"), 0);
     mt_trainer_free(tr);
-    const int64_t C = c.gpt.C, L = c.gpt.L;
+    const mt_gpt_config gpt = mt_test_gpt_of(&c);
+    const int64_t C = gpt.C, L = gpt.L;
     const int64_t split = Vp * C + L * (12 * C * C + 7 * C);
     MT_CHECK(one.parameters == (size_t)mt_gpt_num_params(&(mt_gpt_config){
-                 .L = (int)L, .C = (int)C, .NH = 4, .maxT = c.gpt.maxT, .V = 1, .Vp = (int)Vp}) * 4,
+                 .L = (int)L, .C = (int)C, .NH = 4, .maxT = gpt.maxT, .V = 1, .Vp = (int)Vp}) * 4,
              "one device holds %zu bytes of parameters", one.parameters);
     for (int n = 2; n <= 4; n *= 2) {
         char mesh[32];
@@ -219,7 +220,8 @@ MT_TEST(fsdp_holds_one_layer_of_gathered_parameters) {
     char path[] = "/tmp/mt_test_strategies_XXXXXX";
     mt_test_write_text(path);
     mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
-    c.gpt = (mt_gpt_config){.L = 4, .C = 256, .NH = 4, .maxT = 8, .V = 0, .Vp = 0};
+    const mt_gpt_config gpt = {.L = 4, .C = 256, .NH = 4, .maxT = 8, .V = 0, .Vp = 0};
+    MT_TEST_MODEL_CONFIG(&c, &gpt);
     c.T = 8;
     const size_t block = (size_t)(12 * 256 * 256 + 13 * 256) * 4;
     for (int n = 2; n <= 4; n *= 2) {
@@ -382,13 +384,15 @@ MT_TEST(config_check_decides_without_files) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mt_train_config c = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");
+        mt_gpt_config g = mt_test_gpt_of(&c);
+        MT_TEST_MODEL_CONFIG(&c, &g);
         c.mesh = cases[i].mesh;
         c.schedule = cases[i].schedule;
         c.B = cases[i].B;
         c.T = cases[i].T;
-        c.gpt.NH = cases[i].NH;
-        c.gpt.maxT = cases[i].maxT;
-        c.gpt.Vp = cases[i].Vp;
+        g.NH = cases[i].NH;
+        g.maxT = cases[i].maxT;
+        g.Vp = cases[i].Vp;
         c.accum = cases[i].accum;
         c.zero = cases[i].zero;
         c.collective_matmul = cases[i].collective_matmul;
@@ -423,7 +427,9 @@ MT_TEST(config_check_decides_without_files) {
      * not held against it (the CLI refuses flags that contradict the file) */
     gpt = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");
     gpt.llmc_in = "/nonexistent/model.bin";
-    gpt.gpt.NH = 3;
+    mt_gpt_config three_heads = mt_test_gpt_of(&gpt);
+    three_heads.NH = 3;
+    MT_TEST_MODEL_CONFIG(&gpt, &three_heads);
     gpt.mesh = "tensor=2";
     MT_CHECK_OK(mt_train_config_check(&gpt));
 }

@@ -124,8 +124,9 @@ static void load_one_device(const mt_train_config *cfg, const char *path, mt_gra
  * ±lr·noise/eps, so after a few steps those elements sit near ±1e-6 with
  * either sign on any layout (see test_strategies.c). They get 1e-4. */
 static bool key_bias(const mt_train_config *cfg, const mt_tensor *p, int64_t e) {
-    return cfg->model == MT_MODEL_GPT && strstr(mt_tensor_name(p), "attn.qkv.b") &&
-           e >= cfg->gpt.C && e < 2 * (int64_t)cfg->gpt.C;
+    if (cfg->model != MT_MODEL_GPT || !strstr(mt_tensor_name(p), "attn.qkv.b")) return false;
+    const int64_t C = mt_test_gpt_of(cfg).C;
+    return e >= C && e < 2 * C;
 }
 
 /* Two checkpoints of cfg's model: every parameter, m and v within `tol`

@@ -6,6 +6,17 @@
 
 #include <unistd.h>
 
+static const mt_gpt_config TEST_GPT = {.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
+
+mt_gpt_config mt_test_gpt(void) { return TEST_GPT; }
+
+mt_gpt_config mt_test_gpt_of(const mt_train_config *c) {
+    mt_gpt_config g;
+    if (c->model_config) return *(const mt_gpt_config *)c->model_config;
+    MT_CHECK_OK(mt_model_config_defaults(MT_MODEL_GPT, &g, sizeof g));
+    return g;
+}
+
 mt_train_config mt_test_config(mt_model_kind model, const char *text_path) {
     mt_train_config c = mt_train_defaults();
     c.model = model;
@@ -17,7 +28,7 @@ mt_train_config mt_test_config(mt_model_kind model, const char *text_path) {
     c.seed = 7;
     if (model == MT_MODEL_GPT) {
         c.data = text_path;
-        c.gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 0, .Vp = 0};
+        MT_TEST_MODEL_CONFIG(&c, &TEST_GPT);
         c.T = 16;
     }
     return c;

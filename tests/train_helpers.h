@@ -20,8 +20,19 @@ typedef struct {
     int64_t shape[MT_TEST_MAX_PARAMS][MT_MAX_DIMS];   /* unused dims 1 */
 } mt_test_params;
 
-/* 10 steps of AdamW (lr 3e-3, warmup 2, clipping at 1), B=8, seed 7, 1 thread. */
+/* 10 steps of AdamW (lr 3e-3, warmup 2, clipping at 1), B=8, seed 7, 1 thread;
+ * the GPT's settings mt_test_gpt() (model_config points at a constant),
+ * the others' their defaults. */
 mt_train_config mt_test_config(mt_model_kind model, const char *text_path);
+/* The tests' GPT: L=2 C=64 NH=4 maxT=16, V and Vp from the data. */
+mt_gpt_config   mt_test_gpt(void);
+/* Points c's model settings at *mc, the model's own struct, which the
+ * caller keeps alive while c is used (the trainer copies it at create). */
+#define MT_TEST_MODEL_CONFIG(c, mc) \
+    ((c)->model_config = (mc), (c)->model_config_size = sizeof *(mc))
+/* c's GPT settings (c->model == MT_MODEL_GPT): its model_config, or the
+ * defaults where it is NULL. */
+mt_gpt_config   mt_test_gpt_of(const mt_train_config *c);
 /* Writes a small text corpus to a new file made from `path_template`
  * ("/tmp/...XXXXXX", changed in place), for the GPT. */
 void            mt_test_write_text(char *path_template);

@@ -61,6 +61,13 @@ double     mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens);
 /* Validates a configuration; the message names the bad field. */
 mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
 
+/* The MLP's own settings (`meshtrain train --model mlp`): the width of its
+ * hidden layers and its linear layers in all. */
+typedef struct {
+    int hidden;   /* hidden width (--channels) */
+    int layers;   /* linear layers (--layers) */
+} mt_mlp_config;
+
 /* Multi-layer perceptron: x (B,n_in) -> [linear, gelu] × (n_layers-1) ->
  * linear -> (B,n_out), MSE loss against "targets" (B,n_out), times scale. */
 mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, int n_layers, float loss_scale);

@@ -23,13 +23,15 @@ typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_mode
 const char *mt_model_name(mt_model_kind kind);
 
 /* One setting that only one model reads, as `meshtrain train` and `meshtrain
- * explain --model` take it: an int field of mt_train_config. Each model
- * lists its own (mt_model_about), so a command line reads the flags of the
- * model it was given from the model's table, with no branch on the kind. */
+ * explain --model` take it: an int field of the model's own settings (its
+ * struct, mt_model_about.config_type: mt_gpt_config, mt_mlp_config). Each
+ * model lists its own (mt_model_about), so a command line reads the flags
+ * of the model it was given from the model's table and writes them into a
+ * buffer of the model's config_size, with no branch on the kind. */
 typedef struct {
     const char *flag;          /* "heads": the flag, without "--" */
     const char *field;         /* "NH": its name in messages and model files */
-    size_t      offset;        /* offsetof(mt_train_config, ...) of an int */
+    size_t      offset;        /* offsetof(the model's config struct, ...) of an int */
     int         lo, hi;        /* the values it takes */
     bool        zero_is_auto;  /* 0 means "from the data" (GPT: V and Vp) */
     const char *metavar;       /* "N", for help */
@@ -44,6 +46,9 @@ typedef struct {
     bool                 dataset;    /* trains on data (mt_train_config.data, --data); else
                                         on a synthetic problem of its own */
     bool                 llmc;       /* llm.c checkpoints hold it (llmc_in, llmc_out) */
+    const char          *config_type;  /* its settings' struct ("mt_gpt_config"), for
+                                          messages; NULL: it has none */
+    size_t               config_size;  /* sizeof that struct; 0: none */
     const mt_model_flag *flags;      /* its own settings, n_flags of them */
     int                  n_flags;
 } mt_model_about;
@@ -62,8 +67,20 @@ const mt_model_about *mt_model_about_of(mt_model_kind kind);
 
 typedef struct {
     mt_model_kind   model;
-    mt_gpt_config   gpt;         /* for MT_MODEL_GPT; V/Vp 0 = from the data */
-    int             mlp_hidden, mlp_layers;   /* for MT_MODEL_MLP */
+    /* The model's own settings: a pointer to its struct (mt_model_about's
+     * config_type: mt_gpt_config for the GPT, mt_mlp_config for the MLP),
+     * and that struct's size, which the checks compare with the model's
+     * config_size so that the struct of another model is refused, not read.
+     * NULL (size ignored): the model's defaults (mt_model_config_defaults).
+     * A pointer rather than a member per model, or a union of them, so that
+     * this struct names no model, a new model adds no field here, and the
+     * library can tell a wrong struct from a right one by its size. The
+     * caller keeps the struct alive for the call it passes it to;
+     * mt_trainer_create copies it (the caller's may die afterwards), and
+     * mt_trainer_config's model_config points at the trainer's copy, as
+     * resolved (GPT: V and Vp from the data, the sizes of llmc_in). */
+    const void     *model_config;
+    size_t          model_config_size;
     const char     *data;        /* text file or llm.c token file (GPT); NULL for
                                     MLP/linreg, which make synthetic data */
     double          val_frac;    /* tail of the data held out (default 0.1) */
@@ -159,15 +176,40 @@ typedef struct {
     mt_precision      grad_reduce;
 } mt_train_config;
 
+/* Writes model `kind`'s default settings into cfg, `size` bytes, which must
+ * be the model's config_size (mt_model_about): GPT's mt_gpt_config L=2 C=64
+ * NH=4 maxT=64 V=0 Vp=0 (V and Vp from the data), the MLP's mt_mlp_config
+ * hidden=64 layers=3; linear regression has none (size 0, cfg may be NULL).
+ * These are the settings a NULL mt_train_config.model_config means.
+ * MT_EINVAL for a kind that is no model, or a size that is not the model's. */
+mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size);
+
+/* The settings of model `kind` for a program built without its data, as
+ * `meshtrain explain --model` builds it: the defaults, with what the data
+ * would give taken as a build without data takes it from `c` (GPT: V 256,
+ * the byte vocabulary of a text file, and maxT c->T, the longest sequence
+ * the program reads). A command line writes its flags over them. Errors as
+ * mt_model_config_defaults. */
+mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config *c, void *cfg,
+                                       size_t size);
+
+/* Reads model `kind`'s settings from the header of the llm.c checkpoint
+ * `path` into cfg (`size` bytes, the model's config_size), as llmc_in
+ * gives them to the trainer. MT_EINVAL for a model llm.c files do not hold
+ * (mt_model_about.llmc false) or a size that is not the model's; the
+ * reader's errors (MT_EIO naming the file) otherwise. */
+mt_status mt_model_config_from_llmc(mt_model_kind kind, const char *path, void *cfg, size_t size);
+
 /* Builds the program the trainer partitions: cfg's model for one microbatch
  * of the global batch (B sequences of T tokens, or B examples), its loss
  * normalised by the global count (the mean over the microbatch), sharded for
  * `mesh` as the strategies say (mesh NULL: nothing split): the batch over
  * the axes data and fsdp, the parameters over fsdp (FSDP, gathered before
  * use) and tensor (tensor parallel, where the model supports it). *opts (may
- * be NULL) gets the partitioner options the layout needs. GPT needs
- * cfg->gpt.V and Vp set (the trainer takes them from the data). For
- * `meshtrain explain`. */
+ * be NULL) gets the partitioner options the layout needs. GPT needs V
+ * set in its settings (the trainer takes it from the data; Vp 0 is V
+ * rounded up to 64, as the trainer takes it): settings from
+ * mt_model_config_without_data have it. For `meshtrain explain`. */
 mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
                                  mt_tensor **loss, mt_partition_opts *opts);
 
@@ -190,8 +232,9 @@ mt_status mt_train_build_chunk_program(const mt_train_config *cfg, const mt_mesh
                                        int S, mt_graph *g, mt_tensor **out, bool *seeded,
                                        mt_partition_opts *opts);
 
-/* Defaults: GPT L=2 C=64 NH=4 maxT=64, B=8 T=64, accum 1, 100 steps, AdamW
- * lr 1e-3 with 10 warmup steps and cosine decay, seed 1337, val_frac 0.1. */
+/* Defaults: the GPT with its default settings (model_config NULL: L=2 C=64
+ * NH=4 maxT=64), B=8 T=64, accum 1, 100 steps, AdamW lr 1e-3 with 10 warmup
+ * steps and cosine decay, seed 1337, val_frac 0.1. */
 mt_train_config mt_train_defaults(void);
 
 typedef struct mt_trainer mt_trainer;
@@ -222,15 +265,17 @@ typedef struct {
 /* Every check of cfg that the configuration alone decides, made without
  * opening a file or starting a device (mt_trainer_create makes it first;
  * `meshtrain explain --model` makes it on its flags):
- *   - each field (sizes, counts and ranges; ckpt_every needs ckpt_out, zero
+ *   - each field (sizes, counts and ranges; model_config_size the model's
+ *     config_size when model_config is set; ckpt_every needs ckpt_out, zero
  *     and a schedule need a mesh, llmc files a GPT, ckpt_in or llmc_in);
  *   - settings that would change nothing where they are: f32_activations
  *     without bf16, grad_reduce bf16 without a mesh, remat on a model
  *     without blocks, collective_matmul on without sequence parallelism,
  *     sequence parallelism without a mesh;
- *   - the model's own (GPT: data given, val_frac, C divisible by NH, Vp >=
- *     V, T <= maxT; with llmc_in the sizes are the file's and are checked
- *     when it is read);
+ *   - the model's own settings, with the model's messages (GPT: data
+ *     given, val_frac, C divisible by NH, Vp >= V, T <= maxT; with llmc_in
+ *     the sizes are the file's and are checked when it is read; the MLP:
+ *     hidden and layers positive);
  *   - the mesh: its spec (names, sizes, products), the device count against
  *     it (and under mpirun against the ranks), axes the trainer knows (data,
  *     fsdp, tensor, pipe), ZeRO's data axis of 2+, zero=1 without fsdp,
@@ -250,10 +295,13 @@ mt_status mt_train_config_check(const mt_train_config *cfg);
  * an error here, before step 1 (MT_EINVAL): ckpt_every without ckpt_out, and
  * eval_every with a validation split shorter than T+1 tokens. A non-finite
  * value in ckpt_in or llmc_in fails with MT_ENAN naming the tensor. The
- * caller owns *out (mt_trainer_free); the paths of cfg are copied. */
+ * caller owns *out (mt_trainer_free); the paths of cfg and its model's
+ * settings (model_config) are copied. */
 mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out);
 void      mt_trainer_free(mt_trainer *tr);
-/* The configuration as resolved (V from the data, step resumed from, ...). */
+/* The configuration as resolved (V from the data, step resumed from, ...);
+ * its model_config points at the trainer's copy of the model's settings,
+ * as resolved, valid as long as the trainer. */
 const mt_train_config *mt_trainer_config(const mt_trainer *tr);
 /* Steps already taken (non-zero after a resume). */
 int       mt_trainer_step_count(const mt_trainer *tr);

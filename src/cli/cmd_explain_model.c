@@ -336,7 +336,6 @@ static const char NO_DATA[] = "(explain reads no data)";
 int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
-    t->gpt.V = 256;
     int model = 0, cm_choice = 0, remat = 0, precision = 0,
         grad_reduce = 0;   /* remat: mt_remat's order */
     const char *mesh_spec = NULL;
@@ -345,9 +344,10 @@ int cli_explain_model(int argc, char **argv) {
     for (int k = 0; mt_model_name((mt_model_kind)k); k++)
         snprintf(choices_model + strlen(choices_model), sizeof choices_model - strlen(choices_model),
                  "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
-    /* the model's own flags come from the models' tables, after --model */
+    /* the model's own flags come from the models' tables, after --model,
+     * starting from the settings of a build without data (no file is read) */
     cli_model_flags mf;
-    cli_model_flags_init(&mf, t);
+    cli_model_flags_init(&mf, t, true);
     enum { MODEL_FLAGS_AT = 1 };
     cli_opt opts[32 + CLI_MAX_MODEL_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to explain"},
@@ -386,17 +386,13 @@ int cli_explain_model(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     t->model = (mt_model_kind)model;
-    if ((rc = cli_model_flags_apply(&mf, t->model, opts, seen, MODEL_FLAGS_AT, t)) != CLI_EXIT_OK)
+    if ((rc = cli_model_flags_apply(&mf, opts, seen, MODEL_FLAGS_AT, t)) != CLI_EXIT_OK)
         return rc;
     t->remat = (mt_remat)remat;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if (mt_model_about_of(t->model)->dataset) t->data = NO_DATA;
-    bool max_seq = false;   /* without --max-seq, the context is the sequence */
-    for (int j = 0; opts[j].name; j++) max_seq |= seen[j] && strcmp(opts[j].name, "max-seq") == 0;
-    if (!max_seq) t->gpt.maxT = t->T;
-    if (t->gpt.Vp == 0) t->gpt.Vp = (t->gpt.V + 63) / 64 * 64;
     /* the mesh as train takes it: --devices N alone is data=N, one device none */
     char spec[64];
     if (!mesh_spec && devices > 1) {

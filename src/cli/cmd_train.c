@@ -103,16 +103,17 @@ static void model_choices(char *buf, size_t n) {
     }
 }
 
-/* The model's own flags, from its table (model_flags.h): copied into cfg
- * when given, refused when the model does not read them. */
-static int apply_model_flags(mt_train_config *cfg, const cli_model_flags *mf, const cli_opt *opts,
+/* The model's own flags, from its table (model_flags.h): written into the
+ * model's settings in mf (cfg->model_config) when given, refused when the
+ * model does not read them. */
+static int apply_model_flags(mt_train_config *cfg, cli_model_flags *mf, const cli_opt *opts,
                              const bool *seen, int first) {
     const mt_model_about *a = mt_model_about_of(cfg->model);
     if (a->dataset && !cfg->data) {
         cli_error("--model %s needs --data FILE (a text file or an llm.c token file)", a->name);
         return CLI_EXIT_USAGE;
     }
-    return cli_model_flags_apply(mf, cfg->model, opts, seen, first, cfg);
+    return cli_model_flags_apply(mf, opts, seen, first, cfg);
 }
 
 /* Whether the flag `name` was given. */
@@ -162,16 +163,17 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
  * otherwise is a mistake, not something to override silently. */
 static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, const bool *seen) {
     if (!cfg->llmc_in) return CLI_EXIT_OK;
-    mt_train_config file = *cfg;   /* the model's settings as the file has them */
-    if (mt_llmc_read_config(cfg->llmc_in, &file.gpt) != MT_OK) {
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    cli_model_config file;   /* the model's settings as the file has them */
+    if (a->config_size > sizeof file.bytes ||
+        mt_model_config_from_llmc(cfg->model, cfg->llmc_in, file.bytes, a->config_size) != MT_OK) {
         cli_error("--llmc-in: %s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
-    const mt_model_about *a = mt_model_about_of(cfg->model);
     for (int i = 0; i < a->n_flags; i++) {
         const mt_model_flag *f = &a->flags[i];
-        int mine = *(const int *)(const void *)((const char *)cfg + f->offset);
-        int theirs = *(const int *)(const void *)((const char *)&file + f->offset);
+        int mine = cli_model_setting(cfg->model_config, f);
+        int theirs = cli_model_setting(file.bytes, f);
         /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
         if (!given(opts, seen, f->flag) || mine == theirs || (f->zero_is_auto && mine == 0))
             continue;
@@ -231,7 +233,7 @@ int cli_cmd_train(int argc, char **argv) {
     /* The table is the single source for parsing and --help: the model's
      * own flags come from the models' tables, after --model */
     cli_model_flags mf;
-    cli_model_flags_init(&mf, &cfg);
+    cli_model_flags_init(&mf, &cfg, false);
     enum { MODEL_FLAGS_AT = 1 };
     cli_opt opts[64 + CLI_MAX_MODEL_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to train"},

@@ -5,12 +5,26 @@
 
 #include <string.h>
 
-static int *field_at(mt_train_config *cfg, const mt_model_flag *f) {
-    return (int *)(void *)((char *)cfg + f->offset);
+static int *field_at(void *mc, const mt_model_flag *f) {
+    return (int *)(void *)((char *)mc + f->offset);
 }
 
-static int field_of(const mt_train_config *cfg, const mt_model_flag *f) {
-    return *(const int *)(const void *)((const char *)cfg + f->offset);
+int cli_model_setting(const void *mc, const mt_model_flag *f) {
+    return *(const int *)(const void *)((const char *)mc + f->offset);
+}
+
+/* The settings model k starts from, into *buf: its defaults, or with
+ * `without_data` those of a build without data for c. */
+static mt_status start_settings(mt_model_kind k, bool without_data, const mt_train_config *c,
+                                cli_model_config *buf) {
+    const mt_model_about *a = mt_model_about_of(k);
+    memset(buf, 0, sizeof *buf);
+    if (a->config_size > sizeof buf->bytes)
+        return mt_fail(MT_EINVAL, "--model %s's settings (%s) are %zu bytes, more than the "
+                       "command line's %zu: raise CLI_MODEL_CONFIG_MAX", a->name,
+                       a->config_type, a->config_size, sizeof buf->bytes);
+    return without_data ? mt_model_config_without_data(k, c, buf->bytes, a->config_size)
+                        : mt_model_config_defaults(k, buf->bytes, a->config_size);
 }
 
 /* The flag `name` of model k, or NULL. */
@@ -21,10 +35,14 @@ static const mt_model_flag *flag_of(mt_model_kind k, const char *name) {
     return NULL;
 }
 
-void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *defaults) {
+void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool without_data) {
     memset(mf, 0, sizeof *mf);
+    mf->without_data = without_data;
     for (int k = 0; mt_model_about_of((mt_model_kind)k); k++) {
         const mt_model_about *a = mt_model_about_of((mt_model_kind)k);
+        /* a model whose settings do not fit shows 0s; apply says why */
+        cli_model_config start;
+        (void)start_settings((mt_model_kind)k, without_data, c, &start);
         for (int i = 0; i < a->n_flags; i++) {
             const mt_model_flag *f = &a->flags[i];
             int s = 0;
@@ -34,7 +52,7 @@ void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *defaults) 
                 mf->n++;
                 mf->f[s].flag = f->flag;
                 mf->f[s].metavar = f->metavar;
-                mf->f[s].value = field_of(defaults, f);
+                mf->f[s].value = cli_model_setting(start.bytes, f);
             }
             size_t at = strlen(mf->f[s].help);
             snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at, "%s%s: %s", at ? "; " : "",
@@ -71,9 +89,14 @@ static void readers(const char *flag, char *buf, size_t n) {
         }
 }
 
-int cli_model_flags_apply(const cli_model_flags *mf, mt_model_kind kind, const cli_opt *opts,
-                          const bool *seen, int first, mt_train_config *cfg) {
+int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
+                          mt_train_config *cfg) {
+    const mt_model_kind kind = cfg->model;
     const mt_model_about *a = mt_model_about_of(kind);
+    if (start_settings(kind, mf->without_data, cfg, &mf->config) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
     for (int s = 0; s < mf->n; s++) {
         if (!seen[first + s]) continue;
         const mt_model_flag *f = flag_of(kind, mf->f[s].flag);
@@ -88,8 +111,10 @@ int cli_model_flags_apply(const cli_model_flags *mf, mt_model_kind kind, const c
                       "[%d, %d]", f->flag, mf->f[s].value, a->name, f->lo, f->hi);
             return CLI_EXIT_USAGE;
         }
-        *field_at(cfg, f) = mf->f[s].value;
+        *field_at(mf->config.bytes, f) = mf->f[s].value;
     }
+    cfg->model_config = a->config_size ? mf->config.bytes : NULL;
+    cfg->model_config_size = a->config_size;
     for (int j = 0; opts[j].name; j++)
         if (seen[j] && !a->sequences && strcmp(opts[j].name, "seq") == 0) {
             cli_error("--seq sets the tokens of a sequence, and --model %s trains on examples, "
@@ -99,13 +124,16 @@ int cli_model_flags_apply(const cli_model_flags *mf, mt_model_kind kind, const c
     return CLI_EXIT_OK;
 }
 
-void cli_model_flags_describe(mt_model_kind kind, const mt_train_config *cfg, char *buf,
-                              size_t n) {
-    const mt_model_about *a = mt_model_about_of(kind);
+void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    cli_model_config defaults;
+    const void *mc = cfg->model_config;
     size_t at = 0;
     buf[0] = '\0';
-    for (int i = 0; a && i < a->n_flags && at < n; i++) {
-        int w = snprintf(buf + at, n - at, " %s=%d", a->flags[i].field, field_of(cfg, &a->flags[i]));
+    if (a && !mc && start_settings(cfg->model, false, cfg, &defaults) == MT_OK) mc = defaults.bytes;
+    for (int i = 0; a && mc && i < a->n_flags && at < n; i++) {
+        int w = snprintf(buf + at, n - at, " %s=%d", a->flags[i].field,
+                         cli_model_setting(mc, &a->flags[i]));
         if (w < 0) break;
         at += (size_t)w;
     }

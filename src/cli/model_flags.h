@@ -5,10 +5,11 @@
  * appear in both, with their ranges and help, from its table entry alone.
  *
  * Every model's flags are merged by name into one set of slots (GPT's and
- * the MLP's --layers are one flag); after parsing, the slots given are
- * copied into the configuration at the offsets the chosen model gives, and
- * a flag the chosen model does not read is an error naming the models that
- * do.
+ * the MLP's --layers are one flag); after parsing, the chosen model's
+ * settings (its own struct, mt_model_about.config_size bytes) are made in
+ * a buffer here, the slots given written into them at the offsets the
+ * model gives, and the configuration pointed at them; a flag the chosen
+ * model does not read is an error naming the models that do.
  */
 #ifndef MT_CLI_MODEL_FLAGS_H
 #define MT_CLI_MODEL_FLAGS_H
@@ -16,34 +17,52 @@
 #include "cli/args.h"
 #include "meshtrain.h"
 
+#include <stddef.h>
+
 #define CLI_MAX_MODEL_FLAGS 24
+#define CLI_MODEL_CONFIG_MAX 256   /* bytes of a model's settings, at most */
+
+/* Room for one model's settings, aligned for any struct. */
+typedef union {
+    max_align_t   align;
+    unsigned char bytes[CLI_MODEL_CONFIG_MAX];
+} cli_model_config;
 
 typedef struct {
     int n;
     struct {
         const char *flag, *metavar;
-        int         value;       /* parsed here; the default from the default config */
+        int         value;       /* parsed here; the default from the model's settings */
         char        help[200];   /* "gpt: transformer blocks L; mlp: linear layers" */
     } f[CLI_MAX_MODEL_FLAGS];
+    bool             without_data;   /* the settings of a build without data (explain) */
+    cli_model_config config;         /* the chosen model's, once applied */
 } cli_model_flags;
 
-/* Fills mf with every model's flags, each slot's value the one `defaults`
- * holds for the first model that reads it. */
-void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *defaults);
+/* Fills mf with every model's flags, each slot's value the one the first
+ * model that reads it starts from: its defaults, or with `without_data`
+ * mt_model_config_without_data's for c (`meshtrain explain`). */
+void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool without_data);
 
 /* Writes mf's cli_opt entries into opts (room for mf->n); returns mf->n. */
 int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts);
 
-/* For --model `kind`: copies every slot given (seen[first + i] for slot i)
- * into cfg at the model's offset, checked against the model's range; a
- * given flag the model does not read, and --seq (the option named "seq" in
- * opts, when given) on a model without sequences, are errors. Returns
- * CLI_EXIT_OK or CLI_EXIT_USAGE after the message. */
-int cli_model_flags_apply(const cli_model_flags *mf, mt_model_kind kind, const cli_opt *opts,
-                          const bool *seen, int first, mt_train_config *cfg);
+/* For --model cfg->model: makes its settings in mf (as init says, for cfg
+ * as parsed), copies every slot given (seen[first + i] for slot i) into
+ * them at the model's offset, checked against the model's range, and
+ * points cfg->model_config at them (valid as long as mf). A given flag the
+ * model does not read, and --seq (the option named "seq" in opts, when
+ * given) on a model without sequences, are errors. Returns CLI_EXIT_OK or
+ * CLI_EXIT_USAGE (CLI_EXIT_FAIL when the settings do not fit) after the
+ * message. */
+int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
+                          mt_train_config *cfg);
 
-/* " L=2 C=64 NH=4 ..." : the model's settings in cfg, as its fields. */
-void cli_model_flags_describe(mt_model_kind kind, const mt_train_config *cfg, char *buf,
-                              size_t n);
+/* The int setting `f` of the model settings at mc. */
+int cli_model_setting(const void *mc, const mt_model_flag *f);
+
+/* " L=2 C=64 NH=4 ..." : the settings of cfg's model (cfg->model_config,
+ * or the model's defaults where it is NULL), as its fields. */
+void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n);
 
 #endif /* MT_CLI_MODEL_FLAGS_H */

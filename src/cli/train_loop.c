@@ -51,7 +51,7 @@ void train_print_config(train_run *run) {
     /* the model's settings as resolved (V from the data), from its table */
     const mt_model_about *about = mt_model_about_of(c->model);
     char settings[256];
-    cli_model_flags_describe(c->model, c, settings, sizeof settings);
+    cli_model_flags_describe(c, settings, sizeof settings);
     printf("  model        %s%s (%s parameters)\n", about->name, settings, params);
     printf("  data         %s (val_frac %g)\n", c->data ? c->data : "synthetic", c->val_frac);
     printf("  batch        B=%d T=%d accum=%d (%lld %s per step)\n", c->B, c->T, c->accum,

@@ -228,6 +228,14 @@ mt_status mt_train_config_check(const mt_train_config *cfg) {
         model_names(names, sizeof names);
         return mt_fail(MT_EINVAL, "unknown model kind %d; use %s", (int)cfg->model, names);
     }
+    /* the model's hooks read model_config as their own struct */
+    if (cfg->model_config && cfg->model_config_size != m->about.config_size)
+        return mt_fail(MT_EINVAL, "model_config_size=%zu, but --model %s's settings are %s of "
+                       "%zu bytes: point model_config at the model's own struct and set its "
+                       "size, or leave model_config NULL for the model's defaults",
+                       cfg->model_config_size, m->about.name,
+                       m->about.config_type ? m->about.config_type : "nothing",
+                       m->about.config_size);
     mt_status s = check_fields(cfg, m);
     if (s == MT_OK) s = check_no_effect(cfg, m);
     /* without a mesh (a trace's data=1 included) nothing is split */

@@ -6,15 +6,32 @@
  */
 #include "train/train_impl.h"
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* GPT-2 on a dataset                                                        */
 /* ======================================================================== */
 
-static void gpt_defaults(mt_train_config *c) {
-    c->gpt = (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0, .Vp = 0};
+static const mt_gpt_config GPT_DEFAULTS = {.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0,
+                                           .Vp = 0};
+
+/* c's GPT settings: its own, or the defaults (model_config NULL). */
+static const mt_gpt_config *gpt_of(const mt_train_config *c) {
+    return c->model_config ? c->model_config : &GPT_DEFAULTS;
+}
+
+/* Vp 0 is V rounded up to 64, as GPT-2's 50257 -> 50304. */
+static int gpt_padded(int V) { return (V + 63) / 64 * 64; }
+
+/* Without data: a text file's byte vocabulary, a context as long as the
+ * sequence (nothing longer is read). */
+static void gpt_without_data(const mt_train_config *c, void *mc) {
+    mt_gpt_config *g = mc;
+    g->V = 256;
+    g->maxT = c->T;
 }
 
 /* The checks the flags decide; what comes from files (llmc_in's model, V
@@ -27,9 +44,9 @@ static mt_status gpt_check(const mt_train_config *c) {
         return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
     if (c->llmc_in) return MT_OK;   /* L, C, NH, maxT, V, Vp: the file's */
     /* V 0 comes from the data, Vp 0 from V: stand-ins that pass for them */
-    mt_gpt_config g = c->gpt;
+    mt_gpt_config g = *gpt_of(c);
     if (g.V == 0) g.V = g.Vp > 0 ? g.Vp : 1;
-    if (g.Vp == 0) g.Vp = (g.V + 63) / 64 * 64;
+    if (g.Vp == 0) g.Vp = gpt_padded(g.V);
     mt_status s = mt_gpt_config_check(&g);
     if (s != MT_OK) return s;
     if (c->T > g.maxT)
@@ -39,18 +56,19 @@ static mt_status gpt_check(const mt_train_config *c) {
 }
 
 /* Takes the model from llmc_in, V from the data where 0, Vp from V. */
-static mt_status gpt_open(mt_train_config *c, mt_dataset **ds) {
+static mt_status gpt_open(mt_train_config *c, void *mc, mt_dataset **ds) {
+    mt_gpt_config *g = mc;
     mt_status s;
-    if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, &c->gpt)) != MT_OK) return s;
+    if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, g)) != MT_OK) return s;
     if ((s = mt_dataset_open(c->data, c->val_frac, ds)) != MT_OK) return s;
     int data_vocab = mt_dataset_vocab(*ds);
-    if (c->gpt.V == 0) c->gpt.V = data_vocab;
-    if (c->gpt.Vp == 0) c->gpt.Vp = (c->gpt.V + 63) / 64 * 64;  /* GPT-2: 50257 -> 50304 */
-    if ((s = mt_gpt_config_check(&c->gpt)) != MT_OK) return s;
-    if (data_vocab > c->gpt.V)
+    if (g->V == 0) g->V = data_vocab;
+    if (g->Vp == 0) g->Vp = gpt_padded(g->V);
+    if ((s = mt_gpt_config_check(g)) != MT_OK) return s;
+    if (data_vocab > g->V)
         return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
                        "has V=%d; raise V or leave it 0 to take it from the data",
-                       c->data, data_vocab - 1, data_vocab, c->gpt.V);
+                       c->data, data_vocab - 1, data_vocab, g->V);
     int64_t n_train = mt_dataset_tokens(*ds, 0);
     if (n_train < (int64_t)c->T + 1)
         return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
@@ -59,18 +77,41 @@ static mt_status gpt_open(mt_train_config *c, mt_dataset **ds) {
     return MT_OK;
 }
 
+static mt_status gpt_llmc_read(const char *path, void *mc) {
+    return mt_llmc_read_config(path, mc);
+}
+
+static mt_status gpt_llmc_load(const mt_train_config *c, mt_graph *g) {
+    return mt_llmc_load(c->llmc_in, g, gpt_of(c));
+}
+
+static mt_status gpt_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
+    return out ? mt_llmc_save_to(out, g, gpt_of(c)) : mt_llmc_save(c->llmc_out, g, gpt_of(c));
+}
+
 static void gpt_describe(const mt_train_config *c, char *buf, size_t n) {
-    snprintf(buf, n, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", c->gpt.L, c->gpt.C, c->gpt.NH,
-             c->gpt.maxT, c->gpt.V, c->gpt.Vp);
+    const mt_gpt_config *g = gpt_of(c);
+    snprintf(buf, n, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", g->L, g->C, g->NH, g->maxT, g->V,
+             g->Vp);
+}
+
+/* The settings a build reads: Vp 0 from V, as open takes it (a build
+ * without data, for explain, has V but may leave Vp 0). */
+static mt_gpt_config gpt_built(const mt_train_config *c) {
+    mt_gpt_config g = *gpt_of(c);
+    if (g.Vp == 0) g.Vp = gpt_padded(g.V);
+    return g;
 }
 
 static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) {
-    return mt_gpt_build(g, &c->gpt, c->B, c->T, scale);
+    mt_gpt_config m = gpt_built(c);
+    return mt_gpt_build(g, &m, c->B, c->T, scale);
 }
 
 static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
                                   float scale) {
-    return mt_gpt_build_stage(g, &c->gpt, st, c->B, c->T, scale);
+    mt_gpt_config m = gpt_built(c);
+    return mt_gpt_build_stage(g, &m, st, c->B, c->T, scale);
 }
 
 static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
@@ -102,7 +143,7 @@ static mt_status shard_block_param(mt_graph *g, int l, const char *suffix, const
  * residual add (the one all-reduce per sub-block, forward and backward).
  * Counts that do not divide are errors naming the fix. */
 static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
-    const mt_gpt_config *m = &c->gpt;
+    const mt_gpt_config *m = gpt_of(c);
     if (m->NH % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the attention "
                        "heads, but NH=%d heads (--heads) do not divide by %d; pick a head "
@@ -112,7 +153,7 @@ static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
                        "size 4C=%lld (--channels), which does not divide by %d", size,
                        4 * (long long)m->C, size);
     /* Vp 0 comes from V, and V 0 from the data: known only once it is read */
-    int Vp = m->Vp > 0 ? m->Vp : m->V > 0 ? (m->V + 63) / 64 * 64 : 0;
+    int Vp = m->Vp > 0 ? m->Vp : m->V > 0 ? gpt_padded(m->V) : 0;
     if (Vp > 0 && Vp % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the vocabulary, "
                        "but the padded vocabulary Vp=%d does not divide by %d; pad it to %d "
@@ -123,7 +164,7 @@ static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
 
 static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size) {
-    const mt_gpt_config *m = &c->gpt;
+    const mt_gpt_config *m = gpt_of(c);
     mt_status check = gpt_tensor_check(c, size);
     if (check != MT_OK) return check;
     const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
@@ -140,36 +181,39 @@ static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint
     return s;
 }
 
-static int gpt_blocks(const mt_train_config *c) { return c->gpt.L; }
+static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
 
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
-    return mt_gpt_train_flops(&c->gpt, c->T, tokens);
+    return mt_gpt_train_flops(gpt_of(c), c->T, tokens);
 }
 
 /* ======================================================================== */
 /* MLP on its teacher                                                        */
 /* ======================================================================== */
 
-static void mlp_defaults(mt_train_config *c) {
-    c->mlp_hidden = 64;
-    c->mlp_layers = 3;
+static const mt_mlp_config MLP_DEFAULTS = {.hidden = 64, .layers = 3};
+
+/* c's MLP settings: its own, or the defaults (model_config NULL). */
+static const mt_mlp_config *mlp_of(const mt_train_config *c) {
+    return c->model_config ? c->model_config : &MLP_DEFAULTS;
 }
 
 static mt_status mlp_check(const mt_train_config *c) {
-    if (c->mlp_hidden <= 0 || c->mlp_layers <= 0)
-        return mt_fail(MT_EINVAL, "MLP mlp_hidden=%d and mlp_layers=%d must be positive",
-                       c->mlp_hidden, c->mlp_layers);
+    const mt_mlp_config *m = mlp_of(c);
+    if (m->hidden <= 0 || m->layers <= 0)
+        return mt_fail(MT_EINVAL, "MLP hidden=%d (--channels) and layers=%d (--layers) must "
+                       "be positive", m->hidden, m->layers);
     return MT_OK;
 }
 
 static void mlp_describe(const mt_train_config *c, char *buf, size_t n) {
-    snprintf(buf, n, "mlp in=%d hidden=%d out=%d layers=%d", MT_MLP_DATA_IN, c->mlp_hidden,
-             MT_MLP_DATA_OUT, c->mlp_layers);
+    snprintf(buf, n, "mlp in=%d hidden=%d out=%d layers=%d", MT_MLP_DATA_IN, mlp_of(c)->hidden,
+             MT_MLP_DATA_OUT, mlp_of(c)->layers);
 }
 
 static mt_tensor *mlp_build(const mt_train_config *c, mt_graph *g, float scale) {
-    return mt_mlp_build(g, c->B, MT_MLP_DATA_IN, c->mlp_hidden, MT_MLP_DATA_OUT, c->mlp_layers,
-                        scale);
+    const mt_mlp_config *m = mlp_of(c);
+    return mt_mlp_build(g, c->B, MT_MLP_DATA_IN, m->hidden, MT_MLP_DATA_OUT, m->layers, scale);
 }
 
 /* x (B,MT_MLP_DATA_IN), targets (B,MT_MLP_DATA_OUT) */
@@ -191,8 +235,9 @@ static void mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int s
  * divide, stays replicated. */
 static mt_status mlp_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size) {
-    for (int l = 0; l + 1 < c->mlp_layers; l += 2) {
-        if (c->mlp_hidden % size != 0) continue;
+    const mt_mlp_config *m = mlp_of(c);
+    for (int l = 0; l + 1 < m->layers; l += 2) {
+        if (m->hidden % size != 0) continue;
         char name[MT_MAX_NAME];
         mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
         mt_status s;
@@ -234,10 +279,11 @@ static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, in
 /* The table                                                                 */
 /* ======================================================================== */
 
-/* The settings each model reads, as flags. The GPT's with llmc_in come from
- * the file (its header's names are the fields). */
+/* The settings each model reads, as flags, at offsets into its own struct.
+ * The GPT's with llmc_in come from the file (its header's names are the
+ * fields). */
 #define GPT_FLAG(f, fld, member, lo, hi, auto0, help) \
-    {f, fld, offsetof(mt_train_config, gpt.member), lo, hi, auto0, "N", help}
+    {f, fld, offsetof(mt_gpt_config, member), lo, hi, auto0, "N", help}
 static const mt_model_flag GPT_FLAGS[] = {
     GPT_FLAG("layers", "L", L, 1, 1000, false, "transformer blocks L"),
     GPT_FLAG("channels", "C", C, 1, 65536, false, "width C"),
@@ -248,19 +294,24 @@ static const mt_model_flag GPT_FLAGS[] = {
              "padded vocabulary Vp >= V (0: V rounded up to 64)"),
 };
 static const mt_model_flag MLP_FLAGS[] = {
-    {"layers", "layers", offsetof(mt_train_config, mlp_layers), 1, 1000, false, "N",
-     "linear layers"},
-    {"channels", "hidden", offsetof(mt_train_config, mlp_hidden), 1, 65536, false, "N",
+    {"layers", "layers", offsetof(mt_mlp_config, layers), 1, 1000, false, "N", "linear layers"},
+    {"channels", "hidden", offsetof(mt_mlp_config, hidden), 1, 65536, false, "N",
      "hidden width"},
 };
 #define FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])
+/* The model's settings' struct: its name and its size. */
+#define CONFIG(type) .config_type = #type, .config_size = sizeof(type)
+static_assert(sizeof(mt_gpt_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
+static_assert(sizeof(mt_mlp_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 
 static const mt__train_model MODELS[] = {
     [MT_MODEL_GPT] = {
         .about = {.name = "gpt", .sequences = true, .dataset = true, .llmc = true,
-                  FLAGS(GPT_FLAGS)},
+                  CONFIG(mt_gpt_config), FLAGS(GPT_FLAGS)},
+        .config_defaults = &GPT_DEFAULTS, .without_data = gpt_without_data,
         .input = "tokens", .target = "targets", .batch_const = "pos",
-        .defaults = gpt_defaults, .check = gpt_check, .open = gpt_open,
+        .check = gpt_check, .open = gpt_open,
+        .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
         .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
@@ -269,14 +320,15 @@ static const mt__train_model MODELS[] = {
         .tied_param = "wte",
     },
     [MT_MODEL_MLP] = {
-        .about = {.name = "mlp", FLAGS(MLP_FLAGS)},
+        .about = {.name = "mlp", CONFIG(mt_mlp_config), FLAGS(MLP_FLAGS)},
+        .config_defaults = &MLP_DEFAULTS,
         .input = "x", .target = "targets",
-        .defaults = mlp_defaults, .check = mlp_check,
+        .check = mlp_check,
         .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
         .tensor_parallel = mlp_tensor_parallel,
     },
     [MT_MODEL_LINREG] = {
-        .about = {.name = "linreg"},
+        .about = {.name = "linreg"},   /* no settings of its own */
         .input = "x", .target = "y",
         .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
     },
@@ -300,4 +352,59 @@ const mt_model_about *mt_model_about_of(mt_model_kind kind) {
 const char *mt_model_name(mt_model_kind kind) {
     const mt__train_model *m = mt__train_model_of(kind);
     return m ? m->about.name : NULL;
+}
+
+/* ======================================================================== */
+/* The models' settings (train.h)                                            */
+/* ======================================================================== */
+
+void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config *c,
+                                 mt__model_config_buf *dst) {
+    memset(dst, 0, sizeof *dst);
+    const void *src = c->model_config ? c->model_config : m->config_defaults;
+    if (m->about.config_size) memcpy(dst->bytes, src, m->about.config_size);
+}
+
+/* The entry of `kind` for a buffer of `size` bytes meant for its settings
+ * (`fn` names the caller in messages); NULL after the message. */
+static const mt__train_model *entry_for(const char *fn, mt_model_kind kind, const void *cfg,
+                                        size_t size) {
+    const mt__train_model *m = mt__train_model_of(kind);
+    if (!m) {
+        mt_fail(MT_EINVAL, "%s: unknown model kind %d", fn, (int)kind);
+        return NULL;
+    }
+    if (size != m->about.config_size || (size && !cfg)) {
+        mt_fail(MT_EINVAL, "%s: --model %s's settings are %s, %zu bytes, but %zu bytes were "
+                "given%s; pass a buffer of mt_model_about's config_size", fn, m->about.name,
+                m->about.config_type ? m->about.config_type : "nothing", m->about.config_size,
+                size, size && !cfg ? " at NULL" : "");
+        return NULL;
+    }
+    return m;
+}
+
+mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size) {
+    const mt__train_model *m = entry_for("mt_model_config_defaults", kind, cfg, size);
+    if (!m) return MT_EINVAL;
+    if (size) memcpy(cfg, m->config_defaults, size);
+    return MT_OK;
+}
+
+mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config *c, void *cfg,
+                                       size_t size) {
+    const mt__train_model *m = entry_for("mt_model_config_without_data", kind, cfg, size);
+    if (!m) return MT_EINVAL;
+    if (size) memcpy(cfg, m->config_defaults, size);
+    if (m->without_data) m->without_data(c, cfg);
+    return MT_OK;
+}
+
+mt_status mt_model_config_from_llmc(mt_model_kind kind, const char *path, void *cfg, size_t size) {
+    const mt__train_model *m = entry_for("mt_model_config_from_llmc", kind, cfg, size);
+    if (!m) return MT_EINVAL;
+    if (!m->about.llmc)
+        return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only, not --model "
+                       "%s", path, m->about.name);
+    return m->llmc_read(path, cfg);
 }

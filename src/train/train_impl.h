@@ -9,6 +9,8 @@
 
 #include "meshtrain/train.h"
 
+#include <stddef.h>
+
 /* Members marked "optional" may be NULL; the default is said with each. */
 typedef struct {
     /* What a command line knows of it (train.h): its name as `meshtrain
@@ -16,24 +18,41 @@ typedef struct {
      * microbatch is B sequences of T tokens, and data positions, throughput
      * and the loss's normaliser count tokens, T positive; else B examples,
      * T unused); dataset (it has `open`); llmc (llm.c checkpoints can hold
-     * it: llmc_in, llmc_out allowed); and the flags of its own settings. */
+     * it: llmc_in, llmc_out allowed); its settings' struct (config_type,
+     * config_size) and their flags, offsets into that struct. */
     mt_model_about about;
+    /* The model's own settings: its defaults, about.config_size bytes, the
+     * settings a NULL mt_train_config.model_config means. Every hook reads
+     * c->model_config, cast to the model's struct, or these where it is
+     * NULL. Required with a config_size; NULL without one. */
+    const void *config_defaults;
     /* Names of the graph's two inputs that fill_batch writes. */
     const char *input, *target;
     /* A constant with the batch as its dim 0 (GPT: the position ids), split
      * over the data axes like the inputs. Optional: NULL, none. */
     const char *batch_const;
 
-    /* Sets the model's own fields of the defaults (mt_train_defaults).
-     * Optional: the model has no fields of its own. */
-    void (*defaults)(mt_train_config *c);
+    /* Completes mc (config_size bytes, holding config_defaults) for a
+     * program built without data (mt_model_config_without_data): what the
+     * data would give, from c (GPT: V 256, maxT c->T). Optional: the
+     * defaults need nothing. */
+    void (*without_data)(const mt_train_config *c, void *mc);
     /* The model's checks of a configuration, after the general ones; fails
      * with MT_EINVAL naming the field. Optional: nothing more to check. */
     mt_status (*check)(const mt_train_config *c);
-    /* Opens the training data into *ds and completes the configuration from
-     * it and from llmc_in (GPT: V and Vp). On failure *ds may already be set;
-     * the caller frees it. Optional: synthetic data, *ds stays NULL. */
-    mt_status (*open)(mt_train_config *c, mt_dataset **ds);
+    /* Opens the training data into *ds and completes the model's settings
+     * mc (the trainer's copy, which c->model_config points at) from it and
+     * from llmc_in (GPT: V and Vp). On failure *ds may already be set; the
+     * caller frees it. Optional: synthetic data, *ds stays NULL. */
+    mt_status (*open)(mt_train_config *c, void *mc, mt_dataset **ds);
+    /* llm.c checkpoints (about.llmc; required with it): llmc_read reads the
+     * model's settings from the header of `path` into mc; llmc_load loads
+     * c->llmc_in's weights into g; llmc_save writes g as an llm.c file,
+     * through `out` when it is not NULL (claimed at create), else to
+     * c->llmc_out. */
+    mt_status (*llmc_read)(const char *path, void *mc);
+    mt_status (*llmc_load)(const mt_train_config *c, mt_graph *g);
+    mt_status (*llmc_save)(const mt_train_config *c, mt_graph *g, mt_output *out);
     /* Writes the model's description into buf (n bytes). Checkpoints record
      * it and a resume compares it byte for byte: it must never change. */
     void (*describe)(const mt_train_config *c, char *buf, size_t n);
@@ -96,6 +115,20 @@ const mt__train_model *mt__train_model_of(mt_model_kind kind);
 /* The number of entries: kinds 0 .. count-1 are models. */
 int mt__train_model_count(void);
 
+/* Room for any model's own settings (model_table.c asserts that each
+ * model's struct fits), aligned for any of them. */
+#define MT__MODEL_CONFIG_MAX 256
+typedef union {
+    max_align_t   align;
+    unsigned char bytes[MT__MODEL_CONFIG_MAX];
+} mt__model_config_buf;
+
+/* Copies c's model settings (c->model_config, or the model's defaults
+ * where it is NULL) into *dst. After mt_train_config_check, which checked
+ * model_config_size. */
+void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config *c,
+                                 mt__model_config_buf *dst);
+
 /* ======================================================================== */
 /* The trainer and its devices (trainer.c, devices.c)                        */
 /* ======================================================================== */
@@ -125,6 +158,8 @@ typedef struct {
 struct mt_trainer {
     mt_train_config cfg;        /* as resolved; its strings point at the copies below */
     const mt__train_model *m;   /* the model's table entry */
+    mt__model_config_buf model_cfg;   /* the model's settings, as resolved:
+                                         cfg.model_config points here */
     char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace,
                    *schedule;   /* copies */
     char            model[256]; /* model description, checked on resume */

@@ -25,12 +25,7 @@
 mt_train_config mt_train_defaults(void) {
     mt_train_config c;
     memset(&c, 0, sizeof c);
-    c.model = MT_MODEL_GPT;
-    /* every model's own sizes, so that switching c.model needs no other call */
-    for (int k = 0; k < mt__train_model_count(); k++) {
-        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
-        if (m && m->defaults) m->defaults(&c);
-    }
+    c.model = MT_MODEL_GPT;   /* model_config NULL: every model's own defaults */
     c.val_frac = 0.1;
     c.B = 8;
     c.T = 64;
@@ -79,6 +74,9 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->cfg = *cfg;
     tr->m = mt__train_model_of(cfg->model);   /* not NULL: mt_train_config_check found it */
     mt_train_config *c = &tr->cfg;
+    mt__train_model_config_copy(tr->m, cfg, &tr->model_cfg);   /* the caller's may die */
+    c->model_config = tr->m->about.config_size ? &tr->model_cfg : NULL;
+    c->model_config_size = tr->m->about.config_size;
     tr->on_mesh = cfg->mesh && *cfg->mesh;
     /* a trace records the devices of a mesh: one device is the mesh data=1 */
     if (!tr->on_mesh && cfg->trace) {
@@ -117,7 +115,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
         goto fail;
     }
 
-    if (tr->m->open && (s = tr->m->open(c, &tr->ds)) != MT_OK) goto fail;
+    if (tr->m->open && (s = tr->m->open(c, &tr->model_cfg, &tr->ds)) != MT_OK) goto fail;
     if ((s = check_eval_split(tr)) != MT_OK) goto fail;
     tr->m->describe(c, tr->model, sizeof tr->model);
 
@@ -139,7 +137,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
         /* devices hold blocks: the whole tensors go into this process's
          * one-device twin, and every device copies its block out of it */
         s = mt__ckpt_twin(tr);
-        if (s == MT_OK && c->llmc_in) s = mt_llmc_load(c->llmc_in, tr->twin_g, &c->gpt);
+        if (s == MT_OK && c->llmc_in) s = tr->m->llmc_load(c, tr->twin_g);
         if (s == MT_OK && c->ckpt_in) s = mt_ckpt_load(c->ckpt_in, tr->twin_g, tr->twin_opt, &meta);
         if ((s = mt__ckpt_mesh_put(tr, s, c->ckpt_in ? meta.step : -1)) != MT_OK) goto fail;
         /* kept only where later saves go through it */
@@ -148,7 +146,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     /* every device holds the whole (replicated) parameters: each loads them */
     for (int k = 0; !tr->split_params && k < tr->n_dev; k++) {
         mt__train_dev *d = &tr->dev[k];
-        if (c->llmc_in && (s = mt_llmc_load(c->llmc_in, d->g, &c->gpt)) != MT_OK) goto fail;
+        if (c->llmc_in && (s = tr->m->llmc_load(c, d->g)) != MT_OK) goto fail;
         if (c->ckpt_in) {
             if ((s = mt_ckpt_load(c->ckpt_in, d->g, d->opt, &meta)) != MT_OK) goto fail;
             mt_optim_set_steps(d->opt, meta.step);
@@ -423,8 +421,7 @@ mt_status mt_trainer_save(mt_trainer *tr) {
     }
     /* a failed checkpoint does not cancel the llm.c one: each is its own file */
     if (c->llmc_out) {
-        s = tr->out_llmc ? mt_llmc_save_to(tr->out_llmc, g, &c->gpt)
-                         : mt_llmc_save(c->llmc_out, g, &c->gpt);
+        s = tr->m->llmc_save(c, g, tr->out_llmc);
         if (first != MT_OK && s != MT_OK)
             return mt_fail(first, "%s; and %s", msg, mt_errmsg());
         if (s != MT_OK) return s;
