@@ -4,11 +4,16 @@
  * A backend is a table of functions (src/ops/backend_impl.h holds the
  * table and the contract of each member, as ggml-backend-impl.h does):
  * buffer allocation and free, clearing, copies in and out of its memory,
- * supports_op and run_op. A compiled graph (mt_compile_opts.backend) takes
- * every buffer of its plan from its backend: the parameters and their
- * gradients, the constants, the run blocks and activation arenas of every
- * slot, the deferred reductions' buffers and the kernels' scratch; and runs
- * every node through it.
+ * supports_op and run_op, an optimizer update and a sum of squares, and
+ * streams and events for asynchronous work. A compiled graph
+ * (mt_compile_opts.backend) takes every buffer of its plan from its
+ * backend: the parameters and their gradients, the constants, the run
+ * blocks and activation arenas of every slot, the deferred reductions'
+ * buffers and the kernels' scratch; and runs every node through it. The
+ * optimizer keeps its state in the graph's backend and updates through it;
+ * the checkpoints, the pipeline executor, the trainer's data loading and
+ * sampling reach tensor values only through copy_in and copy_out (or hand
+ * the backend's buffers to comm, whose transports move its memory).
  *
  * Two are built in, named in one registry (backend.c):
  *   "cpu"         host memory (aligned_alloc, 64-byte aligned) and the op
@@ -19,13 +24,15 @@
  *                 but no memory. For `meshtrain explain` and planners, at
  *                 any size: a 175B-parameter model on 1,024 devices. Running
  *                 such a graph fails with MT_EUNSUPPORTED; mt_tensor_f32()
- *                 of its tensors is NULL.
+ *                 of its tensors is NULL; an optimizer on it plans its
+ *                 state's bytes and refuses to step.
  *
- * Not yet behind it: streams and events for asynchronous work (exec.c
- * starts the collectives' async requests itself), and the optimizer, the
- * checkpoints, the trainer and the pipeline executor, which still reach
- * tensor data as host memory. docs/backends.md says how a CUDA backend would
- * slot in.
+ * Not yet behind it: exec.c's asynchronous collectives, which start and
+ * wait on comm's requests themselves (the stream and event members are
+ * there for them), the bf16 weight copies (malloc'ed by precision.c), and a
+ * few direct reads and writes of tensor data left in the trainer's
+ * evaluation and GPT's constants. docs/backends.md lists them and says how
+ * a CUDA backend would slot in.
  */
 #ifndef MESHTRAIN_BACKEND_H
 #define MESHTRAIN_BACKEND_H

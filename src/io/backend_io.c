@@ -11,8 +11,10 @@
 
 enum { CHUNK = 1 << 20 };
 
-mt_status mt__fwrite_backend(FILE *f, const mt_backend *be, const void *src, size_t bytes,
-                             uint32_t *crc, int *err) {
+/* `bytes` bytes between f and the backend buffer `data`, a chunk at a time:
+ * written (out of the backend, into f, added to *crc) or read. */
+static mt_status transfer(FILE *f, const mt_backend *be, unsigned char *data, size_t bytes,
+                          bool write, uint32_t *crc, int *err) {
     *err = 0;
     if (!bytes) return MT_OK;
     size_t size = bytes < CHUNK ? bytes : CHUNK;
@@ -21,26 +23,25 @@ mt_status mt__fwrite_backend(FILE *f, const mt_backend *be, const void *src, siz
     mt_status s = MT_OK;
     for (size_t at = 0; at < bytes && s == MT_OK; at += size) {
         size_t n = bytes - at < size ? bytes - at : size;
-        s = mt_backend_copy_out(be, buf, (const unsigned char *)src + at, n);
-        if (s == MT_OK && crc) *crc = mt_crc32(*crc, buf, n);
-        if (s == MT_OK && fwrite(buf, 1, n, f) != n) { *err = errno; s = MT_EIO; }
+        if (write) {
+            s = mt_backend_copy_out(be, buf, data + at, n);
+            if (s == MT_OK && crc) *crc = mt_crc32(*crc, buf, n);
+            if (s == MT_OK && fwrite(buf, 1, n, f) != n) { *err = errno; s = MT_EIO; }
+        } else {
+            if (fread(buf, 1, n, f) != n) { *err = ferror(f) ? errno : 0; s = MT_EIO; }
+            if (s == MT_OK) s = mt_backend_copy_in(be, data + at, buf, n);
+        }
     }
     free(buf);
     return s;
 }
 
+mt_status mt__fwrite_backend(FILE *f, const mt_backend *be, const void *src, size_t bytes,
+                             uint32_t *crc, int *err) {
+    /* only read: transfer writes into the backend when reading the file */
+    return transfer(f, be, (unsigned char *)src, bytes, true, crc, err);
+}
+
 mt_status mt__fread_backend(FILE *f, const mt_backend *be, void *dst, size_t bytes, int *err) {
-    *err = 0;
-    if (!bytes) return MT_OK;
-    size_t size = bytes < CHUNK ? bytes : CHUNK;
-    unsigned char *buf = malloc(size);
-    if (!buf) return MT_ENOMEM;
-    mt_status s = MT_OK;
-    for (size_t at = 0; at < bytes && s == MT_OK; at += size) {
-        size_t n = bytes - at < size ? bytes - at : size;
-        if (fread(buf, 1, n, f) != n) { *err = ferror(f) ? errno : 0; s = MT_EIO; }
-        if (s == MT_OK) s = mt_backend_copy_in(be, (unsigned char *)dst + at, buf, n);
-    }
-    free(buf);
-    return s;
+    return transfer(f, be, dst, bytes, false, NULL, err);
 }
