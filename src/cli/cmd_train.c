@@ -162,8 +162,9 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
 /* --llmc-in takes the model's sizes from the file: an explicit flag that says
  * otherwise is a mistake, not something to override silently. */
 static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, const bool *seen) {
-    if (!cfg->llmc_in) return CLI_EXIT_OK;
     const mt_model_about *a = mt_model_about_of(cfg->model);
+    /* a model llm.c files do not hold: mt_train_config_check's to refuse */
+    if (!cfg->llmc_in || !a->llmc) return CLI_EXIT_OK;
     cli_model_config file;   /* the model's settings as the file has them */
     if (a->config_size > sizeof file.bytes ||
         mt_model_config_from_llmc(cfg->model, cfg->llmc_in, file.bytes, a->config_size) != MT_OK) {
