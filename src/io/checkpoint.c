@@ -485,7 +485,10 @@ static mt_status copy_records(const char *path, FILE *f, const mt_backend *be,
         if (s == MT_OK) s = mt__fread_backend(f, be, e->data, bytes, &err);
         if (s == MT_OK && (e->moments & 1)) {
             if (e->m) s = mt__fread_backend(f, be, e->m, bytes, &err);
-            else if (fseeko(f, e->offset + e->numel * 8, SEEK_SET) != 0) { err = errno; s = MT_EIO; }
+            else if (fseeko(f, e->offset + e->numel * 8, SEEK_SET) != 0) {
+                err = errno;
+                s = MT_EIO;
+            }
         }
         if (s == MT_OK && e->v && (e->moments & 2)) s = mt__fread_backend(f, be, e->v, bytes, &err);
         if (s == MT_ENOMEM) return mt_fail(s, "no memory to load checkpoint '%s'", path);

@@ -74,8 +74,9 @@ struct mt_backend {
 
     /* ---- data outside the graph: the optimizer ---- */
     /* Optional (NULL: the backend cannot train: mt_optim_step fails with
-     * MT_EUNSUPPORTED, naming it; the state is still planned): one update (mt_optim_update above) with env's
-     * threads. Called once per parameter per step, never per element. */
+     * MT_EUNSUPPORTED, naming it; the state is still planned): one update
+     * (mt_optim_update above) with env's threads. Called once per
+     * parameter per step, never per element. */
     mt_status (*optim_update)(const mt_op_env *env, const mt_optim_update *u);
     /* Optional (NULL: as optim_update): Σ x² over n f32 elements of a
      * buffer, in double (a gradient's part of the global norm). */

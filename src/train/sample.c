@@ -82,7 +82,10 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     /* the graph's tensors are its backend's: written and read through it */
     int32_t *feed = calloc(2 * (size_t)T, sizeof *feed);   /* (2,T) tokens, then targets */
     float *logits = malloc((size_t)Vp * sizeof *logits);   /* (Vp) the last position's */
-    if (!g || !ctx || !work || !feed || !logits) { s = mt_fail(MT_ENOMEM, "out of memory for sampling"); goto done; }
+    if (!g || !ctx || !work || !feed || !logits) {
+        s = mt_fail(MT_ENOMEM, "out of memory for sampling");
+        goto done;
+    }
     mt_tensor *loss = mt_gpt_build(g, &gc, 1, T, 1.0f);
     if (!loss) { s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL; goto done; }
     mt_compile_opts opts = {.seed = cfg->seed, .no_grad = true};
