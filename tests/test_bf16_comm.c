@@ -240,7 +240,7 @@ static mt_status exact_device(mt_ctx *ctx, void *arg) {
     mt_tensor *loss = mt_test_pvary_loss(g, x, NP, NX, data, p);
     s = mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1, .grad_reduce = MT_PRECISION_BF16});
     if (s == MT_OK) {
-        g->sync_reduce = sync;
+        g->prog->sync_reduce = sync;
         float *xd = mt_tensor_f32(x);
         for (int i = 0; i < NX; i++) xd[i] = xval(me, i);
         mt_graph_zero_grad(g);

@@ -446,9 +446,9 @@ MT_TEST(buffer_plan_never_overlaps_live_tensors) {
         size_t bytes = (size_t)mt_tensor_numel(t) * mt_dtype_size(t->dtype);
         MT_CHECK(t->first_use >= 0 && t->first_use <= t->last_use, "'%s' lifetime [%d,%d]",
                  t->name, t->first_use, t->last_use);
-        MT_CHECK(t->offset % 64 == 0 && t->offset + bytes <= g->arena_bytes,
+        MT_CHECK(t->offset % 64 == 0 && t->offset + bytes <= g->prog->arena_bytes,
                  "'%s' at %zu+%zu outside the arena of %zu", t->name, t->offset, bytes,
-                 g->arena_bytes);
+                 g->prog->arena_bytes);
         for (int j = 0; j < i; j++) {
             const mt_tensor *o = g->tensors[j];
             if (!o->in_arena || o->last_use < t->first_use || t->last_use < o->first_use) continue;
@@ -470,8 +470,8 @@ MT_TEST(buffer_plan_never_overlaps_live_tensors) {
         }
         if (live > peak) peak = live;
     }
-    MT_CHECK(g->arena_bytes >= peak && g->arena_bytes <= peak + peak * 15 / 100,
-             "arena %zu bytes against a peak of %zu live", g->arena_bytes, peak);
+    MT_CHECK(g->prog->arena_bytes >= peak && g->prog->arena_bytes <= peak + peak * 15 / 100,
+             "arena %zu bytes against a peak of %zu live", g->prog->arena_bytes, peak);
     mt_graph_free(g);
 }
 

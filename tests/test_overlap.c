@@ -171,7 +171,7 @@ static mt_status exact_device(mt_ctx *ctx, void *arg) {
             DEV_FAIL("pvary's psum into '%s' is not deferred (phase %d)", n->call.out->name,
                      (int)n->phase);
         deferred++;
-        early += n->defer_until < g->n_w;
+        early += n->defer_until < g->prog->n_w;
     }
     if (deferred != 4 || early != 1)
         DEV_FAIL("%d deferred psums (%d due before the end of W); want 4 (1)", deferred, early);
@@ -185,7 +185,7 @@ static mt_status exact_device(mt_ctx *ctx, void *arg) {
     mt_graph_zero_grad(g);
     STEP(fwd_bwd(g));
     uint64_t per_backward = mt_ctx_collectives(ctx) - c0;
-    if (g->n_inflight) { s = mt_fail(MT_EINTERNAL, "%d reductions left in flight", g->n_inflight); goto done; }
+    if (g->prog->n_inflight) { s = mt_fail(MT_EINTERNAL, "%d reductions left in flight", g->prog->n_inflight); goto done; }
     STEP(check_all(&m, ref, 1, "one backward"));
     STEP(fwd_bwd(g));
     STEP(check_all(&m, ref, 2, "two backwards accumulated"));
@@ -202,7 +202,7 @@ static mt_status exact_device(mt_ctx *ctx, void *arg) {
     float *deferred_w1 = malloc(H * C * sizeof(float));
     if (!deferred_w1) { s = mt_fail(MT_ENOMEM, "out of memory"); goto done; }
     memcpy(deferred_w1, mt_tensor_f32(mt_tensor_grad(m.w1)), H * C * sizeof(float));
-    g->sync_reduce = true;
+    g->prog->sync_reduce = true;
     mt_graph_zero_grad(g);
     c0 = mt_ctx_collectives(ctx);
     s = fwd_bwd(g);
@@ -457,7 +457,7 @@ static mt_status fail_in_w(mt_ctx *ctx, void *arg) {
     if (s == MT_OK)
         s = me == 2 ? mt_fail(MT_EINVAL, "device 2 gives up before W") : mt_graph_backward_w(g);
     res->st[me] = s;
-    res->left[me] = g->n_inflight;
+    res->left[me] = g->prog->n_inflight;
     snprintf(res->msg[me], sizeof res->msg[me], "%s", mt_errmsg());
     mt_graph_free(g);
     return s;

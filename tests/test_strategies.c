@@ -262,9 +262,9 @@ MT_TEST(fsdp_prefetches_the_gathers) {
     mt_graph *g = mt_trainer_graph(tr);
     int deferred[2] = {0}, overlapped[2] = {0}, regathers = 0;
     for (int ph = 0; ph < 2; ph++) {
-        int n = ph == 0 ? g->n_forward : g->n_b;
+        int n = ph == 0 ? g->n_forward : g->prog->n_b;
         for (int j = 0; j < n; j++) {
-            const mt_node *nd = &g->nodes[ph == 0 ? j : g->order_b[j]];
+            const mt_node *nd = &g->nodes[ph == 0 ? j : g->prog->order_b[j]];
             if (nd->call.op != MT_OP_ALL_GATHER) continue;
             if (ph == 1) regathers += strncmp(nd->call.out->name, "regather(", 9) == 0;
             if (nd->defer_until < 0) continue;

@@ -595,8 +595,10 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info);
  * numbered ("psum[axis0]"). */
 void mt_graph_print(const mt_graph *g, FILE *out);
 
-/* Turns per-op timing on (clearing what was recorded) or off. While on,
- * every run adds each node's wall time, FLOPs and bytes to its op's row. */
+/* Turns per-op timing on (clearing what was recorded) or off, on a compiled
+ * graph (MT_ESTATE before mt_graph_compile: the profile is its program's).
+ * While on, every run adds each node's wall time, FLOPs and bytes to its
+ * op's row. */
 mt_status mt_graph_set_profiling(mt_graph *g, bool on);
 /* One line per op kind: calls, time, share, achieved GFLOP/s and GB/s. */
 void      mt_graph_print_profile(const mt_graph *g, FILE *out);

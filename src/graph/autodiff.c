@@ -11,7 +11,7 @@
  * Gradients accumulate: the first contribution to an activation gradient
  * writes, later ones add; parameter gradients always add, so running F+B+W
  * over several microbatches accumulates their gradient. The rules only say
- * what to compute from what; this file decides where the result goes and
+ * what to compute from what; emit.c decides where the result goes and
  * whether it adds, for every output of a node (one or two).
  */
 #include "graph/graph_impl.h"
@@ -20,88 +20,6 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
-    if (t->grad) return t->grad;
-    char name[MT_MAX_NAME + 8];
-    snprintf(name, sizeof name, "grad.%s", t->name);
-    name[MT_MAX_NAME - 1] = '\0';
-    mt_tensor *root = mt__storage_root(t);
-    /* named after t when that name is free (a user may have taken it) */
-    mt_tensor *gr = mt__tensor_new(g, mt_graph_find(g, name) ? NULL : name, MT_F32, MT_GRAD,
-                                   t->ndim, t->shape);
-    if (!gr) return NULL;
-    gr->grad_of = t;
-    gr->data_dep = t->data_dep;
-    gr->sharding = t->sharding;             /* laid out as its tensor (partitioned graphs) */
-    gr->sharding.partial_axes = 0;
-    if (root != t) {
-        mt_tensor *rg = mt__grad_of(g, root);
-        if (!rg) return NULL;
-        gr->view_of = rg;
-    }
-    t->grad = gr;
-    return gr;
-}
-
-/* Takes the next contribution to the gradient of wrt: returns grad(wrt) (NULL
- * on error) and sets *acc and, for a parameter's first one, `first_bit` in
- * *param_first. */
-static mt_tensor *contribute(mt_graph *g, mt_tensor *wrt, bool *acc, uint8_t *param_first,
-                             uint8_t first_bit) {
-    mt_tensor *root = mt__storage_root(wrt);
-    mt_tensor *gr = mt__grad_of(g, wrt);
-    if (!gr) return NULL;
-    *acc = root->kind == MT_PARAM || root->grad_emitted > 0;
-    if (root->kind == MT_PARAM && root->grad_emitted == 0) *param_first |= first_bit;
-    root->grad_emitted++;
-    return gr;
-}
-
-/* Appends node (its outputs filled in) and puts it in its phase's run order. */
-static void append(mt_graph *g, const mt_node *node) {
-    int idx = mt__node_add(g, node);
-    if (idx < 0) return;
-    int **order = node->phase == MT_PHASE_B ? &g->order_b : &g->order_w;
-    int *n = node->phase == MT_PHASE_B ? &g->n_b : &g->n_w;
-    /* both run orders have room for every node: they grow when the node list does */
-    if (g->cap_order < g->cap_nodes) {
-        int *b = realloc(g->order_b, (size_t)g->cap_nodes * sizeof *b);
-        if (b) g->order_b = b;
-        int *w = b ? realloc(g->order_w, (size_t)g->cap_nodes * sizeof *w) : NULL;
-        if (w) g->order_w = w;
-        if (!b || !w) { mt__graph_error(g, MT_ENOMEM, "out of memory for the backward schedule"); return; }
-        g->cap_order = g->cap_nodes;
-    }
-    (*order)[(*n)++] = idx;
-}
-
-/* Whether a gradient flows to t. */
-static bool takes_grad(const mt_tensor *t) { return t->needs_grad && t->dtype == MT_F32; }
-
-void mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call) {
-    if (!takes_grad(wrt)) return;
-    mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
-    node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
-    if (node.call.out) append(g, &node);
-}
-
-void mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_call *call) {
-    if (!takes_grad(wrt)) return;
-    mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
-    /* out2's gradient tensor is made first, as layernorm's rule always made
-     * db's before dw's: creation order sets tensor ids, hence default names
-     * and the buffer plan's order among tensors of equal size */
-    node.call.out2 = contribute(g, wrt2, &node.call.acc2, &node.param_first, MT_FIRST_OUT2);
-    if (!node.call.out2) return;
-    node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
-    if (node.call.out) append(g, &node);
-}
-
-void mt__emit_node(mt_graph *g, mt_phase phase, const mt_op_call *call) {
-    mt_node node = {.call = *call, .phase = phase};
-    append(g, &node);
-}
 
 /* A tensor and everything it is a view of. */
 static void mark(mt_tensor *t, bool *on_path) {
@@ -152,7 +70,7 @@ static mt_status place_regathers(mt_graph *g, int *order, int n_old, int n_all,
 }
 
 static void regather_params(mt_graph *g) {
-    const int n_fwd = g->n_forward, n_b0 = g->n_b, n_w0 = g->n_w;
+    const int n_fwd = g->n_forward, n_b0 = g->prog->n_b, n_w0 = g->prog->n_w;
     regather_site *sites = NULL;
     int n_sites = 0;
     for (int i = 0; i < n_fwd && g->status == MT_OK; i++) {
@@ -162,7 +80,7 @@ static void regather_params(mt_graph *g) {
         int at = -1;
         mt_phase phase = MT_PHASE_B;
         for (int ph = 0; ph < 2 && at < 0; ph++) {
-            const int *order = ph == 0 ? g->order_b : g->order_w;
+            const int *order = ph == 0 ? g->prog->order_b : g->prog->order_w;
             const int n = ph == 0 ? n_b0 : n_w0;
             for (int j = 0; j < n && at < 0; j++) {
                 const mt_op_call *c = &g->nodes[order[j]].call;
@@ -186,9 +104,8 @@ static void regather_params(mt_graph *g) {
         mt_op_call again = f;
         again.out = copy;
         again.p.coll.async = true;   /* prefetched: the plan defers it where it can */
-        mt_node node = {.call = again, .phase = phase};
         g->cur_block = g->nodes[i].block;   /* the re-gather is in its gather's block */
-        append(g, &node);             /* at the end of its phase's order, for now */
+        mt__emit_node(g, phase, &again);    /* at the end of its phase's order, for now */
         g->cur_block = -1;
         regather_site *grown = realloc(sites, (size_t)(n_sites + 1) * sizeof *sites);
         if (!grown) { mt__graph_error(g, MT_ENOMEM, "out of memory for the re-gathers"); break; }
@@ -199,9 +116,9 @@ static void regather_params(mt_graph *g) {
         qsort(sites, (size_t)n_sites, sizeof *sites, by_site);
         for (int k = 1; k < n_sites; k++)   /* one parameter ahead */
             if (sites[k].phase == sites[k - 1].phase) sites[k].before = sites[k - 1].at;
-        mt_status s = place_regathers(g, g->order_b, n_b0, g->n_b, sites, n_sites, MT_PHASE_B);
+        mt_status s = place_regathers(g, g->prog->order_b, n_b0, g->prog->n_b, sites, n_sites, MT_PHASE_B);
         if (s == MT_OK)
-            s = place_regathers(g, g->order_w, n_w0, g->n_w, sites, n_sites, MT_PHASE_W);
+            s = place_regathers(g, g->prog->order_w, n_w0, g->prog->n_w, sites, n_sites, MT_PHASE_W);
         if (s != MT_OK) mt__graph_error(g, s, "%s", mt_errmsg());
     }
     free(sites);
@@ -240,9 +157,9 @@ mt_status mt__autodiff(mt_graph *g) {
     }
     g->cur_block = -1;
     free(on_path);
-    if (g->status == MT_OK) mt__remat(g, g->remat);   /* remat.c: before the re-gathers */
+    if (g->status == MT_OK) mt__remat(g, g->prog->opts.remat);   /* remat.c: before the re-gathers */
     if (g->status == MT_OK) regather_params(g);
-    if (g->status == MT_OK && g->interleave_w) mt__interleave_w(g);
+    if (g->status == MT_OK && g->prog->opts.interleave_w) mt__interleave_w(g);
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
     return MT_OK;
 }

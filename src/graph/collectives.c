@@ -47,8 +47,9 @@ mt_status mt_graph_set_ctx(mt_graph *g, mt_ctx *ctx) {
         return mt_graph_fail(g, MT_EINVAL, "mt_graph_set_ctx: the ctx is NULL; pass the ctx "
                              "the device function received");
     g->ctx = ctx;
-    g->env.ctx = ctx;
-    g->env.status = &g->run_status;
+    /* a compiled graph is bound again for each launch (a new ctx): its
+     * program's op environment follows; compile copies it otherwise */
+    if (g->prog) g->prog->env.ctx = ctx;
     return MT_OK;
 }
 

@@ -2,7 +2,7 @@
  * exec.c — running a compiled graph: forward, then B, then W.
  *
  * Calls cannot fail except the collective ones (ops/collective.c), which
- * record their failure in g->run_status through the environment; a run
+ * record their failure in g->prog->run_status through the environment; a run
  * checks it after every node and stops at the first failure, returning it
  * with the node named before comm's message.
  *
@@ -50,10 +50,10 @@ static mt_status wrap_node(mt_graph *g, const mt_node *n, mt_status s) {
                         mt__op_def(n->call.op)->name, n->call.out->name);
 }
 
-/* Wraps a call's failure (g->run_status) with the node. */
+/* Wraps a call's failure (g->prog->run_status) with the node. */
 static mt_status node_failed(mt_graph *g, const mt_node *n) {
-    mt_status s = g->run_status;
-    g->run_status = MT_OK;
+    mt_status s = g->prog->run_status;
+    g->prog->run_status = MT_OK;
     return wrap_node(g, n, s);
 }
 
@@ -61,7 +61,7 @@ static mt_status node_failed(mt_graph *g, const mt_node *n) {
 static void profile_add(mt_graph *g, const mt_op_call *c, double seconds, bool count) {
     double fl = 0, by = 0;
     mt__op_def(c->op)->cost(c, &fl, &by);
-    mt_op_profile *p = &g->profile[c->op];
+    mt_op_profile *p = &g->prog->profile[c->op];
     p->seconds += seconds;
     if (!count) return;
     p->calls++;
@@ -86,33 +86,33 @@ static void trace_node(mt_graph *g, const mt_node *n, const mt_op_call *c, int s
 static mt_status run_node(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     mt_op_call first;
-    if (g->grads_zero && n->param_first) {
+    if (g->prog->grads_zero && n->param_first) {
         first = *c;
         if (n->param_first & MT_FIRST_OUT) first.acc = false;
         if (n->param_first & MT_FIRST_OUT2) first.acc2 = false;
         c = &first;
     }
     /* the backend runs it (check_compiled refused a backend that runs nothing) */
-    void (*run)(const mt_op_env *, const mt_op_call *) = g->env.backend->run_op;
-    if (g->tracing) {   /* a span per node, on the device's track */
+    void (*run)(const mt_op_env *, const mt_op_call *) = g->prog->env.backend->run_op;
+    if (g->prog->tracing) {   /* a span per node, on the device's track */
         int span = mt_trace_op_begin(g->ctx);
-        double t0 = g->profile ? mt_time_now() : 0;
-        run(&g->env, c);
+        double t0 = g->prog->profile ? mt_time_now() : 0;
+        run(&g->prog->env, c);
         mt__precision_cast_out(g, n);
-        if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
+        if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, true);
         trace_node(g, n, c, span, true);
-        return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
+        return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
-    if (!g->profile) {
-        run(&g->env, c);
+    if (!g->prog->profile) {
+        run(&g->prog->env, c);
         mt__precision_cast_out(g, n);
-        return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
+        return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
     }
     double t0 = mt_time_now();
-    run(&g->env, c);
+    run(&g->prog->env, c);
     mt__precision_cast_out(g, n);
     profile_add(g, c, mt_time_now() - t0, true);
-    return g->run_status == MT_OK ? MT_OK : node_failed(g, n);
+    return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
 }
 
 /* ======================================================================== */
@@ -123,7 +123,7 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
  * it is the first contribution to a zeroed parameter gradient) rather than
  * written over it. */
 static bool completion_accumulates(const mt_graph *g, const mt_node *n) {
-    return n->call.acc && !(g->grads_zero && (n->param_first & MT_FIRST_OUT));
+    return n->call.acc && !(g->prog->grads_zero && (n->param_first & MT_FIRST_OUT));
 }
 
 /* Completes the oldest `k` reductions in flight, in start order: waits for
@@ -136,9 +136,9 @@ static mt_status complete_oldest(mt_graph *g, int k) {
     mt_status first = MT_OK;
     char msg[1024];
     for (int i = 0; i < k; i++) {
-        const mt_inflight *f = &g->inflight[i];
+        const mt_inflight *f = &g->prog->inflight[i];
         const mt_node *n = &g->nodes[f->node];
-        double t0 = g->profile ? mt_time_now() : 0;
+        double t0 = g->prog->profile ? mt_time_now() : 0;
         mt_request req = f->req;
         mt_status s = mt_wait(g->ctx, &req);
         if (s != MT_OK) {
@@ -151,11 +151,11 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
         if (c->op == MT_OP_ALL_GATHER) {   /* a prefetched gather landed in its output */
-            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
         }
         if (f->direct) {   /* landed in its output */
-            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
         }
         bool acc = completion_accumulates(g, n);
@@ -163,17 +163,17 @@ static mt_status complete_oldest(mt_graph *g, int k) {
             const uint16_t *r = c->in[0]->data;
             if (c->op == MT_OP_PSUM_SCATTER) r += mt_tensor_numel(c->in[0]);
             mt__coll_from_bf16(mt_tensor_f32(c->out), r, (size_t)mt_tensor_numel(c->out), acc);
-            if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+            if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
         }
         /* a psum reduced its input in place; a psum_scatter into its buffer */
-        const float *result = n->defer_buf >= 0 ? g->defer_block + n->defer_buf
+        const float *result = n->defer_buf >= 0 ? g->prog->defer_block + n->defer_buf
                                                 : mt_tensor_f32(c->in[0]);
         mt_kernel_scale(mt_tensor_f32(c->out), result, 1.0f, mt_tensor_numel(c->out), acc);
-        if (g->profile) profile_add(g, c, mt_time_now() - t0, false);
+        if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
     }
-    memmove(g->inflight, g->inflight + k, (size_t)(g->n_inflight - k) * sizeof *g->inflight);
-    g->n_inflight -= k;
+    memmove(g->prog->inflight, g->prog->inflight + k, (size_t)(g->prog->n_inflight - k) * sizeof *g->prog->inflight);
+    g->prog->n_inflight -= k;
     if (first != MT_OK) return mt_fail(first, "%s", msg);
     return MT_OK;
 }
@@ -182,8 +182,8 @@ static mt_status complete_oldest(mt_graph *g, int k) {
  * done by then, with the ones started before it (start order). */
 static mt_status complete_due(mt_graph *g, int j) {
     int k = 0;
-    for (int i = 0; i < g->n_inflight; i++)
-        if (g->inflight[i].until <= j) k = i + 1;
+    for (int i = 0; i < g->prog->n_inflight; i++)
+        if (g->prog->inflight[i].until <= j) k = i + 1;
     return k ? complete_oldest(g, k) : MT_OK;
 }
 
@@ -205,11 +205,11 @@ static void bf16_back_inplace(void *buf, size_t n) {
  * it comes instead. */
 static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     mt_status s;
-    if (g->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
+    if (g->prog->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
     const mt_op_call *c = &n->call;
-    double t0 = g->profile ? mt_time_now() : 0;
-    int span = g->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
-    mt_inflight *f = &g->inflight[g->n_inflight];
+    double t0 = g->prog->profile ? mt_time_now() : 0;
+    int span = g->prog->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
+    mt_inflight *f = &g->prog->inflight[g->prog->n_inflight];
     f->direct = false;
     if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
@@ -241,7 +241,7 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
                                          MT_F32, MT_REDUCE_SUM, &f->req);
     } else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
         s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
-                                  g->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
+                                  g->prog->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
                                   MT_F32, &f->req);
     else
         s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
@@ -254,8 +254,8 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     if (s != MT_OK) return wrap_node(g, n, s);
     f->node = (int)(n - g->nodes);
     f->until = n->defer_until;
-    g->n_inflight++;
-    if (g->profile) profile_add(g, c, mt_time_now() - t0, true);
+    g->prog->n_inflight++;
+    if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, true);
     return MT_OK;
 }
 
@@ -265,14 +265,14 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
 
 static mt_status check_compiled(mt_graph *g, const char *what) {
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
-    if (!g->compiled) return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile)", what);
-    if (!g->env.backend->run_op)
+    if (!g->prog) return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile)", what);
+    if (!g->prog->env.backend->run_op)
         return mt_fail(MT_EUNSUPPORTED, "%s: the graph was compiled for the '%s' backend, which "
                        "holds no data and runs nothing (its plan is for explain and planners); "
                        "compile it on one that runs (mt_compile_opts.backend NULL: the CPU)",
-                       what, g->env.backend->name);
-    g->run_status = MT_OK;
-    g->env.status = &g->run_status;
+                       what, g->prog->env.backend->name);
+    g->prog->run_status = MT_OK;
+    g->prog->env.status = &g->prog->run_status;
     return MT_OK;
 }
 
@@ -305,24 +305,24 @@ static void phase_end(mt_graph *g) {
  * fails. */
 static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count) {
     mt_status s = MT_OK;
-    g->tracing = mt_trace_on(g->ctx);
+    g->prog->tracing = mt_trace_on(g->ctx);
     phase_begin(g, ph);
-    g->n_inflight = 0;
+    g->prog->n_inflight = 0;
     for (int j = 0; j < count && s == MT_OK; j++) {
         const mt_node *n = &g->nodes[order ? order[j] : j];
         if ((s = complete_due(g, j)) != MT_OK) break;
-        s = n->defer_until >= 0 && !g->sync_reduce ? start_reduction(g, n) : run_node(g, n);
+        s = n->defer_until >= 0 && !g->prog->sync_reduce ? start_reduction(g, n) : run_node(g, n);
     }
-    if (s == MT_OK && g->n_inflight) {
+    if (s == MT_OK && g->prog->n_inflight) {
         if (ph == MT_PHASE_W) {
             phase_end(g);
             if (g->ctx) mt_trace_begin(g->ctx, "wait: gradient reductions");
         }
-        s = complete_oldest(g, g->n_inflight);
-    } else if (g->n_inflight) {   /* none may stay in flight; keep the first failure */
+        s = complete_oldest(g, g->prog->n_inflight);
+    } else if (g->prog->n_inflight) {   /* none may stay in flight; keep the first failure */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", mt_errmsg());
-        (void)complete_oldest(g, g->n_inflight);
+        (void)complete_oldest(g, g->prog->n_inflight);
         mt_fail(s, "%s", msg);
     }
     phase_end(g);
@@ -335,24 +335,24 @@ mt_status mt_graph_forward(mt_graph *g) {
     mt__precision_refresh(g);   /* bf16 weight copies, when the parameters changed */
     if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
     /* a caller-supplied seed: the "loss" is the stage's output, not a scalar */
-    g->loss_value = g->seed_from_caller ? NAN : *(const float *)g->loss->data;
+    g->prog->loss_value = g->prog->opts.seed_from_caller ? NAN : *(const float *)g->loss->data;
     return MT_OK;
 }
 
 mt_status mt_graph_backward_b(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_b");
     if (s != MT_OK) return s;
-    if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    if (!g->seed_from_caller) *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
-    return run_phase(g, MT_PHASE_B, g->order_b, g->n_b);
+    if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
+    if (!g->prog->opts.seed_from_caller) *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
+    return run_phase(g, MT_PHASE_B, g->prog->order_b, g->prog->n_b);
 }
 
 mt_status mt_graph_backward_w(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_w");
     if (s != MT_OK) return s;
-    if (g->no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    if ((s = run_phase(g, MT_PHASE_W, g->order_w, g->n_w)) != MT_OK) return s;
-    g->grads_zero = false;
+    if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
+    if ((s = run_phase(g, MT_PHASE_W, g->prog->order_w, g->prog->n_w)) != MT_OK) return s;
+    g->prog->grads_zero = false;
     return MT_OK;
 }
 
@@ -361,10 +361,13 @@ mt_status mt_graph_backward(mt_graph *g) {
     return s == MT_OK ? mt_graph_backward_w(g) : s;
 }
 
-void mt__graph_mark_grads_zero(mt_graph *g) { g->grads_zero = true; }
+void mt__graph_mark_grads_zero(mt_graph *g) {
+    if (g->prog) g->prog->grads_zero = true;
+}
 
 void mt_graph_zero_grad(mt_graph *g) {
-    g->grads_zero = false;
+    if (!g->prog) return;   /* no gradients before compile */
+    g->prog->grads_zero = false;
     for (int i = 0; i < g->n_params; i++) {
         mt_tensor *t = g->params[i];
         if (t->grad && t->grad->data)
@@ -372,26 +375,29 @@ void mt_graph_zero_grad(mt_graph *g) {
     }
 }
 
-float mt_graph_loss(const mt_graph *g) { return g->loss_value; }
+float mt_graph_loss(const mt_graph *g) { return g->prog ? g->prog->loss_value : NAN; }
 
 mt_status mt_graph_set_profiling(mt_graph *g, bool on) {
-    free(g->profile);
-    g->profile = NULL;
-    if (on && !(g->profile = calloc(MT_OP_COUNT, sizeof *g->profile)))
+    if (!g->prog)
+        return mt_fail(MT_ESTATE, "mt_graph_set_profiling: compile the graph first "
+                       "(mt_graph_compile); the profile belongs to its program");
+    free(g->prog->profile);
+    g->prog->profile = NULL;
+    if (on && !(g->prog->profile = calloc(MT_OP_COUNT, sizeof *g->prog->profile)))
         return mt_fail(MT_ENOMEM, "out of memory for the profile");
     return MT_OK;
 }
 
 void mt_graph_print_profile(const mt_graph *g, FILE *out) {
-    if (!g->profile) {
+    if (!g->prog || !g->prog->profile) {
         fprintf(out, "profiling is off (mt_graph_set_profiling)\n");
         return;
     }
     double total = 0;
-    for (int op = 0; op < MT_OP_COUNT; op++) total += g->profile[op].seconds;
+    for (int op = 0; op < MT_OP_COUNT; op++) total += g->prog->profile[op].seconds;
     fprintf(out, "%-16s %8s %10s %6s %10s %9s\n", "op", "calls", "ms", "%", "GFLOP/s", "GB/s");
     for (int op = 0; op < MT_OP_COUNT; op++) {
-        const mt_op_profile *p = &g->profile[op];
+        const mt_op_profile *p = &g->prog->profile[op];
         if (!p->calls) continue;
         double s = p->seconds > 0 ? p->seconds : 1e-12;
         fprintf(out, "%-16s %8lld %10.3f %5.1f%% %10.2f %9.2f\n", mt__op_def((mt_op)op)->name,

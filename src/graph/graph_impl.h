@@ -1,5 +1,6 @@
 /*
- * graph_impl.h — the fields behind mt_graph and its nodes (internal).
+ * graph_impl.h — the fields behind mt_graph (the IR), its nodes, and the
+ * program compile makes of it (mt_program) (internal).
  *
  * A graph is a list of nodes in execution order: the forward nodes as the
  * model built them, then, after mt_graph_compile(), the backward nodes the
@@ -12,6 +13,15 @@
  * A node is an op call (ops/ops_impl.h: what runs, on which tensors, with
  * which parameters) plus what only the graph knows: its phase, and which of
  * its outputs receive a parameter gradient's first contribution.
+ *
+ * The files of src/graph/, bottom up (tests/test_file_cycles.sh holds that
+ * none calls a file above it): errors.c, names.c, ir.c (the IR's
+ * primitives); collectives.c, builders.c (the builders); emit.c and the
+ * rules (grad_rules.c, collective_matmul.c, shard_moves.c,
+ * shard_rules_ops.c, shard_rules_nn.c, lower.c); op_desc.c (the table that
+ * names the rules); shard_rules.c (dispatch), listing.c, remat.c,
+ * autodiff.c, precision.c (the transforms); plan.c, slots.c, exec.c (the
+ * program's buffers and runs); program.c (compile and free) on top.
  */
 #ifndef MT_GRAPH_IMPL_H
 #define MT_GRAPH_IMPL_H
@@ -73,6 +83,51 @@ typedef struct {
     float  loss_value;
 } mt_slot;
 
+/* The compiled program of a graph (mt_graph_compile makes it, mt_graph_free
+ * frees it): everything that runs, apart from the IR it runs. The IR (struct
+ * mt_graph) is what the builders, the partitioner and the transforms of
+ * compile (autodiff, remat, bf16 storage) read and write: tensors, nodes,
+ * names, parameters. The program holds the run orders of the backward, the
+ * buffers of the plan and every slot, the op environment (kernel threads,
+ * scratch, backend), the deferred collectives in flight, the profile, the
+ * loss and the statistics. A graph that never compiled has none (g->prog
+ * NULL). */
+typedef struct mt_program {
+    mt_compile_opts opts;                 /* as compiled (backend resolved) */
+    int        *order_b, n_b;             /* node indices of B nodes, in run order */
+    int        *order_w, n_w;             /* node indices of W nodes, in run order */
+    int         cap_order;                /* room in order_b and order_w (each) */
+    bool        grads_zero;               /* parameter gradients read as zero */
+    /* Buffers (plan.c). The persistent block holds what every run shares
+     * (parameters, their gradients, constants); the run block what each run
+     * has of its own but keeps after it (inputs, input gradients, the loss
+     * and its seed); the arena everything else. arena and run_block are the
+     * current slot's (slots.c): with slots, `slots` owns every slot's blocks
+     * and these point at slot `slot`'s; without, the program owns them. */
+    void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
+    size_t      arena_bytes_f32;          /* the arena had every activation been f32 (plan.c) */
+    void       *persistent; size_t persistent_bytes;
+    void       *run_block;  size_t run_bytes;
+    mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */
+    mt_op_env   env;                      /* kernel threads, per-thread scratch, ctx, &run_status */
+    mt_status   run_status;               /* a failed call of the current run (env.status) */
+    /* deferred gradient reductions of the running backward_w, in start
+     * order (at most MT_MAX_PENDING: the oldest completes first) */
+    mt_inflight inflight[MT_MAX_PENDING];
+    float      *defer_block;              /* deferred psum_scatters' results (plan.c) */
+    int         n_inflight;
+    bool        sync_reduce;              /* tests, benchmarks: run them when reached
+                                             (the same on every device of the group) */
+    mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
+    float       loss_value;
+    bool        tracing;                  /* the running phase records op spans (ctx traces) */
+    mt_graph_stats stats;
+    /* precision.c: the bf16 products' plans, weight copies and workspace
+     * (NULL for an fp32 graph) */
+    struct mt_bf16_state *bf16;
+} mt_program;
+
+/* The IR: what the user (or the partitioner) builds. */
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
     mt_tensor **params;   int n_params,  cap_params;  /* in declaration order */
@@ -83,56 +138,23 @@ struct mt_graph {
     int         cur_block;                /* the block of nodes added now (mt_graph_set_block;
                                              -1: none) */
     int         n_forward;                /* nodes [0, n_forward) are F */
-    int        *order_b, n_b;             /* node indices of B nodes, in run order */
-    int        *order_w, n_w;             /* node indices of W nodes, in run order */
-    int         cap_order;                /* room in order_b and order_w (each) */
     mt_tensor  *loss;
     mt_status   status;                   /* first build/compile error, sticky */
     char        errmsg[1024];
-    bool        compiled, no_grad;
-    bool        seed_from_caller;         /* mt_compile_opts: the caller fills grad(loss) */
-    bool        grads_zero;               /* parameter gradients read as zero */
-    mt_remat    remat;                    /* mt_compile_opts.remat */
-    bool        interleave_w;             /* mt_compile_opts.interleave_w */
-    uint64_t    seed;
-    /* Buffers (plan.c). The persistent block holds what every run shares
-     * (parameters, their gradients, constants); the run block what each run
-     * has of its own but keeps after it (inputs, input gradients, the loss
-     * and its seed); the arena everything else. arena and run_block are the
-     * current slot's (slots.c): with slots, `slots` owns every slot's blocks
-     * and these point at slot `slot`'s; without, g owns them. */
-    void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
-    size_t      arena_bytes_f32;          /* the arena had every activation been f32 (plan.c) */
-    void       *persistent; size_t persistent_bytes;
-    void       *run_block;  size_t run_bytes;
-    mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */
-    mt_op_env   env;                      /* kernel threads, per-thread scratch, ctx, &run_status */
     mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
-    mt_status   run_status;               /* a failed call of the current run (env.status) */
-    /* deferred gradient reductions of the running backward_w, in start
-     * order (at most MT_MAX_PENDING: the oldest completes first) */
-    mt_inflight inflight[MT_MAX_PENDING];
-    float      *defer_block;              /* deferred psum_scatters' results (plan.c) */
-    int         n_inflight;
-    bool        sync_reduce;              /* tests, benchmarks: run them when reached
-                                             (the same on every device of the group) */
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
-    mt_op_profile *profile;                           /* (MT_OP_COUNT) or NULL: off */
-    float       loss_value;
     char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
-    bool        tracing;                  /* the running phase records op spans (ctx traces) */
-    mt_graph_stats stats;
-    /* precision.c: the bf16 products' plans, weight copies and workspace
-     * (NULL for an fp32 graph) */
-    struct mt_bf16_state *bf16;
+    mt_program *prog;                     /* the compiled program; NULL before compile */
 };
 
-/* ---- graph.c ---- */
+/* ---- errors.c ---- */
 
 /* Records the first error in g (later ones are dropped) and returns NULL, so
  * builders can `return mt__graph_error(g, ...)`. Also sets mt_errmsg(). */
 mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* ---- ir.c ---- */
+
 /* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
 mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tensor_kind kind,
                           int ndim, const int64_t *shape);
@@ -174,7 +196,7 @@ void      *mt__graph_keep(mt_graph *g, const void *src, size_t bytes);
  * in the message. */
 bool       mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op);
 
-/* ---- autodiff.c ---- */
+/* ---- emit.c: what the gradient rules' nodes write ---- */
 
 /* The gradient tensor of t, made on first request (a view's gradient is a
  * view of its root's gradient). */
@@ -194,6 +216,9 @@ void       mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt
  * backward node reads (linear_rs's gathered cotangent for its weight
  * gradient), in `phase` (that reader's; B before W). call names its output. */
 void       mt__emit_node(mt_graph *g, mt_phase phase, const mt_op_call *call);
+
+/* ---- autodiff.c ---- */
+
 /* Appends the backward nodes of g's loss (g->loss) and their B and W run
  * orders. On error g's sticky status holds it too. */
 mt_status  mt__autodiff(mt_graph *g);

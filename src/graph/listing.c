@@ -6,13 +6,13 @@
 
 #include <stdio.h>
 
-int mt_graph_n_nodes(const mt_graph *g) { return g->compiled ? g->n_forward + g->n_b + g->n_w : 0; }
+int mt_graph_n_nodes(const mt_graph *g) { return g->prog ? g->n_forward + g->prog->n_b + g->prog->n_w : 0; }
 
 /* The node index of the i-th node in run order (forward, B, W). */
 static int run_order(const mt_graph *g, int i) {
     if (i < g->n_forward) return i;
     i -= g->n_forward;
-    return i < g->n_b ? g->order_b[i] : g->order_w[i - g->n_b];
+    return i < g->prog->n_b ? g->prog->order_b[i] : g->prog->order_w[i - g->prog->n_b];
 }
 
 /* The axes a call communicates (or pvary and slice name) over, and the dims
@@ -46,7 +46,7 @@ static bool call_axes(const mt_op_call *c, mt_axes *axes, int dim[2]) {
 }
 
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
-    if (!g->compiled)
+    if (!g->prog)
         return mt_fail(MT_EINVAL, "mt_graph_node: compile the graph first (mt_graph_compile)");
     if (i < 0 || i >= mt_graph_n_nodes(g))
         return mt_fail(MT_EINVAL, "mt_graph_node: node %d of a program of %d", i,

@@ -215,7 +215,7 @@ void mt__grad_pvary(mt_graph *g, const mt_op_call *f);
 void mt__grad_slice(mt_graph *g, const mt_op_call *f);
 /* mt__grad_ag_linear, mt__grad_linear_rs: graph_impl.h (collective_matmul.c) */
 
-/* shard_rules.c */
+/* shard_rules_ops.c */
 mt_status mt__shard_matmul(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_linear(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_add(struct mt_srule *r, const mt_op_call *call, mt_type *in);

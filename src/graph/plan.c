@@ -19,7 +19,7 @@
  * few percent of the peak of live bytes (tests/test_graph.c checks 15%).
  * After this nothing allocates while the graph runs.
  *
- * Every block comes from the graph's backend (g->env.backend, backend.h):
+ * Every block comes from the graph's backend (g->prog->env.backend, backend.h):
  * on the shape-only backend each is NULL, and so is every tensor's data,
  * while the offsets and the byte counts are those of the CPU backend.
  *
@@ -203,9 +203,9 @@ static bool deferrable(const mt_node *n) {
 
 /* A phase's run order: its node indices (F: the first n_forward nodes). */
 static const int *phase_order(const mt_graph *g, int ph, int *count, int *fwd_index) {
-    *count = ph == 0 ? g->n_forward : ph == 1 ? g->n_b : g->n_w;
+    *count = ph == 0 ? g->n_forward : ph == 1 ? g->prog->n_b : g->prog->n_w;
     *fwd_index = ph == 0;
-    return ph == 1 ? g->order_b : ph == 2 ? g->order_w : NULL;
+    return ph == 1 ? g->prog->order_b : ph == 2 ? g->prog->order_w : NULL;
 }
 
 /* Sets every node's defer_until: -1, or for a deferrable node the first
@@ -264,14 +264,14 @@ static mt_status plan_deferred(mt_graph *g) {
         n->defer_buf = floats;
         floats += (mt_tensor_numel(n->call.out) + 15) / 16 * 16;
     }
-    const mt_backend *be = g->env.backend;
-    be->buffer_free(g->defer_block);
-    g->defer_block = NULL;
+    const mt_backend *be = g->prog->env.backend;
+    be->buffer_free(g->prog->defer_block);
+    g->prog->defer_block = NULL;
     void *block = NULL;
     if (floats && be->buffer_alloc((size_t)floats * sizeof(float), &block) != MT_OK)
         return mt_fail(MT_ENOMEM, "out of memory for %lld floats of deferred reduce-scatters",
                        (long long)floats);
-    g->defer_block = block;
+    g->prog->defer_block = block;
     return MT_OK;
 }
 
@@ -376,8 +376,8 @@ mt_status mt__plan_buffers(mt_graph *g) {
         for (int k = 0; k < c->n_in; k++) touch(c->in[k], pos);
     }
     for (int phase = 0; phase < 2; phase++) {
-        int *order = phase == 0 ? g->order_b : g->order_w;
-        int count = phase == 0 ? g->n_b : g->n_w;
+        int *order = phase == 0 ? g->prog->order_b : g->prog->order_w;
+        int count = phase == 0 ? g->prog->n_b : g->prog->n_w;
         for (int j = 0; j < count; j++, pos++) {
             const mt_op_call *c = &g->nodes[order[j]].call;
             touch(c->out, pos); touch(c->out2, pos);
@@ -404,7 +404,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
 
     /* 2. Persistent block and run block. */
     size_t persistent = 0, run = 0;
-    g->stats.param_bytes = g->stats.grad_bytes = 0;
+    g->prog->stats.param_bytes = g->prog->stats.grad_bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of || !is_persistent(g, t)) continue;
@@ -412,9 +412,9 @@ mt_status mt__plan_buffers(mt_graph *g) {
         t->offset = *top;
         *top += align_up(mt__tensor_bytes(t));
         /* the accounting behind the memory reports: what each kind holds */
-        if (t->kind == MT_PARAM) g->stats.param_bytes += mt__tensor_bytes(t);
+        if (t->kind == MT_PARAM) g->prog->stats.param_bytes += mt__tensor_bytes(t);
         else if (t->kind == MT_GRAD && t->grad_of && t->grad_of->kind == MT_PARAM)
-            g->stats.grad_bytes += mt__tensor_bytes(t);
+            g->prog->stats.grad_bytes += mt__tensor_bytes(t);
     }
 
     /* 3. Arena. With bf16 activations (precision.c), first the arena as it
@@ -447,23 +447,23 @@ mt_status mt__plan_buffers(mt_graph *g) {
         mt__precision_unstore_bf16(g);
         if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
     }
-    g->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
+    g->prog->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
 
     /* 4. Allocate (on the backend: NULL on the shape-only one) and point
      *    every tensor at its bytes. */
-    const mt_backend *be = g->env.backend;
-    if (be->buffer_alloc(persistent, &g->persistent) != MT_OK ||
-        be->buffer_alloc(run, &g->run_block) != MT_OK ||
-        be->buffer_alloc(arena, &g->arena) != MT_OK)
+    const mt_backend *be = g->prog->env.backend;
+    if (be->buffer_alloc(persistent, &g->prog->persistent) != MT_OK ||
+        be->buffer_alloc(run, &g->prog->run_block) != MT_OK ||
+        be->buffer_alloc(arena, &g->prog->arena) != MT_OK)
         return mt_fail(MT_ENOMEM, "cannot allocate %.1f MB of parameters, %.1f MB of inputs "
                        "and %.1f MB of activations on the %s backend; use a smaller model or "
                        "batch", persistent / 1e6, run / 1e6, arena / 1e6, be->name);
-    be->buffer_clear(g->persistent, persistent);
-    be->buffer_clear(g->run_block, run);
-    g->persistent_bytes = persistent;
-    g->run_bytes = run;
-    g->arena_bytes = arena;
-    g->arena_bytes_unplanned = unplanned;
+    be->buffer_clear(g->prog->persistent, persistent);
+    be->buffer_clear(g->prog->run_block, run);
+    g->prog->persistent_bytes = persistent;
+    g->prog->run_bytes = run;
+    g->prog->arena_bytes = arena;
+    g->prog->arena_bytes_unplanned = unplanned;
     mt__plan_point(g);
 
     /* 5. Kernel scratch: the most any call asks for, per thread (attention's
@@ -477,16 +477,16 @@ mt_status mt__plan_buffers(mt_graph *g) {
         size_t *most = def->scratch_caller ? &caller : &scratch;
         if (need > *most) *most = need;
     }
-    scratch *= (size_t)mt_pool_size(g->env.pool);
+    scratch *= (size_t)mt_pool_size(g->prog->env.pool);
     if (caller > scratch) scratch = caller;
     if (scratch) {
         void *floats = NULL;
         if (be->buffer_alloc(scratch * sizeof(float), &floats) != MT_OK)
             return mt_fail(MT_ENOMEM, "out of memory for %zu floats of kernel scratch", scratch);
-        g->env.scratch = floats;
-        g->env.scratch_floats = floats ? scratch : 0;
+        g->prog->env.scratch = floats;
+        g->prog->env.scratch_floats = floats ? scratch : 0;
     }
-    g->stats.scratch_bytes = scratch * sizeof(float);
+    g->prog->stats.scratch_bytes = scratch * sizeof(float);
     return MT_OK;
 }
 
@@ -498,9 +498,9 @@ void mt__plan_point(mt_graph *g) {
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of) continue;
-        if (t->in_arena) t->data = at(g->arena, t->offset);
-        else if (in_run_block(g, t)) t->data = at(g->run_block, t->offset);
-        else if (is_persistent(g, t)) t->data = at(g->persistent, t->offset);
+        if (t->in_arena) t->data = at(g->prog->arena, t->offset);
+        else if (in_run_block(g, t)) t->data = at(g->prog->run_block, t->offset);
+        else if (is_persistent(g, t)) t->data = at(g->prog->persistent, t->offset);
     }
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];

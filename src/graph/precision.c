@@ -62,7 +62,7 @@ bool mt_bf16_native(void) { return mt__bf16_native(); }
 bool mt_bf16_fallback(void) { return mt__bf16_fallback(); }
 
 void mt_graph_params_changed(mt_graph *g) {
-    if (g && g->bf16) g->bf16->stale = true;
+    if (g && g->prog && g->prog->bf16) g->prog->bf16->stale = true;
 }
 
 /* A product bf16 precision runs in bf16: the op's descriptor says. */
@@ -161,14 +161,14 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
     if (s != MT_OK) return s;
     struct mt_bf16_state *st = calloc(1, sizeof *st);
     if (!st) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
-    g->bf16 = st;
+    g->prog->bf16 = st;
     st->stale = true;
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) n += is_product(g->nodes[i].call.op);
     st->plans = calloc((size_t)(n ? n : 1), sizeof *st->plans);
     st->shadows = calloc((size_t)(g->n_params ? g->n_params : 1), sizeof *st->shadows);
     if (!st->plans || !st->shadows) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
-    if ((s = mt__bf16_engine_create(mt_pool_size(g->env.pool), &st->eng)) != MT_OK) return s;
+    if ((s = mt__bf16_engine_create(mt_pool_size(g->prog->env.pool), &st->eng)) != MT_OK) return s;
     /* FSDP's gathers of weights only bf16 products read: gather the
      * shard's bf16 copy (half the bytes), the products read the result */
     for (int i = 0; i < g->n_nodes; i++) {
@@ -280,8 +280,8 @@ mt_status mt__precision_store_bf16(mt_graph *g) {
         w->call.out = f;
         w->cast_out = t;
         t->dtype = MT_BF16;
-        g->stats.n_bf16_act++;
-        g->stats.bf16_act_bytes += mt__tensor_bytes(t);
+        g->prog->stats.n_bf16_act++;
+        g->prog->stats.bf16_act_bytes += mt__tensor_bytes(t);
     }
     free(use);
     return MT_OK;
@@ -297,13 +297,13 @@ void mt__precision_unstore_bf16(mt_graph *g) {
         n->cast_out->dtype = MT_F32;
         n->cast_out = NULL;
     }
-    g->stats.n_bf16_act = 0;
-    g->stats.bf16_act_bytes = 0;
+    g->prog->stats.n_bf16_act = 0;
+    g->prog->stats.bf16_act_bytes = 0;
 }
 
 void mt__precision_cast_out(mt_graph *g, const mt_node *n) {
     if (!n->cast_out) return;
-    mt__bf16_cast_pool(g->env.pool, n->cast_out->data, n->call.out->data,
+    mt__bf16_cast_pool(g->prog->env.pool, n->cast_out->data, n->call.out->data,
                        mt_tensor_numel(n->cast_out));
 }
 
@@ -324,17 +324,17 @@ mt_status mt__grad_reduce_prepare(mt_graph *g, mt_precision prec) {
 }
 
 void mt__precision_refresh(mt_graph *g) {
-    struct mt_bf16_state *st = g->bf16;
+    struct mt_bf16_state *st = g->prog->bf16;
     if (!st || !st->stale) return;
     for (int i = 0; i < st->n_shadows; i++) {
         mt_tensor *p = st->shadows[i].param;
-        mt__bf16_cast_pool(g->env.pool, st->shadows[i].bf16, mt_tensor_f32(p), mt_tensor_numel(p));
+        mt__bf16_cast_pool(g->prog->env.pool, st->shadows[i].bf16, mt_tensor_f32(p), mt_tensor_numel(p));
     }
     st->stale = false;
 }
 
 void mt__precision_free(mt_graph *g) {
-    struct mt_bf16_state *st = g->bf16;
+    struct mt_bf16_state *st = g->prog->bf16;
     if (!st) return;
     for (int i = 0; i < st->n_plans; i++) mt__bf16_gemm_free(&st->plans[i]);
     free(st->plans);
@@ -343,5 +343,5 @@ void mt__precision_free(mt_graph *g) {
     free(st->ws);
     mt__bf16_engine_free(st->eng);
     free(st);
-    g->bf16 = NULL;
+    g->prog->bf16 = NULL;
 }

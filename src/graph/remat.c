@@ -122,7 +122,7 @@ static int by_site(const void *a, const void *b) {
 
 void mt__remat(mt_graph *g, mt_remat policy) {
     if (policy == MT_REMAT_NONE || g->status != MT_OK) return;
-    const int n_fwd = g->n_forward, n_nodes0 = g->n_nodes, n_b0 = g->n_b, n_t0 = g->n_tensors;
+    const int n_fwd = g->n_forward, n_nodes0 = g->n_nodes, n_b0 = g->prog->n_b, n_t0 = g->n_tensors;
     int *block = malloc((size_t)n_fwd * sizeof *block);
     int *producer = malloc((size_t)n_t0 * sizeof *producer);   /* block making it; -2 none */
     bool *escapes = calloc((size_t)n_t0, sizeof *escapes);
@@ -214,7 +214,7 @@ void mt__remat(mt_graph *g, mt_remat policy) {
             if (o[k]) made_by[o[k]->id - n_t0] = sites[q].block;
     }
     for (int j = n_b0 - 1; j >= 0; j--) {
-        const mt_op_call *c = &g->nodes[g->order_b[j]].call;
+        const mt_op_call *c = &g->nodes[g->prog->order_b[j]].call;
         for (int k = 0; k < c->n_in; k++)
             if (c->in[k]->id >= n_t0) site_of[made_by[c->in[k]->id - n_t0]] = j;
     }
@@ -222,24 +222,24 @@ void mt__remat(mt_graph *g, mt_remat policy) {
     free(made_by);
     free(site_of);
     qsort(sites, (size_t)n_sites, sizeof *sites, by_site);
-    /* both run orders have room for every node (autodiff.c's append grows them) */
+    /* both run orders have room for every node (emit.c grows them) */
     int n_all = n_b0 + n_sites;
     int *order = malloc((size_t)(g->n_nodes > n_all ? g->n_nodes : n_all) * sizeof *order);
     if (!order) { mt__graph_error(g, MT_ENOMEM, "out of memory placing the recomputation"); goto done; }
     int out = 0, s = 0;
     for (int j = 0; j <= n_b0; j++) {
         for (; s < n_sites && sites[s].site == j; s++) order[out++] = sites[s].node;
-        if (j < n_b0) order[out++] = g->order_b[j];
+        if (j < n_b0) order[out++] = g->prog->order_b[j];
     }
-    free(g->order_b);
-    g->order_b = order;
-    g->n_b = out;
-    if (g->cap_order < g->n_nodes) {   /* keep order_w as large as order_b */
-        int *w = realloc(g->order_w, (size_t)g->n_nodes * sizeof *w);
+    free(g->prog->order_b);
+    g->prog->order_b = order;
+    g->prog->n_b = out;
+    if (g->prog->cap_order < g->n_nodes) {   /* keep order_w as large as order_b */
+        int *w = realloc(g->prog->order_w, (size_t)g->n_nodes * sizeof *w);
         if (!w) { mt__graph_error(g, MT_ENOMEM, "out of memory placing the recomputation"); goto done; }
-        g->order_w = w;
+        g->prog->order_w = w;
     }
-    g->cap_order = g->n_nodes;
+    g->prog->cap_order = g->n_nodes;
 done:
     free(block);
     free(producer);
@@ -259,9 +259,9 @@ done:
  * last B writer of any of its inputs and after the W node before it, it
  * reads what it read in its own phase. Nothing in B reads what W writes. */
 void mt__interleave_w(mt_graph *g) {
-    if (g->status != MT_OK || g->n_w == 0) return;
+    if (g->status != MT_OK || g->prog->n_w == 0) return;
     int *last_write = malloc((size_t)g->n_tensors * sizeof *last_write);
-    int *order = malloc((size_t)(g->n_b + g->n_w) * sizeof *order);
+    int *order = malloc((size_t)(g->prog->n_b + g->prog->n_w) * sizeof *order);
     if (!last_write || !order) {
         free(last_write);
         free(order);
@@ -269,29 +269,29 @@ void mt__interleave_w(mt_graph *g) {
         return;
     }
     for (int i = 0; i < g->n_tensors; i++) last_write[i] = -1;
-    for (int j = 0; j < g->n_b; j++) {
-        const mt_op_call *c = &g->nodes[g->order_b[j]].call;
+    for (int j = 0; j < g->prog->n_b; j++) {
+        const mt_op_call *c = &g->nodes[g->prog->order_b[j]].call;
         last_write[mt__storage_root(c->out)->id] = j;
         if (c->out2) last_write[mt__storage_root(c->out2)->id] = j;
     }
     int out = 0, w = 0;
-    for (int j = -1; j < g->n_b; j++) {
-        if (j >= 0) order[out++] = g->order_b[j];
-        for (; w < g->n_w; w++) {
-            const mt_op_call *c = &g->nodes[g->order_w[w]].call;
+    for (int j = -1; j < g->prog->n_b; j++) {
+        if (j >= 0) order[out++] = g->prog->order_b[j];
+        for (; w < g->prog->n_w; w++) {
+            const mt_op_call *c = &g->nodes[g->prog->order_w[w]].call;
             int ready = -1;
             for (int k = 0; k < c->n_in; k++) {
                 int at = last_write[mt__storage_root(c->in[k])->id];
                 if (at > ready) ready = at;
             }
             if (ready > j) break;
-            order[out++] = g->order_w[w];
+            order[out++] = g->prog->order_w[w];
         }
     }
-    for (; w < g->n_w; w++) order[out++] = g->order_w[w];
-    memcpy(g->order_b, order, (size_t)out * sizeof *order);   /* room for every node */
-    g->n_b = out;
-    g->n_w = 0;
+    for (; w < g->prog->n_w; w++) order[out++] = g->prog->order_w[w];
+    memcpy(g->prog->order_b, order, (size_t)out * sizeof *order);   /* room for every node */
+    g->prog->n_b = out;
+    g->prog->n_w = 0;
     free(order);
     free(last_write);
 }

@@ -4,9 +4,10 @@
  * moves, each applied to the operand's type as it is recorded so that every
  * move's before/after and bytes come from one place.
  *
- *   shard_rules.c      the move algebra, reshard, dispatch through the op
- *                      descriptors (op_desc.c), mt_shard_rule()
- *   shard_rules_ops.c  matmul, linear, elementwise add/sub/mul
+ *   shard_moves.c      the move algebra, the result checks, types as text
+ *   shard_rules_ops.c  matmul, linear, elementwise add/sub/mul, reshard
+ *   shard_rules.c      dispatch through the op descriptors (op_desc.c),
+ *                      mt_shard_rule()
  *   shard_rules_nn.c   scale, gelu, layernorm, attention, embedding, losses,
  *                      sum, transpose, reshape
  */
@@ -65,12 +66,15 @@ mt_status mt__sneed_whole(mt_srule *r, int operand, const char *name, mt_type *t
 mt_status mt__scheck_result(mt_srule *r, const mt_type *result, const mt_type *in, int n_in,
                             const char *const *names);
 
-/* The rules of shard_rules_ops.c, which shard_rules.c's mt__shard_<op>
- * (op_desc.h) call with the call's parameters: in[] are the call's global
- * input types (copied: a rule updates them as it moves them). The rest of
- * the per-op rules are op_desc.h's mt__shard_<op>. */
+/* The rules of shard_rules_ops.c, which its mt__shard_<op> (op_desc.h) call
+ * with the call's parameters: in[] are the call's global input types
+ * (copied: a rule updates them as it moves them). The rest of the per-op
+ * rules are op_desc.h's mt__shard_<op>. */
 mt_status mt__srule_matmul(mt_srule *r, mt_type *in, bool ta, bool tb);
 mt_status mt__srule_linear(mt_srule *r, mt_type *in, int n_in);
 mt_status mt__srule_elementwise(mt_srule *r, mt_type *in, bool linear);
+/* reshard in[0] to in[1]'s layout (the same dtype and shape; MT_ESHAPE
+ * otherwise): mt_shard_rule("reshard") and the reshard op's rule. */
+mt_status mt__srule_reshard(mt_srule *r, const mt_type *in);
 
 #endif /* MT_SHARD_RULES_IMPL_H */

@@ -15,6 +15,9 @@
  * axes pass, a split dim against a whole one takes the split (the whole
  * operand is sliced, no communication), two different splits are resolved by
  * resharding b to a's layout (auto) or refused (explicit).
+ *
+ * Reshard: a sharding constraint, the moves from its operand's layout to the
+ * one it names, in either mode.
  */
 #include "graph/shard_rules_impl.h"
 
@@ -297,4 +300,56 @@ mt_status mt__srule_elementwise(mt_srule *r, mt_type *in, bool linear) {
     TRY(mt__scheck_result(r, &res, orig, 2, AB));
     r->out->result = res;
     return MT_OK;
+}
+
+/* ======================================================================== */
+/* Reshard                                                                   */
+/* ======================================================================== */
+
+mt_status mt__srule_reshard(mt_srule *r, const mt_type *in) {
+    bool same = in[0].dtype == in[1].dtype && in[0].ndim == in[1].ndim;
+    for (int d = 0; same && d < in[0].ndim; d++) same = in[0].shape[d] == in[1].shape[d];
+    if (!same)
+        return mt_fail(MT_ESHAPE, "reshard: %s and %s differ in dtype or shape; a reshard only "
+                       "changes the layout", mt__stype(r->mesh, &in[0]).s,
+                       mt__stype(r->mesh, &in[1]).s);
+    mt_type t = in[0];
+    TRY(mt__smove_to(r, 0, &t, &in[1]));
+    r->out->result = t;
+    return MT_OK;
+}
+
+/* A reshard call: to the layout the constraint names, in either mode. */
+mt_status mt__shard_reshard(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    mt_type pair[2] = {in[0], in[0]};
+    pair[1].sharding = call->p.reshard;
+    return mt__srule_reshard(r, pair);
+}
+
+/* ======================================================================== */
+/* The rules over a call, as the ops' descriptors name them (op_desc.c)      */
+/* ======================================================================== */
+
+/* out = op(a) · op(b), the transposes of the call. */
+mt_status mt__shard_matmul(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    return mt__srule_matmul(r, in, call->p.gemm.ta, call->p.gemm.tb);
+}
+
+/* out = x · wᵀ [+ bias]. */
+mt_status mt__shard_linear(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    return mt__srule_linear(r, in, call->n_in);
+}
+
+/* a + b, a - b: linear, partial sums pass; a ∘ b: not. */
+mt_status mt__shard_add(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, true);
+}
+mt_status mt__shard_sub(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, true);
+}
+mt_status mt__shard_mul(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    return mt__srule_elementwise(r, in, false);
 }

@@ -23,8 +23,8 @@
  * Every slot's blocks come from the graph's backend (backend.h): NULL on
  * the shape-only one, whose slots cost nothing.
  *
- * Ownership: without slots (n_slots 0) the graph owns g->arena and
- * g->run_block; with slots the array owns every slot's blocks and those two
+ * Ownership: without slots (n_slots 0) the graph owns g->prog->arena and
+ * g->prog->run_block; with slots the array owns every slot's blocks and those two
  * point at the current slot's.
  */
 #include "graph/graph_impl.h"
@@ -34,10 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The graph's backend: a graph that never compiled has none and no blocks. */
-static const mt_backend *backend_of(const mt_graph *g) {
-    return g->env.backend ? g->env.backend : mt_backend_cpu();
-}
+/* The backend the program's blocks came from. */
+static const mt_backend *backend_of(const mt_graph *g) { return g->prog->env.backend; }
 
 static void slot_free(const mt_graph *g, mt_slot *s) {
     backend_of(g)->buffer_free(s->arena);
@@ -46,16 +44,16 @@ static void slot_free(const mt_graph *g, mt_slot *s) {
 }
 
 void mt__slots_free(mt_graph *g) {
-    if (!g->slots) {
-        backend_of(g)->buffer_free(g->arena);
-        backend_of(g)->buffer_free(g->run_block);
+    if (!g->prog->slots) {
+        backend_of(g)->buffer_free(g->prog->arena);
+        backend_of(g)->buffer_free(g->prog->run_block);
     } else {
-        for (int k = 0; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
-        free(g->slots);
+        for (int k = 0; k < g->prog->n_slots; k++) slot_free(g, &g->prog->slots[k]);
+        free(g->prog->slots);
     }
-    g->slots = NULL;
-    g->arena = g->run_block = NULL;
-    g->n_slots = g->slot = 0;
+    g->prog->slots = NULL;
+    g->prog->arena = g->prog->run_block = NULL;
+    g->prog->n_slots = g->prog->slot = 0;
 }
 
 /* A fresh slot: the plan's arena size (contents undefined, as slot 0's) and
@@ -63,47 +61,47 @@ void mt__slots_free(mt_graph *g) {
 static bool slot_alloc(const mt_graph *g, mt_slot *s) {
     *s = (mt_slot){.loss_value = NAN};
     const mt_backend *be = backend_of(g);
-    if (be->buffer_alloc(g->arena_bytes, &s->arena) != MT_OK ||
-        be->buffer_alloc(g->run_bytes, &s->run_block) != MT_OK) {
+    if (be->buffer_alloc(g->prog->arena_bytes, &s->arena) != MT_OK ||
+        be->buffer_alloc(g->prog->run_bytes, &s->run_block) != MT_OK) {
         slot_free(g, s);
         return false;
     }
-    be->buffer_clear(s->run_block, g->run_bytes);
+    be->buffer_clear(s->run_block, g->prog->run_bytes);
     return true;
 }
 
 static mt_status check_graph(const mt_graph *g, const char *what) {
     if (!g) return mt_fail(MT_EINVAL, "%s: the graph is NULL", what);
     if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
-    if (!g->compiled)
+    if (!g->prog)
         return mt_fail(MT_ESTATE, "%s: compile the graph first (mt_graph_compile); slots "
                        "hold the planned buffers", what);
     return MT_OK;
 }
 
 static void update_stats(mt_graph *g) {
-    int n = g->slots ? g->n_slots : 1;
-    g->stats.n_slots = n;
-    g->stats.arena_bytes = (size_t)n * g->arena_bytes;
-    g->stats.arena_bytes_unplanned = (size_t)n * g->arena_bytes_unplanned;
-    g->stats.arena_bytes_f32 = (size_t)n * g->arena_bytes_f32;
+    int n = g->prog->slots ? g->prog->n_slots : 1;
+    g->prog->stats.n_slots = n;
+    g->prog->stats.arena_bytes = (size_t)n * g->prog->arena_bytes;
+    g->prog->stats.arena_bytes_unplanned = (size_t)n * g->prog->arena_bytes_unplanned;
+    g->prog->stats.arena_bytes_f32 = (size_t)n * g->prog->arena_bytes_f32;
 }
 
 mt_status mt_graph_use_slot(mt_graph *g, int k) {
     mt_status s = check_graph(g, "mt_graph_use_slot");
     if (s != MT_OK) return s;
-    int n = g->slots ? g->n_slots : 1;
+    int n = g->prog->slots ? g->prog->n_slots : 1;
     if (k < 0 || k >= n)
         return mt_fail(MT_EINVAL, "mt_graph_use_slot: slot %d of a graph with %d slot%s; "
                        "use 0..%d or add slots with mt_graph_set_slots", k, n, n == 1 ? "" : "s",
                        n - 1);
-    if (k == g->slot) return MT_OK;
-    mt_slot *from = &g->slots[g->slot], *to = &g->slots[k];
-    from->loss_value = g->loss_value;
-    g->arena = to->arena;
-    g->run_block = to->run_block;
-    g->loss_value = to->loss_value;
-    g->slot = k;
+    if (k == g->prog->slot) return MT_OK;
+    mt_slot *from = &g->prog->slots[g->prog->slot], *to = &g->prog->slots[k];
+    from->loss_value = g->prog->loss_value;
+    g->prog->arena = to->arena;
+    g->prog->run_block = to->run_block;
+    g->prog->loss_value = to->loss_value;
+    g->prog->slot = k;
     mt__plan_point(g);
     return MT_OK;
 }
@@ -113,34 +111,34 @@ mt_status mt_graph_set_slots(mt_graph *g, int n) {
     if (s != MT_OK) return s;
     if (n < 1)
         return mt_fail(MT_EINVAL, "mt_graph_set_slots: %d slots; a graph needs at least 1", n);
-    int have = g->slots ? g->n_slots : 1;
+    int have = g->prog->slots ? g->prog->n_slots : 1;
     if (n == have) return MT_OK;
-    if (g->slot >= n) (void)mt_graph_use_slot(g, 0);   /* the current slot goes away */
+    if (g->prog->slot >= n) (void)mt_graph_use_slot(g, 0);   /* the current slot goes away */
     if (n == 1) {   /* back to the graph's own blocks: slot 0's */
-        for (int k = 1; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
-        free(g->slots);
-        g->slots = NULL;
-        g->n_slots = 0;
+        for (int k = 1; k < g->prog->n_slots; k++) slot_free(g, &g->prog->slots[k]);
+        free(g->prog->slots);
+        g->prog->slots = NULL;
+        g->prog->n_slots = 0;
         update_stats(g);
         return MT_OK;
     }
-    if (!g->slots) {   /* slot 0 is the state the graph has */
-        if (!(g->slots = malloc(sizeof *g->slots)))
+    if (!g->prog->slots) {   /* slot 0 is the state the graph has */
+        if (!(g->prog->slots = malloc(sizeof *g->prog->slots)))
             return mt_fail(MT_ENOMEM, "out of memory for the slot table");
-        g->slots[0] = (mt_slot){g->arena, g->run_block, g->loss_value};
-        g->n_slots = 1;
+        g->prog->slots[0] = (mt_slot){g->prog->arena, g->prog->run_block, g->prog->loss_value};
+        g->prog->n_slots = 1;
     }
-    for (int k = n; k < g->n_slots; k++) slot_free(g, &g->slots[k]);
-    if (n < g->n_slots) g->n_slots = n;
-    mt_slot *grown = realloc(g->slots, (size_t)n * sizeof *grown);
+    for (int k = n; k < g->prog->n_slots; k++) slot_free(g, &g->prog->slots[k]);
+    if (n < g->prog->n_slots) g->prog->n_slots = n;
+    mt_slot *grown = realloc(g->prog->slots, (size_t)n * sizeof *grown);
     if (!grown) return mt_fail(MT_ENOMEM, "out of memory for %d slots", n);
-    g->slots = grown;
-    for (; g->n_slots < n; g->n_slots++) {
-        if (!slot_alloc(g, &g->slots[g->n_slots])) {
+    g->prog->slots = grown;
+    for (; g->prog->n_slots < n; g->prog->n_slots++) {
+        if (!slot_alloc(g, &g->prog->slots[g->prog->n_slots])) {
             update_stats(g);
             return mt_fail(MT_ENOMEM, "out of memory for slot %d of %d (%.1f MB of activations "
                            "and %.1f MB of inputs each); the graph keeps %d slots",
-                           g->n_slots, n, g->arena_bytes / 1e6, g->run_bytes / 1e6, g->n_slots);
+                           g->prog->n_slots, n, g->prog->arena_bytes / 1e6, g->prog->run_bytes / 1e6, g->prog->n_slots);
         }
     }
     update_stats(g);

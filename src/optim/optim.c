@@ -61,7 +61,7 @@ static mt_status check_config(const mt_optim_config *c) {
 
 mt_status mt_optim_create(mt_graph *g, const mt_optim_config *cfg, mt_optim **out) {
     *out = NULL;
-    if (!g->compiled || g->no_grad)
+    if (!g->prog || g->prog->opts.no_grad)
         return mt_fail(MT_ESTATE, "mt_optim_create needs a graph compiled with gradients");
     mt_status s = check_config(cfg);
     if (s != MT_OK) return s;
@@ -133,7 +133,7 @@ static mt_status update(mt_optim *o, int i, float gscale, float lr, int t) {
         .weight_decay = p->ndim >= 2 ? c->weight_decay : 0.0f, .momentum = c->momentum,
         .gscale = gscale, .t = t,
     };
-    return mt__backend_optim_update(o->be, &o->g->env, &u);
+    return mt__backend_optim_update(o->be, &o->g->prog->env, &u);
 }
 
 /* Σ of every gradient element squared, each element of the global
@@ -151,12 +151,12 @@ mt_status mt_optim_sumsq(mt_optim *o, double *out) {
     int n_sets = 0;
     double whole = 0;
     o->bad = NULL;
-    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
+    if (o->g->prog->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
     for (int i = 0; i < o->n; i++) {
         mt_tensor *p = o->params[i];
         if (!p->grad || o->no_norm[i]) continue;   /* unused by the loss, or counted elsewhere */
         double s;
-        mt_status st = mt__backend_sumsq(o->be, &o->g->env, mt__tensor_buffer(p->grad),
+        mt_status st = mt__backend_sumsq(o->be, &o->g->prog->env, mt__tensor_buffer(p->grad),
                                          mt_tensor_numel(p), &s);
         if (st != MT_OK) return st;
         if (!isfinite(s) && !o->bad) o->bad = p->name;
@@ -199,7 +199,7 @@ mt_status mt_optim_exclude_from_norm(mt_optim *o, const char *name) {
 
 mt_status mt_optim_step_norm(mt_optim *o, float norm) {
     const mt_optim_config *c = &o->cfg;
-    if (o->g->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
+    if (o->g->prog->grads_zero) mt_graph_zero_grad(o->g);   /* no backward since the last step */
     /* a non-finite part makes every device's norm non-finite: all stop */
     if (!isfinite(norm))
         return mt_fail(MT_ENAN, "the gradient of parameter '%s' is not finite at step %d; "

@@ -610,7 +610,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     if (!global || !loss || !ctx) return mt_fail(MT_EINVAL, "mt_partition: graph, loss or ctx is NULL");
     if (mt_graph_status(global) != MT_OK)
         return mt_fail(mt_graph_status(global), "%s", mt_graph_errmsg(global));
-    if (global->compiled)
+    if (global->prog)
         return mt_fail(MT_ESTATE, "mt_partition: the global graph is compiled; partition the "
                        "program as built, then compile the device's graph");
     if (loss->graph != global)

@@ -1,0 +1,198 @@
+/*
+ * program.c — a graph's compiled program (graph_impl.h, mt_program): compile
+ * (autodiff, bf16 storage, the buffer plan, parameter init, the counts) and
+ * freeing a graph with its program. The top of the graph folder: it calls
+ * the transforms and the plan, and nothing in the folder calls it.
+ */
+#include "base/base_impl.h"
+#include "graph/graph_impl.h"
+#include "ops/backend_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Frees g's program (compiled or half compiled) and every buffer it took. */
+static void program_free(mt_graph *g) {
+    mt_program *pr = g->prog;
+    if (!pr) return;
+    free(pr->order_b);
+    free(pr->order_w);
+    /* the plan's blocks are the backend's */
+    const mt_backend *be = pr->env.backend ? pr->env.backend : mt_backend_cpu();
+    be->buffer_free(pr->defer_block);
+    mt__slots_free(g);
+    be->buffer_free(pr->persistent);
+    be->buffer_free(pr->env.scratch);
+    mt_pool_free(pr->env.pool);
+    free(pr->profile);
+    mt__precision_free(g);
+    free(pr);
+    g->prog = NULL;
+}
+
+void mt_graph_free(mt_graph *g) {
+    if (!g) return;
+    program_free(g);
+    for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i]);
+    free(g->tensors);
+    free(g->params);
+    free(g->names);
+    free(g->nodes);
+    for (int i = 0; i < g->n_owned; i++) free(g->owned[i]);
+    free(g->owned);
+    free(g);
+}
+
+/* ======================================================================== */
+/* Compile                                                                   */
+/* ======================================================================== */
+
+/* Filling one parameter: elements [i0, i1) from (seed, name, element index),
+ * the same numbers on any mesh whatever slice of it a device holds, and
+ * whichever kernel thread computes them. */
+typedef struct {
+    const mt_tensor *t;
+    uint64_t         seed, stream;
+    uint64_t         first;     /* the global index of t->data[0] (shards: of the row) */
+} init_job;
+
+static void init_range(void *arg, int64_t i0, int64_t i1, int worker) {
+    const init_job *job = arg;
+    const mt_tensor *t = job->t;
+    float *p = t->data;
+    switch (t->init.kind) {
+    case MT_INIT_ZEROS:
+        memset(p + i0, 0, (size_t)(i1 - i0) * sizeof *p);
+        break;
+    case MT_INIT_ONES:
+        for (int64_t i = i0; i < i1; i++) p[i] = 1.0f;
+        break;
+    case MT_INIT_NORMAL:   /* p[i] = std · mt_rng_normal(seed, stream, i) */
+        mt__rng_normal_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
+                            t->init.std, p + i0);
+        break;
+    case MT_INIT_UNIFORM:  /* p[i] = std · (2 · mt_rng_uniform(seed, stream, i) - 1) */
+        mt__rng_uniform_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
+                             t->init.std, p + i0);
+        break;
+    }
+}
+
+/* A shard: rows of its last dim are runs of consecutive global indices;
+ * [i0, i1) counts rows here. */
+static void init_shard_rows(void *arg, int64_t i0, int64_t i1, int worker) {
+    const init_job *job = arg;
+    const mt_tensor *t = job->t;
+    const int nd = t->ndim;
+    const int64_t row = nd ? t->shape[nd - 1] : 1;
+    for (int64_t r = i0; r < i1; r++) {
+        /* the global flat index of the row's first element */
+        int64_t rem = r, g = 0, stride = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t idx = d == nd - 1 ? 0 : rem % t->shape[d];
+            if (d != nd - 1) rem /= t->shape[d];
+            g += (t->shard_offset[d] + idx) * stride;
+            stride *= t->global_shape[d];
+        }
+        init_job one = *job;
+        mt_tensor view = *t;
+        view.data = (float *)t->data + r * row;
+        one.t = &view;
+        one.first = (uint64_t)g;
+        init_range(&one, 0, row, worker);
+    }
+}
+
+/* A normal costs ~40 ns (Philox, log, cos; measured 2026-11-30 on the 2-core
+ * dev VM), so a 50M-parameter model spends a second or two here: split each
+ * parameter over the kernel threads, in chunks worth waking one for. */
+static void init_param(mt_graph *g, const mt_tensor *t) {
+    const mt_program *pr = g->prog;
+    init_job job = {t, pr->opts.seed, mt_hash_name(t->name), 0};
+    if (!t->is_shard) {
+        mt_pool_run(pr->env.pool, mt_tensor_numel(t), 4096, init_range, &job);
+        return;
+    }
+    int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
+    mt_pool_run(pr->env.pool, mt_tensor_numel(t) / row, 4096 / row + 1, init_shard_rows, &job);
+}
+
+mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts) {
+    if (g->status != MT_OK) return mt_fail(g->status, "%s", g->errmsg);
+    if (g->prog)
+        return mt_fail(MT_ESTATE, "graph is already compiled; build a new graph to change it");
+    mt_compile_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    if (!loss) return mt_fail(MT_EINVAL, "mt_graph_compile needs the loss tensor (got NULL)");
+    if (opts->seed_from_caller && loss->dtype != MT_F32)
+        return mt_fail(MT_EINVAL, "the output '%s' must be f32 to take a caller-supplied "
+                       "gradient (seed_from_caller)", loss->name);
+    if (!opts->seed_from_caller && (mt_tensor_numel(loss) != 1 || loss->dtype != MT_F32)) {
+        char buf[64];
+        return mt_fail(MT_ESHAPE, "the loss '%s' must be an f32 scalar, but has shape %s; "
+                       "a pipeline stage's output takes seed_from_caller",
+                       loss->name, mt__shape_str(loss, buf, sizeof buf));
+    }
+    if ((unsigned)opts->remat > MT_REMAT_DOTS)
+        return mt_fail(MT_EINVAL, "mt_compile_opts.remat is %d; use one of MT_REMAT_NONE, "
+                       "FULL, ATTENTION or DOTS", (int)opts->remat);
+    const double t0 = mt_time_now();
+    g->loss = loss;
+    mt_program *pr = calloc(1, sizeof *pr);
+    if (!pr) return mt_fail(MT_ENOMEM, "out of memory for the compiled program");
+    g->prog = pr;   /* compiled from here on, even if a step below fails (sticky) */
+    pr->opts = *opts;
+    pr->opts.backend = opts->backend ? opts->backend : mt_backend_cpu();
+    pr->env.backend = pr->opts.backend;
+    pr->env.ctx = g->ctx;
+    const bool holds_data = mt_backend_runs(pr->env.backend);
+    pr->env.pool = mt_pool_create(mt_get_num_threads());
+    mt_status s = MT_OK;
+    if (!pr->env.pool)
+        s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",
+                    mt_get_num_threads());
+    if (s == MT_OK && !opts->no_grad) s = mt__autodiff(g);
+    /* bf16 activations: after the backward (all readers known), before the plan */
+    if (s == MT_OK && opts->precision == MT_PRECISION_BF16 && !opts->f32_activations)
+        s = mt__precision_store_bf16(g);
+    if (s == MT_OK) s = mt__grad_reduce_prepare(g, opts->grad_reduce);
+    if (s == MT_OK) s = mt__plan_buffers(g);
+    /* the bf16 products' plans and weight copies are for running: none on
+     * a backend that runs nothing */
+    if (s == MT_OK && holds_data) s = mt__precision_prepare(g, opts->precision);
+    if (s != MT_OK) {
+        mt__graph_error(g, s, "%s", mt_errmsg());   /* sticks to g; mt_errmsg() unchanged */
+        return s;
+    }
+    const double t_init = mt_time_now();
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i]->data) init_param(g, g->params[i]);
+    mt_graph_zero_grad(g);
+    pr->stats.init_seconds = mt_time_now() - t_init;
+
+    /* counts for the stats */
+    mt_graph_stats *st = &pr->stats;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mt_node *n = &g->nodes[i];
+        double fl = 0, by = 0;
+        mt__op_def(n->call.op)->cost(&n->call, &fl, &by);
+        if (n->phase == MT_PHASE_F) { st->n_forward++; st->flops_forward += fl; st->bytes_forward += by; }
+        else {
+            if (n->phase == MT_PHASE_B) st->n_backward_b++; else st->n_backward_w++;
+            if (n->recompute) { st->n_recompute++; st->flops_recompute += fl; }
+            st->flops_backward += fl;
+            st->bytes_backward += by;
+        }
+    }
+    for (int i = 0; i < g->n_params; i++) st->n_param_elems += mt_tensor_numel(g->params[i]);
+    st->arena_bytes = pr->arena_bytes;
+    st->arena_bytes_unplanned = pr->arena_bytes_unplanned;
+    st->arena_bytes_f32 = pr->arena_bytes_f32;
+    st->n_slots = 1;
+    st->compile_seconds = mt_time_now() - t0;
+    return MT_OK;
+}
+
+mt_graph_stats mt_graph_get_stats(const mt_graph *g) {
+    return g->prog ? g->prog->stats : (mt_graph_stats){0};
+}
