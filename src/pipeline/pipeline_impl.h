@@ -8,6 +8,8 @@
 
 #include "meshtrain/pipeline.h"
 
+#include <assert.h>
+
 struct mt_schedule {
     mt_schedule_kind kind;
     int          p, m, v;
@@ -42,8 +44,13 @@ mt_status mt__sched_build_zb_h2(mt_schedule *s);        /* sched_zb.c */
 mt_status mt__sched_build_zb_v(mt_schedule *s);         /* sched_v.c */
 mt_status mt__sched_build_dualpipev(mt_schedule *s);    /* sched_v.c */
 
-/* Appends an op to device d's list (capacity 3·m·v, set by create). */
-void mt__sched_push(mt_schedule *s, int d, mt_pipe_op_type t, int mb, int chunk);
+/* Appends an op to device d's list (capacity 3·m·v, set by create). Inline:
+ * the builders call it and schedule.c's table calls the builders, so it
+ * lives in neither file (tests/test_file_cycles.sh). */
+static inline void mt__sched_push(mt_schedule *s, int d, mt_pipe_op_type t, int mb, int chunk) {
+    assert(d >= 0 && d < s->p && s->n_ops[d] < s->cap[d]);
+    s->ops[d][s->n_ops[d]++] = (mt_pipe_op){.type = t, .mb = mb, .chunk = chunk};
+}
 
 /* "F mb 3 chunk 5" into buf. */
 void mt__op_text(mt_pipe_op op, char *buf, size_t cap);

@@ -151,11 +151,6 @@ mt_status mt_schedule_make(mt_schedule_kind kind, int p, int m, int v, mt_schedu
     return MT_OK;
 }
 
-void mt__sched_push(mt_schedule *s, int d, mt_pipe_op_type t, int mb, int chunk) {
-    assert(d >= 0 && d < s->p && s->n_ops[d] < s->cap[d]);
-    s->ops[d][s->n_ops[d]++] = (mt_pipe_op){.type = t, .mb = mb, .chunk = chunk};
-}
-
 mt_status mt_schedule_set_ops(mt_schedule *s, int device, const mt_pipe_op *ops, int n) {
     if (device < 0 || device >= s->p)
         return mt_fail(MT_EINVAL, "device %d is not one of the schedule's %d", device, s->p);
