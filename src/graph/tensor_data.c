@@ -6,7 +6,7 @@
 #include "graph/graph_impl.h"
 
 const mt_backend *mt__graph_backend(const mt_graph *g) {
-    return g && g->env.backend ? g->env.backend : mt_backend_cpu();
+    return g && g->prog ? g->prog->env.backend : mt_backend_cpu();
 }
 
 const mt_backend *mt__tensor_backend(const mt_tensor *t) { return mt__graph_backend(t->graph); }
@@ -58,6 +58,8 @@ mt_status mt__buffer_scale(mt_graph *g, float *out, const float *in, float s, in
     mt_tensor ti = {.dtype = MT_F32, .ndim = 1, .shape = {n}, .data = (void *)in, .graph = g};
     mt_op_call call = {.op = MT_OP_SCALE, .acc = acc, .out = &to, .in = {&ti}, .n_in = 1,
                        .p.scale.s = s};
-    be->run_op(&g->env, &call);
+    if (!g->prog)
+        return mt_fail(MT_ESTATE, "the graph has no program to run on; compile it first");
+    be->run_op(&g->prog->env, &call);
     return MT_OK;
 }
