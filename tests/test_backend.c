@@ -110,9 +110,9 @@ MT_TEST(optimizer_state_is_planned_on_shape_only) {
     MT_CHECK(mt_optim_moment(a, 0, 1) && mt_optim_moment(a, 0, 1)[0] == 0, "zeroed on the cpu");
     MT_CHECK_FAILS(mt_optim_step_norm(b, 1.0f), MT_EUNSUPPORTED, "'shape-only'", "optimizer");
     float x = 1;
-    MT_CHECK_FAILS(mt__tensor_write(mt_graph_param_at(shape, 0), &x, 0, 1), MT_EUNSUPPORTED,
+    MT_CHECK_FAILS(mt_tensor_write(mt_graph_param_at(shape, 0), &x, 0, 1), MT_EUNSUPPORTED,
                    "'shape-only'");
-    MT_CHECK_FAILS(mt__tensor_read(mt_graph_param_at(cpu, 0), &x, -1, 1), MT_EINVAL,
+    MT_CHECK_FAILS(mt_tensor_read(mt_graph_param_at(cpu, 0), &x, -1, 1), MT_EINVAL,
                    "elements [-1, 0)", "stay inside");
     mt_optim_free(a);
     mt_optim_free(b);

@@ -162,8 +162,8 @@ static void train(model *m, int s0, int n, float *loss) {
             tok[i] = (int32_t)((i * 7 + s * 13) % CFG.V);
             tgt[i] = (int32_t)((i * 5 + s * 3 + 1) % CFG.V);
         }
-        MT_CHECK_OK(mt__tensor_write(mt_graph_find(m->g, "tokens"), tok, 0, B * T));
-        MT_CHECK_OK(mt__tensor_write(mt_graph_find(m->g, "targets"), tgt, 0, B * T));
+        MT_CHECK_OK(mt_tensor_write(mt_graph_find(m->g, "tokens"), tok, 0, B * T));
+        MT_CHECK_OK(mt_tensor_write(mt_graph_find(m->g, "targets"), tgt, 0, B * T));
         MT_CHECK_OK(mt_graph_forward(m->g));
         MT_CHECK_OK(mt_graph_backward(m->g));
         loss[s - s0] = mt_graph_loss(m->g);
@@ -179,7 +179,7 @@ static size_t params_of(mt_graph *g, float *dst) {
     size_t at = 0;
     for (int i = 0; i < mt_graph_n_params(g); i++) {
         mt_tensor *p = mt_graph_param_at(g, i);
-        if (dst) MT_CHECK_OK(mt__tensor_read(p, dst + at, 0, mt_tensor_numel(p)));
+        if (dst) MT_CHECK_OK(mt_tensor_read(p, dst + at, 0, mt_tensor_numel(p)));
         at += (size_t)mt_tensor_numel(p);
     }
     return at;

@@ -27,12 +27,12 @@
  *                 of its tensors is NULL; an optimizer on it plans its
  *                 state's bytes and refuses to step.
  *
- * Not yet behind it: exec.c's asynchronous collectives, which start and
- * wait on comm's requests themselves (the stream and event members are
- * there for them), the bf16 weight copies (malloc'ed by precision.c), and a
- * few direct reads and writes of tensor data left in the trainer's
- * evaluation and GPT's constants. docs/backends.md lists them and says how
- * a CUDA backend would slot in.
+ * Behind it as well: the optimizer's state and step, the checkpoints, the
+ * pipeline executor, the trainer's data, the bf16 weight copies, and the
+ * deferred collectives, each recorded as an event on the program's stream
+ * (exec.c). Values from outside: mt_tensor_read / mt_tensor_write (graph.h).
+ * docs/backends.md lists what is left and says how a CUDA backend would
+ * slot in.
  */
 #ifndef MESHTRAIN_BACKEND_H
 #define MESHTRAIN_BACKEND_H

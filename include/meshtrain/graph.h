@@ -88,6 +88,18 @@ mt_status mt_input_set_needs_grad(mt_tensor *input);
  * NULL if it has none. */
 mt_tensor *mt_tensor_grad(mt_tensor *t);
 
+/* Copies elements [e0, e0 + n) of t (in t's dtype, row-major over its local
+ * shape) into host memory `dst` (read), or from host memory `src` into t
+ * (write), through its graph's backend (meshtrain/backend.h: copy_out,
+ * copy_in): the way to reach a tensor's values on any backend, where
+ * mt_tensor_f32() is a host pointer on the CPU's only. MT_EINVAL naming the
+ * tensor for a range outside it; MT_ESTATE before mt_graph_compile (no
+ * storage); MT_EUNSUPPORTED on a backend that holds no data (shape-only). A
+ * write does not tell the graph that a parameter changed: call
+ * mt_graph_params_changed after writing parameters. */
+mt_status mt_tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n);
+mt_status mt_tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n);
+
 /* Renames a tensor (op outputs are named "<kind>.<id>" by default), so it
  * can be found with mt_graph_find(); names must stay unique in a graph. */
 void mt_tensor_set_name(mt_tensor *t, const char *name);

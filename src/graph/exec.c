@@ -21,7 +21,9 @@
  * parameter gathers marked async (issued one parameter ahead: prefetched)
  * run the same way, straight into their outputs, completing before their
  * first reader. Nothing is left in flight when a phase returns, whether it
- * succeeds or fails.
+ * succeeds or fails. Each collective in flight is an event of the backend's
+ * stream (ops/backend_impl.h; the host's holds its comm request), recorded
+ * when it starts and waited for when it completes.
  *
  * With a device (g->ctx) the phases are regions on its trace track
  * ("forward", "backward B", "backward W"; no-ops unless the launch traces),
@@ -139,8 +141,8 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         const mt_inflight *f = &g->prog->inflight[i];
         const mt_node *n = &g->nodes[f->node];
         double t0 = g->prog->profile ? mt_time_now() : 0;
-        mt_request req = f->req;
-        mt_status s = mt_wait(g->ctx, &req);
+        mt_backend_event ev = f->ev;
+        mt_status s = mt__backend_event_wait(g->prog->env.backend, g->prog->stream, &ev);
         if (s != MT_OK) {
             if (first == MT_OK) {   /* kept: the next waits raise messages of their own */
                 first = wrap_node(g, n, s);
@@ -200,57 +202,75 @@ static void bf16_back_inplace(void *buf, size_t n) {
     }
 }
 
+/* The program's stream for the device it runs on now: made at the first
+ * deferred collective, again when the graph was bound to another device
+ * (each launch binds it anew). */
+static mt_status stream_for_run(mt_graph *g) {
+    mt_program *pr = g->prog;
+    if (pr->stream && pr->stream_ctx == g->ctx) return MT_OK;
+    mt__backend_stream_free(pr->env.backend, pr->stream);   /* nothing in flight: a phase
+                                                               leaves none */
+    pr->stream = NULL;
+    mt_status s = mt__backend_stream_create(pr->env.backend, g->ctx, &pr->stream);
+    if (s == MT_OK) pr->stream_ctx = g->ctx;
+    return s;
+}
+
 /* Starts node n's reduction in place on its input and leaves it in flight.
  * When comm's queue is full of the caller's own requests, runs the node as
  * it comes instead. */
 static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     mt_status s;
     if (g->prog->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
+    if ((s = stream_for_run(g)) != MT_OK) return wrap_node(g, n, s);
     const mt_op_call *c = &n->call;
+    mt_request req;
     double t0 = g->prog->profile ? mt_time_now() : 0;
     int span = g->prog->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->prog->inflight[g->prog->n_inflight];
     f->direct = false;
     if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
-                                (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &f->req);
+                                (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &req);
     else if (c->op == MT_OP_ALL_GATHER)   /* a prefetched parameter: straight into its output */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                 mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]), MT_F32,
-                                &f->req);
+                                &req);
     else if (c->p.coll.bf16) {   /* cast in place, reduced there (collective.c) */
         uint16_t *buf = c->in[0]->data;
         size_t n_in = (size_t)mt_tensor_numel(c->in[0]);
         mt__coll_to_bf16_inplace(buf, n_in);
         if (c->op == MT_OP_PSUM_SCATTER)
             s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, buf, buf + n_in,
-                                      (size_t)mt_tensor_numel(c->out), MT_BF16, &f->req);
+                                      (size_t)mt_tensor_numel(c->out), MT_BF16, &req);
         else
             s = mt_all_reduce_start(g->ctx, c->p.coll.axes, buf, n_in, MT_BF16, MT_REDUCE_SUM,
-                                    &f->req);
+                                    &req);
     } else if (!completion_accumulates(g, n)) {
         /* the result overwrites the output: reduced straight into it */
         f->direct = true;
         if (c->op == MT_OP_PSUM_SCATTER)
             s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                       mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->out),
-                                      MT_F32, &f->req);
+                                      MT_F32, &req);
         else
             s = mt_all_reduce_into_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                          mt_tensor_f32(c->out), (size_t)mt_tensor_numel(c->in[0]),
-                                         MT_F32, MT_REDUCE_SUM, &f->req);
+                                         MT_F32, MT_REDUCE_SUM, &req);
     } else if (n->defer_buf >= 0)   /* psum_scatter: this device's block into its buffer */
         s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
                                   g->prog->defer_block + n->defer_buf, (size_t)mt_tensor_numel(c->out),
-                                  MT_F32, &f->req);
+                                  MT_F32, &req);
     else
         s = mt_all_reduce_start(g->ctx, c->p.coll.axes, mt_tensor_f32(c->in[0]),
-                                (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &f->req);
+                                (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &req);
     /* run as it comes: its own span has the cost, this try none */
     trace_node(g, n, c, span, s == MT_OK);
     if (s == MT_ESTATE && c->p.coll.bf16)   /* its run casts again */
         bf16_back_inplace(c->in[0]->data, (size_t)mt_tensor_numel(c->in[0]));
     if (s == MT_ESTATE) return run_node(g, n);
+    /* the event of the stream the collective completes with */
+    if (s == MT_OK) s = mt__backend_event_record(g->prog->env.backend, g->prog->stream, &f->ev, &req);
     if (s != MT_OK) return wrap_node(g, n, s);
     f->node = (int)(n - g->nodes);
     f->until = n->defer_until;

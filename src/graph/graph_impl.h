@@ -28,6 +28,7 @@
 
 #include "base/pool.h"
 #include "meshtrain/graph.h"
+#include "ops/backend_impl.h"
 #include "ops/ops_impl.h"
 
 typedef enum { MT_PHASE_F = 0, MT_PHASE_B = 1, MT_PHASE_W = 2 } mt_phase;
@@ -62,9 +63,10 @@ typedef struct {
     int        block;
 } mt_node;
 
-/* A deferred reduction in flight during mt_graph_backward_w (exec.c). */
+/* A deferred collective in flight (exec.c): the event of its backend's
+ * stream it completes with (the host's holds its comm request). */
 typedef struct {
-    mt_request req;
+    mt_backend_event ev;
     int        node;                      /* index in g->nodes */
     int        until;                     /* its node's defer_until */
     bool       direct;                    /* reducing straight into its output */
@@ -114,6 +116,11 @@ typedef struct mt_program {
     /* deferred gradient reductions of the running backward_w, in start
      * order (at most MT_MAX_PENDING: the oldest completes first) */
     mt_inflight inflight[MT_MAX_PENDING];
+    /* the backend's stream the deferred collectives are recorded on, made
+     * for the device stream_ctx at the first one of a launch (a compiled
+     * graph is bound again for each launch: mt_graph_set_ctx) */
+    struct mt_backend_stream *stream;
+    mt_ctx     *stream_ctx;
     float      *defer_block;              /* deferred psum_scatters' results (plan.c) */
     int         n_inflight;
     bool        sync_reduce;              /* tests, benchmarks: run them when reached

@@ -144,13 +144,14 @@ static bool reads_gather16(const mt_graph *g, mt_tensor *t) {
     return false;
 }
 
-/* The bf16 copy of parameter p, made on first request (NULL: out of
- * memory). */
-static const uint16_t *shadow_of(struct mt_bf16_state *st, mt_tensor *p) {
+/* The bf16 copy of parameter p, made on first request in a buffer of the
+ * graph's backend (NULL: out of memory). */
+static const uint16_t *shadow_of(const mt_graph *g, struct mt_bf16_state *st, mt_tensor *p) {
     for (int i = 0; i < st->n_shadows; i++)
         if (st->shadows[i].param == p) return st->shadows[i].bf16;
-    uint16_t *b = malloc((size_t)mt_tensor_numel(p) * sizeof *b);
-    if (!b) return NULL;
+    void *b = NULL;
+    size_t bytes = (size_t)mt_tensor_numel(p) * sizeof(uint16_t);
+    if (mt_backend_alloc(g->prog->env.backend, bytes, &b) != MT_OK || !b) return NULL;
     st->shadows[st->n_shadows++] = (shadow){p, b};
     return b;
 }
@@ -175,7 +176,7 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         mt_op_call *c = &g->nodes[i].call;
         if (!gather_in_bf16(g, c)) continue;
         mt_tensor *shard = param_root(c->in[0]);
-        if (!(c->p.coll.gather16 = shadow_of(st, shard)))
+        if (!(c->p.coll.gather16 = shadow_of(g, st, shard)))
             return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'", shard->name);
     }
     size_t ws = 0;
@@ -190,7 +191,7 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         if (!runs_bf16(c)) continue;   /* a zero-size shard: sgemm's edge cases */
         mt_bf16_gemm *p = &st->plans[st->n_plans++];
         mt_tensor *pa = param_root(c->in[0]), *pb = param_root(c->in[1]);
-        if ((pa && !(p->a16 = shadow_of(st, pa))) || (pb && !(p->b16 = shadow_of(st, pb))))
+        if ((pa && !(p->a16 = shadow_of(g, st, pa))) || (pb && !(p->b16 = shadow_of(g, st, pb))))
             return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'",
                            (pa ? pa : pb)->name);
         p->a_is16 = !pa && reads_gather16(g, c->in[0]);
@@ -203,8 +204,10 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         if (w > ws) ws = w;
         c->bf16 = p;
     }
-    if (ws && !(st->ws = malloc(ws * sizeof *st->ws)))
+    void *wsb = NULL;
+    if (ws && (mt_backend_alloc(g->prog->env.backend, ws * sizeof *st->ws, &wsb) != MT_OK || !wsb))
         return mt_fail(MT_ENOMEM, "out of memory for %zu bytes of bf16 workspace", ws * 2);
+    st->ws = wsb;
     for (int i = 0; i < st->n_plans; i++) st->plans[i].ws = st->ws;
     return MT_OK;
 }
@@ -338,9 +341,10 @@ void mt__precision_free(mt_graph *g) {
     if (!st) return;
     for (int i = 0; i < st->n_plans; i++) mt__bf16_gemm_free(&st->plans[i]);
     free(st->plans);
-    for (int i = 0; i < st->n_shadows; i++) free(st->shadows[i].bf16);
+    const mt_backend *be = g->prog->env.backend;
+    for (int i = 0; i < st->n_shadows; i++) mt_backend_free(be, st->shadows[i].bf16);
     free(st->shadows);
-    free(st->ws);
+    mt_backend_free(be, st->ws);
     mt__bf16_engine_free(st->eng);
     free(st);
     g->prog->bf16 = NULL;

@@ -23,6 +23,7 @@ static void program_free(mt_graph *g) {
     mt__slots_free(g);
     be->buffer_free(pr->persistent);
     be->buffer_free(pr->env.scratch);
+    mt__backend_stream_free(pr->env.backend, pr->stream);
     mt_pool_free(pr->env.pool);
     free(pr->profile);
     mt__precision_free(g);

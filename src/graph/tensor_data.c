@@ -31,7 +31,7 @@ static mt_status locate(mt_tensor *t, int64_t e0, int64_t n, const char *what, c
     return MT_OK;
 }
 
-mt_status mt__tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n) {
+mt_status mt_tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n) {
     char *at;
     size_t bytes;
     mt_status s = locate(t, e0, n, "read", &at, &bytes);
@@ -39,7 +39,7 @@ mt_status mt__tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n) {
     return mt_backend_copy_out(mt__tensor_backend(t), dst, at, bytes);
 }
 
-mt_status mt__tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n) {
+mt_status mt_tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n) {
     char *at;
     size_t bytes;
     mt_status s = locate(t, e0, n, "write", &at, &bytes);

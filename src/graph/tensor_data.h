@@ -6,8 +6,9 @@
  * dereference (CUDA) needs no change there.
  *
  * Two kinds of access:
- *   - values: mt__tensor_read / mt__tensor_write copy elements between host
- *     memory and the tensor (the backend's copy_out / copy_in);
+ *   - values: mt_tensor_read / mt_tensor_write (public: graph.h) copy
+ *     elements between host memory and the tensor (the backend's copy_out /
+ *     copy_in);
  *   - buffers: mt__tensor_buffer is the address of the tensor's elements in
  *     the backend's memory, to hand to the backend's own members (copy_in,
  *     optim_update, sumsq) and to comm, whose transports move the backend's
@@ -30,15 +31,6 @@ const mt_backend *mt__tensor_backend(const mt_tensor *t);
 /* The address of t's elements in its backend's memory (a view's are its
  * root's), or NULL when it has none (not compiled; a shape-only graph). */
 void *mt__tensor_buffer(mt_tensor *t);
-
-/* Copies elements [e0, e0 + n) of t (in t's dtype, row-major over its local
- * shape) into host memory `dst` (read), or from host memory `src` into t
- * (write). MT_EINVAL naming the tensor for a range outside it; MT_ESTATE
- * when t has no storage; the backend's MT_EUNSUPPORTED when it holds no
- * data. A write does not tell the graph that a parameter changed: call
- * mt_graph_params_changed after writing parameters. */
-mt_status mt__tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n);
-mt_status mt__tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n);
 
 /* out (+)= s · in over n f32 elements, two distinct buffers of g's backend
  * (acc: add to out), run as the op scale runs (the backend's run_op): with

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* GPT-2's initialisation scale (llm.c train_gpt2.cu, model_init). */
 #define GPT_INIT_STD 0.02f
@@ -177,12 +178,16 @@ mt_status mt_gpt_fill_constants(mt_graph *g) {
     if (!pos || mt_tensor_dtype(pos) != MT_I32 || mt_tensor_ndim(pos) != 2)
         return mt_fail(MT_EINVAL, "the graph has no int32 (B,T) constant 'pos'; "
                        "build it with mt_gpt_build");
-    int32_t *p = mt_tensor_i32(pos);   /* (B,T) */
-    if (!p)
+    if (!mt_tensor_i32(pos))
         return mt_fail(MT_ESTATE, "position ids have no storage yet; call mt_graph_compile "
                        "before mt_gpt_fill_constants");
+    /* each row 0 .. T-1, written through the graph's backend */
     int64_t B = mt_tensor_dim(pos, 0), T = mt_tensor_dim(pos, 1);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) p[b * T + t] = (int32_t)t;
-    return MT_OK;
+    int32_t *row = malloc((size_t)T * sizeof *row);   /* (T) */
+    if (!row) return mt_fail(MT_ENOMEM, "out of memory for %lld position ids", (long long)T);
+    for (int64_t t = 0; t < T; t++) row[t] = (int32_t)t;
+    mt_status s = MT_OK;
+    for (int64_t b = 0; b < B && s == MT_OK; b++) s = mt_tensor_write(pos, row, b * T, T);
+    free(row);
+    return s;
 }

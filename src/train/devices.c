@@ -92,9 +92,9 @@ mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *c
     int64_t n_in = mt_tensor_numel(in), n_t = mt_tensor_numel(target);
     size_t nb_in = (size_t)n_in * mt_dtype_size(mt_tensor_dtype(in));
     size_t nb_t = (size_t)n_t * mt_dtype_size(mt_tensor_dtype(target));
-    mt_status s = mt__tensor_write(in, (char *)d->stage_in + (size_t)r * nb_in, 0, n_in);
+    mt_status s = mt_tensor_write(in, (char *)d->stage_in + (size_t)r * nb_in, 0, n_in);
     if (s == MT_OK)
-        s = mt__tensor_write(target, (char *)d->stage_target + (size_t)r * nb_t, 0, n_t);
+        s = mt_tensor_write(target, (char *)d->stage_target + (size_t)r * nb_t, 0, n_t);
     return s;
 }
 

@@ -406,7 +406,7 @@ static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
     for (int k = 0; k < 2 && s == MT_OK; k++) {
         if (!ts[k]) continue;
         int64_t n = mt_tensor_numel(ts[k]);
-        s = mt__tensor_write(ts[k], src[k] + (size_t)r * (size_t)n * 4, 0, n);
+        s = mt_tensor_write(ts[k], src[k] + (size_t)r * (size_t)n * 4, 0, n);
     }
     return s;
 }

@@ -122,10 +122,10 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     for (int i = 0; i < cfg->n; i++) {
         /* past n_ctx: padding the mask hides; the targets (0): the loss is not used */
         for (int t = 0; t < T; t++) feed[t] = t < n_ctx ? ctx[t] : 0;
-        if ((s = mt__tensor_write(tokens, feed, 0, T)) != MT_OK ||
-            (s = mt__tensor_write(targets, feed + T, 0, T)) != MT_OK ||
+        if ((s = mt_tensor_write(tokens, feed, 0, T)) != MT_OK ||
+            (s = mt_tensor_write(targets, feed + T, 0, T)) != MT_OK ||
             (s = mt_graph_forward(g)) != MT_OK ||
-            (s = mt__tensor_read(all, logits, (int64_t)(n_ctx - 1) * Vp, Vp)) != MT_OK)
+            (s = mt_tensor_read(all, logits, (int64_t)(n_ctx - 1) * Vp, Vp)) != MT_OK)
             goto done;
         float u = mt_rng_uniform(cfg->seed, 0, (uint64_t)i);
         int next = pick_token(logits, V, cfg->temperature, cfg->top_k, u, work);

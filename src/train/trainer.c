@@ -11,6 +11,7 @@
  * so the sum over microbatches is the mean over the global batch: that is
  * what makes any accum, and any mesh, compute the same step.
  */
+#include "graph/tensor_data.h"
 #include "train/train_impl.h"
 
 #include <math.h>
@@ -245,7 +246,8 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
     d->loss = 0;   /* Σ over microbatches of scaled losses = mean over the global batch */
     d->pos = tr->data_pos;
     for (int m = 0; m < c->accum; m++) {
-        mt__train_fill_batch(tr, d, ctx, 0, &d->pos, d->in, d->target);
+        if ((s = mt__train_fill_batch(tr, d, ctx, 0, &d->pos, d->in, d->target)) != MT_OK)
+            return s;
         if ((s = mt_graph_forward(d->g)) != MT_OK) return s;
         if ((s = mt_graph_backward(d->g)) != MT_OK) return s;
         d->loss += mt_graph_loss(d->g);
@@ -364,13 +366,17 @@ static mt_status eval_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
         if (!src || mt_tensor_numel(src) != mt_tensor_numel(dst))
             return mt_fail(MT_EINTERNAL, "evaluation parameter '%s' has no twin in the "
                            "training graph", mt_tensor_name(dst));
-        memcpy(mt_tensor_f32(dst), mt_tensor_f32(src), (size_t)mt_tensor_numel(dst) * sizeof(float));
+        /* a copy on the device's backend: the op scale by 1, exact */
+        s = mt__buffer_scale(d->eval_g, mt__tensor_buffer(dst), mt__tensor_buffer(src), 1.0f,
+                             mt_tensor_numel(dst), false);
+        if (s != MT_OK) return s;
     }
     mt_graph_params_changed(d->eval_g);
     int64_t pos = 0;   /* the same validation batches every time */
     double sum = 0;
     for (int i = 0; i < c->eval_batches; i++) {
-        mt__train_fill_batch(tr, d, ctx, 1, &pos, d->eval_in, d->eval_target);
+        if ((s = mt__train_fill_batch(tr, d, ctx, 1, &pos, d->eval_in, d->eval_target)) != MT_OK)
+            return s;
         if ((s = mt_graph_forward(d->eval_g)) != MT_OK) return s;
         sum += mt_graph_loss(d->eval_g);
     }
