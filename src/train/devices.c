@@ -3,9 +3,10 @@
  * device of a mesh, each step one launch (threads of this process, or one
  * MPI rank each). Each device holds its part of the run (mt__train_dev): the
  * model built as the global program, sharded as the strategies' presets say
- * (presets.c), partitioned (partition.h) and compiled; its optimizer; and a
- * buffer for the global microbatch, of which it keeps its slice, written
- * into its inputs through their graph's backend (graph/tensor_data.h).
+ * (presets.c), partitioned (partition.h) and compiled (build.c); its
+ * optimizer; and a buffer for the global microbatch, of which it keeps its
+ * slice, written into its inputs through their graph's backend
+ * (graph/tensor_data.h).
  */
 #include "graph/tensor_data.h"
 #include "train/train_impl.h"
@@ -15,72 +16,8 @@
 #include <string.h>
 
 /* ======================================================================== */
-/* Graphs, on one device or partitioned over a mesh                          */
+/* Inputs                                                                    */
 /* ======================================================================== */
-
-mt_status mt_train_build_program(const mt_train_config *cfg, const mt_mesh *mesh, mt_graph *g,
-                                 mt_tensor **loss, mt_partition_opts *opts) {
-    *loss = NULL;
-    mt_partition_opts unused;
-    if (!opts) opts = &unused;
-    memset(opts, 0, sizeof *opts);
-    const mt__train_model *m = mt__train_model_of(cfg->model);
-    if (!m) return mt_fail(MT_EINVAL, "unknown model kind %d", (int)cfg->model);
-    float scale = (float)(1.0 / (double)mt__microbatch_size(m, cfg));
-    mt_tensor *l = m->build(cfg, g, scale);
-    if (!l) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
-                           mt_graph_errmsg(g));
-    mt_status s = mesh ? mt__shard_program(m, cfg, g, mesh, opts) : MT_OK;
-    if (s == MT_OK) *loss = l;
-    return s;
-}
-
-/* Builds the model into a new graph; on a mesh (ctx) builds the global
- * program, shards it as the presets say and partitions it.
- * Then compiles, fills the constants and finds the two inputs. */
-mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *c, mt_ctx *ctx,
-                               float scale, bool no_grad, mt_graph **out, mt_tensor **in,
-                               mt_tensor **target) {
-    *out = NULL;
-    mt_graph *g = mt_graph_create();
-    if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the %s graph",
-                           no_grad ? "evaluation" : "training");
-    mt_tensor *loss = m->build(c, g, scale);
-    mt_status s = MT_OK;
-    if (!loss) {
-        s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL;
-        if (mt_graph_status(g) != MT_OK) mt_fail(s, "%s", mt_graph_errmsg(g));
-        mt_graph_free(g);
-        return s;
-    }
-    if (ctx) {
-        mt_graph *local = NULL;
-        mt_tensor *local_loss = NULL;
-        mt_partition_opts po;
-        s = mt__shard_program(m, c, g, mt_ctx_mesh(ctx), &po);
-        if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
-        mt_graph_free(g);
-        if (s != MT_OK) return s;
-        g = local;
-        loss = local_loss;
-    }
-    mt_compile_opts opts = {.seed = c->seed, .no_grad = no_grad, .remat = c->remat,
-                            .interleave_w = c->remat != MT_REMAT_NONE,
-                            .precision = c->precision, .grad_reduce = c->grad_reduce,
-                            .f32_activations = c->f32_activations};
-    s = mt_graph_compile(g, loss, &opts);
-    if (s == MT_OK && m->fill_constants) s = m->fill_constants(g);
-    if (s != MT_OK) { mt_graph_free(g); return s; }
-    *in = mt_graph_find(g, m->input);
-    *target = mt_graph_find(g, m->target);
-    *out = g;
-    return MT_OK;
-}
-
-/* Tokens or examples (m->about.sequences) in one microbatch. */
-int64_t mt__microbatch_size(const mt__train_model *m, const mt_train_config *c) {
-    return m->about.sequences ? (int64_t)c->B * c->T : c->B;
-}
 
 /* Fills one microbatch of `split` at *pos into a device's inputs and
  * advances *pos. On a mesh every device makes the global microbatch and
