@@ -112,7 +112,7 @@ expect "bad choice"                2 "--optim: 'adam' is not one of adamw\|sgd" 
 expect "flag takes no value"       2 "--quiet takes no value" train --data data.txt --quiet=yes
 expect "stray argument"            2 "unexpected argument 'data.txt'" train data.txt
 expect "gpt needs data"            2 "needs --data" train --steps 5
-expect "gpt-only flag on mlp"      2 "--heads applies to --model gpt only" train --model mlp --heads 4
+expect "gpt-only flag on mlp"      2 "--heads applies to --model gpt or --model llama only" train --model mlp --heads 4
 expect "unknown command"           2 "unknown command 'trian'" trian --steps 5
 expect "sample needs --ckpt"       2 "needs --ckpt" sample --tokens 5
 expect "sample: zero tokens"       2 "--tokens: '0' is out of range" sample --ckpt x --tokens 0

@@ -68,8 +68,8 @@ hostile_cases <<EOF
 2 | --remat recomputes the activations of transformer blocks, and --model mlp has none | explain --model mlp --remat full
 2 | --model linreg has none | explain --model linreg --remat dots
 2 | --grad-reduce bf16 sets the precision of gradient reductions between devices | explain $G --grad-reduce bf16
-2 | --heads applies to --model gpt only | explain --model mlp --heads 4
-2 | --layers applies to --model gpt or --model mlp only, not to --model linreg | explain --model linreg --layers 3
+2 | --heads applies to --model gpt or --model llama only | explain --model mlp --heads 4
+2 | --layers applies to --model gpt or --model mlp or --model llama only, not to --model linreg | explain --model linreg --layers 3
 # ---- a failure past the checks leaves no half a program on stdout (--json: the refusal, as JSON) ----
 1 | partial sums over tensor | explain $G --devices 4 --mesh data=2,tensor=2 --explicit --json | python3 -c 'import json; o = json.load(open("out.txt")); assert o["refused"] is True and o["mode"] == "explicit" and "partial sums" in o["message"]'
 1 | partial sums over tensor | explain $G --devices 4 --mesh data=2,tensor=2 --explicit | test ! -s out.txt

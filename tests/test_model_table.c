@@ -38,6 +38,51 @@ static mt_train_config config_of(int k, settings *s) {
     return c;
 }
 
+/* A flag of one name is of one type in every model that reads it (the
+ * command line merges them into one slot). */
+static void same_type_everywhere(const mt_model_flag *f) {
+    for (int k = 0; mt_model_name((mt_model_kind)k); k++) {
+        const mt_model_about *a = mt_model_about_of((mt_model_kind)k);
+        for (int i = 0; i < a->n_flags; i++)
+            MT_CHECK(strcmp(a->flags[i].flag, f->flag) != 0 || a->flags[i].type == f->type,
+                     "--%s is of type %d in %s and %d elsewhere", f->flag,
+                     (int)a->flags[i].type, a->name, (int)f->type);
+    }
+}
+
+/* A float, bool or preset flag: its default in range, and the model reads
+ * it (a float below its range, a bool of 2, an unknown preset are refused;
+ * a known preset passes the check). */
+static void typed_flag_is_read(const mt_model_about *a, const mt_model_flag *f, settings *s,
+                               mt_train_config *c) {
+    switch (f->type) {
+    case MT_MODEL_FLAG_INT: break;
+    case MT_MODEL_FLAG_FLOAT: {
+        float *v = (float *)(void *)(s->bytes + f->offset);
+        MT_CHECK(f->flo < f->fhi && *v >= f->flo && *v <= f->fhi, "%s --%s: the default %g "
+                 "is outside [%g, %g]", a->name, f->flag, (double)*v, (double)f->flo,
+                 (double)f->fhi);
+        *v = -1.0f;
+        break;
+    }
+    case MT_MODEL_FLAG_BOOL:
+        MT_CHECK(*at(s, f) == 0 || *at(s, f) == 1, "%s --%s: default %d", a->name, f->flag,
+                 *at(s, f));
+        *at(s, f) = 2;
+        break;
+    case MT_MODEL_FLAG_PRESET:
+        MT_CHECK(f->preset != NULL, "%s --%s: a preset flag without its function", a->name,
+                 f->flag);
+        MT_CHECK(f->preset("no-such-preset", s->bytes) == MT_EINVAL &&
+                 strstr(mt_errmsg(), "no-such-preset"), "%s --%s: an unknown name: %s",
+                 a->name, f->flag, mt_errmsg());
+        return;
+    }
+    MT_CHECK(mt_train_config_check(c) != MT_OK, "%s --%s: a value out of its range passed the "
+             "check: the model does not read the field at offset %zu", a->name, f->flag,
+             f->offset);
+}
+
 MT_TEST(every_model_has_a_table_and_its_flags_are_read) {
     int kinds = 0;
     for (int k = 0; mt_model_name((mt_model_kind)k); k++, kinds++) {
@@ -59,8 +104,13 @@ MT_TEST(every_model_has_a_table_and_its_flags_are_read) {
             for (int j = 0; j < i; j++)
                 MT_CHECK(strcmp(a->flags[j].flag, f->flag) != 0, "%s: --%s twice", a->name,
                          f->flag);
+            same_type_everywhere(f);
             settings s;
             mt_train_config c = config_of(k, &s);
+            if (f->type != MT_MODEL_FLAG_INT) {
+                typed_flag_is_read(a, f, &s, &c);
+                continue;
+            }
             int v = *at(&s, f);
             MT_CHECK(v >= f->lo && v <= f->hi, "%s --%s: the default %d is outside [%d, %d]",
                      a->name, f->flag, v, f->lo, f->hi);
@@ -74,7 +124,7 @@ MT_TEST(every_model_has_a_table_and_its_flags_are_read) {
                      "the field at offset %zu", a->name, f->flag, f->lo - 1, f->offset);
         }
     }
-    MT_CHECK(kinds >= 3, "%d models", kinds);
+    MT_CHECK(kinds >= 4, "%d models", kinds);
     MT_CHECK(mt_model_about_of((mt_model_kind)kinds) == NULL, "a table past the last kind");
     MT_CHECK(mt_model_about_of((mt_model_kind)-1) == NULL, "a table for kind -1");
     settings s;
@@ -115,6 +165,20 @@ MT_TEST(the_defaults_are_the_documented_structs) {
              gpt.V, gpt.maxT, gpt.Vp);
     MT_CHECK_OK(mt_model_config_without_data(MT_MODEL_MLP, &c, &mlp, sizeof mlp));
     MT_CHECK(memcmp(&mlp, &mlp_want, sizeof mlp) == 0, "MLP without data");
+    /* LLaMA: a small model, F from the rule, V from the data (train.h) */
+    const mt_llama_config llama_want = {
+        .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
+        .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
+        .multiple_of = 32, .ffn_mult = 1.0f};
+    mt_llama_config llama;
+    memset(&llama, 0xff, sizeof llama);
+    MT_CHECK_OK(mt_model_config_defaults(MT_MODEL_LLAMA, &llama, sizeof llama));
+    MT_CHECK(memcmp(&llama, &llama_want, sizeof llama) == 0 && mt_llama_ffn_dim(&llama) == 192,
+             "LLaMA defaults C=%d L=%d NH=%d KV=%d F=%d", llama.dim, llama.n_layers,
+             llama.n_heads, llama.n_kv_heads, mt_llama_ffn_dim(&llama));
+    MT_CHECK_OK(mt_model_config_without_data(MT_MODEL_LLAMA, &c, &llama, sizeof llama));
+    MT_CHECK(llama.vocab == 256 && llama.max_seq == 32 && llama.dim == 64,
+             "LLaMA without data V=%d maxT=%d", llama.vocab, llama.max_seq);
     /* llm.c files hold GPTs only */
     MT_CHECK_FAILS(mt_model_config_from_llmc(MT_MODEL_MLP, "/nonexistent/model.bin", &mlp,
                                              sizeof mlp), MT_EINVAL, "GPT-2", "mlp");

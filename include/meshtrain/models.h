@@ -1,6 +1,7 @@
 /*
  * meshtrain/models.h — the models, built only through the graph API: GPT-2,
- * an MLP, linear regression, and the synthetic data the last two learn.
+ * the LLaMA family, an MLP, linear regression, and the synthetic data the
+ * last two learn.
  */
 #ifndef MESHTRAIN_MODELS_H
 #define MESHTRAIN_MODELS_H
@@ -60,6 +61,69 @@ int64_t    mt_gpt_num_params(const mt_gpt_config *cfg);
 double     mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens);
 /* Validates a configuration; the message names the bad field. */
 mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
+
+/* ======================================================================== */
+/* LLaMA family                                                              */
+/* ======================================================================== */
+
+/* A LLaMA-style model (`meshtrain train --model llama`): Llama 2/3's
+ * architecture with grouped-query attention. Sizes in the letters of the
+ * code base: C = dim, F = ffn_dim, L = n_layers, NH = n_heads, KV =
+ * n_kv_heads (KV divides NH; HS = C/NH, even for RoPE's pairs), V = vocab. */
+typedef struct {
+    int   dim, ffn_dim, n_layers, n_heads, n_kv_heads, vocab, max_seq;
+    float rope_theta, norm_eps;
+    int   tie_embeddings;   /* 1: lm_head is tok_emb */
+    /* Llama's FFN rule (mt_llama_ffn_rule), used where ffn_dim is 0 */
+    int   multiple_of;
+    float ffn_mult;         /* Llama 3's ffn_dim_multiplier; 1 for none */
+} mt_llama_config;
+
+/* Llama's FFN size (Meta's llama/model.py, FeedForward): h = int(2·4·dim/3),
+ * h = int(ffn_mult·h), rounded up to a multiple of `multiple_of` (Llama 3
+ * 8B: dim 4096, 1.3, 1024 -> 14336). 0 for non-positive arguments. */
+int        mt_llama_ffn_rule(int dim, int multiple_of, float ffn_mult);
+/* cfg's F: ffn_dim, or where it is 0 the rule on cfg's dim, multiple_of and
+ * ffn_mult. */
+int        mt_llama_ffn_dim(const mt_llama_config *cfg);
+/* Validates a configuration (vocab included: a caller that takes it from
+ * the data sets it first); the message names the bad setting as its flag
+ * (--kv-heads, ...). MT_EINVAL. */
+mt_status  mt_llama_config_check(const mt_llama_config *cfg);
+/* The published shapes by name ("llama3-8b", "llama3-70b", "llama3-405b",
+ * "llama2-7b", "llama2-13b", "tinyllama-1.1b", "stories15m",
+ * "stories110m"): writes the whole of *cfg (untied except where the model
+ * ties). MT_EINVAL naming the known names for any other. */
+mt_status  mt_llama_preset(const char *name, mt_llama_config *cfg);
+/* The preset names, i = 0, 1, ...; NULL past the last. Static strings. */
+const char *mt_llama_preset_name(int i);
+
+/* One pipeline stage of the LLaMA model: blocks [layer0, layer0 + layers)
+ * with the embedding when `first` and the final norm, head and loss when
+ * `last` (the GPT's stage struct; its rules). A stage that is not the
+ * first reads MT_GPT_STAGE_INPUT (B,T,C). Tied embeddings need the one
+ * stage that is both first and last. Returns the loss times loss_scale on
+ * the last stage, else the stage's output (B,T,C); NULL with g's error set
+ * on a bad configuration or stage. Inputs "tokens" (B,T) and "targets"
+ * (B,T), int32. Parameters (row-major (out, in), as mt_linear's weight):
+ * "tok_emb.w" (V,C); per block l "h.<l>.attn_norm.w" (C), "h.<l>.attn.wq.w"
+ * (NH·HS,C), "h.<l>.attn.wk.w" and "h.<l>.attn.wv.w" (KV·HS,C),
+ * "h.<l>.attn.wo.w" (C,NH·HS), "h.<l>.ffn_norm.w" (C), "h.<l>.ffn.w1.w" and
+ * "h.<l>.ffn.w3.w" (F,C), "h.<l>.ffn.w2.w" (C,F); "norm.w" (C); "lm_head.w"
+ * (V,C) unless tied. Initialised from global indices: normal std 0.02, the
+ * residual projections wo and w2 0.02/sqrt(2L), the norms ones. */
+mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
+                                int B, int T, float loss_scale);
+/* The whole model: mt_llama_build_stage of the one stage of every block. */
+mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
+                          float loss_scale);
+/* Parameter count of a configuration. */
+int64_t    mt_llama_num_params(const mt_llama_config *cfg);
+/* Model FLOPs of one training step on `tokens` tokens of context T: 6 per
+ * parameter of the matmuls (the embedding lookup excluded, the head
+ * included) per token, plus attention's 12·L·C·T per token (fwd+bwd), as
+ * mt_gpt_train_flops counts them. */
+double     mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens);
 
 /* The MLP's own settings (`meshtrain train --model mlp`): the width of its
  * hidden layers and its linear layers in all. */

@@ -14,28 +14,47 @@ extern "C" {
 #endif
 
 /* The models the trainer knows, numbered from 0 without gaps. */
-typedef enum { MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2 } mt_model_kind;
+typedef enum {
+    MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2, MT_MODEL_LLAMA = 3
+} mt_model_kind;
 
 /* The name of a model kind as `meshtrain train --model` spells it ("gpt",
- * "mlp", "linreg"): a static string, not to be freed. NULL for a value that
+ * "mlp", "linreg", "llama"): a static string, not to be freed. NULL for a value that
  * is not a model kind, so kinds 0, 1, ... up to the first NULL are all of
  * them. Does not set a message. */
 const char *mt_model_name(mt_model_kind kind);
 
+/* What a model flag's value is (mt_model_flag.type). */
+typedef enum {
+    MT_MODEL_FLAG_INT = 0,   /* an int field, in [lo, hi] (the default: 0) */
+    MT_MODEL_FLAG_FLOAT,     /* a float field, in [flo, fhi] */
+    MT_MODEL_FLAG_BOOL,      /* an int field, 0 or 1: the flag, given without a value, sets 1 */
+    MT_MODEL_FLAG_PRESET,    /* a name: `preset` writes the whole settings from it (offset
+                                unused), before every other flag, so that they override it */
+} mt_model_flag_type;
+
 /* One setting that only one model reads, as `meshtrain train` and `meshtrain
- * explain --model` take it: an int field of the model's own settings (its
- * struct, mt_model_about.config_type: mt_gpt_config, mt_mlp_config). Each
- * model lists its own (mt_model_about), so a command line reads the flags
- * of the model it was given from the model's table and writes them into a
- * buffer of the model's config_size, with no branch on the kind. */
+ * explain --model` take it: a field of the model's own settings (its
+ * struct, mt_model_about.config_type: mt_gpt_config, mt_mlp_config,
+ * mt_llama_config), of the flag's type. Each model lists its own
+ * (mt_model_about), so a command line reads the flags of the model it was
+ * given from the model's table and writes them into a buffer of the
+ * model's config_size, with no branch on the kind. Flags of one name in
+ * several models have one type. */
 typedef struct {
     const char *flag;          /* "heads": the flag, without "--" */
     const char *field;         /* "NH": its name in messages and model files */
-    size_t      offset;        /* offsetof(the model's config struct, ...) of an int */
-    int         lo, hi;        /* the values it takes */
+    size_t      offset;        /* offsetof(the model's config struct, ...) of an int (a float
+                                  for MT_MODEL_FLAG_FLOAT) */
+    int         lo, hi;        /* the values an int takes */
     bool        zero_is_auto;  /* 0 means "from the data" (GPT: V and Vp) */
     const char *metavar;       /* "N", for help */
     const char *help;          /* one line */
+    mt_model_flag_type type;   /* what the value is; 0: an int */
+    float       flo, fhi;      /* the values a float takes */
+    /* MT_MODEL_FLAG_PRESET: writes the settings `name` into mc (the model's
+     * struct, holding its defaults); MT_EINVAL naming the known names. */
+    mt_status (*preset)(const char *name, void *mc);
 } mt_model_flag;
 
 /* What a command line needs to know of a model. */
@@ -179,8 +198,11 @@ typedef struct {
 /* Writes model `kind`'s default settings into cfg, `size` bytes, which must
  * be the model's config_size (mt_model_about): GPT's mt_gpt_config L=2 C=64
  * NH=4 maxT=64 V=0 Vp=0 (V and Vp from the data), the MLP's mt_mlp_config
- * hidden=64 layers=3; linear regression has none (size 0, cfg may be NULL).
- * These are the settings a NULL mt_train_config.model_config means.
+ * hidden=64 layers=3, LLaMA's mt_llama_config dim=64 ffn_dim=0 (from the
+ * rule: multiple_of 32, ffn_mult 1, giving 192) n_layers=2 n_heads=4
+ * n_kv_heads=2 vocab=0 (from the data) max_seq=64 rope_theta=10000
+ * norm_eps=1e-5, untied; linear regression has none (size 0, cfg may be
+ * NULL). These are the settings a NULL mt_train_config.model_config means.
  * MT_EINVAL for a kind that is no model, or a size that is not the model's. */
 mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size);
 
@@ -188,7 +210,8 @@ mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size);
  * `meshtrain explain --model` builds it: the defaults, with what the data
  * would give taken as a build without data takes it from `c` (GPT: V 256,
  * the byte vocabulary of a text file, and maxT c->T, the longest sequence
- * the program reads). A command line writes its flags over them. Errors as
+ * the program reads; LLaMA: vocab 256 and max_seq c->T as well). A command
+ * line writes its flags over them. Errors as
  * mt_model_config_defaults. */
 mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config *c, void *cfg,
                                        size_t size);

@@ -9,6 +9,14 @@ static int *field_at(void *mc, const mt_model_flag *f) {
     return (int *)(void *)((char *)mc + f->offset);
 }
 
+static float *float_at(void *mc, const mt_model_flag *f) {
+    return (float *)(void *)((char *)mc + f->offset);
+}
+
+static float float_setting(const void *mc, const mt_model_flag *f) {
+    return *(const float *)(const void *)((const char *)mc + f->offset);
+}
+
 int cli_model_setting(const void *mc, const mt_model_flag *f) {
     return *(const int *)(const void *)((const char *)mc + f->offset);
 }
@@ -35,6 +43,18 @@ static const mt_model_flag *flag_of(mt_model_kind k, const char *name) {
     return NULL;
 }
 
+/* The value of f in the settings mc, into the slot's member of its type (a
+ * preset starts unset). */
+static void start_value(int *value, float *fvalue, bool *bvalue, const void *mc,
+                        const mt_model_flag *f) {
+    switch (f->type) {
+    case MT_MODEL_FLAG_INT: *value = cli_model_setting(mc, f); break;
+    case MT_MODEL_FLAG_FLOAT: *fvalue = float_setting(mc, f); break;
+    case MT_MODEL_FLAG_BOOL: *bvalue = cli_model_setting(mc, f) != 0; break;
+    case MT_MODEL_FLAG_PRESET: break;
+    }
+}
+
 void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool without_data) {
     memset(mf, 0, sizeof *mf);
     mf->without_data = without_data;
@@ -52,12 +72,40 @@ void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool wi
                 mf->n++;
                 mf->f[s].flag = f->flag;
                 mf->f[s].metavar = f->metavar;
-                mf->f[s].value = cli_model_setting(start.bytes, f);
+                mf->f[s].type = f->type;
+                start_value(&mf->f[s].value, &mf->f[s].fvalue, &mf->f[s].bvalue, start.bytes, f);
             }
             size_t at = strlen(mf->f[s].help);
             snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at, "%s%s: %s", at ? "; " : "",
                      a->name, f->help);
         }
+    }
+}
+
+/* A slot of another type than int: its kind, value and widest float
+ * range in *o. */
+static void typed_opt(cli_model_flags_slot *slot, cli_opt *o) {
+    switch (slot->type) {
+    case MT_MODEL_FLAG_INT: break;
+    case MT_MODEL_FLAG_FLOAT: {
+        double lo = 1e300, hi = -1e300;
+        for (int k = 0; mt_model_about_of((mt_model_kind)k); k++) {
+            const mt_model_flag *f = flag_of((mt_model_kind)k, slot->flag);
+            if (f && f->flo < lo) lo = f->flo;
+            if (f && f->fhi > hi) hi = f->fhi;
+        }
+        *o = (cli_opt){slot->flag, CLI_FLOAT, &slot->fvalue, lo, hi, false, false, NULL,
+                       slot->metavar, slot->help};
+        break;
+    }
+    case MT_MODEL_FLAG_BOOL:
+        *o = (cli_opt){slot->flag, CLI_FLAG, &slot->bvalue, 0, 0, false, false, NULL, NULL,
+                       slot->help};
+        break;
+    case MT_MODEL_FLAG_PRESET:
+        *o = (cli_opt){slot->flag, CLI_STR, &slot->svalue, 0, 0, false, false, NULL,
+                       slot->metavar, slot->help};
+        break;
     }
 }
 
@@ -72,6 +120,7 @@ int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts) {
         }
         opts[s] = (cli_opt){mf->f[s].flag, CLI_INT, &mf->f[s].value, lo, hi, false, false, NULL,
                             mf->f[s].metavar, mf->f[s].help};
+        typed_opt(&mf->f[s], &opts[s]);
     }
     return mf->n;
 }
@@ -89,6 +138,39 @@ static void readers(const char *flag, char *buf, size_t n) {
         }
 }
 
+/* Writes the given slot into the settings mc of model a, by f's type,
+ * checked against f's range. */
+static int apply_slot(const cli_model_flags_slot *slot, const mt_model_flag *f,
+                      const mt_model_about *a, void *mc) {
+    switch (f->type) {
+    case MT_MODEL_FLAG_INT:
+        if (slot->value < f->lo || slot->value > f->hi) {
+            cli_error("--%s: %d is out of range for --model %s; expected an integer in "
+                      "[%d, %d]", f->flag, slot->value, a->name, f->lo, f->hi);
+            return CLI_EXIT_USAGE;
+        }
+        *field_at(mc, f) = slot->value;
+        break;
+    case MT_MODEL_FLAG_FLOAT:
+        if (!(slot->fvalue >= f->flo && slot->fvalue <= f->fhi)) {
+            cli_error("--%s: %g is out of range for --model %s; expected a number in "
+                      "[%g, %g]", f->flag, (double)slot->fvalue, a->name, (double)f->flo,
+                      (double)f->fhi);
+            return CLI_EXIT_USAGE;
+        }
+        *float_at(mc, f) = slot->fvalue;
+        break;
+    case MT_MODEL_FLAG_BOOL: *field_at(mc, f) = slot->bvalue ? 1 : 0; break;
+    case MT_MODEL_FLAG_PRESET:
+        if (f->preset(slot->svalue, mc) != MT_OK) {
+            cli_error("--%s: %s", f->flag, mt_errmsg());
+            return CLI_EXIT_USAGE;
+        }
+        break;
+    }
+    return CLI_EXIT_OK;
+}
+
 int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
                           mt_train_config *cfg) {
     const mt_model_kind kind = cfg->model;
@@ -97,22 +179,22 @@ int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *
         cli_error("%s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
-    for (int s = 0; s < mf->n; s++) {
-        if (!seen[first + s]) continue;
-        const mt_model_flag *f = flag_of(kind, mf->f[s].flag);
-        if (!f) {
-            char who[128];
-            readers(mf->f[s].flag, who, sizeof who);
-            cli_error("--%s applies to %s only, not to --model %s", mf->f[s].flag, who, a->name);
-            return CLI_EXIT_USAGE;
+    /* a preset first, so that the other flags write over it */
+    for (int pass = 0; pass < 2; pass++)
+        for (int s = 0; s < mf->n; s++) {
+            if (!seen[first + s] || (mf->f[s].type == MT_MODEL_FLAG_PRESET) != (pass == 0))
+                continue;
+            const mt_model_flag *f = flag_of(kind, mf->f[s].flag);
+            if (!f) {
+                char who[128];
+                readers(mf->f[s].flag, who, sizeof who);
+                cli_error("--%s applies to %s only, not to --model %s", mf->f[s].flag, who,
+                          a->name);
+                return CLI_EXIT_USAGE;
+            }
+            int rc = apply_slot(&mf->f[s], f, a, mf->config.bytes);
+            if (rc != CLI_EXIT_OK) return rc;
         }
-        if (mf->f[s].value < f->lo || mf->f[s].value > f->hi) {
-            cli_error("--%s: %d is out of range for --model %s; expected an integer in "
-                      "[%d, %d]", f->flag, mf->f[s].value, a->name, f->lo, f->hi);
-            return CLI_EXIT_USAGE;
-        }
-        *field_at(mf->config.bytes, f) = mf->f[s].value;
-    }
     cfg->model_config = a->config_size ? mf->config.bytes : NULL;
     cfg->model_config_size = a->config_size;
     for (int j = 0; opts[j].name; j++)
@@ -132,8 +214,12 @@ void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
     buf[0] = '\0';
     if (a && !mc && start_settings(cfg->model, false, cfg, &defaults) == MT_OK) mc = defaults.bytes;
     for (int i = 0; a && mc && i < a->n_flags && at < n; i++) {
-        int w = snprintf(buf + at, n - at, " %s=%d", a->flags[i].field,
-                         cli_model_setting(mc, &a->flags[i]));
+        const mt_model_flag *f = &a->flags[i];
+        if (f->type == MT_MODEL_FLAG_PRESET) continue;   /* the settings say it all */
+        int w = f->type == MT_MODEL_FLAG_FLOAT
+                    ? snprintf(buf + at, n - at, " %s=%g", f->field,
+                               (double)float_setting(mc, f))
+                    : snprintf(buf + at, n - at, " %s=%d", f->field, cli_model_setting(mc, f));
         if (w < 0) break;
         at += (size_t)w;
     }

@@ -28,13 +28,21 @@ typedef union {
     unsigned char bytes[CLI_MODEL_CONFIG_MAX];
 } cli_model_config;
 
+/* One flag, merged by name over the models that read it. */
+typedef struct {
+    const char *flag, *metavar;
+    mt_model_flag_type type;   /* the first model's that reads it (all read one type) */
+    /* parsed here (as its type says); the default from the model's settings */
+    int         value;       /* MT_MODEL_FLAG_INT */
+    float       fvalue;      /* MT_MODEL_FLAG_FLOAT */
+    bool        bvalue;      /* MT_MODEL_FLAG_BOOL */
+    const char *svalue;      /* MT_MODEL_FLAG_PRESET (NULL: none; points into argv) */
+    char        help[200];   /* "gpt: transformer blocks L; mlp: linear layers" */
+} cli_model_flags_slot;
+
 typedef struct {
     int n;
-    struct {
-        const char *flag, *metavar;
-        int         value;       /* parsed here; the default from the model's settings */
-        char        help[200];   /* "gpt: transformer blocks L; mlp: linear layers" */
-    } f[CLI_MAX_MODEL_FLAGS];
+    cli_model_flags_slot f[CLI_MAX_MODEL_FLAGS];
     bool             without_data;   /* the settings of a build without data (explain) */
     cli_model_config config;         /* the chosen model's, once applied */
 } cli_model_flags;
@@ -48,8 +56,10 @@ void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool wi
 int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts);
 
 /* For --model cfg->model: makes its settings in mf (as init says, for cfg
- * as parsed), copies every slot given (seen[first + i] for slot i) into
- * them at the model's offset, checked against the model's range, and
+ * as parsed), applies a preset given (its slot's name, through the flag's
+ * `preset`) over them, then copies every other slot given (seen[first + i]
+ * for slot i) into them at the model's offset, checked against the model's
+ * range, and
  * points cfg->model_config at them (valid as long as mf). A given flag the
  * model does not read, and --seq (the option named "seq" in opts, when
  * given) on a model without sequences, are errors. Returns CLI_EXIT_OK or
@@ -58,7 +68,8 @@ int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts);
 int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
                           mt_train_config *cfg);
 
-/* The int setting `f` of the model settings at mc. */
+/* The int setting `f` (an MT_MODEL_FLAG_INT or _BOOL) of the model settings
+ * at mc. */
 int cli_model_setting(const void *mc, const mt_model_flag *f);
 
 /* " L=2 C=64 NH=4 ..." : the settings of cfg's model (cfg->model_config,

@@ -1,8 +1,9 @@
 /*
  * model_table.c — the models `meshtrain train` can train, one table entry
- * each (see train_impl.h for what every member must do): GPT-2 on a token
- * dataset, and the MLP and linear regression on the synthetic problems of
- * the models layer (mt_mlp_data, mt_linreg_data).
+ * each (see train_impl.h for what every member must do): GPT-2 and the
+ * LLaMA model (its hooks in model_llama.c) on a token dataset, and the MLP
+ * and linear regression on the synthetic problems of the models layer
+ * (mt_mlp_data, mt_linreg_data).
  */
 #include "train/train_impl.h"
 
@@ -283,7 +284,8 @@ static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, in
  * The GPT's with llmc_in come from the file (its header's names are the
  * fields). */
 #define GPT_FLAG(f, fld, member, lo, hi, auto0, help) \
-    {f, fld, offsetof(mt_gpt_config, member), lo, hi, auto0, "N", help}
+    {f, fld, offsetof(mt_gpt_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, 0, 0, \
+     NULL}
 static const mt_model_flag GPT_FLAGS[] = {
     GPT_FLAG("layers", "L", L, 1, 1000, false, "transformer blocks L"),
     GPT_FLAG("channels", "C", C, 1, 65536, false, "width C"),
@@ -294,15 +296,17 @@ static const mt_model_flag GPT_FLAGS[] = {
              "padded vocabulary Vp >= V (0: V rounded up to 64)"),
 };
 static const mt_model_flag MLP_FLAGS[] = {
-    {"layers", "layers", offsetof(mt_mlp_config, layers), 1, 1000, false, "N", "linear layers"},
+    {"layers", "layers", offsetof(mt_mlp_config, layers), 1, 1000, false, "N", "linear layers",
+     MT_MODEL_FLAG_INT, 0, 0, NULL},
     {"channels", "hidden", offsetof(mt_mlp_config, hidden), 1, 65536, false, "N",
-     "hidden width"},
+     "hidden width", MT_MODEL_FLAG_INT, 0, 0, NULL},
 };
 #define FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])
 /* The model's settings' struct: its name and its size. */
 #define CONFIG(type) .config_type = #type, .config_size = sizeof(type)
 static_assert(sizeof(mt_gpt_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 static_assert(sizeof(mt_mlp_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
+static_assert(sizeof(mt_llama_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 
 static const mt__train_model MODELS[] = {
     [MT_MODEL_GPT] = {
@@ -331,6 +335,20 @@ static const mt__train_model MODELS[] = {
         .about = {.name = "linreg"},   /* no settings of its own */
         .input = "x", .target = "y",
         .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
+    },
+    [MT_MODEL_LLAMA] = {   /* its hooks: model_llama.c */
+        .about = {.name = "llama", .sequences = true, .dataset = true,
+                  CONFIG(mt_llama_config), .flags = mt__llama_flags,
+                  .n_flags = MT__LLAMA_N_FLAGS},
+        .config_defaults = &mt__llama_defaults, .without_data = mt__llama_without_data,
+        .input = "tokens", .target = "targets",
+        .check = mt__llama_check, .open = mt__llama_open,
+        .describe = mt__llama_describe, .build = mt__llama_build,
+        .fill_batch = mt__llama_fill_batch, .step_flops = mt__llama_step_flops,
+        .tensor_parallel = mt__llama_tensor_parallel, .tensor_check = mt__llama_tensor_check,
+        .sequence = true, .remat = true,
+        .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
+        .stage_input = MT_GPT_STAGE_INPUT,
     },
 };
 

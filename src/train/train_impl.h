@@ -129,6 +129,28 @@ typedef union {
 void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config *c,
                                  mt__model_config_buf *dst);
 
+/* ---- the LLaMA model's entry (model_llama.c) ---- */
+
+/* Its flags (MT__LLAMA_N_FLAGS of them), its defaults, and its hooks, as
+ * mt__train_model documents each member. */
+#define MT__LLAMA_N_FLAGS 13
+extern const mt_model_flag   mt__llama_flags[MT__LLAMA_N_FLAGS];
+extern const mt_llama_config mt__llama_defaults;
+void       mt__llama_without_data(const mt_train_config *c, void *mc);
+mt_status  mt__llama_check(const mt_train_config *c);
+mt_status  mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds);
+void       mt__llama_describe(const mt_train_config *c, char *buf, size_t n);
+mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
+mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+                                 float scale);
+void       mt__llama_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                                int64_t *pos, void *in, void *target);
+mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
+mt_status  mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
+                                     int size);
+int        mt__llama_blocks(const mt_train_config *c);
+double     mt__llama_step_flops(const mt_train_config *c, int64_t tokens);
+
 /* ======================================================================== */
 /* The trainer and its devices (trainer.c, devices.c)                        */
 /* ======================================================================== */

@@ -1,0 +1,277 @@
+/*
+ * llama.c — the LLaMA family (Llama 2/3, TinyLlama, llama2.c's stories
+ * models), built only through the public graph API: a token embedding, L
+ * pre-RMSNorm blocks (grouped-query causal attention with RoPE on q and k,
+ * then a SwiGLU MLP, each with a residual), a final RMSNorm and an LM head,
+ * untied unless the configuration ties it to the embedding.
+ */
+#include "meshtrain/models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The initialisation scale, as the GPT's (llm.c) and llama2.c's model.py
+ * (normal std 0.02, the residual projections 0.02/sqrt(2L)). */
+#define LLAMA_INIT_STD 0.02f
+
+/* ======================================================================== */
+/* Configuration                                                             */
+/* ======================================================================== */
+
+int mt_llama_ffn_rule(int dim, int multiple_of, float ffn_mult) {
+    if (dim <= 0 || multiple_of <= 0 || !(ffn_mult > 0.0f)) return 0;
+    /* Meta's llama/model.py FeedForward: hidden = int(2 * 4dim / 3), then
+     * int(multiplier * hidden), then up to a multiple of multiple_of */
+    int64_t h = (int64_t)(2 * 4 * (int64_t)dim / 3);
+    h = (int64_t)((double)ffn_mult * (double)h);
+    h = (h + multiple_of - 1) / multiple_of * multiple_of;
+    return h > 0 && h <= (1 << 30) ? (int)h : 0;
+}
+
+int mt_llama_ffn_dim(const mt_llama_config *cfg) {
+    return cfg->ffn_dim > 0 ? cfg->ffn_dim
+                            : mt_llama_ffn_rule(cfg->dim, cfg->multiple_of, cfg->ffn_mult);
+}
+
+mt_status mt_llama_config_check(const mt_llama_config *cfg) {
+    if (!cfg) return mt_fail(MT_EINVAL, "LLaMA configuration is NULL");
+    const struct { const char *flag; int value; } sizes[] = {
+        {"channels", cfg->dim}, {"layers", cfg->n_layers}, {"heads", cfg->n_heads},
+        {"kv-heads", cfg->n_kv_heads}, {"vocab", cfg->vocab}, {"max-seq", cfg->max_seq},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].value <= 0)
+            return mt_fail(MT_EINVAL, "LLaMA --%s %d must be positive", sizes[i].flag,
+                           sizes[i].value);
+    if (cfg->ffn_dim < 0)
+        return mt_fail(MT_EINVAL, "LLaMA --ffn-dim %d must be positive (0: from --multiple-of "
+                       "and --ffn-mult)", cfg->ffn_dim);
+    if (mt_llama_ffn_dim(cfg) <= 0)
+        return mt_fail(MT_EINVAL, "LLaMA --ffn-dim 0 takes the FFN size from Llama's rule, "
+                       "which needs --multiple-of (%d) and --ffn-mult (%g) positive; set them "
+                       "or give --ffn-dim", cfg->multiple_of, (double)cfg->ffn_mult);
+    if (cfg->n_heads % cfg->n_kv_heads != 0)
+        return mt_fail(MT_EINVAL, "LLaMA --kv-heads %d does not divide --heads %d; grouped-query "
+                       "attention shares each kv head among NH/KV query heads, so pick KV a "
+                       "divisor of NH (KV = NH is multi-head, 1 multi-query)", cfg->n_kv_heads,
+                       cfg->n_heads);
+    if (cfg->dim % cfg->n_heads != 0)
+        return mt_fail(MT_EINVAL, "LLaMA --channels %d is not divisible by --heads %d; pick a "
+                       "width that is a multiple of the heads", cfg->dim, cfg->n_heads);
+    if ((cfg->dim / cfg->n_heads) % 2 != 0)
+        return mt_fail(MT_EINVAL, "LLaMA head size %d (--channels %d / --heads %d) is odd; "
+                       "RoPE rotates pairs of channels, so the head size must be even",
+                       cfg->dim / cfg->n_heads, cfg->dim, cfg->n_heads);
+    if (!(cfg->rope_theta > 1.0f) || !isfinite(cfg->rope_theta))
+        return mt_fail(MT_EINVAL, "LLaMA --rope-theta %g must be finite and above 1 (10000 "
+                       "for Llama 2, 500000 for Llama 3)", (double)cfg->rope_theta);
+    if (!(cfg->norm_eps > 0.0f) || !isfinite(cfg->norm_eps))
+        return mt_fail(MT_EINVAL, "LLaMA --norm-eps %g must be positive and finite (1e-5)",
+                       (double)cfg->norm_eps);
+    if (cfg->tie_embeddings != 0 && cfg->tie_embeddings != 1)
+        return mt_fail(MT_EINVAL, "LLaMA tie_embeddings=%d must be 0 or 1",
+                       cfg->tie_embeddings);
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Presets                                                                   */
+/* ======================================================================== */
+
+/* The published shapes. Sources: Meta's params.json of each checkpoint
+ * (Llama 3 8B/70B: dim, n_layers, n_heads, n_kv_heads 8, vocab 128256,
+ * multiple_of 1024/4096, ffn_dim_multiplier 1.3, norm_eps 1e-5, rope_theta
+ * 500000, context 8192; Llama 3.1 405B: 16384, 126, 128, 8, multiple_of
+ * 4096, 1.2, context 131072; Llama 2 7B/13B: multiple_of 256, norm_eps
+ * 1e-5, vocab 32000, context 4096, theta 10000), the FFN from Meta's rule
+ * (14336, 28672, 53248, 11008, 13824); TinyLlama-1.1B's config.json
+ * (hidden 2048, intermediate 5632, 22 layers, 32 heads, 4 kv heads, 2048
+ * positions, rms_norm_eps 1e-5); llama2.c's README and train.py
+ * (stories15M: dim 288, 6 layers, 6 heads, seq 256; stories110M: dim 768,
+ * 12 layers, 12 heads, seq 1024; vocab 32000, multiple_of 32 giving 768
+ * and 2048, shared classifier). */
+static const struct {
+    const char     *name;
+    mt_llama_config cfg;
+} PRESETS[] = {
+#define LLAMA(n, C, F, L, NH, KV, V, T, theta, mult, mo, tie)                                    \
+    {n, {.dim = C, .ffn_dim = F, .n_layers = L, .n_heads = NH, .n_kv_heads = KV, .vocab = V,   \
+         .max_seq = T, .rope_theta = theta, .norm_eps = 1e-5f, .tie_embeddings = tie,           \
+         .multiple_of = mo, .ffn_mult = mult}}
+    LLAMA("llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1.3f, 1024, 0),
+    LLAMA("llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 1.3f, 4096, 0),
+    LLAMA("llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 1.2f, 4096, 0),
+    LLAMA("llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1.0f, 256, 0),
+    LLAMA("llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 1.0f, 256, 0),
+    LLAMA("tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1.0f, 256, 0),
+    LLAMA("stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1.0f, 32, 1),
+    LLAMA("stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1.0f, 32, 1),
+#undef LLAMA
+};
+#define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+const char *mt_llama_preset_name(int i) {
+    return i >= 0 && i < N_PRESETS ? PRESETS[i].name : NULL;
+}
+
+mt_status mt_llama_preset(const char *name, mt_llama_config *cfg) {
+    for (int i = 0; name && cfg && i < N_PRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0) {
+            *cfg = PRESETS[i].cfg;
+            return MT_OK;
+        }
+    char list[256] = "";
+    for (int i = 0; i < N_PRESETS; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 PRESETS[i].name);
+    return mt_fail(MT_EINVAL, "unknown LLaMA preset '%s'%s; the presets are %s",
+                   name ? name : "(null)", cfg ? "" : " (and no configuration to write)", list);
+}
+
+/* ======================================================================== */
+/* Size and FLOPs                                                            */
+/* ======================================================================== */
+
+int64_t mt_llama_num_params(const mt_llama_config *cfg) {
+    int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg), V = cfg->vocab;
+    int64_t HS = C / cfg->n_heads, KV = cfg->n_kv_heads;
+    /* per block: two norms, wq and wo (C², C²), wk and wv (2·KV·HS·C), w1 w2 w3 (3CF) */
+    int64_t per_layer = 2 * C + 2 * C * C + 2 * KV * HS * C + 3 * C * F;
+    return V * C * (cfg->tie_embeddings ? 1 : 2) + cfg->n_layers * per_layer + C;
+}
+
+double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
+    /* PaLM appendix B, as mt_gpt_train_flops: 6 per matmul weight per token
+     * (the lookup table is no product, the head is), attention's scores
+     * 12·L·C·T per token (grouped kv heads do not change q·kᵀ's count) */
+    double N = (double)mt_llama_num_params(cfg);
+    if (!cfg->tie_embeddings) N -= (double)cfg->vocab * cfg->dim;
+    double attn = 12.0 * cfg->n_layers * (double)cfg->dim * T;
+    return (6.0 * N + attn) * (double)tokens;
+}
+
+/* ======================================================================== */
+/* Builder                                                                   */
+/* ======================================================================== */
+
+static mt_tensor *param1(mt_graph *g, const char *name, int64_t n, mt_init init) {
+    int64_t shape[1] = {n};
+    return mt_param(g, name, 1, shape, init);
+}
+
+static mt_tensor *param2(mt_graph *g, const char *name, int64_t rows, int64_t cols, mt_init init) {
+    int64_t shape[2] = {rows, cols};
+    return mt_param(g, name, 2, shape, init);
+}
+
+/* One block: x (B,T,C) -> (B,T,C). */
+static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_config *cfg) {
+    const int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg);
+    const int NH = cfg->n_heads, KV = cfg->n_kv_heads;
+    const int64_t HS = C / NH;
+    const mt_init ones = {MT_INIT_ONES, 0.0f}, normal = {MT_INIT_NORMAL, LLAMA_INIT_STD};
+    /* the residual projections scaled down with depth, as the GPT's */
+    const mt_init resid = {MT_INIT_NORMAL, LLAMA_INIT_STD / sqrtf(2.0f * (float)cfg->n_layers)};
+    char n[MT_MAX_NAME];
+#define P1(suffix, len, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param1(g, n, len, init))
+#define P2(suffix, r, c, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param2(g, n, r, c, init))
+    mt_tensor *attn_norm = P1("attn_norm.w", C, ones);
+    mt_tensor *wq = P2("attn.wq.w", NH * HS, C, normal);      /* (NH·HS,C) */
+    mt_tensor *wk = P2("attn.wk.w", KV * HS, C, normal);      /* (KV·HS,C) */
+    mt_tensor *wv = P2("attn.wv.w", KV * HS, C, normal);      /* (KV·HS,C) */
+    mt_tensor *wo = P2("attn.wo.w", C, NH * HS, resid);       /* (C,NH·HS) */
+    mt_tensor *ffn_norm = P1("ffn_norm.w", C, ones);
+    mt_tensor *w1 = P2("ffn.w1.w", F, C, normal);             /* (F,C) */
+    mt_tensor *w2 = P2("ffn.w2.w", C, F, resid);              /* (C,F) */
+    mt_tensor *w3 = P2("ffn.w3.w", F, C, normal);             /* (F,C) */
+#undef P1
+#undef P2
+
+    mt_tensor *h = mt_rmsnorm(g, x, attn_norm, cfg->norm_eps);               /* (B,T,C) */
+    mt_tensor *q = mt_rope(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0); /* (B,T,NH·HS) */
+    mt_tensor *k = mt_rope(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0); /* (B,T,KV·HS) */
+    mt_tensor *v = mt_linear(g, h, wv, NULL);                                /* (B,T,KV·HS) */
+    mt_tensor *att = mt_attention_gqa(g, q, k, v, NH, KV);                   /* (B,T,NH·HS) */
+    mt_tensor *a = mt_add(g, x, mt_linear(g, att, wo, NULL));                /* (B,T,C) */
+    h = mt_rmsnorm(g, a, ffn_norm, cfg->norm_eps);                           /* (B,T,C) */
+    h = mt_swiglu(g, mt_linear(g, h, w1, NULL), mt_linear(g, h, w3, NULL));  /* (B,T,F) */
+    return mt_add(g, a, mt_linear(g, h, w2, NULL));                          /* (B,T,C) */
+}
+
+mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
+                          float loss_scale) {
+    const mt_gpt_stage whole = {.layer0 = 0, .layers = cfg ? cfg->n_layers : 0, .first = true,
+                                .last = true};
+    return mt_llama_build_stage(g, cfg, &whole, B, T, loss_scale);
+}
+
+/* The checks of a build: NULL-free arguments, the configuration, the
+ * microbatch and the stage. */
+static mt_status check_build(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
+                             int B, int T) {
+    mt_status s = mt_llama_config_check(cfg);
+    if (s != MT_OK) return mt_graph_fail(g, s, "%s", mt_errmsg());
+    if (!st) return mt_graph_fail(g, MT_EINVAL, "mt_llama_build_stage needs a stage (got NULL)");
+    if (B <= 0 || T <= 0)
+        return mt_graph_fail(g, MT_EINVAL, "LLaMA microbatch B=%d T=%d must be positive", B, T);
+    if (T > cfg->max_seq)
+        return mt_graph_fail(g, MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's "
+                             "context max_seq=%d (--max-seq); lower T or raise max_seq", T,
+                             cfg->max_seq);
+    const int L = cfg->n_layers;
+    if (st->layer0 < 0 || st->layers < 0 || st->layer0 + st->layers > L ||
+        (st->first && st->layer0 != 0) || (st->last && st->layer0 + st->layers != L))
+        return mt_graph_fail(g, MT_EINVAL, "LLaMA stage of blocks [%d, %d) does not fit the "
+                             "model's %d blocks (the first stage starts at 0, the last ends "
+                             "at L)", st->layer0, st->layer0 + st->layers, L);
+    if (cfg->tie_embeddings && !(st->first && st->last))
+        return mt_graph_fail(g, MT_EUNSUPPORTED, "LLaMA with --tie-embeddings cannot be cut "
+                             "into pipeline stages yet (the head's copy of tok_emb is not "
+                             "summed with the embedding's); drop --tie-embeddings or the pipe "
+                             "axis");
+    return MT_OK;
+}
+
+mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
+                                int B, int T, float loss_scale) {
+    if (!g) { mt_fail(MT_EINVAL, "mt_llama_build needs a graph (got NULL)"); return NULL; }
+    if (check_build(g, cfg, st, B, T) != MT_OK) return NULL;
+    const int64_t C = cfg->dim, V = cfg->vocab;
+    const mt_init ones = {MT_INIT_ONES, 0.0f}, normal = {MT_INIT_NORMAL, LLAMA_INIT_STD};
+    const int64_t bt[2] = {B, T}, btc[3] = {B, T, C};
+
+    mt_tensor *x, *tok_emb = NULL, *targets = NULL;
+    if (st->first) {
+        mt_tensor *tokens = mt_input(g, "tokens", MT_I32, 2, bt);       /* (B,T) */
+        tok_emb = param2(g, "tok_emb.w", V, C, normal);                 /* (V,C) */
+        x = mt_embedding(g, tok_emb, tokens);                            /* (B,T,C) */
+    } else {
+        /* the previous stage's output; its gradient goes back to it */
+        x = mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc);            /* (B,T,C) */
+        mt_status s = x ? mt_input_set_needs_grad(x) : MT_OK;
+        if (s != MT_OK) {
+            mt_graph_fail(g, s, "%s", mt_errmsg());
+            return NULL;
+        }
+    }
+    if (st->last) targets = mt_input(g, "targets", MT_I32, 2, bt);      /* (B,T) */
+    for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
+        mt_graph_set_block(g, l);   /* remat and traces know the block by this */
+        x = llama_block(g, x, l, cfg);
+    }
+    mt_graph_set_block(g, -1);
+    if (!st->last) return x;
+
+    mt_tensor *norm = param1(g, "norm.w", C, ones);
+    mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
+    mt_tensor *head = cfg->tie_embeddings ? tok_emb : param2(g, "lm_head.w", V, C, normal);
+    /* logits (B,T,V) = xf (B,T,C) · head (V,C)ᵀ */
+    mt_tensor *logits = mt_matmul(g, xf, head, false, true);
+    /* named so that sampling can read the next-token distribution */
+    if (logits) mt_tensor_set_name(logits, "logits");
+    mt_tensor *loss = mt_cross_entropy(g, logits, targets, (int)V, loss_scale);
+    if (!loss && mt_graph_status(g) == MT_OK)
+        mt_graph_fail(g, MT_EINTERNAL, "building the LLaMA graph failed without a graph error");
+    return loss;
+}

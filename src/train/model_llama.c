@@ -1,0 +1,204 @@
+/*
+ * model_llama.c — the LLaMA model's entry in the trainer's table
+ * (model_table.c's MT_MODEL_LLAMA line; train_impl.h documents each hook):
+ * its flags and defaults, its checks, its data (a token dataset, as the
+ * GPT's), its tensor-parallel layout and its pipeline stages.
+ */
+#include "train/train_impl.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* ======================================================================== */
+/* Settings                                                                  */
+/* ======================================================================== */
+
+/* A small model: F from Llama's rule (multiple_of 32 as llama2.c: 192), V
+ * from the data. */
+const mt_llama_config mt__llama_defaults = {
+    .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
+    .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
+    .multiple_of = 32, .ffn_mult = 1.0f,
+};
+
+static mt_status preset(const char *name, void *mc) { return mt_llama_preset(name, mc); }
+
+#define INT_FLAG(f, fld, member, lo, hi, auto0, help) \
+    {f, fld, offsetof(mt_llama_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, \
+     0.0f, 0.0f, NULL}
+#define FLOAT_FLAG(f, fld, member, lo, hi, help) \
+    {f, fld, offsetof(mt_llama_config, member), 0, 0, false, "X", help, MT_MODEL_FLAG_FLOAT, \
+     lo, hi, NULL}
+const mt_model_flag mt__llama_flags[MT__LLAMA_N_FLAGS] = {
+    {"preset", "preset", 0, 0, 0, false, "NAME",
+     "published shape (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-13b, "
+     "tinyllama-1.1b, stories15m, stories110m), the other flags over it",
+     MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset},
+    INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
+    INT_FLAG("channels", "C", dim, 1, 65536, false, "width C (dim)"),
+    INT_FLAG("heads", "NH", n_heads, 1, 1024, false, "query heads NH (C/NH even)"),
+    INT_FLAG("kv-heads", "KV", n_kv_heads, 1, 1024, false, "kv heads KV (NH % KV == 0)"),
+    INT_FLAG("ffn-dim", "F", ffn_dim, 0, 1 << 20, true,
+             "SwiGLU hidden size F (0: Llama's rule from --multiple-of, --ffn-mult)"),
+    INT_FLAG("multiple-of", "multiple_of", multiple_of, 1, 1 << 16, false,
+             "with --ffn-dim 0: F rounded up to a multiple of this"),
+    FLOAT_FLAG("ffn-mult", "ffn_mult", ffn_mult, 0.01f, 100.0f,
+               "with --ffn-dim 0: Llama 3's ffn_dim_multiplier"),
+    INT_FLAG("max-seq", "maxT", max_seq, 1, 1 << 20, false, "context length maxT"),
+    INT_FLAG("vocab", "V", vocab, 0, 1 << 24, true, "vocabulary V (0: from the data)"),
+    FLOAT_FLAG("rope-theta", "theta", rope_theta, 2.0f, 1e9f, "RoPE base (Llama 3: 500000)"),
+    FLOAT_FLAG("norm-eps", "eps", norm_eps, 1e-12f, 1.0f, "RMSNorm epsilon"),
+    {"tie-embeddings", "tie", offsetof(mt_llama_config, tie_embeddings), 0, 1, false, "",
+     "the LM head is the token embedding", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL},
+};
+#undef INT_FLAG
+#undef FLOAT_FLAG
+
+/* c's LLaMA settings: its own, or the defaults (model_config NULL). */
+static const mt_llama_config *llama_of(const mt_train_config *c) {
+    return c->model_config ? c->model_config : &mt__llama_defaults;
+}
+
+/* The settings a build reads: F resolved from the rule. */
+static mt_llama_config llama_built(const mt_train_config *c) {
+    mt_llama_config m = *llama_of(c);
+    m.ffn_dim = mt_llama_ffn_dim(&m);
+    return m;
+}
+
+void mt__llama_without_data(const mt_train_config *c, void *mc) {
+    mt_llama_config *m = mc;
+    m->vocab = 256;   /* a text file's bytes */
+    m->max_seq = c->T;
+}
+
+mt_status mt__llama_check(const mt_train_config *c) {
+    if (!c->data || !c->data[0])
+        return mt_fail(MT_EINVAL, "LLaMA training needs data: set data to a text file or an "
+                       "llm.c token file");
+    if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
+        return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
+    if (c->llmc_in)
+        return mt_fail(MT_EINVAL, "llm.c checkpoints (--llmc-in) hold GPT-2 models, not "
+                       "--model llama");
+    mt_llama_config m = *llama_of(c);
+    if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
+    mt_status s = mt_llama_config_check(&m);
+    if (s != MT_OK) return s;
+    if (c->T > m.max_seq)
+        return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's context "
+                       "maxT=%d (--max-seq); lower T or raise maxT", c->T, m.max_seq);
+    return MT_OK;
+}
+
+mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
+    mt_llama_config *m = mc;
+    mt_status s = mt_dataset_open(c->data, c->val_frac, ds);
+    if (s != MT_OK) return s;
+    int data_vocab = mt_dataset_vocab(*ds);
+    if (m->vocab == 0) m->vocab = data_vocab;
+    m->ffn_dim = mt_llama_ffn_dim(m);
+    if ((s = mt_llama_config_check(m)) != MT_OK) return s;
+    if (data_vocab > m->vocab)
+        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
+                       "has V=%d (--vocab); raise it or leave it 0 to take it from the data",
+                       c->data, data_vocab - 1, data_vocab, m->vocab);
+    int64_t n_train = mt_dataset_tokens(*ds, 0);
+    if (n_train < (int64_t)c->T + 1)
+        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
+                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
+                       c->T + 1);
+    return MT_OK;
+}
+
+void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {
+    const mt_llama_config m = llama_built(c);
+    snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g tie=%d",
+             m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.max_seq, m.vocab,
+             (double)m.rope_theta, (double)m.norm_eps, m.tie_embeddings);
+}
+
+mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale) {
+    const mt_llama_config m = llama_built(c);
+    return mt_llama_build(g, &m, c->B, c->T, scale);
+}
+
+mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+                                 float scale) {
+    const mt_llama_config m = llama_built(c);
+    return mt_llama_build_stage(g, &m, st, c->B, c->T, scale);
+}
+
+void mt__llama_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                          int64_t *pos, void *in, void *target) {
+    mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
+}
+
+int mt__llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers; }
+
+double mt__llama_step_flops(const mt_train_config *c, int64_t tokens) {
+    const mt_llama_config m = llama_built(c);
+    return mt_llama_train_flops(&m, c->T, tokens);
+}
+
+/* ======================================================================== */
+/* Tensor parallelism                                                        */
+/* ======================================================================== */
+
+/* Megatron's layout: the query heads split (wq column-parallel, wo
+ * row-parallel), the kv heads split where KV divides by the axis and
+ * otherwise replicated (each device reads the kv heads its query heads
+ * share; their gradients are partial sums over the devices); the SwiGLU's
+ * w1 and w3 column-parallel (F split), w2 row-parallel; the embedding and
+ * the head over the vocabulary, as the GPT's. */
+mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
+    const mt_llama_config m = llama_built(c);
+    if (m.n_heads % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the query heads, "
+                       "but --heads %d does not divide by %d; pick a head count divisible by "
+                       "the tensor axis size", size, m.n_heads, size);
+    if (m.ffn_dim > 0 && m.ffn_dim % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the SwiGLU's "
+                       "hidden size F=%d (--ffn-dim or Llama's rule), which does not divide by "
+                       "%d; give --ffn-dim a multiple of %d", size, m.ffn_dim, size, size);
+    /* V 0 comes from the data: known only once it is read */
+    if (m.vocab > 0 && m.vocab % size != 0)
+        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the vocabulary, "
+                       "but --vocab %d does not divide by %d; give a vocabulary that does "
+                       "(e.g. %d)", size, m.vocab, size, (m.vocab + size - 1) / size * size);
+    return MT_OK;
+}
+
+/* Sets `sh` on the parameter `name` when g holds it (a pipeline stage holds
+ * some of the blocks only). */
+static mt_status shard_if_held(mt_graph *g, const char *name, const mt_sharding *sh) {
+    mt_tensor *t = mt_graph_find(g, name);
+    return t ? mt_tensor_set_sharding(t, sh) : MT_OK;
+}
+
+mt_status mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
+                                    int size) {
+    mt_status s = mt__llama_tensor_check(c, size);
+    if (s != MT_OK) return s;
+    const mt_llama_config *m = llama_of(c);
+    const bool kv_split = m->n_kv_heads % size == 0;
+    const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0};
+    if ((s = shard_if_held(g, "tok_emb.w", &col)) != MT_OK ||
+        (s = shard_if_held(g, "lm_head.w", &col)) != MT_OK)
+        return s;
+    for (int l = 0; l < m->n_layers && s == MT_OK; l++) {
+        const struct { const char *suffix; const mt_sharding *sh; } split[] = {
+            {"attn.wq.w", &col}, {"attn.wk.w", kv_split ? &col : NULL},
+            {"attn.wv.w", kv_split ? &col : NULL}, {"attn.wo.w", &row},
+            {"ffn.w1.w", &col}, {"ffn.w3.w", &col}, {"ffn.w2.w", &row},
+        };
+        for (size_t k = 0; k < sizeof split / sizeof split[0] && s == MT_OK; k++) {
+            if (!split[k].sh) continue;   /* replicated */
+            char name[MT_MAX_NAME];
+            snprintf(name, sizeof name, "h.%d.%s", l, split[k].suffix);
+            s = shard_if_held(g, name, split[k].sh);
+        }
+    }
+    return s;
+}

@@ -1,0 +1,236 @@
+/*
+ * test_llama.c — the LLaMA model on one device against independent
+ * references: its loss against the float64 model of llama_ref.h and its
+ * gradients against central finite differences of that loss, for
+ * multi-head (KV = NH), grouped-query (1 < KV < NH) and multi-query (KV =
+ * 1) attention and with RoPE at positions past 1000; Llama's FFN rule and
+ * the presets against the published sizes, written out here; the
+ * configuration's checks naming the flag.
+ */
+#include "harness.h"
+#include "llama_ref.h"
+#include "meshtrain.h"
+
+/* ======================================================================== */
+/* Sizes, presets, checks                                                    */
+/* ======================================================================== */
+
+MT_TEST(ffn_rule_gives_the_published_sizes) {
+    /* (dim, multiple_of, ffn_dim_multiplier) -> hidden, from each model's
+     * params.json / config.json */
+    const struct { int dim, multiple_of; float mult; int want; } rows[] = {
+        {4096, 1024, 1.3f, 14336},   /* Llama 3 8B */
+        {8192, 4096, 1.3f, 28672},   /* Llama 3 70B */
+        {16384, 4096, 1.2f, 53248},  /* Llama 3.1 405B */
+        {4096, 256, 1.0f, 11008},    /* Llama 2 7B */
+        {5120, 256, 1.0f, 13824},    /* Llama 2 13B */
+        {2048, 256, 1.0f, 5632},     /* TinyLlama 1.1B */
+        {288, 32, 1.0f, 768},        /* stories15M */
+        {768, 32, 1.0f, 2048},       /* stories110M */
+        {64, 32, 1.0f, 192},         /* the trainer's default */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        MT_CHECK(mt_llama_ffn_rule(rows[i].dim, rows[i].multiple_of, rows[i].mult) ==
+                     rows[i].want, "rule(%d, %d, %g) = %d, want %d", rows[i].dim,
+                 rows[i].multiple_of, (double)rows[i].mult,
+                 mt_llama_ffn_rule(rows[i].dim, rows[i].multiple_of, rows[i].mult), rows[i].want);
+    MT_CHECK(mt_llama_ffn_rule(0, 32, 1.0f) == 0 && mt_llama_ffn_rule(64, 0, 1.0f) == 0,
+             "non-positive arguments");
+}
+
+MT_TEST(presets_hold_the_published_shapes) {
+    const struct {
+        const char *name;
+        int C, F, L, NH, KV, V, T;
+        float theta;
+        int tie;
+    } want[] = {
+        {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0},
+        {"llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 0},
+        {"llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0},
+        {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 0},
+        {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 0},
+        {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 0},
+        {"stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1},
+        {"stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1},
+    };
+    int n = 0;
+    while (mt_llama_preset_name(n)) n++;
+    MT_CHECK(n == (int)(sizeof want / sizeof want[0]), "%d presets", n);
+    for (int i = 0; i < n; i++) {
+        mt_llama_config c;
+        MT_CHECK(strcmp(mt_llama_preset_name(i), want[i].name) == 0, "preset %d is %s", i,
+                 mt_llama_preset_name(i));
+        MT_CHECK_OK(mt_llama_preset(want[i].name, &c));
+        MT_CHECK(c.dim == want[i].C && c.ffn_dim == want[i].F && c.n_layers == want[i].L &&
+                 c.n_heads == want[i].NH && c.n_kv_heads == want[i].KV && c.vocab == want[i].V &&
+                 c.max_seq == want[i].T && c.rope_theta == want[i].theta &&
+                 c.norm_eps == 1e-5f && c.tie_embeddings == want[i].tie,
+                 "%s: C=%d F=%d L=%d NH=%d KV=%d V=%d T=%d theta=%g", want[i].name, c.dim,
+                 c.ffn_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab, c.max_seq,
+                 (double)c.rope_theta);
+        /* the rule from the preset's own multiple_of and multiplier agrees */
+        MT_CHECK(mt_llama_ffn_rule(c.dim, c.multiple_of, c.ffn_mult) == c.ffn_dim,
+                 "%s: the rule gives %d", want[i].name,
+                 mt_llama_ffn_rule(c.dim, c.multiple_of, c.ffn_mult));
+        MT_CHECK_OK(mt_llama_config_check(&c));
+    }
+    /* the counts Hugging Face reports for the two checkpoints */
+    mt_llama_config c;
+    MT_CHECK_OK(mt_llama_preset("llama2-7b", &c));
+    MT_CHECK(mt_llama_num_params(&c) == 6738415616LL, "Llama 2 7B: %lld parameters",
+             (long long)mt_llama_num_params(&c));
+    MT_CHECK_OK(mt_llama_preset("llama3-8b", &c));
+    MT_CHECK(mt_llama_num_params(&c) == 8030261248LL, "Llama 3 8B: %lld parameters",
+             (long long)mt_llama_num_params(&c));
+    MT_CHECK_FAILS(mt_llama_preset("llama4", &c), MT_EINVAL, "llama4", "llama3-8b",
+                   "stories110m");
+}
+
+MT_TEST(config_check_names_the_flag) {
+    const mt_llama_config ok = {.dim = 16, .ffn_dim = 0, .n_layers = 1, .n_heads = 4,
+                                .n_kv_heads = 2, .vocab = 10, .max_seq = 8,
+                                .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+                                .multiple_of = 8, .ffn_mult = 1.0f};
+    MT_CHECK_OK(mt_llama_config_check(&ok));
+    MT_CHECK(mt_llama_ffn_dim(&ok) == 48, "F from the rule: %d", mt_llama_ffn_dim(&ok));
+    mt_llama_config c = ok;
+    c.n_kv_heads = 3;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--kv-heads 3", "--heads 4");
+    c = ok;
+    c.dim = 18;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--channels 18", "--heads 4");
+    c = ok;
+    c.dim = 12;   /* head size 3 */
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "head size 3", "even");
+    c = ok;
+    c.vocab = 0;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--vocab 0");
+    c = ok;
+    c.multiple_of = 0;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--ffn-dim", "--multiple-of");
+    c = ok;
+    c.rope_theta = 0.0f;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--rope-theta");
+    c = ok;
+    c.norm_eps = -1.0f;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--norm-eps");
+    /* a build past the context, and a tied pipeline stage, are refused */
+    mt_graph *g = mt_graph_create();
+    MT_CHECK(mt_llama_build(g, &ok, 1, 9, 1.0f) == NULL && mt_graph_status(g) == MT_EINVAL &&
+             strstr(mt_graph_errmsg(g), "--max-seq"), "T=9 > max_seq=8: %s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+    c = ok;
+    c.tie_embeddings = 1;
+    c.n_layers = 2;
+    g = mt_graph_create();
+    const mt_gpt_stage st = {.layer0 = 0, .layers = 1, .first = true, .last = false};
+    MT_CHECK(mt_llama_build_stage(g, &c, &st, 1, 4, 1.0f) == NULL &&
+             strstr(mt_graph_errmsg(g), "--tie-embeddings"), "tied stage: %s",
+             mt_graph_errmsg(g));
+    mt_graph_free(g);
+}
+
+/* ======================================================================== */
+/* Loss and gradients against the float64 reference                          */
+/* ======================================================================== */
+
+static uint64_t lcg(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s >> 33;
+}
+
+/* Builds cfg for (B,T) on one device, runs forward and backward on random
+ * tokens, and checks the loss within 1e-5 relative of the reference and
+ * `samples` entries of every parameter's gradient (its largest among them)
+ * within 1e-4 of that tensor's largest gradient, against central finite
+ * differences of the reference loss. Targets before position `from` are
+ * -1 (rows the loss skips), so that the positions from `from` on decide. */
+static void check_against_reference(const mt_llama_config *cfg, int B, int T, int samples,
+                                    uint64_t seed, int from) {
+    const double scale = 1.0 / ((double)B * (T - from));
+    mt_graph *g = mt_graph_create();
+    mt_tensor *loss = mt_llama_build(g, cfg, B, T, (float)scale);
+    MT_CHECK(loss != NULL, "mt_llama_build: %s", mt_graph_errmsg(g));
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = seed}));
+    int32_t *tokens = mt_tensor_i32(mt_graph_find(g, "tokens"));
+    int32_t *targets = mt_tensor_i32(mt_graph_find(g, "targets"));
+    uint64_t s = seed;
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (int32_t)(lcg(&s) % (uint64_t)cfg->vocab);
+        targets[i] = i % T < from ? -1 : (int32_t)(lcg(&s) % (uint64_t)cfg->vocab);
+    }
+    MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_OK(mt_graph_backward(g));
+    llama_ref m;
+    llama_ref_from_graph(&m, g, cfg);
+    double want = llama_ref_loss(&m, tokens, targets, B, T, scale);
+    double got = mt_tensor_f32(loss)[0];
+    MT_CHECK(fabs(got - want) <= 1e-5 * fabs(want), "loss %.9g, reference %.9g (KV=%d NH=%d)",
+             got, want, cfg->n_kv_heads, cfg->n_heads);
+    const double eps = 1e-5;
+    for (int i = 0; i < m.n; i++) {
+        mt_tensor *p = mt_graph_find(g, m.p[i].name);
+        const float *grad = mt_tensor_f32(mt_tensor_grad(p));
+        MT_CHECK(grad != NULL, "%s has no gradient", m.p[i].name);
+        int64_t n = m.p[i].n, top = 0;
+        for (int64_t j = 1; j < n; j++)
+            if (fabs(grad[j]) > fabs(grad[top])) top = j;
+        double gmax = fabs(grad[top]);
+        MT_CHECK(gmax > 0, "%s: every gradient is 0", m.p[i].name);
+        for (int k = 0; k < samples; k++) {
+            int64_t j = k == 0 ? top : (int64_t)(lcg(&s) % (uint64_t)n);
+            double keep = m.p[i].d[j];
+            m.p[i].d[j] = keep + eps;
+            double up = llama_ref_loss(&m, tokens, targets, B, T, scale);
+            m.p[i].d[j] = keep - eps;
+            double down = llama_ref_loss(&m, tokens, targets, B, T, scale);
+            m.p[i].d[j] = keep;
+            double fd = (up - down) / (2 * eps);
+            MT_CHECK(fabs(grad[j] - fd) <= 1e-4 * gmax,
+                     "d loss / d %s[%lld]: graph %.9g, finite differences %.9g (largest %.3g; "
+                     "KV=%d NH=%d T=%d)", m.p[i].name, (long long)j, grad[j], fd, gmax,
+                     cfg->n_kv_heads, cfg->n_heads, T);
+        }
+    }
+    llama_ref_free(&m);
+    mt_graph_free(g);
+}
+
+static mt_llama_config tiny(int NH, int KV, int tie) {
+    return (mt_llama_config){.dim = 16, .ffn_dim = 24, .n_layers = 2, .n_heads = NH,
+                             .n_kv_heads = KV, .vocab = 13, .max_seq = 16,
+                             .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+                             .tie_embeddings = tie, .multiple_of = 8, .ffn_mult = 1.0f};
+}
+
+MT_TEST(multi_head_matches_the_reference) {
+    mt_llama_config c = tiny(4, 4, 0);
+    check_against_reference(&c, 2, 7, 6, 11, 0);
+}
+
+MT_TEST(grouped_query_matches_the_reference) {
+    mt_llama_config c = tiny(4, 2, 0);
+    check_against_reference(&c, 2, 7, 6, 12, 0);
+}
+
+MT_TEST(multi_query_tied_matches_the_reference) {
+    mt_llama_config c = tiny(4, 1, 1);
+    c.ffn_dim = 0;   /* from the rule: 2·4·16/3 = 42 -> 48 */
+    check_against_reference(&c, 2, 7, 6, 13, 0);
+}
+
+/* RoPE at positions past 1000, with Llama 3's base and Llama 2's: a narrow
+ * model over a long sequence whose loss counts positions 1000 on only. */
+MT_TEST(rope_past_position_1000_matches_the_reference) {
+    mt_llama_config c = {.dim = 8, .ffn_dim = 8, .n_layers = 1, .n_heads = 2,
+                         .n_kv_heads = 1, .vocab = 7, .max_seq = 1040,
+                         .rope_theta = 500000.0f, .norm_eps = 1e-5f,
+                         .multiple_of = 8, .ffn_mult = 1.0f};
+    check_against_reference(&c, 1, 1040, 3, 14, 1000);
+    c.rope_theta = 10000.0f;
+    c.n_kv_heads = 2;
+    check_against_reference(&c, 1, 1031, 2, 15, 1000);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
