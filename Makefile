@@ -58,6 +58,7 @@ FORTUNES        ?= /usr/share/games/fortunes
 
 # ---- dependencies -----------------------------------------------------------
 DEPS       := gcc make cmake pkg-config libopenblas-dev libsleef-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes time \
+              sentencepiece \
               librsvg2-bin libxml2-utils
 BENCH_DEPS := $(DEPS) python3-torch
 # The aarch64 cross build and its run under qemu-user (test-aarch64): arm64

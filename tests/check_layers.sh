@@ -39,7 +39,7 @@ LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline mod
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
     [comm]=comm [backend]=ops [graph]=graph [partition]=partition
-    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [train]=train [examples]=examples
+    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [examples]=examples
 )
 
 declare -A LEVEL

@@ -135,6 +135,7 @@ done
 COMMANDS=(
     "train|train a model (gpt, mlp, linreg) and write checkpoints and metrics"
     "sample|generate text from a checkpoint"
+    "tokenize|train a SentencePiece tokenizer on a text and encode it into llm.c token files"
     "example|run a built-in example: linreg (the JAX pmap linear regression)"
     "bench|benchmark: collectives (as nccl-tests), machine (peaks for the roofline), matmul (engine vs sgemm)"
     "explain|why communication happens: an op's result type and moves on typed operands"

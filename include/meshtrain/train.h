@@ -378,7 +378,12 @@ int       mt_trainer_devices(const mt_trainer *tr);
  * each decoded byte to `out` as it is produced (and flushing it). Fails with
  * MT_EIO naming the system's message when the checkpoint cannot be opened or
  * is not a regular file, or when writing to `out` fails (the sample stops
- * there); with MT_ENAN when the checkpoint holds a non-finite weight. */
+ * there); with MT_ENAN when the checkpoint holds a non-finite weight.
+ * With `tokenizer` (a SentencePiece model, meshtrain/tokenizer.h) the prompt
+ * is encoded and each token decoded through it; its failures are
+ * mt_tokenizer_open's and mt_tokenizer_encode's, and MT_EFORMAT when the
+ * model's vocabulary is larger than the tokenizer's (another tokenizer's
+ * model). Without it, tokens are bytes. */
 typedef struct {
     const char *ckpt;
     const char *prompt;
@@ -387,6 +392,7 @@ typedef struct {
     int         top_k;
     uint64_t    seed;
     int         threads;
+    const char *tokenizer;   /* a SentencePiece .model, or NULL: byte tokens */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
 

@@ -13,6 +13,7 @@
 #include "cli/model_flags.h"
 #include "cli/train_run.h"
 #include "meshtrain.h"
+#include "meshtrain/tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,7 +27,8 @@ static const char TRAIN_USAGE[] =
     "usage: meshtrain train --data FILE [flags]\n"
     "\n"
     "Trains a model and prints a line per step (step, loss, throughput, ETA).\n"
-    "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file.\n"
+    "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file\n"
+    "(with --tokenizer, the vocabulary of the SentencePiece model it was encoded with).\n"
     "Ctrl-C or SIGTERM stops after the current step and still saves (exit 130 or\n"
     "143); a second one aborts at once, leaving the previous checkpoint. Outputs\n"
     "must be new names or regular files other than the inputs; --ckpt-out may be\n"
@@ -186,6 +188,51 @@ static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, con
     return CLI_EXIT_OK;
 }
 
+/* --tokenizer (a SentencePiece model, from `meshtrain tokenize`): the
+ * model's vocabulary is the tokenizer's, and every id of --data must be
+ * below it, found before step 1. */
+static int apply_tokenizer(mt_train_config *cfg, cli_model_flags *mf, const char *path,
+                           const cli_opt *opts, const bool *seen) {
+    if (!path) return CLI_EXIT_OK;
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    const mt_model_flag *vf = NULL;
+    for (int i = 0; i < a->n_flags; i++)
+        if (strcmp(a->flags[i].flag, "vocab") == 0) vf = &a->flags[i];
+    if (!vf) {
+        cli_error("--tokenizer '%s' sets a vocabulary, and --model %s has none: drop "
+                  "--tokenizer", path, a->name);
+        return CLI_EXIT_USAGE;
+    }
+    if (!cfg->data) {
+        cli_error("--tokenizer '%s' is the vocabulary of a token file, and there is no --data: "
+                  "add --data TOKENS.bin (from meshtrain tokenize)", path);
+        return CLI_EXIT_USAGE;
+    }
+    mt_tokenizer *tok;
+    if (mt_tokenizer_open(path, &tok) != MT_OK) {
+        cli_error("--tokenizer: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    int V = mt_tokenizer_vocab(tok), rc = CLI_EXIT_OK;
+    if (V > MT_TOKENIZER_MAX_VOCAB) {
+        cli_error("--tokenizer '%s' has %d pieces; an llm.c token file holds ids 0..%d (uint16)",
+                  path, V, MT_TOKENIZER_MAX_VOCAB - 1);
+        rc = CLI_EXIT_FAIL;
+    } else if (mt_tokenizer_check_tokens(tok, cfg->data, NULL) != MT_OK) {
+        cli_error("--data: %s", mt_errmsg());
+        rc = CLI_EXIT_FAIL;
+    } else if (given(opts, seen, vf->flag) && cli_model_setting(cfg->model_config, vf) != V) {
+        cli_error("--%s %d conflicts with --tokenizer '%s', which has %d pieces: drop --%s (the "
+                  "vocabulary comes from the tokenizer)", vf->flag,
+                  cli_model_setting(cfg->model_config, vf), path, V, vf->flag);
+        rc = CLI_EXIT_USAGE;
+    } else {
+        memcpy(mf->config.bytes + vf->offset, &V, sizeof V);   /* cfg->model_config's */
+    }
+    mt_tokenizer_free(tok);
+    return rc;
+}
+
 /* The inputs are files (a FIFO would block the loaders forever) given to the
  * right flags. */
 static int check_inputs(const mt_train_config *cfg) {
@@ -223,7 +270,7 @@ int cli_cmd_train(int argc, char **argv) {
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
     int cm_choice = 0;   /* auto|on|off */
     int microbatches = 1;
-    const char *metrics_path = NULL;
+    const char *metrics_path = NULL, *tokenizer = NULL;
     bool quiet = false, profile = false;
     int remat = 0;   /* the choices are mt_remat's order */
     int precision = 0, grad_reduce = 0;   /* indices in "fp32|bf16" */
@@ -241,6 +288,8 @@ int cli_cmd_train(int argc, char **argv) {
     };
     const cli_opt common[] = {
         {"data", CLI_STR, &cfg.data, 0, 0, 0, 0, NULL, "FILE", "text or llm.c token file (gpt)"},
+        {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "MODEL",
+         "the SentencePiece model --data was encoded with (meshtrain tokenize): the vocabulary"},
         {"val-frac", CLI_DOUBLE, &cfg.val_frac, 0, 1, 0, 1, NULL, "X", "tail of the data held out for eval"},
         {"batch", CLI_INT, &cfg.B, 1, 1 << 20, 0, 0, NULL, "N", "sequences per microbatch B"},
         {"seq", CLI_INT, &cfg.T, 1, 1 << 20, 0, 0, NULL, "N", "tokens per sequence T (<= maxT)"},
@@ -325,6 +374,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
     if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK ||
         (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
+        (rc = apply_tokenizer(&cfg, &mf, tokenizer, opts, seen)) != CLI_EXIT_OK ||
         (rc = check_llmc_flags(&cfg, opts, seen)) != CLI_EXIT_OK)
         return rc;
 

@@ -33,6 +33,8 @@ static const cli_command COMMANDS[] = {
     {"train", cli_cmd_train, "train a model (gpt, mlp, linreg) and write checkpoints and metrics",
      {NULL, NULL}},
     {"sample", cli_cmd_sample, "generate text from a checkpoint", {NULL, NULL}},
+    {"tokenize", cli_cmd_tokenize, "train a SentencePiece tokenizer on a text and encode it into "
+     "llm.c token files", {NULL, NULL}},
     {"example", cli_cmd_example, "run a built-in example: linreg (the JAX pmap linear regression)",
      {NULL, NULL}},
     {"bench", cli_cmd_bench, "benchmark: collectives (as nccl-tests), machine (peaks for the "

@@ -5,6 +5,7 @@
  * Causal attention makes the positions past it (padding) irrelevant.
  */
 #include "graph/tensor_data.h"
+#include "meshtrain/tokenizer.h"
 #include "meshtrain/train.h"
 
 #include <errno.h>
@@ -60,6 +61,43 @@ static int pick_token(const float *logits, int V, float temperature, int top_k, 
     return work[k - 1].token;   /* rounding left r at the very top */
 }
 
+/* The prompt's tokens, its last T-1 into ctx (T): bytes, or through the
+ * tokenizer `tok`; *n_ctx their count. */
+static mt_status prompt_tokens(const char *prompt, const mt_tokenizer *tok, int V, int T,
+                               int32_t *ctx, int *n_ctx) {
+    size_t plen = strlen(prompt);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (tok) {
+        mt_status s = mt_tokenizer_encode(tok, prompt, plen, &ids, &n);
+        if (s != MT_OK) return mt_fail_wrap(s, "encoding the prompt");
+    }
+    *n_ctx = 0;
+    int64_t len = tok ? n : (int64_t)plen;
+    for (int64_t i = len > T - 1 ? len - (T - 1) : 0; i < len; i++) {
+        int t = tok ? ids[i] : (unsigned char)prompt[i];
+        if (t >= V) {
+            free(ids);
+            return mt_fail(MT_EINVAL, "prompt %s %d at %lld is outside the model's vocabulary "
+                           "V=%d", tok ? "token" : "byte", t, (long long)i, V);
+        }
+        ctx[(*n_ctx)++] = t;
+    }
+    free(ids);
+    return MT_OK;
+}
+
+/* Writes token t: its text through the tokenizer, or the byte. */
+static bool write_token(FILE *out, const mt_tokenizer *tok, int t) {
+    if (!tok)
+        return t < 256 ? fputc(t, out) != EOF : fprintf(out, "<%d>", t) > 0;   /* no tokenizer */
+    char buf[256];
+    size_t len = 0;
+    int32_t id = t;
+    if (mt_tokenizer_decode(tok, &id, 1, false, buf, sizeof buf, &len) != MT_OK) return false;
+    return fwrite(buf, 1, len, out) == len;
+}
+
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     if (!cfg || !cfg->ckpt || !out)
         return mt_fail(MT_EINVAL, "mt_sample needs a configuration with a checkpoint path and "
@@ -76,6 +114,15 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     if (s != MT_OK) return s;
     const int T = gc.maxT, V = gc.V, Vp = gc.Vp;
 
+    mt_tokenizer *tok = NULL;
+    if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
+    if (tok && V > mt_tokenizer_vocab(tok)) {
+        s = mt_fail(MT_EFORMAT, "checkpoint %s has vocabulary V=%d but tokenizer %s has %d "
+                    "pieces: give the tokenizer the model was trained with", cfg->ckpt, V,
+                    cfg->tokenizer, mt_tokenizer_vocab(tok));
+        mt_tokenizer_free(tok);
+        return s;
+    }
     mt_graph *g = mt_graph_create();
     int32_t *ctx = malloc((size_t)T * sizeof *ctx);    /* (T) the window of context tokens */
     scored *work = malloc((size_t)V * sizeof *work);   /* (V) */
@@ -104,20 +151,13 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
         goto done;
     }
 
-    /* the prompt, through the byte tokenizer; only its last T-1 bytes fit */
-    const char *prompt = cfg->prompt ? cfg->prompt : "";
-    size_t plen = strlen(prompt);
+    /* the prompt, through the tokenizer or as bytes; only its last T-1 tokens fit */
     int n_ctx = 0;
-    for (size_t i = plen > (size_t)(T - 1) ? plen - (size_t)(T - 1) : 0; i < plen; i++) {
-        int tok = (unsigned char)prompt[i];
-        if (tok >= V) {
-            s = mt_fail(MT_EINVAL, "prompt byte %d at offset %zu is outside the model's "
-                        "vocabulary V=%d", tok, i, V);
-            goto done;
-        }
-        ctx[n_ctx++] = tok;
-    }
-    if (n_ctx == 0) ctx[n_ctx++] = '\n' < V ? '\n' : 0;   /* start a fresh line */
+    if ((s = prompt_tokens(cfg->prompt ? cfg->prompt : "", tok, V, T, ctx, &n_ctx)) != MT_OK)
+        goto done;
+    /* no prompt: start a fresh line */
+    if (n_ctx == 0 && tok && (s = prompt_tokens("\n", tok, V, T, ctx, &n_ctx)) != MT_OK) goto done;
+    if (n_ctx == 0) ctx[n_ctx++] = '\n' < V ? '\n' : 0;
 
     for (int i = 0; i < cfg->n; i++) {
         /* past n_ctx: padding the mask hides; the targets (0): the loss is not used */
@@ -131,9 +171,7 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
         int next = pick_token(logits, V, cfg->temperature, cfg->top_k, u, work);
         /* a full disk or a closed pipe ends the sample: nothing else comes out */
         errno = 0;
-        bool wrote = next < 256 ? fputc(next, out) != EOF
-                                : fprintf(out, "<%d>", next) > 0;   /* no tokenizer for it */
-        if (!wrote || fflush(out) != 0) {
+        if (!write_token(out, tok, next) || fflush(out) != 0) {
             s = mt_fail(MT_EIO, "writing the sample failed after %d of %d tokens: %s", i,
                         cfg->n, errno ? strerror(errno) : "the stream reports an error");
             goto done;
@@ -151,5 +189,6 @@ done:
     free(work);
     free(ctx);
     mt_graph_free(g);
+    mt_tokenizer_free(tok);
     return s;
 }

@@ -1,0 +1,126 @@
+/*
+ * meshtrain/tokenizer.h — subword tokenizers (io layer): SentencePiece BPE
+ * models, trained on a text corpus, encoding text into token ids and
+ * decoding ids back into text.
+ *
+ * Training and encoding run Debian's SentencePiece command-line tools
+ * (package `sentencepiece`: spm_train, spm_encode) as child processes,
+ * started without a shell; decoding, the vocabulary and the pieces are read
+ * by meshtrain itself from the model file (a protocol buffer, ModelProto of
+ * sentencepiece_model.proto), so sampling needs no tool. A model is one
+ * file, "<prefix>.model"; training also writes "<prefix>.vocab" (one
+ * "piece TAB score" line per id, for people).
+ *
+ * The models mt_tokenizer_train makes are lossless: byte fallback on (a
+ * character outside the vocabulary becomes its UTF-8 bytes, pieces
+ * "<0x00>".."<0xFF>"), the identity normalisation, no dummy space before a
+ * text and no whitespace folding, so decode(encode(text)) is the text's
+ * bytes for any valid UTF-8 text. A space is U+2581 "▁" inside pieces.
+ *
+ * SentencePiece encodes a text line by line: the encoder here joins the
+ * lines' ids with the id of the newline piece (byte fallback's "<0x0A>"), so
+ * a text's newlines are tokens like any other character.
+ */
+#ifndef MESHTRAIN_TOKENIZER_H
+#define MESHTRAIN_TOKENIZER_H
+
+#include "meshtrain/base.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest vocabulary whose ids an llm.c token file (uint16) holds. */
+#define MT_TOKENIZER_MAX_VOCAB 65536
+
+/* The tools a tokenizer needs, and where Debian has them. */
+#define MT_SPM_TRAIN "spm_train"
+#define MT_SPM_ENCODE "spm_encode"
+#define MT_SPM_PACKAGE "sentencepiece"
+
+typedef struct mt_tokenizer mt_tokenizer;
+
+/* Checks that the SentencePiece tool `tool` (MT_SPM_TRAIN, MT_SPM_ENCODE) is
+ * an executable file in a directory of $PATH, and writes its path into
+ * path[n] when path is not NULL. MT_EIO when it is not there (the message
+ * names the tool, $PATH and the package to install: the machine lacks it,
+ * the command line is not wrong); MT_EINVAL when the path does not fit in
+ * n bytes. */
+mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n);
+
+/* Trains a BPE SentencePiece model of exactly `vocab` pieces on the text
+ * file `text_path` (each line a sentence) and writes "<prefix>.model" and
+ * "<prefix>.vocab". Both outputs are claimed before spm_train starts and
+ * written through their temporary files (meshtrain/files.h): a failure
+ * leaves the previous files whole. spm_train runs with `threads` threads
+ * (0: the cores online), its log kept in a temporary file. Fails with
+ * MT_EINVAL (vocab outside [1, MT_TOKENIZER_MAX_VOCAB], a NULL argument,
+ * a prefix with no room for its suffixes), MT_EIO (spm_train not found;
+ * the text is missing, empty or not a regular file; an
+ * output cannot be claimed or written), MT_EBUSY (another run writes an
+ * output) or MT_EFORMAT (spm_train refused the corpus: its own reason,
+ * e.g. a vocabulary too small for the corpus's characters or too large
+ * for its words, which says the bound). */
+mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads);
+
+/* Opens the SentencePiece model file `model_path` ("<prefix>.model"): reads
+ * its pieces, scores, types and normaliser flags. *out is freed with
+ * mt_tokenizer_free. Fails with MT_EIO (missing, not a regular file: the
+ * system's message), MT_EFORMAT (not a SentencePiece model: says what was
+ * found where) or MT_ENOMEM. Any model opens, also one trained elsewhere;
+ * the ids it may use in a token file are checked by the caller against
+ * MT_TOKENIZER_MAX_VOCAB. */
+mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out);
+void      mt_tokenizer_free(mt_tokenizer *tok);
+
+/* The number of pieces V; ids are 0..V-1. */
+int         mt_tokenizer_vocab(const mt_tokenizer *tok);
+/* The path the tokenizer was opened from. */
+const char *mt_tokenizer_path(const mt_tokenizer *tok);
+/* Piece `id` as the model spells it (UTF-8, "▁" for a space, "<0x0A>" for a
+ * byte), and its score into *score when score is not NULL; NULL for an id
+ * outside [0, V). Valid as long as the tokenizer. */
+const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score);
+
+/* Encodes the text file `text_path` (opened as every input: a regular file,
+ * never blocking) with spm_encode into a new array *ids (free() it) of *n
+ * ids, the lines' ids joined by the newline's id. Fails with MT_EIO (the
+ * file; spm_encode not found), MT_EFORMAT (the model has
+ * no piece for a newline; spm_encode failed, with its message) or
+ * MT_ENOMEM. */
+mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_path, int32_t **ids,
+                                   int64_t *n);
+/* The same for the `len` bytes of `text` (a prompt). */
+mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,
+                              int32_t **ids, int64_t *n);
+
+/* Decodes ids[0..n) into buf (cap bytes), NUL-terminated, its length
+ * (without the NUL) into *len when len is not NULL, as SentencePiece
+ * decodes: "▁" becomes a space, a byte piece its byte, a control piece
+ * (<s>, </s>) nothing, the unknown piece " ⁇ ". `at_start`: the ids begin a
+ * text, so a model that adds a dummy space before a text (not those
+ * mt_tokenizer_train makes) drops it from the first piece; false for ids
+ * that continue a text (a sample after its prompt). Byte pieces are written
+ * as they are, so a sample cut inside a character still streams byte by
+ * byte. Fails with MT_EINVAL for an id outside [0, V) (naming it and its
+ * position) or when the text needs more than cap bytes (*len then says
+ * how many). */
+mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n,
+                              bool at_start, char *buf, size_t cap, size_t *len);
+
+/* Checks that every id of the llm.c token file `tokens_path` is below the
+ * tokenizer's vocabulary, reading the ids in chunks; *n_tokens (may be NULL)
+ * gets their count. Fails with MT_EFORMAT naming the first id that is not,
+ * its position and both files, or as the token file's reader does (MT_EIO,
+ * MT_EFORMAT: not a token file, truncated). */
+mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_path,
+                                    int64_t *n_tokens);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHTRAIN_TOKENIZER_H */

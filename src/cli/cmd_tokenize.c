@@ -1,0 +1,271 @@
+/*
+ * cmd_tokenize.c — `meshtrain tokenize`: trains a SentencePiece BPE
+ * tokenizer on a text (or takes one already trained), then encodes the text
+ * into llm.c token files, the training split and, optionally, the
+ * validation split, for `train --data FILE --tokenizer MODEL`.
+ *
+ * The tools are Debian's spm_train and spm_encode, run by the library
+ * (meshtrain/tokenizer.h says how, src/io/tokenizer.c why). Everything the
+ * command line can get wrong is refused before spm_train starts: the flags,
+ * the text (missing, empty, not a regular file), the tools, the outputs
+ * (files.h), a given model that is not one.
+ */
+#include "cli/args.h"
+#include "cli/files.h"
+#include "meshtrain.h"
+#include "meshtrain/tokenizer.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char TOKENIZE_USAGE[] =
+    "usage: meshtrain tokenize --text FILE (--vocab N --model-out PREFIX | --model-in MODEL)\n"
+    "                          [--out TOKENS.bin [--val-out VAL.bin --val-frac X]] [--json]\n"
+    "\n"
+    "Trains a SentencePiece BPE tokenizer of N pieces on the lines of FILE (byte\n"
+    "fallback, no normalisation: decoding gives the text back byte for byte) and\n"
+    "writes PREFIX.model and PREFIX.vocab; or, with --model-in, uses a model\n"
+    "trained before. Then encodes FILE into an llm.c token file (uint16 ids,\n"
+    "newlines included); --val-out takes the last X of its tokens into a second\n"
+    "file, the split train --val-frac X would make of the whole. Needs Debian's\n"
+    "sentencepiece package (spm_train, spm_encode).\n"
+    "\n"
+    "examples:\n"
+    "  meshtrain tokenize --text input.txt --vocab 4096 --model-out tok --out input.bin\n"
+    "  meshtrain train --data input.bin --tokenizer tok.model --steps 500\n"
+    "  meshtrain sample --ckpt model.ckpt --tokenizer tok.model --prompt \"The \"\n"
+    "  meshtrain tokenize --text more.txt --model-in tok.model --out more.bin \\\n"
+    "                     --val-out more_val.bin --val-frac 0.1\n";
+
+typedef struct {
+    const char *text, *model_out, *model_in, *out, *val_out;
+    int         vocab, threads;
+    double      val_frac;
+    bool        json;
+    char        model_path[PATH_MAX], vocab_path[PATH_MAX];   /* from --model-out */
+} tokenize_args;
+
+/* Flags that contradict each other or leave nothing to do. */
+static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *seen_frac) {
+    if (!a->text) {
+        cli_error("tokenize needs --text FILE, the text to train on and encode");
+        return CLI_EXIT_USAGE;
+    }
+    if (!a->model_out == !a->model_in) {
+        cli_error("tokenize needs one of --model-out PREFIX (train a tokenizer) and --model-in "
+                  "MODEL (use one trained before)%s", a->model_out ? ", not both" : "");
+        return CLI_EXIT_USAGE;
+    }
+    if (a->model_out && !*seen_vocab) {
+        cli_error("--model-out trains a tokenizer: give its size with --vocab N (e.g. 4096)");
+        return CLI_EXIT_USAGE;
+    }
+    if (a->model_in && *seen_vocab) {
+        cli_error("--vocab %d sizes a tokenizer to train, and --model-in '%s' is trained "
+                  "already: drop --vocab", a->vocab, a->model_in);
+        return CLI_EXIT_USAGE;
+    }
+    if (a->model_in && !a->out) {
+        cli_error("--model-in '%s' with no --out FILE has nothing to do: add --out TOKENS.bin",
+                  a->model_in);
+        return CLI_EXIT_USAGE;
+    }
+    if (a->val_out && !a->out) {
+        cli_error("--val-out '%s' is the validation split of --out, which is missing: add "
+                  "--out TOKENS.bin", a->val_out);
+        return CLI_EXIT_USAGE;
+    }
+    if (*seen_frac && !a->val_out) {
+        cli_error("--val-frac %g splits off a validation file, and there is none: add --val-out "
+                  "FILE, or drop --val-frac (train --val-frac splits one file)", a->val_frac);
+        return CLI_EXIT_USAGE;
+    }
+    if (a->model_out &&
+        (snprintf(a->model_path, sizeof a->model_path, "%s.model", a->model_out) >=
+             (int)sizeof a->model_path ||
+         snprintf(a->vocab_path, sizeof a->vocab_path, "%s.vocab", a->model_out) >=
+             (int)sizeof a->vocab_path)) {
+        cli_error("--model-out '%s' is too long for a path", a->model_out);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The text, the tools and the files, before any work. */
+static int check_inputs(const tokenize_args *a) {
+    FILE *f;
+    int64_t size = 0;
+    mt_status s = mt_input_open(a->text, "text", 0, &f, &size);
+    if (s != MT_OK) {
+        cli_error("--text: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    fclose(f);
+    if (size == 0) {
+        cli_error("--text '%s' is empty: a tokenizer trains on, and encodes, the lines of a "
+                  "text", a->text);
+        return CLI_EXIT_FAIL;
+    }
+    if ((a->model_out && (s = mt_tokenizer_find_tool(MT_SPM_TRAIN, NULL, 0)) != MT_OK) ||
+        (a->out && (s = mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0)) != MT_OK)) {
+        cli_error("%s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    const cli_file files[] = {
+        {.flag = "text", .path = a->text, .role = CLI_FILE_IN},
+        {.flag = "model-in", .path = a->model_in, .role = CLI_FILE_IN},
+        {.flag = "model-out", .path = a->model_out ? a->model_path : NULL, .role = CLI_FILE_SAVE},
+        {.flag = "model-out", .path = a->model_out ? a->vocab_path : NULL, .role = CLI_FILE_SAVE},
+        {.flag = "out", .path = a->out, .role = CLI_FILE_SAVE},
+        {.flag = "val-out", .path = a->val_out, .role = CLI_FILE_SAVE},
+    };
+    return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
+}
+
+/* A tokenizer whose ids a token file can hold. */
+static int open_model(const char *flag, const char *path, mt_tokenizer **tok) {
+    mt_status s = mt_tokenizer_open(path, tok);
+    if (s != MT_OK) {
+        cli_error("--%s: %s", flag, mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    if (mt_tokenizer_vocab(*tok) > MT_TOKENIZER_MAX_VOCAB) {
+        cli_error("--%s '%s' has %d pieces; an llm.c token file holds ids 0..%d (uint16): use a "
+                  "tokenizer of at most %d pieces", flag, path, mt_tokenizer_vocab(*tok),
+                  MT_TOKENIZER_MAX_VOCAB - 1, MT_TOKENIZER_MAX_VOCAB);
+        mt_tokenizer_free(*tok);
+        *tok = NULL;
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* What was done, for the report. */
+typedef struct {
+    int64_t tokens, n_train, n_val;
+    double  train_s, encode_s;
+    int64_t text_bytes;
+} tokenize_done;
+
+/* Encodes the text and writes the split. */
+static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tokenize_done *d) {
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    double t0 = mt_time_now();
+    mt_status s = mt_tokenizer_encode_file(tok, a->text, &ids, &n);
+    d->encode_s = mt_time_now() - t0;
+    if (s != MT_OK) {
+        cli_error("encoding --text '%s': %s", a->text, mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
+    d->tokens = n;
+    d->n_val = a->val_out ? (int64_t)floor((double)n * a->val_frac) : 0;
+    if (d->n_val > n - 1) d->n_val = n - 1;   /* as mt_dataset_open rounds */
+    d->n_train = n - d->n_val;
+    int rc = CLI_EXIT_OK;
+    if (a->val_out && d->n_val < 1) {
+        cli_error("--text '%s' encodes to %lld tokens, and --val-frac %g of them is none: give "
+                  "a larger --val-frac or more text", a->text, (long long)n, a->val_frac);
+        rc = CLI_EXIT_USAGE;
+    } else if ((s = mt_tokens_write(a->out, ids, d->n_train)) != MT_OK ||
+               (a->val_out && (s = mt_tokens_write(a->val_out, ids + d->n_train, d->n_val)) !=
+                                  MT_OK)) {
+        cli_error("%s", mt_errmsg());
+        rc = CLI_EXIT_FAIL;
+    }
+    free(ids);
+    return rc;
+}
+
+static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
+                         const tokenize_done *d) {
+    const char *model = mt_tokenizer_path(tok);
+    if (a->json) {
+        printf("{\"tokenizer\": ");
+        cli_json_string(stdout, model);
+        printf(", \"vocab\": %d, \"trained\": %s, \"text\": ", mt_tokenizer_vocab(tok),
+               a->model_out ? "true" : "false");
+        cli_json_string(stdout, a->text);
+        printf(", \"text_bytes\": %lld, \"train_seconds\": %.3f", (long long)d->text_bytes,
+               d->train_s);
+        if (a->out) {
+            printf(", \"tokens\": %lld, \"encode_seconds\": %.3f, \"train\": {\"path\": ",
+                   (long long)d->tokens, d->encode_s);
+            cli_json_string(stdout, a->out);
+            printf(", \"tokens\": %lld}", (long long)d->n_train);
+            if (a->val_out) {
+                printf(", \"val\": {\"path\": ");
+                cli_json_string(stdout, a->val_out);
+                printf(", \"tokens\": %lld}", (long long)d->n_val);
+            }
+        }
+        printf("}\n");
+        return;
+    }
+    if (a->model_out)
+        printf("tokenizer   %s: SentencePiece BPE, %d pieces (byte fallback), trained on %s "
+               "(%lld bytes) in %.1f s; pieces and scores in %s\n", model,
+               mt_tokenizer_vocab(tok), a->text, (long long)d->text_bytes, d->train_s,
+               a->vocab_path);
+    else
+        printf("tokenizer   %s: %d pieces\n", model, mt_tokenizer_vocab(tok));
+    if (!a->out) return;
+    printf("tokens      %lld from %s in %.1f s, %.2f bytes a token\n", (long long)d->tokens,
+           a->text, d->encode_s, d->tokens ? (double)d->text_bytes / (double)d->tokens : 0.0);
+    printf("train       %s: %lld tokens\n", a->out, (long long)d->n_train);
+    if (a->val_out)
+        printf("validation  %s: %lld tokens (the last %g)\n", a->val_out, (long long)d->n_val,
+               a->val_frac);
+    printf("next        meshtrain train --data %s --tokenizer %s\n", a->out, model);
+}
+
+int cli_cmd_tokenize(int argc, char **argv) {
+    tokenize_args a = {.vocab = 4096, .val_frac = 0.1};
+    const cli_opt opts[] = {
+        {"text", CLI_STR, &a.text, 0, 0, 0, 0, NULL, "FILE", "text to train on and encode (required)"},
+        {"vocab", CLI_INT, &a.vocab, 1, MT_TOKENIZER_MAX_VOCAB, 0, 0, NULL, "N",
+         "pieces of the tokenizer to train (ids are uint16 in a token file)"},
+        {"model-out", CLI_STR, &a.model_out, 0, 0, 0, 0, NULL, "PREFIX",
+         "train a tokenizer: write PREFIX.model and PREFIX.vocab"},
+        {"model-in", CLI_STR, &a.model_in, 0, 0, 0, 0, NULL, "MODEL",
+         "encode with this SentencePiece model instead of training one"},
+        {"out", CLI_STR, &a.out, 0, 0, 0, 0, NULL, "FILE", "llm.c token file of the text (train split)"},
+        {"val-out", CLI_STR, &a.val_out, 0, 0, 0, 0, NULL, "FILE", "llm.c token file of the validation split"},
+        {"val-frac", CLI_DOUBLE, &a.val_frac, 0, 1, 1, 1, NULL, "X", "tail of the tokens in --val-out"},
+        {"threads", CLI_INT, &a.threads, 0, 4096, 0, 0, NULL, "N", "spm_train threads (0: all cores)"},
+        {"json", CLI_FLAG, &a.json, 0, 0, 0, 0, NULL, NULL, "print only one JSON object"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    bool seen[sizeof opts / sizeof opts[0]] = {0};
+    int rc = cli_parse("tokenize", opts, argc, argv, seen);
+    if (rc < 0) {
+        cli_print_help(stdout, TOKENIZE_USAGE, opts);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK) return rc;
+    if ((rc = check_flags(&a, &seen[1], &seen[6])) != CLI_EXIT_OK ||
+        (rc = check_inputs(&a)) != CLI_EXIT_OK)
+        return rc;
+    mt_tokenizer *tok = NULL;
+    if (a.model_in && (rc = open_model("model-in", a.model_in, &tok)) != CLI_EXIT_OK) return rc;
+
+    tokenize_done d = {0};
+    FILE *f;
+    if (mt_input_open(a.text, "text", 0, &f, &d.text_bytes) == MT_OK) fclose(f);
+    if (a.model_out) {
+        double t0 = mt_time_now();
+        mt_status s = mt_tokenizer_train(a.text, a.vocab, a.model_out, a.threads);
+        d.train_s = mt_time_now() - t0;
+        if (s != MT_OK) {
+            cli_error("training the tokenizer on '%s': %s", a.text, mt_errmsg());
+            return CLI_EXIT_FAIL;
+        }
+        if ((rc = open_model("model-out", a.model_path, &tok)) != CLI_EXIT_OK) return rc;
+    }
+    if (a.out) rc = encode_and_write(&a, tok, &d);
+    if (rc == CLI_EXIT_OK) print_report(&a, tok, &d);
+    mt_tokenizer_free(tok);
+    return rc;
+}

@@ -1,0 +1,382 @@
+/*
+ * tokenizer_spm.c — training and encoding through Debian's SentencePiece
+ * tools (package sentencepiece): spm_train and spm_encode, run as child
+ * processes with posix_spawn (no shell, so no quoting of paths), their
+ * exit status checked, their log kept in an anonymous temporary file and its
+ * last reason quoted when they fail. tokenizer.c says why the tools and
+ * not the C++ library.
+ *
+ * spm_train writes "<prefix>.model" and "<prefix>.vocab" in place, so it
+ * writes them in a private temporary directory, from which they are copied
+ * through the outputs' claims (meshtrain/files.h): a failed training leaves
+ * the previous model whole, and two runs never write one model at once.
+ */
+#define _GNU_SOURCE   /* posix_spawn_file_actions_addclosefrom_np */
+#include "io/io_impl.h"
+#include "io/tokenizer_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ======================================================================== */
+/* Running a tool                                                            */
+/* ======================================================================== */
+
+mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n) {
+    const char *env = getenv("PATH");
+    const char *dirs = env && env[0] ? env : "/usr/bin:/bin";
+    char buf[PATH_MAX];
+    for (const char *d = dirs; d;) {
+        const char *colon = strchr(d, ':');
+        int len = colon ? (int)(colon - d) : (int)strlen(d);
+        int w = snprintf(buf, sizeof buf, "%.*s/%s", len, len ? d : ".", tool);
+        struct stat st;
+        if (w > 0 && (size_t)w < sizeof buf && stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(buf, X_OK) == 0) {
+            if (path && snprintf(path, n, "%s", buf) >= (int)n)
+                return mt_fail(MT_EINVAL, "the path of %s, '%s', is longer than %zu bytes", tool,
+                               buf, n);
+            return MT_OK;
+        }
+        d = colon ? colon + 1 : NULL;
+    }
+    return mt_fail(MT_EIO, "SentencePiece's %s is not in any directory of $PATH (%s): install "
+                   "Debian's %s package (apt-get install %s; `make deps` does it)", tool, dirs,
+                   MT_SPM_PACKAGE, MT_SPM_PACKAGE);
+}
+
+/* The reason a tool gave for failing: from the last lines of its log, the
+ * last one that says something ("... [cond] Vocabulary size too high
+ * (20000). Please set it to a value <= 7068."), after its source location. */
+static void tool_reason(FILE *log, char *out, size_t n) {
+    char tail[4096];
+    snprintf(out, n, "it printed nothing");
+    if (!log || fseek(log, 0, SEEK_END) != 0) return;
+    long size = ftell(log);
+    long from = size > (long)sizeof tail - 1 ? size - (long)sizeof tail + 1 : 0;
+    if (size <= 0 || fseek(log, from, SEEK_SET) != 0) return;
+    size_t got = fread(tail, 1, sizeof tail - 1, log);
+    tail[got] = '\0';
+    char *line = NULL;
+    for (char *save = NULL, *l = strtok_r(tail, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        if (strspn(l, " \t\r") != strlen(l) && !strstr(l, "Program terminated")) line = l;
+    if (!line) return;
+    char *r = strrchr(line, ']');
+    if (r && strspn(r + 1, " \r") != strlen(r + 1)) line = r + 1;
+    line += strspn(line, " ");
+    line[strcspn(line, "\r")] = '\0';
+    if (strstr(line, "sentences_.empty()"))
+        line = "no line of the text was usable (each line is a sentence; lines over 4192 "
+               "bytes are skipped)";
+    snprintf(out, n, "%s", line);
+}
+
+/* Starts `argv` (argv[0] a path) with stdin from in_fd (-1: /dev/null),
+ * stdout to out_fd (-1: the log) and stderr to the log; no other file of
+ * ours stays open in it. */
+static mt_status tool_start(char *const argv[], int in_fd, int out_fd, FILE *log, pid_t *pid) {
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return mt_fail(MT_ENOMEM, "no memory to start %s", argv[0]);
+    int log_fd = fileno(log);
+    int e = 0;
+    if (in_fd >= 0) e = e ? e : posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+    else e = e ? e : posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    e = e ? e : posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : log_fd, 1);
+    e = e ? e : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+    e = e ? e : posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    e = e ? e : posix_spawn(pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0)
+        return mt_fail(MT_EIO, "cannot start %s: %s", argv[0], strerror(e));
+    return MT_OK;
+}
+
+/* Waits for the tool; a non-zero exit or a signal fails with its reason. */
+static mt_status tool_wait(const char *what, pid_t pid, FILE *log) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return mt_fail(MT_EIO, "waiting for %s: %s", what, strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return MT_OK;
+    char reason[1024];
+    tool_reason(log, reason, sizeof reason);
+    if (WIFSIGNALED(status))
+        return mt_fail(MT_EFORMAT, "%s was killed by signal %d (%s)", what, WTERMSIG(status),
+                       reason);
+    return mt_fail(MT_EFORMAT, "%s failed (exit %d): %s", what, WEXITSTATUS(status), reason);
+}
+
+/* ======================================================================== */
+/* Training                                                                  */
+/* ======================================================================== */
+
+/* Copies the file at arg (a path) into f, for mt_output_write. */
+static mt_status copy_into(FILE *f, void *arg) {
+    const char *src = arg;
+    FILE *in = fopen(src, "rb");
+    if (!in) return mt_fail(MT_EIO, "spm_train wrote no '%s': %s", src, strerror(errno));
+    char buf[1 << 14];
+    size_t got;
+    bool ok = true;
+    while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, got, f) == got;
+    bool bad_in = ferror(in) != 0;
+    fclose(in);
+    if (bad_in) return mt_fail(MT_EIO, "reading '%s' that spm_train wrote failed", src);
+    return MT_OK;   /* a failed write is the stream's: mt_output_write reports it */
+}
+
+/* What one training holds, released by train_cleanup. */
+typedef struct {
+    char       dir[PATH_MAX - 64];   /* the private directory, "" before it exists */
+    char       corpus[PATH_MAX], model[PATH_MAX], vocab[PATH_MAX];   /* inside it */
+    mt_output *out_model, *out_vocab;
+    FILE      *log;
+} spm_training;
+
+static void train_cleanup(spm_training *t) {
+    if (t->dir[0]) {
+        unlink(t->corpus);
+        unlink(t->model);
+        unlink(t->vocab);
+        rmdir(t->dir);
+    }
+    mt_output_close(t->out_model);
+    mt_output_close(t->out_vocab);
+    if (t->log) fclose(t->log);
+}
+
+/* The private directory with a link to the corpus: spm_train's --input
+ * splits its value at commas, which a path may hold. */
+static mt_status train_dir(spm_training *t, const char *text_path) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    char real[PATH_MAX];
+    if (!realpath(text_path, real))
+        return mt_fail(MT_EIO, "cannot resolve text '%s': %s", text_path, strerror(errno));
+    if (snprintf(t->dir, sizeof t->dir, "%s/meshtrain-spm-XXXXXX", tmp) >= (int)sizeof t->dir ||
+        !mkdtemp(t->dir)) {
+        int e = errno;
+        t->dir[0] = '\0';
+        return mt_fail(MT_EIO, "cannot make a temporary directory in '%s' for spm_train: %s "
+                       "(set TMPDIR to a writable directory)", tmp, strerror(e));
+    }
+    snprintf(t->corpus, sizeof t->corpus, "%s/corpus.txt", t->dir);
+    snprintf(t->model, sizeof t->model, "%s/m.model", t->dir);
+    snprintf(t->vocab, sizeof t->vocab, "%s/m.vocab", t->dir);
+    if (symlink(real, t->corpus) != 0)
+        return mt_fail(MT_EIO, "cannot link '%s' into '%s': %s", real, t->dir, strerror(errno));
+    return MT_OK;
+}
+
+/* Runs spm_train (found at `exe`) on the corpus of t. */
+static mt_status train_run(spm_training *t, const char *exe, int vocab, int threads) {
+    char a_input[PATH_MAX + 16], a_prefix[PATH_MAX + 16], a_vocab[32], a_threads[32];
+    snprintf(a_input, sizeof a_input, "--input=%s", t->corpus);
+    snprintf(a_prefix, sizeof a_prefix, "--model_prefix=%s/m", t->dir);
+    snprintf(a_vocab, sizeof a_vocab, "--vocab_size=%d", vocab);
+    snprintf(a_threads, sizeof a_threads, "--num_threads=%d", threads);
+    /* lossless (tokenizer.h): bytes for what the vocabulary lacks, text as
+     * it is, spaces kept; digits and runs of spaces as llama2.c trains */
+    char *argv[] = {
+        (char *)exe, a_input, a_prefix, a_vocab, a_threads, "--model_type=bpe",
+        "--byte_fallback=true", "--normalization_rule_name=identity",
+        "--add_dummy_prefix=false", "--remove_extra_whitespaces=false", "--split_digits=true",
+        "--allow_whitespace_only_pieces=true", NULL,
+    };
+    pid_t pid;
+    mt_status s = tool_start(argv, -1, -1, t->log, &pid);
+    if (s != MT_OK) return s;
+    return tool_wait("spm_train", pid, t->log);
+}
+
+mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads) {
+    if (!text_path || !prefix || !prefix[0])
+        return mt_fail(MT_EINVAL, "mt_tokenizer_train needs a text file and an output prefix");
+    if (vocab < 1 || vocab > MT_TOKENIZER_MAX_VOCAB)
+        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is outside [1, %d]: the ids of an "
+                       "llm.c token file are uint16", vocab, MT_TOKENIZER_MAX_VOCAB);
+    char model_path[PATH_MAX], vocab_path[PATH_MAX], exe[PATH_MAX];
+    if (snprintf(model_path, sizeof model_path, "%s.model", prefix) >= (int)sizeof model_path ||
+        snprintf(vocab_path, sizeof vocab_path, "%s.vocab", prefix) >= (int)sizeof vocab_path)
+        return mt_fail(MT_EINVAL, "output prefix '%s' is too long for a path", prefix);
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+
+    mt_status s = mt_tokenizer_find_tool(MT_SPM_TRAIN, exe, sizeof exe);
+    if (s != MT_OK) return s;
+    FILE *f;
+    int64_t size = 0;
+    if ((s = mt_input_open(text_path, "text", 0, &f, &size)) != MT_OK) return s;
+    fclose(f);
+    if (size == 0)
+        return mt_fail(MT_EIO, "text '%s' is empty; a tokenizer trains on the lines of a text",
+                       text_path);
+
+    spm_training t = {.dir = ""};
+    if ((s = mt_output_claim(model_path, "tokenizer model", &t.out_model)) != MT_OK ||
+        (s = mt_output_claim(vocab_path, "tokenizer vocabulary", &t.out_vocab)) != MT_OK)
+        goto done;
+    if (!(t.log = tmpfile())) {
+        s = mt_fail(MT_EIO, "cannot make a temporary file for spm_train's log: %s",
+                    strerror(errno));
+        goto done;
+    }
+    if ((s = train_dir(&t, text_path)) != MT_OK || (s = train_run(&t, exe, vocab, threads)) != MT_OK)
+        goto done;
+    /* what spm_train wrote must open here, at the size asked for, before it replaces a model */
+    mt_tokenizer *check;
+    if ((s = mt_tokenizer_open(t.model, &check)) != MT_OK) goto done;
+    int got = mt_tokenizer_vocab(check);
+    mt_tokenizer_free(check);
+    if (got != vocab) {
+        s = mt_fail(MT_EFORMAT, "spm_train made %d pieces where %d were asked for", got, vocab);
+        goto done;
+    }
+    if ((s = mt_output_write(t.out_model, copy_into, t.model)) == MT_OK)
+        s = mt_output_write(t.out_vocab, copy_into, t.vocab);
+done:
+    train_cleanup(&t);
+    return s;
+}
+
+/* ======================================================================== */
+/* Encoding                                                                  */
+/* ======================================================================== */
+
+/* Growing array of ids. */
+typedef struct { int32_t *v; int64_t n, cap; } id_list;
+
+static bool ids_push(id_list *l, int32_t id) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? l->cap * 2 : 4096;
+        int32_t *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = id;
+    return true;
+}
+
+/* Reads spm_encode's output (one line of space-separated ids per line of
+ * the text) from fd into l, a newline id after each line. */
+static mt_status read_ids(const mt_tokenizer *tok, int fd, id_list *l) {
+    char buf[1 << 15];
+    int64_t cur = -1;   /* the id being read, -1 between ids */
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return mt_fail(MT_EIO, "reading spm_encode's output: %s", strerror(errno));
+        if (got == 0) break;
+        for (ssize_t i = 0; i < got; i++) {
+            char c = buf[i];
+            if (c >= '0' && c <= '9') {
+                cur = (cur < 0 ? 0 : cur) * 10 + (c - '0');
+                if (cur >= tok->V)
+                    return mt_fail(MT_EFORMAT, "spm_encode gave id %lld or more, outside the "
+                                   "%d pieces of '%s'", (long long)cur, tok->V, tok->path);
+                continue;
+            }
+            if (c != ' ' && c != '\n')
+                return mt_fail(MT_EFORMAT, "spm_encode printed byte 0x%02x where ids were "
+                               "expected", (unsigned char)c);
+            if ((cur >= 0 && !ids_push(l, (int32_t)cur)) ||
+                (c == '\n' && !ids_push(l, tok->newline)))
+                return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+            cur = -1;
+        }
+    }
+    if (cur >= 0 && !ids_push(l, (int32_t)cur))
+        return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+    return MT_OK;
+}
+
+/* Encodes the text read from in_fd, which ends in a newline or not. */
+static mt_status encode_fd(const mt_tokenizer *tok, int in_fd, bool ends_in_newline,
+                           int32_t **ids, int64_t *n) {
+    if (tok->newline < 0)
+        return mt_fail(MT_EFORMAT, "tokenizer '%s' has no piece for a newline (train it with "
+                       "byte fallback, as meshtrain tokenize does), so the lines of a text "
+                       "cannot be joined", tok->path);
+    char exe[PATH_MAX], a_model[PATH_MAX + 16];
+    mt_status s = mt_tokenizer_find_tool(MT_SPM_ENCODE, exe, sizeof exe);
+    if (s != MT_OK) return s;
+    snprintf(a_model, sizeof a_model, "--model=%s", tok->path);
+    char *argv[] = {exe, a_model, "--output_format=id", NULL};
+    FILE *log = tmpfile();
+    int pipe_fd[2] = {-1, -1};
+    if (!log || pipe2(pipe_fd, O_CLOEXEC) != 0) {
+        s = mt_fail(MT_EIO, "cannot make spm_encode's log or pipe: %s", strerror(errno));
+        if (log) fclose(log);
+        return s;
+    }
+    pid_t pid;
+    s = tool_start(argv, in_fd, pipe_fd[1], log, &pid);
+    close(pipe_fd[1]);
+    id_list l = {0};
+    if (s == MT_OK) {
+        s = read_ids(tok, pipe_fd[0], &l);
+        close(pipe_fd[0]);   /* a reader that gave up: the tool ends on SIGPIPE */
+        pipe_fd[0] = -1;
+        mt_status w = tool_wait("spm_encode", pid, log);
+        if (s == MT_OK) s = w;
+    }
+    if (pipe_fd[0] >= 0) close(pipe_fd[0]);
+    fclose(log);
+    /* spm_encode ends every line it prints, the last one too */
+    if (s == MT_OK && !ends_in_newline && l.n > 0 && l.v[l.n - 1] == tok->newline) l.n--;
+    if (s != MT_OK) {
+        free(l.v);
+        return s;
+    }
+    *ids = l.v ? l.v : malloc(sizeof(int32_t));   /* an empty text: a valid empty array */
+    *n = l.n;
+    if (!*ids) return mt_fail(MT_ENOMEM, "no memory for an empty array of ids");
+    return MT_OK;
+}
+
+mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_path, int32_t **ids,
+                                   int64_t *n) {
+    if (!tok || !text_path || !ids || !n)
+        return mt_fail(MT_EINVAL, "mt_tokenizer_encode_file needs a tokenizer, a path and "
+                       "outputs");
+    FILE *f;
+    int64_t size = 0;
+    mt_status s = mt_input_open(text_path, "text", 0, &f, &size);
+    if (s != MT_OK) return s;
+    char last = '\n';
+    if (size > 0 && pread(fileno(f), &last, 1, size - 1) != 1) {
+        s = mt_fail(MT_EIO, "reading text '%s': %s", text_path, strerror(errno));
+        fclose(f);
+        return s;
+    }
+    s = encode_fd(tok, fileno(f), last == '\n', ids, n);
+    fclose(f);
+    return s;
+}
+
+mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,
+                              int32_t **ids, int64_t *n) {
+    if (!tok || (len > 0 && !text) || !ids || !n)
+        return mt_fail(MT_EINVAL, "mt_tokenizer_encode needs a tokenizer, the text and outputs");
+    FILE *f = tmpfile();
+    if (!f) return mt_fail(MT_EIO, "cannot make a temporary file for the text: %s",
+                           strerror(errno));
+    mt_status s;
+    if (fwrite(text, 1, len, f) != len || fflush(f) != 0 || lseek(fileno(f), 0, SEEK_SET) != 0)
+        s = mt_fail(MT_EIO, "writing the text to a temporary file: %s", strerror(errno));
+    else
+        s = encode_fd(tok, fileno(f), len == 0 || text[len - 1] == '\n', ids, n);
+    fclose(f);
+    return s;
+}
