@@ -426,6 +426,24 @@ MT_TEST(layernorm_backward_finite_differences) {
 
 /* ---- attention -------------------------------------------------------------- */
 
+/* The GPT's packed qkv (B,T,3C) as the kernels' layout. */
+static mt_attn_layout packed(int64_t B, int64_t T, int64_t C, int64_t NH) {
+    return (mt_attn_layout){.B = B, .T = T, .NH = NH, .KV = NH, .HS = C / NH, .G = 1,
+                            .ldq = 3 * C, .ldk = 3 * C, .ldv = 3 * C, .ldo = C};
+}
+static void attn_fwd(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C,
+                     int64_t NH, int64_t bh0, int64_t bh1) {
+    mt_attn_layout L = packed(B, T, C, NH);
+    mt_kernel_attention_fwd(out, att, qkv, qkv + C, qkv + 2 * C, &L, bh0, bh1);
+}
+static void attn_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
+                     int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch,
+                     int64_t bh0, int64_t bh1) {
+    mt_attn_layout L = packed(B, T, C, NH);
+    mt_attn_grads d = {dqkv, dqkv + C, dqkv + 2 * C, acc, acc};
+    mt_kernel_attention_bwd(&d, dout, qkv, qkv + C, qkv + 2 * C, att, &L, scratch, bh0, bh1);
+}
+
 static void ref_attention(double *out, double *att, const double *qkv, int64_t B, int64_t T,
                           int64_t C, int64_t NH) {
     const int64_t HS = C / NH, C3 = 3 * C;
@@ -470,7 +488,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
     float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
     ffill(att, na, NAN);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
     ref_attention(wo, wa, dq, B, T, C, NH);
     for (int64_t i = 0; i < no; i++)
@@ -491,11 +509,11 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     /* the backward against finite differences, through every q, k and v */
     float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
     ffill(dqkv, nq, NAN);
-    mt_kernel_attention_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    attn_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
     attn_ctx c = {B, T, C, NH, dq, dcopy(w, no), malloc((size_t)no * sizeof(double))};
     check_fd("attention dqkv", c.qkv, nq, dqkv, attn_loss, &c, 1e-5);
     float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
-    mt_kernel_attention_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
+    attn_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
     check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
 
     /* causality: a gradient on output row t of batch 1 reaches only q of row t
@@ -504,7 +522,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     float *dsel = fvec(no);
     ffill(dsel, no, 0.0f);
     for (int64_t i = 0; i < C; i++) dsel[((B - 1) * T + tsel) * C + i] = (float)rnd();
-    mt_kernel_attention_bwd(dqkv, dsel, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    attn_bwd(dqkv, dsel, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < C3; j++) {
@@ -527,7 +545,7 @@ MT_TEST(attention_large_scores_are_stable) {
     /* scores in the hundreds overflow a naive exp */
     const int64_t B = 1, T = 7, C = 16, NH = 1;
     float *qkv = frand(B * T * 3 * C, 8.0), *out = fvec(B * T * C), *att = fvec(B * NH * T * T);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, B * T * 3 * C), *wo = malloc((size_t)(B * T * C) * sizeof *wo);
     ref_attention(wo, NULL, dq, B, T, C, NH);
     for (int64_t i = 0; i < B * T * C; i++)
@@ -581,7 +599,7 @@ static void attention_blocks_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
     ffill(out, no, NAN);
     ffill(att, na, NAN);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
     ref_attention(wo, wa, dq, B, T, C, NH);
     for (int64_t i = 0; i < no; i++)
@@ -596,13 +614,13 @@ static void attention_blocks_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
     ffill(dqkv, nq, NAN);
     ffill(scratch, T * T, NAN);   /* the kernel must not read scratch it has not written */
-    mt_kernel_attention_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    attn_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
     double *dw = dcopy(w, no), *want = malloc((size_t)nq * sizeof *want);
     ref_attention_bwd(want, dw, dq, wa, B, T, C, NH);
     for (int64_t i = 0; i < nq; i++)
         MT_CHECK_CLOSE(dqkv[i], want[i], 1e-5, "attention T=%lld dqkv[%lld]", (long long)T, (long long)i);
     float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
-    mt_kernel_attention_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
+    attn_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
     check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
     free(qkv); free(out); free(att); free(dq); free(wo); free(wa); free(w); free(dqkv);
     free(scratch); free(dw); free(want); free(base); free(dqkv2);
@@ -625,11 +643,11 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
     float *qkv = frand(nq, 1.5), *w = frand(no, 1.0), *base = frand(nq, 1.0);
     float *out = fvec(no), *att = fvec(na), *out2 = fvec(no), *att2 = fvec(na);
     float *scratch = fvec(T * T);
-    mt_kernel_attention_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
 
     ffill(out2, no, NAN);
     ffill(att2, na, NAN);
-    mt_kernel_attention_fwd(out2, att2, qkv, B, T, C, NH, 0, split);
+    attn_fwd(out2, att2, qkv, B, T, C, NH, 0, split);
     for (int64_t i = 0; i < no; i++) {
         const int64_t bh = (i / (T * C)) * NH + (i % C) / HS;
         MT_CHECK((bh < split) == !isnan(out2[i]), "pairs [0,%lld) wrote out[%lld] of pair %lld: %g",
@@ -638,15 +656,15 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
     for (int64_t i = 0; i < na; i++)
         MT_CHECK((i / (T * T) < split) == !isnan(att2[i]), "pairs [0,%lld) and att[%lld]",
                  (long long)split, (long long)i);
-    mt_kernel_attention_fwd(out2, att2, qkv, B, T, C, NH, split, B * NH);
+    attn_fwd(out2, att2, qkv, B, T, C, NH, split, B * NH);
     MT_CHECK(memcmp(out, out2, (size_t)no * sizeof *out) == 0, "split forward out differs");
     MT_CHECK(memcmp(att, att2, (size_t)na * sizeof *att) == 0, "split forward att differs");
 
     for (int acc = 0; acc <= 1; acc++) {
         float *d1 = acc ? fcopy(base, nq) : fvec(nq), *d2 = acc ? fcopy(base, nq) : fvec(nq);
         if (!acc) { ffill(d1, nq, NAN); ffill(d2, nq, NAN); }
-        mt_kernel_attention_bwd(d1, w, qkv, att, B, T, C, NH, acc, scratch, 0, B * NH);
-        mt_kernel_attention_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, 0, split);
+        attn_bwd(d1, w, qkv, att, B, T, C, NH, acc, scratch, 0, B * NH);
+        attn_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, 0, split);
         for (int64_t i = 0; i < nq; i++) {
             const int64_t bh = (i / (T * C3)) * NH + (i % C3 % C) / HS;
             if (bh >= split)
@@ -654,7 +672,7 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
                          "pairs [0,%lld) with acc=%d wrote dqkv[%lld] of pair %lld",
                          (long long)split, acc, (long long)i, (long long)bh);
         }
-        mt_kernel_attention_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, split, B * NH);
+        attn_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, split, B * NH);
         MT_CHECK(memcmp(d1, d2, (size_t)nq * sizeof *d1) == 0, "split backward (acc=%d) differs", acc);
         free(d1); free(d2);
     }

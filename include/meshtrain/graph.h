@@ -136,6 +136,34 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b);
  * output projection). The (B,T,3,C) form lets a mesh split C, hence the
  * heads: tensor parallelism (each device then runs NH/n heads). */
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH);
+/* The LLaMA family's ops. Errors stick to the graph as for the others
+ * (MT_ESHAPE for shapes, MT_EINVAL for parameters, naming the operands).
+ *
+ * out (...,C) = x (...,C) / sqrt(mean_c x² + eps) · w (C); eps in (0, 1).
+ * A mesh must keep C whole (the rule gathers it, or explicit mode refuses);
+ * every other dim may be split. */
+mt_tensor *mt_rmsnorm(mt_graph *g, mt_tensor *x, mt_tensor *w, float eps);
+/* out = silu(a) ⊙ b, silu(a) = a·σ(a), a and b the same shape (LLaMA's
+ * w2(silu(w1 x) ⊙ w3 x) middle). Elementwise: any split passes when a and b
+ * agree. */
+mt_tensor *mt_swiglu(mt_graph *g, mt_tensor *a, mt_tensor *b);
+/* Rotary position embedding of x (B,T,n_heads·HS), HS even, in llama2.c's
+ * convention (run.c: each head's pairs (x[2i], x[2i+1]) rotated by the angle
+ * pos·theta^(-2i/HS)), positions pos0 .. pos0+T-1; theta > 1 (10000;
+ * Llama 3: 500000), pos0 >= 0. The angles are computed in double. A mesh
+ * may split B, T (sequence parallelism: each device's rows keep their
+ * global positions) and the last dim on whole heads. */
+mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0);
+/* Causal grouped-query attention: q (B,T,NH·HS), k and v (B,T,KV·HS), KV
+ * divides NH, query head h reads kv head h / (NH/KV); out (B,T,NH·HS)
+ * (heads concatenated; no output projection). KV == NH is multi-head, KV == 1
+ * multi-query; the kernel is the GPT's (mt_attention). q and k must both
+ * take gradients or neither (MT_EUNSUPPORTED). A mesh may split B and the
+ * heads: q's last dim over axes of n devices when n divides NH; k's and v's
+ * with it when n divides KV, else they stay whole (replicated) and each
+ * device reads the kv heads its query heads read, their gradients summed
+ * over the devices that share them. T must be whole. */
+mt_tensor *mt_attention_gqa(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH, int KV);
 /* out (...,C) = table (V,C)[ids (...)]; ids int32 in [0,V). */
 mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids);
 /* loss () = scale · Σ_rows -log softmax(logits[row, :V])[targets[row]].

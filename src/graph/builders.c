@@ -215,6 +215,111 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
     return emit(g, &c);
 }
 
+/* ---- the LLaMA family's: rmsnorm, swiglu, rope, grouped-query attention -- */
+
+mt_tensor *mt_rmsnorm(mt_graph *g, mt_tensor *x, mt_tensor *w, float eps) {
+    mt_tensor *ops[2] = {x, w};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_rows(g, "rmsnorm", x) || !want_dtype(g, "rmsnorm", w, MT_F32)) return NULL;
+    char s1[64], s2[64];
+    int64_t C = x->shape[x->ndim - 1];
+    if (w->ndim != 1 || w->shape[0] != C)
+        return mt__graph_error(g, MT_ESHAPE, "rmsnorm: weight '%s' %s must be (%lld) to match x "
+                               "'%s' %s", w->name, SHAPE(w, s1), (long long)C, x->name,
+                               SHAPE(x, s2));
+    if (!(eps > 0.0f && eps < 1.0f))
+        return mt__graph_error(g, MT_EINVAL, "rmsnorm of '%s': eps=%g must be in (0, 1) (LLaMA "
+                               "uses 1e-5 or 1e-6)", x->name, (double)eps);
+    int64_t rows = mt__rows(x);
+    mt_op_call c = {.op = MT_OP_RMSNORM, .n_in = 2, .in = {x, w},
+                    .p.rmsnorm = {.rows = rows, .C = C, .eps = eps}};
+    c.out = act(g, x->ndim, x->shape);
+    c.aux[0] = aux(g, 1, &rows);   /* rstd (rows) */
+    return emit(g, &c);
+}
+
+mt_tensor *mt_swiglu(mt_graph *g, mt_tensor *a, mt_tensor *b) {
+    mt_tensor *ops[2] = {a, b};
+    if (!ready(g, 2, ops)) return NULL;
+    if (!want_dtype(g, "swiglu", a, MT_F32) || !want_dtype(g, "swiglu", b, MT_F32)) return NULL;
+    bool same = a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    if (!same) {
+        char sa[64], sb[64];
+        return mt__graph_error(g, MT_ESHAPE, "swiglu: '%s' %s and '%s' %s must have one shape",
+                               a->name, SHAPE(a, sa), b->name, SHAPE(b, sb));
+    }
+    return emit_simple(g, MT_OP_SWIGLU, a->ndim, a->shape, ops, 2, (mt_op_params){0});
+}
+
+mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0) {
+    if (!ready(g, 1, &x) || !want_dtype(g, "rope", x, MT_F32)) return NULL;
+    char s[64];
+    if (x->ndim != 3)
+        return mt__graph_error(g, MT_ESHAPE, "rope: x '%s' %s must be (B,T,n_heads·HS)",
+                               x->name, SHAPE(x, s));
+    int64_t C = x->shape[2];
+    if (n_heads <= 0 || C % n_heads != 0 || (C / n_heads) % 2 != 0)
+        return mt__graph_error(g, MT_EINVAL, "rope: x '%s' %s has C=%lld channels, which must "
+                               "split into n_heads=%d heads of an even size", x->name,
+                               SHAPE(x, s), (long long)C, n_heads);
+    if (!(theta > 1.0f) || pos0 < 0)
+        return mt__graph_error(g, MT_EINVAL, "rope of '%s': theta=%g must be > 1 (10000, or "
+                               "500000 for Llama 3) and pos0=%lld >= 0", x->name,
+                               (double)theta, (long long)pos0);
+    mt_op_params p = {.rope = {.B = x->shape[0], .T = x->shape[1], .NH = n_heads,
+                               .HS = C / n_heads, .theta = theta, .pos0 = pos0}};
+    return emit_simple(g, MT_OP_ROPE, 3, x->shape, &x, 1, p);
+}
+
+mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                                int KV, int G, int hoff) {
+    mt_tensor *ops[3] = {q, k, v};
+    if (!ready(g, 3, ops)) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (!want_dtype(g, "attention_gqa", ops[i], MT_F32)) return NULL;
+    char sq[64], sk[64], sv[64];
+    bool dims = q->ndim == 3 && k->ndim == 3 && v->ndim == 3;
+    for (int d = 0; dims && d < 2; d++)
+        dims = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
+    if (!dims)
+        return mt__graph_error(g, MT_ESHAPE, "attention_gqa: q '%s' %s, k '%s' %s and v '%s' %s "
+                               "must be (B,T,NH·HS), (B,T,KV·HS), (B,T,KV·HS) of one B and T",
+                               q->name, SHAPE(q, sq), k->name, SHAPE(k, sk), v->name,
+                               SHAPE(v, sv));
+    int64_t C = q->shape[2];
+    if (NH <= 0 || KV <= 0 || C % NH != 0 || k->shape[2] != KV * (C / NH) ||
+        v->shape[2] != k->shape[2])
+        return mt__graph_error(g, MT_EINVAL, "attention_gqa: q '%s' %s must split into NH=%d "
+                               "heads, and k '%s' %s and v '%s' %s into KV=%d heads of that "
+                               "size", q->name, SHAPE(q, sq), NH, k->name, SHAPE(k, sk),
+                               v->name, SHAPE(v, sv), KV);
+    if (G <= 0 || hoff < 0 || (hoff + NH - 1) / G >= KV)
+        return mt__graph_error(g, MT_EINVAL, "attention_gqa: query heads %d..%d in groups of "
+                               "G=%d read kv heads past the KV=%d that k '%s' holds", hoff,
+                               hoff + NH - 1, G, KV, k->name);
+    /* dq and dk come from one backward call (grad_rules.c) */
+    if (q->needs_grad != k->needs_grad)
+        return mt__graph_error(g, MT_EUNSUPPORTED, "attention_gqa: q '%s' and k '%s' must both "
+                               "take gradients or neither", q->name, k->name);
+    int64_t B = q->shape[0], T = q->shape[1];
+    int64_t att_shape[4] = {B, NH, T, T};
+    mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = 3, .in = {q, k, v},
+                    .p.gqa = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = C / NH, .G = G,
+                              .hoff = hoff}};
+    c.out = act(g, 3, q->shape);
+    c.aux[0] = aux(g, 4, att_shape);   /* att (B,NH,T,T): the softmax probabilities */
+    return emit(g, &c);
+}
+
+mt_tensor *mt_attention_gqa(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                            int KV) {
+    if (g && g->status == MT_OK && (NH <= 0 || KV <= 0 || NH % KV != 0))
+        return mt__graph_error(g, MT_EINVAL, "attention_gqa: KV=%d kv heads must divide NH=%d "
+                               "query heads", KV, NH);
+    return mt__attention_gqa_at(g, q, k, v, NH, KV, NH / (KV > 0 ? KV : 1), 0);
+}
+
 static mt_tensor *embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids, bool masked,
                             int64_t lo) {
     mt_tensor *ops[2] = {table, ids};

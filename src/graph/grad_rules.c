@@ -125,6 +125,45 @@ void mt__grad_attention(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, f->in[0], &dqkv);
 }
 
+/* dx is B work, dw W work (as layernorm's). */
+void mt__grad_rmsnorm(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *x = f->in[0], *w = f->in[1], *dout = f->out->grad, *rstd = f->aux[0];
+    mt_op_call dx = bcall(MT_OP_RMS_BWD_INPUT, 4, dout, x, w, rstd, 0);
+    dx.p.rmsnorm = f->p.rmsnorm;
+    mt__emit_grad(g, x, &dx);
+    mt_op_call dw = bcall(MT_OP_RMS_BWD_PARAMS, 3, dout, x, rstd, 0, 0);
+    dw.p.rmsnorm = f->p.rmsnorm;
+    mt__emit_grad(g, w, &dw);
+}
+
+/* A rotation's transpose is the rotation back. */
+void mt__grad_rope(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dx = bcall(MT_OP_ROPE_BWD, 1, f->out->grad, 0, 0, 0, 0);
+    dx.p.rope = f->p.rope;
+    mt__emit_grad(g, f->in[0], &dx);
+}
+
+void mt__grad_swiglu(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *a = f->in[0], *b = f->in[1], *dout = f->out->grad;
+    mt_op_call da = bcall(MT_OP_SWIGLU_BWD_A, 3, a, b, dout, 0, 0);
+    mt__emit_grad(g, a, &da);
+    mt_op_call db = bcall(MT_OP_SWIGLU_BWD_B, 2, a, dout, 0, 0, 0);
+    mt__emit_grad(g, b, &db);
+}
+
+/* dq and dk come from one pass (both need dpre), dv from another (it needs
+ * only att and dout): all four products once, as the GPT's backward. The
+ * builder made sure q and k take gradients together. */
+void mt__grad_attention_gqa(mt_graph *g, const mt_op_call *f) {
+    mt_tensor *dout = f->out->grad, *att = f->aux[0];
+    mt_op_call dqk = bcall(MT_OP_GQA_BWD_QK, 5, dout, f->in[0], f->in[1], f->in[2], att);
+    dqk.p.gqa = f->p.gqa;
+    mt__emit_grad2(g, f->in[0], f->in[1], &dqk);
+    mt_op_call dv = bcall(MT_OP_GQA_BWD_V, 2, dout, att, 0, 0, 0);
+    dv.p.gqa = f->p.gqa;
+    mt__emit_grad(g, f->in[2], &dv);
+}
+
 void mt__grad_embedding(mt_graph *g, const mt_op_call *f) {
     mt_op_call dt = bcall(MT_OP_EMBEDDING_BWD, 2, f->out->grad, f->in[1], 0, 0, 0);
     dt.p.embedding = f->p.embedding;

@@ -175,6 +175,11 @@ mt_tensor *mt__embedding_masked(mt_graph *g, mt_tensor *table, mt_tensor *ids, i
  * V split over `axes` (g must be bound to a device): Megatron's loss. */
 mt_tensor *mt__cross_entropy_vp(mt_graph *g, mt_tensor *logits, mt_tensor *targets, int V,
                                 float scale, mt_axes axes, int64_t lo);
+/* grouped-query attention over a device's share of the heads: NH query
+ * heads (q (B,T,NH·HS)) and the KV kv heads k, v (B,T,KV·HS) hold, query
+ * head h reading kv head (hoff + h) / G (ops_impl.h, mt_gqa_params). */
+mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                                int KV, int G, int hoff);
 
 /* ---- names.c ---- */
 

@@ -61,6 +61,43 @@ mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     return mt_attention(g, in[0], (int)(c->p.attention.NH * local_C / c->p.attention.C));
 }
 
+mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                             const mt_lower_env *e) {
+    (void)e;
+    return mt_rmsnorm(g, in[0], in[1], c->p.rmsnorm.eps);
+}
+
+/* Rows split over T (sequence parallelism): this device's first row is
+ * position pos0 + its first index of T; heads split: its share of them. */
+mt_tensor *mt__lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
+    const mt_rope_params *p = &c->p.rope;
+    uint32_t rows = e->types[0].sharding.dim_axes[1];
+    int64_t pos0 = p->pos0 + (rows ? e->start(e->ctx, rows, in[0]->shape[1]) : 0);
+    return mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, pos0);
+}
+
+mt_tensor *mt__lower_swiglu(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                            const mt_lower_env *e) {
+    (void)c, (void)e;
+    return mt_swiglu(g, in[0], in[1]);
+}
+
+/* Heads split: this device runs its query heads, which read the kv heads
+ * they read globally: the head offset is its first query head less the
+ * query heads of the kv heads before its first (k, v split with q), or its
+ * first query head (k, v whole). */
+mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                   const mt_lower_env *e) {
+    const mt_gqa_params *p = &c->p.gqa;
+    const int64_t HS = p->HS;
+    uint32_t qh = e->types[0].sharding.dim_axes[2], kh = e->types[1].sharding.dim_axes[2];
+    int64_t h0 = qh ? e->start(e->ctx, qh, in[0]->shape[2]) / HS : 0;
+    int64_t k0 = kh ? e->start(e->ctx, kh, in[1]->shape[2]) / HS : 0;
+    return mt__attention_gqa_at(g, in[0], in[1], in[2], (int)(in[0]->shape[2] / HS),
+                                (int)(in[1]->shape[2] / HS), (int)p->G,
+                                (int)(p->hoff + h0 - k0 * p->G));
+}
+
 /* A table split over the vocabulary: each device looks up its rows (a
  * partial sum over those axes, Megatron's masked lookup). */
 mt_tensor *mt__lower_embedding(mt_graph *g, const mt_op_call *c, mt_tensor **in,

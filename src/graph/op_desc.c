@@ -51,6 +51,10 @@ static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
     [MT_OP_SUM]           = GLOBAL(sum,           generic,       NEVER,     NONE),
     [MT_OP_TRANSPOSE]     = GLOBAL(transpose,     generic,       LOCAL,     NONE),
     [MT_OP_RESHARD]       = GLOBAL(reshard,       generic,       NEVER,     NONE),
+    [MT_OP_RMSNORM]       = GLOBAL(rmsnorm,       generic,       LOCAL,     NONE),
+    [MT_OP_ROPE]          = GLOBAL(rope,          generic,       LOCAL,     NONE),
+    [MT_OP_SWIGLU]        = GLOBAL(swiglu,        generic,       LOCAL,     NONE),
+    [MT_OP_ATTENTION_GQA] = GLOBAL(attention_gqa, generic,       SAVES_AUX, NONE),
     /* device-local forward ops: collectives.c and collective_matmul.c (the
      * partitioner's collective matmuls); their gradients are collectives too */
     [MT_OP_PSUM]          = LOCAL(psum,          COLL_OUT),
@@ -80,6 +84,13 @@ static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
     [MT_OP_FILL_BWD]      = BACKWARD,
     [MT_OP_TRANSPOSE_BWD] = BACKWARD,
     [MT_OP_CM_WGRAD]      = BACKWARD,
+    [MT_OP_RMS_BWD_INPUT] = BACKWARD,
+    [MT_OP_RMS_BWD_PARAMS] = BACKWARD,
+    [MT_OP_ROPE_BWD]      = BACKWARD,
+    [MT_OP_SWIGLU_BWD_A]  = BACKWARD,
+    [MT_OP_SWIGLU_BWD_B]  = BACKWARD,
+    [MT_OP_GQA_BWD_QK]    = BACKWARD,
+    [MT_OP_GQA_BWD_V]     = BACKWARD,
 };
 
 const mt_op_gdesc *mt__op_gdesc(mt_op op) { return &op_gdesc[op]; }

@@ -206,6 +206,10 @@ void mt__grad_mse(mt_graph *g, const mt_op_call *f);
 void mt__grad_sum(mt_graph *g, const mt_op_call *f);
 void mt__grad_transpose(mt_graph *g, const mt_op_call *f);
 void mt__grad_reshard(mt_graph *g, const mt_op_call *f);
+void mt__grad_rmsnorm(mt_graph *g, const mt_op_call *f);
+void mt__grad_rope(mt_graph *g, const mt_op_call *f);
+void mt__grad_swiglu(mt_graph *g, const mt_op_call *f);
+void mt__grad_attention_gqa(mt_graph *g, const mt_op_call *f);
 void mt__grad_psum(mt_graph *g, const mt_op_call *f);
 void mt__grad_all_gather(mt_graph *g, const mt_op_call *f);
 void mt__grad_psum_scatter(mt_graph *g, const mt_op_call *f);
@@ -232,6 +236,10 @@ mt_status mt__shard_cross_entropy(struct mt_srule *r, const mt_op_call *call, mt
 mt_status mt__shard_mse(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_sum(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_transpose(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_rmsnorm(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_rope(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_swiglu(struct mt_srule *r, const mt_op_call *call, mt_type *in);
+mt_status mt__shard_attention_gqa(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 
 /* lower.c */
 mt_tensor *mt__lower_matmul(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
@@ -255,6 +263,13 @@ mt_tensor *mt__lower_transpose(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                                const mt_lower_env *e);
 mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e);
+mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                             const mt_lower_env *e);
+mt_tensor *mt__lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
+mt_tensor *mt__lower_swiglu(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                            const mt_lower_env *e);
+mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                   const mt_lower_env *e);
 
 /* The axes a lowered result of st varies over: those its inputs 0..n_in
  * vary over but the ones all-reduced inside the op, and the ones its type

@@ -1,6 +1,7 @@
 /*
  * shard_rules_nn.c — the sharding rules of the network ops (scale, gelu,
- * layernorm, attention, embedding, cross-entropy, mse, sum, transpose) and of
+ * layernorm, attention, embedding, cross-entropy, mse, sum, transpose; the
+ * LLaMA family's rmsnorm, rope, swiglu and grouped-query attention) and of
  * reshape views.
  *
  * Rows pass: a dim an op treats row by row keeps its axes. A dim an op
@@ -113,6 +114,100 @@ mt_status mt__shard_attention(mt_srule *r, const mt_op_call *call, mt_type *in) 
         res.sharding.dim_axes[2] = heads;
         res.sharding.dim_axes[3] = 0;
     }
+    r->out->result = res;
+    return MT_OK;
+}
+
+/* out (...,C) = rmsnorm(x (...,C)) · w (C): as layernorm's, without a bias. */
+mt_status mt__shard_rmsnorm(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    mt_type *x = &in[0], *w = &in[1];
+    int c = x->ndim - 1;
+    if (x->ndim < 1 || w->ndim != 1 || w->shape[0] != x->shape[c])
+        return bad_shape(r, in, 2, "want x (...,C), w (C)");
+    TRY(mt__sneed_summed(r, 0, "x", x));
+    TRY(mt__sneed_whole(r, 0, "x", x, c, "rmsnorm reduces over its channels (C), which must be "
+                        "whole"));
+    TRY(mt__sneed_summed(r, 1, "w", w));
+    TRY(mt__sneed_whole(r, 1, "w", w, 0, "the channels (C) of rmsnorm must be whole"));
+    r->out->result = *x;
+    return MT_OK;
+}
+
+/* out (B,T,NH·HS) = x rotated per (t, pair): linear, so partial sums pass;
+ * B and T pass (a device's rows keep their global positions: the lowering
+ * shifts pos0 by its first row); the last dim may be split only on whole
+ * heads (every head has the same angles). */
+mt_status mt__shard_rope(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    mt_type *x = &in[0];
+    if (x->ndim != 3) return bad_shape(r, in, 1, "want x (B,T,NH·HS)");
+    const int64_t NH = call->p.rope.NH;
+    const uint32_t heads = x->sharding.dim_axes[2];
+    if (heads && NH % mt__saxes_size(r->mesh, heads) != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "rope rotates pairs inside each of its NH=%lld heads, which "
+                 "do not divide over %s (%lld devices): split the channels over axes whose size "
+                 "divides NH, or keep them whole", (long long)NH, mt__saxes(r->mesh, heads).s,
+                 (long long)mt__saxes_size(r->mesh, heads));
+        TRY(mt__sneed_whole(r, 0, "x", x, 2, why));
+    }
+    r->out->result = *x;
+    return MT_OK;
+}
+
+/* out = silu(a) · b: elementwise and linear in neither. */
+mt_status mt__shard_swiglu(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    (void)call;
+    if (in[0].ndim != in[1].ndim) return bad_shape(r, in, 2, "want a and b of one shape");
+    TRY(mt__sneed_summed(r, 0, "a", &in[0]));
+    TRY(mt__sneed_summed(r, 1, "b", &in[1]));
+    return mt__srule_elementwise(r, in, false);
+}
+
+/* out (B,T,NH·HS) = attention_gqa(q (B,T,NH·HS), k, v (B,T,KV·HS)). B
+ * passes (k and v take q's), T must be whole. q's last dim may be split over
+ * axes A of n devices when n divides NH: each device runs its NH/n query
+ * heads (Megatron's head split), no communication. Then k and v: split over
+ * A with it when n divides KV (each device's query heads read exactly its
+ * kv heads); else whole (replicated over A): each device reads the kv heads
+ * its query heads read (the lowering sets the head offset), and as q varies
+ * over A and k, v do not, the partitioner's pvary makes their gradients the
+ * sum over the devices of A. With q's heads whole, k and v are whole too. */
+mt_status mt__shard_attention_gqa(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    static const char *const QKV[3] = {"q", "k", "v"};
+    mt_type *q = &in[0];
+    bool shapes = q->ndim == 3 && in[1].ndim == 3 && in[2].ndim == 3;
+    for (int k = 1; shapes && k < 3; k++)
+        shapes = in[k].shape[0] == q->shape[0] && in[k].shape[1] == q->shape[1];
+    if (!shapes) return bad_shape(r, in, 3, "want q (B,T,NH·HS), k and v (B,T,KV·HS)");
+    const int64_t NH = call->p.gqa.NH, KV = call->p.gqa.KV;
+    for (int k = 0; k < 3; k++) {
+        TRY(mt__sneed_summed(r, k, QKV[k], &in[k]));
+        TRY(mt__sneed_whole(r, k, QKV[k], &in[k], 1, "causal attention mixes the time steps "
+                            "(T), which must be whole"));
+    }
+    uint32_t heads = q->sharding.dim_axes[2];
+    const int64_t n = mt__saxes_size(r->mesh, heads);
+    if (heads && NH % n != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "the NH=%lld query heads do not divide over %s (%lld "
+                 "devices); use a head count divisible by %lld, or keep the heads whole",
+                 (long long)NH, mt__saxes(r->mesh, heads).s, (long long)n, (long long)n);
+        TRY(mt__sneed_whole(r, 0, "q", q, 2, why));
+        heads = 0;
+    }
+    const uint32_t kv_heads = heads && KV % n == 0 ? heads : 0;
+    for (int k = 1; k < 3; k++) {
+        mt_type want = in[k];
+        want.sharding.dim_axes[0] = q->sharding.dim_axes[0];
+        want.sharding.dim_axes[2] = kv_heads;
+        TRY(match(r, k, QKV[k], &in[k], &want, kv_heads
+                  ? "q on the batch and its heads (KV divides over q's head axes)"
+                  : "q on the batch, with its heads whole (replicated: each device reads the "
+                    "kv heads its query heads read)"));
+    }
+    mt_type res = *q;
+    TRY(mt__scheck_result(r, &res, in, 3, QKV));
     r->out->result = res;
     return MT_OK;
 }

@@ -1,5 +1,5 @@
 /*
- * elementwise.c — add, sub, mul with broadcast, scale, GELU and transpose,
+ * elementwise.c — add, sub, mul with broadcast, scale, GELU, SwiGLU and transpose,
  * forward and backward.
  *
  * Broadcast is of one kind only: b (nb) repeats along a (n), so
@@ -139,6 +139,24 @@ void mt_kernel_gelu_fwd(float *restrict out, const float *restrict x, int64_t n)
 void mt_kernel_gelu_bwd(float *restrict dx, const float *restrict x, const float *restrict dout,
                         int64_t n, bool acc) {
     mt__vec()->gelu_bwd(dx, x, dout, n, acc);
+}
+
+/* ---- SwiGLU ---------------------------------------------------------------- */
+/* Vectorised at the kernel level in use (vec/vec_body.h): exp from SLEEF. */
+
+void mt_kernel_swiglu_fwd(float *restrict out, const float *restrict a, const float *restrict b,
+                          int64_t n) {
+    mt__vec()->swiglu_fwd(out, a, b, n);
+}
+
+void mt_kernel_swiglu_bwd_a(float *restrict da, const float *restrict a, const float *restrict b,
+                            const float *restrict dout, int64_t n, bool acc) {
+    mt__vec()->swiglu_bwd_a(da, a, b, dout, n, acc);
+}
+
+void mt_kernel_swiglu_bwd_b(float *restrict db, const float *restrict a,
+                            const float *restrict dout, int64_t n, bool acc) {
+    mt__vec()->swiglu_bwd_b(db, a, dout, n, acc);
 }
 
 /* ---- transpose ------------------------------------------------------------- */

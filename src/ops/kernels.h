@@ -56,6 +56,14 @@ void mt_kernel_gelu_fwd(float *out, const float *x, int64_t n);
 /* dx (n) (+)= gelu'(x) · dout. */
 void mt_kernel_gelu_bwd(float *dx, const float *x, const float *dout, int64_t n, bool acc);
 
+/* SwiGLU's middle, silu(a) = a·σ(a), σ(a) = 1/(1 + exp(-a)), on the vector
+ * layer: out (n) = silu(a (n)) · b (n); da (n) (+)= dout · b · σ(a)·(1 +
+ * a·(1 - σ(a))); db (n) (+)= dout · silu(a). */
+void mt_kernel_swiglu_fwd(float *out, const float *a, const float *b, int64_t n);
+void mt_kernel_swiglu_bwd_a(float *da, const float *a, const float *b, const float *dout,
+                            int64_t n, bool acc);
+void mt_kernel_swiglu_bwd_b(float *db, const float *a, const float *dout, int64_t n, bool acc);
+
 /* out (batch,Cc,R) = in (batch,R,Cc) with the last two dims swapped; (+)= if acc. */
 void mt_kernel_transpose(float *out, const float *in, int64_t batch, int64_t R, int64_t Cc, bool acc);
 
@@ -73,31 +81,73 @@ void mt_kernel_layernorm_bwd_input(float *dx, const float *dout, const float *x,
 void mt_kernel_layernorm_bwd_params(float *dw, float *db, const float *dout, const float *x,
                                     const float *mean, const float *rstd, int64_t rows, int64_t C);
 
+/* ---- rmsnorm (norm.c) ---------------------------------------------------- */
+
+/* out (rows,C) = x · rstd · w (C); saves rstd (rows) = 1/sqrt(mean_C x² + eps). */
+void mt_kernel_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w,
+                           int64_t rows, int64_t C, float eps);
+/* dx (rows,C) (+)= rstd · (w·dout - xhat · mean_C(w·dout·xhat)), xhat = x·rstd
+ * (the input gradient, the B part). */
+void mt_kernel_rmsnorm_bwd_input(float *dx, const float *dout, const float *x, const float *w,
+                                 const float *rstd, int64_t rows, int64_t C, bool acc);
+/* dw (C) += Σ_rows dout · x · rstd (the W part; always adds). */
+void mt_kernel_rmsnorm_bwd_params(float *dw, const float *dout, const float *x,
+                                  const float *rstd, int64_t rows, int64_t C);
+
+/* ---- rotary position embedding (rope.c) ---------------------------------- */
+
+/* out (B,T,NH·HS) (+)= x (B,T,NH·HS) with the pair (2i, 2i+1) of every head
+ * of row t rotated by sign · (pos0 + t) · theta^(-2i/HS) (llama2.c's run.c
+ * convention; the angle and its sine and cosine in double, rounded once),
+ * for the rows t in [t0, t1) of every batch. sign -1 is the backward (the
+ * transposed rotation). HS even. */
+void mt_kernel_rope(float *out, const float *x, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                    float theta, int64_t pos0, int sign, bool acc, int64_t t0, int64_t t1);
+
 /* ---- attention (attention.c) --------------------------------------------- */
 
-/* Causal self-attention. qkv (B,T,3C) holds q, k, v side by side in the last
- * dim, head h using channels [h·HS, (h+1)·HS) of each. Saves the softmax
- * probabilities att (B,NH,T,T) (entries above the diagonal are 0).
- * out (B,T,C) = concat over heads of softmax(q·kᵀ/√HS, causal) · v.
+/* Where one attention call's operands live: q (B,T,NH·HS) row stride ldq,
+ * k and v (B,T,KV·HS) row strides ldk and ldv, out (B,T,NH·HS) row stride
+ * ldo; each gradient is laid out as its tensor (dq as q, dout as out).
+ * Query head h reads kv head (hoff + h) / G, which must be in [0, KV): G =
+ * NH / KV and hoff = 0 for a whole op; a device holding a share of the
+ * heads keeps the whole op's G and sets hoff (ops_impl.h, mt_gqa_params).
+ * The GPT's packed qkv (B,T,3C): q = qkv, k = qkv + C, v = qkv + 2C,
+ * ldq = ldk = ldv = 3C, ldo = C, KV = NH, G = 1. */
+typedef struct {
+    int64_t B, T, NH, KV, HS, G, hoff;
+    int64_t ldq, ldk, ldv, ldo;
+} mt_attn_layout;
+
+/* The backward's outputs: each NULL (not computed) or (+)= as acc_q (dq)
+ * and acc_kv (dk and dv) say. */
+typedef struct {
+    float *dq, *dk, *dv;
+    bool   acc_q, acc_kv;
+} mt_attn_grads;
+
+/* Causal self-attention. out_h = softmax(q_h·k_jᵀ/√HS, causal) · v_j for
+ * query head h and its kv head j; saves the softmax probabilities att
+ * (B,NH,T,T) (entries above the diagonal are 0).
  *
- * Both kernels process only the (batch, head) pairs bh = b·NH + h in
- * [bh0, bh1), 0 <= bh0 <= bh1 <= B·NH; [0, B·NH) is the whole op. Pointers
- * are to the whole (B,...) buffers. Pair (b,h) touches only its own slices:
- * att's (T,T) block bh, out's columns [h·HS, (h+1)·HS) of batch b's rows, and
- * dqkv's q, k and v column blocks of head h in batch b's rows. So threads may
- * run disjoint ranges on the same buffers at once, and any split of the pairs
- * gives bit for bit the result of the whole range. The products are
+ * The forward processes the (batch, query head) pairs bh = b·NH + h in
+ * [bh0, bh1) (0 <= bh0 <= bh1 <= B·NH), touching only att's (T,T) block bh
+ * and out's head-h columns of batch b; the backward the (batch, kv head)
+ * groups g = b·KV + j in [g0, g1) (<= B·KV), touching only dq's columns of
+ * the heads that read j and dk's and dv's of head j, which those heads add
+ * into in head order. So threads may run disjoint ranges on the same
+ * buffers at once, and any split gives bit for bit the result of the whole
+ * range. Pointers are to the whole (B,...) buffers. The products are
  * cblas_sgemm calls on strided views, run with whatever threading Open BLAS
- * is set to (the graph sets one thread and splits the pairs over its pool). */
-void mt_kernel_attention_fwd(float *out, float *att, const float *qkv,
-                             int64_t B, int64_t T, int64_t C, int64_t NH,
-                             int64_t bh0, int64_t bh1);
-/* dqkv (B,T,3C) (+)= the gradient through attention, for the pairs [bh0, bh1)
- * (acc=false overwrites just those pairs' slices). scratch holds T·T floats,
- * private to the call: give each concurrent caller its own. */
-void mt_kernel_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
-                             int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch,
-                             int64_t bh0, int64_t bh1);
+ * is set to (the graph sets one thread and splits the work over its pool). */
+void mt_kernel_attention_fwd(float *out, float *att, const float *q, const float *k,
+                             const float *v, const mt_attn_layout *L, int64_t bh0, int64_t bh1);
+/* The gradients of the groups [g0, g1); a kv head no query head of the call
+ * reads (hoff > 0) gets dk = dv = 0 unless they add. scratch holds T·T
+ * floats, private to the call: give each concurrent caller its own. */
+void mt_kernel_attention_bwd(const mt_attn_grads *d, const float *dout, const float *q,
+                             const float *k, const float *v, const float *att,
+                             const mt_attn_layout *L, float *scratch, int64_t g0, int64_t g1);
 
 /* ---- embedding (embedding.c) --------------------------------------------- */
 

@@ -172,19 +172,82 @@ static void run_layernorm(const mt_op_env *env, const mt_op_call *c) {
     par_ctx ctx;
     par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_layernorm);
 }
-/* ATTENTION, ATTENTION_BWD: aux/in att (B,NH,T,T). (batch, head) pairs are
- * independent and the kernels take a range of them: split over the B·NH
- * pairs, so a batch of one still fills the pool. */
+/* RMSNORM: out (rows,C); aux = {rstd} (rows). Rows are independent. */
+static void range_rmsnorm(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    int64_t C = c->p.rmsnorm.C;
+    mt_kernel_rmsnorm_fwd(F32(c->out) + r0 * C, F32(c->aux[0]) + r0, F32(c->in[0]) + r0 * C,
+                          F32(c->in[1]), r1 - r0, C, c->p.rmsnorm.eps);
+}
+static void run_rmsnorm(const mt_op_env *env, const mt_op_call *c) {
+    par_ctx ctx;
+    par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rmsnorm);
+}
+/* ROPE, ROPE_BWD: out (B,T,NH·HS) (+)= in0 rotated (back); split over T. */
+static void range_rope(void *arg, int64_t t0, int64_t t1, int w) {
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_rope_params *p = &c->p.rope;
+    mt_kernel_rope(F32(c->out), F32(c->in[0]), p->B, p->T, p->NH, p->HS, p->theta, p->pos0,
+                   c->op == MT_OP_ROPE ? 1 : -1, c->acc, t0, t1);
+}
+static void run_rope(const mt_op_env *env, const mt_op_call *c) {
+    const mt_rope_params *p = &c->p.rope;
+    par_ctx ctx;
+    par_run(env, c, &ctx, p->T, p->B * p->NH * p->HS, range_rope);
+}
+/* SWIGLU, SWIGLU_BWD_A, SWIGLU_BWD_B: elementwise over out's elements. */
+static void range_swiglu(void *arg, int64_t e0, int64_t e1, int w) {
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    float *out = F32(c->out) + e0;
+    const float *a = F32(c->in[0]) + e0, *b = F32(c->in[1]) + e0;
+    if (c->op == MT_OP_SWIGLU) mt_kernel_swiglu_fwd(out, a, b, e1 - e0);
+    else if (c->op == MT_OP_SWIGLU_BWD_A)
+        mt_kernel_swiglu_bwd_a(out, a, b, F32(c->in[2]) + e0, e1 - e0, c->acc);
+    else mt_kernel_swiglu_bwd_b(out, a, b, e1 - e0, c->acc);   /* b is dout here */
+}
+static void run_swiglu(const mt_op_env *env, const mt_op_call *c) {
+    par_ctx ctx;
+    par_run(env, c, &ctx, NUMEL(c->out), 1, range_swiglu);
+}
+/* ATTENTION, ATTENTION_BWD: aux/in att (B,NH,T,T); the packed qkv (B,T,3C)
+ * as the attention kernels' layout: q, k, v at offsets 0, C, 2C, row
+ * stride 3C, one kv head per query head. */
+static mt_attn_layout packed_layout(const mt_attention_params *p) {
+    const int64_t HS = p->C / p->NH;
+    return (mt_attn_layout){.B = p->B, .T = p->T, .NH = p->NH, .KV = p->NH, .HS = HS, .G = 1,
+                            .ldq = 3 * p->C, .ldk = 3 * p->C, .ldv = 3 * p->C, .ldo = p->C};
+}
+/* ATTENTION_GQA and its backward: q (B,T,NH·HS), k, v (B,T,KV·HS) dense. */
+static mt_attn_layout gqa_layout(const mt_gqa_params *p) {
+    return (mt_attn_layout){.B = p->B, .T = p->T, .NH = p->NH, .KV = p->KV, .HS = p->HS,
+                            .G = p->G, .hoff = p->hoff, .ldq = p->NH * p->HS,
+                            .ldk = p->KV * p->HS, .ldv = p->KV * p->HS, .ldo = p->NH * p->HS};
+}
+/* (batch, head) pairs are independent and the kernels take a range of
+ * them: split over the B·NH pairs, so a batch of one still fills the pool. */
 static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
     const mt_op_call *c = ((par_ctx *)arg)->c;
-    const mt_attention_params *p = &c->p.attention;
-    mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), p->B, p->T, p->C, p->NH,
-                            p0, p1);
+    if (c->op == MT_OP_ATTENTION) {
+        const mt_attention_params *p = &c->p.attention;
+        mt_attn_layout L = packed_layout(p);
+        const float *qkv = F32(c->in[0]);
+        mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, qkv + p->C, qkv + 2 * p->C, &L,
+                                p0, p1);
+    } else {
+        mt_attn_layout L = gqa_layout(&c->p.gqa);
+        mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), F32(c->in[1]),
+                                F32(c->in[2]), &L, p0, p1);
+    }
 }
 static void run_attention(const mt_op_env *env, const mt_op_call *c) {
     const mt_attention_params *p = &c->p.attention;
     par_ctx ctx;
     par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention);
+}
+static void run_attention_gqa(const mt_op_env *env, const mt_op_call *c) {
+    const mt_gqa_params *p = &c->p.gqa;
+    par_ctx ctx;
+    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * p->HS, range_attention);
 }
 /* EMBEDDING: out (n,C) = table (V,C)[ids (n)]. */
 static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
@@ -277,23 +340,68 @@ static void run_ln_bwd_params(const mt_op_env *env, const mt_op_call *c) {
     mt_kernel_layernorm_bwd_params(F32(c->out), F32(c->out2), F32(c->in[0]), F32(c->in[1]),
                                    F32(c->in[2]), F32(c->in[3]), c->p.rows.rows, c->p.rows.C);
 }
-/* ATTENTION_BWD: in = {dout, qkv, att}; each worker has its own T·T scratch. */
-static void range_attention_bwd(void *arg, int64_t p0, int64_t p1, int w) {
+/* ATTENTION_BWD: in = {dout, qkv, att}; GQA_BWD_QK: in = {dout, q, k, v, att},
+ * out dq, out2 dk; GQA_BWD_V: in = {dout, att}, out dv. Split over the
+ * (batch, kv head) groups; each worker has its own T·T scratch. */
+static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     par_ctx *ctx = arg;
     const mt_op_call *c = ctx->c;
-    const mt_attention_params *p = &c->p.attention;
-    int64_t T = p->T;
-    mt_kernel_attention_bwd(F32(c->out), F32(c->in[0]), F32(c->in[1]), F32(c->in[2]),
-                            p->B, T, p->C, p->NH, c->acc,
-                            ctx->env->scratch + (size_t)w * (size_t)(T * T), p0, p1);
+    float *scratch = ctx->env->scratch + (size_t)w * (size_t)(c->op == MT_OP_ATTENTION_BWD
+                                                              ? c->p.attention.T * c->p.attention.T
+                                                              : c->p.gqa.T * c->p.gqa.T);
+    if (c->op == MT_OP_ATTENTION_BWD) {
+        const mt_attention_params *p = &c->p.attention;
+        mt_attn_layout L = packed_layout(p);
+        const float *qkv = F32(c->in[1]);
+        float *d = F32(c->out);
+        mt_attn_grads g = {d, d + p->C, d + 2 * p->C, c->acc, c->acc};
+        mt_kernel_attention_bwd(&g, F32(c->in[0]), qkv, qkv + p->C, qkv + 2 * p->C,
+                                F32(c->in[2]), &L, scratch, g0, g1);
+        return;
+    }
+    mt_attn_layout L = gqa_layout(&c->p.gqa);
+    if (c->op == MT_OP_GQA_BWD_QK) {
+        mt_attn_grads g = {.dq = F32(c->out), .dk = F32(c->out2), .acc_q = c->acc,
+                           .acc_kv = c->acc2};
+        mt_kernel_attention_bwd(&g, F32(c->in[0]), F32(c->in[1]), F32(c->in[2]), F32(c->in[3]),
+                                F32(c->in[4]), &L, scratch, g0, g1);
+    } else {   /* GQA_BWD_V reads neither q nor k nor v */
+        mt_attn_grads g = {.dv = F32(c->out), .acc_kv = c->acc};
+        const float *dout = F32(c->in[0]);
+        mt_kernel_attention_bwd(&g, dout, dout, dout, dout, F32(c->in[1]), &L, scratch, g0, g1);
+    }
 }
 static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
-    const mt_attention_params *p = &c->p.attention;
     par_ctx ctx;
-    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention_bwd);
+    if (c->op == MT_OP_ATTENTION_BWD) {
+        const mt_attention_params *p = &c->p.attention;
+        par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention_bwd);
+    } else {
+        const mt_gqa_params *p = &c->p.gqa;
+        par_run(env, c, &ctx, p->B * p->KV, p->T * p->T * p->HS * p->G, range_attention_bwd);
+    }
 }
 static size_t scratch_attention_bwd(const mt_op_call *c) {
-    return (size_t)c->p.attention.T * (size_t)c->p.attention.T;
+    int64_t T = c->op == MT_OP_ATTENTION_BWD ? c->p.attention.T : c->p.gqa.T;
+    return (size_t)T * (size_t)T;
+}
+/* RMS_BWD_INPUT: in = {dout, x, w, rstd}. */
+static void range_rms_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
+    const mt_op_call *c = ((par_ctx *)arg)->c;
+    int64_t C = c->p.rmsnorm.C;
+    mt_kernel_rmsnorm_bwd_input(F32(c->out) + r0 * C, F32(c->in[0]) + r0 * C,
+                                F32(c->in[1]) + r0 * C, F32(c->in[2]), F32(c->in[3]) + r0,
+                                r1 - r0, C, c->acc);
+}
+static void run_rms_bwd_input(const mt_op_env *env, const mt_op_call *c) {
+    par_ctx ctx;
+    par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rms_bwd_input);
+}
+/* RMS_BWD_PARAMS: in = {dout, x, rstd}; out dw (C). The kernel always adds. */
+static void run_rms_bwd_params(const mt_op_env *env, const mt_op_call *c) {
+    if (!c->acc) memset(F32(c->out), 0, (size_t)c->p.rmsnorm.C * sizeof(float));
+    mt_kernel_rmsnorm_bwd_params(F32(c->out), F32(c->in[0]), F32(c->in[1]), F32(c->in[2]),
+                                 c->p.rmsnorm.rows, c->p.rmsnorm.C);
 }
 /* EMBEDDING_BWD: in = {dout, ids}; the kernel always adds. */
 static void run_embedding_bwd(const mt_op_env *env, const mt_op_call *c) {
@@ -372,6 +480,29 @@ static void cost_ln_bwd(const mt_op_call *c, double *fl, double *by) {
     *fl = 10 * e;
     *by = 12 * e;
 }
+static void cost_rmsnorm(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
+    *fl = 4 * e;
+    *by = 8 * e;
+}
+static void cost_rms_bwd(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
+    *fl = c->op == MT_OP_RMS_BWD_INPUT ? 7 * e : 3 * e;
+    *by = 12 * e;
+}
+/* 6 FLOPs a pair of elements, and the angles' sines and cosines (counted
+ * as 20 each) once per (t, pair) */
+static void cost_rope(const mt_op_call *c, double *fl, double *by) {
+    const mt_rope_params *p = &c->p.rope;
+    double e = (double)NUMEL(c->out);
+    *fl = 3 * e + 40 * (double)p->T * (double)(p->HS / 2);
+    *by = (c->acc ? 12 : 8) * e;
+}
+/* exp, a division and a few products */
+static void cost_swiglu(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
+                     fl, by);
+}
 /* causal: each query row t attends to t+1 keys */
 static void cost_attention(const mt_op_call *c, double *fl, double *by) {
     const mt_attention_params *p = &c->p.attention;
@@ -384,6 +515,26 @@ static void cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
     cost_attention(c, fl, by);
     *fl *= 2;
     *by *= 2;
+}
+/* The same FLOPs per pair as the GPT's; bytes: q, out, att, and k and v of
+ * KV heads. The backward: QK twice the forward's products less dv's, V
+ * one product. */
+static void cost_gqa(const mt_op_call *c, double *fl, double *by) {
+    const mt_gqa_params *p = &c->p.gqa;
+    double B = (double)p->B, T = (double)p->T, HS = (double)p->HS;
+    double NH = (double)p->NH, KV = (double)p->KV;
+    double pairs = B * NH * T * (T + 1) / 2;
+    double qo = B * T * NH * HS, kv = B * T * KV * HS, att = B * NH * T * T;
+    if (c->op == MT_OP_ATTENTION_GQA) {
+        *fl = 4 * pairs * HS + 5 * pairs;
+        *by = 4 * (2 * qo + 2 * kv + att);
+    } else if (c->op == MT_OP_GQA_BWD_QK) {
+        *fl = 6 * pairs * HS + 5 * pairs;
+        *by = 4 * (3 * qo + 3 * kv + 2 * att);
+    } else {
+        *fl = 2 * pairs * HS;
+        *by = 4 * (qo + kv + att);
+    }
 }
 static void cost_embedding(const mt_op_call *c, double *fl, double *by) {
     double n = (double)c->p.embedding.n, C = (double)c->p.embedding.C;
@@ -416,6 +567,10 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_SUM]           = {"sum",           1, 1, run_sum,           cost_reduce_in},
     [MT_OP_TRANSPOSE]     = {"transpose",     1, 1, run_transpose,     cost_transpose},
     [MT_OP_RESHARD]       = {"reshard",       1, 1, run_copy,          cost_unary},
+    [MT_OP_RMSNORM]       = {"rmsnorm",       2, 2, run_rmsnorm,       cost_rmsnorm},
+    [MT_OP_ROPE]          = {"rope",          1, 1, run_rope,          cost_rope},
+    [MT_OP_SWIGLU]        = {"swiglu",        2, 2, run_swiglu,        cost_swiglu},
+    [MT_OP_ATTENTION_GQA] = {"attention_gqa", 3, 3, run_attention_gqa, cost_gqa},
     /* collective.c */
     [MT_OP_PSUM]          = {"psum",          1, 1, mt__run_psum,         mt__cost_coll, mt__scratch_coll,
                                    .scratch_caller = true},
@@ -451,6 +606,15 @@ static const mt_op_def op_table[MT_OP_COUNT] = {
     [MT_OP_FILL_BWD]      = {"fill_bwd",      1, 1, run_fill_bwd,      cost_unary},
     [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", 1, 1, run_transpose,     cost_transpose},
     [MT_OP_CM_WGRAD]      = {"cm_wgrad",      2, 2, mt__run_cm_wgrad,  mt__cost_cm},
+    [MT_OP_RMS_BWD_INPUT] = {"rms_bwd_input", 4, 4, run_rms_bwd_input, cost_rms_bwd},
+    [MT_OP_RMS_BWD_PARAMS] = {"rms_bwd_params", 3, 3, run_rms_bwd_params, cost_rms_bwd},
+    [MT_OP_ROPE_BWD]      = {"rope_bwd",      1, 1, run_rope,          cost_rope},
+    [MT_OP_SWIGLU_BWD_A]  = {"swiglu_bwd_a",  3, 3, run_swiglu,        cost_swiglu},
+    [MT_OP_SWIGLU_BWD_B]  = {"swiglu_bwd_b",  2, 2, run_swiglu,        cost_swiglu},
+    [MT_OP_GQA_BWD_QK]    = {"gqa_bwd_qk",    5, 5, run_attention_bwd, cost_gqa,
+                                   scratch_attention_bwd},
+    [MT_OP_GQA_BWD_V]     = {"gqa_bwd_v",     2, 2, run_attention_bwd, cost_gqa,
+                                   scratch_attention_bwd},
 };
 
 const mt_op_def *mt__op_def(mt_op op) { return &op_table[op]; }

@@ -39,6 +39,11 @@ typedef enum {
     MT_OP_TRANSPOSE,       /* p.transpose */
     MT_OP_RESHARD,         /* out = in0, a sharding constraint: p.reshard is the layout the
                               partitioner gives out (one device: a copy) */
+    /* the LLaMA family's (norm.c, rope.c, elementwise.c, attention.c) */
+    MT_OP_RMSNORM,         /* p.rmsnorm; in: x w; aux = {rstd} (rows) */
+    MT_OP_ROPE,            /* p.rope; in: x (B,T,NH·HS) */
+    MT_OP_SWIGLU,          /* out = silu(in0 a) · in1 b, same shapes */
+    MT_OP_ATTENTION_GQA,   /* p.gqa; in: q k v; aux = {att} (B,NH,T,T) */
     /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;
      * the gradient rules use them as backward calls too */
     MT_OP_PSUM,            /* out (+)= Σ_group in0; same shape */
@@ -71,6 +76,13 @@ typedef enum {
     MT_OP_FILL_BWD,        /* out (+)= s · dloss (in0, a scalar); p.scale */
     MT_OP_TRANSPOSE_BWD,   /* out (+)= transpose(in0); p.transpose */
     MT_OP_CM_WGRAD,        /* out (K,N) (+)= Σ_blocks in0ᵀ · in1, either chunk-major; p.cm */
+    MT_OP_RMS_BWD_INPUT,   /* out (+)= dx; in: dout x w rstd; p.rmsnorm */
+    MT_OP_RMS_BWD_PARAMS,  /* out (+)= dw; in: dout x rstd; p.rmsnorm */
+    MT_OP_ROPE_BWD,        /* out (+)= dx, dout (in0) rotated back; p.rope */
+    MT_OP_SWIGLU_BWD_A,    /* out (+)= da; in: a b dout */
+    MT_OP_SWIGLU_BWD_B,    /* out (+)= db; in: a dout */
+    MT_OP_GQA_BWD_QK,      /* out (+)= dq, out2 (+)= dk; in: dout q k v att; p.gqa */
+    MT_OP_GQA_BWD_V,       /* out (+)= dv; in: dout att; p.gqa */
     MT_OP_COUNT
 } mt_op;
 
@@ -86,6 +98,17 @@ typedef struct { int64_t rows, OC, C; } mt_linear_params;
 typedef struct { int64_t rows, C; } mt_rows_params;
 /* causal self-attention over qkv (B,T,3C) with NH heads. */
 typedef struct { int64_t B, T, C, NH; } mt_attention_params;
+/* RMS normalisation of rows of C channels: x / sqrt(mean x² + eps). */
+typedef struct { int64_t rows, C; float eps; } mt_rmsnorm_params;
+/* Rotary embedding of x (B,T,NH·HS) at positions pos0 .. pos0+T-1, angle
+ * pos · theta^(-2i/HS) for the pair (2i, 2i+1) of every head. */
+typedef struct { int64_t B, T, NH, HS; float theta; int64_t pos0; } mt_rope_params;
+/* Causal grouped-query attention: q (B,T,NH·HS), k and v (B,T,KV·HS); query
+ * head h reads kv head (hoff + h) / G, G the query heads per kv head of the
+ * whole op and hoff the query heads before this one's first (0 on one
+ * device; a device holding a share of the heads, partition's lowering, sets
+ * it so that its heads read the kv heads they read globally). */
+typedef struct { int64_t B, T, NH, KV, HS, G, hoff; } mt_gqa_params;
 /* n ids into a table (V,C). */
 /* masked (vocabulary parallel): the table holds rows [lo, lo+V) of the
  * vocabulary; an id outside reads zeros and scatters nothing. */
@@ -174,6 +197,9 @@ typedef union {
     mt_linear_params    linear;
     mt_rows_params      rows;
     mt_attention_params attention;
+    mt_rmsnorm_params   rmsnorm;
+    mt_rope_params      rope;
+    mt_gqa_params       gqa;
     mt_embedding_params embedding;
     mt_ce_params        ce;
     mt_mse_params       mse;

@@ -3,7 +3,7 @@
  * (internal).
  *
  * The hot loops of the elementwise and reduction ops (softmax and
- * cross-entropy, GELU, layernorm, attention's softmax, AdamW) and the
+ * cross-entropy, GELU, SwiGLU, layernorm, attention's softmax, AdamW) and the
  * collectives' adds are written once, in vec_body.h, against a handful of
  * vector macros, and compiled once per level (vec_generic.c, vec_avx2.c,
  * vec_avx512.c, vec_neon.c), each file with its own instruction-set flags:
@@ -62,6 +62,15 @@ typedef struct mt_vec_ops {
     void  (*gelu_fwd)(float *out, const float *x, int64_t n);
     /* dx (n) (+)= gelu'(x (n)) · dout (n) */
     void  (*gelu_bwd)(float *dx, const float *x, const float *dout, int64_t n, bool acc);
+
+    /* ---- SwiGLU: silu(a) = a·σ(a), σ(a) = 1/(1 + exp(-a)) ------------- */
+    /* out (n) = silu(a (n)) · b (n) */
+    void  (*swiglu_fwd)(float *out, const float *a, const float *b, int64_t n);
+    /* da (n) (+)= dout · b · σ(a)·(1 + a·(1 - σ(a))) */
+    void  (*swiglu_bwd_a)(float *da, const float *a, const float *b, const float *dout,
+                          int64_t n, bool acc);
+    /* db (n) (+)= dout · silu(a) */
+    void  (*swiglu_bwd_b)(float *db, const float *a, const float *dout, int64_t n, bool acc);
 
     /* ---- layernorm rows (ops/kernels.h states the maths) ---------------- */
     void  (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *x, const float *w,

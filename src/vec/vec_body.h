@@ -193,6 +193,56 @@ static void k_gelu_bwd(float *restrict dx, const float *restrict x, const float 
 }
 
 /* ======================================================================== */
+/* SwiGLU                                                                    */
+/* ======================================================================== */
+
+/* σ(a) = 1/(1 + exp(-a)): exactly 0 and 1 far out (exp overflows to inf or
+ * underflows to 0); a NaN passes. */
+static inline vf sigmoid(vf a) {
+    const vf one = V_SET1(1.0f);
+    return V_DIV(one, V_ADD(one, V_EXP(V_SUB(V_SET1(0.0f), a))));
+}
+
+static void k_swiglu_fwd(float *restrict out, const float *restrict a, const float *restrict b,
+                         int64_t n) {
+#define B_(i, r) { vf ai = V_LD(a, i, r, 0.0f);                                      \
+                   V_ST(out, i, r, V_MUL(V_MUL(ai, sigmoid(ai)), V_LD(b, i, r, 0.0f))); }
+    V_EACH(n, B_);
+#undef B_
+}
+
+/* silu'(a) = σ(a)·(1 + a·(1 - σ(a))) */
+static inline vf silu_grad(vf a) {
+    const vf one = V_SET1(1.0f), s = sigmoid(a);
+    return V_MUL(s, V_ADD(one, V_MUL(a, V_SUB(one, s))));
+}
+
+static void k_swiglu_bwd_a(float *restrict da, const float *restrict a, const float *restrict b,
+                           const float *restrict dout, int64_t n, bool acc) {
+#define G_(i, r) V_MUL(V_MUL(V_LD(dout, i, r, 0.0f), V_LD(b, i, r, 0.0f)),              \
+                       silu_grad(V_LD(a, i, r, 0.0f)))
+#define B_(i, r) V_ST(da, i, r, G_(i, r))
+#define A_(i, r) V_ST(da, i, r, V_ADD(V_LD(da, i, r, 0.0f), G_(i, r)))
+    if (acc) V_EACH(n, A_);
+    else     V_EACH(n, B_);
+#undef A_
+#undef B_
+#undef G_
+}
+
+static void k_swiglu_bwd_b(float *restrict db, const float *restrict a,
+                           const float *restrict dout, int64_t n, bool acc) {
+#define G_(i, r) V_MUL(V_LD(dout, i, r, 0.0f), V_MUL(V_LD(a, i, r, 0.0f), sigmoid(V_LD(a, i, r, 0.0f))))
+#define B_(i, r) V_ST(db, i, r, G_(i, r))
+#define A_(i, r) V_ST(db, i, r, V_ADD(V_LD(db, i, r, 0.0f), G_(i, r)))
+    if (acc) V_EACH(n, A_);
+    else     V_EACH(n, B_);
+#undef A_
+#undef B_
+#undef G_
+}
+
+/* ======================================================================== */
 /* Layernorm                                                                 */
 /* ======================================================================== */
 
@@ -365,6 +415,9 @@ const mt_vec_ops V_TABLE = {
     .softmax_bwd = k_softmax_bwd,
     .gelu_fwd = k_gelu_fwd,
     .gelu_bwd = k_gelu_bwd,
+    .swiglu_fwd = k_swiglu_fwd,
+    .swiglu_bwd_a = k_swiglu_bwd_a,
+    .swiglu_bwd_b = k_swiglu_bwd_b,
     .layernorm_fwd = k_layernorm_fwd,
     .layernorm_bwd_input = k_layernorm_bwd_input,
     .layernorm_bwd_params = k_layernorm_bwd_params,
