@@ -97,6 +97,8 @@ grep -qE '<[0-9]+>' sample.txt && bad "sample decoding" "ids printed as <N>: $(c
     echo "cannot make big.bin"
 "$BIN" train --model gpt --data big.bin --tokenizer big.model --steps 1 $TINY --ckpt-out big.ckpt \
     --quiet >/dev/null 2>&1 || echo "cannot make big.ckpt"
+# a model of 65537 pieces "a": more ids than uint16 holds
+python3 -c 'import sys; sys.stdout.buffer.write(b"\x0a\x03\x0a\x01a" * 65537)' >huge.model
 cd "$WORK" || exit 1
 
 # ---- bad input: one line, before any work -----------------------------------
@@ -118,6 +120,7 @@ hostile_cases <<EOF
 1 | nope.txt | tokenize --text nope.txt --vocab 300 --model-out t
 1 | not a SentencePiece model | tokenize --text text.txt --model-in text.txt --out o.bin | test ! -e o.bin
 1 | nope.model | tokenize --text text.txt --model-in nope.model --out o.bin
+1 | has 65537 pieces; an llm.c token file holds ids 0..65535 | tokenize --text text.txt --model-in huge.model --out o.bin | test ! -e o.bin
 1 | Vocabulary size is smaller | tokenize --text corpus.txt --vocab 100 --model-out t | test ! -e t.model && test ! -e t.model.tmp
 1 | Vocabulary size too high | tokenize --text text.txt --vocab 5000 --model-out t | test ! -e t.model
 2 | same file as --text | tokenize --text text.txt --model-in tok.model --out text.txt | cmp -s text.txt ../fix/text.txt
@@ -127,6 +130,7 @@ hostile_cases <<EOF
 1 | holds id | train --model gpt --data big.bin --tokenizer tok.model --steps 1 $TINY
 1 | not an llm.c token file | train --model gpt --data text.txt --tokenizer tok.model --steps 1 $TINY
 1 | nope.model | train --model gpt --data all.bin --tokenizer nope.model --steps 1 $TINY
+1 | has 65537 pieces | train --model gpt --data all.bin --tokenizer huge.model --steps 1 $TINY
 1 | not a SentencePiece model | train --model gpt --data all.bin --tokenizer text.txt --steps 1 $TINY
 2 | conflicts with --tokenizer | train --model gpt --data all.bin --tokenizer tok.model --vocab 300 --steps 1 $TINY
 2 | and --model mlp has none | train --model mlp --tokenizer tok.model --steps 1

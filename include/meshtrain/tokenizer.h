@@ -112,11 +112,16 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
 mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n,
                               bool at_start, char *buf, size_t cap, size_t *len);
 
-/* Checks that every id of the llm.c token file `tokens_path` is below the
- * tokenizer's vocabulary, reading the ids in chunks; *n_tokens (may be NULL)
- * gets their count. Fails with MT_EFORMAT naming the first id that is not,
- * its position and both files, or as the token file's reader does (MT_EIO,
- * MT_EFORMAT: not a token file, truncated). */
+/* Checks that the tokenizer's ids fit an llm.c token file (uint16): at most
+ * MT_TOKENIZER_MAX_VOCAB pieces. MT_EFORMAT naming the model and its size
+ * otherwise (a model trained elsewhere). */
+mt_status mt_tokenizer_check_vocab(const mt_tokenizer *tok);
+
+/* Checks mt_tokenizer_check_vocab, then that `tokens_path` is an llm.c token
+ * file (not text, which would train on bytes) whose every id is below the
+ * tokenizer's vocabulary; *n_tokens (may be NULL) gets its token count.
+ * Fails with MT_EFORMAT naming the largest id and both files, or as the
+ * token file's reader does (MT_EIO, MT_EFORMAT: truncated, a bad header). */
 mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_path,
                                     int64_t *n_tokens);
 

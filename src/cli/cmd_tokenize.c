@@ -126,20 +126,13 @@ static int check_inputs(const tokenize_args *a) {
 
 /* A tokenizer whose ids a token file can hold. */
 static int open_model(const char *flag, const char *path, mt_tokenizer **tok) {
-    mt_status s = mt_tokenizer_open(path, tok);
-    if (s != MT_OK) {
-        cli_error("--%s: %s", flag, mt_errmsg());
-        return CLI_EXIT_FAIL;
-    }
-    if (mt_tokenizer_vocab(*tok) > MT_TOKENIZER_MAX_VOCAB) {
-        cli_error("--%s '%s' has %d pieces; an llm.c token file holds ids 0..%d (uint16): use a "
-                  "tokenizer of at most %d pieces", flag, path, mt_tokenizer_vocab(*tok),
-                  MT_TOKENIZER_MAX_VOCAB - 1, MT_TOKENIZER_MAX_VOCAB);
-        mt_tokenizer_free(*tok);
-        *tok = NULL;
-        return CLI_EXIT_FAIL;
-    }
-    return CLI_EXIT_OK;
+    *tok = NULL;
+    if (mt_tokenizer_open(path, tok) == MT_OK && mt_tokenizer_check_vocab(*tok) == MT_OK)
+        return CLI_EXIT_OK;
+    cli_error("--%s: %s", flag, mt_errmsg());
+    mt_tokenizer_free(*tok);
+    *tok = NULL;
+    return CLI_EXIT_FAIL;
 }
 
 /* What was done, for the report. */

@@ -214,12 +214,8 @@ static int apply_tokenizer(mt_train_config *cfg, cli_model_flags *mf, const char
         return CLI_EXIT_FAIL;
     }
     int V = mt_tokenizer_vocab(tok), rc = CLI_EXIT_OK;
-    if (V > MT_TOKENIZER_MAX_VOCAB) {
-        cli_error("--tokenizer '%s' has %d pieces; an llm.c token file holds ids 0..%d (uint16)",
-                  path, V, MT_TOKENIZER_MAX_VOCAB - 1);
-        rc = CLI_EXIT_FAIL;
-    } else if (mt_tokenizer_check_tokens(tok, cfg->data, NULL) != MT_OK) {
-        cli_error("--data: %s", mt_errmsg());
+    if (mt_tokenizer_check_tokens(tok, cfg->data, NULL) != MT_OK) {
+        cli_error("%s", mt_errmsg());   /* it names both files */
         rc = CLI_EXIT_FAIL;
     } else if (given(opts, seen, vf->flag) && cli_model_setting(cfg->model_config, vf) != V) {
         cli_error("--%s %d conflicts with --tokenizer '%s', which has %d pieces: drop --%s (the "

@@ -299,13 +299,22 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
 /* Token files                                                               */
 /* ======================================================================== */
 
+mt_status mt_tokenizer_check_vocab(const mt_tokenizer *tok) {
+    if (!tok) return mt_fail(MT_EINVAL, "mt_tokenizer_check_vocab: tok is NULL");
+    if (tok->V <= MT_TOKENIZER_MAX_VOCAB) return MT_OK;
+    return mt_fail(MT_EFORMAT, "tokenizer '%s' has %d pieces; an llm.c token file holds ids "
+                   "0..%d (uint16): use a tokenizer of at most %d pieces", tok->path, tok->V,
+                   MT_TOKENIZER_MAX_VOCAB - 1, MT_TOKENIZER_MAX_VOCAB);
+}
+
 mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_path,
                                     int64_t *n_tokens) {
     if (!tok || !tokens_path)
         return mt_fail(MT_EINVAL, "mt_tokenizer_check_tokens needs a tokenizer and a path");
-    mt_file_kind kind;
-    mt_status s = mt_file_detect(tokens_path, &kind);
+    mt_status s = mt_tokenizer_check_vocab(tok);
     if (s != MT_OK) return s;
+    mt_file_kind kind;
+    if ((s = mt_file_detect(tokens_path, &kind)) != MT_OK) return s;
     if (kind != MT_FILE_TOKENS)
         return mt_fail(MT_EFORMAT, "'%s' is not an llm.c token file, so it would train on "
                        "bytes, not on the ids of tokenizer '%s': encode the text with "
