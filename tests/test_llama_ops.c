@@ -17,6 +17,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "ops/kernels.h"   /* the attention kernel's ranges, split as threads split them */
 
 /* ======================================================================== */
 /* The references, in double                                                 */
@@ -347,6 +348,209 @@ MT_TEST(llama_ops_refuse_bad_operands) {
     MT_CHECK(!mt_rmsnorm(g, x, w, 1e-5f), "w (8) against C = 12");
     MT_CHECK(strstr(mt_graph_errmsg(g), "(12)"), "%s", mt_graph_errmsg(g));
     mt_graph_free(g);
+}
+
+/* ======================================================================== */
+/* Partitioned: the same run as one device                                   */
+/* ======================================================================== */
+
+enum { PB = 2, PT = 8, PC = 16, PF = 24, N_PARAMS = 9, MAX_DEV = 4, MAX_P = PF * PC };
+
+/* A LLaMA block: x + attention_gqa(rope(q), rope(k), v) · wo, then + the
+ * SwiGLU MLP, each after an rmsnorm; the mse against y. */
+static const char *const PARAMS[N_PARAMS] = {"wn", "wq", "wk", "wv", "wo", "wn2", "w1", "w3", "w2"};
+
+typedef struct {
+    const char *mesh;            /* NULL: one device */
+    int         devices;
+    int         NH, KV, HS;
+    bool        rows;            /* x, y split over T (tensor), weights replicated */
+    float       loss;
+    float       grad[MAX_DEV][N_PARAMS][MAX_P];   /* each device's local gradients */
+    mt_status   status;
+    char        msg[512];
+} part_case;
+
+static void param_shape(const part_case *pc, int k, int64_t *s) {
+    int64_t q = pc->NH * pc->HS, kv = pc->KV * pc->HS;
+    const int64_t shapes[N_PARAMS][2] = {{PC, 1}, {q, PC}, {kv, PC}, {kv, PC}, {PC, q},
+                                         {PC, 1}, {PF, PC}, {PF, PC}, {PC, PF}};
+    s[0] = shapes[k][0];
+    s[1] = shapes[k][1];
+}
+
+/* Megatron's: q, k, v and the MLP's first products column-parallel, the
+ * outputs row-parallel; k and v replicated where KV does not divide. */
+static const char *param_spec(const part_case *pc, int k, int n) {
+    if (pc->rows || !pc->mesh) return "";
+    static const char *const SPEC[N_PARAMS] = {"", "tensor", "tensor", "tensor", "_,tensor",
+                                               "", "tensor", "tensor", "_,tensor"};
+    if ((k == 2 || k == 3) && pc->KV % n != 0) return "";
+    return SPEC[k];
+}
+
+static mt_tensor *block(mt_graph *g, const part_case *pc) {
+    int64_t xs[3] = {PB, PT, PC}, ps[2];
+    mt_tensor *x = mt_input(g, "x", MT_F32, 3, xs), *y = mt_input(g, "y", MT_F32, 3, xs);
+    mt_tensor *w[N_PARAMS];
+    for (int k = 0; k < N_PARAMS; k++) {
+        param_shape(pc, k, ps);
+        bool norm = k == 0 || k == 5;
+        w[k] = mt_param(g, PARAMS[k], norm ? 1 : 2, ps,
+                        norm ? (mt_init){MT_INIT_ONES, 0} : (mt_init){MT_INIT_NORMAL, 0.3f});
+    }
+    mt_tensor *h = mt_rmsnorm(g, x, w[0], 1e-5f);
+    mt_tensor *q = mt_rope(g, mt_linear(g, h, w[1], NULL), pc->NH, 10000.0f, 1500);
+    mt_tensor *k = mt_rope(g, mt_linear(g, h, w[2], NULL), pc->KV, 10000.0f, 1500);
+    mt_tensor *v = mt_linear(g, h, w[3], NULL);
+    mt_tensor *a = mt_attention_gqa(g, q, k, v, pc->NH, pc->KV);
+    mt_tensor *r1 = mt_add(g, x, mt_linear(g, a, w[4], NULL));
+    mt_tensor *h2 = mt_rmsnorm(g, r1, w[5], 1e-5f);
+    mt_tensor *m = mt_swiglu(g, mt_linear(g, h2, w[6], NULL), mt_linear(g, h2, w[7], NULL));
+    mt_tensor *out = mt_add(g, r1, mt_linear(g, m, w[8], NULL));
+    return mt_mse(g, out, y, 1.0f / (PB * PT * PC));
+}
+
+/* this device's first index of a dim split over the axes of `set` */
+static int64_t first_index(mt_ctx *ctx, uint32_t set, int64_t local) {
+    mt_axes ax = {0};
+    for (int a = 0; a < mt_mesh_ndim(mt_ctx_mesh(ctx)); a++)
+        if (set & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    return ax.n ? (int64_t)mt_axis_index(ctx, ax) * local : 0;
+}
+
+static mt_status part_device(mt_ctx *ctx, void *arg) {
+    part_case *pc = arg;
+    mt_graph *g = mt_graph_create(), *local = g;
+    mt_tensor *loss = block(g, pc), *lloss = loss;
+    mt_status s = mt_graph_status(g);
+    mt_sharding rows = {{0}, 0};
+    if (ctx) {
+        const mt_mesh *mesh = mt_ctx_mesh(ctx);
+        int n = mt_mesh_axis_size(mesh, "tensor");
+        for (int k = 0; k < N_PARAMS && s == MT_OK; k++) {
+            mt_tensor *p = mt_graph_find(g, PARAMS[k]);
+            mt_sharding sh;
+            s = mt_sharding_parse(mesh, param_spec(pc, k, n), mt_tensor_ndim(p), &sh);
+            if (s == MT_OK) s = mt_tensor_set_sharding(p, &sh);
+        }
+        if (s == MT_OK) s = mt_sharding_parse(mesh, pc->rows ? "_,tensor" : "", 3, &rows);
+        for (int k = 0; k < 2 && s == MT_OK; k++)
+            s = mt_tensor_set_sharding(mt_graph_find(g, k ? "y" : "x"), &rows);
+        mt_partition_opts po = {.mode = MT_SHARD_AUTO};
+        if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &lloss);
+    }
+    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3});
+    for (int k = 0; k < 2 && s == MT_OK; k++) {
+        mt_tensor *t = mt_graph_find(local, k ? "y" : "x");
+        int64_t T = mt_tensor_dim(t, 1), t0 = ctx ? first_index(ctx, rows.dim_axes[1], T) : 0;
+        float *d = mt_tensor_f32(t);
+        for (int64_t b = 0; b < PB; b++)
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t c = 0; c < PC; c++)
+                    d[(b * T + i) * PC + c] =
+                        mt_rng_normal(11, (uint64_t)k, (uint64_t)((b * PT + t0 + i) * PC + c));
+    }
+    if (s == MT_OK) s = mt_graph_forward(local);
+    if (s == MT_OK) s = mt_graph_backward(local);
+    int dev = ctx ? mt_ctx_device(ctx) : 0;
+    if (s == MT_OK) {
+        if (dev == 0) pc->loss = mt_graph_loss(local);
+        for (int k = 0; k < N_PARAMS; k++) {
+            mt_tensor *p = mt_graph_find(local, PARAMS[k]);
+            memcpy(pc->grad[dev][k], mt_tensor_f32(mt_tensor_grad(p)),
+                   (size_t)mt_tensor_numel(p) * sizeof(float));
+        }
+    }
+    if (s != MT_OK && dev == 0) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+    if (local != g) mt_graph_free(local);
+    mt_graph_free(g);
+    return s;
+}
+
+static void part_run(part_case *pc) {
+    if (!pc->mesh) {
+        pc->status = part_device(NULL, pc);
+        return;
+    }
+    mt_launch_opts o = {.mesh = pc->mesh, .devices = pc->devices, .timeout_s = 30,
+                        .kernel_threads = 1};
+    pc->status = mt_launch(&o, part_device, pc);
+    if (pc->status != MT_OK && !pc->msg[0]) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+}
+
+/* Each device's shard of each parameter's gradient against the one-device
+ * gradient's block at the device's tensor index. */
+static void check_part(const part_case *got, const part_case *one, const char *what) {
+    MT_CHECK(got->status == MT_OK, "%s: %s", what, got->msg);
+    MT_CHECK_CLOSE(got->loss, one->loss, 1e-5, "%s: loss", what);
+    int n = got->devices;
+    for (int dev = 0; dev < n; dev++)
+        for (int k = 0; k < N_PARAMS; k++) {
+            int64_t s[2];
+            param_shape(got, k, s);
+            const char *spec = param_spec(got, k, n);
+            bool split0 = strcmp(spec, "tensor") == 0, split1 = strcmp(spec, "_,tensor") == 0;
+            int64_t r = split0 ? s[0] / n : s[0], c = split1 ? s[1] / n : s[1];
+            for (int64_t i = 0; i < r; i++)
+                for (int64_t j = 0; j < c; j++) {
+                    int64_t gi = split0 ? dev * r + i : i, gj = split1 ? dev * c + j : j;
+                    MT_CHECK_CLOSE(got->grad[dev][k][i * c + j], one->grad[0][k][gi * s[1] + gj],
+                                   1e-4, "%s: device %d: d %s[%lld,%lld]", what, dev, PARAMS[k],
+                                   (long long)gi, (long long)gj);
+                }
+        }
+}
+
+MT_TEST(partitioned_llama_block_equals_one_device) {
+    static const struct { const char *mesh; int n, NH, KV, HS; bool rows; } CASES[] = {
+        {"tensor=2", 2, 4, 2, 4, false},   /* kv heads split with the query heads */
+        {"tensor=2", 2, 4, 4, 4, false},   /* multi-head */
+        {"tensor=2", 2, 4, 1, 4, false},   /* multi-query: k, v replicated */
+        {"tensor=4", 4, 4, 2, 4, false},   /* one query head a device, two share a kv head */
+        {"tensor=2", 2, 6, 3, 2, false},   /* a device's heads straddle kv heads */
+        {"tensor=2", 2, 4, 2, 4, true},    /* rows split over T: rmsnorm, rope on T/2 */
+    };
+    static part_case one, got;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        memset(&one, 0, sizeof one);
+        one = (part_case){.devices = 1, .NH = CASES[i].NH, .KV = CASES[i].KV, .HS = CASES[i].HS};
+        part_run(&one);
+        MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+        memset(&got, 0, sizeof got);
+        got = (part_case){.mesh = CASES[i].mesh, .devices = CASES[i].n, .NH = CASES[i].NH,
+                          .KV = CASES[i].KV, .HS = CASES[i].HS, .rows = CASES[i].rows};
+        part_run(&got);
+        char what[128];
+        snprintf(what, sizeof what, "mesh %s, NH=%d KV=%d%s", CASES[i].mesh, CASES[i].NH,
+                 CASES[i].KV, CASES[i].rows ? ", rows split over T" : "");
+        check_part(&got, &one, what);
+    }
+}
+
+/* The backward's (batch, kv head) groups split in two (as two threads would
+ * run them) give the whole range's dq, dk, dv bit for bit: the query heads
+ * that share a kv head add into it in one order, inside one group. */
+MT_TEST(attention_gqa_backward_split_is_bitwise) {
+    enum { B = 2, T = 11, NH = 6, KV = 2, HS = 4, NQ = B * T * NH * HS, NK = B * T * KV * HS };
+    static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T * T], scratch[T * T];
+    static float d1[2][NQ + 2 * NK], d2[2][NQ + 2 * NK];
+    for (int i = 0; i < NQ; i++) q[i] = mt_rng_normal(1, 0, i), dout[i] = mt_rng_normal(1, 1, i);
+    for (int i = 0; i < NK; i++) k[i] = mt_rng_normal(1, 2, i), v[i] = mt_rng_normal(1, 3, i);
+    mt_attn_layout L = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = HS, .G = NH / KV,
+                        .ldq = NH * HS, .ldk = KV * HS, .ldv = KV * HS, .ldo = NH * HS};
+    mt_kernel_attention_fwd(out, att, q, k, v, &L, 0, B * NH);
+    for (int acc = 0; acc < 2; acc++) {
+        for (int i = 0; i < NQ + 2 * NK; i++) d1[acc][i] = d2[acc][i] = (float)i;
+        float *a = d1[acc], *b = d2[acc];
+        mt_attn_grads whole = {a, a + NQ, a + NQ + NK, acc, acc};
+        mt_attn_grads part = {b, b + NQ, b + NQ + NK, acc, acc};
+        mt_kernel_attention_bwd(&whole, dout, q, k, v, att, &L, scratch, 0, B * KV);
+        mt_kernel_attention_bwd(&part, dout, q, k, v, att, &L, scratch, 3, B * KV);
+        mt_kernel_attention_bwd(&part, dout, q, k, v, att, &L, scratch, 0, 3);
+        MT_CHECK(memcmp(a, b, sizeof d1[0]) == 0, "acc=%d: a split of the groups changes the "
+                 "gradients", acc);
+    }
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
