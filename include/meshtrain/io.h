@@ -98,6 +98,86 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg);
 
+/* llama2.c's fp32 checkpoint (model.bin: export.py's legacy version 0, as
+ * karpathy/llama2.c's run.c reads it): 7 int32 (dim, hidden_dim, n_layers,
+ * n_heads, n_kv_heads, vocab_size, negative when the classifier is not the
+ * embedding, seq_len), then the weights in run.c's order, each (out,in) as
+ * meshtrain's, layers stacked: tok_emb (V,C), attn_norm (L,C), wq (L,C,C),
+ * wk and wv (L,KV·HS,C), wo (L,C,C), ffn_norm (L,C), w1 (L,F,C), w2
+ * (L,C,F), w3 (L,F,C), norm (C), the RoPE table run.c skips (cos and sin,
+ * (seq_len,HS/2) each), then lm_head (V,C) when not shared. There is no
+ * magic: a file is recognised by its size, which must be the header's to
+ * the byte.
+ *
+ * mt_llama2c_read_config fills *cfg from the header (ffn_dim = hidden_dim,
+ * max_seq = seq_len, tie_embeddings from vocab_size's sign, and run.c's
+ * fixed rope_theta 10000 and norm_eps 1e-5; multiple_of 0, ffn_mult 1).
+ * MT_EFORMAT naming the file and the field when a size is not positive (or
+ * past Llama 3 405B's by far), dim is not divisible by n_heads, n_kv_heads
+ * does not divide n_heads, the head size is odd, or the file's size is not
+ * the header's (truncated, too long); MT_EIO when it cannot be opened;
+ * MT_EINVAL for a save's temporary file.
+ *
+ * mt_llama2c_load copies the weights into the llama parameters of a
+ * compiled graph built for `cfg` (mt_llama_build with mt_llama2c_read_config's
+ * config; the names of models.h). Everything is checked before anything is
+ * copied, so a failed load leaves g as it was: cfg's sizes against the
+ * file's (MT_ESHAPE naming the field: equal shapes do not say how C splits
+ * into heads; max_seq and the tying may differ), cfg's rope_theta and
+ * norm_eps against run.c's (MT_EUNSUPPORTED), a missing parameter
+ * (MT_EINVAL), a shape that differs (MT_ESHAPE naming the tensor and both
+ * shapes), a file
+ * with its own classifier for a graph with no "lm_head.w" (MT_ESHAPE), a
+ * non-finite weight (MT_ENAN naming the tensor and the element). A shared
+ * classifier loaded into an untied graph fills "lm_head.w" with the
+ * embedding (the same logits).
+ *
+ * mt_llama2c_save writes g's parameters for `cfg` (its ffn_dim 0 resolved
+ * by mt_llama_ffn_dim), the RoPE table with export.py's values (computed in
+ * float), the classifier when cfg->tie_embeddings is 0. MT_EUNSUPPORTED for
+ * a rope_theta other than 10000 or a norm_eps other than 1e-5 (run.c fixes
+ * both and the format stores neither); MT_EINVAL for a bad cfg; graph
+ * errors as the load's. Claims `path` and writes through its temporary
+ * file as said above; mt_llama2c_save_to writes through the caller's
+ * claim. */
+mt_status mt_llama2c_read_config(const char *path, mt_llama_config *cfg);
+mt_status mt_llama2c_load(const char *path, mt_graph *g, const mt_llama_config *cfg);
+mt_status mt_llama2c_save(const char *path, const mt_llama_config *cfg, mt_graph *g);
+mt_status mt_llama2c_save_to(mt_output *out, const mt_llama_config *cfg, mt_graph *g);
+
+/* llama2.c's tokenizer.bin (run.c's build_tokenizer): a uint32
+ * max_token_length, then per token a float32 score, an int32 length and
+ * that many bytes. The file does not hold the token count: run.c reads the
+ * model's vocab_size tokens. */
+typedef struct {
+    int     n;                  /* tokens */
+    int     max_token_length;   /* the header's */
+    char  **pieces;             /* n NUL-terminated pieces, as stored */
+    float  *scores;             /* (n) */
+} mt_llama2c_vocab;
+
+/* Writes n tokens (pieces[i], scores[i]) to `path` (claimed, through its
+ * temporary file as every save), max_token_length the longest piece's
+ * bytes. Pieces are written as given: for a SentencePiece vocabulary pass
+ * export.py's pieces (mt_llama2c_piece; BOS and EOS as "\n<s>\n" and
+ * "\n</s>\n"). MT_EINVAL naming the token for a NULL or empty piece
+ * (run.c cannot read one back) or a non-finite score; save errors as
+ * mt_llmc_save's. */
+mt_status mt_llama2c_tokenizer_write(const char *path, int n, const char *const *pieces,
+                                     const float *scores);
+/* Reads `path`'s first n tokens, or with n == 0 every token to the end,
+ * into a new *out (free with mt_llama2c_vocab_free). MT_EFORMAT naming the
+ * file and the token when it ends inside a record, when a length is not in
+ * 1..max_token_length (run.c's encoder would overrun its buffer), when a
+ * score is not finite, or when tokens are left after the n asked for;
+ * MT_EIO when it cannot be opened; MT_EINVAL for n < 0. */
+mt_status mt_llama2c_tokenizer_read(const char *path, int n, mt_llama2c_vocab **out);
+void      mt_llama2c_vocab_free(mt_llama2c_vocab *v);
+/* export.py's piece for a SentencePiece piece: every "▁" (U+2581) becomes a
+ * space; byte pieces ("<0x0A>") stay as they are. Writes it, NUL-terminated,
+ * into buf (n bytes); MT_EINVAL when it does not fit. */
+mt_status mt_llama2c_piece(const char *spm_piece, char *buf, size_t n);
+
 /* meshtrain's own checkpoint: every parameter (name, dtype, global shape,
  * sharding, data), optimizer moments, step, data position and seed, plus a
  * model description string. Written to "<path>.tmp", fsynced, renamed (see

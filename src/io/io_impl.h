@@ -55,4 +55,29 @@ mt_status mt__save_begin(const char *path, const char *what, mt_output *claim, m
  * failure) and releases a claim the save made itself. */
 mt_status mt__save_end(mt__save *sv, bool ok, int err);
 
+/* ------------------------------------------------------------------------ */
+/* Other programs' fp32 weight files (weights.c: llmc.c, llama2c.c)          */
+/* ------------------------------------------------------------------------ */
+
+/* In the messages below `what` names the file kind ("llm.c checkpoint"),
+ * `path` the file and `name` the tensor. */
+
+/* Writes a shape as "(768,2304)" into buf (size bytes), as a tensor's
+ * mt__shape_str (tensor/tensor_impl.h) writes it. */
+void mt__dims_str(const int64_t *shape, int ndim, char *buf, size_t size);
+/* A parameter that takes a file's tensor is f32 (MT_EUNSUPPORTED) and has
+ * storage (MT_ESTATE: the graph is not compiled). */
+mt_status mt__weights_check_storage(mt_tensor *t, const char *what, const char *path);
+/* Reads n floats at f's position and checks they are finite
+ * (mt__scan_finite): MT_ENAN naming the element, MT_EIO, MT_ENOMEM. */
+mt_status mt__weights_scan(FILE *f, int64_t n, const char *what, const char *path,
+                           const char *name);
+/* Reads n floats at f's position into t's storage, through its backend. */
+mt_status mt__weights_read(FILE *f, mt_tensor *t, int64_t n, const char *what,
+                           const char *path);
+/* Ends a save whose writing returned s (errno err for MT_EIO): commits it
+ * when s is MT_OK, else leaves the previous file and says why. */
+mt_status mt__weights_save_end(mt__save *sv, mt_status s, int err, const char *what,
+                               const char *path);
+
 #endif /* MT_IO_IMPL_H */

@@ -13,6 +13,7 @@
  */
 #include "graph/tensor_data.h"
 #include "io/io_impl.h"
+#include "tensor/tensor_impl.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -90,14 +91,6 @@ static void entry_name(const llmc_tensor *e, int layer, char *buf, size_t size) 
     else              snprintf(buf, size, "%s", e->name);
 }
 
-/* "(768,2304)" */
-static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
-    size_t k = (size_t)snprintf(buf, size, "(");
-    for (int i = 0; i < ndim && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, i ? ",%lld" : "%lld", (long long)shape[i]);
-    if (k < size) snprintf(buf + k, size - k, ")");
-}
-
 /* Finds the parameter for (e, layer) in g and checks it can hold the llm.c
  * tensor: present, f32, compiled, same number of elements. Its values are
  * the graph's backend's: read and written through backend_io.c. */
@@ -112,26 +105,16 @@ static mt_status find_tensor(mt_graph *g, const char *path, const llmc_tensor *e
     int64_t want[2];
     for (int i = 0; i < e->ndim; i++) want[i] = dim_size(e->dims[i], cfg);
     if (mt_tensor_numel(t) != entry_numel(e, cfg)) {
-        int64_t have[MT_MAX_DIMS];
-        int nd = mt_tensor_ndim(t);
-        if (nd < 0) nd = 0;
-        if (nd > MT_MAX_DIMS) nd = MT_MAX_DIMS;
-        for (int i = 0; i < nd; i++) have[i] = mt_tensor_dim(t, i);
         char hs[96], ws[96];
-        shape_str(have, nd, hs, sizeof hs);
-        shape_str(want, e->ndim, ws, sizeof ws);
+        mt__shape_str(t, hs, sizeof hs);
+        mt__dims_str(want, e->ndim, ws, sizeof ws);
         return mt_fail(MT_ESHAPE, "tensor '%s' has shape %s (%lld elements) in the graph but "
                        "%s (%lld elements) in llm.c checkpoint '%s'", name, hs,
                        (long long)mt_tensor_numel(t), ws, (long long)entry_numel(e, cfg), path);
     }
-    if (mt_tensor_dtype(t) != MT_F32)
-        return mt_fail(MT_EUNSUPPORTED, "tensor '%s' is not f32; llm.c checkpoint '%s' is fp32 "
-                       "and is copied only into f32 parameters", name, path);
-    *out = t;
-    if (!mt__tensor_buffer(t))
-        return mt_fail(MT_ESTATE, "tensor '%s' has no storage yet; call mt_graph_compile "
-                       "before reading or writing llm.c checkpoint '%s'", name, path);
-    return MT_OK;
+    mt_status s = mt__weights_check_storage(t, "llm.c checkpoint", path);
+    if (s != MT_EUNSUPPORTED) *out = t;
+    return s;
 }
 
 /* Checks every tensor before any is touched, so a mismatch leaves g as it was. */
@@ -241,20 +224,10 @@ static mt_status check_finite(const char *path, FILE *f, const mt_gpt_config *fc
     for (int i = 0; i < N_LLMC_TENSORS; i++) {
         const llmc_tensor *e = &llmc_tensors[i];
         for (int l = 0; l < (e->per_layer ? fc->L : 1); l++) {
-            int64_t bad = 0;
-            float value = 0;
-            int err = 0;
-            mt_status s = mt__scan_finite(f, entry_numel(e, fc), &bad, &value, &err);
-            if (s == MT_OK) continue;
             char name[MT_MAX_NAME];
             entry_name(e, l, name, sizeof name);
-            if (s == MT_ENOMEM) return mt_fail(s, "no memory to check llm.c checkpoint '%s'", path);
-            if (s == MT_EIO)
-                return mt_fail(s, "reading tensor '%s' from llm.c checkpoint '%s': %s", name, path,
-                               err ? strerror(err) : "file shrank while reading");
-            return mt_fail(s, "llm.c checkpoint '%s' holds %g in tensor '%s' at element %lld; "
-                           "the file is damaged or was written by a run that had diverged",
-                           path, (double)value, name, (long long)bad);
+            mt_status s = mt__weights_scan(f, entry_numel(e, fc), "llm.c checkpoint", path, name);
+            if (s != MT_OK) return s;
         }
     }
     return MT_OK;
@@ -288,17 +261,8 @@ mt_status mt_llmc_load(const char *path, mt_graph *g, const mt_gpt_config *cfg) 
         for (int l = 0; s == MT_OK && l < (e->per_layer ? fc.L : 1); l++) {
             mt_tensor *t = NULL;
             s = find_tensor(g, path, e, l, &fc, &t);
-            size_t n = (size_t)entry_numel(e, &fc);
-            int err = 0;
             if (s == MT_OK)
-                s = mt__fread_backend(f, mt__tensor_backend(t), mt__tensor_buffer(t),
-                                      n * sizeof(float), &err);
-            if (s == MT_EIO)
-                s = mt_fail(MT_EIO, "reading tensor '%s' from llm.c checkpoint '%s': %s",
-                            mt_tensor_name(t), path,
-                            err ? strerror(err) : "file shrank while reading");
-            else if (s == MT_ENOMEM)
-                s = mt_fail(s, "no memory to read llm.c checkpoint '%s'", path);
+                s = mt__weights_read(f, t, entry_numel(e, &fc), "llm.c checkpoint", path);
         }
     }
     fclose(f);
@@ -334,12 +298,7 @@ static mt_status llmc_save(const char *path, mt_output *claim, mt_graph *g,
                                    n * sizeof(float), NULL, &err);
         }
     }
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", s == MT_ENOMEM ? "out of memory" : mt_errmsg());
-    mt_status end = mt__save_end(&sv, s == MT_OK, err);
-    if (s != MT_OK && s != MT_EIO)   /* the previous file is untouched */
-        return mt_fail(s, "saving llm.c checkpoint '%s': %s", path, msg);
-    return end;
+    return mt__weights_save_end(&sv, s, err, "llm.c checkpoint", path);
 }
 
 mt_status mt_llmc_save(const char *path, mt_graph *g, const mt_gpt_config *cfg) {
