@@ -69,7 +69,7 @@ hostile_cases <<EOF
 2 | zb-h3 | train --data text.txt $T --mesh pipe=2 --devices 2 --schedule zb-h3
 2 | - | train --data text.txt $T --schedule 1f1b
 2 | - | train --data text.txt $T --mesh pipe=2 --devices 2 --chunks 3 --schedule 1f1b
-2 | --model gpt only | train --model mlp --steps 1 --heads 2
+2 | --model gpt or --model llama only | train --model mlp --steps 1 --heads 2
 2 | --model mlp trains on examples, not sequences: drop --seq | train --model mlp --steps 1 --seq 4
 2 | --layers applies to --model gpt or --model mlp or --model llama only, not to --model linreg | train --model linreg --steps 1 --layers 2
 2 | - | train --data text.txt $T --steps 1.5

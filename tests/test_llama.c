@@ -140,6 +140,26 @@ static uint64_t lcg(uint64_t *s) {
     return *s >> 33;
 }
 
+/* What the reference loss reads besides the parameters. */
+typedef struct {
+    const int32_t *tokens, *targets;
+    int            B, T;
+    double         scale;
+} llama_batch;
+
+/* d loss / d *x of the reference, by central differences in double (x one
+ * of m's parameter entries, restored). */
+static double central_difference(const llama_ref *m, double *x, const llama_batch *b) {
+    const double eps = 1e-5, keep = *x;
+    double at[2];
+    for (int side = 0; side < 2; side++) {
+        *x = keep + (side ? -eps : eps);
+        at[side] = llama_ref_loss(m, b->tokens, b->targets, b->B, b->T, b->scale);
+    }
+    *x = keep;
+    return (at[0] - at[1]) / (2 * eps);
+}
+
 /* Builds cfg for (B,T) on one device, runs forward and backward on random
  * tokens, and checks the loss within 1e-5 relative of the reference and
  * `samples` entries of every parameter's gradient (its largest among them)
@@ -168,7 +188,6 @@ static void check_against_reference(const mt_llama_config *cfg, int B, int T, in
     double got = mt_tensor_f32(loss)[0];
     MT_CHECK(fabs(got - want) <= 1e-5 * fabs(want), "loss %.9g, reference %.9g (KV=%d NH=%d)",
              got, want, cfg->n_kv_heads, cfg->n_heads);
-    const double eps = 1e-5;
     for (int i = 0; i < m.n; i++) {
         mt_tensor *p = mt_graph_find(g, m.p[i].name);
         const float *grad = mt_tensor_f32(mt_tensor_grad(p));
@@ -180,13 +199,8 @@ static void check_against_reference(const mt_llama_config *cfg, int B, int T, in
         MT_CHECK(gmax > 0, "%s: every gradient is 0", m.p[i].name);
         for (int k = 0; k < samples; k++) {
             int64_t j = k == 0 ? top : (int64_t)(lcg(&s) % (uint64_t)n);
-            double keep = m.p[i].d[j];
-            m.p[i].d[j] = keep + eps;
-            double up = llama_ref_loss(&m, tokens, targets, B, T, scale);
-            m.p[i].d[j] = keep - eps;
-            double down = llama_ref_loss(&m, tokens, targets, B, T, scale);
-            m.p[i].d[j] = keep;
-            double fd = (up - down) / (2 * eps);
+            const llama_batch batch = {tokens, targets, B, T, scale};
+            double fd = central_difference(&m, &m.p[i].d[j], &batch);
             MT_CHECK(fabs(grad[j] - fd) <= 1e-4 * gmax,
                      "d loss / d %s[%lld]: graph %.9g, finite differences %.9g (largest %.3g; "
                      "KV=%d NH=%d T=%d)", m.p[i].name, (long long)j, grad[j], fd, gmax,

@@ -671,19 +671,19 @@ MT_TEST(trainer_checkpoints_describe_the_model_as_before) {
 }
 
 MT_TEST(trainer_names_the_models) {
-    const char *want[] = {"gpt", "mlp", "linreg"};
-    const mt_model_kind kinds[] = {MT_MODEL_GPT, MT_MODEL_MLP, MT_MODEL_LINREG};
-    for (int i = 0; i < 3; i++)
+    const char *want[] = {"gpt", "mlp", "linreg", "llama"};
+    const mt_model_kind kinds[] = {MT_MODEL_GPT, MT_MODEL_MLP, MT_MODEL_LINREG, MT_MODEL_LLAMA};
+    for (int i = 0; i < 4; i++)
         MT_CHECK(mt_model_name(kinds[i]) && strcmp(mt_model_name(kinds[i]), want[i]) == 0,
                  "model kind %d is named '%s', want '%s'", (int)kinds[i],
                  mt_model_name(kinds[i]) ? mt_model_name(kinds[i]) : "(null)", want[i]);
-    MT_CHECK(mt_model_name((mt_model_kind)3) == NULL && mt_model_name((mt_model_kind)-1) == NULL,
-             "kinds 3 and -1 have names");
+    MT_CHECK(mt_model_name((mt_model_kind)4) == NULL && mt_model_name((mt_model_kind)-1) == NULL,
+             "kinds 4 and -1 have names");
     mt_train_config c = linreg_config(0.1f, 1);
     c.model = (mt_model_kind)7;
     mt_trainer *tr = NULL;
     MT_CHECK_FAILS(mt_trainer_create(&c, &tr), MT_EINVAL,
-                   "unknown model kind 7; use gpt, mlp or linreg");
+                   "unknown model kind 7; use gpt, mlp, linreg or llama");
     MT_CHECK(tr == NULL, "a trainer was made for kind 7");
 }
 

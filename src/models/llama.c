@@ -155,14 +155,14 @@ double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
 /* Builder                                                                   */
 /* ======================================================================== */
 
-static mt_tensor *param1(mt_graph *g, const char *name, int64_t n, mt_init init) {
-    int64_t shape[1] = {n};
-    return mt_param(g, name, 1, shape, init);
-}
-
-static mt_tensor *param2(mt_graph *g, const char *name, int64_t rows, int64_t cols, mt_init init) {
-    int64_t shape[2] = {rows, cols};
-    return mt_param(g, name, 2, shape, init);
+/* The parameter named by `fmt` with block l (rows) when cols is 0, else
+ * (rows, cols). */
+static mt_tensor *lparam(mt_graph *g, mt_init init, int64_t rows, int64_t cols, const char *fmt,
+                         int l) {
+    char name[MT_MAX_NAME];
+    snprintf(name, sizeof name, fmt, l);
+    const int64_t shape[2] = {rows, cols};
+    return mt_param(g, name, cols ? 2 : 1, shape, init);
 }
 
 /* One block: x (B,T,C) -> (B,T,C). */
@@ -173,20 +173,15 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     const mt_init ones = {MT_INIT_ONES, 0.0f}, normal = {MT_INIT_NORMAL, LLAMA_INIT_STD};
     /* the residual projections scaled down with depth, as the GPT's */
     const mt_init resid = {MT_INIT_NORMAL, LLAMA_INIT_STD / sqrtf(2.0f * (float)cfg->n_layers)};
-    char n[MT_MAX_NAME];
-#define P1(suffix, len, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param1(g, n, len, init))
-#define P2(suffix, r, c, init) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), param2(g, n, r, c, init))
-    mt_tensor *attn_norm = P1("attn_norm.w", C, ones);
-    mt_tensor *wq = P2("attn.wq.w", NH * HS, C, normal);      /* (NH·HS,C) */
-    mt_tensor *wk = P2("attn.wk.w", KV * HS, C, normal);      /* (KV·HS,C) */
-    mt_tensor *wv = P2("attn.wv.w", KV * HS, C, normal);      /* (KV·HS,C) */
-    mt_tensor *wo = P2("attn.wo.w", C, NH * HS, resid);       /* (C,NH·HS) */
-    mt_tensor *ffn_norm = P1("ffn_norm.w", C, ones);
-    mt_tensor *w1 = P2("ffn.w1.w", F, C, normal);             /* (F,C) */
-    mt_tensor *w2 = P2("ffn.w2.w", C, F, resid);              /* (C,F) */
-    mt_tensor *w3 = P2("ffn.w3.w", F, C, normal);             /* (F,C) */
-#undef P1
-#undef P2
+    mt_tensor *attn_norm = lparam(g, ones, C, 0, "h.%d.attn_norm.w", l);        /* (C) */
+    mt_tensor *wq = lparam(g, normal, NH * HS, C, "h.%d.attn.wq.w", l);         /* (NH·HS,C) */
+    mt_tensor *wk = lparam(g, normal, KV * HS, C, "h.%d.attn.wk.w", l);         /* (KV·HS,C) */
+    mt_tensor *wv = lparam(g, normal, KV * HS, C, "h.%d.attn.wv.w", l);         /* (KV·HS,C) */
+    mt_tensor *wo = lparam(g, resid, C, NH * HS, "h.%d.attn.wo.w", l);          /* (C,NH·HS) */
+    mt_tensor *ffn_norm = lparam(g, ones, C, 0, "h.%d.ffn_norm.w", l);          /* (C) */
+    mt_tensor *w1 = lparam(g, normal, F, C, "h.%d.ffn.w1.w", l);                /* (F,C) */
+    mt_tensor *w2 = lparam(g, resid, C, F, "h.%d.ffn.w2.w", l);                 /* (C,F) */
+    mt_tensor *w3 = lparam(g, normal, F, C, "h.%d.ffn.w3.w", l);                /* (F,C) */
 
     mt_tensor *h = mt_rmsnorm(g, x, attn_norm, cfg->norm_eps);               /* (B,T,C) */
     mt_tensor *q = mt_rope(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0); /* (B,T,NH·HS) */
@@ -244,7 +239,7 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
     mt_tensor *x, *tok_emb = NULL, *targets = NULL;
     if (st->first) {
         mt_tensor *tokens = mt_input(g, "tokens", MT_I32, 2, bt);       /* (B,T) */
-        tok_emb = param2(g, "tok_emb.w", V, C, normal);                 /* (V,C) */
+        tok_emb = lparam(g, normal, V, C, "tok_emb.w", 0);              /* (V,C) */
         x = mt_embedding(g, tok_emb, tokens);                            /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
@@ -263,9 +258,10 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
     mt_graph_set_block(g, -1);
     if (!st->last) return x;
 
-    mt_tensor *norm = param1(g, "norm.w", C, ones);
+    mt_tensor *norm = lparam(g, ones, C, 0, "norm.w", 0);                 /* (C) */
     mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
-    mt_tensor *head = cfg->tie_embeddings ? tok_emb : param2(g, "lm_head.w", V, C, normal);
+    mt_tensor *head = cfg->tie_embeddings ? tok_emb                       /* (V,C) */
+                                          : lparam(g, normal, V, C, "lm_head.w", 0);
     /* logits (B,T,V) = xf (B,T,C) · head (V,C)ᵀ */
     mt_tensor *logits = mt_matmul(g, xf, head, false, true);
     /* named so that sampling can read the next-token distribution */

@@ -100,16 +100,7 @@ mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     if (m->vocab == 0) m->vocab = data_vocab;
     m->ffn_dim = mt_llama_ffn_dim(m);
     if ((s = mt_llama_config_check(m)) != MT_OK) return s;
-    if (data_vocab > m->vocab)
-        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
-                       "has V=%d (--vocab); raise it or leave it 0 to take it from the data",
-                       c->data, data_vocab - 1, data_vocab, m->vocab);
-    int64_t n_train = mt_dataset_tokens(*ds, 0);
-    if (n_train < (int64_t)c->T + 1)
-        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
-                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
-                       c->T + 1);
-    return MT_OK;
+    return mt__train_data_fits(c, *ds, m->vocab);
 }
 
 void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {

@@ -66,16 +66,7 @@ static mt_status gpt_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     if (g->V == 0) g->V = data_vocab;
     if (g->Vp == 0) g->Vp = gpt_padded(g->V);
     if ((s = mt_gpt_config_check(g)) != MT_OK) return s;
-    if (data_vocab > g->V)
-        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
-                       "has V=%d; raise V or leave it 0 to take it from the data",
-                       c->data, data_vocab - 1, data_vocab, g->V);
-    int64_t n_train = mt_dataset_tokens(*ds, 0);
-    if (n_train < (int64_t)c->T + 1)
-        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
-                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
-                       c->T + 1);
-    return MT_OK;
+    return mt__train_data_fits(c, *ds, g->V);
 }
 
 static mt_status gpt_llmc_read(const char *path, void *mc) {

@@ -129,6 +129,11 @@ typedef union {
 void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config *c,
                                  mt__model_config_buf *dst);
 
+/* The checks of a token dataset ds opened for c against a model of V
+ * tokens: no token past V, a training split of T+1 tokens
+ * or more. MT_EINVAL naming the file. (model_data.c) */
+mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, int V);
+
 /* ---- the LLaMA model's entry (model_llama.c) ---- */
 
 /* Its flags (MT__LLAMA_N_FLAGS of them), its defaults, and its hooks, as

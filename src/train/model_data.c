@@ -1,0 +1,20 @@
+/*
+ * model_data.c — what the models trained on a token dataset check of it
+ * (train_impl.h: mt__train_data_fits), below their table entries
+ * (model_table.c, model_llama.c), which both call it.
+ */
+#include "train/train_impl.h"
+
+mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, int V) {
+    int data_vocab = mt_dataset_vocab(ds);
+    if (data_vocab > V)
+        return mt_fail(MT_EINVAL, "data %s has tokens up to %d (vocabulary %d) but the model "
+                       "has V=%d; raise V or leave it 0 to take it from the data",
+                       c->data, data_vocab - 1, data_vocab, V);
+    int64_t n_train = mt_dataset_tokens(ds, 0);
+    if (n_train < (int64_t)c->T + 1)
+        return mt_fail(MT_EINVAL, "the training split of %s has %lld tokens, fewer than "
+                       "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
+                       c->T + 1);
+    return MT_OK;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# test_llama_cli.sh — `meshtrain train --model llama` and `meshtrain explain
+# --model llama` from the command line: a short run on a text file whose
+# loss falls, on one device and on a mesh; the published presets explained
+# at full size on the shape-only backend; the model's flags parsed strictly,
+# a preset written over by the flags after it, and bad settings refused with
+# one line naming the flag.
+#
+#   bash tests/test_llama_cli.sh <meshtrain binary> [<build dir>]
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_llama_cli.sh "$@"
+
+# run ARGS...: the program under `timeout 120`, stdout to out.txt, stderr to err.txt.
+run() { timeout 120 "$BIN" "$@" >out.txt 2>err.txt; }
+
+for i in $(seq 400); do echo "line $i: the quick brown fox jumps over the lazy dog"; done >data.txt
+MODEL=(--model llama --layers 2 --channels 32 --heads 4 --kv-heads 2 --max-seq 16 --seq 16
+       --batch 4)
+TINY=("${MODEL[@]}" --threads 1)
+
+# ---- training ---------------------------------------------------------------
+
+# first and last loss of a run's step lines in out.txt
+losses() { sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' out.txt | sed -n '1p;$p'; }
+
+run train "${TINY[@]}" --data data.txt --steps 8 --lr 3e-3
+l=($(losses))
+if [ $? -eq 0 ] && [ "${#l[@]}" -eq 2 ] && awk -v a="${l[0]}" -v b="${l[1]}" 'BEGIN{exit !(b < a)}'; then
+    ok "train --model llama: the loss falls (${l[0]} -> ${l[1]})"
+else
+    bad "train --model llama: the loss falls" "losses '${l[*]:-none}'"
+fi
+if grep -q '^  model        llama L=2 C=32 NH=4 KV=2 F=96 multiple_of=32 ffn_mult=1 maxT=16 V=256 theta=10000 eps=1e-05 tie=0' out.txt; then
+    ok "the model line names the settings, F from Llama's rule"
+else
+    bad "the model line names the settings" "$(grep '  model' out.txt)"
+fi
+
+run train "${TINY[@]}" --data data.txt --steps 2 --mesh data=2,tensor=2 --tie-embeddings \
+    --rope-theta 500000 --ffn-dim 48
+if [ $? -eq 0 ] && grep -q 'F=48 .*theta=500000 .*tie=1' out.txt && grep -q '^step 2/2' out.txt; then
+    ok "train --model llama on data=2,tensor=2, tied, Llama 3's theta"
+else
+    bad "train --model llama on data=2,tensor=2" "$(tail -3 out.txt)"
+fi
+
+# ---- explain at full size -----------------------------------------------------
+
+run explain --model llama --preset llama3-70b --mesh data=2,fsdp=2,tensor=8 --seq 8192 --batch 4
+if [ $? -eq 0 ] && grep -q 'attention_gqa' out.txt && grep -q 'f32\[128256@tensor,8192' out.txt; then
+    ok "explain --preset llama3-70b: the program at full size, the vocabulary over tensor"
+else
+    bad "explain --preset llama3-70b" "$(head -3 out.txt)"
+fi
+run explain --model llama --preset stories15m --layers 1 --json
+if [ $? -eq 0 ] && grep -q '"h.0.attn.wq.w"\|h\.0\.attn\.wq\.w' out.txt && ! grep -q 'h\.1\.' out.txt; then
+    ok "a flag after --preset overrides it (--layers 1)"
+else
+    bad "a flag after --preset overrides it" "$(head -c 300 out.txt)"
+fi
+
+# ---- refusals: one line naming the flag, exit 2 ---------------------------------
+
+expect_fail "an unknown preset names the known ones" 2 "--preset: unknown LLaMA preset 'llama9'.*llama3-8b" \
+    timeout 60 "$BIN" train --model llama --data data.txt --preset llama9
+expect_fail "kv heads that do not divide the heads" 2 "--kv-heads 3 does not divide --heads 4" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --kv-heads 3 --steps 1
+expect_fail "a float flag parsed strictly" 2 "--rope-theta" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --rope-theta 1e4x --steps 1
+expect_fail "a float out of the model's range" 2 "--norm-eps" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --norm-eps 0 --steps 1
+expect_fail "--tie-embeddings takes no value" 2 "--tie-embeddings takes no value" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --tie-embeddings=1 --steps 1
+expect_fail "a llama flag on the GPT" 2 "--kv-heads applies to --model llama only" \
+    timeout 60 "$BIN" train --data data.txt --kv-heads 2 --steps 1
+expect_fail "tensor parallelism needs the heads to divide" 2 "--heads 4 does not divide by 8" \
+    timeout 60 "$BIN" explain "${MODEL[@]}" --mesh tensor=8
+
+test_end

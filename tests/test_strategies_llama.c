@@ -1,0 +1,216 @@
+/*
+ * test_strategies_llama.c — DESIGN's invariant for the LLaMA model: the
+ * trainer on each layout trains the one-device run. A small grouped-query
+ * model (L=2, C=32, NH=4, KV=2, F=64, V from the text, T=16), 10 AdamW
+ * steps with clipping from the same seed and global batch: the loss and
+ * the gradient norm at every step within relative 1e-5 and the final
+ * parameters within 1e-4 of one device (MT_CHECK_CLOSE's measure).
+ *
+ * Layouts: data parallel; ZeRO 1, 2, 3; FSDP; tensor parallel with the kv
+ * heads split (tensor=2, KV=2) and replicated (tensor=4 over KV=2, and
+ * multi-query KV=1 over tensor=2: each device reads the kv heads its query
+ * heads share, their gradients summed); sequence parallelism; pipelines
+ * over pipe=2 (1F1B, GPipe, ZB-H1, ZB-V, and 1F1B with tensor=2), every
+ * chunk's parameters against one device's. And remat policies, which must
+ * train the same run bit for bit.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+#include "train_helpers.h"
+#include "train/train_impl.h"   /* a pipeline's chunk graphs */
+
+#include <unistd.h>
+
+#define TSTEPS 10
+
+static mt_llama_config small_llama(int KV) {
+    return (mt_llama_config){.dim = 32, .ffn_dim = 64, .n_layers = 2, .n_heads = 4,
+                             .n_kv_heads = KV, .vocab = 0, .max_seq = 16,
+                             .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
+                             .multiple_of = 32, .ffn_mult = 1.0f};
+}
+
+/* The tests' training run (mt_test_config's optimizer, batch and seed) of
+ * the model *m on the text at `path`. */
+static mt_train_config llama_config(const char *path, const mt_llama_config *m) {
+    mt_train_config c = mt_test_config(MT_MODEL_LLAMA, path);
+    c.data = path;
+    c.T = 16;
+    MT_TEST_MODEL_CONFIG(&c, m);
+    return c;
+}
+
+typedef struct {
+    float loss[TSTEPS], norm[TSTEPS];
+} curve;
+
+/* Ten steps of a trainer made from c (on c.mesh); *tr is left for the
+ * caller to compare and free. */
+static curve ten_steps(const mt_train_config *c, mt_trainer **tr) {
+    MT_CHECK_OK(mt_trainer_create(c, tr));
+    curve out;
+    for (int s = 0; s < TSTEPS; s++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(*tr, &r));
+        out.loss[s] = r.loss;
+        out.norm[s] = r.grad_norm;
+    }
+    return out;
+}
+
+static void same_curve(const curve *got, const curve *want, const char *what) {
+    for (int s = 0; s < TSTEPS; s++) {
+        MT_CHECK_CLOSE(got->loss[s], want->loss[s], 1e-5, "%s: loss at step %d", what, s + 1);
+        MT_CHECK_CLOSE(got->norm[s], want->norm[s], 1e-5, "%s: gradient norm at step %d", what,
+                       s + 1);
+    }
+}
+
+/* c on each mesh of `meshes` (zero[i] its ZeRO stage) against c on one
+ * device; device 0 must hold some parameter split where split[i]. */
+static void check_meshes(mt_train_config c, const char *what, const char *const *meshes,
+                         const int *zero, const bool *split) {
+    mt_train_config ref = c;
+    ref.sequence_parallel = false;
+    mt_trainer *one = NULL;
+    curve want = ten_steps(&ref, &one);
+    MT_CHECK(want.loss[TSTEPS - 1] < want.loss[0], "%s: training lowers the loss", what);
+    mt_test_params p1 = mt_test_params_of(one);
+    mt_trainer_free(one);
+    for (int i = 0; meshes[i]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s on %s zero=%d%s", what, meshes[i], zero[i],
+                 c.sequence_parallel ? " sequence-parallel" : "");
+        c.mesh = meshes[i];
+        c.zero = zero[i];
+        mt_trainer *tr = NULL;
+        curve got = ten_steps(&c, &tr);
+        same_curve(&got, &want, name);
+        mt_test_params p = mt_test_params_of(tr);
+        mt_trainer_free(tr);
+        int shards = 0;
+        double worst = mt_test_params_diff(&p, &p1, &shards);
+        MT_CHECK(worst < 1e-4, "%s: parameters differ by %g", name, worst);
+        MT_CHECK(!split[i] || shards > 0, "%s: no parameter is split on device 0", name);
+        fprintf(stderr, "  %s: loss %.4f -> %.4f, parameters within %.2g (%d split)\n", name,
+                got.loss[0], got.loss[TSTEPS - 1], worst, shards);
+        free(p.params);
+    }
+    free(p1.params);
+}
+
+MT_TEST(llama_data_zero_fsdp_equal_one_device) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    const mt_llama_config m = small_llama(2);
+    const char *const meshes[] = {"data=2", "data=2", "data=2", "data=2", "fsdp=2",
+                                  "data=2,fsdp=2", NULL};
+    const int zero[] = {0, 1, 2, 3, 0, 0};
+    const bool split[] = {false, true, true, true, true, true};
+    check_meshes(llama_config(path, &m), "llama", meshes, zero, split);
+    unlink(path);
+}
+
+MT_TEST(llama_tensor_parallel_equals_one_device) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    /* KV=2: split over tensor=2, replicated over tensor=4 */
+    const mt_llama_config gqa = small_llama(2);
+    const char *const meshes[] = {"tensor=2", "tensor=4", "data=2,tensor=2", NULL};
+    const int zero[] = {0, 0, 0};
+    const bool split[] = {true, true, true};
+    check_meshes(llama_config(path, &gqa), "llama KV=2", meshes, zero, split);
+    /* multi-query: the one kv head on every device */
+    const mt_llama_config mqa = small_llama(1);
+    const char *const mq_meshes[] = {"tensor=2", NULL};
+    check_meshes(llama_config(path, &mqa), "llama KV=1", mq_meshes, zero, split);
+    /* sequence parallelism: the norms and residual adds on T/2 rows */
+    mt_train_config c = llama_config(path, &gqa);
+    c.sequence_parallel = true;
+    const char *const sp_meshes[] = {"tensor=2", NULL};
+    check_meshes(c, "llama KV=2", sp_meshes, zero, split);
+    unlink(path);
+}
+
+/* Activation checkpointing recomputes by the blocks the builder tags: the
+ * same run, bit for bit, under every policy. */
+MT_TEST(llama_remat_trains_the_same_run) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    const mt_llama_config m = small_llama(2);
+    mt_train_config c = llama_config(path, &m);
+    mt_trainer *one = NULL;
+    curve want = ten_steps(&c, &one);
+    mt_trainer_free(one);
+    const mt_remat policies[] = {MT_REMAT_FULL, MT_REMAT_ATTENTION, MT_REMAT_DOTS};
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+        c.remat = policies[i];
+        mt_trainer *tr = NULL;
+        curve got = ten_steps(&c, &tr);
+        mt_trainer_free(tr);
+        for (int s = 0; s < TSTEPS; s++)
+            MT_CHECK(got.loss[s] == want.loss[s], "remat policy %d: loss %.9g at step %d, "
+                     "%.9g without", (int)policies[i], got.loss[s], s + 1, want.loss[s]);
+    }
+    unlink(path);
+}
+
+/* Every parameter of every chunk of the pipeline's devices against the
+ * one-device parameter of its name; returns how many were compared. */
+static int compare_chunks(mt_trainer *pipe, mt_trainer *one, const char *what) {
+    mt_graph *g1 = mt_trainer_graph(one);
+    int n = 0;
+    for (int k = 0; k < pipe->n_dev; k++)
+        for (int i = 0; mt__train_pipe_graph(&pipe->dev[k], i); i++) {
+            mt_graph *g = mt__train_pipe_graph(&pipe->dev[k], i);
+            for (int q = 0; q < mt_graph_n_params(g); q++, n++) {
+                mt_tensor *p = mt_graph_param_at(g, q);
+                mt_tensor *w = mt_graph_find(g1, mt_tensor_name(p));
+                MT_CHECK(w && mt_tensor_numel(w) == mt_tensor_numel(p), "%s: '%s' has no twin",
+                         what, mt_tensor_name(p));
+                const float *a = mt_tensor_f32(p), *b = mt_tensor_f32(w);
+                for (int64_t e = 0; e < mt_tensor_numel(p); e++)
+                    MT_CHECK_CLOSE(a[e], b[e], 1e-4, "%s: device %d '%s'[%lld]", what, k,
+                                   mt_tensor_name(p), (long long)e);
+            }
+        }
+    return n;
+}
+
+/* `kind` over `mesh` (a pipe axis of 2) with m = 2 microbatches, L blocks. */
+static void check_pipeline(const char *kind, const char *mesh, int L) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    mt_llama_config m = small_llama(2);
+    m.n_layers = L;
+    mt_train_config c = llama_config(path, &m);
+    c.B = 4;
+    c.accum = 2;   /* the pipeline's microbatches */
+    mt_trainer *one = NULL, *tr = NULL;
+    curve want = ten_steps(&c, &one);
+    c.mesh = mesh;
+    c.schedule = kind;
+    curve got = ten_steps(&c, &tr);
+    char what[96];
+    snprintf(what, sizeof what, "llama on %s %s", mesh, kind);
+    same_curve(&got, &want, what);
+    if (!strstr(mesh, "tensor")) {   /* split blocks: the losses and norms say it */
+        int n = compare_chunks(tr, one, what);
+        MT_CHECK(n == mt_graph_n_params(mt_trainer_graph(one)), "%s: %d parameters in the "
+                 "chunks, %d in the model", what, n, mt_graph_n_params(mt_trainer_graph(one)));
+    }
+    fprintf(stderr, "  %s: loss %.4f -> %.4f\n", what, got.loss[0], got.loss[TSTEPS - 1]);
+    mt_trainer_free(tr);
+    mt_trainer_free(one);
+    unlink(path);
+}
+
+MT_TEST(llama_pipeline_1f1b_equals_one_device) { check_pipeline("1f1b", "pipe=2", 2); }
+MT_TEST(llama_pipeline_gpipe_equals_one_device) { check_pipeline("gpipe", "pipe=2", 2); }
+MT_TEST(llama_pipeline_zb_h1_equals_one_device) { check_pipeline("zb-h1", "pipe=2", 2); }
+MT_TEST(llama_pipeline_zb_v_equals_one_device) { check_pipeline("zb-v", "pipe=2", 4); }
+MT_TEST(llama_pipeline_tensor2_equals_one_device) {
+    check_pipeline("1f1b", "pipe=2,tensor=2", 2);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
