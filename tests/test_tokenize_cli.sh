@@ -82,6 +82,11 @@ if "$BIN" train --model gpt --data all.bin --tokenizer tok.model --steps 2 $TINY
 else bad "train --tokenizer" "exit $?"; fi
 grep -q "V=$V " train.txt && ok "the model's vocabulary is the tokenizer's ($V)" ||
     bad "vocabulary" "$(grep model train.txt)"
+# the tokenizer sets the vocabulary and nothing else: the run of --vocab $V
+"$BIN" train --model gpt --data all.bin --vocab $V --steps 2 $TINY >train_v.txt 2>/dev/null
+losses() { grep -oE '^step [0-9]+/[0-9]+ \| loss [0-9.]+' "$1"; }
+[ -n "$(losses train.txt)" ] && [ "$(losses train.txt)" = "$(losses train_v.txt)" ] &&
+    ok "the same losses as train --vocab $V" || bad "losses" "$(losses train.txt) vs $(losses train_v.txt)"
 if "$BIN" sample --ckpt m.ckpt --tokenizer tok.model --prompt "The " --tokens 30 \
     >sample.txt 2>err.txt && [ -s sample.txt ]; then ok "sample --tokenizer"
 else bad "sample --tokenizer" "exit $? or no output"; fi

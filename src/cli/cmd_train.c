@@ -27,8 +27,8 @@ static const char TRAIN_USAGE[] =
     "usage: meshtrain train --data FILE [flags]\n"
     "\n"
     "Trains a model and prints a line per step (step, loss, throughput, ETA).\n"
-    "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file\n"
-    "(with --tokenizer, the vocabulary of the SentencePiece model it was encoded with).\n"
+    "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file (with\n"
+    "--tokenizer, the vocabulary is the SentencePiece model's it was encoded with).\n"
     "Ctrl-C or SIGTERM stops after the current step and still saves (exit 130 or\n"
     "143); a second one aborts at once, leaving the previous checkpoint. Outputs\n"
     "must be new names or regular files other than the inputs; --ckpt-out may be\n"
@@ -197,7 +197,8 @@ static int apply_tokenizer(mt_train_config *cfg, cli_model_flags *mf, const char
     const mt_model_about *a = mt_model_about_of(cfg->model);
     const mt_model_flag *vf = NULL;
     for (int i = 0; i < a->n_flags; i++)
-        if (strcmp(a->flags[i].flag, "vocab") == 0) vf = &a->flags[i];
+        if (strcmp(a->flags[i].flag, "vocab") == 0 && a->flags[i].type == MT_MODEL_FLAG_INT)
+            vf = &a->flags[i];
     if (!vf) {
         cli_error("--tokenizer '%s' sets a vocabulary, and --model %s has none: drop "
                   "--tokenizer", path, a->name);

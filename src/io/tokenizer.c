@@ -317,8 +317,9 @@ mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_
     if ((s = mt_file_detect(tokens_path, &kind)) != MT_OK) return s;
     if (kind != MT_FILE_TOKENS)
         return mt_fail(MT_EFORMAT, "'%s' is not an llm.c token file, so it would train on "
-                       "bytes, not on the ids of tokenizer '%s': encode the text with "
-                       "`meshtrain tokenize --model-in %s`", tokens_path, tok->path, tok->path);
+                       "bytes, not on the ids of tokenizer '%s': encode it with `meshtrain "
+                       "tokenize --text %s --model-in %s --out TOKENS.bin`", tokens_path,
+                       tok->path, tokens_path, tok->path);
     mt_dataset *ds;
     if ((s = mt_dataset_open(tokens_path, 0.0, &ds)) != MT_OK) return s;
     int need = mt_dataset_vocab(ds);
