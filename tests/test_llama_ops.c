@@ -365,6 +365,7 @@ typedef struct {
     int         devices;
     int         NH, KV, HS;
     bool        rows;            /* x, y split over T (tensor), weights replicated */
+    mt_remat    remat;           /* activation checkpointing of the block */
     float       loss;
     float       grad[MAX_DEV][N_PARAMS][MAX_P];   /* each device's local gradients */
     mt_status   status;
@@ -399,6 +400,7 @@ static mt_tensor *block(mt_graph *g, const part_case *pc) {
         w[k] = mt_param(g, PARAMS[k], norm ? 1 : 2, ps,
                         norm ? (mt_init){MT_INIT_ONES, 0} : (mt_init){MT_INIT_NORMAL, 0.3f});
     }
+    mt_graph_set_block(g, 0);
     mt_tensor *h = mt_rmsnorm(g, x, w[0], 1e-5f);
     mt_tensor *q = mt_rope(g, mt_linear(g, h, w[1], NULL), pc->NH, 10000.0f, 1500);
     mt_tensor *k = mt_rope(g, mt_linear(g, h, w[2], NULL), pc->KV, 10000.0f, 1500);
@@ -408,6 +410,7 @@ static mt_tensor *block(mt_graph *g, const part_case *pc) {
     mt_tensor *h2 = mt_rmsnorm(g, r1, w[5], 1e-5f);
     mt_tensor *m = mt_swiglu(g, mt_linear(g, h2, w[6], NULL), mt_linear(g, h2, w[7], NULL));
     mt_tensor *out = mt_add(g, r1, mt_linear(g, m, w[8], NULL));
+    mt_graph_set_block(g, -1);
     return mt_mse(g, out, y, 1.0f / (PB * PT * PC));
 }
 
@@ -440,7 +443,7 @@ static mt_status part_device(mt_ctx *ctx, void *arg) {
         mt_partition_opts po = {.mode = MT_SHARD_AUTO};
         if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &lloss);
     }
-    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3});
+    if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3, .remat = pc->remat});
     for (int k = 0; k < 2 && s == MT_OK; k++) {
         mt_tensor *t = mt_graph_find(local, k ? "y" : "x");
         int64_t T = mt_tensor_dim(t, 1), t0 = ctx ? first_index(ctx, rows.dim_axes[1], T) : 0;
@@ -550,6 +553,26 @@ MT_TEST(attention_gqa_backward_split_is_bitwise) {
         mt_kernel_attention_bwd(&part, dout, q, k, v, att, &L, scratch, 0, 3);
         MT_CHECK(memcmp(a, b, sizeof d1[0]) == 0, "acc=%d: a split of the groups changes the "
                  "gradients", acc);
+    }
+}
+
+/* Activation checkpointing re-runs the block's rmsnorms, ropes and swiglu
+ * (LOCAL) and attention_gqa (SAVES_AUX: under ATTENTION only its
+ * probabilities): losses and gradients bitwise those of no remat. */
+MT_TEST(remat_of_llama_ops_is_bitwise) {
+    static part_case none, got;
+    memset(&none, 0, sizeof none);
+    none = (part_case){.devices = 1, .NH = 4, .KV = 2, .HS = 4};
+    part_run(&none);
+    MT_CHECK(none.status == MT_OK, "no remat: %s", none.msg);
+    const mt_remat policies[3] = {MT_REMAT_FULL, MT_REMAT_ATTENTION, MT_REMAT_DOTS};
+    for (int i = 0; i < 3; i++) {
+        memset(&got, 0, sizeof got);
+        got = (part_case){.devices = 1, .NH = 4, .KV = 2, .HS = 4, .remat = policies[i]};
+        part_run(&got);
+        MT_CHECK(got.status == MT_OK, "remat %s: %s", mt_remat_name(policies[i]), got.msg);
+        MT_CHECK(got.loss == none.loss && memcmp(got.grad[0], none.grad[0], sizeof got.grad[0]) == 0,
+                 "remat %s changes the loss or the gradients", mt_remat_name(policies[i]));
     }
 }
 

@@ -345,106 +345,104 @@ static const op_case OPS[] = {
     {MT_OP_GEMM, {"f32[4,8]", "f32[8,4]"}, A, NULL, NULL, MT_EINVAL, {"op 'gemm' has no sharding rule"}},
 };
 
+/* Runs the rule of `call` (its op and parameters) on the row's operands and
+ * checks the outcome against the row; whether the rule succeeded. */
+static bool check_row(const mt_mesh *m, mt_op_call *call, const char *const *in_text,
+                      mt_shard_mode mode, const char *result, const char *moves, mt_status status,
+                      const char *const *words, const char *what) {
+    mt_type in[3];
+    while (call->n_in < 3 && in_text[call->n_in]) {
+        in[call->n_in] = parse(m, in_text[call->n_in]);
+        call->n_in++;
+    }
+    mt_shard_result r;
+    mt_status s = mt__shard_rule(m, call, in, mode, &r);
+    if (!check_outcome(m, what, s, &r, status, words, 4, result, moves)) return false;
+    check_chain(m, &r, what);
+    return true;
+}
+
 MT_TEST(rules_of_network_ops) {
     mt_mesh *m = make("data=2,tensor=2", 4);
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
         const op_case *c = &OPS[i];
         mt_op_call call = {.op = c->op, .p.attention.NH = c->op == MT_OP_ATTENTION ? 4 : 0};
-        mt_type in[3];
-        while (call.n_in < 3 && c->in[call.n_in]) {
-            in[call.n_in] = parse(m, c->in[call.n_in]);
-            call.n_in++;
-        }
         char what[256];
         snprintf(what, sizeof what, "case %zu: op %d on %s %s (%s)", i, (int)c->op, c->in[0],
                  c->in[1] ? c->in[1] : "", c->mode == A ? "auto" : "explicit");
-        mt_shard_result r;
-        mt_status s = mt__shard_rule(m, &call, in, c->mode, &r);
-        check_outcome(m, what, s, &r, c->status, c->words, 4, c->result, c->moves);
+        check_row(m, &call, c->in, c->mode, c->result, c->moves, c->status, c->words, what);
     }
     mt_mesh_free(m);
 }
 
 /* ---- the LLaMA family's ops on data=2,tensor=2 ---------------------------- */
 
-/* Each call with its head counts (rope: NH; attention_gqa: NH, KV, HS 8). */
+/* The LLaMA family's, each row with its head counts (rope: NH;
+ * attention_gqa: NH, KV, HS 8). */
 typedef struct {
-    mt_op         op;
-    int64_t       NH, KV;
-    const char   *in[3];
-    mt_shard_mode mode;
-    const char   *result;       /* NULL: the rule fails */
-    const char   *moves;
-    mt_status     status;
-    const char   *words[4];
+    op_case row;
+    int64_t NH, KV;
 } llama_case;
 
 static const llama_case LLAMA_OPS[] = {
     /* rmsnorm: rows pass, C whole */
-    {MT_OP_RMSNORM, 0, 0, {"f32[4@data,8,16]", "f32[16]"}, E, "f32[4@data,8,16]", "", 0, {0}},
-    {MT_OP_RMSNORM, 0, 0, {"f32[4@data,8,16@tensor]", "f32[16]"}, A, "f32[4@data,8,16]",
-     "all-gather a dim 2 over tensor (1024)", 0, {0}},
-    {MT_OP_RMSNORM, 0, 0, {"f32[4,8,16@tensor]", "f32[16]"}, E, NULL, NULL, ES,
-     {"rmsnorm", "whole", "reshard"}},
-    {MT_OP_RMSNORM, 0, 0, {"f32[4,16]", "f32[16@tensor]"}, A, "f32[4,16]",
-     "all-gather b dim 0 over tensor (64)", 0, {0}},
+    {{MT_OP_RMSNORM, {"f32[4@data,8,16]", "f32[16]"}, E, "f32[4@data,8,16]", "", 0, {0}}, 0, 0},
+    {{MT_OP_RMSNORM, {"f32[4@data,8,16@tensor]", "f32[16]"}, A, "f32[4@data,8,16]",
+     "all-gather a dim 2 over tensor (1024)", 0, {0}}, 0, 0},
+    {{MT_OP_RMSNORM, {"f32[4,8,16@tensor]", "f32[16]"}, E, NULL, NULL, ES,
+     {"rmsnorm", "whole", "reshard"}}, 0, 0},
+    {{MT_OP_RMSNORM, {"f32[4,16]", "f32[16@tensor]"}, A, "f32[4,16]",
+     "all-gather b dim 0 over tensor (64)", 0, {0}}, 0, 0},
     /* rope: B and T pass, the channels split on whole heads, partial sums pass */
-    {MT_OP_ROPE, 4, 0, {"f32[4@data,8@tensor,16]"}, E, "f32[4@data,8@tensor,16]", "", 0, {0}},
-    {MT_OP_ROPE, 4, 0, {"f32[4,8,16@tensor]"}, E, "f32[4,8,16@tensor]", "", 0, {0}},
-    {MT_OP_ROPE, 1, 0, {"f32[4,8,16@tensor]"}, E, NULL, NULL, ES,
-     {"rope", "NH=1", "tensor", "reshard"}},
-    {MT_OP_ROPE, 1, 0, {"f32[4,8,16@tensor]"}, A, "f32[4,8,16]",
-     "all-gather a dim 2 over tensor (2048)", 0, {0}},
-    {MT_OP_ROPE, 4, 0, {"f32[4,8,16]{U:tensor}"}, E, "f32[4,8,16]{U:tensor}", "", 0, {0}},
+    {{MT_OP_ROPE, {"f32[4@data,8@tensor,16]"}, E, "f32[4@data,8@tensor,16]", "", 0, {0}}, 4, 0},
+    {{MT_OP_ROPE, {"f32[4,8,16@tensor]"}, E, "f32[4,8,16@tensor]", "", 0, {0}}, 4, 0},
+    {{MT_OP_ROPE, {"f32[4,8,16@tensor]"}, E, NULL, NULL, ES,
+     {"rope", "NH=1", "tensor", "reshard"}}, 1, 0},
+    {{MT_OP_ROPE, {"f32[4,8,16@tensor]"}, A, "f32[4,8,16]",
+     "all-gather a dim 2 over tensor (2048)", 0, {0}}, 1, 0},
+    {{MT_OP_ROPE, {"f32[4,8,16]{U:tensor}"}, E, "f32[4,8,16]{U:tensor}", "", 0, {0}}, 4, 0},
     /* swiglu: elementwise, no partial sums */
-    {MT_OP_SWIGLU, 0, 0, {"f32[4@data,8,32@tensor]", "f32[4@data,8,32@tensor]"}, E,
-     "f32[4@data,8,32@tensor]", "", 0, {0}},
-    {MT_OP_SWIGLU, 0, 0, {"f32[4,8,32]{U:tensor}", "f32[4,8,32]"}, A, "f32[4,8,32]",
-     "all-reduce a over tensor (4096)", 0, {0}},
-    {MT_OP_SWIGLU, 0, 0, {"f32[4,8,32]{U:tensor}", "f32[4,8,32]"}, E, NULL, NULL, ES,
-     {"swiglu", "reshard"}},
+    {{MT_OP_SWIGLU, {"f32[4@data,8,32@tensor]", "f32[4@data,8,32@tensor]"}, E,
+     "f32[4@data,8,32@tensor]", "", 0, {0}}, 0, 0},
+    {{MT_OP_SWIGLU, {"f32[4,8,32]{U:tensor}", "f32[4,8,32]"}, A, "f32[4,8,32]",
+     "all-reduce a over tensor (4096)", 0, {0}}, 0, 0},
+    {{MT_OP_SWIGLU, {"f32[4,8,32]{U:tensor}", "f32[4,8,32]"}, E, NULL, NULL, ES,
+     {"swiglu", "reshard"}}, 0, 0},
     /* grouped-query attention, HS 8: q's heads split, k and v with them when
      * KV divides by the axis, else whole */
-    {MT_OP_ATTENTION_GQA, 4, 2, {"f32[4@data,8,32@tensor]", "f32[4@data,8,16@tensor]",
-     "f32[4@data,8,16@tensor]"}, E, "f32[4@data,8,32@tensor]", "", 0, {0}},
-    {MT_OP_ATTENTION_GQA, 4, 1, {"f32[4@data,8,32@tensor]", "f32[4@data,8,8]", "f32[4@data,8,8]"},
-     E, "f32[4@data,8,32@tensor]", "", 0, {0}},
-    {MT_OP_ATTENTION_GQA, 4, 2, {"f32[4,8,32@tensor]", "f32[4,8,16]", "f32[4,8,16]"}, A,
-     "f32[4,8,32@tensor]", "slice b dim 2 over tensor; slice c dim 2 over tensor", 0, {0}},
-    {MT_OP_ATTENTION_GQA, 4, 2, {"f32[4,8,32@tensor]", "f32[4,8,16]", "f32[4,8,16]"}, E, NULL,
-     NULL, ES, {"attention_gqa", "k", "reshard"}},
-    {MT_OP_ATTENTION_GQA, 4, 1, {"f32[4,8,32@tensor]", "f32[4,8,8@tensor]", "f32[4,8,8]"}, A,
-     "f32[4,8,32@tensor]", "all-gather b dim 2 over tensor (1024)", 0, {0}},
-    {MT_OP_ATTENTION_GQA, 4, 2, {"f32[4@data,8,32]", "f32[4,8,16]", "f32[4,8,16]"}, A,
-     "f32[4@data,8,32]", "slice b dim 0 over data; slice c dim 0 over data", 0, {0}},
-    {MT_OP_ATTENTION_GQA, 4, 2, {"f32[4,8@tensor,32]", "f32[4,8,16]", "f32[4,8,16]"}, E, NULL,
-     NULL, ES, {"attention_gqa", "time steps", "reshard"}},
-    {MT_OP_ATTENTION_GQA, 3, 1, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, E, NULL,
-     NULL, ES, {"NH=3", "tensor", "reshard"}},
-    {MT_OP_ATTENTION_GQA, 3, 1, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, A,
-     "f32[4,8,24]", "all-gather a dim 2 over tensor (3072)", 0, {0}},
+    {{MT_OP_ATTENTION_GQA, {"f32[4@data,8,32@tensor]", "f32[4@data,8,16@tensor]",
+     "f32[4@data,8,16@tensor]"}, E, "f32[4@data,8,32@tensor]", "", 0, {0}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4@data,8,32@tensor]", "f32[4@data,8,8]", "f32[4@data,8,8]"},
+     E, "f32[4@data,8,32@tensor]", "", 0, {0}}, 4, 1},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8,32@tensor]", "f32[4,8,16]", "f32[4,8,16]"}, A,
+     "f32[4,8,32@tensor]", "slice b dim 2 over tensor; slice c dim 2 over tensor", 0, {0}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8,32@tensor]", "f32[4,8,16]", "f32[4,8,16]"}, E, NULL,
+     NULL, ES, {"attention_gqa", "k", "reshard"}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8,32@tensor]", "f32[4,8,8@tensor]", "f32[4,8,8]"}, A,
+     "f32[4,8,32@tensor]", "all-gather b dim 2 over tensor (1024)", 0, {0}}, 4, 1},
+    {{MT_OP_ATTENTION_GQA, {"f32[4@data,8,32]", "f32[4,8,16]", "f32[4,8,16]"}, A,
+     "f32[4@data,8,32]", "slice b dim 0 over data; slice c dim 0 over data", 0, {0}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8@tensor,32]", "f32[4,8,16]", "f32[4,8,16]"}, E, NULL,
+     NULL, ES, {"attention_gqa", "time steps", "reshard"}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, E, NULL,
+     NULL, ES, {"NH=3", "tensor", "reshard"}}, 3, 1},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, A,
+     "f32[4,8,24]", "all-gather a dim 2 over tensor (3072)", 0, {0}}, 3, 1},
 };
 
 MT_TEST(rules_of_llama_ops) {
     mt_mesh *m = make("data=2,tensor=2", 4);
     for (size_t i = 0; i < sizeof LLAMA_OPS / sizeof LLAMA_OPS[0]; i++) {
-        const llama_case *c = &LLAMA_OPS[i];
+        const op_case *c = &LLAMA_OPS[i].row;
+        const int64_t NH = LLAMA_OPS[i].NH, KV = LLAMA_OPS[i].KV;
         mt_op_call call = {.op = c->op};
-        if (c->op == MT_OP_ROPE) call.p.rope = (mt_rope_params){.NH = c->NH, .HS = 16 / c->NH};
+        if (c->op == MT_OP_ROPE) call.p.rope = (mt_rope_params){.NH = NH, .HS = 16 / NH};
         if (c->op == MT_OP_ATTENTION_GQA)
-            call.p.gqa = (mt_gqa_params){.NH = c->NH, .KV = c->KV, .HS = 8, .G = c->NH / c->KV};
-        mt_type in[3];
-        while (call.n_in < 3 && c->in[call.n_in]) {
-            in[call.n_in] = parse(m, c->in[call.n_in]);
-            call.n_in++;
-        }
+            call.p.gqa = (mt_gqa_params){.NH = NH, .KV = KV, .HS = 8, .G = NH / KV};
         char what[256];
         snprintf(what, sizeof what, "llama case %zu: op %d on %s %s (%s)", i, (int)c->op,
                  c->in[0], c->in[1] ? c->in[1] : "", c->mode == A ? "auto" : "explicit");
-        mt_shard_result r;
-        mt_status s = mt__shard_rule(m, &call, in, c->mode, &r);
-        if (check_outcome(m, what, s, &r, c->status, c->words, 4, c->result, c->moves))
-            check_chain(m, &r, what);
+        check_row(m, &call, c->in, c->mode, c->result, c->moves, c->status, c->words, what);
     }
     mt_mesh_free(m);
 }

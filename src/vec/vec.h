@@ -3,7 +3,7 @@
  * (internal).
  *
  * The hot loops of the elementwise and reduction ops (softmax and
- * cross-entropy, GELU, SwiGLU, layernorm, attention's softmax, AdamW) and the
+ * cross-entropy, GELU, SwiGLU, layernorm, rmsnorm, attention's softmax, AdamW) and the
  * collectives' adds are written once, in vec_body.h, against a handful of
  * vector macros, and compiled once per level (vec_generic.c, vec_avx2.c,
  * vec_avx512.c, vec_neon.c), each file with its own instruction-set flags:
@@ -80,6 +80,14 @@ typedef struct mt_vec_ops {
                                  bool acc);
     void  (*layernorm_bwd_params)(float *dw, float *db, const float *dout, const float *x,
                                   const float *mean, const float *rstd, int64_t rows, int64_t C);
+
+    /* ---- rmsnorm rows (ops/kernels.h states the maths) ------------------ */
+    void  (*rmsnorm_fwd)(float *out, float *rstd, const float *x, const float *w, int64_t rows,
+                         int64_t C, float eps);
+    void  (*rmsnorm_bwd_input)(float *dx, const float *dout, const float *x, const float *w,
+                               const float *rstd, int64_t rows, int64_t C, bool acc);
+    void  (*rmsnorm_bwd_params)(float *dw, const float *dout, const float *x, const float *rstd,
+                                int64_t rows, int64_t C);
 
     /* ---- AdamW on p, g, m, v (n); c1, c2 the bias corrections 1 - b^t --- */
     void  (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1,

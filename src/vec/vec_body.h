@@ -72,6 +72,12 @@ static inline float hmax(vf v) {
         else store_part((p) + (i), (v), (r));                                    \
     } while (0)
 
+/* p[i .. i+r) = v, or += v when acc (r as V_ST's) */
+static inline void st_acc(float *p, int64_t i, int64_t r, vf v, bool acc) {
+    if (acc) v = V_ADD(V_LD(p, i, r, 0.0f), v);
+    V_ST(p, i, r, v);
+}
+
 /* ======================================================================== */
 /* Softmax and cross-entropy rows                                            */
 /* ======================================================================== */
@@ -219,27 +225,18 @@ static inline vf silu_grad(vf a) {
 
 static void k_swiglu_bwd_a(float *restrict da, const float *restrict a, const float *restrict b,
                            const float *restrict dout, int64_t n, bool acc) {
-#define G_(i, r) V_MUL(V_MUL(V_LD(dout, i, r, 0.0f), V_LD(b, i, r, 0.0f)),              \
-                       silu_grad(V_LD(a, i, r, 0.0f)))
-#define B_(i, r) V_ST(da, i, r, G_(i, r))
-#define A_(i, r) V_ST(da, i, r, V_ADD(V_LD(da, i, r, 0.0f), G_(i, r)))
-    if (acc) V_EACH(n, A_);
-    else     V_EACH(n, B_);
-#undef A_
+#define B_(i, r) st_acc(da, i, r, V_MUL(V_MUL(V_LD(dout, i, r, 0.0f), V_LD(b, i, r, 0.0f)),   \
+                                        silu_grad(V_LD(a, i, r, 0.0f))), acc)
+    V_EACH(n, B_);
 #undef B_
-#undef G_
 }
 
 static void k_swiglu_bwd_b(float *restrict db, const float *restrict a,
                            const float *restrict dout, int64_t n, bool acc) {
-#define G_(i, r) V_MUL(V_LD(dout, i, r, 0.0f), V_MUL(V_LD(a, i, r, 0.0f), sigmoid(V_LD(a, i, r, 0.0f))))
-#define B_(i, r) V_ST(db, i, r, G_(i, r))
-#define A_(i, r) V_ST(db, i, r, V_ADD(V_LD(db, i, r, 0.0f), G_(i, r)))
-    if (acc) V_EACH(n, A_);
-    else     V_EACH(n, B_);
-#undef A_
+#define B_(i, r) { vf ai = V_LD(a, i, r, 0.0f);                                           \
+                   st_acc(db, i, r, V_MUL(V_LD(dout, i, r, 0.0f), V_MUL(ai, sigmoid(ai))), acc); }
+    V_EACH(n, B_);
 #undef B_
-#undef G_
 }
 
 /* ======================================================================== */
@@ -317,6 +314,58 @@ static void k_layernorm_bwd_params(float *restrict dw, float *restrict db,
                    V_ST(dw, i, n, V_ADD(V_LD(dw, i, n, 0.0f),                                 \
                                         V_MUL(V_MUL(V_SUB(V_LD(xr, i, n, 0.0f), vm), vrs), g))); \
                    V_ST(db, i, n, V_ADD(V_LD(db, i, n, 0.0f), g)); }
+        V_EACH(C, B_);
+#undef B_
+    }
+}
+
+/* ======================================================================== */
+/* RMS normalisation (LLaMA's): no mean, no bias                             */
+/* ======================================================================== */
+
+static void k_rmsnorm_fwd(float *restrict out, float *restrict rstd, const float *restrict x,
+                          const float *restrict w, int64_t rows, int64_t C, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict xr = x + r * C;
+        float *restrict o = out + r * C;
+        const float rs = 1.0f / sqrtf(k_dot(xr, xr, C) / (float)C + eps);
+        const vf vrs = V_SET1(rs);
+#define B_(i, n) V_ST(o, i, n, V_MUL(V_MUL(V_LD(xr, i, n, 0.0f), vrs), V_LD(w, i, n, 0.0f)))
+        V_EACH(C, B_);
+#undef B_
+        rstd[r] = rs;
+    }
+}
+
+/* y = x·r·w with r = (mean x² + eps)^(-1/2), dr/dx_j = -r³·x_j/C, so
+ * dx_j = r·w_j·dout_j - k·x_j with k = r³·mean_C(dout·w·x) */
+static void k_rmsnorm_bwd_input(float *restrict dx, const float *restrict dout,
+                                const float *restrict x, const float *restrict w,
+                                const float *restrict rstd, int64_t rows, int64_t C, bool acc) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict xr = x + r * C, *restrict dr = dout + r * C;
+        float *restrict d = dx + r * C;
+        const float rs = rstd[r];
+        vf sk = V_SET1(0.0f);
+#define B_(i, n) sk = V_ADD(sk, V_MUL(V_MUL(V_LD(dr, i, n, 0.0f), V_LD(w, i, n, 0.0f)),      \
+                                      V_LD(xr, i, n, 0.0f)))
+        V_EACH(C, B_);
+#undef B_
+        const vf vrs = V_SET1(rs), vk = V_SET1(rs * rs * rs * hsum(sk) / (float)C);
+#define B_(i, n) st_acc(d, i, n, V_SUB(V_MUL(V_MUL(vrs, V_LD(w, i, n, 0.0f)), V_LD(dr, i, n, 0.0f)), \
+                                      V_MUL(vk, V_LD(xr, i, n, 0.0f))), acc)
+        V_EACH(C, B_);
+#undef B_
+    }
+}
+
+static void k_rmsnorm_bwd_params(float *restrict dw, const float *restrict dout,
+                                 const float *restrict x, const float *restrict rstd,
+                                 int64_t rows, int64_t C) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict xr = x + r * C, *restrict dr = dout + r * C;
+        const vf vrs = V_SET1(rstd[r]);
+#define B_(i, n) st_acc(dw, i, n, V_MUL(V_MUL(V_LD(dr, i, n, 0.0f), V_LD(xr, i, n, 0.0f)), vrs), true)
         V_EACH(C, B_);
 #undef B_
     }
@@ -421,6 +470,9 @@ const mt_vec_ops V_TABLE = {
     .layernorm_fwd = k_layernorm_fwd,
     .layernorm_bwd_input = k_layernorm_bwd_input,
     .layernorm_bwd_params = k_layernorm_bwd_params,
+    .rmsnorm_fwd = k_rmsnorm_fwd,
+    .rmsnorm_bwd_input = k_rmsnorm_bwd_input,
+    .rmsnorm_bwd_params = k_rmsnorm_bwd_params,
     .adamw = k_adamw,
     .reduce_into = {k_reduce_sum, k_reduce_max, k_reduce_min},
     .reduce_bcast = {k_reduce_bcast_sum, k_reduce_bcast_max, k_reduce_bcast_min},
