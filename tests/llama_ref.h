@@ -139,7 +139,8 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
         llama_ref_rmsnorm(h, x, llama_ref_get(m, "h.%d.ffn_norm.w", l), n, C, c->norm_eps);
         llama_ref_linear(u, h, llama_ref_get(m, "h.%d.ffn.w1.w", l), n, C, F);
         llama_ref_linear(gt, h, llama_ref_get(m, "h.%d.ffn.w3.w", l), n, C, F);
-        for (int64_t i = 0; i < n * F; i++) u[i] = u[i] / (1.0 + exp(-u[i])) * gt[i];   /* silu·g */
+        /* silu(u) · g */
+        for (int64_t i = 0; i < n * F; i++) u[i] = u[i] / (1.0 + exp(-u[i])) * gt[i];
         llama_ref_linear(y, u, llama_ref_get(m, "h.%d.ffn.w2.w", l), n, F, C);
         for (int64_t i = 0; i < n * C; i++) x[i] += y[i];
     }

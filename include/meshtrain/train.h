@@ -19,9 +19,9 @@ typedef enum {
 } mt_model_kind;
 
 /* The name of a model kind as `meshtrain train --model` spells it ("gpt",
- * "mlp", "linreg", "llama"): a static string, not to be freed. NULL for a value that
- * is not a model kind, so kinds 0, 1, ... up to the first NULL are all of
- * them. Does not set a message. */
+ * "mlp", "linreg", "llama"): a static string, not to be freed. NULL for a
+ * value that is not a model kind, so kinds 0, 1, ... up to the first NULL
+ * are all of them. Does not set a message. */
 const char *mt_model_name(mt_model_kind kind);
 
 /* What a model flag's value is (mt_model_flag.type). */
@@ -211,8 +211,7 @@ mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size);
  * would give taken as a build without data takes it from `c` (GPT: V 256,
  * the byte vocabulary of a text file, and maxT c->T, the longest sequence
  * the program reads; LLaMA: vocab 256 and max_seq c->T as well). A command
- * line writes its flags over them. Errors as
- * mt_model_config_defaults. */
+ * line writes its flags over them. Errors as mt_model_config_defaults. */
 mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config *c, void *cfg,
                                        size_t size);
 

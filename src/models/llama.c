@@ -66,8 +66,8 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
     if (!(cfg->rope_theta > 1.0f) || !isfinite(cfg->rope_theta))
         return mt_fail(MT_EINVAL, "LLaMA --rope-theta %g must be finite and above 1 (10000 "
                        "for Llama 2, 500000 for Llama 3)", (double)cfg->rope_theta);
-    if (!(cfg->norm_eps > 0.0f) || !isfinite(cfg->norm_eps))
-        return mt_fail(MT_EINVAL, "LLaMA --norm-eps %g must be positive and finite (1e-5)",
+    if (!(cfg->norm_eps > 0.0f && cfg->norm_eps < 1.0f))
+        return mt_fail(MT_EINVAL, "LLaMA --norm-eps %g must be in (0, 1) (Llama's: 1e-5)",
                        (double)cfg->norm_eps);
     if (cfg->tie_embeddings != 0 && cfg->tie_embeddings != 1)
         return mt_fail(MT_EINVAL, "LLaMA tie_embeddings=%d must be 0 or 1",

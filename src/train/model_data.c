@@ -18,3 +18,12 @@ mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, in
                        c->T + 1);
     return MT_OK;
 }
+
+mt_status mt__train_needs_data(const mt_train_config *c, const char *who) {
+    if (!c->data || !c->data[0])
+        return mt_fail(MT_EINVAL, "%s training needs data: set data to a text file or an "
+                       "llm.c token file", who);
+    if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
+        return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
+    return MT_OK;
+}

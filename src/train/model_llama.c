@@ -48,7 +48,7 @@ const mt_model_flag mt__llama_flags[MT__LLAMA_N_FLAGS] = {
     INT_FLAG("max-seq", "maxT", max_seq, 1, 1 << 20, false, "context length maxT"),
     INT_FLAG("vocab", "V", vocab, 0, 1 << 24, true, "vocabulary V (0: from the data)"),
     FLOAT_FLAG("rope-theta", "theta", rope_theta, 2.0f, 1e9f, "RoPE base (Llama 3: 500000)"),
-    FLOAT_FLAG("norm-eps", "eps", norm_eps, 1e-12f, 1.0f, "RMSNorm epsilon"),
+    FLOAT_FLAG("norm-eps", "eps", norm_eps, 1e-12f, 0.1f, "RMSNorm epsilon"),
     {"tie-embeddings", "tie", offsetof(mt_llama_config, tie_embeddings), 0, 1, false, "",
      "the LM head is the token embedding", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL},
 };
@@ -74,18 +74,14 @@ void mt__llama_without_data(const mt_train_config *c, void *mc) {
 }
 
 mt_status mt__llama_check(const mt_train_config *c) {
-    if (!c->data || !c->data[0])
-        return mt_fail(MT_EINVAL, "LLaMA training needs data: set data to a text file or an "
-                       "llm.c token file");
-    if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
-        return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
+    mt_status s = mt__train_needs_data(c, "LLaMA");
+    if (s != MT_OK) return s;
     if (c->llmc_in)
         return mt_fail(MT_EINVAL, "llm.c checkpoints (--llmc-in) hold GPT-2 models, not "
                        "--model llama");
     mt_llama_config m = *llama_of(c);
     if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
-    mt_status s = mt_llama_config_check(&m);
-    if (s != MT_OK) return s;
+    if ((s = mt_llama_config_check(&m)) != MT_OK) return s;
     if (c->T > m.max_seq)
         return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's context "
                        "maxT=%d (--max-seq); lower T or raise maxT", c->T, m.max_seq);

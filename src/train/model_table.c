@@ -38,18 +38,13 @@ static void gpt_without_data(const mt_train_config *c, void *mc) {
 /* The checks the flags decide; what comes from files (llmc_in's model, V
  * from the data) is checked by gpt_open once they are read. */
 static mt_status gpt_check(const mt_train_config *c) {
-    if (!c->data || !c->data[0])
-        return mt_fail(MT_EINVAL, "GPT training needs data: set data to a text file or an "
-                       "llm.c token file");
-    if (!(c->val_frac >= 0.0 && c->val_frac < 1.0))
-        return mt_fail(MT_EINVAL, "val_frac=%g must be in [0, 1)", c->val_frac);
-    if (c->llmc_in) return MT_OK;   /* L, C, NH, maxT, V, Vp: the file's */
+    mt_status s = mt__train_needs_data(c, "GPT");
+    if (s != MT_OK || c->llmc_in) return s;   /* L, C, NH, maxT, V, Vp: the file's */
     /* V 0 comes from the data, Vp 0 from V: stand-ins that pass for them */
     mt_gpt_config g = *gpt_of(c);
     if (g.V == 0) g.V = g.Vp > 0 ? g.Vp : 1;
     if (g.Vp == 0) g.Vp = gpt_padded(g.V);
-    mt_status s = mt_gpt_config_check(&g);
-    if (s != MT_OK) return s;
+    if ((s = mt_gpt_config_check(&g)) != MT_OK) return s;
     if (c->T > g.maxT)
         return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's context "
                        "maxT=%d (--max-seq); lower T or raise maxT", c->T, g.maxT);

@@ -133,6 +133,9 @@ void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config
  * tokens: no token past V, a training split of T+1 tokens
  * or more. MT_EINVAL naming the file. (model_data.c) */
 mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, int V);
+/* The checks before a token dataset is opened: c->data set, val_frac in
+ * [0, 1); MT_EINVAL naming `who` ("GPT"). (model_data.c) */
+mt_status mt__train_needs_data(const mt_train_config *c, const char *who);
 
 /* ---- the LLaMA model's entry (model_llama.c) ---- */
 
