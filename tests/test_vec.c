@@ -1,6 +1,7 @@
 /*
  * test_vec.c — the vector kernels (src/vec) at every kernel level this CPU
- * runs, side by side, against float64 references: every length from 0 past
+ * runs, side by side, against float64 references (softmax, GELU, SwiGLU,
+ * layernorm, rmsnorm, AdamW, the reductions): every length from 0 past
  * two vectors (so every partial last vector), NaN and infinity where a
  * kernel promises something of them, and the promise that an elementwise
  * kernel's result does not depend on how its range is split.
@@ -167,6 +168,84 @@ MT_TEST(layernorm_against_float64) {
         for (int i = 0; i < C; i++) {
             MT_CHECK_CLOSE(dw[i], dw64[i], 1e-5, "%s ln dw C=%d", L, C);
             MT_CHECK_CLOSE(db[i], db64[i], 1e-5, "%s ln db C=%d", L, C);
+        }
+    }
+}
+
+static double sigmoid64(double a) { return 1.0 / (1.0 + exp(-a)); }
+
+MT_TEST(swiglu_against_float64) {
+    float a[MAXN], b[MAXN], g[MAXN], y[MAXN], da[MAXN], db[MAXN];
+    FOR_LEVELS(v) {
+        const char *L = mt_cpu_isa_name(v->isa);
+        for (int k = 0; k < N_LENS; k++) {
+            const int n = LENS[k];
+            fill(a, n, -8.0f, 8.0f, 21 + (uint64_t)n);
+            fill(b, n, -2.0f, 2.0f, 22);
+            fill(g, n, -1.0f, 1.0f, 23);
+            v->swiglu_fwd(y, a, b, n);
+            v->swiglu_bwd_a(da, a, b, g, n, false);
+            v->swiglu_bwd_b(db, a, g, n, false);
+            for (int i = 0; i < n; i++) {
+                /* silu(a) b, and its derivatives by central differences */
+                const double s = a[i] * sigmoid64(a[i]), h = 1e-4;
+                const double fd = ((a[i] + h) * sigmoid64(a[i] + h) -
+                                   (a[i] - h) * sigmoid64(a[i] - h)) / (2 * h);
+                MT_CHECK_CLOSE(y[i], s * b[i], 2e-6, "%s swiglu n=%d a=%g", L, n, a[i]);
+                MT_CHECK_CLOSE(da[i], fd * b[i] * g[i], 1e-5, "%s swiglu da n=%d a=%g", L, n,
+                               a[i]);
+                MT_CHECK_CLOSE(db[i], s * g[i], 2e-6, "%s swiglu db n=%d a=%g", L, n, a[i]);
+            }
+            v->swiglu_bwd_a(da, a, b, g, n, true);   /* += : twice */
+            v->swiglu_bwd_b(db, a, g, n, true);
+            for (int i = 0; i < n; i++) {
+                const double s = a[i] * sigmoid64(a[i]);
+                MT_CHECK_CLOSE(db[i], 2 * s * g[i], 4e-6, "%s swiglu db acc n=%d", L, n);
+            }
+        }
+    }
+}
+
+MT_TEST(rmsnorm_against_float64) {
+    enum { R = 3 };
+    float x[R * MAXN], w[MAXN], dout[R * MAXN], out[R * MAXN], rstd[R], dx[R * MAXN],
+          dw[MAXN];
+    const float eps = 1e-5f;
+    FOR_LEVELS(v) {
+        const char *L = mt_cpu_isa_name(v->isa);
+        for (int k = 0; k < N_LENS; k++) {
+            const int C = LENS[k];
+            if (C == 0) continue;
+            fill(x, R * C, -2.0f, 3.0f, 31 + (uint64_t)C);
+            fill(w, C, 0.5f, 1.5f, 32);
+            fill(dout, R * C, -1.0f, 1.0f, 33);
+            v->rmsnorm_fwd(out, rstd, x, w, R, C, eps);
+            v->rmsnorm_bwd_input(dx, dout, x, w, rstd, R, C, false);
+            memset(dw, 0, sizeof dw);
+            v->rmsnorm_bwd_params(dw, dout, x, rstd, R, C);
+            double dw64[MAXN] = {0};
+            for (int r = 0; r < R; r++) {
+                const float *xr = x + r * C, *dr = dout + r * C;
+                double ms = 0, c = 0;
+                for (int i = 0; i < C; i++) ms += (double)xr[i] * xr[i];
+                const double rs = 1.0 / sqrt(ms / C + eps);
+                MT_CHECK_CLOSE(rstd[r], rs, 1e-5, "%s rms rstd C=%d", L, C);
+                /* out = x·rs·w; dx = rs·(w·dout - xh·mean(w·dout·xh)), xh = x·rs */
+                for (int i = 0; i < C; i++) {
+                    const double xh = xr[i] * rs;
+                    MT_CHECK_CLOSE(out[r * C + i], xh * w[i], 1e-5, "%s rms out C=%d", L, C);
+                    c += w[i] * dr[i] * xh;
+                    dw64[i] += dr[i] * xh;
+                }
+                c /= C;
+                for (int i = 0; i < C; i++) {
+                    const double xh = xr[i] * rs;
+                    MT_CHECK_CLOSE(dx[r * C + i], rs * (w[i] * dr[i] - xh * c), 1e-4,
+                                   "%s rms dx C=%d i=%d", L, C, i);
+                }
+            }
+            for (int i = 0; i < C; i++)
+                MT_CHECK_CLOSE(dw[i], dw64[i], 1e-5, "%s rms dw C=%d", L, C);
         }
     }
 }
