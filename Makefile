@@ -100,7 +100,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release bench-gpt bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench install clean
 
 all: build
 
@@ -212,7 +212,7 @@ test-release: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report
+bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -222,6 +222,11 @@ bench-remat: deps build
 # GPT training step, meshtrain against PyTorch (issue 2's table)
 bench-gpt: deps-bench build
 	bash bench/run_gpt.sh $(BUILD)
+
+# LLaMA training step (L4 dim 512, GQA 8/2, V 32000), meshtrain against
+# PyTorch on 1 and 2 threads, and GQA's attention against the GPT's (issue 23)
+bench-llama: deps-bench build
+	bash bench/run_llama.sh $(BUILD)
 
 # collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
 bench-collectives: deps build

@@ -1,14 +1,19 @@
 /*
  * bench_util.h — what the C benchmarks share: the median of a sample, a
- * token file of random tokens, and the pair of trainers the tracing
- * benchmarks step in turn.
+ * token file of random tokens, the pair of trainers the tracing
+ * benchmarks step in turn, the same-run sgemm reference and the rows of a
+ * graph's per-op profile.
  */
 #ifndef MT_BENCH_UTIL_H
 #define MT_BENCH_UTIL_H
 
 #include "meshtrain.h"
 
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static inline int bench_cmp_double(const void *a, const void *b) {
@@ -61,6 +66,67 @@ static inline int bench_trace_pair(const char *data, const char *trace, int L, i
         if (mt_trainer_create(&c, &tr[k]) != MT_OK) return -1;
     }
     return 0;
+}
+
+/* Open BLAS's sgemm rate in GFLOP/s on an n³ product (row-major, n > 0),
+ * the median of `reps` runs (1..16) after two untimed ones, at `threads`
+ * of Open BLAS's own threading: the library at its best, the most a
+ * matmul-bound step could hope for in the same process. Leaves meshtrain
+ * on `threads` kernel threads (it runs Open BLAS single-threaded inside its
+ * own pool). NAN when out of memory or for bad arguments. */
+static inline double bench_sgemm_gflops(int threads, int n, int reps) {
+    if (n <= 0 || reps < 1 || reps > 16) return NAN;
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = malloc(nn * sizeof *c);
+    if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
+    for (size_t i = 0; i < nn; i++) {    /* a (n,n), b (n,n): uniform in [-0.5, 0.5) */
+        a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
+        b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
+    }
+    openblas_set_num_threads(threads);
+    double t[16];
+    for (int r = -2; r < reps; r++) {   /* two untimed runs warm the pool and caches */
+        double t0 = mt_time_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
+                    c, n);
+        if (r >= 0) t[r] = mt_time_now() - t0;
+    }
+    free(a); free(b); free(c);
+    mt_set_num_threads(threads);
+    return 2.0 * n * (double)n * n / bench_median(t, reps) / 1e9;
+}
+
+/* Sums the rows of g's per-op profile (mt_graph_print_profile: op, calls,
+ * ms, %, GFLOP/s) whose op name is one of `ops` (NULL-terminated; NULL:
+ * every row): *ms the
+ * time recorded, *gflop the FLOPs (rate times time, so to the printed
+ * rate's 2 decimals). Returns the rows found; -1 when the profile could not
+ * be read (profiling off prints no rows: 0). */
+static inline int bench_profile_sum(const mt_graph *g, const char *const *ops, double *ms,
+                                    double *gflop) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return -1;
+    mt_graph_print_profile(g, f);
+    fclose(f);
+    int found = 0;
+    char *save = NULL;
+    *ms = *gflop = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[64];
+        long long calls;
+        double t, pct, rate;
+        if (sscanf(line, "%63s %lld %lf %lf%% %lf", name, &calls, &t, &pct, &rate) != 5) continue;
+        bool match = !ops;
+        for (int i = 0; ops && ops[i] && !match; i++) match = strcmp(name, ops[i]) == 0;
+        if (!match) continue;
+        *ms += t;
+        *gflop += rate * t * 1e-3;
+        found++;
+    }
+    free(text);
+    return found;
 }
 
 #endif /* MT_BENCH_UTIL_H */
