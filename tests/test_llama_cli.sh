@@ -60,6 +60,13 @@ if [ $? -eq 0 ] && grep -q '"h.0.attn.wq.w"\|h\.0\.attn\.wq\.w' out.txt && ! gre
 else
     bad "a flag after --preset overrides it" "$(head -c 300 out.txt)"
 fi
+tied_preset=$(grep -c 'lm_head\.w' out.txt)
+run explain --model llama --preset stories15m --layers 1 --no-tie-embeddings --json
+if [ $? -eq 0 ] && [ "$tied_preset" = 0 ] && grep -q 'lm_head\.w' out.txt; then
+    ok "stories15m ties; --no-tie-embeddings unties it (an lm_head.w of its own)"
+else
+    bad "--no-tie-embeddings unties a preset" "$(head -c 300 out.txt)"
+fi
 
 # ---- refusals: one line naming the flag, exit 2 ---------------------------------
 
@@ -73,6 +80,8 @@ expect_fail "a float out of the model's range" 2 "--norm-eps" \
     timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --norm-eps 0 --steps 1
 expect_fail "--tie-embeddings takes no value" 2 "--tie-embeddings takes no value" \
     timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --tie-embeddings=1 --steps 1
+expect_fail "--tie-embeddings with --no-tie-embeddings" 2 "contradict each other" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --tie-embeddings --no-tie-embeddings
 expect_fail "a llama flag on the GPT" 2 "--kv-heads applies to --model llama only" \
     timeout 60 "$BIN" train --data data.txt --kv-heads 2 --steps 1
 expect_fail "tensor parallelism needs the heads to divide" 2 "--heads 4 does not divide by 8" \

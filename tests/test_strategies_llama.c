@@ -9,16 +9,23 @@
  * Layouts: data parallel; ZeRO 1, 2, 3; FSDP; tensor parallel with the kv
  * heads split (tensor=2, KV=2) and replicated (tensor=4 over KV=2, and
  * multi-query KV=1 over tensor=2: each device reads the kv heads its query
- * heads share, their gradients summed); sequence parallelism; pipelines
- * over pipe=2 (1F1B, GPipe, ZB-H1, ZB-V, and 1F1B with tensor=2), every
- * chunk's parameters against one device's. And remat policies, which must
- * train the same run bit for bit.
+ * heads share, their gradients summed); sequence parallelism, with and
+ * without collective matmuls; pipelines over pipe=2 (every schedule kind,
+ * 1F1B with tensor=2, and with tied embeddings: the head's copy on the
+ * other device under 1F1B, on the same one under ZB-V), every chunk's
+ * parameters against one device's. And remat policies, which must train
+ * the same run bit for bit.
+ *
+ * bf16 (test_bf16.c's measure): bf16 products on data=2 and tensor=2
+ * against the bf16 run on one device, losses within relative 1e-3; bf16
+ * gradient reductions on data=2 against fp32's, within 1e-2 and not equal.
  */
 #include "meshtrain.h"
 #include "harness.h"
 #include "train_helpers.h"
 #include "train/train_impl.h"   /* a pipeline's chunk graphs */
 
+#include <math.h>
 #include <unistd.h>
 
 #define TSTEPS 10
@@ -71,7 +78,8 @@ static void same_curve(const curve *got, const curve *want, const char *what) {
 static void check_meshes(mt_train_config c, const char *what, const char *const *meshes,
                          const int *zero, const bool *split) {
     mt_train_config ref = c;
-    ref.sequence_parallel = false;
+    ref.sequence_parallel = false;   /* and its collective matmuls: they need a tensor axis */
+    ref.collective_matmul = 0;
     mt_trainer *one = NULL;
     curve want = ten_steps(&ref, &one);
     MT_CHECK(want.loss[TSTEPS - 1] < want.loss[0], "%s: training lowers the loss", what);
@@ -79,8 +87,9 @@ static void check_meshes(mt_train_config c, const char *what, const char *const 
     mt_trainer_free(one);
     for (int i = 0; meshes[i]; i++) {
         char name[128];
-        snprintf(name, sizeof name, "%s on %s zero=%d%s", what, meshes[i], zero[i],
-                 c.sequence_parallel ? " sequence-parallel" : "");
+        snprintf(name, sizeof name, "%s on %s zero=%d%s%s", what, meshes[i], zero[i],
+                 c.sequence_parallel ? " sequence-parallel" : "",
+                 c.collective_matmul > 0 ? " collective-matmul" : "");
         c.mesh = meshes[i];
         c.zero = zero[i];
         mt_trainer *tr = NULL;
@@ -127,8 +136,18 @@ MT_TEST(llama_tensor_parallel_equals_one_device) {
     /* sequence parallelism: the norms and residual adds on T/2 rows */
     mt_train_config c = llama_config(path, &gqa);
     c.sequence_parallel = true;
+    c.collective_matmul = -1;
     const char *const sp_meshes[] = {"tensor=2", NULL};
     check_meshes(c, "llama KV=2", sp_meshes, zero, split);
+    /* and its gathers and reduce-scatters inside the products' rings, kv
+     * heads split and replicated */
+    c.collective_matmul = 1;
+    const char *const cm_meshes[] = {"tensor=2", "data=2,tensor=2", NULL};
+    check_meshes(c, "llama KV=2", cm_meshes, zero, split);
+    mt_train_config cq = llama_config(path, &mqa);
+    cq.sequence_parallel = true;
+    cq.collective_matmul = 1;
+    check_meshes(cq, "llama KV=1", sp_meshes, zero, split);
     unlink(path);
 }
 
@@ -177,27 +196,30 @@ static int compare_chunks(mt_trainer *pipe, mt_trainer *one, const char *what) {
     return n;
 }
 
-/* `kind` over `mesh` (a pipe axis of 2) with m = 2 microbatches, L blocks. */
-static void check_pipeline(const char *kind, const char *mesh, int L) {
+/* `kind` over `mesh` (a pipe axis of 2) with `mb` microbatches, L blocks,
+ * the embeddings tied or not. */
+static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bool tie) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
     mt_llama_config m = small_llama(2);
     m.n_layers = L;
+    m.tie_embeddings = tie;
     mt_train_config c = llama_config(path, &m);
     c.B = 4;
-    c.accum = 2;   /* the pipeline's microbatches */
+    c.accum = mb;   /* the pipeline's microbatches */
     mt_trainer *one = NULL, *tr = NULL;
     curve want = ten_steps(&c, &one);
     c.mesh = mesh;
     c.schedule = kind;
     curve got = ten_steps(&c, &tr);
     char what[96];
-    snprintf(what, sizeof what, "llama on %s %s", mesh, kind);
+    snprintf(what, sizeof what, "llama%s on %s %s m=%d", tie ? " tied" : "", mesh, kind, mb);
     same_curve(&got, &want, what);
     if (!strstr(mesh, "tensor")) {   /* split blocks: the losses and norms say it */
-        int n = compare_chunks(tr, one, what);
-        MT_CHECK(n == mt_graph_n_params(mt_trainer_graph(one)), "%s: %d parameters in the "
-                 "chunks, %d in the model", what, n, mt_graph_n_params(mt_trainer_graph(one)));
+        /* tied, the head's chunk holds a second copy of the embedding */
+        int n = compare_chunks(tr, one, what), want_n = mt_graph_n_params(mt_trainer_graph(one));
+        MT_CHECK(n == want_n + tie, "%s: %d parameters in the chunks, %d in the model", what, n,
+                 want_n);
     }
     fprintf(stderr, "  %s: loss %.4f -> %.4f\n", what, got.loss[0], got.loss[TSTEPS - 1]);
     mt_trainer_free(tr);
@@ -205,12 +227,100 @@ static void check_pipeline(const char *kind, const char *mesh, int L) {
     unlink(path);
 }
 
-MT_TEST(llama_pipeline_1f1b_equals_one_device) { check_pipeline("1f1b", "pipe=2", 2); }
-MT_TEST(llama_pipeline_gpipe_equals_one_device) { check_pipeline("gpipe", "pipe=2", 2); }
-MT_TEST(llama_pipeline_zb_h1_equals_one_device) { check_pipeline("zb-h1", "pipe=2", 2); }
-MT_TEST(llama_pipeline_zb_v_equals_one_device) { check_pipeline("zb-v", "pipe=2", 4); }
+MT_TEST(llama_pipeline_1f1b_equals_one_device) {
+    check_pipeline("1f1b", "pipe=2", 2, 2, false);
+}
+MT_TEST(llama_pipeline_gpipe_equals_one_device) {
+    check_pipeline("gpipe", "pipe=2", 2, 2, false);
+}
+MT_TEST(llama_pipeline_zb_h1_equals_one_device) {
+    check_pipeline("zb-h1", "pipe=2", 2, 2, false);
+}
+MT_TEST(llama_pipeline_zb_h2_equals_one_device) {
+    check_pipeline("zb-h2", "pipe=2", 2, 2, false);
+}
+MT_TEST(llama_pipeline_zb_v_equals_one_device) {
+    check_pipeline("zb-v", "pipe=2", 4, 2, false);
+}
+MT_TEST(llama_pipeline_interleaved_equals_one_device) {
+    check_pipeline("interleaved", "pipe=2", 4, 4, false);
+}
+MT_TEST(llama_pipeline_dualpipev_equals_one_device) {
+    check_pipeline("dualpipev", "pipe=2", 4, 4, false);
+}
 MT_TEST(llama_pipeline_tensor2_equals_one_device) {
-    check_pipeline("1f1b", "pipe=2,tensor=2", 2);
+    check_pipeline("1f1b", "pipe=2,tensor=2", 2, 2, false);
+}
+/* tied: the embedding on device 0, the head's copy on device 1 (1F1B) or
+ * on device 0 too (ZB-V's V puts chunks 0 and 3 there) */
+MT_TEST(llama_pipeline_tied_equals_one_device) {
+    check_pipeline("1f1b", "pipe=2", 2, 2, true);
+    check_pipeline("zb-v", "pipe=2", 4, 2, true);
+}
+
+/* ---- bf16 ---------------------------------------------------------------- */
+
+/* Losses of `got` within relative `tol` of `want` at every step. */
+static void close_curve(const curve *got, const curve *want, double tol, const char *what) {
+    for (int s = 0; s < TSTEPS; s++)
+        MT_CHECK(fabs((double)got->loss[s] - want->loss[s]) <= tol * fabs((double)want->loss[s]),
+                 "%s: loss %.7f at step %d, reference %.7f (relative %.2g > %g)", what,
+                 got->loss[s], s + 1, want->loss[s],
+                 fabs((double)got->loss[s] - want->loss[s]) / fabs((double)want->loss[s]), tol);
+}
+
+static bool have_bf16(void) {
+    if (mt_precision_check(MT_PRECISION_BF16) == MT_OK) return true;
+    fprintf(stderr, "  (no oneDNN in this build: %s; bf16 skipped)\n", mt_errmsg());
+    return false;
+}
+
+/* bf16 products: each layout against the bf16 run on one device (not
+ * fp32's: bf16 rounds each product's operands). */
+MT_TEST(llama_bf16_layouts_match_one_device_bf16) {
+    if (!have_bf16()) return;
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    const mt_llama_config m = small_llama(2);
+    mt_train_config c = llama_config(path, &m);
+    c.precision = MT_PRECISION_BF16;
+    mt_trainer *tr = NULL;
+    curve want = ten_steps(&c, &tr);
+    mt_trainer_free(tr);
+    MT_CHECK(want.loss[TSTEPS - 1] < want.loss[0], "bf16 on one device: the loss falls");
+    const char *const meshes[] = {"data=2", "tensor=2", NULL};
+    for (int i = 0; meshes[i]; i++) {
+        c.mesh = meshes[i];
+        curve got = ten_steps(&c, &tr);
+        mt_trainer_free(tr);
+        char what[64];
+        snprintf(what, sizeof what, "llama bf16 on %s", meshes[i]);
+        close_curve(&got, &want, 1e-3, what);
+        fprintf(stderr, "  %s: loss %.5f -> %.5f (one device %.5f)\n", what, got.loss[0],
+                got.loss[TSTEPS - 1], want.loss[TSTEPS - 1]);
+    }
+    unlink(path);
+}
+
+/* bf16 gradient reductions (fp32 products): near fp32's, and not equal. */
+MT_TEST(llama_grad_reduce_bf16_near_fp32) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    const mt_llama_config m = small_llama(2);
+    mt_train_config c = llama_config(path, &m);
+    c.mesh = "data=2";
+    mt_trainer *tr = NULL;
+    curve want = ten_steps(&c, &tr);
+    mt_trainer_free(tr);
+    c.grad_reduce = MT_PRECISION_BF16;
+    curve got = ten_steps(&c, &tr);
+    mt_trainer_free(tr);
+    close_curve(&got, &want, 1e-2, "llama data=2 bf16 gradient reductions vs fp32");
+    double diff = 0;
+    for (int s = 0; s < TSTEPS; s++) diff += fabs((double)got.loss[s] - want.loss[s]);
+    MT_CHECK(diff > 0, "bf16 gradient reductions gave exactly fp32's losses: they did not run "
+             "in bf16");
+    unlink(path);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

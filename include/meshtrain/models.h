@@ -101,10 +101,11 @@ const char *mt_llama_preset_name(int i);
 /* One pipeline stage of the LLaMA model: blocks [layer0, layer0 + layers)
  * with the embedding when `first` and the final norm, head and loss when
  * `last` (the GPT's stage struct; its rules). A stage that is not the
- * first reads MT_GPT_STAGE_INPUT (B,T,C). Tied embeddings need the one
- * stage that is both first and last. Returns the loss times loss_scale on
- * the last stage, else the stage's output (B,T,C); NULL with g's error set
- * on a bad configuration or stage. Inputs "tokens" (B,T) and "targets"
+ * first reads MT_GPT_STAGE_INPUT (B,T,C). Tied, a last stage that is not
+ * the first holds a copy of "tok_emb.w" (as the GPT's of "wte"), whose
+ * gradient a pipeline sums with the first stage's. Returns the loss times
+ * loss_scale on the last stage, else the stage's output (B,T,C); NULL with
+ * g's error set on a bad configuration or stage. Inputs "tokens" (B,T) and "targets"
  * (B,T), int32. Parameters (row-major (out, in), as mt_linear's weight):
  * "tok_emb.w" (V,C); per block l "h.<l>.attn_norm.w" (C), "h.<l>.attn.wq.w"
  * (NH·HS,C), "h.<l>.attn.wk.w" and "h.<l>.attn.wv.w" (KV·HS,C),

@@ -65,19 +65,32 @@ void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool wi
         (void)start_settings((mt_model_kind)k, without_data, c, &start);
         for (int i = 0; i < a->n_flags; i++) {
             const mt_model_flag *f = &a->flags[i];
-            int s = 0;
-            while (s < mf->n && strcmp(mf->f[s].flag, f->flag) != 0) s++;
-            if (s == mf->n) {
-                if (mf->n == CLI_MAX_MODEL_FLAGS) continue;   /* raise the limit */
-                mf->n++;
-                mf->f[s].flag = f->flag;
-                mf->f[s].metavar = f->metavar;
-                mf->f[s].type = f->type;
-                start_value(&mf->f[s].value, &mf->f[s].fvalue, &mf->f[s].bvalue, start.bytes, f);
+            for (int neg = 0; neg <= (f->type == MT_MODEL_FLAG_BOOL); neg++) {
+                int s = 0;
+                while (s < mf->n && (strcmp(mf->f[s].flag, f->flag) != 0 ||
+                                     mf->f[s].negates != neg))
+                    s++;
+                if (s == mf->n) {
+                    if (mf->n == CLI_MAX_MODEL_FLAGS) continue;   /* raise the limit */
+                    mf->n++;
+                    mf->f[s].flag = f->flag;
+                    mf->f[s].metavar = f->metavar;
+                    mf->f[s].type = f->type;
+                    mf->f[s].negates = neg;
+                    snprintf(mf->f[s].negated, sizeof mf->f[s].negated, "no-%s", f->flag);
+                    start_value(&mf->f[s].value, &mf->f[s].fvalue, &mf->f[s].bvalue, start.bytes,
+                                f);
+                    if (neg) mf->f[s].bvalue = false;   /* given: sets 0 */
+                }
+                size_t at = strlen(mf->f[s].help);
+                if (neg)
+                    snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at,
+                             "%s%s: not --%s (over a preset that sets it)", at ? "; " : "",
+                             a->name, f->flag);
+                else
+                    snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at, "%s%s: %s",
+                             at ? "; " : "", a->name, f->help);
             }
-            size_t at = strlen(mf->f[s].help);
-            snprintf(mf->f[s].help + at, sizeof mf->f[s].help - at, "%s%s: %s", at ? "; " : "",
-                     a->name, f->help);
         }
     }
 }
@@ -99,8 +112,8 @@ static void typed_opt(cli_model_flags_slot *slot, cli_opt *o) {
         break;
     }
     case MT_MODEL_FLAG_BOOL:
-        *o = (cli_opt){slot->flag, CLI_FLAG, &slot->bvalue, 0, 0, false, false, NULL, NULL,
-                       slot->help};
+        *o = (cli_opt){slot->negates ? slot->negated : slot->flag, CLI_FLAG, &slot->bvalue, 0,
+                       0, false, false, NULL, NULL, slot->help};
         break;
     case MT_MODEL_FLAG_PRESET:
         *o = (cli_opt){slot->flag, CLI_STR, &slot->svalue, 0, 0, false, false, NULL,
@@ -160,7 +173,7 @@ static int apply_slot(const cli_model_flags_slot *slot, const mt_model_flag *f,
         }
         *float_at(mc, f) = slot->fvalue;
         break;
-    case MT_MODEL_FLAG_BOOL: *field_at(mc, f) = slot->bvalue ? 1 : 0; break;
+    case MT_MODEL_FLAG_BOOL: *field_at(mc, f) = slot->bvalue && !slot->negates ? 1 : 0; break;
     case MT_MODEL_FLAG_PRESET:
         if (f->preset(slot->svalue, mc) != MT_OK) {
             cli_error("--%s: %s", f->flag, mt_errmsg());
@@ -169,6 +182,14 @@ static int apply_slot(const cli_model_flags_slot *slot, const mt_model_flag *f,
         break;
     }
     return CLI_EXIT_OK;
+}
+
+/* Whether the bool flag of the --no-X slot s was given as --X too. */
+static bool both_given(const cli_model_flags *mf, const bool *seen, int first, int s) {
+    for (int k = 0; k < mf->n; k++)
+        if (k != s && !mf->f[k].negates && strcmp(mf->f[k].flag, mf->f[s].flag) == 0)
+            return seen[first + k];
+    return false;
 }
 
 int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
@@ -185,11 +206,15 @@ int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *
             if (!seen[first + s] || (mf->f[s].type == MT_MODEL_FLAG_PRESET) != (pass == 0))
                 continue;
             const mt_model_flag *f = flag_of(kind, mf->f[s].flag);
+            const char *given = mf->f[s].negates ? mf->f[s].negated : mf->f[s].flag;
             if (!f) {
                 char who[128];
                 readers(mf->f[s].flag, who, sizeof who);
-                cli_error("--%s applies to %s only, not to --model %s", mf->f[s].flag, who,
-                          a->name);
+                cli_error("--%s applies to %s only, not to --model %s", given, who, a->name);
+                return CLI_EXIT_USAGE;
+            }
+            if (mf->f[s].negates && both_given(mf, seen, first, s)) {
+                cli_error("--%s and --%s contradict each other; give one", mf->f[s].flag, given);
                 return CLI_EXIT_USAGE;
             }
             int rc = apply_slot(&mf->f[s], f, a, mf->config.bytes);

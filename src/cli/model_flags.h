@@ -28,9 +28,13 @@ typedef union {
     unsigned char bytes[CLI_MODEL_CONFIG_MAX];
 } cli_model_config;
 
-/* One flag, merged by name over the models that read it. */
+/* One flag, merged by name over the models that read it. A bool flag
+ * --X has a second slot, --no-X, that sets the setting to 0 (a preset that
+ * ties, untied): `negated` names it, `flag` stays X. */
 typedef struct {
     const char *flag, *metavar;
+    bool        negates;     /* the --no-X slot of the bool flag X */
+    char        negated[48]; /* with negates: "no-X" */
     mt_model_flag_type type;   /* the first model's that reads it (all read one type) */
     /* parsed here (as its type says); the default from the model's settings */
     int         value;       /* MT_MODEL_FLAG_INT */

@@ -220,11 +220,6 @@ static mt_status check_build(mt_graph *g, const mt_llama_config *cfg, const mt_g
         return mt_graph_fail(g, MT_EINVAL, "LLaMA stage of blocks [%d, %d) does not fit the "
                              "model's %d blocks (the first stage starts at 0, the last ends "
                              "at L)", st->layer0, st->layer0 + st->layers, L);
-    if (cfg->tie_embeddings && !(st->first && st->last))
-        return mt_graph_fail(g, MT_EUNSUPPORTED, "LLaMA with --tie-embeddings cannot be cut "
-                             "into pipeline stages yet (the head's copy of tok_emb is not "
-                             "summed with the embedding's); drop --tie-embeddings or the pipe "
-                             "axis");
     return MT_OK;
 }
 
@@ -260,6 +255,10 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
 
     mt_tensor *norm = lparam(g, ones, C, 0, "norm.w", 0);                 /* (C) */
     mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
+    /* tied: on a last stage that is not the first, a copy of tok_emb.w (the
+     * same name, so the same initial values; a pipeline sums the two
+     * copies' gradients) */
+    if (cfg->tie_embeddings && !tok_emb) tok_emb = lparam(g, normal, V, C, "tok_emb.w", 0);
     mt_tensor *head = cfg->tie_embeddings ? tok_emb                       /* (V,C) */
                                           : lparam(g, normal, V, C, "lm_head.w", 0);
     /* logits (B,T,V) = xf (B,T,C) · head (V,C)ᵀ */

@@ -124,6 +124,11 @@ void mt__llama_fill_batch(const mt_train_config *c, const mt_dataset *ds, int sp
 
 int mt__llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers; }
 
+/* The head is the token embedding only when tied. */
+const char *mt__llama_tied_param(const mt_train_config *c) {
+    return llama_of(c)->tie_embeddings ? "tok_emb.w" : NULL;
+}
+
 double mt__llama_step_flops(const mt_train_config *c, int64_t tokens) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_train_flops(&m, c->T, tokens);

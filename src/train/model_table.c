@@ -170,6 +170,12 @@ static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint
 
 static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
 
+/* The GPT's head is always its token embedding. */
+static const char *gpt_tied_param(const mt_train_config *c) {
+    (void)c;
+    return "wte";
+}
+
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
     return mt_gpt_train_flops(gpt_of(c), c->T, tokens);
 }
@@ -307,7 +313,7 @@ static const mt__train_model MODELS[] = {
         .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
-        .tied_param = "wte",
+        .tied_param = gpt_tied_param,
     },
     [MT_MODEL_MLP] = {
         .about = {.name = "mlp", CONFIG(mt_mlp_config), FLAGS(MLP_FLAGS)},
@@ -334,7 +340,7 @@ static const mt__train_model MODELS[] = {
         .tensor_parallel = mt__llama_tensor_parallel, .tensor_check = mt__llama_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
-        .stage_input = MT_GPT_STAGE_INPUT,
+        .stage_input = MT_GPT_STAGE_INPUT, .tied_param = mt__llama_tied_param,
     },
 };
 

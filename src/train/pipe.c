@@ -52,12 +52,18 @@ struct mt__train_pipe {
     mt_pipe_costs  *costs;                   /* (S) */
 };
 
+/* The name of the parameter the run's model ties (its head and its
+ * embedding), or NULL. */
+static const char *tied_name(const mt_trainer *tr) {
+    return tr->m->tied_param ? tr->m->tied_param(&tr->cfg) : NULL;
+}
+
 /* This device's copies of the tied parameter: chunk 0's and chunk S-1's
  * (NULL where it holds not that chunk, or the model ties nothing). */
 static void tied_copies(const mt_trainer *tr, const mt__train_pipe *pp, mt_tensor **first,
                         mt_tensor **last) {
     *first = *last = NULL;
-    const char *name = tr->m->tied_param;
+    const char *name = tied_name(tr);
     if (!name || pp->S < 2) return;
     for (int i = 0; i < pp->v; i++) {
         if (pp->chunk[i].chunk == 0) *first = mt_graph_find(pp->chunk[i].g, name);
@@ -327,8 +333,8 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     for (i = 0; i < pp->v && s == MT_OK; i++) {
         s = mt_optim_create(pp->chunk[i].g, &c->optim, &pp->opt[i]);
         /* the head's copy of the tied embedding: counted once, on chunk 0 */
-        if (s == MT_OK && pp->chunk[i].chunk == pp->S - 1 && tr->m->tied_param)
-            s = mt_optim_exclude_from_norm(pp->opt[i], tr->m->tied_param);
+        if (s == MT_OK && pp->chunk[i].chunk == pp->S - 1 && tied_name(tr))
+            s = mt_optim_exclude_from_norm(pp->opt[i], tied_name(tr));
     }
     if (s != MT_OK) return s;
     /* what every step reuses */
@@ -339,7 +345,7 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
         size_t n = (size_t)mt_tensor_numel(first ? first : last);
         if ((s = mt_backend_alloc(pp->be, n * sizeof *pp->tied_other,
                                   (void **)&pp->tied_other)) != MT_OK)
-            return mt_fail_wrap(s, "the gradient of the tied '%s'", tr->m->tied_param);
+            return mt_fail_wrap(s, "the gradient of the tied '%s'", tied_name(tr));
     }
     pp->meas = malloc((2 + 3 * (size_t)pp->S) * sizeof *pp->meas);
     pp->costs = malloc((size_t)pp->S * sizeof *pp->costs);

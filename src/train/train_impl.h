@@ -100,9 +100,12 @@ typedef struct {
     int (*blocks)(const mt_train_config *c);
     /* The input of a stage that is not the first (with build_stage). */
     const char *stage_input;
-    /* A parameter both the first and the last stage hold (the GPT's tied
-     * token embedding), whose gradients a pipeline sums. Optional: NULL. */
-    const char *tied_param;
+    /* The parameter both the first and the last stage of c's model hold
+     * (a token embedding tied to the LM head: the GPT's "wte" always, the
+     * LLaMA's "tok_emb.w" with tie_embeddings), whose gradients a pipeline
+     * sums; NULL when c's model ties nothing. Optional: NULL, no model of
+     * the kind ties one. */
+    const char *(*tied_param)(const mt_train_config *c);
     /* Model FLOPs of one optimizer step over `units` tokens or examples.
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
@@ -157,6 +160,7 @@ mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
 mt_status  mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size);
 int        mt__llama_blocks(const mt_train_config *c);
+const char *mt__llama_tied_param(const mt_train_config *c);
 double     mt__llama_step_flops(const mt_train_config *c, int64_t tokens);
 
 /* ======================================================================== */
