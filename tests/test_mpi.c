@@ -430,23 +430,29 @@ static bool dp_train(mt_train_config c, const char *mesh, float *loss, float **p
 
 /* The small GPT of the mesh cases; V and Vp from the data. */
 static const mt_gpt_config MESH_GPT = {.L = 2, .C = 64, .NH = 4, .maxT = 16};
+/* The small LLaMA of the mesh cases (test_strategies_llama.c's): grouped
+ * queries, KV=2 of NH=4; V from the data. */
+static const mt_llama_config MESH_LLAMA = {
+    .dim = 32, .ffn_dim = 64, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_seq = 16,
+    .rope_theta = 10000.0f, .norm_eps = 1e-5f, .multiple_of = 32, .ffn_mult = 1.0f};
+static const char *const MODEL_NAMES[] = {"mlp", "gpt", "llama"};
 
 /* The trainer configurations of the mesh cases (test_strategies.c's): 10
- * AdamW steps of the MLP, or of a small GPT (MESH_GPT) on the text file
- * `text`. */
+ * AdamW steps of the MLP (model 0), or of a small GPT (1, MESH_GPT) or
+ * LLaMA (2, MESH_LLAMA) on the text file `text`. */
 static mt_train_config mesh_config(int model, const char *text) {
     mt_train_config c = mt_train_defaults();
-    c.model = model == 0 ? MT_MODEL_MLP : MT_MODEL_GPT;
+    c.model = model == 0 ? MT_MODEL_MLP : model == 1 ? MT_MODEL_GPT : MT_MODEL_LLAMA;
     c.steps = c.optim.total_steps = DP_STEPS;
     c.optim.warmup_steps = 2;
     c.optim.lr = 3e-3f;
     c.B = 8;
     c.threads = 1;
     c.seed = 7;
-    if (c.model == MT_MODEL_GPT) {
+    if (model > 0) {
         c.data = text;
-        c.model_config = &MESH_GPT;
-        c.model_config_size = sizeof MESH_GPT;
+        c.model_config = model == 1 ? (const void *)&MESH_GPT : (const void *)&MESH_LLAMA;
+        c.model_config_size = model == 1 ? sizeof MESH_GPT : sizeof MESH_LLAMA;
         c.T = 16;
     }
     return c;
@@ -464,10 +470,11 @@ static void dp_trainer_case(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/mt_test_mpi_dp_%d_%d.txt", world_rank, (int)getpid());
     write_corpus(path);
-    for (int model = 0; model < 2; model++) {
+    for (int model = 0; model < 3; model++) {
         mt_train_config c = mesh_config(model, path);
         /* data parallel over all ranks; with 2 ranks FSDP and tensor parallel
-         * too; with 4, data × tensor */
+         * too; with 4, data × tensor (and for the LLaMA tensor=4: its KV=2
+         * heads replicated over 4) */
         char meshes[4][32];
         int n_meshes = 1;
         snprintf(meshes[0], sizeof meshes[0], "data=%d", world_size);
@@ -476,9 +483,10 @@ static void dp_trainer_case(void) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2");
             /* the GPT also with sequence parallelism and collective matmuls
              * (their rings of ppermutes between ranks) */
-            if (model == 1) snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2 sp");
+            if (model > 0) snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2 sp");
         } else if (world_size == 4) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "data=2,tensor=2");
+            if (model == 2) snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=4");
         }
         float l1[DP_STEPS], *p1 = NULL;
         int64_t n1 = 0;
@@ -504,7 +512,7 @@ static void dp_trainer_case(void) {
                 wp = fmax(wp, fabs((double)pn[j] - p1[j]) / fmax(1.0, fabs(p1[j])));
             report(ok && wl <= 1e-5 && wp <= 1e-4, "%s on %s over %d ranks (partitioned) matches "
                    "1 device: loss %.5g -> %.5g, worst loss difference %.2g, parameters %.2g%s",
-                   model == 0 ? "mlp" : "gpt", meshes[k], world_size, ok ? l1[0] : 0.0,
+                   MODEL_NAMES[model], meshes[k], world_size, ok ? l1[0] : 0.0,
                    ok ? l1[DP_STEPS - 1] : 0.0, wl, wp, nn == n1 ? "" : " (shards)");
             free(pn);
         }
@@ -515,7 +523,9 @@ static void dp_trainer_case(void) {
 
 /* Issue 10: pipelines, one stage device per rank. With 2 ranks every
  * schedule kind over pipe=2 (m = 4 and 8, L = 4); with 4, 1f1b, zb-h1 and
- * zb-v over pipe=4 (m = 8, L = 8) and zb-h1 over pipe=2,data=2: the loss and
+ * zb-v over pipe=4 (m = 8, L = 8) and zb-h1 over pipe=2,data=2. Issue 23:
+ * the LLaMA too, its embedding tied (the head's copy on the last rank) or
+ * not, under 1f1b, zb-v and dualpipev over pipe=2 and 1f1b over pipe=4: the loss and
  * the global gradient norm at every step within relative 1e-5 of one device
  * (each rank trains that one alone). */
 static bool pipe_train(mt_train_config c, float *loss, float *norm) {
@@ -530,36 +540,32 @@ static void pipeline_case(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/mt_test_mpi_pipe_%d_%d.txt", world_rank, (int)getpid());
     write_corpus(path);
-    struct { const char *kind, *mesh; int m, L; } runs[16];
+    typedef struct { const char *kind, *mesh; int m, L, model; bool tie; } pipe_run;
+    pipe_run runs[24];
     int n = 0;
     if (world_size == 2) {
         const char *kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
                                "dualpipev"};
         for (int k = 0; k < 7; k++)
-            for (int m = 4; m <= 8; m += 4) {
-                runs[n].kind = kinds[k];
-                runs[n].mesh = "pipe=2";
-                runs[n].m = m;
-                runs[n++].L = 4;
-            }
+            for (int m = 4; m <= 8; m += 4)
+                runs[n++] = (pipe_run){kinds[k], "pipe=2", m, 4, 1, false};
+        runs[n++] = (pipe_run){"1f1b", "pipe=2", 4, 4, 2, false};
+        runs[n++] = (pipe_run){"1f1b", "pipe=2", 4, 4, 2, true};
+        runs[n++] = (pipe_run){"zb-v", "pipe=2", 4, 4, 2, true};
+        runs[n++] = (pipe_run){"dualpipev", "pipe=2", 4, 4, 2, true};
     } else if (world_size == 4) {
         const char *kinds[] = {"1f1b", "zb-h1", "zb-v"};
-        for (int k = 0; k < 3; k++) {
-            runs[n].kind = kinds[k];
-            runs[n].mesh = "pipe=4";
-            runs[n].m = 8;
-            runs[n++].L = 8;
-        }
-        runs[n].kind = "zb-h1";
-        runs[n].mesh = "pipe=2,data=2";
-        runs[n].m = 4;
-        runs[n++].L = 4;
+        for (int k = 0; k < 3; k++) runs[n++] = (pipe_run){kinds[k], "pipe=4", 8, 8, 1, false};
+        runs[n++] = (pipe_run){"zb-h1", "pipe=2,data=2", 4, 4, 1, false};
+        runs[n++] = (pipe_run){"1f1b", "pipe=4", 8, 4, 2, true};
     }
     for (int i = 0; i < n; i++) {
-        mt_train_config c = mesh_config(1, path);
+        mt_train_config c = mesh_config(runs[i].model, path);
         mt_gpt_config gpt = MESH_GPT;
-        gpt.L = runs[i].L;
-        c.model_config = &gpt;
+        mt_llama_config llama = MESH_LLAMA;
+        gpt.L = llama.n_layers = runs[i].L;
+        llama.tie_embeddings = runs[i].tie;
+        c.model_config = runs[i].model == 1 ? (const void *)&gpt : (const void *)&llama;
         c.B = 2;
         c.accum = runs[i].m;
         float l1[DP_STEPS], n1[DP_STEPS], lp[DP_STEPS], np_[DP_STEPS];
@@ -576,16 +582,18 @@ static void pipeline_case(void) {
             wl = fmax(wl, fabs(lp[s] - l1[s]) / fmax(1.0, fabs(l1[s])));
             wn = fmax(wn, fabs(np_[s] - n1[s]) / fmax(1.0, fabs(n1[s])));
         }
-        report(ok && wl <= 1e-5 && wn <= 1e-5, "gpt L=%d, %s on %s, m=%d, over %d ranks matches 1 "
-               "device: loss %.5g -> %.5g, worst loss difference %.2g, gradient norm %.2g",
-               runs[i].L, runs[i].kind, runs[i].mesh, runs[i].m, world_size, ok ? l1[0] : 0.0,
-               ok ? l1[DP_STEPS - 1] : 0.0, wl, wn);
+        report(ok && wl <= 1e-5 && wn <= 1e-5, "%s%s L=%d, %s on %s, m=%d, over %d ranks matches "
+               "1 device: loss %.5g -> %.5g, worst loss difference %.2g, gradient norm %.2g",
+               MODEL_NAMES[runs[i].model], runs[i].tie ? " tied" : "", runs[i].L, runs[i].kind,
+               runs[i].mesh, runs[i].m, world_size, ok ? l1[0] : 0.0, ok ? l1[DP_STEPS - 1] : 0.0,
+               wl, wn);
     }
     unlink(path);
 }
 
 /* Issue 9: a checkpoint written on fsdp=<ranks> (rank 0 writes the gathered
- * whole tensors), and issue 10's on pipe=<ranks> (zb-h1; resumed with zb-v),
+ * whole tensors), and issue 10's on pipe=<ranks> (zb-h1; resumed with zb-v;
+ * the GPT's and, issue 23, the tied LLaMA's),
  * resumes on one device (each rank alone) and on the same mesh
  * again (each rank reads the file itself): both continue the one-device run,
  * loss within relative 1e-5 at every resumed step, parameters within 1e-4
@@ -600,27 +608,30 @@ static void ckpt_resume_case(void) {
     snprintf(pipe, sizeof pipe, "pipe=%d", world_size);
     write_corpus(text);
     enum { HALF = DP_STEPS / 2 };
-    /* the MLP and the GPT over fsdp; the GPT pipelined (issue 10: each rank
-     * holds its stage, rank 0 receives the others' to write the file) */
-    for (int run = 0; run < 3; run++) {
-        const int model = run == 0 ? 0 : 1;
+    /* the MLP and the GPT over fsdp; the GPT and the tied LLaMA pipelined
+     * (issue 10: each rank holds its stage, rank 0 receives the others' to
+     * write the file) */
+    for (int run = 0; run < 4; run++) {
+        const int model = run == 0 ? 0 : run == 3 ? 2 : 1;
         const char *mesh = run < 2 ? fsdp : pipe;
         mt_train_config c = mesh_config(model, text);
         mt_gpt_config gpt = MESH_GPT;
-        if (run == 2) {   /* zb-v cuts 2 chunks a rank: 2·ranks blocks */
-            gpt.L = 2 * world_size;
-            c.model_config = &gpt;
+        mt_llama_config llama = MESH_LLAMA;
+        if (run >= 2) {   /* zb-v cuts 2 chunks a rank: 2·ranks blocks */
+            gpt.L = llama.n_layers = 2 * world_size;
+            llama.tie_embeddings = 1;
+            c.model_config = model == 1 ? (const void *)&gpt : (const void *)&llama;
             c.B = 2;
             c.accum = 2 * world_size;
         }
-        const char *name = model == 0 ? "mlp" : "gpt";
+        const char *name = model == 2 ? "llama tied" : MODEL_NAMES[model];
         float l1[DP_STEPS], *p1 = NULL;
         int64_t n1 = 0;
         bool ok = dp_train(c, NULL, l1, &p1, &n1);
         /* 5 steps on the mesh, saved */
         mt_train_config a = c;
         a.mesh = mesh;
-        a.schedule = run == 2 ? "zb-h1" : NULL;
+        a.schedule = run >= 2 ? "zb-h1" : NULL;
         a.ckpt_out = ckpt;
         mt_trainer *tr = NULL;
         bool saved = ok && mt_trainer_create(&a, &tr) == MT_OK;
@@ -635,7 +646,7 @@ static void ckpt_resume_case(void) {
             mt_train_config b = c;
             b.ckpt_in = ckpt;
             b.mesh = k == 0 ? NULL : mesh;
-            b.schedule = k == 1 && run == 2 ? "zb-v" : NULL;
+            b.schedule = k == 1 && run >= 2 ? "zb-v" : NULL;
             tr = NULL;
             bool good = saved && mt_trainer_create(&b, &tr) == MT_OK &&
                         mt_trainer_step_count(tr) == HALF;

@@ -7,7 +7,8 @@
  * measure of test_strategies.c.
  *
  * Layouts: one device -> fsdp=2, fsdp=2 -> tensor=2 and tensor=2 -> one
- * device (MLP), fsdp=2 -> one device (GPT L=2 C=64 NH=4 on a text file).
+ * device (MLP), fsdp=2 -> one device (GPT L=2 C=64 NH=4 on a text file),
+ * and the LLaMA model's tensor, fsdp and pipeline layouts, tied or not.
  * A checkpoint carries whole tensors, so what a split layout writes is what
  * one device writes: a one-device checkpoint loaded on a split mesh and saved
  * again is the same file byte for byte; and a checkpoint written after 5
@@ -210,6 +211,38 @@ MT_TEST(gpt_resumes_across_layouts) {
     check_resume(c, "gpt", "fsdp=2", NULL, &one);
     check_resume(c, "gpt", NULL, "fsdp=2", &one);
     free(one.p.params);
+    unlink(text_path);
+}
+
+/* The LLaMA model (L=2, C=32, NH=4, KV=2, T=16, two microbatches a step, so
+ * that a pipeline can take them): one device -> tensor=2 (kv heads split),
+ * fsdp=2 -> tensor=4 (kv heads replicated), pipe=2 -> data=2 and, tied,
+ * pipe=2 -> fsdp=2 (the head's copy of tok_emb.w written once). */
+static void llama_resumes(bool tie) {
+    const mt_llama_config m = {.dim = 32, .ffn_dim = 64, .n_layers = 2, .n_heads = 4,
+                               .n_kv_heads = 2, .max_seq = 16, .rope_theta = 10000.0f,
+                               .norm_eps = 1e-5f, .tie_embeddings = tie, .multiple_of = 32,
+                               .ffn_mult = 1.0f};
+    mt_train_config c = gpt_config();
+    c.model = MT_MODEL_LLAMA;
+    MT_TEST_MODEL_CONFIG(&c, &m);
+    c.T = 16;
+    c.accum = 2;
+    run_result one = run(c, NULL, TSTEPS);
+    const char *what = tie ? "llama tied" : "llama";
+    if (!tie) {
+        check_resume(c, what, NULL, "tensor=2", &one);
+        check_resume(c, what, "fsdp=2", "tensor=4", &one);
+        check_resume(c, what, "pipe=2", "data=2", &one);
+    } else {
+        check_resume(c, what, "pipe=2", "fsdp=2", &one);
+    }
+    free(one.p.params);
+}
+
+MT_TEST(llama_resumes_across_layouts) {
+    llama_resumes(false);
+    llama_resumes(true);
     unlink(text_path);
 }
 
