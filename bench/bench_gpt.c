@@ -41,31 +41,6 @@ enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 static double peak_gflops(int threads) { return threads == 1 ? 264.0 : 260.0 * threads; }
 
 
-/* ---- the reference: Open BLAS sgemm, same process, same thread count ---- */
-
-static double sgemm_gflops(int threads) {
-    const int n = 1024, reps = 10;
-    float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
-    float *c = malloc((size_t)n * n * sizeof *c);
-    if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
-    for (size_t i = 0; i < (size_t)n * n; i++) {
-        a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
-        b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
-    }
-    /* Open BLAS's own threading: the reference is the library at its best
-     * (meshtrain itself runs it single-threaded inside its own pool) */
-    openblas_set_num_threads(threads);
-    double t[10];
-    for (int r = -2; r < reps; r++) {   /* two untimed runs warm the pool and caches */
-        double t0 = mt_time_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        if (r >= 0) t[r] = mt_time_now() - t0;
-    }
-    free(a); free(b); free(c);
-    mt_set_num_threads(threads);   /* back to meshtrain's arrangement */
-    return 2.0 * n * n * n / bench_median(t, reps) / 1e9;
-}
-
 /* ---- one configuration ---------------------------------------------------- */
 
 static int fail(const char *what, mt_status s) {
@@ -138,7 +113,7 @@ static int run(const bench_config *bc, int threads, int steps) {
     int64_t tokens = (int64_t)bc->B * bc->T;
     double gflops = mt_gpt_train_flops(&bc->cfg, bc->T, tokens) / sec / 1e9;
     double pct = 100.0 * gflops / peak_gflops(threads);
-    double ref = sgemm_gflops(threads);
+    double ref = bench_sgemm_gflops(threads, 1024, 10);   /* the reference, same run */
     mt_graph_stats st = mt_graph_get_stats(g);
 
     printf("%-6s %7d %10.2f %10.0f %9.1f %6.1f%% %10.1f %7.2f   (%.1fM params, loss %.3f, "

@@ -8,8 +8,9 @@
  * T128, B4, V 32000, untied head, AdamW (mt_optim_defaults), on 1 and 2
  * threads (THREADS: only that count). Each row prints ms/step and the
  * step's FLOP rate (mt_llama_train_flops over the median step) as a
- * fraction of an Open BLAS 1024³ sgemm measured in the same process on the
- * same threads (target: >= 0.70), with where the time went: the products,
+ * fraction of an Open BLAS 1024³ sgemm's on the same threads, run once
+ * between every two steps in the same process (the median of those; target
+ * >= 0.70), with where the time went: the products,
  * attention, the rest of the graph and the optimizer. Then one attention
  * table: the GPT's attention (packed qkv, NH heads) and the LLaMA's (q with
  * NH heads, k and v with KV), forward and backward through one-op graphs
@@ -89,7 +90,7 @@ static const char *const MATMUL_OPS[] = {"matmul", "linear", "gemm", NULL};
 static const char *const ATTN_OPS[] = {"attention", "attention_bwd", "attention_gqa",
                                        "gqa_bwd_qk", "gqa_bwd_v", NULL};
 
-static int run_step(int threads, int steps, int warmup, double sgemm) {
+static int run_step(int threads, int steps, int warmup) {
     mt_set_num_threads(threads);
     mt_graph *g = mt_graph_create();
     mt_optim *opt = NULL;
@@ -102,9 +103,12 @@ static int run_step(int threads, int steps, int warmup, double sgemm) {
         return 1;
     }
     mt_compile_opts copts = {.seed = 1337};
-    if ((s = mt_graph_compile(g, loss, &copts)) != MT_OK) { mt_graph_free(g); return fail("compile", s); }
     mt_optim_config oc = mt_optim_defaults();   /* AdamW */
-    if ((s = mt_optim_create(g, &oc, &opt)) != MT_OK) { mt_graph_free(g); return fail("optim", s); }
+    if ((s = mt_graph_compile(g, loss, &copts)) != MT_OK ||
+        (s = mt_optim_create(g, &oc, &opt)) != MT_OK) {
+        mt_graph_free(g);
+        return fail("compile and optimizer", s);
+    }
 
     /* random tokens: the step's cost does not depend on what they are */
     int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));   /* (B,T) */
@@ -114,9 +118,14 @@ static int run_step(int threads, int steps, int warmup, double sgemm) {
         tgt[i] = (int32_t)(mt_rng_uniform(7, 2, (uint64_t)i) * (float)LLAMA.vocab) % LLAMA.vocab;
     }
 
+    /* the sgemm reference runs between the steps, once after each, so that
+     * both see the same share of a machine others load */
+    bench_sgemm ref;
     double *t = calloc((size_t)steps, sizeof *t), *topt = calloc((size_t)steps, sizeof *topt);
+    double *tsg = calloc((size_t)steps, sizeof *tsg);
     float first_loss = NAN;
-    s = t && topt ? MT_OK : MT_ENOMEM;
+    s = t && topt && tsg && bench_sgemm_init(&ref, 1024) == 0 ? MT_OK : MT_ENOMEM;
+    bool have_ref = s == MT_OK;
     for (int i = -warmup; i < steps && s == MT_OK; i++) {
         double t0 = mt_time_now();
         if ((s = mt_graph_forward(g)) != MT_OK) break;
@@ -125,12 +134,16 @@ static int run_step(int threads, int steps, int warmup, double sgemm) {
         if ((s = mt_optim_step(opt, NULL)) != MT_OK) break;
         if (i >= 0) { t[i] = mt_time_now() - t0; topt[i] = mt_time_now() - t1; }
         if (isnan(first_loss)) first_loss = mt_graph_loss(g);
+        double sg = bench_sgemm_seconds(&ref, threads);
+        if (i >= 0) tsg[i] = sg;
     }
+    if (have_ref) bench_sgemm_free(&ref);
     if (s != MT_OK) {
-        free(t); free(topt); mt_optim_free(opt); mt_graph_free(g);
+        free(t); free(topt); free(tsg); mt_optim_free(opt); mt_graph_free(g);
         return fail("step", s);
     }
     double sec = bench_median(t, steps), opt_ms = bench_median(topt, steps) * 1e3;
+    double sgemm = 2.0 * 1024.0 * 1024.0 * 1024.0 / bench_median(tsg, steps) / 1e9;
     double load = load1();
 
     /* one more forward and backward, timed per op: where the time goes */
@@ -158,6 +171,7 @@ static int run_step(int threads, int steps, int warmup, double sgemm) {
     fflush(stdout);
     free(t);
     free(topt);
+    free(tsg);
     mt_optim_free(opt);
     mt_graph_free(g);
     return 0;
@@ -166,25 +180,22 @@ static int run_step(int threads, int steps, int warmup, double sgemm) {
 /* ---- attention alone: the GPT's against grouped-query ----------------------- */
 
 /* One attention op with every input a parameter (so the backward runs in
- * full) under a sum: kv 0 is the GPT's mt_attention on qkv (B,T,3C), else
- * mt_attention_gqa on q (B,T,NH·HS), k and v (B,T,kv·HS). Runs forward and
- * backward `reps` times with profiling on and returns the attention rows'
- * ms per run in *ms (NAN on failure) and the profile's FLOPs per run in
- * *gflop. */
-static int attention_time(int threads, int kv, int reps, double *ms, double *gflop) {
+ * full) under a sum, compiled: kv 0 is the GPT's mt_attention on qkv
+ * (B,T,3C), else mt_attention_gqa on q (B,T,NH·HS), k and v (B,T,kv·HS).
+ * NULL after printing why. */
+static mt_graph *attention_graph(int kv) {
     const int NH = LLAMA.n_heads, HS = LLAMA.dim / NH;
     const int64_t C = LLAMA.dim;
     const mt_init normal = {MT_INIT_NORMAL, 1.0f};
-    *ms = *gflop = NAN;
-    mt_set_num_threads(threads);
     mt_graph *g = mt_graph_create();
-    if (!g) return fail("mt_graph_create", MT_ENOMEM);
+    if (!g) { fail("mt_graph_create", MT_ENOMEM); return NULL; }
     mt_tensor *out;
     if (kv == 0) {
         const int64_t sqkv[3] = {BATCH, SEQ, 3 * C};
         out = mt_attention(g, mt_param(g, "qkv", 3, sqkv, normal), NH);           /* (B,T,C) */
     } else {
-        const int64_t sq[3] = {BATCH, SEQ, (int64_t)NH * HS}, skv[3] = {BATCH, SEQ, (int64_t)kv * HS};
+        const int64_t sq[3] = {BATCH, SEQ, (int64_t)NH * HS};
+        const int64_t skv[3] = {BATCH, SEQ, (int64_t)kv * HS};
         mt_tensor *q = mt_param(g, "q", 3, sq, normal);                          /* (B,T,NH·HS) */
         mt_tensor *k = mt_param(g, "k", 3, skv, normal);                         /* (B,T,KV·HS) */
         mt_tensor *v = mt_param(g, "v", 3, skv, normal);                         /* (B,T,KV·HS) */
@@ -193,45 +204,62 @@ static int attention_time(int threads, int kv, int reps, double *ms, double *gfl
     mt_tensor *loss = mt_sum(g, out);
     mt_compile_opts copts = {.seed = 1337};
     mt_status s = loss ? mt_graph_compile(g, loss, &copts) : mt_graph_status(g);
-    for (int r = -2; r < reps && s == MT_OK; r++) {   /* two untimed runs warm the caches */
-        if (r == 0) s = mt_graph_set_profiling(g, true);
-        if (s == MT_OK) s = mt_graph_forward(g);
-        if (s == MT_OK) s = mt_graph_backward(g);
-        mt_graph_zero_grad(g);
-    }
-    if (s != MT_OK) { mt_graph_free(g); return fail("attention graph", s); }
-    double t, f;
-    if (bench_profile_sum(g, ATTN_OPS, &t, &f) > 0) {
-        *ms = t / reps;
-        *gflop = f / reps;
-    }
-    mt_graph_free(g);
-    return 0;
+    if (s != MT_OK) { mt_graph_free(g); fail("attention graph", s); return NULL; }
+    return g;
 }
 
+/* One forward and backward of g, profiled: the attention rows' ms in *ms
+ * and FLOPs in *gflop. */
+static mt_status attention_once(mt_graph *g, double *ms, double *gflop) {
+    mt_status s = mt_graph_set_profiling(g, true);   /* clears the last run's rows */
+    if (s == MT_OK) s = mt_graph_forward(g);
+    if (s == MT_OK) s = mt_graph_backward(g);
+    mt_graph_zero_grad(g);
+    if (s == MT_OK && bench_profile_sum(g, ATTN_OPS, ms, gflop) <= 0)
+        s = mt_fail(MT_EINTERNAL, "no attention rows in the profile");
+    return s;
+}
+
+/* The three attentions in turn, repetition by repetition, so that a load
+ * that comes and goes falls on all of them: medians of `reps` runs after
+ * two untimed ones. */
 static int run_attention(int threads, int reps) {
-    /* one FLOP count for both, the model's: causal pairs, q·kᵀ and p·v
+    /* one FLOP count for all, the model's: causal pairs, q·kᵀ and p·v
      * forward (4·HS a pair), twice that backward */
     const double HS = (double)LLAMA.dim / LLAMA.n_heads;
     const double pairs = (double)BATCH * LLAMA.n_heads * SEQ * (SEQ + 1) / 2;
     const double model_gflop = 12.0 * pairs * HS / 1e9;
-    const struct { const char *name; int kv; } kinds[] = {
+    enum { N_KINDS = 3, MAX_REPS = 64 };
+    const struct { const char *name; int kv; } kinds[N_KINDS] = {
         {"gpt", 0}, {"gqa", LLAMA.n_kv_heads}, {"mha", LLAMA.n_heads},
     };
-    double ms[3];
-    int rc = 0;
-    for (int i = 0; i < 3; i++) {
-        double gf;
-        rc |= attention_time(threads, kinds[i].kv, reps, &ms[i], &gf);
+    mt_set_num_threads(threads);
+    mt_graph *g[N_KINDS] = {NULL};
+    double t[N_KINDS][MAX_REPS], gf[N_KINDS] = {0};
+    mt_status s = MT_OK;
+    reps = reps < MAX_REPS ? reps : MAX_REPS;
+    for (int i = 0; i < N_KINDS && s == MT_OK; i++)
+        if (!(g[i] = attention_graph(kinds[i].kv))) s = MT_EINVAL;
+    for (int r = -2; r < reps && s == MT_OK; r++)
+        for (int i = 0; i < N_KINDS && s == MT_OK; i++) {
+            double ms = 0;
+            s = attention_once(g[i], &ms, &gf[i]);
+            if (r >= 0) t[i][r] = ms;
+        }
+    for (int i = 0; i < N_KINDS; i++) mt_graph_free(g[i]);
+    if (s != MT_OK) return s == MT_EINVAL ? 1 : fail("attention", s);
+    double ms[N_KINDS], load = load1();
+    for (int i = 0; i < N_KINDS; i++) {
+        ms[i] = bench_median(t[i], reps);
         printf("  %-4s KV=%-2d %7d %9.3f %9.1f %12.1f %9.3f   (load %.2f)\n", kinds[i].name,
                kinds[i].kv ? kinds[i].kv : LLAMA.n_heads, threads, ms[i],
-               model_gflop / (ms[i] * 1e-3), gf / (ms[i] * 1e-3), ms[i] / ms[0], load1());
+               model_gflop / (ms[i] * 1e-3), gf[i] / (ms[i] * 1e-3), ms[i] / ms[0], load);
         printf("RESULT impl=attention kind=%s threads=%d ms=%.4f gflops=%.2f op_gflops=%.2f "
                "load=%.2f\n", kinds[i].name, threads, ms[i], model_gflop / (ms[i] * 1e-3),
-               gf / (ms[i] * 1e-3), load1());
+               gf[i] / (ms[i] * 1e-3), load);
     }
     fflush(stdout);
-    return rc;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -244,7 +272,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (steps == 0) steps = quick ? 3 : 10;
-    int warmup = quick ? 1 : 2, reps = quick ? 5 : 20;
+    int warmup = quick ? 1 : 2, reps = quick ? 9 : 31;
 
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     printf("Open BLAS %s, kernel %s%s%s\n", openblas_get_config(), openblas_get_corename(),
@@ -266,10 +294,11 @@ int main(int argc, char **argv) {
            "GFLOP/s", "/sgemm", "matmul ms", "attn ms", "other ms", "AdamW");
     int rc = 0;
     for (int k = 0; k < 2 && threads[k] > 0; k++)
-        rc |= run_step(threads[k], steps, warmup, sgemm[k]);
+        rc |= run_step(threads[k], steps, warmup);
 
     printf("\nattention forward+backward, B%d T%d NH%d HS%d (one-op graphs, per-op profile, "
-           "%d runs)\n", BATCH, SEQ, LLAMA.n_heads, LLAMA.dim / LLAMA.n_heads, reps);
+           "medians of %d runs, the kinds in turn)\n", BATCH, SEQ, LLAMA.n_heads,
+           LLAMA.dim / LLAMA.n_heads, reps);
     printf("  %-10s %7s %9s %9s %12s %9s\n", "kind", "threads", "ms", "GFLOP/s", "op GFLOP/s",
            "ms/gpt's");
     for (int k = 0; k < 2 && threads[k] > 0; k++) rc |= run_attention(threads[k], reps);

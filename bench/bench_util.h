@@ -68,31 +68,61 @@ static inline int bench_trace_pair(const char *data, const char *trace, int L, i
     return 0;
 }
 
-/* Open BLAS's sgemm rate in GFLOP/s on an n³ product (row-major, n > 0),
- * the median of `reps` runs (1..16) after two untimed ones, at `threads`
- * of Open BLAS's own threading: the library at its best, the most a
- * matmul-bound step could hope for in the same process. Leaves meshtrain
+/* The same-run sgemm reference: c (n,n) = a (n,n) · b (n,n), row-major,
+ * through Open BLAS's own threading (the library at its best: the most a
+ * matmul-bound step could hope for in the same process). */
+typedef struct {
+    int    n;
+    float *a, *b, *c;
+} bench_sgemm;
+
+/* Allocates and fills the operands (uniform in [-0.5, 0.5)). 0, or -1 when
+ * out of memory or n <= 0 (nothing left to free). */
+static inline int bench_sgemm_init(bench_sgemm *s, int n) {
+    size_t nn = (size_t)(n > 0 ? n : 0) * (size_t)(n > 0 ? n : 0);
+    s->n = n;
+    s->a = malloc(nn * sizeof *s->a);
+    s->b = malloc(nn * sizeof *s->b);
+    s->c = malloc(nn * sizeof *s->c);
+    if (n <= 0 || !s->a || !s->b || !s->c) {
+        free(s->a); free(s->b); free(s->c);
+        return -1;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        s->a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
+        s->b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
+    }
+    return 0;
+}
+
+static inline void bench_sgemm_free(bench_sgemm *s) { free(s->a); free(s->b); free(s->c); }
+
+/* One product on `threads` Open BLAS threads, its seconds; leaves meshtrain
  * on `threads` kernel threads (it runs Open BLAS single-threaded inside its
- * own pool). NAN when out of memory or for bad arguments. */
-static inline double bench_sgemm_gflops(int threads, int n, int reps) {
-    if (n <= 0 || reps < 1 || reps > 16) return NAN;
-    size_t nn = (size_t)n * (size_t)n;
-    float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = malloc(nn * sizeof *c);
-    if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
-    for (size_t i = 0; i < nn; i++) {    /* a (n,n), b (n,n): uniform in [-0.5, 0.5) */
-        a[i] = mt_rng_uniform(1, 1, i) - 0.5f;
-        b[i] = mt_rng_uniform(1, 2, i) - 0.5f;
-    }
+ * own pool), so it may sit between the steps it is compared with. */
+static inline double bench_sgemm_seconds(bench_sgemm *s, int threads) {
+    const int n = s->n;
     openblas_set_num_threads(threads);
-    double t[16];
-    for (int r = -2; r < reps; r++) {   /* two untimed runs warm the pool and caches */
-        double t0 = mt_time_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
-                    c, n);
-        if (r >= 0) t[r] = mt_time_now() - t0;
-    }
-    free(a); free(b); free(c);
+    double t0 = mt_time_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, s->a, n, s->b, n,
+                0.0f, s->c, n);
+    double t = mt_time_now() - t0;
     mt_set_num_threads(threads);
+    return t;
+}
+
+/* The sgemm rate in GFLOP/s on an n³ product: the median of `reps` runs
+ * (1..16) after two untimed ones (they warm the pool and caches). NAN when
+ * out of memory or for bad arguments. */
+static inline double bench_sgemm_gflops(int threads, int n, int reps) {
+    bench_sgemm s;
+    if (reps < 1 || reps > 16 || bench_sgemm_init(&s, n) != 0) return NAN;
+    double t[16];
+    for (int r = -2; r < reps; r++) {
+        double sec = bench_sgemm_seconds(&s, threads);
+        if (r >= 0) t[r] = sec;
+    }
+    bench_sgemm_free(&s);
     return 2.0 * n * (double)n * n / bench_median(t, reps) / 1e9;
 }
 

@@ -12,7 +12,6 @@ which overlaps the backward). Prints one "RESULT ..." line per row.
 """
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -20,14 +19,11 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt_torch import GPT  # noqa: E402
+from torch_util import timed_steps  # noqa: E402
 
 L, C, NH, T, V, Vp, GLOBAL_B, WARMUP = 4, 256, 4, 64, 50257, 50304, 8, 2
 
 
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
 def train(model, B, steps, rank):
@@ -35,17 +31,8 @@ def train(model, B, steps, rank):
     g = torch.Generator().manual_seed(7)
     idx = torch.randint(0, V, (GLOBAL_B, T), generator=g)[rank * B:(rank + 1) * B]
     tgt = torch.randint(0, V, (GLOBAL_B, T), generator=g)[rank * B:(rank + 1) * B]
-    times = []
-    for i in range(-WARMUP, steps):
-        t0 = time.perf_counter()
-        loss = model(idx, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if i >= 0:
-            times.append(time.perf_counter() - t0)
-    return median(times), loss.item()
+    sec, _, loss = timed_steps(model, opt, idx, tgt, steps, WARMUP)
+    return sec, loss
 
 
 def ddp_worker(rank, world, steps, port, out):

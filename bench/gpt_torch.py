@@ -15,12 +15,13 @@ pool otherwise fights torch's own. Prints one "RESULT ..." line per run.
 import math
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+from torch_util import timed_steps
 
 CONFIGS = {
     #        L   C    NH  maxT  V      Vp     B  T     steps warmup threads
@@ -120,26 +121,13 @@ def run(name, threads, steps_arg):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
-    times = []
     # TORCH_PRECISION=bf16 (bench/run_precision.sh): bf16 autocast, as
     # meshtrain's --precision bf16 (matmuls in bf16, parameters in f32)
     bf16 = os.environ.get("TORCH_PRECISION", "fp32") == "bf16"
-    for i in range(-warmup, steps):
-        t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(idx, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if i >= 0:
-            times.append(time.perf_counter() - t0)
-    times.sort()
-    n = len(times)
-    sec = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    sec, _, loss = timed_steps(model, opt, idx, tgt, steps, warmup, bf16)
     tokens = B * T
     print(f"RESULT impl=torch config={name} threads={threads} ms={sec * 1e3:.3f} "
-          f"tok_s={tokens / sec:.1f} loss={loss.item():.4f} precision={'bf16' if bf16 else 'fp32'} "
+          f"tok_s={tokens / sec:.1f} loss={loss:.4f} precision={'bf16' if bf16 else 'fp32'} "
           f"remat={'full' if model.remat else 'none'}",
           flush=True)
 

@@ -22,11 +22,12 @@ one "RESULT ..." line per run.
 import inspect
 import math
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_util import timed_steps
 
 # bench_llama.c's LLAMA, BATCH, SEQ
 L, DIM, NH, KV, FFN, V, T, B = 4, 512, 8, 2, 1408, 32000, 128, 4
@@ -142,24 +143,11 @@ def run(threads, steps, warmup):
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
     model = Llama()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.1)
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
-    times = []
-    for i in range(-warmup, steps):
-        t0 = time.perf_counter()
-        loss = model(idx, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if i >= 0:
-            times.append(time.perf_counter() - t0)
-        if i == -warmup:
-            first = loss.item()
-    times.sort()
-    n = len(times)
-    sec = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    sec, first, _ = timed_steps(model, opt, idx, tgt, steps, warmup)
     load = open("/proc/loadavg").read().split()[0]
     print(f"RESULT impl=torch config=llama threads={threads} ms={sec * 1e3:.3f} "
           f"tok_s={B * T / sec:.1f} loss={first:.4f} load={load}", flush=True)

@@ -32,16 +32,18 @@ trap 'rm -rf "$OUT"' EXIT
 PY=/usr/bin/python3   # Debian's, with python3-torch; not a pyenv or venv python
 HAVE_TORCH=1
 "$PY" -c 'import torch' 2>/dev/null || HAVE_TORCH=0
-[[ $HAVE_TORCH == 1 ]] ||
-    echo "== PyTorch: $PY cannot import torch (apt-get install python3-torch); its column stays empty"
+[[ $HAVE_TORCH == 1 ]] || echo "== PyTorch: $PY cannot import torch" \
+    "(apt-get install python3-torch); its column stays empty"
 
 for ((r = 1; r <= ROUNDS; r++)); do
     for th in 1 2; do
-        echo "== round $r/$ROUNDS, $th thread(s): $BUILD/bench_llama ${QUICK[*]} $th (load $(cut -d' ' -f1 /proc/loadavg))"
+        echo "== round $r/$ROUNDS, $th thread(s): $BUILD/bench_llama ${QUICK[*]} $th" \
+             "(load $(cut -d' ' -f1 /proc/loadavg))"
         "$BUILD/bench_llama" "${QUICK[@]}" "$th" | tee -a "$OUT/results.txt"
         if [[ $HAVE_TORCH == 1 ]]; then
             echo "== round $r/$ROUNDS, $th thread(s): $PY bench/llama_torch.py ${QUICK[*]} $th"
-            OMP_WAIT_POLICY=passive "$PY" bench/llama_torch.py "${QUICK[@]}" "$th" | tee -a "$OUT/results.txt"
+            OMP_WAIT_POLICY=passive "$PY" bench/llama_torch.py "${QUICK[@]}" "$th" |
+                tee -a "$OUT/results.txt"
         fi
     done
 done
@@ -59,16 +61,23 @@ awk -v rounds="$ROUNDS" '
         n = cnt[name, k]
         if (!n) return -1
         for (i = 1; i <= n; i++) a[i] = val[name, k, i]
-        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        for (i = 2; i <= n; i++)   # insertion sort: a handful of rounds
+            for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     /^RESULT / {
         impl = field($0, "impl"); th = field($0, "threads"); l = field($0, "load") + 0
         if (impl == "attention") k = field($0, "kind") " " th; else k = th
-        if (!(k in seen)) { seen[k] = 1; if (impl == "attention") akeys[++na] = k; else if (impl == "meshtrain") skeys[++ns] = k }
+        if (!(k in seen)) {
+            seen[k] = 1
+            if (impl == "attention") akeys[++na] = k; else if (impl == "meshtrain") skeys[++ns] = k
+        }
         if (l > maxload[k]) maxload[k] = l
         add(impl "_ms", k, field($0, "ms"))
-        if (impl == "meshtrain") { add("gf", k, field($0, "gflops")); add("frac", k, field($0, "frac")); add("sg", k, field($0, "sgemm_gflops")) }
+        if (impl == "meshtrain") {
+            add("gf", k, field($0, "gflops")); add("frac", k, field($0, "frac"))
+            add("sg", k, field($0, "sgemm_gflops"))
+        }
         if (impl == "attention") add("agf", k, field($0, "gflops"))
     }
     END {
@@ -82,7 +91,8 @@ awk -v rounds="$ROUNDS" '
                    median("gf", k), median("sg", k), median("frac", k), maxload[k]
         }
         printf "\nattention forward+backward per FLOP (medians)\n"
-        printf "%-5s %7s %9s %9s %10s %9s\n", "kind", "threads", "ms", "GFLOP/s", "vs gpt", "max load"
+        printf "%-5s %7s %9s %9s %10s %9s\n", "kind", "threads", "ms", "GFLOP/s", "gpt ms/this",
+               "max load"
         for (i = 1; i <= na; i++) {
             k = akeys[i]; split(k, c, " "); m = median("attention_ms", k)
             g = median("attention_ms", "gpt " c[2])
