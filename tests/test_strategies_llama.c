@@ -65,6 +65,14 @@ static curve ten_steps(const mt_train_config *c, mt_trainer **tr) {
     return out;
 }
 
+/* Ten steps of c: the curve only. */
+static curve curve_of(const mt_train_config *c) {
+    mt_trainer *tr = NULL;
+    curve out = ten_steps(c, &tr);
+    mt_trainer_free(tr);
+    return out;
+}
+
 static void same_curve(const curve *got, const curve *want, const char *what) {
     for (int s = 0; s < TSTEPS; s++) {
         MT_CHECK_CLOSE(got->loss[s], want->loss[s], 1e-5, "%s: loss at step %d", what, s + 1);
@@ -158,15 +166,11 @@ MT_TEST(llama_remat_trains_the_same_run) {
     mt_test_write_text(path);
     const mt_llama_config m = small_llama(2);
     mt_train_config c = llama_config(path, &m);
-    mt_trainer *one = NULL;
-    curve want = ten_steps(&c, &one);
-    mt_trainer_free(one);
+    curve want = curve_of(&c);
     const mt_remat policies[] = {MT_REMAT_FULL, MT_REMAT_ATTENTION, MT_REMAT_DOTS};
     for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
         c.remat = policies[i];
-        mt_trainer *tr = NULL;
-        curve got = ten_steps(&c, &tr);
-        mt_trainer_free(tr);
+        curve got = curve_of(&c);
         for (int s = 0; s < TSTEPS; s++)
             MT_CHECK(got.loss[s] == want.loss[s], "remat policy %d: loss %.9g at step %d, "
                      "%.9g without", (int)policies[i], got.loss[s], s + 1, want.loss[s]);
@@ -227,35 +231,26 @@ static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bo
     unlink(path);
 }
 
-MT_TEST(llama_pipeline_1f1b_equals_one_device) {
-    check_pipeline("1f1b", "pipe=2", 2, 2, false);
-}
-MT_TEST(llama_pipeline_gpipe_equals_one_device) {
-    check_pipeline("gpipe", "pipe=2", 2, 2, false);
-}
-MT_TEST(llama_pipeline_zb_h1_equals_one_device) {
-    check_pipeline("zb-h1", "pipe=2", 2, 2, false);
-}
-MT_TEST(llama_pipeline_zb_h2_equals_one_device) {
-    check_pipeline("zb-h2", "pipe=2", 2, 2, false);
-}
-MT_TEST(llama_pipeline_zb_v_equals_one_device) {
-    check_pipeline("zb-v", "pipe=2", 4, 2, false);
-}
-MT_TEST(llama_pipeline_interleaved_equals_one_device) {
-    check_pipeline("interleaved", "pipe=2", 4, 4, false);
-}
-MT_TEST(llama_pipeline_dualpipev_equals_one_device) {
-    check_pipeline("dualpipev", "pipe=2", 4, 4, false);
-}
-MT_TEST(llama_pipeline_tensor2_equals_one_device) {
-    check_pipeline("1f1b", "pipe=2,tensor=2", 2, 2, false);
-}
-/* tied: the embedding on device 0, the head's copy on device 1 (1F1B) or
- * on device 0 too (ZB-V's V puts chunks 0 and 3 there) */
+/* Each schedule kind over pipe=2 (L blocks, m microbatches), untied. */
+#define PIPE_CASE(name, kind, mesh, L, m) \
+    MT_TEST(llama_pipeline_##name##_equals_one_device) { check_pipeline(kind, mesh, L, m, false); }
+PIPE_CASE(1f1b, "1f1b", "pipe=2", 2, 2)
+PIPE_CASE(gpipe, "gpipe", "pipe=2", 2, 2)
+PIPE_CASE(zb_h1, "zb-h1", "pipe=2", 2, 2)
+PIPE_CASE(zb_h2, "zb-h2", "pipe=2", 2, 2)
+PIPE_CASE(zb_v, "zb-v", "pipe=2", 4, 2)
+PIPE_CASE(interleaved, "interleaved", "pipe=2", 4, 4)
+PIPE_CASE(dualpipev, "dualpipev", "pipe=2", 4, 4)
+PIPE_CASE(tensor2, "1f1b", "pipe=2,tensor=2", 2, 2)
+#undef PIPE_CASE
+
+/* tied: the embedding on device 0, the head's copy on device 1 (1F1B; with
+ * tensor=2 each copy split over the vocabulary) or on device 0 too (ZB-V's
+ * V puts chunks 0 and 3 there) */
 MT_TEST(llama_pipeline_tied_equals_one_device) {
     check_pipeline("1f1b", "pipe=2", 2, 2, true);
     check_pipeline("zb-v", "pipe=2", 4, 2, true);
+    check_pipeline("1f1b", "pipe=2,tensor=2", 2, 2, true);
 }
 
 /* ---- bf16 ---------------------------------------------------------------- */
@@ -277,49 +272,42 @@ static bool have_bf16(void) {
 
 /* bf16 products: each layout against the bf16 run on one device (not
  * fp32's: bf16 rounds each product's operands). */
-MT_TEST(llama_bf16_layouts_match_one_device_bf16) {
-    if (!have_bf16()) return;
-    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
-    mt_test_write_text(path);
-    const mt_llama_config m = small_llama(2);
-    mt_train_config c = llama_config(path, &m);
+static void bf16_products(mt_train_config c) {
     c.precision = MT_PRECISION_BF16;
-    mt_trainer *tr = NULL;
-    curve want = ten_steps(&c, &tr);
-    mt_trainer_free(tr);
+    curve want = curve_of(&c);
     MT_CHECK(want.loss[TSTEPS - 1] < want.loss[0], "bf16 on one device: the loss falls");
     const char *const meshes[] = {"data=2", "tensor=2", NULL};
     for (int i = 0; meshes[i]; i++) {
         c.mesh = meshes[i];
-        curve got = ten_steps(&c, &tr);
-        mt_trainer_free(tr);
+        curve got = curve_of(&c);
         char what[64];
         snprintf(what, sizeof what, "llama bf16 on %s", meshes[i]);
         close_curve(&got, &want, 1e-3, what);
         fprintf(stderr, "  %s: loss %.5f -> %.5f (one device %.5f)\n", what, got.loss[0],
                 got.loss[TSTEPS - 1], want.loss[TSTEPS - 1]);
     }
-    unlink(path);
 }
 
-/* bf16 gradient reductions (fp32 products): near fp32's, and not equal. */
-MT_TEST(llama_grad_reduce_bf16_near_fp32) {
-    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
-    mt_test_write_text(path);
-    const mt_llama_config m = small_llama(2);
-    mt_train_config c = llama_config(path, &m);
+/* bf16 gradient reductions (fp32 products) on data=2: near fp32's, and not
+ * equal. */
+static void bf16_reductions(mt_train_config c) {
     c.mesh = "data=2";
-    mt_trainer *tr = NULL;
-    curve want = ten_steps(&c, &tr);
-    mt_trainer_free(tr);
+    curve want = curve_of(&c);
     c.grad_reduce = MT_PRECISION_BF16;
-    curve got = ten_steps(&c, &tr);
-    mt_trainer_free(tr);
+    curve got = curve_of(&c);
     close_curve(&got, &want, 1e-2, "llama data=2 bf16 gradient reductions vs fp32");
     double diff = 0;
     for (int s = 0; s < TSTEPS; s++) diff += fabs((double)got.loss[s] - want.loss[s]);
     MT_CHECK(diff > 0, "bf16 gradient reductions gave exactly fp32's losses: they did not run "
              "in bf16");
+}
+
+MT_TEST(llama_bf16_matches_its_references) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    const mt_llama_config m = small_llama(2);
+    bf16_reductions(llama_config(path, &m));
+    if (have_bf16()) bf16_products(llama_config(path, &m));
     unlink(path);
 }
 
