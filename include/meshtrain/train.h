@@ -28,7 +28,8 @@ const char *mt_model_name(mt_model_kind kind);
 typedef enum {
     MT_MODEL_FLAG_INT = 0,   /* an int field, in [lo, hi] (the default: 0) */
     MT_MODEL_FLAG_FLOAT,     /* a float field, in [flo, fhi] */
-    MT_MODEL_FLAG_BOOL,      /* an int field, 0 or 1: the flag, given without a value, sets 1 */
+    MT_MODEL_FLAG_BOOL,      /* an int field, 0 or 1: the flag, given without a value, sets 1;
+                                the command line's --no-<flag> sets 0 (over a preset) */
     MT_MODEL_FLAG_PRESET,    /* a name: `preset` writes the whole settings from it (offset
                                 unused), before every other flag, so that they override it */
 } mt_model_flag_type;
