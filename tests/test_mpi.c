@@ -391,10 +391,10 @@ static void linreg_case(void) {
            "worst relative difference %.2g", world_size, ok ? ref[0] : 0.0, ok ? ref[STEPS - 1] : 0.0, worst);
 }
 
-/* The strategies through the partitioner, one device per rank: the MLP and
- * a small GPT, 10 AdamW steps, data parallel, FSDP and tensor parallel (the
- * GPT's MLPs), match the single-device run (each rank also trains that one
- * alone, without a mesh). */
+/* The strategies through the partitioner, one device per rank: the MLP, a
+ * small GPT and a small LLaMA, 10 AdamW steps, data parallel, FSDP and
+ * tensor parallel, match the single-device run (each rank also trains that
+ * one alone, without a mesh). */
 enum { DP_STEPS = 10 };
 
 /* DP_STEPS steps: each one's loss (and gradient norm, norm not NULL). */
@@ -481,8 +481,8 @@ static void dp_trainer_case(void) {
         if (world_size == 2) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "fsdp=2");
             snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2");
-            /* the GPT also with sequence parallelism and collective matmuls
-             * (their rings of ppermutes between ranks) */
+            /* the GPT and the LLaMA also with sequence parallelism and
+             * collective matmuls (their rings of ppermutes between ranks) */
             if (model > 0) snprintf(meshes[n_meshes++], sizeof meshes[0], "tensor=2 sp");
         } else if (world_size == 4) {
             snprintf(meshes[n_meshes++], sizeof meshes[0], "data=2,tensor=2");
