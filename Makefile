@@ -1,9 +1,10 @@
 # Makefile — the front door to meshtrain. CMake does the building; this file
 # only strings the common tasks together:
 #
-#   make demo     train a small GPT on the fortunes corpus (~2.2 min of
-#                 training on 2 cores, AVX2 or better), sample from it, and
-#                 report where its time went (tables, pictures)
+#   make demo     train a SentencePiece tokenizer and a small LLaMA on the
+#                 fortunes corpus (~2.6 min in all on 2 cores, AVX2 or
+#                 better), sample from it, and report where its time went
+#                 (tables, pictures)
 #   make test     the whole suite under ASan+UBSan, the threaded parts under
 #                 ThreadSanitizer, the aarch64 cross build under qemu-user
 #                 (test-aarch64), then the whole suite again as released
@@ -32,27 +33,32 @@ JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
 # ---- the demo: change the model or the run length here --------------------
-# Byte tokens (V=256). Steps are what bound the time. Measured 2026-12-01 on
-# a 2-core AVX-512 Xeon with this session's kernels: 2000 steps at lr 2e-3 in
-# 2 min 4 s (62 ms a step, evals included; the whole make demo 2 min 15 s once
-# built; val loss 2.02, against 1.97 for
-# the 2800 steps at 1e-3 this used to take, whose 4 min 34 s on an AVX2-only
-# Zen 3 were 92 ms a step). The same run with the AVX2 path forced there
-# (MT_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell) took ~93 ms a step, with a
-# Haswell-kernel sgemm of ~90 GFLOP/s on 2 threads against the Zen 3's 141:
-# the matmuls dominate, which puts the Zen 3 at ~60-65 ms a step, ~2.2 min.
+# A LLaMA (4 blocks of width 128, 4 query heads sharing 2 kv heads, SwiGLU F
+# 352 by Llama's rule) on SentencePiece BPE tokens of the fortunes (vocabulary
+# 2048: 3.1 s to train the tokenizer, 1.8 s to encode, 2.55 bytes a token).
+# Steps are what bound the time. Measured 2026-12-02 on the 2-core AVX-512
+# Xeon of the GPT's figures below, shared with other jobs (load 5-9), so as a
+# ratio to the GPT's step in the same runs: 6.7 GFLOP a LLaMA step against
+# 5.6 for the GPT's, ~1.2x its 62 ms, so ~75 ms a step on a quiet machine:
+# 1800 steps ~2 min 15 s, and with the tokenizer (5 s), the sample and the
+# report (~15 s) the whole make demo ~2.6 min. (The GPT this demo trained
+# before, byte tokens: 2000 steps at lr 2e-3 in 2 min 4 s, 62 ms a step,
+# evals included, val loss 2.02; ~93 ms a step on an AVX2-only Zen 3 with
+# the AVX2 path forced, where sgemm runs at ~90 GFLOP/s on 2 threads.)
+DEMO_VOCAB      ?= 2048
 DEMO_LAYERS     ?= 4
 DEMO_CHANNELS   ?= 128
 DEMO_HEADS      ?= 4
+DEMO_KV_HEADS   ?= 2
 DEMO_SEQ        ?= 64
 DEMO_BATCH      ?= 16
-DEMO_STEPS      ?= 2000
+DEMO_STEPS      ?= 1800
 DEMO_LR         ?= 2e-3
 DEMO_WARMUP     ?= 50
 DEMO_EVAL_EVERY ?= 100
 DEMO_THREADS    ?= 2
 DEMO_PROMPT     ?= The meaning of life is
-DEMO_TOKENS     ?= 300
+DEMO_TOKENS     ?= 120
 DEMO_TEMP       ?= 0.8
 FORTUNES        ?= /usr/share/games/fortunes
 
@@ -157,21 +163,31 @@ $(BUILD)/fortunes.txt: | deps
 # BLAS does not know the CPU (bench/blas_env.sh says which ran).
 BLAS_ENV := . bench/blas_env.sh >/dev/null &&
 
-# Trains with a trace of its last 20 steps, samples, then measures the
-# machine (a few seconds) and reports on the trace against it.
+# Trains a SentencePiece tokenizer on the corpus and encodes it, trains the
+# LLaMA on the tokens with a trace of its last 20 steps, samples through the
+# tokenizer, then measures the machine (a few seconds) and reports on the
+# trace against it. The model and the tokenizer are also written as
+# llama2.c's model.bin and tokenizer.bin.
 demo: build $(BUILD)/fortunes.txt
 	@. bench/blas_env.sh
-	$(BLAS_ENV) $(BUILD)/meshtrain train --data $(BUILD)/fortunes.txt \
-	    --layers $(DEMO_LAYERS) --channels $(DEMO_CHANNELS) --heads $(DEMO_HEADS) \
-	    --max-seq $(DEMO_SEQ) --seq $(DEMO_SEQ) --batch $(DEMO_BATCH) \
-	    --steps $(DEMO_STEPS) --lr $(DEMO_LR) --warmup $(DEMO_WARMUP) \
-	    --eval-every $(DEMO_EVAL_EVERY) --threads $(DEMO_THREADS) \
-	    --ckpt-out $(BUILD)/demo.ckpt --metrics $(BUILD)/demo.jsonl \
-	    --trace $(BUILD)/demo-trace.json
+	$(BUILD)/meshtrain tokenize --text $(BUILD)/fortunes.txt --vocab $(DEMO_VOCAB) \
+	    --model-out $(BUILD)/demo-tok --out $(BUILD)/demo-tokens.bin \
+	    --llama2c-out $(BUILD)/demo-tokenizer.bin
 	@echo
-	@echo "---- meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt \"$(DEMO_PROMPT)\" ----"
+	$(BLAS_ENV) $(BUILD)/meshtrain train --model llama --data $(BUILD)/demo-tokens.bin \
+	    --tokenizer $(BUILD)/demo-tok.model \
+	    --layers $(DEMO_LAYERS) --channels $(DEMO_CHANNELS) --heads $(DEMO_HEADS) \
+	    --kv-heads $(DEMO_KV_HEADS) --max-seq $(DEMO_SEQ) --seq $(DEMO_SEQ) \
+	    --batch $(DEMO_BATCH) --steps $(DEMO_STEPS) --lr $(DEMO_LR) --warmup $(DEMO_WARMUP) \
+	    --eval-every $(DEMO_EVAL_EVERY) --threads $(DEMO_THREADS) \
+	    --ckpt-out $(BUILD)/demo.ckpt --llmc-out $(BUILD)/demo-model.bin \
+	    --metrics $(BUILD)/demo.jsonl --trace $(BUILD)/demo-trace.json
+	@echo
+	@echo "---- meshtrain sample --ckpt $(BUILD)/demo.ckpt --tokenizer $(BUILD)/demo-tok.model" \
+	      "--prompt \"$(DEMO_PROMPT)\" ----"
 	@printf '%s' "$(DEMO_PROMPT)"
-	@$(BLAS_ENV) $(BUILD)/meshtrain sample --ckpt $(BUILD)/demo.ckpt --prompt "$(DEMO_PROMPT)" \
+	@$(BLAS_ENV) $(BUILD)/meshtrain sample --ckpt $(BUILD)/demo.ckpt \
+	    --tokenizer $(BUILD)/demo-tok.model --prompt "$(DEMO_PROMPT)" \
 	    --tokens $(DEMO_TOKENS) --temperature $(DEMO_TEMP) --threads $(DEMO_THREADS)
 	@echo
 	@echo "---- meshtrain bench machine --out $(BUILD)/machine.json ----"
@@ -183,6 +199,8 @@ demo: build $(BUILD)/fortunes.txt
 	    --metrics $(BUILD)/demo.jsonl --out $(BUILD)/demo-report
 	@echo "The report's pictures are in $(BUILD)/demo-report/ (open the .svg files in a browser);"
 	@echo "the trace $(BUILD)/demo-trace.json opens in ui.perfetto.dev or chrome://tracing."
+	@echo "llama2.c's files: $(BUILD)/demo-model.bin and $(BUILD)/demo-tokenizer.bin" \
+	      "(its run.c: run demo-model.bin -z demo-tokenizer.bin)."
 
 # ---- tests ------------------------------------------------------------------
 

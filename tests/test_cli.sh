@@ -133,7 +133,7 @@ done
 # Every command with its one-line summary, written out here rather than read
 # from the program: `meshtrain --help` must list exactly these, in this order.
 COMMANDS=(
-    "train|train a model (gpt, mlp, linreg) and write checkpoints and metrics"
+    "train|train a model (gpt, mlp, linreg, llama) and write checkpoints and metrics"
     "sample|generate text from a checkpoint"
     "tokenize|train a SentencePiece tokenizer on a text and encode it into llm.c token files"
     "example|run a built-in example: linreg (the JAX pmap linear regression)"

@@ -4,7 +4,10 @@
 # loss falls, on one device and on a mesh; the published presets explained
 # at full size on the shape-only backend; the model's flags parsed strictly,
 # a preset written over by the flags after it, and bad settings refused with
-# one line naming the flag.
+# one line naming the flag; llama2.c's model.bin through --llmc-out and
+# --llmc-in (written, read back and written again byte for byte, the same
+# greedy sample as the meshtrain checkpoint), what it cannot hold refused
+# before step 1, and sampling a LLaMA checkpoint through a tokenizer.
 #
 #   bash tests/test_llama_cli.sh <meshtrain binary> [<build dir>]
 set -u
@@ -44,6 +47,67 @@ if [ $? -eq 0 ] && grep -q 'F=48 .*theta=500000 .*tie=1' out.txt && grep -q '^st
     ok "train --model llama on data=2,tensor=2, tied, Llama 3's theta"
 else
     bad "train --model llama on data=2,tensor=2" "$(tail -3 out.txt)"
+fi
+
+# ---- llama2.c's model.bin (--llmc-out, --llmc-in) -------------------------------
+
+# no step line in out.txt: a refusal came before step 1
+no_step() { ! grep -q '^step ' out.txt; }
+
+run train "${TINY[@]}" --data data.txt --steps 3 --llmc-out m.bin --ckpt-out m.ckpt --quiet
+# 7 int32: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab (negative: own classifier), seq_len
+hdr=$(od -An -v -td4 -N28 m.bin 2>/dev/null | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
+[ "$hdr" = "32 96 2 4 2 -256 16" ] && ok "--llmc-out writes llama2.c's header ($hdr)" ||
+    bad "--llmc-out header" "'$hdr', want '32 96 2 4 2 -256 16'"
+# read back with no change (lr 0) and written again: the same bytes
+run train --model llama --data data.txt --seq 16 --batch 4 --threads 1 --llmc-in m.bin \
+    --llmc-out m2.bin --lr 0 --steps 1 --quiet
+if [ $? -eq 0 ] && cmp -s m.bin m2.bin; then ok "--llmc-in m.bin, then --llmc-out: the same bytes"
+else bad "--llmc-in round trip" "$(cat err.txt; cmp m.bin m2.bin 2>&1 | head -1)"; fi
+"$BIN" sample --ckpt m.ckpt --tokens 24 --temperature 0 --threads 1 >s_ckpt.txt 2>err.txt
+"$BIN" sample --llmc-in m.bin --model llama --tokens 24 --temperature 0 --threads 1 >s_l2c.txt 2>>err.txt
+if [ "$(wc -c <s_ckpt.txt)" -gt 0 ] && cmp -s s_ckpt.txt s_l2c.txt; then
+    ok "greedy samples of the checkpoint and of model.bin agree ($(wc -c <s_ckpt.txt) bytes)"
+else bad "samples of m.ckpt and m.bin" "$(head -c 200 err.txt) $(od -c s_ckpt.txt | head -2) vs $(od -c s_l2c.txt | head -2)"; fi
+
+expect_fail "--llmc-out with Llama 3's theta, before step 1" 2 "--llmc-out 'x.bin' is llama2.c's model.bin.*RoPE theta 10000.*--rope-theta 500000" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 2 --llmc-out x.bin --rope-theta 500000
+run train "${TINY[@]}" --data data.txt --steps 2 --llmc-out x.bin --rope-theta 500000
+no_step && [ ! -e x.bin ] && ok "no step and no file before the refusal" || bad "refusal" "$(head -2 out.txt)"
+expect_fail "--llmc-out with another epsilon" 2 "--norm-eps 1e-06; give --norm-eps 1e-5" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 2 --llmc-out x.bin --norm-eps 1e-6
+expect_fail "--llmc-in with Llama 3's theta" 2 "--llmc-in 'm.bin'.*--rope-theta 500000" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 16 --batch 4 --llmc-in m.bin \
+    --rope-theta 500000 --steps 1
+expect_fail "--llmc-in with a contradicting --layers" 2 "--layers 3 conflicts with --llmc-in 'm.bin'.*L=2" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 16 --batch 4 --llmc-in m.bin --layers 3 --steps 1
+expect_fail "--llmc-in with a --preset" 2 "--preset sets the model, and --llmc-in" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 16 --batch 4 --llmc-in m.bin \
+    --preset stories15m --steps 1
+expect_fail "--seq past model.bin's seq_len" 2 "T=32 .*maxT=16 \\(its seq_len\\) of --llmc-in" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 32 --batch 4 --llmc-in m.bin --steps 1
+run train --data data.txt --seq 16 --batch 4 --layers 1 --channels 16 --heads 2 --steps 1 \
+    --llmc-out g.llmc --quiet
+expect_fail "an llm.c GPT-2 file given to --model llama" 1 "'g.llmc' is an llm.c GPT-2 checkpoint.*--model gpt" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 16 --batch 4 --llmc-in g.llmc --steps 1
+expect_fail "sample --ckpt model.bin says --llmc-in" 1 "no magic.*--llmc-in FILE --model llama" \
+    timeout 60 "$BIN" sample --ckpt m.bin --tokens 3
+expect_fail "sample --model without --llmc-in" 2 "drop --model" \
+    timeout 60 "$BIN" sample --ckpt m.ckpt --model llama --tokens 3
+
+# ---- a LLaMA on SentencePiece tokens, sampled through the tokenizer -------------
+
+if command -v spm_train >/dev/null && command -v spm_encode >/dev/null; then
+    "$BIN" tokenize --text data.txt --vocab 300 --model-out tok --out tok.bin >/dev/null 2>err.txt ||
+        echo "tokenize: $(cat err.txt)"
+    run train "${TINY[@]}" --data tok.bin --tokenizer tok.model --steps 3 --ckpt-out t.ckpt --quiet
+    "$BIN" sample --ckpt t.ckpt --tokenizer tok.model --prompt "line " --tokens 20 --threads 1 \
+        >s_tok.txt 2>err.txt
+    if [ $? -eq 0 ] && [ -s s_tok.txt ] && ! grep -qE '<[0-9]+>' s_tok.txt; then
+        ok "sample --tokenizer from a LLaMA checkpoint prints text ($(wc -c <s_tok.txt) bytes)"
+    else bad "sample --tokenizer from a LLaMA checkpoint" "$(cat err.txt) $(head -c 100 s_tok.txt)"; fi
+else
+    echo "skipped: the tokenizer cases (spm_train or spm_encode missing)"
 fi
 
 # ---- explain at full size -----------------------------------------------------

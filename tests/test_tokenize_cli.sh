@@ -97,6 +97,32 @@ grep -qE '<[0-9]+>' sample.txt && bad "sample decoding" "ids printed as <N>: $(c
 "$BIN" sample --ckpt m.ckpt --tokenizer tok.model --tokens 12 --temperature 0 >g2.txt 2>/dev/null
 [ -s g1.txt ] && cmp -s g1.txt g2.txt && ok "greedy sample with no prompt" || bad "greedy" "differs or empty"
 
+# ---- llama2.c's tokenizer.bin, against export.py's rule on tok.vocab --------
+# export.py (llama2.c's tokenizer.py): ids 1 and 2 (SentencePiece's <s> and
+# </s>) as "\n<s>\n" and "\n</s>\n", every "▁" a space; a uint32 of the
+# longest piece's bytes, then per piece a float32 score, an int32 length and
+# the bytes. The pieces and scores are spm_train's own .vocab file.
+if "$BIN" tokenize --text corpus.txt --model-in tok.model --llama2c-out tok.bin >l2c.txt 2>err.txt
+then ok "tokenize --model-in --llama2c-out"; else bad "tokenize --llama2c-out" "$(cat err.txt)"; fi
+python3 - tok.vocab >ref_tok.bin <<'PY' 2>err.txt
+import struct, sys
+pieces, scores = [], []
+for line in open(sys.argv[1], encoding="utf-8").read().split("\n")[:-1]:
+    piece, score = line.rsplit("\t", 1)
+    pieces.append(piece)
+    scores.append(float(score))
+pieces[1], pieces[2] = "\n<s>\n", "\n</s>\n"
+raw = [p.replace("\u2581", " ").encode("utf-8") for p in pieces]
+out = sys.stdout.buffer
+out.write(struct.pack("<I", max(len(b) for b in raw)))
+for b, s in zip(raw, scores):
+    out.write(struct.pack("<fi", s, len(b)) + b)
+PY
+if [ -s ref_tok.bin ] && cmp -s ref_tok.bin tok.bin; then
+    ok "tokenizer.bin is export.py's bytes ($(wc -c <tok.bin) bytes, $V pieces)"
+else bad "tokenizer.bin bytes" "$(cmp ref_tok.bin tok.bin 2>&1 | head -1) $(head -c 200 err.txt)"; fi
+grep -q "^llama2.c    tok.bin" l2c.txt && ok "the report names tokenizer.bin" || bad "report" "$(cat l2c.txt)"
+
 # a second tokenizer, larger: its ids do not fit the first
 "$BIN" tokenize --text corpus.txt --vocab 700 --model-out big --out big.bin >/dev/null 2>&1 ||
     echo "cannot make big.bin"
@@ -114,6 +140,7 @@ hostile_cases <<EOF
 2 | not both | tokenize --text text.txt --model-out t --model-in tok.model --vocab 300
 2 | drop --vocab | tokenize --text text.txt --model-in tok.model --vocab 300 --out o.bin
 2 | nothing to do | tokenize --text text.txt --model-in tok.model
+2 | same file | tokenize --text text.txt --model-in tok.model --out o.bin --llama2c-out o.bin
 2 | add --val-out | tokenize --text text.txt --model-in tok.model --out o.bin --val-frac 0.2
 2 | add --out | tokenize --text text.txt --model-in tok.model --val-out v.bin
 2 | expected an integer in [1, 65536] | tokenize --text text.txt --vocab 65537 --model-out t | test ! -e t.model

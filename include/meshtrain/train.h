@@ -115,8 +115,9 @@ typedef struct {
     const char     *ckpt_in;     /* resume from a meshtrain checkpoint, or NULL */
     const char     *ckpt_out;    /* write a meshtrain checkpoint at the end (and every ckpt_every) */
     int             ckpt_every;  /* 0 = at the end only; > 0 needs ckpt_out */
-    const char     *llmc_in;     /* initialise GPT weights from an llm.c checkpoint */
-    const char     *llmc_out;    /* also write an llm.c checkpoint at the end */
+    const char     *llmc_in;     /* initialise from the model's llm.c-family checkpoint
+                                    (llm.c's for the GPT, llama2.c's model.bin for LLaMA) */
+    const char     *llmc_out;    /* also write one at the end */
     int             threads;     /* kernel threads in all; 0 = all cores. On a mesh each
                                     device gets threads / devices (at least 1) */
     /* Training on a mesh: NULL (or "") trains on this process alone, as one
@@ -290,7 +291,8 @@ typedef struct {
  * `meshtrain explain --model` makes it on its flags):
  *   - each field (sizes, counts and ranges; model_config_size the model's
  *     config_size when model_config is set; ckpt_every needs ckpt_out, zero
- *     and a schedule need a mesh, llmc files a GPT, ckpt_in or llmc_in);
+ *     and a schedule need a mesh, llmc files a GPT or a LLaMA (theta 10000,
+ *     eps 1e-5: llama2.c's), ckpt_in or llmc_in);
  *   - settings that would change nothing where they are: f32_activations
  *     without bf16, grad_reduce bf16 without a mesh, remat on a model
  *     without blocks, collective_matmul on without sequence parallelism,
@@ -338,7 +340,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report);
 mt_status mt_trainer_write_trace(mt_trainer *tr);
 /* Mean validation loss over eval_batches microbatches. */
 mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
-/* Writes ckpt_out (and llmc_out for GPT), each through "<path>.tmp" renamed
+/* Writes ckpt_out (and llmc_out), each through "<path>.tmp" renamed
  * over it (meshtrain/io.h). On failure (MT_EIO with the system's message,
  * e.g. a full disk) the previous files are untouched and the trainer is
  * unchanged: training may go on and a later save retry. On a
@@ -373,9 +375,17 @@ const char *mt_trainer_pipeline(const mt_trainer *tr);
 /* The number of devices the run trains on (1 off a mesh). */
 int       mt_trainer_devices(const mt_trainer *tr);
 
-/* Samples `n` tokens after `prompt` (bytes) from a checkpoint (meshtrain or
- * llm.c, told apart by magic) with temperature and top-k (0 = all), writing
- * each decoded byte to `out` as it is produced (and flushing it). Fails with
+/* Samples `n` tokens after `prompt` (bytes) from a checkpoint of a language
+ * model (gpt, llama) with temperature and top-k (0 = all), writing each
+ * decoded byte to `out` as it is produced (and flushing it). The
+ * checkpoint is `ckpt`, a meshtrain one (its recorded description says the
+ * model and its settings; a LLaMA's theta and eps come back with its six
+ * significant digits) or an llm.c GPT-2 file (told apart by magic); or
+ * `llmc_in`, the llm.c-family file of `model` (llm.c's for gpt, llama2.c's
+ * model.bin for llama, which has no magic to tell it by): exactly one of
+ * the two. MT_EINVAL for both or neither, a checkpoint of a model that
+ * cannot be sampled (mlp, linreg), the model's own checks of the file's
+ * settings. Fails with
  * MT_EIO naming the system's message when the checkpoint cannot be opened or
  * is not a regular file, or when writing to `out` fails (the sample stops
  * there); with MT_ENAN when the checkpoint holds a non-finite weight.
@@ -393,6 +403,8 @@ typedef struct {
     uint64_t    seed;
     int         threads;
     const char *tokenizer;   /* a SentencePiece .model, or NULL: byte tokens */
+    const char *llmc_in;     /* instead of ckpt: `model`'s llm.c-family file */
+    mt_model_kind model;     /* with llmc_in: the model it holds (0: MT_MODEL_GPT) */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
 

@@ -9,19 +9,40 @@
 #include "meshtrain/tokenizer.h"
 
 #include <math.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char SAMPLE_USAGE[] =
     "usage: meshtrain sample --ckpt FILE [flags]\n"
     "\n"
-    "Writes --tokens sampled tokens that continue --prompt to stdout. FILE is a\n"
-    "meshtrain checkpoint (from train --ckpt-out) or an llm.c GPT-2 checkpoint.\n"
+    "       meshtrain sample --llmc-in FILE [--model NAME] [flags]\n"
+    "\n"
+    "Writes --tokens sampled tokens that continue --prompt to stdout. --ckpt FILE\n"
+    "is a meshtrain checkpoint (from train --ckpt-out) of a GPT or a LLaMA model,\n"
+    "or an llm.c GPT-2 checkpoint; --llmc-in FILE is the model's llm.c-family\n"
+    "checkpoint: llm.c's for gpt, llama2.c's model.bin for llama (--model llama).\n"
     "Tokens are bytes, or, with --tokenizer, pieces of the SentencePiece model\n"
     "the model was trained with (meshtrain tokenize), which encodes the prompt.\n"
     "\n"
     "examples:\n"
     "  meshtrain sample --ckpt model.ckpt --prompt \"The \" --tokens 300 --temperature 0.8\n"
-    "  meshtrain sample --ckpt model.ckpt --tokenizer tok.model --prompt \"The \"\n";
+    "  meshtrain sample --ckpt model.ckpt --tokenizer tok.model --prompt \"The \"\n"
+    "  meshtrain sample --llmc-in model.bin --model llama --tokenizer tok.model\n";
+
+/* The models with an llm.c-family file, "gpt|llama", and their kinds. */
+static int llmc_models(char *buf, size_t n, int *kinds, int max) {
+    size_t at = 0;
+    int count = 0;
+    buf[0] = '\0';
+    for (int k = 0; mt_model_about_of((mt_model_kind)k) && count < max && at < n; k++) {
+        if (!mt_model_about_of((mt_model_kind)k)->llmc) continue;
+        int w = snprintf(buf + at, n - at, "%s%s", count ? "|" : "", mt_model_name((mt_model_kind)k));
+        if (w < 0) break;
+        at += (size_t)w;
+        kinds[count++] = k;
+    }
+    return count;
+}
 
 int cli_cmd_sample(int argc, char **argv) {
     mt_sample_config cfg = {
@@ -29,8 +50,11 @@ int cli_cmd_sample(int argc, char **argv) {
         .top_k = 0, .seed = 1337, .threads = 0, .tokenizer = NULL,
     };
     const double INF = HUGE_VAL;
+    char choices[64];
+    int kinds[16], model = 0;
+    llmc_models(choices, sizeof choices, kinds, 16);
     const cli_opt opts[] = {
-        {"ckpt", CLI_STR, &cfg.ckpt, 0, 0, 0, 0, NULL, "FILE", "checkpoint to sample from (required)"},
+        {"ckpt", CLI_STR, &cfg.ckpt, 0, 0, 0, 0, NULL, "FILE", "checkpoint to sample from (or --llmc-in)"},
         {"prompt", CLI_STR, &cfg.prompt, 0, 0, 0, 0, NULL, "TEXT", "text to continue (bytes)"},
         {"tokens", CLI_INT, &cfg.n, 1, 1e7, 0, 0, NULL, "N", "tokens to generate"},
         {"temperature", CLI_FLOAT, &cfg.temperature, 0, INF, 0, 0, NULL, "X", "softmax temperature (0: greedy)"},
@@ -39,18 +63,33 @@ int cli_cmd_sample(int argc, char **argv) {
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
         {"tokenizer", CLI_STR, &cfg.tokenizer, 0, 0, 0, 0, NULL, "MODEL",
          "SentencePiece model to encode the prompt and decode the tokens (default: bytes)"},
+        {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE",
+         "instead of --ckpt: the model's llm.c-family checkpoint (llm.c's for gpt, llama2.c's "
+         "model.bin for llama)"},
+        {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices, "NAME",
+         "with --llmc-in: the model the file holds (default gpt)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
-    int rc = cli_parse("sample", opts, argc, argv, NULL);
+    bool seen[sizeof opts / sizeof opts[0]] = {0};
+    int rc = cli_parse("sample", opts, argc, argv, seen);
     if (rc < 0) {
         cli_print_help(stdout, SAMPLE_USAGE, opts);
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
-    if (!cfg.ckpt) {
-        cli_error("sample needs --ckpt FILE; see `meshtrain sample --help`");
+    if (!cfg.ckpt == !cfg.llmc_in) {
+        cli_error("sample needs --ckpt FILE%s; see `meshtrain sample --help`",
+                  cfg.ckpt ? " or --llmc-in FILE, not both" : " (or --llmc-in FILE)");
         return CLI_EXIT_USAGE;
     }
+    bool model_given = false;
+    for (int i = 0; opts[i].name; i++) model_given |= seen[i] && strcmp(opts[i].name, "model") == 0;
+    if (model_given && !cfg.llmc_in) {
+        cli_error("--model says what --llmc-in's file holds; a meshtrain checkpoint (--ckpt) "
+                  "says it itself: drop --model");
+        return CLI_EXIT_USAGE;
+    }
+    cfg.model = (mt_model_kind)kinds[model];
     /* the tokenizer is opened, and the tools found, before the model is built */
     mt_tokenizer *tok = NULL;
     mt_status st = MT_OK;

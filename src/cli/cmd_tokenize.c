@@ -22,7 +22,8 @@
 
 static const char TOKENIZE_USAGE[] =
     "usage: meshtrain tokenize --text FILE (--vocab N --model-out PREFIX | --model-in MODEL)\n"
-    "                          [--out TOKENS.bin [--val-out VAL.bin --val-frac X]] [--json]\n"
+    "                          [--out TOKENS.bin [--val-out VAL.bin --val-frac X]]\n"
+    "                          [--llama2c-out tokenizer.bin] [--json]\n"
     "\n"
     "Trains a SentencePiece BPE tokenizer of N pieces on the lines of FILE (byte\n"
     "fallback, no normalisation: decoding gives the text back byte for byte) and\n"
@@ -30,7 +31,9 @@ static const char TOKENIZE_USAGE[] =
     "trained before. Then encodes FILE into an llm.c token file (uint16 ids,\n"
     "newlines included); --val-out takes the last X of its tokens into a second\n"
     "file, the split train --val-frac X would make of the whole. Needs Debian's\n"
-    "sentencepiece package (spm_train, spm_encode).\n"
+    "sentencepiece package (spm_train, spm_encode). --llama2c-out also writes the\n"
+    "pieces and scores as llama2.c's tokenizer.bin (its export.py's), for its run.c\n"
+    "with a model from train --model llama --llmc-out model.bin.\n"
     "\n"
     "examples:\n"
     "  meshtrain tokenize --text input.txt --vocab 4096 --model-out tok --out input.bin\n"
@@ -40,7 +43,7 @@ static const char TOKENIZE_USAGE[] =
     "                     --val-out more_val.bin --val-frac 0.1\n";
 
 typedef struct {
-    const char *text, *model_out, *model_in, *out, *val_out;
+    const char *text, *model_out, *model_in, *out, *val_out, *llama2c_out;
     int         vocab, threads;
     double      val_frac;
     bool        json;
@@ -67,9 +70,9 @@ static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *see
                   "already: drop --vocab", a->vocab, a->model_in);
         return CLI_EXIT_USAGE;
     }
-    if (a->model_in && !a->out) {
-        cli_error("--model-in '%s' with no --out FILE has nothing to do: add --out TOKENS.bin",
-                  a->model_in);
+    if (a->model_in && !a->out && !a->llama2c_out) {
+        cli_error("--model-in '%s' with no --out FILE has nothing to do: add --out TOKENS.bin "
+                  "(or --llama2c-out tokenizer.bin)", a->model_in);
         return CLI_EXIT_USAGE;
     }
     if (a->val_out && !a->out) {
@@ -120,6 +123,7 @@ static int check_inputs(const tokenize_args *a) {
         {.flag = "model-out", .path = a->model_out ? a->vocab_path : NULL, .role = CLI_FILE_SAVE},
         {.flag = "out", .path = a->out, .role = CLI_FILE_SAVE},
         {.flag = "val-out", .path = a->val_out, .role = CLI_FILE_SAVE},
+        {.flag = "llama2c-out", .path = a->llama2c_out, .role = CLI_FILE_SAVE},
     };
     return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
 }
@@ -172,6 +176,36 @@ static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tok
     return rc;
 }
 
+/* llama2.c's tokenizer.bin of tok, as its export.py writes one: every
+ * piece with "▁" as a space (mt_llama2c_piece), BOS and EOS as "\n<s>\n"
+ * and "\n</s>\n", and each piece's score. The models trained here keep
+ * SentencePiece's <unk>, <s>, </s> at 0, 1, 2 and the byte pieces at 3 +
+ * byte, where run.c's encoder looks them up. */
+static int write_llama2c(const char *path, const mt_tokenizer *tok) {
+    const int n = mt_tokenizer_vocab(tok);
+    char **pieces = calloc((size_t)n, sizeof *pieces);   /* (n) */
+    float *scores = malloc((size_t)n * sizeof *scores);   /* (n) */
+    mt_status s = pieces && scores ? MT_OK : mt_fail(MT_ENOMEM, "out of memory for %d pieces", n);
+    for (int i = 0; i < n && s == MT_OK; i++) {
+        const char *p = mt_tokenizer_piece(tok, i, &scores[i]);
+        size_t len = strlen(p) + 8;   /* "▁" only shrinks; BOS and EOS gain 2 */
+        if (!(pieces[i] = malloc(len))) {
+            s = mt_fail(MT_ENOMEM, "out of memory for piece %d", i);
+        } else if (strcmp(p, "<s>") == 0 || strcmp(p, "</s>") == 0) {
+            snprintf(pieces[i], len, "\n%s\n", p);
+        } else {
+            s = mt_llama2c_piece(p, pieces[i], len);
+        }
+    }
+    if (s == MT_OK) s = mt_llama2c_tokenizer_write(path, n, (const char *const *)pieces, scores);
+    for (int i = 0; pieces && i < n; i++) free(pieces[i]);
+    free(pieces);
+    free(scores);
+    if (s == MT_OK) return CLI_EXIT_OK;
+    cli_error("--llama2c-out: %s", mt_errmsg());
+    return CLI_EXIT_FAIL;
+}
+
 static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
                          const tokenize_done *d) {
     const char *model = mt_tokenizer_path(tok);
@@ -194,6 +228,10 @@ static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
                 printf(", \"tokens\": %lld}", (long long)d->n_val);
             }
         }
+        if (a->llama2c_out) {
+            printf(", \"llama2c\": ");
+            cli_json_string(stdout, a->llama2c_out);
+        }
         printf("}\n");
         return;
     }
@@ -204,6 +242,9 @@ static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
                a->vocab_path);
     else
         printf("tokenizer   %s: %d pieces\n", model, mt_tokenizer_vocab(tok));
+    if (a->llama2c_out)
+        printf("llama2.c    %s: the pieces and scores as llama2.c's tokenizer.bin\n",
+               a->llama2c_out);
     if (!a->out) return;
     printf("tokens      %lld from %s in %.1f s, %.2f bytes a token\n", (long long)d->tokens,
            a->text, d->encode_s, d->tokens ? (double)d->text_bytes / (double)d->tokens : 0.0);
@@ -229,6 +270,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"val-frac", CLI_DOUBLE, &a.val_frac, 0, 1, 1, 1, NULL, "X", "tail of the tokens in --val-out"},
         {"threads", CLI_INT, &a.threads, 0, 4096, 0, 0, NULL, "N", "spm_train threads (0: all cores)"},
         {"json", CLI_FLAG, &a.json, 0, 0, 0, 0, NULL, NULL, "print only one JSON object"},
+        {"llama2c-out", CLI_STR, &a.llama2c_out, 0, 0, 0, 0, NULL, "FILE",
+         "also write the tokenizer as llama2.c's tokenizer.bin (for its run.c)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};
@@ -257,7 +300,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
         }
         if ((rc = open_model("model-out", a.model_path, &tok)) != CLI_EXIT_OK) return rc;
     }
-    if (a.out) rc = encode_and_write(&a, tok, &d);
+    if (a.llama2c_out) rc = write_llama2c(a.llama2c_out, tok);
+    if (a.out && rc == CLI_EXIT_OK) rc = encode_and_write(&a, tok, &d);
     if (rc == CLI_EXIT_OK) print_report(&a, tok, &d);
     mt_tokenizer_free(tok);
     return rc;

@@ -175,6 +175,13 @@ static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, con
     }
     for (int i = 0; i < a->n_flags; i++) {
         const mt_model_flag *f = &a->flags[i];
+        if (f->type == MT_MODEL_FLAG_PRESET && given(opts, seen, f->flag)) {
+            cli_error("--%s sets the model, and --llmc-in '%s' holds one: drop --%s (the model "
+                      "comes from the file)", f->flag, cfg->llmc_in, f->flag);
+            return CLI_EXIT_USAGE;
+        }
+        if (f->type == MT_MODEL_FLAG_PRESET || f->type == MT_MODEL_FLAG_FLOAT)
+            continue;   /* floats: the model's check, which knows what the file can hold */
         int mine = cli_model_setting(cfg->model_config, f);
         int theirs = cli_model_setting(file.bytes, f);
         /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
@@ -304,8 +311,11 @@ int cli_cmd_train(int argc, char **argv) {
         {"ckpt-in", CLI_STR, &cfg.ckpt_in, 0, 0, 0, 0, NULL, "FILE", "resume from a meshtrain checkpoint"},
         {"ckpt-out", CLI_STR, &cfg.ckpt_out, 0, 0, 0, 0, NULL, "FILE", "write a meshtrain checkpoint at the end"},
         {"ckpt-every", CLI_INT, &cfg.ckpt_every, 0, 1e9, 0, 0, NULL, "N", "also write it every N steps (0: end only)"},
-        {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE", "start from an llm.c GPT-2 checkpoint"},
-        {"llmc-out", CLI_STR, &cfg.llmc_out, 0, 0, 0, 0, NULL, "FILE", "also write an llm.c checkpoint at the end"},
+        {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE",
+         "start from the model's llm.c-family checkpoint: llm.c's for gpt, llama2.c's model.bin "
+         "for llama"},
+        {"llmc-out", CLI_STR, &cfg.llmc_out, 0, 0, 0, 0, NULL, "FILE",
+         "also write the model's llm.c-family checkpoint at the end (as --llmc-in's)"},
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products in fp32 (default) or bf16 (oneDNN, f32 accumulation; parameters, "

@@ -25,12 +25,14 @@ static int cmd_help(int argc, char **argv);
 typedef struct {
     const char *name;
     int       (*run)(int argc, char **argv);   /* argv: the words after the name */
-    const char *summary;                       /* one line for `meshtrain help` */
+    /* one line for `meshtrain help`; MODELS in it stands for the models of
+     * the trainer's table, "gpt, mlp, ..." */
+    const char *summary;
     const char *aliases[2];                    /* other spellings, or NULL */
 } cli_command;
 
 static const cli_command COMMANDS[] = {
-    {"train", cli_cmd_train, "train a model (gpt, mlp, linreg) and write checkpoints and metrics",
+    {"train", cli_cmd_train, "train a model (MODELS) and write checkpoints and metrics",
      {NULL, NULL}},
     {"sample", cli_cmd_sample, "generate text from a checkpoint", {NULL, NULL}},
     {"tokenize", cli_cmd_tokenize, "train a SentencePiece tokenizer on a text and encode it into "
@@ -64,6 +66,19 @@ static const cli_command *find_command(const char *word) {
 
 /* ---- usage -------------------------------------------------------------- */
 
+/* c's summary, with MODELS replaced by the models' names. */
+static void print_summary(FILE *out, const cli_command *c) {
+    const char *at = strstr(c->summary, "MODELS");
+    if (!at) {
+        fprintf(out, "%s\n", c->summary);
+        return;
+    }
+    fprintf(out, "%.*s", (int)(at - c->summary), c->summary);
+    for (int k = 0; mt_model_name((mt_model_kind)k); k++)
+        fprintf(out, "%s%s", k ? ", " : "", mt_model_name((mt_model_kind)k));
+    fprintf(out, "%s\n", at + strlen("MODELS"));
+}
+
 static void print_usage(FILE *out) {
     fputs("usage: meshtrain <command> [flags]\n"
           "\n"
@@ -75,8 +90,10 @@ static void print_usage(FILE *out) {
         int n = (int)strlen(COMMANDS[i].name);
         if (n > width) width = n;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-*s %s\n", width + 2, COMMANDS[i].name, COMMANDS[i].summary);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        fprintf(out, "  %-*s ", width + 2, COMMANDS[i].name);
+        print_summary(out, &COMMANDS[i]);
+    }
     fputs("\nEvery command takes --help.\n", out);
 }
 

@@ -2,7 +2,9 @@
  * model_llama.c — the LLaMA model's entry in the trainer's table
  * (model_table.c's MT_MODEL_LLAMA line; train_impl.h documents each hook):
  * its flags and defaults, its checks, its data (a token dataset, as the
- * GPT's), its tensor-parallel layout and its pipeline stages.
+ * GPT's), llama2.c's model.bin as its llm.c-family file, its description
+ * read back for sampling, its tensor-parallel layout and its pipeline
+ * stages.
  */
 #include "train/train_impl.h"
 
@@ -73,12 +75,30 @@ void mt__llama_without_data(const mt_train_config *c, void *mc) {
     m->max_seq = c->T;
 }
 
+/* llama2.c's model.bin stores neither RoPE's theta nor RMSNorm's epsilon:
+ * its run.c fixes them at 10000 and 1e-5, so a model with others can be
+ * neither read from (--llmc-in) nor written to (--llmc-out) one; said
+ * before step 1 rather than by the save after the last. */
+static mt_status llama2c_can_hold(const mt_train_config *c) {
+    const mt_llama_config *m = llama_of(c);
+    const char *path = c->llmc_out ? c->llmc_out : c->llmc_in;
+    const char *flag = c->llmc_out ? "--llmc-out" : "--llmc-in";
+    if (!path) return MT_OK;
+    if (m->rope_theta != 10000.0f)
+        return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c rotates "
+                       "with RoPE theta 10000, but this model has --rope-theta %g; give "
+                       "--rope-theta 10000 or drop %s", flag, path, (double)m->rope_theta, flag);
+    if (m->norm_eps != 1e-5f)
+        return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c's RMSNorm "
+                       "adds epsilon 1e-5, but this model has --norm-eps %g; give --norm-eps "
+                       "1e-5 or drop %s", flag, path, (double)m->norm_eps, flag);
+    return MT_OK;
+}
+
 mt_status mt__llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
-    if (s != MT_OK) return s;
-    if (c->llmc_in)
-        return mt_fail(MT_EINVAL, "llm.c checkpoints (--llmc-in) hold GPT-2 models, not "
-                       "--model llama");
+    if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK) return s;
+    if (c->llmc_in) return MT_OK;   /* the sizes are the file's: open checks them */
     mt_llama_config m = *llama_of(c);
     if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
     if ((s = mt_llama_config_check(&m)) != MT_OK) return s;
@@ -88,15 +108,46 @@ mt_status mt__llama_check(const mt_train_config *c) {
     return MT_OK;
 }
 
+/* Takes the model from llmc_in (llama2.c's model.bin), V from the data
+ * where 0, F from Llama's rule where 0. */
 mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_llama_config *m = mc;
-    mt_status s = mt_dataset_open(c->data, c->val_frac, ds);
-    if (s != MT_OK) return s;
+    mt_status s;
+    if (c->llmc_in && (s = mt__llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
+    if ((s = mt_dataset_open(c->data, c->val_frac, ds)) != MT_OK) return s;
     int data_vocab = mt_dataset_vocab(*ds);
     if (m->vocab == 0) m->vocab = data_vocab;
     m->ffn_dim = mt_llama_ffn_dim(m);
     if ((s = mt_llama_config_check(m)) != MT_OK) return s;
+    if (c->llmc_in && c->T > m->max_seq)
+        return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the context maxT=%d "
+                       "(its seq_len) of --llmc-in '%s'; lower --seq to %d or less", c->T,
+                       m->max_seq, c->llmc_in, m->max_seq);
     return mt__train_data_fits(c, *ds, m->vocab);
+}
+
+/* ---- llama2.c's model.bin: the entry's llm.c-family hooks ---- */
+
+/* An llm.c GPT-2 file has a magic; a model.bin has none, so the llm.c one
+ * is told apart here, where its header would read as nonsense sizes. */
+mt_status mt__llama_llmc_read(const char *path, void *mc) {
+    mt_file_kind kind;
+    mt_status s = mt_file_detect(path, &kind);
+    if (s != MT_OK) return s;
+    if (kind == MT_FILE_LLMC)
+        return mt_fail(MT_EINVAL, "'%s' is an llm.c GPT-2 checkpoint, not llama2.c's model.bin "
+                       "that --model llama reads: give it to --model gpt", path);
+    return mt_llama2c_read_config(path, mc);
+}
+
+mt_status mt__llama_llmc_load(const mt_train_config *c, mt_graph *g) {
+    const mt_llama_config m = llama_built(c);
+    return mt_llama2c_load(c->llmc_in, g, &m);
+}
+
+mt_status mt__llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
+    const mt_llama_config m = llama_built(c);
+    return out ? mt_llama2c_save_to(out, &m, g) : mt_llama2c_save(c->llmc_out, &m, g);
 }
 
 void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {
@@ -104,6 +155,23 @@ void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {
     snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g tie=%d",
              m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.max_seq, m.vocab,
              (double)m.rope_theta, (double)m.norm_eps, m.tie_embeddings);
+}
+
+/* The inverse of describe, for mt_sample: theta and eps come back with the
+ * description's %g digits (exact for 10000, 500000 and 1e-5). */
+mt_status mt__llama_parse(const char *desc, void *mc, int *maxT, int *V) {
+    mt_llama_config *m = mc;
+    double theta = 0, eps = 0;
+    int end = 0;
+    if (sscanf(desc, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%lg eps=%lg tie=%d%n",
+               &m->n_layers, &m->dim, &m->n_heads, &m->n_kv_heads, &m->ffn_dim, &m->max_seq,
+               &m->vocab, &theta, &eps, &m->tie_embeddings, &end) != 10 || desc[end] != '\0')
+        return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
+    m->rope_theta = (float)theta;
+    m->norm_eps = (float)eps;
+    *maxT = m->max_seq;
+    *V = m->vocab;
+    return mt_llama_config_check(m);
 }
 
 mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale) {

@@ -82,6 +82,18 @@ static void gpt_describe(const mt_train_config *c, char *buf, size_t n) {
              g->Vp);
 }
 
+/* The inverse of gpt_describe, for mt_sample. */
+static mt_status gpt_parse(const char *desc, void *mc, int *maxT, int *V) {
+    mt_gpt_config *g = mc;
+    int end = 0;
+    if (sscanf(desc, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d%n", &g->L, &g->C, &g->NH,
+               &g->maxT, &g->V, &g->Vp, &end) != 6 || desc[end] != '\0')
+        return mt_fail(MT_EINVAL, "'%s' is not a GPT's description", desc);
+    *maxT = g->maxT;
+    *V = g->V;
+    return mt_gpt_config_check(g);
+}
+
 /* The settings a build reads: Vp 0 from V, as open takes it (a build
  * without data, for explain, has V but may leave Vp 0). */
 static mt_gpt_config gpt_built(const mt_train_config *c) {
@@ -308,7 +320,8 @@ static const mt__train_model MODELS[] = {
         .input = "tokens", .target = "targets", .batch_const = "pos",
         .check = gpt_check, .open = gpt_open,
         .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
-        .describe = gpt_describe, .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
+        .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",
+        .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
         .sequence = true, .remat = true,
@@ -329,13 +342,16 @@ static const mt__train_model MODELS[] = {
         .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
     },
     [MT_MODEL_LLAMA] = {   /* its hooks: model_llama.c */
-        .about = {.name = "llama", .sequences = true, .dataset = true,
+        .about = {.name = "llama", .sequences = true, .dataset = true, .llmc = true,
                   CONFIG(mt_llama_config), .flags = mt__llama_flags,
                   .n_flags = MT__LLAMA_N_FLAGS},
         .config_defaults = &mt__llama_defaults, .without_data = mt__llama_without_data,
         .input = "tokens", .target = "targets",
         .check = mt__llama_check, .open = mt__llama_open,
-        .describe = mt__llama_describe, .build = mt__llama_build,
+        .llmc_read = mt__llama_llmc_read, .llmc_load = mt__llama_llmc_load,
+        .llmc_save = mt__llama_llmc_save,
+        .describe = mt__llama_describe, .parse = mt__llama_parse, .logits = "logits",
+        .build = mt__llama_build,
         .fill_batch = mt__llama_fill_batch, .step_flops = mt__llama_step_flops,
         .tensor_parallel = mt__llama_tensor_parallel, .tensor_check = mt__llama_tensor_check,
         .sequence = true, .remat = true,

@@ -1,38 +1,111 @@
 /*
- * sample.c — text generation from a GPT checkpoint (meshtrain's own or
- * llm.c's): a forward-only graph of one sequence of maxT tokens, run once per
- * new token, reading the next-token logits at the last filled position.
- * Causal attention makes the positions past it (padding) irrelevant.
+ * sample.c — text generation from a checkpoint of any model the trainer's
+ * table can sample (an entry with parse and logits: the GPT, the LLaMA
+ * model): meshtrain's own checkpoint, whose description names the model and
+ * its settings, or the model's llm.c-family file (llm.c's GPT-2 checkpoint,
+ * told by its magic; llama2.c's model.bin, which has none, by
+ * mt_sample_config.model). A forward-only graph of one sequence of maxT
+ * tokens runs once per new token; the next-token logits are read at the
+ * last filled position, and causal attention makes the positions past it
+ * (padding) irrelevant.
  */
 #include "graph/tensor_data.h"
 #include "meshtrain/tokenizer.h"
 #include "meshtrain/train.h"
+#include "train/train_impl.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Learns which model a checkpoint holds; *is_llmc tells the two formats apart.
- * mt_file_detect opens without blocking and says what a path is when it is
- * not a file (a directory, a FIFO), with the system's message when it is
- * missing; anything that is not an llm.c file goes to the meshtrain reader,
- * whose message says what a checkpoint must start with. */
-static mt_status read_model(const char *path, mt_gpt_config *cfg, bool *is_llmc) {
-    mt_file_kind kind;
-    mt_status s = mt_file_detect(path, &kind);
+/* The model to sample and what the entry's hooks read of it. */
+typedef struct {
+    const mt__train_model *m;
+    mt__model_config_buf   mc;     /* its settings */
+    mt_train_config        tc;     /* B 1, T maxT, model_config &mc, llmc_in */
+    int                    T, V;   /* its context maxT and vocabulary */
+} sample_model;
+
+/* The kind whose entry's name is the description's first word; -1 when
+ * none is. */
+static int kind_of_description(const char *desc) {
+    size_t len = strcspn(desc, " ");
+    for (int k = 0; k < mt__train_model_count(); k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (m && strlen(m->about.name) == len && strncmp(desc, m->about.name, len) == 0) return k;
+    }
+    return -1;
+}
+
+/* "gpt, llama": the models that can be sampled, for messages. */
+static void sampled_names(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < mt__train_model_count() && at < n; k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (!m || !m->parse) continue;
+        int w = snprintf(buf + at, n - at, "%s%s", at ? ", " : "", m->about.name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
+/* Learns which model the file holds and its settings into *sm. A meshtrain
+ * checkpoint says it in its description; an llm.c-family file is read by
+ * the entry's llmc_read, and its settings go through describe and parse
+ * like a checkpoint's, which gives maxT and V. mt_file_detect opens
+ * without blocking and says what a path is when it is not a file (a
+ * directory, a FIFO), with the system's message when it is missing;
+ * anything that is not an llm.c file goes to the meshtrain reader, whose
+ * message says what a checkpoint must start with. */
+static mt_status read_model(const mt_sample_config *cfg, sample_model *sm) {
+    const char *path = cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
+    int kind = cfg->llmc_in ? (int)cfg->model : MT_MODEL_GPT;
+    bool llmc = cfg->llmc_in != NULL;
+    mt_file_kind fk;
+    mt_status s = mt_file_detect(path, &fk);
     if (s != MT_OK) return mt_fail_wrap(s, "reading the checkpoint to sample from");
-    *is_llmc = kind == MT_FILE_LLMC;
-    if (*is_llmc) return mt_llmc_read_config(path, cfg);
     mt_ckpt_meta meta;
-    s = mt_ckpt_read_meta(path, &meta);
-    if (s != MT_OK) return s;
-    memset(cfg, 0, sizeof *cfg);
-    if (sscanf(meta.model, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", &cfg->L, &cfg->C,
-               &cfg->NH, &cfg->maxT, &cfg->V, &cfg->Vp) != 6)
-        return mt_fail(MT_EINVAL, "checkpoint %s holds model '%s'; sampling needs a GPT", path,
-                       meta.model);
-    return mt_gpt_config_check(cfg);
+    char names[128];
+    sampled_names(names, sizeof names);
+    if (!llmc && fk == MT_FILE_LLMC) {
+        llmc = true;   /* llm.c's GPT-2 checkpoint, told by its magic */
+    } else if (!llmc) {
+        if ((s = mt_ckpt_read_meta(path, &meta)) != MT_OK && fk == MT_FILE_OTHER) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", mt_errmsg());
+            return mt_fail(s, "%s; llama2.c's model.bin has no magic: sample it as llmc_in "
+                           "(--llmc-in FILE --model llama)", msg);
+        }
+        if (s != MT_OK) return s;
+        kind = kind_of_description(meta.model);
+        if (kind < 0 || !mt__train_model_of((mt_model_kind)kind)->parse)
+            return mt_fail(MT_EINVAL, "checkpoint %s holds model '%s'; sampling needs a "
+                           "language model (%s)", path, meta.model, names);
+    }
+    memset(sm, 0, sizeof *sm);
+    sm->m = mt__train_model_of((mt_model_kind)kind);
+    if (!sm->m || !sm->m->parse)
+        return mt_fail(MT_EINVAL, "sampling needs a language model (%s), not model kind %d",
+                       names, kind);
+    if (llmc && !sm->m->about.llmc)
+        return mt_fail(MT_EINVAL, "--model %s has no llm.c-family file to read %s from",
+                       sm->m->about.name, path);
+    if (sm->m->about.config_size)
+        memcpy(sm->mc.bytes, sm->m->config_defaults, sm->m->about.config_size);
+    sm->tc.model = (mt_model_kind)kind;
+    sm->tc.model_config = sm->m->about.config_size ? sm->mc.bytes : NULL;
+    sm->tc.model_config_size = sm->m->about.config_size;
+    sm->tc.B = 1;
+    if (llmc) {
+        sm->tc.llmc_in = path;
+        if ((s = sm->m->llmc_read(path, sm->mc.bytes)) != MT_OK) return s;
+        sm->m->describe(&sm->tc, meta.model, sizeof meta.model);
+    }
+    if ((s = sm->m->parse(meta.model, sm->mc.bytes, &sm->T, &sm->V)) != MT_OK) return s;
+    sm->tc.T = sm->T;
+    return MT_OK;
 }
 
 typedef struct { float logit; int token; } scored;
@@ -99,26 +172,27 @@ static bool write_token(FILE *out, const mt_tokenizer *tok, int t) {
 }
 
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
-    if (!cfg || !cfg->ckpt || !out)
-        return mt_fail(MT_EINVAL, "mt_sample needs a configuration with a checkpoint path and "
-                       "an output stream");
+    if (!cfg || !cfg->ckpt == !cfg->llmc_in || !out)
+        return mt_fail(MT_EINVAL, "mt_sample needs a configuration with a checkpoint path "
+                       "(ckpt, or llmc_in: not both) and an output stream");
     if (cfg->n < 0) return mt_fail(MT_EINVAL, "number of tokens n=%d must not be negative", cfg->n);
     if (cfg->top_k < 0) return mt_fail(MT_EINVAL, "top_k=%d must not be negative (0 = all)", cfg->top_k);
     if (!isfinite(cfg->temperature))
         return mt_fail(MT_EINVAL, "temperature=%g must be finite", (double)cfg->temperature);
     mt_set_num_threads(cfg->threads);
 
-    mt_gpt_config gc;
-    bool is_llmc = false;
-    mt_status s = read_model(cfg->ckpt, &gc, &is_llmc);
+    sample_model sm;
+    mt_status s = read_model(cfg, &sm);
     if (s != MT_OK) return s;
-    const int T = gc.maxT, V = gc.V, Vp = gc.Vp;
+    const mt__train_model *m = sm.m;
+    const char *path = cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
+    const int T = sm.T, V = sm.V;
 
     mt_tokenizer *tok = NULL;
     if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
     if (tok && V > mt_tokenizer_vocab(tok)) {
         s = mt_fail(MT_EFORMAT, "checkpoint %s has vocabulary V=%d but tokenizer %s has %d "
-                    "pieces: give the tokenizer the model was trained with", cfg->ckpt, V,
+                    "pieces: give the tokenizer the model was trained with", path, V,
                     cfg->tokenizer, mt_tokenizer_vocab(tok));
         mt_tokenizer_free(tok);
         return s;
@@ -128,26 +202,33 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     scored *work = malloc((size_t)V * sizeof *work);   /* (V) */
     /* the graph's tensors are its backend's: written and read through it */
     int32_t *feed = calloc(2 * (size_t)T, sizeof *feed);   /* (2,T) tokens, then targets */
-    float *logits = malloc((size_t)Vp * sizeof *logits);   /* (Vp) the last position's */
-    if (!g || !ctx || !work || !feed || !logits) {
+    float *logits = NULL;                                  /* (Vp) the last position's */
+    if (!g || !ctx || !work || !feed) {
         s = mt_fail(MT_ENOMEM, "out of memory for sampling");
         goto done;
     }
-    mt_tensor *loss = mt_gpt_build(g, &gc, 1, T, 1.0f);
+    mt_tensor *loss = m->build(&sm.tc, g, 1.0f);
     if (!loss) { s = mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL; goto done; }
     mt_compile_opts opts = {.seed = cfg->seed, .no_grad = true};
     if ((s = mt_graph_compile(g, loss, &opts)) != MT_OK) goto done;
-    if ((s = mt_gpt_fill_constants(g)) != MT_OK) goto done;
+    if (m->fill_constants && (s = m->fill_constants(g)) != MT_OK) goto done;
     mt_ckpt_meta meta;
-    s = is_llmc ? mt_llmc_load(cfg->ckpt, g, &gc) : mt_ckpt_load(cfg->ckpt, g, NULL, &meta);
+    s = sm.tc.llmc_in ? m->llmc_load(&sm.tc, g) : mt_ckpt_load(path, g, NULL, &meta);
     if (s != MT_OK) goto done;
 
-    mt_tensor *tokens = mt_graph_find(g, "tokens");     /* (1,T) i32 */
-    mt_tensor *targets = mt_graph_find(g, "targets");   /* (1,T) i32 */
-    mt_tensor *all = mt_graph_find(g, "logits");        /* (1,T,Vp) */
+    mt_tensor *tokens = mt_graph_find(g, m->input);     /* (1,T) i32 */
+    mt_tensor *targets = mt_graph_find(g, m->target);   /* (1,T) i32 */
+    mt_tensor *all = mt_graph_find(g, m->logits);       /* (1,T,Vp) */
     if (!tokens || !targets || !all || mt_tensor_dtype(tokens) != MT_I32 ||
-        mt_tensor_dtype(targets) != MT_I32 || mt_tensor_dtype(all) != MT_F32) {
-        s = mt_fail(MT_EINTERNAL, "the GPT graph lacks tokens, targets or logits");
+        mt_tensor_dtype(targets) != MT_I32 || mt_tensor_dtype(all) != MT_F32 ||
+        mt_tensor_ndim(all) != 3 || mt_tensor_dim(all, 2) < V) {
+        s = mt_fail(MT_EINTERNAL, "the %s graph lacks %s, %s or %s (1,T,Vp >= %d)",
+                    m->about.name, m->input, m->target, m->logits, V);
+        goto done;
+    }
+    const int64_t Vp = mt_tensor_dim(all, 2);
+    if (!(logits = malloc((size_t)Vp * sizeof *logits))) {
+        s = mt_fail(MT_ENOMEM, "out of memory for sampling");
         goto done;
     }
 

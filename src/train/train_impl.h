@@ -18,7 +18,8 @@ typedef struct {
      * microbatch is B sequences of T tokens, and data positions, throughput
      * and the loss's normaliser count tokens, T positive; else B examples,
      * T unused); dataset (it has `open`); llmc (llm.c checkpoints can hold
-     * it: llmc_in, llmc_out allowed); its settings' struct (config_type,
+     * it: llmc_in, llmc_out allowed; the GPT's are llm.c's, the LLaMA's
+     * llama2.c's model.bin); its settings' struct (config_type,
      * config_size) and their flags, offsets into that struct. */
     mt_model_about about;
     /* The model's own settings: its defaults, about.config_size bytes, the
@@ -56,6 +57,15 @@ typedef struct {
     /* Writes the model's description into buf (n bytes). Checkpoints record
      * it and a resume compares it byte for byte: it must never change. */
     void (*describe)(const mt_train_config *c, char *buf, size_t n);
+    /* Sampling (mt_sample): reads a description describe wrote back into
+     * mc (config_size bytes, holding config_defaults) and the model's
+     * context maxT and vocabulary V into *maxT, *V; MT_EINVAL when desc is
+     * not this model's, the model's config check's error when its settings
+     * are bad. Optional: NULL, the model cannot be sampled. */
+    mt_status (*parse)(const char *desc, void *mc, int *maxT, int *V);
+    /* With parse: the name of the graph's next-token logits (B,T,Vp), Vp >= V
+     * (the columns past V are padding). */
+    const char *logits;
     /* Builds the model for one microbatch into g with the loss times
      * `scale`; returns the loss, or NULL with the graph's status set. */
     mt_tensor *(*build)(const mt_train_config *c, mt_graph *g, float scale);
@@ -150,7 +160,11 @@ extern const mt_llama_config mt__llama_defaults;
 void       mt__llama_without_data(const mt_train_config *c, void *mc);
 mt_status  mt__llama_check(const mt_train_config *c);
 mt_status  mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds);
+mt_status  mt__llama_llmc_read(const char *path, void *mc);
+mt_status  mt__llama_llmc_load(const mt_train_config *c, mt_graph *g);
+mt_status  mt__llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out);
 void       mt__llama_describe(const mt_train_config *c, char *buf, size_t n);
+mt_status  mt__llama_parse(const char *desc, void *mc, int *maxT, int *V);
 mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
 mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
                                  float scale);
