@@ -14,7 +14,6 @@
 
 static const char SAMPLE_USAGE[] =
     "usage: meshtrain sample --ckpt FILE [flags]\n"
-    "\n"
     "       meshtrain sample --llmc-in FILE [--model NAME] [flags]\n"
     "\n"
     "Writes --tokens sampled tokens that continue --prompt to stdout. --ckpt FILE\n"
@@ -67,7 +66,7 @@ int cli_cmd_sample(int argc, char **argv) {
          "instead of --ckpt: the model's llm.c-family checkpoint (llm.c's for gpt, llama2.c's "
          "model.bin for llama)"},
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices, "NAME",
-         "with --llmc-in: the model the file holds (default gpt)"},
+         "with --llmc-in: the model the file holds"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};
