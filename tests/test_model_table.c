@@ -179,9 +179,9 @@ MT_TEST(the_defaults_are_the_documented_structs) {
     MT_CHECK_OK(mt_model_config_without_data(MT_MODEL_LLAMA, &c, &llama, sizeof llama));
     MT_CHECK(llama.vocab == 256 && llama.max_seq == 32 && llama.dim == 64,
              "LLaMA without data V=%d maxT=%d", llama.vocab, llama.max_seq);
-    /* llm.c files hold GPTs only */
+    /* llm.c-family files hold the GPT (llm.c's) and the LLaMA (llama2.c's) only */
     MT_CHECK_FAILS(mt_model_config_from_llmc(MT_MODEL_MLP, "/nonexistent/model.bin", &mlp,
-                                             sizeof mlp), MT_EINVAL, "GPT-2", "mlp");
+                                             sizeof mlp), MT_EINVAL, "gpt or llama", "mlp");
 }
 
 /* Three steps of `tr` and of the reference `ref`, which must lose the

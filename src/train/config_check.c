@@ -92,8 +92,11 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
     mt_status s;
     if (m->check && (s = m->check(c)) != MT_OK) return s;
     if (!m->about.llmc && (c->llmc_in || c->llmc_out)) {
-        return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only; drop them "
-                       "or train a GPT", c->llmc_in ? c->llmc_in : c->llmc_out);
+        char names[128];
+        return mt_fail(MT_EINVAL, "llm.c-family checkpoints (%s: llm.c's or llama2.c's) hold "
+                       "%s models, not --model %s; drop them or train one of those",
+                       c->llmc_in ? c->llmc_in : c->llmc_out,
+                       mt__train_llmc_models(names, sizeof names), m->about.name);
     }
     if (!m->about.dataset && c->data)
         return mt_fail(MT_EINVAL, "--model %s trains on a synthetic problem of its own and "

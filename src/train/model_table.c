@@ -426,11 +426,28 @@ mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config
     return MT_OK;
 }
 
+const char *mt__train_llmc_models(char *buf, size_t n) {
+    int count = 0, seen = 0;
+    for (int i = 0; i < N_MODELS; i++) count += MODELS[i].about.llmc;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_MODELS && at < n; i++) {
+        if (!MODELS[i].about.llmc) continue;
+        const char *sep = seen == 0 ? "" : seen == count - 1 ? " or " : ", ";
+        int w = snprintf(buf + at, n - at, "%s%s", sep, MODELS[i].about.name);
+        if (w < 0) break;
+        at += (size_t)w;
+        seen++;
+    }
+    return buf;
+}
+
 mt_status mt_model_config_from_llmc(mt_model_kind kind, const char *path, void *cfg, size_t size) {
     const mt__train_model *m = entry_for("mt_model_config_from_llmc", kind, cfg, size);
     if (!m) return MT_EINVAL;
+    char names[128];
     if (!m->about.llmc)
-        return mt_fail(MT_EINVAL, "llm.c checkpoints (%s) hold GPT-2 models only, not --model "
-                       "%s", path, m->about.name);
+        return mt_fail(MT_EINVAL, "llm.c-family checkpoints (%s) hold %s models, not --model %s",
+                       path, mt__train_llmc_models(names, sizeof names), m->about.name);
     return m->llmc_read(path, cfg);
 }

@@ -128,6 +128,10 @@ const mt__train_model *mt__train_model_of(mt_model_kind kind);
 /* The number of entries: kinds 0 .. count-1 are models. */
 int mt__train_model_count(void);
 
+/* The models whose llm.c-family files the trainer reads and writes
+ * (about.llmc), as "gpt or llama" into buf (n bytes), for messages. */
+const char *mt__train_llmc_models(char *buf, size_t n);
+
 /* Room for any model's own settings (model_table.c asserts that each
  * model's struct fits), aligned for any of them. */
 #define MT__MODEL_CONFIG_MAX 256
