@@ -3,6 +3,8 @@
  */
 #include "cli/model_flags.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int *field_at(void *mc, const mt_model_flag *f) {
@@ -95,6 +97,14 @@ void cli_model_flags_init(cli_model_flags *mf, const mt_train_config *c, bool wi
     }
 }
 
+/* The shortest decimal that reads back as f ("0.01", not 0.009999999776),
+ * for a float bound that the range check and help take as a double. */
+static double float_decimal(float f) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)f);
+    return strtod(buf, NULL);
+}
+
 /* A slot of another type than int: its kind, value and widest float
  * range in *o. */
 static void typed_opt(cli_model_flags_slot *slot, cli_opt *o) {
@@ -104,8 +114,8 @@ static void typed_opt(cli_model_flags_slot *slot, cli_opt *o) {
         double lo = 1e300, hi = -1e300;
         for (int k = 0; mt_model_about_of((mt_model_kind)k); k++) {
             const mt_model_flag *f = flag_of((mt_model_kind)k, slot->flag);
-            if (f && f->flo < lo) lo = f->flo;
-            if (f && f->fhi > hi) hi = f->fhi;
+            if (f && float_decimal(f->flo) < lo) lo = float_decimal(f->flo);
+            if (f && float_decimal(f->fhi) > hi) hi = float_decimal(f->fhi);
         }
         *o = (cli_opt){slot->flag, CLI_FLOAT, &slot->fvalue, lo, hi, false, false, NULL,
                        slot->metavar, slot->help};
