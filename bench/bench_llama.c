@@ -8,19 +8,23 @@
  * T128, B4, V 32000, untied head, AdamW (mt_optim_defaults), on 1 and 2
  * threads (THREADS: only that count). Each row prints ms/step and the
  * step's FLOP rate (mt_llama_train_flops over the median step) as a
- * fraction of an Open BLAS 1024³ sgemm's on the same threads, run once
- * between every two steps in the same process (the median of those; target
- * >= 0.70), with where the time went: the products,
- * attention, the rest of the graph and the optimizer. Then one attention
+ * fraction of an Open BLAS 1024³ sgemm's on the same threads, run between
+ * every two steps in the same process (the median of those; target
+ * >= 0.70), with where the time went: the products, attention, the rest
+ * of the graph and the optimizer. Then one attention
  * table: the GPT's attention (packed qkv, NH heads) and the LLaMA's (q with
  * NH heads, k and v with KV), forward and backward through one-op graphs
  * at the model's B, T, NH, HS, timed by the per-op profile, per FLOP of the
  * same count (target: GQA no slower per FLOP than the GPT's).
  *
+ * The floor comes first: the step's FLOPs at the sgemm rate and the bytes
+ * no schedule avoids at the machine's triad bandwidth.
+ *
  * --quick: 3 timed steps after 1 warm-up and fewer attention repetitions,
  * about half a minute in all. MT_BENCH_PROFILE=1 prints the whole per-op
- * profile of one more step. "RESULT ..." lines are for bench/run_llama.sh;
- * each carries the 1-minute load average, since the machine is shared.
+ * profile (summed over the up to 3 profiled steps that follow the timed
+ * ones). "RESULT ..." lines are for bench/run_llama.sh; each carries the
+ * 1-minute load average, since the machine is shared.
  */
 #include "meshtrain.h"
 #include "bench_util.h"
@@ -118,8 +122,8 @@ static int run_step(int threads, int steps, int warmup) {
         tgt[i] = (int32_t)(mt_rng_uniform(7, 2, (uint64_t)i) * (float)LLAMA.vocab) % LLAMA.vocab;
     }
 
-    /* the sgemm reference runs between the steps, once after each, so that
-     * both see the same share of a machine others load */
+    /* the sgemm reference runs between the steps, so that both see the
+     * same share of a machine others load */
     bench_sgemm ref;
     double *t = calloc((size_t)steps, sizeof *t), *topt = calloc((size_t)steps, sizeof *topt);
     double *tsg = calloc((size_t)steps, sizeof *tsg);
@@ -134,6 +138,9 @@ static int run_step(int threads, int steps, int warmup) {
         if ((s = mt_optim_step(opt, NULL)) != MT_OK) break;
         if (i >= 0) { t[i] = mt_time_now() - t0; topt[i] = mt_time_now() - t1; }
         if (isnan(first_loss)) first_loss = mt_graph_loss(g);
+        /* the first product after a step finds Open BLAS's threads asleep
+         * and its operands out of cache: the second is the reference */
+        bench_sgemm_seconds(&ref, threads);
         double sg = bench_sgemm_seconds(&ref, threads);
         if (i >= 0) tsg[i] = sg;
     }
@@ -146,16 +153,22 @@ static int run_step(int threads, int steps, int warmup) {
     double sgemm = 2.0 * 1024.0 * 1024.0 * 1024.0 / bench_median(tsg, steps) / 1e9;
     double load = load1();
 
-    /* one more forward and backward, timed per op: where the time goes */
+    /* up to 3 more forwards and backwards, timed per op (their mean): where
+     * the time goes */
     double mm_ms = NAN, mm_gf = NAN, at_ms = NAN, at_gf = NAN, all_ms = NAN, all_gf;
-    if (mt_graph_set_profiling(g, true) == MT_OK && mt_graph_forward(g) == MT_OK &&
-        mt_graph_backward(g) == MT_OK) {
+    const int prof_runs = steps < 3 ? steps : 3;
+    s = mt_graph_set_profiling(g, true);
+    for (int i = 0; i < prof_runs && s == MT_OK; i++)
+        if ((s = mt_graph_forward(g)) == MT_OK) s = mt_graph_backward(g);
+    if (s == MT_OK) {
         bench_profile_sum(g, MATMUL_OPS, &mm_ms, &mm_gf);
         bench_profile_sum(g, ATTN_OPS, &at_ms, &at_gf);
         bench_profile_sum(g, NULL, &all_ms, &all_gf);
-        if (getenv("MT_BENCH_PROFILE")) mt_graph_print_profile(g, stdout);
-        mt_graph_set_profiling(g, false);
+        mm_ms /= prof_runs; mm_gf /= prof_runs;
+        at_ms /= prof_runs; all_ms /= prof_runs;
+        if (getenv("MT_BENCH_PROFILE")) mt_graph_print_profile(g, stdout);   /* the sums */
     }
+    mt_graph_set_profiling(g, false);
     mt_graph_zero_grad(g);
 
     int64_t tokens = (int64_t)BATCH * SEQ;
