@@ -9,6 +9,7 @@
 #                 ThreadSanitizer, the aarch64 cross build under qemu-user
 #                 (test-aarch64), then the whole suite again as released
 #   make bench    GPT training step against PyTorch (bench-gpt), the
+#                 LLaMA step against PyTorch and sgemm (bench-llama), the
 #                 collectives against plain MPI (bench-collectives),
 #                 compile time against depth (bench-compile), and data
 #                 parallel training against one device and PyTorch DDP
