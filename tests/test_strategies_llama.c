@@ -14,11 +14,13 @@
  * 1F1B with tensor=2, and with tied embeddings: the head's copy on the
  * other device under 1F1B, on the same one under ZB-V), every chunk's
  * parameters against one device's. And remat policies, which must train
- * the same run bit for bit.
+ * the same run bit for bit, on one device and on pipe=2 (1F1B and ZB-H1,
+ * remat full and dots).
  *
- * bf16 (test_bf16.c's measure): bf16 products on data=2 and tensor=2
- * against the bf16 run on one device, losses within relative 1e-3; bf16
- * gradient reductions on data=2 against fp32's, within 1e-2 and not equal.
+ * bf16 (test_bf16.c's measure): bf16 products on data=2, tensor=2 and
+ * pipe=2 (1F1B and ZB-V) against the bf16 run on one device, losses within
+ * relative 1e-3; bf16 gradient reductions on data=2 against fp32's, within
+ * 1e-2 and not equal.
  */
 #include "meshtrain.h"
 #include "harness.h"
@@ -200,17 +202,28 @@ static int compare_chunks(mt_trainer *pipe, mt_trainer *one, const char *what) {
     return n;
 }
 
+/* The pipeline cases' run of the text at `path`: the model *m (filled in
+ * here, pointed to by the result: it must outlive it) of L blocks, the
+ * embeddings tied or not, B=4 in `mb` microbatches; on one device until
+ * the caller sets the mesh and the schedule. */
+static mt_train_config pipe_config(const char *path, mt_llama_config *m, int L, int mb,
+                                   bool tie) {
+    *m = small_llama(2);
+    m->n_layers = L;
+    m->tie_embeddings = tie;
+    mt_train_config c = llama_config(path, m);
+    c.B = 4;
+    c.accum = mb;   /* the pipeline's microbatches */
+    return c;
+}
+
 /* `kind` over `mesh` (a pipe axis of 2) with `mb` microbatches, L blocks,
  * the embeddings tied or not. */
 static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bool tie) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
-    mt_llama_config m = small_llama(2);
-    m.n_layers = L;
-    m.tie_embeddings = tie;
-    mt_train_config c = llama_config(path, &m);
-    c.B = 4;
-    c.accum = mb;   /* the pipeline's microbatches */
+    mt_llama_config m;
+    mt_train_config c = pipe_config(path, &m, L, mb, tie);
     mt_trainer *one = NULL, *tr = NULL;
     curve want = ten_steps(&c, &one);
     c.mesh = mesh;
@@ -251,6 +264,46 @@ MT_TEST(llama_pipeline_tied_equals_one_device) {
     check_pipeline("1f1b", "pipe=2", 2, 2, true);
     check_pipeline("zb-v", "pipe=2", 4, 2, true);
     check_pipeline("1f1b", "pipe=2,tensor=2", 2, 2, true);
+}
+
+/* Remat on a pipeline: each chunk's blocks recomputed inside its
+ * backward (1F1B: W right after B; ZB-H1: W later, the recomputed values
+ * kept until then). `kind` over pipe=2 (L=2, m=2) under remat full and
+ * dots: bit for bit the losses of the same pipeline without remat, so
+ * within 1e-5 of one device's. */
+static void check_pipeline_remat(const char *kind) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    mt_llama_config m;
+    mt_train_config c = pipe_config(path, &m, 2, 2, false);
+    curve one = curve_of(&c);
+    c.mesh = "pipe=2";
+    c.schedule = kind;
+    curve want = curve_of(&c);
+    const mt_remat policies[] = {MT_REMAT_FULL, MT_REMAT_DOTS};
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+        c.remat = policies[i];
+        mt_trainer *tr = NULL;
+        curve got = ten_steps(&c, &tr);
+        char what[96];
+        snprintf(what, sizeof what, "llama on pipe=2 %s remat %s", kind,
+                 mt_remat_name(policies[i]));
+        MT_CHECK(mt_graph_get_stats(mt_trainer_graph(tr)).n_recompute > 0,
+                 "%s: nothing recomputed", what);
+        mt_trainer_free(tr);
+        for (int s = 0; s < TSTEPS; s++)
+            MT_CHECK(memcmp(&got.loss[s], &want.loss[s], sizeof(float)) == 0,
+                     "%s: loss %.9g at step %d, %.9g without remat", what, got.loss[s], s + 1,
+                     want.loss[s]);
+        same_curve(&got, &one, what);
+        fprintf(stderr, "  %s: loss %.4f -> %.4f\n", what, got.loss[0], got.loss[TSTEPS - 1]);
+    }
+    unlink(path);
+}
+
+MT_TEST(llama_pipeline_remat_trains_the_same_run) {
+    check_pipeline_remat("1f1b");
+    check_pipeline_remat("zb-h1");
 }
 
 /* ---- bf16 ---------------------------------------------------------------- */
@@ -300,6 +353,39 @@ static void bf16_reductions(mt_train_config c) {
     for (int s = 0; s < TSTEPS; s++) diff += fabs((double)got.loss[s] - want.loss[s]);
     MT_CHECK(diff > 0, "bf16 gradient reductions gave exactly fp32's losses: they did not run "
              "in bf16");
+}
+
+/* bf16 products on a pipeline: `kind` over pipe=2 (L blocks, m=2) against
+ * the bf16 run on one device of the same microbatches, and not fp32's
+ * pipeline's losses (its chunks must run the products in bf16 too). */
+static void bf16_pipeline(const char *kind, int L) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    mt_llama_config m;
+    mt_train_config c = pipe_config(path, &m, L, 2, false);
+    c.precision = MT_PRECISION_BF16;
+    curve want = curve_of(&c);
+    c.mesh = "pipe=2";
+    c.schedule = kind;
+    curve got = curve_of(&c);
+    char what[64];
+    snprintf(what, sizeof what, "llama bf16 on pipe=2 %s L=%d", kind, L);
+    close_curve(&got, &want, 1e-3, what);
+    c.precision = MT_PRECISION_FP32;
+    curve fp32 = curve_of(&c);
+    double diff = 0;
+    for (int s = 0; s < TSTEPS; s++) diff += fabs((double)got.loss[s] - fp32.loss[s]);
+    MT_CHECK(diff > 0, "%s: exactly fp32's losses: the chunks' products did not run in bf16",
+             what);
+    fprintf(stderr, "  %s: loss %.5f -> %.5f (one device %.5f, fp32 %.5f)\n", what, got.loss[0],
+            got.loss[TSTEPS - 1], want.loss[TSTEPS - 1], fp32.loss[TSTEPS - 1]);
+    unlink(path);
+}
+
+MT_TEST(llama_bf16_pipeline_matches_one_device) {
+    if (!have_bf16()) return;
+    bf16_pipeline("1f1b", 2);
+    bf16_pipeline("zb-v", 4);   /* the V: two chunks a device */
 }
 
 MT_TEST(llama_bf16_matches_its_references) {
