@@ -19,6 +19,7 @@
  *   meshtrain/models.h    GPT-2, MLP, linear regression
  *   meshtrain/io.h        datasets, llm.c files, checkpoints
  *   meshtrain/train.h     the training loop and sampling
+ *   meshtrain/plan.h      the planner: hardware descriptions (peaks, links, their sources)
  *   meshtrain/examples.h  worked examples (the pmap linear regression)
  *
  * Conventions
@@ -52,6 +53,7 @@
 #include "meshtrain/models.h"
 #include "meshtrain/io.h"
 #include "meshtrain/train.h"
+#include "meshtrain/plan.h"
 #include "meshtrain/examples.h"
 
 #endif /* MESHTRAIN_H */

@@ -31,15 +31,16 @@ cd "$root"
 # models    GPT-2, MLP, linear regression
 # io        datasets, llm.c files, checkpoints
 # train     the training loop, sampling
+# plan      the planner: hardware descriptions, memory and step-time models
 # examples  worked examples (the pmap linear regression)
 # cli       the meshtrain program
-LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train examples cli)
+LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train plan examples cli)
 
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
     [comm]=comm [backend]=ops [graph]=graph [partition]=partition
-    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [examples]=examples
+    [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [plan]=plan [examples]=examples
 )
 
 declare -A LEVEL

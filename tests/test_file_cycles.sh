@@ -18,7 +18,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The folders held acyclic. Not yet: comm (the transports' registry and the
 # transports call each other), ops (op_table names the kernels, which call
 # back into its lookup for names in messages).
-FOLDERS=(base vec mesh tensor profile graph partition optim pipeline models io train examples)
+FOLDERS=(base vec mesh tensor profile graph partition optim pipeline models io train plan examples)
 
 bad=0 checked=0
 for folder in "${FOLDERS[@]}"; do

@@ -1,0 +1,42 @@
+/*
+ * hardware_machine.c — this machine's file (`meshtrain bench machine
+ * --out`, meshtrain/profile.h) as a one-level hardware description, mapped
+ * as mt_hardware_load says (include/meshtrain/plan.h).
+ */
+#include "meshtrain/profile.h"
+#include "plan/plan_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
+    mt_machine m;
+    mt_status s = mt_machine_read(path, &m);
+    if (s) return s;
+    double fma = m.fma_gflops_all * 1e9, sgemm = m.sgemm_gflops_all * 1e9;
+    double triad = m.triad_gbs_all * 1e9, busbw = m.threads.busbw_gbs * 1e9;
+    double lat = m.threads.latency_us * 1e-6;
+    const double need[] = {fma, sgemm, triad, busbw, lat};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!isfinite(need[i]) || need[i] <= 0)
+            return mt_fail(MT_EFORMAT, "machine file '%s' lacks a measured figure the planner "
+                           "needs (FMA peak, sgemm, triad, threads all-reduce); measure again "
+                           "with `meshtrain bench machine --out %s`", path, path);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    snprintf(hw->name, sizeof hw->name, "this-machine");
+    snprintf(hw->description, sizeof hw->description, "%.120s, %d cores, measured %.31s",
+             m.cpu, m.cores, m.measured_at);
+    hw->peak_flops[MT_HW_FP32] = fma;
+    hw->peak_flops[MT_HW_BF16] = isfinite(m.bf16_gflops_all) && m.bf16_gflops_all > 0
+                                   ? m.bf16_gflops_all * 1e9 : 0;
+    hw->hbm_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    hw->hbm_bandwidth = triad;
+    hw->gemm_fraction = fmin(1.0, sgemm / fma);
+    hw->hbm_fraction = 1.0;
+    hw->n_levels = 1;
+    hw->levels[0] = (mt_hw_level){.kind = MT_LINK_THREADS, .topology = MT_TOPO_SWITCH,
+                                  .devices = m.cores > 0 ? m.cores : 1, .link_bandwidth = busbw,
+                                  .links = 1, .latency = lat, .collective_fraction = 1.0};
+    return MT_OK;
+}
