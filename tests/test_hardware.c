@@ -2,12 +2,14 @@
  * every shipped file loads; the figures the planner's tests will lean on
  * equal a table copied by hand from the scaling book's numbers
  * (../shared/PLANNER.md 2.1) and the vendors' datasheets; each validation
- * error of a hand-made bad file is refused naming the file and the field;
+ * error of a hand-made bad file is refused naming the file and the field,
+ * and so is the file cut short at every byte;
  * a machine file written by mt_machine_write loads as a one-level host;
  * the search path finds a name in MESHTRAIN_HARDWARE_DIR first. */
 #include "meshtrain.h"
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -40,6 +42,22 @@ MT_TEST(every_shipped_file_loads) {
                  SHIPPED[i]);
         mt_hardware_free(hw);
     }
+    /* and whatever else the folder holds (a machine file added later) */
+    DIR *d = opendir(source_dir());
+    MT_CHECK(d, "cannot list %s", source_dir());
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json")) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", source_dir(), e->d_name);
+        mt_hardware *hw = NULL;
+        MT_CHECK_OK(mt_hardware_load(path, &hw));
+        mt_hardware_free(hw);
+        n++;
+    }
+    closedir(d);
+    MT_CHECK(n >= N_SHIPPED, "%d files in %s", n, source_dir());
 }
 
 /* Hand-copied from ../shared/PLANNER.md 2.1 (the scaling book's tables) and
@@ -186,6 +204,9 @@ static const bad_case BAD[] = {
     {"\"dims\": [2, 4]", "\"dims\": [2, 3]", "levels[0].dims", "multiply to 6"},
     {"\"wrap\": [false, true]", "\"wrap\": [false]", "levels[0].wrap", "one true/false per axis"},
     {"\"devices\": 8", "\"devices\": 0", "levels[0].devices", "only the outermost"},
+    {"\"devices\": 0", "\"devices\": 12", "levels[1].devices", "a multiple of levels[0].devices, 8"},
+    {"\"devices\": 0", "\"devices\": 8", "levels[1].devices", "and larger"},
+    {"\"devices\": 0", "\"devices\": -8", "levels[1].devices", "whole number >= 0"},
     {"meshtrain-hardware-1", "meshtrain-hardware-9", "format", "only that version"},
     {"\"name\": \"toy\",", "", "name", "missing"},
     {"\"levels\": [", "\"levels\": [3, ", "levels[0]", "must be an object"},
@@ -204,6 +225,24 @@ MT_TEST(bad_files_refused) {
     }
     MT_CHECK_FAILS(mt_hardware_load(sc.dir, &(mt_hardware *){0}), MT_EIO, "hardware file",
                    "directory");
+    scratch_close(&sc);
+}
+
+MT_TEST(every_truncation_refused) {
+    scratch sc;
+    scratch_open(&sc);
+    size_t n = strlen(GOOD) - 2;   /* "}\n" ends it: every shorter prefix is unfinished */
+    for (size_t len = 0; len <= n; len++) {
+        FILE *f = fopen(sc.path, "w");
+        MT_CHECK(f, "cannot write %s", sc.path);
+        fwrite(GOOD, 1, len, f);
+        fclose(f);
+        mt_hardware *hw = NULL;
+        mt_status s = mt_hardware_load(sc.path, &hw);
+        MT_CHECK(s == MT_EFORMAT && hw == NULL, "a file cut at byte %zu -> %s (%s)", len,
+                 mt_status_name(s), mt_errmsg());
+        MT_CHECK(strstr(mt_errmsg(), sc.path), "message '%s' does not name the file", mt_errmsg());
+    }
     scratch_close(&sc);
 }
 

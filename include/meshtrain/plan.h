@@ -96,7 +96,8 @@ typedef struct {
  * onto a one-level description of this host: fp32 peak = the FMA peak on
  * all cores (bf16 = the bf16 dot peak, when measured), gemm_fraction =
  * measured sgemm / that peak, hbm_bandwidth = the measured triad with
- * hbm_fraction 1, hbm_bytes = the host's physical memory, and one level
+ * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
+ * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency
  * are the threads all-reduce's bus bandwidth and 8-byte latency, fraction 1.
  * Errors: MT_EIO when the file cannot be read; MT_EFORMAT for bad JSON
@@ -104,8 +105,9 @@ typedef struct {
  * the file, the field ("levels[1].latency.source") and what to do: a
  * missing or unknown key, a value of the wrong type, a non-finite or
  * non-positive number, a fraction outside (0, 1], an unknown level kind or
- * topology, a torus whose dims do not multiply to its devices, a value
- * without a source. *out is NULL after a failure. */
+ * topology, a torus whose dims do not multiply to its devices, a level
+ * that does not span whole instances of the one inside it, a value without
+ * a source. *out is NULL after a failure. */
 mt_status mt_hardware_load(const char *path, mt_hardware **out);
 
 /* Frees a description; NULL is a no-op. */

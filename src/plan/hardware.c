@@ -228,8 +228,18 @@ static mt_status read_root(const ck *c, const mt_json *root, mt_hardware *hw) {
     if (levels->n < 1 || levels->n > MT_HW_MAX_LEVELS)
         return field_fail(c, "levels", "must list 1 to 8 mesh levels, innermost first");
     hw->n_levels = levels->n;
-    for (int i = 0; i < levels->n; i++)
+    for (int i = 0; i < levels->n; i++) {
         if ((s = read_level(c, levels->kids[i], i, i == levels->n - 1, &hw->levels[i]))) return s;
+        int inner = i ? hw->levels[i - 1].devices : 1, mine = hw->levels[i].devices;
+        if (i && mine && (mine <= inner || mine % inner)) {
+            char f[32], w[160];
+            snprintf(f, sizeof f, "levels[%d].devices", i);
+            snprintf(w, sizeof w, "is %d but must be a multiple of levels[%d].devices, %d, "
+                     "and larger: a level spans whole instances of the one inside it", mine,
+                     i - 1, inner);
+            return field_fail(c, f, w);
+        }
+    }
     return MT_OK;
 }
 
