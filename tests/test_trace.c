@@ -149,6 +149,7 @@ MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
     MT_CHECK(n_want > 0, "a data-parallel graph without collectives");
 
     for (int dev = 0; dev < 2; dev++) {
+        int n_idle_run = 0;
         for (int step = 1; step <= 3; step++) {
             const span *sp = step_span(dev, step);
             MT_CHECK(sp, "device %d has no span 'step %d'", dev, step);
@@ -167,7 +168,11 @@ MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
                      "device %d step %d: op spans sum to %.17g FLOPs, the graph counts %.17g",
                      dev, step, flops, want_flops);
             MT_CHECK(n_opt == 1, "device %d step %d: %d optimizer spans", dev, step, n_opt);
-            MT_CHECK(n_idle > 0, "device %d step %d: no idle span", dev, step);
+            /* idle is the gaps of 1 µs or more between the device's spans: a
+             * step on a fast CPU may have none (seen on a 2-core EPYC, 1 run in
+             * 5), so one is asked of the run, not of each step; that each is a
+             * gap is checked below */
+            n_idle_run += n_idle;
             /* the collectives of the step before its optimizer: the graph's */
             double got[512];
             int n_got = 0;
@@ -185,6 +190,7 @@ MT_TEST(data_parallel_trace_has_ops_optimizer_steps_idle_and_reductions) {
                 MT_CHECK(got[k] == want_bytes[k], "device %d step %d: collective bytes %.0f, "
                          "the graph's %.0f (sorted, #%d)", dev, step, got[k], want_bytes[k], k);
         }
+        MT_CHECK(n_idle_run > 0, "device %d: no idle span in 3 steps", dev);
         /* idle time overlaps nothing else on the device's own track */
         for (int i = 0; i < n_spans; i++) {
             const span *a = &spans[i];
