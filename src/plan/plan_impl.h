@@ -1,10 +1,25 @@
 /*
  * plan/plan_impl.h — what the plan layer's files share.
+ *
+ * The planner's pieces, each in its own file:
+ *   hardware*.c, json.c  the hardware descriptions (plan.h)
+ *   program.c            one device's partitioned program, compiled on the
+ *                        shape-only backend, summarised as mt__plan_program
+ *   cost.c               the roofline of one op and the time of one
+ *                        collective on a system's mesh levels
+ *   memory.c             bytes per device under a memory convention
+ *                        (meshtrain's own buffers, the ZeRO paper's mixed
+ *                        precision, Korthikanti's 16-bit activations, the
+ *                        scaling book's), and those closed forms
  */
 #ifndef MT_PLAN_IMPL_H
 #define MT_PLAN_IMPL_H
 
 #include "meshtrain/plan.h"
+#include "meshtrain/mesh.h"
+#include "meshtrain/train.h"
+
+#include <stdint.h>
 
 /* The "format" string of the hardware descriptions this reader knows. */
 #define MT__HARDWARE_FORMAT "meshtrain-hardware-1"
@@ -12,5 +27,87 @@
 /* Reads the machine file at `path` (meshtrain/profile.h) into *hw, mapped as
  * mt_hardware_load says. Fails as mt_machine_read does. */
 mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw);
+
+/* ======================================================================== */
+/* One device's program (program.c)                                          */
+/* ======================================================================== */
+
+/* The collectives the planner costs, as nccl-tests names them. */
+typedef enum {
+    MT__PC_ALL_REDUCE,      /* psum, pmean, pmax; the vocabulary-parallel loss's statistics */
+    MT__PC_ALL_GATHER,      /* all_gather; a collective matmul's ring (ag_linear) */
+    MT__PC_REDUCE_SCATTER,  /* psum_scatter; linear_rs's ring */
+    MT__PC_ALL_TO_ALL,
+    MT__PC_PERMUTE,         /* ppermute; a pipeline's send to the next stage */
+    MT__PC_N_KINDS
+} mt__plan_coll;
+
+/* What a node of the program is for the step-time model. */
+typedef enum {
+    MT__PN_MATMUL,          /* a matrix product (matmul, linear, attention's products): peak
+                               FLOP/s of the run's precision */
+    MT__PN_VECTOR,          /* everything else that computes: element-wise, norms, softmax,
+                               the optimizer: memory-bound, costed at HBM bandwidth */
+    MT__PN_COLLECTIVE       /* moves data between devices */
+} mt__plan_node_class;
+
+/* One node in run order. */
+typedef struct {
+    char                phase;        /* 'F', 'B', 'W' */
+    mt__plan_node_class cls;
+    double              flops, bytes; /* one run: the op's own cost entry (mt_node_info) */
+    /* MT__PN_COLLECTIVE only: */
+    mt__plan_coll       kind;
+    mt_axes             axes;         /* on the program's mesh */
+    double              comm_bytes;   /* nccl-tests' size (mt_node_info.comm_bytes) */
+    bool                grad_reduce;  /* reduces a parameter's gradient (data / ZeRO / fsdp):
+                                         may overlap the rest of the backward */
+    bool                param_gather; /* gathers a stored parameter (fsdp / ZeRO): may be
+                                         prefetched under the previous layer's compute */
+    bool                overlapped;   /* a collective matmul's ring: its chunks run under
+                                         the products (the op's flops are its compute) */
+} mt__plan_node;
+
+/* One program: one pipeline chunk (the whole model without a pipe axis) as
+ * one device runs it for one microbatch, compiled on the shape-only
+ * backend. Element counts are this device's. */
+typedef struct {
+    int            n_nodes;
+    mt__plan_node *nodes;              /* (n_nodes), run order: forward, B, W */
+    /* parameters */
+    int64_t param_elems;               /* stored on this device (its shards) */
+    int64_t param_global_elems;        /* the same parameters whole (Ψ of this chunk) */
+    int64_t gathered_elems;            /* parameter elements all-gathered in the forward
+                                          (fsdp / ZeRO): the gathered copies */
+    int64_t gathered_kept_elems;       /* of which kept until the backward (ZeRO-1/2: not
+                                          resharded after the forward) */
+    int64_t gathered_max_elems;        /* the largest one gathered parameter */
+    int64_t grad_reduced_full_elems;   /* gradient elements all-reduced whole (data parallel,
+                                          ZeRO-1) ... */
+    int64_t grad_scattered_elems;      /* ... and reduce-scattered to shards (ZeRO-2/3, fsdp),
+                                          counted at their input's size */
+    /* the allocator's bytes (meshtrain's own convention) */
+    size_t  param_bytes, grad_bytes;   /* mt_graph_stats' */
+    size_t  optim_bytes;               /* AdamW's m and v: 2 x 4 bytes a stored element */
+    size_t  arena_bytes;               /* the planned activations of one microbatch slot */
+    size_t  scratch_bytes;             /* kernels' temporary buffers */
+    size_t  largest_temp_bytes;        /* the largest activation of the program */
+    /* totals of one run (the nodes' sums, for reports) */
+    double  flops[3], bytes[3];        /* F, B, W (collectives excluded) */
+    double  flops_recompute;           /* of flops[1], the recomputed forward */
+} mt__plan_program;
+
+/* Builds, partitions and compiles pipeline chunk `chunk` of `n_chunks`
+ * (mt_train_pipe_chunks; 0 of 1 without a pipe axis) of the model in `cfg`
+ * as device `device` of `mesh` runs it, on the shape-only backend, through
+ * a device context that knows its coordinate and runs no communication
+ * (mt_ctx_virtual_create), and summarises it into *out (free with
+ * mt__plan_program_free). cfg->B is the global batch of one microbatch.
+ * Fails as the trainer's build, partition and compile fail. */
+mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh, int device,
+                                 int chunk, int n_chunks, mt__plan_program *out);
+
+/* Frees the nodes and zeroes *p; safe on a zeroed one. */
+void mt__plan_program_free(mt__plan_program *p);
 
 #endif /* MT_PLAN_IMPL_H */
