@@ -103,6 +103,16 @@ mt_status mt_pmap(const char *axis, int devices, mt_device_fn fn, void *arg);
 int            mt_ctx_device(const mt_ctx *ctx);
 const mt_mesh *mt_ctx_mesh(const mt_ctx *ctx);
 int            mt_ctx_process_rank(const mt_ctx *ctx);
+/* A device context outside any launch: device `device` of `mesh`, for
+ * what needs only a coordinate (mt_partition, a compile on the shape-only
+ * backend: the planner builds one device's program of a 16,384-device mesh
+ * without running the others). The accessors above and below answer as in
+ * a launch (process rank 0); every collective, send and receive on it fails
+ * with MT_ESTATE saying so. `mesh` must outlive the context. MT_EINVAL for a
+ * device outside the mesh, MT_ENOMEM. Free with mt_ctx_virtual_free. */
+mt_status      mt_ctx_virtual_create(const mt_mesh *mesh, int device, mt_ctx **out);
+/* Frees a context of mt_ctx_virtual_create; NULL is a no-op. */
+void           mt_ctx_virtual_free(mt_ctx *ctx);
 /* JAX's axis_index: this device's rank in its group over `axes`. */
 int            mt_axis_index(const mt_ctx *ctx, mt_axes axes);
 int            mt_axis_size(const mt_ctx *ctx, mt_axes axes);

@@ -16,6 +16,11 @@ static void group_free(mt_group *g) {
 
 mt_status mt__ctx_group(mt_ctx *ctx, mt_axes axes, mt_group **out) {
     mt_launch_state *ls = ctx->launch;
+    /* every collective, send and receive resolves its group here first */
+    if (!ls->ops)
+        return mt_fail(MT_ESTATE, "device %d's context is virtual (mt_ctx_virtual_create: a "
+                       "coordinate for partitioning and shape-only compiles) and runs no "
+                       "communication; run the program under mt_launch", ctx->device);
     /* the key packs axis+1 in 4 bits each: it is a safe read and names one
      * axis list only for n <= ndim (<= MT_MESH_MAX_AXES) axes of the mesh,
      * so those come first; a cached key then is a valid group (no repeats) */

@@ -1,0 +1,178 @@
+/*
+ * program.c — one device's partitioned program, as the planner costs it.
+ *
+ * The trainer's own build (mt_train_build_chunk_program: the model's chunk,
+ * sharded by the strategy presets), the partitioner and the compiler, on
+ * the shape-only backend and a virtual device context: nothing is allocated
+ * or run, and only the one device is built, so a device of a 16,384-device
+ * mesh costs what a device of a 2-device mesh costs. The compile options are
+ * `meshtrain explain`'s (and so the trainer's), so the bytes counted here are
+ * the ones explain prints and the allocator would allocate.
+ *
+ * The summary walks the compiled program in run order: each node's class
+ * (matrix product, other compute, collective), its cost from the op's own
+ * cost entry (mt_graph_node, the numbers the profiler and the report use),
+ * and for collectives what they are for: a parameter's gather (fsdp, ZeRO)
+ * or a parameter gradient's reduction (data parallel, ZeRO, fsdp).
+ */
+#include "plan/plan_impl.h"
+#include "meshtrain/backend.h"
+#include "meshtrain/comm.h"
+#include "meshtrain/graph.h"
+#include "meshtrain/partition.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The ops whose FLOPs are matrix products (the forward's and the gradients'). */
+static const char *const MATMUL_OPS[] = {
+    "matmul", "linear", "attention", "attention_gqa", "gemm", "attention_bwd",
+    "gqa_bwd_qk", "gqa_bwd_v", "cm_wgrad",
+};
+
+static bool is_matmul(const char *op) {
+    for (size_t i = 0; i < sizeof MATMUL_OPS / sizeof MATMUL_OPS[0]; i++)
+        if (strcmp(op, MATMUL_OPS[i]) == 0) return true;
+    return false;
+}
+
+/* A collective node's kind by its op; the vocabulary-parallel cross-entropy's
+ * row statistics are all-reduces. */
+static mt__plan_coll coll_kind(const char *op, bool *overlapped) {
+    *overlapped = false;
+    if (strcmp(op, "all_gather") == 0) return MT__PC_ALL_GATHER;
+    if (strcmp(op, "psum_scatter") == 0) return MT__PC_REDUCE_SCATTER;
+    if (strcmp(op, "all_to_all") == 0) return MT__PC_ALL_TO_ALL;
+    if (strcmp(op, "ppermute") == 0) return MT__PC_PERMUTE;
+    if (strcmp(op, "ag_linear") == 0) { *overlapped = true; return MT__PC_ALL_GATHER; }
+    if (strcmp(op, "linear_rs") == 0) { *overlapped = true; return MT__PC_REDUCE_SCATTER; }
+    return MT__PC_ALL_REDUCE;   /* psum, pmean, pmax, cross_entropy */
+}
+
+/* Whether t is one of the program's parameters or one's gradient. */
+static bool in_list(mt_tensor *const *list, int n, const mt_tensor *t) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == t) return true;
+    return false;
+}
+
+static int64_t global_elems(const mt_tensor *t, const mt_mesh *mesh) {
+    mt_type ty = mt_tensor_global_type(t, mesh);
+    int64_t n = 1;
+    for (int d = 0; d < ty.ndim; d++) n *= ty.shape[d];
+    return n;
+}
+
+static size_t tensor_bytes(const mt_tensor *t) {
+    return (size_t)mt_tensor_numel(t) * mt_dtype_size(mt_tensor_dtype(t));
+}
+
+/* Fills p from the compiled program g (the chunk's, on `mesh`). */
+static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
+                           mt__plan_program *p) {
+    int np = mt_graph_n_params(g);
+    mt_tensor **params = calloc((size_t)np + 1, sizeof *params);
+    mt_tensor **grads = calloc((size_t)np + 1, sizeof *grads);
+    p->n_nodes = mt_graph_n_nodes(g);
+    p->nodes = calloc((size_t)p->n_nodes + 1, sizeof *p->nodes);
+    if (!params || !grads || !p->nodes) {
+        free(params);
+        free(grads);
+        return mt_fail(MT_ENOMEM, "out of memory for a program summary of %d nodes", p->n_nodes);
+    }
+    for (int i = 0; i < np; i++) {
+        params[i] = mt_graph_param_at(g, i);
+        grads[i] = mt_tensor_grad(params[i]);
+        p->param_elems += mt_tensor_numel(params[i]);
+        p->param_global_elems += global_elems(params[i], mesh);
+    }
+    for (int i = 0; i < p->n_nodes; i++) {
+        mt_node_info in;
+        mt_status s = mt_graph_node(g, i, &in);
+        if (s != MT_OK) {
+            free(params);
+            free(grads);
+            return s;
+        }
+        mt__plan_node *n = &p->nodes[i];
+        n->phase = in.phase;
+        n->flops = in.flops;
+        n->bytes = in.mem_bytes;
+        size_t out_bytes = tensor_bytes(in.out);
+        if (!in_list(params, np, in.out) && out_bytes > p->largest_temp_bytes)
+            p->largest_temp_bytes = out_bytes;
+        if (!in.collective) {
+            n->cls = is_matmul(in.op) ? MT__PN_MATMUL : MT__PN_VECTOR;
+            int ph = in.phase == 'F' ? 0 : in.phase == 'B' ? 1 : 2;
+            p->flops[ph] += in.flops;
+            p->bytes[ph] += in.mem_bytes;
+            continue;
+        }
+        n->cls = MT__PN_COLLECTIVE;
+        n->kind = coll_kind(in.op, &n->overlapped);
+        n->axes = in.axes;
+        n->comm_bytes = in.comm_bytes;
+        bool of_param = false;
+        for (int k = 0; k < in.n_in; k++) of_param |= in_list(params, np, in.in[k]);
+        n->param_gather = of_param && n->kind == MT__PC_ALL_GATHER && !n->overlapped;
+        n->grad_reduce = in_list(grads, np, in.out) || (in.phase == 'W' && !n->overlapped);
+        if (n->param_gather && in.phase == 'F') {
+            int64_t e = mt_tensor_numel(in.out);
+            p->gathered_elems += e;
+            if (e > p->gathered_max_elems) p->gathered_max_elems = e;
+        }
+        if (n->grad_reduce && n->kind == MT__PC_ALL_REDUCE)
+            p->grad_reduced_full_elems += mt_tensor_numel(in.out);
+        if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER)
+            p->grad_scattered_elems += mt_tensor_numel(in.in[0]);
+    }
+    p->gathered_kept_elems = reshard ? 0 : p->gathered_elems;
+    mt_graph_stats st = mt_graph_get_stats(g);
+    p->param_bytes = st.param_bytes;
+    p->grad_bytes = st.grad_bytes;
+    p->optim_bytes = 2 * sizeof(float) * (size_t)p->param_elems;
+    p->arena_bytes = st.n_slots > 1 ? st.arena_bytes / (size_t)st.n_slots : st.arena_bytes;
+    p->scratch_bytes = st.scratch_bytes;
+    p->flops_recompute = st.flops_recompute;
+    free(params);
+    free(grads);
+    return MT_OK;
+}
+
+mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh, int device,
+                                 int chunk, int n_chunks, mt__plan_program *out) {
+    memset(out, 0, sizeof *out);
+    mt_ctx *ctx = NULL;
+    mt_status s = mt_ctx_virtual_create(mesh, device, &ctx);
+    if (s != MT_OK) return s;
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    mt_tensor *loss = NULL, *local_loss = NULL;
+    mt_partition_opts po;
+    memset(&po, 0, sizeof po);
+    bool seeded = false;
+    s = g ? mt_train_build_chunk_program(cfg, mesh, chunk, n_chunks, g, &loss, &seeded, &po)
+          : mt_fail(MT_ENOMEM, "out of memory for a graph");
+    po.mode = MT_SHARD_AUTO;
+    if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
+    mt_graph_free(g);
+    /* explain's (the trainer's) compile: W beside B under a remat policy */
+    if (s == MT_OK)
+        s = mt_graph_compile(local, local_loss, &(mt_compile_opts){
+            .seed = 1, .seed_from_caller = seeded, .remat = cfg->remat,
+            .interleave_w = cfg->remat != MT_REMAT_NONE, .precision = cfg->precision,
+            .grad_reduce = cfg->grad_reduce, .backend = mt_backend_shape_only()});
+    if (s == MT_OK) s = summarise(local, mesh, po.reshard_after_forward, out);
+    mt_graph_free(local);
+    mt_ctx_virtual_free(ctx);
+    if (s != MT_OK) {
+        mt__plan_program_free(out);
+        if (n_chunks > 1) return mt_fail_wrap(s, "pipeline chunk %d of %d", chunk, n_chunks);
+    }
+    return s;
+}
+
+void mt__plan_program_free(mt__plan_program *p) {
+    if (!p) return;
+    free(p->nodes);
+    memset(p, 0, sizeof *p);
+}

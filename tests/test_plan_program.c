@@ -1,0 +1,245 @@
+/* test_plan_program.c — the planner's view of one device's program
+ * (src/plan/program.c) and the virtual device context it is built on
+ * (mt_ctx_virtual_create, meshtrain/comm.h):
+ * - a virtual context answers the coordinate questions as a launched one
+ *   does and refuses every collective;
+ * - the program built through it, on the shape-only backend, is the one a
+ *   launched device compiles on the CPU backend (the same nodes, FLOPs,
+ *   parameter, gradient and activation bytes), on data, tensor, fsdp,
+ *   ZeRO and pipe layouts;
+ * - its element counts equal a hand count of the GPT's parameters, split
+ *   as each strategy splits them;
+ * - the last device of a 16,384-device mesh builds alone, quickly. */
+#include "meshtrain.h"
+#include "harness.h"
+#include "plan/plan_impl.h"
+#include "train_helpers.h"
+
+#include <time.h>
+
+static const char NO_DATA[] = "(explain reads no data)";
+
+/* The GPT the cases build: L=2 C=64 NH=4, T=16, V=256 (Vp 256). */
+static mt_gpt_config gpt(void) {
+    return (mt_gpt_config){.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 256, .Vp = 256};
+}
+
+static mt_train_config config(const mt_gpt_config *mc, const char *mesh, int devices) {
+    mt_train_config c = mt_train_defaults();
+    c.model = MT_MODEL_GPT;
+    MT_TEST_MODEL_CONFIG(&c, mc);
+    c.B = 8;
+    c.T = 16;
+    c.data = NO_DATA;
+    c.mesh = mesh;
+    c.devices = devices;
+    return c;
+}
+
+/* Hand count of the GPT's parameters (GPT-2's shapes; the head tied):
+ * wte Vp·C, wpe maxT·C, per layer ln_1 2C, qkv 3C·C + 3C, proj C·C + C,
+ * ln_2 2C, fc 4C·C + 4C, proj 4C·C + C; ln_f 2C. */
+static int64_t gpt_params(const mt_gpt_config *m) {
+    int64_t C = m->C;
+    int64_t layer = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C +
+                    4 * C * C + C;
+    return (int64_t)m->Vp * C + (int64_t)m->maxT * C + m->L * layer + 2 * C;
+}
+
+MT_TEST(virtual_ctx_answers_and_refuses) {
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create("data=4,tensor=8", 32, &mesh));
+    mt_ctx *ctx = NULL;
+    MT_CHECK_OK(mt_ctx_virtual_create(mesh, 29, &ctx));   /* data=3, tensor=5 */
+    mt_axes tensor, data, both;
+    MT_CHECK_OK(mt_ctx_axes(ctx, "tensor", &tensor));
+    MT_CHECK_OK(mt_ctx_axes(ctx, "data", &data));
+    MT_CHECK_OK(mt_ctx_axes(ctx, "data,tensor", &both));
+    MT_CHECK(mt_ctx_device(ctx) == 29 && mt_ctx_mesh(ctx) == mesh, "device or mesh");
+    MT_CHECK(mt_axis_index(ctx, tensor) == 5 && mt_axis_size(ctx, tensor) == 8, "tensor");
+    MT_CHECK(mt_axis_index(ctx, data) == 3 && mt_axis_size(ctx, data) == 4, "data");
+    MT_CHECK(mt_axis_index(ctx, both) == 29, "data,tensor rank %d", mt_axis_index(ctx, both));
+    MT_CHECK(mt_ctx_process_rank(ctx) == 0, "process rank");
+    float x[8] = {0}, y[64];
+    MT_CHECK_FAILS(mt_psum(ctx, tensor, x, 8), MT_ESTATE, "virtual", "device 29");
+    MT_CHECK_FAILS(mt_all_gather(ctx, tensor, x, y, 8, MT_F32), MT_ESTATE, "virtual");
+    MT_CHECK_FAILS(mt_barrier(ctx, data), MT_ESTATE, "virtual");
+    mt_ctx_virtual_free(ctx);
+    MT_CHECK_FAILS(mt_ctx_virtual_create(mesh, 32, &ctx), MT_EINVAL, "device 32", "0 to 31");
+    MT_CHECK(ctx == NULL, "out set on failure");
+    mt_ctx_virtual_free(NULL);
+    mt_mesh_free(mesh);
+}
+
+/* What a launched device compiles on the CPU backend, summarised as the
+ * planner's fields are: the reference. */
+typedef struct {
+    const mt_train_config *cfg;
+    int     n_chunks;
+    int64_t nodes[64], param_elems[64];
+    double  flops[64];
+    size_t  param_bytes[64], grad_bytes[64], arena[64];
+} launched;
+
+static mt_status launched_device(mt_ctx *ctx, void *arg) {
+    launched *L = arg;
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    int d = mt_ctx_device(ctx), chunk[8], n = 0, S = 1;
+    mt_status s = mt_train_pipe_chunks(L->cfg, mesh, d, chunk, 8, &n, &S);
+    if (s != MT_OK) return s;
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    mt_tensor *loss = NULL, *local_loss = NULL;
+    mt_partition_opts po;
+    bool seeded = false;
+    /* the first chunk the device holds */
+    s = mt_train_build_chunk_program(L->cfg, mesh, chunk[0], S, g, &loss, &seeded, &po);
+    if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &local_loss);
+    mt_graph_free(g);
+    if (s == MT_OK)
+        s = mt_graph_compile(local, local_loss, &(mt_compile_opts){
+            .seed = 1, .seed_from_caller = seeded, .remat = L->cfg->remat,
+            .interleave_w = L->cfg->remat != MT_REMAT_NONE, .precision = L->cfg->precision,
+            .backend = mt_backend_cpu()});
+    if (s == MT_OK) {
+        mt_graph_stats st = mt_graph_get_stats(local);
+        L->nodes[d] = mt_graph_n_nodes(local);
+        L->flops[d] = st.flops_forward + st.flops_backward;
+        L->param_bytes[d] = st.param_bytes;
+        L->grad_bytes[d] = st.grad_bytes;
+        L->arena[d] = st.arena_bytes;
+        L->param_elems[d] = st.n_param_elems;
+        L->n_chunks = S;
+    }
+    mt_graph_free(local);
+    return s;
+}
+
+static void check_against_launch(mt_train_config c, const char *what) {
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    launched L = {.cfg = &c};
+    mt_launch_opts lo = mt_test_launch_opts(c.mesh, c.devices);
+    MT_CHECK_OK(mt_launch(&lo, launched_device, &L));
+    for (int d = 0; d < c.devices; d++) {
+        int chunk[8], n = 0, S = 1;
+        MT_CHECK_OK(mt_train_pipe_chunks(&c, mesh, d, chunk, 8, &n, &S));
+        mt__plan_program p;
+        MT_CHECK_OK(mt__plan_program_build(&c, mesh, d, chunk[0], S, &p));
+        double fl = 0;
+        for (int i = 0; i < p.n_nodes; i++)
+            if (p.nodes[i].cls != MT__PN_COLLECTIVE) fl += p.nodes[i].flops;
+        MT_CHECK(p.n_nodes == L.nodes[d], "%s device %d: %d nodes, launched %lld", what, d,
+                 p.n_nodes, (long long)L.nodes[d]);
+        /* the stats' FLOPs count the collectives' own compute (a collective
+         * matmul's products) too: compare like with like */
+        double fl_all = 0;
+        for (int i = 0; i < p.n_nodes; i++) fl_all += p.nodes[i].flops;
+        MT_CHECK_CLOSE(fl_all, L.flops[d], 1e-12, "%s device %d: FLOPs", what, d);
+        MT_CHECK(fl <= fl_all, "%s: compute FLOPs above the total", what);
+        MT_CHECK(p.param_bytes == L.param_bytes[d] && p.grad_bytes == L.grad_bytes[d],
+                 "%s device %d: parameter bytes %zu/%zu, launched %zu/%zu", what, d,
+                 p.param_bytes, p.grad_bytes, L.param_bytes[d], L.grad_bytes[d]);
+        MT_CHECK(p.arena_bytes == L.arena[d], "%s device %d: arena %zu, launched %zu", what, d,
+                 p.arena_bytes, L.arena[d]);
+        MT_CHECK(p.param_elems == L.param_elems[d], "%s device %d: %lld parameter elements, "
+                 "launched %lld", what, d, (long long)p.param_elems, (long long)L.param_elems[d]);
+        MT_CHECK(p.optim_bytes == 8 * (size_t)p.param_elems, "%s: AdamW bytes", what);
+        mt__plan_program_free(&p);
+    }
+    mt_mesh_free(mesh);
+}
+
+MT_TEST(program_is_the_launched_one) {
+    mt_gpt_config m = gpt();
+    check_against_launch(config(&m, "data=2", 2), "data=2");
+    check_against_launch(config(&m, "data=2,tensor=2", 4), "data=2,tensor=2");
+    check_against_launch(config(&m, "fsdp=4", 4), "fsdp=4");
+    mt_train_config z = config(&m, "data=4", 4);
+    z.zero = 2;
+    check_against_launch(z, "data=4 zero=2");
+    mt_train_config sp = config(&m, "tensor=2", 2);
+    sp.sequence_parallel = true;
+    check_against_launch(sp, "tensor=2 sequence parallel");
+    mt_train_config pp = config(&m, "data=2,pipe=2", 4);
+    pp.accum = 2;
+    check_against_launch(pp, "data=2,pipe=2");
+    mt_train_config rf = config(&m, "data=2", 2);
+    rf.remat = MT_REMAT_FULL;
+    check_against_launch(rf, "data=2 remat full");
+}
+
+/* The element counts against the hand count, per strategy. */
+MT_TEST(element_counts_match_the_hand_count) {
+    mt_gpt_config m = gpt();
+    const int64_t psi = gpt_params(&m);
+    struct {
+        const char *mesh;
+        int devices, zero;
+        int64_t stored, kept, full, scattered;
+    } cases[] = {
+        /* data parallel: every gradient all-reduced whole */
+        {"data=4", 4, 0, psi, 0, psi, 0},
+        /* ZeRO-1: stored split, the gathered copies kept, gradients all-reduced whole */
+        {"data=4", 4, 1, psi / 4, psi, psi, 0},
+        /* ZeRO-2: kept, reduce-scattered */
+        {"data=4", 4, 2, psi / 4, psi, 0, psi},
+        /* ZeRO-3 and fsdp: gathered again in the backward, reduce-scattered */
+        {"data=4", 4, 3, psi / 4, 0, 0, psi},
+        {"fsdp=4", 4, 0, psi / 4, 0, 0, psi},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mt_train_config c = config(&m, cases[k].mesh, cases[k].devices);
+        c.zero = cases[k].zero;
+        mt_mesh *mesh = NULL;
+        MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+        mt__plan_program p;
+        MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+        const char *w = cases[k].mesh;
+        MT_CHECK(p.param_global_elems == psi, "%s zero=%d: Ψ %lld, hand %lld", w, c.zero,
+                 (long long)p.param_global_elems, (long long)psi);
+        MT_CHECK(p.param_elems == cases[k].stored, "%s zero=%d: stored %lld, want %lld", w,
+                 c.zero, (long long)p.param_elems, (long long)cases[k].stored);
+        MT_CHECK(p.gathered_kept_elems == cases[k].kept, "%s zero=%d: kept %lld, want %lld", w,
+                 c.zero, (long long)p.gathered_kept_elems, (long long)cases[k].kept);
+        MT_CHECK(p.grad_reduced_full_elems == cases[k].full, "%s zero=%d: all-reduced %lld, "
+                 "want %lld", w, c.zero, (long long)p.grad_reduced_full_elems,
+                 (long long)cases[k].full);
+        MT_CHECK(p.grad_scattered_elems == cases[k].scattered, "%s zero=%d: scattered %lld, "
+                 "want %lld", w, c.zero, (long long)p.grad_scattered_elems,
+                 (long long)cases[k].scattered);
+        /* every compute node's FLOPs land in one phase */
+        double fl = 0;
+        for (int i = 0; i < p.n_nodes; i++)
+            if (p.nodes[i].cls != MT__PN_COLLECTIVE) fl += p.nodes[i].flops;
+        MT_CHECK_CLOSE(p.flops[0] + p.flops[1] + p.flops[2], fl, 1e-12, "%s: phases", w);
+        mt__plan_program_free(&p);
+        mt_mesh_free(mesh);
+    }
+}
+
+/* A GPT-3-sized layer of a 16,384-device mesh, built for its last device
+ * alone: no thread per device, no buffer. */
+MT_TEST(one_device_of_a_huge_mesh) {
+    mt_gpt_config m = {.L = 2, .C = 12288, .NH = 96, .maxT = 2048, .V = 51200, .Vp = 51200};
+    mt_train_config c = config(&m, "data=64,fsdp=32,tensor=8", 16384);
+    c.B = 2048;
+    c.T = 2048;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 16383, 0, 1, &p));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    MT_CHECK(s < 20, "built in %.1f s", s);
+    MT_CHECK(p.param_global_elems == gpt_params(&m), "Ψ %lld, hand %lld",
+             (long long)p.param_global_elems, (long long)gpt_params(&m));
+    /* stored over fsdp=32 and tensor=8 where the model splits it */
+    MT_CHECK(p.param_elems < p.param_global_elems / 32, "stored %lld of %lld",
+             (long long)p.param_elems, (long long)p.param_global_elems);
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
