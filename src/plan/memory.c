@@ -1,0 +1,186 @@
+/*
+ * memory.c — bytes per device under a memory convention (plan/memory.h).
+ *
+ * MESHTRAIN adds the program's own buffers. MIXED16 and BOOK count model
+ * states from what the program does with each parameter element, so that a
+ * layout the ZeRO paper never names (ZeRO with tensor parallelism, fsdp
+ * beside ZeRO, parameters too small to split) is counted as it runs:
+ *   O  the optimizer's elements: the stored ones (each device updates its
+ *      shards; all of them under plain data parallelism);
+ *   W  the 16-bit working weights resident through the step: the stored
+ *      elements, plus for each copy gathered and kept until the backward
+ *      (ZeRO-1/2) the rest of it, gathered_kept · (1 - 1/n), n the storage
+ *      degree; a copy freed after use (fsdp, ZeRO-3) is a temporary;
+ *   G  the 16-bit gradients resident: the parameters as the forward uses
+ *      them, U = stored + gathered · (1 - 1/n), less what a reduce-scatter
+ *      leaves on other devices, grad_scattered · (1 - 1/n); all-reduced
+ *      gradients (data parallel, ZeRO-1) stay whole.
+ * On data=Nd that is the paper's: DP W = G = O = Ψ; ZeRO-1 W = G = Ψ,
+ * O = Ψ/Nd; ZeRO-2 W = Ψ, G = O = Ψ/Nd; ZeRO-3 W = G = O = Ψ/Nd.
+ */
+#include "plan/memory.h"
+
+#include <math.h>
+#include <string.h>
+
+void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out) {
+    *out = (mt__plan_mem_counts){
+        .param_elems = (double)p->param_elems,
+        .param_global_elems = (double)p->param_global_elems,
+        .gathered_elems = (double)p->gathered_elems,
+        .gathered_kept_elems = (double)p->gathered_kept_elems,
+        .gathered_max_elems = (double)p->gathered_max_elems,
+        .grad_reduced_full_elems = (double)p->grad_reduced_full_elems,
+        .grad_scattered_elems = (double)p->grad_scattered_elems,
+        .param_bytes = (double)p->param_bytes,
+        .grad_bytes = (double)p->grad_bytes,
+        .optim_bytes = (double)p->optim_bytes,
+        .arena_bytes = (double)p->arena_bytes,
+        .scratch_bytes = (double)p->scratch_bytes,
+        .largest_temp_bytes = (double)p->largest_temp_bytes,
+    };
+}
+
+/* ======================================================================== */
+/* Checks                                                                    */
+/* ======================================================================== */
+
+static mt_status check_layout(mt_plan_memory conv, const mt__plan_mem_layout *l, bool layers) {
+    if ((int)conv < 0 || conv >= MT_PLAN_MEMORY_N)
+        return mt_fail(MT_EINVAL, "memory convention %d is none of meshtrain, mixed16, book "
+                       "(0 to %d)", (int)conv, MT_PLAN_MEMORY_N - 1);
+    if (l->data < 1 || l->fsdp < 1 || l->tensor < 1)
+        return mt_fail(MT_EINVAL, "a layout's axis sizes must be 1 or more (1: the axis "
+                       "absent), got data=%d fsdp=%d tensor=%d", l->data, l->fsdp, l->tensor);
+    if (l->zero < 0 || l->zero > 3)
+        return mt_fail(MT_EINVAL, "zero=%d: the ZeRO stages are 0 (off) to 3", l->zero);
+    if (conv == MT_PLAN_MEMORY_MESHTRAIN || !layers) return MT_OK;
+    if (!(l->s > 0 && l->b > 0 && l->h > 0 && l->a > 0))
+        return mt_fail(MT_EINVAL, "%s activations need s (tokens a sequence), b (sequences of "
+                       "a microbatch a replica), h (hidden) and a (heads) positive, got s=%g "
+                       "b=%g h=%g a=%g", mt_plan_memory_name(conv), l->s, l->b, l->h, l->a);
+    if (!(l->kv_heads >= 0 && l->kv_heads <= l->a))
+        return mt_fail(MT_EINVAL, "kv_heads=%g: key/value heads are 1 to the %g heads "
+                       "(0: as many)", l->kv_heads, l->a);
+    if (!(l->ffn >= 0))
+        return mt_fail(MT_EINVAL, "ffn=%g: the MLP's width is positive (0: 4h)", l->ffn);
+    return MT_OK;
+}
+
+static mt_status check_chunk(const mt__plan_mem_chunk *c, int i) {
+    const double *f = (const double *)&c->counts;
+    for (size_t k = 0; k < sizeof c->counts / sizeof *f; k++)
+        if (!(f[k] >= 0))
+            return mt_fail(MT_EINVAL, "chunk %d: count %zu of its program is %g; counts are "
+                           "0 or more (mt__plan_mem_counts_of fills them)", i, k, f[k]);
+    if (!(c->layers >= 0) || !(c->in_flight >= 0))
+        return mt_fail(MT_EINVAL, "chunk %d: layers %g and in-flight microbatches %g must be "
+                       "0 or more", i, c->layers, c->in_flight);
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* Per chunk                                                                 */
+/* ======================================================================== */
+
+/* W, G, O of one chunk (the file's comment). */
+static void states(const mt__plan_mem_layout *l, const mt__plan_mem_counts *c, double *W,
+                   double *G, double *O) {
+    const double n = (double)l->fsdp * (l->zero > 0 ? l->data : 1);
+    const double rest = 1 - 1 / n;   /* of a gathered copy, what is not this device's */
+    *O = c->param_elems;
+    *W = c->param_elems + c->gathered_kept_elems * rest;
+    *G = c->param_elems + c->gathered_elems * rest - c->grad_scattered_elems * rest;
+}
+
+/* The book's checkpoint bytes of one layer and one microbatch: 2 bytes a
+ * saved element; its TP keeps the D-wide values split as well as the F-wide
+ * ones (In[B, D_Y], its FSDP+TP row "ckpt/N"), so they divide by tensor. */
+static double book_layer(const mt__plan_mem_layout *l) {
+    const double F = l->ffn > 0 ? l->ffn : 4 * l->h;
+    return 2 * l->s * l->b * mt__plan_mem_book_width(l->remat, l->h, F) / l->tensor;
+}
+
+mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
+                              const mt__plan_mem_chunk *chunks, int n_chunks,
+                              mt__plan_mem_bytes *out) {
+    memset(out, 0, sizeof *out);
+    if (n_chunks < 1 || !chunks)
+        return mt_fail(MT_EINVAL, "a device holds %d chunks; give it 1 or more", n_chunks);
+    bool layers = false;
+    for (int i = 0; i < n_chunks; i++) {
+        mt_status s = check_chunk(&chunks[i], i);
+        if (s != MT_OK) return s;
+        layers |= chunks[i].layers > 0;
+    }
+    mt_status s = check_layout(conv, lay, layers);
+    if (s != MT_OK) return s;
+    if (conv != MT_PLAN_MEMORY_MESHTRAIN && lay->remat != MT_REMAT_NONE &&
+        lay->remat != MT_REMAT_FULL && lay->remat != MT_REMAT_ATTENTION &&
+        lay->remat != MT_REMAT_DOTS)
+        return mt_fail(MT_EINVAL, "remat policy %d is none of none, full, attention, dots",
+                       (int)lay->remat);
+    const double per_layer = !layers ? 0
+                             : conv == MT_PLAN_MEMORY_MIXED16 ? mt__plan_mem_korthikanti_layer(lay)
+                             : conv == MT_PLAN_MEMORY_BOOK    ? book_layer(lay)
+                                                              : 0;
+    mt__plan_mem_bytes r = {0};
+    for (int i = 0; i < n_chunks; i++) {
+        const mt__plan_mem_counts *c = &chunks[i].counts;
+        const double mb = chunks[i].in_flight;
+        if (conv == MT_PLAN_MEMORY_MESHTRAIN) {
+            r.params += c->param_bytes;
+            r.grads += c->grad_bytes;
+            r.optimizer += c->optim_bytes;
+            r.activations += c->arena_bytes * mb;
+            r.temporaries += c->scratch_bytes;   /* each chunk's graph has its own */
+            continue;
+        }
+        double W, G, O;
+        states(lay, c, &W, &G, &O);
+        r.params += 2 * W;
+        r.grads += conv == MT_PLAN_MEMORY_MIXED16 ? 2 * G : 0;
+        r.optimizer += (conv == MT_PLAN_MEMORY_MIXED16 ? 12 : 8) * O;
+        r.activations += per_layer * chunks[i].layers * mb;
+        /* a gathered copy freed after use: one at a time, in 16 bits */
+        if (c->gathered_elems > c->gathered_kept_elems)
+            r.temporaries = fmax(r.temporaries, 2 * c->gathered_max_elems);
+    }
+    r.total = r.params + r.grads + r.optimizer + r.activations + r.temporaries;
+    *out = r;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The fewest chips                                                          */
+/* ======================================================================== */
+
+static bool fits(double replicated, double sharded, double hbm, double n) {
+    return replicated + sharded / n <= hbm * (1 + 1e-12);
+}
+
+mt_status mt__plan_mem_min_chips(double replicated, double sharded, double hbm, int64_t *out) {
+    *out = 0;
+    if (!(hbm > 0) || !(replicated >= 0) || !(sharded >= 0))
+        return mt_fail(MT_EINVAL, "minimum chips: memory per chip %g bytes must be positive "
+                       "and the bytes to place (%g replicated, %g sharded) 0 or more", hbm,
+                       replicated, sharded);
+    if (!fits(replicated, 0, hbm, 1) || (sharded > 0 && !(replicated < hbm)))
+        return mt_fail(MT_EINVAL, "minimum chips: %.4g bytes every chip holds whole do not fit "
+                       "in its %.4g bytes (%.3g times too many) on any number of chips; "
+                       "shard them", replicated, hbm, replicated / hbm);
+    if (sharded == 0) {
+        *out = 1;
+        return MT_OK;
+    }
+    double n = ceil(sharded / (hbm - replicated));
+    if (n < 1) n = 1;
+    if (n > 1e15)   /* past counting, and past where n - 1 differs from n */
+        return mt_fail(MT_EINVAL, "minimum chips: %.4g sharded bytes over the %.4g a chip has "
+                       "left need %.4g chips, past counting", sharded, hbm - replicated, n);
+    /* the quotient's rounding, either way */
+    while (n > 1 && fits(replicated, sharded, hbm, n - 1)) n--;
+    while (!fits(replicated, sharded, hbm, n)) n++;
+    *out = (int64_t)n;
+    return MT_OK;
+}

@@ -1,0 +1,166 @@
+/*
+ * plan/memory.h — bytes per device under a memory convention (memory.c) and
+ * the published closed forms behind them (memory_forms.c).
+ *
+ * The conventions (mt_plan_memory, meshtrain/plan.h):
+ *   MESHTRAIN  the program's own buffers as the allocator allocates them:
+ *              fp32 parameters and gradients, AdamW's m and v, one planned
+ *              activation arena per microbatch in flight, scratch;
+ *   MIXED16    Rajbhandari et al.'s (ZeRO) model states, 2W + 2G + 12·O
+ *              bytes for W fp16 parameter elements, G fp16 gradient elements
+ *              and O elements of fp32 master weights, momentum and variance
+ *              resident, with W, G and O counted from what the program
+ *              stores, gathers and reduces (not from the ZeRO stage's
+ *              number); activations by Korthikanti et al.'s Table 2;
+ *   BOOK       the scaling book's (ch. 5/6): 2W + 8·O (bf16 weights, fp32
+ *              Adam, gradients transient and not counted) and bf16 activation
+ *              checkpoints 2 bytes × tokens × saved width × layers.
+ * Bytes are numbers (double): a plan for a trillion parameters overflows
+ * nothing, and a search may interpolate the counts between programs.
+ */
+#ifndef MT_PLAN_MEMORY_H
+#define MT_PLAN_MEMORY_H
+
+#include "plan/plan_impl.h"
+
+/* ======================================================================== */
+/* What the conventions read                                                 */
+/* ======================================================================== */
+
+/* One chunk program's counts (mt__plan_program's, as numbers), so that a
+ * search may take them field by field between programs of a few blocks. */
+typedef struct {
+    double param_elems;          /* stored on the device (its shards) */
+    double param_global_elems;   /* the same parameters whole (Ψ of the chunk) */
+    double gathered_elems;       /* parameter elements all-gathered in the forward */
+    double gathered_kept_elems;  /* of which kept until the backward (ZeRO-1/2) */
+    double gathered_max_elems;   /* the largest one gathered parameter */
+    double grad_reduced_full_elems; /* gradient elements all-reduced whole */
+    double grad_scattered_elems; /* gradient elements reduce-scattered, at the input's size */
+    double param_bytes, grad_bytes;  /* the allocator's (fp32) */
+    double optim_bytes;          /* AdamW's m and v */
+    double arena_bytes;          /* planned activations of one microbatch slot */
+    double scratch_bytes;        /* kernels' temporary buffers */
+    double largest_temp_bytes;   /* the program's largest activation */
+} mt__plan_mem_counts;
+
+/* p's counts into *out. */
+void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out);
+
+/* One chunk a device holds (the whole model off a pipeline). */
+typedef struct {
+    mt__plan_mem_counts counts;  /* its program's */
+    double layers;               /* transformer blocks in it (Korthikanti's and the book's
+                                    activations are per block; 0: none counted) */
+    double in_flight;            /* microbatches of it whose activations the device holds at
+                                    its peak: 1 off a pipeline, the schedule's peak on one
+                                    (1F1B's first stage p; an interleaved schedule's
+                                    (1 + (p-1)/(p·m)) factor is in this number) */
+} mt__plan_mem_chunk;
+
+/* The layout and model facts the published formulas need. Dims are numbers
+ * so that the book's decimal token counts (4e6) can be given as they are. */
+typedef struct {
+    int      data, fsdp, tensor;  /* the mesh's axis sizes (1: absent) */
+    int      zero;                /* ZeRO stage over data, 0 to 3 */
+    bool     sequence_parallel;   /* Megatron's, over tensor */
+    mt_remat remat;
+    double   s;                   /* tokens per sequence */
+    double   b;                   /* sequences of one microbatch on one data-parallel replica
+                                     (the global microbatch / (data · fsdp)) */
+    double   h;                   /* hidden width (D, C) */
+    double   a;                   /* attention (query) heads */
+    double   kv_heads;            /* key/value heads (GQA); 0: a */
+    double   ffn;                 /* MLP hidden width F; 0: 4h */
+    bool     gated;               /* a gated MLP (SwiGLU: two up-projections) */
+} mt__plan_mem_layout;
+
+/* Bytes per device, by what they hold. */
+typedef struct {
+    double params;       /* weights (MIXED16, BOOK: the 16-bit working copy) */
+    double grads;        /* gradients (BOOK: 0, transient) */
+    double optimizer;    /* MESHTRAIN: AdamW's m, v; MIXED16: fp32 master + m + v; BOOK: m, v */
+    double activations;  /* what the forward keeps for the backward, every microbatch in
+                            flight */
+    double temporaries;  /* MESHTRAIN: scratch; MIXED16, BOOK: the largest gathered parameter
+                            in 16 bits when gathered copies are freed after use (fsdp,
+                            ZeRO-3), else 0 */
+    double total;        /* the sum */
+} mt__plan_mem_bytes;
+
+/* ======================================================================== */
+/* Memory per device (memory.c)                                              */
+/* ======================================================================== */
+
+/* Bytes per device under `conv` of a device holding chunks[0 .. n_chunks)
+ * laid out as *lay, into *out. Each chunk's model states are counted from
+ * its counts; activations are its arena (MESHTRAIN) or its layers' published
+ * bytes (MIXED16, BOOK), times its in-flight microbatches; the chunks add.
+ * MIXED16's W, G and O (memory.c's comment has the derivation):
+ *   O = stored elements;
+ *   W = stored + gathered_kept · (1 - 1/n), n the storage degree
+ *       fsdp · (data if zero > 0): a kept gathered copy is resident whole;
+ *   G = U - grad_scattered · (1 - 1/n), U = stored + gathered · (1 - 1/n)
+ *       the parameters as the forward uses them: a scattered gradient is
+ *       resident as its shard.
+ * MT_EINVAL naming the field for: a convention out of range, no chunks, an
+ * axis size below 1, a ZeRO stage outside 0..3, a negative count, layers or
+ * in-flight count; with layers > 0 under MIXED16 or BOOK, s, b, h, a not
+ * positive, kv_heads outside 0..a, ffn negative. *out is zeroed on failure. */
+mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
+                              const mt__plan_mem_chunk *chunks, int n_chunks,
+                              mt__plan_mem_bytes *out);
+
+/* The fewest devices N on which replicated + sharded / N bytes fit in `hbm`
+ * bytes each (to a part in 1e12, so that published round numbers divide
+ * exactly), into *out. The book's minimum chip count is replicated 0,
+ * sharded the total (LLaMA-3 70B: 21.6e12 / 96e9 → 225 v5p). MT_EINVAL
+ * when hbm is not positive, a byte count is negative, or the replicated
+ * bytes alone do not fit (no N does; the message says by how much). */
+mt_status mt__plan_mem_min_chips(double replicated, double sharded, double hbm, int64_t *out);
+
+/* ======================================================================== */
+/* The published closed forms (memory_forms.c)                               */
+/* ======================================================================== */
+
+/* The ZeRO paper's model states per device (its §5 and Table 1): Ψ
+ * parameters on nd data-parallel devices at ZeRO `stage` (0 the baseline),
+ * K = 12: (2 + 2 + K)Ψ, 4Ψ + KΨ/nd, 2Ψ + (2 + K)Ψ/nd, (2 + 2 + K)Ψ/nd.
+ * A reference for tests and documents; mt__plan_mem_device counts the
+ * program instead. Returns -1 for nd < 1 or a stage outside 0..3. */
+double mt__plan_mem_zero_paper(double psi, int nd, int stage);
+
+/* Korthikanti et al.'s 16-bit activation bytes of one transformer layer and
+ * one microbatch on one device (Table 2), for lay's s, b, h, a, tensor t,
+ * sequence parallelism and remat:
+ *   NONE       sbh(10 + 24/t + 5as/(ht)); with sequence parallelism
+ *              sbh(34/t + 5as/(ht)); sbh(34 + 5as/h) at t = 1;
+ *   ATTENTION  the paper's selective recompute (attention's scores, softmax
+ *   DOTS       and dropout recomputed: the 5as/(ht) term dropped); DOTS
+ *              keeps no less than that, so it is counted alike (a bound);
+ *   FULL       sbh·2 (the layer's input), /t with sequence parallelism
+ *              (the input is then split over tensor).
+ * Off the paper's GPT (MLP 4h, heads a for keys and values) the terms are
+ * its breakdown's, generalised: 10sbh replicated (the two norms' inputs,
+ * attention's and the MLP's inputs, two dropout masks); split over t the
+ * query 2sbh, keys and values 4sb·h·kv/a, the output projection's input
+ * 2sbh and the MLP's 2sbF per F-wide value (2 of them: the up projection's
+ * output and its activation; 4 when gated); 5as²b the scores. Returns -1
+ * for a non-positive s, b, h, a or t. */
+double mt__plan_mem_korthikanti_layer(const mt__plan_mem_layout *lay);
+
+/* The scaling book's saved width a token and a layer (elements) under
+ * `remat`, for hidden D and MLP width F. The book states assumptions, not
+ * policies; they are laid on meshtrain's policies in the order of what each
+ * keeps (NONE ≥ ATTENTION ≥ DOTS ≥ FULL when F ≥ 1.5 D):
+ *   NONE       20·D  "saving every intermediate ≈ 2·20·B·T·D·L" (ch. 4);
+ *   ATTENTION  D + 2F  attention recomputed, the MLP's three products'
+ *              outputs kept: LLaMA-2 13B's "after the 3 big matmuls: B·F,
+ *              B·F, B·D" (ch. 6, 42 TB at 16M tokens);
+ *   DOTS       4·D  "4 checkpoints/layer of size B×D": LLaMA-3 70B's
+ *              (ch. 6, 20.9 TB at 4M tokens);
+ *   FULL       D  block remat, the layer's input (ch. 4, 4.2 TB).
+ * Returns -1 for an unknown policy or a non-positive D or F. */
+double mt__plan_mem_book_width(mt_remat remat, double D, double F);
+
+#endif /* MT_PLAN_MEMORY_H */
