@@ -107,7 +107,7 @@ MT_TEST(korthikanti_table_2) {
         {8, true, MT_REMAT_ATTENTION, 4.25, "tensor + sequence + selective recompute"},
         {8, false, MT_REMAT_FULL, 2, "full recompute"},
         {1, false, MT_REMAT_FULL, 2, "full recompute, t = 1"},
-        /* dots keeps no less than selective recompute: counted as it */
+        /* dots keeps no more than selective recompute: counted as it (memory.h) */
         {8, true, MT_REMAT_DOTS, 4.25, "dots as selective"},
         /* full recompute with sequence parallelism: the input split over t */
         {8, true, MT_REMAT_FULL, 2.0 / 8, "full recompute, sequence parallel"},

@@ -137,7 +137,8 @@ double mt__plan_mem_zero_paper(double psi, int nd, int stage);
  *              sbh(34/t + 5as/(ht)); sbh(34 + 5as/h) at t = 1;
  *   ATTENTION  the paper's selective recompute (attention's scores, softmax
  *   DOTS       and dropout recomputed: the 5as/(ht) term dropped); DOTS
- *              keeps no less than that, so it is counted alike (a bound);
+ *              recomputes the element-wise ops too, so keeps no more than
+ *              that: it is counted alike (an upper bound);
  *   FULL       sbh·2 (the layer's input), /t with sequence parallelism
  *              (the input is then split over tensor).
  * Off the paper's GPT (MLP 4h, heads a for keys and values) the terms are
