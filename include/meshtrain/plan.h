@@ -20,6 +20,9 @@
 #define MESHTRAIN_PLAN_H
 
 #include "meshtrain/base.h"
+#include "meshtrain/graph.h"
+#include "meshtrain/tensor.h"
+#include "meshtrain/train.h"
 
 #include <stdbool.h>
 
@@ -136,6 +139,141 @@ const char *mt_link_kind_name(mt_link_kind k);
 
 /* "switch", "ring", "torus". */
 const char *mt_topology_name(mt_topology t);
+
+/* ======================================================================== */
+/* The planner: a layout's memory and step time, and the search over them    */
+/* ======================================================================== */
+
+/* How bytes per device are counted (docs/planning.md, "Memory"):
+ *   MESHTRAIN  the program's own buffers, as the allocator would allocate
+ *              them: fp32 weights and gradients, AdamW's fp32 m and v, the
+ *              planned activations of the in-flight microbatches, scratch;
+ *   MIXED16    the literature's mixed precision: the ZeRO paper's model
+ *              states (2 + 2 + 12 bytes a parameter, stored as the program
+ *              stores them) and Korthikanti et al.'s 16-bit activations;
+ *   BOOK       the scaling book's: 10 bytes a parameter (bf16 weights, fp32
+ *              Adam) and bf16 activation checkpoints. */
+typedef enum {
+    MT_PLAN_MEMORY_MESHTRAIN = 0,
+    MT_PLAN_MEMORY_MIXED16,
+    MT_PLAN_MEMORY_BOOK,
+    MT_PLAN_MEMORY_N
+} mt_plan_memory;
+
+/* "meshtrain", "mixed16", "book"; "?" otherwise. */
+const char *mt_plan_memory_name(mt_plan_memory m);
+
+/* One way to lay a training step on the chips. */
+typedef struct {
+    int      data, fsdp, tensor, pipe;  /* the mesh's axis sizes (1: the axis absent); their
+                                           product is the chips */
+    int      zero;                      /* ZeRO stage over data, 0 to 3 */
+    mt_remat remat;                     /* activation checkpointing */
+    bool     sequence_parallel;         /* over tensor (Megatron's) */
+    bool     collective_matmul;         /* with sequence parallelism */
+    int      schedule;                  /* mt_schedule_kind with pipe > 1, else -1 */
+    int      microbatches;              /* per step: gradient accumulation, or the
+                                           pipeline's m */
+} mt_plan_layout;
+
+/* What one layout comes to, per device (the device that needs most) and
+ * per step. */
+typedef struct {
+    mt_plan_layout layout;
+    char   mesh[96];             /* "data=2,fsdp=256,tensor=8", as --mesh takes it */
+    int    chips;                /* the devices it uses: the mesh's product, the request's
+                                    chips or (when they factor badly) their largest power
+                                    of two */
+    bool   feasible;
+    char   why[256];             /* infeasible: what does not fit or divide, with numbers */
+    /* bytes per device, under the request's convention */
+    double params, grads, optimizer, activations, temporaries, total;
+    /* seconds per step */
+    double step;                 /* the whole step */
+    double compute;              /* every op on the roofline, recompute included */
+    double comm_exposed;         /* communication that nothing hides */
+    double bubble;               /* a pipeline's idle time on the busiest device */
+    double optimizer_step;       /* the AdamW update */
+    double tokens_per_s_per_device;
+    double mfu;                  /* PaLM's: (6N + 12·L·H·Q·T) per token, recompute excluded */
+    double hfu;                  /* the FLOPs run (recompute included) / peak */
+    double tokens_per_chip;      /* tokens of one step per data-parallel replica chip */
+    char   bound[32];            /* "compute", "memory bandwidth", "communication",
+                                    "pipeline bubble" */
+    char   bound_why[192];       /* one line: what binds, with the numbers */
+} mt_plan_result;
+
+/* A family of layouts (pure data, pure FSDP, FSDP x tensor, ...) and why its
+ * best loses to the best overall. */
+typedef struct {
+    const char    *name;         /* "pure FSDP", static */
+    int            n_feasible;
+    mt_plan_result best;         /* its fastest feasible layout (n_feasible > 0) */
+    char           line[256];    /* "pure FSDP: communication-bound at 468 tokens per chip,
+                                    needs 850" */
+} mt_plan_family;
+
+#define MT_PLAN_MAX_FAMILIES 8
+
+/* What to plan. */
+typedef struct {
+    /* the model: mt_train_config's model and model_config (the caller's
+       struct, alive during the call); the rest of it is ignored */
+    mt_train_config    model;
+    const mt_hardware *hw;
+    int                chips;          /* devices; with min_chips, the most to try */
+    double             batch_tokens;   /* tokens per step (global) */
+    int                seq;            /* tokens per sequence T */
+    mt_precision       precision;      /* the matrix products' */
+    int                remat;          /* an mt_remat, or -1: every policy (auto) */
+    int                zero;           /* 0 to 3, or -1: every stage */
+    int                sequence_parallel;  /* 0, 1, or -1: both */
+    const char        *mesh;           /* one mesh ("data=2,fsdp=256,tensor=8"), or NULL:
+                                          every factorisation of the chips */
+    int                schedule;       /* an mt_schedule_kind, or -1: every kind */
+    int                microbatches;   /* or 0: every count that divides */
+    mt_plan_memory     memory;         /* the convention bytes are counted in */
+    int                top;            /* how many feasible layouts to keep (best first) */
+    bool               min_chips;      /* find the fewest chips on which a layout fits */
+} mt_plan_request;
+
+/* The search's outcome. */
+typedef struct {
+    int             chips;             /* planned for (min_chips: the fewest found) */
+    int             n_evaluated, n_feasible, n_programs;   /* layouts, and distinct
+                                                              programs built */
+    int             n_best;
+    mt_plan_result *best;              /* (n_best), fastest first */
+    int             n_infeasible;      /* with a mesh given: each of its layouts that did
+                                          not fit, with why */
+    mt_plan_result *infeasible;        /* (n_infeasible) */
+    int             n_families;
+    mt_plan_family  families[MT_PLAN_MAX_FAMILIES];
+    double          model_params;      /* N, for MFU */
+    double          flops_per_token;   /* PaLM's 6N + 12·L·H·Q·T */
+    double          seconds;           /* the search's wall time */
+} mt_plan_report;
+
+/* The request's defaults: no model, no hardware, 0 chips, bf16, every
+ * remat policy, ZeRO stage, schedule and microbatch count, both settings
+ * of sequence parallelism, meshtrain's memory, top 5. */
+mt_plan_request mt_plan_request_defaults(void);
+
+/* Plans req: builds each distinct per-device program once, on the
+ * shape-only backend (one device per pipeline stage; blocks repeat, so a
+ * chunk of n layers is costed from chunks of 1 and 2), counts its memory
+ * under req->memory and its step time on req->hw, and ranks the feasible
+ * layouts by step time. Infeasible layouts (out of memory, sizes that do
+ * not divide) are never ranked. *out is the caller's: free its arrays with
+ * mt_plan_report_free. MT_EINVAL naming the setting for a bad request (no
+ * model or hardware, chips < 1, a batch that is not a whole number of
+ * sequences, a mesh whose product is not the chips, an axis other than
+ * data, fsdp, tensor, pipe); MT_ENOMEM. A request none of whose layouts
+ * fits returns MT_OK with n_best 0. */
+mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out);
+
+/* Frees the report's arrays and zeroes it; safe on a zeroed one. */
+void mt_plan_report_free(mt_plan_report *r);
 
 #ifdef __cplusplus
 }

@@ -118,6 +118,7 @@ int cli_cmd_explain(int argc, char **argv);   /* cmd_explain.c */
 int cli_cmd_schedule(int argc, char **argv);  /* cmd_schedule.c */
 int cli_cmd_report(int argc, char **argv);    /* cmd_report.c */
 int cli_cmd_tokenize(int argc, char **argv);  /* cmd_tokenize.c */
+int cli_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
 /* `meshtrain explain --model ...` (cmd_explain_model.c), argv without the command. */
 int cli_explain_model(int argc, char **argv);
 

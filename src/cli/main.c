@@ -46,6 +46,8 @@ static const cli_command COMMANDS[] = {
      "typed operands", {NULL, NULL}},
     {"schedule", cli_cmd_schedule, "pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, "
      "simulate, draw", {NULL, NULL}},
+    {"plan", cli_cmd_plan, "the best mesh for a model on hardware we do not have: memory, step "
+     "time, MFU, what binds", {NULL, NULL}},
     {"report", cli_cmd_report, "where a traced run's time went: roofline, exposed comm, MFU, "
      "bubble", {NULL, NULL}},
     {"version", cmd_version, "print the version", {"--version", NULL}},

@@ -1,0 +1,186 @@
+/*
+ * layouts.c — the layouts `meshtrain plan` considers: every factorisation
+ * of the chips into data x fsdp x tensor x pipe, and for each the ZeRO
+ * stages, remat policies, sequence parallelism, collective matmul,
+ * schedules and microbatch counts the request leaves open, with the
+ * model's and the batch's divisibility checked before anything is built
+ * (a layout that cannot divide is infeasible, with the reason).
+ */
+#include "plan/search_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt) {
+    const mt_model_about *a = mt_model_about_of(model->model);
+    if (!a || !model->model_config) return dflt;
+    for (int i = 0; i < a->n_flags; i++) {
+        const mt_model_flag *f = &a->flags[i];
+        if (strcmp(f->flag, flag) == 0 && f->type == MT_MODEL_FLAG_INT) {
+            int v;
+            memcpy(&v, (const char *)model->model_config + f->offset, sizeof v);
+            return v;
+        }
+    }
+    return dflt;
+}
+
+bool mt__plan_model_set_int(void *config, const mt_train_config *model, const char *flag,
+                            int value) {
+    const mt_model_about *a = mt_model_about_of(model->model);
+    if (!a) return false;
+    for (int i = 0; i < a->n_flags; i++) {
+        const mt_model_flag *f = &a->flags[i];
+        if (strcmp(f->flag, flag) == 0 && f->type == MT_MODEL_FLAG_INT) {
+            memcpy((char *)config + f->offset, &value, sizeof value);
+            return true;
+        }
+    }
+    return false;
+}
+
+void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
+    size_t at = 0;
+    buf[0] = '\0';
+    const int size[4] = {l->data, l->fsdp, l->tensor, l->pipe};
+    static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
+    for (int a = 0; a < 4 && at < cap; a++)
+        if (size[a] > 1)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", at ? "," : "", name[a], size[a]);
+    if (!at) snprintf(buf, cap, "data=1");
+}
+
+/* The chunks per device a schedule kind runs (pipeline.h). */
+int mt__plan_schedule_chunks(int kind) {
+    return kind == MT_SCHEDULE_ZB_V || kind == MT_SCHEDULE_DUALPIPEV ||
+                   kind == MT_SCHEDULE_INTERLEAVED
+               ? 2
+               : 1;
+}
+
+/* Why layout l cannot run the request's model and batch, into why (cap
+ * bytes), or "" when it divides. Sizes only: memory comes later. */
+void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *why, size_t cap) {
+    why[0] = '\0';
+    const int dp = l->data * l->fsdp;
+    const long long seqs = s->sequences;
+    if (seqs % l->microbatches) {
+        snprintf(why, cap, "%lld sequences a step do not split into %d microbatches", seqs,
+                 l->microbatches);
+    } else if ((seqs / l->microbatches) % dp) {
+        snprintf(why, cap, "a microbatch of %lld sequences does not split over data x fsdp = %d "
+                 "(%s)", seqs / l->microbatches, dp,
+                 seqs / l->microbatches < dp ? "fewer sequences than replicas" : "indivisible");
+    } else if (s->heads % l->tensor) {
+        snprintf(why, cap, "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
+    } else if (s->kv_heads % l->tensor) {
+        snprintf(why, cap, "%d kv heads do not split over tensor=%d", s->kv_heads, l->tensor);
+    } else if (l->sequence_parallel && s->seq % l->tensor) {
+        snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
+                 l->tensor);
+    } else if (l->pipe > 1) {
+        int v = mt__plan_schedule_chunks(l->schedule);
+        if (s->layers % (l->pipe * v))
+            snprintf(why, cap, "%d layers do not split into %d stages x %d chunks", s->layers,
+                     l->pipe, v);
+        else if (l->microbatches < l->pipe)
+            snprintf(why, cap, "%d microbatches for %d stages (a pipeline needs m >= p)",
+                     l->microbatches, l->pipe);
+        else if (l->schedule == MT_SCHEDULE_DUALPIPEV && l->microbatches < 2 * l->pipe)
+            snprintf(why, cap, "dualpipev needs m >= 2p = %d, got %d", 2 * l->pipe,
+                     l->microbatches);
+        else if (l->schedule == MT_SCHEDULE_INTERLEAVED && l->microbatches % l->pipe)
+            snprintf(why, cap, "interleaved needs m a multiple of p = %d, got %d", l->pipe,
+                     l->microbatches);
+    }
+}
+
+/* The divisors of n, ascending, into d (at most max); returns how many. */
+static int divisors(int n, int *d, int max) {
+    int k = 0;
+    for (int i = 1; i <= n && k < max; i++)
+        if (n % i == 0) d[k++] = i;
+    return k;
+}
+
+/* Calls fn on every option of mesh (d, f, t, p) the request leaves open.
+ * Returns the first failure fn returns. */
+static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
+                             mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    const mt_plan_request *r = s->req;
+    mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p};
+    for (int zero = 0; zero <= 3; zero++) {
+        if (r->zero >= 0 && zero != r->zero) continue;
+        if (zero > 0 && d == 1 && r->zero < 0) continue;   /* nothing to shard over */
+        if (zero == 1 && f > 1) continue;                  /* the trainer refuses it */
+        for (int rm = 0; rm < 4; rm++) {
+            if (r->remat >= 0 && rm != r->remat) continue;
+            for (int sp = 0; sp <= 1; sp++) {
+                if (r->sequence_parallel >= 0 && sp != r->sequence_parallel) continue;
+                if (sp && t == 1) continue;
+                for (int cm = 0; cm <= sp; cm++) {
+                    for (int k = p > 1 ? 0 : -1; k < (p > 1 ? MT_SCHEDULE_N_KINDS : 0); k++) {
+                        if (p > 1 && r->schedule >= 0 && k != r->schedule) continue;
+                        /* zb-h2's memory-heavy warm-up is zb-h1's with more in flight:
+                           searched only when asked for */
+                        if (p > 1 && r->schedule < 0 && k == MT_SCHEDULE_ZB_H2) continue;
+                        l.zero = zero;
+                        l.remat = (mt_remat)rm;
+                        l.sequence_parallel = sp;
+                        l.collective_matmul = cm;
+                        l.schedule = k;
+                        for (int m = 1; m <= s->sequences; m *= 2) {
+                            if (r->microbatches > 0 && m != r->microbatches) continue;
+                            if (p > 1 && m < p && r->microbatches <= 0) continue;
+                            l.microbatches = r->microbatches > 0 ? r->microbatches : m;
+                            mt_status st = fn(s, &l);
+                            if (st != MT_OK) return st;
+                            if (r->microbatches > 0) break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return MT_OK;
+}
+
+/* The meshes of exactly `chips` chips. */
+static mt_status each_mesh(mt__plan_search *s, int chips,
+                           mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    int dv[4096];
+    int n = divisors(chips, dv, 4096);
+    for (int it = 0; it < n; it++) {
+        int t = dv[it];
+        if (t > MT__PLAN_MAX_TENSOR) break;
+        for (int ip = 0; ip < n; ip++) {
+            int p = dv[ip];
+            if (chips % (t * p) || p > s->layers) continue;
+            int rest = chips / (t * p);
+            for (int id = 0; id < n; id++) {
+                int d = dv[id];
+                if (rest % d) continue;
+                mt_status st = each_option(s, d, rest / d, t, p, fn);
+                if (st != MT_OK) return st;
+            }
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt__plan_each_layout(mt__plan_search *s,
+                               mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    const mt_plan_request *r = s->req;
+    if (r->mesh) {
+        const int *a = s->mesh_axes;
+        return each_option(s, a[0], a[1], a[2], a[3], fn);
+    }
+    mt_status st = each_mesh(s, s->chips, fn);
+    /* a pod whose chip count factors badly (8960 = 2^8 x 5 x 7 TPU v5p) is
+       also laid out on its largest power of two, leaving the rest idle:
+       batches and heads come in powers of two */
+    int pow2 = 1;
+    while (2 * pow2 <= s->chips) pow2 *= 2;
+    if (st == MT_OK && pow2 != s->chips) st = each_mesh(s, pow2, fn);
+    return st;
+}

@@ -1,0 +1,272 @@
+/*
+ * search.c — `meshtrain plan`'s search (mt_plan_search, meshtrain/plan.h):
+ * the request checked, every layout it leaves open evaluated (layouts.c,
+ * evaluate.c), the feasible ones ranked by step time, the best of each
+ * family of layouts kept with a line saying why it loses, and with
+ * min_chips the fewest chips on which some layout fits.
+ */
+#include "plan/search_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *mt_plan_memory_name(mt_plan_memory m) {
+    switch (m) {
+    case MT_PLAN_MEMORY_MESHTRAIN: return "meshtrain";
+    case MT_PLAN_MEMORY_MIXED16: return "mixed16";
+    case MT_PLAN_MEMORY_BOOK: return "book";
+    default: return "?";
+    }
+}
+
+mt_plan_request mt_plan_request_defaults(void) {
+    return (mt_plan_request){.precision = MT_PRECISION_BF16, .remat = -1, .zero = -1,
+                             .sequence_parallel = -1, .schedule = -1, .top = 5};
+}
+
+/* ======================================================================== */
+/* Families                                                                  */
+/* ======================================================================== */
+
+static const char *const FAMILY[] = {
+    "one chip", "pure data", "ZeRO over data", "pure FSDP", "FSDP x tensor", "pipeline",
+};
+enum { N_FAMILIES = (int)(sizeof FAMILY / sizeof FAMILY[0]) };
+
+static int family_of(const mt_plan_layout *l) {
+    if (l->pipe > 1) return 5;
+    if (l->tensor > 1) return 4;
+    if (l->fsdp > 1) return 3;
+    if (l->data > 1) return l->zero ? 2 : 1;
+    return 0;
+}
+
+/* The reason a family's best loses to the overall best, in one line. */
+static void family_line(mt_plan_family *f, const mt_plan_result *top, char example[256]) {
+    const mt_plan_result *b = &f->best;
+    if (f->n_feasible == 0) {
+        snprintf(f->line, sizeof f->line, "%s: no layout fits (%.200s)", f->name,
+                 example[0] ? example : "none divides the model and the batch");
+        return;
+    }
+    if (top && strcmp(b->mesh, top->mesh) == 0 && b->step == top->step) {
+        snprintf(f->line, sizeof f->line, "%s: the best (%.96s, %s-bound)", f->name, b->mesh,
+                 b->bound);
+        return;
+    }
+    double slower = top ? b->step / top->step : 1;
+    if (strcmp(b->bound, "communication") == 0 && b->compute > 0) {
+        /* the communication of the data-parallel families does not shrink with
+           the batch, the compute does: the tokens a chip needs to hide it */
+        double need = b->tokens_per_chip * (b->comm_exposed + b->compute) / b->compute;
+        snprintf(f->line, sizeof f->line, "%s: communication-bound at %.0f tokens per chip, "
+                 "needs %.0f (%.2fx the best's step)", f->name, b->tokens_per_chip, need, slower);
+    } else {
+        snprintf(f->line, sizeof f->line, "%s: %s-bound, %.2fx the best's step (%.96s)", f->name,
+                 b->bound, slower, b->mesh);
+    }
+}
+
+/* ======================================================================== */
+/* The search                                                                */
+/* ======================================================================== */
+
+typedef struct {
+    char example[N_FAMILIES][256];   /* an infeasible layout's reason per family */
+    bool oom[N_FAMILIES];            /* ... and whether it is memory */
+} family_notes;
+
+static bool better(const mt_plan_result *a, const mt_plan_result *b) {
+    if (a->step != b->step) return a->step < b->step;
+    return a->total < b->total;
+}
+
+static mt_status keep(mt__plan_search *s, mt_plan_result **arr, int *n, int *cap, int max,
+                      const mt_plan_result *r) {
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 16;
+        if (max > 0 && c > max) c = max;
+        if (c <= *n) return MT_OK;
+        mt_plan_result *g = realloc(*arr, (size_t)c * sizeof *g);
+        if (!g) return mt_fail(MT_ENOMEM, "out of memory for %d plan results", c);
+        *arr = g;
+        *cap = c;
+    }
+    (void)s;
+    (*arr)[(*n)++] = *r;
+    return MT_OK;
+}
+
+typedef struct {
+    mt__plan_search base;
+    family_notes    notes;
+} search_state;
+
+static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
+    search_state *ss = (search_state *)(void *)s;
+    mt_plan_report *rep = s->rep;
+    mt_plan_result r;
+    mt_status st = mt__plan_evaluate(s, l, &r);
+    if (st != MT_OK) return st;
+    rep->n_evaluated++;
+    int fam = family_of(l);
+    if (!r.feasible) {
+        /* the family's example: an out-of-memory layout says more than one
+           whose sizes do not divide */
+        bool oom = strncmp(r.why, "out of memory", 13) == 0;
+        if (!ss->notes.example[fam][0] || (oom && !ss->notes.oom[fam])) {
+            ss->notes.oom[fam] = oom;
+            snprintf(ss->notes.example[fam], sizeof ss->notes.example[fam], "%.90s: %.160s",
+                     r.mesh, r.why);
+        }
+        if (s->req->mesh)
+            return keep(s, &rep->infeasible, &rep->n_infeasible, &s->cap_infeasible, 0, &r);
+        return MT_OK;
+    }
+    rep->n_feasible++;
+    mt_plan_family *f = &rep->families[fam];
+    if (f->n_feasible++ == 0 || better(&r, &f->best)) f->best = r;
+    /* the top list, kept sorted */
+    int top = s->req->top > 0 ? s->req->top : 5;
+    if (rep->n_best == top && !better(&r, &rep->best[top - 1])) return MT_OK;
+    if (rep->n_best < top) {
+        st = keep(s, &rep->best, &rep->n_best, &s->cap_best, top, &r);
+        if (st != MT_OK) return st;
+    } else {
+        rep->best[top - 1] = r;
+    }
+    for (int i = rep->n_best - 1; i > 0 && better(&rep->best[i], &rep->best[i - 1]); i--) {
+        mt_plan_result t = rep->best[i];
+        rep->best[i] = rep->best[i - 1];
+        rep->best[i - 1] = t;
+    }
+    return MT_OK;
+}
+
+/* Checks the request and derives the model's facts into s. */
+static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) {
+    memset(s, 0, sizeof *s);
+    s->req = r;
+    s->chips = chips;
+    if (!r->hw) return mt_fail(MT_EINVAL, "plan: no hardware description; give --hardware NAME");
+    if (!mt_model_about_of(r->model.model) || !mt_model_about_of(r->model.model)->sequences)
+        return mt_fail(MT_EINVAL, "plan: the planner costs sequence models (gpt, llama); "
+                       "give --model gpt or --model llama");
+    if (chips < 1) return mt_fail(MT_EINVAL, "plan: --chips %d; give 1 or more", chips);
+    if (r->seq < 1) return mt_fail(MT_EINVAL, "plan: --seq %d; give the sequence length", r->seq);
+    double seqs = r->batch_tokens / r->seq;
+    if (!(r->batch_tokens > 0) || seqs != floor(seqs) || seqs > 1e12)
+        return mt_fail(MT_EINVAL, "plan: --batch-tokens %.0f is not a whole number of "
+                       "sequences of --seq %d; give a multiple of %d", r->batch_tokens, r->seq,
+                       r->seq);
+    s->sequences = (long long)seqs;
+    s->seq = r->seq;
+    s->layers = mt__plan_model_int(&r->model, "layers", 1);
+    s->heads = mt__plan_model_int(&r->model, "heads", 1);
+    s->kv_heads = mt__plan_model_int(&r->model, "kv-heads", s->heads);
+    s->channels = mt__plan_model_int(&r->model, "channels", 1);
+    /* the MLP's width: the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
+    s->ffn = 4 * s->channels;
+    if (r->model.model == MT_MODEL_LLAMA && r->model.model_config) {
+        s->ffn = mt_llama_ffn_dim((const mt_llama_config *)r->model.model_config);
+        s->gated = true;
+    }
+    for (int a = 0; a < 4; a++) s->mesh_axes[a] = 1;
+    if (r->mesh) {
+        mt_mesh *m = NULL;
+        mt_status st = mt_mesh_create(r->mesh, chips, &m);
+        if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh with --chips %d", chips);
+        static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
+        for (int a = 0; a < mt_mesh_ndim(m) && st == MT_OK; a++) {
+            const char *n = mt_mesh_axis_name(m, a);
+            int k = 0;
+            while (k < 4 && strcmp(n, name[k])) k++;
+            if (k == 4)
+                st = mt_fail(MT_EINVAL, "plan: --mesh '%s' has an axis '%s'; the planner lays "
+                             "out data, fsdp, tensor and pipe", r->mesh, n);
+            else
+                s->mesh_axes[k] = mt_mesh_axis_size(m, n);
+        }
+        mt_mesh_free(m);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+/* One search on `chips` chips into *rep. */
+static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_report *rep) {
+    search_state ss;
+    mt__plan_search *s = &ss.base;
+    memset(&ss.notes, 0, sizeof ss.notes);
+    mt_status st = start(s, r, chips);
+    if (st != MT_OK) return st;
+    memset(rep, 0, sizeof *rep);
+    s->rep = rep;
+    rep->chips = chips;
+    for (int f = 0; f < N_FAMILIES; f++) rep->families[f].name = FAMILY[f];
+    st = mt__plan_model_facts(s);
+    rep->model_params = s->params;
+    rep->flops_per_token = s->flops_per_token;
+    if (st == MT_OK) st = mt__plan_each_layout(s, visit);
+    rep->n_programs = s->n_built;
+    mt__plan_cache_free(s);
+    if (st != MT_OK) {
+        mt_plan_report_free(rep);
+        return st;
+    }
+    /* the families the chips allow, each with its line */
+    int n = 0;
+    for (int f = 0; f < N_FAMILIES; f++) {
+        bool possible = f == 0 ? chips == 1 : chips > 1;
+        if (!possible) continue;
+        mt_plan_family fam = rep->families[f];
+        family_line(&fam, rep->n_best ? &rep->best[0] : NULL, ss.notes.example[f]);
+        rep->families[n++] = fam;
+    }
+    rep->n_families = n;
+    return MT_OK;
+}
+
+/* Chip counts to try for min_chips: 1 .. max, with prime factors 2, 3, 5
+ * and 7 only (the sizes meshes come in). */
+static bool smooth(int n) {
+    for (int p = 2; p <= 7; p++)
+        while (n % p == 0) n /= p;
+    return n == 1;
+}
+
+mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
+    memset(out, 0, sizeof *out);
+    if (!req) return mt_fail(MT_EINVAL, "plan: the request is NULL");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mt_status st;
+    if (!req->min_chips) {
+        st = search_chips(req, req->chips, out);
+    } else {
+        if (req->mesh)
+            return mt_fail(MT_EINVAL, "plan: --min-chips searches the chip count; leave out "
+                           "--mesh");
+        int max = req->chips > 0 ? req->chips : 1 << 20;
+        st = MT_OK;
+        for (int c = 1; c <= max; c++) {
+            if (!smooth(c)) continue;
+            st = search_chips(req, c, out);
+            if (st != MT_OK || out->n_feasible > 0) break;
+            mt_plan_report_free(out);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return st;
+}
+
+void mt_plan_report_free(mt_plan_report *r) {
+    if (!r) return;
+    free(r->best);
+    free(r->infeasible);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,75 @@
+/*
+ * plan/search_impl.h — what the search's files share (layouts.c, the
+ * enumeration; evaluate.c, one layout's memory and step time from cached
+ * programs; search.c, the request, the ranking and the families).
+ */
+#ifndef MT_PLAN_SEARCH_IMPL_H
+#define MT_PLAN_SEARCH_IMPL_H
+
+#include "plan/cost.h"
+#include "plan/plan_impl.h"
+#include "meshtrain/pipeline.h"
+
+#include <stddef.h>
+
+/* The widest tensor axis searched: Megatron's and the book's 8 to 16 ways,
+ * with room for a model whose F carries more. */
+#define MT__PLAN_MAX_TENSOR 64
+
+/* One cached program: the chunk of a layout's program as one device of it
+ * runs it, at `layers` layers a chunk and `batch` sequences a replica. */
+typedef struct mt__plan_cached mt__plan_cached;
+
+typedef struct {
+    const mt_plan_request *req;
+    int        chips;
+    long long  sequences;             /* per step: batch_tokens / seq */
+    int        seq, layers, heads, kv_heads, channels, vocab;
+    int        ffn;                   /* MLP width F */
+    bool       gated;                 /* a gated MLP (SwiGLU) */
+    double     params;                /* N, the whole model's */
+    double     flops_per_token;       /* PaLM's 6N + 12·L·H·Q·T */
+    int        mesh_axes[4];          /* req->mesh's data, fsdp, tensor, pipe (1: absent) */
+    /* the programs built, by key (evaluate.c) */
+    mt__plan_cached **cache;          /* (n_cache) in build order */
+    size_t     n_cache, cap_cache;
+    size_t    *slots;                 /* (n_slots) open addressing: index + 1 into cache, 0
+                                         empty; n_slots a power of two, >= 2 n_cache */
+    size_t     n_slots;
+    int        n_built;
+    /* the results kept */
+    mt_plan_report *rep;
+    int        cap_best, cap_infeasible;
+    mt_status  error;                 /* a build that failed for another reason than the
+                                         layout (out of memory) */
+} mt__plan_search;
+
+/* The model's int setting `flag` ("layers", "heads", "kv-heads",
+ * "channels", "vocab") from its table, or dflt when it has none. */
+int  mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt);
+/* Writes it into `config` (a copy of the model's struct); false when the
+ * model has no such setting. */
+bool mt__plan_model_set_int(void *config, const mt_train_config *model, const char *flag,
+                            int value);
+
+/* "data=2,fsdp=256,tensor=8" of a layout ("data=1" on one chip). */
+void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap);
+/* Chunks a device holds under schedule `kind` (2 for zb-v, dualpipev and
+ * interleaved as the planner runs it; else 1). */
+int  mt__plan_schedule_chunks(int kind);
+/* Why l cannot divide the model or the batch ("" if it can). */
+void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *why, size_t cap);
+/* fn on every layout the request leaves open; the first failure it returns. */
+mt_status mt__plan_each_layout(mt__plan_search *s,
+                               mt_status (*fn)(mt__plan_search *, const mt_plan_layout *));
+
+/* One layout's memory and step time into *res (feasible or why not).
+ * Fails only for what is no property of the layout (out of memory). */
+mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res);
+/* The whole model's N and PaLM's FLOPs a token into s (from programs of 1
+ * and 2 blocks on one device). Fails when the model does not build. */
+mt_status mt__plan_model_facts(mt__plan_search *s);
+/* Frees the cache. */
+void mt__plan_cache_free(mt__plan_search *s);
+
+#endif /* MT_PLAN_SEARCH_IMPL_H */

@@ -1,0 +1,199 @@
+/*
+ * timing.c — the seconds of one device's program on a system: every op on
+ * the chip's roofline, every collective on the mesh level it crosses, and
+ * the overlap meshtrain's executor gives them (exec.c: a weight gradient's
+ * reduction is a deferred event that runs under the rest of the backward).
+ *
+ * The roofline (the scaling book, ch. 1; ../shared/PLANNER.md 2.2): an op
+ * takes max(FLOPs / (peak x gemm_fraction), bytes / (HBM x hbm_fraction)).
+ * A matrix product runs at the peak of the run's precision (bf16, or fp32:
+ * a chip that states no fp32 matrix peak, a TPU, is costed at its bf16
+ * peak, the MXU's passes aside); every other op is costed by its bytes.
+ *
+ * A collective (PLANNER.md 2.3) of V bytes (nccl-tests' size) over a group
+ * of X devices: the group's members are laid on the system's levels (mesh
+ * device ids in order: the mesh's last axis innermost), and at each level
+ * the group crosses, D instances of the level below talk over the level's
+ * links, each instance's g members in parallel:
+ *   all-gather = reduce-scatter = V (D - 1) / D / (g W)   the slowest level,
+ *   all-reduce = 2 x that, all-to-all = 1/4 of it on a ring or torus
+ *   (the book's bidirectional-ring AllToAll) and (X-1)/X² V / W through a
+ *   switch (the book's B·7/(64W) for 8 GPUs), a permute V / link bandwidth;
+ * W is the level's per-device egress, link_bandwidth x links x
+ * collective_fraction: a switch's whole egress, a torus's links along the
+ * dims the group spans (two per dim, both ways: the book's bidirectional
+ * ring, V / W_bidi). The latency floor is the ring's steps (X - 1 through a
+ * switch, X/2 around a torus) x the level's latency: the book's
+ * T = max(T_min X/2, V/W).
+ */
+#include "plan/timing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double mt__plan_matmul_peak(const mt_hardware *hw, mt_precision precision) {
+    double p = precision == MT_PRECISION_BF16 ? hw->peak_flops[MT_HW_BF16]
+                                              : hw->peak_flops[MT_HW_FP32];
+    if (!(p > 0)) p = hw->peak_flops[MT_HW_BF16];
+    return p;
+}
+
+double mt__plan_op_time(const mt_hardware *hw, mt_precision precision, bool matmul, double flops,
+                        double bytes, bool *flop_bound) {
+    double bw = hw->hbm_bandwidth * hw->hbm_fraction;
+    double tb = bytes / bw;
+    double tf = matmul ? flops / (mt__plan_matmul_peak(hw, precision) * hw->gemm_fraction) : 0;
+    if (flop_bound) *flop_bound = tf >= tb;
+    return tf > tb ? tf : tb;
+}
+
+/* The level one instance of which holds devices [0, span). */
+static int level_of(const mt_hardware *hw, int span) {
+    for (int i = 0; i < hw->n_levels; i++)
+        if (hw->levels[i].devices == 0 || hw->levels[i].devices >= span) return i;
+    return hw->n_levels - 1;
+}
+
+/* Per-device egress on level i for a group whose extent inside one
+ * instance of level i is `extent` devices. */
+static double egress(const mt_hw_level *lv, int extent) {
+    double links = lv->links;
+    if (lv->topology == MT_TOPO_TORUS && lv->n_dims > 0) {
+        /* the dims the group spans, innermost first: 2 links each */
+        double spanned = 0;
+        int left = extent;
+        for (int d = lv->n_dims - 1; d >= 0 && left > 1; d--) {
+            spanned += 1;
+            left = (left + lv->dims[d] - 1) / lv->dims[d];
+        }
+        links = 2 * (spanned > 0 ? spanned : 1);
+        if (links > lv->links) links = lv->links;
+    }
+    return lv->link_bandwidth * links * lv->collective_fraction;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+double mt__plan_coll_time(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_coll kind,
+                          mt_axes axes, double bytes) {
+    int X = mt_mesh_group_size(mesh, axes);
+    if (X <= 1 || !(bytes > 0)) return 0;
+    int *m = malloc((size_t)X * sizeof *m);
+    if (!m) return INFINITY;
+    mt_mesh_group(mesh, axes, 0, m);
+    qsort(m, (size_t)X, sizeof *m, cmp_int);
+    int span = 0;
+    for (int i = 0; i < X; i++)
+        if (m[i] + 1 > span) span = m[i] + 1;
+    int top = level_of(hw, span);
+    double worst = 0, lat = 0;
+    int inner = 1;   /* devices one instance of the level below spans */
+    for (int i = 0; i <= top; i++) {
+        const mt_hw_level *lv = &hw->levels[i];
+        /* D: instances of the level below the group touches inside one
+           instance of this level (device 0's); g: members in each */
+        int below = i == 0 ? 1 : inner;
+        int lim = lv->devices ? lv->devices : span;
+        int D = 0, g = 0, last = -1;
+        for (int k = 0; k < X; k++) {
+            if (m[k] >= lim) continue;
+            int inst = m[k] / below;
+            if (inst != last) D++, last = inst;
+            if (inst == m[0] / below) g++;
+        }
+        inner = lv->devices ? lv->devices : span;
+        if (D <= 1) continue;
+        double W = egress(lv, D) * g;
+        double t = bytes * (D - 1) / D / W;
+        if (kind == MT__PC_ALL_TO_ALL)
+            t = lv->topology == MT_TOPO_SWITCH ? bytes * (D - 1) / ((double)D * D) / W : t / 4;
+        if (kind == MT__PC_PERMUTE) t = bytes / (lv->link_bandwidth * lv->collective_fraction);
+        if (t > worst) worst = t;
+        double steps = lv->topology == MT_TOPO_TORUS ? ceil(D / 2.0) : D - 1;
+        lat += steps * lv->latency;
+    }
+    free(m);
+    if (kind == MT__PC_PERMUTE) lat = hw->levels[top].latency;
+    if (kind == MT__PC_ALL_REDUCE) worst *= 2, lat *= 2;
+    return worst > lat ? worst : lat;
+}
+
+/* ======================================================================== */
+/* A program: two streams                                                    */
+/* ======================================================================== */
+
+void mt__plan_program_time(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+                           const mt__plan_program *p, mt__plan_time *out) {
+    memset(out, 0, sizeof *out);
+    double tc = 0, tm = 0;   /* the compute stream's and the communication stream's clocks */
+    char phase = 'F';
+    double phase_start = 0;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const mt__plan_node *n = &p->nodes[i];
+        if (n->phase != phase) {   /* a phase ends: F, B, W each a pipeline op */
+            int ph = phase == 'F' ? 0 : phase == 'B' ? 1 : 2;
+            out->phase[ph] += tc - phase_start;
+            phase_start = tc;
+            phase = n->phase;
+        }
+        if (n->cls != MT__PN_COLLECTIVE) {
+            bool fb;
+            double t = mt__plan_op_time(hw, precision, n->cls == MT__PN_MATMUL, n->flops,
+                                        n->bytes, &fb);
+            tc += t;
+            out->compute += t;
+            if (fb) out->flop_bound += t;
+            continue;
+        }
+        double t = mt__plan_coll_time(hw, mesh, n->kind, n->axes, n->comm_bytes);
+        double own = n->flops > 0 || n->bytes > 0
+                         ? mt__plan_op_time(hw, precision, true, n->flops, n->bytes, NULL)
+                         : 0;
+        out->comm += t;
+        if (n->overlapped) {
+            /* a collective matmul: its ring under its products */
+            double d = t > own ? t : own;
+            out->compute += own;
+            out->exposed_tensor += d - own;
+            tc = (tc > tm ? tc : tm) + d;
+            tm = tc;
+        } else if (n->grad_reduce) {
+            /* deferred: under the rest of the backward, one after another */
+            double start = tm > tc ? tm : tc;
+            tm = start + t;
+            tc += own;
+            out->compute += own;
+            out->grad_reduce += t;
+        } else if (n->param_gather) {
+            /* prefetched: issued as early as the communication stream is free,
+               its consumer waits for it */
+            double end = tm + t;
+            tm = end;
+            if (end > tc) {
+                out->exposed_gather += end - tc;
+                tc = end;
+            }
+            tc += own;
+            out->compute += own;
+        } else {
+            /* tensor- and sequence-parallel collectives, the loss's: blocking */
+            double start = tm > tc ? tm : tc;
+            double wait = start - tc;
+            tc = start + t + own;
+            tm = start + t;
+            out->compute += own;
+            out->exposed_tensor += t + wait;
+        }
+    }
+    /* the last phase, with the reductions still in flight at its end */
+    double end = tc > tm ? tc : tm;
+    out->exposed_reduce = end - tc;
+    int ph = phase == 'F' ? 0 : phase == 'B' ? 1 : 2;
+    out->phase[ph] += end - phase_start;
+    out->total = end;
+    out->flops = p->flops[0] + p->flops[1] + p->flops[2];
+}
