@@ -15,7 +15,9 @@
  * device ids in order: the mesh's last axis innermost), and at each level
  * the group crosses, D instances of the level below talk over the level's
  * links, each instance's g members in parallel:
- *   all-gather = reduce-scatter = V (D - 1) / D / (g W)   the slowest level,
+ *   all-gather = reduce-scatter = V (D - 1) / D / (g W) through a switch,
+ *   ceil(D/2) 2V / (D g W) around a torus (the book's bidirectional ring,
+ *   V / W_bidi at even D), the slowest level's,
  *   all-reduce = 2 x that, all-to-all = 1/4 of it on a ring or torus
  *   (the book's bidirectional-ring AllToAll) and (X-1)/X² V / W through a
  *   switch (the book's B·7/(64W) for 8 GPUs), a permute V / link bandwidth;
@@ -23,8 +25,10 @@
  * collective_fraction: a switch's whole egress, a torus's links along the
  * dims the group spans (two per dim, both ways: the book's bidirectional
  * ring, V / W_bidi). The latency floor is the ring's steps (X - 1 through a
- * switch, X/2 around a torus) x the level's latency: the book's
- * T = max(T_min X/2, V/W).
+ * ring, X/2 around a torus) x the level's latency, a hop's: the book's
+ * T = max(T_min X/2, V/W); through a switch the level's latency is the
+ * floor of a small collective (plan.h: "one hop, or a small collective's
+ * floor"), paid once a level.
  */
 #include "plan/timing.h"
 
@@ -108,12 +112,18 @@ double mt__plan_coll_time(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_c
         inner = lv->devices ? lv->devices : span;
         if (D <= 1) continue;
         double W = egress(lv, D) * g;
-        double t = bytes * (D - 1) / D / W;
+        /* a switch: the ring's (D-1)/D; a torus: the book's bidirectional
+           ring, ceil(D/2) hops of 2V/(D W) (V/W at even D) */
+        double t = lv->topology == MT_TOPO_SWITCH ? bytes * (D - 1) / D / W
+                                                  : ceil(D / 2.0) * 2 * bytes / D / W;
         if (kind == MT__PC_ALL_TO_ALL)
             t = lv->topology == MT_TOPO_SWITCH ? bytes * (D - 1) / ((double)D * D) / W : t / 4;
         if (kind == MT__PC_PERMUTE) t = bytes / (lv->link_bandwidth * lv->collective_fraction);
         if (t > worst) worst = t;
-        double steps = lv->topology == MT_TOPO_TORUS ? ceil(D / 2.0) : D - 1;
+        /* a torus's or ring's latency is a hop's (the book's 1 us), a
+           switch's the floor of a small collective (nccl-tests' 8 bytes) */
+        double steps = lv->topology == MT_TOPO_TORUS ? ceil(D / 2.0)
+                       : lv->topology == MT_TOPO_RING ? D - 1 : 1;
         lat += steps * lv->latency;
     }
     free(m);
