@@ -12,7 +12,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_plan_cli.sh "$@"
 
 # a small llama: 8 layers, width 256, 8 heads (kv 4), on H100s
-M=(--model llama --channels 256 --layers 8 --heads 8 --kv-heads 4 --vocab 1024 --max-seq 512)
+M=(--model llama --channels 256 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 512 --vocab 1024
+   --max-seq 512)
 
 # ---- refusals ------------------------------------------------------------
 expect_fail "no --hardware" 2 "give --hardware" \
@@ -37,5 +38,84 @@ expect_fail "min-chips with a mesh" 2 "leave out --mesh" \
     --mesh data=8 --min-chips
 expect_fail "mlp is no sequence model" 2 "examples, not sequences" \
     "$BIN" plan --model mlp --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512
+
+# ---- the table and the JSON ------------------------------------------------
+P=(plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512)
+if "$BIN" "${P[@]}" >table.txt 2>err.txt; then ok "table: exit 0"; else bad "table: exit" "exit $?"; fi
+for want in "^plan: llama" "layouts evaluated" "^  1  " "^best: " "memory per device: parameters" \
+            "^  bound: " "^families:" "pure data: " "pipeline: " "^MFU: PaLM's"; do
+    grep -q -- "$want" table.txt && ok "table: /$want/" || bad "table" "no line matches /$want/"
+done
+"$BIN" "${P[@]}" --json >plan.json 2>err.txt
+# N by hand: embedding and head V·C each (untied), per layer two norms 2C,
+# wq and wo C·C, wk and wv C·(KV·C/NH), w1 w2 w3 3·F·C; the final norm C
+python3 - plan.json <<'PY' && ok "json: keys, N by hand, ranked, feasible only" || bad "json" "see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+C, L, NH, KV, F, V = 256, 8, 8, 4, 512, 1024
+N = 2 * V * C + L * (2 * C + 2 * C * C + 2 * C * (KV * C // NH) + 3 * F * C) + C
+assert d["parameters"] == N, (d["parameters"], N)
+assert d["flops_per_token"] == 6 * N + 12 * L * C * 512, d["flops_per_token"]
+for k in ("model", "hardware", "chips", "batch_tokens", "seq", "precision", "memory_convention",
+          "evaluated", "feasible", "programs", "seconds", "best", "infeasible", "families"):
+    assert k in d, k
+assert d["batch_tokens"] == 65536 and d["chips"] == 8
+best = d["best"]
+assert 1 <= len(best) <= 5, len(best)
+steps = [b["step_seconds"] for b in best]
+assert steps == sorted(steps), steps
+for b in best:
+    assert b["feasible"] and b["memory_per_device"]["total"] <= 80e9, b
+    for k in ("mesh", "data", "fsdp", "tensor", "pipe", "zero", "remat", "sequence_parallel",
+              "collective_matmul", "schedule", "microbatches", "step_seconds",
+              "tokens_per_s_per_device", "mfu", "hfu", "bound", "bound_why"):
+        assert k in b, k
+    m = b["memory_per_device"]
+    assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer",
+                                                "activations", "temporaries"))) < 1e-3 * m["total"]
+    # tokens/s per device and MFU from the step, by hand
+    assert abs(b["tokens_per_s_per_device"] - 65536 / b["step_seconds"] / b["chips"]) < 1e-6 * b["tokens_per_s_per_device"]
+    assert abs(b["mfu"] - d["flops_per_token"] * 65536 / (b["chips"] * 9.9e14 * b["step_seconds"])) < 1e-6
+    assert b["bound"] in ("compute", "memory bandwidth", "communication", "pipeline bubble"), b["bound"]
+assert d["infeasible"] == [], "infeasible layouts are listed only for a given mesh"
+assert len(d["families"]) == 5 and all(f["line"].startswith(f["family"] + ": ") for f in d["families"])
+PY
+
+# ---- one mesh: its options, infeasible ones with why ------------------------
+"$BIN" plan --model llama --preset llama3-8b --hardware h100-sxm --chips 1 --batch-tokens 1M \
+    --seq 4096 --mesh data=1 --remat none --microbatches 1 --json >oom.json 2>err.txt
+rc=$?
+python3 - oom.json "$rc" <<'PY' && ok "one mesh out of memory: listed with why, exit 1" || bad "oom" "see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert sys.argv[2] == "1", "exit " + sys.argv[2]
+assert d["best"] == [] and d["evaluated"] == len(d["infeasible"]) >= 1, d["evaluated"]
+for r in d["infeasible"]:
+    assert not r["feasible"] and r["why"].startswith("out of memory"), r["why"]
+    assert r["memory_per_device"]["total"] > 80e9
+PY
+
+# ---- --min-chips: the count found fits, the smooth count below it does not --
+"$BIN" plan --model llama --preset llama3-8b --hardware h100-sxm --batch-tokens 256k --seq 2048 \
+    --memory mixed16 --min-chips --json >min.json 2>err.txt
+n=$(python3 -c "import json,sys; d=json.load(open('min.json')); print(d['chips'] if d['best'] else 0)")
+below=$(python3 -c "
+n=$n
+c=n-1
+def smooth(x):
+    for p in (2,3,5,7):
+        while x % p == 0: x //= p
+    return x == 1
+while c > 0 and not smooth(c): c -= 1
+print(c)")
+if [ "$n" -gt 1 ]; then
+    ok "min-chips: $n chips"
+    "$BIN" plan --model llama --preset llama3-8b --hardware h100-sxm --batch-tokens 256k \
+        --seq 2048 --memory mixed16 --chips "$below" >below.txt 2>err.txt
+    [ $? -eq 1 ] && grep -q "no layout fits" below.txt && ok "min-chips: $below chips do not fit" \
+        || bad "min-chips" "$below chips fit, yet --min-chips said $n"
+else
+    bad "min-chips" "found $n"
+fi
 
 test_end

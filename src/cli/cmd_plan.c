@@ -94,8 +94,8 @@ static void json_result(FILE *out, const mt_plan_result *r) {
     if (r->feasible) {
         fprintf(out, ", \"step_seconds\": %.9g, \"compute_seconds\": %.9g, "
                 "\"exposed_comm_seconds\": %.9g, \"bubble_seconds\": %.9g, "
-                "\"optimizer_seconds\": %.9g, \"tokens_per_s_per_device\": %.6g, \"mfu\": %.6g, "
-                "\"hfu\": %.6g, \"tokens_per_chip\": %.6g, \"bound\": \"%s\", \"bound_why\": ",
+                "\"optimizer_seconds\": %.9g, \"tokens_per_s_per_device\": %.9g, \"mfu\": %.9g, "
+                "\"hfu\": %.9g, \"tokens_per_chip\": %.9g, \"bound\": \"%s\", \"bound_why\": ",
                 r->step, r->compute, r->comm_exposed, r->bubble, r->optimizer_step,
                 r->tokens_per_s_per_device, r->mfu, r->hfu, r->tokens_per_chip, r->bound);
         cli_json_string(out, r->bound_why);
@@ -108,7 +108,7 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
     fprintf(out, "{\n  \"model\": \"%s\", \"hardware\": ", mt_model_name(q->model.model));
     cli_json_string(out, hw_name);
     fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
-            "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.6g, "
+            "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
             "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n"
             "  \"best\": [", rep->chips, q->batch_tokens, q->seq,
             q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32", mt_plan_memory_name(q->memory),

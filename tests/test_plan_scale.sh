@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_plan_scale.sh — issue 24 §6: `meshtrain plan` for Llama 3 405B on
+# 16,384 H100s, enumerating every layout, finishes in under 60 s with under
+# 2 GiB of peak memory (/usr/bin/time -v) on 2 cores: each distinct
+# per-device program is built once (one device a pipeline stage, chunks of
+# 4 and 8 blocks), not each device. Under the sanitizers the time is
+# printed, not bounded (the build is several times slower); the memory
+# bound holds everywhere.
+#
+#   bash tests/test_plan_scale.sh <meshtrain binary> [<build dir>]
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_plan_scale.sh "$@"
+
+sanitized=$(sed -n 's/^MT_SANITIZE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+ARGS=(plan --model llama --preset llama3-405b --hardware h100-sxm --chips 16384
+      --batch-tokens 16M --seq 8192 --memory mixed16 --json)
+if [ ! -x /usr/bin/time ]; then
+    bad "405B: /usr/bin/time" "is missing; install the Debian package 'time' (make deps)"
+else
+    /usr/bin/time -v "$BIN" "${ARGS[@]}" >plan.json 2>time.txt
+    rc=$?
+    wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' time.txt)
+    rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' time.txt)
+    secs=$(python3 -c "import sys; p=sys.argv[1].split(':'); print(sum(float(x)*60**i for i,x in enumerate(reversed(p))))" "$wall")
+    echo "#     405B on 16384: wall $secs s, peak RSS $rss kB${sanitized:+ (sanitizers: $sanitized)}"
+    [ "$rc" -eq 0 ] && ok "405B: exit 0" || bad "405B: exit" "exit $rc: $(head -3 time.txt)"
+    if [ -z "$sanitized" ]; then
+        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 60 else 1)" "$secs" \
+            && ok "405B: under 60 s ($secs s)" || bad "405B: wall" "$secs s, want under 60"
+    fi
+    [ "${rss:-99999999}" -lt $((2 << 20)) ] && ok "405B: under 2 GiB peak ($rss kB)" \
+        || bad "405B: peak RSS" "$rss kB, want under 2097152"
+    # every layout enumerated: the mesh factorisations of 2^14 with tensor <= 64
+    # and pipe <= 126 layers and every option; the report says how many, and
+    # which programs it built
+    python3 - plan.json <<'PY' && ok "405B: the report's counts and its best" || bad "405B: report" "see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["chips"] == 16384, d["chips"]
+assert d["evaluated"] > 100000, d["evaluated"]
+assert 0 < d["programs"] < d["evaluated"] / 50, (d["programs"], d["evaluated"])
+assert abs(d["parameters"] - 405.85e9) / 405.85e9 < 0.01, d["parameters"]
+best = d["best"]
+assert best and all(b["feasible"] for b in best), "no feasible best"
+steps = [b["step_seconds"] for b in best]
+assert steps == sorted(steps), steps
+for b in best:
+    assert b["data"] * b["fsdp"] * b["tensor"] * b["pipe"] == b["chips"] <= 16384, b
+    assert b["memory_per_device"]["total"] <= 80e9, b
+PY
+fi
+
+test_end
