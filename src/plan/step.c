@@ -1,0 +1,261 @@
+/*
+ * step.c — one training step of one layout (step.h's model): the phases of
+ * every chunk's program (step_phase.c), put together as the trainer runs
+ * them: microbatches one after another, or a pipeline's schedule through
+ * the simulator; then the optimizer; then what binds and the MFU.
+ */
+#include "plan/step.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the accounting device spends over the step. */
+typedef struct {
+    double flop_bound, memory_bound;
+    double coll[MT__PLAN_STEP_MAX_COMM], exposed[MT__PLAN_STEP_MAX_COMM];
+} tally;
+
+static void tally_add(tally *t, const mt__plan_phase *ph, double times) {
+    t->flop_bound += times * ph->flop_bound;
+    t->memory_bound += times * ph->memory_bound;
+    for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) {
+        t->coll[k] += times * ph->coll[k];
+        t->exposed[k] += times * ph->exposed[k];
+    }
+}
+
+/* The whole gradients' all-reduces a phase left out (MT__PLAN_REDUCE_ONCE),
+ * run after the flush: exposed whole. Returns their seconds. */
+static double tally_flush(tally *t, const mt__plan_phase *ph) {
+    double s = 0;
+    for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) {
+        t->coll[k] += ph->skipped[k];
+        t->exposed[k] += ph->skipped[k];
+        s += ph->skipped[k];
+    }
+    return s;
+}
+
+static const char *coll_name(mt__plan_coll k) {
+    static const char *const names[MT__PC_N_KINDS] = {"all-reduce", "all-gather",
+                                                      "reduce-scatter", "all-to-all", "permute"};
+    return k >= 0 && k < MT__PC_N_KINDS ? names[k] : "collective";
+}
+
+/* "all-reduce over data,tensor" */
+static void comm_label(const mt_mesh *mesh, mt__plan_coll kind, mt_axes axes, char *buf,
+                       size_t cap) {
+    int n = snprintf(buf, cap, "%s over ", coll_name(kind));
+    for (int i = 0; i < axes.n && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%s", i ? "," : "",
+                      mt_mesh_axis_name(mesh, axes.axis[i]));
+}
+
+static mt_status check_in(const mt__plan_step_in *in, mt_axes *pipe) {
+    if (!in->hw || !in->mesh || !in->programs)
+        return mt_fail(MT_EINVAL, "mt__plan_step needs the hardware, the mesh and the programs "
+                       "(got hw %s, mesh %s, programs %s)", in->hw ? "set" : "NULL",
+                       in->mesh ? "set" : "NULL", in->programs ? "set" : "NULL");
+    if (in->stages < 1 || in->chunks < 1 || in->microbatches < 1)
+        return mt_fail(MT_EINVAL, "mt__plan_step: stages=%d, chunks=%d and microbatches=%d "
+                       "must each be 1 or more", in->stages, in->chunks, in->microbatches);
+    if (in->stages == 1 && in->chunks != 1)
+        return mt_fail(MT_EINVAL, "mt__plan_step: chunks=%d a device without a pipeline "
+                       "(stages=1); give chunks=1, or stages > 1", in->chunks);
+    if (!(in->message_bytes >= 0) || !isfinite(in->message_bytes) ||
+        !(in->optim_bytes >= 0) || !isfinite(in->optim_bytes))
+        return mt_fail(MT_EINVAL, "mt__plan_step: message_bytes=%g and optim_bytes=%g must be "
+                       "finite and >= 0 (optim_bytes 0: AdamW's %g)", in->message_bytes,
+                       in->optim_bytes, MT__PLAN_ADAMW_BYTES);
+    if (in->stages == 1) return MT_OK;
+    int size = mt_mesh_axis_size(in->mesh, "pipe");
+    if (size != in->stages)
+        return mt_fail(MT_EINVAL, "mt__plan_step: stages=%d, but mesh '%s' has %s; the pipeline "
+                       "runs over an axis named pipe of the stages' count", in->stages,
+                       mt_mesh_spec(in->mesh), size ? "a pipe axis of another size" : "no pipe axis");
+    return mt_mesh_axes(in->mesh, "pipe", pipe);
+}
+
+/* AdamW over program p's stored elements: memory-bound. */
+static double optimizer_seconds(const mt__plan_step_in *in, const mt__plan_program *p) {
+    double per = in->optim_bytes > 0 ? in->optim_bytes
+                 : MT__PLAN_ADAMW_BYTES +
+                       (in->precision == MT_PRECISION_BF16 ? MT__PLAN_BF16_CAST_BYTES : 0);
+    return mt__plan_op_time(in->hw, in->precision, false, 0, per * (double)p->param_elems, NULL);
+}
+
+/* The pipeline: the schedule on the chunks' F, B, W; the accounting device
+ * is the one that ends last (after its flush and its optimizer). */
+static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__plan_phase *ph,
+                          int var, tally *t, mt__plan_step_result *out) {
+    const int p = in->stages, S = p * in->chunks, m = in->microbatches;
+    out->message = mt__plan_coll_time(in->hw, in->mesh, MT__PC_PERMUTE, pipe, in->message_bytes);
+    mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
+    double *after = calloc((size_t)p, sizeof *after);
+    if (!cc || !after) {
+        free(cc);
+        free(after);
+        return mt_fail(MT_ENOMEM, "out of memory for %d chunks' costs", S);
+    }
+    for (int k = 0; k < S; k++) {
+        const mt__plan_phase *q = &ph[(k * 2 + var) * 3];
+        /* a phase of nothing still takes a moment (the simulator wants f, b > 0) */
+        cc[k] = (mt_pipe_costs){.f = q[0].seconds > 0 ? q[0].seconds : 1e-12,
+                                .b = q[1].seconds > 0 ? q[1].seconds : 1e-12,
+                                .w = q[2].seconds, .comm = out->message};
+    }
+    mt_schedule *sc = NULL;
+    mt_pipe_sim sim = {0};
+    mt_status st = mt_schedule_make(in->schedule, p, m, in->chunks, &sc);
+    if (st == MT_OK) st = mt_schedule_simulate_chunks(sc, cc, 0, &sim);
+    if (st == MT_OK) {
+        for (int k = 0; k < S; k++) {
+            int d = mt_schedule_chunk_device(sc, k);
+            after[d] += optimizer_seconds(in, &in->programs[k]);
+            if (var == 1)
+                for (int q = 0; q < 3; q++)
+                    for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++)
+                        after[d] += ph[(k * 2 + 1) * 3 + q].skipped[c];
+        }
+        int dev = 0;
+        for (int d = 1; d < p; d++)
+            if (after[d] > after[dev] || (after[d] == after[dev] && sim.busy[d] > sim.busy[dev]))
+                dev = d;
+        out->device = dev;
+        out->bubble = sim.makespan - sim.busy[dev];
+        out->step = sim.makespan + after[dev];
+        for (int d = 0; d < p; d++)
+            if (sim.peak_activations[d] > out->peak_in_flight)
+                out->peak_in_flight = sim.peak_activations[d];
+        for (int k = 0; k < S; k++) {
+            if (mt_schedule_chunk_device(sc, k) != dev) continue;
+            out->optimizer += optimizer_seconds(in, &in->programs[k]);
+            for (int q = 0; q < 3; q++) {
+                const mt__plan_phase *x = &ph[(k * 2 + var) * 3 + q];
+                tally_add(t, x, m);
+                out->phase[q] += x->seconds;
+                if (var == 1) tally_flush(t, x);
+            }
+        }
+    }
+    mt_pipe_sim_free(&sim);
+    mt_schedule_free(sc);
+    free(cc);
+    free(after);
+    return st;
+}
+
+/* Without a pipe axis: m microbatches one after another, then the optimizer. */
+static void accumulate(const mt__plan_step_in *in, const mt__plan_phase *ph, bool once, tally *t,
+                       mt__plan_step_result *out) {
+    const int m = in->microbatches;
+    const mt__plan_phase *with = &ph[0], *without = &ph[3];
+    for (int q = 0; q < 3; q++) {
+        /* MT__PLAN_REDUCE_ONCE: m - 1 without the whole gradients' all-reduces,
+           the last with them (under its backward) */
+        const mt__plan_phase *typical = once ? &without[q] : &with[q];
+        tally_add(t, typical, m - 1);
+        tally_add(t, &with[q], 1);
+        out->step += (m - 1) * typical->seconds + with[q].seconds;
+        out->phase[q] = typical->seconds;
+    }
+    out->optimizer = optimizer_seconds(in, &in->programs[0]);
+    out->step += out->optimizer;
+    out->peak_in_flight = 1;
+}
+
+/* What binds, and the line that says so. */
+static void bind(const mt__plan_step_in *in, mt__plan_step_result *r) {
+    double memory = r->memory_bound + r->optimizer, most = r->flop_bound;
+    r->bound = MT__PLAN_BOUND_COMPUTE;
+    if (memory > most) r->bound = MT__PLAN_BOUND_MEMORY, most = memory;
+    if (r->comm_exposed > most) r->bound = MT__PLAN_BOUND_COMM, most = r->comm_exposed;
+    if (r->bubble > most) r->bound = MT__PLAN_BOUND_BUBBLE, most = r->bubble;
+    double pct = r->step > 0 ? 100 * most / r->step : 0;
+    r->bound_comm = -1;
+    switch (r->bound) {
+    case MT__PLAN_BOUND_COMPUTE:
+        snprintf(r->reason, sizeof r->reason, "compute: FLOP-bound ops take %.3g s of the %.3g s "
+                 "step (%.0f%%)", most, r->step, pct);
+        break;
+    case MT__PLAN_BOUND_MEMORY:
+        snprintf(r->reason, sizeof r->reason, "memory bandwidth: bandwidth-bound ops and the "
+                 "optimizer take %.3g s of the %.3g s step (%.0f%%)", most, r->step, pct);
+        break;
+    case MT__PLAN_BOUND_COMM:
+        for (int k = 0; k < r->n_comm; k++)
+            if (r->bound_comm < 0 || r->comm[k].exposed > r->comm[r->bound_comm].exposed)
+                r->bound_comm = k;
+        snprintf(r->reason, sizeof r->reason, "communication: %s exposes %.3g s of the %.3g s "
+                 "step (%.3g s exposed in all, %.0f%%)", r->comm[r->bound_comm].label,
+                 r->comm[r->bound_comm].exposed, r->step, most, pct);
+        break;
+    case MT__PLAN_BOUND_BUBBLE:
+        snprintf(r->reason, sizeof r->reason, "pipeline bubble: stage %d idles %.3g s of the "
+                 "%.3g s step (%.0f%%; %s, %d stages, %d microbatches)", r->device, most, r->step,
+                 pct, mt_schedule_kind_name(in->schedule), in->stages, in->microbatches);
+        break;
+    }
+}
+
+mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
+    memset(out, 0, sizeof *out);
+    out->bound_comm = -1;
+    mt_axes pipe = {0};
+    mt_status st = check_in(in, &pipe);
+    if (st != MT_OK) return st;
+    const int S = in->stages * in->chunks;
+    const bool once = in->reduce == MT__PLAN_REDUCE_ONCE;
+    /* ph[(k·2 + variant)·3 + phase]: variant 0 with every reduction, 1 without
+       the whole gradients' all-reduces */
+    mt__plan_phase *ph = calloc((size_t)S * 6, sizeof *ph);
+    if (!ph) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' phases", S);
+    mt__plan_comm_keys keys = {0};
+    double flops = 0;
+    for (int k = 0; k < S && st == MT_OK; k++)
+        for (int var = 0; var < (once ? 2 : 1) && st == MT_OK; var++)
+            for (int q = 0; q < 3 && st == MT_OK; q++) {
+                st = mt__plan_phase_run(in->hw, in->mesh, in->precision, &in->programs[k],
+                                        "FBW"[q], var == 1, &keys, &ph[(k * 2 + var) * 3 + q]);
+                if (var == 0) flops += ph[(k * 2) * 3 + q].flops;
+            }
+    tally t = {0};
+    if (st == MT_OK && in->stages == 1) accumulate(in, ph, once, &t, out);
+    else if (st == MT_OK) st = pipeline(in, pipe, ph, once ? 1 : 0, &t, out);
+    free(ph);
+    if (st != MT_OK) {
+        memset(out, 0, sizeof *out);
+        out->bound_comm = -1;
+        return st;
+    }
+    out->flop_bound = t.flop_bound;
+    out->memory_bound = t.memory_bound;
+    out->compute = t.flop_bound + t.memory_bound;
+    out->n_comm = keys.n;
+    for (int k = 0; k < keys.n; k++) {
+        mt__plan_step_comm *c = &out->comm[k];
+        c->kind = keys.kind[k];
+        c->axes = keys.axes[k];
+        c->seconds = t.coll[k];
+        c->exposed = t.exposed[k];
+        comm_label(in->mesh, c->kind, c->axes, c->label, sizeof c->label);
+        out->comm_exposed += c->exposed;
+        out->comm_kind[c->kind] += c->exposed;
+    }
+    out->bubble_fraction = out->step > 0 ? out->bubble / out->step : 0;
+    bind(in, out);
+    /* PaLM's model FLOPs (PLANNER.md §4) and the FLOPs run, per device */
+    const mt__plan_model *md = &in->model;
+    double peak = mt__plan_matmul_peak(in->hw, in->precision);
+    double devices = mt_mesh_size(in->mesh);
+    out->flops_per_token = 6 * md->n_params + 12.0 * md->layers * md->heads * md->head_dim * md->seq;
+    out->mfu = md->n_params > 0 && out->step > 0
+                   ? md->tokens * out->flops_per_token / (out->step * devices * peak)
+                   : NAN;
+    /* every stage's devices run its chunks' FLOPs m times: per device, the
+       stages' mean */
+    out->hfu = out->step > 0 ? flops * in->microbatches / in->stages / (out->step * peak) : NAN;
+    return MT_OK;
+}

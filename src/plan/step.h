@@ -1,0 +1,187 @@
+/*
+ * plan/step.h — the time of one training step of one layout (step.c, the
+ * step; step_phase.c, one phase of one program on two streams), from the
+ * per-device programs of its pipeline chunks, with what binds it.
+ *
+ * The model, as meshtrain runs a step (graph/exec.c, train/trainer.c,
+ * train/pipe.c, pipeline/executor.c):
+ *
+ *   - Every compute node is on the roofline (timing.c's mt__plan_op_time),
+ *     every collective on the mesh levels it crosses (mt__plan_coll_time).
+ *   - Two streams a phase (F, B, W each run on their own: exec.c leaves
+ *     nothing in flight when a phase returns). The compute stream runs the
+ *     nodes in run order; the communication stream runs the deferred
+ *     collectives, one after another, each issued when the compute stream
+ *     reaches it:
+ *       * a gradient reduction (grad_reduce) runs under the nodes after it;
+ *         at most MT__PLAN_DEFER_WINDOW are in flight (the compute waits for
+ *         the oldest before a later one is issued, plan.c's window), and
+ *         what is still in flight at the end of the phase is exposed (exec.c's
+ *         "wait: gradient reductions");
+ *       * a parameter gather (param_gather: fsdp, ZeRO) is prefetched one
+ *         parameter ahead, as the partitioner places it (right after the
+ *         previous parameter's gather): the compute waits for gather k when it
+ *         reaches gather k+1 (k+1's readers follow it; the last gather of a
+ *         phase is waited for at the next compute node, one parameter early);
+ *       * any other collective (tensor and sequence parallel, the loss's)
+ *         blocks the compute stream for its own time, unless it is a
+ *         collective matmul's ring (overlapped): max(its products, the ring).
+ *     A blocking collective does not queue behind the communication stream
+ *     (the tensor axis's links are not the data axis's).
+ *   - Gradient accumulation without a pipe axis: the microbatches run F, B,
+ *     W one after another, each W reducing its gradients (the trainer's
+ *     loop); or, MT__PLAN_REDUCE_ONCE, whole gradients are all-reduced once,
+ *     under the last microbatch's backward (sharded gradients, reduce-
+ *     scattered, still every microbatch).
+ *   - A pipeline: mt_schedule_simulate_chunks on each chunk's F, B and W
+ *     seconds (W's with its reductions' exposed tail) and the message
+ *     between stages (a permute over `pipe` of message_bytes); with
+ *     MT__PLAN_REDUCE_ONCE, the whole gradients' all-reduces run after the
+ *     flush, exposed (the scaling book's "DP grad reduction can only start
+ *     after the last microbatch").
+ *   - The optimizer: AdamW over the device's stored elements, memory-bound.
+ *
+ * The accounting device (the stage that ends last) satisfies
+ *   step = compute + exposed communication + bubble + optimizer
+ * exactly; each part is seconds of the step.
+ */
+#ifndef MT_PLAN_STEP_H
+#define MT_PLAN_STEP_H
+
+#include "plan/plan_impl.h"
+#include "plan/timing.h"
+#include "meshtrain/pipeline.h"
+
+/* Gradient reductions in flight at once (graph/plan.c's MT_DEFER_WINDOW). */
+#define MT__PLAN_DEFER_WINDOW 4
+
+/* AdamW's bytes per stored element, meshtrain's fp32 optimizer (optim.c):
+ * the gradient norm reads g (4), the update reads p, g, m, v (16) and
+ * writes p, m, v (12). */
+#define MT__PLAN_ADAMW_BYTES 32.0
+/* With bf16 products: the weight copies cast again at the next forward
+ * (graph/precision.c): p read (4), its bf16 copy written (2). */
+#define MT__PLAN_BF16_CAST_BYTES 6.0
+
+/* The distinct (kind, axes) collectives a step names. */
+#define MT__PLAN_STEP_MAX_COMM 24
+
+/* When whole gradients (data parallel, ZeRO-1: all-reduced) are reduced. */
+typedef enum {
+    MT__PLAN_REDUCE_EACH,   /* meshtrain's: every microbatch's W (trainer.c, pipe.c) */
+    MT__PLAN_REDUCE_ONCE    /* once a step: without a pipe under the last microbatch's
+                               backward, with one after the flush, exposed (the book's) */
+} mt__plan_reduce;
+
+/* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token. */
+typedef struct {
+    double n_params;        /* N, the whole model's parameters; 0: no MFU (NaN) */
+    int    layers;          /* L */
+    int    heads;           /* H */
+    int    head_dim;        /* Q */
+    int    seq;             /* T, tokens a sequence */
+    double tokens;          /* tokens of one step, all devices together */
+} mt__plan_model;
+
+/* One layout's step. */
+typedef struct {
+    const mt_hardware      *hw;
+    const mt_mesh          *mesh;         /* the layout's: collectives' groups, axis names */
+    mt_precision            precision;    /* the matrix products' */
+    const mt__plan_program *programs;     /* (stages x chunks): global chunk k's program as
+                                             one device of its stage runs it */
+    int                     stages;       /* p, the pipe axis's size; 1 without one */
+    int                     chunks;       /* v, chunks a device; 1 without a pipe */
+    mt_schedule_kind        schedule;     /* with stages > 1 */
+    int                     microbatches; /* m: accumulated, or the pipeline's */
+    double                  message_bytes;/* bytes one device sends from a chunk to the next
+                                             for one microbatch (its B,T,C activation slice;
+                                             the gradient back is the same) */
+    mt__plan_reduce         reduce;
+    double                  optim_bytes;  /* per stored element; 0: MT__PLAN_ADAMW_BYTES
+                                             (+ MT__PLAN_BF16_CAST_BYTES under bf16) */
+    mt__plan_model          model;
+} mt__plan_step_in;
+
+/* One collective (kind over axes) over the step, on the accounting device. */
+typedef struct {
+    mt__plan_coll kind;
+    mt_axes       axes;
+    double        seconds;     /* its own time, hidden or not */
+    double        exposed;     /* of which the compute waited for (or ran after the flush) */
+    char          label[64];   /* "all-reduce over data", "all-gather over fsdp,tensor" */
+} mt__plan_step_comm;
+
+/* What binds a step. */
+typedef enum {
+    MT__PLAN_BOUND_COMPUTE,   /* FLOP-bound ops */
+    MT__PLAN_BOUND_MEMORY,    /* bandwidth-bound ops and the optimizer */
+    MT__PLAN_BOUND_COMM,      /* exposed communication (comm[bound_comm] the most) */
+    MT__PLAN_BOUND_BUBBLE     /* the pipeline's idle time */
+} mt__plan_bound;
+
+typedef struct {
+    double step;                /* seconds of one step */
+    double compute;             /* the compute stream's op time: flop_bound + memory_bound */
+    double flop_bound, memory_bound;
+    double comm_exposed;        /* every collective's exposed seconds together */
+    double comm_kind[MT__PC_N_KINDS];   /* ... by kind */
+    int    n_comm;
+    mt__plan_step_comm comm[MT__PLAN_STEP_MAX_COMM];   /* ... by kind and axes */
+    double bubble;              /* pipeline idle seconds of the accounting device */
+    double bubble_fraction;     /* bubble / step */
+    double optimizer;           /* AdamW's seconds */
+    double message;             /* one pipeline message's seconds (0 without a pipe) */
+    double phase[3];            /* one microbatch's F, B, W on the accounting device (its
+                                   chunks together), waits included */
+    int    device;              /* the accounting device's pipe coordinate (0 without) */
+    double peak_in_flight;      /* the schedule's most microbatches in flight, in stages'
+                                   activations (mt_pipe_sim.peak_activations); 1 without */
+    mt__plan_bound bound;
+    int    bound_comm;          /* comm[] index, with MT__PLAN_BOUND_COMM; -1 otherwise */
+    char   reason[192];         /* one line: what binds and by how much */
+    double flops_per_token;     /* PaLM's 6N + 12·L·H·Q·T */
+    double mfu;                 /* tokens x flops_per_token / (step x devices x peak) */
+    double hfu;                 /* the FLOPs run, recompute included, the same way */
+} mt__plan_step_result;
+
+/* The time of one step of the layout in *in into *out (zeroed first).
+ * MT_EINVAL, naming the field and its value, for a missing hardware, mesh
+ * or programs, stages or chunks or microbatches below 1, chunks above 1
+ * without a pipe, a mesh without a `pipe` axis of `stages` devices when
+ * stages > 1, a negative or non-finite message_bytes or optim_bytes;
+ * the schedule's own refusals (mt_schedule_make) pass through; MT_ENOMEM. */
+mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out);
+
+/* ======================================================================== */
+/* One phase of one program (step_phase.c)                                   */
+/* ======================================================================== */
+
+/* The (kind, axes) collectives seen so far: indices into a step's comm[]. */
+typedef struct {
+    int           n;
+    mt__plan_coll kind[MT__PLAN_STEP_MAX_COMM];
+    mt_axes       axes[MT__PLAN_STEP_MAX_COMM];
+} mt__plan_comm_keys;
+
+/* One phase of one program for one microbatch. */
+typedef struct {
+    double seconds;                          /* the compute stream's span, waits included */
+    double flop_bound, memory_bound;         /* its ops' time by the roof that binds */
+    double coll[MT__PLAN_STEP_MAX_COMM];     /* the collectives' own seconds, by key */
+    double exposed[MT__PLAN_STEP_MAX_COMM];  /* what the compute waited for, by key */
+    double skipped[MT__PLAN_STEP_MAX_COMM];  /* whole-gradient all-reduces left out (skip) */
+    double flops;                            /* run: ops and collective matmuls' products */
+} mt__plan_phase;
+
+/* Phase `phase` ('F', 'B', 'W') of program p on the two streams (step.h's
+ * comment), into *out; with skip_whole, the whole gradients' all-reduces
+ * (grad_reduce, MT__PC_ALL_REDUCE) are not run but their seconds put in
+ * skipped[]. Collectives are keyed in *keys (added as met). MT_ENOMEM;
+ * MT_EINVAL when a step has more than MT__PLAN_STEP_MAX_COMM distinct
+ * collectives. */
+mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+                             const mt__plan_program *p, char phase, bool skip_whole,
+                             mt__plan_comm_keys *keys, mt__plan_phase *out);
+
+#endif /* MT_PLAN_STEP_H */

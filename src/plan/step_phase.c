@@ -1,0 +1,146 @@
+/*
+ * step_phase.c — one phase of one program on two streams (step.h's model):
+ * the compute stream runs the nodes in run order; the communication stream
+ * runs the deferred collectives (gradient reductions, prefetched parameter
+ * gathers) one after another, each issued when the compute reaches it and
+ * queued behind the ones before it. A wait of the compute stream, from t0
+ * to t1, is charged to the collectives the communication stream runs in
+ * [t0, t1]: the stream has no gap after t0 (everything queued on it was
+ * issued by t0), so the charges add up to the wait.
+ */
+#include "plan/step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The key of (kind, axes) in *keys, added when new; -1 when full. */
+static int key_of(mt__plan_comm_keys *keys, mt__plan_coll kind, mt_axes axes) {
+    for (int i = 0; i < keys->n; i++)
+        if (keys->kind[i] == kind && keys->axes[i].n == axes.n &&
+            !memcmp(keys->axes[i].axis, axes.axis, (size_t)axes.n))
+            return i;
+    if (keys->n == MT__PLAN_STEP_MAX_COMM) return -1;
+    keys->kind[keys->n] = kind;
+    keys->axes[keys->n] = axes;
+    return keys->n++;
+}
+
+/* The communication stream: its collectives in start order. */
+typedef struct {
+    int     n, first;    /* first: the earliest that may still end after a wait's start */
+    double *start, *end;
+    int    *key;
+    double  free_at;     /* when its last one ends */
+} comm_stream;
+
+/* Queues a collective of `t` seconds issued at `at`; returns its index. */
+static int issue(comm_stream *cs, double at, double t, int key) {
+    double s = cs->free_at > at ? cs->free_at : at;
+    cs->start[cs->n] = s;
+    cs->end[cs->n] = s + t;
+    cs->key[cs->n] = key;
+    cs->free_at = s + t;
+    return cs->n++;
+}
+
+/* The compute stream at *t waits until `until`: the wait is charged to the
+ * collectives running in it. */
+static void wait_until(comm_stream *cs, double *t, double until, mt__plan_phase *out) {
+    if (!(until > *t)) return;
+    while (cs->first < cs->n && cs->end[cs->first] <= *t) cs->first++;
+    for (int i = cs->first; i < cs->n && cs->start[i] < until; i++) {
+        double a = cs->start[i] > *t ? cs->start[i] : *t;
+        double b = cs->end[i] < until ? cs->end[i] : until;
+        if (b > a) out->exposed[cs->key[i]] += b - a;
+    }
+    *t = until;
+}
+
+mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+                             const mt__plan_program *p, char phase, bool skip_whole,
+                             mt__plan_comm_keys *keys, mt__plan_phase *out) {
+    memset(out, 0, sizeof *out);
+    int n_coll = 0, last_gather = -1;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const mt__plan_node *n = &p->nodes[i];
+        if (n->phase != phase || n->cls != MT__PN_COLLECTIVE) continue;
+        n_coll++;
+        if (n->param_gather) last_gather = i;
+    }
+    comm_stream cs = {0};
+    cs.start = malloc(2 * ((size_t)n_coll + 1) * sizeof *cs.start);
+    cs.key = malloc(((size_t)n_coll + 1) * sizeof *cs.key);
+    if (!cs.start || !cs.key) {
+        free(cs.start);
+        free(cs.key);
+        return mt_fail(MT_ENOMEM, "out of memory for a phase of %d collectives", n_coll);
+    }
+    cs.end = cs.start + n_coll + 1;
+    int window[MT__PLAN_DEFER_WINDOW], n_red = 0;   /* the reductions in flight, a ring */
+    int pending = -1;     /* the last gather issued, not yet waited for */
+    double due = 0;       /* the compute's next node waits until then (gathers) */
+    double t = 0;
+    mt_status st = MT_OK;
+    for (int i = 0; i < p->n_nodes && st == MT_OK; i++) {
+        const mt__plan_node *n = &p->nodes[i];
+        if (n->phase != phase) continue;
+        if (n->cls != MT__PN_COLLECTIVE) {
+            wait_until(&cs, &t, due, out);
+            bool fb = false;
+            double c = mt__plan_op_time(hw, precision, n->cls == MT__PN_MATMUL, n->flops,
+                                        n->bytes, &fb);
+            *(fb ? &out->flop_bound : &out->memory_bound) += c;
+            out->flops += n->flops;
+            t += c;
+            continue;
+        }
+        int k = key_of(keys, n->kind, n->axes);
+        if (k < 0) {
+            st = mt_fail(MT_EINVAL, "a step with more than %d distinct collectives (kind and "
+                         "axes); raise MT__PLAN_STEP_MAX_COMM", MT__PLAN_STEP_MAX_COMM);
+            break;
+        }
+        double c = mt__plan_coll_time(hw, mesh, n->kind, n->axes, n->comm_bytes);
+        if (n->grad_reduce && !n->overlapped) {
+            if (skip_whole && n->kind == MT__PC_ALL_REDUCE) {
+                out->skipped[k] += c;
+                continue;
+            }
+            out->coll[k] += c;
+            /* the window: the oldest must be done before another is issued */
+            if (n_red >= MT__PLAN_DEFER_WINDOW)
+                wait_until(&cs, &t, cs.end[window[n_red % MT__PLAN_DEFER_WINDOW]], out);
+            window[n_red++ % MT__PLAN_DEFER_WINDOW] = issue(&cs, t, c, k);
+        } else if (n->param_gather && !n->overlapped) {
+            out->coll[k] += c;
+            /* one parameter ahead: the previous gather's readers come next */
+            if (pending >= 0 && cs.end[pending] > due) due = cs.end[pending];
+            pending = issue(&cs, t, c, k);
+            if (i == last_gather) {
+                if (cs.end[pending] > due) due = cs.end[pending];
+                pending = -1;
+            }
+        } else if (n->overlapped) {
+            /* a collective matmul: its ring under its own products */
+            bool fb = false;
+            double own = mt__plan_op_time(hw, precision, true, n->flops, n->bytes, &fb);
+            *(fb ? &out->flop_bound : &out->memory_bound) += own;
+            out->flops += n->flops;
+            out->coll[k] += c;
+            if (c > own) out->exposed[k] += c - own;
+            t += c > own ? c : own;
+        } else {
+            /* blocking: the compute stream waits for it (it reads
+               activations, not the gather due next) */
+            out->coll[k] += c;
+            out->exposed[k] += c;
+            t += c;
+        }
+    }
+    /* nothing stays in flight when a phase returns (exec.c) */
+    if (st == MT_OK) wait_until(&cs, &t, cs.free_at, out);
+    out->seconds = t;
+    free(cs.start);
+    free(cs.key);
+    return st;
+}

@@ -1,0 +1,313 @@
+/* test_plan_step.c — one training step's time (src/plan/step.c,
+ * step_phase.c) on hand-built programs and a hand-made system, each
+ * expected time worked out by hand below, and on a real GPT program whose
+ * forward is checked against its nodes' rooflines summed here.
+ *
+ * The hand-made system ("unit"): bf16 peak 4e12 FLOP/s at gemm_fraction
+ * 0.5, so a matrix product of F FLOPs takes F / 2e12 s; HBM 1e11 B/s at
+ * hbm_fraction 0.5, so B bytes take B / 5e10 s; one switch level, link
+ * 1e10 B/s, 1 link, collective_fraction 0.5: a device's egress W = 5e9 B/s.
+ * Over 2 devices through a switch (nccl-tests' ring, PLANNER.md 2.3):
+ * all-gather = reduce-scatter = V (2-1)/2 / W = V / 1e10 s, all-reduce
+ * twice that, V / 5e9 s. The latency (1e-9 s) is below every collective
+ * here. AdamW under bf16: 32 + 6 = 38 bytes a stored element (step.h). */
+#include "meshtrain.h"
+#include "harness.h"
+#include "plan/step.h"
+
+static mt_hardware unit_hw(void) {
+    mt_hardware hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "unit");
+    snprintf(hw.description, sizeof hw.description, "hand-made, unit-ish numbers");
+    hw.peak_flops[MT_HW_FP32] = 1e12;
+    hw.peak_flops[MT_HW_TF32] = 2e12;
+    hw.peak_flops[MT_HW_BF16] = 4e12;
+    hw.peak_flops[MT_HW_FP8] = 8e12;
+    hw.peak_flops[MT_HW_INT8] = 8e12;
+    hw.hbm_bytes = 1e11;
+    hw.hbm_bandwidth = 1e11;
+    hw.gemm_fraction = 0.5;
+    hw.hbm_fraction = 0.5;
+    hw.n_levels = 1;
+    hw.levels[0] = (mt_hw_level){.kind = MT_LINK_NVLINK, .topology = MT_TOPO_SWITCH,
+                                 .devices = 0, .n_dims = 0, .link_bandwidth = 1e10,
+                                 .links = 1, .latency = 1e-9, .collective_fraction = 0.5};
+    return hw;
+}
+
+/* Nodes. */
+static mt__plan_node mm(char ph, double flops) {
+    return (mt__plan_node){.phase = ph, .cls = MT__PN_MATMUL, .flops = flops, .bytes = 1e6};
+}
+static mt__plan_node vec(char ph, double bytes) {
+    return (mt__plan_node){.phase = ph, .cls = MT__PN_VECTOR, .flops = 0, .bytes = bytes};
+}
+static mt__plan_node coll(const mt_mesh *mesh, char ph, mt__plan_coll kind, const char *axes,
+                          double bytes) {
+    mt__plan_node n = {.phase = ph, .cls = MT__PN_COLLECTIVE, .kind = kind, .comm_bytes = bytes};
+    MT_CHECK_OK(mt_mesh_axes(mesh, axes, &n.axes));
+    return n;
+}
+static mt__plan_node grad(const mt_mesh *mesh, mt__plan_coll kind, const char *axes, double b) {
+    mt__plan_node n = coll(mesh, 'W', kind, axes, b);
+    n.grad_reduce = true;
+    return n;
+}
+static mt__plan_node gather(const mt_mesh *mesh, char ph, const char *axes, double b) {
+    mt__plan_node n = coll(mesh, ph, MT__PC_ALL_GATHER, axes, b);
+    n.param_gather = true;
+    return n;
+}
+
+/* One device's step of a one-program layout. */
+static mt__plan_step_result step_of(const mt_hardware *hw, const mt_mesh *mesh,
+                                    mt__plan_node *nodes, int n, int64_t elems, int m,
+                                    mt__plan_reduce reduce, const mt__plan_model *model) {
+    mt__plan_program p = {.n_nodes = n, .nodes = nodes, .param_elems = elems};
+    mt__plan_step_in in = {.hw = hw, .mesh = mesh, .precision = MT_PRECISION_BF16,
+                           .programs = &p, .stages = 1, .chunks = 1, .microbatches = m,
+                           .reduce = reduce};
+    if (model) in.model = *model;
+    mt__plan_step_result r;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    /* the accounting identity (step.h) */
+    MT_CHECK_CLOSE(r.compute + r.comm_exposed + r.bubble + r.optimizer, r.step, 1e-12,
+                   "compute + exposed + bubble + optimizer = step");
+    return r;
+}
+
+static mt_mesh *mesh_of(const char *spec, int n) {
+    mt_mesh *m = NULL;
+    MT_CHECK_OK(mt_mesh_create(spec, n, &m));
+    return m;
+}
+
+static const mt__plan_step_comm *comm_named(const mt__plan_step_result *r, const char *label) {
+    for (int k = 0; k < r->n_comm; k++)
+        if (strcmp(r->comm[k].label, label) == 0) return &r->comm[k];
+    MT_CHECK(false, "no collective '%s' among %d", label, r->n_comm);
+    return NULL;
+}
+
+/* F: a product of 4e12 FLOPs (2 s; its 1e6 bytes 2e-5 s); B and W 8e12
+ * each (4 s); 1e8 stored elements: AdamW 1e8 x 38 / 5e10 = 0.076 s. Step
+ * 10.076 s, FLOP-bound 10 s. MFU (PaLM): N = 1e9, L 2, H 4, Q 8, T 16:
+ * 6e9 + 12·2·4·8·16 = 6,000,012,288 FLOPs a token; 1000 tokens on 1 device
+ * at the 4e12 peak: 6.000012288e12 / (10.076 x 4e12) = 0.148869...; HFU
+ * 2e13 / (10.076 x 4e12) = 0.496229... */
+MT_TEST(compute_bound_and_mfu) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=1", 1);
+    mt__plan_node n[] = {mm('F', 4e12), mm('B', 8e12), mm('W', 8e12)};
+    mt__plan_model md = {.n_params = 1e9, .layers = 2, .heads = 4, .head_dim = 8, .seq = 16,
+                         .tokens = 1000};
+    mt__plan_step_result r = step_of(&hw, mesh, n, 3, 100000000, 1, MT__PLAN_REDUCE_EACH, &md);
+    MT_CHECK_CLOSE(r.step, 10.076, 1e-9, "step");
+    MT_CHECK_CLOSE(r.flop_bound, 10, 1e-9, "FLOP-bound");
+    MT_CHECK_CLOSE(r.optimizer, 0.076, 1e-9, "AdamW");
+    MT_CHECK_CLOSE(r.phase[0], 2, 1e-12, "F");
+    MT_CHECK(r.bound == MT__PLAN_BOUND_COMPUTE && strstr(r.reason, "compute"), "bound: %s",
+             r.reason);
+    MT_CHECK_CLOSE(r.flops_per_token, 6000012288.0, 1e-12, "PaLM FLOPs a token");
+    MT_CHECK_CLOSE(r.mfu, 6.000012288e12 / (10.076 * 4e12), 1e-12, "MFU");
+    MT_CHECK_CLOSE(r.hfu, 2e13 / (10.076 * 4e12), 1e-12, "HFU");
+    mt_mesh_free(mesh);
+}
+
+/* F an element-wise op of 1e11 bytes (2 s), B 2e11 (4 s), W a product of
+ * 1e9 FLOPs (5e-4 s) over 5e10 bytes (1 s): 7 s memory-bound + 0.076 s. */
+MT_TEST(memory_bound) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=1", 1);
+    mt__plan_node n[] = {vec('F', 1e11), vec('B', 2e11), mm('W', 1e9)};
+    n[2].bytes = 5e10;
+    mt__plan_step_result r = step_of(&hw, mesh, n, 3, 100000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.step, 7.076, 1e-9, "step");
+    MT_CHECK_CLOSE(r.memory_bound, 7, 1e-9, "memory-bound ops");
+    MT_CHECK(r.flop_bound == 0, "nothing FLOP-bound: %g", r.flop_bound);
+    MT_CHECK(r.bound == MT__PLAN_BOUND_MEMORY && strstr(r.reason, "memory bandwidth"),
+             "bound: %s", r.reason);
+    mt_mesh_free(mesh);
+}
+
+/* data=2. Hidden: W = product 1 s, the gradient's all-reduce of 2.5e9 bytes
+ * (0.5 s) issued at 1 s, product 1 s: the reduction ends at 1.5 s, under
+ * the second product; W = 2 s. F and B 1 s each; 1e6 elements: AdamW
+ * 3.8e7 / 5e10 = 7.6e-4 s. Step 4.00076 s, nothing exposed.
+ * Partly exposed: F, B 0.25 s; W = product 1 s, all-reduce of 1e10 bytes
+ * (2 s: [1, 3]), product 0.2 s (ends 1.2): W waits to 3 s, 1.8 s exposed;
+ * step 3.5 + 7.6e-4. FLOP-bound 1.7 s < 1.8 s: communication binds. */
+MT_TEST(dp_reduction_hidden_and_partly_exposed) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=2", 2);
+    mt__plan_node a[] = {mm('F', 2e12), mm('B', 2e12), mm('W', 2e12),
+                         grad(mesh, MT__PC_ALL_REDUCE, "data", 2.5e9), mm('W', 2e12)};
+    mt__plan_step_result r = step_of(&hw, mesh, a, 5, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.step, 4.00076, 1e-9, "hidden: step");
+    MT_CHECK(r.comm_exposed == 0, "hidden: %g exposed", r.comm_exposed);
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 0.5, 1e-9, "its time");
+    MT_CHECK(r.bound == MT__PLAN_BOUND_COMPUTE, "hidden: %s", r.reason);
+    mt__plan_node b[] = {mm('F', 5e11), mm('B', 5e11), mm('W', 2e12),
+                         grad(mesh, MT__PC_ALL_REDUCE, "data", 1e10), mm('W', 4e11)};
+    r = step_of(&hw, mesh, b, 5, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.step, 3.50076, 1e-9, "partly: step");
+    MT_CHECK_CLOSE(r.phase[2], 3.0, 1e-9, "partly: W");
+    MT_CHECK_CLOSE(r.comm_exposed, 1.8, 1e-9, "partly: exposed");
+    MT_CHECK_CLOSE(r.comm_kind[MT__PC_ALL_REDUCE], 1.8, 1e-9, "partly: by kind");
+    MT_CHECK(r.bound == MT__PLAN_BOUND_COMM && r.bound_comm >= 0 &&
+             strcmp(r.comm[r.bound_comm].label, "all-reduce over data") == 0 &&
+             strstr(r.reason, "all-reduce over data"), "partly: %s", r.reason);
+    mt_mesh_free(mesh);
+}
+
+/* At most 4 reductions in flight (plan.c's window): five all-reduces of
+ * 0.5 s issued at once, then a 3 s product. The first four queue at 0; the
+ * fifth waits for the first (0.5 s exposed), runs [2, 2.5]; the product
+ * [0.5, 3.5]. W = 3.5 s (3 s without the window). */
+MT_TEST(reduction_window) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=2", 2);
+    mt__plan_node n[7] = {mm('F', 5e11), mm('B', 5e11)};
+    for (int i = 0; i < 5; i++) n[2 + i] = grad(mesh, MT__PC_ALL_REDUCE, "data", 2.5e9);
+    mt__plan_node all[8];
+    memcpy(all, n, sizeof n);
+    all[7] = mm('W', 6e12);
+    mt__plan_step_result r = step_of(&hw, mesh, all, 8, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[2], 3.5, 1e-9, "W");
+    MT_CHECK_CLOSE(r.comm_exposed, 0.5, 1e-9, "exposed");
+    mt_mesh_free(mesh);
+}
+
+/* tensor=2. Exposed: F = product 1 s, all-reduce of 2.5e9 bytes over tensor
+ * (0.5 s, blocking), product 1 s: 2.5 s; B, W products 2 s: step 6.5 +
+ * 7.6e-4 s, 0.5 s exposed. A collective matmul instead (an all-gather ring
+ * of 5e9 bytes, 0.5 s, under its own 2e12 FLOPs, 1 s): F = 2 s, nothing
+ * exposed; with a ring of 2e10 bytes (2 s) F = 3 s, 1 s exposed. */
+MT_TEST(tensor_parallel_exposed_and_collective_matmul) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("tensor=2", 2);
+    mt__plan_node a[] = {mm('F', 2e12), coll(mesh, 'F', MT__PC_ALL_REDUCE, "tensor", 2.5e9),
+                         mm('F', 2e12), mm('B', 4e12), mm('W', 4e12)};
+    mt__plan_step_result r = step_of(&hw, mesh, a, 5, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[0], 2.5, 1e-9, "exposed: F");
+    MT_CHECK_CLOSE(r.step, 6.50076, 1e-9, "exposed: step");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over tensor")->exposed, 0.5, 1e-9, "exposed");
+    mt__plan_node cm = coll(mesh, 'F', MT__PC_ALL_GATHER, "tensor", 5e9);
+    cm.overlapped = true;
+    cm.flops = 2e12;
+    cm.bytes = 1e6;
+    mt__plan_node b[] = {mm('F', 2e12), cm, mm('B', 4e12), mm('W', 4e12)};
+    r = step_of(&hw, mesh, b, 4, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[0], 2.0, 1e-9, "hidden: F");
+    MT_CHECK(r.comm_exposed == 0, "hidden: %g exposed", r.comm_exposed);
+    MT_CHECK_CLOSE(r.flop_bound, 6.0, 1e-9, "the ring's products count as compute");
+    b[1].comm_bytes = 2e10;
+    r = step_of(&hw, mesh, b, 4, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[0], 3.0, 1e-9, "long ring: F");
+    MT_CHECK_CLOSE(comm_named(&r, "all-gather over tensor")->exposed, 1.0, 1e-9, "long ring");
+    mt_mesh_free(mesh);
+}
+
+/* fsdp=2, gathers of 2.5e9 bytes (0.25 s) prefetched one parameter ahead,
+ * products 1 s: F = G0 G1 R0 G2 R1 R2. G0 [0, .25], G1 [.25, .5]; R0 waits
+ * for G0 (.25 exposed), runs [.25, 1.25]; G2 issued at 1.25, [1.25, 1.5],
+ * the phase's last gather: waited for at the next product (one parameter
+ * early, step.h), R1 [1.5, 2.5], R2 [2.5, 3.5]. F = 3.5 s, 0.5 s exposed
+ * (blocking gathers would give 3.75). B a product 1 s; W the gradient's
+ * reduce-scatter (5e9 bytes, 0.5 s) under a product of 1 s: W = 1 s. */
+MT_TEST(fsdp_prefetch) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("fsdp=2", 2);
+    mt__plan_node n[] = {gather(mesh, 'F', "fsdp", 2.5e9), gather(mesh, 'F', "fsdp", 2.5e9),
+                         mm('F', 2e12), gather(mesh, 'F', "fsdp", 2.5e9), mm('F', 2e12),
+                         mm('F', 2e12), mm('B', 2e12),
+                         grad(mesh, MT__PC_REDUCE_SCATTER, "fsdp", 5e9), mm('W', 2e12)};
+    mt__plan_step_result r = step_of(&hw, mesh, n, 9, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[0], 3.5, 1e-9, "F");
+    MT_CHECK_CLOSE(r.phase[2], 1.0, 1e-9, "W");
+    MT_CHECK_CLOSE(comm_named(&r, "all-gather over fsdp")->exposed, 0.5, 1e-9, "gathers exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-gather over fsdp")->seconds, 0.75, 1e-9, "gathers' time");
+    MT_CHECK(comm_named(&r, "reduce-scatter over fsdp")->exposed == 0, "scatter hidden");
+    MT_CHECK_CLOSE(r.step, 5.50076, 1e-9, "step");
+    mt_mesh_free(mesh);
+}
+
+/* Four microbatches of the partly exposed program (F, B 0.25 s; W 3 s with
+ * its reduction, 1.2 s without). As meshtrain runs them (each W reduces):
+ * 4 x 3.5 + 7.6e-4 s, 7.2 s exposed. Reduced once (the book's), under the
+ * last microbatch's backward: 3 x 1.7 + 3.5 + 7.6e-4 = 8.60076 s, 1.8 s
+ * exposed. */
+MT_TEST(accumulation_over_4_microbatches) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=2", 2);
+    mt__plan_node n[] = {mm('F', 5e11), mm('B', 5e11), mm('W', 2e12),
+                         grad(mesh, MT__PC_ALL_REDUCE, "data", 1e10), mm('W', 4e11)};
+    mt__plan_step_result r = step_of(&hw, mesh, n, 5, 1000000, 4, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.step, 14.00076, 1e-9, "each: step");
+    MT_CHECK_CLOSE(r.comm_exposed, 7.2, 1e-9, "each: exposed");
+    r = step_of(&hw, mesh, n, 5, 1000000, 4, MT__PLAN_REDUCE_ONCE, NULL);
+    MT_CHECK_CLOSE(r.step, 8.60076, 1e-9, "once: step");
+    MT_CHECK_CLOSE(r.comm_exposed, 1.8, 1e-9, "once: exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 2.0, 1e-9, "once: one run");
+    mt_mesh_free(mesh);
+}
+
+/* pipe=4, m=4, every chunk F a product 1 s (f), B an element-wise op of
+ * 1e11 bytes 2 s (b), no W; no message cost. GPipe's makespan is the closed
+ * form (m + p - 1)(f + b) = 7 x 3 = 21 s, 1F1B's the same; a stage is busy
+ * m (f + b) = 12 s, so the bubble is 9 s, (p - 1)/(m + p - 1) = 3/7 of the
+ * makespan; with AdamW's 7.6e-4 s the step is 21.00076 s. The bubble (9 s)
+ * outweighs the FLOP-bound 4 s and the memory-bound 8 + 7.6e-4 s: it binds. */
+MT_TEST(pipeline_gpipe_and_1f1b_closed_form) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("pipe=4", 4);
+    mt__plan_node n[] = {mm('F', 2e12), vec('B', 1e11)};
+    mt__plan_program p[4];
+    for (int k = 0; k < 4; k++)
+        p[k] = (mt__plan_program){.n_nodes = 2, .nodes = n, .param_elems = 1000000};
+    const mt_schedule_kind kinds[2] = {MT_SCHEDULE_GPIPE, MT_SCHEDULE_1F1B};
+    for (int i = 0; i < 2; i++) {
+        mt__plan_step_in in = {.hw = &hw, .mesh = mesh, .precision = MT_PRECISION_BF16,
+                               .programs = p, .stages = 4, .chunks = 1, .schedule = kinds[i],
+                               .microbatches = 4};
+        mt__plan_step_result r;
+        MT_CHECK_OK(mt__plan_step(&in, &r));
+        const char *k = mt_schedule_kind_name(kinds[i]);
+        MT_CHECK_CLOSE(r.step, 21.00076, 1e-9, "%s: step", k);
+        MT_CHECK_CLOSE(r.bubble, 9, 1e-9, "%s: bubble", k);
+        MT_CHECK_CLOSE(r.bubble / (r.step - r.optimizer), 3.0 / 7, 1e-9, "%s: (p-1)/(m+p-1)", k);
+        MT_CHECK_CLOSE(r.compute + r.comm_exposed + r.bubble + r.optimizer, r.step, 1e-12,
+                       "%s: identity", k);
+        MT_CHECK(r.bound == MT__PLAN_BOUND_BUBBLE && strstr(r.reason, "bubble"), "%s: %s", k,
+                 r.reason);
+    }
+    mt_mesh_free(mesh);
+}
+
+/* The refusals name the field and the value. */
+MT_TEST(refusals) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=2", 2);
+    mt__plan_node n[] = {mm('F', 1e12), mm('B', 1e12)};
+    mt__plan_program p = {.n_nodes = 2, .nodes = n};
+    mt__plan_step_in in = {.hw = &hw, .mesh = mesh, .programs = &p, .stages = 1, .chunks = 1,
+                           .microbatches = 0};
+    mt__plan_step_result r;
+    MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "microbatches=0");
+    in.microbatches = 2;
+    in.stages = 2;
+    MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "stages=2", "no pipe axis");
+    in.stages = 1;
+    in.chunks = 2;
+    MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "chunks=2");
+    in.chunks = 1;
+    in.message_bytes = -1;
+    MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "message_bytes=-1");
+    in.message_bytes = 0;
+    in.hw = NULL;
+    MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "hw NULL");
+    mt_mesh_free(mesh);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
