@@ -14,6 +14,9 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan/step.h"
+#include "meshtrain/backend.h"
+#include "meshtrain/partition.h"
+#include "train_helpers.h"
 
 static mt_hardware unit_hw(void) {
     mt_hardware hw;
@@ -308,6 +311,92 @@ MT_TEST(refusals) {
     in.hw = NULL;
     MT_CHECK_FAILS(mt__plan_step(&in, &r), MT_EINVAL, "hw NULL");
     mt_mesh_free(mesh);
+}
+
+/* The ops this test costs as matrix products (at the precision's peak);
+ * every other op by its bytes. */
+static bool is_product(const char *op) {
+    static const char *const ops[] = {"matmul", "linear", "attention", "attention_gqa", "gemm",
+                                      "attention_bwd", "gqa_bwd_qk", "gqa_bwd_v", "cm_wgrad"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(op, ops[i]) == 0) return true;
+    return false;
+}
+
+/* A GPT (L 2, C 64, NH 4, T 16, V 256, B 8) on data=2,tensor=2 on an
+ * H100 SXM: the step's F for device 0 is the sum, over the forward nodes
+ * of the compiled program (built here on the shape-only backend, read
+ * through mt_graph_node), of max(FLOPs / (fp32 peak x gemm_fraction),
+ * bytes / (HBM x hbm_fraction)) for a product and bytes / (HBM x
+ * hbm_fraction) for the rest, plus each collective's time (timing.c's,
+ * tested against the book in test_plan_timing) and, for the one that also
+ * computes (the vocabulary-parallel loss), its bytes on the roofline: the
+ * forward has no deferred collective to overlap. */
+MT_TEST(gpt_forward_is_its_nodes_rooflines) {
+    mt_hardware *hw = NULL;
+    MT_CHECK_OK(mt_hardware_find("h100-sxm", &hw, NULL, 0));
+    mt_gpt_config mc = {.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 256, .Vp = 256};
+    mt_train_config c = mt_train_defaults();
+    c.model = MT_MODEL_GPT;
+    MT_TEST_MODEL_CONFIG(&c, &mc);
+    c.B = 8;
+    c.T = 16;
+    c.data = "(the planner reads no data)";
+    c.mesh = "data=2,tensor=2";
+    c.devices = 4;
+    mt_mesh *mesh = mesh_of(c.mesh, 4);
+    /* the reference: device 0's program, built and compiled here */
+    mt_ctx *ctx = NULL;
+    MT_CHECK_OK(mt_ctx_virtual_create(mesh, 0, &ctx));
+    mt_graph *g = mt_graph_create(), *local = NULL;
+    mt_tensor *loss = NULL, *local_loss = NULL;
+    mt_partition_opts po;
+    memset(&po, 0, sizeof po);
+    bool seeded = false;
+    MT_CHECK_OK(mt_train_build_chunk_program(&c, mesh, 0, 1, g, &loss, &seeded, &po));
+    po.mode = MT_SHARD_AUTO;
+    MT_CHECK_OK(mt_partition(g, loss, ctx, &po, &local, &local_loss));
+    MT_CHECK_OK(mt_graph_compile(local, local_loss, &(mt_compile_opts){
+        .seed = 1, .seed_from_caller = seeded, .backend = mt_backend_shape_only()}));
+    const double flop_rate = hw->peak_flops[MT_HW_FP32] * hw->gemm_fraction;
+    const double byte_rate = hw->hbm_bandwidth * hw->hbm_fraction;
+    double want = 0;
+    int n_coll = 0;
+    for (int i = 0; i < mt_graph_n_nodes(local); i++) {
+        mt_node_info in;
+        MT_CHECK_OK(mt_graph_node(local, i, &in));
+        if (in.phase != 'F') continue;
+        if (in.collective) {
+            mt__plan_coll kind = strcmp(in.op, "all_gather") == 0 ? MT__PC_ALL_GATHER
+                                 : strcmp(in.op, "psum_scatter") == 0 ? MT__PC_REDUCE_SCATTER
+                                 : MT__PC_ALL_REDUCE;
+            want += mt__plan_coll_time(hw, mesh, kind, in.axes, in.comm_bytes);
+            if (in.flops > 0) want += in.mem_bytes / byte_rate;
+            n_coll++;
+            continue;
+        }
+        double tf = is_product(in.op) ? in.flops / flop_rate : 0, tb = in.mem_bytes / byte_rate;
+        want += tf > tb ? tf : tb;
+    }
+    MT_CHECK(n_coll >= 2 * mc.L, "the forward's tensor-parallel all-reduces: %d", n_coll);
+    mt_graph_free(g);
+    mt_graph_free(local);
+    mt_ctx_virtual_free(ctx);
+    /* the planner's */
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 0, 0, 1, &p));
+    mt__plan_step_in in = {.hw = hw, .mesh = mesh, .precision = c.precision, .programs = &p,
+                           .stages = 1, .chunks = 1, .microbatches = 1};
+    mt__plan_step_result r;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK_CLOSE(r.phase[0] * 1e6, want * 1e6, 1e-9, "F: %.4g us, the nodes' %.4g us",
+                   r.phase[0] * 1e6, want * 1e6);
+    MT_CHECK(r.phase[1] > 0 && r.phase[2] > 0 && r.step > r.phase[0], "B, W and the step");
+    MT_CHECK(comm_named(&r, "all-reduce over tensor")->exposed > 0, "TP all-reduces exposed");
+    MT_CHECK(comm_named(&r, "all-reduce over data")->seconds > 0, "DP reductions");
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+    mt_hardware_free(hw);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

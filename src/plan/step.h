@@ -24,8 +24,10 @@
  *         reaches gather k+1 (k+1's readers follow it; the last gather of a
  *         phase is waited for at the next compute node, one parameter early);
  *       * any other collective (tensor and sequence parallel, the loss's)
- *         blocks the compute stream for its own time, unless it is a
- *         collective matmul's ring (overlapped): max(its products, the ring).
+ *         blocks the compute stream for its own time (and, if it computes,
+ *         flops > 0 as the vocabulary-parallel loss does, its own work on
+ *         the roofline after it), unless it is a collective matmul's ring
+ *         (overlapped): max(its products, the ring).
  *     A blocking collective does not queue behind the communication stream
  *     (the tensor axis's links are not the data axis's).
  *   - Gradient accumulation without a pipe axis: the microbatches run F, B,

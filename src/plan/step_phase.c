@@ -135,6 +135,16 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_prec
             out->coll[k] += c;
             out->exposed[k] += c;
             t += c;
+            /* one that also computes (the vocabulary-parallel loss's
+               softmax): its own work on the roofline too; a pure move's
+               bytes are the collective's */
+            if (n->flops > 0) {
+                bool fb = false;
+                double own = mt__plan_op_time(hw, precision, false, n->flops, n->bytes, &fb);
+                *(fb ? &out->flop_bound : &out->memory_bound) += own;
+                out->flops += n->flops;
+                t += own;
+            }
         }
     }
     /* nothing stays in flight when a phase returns (exec.c) */
