@@ -54,10 +54,9 @@ static void comm_label(const mt_mesh *mesh, mt__plan_coll kind, mt_axes axes, ch
 }
 
 static mt_status check_in(const mt__plan_step_in *in, mt_axes *pipe) {
-    if (!in->hw || !in->mesh || !in->programs)
-        return mt_fail(MT_EINVAL, "mt__plan_step needs the hardware, the mesh and the programs "
-                       "(got hw %s, mesh %s, programs %s)", in->hw ? "set" : "NULL",
-                       in->mesh ? "set" : "NULL", in->programs ? "set" : "NULL");
+    if (!in->hw || !in->mesh)
+        return mt_fail(MT_EINVAL, "mt__plan_step needs the hardware and the mesh (got hw %s, "
+                       "mesh %s)", in->hw ? "set" : "NULL", in->mesh ? "set" : "NULL");
     if (in->stages < 1 || in->chunks < 1 || in->microbatches < 1)
         return mt_fail(MT_EINVAL, "mt__plan_step: stages=%d, chunks=%d and microbatches=%d "
                        "must each be 1 or more", in->stages, in->chunks, in->microbatches);
@@ -78,18 +77,19 @@ static mt_status check_in(const mt__plan_step_in *in, mt_axes *pipe) {
     return mt_mesh_axes(in->mesh, "pipe", pipe);
 }
 
-/* AdamW over program p's stored elements: memory-bound. */
-static double optimizer_seconds(const mt__plan_step_in *in, const mt__plan_program *p) {
+/* AdamW over a chunk's stored elements: memory-bound. */
+static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems) {
     double per = in->optim_bytes > 0 ? in->optim_bytes
                  : MT__PLAN_ADAMW_BYTES +
                        (in->precision == MT_PRECISION_BF16 ? MT__PLAN_BF16_CAST_BYTES : 0);
-    return mt__plan_op_time(in->hw, in->precision, false, 0, per * (double)p->param_elems, NULL);
+    return mt__plan_op_time(in->hw, in->precision, false, 0, per * stored_elems, NULL);
 }
 
 /* The pipeline: the schedule on the chunks' F, B, W; the accounting device
  * is the one that ends last (after its flush and its optimizer). */
-static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__plan_phase *ph,
-                          int var, tally *t, mt__plan_step_result *out) {
+static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
+                          const mt__plan_chunk_time *ch, int var, tally *t,
+                          mt__plan_step_result *out) {
     const int p = in->stages, S = p * in->chunks, m = in->microbatches;
     out->message = mt__plan_coll_time(in->hw, in->mesh, MT__PC_PERMUTE, pipe, in->message_bytes);
     mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
@@ -100,7 +100,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__pl
         return mt_fail(MT_ENOMEM, "out of memory for %d chunks' costs", S);
     }
     for (int k = 0; k < S; k++) {
-        const mt__plan_phase *q = &ph[(k * 2 + var) * 3];
+        const mt__plan_phase *q = ch[k].phase[var];
         /* a phase of nothing still takes a moment (the simulator wants f, b > 0) */
         cc[k] = (mt_pipe_costs){.f = q[0].seconds > 0 ? q[0].seconds : 1e-12,
                                 .b = q[1].seconds > 0 ? q[1].seconds : 1e-12,
@@ -113,11 +113,11 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__pl
     if (st == MT_OK) {
         for (int k = 0; k < S; k++) {
             int d = mt_schedule_chunk_device(sc, k);
-            after[d] += optimizer_seconds(in, &in->programs[k]);
+            after[d] += optimizer_seconds(in, ch[k].stored_elems);
             if (var == 1)
                 for (int q = 0; q < 3; q++)
                     for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++)
-                        after[d] += ph[(k * 2 + 1) * 3 + q].skipped[c];
+                        after[d] += ch[k].phase[1][q].skipped[c];
         }
         int dev = 0;
         for (int d = 1; d < p; d++)
@@ -131,9 +131,9 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__pl
                 out->peak_in_flight = sim.peak_activations[d];
         for (int k = 0; k < S; k++) {
             if (mt_schedule_chunk_device(sc, k) != dev) continue;
-            out->optimizer += optimizer_seconds(in, &in->programs[k]);
+            out->optimizer += optimizer_seconds(in, ch[k].stored_elems);
             for (int q = 0; q < 3; q++) {
-                const mt__plan_phase *x = &ph[(k * 2 + var) * 3 + q];
+                const mt__plan_phase *x = &ch[k].phase[var][q];
                 tally_add(t, x, m);
                 out->phase[q] += x->seconds;
                 if (var == 1) tally_flush(t, x);
@@ -148,10 +148,10 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe, const mt__pl
 }
 
 /* Without a pipe axis: m microbatches one after another, then the optimizer. */
-static void accumulate(const mt__plan_step_in *in, const mt__plan_phase *ph, bool once, tally *t,
-                       mt__plan_step_result *out) {
+static void accumulate(const mt__plan_step_in *in, const mt__plan_chunk_time *ch, bool once,
+                       tally *t, mt__plan_step_result *out) {
     const int m = in->microbatches;
-    const mt__plan_phase *with = &ph[0], *without = &ph[3];
+    const mt__plan_phase *with = ch->phase[0], *without = ch->phase[once ? 1 : 0];
     for (int q = 0; q < 3; q++) {
         /* MT__PLAN_REDUCE_ONCE: m - 1 without the whole gradients' all-reduces,
            the last with them (under its backward) */
@@ -161,7 +161,7 @@ static void accumulate(const mt__plan_step_in *in, const mt__plan_phase *ph, boo
         out->step += (m - 1) * typical->seconds + with[q].seconds;
         out->phase[q] = typical->seconds;
     }
-    out->optimizer = optimizer_seconds(in, &in->programs[0]);
+    out->optimizer = optimizer_seconds(in, ch->stored_elems);
     out->step += out->optimizer;
     out->peak_in_flight = 1;
 }
@@ -200,31 +200,56 @@ static void bind(const mt__plan_step_in *in, mt__plan_step_result *r) {
     }
 }
 
+mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
+                                 mt_precision precision, const mt__plan_program *p,
+                                 mt__plan_comm_keys *keys, mt__plan_chunk_time *out) {
+    memset(out, 0, sizeof *out);
+    mt_status st = MT_OK;
+    for (int var = 0; var < 2 && st == MT_OK; var++)
+        for (int q = 0; q < 3 && st == MT_OK; q++)
+            st = mt__plan_phase_run(hw, mesh, precision, p, "FBW"[q], var == 1, keys,
+                                    &out->phase[var][q]);
+    out->stored_elems = (double)p->param_elems;
+    return st;
+}
+
 mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     memset(out, 0, sizeof *out);
     out->bound_comm = -1;
     mt_axes pipe = {0};
     mt_status st = check_in(in, &pipe);
     if (st != MT_OK) return st;
+    if (!in->programs)
+        return mt_fail(MT_EINVAL, "mt__plan_step needs the programs (got NULL)");
+    const int S = in->stages * in->chunks;
+    mt__plan_chunk_time *ch = calloc((size_t)S, sizeof *ch);
+    if (!ch) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
+    mt__plan_comm_keys keys = {0};
+    for (int k = 0; k < S && st == MT_OK; k++)
+        st = mt__plan_chunk_time_of(in->hw, in->mesh, in->precision, &in->programs[k], &keys,
+                                    &ch[k]);
+    if (st == MT_OK) st = mt__plan_step_chunks(in, ch, &keys, out);
+    free(ch);
+    return st;
+}
+
+mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_time *ch,
+                               const mt__plan_comm_keys *keys, mt__plan_step_result *out) {
+    memset(out, 0, sizeof *out);
+    out->bound_comm = -1;
+    mt_axes pipe = {0};
+    mt_status st = check_in(in, &pipe);
+    if (st != MT_OK) return st;
+    if (!ch || !keys)
+        return mt_fail(MT_EINVAL, "mt__plan_step_chunks needs the chunks' times and their keys");
     const int S = in->stages * in->chunks;
     const bool once = in->reduce == MT__PLAN_REDUCE_ONCE;
-    /* ph[(k·2 + variant)·3 + phase]: variant 0 with every reduction, 1 without
-       the whole gradients' all-reduces */
-    mt__plan_phase *ph = calloc((size_t)S * 6, sizeof *ph);
-    if (!ph) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' phases", S);
-    mt__plan_comm_keys keys = {0};
     double flops = 0;
-    for (int k = 0; k < S && st == MT_OK; k++)
-        for (int var = 0; var < (once ? 2 : 1) && st == MT_OK; var++)
-            for (int q = 0; q < 3 && st == MT_OK; q++) {
-                st = mt__plan_phase_run(in->hw, in->mesh, in->precision, &in->programs[k],
-                                        "FBW"[q], var == 1, &keys, &ph[(k * 2 + var) * 3 + q]);
-                if (var == 0) flops += ph[(k * 2) * 3 + q].flops;
-            }
+    for (int k = 0; k < S; k++)
+        for (int q = 0; q < 3; q++) flops += ch[k].phase[0][q].flops;
     tally t = {0};
-    if (st == MT_OK && in->stages == 1) accumulate(in, ph, once, &t, out);
-    else if (st == MT_OK) st = pipeline(in, pipe, ph, once ? 1 : 0, &t, out);
-    free(ph);
+    if (in->stages == 1) accumulate(in, ch, once, &t, out);
+    else st = pipeline(in, pipe, ch, once ? 1 : 0, &t, out);
     if (st != MT_OK) {
         memset(out, 0, sizeof *out);
         out->bound_comm = -1;
@@ -233,11 +258,11 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     out->flop_bound = t.flop_bound;
     out->memory_bound = t.memory_bound;
     out->compute = t.flop_bound + t.memory_bound;
-    out->n_comm = keys.n;
-    for (int k = 0; k < keys.n; k++) {
+    out->n_comm = keys->n;
+    for (int k = 0; k < keys->n; k++) {
         mt__plan_step_comm *c = &out->comm[k];
-        c->kind = keys.kind[k];
-        c->axes = keys.axes[k];
+        c->kind = keys->kind[k];
+        c->axes = keys->axes[k];
         c->seconds = t.coll[k];
         c->exposed = t.exposed[k];
         comm_label(in->mesh, c->kind, c->axes, c->label, sizeof c->label);

@@ -85,6 +85,37 @@ typedef struct {
     double tokens;          /* tokens of one step, all devices together */
 } mt__plan_model;
 
+/* ======================================================================== */
+/* One phase of one program (step_phase.c)                                   */
+/* ======================================================================== */
+
+/* The (kind, axes) collectives seen so far: indices into a step's comm[]. */
+typedef struct {
+    int           n;
+    mt__plan_coll kind[MT__PLAN_STEP_MAX_COMM];
+    mt_axes       axes[MT__PLAN_STEP_MAX_COMM];
+} mt__plan_comm_keys;
+
+/* One phase of one program for one microbatch. */
+typedef struct {
+    double seconds;                          /* the compute stream's span, waits included */
+    double flop_bound, memory_bound;         /* its ops' time by the roof that binds */
+    double coll[MT__PLAN_STEP_MAX_COMM];     /* the collectives' own seconds, by key */
+    double exposed[MT__PLAN_STEP_MAX_COMM];  /* what the compute waited for, by key */
+    double skipped[MT__PLAN_STEP_MAX_COMM];  /* whole-gradient all-reduces left out (skip) */
+    double flops;                            /* run: ops and collective matmuls' products */
+} mt__plan_phase;
+
+/* Phase `phase` ('F', 'B', 'W') of program p on the two streams (step.h's
+ * comment), into *out; with skip_whole, the whole gradients' all-reduces
+ * (grad_reduce, MT__PC_ALL_REDUCE) are not run but their seconds put in
+ * skipped[]. Collectives are keyed in *keys (added as met). MT_ENOMEM;
+ * MT_EINVAL when a step has more than MT__PLAN_STEP_MAX_COMM distinct
+ * collectives. */
+mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+                             const mt__plan_program *p, char phase, bool skip_whole,
+                             mt__plan_comm_keys *keys, mt__plan_phase *out);
+
 /* One layout's step. */
 typedef struct {
     const mt_hardware      *hw;
@@ -147,43 +178,39 @@ typedef struct {
     double hfu;                 /* the FLOPs run, recompute included, the same way */
 } mt__plan_step_result;
 
-/* The time of one step of the layout in *in into *out (zeroed first).
- * MT_EINVAL, naming the field and its value, for a missing hardware, mesh
- * or programs, stages or chunks or microbatches below 1, chunks above 1
- * without a pipe, a mesh without a `pipe` axis of `stages` devices when
- * stages > 1, a negative or non-finite message_bytes or optim_bytes;
- * the schedule's own refusals (mt_schedule_make) pass through; MT_ENOMEM. */
+/* The time of one step of the layout in *in into *out (zeroed first):
+ * each chunk's program timed (mt__plan_chunk_time_of), then put together
+ * (mt__plan_step_chunks). MT_EINVAL, naming the field and its value, for a
+ * missing hardware, mesh or programs, stages or chunks or microbatches
+ * below 1, chunks above 1 without a pipe, a mesh without a `pipe` axis of
+ * `stages` devices when stages > 1, a negative or non-finite message_bytes
+ * or optim_bytes; the schedule's own refusals (mt_schedule_make) pass
+ * through; MT_ENOMEM. */
 mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out);
 
-/* ======================================================================== */
-/* One phase of one program (step_phase.c)                                   */
-/* ======================================================================== */
-
-/* The (kind, axes) collectives seen so far: indices into a step's comm[]. */
+/* One chunk's program timed once, for any number of steps: its phases with
+ * every reduction (variant 0) and without the whole gradients' all-reduces
+ * (1), and its stored elements. Every field is a sum of seconds, FLOPs or
+ * elements, so chunk times keyed in ONE mt__plan_comm_keys table can be
+ * interpolated field by field (as evaluate.c does over blocks and
+ * sequences): exactly where each block adds the same seconds and waits
+ * (repeated layers), approximately where a wait is a max that changes
+ * side between the points. */
 typedef struct {
-    int           n;
-    mt__plan_coll kind[MT__PLAN_STEP_MAX_COMM];
-    mt_axes       axes[MT__PLAN_STEP_MAX_COMM];
-} mt__plan_comm_keys;
+    mt__plan_phase phase[2][3];   /* [variant][F, B, W] of one microbatch */
+    double         stored_elems;  /* the program's param_elems: AdamW's */
+} mt__plan_chunk_time;
 
-/* One phase of one program for one microbatch. */
-typedef struct {
-    double seconds;                          /* the compute stream's span, waits included */
-    double flop_bound, memory_bound;         /* its ops' time by the roof that binds */
-    double coll[MT__PLAN_STEP_MAX_COMM];     /* the collectives' own seconds, by key */
-    double exposed[MT__PLAN_STEP_MAX_COMM];  /* what the compute waited for, by key */
-    double skipped[MT__PLAN_STEP_MAX_COMM];  /* whole-gradient all-reduces left out (skip) */
-    double flops;                            /* run: ops and collective matmuls' products */
-} mt__plan_phase;
+/* Times program p on hw and mesh into *out, keying its collectives in
+ * *keys (shared by the chunks of a step). Fails as mt__plan_phase_run. */
+mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
+                                 mt_precision precision, const mt__plan_program *p,
+                                 mt__plan_comm_keys *keys, mt__plan_chunk_time *out);
 
-/* Phase `phase` ('F', 'B', 'W') of program p on the two streams (step.h's
- * comment), into *out; with skip_whole, the whole gradients' all-reduces
- * (grad_reduce, MT__PC_ALL_REDUCE) are not run but their seconds put in
- * skipped[]. Collectives are keyed in *keys (added as met). MT_ENOMEM;
- * MT_EINVAL when a step has more than MT__PLAN_STEP_MAX_COMM distinct
- * collectives. */
-mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
-                             const mt__plan_program *p, char phase, bool skip_whole,
-                             mt__plan_comm_keys *keys, mt__plan_phase *out);
+/* mt__plan_step from chunk times already made: chunks[stages x chunks],
+ * global chunk k's, keyed in *keys (in->programs is not read). The same
+ * refusals, less the programs'. */
+mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_time *chunks,
+                               const mt__plan_comm_keys *keys, mt__plan_step_result *out);
 
 #endif /* MT_PLAN_STEP_H */
