@@ -18,6 +18,7 @@
  */
 #include "plan/memory.h"
 #include "plan/search_impl.h"
+#include "plan/step.h"
 #include "plan/timing.h"
 
 #include <math.h>
@@ -45,7 +46,8 @@ struct mt__plan_cached {
     mt_status        status;    /* the build's (a refusal is a property of the layout) */
     char             why[256];
     mt__plan_program prog;
-    mt__plan_time    time;      /* its seconds on the request's hardware */
+    mt__plan_comm_keys  keys;   /* its collectives, as ct indexes them */
+    mt__plan_chunk_time ct;     /* its seconds on the request's hardware (step.h) */
 };
 
 static bool same_key(const prog_key *a, const prog_key *b) { return !memcmp(a, b, sizeof *a); }
@@ -152,7 +154,8 @@ static mt_status program(mt__plan_search *s, const prog_key *key, const mt__plan
     }
     if (st == MT_OK) st = mt_train_config_check(&c);
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
-    if (st == MT_OK) mt__plan_program_time(r->hw, mesh, r->precision, &e->prog, &e->time);
+    if (st == MT_OK)
+        st = mt__plan_chunk_time_of(r->hw, mesh, r->precision, &e->prog, &e->keys, &e->ct);
     mt_mesh_free(mesh);
     free(mc);
     e->status = st;
@@ -188,7 +191,6 @@ void mt__plan_cache_free(mt__plan_search *s) {
  * blocks and in sequences (interpolated field by field). */
 typedef struct {
     mt__plan_mem_counts mem;       /* what the memory conventions read */
-    mt__plan_time       time;      /* seconds of one microbatch */
     double flops, flops_recompute; /* one microbatch, every phase */
 } chunk_vec;
 #define CHUNK_VEC_N (sizeof(chunk_vec) / sizeof(double))
@@ -197,7 +199,6 @@ static chunk_vec vec_of(const mt__plan_cached *e) {
     const mt__plan_program *p = &e->prog;
     chunk_vec v;
     mt__plan_mem_counts_of(p, &v.mem);
-    v.time = e->time;
     v.flops = p->flops[0] + p->flops[1] + p->flops[2];
     v.flops_recompute = p->flops_recompute;
     return v;
@@ -230,10 +231,49 @@ static void block_points(int n, int *lo, int *hi) {
     *hi = n <= 8 ? n : 8;
 }
 
+/* in (keyed by from) re-keyed into the table *into (keys added as met)
+ * as *out. MT_EINVAL past MT__PLAN_STEP_MAX_COMM distinct collectives. */
+static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time *in,
+                       mt__plan_comm_keys *into, mt__plan_chunk_time *out) {
+    int map[MT__PLAN_STEP_MAX_COMM];
+    for (int j = 0; j < from->n; j++) {
+        int k = 0;
+        while (k < into->n && !(into->kind[k] == from->kind[j] &&
+                                !memcmp(&into->axes[k], &from->axes[j], sizeof from->axes[j])))
+            k++;
+        if (k == into->n) {
+            if (into->n == MT__PLAN_STEP_MAX_COMM)
+                return mt_fail(MT_EINVAL, "plan: a step with more than %d distinct collectives",
+                               MT__PLAN_STEP_MAX_COMM);
+            into->kind[k] = from->kind[j];
+            into->axes[k] = from->axes[j];
+            into->n++;
+        }
+        map[j] = k;
+    }
+    *out = *in;
+    for (int v = 0; v < 2; v++)
+        for (int ph = 0; ph < 3; ph++) {
+            mt__plan_phase *o = &out->phase[v][ph];
+            const mt__plan_phase *i = &in->phase[v][ph];
+            memset(o->coll, 0, sizeof o->coll);
+            memset(o->exposed, 0, sizeof o->exposed);
+            memset(o->skipped, 0, sizeof o->skipped);
+            for (int j = 0; j < from->n; j++) {
+                o->coll[map[j]] = i->coll[j];
+                o->exposed[map[j]] = i->exposed[j];
+                o->skipped[map[j]] = i->skipped[j];
+            }
+        }
+    return MT_OK;
+}
+
 /* The programs of global chunk `chunk` at the layout's blocks and
  * sequences, interpolated; fails (with *why) where a build is refused. */
 static mt_status chunk_at(mt__plan_search *s, prog_key key, int blocks, int batch,
-                          const mt__plan_cached *at[4], chunk_vec *out, char *why, size_t cap) {
+                          mt__plan_comm_keys *keys, mt__plan_chunk_time *ct, chunk_vec *out,
+                          char *why, size_t cap) {
+    const mt__plan_cached *at[4];
     int k0, k1, b0, b1;
     block_points(blocks, &k0, &k1);
     batch_points(batch, &b0, &b1);
@@ -252,6 +292,14 @@ static mt_status chunk_at(mt__plan_search *s, prog_key key, int blocks, int batc
     }
     lerp2((double *)&v[0], (double *)&v[1], (double *)&v[2], (double *)&v[3], k0, k1, b0, b1,
           blocks, batch, (double *)out, CHUNK_VEC_N);
+    /* the seconds, each point's collectives re-keyed into the layout's table */
+    mt__plan_chunk_time t[4];
+    for (int i = 0; i < 4; i++) {
+        mt_status st = rekey(&at[i]->keys, &at[i]->ct, keys, &t[i]);
+        if (st != MT_OK) return st;
+    }
+    lerp2((double *)&t[0], (double *)&t[1], (double *)&t[2], (double *)&t[3], k0, k1, b0, b1,
+          blocks, batch, (double *)ct, sizeof *ct / sizeof(double));
     return MT_OK;
 }
 
@@ -288,114 +336,51 @@ static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int 
 /* Step time                                                                 */
 /* ======================================================================== */
 
-/* The time of the step of layout l from its chunks' numbers (role: the
- * first, a middle and the last chunk), and what binds, into res. */
-static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const chunk_vec role[3],
-                           const int *dev_of, int S, int v, int batch, mt_plan_result *res) {
+/* The time of the step of layout l from its chunks' seconds (ct: the
+ * first, a middle and the last chunk's, keyed in *keys), by step.c's
+ * model, into res. */
+static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
+                           const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[3],
+                           int S, int v, int batch, mt_plan_result *res) {
     const mt_plan_request *r = s->req;
-    const mt_hardware *hw = r->hw;
-    const int m = l->microbatches;
-    const double chips = res->chips;
-    double core, busy_flops = 0, stored = 0;
-    mt__plan_time sum = {0};   /* the busiest device's, over the step */
-    if (l->pipe == 1) {
-        const mt__plan_time *t = &role[0].time;
-        core = m * t->total;
-        sum = *t;
-        sum.compute *= m, sum.flop_bound *= m, sum.exposed_tensor *= m;
-        sum.exposed_gather *= m, sum.exposed_reduce *= m;
-        busy_flops = m * t->flops;
-        stored = role[0].mem.param_elems;
-        res->bubble = 0;
-    } else {
-        /* the schedule on the chunks' F, B, W and the message between stages:
-           one microbatch's activations (B, T, C floats) over pipe */
-        mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
-        if (!cc) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' costs", S);
-        mt_mesh *mesh = NULL;
-        char spec[96];
-        mt__plan_mesh_text(l, spec, sizeof spec);
-        mt_status st = mt_mesh_create(spec, res->chips, &mesh);
-        mt_axes pipe;
-        if (st == MT_OK) st = mt_mesh_axes(mesh, "pipe", &pipe);
-        double msg = st == MT_OK ? mt__plan_coll_time(hw, mesh, MT__PC_PERMUTE, pipe,
-                                                      4.0 * batch * s->seq * s->channels /
-                                                          l->tensor)
-                                 : 0;
-        mt_mesh_free(mesh);
-        for (int c = 0; c < S && st == MT_OK; c++) {
-            const mt__plan_time *t = &role[c == 0 ? 0 : c == S - 1 ? 2 : 1].time;
-            /* a phase of zero (W under a whole-backward kind) stays positive */
-            cc[c] = (mt_pipe_costs){.f = t->phase[0] > 0 ? t->phase[0] : 1e-12,
-                                    .b = t->phase[1] > 0 ? t->phase[1] : 1e-12,
-                                    .w = t->phase[2], .comm = msg};
-        }
-        mt_schedule *sc = NULL;
-        mt_pipe_sim sim = {0};
-        if (st == MT_OK)
-            st = mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, m, v, &sc);
-        if (st == MT_OK) st = mt_schedule_simulate_chunks(sc, cc, 0, &sim);
-        free(cc);
-        mt_schedule_free(sc);
-        if (st != MT_OK) {
-            snprintf(res->why, sizeof res->why, "%.250s", mt_errmsg());
-            mt_pipe_sim_free(&sim);
-            return MT_OK;
-        }
-        core = sim.makespan;
-        /* the busiest device: its chunks' compute and exposed communication */
-        int busiest = 0;
-        for (int d = 1; d < l->pipe; d++)
-            if (sim.busy[d] > sim.busy[busiest]) busiest = d;
-        res->bubble = sim.makespan - sim.busy[busiest];
-        mt_pipe_sim_free(&sim);
-        for (int c = 0; c < S; c++) {
-            if (dev_of[c] != busiest) continue;
-            const chunk_vec *cv = &role[c == 0 ? 0 : c == S - 1 ? 2 : 1];
-            sum.compute += m * cv->time.compute;
-            sum.flop_bound += m * cv->time.flop_bound;
-            sum.exposed_tensor += m * cv->time.exposed_tensor;
-            sum.exposed_gather += m * cv->time.exposed_gather;
-            sum.exposed_reduce += m * cv->time.exposed_reduce;
-            busy_flops += m * cv->time.flops;
-            stored += cv->mem.param_elems;
-        }
+    mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
+    if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
+    for (int c = 0; c < S; c++) chunks[c] = ct[c == 0 ? 0 : c == S - 1 ? 2 : 1];
+    mt_mesh *mesh = NULL;
+    mt_status st = mt_mesh_create(res->mesh, res->chips, &mesh);
+    /* one microbatch's (B, T, C) f32 activations between stages: a tensor
+       slice under sequence parallelism, else whole on every tensor device */
+    double msg = 4.0 * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
+    mt__plan_step_in in = {
+        .hw = r->hw, .mesh = mesh, .precision = r->precision, .stages = l->pipe,
+        .chunks = v, .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
+        .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
+        .reduce = MT__PLAN_REDUCE_EACH,
+        .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
+                  .head_dim = s->channels / s->heads, .seq = s->seq,
+                  .tokens = r->batch_tokens}};
+    mt__plan_step_result out;
+    if (st == MT_OK) st = mt__plan_step_chunks(&in, chunks, keys, &out);
+    mt_mesh_free(mesh);
+    free(chunks);
+    if (st == MT_ENOMEM) return st;
+    if (st != MT_OK) {   /* a schedule that refuses the counts */
+        snprintf(res->why, sizeof res->why, "%.250s", mt_errmsg());
+        return MT_OK;
     }
-    /* AdamW over the stored elements: reads p, g, m, v and writes p, m, v,
-       7 floats an element */
-    res->optimizer_step = 28.0 * stored / (hw->hbm_bandwidth * hw->hbm_fraction);
-    res->step = core + res->optimizer_step;
-    res->compute = sum.compute;
-    res->comm_exposed = res->step - res->compute - res->bubble - res->optimizer_step;
-    if (res->comm_exposed < 0) res->comm_exposed = 0;
-    res->tokens_per_chip = r->batch_tokens / chips;
-    res->tokens_per_s_per_device = r->batch_tokens / res->step / chips;
-    double peak = mt__plan_matmul_peak(hw, r->precision);
-    res->mfu = s->flops_per_token * r->batch_tokens / (chips * peak * res->step);
-    res->hfu = busy_flops / (peak * res->step);
-    /* what binds: the largest share of the step */
-    double memory_bound = res->compute - sum.flop_bound + res->optimizer_step;
-    const char *what = "compute";
-    double most = sum.flop_bound;
-    if (memory_bound > most) what = "memory bandwidth", most = memory_bound;
-    if (res->comm_exposed > most) what = "communication", most = res->comm_exposed;
-    if (res->bubble > most) what = "pipeline bubble", most = res->bubble;
-    snprintf(res->bound, sizeof res->bound, "%s", what);
-    if (strcmp(what, "communication") == 0) {
-        const char *kind = "tensor-parallel collectives";
-        double e = sum.exposed_tensor;
-        if (sum.exposed_gather > e) kind = "parameter all-gathers", e = sum.exposed_gather;
-        if (sum.exposed_reduce > e) kind = "gradient reductions", e = sum.exposed_reduce;
-        snprintf(res->bound_why, sizeof res->bound_why, "%.0f%% of the step is exposed "
-                 "communication, most of it %s (%.3g s of %.3g s)", 100 * most / res->step, kind,
-                 e, res->step);
-    } else if (strcmp(what, "pipeline bubble") == 0) {
-        snprintf(res->bound_why, sizeof res->bound_why, "the bubble is %.0f%% of the step (%d "
-                 "stages, %d microbatches)", 100 * most / res->step, l->pipe, m);
-    } else {
-        snprintf(res->bound_why, sizeof res->bound_why, "%.0f%% of the step is %s-bound work "
-                 "(%.3g s of %.3g s)", 100 * most / res->step, what, most, res->step);
-    }
+    res->step = out.step;
+    res->compute = out.compute;
+    res->comm_exposed = out.comm_exposed;
+    res->bubble = out.bubble;
+    res->optimizer_step = out.optimizer;
+    res->tokens_per_chip = r->batch_tokens / res->chips;
+    res->tokens_per_s_per_device = r->batch_tokens / out.step / res->chips;
+    res->mfu = out.mfu;
+    res->hfu = out.hfu;
+    static const char *const BOUND[] = {"compute", "memory bandwidth", "communication",
+                                        "pipeline bubble"};
+    snprintf(res->bound, sizeof res->bound, "%s", BOUND[out.bound]);
+    snprintf(res->bound_why, sizeof res->bound_why, "%s", out.reason);
     res->feasible = true;
     res->why[0] = '\0';
     return MT_OK;
@@ -427,16 +412,17 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         if (st != MT_OK || res->why[0]) return st;
     }
     chunk_vec role[3];
-    const mt__plan_cached *at[3][4];
+    mt__plan_chunk_time ct[3];
+    mt__plan_comm_keys keys = {0};
     const int role_chunk[3] = {0, S > 2 ? 1 : 0, S - 1};
     for (int r = 0; r < 3; r++) {
         if (r > 0 && role_chunk[r] == role_chunk[r - 1]) {
             role[r] = role[r - 1];
-            memcpy(at[r], at[r - 1], sizeof at[r]);
+            ct[r] = ct[r - 1];
             continue;
         }
         key.chunk = role_chunk[r];
-        mt_status st = chunk_at(s, key, blocks, batch, at[r], &role[r], res->why,
+        mt_status st = chunk_at(s, key, blocks, batch, &keys, &ct[r], &role[r], res->why,
                                 sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
@@ -475,7 +461,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
                  res->total / 1e9, r->hw->name, r->hw->hbm_bytes / 1e9);
         return MT_OK;
     }
-    return step_time(s, l, role, dev_of, S, v, batch, res);
+    return step_time(s, l, &keys, ct, S, v, batch, res);
 }
 
 mt_status mt__plan_model_facts(mt__plan_search *s) {

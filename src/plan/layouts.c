@@ -136,6 +136,10 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                             mt_status st = fn(s, &l);
                             if (st != MT_OK) return st;
                             if (r->microbatches > 0) break;
+                            /* off a pipeline more microbatches only repeat the
+                               per-microbatch collectives: past the first count
+                               that fits, none is faster */
+                            if (p == 1 && s->last_feasible) break;
                         }
                     }
                 }

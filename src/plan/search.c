@@ -112,6 +112,7 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
     mt_status st = mt__plan_evaluate(s, l, &r);
     if (st != MT_OK) return st;
     rep->n_evaluated++;
+    s->last_feasible = r.feasible;
     int fam = family_of(l);
     if (!r.feasible) {
         /* the family's example: an out-of-memory layout says more than one

@@ -40,6 +40,7 @@ typedef struct {
     /* the results kept */
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
+    bool       last_feasible;         /* the layout just evaluated fits */
     mt_status  error;                 /* a build that failed for another reason than the
                                          layout (out of memory) */
 } mt__plan_search;

@@ -1,8 +1,7 @@
 /*
- * timing.c — the seconds of one device's program on a system: every op on
- * the chip's roofline, every collective on the mesh level it crosses, and
- * the overlap meshtrain's executor gives them (exec.c: a weight gradient's
- * reduction is a deferred event that runs under the rest of the backward).
+ * timing.c — the seconds of one op on the chip's roofline and of one
+ * collective on the mesh levels it crosses (step.c puts them together on
+ * the two streams meshtrain's executor runs).
  *
  * The roofline (the scaling book, ch. 1; ../shared/PLANNER.md 2.2): an op
  * takes max(FLOPs / (peak x gemm_fraction), bytes / (HBM x hbm_fraction)).
@@ -82,44 +81,57 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double mt__plan_coll_time(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_coll kind,
-                          mt_axes axes, double bytes) {
+/* A collective's time is max(bytes x coef, latency) per kind: the
+ * coefficients and latencies of one group, computed once for a program's
+ * many collectives over the same axes. */
+typedef struct {
+    double coef[MT__PC_N_KINDS];   /* seconds a byte (all-reduce: both halves) */
+    double lat[MT__PC_N_KINDS];    /* the latency floor */
+    int    size;                   /* the group's devices */
+} coll_profile;
+
+static void profile_of(const mt_hardware *hw, const mt_mesh *mesh, mt_axes axes,
+                       coll_profile *cp) {
+    memset(cp, 0, sizeof *cp);
     int X = mt_mesh_group_size(mesh, axes);
-    if (X <= 1 || !(bytes > 0)) return 0;
+    cp->size = X;
+    if (X <= 1) return;
     int *m = malloc((size_t)X * sizeof *m);
-    if (!m) return INFINITY;
+    if (!m) {
+        for (int k = 0; k < MT__PC_N_KINDS; k++) cp->coef[k] = INFINITY;
+        return;
+    }
     mt_mesh_group(mesh, axes, 0, m);
     qsort(m, (size_t)X, sizeof *m, cmp_int);
-    int span = 0;
-    for (int i = 0; i < X; i++)
-        if (m[i] + 1 > span) span = m[i] + 1;
+    int span = m[X - 1] + 1;
     int top = level_of(hw, span);
-    double worst = 0, lat = 0;
+    double lat = 0;
     int inner = 1;   /* devices one instance of the level below spans */
     for (int i = 0; i <= top; i++) {
         const mt_hw_level *lv = &hw->levels[i];
-        /* D: instances of the level below the group touches inside one
-           instance of this level (device 0's); g: members in each */
+        /* D: instances of the level below the group touches inside device
+           0's instance of this one; g: the group's members in each */
         int below = i == 0 ? 1 : inner;
         int lim = lv->devices ? lv->devices : span;
         int D = 0, g = 0, last = -1;
-        for (int k = 0; k < X; k++) {
-            if (m[k] >= lim) continue;
+        for (int k = 0; k < X && m[k] < lim; k++) {
             int inst = m[k] / below;
             if (inst != last) D++, last = inst;
-            if (inst == m[0] / below) g++;
+            if (inst == 0) g++;
         }
         inner = lv->devices ? lv->devices : span;
         if (D <= 1) continue;
         double W = egress(lv, D) * g;
         /* a switch: the ring's (D-1)/D; a torus: the book's bidirectional
            ring, ceil(D/2) hops of 2V/(D W) (V/W at even D) */
-        double t = lv->topology == MT_TOPO_SWITCH ? bytes * (D - 1) / D / W
-                                                  : ceil(D / 2.0) * 2 * bytes / D / W;
-        if (kind == MT__PC_ALL_TO_ALL)
-            t = lv->topology == MT_TOPO_SWITCH ? bytes * (D - 1) / ((double)D * D) / W : t / 4;
-        if (kind == MT__PC_PERMUTE) t = bytes / (lv->link_bandwidth * lv->collective_fraction);
-        if (t > worst) worst = t;
+        double ag = lv->topology == MT_TOPO_SWITCH ? (double)(D - 1) / D / W
+                                                   : ceil(D / 2.0) * 2 / D / W;
+        double a2a = lv->topology == MT_TOPO_SWITCH ? (double)(D - 1) / ((double)D * D) / W
+                                                    : ag / 4;
+        double perm = 1 / (lv->link_bandwidth * lv->collective_fraction);
+        if (ag > cp->coef[MT__PC_ALL_GATHER]) cp->coef[MT__PC_ALL_GATHER] = ag;
+        if (a2a > cp->coef[MT__PC_ALL_TO_ALL]) cp->coef[MT__PC_ALL_TO_ALL] = a2a;
+        if (perm > cp->coef[MT__PC_PERMUTE]) cp->coef[MT__PC_PERMUTE] = perm;
         /* a torus's or ring's latency is a hop's (the book's 1 us), a
            switch's the floor of a small collective (nccl-tests' 8 bytes) */
         double steps = lv->topology == MT_TOPO_TORUS ? ceil(D / 2.0)
@@ -127,83 +139,22 @@ double mt__plan_coll_time(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_c
         lat += steps * lv->latency;
     }
     free(m);
-    if (kind == MT__PC_PERMUTE) lat = hw->levels[top].latency;
-    if (kind == MT__PC_ALL_REDUCE) worst *= 2, lat *= 2;
-    return worst > lat ? worst : lat;
+    cp->coef[MT__PC_REDUCE_SCATTER] = cp->coef[MT__PC_ALL_GATHER];
+    cp->coef[MT__PC_ALL_REDUCE] = 2 * cp->coef[MT__PC_ALL_GATHER];
+    for (int k = 0; k < MT__PC_N_KINDS; k++) cp->lat[k] = lat;
+    cp->lat[MT__PC_ALL_REDUCE] = 2 * lat;
+    cp->lat[MT__PC_PERMUTE] = hw->levels[top].latency;
 }
 
-/* ======================================================================== */
-/* A program: two streams                                                    */
-/* ======================================================================== */
+static double profile_time(const coll_profile *cp, mt__plan_coll kind, double bytes) {
+    if (cp->size <= 1 || !(bytes > 0)) return 0;
+    double t = bytes * cp->coef[kind];
+    return t > cp->lat[kind] ? t : cp->lat[kind];
+}
 
-void mt__plan_program_time(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
-                           const mt__plan_program *p, mt__plan_time *out) {
-    memset(out, 0, sizeof *out);
-    double tc = 0, tm = 0;   /* the compute stream's and the communication stream's clocks */
-    char phase = 'F';
-    double phase_start = 0;
-    for (int i = 0; i < p->n_nodes; i++) {
-        const mt__plan_node *n = &p->nodes[i];
-        if (n->phase != phase) {   /* a phase ends: F, B, W each a pipeline op */
-            int ph = phase == 'F' ? 0 : phase == 'B' ? 1 : 2;
-            out->phase[ph] += tc - phase_start;
-            phase_start = tc;
-            phase = n->phase;
-        }
-        if (n->cls != MT__PN_COLLECTIVE) {
-            bool fb;
-            double t = mt__plan_op_time(hw, precision, n->cls == MT__PN_MATMUL, n->flops,
-                                        n->bytes, &fb);
-            tc += t;
-            out->compute += t;
-            if (fb) out->flop_bound += t;
-            continue;
-        }
-        double t = mt__plan_coll_time(hw, mesh, n->kind, n->axes, n->comm_bytes);
-        double own = n->flops > 0 || n->bytes > 0
-                         ? mt__plan_op_time(hw, precision, true, n->flops, n->bytes, NULL)
-                         : 0;
-        out->comm += t;
-        if (n->overlapped) {
-            /* a collective matmul: its ring under its products */
-            double d = t > own ? t : own;
-            out->compute += own;
-            out->exposed_tensor += d - own;
-            tc = (tc > tm ? tc : tm) + d;
-            tm = tc;
-        } else if (n->grad_reduce) {
-            /* deferred: under the rest of the backward, one after another */
-            double start = tm > tc ? tm : tc;
-            tm = start + t;
-            tc += own;
-            out->compute += own;
-            out->grad_reduce += t;
-        } else if (n->param_gather) {
-            /* prefetched: issued as early as the communication stream is free,
-               its consumer waits for it */
-            double end = tm + t;
-            tm = end;
-            if (end > tc) {
-                out->exposed_gather += end - tc;
-                tc = end;
-            }
-            tc += own;
-            out->compute += own;
-        } else {
-            /* tensor- and sequence-parallel collectives, the loss's: blocking */
-            double start = tm > tc ? tm : tc;
-            double wait = start - tc;
-            tc = start + t + own;
-            tm = start + t;
-            out->compute += own;
-            out->exposed_tensor += t + wait;
-        }
-    }
-    /* the last phase, with the reductions still in flight at its end */
-    double end = tc > tm ? tc : tm;
-    out->exposed_reduce = end - tc;
-    int ph = phase == 'F' ? 0 : phase == 'B' ? 1 : 2;
-    out->phase[ph] += end - phase_start;
-    out->total = end;
-    out->flops = p->flops[0] + p->flops[1] + p->flops[2];
+double mt__plan_coll_time(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_coll kind,
+                          mt_axes axes, double bytes) {
+    coll_profile cp;
+    profile_of(hw, mesh, axes, &cp);
+    return profile_time(&cp, kind, bytes);
 }
