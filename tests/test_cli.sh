@@ -140,6 +140,7 @@ COMMANDS=(
     "bench|benchmark: collectives (as nccl-tests), machine (peaks for the roofline), matmul (engine vs sgemm)"
     "explain|why communication happens: an op's result type and moves on typed operands"
     "schedule|pipeline schedules (gpipe, 1f1b, zb-h1, zb-v, ...): check, simulate, draw"
+    "plan|the best mesh for a model on hardware we do not have: memory, step time, MFU, what binds"
     "report|where a traced run's time went: roofline, exposed comm, MFU, bubble"
     "version|print the version"
     "help|print this help, or a command's: meshtrain help train"

@@ -28,8 +28,8 @@ expect_fail "batch not whole sequences" 2 "multiple of 512" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 1000 --seq 512
 expect_fail "no --chips" 2 "--chips" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --batch-tokens 64k --seq 512
-expect_fail "mesh product" 2 "--chips 8" \
-    "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 --mesh data=4
+expect_fail "mesh larger than the chips" 2 "16 devices, more than --chips 8" \
+    "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 --mesh data=16
 expect_fail "mesh axis" 2 "'expert'" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
     --mesh data=4,expert=2

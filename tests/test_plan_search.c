@@ -200,7 +200,7 @@ MT_TEST(refusals_name_the_setting) {
     q.mesh = "data=2,expert=1";
     MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "'expert'");
     q.mesh = "data=4";
-    MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "--chips 2");
+    MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "4 devices, more than --chips 2");
     q.mesh = NULL;
     q.model.model = MT_MODEL_MLP;
     MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "gpt", "llama");

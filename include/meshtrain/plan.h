@@ -247,7 +247,7 @@ typedef struct {
     int             n_infeasible;      /* with a mesh given: each of its layouts that did
                                           not fit, with why */
     mt_plan_result *infeasible;        /* (n_infeasible) */
-    int             n_families;
+    int             n_families;        /* 0 when a mesh was given */
     mt_plan_family  families[MT_PLAN_MAX_FAMILIES];
     double          model_params;      /* N, for MFU */
     double          flops_per_token;   /* PaLM's 6N + 12·L·H·Q·T */

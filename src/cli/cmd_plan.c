@@ -147,7 +147,11 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
                 "step   tok/s/dev    MFU  bound\n", "mesh");
         for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, &rep->best[i]);
         const mt_plan_result *b = &rep->best[0];
-        fprintf(out, "\nbest: %s\n  memory per device: parameters ", b->mesh);
+        fprintf(out, "\nbest: %s", b->mesh);
+        if (b->chips < rep->chips)
+            fprintf(out, " (uses %d of the %d chips: the rest factor into no layout that fits)",
+                    b->chips, rep->chips);
+        fprintf(out, "\n  memory per device: parameters ");
         print_memory(out, b->params);
         fprintf(out, ", gradients ");
         print_memory(out, b->grads);
@@ -170,9 +174,15 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
         fprintf(out, "\nno layout fits\n");
     }
     for (int i = 0; i < rep->n_infeasible; i++)
-        fprintf(out, "infeasible: %s zero=%d remat=%s%s mb=%d: %s\n", rep->infeasible[i].mesh,
-                rep->infeasible[i].layout.zero, mt_remat_name(rep->infeasible[i].layout.remat),
+        fprintf(out, "infeasible: %s zero=%d remat=%s%s%s%s%s mb=%d: %s\n",
+                rep->infeasible[i].mesh, rep->infeasible[i].layout.zero,
+                mt_remat_name(rep->infeasible[i].layout.remat),
                 rep->infeasible[i].layout.sequence_parallel ? " sp" : "",
+                rep->infeasible[i].layout.collective_matmul ? " cm" : "",
+                rep->infeasible[i].layout.schedule >= 0 ? " " : "",
+                rep->infeasible[i].layout.schedule >= 0
+                    ? schedule_name(rep->infeasible[i].layout.schedule)
+                    : "",
                 rep->infeasible[i].layout.microbatches, rep->infeasible[i].why);
     if (rep->n_families) fprintf(out, "\nfamilies:\n");
     for (int i = 0; i < rep->n_families; i++) fprintf(out, "  %s\n", rep->families[i].line);

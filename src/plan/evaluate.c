@@ -380,7 +380,11 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
     static const char *const BOUND[] = {"compute", "memory bandwidth", "communication",
                                         "pipeline bubble"};
     snprintf(res->bound, sizeof res->bound, "%s", BOUND[out.bound]);
-    snprintf(res->bound_why, sizeof res->bound_why, "%s", out.reason);
+    /* the reason without the bound it starts with ("communication: ...") */
+    const char *why = out.reason;
+    size_t nb = strlen(res->bound);
+    if (!strncmp(why, res->bound, nb) && !strncmp(why + nb, ": ", 2)) why += nb + 2;
+    snprintf(res->bound_why, sizeof res->bound_why, "%s", why);
     res->feasible = true;
     res->why[0] = '\0';
     return MT_OK;

@@ -182,9 +182,14 @@ mt_status mt__plan_each_layout(mt__plan_search *s,
     mt_status st = each_mesh(s, s->chips, fn);
     /* a pod whose chip count factors badly (8960 = 2^8 x 5 x 7 TPU v5p) is
        also laid out on its largest power of two, leaving the rest idle:
-       batches and heads come in powers of two */
+       batches and heads come in powers of two; and while nothing fits, on
+       half as many again, down to an eighth of the chips (a batch of fewer
+       sequences than replicas fits on fewer chips, not on more) */
     int pow2 = 1;
     while (2 * pow2 <= s->chips) pow2 *= 2;
     if (st == MT_OK && pow2 != s->chips) st = each_mesh(s, pow2, fn);
+    for (pow2 /= 2; st == MT_OK && pow2 >= 1 && 8 * pow2 >= s->chips && !s->rep->n_feasible;
+         pow2 /= 2)
+        st = each_mesh(s, pow2, fn);
     return st;
 }

@@ -23,6 +23,15 @@
 #include <math.h>
 #include <string.h>
 
+const char *mt_plan_memory_name(mt_plan_memory m) {
+    switch (m) {
+    case MT_PLAN_MEMORY_MESHTRAIN: return "meshtrain";
+    case MT_PLAN_MEMORY_MIXED16: return "mixed16";
+    case MT_PLAN_MEMORY_BOOK: return "book";
+    default: return "?";
+    }
+}
+
 void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out) {
     *out = (mt__plan_mem_counts){
         .param_elems = (double)p->param_elems,

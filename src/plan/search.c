@@ -13,15 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-const char *mt_plan_memory_name(mt_plan_memory m) {
-    switch (m) {
-    case MT_PLAN_MEMORY_MESHTRAIN: return "meshtrain";
-    case MT_PLAN_MEMORY_MIXED16: return "mixed16";
-    case MT_PLAN_MEMORY_BOOK: return "book";
-    default: return "?";
-    }
-}
-
 mt_plan_request mt_plan_request_defaults(void) {
     return (mt_plan_request){.precision = MT_PRECISION_BF16, .remat = -1, .zero = -1,
                              .sequence_parallel = -1, .schedule = -1, .top = 5};
@@ -177,9 +168,15 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     }
     for (int a = 0; a < 4; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
+        /* the mesh may leave chips idle (8960 v5p laid out as 4096) */
         mt_mesh *m = NULL;
-        mt_status st = mt_mesh_create(r->mesh, chips, &m);
-        if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh with --chips %d", chips);
+        int devs = 0;
+        mt_status st = mt_mesh_spec_devices(r->mesh, &devs);
+        if (st == MT_OK && devs > chips)
+            return mt_fail(MT_EINVAL, "plan: --mesh '%s' has %d devices, more than --chips %d; "
+                           "give a mesh of at most %d", r->mesh, devs, chips, chips);
+        if (st == MT_OK) st = mt_mesh_create(r->mesh, devs, &m);
+        if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh '%s'", r->mesh);
         static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
         for (int a = 0; a < mt_mesh_ndim(m) && st == MT_OK; a++) {
             const char *n = mt_mesh_axis_name(m, a);
@@ -218,8 +215,13 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
         mt_plan_report_free(rep);
         return st;
     }
-    /* the families the chips allow, each with its line */
+    /* the families the chips allow, each with its line (one mesh given:
+       none, the others were not laid out) */
     int n = 0;
+    if (r->mesh) {
+        rep->n_families = 0;
+        return MT_OK;
+    }
     for (int f = 0; f < N_FAMILIES; f++) {
         bool possible = f == 0 ? chips == 1 : chips > 1;
         if (!possible) continue;
