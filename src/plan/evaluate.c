@@ -5,16 +5,17 @@
  * with the embedding; a middle one; the last, with the head and the loss;
  * just one without a pipe axis), each as one device of its stage runs it
  * (SPMD: the stage's other devices run the same program on their slices).
- * Transformer blocks repeat, and a program's costs and bytes grow linearly
- * in its blocks and in its sequences a replica, so each chunk is built at
- * 1 and 2 blocks and 1 and 2 sequences and its numbers taken bilinearly
- * at the layout's own: X(k, b) = X11 + (k-1)(X21-X11) + (b-1)(X12-X11) +
- * (k-1)(b-1)(X22-X21-X12+X11), exact for what is bilinear (FLOPs, bytes,
- * parameter counts, saved activations) and checked against direct builds
- * in test_plan_search. A chunk of 1 or 2 blocks, a replica of 1 or 2
- * sequences, is built as it is. Programs are cached by everything they
- * depend on, so a program shared by many layouts (the ZeRO stages' ...
- * microbatch counts' ...) is built once.
+ * Transformer blocks repeat, and a program's costs and bytes grow nearly
+ * linearly in its blocks and in its sequences a replica, so a chunk of more
+ * than 8 blocks is built at 4 and 8, a replica of more than 4 sequences at
+ * 2 and 4, and the numbers are taken bilinearly at the layout's own:
+ * X(k, b) = X00 + u(X10-X00) + w(X01-X00) + uw(X11-X10-X01+X00) with u, w
+ * the fractions along each. That is exact for what is bilinear (FLOPs,
+ * bytes, parameter counts); the planned arena's best-fit packing is not
+ * quite (within 6% on the cases test_plan_search checks against direct
+ * builds). Smaller chunks and replicas are built as they are. The programs
+ * come from the cache (cache.c), built once for every layout that shares
+ * them (the microbatch counts of a batch, the schedules of a pipeline).
  */
 #include "plan/memory.h"
 #include "plan/search_impl.h"
@@ -26,162 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char NO_DATA[] = "(plan reads no data)";
-
-/* ======================================================================== */
-/* The program cache                                                         */
-/* ======================================================================== */
-
-/* What a chunk's program depends on. */
-typedef struct {
-    int d, f, t, p, v;          /* mesh and chunks a device */
-    int zero, remat, sp, cm, schedule;
-    int blocks, batch;          /* per chunk; sequences a replica */
-    int chunk;                  /* global chunk index */
-} prog_key;
-
-struct mt__plan_cached {
-    prog_key         key;
-    mt_status        status;    /* the build's (a refusal is a property of the layout) */
-    char             why[256];
-    mt__plan_program prog;
-    mt__plan_comm_keys  keys;   /* its collectives, as ct indexes them */
-    mt__plan_chunk_time ct;     /* its seconds on the request's hardware (step.h) */
-};
-
-static bool same_key(const prog_key *a, const prog_key *b) { return !memcmp(a, b, sizeof *a); }
-
-static uint64_t key_hash(const prog_key *k) {
-    uint64_t h = 1469598103934665603u;   /* FNV-1a */
-    const unsigned char *b = (const unsigned char *)k;
-    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211u;
-    return h;
-}
-
-/* The slot of key: where it is, or the empty one where it goes. */
-static size_t slot_of(const mt__plan_search *s, const prog_key *key) {
-    size_t i = (size_t)key_hash(key) & (s->n_slots - 1);
-    while (s->slots[i] && !same_key(&s->cache[s->slots[i] - 1]->key, key))
-        i = (i + 1) & (s->n_slots - 1);
-    return i;
-}
-
-/* Room for one more entry: the array and the slots, grown (rehashed) by
- * doubling. */
-static mt_status grow(mt__plan_search *s) {
-    if (s->n_cache == s->cap_cache) {
-        size_t c = s->cap_cache ? 2 * s->cap_cache : 64;
-        mt__plan_cached **g = realloc(s->cache, c * sizeof *g);
-        if (!g) return mt_fail(MT_ENOMEM, "out of memory for %zu cached programs", c);
-        s->cache = g;
-        s->cap_cache = c;
-    }
-    if (2 * (s->n_cache + 1) <= s->n_slots) return MT_OK;
-    size_t n = s->n_slots ? 2 * s->n_slots : 256;
-    size_t *slots = calloc(n, sizeof *slots);
-    if (!slots) return mt_fail(MT_ENOMEM, "out of memory for %zu cache slots", n);
-    free(s->slots);
-    s->slots = slots;
-    s->n_slots = n;
-    for (size_t i = 0; i < s->n_cache; i++) s->slots[slot_of(s, &s->cache[i]->key)] = i + 1;
-    return MT_OK;
-}
-
-/* Builds (or finds) the program of `key`. */
-static mt_status program(mt__plan_search *s, const prog_key *key, const mt__plan_cached **out) {
-    if (s->n_slots) {
-        size_t at = slot_of(s, key);
-        if (s->slots[at]) {
-            *out = s->cache[s->slots[at] - 1];
-            return MT_OK;
-        }
-    }
-    mt_status gst = grow(s);
-    if (gst != MT_OK) return gst;
-    mt__plan_cached *e = calloc(1, sizeof *e);
-    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
-    e->key = *key;
-    const mt_plan_request *r = s->req;
-    const mt_model_about *about = mt_model_about_of(r->model.model);
-    /* the model at key->blocks blocks a chunk */
-    void *mc = malloc(about->config_size ? about->config_size : 1);
-    if (!mc) {
-        free(e);
-        return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
-    }
-    memcpy(mc, r->model.model_config, about->config_size);
-    int S = key->p * key->v;
-    mt__plan_model_set_int(mc, &r->model, "layers", key->blocks * S);
-    if (mt__plan_model_int(&r->model, "max-seq", 0) > 0 &&
-        mt__plan_model_int(&r->model, "max-seq", 0) < s->seq)
-        mt__plan_model_set_int(mc, &r->model, "max-seq", s->seq);
-    mt_train_config c = mt_train_defaults();
-    c.model = r->model.model;
-    c.model_config = mc;
-    c.model_config_size = about->config_size;
-    if (about->dataset) c.data = NO_DATA;
-    c.B = key->batch * key->d * key->f;
-    c.T = s->seq;
-    c.accum = key->p > 1 ? (key->schedule == MT_SCHEDULE_DUALPIPEV ? 2 * key->p : key->p) : 1;
-    c.zero = key->zero;
-    c.remat = (mt_remat)key->remat;
-    c.sequence_parallel = key->sp;
-    c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
-    c.precision = r->precision;
-    c.schedule = key->p > 1 ? mt_schedule_kind_name((mt_schedule_kind)key->schedule) : NULL;
-    c.pipe_chunks = key->p > 1 ? key->v : 0;
-    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
-    char spec[96];
-    mt__plan_mesh_text(&l, spec, sizeof spec);
-    c.mesh = spec;
-    c.devices = key->d * key->f * key->t * key->p;
-    c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
-    mt_mesh *mesh = NULL;
-    mt_status st = mt_mesh_create(spec, c.devices, &mesh);
-    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
-    int device = 0;
-    if (st == MT_OK && key->p > 1) {
-        int pipe_axis = mt_mesh_ndim(mesh) - 1, coords[MT_MESH_MAX_AXES] = {0};
-        bool found = false;
-        for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
-            coords[pipe_axis] = stage;
-            int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
-            st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
-            for (int i = 0; i < n && !found; i++)
-                if (ch[i] == key->chunk) found = true, device = dev;
-        }
-    }
-    if (st == MT_OK) st = mt_train_config_check(&c);
-    if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
-    if (st == MT_OK)
-        st = mt__plan_chunk_time_of(r->hw, mesh, r->precision, &e->prog, &e->keys, &e->ct);
-    mt_mesh_free(mesh);
-    free(mc);
-    e->status = st;
-    if (st == MT_ENOMEM) {
-        free(e);
-        return st;
-    }
-    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
-    s->n_built += st == MT_OK;
-    s->cache[s->n_cache++] = e;
-    s->slots[slot_of(s, key)] = s->n_cache;
-    *out = e;
-    return MT_OK;
-}
-
-void mt__plan_cache_free(mt__plan_search *s) {
-    for (size_t i = 0; i < s->n_cache; i++) {
-        mt__plan_program_free(&s->cache[i]->prog);
-        free(s->cache[i]);
-    }
-    free(s->cache);
-    free(s->slots);
-    s->cache = NULL;
-    s->slots = NULL;
-    s->n_cache = s->cap_cache = s->n_slots = 0;
-}
 
 /* ======================================================================== */
 /* Points and interpolation                                                  */
@@ -270,7 +115,7 @@ static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time
 
 /* The programs of global chunk `chunk` at the layout's blocks and
  * sequences, interpolated; fails (with *why) where a build is refused. */
-static mt_status chunk_at(mt__plan_search *s, prog_key key, int blocks, int batch,
+static mt_status chunk_at(mt__plan_search *s, mt__plan_prog_key key, int blocks, int batch,
                           mt__plan_comm_keys *keys, mt__plan_chunk_time *ct, chunk_vec *out,
                           char *why, size_t cap) {
     const mt__plan_cached *at[4];
@@ -282,7 +127,7 @@ static mt_status chunk_at(mt__plan_search *s, prog_key key, int blocks, int batc
     for (int i = 0; i < 4; i++) {
         key.blocks = ks[i];
         key.batch = bs[i];
-        mt_status st = program(s, &key, &at[i]);
+        mt_status st = mt__plan_program_cached(s, &key, &at[i]);
         if (st != MT_OK) return st;
         if (at[i]->status != MT_OK) {
             snprintf(why, cap, "%s", at[i]->why);
@@ -404,7 +249,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
     const int v = l->pipe > 1 ? mt__plan_schedule_chunks(l->schedule) : 1, S = l->pipe * v;
     const int blocks = s->layers / S;
     const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
-    prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
+    mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
                     .cm = l->collective_matmul, .schedule = l->pipe > 1 ? l->schedule : -1};
     /* the chunks' numbers: the first, a middle one (standing for all), the last */
@@ -470,12 +315,12 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
 
 mt_status mt__plan_model_facts(mt__plan_search *s) {
     /* the whole model on one device at 1 and 2 blocks: N(L) = N1 + (L-1)(N2-N1) */
-    prog_key key = {.d = 1, .f = 1, .t = 1, .p = 1, .v = 1, .schedule = -1, .batch = 1};
+    mt__plan_prog_key key = {.d = 1, .f = 1, .t = 1, .p = 1, .v = 1, .schedule = -1, .batch = 1};
     double n[2];
     for (int k = 0; k < 2; k++) {
         const mt__plan_cached *e = NULL;
         key.blocks = k + 1;
-        mt_status st = program(s, &key, &e);
+        mt_status st = mt__plan_program_cached(s, &key, &e);
         if (st != MT_OK) return st;
         if (e->status != MT_OK)
             return mt_fail(e->status, "plan: the model does not build: %s", e->why);

@@ -5,12 +5,15 @@
  *   hardware*.c, json.c  the hardware descriptions (plan.h)
  *   program.c            one device's partitioned program, compiled on the
  *                        shape-only backend, summarised as mt__plan_program
- *   cost.c               the roofline of one op and the time of one
- *                        collective on a system's mesh levels
- *   memory.c             bytes per device under a memory convention
+ *   timing.c             the roofline of one op and the time of one
+ *                        collective on a system's mesh levels (timing.h)
+ *   step.c, step_phase.c a step's time from its chunks' programs: two
+ *                        streams a phase, accumulation, pipelines (step.h)
+ *   memory.c, memory_forms.c  bytes per device under a convention
  *                        (meshtrain's own buffers, the ZeRO paper's mixed
- *                        precision, Korthikanti's 16-bit activations, the
- *                        scaling book's), and those closed forms
+ *                        precision with Korthikanti's 16-bit activations,
+ *                        the scaling book's), and the closed forms (memory.h)
+ *   layouts.c, evaluate.c, search.c  the search (search_impl.h)
  */
 #ifndef MT_PLAN_IMPL_H
 #define MT_PLAN_IMPL_H

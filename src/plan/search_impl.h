@@ -6,7 +6,6 @@
 #ifndef MT_PLAN_SEARCH_IMPL_H
 #define MT_PLAN_SEARCH_IMPL_H
 
-#include "plan/cost.h"
 #include "plan/plan_impl.h"
 #include "meshtrain/pipeline.h"
 
@@ -16,9 +15,26 @@
  * with room for a model whose F carries more. */
 #define MT__PLAN_MAX_TENSOR 64
 
-/* One cached program: the chunk of a layout's program as one device of it
- * runs it, at `layers` layers a chunk and `batch` sequences a replica. */
-typedef struct mt__plan_cached mt__plan_cached;
+#include "plan/step.h"
+
+/* What a chunk's program depends on. */
+typedef struct {
+    int d, f, t, p, v;          /* mesh and chunks a device */
+    int zero, remat, sp, cm, schedule;
+    int blocks, batch;          /* per chunk; sequences a replica */
+    int chunk;                  /* global chunk index */
+} mt__plan_prog_key;
+
+/* One cached program: the chunk of a layout's program as one device of its
+ * stage runs it, at key.blocks blocks and key.batch sequences a replica. */
+typedef struct {
+    mt__plan_prog_key   key;
+    mt_status           status;  /* the build's (a refusal is a property of the layout) */
+    char                why[256];
+    mt__plan_program    prog;
+    mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
+    mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
+} mt__plan_cached;
 
 typedef struct {
     const mt_plan_request *req;
@@ -70,6 +86,11 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
 /* The whole model's N and PaLM's FLOPs a token into s (from programs of 1
  * and 2 blocks on one device). Fails when the model does not build. */
 mt_status mt__plan_model_facts(mt__plan_search *s);
+/* Builds (or finds, cache.c) the program of `key` into *out, whose status
+ * says whether the layout builds (a refusal is the layout's, with why).
+ * Fails only for MT_ENOMEM. */
+mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                  const mt__plan_cached **out);
 /* Frees the cache. */
 void mt__plan_cache_free(mt__plan_search *s);
 

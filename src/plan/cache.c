@@ -1,0 +1,152 @@
+/*
+ * cache.c — the planner's programs, built once: a chunk's program as one
+ * device of its stage runs it (program.c), with its seconds on the
+ * request's hardware (step.h), kept by everything it depends on
+ * (mt__plan_prog_key) in an open-addressing table, so that one build serves
+ * every layout that shares it.
+ */
+#include "plan/search_impl.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char NO_DATA[] = "(plan reads no data)";
+
+static bool same_key(const mt__plan_prog_key *a, const mt__plan_prog_key *b) {
+    return !memcmp(a, b, sizeof *a);
+}
+
+static uint64_t key_hash(const mt__plan_prog_key *k) {
+    uint64_t h = 1469598103934665603u;   /* FNV-1a */
+    const unsigned char *b = (const unsigned char *)k;
+    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211u;
+    return h;
+}
+
+/* The slot of key: where it is, or the empty one where it goes. */
+static size_t slot_of(const mt__plan_search *s, const mt__plan_prog_key *key) {
+    size_t i = (size_t)key_hash(key) & (s->n_slots - 1);
+    while (s->slots[i] && !same_key(&s->cache[s->slots[i] - 1]->key, key))
+        i = (i + 1) & (s->n_slots - 1);
+    return i;
+}
+
+/* Room for one more entry: the array and the slots, grown (rehashed) by
+ * doubling. */
+static mt_status grow(mt__plan_search *s) {
+    if (s->n_cache == s->cap_cache) {
+        size_t c = s->cap_cache ? 2 * s->cap_cache : 64;
+        mt__plan_cached **g = realloc(s->cache, c * sizeof *g);
+        if (!g) return mt_fail(MT_ENOMEM, "out of memory for %zu cached programs", c);
+        s->cache = g;
+        s->cap_cache = c;
+    }
+    if (2 * (s->n_cache + 1) <= s->n_slots) return MT_OK;
+    size_t n = s->n_slots ? 2 * s->n_slots : 256;
+    size_t *slots = calloc(n, sizeof *slots);
+    if (!slots) return mt_fail(MT_ENOMEM, "out of memory for %zu cache slots", n);
+    free(s->slots);
+    s->slots = slots;
+    s->n_slots = n;
+    for (size_t i = 0; i < s->n_cache; i++) s->slots[slot_of(s, &s->cache[i]->key)] = i + 1;
+    return MT_OK;
+}
+
+/* Builds (or finds) the program of `key`. */
+mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                  const mt__plan_cached **out) {
+    if (s->n_slots) {
+        size_t at = slot_of(s, key);
+        if (s->slots[at]) {
+            *out = s->cache[s->slots[at] - 1];
+            return MT_OK;
+        }
+    }
+    mt_status gst = grow(s);
+    if (gst != MT_OK) return gst;
+    mt__plan_cached *e = calloc(1, sizeof *e);
+    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
+    e->key = *key;
+    const mt_plan_request *r = s->req;
+    const mt_model_about *about = mt_model_about_of(r->model.model);
+    /* the model at key->blocks blocks a chunk */
+    void *mc = malloc(about->config_size ? about->config_size : 1);
+    if (!mc) {
+        free(e);
+        return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
+    }
+    memcpy(mc, r->model.model_config, about->config_size);
+    int S = key->p * key->v;
+    mt__plan_model_set_int(mc, &r->model, "layers", key->blocks * S);
+    if (mt__plan_model_int(&r->model, "max-seq", 0) > 0 &&
+        mt__plan_model_int(&r->model, "max-seq", 0) < s->seq)
+        mt__plan_model_set_int(mc, &r->model, "max-seq", s->seq);
+    mt_train_config c = mt_train_defaults();
+    c.model = r->model.model;
+    c.model_config = mc;
+    c.model_config_size = about->config_size;
+    if (about->dataset) c.data = NO_DATA;
+    c.B = key->batch * key->d * key->f;
+    c.T = s->seq;
+    c.accum = key->p > 1 ? (key->schedule == MT_SCHEDULE_DUALPIPEV ? 2 * key->p : key->p) : 1;
+    c.zero = key->zero;
+    c.remat = (mt_remat)key->remat;
+    c.sequence_parallel = key->sp;
+    c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
+    c.precision = r->precision;
+    c.schedule = key->p > 1 ? mt_schedule_kind_name((mt_schedule_kind)key->schedule) : NULL;
+    c.pipe_chunks = key->p > 1 ? key->v : 0;
+    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
+    char spec[96];
+    mt__plan_mesh_text(&l, spec, sizeof spec);
+    c.mesh = spec;
+    c.devices = key->d * key->f * key->t * key->p;
+    c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
+    mt_mesh *mesh = NULL;
+    mt_status st = mt_mesh_create(spec, c.devices, &mesh);
+    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
+    int device = 0;
+    if (st == MT_OK && key->p > 1) {
+        int pipe_axis = mt_mesh_ndim(mesh) - 1, coords[MT_MESH_MAX_AXES] = {0};
+        bool found = false;
+        for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
+            coords[pipe_axis] = stage;
+            int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
+            st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
+            for (int i = 0; i < n && !found; i++)
+                if (ch[i] == key->chunk) found = true, device = dev;
+        }
+    }
+    if (st == MT_OK) st = mt_train_config_check(&c);
+    if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
+    if (st == MT_OK)
+        st = mt__plan_chunk_time_of(r->hw, mesh, r->precision, &e->prog, &e->keys, &e->ct);
+    mt_mesh_free(mesh);
+    free(mc);
+    e->status = st;
+    if (st == MT_ENOMEM) {
+        free(e);
+        return st;
+    }
+    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+    s->n_built += st == MT_OK;
+    s->cache[s->n_cache++] = e;
+    s->slots[slot_of(s, key)] = s->n_cache;
+    *out = e;
+    return MT_OK;
+}
+
+void mt__plan_cache_free(mt__plan_search *s) {
+    for (size_t i = 0; i < s->n_cache; i++) {
+        mt__plan_program_free(&s->cache[i]->prog);
+        free(s->cache[i]);
+    }
+    free(s->cache);
+    free(s->slots);
+    s->cache = NULL;
+    s->slots = NULL;
+    s->n_cache = s->cap_cache = s->n_slots = 0;
+}
+
