@@ -71,6 +71,11 @@ typedef struct {
     int          n_dims;           /* MT_TOPO_TORUS: the torus's axes; 0 otherwise */
     int          dims[MT_HW_MAX_DIMS];   /* [n_dims]: devices along each axis */
     bool         wrap[MT_HW_MAX_DIMS];   /* [n_dims]: the axis closes into a ring */
+    int          slice_wrap;       /* MT_TOPO_TORUS: an axis of a slice (a run on fewer
+                                      devices than the pod) closes into a ring when its size
+                                      is a multiple of this (the book: 4 on v4p/v5p, 16 on
+                                      v5e/v6e); 0 (absent): only a whole pod axis that wrap[]
+                                      closes */
     double       link_bandwidth;   /* bytes/s, one way, one link */
     double       links;            /* links per device on this level (a torus: 2 per axis) */
     double       latency;          /* seconds: one hop, or a small collective's floor */

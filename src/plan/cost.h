@@ -1,6 +1,13 @@
 /*
- * plan/cost.h — the planner's cost model (cost.c): the roofline of one op and
- * the time of one collective on a system's mesh levels.
+ * plan/cost.h — the planner's cost model: how a mesh's axes lie on a
+ * system's levels (cost_map.c), the time of one collective over some of
+ * them (cost.c) and the roofline of one op (cost.c), each rule with its
+ * source (the scaling book, ../shared/PLANNER.md 2.2-2.3).
+ *
+ * Every figure includes the hardware file's achievable fractions
+ * (gemm_fraction, hbm_fraction, each level's collective_fraction); the
+ * book's ideal numbers come out of a copy of the mt_hardware with the
+ * fractions set to 1.
  */
 #ifndef MT_PLAN_COST_H
 #define MT_PLAN_COST_H
@@ -8,46 +15,122 @@
 #include "plan/plan_impl.h"
 
 /* ======================================================================== */
-/* Costs (cost.c)                                                            */
+/* The map: a mesh's axes on a system's levels (cost_map.c)                  */
 /* ======================================================================== */
 
-/* How a mesh's axes sit on a system's levels: the mesh's device ids laid on
- * the system's in order (row-major: the mesh's last axis varies fastest, so
- * it lies innermost), every axis placed on the levels and, on a torus, on
- * the torus's axes it spans. Filled by mt__plan_map. */
-#define MT__PLAN_MAX_AXES 8
+#define MT__PLAN_MAX_AXES MT_MESH_MAX_AXES
+
+/* One mesh axis on the system. Mesh device ids are row-major (the last axis
+ * varies fastest), and they are laid on the levels in order: the devices of
+ * one instance of level i are a block of instance[i] consecutive ids. On
+ * the torus level the axes are instead laid on the slice's axes (below). */
 typedef struct {
-    const mt_hardware *hw;
-    int                n_axes;
-    int                size[MT__PLAN_MAX_AXES];     /* each mesh axis's size */
-    int                stride[MT__PLAN_MAX_AXES];   /* its device-id stride */
-    /* cost.c may add what it derives per axis (level, torus dims, wrap) */
-    int                level[MT__PLAN_MAX_AXES];    /* the innermost level one instance of
-                                                       which holds a whole group of it */
-    double             bandwidth[MT__PLAN_MAX_AXES];/* bytes/s a collective over it alone
-                                                       moves per device, fractions applied */
-    double             latency[MT__PLAN_MAX_AXES];  /* seconds per step of its ring */
-    bool               wrap[MT__PLAN_MAX_AXES];     /* its ring closes (bidirectional) */
-    int                torus_axes[MT__PLAN_MAX_AXES]; /* torus axes it spans (0: none) */
+    int    size;                            /* devices along the axis */
+    int    stride;                          /* its device-id stride */
+    int    level;                           /* the innermost level one instance of which
+                                               holds a whole group of it */
+    int    members[MT_HW_MAX_LEVELS];       /* [n_levels]: a group's members inside one
+                                               instance of level i (1..size, non-decreasing;
+                                               size from `level` out) */
+    /* on the torus level (mt__plan_map.torus_level; all 1 / 0 off it): */
+    int    torus_count[MT_HW_MAX_DIMS];     /* [slice_n_dims]: members along slice axis j
+                                               (1: the axis does not run along j) */
+    int    torus_stride[MT_HW_MAX_DIMS];    /* chips between consecutive members along j
+                                               (1: neighbours; k: k-1 other groups'
+                                               chips in between, sharing the links) */
+    int    torus_axes;                      /* slice axes it runs along */
+    bool   wrap;                            /* every slice axis it runs along closes
+                                               around its group (a bidirectional ring) */
+    /* an all-gather over this axis alone (mt__plan_collective_seconds): */
+    double bandwidth;                       /* bytes/s: V / seconds of a large one, the
+                                               fractions applied; 0 for a size-1 axis */
+    double latency;                         /* seconds: its latency floor */
+} mt__plan_axis_place;
+
+/* How a mesh lies on a system (mt__plan_map_make). Plain data: copy it,
+ * keep it as long as `hw` lives. */
+typedef struct {
+    const mt_hardware  *hw;
+    int                 n_devices;          /* the mesh's */
+    int                 n_axes;             /* the mesh's */
+    int                 instance[MT_HW_MAX_LEVELS];  /* [hw->n_levels]: devices one instance of
+                                               level i holds in this run: the level's devices,
+                                               the slice on a torus, n_devices from the level
+                                               that holds the whole run */
+    int                 torus_level;        /* the level laid as a slice (0), or -1 */
+    int                 slice_n_dims;       /* the slice's axes (the torus's), 0 without one */
+    int                 slice_dims[MT_HW_MAX_DIMS];  /* [slice_n_dims]: its shape, ascending */
+    bool                slice_wrap[MT_HW_MAX_DIMS];  /* [slice_n_dims]: the axis closes */
+    int                 slices;             /* instances of the torus level in the run */
+    mt__plan_axis_place axis[MT__PLAN_MAX_AXES];     /* [n_axes], the mesh's order */
 } mt__plan_map;
 
-/* Places `mesh`'s axes on `hw` (mt__plan_map above). MT_EINVAL when the mesh
- * has more devices than the system's bounded levels allow, or an axis cannot
- * be laid on the levels (naming the axis, its size and the level). */
+/* Lays `mesh` on `hw` into *out (cost_map.c's comment has the rules):
+ * the instances each level holds in this run, each axis's members per
+ * instance and its level, and on a TPU torus the slice's shape for the
+ * mesh's device count and each axis's slice axes, counts and strides.
+ * MT_EINVAL, with a message naming the axis, its size and the level,
+ * when the mesh has more devices than the system's bounded levels hold,
+ * its devices do not fill whole instances of a level, an axis's groups
+ * would straddle instances, a device count forms no slice of the torus,
+ * or an axis cannot be laid on the slice; also for a torus or ring
+ * above the innermost level (not modelled). `hw` must outlive *out. */
 mt_status mt__plan_map_make(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_map *out);
 
-/* Seconds of one op on one device, on the roofline: max(flops / (peak of
- * `dtype` x gemm_fraction), bytes / (hbm_bandwidth x hbm_fraction)) for a
- * matrix product, bytes / (hbm_bandwidth x hbm_fraction) floored by flops /
- * fp32 peak for the rest. */
+/* ======================================================================== */
+/* Times (cost.c)                                                            */
+/* ======================================================================== */
+
+/* Seconds of one collective of `kind` over the mesh axes `axes` (indices
+ * into the map's mesh, each once) moving `bytes`, nccl-tests' size: an
+ * all-gather's gathered output, a reduce-scatter's input, an
+ * all-reduce's buffer, an all-to-all's per-device buffer (its send
+ * buffer, every peer's share), a permute's message. Bandwidth-bound above
+ * a size, latency-bound below it (cost.c's comment: rules and sources).
+ * 0 for a group of one device or no bytes; NAN for axes that are not the
+ * map's. */
+double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, mt_axes axes,
+                                   double bytes);
+
+/* The peak FLOP/s a matrix product of `dtype` runs at on hw's chip: its
+ * own, or, where the file gives none (fp32 or tf32 on a TPU, fp8 on an
+ * A100), the bf16 matrix units' (a TPU's fp32 products at XLA's default
+ * precision are single bf16 passes; a type without units of its own is
+ * converted to bf16). No fraction applied. */
+double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype);
+
+/* Seconds of one op on one device, on the roofline (PLANNER.md 2.2): a
+ * matrix product (MT__PN_MATMUL) takes max(flops / (mt__plan_matmul_peak
+ * x gemm_fraction), bytes / (hbm_bandwidth x hbm_fraction)); any other op
+ * takes bytes / (hbm_bandwidth x hbm_fraction), floored by flops / the
+ * fp32 peak (the vector units) where the file gives one (a TPU's does
+ * not: its element-wise ops are costed by their bytes alone, the book's
+ * v5p VPU being memory-bound above 3 FLOPs a byte). A collective node
+ * (MT__PN_COLLECTIVE) is costed here by its local work only, as the
+ * rest. */
 double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw_dtype dtype,
                            double flops, double bytes);
 
-/* Seconds of one collective of `kind` over `axes` moving `bytes` (nccl-tests'
- * size: the reduced buffer, the gathered output, the scattered input, the
- * whole all-to-all buffer, a permute's message), on the map's levels:
- * bandwidth-bound above a size, latency-bound below it. */
-double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, mt_axes axes,
-                                   double bytes);
+/* The chip's critical intensity (the book's, PLANNER.md 2.2): FLOPs a
+ * byte of HBM traffic at which a matrix product of `dtype` is as much
+ * compute- as memory-bound: matmul peak x gemm_fraction / (hbm_bandwidth
+ * x hbm_fraction). */
+double mt__plan_chip_intensity(const mt_hardware *hw, mt_hw_dtype dtype);
+
+/* A level's critical intensity, the book's alpha = C / W (PLANNER.md 2.7):
+ * matmul peak x gemm_fraction / W, W = one device's collective bandwidth
+ * on the level, its collective_fraction applied: a torus's or ring's one
+ * axis both ways (2 x link_bandwidth x links per neighbour: W_ici), a
+ * switch's egress (link_bandwidth x links). NAN for a level hw lacks. */
+double mt__plan_level_intensity(const mt_hardware *hw, int level, mt_hw_dtype dtype);
+
+/* The critical intensity of a group over `axes`: matmul peak x
+ * gemm_fraction x the seconds a byte of a large all-gather over it takes
+ * (FLOPs per gathered byte; for data parallelism, tokens per device). With
+ * `precise` false, switch levels drop their (D-1)/D, the book's rounded
+ * B/W (990e12 / 450e9 = 2200 in an H100 node); torus rings are the
+ * book's in both forms. 0 for a group of one, NAN for bad axes. */
+double mt__plan_axes_intensity(const mt__plan_map *map, mt_axes axes, mt_hw_dtype dtype,
+                               bool precise);
 
 #endif /* MT_PLAN_COST_H */

@@ -145,12 +145,20 @@ static mt_status read_torus(const ck *c, const mt_json *lv, const char *where, m
                  l->devices);
         return field_fail(c, f, w);
     }
+    double sw;
+    if ((s = sourced(c, lv, where, "slice_wrap", true, false, &sw))) return s;
+    if (sw != floor(sw) || sw > 1e6) {
+        snprintf(f, sizeof f, "%s.slice_wrap", where);
+        return field_fail(c, f, "must be a whole number >= 1 (a slice axis wraps when its "
+                                "size is a multiple of it)");
+    }
+    l->slice_wrap = (int)sw;
     return MT_OK;
 }
 
 static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermost,
                             mt_hw_level *l) {
-    static const char *const KEYS[] = {"kind", "topology", "devices", "dims", "wrap",
+    static const char *const KEYS[] = {"kind", "topology", "devices", "dims", "wrap", "slice_wrap",
                                        "link_bandwidth", "links", "latency",
                                        "collective_fraction", "note", NULL};
     char where[32], f[64];
@@ -178,7 +186,8 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
     l->devices = (int)dev->num;
     if (l->topology == MT_TOPO_TORUS) {
         if ((s = read_torus(c, lv, where, l))) return s;
-    } else if (mt__json_get(lv, "dims") || mt__json_get(lv, "wrap")) {
+    } else if (mt__json_get(lv, "dims") || mt__json_get(lv, "wrap") ||
+               mt__json_get(lv, "slice_wrap")) {
         snprintf(f, sizeof f, "%s.dims", where);
         return field_fail(c, f, "belongs to a torus only: remove it or make the topology \"torus\"");
     }

@@ -1,0 +1,200 @@
+/*
+ * cost.c — the time of one collective over a mesh's axes, on the levels
+ * cost_map.c laid them on, and the roofline of one op (plan/cost.h).
+ *
+ * Collectives (the scaling book, ch. 3 and 12; ../shared/PLANNER.md 2.3).
+ * V is nccl-tests' size (cost.h). A group over some axes has members[i]
+ * (the product of its axes') in one instance of level i: at each level
+ * with D = members[i] / members[i-1] > 1 it crosses, the level carries:
+ *
+ *  - a switch (NVLink node, InfiniBand, DCN), W = link_bandwidth x links x
+ *    collective_fraction a device: an all-gather's or reduce-scatter's
+ *    V (D-1) / D over the members[i-1] devices of each inner instance,
+ *    each with its own W: V (D-1) / (D g W) (the book's GPU forms: in a
+ *    node "B·(8−1)/(8·W)", across nodes the node's egress, 8 x 50e9 =
+ *    400e9, the hierarchical "min over levels of D_i·W_i/(D_i−1)"); the
+ *    rounded form drops (D-1)/D (the book's B/W). An all-to-all: each
+ *    device sends V / X to each of the members[i] - members[i-1] peers
+ *    whose lowest common level is this one ("B·7/(64·W)" for 8 GPUs, with
+ *    V = B/8 a GPU's buffer). A permute: V / W. Latency: the level's, once
+ *    (a switch's latency is a small collective's floor, plan.h);
+ *
+ *  - a TPU torus (the slice), W1 = link_bandwidth x links / (2 x axes) x
+ *    collective_fraction one way to one neighbour: along each slice axis j
+ *    the group runs c members at stride a (cost_map.c). A closing ring
+ *    gathers in a V / (2 W1) (the bidirectional ring, "T_AG = V / W_ici",
+ *    W_ici = 2 W1, X-independent), a line (no wraparound) in
+ *    a (c-1) (V/c) / W1 (the book's v5e "3·8.4e6/4.5e10"); a stride of a
+ *    shares each link with a - 1 other groups, so a times slower. Several
+ *    axes at once add their bandwidths (the book's "V/(W_ici·N_axes)").
+ *    An all-to-all is bound by the bisection across the slowest axis:
+ *    V·c·a / (4 X' W) with X' the group, W the links crossing a cut (the
+ *    book's "V·max(A,B,C,…)/(4·N·W_ici)" and, on a ring, "AllGather / 4",
+ *    V there the whole array, X' times a device's buffer). A permute: one
+ *    hop of the smallest stride, V a / W1. Latency: ceil(c/2) hops a ring,
+ *    c - 1 a line, a physical hops each (the book's "T_min·X/2", "3 hops",
+ *    summed over axes: "T_min·Σ|X_i|/2").
+ *
+ * The group's seconds a byte are its slowest level's (the levels'
+ * transfers pipelined); its latency floor the sum of the levels'. A
+ * collective takes max(floor, V x seconds a byte) (the book's "T_AG =
+ * max(T_min·X/2, V/W)"); reduce-scatter = all-gather; all-reduce = twice
+ * an all-gather's bandwidth term (RS + AG; NVLink SHARP's 1x is not
+ * modelled), with a torus's hops twice and a switch's floor once.
+ *
+ * Ops: the roofline (PLANNER.md 2.2), cost.h.
+ */
+#include "plan/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- collectives ---------------------------------------------------------- */
+
+typedef struct {
+    int    X;           /* the group's devices */
+    double ag, a2a, perm;              /* seconds a byte */
+    double lat_ag, lat_ar, lat_perm;   /* latency floors */
+} group_cost;
+
+/* The slice part of a group over `axes` with g members on the slice. */
+static void torus_cost(const mt__plan_map *map, mt_axes axes, int X, int g, group_cost *gc) {
+    const mt_hw_level *lv = &map->hw->levels[map->torus_level];
+    int n = map->slice_n_dims;
+    double per = lv->links / (2.0 * (lv->topology == MT_TOPO_RING ? 1 : lv->n_dims));
+    double W1 = lv->link_bandwidth * (per > 0 ? per : 1) * lv->collective_fraction;
+    double inv = 0, a2a = 0, lat = 0, amin = INFINITY;
+    for (int j = 0; j < n; j++) {
+        long C = 1, span = 1, smin = 0;
+        for (int k = 0; k < axes.n; k++) {
+            const mt__plan_axis_place *p = &map->axis[axes.axis[k]];
+            int c = p->torus_count[j], a = p->torus_stride[j];
+            if (c <= 1) continue;
+            C *= c;
+            if ((long)c * a > span) span = (long)c * a;
+            if (!smin || a < smin) smin = a;
+        }
+        if (C <= 1) continue;
+        /* two axes on one side: a regular lattice when they tile it,
+           otherwise costed as the regular one of the same span */
+        bool regular = C * smin == span;
+        double a = regular ? (double)smin : (double)span / (double)C;
+        bool wrap = regular && span == map->slice_dims[j] && map->slice_wrap[j];
+        double coef = wrap ? a / (2 * W1) : a * (double)(C - 1) / ((double)C * W1);
+        inv += 1 / coef;
+        double cut = (double)g / (double)C * (wrap ? 2 : 1) * W1 / a;   /* B/s across a cut */
+        double t = (double)g * (double)g / 4 / ((double)X * (double)X) / cut;
+        if (t > a2a) a2a = t;
+        lat += (wrap ? ceil(C / 2.0) : (double)(C - 1)) * ceil(a) * lv->latency;
+        if (a < amin) amin = a;
+    }
+    if (inv <= 0) return;
+    double ag = 1 / inv;
+    if (ag > gc->ag) gc->ag = ag;
+    /* a2a above is per byte of the group's whole array; V is a device's */
+    if (a2a * X > gc->a2a) gc->a2a = a2a * X;
+    if (amin / W1 > gc->perm) gc->perm = amin / W1;
+    gc->lat_ag += lat;
+    gc->lat_ar += 2 * lat;
+    if (ceil(amin) * lv->latency > gc->lat_perm) gc->lat_perm = ceil(amin) * lv->latency;
+}
+
+/* false when `axes` are not the map's */
+static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, group_cost *gc) {
+    memset(gc, 0, sizeof *gc);
+    if (axes.n < 0 || axes.n > map->n_axes) return false;
+    gc->X = 1;
+    for (int k = 0; k < axes.n; k++) {
+        if (axes.axis[k] >= map->n_axes) return false;
+        for (int l = 0; l < k; l++)
+            if (axes.axis[l] == axes.axis[k]) return false;
+        gc->X *= map->axis[axes.axis[k]].size;
+    }
+    if (gc->X <= 1) return true;
+    const mt_hardware *hw = map->hw;
+    long prev = 1;
+    for (int i = 0; i < hw->n_levels; i++) {
+        long gi = 1;
+        for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
+        long D = gi / prev;
+        if (D > 1) {
+            const mt_hw_level *lv = &hw->levels[i];
+            if (i == map->torus_level) {
+                torus_cost(map, axes, gc->X, (int)gi, gc);
+            } else {
+                double W = lv->link_bandwidth * lv->links * lv->collective_fraction;
+                double ag = (precise ? (double)(D - 1) / (double)D : 1.0) / ((double)prev * W);
+                double a2a = (double)(gi - prev) / ((double)gc->X * W);
+                if (ag > gc->ag) gc->ag = ag;
+                if (a2a > gc->a2a) gc->a2a = a2a;
+                if (1 / W > gc->perm) gc->perm = 1 / W;
+                gc->lat_ag += lv->latency;
+                gc->lat_ar += lv->latency;
+                if (lv->latency > gc->lat_perm) gc->lat_perm = lv->latency;
+            }
+        }
+        prev = gi;
+    }
+    return true;
+}
+
+double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, mt_axes axes,
+                                   double bytes) {
+    group_cost gc;
+    if (!map || !map->hw || !group_of(map, axes, true, &gc)) return NAN;
+    if (gc.X <= 1 || !(bytes > 0)) return 0;
+    double t, lat;
+    switch (kind) {
+    case MT__PC_ALL_GATHER:
+    case MT__PC_REDUCE_SCATTER: t = bytes * gc.ag, lat = gc.lat_ag; break;
+    case MT__PC_ALL_REDUCE:     t = 2 * bytes * gc.ag, lat = gc.lat_ar; break;
+    case MT__PC_ALL_TO_ALL:     t = bytes * gc.a2a, lat = gc.lat_ag; break;
+    case MT__PC_PERMUTE:        t = bytes * gc.perm, lat = gc.lat_perm; break;
+    default: return NAN;
+    }
+    return t > lat ? t : lat;
+}
+
+/* ---- ops and intensities -------------------------------------------------- */
+
+double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype) {
+    double p = dtype >= 0 && dtype < MT_HW_N_DTYPES ? hw->peak_flops[dtype] : 0;
+    return p > 0 ? p : hw->peak_flops[MT_HW_BF16];
+}
+
+double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw_dtype dtype,
+                           double flops, double bytes) {
+    double tb = bytes / (hw->hbm_bandwidth * hw->hbm_fraction);
+    double tf = 0;
+    if (cls == MT__PN_MATMUL)
+        tf = flops / (mt__plan_matmul_peak(hw, dtype) * hw->gemm_fraction);
+    else if (hw->peak_flops[MT_HW_FP32] > 0)
+        tf = flops / hw->peak_flops[MT_HW_FP32];
+    return tf > tb ? tf : tb;
+}
+
+double mt__plan_chip_intensity(const mt_hardware *hw, mt_hw_dtype dtype) {
+    return mt__plan_matmul_peak(hw, dtype) * hw->gemm_fraction /
+           (hw->hbm_bandwidth * hw->hbm_fraction);
+}
+
+double mt__plan_level_intensity(const mt_hardware *hw, int level, mt_hw_dtype dtype) {
+    if (level < 0 || level >= hw->n_levels) return NAN;
+    const mt_hw_level *lv = &hw->levels[level];
+    double W;
+    if (lv->topology == MT_TOPO_SWITCH) {
+        W = lv->link_bandwidth * lv->links;
+    } else {
+        double per = lv->links / (2.0 * (lv->topology == MT_TOPO_RING ? 1 : lv->n_dims));
+        W = 2 * lv->link_bandwidth * (per > 0 ? per : 1);
+    }
+    return mt__plan_matmul_peak(hw, dtype) * hw->gemm_fraction / (W * lv->collective_fraction);
+}
+
+double mt__plan_axes_intensity(const mt__plan_map *map, mt_axes axes, mt_hw_dtype dtype,
+                               bool precise) {
+    group_cost gc;
+    if (!map || !map->hw || !group_of(map, axes, precise, &gc)) return NAN;
+    if (gc.X <= 1) return 0;
+    return mt__plan_matmul_peak(map->hw, dtype) * map->hw->gemm_fraction * gc.ag;
+}
