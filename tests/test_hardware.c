@@ -105,6 +105,13 @@ MT_TEST(figures_match_the_book) {
              ici->dims[1] == 20 && ici->dims[2] == 28 && ici->devices == 8960,
              "v5p torus %dx%dx%d = %d", ici->dims[0], ici->dims[1], ici->dims[2], ici->devices);
     MT_CHECK(ici->wrap[0] && ici->wrap[1] && ici->wrap[2], "v5p wraparound");
+    /* the book: wraparound "only on axes of size 16 (v5e/v6e) or multiples of 4 (v*p)" */
+    MT_CHECK(ici->slice_wrap == 4, "v5p slice_wrap %d", ici->slice_wrap);
+    {
+        mt_hardware *e = load_shipped("tpu-v5e");
+        MT_CHECK(e->levels[0].slice_wrap == 16, "v5e slice_wrap %d", e->levels[0].slice_wrap);
+        mt_hardware_free(e);
+    }
     MT_CHECK_CLOSE(ici->latency, 1e-6, 1e-12, "v5p ICI hop latency");
     MT_CHECK(dcn->kind == MT_LINK_DCN, "v5p outer level %s", mt_link_kind_name(dcn->kind));
     MT_CHECK_CLOSE(dcn->link_bandwidth * dcn->links, 6.25e9, 1e-12, "v5p DCN egress");
@@ -179,6 +186,7 @@ MT_TEST(good_template_loads) {
     MT_CHECK(hw->n_levels == 2 && hw->levels[0].n_dims == 2 && !hw->levels[0].wrap[0] &&
              hw->levels[0].wrap[1], "toy torus");
     MT_CHECK(hw->peak_flops[MT_HW_FP32] == 0 && hw->peak_flops[MT_HW_BF16] == 1e14, "toy flops");
+    MT_CHECK(hw->levels[0].slice_wrap == 0, "toy: no slice_wrap, 0");
     mt_hardware_free(hw);
     scratch_close(&sc);
 }
@@ -204,6 +212,12 @@ static const bad_case BAD[] = {
     {"\"dims\": [2, 4]", "\"dims\": [2, 3]", "levels[0].dims", "multiply to 6"},
     {"\"wrap\": [false, true]", "\"wrap\": [false]", "levels[0].wrap", "one true/false per axis"},
     {"\"devices\": 8", "\"devices\": 0", "levels[0].devices", "only the outermost"},
+    {"\"wrap\": [false, true],", "\"wrap\": [false, true], \"slice_wrap\": {\"value\": 2.5, "
+     "\"source\": \"s\"},", "levels[0].slice_wrap", "whole number"},
+    {"\"wrap\": [false, true],", "\"wrap\": [false, true], \"slice_wrap\": {\"value\": 4},",
+     "levels[0].slice_wrap", "no \"source\""},
+    {"\"devices\": 0,", "\"devices\": 0, \"slice_wrap\": {\"value\": 4, \"source\": \"s\"},",
+     "levels[1].slice_wrap", "torus only"},
     {"\"devices\": 0", "\"devices\": 12", "levels[1].devices", "a multiple of levels[0].devices, 8"},
     {"\"devices\": 0", "\"devices\": 8", "levels[1].devices", "and larger"},
     {"\"devices\": 0", "\"devices\": -8", "levels[1].devices", "whole number >= 0"},

@@ -313,14 +313,15 @@ mt_status mt__plan_map_make(const mt_hardware *hw, const mt_mesh *mesh, mt__plan
         for (int i = 0; i < hw->n_levels; i++) {
             int m = members_in(p->stride, p->size, map->instance[i]);
             if (m < 0) {
+                int P = map->instance[i], size = p->size, st = p->stride;
                 memset(out, 0, sizeof *out);
                 return mt_fail(MT_EINVAL, "mesh axis '%s' (size %d, device-id stride %d) of "
                                "mesh '%s' straddles the instances of %s's levels[%d] (%s, %d "
                                "devices in this run): its groups would be split unevenly; make "
                                "the axis and the axes after it multiply to a divisor or a "
-                               "multiple of %d", mt_mesh_axis_name(mesh, a), p->size, p->stride,
-                               mt_mesh_spec(mesh), hw->name, i, mt_link_kind_name(hw->levels[i].kind),
-                               map->instance[i], map->instance[i]);
+                               "multiple of %d", mt_mesh_axis_name(mesh, a), size, st,
+                               mt_mesh_spec(mesh), hw->name, i,
+                               mt_link_kind_name(hw->levels[i].kind), P, P);
             }
             p->members[i] = m;
             if (m == p->size && p->level < 0) p->level = i;

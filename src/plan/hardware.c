@@ -188,7 +188,8 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
         if ((s = read_torus(c, lv, where, l))) return s;
     } else if (mt__json_get(lv, "dims") || mt__json_get(lv, "wrap") ||
                mt__json_get(lv, "slice_wrap")) {
-        snprintf(f, sizeof f, "%s.dims", where);
+        snprintf(f, sizeof f, "%s.%s", where,
+                 mt__json_get(lv, "dims") ? "dims" : mt__json_get(lv, "wrap") ? "wrap" : "slice_wrap");
         return field_fail(c, f, "belongs to a torus only: remove it or make the topology \"torus\"");
     }
     if ((s = sourced(c, lv, where, "link_bandwidth", false, false, &l->link_bandwidth))) return s;
