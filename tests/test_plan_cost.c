@@ -350,6 +350,10 @@ MT_TEST(refusals) {
     MT_CHECK_OK(mt_mesh_create("a=4,b=6", 24, &m));
     MT_CHECK_FAILS(mt__plan_map_make(hw, m, &map), MT_EINVAL, "'b'", "size 6", "levels[0]");
     mt_mesh_free(m);
+    /* an axis of 12 would put 8 of a group in one node and 4 in the next */
+    MT_CHECK_OK(mt_mesh_create("a=2,b=12", 24, &m));
+    MT_CHECK_FAILS(mt__plan_map_make(hw, m, &map), MT_EINVAL, "'b'", "size 12", "straddles");
+    mt_mesh_free(m);
     /* a bounded system: the same file with 2 nodes at most */
     hw->levels[1].devices = 16;
     MT_CHECK_OK(mt_mesh_create("d=32", 32, &m));
