@@ -13,6 +13,10 @@
  * the probe's figures are best-of too, and another process on these cores
  * only ever slows a step) and its device 0's ops are printed, measured (the
  * graph's profile) against the roofline, to say which op the model misjudges.
+ * A layout still past the step bound while other processes held more than
+ * a tenth of the cores (/proc/stat less this process's CPU time) is
+ * reported as disturbed and its step not checked: the machine was not the
+ * test's. Its memory always is.
  *
  * The reference is the machine itself: the trainer's wall time and its
  * allocator, neither of which the planner reads.
@@ -40,6 +44,7 @@
 #define TIMED 6
 #define STEP_BOUND 0.20     /* issue 24 §5: within 20 % of the measured step */
 #define MEMORY_BOUND 0.05   /* and 5 % of the allocator's bytes */
+#define DISTURBED 0.10      /* other processes' share of the cores that voids a timing */
 
 /* One layout as the trainer runs it. */
 typedef struct {
@@ -56,6 +61,7 @@ typedef struct {
     double meas_s, plan_s;   /* seconds a step */
     double meas_b, plan_b;   /* bytes on device 0 / the planned device */
     double cores_busy;       /* the process's CPU seconds / wall seconds over the timed steps */
+    double others;           /* other processes' CPU seconds / wall seconds meanwhile */
     double compute, comm, bubble, optim;   /* the plan's parts of plan_s */
 } row;
 
@@ -211,6 +217,20 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Every process's CPU time on this host so far, in seconds (/proc/stat's
+ * busy jiffies: user, nice, system, irq, softirq, steal); NAN if unknown. */
+static double host_busy_seconds(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return NAN;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8) return NAN;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)(hz > 0 ? hz : 100);
+}
+
 /* The trainer's median step (steps > 0; 0: none run) and device 0's bytes;
  * with `dev`, its ops printed after. */
 static void measure(const mt_train_config *c, bool steps, const mt_hardware *dev, row *r) {
@@ -220,14 +240,16 @@ static void measure(const mt_train_config *c, bool steps, const mt_hardware *dev
     r->meas_b = (double)(m.parameters + m.gradients + m.optimizer + m.activations + m.temporary);
     r->meas_s = 0;
     if (steps) {
-        double t[TIMED], cpu0 = 0, wall0 = 0;
+        double t[TIMED], cpu0 = 0, wall0 = 0, host0 = 0;
         for (int s = 0; s < WARMUP + TIMED; s++) {
-            if (s == WARMUP) cpu0 = cpu_seconds(), wall0 = mt_time_now();
+            if (s == WARMUP) cpu0 = cpu_seconds(), wall0 = mt_time_now(), host0 = host_busy_seconds();
             mt_step_report rep;
             MT_CHECK_OK(mt_trainer_step(tr, &rep));
             if (s >= WARMUP) t[s - WARMUP] = rep.seconds;
         }
-        r->cores_busy = (cpu_seconds() - cpu0) / (mt_time_now() - wall0);
+        double wall = mt_time_now() - wall0, cpu = cpu_seconds() - cpu0;
+        r->cores_busy = cpu / wall;
+        r->others = fmax(0, (host_busy_seconds() - host0 - cpu) / wall);
         qsort(t, TIMED, sizeof t[0], cmp_double);
         r->meas_s = 0.5 * (t[TIMED / 2 - 1] + t[TIMED / 2]);
         if (dev) print_per_op(tr, dev, 4);
@@ -236,8 +258,7 @@ static void measure(const mt_train_config *c, bool steps, const mt_hardware *dev
 }
 
 /* The planner's step and bytes for c on `dev` (one of c's devices). */
-static void plan(const mt_train_config *c, const layout *l, const mt_hardware *dev, int cores,
-                 row *r) {
+static void plan(const mt_train_config *c, const layout *l, const mt_hardware *dev, row *r) {
     mt_plan_request q = mt_plan_request_defaults();
     q.model = *c;
     q.hw = dev;
@@ -265,9 +286,6 @@ static void plan(const mt_train_config *c, const layout *l, const mt_hardware *d
         if (!rep.best[k].layout.collective_matmul) b = &rep.best[k];
     MT_CHECK(b, "%s: the plan has no such layout (%d feasible; %s)", q.mesh, rep.n_best,
              rep.n_infeasible ? rep.infeasible[0].why : "none infeasible");
-    mt_plan_result res = *b;
-    mt__plan_host_time_share(cores, q.chips, c->threads, &res);
-    b = &res;
     r->plan_s = b->step;
     r->compute = b->compute;
     r->comm = b->comm_exposed;
@@ -307,7 +325,7 @@ static void validate(mt_train_config cfg, const char *model, const layout *ls, i
         mt_hardware dev;
         MT_CHECK_OK(mt__plan_host_devices(host, devices_of(l->mesh), c.threads, &dev));
         row r;
-        plan(&c, l, &dev, cores, &r);
+        plan(&c, l, &dev, &r);
         measure(&c, timing, getenv("MT_PLAN_PER_OP") ? &dev : NULL, &r);
         char name[96];
         name_of(l, name, sizeof name);
@@ -317,22 +335,33 @@ static void validate(mt_train_config cfg, const char *model, const layout *ls, i
             printf("  %-38s %8.2f  (past %.0f %%: measured again, its ops below)\n", name,
                    r.meas_s * 1e3, STEP_BOUND * 100);
             measure(&c, true, &dev, &again);
-            r.meas_s = fmin(r.meas_s, again.meas_s);
+            if (again.meas_s < r.meas_s) {
+                r.meas_s = again.meas_s;
+                r.cores_busy = again.cores_busy;
+                r.others = again.others;
+            }
             slow = fabs(r.plan_s / r.meas_s - 1) > STEP_BOUND;
         }
+        /* other processes on these cores meanwhile: no figure of this machine */
+        bool disturbed = slow && r.others > DISTURBED * cores;
+        if (disturbed) slow = false;
         bool big = fabs(r.plan_b / r.meas_b - 1) > MEMORY_BOUND;
         char parts[96];
         snprintf(parts, sizeof parts, "%.1f+%.1f+%.1f+%.1f", r.compute * 1e3, r.comm * 1e3,
                  r.bubble * 1e3, r.optim * 1e3);
+        const char *mark = slow || big ? "  <- past the bound"
+                           : disturbed ? "  (disturbed: not checked)" : "";
         if (timing)
             printf("  %-38s %8.2f %8.2f %5.2f %7.2f %7.2f %5.3f %5.2f  %s%s\n", name,
                    r.meas_s * 1e3, r.plan_s * 1e3, r.plan_s / r.meas_s, r.meas_b / 1e6,
-                   r.plan_b / 1e6, r.plan_b / r.meas_b, r.cores_busy, parts,
-                   slow || big ? "  <- past the bound" : "");
+                   r.plan_b / 1e6, r.plan_b / r.meas_b, r.cores_busy, parts, mark);
         else
             printf("  %-38s %8s %8.2f %5s %7.2f %7.2f %5.3f %5s  %s%s\n", name, "-",
                    r.plan_s * 1e3, "-", r.meas_b / 1e6, r.plan_b / 1e6, r.plan_b / r.meas_b, "-",
-                   parts, big ? "  <- past the bound" : "");
+                   parts, mark);
+        if (disturbed)
+            printf("  %-38s other processes held %.2f of the %d cores while it ran: its step "
+                   "is not checked\n", "", r.others, cores);
         fflush(stdout);
         if ((slow || big) && at < sizeof fails)
             at += (size_t)snprintf(fails + at, sizeof fails - at, "%s%s (step %.3g ms planned, "
@@ -348,6 +377,53 @@ static void validate(mt_train_config cfg, const char *model, const layout *ls, i
 /* ======================================================================== */
 /* The cases                                                                 */
 /* ======================================================================== */
+
+/* The host's share rule (plan/host.h) by hand: a 2-core host of 200 GFLOP/s
+ * fp32 (x 0.5 achieved), 40 GB/s, 8 GB, a threads all-reduce of 10 GB/s. */
+MT_TEST(host_shares_its_cores) {
+    /* kernel threads a device: train/devices.c's threads / devices, >= 1 */
+    MT_CHECK(mt__plan_host_threads(2, 1, 0) == 2 && mt__plan_host_threads(2, 2, 0) == 1 &&
+             mt__plan_host_threads(2, 8, 0) == 1 && mt__plan_host_threads(8, 3, 0) == 2 &&
+             mt__plan_host_threads(8, 4, 1) == 1 && mt__plan_host_threads(8, 2, 6) == 3,
+             "kernel threads a device");
+    /* share = k / max(cores, N k): 2/2, 1/2, 1/8 (8 threads on 2 cores), 2/8
+       (3 devices x 2 threads on 8 cores: 2 idle), 1/4 (4 x 1 on 2) */
+    MT_CHECK_CLOSE(mt__plan_host_share(2, 1, 0), 1.0, 1e-15, "one device, every core");
+    MT_CHECK_CLOSE(mt__plan_host_share(2, 2, 2), 0.5, 1e-15, "two devices, a core each");
+    MT_CHECK_CLOSE(mt__plan_host_share(2, 8, 8), 0.125, 1e-15, "eight on two cores");
+    MT_CHECK_CLOSE(mt__plan_host_share(8, 3, 0), 0.25, 1e-15, "three of two threads on eight");
+    MT_CHECK_CLOSE(mt__plan_host_share(2, 4, 1), 0.25, 1e-15, "four of one thread on two");
+    mt_hardware host = {.name = "toy", .hbm_bytes = 8e9, .hbm_bandwidth = 40e9,
+                        .gemm_fraction = 0.5, .hbm_fraction = 1, .n_levels = 1};
+    host.peak_flops[MT_HW_FP32] = 200e9;
+    host.levels[0] = (mt_hw_level){.kind = MT_LINK_THREADS, .topology = MT_TOPO_SWITCH,
+                                   .devices = 2, .link_bandwidth = 10e9, .links = 1,
+                                   .latency = 1e-6, .collective_fraction = 1};
+    mt_hardware d;
+    MT_CHECK_OK(mt__plan_host_devices(&host, 2, 0, &d));   /* a core each */
+    MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32], 100e9, 1e-15, "2 devices: fp32");
+    MT_CHECK_CLOSE(d.hbm_bandwidth, 20e9, 1e-15, "2 devices: bandwidth");
+    MT_CHECK_CLOSE(d.hbm_bytes, 4e9, 1e-15, "2 devices: memory");
+    MT_CHECK_CLOSE(d.levels[0].link_bandwidth, 10e9, 1e-15, "2 devices: the copies' own cores");
+    MT_CHECK(d.gemm_fraction == 0.5 && d.levels[0].devices == 2 && d.levels[0].latency == 1e-6,
+             "fractions, devices and latency kept");
+    MT_CHECK_OK(mt__plan_host_devices(&host, 8, 8, &d));   /* time-shared, 4 a core */
+    MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32], 25e9, 1e-15, "8 devices: fp32");
+    MT_CHECK_CLOSE(d.hbm_bandwidth, 5e9, 1e-15, "8 devices: bandwidth");
+    MT_CHECK_CLOSE(d.hbm_bytes, 1e9, 1e-15, "8 devices: memory");
+    MT_CHECK_CLOSE(d.levels[0].link_bandwidth, 2.5e9, 1e-15, "8 devices: copies time-shared");
+    MT_CHECK(d.levels[0].devices == 8, "one instance holds the 8: %d", d.levels[0].devices);
+    MT_CHECK_OK(mt__plan_host_devices(&host, 1, 0, &d));   /* one device: the whole host */
+    MT_CHECK(d.peak_flops[MT_HW_FP32] == 200e9 && d.hbm_bandwidth == 40e9, "one device");
+    mt_hardware gpu = host;
+    gpu.levels[0].kind = MT_LINK_NVLINK;
+    MT_CHECK_OK(mt__plan_host_devices(&gpu, 8, 0, &d));   /* chips, not threads */
+    MT_CHECK(!memcmp(&d, &gpu, sizeof d), "a chip's description is copied");
+    MT_CHECK_FAILS(mt__plan_host_devices(&host, 0, 0, &d), MT_EINVAL, "0 thread devices");
+    MT_CHECK_FAILS(mt__plan_host_devices(&host, 2, -1, &d), MT_EINVAL, "-1 kernel threads");
+    host.levels[0].devices = 0;
+    MT_CHECK_FAILS(mt__plan_host_devices(&host, 2, 0, &d), MT_EINVAL, "0 cores");
+}
 
 /* A GPT whose products dominate (C=256, T=64: linear layers of 512 x 256 x
  * 768 and up) and whose step stays near 50 ms on one 2-core host. */

@@ -66,27 +66,3 @@ mt_status mt__plan_host_devices(const mt_hardware *host, int devices, int thread
     return MT_OK;
 }
 
-/* Past the cores the system schedules the devices' threads on whatever core
- * is free, so a device that waits (a pipeline's bubble, a peer's
- * collective) gives its core to another: the cores do the devices' work
- * back to back. The step is then the larger of
- *   the devices' work over the cores: compute + exposed communication +
- *   optimizer at the shared rate (every device the same program, or the
- *   busiest stage's, which the accounting device is), and
- *   the critical path at an unshared core's rate: the planned step x
- *   share-unshared (k / cores over k / (N k) = N k / cores fewer a device).
- * The bubble is what remains of the step beyond the work. */
-void mt__plan_host_time_share(int cores, int devices, int threads, mt_plan_result *r) {
-    if (cores < 1 || devices < 1 || !r->feasible || !(r->step > 0)) return;
-    int k = mt__plan_host_threads(cores, devices, threads);
-    if (devices * k <= cores) return;
-    double work = r->compute + r->comm_exposed + r->optimizer_step;
-    double path = r->step * (double)cores / ((double)devices * k);
-    double step = work > path ? work : path;
-    double scale = r->step / step;
-    r->bubble = step - work > 0 ? step - work : 0;
-    r->step = step;
-    r->tokens_per_s_per_device *= scale;
-    r->mfu *= scale;
-    r->hfu *= scale;
-}

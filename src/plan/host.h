@@ -18,9 +18,12 @@
  *   the threads level's devices     N, when it is the only level (one
  *                                   instance holds the mesh)
  *
- * and past the cores (N k > cores) a device that waits gives its core to
- * another, so a step is the larger of its work at the shared rate and its
- * critical path at an unshared core's (mt__plan_host_time_share).
+ * Past the cores a device keeps its share while it waits (a pipeline's
+ * bubble, a peer's collective): the threads transport's waits yield
+ * (comm/wait.c) but stay runnable, so the scheduler still gives them their
+ * turn, and the step is the critical path at the shared rate, not the
+ * devices' work over the cores (measured: the cores stay busy through a
+ * time-shared pipeline's bubble, test_plan_validate's "busy" column).
  *
  * A description without an innermost MT_LINK_THREADS level (a GPU's, a
  * TPU's) is copied unchanged: its devices are chips, not threads.
@@ -47,14 +50,5 @@ double mt__plan_host_share(int cores, int devices, int threads);
  * devices < 1, threads < 0, or a threads level of no cores. */
 mt_status mt__plan_host_devices(const mt_hardware *host, int devices, int threads,
                                 mt_hardware *out);
-
-/* A step planned on mt__plan_host_devices' description of `devices` thread
- * devices of `threads` kernel threads in all on `cores` cores, corrected
- * for time-sharing when the devices' threads outnumber the cores (else r
- * is left as it is): step = max(compute + comm_exposed + optimizer_step,
- * step x cores / (devices x k)), the bubble what the step has beyond that
- * work, tokens/s, MFU and HFU scaled with the step. The planner applies it
- * to each result on a threads host (host.c says why). */
-void mt__plan_host_time_share(int cores, int devices, int threads, mt_plan_result *r);
 
 #endif /* MT_PLAN_HOST_H */
