@@ -108,6 +108,9 @@ typedef struct {
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency
  * are the threads all-reduce's bus bandwidth and 8-byte latency, fraction 1.
+ * These are the whole host's figures: a mesh of N thread devices shares
+ * them out (src/plan/host.h: each device k / max(cores, N k) of the FLOP/s
+ * and bandwidth, k its kernel threads; 1/N of the memory).
  * Errors: MT_EIO when the file cannot be read; MT_EFORMAT for bad JSON
  * (byte offset) and for every violation of the format, in one line naming
  * the file, the field ("levels[1].latency.source") and what to do: a
