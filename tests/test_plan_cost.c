@@ -75,6 +75,8 @@ MT_TEST(slices_for_the_device_count) {
     /* 16384 v5p: 8192 fits no box of 16x20x28 (2^13 in sides <= 16, 16, 16 is at most
        4096), so 4 slices of 16x16x16 over DCN */
     check_slice(v5p, "d=16384", 4, 3, (int[]){16, 16, 16}, (bool[]){T, T, T});
+    /* 8192 is no box of the pod either: 2 slices of 4096 */
+    check_slice(v5p, "d=8192", 2, 3, (int[]){16, 16, 16}, (bool[]){T, T, T});
     check_slice(v5e, "x=8,y=4", 1, 2, (int[]){4, 8}, (bool[]){F, F});
     check_slice(v5e, "d=128", 1, 2, (int[]){8, 16}, (bool[]){F, T});
     check_slice(v5e, "d=256", 1, 2, (int[]){16, 16}, (bool[]){T, T});
@@ -110,6 +112,31 @@ MT_TEST(axes_on_levels) {
     MT_CHECK(map.axis[0].torus_count[1] == 8 && map.axis[0].torus_stride[1] == 1, "x on 8");
     mt_mesh_free(m);
     mt_hardware_free(v5e);
+    mt_hardware_free(hw);
+}
+
+/* Rule 3 (cost_map.c) chooses whole assignments: v5p data=224,fsdp=40 on the
+ * 16x20x28 pod, ideal W1 = 9e10 one way. fsdp (40, no side of its size)
+ * takes 2 of the 16 side (a line of 2: (2-1)/2 / W1) and the whole 20 side
+ * (closing: 1/(2 W1)): 2 W1 + 2 W1 = 360 GB/s; data the rest of the 16 side
+ * at stride 2 (closing, sharing links: 2/(2 W1)) and the whole 28 side:
+ * W1 + 2 W1 = 270 GB/s. fsdp's own fastest (2 of 16, 10 of 20, 2 of 28:
+ * 2 + 10/9 + 2 = 5.11 W1 = 460 GB/s) would leave data 8 of 16 at stride 2,
+ * 2 of 20 at stride 10, 14 of 28 at stride 2: W1 + W1/5 + W1 = 198 GB/s;
+ * 1/360 + 1/270 < 1/460 + 1/198. */
+MT_TEST(axes_on_a_slice_jointly) {
+    mt_hardware *hw = ideal("tpu-v5p");
+    mt_mesh *m = NULL;
+    mt__plan_map map = map_of(hw, "data=224,fsdp=40", &m);
+    const double W1 = 9e10;
+    MT_CHECK_CLOSE(map.axis[1].bandwidth / 1e9, 4 * W1 / 1e9, 1e-9, "fsdp");
+    MT_CHECK_CLOSE(map.axis[0].bandwidth / 1e9, 3 * W1 / 1e9, 1e-9, "data");
+    MT_CHECK(map.axis[1].torus_count[0] == 2 && map.axis[1].torus_count[1] == 20 &&
+             map.axis[0].torus_count[0] == 8 && map.axis[0].torus_stride[0] == 2 &&
+             map.axis[0].torus_count[2] == 28 && map.axis[0].wrap, "the places");
+    double greedy = 1 / (W1 * (2 + 10.0 / 9 + 2)) + 1 / (W1 * 2.2);
+    MT_CHECK(1 / map.axis[0].bandwidth + 1 / map.axis[1].bandwidth < greedy, "beats greedy");
+    mt_mesh_free(m);
     mt_hardware_free(hw);
 }
 
@@ -361,11 +388,19 @@ MT_TEST(refusals) {
                    "levels[1]");
     mt_mesh_free(m);
     mt_hardware_free(hw);
-    /* 17 chips form no box of v4p's 16x16x16 */
+    /* 17 chips form no box of v4p's 16x16x16: with DCN, 17 slices of one chip; on
+       the pod alone (a copy without its DCN level), refused */
     hw = shipped("tpu-v4p");
     MT_CHECK_OK(mt_mesh_create("d=17", 17, &m));
+    MT_CHECK_OK(mt__plan_map_make(hw, m, &map));
+    MT_CHECK(map.slices == 17 && map.axis[0].level == 1, "17 slices: %d", map.slices);
+    hw->n_levels = 1;
     MT_CHECK_FAILS(mt__plan_map_make(hw, m, &map), MT_EINVAL, "17 devices", "no slice", "tpu-v4p");
     mt_mesh_free(m);
+    MT_CHECK_OK(mt_mesh_create("d=8192", 8192, &m));
+    MT_CHECK_FAILS(mt__plan_map_make(hw, m, &map), MT_EINVAL, "8192 devices", "no slice");
+    mt_mesh_free(m);
+    hw->n_levels = 2;
     /* axes that are not the map's */
     MT_CHECK_OK(mt_mesh_create("x=4,y=4,z=4", 64, &m));
     MT_CHECK_OK(mt__plan_map_make(hw, m, &map));

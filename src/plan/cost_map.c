@@ -20,9 +20,9 @@
  * nearly cubic, that is the smallest largest side, then the largest
  * smallest side, then the first in ascending order of sides (64 v4p chips:
  * 4x4x4; 128: 4x4x8; 4096 v5p: 16x16x16; 32 v5e: 4x8; Google's slice
- * shapes). A run larger than the pod gets k equal slices over DCN, k the
- * fewest that divides the chips into slices that exist (16384 v5p: 4 of
- * 16x16x16). A slice's axis closes into a ring (wraparound) when its size
+ * shapes). A run larger than the pod, or whose chips form no box of it,
+ * gets k equal slices over DCN, k the fewest that divides the chips into
+ * slices that exist (16384 v5p: 4 of 16x16x16; 8192: 2 of them). A slice's axis closes into a ring (wraparound) when its size
  * is a multiple of the level's slice_wrap (the book: "only on axes of size
  * 16 (v5e/v6e) or multiples of 4 (v*p)"); the whole pod's axes as the
  * file's wrap[] says. A ring topology is a one-axis torus that wraps when
@@ -34,7 +34,10 @@
  * one unused slice axis of its size, the one that wraps, the last such;
  * else (2) the fewest unused slice axes whose sizes multiply to its size;
  * else (3) factors of what the slice axes have left whose product is its
- * size, where its all-gather is fastest (cost.c's rule). A factor t of a
+ * size: each of the 4 places where its own all-gather is fastest (cost.c's
+ * rule) is tried, and of the whole assignments the one whose axes'
+ * all-gathers take the least time a byte in sum wins (so that a small
+ * outer axis, data=2, is not left a strided pair). A factor t of a
  * slice axis of which factors u were taken before runs at stride u: t
  * members, u - 1 chips of other groups between consecutive ones sharing
  * the links; it closes when it takes all that is left (t u = the side)
@@ -115,17 +118,29 @@ static double dim_coef(int c, double a, bool wrap) {
     return wrap ? a / 2 : a * (c - 1) / c;
 }
 
+#define TOP_K 4   /* rule 3's placements an axis tries, fastest first */
+
 typedef struct {
     int  n;
     int  side[MT_HW_MAX_DIMS];     /* the slice's sides */
     bool wrap[MT_HW_MAX_DIMS];
     int  used[MT_HW_MAX_DIMS];     /* the product of the factors taken from each so far */
-    /* the search for one axis */
-    int    t[MT_HW_MAX_DIMS], best[MT_HW_MAX_DIMS];
-    double best_coef;
-    int    best_dims;
+    int  f[MT__PLAN_MAX_AXES];     /* each mesh axis's devices on the slice */
+    int  n_axes;
+    /* the search over all axes: the current and the best assignment */
+    int    cur[MT__PLAN_MAX_AXES][MT_HW_MAX_DIMS], best[MT__PLAN_MAX_AXES][MT_HW_MAX_DIMS];
+    double best_sum;
     bool   found;
 } slice_fill;
+
+/* One axis's candidate placements (t[j]: the factor of side j it takes). */
+typedef struct {
+    int    t[MT_HW_MAX_DIMS];
+    int    n;
+    int    c[TOP_K][MT_HW_MAX_DIMS];
+    double coef[TOP_K];
+    int    dims[TOP_K];
+} cands;
 
 static double place_coef(const slice_fill *sf, const int *t, int *dims) {
     double inv = 0;
@@ -137,35 +152,44 @@ static double place_coef(const slice_fill *sf, const int *t, int *dims) {
         inv += 1 / dim_coef(t[j], sf->used[j], closes);
         (*dims)++;
     }
-    return 1 / inv;
+    return inv > 0 ? 1 / inv : 0;
 }
 
-/* Rule 3: every t[j] | left[j] with product f, the fastest, then the
- * fewest axes, then (the search runs from the last axis) the innermost. */
-static void fill_rec(slice_fill *sf, int j, int f) {
+/* Rule 3's candidates: every t[j] | left[j] with product f, the TOP_K
+ * fastest, then fewest axes, then (the search runs from the last side)
+ * the innermost. */
+static void cands_rec(const slice_fill *sf, cands *cs, int j, int f) {
     if (j < 0) {
         if (f != 1) return;
         int dims;
-        double c = place_coef(sf, sf->t, &dims);
-        if (!sf->found || c < sf->best_coef * (1 - 1e-12) ||
-            (c <= sf->best_coef * (1 + 1e-12) && dims < sf->best_dims)) {
-            memcpy(sf->best, sf->t, sizeof sf->best);
-            sf->best_coef = c, sf->best_dims = dims, sf->found = true;
+        double c = place_coef(sf, cs->t, &dims);
+        int at = cs->n;
+        while (at > 0 && (c < cs->coef[at - 1] * (1 - 1e-12) ||
+                          (c <= cs->coef[at - 1] * (1 + 1e-12) && dims < cs->dims[at - 1])))
+            at--;
+        if (at >= TOP_K) return;
+        int last = cs->n < TOP_K ? cs->n : TOP_K - 1;
+        for (int k = last; k > at; k--) {
+            memcpy(cs->c[k], cs->c[k - 1], sizeof cs->c[k]);
+            cs->coef[k] = cs->coef[k - 1], cs->dims[k] = cs->dims[k - 1];
         }
+        memcpy(cs->c[at], cs->t, sizeof cs->c[at]);
+        cs->coef[at] = c, cs->dims[at] = dims;
+        if (cs->n < TOP_K) cs->n++;
         return;
     }
     int left = sf->side[j] / sf->used[j];
     for (int t = 1; t <= left && t <= f; t++)
         if (left % t == 0 && f % t == 0) {
-            sf->t[j] = t;
-            fill_rec(sf, j - 1, f / t);
+            cs->t[j] = t;
+            cands_rec(sf, cs, j - 1, f / t);
         }
-    sf->t[j] = 1;
+    cs->t[j] = 1;
 }
 
 /* Rules 1 and 2: unused whole sides multiplying to f, the fewest, the
- * closing ones and the innermost first. */
-static bool whole_sides(slice_fill *sf, int f) {
+ * closing ones and the innermost first, into t. */
+static bool whole_sides(const slice_fill *sf, int f, int *t) {
     int best_n = 0, best_mask = 0, best_wraps = -1;
     for (int mask = 1; mask < 1 << sf->n; mask++) {
         long p = 1;
@@ -182,38 +206,66 @@ static bool whole_sides(slice_fill *sf, int f) {
             best_n = n, best_mask = mask, best_wraps = wraps;
     }
     if (!best_n) return false;
-    for (int j = 0; j < sf->n; j++) sf->best[j] = best_mask >> j & 1 ? sf->side[j] : 1;
+    for (int j = 0; j < sf->n; j++) t[j] = best_mask >> j & 1 ? sf->side[j] : 1;
     return true;
 }
 
+/* Axes a, a-1, ..., 0 (the innermost first): an axis that rules 1-2 place
+ * takes that place; otherwise each of its TOP_K fastest rule-3 places is
+ * tried, and the assignment whose axes' all-gather seconds a byte sum the
+ * least wins (the first found of equal sums: each axis's fastest). */
+static void assign_rec(slice_fill *sf, int a, double sum) {
+    if (a < 0) {
+        if (!sf->found || sum < sf->best_sum * (1 - 1e-12)) {
+            memcpy(sf->best, sf->cur, sizeof sf->best);
+            sf->best_sum = sum, sf->found = true;
+        }
+        return;
+    }
+    cands cs = {.n = 0};
+    for (int j = 0; j < MT_HW_MAX_DIMS; j++) cs.t[j] = 1;
+    if (sf->f[a] <= 1) {
+        cs.n = 1, cs.coef[0] = 0;
+        for (int j = 0; j < MT_HW_MAX_DIMS; j++) cs.c[0][j] = 1;
+    } else if (whole_sides(sf, sf->f[a], cs.c[0])) {
+        cs.n = 1;
+        cs.coef[0] = place_coef(sf, cs.c[0], &cs.dims[0]);
+    } else {
+        cands_rec(sf, &cs, sf->n - 1, sf->f[a]);
+    }
+    for (int k = 0; k < cs.n; k++) {
+        for (int j = 0; j < MT_HW_MAX_DIMS; j++) sf->cur[a][j] = j < sf->n ? cs.c[k][j] : 1;
+        for (int j = 0; j < sf->n; j++) sf->used[j] *= cs.c[k][j];
+        assign_rec(sf, a - 1, sum + cs.coef[k]);
+        for (int j = 0; j < sf->n; j++) sf->used[j] /= cs.c[k][j];
+    }
+}
+
 static mt_status lay_on_slice(const mt_mesh *mesh, mt__plan_map *map) {
-    slice_fill sf = {.n = map->slice_n_dims};
+    slice_fill sf = {.n = map->slice_n_dims, .n_axes = map->n_axes};
     for (int j = 0; j < sf.n; j++)
         sf.side[j] = map->slice_dims[j], sf.wrap[j] = map->slice_wrap[j], sf.used[j] = 1;
+    for (int a = 0; a < map->n_axes; a++) sf.f[a] = map->axis[a].members[map->torus_level];
+    assign_rec(&sf, map->n_axes - 1, 0);
+    if (!sf.found) {
+        char sides[64] = "", axes[128] = "";
+        for (int j = 0; j < sf.n; j++)
+            snprintf(sides + strlen(sides), sizeof sides - strlen(sides), "%s%d", j ? "x" : "",
+                     sf.side[j]);
+        for (int a = 0; a < map->n_axes; a++)
+            snprintf(axes + strlen(axes), sizeof axes - strlen(axes), "%s%s %d", a ? ", " : "",
+                     mt_mesh_axis_name(mesh, a), sf.f[a]);
+        return mt_fail(MT_EINVAL, "mesh '%s' cannot be laid on the %s slice of %s's levels[0] "
+                       "(%s): its axes' devices on the slice (%s) are no products of factors "
+                       "of the sides; choose axis sizes that are", mt_mesh_spec(mesh), sides,
+                       map->hw->name, mt_link_kind_name(map->hw->levels[0].kind), axes);
+    }
+    for (int j = 0; j < sf.n; j++) sf.used[j] = 1;
     for (int a = map->n_axes - 1; a >= 0; a--) {
         mt__plan_axis_place *p = &map->axis[a];
-        int f = p->members[map->torus_level];
-        for (int j = 0; j < MT_HW_MAX_DIMS; j++) p->torus_count[j] = 1, p->torus_stride[j] = 1;
-        if (f <= 1) continue;
-        sf.found = false;
-        if (!whole_sides(&sf, f)) {
-            for (int j = 0; j < sf.n; j++) sf.t[j] = 1;
-            fill_rec(&sf, sf.n - 1, f);
-            if (!sf.found) {
-                char left[64] = "";
-                for (int j = 0; j < sf.n; j++)
-                    snprintf(left + strlen(left), sizeof left - strlen(left), "%s%d",
-                             j ? "x" : "", sf.side[j] / sf.used[j]);
-                return mt_fail(MT_EINVAL, "mesh axis '%s' (%d devices on the slice) cannot be "
-                               "laid on what the %s slice of level 0 (%s) has left, %s: choose "
-                               "axis sizes that are products of the slice's sides",
-                               mt_mesh_axis_name(mesh, a), f, map->hw->name,
-                               mt_link_kind_name(map->hw->levels[0].kind), left);
-            }
-        }
         p->wrap = true;
         for (int j = 0; j < sf.n; j++) {
-            int t = sf.best[j];
+            int t = sf.best[a][j];
             if (t <= 1) continue;
             int rem = sf.side[j] / sf.used[j];
             p->torus_count[j] = t;
@@ -241,13 +293,11 @@ static mt_status instances(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_
                            mt_topology_name(lv->topology));
         int inst;
         if (torus) {
-            /* one slice up to a pod; more: the fewest equal slices that exist */
-            int k = N <= cap ? 1 : 2;
-            while (k <= N && (N % k || N / k > cap || !slice_of(lv, N / k, map))) {
-                if (N <= cap) { k = N + 1; break; }
-                k++;
-            }
-            if (k > N)
+            /* the fewest equal slices that exist: one up to a pod when its chips
+               form a box */
+            int k = 1;
+            while (k <= N && (N % k || N / k > cap || !slice_of(lv, N / k, map))) k++;
+            if (k > N || (k > 1 && i == hw->n_levels - 1))
                 return mt_fail(MT_EINVAL, "%d devices (mesh '%s') form no slice of %s's torus "
                                "(levels[0], %s, %d devices): a slice is a box inside the pod, "
                                "and more than a pod is equal slices; choose a device count "
