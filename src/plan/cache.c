@@ -5,6 +5,7 @@
  * (mt__plan_prog_key) in an open-addressing table, so that one build serves
  * every layout that shares it.
  */
+#include "plan/host.h"
 #include "plan/search_impl.h"
 
 #include <stdint.h>
@@ -105,6 +106,7 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     c.devices = key->d * key->f * key->t * key->p;
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
+    mt_hardware host_share;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
     /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
     int device = 0;
@@ -122,7 +124,8 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     if (st == MT_OK) st = mt_train_config_check(&c);
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     if (st == MT_OK)
-        st = mt__plan_chunk_time_of(r->hw, mesh, r->precision, &e->prog, &e->keys, &e->ct);
+        st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,
+                                    r->precision, &e->prog, &e->keys, &e->ct);
     mt_mesh_free(mesh);
     free(mc);
     e->status = st;
@@ -150,3 +153,10 @@ void mt__plan_cache_free(mt__plan_search *s) {
     s->n_cache = s->cap_cache = s->n_slots = 0;
 }
 
+
+const mt_hardware *mt__plan_layout_hw(const mt__plan_search *s, int chips, mt_hardware *tmp) {
+    const mt_hardware *hw = s->req->hw;
+    if (hw->n_levels < 1 || hw->levels[0].kind != MT_LINK_THREADS) return hw;
+    /* the trainer's default: every core, shared out (threads 0) */
+    return mt__plan_host_devices(hw, chips, 0, tmp) == MT_OK ? tmp : hw;
+}

@@ -196,8 +196,9 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
     /* one microbatch's (B, T, C) f32 activations between stages: a tensor
        slice under sequence parallelism, else whole on every tensor device */
     double msg = 4.0 * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
+    mt_hardware dev;
     mt__plan_step_in in = {
-        .hw = r->hw, .mesh = mesh, .precision = r->precision, .stages = l->pipe,
+        .hw = mt__plan_layout_hw(s, res->chips, &dev), .mesh = mesh, .precision = r->precision, .stages = l->pipe,
         .chunks = v, .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
         .reduce = MT__PLAN_REDUCE_EACH,
@@ -305,9 +306,11 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
             res->total = mb.total;
         }
     }
-    if (res->total > r->hw->hbm_bytes) {
+    mt_hardware dev;
+    const mt_hardware *hw = mt__plan_layout_hw(s, res->chips, &dev);
+    if (res->total > hw->hbm_bytes) {
         snprintf(res->why, sizeof res->why, "out of memory: %.3g GB a device, the %s has %.3g GB",
-                 res->total / 1e9, r->hw->name, r->hw->hbm_bytes / 1e9);
+                 res->total / 1e9, hw->name, hw->hbm_bytes / 1e9);
         return MT_OK;
     }
     return step_time(s, l, &keys, ct, S, v, batch, res);

@@ -91,6 +91,11 @@ mt_status mt__plan_model_facts(mt__plan_search *s);
  * Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
                                   const mt__plan_cached **out);
+/* The system as one device of a `chips`-device layout sees it: the
+ * request's hardware, or on a host of thread devices (its innermost level
+ * MT_LINK_THREADS) one device's share of the host (host.h's rule) in *tmp.
+ * Returns the one to use. */
+const mt_hardware *mt__plan_layout_hw(const mt__plan_search *s, int chips, mt_hardware *tmp);
 /* Frees the cache. */
 void mt__plan_cache_free(mt__plan_search *s);
 

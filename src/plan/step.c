@@ -91,7 +91,10 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
                           const mt__plan_chunk_time *ch, int var, tally *t,
                           mt__plan_step_result *out) {
     const int p = in->stages, S = p * in->chunks, m = in->microbatches;
-    out->message = mt__plan_coll_time(in->hw, in->mesh, MT__PC_PERMUTE, pipe, in->message_bytes);
+    mt__plan_map map;
+    mt_status mst = mt__plan_map_make(in->hw, in->mesh, &map);
+    if (mst != MT_OK) return mst;
+    out->message = mt__plan_collective_seconds(&map, MT__PC_PERMUTE, pipe, in->message_bytes);
     mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
     double *after = calloc((size_t)p, sizeof *after);
     if (!cc || !after) {
@@ -204,10 +207,12 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
                                  mt_precision precision, const mt__plan_program *p,
                                  mt__plan_comm_keys *keys, mt__plan_chunk_time *out) {
     memset(out, 0, sizeof *out);
-    mt_status st = MT_OK;
+    /* the mesh laid on the system once: every collective of the program */
+    mt__plan_map map;
+    mt_status st = mt__plan_map_make(hw, mesh, &map);
     for (int var = 0; var < 2 && st == MT_OK; var++)
         for (int q = 0; q < 3 && st == MT_OK; q++)
-            st = mt__plan_phase_run(hw, mesh, precision, p, "FBW"[q], var == 1, keys,
+            st = mt__plan_phase_run(hw, &map, precision, p, "FBW"[q], var == 1, keys,
                                     &out->phase[var][q]);
     out->stored_elems = (double)p->param_elems;
     return st;
@@ -273,7 +278,7 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
     bind(in, out);
     /* PaLM's model FLOPs (PLANNER.md §4) and the FLOPs run, per device */
     const mt__plan_model *md = &in->model;
-    double peak = mt__plan_matmul_peak(in->hw, in->precision);
+    double peak = mt__plan_matmul_peak(in->hw, mt__plan_dtype_of(in->precision));
     double devices = mt_mesh_size(in->mesh);
     out->flops_per_token = 6 * md->n_params + 12.0 * md->layers * md->heads * md->head_dim * md->seq;
     out->mfu = md->n_params > 0 && out->step > 0

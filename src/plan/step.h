@@ -7,7 +7,8 @@
  * train/pipe.c, pipeline/executor.c):
  *
  *   - Every compute node is on the roofline (timing.c's mt__plan_op_time),
- *     every collective on the mesh levels it crosses (mt__plan_coll_time).
+ *     every collective on the mesh levels it crosses (cost.h's
+ *     mt__plan_collective_seconds on the layout's map).
  *   - Two streams a phase (F, B, W each run on their own: exec.c leaves
  *     nothing in flight when a phase returns). The compute stream runs the
  *     nodes in run order; the communication stream runs the deferred
@@ -112,7 +113,7 @@ typedef struct {
  * skipped[]. Collectives are keyed in *keys (added as met). MT_ENOMEM;
  * MT_EINVAL when a step has more than MT__PLAN_STEP_MAX_COMM distinct
  * collectives. */
-mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_precision precision,
                              const mt__plan_program *p, char phase, bool skip_whole,
                              mt__plan_comm_keys *keys, mt__plan_phase *out);
 

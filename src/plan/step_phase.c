@@ -56,7 +56,7 @@ static void wait_until(comm_stream *cs, double *t, double until, mt__plan_phase 
     *t = until;
 }
 
-mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_precision precision,
+mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_precision precision,
                              const mt__plan_program *p, char phase, bool skip_whole,
                              mt__plan_comm_keys *keys, mt__plan_phase *out) {
     memset(out, 0, sizeof *out);
@@ -100,7 +100,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt_mesh *mesh, mt_prec
                          "axes); raise MT__PLAN_STEP_MAX_COMM", MT__PLAN_STEP_MAX_COMM);
             break;
         }
-        double c = mt__plan_coll_time(hw, mesh, n->kind, n->axes, n->comm_bytes);
+        double c = mt__plan_collective_seconds(map, n->kind, n->axes, n->comm_bytes);
         if (n->grad_reduce && !n->overlapped) {
             if (skip_whole && n->kind == MT__PC_ALL_REDUCE) {
                 out->skipped[k] += c;
