@@ -41,7 +41,7 @@ static const char USAGE[] =
     "  meshtrain plan --model llama --preset llama3-70b --hardware tpu-v5p --chips 8960 \\\n"
     "      --batch-tokens 4M --seq 8192\n"
     "  meshtrain plan --model llama --preset llama2-13b --hardware tpu-v5p --chips 4096 \\\n"
-    "      --batch-tokens 3M --seq 32768 --mesh fsdp=1024,tensor=4\n"
+    "      --batch-tokens 3M --seq 3072 --mesh fsdp=1024,tensor=4 --memory book\n"
     "  meshtrain plan --model gpt --layers 48 --channels 1600 --heads 25 --vocab 50257 \\\n"
     "      --hardware h100-sxm --batch-tokens 512k --seq 1024 --min-chips\n";
 
