@@ -14,30 +14,10 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan/step.h"
+#include "plan_unit_hw.h"
 #include "meshtrain/backend.h"
 #include "meshtrain/partition.h"
 #include "train_helpers.h"
-
-static mt_hardware unit_hw(void) {
-    mt_hardware hw;
-    memset(&hw, 0, sizeof hw);
-    snprintf(hw.name, sizeof hw.name, "unit");
-    snprintf(hw.description, sizeof hw.description, "hand-made, unit-ish numbers");
-    hw.peak_flops[MT_HW_FP32] = 1e12;
-    hw.peak_flops[MT_HW_TF32] = 2e12;
-    hw.peak_flops[MT_HW_BF16] = 4e12;
-    hw.peak_flops[MT_HW_FP8] = 8e12;
-    hw.peak_flops[MT_HW_INT8] = 8e12;
-    hw.hbm_bytes = 1e11;
-    hw.hbm_bandwidth = 1e11;
-    hw.gemm_fraction = 0.5;
-    hw.hbm_fraction = 0.5;
-    hw.n_levels = 1;
-    hw.levels[0] = (mt_hw_level){.kind = MT_LINK_NVLINK, .topology = MT_TOPO_SWITCH,
-                                 .devices = 0, .n_dims = 0, .link_bandwidth = 1e10,
-                                 .links = 1, .latency = 1e-9, .collective_fraction = 0.5};
-    return hw;
-}
 
 /* Nodes. */
 static mt__plan_node mm(char ph, double flops) {

@@ -8,27 +8,7 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan/step.h"
-
-static mt_hardware unit_hw(void) {
-    mt_hardware hw;
-    memset(&hw, 0, sizeof hw);
-    snprintf(hw.name, sizeof hw.name, "unit");
-    snprintf(hw.description, sizeof hw.description, "hand-made, unit-ish numbers");
-    hw.peak_flops[MT_HW_FP32] = 1e12;
-    hw.peak_flops[MT_HW_TF32] = 2e12;
-    hw.peak_flops[MT_HW_BF16] = 4e12;
-    hw.peak_flops[MT_HW_FP8] = 8e12;
-    hw.peak_flops[MT_HW_INT8] = 8e12;
-    hw.hbm_bytes = 1e11;
-    hw.hbm_bandwidth = 1e11;
-    hw.gemm_fraction = 0.5;
-    hw.hbm_fraction = 0.5;
-    hw.n_levels = 1;
-    hw.levels[0] = (mt_hw_level){.kind = MT_LINK_NVLINK, .topology = MT_TOPO_SWITCH,
-                                 .devices = 0, .n_dims = 0, .link_bandwidth = 1e10,
-                                 .links = 1, .latency = 1e-9, .collective_fraction = 0.5};
-    return hw;
-}
+#include "plan_unit_hw.h"
 
 static mt__plan_node mm(char ph, double flops) {
     return (mt__plan_node){.phase = ph, .cls = MT__PN_MATMUL, .flops = flops, .bytes = 1e6};
