@@ -259,7 +259,13 @@ mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
             if (!smooth(c)) continue;
             st = search_chips(req, c, out);
             if (st != MT_OK || out->n_feasible > 0) break;
+            /* no count below the model states' bytes over the chips' memory
+               fits: 16 bytes a parameter (meshtrain's fp32 weights, gradients
+               and AdamW; the ZeRO paper's 2 + 2 + 12), the book's 10 */
+            double per = req->memory == MT_PLAN_MEMORY_BOOK ? 10 : 16;
+            double least = ceil(out->model_params * per / req->hw->hbm_bytes);
             mt_plan_report_free(out);
+            if (least - 1 > c) c = least > max ? max : (int)least - 1;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
