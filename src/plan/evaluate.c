@@ -199,7 +199,8 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
     mt_hardware dev;
     mt__plan_step_in in = {
         .hw = mt__plan_layout_hw(s, res->chips, &dev), .mesh = mesh,
-        .precision = r->precision, .stages = l->pipe, .chunks = v, .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
+        .precision = r->precision, .stages = l->pipe, .chunks = v,
+        .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
         .reduce = MT__PLAN_REDUCE_EACH,
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
