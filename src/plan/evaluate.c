@@ -36,7 +36,6 @@
  * blocks and in sequences (interpolated field by field). */
 typedef struct {
     mt__plan_mem_counts mem;       /* what the memory conventions read */
-    double flops, flops_recompute; /* one microbatch, every phase */
 } chunk_vec;
 #define CHUNK_VEC_N (sizeof(chunk_vec) / sizeof(double))
 
@@ -44,8 +43,6 @@ static chunk_vec vec_of(const mt__plan_cached *e) {
     const mt__plan_program *p = &e->prog;
     chunk_vec v;
     mt__plan_mem_counts_of(p, &v.mem);
-    v.flops = p->flops[0] + p->flops[1] + p->flops[2];
-    v.flops_recompute = p->flops_recompute;
     return v;
 }
 

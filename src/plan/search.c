@@ -75,8 +75,7 @@ static bool better(const mt_plan_result *a, const mt_plan_result *b) {
     return a->total < b->total;
 }
 
-static mt_status keep(mt__plan_search *s, mt_plan_result **arr, int *n, int *cap, int max,
-                      const mt_plan_result *r) {
+static mt_status keep(mt_plan_result **arr, int *n, int *cap, int max, const mt_plan_result *r) {
     if (*n == *cap) {
         int c = *cap ? 2 * *cap : 16;
         if (max > 0 && c > max) c = max;
@@ -86,7 +85,6 @@ static mt_status keep(mt__plan_search *s, mt_plan_result **arr, int *n, int *cap
         *arr = g;
         *cap = c;
     }
-    (void)s;
     (*arr)[(*n)++] = *r;
     return MT_OK;
 }
@@ -115,7 +113,7 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
                      r.mesh, r.why);
         }
         if (s->req->mesh)
-            return keep(s, &rep->infeasible, &rep->n_infeasible, &s->cap_infeasible, 0, &r);
+            return keep(&rep->infeasible, &rep->n_infeasible, &s->cap_infeasible, 0, &r);
         return MT_OK;
     }
     rep->n_feasible++;
@@ -125,7 +123,7 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
     int top = s->req->top > 0 ? s->req->top : 5;
     if (rep->n_best == top && !better(&r, &rep->best[top - 1])) return MT_OK;
     if (rep->n_best < top) {
-        st = keep(s, &rep->best, &rep->n_best, &s->cap_best, top, &r);
+        st = keep(&rep->best, &rep->n_best, &s->cap_best, top, &r);
         if (st != MT_OK) return st;
     } else {
         rep->best[top - 1] = r;

@@ -40,7 +40,7 @@ typedef struct {
     const mt_plan_request *req;
     int        chips;
     long long  sequences;             /* per step: batch_tokens / seq */
-    int        seq, layers, heads, kv_heads, channels, vocab;
+    int        seq, layers, heads, kv_heads, channels;
     int        ffn;                   /* MLP width F */
     bool       gated;                 /* a gated MLP (SwiGLU) */
     double     params;                /* N, the whole model's */
@@ -57,8 +57,6 @@ typedef struct {
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
     bool       last_feasible;         /* the layout just evaluated fits */
-    mt_status  error;                 /* a build that failed for another reason than the
-                                         layout (out of memory) */
 } mt__plan_search;
 
 /* The model's int setting `flag` ("layers", "heads", "kv-heads",
