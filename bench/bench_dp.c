@@ -6,6 +6,8 @@
  *   bench_dp [STEPS [MODEL]]              the threads rows (MODEL: v50k or
  *                                         c768; default both)
  *   mpirun -np 2 bench_dp --mpi [STEPS]   the MPI row (one device per rank)
+ *   BENCH_DP_BUCKET_MB=MB bench_dp ...    gradient buckets of MB MiB (0: one
+ *                                         all-reduce a gradient; default 25)
  *   BENCH_DP_TRACES=DIR bench_dp ...      also keeps each row's traced step
  *                                         as DIR/MODEL-ROW.json (1-device
  *                                         rows too), for meshtrain report
@@ -189,6 +191,8 @@ static double run(const bench_model *m, const char *data, const bench_row *row, 
     c.collective_matmul = row->collective_matmul;
     c.trace = trace;
     c.trace_steps = 1;   /* the last step's */
+    const char *bucket = getenv("BENCH_DP_BUCKET_MB");   /* the trainer's 25 by default */
+    if (bucket) c.bucket_mb = atof(bucket);
     const char *mesh = row->mesh;
     mt_trainer *tr = NULL;
     if (mt_trainer_create(&c, &tr) != MT_OK) {

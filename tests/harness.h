@@ -17,6 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 1 in a build under AddressSanitizer (with UBSan) or ThreadSanitizer, else 0.
+ * The instrumented code runs 3-15x slower: a case whose work is volume
+ * (streamed gigabytes, hundreds of steps, long sequences under finite
+ * differences) does less of it there, every check kept, and `make test`
+ * runs it whole on the release build too (ctest label release,
+ * CMakeLists.txt). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MT_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MT_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef MT_TEST_SANITIZED
+#define MT_TEST_SANITIZED 0
+#endif
+
 typedef void (*mt_test_fn)(void);
 void mt_test_register(const char *name, mt_test_fn fn);
 int  mt_test_main(int argc, char **argv);

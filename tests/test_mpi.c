@@ -1240,9 +1240,12 @@ int main(int argc, char **argv) {
     }
     failure_cases();
     linreg_case();
-    dp_trainer_case();
+    /* the trainings' batch of 8 splits over 1, 2, 4 or 8 ranks (3 runs the
+       collectives, the small all-reduce's fold among them) */
+    if (8 % world_size == 0) dp_trainer_case();
+    else if (world_rank == 0) printf("skip trainers: batch 8 does not split over %d ranks\n", world_size);
     pipeline_case();
-    ckpt_resume_case();
+    if (8 % world_size == 0) ckpt_resume_case();
     trace_case();
     trace_unwritable_case();
     trace_skew_case();

@@ -246,7 +246,7 @@ MT_TEST(tpu_v2_profile) {
                                  .collective_fraction = 1};
     double flops = 2.0 * 32 * 1024 * 8192 * 32768 / 8;   /* a core's share */
     double bytes = 2.0 * (32 * 1024 * 8192 / 8 + 8192.0 * 32768 + 32 * 1024 * 32768.0 / 8);
-    double t = mt__plan_op_seconds(&v2, MT__PN_MATMUL, MT_HW_BF16, flops, bytes);
+    double t = mt__plan_op_seconds(&v2, MT__PN_MATMUL, MT_HW_BF16, flops, bytes, NULL);
     MT_CHECK_CLOSE(t * 1e3, 95.6, 0.001, "matmul ms");
     mt_mesh *m = NULL;
     mt__plan_map map = map_of(&v2, "d=8", &m);
@@ -318,7 +318,7 @@ static double v5e_split(const mt_hardware *hw, const mt__plan_map *map, double D
     mt_axes ax = {.n = 1, .axis = {0}};
     *comm = mt__plan_collective_seconds(map, MT__PC_ALL_REDUCE, ax, 2 * B * F);
     double bytes = 2 * (B * D / 2 + D / 2 * F + B * F);
-    return mt__plan_op_seconds(hw, MT__PN_MATMUL, MT_HW_BF16, 2 * B * (D / 2) * F, bytes);
+    return mt__plan_op_seconds(hw, MT__PN_MATMUL, MT_HW_BF16, 2 * B * (D / 2) * F, bytes, NULL);
 }
 
 MT_TEST(network_roofline) {
@@ -342,22 +342,40 @@ MT_TEST(network_roofline) {
     mt_hardware_free(hw);
 }
 
+/* The roofline: H100's critical intensity 9.9e14 / 3.35e12 ≈ 295.5 FLOPs a
+ * byte (the book's "≈ 298" with 1e15; PLANNER.md 2.2): a product of that
+ * intensity is equally bound both ways; above it FLOPs bind, below it
+ * bytes. */
+MT_TEST(roofline_crossover) {
+    mt_hardware *hw = ideal("h100-sxm");
+    const double crit = 9.9e14 / 3.35e12, bytes = 1e9;
+    bool fb = false;
+    double t = mt__plan_op_seconds(hw, MT__PN_MATMUL, MT_HW_BF16, 2 * crit * bytes, bytes, &fb);
+    MT_CHECK(fb, "intensity 2x critical: flop-bound");
+    MT_CHECK_CLOSE(t, 2 * crit * bytes / 9.9e14, 1e-12, "flop time");
+    t = mt__plan_op_seconds(hw, MT__PN_MATMUL, MT_HW_BF16, 0.5 * crit * bytes, bytes, &fb);
+    MT_CHECK(!fb, "intensity half critical: memory-bound");
+    MT_CHECK_CLOSE(t, bytes / 3.35e12, 1e-12, "byte time");
+    MT_CHECK_CLOSE(mt__plan_chip_intensity(hw, MT_HW_BF16), crit, 1e-12, "critical intensity");
+    mt_hardware_free(hw);
+}
+
 /* The roofline's dtypes: a TPU's fp32 product runs at its bf16 peak (no fp32
  * in the file); an element-wise op on a TPU costs its bytes whatever its
  * FLOPs, on an H100 it is floored by the fp32 peak, 6.69e13. */
 MT_TEST(roofline_dtypes) {
     mt_hardware *v5p = ideal("tpu-v5p"), *h100 = ideal("h100-sxm");
-    MT_CHECK_CLOSE(mt__plan_op_seconds(v5p, MT__PN_MATMUL, MT_HW_FP32, 4.59e14, 1) * 1e6, 1e6,
+    MT_CHECK_CLOSE(mt__plan_op_seconds(v5p, MT__PN_MATMUL, MT_HW_FP32, 4.59e14, 1, NULL) * 1e6, 1e6,
                    1e-12, "fp32 on v5p at the bf16 peak");
-    MT_CHECK_CLOSE(mt__plan_op_seconds(v5p, MT__PN_VECTOR, MT_HW_BF16, 1e15, 2.8e12) * 1e6, 1e6,
+    MT_CHECK_CLOSE(mt__plan_op_seconds(v5p, MT__PN_VECTOR, MT_HW_BF16, 1e15, 2.8e12, NULL) * 1e6, 1e6,
                    1e-12, "vector op on v5p: bytes");
-    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_VECTOR, MT_HW_BF16, 6.69e13, 1) * 1e6, 1e6,
+    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_VECTOR, MT_HW_BF16, 6.69e13, 1, NULL) * 1e6, 1e6,
                    1e-12, "vector op on H100: fp32 floor");
-    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_MATMUL, MT_HW_TF32, 4.947e14, 1) * 1e6, 1e6,
+    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_MATMUL, MT_HW_TF32, 4.947e14, 1, NULL) * 1e6, 1e6,
                    1e-12, "tf32 at its own peak");
     /* achievable fractions: the shipped H100's 0.8 of the GEMM peak */
     mt_hardware *real = shipped("h100-sxm");
-    MT_CHECK_CLOSE(mt__plan_op_seconds(real, MT__PN_MATMUL, MT_HW_BF16, 9.9e14 * 0.8, 1) * 1e6,
+    MT_CHECK_CLOSE(mt__plan_op_seconds(real, MT__PN_MATMUL, MT_HW_BF16, 9.9e14 * 0.8, 1, NULL) * 1e6,
                    1e6, 1e-12, "0.8 of peak");
     mt_hardware_free(real);
     mt_hardware_free(v5p);

@@ -307,9 +307,9 @@ static bool is_product(const char *op) {
  * H100 SXM: the step's F for device 0 is the sum, over the forward nodes
  * of the compiled program (built here on the shape-only backend, read
  * through mt_graph_node), of max(FLOPs / (fp32 peak x gemm_fraction),
- * bytes / (HBM x hbm_fraction)) for a product and bytes / (HBM x
- * hbm_fraction) for the rest, plus each collective's time (timing.c's,
- * tested against the book in test_plan_timing) and, for the one that also
+ * bytes / (HBM x hbm_fraction)) for a product and max(FLOPs / fp32 peak,
+ * bytes / (HBM x hbm_fraction)) for the rest, plus each collective's time
+ * (cost.c's, tested against the book in test_plan_cost) and, for the one that also
  * computes (the vocabulary-parallel loss), its bytes on the roofline: the
  * forward has no deferred collective to overlap. */
 MT_TEST(gpt_forward_is_its_nodes_rooflines) {
@@ -358,7 +358,10 @@ MT_TEST(gpt_forward_is_its_nodes_rooflines) {
             n_coll++;
             continue;
         }
-        double tf = is_product(in.op) ? in.flops / flop_rate : 0, tb = in.mem_bytes / byte_rate;
+        /* a product at the fp32 peak x gemm_fraction; the rest floored by
+           the fp32 peak (the vector units) */
+        double tf = in.flops / (is_product(in.op) ? flop_rate : hw->peak_flops[MT_HW_FP32]);
+        double tb = in.mem_bytes / byte_rate;
         want += tf > tb ? tf : tb;
     }
     MT_CHECK(n_coll >= 2 * mc.L, "the forward's tensor-parallel all-reduces: %d", n_coll);

@@ -121,6 +121,7 @@ static mt_trainer *traced_trainer(const char *text, const char *trace, const cha
     c.trace = trace;
     c.trace_steps = keep;
     c.threads = 2;
+    c.bucket_mb = 0;   /* one collective a graph node, the reference below (buckets: test_buckets) */
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
     for (int i = 0; i < steps; i++) MT_CHECK_OK(mt_trainer_step(tr, NULL));

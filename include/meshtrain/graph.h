@@ -471,6 +471,23 @@ typedef struct {
      * addition in f32, rounded to bf16) and cast the result back: half the
      * bytes. Independent of `precision`. */
     mt_precision grad_reduce;
+    /* Gradient buckets (PyTorch DDP's bucket_cap_mb): W's deferred f32
+     * all-reduces of parameter gradients (data parallelism's) are copied,
+     * in the order W reaches them, into one contiguous bucket of up to
+     * bucket_bytes (a gradient of that or more goes alone, uncopied),
+     * and a bucket's one all-reduce starts when its last gradient is
+     * complete, so a step costs a few messages, not one a tensor. The first
+     * bucket of a backward holds at most 1 MiB (as DDP's), so that the
+     * reductions start early. Completion
+     * adds each gradient's slice of the bucket to it. A bucket starts early
+     * when a later node needs a gradient in it. The f32 reduce-scatters
+     * (fsdp, ZeRO 2 and 3) are bucketed the same way, laid out shard-major
+     * (each device's shard of every gradient together), one reduce-scatter
+     * a bucket; bf16 reductions (grad_reduce) stay one a tensor. The
+     * program keeps one bucket block of every bucketed gradient's floats
+     * (a reduce-scatter's: its shards, its result and one bucket's worth
+     * more). 0 (the zero value): one reduction per gradient. */
+    size_t   bucket_bytes;
     /* Where the graph's buffers live and its nodes run (backend.h); NULL is
      * mt_backend_cpu(), host memory and the CPU kernels. On
      * mt_backend_shape_only() compile plans every buffer (the stats' byte
@@ -510,6 +527,20 @@ mt_status mt_graph_forward(mt_graph *g);
 mt_status mt_graph_backward_b(mt_graph *g);
 mt_status mt_graph_backward_w(mt_graph *g);
 mt_status mt_graph_backward(mt_graph *g);
+/* Gradient accumulation without a reduction a microbatch (DDP's no_sync):
+ * with `later` set, the next backwards leave the parameter gradients'
+ * data-parallel all-reduces (W's, pvary's backward) to a later one: each
+ * device adds its own gradient into the parameter's, nothing is sent. The
+ * first backward with it cleared again reduces every pass's sum once, so k
+ * microbatches cost one all-reduce a gradient, not k; the gradients are
+ * those of reducing each pass (up to the order of additions). It applies
+ * only from zeroed gradients (mt_graph_zero_grad, or an optimizer step
+ * since the last backward) or after such local passes: onto gradients that
+ * already hold a reduced sum a backward reduces as without it. Every
+ * device of the group must set it alike. Reduce-scatters (fsdp, ZeRO 2/3)
+ * and all-reduces into a buffer (ZeRO-1's) are not left. MT_ESTATE before
+ * compile. Read when B starts. */
+mt_status mt_graph_set_reduce_later(mt_graph *g, bool later);
 void      mt_graph_zero_grad(mt_graph *g);
 
 /* Tells a graph compiled with MT_PRECISION_BF16 that its parameters were written, so

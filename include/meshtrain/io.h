@@ -64,20 +64,62 @@ mt_status mt_file_check_save(const char *path);
 
 typedef struct mt_dataset mt_dataset;
 
-/* Opens a dataset: an llm.c token file (magic 20240520) is read as tokens, any
- * other file as text through the byte tokenizer. `val_frac` of the tokens (the
- * tail) becomes the validation split. Fails naming the file if it is missing,
- * unreadable, truncated, has a bad header or too few tokens. */
+/* Opens a dataset, one of:
+ *   - an llm.c token file (magic 20240520): its tokens, the last val_frac of
+ *     them (the tail) the validation split;
+ *   - any other file: text through the byte tokenizer (one byte a token),
+ *     split as a token file;
+ *   - a directory, or a glob (a path with * ? or [ that names no file),
+ *     of llm.c's token shards as its data scripts write them: the
+ *     *_train_*.bin files in name order are the training split, one stream
+ *     of tokens across them, the *_val_*.bin the validation split; val_frac
+ *     is not used (mt_dataset_is_sharded says which case a path is). A
+ *     directory's other files are skipped; a glob match that is neither a
+ *     train nor a val shard fails (MT_EINVAL naming it).
+ * Every file's header is checked at open and every token read once (with
+ * pread, nothing kept) for the vocabulary (not with mt_dataset_open_bounded,
+ * below); the tokens stay on disk and are
+ * read through a bounded window of read-only mappings as batches are cut, so
+ * a corpus larger than memory (or than the address space) trains in a few
+ * blocks of memory. Fails naming the file (the shard) when it is missing,
+ * unreadable, not a regular file, truncated, has a bad header or too few
+ * tokens (MT_EIO, MT_EFORMAT); MT_EIO for a directory or pattern without a
+ * train shard. */
 mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out);
+/* As mt_dataset_open, for a model whose vocabulary is known (vocab > 0):
+ * no token is read at open (a corpus of many gigabytes opens at once rather
+ * than after a pass over it), mt_dataset_vocab returns vocab, and every token
+ * is checked as batches are cut, a token >= vocab failing the batch with
+ * MT_EFORMAT naming the file and the token's index. vocab 0 is
+ * mt_dataset_open; a negative vocab fails (MT_EINVAL). */
+mt_status mt_dataset_open_bounded(const char *path, double val_frac, int vocab,
+                                  mt_dataset **out);
 void      mt_dataset_free(mt_dataset *ds);
+/* Whether mt_dataset_open reads `path` as shards: it is a directory, or it
+ * does not exist and holds a glob character (* ? [). */
+bool      mt_dataset_is_sharded(const char *path);
 int64_t   mt_dataset_tokens(const mt_dataset *ds, int split /* 0 train, 1 val */);
-/* Vocabulary the tokens need (max token + 1; 256 for text). */
+/* The files a split is read from: its shards, or 1 for a one-file dataset
+ * (0 for an empty split). */
+int       mt_dataset_files(const mt_dataset *ds, int split);
+/* Vocabulary the tokens need (max token + 1; 256 for text), or the one
+ * mt_dataset_open_bounded was given. */
 int       mt_dataset_vocab(const mt_dataset *ds);
 /* Fills tokens/targets (B,T) with B consecutive windows of the split starting
- * at *pos (in tokens), targets shifted by one; advances *pos by B·T and wraps
- * around at the end. Deterministic: the global batch depends only on *pos. */
-void      mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B, int T,
+ * at *pos (in tokens across the split's files), targets shifted by one;
+ * advances *pos by B·T, a window that would pass the end of the split
+ * starting again at 0. Deterministic: the global batch depends only on *pos.
+ * MT_EIO naming the file when a read fails (or a file changed size since it
+ * was opened); MT_EINVAL for bad sizes. *pos is advanced only on MT_OK. */
+mt_status mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B, int T,
                            int32_t *tokens, int32_t *targets);
+/* The rows [row0, row0+rows) of the batch mt_dataset_batch would cut at
+ * *pos, into tokens/targets (rows,T); only their tokens are read (a data
+ * parallel device reads its own rows). Advances *pos past the whole batch
+ * of B rows, as mt_dataset_batch. MT_EINVAL unless 0 <= row0 <= row0+rows
+ * <= B. Safe to call from many threads on one dataset. */
+mt_status mt_dataset_rows(const mt_dataset *ds, int split, int64_t *pos, int B, int T, int row0,
+                          int rows, int32_t *tokens, int32_t *targets);
 
 /* Writes an llm.c token file (magic 20240520, version 1, uint16 tokens),
  * claimed and written through its temporary file as every save (files.h). */

@@ -249,7 +249,8 @@ typedef struct {
 typedef struct {
     int             chips;             /* planned for (min_chips: the fewest found) */
     int             n_evaluated, n_feasible, n_programs;   /* layouts, and distinct
-                                                              programs built */
+                                                              programs built (min_chips:
+                                                              over every count tried) */
     int             n_best;
     mt_plan_result *best;              /* (n_best), fastest first */
     int             n_infeasible;      /* with a mesh given: each of its layouts that did

@@ -195,6 +195,12 @@ typedef struct {
      * ZeRO's reduce-scatters of the gradients in bf16, half the bytes.
      * Independent of `precision`; the gradients stay f32. */
     mt_precision      grad_reduce;
+    /* Gradient buckets (mt_compile_opts.bucket_bytes): data parallelism's
+     * f32 gradient all-reduces (and fsdp's and ZeRO 2/3's reduce-scatters)
+     * go in buckets of up to this many MiB (2^20 bytes), one message a
+     * bucket; 25 by default (PyTorch DDP's bucket_cap_mb), 0 for one
+     * reduction per gradient. In [0, 1048576]. */
+    double            bucket_mb;
 } mt_train_config;
 
 /* Writes model `kind`'s default settings into cfg, `size` bytes, which must

@@ -19,8 +19,13 @@
 /* Exit codes of the program: usage errors are told apart from failures so
  * scripts can distinguish "you called it wrong" from "it went wrong". A run
  * stopped by a signal (after saving) exits 128 + the signal: 130 for SIGINT
- * (CLI_EXIT_INTERRUPTED), 143 for SIGTERM. */
-enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
+ * (CLI_EXIT_INTERRUPTED), 143 for SIGTERM. Under mpirun, a job the MPI
+ * transport stops because a device was lost (died, stopped, cut off, or a
+ * collective timed out) exits CLI_EXIT_LOST, 75: the transport's
+ * MT_MPI_EXIT_LOST (src/comm/mpi_impl.h), passed to MPI_Abort, not returned
+ * through cli_exit_of. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_LOST = 75,
+       CLI_EXIT_INTERRUPTED = 130 };
 
 /* The exit code of a library status: the one place library statuses become
  * exit codes. MT_EINVAL, MT_ESHAPE, MT_ESHARDING and MT_EUNSUPPORTED say the

@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 static const char TRAIN_USAGE[] =
-    "usage: meshtrain train --data FILE [flags]\n"
+    "usage: meshtrain train --data FILE|DIR|GLOB [flags]\n"
     "\n"
     "Trains a model and prints a line per step (step, loss, throughput, ETA).\n"
     "FILE is a text file (byte tokens, vocabulary 256) or an llm.c token file (with\n"
     "--tokenizer, the vocabulary is the SentencePiece model's it was encoded with).\n"
+    "DIR or a quoted GLOB names llm.c's shards (*_train_*.bin, read in name order as\n"
+    "one stream, and *_val_*.bin, the validation split): streamed, never loaded.\n"
     "Ctrl-C or SIGTERM stops after the current step and still saves (exit 130 or\n"
     "143); a second one aborts at once, leaving the previous checkpoint. Outputs\n"
     "must be new names or regular files other than the inputs; --ckpt-out may be\n"
@@ -38,6 +40,7 @@ static const char TRAIN_USAGE[] =
     "  meshtrain train --data input.txt --layers 4 --channels 128 --steps 500 \\\n"
     "                  --eval-every 100 --ckpt-out model.ckpt --metrics run.jsonl\n"
     "  meshtrain train --data input.txt --ckpt-in model.ckpt --ckpt-out model.ckpt --steps 1000\n"
+    "  meshtrain train --data fineweb10B --vocab 50257 --steps 1000    (llm.c's shards)\n"
     "  meshtrain train --model mlp --layers 3 --channels 64 --steps 200\n"
     "  meshtrain train --data input.txt --devices 4 --mesh data=4      (data parallel, threads)\n"
     "  mpirun -np 2 meshtrain train --data input.txt --devices 2 --mesh data=2   (one per rank)\n";
@@ -112,7 +115,8 @@ static int apply_model_flags(mt_train_config *cfg, cli_model_flags *mf, const cl
                              const bool *seen, int first) {
     const mt_model_about *a = mt_model_about_of(cfg->model);
     if (a->dataset && !cfg->data) {
-        cli_error("--model %s needs --data FILE (a text file or an llm.c token file)", a->name);
+        cli_error("--model %s needs --data FILE|DIR|GLOB (a text file, an llm.c token "
+                  "file, or llm.c shards)", a->name);
         return CLI_EXIT_USAGE;
     }
     return cli_model_flags_apply(mf, opts, seen, first, cfg);
@@ -137,6 +141,12 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
         cfg->accum != microbatches) {
         cli_error("--microbatches %d and --accum %d both set the microbatches per step; give one",
                   microbatches, cfg->accum);
+        return CLI_EXIT_USAGE;
+    }
+    if (given(opts, seen, "val-frac") && cfg->data && mt_dataset_is_sharded(cfg->data)) {
+        cli_error("--val-frac holds out the tail of one file, but --data '%s' names shards, "
+                  "whose *_val_*.bin files are the validation split: drop --val-frac",
+                  cfg->data);
         return CLI_EXIT_USAGE;
     }
     if (given(opts, seen, "eval-batches") && cfg->eval_every == 0) {
@@ -291,7 +301,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to train"},
     };
     const cli_opt common[] = {
-        {"data", CLI_STR, &cfg.data, 0, 0, 0, 0, NULL, "FILE", "text or llm.c token file (gpt)"},
+        {"data", CLI_STR, &cfg.data, 0, 0, 0, 0, NULL, "FILE|DIR|GLOB",
+         "text or llm.c token file, or a directory or quoted glob of llm.c shards"},
         {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "MODEL",
          "the SentencePiece model --data was encoded with (meshtrain tokenize): the vocabulary"},
         {"val-frac", CLI_DOUBLE, &cfg.val_frac, 0, 1, 0, 1, NULL, "X", "tail of the data held out for eval"},
@@ -326,6 +337,10 @@ int cli_cmd_train(int argc, char **argv) {
         {"grad-reduce", CLI_CHOICE, &grad_reduce, 0, 0, 0, 0, "fp32|bf16", "P",
          "gradient reductions (data parallel all-reduces, FSDP/ZeRO reduce-scatters) in fp32 "
          "(default) or bf16: half the bytes, gradients stay fp32"},
+        {"bucket-mb", CLI_DOUBLE, &cfg.bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
+         "gradient reductions (all-reduces, FSDP/ZeRO reduce-scatters) in buckets of MB MiB, "
+         "one message a bucket "
+         "(default 25, as PyTorch DDP; 0: one a gradient)"},
         {"devices", CLI_INT, &cfg.devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N",
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
@@ -379,11 +394,8 @@ int cli_cmd_train(int argc, char **argv) {
     if ((rc = apply_model_flags(&cfg, &mf, opts, seen, MODEL_FLAGS_AT)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
-    if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK ||
-        (rc = check_inputs(&cfg)) != CLI_EXIT_OK ||
-        (rc = apply_tokenizer(&cfg, &mf, tokenizer, opts, seen)) != CLI_EXIT_OK ||
-        (rc = check_llmc_flags(&cfg, opts, seen)) != CLI_EXIT_OK)
-        return rc;
+    /* the flags: the same on every rank */
+    if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK) return rc;
 
     /* a mesh: --devices alone means data parallel over all of them */
     char mesh_buf[32];
@@ -394,9 +406,15 @@ int cli_cmd_train(int argc, char **argv) {
     /* under mpirun every rank runs this command; rank 0 alone prints and logs */
     int rank = 0, world = 1;
     mt_launcher_world(&rank, &world);
-    bool writer = !(cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI &&
-                    rank != 0);
-    if ((rc = check_outputs(&cfg, metrics_path, writer)) != CLI_EXIT_OK) return rc;
+    bool on_mpi = cfg.mesh && mt_transport_resolve(cfg.transport) == MT_TRANSPORT_MPI;
+    bool writer = !(on_mpi && rank != 0);
+    /* the files, which each rank sees from its own host (and only the writer
+       claims): every rank agrees on the outcome before any starts */
+    if ((rc = check_inputs(&cfg)) == CLI_EXIT_OK &&
+        (rc = apply_tokenizer(&cfg, &mf, tokenizer, opts, seen)) == CLI_EXIT_OK &&
+        (rc = check_llmc_flags(&cfg, opts, seen)) == CLI_EXIT_OK)
+        rc = check_outputs(&cfg, metrics_path, writer);
+    if ((rc = cli_agree_start(rc, on_mpi)) != CLI_EXIT_OK) return rc;
     if (!writer) {
         quiet = true;
         metrics_path = NULL;

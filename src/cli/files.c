@@ -206,6 +206,8 @@ static const struct {
 
 int cli_check_input_kind(const char *flag, const char *path) {
     if (!path) return CLI_EXIT_OK;
+    /* a directory or glob of llm.c shards: the dataset checks each shard */
+    if (strcmp(flag, "data") == 0 && mt_dataset_is_sharded(path)) return CLI_EXIT_OK;
     mt_file_kind kind;
     if (mt_file_detect(path, &kind) != MT_OK) {
         cli_error("--%s: %s", flag, mt_errmsg());

@@ -63,6 +63,17 @@ int cli_check_files(const cli_file *files, int n);
  * printing the message. */
 int cli_check_input_kind(const char *flag, const char *path);
 
+/* Under mpirun (on_mpi: the command's devices are the world's ranks, more
+ * than one), every rank passes the exit code of its own start-up checks
+ * (files, inputs, flags) and gets back the same agreed one: rank 0's when it
+ * failed, else the lowest failing rank's (rank 0 then prints a line naming
+ * that rank; the rank printed its own message), else CLI_EXIT_OK. So either
+ * every rank starts the work or none does, and all exit alike. The exchange
+ * is one launch of the mpi transport, bounded by MT_COMM_TIMEOUT; when it
+ * fails (CLI_EXIT_FAIL after a message) nobody starts. Off MPI it returns
+ * rc. agree.c. */
+int cli_agree_start(int rc, bool on_mpi);
+
 /* Flushes f. On the first failure of a stream, stores its errno in *err
  * (EIO when the stream had failed earlier without one). Returns false
  * when the stream has failed, now or before. */

@@ -4,7 +4,8 @@
  * The program is thin on purpose: everything it does is reachable through the
  * library (include/meshtrain.h), so what the CLI can do, a user program can.
  * Exit codes: 0 success, 1 failure (the library's message), 2 usage error,
- * 130 and 143 training stopped by Ctrl-C or SIGTERM (after saving). A
+ * 130 and 143 training stopped by Ctrl-C or SIGTERM (after saving), 75 under
+ * mpirun a device lost and the job stopped (CLI_EXIT_LOST, src/cli/args.h). A
  * command whose output to stdout was lost (a full disk) fails, with the
  * system's message, even when everything else went well.
  */

@@ -53,7 +53,10 @@ void train_print_config(train_run *run) {
     char settings[256];
     cli_model_flags_describe(c, settings, sizeof settings);
     printf("  model        %s%s (%s parameters)\n", about->name, settings, params);
-    printf("  data         %s (val_frac %g)\n", c->data ? c->data : "synthetic", c->val_frac);
+    if (c->data && mt_dataset_is_sharded(c->data))
+        printf("  data         %s (llm.c shards: the *_val_*.bin ones validate)\n", c->data);
+    else
+        printf("  data         %s (val_frac %g)\n", c->data ? c->data : "synthetic", c->val_frac);
     printf("  batch        B=%d T=%d accum=%d (%lld %s per step)\n", c->B, c->T, c->accum,
            (long long)c->B * (about->sequences ? c->T : 1) * c->accum,
            about->sequences ? "tokens" : "examples");

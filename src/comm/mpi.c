@@ -159,6 +159,13 @@ static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_
         mt__bf16_to_f32(f, buf, count);
         data = f;
     }
+    const mt_dtype dt = dtype == MT_I32 ? MT_I32 : MT_F32;   /* what data holds */
+    if (count * mt_dtype_size(dt) <= MT_MPI_SMALL_BYTES) {
+        s = mt__mpi_small_all_reduce(m, g, comm, data, count, dt, op,
+                                     mt__mpi_current_text(m, "all-reduce"));
+        if (s == MT_OK && f) mt__f32_to_bf16(buf, f, count);
+        return s;
+    }
     MPI_Request req;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)count, dtype == MT_I32 ? MPI_INT32_T : MPI_FLOAT,
                             mpi_op(m, op, dtype), comm, &req);

@@ -183,12 +183,14 @@ mt_status mt__mpi_ctl_close(mt_mpi *m) {
         }
     }
     free(expect);
+    mt__mpi_guard(m, "the end of the launch's control channel (its last sends)");
     if (m->in_req != MPI_REQUEST_NULL) {
         MPI_Cancel(&m->in_req);
         MPI_Wait(&m->in_req, MPI_STATUS_IGNORE);
     }
     for (int i = 0; i < m->n_out; i++)
         if (m->out[i]->req != MPI_REQUEST_NULL) MPI_Wait(&m->out[i]->req, MPI_STATUS_IGNORE);
+    mt__mpi_unguard();
     return s;
 }
 
@@ -307,8 +309,15 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
         int r = g ? g->members[i] : i;
         if (r == m->rank) continue;
         if (!m->replied[r]) {
-            append(msg, sizeof msg, "%s device %d (did not answer: stuck outside meshtrain's "
-                   "collectives, or dead)", absent ? ";" : "", r);
+            append(msg, sizeof msg, "%s device %d (did not answer: dead, stopped, unreachable "
+                   "or stuck outside meshtrain's collectives; ", absent ? ";" : "", r);
+            if (m->done_with[r])
+                append(msg, sizeof msg, "the last collective it completed with device %d: "
+                       "device %d's #%llu)", m->rank, m->rank,
+                       (unsigned long long)m->done_with[r]);
+            else
+                append(msg, sizeof msg, "it completed no collective with device %d in this "
+                       "launch)", m->rank);
             absent++;
             continue;
         }
@@ -330,13 +339,36 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
     return mt__mpi_timed_out(m, msg, true, g != NULL);
 }
 
+/* A collective of g completed here: every member reached it (for the
+ * message naming a member that later never answers). */
+static void note_done(mt_mpi *m, const mt_group *g) {
+    const mt_device_record *own = mt__mpi_own_record(m);
+    const uint64_t seq = own ? atomic_load(&own->seq) : 0;
+    for (int i = 0; i < g->size; i++) m->done_with[g->members[i]] = seq;
+}
+
+/* Whether reqs complete within MT_MPI_SETTLE_S of testing. */
+static bool settles(int n, MPI_Request *reqs) {
+    const double t_end = mt_time_now() + MT_MPI_SETTLE_S;
+    for (;;) {
+        int done = 0;
+        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return false;
+        if (done) return true;
+        if (mt_time_now() > t_end) return false;
+        sched_yield();
+    }
+}
+
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {
-    /* The end-of-launch exchange (g == NULL) waits twice as long: a rank
-     * still inside a collective then times out first, and its message names
-     * the rank that skipped the collective, which is what the user needs.
-     * But once the launch is doomed (m->stop_by), only until then: a rank
-     * that never comes (stopped) must not keep the job alive. */
-    const double t0 = mt_time_now(), deadline = t0 + (g ? m->timeout_s : 2 * m->timeout_s + 1);
+    /* The end-of-launch exchange (g == NULL) waits a second longer: a rank
+     * still inside a collective, whose wait began before this one, then
+     * times out first, and its message names the rank that skipped the
+     * collective, which is what the user needs. Not longer: a rank whose
+     * peer is lost here (stopped, cut off) must still stop within the
+     * timeout and 2 s (it waited 2T + 1 s, 5 s of T = 2 in
+     * test_hosts_faults). Once the launch is doomed (m->stop_by), only until
+     * then: a rank that never comes must not keep the job alive. */
+    const double t0 = mt_time_now(), deadline = t0 + m->timeout_s + (g ? 0 : 1);
     const int saved_phase = m->phase;
     if (g) m->phase = PHASE_COLLECTIVE;
     for (long spins = 0;; spins++) {
@@ -349,12 +381,22 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
         }
         if (done) {
             m->phase = saved_phase;
+            if (g) note_done(m, g);
             return MT_OK;
         }
-        if ((spins & 15) == 0) {
+        /* not at once: a small collective is often done within the first
+           tests, and a control poll costs as much as one */
+        if ((spins & 15) == 15) {
             mt__mpi_ctl_poll(m);
             if (g && atomic_load(&m->ls->abort)) {
                 m->phase = saved_phase;
+                /* the failed device may have finished this collective
+                   before failing, and the last messages of it be on their
+                   way: left unfinished, it would doom the job */
+                if (settles(n, reqs)) {
+                    note_done(m, g);
+                    return MT_OK;
+                }
                 mt__mpi_set_dangling(m);
                 return mt_fail(MT_EABORTED, "device %d stopped in %s: device %d failed: %s",
                                m->rank, what, m->ls->failed_device, m->ls->failed_msg);

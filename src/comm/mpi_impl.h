@@ -15,6 +15,8 @@
  *   mpi.c         the collectives and the transport table.
  *   mpi_p2p.c     point-to-point messages (mt_send / mt_recv), on a
  *                 communicator of their own, and their end of the launch.
+ *   mpi_watchdog.c  a thread that bounds the blocking calls of a launch's
+ *                 set-up and end by the timeout.
  * Only a build with Open MPI has the transport: CMakeLists.txt compiles
  * mpi.c only then, and the mpi_*.c files (compiled always) are empty unless
  * MT_HAVE_MPI is defined.
@@ -34,7 +36,8 @@
 
 enum { CTL_ABORT = 1, CTL_QUERY = 2, CTL_REPLY = 3 };
 enum { PHASE_COMPUTING = 0, PHASE_COLLECTIVE = 1, PHASE_FINISHED = 2 };
-enum { TAG_CTL = 31, TAG_PERMUTE = 32 };
+enum { TAG_CTL = 31, TAG_PERMUTE = 32, TAG_JOIN = 33, TAG_JOIN_ASK = 34,
+       TAG_JOIN_ANSWER = 35 };
 
 /* How long a rank whose collective timed out waits for the answers to its
  * "what are you doing?" query: at most this, and a quarter of the timeout. A
@@ -42,11 +45,22 @@ enum { TAG_CTL = 31, TAG_PERMUTE = 32 };
  * in MPI; a stopped or dead one never answers, and everything spent here
  * delays the end of the job. */
 #define MT_MPI_ANSWER_S 0.5
+/* How long a collective still gets to complete when another device's failure
+ * arrives during it (mt__mpi_wait): the failed device may have finished it,
+ * its last messages on their way (a recursive doubling's other pairs). */
+#define MT_MPI_SETTLE_S 0.1
 /* Once a collective is left unfinished the job cannot go on (MPI cannot
  * cancel it): how long a rank then waits in the end-of-launch agreement, for
  * ranks that are alive and were told, before it stops the job itself. With
  * the answer wait, a timeout ends the job well within a second of firing. */
 #define MT_MPI_STOP_GRACE_S 0.25
+/* The exit status of every rank when the transport stops the job (MPI_Abort,
+ * and mpirun's status then): a device was lost (died, stopped, its network
+ * down) or a collective timed out or was left unfinished. 75 (BSD's
+ * EX_TEMPFAIL: try again, from the last checkpoint), told apart from the
+ * CLI's 1 (a failure of the run), 2 (usage), 130/143 (signals) and the
+ * 128 + signal of a rank that was killed; CLI_EXIT_LOST in src/cli/args.h. */
+#define MT_MPI_EXIT_LOST 75
 
 /* One control message; fixed size, sent as bytes. */
 typedef struct {
@@ -98,6 +112,8 @@ typedef struct {
     int              received;
     ctl_msg         *replies;         /* (size) answers to our last query */
     bool            *replied;
+    uint64_t        *done_with;       /* (size) this device's number (record seq) of the last
+                                         collective it completed with each rank; 0 none */
     int              phase;
     bool             dangling;        /* a posted collective never finished */
     bool             notified;        /* the others were told of our failure */
@@ -179,6 +195,19 @@ void      mt__mpi_backoff(const mt_mpi *m, long spins, double waited);
  * MPI cannot cancel it. */
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what);
 
+/* The largest all-reduce (in bytes of its f32 or i32 elements) that goes by
+ * recursive doubling on point-to-point messages instead of MPI_Iallreduce
+ * (mpi_small.c: libnbc's schedule costs more than a few bytes do). */
+#define MT_MPI_SMALL_BYTES 16384
+
+/* All-reduces buf (count elements of f32 or i32, at most MT_MPI_SMALL_BYTES)
+ * over comm, g's communicator, by recursive doubling, each exchange waited
+ * for with the timeout (mt__mpi_wait, `what` naming the collective). Every
+ * rank ends with the same bits. mpi_small.c. */
+mt_status mt__mpi_small_all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, void *buf,
+                                   size_t count, mt_dtype dtype, mt_reduce_op op,
+                                   const char *what);
+
 /* Asks ranks[n] (NULL: ranks 0 .. n-1; this rank is skipped) what they are
  * doing and waits for the answers, briefly (MT_MPI_ANSWER_S, at most a
  * quarter of the timeout): m->replied[r], m->replies[r]. */
@@ -192,6 +221,18 @@ void      mt__mpi_peer_text(const mt_mpi *m, int r, char *buf, size_t cap);
  * (mt__mpi_set_dangling); `print`: the message goes to stderr at once (the
  * job is doomed, and a stopped rank would never let it end otherwise). */
 mt_status mt__mpi_timed_out(mt_mpi *m, const char *msg, bool dangling, bool print);
+
+/* ======================================================================== */
+/* Bounding blocking calls (mpi_watchdog.c)                                  */
+/* ======================================================================== */
+
+/* Until mt__mpi_unguard, the blocking calls of `what` (the launch's
+ * set-up, the end of the control channel) are bounded by m->timeout_s: past
+ * it a thread prints a message naming `what` and the other devices, and ends
+ * the process with MT_MPI_EXIT_LOST (then mpirun ends the job). One guard at
+ * a time; without the thread (pthread_create failed) nothing is bounded. */
+void mt__mpi_guard(const mt_mpi *m, const char *what);
+void mt__mpi_unguard(void);
 
 /* ======================================================================== */
 /* Communicators (mpi_comms.c)                                               */

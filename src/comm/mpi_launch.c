@@ -20,7 +20,8 @@
  *
  * A collective left unfinished. MPI cannot cancel a posted collective, so
  * when any rank left one unfinished, the MPI state is no longer usable and
- * the job is doomed: it ends with MPI_Abort (every rank, exit status 1)
+ * the job is doomed: it ends with MPI_Abort (every rank, exit status 75,
+ * MT_MPI_EXIT_LOST)
  * rather than leave one hanging. When the agreement completes, rank 0
  * prints the agreed message (unless its rank printed it already) and
  * aborts. But a rank that is stopped (SIGSTOP, a debugger) or stuck outside
@@ -60,6 +61,8 @@
 #include "base/base_impl.h"
 #include "comm/mpi_impl.h"
 
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +72,8 @@
 
 static bool        mpi_we_initialised;   /* see the file comment */
 static atomic_bool mpi_launch_running;
+static MPI_Comm    mpi_join = MPI_COMM_NULL; /* the notes of join_world (a dup of the world) */
+static int32_t     mpi_launches;         /* launches started by this process */
 
 /* What each rank contributes to the end-of-launch agreement. */
 typedef struct {
@@ -130,25 +135,80 @@ static mt_status mpi_start(int *rank, int *size) {
                        "it from the main thread, or initialise MPI with MPI_THREAD_SERIALIZED");
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
+    /* blocking, once: every rank makes it in its first launch */
+    if (mpi_join == MPI_COMM_NULL) {
+        int rc = MPI_Comm_dup(MPI_COMM_WORLD, &mpi_join);
+        if (rc != MPI_SUCCESS) return mt__mpi_error(rc, "MPI_Comm_dup");
+    }
     return MT_OK;
 }
 
-/* Ranks sharing this node, and the CPUs they may run on together (the union
- * of their affinity masks: bound one to a core, or all on a node's cpuset),
- * to size kernel threads and the waiting policy. */
+/* What identifies this rank's machine: its kernel's boot id (one per booted
+ * kernel, shared by every namespace and container on it) and its CPU count;
+ * the processor name (the hostname) where /proc has no boot id. Hostnames
+ * will not do: namespaces or containers on one machine (tests/hosts.sh) have
+ * hostnames of their own and still share its cores. */
+typedef struct {
+    char text[120];
+} machine_key;
+
+static machine_key this_machine(void) {
+    machine_key k;
+    memset(&k, 0, sizeof k);
+    char id[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(id, sizeof id, f)) id[0] = 0;
+        fclose(f);
+        id[strcspn(id, "\n")] = 0;
+    }
+    if (!id[0]) {
+        int len = 0;
+        char name[MPI_MAX_PROCESSOR_NAME];
+        if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
+            snprintf(id, sizeof id, "host %.*s", len, name);
+    }
+    snprintf(k.text, sizeof k.text, "%s cpus %ld", id, sysconf(_SC_NPROCESSORS_CONF));
+    return k;
+}
+
+/* Ranks sharing this machine, and the CPUs they may run on together (the
+ * union of their affinity masks: bound one to a core, or all on a machine's
+ * cpuset), to size kernel threads and the waiting policy. The ranks are
+ * counted by machine (this_machine, all-gathered), not by MPI's "node"
+ * (MPI_COMM_TYPE_SHARED: a hostname), so that ranks in namespaces of one
+ * machine see that they share its cores and yield instead of spinning (4
+ * ranks on 2 namespace hosts sharing 2 cores: 15.5-17.4 ms a step spinning,
+ * see docs/multinode.md). Collective over world; on a failure of MPI, this
+ * rank counts alone. */
 static int local_ranks(MPI_Comm world, int *node_cpus) {
-    MPI_Comm node;
-    int n = 1;
+    int size = 1, rank = 0, n = 1;
+    MPI_Comm_size(world, &size);
+    MPI_Comm_rank(world, &rank);
     unsigned char mine[MT_CPU_SET_BYTES], all[MT_CPU_SET_BYTES];
     *node_cpus = mt__cpu_set(mine);
-    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_size(node, &n);
-        if (MPI_Allreduce(mine, all, MT_CPU_SET_BYTES, MPI_BYTE, MPI_BOR, node) == MPI_SUCCESS) {
+    machine_key key = this_machine();
+    machine_key *keys = calloc((size_t)size, sizeof *keys);   /* (size) every rank's */
+    if (!keys || MPI_Allgather(&key, (int)sizeof key, MPI_BYTE, keys, (int)sizeof key, MPI_BYTE,
+                               world) != MPI_SUCCESS) {
+        free(keys);
+        return 1;
+    }
+    /* a machine's colour is its lowest rank; the count, its ranks */
+    int color = rank;
+    for (int r = 0; r < size && color == rank; r++)
+        if (strcmp(keys[r].text, key.text) == 0) color = r;
+    n = 0;
+    for (int r = 0; r < size; r++) n += strcmp(keys[r].text, key.text) == 0;
+    free(keys);
+    MPI_Comm machine;
+    if (MPI_Comm_split(world, color, rank, &machine) == MPI_SUCCESS) {
+        if (MPI_Allreduce(mine, all, MT_CPU_SET_BYTES, MPI_BYTE, MPI_BOR, machine) == MPI_SUCCESS) {
             int count = 0;
             for (int i = 0; i < MT_CPU_SET_BYTES; i++) count += __builtin_popcount(all[i]);
             if (count > 0) *node_cpus = count;
         }
-        MPI_Comm_free(&node);
+        MPI_Comm_free(&machine);
     }
     return n;
 }
@@ -163,8 +223,14 @@ static _Noreturn void mpi_stop(const char *msg) {
             "stopping every rank (MPI_Abort)\n", msg ? "meshtrain: " : "", msg ? msg : "",
             msg ? "\n" : "");
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    _exit(1);
+    /* Open MPI ends an aborted job with SIGTERM, then SIGKILL a second
+     * later: a handler that stops after the step (meshtrain train's) would
+     * keep this rank alive for that second, past the bound a lost rank's
+     * survivors stop in (test_hosts_faults: T + 2 s). The job is ending. */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    MPI_Abort(MPI_COMM_WORLD, MT_MPI_EXIT_LOST);
+    _exit(MT_MPI_EXIT_LOST);
 }
 
 /* mpi_stop with a printf-style message. */
@@ -201,6 +267,7 @@ static void launch_free(mpi_run *r) {
         mt__mpi_p2p_free(m);
         for (int i = 0; i < m->n_out; i++) free(m->out[i]);
         free(m->out), free(m->sent_to), free(m->replies), free(m->replied), free(m->scratch);
+        free(m->done_with);
         free(m);
     }
     free(r->ctx);
@@ -230,8 +297,10 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
         m->sent_to = calloc((size_t)size, sizeof *m->sent_to);
         m->replies = calloc((size_t)size, sizeof *m->replies);
         m->replied = calloc((size_t)size, sizeof *m->replied);
+        m->done_with = calloc((size_t)size, sizeof *m->done_with);
     }
-    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied) {
+    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied ||
+        !m->done_with) {
         launch_free(r);
         /* the other ranks then time out in their first collective */
         return mt_fail(MT_ENOMEM, "cannot allocate the launch state of rank %d", rank);
@@ -260,11 +329,70 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
 /* The steps of a launch                                                     */
 /* ======================================================================== */
 
+/* Rank 0, at the start of launch `launch`, gave up waiting: asks every rank
+ * whose note came (notes_in[r]) whether it is still waiting there too, and
+ * returns, in buf, the ranks that did not answer within MT_MPI_ANSWER_S
+ * (a rank stopped or cut off after it sent its note); their count. */
+static int join_ask(const mt_mpi *m, int32_t launch, const bool *notes_in, char *buf, size_t cap) {
+    int32_t *answers = calloc((size_t)m->size, sizeof *answers);   /* (size) */
+    MPI_Request *reqs = calloc((size_t)2 * (size_t)m->size, sizeof *reqs);   /* (2·size) */
+    int n = 0;
+    buf[0] = 0;
+    if (!answers || !reqs) {
+        free(answers), free(reqs);
+        return 0;
+    }
+    for (int r = 0; r < 2 * m->size; r++) reqs[r] = MPI_REQUEST_NULL;
+    for (int r = 1; r < m->size; r++) {
+        if (!notes_in[r]) continue;
+        MPI_Isend(&launch, 1, MPI_INT32_T, r, TAG_JOIN_ASK, mpi_join, &reqs[r]);
+        MPI_Irecv(&answers[r], 1, MPI_INT32_T, r, TAG_JOIN_ANSWER, mpi_join, &reqs[m->size + r]);
+    }
+    for (const double t_end = mt_time_now() + MT_MPI_ANSWER_S; mt_time_now() < t_end;) {
+        int done = 0;
+        MPI_Testall(m->size, reqs + m->size, &done, MPI_STATUSES_IGNORE);
+        if (done) break;
+        sched_yield();
+    }
+    for (int r = 1; r < m->size; r++) {
+        int got = 0;
+        if (notes_in[r]) MPI_Test(&reqs[m->size + r], &got, MPI_STATUS_IGNORE);
+        if (!notes_in[r] || got) continue;
+        size_t len = strlen(buf);
+        if (len + 16 < cap) snprintf(buf + len, cap - len, "%s%d", n ? ", " : "", r);
+        n++;
+    }
+    /* the requests are left posted: the job ends now */
+    free(answers), free(reqs);
+    return n;
+}
+
 /* Waits until every rank has called mt_launch: a non-blocking dup of the
- * world waited on with the timeout (there is no control channel yet to ask
- * who is missing); dies when one never comes. */
+ * world waited on with the timeout (there is no control channel yet).
+ * Meanwhile every other rank sends rank 0 a note on mpi_join (the number of
+ * its launch) and answers rank 0's question whether it is still waiting
+ * here, so that when the start does not complete, rank 0 names the ranks
+ * that never came or no longer answer: a rank missing at the start of a
+ * launch finished the launch before with every rank (its end is an
+ * agreement), so it died, was stopped or lost its network since. Dies then
+ * (the other ranks a moment later, so that rank 0's message is printed). */
 static void join_world(mt_mpi *m) {
-    MPI_Request req;
+    MPI_Request req, note_req = MPI_REQUEST_NULL, ask_req = MPI_REQUEST_NULL;
+    const int32_t launch = ++mpi_launches;
+    int32_t asked = 0;                     /* other ranks: rank 0's question */
+    int32_t *notes = NULL;                 /* (size) rank 0: each rank's launch number */
+    MPI_Request *note_reqs = NULL;         /* (size) rank 0: their receives */
+    if (m->rank == 0) {
+        notes = calloc((size_t)m->size, sizeof *notes);
+        note_reqs = calloc((size_t)m->size, sizeof *note_reqs);
+        for (int r = 0; r < m->size && notes && note_reqs; r++)
+            if (r == 0 || MPI_Irecv(&notes[r], 1, MPI_INT32_T, r, TAG_JOIN, mpi_join,
+                                    &note_reqs[r]) != MPI_SUCCESS)
+                note_reqs[r] = MPI_REQUEST_NULL;
+    } else {
+        MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN, mpi_join, &note_req);
+        MPI_Irecv(&asked, 1, MPI_INT32_T, 0, TAG_JOIN_ASK, mpi_join, &ask_req);
+    }
     int rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->world, &req);
     if (rc != MPI_SUCCESS) {
         mt__mpi_error(rc, "MPI_Comm_idup");
@@ -274,12 +402,59 @@ static void join_world(mt_mpi *m) {
         int done = 0;
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (done) break;
+        if (ask_req != MPI_REQUEST_NULL &&
+            MPI_Test(&ask_req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+            MPI_Request answer;   /* rank 0 is about to end the job: not waited for */
+            MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN_ANSWER, mpi_join, &answer);
+            MPI_Request_free(&answer);
+        }
         double waited = mt_time_now() - t0;
-        if (waited > m->timeout_s)
-            mpi_die("device %d: not every one of the %d ranks called mt_launch within %.3g s; "
-                    "every rank must launch the same mesh (MT_COMM_TIMEOUT)", m->rank, m->size,
-                    m->timeout_s);
+        if (waited > m->timeout_s) {
+            if (m->rank != 0 || !note_reqs) {
+                nanosleep(&(struct timespec){0, 700000000L}, NULL);   /* rank 0 names them */
+                mpi_die("device %d: launch %d did not start within %.3g s: not every one of "
+                        "the %d ranks called mt_launch (device 0 names the missing ones; "
+                        "MT_COMM_TIMEOUT)", m->rank, launch, m->timeout_s, m->size);
+            }
+            char never[512] = "", silent[512] = "";
+            bool *notes_in = calloc((size_t)m->size, sizeof *notes_in);   /* (size) */
+            int n_never = 0;
+            for (int r = 1; r < m->size && notes_in; r++) {
+                int got = 0;
+                if (note_reqs[r] != MPI_REQUEST_NULL)
+                    MPI_Test(&note_reqs[r], &got, MPI_STATUS_IGNORE);
+                notes_in[r] = got;
+                if (got) continue;
+                size_t len = strlen(never);
+                if (len + 16 < sizeof never)
+                    snprintf(never + len, sizeof never - len, "%s%d", n_never ? ", " : "", r);
+                n_never++;
+            }
+            int n_silent = notes_in ? join_ask(m, launch, notes_in, silent, sizeof silent) : 0;
+            free(notes_in);
+            if (n_never + n_silent > 0)
+                mpi_die("device 0: launch %d (under train, a step) did not start within %.3g s: "
+                        "%s%s%s%s%s%s. Each finished launch %d with every device (its last "
+                        "collective, that launch's closing agreement) and since then died, was "
+                        "stopped or lost its network; device 0 waits at the start of launch %d "
+                        "(MT_COMM_TIMEOUT). Resume from the last checkpoint on the devices left",
+                        launch, m->timeout_s, n_never ? "never arrived: device " : "", never,
+                        n_never && n_silent ? "; " : "",
+                        n_silent ? "arrived, then stopped answering: device " : "", silent, "",
+                        launch - 1, launch);
+            mpi_die("device 0: launch %d did not start within %.3g s, though every rank "
+                    "arrived and answers (a stalled network?; MT_COMM_TIMEOUT)",
+                    launch, m->timeout_s);
+        }
         mt__mpi_backoff(m, 100000, waited);
+    }
+    /* every rank is here, so every note has come (or is on its way) */
+    if (note_reqs) MPI_Waitall(m->size, note_reqs, MPI_STATUSES_IGNORE);
+    free(notes), free(note_reqs);
+    MPI_Wait(&note_req, MPI_STATUS_IGNORE);
+    if (ask_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&ask_req);
+        MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
     }
 }
 
@@ -493,7 +668,10 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     if ((s = launch_new(&r, opts, mesh, rank, size)) != MT_OK) return s;
     atomic_store(&mpi_launch_running, true);
     join_world(r.m);
-    mt_status result = run_and_agree(&r, set_up(&r, opts), fn, arg);
+    mt__mpi_guard(r.m, "the launch's set-up (its communicators: MPI_Comm_split, MPI_Comm_dup)");
+    mt_status set = set_up(&r, opts);
+    mt__mpi_unguard();
+    mt_status result = run_and_agree(&r, set, fn, arg);
     const bool launch_failed = result != MT_OK;
     /* a launch that succeeded returns the trace's status */
     int trace_failed = r.ls->trace_path ? trace_and_agree(&r) : -1;

@@ -88,7 +88,8 @@ static void trace_node(mt_graph *g, const mt_node *n, const mt_op_call *c, int s
 static mt_status run_node(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     mt_op_call first;
-    if (g->prog->grads_zero && n->param_first) {
+    /* held: a first reduction that took the local sums in writes (take_held) */
+    if ((g->prog->grads_zero || (g->prog->held && mt__later_reducible(n))) && n->param_first) {
         first = *c;
         if (n->param_first & MT_FIRST_OUT) first.acc = false;
         if (n->param_first & MT_FIRST_OUT2) first.acc2 = false;
@@ -121,19 +122,13 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
 /* Deferred collectives (W's reductions, F's and B's prefetched gathers)     */
 /* ======================================================================== */
 
-/* Whether a deferred reduction's result is added to its output (acc, unless
- * it is the first contribution to a zeroed parameter gradient) rather than
- * written over it. */
-static bool completion_accumulates(const mt_graph *g, const mt_node *n) {
-    return n->call.acc && !(g->prog->grads_zero && (n->param_first & MT_FIRST_OUT));
-}
-
 /* Completes the oldest `k` reductions in flight, in start order: waits for
  * each, then out (+)= its reduced input, honouring acc and, while the
- * gradients are marked zero, the first contribution (as run_node). After a
- * failed wait the rest are still waited for (they fail fast: the launch is
- * failing), so none stays in flight; the first failure is returned, wrapped
- * with its node. */
+ * gradients are marked zero, the first contribution (as run_node); a
+ * bucket's members each take their slice (buckets.c). After a failed wait
+ * the rest are still waited for (they fail fast: the launch is failing), so
+ * none stays in flight; the first failure is returned, wrapped with its
+ * node (a bucket's: its last member). */
 static mt_status complete_oldest(mt_graph *g, int k) {
     mt_status first = MT_OK;
     char msg[1024];
@@ -152,6 +147,11 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         }
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
+        if (f->bucket_n) {
+            mt__buckets_unpack(g, f->bucket_first, f->bucket_n);
+            if (g->prog->profile) g->prog->profile[n->call.op].seconds += mt_time_now() - t0;
+            continue;
+        }
         if (c->op == MT_OP_ALL_GATHER) {   /* a prefetched gather landed in its output */
             if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
@@ -160,7 +160,7 @@ static mt_status complete_oldest(mt_graph *g, int k) {
             if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
             continue;
         }
-        bool acc = completion_accumulates(g, n);
+        bool acc = mt__completion_accumulates(g, n);
         if (c->p.coll.bf16) {   /* reduced in bf16 in the input's bytes (second half: a scatter's) */
             const uint16_t *r = c->in[0]->data;
             if (c->op == MT_OP_PSUM_SCATTER) r += mt_tensor_numel(c->in[0]);
@@ -229,6 +229,7 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     int span = g->prog->tracing ? mt_trace_op_begin(g->ctx) : -1;   /* the start's span */
     mt_inflight *f = &g->prog->inflight[g->prog->n_inflight];
     f->direct = false;
+    f->bucket_n = 0;
     if (c->op == MT_OP_ALL_GATHER && c->p.coll.gather16)   /* its bf16 copy, as bf16 */
         s = mt_all_gather_start(g->ctx, c->p.coll.axes, c->p.coll.gather16, c->out->data,
                                 (size_t)mt_tensor_numel(c->in[0]), MT_BF16, &req);
@@ -246,7 +247,7 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
         else
             s = mt_all_reduce_start(g->ctx, c->p.coll.axes, buf, n_in, MT_BF16, MT_REDUCE_SUM,
                                     &req);
-    } else if (!completion_accumulates(g, n)) {
+    } else if (!mt__completion_accumulates(g, n)) {
         /* the result overwrites the output: reduced straight into it */
         f->direct = true;
         if (c->op == MT_OP_PSUM_SCATTER)
@@ -276,6 +277,100 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     f->until = n->defer_until;
     g->prog->n_inflight++;
     if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, true);
+    return MT_OK;
+}
+
+/* Starts the open gradient bucket's collective (an all-reduce, or a
+ * shard-major bucket's reduce-scatter) over its range of the bucket block
+ * (buckets.c), in flight as any deferred collective; a full queue of the
+ * caller's own requests (MT_ESTATE) reduces it at once. */
+static mt_status start_bucket(mt_graph *g) {
+    mt_program *pr = g->prog;
+    mt_bucket_range b;
+    mt__buckets_close(g, &b);
+    mt_status s;
+    if (pr->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
+    if ((s = stream_for_run(g)) != MT_OK) return wrap_node(g, b.last, s);
+    double t0 = pr->profile ? mt_time_now() : 0;
+    int span = pr->tracing ? mt_trace_op_begin(g->ctx) : -1;
+    mt_inflight *f = &pr->inflight[pr->n_inflight];
+    *f = (mt_inflight){.node = (int)(b.last - g->nodes), .until = b.until,
+                       .bucket_first = b.first, .bucket_n = b.n};
+    mt_request req;
+    const mt_axes axes = b.last->call.p.coll.axes;
+    const bool scatter = b.op == MT_OP_PSUM_SCATTER;
+    /* the bytes it sends: a reduce-scatter's whole input */
+    const double bytes = (double)b.count * 4 * b.parts;
+    s = scatter ? mt_psum_scatter_start(g->ctx, axes, b.buf, b.result, b.count, MT_F32, &req)
+                : mt_all_reduce_start(g->ctx, axes, b.buf, b.count, MT_F32, MT_REDUCE_SUM, &req);
+    if (span >= 0) {
+        char what[48];
+        snprintf(what, sizeof what, "bucket of %d gradients", b.n);
+        mt_trace_op_end(g->ctx, span, scatter ? "psum_scatter" : "psum", "FBW"[b.last->phase],
+                        b.last->block, 0, bytes, what);
+    }
+    if (s == MT_ESTATE) {   /* the queue is the caller's: reduce it here */
+        s = scatter ? mt_psum_scatter(g->ctx, axes, b.buf, b.result, b.count, MT_F32)
+                    : mt_all_reduce(g->ctx, axes, b.buf, b.count, MT_F32, MT_REDUCE_SUM);
+        if (s == MT_OK) mt__buckets_unpack(g, b.first, b.n);
+    } else {
+        if (s == MT_OK) s = mt__backend_event_record(pr->env.backend, pr->stream, &f->ev, &req);
+        if (s == MT_OK) pr->n_inflight++;
+    }
+    if (s != MT_OK) return wrap_node(g, b.last, s);
+    if (pr->profile) {
+        mt_op_profile *p = &pr->profile[b.op];
+        p->calls++;   /* a collective issued: one a bucket */
+        p->bytes += bytes;
+        p->seconds += mt_time_now() - t0;
+    }
+    return MT_OK;
+}
+
+/* Bucketed node n reached: its gradient joins the open bucket, which starts
+ * first when n does not fit it and after when it is full. */
+static mt_status add_to_bucket(mt_graph *g, const mt_node *n) {
+    mt_status s;
+    if (!mt__buckets_fits(g, n) && (s = start_bucket(g)) != MT_OK) return s;
+    mt__buckets_pack(g, n);
+    return mt__buckets_full(g) ? start_bucket(g) : MT_OK;
+}
+
+/* Starts the open bucket when the node at position j needs one of its
+ * gradients (j < 0: now, at the end of a phase). */
+static mt_status flush_bucket(mt_graph *g, int j) {
+    return mt__buckets_due(g, j) ? start_bucket(g) : MT_OK;
+}
+
+/* ======================================================================== */
+/* Reductions left to a later backward (mt_graph_set_reduce_later)           */
+/* ======================================================================== */
+
+/* A local pass: the device's own gradient added where the reduced one would
+ * go (the first contribution to zeroed gradients written), nothing sent. */
+static void add_locally(mt_graph *g, const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    bool acc = c->acc && !(g->prog->grads_zero && (n->param_first & MT_FIRST_OUT));
+    mt_kernel_scale(mt_tensor_f32(c->out), mt_tensor_f32(c->in[0]), 1.0f,
+                    mt_tensor_numel(c->out), acc);
+}
+
+/* The pass after local ones: a gradient's first reduction takes in the local
+ * sums its output holds (in += out), and then writes the output (as
+ * completion_accumulates says while held): Σ over devices of every pass's
+ * gradient, once. */
+static void take_held(mt_graph *g, const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    if (!(n->param_first & MT_FIRST_OUT)) return;
+    mt_kernel_scale(mt_tensor_f32(c->in[0]), mt_tensor_f32(c->out), 1.0f,
+                    mt_tensor_numel(c->in[0]), true);
+}
+
+mt_status mt_graph_set_reduce_later(mt_graph *g, bool later) {
+    if (!g || !g->prog)
+        return mt_fail(MT_ESTATE, "mt_graph_set_reduce_later: compile the graph first "
+                       "(mt_graph_compile)");
+    g->prog->reduce_later = later;
     return MT_OK;
 }
 
@@ -328,11 +423,22 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
     g->prog->tracing = mt_trace_on(g->ctx);
     phase_begin(g, ph);
     g->prog->n_inflight = 0;
+    mt__buckets_reset(g);
+    const bool defer = !g->prog->sync_reduce;
     for (int j = 0; j < count && s == MT_OK; j++) {
         const mt_node *n = &g->nodes[order ? order[j] : j];
-        if ((s = complete_due(g, j)) != MT_OK) break;
-        s = n->defer_until >= 0 && !g->prog->sync_reduce ? start_reduction(g, n) : run_node(g, n);
+        /* a bucket a node here needs starts first, then what is due completes */
+        if ((s = flush_bucket(g, j)) != MT_OK || (s = complete_due(g, j)) != MT_OK) break;
+        if (g->prog->local_pass && mt__later_reducible(n)) {
+            add_locally(g, n);
+            continue;
+        }
+        if (g->prog->held && mt__later_reducible(n)) take_held(g, n);
+        if (defer && n->bucketed) s = add_to_bucket(g, n);
+        else s = n->defer_until >= 0 && defer ? start_reduction(g, n) : run_node(g, n);
     }
+    if (s == MT_OK) s = flush_bucket(g, -1);
+    mt__buckets_reset(g);   /* after a failure, what was packed is dropped */
     if (s == MT_OK && g->prog->n_inflight) {
         if (ph == MT_PHASE_W) {
             phase_end(g);
@@ -364,6 +470,8 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (s != MT_OK) return s;
     if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     if (!g->prog->opts.seed_from_caller) *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
+    /* a local pass only onto gradients that hold no reduced sum */
+    g->prog->local_pass = g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
     return run_phase(g, MT_PHASE_B, g->prog->order_b, g->prog->n_b);
 }
 
@@ -373,6 +481,8 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
     if ((s = run_phase(g, MT_PHASE_W, g->prog->order_w, g->prog->n_w)) != MT_OK) return s;
     g->prog->grads_zero = false;
+    g->prog->held = g->prog->local_pass;
+    g->prog->local_pass = false;
     return MT_OK;
 }
 
@@ -382,12 +492,15 @@ mt_status mt_graph_backward(mt_graph *g) {
 }
 
 void mt__graph_mark_grads_zero(mt_graph *g) {
-    if (g->prog) g->prog->grads_zero = true;
+    if (!g->prog) return;
+    g->prog->grads_zero = true;
+    g->prog->held = false;
 }
 
 void mt_graph_zero_grad(mt_graph *g) {
     if (!g->prog) return;   /* no gradients before compile */
     g->prog->grads_zero = false;
+    g->prog->held = false;
     for (int i = 0; i < g->n_params; i++) {
         mt_tensor *t = g->params[i];
         if (t->grad && t->grad->data)

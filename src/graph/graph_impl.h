@@ -53,6 +53,16 @@ typedef struct {
     /* A deferred psum_scatter's result, until its completion adds it to the
      * output: an offset in floats into g->defer_block; -1 for the rest. */
     int64_t    defer_buf;
+    /* A deferred W psum that goes in a gradient bucket (buckets.c,
+     * mt_compile_opts.bucket_bytes): its input is copied out when reached,
+     * so its defer_until is its output's next use alone. */
+    bool       bucketed;
+    /* A deferred W psum whose output is a parameter's gradient (plan.c): a
+     * local pass may leave it to a later backward (exec.c, reduce_later). */
+    bool       into_grad;
+    /* A bucketed psum_scatter: the floats its bucket reserves a part
+     * (buckets.c's prepare sets it once; 0 for the rest). */
+    int64_t    bucket_seg;
     /* bf16 activation storage (precision.c): the bf16 tensor this node's
      * value is kept in. The call writes f32 into call.out (a short-lived
      * arena tensor), then run_node casts it here. NULL for every other node. */
@@ -70,7 +80,16 @@ typedef struct {
     int        node;                      /* index in g->nodes */
     int        until;                     /* its node's defer_until */
     bool       direct;                    /* reducing straight into its output */
+    int        bucket_first, bucket_n;    /* a bucket: its members in bucket_member
+                                             (bucket_n 0: the node alone) */
 } mt_inflight;
+
+/* A gradient in a bucket (buckets.c): its node and where its floats are in
+ * the bucket block. */
+typedef struct {
+    int     node;
+    int64_t off;
+} mt_bucket_member;
 
 /* Accumulated cost of one op kind while profiling. */
 typedef struct {
@@ -100,6 +119,10 @@ typedef struct mt_program {
     int        *order_w, n_w;             /* node indices of W nodes, in run order */
     int         cap_order;                /* room in order_b and order_w (each) */
     bool        grads_zero;               /* parameter gradients read as zero */
+    /* Reductions left to a later backward (mt_graph_set_reduce_later): asked;
+     * this backward's psums add locally (local_pass, fixed when B starts);
+     * the gradients hold local sums a reduction must take in (held). */
+    bool        reduce_later, local_pass, held;
     /* Buffers (plan.c). The persistent block holds what every run shares
      * (parameters, their gradients, constants); the run block what each run
      * has of its own but keeps after it (inputs, input gradients, the loss
@@ -122,6 +145,17 @@ typedef struct mt_program {
     struct mt_backend_stream *stream;
     mt_ctx     *stream_ctx;
     float      *defer_block;              /* deferred psum_scatters' results (plan.c) */
+    /* gradient buckets (buckets.c): the block every bucketed gradient of a
+     * run has its floats in (plan.c sizes it), the members of the run so
+     * far (this phase's, reset by each), and the open bucket: its first
+     * member, -1 when none, and how far its earliest member may wait; a
+     * reduce-scatter bucket (parts > 1) lays its members out shard-major:
+     * part r (seg floats reserved from base) holds shard r of each */
+    float      *bucket_block;             /* (bucket_floats) */
+    int64_t     bucket_floats, bucket_used, bucket_base, bucket_seg;
+    int         bucket_parts;
+    mt_bucket_member *bucket_member;      /* (cap_bucket) */
+    int         n_bucket_member, cap_bucket, bucket_open, bucket_open_until;
     int         n_inflight;
     bool        sync_reduce;              /* tests, benchmarks: run them when reached
                                              (the same on every device of the group) */
@@ -310,5 +344,66 @@ void       mt__precision_free(mt_graph *g);
 /* Frees the arenas and run blocks of every slot (the graph's own when it
  * has no slots). */
 void       mt__slots_free(mt_graph *g);
+
+/* ---- the deferred W reductions' rules (exec.c, buckets.c) ---- */
+
+/* Whether n is a parameter gradient's data-parallel all-reduce (pvary's
+ * backward: an async psum of W on an input of its own, into the gradient
+ * itself, plan.c's into_grad), which a local pass leaves to a later one
+ * (mt_graph_set_reduce_later). */
+static inline bool mt__later_reducible(const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    return n->into_grad && n->phase == MT_PHASE_W && c->p.coll.async &&
+           mt__storage_root(c->in[0]) != mt__storage_root(c->out);
+}
+
+/* Whether a deferred reduction's result is added to its output (acc) rather
+ * than written over it: the first contribution to a zeroed parameter
+ * gradient writes, and so does a first reduction that took the local sums
+ * of earlier passes in (held). */
+static inline bool mt__completion_accumulates(const mt_graph *g, const mt_node *n) {
+    bool first = g->prog->grads_zero || (g->prog->held && mt__later_reducible(n));
+    return n->call.acc && !(first && (n->param_first & MT_FIRST_OUT));
+}
+
+/* ---- buckets.c: gradient buckets (mt_compile_opts.bucket_bytes); exec.c
+ * starts and completes them ---- */
+
+/* The open bucket, closed: its members bucket_member[first, first+n), its
+ * collective (op: psum, or psum_scatter into result), its floats buf
+ * (count; a psum_scatter's: count a device, parts x count in buf), how long
+ * it may wait (the earliest member's defer_until), and its last member's
+ * node (for messages and the trace). */
+typedef struct {
+    int            first, n, until, parts;
+    mt_op          op;
+    float         *buf, *result;
+    size_t         count;
+    const mt_node *last;
+} mt_bucket_range;
+
+/* Sizes the bucket block for the bucketed nodes (plan.c marked them). */
+mt_status  mt__buckets_prepare(mt_graph *g);
+/* A phase begins: no member, no open bucket. */
+void       mt__buckets_reset(mt_graph *g);
+void       mt__buckets_free(mt_graph *g);
+/* Whether bucketed node n may join the open bucket (true when none is open):
+ * the same op and axes, and its bytes keep it within bucket_bytes (the
+ * first bucket of a phase: 1 MiB). */
+bool       mt__buckets_fits(const mt_graph *g, const mt_node *n);
+/* Copies n's gradient into the open bucket (opening one); a psum_scatter's
+ * shard r into part r. */
+void       mt__buckets_pack(mt_graph *g, const mt_node *n);
+/* Whether the open bucket is full, or (due) one of its members must be
+ * complete by position j (j < 0: any open bucket). */
+bool       mt__buckets_full(const mt_graph *g);
+bool       mt__buckets_due(const mt_graph *g, int j);
+/* Closes the open bucket (there must be one) into *r; a reduce-scatter
+ * bucket's parts are moved together (part r at r x count) and its members'
+ * places become their shards' in the result. */
+void       mt__buckets_close(mt_graph *g, mt_bucket_range *r);
+/* Bucket members [first, first+n) reduced: each member's output (+)= its
+ * slice. */
+void       mt__buckets_unpack(mt_graph *g, int first, int n);
 
 #endif /* MT_GRAPH_IMPL_H */

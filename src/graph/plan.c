@@ -208,13 +208,41 @@ static const int *phase_order(const mt_graph *g, int ph, int *count, int *fwd_in
     return ph == 1 ? g->prog->order_b : ph == 2 ? g->prog->order_w : NULL;
 }
 
+/* Whether t's storage is a parameter's gradient (persistent: what is added
+ * into it stays from one backward to the next). */
+static bool is_param_grad(const mt_graph *g, mt_tensor *t) {
+    const mt_tensor *root = mt__storage_root(t);
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i]->grad && mt__storage_root(g->params[i]->grad) == root) return true;
+    return false;
+}
+
+/* Whether deferrable node n goes in a gradient bucket (buckets.c): an f32
+ * psum of W smaller than a bucket, with buckets on. A gradient of a bucket
+ * or more is a message of its own anyway, and reduces as without buckets:
+ * straight into its parameter's gradient, not copied in and out. */
+static bool bucketable(const mt_graph *g, const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    size_t cap = g->prog->opts.bucket_bytes;
+    /* a psum_scatter's shards are laid out shard-major in a bucket (its
+     * packing gathers a shard over an inner dim) */
+    return cap > 0 && n->phase == MT_PHASE_W &&
+           (c->op == MT_OP_PSUM || c->op == MT_OP_PSUM_SCATTER) && !c->p.coll.bf16 &&
+           c->in[0]->dtype == MT_F32 && c->out->dtype == MT_F32 &&
+           (size_t)mt_tensor_numel(c->in[0]) * sizeof(float) < cap;
+}
+
 /* Sets every node's defer_until: -1, or for a deferrable node the first
  * later position of its phase whose node touches the storage of its input
  * or output (the phase's count if none). One walk of each phase's order
  * backwards, keeping for every storage root the next position that touches
  * it. */
 static mt_status plan_deferred(mt_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].defer_until = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].defer_until = -1;
+        g->nodes[i].bucketed = false;
+        g->nodes[i].into_grad = false;
+    }
     int *next = malloc(((size_t)g->n_tensors + 1) * sizeof *next);
     if (!next) return mt_fail(MT_ENOMEM, "out of memory planning the gradient reductions");
     for (int ph = 0; ph < 3; ph++) {
@@ -224,9 +252,15 @@ static mt_status plan_deferred(mt_graph *g) {
         for (int j = count - 1; j >= 0; j--) {
             mt_node *n = &g->nodes[fwd ? j : order[j]];
             const mt_op_call *c = &n->call;
-            if (deferrable(n)) {
+            /* a psum_scatter over an inner dim defers in a bucket alone, whose
+             * packing gathers each device's shard */
+            if (deferrable(n) || (n->phase == MT_PHASE_W && c->op == MT_OP_PSUM_SCATTER &&
+                                  c->p.coll.async && bucketable(g, n))) {
                 int a = next[mt__storage_root(c->in[0])->id], b = next[mt__storage_root(c->out)->id];
-                n->defer_until = a < b ? a : b;
+                /* a bucket copies the input out as it is reached: the output alone waits */
+                n->bucketed = bucketable(g, n);
+                n->into_grad = c->op == MT_OP_PSUM && is_param_grad(g, c->out);
+                n->defer_until = n->bucketed || b < a ? b : a;
             }
             mt_tensor *touched[4 + MT_MAX_INPUTS] = {c->out, c->out2, c->aux[0], c->aux[1]};
             for (int k = 0; k < c->n_in; k++) touched[4 + k] = c->in[k];
@@ -246,7 +280,8 @@ static mt_status plan_deferred(mt_graph *g) {
         int window[MT_DEFER_WINDOW], n_seen = 0;
         for (int j = 0; j < count; j++) {
             mt_node *n = &g->nodes[order[j]];
-            if (n->defer_until < 0 || n->phase != MT_PHASE_W) continue;
+            /* buckets hold their gradients in the bucket block, not on the wire */
+            if (n->defer_until < 0 || n->phase != MT_PHASE_W || n->bucketed) continue;
             if (n_seen >= MT_DEFER_WINDOW) {
                 mt_node *old = &g->nodes[order[window[n_seen % MT_DEFER_WINDOW]]];
                 if (old->defer_until > j) old->defer_until = j;
@@ -260,7 +295,7 @@ static mt_status plan_deferred(mt_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {
         mt_node *n = &g->nodes[i];
         n->defer_buf = -1;
-        if (n->defer_until < 0 || n->call.op != MT_OP_PSUM_SCATTER) continue;
+        if (n->defer_until < 0 || n->call.op != MT_OP_PSUM_SCATTER || n->bucketed) continue;
         n->defer_buf = floats;
         floats += (mt_tensor_numel(n->call.out) + 15) / 16 * 16;
     }
@@ -272,7 +307,7 @@ static mt_status plan_deferred(mt_graph *g) {
         return mt_fail(MT_ENOMEM, "out of memory for %lld floats of deferred reduce-scatters",
                        (long long)floats);
     g->prog->defer_block = block;
-    return MT_OK;
+    return mt__buckets_prepare(g);
 }
 
 /* The arena: walks the run order (pos positions) as a heap would see it. At
@@ -396,7 +431,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
             const mt_node *n = &g->nodes[fwd ? j : order[j]];
             if (n->defer_until < 0) continue;
             int until = start + (n->defer_until < count ? n->defer_until : count - 1);
-            touch(n->call.in[0], until);
+            if (!n->bucketed) touch(n->call.in[0], until);   /* a bucket copied it out */
             touch(n->call.out, until);
         }
         start += count;

@@ -20,6 +20,7 @@ static void program_free(mt_graph *g) {
     /* the plan's blocks are the backend's */
     const mt_backend *be = pr->env.backend ? pr->env.backend : mt_backend_cpu();
     be->buffer_free(pr->defer_block);
+    mt__buckets_free(g);
     mt__slots_free(g);
     be->buffer_free(pr->persistent);
     be->buffer_free(pr->env.scratch);

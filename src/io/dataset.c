@@ -1,16 +1,22 @@
 /*
- * dataset.c — token datasets: llm.c token files and plain text.
+ * dataset.c — token datasets: one llm.c token file, one text file, or
+ * llm.c's sharded corpora (a directory or glob of *_train_*.bin and
+ * *_val_*.bin shards, shards.c).
  *
- * An llm.c token file (the format of llm.c's dev/data scripts) is a header of
- * 256 int32 — magic 20240520, version 1, token count N — followed by N uint16
- * tokens, little-endian. Any other file is text, read through the byte
- * tokenizer (token = byte, vocabulary 256).
+ * One file is split once: the head is the training split, the last
+ * floor(N·val_frac) tokens are the validation split. Shards are split by
+ * their names: the train shards in name order are the training split, one
+ * stream of tokens, and the val shards the validation split; val_frac does
+ * not apply. A split is a list of segments of files, and a position in it is
+ * a token index across its segments, so a checkpoint's data position
+ * resumes at the same token of the same shard.
  *
- * The tokens are split once: the head is the training split, the last
- * floor(N·val_frac) tokens are the validation split. mt_dataset_batch cuts B
- * consecutive windows of T+1 tokens out of a split, so the global batch is a
- * pure function of the position: every device and every mesh sees the same
- * tokens for the same step.
+ * Nothing is read into memory: tokens are copied out of a bounded window of
+ * mapped blocks (token_files.c) when a batch is cut, text at one byte a
+ * token. mt_dataset_rows cuts B consecutive windows of T+1 tokens out of a
+ * split and copies only the rows asked for, so the global batch is a pure
+ * function of the position — every device and every mesh sees the same
+ * tokens for the same step — while each device reads only its own rows.
  */
 #include "io/io_impl.h"
 
@@ -19,188 +25,237 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "llm.c token files are little-endian; dataset.c reads them in place"
-#endif
+/* Tokens [first, first+count) of file `file` are tokens [start, start+count)
+ * of their split. */
+typedef struct {
+    int     file;
+    int64_t first, count, start;
+} segment;
 
-#define TOKENS_MAGIC   20240520
-#define TOKENS_VERSION 1
-#define HEADER_INTS    256
-#define HEADER_BYTES   (HEADER_INTS * (int64_t)sizeof(int32_t))
+typedef struct {
+    segment *seg;   /* (n_seg) in order, contiguous */
+    int      n_seg;
+    int64_t  n;     /* tokens */
+} split_t;
 
 struct mt_dataset {
-    uint16_t *tok;      /* (n) all tokens; train = [0, n_train), val = [n_train, n) */
-    int64_t   n;
-    int64_t   n_train;
-    int       vocab;
+    mt__tokfile *files;     /* (n_files) */
+    int          n_files;
+    split_t      split[2];  /* 0 train, 1 val */
+    int          vocab;
+    bool         bounded;   /* vocab was given: no scan at open, tokens checked as read */
+    mt__tokmap  *map;       /* the mapped window over files */
 };
 
 /* ------------------------------------------------------------------------ */
-/* Reading                                                                   */
+/* Opening                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Reads an llm.c token file whose header is already in `hdr`; `f` is just
- * past the header. */
-static mt_status read_token_file(const char *path, FILE *f, int64_t size,
-                                 const int32_t *hdr, mt_dataset *ds) {
-    if (size < HEADER_BYTES)
-        return mt_fail(MT_EFORMAT, "token file '%s' is truncated: it holds %lld bytes, "
-                       "less than the %lld-byte llm.c header", path, (long long)size,
-                       (long long)HEADER_BYTES);
-    if (hdr[1] != TOKENS_VERSION)
-        return mt_fail(MT_EFORMAT, "token file '%s' has version %d, expected %d "
-                       "(uint16 GPT-2 tokens)%s", path, hdr[1], TOKENS_VERSION,
-                       hdr[1] == 2 ? "; version 2 (uint32 tokens, LLaMA 3) is not supported" : "");
-    int64_t n = hdr[2];
-    int64_t held = (size - HEADER_BYTES) / 2;
-    if (n <= 0)
-        return mt_fail(MT_EFORMAT, "token file '%s' has a token count of %lld in its header; "
-                       "it must hold at least one token", path, (long long)n);
-    if (held < n)
-        return mt_fail(MT_EFORMAT, "token file '%s' is truncated: the header says %lld tokens, "
-                       "the file holds %lld", path, (long long)n, (long long)held);
-    if (size != HEADER_BYTES + 2 * n)
-        return mt_fail(MT_EFORMAT, "token file '%s' has %lld bytes after its %lld tokens; "
-                       "the header's token count is wrong or the file was appended to",
-                       path, (long long)(size - HEADER_BYTES - 2 * n), (long long)n);
-
-    ds->tok = malloc((size_t)n * sizeof *ds->tok);
-    if (!ds->tok)
-        return mt_fail(MT_ENOMEM, "no memory for the %lld tokens of '%s'", (long long)n, path);
-    size_t got = fread(ds->tok, sizeof *ds->tok, (size_t)n, f);
-    if (got != (size_t)n)
-        return mt_fail(MT_EIO, "reading token file '%s': got %zu of %lld tokens (%s)", path,
-                       got, (long long)n, ferror(f) ? strerror(errno) : "file shrank while reading");
-    ds->n = n;
-    int maxtok = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (ds->tok[i] > maxtok) maxtok = ds->tok[i];
-    ds->vocab = maxtok + 1;
+/* Appends tokens [first, first+count) of file f to split sp (nothing when
+ * count is 0). */
+static mt_status add_segment(mt_dataset *ds, int sp, int f, int64_t first, int64_t count) {
+    if (count <= 0) return MT_OK;
+    split_t *s = &ds->split[sp];
+    segment *g = realloc(s->seg, (size_t)(s->n_seg + 1) * sizeof *g);
+    if (!g) return mt_fail(MT_ENOMEM, "no memory for the dataset's segments");
+    s->seg = g;
+    g[s->n_seg++] = (segment){.file = f, .first = first, .count = count, .start = s->n};
+    s->n += count;
     return MT_OK;
 }
 
-/* Reads the whole of `f` as bytes; `head` holds its first `n_head` bytes,
- * already consumed while sniffing for the llm.c magic. */
-static mt_status read_text_file(const char *path, FILE *f, int64_t size,
-                                const unsigned char *head, size_t n_head, mt_dataset *ds) {
-    ds->tok = malloc((size_t)size * sizeof *ds->tok);
-    if (!ds->tok)
-        return mt_fail(MT_ENOMEM, "no memory for the %lld bytes of '%s'", (long long)size, path);
-    int64_t n = 0;
-    for (size_t i = 0; i < n_head; i++) ds->tok[n++] = head[i];
-    unsigned char buf[1 << 14];
-    while (n < size) {
-        size_t want = (size_t)(size - n) < sizeof buf ? (size_t)(size - n) : sizeof buf;
-        size_t got = fread(buf, 1, want, f);
-        if (got == 0) break;
-        for (size_t i = 0; i < got; i++) ds->tok[n++] = buf[i];
+/* Opens every file of the dataset into ds->files (n of them) and, unless the
+ * vocabulary was given (ds->bounded), takes it from their tokens. */
+static mt_status open_files(mt_dataset *ds, char *const *paths, int n, bool shard) {
+    ds->files = calloc((size_t)n, sizeof *ds->files);
+    if (!ds->files) return mt_fail(MT_ENOMEM, "no memory for the dataset's %d files", n);
+    for (int i = 0; i < n; i++) {
+        mt_status s = mt__tokfile_open(paths[i], shard, &ds->files[i]);
+        if (s != MT_OK) {
+            mt__tokfile_close(&ds->files[i]);   /* what it holds of a file it refused */
+            return s;
+        }
+        ds->n_files++;
+        if (ds->bounded && ds->files[i].width != 1) continue;   /* text costs no scan */
+        int v;
+        if ((s = mt__tokfile_vocab(&ds->files[i], &v)) != MT_OK) return s;
+        if (v > ds->vocab) ds->vocab = v;
     }
-    if (n != size)
-        return mt_fail(MT_EIO, "reading text file '%s': got %lld of %lld bytes (%s)", path,
-                       (long long)n, (long long)size,
-                       ferror(f) ? strerror(errno) : "file shrank while reading");
-    ds->n = n;
-    ds->vocab = MT_BYTE_VOCAB;
     return MT_OK;
+}
+
+static mt_status open_one(mt_dataset *ds, const char *path, double val_frac) {
+    char *paths[1] = {(char *)path};
+    mt_status s = open_files(ds, paths, 1, false);
+    if (s != MT_OK) return s;
+    int64_t n = ds->files[0].n;
+    int64_t n_val = (int64_t)floor((double)n * val_frac);
+    if (n_val > n - 1) n_val = n - 1;   /* rounding near val_frac = 1 */
+    if ((s = add_segment(ds, 0, 0, 0, n - n_val)) != MT_OK) return s;
+    return add_segment(ds, 1, 0, n - n_val, n_val);
+}
+
+static mt_status open_shards(mt_dataset *ds, const char *path) {
+    mt__shard_list l;
+    mt_status s = mt__shard_list_make(path, &l);
+    if (s != MT_OK) return s;
+    int n = l.n[0] + l.n[1];
+    char **paths = malloc((size_t)n * sizeof *paths);
+    if (!paths) {
+        mt__shard_list_free(&l);
+        return mt_fail(MT_ENOMEM, "no memory for the list of shards");
+    }
+    memcpy(paths, l.path[0], (size_t)l.n[0] * sizeof *paths);
+    if (l.n[1]) memcpy(paths + l.n[0], l.path[1], (size_t)l.n[1] * sizeof *paths);
+    s = open_files(ds, paths, n, true);
+    for (int i = 0; s == MT_OK && i < n; i++)
+        s = add_segment(ds, i < l.n[0] ? 0 : 1, i, 0, ds->files[i].n);
+    free(paths);
+    mt__shard_list_free(&l);
+    return s;
 }
 
 mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out) {
+    return mt_dataset_open_bounded(path, val_frac, 0, out);
+}
+
+mt_status mt_dataset_open_bounded(const char *path, double val_frac, int vocab,
+                                  mt_dataset **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_dataset_open: out is NULL");
     *out = NULL;
     if (!path) return mt_fail(MT_EINVAL, "mt_dataset_open: path is NULL");
     if (!(val_frac >= 0.0 && val_frac < 1.0))   /* also rejects NaN */
         return mt_fail(MT_EINVAL, "val_frac %g for dataset '%s' is outside [0, 1); "
                        "give the fraction of tokens to hold out, e.g. 0.1", val_frac, path);
-
-    /* opened without blocking: a FIFO is refused, not waited on */
-    FILE *f;
-    int64_t size = 0;
-    mt_status s = mt_input_open(path, "dataset", 0, &f, &size);
-    if (s != MT_OK) return s;
-    if (size == 0) {
-        fclose(f);
-        return mt_fail(MT_EFORMAT, "dataset '%s' is empty; give a text file or an llm.c "
-                       "token file with at least one token", path);
-    }
-
+    if (vocab < 0)
+        return mt_fail(MT_EINVAL, "vocabulary %d for dataset '%s' is negative; give the "
+                       "model's vocabulary, or 0 to take it from the tokens", vocab, path);
     mt_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) {
-        fclose(f);
-        return mt_fail(MT_ENOMEM, "no memory for dataset '%s'", path);
-    }
-
-    /* Sniff: a file that starts with the llm.c magic is a token file. */
-    int32_t hdr[HEADER_INTS] = {0};
-    size_t n_head = fread(hdr, 1, size < HEADER_BYTES ? (size_t)size : (size_t)HEADER_BYTES, f);
-    if (n_head >= sizeof(int32_t) && hdr[0] == TOKENS_MAGIC)
-        s = read_token_file(path, f, size, hdr, ds);
-    else
-        s = read_text_file(path, f, size, (const unsigned char *)hdr, n_head, ds);
-    fclose(f);
+    if (!ds) return mt_fail(MT_ENOMEM, "no memory for dataset '%s'", path);
+    ds->vocab = vocab;
+    ds->bounded = vocab > 0;
+    mt_status s = mt_dataset_is_sharded(path) ? open_shards(ds, path)
+                                              : open_one(ds, path, val_frac);
+    if (s == MT_OK) s = mt__tokmap_create(ds->files, ds->n_files, &ds->map);
     if (s != MT_OK) {
         mt_dataset_free(ds);
         return s;
     }
-
-    int64_t n_val = (int64_t)floor((double)ds->n * val_frac);
-    if (n_val > ds->n - 1) n_val = ds->n - 1;   /* rounding near val_frac = 1 */
-    ds->n_train = ds->n - n_val;
     *out = ds;
     return MT_OK;
 }
 
 void mt_dataset_free(mt_dataset *ds) {
     if (!ds) return;
-    free(ds->tok);
+    mt__tokmap_free(ds->map);
+    for (int i = 0; i < ds->n_files; i++) mt__tokfile_close(&ds->files[i]);
+    free(ds->files);
+    free(ds->split[0].seg);
+    free(ds->split[1].seg);
     free(ds);
 }
 
 int64_t mt_dataset_tokens(const mt_dataset *ds, int split) {
-    if (!ds) return 0;
-    if (split == 0) return ds->n_train;
-    if (split == 1) return ds->n - ds->n_train;
-    return 0;
+    if (!ds || split < 0 || split > 1) return 0;
+    return ds->split[split].n;
 }
 
 int mt_dataset_vocab(const mt_dataset *ds) { return ds ? ds->vocab : 0; }
+
+int mt_dataset_files(const mt_dataset *ds, int split) {
+    if (!ds || split < 0 || split > 1) return 0;
+    return ds->split[split].n_seg;
+}
+
+int mt__dataset_mapped(const mt_dataset *ds) { return ds ? mt__tokmap_mapped(ds->map) : 0; }
 
 /* ------------------------------------------------------------------------ */
 /* Batches                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Tokens [first, first+k) of g's file, read into x (k), are all inside the
+ * vocabulary the dataset was opened with. */
+static mt_status check_tokens(const mt_dataset *ds, const segment *g, int64_t first, int64_t k,
+                              const int32_t *x) {
+    for (int64_t i = 0; i < k; i++)
+        if (x[i] >= ds->vocab)
+            return mt_fail(MT_EFORMAT, "token %lld of '%s' is id %d, outside the model's "
+                           "vocabulary of %d (ids 0..%d): the data was encoded with a larger "
+                           "vocabulary; raise V (--vocab) to hold it, or leave it 0 to take it "
+                           "from the data", (long long)(first + i), ds->files[g->file].path,
+                           (int)x[i], ds->vocab, ds->vocab - 1);
+    return MT_OK;
+}
+
+/* out (n) = tokens [at, at+n) of split s, across its segments. */
+static mt_status read_split(const mt_dataset *ds, const split_t *s, int64_t at, int64_t n,
+                            int32_t *out) {
+    int lo = 0, hi = s->n_seg - 1;   /* the segment holding `at` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (s->seg[mid].start <= at) lo = mid;
+        else hi = mid - 1;
+    }
+    for (int i = lo; n > 0 && i < s->n_seg; i++) {
+        const segment *g = &s->seg[i];
+        int64_t off = at - g->start;
+        int64_t k = g->count - off < n ? g->count - off : n;
+        mt_status st = mt__tokmap_read(ds->map, g->file, g->first + off, k, out);
+        if (st != MT_OK) return st;
+        if (ds->bounded && (st = check_tokens(ds, g, g->first + off, k, out)) != MT_OK)
+            return st;
+        at += k;
+        out += k;
+        n -= k;
+    }
+    return MT_OK;
+}
+
 /* Window b of the batch starts at p; a window never straddles the end of the
  * split (it restarts at 0 instead), so every target is the token that really
- * follows its input. A split shorter than T+1 cannot hold one window: callers
- * should check mt_dataset_tokens first; here it gives the split padded with
- * token 0 and target -1 (skipped by the loss) rather than reading past it. */
-void mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B, int T,
-                      int32_t *tokens, int32_t *targets) {
-    if (B <= 0 || T <= 0 || !tokens || !targets) return;
-    const uint16_t *base = NULL;
-    int64_t len = 0;
-    if (ds && split == 0) { base = ds->tok; len = ds->n_train; }
-    if (ds && split == 1) { base = ds->tok + ds->n_train; len = ds->n - ds->n_train; }
+ * follows its input; it does cross from one shard into the next. A split
+ * shorter than T+1 cannot hold one window: callers should check
+ * mt_dataset_tokens first; here it gives the split padded with token 0 and
+ * target -1 (skipped by the loss) rather than reading past it. */
+mt_status mt_dataset_rows(const mt_dataset *ds, int split, int64_t *pos, int B, int T, int row0,
+                          int rows, int32_t *tokens, int32_t *targets) {
+    if (B <= 0 || T <= 0 || !tokens || !targets || row0 < 0 || rows < 0 || row0 > B - rows)
+        return mt_fail(MT_EINVAL, "mt_dataset_rows: rows [%d, %d) of a batch B=%d T=%d (or NULL "
+                       "buffers); give 0 <= row0 <= row0+rows <= B and positive B, T", row0,
+                       row0 + rows, B, T);
+    const split_t *s = ds && (split == 0 || split == 1) ? &ds->split[split] : NULL;
+    int64_t len = s ? s->n : 0;
     int64_t p = pos ? *pos : 0;
+    mt_status st = MT_OK;
 
     if (len < (int64_t)T + 1) {
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                tokens[(int64_t)b * T + t] = t < len ? base[t] : 0;
-                targets[(int64_t)b * T + t] = t + 1 < len ? base[t + 1] : -1;
-            }
-        if (pos) *pos = 0;
-        return;
+        for (int r = 0; r < rows && st == MT_OK; r++) {
+            int32_t *x = tokens + (int64_t)r * T, *y = targets + (int64_t)r * T;
+            for (int t = 0; t < T; t++) x[t] = 0;
+            if (len > 0) st = read_split(ds, s, 0, len, x);
+            for (int t = 0; t < T; t++) y[t] = t + 1 < len ? x[t + 1] : -1;
+        }
+        if (pos && st == MT_OK) *pos = 0;
+        return st;
     }
-    for (int b = 0; b < B; b++) {
+    for (int b = 0; b < B && st == MT_OK; b++) {
         if (p < 0 || p + T + 1 > len) p = 0;
-        const uint16_t *w = base + p;   /* (T+1) */
-        for (int t = 0; t < T; t++) {
-            tokens[(int64_t)b * T + t] = w[t];
-            targets[(int64_t)b * T + t] = w[t + 1];
+        if (b >= row0 && b < row0 + rows) {
+            /* (T+1) tokens from p: the inputs, and the targets one on */
+            int32_t *x = tokens + (int64_t)(b - row0) * T, *y = targets + (int64_t)(b - row0) * T;
+            st = read_split(ds, s, p, T, x);
+            if (st == MT_OK) st = read_split(ds, s, p + T, 1, y + T - 1);
+            memmove(y, x + 1, (size_t)(T - 1) * sizeof *y);
         }
         p += T;
     }
-    if (pos) *pos = p;
+    if (pos && st == MT_OK) *pos = p;
+    return st;
+}
+
+mt_status mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B, int T,
+                           int32_t *tokens, int32_t *targets) {
+    return mt_dataset_rows(ds, split, pos, B, T, 0, B, tokens, targets);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -225,7 +280,7 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n) {
     mt__save sv;
     mt_status s = mt__save_begin(path, "token file", NULL, &sv);
     if (s != MT_OK) return s;
-    int32_t hdr[HEADER_INTS] = {TOKENS_MAGIC, TOKENS_VERSION, (int32_t)n};
+    int32_t hdr[MT__TOKENS_HEADER_INTS] = {MT__TOKENS_MAGIC, MT__TOKENS_VERSION, (int32_t)n};
     bool ok = fwrite(hdr, sizeof hdr, 1, sv.f) == 1;
     uint16_t buf[8192];
     for (int64_t i = 0; ok && i < n; i += 8192) {

@@ -80,4 +80,63 @@ mt_status mt__weights_read(FILE *f, mt_tensor *t, int64_t n, const char *what,
 mt_status mt__weights_save_end(mt__save *sv, mt_status s, int err, const char *what,
                                const char *path);
 
+/* ------------------------------------------------------------------------ */
+/* Datasets' files (token_files.c, shards.c: dataset.c reads through them)   */
+/* ------------------------------------------------------------------------ */
+
+/* llm.c's token files: a header of 256 int32 (magic, version, token
+ * count), then uint16 tokens, little-endian. */
+#define MT__TOKENS_MAGIC        20240520
+#define MT__TOKENS_VERSION      1
+#define MT__TOKENS_HEADER_INTS  256
+
+/* A file tokens are read from, checked at open and held open until
+ * closed. */
+typedef struct {
+    char    *path;
+    int      fd;       /* read-only, close-on-exec */
+    int64_t  size;     /* bytes, as opened: a file that changes size is refused on read */
+    int64_t  header;   /* bytes before token 0: 1024 (llm.c), 0 (text) */
+    int      width;    /* bytes a token: 2 (llm.c uint16), 1 (text: token = byte) */
+    int64_t  n;        /* tokens */
+} mt__tokfile;
+
+/* Opens `path` as an llm.c token file, checking its header against its
+ * size (MT_EFORMAT naming the file: short, bad version, a count that is not
+ * the file's), or, unless `shard`, as text. A shard must be a token file.
+ * MT_EIO as mt_input_open (missing, not a regular file). */
+mt_status mt__tokfile_open(const char *path, bool shard, mt__tokfile *tf);
+void      mt__tokfile_close(mt__tokfile *tf);
+/* The vocabulary tf's tokens need (max + 1; 256 for text), read with pread
+ * in 1 MiB chunks (the pages are never mapped into the process). */
+mt_status mt__tokfile_vocab(const mt__tokfile *tf, int *vocab);
+
+/* The bounded window of mappings over a set of token files (the caller
+ * keeps `files` alive). Safe to read from many threads at once. */
+typedef struct mt__tokmap mt__tokmap;
+mt_status mt__tokmap_create(const mt__tokfile *files, int n_files, mt__tokmap **out);
+void      mt__tokmap_free(mt__tokmap *m);
+/* out (n) = tokens [first, first+n) of file f (first + n <= its n), through
+ * the mapping window (pread where a block cannot be mapped). MT_EIO naming
+ * the file when it cannot be read or has changed size since it was opened. */
+mt_status mt__tokmap_read(mt__tokmap *m, int f, int64_t first, int64_t n, int32_t *out);
+/* Blocks mapped now (for tests: the window stays bounded). */
+int       mt__tokmap_mapped(mt__tokmap *m);
+
+/* The shards a directory or glob names (shards.c), split 0 train and 1 val,
+ * each in name order. */
+typedef struct {
+    char **path[2];
+    int    n[2];
+} mt__shard_list;
+/* Lists the *_train_*.bin and *_val_*.bin of directory `path` (other files
+ * are skipped), or the matches of glob `path` (one that is neither:
+ * MT_EINVAL naming it). MT_EIO when nothing matches or there is no train
+ * shard. */
+mt_status mt__shard_list_make(const char *path, mt__shard_list *l);
+void      mt__shard_list_free(mt__shard_list *l);
+
+/* Blocks of ds's files mapped now (for tests: the window stays bounded). */
+int       mt__dataset_mapped(const mt_dataset *ds);
+
 #endif /* MT_IO_IMPL_H */

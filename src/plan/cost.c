@@ -155,6 +155,20 @@ double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, 
     return t > lat ? t : lat;
 }
 
+bool mt__plan_copies_on_cores(const mt__plan_map *map, mt_axes axes) {
+    group_cost gc;
+    if (!map || !map->hw || !group_of(map, axes, true, &gc) || gc.X <= 1) return false;
+    const mt_hardware *hw = map->hw;
+    long prev = 1;
+    for (int i = 0; i < hw->n_levels; i++) {
+        long gi = 1;
+        for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
+        if (gi > prev && hw->levels[i].kind != MT_LINK_THREADS) return false;
+        prev = gi;
+    }
+    return true;
+}
+
 /* ---- ops and intensities -------------------------------------------------- */
 
 double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype) {
@@ -163,14 +177,19 @@ double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype) {
 }
 
 double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw_dtype dtype,
-                           double flops, double bytes) {
+                           double flops, double bytes, bool *flop_bound) {
     double tb = bytes / (hw->hbm_bandwidth * hw->hbm_fraction);
     double tf = 0;
     if (cls == MT__PN_MATMUL)
         tf = flops / (mt__plan_matmul_peak(hw, dtype) * hw->gemm_fraction);
     else if (hw->peak_flops[MT_HW_FP32] > 0)
         tf = flops / hw->peak_flops[MT_HW_FP32];
+    if (flop_bound) *flop_bound = tf > 0 && tf >= tb;
     return tf > tb ? tf : tb;
+}
+
+mt_hw_dtype mt__plan_dtype_of(mt_precision precision) {
+    return precision == MT_PRECISION_BF16 ? MT_HW_BF16 : MT_HW_FP32;
 }
 
 double mt__plan_chip_intensity(const mt_hardware *hw, mt_hw_dtype dtype) {

@@ -92,6 +92,13 @@ mt_status mt__plan_map_make(const mt_hardware *hw, const mt_mesh *mesh, mt__plan
 double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, mt_axes axes,
                                    double bytes);
 
+/* Whether a collective over `axes` moves its bytes on the devices' own
+ * cores: every level the group crosses is MT_LINK_THREADS (the threads
+ * transport copies through shared memory on the threads of the devices that
+ * wait on it, comm/threads.c: no engine moves them meanwhile), so it cannot
+ * run under the compute; false for a group of one or bad axes. */
+bool mt__plan_copies_on_cores(const mt__plan_map *map, mt_axes axes);
+
 /* The peak FLOP/s a matrix product of `dtype` runs at on hw's chip: its
  * own, or, where the file gives none (fp32 or tf32 on a TPU, fp8 on an
  * A100), the bf16 matrix units' (a TPU's fp32 products at XLA's default
@@ -107,9 +114,13 @@ double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype);
  * not: its element-wise ops are costed by their bytes alone, the book's
  * v5p VPU being memory-bound above 3 FLOPs a byte). A collective node
  * (MT__PN_COLLECTIVE) is costed here by its local work only, as the
- * rest. */
+ * rest. *flop_bound (may be NULL) says whether the FLOPs term won. The step
+ * model, the report's roofline and the search all cost ops here. */
 double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw_dtype dtype,
-                           double flops, double bytes);
+                           double flops, double bytes, bool *flop_bound);
+
+/* The element type a run's matrix products use: bf16 or fp32. */
+mt_hw_dtype mt__plan_dtype_of(mt_precision precision);
 
 /* The chip's critical intensity (the book's, PLANNER.md 2.2): FLOPs a
  * byte of HBM traffic at which a matrix product of `dtype` is as much

@@ -20,7 +20,7 @@
 #include "plan/memory.h"
 #include "plan/search_impl.h"
 #include "plan/step.h"
-#include "plan/timing.h"
+#include "plan/cost.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
  *   hardware*.c, json.c  the hardware descriptions (plan.h)
  *   program.c            one device's partitioned program, compiled on the
  *                        shape-only backend, summarised as mt__plan_program
- *   timing.c             the roofline of one op and the time of one
- *                        collective on a system's mesh levels (timing.h)
+ *   cost.c, cost_map.c   the roofline of one op and the time of one
+ *                        collective on a system's mesh levels (cost.h)
  *   step.c, step_phase.c a step's time from its chunks' programs: two
  *                        streams a phase, accumulation, pipelines (step.h)
  *   memory.c, memory_forms.c  bytes per device under a convention

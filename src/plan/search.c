@@ -192,13 +192,20 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     return MT_OK;
 }
 
-/* One search on `chips` chips into *rep. */
-static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_report *rep) {
+/* One search on `chips` chips into *rep, with the programs of `cache` (a
+ * search state holding only its cache: what earlier counts built, which
+ * depends on the layout and the request, not on the chips), which it keeps
+ * there with the ones it builds. */
+static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_report *rep,
+                              mt__plan_search *cache) {
     search_state ss;
     mt__plan_search *s = &ss.base;
     memset(&ss.notes, 0, sizeof ss.notes);
     mt_status st = start(s, r, chips);
     if (st != MT_OK) return st;
+    s->cache = cache->cache, s->n_cache = cache->n_cache, s->cap_cache = cache->cap_cache;
+    s->slots = cache->slots, s->n_slots = cache->n_slots;
+    s->n_built = cache->n_built;
     memset(rep, 0, sizeof *rep);
     s->rep = rep;
     rep->chips = chips;
@@ -208,7 +215,9 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     rep->flops_per_token = s->flops_per_token;
     if (st == MT_OK) st = mt__plan_each_layout(s, visit);
     rep->n_programs = s->n_built;
-    mt__plan_cache_free(s);
+    cache->cache = s->cache, cache->n_cache = s->n_cache, cache->cap_cache = s->cap_cache;
+    cache->slots = s->slots, cache->n_slots = s->n_slots;
+    cache->n_built = s->n_built;
     if (st != MT_OK) {
         mt_plan_report_free(rep);
         return st;
@@ -245,8 +254,10 @@ mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     mt_status st;
+    mt__plan_search cache;   /* the programs, kept across the counts --min-chips tries */
+    memset(&cache, 0, sizeof cache);
     if (!req->min_chips) {
-        st = search_chips(req, req->chips, out);
+        st = search_chips(req, req->chips, out, &cache);
     } else {
         if (req->mesh)
             return mt_fail(MT_EINVAL, "plan: --min-chips searches the chip count; leave out "
@@ -255,7 +266,7 @@ mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
         st = MT_OK;
         for (int c = 1; c <= max; c++) {
             if (!smooth(c)) continue;
-            st = search_chips(req, c, out);
+            st = search_chips(req, c, out, &cache);
             if (st != MT_OK || out->n_feasible > 0) break;
             /* no count below the model states' bytes over the chips' memory
                fits: 16 bytes a parameter (meshtrain's fp32 weights, gradients
@@ -266,6 +277,7 @@ mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
             if (least - 1 > c) c = least > max ? max : (int)least - 1;
         }
     }
+    mt__plan_cache_free(&cache);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return st;

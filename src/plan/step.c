@@ -82,7 +82,8 @@ static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems)
     double per = in->optim_bytes > 0 ? in->optim_bytes
                  : MT__PLAN_ADAMW_BYTES +
                        (in->precision == MT_PRECISION_BF16 ? MT__PLAN_BF16_CAST_BYTES : 0);
-    return mt__plan_op_time(in->hw, in->precision, false, 0, per * stored_elems, NULL);
+    return mt__plan_op_seconds(in->hw, MT__PN_VECTOR, mt__plan_dtype_of(in->precision), 0,
+                               per * stored_elems, NULL);
 }
 
 /* The pipeline: the schedule on the chunks' F, B, W; the accounting device

@@ -6,7 +6,7 @@
  * The model, as meshtrain runs a step (graph/exec.c, train/trainer.c,
  * train/pipe.c, pipeline/executor.c):
  *
- *   - Every compute node is on the roofline (timing.c's mt__plan_op_time),
+ *   - Every compute node is on the roofline (cost.c's mt__plan_op_seconds, as the report's),
  *     every collective on the mesh levels it crosses (cost.h's
  *     mt__plan_collective_seconds on the layout's map).
  *   - Two streams a phase (F, B, W each run on their own: exec.c leaves
@@ -30,7 +30,11 @@
  *         the roofline after it), unless it is a collective matmul's ring
  *         (overlapped): max(its products, the ring).
  *     A blocking collective does not queue behind the communication stream
- *     (the tensor axis's links are not the data axis's).
+ *     (the tensor axis's links are not the data axis's). On a threads host
+ *     (every level a collective crosses MT_LINK_THREADS, cost.h's
+ *     mt__plan_copies_on_cores) nothing is deferred: the threads transport
+ *     moves the bytes on the waiting devices' own threads, so every
+ *     collective, a collective matmul's ring too, blocks the compute stream.
  *   - Gradient accumulation without a pipe axis: the microbatches run F, B,
  *     W one after another, each W reducing its gradients (the trainer's
  *     loop); or, MT__PLAN_REDUCE_ONCE, whole gradients are all-reduced once,
@@ -52,7 +56,7 @@
 #define MT_PLAN_STEP_H
 
 #include "plan/plan_impl.h"
-#include "plan/timing.h"
+#include "plan/cost.h"
 #include "meshtrain/pipeline.h"
 
 /* Gradient reductions in flight at once (graph/plan.c's MT_DEFER_WINDOW). */

@@ -87,8 +87,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
         if (n->cls != MT__PN_COLLECTIVE) {
             wait_until(&cs, &t, due, out);
             bool fb = false;
-            double c = mt__plan_op_time(hw, precision, n->cls == MT__PN_MATMUL, n->flops,
-                                        n->bytes, &fb);
+            double c = mt__plan_op_seconds(hw, n->cls, mt__plan_dtype_of(precision), n->flops,
+                                           n->bytes, &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += c;
             out->flops += n->flops;
             t += c;
@@ -101,17 +101,20 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             break;
         }
         double c = mt__plan_collective_seconds(map, n->kind, n->axes, n->comm_bytes);
-        if (n->grad_reduce && !n->overlapped) {
-            if (skip_whole && n->kind == MT__PC_ALL_REDUCE) {
-                out->skipped[k] += c;
-                continue;
-            }
+        /* copies on the devices' own cores (a threads host) run on the
+           compute stream whatever the schedule defers: blocking, below */
+        bool on_cores = mt__plan_copies_on_cores(map, n->axes);
+        if (n->grad_reduce && !n->overlapped && skip_whole && n->kind == MT__PC_ALL_REDUCE) {
+            out->skipped[k] += c;
+            continue;
+        }
+        if (n->grad_reduce && !n->overlapped && !on_cores) {
             out->coll[k] += c;
             /* the window: the oldest must be done before another is issued */
             if (n_red >= MT__PLAN_DEFER_WINDOW)
                 wait_until(&cs, &t, cs.end[window[n_red % MT__PLAN_DEFER_WINDOW]], out);
             window[n_red++ % MT__PLAN_DEFER_WINDOW] = issue(&cs, t, c, k);
-        } else if (n->param_gather && !n->overlapped) {
+        } else if (n->param_gather && !n->overlapped && !on_cores) {
             out->coll[k] += c;
             /* one parameter ahead: the previous gather's readers come next */
             if (pending >= 0 && cs.end[pending] > due) due = cs.end[pending];
@@ -121,17 +124,21 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                 pending = -1;
             }
         } else if (n->overlapped) {
-            /* a collective matmul: its ring under its own products */
+            /* a collective matmul */
             bool fb = false;
-            double own = mt__plan_op_time(hw, precision, true, n->flops, n->bytes, &fb);
+            double own = mt__plan_op_seconds(hw, MT__PN_MATMUL, mt__plan_dtype_of(precision),
+                                             n->flops, n->bytes, &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += own;
             out->flops += n->flops;
             out->coll[k] += c;
-            if (c > own) out->exposed[k] += c - own;
-            t += c > own ? c : own;
+            /* its ring under its products, or after them on a threads host */
+            double hidden = on_cores ? 0 : (c < own ? c : own);
+            out->exposed[k] += c - hidden;
+            t += own + c - hidden;
         } else {
             /* blocking: the compute stream waits for it (it reads
-               activations, not the gather due next) */
+               activations, not the gather due next; or its copies take
+               the device's own cores) */
             out->coll[k] += c;
             out->exposed[k] += c;
             t += c;
@@ -140,7 +147,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                bytes are the collective's */
             if (n->flops > 0) {
                 bool fb = false;
-                double own = mt__plan_op_time(hw, precision, false, n->flops, n->bytes, &fb);
+                double own = mt__plan_op_seconds(hw, MT__PN_VECTOR, mt__plan_dtype_of(precision),
+                                                 n->flops, n->bytes, &fb);
                 *(fb ? &out->flop_bound : &out->memory_bound) += own;
                 out->flops += n->flops;
                 t += own;

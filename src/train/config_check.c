@@ -48,6 +48,10 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
     if (c->grad_reduce != MT_PRECISION_FP32 && c->grad_reduce != MT_PRECISION_BF16)
         return mt_fail(MT_EINVAL, "grad_reduce %d: use MT_PRECISION_FP32 or MT_PRECISION_BF16",
                        (int)c->grad_reduce);
+    if (!(c->bucket_mb >= 0 && c->bucket_mb <= 1048576))   /* also NaN */
+        return mt_fail(MT_EINVAL, "bucket_mb %g: give the gradient buckets' size in MiB, "
+                       "0 to 1048576 (0: one all-reduce per gradient; PyTorch DDP's 25)",
+                       c->bucket_mb);
     mt_status ps = mt_precision_check(c->precision);
     if (ps != MT_OK) return ps;
     if (c->trace_steps < 0)

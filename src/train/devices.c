@@ -4,9 +4,9 @@
  * MPI rank each). Each device holds its part of the run (mt__train_dev): the
  * model built as the global program, sharded as the strategies' presets say
  * (presets.c), partitioned (partition.h) and compiled (build.c); its
- * optimizer; and a buffer for the global microbatch, of which it keeps its
- * slice, written into its inputs through their graph's backend
- * (graph/tensor_data.h).
+ * optimizer; and a buffer for its rows of the global microbatch (the only
+ * ones it makes or reads), written into its inputs through their graph's
+ * backend (graph/tensor_data.h).
  */
 #include "graph/tensor_data.h"
 #include "train/train_impl.h"
@@ -20,18 +20,23 @@
 /* ======================================================================== */
 
 /* Fills one microbatch of `split` at *pos into a device's inputs and
- * advances *pos. On a mesh every device makes the global microbatch and
- * keeps its slice of the rows: its block in the group over the batch axes. */
+ * advances *pos. On a mesh every device makes (and reads the data of) only
+ * its slice of the global microbatch's rows: its block in the group over the
+ * batch axes. */
 mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
                                int64_t *pos, mt_tensor *in, mt_tensor *target) {
-    tr->m->fill_batch(&tr->cfg, tr->ds, split, pos, d->stage_in, d->stage_target);
-    int r = ctx ? mt_axis_index(ctx, mt__batch_axes(mt_ctx_mesh(ctx))) : 0;
-    int64_t n_in = mt_tensor_numel(in), n_t = mt_tensor_numel(target);
-    size_t nb_in = (size_t)n_in * mt_dtype_size(mt_tensor_dtype(in));
-    size_t nb_t = (size_t)n_t * mt_dtype_size(mt_tensor_dtype(target));
-    mt_status s = mt_tensor_write(in, (char *)d->stage_in + (size_t)r * nb_in, 0, n_in);
-    if (s == MT_OK)
-        s = mt_tensor_write(target, (char *)d->stage_target + (size_t)r * nb_t, 0, n_t);
+    const mt_train_config *c = &tr->cfg;
+    int parts = 1, r = 0;
+    if (ctx) {
+        mt_axes batch = mt__batch_axes(mt_ctx_mesh(ctx));
+        parts = mt_axis_size(ctx, batch);
+        r = mt_axis_index(ctx, batch);
+    }
+    int rows = c->B / parts;
+    mt_status s = tr->m->fill_batch(c, tr->ds, split, pos, r * rows, rows, d->stage_in,
+                                    d->stage_target);
+    if (s == MT_OK) s = mt_tensor_write(in, d->stage_in, 0, mt_tensor_numel(in));
+    if (s == MT_OK) s = mt_tensor_write(target, d->stage_target, 0, mt_tensor_numel(target));
     return s;
 }
 
@@ -79,12 +84,11 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
     mt_status s = mt__train_make_graph(tr->m, c, ctx, scale, false, &d->g, &d->in, &d->target);
     if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
     if (s == MT_OK) {
-        /* the global microbatch: the local inputs times the batch split */
-        int parts = ctx ? mt_axis_size(ctx, mt__batch_axes(mt_ctx_mesh(ctx))) : 1;
-        d->stage_in = malloc((size_t)parts * (size_t)mt_tensor_numel(d->in) * 4);
-        d->stage_target = malloc((size_t)parts * (size_t)mt_tensor_numel(d->target) * 4);
+        /* the device's rows of the global microbatch (the eval graph's are as many) */
+        d->stage_in = malloc((size_t)mt_tensor_numel(d->in) * 4);
+        d->stage_target = malloc((size_t)mt_tensor_numel(d->target) * 4);
         if (!d->stage_in || !d->stage_target)
-            s = mt_fail(MT_ENOMEM, "out of memory for the global microbatch");
+            s = mt_fail(MT_ENOMEM, "out of memory for the device's rows of the microbatch");
     }
     return s;
 }

@@ -1,7 +1,8 @@
 /*
  * model_data.c — what the models trained on a token dataset check of it
  * (train_impl.h: mt__train_data_fits), below their table entries
- * (model_table.c, model_llama.c), which both call it.
+ * (model_table.c, model_llama.c), which both call it, and how they cut
+ * their batches (mt__train_fill_tokens: a device reads only its rows).
  */
 #include "train/train_impl.h"
 
@@ -17,6 +18,15 @@ mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, in
                        "T+1=%d; use more data or a shorter T", c->data, (long long)n_train,
                        c->T + 1);
     return MT_OK;
+}
+
+mt_status mt__train_fill_tokens(const mt_train_config *c, const mt_dataset *ds, int split,
+                                int64_t *pos, int row0, int rows, void *in, void *target) {
+    return mt_dataset_rows(ds, split, pos, c->B, c->T, row0, rows, in, target);
+}
+
+int mt__train_scan_vocab(const mt_train_config *c, int V) {
+    return c->data && mt_dataset_is_sharded(c->data) ? V : 0;
 }
 
 mt_status mt__train_needs_data(const mt_train_config *c, const char *who) {

@@ -114,7 +114,9 @@ mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_llama_config *m = mc;
     mt_status s;
     if (c->llmc_in && (s = mt__llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
-    if ((s = mt_dataset_open(c->data, c->val_frac, ds)) != MT_OK) return s;
+    if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, m->vocab),
+                                     ds)) != MT_OK)
+        return s;
     int data_vocab = mt_dataset_vocab(*ds);
     if (m->vocab == 0) m->vocab = data_vocab;
     m->ffn_dim = mt_llama_ffn_dim(m);
@@ -183,11 +185,6 @@ mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt
                                  float scale) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_build_stage(g, &m, st, c->B, c->T, scale);
-}
-
-void mt__llama_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                          int64_t *pos, void *in, void *target) {
-    mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
 int mt__llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers; }

@@ -56,7 +56,9 @@ static mt_status gpt_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_gpt_config *g = mc;
     mt_status s;
     if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, g)) != MT_OK) return s;
-    if ((s = mt_dataset_open(c->data, c->val_frac, ds)) != MT_OK) return s;
+    if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, g->V), ds)) !=
+        MT_OK)
+        return s;
     int data_vocab = mt_dataset_vocab(*ds);
     if (g->V == 0) g->V = data_vocab;
     if (g->Vp == 0) g->Vp = gpt_padded(g->V);
@@ -111,11 +113,6 @@ static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const m
                                   float scale) {
     mt_gpt_config m = gpt_built(c);
     return mt_gpt_build_stage(g, &m, st, c->B, c->T, scale);
-}
-
-static void gpt_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                           int64_t *pos, void *in, void *target) {
-    mt_dataset_batch(ds, split, pos, c->B, c->T, in, target);
 }
 
 /* Sets `sh` on the parameter `name`, if g holds it: a pipeline stage holds
@@ -222,14 +219,15 @@ static mt_tensor *mlp_build(const mt_train_config *c, mt_graph *g, float scale) 
 }
 
 /* x (B,MT_MLP_DATA_IN), targets (B,MT_MLP_DATA_OUT) */
-static void mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                           int64_t *pos, void *in, void *target) {
+static mt_status mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                                int64_t *pos, int row0, int rows, void *in, void *target) {
     (void)ds;
     float *x = in, *y = target;
-    for (int e = 0; e < c->B; e++)
-        mt_mlp_data(c->seed, split, (uint64_t)(*pos + e), x + (size_t)e * MT_MLP_DATA_IN,
+    for (int e = 0; e < rows; e++)
+        mt_mlp_data(c->seed, split, (uint64_t)(*pos + row0 + e), x + (size_t)e * MT_MLP_DATA_IN,
                     y + (size_t)e * MT_MLP_DATA_OUT);
     *pos += c->B;
+    return MT_OK;
 }
 
 /* Megatron's MLP: the linear layers in pairs, the first column-parallel (its
@@ -270,14 +268,15 @@ static mt_tensor *linreg_build(const mt_train_config *c, mt_graph *g, float scal
 }
 
 /* x (B,MT_LINREG_DATA_FEATURES), y (B) */
-static void linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                              int64_t *pos, void *in, void *target) {
+static mt_status linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
+                                   int64_t *pos, int row0, int rows, void *in, void *target) {
     (void)ds;
     float *x = in, *y = target;
-    for (int e = 0; e < c->B; e++)
-        y[e] = mt_linreg_data(c->seed, split, (uint64_t)(*pos + e),
+    for (int e = 0; e < rows; e++)
+        y[e] = mt_linreg_data(c->seed, split, (uint64_t)(*pos + row0 + e),
                               x + (size_t)e * MT_LINREG_DATA_FEATURES);
     *pos += c->B;
+    return MT_OK;
 }
 
 /* ======================================================================== */
@@ -322,7 +321,7 @@ static const mt__train_model MODELS[] = {
         .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
         .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",
         .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
-        .fill_batch = gpt_fill_batch, .step_flops = gpt_step_flops,
+        .fill_batch = mt__train_fill_tokens, .step_flops = gpt_step_flops,
         .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
@@ -352,7 +351,7 @@ static const mt__train_model MODELS[] = {
         .llmc_save = mt__llama_llmc_save,
         .describe = mt__llama_describe, .parse = mt__llama_parse, .logits = "logits",
         .build = mt__llama_build,
-        .fill_batch = mt__llama_fill_batch, .step_flops = mt__llama_step_flops,
+        .fill_batch = mt__train_fill_tokens, .step_flops = mt__llama_step_flops,
         .tensor_parallel = mt__llama_tensor_parallel, .tensor_check = mt__llama_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,

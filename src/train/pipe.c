@@ -254,7 +254,8 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     mt_compile_opts opts = {.seed = c->seed, .seed_from_caller = !st.last, .remat = c->remat,
                             .interleave_w = c->remat != MT_REMAT_NONE && !split_w,
                             .precision = c->precision, .grad_reduce = c->grad_reduce,
-                            .f32_activations = c->f32_activations};
+                            .f32_activations = c->f32_activations,
+                            .bucket_bytes = mt__train_bucket_bytes(c)};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
     if (s != MT_OK) {
@@ -503,9 +504,11 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     /* the step's microbatches, each the global one (a pure function of pos);
      * every device advances the position, data or not */
     d->pos = tr->data_pos;
-    for (int j = 0; j < c->accum; j++)
-        tr->m->fill_batch(c, tr->ds, 0, &d->pos, (char *)pp->step_in + (size_t)j * pp->mb_in,
-                          (char *)pp->step_target + (size_t)j * pp->mb_target);
+    for (int j = 0; j < c->accum && s == MT_OK; j++)
+        s = tr->m->fill_batch(c, tr->ds, 0, &d->pos, 0, c->B,
+                              (char *)pp->step_in + (size_t)j * pp->mb_in,
+                              (char *)pp->step_target + (size_t)j * pp->mb_target);
+    if (s != MT_OK) return s;
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
@@ -560,8 +563,8 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     double sum = 0;
     for (int i = 0; i < c->eval_batches && s == MT_OK; i++) {
         /* microbatch 0 of the step's buffers holds it */
-        tr->m->fill_batch(c, tr->ds, 1, &pos, pp->step_in, pp->step_target);
-        s = mt__pipe_forward(&pp->x, 0, &sum);
+        s = tr->m->fill_batch(c, tr->ds, 1, &pos, 0, c->B, pp->step_in, pp->step_target);
+        if (s == MT_OK) s = mt__pipe_forward(&pp->x, 0, &sum);
     }
     /* the training graphs scale each loss by 1/(accum microbatches) */
     float mean = (float)(sum * c->accum / c->eval_batches);

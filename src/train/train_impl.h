@@ -72,15 +72,17 @@ typedef struct {
     /* Fills the constants of the compiled graph (GPT: position ids).
      * Optional: the model has none. */
     mt_status (*fill_constants)(mt_graph *g);
-    /* Writes the whole (global) microbatch of `split` (0 train, 1 validation)
-     * at *pos into `in` and `target`, dense buffers of the shapes and dtypes
-     * of the graph's two inputs for the global batch (B rows first), and
-     * advances *pos past it (in tokens or examples, as `sequences` says).
-     * `ds` is what open made (NULL without open). A pure function of
-     * (configuration, split, *pos): resumes and every device of a mesh depend
-     * on it. */
-    void (*fill_batch)(const mt_train_config *c, const mt_dataset *ds, int split, int64_t *pos,
-                       void *in, void *target);
+    /* Writes rows [row0, row0+rows) of the (global) microbatch of `split`
+     * (0 train, 1 validation) at *pos into `in` and `target`, dense buffers
+     * of the shapes and dtypes of the graph's two inputs for those rows (rows
+     * first, of the B of the global batch), and advances *pos past the whole
+     * microbatch (in tokens or examples, as `sequences` says), so that a
+     * device of a mesh makes and reads only its own rows. `ds` is what open
+     * made (NULL without open). A pure function of (configuration, split,
+     * *pos): resumes and every device of a mesh depend on it. Fails as
+     * mt_dataset_rows does (a shard that cannot be read). */
+    mt_status (*fill_batch)(const mt_train_config *c, const mt_dataset *ds, int split,
+                            int64_t *pos, int row0, int rows, void *in, void *target);
     /* Tensor parallelism: sets the shardings of the model's parameters over
      * the mesh axis `tensor` (a bit set) of `size` devices, e.g. Megatron's
      * column- then row-parallel pairs; parameters it leaves alone stay
@@ -150,9 +152,24 @@ void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config
  * tokens: no token past V, a training split of T+1 tokens
  * or more. MT_EINVAL naming the file. (model_data.c) */
 mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, int V);
+/* The vocabulary to open c->data with (mt_dataset_open_bounded): the
+ * model's V for llm.c's shards, whose gigabytes are then not read at open
+ * (a token past V fails its batch); 0 for one file, whose tokens are all
+ * checked at open (a bad V fails before step 1). (model_data.c) */
+int       mt__train_scan_vocab(const mt_train_config *c, int V);
 /* The checks before a token dataset is opened: c->data set, val_frac in
  * [0, 1); MT_EINVAL naming `who` ("GPT"). (model_data.c) */
 mt_status mt__train_needs_data(const mt_train_config *c, const char *who);
+/* The fill_batch of the models trained on a token dataset (GPT, LLaMA):
+ * windows of c->T + 1 tokens, B of them a microbatch (mt_dataset_rows), the
+ * inputs and targets int32 (B,T). (model_data.c) */
+mt_status mt__train_fill_tokens(const mt_train_config *c, const mt_dataset *ds, int split,
+                                int64_t *pos, int row0, int rows, void *in, void *target);
+
+/* c->bucket_mb as mt_compile_opts.bucket_bytes (build.c, pipe.c). */
+static inline size_t mt__train_bucket_bytes(const mt_train_config *c) {
+    return (size_t)(c->bucket_mb * 1048576.0);
+}
 
 /* ---- the LLaMA model's entry (model_llama.c) ---- */
 
@@ -172,8 +189,6 @@ mt_status  mt__llama_parse(const char *desc, void *mc, int *maxT, int *V);
 mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
 mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
                                  float scale);
-void       mt__llama_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                                int64_t *pos, void *in, void *target);
 mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
 mt_status  mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
                                      int size);

@@ -31,6 +31,7 @@ mt_train_config mt_train_defaults(void) {
     c.B = 8;
     c.T = 64;
     c.accum = 1;
+    c.bucket_mb = 25;
     c.steps = 100;
     c.optim = mt_optim_defaults();
     c.optim.lr = 1e-3f;
@@ -249,6 +250,8 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
         if ((s = mt__train_fill_batch(tr, d, ctx, 0, &d->pos, d->in, d->target)) != MT_OK)
             return s;
         if ((s = mt_graph_forward(d->g)) != MT_OK) return s;
+        /* the gradients reduced once a step, in the last microbatch's backward */
+        if ((s = mt_graph_set_reduce_later(d->g, m < c->accum - 1)) != MT_OK) return s;
         if ((s = mt_graph_backward(d->g)) != MT_OK) return s;
         d->loss += mt_graph_loss(d->g);
     }
