@@ -64,6 +64,9 @@ EVERY=20
 
 now_ms() { local t=${EPOCHREALTIME//[.,]/}; echo $((t / 1000)); }
 steps_in() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+# whether process $1 still runs: a zombie has stopped (kill -0 would say
+# yes): after MPI_Abort a rank waits ~1 s as one for its daemon to reap it
+runs() { local st; st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ]; }
 # meshtrain's processes in namespace $1 (pids)
 ranks_in() { ip netns pids "$1" 2>/dev/null | xargs -r ps -o pid=,comm= -p | awk '$2 == "meshtrain" { print $1 }'; }
 # what of Open MPI and meshtrain still runs: in the namespaces, and outside
@@ -99,7 +102,7 @@ fault() {
     esac
     # the survivor's end, polled
     for ((i = 0; i < 400; i++)); do
-        kill -0 "$pid0" 2>/dev/null || { t_gone=$(( $(now_ms) - start - t_fault )); break; }
+        runs "$pid0" || { t_gone=$(( $(now_ms) - start - t_fault )); break; }
         sleep 0.025
     done
     wait $job

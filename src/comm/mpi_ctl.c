@@ -288,14 +288,16 @@ mt_status mt__mpi_timed_out(mt_mpi *m, const char *msg, bool dangling, bool prin
 }
 
 /* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
- * out: asks the others what they are doing, and builds the message naming
+ * out: asks the others what they are doing (unless `asked` already), and
+ * builds the message naming
  * the ranks that never arrived. Marks the launch failed (and doomed), prints
  * a collective's message at once, and tells everyone. */
-static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited) {
+static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, double waited,
+                            bool asked) {
     const int P = g ? g->size : m->size;
     const mt_device_record *own = mt__mpi_own_record(m);
     const uint64_t my_coll = own ? atomic_load(&own->n_coll) : 0;
-    mt__mpi_ask(m, g ? g->members : NULL, P);
+    if (!asked) mt__mpi_ask(m, g ? g->members : NULL, P);
 
     char msg[1024];
     if (g)
@@ -359,16 +361,33 @@ static bool settles(int n, MPI_Request *reqs) {
     }
 }
 
+/* Whether every device that has not finished its launch answered a query
+ * (mt__mpi_ask just now) from inside a collective: alive, and about to time
+ * out there itself. */
+static bool others_in_collectives(const mt_mpi *m) {
+    for (int r = 0; r < m->size; r++) {
+        if (r == m->rank) continue;
+        if (!m->replied[r]) return false;
+        if (m->replies[r].phase != PHASE_FINISHED && m->replies[r].phase != PHASE_COLLECTIVE)
+            return false;
+    }
+    return true;
+}
+
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {
-    /* The end-of-launch exchange (g == NULL) waits a second longer: a rank
-     * still inside a collective, whose wait began before this one, then
-     * times out first, and its message names the rank that skipped the
-     * collective, which is what the user needs. Not longer: a rank whose
-     * peer is lost here (stopped, cut off) must still stop within the
-     * timeout and 2 s (it waited 2T + 1 s, 5 s of T = 2 in
-     * test_hosts_faults). Once the launch is doomed (m->stop_by), only until
-     * then: a rank that never comes must not keep the job alive. */
-    const double t0 = mt_time_now(), deadline = t0 + m->timeout_s + (g ? 0 : 1);
+    /* The end-of-launch exchange (g == NULL) asks the others at the timeout.
+     * When every device still missing answers from inside a collective, it
+     * waits a second more (once): that device's wait began before this one,
+     * so it times out first, and its message names the device that skipped
+     * the collective, which is what the user needs. A device that does not
+     * answer (stopped, dead, cut off) gets no second: the survivors must
+     * stop within the timeout and 2 s (test_hosts_faults; a flat extra
+     * second put a survivor at 4.55 s of T = 2 when the peer stopped just
+     * before this exchange). Once the launch is doomed (m->stop_by), only
+     * until then: a rank that never comes must not keep the job alive. */
+    const double t0 = mt_time_now();
+    double deadline = t0 + m->timeout_s;
+    bool extended = false;
     const int saved_phase = m->phase;
     if (g) m->phase = PHASE_COLLECTIVE;
     for (long spins = 0;; spins++) {
@@ -410,7 +429,16 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
                                m->rank, now - t0, what);
             }
             if (now > deadline) {
-                mt_status s = on_timeout(m, g, what, now - t0);
+                bool asked = false;
+                if (!g && !extended) {
+                    mt__mpi_ask(m, NULL, m->size);
+                    asked = extended = true;
+                    if (others_in_collectives(m)) {
+                        deadline = mt_time_now() + 1.0;
+                        continue;
+                    }
+                }
+                mt_status s = on_timeout(m, g, what, now - t0, asked);
                 m->phase = saved_phase;
                 return s;
             }
