@@ -281,6 +281,8 @@ MT_TEST(machine_file_loads) {
     MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "fp32 peak = FMA on all cores");
     MT_CHECK(hw->peak_flops[MT_HW_BF16] == 0, "no bf16 measured");
     MT_CHECK_CLOSE(hw->gemm_fraction, 360.0 / 480.0, 1e-12, "sgemm / FMA peak");
+    MT_CHECK_CLOSE(hw->thread_gemm_fraction, 100.0 / (480.0 / 4), 1e-12,
+                   "one thread's sgemm / a core's share of the peak");
     MT_CHECK_CLOSE(hw->hbm_bandwidth, 40e9, 1e-12, "triad");
     MT_CHECK(hw->hbm_bytes > 0 && hw->hbm_fraction == 1, "memory");
     const mt_hw_level *l = &hw->levels[0];

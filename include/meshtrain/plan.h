@@ -92,6 +92,10 @@ typedef struct {
     double hbm_bytes;                   /* memory per device */
     double hbm_bandwidth;               /* bytes/s, peak */
     double gemm_fraction;               /* large GEMMs' achieved / peak FLOP/s, (0, 1] */
+    double thread_gemm_fraction;        /* a threads host (a machine file) only: one kernel
+                                           thread's sgemm / one core's share of the peak
+                                           (peak / levels[0].devices); 0: not measured, the
+                                           host's gemm_fraction holds for any thread count */
     double hbm_fraction;                /* streaming kernels' achieved / peak bandwidth */
     int         n_levels;
     mt_hw_level levels[MT_HW_MAX_LEVELS];   /* [n_levels], innermost first */
@@ -103,14 +107,16 @@ typedef struct {
  * written by `meshtrain bench machine --out` (meshtrain/profile.h), mapped
  * onto a one-level description of this host: fp32 peak = the FMA peak on
  * all cores (bf16 = the bf16 dot peak, when measured), gemm_fraction =
- * measured sgemm / that peak, hbm_bandwidth = the measured triad with
+ * measured sgemm / that peak, thread_gemm_fraction = one thread's sgemm /
+ * (that peak / cores), hbm_bandwidth = the measured triad with
  * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency
  * are the threads all-reduce's bus bandwidth and 8-byte latency, fraction 1.
  * These are the whole host's figures: a mesh of N thread devices shares
  * them out (src/plan/host.h: each device k / max(cores, N k) of the FLOP/s
- * and bandwidth, k its kernel threads; 1/N of the memory).
+ * and bandwidth, k its kernel threads, its GEMMs at the sgemm of k threads;
+ * 1/N of the memory).
  * Errors: MT_EIO when the file cannot be read; MT_EFORMAT for bad JSON
  * (byte offset) and for every violation of the format, in one line naming
  * the file, the field ("levels[1].latency.source") and what to do: a

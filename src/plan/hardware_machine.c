@@ -33,6 +33,11 @@ mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
     hw->hbm_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     hw->hbm_bandwidth = triad;
     hw->gemm_fraction = fmin(1.0, sgemm / fma);
+    /* one thread's, against one core's share of the peak (0: not measured) */
+    const int cores = m.cores > 0 ? m.cores : 1;
+    const double sgemm_1 = m.sgemm_gflops_1 * 1e9;
+    hw->thread_gemm_fraction = isfinite(sgemm_1) && sgemm_1 > 0
+                                 ? fmin(1.0, sgemm_1 * cores / fma) : 0;
     hw->hbm_fraction = 1.0;
     hw->n_levels = 1;
     hw->levels[0] = (mt_hw_level){.kind = MT_LINK_THREADS, .topology = MT_TOPO_SWITCH,
