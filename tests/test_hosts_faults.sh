@@ -25,9 +25,13 @@
 # kernel has none tests/net_hub.c: hosts.sh's HOSTS_DELAY_MS, HOSTS_LOSS),
 # a 5-step run completes with the one-device losses.
 # And after the stop: the resume on fewer hosts, one device (data=1) from the
-# data=2 run's last checkpoint, has the losses of an uninterrupted one-device
-# run from that step (5 steps, relative 1e-5; the learning rate is constant
-# after the warmup, --min-lr-frac 1, so neither run depends on --steps).
+# data=2 run's last checkpoint, continues the run: its 5 steps have the
+# losses of the same data=2 run uninterrupted (on thread devices: a sum of
+# two rounds alike on every transport) to relative 1e-5, the invariant's bar
+# over tens of steps (the learning rate is constant after the warmup,
+# --min-lr-frac 1, so no run depends on --steps). Not one device from step
+# 0: the fault comes after 65 to some 500 steps of 1.5 ms, and over 460
+# data=2's and one device's losses drifted 2.5e-5 apart.
 #
 # mpirun itself. A rank killed: Open MPI's daemon sees it die and mpirun ends
 # the job 2 s later (SIGTERM, SIGKILL 2 s after), printing its own banners
@@ -179,12 +183,12 @@ hosts_up 2 "$WORK/hosts" || { bad "2 hosts up" "see above"; test_end; exit 1; }
 for ns in "${HOSTS_NS[@]}"; do ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=3; done
 fault stop
 # the resume on fewer hosts: one device (data=1) from the last checkpoint of
-# the stopped data=2 run, against one device uninterrupted from step 0
+# the stopped data=2 run, against the data=2 run uninterrupted
 if [ -n "$CKPT_STEP" ]; then
     last=$((CKPT_STEP + 5))
-    if timeout 120 "$BIN" "${GPT[@]}" --steps $last --metrics ref.jsonl >out.txt 2>err.txt &&
+    if timeout 120 "$BIN" "${GPT[@]}" --steps $last --devices 2 --mesh data=2 --metrics ref.jsonl >out.txt 2>err.txt &&
        timeout 120 "$BIN" "${GPT[@]}" --steps $last --ckpt-in c.ckpt --metrics resumed.jsonl >out.txt 2>err.txt; then
-        losses "the stopped data=2 run resumed on one device from step $CKPT_STEP = one device uninterrupted" \
+        losses "the stopped data=2 run resumed on one device from step $CKPT_STEP = data=2 uninterrupted" \
             ref.jsonl resumed.jsonl $((CKPT_STEP + 1)) $last
     else
         bad "the stopped data=2 run resumed on one device" "exit $?"

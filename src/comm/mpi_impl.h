@@ -99,6 +99,7 @@ typedef struct {
     MPI_Comm         world;           /* dup of MPI_COMM_WORLD for this launch */
     MPI_Comm         ctl;             /* control messages and the agreement */
     MPI_Comm         set_comm[SET_COMMS]; /* by axis bit set; NULL: not made */
+    bool             sets_kept;       /* set_comm and comms came from the last launch */
     comm_entry      *comms;           /* (cap_comms) groups' communicators, by axes key */
     int              n_comms, cap_comms;
     MPI_Op           fmax, fmin;      /* f32 max/min that keep NaN, as jax.lax.pmax */
@@ -239,12 +240,22 @@ void mt__mpi_unguard(void);
 /* ======================================================================== */
 
 /* One split of the world per set of axes of size > 1, at launch (blocking:
- * every rank is inside the launch then). */
+ * every rank is inside the launch then); nothing when they were kept. */
 mt_status mt__mpi_make_set_comms(mt_mpi *m);
 /* The communicator of group g (of two or more), made on first use. */
 mt_status mt__mpi_group_comm(mt_mpi *m, const mt_group *g, MPI_Comm *out);
-/* Frees every communicator of the launch (world and ctl too). */
+/* Frees every communicator of the launch (world, ctl and p2p too). */
 void      mt__mpi_free_comms(mt_mpi *m);
+/* Moves the communicators the last launch kept into m: world, ctl and p2p,
+ * and, when m's mesh has the kept shape, the splits and group
+ * communicators (m->sets_kept; else those are freed). False when none were
+ * kept (m's stay NULL: the launch makes them). */
+bool      mt__mpi_comms_reuse(mt_mpi *m);
+/* Hands m's communicators on to the next launch (this one ended with
+ * nothing left on them); m's are NULL after. */
+void      mt__mpi_comms_keep(mt_mpi *m);
+/* Frees the kept communicators (before MPI_Finalize). */
+void      mt__mpi_comms_drop_kept(void);
 
 /* ======================================================================== */
 /* Collectives (mpi.c) and the launch (mpi_launch.c)                         */
@@ -267,7 +278,8 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
  * communicator yet; MT_ENOMEM with a message), and freeing it. */
 mt_status mt__mpi_p2p_new(mt_mpi *m, const mt_mesh *mesh);
 void      mt__mpi_p2p_free(mt_mpi *m);
-/* Makes m->p2p (blocking: every rank is in the launch's set-up). */
+/* Makes m->p2p unless kept (blocking: every rank is in the launch's
+ * set-up), and checks MPI's tags fit the mesh's channels. */
 mt_status mt__mpi_p2p_open(mt_mpi *m);
 /* The end of the launch, on every rank whose m->p2p exists: counts the
  * messages each rank sent to each, receives and drops the ones this rank

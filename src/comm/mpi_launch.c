@@ -74,6 +74,8 @@ static bool        mpi_we_initialised;   /* see the file comment */
 static atomic_bool mpi_launch_running;
 static MPI_Comm    mpi_join = MPI_COMM_NULL; /* the notes of join_world (a dup of the world) */
 static int32_t     mpi_launches;         /* launches started by this process */
+static int         mpi_machine_ranks;    /* local_ranks' answer, once (0: not yet) ... */
+static int         mpi_machine_cpus;     /* ... and the CPUs they share */
 
 /* What each rank contributes to the end-of-launch agreement. */
 typedef struct {
@@ -90,6 +92,7 @@ typedef struct {
     mt_ctx          *ctx;        /* this rank's device */
     bool             have_ctx;   /* ctx was set up (mt__ctx_init) */
     bool             traced;     /* mt__trace_write was called */
+    bool             keep;       /* ended cleanly: its communicators go to the next launch */
     mt_mesh         *mesh;
     outcome         *all;        /* (size) every rank's outcome, after an exchange */
 } mpi_run;
@@ -102,6 +105,7 @@ static void mpi_at_exit(void) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized || atomic_load(&mpi_launch_running)) return;
+    mt__mpi_comms_drop_kept();
     MPI_Finalize();
 }
 
@@ -262,7 +266,8 @@ static void launch_free(mpi_run *r) {
     if (r->have_ctx) mt__ctx_free(r->ctx);
     mt_mpi *m = r->m;
     if (m) {
-        mt__mpi_free_comms(m);
+        if (r->keep) mt__mpi_comms_keep(m);
+        else mt__mpi_free_comms(m);
         mt__mpi_reductions_free(m);
         mt__mpi_p2p_free(m);
         for (int i = 0; i < m->n_out; i++) free(m->out[i]);
@@ -367,8 +372,8 @@ static int join_ask(const mt_mpi *m, int32_t launch, const bool *notes_in, char 
     return n;
 }
 
-/* Waits until every rank has called mt_launch: a non-blocking dup of the
- * world waited on with the timeout (there is no control channel yet).
+/* Waits until every rank has called mt_launch: a non-blocking barrier on
+ * mpi_join waited on with the timeout (there is no control channel yet).
  * Meanwhile every other rank sends rank 0 a note on mpi_join (the number of
  * its launch) and answers rank 0's question whether it is still waiting
  * here, so that when the start does not complete, rank 0 names the ranks
@@ -393,9 +398,9 @@ static void join_world(mt_mpi *m) {
         MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN, mpi_join, &note_req);
         MPI_Irecv(&asked, 1, MPI_INT32_T, 0, TAG_JOIN_ASK, mpi_join, &ask_req);
     }
-    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->world, &req);
+    int rc = MPI_Ibarrier(mpi_join, &req);
     if (rc != MPI_SUCCESS) {
-        mt__mpi_error(rc, "MPI_Comm_idup");
+        mt__mpi_error(rc, "MPI_Ibarrier");
         mpi_die("%s", mt_errmsg());
     }
     for (double t0 = mt_time_now();;) {
@@ -458,25 +463,45 @@ static void join_world(mt_mpi *m) {
     }
 }
 
-/* Once every rank is here: the CPUs this node's ranks share, the control
- * channel, the communicators, the trace clock and this rank's device. The
- * set-up is blocking, but every rank is inside it. */
+/* Makes the launch's world, control channel's communicator and the
+ * machine's rank count (the first launch; the next ones reuse them). */
+static mt_status make_world(mt_mpi *m) {
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
+    if (rc != MPI_SUCCESS) {
+        m->world = MPI_COMM_NULL;
+        return mt__mpi_error(rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+    if (mpi_machine_ranks == 0) mpi_machine_ranks = local_ranks(m->world, &mpi_machine_cpus);
+    rc = MPI_Comm_dup(m->world, &m->ctl);
+    if (rc != MPI_SUCCESS) {
+        m->ctl = MPI_COMM_NULL;
+        return mt__mpi_error(rc, "MPI_Comm_dup");
+    }
+    return MT_OK;
+}
+
+/* Once every rank is here: the communicators (kept from the last launch,
+ * mpi_comms.c, or made), the CPUs this machine's ranks share, the control
+ * channel, the trace clock and this rank's device. The set-up is blocking,
+ * but every rank is inside it. */
 static mt_status set_up(mpi_run *r, const mt_launch_opts *opts) {
     mt_mpi *m = r->m;
     mt_launch_state *ls = r->ls;
-    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
-    int nlocal = local_ranks(m->world, &ls->n_cores);
+    mt_status s = mt__mpi_comms_reuse(m) ? MT_OK : make_world(m);
+    ls->n_cores = mpi_machine_cpus > 0 ? mpi_machine_cpus : 1;
+    const int nlocal = mpi_machine_ranks > 0 ? mpi_machine_ranks : 1;
     m->oversubscribed = nlocal > ls->n_cores;
     ls->may_spin = !m->oversubscribed;
     ls->kernel_threads = mt__launch_kernel_threads(opts, ls->n_cores, nlocal);
-    int rc = MPI_Comm_dup(m->world, &m->ctl);
-    mt_status s = rc == MPI_SUCCESS ? mt__mpi_make_set_comms(m) : mt__mpi_error(rc, "MPI_Comm_dup");
+    if (s == MT_OK) s = mt__mpi_make_set_comms(m);
     if (s == MT_OK) s = mt__mpi_ctl_open(m);
     if (s == MT_OK) s = mt__mpi_p2p_open(m);
     /* Trace times count from here, not from the call to mt_launch: every rank
-     * has just left the same blocking set-up collectives, so the ranks' tracks
-     * line up however late each one entered mt_launch (join_world waited for
-     * the last). mt__ctx_init copies it to the ctx. */
+     * has just left the same barrier (join_world waited for the last; the
+     * first launch's set-up collectives too), so the ranks' tracks line up
+     * however late each one entered mt_launch. mt__ctx_init copies it to the
+     * ctx. */
     ls->t_start = mt_time_now();
     if (s == MT_OK && (s = mt__ctx_init(r->ctx, ls, m->rank)) == MT_OK) {
         r->have_ctx = true;
@@ -676,6 +701,8 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     /* a launch that succeeded returns the trace's status */
     int trace_failed = r.ls->trace_path ? trace_and_agree(&r) : -1;
     if (mt__mpi_ctl_close(r.m) != MT_OK) mpi_die("%s", mt_errmsg());
+    /* nothing is left on the communicators: the next launch takes them */
+    r.keep = set == MT_OK;
 
     /* the result with its message, raised again over whatever the trace set
      * (the agreed failure stays in ls: a later one cannot claim it) */

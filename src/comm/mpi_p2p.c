@@ -106,7 +106,7 @@ void mt__mpi_p2p_free(mt_mpi *m) {
 }
 
 mt_status mt__mpi_p2p_open(mt_mpi *m) {
-    int rc = MPI_Comm_dup(m->world, &m->p2p);
+    int rc = m->p2p != MPI_COMM_NULL ? MPI_SUCCESS : MPI_Comm_dup(m->world, &m->p2p);
     if (rc != MPI_SUCCESS) {
         m->p2p = MPI_COMM_NULL;
         return mt__mpi_error(rc, "MPI_Comm_dup");
