@@ -28,9 +28,12 @@
  * received. A case passes when it passed on every rank; rank 0
  * prints the results.
  */
+#define _GNU_SOURCE   /* sched_getaffinity */
 #include "meshtrain.h"
+#include "comm/runtime_impl.h"   /* a launch's view of its machine */
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <math.h>
 #include <signal.h>
@@ -777,6 +780,40 @@ static mt_status huge_counts(mt_ctx *ctx, void *arg) {
     return MT_OK;
 }
 
+/* What the launch made of this machine: the cores its ranks share and
+ * whether a waiting rank may spin (mpi_launch.c's local_ranks). */
+static mt_status read_cores(mt_ctx *ctx, void *arg) {
+    int *out = arg;
+    out[0] = ctx->launch->n_cores;
+    out[1] = ctx->launch->may_spin;
+    return MT_OK;
+}
+
+/* Every rank of this test runs on one machine, so the launch's cores are
+ * the union of the ranks' affinity masks (each read here with
+ * sched_getaffinity and gathered with plain MPI), and a rank may spin when
+ * there are no more ranks than those cores. A colour bug gave each rank of
+ * a machine a split of its own: each counted its own core, one, and every
+ * rank of `mpirun -np 2` yielded in every wait (an 8-byte all-reduce 3.6 us
+ * against MPI's 0.6). */
+static void machine_cores_case(void) {
+    cpu_set_t mine;
+    unsigned long bits = 0, all = 0;
+    if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+        for (int c = 0; c < (int)(8 * sizeof bits); c++)
+            if (CPU_ISSET(c, &mine)) bits |= 1ul << c;
+    MPI_Allreduce(&bits, &all, 1, MPI_UNSIGNED_LONG, MPI_BOR, MPI_COMM_WORLD);
+    const int want = __builtin_popcountl(all);
+    int got[2] = {0, 0};
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, read_cores, got);
+    const bool ok = s == MT_OK && got[0] == want && got[1] == (world_size <= want);
+    if (!ok)
+        fprintf(stderr, "  [rank %d] cores %d (want %d), may spin %d (want %d)\n", world_rank,
+                got[0], want, got[1], world_size <= want);
+    report(ok, "the launch counts the cores its machine's %d ranks share: %d", world_size, want);
+}
+
 static void count_message_case(void) {
     char msgs[2][512] = {"", ""};
     mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
@@ -1250,6 +1287,7 @@ int main(int argc, char **argv) {
     trace_unwritable_case();
     trace_skew_case();
     count_message_case();
+    machine_cores_case();
     nan_case();
     many_groups_case();
     p2p_cases();

@@ -200,8 +200,11 @@ static int local_ranks(MPI_Comm world, int *node_cpus) {
     }
     /* a machine's colour is its lowest rank; the count, its ranks */
     int color = rank;
-    for (int r = 0; r < size && color == rank; r++)
-        if (strcmp(keys[r].text, key.text) == 0) color = r;
+    for (int r = 0; r < size; r++)
+        if (strcmp(keys[r].text, key.text) == 0) {
+            color = r;
+            break;
+        }
     n = 0;
     for (int r = 0; r < size; r++) n += strcmp(keys[r].text, key.text) == 0;
     free(keys);
