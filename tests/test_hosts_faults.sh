@@ -14,8 +14,7 @@
 #     N-1" between steps, "device 1 (did not answer ...; the last collective it
 #     completed with device 0: device 0's #K)" inside one, "the launch's set-up
 #     ... did not complete ...: another device (of device 1)" in its blocking
-#     set-up, mpi_watchdog.c); not for kill, where
-#     mpirun ends the job first (below);
+#     set-up, mpi_watchdog.c); not for kill (below);
 #   - mpirun's exit status is meshtrain's distinct MT_MPI_EXIT_LOST, 75 (stop,
 #     link); kill: 137, the killed rank's status, which mpirun reports itself;
 #   - no meshtrain, orted or mpirun is left, in the namespaces or outside;
@@ -36,9 +35,15 @@
 # mpirun itself. A rank killed: Open MPI's daemon sees it die and mpirun ends
 # the job 2 s later (SIGTERM, SIGKILL 2 s after), printing its own banners
 # ("An MPI communication peer process has unexpectedly disconnected", "mpirun
-# noticed that process rank 1 ... exited on signal 9"); with T = 2 s
-# meshtrain's message comes first only when rank 0 was already waiting, so
-# this case checks the bounds and the clean-up, not the message. A link
+# noticed that process rank 1 ... exited on signal 9"); with T = 2 s the
+# SIGTERM comes about when the timeout would fire, and `train`'s handler
+# tells the launch (mt_launch_signal), so a rank waiting on the dead one says
+# what for before the SIGKILL ("signal 15 after 1.01 s waiting in #2 psum
+# ...: device 1: device 0's #1"; test_mpi checks that line). Printed here,
+# not checked: on 2026-12-03 it came in 10 of 13 runs on a quiet machine;
+# in the others rank 0 was not in a wait between the SIGTERM and the
+# SIGKILL (where, is not known yet), and once, under load, Open MPI ended
+# rank 0 itself 46 ms after the death. A link
 # down: the hosts' TCP retries (net.ipv4.tcp_retries2, 15 by default: some
 # 15 minutes) keep mpirun and the cut-off daemon waiting for each other long
 # after meshtrain's ranks are gone; the test lowers it to 3 in the hosts, as
@@ -129,14 +134,14 @@ fault() {
     # what the job printed around the fault, in ms from it (MT_DEBUG_FAULTS=1)
     [ -n "${MT_DEBUG_FAULTS:-}" ] && awk -v f="$t_fault" '{ $1 = $1 - f; print }' job.txt |
         grep -E "meshtrain|signal|SIG|peer" | cut -c1-300
-    if [ "$mode" != kill ]; then
-        if [[ "$msg" =~ (never arrived|stopped answering):\ device\ 1\..*finished\ launch\ [0-9]+ ]] ||
-           [[ "$msg" =~ device\ 1\ \(did\ not\ answer.*(completed\ with\ device\ 0|no\ collective) ]] ||
-           [[ "$msg" =~ did\ not\ complete\ within.*arrived\ at\ the\ launch:\ another\ device\ \(of\ device\ 1\) ]]; then
-            ok "$mode: rank 0 names device 1 and the last collective each reached"
-        else
-            bad "$mode: rank 0 names device 1 and the last collective each reached" "${msg:-no message from device 0}"
-        fi
+    if [ "$mode" = kill ]; then
+        :   # printed above, not checked (the header says why)
+    elif [[ "$msg" =~ (never arrived|stopped answering):\ device\ 1\..*finished\ launch\ [0-9]+ ]] ||
+         [[ "$msg" =~ device\ 1\ \(did\ not\ answer.*(completed\ with\ device\ 0|no\ collective) ]] ||
+         [[ "$msg" =~ did\ not\ complete\ within.*arrived\ at\ the\ launch:\ another\ device\ \(of\ device\ 1\) ]]; then
+        ok "$mode: rank 0 names device 1 and the last collective each reached"
+    else
+        bad "$mode: rank 0 names device 1 and the last collective each reached" "${msg:-no message from device 0}"
     fi
     # the cut-off host's daemon ends when its TCP gives up on mpirun: a few
     # seconds more with tcp_retries2=3

@@ -33,7 +33,9 @@
 #include "comm/runtime_impl.h"   /* a launch's view of its machine */
 
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <math.h>
 #include <signal.h>
@@ -814,6 +816,66 @@ static void machine_cores_case(void) {
     report(ok, "the launch counts the cores its machine's %d ranks share: %d", world_size, want);
 }
 
+/* Device 0 is told of a signal (mt_launch_signal, from a thread here, as
+ * from a handler) 0.15 s into its wait for device 1, which comes 0.5 s late
+ * to the second psum. */
+static void *signal_later(void *arg) {
+    (void)arg;
+    nanosleep(&(struct timespec){0, 150000000L}, NULL);
+    mt_launch_signal(SIGTERM);
+    return NULL;
+}
+
+static mt_status late_psum(mt_ctx *ctx, void *arg) {
+    (void)arg;
+    mt_axes ax;
+    mt_status s = mt_ctx_axes(ctx, "d", &ax);
+    float v = 1;
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    if (mt_ctx_device(ctx) == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, signal_later, NULL) == 0) pthread_detach(t);
+    } else {
+        nanosleep(&(struct timespec){0, 500000000L}, NULL);
+    }
+    if (s == MT_OK) s = mt_psum(ctx, ax, &v, 1);
+    return s;
+}
+
+/* A waiting device told of a signal says at once what it waits for (under
+ * mpirun a SIGTERM is Open MPI ending the job after a rank died, and the
+ * SIGKILL may come before the timeout): device 0's stderr, caught in a
+ * file, names the signal, the collective and device 1's last collective
+ * with it; the launch itself goes on and succeeds. */
+static void signal_note_case(void) {
+    char path[] = "/tmp/mt_test_mpi_signal_XXXXXX";
+    int fd = world_rank == 0 ? mkstemp(path) : -1, saved = -1;
+    if (fd >= 0) {
+        fflush(stderr);
+        saved = dup(STDERR_FILENO);
+        dup2(fd, STDERR_FILENO);
+    }
+    mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
+    mt_status s = mt_launch(&o, late_psum, NULL);
+    char said[2048] = "";
+    if (fd >= 0) {
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        ssize_t n = pread(fd, said, sizeof said - 1, 0);
+        said[n > 0 ? n : 0] = 0;
+        close(fd);
+        unlink(path);
+    }
+    bool ok = s == MT_OK;
+    if (world_rank == 0) {
+        ok = ok && strstr(said, "meshtrain: device 0: signal 15 after") &&
+             strstr(said, "waiting in #2 psum over 'd'") && strstr(said, "device 1: device 0's #1;");
+        if (!ok) fprintf(stderr, "  [rank 0] %s; stderr: %s\n", mt_status_name(s), said);
+    }
+    report(ok, "a device waiting when told of a signal names what for, and goes on");
+}
+
 static void count_message_case(void) {
     char msgs[2][512] = {"", ""};
     mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI, .timeout_s = 60};
@@ -1288,6 +1350,7 @@ int main(int argc, char **argv) {
     trace_skew_case();
     count_message_case();
     machine_cores_case();
+    signal_note_case();
     nan_case();
     many_groups_case();
     p2p_cases();

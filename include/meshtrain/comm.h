@@ -79,6 +79,22 @@ typedef struct {
  * OS). */
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
 
+/* Tells the running launch that the process got signal `signo` and may be
+ * killed soon; async-signal-safe, for a signal handler to call. Under
+ * mpirun a SIGTERM is how Open MPI ends a job one of whose ranks died
+ * (SIGKILL follows within a second or two), which can come before the
+ * device's own timeout names the lost rank. So a device of the mpi
+ * transport that is waiting (in a collective, at a launch's start or end)
+ * when the signal arrives, or the next time it waits, prints at once (once
+ * a call) what it waits for: "meshtrain: device 0: signal 15 after 2.01 s waiting in
+ * collective #12 psum ...: the last collective each member completed with
+ * device 0: device 1's #11" (what its timeout would say, less the members'
+ * own answers, which there is no time to ask for); at a launch's start,
+ * rank 0 names the ranks that never arrived. Nothing else changes: the
+ * launch goes on, and the caller's handler decides what the signal means.
+ * The threads transport ignores it (its devices share the process). */
+void mt_launch_signal(int signo);
+
 /* The transport a launch with `kind` runs on: AUTO becomes MT_TRANSPORT_MPI
  * when this process was started by an MPI launcher with more than one rank
  * (mt_launcher_world) and meshtrain was built with Open MPI, else

@@ -60,6 +60,9 @@ static volatile sig_atomic_t stop_signal;      /* the first signal, 0 before */
 static char abort_unlink[2][PATH_MAX];         /* temporary names of the saves, "" unused */
 
 static void on_stop(int sig) {
+    /* a device waiting on a peer says what for, at once: under mpirun a
+     * SIGTERM is the job ending because a rank died (mt_launch_signal) */
+    mt_launch_signal(sig);
     if (stop_signal) {
         for (int i = 0; i < 2; i++)
             if (abort_unlink[i][0]) unlink(abort_unlink[i]);

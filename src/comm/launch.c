@@ -154,6 +154,15 @@ void mt_launcher_world(int *rank, int *size) {
     if (size) *size = n < 1 ? 1 : n;
 }
 
+/* The signal mt_launch_signal reported (0: none): process-wide, as a
+ * signal is; a lock-free atomic, so the handler may store it. */
+static atomic_int launch_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "mt_launch_signal stores from a signal handler");
+
+void mt_launch_signal(int signo) { atomic_store(&launch_signal, signo); }
+
+int mt__launch_signal_take(void) { return atomic_exchange(&launch_signal, 0); }
+
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
     if (!opts || !fn) return mt_fail(MT_EINVAL, "mt_launch: opts and fn must not be NULL");
     /* a bad timeout fails before any device runs (and, under MPI, before MPI

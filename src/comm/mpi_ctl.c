@@ -287,6 +287,28 @@ mt_status mt__mpi_timed_out(mt_mpi *m, const char *msg, bool dangling, bool prin
     return mt_fail(MT_ETIMEOUT, "%s", msg);
 }
 
+void mt__mpi_say_signal(mt_mpi *m, const mt_group *g, const char *what, double waited) {
+    const int sig = mt__launch_signal_take();
+    if (!sig) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "device %d: signal %d after %.3g s waiting in %s (a SIGTERM under "
+             "mpirun: Open MPI is ending the job, usually because a rank died); the last "
+             "collective each member completed with device %d:", m->rank, sig, waited, what,
+             m->rank);
+    const int P = g ? g->size : m->size;
+    for (int i = 0; i < P; i++) {
+        const int r = g ? g->members[i] : i;
+        if (r == m->rank) continue;
+        if (m->done_with[r])
+            append(msg, sizeof msg, " device %d: device %d's #%llu;", r, m->rank,
+                   (unsigned long long)m->done_with[r]);
+        else
+            append(msg, sizeof msg, " device %d: none in this launch;", r);
+    }
+    fprintf(stderr, "meshtrain: %s\n", msg);
+    fflush(stderr);
+}
+
 /* A collective (g != NULL) or the end-of-launch exchange (g == NULL) timed
  * out: asks the others what they are doing (unless `asked` already), and
  * builds the message naming
@@ -421,6 +443,7 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
                                m->rank, what, m->ls->failed_device, m->ls->failed_msg);
             }
             double now = mt_time_now();
+            mt__mpi_say_signal(m, g, what, now - t0);
             if (!g && m->stop_by > 0 && now > m->stop_by) {
                 m->phase = saved_phase;
                 mt__mpi_set_dangling(m);

@@ -209,6 +209,12 @@ mt_status mt__mpi_small_all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, 
                                    size_t count, mt_dtype dtype, mt_reduce_op op,
                                    const char *what);
 
+/* When mt_launch_signal reported a signal not yet told: prints that this
+ * rank got it after waiting `waited` s in `what` over g (NULL: every rank),
+ * and the last collective each member completed with it; nothing
+ * otherwise. Asks nobody: the process may be killed any moment. */
+void      mt__mpi_say_signal(mt_mpi *m, const mt_group *g, const char *what, double waited);
+
 /* Asks ranks[n] (NULL: ranks 0 .. n-1; this rank is skipped) what they are
  * doing and waits for the answers, briefly (MT_MPI_ANSWER_S, at most a
  * quarter of the timeout): m->replied[r], m->replies[r]. */

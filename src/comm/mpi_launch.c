@@ -375,6 +375,45 @@ static int join_ask(const mt_mpi *m, int32_t launch, const bool *notes_in, char 
     return n;
 }
 
+/* Rank 0 at the start of a launch: the ranks whose note has not come
+ * (note_reqs[r] unfinished), listed "1, 3" into buf; their count. With
+ * notes_in, whether each one's came. */
+static int never_arrived(const mt_mpi *m, MPI_Request *note_reqs, bool *notes_in, char *buf,
+                         size_t cap) {
+    int n = 0;
+    buf[0] = 0;
+    for (int r = 1; r < m->size; r++) {
+        int got = 0;
+        if (note_reqs[r] != MPI_REQUEST_NULL) MPI_Test(&note_reqs[r], &got, MPI_STATUS_IGNORE);
+        if (notes_in) notes_in[r] = got;
+        if (got) continue;
+        size_t len = strlen(buf);
+        if (len + 16 < cap) snprintf(buf + len, cap - len, "%s%d", n ? ", " : "", r);
+        n++;
+    }
+    return n;
+}
+
+/* mt_launch_signal reported signal `sig` while this rank waited `waited` s
+ * at the start of launch `launch`: says so (rank 0 naming the ranks that
+ * never arrived), asking nobody. */
+static void join_signal(const mt_mpi *m, int32_t launch, MPI_Request *note_reqs, int sig,
+                        double waited) {
+    if (m->rank == 0 && note_reqs) {
+        char never[512];
+        int n = never_arrived(m, note_reqs, NULL, never, sizeof never);
+        fprintf(stderr, "meshtrain: device 0: signal %d after %.3g s at the start of launch %d "
+                "(a SIGTERM under mpirun: Open MPI is ending the job, usually because a rank "
+                "died): %s%s\n", sig, waited, launch,
+                n ? "never arrived: device " : "every rank had arrived", never);
+    } else {
+        fprintf(stderr, "meshtrain: device %d: signal %d after %.3g s at the start of launch %d, "
+                "waiting for every rank to arrive (device 0 names the missing ones)\n", m->rank,
+                sig, waited, launch);
+    }
+    fflush(stderr);
+}
+
 /* Waits until every rank has called mt_launch: a non-blocking barrier on
  * mpi_join waited on with the timeout (there is no control channel yet).
  * Meanwhile every other rank sends rank 0 a note on mpi_join (the number of
@@ -417,6 +456,8 @@ static void join_world(mt_mpi *m) {
             MPI_Request_free(&answer);
         }
         double waited = mt_time_now() - t0;
+        const int sig = mt__launch_signal_take();
+        if (sig) join_signal(m, launch, note_reqs, sig, waited);
         if (waited > m->timeout_s) {
             if (m->rank != 0 || !note_reqs) {
                 nanosleep(&(struct timespec){0, 700000000L}, NULL);   /* rank 0 names them */
@@ -426,18 +467,7 @@ static void join_world(mt_mpi *m) {
             }
             char never[512] = "", silent[512] = "";
             bool *notes_in = calloc((size_t)m->size, sizeof *notes_in);   /* (size) */
-            int n_never = 0;
-            for (int r = 1; r < m->size && notes_in; r++) {
-                int got = 0;
-                if (note_reqs[r] != MPI_REQUEST_NULL)
-                    MPI_Test(&note_reqs[r], &got, MPI_STATUS_IGNORE);
-                notes_in[r] = got;
-                if (got) continue;
-                size_t len = strlen(never);
-                if (len + 16 < sizeof never)
-                    snprintf(never + len, sizeof never - len, "%s%d", n_never ? ", " : "", r);
-                n_never++;
-            }
+            int n_never = notes_in ? never_arrived(m, note_reqs, notes_in, never, sizeof never) : 0;
             int n_silent = notes_in ? join_ask(m, launch, notes_in, silent, sizeof silent) : 0;
             free(notes_in);
             if (n_never + n_silent > 0)

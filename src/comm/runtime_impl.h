@@ -169,6 +169,10 @@ mt_status mt__launch_timeout(const mt_launch_opts *opts, double *out);
  * devices share over their count (at least 1). */
 int mt__launch_kernel_threads(const mt_launch_opts *opts, int cpus, int n_local);
 
+/* The signal mt_launch_signal was last told of, and forgets it (one note a
+ * signal); 0: none since the last call. */
+int mt__launch_signal_take(void);
+
 /* Runs fn on ctx and reports a failure to the launch (device N failed). */
 mt_status mt__device_run(mt_ctx *ctx, mt_device_fn fn, void *arg);
 
