@@ -11,6 +11,9 @@
 #                                      names it as not answering; the job ends
 #   mpi_fail.sh MPIRUN TEST_MPI stop   device 1 stops itself (SIGSTOP): as hang,
 #                                      and the stopped process is gone after
+#   mpi_fail.sh MPIRUN TEST_MPI stop0  device 0 stops itself between launches:
+#                                      device 1 names it as lost at the next
+#                                      launch's start; it is gone after
 #   mpi_fail.sh MPIRUN TEST_MPI badenv MT_COMM_TIMEOUT=abc (and -1): every rank
 #                                      refuses it at once, naming the variable
 #                                      and the value; nothing waits for a timeout
@@ -25,7 +28,8 @@
 #   OVERHEAD = STARTUP + FAILEND.
 # Then, with MT_COMM_TIMEOUT=T (2 s), every line the job prints is stamped
 # with the time since the job started, and:
-#   skip, hang, stop:  the timeout's message is printed by  T + 1 s + OVERHEAD + 1 s
+#   skip, hang, stop,
+#   stop0:             the timeout's message is printed by  T + 1 s + OVERHEAD + 1 s
 #                      and the job has ended by             T + 1 s + OVERHEAD + 1 s
 #   badenv:            both ranks' refusal is printed by            STARTUP + 1 s
 #                      and the job has ended by             T + 1 s + OVERHEAD + 1 s
@@ -140,6 +144,16 @@ hang|stop)
     check_timeout_message
     grep -q "device 1 (did not answer" "$out" || fail "the message does not name device 1"
     grep -q "(pid [0-9]*)" "$out" || fail "device 1 did not say its pid"
+    check_gone
+    ;;
+stop0)
+    at=$(said_at "device 0 is lost")
+    [ -n "$at" ] || fail "device 1 did not name device 0 as lost at the launch's start"
+    grep -q "meshtrain: device 1: launch 2 did not start within 2 s, and device 0, which names the missing ranks, did not ask" "$out" \
+        || fail "the message does not say which launch and why device 0 is named"
+    [ "$at" -le $bound ] || fail "the message came at $at ms, after the limit of $bound ms"
+    grep -q "(pid [0-9]*)" "$out" || fail "device 0 did not say its pid"
+    [ $took -le $bound ] || fail "took $took ms for a $T s timeout (limit $bound ms)"
     check_gone
     ;;
 exit)

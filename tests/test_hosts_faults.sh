@@ -6,6 +6,10 @@
 #   stop   rank 1 stopped (SIGSTOP)
 #   link   host 2's eth0 set down (ip link set eth0 down in its namespace)
 #   kill   rank 1 killed (SIGKILL)
+#   stop0  rank 0 stopped: rank 1 is the survivor, and the one to speak (at
+#          a launch's start rank 0 names the missing ranks; when it is the
+#          one missing, its question never comes: "device 0, which names the
+#          missing ranks, did not ask ...: device 0 is lost")
 #
 # For each, with MT_COMM_TIMEOUT=T (2 s):
 #   - the surviving rank (rank 0, on host 1) is gone within T + 2 s of the fault;
@@ -87,9 +91,13 @@ leftovers() {
 }
 
 # fault MODE: runs the job, applies MODE once 3 checkpoints are written, and
-# checks the bounds, the status, the message and that nothing is left.
+# checks the bounds, the status, the message and that nothing is left. The
+# lost rank is 1 (rank 0 survives and speaks), but for stop0: rank 0 stopped,
+# rank 1 survives.
 fault() {
-    local mode=$1 start t_fault t_gone=0 t_end rc pid0 pid1 want_rc=75 i
+    local mode=$1 start t_fault t_gone=0 t_end rc pids lost=1 want_rc=75 i
+    [ "$mode" = stop0 ] && lost=0
+    local kept=$((1 - lost))
     rm -f run.jsonl c.ckpt
     start=$(now_ms)
     { hosts_mpirun 2 "${MPI_ENV[@]}" "$BIN" "${GPT[@]}" --steps 1000000 --devices 2 --mesh data=2 \
@@ -98,27 +106,27 @@ fault() {
         while IFS= read -r line; do echo "$(( $(now_ms) - start )) $line"; done >job.txt &
     local job=$!
     for ((i = 0; i < 600; i++)); do [ "$(steps_in run.jsonl)" -ge $((3 * EVERY + 5)) ] && break; sleep 0.05; done
-    pid0=$(ranks_in "${HOSTS_NS[0]}") pid1=$(ranks_in "${HOSTS_NS[1]}")
-    if [ -z "$pid0" ] || [ -z "$pid1" ]; then
-        cp job.txt err.txt; bad "$mode: the job runs" "ranks '$pid0' '$pid1' after $(steps_in run.jsonl) steps"
+    pids=("$(ranks_in "${HOSTS_NS[0]}")" "$(ranks_in "${HOSTS_NS[1]}")")
+    if [ -z "${pids[0]}" ] || [ -z "${pids[1]}" ]; then
+        cp job.txt err.txt; bad "$mode: the job runs" "ranks '${pids[*]}' after $(steps_in run.jsonl) steps"
         wait $job; return 1
     fi
     t_fault=$(( $(now_ms) - start ))
     case $mode in
-    stop) kill -STOP "$pid1" ;;
-    kill) kill -KILL "$pid1"; want_rc=137 ;;
-    link) ip -n "${HOSTS_NS[1]}" link set eth0 down ;;
+    stop|stop0) kill -STOP "${pids[lost]}" ;;
+    kill) kill -KILL "${pids[lost]}"; want_rc=137 ;;
+    link) ip -n "${HOSTS_NS[lost]}" link set eth0 down ;;
     esac
     # the survivor's end, polled
     for ((i = 0; i < 400; i++)); do
-        runs "$pid0" || { t_gone=$(( $(now_ms) - start - t_fault )); break; }
+        runs "${pids[kept]}" || { t_gone=$(( $(now_ms) - start - t_fault )); break; }
         sleep 0.025
     done
     wait $job
     t_end=$(( $(tail -1 job.txt | awk '{ print $1 }') - t_fault ))
     rc=$(awk '$2 == "rc" { print $3 }' job.txt)
     sed 's/^[0-9]* //' job.txt | grep -v '^rc ' >err.txt
-    echo "info  $mode at $t_fault ms (step $(steps_in run.jsonl)): rank 0 gone after $t_gone ms," \
+    echo "info  $mode at $t_fault ms (step $(steps_in run.jsonl)): rank $kept gone after $t_gone ms," \
          "mpirun's end after $t_end ms, status $rc"
     if [ "$t_gone" -gt 0 ] && [ "$t_gone" -le $((T * 1000 + 2000)) ]; then
         ok "$mode: the surviving rank stops within T + 2 s ($t_gone ms)"
@@ -129,19 +137,20 @@ fault() {
     else bad "$mode: mpirun's status is $want_rc" "status $rc"; fi
     local msg
     # a collective's timeout, or (the fault during a launch's end) the launch's
-    msg=$(grep -m1 -E '^meshtrain: (device 0: |the end of the launch timed out .* on device 0 )' err.txt)
-    echo "info  $mode: rank 0 said: ${msg:-nothing}" | cut -c1-300
+    msg=$(grep -m1 -E "^meshtrain: (device $kept: |the end of the launch timed out .* on device $kept )" err.txt)
+    echo "info  $mode: rank $kept said: ${msg:-nothing}" | cut -c1-300
     # what the job printed around the fault, in ms from it (MT_DEBUG_FAULTS=1)
     [ -n "${MT_DEBUG_FAULTS:-}" ] && awk -v f="$t_fault" '{ $1 = $1 - f; print }' job.txt |
         grep -E "meshtrain|signal|SIG|peer" | cut -c1-300
     if [ "$mode" = kill ]; then
         :   # printed above, not checked (the header says why)
-    elif [[ "$msg" =~ (never arrived|stopped answering):\ device\ 1\..*finished\ launch\ [0-9]+ ]] ||
-         [[ "$msg" =~ device\ 1\ \(did\ not\ answer.*(completed\ with\ device\ 0|no\ collective) ]] ||
-         [[ "$msg" =~ did\ not\ complete\ within.*arrived\ at\ the\ launch:\ another\ device\ \(of\ device\ 1\) ]]; then
-        ok "$mode: rank 0 names device 1 and the last collective each reached"
+    elif [[ "$msg" =~ (never\ arrived|stopped\ answering):\ device\ $lost\..*finished\ launch\ [0-9]+ ]] ||
+         [[ "$msg" =~ device\ $lost\ \(did\ not\ answer.*(completed\ with\ device\ $kept|no\ collective) ]] ||
+         [[ "$msg" =~ did\ not\ complete\ within.*arrived\ at\ the\ launch:\ another\ device\ \(of\ device\ $lost\) ]] ||
+         [[ "$msg" =~ device\ 0,\ which\ names\ the\ missing\ ranks,\ did\ not\ ask.*device\ 0\ is\ lost.*finished\ launch\ [0-9]+ ]]; then
+        ok "$mode: rank $kept names device $lost and the last collective each reached"
     else
-        bad "$mode: rank 0 names device 1 and the last collective each reached" "${msg:-no message from device 0}"
+        bad "$mode: rank $kept names device $lost and the last collective each reached" "${msg:-no message from device $kept}"
     fi
     # the cut-off host's daemon ends when its TCP gives up on mpirun: a few
     # seconds more with tcp_retries2=3
@@ -204,6 +213,7 @@ hosts_down
 hosts_up 2 "$WORK/hosts2" || { bad "2 hosts up again" "see above"; test_end; exit 1; }
 for ns in "${HOSTS_NS[@]}"; do ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=3; done
 fault kill
+fault stop0
 hosts_down
 
 # ---- a slow, lossy network ----------------------------------------------------------

@@ -12,6 +12,9 @@
  *   mpirun -np 2 test_mpi stop       device 1 stops itself (SIGSTOP) between
  *                                    collectives: as hang, and MPI_Abort must
  *                                    end the stopped process too
+ *   mpirun -np 2 test_mpi stop0      device 0 stops itself (SIGSTOP) between two
+ *                                    launches: device 1 names it as lost at the
+ *                                    second's start, and the job ends
  *   mpirun -np 2 test_mpi pass       one launch with one psum that succeeds:
  *                                    mpi_fail.sh times it as the overhead of
  *                                    starting and ending a job
@@ -985,18 +988,29 @@ static mt_status stop_one(mt_ctx *ctx, void *arg) { return misbehave(ctx, MISBEH
 static int failure_mode(const char *mode) {
     static const struct { const char *name; mt_device_fn fn; } modes[] = {
         {"skip", skip_one}, {"exit", exit_one}, {"hang", hang_one}, {"stop", stop_one},
-        {"pass", one_psum},
+        {"pass", one_psum}, {"stop0", one_psum},
     };
     mt_device_fn fn = NULL;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (strcmp(mode, modes[i].name) == 0) fn = modes[i].fn;
     if (!fn) {
-        fprintf(stderr, "test_mpi: unknown mode '%s' (skip, exit, hang, stop, pass, large)\n", mode);
+        fprintf(stderr, "test_mpi: unknown mode '%s' (skip, exit, hang, stop, stop0, pass, "
+                "large)\n", mode);
         return 2;
     }
     /* the timeout is MT_COMM_TIMEOUT's (mpi_fail.sh sets it, or a bad one) */
     mt_launch_opts o = {.mesh = "", .transport = MT_TRANSPORT_MPI};
     mt_status s = mt_launch(&o, fn, NULL);
+    if (s == MT_OK && strcmp(mode, "stop0") == 0) {
+        /* rank 0, which names the ranks missing at a launch's start, is the
+         * one missing from the next launch */
+        if (world_rank == 0) {
+            fprintf(stderr, "test_mpi: device 0 (pid %d) stops itself (SIGSTOP) between launches\n",
+                    (int)getpid());
+            raise(SIGSTOP);
+        }
+        s = mt_launch(&o, fn, NULL);
+    }
     /* not reached when the job is stopped, which is what the test wants */
     printf("rank %d: mt_launch returned %s: %s\n", world_rank, mt_status_name(s), mt_errmsg());
     return s == MT_OK ? 0 : 1;

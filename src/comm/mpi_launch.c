@@ -394,6 +394,19 @@ static int never_arrived(const mt_mpi *m, MPI_Request *note_reqs, bool *notes_in
     return n;
 }
 
+/* A rank other than 0 at the start of launch `launch`: whether rank 0's
+ * question (*ask_req, join_ask) has just come; then it is answered. */
+static bool join_answer(int32_t launch, MPI_Request *ask_req) {
+    int done = 0;
+    if (*ask_req == MPI_REQUEST_NULL || MPI_Test(ask_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+        !done)
+        return false;
+    MPI_Request answer;   /* rank 0 is about to end the job: not waited for */
+    MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN_ANSWER, mpi_join, &answer);
+    MPI_Request_free(&answer);
+    return true;
+}
+
 /* mt_launch_signal reported signal `sig` while this rank waited `waited` s
  * at the start of launch `launch`: says so (rank 0 naming the ranks that
  * never arrived), asking nobody. */
@@ -445,20 +458,29 @@ static void join_world(mt_mpi *m) {
         mt__mpi_error(rc, "MPI_Ibarrier");
         mpi_die("%s", mt_errmsg());
     }
+    bool was_asked = false;   /* rank 0's question came */
     for (double t0 = mt_time_now();;) {
         int done = 0;
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (done) break;
-        if (ask_req != MPI_REQUEST_NULL &&
-            MPI_Test(&ask_req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
-            MPI_Request answer;   /* rank 0 is about to end the job: not waited for */
-            MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN_ANSWER, mpi_join, &answer);
-            MPI_Request_free(&answer);
-        }
+        if (join_answer(launch, &ask_req)) was_asked = true;
         double waited = mt_time_now() - t0;
         const int sig = mt__launch_signal_take();
         if (sig) join_signal(m, launch, note_reqs, sig, waited);
         if (waited > m->timeout_s) {
+            /* rank 0, when it is there, asks the others before it names the
+             * missing ones; no question within a second: it is the one lost */
+            const double t_ask = mt_time_now() + 1.0;
+            while (m->rank != 0 && !was_asked && mt_time_now() < t_ask)
+                if (join_answer(launch, &ask_req)) was_asked = true;
+                else nanosleep(&(struct timespec){0, 1000000L}, NULL);
+            if (m->rank != 0 && !was_asked)
+                mpi_die("device %d: launch %d did not start within %.3g s, "
+                        "and device 0, which names the missing ranks, did not ask for a second "
+                        "more: device 0 is lost (it finished launch %d with every device and since "
+                        "then died, was stopped or lost its network, or it is stuck outside "
+                        "meshtrain; MT_COMM_TIMEOUT). Resume from the last checkpoint on the "
+                        "devices left", m->rank, launch, m->timeout_s, launch - 1);
             if (m->rank != 0 || !note_reqs) {
                 nanosleep(&(struct timespec){0, 700000000L}, NULL);   /* rank 0 names them */
                 mpi_die("device %d: launch %d did not start within %.3g s: not every one of "
