@@ -363,9 +363,7 @@ static mt_status on_timeout(mt_mpi *m, const mt_group *g, const char *what, doub
     return mt__mpi_timed_out(m, msg, true, g != NULL);
 }
 
-/* A collective of g completed here: every member reached it (for the
- * message naming a member that later never answers). */
-static void note_done(mt_mpi *m, const mt_group *g) {
+void mt__mpi_note_done(mt_mpi *m, const mt_group *g) {
     const mt_device_record *own = mt__mpi_own_record(m);
     const uint64_t seq = own ? atomic_load(&own->seq) : 0;
     for (int i = 0; i < g->size; i++) m->done_with[g->members[i]] = seq;
@@ -422,7 +420,7 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
         }
         if (done) {
             m->phase = saved_phase;
-            if (g) note_done(m, g);
+            if (g && !m->in_steps) mt__mpi_note_done(m, g);
             return MT_OK;
         }
         /* not at once: a small collective is often done within the first
@@ -435,7 +433,7 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
                    before failing, and the last messages of it be on their
                    way: left unfinished, it would doom the job */
                 if (settles(n, reqs)) {
-                    note_done(m, g);
+                    if (!m->in_steps) mt__mpi_note_done(m, g);
                     return MT_OK;
                 }
                 mt__mpi_set_dangling(m);

@@ -100,6 +100,8 @@ typedef struct {
     MPI_Comm         ctl;             /* control messages and the agreement */
     MPI_Comm         set_comm[SET_COMMS]; /* by axis bit set; NULL: not made */
     bool             sets_kept;       /* set_comm and comms came from the last launch */
+    bool             in_steps;        /* waits are steps of one collective (mpi_small.c):
+                                         none completes it with every member */
     comm_entry      *comms;           /* (cap_comms) groups' communicators, by axes key */
     int              n_comms, cap_comms;
     MPI_Op           fmax, fmin;      /* f32 max/min that keep NaN, as jax.lax.pmax */
@@ -195,6 +197,12 @@ void      mt__mpi_backoff(const mt_mpi *m, long spins, double waited);
  * ..."). Either way marks the collective unfinished (mt__mpi_set_dangling):
  * MPI cannot cancel it. */
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what);
+
+/* A collective of g completed here: every member reached it (the message of
+ * a member that later never answers names it; m->done_with). mt__mpi_wait
+ * calls it for each wait of g, but not for a step of a collective of
+ * several (m->in_steps). */
+void      mt__mpi_note_done(mt_mpi *m, const mt_group *g);
 
 /* The largest all-reduce (in bytes of its f32 or i32 elements) that goes by
  * recursive doubling on point-to-point messages instead of MPI_Iallreduce

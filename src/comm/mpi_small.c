@@ -71,9 +71,8 @@ static void combine(void *buf, void *other, size_t count, mt_dtype dtype, mt_red
     }
 }
 
-mt_status mt__mpi_small_all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, void *buf,
-                                   size_t count, mt_dtype dtype, mt_reduce_op op,
-                                   const char *what) {
+static mt_status all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, void *buf, size_t count,
+                            mt_dtype dtype, mt_reduce_op op, const char *what) {
     const size_t bytes = count * mt_dtype_size(dtype);
     if (bytes > MT_MPI_SMALL_BYTES)
         return mt_fail(MT_EINTERNAL, "small all-reduce of %zu bytes (at most %d)", bytes,
@@ -112,6 +111,17 @@ mt_status mt__mpi_small_all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, 
     if (rank < 2 * rem)
         s = rank % 2 == 0 ? one_way(m, g, comm, -1, rank + 1, buf, n, what)
                           : one_way(m, g, comm, rank - 1, -1, buf, n, what);
+    return s;
+}
+
+mt_status mt__mpi_small_all_reduce(mt_mpi *m, const mt_group *g, MPI_Comm comm, void *buf,
+                                   size_t count, mt_dtype dtype, mt_reduce_op op,
+                                   const char *what) {
+    /* an exchange with one member is no collective completed with all */
+    m->in_steps = true;
+    mt_status s = all_reduce(m, g, comm, buf, count, dtype, op, what);
+    m->in_steps = false;
+    if (s == MT_OK) mt__mpi_note_done(m, g);
     return s;
 }
 
