@@ -45,9 +45,10 @@
 # what for before the SIGKILL ("signal 15 after 1.01 s waiting in #2 psum
 # ...: device 1: device 0's #1"; test_mpi checks that line). Printed here,
 # not checked: on 2026-12-03 it came in 10 of 13 runs on a quiet machine;
-# in the others rank 0 was not in a wait between the SIGTERM and the
-# SIGKILL (where, is not known yet), and once, under load, Open MPI ended
-# rank 0 itself 46 ms after the death. A link
+# in the others Open MPI's TCP transport saw the connection close inside an
+# MPI call and ended rank 0 itself (its "peer process has unexpectedly
+# disconnected" names the lost rank's host; perf showed rank 0 asleep in
+# Open MPI's abort), once 46 ms after the death. A link
 # down: the hosts' TCP retries (net.ipv4.tcp_retries2, 15 by default: some
 # 15 minutes) keep mpirun and the cut-off daemon waiting for each other long
 # after meshtrain's ranks are gone; the test lowers it to 3 in the hosts, as
