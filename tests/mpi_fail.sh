@@ -106,12 +106,15 @@ echo "mpi_fail.sh: mode $mode: exit status $rc after $took ms (limit $bound ms =
 
 # when the message came: the stamp of its first line
 said_at() { grep -m1 -- "$1" "$out" | cut -d' ' -f1; }
+# check_timeout_message [FIRST WHOLE]: the message whose first line has
+# FIRST ("timed out after") came within the bound, and it is WHOLE (device 0
+# naming the collective that timed out), then the job ended within it too
 check_timeout_message() {
-    local at
-    at=$(said_at "timed out after")
-    [ -n "$at" ] || fail "no timeout message"
-    grep -q "meshtrain: device 0: collective #2 psum" "$out" \
-        || fail "the message does not name the device and collective that timed out"
+    local at first=${1:-timed out after}
+    local whole=${2:-meshtrain: device 0: collective #2 psum}
+    at=$(said_at "$first")
+    [ -n "$at" ] || fail "no message with '$first'"
+    grep -q -- "$whole" "$out" || fail "the message does not say '$whole'"
     [ "$at" -le $bound ] || fail "the message came at $at ms, after the limit of $bound ms: it must be printed when the timeout fires"
     grep -q "stopping every rank" "$out" || fail "the job was not stopped by meshtrain"
     [ $took -le $bound ] || fail "took $took ms for a $T s timeout (limit $bound ms)"
@@ -147,13 +150,9 @@ hang|stop)
     check_gone
     ;;
 stop0)
-    at=$(said_at "device 0 is lost")
-    [ -n "$at" ] || fail "device 1 did not name device 0 as lost at the launch's start"
-    grep -q "meshtrain: device 1: launch 2 did not start within 2 s, and device 0, which names the missing ranks, did not ask" "$out" \
-        || fail "the message does not say which launch and why device 0 is named"
-    [ "$at" -le $bound ] || fail "the message came at $at ms, after the limit of $bound ms"
+    check_timeout_message "device 0 is lost" \
+        "meshtrain: device 1: launch 2 did not start within 2 s, and device 0, which names the missing ranks, did not ask"
     grep -q "(pid [0-9]*)" "$out" || fail "device 0 did not say its pid"
-    [ $took -le $bound ] || fail "took $took ms for a $T s timeout (limit $bound ms)"
     check_gone
     ;;
 exit)
