@@ -469,11 +469,15 @@ static void join_world(mt_mpi *m) {
         if (sig) join_signal(m, launch, note_reqs, sig, waited);
         if (waited > m->timeout_s) {
             /* rank 0, when it is there, asks the others before it names the
-             * missing ones; no question within a second: it is the one lost */
+             * missing ones; no question within a second: it is the one lost
+             * (unless the start completes meanwhile: it came late) */
             const double t_ask = mt_time_now() + 1.0;
-            while (m->rank != 0 && !was_asked && mt_time_now() < t_ask)
+            while (m->rank != 0 && !was_asked && !done && mt_time_now() < t_ask) {
                 if (join_answer(launch, &ask_req)) was_asked = true;
                 else nanosleep(&(struct timespec){0, 1000000L}, NULL);
+                MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            }
+            if (done) break;
             if (m->rank != 0 && !was_asked)
                 mpi_die("device %d: launch %d did not start within %.3g s, "
                         "and device 0, which names the missing ranks, did not ask for a second "
