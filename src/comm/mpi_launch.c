@@ -398,8 +398,8 @@ static int never_arrived(const mt_mpi *m, MPI_Request *note_reqs, bool *notes_in
  * question (*ask_req, join_ask) has just come; then it is answered. */
 static bool join_answer(int32_t launch, MPI_Request *ask_req) {
     int done = 0;
-    if (*ask_req == MPI_REQUEST_NULL || MPI_Test(ask_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-        !done)
+    if (*ask_req == MPI_REQUEST_NULL ||
+        MPI_Test(ask_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
         return false;
     MPI_Request answer;   /* rank 0 is about to end the job: not waited for */
     MPI_Isend(&launch, 1, MPI_INT32_T, 0, TAG_JOIN_ANSWER, mpi_join, &answer);
