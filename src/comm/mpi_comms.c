@@ -17,8 +17,9 @@
  * world, the control and point-to-point dups, the splits, the machine's
  * ranks) cost some 19 round trips between hosts a step (docs/multinode.md:
  * a tiny step at 1 ms a frame took 37.8 ms, 9.2 with them kept). So the
- * first launch makes them and each launch that ends cleanly hands them on (mt__mpi_comms_keep), as
- * process-wide state like MPI's own: such a launch leaves nothing on them
+ * first launch makes them and each launch that ends cleanly hands them on
+ * (mt__mpi_comms_keep), as process-wide state like MPI's own: such a
+ * launch leaves nothing on them
  * (every collective finished, the control and point-to-point messages
  * counted and drained, and the next launch's start is a barrier, so none of
  * its messages can meet this one's), while a launch that leaves a
