@@ -16,9 +16,13 @@
  * arrived and the last collective each one issued; a member that does not
  * answer within a short wait (MT_MPI_ANSWER_S: a live rank answers within
  * milliseconds, a stopped one never) is named as stuck outside meshtrain's
- * collectives or dead. At the end of a launch the control messages each
- * rank sent are counted (MPI_Ialltoall) and drained, so none is left over
- * for a later launch.
+ * collectives or dead. Every message carries its launch's number, and a
+ * message of another launch is dropped where it arrives: at the end of a
+ * launch the receive is cancelled and the rank's own sends waited for, and
+ * what arrives later (the communicator is kept for the next launch,
+ * mpi_comms.c) is an older launch's, which the next one drops. (Counting
+ * the messages with an all-to-all and draining them cost a round trip
+ * between hosts every launch, that is every training step.)
  *
  * A collective that timed out stays posted (MPI cannot cancel it), so the
  * job is doomed the moment it fires: the rank prints its message to stderr
@@ -71,9 +75,7 @@ static void ctl_send(mt_mpi *m, int to, const ctl_msg *msg) {
     }
     slot->msg = *msg;
     if (MPI_Isend(&slot->msg, (int)sizeof(ctl_msg), MPI_BYTE, to, TAG_CTL, m->ctl,
-                  &slot->req) == MPI_SUCCESS)
-        m->sent_to[to]++;
-    else
+                  &slot->req) != MPI_SUCCESS)
         slot->req = MPI_REQUEST_NULL;
 }
 
@@ -82,6 +84,7 @@ static ctl_msg ctl_make(const mt_mpi *m, int kind) {
     ctl_msg c;
     memset(&c, 0, sizeof c);
     c.kind = kind;
+    c.launch = m->launch;
     c.from = m->rank;
     c.phase = m->phase;
     const mt_device_record *r = mt__mpi_own_record(m);
@@ -113,7 +116,8 @@ void mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *msg) {
 /* Acts on one control message that arrived: an abort fails the launch here
  * too, a query is answered, a reply is kept for on_timeout. */
 static void ctl_handle(mt_mpi *m, const ctl_msg *c) {
-    if (c->from < 0 || c->from >= m->size) return;
+    /* another launch's (an earlier one's, sent after it ended here) */
+    if (c->launch != m->launch || c->from < 0 || c->from >= m->size) return;
     switch (c->kind) {
     case CTL_ABORT:
         if (!atomic_load(&m->ls->abort)) {
@@ -150,7 +154,6 @@ void mt__mpi_ctl_poll(mt_mpi *m) {
     while (m->in_req != MPI_REQUEST_NULL) {
         int flag = 0;
         if (MPI_Test(&m->in_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) return;
-        m->received++;
         ctl_msg c = m->in;
         if (post_receive(m) != MPI_SUCCESS) m->in_req = MPI_REQUEST_NULL;
         ctl_handle(m, &c);
@@ -162,27 +165,7 @@ mt_status mt__mpi_ctl_open(mt_mpi *m) {
     return rc == MPI_SUCCESS ? MT_OK : mt__mpi_error(rc, "MPI_Irecv");
 }
 
-mt_status mt__mpi_ctl_close(mt_mpi *m) {
-    int *expect = calloc((size_t)m->size, sizeof *expect);
-    if (!expect) return mt_fail(MT_ENOMEM, "cannot allocate %d counts", m->size);
-    MPI_Request req;
-    int rc = MPI_Ialltoall(m->sent_to, 1, MPI_INT, expect, 1, MPI_INT, m->ctl, &req);
-    mt_status s = rc == MPI_SUCCESS ? mt__mpi_wait(m, NULL, 1, &req, "end of launch") : mt__mpi_error(rc, "MPI_Ialltoall");
-    if (s == MT_OK) {
-        int total = 0;
-        for (int r = 0; r < m->size; r++) total += expect[r];
-        const double deadline = mt_time_now() + m->timeout_s;
-        while (m->received < total && m->in_req != MPI_REQUEST_NULL) {
-            mt__mpi_ctl_poll(m);
-            if (mt_time_now() > deadline) {
-                s = mt_fail(MT_ETIMEOUT, "device %d: %d control messages never arrived",
-                            m->rank, total - m->received);
-                break;
-            }
-            if (m->received < total) sched_yield();
-        }
-    }
-    free(expect);
+void mt__mpi_ctl_close(mt_mpi *m) {
     mt__mpi_guard(m, "the end of the launch's control channel (its last sends)");
     if (m->in_req != MPI_REQUEST_NULL) {
         MPI_Cancel(&m->in_req);
@@ -191,7 +174,6 @@ mt_status mt__mpi_ctl_close(mt_mpi *m) {
     for (int i = 0; i < m->n_out; i++)
         if (m->out[i]->req != MPI_REQUEST_NULL) MPI_Wait(&m->out[i]->req, MPI_STATUS_IGNORE);
     mt__mpi_unguard();
-    return s;
 }
 
 /* ======================================================================== */

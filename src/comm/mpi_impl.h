@@ -64,7 +64,7 @@ enum { TAG_CTL = 31, TAG_PERMUTE = 32, TAG_JOIN = 33, TAG_JOIN_ASK = 34,
 
 /* One control message; fixed size, sent as bytes. */
 typedef struct {
-    int32_t  kind, from, status, phase;
+    int32_t  kind, launch, from, status, phase;   /* launch: mpi_launch.c's number of it */
     int32_t  printed;      /* CTL_ABORT: the sender printed msg to stderr already */
     int32_t  dangling;     /* CTL_ABORT: the sender left a collective unfinished (the job is doomed) */
     uint64_t seq;          /* the sender's operations so far (collectives, sends, receives) */
@@ -94,6 +94,7 @@ typedef struct {
     mt_launch_state *ls;
     mt_ctx          *ctx;
     int              rank, size;
+    int32_t          launch;          /* this launch's number, the same on every rank */
     double           timeout_s;
     bool             oversubscribed;  /* more ranks on this node than cores */
     MPI_Comm         world;           /* dup of MPI_COMM_WORLD for this launch */
@@ -111,8 +112,6 @@ typedef struct {
     bool             closing;         /* after the agreement: answer no queries */
     ctl_out        **out;             /* (n_out) each allocated on its own, see ctl_out */
     int              n_out;
-    int             *sent_to;         /* (size) control messages sent to each rank */
-    int              received;
     ctl_msg         *replies;         /* (size) answers to our last query */
     bool            *replied;
     uint64_t        *done_with;       /* (size) this device's number (record seq) of the last
@@ -178,10 +177,10 @@ void      mt__mpi_ctl_notify_failure(mt_mpi *m, mt_status status, const char *ms
 /* A posted collective will never finish here (m->dangling): MPI cannot
  * cancel it, so the job is doomed; sets m->stop_by (once). */
 void      mt__mpi_set_dangling(mt_mpi *m);
-/* Counts the control messages each rank sent, receives the ones still in
- * flight, and closes the channel, so nothing is left for a later launch.
- * Every rank calls it (the count is a collective). */
-mt_status mt__mpi_ctl_close(mt_mpi *m);
+/* Closes the channel: cancels the posted receive and waits for this rank's
+ * sends (bounded by the watchdog). A message still on its way is a later
+ * launch's to drop (ctl_msg.launch). */
+void      mt__mpi_ctl_close(mt_mpi *m);
 
 /* Between polls of a wait that has run `spins` rounds and `waited` seconds:
  * spins while a core is ours, then gives it away; a long wait sleeps. */

@@ -16,7 +16,8 @@
  * are returned as values on every rank. With a trace, the ranks then agree
  * on the trace's status the same way (only rank 0 writes the gathered file,
  * so only it can see that writing failed). Last, the control channel is
- * drained and closed (mpi_ctl.c).
+ * closed (mpi_ctl.c: its messages carry the launch's number, so one still on
+ * its way is dropped by the next launch).
  *
  * A collective left unfinished. MPI cannot cancel a posted collective, so
  * when any rank left one unfinished, the MPI state is no longer usable and
@@ -274,7 +275,7 @@ static void launch_free(mpi_run *r) {
         mt__mpi_reductions_free(m);
         mt__mpi_p2p_free(m);
         for (int i = 0; i < m->n_out; i++) free(m->out[i]);
-        free(m->out), free(m->sent_to), free(m->replies), free(m->replied), free(m->scratch);
+        free(m->out), free(m->replies), free(m->replied), free(m->scratch);
         free(m->done_with);
         free(m);
     }
@@ -302,12 +303,11 @@ static mt_status launch_new(mpi_run *r, const mt_launch_opts *opts, mt_mesh *mes
         m->in_req = MPI_REQUEST_NULL;
         for (int i = 0; i < SET_COMMS; i++) m->set_comm[i] = MPI_COMM_NULL;
         m->fmax = m->fmin = MPI_OP_NULL;
-        m->sent_to = calloc((size_t)size, sizeof *m->sent_to);
         m->replies = calloc((size_t)size, sizeof *m->replies);
         m->replied = calloc((size_t)size, sizeof *m->replied);
         m->done_with = calloc((size_t)size, sizeof *m->done_with);
     }
-    if (!m || !r->ls || !r->ctx || !r->all || !m->sent_to || !m->replies || !m->replied ||
+    if (!m || !r->ls || !r->ctx || !r->all || !m->replies || !m->replied ||
         !m->done_with) {
         launch_free(r);
         /* the other ranks then time out in their first collective */
@@ -438,7 +438,7 @@ static void join_signal(const mt_mpi *m, int32_t launch, MPI_Request *note_reqs,
  * (the other ranks a moment later, so that rank 0's message is printed). */
 static void join_world(mt_mpi *m) {
     MPI_Request req, note_req = MPI_REQUEST_NULL, ask_req = MPI_REQUEST_NULL;
-    const int32_t launch = ++mpi_launches;
+    const int32_t launch = m->launch = ++mpi_launches;
     int32_t asked = 0;                     /* other ranks: rank 0's question */
     int32_t *notes = NULL;                 /* (size) rank 0: each rank's launch number */
     MPI_Request *note_reqs = NULL;         /* (size) rank 0: their receives */
@@ -759,7 +759,7 @@ mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg)
     const bool launch_failed = result != MT_OK;
     /* a launch that succeeded returns the trace's status */
     int trace_failed = r.ls->trace_path ? trace_and_agree(&r) : -1;
-    if (mt__mpi_ctl_close(r.m) != MT_OK) mpi_die("%s", mt_errmsg());
+    mt__mpi_ctl_close(r.m);
     /* nothing is left on the communicators: the next launch takes them */
     r.keep = set == MT_OK;
 
