@@ -363,30 +363,36 @@ static bool settles(int n, MPI_Request *reqs) {
     }
 }
 
-/* Whether every device that has not finished its launch answered a query
- * (mt__mpi_ask just now) from inside a collective: alive, and about to time
- * out there itself. */
-static bool others_in_collectives(const mt_mpi *m) {
+/* Whether the others are alive, by their answers to a query (mt__mpi_ask
+ * just now): every one answered, or one answered from before the end of
+ * its launch (inside a collective, about to time out there itself, or
+ * still in its device function, about to come). */
+static bool others_alive(const mt_mpi *m) {
+    bool all = true;
     for (int r = 0; r < m->size; r++) {
         if (r == m->rank) continue;
-        if (!m->replied[r]) return false;
-        if (m->replies[r].phase != PHASE_FINISHED && m->replies[r].phase != PHASE_COLLECTIVE)
-            return false;
+        if (m->replied[r] && m->replies[r].phase != PHASE_FINISHED) return true;
+        all &= m->replied[r];
     }
-    return true;
+    return all;
 }
 
 mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, const char *what) {
     /* The end-of-launch exchange (g == NULL) asks the others at the timeout.
-     * When every device still missing answers from inside a collective, it
-     * waits a second more (once): that device's wait began before this one,
-     * so it times out first, and its message names the device that skipped
-     * the collective, which is what the user needs. A device that does not
-     * answer (stopped, dead, cut off) gets no second: the survivors must
-     * stop within the timeout and 2 s (test_hosts_faults; a flat extra
-     * second put a survivor at 4.55 s of T = 2 when the peer stopped just
-     * before this exchange). Once the launch is doomed (m->stop_by), only
-     * until then: a rank that never comes must not keep the job alive. */
+     * When they are alive (others_alive), it waits a second more (once): a
+     * device still before its end times out in its own wait, which began
+     * before this one, and its message names the device that skipped the
+     * collective, which is what the user needs; one that answered from the
+     * exchange is in it. A device may also not answer because the exchange
+     * completed while this one asked, and it left the launch: so the
+     * requests are tested again. (test_mpi on 3 ranks: a receive that times
+     * out after 1 s races two peers that finished at once and wait here.)
+     * When one does not answer (stopped, dead, cut off) there is no second:
+     * the survivors must stop within the timeout and 2 s (test_hosts_faults;
+     * a flat extra second put a survivor at 4.55 s of T = 2 when the peer
+     * stopped just before this exchange). Once the launch is doomed
+     * (m->stop_by), only until then: a rank that never comes must not keep
+     * the job alive. */
     const double t0 = mt_time_now();
     double deadline = t0 + m->timeout_s;
     bool extended = false;
@@ -436,7 +442,7 @@ mt_status mt__mpi_wait(mt_mpi *m, const mt_group *g, int n, MPI_Request *reqs, c
                 if (!g && !extended) {
                     mt__mpi_ask(m, NULL, m->size);
                     asked = extended = true;
-                    if (others_in_collectives(m)) {
+                    if (others_alive(m) || settles(n, reqs)) {
                         deadline = mt_time_now() + 1.0;
                         continue;
                     }

@@ -294,7 +294,14 @@ void      mt__mpi_p2p_free(mt_mpi *m);
 /* Makes m->p2p unless kept (blocking: every rank is in the launch's
  * set-up), and checks MPI's tags fit the mesh's channels. */
 mt_status mt__mpi_p2p_open(mt_mpi *m);
-/* The end of the launch, on every rank whose m->p2p exists: counts the
+/* The messages this rank sent and received in this launch, in all. */
+void      mt__mpi_p2p_totals(const mt_mpi *m, int *sent, int *received);
+/* Waits (with the timeout) until this rank's sends are done: the end of a
+ * launch in which every message sent was received. MT_ETIMEOUT, or MPI's
+ * failure, leaves MPI unusable (the launch must stop the job). */
+mt_status mt__mpi_p2p_sends_done(mt_mpi *m);
+/* The end of the launch, on every rank whose m->p2p exists, when some
+ * message sent was not received (every rank calls it then): counts the
  * messages each rank sent to each, receives and drops the ones this rank
  * never received, waits for this rank's sends. MT_ESTATE (with
  * mt__p2p_leftover's message) when messages were left over and `report`;

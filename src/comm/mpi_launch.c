@@ -4,11 +4,16 @@
  * world rank), runs the device function, and makes every rank return the
  * same result.
  *
- * The end of a launch. First the point-to-point messages are settled
- * (mpi_p2p.c: those never received are drained, and are the failure of the
- * rank they were sent to). Then every rank all-gathers (non-blocking, with
- * the timeout) its outcome: status, message, whether it left a collective
- * unfinished, and whether it printed the message already. All ranks pick
+ * The end of a launch. Every rank all-gathers (non-blocking, with the
+ * timeout) its outcome: status, message, whether it left a collective
+ * unfinished, whether it printed the message already, and how many
+ * point-to-point messages it sent and received. When the sums agree every
+ * message was received, and each rank only waits for its own sends; when
+ * not (every rank sees it), the messages are counted per rank and those
+ * never received drained (mpi_p2p.c), which is the failure of the rank
+ * they were sent to, and the outcomes are exchanged once more. (Counting
+ * them before every exchange cost a round trip between hosts every launch,
+ * that is every training step.) All ranks pick
  * the same failure (a real error before a timeout before MT_EABORTED before
  * messages never received, which another failure usually explains, then the
  * lowest device) and return it. Failures that left nothing unfinished
@@ -82,6 +87,7 @@ static int         mpi_machine_cpus;     /* ... and the CPUs they share */
 typedef struct {
     int32_t status, device, dangling, printed;   /* printed: msg is on stderr already */
     int32_t leftover;                            /* the failure is messages never received */
+    int32_t p2p_sent, p2p_received;              /* point-to-point messages, in all */
     char    msg[1004];
 } outcome;
 
@@ -679,17 +685,26 @@ static mt_status run_and_agree(mpi_run *r, mt_status st, mt_device_fn fn, void *
     if (st != MT_OK && st != MT_EABORTED) mt__mpi_ctl_notify_failure(m, st, mine.msg);
     m->phase = PHASE_FINISHED;
 
-    /* messages never received are drained (and fail a launch that would
-     * have succeeded, on the rank they were sent to) */
-    mt_status ps = mt__mpi_p2p_close(m, st == MT_OK);
-    if (ps == MT_ESTATE && st == MT_OK) {
-        mine = make_outcome(m, st = ps, mt_errmsg());
-        mine.leftover = 1;
-    } else if (ps != MT_OK) {
-        stop_unagreed(r);
-    }
-
+    mt__mpi_p2p_totals(m, &mine.p2p_sent, &mine.p2p_received);
     if (exchange(r, &mine) != MT_OK) stop_unagreed(r);
+    long sent = 0, received = 0;
+    for (int i = 0; i < m->size; i++) sent += r->all[i].p2p_sent, received += r->all[i].p2p_received;
+    if (sent == received) {
+        /* every message sent was received: this rank's sends to see done */
+        if (mt__mpi_p2p_sends_done(m) != MT_OK) stop_unagreed(r);
+    } else {
+        /* messages never received (every rank sees it): counted per rank
+         * and drained, and they fail a launch that would have succeeded,
+         * on the rank they were sent to; then agreed on once more */
+        mt_status ps = mt__mpi_p2p_close(m, st == MT_OK);
+        if (ps == MT_ESTATE && st == MT_OK) {
+            mine = make_outcome(m, st = ps, mt_errmsg());
+            mine.leftover = 1;
+        } else if (ps != MT_OK) {
+            stop_unagreed(r);
+        }
+        if (exchange(r, &mine) != MT_OK) stop_unagreed(r);
+    }
     m->closing = true;
     int f = pick_failure(r->all, m->size);
     if (f >= 0) {

@@ -350,6 +350,28 @@ static mt_status drain(mt_mpi *m, double t0, double deadline, int *n_left, int *
     return s;
 }
 
+void mt__mpi_p2p_totals(const mt_mpi *m, int *sent, int *received) {
+    *sent = *received = 0;
+    for (int r = 0; m->p2p_sent && r < m->size; r++) {
+        *sent += m->p2p_sent[r];
+        *received += m->p2p_received[r];
+    }
+}
+
+/* Waits, with the timeout from t0, until this rank's sends are done. */
+static mt_status sends_done(mt_mpi *m, double t0, double deadline) {
+    mt_status s = MT_OK;
+    for (long spins = 0; s == MT_OK && m->n_sends > 0; spins++)
+        if ((s = reap(m)) == MT_OK && m->n_sends > 0)
+            s = end_wait_step(m, spins, t0, deadline, "this device's sends to complete");
+    return s;
+}
+
+mt_status mt__mpi_p2p_sends_done(mt_mpi *m) {
+    const double t0 = mt_time_now();
+    return sends_done(m, t0, t0 + m->timeout_s);
+}
+
 mt_status mt__mpi_p2p_close(mt_mpi *m, bool report) {
     if (m->p2p == MPI_COMM_NULL) return MT_OK;
     MPI_Request req;
@@ -360,9 +382,7 @@ mt_status mt__mpi_p2p_close(mt_mpi *m, bool report) {
     int n_left = 0, first_src = -1, first_tag = 0;
     size_t first_bytes = 0;
     if (s == MT_OK) s = drain(m, t0, deadline, &n_left, &first_src, &first_tag, &first_bytes);
-    for (long spins = 0; s == MT_OK && m->n_sends > 0; spins++)
-        if ((s = reap(m)) == MT_OK && m->n_sends > 0)
-            s = end_wait_step(m, spins, t0, deadline, "this device's sends to complete");
+    if (s == MT_OK) s = sends_done(m, t0, deadline);
     if (s != MT_OK || n_left == 0 || !report) return s;
     return mt__p2p_leftover(m->ls, m->rank, n_left, first_src,
                             m->p2p_keys[first_tag >> TAG_BITS], first_tag & MT_TAG_MAX,
