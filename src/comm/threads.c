@@ -51,7 +51,7 @@
  * argument needs every numbered op to synchronise all ranks.
  *
  * Waiting (mt__wait_step) spins briefly, then yields; with more devices than
- * cores it yields at once.
+ * cores it yields at once, and sleeps after a few yields.
  *
  * Point-to-point messages go through per-device mailboxes (threads_p2p.c).
  */

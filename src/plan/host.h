@@ -21,12 +21,17 @@
  *   the threads level's devices     N, when it is the only level (one
  *                                   instance holds the mesh)
  *
- * Past the cores a device keeps its share while it waits (a pipeline's
- * bubble, a peer's collective): the threads transport's waits yield
- * (comm/wait.c) but stay runnable, so the scheduler still gives them their
- * turn, and the step is the critical path at the shared rate, not the
- * devices' work over the cores (measured: the cores stay busy through a
- * time-shared pipeline's bubble, test_plan_validate's "busy" column).
+ * Past the cores the step is the critical path at the shared rate, as if a
+ * device kept its share while it waits (a pipeline's bubble, a peer's
+ * collective), not the devices' work over the cores. The threads
+ * transport's waits sleep after a few yields there (comm/wait.c), so an
+ * ideal scheduler would give a waiting device's share to the others
+ * (processor sharing); this one does not, near enough: a processor-sharing
+ * simulation of data=2,pipe=2 1f1b on 2 cores (2026-12-04, Zen 5,
+ * test_plan_validate's GPT) planned 54 ms where the steps took 67-75 ms
+ * and the static share plans 80. In a trace of it a device whose message
+ * had arrived waited 5 ms for a core while three others computed, and
+ * each op ran at about the shared rate throughout.
  *
  * A description without an innermost MT_LINK_THREADS level (a GPU's, a
  * TPU's) is copied unchanged: its devices are chips, not threads.
