@@ -162,6 +162,57 @@ MT_TEST(reduction_window) {
     mt_mesh_free(mesh);
 }
 
+/* Gradient buckets (graph/buckets.c's rule), with a latency of 0.1 s a
+ * collective (each all-reduce here far below it in bandwidth: V / 5e9 s).
+ * W = a product (1 s), then five gradients of 1e5 bytes. One a gradient:
+ * four queue at 1 s, the fifth waits for the first (window) and runs
+ * [1.4, 1.5]: W = 1.5 s, 0.5 s exposed. In buckets of 25 MiB: one bucket of
+ * 5e5 bytes (below the first bucket's 1 MiB) at the phase's end, [1, 1.1]:
+ * W = 1.1 s, one collective of 0.1 s.
+ * Buckets of 2e6 bytes, gradients of 6e5, 6e5, 3e6, 6e5, 6e5: the second
+ * does not fit the first bucket's 1 MiB, which starts alone at 1 s [1, 1.1];
+ * the 3e6 is a bucket or more, so it goes alone as without buckets [1.1,
+ * 1.2] and leaves the open bucket open; the last three (1.8e6 bytes) start
+ * at the end [1.2, 1.3]: W = 1.3 s, three collectives. */
+MT_TEST(gradient_buckets) {
+    mt_hardware hw = unit_hw();
+    hw.levels[0].latency = 0.1;
+    mt_mesh *mesh = mesh_of("data=2", 2);
+    mt__plan_node all[8] = {mm('F', 5e11), mm('B', 5e11), mm('W', 2e12)};
+    for (int i = 0; i < 5; i++) all[3 + i] = grad(mesh, MT__PC_ALL_REDUCE, "data", 1e5);
+    mt__plan_program p = {.n_nodes = 8, .nodes = all, .param_elems = 1000000};
+    mt__plan_step_in in = {.hw = &hw, .mesh = mesh, .precision = MT_PRECISION_BF16,
+                           .programs = &p, .stages = 1, .chunks = 1, .microbatches = 1,
+                           .reduce = MT__PLAN_REDUCE_EACH};
+    mt__plan_step_result r;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK_CLOSE(r.phase[2], 1.5, 1e-9, "one a gradient: W");
+    MT_CHECK_CLOSE(r.comm_exposed, 0.5, 1e-9, "one a gradient: exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 0.5, 1e-9, "5 x 0.1 s");
+    in.bucket_bytes = 25 * 1048576.0;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK_CLOSE(r.phase[2], 1.1, 1e-9, "one bucket: W");
+    MT_CHECK_CLOSE(r.comm_exposed, 0.1, 1e-9, "one bucket: exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 0.1, 1e-9, "one bucket");
+    MT_CHECK_CLOSE(r.compute + r.comm_exposed + r.bubble + r.optimizer, r.step, 1e-12,
+                   "compute + exposed + bubble + optimizer = step");
+    const double sizes[5] = {6e5, 6e5, 3e6, 6e5, 6e5};
+    for (int i = 0; i < 5; i++) all[3 + i].comm_bytes = sizes[i];
+    in.bucket_bytes = 2e6;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK_CLOSE(r.phase[2], 1.3, 1e-9, "caps: W");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 0.3, 1e-9, "3 collectives");
+    /* the bucket size the trainer runs: f32 reductions only */
+    mt_train_config c = mt_train_defaults();
+    MT_CHECK(mt__plan_bucket_bytes(&c) == 25 * 1048576.0, "25 MiB: %g", mt__plan_bucket_bytes(&c));
+    c.grad_reduce = MT_PRECISION_BF16;
+    MT_CHECK(mt__plan_bucket_bytes(&c) == 0, "bf16 reductions: one a gradient");
+    c.grad_reduce = MT_PRECISION_FP32;
+    c.bucket_mb = 0;
+    MT_CHECK(mt__plan_bucket_bytes(&c) == 0, "--bucket-mb 0");
+    mt_mesh_free(mesh);
+}
+
 /* tensor=2. Exposed: F = product 1 s, all-reduce of 2.5e9 bytes over tensor
  * (0.5 s, blocking), product 1 s: 2.5 s; B, W products 2 s: step 6.5 +
  * 7.6e-4 s, 0.5 s exposed. A collective matmul instead (an all-gather ring

@@ -97,6 +97,7 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
     c.precision = r->precision;
+    c.bucket_mb = r->model.bucket_mb;   /* the trainer's buckets: 25 MiB by default */
     c.schedule = key->p > 1 ? mt_schedule_kind_name((mt_schedule_kind)key->schedule) : NULL;
     c.pipe_chunks = key->p > 1 ? key->v : 0;
     mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
@@ -125,7 +126,8 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     if (st == MT_OK)
         st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,
-                                    r->precision, &e->prog, &e->keys, &e->ct);
+                                    r->precision, &e->prog, mt__plan_bucket_bytes(&c), &e->keys,
+                                    &e->ct);
     mt_mesh_free(mesh);
     free(mc);
     e->status = st;

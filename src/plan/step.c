@@ -206,15 +206,16 @@ static void bind(const mt__plan_step_in *in, mt__plan_step_result *r) {
 
 mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
                                  mt_precision precision, const mt__plan_program *p,
-                                 mt__plan_comm_keys *keys, mt__plan_chunk_time *out) {
+                                 double bucket_bytes, mt__plan_comm_keys *keys,
+                                 mt__plan_chunk_time *out) {
     memset(out, 0, sizeof *out);
     /* the mesh laid on the system once: every collective of the program */
     mt__plan_map map;
     mt_status st = mt__plan_map_make(hw, mesh, &map);
     for (int var = 0; var < 2 && st == MT_OK; var++)
         for (int q = 0; q < 3 && st == MT_OK; q++)
-            st = mt__plan_phase_run(hw, &map, precision, p, "FBW"[q], var == 1, keys,
-                                    &out->phase[var][q]);
+            st = mt__plan_phase_run(hw, &map, precision, p, "FBW"[q], var == 1, bucket_bytes,
+                                    keys, &out->phase[var][q]);
     out->stored_elems = (double)p->param_elems;
     return st;
 }
@@ -232,8 +233,8 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     if (!ch) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
     mt__plan_comm_keys keys = {0};
     for (int k = 0; k < S && st == MT_OK; k++)
-        st = mt__plan_chunk_time_of(in->hw, in->mesh, in->precision, &in->programs[k], &keys,
-                                    &ch[k]);
+        st = mt__plan_chunk_time_of(in->hw, in->mesh, in->precision, &in->programs[k],
+                                    in->bucket_bytes, &keys, &ch[k]);
     if (st == MT_OK) st = mt__plan_step_chunks(in, ch, &keys, out);
     free(ch);
     return st;

@@ -111,15 +111,25 @@ typedef struct {
     double flops;                            /* run: ops and collective matmuls' products */
 } mt__plan_phase;
 
+/* The bucket size the trainer runs c's W with, in bytes: c->bucket_mb
+ * MiB for f32 gradient reductions, 0 (none) for bf16 ones, which go one a
+ * gradient (graph/plan.c's bucketable). */
+double mt__plan_bucket_bytes(const mt_train_config *c);
+
 /* Phase `phase` ('F', 'B', 'W') of program p on the two streams (step.h's
  * comment), into *out; with skip_whole, the whole gradients' all-reduces
  * (grad_reduce, MT__PC_ALL_REDUCE) are not run but their seconds put in
- * skipped[]. Collectives are keyed in *keys (added as met). MT_ENOMEM;
+ * skipped[]. With bucket_bytes > 0 (f32 gradient reductions:
+ * mt_train_config.bucket_mb), W's reductions of gradients smaller than
+ * that go in buckets as graph/buckets.c makes them: one collective a
+ * bucket of the same kind and axes, started when the next gradient would
+ * not fit or when it is full (the phase's first at 1 MiB), and at the end
+ * of the phase. Collectives are keyed in *keys (added as met). MT_ENOMEM;
  * MT_EINVAL when a step has more than MT__PLAN_STEP_MAX_COMM distinct
  * collectives. */
 mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_precision precision,
                              const mt__plan_program *p, char phase, bool skip_whole,
-                             mt__plan_comm_keys *keys, mt__plan_phase *out);
+                             double bucket_bytes, mt__plan_comm_keys *keys, mt__plan_phase *out);
 
 /* One layout's step. */
 typedef struct {
@@ -139,6 +149,8 @@ typedef struct {
     double                  optim_bytes;  /* per stored element; 0: MT__PLAN_ADAMW_BYTES
                                              (+ MT__PLAN_BF16_CAST_BYTES under bf16) */
     mt__plan_model          model;
+    double                  bucket_bytes; /* W's f32 gradient reductions in buckets of this
+                                             many bytes (mt__plan_phase_run); 0: none */
 } mt__plan_step_in;
 
 /* One collective (kind over axes) over the step, on the accounting device. */
@@ -206,11 +218,14 @@ typedef struct {
     double         stored_elems;  /* the program's param_elems: AdamW's */
 } mt__plan_chunk_time;
 
-/* Times program p on hw and mesh into *out, keying its collectives in
- * *keys (shared by the chunks of a step). Fails as mt__plan_phase_run. */
+/* Times program p on hw and mesh into *out, W's gradient reductions in
+ * buckets of bucket_bytes (0: none; mt__plan_phase_run), keying its
+ * collectives in *keys (shared by the chunks of a step). Fails as
+ * mt__plan_phase_run. */
 mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
                                  mt_precision precision, const mt__plan_program *p,
-                                 mt__plan_comm_keys *keys, mt__plan_chunk_time *out);
+                                 double bucket_bytes, mt__plan_comm_keys *keys,
+                                 mt__plan_chunk_time *out);
 
 /* mt__plan_step from chunk times already made: chunks[stages x chunks],
  * global chunk k's, keyed in *keys (in->programs is not read). The same
