@@ -38,6 +38,8 @@ expect_fail "min-chips with a mesh" 2 "leave out --mesh" \
     --mesh data=8 --min-chips
 expect_fail "mlp is no sequence model" 2 "examples, not sequences" \
     "$BIN" plan --model mlp --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512
+expect_fail "negative --bucket-mb" 2 "--bucket-mb" \
+    "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 --bucket-mb -1
 
 # ---- the table and the JSON ------------------------------------------------
 P=(plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512)
@@ -79,6 +81,19 @@ for b in best:
     assert b["bound"] in ("compute", "memory bandwidth", "communication", "pipeline bubble"), b["bound"]
 assert d["infeasible"] == [], "infeasible layouts are listed only for a given mesh"
 assert len(d["families"]) == 5 and all(f["line"].startswith(f["family"] + ": ") for f in d["families"])
+PY
+
+# ---- gradient buckets: fp32 reductions go as the trainer's --bucket-mb ------
+# (test_plan_step's gradient_buckets times them by hand): on data=8 the
+# small llama's 28 MB of gradients go one a tensor under the backward with
+# --bucket-mb 0, and with 25 MiB buckets mostly in one bucket at W's end
+B=(plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 --precision fp32
+   --mesh data=8 --zero 0 --remat none --json)
+"$BIN" "${B[@]}" --bucket-mb 0 >b0.json 2>err.txt && "$BIN" "${B[@]}" >b25.json 2>>err.txt
+python3 - b0.json b25.json <<'PY' && ok "buckets: --bucket-mb 0 and 25 plan apart" || bad "buckets" "see above"
+import json, sys
+s0, s25 = (json.load(open(f))["best"][0]["step_seconds"] for f in sys.argv[1:3])
+assert s0 != s25, (s0, s25)
 PY
 
 # ---- one mesh: its options, infeasible ones with why ------------------------

@@ -224,6 +224,8 @@ int cli_cmd_plan(int argc, char **argv) {
         {"mesh", CLI_STR, &q.mesh, 0, 0, 0, 0, NULL, "AXES", "one mesh (data=2,fsdp=256,tensor=8); default: every one"},
         {"schedule", CLI_CHOICE, &schedule, 0, 0, 0, 0, choices_schedule, "KIND", "a pipe axis's schedule"},
         {"microbatches", CLI_INT, &q.microbatches, 1, 1 << 24, 0, 0, NULL, "M", "microbatches a step (default: every power of two)"},
+        {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
+         "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
         {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book", "CONV", "how bytes are counted (docs/planning.md)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
