@@ -20,15 +20,18 @@
  * Four and eight devices on two cores are time-shared: the planner shares the
  * host out (plan/host.h) and runs every collective on the devices' own cores
  * (plan/step.h). Their step is printed and not bounded, a gap of the host
- * model that issue 24 keeps open, not noise that a bound would catch: on
- * the 2-core Zen 5 of 2026-12-03 data=4 and data=2,tensor=2 ran at 0.74-0.84
- * of the plan on every run (the same work as data=2 takes 25-30 % longer on
- * four time-shared devices: device 0 waits 40 ms of an 85 ms step in its
- * gradient psums), while time-shared pipelines ran faster than planned
- * (data=2,pipe=2 at 1.09-1.28 of the plan: the scheduler gives a stage's
- * bubble to the other stage's devices, which the plan's critical path at
- * the shared rate does not; a processor-sharing simulation of the
- * schedule would). Eight on two cores: 0.68-0.82 (2026-12-03, the Xeon).
+ * model that issue 24 keeps open, not noise that a bound would catch. On
+ * the 2-core Zen 5 of 2026-12-04, since a wait sleeps after a few yields
+ * when the devices outnumber the cores (comm/wait.c): data=2,tensor=2 at
+ * 0.88 of the plan, data=2,pipe=2 1f1b at 1.05, data=2,tensor=2,pipe=2 at
+ * 1.02, but data=4 at 0.77-0.84 and data=8 at 0.76-0.82 (before: 0.64-0.75,
+ * 1.16, 0.96, 0.75-0.79, 0.73-0.82). Their devices' own work takes 12 % (four)
+ * and 17 % (eight) longer time-shared than one such device alone on a core
+ * (B=2 on one thread 28.6 ms, B=1 16.1 ms; data=4 69.8 ms where twice 28.6
+ * and the reductions make 62), which no share of the host's figures models:
+ * sgemm streams time-sharing the cores lose 3 % (small working sets). A
+ * processor-sharing simulation of the pipelines (a waiting device's share
+ * handed to the others) planned 54 ms for the 67-75 they took.
  * Their memory is bounded.
  * A layout still past the step bound while other processes held more than
  * a tenth of the cores (/proc/stat less this process's CPU time) is
