@@ -18,7 +18,9 @@
  *         at most MT__PLAN_DEFER_WINDOW are in flight (the compute waits for
  *         the oldest before a later one is issued, plan.c's window), and
  *         what is still in flight at the end of the phase is exposed (exec.c's
- *         "wait: gradient reductions");
+ *         "wait: gradient reductions"); W's f32 ones in buckets of the
+ *         trainer's size (bucket_bytes, graph/buckets.c), one collective a
+ *         bucket, outside the window;
  *       * a parameter gather (param_gather: fsdp, ZeRO) is prefetched one
  *         parameter ahead, as the partitioner places it (right after the
  *         previous parameter's gather): the compute waits for gather k when it
