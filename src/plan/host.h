@@ -26,7 +26,7 @@
  * collective), not the devices' work over the cores. The threads
  * transport's waits sleep after a few yields there (comm/wait.c), so an
  * ideal scheduler would give a waiting device's share to the others
- * (processor sharing); this one does not, near enough: a processor-sharing
+ * (processor sharing); this one falls well short of that: a processor-sharing
  * simulation of data=2,pipe=2 1f1b on 2 cores (2026-12-04, Zen 5,
  * test_plan_validate's GPT) planned 54 ms where the steps took 67-75 ms
  * and the static share plans 80. In a trace of it a device whose message
