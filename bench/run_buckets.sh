@@ -76,7 +76,9 @@ for delay in 0 0.001 0.05 1; do
         awk -v d="$delay" -v b="$b" -v o="$one" -v t="$two" -v z="$zero" -v k="$HOSTS_SWITCH_KIND" 'BEGIN {
             printf "delay %5.3f ms a frame (%s), bucket-mb %2s: one host %7.2f ms, 2 hosts %7.2f ms: %.2f of one host", d, k, b, o, t, o / t
             if (z > 0) printf ", %.2f of hub 0", z / t
-            if (d == 0.05 && b == 25) printf "   (target >= 0.9: %s)", ((o / t >= 0.9) ? "met" : "MISSED")
+            # through the hub the forwarding process, not the delay, sets the step
+            # (its 0.001 ms row): the target is judged on netem only
+            if (d == 0.05 && b == 25) printf "   (target >= 0.9: %s)", (k != "netem") ? "not measurable through the " k " (docs/multinode.md)" : ((o / t >= 0.9) ? "met" : "MISSED")
             printf "\n" }'
     done
 done
