@@ -418,6 +418,10 @@ bool        mt_bf16_native(void);
  * process. False in a build without oneDNN. */
 bool        mt_bf16_fallback(void);
 
+/* The cap of a backward's first gradient bucket (mt_compile_opts.bucket_bytes),
+ * PyTorch DDP's _DEFAULT_FIRST_BUCKET_BYTES: 1 MiB. */
+#define MT_FIRST_BUCKET_BYTES (1024.0 * 1024.0)
+
 typedef struct {
     uint64_t seed;          /* parameter initialisation seed */
     bool     no_grad;       /* forward only: no backward, no gradient buffers */
@@ -477,8 +481,8 @@ typedef struct {
      * bucket_bytes (a gradient of that or more goes alone, uncopied),
      * and a bucket's one all-reduce starts when its last gradient is
      * complete, so a step costs a few messages, not one a tensor. The first
-     * bucket of a backward holds at most 1 MiB (as DDP's), so that the
-     * reductions start early. Completion
+     * bucket of a backward holds at most MT_FIRST_BUCKET_BYTES (as DDP's), so
+     * that the reductions start early. Completion
      * adds each gradient's slice of the bucket to it. A bucket starts early
      * when a later node needs a gradient in it. The f32 reduce-scatters
      * (fsdp, ZeRO 2 and 3) are bucketed the same way, laid out shard-major

@@ -152,15 +152,12 @@ static int64_t open_floats(const mt_program *pr) {
     return (pr->bucket_used - pr->bucket_base) * pr->bucket_parts;
 }
 
-/* DDP's _DEFAULT_FIRST_BUCKET_BYTES */
-#define FIRST_BUCKET_BYTES (1024.0 * 1024.0)
-
 /* The open bucket's cap in bytes: the first of a phase at most 1 MiB, as
  * DDP's, so that the reductions start while most of W is still to run. */
 static double cap_of(const mt_program *pr) {
     double cap = (double)pr->opts.bucket_bytes;
     bool first = (pr->bucket_open < 0 ? pr->bucket_used : pr->bucket_base) == 0;
-    return first && cap > FIRST_BUCKET_BYTES ? FIRST_BUCKET_BYTES : cap;
+    return first && cap > MT_FIRST_BUCKET_BYTES ? MT_FIRST_BUCKET_BYTES : cap;
 }
 
 bool mt__buckets_fits(const mt_graph *g, const mt_node *n) {

@@ -60,30 +60,25 @@ double mt__plan_bucket_bytes(const mt_train_config *c) {
     return c->grad_reduce == MT_PRECISION_FP32 && c->bucket_mb > 0 ? c->bucket_mb * 1048576.0 : 0;
 }
 
-/* DDP's first bucket (graph/buckets.c's FIRST_BUCKET_BYTES). */
-#define FIRST_BUCKET_BYTES (1024.0 * 1024.0)
-
-/* W's open gradient bucket: the reductions of one kind and axes gathered
- * into one collective (graph/buckets.c). */
+/* W's open gradient bucket: reductions of one collective key (kind and
+ * axes) gathered into one collective (graph/buckets.c). */
 typedef struct {
-    int           key;       /* -1: none open */
-    mt__plan_coll kind;
-    mt_axes       axes;
-    bool          on_cores;
-    double        bytes;
-    double        cap;       /* bucket_bytes, the phase's first bucket 1 MiB at most */
+    int    key;     /* -1: none open */
+    double bytes;
+    double cap;     /* bucket_bytes, the phase's first bucket MT_FIRST_BUCKET_BYTES at most */
 } bucket;
 
 /* The open bucket's collective, at the compute stream's *t: queued on the
  * communication stream (no window: buckets hold their gradients in the
  * bucket block, not on the wire, graph/plan.c), or blocking on a threads
  * host; then none is open, and the next one's cap is the whole size. */
-static void bucket_start(bucket *b, const mt__plan_map *map, double bucket_bytes,
-                         comm_stream *cs, double *t, mt__plan_phase *out) {
+static void bucket_start(bucket *b, const mt__plan_map *map, const mt__plan_comm_keys *keys,
+                         double bucket_bytes, comm_stream *cs, double *t, mt__plan_phase *out) {
     if (b->key < 0) return;
-    double c = mt__plan_collective_seconds(map, b->kind, b->axes, b->bytes);
+    const mt_axes axes = keys->axes[b->key];
+    double c = mt__plan_collective_seconds(map, keys->kind[b->key], axes, b->bytes);
     out->coll[b->key] += c;
-    if (b->on_cores) {
+    if (mt__plan_copies_on_cores(map, axes)) {
         out->exposed[b->key] += c;
         *t += c;
     } else {
@@ -117,8 +112,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
     cs.end = cs.start + n_coll + 1;
     int window[MT__PLAN_DEFER_WINDOW], n_red = 0;   /* the reductions in flight, a ring */
     int pending = -1;     /* the last gather issued, not yet waited for */
-    bucket bk = {.key = -1, .cap = bucket_bytes < FIRST_BUCKET_BYTES ? bucket_bytes
-                                                                      : FIRST_BUCKET_BYTES};
+    bucket bk = {.key = -1, .cap = bucket_bytes < MT_FIRST_BUCKET_BYTES ? bucket_bytes
+                                                                         : MT_FIRST_BUCKET_BYTES};
     double due = 0;       /* the compute's next node waits until then (gathers) */
     double t = 0;
     mt_status st = MT_OK;
@@ -154,11 +149,10 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             /* a bucket's: the open one starts first when this one does not
                fit it, and after when it is full */
             if (bk.key >= 0 && (bk.key != k || bk.bytes + n->comm_bytes > bk.cap))
-                bucket_start(&bk, map, bucket_bytes, &cs, &t, out);
-            if (bk.key < 0)
-                bk.key = k, bk.kind = n->kind, bk.axes = n->axes, bk.on_cores = on_cores;
+                bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
+            bk.key = k;
             bk.bytes += n->comm_bytes;
-            if (bk.bytes >= bk.cap) bucket_start(&bk, map, bucket_bytes, &cs, &t, out);
+            if (bk.bytes >= bk.cap) bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
             continue;
         }
         if (n->grad_reduce && !n->overlapped && !on_cores) {
@@ -210,7 +204,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
     }
     /* the open bucket starts at the phase's end; nothing stays in flight
        when a phase returns (exec.c) */
-    if (st == MT_OK) bucket_start(&bk, map, bucket_bytes, &cs, &t, out);
+    if (st == MT_OK) bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
     if (st == MT_OK) wait_until(&cs, &t, cs.free_at, out);
     out->seconds = t;
     free(cs.start);
