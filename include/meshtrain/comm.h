@@ -74,7 +74,10 @@ typedef struct {
  * whose collective times out prints its message to stderr when the timeout
  * fires ("meshtrain: device N: collective ... timed out ..."), and calls
  * MPI_Abort within a second of that, even when a rank is stopped or stuck
- * outside MPI; otherwise rank 0 prints the agreed message. Device threads are
+ * outside MPI; otherwise rank 0 prints the agreed message. When mt_launch
+ * initialises MPI itself (the program did not), it also sets SIGPIPE, if at
+ * its default, to be ignored: a rank writing to a dead peer's connection
+ * then sees the peer lost instead of dying of the signal. Device threads are
  * pinned to their own cores when they fit (MT_PIN=0 leaves placement to the
  * OS). */
 mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
