@@ -290,6 +290,16 @@ MT_TEST(machine_file_loads) {
     MT_CHECK_CLOSE(l->link_bandwidth, 8e9, 1e-12, "busbw");
     MT_CHECK_CLOSE(l->latency, 2.5e-6, 1e-12, "latency");
     mt_hardware_free(hw);
+    /* with the engine's own products measured (one-thread sgemms on operands
+       from memory), the products go by those */
+    m.sgemm_cold_gflops_1 = 90, m.sgemm_cold_gflops_all = 330, m.sgemm_cold_size = 1024;
+    MT_CHECK_OK(mt_machine_write(&m, sc.path));
+    MT_CHECK_OK(mt_hardware_load(sc.path, &hw));
+    MT_CHECK_CLOSE(hw->gemm_fraction, 330.0 / 480.0, 1e-12, "cold sgemm, a core each / peak");
+    MT_CHECK_CLOSE(hw->thread_gemm_fraction, 90.0 / (480.0 / 4), 1e-12,
+                   "one thread's cold sgemm / a core's share of the peak");
+    MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "the peak unchanged");
+    mt_hardware_free(hw);
     scratch_close(&sc);
 }
 

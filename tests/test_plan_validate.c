@@ -502,22 +502,34 @@ MT_TEST(host_shares_its_cores) {
     gpu.levels[0].kind = MT_LINK_NVLINK;
     MT_CHECK_OK(mt__plan_host_devices(&gpu, 8, 0, &d));   /* chips, not threads */
     MT_CHECK(!memcmp(&d, &gpu, sizeof d), "a chip's description is copied");
-    /* GEMMs at the sgemm of a device's threads: one thread's 0.8 of a core's
-       share of the peak, all cores' 0.5; linear between on a 4-core host */
+    /* GEMMs at a kernel thread's sgemm while `busy` threads run: one thread
+       alone 0.8 of a core's share of the peak, every core its own 0.5;
+       linear between on a 4-core host */
     host.thread_gemm_fraction = 0.8;
     MT_CHECK_OK(mt__plan_host_devices(&host, 1, 0, &d));
     MT_CHECK(d.gemm_fraction == 0.5, "one device of 2 threads: all cores' %g", d.gemm_fraction);
     MT_CHECK_OK(mt__plan_host_devices(&host, 2, 0, &d));
-    MT_CHECK(d.gemm_fraction == 0.8, "2 devices of 1 thread: one thread's %g", d.gemm_fraction);
+    MT_CHECK(d.gemm_fraction == 0.5, "2 devices of 1 thread, both cores busy: %g",
+             d.gemm_fraction);
+    MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32] * d.gemm_fraction, 50e9, 1e-15,
+                   "2 devices: a core's concurrent sgemm, 0.5 x 200/2 GFLOP/s");
+    MT_CHECK_OK(mt__plan_host_devices(&host, 1, 1, &d));
+    MT_CHECK(d.gemm_fraction == 0.8, "one device of 1 thread, the other core idle: %g",
+             d.gemm_fraction);
     MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32] * d.gemm_fraction, 80e9, 1e-15,
-                   "2 devices: one thread's sgemm, 0.8 x 200/2 GFLOP/s");
+                   "a lone thread: one thread's sgemm, 0.8 x 200/2 GFLOP/s");
     MT_CHECK_OK(mt__plan_host_devices(&host, 8, 8, &d));
-    MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32] * d.gemm_fraction, 20e9, 1e-15,
-                   "8 devices of 1 thread on 2 cores: a quarter of one thread's sgemm");
+    MT_CHECK_CLOSE(d.peak_flops[MT_HW_FP32] * d.gemm_fraction, 12.5e9, 1e-15,
+                   "8 devices of 1 thread on 2 cores: a quarter of a core's concurrent sgemm");
     mt_hardware quad = host;
     quad.levels[0].devices = 4;
-    MT_CHECK_CLOSE(mt__plan_host_gemm_fraction(&quad, 2), 0.8 - 0.3 / 3, 1e-15, "2 of 4 threads");
-    MT_CHECK(mt__plan_host_gemm_fraction(&quad, 4) == 0.5, "4 of 4 threads");
+    MT_CHECK_CLOSE(mt__plan_host_gemm_fraction(&quad, 2), 0.8 - 0.3 / 3, 1e-15,
+                   "2 of 4 cores busy");
+    MT_CHECK(mt__plan_host_gemm_fraction(&quad, 4) == 0.5, "4 of 4 cores busy");
+    MT_CHECK_OK(mt__plan_host_devices(&quad, 3, 3, &d));
+    MT_CHECK_CLOSE(d.gemm_fraction, 0.8 - 0.3 * 2 / 3, 1e-15, "3 devices of 1 thread on 4 cores");
+    MT_CHECK_OK(mt__plan_host_devices(&quad, 2, 0, &d));
+    MT_CHECK(d.gemm_fraction == 0.5, "2 devices of 2 threads fill 4 cores: %g", d.gemm_fraction);
     quad.thread_gemm_fraction = 0;
     MT_CHECK(mt__plan_host_gemm_fraction(&quad, 1) == 0.5, "not measured: the host's");
     host.thread_gemm_fraction = 0;

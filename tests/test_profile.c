@@ -64,9 +64,9 @@ MT_TEST(machine_round_trip) {
 }
 
 /* The FMA peak of each kernel level and what the probe saw: read back as
- * written, a level the CPU lacks null in the file and NAN back; a file from
- * before them (no "fma_gflops_by_isa", no "cpu_isa") still reads, its levels
- * NAN and its strings "". */
+ * written, a level the CPU lacks null in the file and NAN back, and the cold
+ * sgemm; a file from before them (no "fma_gflops_by_isa", no "cpu_isa", no
+ * "sgemm_cold_gflops") still reads, its levels NAN and its strings "". */
 MT_TEST(machine_levels) {
     const char *path = "/tmp/mt_test_profile_levels.json";
     mt_machine m = known(), back;
@@ -75,6 +75,7 @@ MT_TEST(machine_levels) {
     snprintf(m.isa_best, sizeof m.isa_best, "avx512");
     snprintf(m.isa_in_use, sizeof m.isa_in_use, "avx2");
     snprintf(m.onednn_isa, sizeof m.onednn_isa, "avx512_core_amx");
+    m.sgemm_cold_gflops_1 = 90.5, m.sgemm_cold_gflops_all = 178.25, m.sgemm_cold_size = 256;
     MT_CHECK_OK(mt_machine_write(&m, path));
     char text[4096];
     snprintf(text, sizeof text, "%s", slurp(path));
@@ -95,6 +96,11 @@ MT_TEST(machine_levels) {
     }
     MT_CHECK(strcmp(back.isa_best, "avx512") == 0 && strcmp(back.isa_in_use, "avx2") == 0 &&
              strcmp(back.onednn_isa, "avx512_core_amx") == 0, "cpu_isa strings");
+    MT_CHECK(strstr(text, "\"sgemm_cold_gflops\": {\"1\": 90.5, \"all\": 178.25, \"size\": 256}"),
+             "%s", text);
+    MT_CHECK(back.sgemm_cold_gflops_1 == 90.5 && back.sgemm_cold_gflops_all == 178.25 &&
+             back.sgemm_cold_size == 256, "cold sgemm back: %g %g %d", back.sgemm_cold_gflops_1,
+             back.sgemm_cold_gflops_all, back.sgemm_cold_size);
     MT_CHECK(isnan(mt_machine_isa_gflops(&back, (mt_cpu_isa)7, true)), "no level 7");
 
     /* the same file as written before kernel levels: cut at the new keys */
@@ -107,6 +113,8 @@ MT_TEST(machine_levels) {
         MT_CHECK(isnan(back.fma_isa_gflops_1[i]) && isnan(back.fma_isa_gflops_all[i]),
                  "an old file: level %d unknown", i);
     MT_CHECK(!back.isa_best[0] && !back.onednn_isa[0], "an old file: no cpu_isa");
+    MT_CHECK(isnan(back.sgemm_cold_gflops_1) && isnan(back.sgemm_cold_gflops_all) &&
+             back.sgemm_cold_size == 0, "an old file: no cold sgemm");
     MT_CHECK_CLOSE(back.fma_gflops_all, 519.75, 1e-9, "an old file: fma_gflops");
     remove(path);
 }

@@ -93,7 +93,8 @@ typedef struct {
     double hbm_bandwidth;               /* bytes/s, peak */
     double gemm_fraction;               /* large GEMMs' achieved / peak FLOP/s, (0, 1] */
     double thread_gemm_fraction;        /* a threads host (a machine file) only: one kernel
-                                           thread's sgemm / one core's share of the peak
+                                           thread's sgemm, the other cores idle, / one
+                                           core's share of the peak
                                            (peak / levels[0].devices); 0: not measured, the
                                            host's gemm_fraction holds for any thread count */
     double hbm_fraction;                /* streaming kernels' achieved / peak bandwidth */
@@ -107,8 +108,10 @@ typedef struct {
  * written by `meshtrain bench machine --out` (meshtrain/profile.h), mapped
  * onto a one-level description of this host: fp32 peak = the FMA peak on
  * all cores (bf16 = the bf16 dot peak, when measured), gemm_fraction =
- * measured sgemm / that peak, thread_gemm_fraction = one thread's sgemm /
- * (that peak / cores), hbm_bandwidth = the measured triad with
+ * measured sgemm / that peak (sgemm_cold_gflops' "all": every core its own
+ * one-thread sgemm on operands from memory, as the engine runs its products;
+ * in files without it, sgemm_gflops' "all"), thread_gemm_fraction = one
+ * thread's sgemm (cold's "1", or sgemm_gflops') / (that peak / cores), hbm_bandwidth = the measured triad with
  * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency

@@ -13,12 +13,18 @@
  *                  "mpi": {"latency_us": 0.2, "busbw_gbs": 2.0}},
  *    "nominal_gflops": 524.8, "nominal_ghz": 4.1,
  *    "measured_at": "2026-11-30T23:40:00Z",
+ *    "sgemm_cold_gflops": {"1": 205.0, "all": 398.1, "size": 1024},
  *    "fma_gflops_by_isa": {"generic": {"1": 16.3, "all": 32.5}, "neon": null,
  *                          "avx2": {"1": 131.0, "all": 260.1},
  *                          "avx512": {"1": 262.1, "all": 519.8}},
  *    "cpu_isa": {"best": "avx512", "in_use": "avx512", "onednn": "avx512_core_bf16"}}
  *
- * "1" is one thread, "all" every core. GFLOP/s count a fused multiply-add as
+ * "1" is one thread, "all" every core. "sgemm_cold_gflops" is sgemm as the
+ * engine runs its products: its threads split them, Open BLAS on one thread
+ * each, their operands from memory (a training step's working set is larger
+ * than the caches); "all" is every core its own one-thread sgemm at once,
+ * summed, each call on the next of 64 MiB of operands a thread, "size" at
+ * most 1024. GFLOP/s count a fused multiply-add as
  * 2 flops. triad_gbs counts bytes as STREAM does: the triad
  * a[i] = b[i] + s*c[i] on float arrays moves 3 x 4 = 12 bytes per element.
  * busbw is nccl-tests' bus bandwidth of a 2-device all-reduce (algbw x
@@ -29,9 +35,9 @@
  * "fma_gflops_by_isa" has it at every level (mt_cpu_isa, base.h), null for a
  * level the CPU lacks, so that a run capped at a lower level (MT_CPU_ISA)
  * finds its own roof. "cpu_isa" is what the probe saw: the best level, the
- * level its process ran at, and oneDNN's ISA (its bf16 products). These two
- * keys came later: the reader accepts a file without them (the figures NAN,
- * the strings "").
+ * level its process ran at, and oneDNN's ISA (its bf16 products). These
+ * three keys came later: the reader accepts a file without them (the
+ * figures NAN, the size 0, the strings "").
  *
  * Part of the public API; programs include <meshtrain.h>, which includes this.
  */
@@ -77,6 +83,10 @@ typedef struct {
     char   measured_at[32];       /* ISO 8601, UTC */
     char   isa_best[16];          /* mt_cpu_isa_name(mt_cpu_isa_best()); "" in older files */
     char   isa_in_use[16];        /* the level the probe ran at (MT_CPU_ISA caps it); "" */
+    double sgemm_cold_gflops_1, sgemm_cold_gflops_all;   /* the engine's products: one
+                                  thread; every core its own at once, summed; operands
+                                  from memory (NAN in files that predate them) */
+    int    sgemm_cold_size;       /* their m = n = k (0 in such files) */
     char   onednn_isa[48];        /* oneDNN's effective ISA then ("avx512_core_amx"),
                                      "none" in a build without oneDNN; "" in older files */
 } mt_machine;

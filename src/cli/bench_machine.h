@@ -36,6 +36,13 @@ bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used
  * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
 double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
 
+/* GFLOP/s of `threads` threads each running its own n^3 sgemms on one Open
+ * BLAS thread at the same time, summed, every call on the next of its sets
+ * of operands (64 MiB of them a thread: from memory, not the caches): the
+ * best of `reps` repetitions (after a warm-up), each as long as its slowest
+ * thread. NAN when the matrices cannot be allocated. */
+double cli_sgemm_cold_gflops(int n, int threads, int reps);
+
 /* oneDNN's effective ISA (the one its bf16 products run), as
  * ONEDNN_MAX_CPU_ISA spells it ("avx512_core_amx", "avx2"), into buf (n
  * bytes); "none" in a build without oneDNN. */

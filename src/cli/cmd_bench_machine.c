@@ -3,7 +3,12 @@
  * measured, for the roofline (include/meshtrain/profile.h holds the file).
  *
  *  - sgemm: Open BLAS cblas_sgemm, square, the largest power of two up to
- *    4096 whose one-thread call stays near 0.2 s, on 1 thread and all cores;
+ *    4096 whose one-thread call stays near 0.2 s, on 1 thread and all cores
+ *    (Open BLAS's threads); and "cold", as the engine runs its products
+ *    (its pool splits them, Open BLAS on one thread each; their operands
+ *    come from memory): one thread, and each core its own at once, every
+ *    call on the next of its sets of operands, 64 MiB of them a thread, of
+ *    that size up to 1024^3;
  *  - FMA peak: fused multiply-adds on registers only, at every kernel level
  *    (mt_cpu_isa) this CPU runs: 16 independent zmm accumulators for avx512,
  *    12 ymm for avx2, 16 q registers for neon, 16 one-lane floats for
@@ -533,6 +538,54 @@ double cli_sgemm_gflops(int m, int n, int k, int threads, int reps) {
     return best;
 }
 
+/* Operands from memory, as a training step's are (its working set is larger
+ * than the caches: the ops before a product wrote them): each thread
+ * rotates through sets of (a, b, c) at least this large. */
+#define COLD_BYTES ((size_t)64 << 20)
+/* and of at most this size (a set each core: 12 MiB) */
+#define COLD_MAX_N 1024
+
+typedef struct { int n, reps; } sgemm_job;
+
+/* One core's own n^3 sgemms on one Open BLAS thread, each on the next of its
+ * sets (cold), started with the others each repetition; out[0]: the
+ * seconds of one sgemm in the best repetition, as long as its slowest
+ * thread. */
+static void sgemm_member(team *t, int i) {
+    sgemm_job *j = t->arg;
+    const size_t nn = (size_t)j->n * (size_t)j->n, set = 3 * nn * sizeof(float);
+    const int sets = (int)((COLD_BYTES + set - 1) / set);
+    float *mem = malloc((size_t)sets * set);   /* per set: a, b, c (n,n) */
+    if (mem)
+        for (size_t k = 0; k < 3 * nn * (size_t)sets; k++) mem[k] = (float)(k % 7) * 0.1f;
+    double best = INFINITY;
+    for (int r = -1; r < j->reps; r++) {   /* r = -1: warm-up */
+        pthread_barrier_wait(&t->bar);
+        double t0 = mt_time_now();
+        for (int q = 0; mem && q < sets; q++) {
+            float *a = mem + 3 * nn * (size_t)q, *b = a + nn, *c = b + nn;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->n, j->n, j->n, 1.0f, a,
+                        j->n, b, j->n, 0.0f, c, j->n);
+        }
+        t->out[i] = mem ? (mt_time_now() - t0) / sets : INFINITY;
+        pthread_barrier_wait(&t->bar);
+        double slowest = team_max(t);
+        if (r >= 0 && slowest < best) best = slowest;
+        pthread_barrier_wait(&t->bar);   /* out[] is read before the next round writes it */
+    }
+    free(mem);
+    if (i == 0) t->out[0] = best;
+}
+
+double cli_sgemm_cold_gflops(int n, int threads, int reps) {
+    openblas_set_num_threads(1);
+    sgemm_job j = {.n = n, .reps = reps};
+    team t = {.arg = &j};
+    team_run(&t, threads, sgemm_member);
+    mt_set_num_threads(mt_get_num_threads());   /* as cli_sgemm_gflops leaves it */
+    return isfinite(t.out[0]) ? 2.0 * n * n * (double)n * t.n / t.out[0] / 1e9 : NAN;
+}
+
 /* ======================================================================== */
 /* All-reduce                                                                */
 /* ======================================================================== */
@@ -602,6 +655,9 @@ static void print_table(const mt_machine *m, const char *ghz_src) {
     printf("%-34s %10s %10s\n", "figure (best of repetitions)", "1 thread", "all cores");
     snprintf(sg, sizeof sg, "sgemm %d^3 (Open BLAS)", m->sgemm_size);
     print_row(sg, m->sgemm_gflops_1, m->sgemm_gflops_all, "GFLOP/s");
+    snprintf(sg, sizeof sg, "sgemm %d^3 cold, a core each", m->sgemm_cold_size);
+    print_row(sg, m->sgemm_cold_gflops_1, m->sgemm_cold_gflops_all,
+              "GFLOP/s  <- the engine's products");
     for (int l = (int)best; l >= 0; l--) {
         const double one = mt_machine_isa_gflops(m, (mt_cpu_isa)l, false);
         if (!isfinite(one)) continue;   /* another architecture's level */
@@ -726,6 +782,10 @@ static int probe_and_write(bool quick, bool mpi, const char *out_path, mt_output
     m.sgemm_size = n;
     m.sgemm_gflops_1 = cli_sgemm_gflops(n, n, n, 1, quick ? 2 : 3);
     m.sgemm_gflops_all = cli_sgemm_gflops(n, n, n, p.cores, quick ? 2 : 3);
+    /* the engine's products: one Open BLAS thread each, operands from memory */
+    m.sgemm_cold_size = n < COLD_MAX_N ? n : COLD_MAX_N;
+    m.sgemm_cold_gflops_1 = cli_sgemm_cold_gflops(m.sgemm_cold_size, 1, quick ? 2 : 3);
+    m.sgemm_cold_gflops_all = cli_sgemm_cold_gflops(m.sgemm_cold_size, p.cores, quick ? 2 : 3);
     /* every level this CPU runs (fma_peak: NAN for another architecture's) */
     for (int l = 0; l < (int)(sizeof m.fma_isa_gflops_1 / sizeof(double)); l++) {
         p.level = (mt_cpu_isa)l;

@@ -14,7 +14,12 @@ mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
     mt_machine m;
     mt_status s = mt_machine_read(path, &m);
     if (s) return s;
-    double fma = m.fma_gflops_all * 1e9, sgemm = m.sgemm_gflops_all * 1e9;
+    /* the engine's products: one-thread sgemms on operands from memory
+       (Open BLAS's threads, operands in cache, in files that predate them) */
+    const bool cold = isfinite(m.sgemm_cold_gflops_all) && m.sgemm_cold_gflops_all > 0 &&
+                      isfinite(m.sgemm_cold_gflops_1) && m.sgemm_cold_gflops_1 > 0;
+    double fma = m.fma_gflops_all * 1e9;
+    double sgemm = (cold ? m.sgemm_cold_gflops_all : m.sgemm_gflops_all) * 1e9;
     double triad = m.triad_gbs_all * 1e9, busbw = m.threads.busbw_gbs * 1e9;
     double lat = m.threads.latency_us * 1e-6;
     const double need[] = {fma, sgemm, triad, busbw, lat};
@@ -35,7 +40,7 @@ mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
     hw->gemm_fraction = fmin(1.0, sgemm / fma);
     /* one thread's, against one core's share of the peak (0: not measured) */
     const int cores = m.cores > 0 ? m.cores : 1;
-    const double sgemm_1 = m.sgemm_gflops_1 * 1e9;
+    const double sgemm_1 = (cold ? m.sgemm_cold_gflops_1 : m.sgemm_gflops_1) * 1e9;
     hw->thread_gemm_fraction = isfinite(sgemm_1) && sgemm_1 > 0
                                  ? fmin(1.0, sgemm_1 * cores / fma) : 0;
     hw->hbm_fraction = 1.0;

@@ -10,16 +10,22 @@
  *     host. Past the cores the system time-shares them: N devices of k
  *     threads on `cores` cores each get cores / (N k) of a core per thread,
  *     1 / N of the host. Both are k / max(cores, N k).
- *   - GEMMs do not scale with the cores: on the 2-core Zen 5 of 2026-12-03
- *     Open BLAS sgemm of the trainer's shapes (512 x 768 x 256 and the like)
- *     ran at 101-107 GFLOP/s on one thread and 149-187 on two (the
- *     environment's Haswell kernel; 184-199 and 241-310 with Cooperlake's),
- *     1.5-1.8x, not 2x. So a device of k threads runs its GEMMs at the
- *     sgemm of k threads, which the machine file measures at one thread and
- *     at all cores (thread_gemm_fraction, gemm_fraction) and which is
- *     interpolated linearly between; the share above then time-shares it.
- *     With the host's sgemm over two, two one-thread devices were planned
- *     1.2x slower than they ran in test_plan_validate (pipe=2).
+ *   - GEMMs: the engine splits a product over a device's k threads itself
+ *     (Open BLAS on one thread each), so a device's products run as k
+ *     one-thread sgemms, at the same time as the other devices', on
+ *     operands the ops before them wrote, which a step's working set has
+ *     pushed out of the caches. The machine file measures just that
+ *     (sgemm_cold_gflops): one thread alone (thread_gemm_fraction) and
+ *     every core its own at once (gemm_fraction). The rate a thread gets
+ *     depends on how many run: `busy` = min(N k, cores), linear between.
+ *     On the 2-core Zen 5 of 2026-12-04 (256^3): from cache one thread
+ *     100.8-103.8 GFLOP/s, Open BLAS's two threads on one sgemm 148-177;
+ *     cold one thread 90, each core its own 178 (89 a core). The trainer's
+ *     products ran at 91-95 a thread in test_plan_validate's 1- and 2-device
+ *     layouts (device 0's ops); planned with the sgemm from cache (Open
+ *     BLAS's threads for one device, one thread's for two), those layouts
+ *     came out at 1.03-1.16 and 0.82-0.89 of their steps, with the cold
+ *     sgemm at 0.90-1.01.
  *   - Memory bandwidth goes by the same share: the devices run one SPMD
  *     program, so their memory-bound kernels stream at the same time and
  *     split the host's triad between them. (A lone device on fewer threads
@@ -36,12 +42,12 @@
 
 #include <string.h>
 
-double mt__plan_host_gemm_fraction(const mt_hardware *host, int k) {
+double mt__plan_host_gemm_fraction(const mt_hardware *host, int busy) {
     const int cores = host->n_levels > 0 ? host->levels[0].devices : 1;
     const double one = host->thread_gemm_fraction, all = host->gemm_fraction;
-    if (one <= 0 || cores <= 1 || k >= cores) return all;
-    if (k <= 1) return one;
-    return one + (all - one) * (double)(k - 1) / (double)(cores - 1);
+    if (one <= 0 || cores <= 1 || busy >= cores) return all;
+    if (busy <= 1) return one;
+    return one + (all - one) * (double)(busy - 1) / (double)(cores - 1);
 }
 
 int mt__plan_host_threads(int cores, int devices, int threads) {
@@ -77,8 +83,8 @@ mt_status mt__plan_host_devices(const mt_hardware *host, int devices, int thread
                        "`meshtrain bench machine --out FILE`)", host->name, cores);
     double share = mt__plan_host_share(cores, devices, threads);
     for (int d = 0; d < MT_HW_N_DTYPES; d++) out->peak_flops[d] *= share;
-    out->gemm_fraction = mt__plan_host_gemm_fraction(host, mt__plan_host_threads(cores, devices,
-                                                                                 threads));
+    const int busy = devices * mt__plan_host_threads(cores, devices, threads);
+    out->gemm_fraction = mt__plan_host_gemm_fraction(host, busy < cores ? busy : cores);
     out->hbm_bandwidth *= share;
     out->hbm_bytes /= devices;
     if (devices > cores) out->levels[0].link_bandwidth *= (double)cores / devices;

@@ -12,9 +12,11 @@
  *   share = k / max(cores, N k)     the cores a device's kernels get, over
  *                                   the host's (time-shared past the cores)
  *   FLOP/s, memory bandwidth        x share (linear in the cores)
- *   gemm_fraction                   the sgemm of k threads: thread_gemm_fraction
- *                                   at k = 1, the host's at k = cores, linear
- *                                   between (the host's when not measured)
+ *   gemm_fraction                   a kernel thread's sgemm while `busy` =
+ *                                   min(N k, cores) threads run at once:
+ *                                   thread_gemm_fraction at 1, the host's (each
+ *                                   core its own) at cores, linear between (the
+ *                                   host's when not measured)
  *   memory (hbm_bytes)              / N
  *   the threads level's bandwidth   x min(1, cores / N) (a collective's
  *                                   copies run on each device's own thread)
@@ -50,9 +52,10 @@ int mt__plan_host_threads(int cores, int devices, int threads);
  * devices x k), k = mt__plan_host_threads(cores, devices, threads). */
 double mt__plan_host_share(int cores, int devices, int threads);
 
-/* The GEMM fraction of a device running k kernel threads on the threads host
- * `host` (levels[0].devices its cores), by the rule above. */
-double mt__plan_host_gemm_fraction(const mt_hardware *host, int k);
+/* The GEMM fraction of a device's kernel threads while `busy` kernel threads
+ * run at once on the threads host `host` (levels[0].devices its cores), by
+ * the rule above. */
+double mt__plan_host_gemm_fraction(const mt_hardware *host, int busy);
 
 /* One of `devices` thread devices on the host `host` describes (its
  * innermost level MT_LINK_THREADS, `devices` on it the host's cores), each

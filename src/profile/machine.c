@@ -51,6 +51,9 @@ typedef struct field {
 
 static const field SGEMM[] = {NUM("1", sgemm_gflops_1), NUM("all", sgemm_gflops_all),
                               INT("size", sgemm_size), {0}};
+static const field SGEMM_COLD[] = {NUM("1", sgemm_cold_gflops_1),
+                                   NUM("all", sgemm_cold_gflops_all),
+                                   INT("size", sgemm_cold_size), {0}};
 static const field FMA[] = {NUM("1", fma_gflops_1), NUM("all", fma_gflops_all), {0}};
 static const field BF16[] = {NUM("1", bf16_gflops_1), NUM("all", bf16_gflops_all), {0}};
 static const field TRIAD[] = {NUM("1", triad_gbs_1), NUM("all", triad_gbs_all),
@@ -84,7 +87,8 @@ static const field MACHINE[] = {
     NUM("nominal_gflops", nominal_gflops), NUM("nominal_ghz", nominal_ghz),
     STR("measured_at", measured_at),
     {.key = "fma_gflops_by_isa", .kind = F_OBJ, .sub = BY_ISA, .optional = true},
-    {.key = "cpu_isa", .kind = F_OBJ, .sub = CPU_ISA, .optional = true}, {0}};
+    {.key = "cpu_isa", .kind = F_OBJ, .sub = CPU_ISA, .optional = true},
+    {.key = "sgemm_cold_gflops", .kind = F_OBJ, .sub = SGEMM_COLD, .optional = true}, {0}};
 
 #define N_LEVELS ((int)(sizeof ((mt_machine *)0)->fma_isa_gflops_1 / sizeof(double)))
 
@@ -341,6 +345,7 @@ mt_status mt_machine_read(const char *path, mt_machine *out) {
     }
     memset(out, 0, sizeof *out);
     for (int i = 0; i < N_LEVELS; i++) out->fma_isa_gflops_1[i] = out->fma_isa_gflops_all[i] = NAN;
+    out->sgemm_cold_gflops_1 = out->sgemm_cold_gflops_all = NAN;
     reader r = {.path = path, .s = buf, .n = n};
     s = get_object(&r, out, MACHINE);
     if (s == MT_OK) {
