@@ -299,6 +299,19 @@ MT_TEST(machine_file_loads) {
     MT_CHECK_CLOSE(hw->thread_gemm_fraction, 90.0 / (480.0 / 4), 1e-12,
                    "one thread's cold sgemm / a core's share of the peak");
     MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "the peak unchanged");
+    MT_CHECK(hw->vector_flops == 0, "kernels at the best level: the fp32 peak (%g)",
+             hw->vector_flops);
+    mt_hardware_free(hw);
+    /* probed with the kernels capped at avx2 (MT_CPU_ISA): the ops other than
+       products at avx2's peak, the products and the peak as measured */
+    m.fma_isa_gflops_all[MT_ISA_AVX2] = 240, m.fma_isa_gflops_all[MT_ISA_AVX512] = 480;
+    snprintf(m.isa_best, sizeof m.isa_best, "avx512");
+    snprintf(m.isa_in_use, sizeof m.isa_in_use, "avx2");
+    MT_CHECK_OK(mt_machine_write(&m, sc.path));
+    MT_CHECK_OK(mt_hardware_load(sc.path, &hw));
+    MT_CHECK_CLOSE(hw->vector_flops, 240e9, 1e-12, "capped: avx2's FMA peak");
+    MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "capped: the peak the best level's");
+    MT_CHECK_CLOSE(hw->gemm_fraction, 330.0 / 480.0, 1e-12, "capped: Open BLAS as measured");
     mt_hardware_free(hw);
     scratch_close(&sc);
 }

@@ -373,6 +373,13 @@ MT_TEST(roofline_dtypes) {
                    1e-12, "vector op on H100: fp32 floor");
     MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_MATMUL, MT_HW_TF32, 4.947e14, 1, NULL) * 1e6, 1e6,
                    1e-12, "tf32 at its own peak");
+    /* kernels capped below the best level (a machine file's vector_flops):
+       the vector op at the capped peak, a product as before */
+    h100->vector_flops = 6.69e13 / 4;
+    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_VECTOR, MT_HW_BF16, 6.69e13, 1, NULL) * 1e6, 4e6,
+                   1e-12, "vector op at the capped level's peak");
+    MT_CHECK_CLOSE(mt__plan_op_seconds(h100, MT__PN_MATMUL, MT_HW_TF32, 4.947e14, 1, NULL) * 1e6, 1e6,
+                   1e-12, "a product unchanged by the cap");
     /* achievable fractions: the shipped H100's 0.8 of the GEMM peak */
     mt_hardware *real = shipped("h100-sxm");
     MT_CHECK_CLOSE(mt__plan_op_seconds(real, MT__PN_MATMUL, MT_HW_BF16, 9.9e14 * 0.8, 1, NULL) * 1e6,

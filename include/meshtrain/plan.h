@@ -98,6 +98,10 @@ typedef struct {
                                            (peak / levels[0].devices); 0: not measured, the
                                            host's gemm_fraction holds for any thread count */
     double hbm_fraction;                /* streaming kernels' achieved / peak bandwidth */
+    double vector_flops;                /* a machine file measured with meshtrain's kernels
+                                           capped below the CPU's best level (MT_CPU_ISA):
+                                           the FMA peak of the level in use, at which the
+                                           ops other than products run; 0: the fp32 peak */
     int         n_levels;
     mt_hw_level levels[MT_HW_MAX_LEVELS];   /* [n_levels], innermost first */
 } mt_hardware;
@@ -111,7 +115,9 @@ typedef struct {
  * measured sgemm / that peak (sgemm_cold_gflops' "all": every core its own
  * one-thread sgemm on operands from memory, as the engine runs its products;
  * in files without it, sgemm_gflops' "all"), thread_gemm_fraction = one
- * thread's sgemm (cold's "1", or sgemm_gflops') / (that peak / cores), hbm_bandwidth = the measured triad with
+ * thread's sgemm (cold's "1", or sgemm_gflops') / (that peak / cores),
+ * vector_flops = the FMA peak on all cores of the kernel level the probe ran
+ * at when MT_CPU_ISA capped it below the best (0 otherwise), hbm_bandwidth = the measured triad with
  * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency

@@ -182,6 +182,8 @@ double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw
     double tf = 0;
     if (cls == MT__PN_MATMUL)
         tf = flops / (mt__plan_matmul_peak(hw, dtype) * hw->gemm_fraction);
+    else if (hw->vector_flops > 0)
+        tf = flops / hw->vector_flops;
     else if (hw->peak_flops[MT_HW_FP32] > 0)
         tf = flops / hw->peak_flops[MT_HW_FP32];
     if (flop_bound) *flop_bound = tf > 0 && tf >= tb;

@@ -110,7 +110,9 @@ double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype);
  * matrix product (MT__PN_MATMUL) takes max(flops / (mt__plan_matmul_peak
  * x gemm_fraction), bytes / (hbm_bandwidth x hbm_fraction)); any other op
  * takes bytes / (hbm_bandwidth x hbm_fraction), floored by flops / the
- * fp32 peak (the vector units) where the file gives one (a TPU's does
+ * fp32 peak (the vector units; vector_flops, where a machine file measured
+ * meshtrain's kernels capped below the CPU's best level) where the file
+ * gives one (a TPU's does
  * not: its element-wise ops are costed by their bytes alone, the book's
  * v5p VPU being memory-bound above 3 FLOPs a byte). A collective node
  * (MT__PN_COLLECTIVE) is costed here by its local work only, as the

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
@@ -44,6 +45,13 @@ mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
     hw->thread_gemm_fraction = isfinite(sgemm_1) && sgemm_1 > 0
                                  ? fmin(1.0, sgemm_1 * cores / fma) : 0;
     hw->hbm_fraction = 1.0;
+    /* probed with the kernels capped (MT_CPU_ISA): the rest of the ops at
+       the capped level's peak, the products (Open BLAS's) as measured */
+    const int in_use = m.isa_in_use[0] ? mt_cpu_isa_parse(m.isa_in_use) : -1;
+    if (in_use >= 0 && strcmp(m.isa_in_use, m.isa_best) != 0) {
+        const double capped = mt_machine_isa_gflops(&m, (mt_cpu_isa)in_use, true) * 1e9;
+        if (isfinite(capped) && capped > 0 && capped < fma) hw->vector_flops = capped;
+    }
     hw->n_levels = 1;
     hw->levels[0] = (mt_hw_level){.kind = MT_LINK_THREADS, .topology = MT_TOPO_SWITCH,
                                   .devices = m.cores > 0 ? m.cores : 1, .link_bandwidth = busbw,

@@ -83,6 +83,7 @@ mt_status mt__plan_host_devices(const mt_hardware *host, int devices, int thread
                        "`meshtrain bench machine --out FILE`)", host->name, cores);
     double share = mt__plan_host_share(cores, devices, threads);
     for (int d = 0; d < MT_HW_N_DTYPES; d++) out->peak_flops[d] *= share;
+    out->vector_flops *= share;
     const int busy = devices * mt__plan_host_threads(cores, devices, threads);
     out->gemm_fraction = mt__plan_host_gemm_fraction(host, busy < cores ? busy : cores);
     out->hbm_bandwidth *= share;
