@@ -1006,4 +1006,29 @@ MT_TEST(print_names_collective_axes) {
     mt_graph_free(g);
 }
 
+/* The profile's totals of one op: a (4,8)x(8,16) product run 3 times is 3
+ * calls of 2·4·8·16 FLOPs each (the hand count), with some time; an op that
+ * did not run is zeros; a name that is no op and a profile that is off are
+ * refused. */
+MT_TEST(profile_op_totals) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *a = mt_input(g, "a", MT_F32, 2, (const int64_t[]){4, 8});
+    mt_tensor *b = mt_param(g, "b", 2, (const int64_t[]){8, 16},
+                            (mt_init){.kind = MT_INIT_NORMAL, .std = 0.02f});
+    mt_tensor *out = mt_matmul(g, a, b, false, false);
+    MT_CHECK_OK(mt_graph_compile(g, out, &(mt_compile_opts){.seed = 1, .no_grad = true,
+                                                             .seed_from_caller = true}));
+    mt_op_totals t;
+    MT_CHECK_FAILS(mt_graph_profile_op(g, "matmul", &t), MT_ESTATE, "profiling is off");
+    MT_CHECK_OK(mt_graph_set_profiling(g, true));
+    for (int r = 0; r < 3; r++) MT_CHECK_OK(mt_graph_forward(g));
+    MT_CHECK_OK(mt_graph_profile_op(g, "matmul", &t));
+    MT_CHECK(t.calls == 3 && t.flops == 3 * 2.0 * 4 * 8 * 16 && t.seconds > 0,
+             "matmul: %lld calls, %g FLOPs, %g s", (long long)t.calls, t.flops, t.seconds);
+    MT_CHECK_OK(mt_graph_profile_op(g, "attention", &t));
+    MT_CHECK(t.calls == 0 && t.seconds == 0 && t.flops == 0 && t.bytes == 0, "not run: zeros");
+    MT_CHECK_FAILS(mt_graph_profile_op(g, "attentoin", &t), MT_EINVAL, "'attentoin' is no op");
+    mt_graph_free(g);
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

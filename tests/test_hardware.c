@@ -301,6 +301,7 @@ MT_TEST(machine_file_loads) {
     MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "the peak unchanged");
     MT_CHECK(hw->vector_flops == 0, "kernels at the best level: the fp32 peak (%g)",
              hw->vector_flops);
+    MT_CHECK(hw->n_attention == 0, "no attention measured: no curve");
     mt_hardware_free(hw);
     /* probed with the kernels capped at avx2 (MT_CPU_ISA): the ops other than
        products at avx2's peak, the products and the peak as measured */
@@ -312,6 +313,19 @@ MT_TEST(machine_file_loads) {
     MT_CHECK_CLOSE(hw->vector_flops, 240e9, 1e-12, "capped: avx2's FMA peak");
     MT_CHECK_CLOSE(hw->peak_flops[MT_HW_FP32], 480e9, 1e-12, "capped: the peak the best level's");
     MT_CHECK_CLOSE(hw->gemm_fraction, 330.0 / 480.0, 1e-12, "capped: Open BLAS as measured");
+    mt_hardware_free(hw);
+    /* attention measured at T = 64 .. 1024 but 256: the curve over one thread's
+       cold sgemm, the missing point left out */
+    const double att[MT_MACHINE_N_ATTENTION] = {27, 45, NAN, 63, 72};
+    memcpy(m.attention_gflops_1, att, sizeof att);
+    m.attention_head_size = 64;
+    MT_CHECK_OK(mt_machine_write(&m, sc.path));
+    MT_CHECK_OK(mt_hardware_load(sc.path, &hw));
+    MT_CHECK(hw->n_attention == 4 && hw->attention_seq[0] == 64 && hw->attention_seq[1] == 128 &&
+             hw->attention_seq[2] == 512 && hw->attention_seq[3] == 1024, "the curve's T: %d points",
+             hw->n_attention);
+    MT_CHECK_CLOSE(hw->attention_fraction[0], 27.0 / 90, 1e-12, "T=64: 27 / 90 GFLOP/s");
+    MT_CHECK_CLOSE(hw->attention_fraction[3], 72.0 / 90, 1e-12, "T=1024: 72 / 90 GFLOP/s");
     mt_hardware_free(hw);
     scratch_close(&sc);
 }

@@ -389,6 +389,32 @@ MT_TEST(roofline_dtypes) {
     mt_hardware_free(h100);
 }
 
+/* Attention's curve (a machine file's probe): its FLOPs at the GEMMs' rate x
+ * the fraction at its sequence length, log-linear between the points (128
+ * halfway from 64 to 256 in log T: 0.3 + (0.6 - 0.3) / 2), the end points'
+ * beyond; a description without a curve and any other node: the GEMMs'. */
+MT_TEST(attention_curve) {
+    mt_hardware *hw = ideal("h100-sxm");
+    MT_CHECK(mt__plan_attention_fraction(hw, 128) == 1, "no curve: 1");
+    hw->n_attention = 3;
+    const double seq[] = {64, 256, 1024}, frac[] = {0.3, 0.6, 0.7};
+    memcpy(hw->attention_seq, seq, sizeof seq);
+    memcpy(hw->attention_fraction, frac, sizeof frac);
+    MT_CHECK_CLOSE(mt__plan_attention_fraction(hw, 64), 0.3, 1e-12, "a point");
+    MT_CHECK_CLOSE(mt__plan_attention_fraction(hw, 128), 0.45, 1e-12, "log-halfway");
+    MT_CHECK_CLOSE(mt__plan_attention_fraction(hw, 512), 0.65, 1e-12, "log-halfway, upper");
+    MT_CHECK_CLOSE(mt__plan_attention_fraction(hw, 16), 0.3, 1e-12, "below: the first");
+    MT_CHECK_CLOSE(mt__plan_attention_fraction(hw, 8192), 0.7, 1e-12, "above: the last");
+    const double F = 9.9e14;   /* a second at the bf16 peak, ideal fractions */
+    mt__plan_node att = {.cls = MT__PN_MATMUL, .flops = F, .bytes = 1, .attention_seq = 128};
+    MT_CHECK_CLOSE(mt__plan_node_seconds(hw, &att, MT_HW_BF16, NULL), 1 / 0.45, 1e-12,
+                   "attention at 0.45 of the GEMMs' rate");
+    mt__plan_node lin = {.cls = MT__PN_MATMUL, .flops = F, .bytes = 1};
+    MT_CHECK_CLOSE(mt__plan_node_seconds(hw, &lin, MT_HW_BF16, NULL), 1, 1e-12,
+                   "another product at the GEMMs' rate");
+    mt_hardware_free(hw);
+}
+
 MT_TEST(refusals) {
     mt_hardware *hw = shipped("h100-sxm");
     mt_mesh *m = NULL;

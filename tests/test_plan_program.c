@@ -217,6 +217,28 @@ MT_TEST(element_counts_match_the_hand_count) {
     }
 }
 
+/* Attention's products carry their sequence length (the planner costs them
+ * by it, plan/cost.h): on tensor=2 (heads split, T whole) at T=16, the GPT's
+ * L attention nodes and L gradients are products at 16, and no other node
+ * has a length. */
+MT_TEST(attention_nodes_carry_their_sequence) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "tensor=2", 2);
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    int at_T = 0, other = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        if (p.nodes[i].attention_seq == c.T && p.nodes[i].cls == MT__PN_MATMUL) at_T++;
+        else if (p.nodes[i].attention_seq != 0) other++;
+    }
+    MT_CHECK(at_T == 2 * m.L && other == 0, "%d attention products at T=%d (want %d), %d other "
+             "nodes with a length", at_T, c.T, 2 * m.L, other);
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+}
+
 /* A GPT-3-sized layer of a 16,384-device mesh, built for its last device
  * alone: no thread per device, no buffer. */
 MT_TEST(one_device_of_a_huge_mesh) {

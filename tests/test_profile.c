@@ -76,6 +76,9 @@ MT_TEST(machine_levels) {
     snprintf(m.isa_in_use, sizeof m.isa_in_use, "avx2");
     snprintf(m.onednn_isa, sizeof m.onednn_isa, "avx512_core_amx");
     m.sgemm_cold_gflops_1 = 90.5, m.sgemm_cold_gflops_all = 178.25, m.sgemm_cold_size = 256;
+    const double att[MT_MACHINE_N_ATTENTION] = {28.5, 41.25, NAN, 64.5, 66.75};
+    memcpy(m.attention_gflops_1, att, sizeof att);
+    m.attention_head_size = 64;
     MT_CHECK_OK(mt_machine_write(&m, path));
     char text[4096];
     snprintf(text, sizeof text, "%s", slurp(path));
@@ -101,6 +104,12 @@ MT_TEST(machine_levels) {
     MT_CHECK(back.sgemm_cold_gflops_1 == 90.5 && back.sgemm_cold_gflops_all == 178.25 &&
              back.sgemm_cold_size == 256, "cold sgemm back: %g %g %d", back.sgemm_cold_gflops_1,
              back.sgemm_cold_gflops_all, back.sgemm_cold_size);
+    MT_CHECK(strstr(text, "\"attention_gflops\": {\"head_size\": 64, \"64\": 28.5, \"128\": 41.25, "
+                          "\"256\": null, \"512\": 64.5, \"1024\": 66.75}"), "%s", text);
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION; i++)
+        MT_CHECK(isnan(att[i]) ? isnan(back.attention_gflops_1[i])
+                               : back.attention_gflops_1[i] == att[i], "attention at T=%d", 64 << i);
+    MT_CHECK(back.attention_head_size == 64, "head size %d", back.attention_head_size);
     MT_CHECK(isnan(mt_machine_isa_gflops(&back, (mt_cpu_isa)7, true)), "no level 7");
 
     /* the same file as written before kernel levels: cut at the new keys */
@@ -115,6 +124,9 @@ MT_TEST(machine_levels) {
     MT_CHECK(!back.isa_best[0] && !back.onednn_isa[0], "an old file: no cpu_isa");
     MT_CHECK(isnan(back.sgemm_cold_gflops_1) && isnan(back.sgemm_cold_gflops_all) &&
              back.sgemm_cold_size == 0, "an old file: no cold sgemm");
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION; i++)
+        MT_CHECK(isnan(back.attention_gflops_1[i]), "an old file: no attention at T=%d", 64 << i);
+    MT_CHECK(back.attention_head_size == 0, "an old file: no attention head size");
     MT_CHECK_CLOSE(back.fma_gflops_all, 519.75, 1e-9, "an old file: fma_gflops");
     remove(path);
 }

@@ -678,6 +678,19 @@ mt_status mt_graph_set_profiling(mt_graph *g, bool on);
 /* One line per op kind: calls, time, share, achieved GFLOP/s and GB/s. */
 void      mt_graph_print_profile(const mt_graph *g, FILE *out);
 
+/* One op kind's totals in the profile: over the runs since profiling was
+ * turned on, its calls, their wall seconds, and the FLOPs and bytes of its
+ * cost entry (mt_node_info's). */
+typedef struct {
+    int64_t calls;
+    double  seconds, flops, bytes;
+} mt_op_totals;
+
+/* The totals of the op named `op` (as mt_graph_print names it: "attention",
+ * "attention_bwd") into *out; zeros for an op that has not run. MT_ESTATE
+ * when profiling is off, MT_EINVAL for a name that is no op. */
+mt_status mt_graph_profile_op(const mt_graph *g, const char *op, mt_op_totals *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -60,6 +60,7 @@ typedef enum {
 
 #define MT_HW_MAX_DIMS 4
 #define MT_HW_MAX_LEVELS 8
+#define MT_HW_MAX_ATTENTION 8
 
 /* One level of the mesh, from the innermost out. A device's egress on this
  * level is link_bandwidth x links (one way). */
@@ -102,6 +103,13 @@ typedef struct {
                                            capped below the CPU's best level (MT_CPU_ISA):
                                            the FMA peak of the level in use, at which the
                                            ops other than products run; 0: the fp32 peak */
+    int    n_attention;                 /* points of the attention curve; 0: attention's
+                                           FLOPs at the GEMMs' rate */
+    double attention_seq[MT_HW_MAX_ATTENTION];       /* ascending sequence lengths ... */
+    double attention_fraction[MT_HW_MAX_ATTENTION];  /* ... and attention's achieved FLOP/s
+                                           (forward and backward) there over the GEMMs'
+                                           (a machine file's probe; log-linear between,
+                                           the end points' beyond) */
     int         n_levels;
     mt_hw_level levels[MT_HW_MAX_LEVELS];   /* [n_levels], innermost first */
 } mt_hardware;
@@ -117,7 +125,8 @@ typedef struct {
  * in files without it, sgemm_gflops' "all"), thread_gemm_fraction = one
  * thread's sgemm (cold's "1", or sgemm_gflops') / (that peak / cores),
  * vector_flops = the FMA peak on all cores of the kernel level the probe ran
- * at when MT_CPU_ISA capped it below the best (0 otherwise), hbm_bandwidth = the measured triad with
+ * at when MT_CPU_ISA capped it below the best (0 otherwise), the attention
+ * curve = the probe's attention GFLOP/s by T over one thread's sgemm, hbm_bandwidth = the measured triad with
  * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency

@@ -14,6 +14,8 @@
  *    "nominal_gflops": 524.8, "nominal_ghz": 4.1,
  *    "measured_at": "2026-11-30T23:40:00Z",
  *    "sgemm_cold_gflops": {"1": 205.0, "all": 398.1, "size": 1024},
+ *    "attention_gflops": {"head_size": 64, "64": 41.2, "128": 60.3, "256": 78.0,
+ *                         "512": 90.1, "1024": 96.6},
  *    "fma_gflops_by_isa": {"generic": {"1": 16.3, "all": 32.5}, "neon": null,
  *                          "avx2": {"1": 131.0, "all": 260.1},
  *                          "avx512": {"1": 262.1, "all": 519.8}},
@@ -24,7 +26,11 @@
  * each, their operands from memory (a training step's working set is larger
  * than the caches); "all" is every core its own one-thread sgemm at once,
  * summed, each call on the next of 64 MiB of operands a thread, "size" at
- * most 1024. GFLOP/s count a fused multiply-add as
+ * most 1024. "attention_gflops" is meshtrain's causal attention (mt_attention
+ * and its gradient, 4 heads of head_size, 2048 tokens a run) on one thread,
+ * by sequence length: the FLOPs of its cost entries over its time, which
+ * falls short of sgemm's the shorter the sequence (its products are
+ * (T, T) blocks and its softmax is not a product). GFLOP/s count a fused multiply-add as
  * 2 flops. triad_gbs counts bytes as STREAM does: the triad
  * a[i] = b[i] + s*c[i] on float arrays moves 3 x 4 = 12 bytes per element.
  * busbw is nccl-tests' bus bandwidth of a 2-device all-reduce (algbw x
@@ -36,7 +42,7 @@
  * level the CPU lacks, so that a run capped at a lower level (MT_CPU_ISA)
  * finds its own roof. "cpu_isa" is what the probe saw: the best level, the
  * level its process ran at, and oneDNN's ISA (its bf16 products). These
- * three keys came later: the reader accepts a file without them (the
+ * four keys came later: the reader accepts a file without them (the
  * figures NAN, the size 0, the strings "").
  *
  * Part of the public API; programs include <meshtrain.h>, which includes this.
@@ -50,6 +56,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The sequence lengths the attention probe measures: T = 64 << i. */
+#define MT_MACHINE_N_ATTENTION 5
 
 /* One transport's all-reduce: latency (8 bytes) and bus bandwidth (large). */
 typedef struct {
@@ -87,6 +96,11 @@ typedef struct {
                                   thread; every core its own at once, summed; operands
                                   from memory (NAN in files that predate them) */
     int    sgemm_cold_size;       /* their m = n = k (0 in such files) */
+    double attention_gflops_1[MT_MACHINE_N_ATTENTION];
+                                  /* meshtrain's causal attention, forward and backward,
+                                     on one thread, at T = 64 << i: its cost entries'
+                                     FLOPs a second (NAN: not measured) ... */
+    int    attention_head_size;   /* ... at this head size (0 in files that predate it) */
     char   onednn_isa[48];        /* oneDNN's effective ISA then ("avx512_core_amx"),
                                      "none" in a build without oneDNN; "" in older files */
 } mt_machine;

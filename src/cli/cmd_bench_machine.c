@@ -15,6 +15,9 @@
  *    generic; so nothing waits on memory or on an FMA's latency; one thread
  *    per core for "all". With the kernel level in use (MT_CPU_ISA caps it)
  *    and oneDNN's ISA, so that a report finds the roof of a run's level;
+ *  - attention: meshtrain's causal attention and its gradient on one
+ *    thread, 4 heads of 64, 2048 tokens a run, at T = 64 to 1024: its cost
+ *    entries' FLOPs over its time (the planner costs attention by it);
  *  - triad: STREAM's a[i] = b[i] + s*c[i] on float arrays 6 x the L3 of this
  *    class of machine, bytes counted as STREAM does (12 per element);
  *  - all-reduce: 2 devices on threads (and, under mpirun, the MPI ranks):
@@ -587,6 +590,56 @@ double cli_sgemm_cold_gflops(int n, int threads, int reps) {
 }
 
 /* ======================================================================== */
+/* Attention                                                                 */
+/* ======================================================================== */
+
+#define ATT_HEADS 4
+#define ATT_HEAD_SIZE 64
+#define ATT_TOKENS 2048   /* B x T of each run */
+
+/* meshtrain's causal attention at sequence length T on the engine's current
+ * threads: mt_attention on a (B, T, 3C) qkv and its gradient (through a
+ * mean), `reps` runs after a warm-up; the FLOPs of the attention nodes' cost
+ * entries over their profiled time, GFLOP/s, into *gflops. */
+static mt_status attention_gflops(int T, int reps, double *gflops) {
+    const int64_t B = T < ATT_TOKENS ? ATT_TOKENS / T : 1, C = ATT_HEADS * ATT_HEAD_SIZE;
+    mt_graph *g = mt_graph_create();
+    if (!g) return mt_fail(MT_ENOMEM, "bench machine: cannot create a graph");
+    mt_tensor *qkv = mt_param(g, "qkv", 3, (const int64_t[]){B, T, 3 * C},
+                              (mt_init){.kind = MT_INIT_NORMAL, .std = 1.0f});
+    mt_tensor *loss = mt_mean(g, mt_attention(g, qkv, ATT_HEADS));
+    mt_status s = mt_graph_status(g);
+    if (s == MT_OK) s = mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 1});
+    for (int r = -1; r < reps && s == MT_OK; r++) {   /* r = -1: warm-up */
+        if (r == 0) s = mt_graph_set_profiling(g, true);
+        if (s == MT_OK) s = mt_graph_forward(g);
+        if (s == MT_OK) s = mt_graph_backward(g);
+    }
+    mt_op_totals f = {0}, b = {0};
+    if (s == MT_OK) s = mt_graph_profile_op(g, "attention", &f);
+    if (s == MT_OK) s = mt_graph_profile_op(g, "attention_bwd", &b);
+    if (s == MT_OK)
+        *gflops = f.seconds + b.seconds > 0 ? (f.flops + b.flops) / (f.seconds + b.seconds) / 1e9
+                                            : NAN;
+    else if (mt_graph_status(g) != MT_OK)
+        s = mt_fail(s, "%s", mt_graph_errmsg(g));
+    mt_graph_free(g);
+    return s;
+}
+
+/* Every sequence length of m->attention_gflops_1 on one thread. */
+static mt_status attention_curve(const probe *p, mt_machine *m) {
+    const int threads = mt_get_num_threads();
+    mt_set_num_threads(1);
+    mt_status s = MT_OK;
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION && s == MT_OK; i++)
+        s = attention_gflops(64 << i, p->quick ? 2 : 4, &m->attention_gflops_1[i]);
+    mt_set_num_threads(threads);
+    m->attention_head_size = ATT_HEAD_SIZE;
+    return s;
+}
+
+/* ======================================================================== */
 /* All-reduce                                                                */
 /* ======================================================================== */
 
@@ -671,6 +724,10 @@ static void print_table(const mt_machine *m, const char *ghz_src) {
     else
         printf("%-34s %21s\n", "bf16 dot peak", "none (no AVX512-BF16)");
     print_row("triad a=b+s*c, float (12 B/elem)", m->triad_gbs_1, m->triad_gbs_all, "GB/s");
+    printf("%-34s", "attention, 1 thread, by T");
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION; i++)
+        printf(" %d: %.1f", 64 << i, m->attention_gflops_1[i]);
+    printf("  GFLOP/s (head size %d)\n", m->attention_head_size);
     print_row("sgemm / FMA peak", m->sgemm_gflops_1 / m->fma_gflops_1,
               m->sgemm_gflops_all / m->fma_gflops_all, "ratio");
     if (isfinite(m->bf16_gflops_1))
@@ -801,6 +858,10 @@ static int probe_and_write(bool quick, bool mpi, const char *out_path, mt_output
     m.bf16_gflops_1 = fma_peak(&p, 1);
     m.bf16_gflops_all = fma_peak(&p, p.cores);
     p.dot = false;
+    if (attention_curve(&p, &m) != MT_OK) {
+        cli_error("bench machine: the attention probe failed: %s", mt_errmsg());
+        return CLI_EXIT_FAIL;
+    }
     m.triad_gbs_1 = triad_gbs(&p, 1);
     m.triad_gbs_all = triad_gbs(&p, p.cores);
     if (allreduce(&p, false, &m.threads) != MT_OK) {

@@ -521,6 +521,22 @@ mt_status mt_graph_set_profiling(mt_graph *g, bool on) {
     return MT_OK;
 }
 
+mt_status mt_graph_profile_op(const mt_graph *g, const char *op, mt_op_totals *out) {
+    if (!g || !op || !out) return mt_fail(MT_EINVAL, "mt_graph_profile_op: g, op or out is NULL");
+    if (!g->prog || !g->prog->profile)
+        return mt_fail(MT_ESTATE, "mt_graph_profile_op: profiling is off; turn it on with "
+                       "mt_graph_set_profiling after mt_graph_compile");
+    for (int k = 0; k < MT_OP_COUNT; k++)
+        if (strcmp(mt__op_def((mt_op)k)->name, op) == 0) {
+            const mt_op_profile *p = &g->prog->profile[k];
+            *out = (mt_op_totals){.calls = p->calls, .seconds = p->seconds, .flops = p->flops,
+                                  .bytes = p->bytes};
+            return MT_OK;
+        }
+    return mt_fail(MT_EINVAL, "mt_graph_profile_op: '%s' is no op (mt_graph_print names "
+                   "them: \"attention\", \"linear\", ...)", op);
+}
+
 void mt_graph_print_profile(const mt_graph *g, FILE *out) {
     if (!g->prog || !g->prog->profile) {
         fprintf(out, "profiling is off (mt_graph_set_profiling)\n");

@@ -190,6 +190,26 @@ double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw
     return tf > tb ? tf : tb;
 }
 
+double mt__plan_attention_fraction(const mt_hardware *hw, double seq) {
+    const int n = hw->n_attention;
+    if (n <= 0 || !(seq > 0)) return 1;
+    const double *x = hw->attention_seq, *y = hw->attention_fraction;
+    if (seq <= x[0]) return y[0];
+    if (seq >= x[n - 1]) return y[n - 1];
+    int i = 1;
+    while (x[i] < seq) i++;
+    const double w = log(seq / x[i - 1]) / log(x[i] / x[i - 1]);
+    return y[i - 1] + w * (y[i] - y[i - 1]);
+}
+
+double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
+                             bool *flop_bound) {
+    double flops = n->flops;
+    if (n->cls == MT__PN_MATMUL && n->attention_seq > 0)
+        flops /= mt__plan_attention_fraction(hw, n->attention_seq);
+    return mt__plan_op_seconds(hw, n->cls, dtype, flops, n->bytes, flop_bound);
+}
+
 mt_hw_dtype mt__plan_dtype_of(mt_precision precision) {
     return precision == MT_PRECISION_BF16 ? MT_HW_BF16 : MT_HW_FP32;
 }

@@ -121,6 +121,17 @@ double mt__plan_matmul_peak(const mt_hardware *hw, mt_hw_dtype dtype);
 double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw_dtype dtype,
                            double flops, double bytes, bool *flop_bound);
 
+/* Attention's achieved FLOP/s over the GEMMs' at sequence length `seq` on
+ * hw (its attention curve: log-linear in seq between its points, the end
+ * points' beyond them); 1 for a description without a curve or seq <= 0. */
+double mt__plan_attention_fraction(const mt_hardware *hw, double seq);
+
+/* Seconds of node n of a program (not a collective) on hw, as
+ * mt__plan_op_seconds costs it, attention's products at the GEMMs' rate x
+ * mt__plan_attention_fraction of their sequence length. */
+double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
+                             bool *flop_bound);
+
 /* The element type a run's matrix products use: bf16 or fp32. */
 mt_hw_dtype mt__plan_dtype_of(mt_precision precision);
 

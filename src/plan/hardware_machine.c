@@ -45,6 +45,13 @@ mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw) {
     hw->thread_gemm_fraction = isfinite(sgemm_1) && sgemm_1 > 0
                                  ? fmin(1.0, sgemm_1 * cores / fma) : 0;
     hw->hbm_fraction = 1.0;
+    /* attention on one thread over one thread's products, by T */
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION && sgemm_1 > 0; i++) {
+        const double a = m.attention_gflops_1[i] * 1e9;
+        if (!isfinite(a) || a <= 0 || hw->n_attention >= MT_HW_MAX_ATTENTION) continue;
+        hw->attention_seq[hw->n_attention] = 64 << i;
+        hw->attention_fraction[hw->n_attention++] = a / sgemm_1;
+    }
     /* probed with the kernels capped (MT_CPU_ISA): the rest of the ops at
        the capped level's peak, the products (Open BLAS's) as measured */
     const int in_use = m.isa_in_use[0] ? mt_cpu_isa_parse(m.isa_in_use) : -1;

@@ -19,6 +19,7 @@
 #define MT_PLAN_IMPL_H
 
 #include "meshtrain/plan.h"
+#include "meshtrain/graph.h"
 #include "meshtrain/mesh.h"
 #include "meshtrain/train.h"
 
@@ -59,6 +60,8 @@ typedef struct {
     char                phase;        /* 'F', 'B', 'W' */
     mt__plan_node_class cls;
     double              flops, bytes; /* one run: the op's own cost entry (mt_node_info) */
+    double              attention_seq;   /* attention's products (MT__PN_MATMUL): the
+                                            sequence length they run at; 0 for the rest */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
@@ -99,6 +102,12 @@ typedef struct {
     double  flops[3], bytes[3];        /* F, B, W (collectives excluded) */
     double  flops_recompute;           /* of flops[1], the recomputed forward */
 } mt__plan_program;
+
+/* The class of a compiled graph's node (not a collective: the caller
+ * knows), and for attention's products the sequence length (its output's
+ * dim 1: (B, T, C), the GPT's gradient (B, T, 3, C)) into *attention_seq, 0
+ * for any other op. */
+mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_seq);
 
 /* Builds, partitions and compiles pipeline chunk `chunk` of `n_chunks`
  * (mt_train_pipe_chunks; 0 of 1 without a pipe axis) of the model in `cfg`

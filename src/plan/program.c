@@ -24,16 +24,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The ops whose FLOPs are matrix products (the forward's and the gradients'). */
+/* The ops whose FLOPs are matrix products (the forward's and the gradients'),
+ * attention's first. */
 static const char *const MATMUL_OPS[] = {
-    "matmul", "linear", "attention", "attention_gqa", "gemm", "attention_bwd",
-    "gqa_bwd_qk", "gqa_bwd_v", "cm_wgrad",
+    "attention", "attention_gqa", "attention_bwd", "gqa_bwd_qk", "gqa_bwd_v",
+    "matmul", "linear", "gemm", "cm_wgrad",
 };
+enum { N_ATTENTION_OPS = 5 };
 
-static bool is_matmul(const char *op) {
+mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_seq) {
+    *attention_seq = 0;
     for (size_t i = 0; i < sizeof MATMUL_OPS / sizeof MATMUL_OPS[0]; i++)
-        if (strcmp(op, MATMUL_OPS[i]) == 0) return true;
-    return false;
+        if (strcmp(in->op, MATMUL_OPS[i]) == 0) {
+            if (i < N_ATTENTION_OPS) {
+                if (mt_tensor_ndim(in->out) >= 3)   /* (B, T, ...): the GPT's qkv (B, T, 3, C) */
+                    *attention_seq = (double)mt_tensor_dim(in->out, 1);
+            }
+            return MT__PN_MATMUL;
+        }
+    return MT__PN_VECTOR;
 }
 
 /* A collective node's kind by its op; the vocabulary-parallel cross-entropy's
@@ -106,7 +115,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         if (!in_list(params, np, in.out) && out_bytes > p->largest_temp_bytes)
             p->largest_temp_bytes = out_bytes;
         if (!in.collective) {
-            n->cls = is_matmul(in.op) ? MT__PN_MATMUL : MT__PN_VECTOR;
+            n->cls = mt__plan_class_of(&in, &n->attention_seq);
             int ph = in.phase == 'F' ? 0 : in.phase == 'B' ? 1 : 2;
             p->flops[ph] += in.flops;
             p->bytes[ph] += in.mem_bytes;

@@ -123,8 +123,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
         if (n->cls != MT__PN_COLLECTIVE) {
             wait_until(&cs, &t, due, out);
             bool fb = false;
-            double c = mt__plan_op_seconds(hw, n->cls, mt__plan_dtype_of(precision), n->flops,
-                                           n->bytes, &fb);
+            double c = mt__plan_node_seconds(hw, n, mt__plan_dtype_of(precision), &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += c;
             out->flops += n->flops;
             t += c;

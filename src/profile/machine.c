@@ -51,6 +51,12 @@ typedef struct field {
 
 static const field SGEMM[] = {NUM("1", sgemm_gflops_1), NUM("all", sgemm_gflops_all),
                               INT("size", sgemm_size), {0}};
+static const field ATTENTION[] = {INT("head_size", attention_head_size),
+                                  NUM("64", attention_gflops_1[0]),
+                                  NUM("128", attention_gflops_1[1]),
+                                  NUM("256", attention_gflops_1[2]),
+                                  NUM("512", attention_gflops_1[3]),
+                                  NUM("1024", attention_gflops_1[4]), {0}};
 static const field SGEMM_COLD[] = {NUM("1", sgemm_cold_gflops_1),
                                    NUM("all", sgemm_cold_gflops_all),
                                    INT("size", sgemm_cold_size), {0}};
@@ -88,7 +94,9 @@ static const field MACHINE[] = {
     STR("measured_at", measured_at),
     {.key = "fma_gflops_by_isa", .kind = F_OBJ, .sub = BY_ISA, .optional = true},
     {.key = "cpu_isa", .kind = F_OBJ, .sub = CPU_ISA, .optional = true},
-    {.key = "sgemm_cold_gflops", .kind = F_OBJ, .sub = SGEMM_COLD, .optional = true}, {0}};
+    {.key = "sgemm_cold_gflops", .kind = F_OBJ, .sub = SGEMM_COLD, .optional = true},
+    {.key = "attention_gflops", .kind = F_OBJ, .sub = ATTENTION, .optional = true}, {0}};
+_Static_assert(MT_MACHINE_N_ATTENTION == 5, "ATTENTION's keys are T = 64 << i, i < 5");
 
 #define N_LEVELS ((int)(sizeof ((mt_machine *)0)->fma_isa_gflops_1 / sizeof(double)))
 
@@ -346,6 +354,7 @@ mt_status mt_machine_read(const char *path, mt_machine *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < N_LEVELS; i++) out->fma_isa_gflops_1[i] = out->fma_isa_gflops_all[i] = NAN;
     out->sgemm_cold_gflops_1 = out->sgemm_cold_gflops_all = NAN;
+    for (int i = 0; i < MT_MACHINE_N_ATTENTION; i++) out->attention_gflops_1[i] = NAN;
     reader r = {.path = path, .s = buf, .n = n};
     s = get_object(&r, out, MACHINE);
     if (s == MT_OK) {
