@@ -555,6 +555,111 @@ MT_TEST(json_sizes_out_of_range) {
                "\"F\",\"mb\":0,\"chunk\":2147483648}]]}", "\"chunk\"", "got 2147483648");
 }
 
+/* ---- time-shared cores (mt_schedule_simulate_shared) ------------------------ */
+
+/* 1F1B, p = 2, m = 2, F = 1, BW = 2 (B = W = 1), no messages, both devices on
+ * one core (slots 1): by hand, with the rate 1/2 while both work.
+ *   t 0-1  d0 F0 alone                      t 5-7  d0 BW0, d1 F1 at 1/2
+ *   t 1-3  d0 F1, d1 F0 at 1/2              t 7-9  d0 BW0 (1 left), d1 BW1 at 1/2
+ *   t 3-5  d1 BW0 alone (d0 waits for it)   t 9-10 d1 BW1 (1 left) alone
+ *   t 10-12 d0 BW1 alone
+ * Unshared (slots 2) it is 9 (communication_delays_messages_only at c = 0);
+ * two copies side by side on two slots are one copy on one. */
+MT_TEST(shared_cores_by_hand) {
+    mt_schedule *s;
+    MT_CHECK_OK(mt_schedule_make(MT_SCHEDULE_1F1B, 2, 2, 0, &s));
+    const mt_pipe_costs c[2] = {{1, 1, 1, 0}, {1, 1, 1, 0}};
+    static const double S0[4] = {0, 1, 5, 10}, E0[4] = {1, 3, 9, 12};
+    static const double S1[4] = {1, 3, 5, 7}, E1[4] = {3, 5, 7, 10};
+    for (int copies = 1; copies <= 2; copies++) {
+        mt_pipe_sim sim;
+        MT_CHECK_OK(mt_schedule_simulate_shared(s, c, 0, copies, copies, &sim));
+        for (int i = 0; i < 4; i++) {
+            MT_CHECK_CLOSE(sim.start[0][i], S0[i], 1e-12, "%d copies: device 0 op %d", copies, i);
+            MT_CHECK_CLOSE(sim.end[0][i], E0[i], 1e-12, "%d copies: device 0 op %d", copies, i);
+            MT_CHECK_CLOSE(sim.start[1][i], S1[i], 1e-12, "%d copies: device 1 op %d", copies, i);
+            MT_CHECK_CLOSE(sim.end[1][i], E1[i], 1e-12, "%d copies: device 1 op %d", copies, i);
+        }
+        MT_CHECK_CLOSE(sim.makespan, 12, 1e-12, "%d copies: the work of one copy", copies);
+        MT_CHECK_CLOSE(sim.busy[0], 1 + 2 + 4 + 2, 1e-12, "device 0's ops' wall time");
+        mt_pipe_sim_free(&sim);
+    }
+    mt_pipe_sim sim;
+    MT_CHECK_OK(mt_schedule_simulate_shared(s, c, 0, 1, 2, &sim));
+    MT_CHECK_CLOSE(sim.makespan, 9, 1e-12, "a slot a device: unshared");
+    mt_pipe_sim_free(&sim);
+    MT_CHECK_FAILS(mt_schedule_simulate_shared(s, c, 0, 0, 1, &sim), MT_EINVAL, "0 replicas");
+    MT_CHECK_FAILS(mt_schedule_simulate_shared(s, c, 0, 1, 0, &sim), MT_EINVAL, "slots > 0");
+    mt_schedule_free(s);
+}
+
+/* Every kind, against what holds whatever the schedule:
+ *  - one slot, no messages: a core that never idles while work is left (a
+ *    valid schedule always has an op ready), so the makespan is the sum of
+ *    every op's cost;
+ *  - any slots: no device ever runs slower than its static share
+ *    slots / (replicas p), so no later than the unshared simulation at costs
+ *    scaled by replicas p / slots, and no sooner than the work over the
+ *    slots allows;
+ *  - slots >= replicas p: exactly the unshared simulation. */
+MT_TEST(shared_cores_bounds_every_kind) {
+    for (int k = 0; k < MT_SCHEDULE_N_KINDS; k++) {
+        const int p = 4, m = 8;
+        mt_schedule *s;
+        MT_CHECK_OK(mt_schedule_make((mt_schedule_kind)k, p, m, 0, &s));
+        mt_pipe_costs c[64], scaled[64];
+        int n_chunks = 0;
+        for (int d = 0; d < p; d++)
+            for (int i = 0; i < mt_schedule_n_ops(s, d); i++)
+                if (mt_schedule_ops(s, d)[i].chunk + 1 > n_chunks)
+                    n_chunks = mt_schedule_ops(s, d)[i].chunk + 1;
+        MT_CHECK(n_chunks <= 64, "%d chunks", n_chunks);
+        for (int j = 0; j < n_chunks; j++)   /* unequal chunks, as a model's are */
+            c[j] = (mt_pipe_costs){.f = 1 + 0.25 * (j % 3), .b = 1.5 + 0.1 * j, .w = 0.5, .comm = 0};
+        mt_pipe_sim one, base;
+        MT_CHECK_OK(mt_schedule_simulate_chunks(s, c, 0, &base));
+        double work = 0;
+        for (int d = 0; d < p; d++) work += base.busy[d];
+        MT_CHECK_OK(mt_schedule_simulate_shared(s, c, 0, 1, 1, &one));
+        MT_CHECK_CLOSE(one.makespan, work, 1e-9, "%s: one slot: the sum of the costs",
+                       mt_schedule_kind_name((mt_schedule_kind)k));
+        mt_pipe_sim_free(&one);
+        static const struct { int replicas; double slots; } G[] = {
+            {1, 1.5}, {1, 3}, {2, 2}, {2, 3}, {4, 2}, {2, 8}, {1, 4}};
+        for (size_t g = 0; g < sizeof G / sizeof G[0]; g++) {
+            const double f = G[g].replicas * p / G[g].slots;
+            for (int j = 0; j < n_chunks; j++) {
+                scaled[j] = c[j];
+                scaled[j].comm = 0.5;
+                if (f > 1) scaled[j].f *= f, scaled[j].b *= f, scaled[j].w *= f;
+            }
+            mt_pipe_costs cm[64];
+            for (int j = 0; j < n_chunks; j++) cm[j] = c[j], cm[j].comm = 0.5;
+            mt_pipe_sim sh, st;
+            MT_CHECK_OK(mt_schedule_simulate_shared(s, cm, 0, G[g].replicas, G[g].slots, &sh));
+            MT_CHECK_OK(mt_schedule_simulate_chunks(s, scaled, 0, &st));
+            const char *name = mt_schedule_kind_name((mt_schedule_kind)k);
+            MT_CHECK(sh.makespan <= st.makespan * (1 + 1e-12), "%s on %d x %g slots: %g after "
+                     "the static share's %g", name, G[g].replicas, G[g].slots, sh.makespan,
+                     st.makespan);
+            MT_CHECK(sh.makespan >= G[g].replicas * work / G[g].slots * (1 - 1e-12) - 1e-12,
+                     "%s on %d x %g slots: %g before the work allows", name, G[g].replicas,
+                     G[g].slots, sh.makespan);
+            if (f <= 1) {
+                for (int d = 0; d < p; d++)
+                    for (int i = 0; i < mt_schedule_n_ops(s, d); i++)
+                        MT_CHECK(sh.end[d][i] == st.end[d][i], "%s on %d x %g slots: device "
+                                 "%d op %d ends at %g, unshared %g", name, G[g].replicas,
+                                 G[g].slots, d, i, sh.end[d][i], st.end[d][i]);
+            }
+            mt_pipe_sim_free(&sh);
+            mt_pipe_sim_free(&st);
+        }
+        mt_pipe_sim_free(&base);
+        mt_schedule_free(s);
+    }
+}
+
 /* mt_pipe_costs_check on its own: what simulate refuses, before any other
  * work; NaN and infinities among them. */
 MT_TEST(costs_check) {

@@ -264,6 +264,22 @@ mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
 mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
                                       double w_memory, mt_pipe_sim *out);
 
+/* mt_schedule_simulate_chunks on devices that time-share a host's cores
+ * (more thread devices than cores). `replicas` copies of the schedule run
+ * side by side (the devices of the mesh's other axes, each copy in the same
+ * state at the same time); while `a` devices of one copy have an op under
+ * way, each works at min(1, slots / (replicas x a)) of its speed, `slots`
+ * being the devices the host runs at full speed at once (its cores over a
+ * device's kernel threads): processor sharing, a device idle in the bubble
+ * leaving its share of the cores to the others. Costs are at full speed; a
+ * message's comm delays it and takes no core. busy[d] is the wall time of
+ * device d's ops (each as long as the sharing made it). With slots >=
+ * replicas x p it is mt_schedule_simulate_chunks. The same errors, and
+ * MT_EINVAL for replicas < 1 or slots not finite and > 0. */
+mt_status mt_schedule_simulate_shared(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                      double w_memory, int replicas, double slots,
+                                      mt_pipe_sim *out);
+
 /* Frees the arrays of a simulation and zeroes it; safe on a zeroed one. */
 void mt_pipe_sim_free(mt_pipe_sim *sim);
 

@@ -88,6 +88,14 @@ typedef struct {
 mt_status mt__sched_drain(const mt_schedule *s, const mt__sched_index *ix,
                           const mt__costs *costs, double **start, double **end);
 
+/* The times of a valid schedule's ops (mt__sched_drain checked it) on
+ * time-shared cores, as mt_schedule_simulate_shared defines
+ * (simulate_shared.c): `replicas` copies side by side, `slots` devices at
+ * full speed at once. */
+mt_status mt__sched_drain_shared(const mt_schedule *s, const mt__sched_index *ix,
+                                 const mt__costs *costs, int replicas, double slots,
+                                 double **start, double **end);
+
 /* Each device's peak activations, in stage units (see mt_schedule_simulate). */
 void mt__sched_peaks(const mt_schedule *s, double w_memory, double *peak);
 

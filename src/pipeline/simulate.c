@@ -68,14 +68,20 @@ static mt_status alloc_sim(const mt_schedule *s, mt_pipe_sim *out) {
     return MT_OK;
 }
 
+/* With slots < replicas x p, on time-shared cores (simulate_shared.c): a
+ * device's busy time is its ops' wall time, each as long as the sharing
+ * made it. */
 static mt_status simulate(const mt_schedule *s, const mt__costs *k, double w_memory,
-                          mt_pipe_sim *out) {
+                          int replicas, double slots, mt_pipe_sim *out) {
+    const bool shared = slots < (double)replicas * s->p;
     mt__sched_index ix;
     mt_status st;
     st = mt__sched_index_build(s, &ix);
     if (st != MT_OK) return st;
     st = alloc_sim(s, out);
-    if (st == MT_OK) st = mt__sched_drain(s, &ix, k, out->start, out->end);
+    if (st == MT_OK) st = mt__sched_drain(s, &ix, shared ? NULL : k, out->start, out->end);
+    if (st == MT_OK && shared)
+        st = mt__sched_drain_shared(s, &ix, k, replicas, slots, out->start, out->end);
     mt__sched_index_free(&ix);
     if (st != MT_OK) {
         mt_pipe_sim_free(out);
@@ -86,7 +92,8 @@ static mt_status simulate(const mt_schedule *s, const mt__costs *k, double w_mem
     for (int d = 0; d < p; d++) {
         int n = s->n_ops[d];
         for (int i = 0; i < n; i++) {
-            out->busy[d] += mt__op_cost(s, k, s->ops[d][i]);
+            out->busy[d] += shared ? out->end[d][i] - out->start[d][i]
+                                   : mt__op_cost(s, k, s->ops[d][i]);
             if (out->end[d][i] > out->makespan) out->makespan = out->end[d][i];
         }
         out->span[d] = n ? out->end[d][n - 1] - out->start[d][0] : 0;
@@ -108,17 +115,34 @@ mt_status mt_schedule_simulate(const mt_schedule *s, const mt_pipe_costs *costs,
     mt_status st = mt_pipe_costs_check(&c, w_memory);
     if (st != MT_OK) return st;
     const mt__costs k = {&c, false};
-    return simulate(s, &k, w_memory, out);
+    return simulate(s, &k, w_memory, 1, INFINITY, out);
 }
 
-mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
-                                      double w_memory, mt_pipe_sim *out) {
+/* mt_schedule_simulate_chunks's checks and run, on `slots` for `replicas`. */
+static mt_status simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                 double w_memory, int replicas, double slots, mt_pipe_sim *out) {
     memset(out, 0, sizeof *out);
-    if (!chunk_costs) return mt_fail(MT_EINVAL, "mt_schedule_simulate_chunks needs the costs");
+    if (!chunk_costs) return mt_fail(MT_EINVAL, "simulating a schedule needs the chunks' costs");
     for (int k = 0; k < s->p * s->v; k++) {
         mt_status st = mt_pipe_costs_check(&chunk_costs[k], w_memory);
         if (st != MT_OK) return mt_fail_wrap(st, "chunk %d", k);
     }
     const mt__costs k = {chunk_costs, true};
-    return simulate(s, &k, w_memory, out);
+    return simulate(s, &k, w_memory, replicas, slots, out);
+}
+
+mt_status mt_schedule_simulate_chunks(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                      double w_memory, mt_pipe_sim *out) {
+    return simulate_chunks(s, chunk_costs, w_memory, 1, INFINITY, out);
+}
+
+mt_status mt_schedule_simulate_shared(const mt_schedule *s, const mt_pipe_costs *chunk_costs,
+                                      double w_memory, int replicas, double slots,
+                                      mt_pipe_sim *out) {
+    memset(out, 0, sizeof *out);
+    if (replicas < 1 || !(slots > 0) || !isfinite(slots))
+        return mt_fail(MT_EINVAL, "mt_schedule_simulate_shared: %d replicas on %g slots; give "
+                       "1 or more replicas of the schedule and a finite number of slots > 0 "
+                       "(the devices the host runs at full speed at once)", replicas, slots);
+    return simulate_chunks(s, chunk_costs, w_memory, replicas, slots, out);
 }

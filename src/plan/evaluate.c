@@ -19,6 +19,7 @@
  */
 #include "plan/memory.h"
 #include "plan/search_impl.h"
+#include "plan/host.h"
 #include "plan/step.h"
 #include "plan/cost.h"
 
@@ -202,7 +203,8 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
         .reduce = MT__PLAN_REDUCE_EACH,
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
                   .head_dim = s->channels / s->heads, .seq = s->seq,
-                  .tokens = r->batch_tokens}};
+                  .tokens = r->batch_tokens},
+        .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
     mt__plan_step_result out;
     if (st == MT_OK) st = mt__plan_step_chunks(&in, chunks, keys, &out);
     mt_mesh_free(mesh);

@@ -65,6 +65,13 @@ double mt__plan_host_share(int cores, int devices, int threads) {
     return (double)k / (double)(used > cores ? used : cores);
 }
 
+double mt__plan_host_slots(const mt_hardware *host, int devices, int threads) {
+    if (!host || host->n_levels < 1 || host->levels[0].kind != MT_LINK_THREADS) return 0;
+    const int cores = host->levels[0].devices > 0 ? host->levels[0].devices : 1;
+    const int k = mt__plan_host_threads(cores, devices, threads);
+    return (long)devices * k > cores ? (double)cores / k : 0;
+}
+
 mt_status mt__plan_host_devices(const mt_hardware *host, int devices, int threads,
                                 mt_hardware *out) {
     if (!host || !out) return mt_fail(MT_EINVAL, "plan: no host description to share");

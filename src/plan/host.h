@@ -23,17 +23,15 @@
  *   the threads level's devices     N, when it is the only level (one
  *                                   instance holds the mesh)
  *
- * Past the cores the step is the critical path at the shared rate, as if a
- * device kept its share while it waits (a pipeline's bubble, a peer's
- * collective), not the devices' work over the cores. The threads
- * transport's waits sleep after a few yields there (comm/wait.c), so an
- * ideal scheduler would give a waiting device's share to the others
- * (processor sharing); this one falls well short of that: a processor-sharing
- * simulation of data=2,pipe=2 1f1b on 2 cores (2026-12-04, Zen 5,
- * test_plan_validate's GPT) planned 54 ms where the steps took 67-75 ms
- * and the static share plans 80. In a trace of it a device whose message
- * had arrived waited 5 ms for a core while three others computed, and
- * each op ran at about the shared rate throughout.
+ * Past the cores, every device of an SPMD step computes at once, so each
+ * runs at its share. A pipeline's devices idle in its bubbles, and the
+ * threads transport's waits sleep there after a few yields (comm/wait.c),
+ * leaving their share to the others: its schedule is simulated with
+ * processor sharing (mt_schedule_simulate_shared, on mt__plan_host_slots
+ * devices at full speed at once). That plans the time-shared pipelines of
+ * test_plan_validate fast (0.73-0.85 of their steps, 2026-12-04, Zen 5);
+ * the static share (every device always at its share) planned them slow
+ * (1.03-1.33): the steps took more CPU time than the devices' planned work.
  *
  * A description without an innermost MT_LINK_THREADS level (a GPU's, a
  * TPU's) is copied unchanged: its devices are chips, not threads.
@@ -51,6 +49,14 @@ int mt__plan_host_threads(int cores, int devices, int threads);
 /* The fraction of the host's compute one device gets: k / max(cores,
  * devices x k), k = mt__plan_host_threads(cores, devices, threads). */
 double mt__plan_host_share(int cores, int devices, int threads);
+
+/* How many of `devices` thread devices (kernel threads as
+ * mt__plan_host_threads gives for `threads`) the threads host `host` runs
+ * at full speed at once: cores / k when the devices' threads outnumber the
+ * cores (time-shared: a pipeline's schedule is then simulated on them,
+ * mt_schedule_simulate_shared); 0 when they fit the cores or the
+ * description is not a threads host. */
+double mt__plan_host_slots(const mt_hardware *host, int devices, int threads);
 
 /* The GEMM fraction of a device's kernel threads while `busy` kernel threads
  * run at once on the threads host `host` (levels[0].devices its cores), by

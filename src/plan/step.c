@@ -113,7 +113,17 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     mt_schedule *sc = NULL;
     mt_pipe_sim sim = {0};
     mt_status st = mt_schedule_make(in->schedule, p, m, in->chunks, &sc);
-    if (st == MT_OK) st = mt_schedule_simulate_chunks(sc, cc, 0, &sim);
+    const int devices = mt_mesh_size(in->mesh);
+    if (st == MT_OK && in->host_slots > 0 && in->host_slots < devices) {
+        /* time-shared cores: the costs at the static share are the work at
+           full speed over slots / devices, and a device idle in the bubble
+           leaves its share to the others (processor sharing) */
+        const double full = in->host_slots / devices;
+        for (int k = 0; k < S; k++) cc[k].f *= full, cc[k].b *= full, cc[k].w *= full;
+        st = mt_schedule_simulate_shared(sc, cc, 0, devices / p, in->host_slots, &sim);
+    } else if (st == MT_OK) {
+        st = mt_schedule_simulate_chunks(sc, cc, 0, &sim);
+    }
     if (st == MT_OK) {
         for (int k = 0; k < S; k++) {
             int d = mt_schedule_chunk_device(sc, k);

@@ -153,6 +153,9 @@ typedef struct {
     mt__plan_model          model;
     double                  bucket_bytes; /* W's f32 gradient reductions in buckets of this
                                              many bytes (mt__plan_phase_run); 0: none */
+    double                  host_slots;   /* thread devices past a host's cores: the devices
+                                             it runs at full speed at once (plan/host.h),
+                                             hw being one device's static share; 0: none */
 } mt__plan_step_in;
 
 /* One collective (kind over axes) over the step, on the accounting device. */
