@@ -160,6 +160,31 @@ MT_TEST(pipeline_activations_count_the_slots) {
     mt_hardware_free(hw);
 }
 
+/* The same with a data axis beside the pipe: the planner's mesh puts the
+ * pipe outermost ("pipe=2,data=2", stage 1's first device is 2), and each
+ * stage's chunk is built on a device of that stage: the planned device's
+ * parameters and activations are the ones the stages' own devices build. */
+MT_TEST(pipeline_stages_beside_a_data_axis) {
+    mt_hardware *hw = h100();
+    mt_llama_config m = small_llama(6);
+    mt_plan_request q = one_layout(&m, hw, "data=2,pipe=2", 4, 16, 4);
+    mt_plan_result r = the_result(&q);
+    MT_CHECK(strcmp(r.mesh, "pipe=2,data=2") == 0, "the planner's mesh: %s", r.mesh);
+    double p0, g0, a0, s0, p1, g1, a1, s1;
+    int n;
+    direct(&m, "pipe=2,data=2", 4, 4, 4, 0, 0, &p0, &g0, &a0, &s0, &n);
+    direct(&m, "pipe=2,data=2", 4, 4, 4, 0, 2, &p1, &g1, &a1, &s1, &n);
+    MT_CHECK(p0 != p1, "the stages differ (the embedding, the head): %.0f and %.0f", p0, p1);
+    double dev0 = p0 + g0 + 2 * p0 + 2 * a0 + s0, dev1 = p1 + g1 + 2 * p1 + 1 * a1 + s1;
+    const bool first = dev0 >= dev1;
+    MT_CHECK(r.params == (first ? p0 : p1), "parameters %.0f, want stage %d's %.0f", r.params,
+             first ? 0 : 1, first ? p0 : p1);
+    double want_act = first ? 2 * a0 : a1;
+    MT_CHECK(fabs(r.activations - want_act) <= 0.01 * want_act, "activations %.0f, want %.0f",
+             r.activations, want_act);
+    mt_hardware_free(hw);
+}
+
 /* 8 chips, a model of 4 heads (kv 2) and 4 layers, options fixed: the
  * meshes d x f x t x p = 8 with t <= 64 and p <= 4 layers, by hand:
  *   t=1: p=1 d*f=8 (d = 1, 2, 4, 8: 4), p=2 d*f=4 (3), p=4 d*f=2 (2)  -> 9

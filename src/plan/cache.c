@@ -112,7 +112,10 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
     int device = 0;
     if (st == MT_OK && key->p > 1) {
-        int pipe_axis = mt_mesh_ndim(mesh) - 1, coords[MT_MESH_MAX_AXES] = {0};
+        int pipe_axis = 0, coords[MT_MESH_MAX_AXES] = {0};
+        while (pipe_axis < mt_mesh_ndim(mesh) - 1 &&
+               strcmp(mt_mesh_axis_name(mesh, pipe_axis), "pipe") != 0)
+            pipe_axis++;
         bool found = false;
         for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
             coords[pipe_axis] = stage;

@@ -42,8 +42,12 @@ bool mt__plan_model_set_int(void *config, const mt_train_config *model, const ch
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
     size_t at = 0;
     buf[0] = '\0';
-    const int size[4] = {l->data, l->fsdp, l->tensor, l->pipe};
-    static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
+    /* outermost first (devices fill the levels in this order, the last axis
+       innermost): Megatron-LM's placement, the pipeline's stages across
+       nodes, then the replicas, and the tensor axis, whose collectives block
+       the compute, on the fastest links */
+    const int size[4] = {l->pipe, l->data, l->fsdp, l->tensor};
+    static const char *const name[4] = {"pipe", "data", "fsdp", "tensor"};
     for (int a = 0; a < 4 && at < cap; a++)
         if (size[a] > 1)
             at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", at ? "," : "", name[a], size[a]);
