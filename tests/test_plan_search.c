@@ -208,6 +208,24 @@ MT_TEST(layouts_are_every_factorisation) {
     mt_hardware_free(hw);
 }
 
+/* The mixed16 convention counts the step's traffic in 16 bits: on tensor=2
+ * (fp32 products) the memory-bound ops move half the bytes, so the step's
+ * compute shrinks, by at most half, and its MFU rises (the FLOPs do not
+ * change); the nodes themselves: test_plan_program's traffic16 case. */
+MT_TEST(mixed16_halves_the_traffic) {
+    mt_hardware *hw = h100();
+    mt_llama_config m = small_llama(4);
+    mt_plan_request q = one_layout(&m, hw, "tensor=2", 2, 64, 1);
+    mt_plan_result own = the_result(&q);
+    q.memory = MT_PLAN_MEMORY_MIXED16;
+    mt_plan_result half = the_result(&q);
+    MT_CHECK(half.compute < 0.99 * own.compute && half.compute >= 0.5 * own.compute,
+             "compute %g s in 16 bits, %g s in fp32: its memory-bound part halves",
+             half.compute, own.compute);
+    MT_CHECK(half.mfu > own.mfu, "a shorter step, the same FLOPs: MFU %g > %g", half.mfu, own.mfu);
+    mt_hardware_free(hw);
+}
+
 MT_TEST(refusals_name_the_setting) {
     mt_hardware *hw = h100();
     mt_llama_config m = small_llama(4);

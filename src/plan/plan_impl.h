@@ -119,6 +119,15 @@ mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_
 mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh, int device,
                                  int chunk, int n_chunks, mt__plan_program *out);
 
+/* The program's traffic counted as a 16-bit training system moves it (the
+ * ZeRO paper's mixed precision, Megatron-LM: activations, parameters and
+ * gradients in 16 bits), for the step time under the mixed16 convention:
+ * every node's bytes halved, and every collective's, but a gradient's
+ * reduction or a parameter's gather that meshtrain already sends in bf16
+ * (products16: a bf16 run's). meshtrain's own convention keeps its fp32
+ * activations; the book's counts only memory its way. */
+void mt__plan_program_traffic16(mt__plan_program *p, bool products16);
+
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);
 

@@ -184,6 +184,16 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
     return s;
 }
 
+void mt__plan_program_traffic16(mt__plan_program *p, bool products16) {
+    for (int i = 0; i < p->n_nodes; i++) {
+        mt__plan_node *n = &p->nodes[i];
+        n->bytes /= 2;
+        if (n->cls == MT__PN_COLLECTIVE && !(products16 && (n->grad_reduce || n->param_gather)))
+            n->comm_bytes /= 2;
+    }
+    for (int ph = 0; ph < 3; ph++) p->bytes[ph] /= 2;
+}
+
 void mt__plan_program_free(mt__plan_program *p) {
     if (!p) return;
     free(p->nodes);
