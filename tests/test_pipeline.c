@@ -142,6 +142,43 @@ MT_TEST(pipe4_m8_zb_v) { check_kind("zb-v", 4, 8, 8, NULL); }
 
 /* composed with the other axes */
 MT_TEST(pipe2_data2_zb_h1) { check_kind("zb-h1", 2, 4, 4, ",data=2"); }
+MT_TEST(pipe2_data2_1f1b) { check_kind("1f1b", 2, 4, 4, ",data=2"); }
+MT_TEST(pipe2_data2_interleaved) { check_kind("interleaved", 2, 4, 4, ",data=2"); }
+MT_TEST(pipe2_data2_dualpipev) { check_kind("dualpipev", 2, 4, 4, ",data=2"); }
+
+/* Device 0's data-parallel all-reduces (its chunk graph's psums) in one step
+ * of `kind` on pipe=2,data=2 with m microbatches. */
+static int64_t psums_a_step(const char *kind, int m) {
+    char text[] = "/tmp/mt-test-pipe-XXXXXX";
+    mt_test_write_text(text);
+    mt_gpt_config gpt;
+    mt_train_config c = pipe_config(text, 4, m, &gpt);
+    c.mesh = "pipe=2,data=2";
+    c.schedule = kind;
+    mt_trainer *tr = NULL;
+    MT_CHECK_OK(mt_trainer_create(&c, &tr));
+    mt_step_report r;
+    MT_CHECK_OK(mt_trainer_step(tr, &r));   /* warm-up */
+    mt_graph *g = mt_trainer_graph(tr);
+    MT_CHECK_OK(mt_graph_set_profiling(g, true));
+    MT_CHECK_OK(mt_trainer_step(tr, &r));
+    mt_op_totals t;
+    MT_CHECK_OK(mt_graph_profile_op(g, "psum", &t));
+    mt_trainer_free(tr);
+    unlink(text);
+    return t.calls;
+}
+
+/* A whole backward (BW) leaves its gradients' all-reduces to the chunk's
+ * last one in the step (DDP's no_sync): 1F1B runs a quarter of the
+ * all-reduces at m = 4 that ZB-H1, whose split B and W reduce every
+ * microbatch, runs; the losses are one device's (pipe2_data2_1f1b). */
+MT_TEST(pipe2_data2_reduces_once_a_step) {
+    const int m = 4;
+    int64_t once = psums_a_step("1f1b", m), each = psums_a_step("zb-h1", m);
+    MT_CHECK(once > 0 && each == m * once, "psums a step: 1f1b %lld, zb-h1 %lld (want %d x)",
+             (long long)once, (long long)each, m);
+}
 MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
 MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
 

@@ -11,7 +11,13 @@
  *   W   runs the weight-gradient pass (gradients accumulate over the
  *       microbatches); frees the slot.
  *   BW  B then W, then d in sent (the schedules that do not split the
- *       backward: a whole backward, its gradient out at its end).
+ *       backward: a whole backward, its gradient out at its end). A BW
+ *       that is not its chunk's last backward of the step leaves the
+ *       gradients' data-parallel all-reduces to a later one
+ *       (mt_graph_set_reduce_later, DDP's no_sync): with only BWs, m
+ *       microbatches cost one all-reduce a gradient. A split B and W (the
+ *       zero-bubble kinds, DualPipeV's) reduce: another microbatch's B may
+ *       start between them, and the flag is read when a B starts.
  * Messages are tagged by (kind, chunk, microbatch), so the order in which
  * a device receives them need not be the order they were sent in; a chunk
  * whose neighbour is on the same device (the V shape's turn) sends to
@@ -95,6 +101,7 @@ static void reset_slots(mt__pipe_exec *x) {
         mt__pipe_chunk *c = &x->chunks[i];
         for (int j = 0; j < x->m; j++) c->slot_of[j] = -1;
         c->n_free = c->n_slots;
+        c->n_back = 0;
         for (int k = 0; k < c->n_slots; k++) c->free_slot[k] = c->n_slots - 1 - k;
     }
 }
@@ -181,11 +188,15 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, do
     switch (op->type) {
     case MT_PIPE_F: return run_f(x, c, op->mb, loss, t0);
     case MT_PIPE_B:
-        s = run_b(x, c, op->mb, t0);
+        ++c->n_back;
+        s = mt_graph_set_reduce_later(c->g, false);
+        if (s == MT_OK) s = run_b(x, c, op->mb, t0);
         return s == MT_OK ? send_grad(x, c, op->mb) : s;
     case MT_PIPE_W: return run_w(c, op->mb);
     case MT_PIPE_BW:
-        s = run_b(x, c, op->mb, t0);
+        /* the chunk's last backward reduces what the BWs before it held */
+        s = mt_graph_set_reduce_later(c->g, ++c->n_back < x->m);
+        if (s == MT_OK) s = run_b(x, c, op->mb, t0);
         *tb = mt_time_now();
         if (s == MT_OK) s = run_w(c, op->mb);
         return s == MT_OK ? send_grad(x, c, op->mb) : s;

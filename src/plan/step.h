@@ -77,9 +77,11 @@
 
 /* When whole gradients (data parallel, ZeRO-1: all-reduced) are reduced. */
 typedef enum {
-    MT__PLAN_REDUCE_EACH,   /* meshtrain's: every microbatch's W (trainer.c, pipe.c) */
+    MT__PLAN_REDUCE_EACH,   /* every microbatch's W: meshtrain's pipelines whose B and W
+                               are split (the zero-bubble kinds, DualPipeV) */
     MT__PLAN_REDUCE_ONCE    /* once a step: without a pipe under the last microbatch's
-                               backward, with one after the flush, exposed (the book's) */
+                               backward (trainer.c), with one after the flush, exposed
+                               (the book's; meshtrain's BW pipelines, executor.c) */
 } mt__plan_reduce;
 
 /* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token. */
