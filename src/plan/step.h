@@ -38,10 +38,11 @@
  *     moves the bytes on the waiting devices' own threads, so every
  *     collective, a collective matmul's ring too, blocks the compute stream.
  *   - Gradient accumulation without a pipe axis: the microbatches run F, B,
- *     W one after another, each W reducing its gradients (the trainer's
- *     loop); or, MT__PLAN_REDUCE_ONCE, whole gradients are all-reduced once,
- *     under the last microbatch's backward (sharded gradients, reduce-
- *     scattered, still every microbatch).
+ *     W one after another, each W reducing its gradients; or,
+ *     MT__PLAN_REDUCE_ONCE (the trainer's loop, mt_graph_set_reduce_later),
+ *     whole gradients are all-reduced once, under the last microbatch's
+ *     backward (sharded gradients, reduce-scattered, still every
+ *     microbatch).
  *   - A pipeline: mt_schedule_simulate_chunks on each chunk's F, B and W
  *     seconds (W's with its reductions' exposed tail) and the message
  *     between stages (a permute over `pipe` of message_bytes); with
