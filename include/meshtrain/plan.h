@@ -126,8 +126,8 @@ typedef struct {
  * thread's sgemm (cold's "1", or sgemm_gflops') / (that peak / cores),
  * vector_flops = the FMA peak on all cores of the kernel level the probe ran
  * at when MT_CPU_ISA capped it below the best (0 otherwise), the attention
- * curve = the probe's attention GFLOP/s by T over one thread's sgemm, hbm_bandwidth = the measured triad with
- * hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
+ * curve = the probe's attention GFLOP/s by T over one thread's sgemm,
+ * hbm_bandwidth = the measured triad with hbm_fraction 1, hbm_bytes = the physical memory of the host that loads
  * it (the machine file does not record its own), and one level
  * MT_LINK_THREADS (switch, `cores` devices) whose link bandwidth and latency
  * are the threads all-reduce's bus bandwidth and 8-byte latency, fraction 1.

@@ -25,8 +25,8 @@
  * engine runs its products: its threads split them, Open BLAS on one thread
  * each, their operands from memory (a training step's working set is larger
  * than the caches); "all" is every core its own one-thread sgemm at once,
- * summed, each call on the next of 64 MiB of operands a thread, "size" at
- * most 1024. "attention_gflops" is meshtrain's causal attention (mt_attention
+ * summed, each call on the next set of operands (128 MiB in all, at least
+ * 16 MiB a thread), "size" at most 1024. "attention_gflops" is meshtrain's causal attention (mt_attention
  * and its gradient, 4 heads of head_size, 2048 tokens a run) on one thread,
  * by sequence length: the FLOPs of its cost entries over its time, which
  * falls short of sgemm's the shorter the sequence (its products are

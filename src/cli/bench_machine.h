@@ -38,7 +38,8 @@ double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
 
 /* GFLOP/s of `threads` threads each running its own n^3 sgemms on one Open
  * BLAS thread at the same time, summed, every call on the next of its sets
- * of operands (64 MiB of them a thread: from memory, not the caches): the
+ * of operands (128 MiB of them in all, at least 16 MiB a thread: from
+ * memory, not the caches): the
  * best of `reps` repetitions (after a warm-up), each as long as its slowest
  * thread. NAN when the matrices cannot be allocated. */
 double cli_sgemm_cold_gflops(int n, int threads, int reps);

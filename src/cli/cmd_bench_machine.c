@@ -7,8 +7,8 @@
  *    (Open BLAS's threads); and "cold", as the engine runs its products
  *    (its pool splits them, Open BLAS on one thread each; their operands
  *    come from memory): one thread, and each core its own at once, every
- *    call on the next of its sets of operands, 64 MiB of them a thread, of
- *    that size up to 1024^3;
+ *    call on the next of its sets of operands (128 MiB of them in all, at
+ *    least 16 MiB a thread), of that size up to 1024^3;
  *  - FMA peak: fused multiply-adds on registers only, at every kernel level
  *    (mt_cpu_isa) this CPU runs: 16 independent zmm accumulators for avx512,
  *    12 ymm for avx2, 16 q registers for neon, 16 one-lane floats for
@@ -542,10 +542,13 @@ double cli_sgemm_gflops(int m, int n, int k, int threads, int reps) {
 }
 
 /* Operands from memory, as a training step's are (its working set is larger
- * than the caches: the ops before a product wrote them): each thread
- * rotates through sets of (a, b, c) at least this large. */
-#define COLD_BYTES ((size_t)64 << 20)
-/* and of at most this size (a set each core: 12 MiB) */
+ * than the caches: the ops before a product wrote them): the threads rotate
+ * through sets of (a, b, c), this many bytes of them in all (a 2-core
+ * EPYC's L3 is 32 MiB), and at least COLD_THREAD_BYTES each (a core's
+ * share of a large host's L3 is a few MiB). */
+#define COLD_BYTES ((size_t)128 << 20)
+#define COLD_THREAD_BYTES ((size_t)16 << 20)
+/* and of at most this size (a set: 12 MiB) */
 #define COLD_MAX_N 1024
 
 typedef struct { int n, reps; } sgemm_job;
@@ -557,7 +560,9 @@ typedef struct { int n, reps; } sgemm_job;
 static void sgemm_member(team *t, int i) {
     sgemm_job *j = t->arg;
     const size_t nn = (size_t)j->n * (size_t)j->n, set = 3 * nn * sizeof(float);
-    const int sets = (int)((COLD_BYTES + set - 1) / set);
+    const size_t mine = COLD_BYTES / (size_t)t->n > COLD_THREAD_BYTES
+                            ? COLD_BYTES / (size_t)t->n : COLD_THREAD_BYTES;
+    const int sets = (int)((mine + set - 1) / set);
     float *mem = malloc((size_t)sets * set);   /* per set: a, b, c (n,n) */
     if (mem)
         for (size_t k = 0; k < 3 * nn * (size_t)sets; k++) mem[k] = (float)(k % 7) * 0.1f;
