@@ -128,7 +128,7 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     if (st == MT_OK) st = mt_train_config_check(&c);
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     /* the mixed16 convention counts the step's traffic in 16 bits too */
-    if (st == MT_OK && r->memory == MT_PLAN_MEMORY_MIXED16)
+    if (st == MT_OK && mt__plan_act_bytes(r) < 4)
         mt__plan_program_traffic16(&e->prog, r->precision == MT_PRECISION_BF16);
     if (st == MT_OK)
         st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,

@@ -208,8 +208,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
     /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
        under the mixed16 convention, as its traffic: plan_impl.h): a tensor
        slice under sequence parallelism, else whole on every tensor device */
-    const double act = r->memory == MT_PLAN_MEMORY_MIXED16 ? 2.0 : 4.0;
-    double msg = act * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
+    double msg = mt__plan_act_bytes(r) * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
     mt_hardware dev;
     mt__plan_step_in in = {
         .hw = mt__plan_layout_hw(s, res->chips, &dev), .mesh = mesh,

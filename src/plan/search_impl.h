@@ -67,7 +67,14 @@ int  mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt
 bool mt__plan_model_set_int(void *config, const mt_train_config *model, const char *flag,
                             int value);
 
-/* "data=2,fsdp=256,tensor=8" of a layout ("data=1" on one chip). */
+/* Bytes an activation element moves in the step's traffic under the
+ * request's convention: 2 under mixed16 (its traffic in 16 bits,
+ * mt__plan_program_traffic16), else meshtrain's 4. */
+static inline double mt__plan_act_bytes(const mt_plan_request *r) {
+    return r->memory == MT_PLAN_MEMORY_MIXED16 ? 2.0 : 4.0;
+}
+
+/* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap);
 /* Chunks a device holds under schedule `kind` (2 for zb-v, dualpipev and
  * interleaved as the planner runs it; else 1). */
