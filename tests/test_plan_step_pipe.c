@@ -64,6 +64,19 @@ MT_TEST(pipeline_with_messages_and_reductions) {
     /* a stage's products, 2 x 2.5 = 5 s, outweigh the bubble (2.7 s) and
        the exposed reduction (1 s): compute binds */
     MT_CHECK(r.bound == MT__PLAN_BOUND_COMPUTE, "once: %s", r.reason);
+    /* ZB-H1 splits B and W: its W's reduce every microbatch whatever
+       `reduce` asks (the executor leaves reductions only to whole
+       backwards), so once plans it as each does */
+    in.schedule = MT_SCHEDULE_ZB_H1;
+    in.reduce = MT__PLAN_REDUCE_EACH;
+    mt__plan_step_result each;
+    MT_CHECK_OK(mt__plan_step(&in, &each));
+    in.reduce = MT__PLAN_REDUCE_ONCE;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK(r.step == each.step && r.comm_exposed == each.comm_exposed, "zb-h1: once %g s, "
+             "each %g s: the same", r.step, each.step);
+    MT_CHECK(fabs(r.comm[0].seconds - 2.0) < 1e-9, "zb-h1: an all-reduce a microbatch: %g s",
+             r.comm[0].seconds);
     mt_mesh_free(mesh);
 }
 

@@ -283,6 +283,17 @@ static double team_max(const team *t) {
     return v;
 }
 
+/* Thread i's seconds of one repetition in, the repetition's (its slowest
+ * thread's) out: every thread compares at the barrier, and out[] is read
+ * before the next repetition writes it. */
+static double team_slowest(team *t, int i, double seconds) {
+    t->out[i] = seconds;
+    pthread_barrier_wait(&t->bar);
+    double slowest = team_max(t);
+    pthread_barrier_wait(&t->bar);
+    return slowest;
+}
+
 /* ======================================================================== */
 /* FMA peak                                                                  */
 /* ======================================================================== */
@@ -489,13 +500,9 @@ static void triad_member(team *t, int i) {
         double t0 = mt_time_now();
         const float s = 3.0f;
         for (size_t k = lo; k < hi; k++) a[k] = b[k] + s * c[k];
-        double dt = mt_time_now() - t0;
-        /* the repetition took as long as its slowest thread: compare at the barrier */
-        t->out[i] = dt;
-        pthread_barrier_wait(&t->bar);
-        double slowest = team_max(t);
+        /* the repetition took as long as its slowest thread */
+        double slowest = team_slowest(t, i, mt_time_now() - t0);
         best = slowest < best ? slowest : best;
-        pthread_barrier_wait(&t->bar);   /* out[] is read before the next round writes it */
     }
     if (i == 0) t->out[0] = best;
 }
@@ -575,11 +582,8 @@ static void sgemm_member(team *t, int i) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->n, j->n, j->n, 1.0f, a,
                         j->n, b, j->n, 0.0f, c, j->n);
         }
-        t->out[i] = mem ? (mt_time_now() - t0) / sets : INFINITY;
-        pthread_barrier_wait(&t->bar);
-        double slowest = team_max(t);
+        double slowest = team_slowest(t, i, mem ? (mt_time_now() - t0) / sets : INFINITY);
         if (r >= 0 && slowest < best) best = slowest;
-        pthread_barrier_wait(&t->bar);   /* out[] is read before the next round writes it */
     }
     free(mem);
     if (i == 0) t->out[0] = best;

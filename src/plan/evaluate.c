@@ -29,20 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* When the trainer reduces whole gradients (data parallel: all-reduced):
- * once a step when its backwards are whole (trainer.c's accumulation, the
- * pipeline executor's BWs: mt_graph_set_reduce_later); every microbatch on
- * the kinds that split B and W (pipeline/executor.c). */
-static mt__plan_reduce reduce_of(const mt_plan_layout *l) {
-    if (l->pipe <= 1) return MT__PLAN_REDUCE_ONCE;
-    switch ((mt_schedule_kind)l->schedule) {
-    case MT_SCHEDULE_GPIPE:
-    case MT_SCHEDULE_1F1B:
-    case MT_SCHEDULE_INTERLEAVED: return MT__PLAN_REDUCE_ONCE;
-    default: return MT__PLAN_REDUCE_EACH;
-    }
-}
-
 /* ======================================================================== */
 /* Points and interpolation                                                  */
 /* ======================================================================== */
@@ -215,7 +201,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
         .precision = r->precision, .stages = l->pipe, .chunks = v,
         .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
-        .reduce = reduce_of(l),
+        .reduce = MT__PLAN_REDUCE_ONCE,   /* where the trainer can (step.h) */
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
                   .head_dim = s->channels / s->heads, .seq = s->seq,
                   .tokens = r->batch_tokens},

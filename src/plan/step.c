@@ -86,21 +86,43 @@ static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems)
                                per * stored_elems, NULL);
 }
 
+/* Whether every backward of schedule s is whole (BW): the executor then
+ * leaves all but a chunk's last one's data-parallel all-reduces to it
+ * (pipeline/executor.c); a split B and W reduce every microbatch. */
+static bool whole_backwards(const mt_schedule *s, int p) {
+    for (int d = 0; d < p; d++)
+        for (int i = 0; i < mt_schedule_n_ops(s, d); i++) {
+            mt_pipe_op_type ty = mt_schedule_ops(s, d)[i].type;
+            if (ty == MT_PIPE_B || ty == MT_PIPE_W) return false;
+        }
+    return true;
+}
+
 /* The pipeline: the schedule on the chunks' F, B, W; the accounting device
- * is the one that ends last (after its flush and its optimizer). */
+ * is the one that ends last (after its flush and its optimizer). With
+ * `once`, whole gradients are all-reduced after the flush where the
+ * schedule's backwards are all whole. */
 static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
-                          const mt__plan_chunk_time *ch, int var, tally *t,
+                          const mt__plan_chunk_time *ch, bool once, tally *t,
                           mt__plan_step_result *out) {
     const int p = in->stages, S = p * in->chunks, m = in->microbatches;
+    mt_schedule *sc = NULL;
+    mt_status st = mt_schedule_make(in->schedule, p, m, in->chunks, &sc);
+    if (st != MT_OK) return st;
+    const int var = once && whole_backwards(sc, p) ? 1 : 0;
     mt__plan_map map;
-    mt_status mst = mt__plan_map_make(in->hw, in->mesh, &map);
-    if (mst != MT_OK) return mst;
+    st = mt__plan_map_make(in->hw, in->mesh, &map);
+    if (st != MT_OK) {
+        mt_schedule_free(sc);
+        return st;
+    }
     out->message = mt__plan_collective_seconds(&map, MT__PC_PERMUTE, pipe, in->message_bytes);
     mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
     double *after = calloc((size_t)p, sizeof *after);
     if (!cc || !after) {
         free(cc);
         free(after);
+        mt_schedule_free(sc);
         return mt_fail(MT_ENOMEM, "out of memory for %d chunks' costs", S);
     }
     for (int k = 0; k < S; k++) {
@@ -110,9 +132,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
                                 .b = q[1].seconds > 0 ? q[1].seconds : 1e-12,
                                 .w = q[2].seconds, .comm = out->message};
     }
-    mt_schedule *sc = NULL;
     mt_pipe_sim sim = {0};
-    mt_status st = mt_schedule_make(in->schedule, p, m, in->chunks, &sc);
     const int devices = mt_mesh_size(in->mesh);
     if (st == MT_OK && in->host_slots > 0 && in->host_slots < devices) {
         /* time-shared cores: the costs at the static share are the work at
@@ -266,7 +286,7 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
         for (int q = 0; q < 3; q++) flops += ch[k].phase[0][q].flops;
     tally t = {0};
     if (in->stages == 1) accumulate(in, ch, once, &t, out);
-    else st = pipeline(in, pipe, ch, once ? 1 : 0, &t, out);
+    else st = pipeline(in, pipe, ch, once, &t, out);
     if (st != MT_OK) {
         memset(out, 0, sizeof *out);
         out->bound_comm = -1;

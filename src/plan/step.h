@@ -46,9 +46,10 @@
  *   - A pipeline: mt_schedule_simulate_chunks on each chunk's F, B and W
  *     seconds (W's with its reductions' exposed tail) and the message
  *     between stages (a permute over `pipe` of message_bytes); with
- *     MT__PLAN_REDUCE_ONCE, the whole gradients' all-reduces run after the
- *     flush, exposed (the scaling book's "DP grad reduction can only start
- *     after the last microbatch").
+ *     MT__PLAN_REDUCE_ONCE and a schedule whose backwards are all whole
+ *     (BW), the whole gradients' all-reduces run after the flush, exposed
+ *     (the scaling book's "DP grad reduction can only start after the last
+ *     microbatch").
  *   - The optimizer: AdamW over the device's stored elements, memory-bound.
  *
  * The accounting device (the stage that ends last) satisfies
@@ -78,11 +79,12 @@
 
 /* When whole gradients (data parallel, ZeRO-1: all-reduced) are reduced. */
 typedef enum {
-    MT__PLAN_REDUCE_EACH,   /* every microbatch's W: meshtrain's pipelines whose B and W
-                               are split (the zero-bubble kinds, DualPipeV) */
-    MT__PLAN_REDUCE_ONCE    /* once a step: without a pipe under the last microbatch's
-                               backward (trainer.c), with one after the flush, exposed
-                               (the book's; meshtrain's BW pipelines, executor.c) */
+    MT__PLAN_REDUCE_EACH,   /* every microbatch's W */
+    MT__PLAN_REDUCE_ONCE    /* once a step where the trainer can: without a pipe under
+                               the last microbatch's backward (trainer.c); in a pipeline
+                               whose backwards are all whole (BW: GPipe, 1F1B,
+                               interleaved; pipeline/executor.c) after the flush, exposed
+                               (the book's); every microbatch where B and W are split */
 } mt__plan_reduce;
 
 /* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token. */
