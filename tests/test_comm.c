@@ -18,11 +18,16 @@
  * messages in flight before any receive, and the failures: a size mismatch,
  * a receive whose sender never sends (timeout naming it), a sender that
  * fails while its receiver waits, bad arguments, messages never received.
+ *
+ * Placement: with more devices than CPUs, the devices pinned in blocks a
+ * CPU, colocated axes innermost (each device reads its own affinity).
  */
+#define _GNU_SOURCE   /* sched_getaffinity / sched_setaffinity / CPU_COUNT */
 #include "harness.h"
 #include "meshtrain.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -755,6 +760,142 @@ MT_TEST(launch_kernel_threads) {
     int want = cores / 4 > 1 ? (int)(cores / 4) : 1;
     MT_CHECK(threads[0] <= want && threads[0] >= 1, "default kernel threads %d (cores %ld)",
              threads[0], cores);
+}
+
+/* Placement with more devices than CPUs (threads_launch.c): this process
+ * on 2 CPUs (1 where it may use only one), each device records the CPUs
+ * its thread may run on. */
+typedef struct {
+    int n_cpus[8];   /* CPUs device d may run on */
+    int cpu[8];      /* the first of them */
+} where_arg;
+
+static mt_status where_device(mt_ctx *ctx, void *arg) {
+    where_arg *w = arg;
+    const int d = mt_ctx_device(ctx);
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) != 0)
+        return mt_fail(MT_EINTERNAL, "device %d: sched_getaffinity failed", d);
+    w->n_cpus[d] = CPU_COUNT(&s);
+    w->cpu[d] = -1;
+    for (int c = 0; c < CPU_SETSIZE && w->cpu[d] < 0; c++)
+        if (CPU_ISSET(c, &s)) w->cpu[d] = c;
+    return MT_OK;
+}
+
+/* Runs `mesh` of n devices (colocating `colocate`) and checks that devices
+ * with the same group[d] share one CPU and (on 2 CPUs) other groups the
+ * other; group NULL: none is pinned. */
+static void check_placement(const char *mesh, int n, const char *colocate, const int *group,
+                            int cpus) {
+    mt_launch_opts o = opts_for(mesh, n);
+    o.colocate = colocate;
+    where_arg w;
+    memset(&w, 0, sizeof w);
+    MT_CHECK_OK(mt_launch(&o, where_device, &w));
+    for (int d = 0; d < n; d++) {
+        if (!group) {
+            MT_CHECK(w.n_cpus[d] == cpus, "%s, %d devices: device %d pinned to %d of %d CPUs",
+                     mesh, n, d, w.n_cpus[d], cpus);
+            continue;
+        }
+        MT_CHECK(w.n_cpus[d] == 1, "%s colocating %s: device %d may run on %d CPUs, not one",
+                 mesh, colocate ? colocate : "nothing", d, w.n_cpus[d]);
+        for (int e = 0; e < d; e++)
+            MT_CHECK((w.cpu[d] == w.cpu[e]) == (group[d] == group[e] || cpus == 1),
+                     "%s colocating %s: devices %d and %d on CPUs %d and %d (blocks %d, %d)",
+                     mesh, colocate ? colocate : "nothing", e, d, w.cpu[e], w.cpu[d], group[e],
+                     group[d]);
+    }
+}
+
+MT_TEST(devices_past_the_cpus_are_pinned_in_blocks) {
+    cpu_set_t all, two;
+    MT_CHECK(sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity");
+    CPU_ZERO(&two);
+    int cpus = 0;
+    for (int c = 0; c < CPU_SETSIZE && cpus < 2; c++)
+        if (CPU_ISSET(c, &all)) CPU_SET(c, &two), cpus++;
+    MT_CHECK(sched_setaffinity(0, sizeof two, &two) == 0, "sched_setaffinity to %d CPUs", cpus);
+    unsetenv("MT_PIN");
+    /* the mesh's order: device = p * 2 + d, so p = 0 is devices 0 and 1 */
+    static const int by_p[4] = {0, 0, 1, 1}, by_d[4] = {0, 1, 0, 1};
+    check_placement("p=2,d=2", 4, NULL, by_p, cpus);
+    /* p colocated: innermost, so each CPU holds one d's two p */
+    check_placement("p=2,d=2", 4, "p", by_d, cpus);
+    static const int eight[8] = {0, 0, 0, 0, 1, 1, 1, 1};   /* d outermost: a block a d */
+    check_placement("d=2,t=2,p=2", 8, "p", eight, cpus);
+    /* d and t innermost: p outermost, a block a p (device = d * 4 + t * 2 + p) */
+    static const int by_p8[8] = {0, 1, 0, 1, 0, 1, 0, 1};
+    check_placement("d=2,t=2,p=2", 8, "d,t", by_p8, cpus);
+    /* 3 devices on 2 CPUs: unequal blocks; the OS places them */
+    if (cpus == 2) check_placement("d=3", 3, NULL, NULL, cpus);
+    setenv("MT_PIN", "0", 1);
+    check_placement("p=2,d=2", 4, "p", NULL, cpus);
+    unsetenv("MT_PIN");
+    cpu_set_t after;
+    MT_CHECK(sched_getaffinity(0, sizeof after, &after) == 0 && CPU_EQUAL(&after, &two),
+             "device 0 ran on the caller, whose affinity is given back");
+    mt_launch_opts o = opts_for("p=2,d=2", 4);
+    o.colocate = "pipe";
+    where_arg w;
+    mt_status st = mt_launch(&o, where_device, &w);
+    MT_CHECK(st == MT_EINVAL && strstr(mt_errmsg(), "pipe"), "an unknown colocated axis: %s: %s",
+             mt_status_name(st), mt_errmsg());
+}
+
+/* Sleeping waits (comm/wait.c's event count): four devices on one CPU
+ * sleep once a few yields have not brought what they wait for, and each
+ * message and each arrival must wake its waiter. A token goes 5 times
+ * round the ring, its holder busy 20 ms before it passes it on (the others
+ * run out of yields and sleep); then 10 one-float psums, device r busy
+ * (r + 1) x 5 ms before each. The busy time is 0.9 s; a wake-up missed
+ * costs the sleep's cap (0.5 s), and the 20 hops alone would take ~10 s.
+ * The bound is 3 s. */
+static void busy(double seconds) {
+    const double until = mt_time_now() + seconds;
+    while (mt_time_now() < until) {}
+}
+
+static mt_status token_device(mt_ctx *ctx, void *arg) {
+    (void)arg;
+    mt_axes ax;
+    DEV_OK(mt_ctx_axes(ctx, "d", &ax));
+    const int r = mt_axis_index(ctx, ax), P = mt_axis_size(ctx, ax);
+    float token = 0;
+    for (int round = 0; round < 5; round++) {
+        if (r > 0 || round > 0) DEV_OK(mt_recv(ctx, ax, &token, 1, MT_F32, (r + P - 1) % P, 0));
+        token += 1;
+        busy(20e-3);
+        if (r < P - 1 || round < 4) DEV_OK(mt_send(ctx, ax, &token, 1, MT_F32, (r + 1) % P, 0));
+    }
+    if (r == P - 1 && token != 5.0f * (float)P)
+        return mt_fail(MT_EINTERNAL, "the token counted %g hops, want %d", token, 5 * P);
+    for (int k = 0; k < 10; k++) {
+        float x = (float)k;
+        busy((r + 1) * 5e-3);
+        DEV_OK(mt_psum(ctx, ax, &x, 1));
+        if (x != (float)(k * P)) return mt_fail(MT_EINTERNAL, "psum %d: %g", k, x);
+    }
+    return MT_OK;
+}
+
+MT_TEST(sleeping_waits_are_woken) {
+    cpu_set_t all, one;
+    MT_CHECK(sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity");
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    MT_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity to one CPU");
+    mt_launch_opts o = opts_for("d=4", 4);
+    const double t0 = mt_time_now();
+    MT_CHECK_OK(mt_launch(&o, token_device, NULL));
+    const double took = mt_time_now() - t0;
+    MT_CHECK(took < 3.0, "20 hand-offs and 10 psums on 4 devices sharing a CPU took %.2f s "
+             "(0.9 s of it busy): a wait missed its wake-up (each costs up to 0.5 s)", took);
 }
 
 /* ======================================================================== */

@@ -54,6 +54,14 @@ typedef struct {
                                          written through; NULL: the launch claims `trace`
                                          itself when it writes it. Either way the trace is
                                          written to a temporary file and renamed */
+    const char       *colocate;       /* threads, more devices than CPUs: mesh axes (e.g.
+                                         "pipe") whose devices should share a CPU. The
+                                         devices are then pinned in equal blocks, one
+                                         block a CPU, in the mesh's order with these
+                                         axes innermost (NULL: the mesh's order), when
+                                         the CPUs divide them; a pipeline's stages take
+                                         turns, so a CPU holding whole pipelines is not
+                                         idle in their bubbles. MT_PIN=0: no pinning */
 } mt_launch_opts;
 
 /* Runs fn(ctx, arg) on every device of the mesh, SPMD, and returns when all

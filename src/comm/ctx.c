@@ -18,6 +18,7 @@ mt_status mt__ctx_init(mt_ctx *ctx, mt_launch_state *ls, int device) {
     ctx->launch = ls;
     ctx->record = &ls->records[device];
     ctx->trace.open = -1;
+    ctx->doze_at = -1;
     ctx->t_start = ls->t_start;
     ctx->wait_list = malloc(2 * (size_t)ls->n_devices * sizeof *ctx->wait_list);
     ctx->ptrs = malloc((size_t)ls->n_devices * sizeof *ctx->ptrs);

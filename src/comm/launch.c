@@ -97,6 +97,12 @@ mt_status mt__launch_state_init(mt_launch_state *ls, const mt_launch_opts *opts,
     ls->n_cores = mt__cpu_count();
     ls->may_spin = n_local <= ls->n_cores;
     ls->kernel_threads = mt__launch_kernel_threads(opts, ls->n_cores, n_local);
+    if (opts->colocate && *opts->colocate) {
+        mt_axes ax;
+        if ((st = mt_mesh_axes(mesh, opts->colocate, &ax)) != MT_OK)
+            return mt_fail(st, "launch: colocate '%s': %s", opts->colocate, mt_errmsg());
+        for (int i = 0; i < ax.n; i++) ls->colocate |= 1u << ax.axis[i];
+    }
     ls->records = calloc((size_t)ls->n_devices, sizeof *ls->records);
     if (!ls->records)
         return mt_fail(MT_ENOMEM, "launch: out of memory for %d devices", ls->n_devices);

@@ -85,7 +85,13 @@ typedef struct {
     double                  t_start;       /* mt_time_now() at launch; trace times are relative */
     int                     n_cores;       /* CPUs the local devices share (affinity) */
     bool                    may_spin;      /* local devices <= cores: waits may spin briefly */
+    uint32_t                colocate;      /* opts' colocated axes, a bit per mesh axis */
     int                     kernel_threads;/* per device: mt_set_num_threads during the launch, ctx pools */
+    /* Sleeping waits (devices outnumber cores): an event count. Whatever may
+     * end a wait (an arrival, a flag, a message, the abort) bumps wake_seq
+     * after its store and wakes the `sleepers` (mt__wait_wake). */
+    _Atomic uint32_t        wake_seq;
+    atomic_int              sleepers;
 } mt_launch_state;
 
 /* An asynchronous request, queued on its device until waited for. */
@@ -139,6 +145,10 @@ struct mt_ctx {
     void             *scratch;
     size_t            scratch_bytes;
     mt_pool          *pool;            /* kernel threads of this device */
+    /* mt__wait_step's sleeping: launch->wake_seq as read at spin count
+     * doze_at, before the wait loop's last look at its condition */
+    uint32_t          doze_seq;
+    int               doze_at;         /* -1: none */
 };
 
 /* ---- setting up a launch (launch.c), for every transport's launch ------- */
@@ -208,7 +218,9 @@ mt_status mt__launch_fail(mt_launch_state *ls, int device, mt_status status, con
 
 /* One step of a transport's wait loop: spins briefly, then yields (and after
  * ~10 ms of waiting in the collective, sleeps 50 µs a step); never spins when
- * devices outnumber cores. Returns MT_OK while waiting may go on,
+ * devices outnumber cores, and after a few yields sleeps until the launch's
+ * next event (mt__wait_wake), the deadline or 0.5 s, whichever comes first
+ * (Linux; elsewhere 50 µs naps). Returns MT_OK while waiting may go on,
  * MT_EABORTED once another device failed the launch, MT_ETIMEOUT once
  * ctx->deadline has passed. It sets no message and fails nothing: whether
  * the wait may end is the caller's to decide (a rendezvous that committed
@@ -216,6 +228,11 @@ mt_status mt__launch_fail(mt_launch_state *ls, int device, mt_status status, con
  * mt__wait_fail. `spins` is the caller's counter, 0 at the start of each
  * wait. */
 mt_status mt__wait_step(mt_ctx *ctx, int *spins);
+
+/* After a store that may end another device's wait (an arrival, a flag, a
+ * message queued, the abort): wakes the devices sleeping in mt__wait_step.
+ * Costs an atomic add while nobody sleeps. */
+void mt__wait_wake(mt_launch_state *ls);
 
 /* Gives up a wait that mt__wait_step ended with `st` and returns st with its
  * message: MT_EABORTED names the device that failed (waiting until the

@@ -280,8 +280,10 @@ static uint64_t await_commit(mt_ctx *ctx, flag_t *gate, uint64_t v, uint64_t tar
             while (!(v & POISON) && v < target)
                 if (atomic_compare_exchange_weak_explicit(gate, &v, v | POISON,
                                                           memory_order_acq_rel,
-                                                          memory_order_acquire))
+                                                          memory_order_acquire)) {
+                    mt__wait_wake(ctx->launch);   /* the peers' waits see the poison */
                     break;
+                }
             if (!(v & POISON) && v >= target) return v;   /* committed meanwhile */
             *gave_up = st;
             return v;
@@ -310,6 +312,7 @@ static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t
     me->recv = recv;
     atomic_store_explicit(&me->arrive, n, memory_order_relaxed);
     uint64_t v = atomic_fetch_add_explicit(&tg->gate, 1, memory_order_acq_rel) + 1;
+    mt__wait_wake(ctx->launch);
     mt_status gave_up;
     v = await_commit(ctx, &tg->gate, v, target, &gave_up);
     if (gave_up != MT_OK) {
@@ -334,6 +337,7 @@ static mt_status rendezvous(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t
  * buffer a peer is still reading or writing. */
 static mt_status finish(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint64_t n) {
     atomic_store_explicit(&tg->ranks[g->rank].done, n, memory_order_release);
+    mt__wait_wake(ctx->launch);
     int spins = 0;
     for (int j = 0; j < g->size; j++)
         while (atomic_load_explicit(&tg->ranks[j].done, memory_order_acquire) < n)
@@ -348,6 +352,7 @@ static mt_status exchange_small(mt_ctx *ctx, const mt_group *g, tgroup *tg, uint
     small_slot *s = tg->small + (size_t)(n & 1) * (size_t)g->size;
     if (bytes) memcpy(s[g->rank].data, data, bytes);
     atomic_store_explicit(&s[g->rank].seq, n, memory_order_release);
+    mt__wait_wake(ctx->launch);
     *slots = s;
     /* safe to abandon: the slots are the transport's, not the caller's */
     return wait_flags(ctx, g, &s[0].seq, sizeof(small_slot), n);
@@ -806,6 +811,7 @@ static mt_status t_async_start(mt_ctx *ctx, mt_group *g, mt_pending *p) {
     atomic_store_explicit(&mine->arrived, a, memory_order_relaxed);
     /* acq_rel: publishes the pointers and resets to whoever sees the commit */
     uint64_t v = atomic_fetch_add_explicit(&e->gate, 1, memory_order_acq_rel) + 1;
+    mt__wait_wake(ctx->launch);
     /* a peer gave up on this op already (the launch is failing): it will
      * never commit, so nobody touches our buffers. It is not retired here:
      * `released` must grow in start order, and earlier requests may still be
@@ -833,10 +839,12 @@ static mt_status t_async_wait(mt_ctx *ctx, mt_group *g, mt_pending *p) {
             if (atomic_load_explicit(&ap[j].arrived, memory_order_relaxed) < a)
                 ctx->wait_list[n_missing++] = g->members[j];
         atomic_store_explicit(&me->released, a, memory_order_release);
+        mt__wait_wake(ctx->launch);
         return mt__wait_fail(ctx, g, gave_up, ctx->wait_list, n_missing);
     }
     if (v & POISON) {   /* a peer gave up before the commit: nobody touches the buffers */
         atomic_store_explicit(&me->released, a, memory_order_release);
+        mt__wait_wake(ctx->launch);
         return mt__wait_fail(ctx, g, MT_EABORTED, NULL, 0);
     }
     /* committed: the acquire above saw every rank's pointers. Take chunks
@@ -850,12 +858,14 @@ static mt_status t_async_wait(mt_ctx *ctx, mt_group *g, mt_pending *p) {
         /* release: whoever reads the final count sees this chunk's writes */
         atomic_fetch_add_explicit(&e->finished, 1, memory_order_release);
     }
+    mt__wait_wake(ctx->launch);   /* after this rank's last chunk (the step's last, maybe) */
     /* chunks claimed by peers are bounded work in progress: wait for them,
      * deadline or not (leaving would hand back a buffer still being written) */
     int spins = 0;
     while (atomic_load_explicit(&e->finished, memory_order_acquire) < n_chunks)
         (void)mt__wait_step(ctx, &spins);
     atomic_store_explicit(&me->released, a, memory_order_release);
+    mt__wait_wake(ctx->launch);
     return MT_OK;
 }
 

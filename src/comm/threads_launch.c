@@ -2,7 +2,8 @@
  * threads_launch.c — the threads transport's launch: every device of the
  * mesh a thread of this process (device 0 runs on the caller, so a 1-device
  * launch starts no thread), each pinned to its own slice of the CPUs when
- * they fit, and the launch's result once all have returned.
+ * they fit (in blocks a CPU when they outnumber them: pin_device), and the
+ * launch's result once all have returned.
  */
 #define _GNU_SOURCE   /* sched_getaffinity / CPU_COUNT / pthread_setaffinity_np */
 #include "comm/threads_impl.h"
@@ -21,23 +22,64 @@ typedef struct {
     void        *arg;
 } device_job;
 
-/* When every device can have its own cores, device d runs on the d-th slice
- * of the CPUs this process may use. Without it the scheduler sometimes
- * leaves two spinning devices on one core for a long while, and every
- * collective then costs a spin limit plus a context switch (~120 µs seen in
- * the 8-byte all-reduce instead of 0.2 µs; measured 2026-11-29, 2-core Zen 5
- * dev VM). Kernel pools are created on the caller beforehand, so their
- * workers are not pinned. */
+/* Where device d runs (MT_PIN=0 leaves it to the OS):
+ *   - When every device can have its own cores, on the d-th slice of the
+ *     CPUs this process may use. Without it the scheduler sometimes leaves
+ *     two spinning devices on one core for a long while, and every
+ *     collective then costs a spin limit plus a context switch (~120 µs
+ *     seen in the 8-byte all-reduce instead of 0.2 µs; measured 2026-11-29,
+ *     2-core Zen 5 dev VM).
+ *   - With more devices than CPUs, a multiple of them: in equal blocks, one
+ *     block a CPU, in the mesh's order with opts' colocated axes innermost
+ *     (block_rank). Left to the OS, a device woken on a busy CPU waited
+ *     there while the other one idled until the next tick's balancing
+ *     (idle gaps of 4, 8 and 12 ms in `perf sched`; 2-core Zen 5 in a
+ *     Firecracker VM, 2026-12-04); pinned, test_plan_validate's GPT steps
+ *     went (median of 50, ms) data=4 71.5 -> 69, data=8 87 -> 84,
+ *     data=2,tensor=2 65 -> 64; data=2,pipe=2 1f1b 69 -> 65 and
+ *     data=2,tensor=2,pipe=2 76 -> 72.5 with the pipe colocated (each CPU
+ *     one replica's whole pipeline). The pipe axis outermost in the blocks
+ *     (each CPU one stage of every replica, the stages waiting on each
+ *     other across CPUs) took 95 ms: the trainer colocates its pipe axis.
+ *   - Otherwise (CPUs that do not divide the devices) the OS places them.
+ * Kernel pools are created on the caller beforehand, so their workers are
+ * not pinned. */
+static int block_rank(const mt_launch_state *ls, int device) {
+    int coords[MT_MESH_MAX_AXES];
+    mt_mesh_coords(ls->mesh, device, coords);
+    const int nd = mt_mesh_ndim(ls->mesh);
+    int rank = 0;
+    for (int inner = 0; inner < 2; inner++)   /* the other axes, then the colocated */
+        for (int a = 0; a < nd; a++) {
+            if (((ls->colocate >> a) & 1u) != (unsigned)inner) continue;
+            rank = rank * mt_mesh_axis_size(ls->mesh, mt_mesh_axis_name(ls->mesh, a)) + coords[a];
+        }
+    return rank;
+}
+
 static void pin_device(const mt_launch_state *ls, int device) {
     cpu_set_t allowed, mine;
-    const char *env = getenv("MT_PIN");   /* MT_PIN=0 leaves placement to the OS */
-    if ((env && strcmp(env, "0") == 0) || !ls->may_spin || ls->n_local < 2 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-    int per = CPU_COUNT(&allowed) / ls->n_local, seen = 0;
+    const char *env = getenv("MT_PIN");
+    if ((env && strcmp(env, "0") == 0) || ls->n_local < 2 ||
+        sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return;
+    const int cpus = CPU_COUNT(&allowed);
+    int slice, per;   /* device's slice of `per` CPUs */
+    if (ls->may_spin) {
+        per = cpus / ls->n_local;
+        slice = device;
+    } else if (cpus > 0 && ls->n_local % cpus == 0 && ls->n_local == ls->n_devices) {
+        per = 1;
+        slice = block_rank(ls, device) / (ls->n_local / cpus);
+    } else {
+        return;
+    }
     if (per < 1) return;
+    int seen = 0;
     CPU_ZERO(&mine);
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &allowed)) continue;
-        if (seen / per == device) CPU_SET(cpu, &mine);
+        if (seen / per == slice) CPU_SET(cpu, &mine);
         seen++;
     }
     if (CPU_COUNT(&mine) > 0) pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);

@@ -115,6 +115,7 @@ mt_status mt__threads_send(mt_ctx *ctx, const mt_group *g, int dst, int tag, con
     box->tail = m;
     atomic_fetch_add_explicit(&box->arrivals, 1, memory_order_release);
     pthread_mutex_unlock(&box->mu);
+    mt__wait_wake(ctx->launch);
     return MT_OK;
 }
 

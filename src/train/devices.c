@@ -119,7 +119,9 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     int per_device = c->threads > 0 ? (c->threads >= tr->n_dev ? c->threads / tr->n_dev : 1) : 0;
     tr->launch = (mt_launch_opts){.mesh = tr->mesh,
                                   .devices = kind == MT_TRANSPORT_MPI ? 0 : tr->n_devices,
-                                  .transport = kind, .kernel_threads = per_device};
+                                  .transport = kind, .kernel_threads = per_device,
+                                  /* more devices than cores: a core holds whole pipelines */
+                                  .colocate = pipe > 1 ? "pipe" : NULL};
     /* the steps' launches record into one run; mt_trainer_write_trace writes it */
     if (tr->trace) {
         s = mt_trace_run_create(tr->n_devices, c->trace_steps > 0 ? c->trace_steps : 20,
