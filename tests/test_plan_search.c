@@ -8,6 +8,7 @@
  *   best-fit packing is not linear in blocks: 6% on the fsdp case);
  * - a pipeline's activations count the executor's slots (the microbatches
  *   between a chunk's F and its W at once, read off the schedule by hand);
+ * - layers that do not divide into the stages, cut as the trainer cuts them;
  * - refusals name the setting. */
 #include "meshtrain.h"
 #include "harness.h"
@@ -182,6 +183,43 @@ MT_TEST(pipeline_stages_beside_a_data_axis) {
     double want_act = first ? 2 * a0 : a1;
     MT_CHECK(fabs(r.activations - want_act) <= 0.01 * want_act, "activations %.0f, want %.0f",
              r.activations, want_act);
+    mt_hardware_free(hw);
+}
+
+/* Layers that do not divide into the stages are cut as the trainer cuts
+ * them (pipe.c: the first L mod S chunks one block more): 6 layers over
+ * pipe=4 are chunks of 2, 2, 1, 1 blocks (the embedding on the first, the
+ * head on the last). Each stage's chunk is built directly on its device;
+ * 1F1B at m = 4 holds 4, 3, 2, 1 microbatches in flight on stages 0-3, and
+ * the planned device is the one that needs most. Fewer layers than chunks
+ * are refused, as the trainer refuses them. */
+MT_TEST(uneven_stages_are_the_trainers) {
+    mt_hardware *hw = h100();
+    mt_llama_config m = small_llama(6);
+    mt_plan_request q = one_layout(&m, hw, "pipe=4", 4, 8, 4);
+    mt_plan_result r = the_result(&q);
+    MT_CHECK(r.feasible, "6 layers over pipe=4: %s", r.why);
+    double best = -1, want_p = 0, want_a = 0, params[4];
+    for (int d = 0; d < 4; d++) {
+        double p, g, a, sc;
+        int n;
+        direct(&m, "pipe=4", 4, 2, 4, 0, d, &p, &g, &a, &sc, &n);
+        MT_CHECK(n == 1, "stage %d holds %d chunks", d, n);
+        params[d] = p;
+        double total = p + g + 2 * p + (4 - d) * a + sc;
+        if (total > best) best = total, want_p = p, want_a = (4 - d) * a;
+    }
+    MT_CHECK(params[1] > params[2], "stage 1's 2 blocks outweigh stage 2's 1: %.0f, %.0f",
+             params[1], params[2]);
+    MT_CHECK(r.params == want_p, "parameters %.0f, want the fullest stage's %.0f", r.params,
+             want_p);
+    MT_CHECK(fabs(r.activations - want_a) <= 0.01 * want_a, "activations %.0f, want %.0f",
+             r.activations, want_a);
+    mt_llama_config three = small_llama(3);
+    q = one_layout(&three, hw, "pipe=4", 4, 8, 4);
+    r = the_result(&q);
+    MT_CHECK(!r.feasible && strstr(r.why, "3 layers do not fill 4 stages"), "3 layers over "
+             "pipe=4: %s", r.why);
     mt_hardware_free(hw);
 }
 

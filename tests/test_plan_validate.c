@@ -580,6 +580,23 @@ MT_TEST(gpt_on_four_and_eight_devices) {
     unlink(path);
 }
 
+/* Five blocks over two stages: the trainer cuts them 3 and 2 (pipe.c), and
+ * the planner the same (plan/evaluate.c); the stage of 3 sets the pace. */
+MT_TEST(gpt_on_uneven_stages) {
+    char path[] = "/tmp/mt_test_plan_validate_XXXXXX";
+    mt_test_write_text(path);
+    mt_gpt_config five = GPT;
+    five.L = 5;
+    mt_train_config c = gpt_config(path);
+    MT_TEST_MODEL_CONFIG(&c, &five);
+    static const layout ls[] = {
+        {"pipe=2", 0, false, "1f1b", 2, 4},
+        {"data=2,pipe=2", 0, false, "1f1b", 2, 4},
+    };
+    validate(c, "gpt L=5 C=256 NH=4 T=64", ls, (int)(sizeof ls / sizeof ls[0]));
+    unlink(path);
+}
+
 /* LLaMA (SwiGLU F = 704 by Llama's rule, grouped-query attention KV=2, RoPE,
  * RMSNorm) on one device and two: data=2 (and ZeRO-2), fsdp=2, tensor=2
  * (and sequence parallel), pipe=2 1f1b (2026-12-04, Zen 5: 0.83-0.90 of the

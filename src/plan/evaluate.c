@@ -2,8 +2,9 @@
  * evaluate.c — one layout's memory per device and step time.
  *
  * A layout's programs are those of its distinct pipeline chunks (the first,
- * with the embedding; a middle one; the last, with the head and the loss;
- * just one without a pipe axis), each as one device of its stage runs it
+ * with the embedding; a middle one of each length, L blocks cut into S
+ * chunks as the trainer cuts them, the first L mod S one block more; the
+ * last, with the head and the loss; just one without a pipe axis), each as one device of its stage runs it
  * (SPMD: the stage's other devices run the same program on their slices).
  * Transformer blocks repeat, and a program's costs and bytes grow nearly
  * linearly in its blocks and in its sequences a replica, so a chunk of more
@@ -179,16 +180,29 @@ static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int 
 /* Step time                                                                 */
 /* ======================================================================== */
 
-/* The time of the step of layout l from its chunks' seconds (ct: the
- * first, a middle and the last chunk's, keyed in *keys), by step.c's
- * model, into res. */
+/* A layout's chunks as the trainer cuts them (pipe.c): L blocks into S
+ * chunks, the first L mod S one block more. Their programs differ by role:
+ * the first (with the embedding), a middle one of each length, the last
+ * (with the head and the loss). */
+enum { ROLE_FIRST, ROLE_LONG, ROLE_SHORT, ROLE_LAST, N_ROLES };
+
+static int blocks_of(int L, int S, int c) {
+    return L / S + (c < L % S ? 1 : 0);
+}
+
+static int role_of(int L, int S, int c) {
+    return c == 0 ? ROLE_FIRST : c == S - 1 ? ROLE_LAST : c < L % S ? ROLE_LONG : ROLE_SHORT;
+}
+
+/* The time of the step of layout l from its chunks' seconds (ct: each
+ * role's, keyed in *keys), by step.c's model, into res. */
 static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
-                           const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[3],
+                           const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[N_ROLES],
                            int S, int v, int batch, mt_plan_result *res) {
     const mt_plan_request *r = s->req;
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
     if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
-    for (int c = 0; c < S; c++) chunks[c] = ct[c == 0 ? 0 : c == S - 1 ? 2 : 1];
+    for (int c = 0; c < S; c++) chunks[c] = ct[role_of(s->layers, S, c)];
     mt_mesh *mesh = NULL;
     mt_status st = mt_mesh_create(res->mesh, res->chips, &mesh);
     /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
@@ -249,12 +263,16 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
     mt__plan_divides(s, l, res->why, sizeof res->why);
     if (res->why[0]) return MT_OK;
     const int v = l->pipe > 1 ? mt__plan_schedule_chunks(l->schedule) : 1, S = l->pipe * v;
-    const int blocks = s->layers / S;
     const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
     mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
-                    .cm = l->collective_matmul, .schedule = l->pipe > 1 ? l->schedule : -1};
-    /* the chunks' numbers: the first, a middle one (standing for all), the last */
+                    .cm = l->collective_matmul,
+                    /* a chunk's program is the same under every schedule that
+                       cuts the model into as many chunks (the schedule only
+                       orders and places them): one key for each v */
+                    .schedule = l->pipe <= 1 ? -1
+                                : v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B};
+    /* each chunk's in-flight microbatches and its device */
     int slots[2 * MT_SCHEDULE_MAX_STAGES], dev_of[2 * MT_SCHEDULE_MAX_STAGES];
     slots[0] = 1;
     dev_of[0] = 0;
@@ -262,19 +280,21 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         mt_status st = pipeline_slots(l, v, slots, dev_of, res->why, sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
-    chunk_vec role[3];
-    mt__plan_chunk_time ct[3];
+    /* each role's program, at the blocks of its first chunk (one chunk
+       stands for its role's others: the same program) */
+    chunk_vec role[N_ROLES];
+    mt__plan_chunk_time ct[N_ROLES];
     mt__plan_comm_keys keys = {0};
-    const int role_chunk[3] = {0, S > 2 ? 1 : 0, S - 1};
-    for (int r = 0; r < 3; r++) {
-        if (r > 0 && role_chunk[r] == role_chunk[r - 1]) {
-            role[r] = role[r - 1];
-            ct[r] = ct[r - 1];
-            continue;
-        }
-        key.chunk = role_chunk[r];
-        mt_status st = chunk_at(s, key, blocks, batch, &keys, &ct[r], &role[r], res->why,
-                                sizeof res->why);
+    bool built[N_ROLES] = {false};
+    for (int c = 0; c < S; c++) {
+        const int k = role_of(s->layers, S, c);
+        if (built[k]) continue;
+        built[k] = true;
+        /* a model of n blocks a chunk is cut evenly, and all its middle
+           chunks run one program: chunk 1 stands for them (one key) */
+        key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
+        mt_status st = chunk_at(s, key, blocks_of(s->layers, S, c), batch, &keys, &ct[k],
+                                &role[k], res->why, sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
     /* memory: the device whose chunks hold most */
@@ -290,8 +310,8 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         int n = 0;
         for (int c = 0; c < S && n < MT_SCHEDULE_MAX_CHUNKS; c++) {
             if (dev_of[c] != stage) continue;
-            ch[n].counts = role[c == 0 ? 0 : c == S - 1 ? 2 : 1].mem;
-            ch[n].layers = blocks;
+            ch[n].counts = role[role_of(s->layers, S, c)].mem;
+            ch[n].layers = blocks_of(s->layers, S, c);
             ch[n].in_flight = slots[c];
             n++;
         }

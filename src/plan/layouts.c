@@ -83,10 +83,12 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
         snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
                  l->tensor);
     } else if (l->pipe > 1) {
+        /* the trainer cuts L blocks into S = p·v chunks as evenly as can
+           be (pipe.c: the first L mod S one block more), one block at least */
         int v = mt__plan_schedule_chunks(l->schedule);
-        if (s->layers % (l->pipe * v))
-            snprintf(why, cap, "%d layers do not split into %d stages x %d chunks", s->layers,
-                     l->pipe, v);
+        if (s->layers < l->pipe * v)
+            snprintf(why, cap, "%d layers do not fill %d stages x %d chunks (a chunk holds a "
+                     "layer at least)", s->layers, l->pipe, v);
         else if (l->microbatches < l->pipe)
             snprintf(why, cap, "%d microbatches for %d stages (a pipeline needs m >= p)",
                      l->microbatches, l->pipe);
