@@ -4,8 +4,9 @@
  * A layout's programs are those of its distinct pipeline chunks (the first,
  * with the embedding; a middle one of each length, L blocks cut into S
  * chunks as the trainer cuts them, the first L mod S one block more; the
- * last, with the head and the loss; just one without a pipe axis), each as one device of its stage runs it
- * (SPMD: the stage's other devices run the same program on their slices).
+ * last, with the head and the loss; just one without a pipe axis), each as
+ * one device of its stage runs it (SPMD: the stage's other devices run the
+ * same program on their slices).
  * Transformer blocks repeat, and a program's costs and bytes grow nearly
  * linearly in its blocks and in its sequences a replica, so a chunk of more
  * than 8 blocks is built at 4 and 8, a replica of more than 4 sequences at
