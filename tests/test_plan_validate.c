@@ -77,6 +77,8 @@ typedef struct {
     const char *schedule;   /* with a pipe axis */
     int         accum;      /* microbatches a step (a pipeline's m) */
     int         B;          /* sequences a microbatch (global) */
+    const void *model;      /* the model's settings (NULL: the case's) */
+    const char *model_name; /* with `model`: what differs, for the table */
 } layout;
 
 /* What was measured and planned for one layout. */
@@ -266,6 +268,7 @@ static mt_train_config config_of(mt_train_config cfg, const layout *l, int cores
     cfg.schedule = l->schedule;
     cfg.accum = l->accum;
     cfg.B = l->B;
+    if (l->model) cfg.model_config = l->model;   /* the same model kind, so the same size */
     cfg.threads = N >= cores ? N : cores;
     cfg.steps = cfg.optim.total_steps = WARMUP + TIMED + 4;
     return cfg;
@@ -358,9 +361,9 @@ static void plan(const mt_train_config *c, const layout *l, const mt_hardware *d
 
 static void name_of(const layout *l, char *buf, size_t cap) {
     static const char *const ZERO[] = {"", " zero=1", " zero=2", " zero=3"};
-    snprintf(buf, cap, "%s%s%s%s%s m=%d B=%d", l->mesh ? l->mesh : "one device", ZERO[l->zero],
+    snprintf(buf, cap, "%s%s%s%s%s m=%d B=%d%s%s", l->mesh ? l->mesh : "one device", ZERO[l->zero],
              l->sp ? " sp" : "", l->schedule ? " " : "", l->schedule ? l->schedule : "",
-             l->accum, l->B);
+             l->accum, l->B, l->model_name ? " " : "", l->model_name ? l->model_name : "");
 }
 
 /* Measures and plans each layout of cfg, prints the table, and fails
@@ -545,21 +548,26 @@ static mt_train_config gpt_config(const char *path) {
     return c;
 }
 
+/* The same GPT with 5 blocks: over two stages the trainer cuts them 3 and
+ * 2 (pipe.c), and the planner the same (plan/evaluate.c). */
+static const mt_gpt_config GPT5 = {.L = 5, .C = 256, .NH = 4, .maxT = 64, .V = 256, .Vp = 256};
+
 /* One and two devices: each device a core of its own. */
 MT_TEST(gpt_on_one_and_two_devices) {
     char path[] = "/tmp/mt_test_plan_validate_XXXXXX";
     mt_test_write_text(path);
     static const layout ls[] = {
-        {NULL, 0, false, NULL, 1, 8},
-        {"data=2", 0, false, NULL, 1, 8},
-        {"data=2", 1, false, NULL, 1, 8},
-        {"data=2", 2, false, NULL, 1, 8},
-        {"data=2", 3, false, NULL, 1, 8},
-        {"fsdp=2", 0, false, NULL, 1, 8},
-        {"tensor=2", 0, false, NULL, 1, 8},
-        {"tensor=2", 0, true, NULL, 1, 8},
-        {"pipe=2", 0, false, "1f1b", 2, 4},
-        {"pipe=2", 0, false, "gpipe", 2, 4},
+        {NULL, 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 1, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 2, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 3, false, NULL, 1, 8, NULL, NULL},
+        {"fsdp=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"tensor=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"tensor=2", 0, true, NULL, 1, 8, NULL, NULL},
+        {"pipe=2", 0, false, "1f1b", 2, 4, NULL, NULL},
+        {"pipe=2", 0, false, "gpipe", 2, 4, NULL, NULL},
+        {"pipe=2", 0, false, "1f1b", 2, 4, &GPT5, "L=5"},   /* uneven stages */
     };
     validate(gpt_config(path), "gpt L=4 C=256 NH=4 T=64", ls, (int)(sizeof ls / sizeof ls[0]));
     unlink(path);
@@ -570,30 +578,13 @@ MT_TEST(gpt_on_four_and_eight_devices) {
     char path[] = "/tmp/mt_test_plan_validate_XXXXXX";
     mt_test_write_text(path);
     static const layout ls[] = {
-        {"data=2,tensor=2", 0, false, NULL, 1, 8},
-        {"data=4", 0, false, NULL, 1, 8},
-        {"data=2,pipe=2", 0, false, "1f1b", 2, 4},
-        {"data=8", 0, false, NULL, 1, 8},
-        {"data=2,tensor=2,pipe=2", 0, false, "1f1b", 2, 4},
+        {"data=2,tensor=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=4", 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2,pipe=2", 0, false, "1f1b", 2, 4, NULL, NULL},
+        {"data=8", 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2,tensor=2,pipe=2", 0, false, "1f1b", 2, 4, NULL, NULL},
     };
     validate(gpt_config(path), "gpt L=4 C=256 NH=4 T=64", ls, (int)(sizeof ls / sizeof ls[0]));
-    unlink(path);
-}
-
-/* Five blocks over two stages: the trainer cuts them 3 and 2 (pipe.c), and
- * the planner the same (plan/evaluate.c); the stage of 3 sets the pace. */
-MT_TEST(gpt_on_uneven_stages) {
-    char path[] = "/tmp/mt_test_plan_validate_XXXXXX";
-    mt_test_write_text(path);
-    mt_gpt_config five = GPT;
-    five.L = 5;
-    mt_train_config c = gpt_config(path);
-    MT_TEST_MODEL_CONFIG(&c, &five);
-    static const layout ls[] = {
-        {"pipe=2", 0, false, "1f1b", 2, 4},
-        {"data=2,pipe=2", 0, false, "1f1b", 2, 4},
-    };
-    validate(c, "gpt L=5 C=256 NH=4 T=64", ls, (int)(sizeof ls / sizeof ls[0]));
     unlink(path);
 }
 
@@ -613,13 +604,13 @@ MT_TEST(llama_on_one_and_two_devices) {
     MT_TEST_MODEL_CONFIG(&c, &LLAMA);
     c.T = 64;
     static const layout ls[] = {
-        {NULL, 0, false, NULL, 1, 8},
-        {"data=2", 0, false, NULL, 1, 8},
-        {"data=2", 2, false, NULL, 1, 8},
-        {"fsdp=2", 0, false, NULL, 1, 8},
-        {"tensor=2", 0, false, NULL, 1, 8},
-        {"tensor=2", 0, true, NULL, 1, 8},
-        {"pipe=2", 0, false, "1f1b", 2, 4},
+        {NULL, 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"data=2", 2, false, NULL, 1, 8, NULL, NULL},
+        {"fsdp=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"tensor=2", 0, false, NULL, 1, 8, NULL, NULL},
+        {"tensor=2", 0, true, NULL, 1, 8, NULL, NULL},
+        {"pipe=2", 0, false, "1f1b", 2, 4, NULL, NULL},
     };
     validate(c, "llama C=256 F=704 L=4 NH=4 KV=2 T=64", ls, (int)(sizeof ls / sizeof ls[0]));
     unlink(path);
