@@ -9,6 +9,8 @@
  * - a pipeline's activations count the executor's slots (the microbatches
  *   between a chunk's F and its W at once, read off the schedule by hand);
  * - layers that do not divide into the stages, cut as the trainer cuts them;
+ * - a chunk's program is the same under every schedule of as many chunks
+ *   (what the program cache's key assumes), built directly under each;
  * - refusals name the setting. */
 #include "meshtrain.h"
 #include "harness.h"
@@ -221,6 +223,66 @@ MT_TEST(uneven_stages_are_the_trainers) {
     MT_CHECK(!r.feasible && strstr(r.why, "3 layers do not fill 4 stages"), "3 layers over "
              "pipe=4: %s", r.why);
     mt_hardware_free(hw);
+}
+
+/* The program cache keys a chunk by its chunk count, not its schedule
+ * (plan/search_impl.h): every schedule of v chunks a device must build the
+ * same program for a chunk. Each kind's chunks 0, 1 and the last, built
+ * directly on pipe=2 with 4 layers (v = 1: 1f1b, gpipe, zb-h1, zb-h2; v = 2:
+ * interleaved, zb-v, dualpipev), against 1f1b's or interleaved's: the same
+ * bytes, FLOPs and nodes. */
+MT_TEST(a_chunks_program_is_the_same_under_every_schedule) {
+    mt_llama_config m = small_llama(4);
+    static const char *const kinds[] = {"1f1b", "gpipe", "zb-h1", "zb-h2",
+                                        "interleaved", "zb-v", "dualpipev"};
+    mt__plan_program ref[2][4];   /* [v - 1][chunk] under 1f1b and interleaved */
+    for (int k = 0; k < 7; k++) {
+        const int v = k < 4 ? 1 : 2, S = 2 * v;
+        mt_train_config c = mt_train_defaults();
+        c.model = MT_MODEL_LLAMA;
+        c.model_config = &m;
+        c.model_config_size = sizeof m;
+        c.data = NO_DATA;
+        c.B = 2;
+        c.T = 64;
+        c.accum = 4;   /* dualpipev's 2p */
+        c.mesh = "pipe=2";
+        c.devices = 2;
+        c.schedule = kinds[k];
+        c.pipe_chunks = v;
+        mt_mesh *mesh = NULL;
+        MT_CHECK_OK(mt_mesh_create("pipe=2", 2, &mesh));
+        for (int chunk = 0; chunk < S; chunk++) {
+            int device = -1;   /* the device the schedule gives the chunk */
+            for (int d = 0; d < 2 && device < 0; d++) {
+                int ch[8], n = 0, SS = 1;
+                MT_CHECK_OK(mt_train_pipe_chunks(&c, mesh, d, ch, 8, &n, &SS));
+                for (int i = 0; i < n; i++)
+                    if (ch[i] == chunk) device = d;
+            }
+            MT_CHECK(device >= 0, "%s: chunk %d on no device", kinds[k], chunk);
+            mt__plan_program p;
+            MT_CHECK_OK(mt__plan_program_build(&c, mesh, device, chunk, S, &p));
+            if (k == 0 || k == 4) {
+                ref[v - 1][chunk] = p;
+                continue;
+            }
+            const mt__plan_program *r = &ref[v - 1][chunk];
+            MT_CHECK(p.n_nodes == r->n_nodes && p.param_bytes == r->param_bytes &&
+                     p.grad_bytes == r->grad_bytes && p.arena_bytes == r->arena_bytes &&
+                     p.flops[0] == r->flops[0] && p.flops[1] == r->flops[1] &&
+                     p.flops[2] == r->flops[2] && p.bytes[0] == r->bytes[0],
+                     "%s chunk %d (device %d): %d nodes, %zu param, %zu arena bytes, %g FLOPs; "
+                     "%s: %d, %zu, %zu, %g", kinds[k], chunk, device, p.n_nodes, p.param_bytes,
+                     p.arena_bytes, p.flops[0] + p.flops[1] + p.flops[2], v == 1 ? "1f1b"
+                     : "interleaved", r->n_nodes, r->param_bytes, r->arena_bytes,
+                     r->flops[0] + r->flops[1] + r->flops[2]);
+            mt__plan_program_free(&p);
+        }
+        mt_mesh_free(mesh);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int chunk = 0; chunk < 2 * (v + 1); chunk++) mt__plan_program_free(&ref[v][chunk]);
 }
 
 /* 8 chips, a model of 4 heads (kv 2) and 4 layers, options fixed: the

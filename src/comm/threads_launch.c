@@ -68,7 +68,7 @@ static void pin_device(const mt_launch_state *ls, int device) {
     if (ls->may_spin) {
         per = cpus / ls->n_local;
         slice = device;
-    } else if (cpus > 0 && ls->n_local % cpus == 0 && ls->n_local == ls->n_devices) {
+    } else if (cpus > 0 && ls->n_local % cpus == 0) {
         per = 1;
         slice = block_rank(ls, device) / (ls->n_local / cpus);
     } else {

@@ -91,14 +91,15 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     if (about->dataset) c.data = NO_DATA;
     c.B = key->batch * key->d * key->f;
     c.T = s->seq;
-    c.accum = key->p > 1 ? (key->schedule == MT_SCHEDULE_DUALPIPEV ? 2 * key->p : key->p) : 1;
+    c.accum = key->p > 1 ? key->p : 1;
     c.zero = key->zero;
     c.remat = (mt_remat)key->remat;
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
     c.precision = r->precision;
     c.bucket_mb = r->model.bucket_mb;   /* the trainer's buckets: 25 MiB by default */
-    c.schedule = key->p > 1 ? mt_schedule_kind_name((mt_schedule_kind)key->schedule) : NULL;
+    c.schedule = key->p <= 1 ? NULL
+                 : mt_schedule_kind_name(key->v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B);
     c.pipe_chunks = key->p > 1 ? key->v : 0;
     mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
     char spec[96];

@@ -267,12 +267,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
     const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
     mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
-                    .cm = l->collective_matmul,
-                    /* a chunk's program is the same under every schedule that
-                       cuts the model into as many chunks (the schedule only
-                       orders and places them): one key for each v */
-                    .schedule = l->pipe <= 1 ? -1
-                                : v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B};
+                    .cm = l->collective_matmul};
     /* each chunk's in-flight microbatches and its device */
     int slots[2 * MT_SCHEDULE_MAX_STAGES], dev_of[2 * MT_SCHEDULE_MAX_STAGES];
     slots[0] = 1;
@@ -340,7 +335,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
 
 mt_status mt__plan_model_facts(mt__plan_search *s) {
     /* the whole model on one device at 1 and 2 blocks: N(L) = N1 + (L-1)(N2-N1) */
-    mt__plan_prog_key key = {.d = 1, .f = 1, .t = 1, .p = 1, .v = 1, .schedule = -1, .batch = 1};
+    mt__plan_prog_key key = {.d = 1, .f = 1, .t = 1, .p = 1, .v = 1, .batch = 1};
     double n[2];
     for (int k = 0; k < 2; k++) {
         const mt__plan_cached *e = NULL;

@@ -17,10 +17,12 @@
 
 #include "plan/step.h"
 
-/* What a chunk's program depends on. */
+/* What a chunk's program depends on. Not the schedule: it orders and
+ * places the chunks, and every schedule of v chunks a device runs the same
+ * program for a chunk (the cache builds it under 1F1B or interleaved). */
 typedef struct {
     int d, f, t, p, v;          /* mesh and chunks a device */
-    int zero, remat, sp, cm, schedule;
+    int zero, remat, sp, cm;
     int blocks, batch;          /* per chunk; sequences a replica */
     int chunk;                  /* global chunk index */
 } mt__plan_prog_key;
