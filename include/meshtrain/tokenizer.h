@@ -14,8 +14,11 @@
  * The models mt_tokenizer_train makes are lossless: byte fallback on (a
  * character outside the vocabulary becomes its UTF-8 bytes, pieces
  * "<0x00>".."<0xFF>"), the identity normalisation, no dummy space before a
- * text and no whitespace folding, so decode(encode(text)) is the text's
- * bytes for any valid UTF-8 text. A space is U+2581 "▁" inside pieces.
+ * text and no whitespace folding. A space is U+2581 "▁" inside pieces. The
+ * encoder keeps what spm_encode would change away from it (a byte that is
+ * not well-formed UTF-8 would become U+FFFD, a literal "▁" a space) and
+ * writes those bytes as byte pieces, so decode(encode(text)) is the text's
+ * bytes for any bytes at all: Latin-1, binary, NULs, a character cut off.
  *
  * SentencePiece encodes a text line by line: the encoder here joins the
  * lines' ids with the id of the newline piece (byte fallback's "<0x0A>"), so
@@ -36,6 +39,9 @@ extern "C" {
 
 /* The largest vocabulary whose ids an llm.c token file (uint16) holds. */
 #define MT_TOKENIZER_MAX_VOCAB 65536
+/* The smallest vocabulary of a byte-fallback model: <unk>, <s>, </s> and
+ * the 256 byte pieces; a text's characters each add one more. */
+#define MT_TOKENIZER_MIN_VOCAB 259
 
 /* The tools a tokenizer needs, and where Debian has them. */
 #define MT_SPM_TRAIN "spm_train"
@@ -58,13 +64,17 @@ mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n);
  * written through their temporary files (meshtrain/files.h): a failure
  * leaves the previous files whole. spm_train runs with `threads` threads
  * (0: the cores online), its log kept in a temporary file. Fails with
- * MT_EINVAL (vocab outside [1, MT_TOKENIZER_MAX_VOCAB], a NULL argument,
- * a prefix with no room for its suffixes), MT_EIO (spm_train not found;
- * the text is missing, empty or not a regular file; an
- * output cannot be claimed or written), MT_EBUSY (another run writes an
- * output) or MT_EFORMAT (spm_train refused the corpus: its own reason,
- * e.g. a vocabulary too small for the corpus's characters or too large
- * for its words, which says the bound). */
+ * MT_EINVAL (vocab outside [MT_TOKENIZER_MIN_VOCAB, MT_TOKENIZER_MAX_VOCAB];
+ * a text too small for it, with no two characters BPE could merge, so no
+ * piece past its characters: "the text is too small", with its size and
+ * the most pieces it gives; a NULL argument, a prefix with no room for its
+ * suffixes), MT_EIO (spm_train not found; the text is missing, empty or
+ * not a regular file; an output cannot be claimed or written), MT_EBUSY
+ * (another run writes an output) or MT_EFORMAT (spm_train refused the
+ * corpus: its own reason, e.g. a vocabulary too small for the corpus's
+ * characters or too large for its words, which says the bound; or it
+ * crashed, as it does on a text too small for the vocabulary: "the text is
+ * too small"). */
 mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads);
 
 /* Opens the SentencePiece model file `model_path` ("<prefix>.model"): reads
@@ -88,9 +98,12 @@ const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score);
 
 /* Encodes the text file `text_path` (opened as every input: a regular file,
  * never blocking) with spm_encode into a new array *ids (free() it) of *n
- * ids, the lines' ids joined by the newline's id. Fails with MT_EIO (the
- * file; spm_encode not found), MT_EFORMAT (the model has
- * no piece for a newline; spm_encode failed, with its message) or
+ * ids, the lines' ids joined by the newline's id; the bytes spm_encode
+ * would not give back (not well-formed UTF-8, a literal U+2581) are byte
+ * pieces, so decoding the ids gives every byte of the file. Fails with
+ * MT_EIO (the file; spm_encode not found), MT_EFORMAT (the model has no
+ * piece for a newline, or none for a byte that needs one: a model trained
+ * without byte fallback; spm_encode failed, with its message) or
  * MT_ENOMEM. */
 mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_path, int32_t **ids,
                                    int64_t *n);

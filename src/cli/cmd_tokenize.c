@@ -65,6 +65,13 @@ static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *see
         cli_error("--model-out trains a tokenizer: give its size with --vocab N (e.g. 4096)");
         return CLI_EXIT_USAGE;
     }
+    if (a->model_out && a->vocab < MT_TOKENIZER_MIN_VOCAB) {
+        cli_error("--vocab %d is too small: a byte-fallback tokenizer has at least %d pieces "
+                  "(<unk>, <s>, </s> and the 256 bytes) plus one for each character of the "
+                  "text; give --vocab %d or more (e.g. 4096)", a->vocab, MT_TOKENIZER_MIN_VOCAB,
+                  MT_TOKENIZER_MIN_VOCAB);
+        return CLI_EXIT_USAGE;
+    }
     if (a->model_in && *seen_vocab) {
         cli_error("--vocab %d sizes a tokenizer to train, and --model-in '%s' is trained "
                   "already: drop --vocab", a->vocab, a->model_in);

@@ -208,6 +208,12 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
             return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: piece %d is "
                            "malformed", path, i - 1);
     }
+    for (int c = 0; c < 256; c++) tok->byte_id[c] = -1;
+    for (int id = 0; id < tok->V; id++) {   /* the first piece of a byte, as SentencePiece's */
+        int c = tok->type[id] == MT__SPM_BYTE
+                    ? byte_of_piece(tok->piece[id], strlen(tok->piece[id])) : -1;
+        if (c >= 0 && tok->byte_id[c] < 0) tok->byte_id[c] = id;
+    }
     tok->newline = -1;
     for (int id = 0; id < tok->V; id++)   /* byte fallback's <0x0A> first, as the encoder's */
         if (tok->text_len[id] == 1 && tok->text[id][0] == '\n' &&

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,18 +102,24 @@ static mt_status tool_start(char *const argv[], int in_fd, int out_fd, FILE *log
     return MT_OK;
 }
 
-/* Waits for the tool; a non-zero exit or a signal fails with its reason. */
-static mt_status tool_wait(const char *what, pid_t pid, FILE *log) {
+/* Waits for the tool; a non-zero exit or a signal fails with its reason,
+ * and *sig (may be NULL) says the signal that killed it (0: none). A tool
+ * killed by a signal left its log in the middle (an INFO line): it is not
+ * quoted. */
+static mt_status tool_wait(const char *what, pid_t pid, FILE *log, int *sig) {
     int status;
+    if (sig) *sig = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return mt_fail(MT_EIO, "waiting for %s: %s", what, strerror(errno));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return MT_OK;
+    if (WIFSIGNALED(status)) {
+        if (sig) *sig = WTERMSIG(status);
+        return mt_fail(MT_EFORMAT, "%s was killed by signal %d (%s)", what, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+    }
     char reason[1024];
     tool_reason(log, reason, sizeof reason);
-    if (WIFSIGNALED(status))
-        return mt_fail(MT_EFORMAT, "%s was killed by signal %d (%s)", what, WTERMSIG(status),
-                       reason);
     return mt_fail(MT_EFORMAT, "%s failed (exit %d): %s", what, WEXITSTATUS(status), reason);
 }
 
@@ -178,8 +185,8 @@ static mt_status train_dir(spm_training *t, const char *text_path) {
     return MT_OK;
 }
 
-/* Runs spm_train (found at `exe`) on the corpus of t. */
-static mt_status train_run(spm_training *t, const char *exe, int vocab, int threads) {
+/* Runs spm_train (found at `exe`) on the corpus of t; *sig as tool_wait's. */
+static mt_status train_run(spm_training *t, const char *exe, int vocab, int threads, int *sig) {
     char a_input[PATH_MAX + 16], a_prefix[PATH_MAX + 16], a_vocab[32], a_threads[32];
     snprintf(a_input, sizeof a_input, "--input=%s", t->corpus);
     snprintf(a_prefix, sizeof a_prefix, "--model_prefix=%s/m", t->dir);
@@ -196,14 +203,19 @@ static mt_status train_run(spm_training *t, const char *exe, int vocab, int thre
     pid_t pid;
     mt_status s = tool_start(argv, -1, -1, t->log, &pid);
     if (s != MT_OK) return s;
-    return tool_wait("spm_train", pid, t->log);
+    return tool_wait("spm_train", pid, t->log, sig);
 }
 
 mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads) {
     if (!text_path || !prefix || !prefix[0])
         return mt_fail(MT_EINVAL, "mt_tokenizer_train needs a text file and an output prefix");
-    if (vocab < 1 || vocab > MT_TOKENIZER_MAX_VOCAB)
-        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is outside [1, %d]: the ids of an "
+    if (vocab < MT_TOKENIZER_MIN_VOCAB)
+        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is too small: a byte-fallback "
+                       "tokenizer has at least %d (<unk>, <s>, </s> and the 256 bytes), plus "
+                       "one for each character of its text; ask for %d or more (e.g. 4096)",
+                       vocab, MT_TOKENIZER_MIN_VOCAB, MT_TOKENIZER_MIN_VOCAB);
+    if (vocab > MT_TOKENIZER_MAX_VOCAB)
+        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is more than %d: the ids of an "
                        "llm.c token file are uint16", vocab, MT_TOKENIZER_MAX_VOCAB);
     char model_path[PATH_MAX], vocab_path[PATH_MAX], exe[PATH_MAX];
     if (snprintf(model_path, sizeof model_path, "%s.model", prefix) >= (int)sizeof model_path ||
@@ -217,10 +229,25 @@ mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefi
     FILE *f;
     int64_t size = 0;
     if ((s = mt_input_open(text_path, "text", 0, &f, &size)) != MT_OK) return s;
+    int64_t chars = 0;
+    bool pairs = false;
+    if (size > 0) s = mt__text_stats(fileno(f), &chars, &pairs);
     fclose(f);
+    if (s != MT_OK) return s;
     if (size == 0)
         return mt_fail(MT_EIO, "text '%s' is empty; a tokenizer trains on the lines of a text",
                        text_path);
+    /* spm_train crashes (signal 11) where it finds no pair to merge */
+    const int64_t most = MT_TOKENIZER_MIN_VOCAB + chars;   /* the pieces with no merge */
+    if (!pairs && vocab > most)
+        return mt_fail(MT_EINVAL, "the text is too small: '%s' (%lld byte%s) has %lld distinct "
+                       "character%s and no two side by side that BPE could merge into a piece "
+                       "(digits stay alone; a space begins a piece), so a tokenizer of it has "
+                       "at most %lld pieces (%d + %lld), not %d: give a text of words of two "
+                       "or more letters (a few kB of prose), or a vocabulary of %lld",
+                       text_path, (long long)size, size == 1 ? "" : "s", (long long)chars,
+                       chars == 1 ? "" : "s", (long long)most,
+                       MT_TOKENIZER_MIN_VOCAB, (long long)chars, vocab, (long long)most);
 
     spm_training t = {.dir = ""};
     if ((s = mt_output_claim(model_path, "tokenizer model", &t.out_model)) != MT_OK ||
@@ -231,8 +258,20 @@ mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefi
                     strerror(errno));
         goto done;
     }
-    if ((s = train_dir(&t, text_path)) != MT_OK || (s = train_run(&t, exe, vocab, threads)) != MT_OK)
+    int sig = 0;
+    if ((s = train_dir(&t, text_path)) != MT_OK ||
+        (s = train_run(&t, exe, vocab, threads, &sig)) != MT_OK) {
+        /* its crash when the pairs it could merge run out (the check above
+         * cannot see every rule of its own: a change of script splits too) */
+        if (sig == SIGSEGV || sig == SIGABRT || sig == SIGFPE || sig == SIGBUS)
+            s = mt_fail(MT_EFORMAT, "the text is too small: spm_train crashed (signal %d) "
+                        "making %d pieces of '%s' (%lld bytes, %lld distinct characters), as "
+                        "it does when the text runs out of pairs of characters to merge before "
+                        "that many pieces; give a larger text (a few kB of prose), or a "
+                        "smaller vocabulary (%lld has no merges)", sig, vocab, text_path,
+                        (long long)size, (long long)chars, (long long)most);
         goto done;
+    }
     /* what spm_train wrote must open here, at the size asked for, before it replaces a model */
     mt_tokenizer *check;
     if ((s = mt_tokenizer_open(t.model, &check)) != MT_OK) goto done;
@@ -269,10 +308,13 @@ static bool ids_push(id_list *l, int32_t id) {
 }
 
 /* Reads spm_encode's output (one line of space-separated ids per line of
- * the text) from fd into l, a newline id after each line. */
-static mt_status read_ids(const mt_tokenizer *tok, int fd, id_list *l) {
+ * its text) from fd into l: after each line, the byte pieces of the raw run
+ * that ends it (raw, tokenizer_raw.c), or else the newline's id. */
+static mt_status read_ids(const mt_tokenizer *tok, int fd, const mt__raw_text *raw,
+                          id_list *l) {
     char buf[1 << 15];
-    int64_t cur = -1;   /* the id being read, -1 between ids */
+    int64_t cur = -1;            /* the id being read, -1 between ids */
+    int64_t line = 0, next = 0;  /* spm_encode's line; the next raw run */
     for (;;) {
         ssize_t got = read(fd, buf, sizeof buf);
         if (got < 0 && errno == EINTR) continue;
@@ -290,24 +332,35 @@ static mt_status read_ids(const mt_tokenizer *tok, int fd, id_list *l) {
             if (c != ' ' && c != '\n')
                 return mt_fail(MT_EFORMAT, "spm_encode printed byte 0x%02x where ids were "
                                "expected", (unsigned char)c);
-            if ((cur >= 0 && !ids_push(l, (int32_t)cur)) ||
-                (c == '\n' && !ids_push(l, tok->newline)))
-                return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+            bool ok = cur < 0 || ids_push(l, (int32_t)cur);
             cur = -1;
+            if (c != '\n') {
+                if (!ok) return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+                continue;
+            }
+            if (next < raw->n_run && raw->run[next].line == line) {
+                const mt__raw_run *r = &raw->run[next++];
+                for (int64_t k = 0; ok && k < r->len; k++)
+                    ok = ids_push(l, tok->byte_id[raw->bytes[r->first + k]]);
+            } else {
+                ok = ok && ids_push(l, tok->newline);
+            }
+            if (!ok) return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+            line++;
         }
     }
     if (cur >= 0 && !ids_push(l, (int32_t)cur))
         return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+    if (next != raw->n_run)
+        return mt_fail(MT_EFORMAT, "spm_encode printed %lld lines where its text has at "
+                       "least %lld", (long long)line, (long long)raw->run[raw->n_run - 1].line + 1);
     return MT_OK;
 }
 
-/* Encodes the text read from in_fd, which ends in a newline or not. */
-static mt_status encode_fd(const mt_tokenizer *tok, int in_fd, bool ends_in_newline,
-                           int32_t **ids, int64_t *n) {
-    if (tok->newline < 0)
-        return mt_fail(MT_EFORMAT, "tokenizer '%s' has no piece for a newline (train it with "
-                       "byte fallback, as meshtrain tokenize does), so the lines of a text "
-                       "cannot be joined", tok->path);
+/* Runs spm_encode on the text read from in_fd (at its start) into *l, the
+ * raw runs of `raw` put back between its lines. */
+static mt_status run_encoder(const mt_tokenizer *tok, int in_fd, const mt__raw_text *raw,
+                             id_list *l) {
     char exe[PATH_MAX], a_model[PATH_MAX + 16];
     mt_status s = mt_tokenizer_find_tool(MT_SPM_ENCODE, exe, sizeof exe);
     if (s != MT_OK) return s;
@@ -315,26 +368,54 @@ static mt_status encode_fd(const mt_tokenizer *tok, int in_fd, bool ends_in_newl
     char *argv[] = {exe, a_model, "--output_format=id", NULL};
     FILE *log = tmpfile();
     int pipe_fd[2] = {-1, -1};
-    if (!log || pipe2(pipe_fd, O_CLOEXEC) != 0) {
+    if (!log || pipe2(pipe_fd, O_CLOEXEC) != 0 || lseek(in_fd, 0, SEEK_SET) != 0) {
         s = mt_fail(MT_EIO, "cannot make spm_encode's log or pipe: %s", strerror(errno));
         if (log) fclose(log);
+        if (pipe_fd[0] >= 0) { close(pipe_fd[0]); close(pipe_fd[1]); }
         return s;
     }
     pid_t pid;
     s = tool_start(argv, in_fd, pipe_fd[1], log, &pid);
     close(pipe_fd[1]);
-    id_list l = {0};
     if (s == MT_OK) {
-        s = read_ids(tok, pipe_fd[0], &l);
+        s = read_ids(tok, pipe_fd[0], raw, l);
         close(pipe_fd[0]);   /* a reader that gave up: the tool ends on SIGPIPE */
         pipe_fd[0] = -1;
-        mt_status w = tool_wait("spm_encode", pid, log);
+        mt_status w = tool_wait("spm_encode", pid, log, NULL);
         if (s == MT_OK) s = w;
     }
     if (pipe_fd[0] >= 0) close(pipe_fd[0]);
     fclose(log);
+    return s;
+}
+
+/* Encodes the text of in_fd, a regular file (read from its start): the
+ * bytes spm_encode would not give back are kept aside (tokenizer_raw.c) and
+ * spm_encode reads a copy without them, or the file itself when it has
+ * none. */
+static mt_status encode_fd(const mt_tokenizer *tok, int in_fd, int32_t **ids, int64_t *n) {
+    if (tok->newline < 0)
+        return mt_fail(MT_EFORMAT, "tokenizer '%s' has no piece for a newline (train it with "
+                       "byte fallback, as meshtrain tokenize does), so the lines of a text "
+                       "cannot be joined", tok->path);
+    mt__raw_text raw = {0};
+    FILE *copy = NULL;
+    mt_status s = mt__raw_scan(tok, in_fd, NULL, &raw);
+    if (s == MT_OK && raw.n_run > 0) {
+        if (!(copy = tmpfile()))
+            s = mt_fail(MT_EIO, "cannot make a temporary file for spm_encode's text: %s",
+                        strerror(errno));
+        if (s == MT_OK) s = mt__raw_scan(tok, in_fd, copy, &raw);
+        if (s == MT_OK && fflush(copy) != 0)
+            s = mt_fail(MT_EIO, "writing the text for spm_encode to a temporary file: %s",
+                        strerror(errno));
+    }
+    id_list l = {0};
+    if (s == MT_OK) s = run_encoder(tok, copy ? fileno(copy) : in_fd, &raw, &l);
+    if (copy) fclose(copy);
     /* spm_encode ends every line it prints, the last one too */
-    if (s == MT_OK && !ends_in_newline && l.n > 0 && l.v[l.n - 1] == tok->newline) l.n--;
+    if (s == MT_OK && !raw.ends_in_newline && l.n > 0 && l.v[l.n - 1] == tok->newline) l.n--;
+    mt__raw_free(&raw);
     if (s != MT_OK) {
         free(l.v);
         return s;
@@ -354,13 +435,7 @@ mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_pat
     int64_t size = 0;
     mt_status s = mt_input_open(text_path, "text", 0, &f, &size);
     if (s != MT_OK) return s;
-    char last = '\n';
-    if (size > 0 && pread(fileno(f), &last, 1, size - 1) != 1) {
-        s = mt_fail(MT_EIO, "reading text '%s': %s", text_path, strerror(errno));
-        fclose(f);
-        return s;
-    }
-    s = encode_fd(tok, fileno(f), last == '\n', ids, n);
+    s = encode_fd(tok, fileno(f), ids, n);
     fclose(f);
     return s;
 }
@@ -373,10 +448,10 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
     if (!f) return mt_fail(MT_EIO, "cannot make a temporary file for the text: %s",
                            strerror(errno));
     mt_status s;
-    if (fwrite(text, 1, len, f) != len || fflush(f) != 0 || lseek(fileno(f), 0, SEEK_SET) != 0)
+    if (fwrite(text, 1, len, f) != len || fflush(f) != 0)
         s = mt_fail(MT_EIO, "writing the text to a temporary file: %s", strerror(errno));
     else
-        s = encode_fd(tok, fileno(f), len == 0 || text[len - 1] == '\n', ids, n);
+        s = encode_fd(tok, fileno(f), ids, n);
     fclose(f);
     return s;
 }
