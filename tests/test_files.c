@@ -8,6 +8,7 @@
  */
 #include "harness.h"
 #include "meshtrain/files.h"
+#include "meshtrain/io.h"   /* mt_file_check_save */
 
 #include <dirent.h>
 #include <errno.h>
@@ -190,7 +191,9 @@ MT_TEST(a_second_writer_is_refused_until_the_first_dies) {
         mt_output *o;
         char c = mt_output_claim(out, "checkpoint", &o) == MT_OK ? 'y' : 'n';
         FILE *f;
-        if (c == 'y' && mt_output_begin(o, &f) == MT_OK) fputs("half a checkpoint", f), fflush(f);
+        /* what a checkpoint starts with (io/checkpoint.c's format: the magic) */
+        if (c == 'y' && mt_output_begin(o, &f) == MT_OK)
+            fwrite("MTCKPT\0\0half", 1, 12, f), fflush(f);
         if (write(ready[1], &c, 1) != 1) _exit(2);
         pause();   /* killed while writing */
         _exit(0);
@@ -200,7 +203,7 @@ MT_TEST(a_second_writer_is_refused_until_the_first_dies) {
     mt_output *o = NULL;
     MT_CHECK_FAILS(mt_output_claim(out, "checkpoint", &o), MT_EBUSY, "another run is writing",
                    "model.ckpt'", "model.ckpt.tmp");
-    MT_CHECK(strcmp(get(tmp, buf, sizeof buf), "half a checkpoint") == 0,
+    MT_CHECK(strcmp(get(tmp, buf, sizeof buf), "MTCKPT") == 0,
              "the refused claim touched the other's temporary file ('%s')", buf);
     kill(child, SIGKILL);
     int status;
@@ -239,3 +242,51 @@ MT_TEST(a_link_at_the_temporary_name_is_not_followed) {
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
+
+/* A "<path>.tmp" nobody holds is taken over only when a killed save can
+ * have left it: empty, or starting as a file meshtrain saves. The starts
+ * are written here from the formats (checkpoint.c's magic, llm.c's int32
+ * magics, the trace's and the pictures' first text), not taken from the
+ * code under test. A user's own file there is refused and left as it was. */
+MT_TEST(a_temporary_name_holding_another_file_is_refused) {
+    scratch sc;
+    scratch_open(&sc);
+    char out[256], tmp[300], buf[64];
+    snprintf(out, sizeof out, "%s", at(&sc, "notes.ckpt"));
+    snprintf(tmp, sizeof tmp, "%s%s", out, MT_TMP_SUFFIX);
+    static const struct { const char *bytes; size_t n; } left[] = {
+        {"", 0},
+        {"MTCKPT\0\0\1\0\0\0", 12},
+        {"\xc6\xd7\x34\x01\x03\0\0\0", 8},       /* llm.c checkpoint: 20240326, version 3 */
+        {"\x88\xd8\x34\x01\x01\0\0\0", 8},       /* llm.c tokens: 20240520, version 1 */
+        {"{\"traceEvents\":[\n{\"name\"", 25},
+        {"{\"cpu\": \"x86\"", 14},
+        {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=", 50},
+        {"<svg xmlns=\"http://www.w3.org/2000/svg\" width=", 46},
+    };
+    mt_output *o = NULL;
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+        FILE *f = fopen(tmp, "wb");
+        MT_CHECK(f && fwrite(left[i].bytes, 1, left[i].n, f) == left[i].n && fclose(f) == 0,
+                 "cannot write %s", tmp);
+        MT_CHECK_OK(mt_output_claim(out, "checkpoint", &o));
+        struct stat st;
+        MT_CHECK(stat(tmp, &st) == 0 && st.st_size == 0, "leftover %zu was not emptied", i);
+        mt_output_close(o);
+        MT_CHECK(stat(tmp, &st) != 0, "leftover %zu: the released claim left its file", i);
+    }
+    /* not a save's: text, a JSON of another program, the start of a magic only */
+    static const char *const mine[] = {"my notes: keep\n", "{\"notes\": 1}", "MTCK", "<svg>"};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+        put(tmp, mine[i]);
+        MT_CHECK_FAILS(mt_output_claim(out, "checkpoint", &o), MT_EIO, "notes.ckpt.tmp",
+                       "no save of meshtrain left", "move it away");
+        MT_CHECK(o == NULL, "a refused claim returned an output");
+        MT_CHECK(strcmp(get(tmp, buf, sizeof buf), mine[i]) == 0, "the user's file now holds "
+                 "'%s', was '%s'", buf, mine[i]);
+        MT_CHECK_FAILS(mt_file_check_save(out), MT_EIO, "no save of meshtrain left");
+        MT_CHECK(strcmp(get(tmp, buf, sizeof buf), mine[i]) == 0, "checked: '%s'", buf);
+    }
+    MT_CHECK(count_files(sc.dir) == 1, "%d files, want the user's alone", count_files(sc.dir));
+    scratch_close(&sc);
+}

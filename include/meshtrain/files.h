@@ -30,8 +30,12 @@
  *   - fail independently: a failed commit of one output does not touch any
  *     other claim, so the caller can still write its other outputs.
  *   - a released claim (mt_output_close) removes its temporary file; a
- *     killed process leaves an empty "<path>.tmp", unlocked, which the next
- *     claim takes over.
+ *     killed process leaves an empty "<path>.tmp", unlocked, or the start
+ *     of the file it was saving, which the next claim takes over. An
+ *     unlocked "<path>.tmp" that is neither empty nor starts as a file
+ *     meshtrain saves (a checkpoint, an llm.c checkpoint or token file, a
+ *     trace, a machine file, an SVG picture) is not meshtrain's: the claim
+ *     refuses it (MT_EIO) and leaves it as it is.
  *
  * Names ending in MT_TMP_SUFFIX (".tmp", and ".tmp.<digits>", the
  * per-process temporary names of meshtrain 0.1.0) belong to saves: claims
@@ -94,7 +98,8 @@ typedef struct mt_output mt_output;
  * "trace", "picture"). Refuses, naming the path: an empty path or a
  * temporary name (MT_EINVAL: the command line alone is wrong), a path that
  * exists and is not a regular file (MT_EIO: a rename over /dev/null as root
- * replaces the device node),
+ * replaces the device node), a temporary name holding a file that no save
+ * left (MT_EIO: not empty, not the start of a file meshtrain saves),
  * a temporary file that cannot be created (MT_EIO, the system's message: a
  * missing or read-only directory, a name too long), and a temporary file
  * locked by another process (MT_EBUSY: "another run is writing it").

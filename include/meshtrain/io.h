@@ -77,8 +77,8 @@ typedef struct mt_dataset mt_dataset;
  *     directory's other files are skipped; a glob match that is neither a
  *     train nor a val shard fails (MT_EINVAL naming it).
  * Every file's header is checked at open and every token read once (with
- * pread, nothing kept) for the vocabulary (not with mt_dataset_open_bounded,
- * below); the tokens stay on disk and are
+ * pread, nothing kept) for the vocabulary (with mt_dataset_open_bounded,
+ * below: checked against the one given); the tokens stay on disk and are
  * read through a bounded window of read-only mappings as batches are cut, so
  * a corpus larger than memory (or than the address space) trains in a few
  * blocks of memory. Fails naming the file (the shard) when it is missing,
@@ -87,17 +87,28 @@ typedef struct mt_dataset mt_dataset;
  * train shard. */
 mt_status mt_dataset_open(const char *path, double val_frac, mt_dataset **out);
 /* As mt_dataset_open, for a model whose vocabulary is known (vocab > 0):
- * no token is read at open (a corpus of many gigabytes opens at once rather
- * than after a pass over it), mt_dataset_vocab returns vocab, and every token
- * is checked as batches are cut, a token >= vocab failing the batch with
- * MT_EFORMAT naming the file and the token's index. vocab 0 is
- * mt_dataset_open; a negative vocab fails (MT_EINVAL). */
+ * mt_dataset_vocab returns vocab, and the one pass over the tokens at open
+ * checks every token against it: a token >= vocab fails the open with
+ * MT_EINVAL naming the file (the shard), the token's index in it, its id and
+ * the largest id of the corpus, so a bad shard is found before the first
+ * step rather than when training reaches it (the pass reads with pread at
+ * the speed of the disk or page cache, and keeps nothing). Batches check
+ * their tokens again (MT_EFORMAT), against a file rewritten in place. vocab
+ * 0 is mt_dataset_open; a negative vocab fails (MT_EINVAL). */
 mt_status mt_dataset_open_bounded(const char *path, double val_frac, int vocab,
                                   mt_dataset **out);
 void      mt_dataset_free(mt_dataset *ds);
 /* Whether mt_dataset_open reads `path` as shards: it is a directory, or it
  * does not exist and holds a glob character (* ? [). */
 bool      mt_dataset_is_sharded(const char *path);
+/* The shards a sharded `path` names, as mt_dataset_open would read them:
+ * *n new strings in *paths (mt_dataset_shards_free), the train shards in name
+ * order, then the val shards. Nothing is opened: a caller checks its outputs
+ * against them before any work (an output that is a shard would destroy
+ * it). Fails as mt_dataset_open lists them: MT_EIO (no match, no train
+ * shard), MT_EINVAL (a glob match that is no shard), MT_ENOMEM. */
+mt_status mt_dataset_shards(const char *path, char ***paths, int *n);
+void      mt_dataset_shards_free(char **paths, int n);
 int64_t   mt_dataset_tokens(const mt_dataset *ds, int split /* 0 train, 1 val */);
 /* The files a split is read from: its shards, or 1 for a one-file dataset
  * (0 for an empty split). */

@@ -6,8 +6,10 @@
  * flock(LOCK_EX | LOCK_NB) for as long as the claim is held. The lock, not
  * the file's existence, says who owns the name: a temporary file nobody has
  * locked was left by a killed process and is taken over (emptied and
- * reused), and one that is locked belongs to a live process, which a second
- * claim leaves alone and reports. Taking a file over is race-free: after the
+ * reused) when it is empty or starts as a file meshtrain saves (anything
+ * else may be a user's own file of that name, and is refused), and one that
+ * is locked belongs to a live process, which a second claim leaves alone
+ * and reports. Taking a file over is race-free: after the
  * lock is won, the name must still lead to the locked file (the owner may
  * have renamed it away between our open and our lock), else the claim starts
  * again.
@@ -192,6 +194,58 @@ static mt_status busy(const mt_output *o) {
                    "another name", o->what, o->path, o->tmp);
 }
 
+/* The first bytes of every file meshtrain saves through a claim, where the
+ * format has fixed ones (the writers are in the layers above, which this
+ * one cannot name: keep the table in step with them; test_files.c and
+ * tests/test_hostile_shards.sh take over each one). A stale temporary file
+ * is taken over only when it is empty or starts with one of these: a
+ * killed save leaves the start of its file (stdio writes in blocks of at
+ * least the first few KiB), while "notes.ckpt.tmp" may be a user's own
+ * file, which a claim must not empty. Formats without fixed first bytes
+ * (llama2.c's model and tokenizer, SentencePiece's model and vocabulary)
+ * have no entry: a non-empty leftover of theirs is refused, and the
+ * message says to remove it. */
+static const struct { const char *bytes; size_t n; } SAVE_STARTS[] = {
+    {"MTCKPT\0\0", 8},                                 /* checkpoint (io/checkpoint.c) */
+    {"\xc6\xd7\x34\x01", 4},                            /* llm.c checkpoint: int32 20240326 */
+    {"\x88\xd8\x34\x01", 4},                            /* llm.c token file: int32 20240520 */
+    {"{\"traceEvents\":[", 16},                          /* trace (profile/trace.c) */
+    {"{\"cpu\": ", 8},                                   /* machine file (profile/machine.c) */
+    {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 44},   /* report pictures */
+    {"<svg xmlns=\"http://www.w3.org/2000/svg\" ", 40},  /* schedule picture (pipeline/svg.c) */
+};
+
+/* Whether the n bytes b (the start of a stale temporary file of `size`
+ * bytes) can be what a killed save left: empty, or the whole first bytes
+ * of a format of SAVE_STARTS (every file meshtrain saves is longer than
+ * them, and its first write to disk holds at least them). */
+static bool left_by_a_save(const unsigned char *b, size_t n, int64_t size) {
+    if (size == 0) return true;
+    for (size_t i = 0; i < sizeof SAVE_STARTS / sizeof SAVE_STARTS[0]; i++)
+        if (n >= SAVE_STARTS[i].n && memcmp(b, SAVE_STARTS[i].bytes, SAVE_STARTS[i].n) == 0)
+            return true;
+    return false;
+}
+
+/* The stale temporary file fd (of `size` bytes, locked by us) may be
+ * emptied: MT_OK, or the refusal naming it. */
+static mt_status check_stale(const mt_output *o, int fd, int64_t size) {
+    char l[PATH_MAX + 128];
+    unsigned char b[64];
+    ssize_t got = size > 0 ? pread(fd, b, sizeof b, 0) : 0;
+    if (got < 0)
+        return mt_fail(MT_EIO, "%s: cannot read the file at its temporary name '%s': %s",
+                       lead(l, sizeof l, o), o->tmp, strerror(errno));
+    if (left_by_a_save(b, (size_t)got, size)) return MT_OK;
+    char sz[32];
+    fmt_bytes(sz, sizeof sz, size);
+    return mt_fail(MT_EIO, "%s: its temporary name '%s' holds a file of %s that no save of "
+                   "meshtrain left (it is not empty and does not start as a file meshtrain "
+                   "writes), and saving would overwrite it; it may be yours: move it away, or "
+                   "remove it if it is the leftover of a killed save, or give another name",
+                   lead(l, sizeof l, o), o->tmp, sz);
+}
+
 /* Opens and locks the temporary file, taking over one left by a dead
  * process. `fresh`: the name must not exist (a re-claim after a rename).
  * Sets o->fd, or returns the failure (MT_EBUSY: someone else holds it). */
@@ -240,7 +294,13 @@ static mt_status lock_tmp(mt_output *o, bool fresh) {
         }
         /* the lock is ours; is the name still this file? */
         if (stat(o->tmp, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
-            if (st.st_size > 0 && ftruncate(fd, 0) != 0) {
+            /* a file we did not create: only a save's leftover is emptied */
+            mt_status keep = check_stale(o, fd, (int64_t)now.st_size);
+            if (keep != MT_OK) {
+                close(fd);
+                return keep;
+            }
+            if (now.st_size > 0 && ftruncate(fd, 0) != 0) {
                 mt_status s = mt_fail(MT_EIO, "%s: cannot empty the stale temporary file "
                                       "'%s': %s", lead(l, sizeof l, o), o->tmp, strerror(errno));
                 close(fd);

@@ -75,6 +75,45 @@ static const char *other_name(const char *a, const char *b) {
     return strcmp(a, b) == 0 ? "" : " (the same file under another name)";
 }
 
+/* An output (or a save's temporary file) that is a shard of a dataset input
+ * given as a directory or a glob: ids/tmp_ids as check_same_files made them.
+ * Shards that cannot be listed are the dataset open's to report. */
+static int check_shards(const cli_file *files, int n, const file_id *ids,
+                        const file_id *tmp_ids) {
+    for (int j = 0; j < n; j++) {
+        const cli_file *d = &files[j];
+        if (!d->path || d->role != CLI_FILE_IN || !d->dataset || !mt_dataset_is_sharded(d->path))
+            continue;
+        char **shard;
+        int n_shards;
+        if (mt_dataset_shards(d->path, &shard, &n_shards) != MT_OK) continue;
+        int rc = CLI_EXIT_OK;
+        for (int k = 0; k < n_shards && rc == CLI_EXIT_OK; k++) {
+            file_id sid = id_of(shard[k]);
+            for (int i = 0; i < n && rc == CLI_EXIT_OK; i++) {
+                const cli_file *a = &files[i];
+                if (!a->path || a->role == CLI_FILE_IN) continue;
+                if (same_file(&ids[i], &sid)) {
+                    cli_error("--%s '%s' is the same file as shard '%s' of --%s '%s'%s: writing "
+                              "it would destroy the shard; give --%s another name", a->flag,
+                              a->path, shard[k], d->flag, d->path, other_name(a->path, shard[k]),
+                              a->flag);
+                    rc = CLI_EXIT_USAGE;
+                } else if (a->role == CLI_FILE_SAVE && same_file(&tmp_ids[i], &sid)) {
+                    cli_error("--%s '%s' is saved through the temporary file '%s%s', which is "
+                              "shard '%s' of --%s '%s': the save would overwrite it; give --%s "
+                              "another name", a->flag, a->path, a->path, MT_TMP_SUFFIX, shard[k],
+                              d->flag, d->path, a->flag);
+                    rc = CLI_EXIT_USAGE;
+                }
+            }
+        }
+        mt_dataset_shards_free(shard, n_shards);
+        if (rc != CLI_EXIT_OK) return rc;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* Two flags that name one file, or a save's temporary file that is another
  * flag's file; the output is named first. */
 static int check_same_files(const cli_file *files, int n) {
@@ -116,7 +155,7 @@ static int check_same_files(const cli_file *files, int n) {
             }
         }
     }
-    return CLI_EXIT_OK;
+    return check_shards(files, n, ids, tmp_ids);
 }
 
 /* ======================================================================== */

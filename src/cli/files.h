@@ -10,7 +10,8 @@
  *   - An output may not be the same file as an input or as another output,
  *     compared by device and inode (stat), so "./a" and "a", symbolic links
  *     and hard links are all caught; nor may the temporary file a save
- *     writes ("<path>.tmp") be another of the command's files. The one pair
+ *     writes ("<path>.tmp") be another of the command's files. The inputs
+ *     of a dataset given as a directory or a glob of shards are its shards. The one pair
  *     allowed is the one a file declares in `may_equal`: `train --ckpt-in X
  *     --ckpt-out X` resumes a run in place (the save replaces X only once the
  *     new checkpoint is complete).
@@ -25,7 +26,10 @@
 #ifndef MT_CLI_FILES_H
 #define MT_CLI_FILES_H
 
+#include "meshtrain.h"
+
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef enum {
@@ -39,6 +43,10 @@ typedef struct {
     const char   *path;        /* NULL: the flag was not given, and the entry is skipped */
     cli_file_role role;
     const char   *may_equal;   /* the flag of a file this one may be, or NULL */
+    /* An input that may name llm.c shards (--data DIR or a glob,
+     * mt_dataset_is_sharded): every shard it names is an input of its own,
+     * which no output may be. */
+    bool          dataset;
     /* An output checked by stat only, creating and claiming nothing: under
      * mpirun every rank checks the same path at the same time, and one
      * rank's claim would be another's "another run is writing it". The type
@@ -48,10 +56,14 @@ typedef struct {
 
 /* Checks the n files of a command as said above. Returns CLI_EXIT_OK, or,
  * after printing one line naming the flags and paths, CLI_EXIT_USAGE (two
- * flags name the same file, a temporary name given as an output) or
- * CLI_EXIT_FAIL (an output that cannot be written: the system's message;
- * another run writing it). Touches no file but the temporary ones it claims
- * and releases (and a stale "<path>.tmp" of a save, which it removes). */
+ * flags name the same file, an output is a shard of a dataset, a temporary
+ * name given as an output) or CLI_EXIT_FAIL (an output that cannot be
+ * written: the system's message; another run writing it; a "<path>.tmp"
+ * that no save left). Touches no file but the temporary ones it claims and
+ * releases (and a stale "<path>.tmp" a killed save left, empty or the start
+ * of a file meshtrain saves, which it removes: meshtrain/files.h). A
+ * dataset's shards that cannot be listed are left to the dataset's open,
+ * which says why. */
 int cli_check_files(const cli_file *files, int n);
 
 /* For `meshtrain train`: checks that the file of --data, --ckpt-in or
@@ -73,6 +85,47 @@ int cli_check_input_kind(const char *flag, const char *path);
  * fails (CLI_EXIT_FAIL after a message) nobody starts. Off MPI it returns
  * rc. agree.c. */
 int cli_agree_start(int rc, bool on_mpi);
+
+/* For `meshtrain train` under mpirun (MT_TRANSPORT_MPI for cfg->transport,
+ * more than one rank; with or without a mesh), before step 1: as
+ * cli_agree_start for rc, and, when every rank passed its checks, the ranks
+ * also compare the settings every one must share (cli_agree_record_make:
+ * the model, batch, steps, optimizer, seed, mesh and strategies, precision,
+ * the inputs' contents, which outputs are given; not --threads, --metrics,
+ * --quiet, --profile or the output paths). When they differ every rank
+ * returns CLI_EXIT_USAGE, and rank 0 prints one line naming the first
+ * setting that differs, its value on rank 0 and on the lowest rank that
+ * differs, e.g. "the ranks disagree on --layers: rank 0 has 2, rank 1 has
+ * 3; every rank must run the same command". One launch of the mpi
+ * transport (bounded by MT_COMM_TIMEOUT): an all-gather of each rank's
+ * exit code and its record's hash, and of the records themselves only when
+ * the hashes differ. Off MPI it returns rc. agree.c. */
+int cli_agree_train(int rc, const mt_train_config *cfg, const char *tokenizer);
+
+/* A rank's settings as text, one a line, "key\tvalue\tshown\n": key the
+ * flag ("--layers"), value what is compared ("2"), shown what a message says
+ * instead when not empty (an input's path with its size and checksum). hash
+ * is FNV-1a over the keys and values. */
+typedef struct {
+    char    *text;   /* NUL-terminated, len bytes; the caller frees it (cli_agree_record_free) */
+    size_t   len;
+    uint64_t hash;
+} cli_agree_record;
+
+/* Writes the record of cfg as resolved (the model's settings after
+ * --tokenizer, whose file is `tokenizer` or NULL) on a launch of `world`
+ * ranks (what --devices 0 means on a mesh). Inputs are compared by size and
+ * a checksum of their first and last 64 KiB (shards: their names too), not
+ * by path. Returns CLI_EXIT_OK, or CLI_EXIT_FAIL when out of memory (rec
+ * then empty). agree_config.c. */
+int  cli_agree_record_make(const mt_train_config *cfg, const char *tokenizer, int world,
+                           cli_agree_record *rec);
+void cli_agree_record_free(cli_agree_record *rec);
+
+/* Whether records a (rank 0's) and b (rank rank_b's) differ; if so, msg
+ * gets the first setting that differs and both values: "--layers: rank 0
+ * has 2, rank 1 has 3". */
+bool cli_agree_record_diff(const char *a, const char *b, int rank_b, char *msg, size_t n);
 
 /* Flushes f. On the first failure of a stream, stores its errno in *err
  * (EIO when the stream had failed earlier without one). Returns false

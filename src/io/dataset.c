@@ -43,7 +43,7 @@ struct mt_dataset {
     int          n_files;
     split_t      split[2];  /* 0 train, 1 val */
     int          vocab;
-    bool         bounded;   /* vocab was given: no scan at open, tokens checked as read */
+    bool         bounded;   /* vocab was given: every token checked against it at open */
     mt__tokmap  *map;       /* the mapped window over files */
 };
 
@@ -64,11 +64,17 @@ static mt_status add_segment(mt_dataset *ds, int sp, int f, int64_t first, int64
     return MT_OK;
 }
 
-/* Opens every file of the dataset into ds->files (n of them) and, unless the
- * vocabulary was given (ds->bounded), takes it from their tokens. */
+/* Opens every file of the dataset into ds->files (n of them) and reads
+ * every token once: unless the vocabulary was given (ds->bounded) it is
+ * taken from them, else a token past it fails here, before any step,
+ * naming the file, the token's index and its id (a shard far into the
+ * corpus would otherwise fail the run when training reached it, after
+ * hours, its steps unsaved). A one-file dataset's files are `shard` false. */
 static mt_status open_files(mt_dataset *ds, char *const *paths, int n, bool shard) {
     ds->files = calloc((size_t)n, sizeof *ds->files);
     if (!ds->files) return mt_fail(MT_ENOMEM, "no memory for the dataset's %d files", n);
+    int bad = -1, need = 0;   /* the first file holding a token past the bound; max + 1 */
+    mt__tokscan first = {0};
     for (int i = 0; i < n; i++) {
         mt_status s = mt__tokfile_open(paths[i], shard, &ds->files[i]);
         if (s != MT_OK) {
@@ -76,12 +82,24 @@ static mt_status open_files(mt_dataset *ds, char *const *paths, int n, bool shar
             return s;
         }
         ds->n_files++;
-        if (ds->bounded && ds->files[i].width != 1) continue;   /* text costs no scan */
-        int v;
-        if ((s = mt__tokfile_vocab(&ds->files[i], &v)) != MT_OK) return s;
-        if (v > ds->vocab) ds->vocab = v;
+        mt__tokscan sc;
+        if ((s = mt__tokfile_scan(&ds->files[i], ds->bounded ? ds->vocab : 0, &sc)) != MT_OK)
+            return s;
+        if (!ds->bounded && sc.vocab > ds->vocab) ds->vocab = sc.vocab;
+        if (sc.max_id + 1 > need) need = sc.max_id + 1;
+        if (sc.first_bad >= 0 && bad < 0) {
+            bad = i;
+            first = sc;
+        }
     }
-    return MT_OK;
+    if (bad < 0) return MT_OK;
+    /* the rest were read too: `need` is what the whole corpus needs */
+    return mt_fail(MT_EINVAL, "%s '%s' holds id %d at token %lld, outside the model's "
+                   "vocabulary of %d (ids 0..%d): the data was encoded with a larger "
+                   "vocabulary (its largest id is %d); raise V (--vocab) to at least %d, or "
+                   "leave it 0 to take it from the data", shard ? "shard" : "dataset",
+                   ds->files[bad].path, first.bad_id, (long long)first.first_bad, ds->vocab,
+                   ds->vocab - 1, need - 1, need);
 }
 
 static mt_status open_one(mt_dataset *ds, const char *path, double val_frac) {
@@ -174,7 +192,8 @@ int mt__dataset_mapped(const mt_dataset *ds) { return ds ? mt__tokmap_mapped(ds-
 /* ------------------------------------------------------------------------ */
 
 /* Tokens [first, first+k) of g's file, read into x (k), are all inside the
- * vocabulary the dataset was opened with. */
+ * vocabulary the dataset was opened with. The open checked every token; this
+ * catches a file rewritten in place under the run at the same size. */
 static mt_status check_tokens(const mt_dataset *ds, const segment *g, int64_t first, int64_t k,
                               const int32_t *x) {
     for (int64_t i = 0; i < k; i++)

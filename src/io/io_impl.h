@@ -107,9 +107,18 @@ typedef struct {
  * MT_EIO as mt_input_open (missing, not a regular file). */
 mt_status mt__tokfile_open(const char *path, bool shard, mt__tokfile *tf);
 void      mt__tokfile_close(mt__tokfile *tf);
-/* The vocabulary tf's tokens need (max + 1; 256 for text), read with pread
- * in 1 MiB chunks (the pages are never mapped into the process). */
-mt_status mt__tokfile_vocab(const mt__tokfile *tf, int *vocab);
+/* What one pass over a file's tokens found (mt__tokfile_scan). */
+typedef struct {
+    int     vocab;       /* the vocabulary the tokens need: max + 1; 256 for text */
+    int     max_id;      /* the largest token; -1 when not read (text, no bound below 256) */
+    int64_t first_bad;   /* the index of the first token >= the bound; -1: none */
+    int     bad_id;      /* that token */
+} mt__tokscan;
+/* Reads every token of tf once, with pread in 1 MiB chunks (the pages are
+ * never mapped into the process), for the vocabulary they need and, when
+ * bound > 0, the first token >= bound. Text is read only for a bound
+ * below 256. MT_EIO naming the file when a read fails. */
+mt_status mt__tokfile_scan(const mt__tokfile *tf, int bound, mt__tokscan *out);
 
 /* The bounded window of mappings over a set of token files (the caller
  * keeps `files` alive). Safe to read from many threads at once. */

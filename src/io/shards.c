@@ -128,3 +128,35 @@ mt_status mt__shard_list_make(const char *path, mt__shard_list *l) {
         if (l->n[sp] > 1) qsort(l->path[sp], (size_t)l->n[sp], sizeof *l->path[sp], by_name);
     return MT_OK;
 }
+
+mt_status mt_dataset_shards(const char *path, char ***paths, int *n) {
+    if (!paths || !n) return mt_fail(MT_EINVAL, "mt_dataset_shards: paths or n is NULL");
+    *paths = NULL;
+    *n = 0;
+    if (!path) return mt_fail(MT_EINVAL, "mt_dataset_shards: path is NULL");
+    mt__shard_list l;
+    mt_status s = mt__shard_list_make(path, &l);
+    if (s != MT_OK) return s;
+    /* one array: the train shards' names, then the val shards', each moved */
+    int total = l.n[0] + l.n[1];
+    char **p = malloc((size_t)total * sizeof *p);
+    if (!p) {
+        mt__shard_list_free(&l);
+        return mt_fail(MT_ENOMEM, "no memory for the list of shards");
+    }
+    memcpy(p, l.path[0], (size_t)l.n[0] * sizeof *p);
+    if (l.n[1]) memcpy(p + l.n[0], l.path[1], (size_t)l.n[1] * sizeof *p);
+    for (int sp = 0; sp < 2; sp++) {   /* the names now belong to p */
+        free(l.path[sp]);
+        l.path[sp] = NULL;
+        l.n[sp] = 0;
+    }
+    *paths = p;
+    *n = total;
+    return MT_OK;
+}
+
+void mt_dataset_shards_free(char **paths, int n) {
+    for (int i = 0; paths && i < n; i++) free(paths[i]);
+    free(paths);
+}
