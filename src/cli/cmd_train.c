@@ -266,7 +266,7 @@ static int check_inputs(const mt_train_config *cfg) {
  * others only stat the paths, so that no rank finds another's claim. */
 static int check_outputs(const mt_train_config *cfg, const char *metrics_path, bool writer) {
     const cli_file files[] = {
-        {.flag = "data", .path = cfg->data, .role = CLI_FILE_IN},
+        {.flag = "data", .path = cfg->data, .role = CLI_FILE_IN, .dataset = true},
         {.flag = "ckpt-in", .path = cfg->ckpt_in, .role = CLI_FILE_IN},
         {.flag = "llmc-in", .path = cfg->llmc_in, .role = CLI_FILE_IN},
         /* a resume in place: the save replaces the checkpoint once the new one is whole */
