@@ -936,8 +936,9 @@ MT_TEST(saves_use_one_temporary_name_and_remove_a_stale_one) {
     MT_CHECK(strcmp(MT_TMP_SUFFIX, ".tmp") == 0, "MT_TMP_SUFFIX is '%s'", MT_TMP_SUFFIX);
     MT_CHECK(mt_file_tmp_path(path, buf, 8) == MT_EINVAL, "a name that does not fit");
 
-    write_bytes(stale, "left by kill -9", 15);
-    write_bytes(bin_stale, "left by kill -9", 15);
+    /* what a killed save leaves: the start of its file (the formats' magics) */
+    write_bytes(stale, "MTCKPT\0\0left by kill -9", 23);
+    write_bytes(bin_stale, "\xc6\xd7\x34\x01left by kill -9", 19);
     mt_graph *g = small_graph(3, 4, false);
     fill_params(g, 1);
     mt_ckpt_meta meta = {.step = 1};
@@ -1084,7 +1085,7 @@ MT_TEST(file_check_save_tries_the_temporary_file) {
     MT_CHECK_OK(mt_file_check_save(fresh));
     MT_CHECK(count_files(td.dir) == 0, "the check left %d files", count_files(td.dir));
     write_bytes(old, "a checkpoint", 12);
-    write_bytes(stale, "left by kill -9", 15);
+    write_bytes(stale, "MTCKPT\0\0left by kill -9", 23);   /* a killed save's start */
     MT_CHECK_OK(mt_file_check_save(old));
     struct stat st;
     MT_CHECK(stat(stale, &st) != 0, "the stale temporary file is still there");

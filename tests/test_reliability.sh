@@ -387,7 +387,7 @@ check "§4 ... and the metrics log holds every step once, in order" "steps: $got
       test "$got" = "$want"
 
 # a stale temporary file of the same output is replaced by the next save
-echo "left by a killed save" >stale.ckpt.tmp
+printf 'MTCKPT\0\0left by a killed save' >stale.ckpt.tmp   # a checkpoint's start
 run train --data data.txt "${TINY[@]}" --steps 2 --ckpt-out stale.ckpt --quiet
 check "§4 a stale <out>.tmp is removed by the next save" "exit $rc, stale.ckpt.tmp still there" \
       eval '[ "$rc" -eq 0 ] && [ ! -e stale.ckpt.tmp ] && [ -s stale.ckpt ]'

@@ -11,10 +11,10 @@
  *     compared by device and inode (stat), so "./a" and "a", symbolic links
  *     and hard links are all caught; nor may the temporary file a save
  *     writes ("<path>.tmp") be another of the command's files. The inputs
- *     of a dataset given as a directory or a glob of shards are its shards. The one pair
- *     allowed is the one a file declares in `may_equal`: `train --ckpt-in X
- *     --ckpt-out X` resumes a run in place (the save replaces X only once the
- *     new checkpoint is complete).
+ *     of a dataset given as a directory or a glob of shards are its shards.
+ *     The one pair allowed is the one a file declares in `may_equal`: `train
+ *     --ckpt-in X --ckpt-out X` resumes a run in place (the save replaces X
+ *     only once the new checkpoint is complete).
  *   - Every output is tried the way it will be written: a save is claimed
  *     and released (mt_file_check_save: meshtrain/files.h's contract, so a
  *     path another run is writing is refused here), a log is opened for
