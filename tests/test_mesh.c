@@ -1,6 +1,7 @@
 /*
  * test_mesh.c — device meshes: spec parsing and its errors, coordinates,
- * groups against hand-written tables, hand-made axes checked.
+ * groups against hand-written tables, hand-made axes checked, axis-name sets
+ * (mt_mesh_axis_set) against hand-computed bit sets.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -172,6 +173,60 @@ MT_TEST(axes_check_names_the_problem) {
     MT_CHECK_FAILS(mt_mesh_axes_check(m, twice), MT_EINVAL, "'tensor'", "twice");
     mt_axes negative = {-1, {0}};
     MT_CHECK_FAILS(mt_mesh_axes_check(m, negative), MT_EINVAL, "-1 axes");
+    mt_mesh_free(m);
+}
+
+/* mt_mesh_axis_set: names → the bit set the partitioner's options take.
+ * Mesh "data=2,fsdp=2,tensor=2,seq=1": data is bit 0 (1), fsdp bit 1 (2),
+ * tensor bit 2 (4), seq bit 3 (8); the sets below are written out by hand. */
+MT_TEST(axis_set_from_names) {
+    mt_mesh *m = make("data=2,fsdp=2,tensor=2,seq=1", 8);
+    static const struct { const char *names; uint32_t want; } ok[] = {
+        {"data", 0x1},           {"fsdp", 0x2},          {"tensor", 0x4},
+        {"seq", 0x8},            {"data,fsdp", 0x3},     {"fsdp,data", 0x3},
+        {"data+fsdp", 0x3},      {"tensor,data", 0x5},   {" fsdp , tensor ", 0x6},
+        {"data,fsdp,tensor,seq", 0xf}, {"seq+tensor,fsdp", 0xe},
+        {"", 0x0},               {"   ", 0x0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        uint32_t bits = 0xdead;
+        mt_status s = mt_mesh_axis_set(m, ok[i].names, &bits);
+        MT_CHECK(s == MT_OK, "'%s': %s: %s", ok[i].names, mt_status_name(s), mt_errmsg());
+        MT_CHECK(bits == ok[i].want, "'%s' gives 0x%x, want 0x%x", ok[i].names, bits, ok[i].want);
+    }
+    uint32_t bits = 0xdead;
+    MT_CHECK_OK(mt_mesh_axis_set(m, NULL, &bits));
+    MT_CHECK(bits == 0, "NULL names: 0x%x, want the empty set", bits);
+    mt_mesh_free(m);
+}
+
+MT_TEST(axis_set_refuses_unknown_and_repeated_names) {
+    mt_mesh *m = make("data=2,fsdp=2,tensor=2", 8);
+    static const struct { const char *names, *says; } bad[] = {
+        {"dta", "no axis 'dta'"},
+        {"data,fsdq", "no axis 'fsdq'"},
+        {"data,data", "'data' is named twice"},
+        {"fsdp+tensor,fsdp", "'fsdp' is named twice"},
+        {"data,", "empty axis name"},
+        {",data", "empty axis name"},
+        {"data,,fsdp", "empty axis name"},
+        {"data fsdp", "without a ','"},
+        {"Data", "no axis 'Data'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t bits = 0xdead;
+        mt_status s = mt_mesh_axis_set(m, bad[i].names, &bits);
+        const char *msg = mt_errmsg();
+        MT_CHECK(s == MT_EINVAL, "'%s': %s, want MT_EINVAL", bad[i].names, mt_status_name(s));
+        MT_CHECK(bits == 0, "'%s': bits 0x%x after a failure, want 0", bad[i].names, bits);
+        MT_CHECK(strstr(msg, bad[i].says), "'%s': the message says '%s': '%s'", bad[i].names,
+                 bad[i].says, msg);
+        MT_CHECK(strstr(msg, "'data', 'fsdp', 'tensor'"), "'%s': the message lists the mesh's "
+                 "axes: '%s'", bad[i].names, msg);
+    }
+    uint32_t bits;
+    MT_CHECK_FAILS(mt_mesh_axis_set(NULL, "data", &bits), MT_EINVAL, "mesh is NULL");
+    MT_CHECK_FAILS(mt_mesh_axis_set(m, "data", NULL), MT_EINVAL, "bits is NULL");
     mt_mesh_free(m);
 }
 

@@ -5,7 +5,10 @@
 # <meshtrain.h> built with nothing but `pkg-config --cflags --libs meshtrain`
 # (PKG_CONFIG_PATH=P/lib/pkgconfig) and run: against the shared library, and,
 # with the shared one removed from a second prefix, statically
-# (`pkg-config --static`: Requires.private and Libs.private).
+# (`pkg-config --static`: Requires.private and Libs.private). The programs
+# run without LD_LIBRARY_PATH, as a user's would: the shared one starts only
+# because meshtrain.pc's Libs carry -Wl,-rpath,${libdir} (MT_PC_RPATH), and
+# ldd must show it loading the prefix's libmeshtrain.so.
 #
 #   bash tests/test_pkgconfig.sh <meshtrain binary> <build dir>
 #
@@ -123,12 +126,31 @@ build_and_run() {
         bad "$name: compile and link with '$flags'" "$CC failed"
         return
     fi
-    local libdir got
-    libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir meshtrain)
-    got=$(LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 30 "./prog$static" 2>err.txt)
+    # run as a user would: no LD_LIBRARY_PATH, so against the shared
+    # library the program starts only if the .pc's Libs gave it a run-time
+    # path (-Wl,-rpath) into the prefix
+    local got
+    got=$(env -u LD_LIBRARY_PATH timeout 30 "./prog$static" 2>err.txt)
     local rc=$?
-    if [ "$rc" -ne 0 ]; then bad "$name: run" "exit $rc"; return; fi
+    if [ "$rc" -ne 0 ]; then
+        bad "$name: run without LD_LIBRARY_PATH" "exit $rc (pkg-config --libs gave '$flags')"
+        return
+    fi
     if [ "$got" != "$WANT" ]; then : >err.txt; bad "$name: output" "$got"; return; fi
+    # and the libmeshtrain.so it loaded is the prefix's, not one the loader
+    # found elsewhere (which would make the run above pass for nothing)
+    if [ -z "$static" ] && command -v ldd >/dev/null; then
+        local libdir loaded
+        libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir meshtrain)
+        loaded=$(env -u LD_LIBRARY_PATH ldd "./prog$static" 2>/dev/null |
+                 sed -n 's/^[[:space:]]*libmeshtrain\.so[^ ]* => \([^ ]*\) .*/\1/p')
+        if [ -z "$loaded" ] || [ ! -e "$loaded" ] ||
+           [ "$(dirname "$(realpath "$loaded")")" != "$(realpath "$libdir")" ]; then
+            : >err.txt
+            bad "$name: the library loaded" "'${loaded:-none}', want one in $libdir"
+            return
+        fi
+    fi
     ok "$name"
 }
 

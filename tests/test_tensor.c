@@ -1,7 +1,9 @@
 /*
  * test_tensor.c — the tensor layer: dtype sizes and names, bf16 rounding
  * against hand-worked bit patterns, partition specs read and written back,
- * local shapes, and printed types against hand-written strings.
+ * local shapes, printed types against hand-written strings, and a partitioned
+ * graph's local (mt_tensor_dim) and global (mt_tensor_global_dim) sizes
+ * against shapes and axis sizes written out by hand.
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -151,6 +153,106 @@ MT_TEST(sharding_type_strings) {
                  table[i].want);
     }
     mt_mesh_free(m);
+}
+
+/* ======================================================================== */
+/* Local and global sizes                                                    */
+/* ======================================================================== */
+
+/* A global graph on mesh data=2,tensor=3 (6 devices): x (4,12) split over
+ * data; w (12,6) column-parallel over tensor; u (6,12) row-parallel over
+ * tensor; z (24,2) split over data and tensor at once; b (12) replicated.
+ * loss = sum(x·w·u) + sum(z) + sum(b). Each leaf's global shape and the
+ * parts its dims are cut into are written out here by hand. */
+typedef struct {
+    const char *name, *spec;
+    int         ndim;
+    int64_t     global[2];
+    int64_t     parts[2];        /* data=2, tensor=3: the product of the dim's axes */
+} leaf_case;
+
+static const leaf_case LEAVES[] = {
+    {"x", "data,_", 2, {4, 12}, {2, 1}},
+    {"w", "_,tensor", 2, {12, 6}, {1, 3}},
+    {"u", "tensor,_", 2, {6, 12}, {3, 1}},
+    {"z", "data+tensor,_", 2, {24, 2}, {6, 1}},
+    {"b", "", 1, {12, 0}, {1, 1}},
+};
+enum { N_LEAVES = sizeof LEAVES / sizeof LEAVES[0] };
+
+static mt_tensor *build_leaves(mt_graph *g, const mt_mesh *mesh) {
+    mt_tensor *t[N_LEAVES];
+    for (int k = 0; k < N_LEAVES; k++) {
+        const leaf_case *c = &LEAVES[k];
+        t[k] = k == 0 ? mt_input(g, c->name, MT_F32, c->ndim, c->global)
+                      : mt_param(g, c->name, c->ndim, c->global, (mt_init){MT_INIT_NORMAL, 0.1f});
+        mt_sharding sh;
+        if (!t[k] || mt_sharding_parse(mesh, c->spec, c->ndim, &sh) != MT_OK ||
+            mt_tensor_set_sharding(t[k], &sh) != MT_OK)
+            return NULL;
+    }
+    mt_tensor *h = mt_matmul(g, mt_matmul(g, t[0], t[1], false, false), t[2], false, false);
+    return mt_add(g, mt_add(g, mt_sum(g, h), mt_sum(g, t[3])), mt_sum(g, t[4]));
+}
+
+MT_TEST(dim_is_local_and_global_dim_is_global_on_a_partitioned_graph) {
+    mt_mesh *mesh = make("data=2,tensor=3", 6);
+    mt_graph *g = mt_graph_create();
+    mt_tensor *loss = build_leaves(g, mesh);
+    MT_CHECK(loss, "build: %s", mt_errmsg());
+    /* the global graph: both queries give the whole size, sharding or not */
+    for (int k = 0; k < N_LEAVES && loss; k++) {
+        mt_tensor *t = mt_graph_find(g, LEAVES[k].name);
+        for (int d = 0; d < LEAVES[k].ndim; d++) {
+            MT_CHECK(mt_tensor_dim(t, d) == LEAVES[k].global[d] &&
+                     mt_tensor_global_dim(t, d) == LEAVES[k].global[d],
+                     "global graph: %s dim %d: dim %lld, global_dim %lld, want %lld both",
+                     LEAVES[k].name, d, (long long)mt_tensor_dim(t, d),
+                     (long long)mt_tensor_global_dim(t, d), (long long)LEAVES[k].global[d]);
+        }
+        MT_CHECK(mt_tensor_global_dim(t, LEAVES[k].ndim) == 1 && mt_tensor_global_dim(t, -1) == 1,
+                 "%s: a dim past ndim (or negative) is 1, as mt_tensor_dim's", LEAVES[k].name);
+    }
+    for (int dev = 0; dev < 6 && loss; dev++) {
+        mt_ctx *ctx = NULL;
+        MT_CHECK_OK(mt_ctx_virtual_create(mesh, dev, &ctx));
+        mt_graph *local = NULL;
+        mt_tensor *lloss = NULL;
+        mt_status s = mt_partition(g, loss, ctx, &(mt_partition_opts){0}, &local, &lloss);
+        MT_CHECK(s == MT_OK, "device %d: partition: %s", dev, mt_errmsg());
+        for (int k = 0; k < N_LEAVES && s == MT_OK; k++) {
+            const leaf_case *c = &LEAVES[k];
+            mt_tensor *t = mt_graph_find(local, c->name);
+            MT_CHECK(t, "device %d: no '%s' in the partitioned graph", dev, c->name);
+            if (!t) continue;
+            for (int d = 0; d < c->ndim; d++) {
+                const int64_t want_local = c->global[d] / c->parts[d];
+                MT_CHECK(mt_tensor_dim(t, d) == want_local, "device %d: %s dim %d: mt_tensor_dim "
+                         "%lld, want the local %lld", dev, c->name, d,
+                         (long long)mt_tensor_dim(t, d), (long long)want_local);
+                /* parameters: the global size, local x the axes' sizes */
+                if (k > 0)
+                    MT_CHECK(mt_tensor_global_dim(t, d) == mt_tensor_dim(t, d) * c->parts[d] &&
+                             mt_tensor_global_dim(t, d) == c->global[d],
+                             "device %d: %s dim %d: global_dim %lld, want %lld x %lld = %lld", dev,
+                             c->name, d, (long long)mt_tensor_global_dim(t, d),
+                             (long long)mt_tensor_dim(t, d), (long long)c->parts[d],
+                             (long long)c->global[d]);
+            }
+            MT_CHECK(mt_tensor_global_dim(t, c->ndim) == 1, "%s: past ndim is 1", c->name);
+            /* an input's global size, by the route tensor.h points to */
+            if (k == 0) {
+                mt_type ty = mt_tensor_global_type(t, mesh);
+                MT_CHECK(ty.shape[0] == c->global[0] && ty.shape[1] == c->global[1],
+                         "device %d: the global type of x is (%lld,%lld), want (4,12)", dev,
+                         (long long)ty.shape[0], (long long)ty.shape[1]);
+            }
+        }
+        mt_graph_free(local);
+        mt_ctx_virtual_free(ctx);
+    }
+    mt_graph_free(g);
+    mt_mesh_free(mesh);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

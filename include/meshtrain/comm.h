@@ -272,14 +272,35 @@ mt_status mt_send(mt_ctx *ctx, mt_axes axes, const void *buf, size_t count, mt_d
 mt_status mt_recv(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype, int src,
                   int tag);
 
-/* --- host arrays on the mesh --- */
-/* local (the device's shard) = its slice of the global host array under the
- * sharding. global (ndim dims, shape) is read on every device (threads: one
- * shared array; MPI: each rank's copy). */
+/* --- host arrays on the mesh ---
+ * Both directions take any dtype (mt_dtype: f32, bf16, i32) and move the
+ * elements' bytes as they are, so a put then a gather gives back every bit:
+ * i32 token ids past 2^24 (which a float cannot hold) and bf16 values
+ * included. Arrays are dense and row-major; `shape` is the global shape
+ * (ndim 0..MT_MAX_DIMS), the local shard's is mt_sharding_local_shape's.
+ * Errors (MT_EINVAL, MT_ESHAPE) name the function, the dim and the sizes:
+ * an unknown dtype, a dim that does not divide by its axes, an axis that
+ * splits two dims, a shape whose element count does not fit in memory
+ * sizes, a NULL array when the shard has elements. */
+
+/* local (the device's shard, elements of `dtype`) = its slice of the global
+ * host array under the sharding. global (ndim dims, shape) is read on every
+ * device (threads: one shared array; MPI: each rank's copy). With partial
+ * sums (sh->partial_axes) group rank 0 over those axes gets the slice and
+ * the others zeros, so the sum is the value. No collective: devices may
+ * call it independently. */
+mt_status mt_shard_put_typed(mt_ctx *ctx, const mt_sharding *sh, mt_dtype dtype,
+                             const void *global, int ndim, const int64_t *shape, void *local);
+/* global (full shape, elements of `dtype`) on every device = all shards put
+ * back together, partial sums over sh->partial_axes summed first (a psum in
+ * the dtype: i32 exact, wrapping on overflow; bf16 added in f32 and
+ * rounded). A collective over the mesh's axes the sharding names: every
+ * device of the mesh calls it with the same sharding, dtype and shape. */
+mt_status mt_shard_gather_typed(mt_ctx *ctx, const mt_sharding *sh, mt_dtype dtype,
+                                const void *local, int ndim, const int64_t *shape, void *global);
+/* The f32 forms: mt_shard_put_typed / mt_shard_gather_typed with MT_F32. */
 mt_status mt_shard_put(mt_ctx *ctx, const mt_sharding *sh, const float *global, int ndim,
                        const int64_t *shape, float *local);
-/* global (full shape) on every device = all shards put back together (and
- * partial sums over sh->partial_axes summed). */
 mt_status mt_shard_gather(mt_ctx *ctx, const mt_sharding *sh, const float *local, int ndim,
                           const int64_t *shape, float *global);
 

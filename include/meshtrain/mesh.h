@@ -53,6 +53,17 @@ typedef struct {
 
 /* Resolves names; the error names an unknown axis and lists the mesh's. */
 mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out);
+/* The bit set (bit a: axis a of the mesh, in mesh order) of the axes named
+ * in `names`, for the options that take one (mt_partition_opts'
+ * gather_axes, gather_allreduce_axes, sequence_axes) and mt_sharding's
+ * fields: "data,fsdp" gives (1 << data's index) | (1 << fsdp's). Names are
+ * separated by ',' or '+' (as in a partition spec, "data+fsdp"), with
+ * optional spaces; their order does not matter. NULL, "" or only spaces is
+ * the empty set (0: the option off). MT_EINVAL, *bits 0, with a message
+ * that lists the mesh's axes, for a name the mesh does not have, a name
+ * given twice, an empty name (",,", a leading or trailing separator) or
+ * two names without a separator; MT_EINVAL for a NULL mesh or bits. */
+mt_status mt_mesh_axis_set(const mt_mesh *mesh, const char *names, uint32_t *bits);
 /* Checks axes made by hand: at most ndim of them, each an axis of the mesh,
  * none twice. MT_EINVAL names the first problem. mt_mesh_axes() only makes
  * valid ones. */

@@ -1,6 +1,6 @@
 /*
  * meshtrain/tensor.h — element types and tensors: what a tensor is (dtype,
- * global shape, kind) and how to read it. Tensors are made by a graph
+ * shape, kind) and how to read it. Tensors are made by a graph
  * (graph.h); their layout over a mesh is in sharding.h.
  */
 #ifndef MESHTRAIN_TENSOR_H
@@ -47,9 +47,23 @@ const char    *mt_tensor_name(const mt_tensor *t);
 mt_dtype       mt_tensor_dtype(const mt_tensor *t);
 mt_tensor_kind mt_tensor_kind_of(const mt_tensor *t);
 int            mt_tensor_ndim(const mt_tensor *t);
-/* Global size of dimension `dim` (0-based); 1 past ndim. */
+/* The size of dimension `dim` (0-based) as this tensor's graph holds it; 1
+ * past ndim. On a partitioned graph (mt_partition: one device's program)
+ * that is the local size, the block the device stores: a (B,T) input split
+ * over data=4 answers B/4. On any other graph it is the whole size. Its
+ * storage (mt_tensor_f32, mt_tensor_i32) has these dims. */
 int64_t        mt_tensor_dim(const mt_tensor *t, int dim);
-/* Number of elements. */
+/* The global size of dimension `dim` (0-based); 1 past ndim. For a shard
+ * (a parameter of a partitioned graph split over mesh axes) the size of the
+ * whole parameter it is a block of: mt_tensor_dim times the sizes of the
+ * axes that split the dim. For any other tensor its own size, as
+ * mt_tensor_dim: a tensor of a graph that is not partitioned, or a
+ * replicated parameter. Inputs and activations of a partitioned graph keep
+ * no global shape of their own: mt_tensor_global_type(t, mesh)
+ * (partition.h) computes theirs from their sharding. */
+int64_t        mt_tensor_global_dim(const mt_tensor *t, int dim);
+/* Number of elements this graph holds: the product of mt_tensor_dim (local
+ * on a partitioned graph). */
 int64_t        mt_tensor_numel(const mt_tensor *t);
 /* Storage of the tensor after mt_graph_compile(); NULL before, and NULL when
  * the dtype differs. f32 and i32 tensors are dense, row-major. */

@@ -262,6 +262,54 @@ mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out) {
     return MT_OK;
 }
 
+mt_status mt_mesh_axis_set(const mt_mesh *mesh, const char *names, uint32_t *bits) {
+    if (!mesh || !bits)
+        return mt_fail(MT_EINVAL, "mt_mesh_axis_set: %s is NULL", !mesh ? "mesh" : "bits");
+    *bits = 0;
+    if (!names) return MT_OK;
+    /* a set: the order is the mesh's whatever the text's, so ',' and '+'
+     * (a partition spec's "data+fsdp") both separate; every name must be
+     * one of the mesh's, once, and none empty (a stray separator is a typo
+     * that should not silently name fewer axes) */
+    char list[256];
+    uint32_t set = 0;
+    const char *p = names;
+    while (*p == ' ') p++;
+    if (!*p) return MT_OK;
+    for (;;) {
+        size_t len = strcspn(p, ",+ ");
+        if (len == 0) {
+            mt__mesh_list_axes(mesh, list, sizeof list);
+            return mt_fail(MT_EINVAL, "axis set '%s': an empty axis name (at offset %d); "
+                           "separate the names of the mesh's axes (%s) with ','", names,
+                           (int)(p - names), list);
+        }
+        int a = mt__mesh_find_axis(mesh, p, len);
+        if (a < 0 || (set & (1u << a))) {
+            mt__mesh_list_axes(mesh, list, sizeof list);
+            if (a < 0)
+                return mt_fail(MT_EINVAL, "axis set '%s': the mesh '%s' has no axis '%.*s'; its "
+                               "axes are %s", names, mesh->spec, (int)len, p, list);
+            return mt_fail(MT_EINVAL, "axis set '%s': axis '%.*s' is named twice; name each of "
+                           "the mesh's axes (%s) at most once", names, (int)len, p, list);
+        }
+        set |= 1u << a;
+        p += len;
+        while (*p == ' ') p++;
+        if (!*p) break;
+        if (*p != ',' && *p != '+') {   /* two names with only spaces between */
+            mt__mesh_list_axes(mesh, list, sizeof list);
+            return mt_fail(MT_EINVAL, "axis set '%s': '%s' follows an axis name without a ','; "
+                           "separate the names of the mesh's axes (%s) with ','", names, p,
+                           list);
+        }
+        p++;
+        while (*p == ' ') p++;
+    }
+    *bits = set;
+    return MT_OK;
+}
+
 mt_status mt_mesh_axes_check(const mt_mesh *mesh, mt_axes axes) {
     if (axes.n < 0 || axes.n > mesh->ndim)
         return mt_fail(MT_EINVAL, "axes: %d axes on the mesh '%s' of %d; resolve names with "

@@ -10,6 +10,10 @@ int mt_tensor_ndim(const mt_tensor *t) { return t->ndim; }
 int64_t mt_tensor_dim(const mt_tensor *t, int dim) {
     return (dim >= 0 && dim < t->ndim) ? t->shape[dim] : 1;
 }
+int64_t mt_tensor_global_dim(const mt_tensor *t, int dim) {
+    if (dim < 0 || dim >= t->ndim) return 1;
+    return t->is_shard ? t->global_shape[dim] : t->shape[dim];
+}
 int64_t mt_tensor_numel(const mt_tensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= t->shape[d];

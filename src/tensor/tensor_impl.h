@@ -2,7 +2,7 @@
  * tensor_impl.h — the fields behind mt_tensor, shape helpers, and bf16
  * conversion (internal).
  *
- * A tensor is its type (dtype, global shape, sharding), its kind, and its
+ * A tensor is its type (dtype, shape, sharding), its kind, and its
  * storage once a graph is compiled. The graph layer creates tensors and keeps
  * its bookkeeping in the fields marked "graph" below (gradients, lifetimes,
  * placement); nothing in this layer reads them.
@@ -20,7 +20,8 @@ struct mt_tensor {
     mt_dtype       dtype;
     mt_tensor_kind kind;
     int            ndim;
-    int64_t        shape[MT_MAX_DIMS];     /* global shape */
+    int64_t        shape[MT_MAX_DIMS];     /* the shape its graph holds: on a partitioned
+                                              graph the local block's (mt_tensor_dim) */
     mt_sharding    sharding;
     mt_init        init;                   /* parameters */
     /* a shard of a global tensor (a partitioned parameter): the global shape
