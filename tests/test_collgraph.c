@@ -22,7 +22,9 @@
  * shared value). The extra term Σ x ⊙ w2 makes the collective's backward
  * call accumulate into grad(x) (its contribution comes second). For psum, w
  * is declared the same over the group (mt_tensor_set_varying): the psum's
- * result meets it, and an undeclared w is refused (test_vma.c).
+ * result meets it. p and wp hold each device's own values, so they are
+ * declared varying over the mesh (undeclared, a parameter is one replicated
+ * value: test_vma.c); the inputs vary by default.
  *
  * Also: the backward collective lands in B for a data-dependent x and in W
  * for pvary of a parameter (the data-parallel gradient all-reduce); gradients
@@ -202,6 +204,11 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
     DEV_OK(mt_graph_set_ctx(g, ctx));
     mt_tensor *p = mt_param(g, "p", sp->ndim, sp->shape, (mt_init){MT_INIT_ZEROS, 0});
     mt_tensor *ones = mt_input(g, "ones", MT_F32, sp->ndim, sp->shape);
+    /* each device's own p (shard_map's in_specs over every axis): a
+     * parameter left undeclared is one replicated value */
+    if (!replicated_x(sp)) DEV_OK(mt_tensor_set_varying(p, all));
+    /* ones is the same everywhere: x = ones ⊙ p is then one shared value */
+    else DEV_OK(mt_tensor_set_varying(ones, (mt_axes){0}));
     mt_tensor *x = sp->k == K_PVARY ? p : mt_mul(g, ones, p);
     mt_tensor *y = build_coll(sp, g, x, ax, P);
     if (!y) DEV_FAIL("building: %s", mt_graph_errmsg(g));
@@ -216,6 +223,8 @@ static mt_status run_case(mt_ctx *ctx, void *arg) {
         if (sp->rest && sp->rest[0]) DEV_OK(mt_ctx_axes(ctx, sp->rest, &rest));
         DEV_OK(mt_tensor_set_varying(wones, rest));
         DEV_OK(mt_tensor_set_varying(wp, rest));
+    } else {
+        DEV_OK(mt_tensor_set_varying(wp, all));   /* its values differ by device */
     }
     mt_tensor *loss = mt_sum(g, mt_mul(g, y, mt_mul(g, wones, wp)));
     mt_tensor *w2 = NULL;

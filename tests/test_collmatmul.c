@@ -111,10 +111,17 @@ static mt_status build(const spec *sp, mt_ctx *ctx, mt_axes ax, bool fused, net 
     if (!g) DEV_FAIL("out of memory");
     DEV_OK(mt_graph_set_ctx(g, ctx));
     const mt_init zeros = {MT_INIT_ZEROS, 0};
+    /* the parameters hold each device's own values (fill below): declared
+     * so, or they would be one replicated value whose gradient sums the
+     * devices' (test_vma.c) */
+    mt_axes every = {0};
+    const mt_mesh *mesh = mt_ctx_mesh(ctx);
+    for (int a = 0; a < mt_mesh_ndim(mesh); a++) every.axis[every.n++] = (uint8_t)a;
     if (sp->xm == X_INPUT) {
         n->x = mt_input(g, "x", MT_F32, sp->ndim, sp->shape);
     } else {
         n->px = mt_param(g, "px", sp->ndim, sp->shape, zeros);
+        DEV_OK(mt_tensor_set_varying(n->px, every));
         n->x = n->px;
         if (sp->xm == X_DATA) {
             n->ones = mt_input(g, "ones", MT_F32, sp->ndim, sp->shape);
@@ -125,6 +132,8 @@ static mt_status build(const spec *sp, mt_ctx *ctx, mt_axes ax, bool fused, net 
     if (sp->wk == 1) ws[1] = ws[2];
     n->w = mt_param(g, "w", sp->wk + 1, ws, zeros);
     if (sp->bias) n->b = mt_param(g, "b", sp->wk, sp->wout, zeros);
+    DEV_OK(mt_tensor_set_varying(n->w, every));
+    if (n->b) DEV_OK(mt_tensor_set_varying(n->b, every));
     if (sp->op == OP_AG)
         n->y = fused ? mt_graph_all_gather_linear(g, n->x, n->w, n->b, ax, sp->dim)
                      : mt_linear(g, mt_graph_all_gather(g, n->x, ax, sp->dim), n->w, n->b);

@@ -46,6 +46,8 @@ typedef struct {
     int         devices;
     const char *spec[3];         /* partition specs of x, z, y */
     mt_shard_mode mode;
+    const char *wspec;           /* w1's partition spec (NULL: replicated) */
+    uint32_t    gather;          /* mt_partition_opts.gather_axes */
     float       loss;
     float       grad[2][H * C];  /* d w1, d b1 of device 0 */
     mt_status   status;
@@ -73,7 +75,12 @@ static mt_status run_device(mt_ctx *ctx, void *arg) {
             s = mt_sharding_parse(mt_ctx_mesh(ctx), rc->spec[k], 2, &sh[k]);
             if (s == MT_OK) s = mt_tensor_set_sharding(mt_graph_find(g, names[k]), &sh[k]);
         }
-        mt_partition_opts po = {.mode = rc->mode};
+        if (s == MT_OK && rc->wspec) {
+            mt_sharding sw;
+            s = mt_sharding_parse(mt_ctx_mesh(ctx), rc->wspec, 2, &sw);
+            if (s == MT_OK) s = mt_tensor_set_sharding(mt_graph_find(g, "w1"), &sw);
+        }
+        mt_partition_opts po = {.mode = rc->mode, .gather_axes = rc->gather};
         if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &lloss);
     }
     if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3});
@@ -87,7 +94,7 @@ static mt_status run_device(mt_ctx *ctx, void *arg) {
     if (s == MT_OK && (!ctx || mt_ctx_device(ctx) == 0)) {
         rc->loss = mt_graph_loss(local);
         const char *params[2] = {"w1", "b1"};
-        for (int k = 0; k < 2; k++) {
+        for (int k = rc->wspec ? 1 : 0; k < 2; k++) {   /* a split w1: b1 only */
             mt_tensor *p = mt_graph_find(local, params[k]);
             memcpy(rc->grad[k], mt_tensor_f32(mt_tensor_grad(p)),
                    (size_t)mt_tensor_numel(p) * sizeof(float));
@@ -158,8 +165,38 @@ MT_TEST(explicit_mode_refuses_auto_moves) {
     MT_CHECK(bad.status == MT_ESHARDING, "explicit mse with differing layouts: %s (%s)",
              mt_status_name(bad.status), bad.msg);
     MT_CHECK(strstr(bad.msg, "mse"), "the message names the op: %s", bad.msg);
+    /* ... and its operands as the user knows them: the op that made the
+     * prediction (it has no name of its own) and 'y', never "act.13" */
+    MT_CHECK(strstr(bad.msg, "matmul(gelu(") && strstr(bad.msg, "'z')") &&
+             strstr(bad.msg, "'y'") && !strstr(bad.msg, "act."),
+             "the message names the operands by what made them: %s", bad.msg);
     run_case fixed = run("m=2", 2, "", "", "_,m", MT_SHARD_AUTO);
     check_same(&fixed, &one, "auto, y split on O");
+}
+
+/* A parameter stored split over the batch's axis (FSDP's layout) without
+ * the option that gathers it before use: explicit mode refuses, and the
+ * message points at the option (mt_partition_opts.gather_axes), not only at
+ * a reshard (issue 37); with the option, the one-device loss. */
+MT_TEST(fsdp_layout_without_its_option_names_the_option) {
+    run_case one = run(NULL, 1, "", "", "", MT_SHARD_AUTO);
+    MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+    run_case rc = {.mesh = "fsdp=2", .devices = 2, .spec = {"fsdp", "", "fsdp"},
+                   .mode = MT_SHARD_EXPLICIT, .wspec = "fsdp"};
+    mt_launch_opts o = {.mesh = rc.mesh, .devices = 2, .timeout_s = 30, .kernel_threads = 1};
+    rc.status = mt_launch(&o, run_device, &rc);
+    if (rc.status != MT_OK) snprintf(rc.msg, sizeof rc.msg, "%s", mt_errmsg());
+    MT_CHECK(rc.status == MT_ESHARDING && strstr(rc.msg, "'w1'") &&
+             strstr(rc.msg, "gather_axes") && strstr(rc.msg, "FSDP"),
+             "w1 split over fsdp, no gather option: %s (%s)", mt_status_name(rc.status), rc.msg);
+    rc = (run_case){.mesh = "fsdp=2", .devices = 2, .spec = {"fsdp", "", "fsdp"},
+                    .mode = MT_SHARD_EXPLICIT, .wspec = "fsdp", .gather = 1u};
+    rc.status = mt_launch(&o, run_device, &rc);
+    if (rc.status != MT_OK) snprintf(rc.msg, sizeof rc.msg, "%s", mt_errmsg());
+    MT_CHECK(rc.status == MT_OK, "with gather_axes: %s", rc.msg);
+    MT_CHECK_CLOSE(rc.loss, one.loss, 1e-5, "with gather_axes: loss");
+    for (int i = 0; i < H; i++)
+        MT_CHECK_CLOSE(rc.grad[1][i], one.grad[1][i], 1e-5, "with gather_axes: db1[%d]", i);
 }
 
 /* ---- a partial sum: both contracting dims split on the same axis ---------- */

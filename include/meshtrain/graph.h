@@ -209,9 +209,16 @@ mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
  * return that error. Building one needs the device's context.
  *
  * Device variance (JAX's vma with check_vma): every tensor of a device's
- * graph carries the mesh axes over which it is known to be the same on
- * every device (invariant) and those over which it is known to differ
- * (varying). A leaf is neither until mt_tensor_set_varying declares it. A
+ * graph carries the mesh axes over which it is the same on every device
+ * (invariant) and those over which it differs (varying). A leaf's variance
+ * is always known, as shard_map's in_specs make it in JAX: mt_input is fed
+ * per device, so it varies over every axis of size > 1; mt_param and
+ * mt_constant are one value every device holds, invariant over every axis;
+ * mt_tensor_set_varying declares otherwise (a parameter each device holds
+ * its own of: vary it over those axes; an input the same on every device:
+ * declare it over no axes). Bind the graph (mt_graph_set_ctx) before
+ * building on it: a graph bound after ops were built is refused, since its
+ * ops were typed without a device (MT_ESTATE naming the first op). A
  * psum's result is invariant over its axes, as is all_gather_invariant's
  * and the vocabulary-parallel loss's; pvary, slice, all_gather,
  * psum_scatter, ppermute and all_to_all make their results vary over
@@ -222,23 +229,29 @@ mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
  * (named "pvary(<operand>)", one per operand and axes), as JAX does: its
  * transpose is a psum, so a replicated value's gradient sums every
  * device's loss, not only its own. A collective other than pvary and slice
- * whose operand is invariant over its axes gets the same pvary first. When
- * such an operand meets one whose variance over those axes is not known
- * (an undeclared leaf, or made from one), the builder refuses with
- * MT_ESHARDING naming the op, the operands and the axes: declare the leaf,
- * or pvary the invariant operand yourself. An explicit mt_graph_pvary
+ * whose operand is invariant over its axes gets the same pvary first; the
+ * collective matmuls type their operands as the unfused all_gather then
+ * linear (linear then psum_scatter) would. A slice takes each device's
+ * block of one shared value, so a slice of a value that varies over its
+ * axes and takes a gradient is refused (MT_ESHARDING naming it; declare
+ * the input it comes from replicated if it is). So with nothing declared,
+ * a replicated parameter w times a per-device input x, then any
+ * collective, gives w the gradient of the global function (every device's
+ * share summed), as JAX does. An explicit mt_graph_pvary
  * still makes its node (its operand is then invariant over the axes by the
  * caller's word), but over axes its operand is known to vary over it is
  * nothing: it returns the operand itself (over the rest it pvaries). Axes
  * of size 1 are never varying. Partitioned programs (mt_partition) declare
  * every leaf from its sharding and insert their own pvary, so nothing is
- * added to them. */
+ * added to them. docs/partitioner.md walks through a program of each
+ * kind. */
 
 /* Declares how a leaf of a device's graph differs between devices, as
  * shard_map's in_specs: it varies over `axes` (each device holds its own
  * value, e.g. its block of the batch) and is the same on every device over
  * the mesh's other axes (a replicated parameter: pass no axes, (mt_axes){0}).
- * See "Device variance" above for what follows from it. Call after
+ * Undeclared, an input varies over every axis and a parameter or constant
+ * over none. See "Device variance" above for what follows from it. Call after
  * mt_graph_set_ctx and before any op reads the leaf. MT_EINVAL for NULL, a
  * tensor that is not a leaf (an input, parameter or constant; a view is
  * not), or axes not on the mesh; MT_ESTATE on a graph with no device or

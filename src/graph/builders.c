@@ -56,7 +56,7 @@ static mt_tensor *emit(mt_graph *g, const mt_op_call *call) {
     if (g->status != MT_OK) return NULL;
     mt_node n = {.call = *call, .phase = MT_PHASE_F};
     /* device variance: pvary where an invariant operand meets a varying one */
-    if (!mt__vma_operands(g, &n.call, mt__op_def(call->op)->name)) return NULL;
+    if (!mt__vma_operands(g, &n.call, mt__op_def(call->op)->name, (mt_axes){0})) return NULL;
     return mt__node_add(g, &n) < 0 ? NULL : call->out;
 }
 

@@ -173,6 +173,8 @@ mt_tensor *mt_graph_all_gather_linear(mt_graph *g, mt_tensor *x, mt_tensor *w, m
     c.aux[0] = c.out ? mt__tensor_new(g, NULL, MT_F32, MT_AUX, 3, saved) : NULL;
     if (!c.aux[0]) return NULL;
     mt_node n = {.call = c, .phase = MT_PHASE_F};
+    /* device variance as the unfused all_gather then linear's */
+    if (!mt__vma_operands(g, &n.call, nm.op, axes)) return NULL;
     return mt__node_add(g, &n) < 0 ? NULL : c.out;
 }
 
@@ -199,6 +201,8 @@ mt_tensor *mt_graph_linear_reduce_scatter(mt_graph *g, mt_tensor *h, mt_tensor *
     c.out = mt__tensor_new(g, NULL, MT_F32, MT_ACT, ndim, shape);
     if (!c.out) return NULL;
     mt_node n = {.call = c, .phase = MT_PHASE_F};
+    /* device variance as the unfused linear then psum_scatter's */
+    if (!mt__vma_operands(g, &n.call, nm.op, axes)) return NULL;
     return mt__node_add(g, &n) < 0 ? NULL : c.out;
 }
 

@@ -16,7 +16,8 @@
  * Device variance (JAX's vma, check_vma): every tensor of a device's graph
  * carries the mesh axes over which it is known to be the same on every
  * device and those over which it is known to differ (tensor_impl.h). A leaf
- * is neither until declared (mt_tensor_set_varying); a collective sets its
+ * has a default until declared (mt_tensor_set_varying): an input varies
+ * over every axis, a parameter or constant over none; a collective sets its
  * result's (psum: the same over its axes; pvary, slice, psum_scatter, ...:
  * different); any other op's result is the same over an axis when all its
  * operands are, and differs when one does. Where an op's operand that takes
@@ -24,10 +25,12 @@
  * value meets a varying one), the builder inserts pvary over those axes on
  * it, as JAX does: its transpose sums the gradient over the devices, which
  * is what makes a replicated value's gradient that of every device's loss.
- * When the result is not known to vary there either (the other operand is
- * an undeclared leaf), the builder refuses, naming both operands and the
- * two fixes, instead of guessing: a wrong guess is a silently wrong
- * gradient.
+ * Where the variance cannot be known (ops built before the graph was bound
+ * to a device; a slice of a value each device holds its own of), the
+ * builder refuses, naming the op and the fix, instead of guessing: a wrong
+ * guess is a silently wrong gradient. The partitioner's test knob
+ * (mt_graph.vma_off) turns the defaults off, and then an unknown operand
+ * meeting an invariant one is refused as before the defaults.
  */
 #include "graph/graph_impl.h"
 
@@ -46,6 +49,25 @@ mt_status mt_graph_set_ctx(mt_graph *g, mt_ctx *ctx) {
     if (!ctx)
         return mt_graph_fail(g, MT_EINVAL, "mt_graph_set_ctx: the ctx is NULL; pass the ctx "
                              "the device function received");
+    /* variance is decided as each op is built (the pvary that sums a
+     * replicated value's gradient over the devices among it): ops built
+     * before the graph knew its device have none, so their gradients would
+     * be each device's own share. Rebinding (a new launch) is fine. */
+    if (!g->ctx && g->n_forward > 0 && !g->vma_off) {
+        const mt_mesh *mesh = mt_ctx_mesh(ctx);
+        for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+            if (mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a)) > 1)
+                return mt_graph_fail(g, MT_ESTATE, "mt_graph_set_ctx: %d op%s (the first: %s "
+                                     "making '%s') were built before the graph was bound to a "
+                                     "device of mesh '%s'; call mt_graph_set_ctx right after "
+                                     "mt_graph_create, before building: whether each value "
+                                     "differs between devices, and so the pvary that sums a "
+                                     "replicated parameter's gradient over them, is decided as "
+                                     "each op is built", g->n_forward, g->n_forward == 1 ? "" : "s",
+                                     mt__op_def(g->nodes[0].call.op)->name,
+                                     g->nodes[0].call.out ? g->nodes[0].call.out->name : "-",
+                                     mt_mesh_spec(mesh));
+    }
     g->ctx = ctx;
     /* a compiled graph is bound again for each launch (a new ctx): its
      * program's op environment follows; compile copies it otherwise */
@@ -181,10 +203,34 @@ static void vma_from_producer(mt_graph *g, mt_tensor *t) {
     t->vma_typed = true;
 }
 
+/* Every mesh axis of g's device (bit set, mesh order); 0 for a graph bound
+ * to no device. */
+static uint32_t all_axes(const mt_graph *g) {
+    if (!g->ctx) return 0;
+    int n = mt_mesh_ndim(mt_ctx_mesh(g->ctx));
+    return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
+/* The variance of a leaf nobody declared, as shard_map's in_specs would give
+ * it: an input is fed per device, so each device may hold its own value
+ * (varying over every axis of size > 1); a parameter or a constant is one
+ * value that every device holds (invariant over every axis). Not stored: a
+ * declaration before the first read still replaces it. On a graph bound to
+ * no device nothing is known. */
+static void vma_default(mt_graph *g, const mt_tensor *t, uint32_t *inv, uint32_t *var) {
+    if (g->vma_off || !g->ctx) {
+        *inv = *var = 0;
+        return;
+    }
+    *var = t->kind == MT_INPUT ? real_axes(g) : 0;
+    *inv = all_axes(g) & ~*var;
+}
+
 static void vma_get(mt_graph *g, mt_tensor *t, uint32_t *inv, uint32_t *var) {
     while (!t->vma_typed && t->view_of) t = t->view_of;
     bool leaf = t->kind == MT_INPUT || t->kind == MT_PARAM || t->kind == MT_CONST;
-    if (!t->vma_typed && !leaf) vma_from_producer(g, t);
+    if (!t->vma_typed && leaf) return vma_default(g, t, inv, var);
+    if (!t->vma_typed) vma_from_producer(g, t);
     *inv = t->vma_inv;
     *var = t->vma_var;
 }
@@ -219,9 +265,8 @@ mt_status mt_tensor_set_varying(mt_tensor *leaf, mt_axes axes) {
                                "it, and its result's variance came from what '%s' was then; "
                                "declare it right after making it", leaf->name, leaf->name);
     }
-    uint32_t all = (mt_mesh_ndim(mesh) >= 32 ? ~0u : (1u << mt_mesh_ndim(mesh)) - 1);
     uint32_t var = axes_bits(axes);
-    vma_set(leaf, all & ~var, var);
+    vma_set(leaf, all_axes(g) & ~var, var);
     return MT_OK;
 }
 
@@ -242,7 +287,7 @@ static mt_tensor *auto_pvary(mt_graph *g, mt_tensor *x, uint32_t axes) {
     return y;
 }
 
-bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op) {
+bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies) {
     uint32_t inv = ~0u, var = 0, ik[MT_MAX_INPUTS], vk[MT_MAX_INPUTS];
     for (int k = 0; k < c->n_in; k++) {
         vma_get(g, c->in[k], &ik[k], &vk[k]);
@@ -250,6 +295,11 @@ bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op) {
         var |= vk[k];
     }
     if (c->n_in == 0) inv = 0;
+    /* a fused collective's result differs over its axes whatever its
+     * operands are (all_gather_linear, linear_reduce_scatter) */
+    uint32_t extra = axes_bits(varies) & real_axes(g);
+    inv &= ~extra;
+    var |= extra;
     /* the vocabulary-parallel loss all-reduces over its axes inside */
     uint32_t inside = c->op == MT_OP_CROSS_ENTROPY ? axes_bits(c->p.ce.vp_axes) : 0;
     inv = (inv | inside) & ~(var & ~inside);
@@ -298,6 +348,20 @@ static mt_tensor *emit(mt_graph *g, mt_op op, mt_tensor *x, const int64_t *shape
                        mt_coll_params p) {
     uint32_t inv, var, ax = axes_bits(p.axes);
     vma_get(g, x, &inv, &var);
+    /* a slice's gradient (an all-gather of the blocks' cotangents) is that
+     * of one value all devices share; of a value each device holds its own
+     * it would add the others' cotangents into this device's */
+    if (op == MT_OP_SLICE && x->needs_grad && (var & ax & real_axes(g))) {
+        char sa[64];
+        axes_str(mt_ctx_mesh(g->ctx), bits_axes(var & ax & real_axes(g)), sa, sizeof sa);
+        return mt__graph_error(g, MT_ESHARDING, "slice of '%s' over %s: '%s' differs between the "
+                               "devices over %s (an input, fed per device, or made from one), "
+                               "but slice takes each device's block of one value they share; "
+                               "if the input is the same on every device, declare it so "
+                               "(mt_tensor_set_varying(input, the axes it does differ over; "
+                               "none: replicated)), or slice it on the host before feeding it",
+                               x->name, sa, x->name, sa);
+    }
     if (op != MT_OP_PVARY && op != MT_OP_SLICE && x->needs_grad && (inv & ax & real_axes(g))) {
         if (!(x = auto_pvary(g, x, inv & ax & real_axes(g)))) return NULL;
         vma_get(g, x, &inv, &var);

@@ -183,6 +183,8 @@ struct mt_graph {
     mt_status   status;                   /* first build/compile error, sticky */
     char        errmsg[1024];
     mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
+    bool        vma_off;                  /* undeclared leaves' variance unknown, not defaulted
+                                             (mt_partition's test_skip_grad_reduction only) */
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
     mt_program *prog;                     /* the compiled program; NULL before compile */
@@ -194,6 +196,16 @@ struct mt_graph {
  * builders can `return mt__graph_error(g, ...)`. Also sets mt_errmsg(). */
 mt_tensor *mt__graph_error(mt_graph *g, mt_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* How a message names t: 'name' when a user or a builder named it; for a
+ * name the graph made ("act.13"), the op that made it and its operands, two
+ * levels deep ("gelu(linear('x', 'w1', 'b1'))"). Writes buf (n bytes) and
+ * returns it. */
+const char *mt__tensor_label(const mt_graph *g, const mt_tensor *t, char *buf, size_t n);
+/* How a message names call c of g: "<op> of <operand>, <operand> and
+ * <operand>", each operand as mt__tensor_label one level deep, and
+ * " (making 'out')" when the output has a chosen name. */
+const char *mt__call_label(const mt_graph *g, const mt_op_call *c, char *buf, size_t n);
+
 /* ---- ir.c ---- */
 
 /* A new tensor owned by g (name NULL: "<prefix>.<id>"). NULL on error. */
@@ -236,11 +248,13 @@ void      *mt__graph_keep(mt_graph *g, const void *src, size_t bytes);
  * (collectives.c, "Device variance"): gives each operand that takes a
  * gradient and is the same over axes where the result differs a pvary over
  * them (c->in[k] becomes the pvary's output, a node appended first), and
- * types c->out. false, with g's sticky error set (MT_ESHARDING naming the
- * op, both operands and the fixes), when such an operand meets one whose
- * variance is not known (an undeclared leaf): no guess. `op` names the op
- * in the message. */
-bool       mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op);
+ * types c->out. The result differs over `varies` whatever the operands are
+ * (a fused collective's axes; {0} for any other op). false, with g's sticky
+ * error set (MT_ESHARDING naming the op, both operands and the fixes), when
+ * such an operand meets one whose variance is not known (only on a graph
+ * whose leaves get no defaults: mt_graph.vma_off): no guess. `op` names
+ * the op in the message. */
+bool       mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies);
 
 /* ---- emit.c: what the gradient rules' nodes write ---- */
 

@@ -33,6 +33,7 @@
 #include "meshtrain/partition.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -506,9 +507,28 @@ static mt_status node_rule(partitioner *p, const mt_op_call *c, const mt_type *t
         bool operands_moved = res->n_moves > 0 && res->moves[0].operand >= 0;
         if (s == MT_OK && operands_moved) s = mt_fail(MT_ESHARDING, "%s", msg);
     }
-    if (s != MT_OK)
-        return fail(p, s, "partition: %s -> '%s': %s", mt__op_def(c->op)->name, c->out->name,
-                    mt_errmsg());
+    if (s != MT_OK) {
+        char what[256], hint[256] = "";
+        /* a parameter stored split but not gathered before use: the likely
+         * slip is a missing FSDP option, not a missing reshard */
+        for (int k = 0; k < c->n_in && !hint[0]; k++) {
+            const mt_tensor *t = c->in[k];
+            while (t->view_of) t = t->view_of;
+            uint32_t stored = split_axes(&types[k]) & ~p->gather_axes;
+            if (t->kind != MT_PARAM || !stored) continue;
+            char ax[64] = "";
+            for (int a = 0; a < mt_mesh_ndim(p->mesh); a++)
+                if (stored & (1u << a))
+                    snprintf(ax + strlen(ax), sizeof ax - strlen(ax), "%s%s", ax[0] ? "," : "",
+                             mt_mesh_axis_name(p->mesh, a));
+            snprintf(hint, sizeof hint, "; if parameter '%s' is stored split over '%s' to be "
+                     "gathered whole before use (FSDP, ZeRO-3), say so: "
+                     "mt_partition_opts.gather_axes (mt_mesh_axis_set(mesh, \"%s\", "
+                     "&opts.gather_axes))", t->name, ax, ax);
+        }
+        return fail(p, s, "partition: %s: %s%s", mt__call_label(p->global, c, what, sizeof what),
+                    mt_errmsg(), hint);
+    }
     return MT_OK;
 }
 
@@ -551,7 +571,8 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
     /* the builders derived the local shape; it must be the type's */
     int64_t want[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &ty, want)) != MT_OK)
-        return fail(p, MT_ESHARDING, "partition: %s -> '%s': %s", name, c->out->name, mt_errmsg());
+        return fail(p, MT_ESHARDING, "partition: %s: %s",
+                    mt__call_label(p->global, c, (char[256]){0}, 256), mt_errmsg());
     bool same = out->ndim == ty.ndim;
     for (int d = 0; same && d < ty.ndim; d++) same = out->shape[d] == want[d];
     if (!same) {
@@ -634,6 +655,9 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
         goto out;
     }
     if ((s = mt_graph_set_ctx(p.lg, ctx)) != MT_OK) goto out;
+    /* the test knob's leaves stay undeclared, and must not get the defaults
+     * (a replicated parameter's pvary is what the knob leaves out) */
+    p.lg->vma_off = p.skip_pvary;
     /* 1: read by a reshard; 2: read by anything else (then not "only") */
     for (int i = 0; i < global->n_forward; i++) {
         const mt_op_call *c = &global->nodes[i].call;

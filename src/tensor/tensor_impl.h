@@ -48,9 +48,9 @@ struct mt_tensor {
     /* graph: device variance in a device's graph (collectives.c), JAX's vma:
      * the mesh axes over which the value is known to be the same on every
      * device (vma_inv) and known to differ (vma_var); an axis in neither is
-     * not known (a leaf nobody declared with mt_tensor_set_varying). Set
-     * for a leaf by its declaration, for an op's output by its builder
-     * (vma_typed); a view has its root's. */
+     * not known. Set for a leaf by its declaration (undeclared, untyped: its
+     * kind's default, collectives.c's vma_default), for an op's output by
+     * its builder (vma_typed); a view has its root's. */
     uint32_t       vma_inv, vma_var;
     bool           vma_typed;
     /* graph: buffer planning (execution-order interval, arena placement) */
