@@ -50,9 +50,11 @@ mt_status mt_file_tmp_path(const char *path, char *buf, size_t n);
  * temporary name, and its temporary file can be created (so its directory
  * exists and is writable, and the temporary name is not too long): that file
  * is created and removed again, and a stale one left by a killed save is
- * removed. `path` itself is not touched. Fails with MT_EINVAL (not a regular
- * file, a temporary name) or MT_EIO (with the system's message), naming the
- * path. */
+ * removed (one that no save left, neither empty nor the start of a file
+ * meshtrain saves, is refused and left alone: meshtrain/files.h). `path`
+ * itself is not touched. Fails with MT_EINVAL (a temporary name) or MT_EIO
+ * (not a regular file, a temporary name holding another file, the system's
+ * message), naming the path. */
 mt_status mt_file_check_save(const char *path);
 
 /* ======================================================================== */
