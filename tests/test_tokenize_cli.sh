@@ -153,7 +153,8 @@ hostile_cases <<EOF
 1 | not a SentencePiece model | tokenize --text text.txt --model-in text.txt --out o.bin | test ! -e o.bin
 1 | nope.model | tokenize --text text.txt --model-in nope.model --out o.bin
 1 | has 65537 pieces; an llm.c token file holds ids 0..65535 | tokenize --text text.txt --model-in huge.model --out o.bin | test ! -e o.bin
-1 | Vocabulary size is smaller | tokenize --text corpus.txt --vocab 100 --model-out t | test ! -e t.model && test ! -e t.model.tmp
+1 | Vocabulary size is smaller | tokenize --text corpus.txt --vocab 260 --model-out t | test ! -e t.model && test ! -e t.model.tmp
+2 | --vocab 100 is too small: a byte-fallback tokenizer has at least 259 pieces | tokenize --text corpus.txt --vocab 100 --model-out t | test ! -e t.model
 1 | Vocabulary size too high | tokenize --text text.txt --vocab 5000 --model-out t | test ! -e t.model
 2 | same file as --text | tokenize --text text.txt --model-in tok.model --out text.txt | cmp -s text.txt ../fix/text.txt
 2 | same file | tokenize --text text.txt --model-in tok.model --out o.bin --val-out o.bin
@@ -168,7 +169,7 @@ hostile_cases <<EOF
 2 | and --model mlp has none | train --model mlp --tokenizer tok.model --steps 1
 # sample --tokenizer
 1 | --tokenizer: | sample --ckpt m.ckpt --tokenizer nope.model
-1 | has vocabulary V=700 but tokenizer | sample --ckpt big.ckpt --tokenizer tok.model
+2 | has a vocabulary of V=700 tokens but tokenizer | sample --ckpt big.ckpt --tokenizer tok.model
 EOF
 hostile_busy "tokenize: a token file another run is writing" out.bin.tmp \
     tokenize --text text.txt --model-in tok.model --out out.bin

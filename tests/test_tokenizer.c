@@ -347,7 +347,7 @@ MT_TEST(train_refuses_bad_sizes_and_texts) {
     MT_CHECK_FAILS(mt_tokenizer_train(text, 65537, prefix, 1), MT_EINVAL, "65537", "uint16");
     /* spm_train's own reasons, quoted: too few pieces for the characters, too many
      * for the corpus */
-    MT_CHECK_FAILS(mt_tokenizer_train(text, 100, prefix, 1), MT_EFORMAT, "spm_train",
+    MT_CHECK_FAILS(mt_tokenizer_train(text, 260, prefix, 1), MT_EFORMAT, "spm_train",
                    "Vocabulary size is smaller");
     MT_CHECK_FAILS(mt_tokenizer_train(text, 60000, prefix, 1), MT_EFORMAT, "spm_train",
                    "Vocabulary size too high");
@@ -356,6 +356,121 @@ MT_TEST(train_refuses_bad_sizes_and_texts) {
     write_file(empty, "", 0);
     MT_CHECK_FAILS(mt_tokenizer_train(empty, 300, prefix, 1), MT_EIO, "empty");
     tmp_close(&td);
+}
+
+/* decode(encode(text)) against the text's own bytes, through a file and a
+ * string, for `n` bytes that spm_encode alone would not give back */
+static void check_round_trip(const mt_tokenizer *tok, tmpdir *td, const char *what,
+                             const char *text, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s", tmp_path(td, "hostile.txt"));
+    write_file(path, text, n);
+    int32_t *ids = NULL, *sids = NULL;
+    int64_t k = 0, sk = 0;
+    MT_CHECK_OK(mt_tokenizer_encode_file(tok, path, &ids, &k));
+    MT_CHECK_OK(mt_tokenizer_encode(tok, text, n, &sids, &sk));
+    MT_CHECK(sk == k && memcmp(sids, ids, (size_t)k * sizeof *ids) == 0,
+             "%s: the string and the file encode differently", what);
+    char *got = malloc(n + 1);
+    size_t len = 0;
+    MT_CHECK_OK(mt_tokenizer_decode(tok, ids, k, true, got, n + 1, &len));
+    for (size_t i = 0; i < n && i < len; i++)
+        MT_CHECK(got[i] == text[i], "%s: decoded byte %zu is 0x%02x, want 0x%02x", what, i,
+                 (unsigned char)got[i], (unsigned char)text[i]);
+    MT_CHECK(len == n, "%s: decoded %zu bytes, want %zu", what, len, n);
+    free(got);
+    free(ids);
+    free(sids);
+}
+
+/* The id of the piece spelled `piece`, looked up by its spelling. */
+static int id_of(const mt_tokenizer *tok, const char *piece) {
+    for (int id = 0; id < mt_tokenizer_vocab(tok); id++)
+        if (strcmp(mt_tokenizer_piece(tok, id, NULL), piece) == 0) return id;
+    return -1;
+}
+
+/* Issue 37, finding 7: spm_encode makes U+FFFD of every byte that is not
+ * UTF-8 and a space of a literal "▁"; the encoder keeps them as bytes. */
+MT_TEST(round_trip_keeps_every_byte) {
+    corpus_dir c;
+    if (!corpus_open(&c)) return;
+    char model[600];
+    snprintf(model, sizeof model, "%s.model", c.prefix);
+    MT_CHECK_OK(mt_tokenizer_train(c.text, 300, c.prefix, 1));
+    mt_tokenizer *tok;
+    MT_CHECK_OK(mt_tokenizer_open(model, &tok));
+
+    /* Latin-1: "café naïve", two lines, no newline at the end */
+    static const char latin1[] = "caf\xE9 na\xEFve\nthe cat \xE0 la mode\n\xFF\xFE";
+    check_round_trip(tok, &c.td, "Latin-1", latin1, sizeof latin1 - 1);
+    /* a lone byte is its own byte piece, not U+FFFD's three */
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    MT_CHECK_OK(mt_tokenizer_encode(tok, "\xE9", 1, &ids, &n));
+    MT_CHECK(n == 1 && ids[0] == id_of(tok, "<0xE9>"), "\"\\xE9\" gives %lld ids, the first %d; "
+             "want the one id of <0xE9>, %d", (long long)n, n ? ids[0] : -1,
+             id_of(tok, "<0xE9>"));
+    free(ids);
+    /* sequences cut short, overlong forms, a surrogate, past U+10FFFF, a
+     * stray continuation byte; at the end a character cut off */
+    static const char cut[] = "a\xC3 b\xE2\x9C c\xF0\x9D\x84 d\xC0\xAF e\xED\xA0\x80 "
+                              "f\xF4\x90\x80\x80 g\x80\xBF h\xE2\x9C\x93 \xF0\x9D\x84";
+    check_round_trip(tok, &c.td, "cut sequences", cut, sizeof cut - 1);
+    /* the model's own symbols as text: "▁" (a space inside pieces), a
+     * byte piece's and the controls' spellings, U+FFFD itself */
+    static const char symbols[] = "\xE2\x96\x81x \xE2\x96\x81\xE2\x96\x81 <0x41> <s></s><unk> "
+                                  "\xEF\xBF\xBD\r\n\t";
+    check_round_trip(tok, &c.td, "symbols", symbols, sizeof symbols - 1);
+    /* binary: every byte value, NULs among them, then 4096 random bytes */
+    char bin[256 + 4096];
+    for (int i = 0; i < 256; i++) bin[i] = (char)(255 - i);
+    uint64_t x = 88172645463325252ull;   /* xorshift64 */
+    for (int i = 256; i < (int)sizeof bin; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bin[i] = (char)(x >> 24);
+    }
+    check_round_trip(tok, &c.td, "binary", bin, sizeof bin);
+    check_round_trip(tok, &c.td, "NULs", "\0\0a\0\n\0", 6);
+    mt_tokenizer_free(tok);
+    tmp_close(&c.td);
+}
+
+/* A model without byte pieces cannot keep a byte that is not UTF-8: refused,
+ * naming the byte and where it is, before spm_encode runs. */
+MT_TEST(encode_refuses_a_raw_byte_without_its_piece) {
+    tmpdir td;
+    mt_tokenizer *tok = open_hand_model(&td, true);   /* bytes 0x0A, 0xC3, 0xA9 only */
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    MT_CHECK_FAILS(mt_tokenizer_encode(tok, "cat\xFF", 4, &ids, &n), MT_EFORMAT, "0xFF",
+                   "offset 3", "byte fallback");
+    mt_tokenizer_free(tok);
+    tmp_close(&td);
+}
+
+/* Issue 37, finding 14: a vocabulary below a byte-fallback model's own
+ * pieces, and a text with nothing to merge, are refused before spm_train
+ * (which fails inside, or crashes with signal 11). */
+MT_TEST(train_refuses_a_tiny_vocabulary_and_a_tiny_text) {
+    corpus_dir c;
+    if (!corpus_open(&c)) return;
+    MT_CHECK_FAILS(mt_tokenizer_train(c.text, 1, c.prefix, 1), MT_EINVAL, "259", "256 bytes");
+    MT_CHECK_FAILS(mt_tokenizer_train(c.text, 258, c.prefix, 1), MT_EINVAL, "259");
+    char tiny[512];
+    snprintf(tiny, sizeof tiny, "%s", tmp_path(&c.td, "tiny.txt"));
+    write_file(tiny, "a", 1);   /* one character: 259 + 1 pieces at most */
+    MT_CHECK_FAILS(mt_tokenizer_train(tiny, 300, c.prefix, 1), MT_EINVAL,
+                   "the text is too small", "(1 byte)", "at most 260 pieces");
+    write_file(tiny, "12 34\n", 6);   /* digits stay alone, a space ends no piece */
+    MT_CHECK_FAILS(mt_tokenizer_train(tiny, 300, c.prefix, 1), MT_EINVAL,
+                   "the text is too small", "(6 bytes)", "at most 264 pieces");
+    MT_CHECK(access(tmp_path(&c.td, "tok.model"), F_OK) != 0, "a refused training wrote a model");
+    /* exactly the pieces it has: no merge to make, and spm_train makes them */
+    MT_CHECK_OK(mt_tokenizer_train(tiny, 264, c.prefix, 1));
+    tmp_close(&c.td);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -397,9 +397,9 @@ int       mt_trainer_devices(const mt_trainer *tr);
  * there); with MT_ENAN when the checkpoint holds a non-finite weight.
  * With `tokenizer` (a SentencePiece model, meshtrain/tokenizer.h) the prompt
  * is encoded and each token decoded through it; its failures are
- * mt_tokenizer_open's and mt_tokenizer_encode's, and MT_EFORMAT when the
- * model's vocabulary is larger than the tokenizer's (another tokenizer's
- * model). Without it, tokens are bytes. */
+ * mt_tokenizer_open's and mt_tokenizer_encode's. The model's vocabulary
+ * must be the tokenizer's pieces, or 256 without one (tokens are bytes):
+ * MT_EINVAL naming both sizes otherwise (mt_sample_check). */
 typedef struct {
     const char *ckpt;
     const char *prompt;
@@ -413,6 +413,15 @@ typedef struct {
     mt_model_kind model;     /* with llmc_in: the model it holds (0: MT_MODEL_GPT) */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
+
+/* What mt_sample checks before it builds the model, from the checkpoint's
+ * settings alone: that the model's vocabulary V is the tokenizer's pieces
+ * (cfg->tokenizer), or 256 (bytes) without one. MT_OK when it is;
+ * MT_EINVAL naming both sizes and the fix, *mismatch (may be NULL) then
+ * true, when it is not (the wrong pair of files was given); the failures
+ * of reading the checkpoint's settings or opening the tokenizer, as
+ * mt_sample's, with *mismatch false. */
+mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch);
 
 #ifdef __cplusplus
 }

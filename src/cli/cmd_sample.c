@@ -21,7 +21,8 @@ static const char SAMPLE_USAGE[] =
     "or an llm.c GPT-2 checkpoint; --llmc-in FILE is the model's llm.c-family\n"
     "checkpoint: llm.c's for gpt, llama2.c's model.bin for llama (--model llama).\n"
     "Tokens are bytes, or, with --tokenizer, pieces of the SentencePiece model\n"
-    "the model was trained with (meshtrain tokenize), which encodes the prompt.\n"
+    "the model was trained with (meshtrain tokenize), which encodes the prompt;\n"
+    "the model's vocabulary must be 256 (bytes) or the tokenizer's pieces.\n"
     "\n"
     "examples:\n"
     "  meshtrain sample --ckpt model.ckpt --prompt \"The \" --tokens 300 --temperature 0.8\n"
@@ -99,6 +100,13 @@ int cli_cmd_sample(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
     mt_tokenizer_free(tok);
+    /* the model's vocabulary and the tokenizer's (or the 256 bytes): a
+     * mismatch is the wrong pair of files on the command line */
+    bool mismatch = false;
+    if ((st = mt_sample_check(&cfg, &mismatch)) != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        return mismatch ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
 
     /* mt_sample flushes every byte and fails, with the system's message, at
      * the first that cannot be written; main() checks stdout once more */

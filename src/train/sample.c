@@ -108,6 +108,44 @@ static mt_status read_model(const mt_sample_config *cfg, sample_model *sm) {
     return MT_OK;
 }
 
+/* The tokens a sample is read in, the tokenizer's pieces or the 256 bytes,
+ * are the model's vocabulary, or every token would print as another piece
+ * than the model learned (a LLaMA of 2048 pieces as bytes and "<2026>", a
+ * byte-level GPT through a tokenizer as garbage). MT_EINVAL naming both
+ * sizes and the fix. */
+static mt_status check_vocab(const char *path, int V, const mt_tokenizer *tok) {
+    if (tok && V != mt_tokenizer_vocab(tok))
+        return mt_fail(MT_EINVAL, "checkpoint %s has a vocabulary of V=%d tokens but tokenizer "
+                       "%s has %d pieces, so its tokens would print as other pieces than it "
+                       "learned: give the tokenizer the model was trained with (train "
+                       "--tokenizer MODEL), %s", path, V, mt_tokenizer_path(tok),
+                       mt_tokenizer_vocab(tok),
+                       V == 256 ? "or none: a model of 256 tokens reads bytes"
+                                : "one of exactly that many pieces");
+    if (!tok && V != 256)
+        return mt_fail(MT_EINVAL, "checkpoint %s has a vocabulary of V=%d tokens, and without "
+                       "a tokenizer the tokens are the 256 bytes: give the SentencePiece model "
+                       "of %d pieces it was trained with (sample --tokenizer MODEL, made by "
+                       "meshtrain tokenize)", path, V, V);
+    return MT_OK;
+}
+
+mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch) {
+    if (mismatch) *mismatch = false;
+    if (!cfg || !cfg->ckpt == !cfg->llmc_in)
+        return mt_fail(MT_EINVAL, "mt_sample_check needs a configuration with a checkpoint "
+                       "path (ckpt, or llmc_in: not both)");
+    sample_model sm;
+    mt_status s = read_model(cfg, &sm);
+    if (s != MT_OK) return s;
+    mt_tokenizer *tok = NULL;
+    if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
+    s = check_vocab(cfg->llmc_in ? cfg->llmc_in : cfg->ckpt, sm.V, tok);
+    mt_tokenizer_free(tok);
+    if (s != MT_OK && mismatch) *mismatch = true;
+    return s;
+}
+
 typedef struct { float logit; int token; } scored;
 
 static int by_logit_desc(const void *pa, const void *pb) {
@@ -160,10 +198,10 @@ static mt_status prompt_tokens(const char *prompt, const mt_tokenizer *tok, int 
     return MT_OK;
 }
 
-/* Writes token t: its text through the tokenizer, or the byte. */
+/* Writes token t: its text through the tokenizer, or the byte (check_vocab
+ * made the vocabulary 256 then). */
 static bool write_token(FILE *out, const mt_tokenizer *tok, int t) {
-    if (!tok)
-        return t < 256 ? fputc(t, out) != EOF : fprintf(out, "<%d>", t) > 0;   /* no tokenizer */
+    if (!tok) return fputc(t, out) != EOF;
     char buf[256];
     size_t len = 0;
     int32_t id = t;
@@ -190,10 +228,7 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
 
     mt_tokenizer *tok = NULL;
     if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
-    if (tok && V > mt_tokenizer_vocab(tok)) {
-        s = mt_fail(MT_EFORMAT, "checkpoint %s has vocabulary V=%d but tokenizer %s has %d "
-                    "pieces: give the tokenizer the model was trained with", path, V,
-                    cfg->tokenizer, mt_tokenizer_vocab(tok));
+    if ((s = check_vocab(path, V, tok)) != MT_OK) {
         mt_tokenizer_free(tok);
         return s;
     }
