@@ -417,7 +417,7 @@ int cli_cmd_train(int argc, char **argv) {
         (rc = apply_tokenizer(&cfg, &mf, tokenizer, opts, seen)) == CLI_EXIT_OK &&
         (rc = check_llmc_flags(&cfg, opts, seen)) == CLI_EXIT_OK)
         rc = check_outputs(&cfg, metrics_path, writer);
-    if ((rc = cli_agree_start(rc, on_mpi)) != CLI_EXIT_OK) return rc;
+    if ((rc = cli_agree_train(rc, &cfg, tokenizer)) != CLI_EXIT_OK) return rc;   /* and the settings */
     if (!writer) {
         quiet = true;
         metrics_path = NULL;
