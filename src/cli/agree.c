@@ -1,8 +1,8 @@
 /*
- * agree.c — under mpirun, the ranks agree before any of them starts the
- * work: on the start-up checks (files.h's cli_agree_start), and for `train`
- * also on the settings every rank must share (cli_agree_train; the record
- * and its comparison are agree_config.c's).
+ * agree.c — under mpirun, the ranks of `train` agree before any of them
+ * starts the work (files.h's cli_agree_train): on the start-up checks, and
+ * on the settings every rank must share (the record and its comparison are
+ * agree_config.c's).
  *
  * Every rank runs the same command, but not on the same host: an input
  * missing on one host, or an output another run is writing (which only
@@ -148,12 +148,6 @@ static int agree(int rc, const cli_agree_record *rec) {
     free(a.all);
     free(a.texts);
     return agreed;
-}
-
-int cli_agree_start(int rc, bool on_mpi) {
-    int world = 1;
-    mt_launcher_world(NULL, &world);
-    return on_mpi && world > 1 ? agree(rc, NULL) : rc;
 }
 
 int cli_agree_train(int rc, const mt_train_config *cfg, const char *tokenizer) {

@@ -75,31 +75,26 @@ int cli_check_files(const cli_file *files, int n);
  * printing the message. */
 int cli_check_input_kind(const char *flag, const char *path);
 
-/* Under mpirun (on_mpi: the command's devices are the world's ranks, more
- * than one), every rank passes the exit code of its own start-up checks
- * (files, inputs, flags) and gets back the same agreed one: rank 0's when it
- * failed, else the lowest failing rank's (rank 0 then prints a line naming
- * that rank; the rank printed its own message), else CLI_EXIT_OK. So either
- * every rank starts the work or none does, and all exit alike. The exchange
- * is one launch of the mpi transport, bounded by MT_COMM_TIMEOUT; when it
+/* For `meshtrain train` under mpirun (MT_TRANSPORT_MPI for cfg->transport,
+ * more than one rank; with or without a mesh: a rank without one would
+ * train alone), before step 1. Every rank passes the exit code of its own
+ * start-up checks (files, inputs, flags) and gets back the same agreed one:
+ * rank 0's when it failed, else the lowest failing rank's (rank 0 then
+ * prints a line naming that rank; the rank printed its own message). When
+ * every rank passed, the ranks also compare the settings every one must
+ * share (cli_agree_record_make: the model, batch, steps, optimizer, seed,
+ * mesh and strategies, precision, the inputs' contents, which outputs are
+ * given; not --threads, --metrics, --quiet, --profile or the output paths);
+ * when they differ every rank gets CLI_EXIT_USAGE, and rank 0 prints one
+ * line naming the first setting that differs, its value on rank 0 and on
+ * the lowest rank that differs, e.g. "the ranks disagree on --layers: rank
+ * 0 has 2, rank 1 has 3; every rank must run the same command". Else
+ * CLI_EXIT_OK. So either every rank starts the work or none does, and all
+ * exit alike. The exchange is one launch of the mpi transport, bounded by
+ * MT_COMM_TIMEOUT: an all-gather of each rank's exit code and its record's
+ * hash, and of the records themselves only when the hashes differ; when it
  * fails (CLI_EXIT_FAIL after a message) nobody starts. Off MPI it returns
  * rc. agree.c. */
-int cli_agree_start(int rc, bool on_mpi);
-
-/* For `meshtrain train` under mpirun (MT_TRANSPORT_MPI for cfg->transport,
- * more than one rank; with or without a mesh), before step 1: as
- * cli_agree_start for rc, and, when every rank passed its checks, the ranks
- * also compare the settings every one must share (cli_agree_record_make:
- * the model, batch, steps, optimizer, seed, mesh and strategies, precision,
- * the inputs' contents, which outputs are given; not --threads, --metrics,
- * --quiet, --profile or the output paths). When they differ every rank
- * returns CLI_EXIT_USAGE, and rank 0 prints one line naming the first
- * setting that differs, its value on rank 0 and on the lowest rank that
- * differs, e.g. "the ranks disagree on --layers: rank 0 has 2, rank 1 has
- * 3; every rank must run the same command". One launch of the mpi
- * transport (bounded by MT_COMM_TIMEOUT): an all-gather of each rank's
- * exit code and its record's hash, and of the records themselves only when
- * the hashes differ. Off MPI it returns rc. agree.c. */
 int cli_agree_train(int rc, const mt_train_config *cfg, const char *tokenizer);
 
 /* A rank's settings as text, one a line, "key\tvalue\tshown\n": key the
