@@ -82,11 +82,11 @@ fails "explicit broadcast clash" 1 '^meshtrain: add got incompatible shardings f
 # (python3's json module, when there is one) for which PYCHECK, a Python
 # expression over it (o), holds.
 refuses_json() {
-    local name=$1 re=$2 check=$3
+    local name=$1 re=$2 check=$3 want=${REFUSE_RC:-1}
     shift 3
     timeout 60 "$BIN" explain "$@" --json >out.txt 2>err.txt
     local rc=$? why=""
-    [ "$rc" -eq 1 ] || why="exit $rc, want 1"
+    [ "$rc" -eq "$want" ] || why="exit $rc, want $want"
     [ "$(wc -l <err.txt)" -eq 1 ] || why="${why:+$why; }stderr has $(wc -l <err.txt) lines, want 1"
     grep -Eq -- "^meshtrain: .*$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
     [ "$(wc -l <out.txt)" -eq 1 ] || why="${why:+$why; }stdout has $(wc -l <out.txt) lines, want 1"
@@ -114,16 +114,18 @@ refuses_json "explicit broadcast clash --json" "incompatible shardings for broad
     "o['op'] == 'add' and o['ways_out'] == [{'reshard': 'b', 'to': 'f32[4@x]',
 'result': 'f32[8,4@x]', 'moves': ['all-gather']}]" \
     "${MESH[@]}" --op add 'f32[8,4@x]' 'f32[4@y]' --explicit
-# not a sharding question: the object, with no way out
-refuses_json "shapes that do not broadcast --json" "do not broadcast" \
+# not a sharding question but the command line's shapes: the object, with no
+# way out, and exit 2
+REFUSE_RC=2 refuses_json "shapes that do not broadcast --json" "do not broadcast" \
     "o['status'] == 'MT_ESHAPE' and o['ways_out'] == [] and o['mode'] == 'auto'" \
     "${MESH[@]}" --op add 'f32[6,4]' 'f32[5]'
-# an operand that does not parse is no refusal: nothing on stdout, as before
-fails "bad type --json prints no JSON" 1 "dim 0 of size 6 does not divide" \
+# an operand that does not parse is no refusal but a usage error (exit 2):
+# nothing on stdout, as before
+fails "bad type --json prints no JSON" 2 "operand a: type 'f32\[6@x\+y,4\]': dim 0 of size 6 does not divide" \
     "${MESH[@]}" --op add 'f32[6@x+y,4]' 'f32[4]' --json
-fails "bad type" 1 "dim 0 of size 6 does not divide over x\+y \(4 devices\)" \
+fails "bad type" 2 "dim 0 of size 6 does not divide over x\+y \(4 devices\)" \
     "${MESH[@]}" --op add 'f32[6@x+y,4]' 'f32[4]'
-fails "unknown axis" 1 "'z'.*'x', 'y'" "${MESH[@]}" --op add 'f32[8@z]' 'f32[8]'
+fails "unknown axis" 2 "operand a: .*'z'.*'x', 'y'" "${MESH[@]}" --op add 'f32[8@z]' 'f32[8]'
 fails "one type" 2 "2 operand types, got 1" "${MESH[@]}" --op add 'f32[8]'
 fails "unknown op" 2 "'conv' is not one of" "${MESH[@]}" --op conv 'f32[8]' 'f32[8]'
 fails "no mesh" 2 "--mesh" --op add 'f32[8]' 'f32[8]'
@@ -290,7 +292,7 @@ assert "meshtrain: " + o["message"] + "\n" == m' 2>/dev/null; then
 else
     bad "model: a refused --json launch prints the refusal as JSON" "$(head -c 300 out.txt) / $(cat err.txt)"
 fi
-fails "type bytes above 2^62" 1 "holds 6.4e\\+19 bytes; a type holds at most 2\\^62" \
+fails "type bytes above 2^62" 2 "holds 6.4e\\+19 bytes; a type holds at most 2\\^62" \
     --mesh x=2,y=2 --op reshard 'f32[4000000000,4000000000@x]' 'f32[4000000000@y,4000000000]'
 
 test_end

@@ -37,6 +37,32 @@ hostile_cases <<EOF
 2 | 4295032832 devices | explain --mesh x=65536,y=65537 $OP
 2 | leaves axis 'x' to the device count | explain --mesh x=-1 $OP
 2 | axis 'x' has no size | explain --mesh x,y $OP
+# ---- --op's operand types: the command line's mistakes, exit 2 naming the operand (exit 1 before) ----
+2 | --op add: operand a: type 'f32[8': expected ',' or ']' after dim 0 | explain --mesh x=2,y=2 --op add 'f32[8' 'f32[8]'
+2 | operand b: type 'f32[8,4': expected ',' or ']' after dim 1 | explain --mesh x=2,y=2 --op matmul 'f32[8,4]' 'f32[8,4'
+2 | operand a: type 'f32[8': expected | explain --mesh x=2,y=2 --op add 'f32[8' 'f32[8]' --json
+2 | operand a: type 'f32[0]': dim 0 has size 0 | explain --mesh x=2,y=2 --op add 'f32[0]' 'f32[8]'
+2 | operand b: type 'f32[8,0]': dim 1 has size 0 | explain --mesh x=2,y=2 --op matmul 'f32[8,2]' 'f32[8,0]'
+2 | operand a: type 'f32[-2]': expected the size of dim 0 | explain --mesh x=2,y=2 --op add 'f32[-2]' 'f32[8]'
+2 | operand a: type 'f32[99999999999999999999]': dim 0 has size 99999999999999999999 | explain --mesh x=2,y=2 --op add 'f32[99999999999999999999]' 'f32[8]'
+2 | operand a: type 'f32[8@x+x]': axis 'x' is used twice | explain --mesh x=2,y=2 --op add 'f32[8@x+x]' 'f32[8]'
+2 | operand a: type 'f32[8@x,2@x]': axis 'x' is used twice | explain --mesh x=2,y=2 --op matmul 'f32[8@x,2@x]' 'f32[2,8]'
+2 | operand b: type 'f32[8]{U:x+x}': axis 'x' is used twice | explain --mesh x=2,y=2 --op add 'f32[8]{U:x}' 'f32[8]{U:x+x}'
+2 | operand a: type 'f32[8@z]': dim 0 names axis 'z', which the mesh 'x=2,y=2' does not have | explain --mesh x=2,y=2 --op add 'f32[8@z]' 'f32[8]'
+2 | operand b: type 'f32[8]{U:w}' | explain --mesh x=2,y=2 --op add 'f32[8]' 'f32[8]{U:w}' --json
+2 | operand a: type 'f64[8]': unknown dtype 'f64' | explain --mesh x=2,y=2 --op add 'f64[8]' 'f32[8]'
+2 | operand b: type '': unknown dtype '' | explain --mesh x=2,y=2 --op add 'f32[8]' ''
+2 | operand a: type 'f32[2,2,2,2,2,2,2,2,2]': more than | explain --mesh x=2,y=2 --op add 'f32[2,2,2,2,2,2,2,2,2]' 'f32[8]'
+2 | operand a: type 'f32[7@x]': dim 0 of size 7 does not divide over x | explain --mesh x=2,y=2 --op add 'f32[7@x]' 'f32[7]'
+# ---- --op's shapes that the op cannot take: exit 2 (1 before), the refusal object under --json ----
+2 | matmul: a f32[8,2] · b f32[3,8]: the contracting dims differ (2 and 3) | explain --mesh x=2,y=2 --op matmul 'f32[8,2]' 'f32[3,8]'
+2 | the contracting dims differ (4 and 8) | explain --mesh x=2,y=2 --op matmul 'f32[8,4@x]' 'f32[8,8]' --json | python3 -c 'import json; o = json.load(open("out.txt")); assert o["refused"] is True and o["status"] == "MT_ESHAPE"'
+2 | b must be 2-D | explain --mesh x=2,y=2 --op matmul 'f32[8]' 'f32[9]'
+2 | add: a f32[8] and b f32[9] do not broadcast | explain --mesh x=2,y=2 --op add 'f32[8]' 'f32[9]'
+2 | do not broadcast | explain --mesh x=2,y=2 --op mul 'f32[8]' 'bf16[8]'
+2 | a reshard only changes the layout | explain --mesh x=2,y=2 --op reshard 'f32[8,2]' 'f32[8,4]'
+# ---- and a sharding --explicit refuses is the answer, not a mistake: still exit 1 ----
+1 | both contracting dims are split over x | explain --mesh x=2,y=2 --op matmul 'f32[8,4@x]' 'f32[4@x,8]' --explicit
 # ---- what the mesh asks of the rest, as train checks it ----
 2 | batch B=8 (--batch) does not divide over the axes that split it | explain --model mlp --mesh data=1024
 2 | pick B a multiple of 2 | explain $G --batch 3 --mesh data=2 --json

@@ -29,7 +29,8 @@ static const char EXPLAIN_USAGE[] =
     "and the message names the reshard that resolves it. No devices are needed.\n"
     "With --json a refused rule prints one object too: {\"refused\": true, \"op\",\n"
     "\"mode\", \"operands\", \"status\", \"message\", \"ways_out\": [{\"reshard\": \"a\"|\"b\"|\n"
-    "\"result\", \"to\", \"result\", \"moves\"}]} (each way out checked; the exit is 1).\n"
+    "\"result\", \"to\", \"result\", \"moves\"}]} (each way out checked; the exit is 1,\n"
+    "or 2 for shapes the op cannot take). A type that does not parse exits 2.\n"
     "With --model, prints a model's partitioned program instead: see\n"
     "`meshtrain explain --model gpt --help`.\n"
     "\n"
@@ -188,15 +189,21 @@ static void print_refusal_json(const mt_mesh *mesh, const char *op, const mt_typ
     printf("]}\n");
 }
 
-/* The rule of `op` on the types written in types[0 .. n). */
+/* The rule of `op` on the types written in types[0 .. n). An operand that
+ * does not parse, and shapes the op cannot take (MT_ESHAPE), are the
+ * command line's mistakes: exit 2 (README, "Exit status"); a sharding the
+ * rule refuses (--explicit's ambiguities, MT_ESHARDING) is the answer, exit
+ * 1 with the ways out. */
 static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
                       bool explicit_mode, bool json) {
     mt_type in[2];
-    for (int k = 0; k < n; k++)
-        if (mt_type_parse(mesh, types[k], &in[k]) != MT_OK) {
-            cli_error("%s", mt_errmsg());
-            return CLI_EXIT_FAIL;
+    for (int k = 0; k < n; k++) {
+        mt_status ps = mt_type_parse(mesh, types[k], &in[k]);
+        if (ps != MT_OK) {
+            cli_error("--op %s: operand %s: %s", op, operand_name(k), mt_errmsg());
+            return cli_exit_of(ps);
         }
+    }
     mt_shard_result res;
     mt_status s = mt_shard_rule(mesh, op, in, n,
                                 explicit_mode ? MT_SHARD_EXPLICIT : MT_SHARD_AUTO, &res);
@@ -206,7 +213,7 @@ static int explain_op(const mt_mesh *mesh, const char *op, char **types, int n,
         snprintf(msg, sizeof msg, "%s", mt_errmsg());
         cli_error("%s", msg);
         if (json) print_refusal_json(mesh, op, in, n, explicit_mode, s, msg);
-        return CLI_EXIT_FAIL;
+        return s == MT_ESHAPE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     if (json) print_json(mesh, &res);
     else print_text(mesh, &res);
