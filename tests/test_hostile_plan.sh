@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test_hostile_plan.sh — `meshtrain plan` given hostile inputs (issue 37,
+# findings 4, 6, 9, 11, 12 and 13): hardware files whose numbers overflow
+# or would make the plan non-finite are refused naming the field, requests
+# that would run for minutes answer in seconds or are refused (the hardware
+# bounds the chips), the plan refuses what train refuses (--seq past
+# --max-seq, a mesh that is not the chips), says why when nothing fits, and
+# its messages say what is so. The table's format is tests/hostile.sh's.
+#
+#   bash tests/test_hostile_plan.sh <meshtrain binary> [<build dir>]
+HW="$(cd "$(dirname "${BASH_SOURCE[0]}")/../hardware" && pwd)"   # before test_start's cd
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hostile.sh"
+test_start test_hostile_plan.sh "$@"
+hostile_fixtures
+
+# the hardware files: h100-sxm as shipped, and variants of it, each with one
+# hostile field (python3 writes them: the harness's JSON check needs it too)
+python3 - "$HW" "$WORK/fix" <<'PY' || echo "cannot write the hardware files"
+import copy, json, shutil, sys
+hw, fix = sys.argv[1], sys.argv[2]
+h = json.load(open(hw + "/h100-sxm.json"))
+shutil.copy(hw + "/h100-sxm.json", fix + "/h100.json")
+shutil.copy(hw + "/devvm-epyc-2core.json", fix + "/machine.json")   # a 2-core machine file
+def variant(name, edit):
+    d = copy.deepcopy(h)
+    edit(d)
+    json.dump(d, open(fix + "/" + name, "w"), indent=1)
+variant("node8.json", lambda d: d.update(levels=d["levels"][:1]))      # one node: 8 devices
+variant("torus.json", lambda d: d["levels"][0].update(topology="torus", dims=[1000000] * 4,
+                                                      wrap=[False] * 4))
+variant("hbmbw.json", lambda d: d["chip"]["hbm_bandwidth"].update(value=1e-300))
+variant("peak.json", lambda d: d["chip"]["flops"]["bf16"].update(value=1e-300))
+variant("link.json", lambda d: d["levels"][0]["link_bandwidth"].update(value=1e-300))
+variant("gemm.json", lambda d: d["achievable"]["gemm"].update(value=1e-300))
+PY
+
+# test_plan_cli.sh's small llama: 8 layers, width 256, 8 heads (kv 4)
+L="--model llama --channels 256 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 512 --vocab 1024"
+M="$L --max-seq 512"
+P="plan $M --seq 512"
+ONE="--remat none --zero 0 --sequence-parallel off"   # one option of each: a quick plan
+# the after-check: stdout holds no non-finite number
+finite() { echo "! grep -qiE '(^|[^a-z])-?(nan|inf)([^a-z]|$)' out.txt"; }
+
+hostile_cases <<EOF
+# ---- 4: a torus whose dims multiply past 2^63 ----
+1 | levels[0].dims multiply to more than 1000000000 | $P --hardware torus.json --chips 8 --batch-tokens 64k
+# ---- 6: requests that ran for minutes ----
+0 | - | $P --hardware h100.json --chips 8 --batch-tokens 16G | grep -q '^best: ' out.txt
+1 | , which its devices share | plan --model llama --preset llama3-405b --hardware machine.json --batch-tokens 4M --seq 8192 --min-chips
+# ---- 9: --seq past --max-seq; figures that made the plan -nan ----
+2 | exceeds the model's context maxT=512 (--max-seq) | plan $M --hardware h100.json --chips 8 --batch-tokens 64k --seq 1024
+1 | chip.hbm_bandwidth is 1e-300, outside | $P --hardware hbmbw.json --chips 8 --batch-tokens 64k --mesh data=8 $ONE | $(finite)
+1 | chip.flops.bf16 is 1e-300, outside | $P --hardware peak.json --chips 8 --batch-tokens 64k --mesh data=8 $ONE --json | $(finite)
+1 | levels[0].link_bandwidth is 1e-300, outside | $P --hardware link.json --chips 8 --batch-tokens 64k --mesh data=8 $ONE | $(finite)
+1 | achievable.gemm is 1e-300, outside | $P --hardware gemm.json --chips 8 --batch-tokens 64k --mesh data=8 $ONE | $(finite)
+# ---- 11: what the plan says of the chips and the mesh is so ----
+0 | - | $P --hardware h100.json --chips 7 --batch-tokens 64k | grep -q 'faster than the best of all 7, pipe=7' out.txt && ! grep -q 'factor into no layout' out.txt
+2 | --mesh 'data=4' has 4 devices but --chips is 8 | $P --hardware h100.json --chips 8 --batch-tokens 64k --mesh data=4
+2 | --chips 16 is more than the 8 devices of hardware | $P --hardware node8.json --chips 16 --batch-tokens 64k
+0 | - | $P --hardware h100.json --chips 8 --batch-tokens 64k --mesh tensor=8 $ONE | grep -q '^best: tensor=8' out.txt
+# ---- 12: --min-chips for a model that never fits says why ----
+1 | need 15 chips of 80 GB | plan --model llama --preset llama3-70b --hardware h100.json --batch-tokens 64k --seq 512 --min-chips --chips 8 | ! grep -q ' 0 parameters' out.txt
+1 | no count of chips up to 64 (sequences x tensor x pipe) fits | plan $L --max-seq 1048576 --hardware h100.json --batch-tokens 1M --seq 1048576 --min-chips $ONE
+# ---- 13: --batch-tokens' messages name tokens ----
+2 | a step needs 1 or more tokens | $P --hardware h100.json --chips 8 --batch-tokens 0
+2 | --batch-tokens '1e30' is more than 2^50 tokens | $P --hardware h100.json --chips 8 --batch-tokens 1e30
+2 | --batch-tokens '-64k' is negative | $P --hardware h100.json --chips 8 --batch-tokens -64k
+EOF
+
+test_end
