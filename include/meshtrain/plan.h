@@ -285,6 +285,10 @@ typedef struct {
     double          model_params;      /* N, for MFU */
     double          flops_per_token;   /* PaLM's 6N + 12·L·H·Q·T */
     double          seconds;           /* the search's wall time */
+    int             n_feasible_all;    /* feasible layouts on all `chips` (the best may use
+                                          fewer, when the count factors badly) */
+    mt_plan_result  best_all;          /* the fastest of those (n_feasible_all > 0) */
+    char            why_none[320];     /* n_best 0: why no layout fits, in one line */
 } mt_plan_report;
 
 /* The request's defaults: no model, no hardware, 0 chips, bf16, every
@@ -301,8 +305,10 @@ mt_plan_request mt_plan_request_defaults(void);
  * mt_plan_report_free. MT_EINVAL naming the setting for a bad request (no
  * model or hardware, chips < 1, a batch that is not a whole number of
  * sequences, a mesh whose product is not the chips, an axis other than
- * data, fsdp, tensor, pipe); MT_ENOMEM. A request none of whose layouts
- * fits returns MT_OK with n_best 0. */
+ * data, fsdp, tensor, pipe, --seq past the model's context, chips past
+ * the system's devices); MT_ENOMEM. A request none of whose layouts fits
+ * returns MT_OK with n_best 0 and why_none saying why (with min_chips: no
+ * count up to req->chips, or the system's devices, fits). */
 mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out);
 
 /* Frees the report's arrays and zeroes it; safe on a zeroed one. */

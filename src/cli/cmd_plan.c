@@ -51,10 +51,17 @@ static void print_memory(FILE *out, double bytes) {
     else fprintf(out, "%7.2f MB", bytes / 1e6);
 }
 
+/* s in the table's width (10 characters), or with `width` 0 as short as it goes. */
+static void format_seconds(char *buf, size_t cap, double s, int width) {
+    if (s >= 1) snprintf(buf, cap, "%*.3f s%s", width ? 8 : 0, s, width ? " " : "");
+    else if (s >= 1e-3) snprintf(buf, cap, "%*.2f ms", width ? 8 : 0, s * 1e3);
+    else snprintf(buf, cap, "%*.1f us", width ? 8 : 0, s * 1e6);
+}
+
 static void print_seconds(FILE *out, double s) {
-    if (s >= 1) fprintf(out, "%8.3f s ", s);
-    else if (s >= 1e-3) fprintf(out, "%8.2f ms", s * 1e3);
-    else fprintf(out, "%8.1f us", s * 1e6);
+    char t[64];
+    format_seconds(t, sizeof t, s, 1);
+    fputs(t, out);
 }
 
 static const char *schedule_name(int k) {
@@ -148,9 +155,15 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
         for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, &rep->best[i]);
         const mt_plan_result *b = &rep->best[0];
         fprintf(out, "\nbest: %s", b->mesh);
-        if (b->chips < rep->chips)
-            fprintf(out, " (uses %d of the %d chips: the rest factor into no layout that fits)",
-                    b->chips, rep->chips);
+        if (b->chips < rep->chips && rep->n_feasible_all == 0) {
+            fprintf(out, " (uses %d of the %d chips: no layout of all %d fits)", b->chips,
+                    rep->chips, rep->chips);
+        } else if (b->chips < rep->chips) {
+            char t[64];
+            format_seconds(t, sizeof t, rep->best_all.step, 0);
+            fprintf(out, " (uses %d of the %d chips: faster than the best of all %d, %s, at "
+                    "%s)", b->chips, rep->chips, rep->chips, rep->best_all.mesh, t);
+        }
         fprintf(out, "\n  memory per device: parameters ");
         print_memory(out, b->params);
         fprintf(out, ", gradients ");
@@ -188,6 +201,58 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
     for (int i = 0; i < rep->n_families; i++) fprintf(out, "  %s\n", rep->families[i].line);
     fprintf(out, "\nMFU: PaLM's %.4g FLOPs a token (6N + 12·L·H·Q·T, recomputation excluded)\n",
             rep->flops_per_token);
+}
+
+/* The most tokens a step: 2^50, past which a batch is no batch (and the
+ * sequences outnumber what the search counts in). */
+#define MAX_BATCH_TOKENS 1125899906842624.0
+
+/* --batch-tokens: a whole count of tokens with an optional k, M or G
+ * (x1024), or a plain number such as 1e6 when it is whole, into *out. */
+static int parse_tokens(const char *text, int seq, double *out) {
+    static const char HOW[] = "give a whole number of tokens with an optional unit k, M or G "
+                              "(x1024: 65536, 64k, 4M), a multiple of --seq";
+    if (text[0] == '-') {
+        cli_error("--batch-tokens '%s' is negative; %s", text, HOW);
+        return CLI_EXIT_USAGE;
+    }
+    size_t len = strspn(text, "0123456789");
+    const char *u = text + len;
+    double scale = 1;
+    if (*u == 'k' || *u == 'K') scale = 1024, u++;
+    else if (*u == 'm' || *u == 'M') scale = 1024.0 * 1024, u++;
+    else if (*u == 'g' || *u == 'G') scale = 1024.0 * 1024 * 1024, u++;
+    double v;
+    if (len > 0 && !*u && len <= 18) {
+        v = strtod(text, NULL) * scale;
+    } else {
+        char *end;
+        v = strtod(text, &end);
+        if (end == text || *end || isnan(v)) {
+            cli_error("--batch-tokens '%s' is not a count of tokens; %s", text, HOW);
+            return CLI_EXIT_USAGE;
+        }
+        if (v < 0) {
+            cli_error("--batch-tokens '%s' is negative; %s", text, HOW);
+            return CLI_EXIT_USAGE;
+        }
+        if (v <= MAX_BATCH_TOKENS && v != floor(v)) {
+            cli_error("--batch-tokens '%s' is not a whole number of tokens; %s", text, HOW);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (!(v <= MAX_BATCH_TOKENS)) {
+        cli_error("--batch-tokens '%s' is more than 2^50 tokens (%.0f), the most a step may "
+                  "hold; give fewer", text, MAX_BATCH_TOKENS);
+        return CLI_EXIT_USAGE;
+    }
+    if (v == 0) {
+        cli_error("--batch-tokens %s: a step needs 1 or more tokens; give a multiple of --seq "
+                  "%d", text, seq);
+        return CLI_EXIT_USAGE;
+    }
+    *out = v;
+    return CLI_EXIT_OK;
 }
 
 int cli_cmd_plan(int argc, char **argv) {
@@ -260,9 +325,7 @@ int cli_cmd_plan(int argc, char **argv) {
         cli_error("plan: give --batch-tokens N and --seq T (tokens a step, tokens a sequence)");
         return CLI_EXIT_USAGE;
     }
-    uint64_t bt = 0;
-    if ((rc = cli_parse_bytes("batch-tokens", batch_tokens, &bt)) != CLI_EXIT_OK) return rc;
-    q.batch_tokens = (double)bt;
+    if ((rc = parse_tokens(batch_tokens, q.seq, &q.batch_tokens)) != CLI_EXIT_OK) return rc;
     if (q.chips < 1 && !q.min_chips) {
         cli_error("plan: give --chips N (or --min-chips)");
         return CLI_EXIT_USAGE;
@@ -282,8 +345,14 @@ int cli_cmd_plan(int argc, char **argv) {
         mt_hardware_free(hw);
         return cli_exit_of(s);
     }
-    if (json) print_json(stdout, &q, hw->name, &rep);
-    else print_text(stdout, &q, hw->name, &rep);
+    /* nothing fits: the reason on stderr; stdout the last search's
+       report, when one ran (the families, or the mesh's layouts, say more) */
+    if (rep.n_best == 0)
+        cli_error("plan: %s", rep.why_none[0] ? rep.why_none : "no layout fits");
+    if (rep.n_best > 0 || rep.n_evaluated > 0) {
+        if (json) print_json(stdout, &q, hw->name, &rep);
+        else print_text(stdout, &q, hw->name, &rep);
+    }
     rc = rep.n_best > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     mt_plan_report_free(&rep);
     mt_hardware_free(hw);

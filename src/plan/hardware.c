@@ -14,6 +14,13 @@
 #include <string.h>
 
 #define MAX_FILE_BYTES (1 << 20)
+#define MAX_LEVEL_DEVICES 1000000000   /* a level's "devices" */
+/* The range of every sourced number: rates as small as 1e-12 a second
+ * still leave the planner's times finite (a step's 1e20 FLOPs over 1e-12
+ * FLOP/s of 1e-12 of a peak is 1e44 s), and as large as 1e24 its products
+ * (chips x peak x step); 1e-300 would make them infinite. */
+#define SOURCED_MIN 1e-12
+#define SOURCED_MAX 1e24
 
 static const char *const DTYPES[MT_HW_N_DTYPES + 1] = {"fp32", "tf32", "bf16", "fp8", "int8", NULL};
 static const char *const KINDS[MT_LINK_N_KINDS] = {"threads", "nvlink", "infiniband", "ethernet", "ici",
@@ -85,6 +92,13 @@ static mt_status sourced(const ck *c, const mt_json *obj, const char *where, con
     if (!src->str[0]) return field_fail(c, f, "has an empty \"source\": say where it comes from");
     if (!isfinite(val->num) || val->num <= 0)
         return field_fail(c, f, "must be a positive finite number");
+    if (val->num < SOURCED_MIN || val->num > SOURCED_MAX) {
+        char w[160];
+        snprintf(w, sizeof w, "is %g, outside [%g, %g]: no chip or link is that %s, and the "
+                 "planner's times would not be finite", val->num, SOURCED_MIN, SOURCED_MAX,
+                 val->num < SOURCED_MIN ? "slow or small" : "fast or large");
+        return field_fail(c, f, w);
+    }
     if (fraction && val->num > 1)
         return field_fail(c, f, "is a fraction of a peak and must lie in (0, 1]");
     *v = val->num;
@@ -125,11 +139,14 @@ static mt_status read_torus(const ck *c, const mt_json *lv, const char *where, m
         snprintf(f, sizeof f, "%s.wrap", where);
         return field_fail(c, f, "must have one true/false per axis of \"dims\"");
     }
-    long prod = 1;
+    /* "devices" is at most 1e9 and each dim at most 1e6, so a product past
+       1e9 cannot agree with it: stop there, before four dims of 1e6 would
+       overflow a 64-bit product */
+    long long prod = 1;
     for (int i = 0; i < dims->n; i++) {
         const mt_json *d = dims->kids[i], *w = wrap->kids[i];
         if (d->type != MT_JSON_NUM || d->num < 1 || d->num > 1e6 || d->num != floor(d->num))
-            return field_fail(c, f, "must hold whole numbers >= 1");
+            return field_fail(c, f, "must hold whole numbers from 1 to 1000000");
         if (w->type != MT_JSON_BOOL) {
             snprintf(f, sizeof f, "%s.wrap", where);
             return field_fail(c, f, "must hold true or false");
@@ -137,11 +154,18 @@ static mt_status read_torus(const ck *c, const mt_json *lv, const char *where, m
         l->dims[i] = (int)d->num;
         l->wrap[i] = w->b;
         prod *= l->dims[i];
+        if (prod > MAX_LEVEL_DEVICES) {
+            char m[160];
+            snprintf(m, sizeof m, "multiply to more than %d, the most a level's \"devices\" "
+                     "may be (\"devices\" is %d): make them agree", MAX_LEVEL_DEVICES,
+                     l->devices);
+            return field_fail(c, f, m);
+        }
     }
     l->n_dims = dims->n;
     if (prod != l->devices) {
         char w[96];
-        snprintf(w, sizeof w, "multiply to %ld but \"devices\" is %d: make them agree", prod,
+        snprintf(w, sizeof w, "multiply to %lld but \"devices\" is %d: make them agree", prod,
                  l->devices);
         return field_fail(c, f, w);
     }
@@ -179,7 +203,8 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
     l->topology = (mt_topology)t;
     if ((s = member(c, lv, where, "devices", MT_JSON_NUM, false, &dev))) return s;
     snprintf(f, sizeof f, "%s.devices", where);
-    if (dev->num != floor(dev->num) || dev->num < (outermost ? 0 : 1) || dev->num > 1e9)
+    if (dev->num != floor(dev->num) || dev->num < (outermost ? 0 : 1) ||
+        dev->num > MAX_LEVEL_DEVICES)
         return field_fail(c, f, outermost ? "must be a whole number >= 0 (0: unbounded)"
                                           : "must be a whole number >= 1 (only the outermost "
                                             "level may be 0, unbounded)");

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The most microbatches a pipeline is searched with (microbatch_counts). */
+#define MAX_PIPE_MICROBATCHES 1024
+
 int mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt) {
     const mt_model_about *a = mt_model_about_of(model->model);
     if (!a || !model->model_config) return dflt;
@@ -77,8 +80,6 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
                  seqs / l->microbatches < dp ? "fewer sequences than replicas" : "indivisible");
     } else if (s->heads % l->tensor) {
         snprintf(why, cap, "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
-    } else if (s->kv_heads % l->tensor) {
-        snprintf(why, cap, "%d kv heads do not split over tensor=%d", s->kv_heads, l->tensor);
     } else if (l->sequence_parallel && s->seq % l->tensor) {
         snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
                  l->tensor);
@@ -109,12 +110,42 @@ static int divisors(int n, int *d, int max) {
     return k;
 }
 
+/* The microbatch counts searched for a mesh of p stages, ascending, into
+ * m (room for 128); returns how many. Powers of two, and on a pipeline
+ * whose p is not one also p times them (interleaved needs m a multiple of
+ * p: pipe=7 runs 7, 14, 28 ...). A pipeline's counts stop at
+ * MAX_PIPE_MICROBATCHES: its schedule is simulated microbatch by
+ * microbatch, and past that count the bubble, (p-1)/m of the compute, is
+ * already small, while a batch of 16G tokens would ask for 2^25 of them. */
+static int microbatch_counts(long long sequences, int p, long long *m) {
+    long long most = sequences;
+    if (p > 1 && most > MAX_PIPE_MICROBATCHES) most = MAX_PIPE_MICROBATCHES;
+    int n = 0;
+    long long a = 1, b = (p & (p - 1)) ? p : 0;   /* the two ladders, merged */
+    while (n < 128 && (a <= most || (b && b <= most))) {
+        long long next = b && b <= most && (b < a || a > most) ? b : a;
+        if (next == a) a *= 2;
+        else b *= 2;
+        if (n && m[n - 1] == next) continue;
+        m[n++] = next;
+    }
+    return n;
+}
+
 /* Calls fn on every option of mesh (d, f, t, p) the request leaves open.
  * Returns the first failure fn returns. */
 static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                              mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     const mt_plan_request *r = s->req;
     mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p};
+    long long counts[128];
+    int n_counts;
+    if (r->microbatches > 0) {   /* the count given, whatever it is: it is checked */
+        counts[0] = r->microbatches;
+        n_counts = 1;
+    } else {
+        n_counts = microbatch_counts(s->sequences, p, counts);
+    }
     for (int zero = 0; zero <= 3; zero++) {
         if (r->zero >= 0 && zero != r->zero) continue;
         if (zero > 0 && d == 1 && r->zero < 0) continue;   /* nothing to shard over */
@@ -135,10 +166,11 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                         l.sequence_parallel = sp;
                         l.collective_matmul = cm;
                         l.schedule = k;
-                        for (int m = 1; m <= s->sequences; m *= 2) {
+                        for (int im = 0; im < n_counts; im++) {
+                            const long long m = counts[im];
                             if (r->microbatches > 0 && m != r->microbatches) continue;
                             if (p > 1 && m < p && r->microbatches <= 0) continue;
-                            l.microbatches = r->microbatches > 0 ? r->microbatches : m;
+                            l.microbatches = r->microbatches > 0 ? r->microbatches : (int)m;
                             mt_status st = fn(s, &l);
                             if (st != MT_OK) return st;
                             if (r->microbatches > 0) break;

@@ -94,12 +94,33 @@ typedef struct {
     family_notes    notes;
 } search_state;
 
+/* Refuses a feasible result with a number that is not finite: the
+ * hardware reader bounds its figures so that none is, and a printed
+ * "-nan" (or an invalid --json) is worse than a message. */
+static mt_status finite_result(const mt__plan_search *s, const mt_plan_result *r) {
+    const struct { const char *name; double v; } f[] = {
+        {"step time", r->step}, {"compute time", r->compute},
+        {"exposed communication", r->comm_exposed}, {"bubble", r->bubble},
+        {"optimizer time", r->optimizer_step}, {"tokens/s per device", r->tokens_per_s_per_device},
+        {"MFU", r->mfu}, {"HFU", r->hfu}, {"tokens per chip", r->tokens_per_chip},
+        {"memory per device", r->total},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!isfinite(f[i].v))
+            return mt_fail(MT_EFORMAT, "plan: layout %s on hardware '%s' comes to a %s of %g: "
+                           "the description's figures are out of any chip's range; check its "
+                           "peaks, bandwidths and fractions", r->mesh, s->req->hw->name,
+                           f[i].name, f[i].v);
+    return MT_OK;
+}
+
 static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
     search_state *ss = (search_state *)(void *)s;
     mt_plan_report *rep = s->rep;
     mt_plan_result r;
     mt_status st = mt__plan_evaluate(s, l, &r);
     if (st != MT_OK) return st;
+    if (r.feasible && (st = finite_result(s, &r)) != MT_OK) return st;
     rep->n_evaluated++;
     s->last_feasible = r.feasible;
     int fam = family_of(l);
@@ -117,6 +138,8 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
         return MT_OK;
     }
     rep->n_feasible++;
+    if (r.chips == s->chips && (rep->n_feasible_all++ == 0 || better(&r, &rep->best_all)))
+        rep->best_all = r;
     mt_plan_family *f = &rep->families[fam];
     if (f->n_feasible++ == 0 || better(&r, &f->best)) f->best = r;
     /* the top list, kept sorted */
@@ -134,6 +157,22 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
         rep->best[i - 1] = t;
     }
     return MT_OK;
+}
+
+static bool is_threads_host(const mt_hardware *hw) {
+    return hw->n_levels > 0 && hw->levels[0].kind == MT_LINK_THREADS;
+}
+
+/* The most chips the system has: its outermost level's devices (0:
+ * unbounded, up to a mesh's 2^20); thread devices time-share one host's
+ * cores, up to the trainer's --devices bound (1024, cli/args.h). */
+#define MAX_CHIPS (1 << 20)
+#define MAX_THREAD_DEVICES 1024
+
+static int system_chips(const mt_hardware *hw) {
+    if (is_threads_host(hw)) return MAX_THREAD_DEVICES;
+    int d = hw->n_levels > 0 ? hw->levels[hw->n_levels - 1].devices : 0;
+    return d > 0 && d < MAX_CHIPS ? d : MAX_CHIPS;
 }
 
 /* Checks the request and derives the model's facts into s. */
@@ -154,6 +193,20 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
                        r->seq);
     s->sequences = (long long)seqs;
     s->seq = r->seq;
+    /* the trainer refuses a sequence past the model's context (train's
+       check, model_table.c): so does the plan */
+    int context = mt__plan_model_int(&r->model, "max-seq", 0);
+    if (context > 0 && r->seq > context)
+        return mt_fail(MT_EINVAL, "plan: sequence length T=%d (--seq) exceeds the model's "
+                       "context maxT=%d (--max-seq); lower T or raise maxT", r->seq, context);
+    int most = system_chips(r->hw);
+    if (chips > most)
+        return mt_fail(MT_EINVAL, "plan: --chips %d is more than the %d %s of hardware '%s'; "
+                       "give --chips %d or fewer%s", chips, most,
+                       is_threads_host(r->hw) ? "thread devices the trainer runs on a host"
+                                              : "devices",
+                       r->hw->name, most,
+                       is_threads_host(r->hw) ? "" : ", or a description with more devices");
     s->layers = mt__plan_model_int(&r->model, "layers", 1);
     s->heads = mt__plan_model_int(&r->model, "heads", 1);
     s->kv_heads = mt__plan_model_int(&r->model, "kv-heads", s->heads);
@@ -166,13 +219,19 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     }
     for (int a = 0; a < 4; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
-        /* the mesh may leave chips idle (8960 v5p laid out as 4096) */
+        /* the mesh is the chips, as train and explain take it (the search
+           without a mesh may leave chips idle: 8960 v5p laid out as 4096) */
         mt_mesh *m = NULL;
         int devs = 0;
         mt_status st = mt_mesh_spec_devices(r->mesh, &devs);
         if (st == MT_OK && devs > chips)
             return mt_fail(MT_EINVAL, "plan: --mesh '%s' has %d devices, more than --chips %d; "
-                           "give a mesh of at most %d", r->mesh, devs, chips, chips);
+                           "give --chips %d, or a mesh of %d devices", r->mesh, devs, chips, devs,
+                           chips);
+        if (st == MT_OK && devs < chips)
+            return mt_fail(MT_EINVAL, "plan: --mesh '%s' has %d devices but --chips is %d; "
+                           "give --chips %d, or a mesh of %d devices (train and explain take "
+                           "a mesh of exactly the devices)", r->mesh, devs, chips, devs, chips);
         if (st == MT_OK) st = mt_mesh_create(r->mesh, devs, &m);
         if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh '%s'", r->mesh);
         static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
@@ -190,6 +249,18 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
         if (st != MT_OK) return st;
     }
     return MT_OK;
+}
+
+/* Why nothing fits, into rep->why_none: an infeasible layout's reason (one
+ * out of memory rather than one whose sizes do not divide). */
+static void why_none(mt_plan_report *rep, const mt_plan_request *r, const family_notes *notes) {
+    int pick = -1;
+    for (int f = 0; f < N_FAMILIES; f++)
+        if (notes->example[f][0] && (pick < 0 || (notes->oom[f] && !notes->oom[pick]))) pick = f;
+    snprintf(rep->why_none, sizeof rep->why_none, "no layout %s%s%sfits on %d chips (%d "
+             "evaluated; %s%.200s)", r->mesh ? "of --mesh '" : "", r->mesh ? r->mesh : "",
+             r->mesh ? "' " : "", rep->chips, rep->n_evaluated,
+             pick >= 0 ? "e.g. " : "", pick >= 0 ? notes->example[pick] : "none was laid out");
 }
 
 /* One search on `chips` chips into *rep, with the programs of `cache` (a
@@ -222,6 +293,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
         mt_plan_report_free(rep);
         return st;
     }
+    if (!rep->n_best) why_none(rep, r, &ss.notes);
     /* the families the chips allow, each with its line (one mesh given:
        none, the others were not laid out) */
     int n = 0;
@@ -248,35 +320,88 @@ static bool smooth(int n) {
     return n == 1;
 }
 
+/* The fewest chips on which a layout fits into *out, from 1 up to the
+ * request's chips, the system's devices, or the count past which no
+ * replica gets a sequence (sequences x tensor x pipe: on more chips every
+ * layout's data x fsdp outnumbers the sequences, and their power-of-two
+ * fallbacks are smaller counts, tried already). Nothing fits: *out is the
+ * last count's report, with why_none saying why. */
+static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *out,
+                                  mt__plan_search *cache) {
+    if (req->mesh)
+        return mt_fail(MT_EINVAL, "plan: --min-chips searches the chip count; leave out "
+                       "--mesh");
+    const int most = system_chips(req->hw);
+    if (req->chips > most) {   /* start's message */
+        mt__plan_search probe;
+        return start(&probe, req, req->chips);
+    }
+    int max = req->chips > 0 ? req->chips : most;
+    const char *bound = req->chips > 0 ? "--chips" : "the hardware's devices";
+    /* the memory bound: no count below the model states' bytes over a
+       chip's memory fits: 16 bytes a parameter (meshtrain's fp32 weights,
+       gradients and AdamW; the ZeRO paper's 2 + 2 + 12), the book's 10;
+       thread devices share one host's memory, so on them no count fits
+       when the host cannot hold the states */
+    const double per = req->memory == MT_PLAN_MEMORY_BOOK ? 10 : 16;
+    mt_status st = MT_OK;
+    bool searched = false;
+    for (int c = 1; c <= max; c++) {
+        if (!smooth(c)) continue;
+        if (searched) mt_plan_report_free(out);
+        st = search_chips(req, c, out, cache);
+        if (st != MT_OK) return st;
+        searched = true;
+        if (out->n_feasible > 0) return MT_OK;
+        if (c == 1) {
+            /* the replicas' bound, once the model's sizes are known */
+            int heads = mt__plan_model_int(&req->model, "heads", 1);
+            int layers = mt__plan_model_int(&req->model, "layers", 1);
+            double seqs = req->batch_tokens / req->seq;
+            double useful = seqs * (heads < MT__PLAN_MAX_TENSOR ? heads : MT__PLAN_MAX_TENSOR) *
+                            layers;
+            if (useful >= 1 && useful < max) {
+                max = (int)useful;
+                bound = "sequences x tensor x pipe";
+            }
+        }
+        const double states = out->model_params * per, hbm = req->hw->hbm_bytes;
+        if (is_threads_host(req->hw) && states > hbm) {
+            snprintf(out->why_none, sizeof out->why_none, "no count of thread devices fits: "
+                     "the model states alone (%.4g parameters x %.0f bytes = %.3g GB) exceed "
+                     "the host's %.3g GB, which its devices share", out->model_params, per,
+                     states / 1e9, hbm / 1e9);
+            return MT_OK;
+        }
+        const double least = ceil(states / hbm);
+        if (least > max) {
+            snprintf(out->why_none, sizeof out->why_none, "no count of chips up to %d (%s) "
+                     "fits: the model states alone (%.4g parameters x %.0f bytes = %.3g GB) "
+                     "need %.0f chips of %.3g GB", max, bound, out->model_params, per,
+                     states / 1e9, least, hbm / 1e9);
+            return MT_OK;
+        }
+        if (least - 1 > c) c = (int)least - 1;
+    }
+    if (searched && out->n_feasible == 0) {
+        char last[sizeof out->why_none];
+        snprintf(last, sizeof last, "%s", out->why_none);
+        snprintf(out->why_none, sizeof out->why_none, "no count of chips up to %d (%s) fits; "
+                 "the last tried: %.240s", max, bound, last);
+    }
+    return MT_OK;
+}
+
 mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
     memset(out, 0, sizeof *out);
     if (!req) return mt_fail(MT_EINVAL, "plan: the request is NULL");
+    if (!req->hw) return mt_fail(MT_EINVAL, "plan: no hardware description; give --hardware NAME");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    mt_status st;
     mt__plan_search cache;   /* the programs, kept across the counts --min-chips tries */
     memset(&cache, 0, sizeof cache);
-    if (!req->min_chips) {
-        st = search_chips(req, req->chips, out, &cache);
-    } else {
-        if (req->mesh)
-            return mt_fail(MT_EINVAL, "plan: --min-chips searches the chip count; leave out "
-                           "--mesh");
-        int max = req->chips > 0 ? req->chips : 1 << 20;
-        st = MT_OK;
-        for (int c = 1; c <= max; c++) {
-            if (!smooth(c)) continue;
-            st = search_chips(req, c, out, &cache);
-            if (st != MT_OK || out->n_feasible > 0) break;
-            /* no count below the model states' bytes over the chips' memory
-               fits: 16 bytes a parameter (meshtrain's fp32 weights, gradients
-               and AdamW; the ZeRO paper's 2 + 2 + 12), the book's 10 */
-            double per = req->memory == MT_PLAN_MEMORY_BOOK ? 10 : 16;
-            double least = ceil(out->model_params * per / req->hw->hbm_bytes);
-            mt_plan_report_free(out);
-            if (least - 1 > c) c = least > max ? max : (int)least - 1;
-        }
-    }
+    mt_status st = req->min_chips ? search_min_chips(req, out, &cache)
+                                  : search_chips(req, req->chips, out, &cache);
     mt__plan_cache_free(&cache);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
