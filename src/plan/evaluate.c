@@ -18,6 +18,17 @@
  * builds). Smaller chunks and replicas are built as they are. The programs
  * come from the cache (cache.c), built once for every layout that shares
  * them (the microbatch counts of a batch, the schedules of a pipeline).
+ *
+ * Times are not bilinear in the sequences: a collective below its
+ * bandwidth-bound size costs its latency floor, and a wait is the max of
+ * two streams. Extrapolated from 2 and 4 sequences to 64 they went
+ * negative (a step shorter than its compute, MFU above 100 %: issues 37
+ * and 40). So a replica of more than 4 sequences is timed on its own
+ * program: each node's FLOPs and bytes (which are affine in the batch)
+ * taken at the layout's sequences from the 2- and 4-sequence builds, then
+ * run on the two streams (step_phase.c) as any program. Along the blocks,
+ * at that batch, the times are taken linearly: each repeated block adds
+ * the same nodes, so the same seconds and, past the edges, the same waits.
  */
 #include "plan/memory.h"
 #include "plan/search_impl.h"
@@ -113,11 +124,75 @@ static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time
     return MT_OK;
 }
 
+/* What timing a chunk's program needs: the layout's device, mesh and
+ * gradient buckets (cache.c times its points the same way). */
+typedef struct {
+    const mt_hardware *hw;
+    const mt_mesh     *mesh;
+    mt_precision       precision;
+    double             bucket_bytes;
+} timing;
+
+/* The time of program c0 (at its batch) taken to `batch` along c1 (at
+ * another), keyed into *keys (step.c's mt__plan_chunk_time_at). Falls
+ * back to a build at `batch` itself where the two programs are not node
+ * for node the same. */
+static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_prog_key key,
+                               const mt__plan_cached *c0, const mt__plan_cached *c1, int batch,
+                               mt__plan_comm_keys *keys, mt__plan_chunk_time *out, char *why,
+                               size_t cap) {
+    if (!mt__plan_program_same_nodes(&c0->prog, &c1->prog)) {
+        const mt__plan_cached *e = NULL;
+        key.batch = batch;
+        mt_status st = mt__plan_program_cached(s, &key, &e);
+        if (st != MT_OK) return st;
+        if (e->status != MT_OK) {
+            snprintf(why, cap, "%s", e->why);
+            return MT_OK;
+        }
+        return rekey(&e->keys, &e->ct, keys, out);
+    }
+    mt__plan_comm_keys own = {0};
+    mt__plan_chunk_time t;
+    mt_status st = mt__plan_chunk_time_at(tm->hw, tm->mesh, tm->precision, &c0->prog,
+                                          c0->key.batch, &c1->prog, c1->key.batch, batch,
+                                          tm->bucket_bytes, &own, &t);
+    if (st != MT_OK) return st;
+    return rekey(&own, &t, keys, out);
+}
+
+/* X(k) from X at k0 and k1 blocks (the same batch), into *out: linear,
+ * each repeated block adding the same seconds. Past k1 (a chunk of more
+ * than 8 blocks) a collective's wait is extended by what a block adds to
+ * it, never less than nothing: a wait that shrank from k0 to k1 did so at
+ * an edge (gradients falling into buckets otherwise), not in a block; a
+ * phase's seconds stay its ops' plus its waits (step_phase.c). */
+static void lerp_blocks(const mt__plan_chunk_time *x0, const mt__plan_chunk_time *x1, int k0,
+                        int k1, int k, mt__plan_chunk_time *out) {
+    const size_t n = sizeof *out / sizeof(double);
+    lerp2((const double *)x0, (const double *)x1, (const double *)x0, (const double *)x1, k0, k1,
+          0, 0, k, 0, (double *)out, n);
+    if (k <= k1) return;   /* between the points: a convex mix, waits >= 0 */
+    const double past = (double)(k - k1) / (k1 - k0);
+    for (int v = 0; v < 2; v++)
+        for (int q = 0; q < 3; q++) {
+            mt__plan_phase *o = &out->phase[v][q];
+            const mt__plan_phase *a = &x0->phase[v][q], *b = &x1->phase[v][q];
+            o->seconds = o->flop_bound + o->memory_bound;
+            for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++) {
+                double grow = b->exposed[c] - a->exposed[c];
+                o->exposed[c] = b->exposed[c] + past * (grow > 0 ? grow : 0);
+                o->seconds += o->exposed[c];
+            }
+        }
+}
+
 /* The programs of global chunk `chunk` at the layout's blocks and
- * sequences, interpolated; fails (with *why) where a build is refused. */
-static mt_status chunk_at(mt__plan_search *s, mt__plan_prog_key key, int blocks, int batch,
-                          mt__plan_comm_keys *keys, mt__plan_chunk_time *ct, chunk_vec *out,
-                          char *why, size_t cap) {
+ * sequences: its memory counts interpolated (bilinear), its times (ct) as
+ * the file's comment says; fails (with *why) where a build is refused. */
+static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_key key,
+                          int blocks, int batch, mt__plan_comm_keys *keys,
+                          mt__plan_chunk_time *ct, chunk_vec *out, char *why, size_t cap) {
     const mt__plan_cached *at[4];
     int k0, k1, b0, b1;
     block_points(blocks, &k0, &k1);
@@ -137,14 +212,17 @@ static mt_status chunk_at(mt__plan_search *s, mt__plan_prog_key key, int blocks,
     }
     lerp2((double *)&v[0], (double *)&v[1], (double *)&v[2], (double *)&v[3], k0, k1, b0, b1,
           blocks, batch, (double *)out, CHUNK_VEC_N);
-    /* the seconds, each point's collectives re-keyed into the layout's table */
-    mt__plan_chunk_time t[4];
-    for (int i = 0; i < 4; i++) {
-        mt_status st = rekey(&at[i]->keys, &at[i]->ct, keys, &t[i]);
-        if (st != MT_OK) return st;
+    /* the seconds at the layout's batch, at each block point, each point's
+       collectives re-keyed into the layout's table */
+    mt__plan_chunk_time t[2];
+    for (int i = 0; i < 2; i++) {
+        key.blocks = ks[i];
+        mt_status st = b1 == b0 ? rekey(&at[i]->keys, &at[i]->ct, keys, &t[i])
+                                : time_at_batch(s, tm, key, at[i], at[i + 2], batch, keys, &t[i],
+                                                why, cap);
+        if (st != MT_OK || why[0]) return st;
     }
-    lerp2((double *)&t[0], (double *)&t[1], (double *)&t[2], (double *)&t[3], k0, k1, b0, b1,
-          blocks, batch, (double *)ct, sizeof *ct / sizeof(double));
+    lerp_blocks(&t[0], &t[1], k0, k1, blocks, ct);
     return MT_OK;
 }
 
@@ -282,19 +360,28 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
     mt__plan_chunk_time ct[N_ROLES];
     mt__plan_comm_keys keys = {0};
     bool built[N_ROLES] = {false};
-    for (int c = 0; c < S; c++) {
+    const mt_plan_request *r = s->req;
+    /* the layout's device, mesh and buckets, as cache.c times its points */
+    mt_train_config bc = {.grad_reduce = r->precision, .bucket_mb = r->model.bucket_mb};
+    mt_hardware tmp;
+    timing tm = {.hw = mt__plan_layout_hw(s, res->chips, &tmp), .precision = r->precision,
+                 .bucket_bytes = mt__plan_bucket_bytes(&bc)};
+    mt_mesh *mesh = NULL;
+    mt_status st = mt_mesh_create(res->mesh, res->chips, &mesh);
+    tm.mesh = mesh;
+    for (int c = 0; c < S && st == MT_OK && !res->why[0]; c++) {
         const int k = role_of(s->layers, S, c);
         if (built[k]) continue;
         built[k] = true;
         /* a model of n blocks a chunk is cut evenly, and all its middle
            chunks run one program: chunk 1 stands for them (one key) */
         key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-        mt_status st = chunk_at(s, key, blocks_of(s->layers, S, c), batch, &keys, &ct[k],
-                                &role[k], res->why, sizeof res->why);
-        if (st != MT_OK || res->why[0]) return st;
+        st = chunk_at(s, &tm, key, blocks_of(s->layers, S, c), batch, &keys, &ct[k], &role[k],
+                      res->why, sizeof res->why);
     }
+    mt_mesh_free(mesh);
+    if (st != MT_OK || res->why[0]) return st;
     /* memory: the device whose chunks hold most */
-    const mt_plan_request *r = s->req;
     mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                               .zero = l->zero, .sequence_parallel = l->sequence_parallel,
                               .remat = l->remat, .s = s->seq, .b = batch, .h = s->channels,
@@ -312,7 +399,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
             n++;
         }
         mt__plan_mem_bytes mb;
-        mt_status st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
+        st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
         if (st != MT_OK) return st;
         if (mb.total > res->total) {
             res->params = mb.params;

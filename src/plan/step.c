@@ -250,6 +250,48 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
     return st;
 }
 
+bool mt__plan_program_same_nodes(const mt__plan_program *a, const mt__plan_program *b) {
+    if (a->n_nodes != b->n_nodes) return false;
+    for (int i = 0; i < a->n_nodes; i++) {
+        const mt__plan_node *x = &a->nodes[i], *y = &b->nodes[i];
+        if (x->phase != y->phase || x->cls != y->cls || x->kind != y->kind ||
+            x->overlapped != y->overlapped || x->grad_reduce != y->grad_reduce ||
+            x->param_gather != y->param_gather || x->attention_seq != y->attention_seq ||
+            memcmp(&x->axes, &y->axes, sizeof x->axes))
+            return false;
+    }
+    return true;
+}
+
+mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
+                                 mt_precision precision, const mt__plan_program *p0, double b0,
+                                 const mt__plan_program *p1, double b1, double b,
+                                 double bucket_bytes, mt__plan_comm_keys *keys,
+                                 mt__plan_chunk_time *out) {
+    memset(out, 0, sizeof *out);
+    if (!mt__plan_program_same_nodes(p0, p1) || !(b1 != b0) || !isfinite(b))
+        return mt_fail(MT_EINVAL, "mt__plan_chunk_time_at: programs of %d and %d nodes at %g and "
+                       "%g sequences, taken to %g: give two builds of one program (node for "
+                       "node the same) at two batches", p0->n_nodes, p1->n_nodes, b0, b1, b);
+    /* FLOPs and bytes are affine in the batch node by node; the times
+       (latency floors, the streams' waits) are not: they come from the
+       program at b, run */
+    const double w = (b - b0) / (b1 - b0);
+    mt__plan_program p = *p0;
+    p.nodes = malloc(((size_t)p.n_nodes + 1) * sizeof *p.nodes);
+    if (!p.nodes) return mt_fail(MT_ENOMEM, "out of memory for a program of %d nodes", p0->n_nodes);
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *x = &p0->nodes[i], *y = &p1->nodes[i];
+        p.nodes[i] = *x;
+        p.nodes[i].flops = x->flops + w * (y->flops - x->flops);
+        p.nodes[i].bytes = x->bytes + w * (y->bytes - x->bytes);
+        p.nodes[i].comm_bytes = x->comm_bytes + w * (y->comm_bytes - x->comm_bytes);
+    }
+    mt_status st = mt__plan_chunk_time_of(hw, mesh, precision, &p, bucket_bytes, keys, out);
+    free(p.nodes);
+    return st;
+}
+
 mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     memset(out, 0, sizeof *out);
     out->bound_comm = -1;

@@ -237,6 +237,25 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
                                  double bucket_bytes, mt__plan_comm_keys *keys,
                                  mt__plan_chunk_time *out);
 
+/* Whether a and b are one program built at two batches: node for node the
+ * same phase, class, collective, axes and role (FLOPs and bytes may
+ * differ). */
+bool mt__plan_program_same_nodes(const mt__plan_program *a, const mt__plan_program *b);
+
+/* The time of a program at b sequences a replica from two builds of it, p0
+ * at b0 and p1 at b1 (mt__plan_program_same_nodes): every node's FLOPs,
+ * bytes and collective bytes, affine in the batch, taken at b (between the
+ * builds or past them), then that program timed as mt__plan_chunk_time_of
+ * times one (its waits and latency floors are its own: timing the builds
+ * and extrapolating the seconds put waits below zero). MT_EINVAL, naming
+ * both, where the programs are not the same nodes, b0 == b1 or b is not
+ * finite; else fails as mt__plan_chunk_time_of. */
+mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
+                                 mt_precision precision, const mt__plan_program *p0, double b0,
+                                 const mt__plan_program *p1, double b1, double b,
+                                 double bucket_bytes, mt__plan_comm_keys *keys,
+                                 mt__plan_chunk_time *out);
+
 /* mt__plan_step from chunk times already made: chunks[stages x chunks],
  * global chunk k's, keyed in *keys (in->programs is not read). The same
  * refusals, less the programs'. */
