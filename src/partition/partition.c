@@ -508,22 +508,29 @@ static mt_status node_rule(partitioner *p, const mt_op_call *c, const mt_type *t
         if (s == MT_OK && operands_moved) s = mt_fail(MT_ESHARDING, "%s", msg);
     }
     if (s != MT_OK) {
-        char what[256], hint[256] = "";
-        /* a parameter stored split but not gathered before use: the likely
-         * slip is a missing FSDP option, not a missing reshard */
+        char what[256], hint[512] = "";
+        /* a parameter stored split over an axis that also splits another
+         * operand's batch (dim 0), and not gathered before use: FSDP's
+         * layout, and the likely slip is its missing option, not a reshard */
+        uint32_t batch = 0;
+        for (int k = 0; k < c->n_in; k++)
+            if (c->in[k]->kind != MT_PARAM && types[k].ndim > 0)
+                batch |= types[k].sharding.dim_axes[0];
         for (int k = 0; k < c->n_in && !hint[0]; k++) {
             const mt_tensor *t = c->in[k];
             while (t->view_of) t = t->view_of;
-            uint32_t stored = split_axes(&types[k]) & ~p->gather_axes;
+            uint32_t stored = split_axes(&types[k]) & ~p->gather_axes & batch;
             if (t->kind != MT_PARAM || !stored) continue;
             char ax[64] = "";
             for (int a = 0; a < mt_mesh_ndim(p->mesh); a++)
-                if (stored & (1u << a))
-                    snprintf(ax + strlen(ax), sizeof ax - strlen(ax), "%s%s", ax[0] ? "," : "",
-                             mt_mesh_axis_name(p->mesh, a));
-            snprintf(hint, sizeof hint, "; if parameter '%s' is stored split over '%s' to be "
-                     "gathered whole before use (FSDP, ZeRO-3), say so: "
-                     "mt_partition_opts.gather_axes (mt_mesh_axis_set(mesh, \"%s\", "
+                if (stored & (1u << a) && strlen(ax) + strlen(mt_mesh_axis_name(p->mesh, a)) + 2 <
+                                              sizeof ax) {
+                    if (ax[0]) strcat(ax, ",");
+                    strcat(ax, mt_mesh_axis_name(p->mesh, a));
+                }
+            snprintf(hint, sizeof hint, "; if parameter '%.64s' is stored split over '%.63s' to "
+                     "be gathered whole before use (FSDP, ZeRO-3), say so: "
+                     "mt_partition_opts.gather_axes (mt_mesh_axis_set(mesh, \"%.63s\", "
                      "&opts.gather_axes))", t->name, ax, ax);
         }
         return fail(p, s, "partition: %s: %s%s", mt__call_label(p->global, c, what, sizeof what),
