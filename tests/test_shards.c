@@ -141,11 +141,13 @@ MT_TEST(shards_are_one_stream_in_name_order) {
     rm_dir(dir);
 }
 
-/* With the vocabulary given nothing is scanned at open, and the tokens are
- * checked as they are cut: the batches are the scanned dataset's, and the
- * one batch that holds token 555 (id 300, the 56th of shard 000003) fails
- * under a vocabulary of 300, naming it. */
-MT_TEST(a_given_vocabulary_is_checked_as_batches_are_cut) {
+/* With the vocabulary given every token is checked at open: the batches are
+ * the scanned dataset's, and a token past the vocabulary (token 555 of the
+ * stream, id 300: the 56th of shard 000003) fails the open, naming the
+ * shard, its index there and the id, before any batch. A shard rewritten in
+ * place under an open dataset (same size) is still caught as its batch is
+ * cut. */
+MT_TEST(a_given_vocabulary_is_checked_at_open) {
     char dir[] = "/tmp/mt_test_shards_XXXXXX";
     make_dir(dir);
     int32_t all[N_ALL];
@@ -163,9 +165,21 @@ MT_TEST(a_given_vocabulary_is_checked_as_batches_are_cut) {
     }
     mt_dataset_free(ds);
 
-    MT_CHECK_OK(mt_dataset_open_bounded(dir, 0, 300, &ds));
-    char want[600];
-    snprintf(want, sizeof want, "token 55 of '%s/tiny_train_000003.bin' is id 300", dir);
+    char want[700], shard3[80];   /* dir is 26 bytes */
+    snprintf(shard3, sizeof shard3, "%s/tiny_train_000003.bin", dir);
+    snprintf(want, sizeof want, "shard '%s' holds id 300 at token 55,", shard3);
+    ds = (mt_dataset *)dir;   /* must come back NULL */
+    MT_CHECK_FAILS(mt_dataset_open_bounded(dir, 0, 300, &ds), MT_EINVAL, want,
+                   "vocabulary of 300 (ids 0..299)", "largest id is 300", "at least 301");
+    MT_CHECK(ds == NULL, "ds set on failure");
+
+    /* in place, under an open dataset: token 55 of shard 000003 becomes 400 */
+    MT_CHECK_OK(mt_dataset_open_bounded(dir, 0, 301, &ds));
+    int fd = open(shard3, O_WRONLY);
+    uint16_t v = 400;
+    MT_CHECK(fd >= 0 && pwrite(fd, &v, 2, 1024 + 2 * 55) == 2 && close(fd) == 0, "rewriting %s",
+             shard3);
+    snprintf(want, sizeof want, "token 55 of '%s' is id 400", shard3);
     for (int64_t p0 = 0; p0 + B * T + 1 <= N_TRAIN; p0 += 5) {
         int64_t pos = p0;
         if (p0 <= 555 && 555 <= p0 + B * T)   /* the window holds it (as input or target) */

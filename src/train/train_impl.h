@@ -153,9 +153,10 @@ void mt__train_model_config_copy(const mt__train_model *m, const mt_train_config
  * or more. MT_EINVAL naming the file. (model_data.c) */
 mt_status mt__train_data_fits(const mt_train_config *c, const mt_dataset *ds, int V);
 /* The vocabulary to open c->data with (mt_dataset_open_bounded): the
- * model's V for llm.c's shards, whose gigabytes are then not read at open
- * (a token past V fails its batch); 0 for one file, whose tokens are all
- * checked at open (a bad V fails before step 1). (model_data.c) */
+ * model's V for llm.c's shards, each token checked against it in the one
+ * pass at open (a token past V fails before step 1, naming the shard, the
+ * token's index and id); 0 for one file, whose vocabulary the pass finds
+ * and mt__train_data_fits compares with V. (model_data.c) */
 int       mt__train_scan_vocab(const mt_train_config *c, int V);
 /* The checks before a token dataset is opened: c->data set, val_frac in
  * [0, 1); MT_EINVAL naming `who` ("GPT"). (model_data.c) */
