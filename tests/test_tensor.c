@@ -200,7 +200,9 @@ MT_TEST(dim_is_local_and_global_dim_is_global_on_a_partitioned_graph) {
     mt_graph *g = mt_graph_create();
     mt_tensor *loss = build_leaves(g, mesh);
     MT_CHECK(loss, "build: %s", mt_errmsg());
-    /* the global graph: both queries give the whole size, sharding or not */
+    /* the global graph: both queries give the whole size, sharding or not,
+     * and a sharded leaf is its own global type (not its shape times the
+     * axes: it is already global) */
     for (int k = 0; k < N_LEAVES && loss; k++) {
         mt_tensor *t = mt_graph_find(g, LEAVES[k].name);
         for (int d = 0; d < LEAVES[k].ndim; d++) {
@@ -212,6 +214,11 @@ MT_TEST(dim_is_local_and_global_dim_is_global_on_a_partitioned_graph) {
         }
         MT_CHECK(mt_tensor_global_dim(t, LEAVES[k].ndim) == 1 && mt_tensor_global_dim(t, -1) == 1,
                  "%s: a dim past ndim (or negative) is 1, as mt_tensor_dim's", LEAVES[k].name);
+        mt_type ty = mt_tensor_global_type(t, mesh);
+        for (int d = 0; d < LEAVES[k].ndim; d++)
+            MT_CHECK(ty.shape[d] == LEAVES[k].global[d], "global graph: the global type of %s: "
+                     "dim %d is %lld, want its own %lld", LEAVES[k].name, d,
+                     (long long)ty.shape[d], (long long)LEAVES[k].global[d]);
     }
     for (int dev = 0; dev < 6 && loss; dev++) {
         mt_ctx *ctx = NULL;
@@ -230,14 +237,13 @@ MT_TEST(dim_is_local_and_global_dim_is_global_on_a_partitioned_graph) {
                 MT_CHECK(mt_tensor_dim(t, d) == want_local, "device %d: %s dim %d: mt_tensor_dim "
                          "%lld, want the local %lld", dev, c->name, d,
                          (long long)mt_tensor_dim(t, d), (long long)want_local);
-                /* parameters: the global size, local x the axes' sizes */
-                if (k > 0)
-                    MT_CHECK(mt_tensor_global_dim(t, d) == mt_tensor_dim(t, d) * c->parts[d] &&
-                             mt_tensor_global_dim(t, d) == c->global[d],
-                             "device %d: %s dim %d: global_dim %lld, want %lld x %lld = %lld", dev,
-                             c->name, d, (long long)mt_tensor_global_dim(t, d),
-                             (long long)mt_tensor_dim(t, d), (long long)c->parts[d],
-                             (long long)c->global[d]);
+                /* the global size, local x the axes' sizes (an input's too) */
+                MT_CHECK(mt_tensor_global_dim(t, d) == mt_tensor_dim(t, d) * c->parts[d] &&
+                         mt_tensor_global_dim(t, d) == c->global[d],
+                         "device %d: %s dim %d: global_dim %lld, want %lld x %lld = %lld", dev,
+                         c->name, d, (long long)mt_tensor_global_dim(t, d),
+                         (long long)mt_tensor_dim(t, d), (long long)c->parts[d],
+                         (long long)c->global[d]);
             }
             MT_CHECK(mt_tensor_global_dim(t, c->ndim) == 1, "%s: past ndim is 1", c->name);
             /* an input's global size, by the route tensor.h points to */

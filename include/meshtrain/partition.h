@@ -102,10 +102,11 @@ typedef struct {
 mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss);
 
-/* The global type of a tensor of a partitioned (device's) graph, from its
- * local shape and its sharding on `mesh`: each dim times the sizes of the
- * axes that split it. A tensor of an unpartitioned graph is its own global
- * type. */
+/* The global type of a tensor of a partitioned (device's) graph: the
+ * global shape it is a block of (mt_tensor_global_dim), or for a tensor the
+ * partitioner added between those, its local shape with each dim times the
+ * sizes of the axes that split it on `mesh`. A tensor of an unpartitioned
+ * graph is its own global type, whatever sharding it carries. */
 mt_type mt_tensor_global_type(const mt_tensor *t, const mt_mesh *mesh);
 
 #ifdef __cplusplus

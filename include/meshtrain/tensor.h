@@ -53,14 +53,14 @@ int            mt_tensor_ndim(const mt_tensor *t);
  * over data=4 answers B/4. On any other graph it is the whole size. Its
  * storage (mt_tensor_f32, mt_tensor_i32) has these dims. */
 int64_t        mt_tensor_dim(const mt_tensor *t, int dim);
-/* The global size of dimension `dim` (0-based); 1 past ndim. For a shard
- * (a parameter of a partitioned graph split over mesh axes) the size of the
- * whole parameter it is a block of: mt_tensor_dim times the sizes of the
- * axes that split the dim. For any other tensor its own size, as
- * mt_tensor_dim: a tensor of a graph that is not partitioned, or a
- * replicated parameter. Inputs and activations of a partitioned graph keep
- * no global shape of their own: mt_tensor_global_type(t, mesh)
- * (partition.h) computes theirs from their sharding. */
+/* The global size of dimension `dim` (0-based); 1 past ndim. For a tensor
+ * of a partitioned graph that stands for a tensor of the global program (a
+ * leaf, a parameter's shard, an op's result) the size of the global tensor
+ * it is a block of: mt_tensor_dim times the sizes of the axes that split
+ * the dim. For a tensor of a graph that is not partitioned, its own size,
+ * as mt_tensor_dim. Tensors the partitioner adds between those (a
+ * collective's result) answer their local size: mt_tensor_global_type(t,
+ * mesh) (partition.h) computes theirs from their sharding. */
 int64_t        mt_tensor_global_dim(const mt_tensor *t, int dim);
 /* Number of elements this graph holds: the product of mt_tensor_dim (local
  * on a partitioned graph). */

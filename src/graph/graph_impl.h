@@ -185,6 +185,7 @@ struct mt_graph {
     mt_ctx     *ctx;                      /* mt_graph_set_ctx: the device collective nodes run on */
     bool        vma_off;                  /* undeclared leaves' variance unknown, not defaulted
                                              (mt_partition's test_skip_grad_reduction only) */
+    bool        partitioned;              /* made by mt_partition: its tensors are local blocks */
     void      **owned;    int n_owned,   cap_owned;   /* blocks calls point at (ppermute pairs) */
     char        trace_label[24];          /* mt_graph_set_trace_label; "" none */
     mt_program *prog;                     /* the compiled program; NULL before compile */

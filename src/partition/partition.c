@@ -608,6 +608,13 @@ static mt_status partition_node(partitioner *p, const mt_op_call *c) {
 
 mt_type mt_tensor_global_type(const mt_tensor *t, const mt_mesh *mesh) {
     mt_type ty = type_of(t);
+    if (t->is_shard || t->has_global) {   /* a slot of mt_partition's: its recorded shape */
+        for (int d = 0; d < t->ndim; d++) ty.shape[d] = t->global_shape[d];
+        return ty;
+    }
+    /* a tensor of an unpartitioned graph is its own global type, sharding
+     * or not; one the partitioner made between slots, local times its axes */
+    if (!t->graph || !t->graph->partitioned) return ty;
     for (int d = 0; d < t->ndim; d++)
         for (int a = 0; a < mesh->ndim; a++)
             if (t->sharding.dim_axes[d] & (1u << a)) ty.shape[d] *= mesh->sizes[a];
@@ -665,6 +672,7 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     /* the test knob's leaves stay undeclared, and must not get the defaults
      * (a replicated parameter's pvary is what the knob leaves out) */
     p.lg->vma_off = p.skip_pvary;
+    p.lg->partitioned = true;
     /* 1: read by a reshard; 2: read by anything else (then not "only") */
     for (int i = 0; i < global->n_forward; i++) {
         const mt_op_call *c = &global->nodes[i].call;
@@ -700,6 +708,13 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
         s = fail(&p, MT_ESHARDING, "partition: the loss '%s' differs between devices but is not "
                  "a partial sum; reduce it (mesh axes %s)", loss->name, names);
         goto out;
+    }
+    /* each slot's local tensor knows the global shape it is a block of */
+    for (int i = 0; i < global->n_tensors; i++) {
+        mt_tensor *x = p.slots[i].local;
+        if (!x || x->is_shard || x->ndim != p.slots[i].type.ndim) continue;
+        x->has_global = true;
+        memcpy(x->global_shape, p.slots[i].type.shape, sizeof x->global_shape);
     }
     *local = p.lg;
     *local_loss = l;

@@ -12,7 +12,7 @@ int64_t mt_tensor_dim(const mt_tensor *t, int dim) {
 }
 int64_t mt_tensor_global_dim(const mt_tensor *t, int dim) {
     if (dim < 0 || dim >= t->ndim) return 1;
-    return t->is_shard ? t->global_shape[dim] : t->shape[dim];
+    return t->is_shard || t->has_global ? t->global_shape[dim] : t->shape[dim];
 }
 int64_t mt_tensor_numel(const mt_tensor *t) {
     int64_t n = 1;

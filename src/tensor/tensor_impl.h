@@ -28,6 +28,10 @@ struct mt_tensor {
      * and where this block starts in it. Initialisation evaluates the global
      * element indices, so every layout holds the one-device numbers. */
     bool           is_shard;
+    /* a tensor of a partitioned graph (any kind): global_shape holds the
+     * shape of the global tensor it is the local block of (mt_tensor_global_dim,
+     * mt_tensor_global_type); set for every slot mt_partition makes */
+    bool           has_global;
     int64_t        global_shape[MT_MAX_DIMS], shard_offset[MT_MAX_DIMS];
     mt_tensor     *view_of;                /* reshape: shares this tensor's storage */
     void          *data;                   /* storage, set when the graph is compiled */
