@@ -13,6 +13,9 @@
 
 /* The most microbatches a pipeline is searched with (microbatch_counts). */
 #define MAX_PIPE_MICROBATCHES 1024
+/* The most sequences a replica's microbatch and the most microbatches: the
+ * programs count them in ints (a batch of 2^50 tokens has more). */
+#define MAX_REPLICA_SEQUENCES (1 << 30)
 
 int mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt) {
     const mt_model_about *a = mt_model_about_of(model->model);
@@ -74,6 +77,9 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
     if (seqs % l->microbatches) {
         snprintf(why, cap, "%lld sequences a step do not split into %d microbatches", seqs,
                  l->microbatches);
+    } else if (seqs / l->microbatches / dp > MAX_REPLICA_SEQUENCES) {
+        snprintf(why, cap, "a microbatch of %lld sequences a replica is more than the %d the "
+                 "planner counts", seqs / l->microbatches / dp, MAX_REPLICA_SEQUENCES);
     } else if ((seqs / l->microbatches) % dp) {
         snprintf(why, cap, "a microbatch of %lld sequences does not split over data x fsdp = %d "
                  "(%s)", seqs / l->microbatches, dp,
@@ -118,7 +124,7 @@ static int divisors(int n, int *d, int max) {
  * microbatch, and past that count the bubble, (p-1)/m of the compute, is
  * already small, while a batch of 16G tokens would ask for 2^25 of them. */
 static int microbatch_counts(long long sequences, int p, long long *m) {
-    long long most = sequences;
+    long long most = sequences < MAX_REPLICA_SEQUENCES ? sequences : MAX_REPLICA_SEQUENCES;
     if (p > 1 && most > MAX_PIPE_MICROBATCHES) most = MAX_PIPE_MICROBATCHES;
     int n = 0;
     long long a = 1, b = (p & (p - 1)) ? p : 0;   /* the two ladders, merged */

@@ -187,10 +187,14 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     if (chips < 1) return mt_fail(MT_EINVAL, "plan: --chips %d; give 1 or more", chips);
     if (r->seq < 1) return mt_fail(MT_EINVAL, "plan: --seq %d; give the sequence length", r->seq);
     double seqs = r->batch_tokens / r->seq;
-    if (!(r->batch_tokens > 0) || seqs != floor(seqs) || seqs > 1e12)
+    if (!(r->batch_tokens > 0) || seqs != floor(seqs))
         return mt_fail(MT_EINVAL, "plan: --batch-tokens %.0f is not a whole number of "
                        "sequences of --seq %d; give a multiple of %d", r->batch_tokens, r->seq,
                        r->seq);
+    if (seqs > 1e12)
+        return mt_fail(MT_EINVAL, "plan: --batch-tokens %.0f is %.4g sequences of --seq %d, "
+                       "more than the 1e12 the planner counts; give fewer tokens or longer "
+                       "sequences", r->batch_tokens, seqs, r->seq);
     s->sequences = (long long)seqs;
     s->seq = r->seq;
     /* the trainer refuses a sequence past the model's context (train's
