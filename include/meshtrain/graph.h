@@ -104,6 +104,12 @@ mt_status mt_tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n);
  * can be found with mt_graph_find(); names must stay unique in a graph. */
 void mt_tensor_set_name(mt_tensor *t, const char *name);
 
+/* mt_tensor_set_logical (sharding.h) for a model builder: names the logical
+ * axes of t's dims ("heads,embed"), and a failure (or a NULL t, an earlier
+ * builder's failure) becomes g's build error, so a chain of builders is
+ * checked once. Returns t. */
+mt_tensor *mt_graph_logical(mt_graph *g, mt_tensor *t, const char *axes);
+
 /* Looks up a tensor by name (in constant time); NULL if there is none. */
 mt_tensor *mt_graph_find(mt_graph *g, const char *name);
 

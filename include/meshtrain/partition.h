@@ -19,6 +19,14 @@ extern "C" {
  * start (mt_partition, "Threads"). */
 mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
 
+/* A strategy as data: sets the sharding of every leaf (input, parameter,
+ * constant) of the global graph g that names logical axes
+ * (mt_tensor_set_logical, mt_graph_logical) to the one `rules` give it on
+ * `mesh` (mt_rules_sharding), replacing what it had; leaves without logical
+ * axes are left as they are. Call before mt_partition, before device
+ * threads share g (it writes the leaves, as mt_tensor_set_sharding). */
+mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_mesh *mesh);
+
 typedef struct {
     mt_shard_mode mode;   /* auto: move data where types disagree; explicit: refuse */
     /* For tests only: leave out the pvary nodes, hence the reduction of

@@ -82,6 +82,63 @@ mt_status mt_type_local_shape(const mt_mesh *mesh, const mt_type *t, int64_t *lo
 /* The sharding of a tensor of a graph. */
 mt_sharding mt_tensor_sharding(const mt_tensor *t);
 
+/* --- logical axes and rules (MaxText's logical_axis_rules) ---
+ * A model names what each dim of a leaf is, in its own words: "vocab,embed"
+ * for an embedding table, "heads,embed" for a query projection, "batch,seq"
+ * for the tokens. A strategy is then a table from those logical axes to
+ * mesh axes, "heads=tensor,mlp=tensor,batch=data+fsdp", and a leaf's
+ * sharding is read off the two (mt_rules_sharding), whatever the model
+ * and whatever the mesh. */
+
+#define MT_LOGICAL_NAME 16   /* a logical axis name's bytes, with its terminator */
+#define MT_RULES_MAX    32   /* logical axes in one table */
+
+/* Names the logical axis of each dim of a leaf: names separated by ',',
+ * one a dim from dim 0, '_' (or nothing) for a dim with none; fewer names
+ * than dims leave the rest without. A name is letters, digits and '_', at
+ * most MT_LOGICAL_NAME - 1 bytes, and names one dim of the tensor; a name
+ * may end in "*k" when the dim is units of k elements that a split keeps
+ * whole ("kv_heads*64,embed": a (KV·64, C) projection splits on whole kv
+ * heads). "" takes every name away. MT_EINVAL naming the tensor and the
+ * text otherwise. */
+mt_status   mt_tensor_set_logical(mt_tensor *t, const char *axes);
+/* The logical axis of dim `dim` ("" for none, or a dim it does not have). */
+const char *mt_tensor_logical(const mt_tensor *t, int dim);
+
+/* A table of rules: each logical axis to mesh axes ('+'-joined, in the
+ * order they split the dim; "" keeps the dim whole). */
+typedef struct {
+    int n;
+    struct {
+        char logical[MT_LOGICAL_NAME];
+        char mesh[64];
+    } rule[MT_RULES_MAX];
+} mt_rules;
+
+/* Reads "logical=mesh[+mesh...],..." ("mlp=tensor,batch=data+fsdp,embed=");
+ * "" is no rule. Mesh axes are names only here: a rule naming an axis a
+ * mesh lacks does nothing on that mesh. MT_EINVAL naming the text and the
+ * entry for a missing '=', a name that is not one, or a logical axis given
+ * twice. */
+mt_status   mt_rules_parse(const char *text, mt_rules *out);
+/* Adds `over`'s rules to `base`, replacing base's rule of a logical axis
+ * that `over` also has. MT_EINVAL when the table would hold more than
+ * MT_RULES_MAX. */
+mt_status   mt_rules_merge(mt_rules *base, const mt_rules *over);
+/* The mesh axes of `logical`'s rule, or NULL when the table has none. */
+const char *mt_rules_find(const mt_rules *r, const char *logical);
+/* Writes the table as mt_rules_parse reads it; snprintf's return value. */
+size_t      mt_rules_format(const mt_rules *r, char *buf, size_t cap);
+/* The sharding the rules give t (a leaf of a global graph, with logical
+ * axes) on `mesh`: each dim split over the mesh axes its logical axis's
+ * rule names, taking an axis only when the mesh has it with size > 1, no
+ * earlier dim of t took it (a mesh axis splits one dim of a tensor), and
+ * the dim's units ("*k") divide by the product so far; otherwise that axis is
+ * left out and the dim (or the rest of it) stays whole. A dim with no
+ * logical axis, or one without a rule, stays whole. */
+mt_status   mt_rules_sharding(const mt_rules *r, const mt_mesh *mesh, const mt_tensor *t,
+                              mt_sharding *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,17 @@ typedef struct {
     int               devices;   /* threads: device count (0 = the mesh's product); under MPI
                                     0 = one device per rank */
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
+    /* The strategy as data (sharding.h's rules, MaxText's
+     * logical_axis_rules): the model's logical axes (its entry's list:
+     * `meshtrain train --model M --help` names them) to mesh axes,
+     * "mlp=tensor,heads=tensor,embed=fsdp". Each rule replaces the default
+     * rows' rule of its logical axis; the default rows are batch=data+fsdp
+     * (data parallel, FSDP's batch) and vocab=tensor, heads=tensor,
+     * kv_heads=tensor, mlp=tensor (Megatron's tensor parallelism). A rule
+     * that maps a logical axis to fsdp (or with zero, data) stores the
+     * parameters split on that dim, gathered before use. NULL or "": the
+     * default rows alone. */
+    const char       *rules;
     /* ZeRO over the mesh's data axis: 0 off (data parallel: parameters and
      * optimizer state replicated, gradients all-reduced); 1 parameters and
      * AdamW state stored split over data, gradients all-reduced and sliced,

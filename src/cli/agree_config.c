@@ -325,6 +325,7 @@ int cli_agree_record_make(const mt_train_config *c, const char *tokenizer, int w
     add(&b, "--mesh", mesh ? c->mesh : "none", NULL);
     addf(&b, "--devices", "%d", mesh && c->devices == 0 ? world : c->devices);
     addf(&b, "--zero", "%d", c->zero);
+    add(&b, "--rules", c->rules && *c->rules ? c->rules : "default", NULL);
     add(&b, "--sequence-parallel", c->sequence_parallel ? "on" : "off", NULL);
     add(&b, "--collective-matmul",
         c->collective_matmul > 0 ? "on" : c->collective_matmul < 0 ? "off" : "auto", NULL);

@@ -358,6 +358,7 @@ int cli_explain_model(int argc, char **argv) {
         {"devices", CLI_INT, &devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N", "devices (default: the mesh's product)"},
         {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh, e.g. data=2,tensor=2 (default data=N)"},
         {"zero", CLI_INT, &t->zero, 0, 3, 0, 0, NULL, "N", "ZeRO stage over the data axis (as train)"},
+        {"rules", CLI_STR, &t->rules, 0, 0, 0, 0, NULL, "RULES", "logical axes to mesh axes (as train)"},
         {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
         {"schedule", CLI_STR, &t->schedule, 0, 0, 0, 0, NULL, "KIND",

@@ -350,6 +350,10 @@ int cli_cmd_train(int argc, char **argv) {
          "device mesh, e.g. data=2,fsdp=2,tensor=2 (default data=N with --devices)"},
         {"zero", CLI_INT, &cfg.zero, 0, 3, 0, 0, NULL, "N",
          "ZeRO stage over the data axis: 1 optimizer state split, 2 and gradients, 3 and parameters"},
+        {"rules", CLI_STR, &cfg.rules, 0, 0, 0, 0, NULL, "RULES",
+         "the strategy as rules from the model's logical axes to mesh axes, e.g. "
+         "'mlp=tensor,heads=tensor,embed=fsdp' (each replaces the default rule of its axis: "
+         "batch=data+fsdp, vocab/heads/kv_heads/mlp=tensor; 'axis=' keeps it whole)"},
         {"sequence-parallel", CLI_FLAG, &cfg.sequence_parallel, 0, 0, 0, 0, NULL, NULL,
          "sequence parallelism over the tensor axis (GPT): layernorms on T/n rows"},
         {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE",

@@ -89,6 +89,9 @@ void train_print_config(train_run *run) {
                c->sequence_parallel ? " sequence-parallel" : "", devices,
                mt_transport_resolve(c->transport) == MT_TRANSPORT_MPI ? "one per MPI rank"
                                                                        : "threads");
+    if (c->rules && *c->rules)   /* the user's rules over the default rows */
+        printf("  rules        %s (over batch=data+fsdp, vocab/heads/kv_heads/mlp=tensor)\n",
+               c->rules);
     const char *layout = mt_trainer_pipeline(tr);
     if (layout) printf("  pipeline     %s\n", layout);
     printf("  threads      %d\n", c->threads > 0 ? c->threads : mt_get_num_threads());

@@ -206,3 +206,10 @@ int mt_graph_n_params(const mt_graph *g) { return g->n_params; }
 mt_tensor *mt_graph_param_at(const mt_graph *g, int idx) {
     return idx >= 0 && idx < g->n_params ? g->params[idx] : NULL;
 }
+
+mt_tensor *mt_graph_logical(mt_graph *g, mt_tensor *t, const char *axes) {
+    if (!g || !t || g->status != MT_OK) return t;
+    mt_status s = mt_tensor_set_logical(t, axes);
+    if (s != MT_OK) return mt__graph_error(g, s, "%s", mt_errmsg());
+    return t;
+}

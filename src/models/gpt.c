@@ -92,6 +92,23 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
     mt_tensor *mp_w = P2("mlp.proj.w", C, 4 * C, resid), *mp_b = P1("mlp.proj.b", C, zeros);
 #undef P1
 #undef P2
+    /* the logical axes of each parameter's dims: strategies are rules over
+     * these (sharding.h), so no layout here names a mesh axis */
+    char heads[32];
+    snprintf(heads, sizeof heads, "heads*%lld", (long long)(C / cfg->NH));   /* whole heads */
+    char qkv_axes[48], qkv_b_axes[48], proj_axes[48];
+    snprintf(qkv_axes, sizeof qkv_axes, "_,%s,embed", heads);
+    snprintf(qkv_b_axes, sizeof qkv_b_axes, "_,%s", heads);
+    snprintf(proj_axes, sizeof proj_axes, "embed,%s", heads);
+    mt_graph_logical(g, qkv_w, qkv_axes);
+    mt_graph_logical(g, qkv_b, qkv_b_axes);
+    mt_graph_logical(g, proj_w, proj_axes);
+    mt_graph_logical(g, fc_w, "mlp,embed");
+    mt_graph_logical(g, fc_b, "mlp");
+    mt_graph_logical(g, mp_w, "embed,mlp");
+    mt_tensor *const embed_vecs[] = {ln1_w, ln1_b, proj_b, ln2_w, ln2_b, mp_b};
+    for (size_t i = 0; i < sizeof embed_vecs / sizeof embed_vecs[0]; i++)
+        mt_graph_logical(g, embed_vecs[i], "embed");
 
     mt_tensor *h = mt_layernorm(g, x, ln1_w, ln1_b);               /* (B,T,C) */
     mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3,C) */
@@ -137,14 +154,20 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gp
     mt_tensor *x, *wte = NULL, *targets = NULL, *tokens = NULL;
     if (st->first) tokens = mt_input(g, "tokens", MT_I32, 2, bt);      /* (B,T) */
     if (st->last) targets = mt_input(g, "targets", MT_I32, 2, bt);     /* (B,T) */
+    mt_graph_logical(g, tokens, "batch,seq");
+    mt_graph_logical(g, targets, "batch,seq");
     if (st->first) {
         mt_tensor *pos = mt_constant(g, "pos", MT_I32, 2, bt);         /* (B,T), pos[b,t] = t */
         wte = param2(g, "wte", cfg->Vp, C, normal);                     /* (Vp,C) */
         mt_tensor *wpe = param2(g, "wpe", cfg->maxT, C, normal);        /* (maxT,C) */
+        mt_graph_logical(g, pos, "batch,seq");
+        mt_graph_logical(g, wte, "vocab,embed");
+        mt_graph_logical(g, wpe, "_,embed");
         x = mt_add(g, mt_embedding(g, wte, tokens), mt_embedding(g, wpe, pos)); /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
-        x = mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc);           /* (B,T,C) */
+        x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),
+                             "batch,seq,embed");                        /* (B,T,C) */
         if (x && (s = mt_input_set_needs_grad(x)) != MT_OK) {
             mt_graph_fail(g, s, "%s", mt_errmsg());
             return NULL;
@@ -160,8 +183,11 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gp
     /* the tied head: on a last stage that is not the first, a copy of wte
      * (the same name, so the same initial values; a pipeline sums the two
      * copies' gradients) */
-    if (!wte) wte = param2(g, "wte", cfg->Vp, C, normal);              /* (Vp,C) */
+    if (!wte) wte = mt_graph_logical(g, param2(g, "wte", cfg->Vp, C, normal),
+                                     "vocab,embed");                    /* (Vp,C) */
     mt_tensor *lnf_w = param1(g, "ln_f.w", C, ones), *lnf_b = param1(g, "ln_f.b", C, zeros);
+    mt_graph_logical(g, lnf_w, "embed");
+    mt_graph_logical(g, lnf_b, "embed");
     mt_tensor *xf = mt_layernorm(g, x, lnf_w, lnf_b);              /* (B,T,C) */
     /* tied head: logits (B,T,Vp) = xf (B,T,C) · wte (Vp,C)ᵀ */
     mt_tensor *logits = mt_matmul(g, xf, wte, false, true);

@@ -14,8 +14,8 @@ mt_tensor *mt_linreg_build(mt_graph *g, int B, int n_features, float loss_scale)
     const mt_init zeros = {MT_INIT_ZEROS, 0.0f};
     const int64_t xs[2] = {B, n_features}, ys[1] = {B}, ws[1] = {n_features}, bs[1] = {1};
     const int64_t w_row[2] = {1, n_features}, col[2] = {B, 1};
-    mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);                 /* (B,n_features) */
-    mt_tensor *y = mt_input(g, "y", MT_F32, 1, ys);                 /* (B) */
+    mt_tensor *x = mt_graph_logical(g, mt_input(g, "x", MT_F32, 2, xs), "batch");
+    mt_tensor *y = mt_graph_logical(g, mt_input(g, "y", MT_F32, 1, ys), "batch");
     mt_tensor *w = mt_param(g, "w", 1, ws, zeros);                  /* (n_features) */
     mt_tensor *b = mt_param(g, "b", 1, bs, zeros);                  /* (1) */
     /* w as a one-output linear layer: (B,n_features) · (1,n_features)ᵀ + b -> (B,1),

@@ -182,6 +182,21 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_tensor *w1 = lparam(g, normal, F, C, "h.%d.ffn.w1.w", l);                /* (F,C) */
     mt_tensor *w2 = lparam(g, resid, C, F, "h.%d.ffn.w2.w", l);                 /* (C,F) */
     mt_tensor *w3 = lparam(g, normal, F, C, "h.%d.ffn.w3.w", l);                /* (F,C) */
+    /* the logical axes of each parameter's dims: strategies are rules over
+     * these (sharding.h); heads split whole (units of HS) */
+    char q_axes[40], kv_axes[40], o_axes[40];
+    snprintf(q_axes, sizeof q_axes, "heads*%lld,embed", (long long)HS);
+    snprintf(kv_axes, sizeof kv_axes, "kv_heads*%lld,embed", (long long)HS);
+    snprintf(o_axes, sizeof o_axes, "embed,heads*%lld", (long long)HS);
+    mt_graph_logical(g, wq, q_axes);
+    mt_graph_logical(g, wk, kv_axes);
+    mt_graph_logical(g, wv, kv_axes);
+    mt_graph_logical(g, wo, o_axes);
+    mt_graph_logical(g, w1, "mlp,embed");
+    mt_graph_logical(g, w3, "mlp,embed");
+    mt_graph_logical(g, w2, "embed,mlp");
+    mt_graph_logical(g, attn_norm, "embed");
+    mt_graph_logical(g, ffn_norm, "embed");
 
     mt_tensor *h = mt_rmsnorm(g, x, attn_norm, cfg->norm_eps);               /* (B,T,C) */
     mt_tensor *q = mt_rope(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0); /* (B,T,NH·HS) */
@@ -233,19 +248,24 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
 
     mt_tensor *x, *tok_emb = NULL, *targets = NULL;
     if (st->first) {
-        mt_tensor *tokens = mt_input(g, "tokens", MT_I32, 2, bt);       /* (B,T) */
-        tok_emb = lparam(g, normal, V, C, "tok_emb.w", 0);              /* (V,C) */
+        mt_tensor *tokens = mt_graph_logical(g, mt_input(g, "tokens", MT_I32, 2, bt),
+                                             "batch,seq");               /* (B,T) */
+        tok_emb = mt_graph_logical(g, lparam(g, normal, V, C, "tok_emb.w", 0),
+                                   "vocab,embed");                       /* (V,C) */
         x = mt_embedding(g, tok_emb, tokens);                            /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
-        x = mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc);            /* (B,T,C) */
+        x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),
+                             "batch,seq,embed");                         /* (B,T,C) */
         mt_status s = x ? mt_input_set_needs_grad(x) : MT_OK;
         if (s != MT_OK) {
             mt_graph_fail(g, s, "%s", mt_errmsg());
             return NULL;
         }
     }
-    if (st->last) targets = mt_input(g, "targets", MT_I32, 2, bt);      /* (B,T) */
+    if (st->last)
+        targets = mt_graph_logical(g, mt_input(g, "targets", MT_I32, 2, bt),
+                                   "batch,seq");                         /* (B,T) */
     for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
         mt_graph_set_block(g, l);   /* remat and traces know the block by this */
         x = llama_block(g, x, l, cfg);
@@ -253,7 +273,7 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
     mt_graph_set_block(g, -1);
     if (!st->last) return x;
 
-    mt_tensor *norm = lparam(g, ones, C, 0, "norm.w", 0);                 /* (C) */
+    mt_tensor *norm = mt_graph_logical(g, lparam(g, ones, C, 0, "norm.w", 0), "embed"); /* (C) */
     mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
     /* tied: on a last stage that is not the first, a copy of tok_emb.w (the
      * same name, so the same initial values; a pipeline sums the two
@@ -261,6 +281,7 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
     if (cfg->tie_embeddings && !tok_emb) tok_emb = lparam(g, normal, V, C, "tok_emb.w", 0);
     mt_tensor *head = cfg->tie_embeddings ? tok_emb                       /* (V,C) */
                                           : lparam(g, normal, V, C, "lm_head.w", 0);
+    mt_graph_logical(g, head, "vocab,embed");
     /* logits (B,T,V) = xf (B,T,C) · head (V,C)ᵀ */
     mt_tensor *logits = mt_matmul(g, xf, head, false, true);
     /* named so that sampling can read the next-token distribution */

@@ -16,8 +16,9 @@ mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, i
         return NULL;
     }
     const int64_t xs[2] = {B, n_in}, ys[2] = {B, n_out};
-    mt_tensor *h = mt_input(g, "x", MT_F32, 2, xs);                /* (B,n_in) */
-    mt_tensor *targets = mt_input(g, "targets", MT_F32, 2, ys);    /* (B,n_out) */
+    mt_tensor *h = mt_graph_logical(g, mt_input(g, "x", MT_F32, 2, xs), "batch");  /* (B,n_in) */
+    mt_tensor *targets = mt_graph_logical(g, mt_input(g, "targets", MT_F32, 2, ys),
+                                          "batch");                /* (B,n_out) */
     int64_t fan_in = n_in;
     for (int l = 0; l < n_layers; l++) {
         int64_t fan_out = l == n_layers - 1 ? n_out : n_hidden;
@@ -31,6 +32,15 @@ mt_tensor *mt_mlp_build(mt_graph *g, int B, int n_in, int n_hidden, int n_out, i
         mt_tensor *w = mt_param(g, name, 2, ws, w_init);            /* (fan_out,fan_in) */
         snprintf(name, sizeof name, "fc.%d.b", l);
         mt_tensor *b = mt_param(g, name, 1, bs, zeros);             /* (fan_out) */
+        /* Megatron's pairs: an even layer with a layer after it widens into
+         * the hidden "mlp" dim (column-parallel under mlp=tensor), the next
+         * one reads it (row-parallel); a last odd layer has none */
+        if (l % 2 == 0 && l + 1 < n_layers) {
+            mt_graph_logical(g, w, "mlp,_");
+            mt_graph_logical(g, b, "mlp");
+        } else if (l % 2 == 1) {
+            mt_graph_logical(g, w, "_,mlp");
+        }
         h = mt_linear(g, h, w, b);                                  /* (B,fan_out) */
         if (l < n_layers - 1) h = mt_gelu(g, h);
         fan_in = fan_out;

@@ -23,6 +23,9 @@ struct mt_tensor {
     int64_t        shape[MT_MAX_DIMS];     /* the shape its graph holds: on a partitioned
                                               graph the local block's (mt_tensor_dim) */
     mt_sharding    sharding;
+    char           logical[MT_MAX_DIMS][MT_LOGICAL_NAME];   /* mt_tensor_set_logical; "" none */
+    int64_t        logical_unit[MT_MAX_DIMS];  /* elements a unit of the logical axis ("heads*64":
+                                                  64); a split keeps units whole. 0 read as 1 */
     mt_init        init;                   /* parameters */
     /* a shard of a global tensor (a partitioned parameter): the global shape
      * and where this block starts in it. Initialisation evaluates the global

@@ -134,6 +134,10 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
         return mt_fail(MT_EINVAL, "--sequence-parallel splits the rows over the mesh's tensor "
                        "axis, but there is no mesh: add one (e.g. --mesh tensor=2), or drop "
                        "--sequence-parallel");
+    if (c->rules && *c->rules && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "--rules maps the model's logical axes onto a mesh's axes, "
+                       "but there is no mesh: add one (e.g. --mesh data=2,tensor=2), or drop "
+                       "--rules");
     return MT_OK;
 }
 
@@ -174,6 +178,9 @@ static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
 }
 
 /* What each axis asks of the rest of the configuration. */
+static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
+                             const mt_mesh *mesh);
+
 static mt_status check_layout(const mt_train_config *c, const mt__train_model *m,
                               const mt_mesh *mesh) {
     mt_status s = check_axes(c, mesh);
@@ -215,11 +222,59 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "split it, data and fsdp (%d devices in '%s'): each takes B/%d of the "
                        "global batch; pick B a multiple of %d", c->B, parts, c->mesh, parts,
                        parts);
-    /* with llmc_in the model's sizes are the file's: tensor_parallel checks
-     * them when it shards the model */
+    if ((s = check_rules(c, m, mesh)) != MT_OK) return s;
+    /* with llmc_in the model's sizes are the file's: the tensor check runs
+     * again when the rules shard the model */
     if (tensor > 1 && m->tensor_check && !c->llmc_in &&
         (s = m->tensor_check(c, tensor)) != MT_OK)
         return s;
+    return MT_OK;
+}
+
+/* ======================================================================== */
+/* The user's rules                                                          */
+/* ======================================================================== */
+
+/* Whether `name` is an entry of the comma list `list`. */
+static bool in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n)) return true;
+        p += len;
+        if (*p) p++;
+    }
+    return false;
+}
+
+/* Every rule of --rules names a logical axis the model has and mesh axes
+ * the mesh has: a typo would otherwise shard nothing, silently. */
+static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
+                             const mt_mesh *mesh) {
+    if (!c->rules || !*c->rules) return MT_OK;
+    mt_rules r;
+    mt_status s = mt_rules_parse(c->rules, &r);
+    if (s != MT_OK) return mt_fail(s, "--rules: %s", mt_errmsg());
+    for (int k = 0; k < r.n; k++) {
+        if (!in_list(m->logical_axes, r.rule[k].logical))
+            return mt_fail(MT_EINVAL, "--rules '%s': --model %s has no logical axis '%s'; its "
+                           "logical axes are %s", c->rules, m->about.name, r.rule[k].logical,
+                           m->logical_axes ? m->logical_axes : "none");
+        for (const char *p = r.rule[k].mesh; *p;) {
+            size_t len = strcspn(p, "+");
+            char axis[64];
+            snprintf(axis, sizeof axis, "%.*s", (int)len, p);
+            bool found = false;
+            for (int a = 0; a < mt_mesh_ndim(mesh); a++)
+                found |= !strcmp(mt_mesh_axis_name(mesh, a), axis);
+            if (!found)
+                return mt_fail(MT_EINVAL, "--rules '%s': '%s' maps to mesh axis '%s', which mesh "
+                               "'%s' does not have; name one of its axes", c->rules,
+                               r.rule[k].logical, axis, mt_mesh_spec(mesh));
+            p += len;
+            if (*p) p++;
+        }
+    }
     return MT_OK;
 }
 

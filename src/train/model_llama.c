@@ -203,12 +203,13 @@ double mt__llama_step_flops(const mt_train_config *c, int64_t tokens) {
 /* Tensor parallelism                                                        */
 /* ======================================================================== */
 
-/* Megatron's layout: the query heads split (wq column-parallel, wo
- * row-parallel), the kv heads split where KV divides by the axis and
- * otherwise replicated (each device reads the kv heads its query heads
- * share; their gradients are partial sums over the devices); the SwiGLU's
- * w1 and w3 column-parallel (F split), w2 row-parallel; the embedding and
- * the head over the vocabulary, as the GPT's. */
+/* Megatron's layout comes from the rules over the builder's logical axes
+ * (presets.c): the query heads split (wq column-parallel, wo row-parallel),
+ * the kv heads split where KV divides by the axis and otherwise replicated
+ * (each device reads the kv heads its query heads share; their gradients
+ * are partial sums over the devices); the SwiGLU's w1 and w3
+ * column-parallel (F split), w2 row-parallel; the embedding and the head
+ * over the vocabulary, as the GPT's. What must divide: */
 mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
     const mt_llama_config m = llama_built(c);
     if (m.n_heads % size != 0)
@@ -225,37 +226,4 @@ mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
                        "but --vocab %d does not divide by %d; give a vocabulary that does "
                        "(e.g. %d)", size, m.vocab, size, (m.vocab + size - 1) / size * size);
     return MT_OK;
-}
-
-/* Sets `sh` on the parameter `name` when g holds it (a pipeline stage holds
- * some of the blocks only). */
-static mt_status shard_if_held(mt_graph *g, const char *name, const mt_sharding *sh) {
-    mt_tensor *t = mt_graph_find(g, name);
-    return t ? mt_tensor_set_sharding(t, sh) : MT_OK;
-}
-
-mt_status mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
-                                    int size) {
-    mt_status s = mt__llama_tensor_check(c, size);
-    if (s != MT_OK) return s;
-    const mt_llama_config *m = llama_of(c);
-    const bool kv_split = m->n_kv_heads % size == 0;
-    const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0};
-    if ((s = shard_if_held(g, "tok_emb.w", &col)) != MT_OK ||
-        (s = shard_if_held(g, "lm_head.w", &col)) != MT_OK)
-        return s;
-    for (int l = 0; l < m->n_layers && s == MT_OK; l++) {
-        const struct { const char *suffix; const mt_sharding *sh; } split[] = {
-            {"attn.wq.w", &col}, {"attn.wk.w", kv_split ? &col : NULL},
-            {"attn.wv.w", kv_split ? &col : NULL}, {"attn.wo.w", &row},
-            {"ffn.w1.w", &col}, {"ffn.w3.w", &col}, {"ffn.w2.w", &row},
-        };
-        for (size_t k = 0; k < sizeof split / sizeof split[0] && s == MT_OK; k++) {
-            if (!split[k].sh) continue;   /* replicated */
-            char name[MT_MAX_NAME];
-            snprintf(name, sizeof name, "h.%d.%s", l, split[k].suffix);
-            s = shard_if_held(g, name, split[k].sh);
-        }
-    }
-    return s;
 }

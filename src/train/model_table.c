@@ -115,21 +115,8 @@ static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const m
     return mt_gpt_build_stage(g, &m, st, c->B, c->T, scale);
 }
 
-/* Sets `sh` on the parameter `name`, if g holds it: a pipeline stage holds
- * some of the blocks, and the embedding only on its first and last stage. */
-static mt_status shard_param(mt_graph *g, const char *name, const mt_sharding *sh) {
-    mt_tensor *t = mt_graph_find(g, name);
-    return t ? mt_tensor_set_sharding(t, sh) : MT_OK;
-}
-
-/* Sets `sh` on the parameter h.<l>.<suffix>, if g holds it. */
-static mt_status shard_block_param(mt_graph *g, int l, const char *suffix, const mt_sharding *sh) {
-    char name[MT_MAX_NAME];
-    snprintf(name, sizeof name, "h.%d.%s", l, suffix);
-    return shard_param(g, name, sh);
-}
-
-/* Tensor parallelism for the GPT, Megatron's layout:
+/* Tensor parallelism for the GPT, Megatron's layout, from the rules over the
+ * builder's logical axes (presets.c):
  *  - the tied embedding and LM head split over the (padded) vocabulary: the
  *    embedding a masked lookup, the loss the vocabulary-parallel one;
  *  - attention split by heads: q, k, v (3,C,C) column-parallel on C (each
@@ -156,25 +143,6 @@ static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
                        "with --padded-vocab (padding is exact: the loss ignores the columns "
                        "past V)", size, Vp, size, (Vp + size - 1) / size * size);
     return MT_OK;
-}
-
-static mt_status gpt_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
-                                     int size) {
-    const mt_gpt_config *m = gpt_of(c);
-    mt_status check = gpt_tensor_check(c, size);
-    if (check != MT_OK) return check;
-    const mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
-    const mt_sharding heads_w = {{0, tensor, 0}, 0}, heads_b = {{0, tensor}, 0};
-    mt_status s = shard_param(g, "wte", &col);
-    for (int l = 0; l < m->L && s == MT_OK; l++) {
-        const struct { const char *suffix; const mt_sharding *sh; } split[] = {
-            {"attn.qkv.w", &heads_w}, {"attn.qkv.b", &heads_b}, {"attn.proj.w", &row},
-            {"mlp.fc.w", &col}, {"mlp.fc.b", &vec}, {"mlp.proj.w", &row},
-        };
-        for (size_t k = 0; k < sizeof split / sizeof split[0] && s == MT_OK; k++)
-            s = shard_block_param(g, l, split[k].suffix, split[k].sh);
-    }
-    return s;
 }
 
 static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
@@ -236,23 +204,6 @@ static mt_status mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, 
  * input dim split: each device's partial sums are all-reduced, then the
  * bias). An unpaired last layer, or a pair whose width the axis does not
  * divide, stays replicated. */
-static mt_status mlp_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
-                                     int size) {
-    const mt_mlp_config *m = mlp_of(c);
-    for (int l = 0; l + 1 < m->layers; l += 2) {
-        if (m->hidden % size != 0) continue;
-        char name[MT_MAX_NAME];
-        mt_sharding col = {{tensor, 0}, 0}, row = {{0, tensor}, 0}, vec = {{tensor}, 0};
-        mt_status s;
-        snprintf(name, sizeof name, "fc.%d.w", l);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &col)) != MT_OK) return s;
-        snprintf(name, sizeof name, "fc.%d.b", l);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &vec)) != MT_OK) return s;
-        snprintf(name, sizeof name, "fc.%d.w", l + 1);
-        if ((s = mt_tensor_set_sharding(mt_graph_find(g, name), &row)) != MT_OK) return s;
-    }
-    return MT_OK;
-}
 
 /* ======================================================================== */
 /* Linear regression                                                         */
@@ -322,7 +273,7 @@ static const mt__train_model MODELS[] = {
         .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",
         .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = mt__train_fill_tokens, .step_flops = gpt_step_flops,
-        .tensor_parallel = gpt_tensor_parallel, .tensor_check = gpt_tensor_check,
+        .logical_axes = "batch,seq,vocab,embed,heads,mlp", .tensor_check = gpt_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
         .tied_param = gpt_tied_param,
@@ -333,12 +284,13 @@ static const mt__train_model MODELS[] = {
         .input = "x", .target = "targets",
         .check = mlp_check,
         .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
-        .tensor_parallel = mlp_tensor_parallel,
+        .logical_axes = "batch,mlp",
     },
     [MT_MODEL_LINREG] = {
         .about = {.name = "linreg"},   /* no settings of its own */
         .input = "x", .target = "y",
         .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
+        .logical_axes = "batch",
     },
     [MT_MODEL_LLAMA] = {   /* its hooks: model_llama.c */
         .about = {.name = "llama", .sequences = true, .dataset = true, .llmc = true,
@@ -352,7 +304,8 @@ static const mt__train_model MODELS[] = {
         .describe = mt__llama_describe, .parse = mt__llama_parse, .logits = "logits",
         .build = mt__llama_build,
         .fill_batch = mt__train_fill_tokens, .step_flops = mt__llama_step_flops,
-        .tensor_parallel = mt__llama_tensor_parallel, .tensor_check = mt__llama_tensor_check,
+        .logical_axes = "batch,seq,vocab,embed,heads,kv_heads,mlp",
+        .tensor_check = mt__llama_tensor_check,
         .sequence = true, .remat = true,
         .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
         .stage_input = MT_GPT_STAGE_INPUT, .tied_param = mt__llama_tied_param,

@@ -10,13 +10,15 @@
  *   --zero  1, 2, 3: the data axis also stores the parameters and their
  *           optimizer state split (ZeRO), gathered like fsdp's; ZeRO-1's
  *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
- *   tensor  splits the layers as the model's entry says (Megatron's column-
- *           then row-parallel pairs: the MLP model's linear layers, the
- *           GPT's heads, MLPs and vocabulary), and with sequence
+ *   tensor  splits the layers' heads, MLP and vocabulary dims (Megatron's
+ *           column- then row-parallel pairs), and with sequence
  *           parallelism the rows between them too;
  *   pipe    cuts the layers into stages (pipe.c): each stage's program
  *           is sharded here over the other axes; nothing splits over pipe.
- * What each preset sets is a sharding on a leaf; the partitioner derives the
+ * The batch and tensor strategies are rows of rules over the models'
+ * logical axes (sharding.h: each builder names what its leaves' dims are,
+ * "heads*64,embed"); a user's --rules replaces a row's rule, axis by axis.
+ * What each sets is a sharding on a leaf; the partitioner derives the
  * rest, and every combination trains the one-device run.
  */
 #include "train/train_impl.h"
@@ -27,6 +29,32 @@ uint32_t mt__axis_bit(const mt_mesh *mesh, const char *name) {
     for (int a = 0; a < mt_mesh_ndim(mesh); a++)
         if (strcmp(mt_mesh_axis_name(mesh, a), name) == 0) return 1u << a;
     return 0;
+}
+
+/* The strategies' rows: each a table from the models' logical axes to mesh
+ * axes. A row whose mesh axes a mesh lacks (or has at size 1) does nothing
+ * there. */
+static const struct {
+    const char *strategy, *rules;
+} ROWS[] = {
+    {"data parallel over data; FSDP's batch over fsdp", "batch=data+fsdp"},
+    {"Megatron tensor parallelism over tensor",
+     "vocab=tensor,heads=tensor,kv_heads=tensor,mlp=tensor"},
+};
+
+mt_status mt__train_rules(const mt_train_config *c, mt_rules *out) {
+    mt_rules r = {0}, row;
+    mt_status s = MT_OK;
+    for (size_t k = 0; k < sizeof ROWS / sizeof ROWS[0] && s == MT_OK; k++) {
+        s = mt_rules_parse(ROWS[k].rules, &row);
+        if (s == MT_OK) s = mt_rules_merge(&r, &row);
+    }
+    if (s == MT_OK && c->rules && *c->rules) {
+        s = mt_rules_parse(c->rules, &row);
+        if (s == MT_OK) s = mt_rules_merge(&r, &row);
+    }
+    if (s == MT_OK) *out = r;
+    return s;
 }
 
 mt_axes mt__batch_axes(const mt_mesh *mesh) {
@@ -54,6 +82,9 @@ static mt_status shard_fsdp(mt_graph *g, const mt_mesh *mesh, uint32_t fsdp) {
     for (int i = 0; i < mt_graph_n_params(g); i++) {
         mt_tensor *p = mt_graph_param_at(g, i);
         mt_sharding sh = mt_tensor_sharding(p);
+        bool stored = false;   /* a rule already stores it over these axes */
+        for (int d = 0; d < mt_tensor_ndim(p); d++) stored |= (sh.dim_axes[d] & fsdp) != 0;
+        if (stored) continue;
         for (int d = 0; d < mt_tensor_ndim(p); d++) {
             if (sh.dim_axes[d] || mt_tensor_dim(p, d) % n != 0) continue;
             sh.dim_axes[d] = fsdp;
@@ -68,21 +99,16 @@ static mt_status shard_fsdp(mt_graph *g, const mt_mesh *mesh, uint32_t fsdp) {
 mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, mt_graph *g,
                             const mt_mesh *mesh, mt_partition_opts *opts) {
     memset(opts, 0, sizeof *opts);
-    /* the batch leaves: dim 0 over the batch axes */
-    mt_axes ax = mt__batch_axes(mesh);
-    mt_sharding batch = {{0}, 0};
-    for (int i = 0; i < ax.n; i++) batch.dim_axes[0] |= 1u << ax.axis[i];
-    /* (a pipeline stage has some of these: the first the tokens, the others
-     * the previous stage's output, the last the targets) */
-    const char *names[4] = {m->input, m->target, m->batch_const, m->stage_input};
-    mt_status s = MT_OK;
-    for (int k = 0; k < 4 && s == MT_OK; k++) {
-        mt_tensor *t = names[k] ? mt_graph_find(g, names[k]) : NULL;
-        if (t) s = mt_tensor_set_sharding(t, &batch);
-    }
     uint32_t tensor = mt__axis_bit(mesh, "tensor"), fsdp = mt__axis_bit(mesh, "fsdp");
-    if (s == MT_OK && tensor && parts_of(mesh, tensor) > 1 && m->tensor_parallel)
-        s = m->tensor_parallel(c, g, tensor, (int)parts_of(mesh, tensor));
+    mt_status s = MT_OK;
+    if (tensor && parts_of(mesh, tensor) > 1 && m->tensor_check)
+        s = m->tensor_check(c, (int)parts_of(mesh, tensor));
+    /* every leaf with logical axes, as the rows and the user's rules say (a
+     * pipeline stage holds some of them: the first the tokens, the others
+     * the previous stage's output, the last the targets) */
+    mt_rules rules;
+    if (s == MT_OK) s = mt__train_rules(c, &rules);
+    if (s == MT_OK) s = mt_graph_shard_by_rules(g, &rules, mesh);
     if (s == MT_OK && c->sequence_parallel) {
         if (!tensor || parts_of(mesh, tensor) < 2)
             return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "

@@ -83,17 +83,17 @@ typedef struct {
      * mt_dataset_rows does (a shard that cannot be read). */
     mt_status (*fill_batch)(const mt_train_config *c, const mt_dataset *ds, int split,
                             int64_t *pos, int row0, int rows, void *in, void *target);
-    /* Tensor parallelism: sets the shardings of the model's parameters over
-     * the mesh axis `tensor` (a bit set) of `size` devices, e.g. Megatron's
-     * column- then row-parallel pairs; parameters it leaves alone stay
-     * replicated. Optional: NULL, the model replicates over `tensor`. */
-    mt_status (*tensor_parallel)(const mt_train_config *c, mt_graph *g, uint32_t tensor, int size);
+    /* The logical axes the builder names on its leaves' dims
+     * (mt_graph_logical: "batch,seq,vocab,embed,heads,kv_heads,mlp"), which
+     * rules (mt_train_config.rules, the strategies' rows in presets.c) map
+     * onto the mesh: no layout is written per parameter name. */
+    const char *logical_axes;
     /* The sizes tensor parallelism over `size` devices must divide (GPT: the
-     * heads, 4C, Vp), checked by tensor_parallel and, before any file is
-     * read, by mt_train_config_check: sizes still to come from the data (V
-     * and Vp 0) are skipped there; with llmc_in the whole model comes from
-     * the file and the early check is not made. Fails with MT_EINVAL naming
-     * the flag. Optional: nothing has to divide. */
+     * heads, 4C, Vp), checked when the rules shard the model and, before any
+     * file is read, by mt_train_config_check: sizes still to come from the
+     * data (V and Vp 0) are skipped there; with llmc_in the whole model
+     * comes from the file and the early check is not made. Fails with
+     * MT_EINVAL naming the flag. Optional: nothing has to divide. */
     mt_status (*tensor_check)(const mt_train_config *c, int size);
     /* Activation checkpointing (remat) has blocks to recompute: false, a
      * remat policy would change nothing and is refused. */
@@ -191,8 +191,6 @@ mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
 mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
                                  float scale);
 mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
-mt_status  mt__llama_tensor_parallel(const mt_train_config *c, mt_graph *g, uint32_t tensor,
-                                     int size);
 int        mt__llama_blocks(const mt_train_config *c);
 const char *mt__llama_tied_param(const mt_train_config *c);
 double     mt__llama_step_flops(const mt_train_config *c, int64_t tokens);
@@ -296,9 +294,13 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 uint32_t  mt__axis_bit(const mt_mesh *mesh, const char *name);
 /* The axes that split the batch: data and fsdp, those the mesh has. */
 mt_axes   mt__batch_axes(const mt_mesh *mesh);
+/* The rule table of a run: the strategies' rows (batch over data+fsdp;
+ * vocab, heads, kv_heads and mlp over tensor), each logical axis's rule
+ * replaced by c->rules' where it gives one. MT_EINVAL from mt_rules_parse. */
+mt_status mt__train_rules(const mt_train_config *c, mt_rules *out);
 /* Sets the shardings of the global program's leaves for the mesh's axes
- * (batch over data+fsdp, tensor parallel as the model says, FSDP storage)
- * and the partitioner's options (*opts: fsdp's gather). */
+ * (the rule table over the builder's logical axes, FSDP storage) and the
+ * partitioner's options (*opts: fsdp's gather). */
 mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, mt_graph *g,
                             const mt_mesh *mesh, mt_partition_opts *opts);
 

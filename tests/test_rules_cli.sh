@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# test_rules_cli.sh — `train --rules` and `explain --rules`: the strategy as
+# rules from the model's logical axes to mesh axes (issue 38).
+#
+#   bash tests/test_rules_cli.sh <meshtrain binary> [<build dir>]
+#
+# A layout given only as rules trains the one-device run: the GPT with its
+# embed dims stored over fsdp and its MLP left whole ('embed=fsdp,mlp=') on
+# fsdp=2,tensor=2, the LLaMA with its heads whole on tensor=2, and the MLP
+# model with its pairs whole; each step's loss and gradient norm (the
+# metrics file) within 1e-5 of the one-device run's. A rule naming a
+# logical axis the model lacks, a mesh axis the mesh lacks, a rule without
+# '=' and rules without a mesh are refused before any work, exit 2, naming
+# what was wrong. Every run is under `timeout 120`.
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_rules_cli.sh "$@"
+
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >text.txt
+
+GPT=(--data text.txt --model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16
+     --batch 4 --steps 4 --threads 2 --quiet)
+LLAMA=(--data text.txt --model llama --layers 2 --channels 32 --heads 4 --kv-heads 2
+       --vocab 256 --max-seq 16 --seq 16 --batch 4 --steps 4 --threads 2 --quiet)
+MLP=(--model mlp --layers 4 --channels 32 --steps 4 --threads 2 --quiet)
+
+# same NAME FILE_A FILE_B: the metrics files' losses and gradient norms agree
+# within 1e-5 (relative), step by step, and there are some.
+same() {
+    local name=$1
+    if python3 - "$2" "$3" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+ok = len(a) == len(b) > 0 and all(
+    abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(x[k])) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
+sys.exit(0 if ok else 1)
+EOF
+    then ok "$name"; else bad "$name" "$(head -c 300 "$2") vs $(head -c 300 "$3")"; fi
+}
+
+# run NAME METRICS ARGS...: the run exits 0
+run() {
+    local name=$1 out=$2
+    shift 2
+    rm -f "$out"
+    timeout 120 "$BIN" train "$@" --metrics "$out" >out.txt 2>err.txt ||
+        bad "$name" "exit $?: $(head -2 err.txt | tr '\n' ' ')"
+}
+
+run "gpt one device" one.jsonl "${GPT[@]}"
+run "gpt embed=fsdp,mlp=" r.jsonl "${GPT[@]}" --mesh fsdp=2,tensor=2 --rules 'embed=fsdp,mlp='
+same "gpt: embed over fsdp and the MLP whole, on fsdp=2,tensor=2, equal one device" one.jsonl r.jsonl
+
+run "llama one device" one.jsonl "${LLAMA[@]}"
+run "llama heads=,kv_heads=" r.jsonl "${LLAMA[@]}" --mesh data=2,tensor=2 --rules 'heads=,kv_heads='
+same "llama: heads whole on data=2,tensor=2, equal one device" one.jsonl r.jsonl
+
+run "mlp one device" one.jsonl "${MLP[@]}"
+run "mlp mlp=" r.jsonl "${MLP[@]}" --mesh tensor=2 --rules 'mlp='
+same "mlp: its pairs whole on tensor=2, equal one device" one.jsonl r.jsonl
+
+# refuse NAME FRAGMENT ARGS...: exit 2 before any work, one "meshtrain: "
+# line naming FRAGMENT, nothing written
+refuse() {
+    local name=$1 frag=$2
+    shift 2
+    rm -f never.jsonl
+    timeout 120 "$BIN" "$@" >out.txt 2>err.txt
+    local rc=$? why=""
+    [ "$rc" -eq 2 ] || why="exit $rc, want 2"
+    head -n1 err.txt | grep -q '^meshtrain: ' || why="${why:+$why; }stderr does not start 'meshtrain: '"
+    grep -qF -- "$frag" err.txt || why="${why:+$why; }stderr lacks '$frag': $(head -c 200 err.txt)"
+    [ -e never.jsonl ] && why="${why:+$why; }a metrics file was written"
+    if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+}
+
+refuse "a logical axis the model lacks" "has no logical axis 'mpl'; its logical axes are" \
+    train "${GPT[@]}" --mesh tensor=2 --rules 'mpl=tensor' --metrics never.jsonl
+refuse "kv_heads on the GPT (it has none)" "has no logical axis 'kv_heads'" \
+    train "${GPT[@]}" --mesh tensor=2 --rules 'kv_heads=tensor' --metrics never.jsonl
+refuse "a mesh axis the mesh lacks" "mesh axis 'tensr', which mesh 'tensor=2' does not have" \
+    train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensr' --metrics never.jsonl
+refuse "a rule without =" "'mlp' is not logical=mesh axes" \
+    train "${GPT[@]}" --mesh tensor=2 --rules 'mlp' --metrics never.jsonl
+refuse "a logical axis twice" "logical axis 'mlp' has two rules" \
+    train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensor,mlp=' --metrics never.jsonl
+refuse "rules without a mesh" "--rules maps the model's logical axes onto a mesh's axes" \
+    train "${GPT[@]}" --rules 'mlp=tensor' --metrics never.jsonl
+refuse "explain: a logical axis the model lacks" "has no logical axis 'experts'" \
+    explain --model llama --layers 2 --channels 32 --heads 4 --mesh tensor=2 --rules 'experts=tensor'
+
+# explain shows the rules' layout: with mlp= the MLP's weights are whole
+if timeout 120 "$BIN" explain --model gpt --layers 1 --channels 32 --heads 4 --mesh tensor=2 \
+        --rules 'mlp=' >ex.txt 2>err.txt &&
+    grep -q 'h.0.attn.qkv.w' ex.txt && ! grep -E 'mlp\.fc\.w .*@tensor' ex.txt >/dev/null; then
+    ok "explain --rules 'mlp=': the MLP's weights whole"
+else
+    bad "explain --rules 'mlp='" "$(head -c 300 err.txt)"
+fi
+
+test_end
