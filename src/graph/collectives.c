@@ -39,6 +39,8 @@
 #include <string.h>
 
 #define SHAPE(t, buf) mt__shape_str((t), (buf), sizeof (buf))
+/* how a message names t: 'name', or the op that made it (errors.c) */
+#define LABEL(t, buf) mt__tensor_label(g, (t), (buf), sizeof (buf))
 
 /* ======================================================================== */
 /* Binding and owned memory                                                  */
@@ -109,22 +111,23 @@ static const char *axes_str(const mt_mesh *mesh, mt_axes axes, char *buf, size_t
  * P, or 0 after recording the error. */
 static int check_common(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes) {
     if (!g || g->status != MT_OK || !x) return 0;
+    char lx[160];
     if (!g->ctx) {
-        mt__graph_error(g, MT_ESTATE, "%s of '%s': the graph has no device to run collectives "
+        mt__graph_error(g, MT_ESTATE, "%s of %s: the graph has no device to run collectives "
                         "on; call mt_graph_set_ctx(g, ctx) in the device function before "
-                        "building collective nodes", op, x->name);
+                        "building collective nodes", op, LABEL(x, lx));
         return 0;
     }
     const mt_mesh *mesh = mt_ctx_mesh(g->ctx);
     mt_status s = mt_mesh_axes_check(mesh, axes);
     if (s != MT_OK) {
-        mt__graph_error(g, s, "%s of '%s' over mesh '%s': %s", op, x->name, mt_mesh_spec(mesh),
+        mt__graph_error(g, s, "%s of %s over mesh '%s': %s", op, LABEL(x, lx), mt_mesh_spec(mesh),
                         mt_errmsg());
         return 0;
     }
     if (x->dtype != MT_F32) {
-        mt__graph_error(g, MT_EUNSUPPORTED, "%s of '%s': dtype %s is not supported; collective "
-                        "nodes take f32 for now", op, x->name, mt_dtype_name(x->dtype));
+        mt__graph_error(g, MT_EUNSUPPORTED, "%s of %s: dtype %s is not supported; collective "
+                        "nodes take f32 for now", op, LABEL(x, lx), mt_dtype_name(x->dtype));
         return 0;
     }
     return mt_axis_size(g->ctx, axes);
@@ -134,17 +137,17 @@ static int check_common(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes)
  * size a multiple of P. */
 static bool check_dim(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes, const char *what,
                       int dim, int P, bool split) {
-    char sx[64], sa[64];
+    char sx[64], sa[64], lx[160];
     if (dim < 0 || dim >= x->ndim) {
-        mt__graph_error(g, MT_ESHAPE, "%s of '%s' %s: %s %d is out of range; it has %d dim%s "
-                        "(0 to %d)", op, x->name, SHAPE(x, sx), what, dim, x->ndim,
+        mt__graph_error(g, MT_ESHAPE, "%s of %s %s: %s %d is out of range; it has %d dim%s "
+                        "(0 to %d)", op, LABEL(x, lx), SHAPE(x, sx), what, dim, x->ndim,
                         x->ndim == 1 ? "" : "s", x->ndim - 1);
         return false;
     }
     if (split && x->shape[dim] % P != 0) {
-        mt__graph_error(g, MT_ESHAPE, "%s of '%s' %s over %s: %s %d has size %lld, which does "
+        mt__graph_error(g, MT_ESHAPE, "%s of %s %s over %s: %s %d has size %lld, which does "
                         "not split into %d blocks (the group size); make it a multiple of %d",
-                        op, x->name, SHAPE(x, sx), axes_str(mt_ctx_mesh(g->ctx), axes, sa, sizeof sa),
+                        op, LABEL(x, lx), SHAPE(x, sx), axes_str(mt_ctx_mesh(g->ctx), axes, sa, sizeof sa),
                         what, dim, (long long)x->shape[dim], P, P);
         return false;
     }
@@ -354,13 +357,15 @@ static mt_tensor *emit(mt_graph *g, mt_op op, mt_tensor *x, const int64_t *shape
     if (op == MT_OP_SLICE && x->needs_grad && (var & ax & real_axes(g))) {
         char sa[64];
         axes_str(mt_ctx_mesh(g->ctx), bits_axes(var & ax & real_axes(g)), sa, sizeof sa);
-        return mt__graph_error(g, MT_ESHARDING, "slice of '%s' over %s: '%s' differs between the "
+        char lx[160];
+        LABEL(x, lx);
+        return mt__graph_error(g, MT_ESHARDING, "slice of %s over %s: %s differs between the "
                                "devices over %s (an input, fed per device, or made from one), "
                                "but slice takes each device's block of one value they share; "
                                "if the input is the same on every device, declare it so "
                                "(mt_tensor_set_varying(input, the axes it does differ over; "
                                "none: replicated)), or slice it on the host before feeding it",
-                               x->name, sa, x->name, sa);
+                               lx, sa, lx, sa);
     }
     if (op != MT_OP_PVARY && op != MT_OP_SLICE && x->needs_grad && (inv & ax & real_axes(g))) {
         if (!(x = auto_pvary(g, x, inv & ax & real_axes(g)))) return NULL;
