@@ -15,10 +15,8 @@ build=${2:?usage: test_file_cycles.sh MESHTRAIN BUILD_DIR}
 objs=$build/CMakeFiles/mt_objects.dir/src
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# The folders held acyclic. Not yet: comm (the transports' registry and the
-# transports call each other), ops (op_table names the kernels, which call
-# back into its lookup for names in messages).
-FOLDERS=(base vec mesh tensor profile graph partition optim pipeline models io train plan examples)
+# The folders held acyclic: every folder of src/ but the program's (cli).
+FOLDERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train plan examples)
 
 bad=0 checked=0
 for folder in "${FOLDERS[@]}"; do

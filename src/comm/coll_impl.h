@@ -1,9 +1,10 @@
 /*
  * coll_impl.h — the collectives' front end (internal): what comm.c (the flat
- * collectives), comm_dims.c (the dimensioned forms), async.c (the
- * asynchronous queue), p2p.c (sends and receives), record.c (numbering and
- * records), check.c (the debug match check) and group.c (the group cache)
- * share.
+ * collectives), coll_run.c (their bodies on a group), comm_dims.c (the
+ * dimensioned forms), async.c (the asynchronous queue), p2p.c (sends and
+ * receives), record.c (numbering and records), check.c (the debug match
+ * check) and group.c (the group cache and its labels) share. Bottom up:
+ * group, check, record, coll_run, async, then comm, comm_dims and p2p.
  *
  * Every collective, whatever the transport, goes through mt__coll_begin /
  * mt__coll_end: a device's record then always says what it is doing, which
@@ -36,7 +37,8 @@ static inline uint32_t mt__axes_key(mt_axes axes) {
     return key;
 }
 
-/* The axes of a key for messages: "'data'" / "'data,tensor'" / "'' (no axes)". */
+/* The axes of a key for messages: "'data'" / "'data,tensor'" / "'' (no axes)"
+ * (group.c). */
 void mt__axes_label(const mt_mesh *mesh, uint32_t key, char *buf, size_t cap);
 
 /* Numbers the collective d on g and writes it into the device's record,
@@ -55,7 +57,7 @@ mt_status mt__coll_end(mt_ctx *ctx, const mt_group *g, const mt_coll_desc *d, mt
  * the members did not all issue the same collective. */
 mt_status mt__match_check(mt_ctx *ctx, mt_group *g, const mt_coll_desc *d);
 
-/* ---- argument checks and the flat collectives (comm.c) ------------------ */
+/* ---- argument checks and the flat collectives' bodies (coll_run.c) ------- */
 
 /* MT_EINVAL unless dtype is one the collectives move. */
 mt_status mt__check_dtype(const char *what, mt_dtype dtype);
@@ -79,19 +81,23 @@ static inline mt_status mt__check_size(const char *what, size_t count, size_t fa
     return MT_OK;
 }
 
-/* The head of a blocking collective: the asynchronous queue flushed (every
- * device runs its collectives in the order it issued them), the group
- * resolved. */
-mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g);
-
 /* The flat collectives behind the public ones, without the prologue (the
- * dimensioned forms and the queue run them): checks, record, transport. */
+ * public forms, the dimensioned forms and the queue run them): checks,
+ * record, transport. */
 mt_status mt__do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                             mt_reduce_op op, bool mean);
 mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                             size_t count, mt_dtype dtype);
 mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
                               size_t count, mt_dtype dtype);
+/* The three collectives whose buffers are P blocks of count elements (recv
+ * for all_gather, send for psum_scatter, both for all_to_all) and whose
+ * group of one is a copy of count elements, on the resolved group g; `kind`
+ * (MT_COLL_ALL_GATHER, _REDUCE_SCATTER or _ALL_TO_ALL) names them in
+ * messages (mt__coll_name). The record counts the bytes this device
+ * contributes. */
+mt_status mt__do_blocks(mt_ctx *ctx, mt_group *g, int kind, const void *send, void *recv,
+                        size_t count, mt_dtype dtype);
 
 /* ppermute's route from its pairs on g (checked: ranks in the group, each
  * at most once a source and once a destination): the rank this device sends
@@ -108,5 +114,12 @@ mt_status mt__do_ppermute(mt_ctx *ctx, mt_group *g, const void *send, void *recv
 /* Completes the first `upto` queued requests, in start order; on a failure
  * drops the rest of the queue (see async.c) and returns it. */
 mt_status mt__flush_pending(mt_ctx *ctx, int upto);
+
+/* ---- the public blocking forms (comm.c) --------------------------------- */
+
+/* The head of a blocking collective: the asynchronous queue flushed (every
+ * device runs its collectives in the order it issued them), the group
+ * resolved. */
+mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g);
 
 #endif /* MT_COLL_IMPL_H */

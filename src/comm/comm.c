@@ -1,9 +1,9 @@
 /*
- * comm.c — the flat collectives (mt_all_reduce .. mt_barrier): argument
- * checks, the group, the record (record.c), and the call into the transport.
- * A group of one never reaches the transport (its contract): the copy, zero
- * fill or nothing it needs happens here. The dimensioned forms are in
- * comm_dims.c, the asynchronous ones in async.c.
+ * comm.c — the flat collectives (mt_all_reduce .. mt_barrier): the
+ * prologue, then the collective on its group (coll_run.c, which checks,
+ * records and calls the transport; broadcast and barrier, which nothing
+ * else runs, are whole here). The dimensioned forms are in comm_dims.c, the
+ * asynchronous ones in async.c.
  *
  * A blocking collective first completes the asynchronous queue (see async.c),
  * so every device runs its collectives in the order it issued them.
@@ -13,15 +13,8 @@
 #include <string.h>
 
 /* ======================================================================== */
-/* Argument checks                                                           */
+/* The prologue                                                              */
 /* ======================================================================== */
-
-mt_status mt__check_dtype(const char *what, mt_dtype dtype) {
-    if (dtype != MT_F32 && dtype != MT_BF16 && dtype != MT_I32)
-        return mt_fail(MT_EINVAL, "%s: unknown dtype %d; use MT_F32, MT_BF16 or MT_I32", what,
-                       (int)dtype);
-    return MT_OK;
-}
 
 mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
     if (ctx->n_pending > 0) {
@@ -35,41 +28,11 @@ mt_status mt__coll_prologue(mt_ctx *ctx, mt_axes axes, mt_group **g) {
 /* Reductions                                                                */
 /* ======================================================================== */
 
-/* mt__do_all_reduce; static, so that the public forms below call it directly. */
-static mt_status do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count,
-                               mt_dtype dtype, mt_reduce_op op, bool mean) {
-    const char *what = mean ? "pmean" : "all_reduce";
-    mt_status st;
-    if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "buf", buf, count)) ||
-        (st = mt__check_size(what, count, 1, dtype)))
-        return st;
-    if (op != MT_REDUCE_SUM && op != MT_REDUCE_MAX && op != MT_REDUCE_MIN)
-        return mt_fail(MT_EINVAL, "all_reduce: unknown reduction %d", (int)op);
-    mt_group *g;
-    if ((st = mt__ctx_group(ctx, axes, &g)) != MT_OK) return st;
-    mt_coll_desc d = {.kind = MT_COLL_ALL_REDUCE | (int)op << 4 | (mean ? MT_COLL_MEAN : 0),
-                      .dtype = dtype, .count = count, .bytes = count * mt_dtype_size(dtype)};
-    st = mt__coll_begin(ctx, g, &d);
-    if (st == MT_OK && g->size > 1)
-        st = ctx->launch->ops->all_reduce(ctx, g, buf, count, dtype, op);
-    if (st == MT_OK && mean && g->size > 1) {
-        float *x = buf;
-        float P = (float)g->size;
-        for (size_t i = 0; i < count; i++) x[i] /= P;
-    }
-    return mt__coll_end(ctx, g, &d, st);
-}
-
-mt_status mt__do_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
-                            mt_reduce_op op, bool mean) {
-    return do_all_reduce(ctx, axes, buf, count, dtype, op, mean);
-}
-
 mt_status mt_all_reduce(mt_ctx *ctx, mt_axes axes, void *buf, size_t count, mt_dtype dtype,
                         mt_reduce_op op) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, dtype, op, false);
+    return st != MT_OK ? st : mt__do_all_reduce(ctx, axes, buf, count, dtype, op, false);
 }
 
 mt_status mt_psum(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
@@ -83,71 +46,19 @@ mt_status mt_pmax(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
 mt_status mt_pmean(mt_ctx *ctx, mt_axes axes, float *buf, size_t count) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_all_reduce(ctx, axes, buf, count, MT_F32, MT_REDUCE_SUM, true);
+    return st != MT_OK ? st : mt__do_all_reduce(ctx, axes, buf, count, MT_F32, MT_REDUCE_SUM, true);
 }
 
 /* ======================================================================== */
 /* Block collectives: all_gather, psum_scatter, all_to_all                   */
 /* ======================================================================== */
 
-/* The three collectives whose buffers are P blocks of count elements (recv
- * for all_gather, send for psum_scatter, both for all_to_all) and whose
- * group of one is a copy of count elements, on the resolved group g; `kind`
- * names them in messages (mt__coll_name). The record counts the bytes this
- * device contributes. */
-static mt_status do_blocks(mt_ctx *ctx, mt_group *g, int kind, const void *send, void *recv,
-                           size_t count, mt_dtype dtype) {
-    const char *what = mt__coll_name(kind);
-    mt_status st;
-    if ((st = mt__check_dtype(what, dtype)) || (st = mt__check_buf(what, "send", send, count)) ||
-        (st = mt__check_buf(what, "recv", recv, count)) ||
-        (st = mt__check_size(what, count, (size_t)g->size, dtype)))
-        return st;
-    size_t bytes = count * mt_dtype_size(dtype);
-    /* the size as nccl-tests counts it: the whole buffer (the all-gather's
-     * output, the reduce-scatter's input, the all-to-all's) */
-    mt_coll_desc d = {.kind = kind, .dtype = dtype, .count = count,
-                      .bytes = bytes * (size_t)g->size};
-    st = mt__coll_begin(ctx, g, &d);
-    if (st == MT_OK) {
-        const mt_transport_ops *ops = ctx->launch->ops;
-        if (g->size == 1) {
-            if (bytes && send != recv) memcpy(recv, send, bytes);
-        } else if (kind == MT_COLL_ALL_GATHER) {
-            st = ops->all_gather(ctx, g, send, recv, bytes);
-        } else if (kind == MT_COLL_REDUCE_SCATTER) {
-            st = ops->reduce_scatter(ctx, g, send, recv, count, dtype, MT_REDUCE_SUM);
-        } else {
-            st = ops->all_to_all(ctx, g, send, recv, bytes);
-        }
-    }
-    return mt__coll_end(ctx, g, &d, st);
-}
-
-/* do_blocks over `axes`, without the prologue (its callers ran it). */
-static mt_status do_blocks_over(mt_ctx *ctx, mt_axes axes, int kind, const void *send,
-                                void *recv, size_t count, mt_dtype dtype) {
-    mt_group *g;
-    mt_status st = mt__ctx_group(ctx, axes, &g);
-    return st != MT_OK ? st : do_blocks(ctx, g, kind, send, recv, count, dtype);
-}
-
-mt_status mt__do_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
-                            size_t count, mt_dtype dtype) {
-    return do_blocks_over(ctx, axes, MT_COLL_ALL_GATHER, send, recv, count, dtype);
-}
-
-mt_status mt__do_psum_scatter(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
-                              size_t count, mt_dtype dtype) {
-    return do_blocks_over(ctx, axes, MT_COLL_REDUCE_SCATTER, send, recv, count, dtype);
-}
-
-/* The public block collectives: the prologue, then do_blocks. */
+/* The public block collectives: the prologue, then mt__do_blocks. */
 static mt_status blocks(mt_ctx *ctx, mt_axes axes, int kind, const void *send, void *recv,
                         size_t count, mt_dtype dtype) {
     mt_group *g;
     mt_status st = mt__coll_prologue(ctx, axes, &g);
-    return st != MT_OK ? st : do_blocks(ctx, g, kind, send, recv, count, dtype);
+    return st != MT_OK ? st : mt__do_blocks(ctx, g, kind, send, recv, count, dtype);
 }
 
 mt_status mt_all_gather(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
@@ -168,53 +79,6 @@ mt_status mt_all_to_all(mt_ctx *ctx, mt_axes axes, const void *send, void *recv,
 /* ======================================================================== */
 /* ppermute, broadcast, barrier                                              */
 /* ======================================================================== */
-
-mt_status mt__permute_route(const mt_group *g, const int (*pairs)[2], int n_pairs, int *dest,
-                            int *src, uint64_t *hash) {
-    if (n_pairs < 0 || (n_pairs > 0 && !pairs))
-        return mt_fail(MT_EINVAL, "ppermute: %d pairs at %p", n_pairs, (const void *)pairs);
-    *dest = -1;
-    *src = -1;
-    uint64_t h = 1469598103934665603ull;
-    for (int k = 0; k < n_pairs; k++) {
-        int s = pairs[k][0], t = pairs[k][1];
-        if (s < 0 || s >= g->size || t < 0 || t >= g->size)
-            return mt_fail(MT_EINVAL, "ppermute over %s: pair %d {%d,%d} names a rank outside the "
-                           "group of %d", g->label, k, s, t, g->size);
-        for (int j = 0; j < k; j++) {
-            if (pairs[j][0] == s)
-                return mt_fail(MT_EINVAL, "ppermute over %s: pair %d {%d,%d} repeats source %d "
-                               "(pair %d is {%d,%d}); each rank may send at most once", g->label,
-                               k, s, t, s, j, pairs[j][0], pairs[j][1]);
-            if (pairs[j][1] == t)
-                return mt_fail(MT_EINVAL, "ppermute over %s: pair %d {%d,%d} repeats destination "
-                               "%d (pair %d is {%d,%d}); each rank may receive at most once",
-                               g->label, k, s, t, t, j, pairs[j][0], pairs[j][1]);
-        }
-        if (s == g->rank) *dest = t;
-        if (t == g->rank) *src = s;
-        h = (h ^ (uint64_t)(s * 4099 + t)) * 1099511628211ull;
-    }
-    *hash = h;
-    return MT_OK;
-}
-
-mt_status mt__do_ppermute(mt_ctx *ctx, mt_group *g, const void *send, void *recv, size_t count,
-                          mt_dtype dtype, int dest, int src, uint64_t hash) {
-    size_t bytes = count * mt_dtype_size(dtype);
-    mt_coll_desc d = {.kind = MT_COLL_PERMUTE, .dtype = dtype, .count = count, .bytes = bytes,
-                      .extra = hash};
-    mt_status st = mt__coll_begin(ctx, g, &d);
-    if (st == MT_OK) {
-        if (g->size > 1) {
-            st = ctx->launch->ops->permute(ctx, g, send, recv, bytes, dest, src);
-        } else if (bytes) {
-            if (src == 0) { if (send != recv) memcpy(recv, send, bytes); }
-            else memset(recv, 0, bytes);
-        }
-    }
-    return mt__coll_end(ctx, g, &d, st);
-}
 
 mt_status mt_ppermute(mt_ctx *ctx, mt_axes axes, const void *send, void *recv, size_t count,
                       mt_dtype dtype, const int (*pairs)[2], int n_pairs) {

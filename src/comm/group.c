@@ -1,11 +1,25 @@
 /*
  * group.c — each device's cache of groups: a group is created here, on the
  * device's first collective over its axes, handed to the transport's
- * group_init, and freed here with the ctx (after group_fini).
+ * group_init, and freed here with the ctx (after group_fini); and the
+ * axes' label that names a group in messages.
  */
 #include "comm/coll_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+/* The label is the group's name in every message (g->label), so it lives
+ * with the groups: the records, the match check and the sends below name
+ * groups through it. */
+void mt__axes_label(const mt_mesh *mesh, uint32_t key, char *buf, size_t cap) {
+    size_t off = (size_t)snprintf(buf, cap, "'");
+    for (int i = 0; key >> (4 * i) && i < 8 && off < cap; i++) {
+        int a = (int)((key >> (4 * i)) & 15) - 1;
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s", i ? "," : "", mt_mesh_axis_name(mesh, a));
+    }
+    if (off < cap) snprintf(buf + off, cap - off, key ? "'" : "' (no axes)");
+}
 
 /* Frees a group's memory (not its transport state: see mt__ctx_groups_free). */
 static void group_free(mt_group *g) {

@@ -1,12 +1,10 @@
 /*
- * launch.c — mt_launch and what every transport's launch shares: the
- * launch's settings, its shared state (set up here once for every
- * transport), running a device, and the launch's result.
- *
- * mt_launch resolves AUTO (mt_transport_resolve), finds the transport in the
- * registry (registry.c) and calls its launch: this file never names a
- * transport. The threads launch is in threads_launch.c, the MPI one in
- * mpi_launch.c.
+ * launch.c — what every transport's launch shares: the launch's settings,
+ * its shared state (set up here once for every transport), running a
+ * device, the launch's result, the launcher's world and the signal a launch
+ * reports. The transports' launches (threads_launch.c, mpi_launch.c) call
+ * it; mt_launch itself, which picks the transport, is above them all in
+ * registry.c, so this file never names a transport.
  *
  * Settings: the timeout comes from opts.timeout_s, else MT_COMM_TIMEOUT, else
  * 300 s; a value that is not a number of seconds > 0 fails mt_launch before
@@ -140,7 +138,7 @@ mt_status mt__launch_result(mt_launch_state *ls) {
 }
 
 /* ======================================================================== */
-/* mt_launch                                                                 */
+/* The launcher's world, and signals                                        */
 /* ======================================================================== */
 
 void mt_launcher_world(int *rank, int *size) {
@@ -168,25 +166,3 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "mt_launch_signal stores from a signal
 void mt_launch_signal(int signo) { atomic_store(&launch_signal, signo); }
 
 int mt__launch_signal_take(void) { return atomic_exchange(&launch_signal, 0); }
-
-mt_status mt_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg) {
-    if (!opts || !fn) return mt_fail(MT_EINVAL, "mt_launch: opts and fn must not be NULL");
-    /* a bad timeout fails before any device runs (and, under MPI, before MPI
-     * is started: no rank waits for another to find the same mistake) */
-    double timeout_s;
-    mt_status st = mt__launch_timeout(opts, &timeout_s);
-    const mt_transport_ops *ops;
-    if (st == MT_OK) st = mt__transport_find(mt_transport_resolve(opts->transport), &ops);
-    return st != MT_OK ? st : ops->launch(opts, fn, arg);
-}
-
-mt_status mt_pmap(const char *axis, int devices, mt_device_fn fn, void *arg) {
-    if (!axis || !*axis) axis = "i";
-    if (strlen(axis) > 48)
-        return mt_fail(MT_EINVAL, "pmap: axis name '%.20s...' is too long (48 characters at most)",
-                       axis);
-    char spec[64];
-    snprintf(spec, sizeof spec, "%s=%d", axis, devices > 0 ? devices : -1);
-    mt_launch_opts opts = {.mesh = spec, .devices = devices};
-    return mt_launch(&opts, fn, arg);
-}

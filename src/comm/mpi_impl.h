@@ -4,22 +4,31 @@
  *
  * One device per MPI rank, started by mpirun; the device id is the world
  * rank. The transport's files:
- *   mpi_launch.c  the launch: MPI started, this rank's device set up and run,
- *                 every rank's outcome agreed on, so all return the same; or,
- *                 once a collective is left unfinished, the job stopped.
+ *   mpi_base.c    MPI's failures as statuses, byte blocks as MPI counts.
+ *   mpi_start.c   MPI started (once per process), this machine's ranks and
+ *                 CPUs, and every rank stopped when a launch is doomed.
+ *   mpi_join.c    the start of a launch: every rank waited for, and a
+ *                 missing one named.
+ *   mpi_agree.c   the end of a launch: every rank's outcome agreed on, so all
+ *                 return the same; or, once a collective is left unfinished,
+ *                 the job stopped.
+ *   mpi_launch.c  the launch (this rank's device set up and run, between the
+ *                 two) and the transport table.
  *   mpi_ctl.c     the control channel between ranks (abort notices, "what
  *                 are you doing?" queries) and waiting for posted requests
  *                 with the timeout, whose message names the missing ranks
  *                 and is printed the moment the timeout fires.
  *   mpi_comms.c   the communicator of every group.
- *   mpi.c         the collectives and the transport table.
+ *   mpi_coll.c    the collectives (mpi_small.c: the small all-reduces).
  *   mpi_p2p.c     point-to-point messages (mt_send / mt_recv), on a
  *                 communicator of their own, and their end of the launch.
  *   mpi_watchdog.c  a thread that bounds the blocking calls of a launch's
  *                 set-up and end by the timeout.
- * Only a build with Open MPI has the transport: CMakeLists.txt compiles
- * mpi.c only then, and the mpi_*.c files (compiled always) are empty unless
- * MT_HAVE_MPI is defined.
+ * Bottom up: mpi_base, mpi_start, mpi_ctl, mpi_comms, mpi_small, mpi_coll,
+ * mpi_p2p, mpi_join, mpi_agree, mpi_launch (test_file_cycles.sh holds that
+ * no file calls back up). Only a build with Open MPI has the transport:
+ * CMakeLists.txt compiles the mpi_*.c files only then (each is
+ * also empty unless MT_HAVE_MPI is defined).
  */
 #ifndef MT_MPI_IMPL_H
 #define MT_MPI_IMPL_H
@@ -155,12 +164,14 @@ static inline const char *mt__mpi_current_text(const mt_mpi *m, const char *fall
     return r && r->text[0] ? r->text : fallback;
 }
 
+/* ---- MPI's failures and counts (mpi_base.c) ------------------------------ */
+
 /* MT_EINTERNAL with "<what> failed: <MPI's text for rc>". */
 mt_status mt__mpi_error(int rc, const char *what);
 
 /* A block of `bytes` as *count elements of *type: MPI_BYTE up to INT_MAX,
  * one element of a datatype exactly that long above (MPI counts are int).
- * A made type (*made) is freed by the caller once posted (mpi.c). */
+ * A made type (*made) is freed by the caller once posted. */
 mt_status mt__mpi_block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made);
 
 /* ======================================================================== */
@@ -271,7 +282,7 @@ void      mt__mpi_comms_keep(mt_mpi *m);
 void      mt__mpi_comms_drop_kept(void);
 
 /* ======================================================================== */
-/* Collectives (mpi.c) and the launch (mpi_launch.c)                         */
+/* Collectives (mpi_coll.c) and the launch (mpi_launch.c)                    */
 /* ======================================================================== */
 
 /* Creates m->fmax / m->fmin, the reductions that keep NaN; freed by
@@ -279,9 +290,19 @@ void      mt__mpi_comms_drop_kept(void);
 void mt__mpi_reductions_create(mt_mpi *m);
 void mt__mpi_reductions_free(mt_mpi *m);
 
-/* The table's launch: creates this rank's device, runs fn on it and returns
- * the launch's result, the same on every rank. */
-mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
+/* The table's collectives (see mt_transport_ops). */
+mt_status mt__mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_t count,
+                             mt_dtype dtype, mt_reduce_op op);
+mt_status mt__mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+                             size_t bytes);
+mt_status mt__mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+                                 size_t count, mt_dtype dtype, mt_reduce_op op);
+mt_status mt__mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+                             size_t bytes);
+mt_status mt__mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+                          size_t bytes, int dest, int src);
+mt_status mt__mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t bytes, int root);
+mt_status mt__mpi_barrier(mt_ctx *ctx, const mt_group *g);
 
 /* ======================================================================== */
 /* Point-to-point messages (mpi_p2p.c)                                       */
@@ -312,6 +333,72 @@ mt_status mt__mpi_send(mt_ctx *ctx, const mt_group *g, int dst, int tag, const v
                        size_t bytes);
 mt_status mt__mpi_recv(mt_ctx *ctx, const mt_group *g, int src, int tag, void *buf, size_t bytes,
                        size_t *got);
+
+/* ======================================================================== */
+/* A launch: its start and stop (mpi_start.c), its start's barrier          */
+/* (mpi_join.c), its end (mpi_agree.c)                                       */
+/* ======================================================================== */
+
+/* What each rank contributes to the end-of-launch agreement. */
+typedef struct {
+    int32_t status, device, dangling, printed;   /* printed: msg is on stderr already */
+    int32_t leftover;                            /* the failure is messages never received */
+    int32_t p2p_sent, p2p_received;              /* point-to-point messages, in all */
+    char    msg[1004];
+} mt_mpi_outcome;
+
+/* One launch on this rank: the transport's state (whose ls and ctx are the
+ * ones below) and what only the launch uses. */
+typedef struct {
+    mt_mpi          *m;
+    mt_launch_state *ls;
+    mt_ctx          *ctx;        /* this rank's device */
+    bool             have_ctx;   /* ctx was set up (mt__ctx_init) */
+    bool             traced;     /* mt__trace_write was called */
+    bool             keep;       /* ended cleanly: its communicators go to the next launch */
+    mt_mesh         *mesh;
+    mt_mpi_outcome  *all;        /* (size) every rank's outcome, after an exchange */
+} mt_mpi_run;
+
+/* Starts MPI if needed (once per process; finalised at exit when this did
+ * it); the world size and this rank. */
+mt_status mt__mpi_start(int *rank, int *size);
+/* Whether a launch is running: an exit() in the middle of one must not
+ * finalise MPI (mt__mpi_start's exit handler). */
+void mt__mpi_set_running(bool running);
+/* The communicator the launches' starts meet on (a dup of the world, made by
+ * the first mt__mpi_start). */
+MPI_Comm mt__mpi_join_comm(void);
+/* The ranks sharing this machine and the CPUs they may run on together,
+ * found once (collective over `world` the first time; on a failure of MPI,
+ * this rank counts alone). */
+void mt__mpi_machine(MPI_Comm world, int *ranks, int *cpus);
+
+/* Prints the failure `msg` (NULL: it is on stderr already) and ends every
+ * rank with MPI_Abort (exit status MT_MPI_EXIT_LOST); mt__mpi_die with a
+ * printf-style message. */
+_Noreturn void mt__mpi_stop(const char *msg);
+_Noreturn void mt__mpi_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Before dying on an agreed failure: rank 0 prints it and aborts the job, so
+ * the other ranks give it time to (their own abort is only a fallback). */
+void mt__mpi_let_rank0_abort(int rank);
+
+/* Waits until every rank has called mt_launch (with the timeout), naming the
+ * ranks that never came; dies when one does not. */
+void mt__mpi_join_world(mt_mpi *m);
+
+/* Runs the device (or, when its set-up failed with `st`, fails it), settles
+ * its messages and agrees with every rank on the launch's outcome; returns
+ * the launch's result (the same on every rank). Dies when an exchange fails
+ * or any rank left a collective unfinished. */
+mt_status mt__mpi_run_and_agree(mt_mpi_run *r, mt_status st, mt_device_fn fn, void *arg);
+/* Writes the trace and agrees with every rank on its status; the index in
+ * r->all of the agreed trace failure, -1 none. */
+int mt__mpi_trace_and_agree(mt_mpi_run *r);
+
+/* The table's launch: creates this rank's device, runs fn on it and returns
+ * the launch's result, the same on every rank (mpi_launch.c). */
+mt_status mt__mpi_launch(const mt_launch_opts *opts, mt_device_fn fn, void *arg);
 
 #endif /* MT_HAVE_MPI */
 #endif /* MT_MPI_IMPL_H */

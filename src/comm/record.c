@@ -1,8 +1,7 @@
 /*
- * record.c — call records: the collectives' names, every collective's
- * number and record (what the device is doing, for other devices' timeout
- * messages and for mt_ctx_last_collective), and its span on the device's
- * timeline. Sends and receives (p2p.c) are numbered and recorded the same
+ * record.c — call records: every collective's number and record (what the
+ * device is doing, for other devices' timeout messages and for
+ * mt_ctx_last_collective), and its span on the device's timeline. Sends and receives (p2p.c) are numbered and recorded the same
  * way, with their peer and tag, but do not count as collectives (n_coll),
  * and the debug match check leaves them out.
  *
@@ -16,19 +15,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-/* ======================================================================== */
-/* Names                                                                     */
-/* ======================================================================== */
-
-void mt__axes_label(const mt_mesh *mesh, uint32_t key, char *buf, size_t cap) {
-    size_t off = (size_t)snprintf(buf, cap, "'");
-    for (int i = 0; key >> (4 * i) && i < 8 && off < cap; i++) {
-        int a = (int)((key >> (4 * i)) & 15) - 1;
-        off += (size_t)snprintf(buf + off, cap - off, "%s%s", i ? "," : "", mt_mesh_axis_name(mesh, a));
-    }
-    if (off < cap) snprintf(buf + off, cap - off, key ? "'" : "' (no axes)");
-}
 
 /* ======================================================================== */
 /* Records                                                                   */

@@ -8,15 +8,17 @@
  *               of its last collective, the first-failure-stops-everyone rule,
  *               and the wait step every transport's wait loop takes.
  *   transport   (transport_impl.h) moves bytes for one group: a small table
- *               of functions (threads.c: shared memory between device
- *               threads; mpi.c: one device per MPI rank), and launches the
- *               devices; registry.c lists the transports built in.
- *   front end   (coll_impl.h; comm.c, comm_dims.c, async.c, p2p.c,
- *               record.c, check.c, group.c) checks arguments, resolves the
- *               group, numbers and records every collective, send and
+ *               of functions (threads*.c: shared memory between device
+ *               threads; mpi_*.c: one device per MPI rank), and launches the
+ *               devices; each table sits in its launch file, on top of its
+ *               transport.
+ *   front end   (coll_impl.h; comm.c, coll_run.c, comm_dims.c, async.c,
+ *               p2p.c, record.c, check.c, group.c) checks arguments, resolves
+ *               the group, numbers and records every collective, send and
  *               receive (sequence, op, axes, bytes), runs the debug match
  *               check, records trace spans, builds the dimensioned and
  *               asynchronous forms on the flat ones.
+ *   registry    (registry.c) mt_launch and the transports built in: the top.
  */
 #ifndef MT_RUNTIME_IMPL_H
 #define MT_RUNTIME_IMPL_H

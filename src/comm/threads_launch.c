@@ -3,7 +3,10 @@
  * mesh a thread of this process (device 0 runs on the caller, so a 1-device
  * launch starts no thread), each pinned to its own slice of the CPUs when
  * they fit (in blocks a CPU when they outnumber them: pin_device), and the
- * launch's result once all have returned.
+ * launch's result once all have returned; the transport's shared state, and
+ * its table (the top of the transport: it names the launch here, the
+ * collectives of threads.c and threads_async.c and the messages of
+ * threads_p2p.c).
  */
 #define _GNU_SOURCE   /* sched_getaffinity / CPU_COUNT / pthread_setaffinity_np */
 #include "comm/threads_impl.h"
@@ -186,3 +189,50 @@ done:
     mt_mesh_free(mesh);
     return st;
 }
+
+/* ======================================================================== */
+/* The shared state and the table                                            */
+/* ======================================================================== */
+
+mt_status mt__threads_init(mt_launch_state *ls) {
+    mt_threads_shared *ts = calloc(1, sizeof *ts);
+    mt_mailbox *boxes = ts ? mt__mailboxes_create(ls->n_devices) : NULL;
+    if (!boxes) {
+        free(ts);
+        return mt_fail(MT_ENOMEM, "threads transport: out of memory");
+    }
+    pthread_mutex_init(&ts->mu, NULL);
+    ts->boxes = boxes;
+    ts->n_boxes = ls->n_devices;
+    ls->transport = ts;
+    return MT_OK;
+}
+
+void mt__threads_fini(mt_launch_state *ls) {
+    mt_threads_shared *ts = ls->transport;
+    if (!ts) return;
+    mt__mailboxes_free(ts->boxes, ts->n_boxes);
+    mt__tgroups_free(ts->groups);
+    pthread_mutex_destroy(&ts->mu);
+    free(ts);
+    ls->transport = NULL;
+}
+
+const mt_transport_ops mt__threads_transport = {
+    .name = "threads",
+    .launch = mt__threads_launch,
+    .all_reduce = mt__threads_all_reduce,
+    .all_gather = mt__threads_all_gather,
+    .reduce_scatter = mt__threads_reduce_scatter,
+    .all_to_all = mt__threads_all_to_all,
+    .permute = mt__threads_permute,
+    .broadcast = mt__threads_broadcast,
+    .barrier = mt__threads_barrier,
+    .group_init = mt__threads_group_init,
+    .group_fini = NULL,
+    .async_eager = mt__threads_async_eager,
+    .async_start = mt__threads_async_start,
+    .async_wait = mt__threads_async_wait,
+    .send = mt__threads_send,
+    .recv = mt__threads_recv,
+};

@@ -3,12 +3,12 @@
  * registry of transports (internal).
  *
  * A transport moves bytes for one group of devices and launches the devices
- * it runs (threads.c with threads_launch.c: every device a thread of this
- * process, through shared memory; mpi.c with mpi_*.c: one device per MPI
- * rank). The rest of comm reaches a transport only through its table:
- * mt_launch finds the table in the registry (registry.c) by
- * mt_transport_kind and calls its launch; the front end calls its
- * collectives through ctx->launch->ops.
+ * it runs (threads*.c: every device a thread of this process, through
+ * shared memory; mpi_*.c: one device per MPI rank). The rest of comm
+ * reaches a transport only through its table, which sits in the transport's
+ * launch file (threads_launch.c, mpi_launch.c): mt_launch finds the table in
+ * the registry (registry.c) by mt_transport_kind and calls its launch; the
+ * front end calls its collectives through ctx->launch->ops.
  */
 #ifndef MT_TRANSPORT_IMPL_H
 #define MT_TRANSPORT_IMPL_H
@@ -111,7 +111,7 @@ struct mt_transport_ops {
 
     /* Optional asynchronous forms (all three or none; NULL: the front end
      * queues requests and runs the blocking forms at the first mt_wait that
-     * needs them, as for mpi.c). Never called in check mode. async_eager
+     * needs them, as for mpi_coll.c). Never called in check mode. async_eager
      * says whether the transport starts p itself (the same answer on every
      * device of g for matching requests). async_start publishes p and
      * returns without waiting for peers (beyond, rarely, a free slot),
@@ -178,7 +178,8 @@ void mt__reduce_into(void *dst, const void *src, size_t n, mt_dtype dtype, mt_re
 /* The registry (registry.c)                                                 */
 /* ======================================================================== */
 
-/* The transports built in, each listed once in registry.c. */
+/* The transports built in, each listed once in registry.c (each defined in
+ * its launch file). */
 extern const mt_transport_ops mt__threads_transport;
 #ifdef MT_HAVE_MPI
 extern const mt_transport_ops mt__mpi_transport;

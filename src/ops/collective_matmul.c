@@ -76,6 +76,13 @@ static void record(const mt_op_env *env, mt_status s) {
     if (s != MT_OK && env->status && *env->status == MT_OK) *env->status = s;
 }
 
+/* The op's name, as op_table.c names it, for messages: written here so that
+ * the kernels do not call back into the table that names them (a circle of
+ * files; tests/test_file_cycles.sh). */
+static const char *op_name(mt_op op) {
+    return op == MT_OP_AG_LINEAR ? "ag_linear" : op == MT_OP_LINEAR_RS ? "linear_rs" : "cm_wgrad";
+}
+
 /* The device and its group: P (checked against the build's) and the rank r.
  * False, with the failure recorded, when the call cannot run. */
 static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
@@ -83,14 +90,14 @@ static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
     if (!env->ctx) {
         record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' has no device to run on; "
                             "call mt_graph_set_ctx before building the graph",
-                            mt__op_def(c->op)->name, c->out->name));
+                            op_name(c->op), c->out->name));
         return false;
     }
     int P = mt_axis_size(env->ctx, p->axes);
     if (P != p->P) {
         record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' was built for a group of "
                             "%d devices but runs on one of %d; run the graph on the device it "
-                            "was built on", mt__op_def(c->op)->name, c->out->name, p->P, P));
+                            "was built on", op_name(c->op), c->out->name, p->P, P));
         return false;
     }
     *r = mt_axis_index(env->ctx, p->axes);

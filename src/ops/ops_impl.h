@@ -303,7 +303,7 @@ void   mt__run_cm_wgrad(const mt_op_env *env, const mt_op_call *call);
 void   mt__cost_cm(const mt_op_call *call, double *flops, double *bytes);
 size_t mt__scratch_cm(const mt_op_call *call);
 
-/* The pool-parallel product the matmul ops run (op_table.c): C (M,N) =
+/* The pool-parallel product the matmul ops run (gemm_pool.c): C (M,N) =
  * op(A) · op(B) (+ bias (N) on every row) + beta · C, dense (lda, ldb from
  * the flags as mt_kernel_gemm's densest), split into blocks over env->pool. */
 void   mt__gemm_pool(const mt_op_env *env, bool ta, bool tb, int64_t M, int64_t N, int64_t K,

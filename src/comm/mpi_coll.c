@@ -1,7 +1,7 @@
 /*
- * mpi.c — the MPI transport's collectives and its table: one device per
- * rank, every collective posted non-blocking on the group's communicator
- * (mpi_comms.c) and waited for with the timeout (mpi_ctl.c). The launch is
+ * mpi_coll.c — the MPI transport's collectives: one device per rank, every
+ * collective posted non-blocking on the group's communicator (mpi_comms.c)
+ * and waited for with the timeout (mpi_ctl.c). The launch and the table are
  * in mpi_launch.c; mpi_impl.h says which file does what.
  *
  * Counts. MPI 3 counts are ints. A block of more than INT_MAX bytes
@@ -25,13 +25,6 @@
 /* ======================================================================== */
 /* Helpers                                                                   */
 /* ======================================================================== */
-
-mt_status mt__mpi_error(int rc, const char *what) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", rc);
-    return mt_fail(MT_EINTERNAL, "%s failed: %s", what, text);
-}
 
 /* m's scratch as n floats, grown as needed. */
 static mt_status scratch_f32(mt_mpi *m, size_t n, float **out) {
@@ -85,39 +78,6 @@ static mt_status check_count(size_t n, mt_dtype dtype, const char *what, const c
     return MT_OK;
 }
 
-/* The collectives that only move bytes send a block of `bytes` as *count
- * elements of *type: MPI_BYTE up to INT_MAX, and above that (MPI counts are
- * int) one element of a datatype exactly `bytes` long, made of 1 GiB chunks
- * and the remainder. The caller frees a made type (*made) once it is posted:
- * MPI keeps it alive until the communication is done. */
-mt_status mt__mpi_block_type(size_t bytes, MPI_Datatype *type, int *count, bool *made) {
-    *made = false;
-    if (bytes <= (size_t)INT_MAX) {
-        *type = MPI_BYTE;
-        *count = (int)bytes;
-        return MT_OK;
-    }
-    const size_t chunk = (size_t)1 << 30;
-    if (bytes / chunk > (size_t)INT_MAX)
-        return mt_fail(MT_EUNSUPPORTED, "a block of %zu bytes is more than MPI can describe", bytes);
-    MPI_Datatype gib;
-    int rc = MPI_Type_contiguous((int)chunk, MPI_BYTE, &gib);
-    if (rc != MPI_SUCCESS) return mt__mpi_error(rc, "MPI_Type_contiguous");
-    int lens[2] = {(int)(bytes / chunk), (int)(bytes % chunk)};
-    MPI_Aint disp[2] = {0, (MPI_Aint)(bytes / chunk * chunk)};
-    MPI_Datatype parts[2] = {gib, MPI_BYTE};
-    rc = MPI_Type_create_struct(2, lens, disp, parts, type);
-    MPI_Type_free(&gib);
-    if (rc != MPI_SUCCESS) return mt__mpi_error(rc, "MPI_Type_create_struct");
-    if ((rc = MPI_Type_commit(type)) != MPI_SUCCESS) {
-        MPI_Type_free(type);
-        return mt__mpi_error(rc, "MPI_Type_commit");
-    }
-    *count = 1;
-    *made = true;
-    return MT_OK;
-}
-
 /* ======================================================================== */
 /* Collectives                                                               */
 /* ======================================================================== */
@@ -144,7 +104,7 @@ static mt_status begin_bytes(mt_ctx *ctx, const mt_group *g, size_t bytes, mt_mp
     return s == MT_OK ? mt__mpi_block_type(bytes, &bt->type, &bt->n, &bt->made) : s;
 }
 
-static mt_status mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_t count,
+mt_status mt__mpi_all_reduce(mt_ctx *ctx, const mt_group *g, void *buf, size_t count,
                                 mt_dtype dtype, mt_reduce_op op) {
     if (count == 0) return MT_OK;
     mt_mpi *m;
@@ -205,21 +165,21 @@ static mt_status move_blocks(mt_ctx *ctx, const mt_group *g, int kind, const voi
     return mt__mpi_wait(m, g, 1, &req, mt__mpi_current_text(m, what));
 }
 
-static mt_status mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+mt_status mt__mpi_all_gather(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
                                 size_t bytes) {
     return move_blocks(ctx, g, MT_COLL_ALL_GATHER, send, recv, bytes, 0);
 }
 
-static mt_status mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+mt_status mt__mpi_all_to_all(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
                                 size_t bytes) {
     return move_blocks(ctx, g, MT_COLL_ALL_TO_ALL, send, recv, bytes, 0);
 }
 
-static mt_status mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t bytes, int root) {
+mt_status mt__mpi_broadcast(mt_ctx *ctx, const mt_group *g, void *buf, size_t bytes, int root) {
     return move_blocks(ctx, g, MT_COLL_BROADCAST, buf, buf, bytes, root);
 }
 
-static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+mt_status mt__mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
                                     size_t count, mt_dtype dtype, mt_reduce_op op) {
     const size_t P = (size_t)g->size;
     if (count == 0) return MT_OK;
@@ -247,7 +207,7 @@ static mt_status mpi_reduce_scatter(mt_ctx *ctx, const mt_group *g, const void *
     return mt__mpi_wait(m, g, 1, &req, mt__mpi_current_text(m, "reduce-scatter"));
 }
 
-static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
+mt_status mt__mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, void *recv,
                              size_t bytes, int dest, int src) {
     if (src < 0 && bytes) memset(recv, 0, bytes);
     if (bytes == 0 || (src < 0 && dest < 0)) return MT_OK;
@@ -271,7 +231,7 @@ static mt_status mpi_permute(mt_ctx *ctx, const mt_group *g, const void *send, v
     return mt__mpi_wait(m, g, 2, req, mt__mpi_current_text(m, "permute"));
 }
 
-static mt_status mpi_barrier(mt_ctx *ctx, const mt_group *g) {
+mt_status mt__mpi_barrier(mt_ctx *ctx, const mt_group *g) {
     mt_mpi *m;
     MPI_Comm comm;
     mt_status s = begin(ctx, g, &m, &comm);
@@ -281,19 +241,5 @@ static mt_status mpi_barrier(mt_ctx *ctx, const mt_group *g) {
     if (rc != MPI_SUCCESS) return mt__mpi_error(rc, "MPI_Ibarrier");
     return mt__mpi_wait(m, g, 1, &req, mt__mpi_current_text(m, "barrier"));
 }
-
-const mt_transport_ops mt__mpi_transport = {
-    .name = "mpi",
-    .launch = mt__mpi_launch,
-    .all_reduce = mpi_all_reduce,
-    .all_gather = mpi_all_gather,
-    .reduce_scatter = mpi_reduce_scatter,
-    .all_to_all = mpi_all_to_all,
-    .permute = mpi_permute,
-    .broadcast = mpi_broadcast,
-    .barrier = mpi_barrier,
-    .send = mt__mpi_send,
-    .recv = mt__mpi_recv,
-};
 
 #endif /* MT_HAVE_MPI */
