@@ -4,9 +4,12 @@
  * A backend is a table of functions (src/ops/backend_impl.h holds the
  * table and the contract of each member, as ggml-backend-impl.h does):
  * buffer allocation and free, clearing, copies in and out of its memory,
- * supports_op and run_op, an optimizer update and a sum of squares, and
- * streams and events for asynchronous work. A compiled graph
- * (mt_compile_opts.backend) takes every buffer of its plan from its
+ * supports_op and run_op, an optimizer update and a sum of squares, the
+ * graph's own work on memory (copies within it, out (+)= s·in, f32/bf16
+ * conversions, parameter init), and streams and events for asynchronous
+ * work. It is the only door to tensor memory: nothing outside a backend's
+ * members (and comm's transports) dereferences a tensor's data. A compiled
+ * graph (mt_compile_opts.backend) takes every buffer of its plan from its
  * backend: the parameters and their gradients, the constants, the run
  * blocks and activation arenas of every slot, the deferred reductions'
  * buffers and the kernels' scratch; and runs every node through it. The
@@ -15,7 +18,8 @@
  * sampling reach tensor values only through copy_in and copy_out (or hand
  * the backend's buffers to comm, whose transports move its memory).
  *
- * Two are built in, named in one registry (backend.c):
+ * Two are built in, named in one registry (backend.c; the CPU's table is
+ * backend_cpu.c):
  *   "cpu"         host memory (aligned_alloc, 64-byte aligned) and the op
  *                 table's kernels: what every graph used before backends.
  *   "shape-only"  allocates nothing and runs nothing: every buffer it hands

@@ -5,8 +5,9 @@
  * time instead of one message per tensor.
  *
  * This file keeps the buckets (which gradient goes where, when one is to
- * start, the copies in and out); exec.c starts each as a deferred
- * collective and completes it. When W reaches a bucketed psum (plan.c marks
+ * start, the copies in and out, each the backend's: buffer_copy and
+ * buffer_scale); exec.c starts each as a deferred collective and completes
+ * it. When W reaches a bucketed psum (plan.c marks
  * them: node->bucketed) its input, the device's gradient of the parameter,
  * is complete: it is copied into the open bucket, a contiguous range of the
  * bucket block. The bucket
@@ -45,7 +46,7 @@
  * on two devices).
  */
 #include "graph/graph_impl.h"
-#include "ops/kernels.h"
+#include "ops/backend_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -117,7 +118,7 @@ mt_status mt__buckets_prepare(mt_graph *g) {
         return mt_fail(MT_ENOMEM, "out of memory for the gradient buckets' %lld floats (the "
                        "bucketed gradients, once); set mt_compile_opts.bucket_bytes to 0 for "
                        "one reduction a gradient", (long long)floats);
-    if (block) memset(block, 0, (size_t)floats * sizeof(float));   /* the padding stays 0 */
+    pr->env.backend->buffer_clear(block, (size_t)floats * sizeof(float));   /* the padding stays 0 */
     pr->bucket_block = block;
     pr->bucket_floats = floats;
     mt__buckets_reset(g);
@@ -175,7 +176,7 @@ bool mt__buckets_fits(const mt_graph *g, const mt_node *n) {
            (double)(open_floats(pr) + shard * pr->bucket_parts) * 4 <= cap_of(pr);
 }
 
-void mt__buckets_pack(mt_graph *g, const mt_node *n) {
+mt_status mt__buckets_pack(mt_graph *g, const mt_node *n) {
     mt_program *pr = g->prog;
     const int parts = parts_of(n);
     if (pr->bucket_open < 0) {
@@ -195,11 +196,14 @@ void mt__buckets_pack(mt_graph *g, const mt_node *n) {
     int64_t outer = 1;
     for (int d = 0; parts > 1 && d < c->p.coll.dim; d++) outer *= c->in[0]->shape[d];
     const int64_t chunk = numel / outer;
-    const float *in = mt_tensor_f32(c->in[0]);
-    for (int r = 0; r < parts; r++)
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(pr->bucket_block + m->off + r * pr->bucket_seg + o * chunk,
-                   in + (o * parts + r) * chunk, (size_t)chunk * sizeof(float));
+    const float *in = mt_tensor_f32(c->in[0]);   /* addresses in the backend's memory */
+    const size_t row = (size_t)chunk * sizeof(float);
+    for (int r = 0; r < parts; r++) {
+        mt_status s = mt__backend_copy(pr->env.backend, pr->bucket_block + m->off +
+                                       r * pr->bucket_seg, row, in + r * chunk, row * parts, row,
+                                       (size_t)outer);
+        if (s != MT_OK) return s;
+    }
     if (pr->bucket_open < 0) {
         pr->bucket_open = pr->n_bucket_member;
         pr->bucket_open_until = n->defer_until;
@@ -208,6 +212,7 @@ void mt__buckets_pack(mt_graph *g, const mt_node *n) {
     }
     pr->n_bucket_member++;
     pr->bucket_used += pad16(numel);
+    return MT_OK;
 }
 
 bool mt__buckets_full(const mt_graph *g) {
@@ -220,7 +225,7 @@ bool mt__buckets_due(const mt_graph *g, int j) {
     return pr->bucket_open >= 0 && (j < 0 || pr->bucket_open_until <= j);
 }
 
-void mt__buckets_close(mt_graph *g, mt_bucket_range *r) {
+mt_status mt__buckets_close(mt_graph *g, mt_bucket_range *r) {
     mt_program *pr = g->prog;
     r->first = pr->bucket_open;
     r->n = pr->n_bucket_member - r->first;
@@ -236,25 +241,34 @@ void mt__buckets_close(mt_graph *g, mt_bucket_range *r) {
     if (pr->bucket_parts == 1) {
         /* its members' slices, not the padding after the last */
         r->count = (size_t)(last->off + mt_tensor_numel(r->last->call.in[0]) - first->off);
-        return;
+        return MT_OK;
     }
     /* shard-major: the parts side by side (a reduce-scatter's blocks), the
      * result after them, each member's shard at its place in a part */
     const int64_t used = pr->bucket_used - pr->bucket_base;
-    for (int p = 1; p < pr->bucket_parts; p++)
-        memmove(r->buf + p * used, r->buf + p * pr->bucket_seg, (size_t)used * sizeof(float));
+    for (int p = 1; p < pr->bucket_parts; p++) {   /* one row: may overlap its source */
+        size_t bytes = (size_t)used * sizeof(float);
+        mt_status s = mt__backend_copy(pr->env.backend, r->buf + p * used, bytes,
+                                       r->buf + p * pr->bucket_seg, bytes, bytes, 1);
+        if (s != MT_OK) return s;
+    }
     r->count = (size_t)used;
     r->result = r->buf + pr->bucket_parts * used;
     for (int i = 0; i < r->n; i++) pr->bucket_member[r->first + i].off += pr->bucket_parts * used;
     pr->bucket_used = pr->bucket_base + (pr->bucket_parts + 1) * used;
+    return MT_OK;
 }
 
-void mt__buckets_unpack(mt_graph *g, int first, int n) {
+mt_status mt__buckets_unpack(mt_graph *g, int first, int n) {
     mt_program *pr = g->prog;
     for (int i = 0; i < n; i++) {
         const mt_bucket_member *m = &pr->bucket_member[first + i];
         const mt_node *nd = &g->nodes[m->node];
-        mt_kernel_scale(mt_tensor_f32(nd->call.out), pr->bucket_block + m->off, 1.0f,
-                        mt_tensor_numel(nd->call.out), mt__completion_accumulates(g, nd));
+        mt_status s = mt__backend_scale(pr->env.backend, &pr->env, mt_tensor_f32(nd->call.out),
+                                        pr->bucket_block + m->off, 1.0f,
+                                        mt_tensor_numel(nd->call.out),
+                                        mt__completion_accumulates(g, nd));
+        if (s != MT_OK) return s;
     }
+    return MT_OK;
 }

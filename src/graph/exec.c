@@ -37,7 +37,6 @@
  */
 #include "graph/graph_impl.h"
 #include "ops/backend_impl.h"
-#include "ops/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -97,25 +96,25 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
     }
     /* the backend runs it (check_compiled refused a backend that runs nothing) */
     void (*run)(const mt_op_env *, const mt_op_call *) = g->prog->env.backend->run_op;
+    mt_status cast;   /* a bf16-stored output's cast, after the call */
     if (g->prog->tracing) {   /* a span per node, on the device's track */
         int span = mt_trace_op_begin(g->ctx);
         double t0 = g->prog->profile ? mt_time_now() : 0;
         run(&g->prog->env, c);
-        mt__precision_cast_out(g, n);
+        cast = mt__precision_cast_out(g, n);
         if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, true);
         trace_node(g, n, c, span, true);
-        return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
-    }
-    if (!g->prog->profile) {
+    } else if (!g->prog->profile) {
         run(&g->prog->env, c);
-        mt__precision_cast_out(g, n);
-        return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
+        cast = mt__precision_cast_out(g, n);
+    } else {
+        double t0 = mt_time_now();
+        run(&g->prog->env, c);
+        cast = mt__precision_cast_out(g, n);
+        profile_add(g, c, mt_time_now() - t0, true);
     }
-    double t0 = mt_time_now();
-    run(&g->prog->env, c);
-    mt__precision_cast_out(g, n);
-    profile_add(g, c, mt_time_now() - t0, true);
-    return g->prog->run_status == MT_OK ? MT_OK : node_failed(g, n);
+    if (g->prog->run_status != MT_OK) return node_failed(g, n);
+    return cast == MT_OK ? MT_OK : wrap_node(g, n, cast);
 }
 
 /* ======================================================================== */
@@ -147,8 +146,13 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         }
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
+        const mt_backend *be = g->prog->env.backend;
         if (f->bucket_n) {
-            mt__buckets_unpack(g, f->bucket_first, f->bucket_n);
+            s = mt__buckets_unpack(g, f->bucket_first, f->bucket_n);
+            if (s != MT_OK) {
+                first = wrap_node(g, n, s);
+                snprintf(msg, sizeof msg, "%s", mt_errmsg());
+            }
             if (g->prog->profile) g->prog->profile[n->call.op].seconds += mt_time_now() - t0;
             continue;
         }
@@ -162,16 +166,21 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         }
         bool acc = mt__completion_accumulates(g, n);
         if (c->p.coll.bf16) {   /* reduced in bf16 in the input's bytes (second half: a scatter's) */
-            const uint16_t *r = c->in[0]->data;
+            const uint16_t *r = c->in[0]->data;   /* an address in the backend's memory */
             if (c->op == MT_OP_PSUM_SCATTER) r += mt_tensor_numel(c->in[0]);
-            mt__coll_from_bf16(mt_tensor_f32(c->out), r, (size_t)mt_tensor_numel(c->out), acc);
-            if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
-            continue;
+            s = mt__backend_convert(be, &g->prog->env, MT_CONVERT_FROM_BF16, c->out->data, r,
+                                    mt_tensor_numel(c->out), acc);
+        } else {
+            /* a psum reduced its input in place; a psum_scatter into its buffer */
+            const float *result = n->defer_buf >= 0 ? g->prog->defer_block + n->defer_buf
+                                                    : mt_tensor_f32(c->in[0]);
+            s = mt__backend_scale(be, &g->prog->env, mt_tensor_f32(c->out), result, 1.0f,
+                                  mt_tensor_numel(c->out), acc);
         }
-        /* a psum reduced its input in place; a psum_scatter into its buffer */
-        const float *result = n->defer_buf >= 0 ? g->prog->defer_block + n->defer_buf
-                                                : mt_tensor_f32(c->in[0]);
-        mt_kernel_scale(mt_tensor_f32(c->out), result, 1.0f, mt_tensor_numel(c->out), acc);
+        if (s != MT_OK) {
+            first = wrap_node(g, n, s);
+            snprintf(msg, sizeof msg, "%s", mt_errmsg());
+        }
         if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
     }
     memmove(g->prog->inflight, g->prog->inflight + k, (size_t)(g->prog->n_inflight - k) * sizeof *g->prog->inflight);
@@ -187,19 +196,6 @@ static mt_status complete_due(mt_graph *g, int j) {
     for (int i = 0; i < g->prog->n_inflight; i++)
         if (g->prog->inflight[i].until <= j) k = i + 1;
     return k ? complete_oldest(g, k) : MT_OK;
-}
-
-/* Undoes mt__coll_to_bf16_inplace (from the end, so nothing is overwritten
- * before it is read): exact for what the next cast reads, which rounds
- * bf16 values to themselves. */
-static void bf16_back_inplace(void *buf, size_t n) {
-    unsigned char *b = buf;
-    for (size_t i = n; i-- > 0;) {
-        uint16_t h;
-        memcpy(&h, b + 2 * i, 2);
-        float f = mt__bf16_to_f32_1(h);
-        memcpy(b + 4 * i, &f, 4);
-    }
 }
 
 /* The program's stream for the device it runs on now: made at the first
@@ -240,7 +236,10 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
     else if (c->p.coll.bf16) {   /* cast in place, reduced there (collective.c) */
         uint16_t *buf = c->in[0]->data;
         size_t n_in = (size_t)mt_tensor_numel(c->in[0]);
-        mt__coll_to_bf16_inplace(buf, n_in);
+        if ((s = mt__backend_convert(g->prog->env.backend, &g->prog->env,
+                                     MT_CONVERT_TO_BF16_INPLACE, buf, buf, (int64_t)n_in,
+                                     false)) != MT_OK)
+            return wrap_node(g, n, s);
         if (c->op == MT_OP_PSUM_SCATTER)
             s = mt_psum_scatter_start(g->ctx, c->p.coll.axes, buf, buf + n_in,
                                       (size_t)mt_tensor_numel(c->out), MT_BF16, &req);
@@ -267,8 +266,13 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
                                 (size_t)mt_tensor_numel(c->in[0]), MT_F32, MT_REDUCE_SUM, &req);
     /* run as it comes: its own span has the cost, this try none */
     trace_node(g, n, c, span, s == MT_OK);
-    if (s == MT_ESTATE && c->p.coll.bf16)   /* its run casts again */
-        bf16_back_inplace(c->in[0]->data, (size_t)mt_tensor_numel(c->in[0]));
+    /* its run casts again: back to f32 (exact for what that cast reads, which
+     * rounds bf16 values to themselves) */
+    if (s == MT_ESTATE && c->p.coll.bf16 &&
+        (s = mt__backend_convert(g->prog->env.backend, &g->prog->env,
+                                 MT_CONVERT_FROM_BF16_INPLACE, c->in[0]->data, c->in[0]->data,
+                                 mt_tensor_numel(c->in[0]), false)) != MT_OK)
+        return wrap_node(g, n, s);
     if (s == MT_ESTATE) return run_node(g, n);
     /* the event of the stream the collective completes with */
     if (s == MT_OK) s = mt__backend_event_record(g->prog->env.backend, g->prog->stream, &f->ev, &req);
@@ -287,8 +291,8 @@ static mt_status start_reduction(mt_graph *g, const mt_node *n) {
 static mt_status start_bucket(mt_graph *g) {
     mt_program *pr = g->prog;
     mt_bucket_range b;
-    mt__buckets_close(g, &b);
-    mt_status s;
+    mt_status s = mt__buckets_close(g, &b);
+    if (s != MT_OK) return wrap_node(g, b.last, s);
     if (pr->n_inflight == MT_MAX_PENDING && (s = complete_oldest(g, 1)) != MT_OK) return s;
     if ((s = stream_for_run(g)) != MT_OK) return wrap_node(g, b.last, s);
     double t0 = pr->profile ? mt_time_now() : 0;
@@ -312,7 +316,7 @@ static mt_status start_bucket(mt_graph *g) {
     if (s == MT_ESTATE) {   /* the queue is the caller's: reduce it here */
         s = scatter ? mt_psum_scatter(g->ctx, axes, b.buf, b.result, b.count, MT_F32)
                     : mt_all_reduce(g->ctx, axes, b.buf, b.count, MT_F32, MT_REDUCE_SUM);
-        if (s == MT_OK) mt__buckets_unpack(g, b.first, b.n);
+        if (s == MT_OK) s = mt__buckets_unpack(g, b.first, b.n);
     } else {
         if (s == MT_OK) s = mt__backend_event_record(pr->env.backend, pr->stream, &f->ev, &req);
         if (s == MT_OK) pr->n_inflight++;
@@ -332,7 +336,7 @@ static mt_status start_bucket(mt_graph *g) {
 static mt_status add_to_bucket(mt_graph *g, const mt_node *n) {
     mt_status s;
     if (!mt__buckets_fits(g, n) && (s = start_bucket(g)) != MT_OK) return s;
-    mt__buckets_pack(g, n);
+    if ((s = mt__buckets_pack(g, n)) != MT_OK) return wrap_node(g, n, s);
     return mt__buckets_full(g) ? start_bucket(g) : MT_OK;
 }
 
@@ -348,22 +352,24 @@ static mt_status flush_bucket(mt_graph *g, int j) {
 
 /* A local pass: the device's own gradient added where the reduced one would
  * go (the first contribution to zeroed gradients written), nothing sent. */
-static void add_locally(mt_graph *g, const mt_node *n) {
+static mt_status add_locally(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     bool acc = c->acc && !(g->prog->grads_zero && (n->param_first & MT_FIRST_OUT));
-    mt_kernel_scale(mt_tensor_f32(c->out), mt_tensor_f32(c->in[0]), 1.0f,
-                    mt_tensor_numel(c->out), acc);
+    mt_status s = mt__backend_scale(g->prog->env.backend, &g->prog->env, mt_tensor_f32(c->out),
+                                    mt_tensor_f32(c->in[0]), 1.0f, mt_tensor_numel(c->out), acc);
+    return s == MT_OK ? MT_OK : wrap_node(g, n, s);
 }
 
 /* The pass after local ones: a gradient's first reduction takes in the local
  * sums its output holds (in += out), and then writes the output (as
  * completion_accumulates says while held): Σ over devices of every pass's
  * gradient, once. */
-static void take_held(mt_graph *g, const mt_node *n) {
+static mt_status take_held(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
-    if (!(n->param_first & MT_FIRST_OUT)) return;
-    mt_kernel_scale(mt_tensor_f32(c->in[0]), mt_tensor_f32(c->out), 1.0f,
-                    mt_tensor_numel(c->in[0]), true);
+    if (!(n->param_first & MT_FIRST_OUT)) return MT_OK;
+    mt_status s = mt__backend_scale(g->prog->env.backend, &g->prog->env, mt_tensor_f32(c->in[0]),
+                                    mt_tensor_f32(c->out), 1.0f, mt_tensor_numel(c->in[0]), true);
+    return s == MT_OK ? MT_OK : wrap_node(g, n, s);
 }
 
 mt_status mt_graph_set_reduce_later(mt_graph *g, bool later) {
@@ -430,10 +436,10 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
         /* a bucket a node here needs starts first, then what is due completes */
         if ((s = flush_bucket(g, j)) != MT_OK || (s = complete_due(g, j)) != MT_OK) break;
         if (g->prog->local_pass && mt__later_reducible(n)) {
-            add_locally(g, n);
+            s = add_locally(g, n);
             continue;
         }
-        if (g->prog->held && mt__later_reducible(n)) take_held(g, n);
+        if (g->prog->held && mt__later_reducible(n) && (s = take_held(g, n)) != MT_OK) break;
         if (defer && n->bucketed) s = add_to_bucket(g, n);
         else s = n->defer_until >= 0 && defer ? start_reduction(g, n) : run_node(g, n);
     }
@@ -458,18 +464,22 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
 mt_status mt_graph_forward(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_forward");
     if (s != MT_OK) return s;
-    mt__precision_refresh(g);   /* bf16 weight copies, when the parameters changed */
+    /* bf16 weight copies, when the parameters changed */
+    if ((s = mt__precision_refresh(g)) != MT_OK) return s;
     if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
     /* a caller-supplied seed: the "loss" is the stage's output, not a scalar */
-    g->prog->loss_value = g->prog->opts.seed_from_caller ? NAN : *(const float *)g->loss->data;
-    return MT_OK;
+    g->prog->loss_value = NAN;
+    if (g->prog->opts.seed_from_caller) return MT_OK;
+    return mt__backend_read_f32(g->prog->env.backend, g->loss->data, &g->prog->loss_value);
 }
 
 mt_status mt_graph_backward_b(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_b");
     if (s != MT_OK) return s;
     if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
-    if (!g->prog->opts.seed_from_caller) *(float *)g->loss->grad->data = 1.0f;   /* d loss / d loss */
+    if (!g->prog->opts.seed_from_caller &&   /* d loss / d loss */
+        (s = mt__backend_write_f32(g->prog->env.backend, g->loss->grad->data, 1.0f)) != MT_OK)
+        return s;
     /* a local pass only onto gradients that hold no reduced sum */
     g->prog->local_pass = g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
     return run_phase(g, MT_PHASE_B, g->prog->order_b, g->prog->n_b);
@@ -501,10 +511,11 @@ void mt_graph_zero_grad(mt_graph *g) {
     if (!g->prog) return;   /* no gradients before compile */
     g->prog->grads_zero = false;
     g->prog->held = false;
+    const mt_backend *be = g->prog->env.backend;
     for (int i = 0; i < g->n_params; i++) {
         mt_tensor *t = g->params[i];
         if (t->grad && t->grad->data)
-            memset(t->grad->data, 0, (size_t)mt_tensor_numel(t) * sizeof(float));
+            be->buffer_clear(t->grad->data, (size_t)mt_tensor_numel(t) * sizeof(float));
     }
 }
 

@@ -343,11 +343,12 @@ mt_status  mt__precision_store_bf16(mt_graph *g);
  * found it saves nothing): the producers write their tensors, f32 again, and
  * the f32 copies are left unused (first_use -1: no bytes). */
 void       mt__precision_unstore_bf16(mt_graph *g);
-/* After node n ran: casts its f32 value into n->cast_out (if any). */
-void       mt__precision_cast_out(mt_graph *g, const mt_node *n);
+/* After node n ran: casts its f32 value into n->cast_out (if any), through
+ * the backend (its convert); its failure returned. */
+mt_status  mt__precision_cast_out(mt_graph *g, const mt_node *n);
 /* Before a forward: casts the parameters into their bf16 copies when they
  * changed since the last cast (mt_graph_params_changed, compile). */
-void       mt__precision_refresh(mt_graph *g);
+mt_status  mt__precision_refresh(mt_graph *g);
 /* mt_compile_opts.grad_reduce: with MT_PRECISION_BF16 marks the gradient
  * reductions (W's async psums and psum_scatters: their input has no other
  * reader) to reduce in bf16 (p.coll.bf16). After autodiff, before the plan. */
@@ -407,8 +408,9 @@ void       mt__buckets_free(mt_graph *g);
  * first bucket of a phase: 1 MiB). */
 bool       mt__buckets_fits(const mt_graph *g, const mt_node *n);
 /* Copies n's gradient into the open bucket (opening one); a psum_scatter's
- * shard r into part r. */
-void       mt__buckets_pack(mt_graph *g, const mt_node *n);
+ * shard r into part r. Every copy is the backend's (buffer_copy); its
+ * failure returned. */
+mt_status  mt__buckets_pack(mt_graph *g, const mt_node *n);
 /* Whether the open bucket is full, or (due) one of its members must be
  * complete by position j (j < 0: any open bucket). */
 bool       mt__buckets_full(const mt_graph *g);
@@ -416,9 +418,9 @@ bool       mt__buckets_due(const mt_graph *g, int j);
 /* Closes the open bucket (there must be one) into *r; a reduce-scatter
  * bucket's parts are moved together (part r at r x count) and its members'
  * places become their shards' in the result. */
-void       mt__buckets_close(mt_graph *g, mt_bucket_range *r);
+mt_status  mt__buckets_close(mt_graph *g, mt_bucket_range *r);
 /* Bucket members [first, first+n) reduced: each member's output (+)= its
- * slice. */
-void       mt__buckets_unpack(mt_graph *g, int first, int n);
+ * slice (the backend's buffer_scale). */
+mt_status  mt__buckets_unpack(mt_graph *g, int first, int n);
 
 #endif /* MT_GRAPH_IMPL_H */

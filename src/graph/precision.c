@@ -21,7 +21,7 @@
  * F, B or W: a GPT's layernorm, attention and GELU outputs) becomes a bf16
  * tensor: the plan gives it 2 bytes an element, its producer writes an f32
  * tensor that lives only while the producer runs, and run_node casts that
- * into it with the products' own cast (mt__bf16_cast_pool), so the products,
+ * into it with the products' own cast (the backend's convert), so the products,
  * reading it without a cast, see the very bf16 values they would have made.
  * Anything else touching the tensor (another op, a bias, a view, a pvary, an
  * accumulation, a collective producing it) keeps it f32.
@@ -35,6 +35,7 @@
  */
 #include "graph/graph_impl.h"
 #include "graph/op_desc.h"
+#include "ops/backend_impl.h"
 #include "ops/bf16_impl.h"
 
 #include <stdio.h>
@@ -304,10 +305,11 @@ void mt__precision_unstore_bf16(mt_graph *g) {
     g->prog->stats.bf16_act_bytes = 0;
 }
 
-void mt__precision_cast_out(mt_graph *g, const mt_node *n) {
-    if (!n->cast_out) return;
-    mt__bf16_cast_pool(g->prog->env.pool, n->cast_out->data, n->call.out->data,
-                       mt_tensor_numel(n->cast_out));
+mt_status mt__precision_cast_out(mt_graph *g, const mt_node *n) {
+    if (!n->cast_out) return MT_OK;
+    return mt__backend_convert(g->prog->env.backend, &g->prog->env, MT_CONVERT_TO_BF16,
+                               n->cast_out->data, n->call.out->data,
+                               mt_tensor_numel(n->cast_out), false);
 }
 
 mt_status mt__grad_reduce_prepare(mt_graph *g, mt_precision prec) {
@@ -326,14 +328,19 @@ mt_status mt__grad_reduce_prepare(mt_graph *g, mt_precision prec) {
     return MT_OK;
 }
 
-void mt__precision_refresh(mt_graph *g) {
+mt_status mt__precision_refresh(mt_graph *g) {
     struct mt_bf16_state *st = g->prog->bf16;
-    if (!st || !st->stale) return;
+    if (!st || !st->stale) return MT_OK;
     for (int i = 0; i < st->n_shadows; i++) {
         mt_tensor *p = st->shadows[i].param;
-        mt__bf16_cast_pool(g->prog->env.pool, st->shadows[i].bf16, mt_tensor_f32(p), mt_tensor_numel(p));
+        mt_status s = mt__backend_convert(g->prog->env.backend, &g->prog->env, MT_CONVERT_TO_BF16,
+                                          st->shadows[i].bf16, p->data, mt_tensor_numel(p),
+                                          false);
+        if (s != MT_OK)
+            return mt_fail_wrap(s, "casting the parameter '%s' to its bf16 copy", p->name);
     }
     st->stale = false;
+    return MT_OK;
 }
 
 void mt__precision_free(mt_graph *g) {

@@ -1,8 +1,9 @@
 /*
  * program.c — a graph's compiled program (graph_impl.h, mt_program): compile
- * (autodiff, bf16 storage, the buffer plan, parameter init, the counts) and
- * freeing a graph with its program. The top of the graph folder: it calls
- * the transforms and the plan, and nothing in the folder calls it.
+ * (autodiff, bf16 storage, the buffer plan, parameter init through the
+ * backend, the counts) and freeing a graph with its program. The top of the
+ * graph folder: it calls the transforms and the plan, and nothing in the
+ * folder calls it.
  */
 #include "base/base_impl.h"
 #include "graph/graph_impl.h"
@@ -49,74 +50,20 @@ void mt_graph_free(mt_graph *g) {
 /* Compile                                                                   */
 /* ======================================================================== */
 
-/* Filling one parameter: elements [i0, i1) from (seed, name, element index),
- * the same numbers on any mesh whatever slice of it a device holds, and
- * whichever kernel thread computes them. */
-typedef struct {
-    const mt_tensor *t;
-    uint64_t         seed, stream;
-    uint64_t         first;     /* the global index of t->data[0] (shards: of the row) */
-} init_job;
-
-static void init_range(void *arg, int64_t i0, int64_t i1, int worker) {
-    const init_job *job = arg;
-    const mt_tensor *t = job->t;
-    float *p = t->data;
-    switch (t->init.kind) {
-    case MT_INIT_ZEROS:
-        memset(p + i0, 0, (size_t)(i1 - i0) * sizeof *p);
-        break;
-    case MT_INIT_ONES:
-        for (int64_t i = i0; i < i1; i++) p[i] = 1.0f;
-        break;
-    case MT_INIT_NORMAL:   /* p[i] = std · mt_rng_normal(seed, stream, i) */
-        mt__rng_normal_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
-                            t->init.std, p + i0);
-        break;
-    case MT_INIT_UNIFORM:  /* p[i] = std · (2 · mt_rng_uniform(seed, stream, i) - 1) */
-        mt__rng_uniform_fill(job->seed, job->stream, job->first + (uint64_t)i0, i1 - i0,
-                             t->init.std, p + i0);
-        break;
-    }
-}
-
-/* A shard: rows of its last dim are runs of consecutive global indices;
- * [i0, i1) counts rows here. */
-static void init_shard_rows(void *arg, int64_t i0, int64_t i1, int worker) {
-    const init_job *job = arg;
-    const mt_tensor *t = job->t;
-    const int nd = t->ndim;
-    const int64_t row = nd ? t->shape[nd - 1] : 1;
-    for (int64_t r = i0; r < i1; r++) {
-        /* the global flat index of the row's first element */
-        int64_t rem = r, g = 0, stride = 1;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t idx = d == nd - 1 ? 0 : rem % t->shape[d];
-            if (d != nd - 1) rem /= t->shape[d];
-            g += (t->shard_offset[d] + idx) * stride;
-            stride *= t->global_shape[d];
-        }
-        init_job one = *job;
-        mt_tensor view = *t;
-        view.data = (float *)t->data + r * row;
-        one.t = &view;
-        one.first = (uint64_t)g;
-        init_range(&one, 0, row, worker);
-    }
-}
-
-/* A normal costs ~40 ns (Philox, log, cos; measured 2026-11-30 on the 2-core
- * dev VM), so a 50M-parameter model spends a second or two here: split each
- * parameter over the kernel threads, in chunks worth waking one for. */
-static void init_param(mt_graph *g, const mt_tensor *t) {
+/* Fills every parameter from its initialiser through the backend
+ * (param_init): the numbers are a function of (seed, name, global element
+ * index), the same on any mesh whatever slice of a parameter a device
+ * holds. */
+static mt_status init_params(mt_graph *g) {
     const mt_program *pr = g->prog;
-    init_job job = {t, pr->opts.seed, mt_hash_name(t->name), 0};
-    if (!t->is_shard) {
-        mt_pool_run(pr->env.pool, mt_tensor_numel(t), 4096, init_range, &job);
-        return;
+    for (int i = 0; i < g->n_params; i++) {
+        const mt_tensor *t = g->params[i];
+        if (!t->data) continue;
+        mt_status s = mt__backend_param_init(pr->env.backend, &pr->env, t, pr->opts.seed,
+                                             mt_hash_name(t->name));
+        if (s != MT_OK) return mt_fail_wrap(s, "initialising the parameter '%s'", t->name);
     }
-    int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
-    mt_pool_run(pr->env.pool, mt_tensor_numel(t) / row, 4096 / row + 1, init_shard_rows, &job);
+    return MT_OK;
 }
 
 mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *opts) {
@@ -167,8 +114,10 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         return s;
     }
     const double t_init = mt_time_now();
-    for (int i = 0; i < g->n_params; i++)
-        if (g->params[i]->data) init_param(g, g->params[i]);
+    if ((s = init_params(g)) != MT_OK) {
+        mt__graph_error(g, s, "%s", mt_errmsg());
+        return s;
+    }
     mt_graph_zero_grad(g);
     pr->stats.init_seconds = mt_time_now() - t_init;
 

@@ -1,86 +1,33 @@
 /*
- * backend.c — the backend registry and the two built-in backends (backend.h):
- * "cpu", host memory and the op table's kernels, and "shape-only", which
- * allocates and runs nothing. A new backend is one folder of its own (its
- * table, its kernels) plus one line in `registry` below.
+ * backend.c — the backend registry, the public face (backend.h), the
+ * members' defaults (backend_impl.h), the host's streams and events and the
+ * "shape-only" backend, which allocates and runs nothing ("cpu" is
+ * backend_cpu.c). A new backend is one folder of its own (its table, its
+ * kernels) plus one line in `registry` below.
  */
 #include "ops/backend_impl.h"
-#include "ops/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================== */
-/* cpu                                                                       */
+/* The host's streams and events (every backend's default, the CPU's)        */
 /* ======================================================================== */
-
-static mt_status cpu_alloc(size_t bytes, void **data) {
-    *data = NULL;
-    if (!bytes) return MT_OK;
-    /* C11's aligned_alloc wants a size that is a multiple of the alignment */
-    size_t whole = (bytes + MT_BACKEND_ALIGN - 1) / MT_BACKEND_ALIGN * MT_BACKEND_ALIGN;
-    if (!(*data = aligned_alloc(MT_BACKEND_ALIGN, whole)))
-        return mt_fail(MT_ENOMEM, "cannot allocate %.1f MB of host memory", bytes / 1e6);
-    return MT_OK;
-}
-
-static void cpu_free(void *data) { free(data); }
-
-static void cpu_clear(void *data, size_t bytes) {
-    if (data && bytes) memset(data, 0, bytes);
-}
-
-static mt_status cpu_copy(void *dst, const void *src, size_t bytes) {
-    if (bytes) memcpy(dst, src, bytes);
-    return MT_OK;
-}
-
-static bool cpu_supports(const mt_op_call *call) { return call->op < MT_OP_COUNT; }
-
-static void cpu_run(const mt_op_env *env, const mt_op_call *call) {
-    mt__op_def(call->op)->run(env, call);
-}
-
-/* Updates elements [e0, e1) of the parameter. */
-static void update_range(void *arg, int64_t e0, int64_t e1, int worker) {
-    (void)worker;
-    const mt_optim_update *u = arg;
-    if (u->kind == MT_BACKEND_ADAMW)
-        mt_kernel_adamw(u->p + e0, u->g + e0, u->m + e0, u->v + e0, e1 - e0, u->lr, u->beta1,
-                        u->beta2, u->eps, u->weight_decay, u->gscale, u->t);
-    else
-        mt_kernel_sgd(u->p + e0, u->g + e0, u->m ? u->m + e0 : NULL, e1 - e0, u->lr,
-                      u->momentum, u->weight_decay, u->gscale);
-}
-
-static mt_status cpu_optim_update(const mt_op_env *env, const mt_optim_update *u) {
-    /* memory-bound: the elements split over the kernel threads */
-    mt_pool_run(env->pool, u->n, 32768, update_range, (void *)u);
-    return MT_OK;
-}
-
-static mt_status cpu_sumsq(const mt_op_env *env, const float *x, int64_t n, double *out) {
-    (void)env;
-    *out = mt_kernel_sumsq(x, n);
-    return MT_OK;
-}
-
-/* ---- the host's streams and events (every backend's default) ------------ */
 
 struct mt_backend_stream { mt_ctx *ctx; };
 
-static mt_status host_stream_create(mt_ctx *ctx, mt_backend_stream **out) {
+mt_status mt__host_stream_create(mt_ctx *ctx, mt_backend_stream **out) {
     if (!(*out = calloc(1, sizeof **out)))
         return mt_fail(MT_ENOMEM, "out of memory for a stream");
     (*out)->ctx = ctx;
     return MT_OK;
 }
 
-static void host_stream_free(mt_backend_stream *stream) { free(stream); }
+void mt__host_stream_free(mt_backend_stream *stream) { free(stream); }
 
-static mt_status host_event_record(mt_backend_stream *stream, mt_backend_event *ev,
-                                   const mt_request *req) {
+mt_status mt__host_event_record(mt_backend_stream *stream, mt_backend_event *ev,
+                                const mt_request *req) {
     if (req && !stream->ctx)
         return mt_fail(MT_EINVAL, "an event records a comm request on a stream made without "
                        "a device; create the stream with the device's ctx");
@@ -88,26 +35,17 @@ static mt_status host_event_record(mt_backend_stream *stream, mt_backend_event *
     return MT_OK;
 }
 
-static mt_status host_event_query(mt_backend_stream *stream, mt_backend_event *ev, bool *done) {
+mt_status mt__host_event_query(mt_backend_stream *stream, mt_backend_event *ev, bool *done) {
     (void)stream;
     *done = !ev->pending;
     return MT_OK;
 }
 
-static mt_status host_event_wait(mt_backend_stream *stream, mt_backend_event *ev) {
+mt_status mt__host_event_wait(mt_backend_stream *stream, mt_backend_event *ev) {
     if (!ev->pending) return MT_OK;
     ev->pending = false;
     return mt_wait(stream->ctx, &ev->req);
 }
-
-static const mt_backend cpu = {
-    .name = "cpu", .buffer_alloc = cpu_alloc, .buffer_free = cpu_free, .buffer_clear = cpu_clear,
-    .copy_in = cpu_copy, .copy_out = cpu_copy, .supports_op = cpu_supports, .run_op = cpu_run,
-    .optim_update = cpu_optim_update, .sumsq = cpu_sumsq,
-    .stream_create = host_stream_create, .stream_free = host_stream_free,
-    .event_record = host_event_record, .event_query = host_event_query,
-    .event_wait = host_event_wait,
-};
 
 /* ======================================================================== */
 /* shape-only                                                                */
@@ -134,23 +72,24 @@ static const mt_backend shape_only = {
 /* The registry and the public face                                          */
 /* ======================================================================== */
 
-static const mt_backend *const registry[] = {
-    &cpu,
-    &shape_only,
+/* getters: the CPU's table lives in backend_cpu.c */
+static const mt_backend *(*const registry[])(void) = {
+    mt_backend_cpu,
+    mt_backend_shape_only,
 };
 #define N_REGISTRY (int)(sizeof registry / sizeof registry[0])
 
-const mt_backend *mt_backend_cpu(void) { return &cpu; }
 const mt_backend *mt_backend_shape_only(void) { return &shape_only; }
 
-const mt_backend *mt_backend_at(int i) { return i >= 0 && i < N_REGISTRY ? registry[i] : NULL; }
+const mt_backend *mt_backend_at(int i) { return i >= 0 && i < N_REGISTRY ? registry[i]() : NULL; }
 
 const mt_backend *mt_backend_find(const char *name) {
     char names[128] = "";
     for (int i = 0; i < N_REGISTRY; i++) {
-        if (name && strcmp(registry[i]->name, name) == 0) return registry[i];
+        const mt_backend *be = registry[i]();
+        if (name && strcmp(be->name, name) == 0) return be;
         size_t at = strlen(names);
-        snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", registry[i]->name);
+        snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", be->name);
     }
     mt_fail(MT_EINVAL, "no backend named '%s'; the backends are %s", name ? name : "(null)",
             names);
@@ -207,26 +146,62 @@ mt_status mt__backend_sumsq(const mt_backend *be, const mt_op_env *env, const fl
     return be->sumsq ? be->sumsq(env, x, n, out) : cannot_train(be);
 }
 
+static mt_status no_member(const mt_backend *be, const char *member) {
+    return mt_fail(MT_EUNSUPPORTED, "the backend '%s' has no %s member, which a graph that "
+                   "runs needs; give it one or compile on a backend that has it (\"cpu\")",
+                   be->name, member);
+}
+
+mt_status mt__backend_copy(const mt_backend *be, void *dst, size_t dst_pitch, const void *src,
+                           size_t src_pitch, size_t row_bytes, size_t rows) {
+    return be->buffer_copy ? be->buffer_copy(dst, dst_pitch, src, src_pitch, row_bytes, rows)
+                           : no_member(be, "buffer_copy");
+}
+
+mt_status mt__backend_scale(const mt_backend *be, const mt_op_env *env, float *out,
+                            const float *in, float s, int64_t n, bool acc) {
+    return be->buffer_scale ? be->buffer_scale(env, out, in, s, n, acc)
+                            : no_member(be, "buffer_scale");
+}
+
+mt_status mt__backend_convert(const mt_backend *be, const mt_op_env *env, mt_convert_kind kind,
+                              void *dst, const void *src, int64_t n, bool acc) {
+    return be->convert ? be->convert(env, kind, dst, src, n, acc) : no_member(be, "convert");
+}
+
+mt_status mt__backend_param_init(const mt_backend *be, const mt_op_env *env, const mt_tensor *t,
+                                 uint64_t seed, uint64_t stream) {
+    return be->param_init ? be->param_init(env, t, seed, stream) : no_member(be, "param_init");
+}
+
+mt_status mt__backend_read_f32(const mt_backend *be, const void *src, float *out) {
+    return mt_backend_copy_out(be, out, src, sizeof *out);
+}
+
+mt_status mt__backend_write_f32(const mt_backend *be, void *dst, float value) {
+    return mt_backend_copy_in(be, dst, &value, sizeof value);
+}
+
 mt_status mt__backend_stream_create(const mt_backend *be, mt_ctx *ctx, mt_backend_stream **out) {
     *out = NULL;
-    return (be->stream_create ? be->stream_create : host_stream_create)(ctx, out);
+    return (be->stream_create ? be->stream_create : mt__host_stream_create)(ctx, out);
 }
 
 void mt__backend_stream_free(const mt_backend *be, mt_backend_stream *stream) {
-    if (stream) (be->stream_free ? be->stream_free : host_stream_free)(stream);
+    if (stream) (be->stream_free ? be->stream_free : mt__host_stream_free)(stream);
 }
 
 mt_status mt__backend_event_record(const mt_backend *be, mt_backend_stream *stream,
                                    mt_backend_event *ev, const mt_request *req) {
-    return (be->event_record ? be->event_record : host_event_record)(stream, ev, req);
+    return (be->event_record ? be->event_record : mt__host_event_record)(stream, ev, req);
 }
 
 mt_status mt__backend_event_query(const mt_backend *be, mt_backend_stream *stream,
                                   mt_backend_event *ev, bool *done) {
-    return (be->event_query ? be->event_query : host_event_query)(stream, ev, done);
+    return (be->event_query ? be->event_query : mt__host_event_query)(stream, ev, done);
 }
 
 mt_status mt__backend_event_wait(const mt_backend *be, mt_backend_stream *stream,
                                  mt_backend_event *ev) {
-    return (be->event_wait ? be->event_wait : host_event_wait)(stream, ev);
+    return (be->event_wait ? be->event_wait : mt__host_event_wait)(stream, ev);
 }

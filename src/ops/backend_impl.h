@@ -49,6 +49,26 @@ typedef struct {
     void      *impl;      /* a backend's own event (CUDA: a cudaEvent_t), else NULL */
 } mt_backend_event;
 
+/* The conversions of the member convert: bf16 is round to nearest even,
+ * as the bf16 products cast their operands.
+ *   MT_CONVERT_TO_BF16       dst (n bf16) = bf16(src (n f32)), over env's
+ *                            threads (a weight's bf16 copy, a bf16-stored
+ *                            activation); dst and src distinct.
+ *   MT_CONVERT_TO_BF16_INPLACE  the n f32 at dst (= src) to bf16 in its
+ *                            first 2n bytes (a bf16 gradient reduction's
+ *                            input, cast where it lies).
+ *   MT_CONVERT_FROM_BF16_INPLACE  back: the n bf16 in the first 2n bytes of
+ *                            dst (= src) to f32 over all 4n (exact).
+ *   MT_CONVERT_FROM_BF16     dst (n f32) (+)= f32 of src (n bf16) (acc: add);
+ *                            a bf16 reduction's result into its output.
+ * acc is read by MT_CONVERT_FROM_BF16 alone. */
+typedef enum {
+    MT_CONVERT_TO_BF16,
+    MT_CONVERT_TO_BF16_INPLACE,
+    MT_CONVERT_FROM_BF16_INPLACE,
+    MT_CONVERT_FROM_BF16,
+} mt_convert_kind;
+
 struct mt_backend {
     /* Required: the registry's name ("cpu"). */
     const char *name;
@@ -82,6 +102,33 @@ struct mt_backend {
      * buffer, in double (a gradient's part of the global norm). */
     mt_status (*sumsq)(const mt_op_env *env, const float *x, int64_t n, double *out);
 
+    /* ---- memory the graph works on (optional, but a backend that runs
+     * needs them all; NULL: the caller fails with MT_EUNSUPPORTED naming the
+     * backend and the member). Every pointer is a buffer of the backend; the
+     * host never dereferences one outside a member. ---- */
+    /* Copies `rows` rows of row_bytes bytes: row i from src + i·src_pitch to
+     * dst + i·dst_pitch, in order. Rows of different i must not overlap; a
+     * single row may overlap its source (as memmove). The gradient buckets'
+     * packing (a shard of every part: a strided copy) and closing. */
+    mt_status (*buffer_copy)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                             size_t row_bytes, size_t rows);
+    /* out (n) (+)= s · in (n), f32 (acc: add to out), bit for bit the op
+     * scale's run: the deferred reductions' completions, the buckets'
+     * unpacking and the later-reduction passes' sums. out and in distinct. */
+    mt_status (*buffer_scale)(const mt_op_env *env, float *out, const float *in, float s,
+                              int64_t n, bool acc);
+    /* One conversion between f32 and bf16 (mt_convert_kind below) of n
+     * elements, with env's threads where it says so. */
+    mt_status (*convert)(const mt_op_env *env, mt_convert_kind kind, void *dst, const void *src,
+                         int64_t n, bool acc);
+    /* Fills parameter t's buffer (t->data, numel f32) from its initialiser
+     * t->init: element i is the function of (seed, stream, global index of
+     * i) that mt_rng_normal / mt_rng_uniform give (times t->init.std), so a
+     * shard (t->is_shard: t->shard_offset within t->global_shape) holds the
+     * one-device numbers, whichever threads compute them. */
+    mt_status (*param_init)(const mt_op_env *env, const mt_tensor *t, uint64_t seed,
+                            uint64_t stream);
+
     /* ---- streams and events (optional, all or none; NULL: the host's, as
      * the CPU's below: work is done when its call returns) ---- */
     /* A stream for the device `ctx` (NULL off a mesh) in *out. */
@@ -112,6 +159,29 @@ mt_status mt__backend_optim_update(const mt_backend *be, const mt_op_env *env,
                                    const mt_optim_update *u);
 mt_status mt__backend_sumsq(const mt_backend *be, const mt_op_env *env, const float *x,
                             int64_t n, double *out);
+/* The graph's memory members through their defaults: MT_EUNSUPPORTED,
+ * naming the backend and the member, where it has none. */
+mt_status mt__backend_copy(const mt_backend *be, void *dst, size_t dst_pitch, const void *src,
+                           size_t src_pitch, size_t row_bytes, size_t rows);
+mt_status mt__backend_scale(const mt_backend *be, const mt_op_env *env, float *out,
+                            const float *in, float s, int64_t n, bool acc);
+mt_status mt__backend_convert(const mt_backend *be, const mt_op_env *env, mt_convert_kind kind,
+                              void *dst, const void *src, int64_t n, bool acc);
+mt_status mt__backend_param_init(const mt_backend *be, const mt_op_env *env, const mt_tensor *t,
+                                 uint64_t seed, uint64_t stream);
+/* A scalar's f32 value (the loss) out of a buffer, or into one (the
+ * backward's seed): copy_out and copy_in of 4 bytes. */
+mt_status mt__backend_read_f32(const mt_backend *be, const void *src, float *out);
+mt_status mt__backend_write_f32(const mt_backend *be, void *dst, float value);
+
+/* The host's streams and events: every backend's default, and the CPU's. */
+mt_status mt__host_stream_create(mt_ctx *ctx, mt_backend_stream **out);
+void      mt__host_stream_free(mt_backend_stream *stream);
+mt_status mt__host_event_record(mt_backend_stream *stream, mt_backend_event *ev,
+                                const mt_request *req);
+mt_status mt__host_event_query(mt_backend_stream *stream, mt_backend_event *ev, bool *done);
+mt_status mt__host_event_wait(mt_backend_stream *stream, mt_backend_event *ev);
+
 mt_status mt__backend_stream_create(const mt_backend *be, mt_ctx *ctx, mt_backend_stream **out);
 void      mt__backend_stream_free(const mt_backend *be, mt_backend_stream *stream);
 mt_status mt__backend_event_record(const mt_backend *be, mt_backend_stream *stream,
