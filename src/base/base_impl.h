@@ -29,4 +29,23 @@ void mt__rng_normal_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t
 void mt__rng_uniform_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float scale,
                           float *out);
 
+/* ---- registry.c: tables extended from outside the library ---- */
+
+/* The registries: entries a layer above adds (their types are its own). */
+typedef enum {
+    MT__REGISTRY_MODELS = 0,     /* train/: const mt__train_model * */
+    MT__REGISTRY_STRATEGIES,     /* train/: const mt__strategy_row * */
+    MT__REGISTRY_COUNT
+} mt__registry;
+
+#define MT__REGISTRY_MAX 32   /* entries a registry holds */
+
+/* Adds `entry` (which must outlive its use) to registry `which`; returns
+ * its index (0, 1, ... in order of adding), or -1 when the registry is full
+ * or an argument is bad. Safe from any thread. */
+int         mt__registry_add(mt__registry which, const void *entry);
+/* The number of entries added, and entry i (NULL past them). */
+int         mt__registry_count(mt__registry which);
+const void *mt__registry_get(mt__registry which, int i);
+
 #endif /* MT_BASE_IMPL_H */

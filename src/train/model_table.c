@@ -6,6 +6,7 @@
  * (mt_mlp_data, mt_linreg_data).
  */
 #include "train/train_impl.h"
+#include "base/base_impl.h"   /* the registries */
 
 #include <assert.h>
 #include <stddef.h>
@@ -314,12 +315,41 @@ static const mt__train_model MODELS[] = {
 
 #define N_MODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
 
-int mt__train_model_count(void) { return N_MODELS; }
+int mt__train_model_count(void) {
+    return N_MODELS + mt__registry_count(MT__REGISTRY_MODELS);
+}
 
 const mt__train_model *mt__train_model_of(mt_model_kind kind) {
+    /* the built-in table, then the models registered from outside */
+    if ((int)kind >= N_MODELS) return mt__registry_get(MT__REGISTRY_MODELS, (int)kind - N_MODELS);
     /* an entry left out of a designated-initializer table is all zeros */
-    if ((int)kind < 0 || (int)kind >= N_MODELS || !MODELS[kind].about.name) return NULL;
+    if ((int)kind < 0 || !MODELS[kind].about.name) return NULL;
     return &MODELS[kind];
+}
+
+mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind) {
+    if (!m || !kind) return mt_fail(MT_EINVAL, "mt__train_model_register: an argument is NULL");
+    if (!m->about.name || !m->build || !m->fill_batch || !m->describe || !m->input || !m->target)
+        return mt_fail(MT_EINVAL, "registering model '%s': an entry needs about.name, build, "
+                       "fill_batch, describe, input and target (train_impl.h documents each)",
+                       m->about.name ? m->about.name : "(no name)");
+    if (m->about.config_size > sizeof(mt__model_config_buf) ||
+        (m->about.config_size && !m->config_defaults))
+        return mt_fail(MT_EINVAL, "registering model '%s': its settings (%zu bytes) need "
+                       "config_defaults and at most %zu bytes", m->about.name,
+                       m->about.config_size, sizeof(mt__model_config_buf));
+    for (int k = 0; k < mt__train_model_count(); k++) {
+        const mt__train_model *o = mt__train_model_of((mt_model_kind)k);
+        if (o && !strcmp(o->about.name, m->about.name))
+            return mt_fail(MT_EINVAL, "registering model '%s': a model of that name exists "
+                           "(kind %d); pick another name", m->about.name, k);
+    }
+    int at = mt__registry_add(MT__REGISTRY_MODELS, m);
+    if (at < 0)
+        return mt_fail(MT_ENOMEM, "registering model '%s': the registry holds %d models "
+                       "already", m->about.name, MT__REGISTRY_MAX);
+    *kind = (mt_model_kind)(N_MODELS + at);
+    return MT_OK;
 }
 
 const mt_model_about *mt_model_about_of(mt_model_kind kind) {

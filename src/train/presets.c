@@ -22,6 +22,7 @@
  * rest, and every combination trains the one-device run.
  */
 #include "train/train_impl.h"
+#include "base/base_impl.h"   /* the registries */
 
 #include <string.h>
 
@@ -34,9 +35,7 @@ uint32_t mt__axis_bit(const mt_mesh *mesh, const char *name) {
 /* The strategies' rows: each a table from the models' logical axes to mesh
  * axes. A row whose mesh axes a mesh lacks (or has at size 1) does nothing
  * there. */
-static const struct {
-    const char *strategy, *rules;
-} ROWS[] = {
+static const mt__strategy_row ROWS[] = {
     {"data parallel over data; FSDP's batch over fsdp", "batch=data+fsdp"},
     {"Megatron tensor parallelism over tensor",
      "vocab=tensor,heads=tensor,kv_heads=tensor,mlp=tensor"},
@@ -45,8 +44,12 @@ static const struct {
 mt_status mt__train_rules(const mt_train_config *c, mt_rules *out) {
     mt_rules r = {0}, row;
     mt_status s = MT_OK;
-    for (size_t k = 0; k < sizeof ROWS / sizeof ROWS[0] && s == MT_OK; k++) {
-        s = mt_rules_parse(ROWS[k].rules, &row);
+    const int builtin = (int)(sizeof ROWS / sizeof ROWS[0]);
+    const int n = builtin + mt__registry_count(MT__REGISTRY_STRATEGIES);
+    for (int k = 0; k < n && s == MT_OK; k++) {
+        const mt__strategy_row *sr =
+            k < builtin ? &ROWS[k] : mt__registry_get(MT__REGISTRY_STRATEGIES, k - builtin);
+        s = mt_rules_parse(sr->rules, &row);
         if (s == MT_OK) s = mt_rules_merge(&r, &row);
     }
     if (s == MT_OK && c->rules && *c->rules) {
@@ -55,6 +58,18 @@ mt_status mt__train_rules(const mt_train_config *c, mt_rules *out) {
     }
     if (s == MT_OK) *out = r;
     return s;
+}
+
+mt_status mt__strategy_register(const mt__strategy_row *row) {
+    if (!row || !row->strategy || !row->rules)
+        return mt_fail(MT_EINVAL, "mt__strategy_register: a row needs a strategy and rules");
+    mt_rules r;
+    if (mt_rules_parse(row->rules, &r) != MT_OK)
+        return mt_fail(MT_EINVAL, "registering strategy '%s': %s", row->strategy, mt_errmsg());
+    if (mt__registry_add(MT__REGISTRY_STRATEGIES, row) < 0)
+        return mt_fail(MT_ENOMEM, "registering strategy '%s': the registry holds %d rows "
+                       "already", row->strategy, MT__REGISTRY_MAX);
+    return MT_OK;
 }
 
 mt_axes mt__batch_axes(const mt_mesh *mesh) {

@@ -127,8 +127,21 @@ typedef struct {
 /* The entry of `kind`, or NULL when the kind is not a model. */
 const mt__train_model *mt__train_model_of(mt_model_kind kind);
 
-/* The number of entries: kinds 0 .. count-1 are models. */
+/* The number of entries: kinds 0 .. count-1 are models (the built-in ones,
+ * then those registered). */
 int mt__train_model_count(void);
+
+/* Registers a model from outside the library: `m` (which must outlive every
+ * run of it) becomes kind *kind, the next after the built-in and earlier
+ * registered ones, and the trainer, explain and mt_model_name reach it as
+ * they reach the built-in ones. Its builder names its leaves' logical axes
+ * (mt_graph_logical) and `logical_axes` lists them; the strategies' rows
+ * and registered rows (mt__strategy_register) then shard it. MT_EINVAL
+ * naming the member for an entry without about.name, build, fill_batch,
+ * describe, input or target, settings without defaults or too large, or a name that
+ * is taken; MT_ENOMEM when the registry is full. Safe from any thread; the
+ * usual place is before the first run. */
+mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind);
 
 /* The models whose llm.c-family files the trainer reads and writes
  * (about.llmc), as "gpt or llama" into buf (n bytes), for messages. */
@@ -295,9 +308,23 @@ uint32_t  mt__axis_bit(const mt_mesh *mesh, const char *name);
 /* The axes that split the batch: data and fsdp, those the mesh has. */
 mt_axes   mt__batch_axes(const mt_mesh *mesh);
 /* The rule table of a run: the strategies' rows (batch over data+fsdp;
- * vocab, heads, kv_heads and mlp over tensor), each logical axis's rule
- * replaced by c->rules' where it gives one. MT_EINVAL from mt_rules_parse. */
+ * vocab, heads, kv_heads and mlp over tensor), then the rows registered
+ * (mt__strategy_register), each logical axis's rule replaced by a later
+ * row's and finally by c->rules' where they give one. MT_EINVAL from
+ * mt_rules_parse. */
 mt_status mt__train_rules(const mt_train_config *c, mt_rules *out);
+
+/* A strategy as one row of rules over logical axes (presets.c's ROWS). */
+typedef struct {
+    const char *strategy;   /* what it is, for messages ("expert parallelism over expert") */
+    const char *rules;      /* mt_rules_parse's text: "experts=expert" */
+} mt__strategy_row;
+
+/* Registers a row from outside the library (it must outlive every run):
+ * every run's rule table then holds it after the built-in rows. MT_EINVAL
+ * naming the row when its rules do not parse; MT_ENOMEM when the registry
+ * is full. */
+mt_status mt__strategy_register(const mt__strategy_row *row);
 /* Sets the shardings of the global program's leaves for the mesh's axes
  * (the rule table over the builder's logical axes, FSDP storage) and the
  * partitioner's options (*opts: fsdp's gather). */
