@@ -125,18 +125,14 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     if (s == MT_OK) s = mt__train_rules(c, &rules);
     if (s == MT_OK) s = mt_graph_shard_by_rules(g, &rules, mesh);
     if (s == MT_OK && c->sequence_parallel) {
-        if (!tensor || parts_of(mesh, tensor) < 2)
-            return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "
-                           "axis, but mesh '%s' has no tensor axis of 2 or more; add one "
-                           "(e.g. tensor=2) or leave sequence parallelism off",
+        /* what sequence parallelism needs (a tensor axis of 2 or more, a
+         * model with a sequence, T dividing) is mt_train_config_check's to
+         * say, once, before any build: a configuration here has passed it */
+        if (!tensor || parts_of(mesh, tensor) < 2 || !m->sequence ||
+            c->T % parts_of(mesh, tensor) != 0)
+            return mt_fail(MT_EINTERNAL, "sequence parallelism on mesh '%s' for a configuration "
+                           "mt_train_config_check did not check (it refuses this one)",
                            mt_mesh_spec(mesh));
-        if (!m->sequence)
-            return mt_fail(MT_EINVAL, "sequence parallelism needs a model with a sequence "
-                           "dim (the GPT); this model has none");
-        if (c->T % parts_of(mesh, tensor) != 0)
-            return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d over tensor=%lld, "
-                           "which does not divide it; pick T a multiple of %lld", c->T,
-                           (long long)parts_of(mesh, tensor), (long long)parts_of(mesh, tensor));
         opts->sequence_axes = tensor;
         opts->collective_matmul = c->collective_matmul > 0 ||
                                   (c->collective_matmul == 0 && MT_COLLECTIVE_MATMUL_DEFAULT);
