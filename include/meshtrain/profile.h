@@ -119,6 +119,39 @@ double mt_machine_isa_gflops(const mt_machine *m, mt_cpu_isa isa, bool all);
 mt_status mt_machine_write(const mt_machine *m, const char *path);
 mt_status mt_machine_write_to(const mt_machine *m, mt_output *out);
 
+/* Measures this machine's hardware figures into *m (src/profile/probe.c):
+ * the CPU's name, cores (mt_get_num_threads after mt_set_num_threads(0)),
+ * Open BLAS's kernel, sgemm (warm and cold) and the FMA peak at every kernel
+ * level on one thread and on all cores, the bf16 dot peak, the triad, the
+ * kernel levels and the nominal peak; every other field is left as it is
+ * (attention_*, onednn_isa, threads, mpi, has_mpi, measured_at: the engine's
+ * figures, which `bench machine` measures through the engine). `quick`:
+ * small sizes and few repetitions (a few seconds). `note` (note_cap bytes)
+ * gets a line to print when Open BLAS runs a kernel below this CPU's ("" if
+ * none), *ghz_source where the frequency came from. Takes a minute; leaves
+ * mt_set_num_threads at all cores. MT_ENOMEM with a message when the
+ * threads of a measurement on all cores cannot be started. */
+mt_status mt_machine_probe(bool quick, mt_machine *m, char *note, size_t note_cap,
+                           const char **ghz_source);
+
+/* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
+ * major, after one warm-up, on `threads` of Open BLAS's own threads
+ * (openblas_set_num_threads; afterwards Open BLAS is back at the 1 thread
+ * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
+double mt_sgemm_gflops(int m, int n, int k, int threads, int reps);
+
+/* GFLOP/s of `threads` threads each running its own n^3 sgemms on one Open
+ * BLAS thread at the same time, summed, every call on the next of its sets
+ * of operands (128 MiB of them in all, at least 16 MiB a thread: from
+ * memory, not the caches): the best of `reps` repetitions (after a
+ * warm-up), each as long as its slowest thread. NAN when the matrices
+ * cannot be allocated or the threads started. */
+double mt_sgemm_cold_gflops(int n, int threads, int reps);
+
+/* SIMD floats of a kernel level's vector register (avx512 16, avx2 8, neon
+ * 4, generic 1). */
+int mt_cpu_isa_floats(mt_cpu_isa isa);
+
 /* Reads a file written by mt_machine_write into *out. The reader is strict:
  * every key must be present once (but "fma_gflops_by_isa" and "cpu_isa",
  * which older files lack), with its type (a number, a string, an object, or

@@ -75,10 +75,11 @@ static void *worker_main(void *arg) {
     }
 }
 
-mt_pool *mt_pool_create(int n_threads) {
+/* A pool of n_threads, at most `cap`. */
+static mt_pool *pool_create(int n_threads, int cap) {
     mt_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->n_threads = n_threads < 1 ? 1 : n_threads > MT_POOL_MAX ? MT_POOL_MAX : n_threads;
+    p->n_threads = n_threads < 1 ? 1 : n_threads > cap ? cap : n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
@@ -102,6 +103,10 @@ mt_pool *mt_pool_create(int n_threads) {
     }
     return p;
 }
+
+mt_pool *mt_pool_create(int n_threads) { return pool_create(n_threads, MT_POOL_MAX); }
+
+mt_pool *mt_pool_create_team(int n_threads) { return pool_create(n_threads, MT_POOL_TEAM_MAX); }
 
 void mt_pool_free(mt_pool *p) {
     if (!p) return;

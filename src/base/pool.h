@@ -19,11 +19,20 @@ typedef void (*mt_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
 /* Most threads a pool may have. */
 #define MT_POOL_MAX 64
+/* Most threads a team pool may have (mt_pool_create_team). */
+#define MT_POOL_TEAM_MAX 256
 
 /* A pool of n_threads (counting the caller); n_threads <= 1 makes a pool
  * that runs everything on the caller. NULL if threads cannot be started. */
 mt_pool *mt_pool_create(int n_threads);
 void     mt_pool_free(mt_pool *pool);
+/* A pool of up to MT_POOL_TEAM_MAX threads for running one function on
+ * every thread at once (mt_pool_run(pool, mt_pool_size(pool), 1, ...): each
+ * thread gets one item, its own index): the machine probe's teams, one
+ * thread per core however many cores there are. Its worker indices may pass
+ * MT_POOL_MAX, so kernels, whose per-worker arrays hold MT_POOL_MAX, never
+ * run on it. Freed by mt_pool_free. */
+mt_pool *mt_pool_create_team(int n_threads);
 int      mt_pool_size(const mt_pool *pool);
 
 /* Splits [0, n) into contiguous chunks of at least `grain` items, one per

@@ -30,20 +30,6 @@ void cli_machine_default_path(char *buf, size_t n);
  * when a named file cannot be read. */
 bool cli_machine_load(const char *path, mt_machine *out, bool *found, char *used, size_t n);
 
-/* GFLOP/s of the best of `reps` Open BLAS sgemms (m,n) = (m,k)·(k,n), row
- * major, after one warm-up, on `threads` of Open BLAS's own threads
- * (openblas_set_num_threads; afterwards Open BLAS is back at the 1 thread
- * mt_set_num_threads gives it); NAN when the matrices cannot be allocated. */
-double cli_sgemm_gflops(int m, int n, int k, int threads, int reps);
-
-/* GFLOP/s of `threads` threads each running its own n^3 sgemms on one Open
- * BLAS thread at the same time, summed, every call on the next of its sets
- * of operands (128 MiB of them in all, at least 16 MiB a thread: from
- * memory, not the caches): the
- * best of `reps` repetitions (after a warm-up), each as long as its slowest
- * thread. NAN when the matrices cannot be allocated. */
-double cli_sgemm_cold_gflops(int n, int threads, int reps);
-
 /* oneDNN's effective ISA (the one its bf16 products run), as
  * ONEDNN_MAX_CPU_ISA spells it ("avx512_core_amx", "avx2"), into buf (n
  * bytes); "none" in a build without oneDNN. */
