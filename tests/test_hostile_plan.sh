@@ -63,6 +63,9 @@ hostile_cases <<EOF
 # ---- 12: --min-chips for a model that never fits says why ----
 1 | need 15 chips of 80 GB | plan --model llama --preset llama3-70b --hardware h100.json --batch-tokens 64k --seq 512 --min-chips --chips 8 | ! grep -q ' 0 parameters' out.txt
 1 | no count of chips up to 64 (sequences x tensor x pipe) fits | plan $L --max-seq 1048576 --hardware h100.json --batch-tokens 1M --seq 1048576 --min-chips $ONE
+# ---- many sequences a replica: the memory counts extrapolated from 2 and 4
+# sequences went below zero ("count 10 of its program is -6.4e+10") ----
+0 | - | plan --model llama --preset llama3-8b --hardware h100.json --chips 8 --batch-tokens 4M --seq 64 $ONE | grep -q '^best: ' out.txt
 # ---- 13: --batch-tokens' messages name tokens ----
 2 | a step needs 1 or more tokens | $P --hardware h100.json --chips 8 --batch-tokens 0
 2 | --batch-tokens '1e30' is more than 2^50 tokens | $P --hardware h100.json --chips 8 --batch-tokens 1e30

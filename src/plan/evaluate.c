@@ -212,6 +212,17 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
     }
     lerp2((double *)&v[0], (double *)&v[1], (double *)&v[2], (double *)&v[3], k0, k1, b0, b1,
           blocks, batch, (double *)out, CHUNK_VEC_N);
+    /* past the points, a count is at least what the points measured: no
+     * count shrinks with more blocks or sequences, so a slope below zero
+     * between two points (the arena packing 4 sequences a little tighter
+     * than 2) is not carried out to 128 sequences, where it went below zero */
+    if (blocks > k1 || batch > b1)
+        for (size_t i = 0; i < CHUNK_VEC_N; i++)
+            for (int j = 0; j < 4; j++) {
+                double *o = (double *)out + i;
+                const double m = ((const double *)&v[j])[i];
+                if (*o < m) *o = m;
+            }
     /* the seconds at the layout's batch, at each block point, each point's
        collectives re-keyed into the layout's table */
     mt__plan_chunk_time t[2];
