@@ -57,17 +57,17 @@ mt_status mt_graph_set_ctx(mt_graph *g, mt_ctx *ctx) {
      * be each device's own share. Rebinding (a new launch) is fine. */
     if (!g->ctx && g->n_forward > 0 && !g->vma_off) {
         const mt_mesh *mesh = mt_ctx_mesh(ctx);
+        char first[256];
         for (int a = 0; a < mt_mesh_ndim(mesh); a++)
             if (mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a)) > 1)
-                return mt_graph_fail(g, MT_ESTATE, "mt_graph_set_ctx: %d op%s (the first: %s "
-                                     "making '%s') were built before the graph was bound to a "
-                                     "device of mesh '%s'; call mt_graph_set_ctx right after "
-                                     "mt_graph_create, before building: whether each value "
-                                     "differs between devices, and so the pvary that sums a "
-                                     "replicated parameter's gradient over them, is decided as "
-                                     "each op is built", g->n_forward, g->n_forward == 1 ? "" : "s",
-                                     mt__op_def(g->nodes[0].call.op)->name,
-                                     g->nodes[0].call.out ? g->nodes[0].call.out->name : "-",
+                return mt_graph_fail(g, MT_ESTATE, "mt_graph_set_ctx: %d op%s (the first: %s) "
+                                     "were built before the graph was bound to a device of mesh "
+                                     "'%s'; call mt_graph_set_ctx right after mt_graph_create, "
+                                     "before building: whether each value differs between "
+                                     "devices, and so the pvary that sums a replicated "
+                                     "parameter's gradient over them, is decided as each op is "
+                                     "built", g->n_forward, g->n_forward == 1 ? "" : "s",
+                                     mt__call_label(g, &g->nodes[0].call, first, sizeof first),
                                      mt_mesh_spec(mesh));
     }
     g->ctx = ctx;
