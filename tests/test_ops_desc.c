@@ -1,8 +1,8 @@
 /*
  * test_ops_desc.c — every op's descriptor is complete: walks every op kind
  * from 0 to MT_OP_COUNT-1 and fails naming the op and the member that is
- * missing, in the kernel half (ops/op_table.c: name, arity, run, cost,
- * scratch) and in the graph half (graph/op_desc.c: role, and the gradient
+ * missing, in the kernel half (ops/op_table.c: name, arity, cost class,
+ * run, cost, scratch) and in the graph half (graph/op_desc.c: role, and the gradient
  * rule, sharding rule, lowering, remat class and communication class the
  * role requires or forbids). Then: the names are unique, so a listing names
  * an op by its descriptor, never by its place in the enum; the sharding
@@ -12,12 +12,15 @@
  * result before its bias) names a hook of its own; and linear's hook, run on
  * recording stand-ins for the partitioner's services, calls the steps a
  * hand-written list gives (late bias, sequence parallelism's scatter).
+ * The planner classes every op as the name lists it used before op
+ * descriptors had a cost class (kept here as the reference).
  * tests/test_lower_hooks.sh checks that partition.c's loop names no op.
  */
 #include "harness.h"
 #include "meshtrain.h"
 #include "graph/op_desc.h"
 #include "graph/shard_rules.h"
+#include "plan/plan_impl.h"
 
 /* The op's name for messages, even when the descriptor has none. */
 static const char *op_name(int op) {
@@ -46,7 +49,58 @@ MT_TEST(ops_kernel_half_complete) {
                  op_name(op), d->min_in, d->max_in, MT_MAX_INPUTS);
         MT_CHECK(!d->scratch_caller || d->scratch,
                  "op %d '%s': scratch_caller without a scratch function", op, op_name(op));
+        MT_CHECK(d->cost_class > MT_COST_UNSET && d->cost_class <= MT_COST_COLLECTIVE,
+                 "op %d '%s': op_table.c gives no cost class (product, attention, vector or "
+                 "collective): the planner would not know how to time it", op, op_name(op));
     }
+}
+
+/* The planner's classes before op descriptors had a cost class: a list of
+ * names (plan/program.c until issue 38), kept here as the reference. */
+static mt__plan_node_class old_class_of(const char *op, const mt_tensor *out, double *seq) {
+    static const char *const MATMUL_OPS[] = {
+        "attention", "attention_gqa", "attention_bwd", "gqa_bwd_qk", "gqa_bwd_v",
+        "matmul", "linear", "gemm", "cm_wgrad",
+    };
+    *seq = 0;
+    for (int i = 0; i < 9; i++)
+        if (strcmp(op, MATMUL_OPS[i]) == 0) {
+            if (i < 5 && mt_tensor_ndim(out) >= 3) *seq = (double)mt_tensor_dim(out, 1);
+            return MT__PN_MATMUL;
+        }
+    return MT__PN_VECTOR;
+}
+
+/* Every op's class, as the planner reads it from the descriptor, is the
+ * old name list's, and so is attention's sequence length: the same plans. */
+MT_TEST(ops_planner_classes_are_the_name_lists) {
+    mt_graph *g = mt_graph_create();
+    int64_t s3[3] = {2, 7, 4}, s2[2] = {14, 4};
+    mt_tensor *outs[2] = {mt_input(g, "btc", MT_F32, 3, s3), mt_input(g, "rows", MT_F32, 2, s2)};
+    int products = 0, attention = 0;
+    for (int op = 0; op < MT_OP_COUNT; op++)
+        for (int k = 0; k < 2; k++) {
+            mt_node_info in = {.op = op_name(op), .out = outs[k]};
+            double seq_new = -1, seq_old = -1;
+            mt__plan_node_class got = mt__plan_class_of(&in, &seq_new);
+            mt__plan_node_class want = old_class_of(in.op, outs[k], &seq_old);
+            MT_CHECK(got == want, "op '%s': the planner classes it %d, the name list %d",
+                     in.op, (int)got, (int)want);
+            MT_CHECK(seq_new == seq_old, "op '%s' on a %d-d output: sequence %g, want %g",
+                     in.op, mt_tensor_ndim(outs[k]), seq_new, seq_old);
+            if (k == 0) {
+                products += got == MT__PN_MATMUL;
+                attention += seq_new == 7;
+            }
+        }
+    /* the counts of the list: 9 products, 5 of them attention's */
+    MT_CHECK(products == 9 && attention == 5, "%d products, %d attention; want 9 and 5",
+             products, attention);
+    double seq = -1;
+    mt_node_info unknown = {.op = "no_such_op", .out = outs[0]};
+    MT_CHECK(mt__plan_class_of(&unknown, &seq) == MT__PN_VECTOR && seq == 0,
+             "an op the table does not know is vector work");
+    mt_graph_free(g);
 }
 
 MT_TEST(ops_graph_half_complete) {

@@ -1,7 +1,8 @@
 /*
- * op_table.c — one entry per op, the kernel half of its descriptor: its name,
- * how many inputs a call has, how to run a call on its buffers, and what that
- * costs (the graph half: graph/op_desc.c).
+ * op_table.c — one entry per op, the kernel half of its descriptor: what the
+ * op is (its name, how many inputs a call has, what a run costs, op_cost.c,
+ * and its cost class, which the planner times it by) and how the CPU
+ * backend runs a call on its buffers (the graph half: graph/op_desc.c).
  *
  * A call's parameters (mt_op_call.p) are set by the graph's builders for
  * forward ops and by its gradient rules for backward ops; each run reads the
@@ -10,6 +11,7 @@
  */
 #include "ops/bf16_impl.h"
 #include "ops/kernels.h"
+#include "ops/op_cost.h"
 #include "ops/ops_impl.h"
 
 #include <string.h>
@@ -402,180 +404,87 @@ static void run_fill_bwd(const mt_op_env *env, const mt_op_call *c) {
 }
 
 /* ======================================================================== */
-/* Costs: FLOPs and bytes of memory traffic per run                          */
-/* ======================================================================== */
-
-static void cost_gemm(const mt_op_call *c, double *fl, double *by) {
-    double M = (double)c->p.gemm.M, N = (double)c->p.gemm.N, K = (double)c->p.gemm.K;
-    *fl = 2 * M * N * K;
-    *by = 4 * (M * K + K * N + M * N * (c->acc ? 2 : 1));
-}
-static void cost_linear(const mt_op_call *c, double *fl, double *by) {
-    double R = (double)c->p.linear.rows, OC = (double)c->p.linear.OC, C = (double)c->p.linear.C;
-    *fl = 2 * R * OC * C + (c->n_in == 3 ? R * OC : 0);
-    *by = 4 * (R * C + OC * C + R * OC + OC);
-}
-/* elementwise: `f` FLOPs and `b` bytes per output element */
-static void cost_elementwise(const mt_op_call *c, double f, double b, double *fl, double *by) {
-    double e = (double)NUMEL(c->out);
-    *fl = f * e;
-    *by = b * e;
-}
-static void cost_binary(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 1, 12, fl, by); }
-static void cost_unary(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 1, 8, fl, by); }
-static void cost_gelu(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 10, 8, fl, by); }
-static void cost_gelu_bwd(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 18, 12, fl, by); }
-static void cost_transpose(const mt_op_call *c, double *fl, double *by) { cost_elementwise(c, 0, 8, fl, by); }
-static void cost_reduce_in(const mt_op_call *c, double *fl, double *by) {
-    double e = (double)NUMEL(c->in[0]);
-    *fl = e;
-    *by = 4 * e + 4 * (double)NUMEL(c->out);
-}
-static void cost_layernorm(const mt_op_call *c, double *fl, double *by) {
-    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
-    *fl = 8 * e;
-    *by = 8 * e;
-}
-static void cost_ln_bwd(const mt_op_call *c, double *fl, double *by) {
-    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
-    *fl = 10 * e;
-    *by = 12 * e;
-}
-static void cost_rmsnorm(const mt_op_call *c, double *fl, double *by) {
-    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
-    *fl = 4 * e;
-    *by = 8 * e;
-}
-static void cost_rms_bwd(const mt_op_call *c, double *fl, double *by) {
-    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
-    *fl = c->op == MT_OP_RMS_BWD_INPUT ? 7 * e : 3 * e;
-    *by = 12 * e;
-}
-/* 6 FLOPs a pair of elements, and the angles' sines and cosines (counted
- * as 20 each) once per (t, pair) */
-static void cost_rope(const mt_op_call *c, double *fl, double *by) {
-    const mt_rope_params *p = &c->p.rope;
-    double e = (double)NUMEL(c->out);
-    *fl = 3 * e + 40 * (double)p->T * (double)(p->HS / 2);
-    *by = (c->acc ? 12 : 8) * e;
-}
-/* exp, a division and a few products */
-static void cost_swiglu(const mt_op_call *c, double *fl, double *by) {
-    cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
-                     fl, by);
-}
-/* causal: each query row t attends to t+1 keys */
-static void cost_attention(const mt_op_call *c, double *fl, double *by) {
-    const mt_attention_params *p = &c->p.attention;
-    double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
-    double pairs = B * NH * T * (T + 1) / 2;
-    *fl = 4 * pairs * (C / NH) + 5 * pairs;
-    *by = 4 * (B * T * 4 * C + B * NH * T * T);
-}
-static void cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
-    cost_attention(c, fl, by);
-    *fl *= 2;
-    *by *= 2;
-}
-/* The same FLOPs per pair as the GPT's; bytes: q, out, att, and k and v of
- * KV heads. The backward: QK twice the forward's products less dv's, V
- * one product. */
-static void cost_gqa(const mt_op_call *c, double *fl, double *by) {
-    const mt_gqa_params *p = &c->p.gqa;
-    double B = (double)p->B, T = (double)p->T, HS = (double)p->HS;
-    double NH = (double)p->NH, KV = (double)p->KV;
-    double pairs = B * NH * T * (T + 1) / 2;
-    double qo = B * T * NH * HS, kv = B * T * KV * HS, att = B * NH * T * T;
-    if (c->op == MT_OP_ATTENTION_GQA) {
-        *fl = 4 * pairs * HS + 5 * pairs;
-        *by = 4 * (2 * qo + 2 * kv + att);
-    } else if (c->op == MT_OP_GQA_BWD_QK) {
-        *fl = 6 * pairs * HS + 5 * pairs;
-        *by = 4 * (3 * qo + 3 * kv + 2 * att);
-    } else {
-        *fl = 2 * pairs * HS;
-        *by = 4 * (qo + kv + att);
-    }
-}
-static void cost_embedding(const mt_op_call *c, double *fl, double *by) {
-    double n = (double)c->p.embedding.n, C = (double)c->p.embedding.C;
-    *fl = c->op == MT_OP_EMBEDDING_BWD ? n * C : 0;
-    *by = 8 * n * C;
-}
-static void cost_ce(const mt_op_call *c, double *fl, double *by) {
-    double R = (double)c->p.ce.rows, V = (double)c->p.ce.V, Vp = (double)c->p.ce.Vp;
-    *fl = 4 * R * V;
-    *by = 4 * R * Vp * (c->op == MT_OP_CE_BWD ? 2 : 1);
-}
-
-/* ======================================================================== */
 /* The table                                                                 */
 /* ======================================================================== */
 
+/* The cost classes by short names, for the table's width. */
+#define PRODUCT    MT_COST_PRODUCT
+#define ATTENTION  MT_COST_ATTENTION
+#define VECTOR     MT_COST_VECTOR
+#define COLLECTIVE MT_COST_COLLECTIVE
+
 static const mt_op_def op_table[MT_OP_COUNT] = {
-    [MT_OP_MATMUL]        = {"matmul",        2, 2, run_gemm,          cost_gemm},
-    [MT_OP_LINEAR]        = {"linear",        2, 3, run_linear,        cost_linear},
-    [MT_OP_ADD]           = {"add",           2, 2, run_binary,        cost_binary},
-    [MT_OP_SUB]           = {"sub",           2, 2, run_binary,        cost_binary},
-    [MT_OP_MUL]           = {"mul",           2, 2, run_binary,        cost_binary},
-    [MT_OP_SCALE]         = {"scale",         1, 1, run_scale,         cost_unary},
-    [MT_OP_GELU]          = {"gelu",          1, 1, run_gelu,          cost_gelu},
-    [MT_OP_LAYERNORM]     = {"layernorm",     3, 3, run_layernorm,     cost_layernorm},
-    [MT_OP_ATTENTION]     = {"attention",     1, 1, run_attention,     cost_attention},
-    [MT_OP_EMBEDDING]     = {"embedding",     2, 2, run_embedding,     cost_embedding},
-    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 2, run_cross_entropy, cost_ce, scratch_ce},
-    [MT_OP_MSE]           = {"mse",           2, 2, run_mse,           cost_reduce_in},
-    [MT_OP_SUM]           = {"sum",           1, 1, run_sum,           cost_reduce_in},
-    [MT_OP_TRANSPOSE]     = {"transpose",     1, 1, run_transpose,     cost_transpose},
-    [MT_OP_RESHARD]       = {"reshard",       1, 1, run_copy,          cost_unary},
-    [MT_OP_RMSNORM]       = {"rmsnorm",       2, 2, run_rmsnorm,       cost_rmsnorm},
-    [MT_OP_ROPE]          = {"rope",          1, 1, run_rope,          cost_rope},
-    [MT_OP_SWIGLU]        = {"swiglu",        2, 2, run_swiglu,        cost_swiglu},
-    [MT_OP_ATTENTION_GQA] = {"attention_gqa", 3, 3, run_attention_gqa, cost_gqa},
+    /* name, inputs (min, max), cost class, cost; run, [scratch] */
+    [MT_OP_MATMUL]        = {"matmul", 2, 2, PRODUCT, mt__cost_gemm, run_gemm},
+    [MT_OP_LINEAR]        = {"linear", 2, 3, PRODUCT, mt__cost_linear, run_linear},
+    [MT_OP_ADD]           = {"add", 2, 2, VECTOR, mt__cost_binary, run_binary},
+    [MT_OP_SUB]           = {"sub", 2, 2, VECTOR, mt__cost_binary, run_binary},
+    [MT_OP_MUL]           = {"mul", 2, 2, VECTOR, mt__cost_binary, run_binary},
+    [MT_OP_SCALE]         = {"scale", 1, 1, VECTOR, mt__cost_unary, run_scale},
+    [MT_OP_GELU]          = {"gelu", 1, 1, VECTOR, mt__cost_gelu, run_gelu},
+    [MT_OP_LAYERNORM]     = {"layernorm", 3, 3, VECTOR, mt__cost_layernorm, run_layernorm},
+    [MT_OP_ATTENTION]     = {"attention", 1, 1, ATTENTION, mt__cost_attention, run_attention},
+    [MT_OP_EMBEDDING]     = {"embedding", 2, 2, VECTOR, mt__cost_embedding, run_embedding},
+    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 2, VECTOR, mt__cost_ce,
+                            run_cross_entropy, scratch_ce},
+    [MT_OP_MSE]           = {"mse", 2, 2, VECTOR, mt__cost_reduce_in, run_mse},
+    [MT_OP_SUM]           = {"sum", 1, 1, VECTOR, mt__cost_reduce_in, run_sum},
+    [MT_OP_TRANSPOSE]     = {"transpose", 1, 1, VECTOR, mt__cost_transpose, run_transpose},
+    [MT_OP_RESHARD]       = {"reshard", 1, 1, VECTOR, mt__cost_unary, run_copy},
+    [MT_OP_RMSNORM]       = {"rmsnorm", 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm},
+    [MT_OP_ROPE]          = {"rope", 1, 1, VECTOR, mt__cost_rope, run_rope},
+    [MT_OP_SWIGLU]        = {"swiglu", 2, 2, VECTOR, mt__cost_swiglu, run_swiglu},
+    [MT_OP_ATTENTION_GQA] = {"attention_gqa", 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa},
     /* collective.c */
-    [MT_OP_PSUM]          = {"psum",          1, 1, mt__run_psum,         mt__cost_coll, mt__scratch_coll,
-                                   .scratch_caller = true},
-    [MT_OP_ALL_GATHER]    = {"all_gather",    1, 1, mt__run_all_gather,   mt__cost_coll, mt__scratch_coll,
-                                   .scratch_caller = true},
-    [MT_OP_PSUM_SCATTER]  = {"psum_scatter",  1, 1, mt__run_psum_scatter, mt__cost_coll, mt__scratch_coll,
-                                   .scratch_caller = true},
-    [MT_OP_PPERMUTE]      = {"ppermute",      1, 1, mt__run_ppermute,     mt__cost_coll, mt__scratch_coll,
-                                   .scratch_caller = true},
-    [MT_OP_ALL_TO_ALL]    = {"all_to_all",    1, 1, mt__run_all_to_all,   mt__cost_coll, mt__scratch_coll,
-                                   .scratch_caller = true},
-    [MT_OP_PVARY]         = {"pvary",         1, 1, mt__run_pvary,        mt__cost_coll},
-    [MT_OP_SLICE]         = {"slice",         1, 1, mt__run_slice,        mt__cost_coll},
+    [MT_OP_PSUM]          = {"psum", 1, 1, COLLECTIVE, mt__cost_coll,
+                            mt__run_psum, mt__scratch_coll, .scratch_caller = true},
+    [MT_OP_ALL_GATHER]    = {"all_gather", 1, 1, COLLECTIVE, mt__cost_coll,
+                            mt__run_all_gather, mt__scratch_coll, .scratch_caller = true},
+    [MT_OP_PSUM_SCATTER]  = {"psum_scatter", 1, 1, COLLECTIVE, mt__cost_coll,
+                            mt__run_psum_scatter, mt__scratch_coll, .scratch_caller = true},
+    [MT_OP_PPERMUTE]      = {"ppermute", 1, 1, COLLECTIVE, mt__cost_coll,
+                            mt__run_ppermute, mt__scratch_coll, .scratch_caller = true},
+    [MT_OP_ALL_TO_ALL]    = {"all_to_all", 1, 1, COLLECTIVE, mt__cost_coll,
+                            mt__run_all_to_all, mt__scratch_coll, .scratch_caller = true},
+    [MT_OP_PVARY]         = {"pvary", 1, 1, COLLECTIVE, mt__cost_coll, mt__run_pvary},
+    [MT_OP_SLICE]         = {"slice", 1, 1, COLLECTIVE, mt__cost_coll, mt__run_slice},
     /* collective_matmul.c */
-    [MT_OP_AG_LINEAR]     = {"ag_linear",     2, 3, mt__run_ag_linear,    mt__cost_cm,   mt__scratch_cm,
-                                   .scratch_caller = true},
-    [MT_OP_LINEAR_RS]     = {"linear_rs",     2, 2, mt__run_linear_rs,    mt__cost_cm,   mt__scratch_cm,
-                                   .scratch_caller = true},
-    [MT_OP_GEMM]          = {"gemm",          2, 2, run_gemm,          cost_gemm},
-    [MT_OP_BIAS_GRAD]     = {"bias_grad",     1, 1, run_bias_grad,     cost_reduce_in},
-    [MT_OP_REDUCE_BCAST]  = {"reduce_bcast",  1, 1, run_reduce_bcast,  cost_reduce_in},
-    [MT_OP_SCALE_BWD]     = {"scale_bwd",     1, 1, run_scale,         cost_unary},
-    [MT_OP_MUL_BWD_A]     = {"mul_bwd_a",     2, 2, run_mul_bwd_a,     cost_binary},
-    [MT_OP_MUL_BWD_B]     = {"mul_bwd_b",     2, 2, run_mul_bwd_b,     cost_reduce_in},
-    [MT_OP_GELU_BWD]      = {"gelu_bwd",      2, 2, run_gelu_bwd,      cost_gelu_bwd},
-    [MT_OP_LN_BWD_INPUT]  = {"ln_bwd_input",  5, 5, run_ln_bwd_input,  cost_ln_bwd},
-    [MT_OP_LN_BWD_PARAMS] = {"ln_bwd_params", 4, 4, run_ln_bwd_params, cost_ln_bwd},
-    [MT_OP_ATTENTION_BWD] = {"attention_bwd", 3, 3, run_attention_bwd, cost_attention_bwd,
-                                   scratch_attention_bwd},
-    [MT_OP_EMBEDDING_BWD] = {"embedding_bwd", 2, 2, run_embedding_bwd, cost_embedding},
-    [MT_OP_CE_BWD]        = {"ce_bwd",        4, 4, run_ce_bwd,        cost_ce},
-    [MT_OP_MSE_BWD]       = {"mse_bwd",       3, 3, run_mse_bwd,       cost_unary},
-    [MT_OP_FILL_BWD]      = {"fill_bwd",      1, 1, run_fill_bwd,      cost_unary},
-    [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", 1, 1, run_transpose,     cost_transpose},
-    [MT_OP_CM_WGRAD]      = {"cm_wgrad",      2, 2, mt__run_cm_wgrad,  mt__cost_cm},
-    [MT_OP_RMS_BWD_INPUT] = {"rms_bwd_input", 4, 4, run_rms_bwd_input, cost_rms_bwd},
-    [MT_OP_RMS_BWD_PARAMS] = {"rms_bwd_params", 3, 3, run_rms_bwd_params, cost_rms_bwd},
-    [MT_OP_ROPE_BWD]      = {"rope_bwd",      1, 1, run_rope,          cost_rope},
-    [MT_OP_SWIGLU_BWD_A]  = {"swiglu_bwd_a",  3, 3, run_swiglu,        cost_swiglu},
-    [MT_OP_SWIGLU_BWD_B]  = {"swiglu_bwd_b",  2, 2, run_swiglu,        cost_swiglu},
-    [MT_OP_GQA_BWD_QK]    = {"gqa_bwd_qk",    5, 5, run_attention_bwd, cost_gqa,
-                                   scratch_attention_bwd},
-    [MT_OP_GQA_BWD_V]     = {"gqa_bwd_v",     2, 2, run_attention_bwd, cost_gqa,
-                                   scratch_attention_bwd},
+    [MT_OP_AG_LINEAR]     = {"ag_linear", 2, 3, COLLECTIVE, mt__cost_cm,
+                            mt__run_ag_linear, mt__scratch_cm, .scratch_caller = true},
+    [MT_OP_LINEAR_RS]     = {"linear_rs", 2, 2, COLLECTIVE, mt__cost_cm,
+                            mt__run_linear_rs, mt__scratch_cm, .scratch_caller = true},
+    [MT_OP_GEMM]          = {"gemm", 2, 2, PRODUCT, mt__cost_gemm, run_gemm},
+    [MT_OP_BIAS_GRAD]     = {"bias_grad", 1, 1, VECTOR, mt__cost_reduce_in, run_bias_grad},
+    [MT_OP_REDUCE_BCAST]  = {"reduce_bcast", 1, 1, VECTOR, mt__cost_reduce_in, run_reduce_bcast},
+    [MT_OP_SCALE_BWD]     = {"scale_bwd", 1, 1, VECTOR, mt__cost_unary, run_scale},
+    [MT_OP_MUL_BWD_A]     = {"mul_bwd_a", 2, 2, VECTOR, mt__cost_binary, run_mul_bwd_a},
+    [MT_OP_MUL_BWD_B]     = {"mul_bwd_b", 2, 2, VECTOR, mt__cost_reduce_in, run_mul_bwd_b},
+    [MT_OP_GELU_BWD]      = {"gelu_bwd", 2, 2, VECTOR, mt__cost_gelu_bwd, run_gelu_bwd},
+    [MT_OP_LN_BWD_INPUT]  = {"ln_bwd_input", 5, 5, VECTOR, mt__cost_ln_bwd, run_ln_bwd_input},
+    [MT_OP_LN_BWD_PARAMS] = {"ln_bwd_params", 4, 4, VECTOR, mt__cost_ln_bwd, run_ln_bwd_params},
+    [MT_OP_ATTENTION_BWD] = {"attention_bwd", 3, 3, ATTENTION, mt__cost_attention_bwd,
+                            run_attention_bwd, scratch_attention_bwd},
+    [MT_OP_EMBEDDING_BWD] = {"embedding_bwd", 2, 2, VECTOR, mt__cost_embedding, run_embedding_bwd},
+    [MT_OP_CE_BWD]        = {"ce_bwd", 4, 4, VECTOR, mt__cost_ce, run_ce_bwd},
+    [MT_OP_MSE_BWD]       = {"mse_bwd", 3, 3, VECTOR, mt__cost_unary, run_mse_bwd},
+    [MT_OP_FILL_BWD]      = {"fill_bwd", 1, 1, VECTOR, mt__cost_unary, run_fill_bwd},
+    [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", 1, 1, VECTOR, mt__cost_transpose, run_transpose},
+    [MT_OP_CM_WGRAD]      = {"cm_wgrad", 2, 2, PRODUCT, mt__cost_cm, mt__run_cm_wgrad},
+    [MT_OP_RMS_BWD_INPUT] = {"rms_bwd_input", 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input},
+    [MT_OP_RMS_BWD_PARAMS] = {"rms_bwd_params", 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params},
+    [MT_OP_ROPE_BWD]      = {"rope_bwd", 1, 1, VECTOR, mt__cost_rope, run_rope},
+    [MT_OP_SWIGLU_BWD_A]  = {"swiglu_bwd_a", 3, 3, VECTOR, mt__cost_swiglu, run_swiglu},
+    [MT_OP_SWIGLU_BWD_B]  = {"swiglu_bwd_b", 2, 2, VECTOR, mt__cost_swiglu, run_swiglu},
+    [MT_OP_GQA_BWD_QK]    = {"gqa_bwd_qk", 5, 5, ATTENTION, mt__cost_gqa,
+                            run_attention_bwd, scratch_attention_bwd},
+    [MT_OP_GQA_BWD_V]     = {"gqa_bwd_v", 2, 2, ATTENTION, mt__cost_gqa,
+                            run_attention_bwd, scratch_attention_bwd},
 };
 
 const mt_op_def *mt__op_def(mt_op op) { return &op_table[op]; }
+
+const mt_op_def *mt__op_def_named(const char *name) {
+    for (int k = 0; name && k < MT_OP_COUNT; k++)
+        if (strcmp(op_table[k].name, name) == 0) return &op_table[k];
+    return NULL;
+}

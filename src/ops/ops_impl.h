@@ -247,18 +247,35 @@ typedef struct {
     const struct mt_backend *backend;
 } mt_op_env;
 
+/* What kind of work an op is, as a cost model times it (the planner:
+ * plan/program.c; a new op says which, and is costed so without naming it
+ * anywhere else). */
+typedef enum {
+    MT_COST_UNSET = 0,     /* none given: tests/test_ops_desc.c fails naming the op */
+    MT_COST_PRODUCT,       /* matrix products: at the products' peak */
+    MT_COST_ATTENTION,     /* attention's products: as PRODUCT, its sequence length the
+                              output's dim 1 (B, T, ...) */
+    MT_COST_VECTOR,        /* element-wise, norms, softmax, lookups, reductions: vector
+                              and memory bound */
+    MT_COST_COLLECTIVE,    /* moves data between devices (or stands for a move: pvary,
+                              slice); the collective matmuls too */
+} mt_op_cost_class;
+
 /* The kernel half of an op's descriptor (op_table.c, one entry per op,
  * indexed by mt_op); the graph half, its gradient, sharding and remat rules,
- * is graph/op_desc.c's, which a graph-layer op needs as well. A call of the
- * op has from min_in to max_in inputs. */
+ * is graph/op_desc.c's, which a graph-layer op needs as well. Its first
+ * members say what the op is (name, arity, cost and cost class: read by the
+ * graph, the profiler and the planner), the rest how the CPU backend runs
+ * it (run, scratch). A call of the op has from min_in to max_in inputs. */
 typedef struct {
     const char *name;
     int8_t      min_in, max_in;           /* required: 1 <= min_in <= max_in <= MT_MAX_INPUTS */
+    mt_op_cost_class cost_class;          /* required */
+    /* FLOPs and bytes moved by one run (op_cost.h). Required. */
+    void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
     /* Runs the call on its buffers. Required. Cannot fail, except the
      * collective ops, which record a failure in *env->status. */
     void   (*run)(const mt_op_env *env, const mt_op_call *call);
-    /* FLOPs and bytes moved by one run. Required. */
-    void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
     /* Floats of scratch one worker of env->pool needs to run the call.
      * Optional: NULL means none. */
     size_t (*scratch)(const mt_op_call *call);
@@ -276,6 +293,8 @@ void   mt__run_ce_bwd_vp(const mt_op_env *env, const mt_op_call *c);
 
 /* The table entry of op (op < MT_OP_COUNT). */
 const mt_op_def *mt__op_def(mt_op op);
+/* The entry of the op named `name` (mt_node_info.op), or NULL. */
+const mt_op_def *mt__op_def_named(const char *name);
 
 /* ---- collective.c: the table's entries for the collective ops ----------- */
 

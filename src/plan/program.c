@@ -10,9 +10,9 @@
  * the ones explain prints and the allocator would allocate.
  *
  * The summary walks the compiled program in run order: each node's class
- * (matrix product, other compute, collective), its cost from the op's own
- * cost entry (mt_graph_node, the numbers the profiler and the report use),
- * and for collectives what they are for: a parameter's gather (fsdp, ZeRO)
+ * (matrix product, other compute, collective: the op descriptor's cost
+ * class), its cost from the op's own cost entry (mt_graph_node, the numbers
+ * the profiler and the report use), and for collectives what they are for: a parameter's gather (fsdp, ZeRO)
  * or a parameter gradient's reduction (data parallel, ZeRO, fsdp).
  */
 #include "plan/plan_impl.h"
@@ -20,29 +20,23 @@
 #include "meshtrain/comm.h"
 #include "meshtrain/graph.h"
 #include "meshtrain/partition.h"
+#include "ops/ops_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The ops whose FLOPs are matrix products (the forward's and the gradients'),
- * attention's first. */
-static const char *const MATMUL_OPS[] = {
-    "attention", "attention_gqa", "attention_bwd", "gqa_bwd_qk", "gqa_bwd_v",
-    "matmul", "linear", "gemm", "cm_wgrad",
-};
-enum { N_ATTENTION_OPS = 5 };
-
+/* The op's cost class, from its descriptor (ops/ops_impl.h): products and
+ * attention's products are matrix products (attention's with its sequence
+ * length), the rest vector work; an op the table does not know is vector
+ * work. A collective's own class is never asked here (in->collective). */
 mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_seq) {
     *attention_seq = 0;
-    for (size_t i = 0; i < sizeof MATMUL_OPS / sizeof MATMUL_OPS[0]; i++)
-        if (strcmp(in->op, MATMUL_OPS[i]) == 0) {
-            if (i < N_ATTENTION_OPS) {
-                if (mt_tensor_ndim(in->out) >= 3)   /* (B, T, ...): the GPT's qkv (B, T, 3, C) */
-                    *attention_seq = (double)mt_tensor_dim(in->out, 1);
-            }
-            return MT__PN_MATMUL;
-        }
-    return MT__PN_VECTOR;
+    const mt_op_def *def = mt__op_def_named(in->op);
+    mt_op_cost_class cls = def ? def->cost_class : MT_COST_VECTOR;
+    if (cls == MT_COST_ATTENTION && mt_tensor_ndim(in->out) >= 3)
+        *attention_seq = (double)mt_tensor_dim(in->out, 1);   /* (B, T, ...): the GPT's qkv
+                                                                 (B, T, 3, C) */
+    return cls == MT_COST_PRODUCT || cls == MT_COST_ATTENTION ? MT__PN_MATMUL : MT__PN_VECTOR;
 }
 
 /* A collective node's kind by its op; the vocabulary-parallel cross-entropy's

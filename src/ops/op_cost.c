@@ -1,0 +1,123 @@
+/*
+ * op_cost.c — what one run of each op costs: its FLOPs and the bytes of
+ * memory it moves, from the call's parameters alone (no data is read). The
+ * op table (op_table.c) names one of these per op as its descriptor's cost;
+ * the profiler, the listings, the stats and the planner read them there.
+ * The collective ops' are collective.c's and collective_matmul.c's.
+ */
+#include "ops/op_cost.h"
+
+#define NUMEL(t) mt_tensor_numel(t)
+
+void mt__cost_gemm(const mt_op_call *c, double *fl, double *by) {
+    double M = (double)c->p.gemm.M, N = (double)c->p.gemm.N, K = (double)c->p.gemm.K;
+    *fl = 2 * M * N * K;
+    *by = 4 * (M * K + K * N + M * N * (c->acc ? 2 : 1));
+}
+void mt__cost_linear(const mt_op_call *c, double *fl, double *by) {
+    double R = (double)c->p.linear.rows, OC = (double)c->p.linear.OC, C = (double)c->p.linear.C;
+    *fl = 2 * R * OC * C + (c->n_in == 3 ? R * OC : 0);
+    *by = 4 * (R * C + OC * C + R * OC + OC);
+}
+/* elementwise: `f` FLOPs and `b` bytes per output element */
+static void cost_elementwise(const mt_op_call *c, double f, double b, double *fl, double *by) {
+    double e = (double)NUMEL(c->out);
+    *fl = f * e;
+    *by = b * e;
+}
+void mt__cost_binary(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, 1, 12, fl, by);
+}
+void mt__cost_unary(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, 1, 8, fl, by);
+}
+void mt__cost_gelu(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, 10, 8, fl, by);
+}
+void mt__cost_gelu_bwd(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, 18, 12, fl, by);
+}
+void mt__cost_transpose(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, 0, 8, fl, by);
+}
+void mt__cost_reduce_in(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)NUMEL(c->in[0]);
+    *fl = e;
+    *by = 4 * e + 4 * (double)NUMEL(c->out);
+}
+void mt__cost_layernorm(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
+    *fl = 8 * e;
+    *by = 8 * e;
+}
+void mt__cost_ln_bwd(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rows.rows * (double)c->p.rows.C;
+    *fl = 10 * e;
+    *by = 12 * e;
+}
+void mt__cost_rmsnorm(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
+    *fl = 4 * e;
+    *by = 8 * e;
+}
+void mt__cost_rms_bwd(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
+    *fl = c->op == MT_OP_RMS_BWD_INPUT ? 7 * e : 3 * e;
+    *by = 12 * e;
+}
+/* 6 FLOPs a pair of elements, and the angles' sines and cosines (counted
+ * as 20 each) once per (t, pair) */
+void mt__cost_rope(const mt_op_call *c, double *fl, double *by) {
+    const mt_rope_params *p = &c->p.rope;
+    double e = (double)NUMEL(c->out);
+    *fl = 3 * e + 40 * (double)p->T * (double)(p->HS / 2);
+    *by = (c->acc ? 12 : 8) * e;
+}
+/* exp, a division and a few products */
+void mt__cost_swiglu(const mt_op_call *c, double *fl, double *by) {
+    cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
+                     fl, by);
+}
+/* causal: each query row t attends to t+1 keys */
+void mt__cost_attention(const mt_op_call *c, double *fl, double *by) {
+    const mt_attention_params *p = &c->p.attention;
+    double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
+    double pairs = B * NH * T * (T + 1) / 2;
+    *fl = 4 * pairs * (C / NH) + 5 * pairs;
+    *by = 4 * (B * T * 4 * C + B * NH * T * T);
+}
+void mt__cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
+    mt__cost_attention(c, fl, by);
+    *fl *= 2;
+    *by *= 2;
+}
+/* The same FLOPs per pair as the GPT's; bytes: q, out, att, and k and v of
+ * KV heads. The backward: QK twice the forward's products less dv's, V
+ * one product. */
+void mt__cost_gqa(const mt_op_call *c, double *fl, double *by) {
+    const mt_gqa_params *p = &c->p.gqa;
+    double B = (double)p->B, T = (double)p->T, HS = (double)p->HS;
+    double NH = (double)p->NH, KV = (double)p->KV;
+    double pairs = B * NH * T * (T + 1) / 2;
+    double qo = B * T * NH * HS, kv = B * T * KV * HS, att = B * NH * T * T;
+    if (c->op == MT_OP_ATTENTION_GQA) {
+        *fl = 4 * pairs * HS + 5 * pairs;
+        *by = 4 * (2 * qo + 2 * kv + att);
+    } else if (c->op == MT_OP_GQA_BWD_QK) {
+        *fl = 6 * pairs * HS + 5 * pairs;
+        *by = 4 * (3 * qo + 3 * kv + 2 * att);
+    } else {
+        *fl = 2 * pairs * HS;
+        *by = 4 * (qo + kv + att);
+    }
+}
+void mt__cost_embedding(const mt_op_call *c, double *fl, double *by) {
+    double n = (double)c->p.embedding.n, C = (double)c->p.embedding.C;
+    *fl = c->op == MT_OP_EMBEDDING_BWD ? n * C : 0;
+    *by = 8 * n * C;
+}
+void mt__cost_ce(const mt_op_call *c, double *fl, double *by) {
+    double R = (double)c->p.ce.rows, V = (double)c->p.ce.V, Vp = (double)c->p.ce.Vp;
+    *fl = 4 * R * V;
+    *by = 4 * R * Vp * (c->op == MT_OP_CE_BWD ? 2 : 1);
+}
