@@ -77,6 +77,27 @@ typedef struct {
  * for a value that is no model. */
 const mt_model_about *mt_model_about_of(mt_model_kind kind);
 
+/* The shape of a transformer model, as its own entry states it (the
+ * planner reads these, never a flag by name): */
+typedef struct {
+    int  layers, width, heads;
+    int  kv_heads;    /* key/value heads as set (the GPT: heads) */
+    int  ffn;         /* the MLP's hidden width (the GPT: 4·width; LLaMA: its F) */
+    bool gated;       /* a gated MLP, three matrices (SwiGLU) */
+    int  max_seq;     /* the context */
+    int  vocab;       /* 0: from the data */
+} mt_model_shape;
+
+/* c's model's shape, from its settings (model_config) or, NULL, its
+ * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
+ * linreg: no such shape); MT_EINVAL for a kind that is not a model. */
+mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
+/* Writes into `config` (c's model's settings struct, config_size bytes, a
+ * copy of c's) the same model with `layers` blocks and a context of at
+ * least `max_seq`: what a planner builds to cost a pipeline's chunk. Errors
+ * as mt_model_shape_of. */
+mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq);
+
 /* Whether sequence parallelism runs its collectives as collective matmuls
  * when mt_train_config.collective_matmul is 0: off, because on the threads
  * transport of a 2-core machine (2026-11-30) a c768 layer measured 3-4%

@@ -80,10 +80,12 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     }
     memcpy(mc, r->model.model_config, about->config_size);
     int S = key->p * key->v;
-    mt__plan_model_set_int(mc, &r->model, "layers", key->blocks * S);
-    if (mt__plan_model_int(&r->model, "max-seq", 0) > 0 &&
-        mt__plan_model_int(&r->model, "max-seq", 0) < s->seq)
-        mt__plan_model_set_int(mc, &r->model, "max-seq", s->seq);
+    mt_status rs = mt_model_resize(&r->model, mc, key->blocks * S, s->seq);
+    if (rs != MT_OK) {
+        free(mc);
+        free(e);
+        return rs;
+    }
     mt_train_config c = mt_train_defaults();
     c.model = r->model.model;
     c.model_config = mc;

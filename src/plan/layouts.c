@@ -17,34 +17,6 @@
  * programs count them in ints (a batch of 2^50 tokens has more). */
 #define MAX_REPLICA_SEQUENCES (1 << 30)
 
-int mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt) {
-    const mt_model_about *a = mt_model_about_of(model->model);
-    if (!a || !model->model_config) return dflt;
-    for (int i = 0; i < a->n_flags; i++) {
-        const mt_model_flag *f = &a->flags[i];
-        if (strcmp(f->flag, flag) == 0 && f->type == MT_MODEL_FLAG_INT) {
-            int v;
-            memcpy(&v, (const char *)model->model_config + f->offset, sizeof v);
-            return v;
-        }
-    }
-    return dflt;
-}
-
-bool mt__plan_model_set_int(void *config, const mt_train_config *model, const char *flag,
-                            int value) {
-    const mt_model_about *a = mt_model_about_of(model->model);
-    if (!a) return false;
-    for (int i = 0; i < a->n_flags; i++) {
-        const mt_model_flag *f = &a->flags[i];
-        if (strcmp(f->flag, flag) == 0 && f->type == MT_MODEL_FLAG_INT) {
-            memcpy((char *)config + f->offset, &value, sizeof value);
-            return true;
-        }
-    }
-    return false;
-}
-
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
     size_t at = 0;
     buf[0] = '\0';

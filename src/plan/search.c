@@ -199,7 +199,10 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     s->seq = r->seq;
     /* the trainer refuses a sequence past the model's context (train's
        check, model_table.c): so does the plan */
-    int context = mt__plan_model_int(&r->model, "max-seq", 0);
+    mt_model_shape shape;
+    mt_status sh = mt_model_shape_of(&r->model, &shape);
+    if (sh != MT_OK) return mt_fail_wrap(sh, "plan");
+    int context = shape.max_seq;
     if (context > 0 && r->seq > context)
         return mt_fail(MT_EINVAL, "plan: sequence length T=%d (--seq) exceeds the model's "
                        "context maxT=%d (--max-seq); lower T or raise maxT", r->seq, context);
@@ -211,16 +214,13 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
                                               : "devices",
                        r->hw->name, most,
                        is_threads_host(r->hw) ? "" : ", or a description with more devices");
-    s->layers = mt__plan_model_int(&r->model, "layers", 1);
-    s->heads = mt__plan_model_int(&r->model, "heads", 1);
-    s->kv_heads = mt__plan_model_int(&r->model, "kv-heads", s->heads);
-    s->channels = mt__plan_model_int(&r->model, "channels", 1);
-    /* the MLP's width: the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
-    s->ffn = 4 * s->channels;
-    if (r->model.model == MT_MODEL_LLAMA && r->model.model_config) {
-        s->ffn = mt_llama_ffn_dim((const mt_llama_config *)r->model.model_config);
-        s->gated = true;
-    }
+    /* the model's own facts (its entry's shape), not its flags by name */
+    s->layers = shape.layers;
+    s->heads = shape.heads;
+    s->kv_heads = shape.kv_heads;
+    s->channels = shape.width;
+    s->ffn = shape.ffn;     /* the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
+    s->gated = shape.gated;
     for (int a = 0; a < 4; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
         /* the mesh is the chips, as train and explain take it (the search
@@ -359,8 +359,9 @@ static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *ou
         if (out->n_feasible > 0) return MT_OK;
         if (c == 1) {
             /* the replicas' bound, once the model's sizes are known */
-            int heads = mt__plan_model_int(&req->model, "heads", 1);
-            int layers = mt__plan_model_int(&req->model, "layers", 1);
+            mt_model_shape shape;
+            if ((st = mt_model_shape_of(&req->model, &shape)) != MT_OK) return st;
+            int heads = shape.heads, layers = shape.layers;
             double seqs = req->batch_tokens / req->seq;
             double useful = seqs * (heads < MT__PLAN_MAX_TENSOR ? heads : MT__PLAN_MAX_TENSOR) *
                             layers;

@@ -61,13 +61,6 @@ typedef struct {
     bool       last_feasible;         /* the layout just evaluated fits */
 } mt__plan_search;
 
-/* The model's int setting `flag` ("layers", "heads", "kv-heads",
- * "channels", "vocab") from its table, or dflt when it has none. */
-int  mt__plan_model_int(const mt_train_config *model, const char *flag, int dflt);
-/* Writes it into `config` (a copy of the model's struct); false when the
- * model has no such setting. */
-bool mt__plan_model_set_int(void *config, const mt_train_config *model, const char *flag,
-                            int value);
 
 /* Bytes an activation element moves in the step's traffic under the
  * request's convention: 2 under mixed16 (its traffic in 16 bits,

@@ -227,3 +227,16 @@ mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
                        "(e.g. %d)", size, m.vocab, size, (m.vocab + size - 1) / size * size);
     return MT_OK;
 }
+
+void mt__llama_shape(const mt_train_config *c, mt_model_shape *out) {
+    const mt_llama_config *m = llama_of(c);
+    *out = (mt_model_shape){.layers = m->n_layers, .width = m->dim, .heads = m->n_heads,
+                            .kv_heads = m->n_kv_heads, .ffn = mt_llama_ffn_dim(m),
+                            .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
+}
+
+void mt__llama_resize(void *config, int layers, int max_seq) {
+    mt_llama_config *m = config;
+    m->n_layers = layers;
+    if (m->max_seq < max_seq) m->max_seq = max_seq;
+}

@@ -148,6 +148,18 @@ static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
 
 static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
 
+static void gpt_shape(const mt_train_config *c, mt_model_shape *out) {
+    const mt_gpt_config *m = gpt_of(c);
+    *out = (mt_model_shape){.layers = m->L, .width = m->C, .heads = m->NH, .kv_heads = m->NH,
+                            .ffn = 4 * m->C, .max_seq = m->maxT, .vocab = m->V};
+}
+
+static void gpt_resize(void *config, int layers, int max_seq) {
+    mt_gpt_config *m = config;
+    m->L = layers;
+    if (m->maxT < max_seq) m->maxT = max_seq;
+}
+
 /* The GPT's head is always its token embedding. */
 static const char *gpt_tied_param(const mt_train_config *c) {
     (void)c;
@@ -275,6 +287,7 @@ static const mt__train_model MODELS[] = {
         .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
         .fill_batch = mt__train_fill_tokens, .step_flops = gpt_step_flops,
         .logical_axes = "batch,seq,vocab,embed,heads,mlp", .tensor_check = gpt_tensor_check,
+        .shape = gpt_shape, .resize = gpt_resize,
         .sequence = true, .remat = true,
         .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
         .tied_param = gpt_tied_param,
@@ -307,6 +320,7 @@ static const mt__train_model MODELS[] = {
         .fill_batch = mt__train_fill_tokens, .step_flops = mt__llama_step_flops,
         .logical_axes = "batch,seq,vocab,embed,heads,kv_heads,mlp",
         .tensor_check = mt__llama_tensor_check,
+        .shape = mt__llama_shape, .resize = mt__llama_resize,
         .sequence = true, .remat = true,
         .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
         .stage_input = MT_GPT_STAGE_INPUT, .tied_param = mt__llama_tied_param,
@@ -350,6 +364,29 @@ mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind
                        "already", m->about.name, MT__REGISTRY_MAX);
     *kind = (mt_model_kind)(N_MODELS + at);
     return MT_OK;
+}
+
+static mt_status shaped(const mt_train_config *c, const mt__train_model **m) {
+    *m = c ? mt__train_model_of(c->model) : NULL;
+    if (!*m) return mt_fail(MT_EINVAL, "model kind %d is not a model", c ? (int)c->model : -1);
+    if (!(*m)->shape || !(*m)->resize)
+        return mt_fail(MT_EUNSUPPORTED, "--model %s is not a transformer: it has no layers, "
+                       "heads or context to plan", (*m)->about.name);
+    return MT_OK;
+}
+
+mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out) {
+    const mt__train_model *m;
+    mt_status s = shaped(c, &m);
+    if (s == MT_OK) m->shape(c, out);
+    return s;
+}
+
+mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq) {
+    const mt__train_model *m;
+    mt_status s = shaped(c, &m);
+    if (s == MT_OK) m->resize(config, layers, max_seq);
+    return s;
 }
 
 const mt_model_about *mt_model_about_of(mt_model_kind kind) {

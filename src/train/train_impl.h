@@ -88,6 +88,11 @@ typedef struct {
      * rules (mt_train_config.rules, the strategies' rows in presets.c) map
      * onto the mesh: no layout is written per parameter name. */
     const char *logical_axes;
+    /* A transformer's shape (train.h's mt_model_shape) from c's settings,
+     * and its settings struct `config` set to `layers` blocks and a context
+     * of at least max_seq. Optional: NULL, the model has no such shape. */
+    void (*shape)(const mt_train_config *c, mt_model_shape *out);
+    void (*resize)(void *config, int layers, int max_seq);
     /* The sizes tensor parallelism over `size` devices must divide (GPT: the
      * heads, 4C, Vp), checked when the rules shard the model and, before any
      * file is read, by mt_train_config_check: sizes still to come from the
@@ -205,6 +210,8 @@ mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt
                                  float scale);
 mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
 int        mt__llama_blocks(const mt_train_config *c);
+void       mt__llama_shape(const mt_train_config *c, mt_model_shape *out);
+void       mt__llama_resize(void *config, int layers, int max_seq);
 const char *mt__llama_tied_param(const mt_train_config *c);
 double     mt__llama_step_flops(const mt_train_config *c, int64_t tokens);
 
