@@ -1,8 +1,8 @@
 /*
  * backend.c — the backend registry, the public face (backend.h), the
- * members' defaults (backend_impl.h), the host's streams and events and the
- * "shape-only" backend, which allocates and runs nothing ("cpu" is
- * backend_cpu.c). A new backend is one folder of its own (its table, its
+ * members' defaults (backend_impl.h) and the "shape-only" backend, which
+ * allocates and runs nothing ("cpu" is backend_cpu.c, the host's streams
+ * and events backend_host.c). A new backend is one folder of its own (its table, its
  * kernels) plus one line in `registry` below.
  */
 #include "ops/backend_impl.h"
@@ -10,42 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ======================================================================== */
-/* The host's streams and events (every backend's default, the CPU's)        */
-/* ======================================================================== */
-
-struct mt_backend_stream { mt_ctx *ctx; };
-
-mt_status mt__host_stream_create(mt_ctx *ctx, mt_backend_stream **out) {
-    if (!(*out = calloc(1, sizeof **out)))
-        return mt_fail(MT_ENOMEM, "out of memory for a stream");
-    (*out)->ctx = ctx;
-    return MT_OK;
-}
-
-void mt__host_stream_free(mt_backend_stream *stream) { free(stream); }
-
-mt_status mt__host_event_record(mt_backend_stream *stream, mt_backend_event *ev,
-                                const mt_request *req) {
-    if (req && !stream->ctx)
-        return mt_fail(MT_EINVAL, "an event records a comm request on a stream made without "
-                       "a device; create the stream with the device's ctx");
-    *ev = (mt_backend_event){.req = req ? *req : (mt_request){0}, .pending = req != NULL};
-    return MT_OK;
-}
-
-mt_status mt__host_event_query(mt_backend_stream *stream, mt_backend_event *ev, bool *done) {
-    (void)stream;
-    *done = !ev->pending;
-    return MT_OK;
-}
-
-mt_status mt__host_event_wait(mt_backend_stream *stream, mt_backend_event *ev) {
-    if (!ev->pending) return MT_OK;
-    ev->pending = false;
-    return mt_wait(stream->ctx, &ev->req);
-}
 
 /* ======================================================================== */
 /* shape-only                                                                */
