@@ -88,15 +88,6 @@ typedef struct {
     int  vocab;       /* 0: from the data */
 } mt_model_shape;
 
-/* c's model's shape, from its settings (model_config) or, NULL, its
- * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
- * linreg: no such shape); MT_EINVAL for a kind that is not a model. */
-mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
-/* Writes into `config` (c's model's settings struct, config_size bytes, a
- * copy of c's) the same model with `layers` blocks and a context of at
- * least `max_seq`: what a planner builds to cost a pipeline's chunk. Errors
- * as mt_model_shape_of. */
-mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq);
 
 /* Whether sequence parallelism runs its collectives as collective matmuls
  * when mt_train_config.collective_matmul is 0: off, because on the threads
@@ -234,6 +225,16 @@ typedef struct {
      * reduction per gradient. In [0, 1048576]. */
     double            bucket_mb;
 } mt_train_config;
+
+/* c's model's shape, from its settings (model_config) or, NULL, its
+ * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
+ * linreg: no such shape); MT_EINVAL for a kind that is not a model. */
+mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
+/* Writes into `config` (c's model's settings struct, config_size bytes, a
+ * copy of c's) the same model with `layers` blocks and a context of at
+ * least `max_seq`: what a planner builds to cost a pipeline's chunk. Errors
+ * as mt_model_shape_of. */
+mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq);
 
 /* Writes model `kind`'s default settings into cfg, `size` bytes, which must
  * be the model's config_size (mt_model_about): GPT's mt_gpt_config L=2 C=64
