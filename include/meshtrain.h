@@ -12,7 +12,9 @@
  *   meshtrain/sharding.h  a tensor's layout over a mesh: partition specs, types
  *   meshtrain/profile.h   the machine file: the probe's peak, bandwidth and latency figures
  *   meshtrain/comm.h      SPMD launch, collectives, host arrays, traces
- *   meshtrain/graph.h     graphs: ops, autodiff (B and W), collectives, sharding rules, compile, run
+ *   meshtrain/graph.h     graphs: ops, autodiff (B and W), sharding rules, compile, run
+ *   meshtrain/graph_spmd.h  a device's graph: collectives by axis name, device variance,
+ *                         collective matmuls (graph.h includes it)
  *   meshtrain/partition.h the partitioner: a global program becomes each device's
  *   meshtrain/optim.h     optimizers and the learning-rate schedule
  *   meshtrain/pipeline.h  pipeline schedules: generate, validate, simulate, JSON, SVG

@@ -39,7 +39,7 @@ LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline mod
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
-    [comm]=comm [backend]=ops [graph]=graph [partition]=partition
+    [comm]=comm [backend]=ops [graph]=graph [graph_spmd]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [plan]=plan [examples]=examples
 )
 
