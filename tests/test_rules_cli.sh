@@ -9,8 +9,9 @@
 # fsdp=2,tensor=2, the LLaMA with its heads whole on tensor=2, and the MLP
 # model with its pairs whole; each step's loss and gradient norm (the
 # metrics file) within 1e-5 of the one-device run's. A rule naming a
-# logical axis the model lacks, a mesh axis the mesh lacks, a rule without
-# '=' and rules without a mesh are refused before any work, exit 2, naming
+# logical axis the model lacks, a mesh axis the mesh lacks, a rule for the
+# batch (the data loader's axes), a rule without '=' and rules without a
+# mesh are refused before any work, exit 2, naming
 # what was wrong. Every run is under `timeout 120`.
 set -u
 
@@ -80,8 +81,10 @@ refuse "a logical axis the model lacks" "has no logical axis 'mpl'; its logical 
     train "${GPT[@]}" --mesh tensor=2 --rules 'mpl=tensor' --metrics never.jsonl
 refuse "kv_heads on the GPT (it has none)" "has no logical axis 'kv_heads'" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'kv_heads=tensor' --metrics never.jsonl
-refuse "a mesh axis the mesh lacks" "mesh axis 'tensr', which mesh 'tensor=2' does not have" \
+refuse "a mesh axis the mesh lacks" "'mlp' maps to axis set 'tensr': the mesh 'tensor=2' has no axis 'tensr'" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensr' --metrics never.jsonl
+refuse "a rule for the batch (the loader's axes)" "the batch is split over data and fsdp" \
+    train "${GPT[@]}" --mesh data=2,fsdp=2 --rules 'batch=data' --metrics never.jsonl
 refuse "a rule without =" "'mlp' is not logical=mesh axes" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp' --metrics never.jsonl
 refuse "a logical axis twice" "logical axis 'mlp' has two rules" \

@@ -144,10 +144,11 @@ typedef struct {
                                     0 = one device per rank */
     mt_transport_kind transport; /* AUTO: MPI under mpirun with > 1 rank, else threads */
     /* The strategy as data (sharding.h's rules, MaxText's
-     * logical_axis_rules): the model's logical axes (its entry's list:
-     * `meshtrain train --model M --help` names them) to mesh axes,
+     * logical_axis_rules): the model's logical axes (its entry's list; a
+     * rule naming another is refused, listing them) to mesh axes,
      * "mlp=tensor,heads=tensor,embed=fsdp". Each rule replaces the default
-     * rows' rule of its logical axis; the default rows are batch=data+fsdp
+     * rows' rule of its logical axis (but batch's, which the data loader
+     * reads by: refused); the default rows are batch=data+fsdp
      * (data parallel, FSDP's batch) and vocab=tensor, heads=tensor,
      * kv_heads=tensor, mlp=tensor (Megatron's tensor parallelism). A rule
      * that maps a logical axis to fsdp (or with zero, data) stores the

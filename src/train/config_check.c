@@ -260,20 +260,16 @@ static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
             return mt_fail(MT_EINVAL, "--rules '%s': --model %s has no logical axis '%s'; its "
                            "logical axes are %s", c->rules, m->about.name, r.rule[k].logical,
                            m->logical_axes ? m->logical_axes : "none");
-        for (const char *p = r.rule[k].mesh; *p;) {
-            size_t len = strcspn(p, "+");
-            char axis[64];
-            snprintf(axis, sizeof axis, "%.*s", (int)len, p);
-            bool found = false;
-            for (int a = 0; a < mt_mesh_ndim(mesh); a++)
-                found |= !strcmp(mt_mesh_axis_name(mesh, a), axis);
-            if (!found)
-                return mt_fail(MT_EINVAL, "--rules '%s': '%s' maps to mesh axis '%s', which mesh "
-                               "'%s' does not have; name one of its axes", c->rules,
-                               r.rule[k].logical, axis, mt_mesh_spec(mesh));
-            p += len;
-            if (*p) p++;
-        }
+        /* the batch's axes are the data loader's too (each device reads its
+         * rows of the batch over data and fsdp, devices.c): not a rule to move */
+        if (!strcmp(r.rule[k].logical, "batch"))
+            return mt_fail(MT_EINVAL, "--rules '%s': the batch is split over data and fsdp, the "
+                           "axes each device reads its rows by, and no rule moves it; rules map "
+                           "the model's other logical axes (of %s)", c->rules, m->logical_axes);
+        uint32_t bits;
+        if (mt_mesh_axis_set(mesh, r.rule[k].mesh, &bits) != MT_OK)
+            return mt_fail(MT_EINVAL, "--rules '%s': '%s' maps to %s", c->rules,
+                           r.rule[k].logical, mt_errmsg());
     }
     return MT_OK;
 }
