@@ -19,6 +19,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "shard_helpers.h"
 #include "train_helpers.h"
 
 #include <stdint.h>
@@ -28,34 +29,6 @@
 /* Round trips                                                               */
 /* ======================================================================== */
 
-typedef struct {
-    const char *mesh;        /* mesh spec */
-    int         devices;
-    const char *spec;        /* partition spec */
-    int         ndim;
-    int64_t     shape[MT_MAX_DIMS];
-} rt_case;
-
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= shape[d];
-    return n;
-}
-
-/* Block index and number of blocks of a dim split over the axes in `bits`,
- * from the device's coordinates: row-major over those axes in mesh order. */
-static void naive_block(const mt_mesh *mesh, uint32_t bits, const int *coords, int64_t *block,
-                        int64_t *parts) {
-    *block = 0;
-    *parts = 1;
-    for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
-        if (!(bits & (1u << a))) continue;
-        int size = mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a));
-        *block = *block * size + coords[a];
-        *parts *= size;
-    }
-}
-
 /* The host array: element i holds i + 1 (exact in float for these sizes). */
 static float *host_array(int64_t n) {
     float *g = malloc((size_t)(n ? n : 1) * sizeof *g);
@@ -64,21 +37,18 @@ static float *host_array(int64_t n) {
 }
 
 static mt_status rt_device(mt_ctx *ctx, void *arg) {
-    const rt_case *c = arg;
+    const mt_test_shard_case *c = arg;
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     mt_sharding sh;
     mt_status s = mt_sharding_parse(mesh, c->spec, c->ndim, &sh);
     if (s != MT_OK) return s;
-    int coords[MT_MESH_MAX_AXES];
-    mt_mesh_coords(mesh, mt_ctx_device(ctx), coords);
-    int64_t lshape[MT_MAX_DIMS], origin[MT_MAX_DIMS];
+    int64_t parts[MT_MAX_DIMS], block[MT_MAX_DIMS], lshape[MT_MAX_DIMS], origin[MT_MAX_DIMS];
+    mt_test_shard_blocks(mesh, &sh, c->ndim, mt_ctx_device(ctx), parts, block);
     for (int d = 0; d < c->ndim; d++) {
-        int64_t block, parts;
-        naive_block(mesh, sh.dim_axes[d], coords, &block, &parts);
-        lshape[d] = c->shape[d] / parts;
-        origin[d] = block * lshape[d];
+        lshape[d] = c->shape[d] / parts[d];
+        origin[d] = block[d] * lshape[d];
     }
-    const int64_t n = numel_of(c->ndim, c->shape), ln = numel_of(c->ndim, lshape);
+    const int64_t n = mt_test_numel(c->ndim, c->shape), ln = mt_test_numel(c->ndim, lshape);
     float *global = host_array(n);
     float *local = malloc((size_t)(ln ? ln : 1) * sizeof *local);
     float *back = malloc((size_t)(n ? n : 1) * sizeof *back);
@@ -108,7 +78,7 @@ static mt_status rt_device(mt_ctx *ctx, void *arg) {
     return s;
 }
 
-static void run_cases(const rt_case *cases, size_t n) {
+static void run_cases(const mt_test_shard_case *cases, size_t n) {
     for (size_t i = 0; i < n; i++) {
         mt_launch_opts o = mt_test_launch_opts(cases[i].mesh, cases[i].devices);
         mt_status s = mt_launch(&o, rt_device, (void *)&cases[i]);
@@ -118,7 +88,7 @@ static void run_cases(const rt_case *cases, size_t n) {
 }
 
 MT_TEST(put_gather_round_trip_1d_meshes) {
-    static const rt_case cases[] = {
+    static const mt_test_shard_case cases[] = {
         {"data=1", 1, "_", 1, {7}},
         {"data=1", 1, "data", 1, {7}},
         {"data=1", 1, "data,_", 2, {3, 5}},
@@ -137,7 +107,7 @@ MT_TEST(put_gather_round_trip_1d_meshes) {
 }
 
 MT_TEST(put_gather_round_trip_2d_meshes) {
-    static const rt_case cases[] = {
+    static const mt_test_shard_case cases[] = {
         {"data=2,tensor=2", 4, "data,tensor", 2, {4, 6}},
         {"data=2,tensor=2", 4, "tensor,data", 2, {4, 6}},
         {"data=2,tensor=2", 4, "data+tensor,_", 2, {8, 3}},
@@ -160,22 +130,17 @@ MT_TEST(put_gather_round_trip_2d_meshes) {
 /* Partial sums and errors                                                   */
 /* ======================================================================== */
 
-/* mesh data=2,tensor=2; a (4,6) array split on data, partial over tensor:
- * tensor rank 0 holds slice - 3·(P-1), the others hold 3 each (integers, so
- * the sum is exact in float). Put gives the slice to tensor rank 0 only. */
+/* mt_test_partial_layout's case: data=2,tensor=2, a (4,6) array split on
+ * data, partial over tensor: tensor rank 0 holds slice - 3·(P-1), the
+ * others hold 3 each (integers, so the sum is exact in float). Put gives
+ * the slice to tensor rank 0 only. */
 static mt_status partial_device(mt_ctx *ctx, void *arg) {
     (void)arg;
-    const mt_mesh *mesh = mt_ctx_mesh(ctx);
     const int64_t shape[2] = {4, 6};
     mt_sharding sh;
-    mt_status s = mt_sharding_parse(mesh, "data,_", 2, &sh);
+    int t, P, dr;
+    mt_status s = mt_test_partial_layout(ctx, &sh, &t, &P, &dr);
     if (s != MT_OK) return s;
-    mt_axes tensor, data;
-    if ((s = mt_ctx_axes(ctx, "tensor", &tensor)) != MT_OK) return s;
-    if ((s = mt_ctx_axes(ctx, "data", &data)) != MT_OK) return s;
-    sh.partial_axes = 1u << tensor.axis[0];
-    const int t = mt_axis_index(ctx, tensor), P = mt_axis_size(ctx, tensor);
-    const int dr = mt_axis_index(ctx, data);
     float *global = host_array(24), local[12], back[24];
     s = mt_shard_put(ctx, &sh, global, 2, shape, local);
     for (int i = 0; s == MT_OK && i < 12; i++) {
@@ -201,11 +166,10 @@ MT_TEST(gather_sums_partial_axes) {
 }
 
 typedef struct {
-    mt_status put_status, twice_status;
-    char      put_msg[512], twice_msg[512];
+    mt_test_kept put, twice;
 } error_result;
 
-/* Records the errors of device 0 and returns MT_OK, so the launch succeeds. */
+/* Keeps the errors of device 0 and returns MT_OK, so the launch succeeds. */
 static mt_status error_device(mt_ctx *ctx, void *arg) {
     error_result *r = arg;
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
@@ -214,19 +178,11 @@ static mt_status error_device(mt_ctx *ctx, void *arg) {
     mt_sharding sh;
     mt_status s = mt_sharding_parse(mesh, "data,_", 2, &sh);
     if (s != MT_OK) return s;
-    mt_status ps = mt_shard_put(ctx, &sh, global, 2, shape, local);
-    char pm[512];
-    snprintf(pm, sizeof pm, "%s", mt_errmsg());
+    mt_test_keep(ctx, mt_shard_put(ctx, &sh, global, 2, shape, local), &r->put);
     memset(&sh, 0, sizeof sh);
     sh.dim_axes[0] = sh.dim_axes[1] = 1;   /* the same axis on two dims */
     const int64_t ok_shape[2] = {4, 4};
-    mt_status ts = mt_shard_put(ctx, &sh, global, 2, ok_shape, local);
-    if (mt_ctx_device(ctx) == 0) {
-        r->put_status = ps;
-        r->twice_status = ts;
-        snprintf(r->put_msg, sizeof r->put_msg, "%s", pm);
-        snprintf(r->twice_msg, sizeof r->twice_msg, "%s", mt_errmsg());
-    }
+    mt_test_keep(ctx, mt_shard_put(ctx, &sh, global, 2, ok_shape, local), &r->twice);
     return MT_OK;
 }
 
@@ -235,21 +191,20 @@ MT_TEST(put_errors_name_the_dim_and_sizes) {
     memset(&r, 0, sizeof r);
     mt_launch_opts o = mt_test_launch_opts("data=4", 4);
     MT_CHECK_OK(mt_launch(&o, error_device, &r));
-    MT_CHECK(r.put_status != MT_OK, "a dim of 6 over 4 devices must fail");
-    MT_CHECK(strstr(r.put_msg, "6") && strstr(r.put_msg, "4") && strstr(r.put_msg, "0"),
-             "the message names dim 0, its size 6 and the 4 parts: '%s'", r.put_msg);
-    MT_CHECK(strstr(r.put_msg, "mt_shard_put"), "the message names the function: '%s'", r.put_msg);
-    MT_CHECK(r.twice_status == MT_EINVAL, "an axis on two dims: %s", mt_status_name(r.twice_status));
-    MT_CHECK(strstr(r.twice_msg, "data") && strstr(r.twice_msg, "dim 1"),
-             "the message names the axis and the dim: '%s'", r.twice_msg);
+    MT_CHECK(r.put.status != MT_OK, "a dim of 6 over 4 devices must fail");
+    MT_CHECK(strstr(r.put.msg, "6") && strstr(r.put.msg, "4") && strstr(r.put.msg, "0"),
+             "the message names dim 0, its size 6 and the 4 parts: '%s'", r.put.msg);
+    MT_CHECK(strstr(r.put.msg, "mt_shard_put"), "the message names the function: '%s'", r.put.msg);
+    MT_CHECK(r.twice.status == MT_EINVAL, "an axis on two dims: %s", mt_status_name(r.twice.status));
+    MT_CHECK(strstr(r.twice.msg, "data") && strstr(r.twice.msg, "dim 1"),
+             "the message names the axis and the dim: '%s'", r.twice.msg);
 }
 
 /* Shapes whose element count does not fit: the products of dims once wrapped
  * (2^61+1 x 8 is 8 in 64 bits), so put copied 2^61 rows into an 8-float
  * buffer and {2^32, 2^32} returned MT_OK having done nothing. */
 typedef struct {
-    mt_status wrap_put, square_put, square_gather, scratch_gather;
-    char      wrap_msg[512], square_msg[512], scratch_msg[512];
+    mt_test_kept wrap_put, square_put, square_gather, scratch_gather;
 } overflow_result;
 
 static mt_status overflow_device(mt_ctx *ctx, void *arg) {
@@ -264,15 +219,10 @@ static mt_status overflow_device(mt_ctx *ctx, void *arg) {
     /* fits as a global array (2^62 - 2 floats), but the gather's scratch of
      * 1 + 2 shards of 2^61 - 1 floats does not */
     const int64_t big[1] = {((int64_t)1 << 62) - 2};
-    const bool me = mt_ctx_device(ctx) == 0;
-    mt_status st = mt_shard_put(ctx, &whole, dummy, 2, wrap, dummy);
-    if (me) r->wrap_put = st, snprintf(r->wrap_msg, sizeof r->wrap_msg, "%s", mt_errmsg());
-    st = mt_shard_put(ctx, &whole, dummy, 2, square, dummy);
-    if (me) r->square_put = st, snprintf(r->square_msg, sizeof r->square_msg, "%s", mt_errmsg());
-    st = mt_shard_gather(ctx, &whole, dummy, 2, square, dummy);
-    if (me) r->square_gather = st;
-    st = mt_shard_gather(ctx, &split, dummy, 1, big, dummy);
-    if (me) r->scratch_gather = st, snprintf(r->scratch_msg, sizeof r->scratch_msg, "%s", mt_errmsg());
+    mt_test_keep(ctx, mt_shard_put(ctx, &whole, dummy, 2, wrap, dummy), &r->wrap_put);
+    mt_test_keep(ctx, mt_shard_put(ctx, &whole, dummy, 2, square, dummy), &r->square_put);
+    mt_test_keep(ctx, mt_shard_gather(ctx, &whole, dummy, 2, square, dummy), &r->square_gather);
+    mt_test_keep(ctx, mt_shard_gather(ctx, &split, dummy, 1, big, dummy), &r->scratch_gather);
     return MT_OK;
 }
 
@@ -281,17 +231,22 @@ MT_TEST(shapes_too_big_to_count_fail_naming_the_shape) {
     memset(&r, 0, sizeof r);
     mt_launch_opts o = mt_test_launch_opts("data=2", 2);
     MT_CHECK_OK(mt_launch(&o, overflow_device, &r));
-    MT_CHECK(r.wrap_put == MT_ESHAPE, "put of 2^61+1 x 8: %s", mt_status_name(r.wrap_put));
-    MT_CHECK(strstr(r.wrap_msg, "[2305843009213693953, 8]") && strstr(r.wrap_msg, "mt_shard_put"),
-             "the message names the function and the shape: '%s'", r.wrap_msg);
-    MT_CHECK(r.square_put == MT_ESHAPE, "put of 2^32 x 2^32: %s", mt_status_name(r.square_put));
-    MT_CHECK(strstr(r.square_msg, "[4294967296, 4294967296]"), "message: '%s'", r.square_msg);
-    MT_CHECK(r.square_gather == MT_ESHAPE, "gather of 2^32 x 2^32: %s",
-             mt_status_name(r.square_gather));
-    MT_CHECK(r.scratch_gather == MT_ESHAPE, "gather of 2 shards of 2^61-1: %s",
-             mt_status_name(r.scratch_gather));
-    MT_CHECK(strstr(r.scratch_msg, "[4611686018427387902]") && strstr(r.scratch_msg, "mt_shard_gather"),
-             "message: '%s'", r.scratch_msg);
+    MT_CHECK(r.wrap_put.status == MT_ESHAPE, "put of 2^61+1 x 8: %s",
+             mt_status_name(r.wrap_put.status));
+    MT_CHECK(strstr(r.wrap_put.msg, "[2305843009213693953, 8]") &&
+             strstr(r.wrap_put.msg, "mt_shard_put"),
+             "the message names the function and the shape: '%s'", r.wrap_put.msg);
+    MT_CHECK(r.square_put.status == MT_ESHAPE, "put of 2^32 x 2^32: %s",
+             mt_status_name(r.square_put.status));
+    MT_CHECK(strstr(r.square_put.msg, "[4294967296, 4294967296]"), "message: '%s'",
+             r.square_put.msg);
+    MT_CHECK(r.square_gather.status == MT_ESHAPE, "gather of 2^32 x 2^32: %s",
+             mt_status_name(r.square_gather.status));
+    MT_CHECK(r.scratch_gather.status == MT_ESHAPE, "gather of 2 shards of 2^61-1: %s",
+             mt_status_name(r.scratch_gather.status));
+    MT_CHECK(strstr(r.scratch_gather.msg, "[4611686018427387902]") &&
+             strstr(r.scratch_gather.msg, "mt_shard_gather"),
+             "message: '%s'", r.scratch_gather.msg);
 }
 
 /* ======================================================================== */

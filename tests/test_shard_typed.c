@@ -22,29 +22,16 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "shard_helpers.h"
 #include "train_helpers.h"
 
 #include <stdint.h>
 #include <string.h>
 
 typedef struct {
-    const char *mesh;
-    int         devices;
-    const char *spec;
-    int         ndim;
-    int64_t     shape[MT_MAX_DIMS];
-} typed_case;
-
-typedef struct {
-    const typed_case *c;
-    mt_dtype          dtype;
+    const mt_test_shard_case *c;
+    mt_dtype                  dtype;
 } typed_arg;
-
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= shape[d];
-    return n;
-}
 
 /* Element i of the host array, as raw bits of the dtype's size. i32: ids
  * from 2^24 + 1 up in odd steps (none of them a float), with INT32_MIN,
@@ -83,33 +70,15 @@ static uint32_t get_elem(const void *a, mt_dtype dtype, int64_t i) {
     return u;
 }
 
-/* Per dim: the number of blocks and this device's block, from its
- * coordinates (row-major over the dim's axes in mesh order: JAX's layout). */
-static void device_blocks(const mt_mesh *mesh, const mt_sharding *sh, int ndim, int device,
-                          int64_t *parts, int64_t *block) {
-    int coords[MT_MESH_MAX_AXES];
-    mt_mesh_coords(mesh, device, coords);
-    for (int d = 0; d < ndim; d++) {
-        parts[d] = 1;
-        block[d] = 0;
-        for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
-            if (!(sh->dim_axes[d] & (1u << a))) continue;
-            int size = mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a));
-            block[d] = block[d] * size + coords[a];
-            parts[d] *= size;
-        }
-    }
-}
-
 /* Checks the device's shard against the global array: every global element
  * whose per-dim block is the device's must sit at its offset in the block. */
 static mt_status check_shard(const typed_arg *ta, const mt_mesh *mesh, const mt_sharding *sh,
                              int device, const void *global, const void *local) {
-    const typed_case *c = ta->c;
+    const mt_test_shard_case *c = ta->c;
     int64_t parts[MT_MAX_DIMS], block[MT_MAX_DIMS], lsize[MT_MAX_DIMS];
-    device_blocks(mesh, sh, c->ndim, device, parts, block);
+    mt_test_shard_blocks(mesh, sh, c->ndim, device, parts, block);
     for (int d = 0; d < c->ndim; d++) lsize[d] = c->shape[d] / parts[d];
-    const int64_t n = numel_of(c->ndim, c->shape);
+    const int64_t n = mt_test_numel(c->ndim, c->shape);
     int64_t seen = 0;
     for (int64_t g = 0; g < n; g++) {
         int64_t idx[MT_MAX_DIMS], rem = g;
@@ -126,16 +95,16 @@ static mt_status check_shard(const typed_arg *ta, const mt_mesh *mesh, const mt_
                            "want global[%lld] = 0x%x", mt_dtype_name(ta->dtype), c->mesh, c->spec,
                            device, (long long)loff, got, (long long)g, want);
     }
-    if (seen != numel_of(c->ndim, lsize))
+    if (seen != mt_test_numel(c->ndim, lsize))
         return mt_fail(MT_EINTERNAL, "%s on mesh %s spec '%s': device %d holds %lld elements, the "
                        "blocks say %lld", mt_dtype_name(ta->dtype), c->mesh, c->spec, device,
-                       (long long)numel_of(c->ndim, lsize), (long long)seen);
+                       (long long)mt_test_numel(c->ndim, lsize), (long long)seen);
     return MT_OK;
 }
 
 static mt_status round_trip_device(mt_ctx *ctx, void *arg) {
     const typed_arg *ta = arg;
-    const typed_case *c = ta->c;
+    const mt_test_shard_case *c = ta->c;
     const mt_mesh *mesh = mt_ctx_mesh(ctx);
     mt_sharding sh;
     mt_status s = mt_sharding_parse(mesh, c->spec, c->ndim, &sh);
@@ -143,7 +112,7 @@ static mt_status round_trip_device(mt_ctx *ctx, void *arg) {
     int64_t lshape[MT_MAX_DIMS];
     if ((s = mt_sharding_local_shape(mesh, &sh, c->ndim, c->shape, lshape)) != MT_OK) return s;
     const size_t es = mt_dtype_size(ta->dtype);
-    const int64_t n = numel_of(c->ndim, c->shape), ln = numel_of(c->ndim, lshape);
+    const int64_t n = mt_test_numel(c->ndim, c->shape), ln = mt_test_numel(c->ndim, lshape);
     char *global = malloc((size_t)(n + 1) * es), *back = malloc((size_t)(n + 1) * es);
     char *local = malloc((size_t)(ln + 1) * es);
     for (int64_t i = 0; i < n; i++) put_elem(global, ta->dtype, i, value_bits(ta->dtype, i));
@@ -164,7 +133,7 @@ static mt_status round_trip_device(mt_ctx *ctx, void *arg) {
     return s;
 }
 
-static const typed_case CASES[] = {
+static const mt_test_shard_case CASES[] = {
     {"data=1", 1, "", 0, {0}},
     {"data=1", 1, "data", 1, {9}},
     {"data=2", 2, "data", 1, {10}},
@@ -214,20 +183,15 @@ MT_TEST(the_i32_ids_are_not_floats) {
 /* Partial sums, the f32 forms, errors                                       */
 /* ======================================================================== */
 
-/* mesh data=2,tensor=2, a (4,6) array split on data, partial over tensor. */
+/* mt_test_partial_layout's case: data=2,tensor=2, a (4,6) array split on
+ * data, partial over tensor. */
 static mt_status partial_device(mt_ctx *ctx, void *arg) {
     const mt_dtype dtype = *(const mt_dtype *)arg;
-    const mt_mesh *mesh = mt_ctx_mesh(ctx);
     const int64_t shape[2] = {4, 6};
     mt_sharding sh;
-    mt_status s = mt_sharding_parse(mesh, "data,_", 2, &sh);
+    int t, P, dr;
+    mt_status s = mt_test_partial_layout(ctx, &sh, &t, &P, &dr);
     if (s != MT_OK) return s;
-    mt_axes tensor, data;
-    if ((s = mt_ctx_axes(ctx, "tensor", &tensor)) != MT_OK) return s;
-    if ((s = mt_ctx_axes(ctx, "data", &data)) != MT_OK) return s;
-    sh.partial_axes = 1u << tensor.axis[0];
-    const int t = mt_axis_index(ctx, tensor), P = mt_axis_size(ctx, tensor);
-    const int dr = mt_axis_index(ctx, data);
     uint32_t global[24], local[12], back[24];   /* bf16 uses the first half's bytes */
     for (int i = 0; i < 24; i++) put_elem(global, dtype, i, value_bits(dtype, i + 100));
     s = mt_shard_put_typed(ctx, &sh, dtype, global, 2, shape, local);
@@ -294,8 +258,7 @@ MT_TEST(float_forms_are_the_typed_ones) {
 }
 
 typedef struct {
-    mt_status put, gather;
-    char      put_msg[512], gather_msg[512];
+    mt_test_kept put, gather;
 } dtype_errors;
 
 static mt_status bad_dtype_device(mt_ctx *ctx, void *arg) {
@@ -304,16 +267,8 @@ static mt_status bad_dtype_device(mt_ctx *ctx, void *arg) {
     memset(&sh, 0, sizeof sh);
     const int64_t shape[1] = {4};
     int32_t g[4] = {0}, l[4];
-    mt_status p = mt_shard_put_typed(ctx, &sh, (mt_dtype)7, g, 1, shape, l);
-    char pm[512];
-    snprintf(pm, sizeof pm, "%s", mt_errmsg());
-    mt_status q = mt_shard_gather_typed(ctx, &sh, (mt_dtype)-1, l, 1, shape, g);
-    if (mt_ctx_device(ctx) == 0) {
-        r->put = p;
-        r->gather = q;
-        snprintf(r->put_msg, sizeof r->put_msg, "%s", pm);
-        snprintf(r->gather_msg, sizeof r->gather_msg, "%s", mt_errmsg());
-    }
+    mt_test_keep(ctx, mt_shard_put_typed(ctx, &sh, (mt_dtype)7, g, 1, shape, l), &r->put);
+    mt_test_keep(ctx, mt_shard_gather_typed(ctx, &sh, (mt_dtype)-1, l, 1, shape, g), &r->gather);
     return MT_OK;
 }
 
@@ -322,13 +277,14 @@ MT_TEST(an_unknown_dtype_is_refused_naming_it) {
     memset(&r, 0, sizeof r);
     mt_launch_opts o = mt_test_launch_opts("data=2", 2);
     MT_CHECK_OK(mt_launch(&o, bad_dtype_device, &r));
-    MT_CHECK(r.put == MT_EINVAL, "put of dtype 7: %s", mt_status_name(r.put));
-    MT_CHECK(strstr(r.put_msg, "mt_shard_put_typed") && strstr(r.put_msg, "dtype 7") &&
-             strstr(r.put_msg, "MT_I32"), "the message names the call, the dtype and the choices: "
-             "'%s'", r.put_msg);
-    MT_CHECK(r.gather == MT_EINVAL, "gather of dtype -1: %s", mt_status_name(r.gather));
-    MT_CHECK(strstr(r.gather_msg, "mt_shard_gather_typed") && strstr(r.gather_msg, "dtype -1"),
-             "message: '%s'", r.gather_msg);
+    MT_CHECK(r.put.status == MT_EINVAL, "put of dtype 7: %s", mt_status_name(r.put.status));
+    MT_CHECK(strstr(r.put.msg, "mt_shard_put_typed") && strstr(r.put.msg, "dtype 7") &&
+             strstr(r.put.msg, "MT_I32"), "the message names the call, the dtype and the choices: "
+             "'%s'", r.put.msg);
+    MT_CHECK(r.gather.status == MT_EINVAL, "gather of dtype -1: %s",
+             mt_status_name(r.gather.status));
+    MT_CHECK(strstr(r.gather.msg, "mt_shard_gather_typed") && strstr(r.gather.msg, "dtype -1"),
+             "message: '%s'", r.gather.msg);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
