@@ -7,8 +7,9 @@
 # with the shared one removed from a second prefix, statically
 # (`pkg-config --static`: Requires.private and Libs.private). The programs
 # run without LD_LIBRARY_PATH, as a user's would: the shared one starts only
-# because meshtrain.pc's Libs carry -Wl,-rpath,${libdir} (MT_PC_RPATH), and
-# ldd must show it loading the prefix's libmeshtrain.so.
+# because meshtrain.pc's Libs carry -Wl,-rpath,${libdir} (MT_PC_RPATH; a
+# build with it OFF runs them with LD_LIBRARY_PATH set to the prefix's
+# libdir), and ldd must show it loading the prefix's libmeshtrain.so.
 #
 #   bash tests/test_pkgconfig.sh <meshtrain binary> <build dir>
 #
@@ -33,6 +34,10 @@ CMAKE=$(cache_get CMAKE_COMMAND)
 CC=$(cache_get CMAKE_C_COMPILER)
 [ -x "$CC" ] || CC=cc
 SAN=$(cache_get MT_SANITIZE)
+# -DMT_PC_RPATH=OFF (a package for the system libdir) leaves the run-time
+# path out of Libs: the loader is then told the prefix's libdir, as a
+# system install would not need
+RPATH=$(cache_get MT_PC_RPATH)
 if ! command -v pkg-config >/dev/null; then
     echo "skip  pkg-config not installed (apt-get install pkg-config)"
     test_end
@@ -129,20 +134,24 @@ build_and_run() {
     # run as a user would: no LD_LIBRARY_PATH, so against the shared
     # library the program starts only if the .pc's Libs gave it a run-time
     # path (-Wl,-rpath) into the prefix
-    local got
-    got=$(env -u LD_LIBRARY_PATH timeout 30 "./prog$static" 2>err.txt)
+    local libdir got how="without LD_LIBRARY_PATH" ldpath=()
+    libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir meshtrain)
+    if [[ ${RPATH^^} =~ ^(OFF|0|NO|N|FALSE|IGNORE|NOTFOUND|.*-NOTFOUND)$ ]]; then
+        ldpath=("LD_LIBRARY_PATH=$libdir")
+        how="with LD_LIBRARY_PATH=$libdir (MT_PC_RPATH=$RPATH)"
+    fi
+    got=$(env -u LD_LIBRARY_PATH "${ldpath[@]}" timeout 30 "./prog$static" 2>err.txt)
     local rc=$?
     if [ "$rc" -ne 0 ]; then
-        bad "$name: run without LD_LIBRARY_PATH" "exit $rc (pkg-config --libs gave '$flags')"
+        bad "$name: run $how" "exit $rc (pkg-config --libs gave '$flags')"
         return
     fi
     if [ "$got" != "$WANT" ]; then : >err.txt; bad "$name: output" "$got"; return; fi
     # and the libmeshtrain.so it loaded is the prefix's, not one the loader
     # found elsewhere (which would make the run above pass for nothing)
     if [ -z "$static" ] && command -v ldd >/dev/null; then
-        local libdir loaded
-        libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir meshtrain)
-        loaded=$(env -u LD_LIBRARY_PATH ldd "./prog$static" 2>/dev/null |
+        local loaded
+        loaded=$(env -u LD_LIBRARY_PATH "${ldpath[@]}" ldd "./prog$static" 2>/dev/null |
                  sed -n 's/^[[:space:]]*libmeshtrain\.so[^ ]* => \([^ ]*\) .*/\1/p')
         if [ -z "$loaded" ] || [ ! -e "$loaded" ] ||
            [ "$(dirname "$(realpath "$loaded")")" != "$(realpath "$libdir")" ]; then
