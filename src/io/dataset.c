@@ -114,22 +114,14 @@ static mt_status open_one(mt_dataset *ds, const char *path, double val_frac) {
 }
 
 static mt_status open_shards(mt_dataset *ds, const char *path) {
-    mt__shard_list l;
-    mt_status s = mt__shard_list_make(path, &l);
+    char **paths;
+    int n, n_train;
+    mt_status s = mt__shard_paths(path, &paths, &n, &n_train);
     if (s != MT_OK) return s;
-    int n = l.n[0] + l.n[1];
-    char **paths = malloc((size_t)n * sizeof *paths);
-    if (!paths) {
-        mt__shard_list_free(&l);
-        return mt_fail(MT_ENOMEM, "no memory for the list of shards");
-    }
-    memcpy(paths, l.path[0], (size_t)l.n[0] * sizeof *paths);
-    if (l.n[1]) memcpy(paths + l.n[0], l.path[1], (size_t)l.n[1] * sizeof *paths);
     s = open_files(ds, paths, n, true);
     for (int i = 0; s == MT_OK && i < n; i++)
-        s = add_segment(ds, i < l.n[0] ? 0 : 1, i, 0, ds->files[i].n);
-    free(paths);
-    mt__shard_list_free(&l);
+        s = add_segment(ds, i < n_train ? 0 : 1, i, 0, ds->files[i].n);
+    mt_dataset_shards_free(paths, n);
     return s;
 }
 

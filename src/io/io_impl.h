@@ -132,18 +132,13 @@ mt_status mt__tokmap_read(mt__tokmap *m, int f, int64_t first, int64_t n, int32_
 /* Blocks mapped now (for tests: the window stays bounded). */
 int       mt__tokmap_mapped(mt__tokmap *m);
 
-/* The shards a directory or glob names (shards.c), split 0 train and 1 val,
- * each in name order. */
-typedef struct {
-    char **path[2];
-    int    n[2];
-} mt__shard_list;
-/* Lists the *_train_*.bin and *_val_*.bin of directory `path` (other files
- * are skipped), or the matches of glob `path` (one that is neither:
- * MT_EINVAL naming it). MT_EIO when nothing matches or there is no train
- * shard. */
-mt_status mt__shard_list_make(const char *path, mt__shard_list *l);
-void      mt__shard_list_free(mt__shard_list *l);
+/* The shards a directory or glob names (shards.c): the *_train_*.bin and
+ * *_val_*.bin of directory `path` (other files are skipped), or the matches
+ * of glob `path` (one that is neither: MT_EINVAL naming it); MT_EIO when
+ * nothing matches or there is no train shard. As mt_dataset_shards gives
+ * them: *n new strings in *paths (mt_dataset_shards_free), the *n_train
+ * train shards in name order, then the val shards. */
+mt_status mt__shard_paths(const char *path, char ***paths, int *n, int *n_train);
 
 /* Blocks of ds's files mapped now (for tests: the window stays bounded). */
 int       mt__dataset_mapped(const mt_dataset *ds);

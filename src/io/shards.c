@@ -38,11 +38,17 @@ static int split_of(const char *path) {
     return -1;
 }
 
+/* The shards of a directory or glob, split 0 train and 1 val. */
+typedef struct {
+    char **path[2];
+    int    n[2];
+} shard_list;
+
 static int by_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void mt__shard_list_free(mt__shard_list *l) {
+static void shard_list_free(shard_list *l) {
     for (int s = 0; s < 2; s++) {
         for (int i = 0; i < l->n[s]; i++) free(l->path[s][i]);
         free(l->path[s]);
@@ -52,7 +58,7 @@ void mt__shard_list_free(mt__shard_list *l) {
 }
 
 /* Appends a copy of `path` to split `s` of l. */
-static mt_status add(mt__shard_list *l, int s, const char *path) {
+static mt_status add(shard_list *l, int s, const char *path) {
     char **p = realloc(l->path[s], (size_t)(l->n[s] + 1) * sizeof *p);
     if (!p) return mt_fail(MT_ENOMEM, "no memory for the list of shards");
     l->path[s] = p;
@@ -61,7 +67,7 @@ static mt_status add(mt__shard_list *l, int s, const char *path) {
     return MT_OK;
 }
 
-static mt_status list_dir(const char *dir, mt__shard_list *l) {
+static mt_status list_dir(const char *dir, shard_list *l) {
     DIR *d = opendir(dir);
     if (!d) return mt_fail(MT_EIO, "cannot list dataset directory '%s': %s", dir, strerror(errno));
     mt_status s = MT_OK;
@@ -80,7 +86,7 @@ static mt_status list_dir(const char *dir, mt__shard_list *l) {
     return s;
 }
 
-static mt_status list_glob(const char *pattern, mt__shard_list *l) {
+static mt_status list_glob(const char *pattern, shard_list *l) {
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);   /* an unreadable directory matches nothing */
     if (rc == GLOB_NOMATCH) {
@@ -108,7 +114,9 @@ static mt_status list_glob(const char *pattern, mt__shard_list *l) {
     return s;
 }
 
-mt_status mt__shard_list_make(const char *path, mt__shard_list *l) {
+/* Lists the shards of `path` (mt__shard_paths says which and how it fails),
+ * each split in name order. */
+static mt_status shard_list_make(const char *path, shard_list *l) {
     memset(l, 0, sizeof *l);
     struct stat st;
     bool dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -121,11 +129,34 @@ mt_status mt__shard_list_make(const char *path, mt__shard_list *l) {
                           "only %d val shard%s; include the train shards", path, l->n[1],
                           l->n[1] == 1 ? "" : "s");
     if (s != MT_OK) {
-        mt__shard_list_free(l);
+        shard_list_free(l);
         return s;
     }
     for (int sp = 0; sp < 2; sp++)
         if (l->n[sp] > 1) qsort(l->path[sp], (size_t)l->n[sp], sizeof *l->path[sp], by_name);
+    return MT_OK;
+}
+
+mt_status mt__shard_paths(const char *path, char ***paths, int *n, int *n_train) {
+    *paths = NULL;
+    *n = *n_train = 0;
+    shard_list l;
+    mt_status s = shard_list_make(path, &l);
+    if (s != MT_OK) return s;
+    /* one array: the train shards' names, then the val shards', each moved */
+    int total = l.n[0] + l.n[1];
+    char **p = malloc((size_t)total * sizeof *p);
+    if (!p) {
+        shard_list_free(&l);
+        return mt_fail(MT_ENOMEM, "no memory for the list of shards");
+    }
+    memcpy(p, l.path[0], (size_t)l.n[0] * sizeof *p);
+    if (l.n[1]) memcpy(p + l.n[0], l.path[1], (size_t)l.n[1] * sizeof *p);
+    free(l.path[0]);   /* the names now belong to p */
+    free(l.path[1]);
+    *paths = p;
+    *n_train = l.n[0];
+    *n = total;
     return MT_OK;
 }
 
@@ -134,26 +165,8 @@ mt_status mt_dataset_shards(const char *path, char ***paths, int *n) {
     *paths = NULL;
     *n = 0;
     if (!path) return mt_fail(MT_EINVAL, "mt_dataset_shards: path is NULL");
-    mt__shard_list l;
-    mt_status s = mt__shard_list_make(path, &l);
-    if (s != MT_OK) return s;
-    /* one array: the train shards' names, then the val shards', each moved */
-    int total = l.n[0] + l.n[1];
-    char **p = malloc((size_t)total * sizeof *p);
-    if (!p) {
-        mt__shard_list_free(&l);
-        return mt_fail(MT_ENOMEM, "no memory for the list of shards");
-    }
-    memcpy(p, l.path[0], (size_t)l.n[0] * sizeof *p);
-    if (l.n[1]) memcpy(p + l.n[0], l.path[1], (size_t)l.n[1] * sizeof *p);
-    for (int sp = 0; sp < 2; sp++) {   /* the names now belong to p */
-        free(l.path[sp]);
-        l.path[sp] = NULL;
-        l.n[sp] = 0;
-    }
-    *paths = p;
-    *n = total;
-    return MT_OK;
+    int n_train;
+    return mt__shard_paths(path, paths, n, &n_train);
 }
 
 void mt_dataset_shards_free(char **paths, int n) {
