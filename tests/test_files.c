@@ -30,6 +30,12 @@ static const char *at(scratch *sc, const char *name) {
     return sc->path;
 }
 
+/* out[256] = sc->dir/name, tmp[300] = its temporary name (name + ".tmp"). */
+static void output_names(scratch *sc, const char *name, char *out, char *tmp) {
+    snprintf(out, 256, "%s", at(sc, name));
+    snprintf(tmp, 300, "%s%s", out, MT_TMP_SUFFIX);
+}
+
 static int count_files(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;
@@ -123,8 +129,7 @@ MT_TEST(a_claim_writes_through_its_temporary_file) {
     scratch sc;
     scratch_open(&sc);
     char out[256], tmp[300], buf[64];
-    snprintf(out, sizeof out, "%s", at(&sc, "out.svg"));
-    snprintf(tmp, sizeof tmp, "%s%s", out, MT_TMP_SUFFIX);
+    output_names(&sc, "out.svg", out, tmp);
     put(out, "old");
     mt_output *o;
     MT_CHECK_OK(mt_output_claim(out, "picture", &o));
@@ -181,8 +186,7 @@ MT_TEST(a_second_writer_is_refused_until_the_first_dies) {
     scratch sc;
     scratch_open(&sc);
     char out[256], tmp[300], buf[64];
-    snprintf(out, sizeof out, "%s", at(&sc, "model.ckpt"));
-    snprintf(tmp, sizeof tmp, "%s%s", out, MT_TMP_SUFFIX);
+    output_names(&sc, "model.ckpt", out, tmp);
     int ready[2];
     MT_CHECK(pipe(ready) == 0, "pipe");
     pid_t child = fork();
@@ -227,8 +231,7 @@ MT_TEST(a_link_at_the_temporary_name_is_not_followed) {
     scratch sc;
     scratch_open(&sc);
     char out[256], tmp[300], victim[256], buf[64];
-    snprintf(out, sizeof out, "%s", at(&sc, "t.json"));
-    snprintf(tmp, sizeof tmp, "%s%s", out, MT_TMP_SUFFIX);
+    output_names(&sc, "t.json", out, tmp);
     snprintf(victim, sizeof victim, "%s", at(&sc, "victim"));
     put(victim, "keep me");
     MT_CHECK(symlink(victim, tmp) == 0, "symlink");
@@ -241,8 +244,6 @@ MT_TEST(a_link_at_the_temporary_name_is_not_followed) {
     scratch_close(&sc);
 }
 
-int main(int argc, char **argv) { return mt_test_main(argc, argv); }
-
 /* A "<path>.tmp" nobody holds is taken over only when a killed save can
  * have left it: empty, or starting as a file meshtrain saves. The starts
  * are written here from the formats (checkpoint.c's magic, llm.c's int32
@@ -252,8 +253,7 @@ MT_TEST(a_temporary_name_holding_another_file_is_refused) {
     scratch sc;
     scratch_open(&sc);
     char out[256], tmp[300], buf[64];
-    snprintf(out, sizeof out, "%s", at(&sc, "notes.ckpt"));
-    snprintf(tmp, sizeof tmp, "%s%s", out, MT_TMP_SUFFIX);
+    output_names(&sc, "notes.ckpt", out, tmp);
     static const struct { const char *bytes; size_t n; } left[] = {
         {"", 0},
         {"MTCKPT\0\0\1\0\0\0", 12},
@@ -290,3 +290,5 @@ MT_TEST(a_temporary_name_holding_another_file_is_refused) {
     MT_CHECK(count_files(sc.dir) == 1, "%d files, want the user's alone", count_files(sc.dir));
     scratch_close(&sc);
 }
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
