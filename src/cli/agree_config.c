@@ -35,10 +35,7 @@
 #include "cli/files.h"
 #include "cli/model_flags.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <fnmatch.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,49 +164,6 @@ static bool hash_file(const char *path, uint64_t *h, long long *size, unsigned c
     return ok;
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names of a sharded --data (mt_dataset_is_sharded): a directory's
- * *_train_*.bin and *_val_*.bin files, or a glob's matches, in name order.
- * Returns the count (-1 when the directory cannot be read); *names and the
- * strings are the caller's to free. */
-static int shard_names(const char *path, char ***names) {
-    *names = NULL;
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        glob_t g;
-        if (glob(path, 0, NULL, &g) != 0) return 0;
-        char **v = calloc(g.gl_pathc + 1, sizeof *v);
-        int n = 0;
-        for (size_t i = 0; v && i < g.gl_pathc; i++)
-            if ((v[n] = strdup(g.gl_pathv[i]))) n++;
-        globfree(&g);
-        *names = v;
-        return v ? n : -1;
-    }
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    int n = 0, cap = 0;
-    char **v = NULL;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (fnmatch("*_train_*.bin", e->d_name, 0) != 0 && fnmatch("*_val_*.bin", e->d_name, 0) != 0)
-            continue;
-        if (n + 1 >= cap) {
-            char **t = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *v);
-            if (!t) break;
-            v = t;
-        }
-        size_t len = strlen(path) + strlen(e->d_name) + 2;
-        if ((v[n] = malloc(len))) snprintf(v[n++], len, "%s/%s", path, e->d_name);
-    }
-    closedir(d);
-    if (v) qsort(v, (size_t)n, sizeof *v, by_name);
-    *names = v;
-    return n;
-}
-
 /* The setting of input `key` (a path, or NULL): compared by contents, shown
  * with its path. */
 static void add_input(builder *b, const char *key, const char *path, bool maybe_shards) {
@@ -220,8 +174,11 @@ static void add_input(builder *b, const char *key, const char *path, bool maybe_
     uint64_t h = FNV_OFFSET;
     long long size = 0;
     if (maybe_shards && mt_dataset_is_sharded(path)) {
-        char **names;
-        int n = shard_names(path, &names);
+        /* as the dataset reads them; none when they cannot be listed (its
+         * open says why) */
+        char **names = NULL;
+        int n = 0;
+        (void)mt_dataset_shards(path, &names, &n);
         long long total = 0;
         for (int i = 0; i < n; i++) {
             const char *base = strrchr(names[i], '/');
@@ -229,11 +186,10 @@ static void add_input(builder *b, const char *key, const char *path, bool maybe_
             h = fnv(h, base, strlen(base) + 1);
             if (hash_file(names[i], &h, &size, block)) total += size;
             else h = fnv(h, "unreadable", 10);
-            free(names[i]);
         }
-        free(names);
-        snprintf(value, sizeof value, "%d shards, %lld bytes, checksum %016llx", n < 0 ? 0 : n,
-                 total, (unsigned long long)h);
+        mt_dataset_shards_free(names, n);
+        snprintf(value, sizeof value, "%d shards, %lld bytes, checksum %016llx", n, total,
+                 (unsigned long long)h);
     } else if (hash_file(path, &h, &size, block)) {
         snprintf(value, sizeof value, "%lld bytes, checksum %016llx", size, (unsigned long long)h);
     } else {
