@@ -266,8 +266,8 @@ int cli_agree_record_make(const mt_train_config *c, const char *tokenizer, int w
     add_float(&b, "the optimizer's beta2", o->beta2);
     add_float(&b, "the optimizer's eps", o->eps);
     add_float(&b, "the optimizer's momentum", o->momentum);
-    if (o->total_steps > 0) addf(&b, "the lr schedule", "cosine over %d steps", o->total_steps);
-    else add(&b, "the lr schedule", "constant", NULL);
+    /* cosine over the whole run (total_steps is --steps, compared above) or constant */
+    add(&b, "the lr schedule", o->total_steps > 0 ? "cosine" : "constant", NULL);
     addf(&b, "--seed", "%llu", (unsigned long long)c->seed);
     addf(&b, "--eval-every", "%d", c->eval_every);
     addf(&b, "--eval-batches", "%d", c->eval_batches);
