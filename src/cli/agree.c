@@ -156,6 +156,7 @@ int cli_agree_train(int rc, const mt_train_config *cfg, const char *tokenizer) {
     /* with or without a mesh: a rank without one would train alone while
      * the others wait for it */
     if (world <= 1 || mt_transport_resolve(cfg->transport) != MT_TRANSPORT_MPI) return rc;
+    if (rc != CLI_EXIT_OK) return agree(rc, NULL);   /* a failed check comes first: no record */
     cli_agree_record rec;
     if (cli_agree_record_make(cfg, tokenizer, world, &rec) != CLI_EXIT_OK) {
         cli_error("out of memory for the record of this rank's settings");
