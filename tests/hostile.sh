@@ -86,9 +86,10 @@ hostile_one() {
     cd "$WORK" || exit 1
 }
 
-# Reads the table on stdin (see the top of this file) and runs every case.
+# Reads the table on stdin (see the top of this file) and runs every case,
+# through hostile_one or the runner $1 (called with the same arguments).
 hostile_cases() {
-    local line n=0 code frag args after rest
+    local run=${1:-hostile_one} line n=0 code frag args after rest
     while IFS= read -r line; do
         n=$((n + 1))
         [[ -z "${line// }" || $line == \#* ]] && continue
@@ -97,7 +98,7 @@ hostile_cases() {
         args=${rest%% | *}
         after=""
         [[ $rest == *" | "* ]] && after=${rest#* | }
-        hostile_one "$n" "$code" "$frag" "$args" "$after"
+        "$run" "$n" "$code" "$frag" "$args" "$after"
     done
 }
 

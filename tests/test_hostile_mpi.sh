@@ -11,10 +11,12 @@
 #
 #   bash tests/test_hostile_mpi.sh <meshtrain binary> [<build dir>]
 #
-# The table: exit | fragment of rank 0's stderr ("-": none wanted) | rank
-# 0's flags ("-": none) | rank 1's flags ("-": none) | after-check (optional, a shell command run in
-# the case's directory). Each rank runs `meshtrain train --data data.txt
-# $MODEL <its flags>` (a flag given twice: the last one counts). A case
+# The table is hostile.sh's, run by hostile_cases through mpi_one: exit |
+# fragment of rank 0's stderr ("-": none wanted) | rank 0's flags : rank 1's
+# flags (as mpirun's MPMD launch separates them; "-": none) | after-check
+# (optional, a shell command run in the case's directory). Each rank runs
+# `meshtrain train --data data.txt $MODEL <its flags>` (a flag given twice:
+# the last one counts). A case
 # passes when both ranks exit with the table's code, within the case's
 # timeout (a hang fails: 124); for a failure, rank 0's stderr is one line
 # starting "meshtrain: " and holding the fragment and rank 1 prints nothing;
@@ -24,6 +26,7 @@
 set -u
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hostile.sh"
 test_start test_hostile_mpi.sh "$@"
 
 if ! ldd "$BIN" 2>/dev/null | grep -q libmpi || ! command -v mpirun >/dev/null 2>&1; then
@@ -69,7 +72,7 @@ M="--devices 2 --mesh data=2"
 RANK_CMD='ex=$1; shift; "$ex" "$@" 2>err.$OMPI_COMM_WORLD_RANK.txt; echo $? >exit.$OMPI_COMM_WORLD_RANK'
 
 mpi_one() {
-    local n=$1 code=$2 frag=$3 f0=$4 f1=$5 after=$6
+    local n=$1 code=$2 frag=$3 f0=${4%% : *} f1=${4#* : } after=$5
     local name="case $n: rank 0 [$f0] rank 1 [$f1]"
     rm -rf "$WORK/case" && cp -a "$WORK/fix" "$WORK/case" && cd "$WORK/case" || exit 1
     local -a a0 a1
@@ -107,43 +110,28 @@ mpi_one() {
     cd "$WORK" || exit 1
 }
 
-mpi_cases() {
-    local line n=0 code frag f0 f1 after rest
-    while IFS= read -r line; do
-        n=$((n + 1))
-        [[ -z "${line// }" || $line == \#* ]] && continue
-        code=${line%% | *}; rest=${line#* | }
-        frag=${rest%% | *}; rest=${rest#* | }
-        f0=${rest%% | *}; rest=${rest#* | }
-        f1=${rest%% | *}
-        after=""
-        [[ $rest == *" | "* ]] && after=${rest#* | }
-        mpi_one "$n" "$code" "$frag" "$f0" "$f1" "$after"
-    done
-}
-
 D="the ranks disagree on"
-mpi_cases <<EOF
+hostile_cases mpi_one <<EOF
 # ---- the settings differ: every rank exits 2 before step 1, rank 0 names the first ----
-2 | $D --layers: rank 0 has 1, rank 1 has 2; every rank must run the same command | $M | $M --layers 2
-2 | $D --steps: rank 0 has 3, rank 1 has 2 | $M | $M --steps 2
-2 | $D --seed: rank 0 has 1, rank 1 has 2 | $M --seed 1 | $M --seed 2
-2 | $D --lr: rank 0 has 0.001, rank 1 has 0.002 | $M --lr 0.001 | $M --lr 0.002
-2 | $D --mesh: rank 0 has data=2, rank 1 has none | $M | -
-2 | $D --mesh: rank 0 has data=2, rank 1 has fsdp=2 | $M | --mesh fsdp=2
+2 | $D --layers: rank 0 has 1, rank 1 has 2; every rank must run the same command | $M : $M --layers 2
+2 | $D --steps: rank 0 has 3, rank 1 has 2 | $M : $M --steps 2
+2 | $D --seed: rank 0 has 1, rank 1 has 2 | $M --seed 1 : $M --seed 2
+2 | $D --lr: rank 0 has 0.001, rank 1 has 0.002 | $M --lr 0.001 : $M --lr 0.002
+2 | $D --mesh: rank 0 has data=2, rank 1 has none | $M : -
+2 | $D --mesh: rank 0 has data=2, rank 1 has fsdp=2 | $M : --mesh fsdp=2
 # a flag on one rank only
-2 | $D --sequence-parallel: rank 0 has off, rank 1 has on | $M | $M --sequence-parallel
-2 | $D --ckpt-out: rank 0 has 'a.ckpt', rank 1 has none | $M --ckpt-out a.ckpt | $M | test ! -e a.ckpt
-2 | $D --accum (--microbatches): rank 0 has 1, rank 1 has 2 | $M | $M --microbatches 2
-2 | $D --remat: rank 0 has none, rank 1 has full | $M | $M --remat full
+2 | $D --sequence-parallel: rank 0 has off, rank 1 has on | $M : $M --sequence-parallel
+2 | $D --ckpt-out: rank 0 has 'a.ckpt', rank 1 has none | $M --ckpt-out a.ckpt : $M | test ! -e a.ckpt
+2 | $D --accum (--microbatches): rank 0 has 1, rank 1 has 2 | $M : $M --microbatches 2
+2 | $D --remat: rank 0 has none, rank 1 has full | $M : $M --remat full
 # the data by its contents: another file of the same kind is other data
-2 | $D --data: rank 0 has 'data.txt' ( | $M | $M --data other.txt
-2 | $D --data: rank 0 has 'corpus' (3 shards, 4672 bytes, checksum | $M --data corpus | $M --data corpus3
+2 | $D --data: rank 0 has 'data.txt' ( | $M : $M --data other.txt
+2 | $D --data: rank 0 has 'corpus' (3 shards, 4672 bytes, checksum | $M --data corpus : $M --data corpus3
 # ---- what may differ: the paths of the same data, the outputs' paths (rank 0 writes), threads, logs ----
-0 | - | $M --threads 1 --metrics m.jsonl --ckpt-out a.ckpt | $M --data copy.txt --threads 2 --ckpt-out b.ckpt --quiet --profile | test -s a.ckpt && test ! -e b.ckpt && test ! -e b.ckpt.tmp && [ \$(grep -c loss m.jsonl) = 3 ]
-0 | - | $M --data corpus | $M --data 'corpus2/*.bin'
+0 | - | $M --threads 1 --metrics m.jsonl --ckpt-out a.ckpt : $M --data copy.txt --threads 2 --ckpt-out b.ckpt --quiet --profile | test -s a.ckpt && test ! -e b.ckpt && test ! -e b.ckpt.tmp && [ \$(grep -c loss m.jsonl) = 3 ]
+0 | - | $M --data corpus : $M --data 'corpus2/*.bin'
 # --devices 2 alone is the mesh data=2, and no --devices on a mesh is one a rank
-0 | - | --devices 2 | --mesh data=2
+0 | - | --devices 2 : --mesh data=2
 EOF
 
 # ---- a flag one rank cannot parse: that rank says so, and nobody waits ----------
