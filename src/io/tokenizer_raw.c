@@ -49,6 +49,41 @@ static int utf8_len(const uint8_t *s, size_t n) {
 
 static const uint8_t SPACE_SYMBOL[3] = {0xE2, 0x96, 0x81};   /* U+2581 */
 
+/* Calls visit(ctx, s, len, at) for each unit of the text of fd, read from
+ * offset 0 with pread, in order: a well-formed UTF-8 sequence of len bytes,
+ * or (len 0) one byte s[0] that begins none, at offset `at` of the text.
+ * Stops at the first status visit returns that is not MT_OK; MT_EIO. */
+typedef mt_status (*unit_visit)(void *ctx, const uint8_t *s, int len, int64_t at);
+
+static mt_status utf8_walk(int fd, unit_visit visit, void *ctx) {
+    uint8_t buf[1 << 16];
+    size_t have = 0;          /* bytes in buf, from offset `base` of the text */
+    int64_t base = 0;
+    bool eof = false;
+    while (have > 0 || !eof) {
+        if (!eof && have < sizeof buf) {
+            ssize_t got = pread(fd, buf + have, sizeof buf - have, base + (int64_t)have);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) return mt_fail(MT_EIO, "reading the text: %s", strerror(errno));
+            if (got == 0) eof = true;
+            have += (size_t)got;
+        }
+        size_t i = 0;
+        while (i < have) {
+            int len = utf8_len(buf + i, have - i);
+            if (len < 0 && !eof) break;   /* a sequence cut by the buffer: read on */
+            if (len < 0) len = 0;         /* cut by the end: a raw byte alone */
+            mt_status s = visit(ctx, buf + i, len, base + (int64_t)i);
+            if (s != MT_OK) return s;
+            i += (size_t)(len > 0 ? len : 1);
+        }
+        memmove(buf, buf + i, have - i);
+        base += (int64_t)i;
+        have -= i;
+    }
+    return MT_OK;
+}
+
 void mt__raw_free(mt__raw_text *r) {
     free(r->run);
     free(r->bytes);
@@ -88,55 +123,52 @@ static mt_status raw_push(const mt_tokenizer *tok, mt__raw_text *r, uint8_t b, i
     return MT_OK;
 }
 
-mt_status mt__raw_scan(const mt_tokenizer *tok, int fd, FILE *out, mt__raw_text *r) {
-    mt__raw_free(r);
-    uint8_t buf[1 << 16];
-    size_t have = 0;          /* bytes in buf, from offset `base` of the text */
-    int64_t base = 0, line = 0;
-    bool eof = false, in_run = false;
-    char last = '\n';         /* the last byte spm_encode's text holds ('\n' when empty) */
-    mt_status s = MT_OK;
-    while (s == MT_OK && (have > 0 || !eof)) {
-        if (!eof && have < sizeof buf) {
-            ssize_t got = pread(fd, buf + have, sizeof buf - have, base + (int64_t)have);
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) return mt_fail(MT_EIO, "reading the text: %s", strerror(errno));
-            if (got == 0) eof = true;
-            have += (size_t)got;
+/* mt__raw_scan's state between the units of the text. */
+typedef struct {
+    const mt_tokenizer *tok;
+    FILE               *out;
+    mt__raw_text       *r;
+    int64_t             line;     /* spm_encode's line */
+    bool                in_run;   /* the unit before was raw */
+    char                last;     /* the last byte spm_encode's text holds ('\n' when empty) */
+} raw_scan;
+
+static mt_status raw_unit(void *ctx, const uint8_t *s, int len, int64_t at) {
+    raw_scan *sc = ctx;
+    bool raw = len == 0 || (len == 3 && memcmp(s, SPACE_SYMBOL, 3) == 0);
+    if (len == 0) len = 1;
+    bool written;
+    if (raw) {
+        for (int k = 0; k < len; k++) {
+            mt_status st = raw_push(sc->tok, sc->r, s[k], at + k, !sc->in_run && k == 0,
+                                    sc->line);
+            if (st != MT_OK) return st;
         }
-        size_t i = 0;
-        while (s == MT_OK && i < have) {
-            int len = utf8_len(buf + i, have - i);
-            if (len < 0 && !eof) break;   /* a sequence cut by the buffer: read on */
-            bool raw = len <= 0 || (len == 3 && memcmp(buf + i, SPACE_SYMBOL, 3) == 0);
-            if (len <= 0) len = 1;        /* a raw byte alone; the next starts afresh */
-            if (raw) {
-                for (int k = 0; s == MT_OK && k < len; k++)
-                    s = raw_push(tok, r, buf[i + k], base + (int64_t)i + k, !in_run && k == 0,
-                                 line);
-                if (!in_run) {            /* the run ends spm_encode's line here */
-                    line++;
-                    last = '\n';
-                    if (out && fputc('\n', out) == EOF) s = MT_EIO;
-                }
-                in_run = true;
-            } else {
-                in_run = false;
-                if (buf[i] == '\n') line++;
-                last = (char)buf[i + len - 1];
-                if (out && fwrite(buf + i, 1, (size_t)len, out) != (size_t)len) s = MT_EIO;
-            }
-            i += (size_t)len;
+        written = true;
+        if (!sc->in_run) {            /* the run ends spm_encode's line here */
+            sc->line++;
+            sc->last = '\n';
+            written = !sc->out || fputc('\n', sc->out) != EOF;
         }
-        memmove(buf, buf + i, have - i);
-        base += (int64_t)i;
-        have -= i;
+        sc->in_run = true;
+    } else {
+        sc->in_run = false;
+        if (s[0] == '\n') sc->line++;
+        sc->last = (char)s[len - 1];
+        written = !sc->out || fwrite(s, 1, (size_t)len, sc->out) == (size_t)len;
     }
-    if (s == MT_EIO && out)
+    if (!written)
         return mt_fail(MT_EIO, "writing the text for spm_encode to a temporary file: %s",
                        strerror(errno));
+    return MT_OK;
+}
+
+mt_status mt__raw_scan(const mt_tokenizer *tok, int fd, FILE *out, mt__raw_text *r) {
+    mt__raw_free(r);
+    raw_scan sc = {.tok = tok, .out = out, .r = r, .last = '\n'};
+    mt_status s = utf8_walk(fd, raw_unit, &sc);
     if (s != MT_OK) return s;
-    r->ends_in_newline = last == '\n';
+    r->ends_in_newline = sc.last == '\n';
     return MT_OK;
 }
 
@@ -163,46 +195,39 @@ static bool mergeable(uint32_t a, uint32_t b) {
     return !digit_a && !digit_b && !(b == ' ' && a != ' ');
 }
 
-mt_status mt__text_stats(int fd, int64_t *chars, bool *pairs) {
-    const uint32_t N_CP = 0x110000, REPLACEMENT = 0xFFFD;   /* what spm makes of a raw byte */
-    uint8_t *seen = calloc(N_CP / 8, 1);   /* a bit per code point */
-    if (!seen) return mt_fail(MT_ENOMEM, "no memory to count the characters of the text");
-    uint8_t buf[1 << 16];
-    size_t have = 0;
-    int64_t base = 0;
-    int64_t prev = -1;   /* the character before, in this line; -1 at a line's start */
-    bool eof = false;
-    *chars = 0;
-    *pairs = false;
-    while (have > 0 || !eof) {
-        if (!eof && have < sizeof buf) {
-            ssize_t got = pread(fd, buf + have, sizeof buf - have, base + (int64_t)have);
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) {
-                free(seen);
-                return mt_fail(MT_EIO, "reading the text: %s", strerror(errno));
-            }
-            if (got == 0) eof = true;
-            have += (size_t)got;
-        }
-        size_t i = 0;
-        while (i < have) {
-            int len = utf8_len(buf + i, have - i);
-            if (len < 0 && !eof) break;
-            uint32_t cp = len > 0 ? code_point(buf + i, len) : REPLACEMENT;
-            i += (size_t)(len > 0 ? len : 1);
-            if (cp == '\n') { prev = -1; continue; }
-            if (!(seen[cp / 8] & (1u << (cp % 8)))) {
-                seen[cp / 8] |= (uint8_t)(1u << (cp % 8));
-                (*chars)++;
-            }
-            if (prev >= 0 && mergeable((uint32_t)prev, cp)) *pairs = true;
-            prev = cp;
-        }
-        memmove(buf, buf + i, have - i);
-        base += (int64_t)i;
-        have -= i;
+/* mt__text_stats' state between the units of the text. */
+typedef struct {
+    uint8_t *seen;    /* a bit per code point */
+    int64_t  chars;
+    int64_t  prev;    /* the character before, in this line; -1 at a line's start */
+    bool     pairs;
+} text_stats;
+
+static mt_status stats_unit(void *ctx, const uint8_t *s, int len, int64_t at) {
+    (void)at;
+    text_stats *ts = ctx;
+    const uint32_t REPLACEMENT = 0xFFFD;   /* what spm makes of a raw byte */
+    uint32_t cp = len > 0 ? code_point(s, len) : REPLACEMENT;
+    if (cp == '\n') {
+        ts->prev = -1;
+        return MT_OK;
     }
-    free(seen);
+    if (!(ts->seen[cp / 8] & (1u << (cp % 8)))) {
+        ts->seen[cp / 8] |= (uint8_t)(1u << (cp % 8));
+        ts->chars++;
+    }
+    if (ts->prev >= 0 && mergeable((uint32_t)ts->prev, cp)) ts->pairs = true;
+    ts->prev = cp;
     return MT_OK;
+}
+
+mt_status mt__text_stats(int fd, int64_t *chars, bool *pairs) {
+    const uint32_t N_CP = 0x110000;
+    text_stats ts = {.seen = calloc(N_CP / 8, 1), .prev = -1};
+    if (!ts.seen) return mt_fail(MT_ENOMEM, "no memory to count the characters of the text");
+    mt_status s = utf8_walk(fd, stats_unit, &ts);
+    free(ts.seen);
+    *chars = ts.chars;
+    *pairs = ts.pairs;
+    return s;
 }
