@@ -53,29 +53,14 @@ static void finish(const mt_op_env *env, const mt_op_call *c, mt_status s) {
     record(env, s);
 }
 
-/* The op's name, as op_table.c names it, for messages: written here so that
- * the kernels do not call back into the table that names them (a circle of
- * files; tests/test_file_cycles.sh). */
-static const char *op_name(mt_op op) {
-    switch (op) {
-    case MT_OP_PSUM: return "psum";
-    case MT_OP_ALL_GATHER: return "all_gather";
-    case MT_OP_PSUM_SCATTER: return "psum_scatter";
-    case MT_OP_PPERMUTE: return "ppermute";
-    case MT_OP_ALL_TO_ALL: return "all_to_all";
-    case MT_OP_PVARY: return "pvary";
-    case MT_OP_SLICE: return "slice";
-    default: return "(not a collective)";
-    }
-}
-
 /* A collective op without a device: the graph was run without one (the
- * builders refuse to make these calls without a ctx, so this is a bug). */
+ * builders refuse to make these calls without a ctx, so this is a bug). The
+ * op's name is exec.c's to add (run_node wraps every failure with its node):
+ * the table that names ops calls these kernels, so they do not call it. */
 static bool have_ctx(const mt_op_env *env, const mt_op_call *c) {
     if (env->ctx) return true;
-    record(env, mt_fail(MT_ESTATE, "collective op %s on '%s' has no device to run on; call "
-                        "mt_graph_set_ctx before building the graph", op_name(c->op),
-                        c->out->name));
+    record(env, mt_fail(MT_ESTATE, "collective op on '%s' has no device to run on; call "
+                        "mt_graph_set_ctx before building the graph", c->out->name));
     return false;
 }
 

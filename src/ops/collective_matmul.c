@@ -76,28 +76,22 @@ static void record(const mt_op_env *env, mt_status s) {
     if (s != MT_OK && env->status && *env->status == MT_OK) *env->status = s;
 }
 
-/* The op's name, as op_table.c names it, for messages: written here so that
- * the kernels do not call back into the table that names them (a circle of
- * files; tests/test_file_cycles.sh). */
-static const char *op_name(mt_op op) {
-    return op == MT_OP_AG_LINEAR ? "ag_linear" : op == MT_OP_LINEAR_RS ? "linear_rs" : "cm_wgrad";
-}
-
 /* The device and its group: P (checked against the build's) and the rank r.
- * False, with the failure recorded, when the call cannot run. */
+ * False, with the failure recorded, when the call cannot run (exec.c's
+ * run_node adds the op's name: op_table.c calls these kernels, so they do
+ * not call it). */
 static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
     const mt_cm_params *p = &c->p.cm;
     if (!env->ctx) {
-        record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' has no device to run on; "
-                            "call mt_graph_set_ctx before building the graph",
-                            op_name(c->op), c->out->name));
+        record(env, mt_fail(MT_ESTATE, "collective matmul on '%s' has no device to run on; "
+                            "call mt_graph_set_ctx before building the graph", c->out->name));
         return false;
     }
     int P = mt_axis_size(env->ctx, p->axes);
     if (P != p->P) {
-        record(env, mt_fail(MT_ESTATE, "collective matmul %s on '%s' was built for a group of "
+        record(env, mt_fail(MT_ESTATE, "collective matmul on '%s' was built for a group of "
                             "%d devices but runs on one of %d; run the graph on the device it "
-                            "was built on", op_name(c->op), c->out->name, p->P, P));
+                            "was built on", c->out->name, p->P, P));
         return false;
     }
     *r = mt_axis_index(env->ctx, p->axes);
