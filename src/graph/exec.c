@@ -121,6 +121,15 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
 /* Deferred collectives (W's reductions, F's and B's prefetched gathers)     */
 /* ======================================================================== */
 
+/* Keeps the first failure of complete_oldest, with its message (the next
+ * waits raise messages of their own). */
+static void keep_first(mt_graph *g, const mt_node *n, mt_status s, mt_status *first, char *msg,
+                       size_t cap) {
+    if (s == MT_OK || *first != MT_OK) return;
+    *first = wrap_node(g, n, s);
+    snprintf(msg, cap, "%s", mt_errmsg());
+}
+
 /* Completes the oldest `k` reductions in flight, in start order: waits for
  * each, then out (+)= its reduced input, honouring acc and, while the
  * gradients are marked zero, the first contribution (as run_node); a
@@ -138,21 +147,15 @@ static mt_status complete_oldest(mt_graph *g, int k) {
         mt_backend_event ev = f->ev;
         mt_status s = mt__backend_event_wait(g->prog->env.backend, g->prog->stream, &ev);
         if (s != MT_OK) {
-            if (first == MT_OK) {   /* kept: the next waits raise messages of their own */
-                first = wrap_node(g, n, s);
-                snprintf(msg, sizeof msg, "%s", mt_errmsg());
-            }
+            keep_first(g, n, s, &first, msg, sizeof msg);
             continue;
         }
         if (first != MT_OK) continue;
         const mt_op_call *c = &n->call;
         const mt_backend *be = g->prog->env.backend;
         if (f->bucket_n) {
-            s = mt__buckets_unpack(g, f->bucket_first, f->bucket_n);
-            if (s != MT_OK) {
-                first = wrap_node(g, n, s);
-                snprintf(msg, sizeof msg, "%s", mt_errmsg());
-            }
+            keep_first(g, n, mt__buckets_unpack(g, f->bucket_first, f->bucket_n), &first, msg,
+                       sizeof msg);
             if (g->prog->profile) g->prog->profile[n->call.op].seconds += mt_time_now() - t0;
             continue;
         }
@@ -177,10 +180,7 @@ static mt_status complete_oldest(mt_graph *g, int k) {
             s = mt__backend_scale(be, &g->prog->env, mt_tensor_f32(c->out), result, 1.0f,
                                   mt_tensor_numel(c->out), acc);
         }
-        if (s != MT_OK) {
-            first = wrap_node(g, n, s);
-            snprintf(msg, sizeof msg, "%s", mt_errmsg());
-        }
+        keep_first(g, n, s, &first, msg, sizeof msg);
         if (g->prog->profile) profile_add(g, c, mt_time_now() - t0, false);
     }
     memmove(g->prog->inflight, g->prog->inflight + k, (size_t)(g->prog->n_inflight - k) * sizeof *g->prog->inflight);
