@@ -224,9 +224,14 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
                 if (*o < m) *o = m;
             }
     /* the seconds at the layout's batch, at each block point, each point's
-       collectives re-keyed into the layout's table */
+       collectives re-keyed into the layout's table (one point when the
+       chunk is built at its own blocks: the second would time it again) */
     mt__plan_chunk_time t[2];
     for (int i = 0; i < 2; i++) {
+        if (i == 1 && k1 == k0) {
+            t[1] = t[0];
+            break;
+        }
         key.blocks = ks[i];
         mt_status st = b1 == b0 ? rekey(&at[i]->keys, &at[i]->ct, keys, &t[i])
                                 : time_at_batch(s, tm, key, at[i], at[i + 2], batch, keys, &t[i],
