@@ -290,23 +290,21 @@ static int role_of(int L, int S, int c) {
 }
 
 /* The time of the step of layout l from its chunks' seconds (ct: each
- * role's, keyed in *keys), by step.c's model, into res. */
-static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
+ * role's, keyed in *keys), by step.c's model on tm's device and mesh, into
+ * res. */
+static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const timing *tm,
                            const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[N_ROLES],
                            int S, int v, int batch, mt_plan_result *res) {
     const mt_plan_request *r = s->req;
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
     if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
     for (int c = 0; c < S; c++) chunks[c] = ct[role_of(s->layers, S, c)];
-    mt_mesh *mesh = NULL;
-    mt_status st = mt_mesh_create(res->mesh, res->chips, &mesh);
     /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
        under the mixed16 convention, as its traffic: plan_impl.h): a tensor
        slice under sequence parallelism, else whole on every tensor device */
     double msg = mt__plan_act_bytes(r) * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
-    mt_hardware dev;
     mt__plan_step_in in = {
-        .hw = mt__plan_layout_hw(s, res->chips, &dev), .mesh = mesh,
+        .hw = tm->hw, .mesh = tm->mesh,
         .precision = r->precision, .stages = l->pipe, .chunks = v,
         .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
@@ -316,8 +314,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l,
                   .tokens = r->batch_tokens},
         .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
     mt__plan_step_result out;
-    if (st == MT_OK) st = mt__plan_step_chunks(&in, chunks, keys, &out);
-    mt_mesh_free(mesh);
+    mt_status st = mt__plan_step_chunks(&in, chunks, keys, &out);
     free(chunks);
     if (st == MT_ENOMEM) return st;
     if (st != MT_OK) {   /* a schedule that refuses the counts */
@@ -395,8 +392,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         st = chunk_at(s, &tm, key, blocks_of(s->layers, S, c), batch, &keys, &ct[k], &role[k],
                       res->why, sizeof res->why);
     }
-    mt_mesh_free(mesh);
-    if (st != MT_OK || res->why[0]) return st;
+    if (st != MT_OK || res->why[0]) goto done;
     /* memory: the device whose chunks hold most */
     mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                               .zero = l->zero, .sequence_parallel = l->sequence_parallel,
@@ -416,7 +412,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         }
         mt__plan_mem_bytes mb;
         st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
-        if (st != MT_OK) return st;
+        if (st != MT_OK) goto done;
         if (mb.total > res->total) {
             res->params = mb.params;
             res->grads = mb.grads;
@@ -426,14 +422,14 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
             res->total = mb.total;
         }
     }
-    mt_hardware dev;
-    const mt_hardware *hw = mt__plan_layout_hw(s, res->chips, &dev);
-    if (res->total > hw->hbm_bytes) {
+    if (res->total > tm.hw->hbm_bytes)
         snprintf(res->why, sizeof res->why, "out of memory: %.3g GB a device, the %s has %.3g GB",
-                 res->total / 1e9, hw->name, hw->hbm_bytes / 1e9);
-        return MT_OK;
-    }
-    return step_time(s, l, &keys, ct, S, v, batch, res);
+                 res->total / 1e9, tm.hw->name, tm.hw->hbm_bytes / 1e9);
+    else
+        st = step_time(s, l, &tm, &keys, ct, S, v, batch, res);
+done:
+    mt_mesh_free(mesh);
+    return st;
 }
 
 mt_status mt__plan_model_facts(mt__plan_search *s) {
