@@ -11,6 +11,8 @@
 #                               err.txt) and checks: exit CODE, empty stdout,
 #                               one "meshtrain: " line on stderr matching REGEX
 #   test_end                    "N passed, M failed"; the script's status
+#   need_spm                    ends the script, "skipped", when spm_train or
+#                               spm_encode is missing (the tokenizer's tests)
 #
 # Each test script runs the program its own way (expect, run, ...); this is
 # only the bookkeeping every one of them needs.
@@ -49,6 +51,12 @@ expect_fail() {
     grep -q '^meshtrain: ' err.txt || why="${why:+$why; }stderr does not start 'meshtrain: '"
     grep -Eq -- "$re" err.txt || why="${why:+$why; }stderr does not match /$re/"
     if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
+}
+
+need_spm() {
+    command -v spm_encode >/dev/null && command -v spm_train >/dev/null && return 0
+    echo "skipped: spm_train or spm_encode missing (apt-get install sentencepiece)"
+    exit 0
 }
 
 test_end() {

@@ -18,10 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/hostile.sh"
 test_start test_hostile_tokenize.sh "$@"
 
-if ! command -v spm_encode >/dev/null || ! command -v spm_train >/dev/null; then
-    echo "skipped: spm_train or spm_encode missing (apt-get install sentencepiece)"
-    exit 0
-fi
+need_spm
 hostile_fixtures
 cd fix || exit 1
 
