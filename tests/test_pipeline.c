@@ -24,11 +24,8 @@
 /* steps a run: each step already runs every schedule's whole timetable, so
  * under a sanitizer (the threads transport under TSan, 10x slower) 4 */
 #define TSTEPS (MT_TEST_SANITIZED ? 4 : 10)
-#define TSTEPS_MAX 10
 
-typedef struct {
-    float loss[TSTEPS_MAX], norm[TSTEPS_MAX];
-} curve;
+typedef mt_test_curve curve;
 
 /* The tests' GPT with L blocks into *gpt, which c points at. */
 static mt_train_config pipe_config(const char *text, int L, int m, mt_gpt_config *gpt) {
@@ -41,16 +38,7 @@ static mt_train_config pipe_config(const char *text, int L, int m, mt_gpt_config
     return c;
 }
 
-static curve run(mt_trainer *tr) {
-    curve out = {{0}, {0}};
-    for (int s = 0; s < TSTEPS; s++) {
-        mt_step_report r;
-        MT_CHECK_OK(mt_trainer_step(tr, &r));
-        out.loss[s] = r.loss;
-        out.norm[s] = r.grad_norm;
-    }
-    return out;
-}
+static curve run(mt_trainer *tr) { return mt_test_steps(tr, TSTEPS); }
 
 /* Every parameter of every chunk of every device against one device's; a
  * parameter split over fsdp or tensor (a block, fewer elements) is left to

@@ -85,7 +85,7 @@ static mt_model_kind wide_kind(void) {
 }
 
 typedef struct {
-    float          loss[STEPS], norm[STEPS];
+    mt_test_curve  c;
     mt_test_params p;
 } trained;
 
@@ -99,13 +99,7 @@ static trained train_on(const char *mesh) {
     c.mesh = mesh;
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
-    trained out = {0};
-    for (int s = 0; s < STEPS; s++) {
-        mt_step_report r;
-        MT_CHECK_OK(mt_trainer_step(tr, &r));
-        out.loss[s] = r.loss;
-        out.norm[s] = r.grad_norm;
-    }
+    trained out = {.c = mt_test_steps(tr, STEPS)};
     out.p = mt_test_params_of(tr);
     mt_trainer_free(tr);
     return out;
@@ -117,16 +111,16 @@ MT_TEST(a_registered_model_and_row_train_the_one_device_run) {
              "the registered kind %d is named '%s'", (int)kind,
              mt_model_name(kind) ? mt_model_name(kind) : "(none)");
     trained one = train_on(NULL);
-    MT_CHECK(one.loss[STEPS - 1] < one.loss[0], "training lowers the loss: %g -> %g", one.loss[0],
-             one.loss[STEPS - 1]);
+    MT_CHECK(one.c.loss[STEPS - 1] < one.c.loss[0], "training lowers the loss: %g -> %g",
+             one.c.loss[0], one.c.loss[STEPS - 1]);
     static const struct { const char *mesh; bool split; } meshes[] = {
         {"tensor=2", true}, {"data=2,tensor=2", true}, {"data=2", false}};
     for (size_t k = 0; k < sizeof meshes / sizeof meshes[0]; k++) {
         trained got = train_on(meshes[k].mesh);
         for (int s = 0; s < STEPS; s++) {
-            MT_CHECK_CLOSE(got.loss[s], one.loss[s], 1e-5, "%s: loss at step %d", meshes[k].mesh,
-                           s + 1);
-            MT_CHECK_CLOSE(got.norm[s], one.norm[s], 1e-5, "%s: gradient norm at step %d",
+            MT_CHECK_CLOSE(got.c.loss[s], one.c.loss[s], 1e-5, "%s: loss at step %d",
+                           meshes[k].mesh, s + 1);
+            MT_CHECK_CLOSE(got.c.norm[s], one.c.norm[s], 1e-5, "%s: gradient norm at step %d",
                            meshes[k].mesh, s + 1);
         }
         int shards = 0;

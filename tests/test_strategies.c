@@ -26,11 +26,9 @@
 /* steps a run (under a sanitizer 4: the first steps already run every
  * collective and update of the layout, at 3-15x the cost) */
 #define TSTEPS (MT_TEST_SANITIZED ? 4 : 10)
-#define TSTEPS_MAX 10
 
 typedef struct {
-    float          loss[TSTEPS_MAX];
-    float          norm[TSTEPS_MAX];   /* the global gradient norm (clipping at 1 uses it) */
+    mt_test_curve  c;   /* loss and global gradient norm (clipping at 1 uses it) a step */
     mt_test_params p;
 } trained;
 
@@ -38,13 +36,7 @@ static trained train_with(mt_train_config cfg, const char *mesh) {
     cfg.mesh = mesh;
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&cfg, &tr));
-    trained out = {0};
-    for (int s = 0; s < TSTEPS; s++) {
-        mt_step_report r;
-        MT_CHECK_OK(mt_trainer_step(tr, &r));
-        out.loss[s] = r.loss;
-        out.norm[s] = r.grad_norm;
-    }
+    trained out = {.c = mt_test_steps(tr, TSTEPS)};
     out.p = mt_test_params_of(tr);
     mt_trainer_free(tr);
     return out;
@@ -67,11 +59,11 @@ static void check_layouts(mt_train_config cfg, const char *what, const layout *l
     ref.sequence_parallel = false;
     ref.collective_matmul = 0;
     trained one = train_with(ref, NULL);
-    MT_CHECK(one.loss[TSTEPS - 1] < one.loss[0], "%s: training lowers the loss", what);
+    MT_CHECK(one.c.loss[TSTEPS - 1] < one.c.loss[0], "%s: training lowers the loss", what);
     bool clipped = false;
-    for (int s = 0; s < TSTEPS; s++) clipped |= one.norm[s] > cfg.optim.grad_clip;
+    for (int s = 0; s < TSTEPS; s++) clipped |= one.c.norm[s] > cfg.optim.grad_clip;
     fprintf(stderr, "  %s: gradient norm %.3g at step 1 (clipped at %g in some step: %s)\n", what,
-            one.norm[0], cfg.optim.grad_clip, clipped ? "yes" : "no");
+            one.c.norm[0], cfg.optim.grad_clip, clipped ? "yes" : "no");
     for (int i = 0; layouts[i].mesh; i++) {
         char mesh[64];
         snprintf(mesh, sizeof mesh, "%s%s%s", layouts[i].mesh,
@@ -81,10 +73,10 @@ static void check_layouts(mt_train_config cfg, const char *what, const layout *l
         cfg.zero = layouts[i].zero;
         trained got = train_with(cfg, layouts[i].mesh);
         for (int s = 0; s < TSTEPS; s++) {
-            MT_CHECK_CLOSE(got.loss[s], one.loss[s], 1e-5, "%s on %s: loss at step %d", what,
+            MT_CHECK_CLOSE(got.c.loss[s], one.c.loss[s], 1e-5, "%s on %s: loss at step %d", what,
                            mesh, s + 1);
             /* every element counted once, whatever the split */
-            MT_CHECK_CLOSE(got.norm[s], one.norm[s], 1e-5, "%s on %s: gradient norm at step %d",
+            MT_CHECK_CLOSE(got.c.norm[s], one.c.norm[s], 1e-5, "%s on %s: gradient norm at step %d",
                            what, mesh, s + 1);
         }
         /* AdamW turns the rounding noise of a gradient that is zero in exact

@@ -49,22 +49,13 @@ static mt_train_config llama_config(const char *path, const mt_llama_config *m) 
     return c;
 }
 
-typedef struct {
-    float loss[TSTEPS], norm[TSTEPS];
-} curve;
+typedef mt_test_curve curve;
 
 /* Ten steps of a trainer made from c (on c.mesh); *tr is left for the
  * caller to compare and free. */
 static curve ten_steps(const mt_train_config *c, mt_trainer **tr) {
     MT_CHECK_OK(mt_trainer_create(c, tr));
-    curve out;
-    for (int s = 0; s < TSTEPS; s++) {
-        mt_step_report r;
-        MT_CHECK_OK(mt_trainer_step(*tr, &r));
-        out.loss[s] = r.loss;
-        out.norm[s] = r.grad_norm;
-    }
-    return out;
+    return mt_test_steps(*tr, TSTEPS);
 }
 
 /* Ten steps of c: the curve only. */

@@ -105,3 +105,16 @@ mt_launch_opts mt_test_launch_opts(const char *mesh, int devices) {
     o.kernel_threads = 1;
     return o;
 }
+
+mt_test_curve mt_test_steps(mt_trainer *tr, int steps) {
+    MT_CHECK(steps >= 1 && steps <= MT_TEST_MAX_STEPS, "mt_test_steps: %d steps, 1 to %d",
+             steps, MT_TEST_MAX_STEPS);
+    mt_test_curve out = {{0}, {0}};
+    for (int s = 0; s < steps; s++) {
+        mt_step_report r;
+        MT_CHECK_OK(mt_trainer_step(tr, &r));
+        out.loss[s] = r.loss;
+        out.norm[s] = r.grad_norm;
+    }
+    return out;
+}

@@ -36,6 +36,17 @@ mt_gpt_config   mt_test_gpt_of(const mt_train_config *c);
 /* Writes a small text corpus to a new file made from `path_template`
  * ("/tmp/...XXXXXX", changed in place), for the GPT. */
 void            mt_test_write_text(char *path_template);
+/* The most steps mt_test_steps runs. */
+#define MT_TEST_MAX_STEPS 10
+
+/* Each step's loss and global gradient norm. */
+typedef struct {
+    float loss[MT_TEST_MAX_STEPS], norm[MT_TEST_MAX_STEPS];
+} mt_test_curve;
+
+/* Runs `steps` (1 to MT_TEST_MAX_STEPS) steps of tr, failing the test on an
+ * error; the curve of them. */
+mt_test_curve   mt_test_steps(mt_trainer *tr, int steps);
 /* Copies device 0's parameters out of a trainer (free with free(p->params)). */
 mt_test_params  mt_test_params_of(mt_trainer *tr);
 /* The worst difference of got's blocks (device 0 holds block (0,..,0): its
