@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_lower_hooks.sh — the partitioner's loop knows no op (issue 22): the
-# part of src/partition/partition.c that lowers a node (from its "steps of a
-# node" banner to the entry points) names no op kind (MT_OP_...), compares no
+# file that lowers a node, src/partition/node.c (from its "steps of a node"
+# banner on), names no op kind (MT_OP_...), compares no
 # call's op, and picks no hook by name: an op's lowering with the moves
 # around it is its descriptor's (src/graph/op_desc.c). Every hook the
 # descriptors name is defined in src/graph/. The check is run once on a copy
@@ -21,22 +21,21 @@ op_names() {
         grep -nE 'MT_OP_[A-Z]|->op *[!=]=|\.op *[!=]=|mt__lower_moves_[a-z]'
 }
 
-section=$(sed -n '/^\/\* ---- the steps of a node/,/^\/\* ---- the entry points/p' \
-          "$root/src/partition/partition.c" | wc -l)
-if [ "$section" -gt 50 ] && grep -q 'static mt_status partition_node' \
-       <(sed -n '/^\/\* ---- the steps of a node/,/^\/\* ---- the entry points/p' \
-         "$root/src/partition/partition.c"); then
-    ok "partition.c has the node section ($section lines, partition_node in it)"
+node="$root/src/partition/node.c"
+section=$(sed -n '/^\/\* ---- the steps of a node/,/^\/\* ---- the entry points/p' "$node" | wc -l)
+if [ "$section" -gt 50 ] && grep -q '^mt_status mt__part_partition_node' \
+       <(sed -n '/^\/\* ---- the steps of a node/,/^\/\* ---- the entry points/p' "$node"); then
+    ok "node.c has the node section ($section lines, mt__part_partition_node in it)"
 else
-    bad "partition.c has the node section" "no banners, or partition_node outside them"
+    bad "node.c has the node section" "no banner, or mt__part_partition_node outside it"
 fi
 
-found=$(op_names "$root/src/partition/partition.c")
+found=$(op_names "$node")
 if [ -z "$found" ]; then ok "the node loop names no op"
 else bad "the node loop names no op" "$found"; fi
 
-cp "$root/src/partition/partition.c" planted.c
-sed -i '/^static mt_status partition_node/a\    if (c->op == MT_OP_LINEAR) return MT_OK;' planted.c
+cp "$node" planted.c
+sed -i '/^mt_status mt__part_partition_node/a\    if (c->op == MT_OP_LINEAR) return MT_OK;' planted.c
 if op_names planted.c | grep -q 'MT_OP_LINEAR'; then ok "a planted op test is caught"
 else bad "a planted op test is caught" "the check passed on a loop that tests MT_OP_LINEAR"; fi
 

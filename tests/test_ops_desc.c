@@ -14,7 +14,8 @@
  * hand-written list gives (late bias, sequence parallelism's scatter).
  * The planner classes every op as the name lists it used before op
  * descriptors had a cost class (kept here as the reference).
- * tests/test_lower_hooks.sh checks that partition.c's loop names no op.
+ * tests/test_lower_hooks.sh checks that the partitioner's node loop
+ * (src/partition/node.c) names no op.
  */
 #include "harness.h"
 #include "meshtrain.h"

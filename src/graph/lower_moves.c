@@ -4,7 +4,7 @@
  * a hook of its own runs, and cross-entropy's hook, which takes the
  * collectives inside it. Linear's hook is lower_linear.c's.
  *
- * The steps are the partitioner's services (partition.c): graph code cannot
+ * The steps are the partitioner's services (partition/node.c): graph code cannot
  * call up into partition/, so a hook reaches them through `sv`.
  */
 #include "graph/op_desc.h"

@@ -116,7 +116,7 @@ typedef struct {
     uint32_t   out_vary;
 } mt_lower_step;
 
-/* The partitioner's services to a hook (partition.c fills them in; graph
+/* The partitioner's services to a hook (partition/node.c fills them in; graph
  * code cannot call up into partition/). ctx is the first argument of each.
  * A step or service that fails records the partition error in mt_errmsg()
  * and returns its code (the services returning a tensor: NULL, then
