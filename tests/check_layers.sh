@@ -22,7 +22,13 @@ cd "$root"
 # profile   trace events and the Chrome trace writer; the machine file (probe figures)
 # comm      SPMD launch, device contexts, transports, collectives, host arrays.
 #           Below ops: the partitioner's collective nodes run on it.
-# ops       the op table {name, run, cost} and the kernels
+# ops       the op table {name, arity, cost, cost class, run} and the kernels: pure
+#           math on host arrays
+# backend   the backend table (allocation, copies, conversions, parameter init,
+#           the optimizer's update, bf16 product plans, streams; running an op's
+#           kernel on its memory), the CPU's (oneDNN's bf16 products) and
+#           shape-only. Above comm, so that a backend can own the stream a
+#           transport runs on (NCCL's on CUDA's); nothing in comm includes it.
 # graph     graphs, op builders, autodiff with the gradient and sharding rules, collective
 #           nodes, buffer plan
 # partition global program + mesh -> the device's program with collectives inserted
@@ -34,12 +40,12 @@ cd "$root"
 # plan      the planner: hardware descriptions, memory and step-time models
 # examples  worked examples (the pmap linear regression)
 # cli       the meshtrain program
-LAYERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train plan examples cli)
+LAYERS=(base vec mesh tensor profile comm ops backend graph partition optim pipeline models io train plan examples cli)
 
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
-    [comm]=comm [backend]=ops [graph]=graph [graph_spmd]=graph [partition]=partition
+    [comm]=comm [backend]=backend [graph]=graph [graph_spmd]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [plan]=plan [examples]=examples
 )
 

@@ -16,10 +16,10 @@
  * oneDNN the numbers are skipped and bf16 must fail, saying how to get
  * oneDNN.
  */
+#include "backend/bf16_impl.h"
 #include "graph/graph_impl.h"
 #include "harness.h"
 #include "meshtrain.h"
-#include "ops/bf16_impl.h"
 #include "train_helpers.h"
 
 #include <stdint.h>

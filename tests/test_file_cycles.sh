@@ -16,7 +16,7 @@ objs=$build/CMakeFiles/mt_objects.dir/src
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The folders held acyclic: every folder of src/ but the program's (cli).
-FOLDERS=(base vec mesh tensor profile comm ops graph partition optim pipeline models io train plan examples)
+FOLDERS=(base vec mesh tensor profile comm ops backend graph partition optim pipeline models io train plan examples)
 
 bad=0 checked=0
 for folder in "${FOLDERS[@]}"; do

@@ -28,6 +28,10 @@ plant() {
 }
 plant src/ops/matmul.c '#include "graph/graph_impl.h"' "src/ops/matmul.c (ops) includes \"graph/graph_impl.h\"" \
       "an op including graph/ is refused"
+plant src/ops/op_table.c '#include "backend/backend_impl.h"' "src/ops/op_table.c (ops) includes \"backend/backend_impl.h\"" \
+      "an op table including the backend is refused (kernels sit below it)"
+plant src/comm/ctx.c '#include "backend/backend_impl.h"' "src/comm/ctx.c (comm) includes \"backend/backend_impl.h\"" \
+      "comm including the backend is refused (a backend hands its stream down)"
 plant src/base/status.c '#include "meshtrain/comm.h"' "src/base/status.c (base)" \
       "base including a public header of a higher layer is refused"
 plant src/graph/ir.c '#include "meshtrain.h"' "includes the umbrella" \

@@ -45,8 +45,8 @@
  * per-tensor one up to the transport's order of additions (exactly the same
  * on two devices).
  */
+#include "backend/backend_impl.h"
 #include "graph/graph_impl.h"
-#include "ops/backend_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

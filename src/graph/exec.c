@@ -35,8 +35,8 @@
  * timeline, two clock reads and two name copies.
  * Regions do not nest: one the caller opened is closed by the next phase.
  */
+#include "backend/backend_impl.h"
 #include "graph/graph_impl.h"
-#include "ops/backend_impl.h"
 
 #include <math.h>
 #include <stdio.h>

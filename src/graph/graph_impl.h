@@ -26,9 +26,9 @@
 #ifndef MT_GRAPH_IMPL_H
 #define MT_GRAPH_IMPL_H
 
+#include "backend/backend_impl.h"
 #include "base/pool.h"
 #include "meshtrain/graph.h"
-#include "ops/backend_impl.h"
 #include "ops/ops_impl.h"
 
 typedef enum { MT_PHASE_F = 0, MT_PHASE_B = 1, MT_PHASE_W = 2 } mt_phase;

@@ -29,8 +29,8 @@
  * either (the node's defer_until), or at the end of W. Both tensors are
  * kept alive until then.
  */
+#include "backend/backend_impl.h"
 #include "graph/graph_impl.h"
-#include "ops/backend_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -33,10 +33,10 @@
  * casts each weight once, however many microbatches it runs, and a copy
  * older than its parameter is never read.
  */
+#include "backend/backend_impl.h"
+#include "backend/bf16_impl.h"
 #include "graph/graph_impl.h"
 #include "graph/op_desc.h"
-#include "ops/backend_impl.h"
-#include "ops/bf16_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

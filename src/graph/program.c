@@ -5,9 +5,9 @@
  * graph folder: it calls the transforms and the plan, and nothing in the
  * folder calls it.
  */
+#include "backend/backend_impl.h"
 #include "base/base_impl.h"
 #include "graph/graph_impl.h"
-#include "ops/backend_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

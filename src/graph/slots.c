@@ -27,8 +27,8 @@
  * g->prog->run_block; with slots the array owns every slot's blocks and those two
  * point at the current slot's.
  */
+#include "backend/backend_impl.h"
 #include "graph/graph_impl.h"
-#include "ops/backend_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -18,8 +18,8 @@
 #ifndef MT_GRAPH_TENSOR_DATA_H
 #define MT_GRAPH_TENSOR_DATA_H
 
+#include "backend/backend_impl.h"
 #include "meshtrain/graph.h"
-#include "ops/backend_impl.h"
 
 /* The backend a compiled graph's buffers live on (mt_compile_opts.backend;
  * the CPU before the graph is compiled). */

@@ -9,7 +9,6 @@
  * member its op names in ops_impl.h. Nothing here knows graphs, phases or
  * gradients: acc / acc2 arrive already decided.
  */
-#include "ops/bf16_impl.h"
 #include "ops/kernels.h"
 #include "ops/op_cost.h"
 #include "ops/ops_impl.h"
@@ -53,22 +52,13 @@ static double sum_partials(const par_ctx *ctx, const mt_op_env *env) {
 /* Run                                                                       */
 /* ======================================================================== */
 
-/* MATMUL, GEMM and LINEAR run on the pool as blocks of C (gemm_pool.c). */
-
-/* A product's operand stored in bf16 (mt_compile_opts.f32_activations
- * false), read as it is; NULL for an f32 one. */
-static const uint16_t *bf16_operand(const mt_tensor *t) {
-    return t->dtype == MT_BF16 ? (const uint16_t *)t->data : NULL;
-}
+/* MATMUL, GEMM and LINEAR run on the pool as blocks of C (gemm_pool.c), in
+ * f32; a call the backend planned as a bf16 product (mt_op_call.bf16) is the
+ * backend's to run (src/backend/cpu_bf16.c), never this table's. */
 
 /* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */
 static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
     const mt_gemm_params *p = &c->p.gemm;
-    if (c->bf16) {
-        mt__bf16_gemm_run16(env, c->bf16, F32(c->in[0]), bf16_operand(c->in[0]), F32(c->in[1]),
-                            bf16_operand(c->in[1]), NULL, F32(c->out), c->acc);
-        return;
-    }
     mt__gemm_pool(env, p->ta, p->tb, p->M, p->N, p->K, F32(c->in[0]), F32(c->in[1]), NULL,
                   F32(c->out), c->acc ? 1.0f : 0.0f);
 }
@@ -76,12 +66,6 @@ static void run_gemm(const mt_op_env *env, const mt_op_call *c) {
 /* LINEAR: out (rows,OC) = x (rows,C) · w (OC,C)ᵀ + b (OC). */
 static void run_linear(const mt_op_env *env, const mt_op_call *c) {
     const mt_linear_params *p = &c->p.linear;
-    if (c->bf16) {
-        mt__bf16_gemm_run16(env, c->bf16, F32(c->in[0]), bf16_operand(c->in[0]), F32(c->in[1]),
-                            bf16_operand(c->in[1]), c->n_in == 3 ? F32(c->in[2]) : NULL,
-                            F32(c->out), false);
-        return;
-    }
     mt__gemm_pool(env, false, true, p->rows, p->OC, p->C, F32(c->in[0]), F32(c->in[1]),
                   c->n_in == 3 ? F32(c->in[2]) : NULL, F32(c->out), 0.0f);
 }

@@ -223,8 +223,9 @@ typedef struct {
     mt_tensor   *aux[2];                  /* saved by a forward for its backward */
     mt_op_params p;
     /* MATMUL, LINEAR, GEMM: the planned bf16 product this call runs as
-     * (bf16_impl.h; the graph plans it when compiled with MT_BF16), else
-     * NULL: float32 on Open BLAS. */
+     * (src/backend/bf16_impl.h; the graph plans it when compiled with
+     * MT_PRECISION_BF16), which the backend's run_op runs, never the op
+     * table's run; NULL: float32 on Open BLAS. */
     const struct mt_bf16_gemm *bf16;
 } mt_op_call;
 

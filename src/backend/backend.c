@@ -5,7 +5,7 @@
  * and events backend_host.c). A new backend is one folder of its own (its table, its
  * kernels) plus one line in `registry` below.
  */
-#include "ops/backend_impl.h"
+#include "backend/backend_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
  * backend buffers to comm's transports (the threads transport moves host
  * memory, as the CPU's is; NCCL would move CUDA's).
  */
-#ifndef MT_OPS_BACKEND_IMPL_H
-#define MT_OPS_BACKEND_IMPL_H
+#ifndef MT_BACKEND_IMPL_H
+#define MT_BACKEND_IMPL_H
 
 #include "meshtrain/backend.h"
 #include "ops/ops_impl.h"

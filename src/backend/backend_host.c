@@ -4,7 +4,7 @@
  * except comm's asynchronous collectives, whose request an event holds
  * until it is waited for.
  */
-#include "ops/backend_impl.h"
+#include "backend/backend_impl.h"
 
 #include <stdlib.h>
 

@@ -30,8 +30,8 @@
  * Without oneDNN (a build without MT_HAVE_DNNL) planning fails with
  * MT_EUNSUPPORTED and a message saying how to get it.
  */
-#ifndef MT_OPS_BF16_IMPL_H
-#define MT_OPS_BF16_IMPL_H
+#ifndef MT_BACKEND_BF16_IMPL_H
+#define MT_BACKEND_BF16_IMPL_H
 
 #include "ops/ops_impl.h"
 
@@ -121,4 +121,4 @@ void      mt__bf16_gemm_run16(const mt_op_env *env, const mt_bf16_gemm *p, const
 /* dst (n) = bf16(src (n)), round to nearest even, split over the pool. */
 void      mt__bf16_cast_pool(mt_pool *pool, uint16_t *dst, const float *src, int64_t n);
 
-#endif /* MT_OPS_BF16_IMPL_H */
+#endif /* MT_BACKEND_BF16_IMPL_H */

@@ -16,7 +16,7 @@
  * bf16 values (an f32 operand rounded with the native path's own cast, a
  * bf16 one widened), then runs the fp32 product (mt__gemm_pool).
  */
-#include "ops/bf16_impl.h"
+#include "backend/bf16_impl.h"
 #include "ops/kernels.h"
 #include "tensor/tensor_impl.h"
 
