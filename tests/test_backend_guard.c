@@ -9,11 +9,12 @@
  * table faults, and the harness reports the crash. Guarded, for every model
  * the trainer has (GPT, LLaMA, MLP, linear regression; the GPT in bf16 too
  * where oneDNN is built in): compiling (parameter init, zeroed gradients,
- * bf16 plans), filling constants, writing the inputs, the forward (the
- * loss read, bf16 weight copies and activation casts), the backward (the
- * seed), creating the optimizer and its steps, saving and loading a
- * checkpoint, and the GPT's llm.c file. The members also count what goes
- * through them, checked against hand counts.
+ * the bf16 products' plans through the table's plan members), filling
+ * constants, writing the inputs, the forward (the loss read, bf16 weight
+ * copies and activation casts), the backward (the seed), creating the
+ * optimizer and its steps, saving and loading a checkpoint, and the GPT's
+ * llm.c file. The members also count what goes through them, checked
+ * against hand counts (one plan per product node of every bf16 compile).
  *
  * The reference is the plain CPU backend running the same program: losses
  * and parameters must be bit for bit its own.
@@ -41,7 +42,11 @@ enum { MAX_BUFS = 4096 };
 static struct { void *p; size_t len; } bufs[MAX_BUFS];
 static int n_bufs;
 static bool guarded;   /* buffers PROT_NONE outside the members */
-static struct { size_t in, out; int updates, sumsqs, converts, inits; } count;
+static struct {
+    size_t in, out;
+    int    updates, sumsqs, converts, inits;
+    int    sets, plans, sets_freed;   /* the bf16 products' plan members */
+} count;
 
 static void protect_all(int prot) {
     for (int i = 0; i < n_bufs; i++)
@@ -158,12 +163,38 @@ static mt_status g_param_init(const mt_op_env *env, const mt_tensor *t, uint64_t
     return s;
 }
 
+/* The bf16 products' plans: made at compile, reading no tensor memory, so
+ * the buffers stay protected (a plan that read a weight would fault). */
+static mt_status g_plans_create(const mt_op_env *env, mt_backend_plans **out) {
+    mt_status s = mt_backend_cpu()->plans_create(env, out);
+    count.sets += s == MT_OK;
+    return s;
+}
+
+static mt_status g_plan_matmul(mt_backend_plans *set, const mt_op_call *call,
+                               const mt_product_operands *ops, const void **plan,
+                               size_t *ws_bytes) {
+    count.plans++;
+    return mt_backend_cpu()->plan_matmul(set, call, ops, plan, ws_bytes);
+}
+
+static void g_plans_workspace(mt_backend_plans *set, void *ws) {
+    mt_backend_cpu()->plans_workspace(set, ws);
+}
+
+static void g_plans_free(mt_backend_plans *set) {
+    count.sets_freed++;
+    mt_backend_cpu()->plans_free(set);
+}
+
 /* no stream members: the host's defaults */
 static const mt_backend guarded_backend = {
     .name = "guarded", .buffer_alloc = g_alloc, .buffer_free = g_free, .buffer_clear = g_clear,
     .copy_in = g_copy_in, .copy_out = g_copy_out, .supports_op = g_supports, .run_op = g_run,
     .optim_update = g_update, .sumsq = g_sumsq, .buffer_copy = g_buffer_copy,
     .buffer_scale = g_scale, .convert = g_convert, .param_init = g_param_init,
+    .plans_create = g_plans_create, .plan_matmul = g_plan_matmul,
+    .plans_workspace = g_plans_workspace, .plans_free = g_plans_free,
 };
 
 /* ======================================================================== */
@@ -373,6 +404,23 @@ static void check_model(const model_kind *k) {
                  count.converts);
     else
         MT_CHECK(count.converts == 0, "%s fp32: %d casts", k->name, count.converts);
+    /* bf16: every compile on the guarded backend (a, b and the GPT's llm.c
+     * model c) made one set of plans, one plan per product node, and freed
+     * it; fp32 none */
+    int compiles = gd.from_llmc ? 3 : 2, products = 0;
+    for (int i = 0; i < mt_graph_n_nodes(g); i++) {
+        mt_node_info info;
+        MT_CHECK_OK(mt_graph_node(g, i, &info));
+        products += !strcmp(info.op, "matmul") || !strcmp(info.op, "linear") ||
+                    !strcmp(info.op, "gemm");
+    }
+    bool bf16 = k->precision == MT_PRECISION_BF16;
+    MT_CHECK(count.sets == (bf16 ? compiles : 0) && count.sets_freed == count.sets,
+             "%s %s: %d sets of plans made, %d freed, want %d", k->name, prec, count.sets,
+             count.sets_freed, bf16 ? compiles : 0);
+    MT_CHECK(count.plans == (bf16 ? compiles * products : 0),
+             "%s %s: %d products planned through the backend, want %d x %d", k->name, prec,
+             count.plans, compiles, products);
     drop(&sizes);
     free(cpu.params); free(cpu.from_llmc); free(gd.params); free(gd.from_llmc);
 }

@@ -1,13 +1,15 @@
 /*
  * backend.h — where a device's tensors live and where its ops run.
  *
- * A backend is a table of functions (src/ops/backend_impl.h holds the
+ * A backend is a table of functions (src/backend/backend_impl.h holds the
  * table and the contract of each member, as ggml-backend-impl.h does):
  * buffer allocation and free, clearing, copies in and out of its memory,
  * supports_op and run_op, an optimizer update and a sum of squares, the
  * graph's own work on memory (copies within it, out (+)= s·in, f32/bf16
- * conversions, parameter init), and streams and events for asynchronous
- * work. It is the only door to tensor memory: nothing outside a backend's
+ * conversions, parameter init), the plans of the bf16 products (made when a
+ * graph compiles with MT_PRECISION_BF16; the graph says which products and
+ * where their operands' bf16 copies are, the backend plans and runs them),
+ * and streams and events for asynchronous work. It is the only door to tensor memory: nothing outside a backend's
  * members (and comm's transports) dereferences a tensor's data. A compiled
  * graph (mt_compile_opts.backend) takes every buffer of its plan from its
  * backend: the parameters and their gradients, the constants, the run
@@ -21,7 +23,8 @@
  * Two are built in, named in one registry (backend.c; the CPU's table is
  * backend_cpu.c):
  *   "cpu"         host memory (aligned_alloc, 64-byte aligned) and the op
- *                 table's kernels: what every graph used before backends.
+ *                 table's kernels: what every graph used before backends;
+ *                 its bf16 products on oneDNN (below).
  *   "shape-only"  allocates nothing and runs nothing: every buffer it hands
  *                 out is NULL, so a graph compiled on it has its plan (every
  *                 tensor's place, mt_graph_get_stats's byte counts, exact)
@@ -42,6 +45,7 @@
 #define MESHTRAIN_BACKEND_H
 
 #include "meshtrain/base.h"
+#include "meshtrain/tensor.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -88,6 +92,23 @@ void      mt_backend_free(const mt_backend *be, void *data);   /* NULL: nothing 
  * holds no data. */
 mt_status mt_backend_copy_in(const mt_backend *be, void *dst, const void *src, size_t bytes);
 mt_status mt_backend_copy_out(const mt_backend *be, void *dst, const void *src, size_t bytes);
+
+/* ---- the CPU backend's bf16 products (oneDNN) ---------------------------- */
+
+/* MT_OK when this build can run products in precision p; MT_EUNSUPPORTED
+ * for bf16 in a build without oneDNN, with a message saying how to get it
+ * (apt-get install libdnnl-dev, then rebuild). */
+mt_status mt_precision_check(mt_precision p);
+/* Whether the CPU runs bf16 products natively (AVX512-BF16 or AMX); without
+ * it oneDNN emulates them, correctly but slower than fp32. False in a build
+ * without oneDNN. */
+bool      mt_bf16_native(void);
+/* Whether the bf16 products run as f32 sgemm on bf16-rounded operands (the
+ * same numbers: bf16 operands, f32 sums, at fp32's speed) because oneDNN
+ * has no bf16 matrix product on this CPU: oneDNN 2.6 without AVX-512, or
+ * its ISA capped by ONEDNN_MAX_CPU_ISA or MT_CPU_ISA. Asks oneDNN once per
+ * process. False in a build without oneDNN. */
+bool      mt_bf16_fallback(void);
 
 #ifdef __cplusplus
 }

@@ -284,22 +284,10 @@ typedef enum {
 const char *mt_remat_name(mt_remat r);
 /* The policy named `name` into *out; MT_EINVAL naming the four otherwise. */
 mt_status   mt_remat_parse(const char *name, mt_remat *out);
-/* mt_precision (meshtrain/tensor.h) is what the matrix products compute in. */
-
-/* MT_OK when this build can run products in precision p; MT_EUNSUPPORTED
- * for bf16 in a build without oneDNN, with a message saying how to get it
- * (apt-get install libdnnl-dev, then rebuild). */
-mt_status   mt_precision_check(mt_precision p);
-/* Whether the CPU runs bf16 products natively (AVX512-BF16 or AMX); without
- * it oneDNN emulates them, correctly but slower than fp32. False in a build
- * without oneDNN. */
-bool        mt_bf16_native(void);
-/* Whether the bf16 products run as f32 sgemm on bf16-rounded operands (the
- * same numbers: bf16 operands, f32 sums, at fp32's speed) because oneDNN
- * has no bf16 matrix product on this CPU: oneDNN 2.6 without AVX-512, or
- * its ISA capped by ONEDNN_MAX_CPU_ISA or MT_CPU_ISA. Asks oneDNN once per
- * process. False in a build without oneDNN. */
-bool        mt_bf16_fallback(void);
+/* mt_precision (meshtrain/tensor.h) is what the matrix products compute in;
+ * whether this build and CPU run bf16 products (mt_precision_check,
+ * mt_bf16_native, mt_bf16_fallback) is the CPU backend's, in
+ * meshtrain/backend.h. */
 
 /* The cap of a backward's first gradient bucket (mt_compile_opts.bucket_bytes),
  * PyTorch DDP's _DEFAULT_FIRST_BUCKET_BYTES: 1 MiB. */

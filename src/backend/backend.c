@@ -138,6 +138,33 @@ mt_status mt__backend_param_init(const mt_backend *be, const mt_op_env *env, con
     return be->param_init ? be->param_init(env, t, seed, stream) : no_member(be, "param_init");
 }
 
+mt_status mt__backend_plans_create(const mt_backend *be, const mt_op_env *env,
+                                   mt_backend_plans **out) {
+    *out = NULL;
+    if (!be->plans_create)
+        return mt_fail(MT_EUNSUPPORTED, "the backend '%s' runs no bf16 products; compile with "
+                       "MT_PRECISION_FP32 (--precision fp32) or on a backend that has them "
+                       "(\"cpu\")", be->name);
+    return be->plans_create(env, out);
+}
+
+mt_status mt__backend_plan_matmul(const mt_backend *be, mt_backend_plans *set,
+                                  const mt_op_call *call, const mt_product_operands *ops,
+                                  const void **plan, size_t *ws_bytes) {
+    *plan = NULL;
+    *ws_bytes = 0;
+    return be->plan_matmul ? be->plan_matmul(set, call, ops, plan, ws_bytes)
+                           : no_member(be, "plan_matmul");
+}
+
+void mt__backend_plans_workspace(const mt_backend *be, mt_backend_plans *set, void *ws) {
+    if (set && be->plans_workspace) be->plans_workspace(set, ws);
+}
+
+void mt__backend_plans_free(const mt_backend *be, mt_backend_plans *set) {
+    if (set && be->plans_free) be->plans_free(set);
+}
+
 mt_status mt__backend_read_f32(const mt_backend *be, const void *src, float *out) {
     return mt_backend_copy_out(be, out, src, sizeof *out);
 }

@@ -37,7 +37,7 @@ static bool cpu_supports(const mt_op_call *call) { return call->op < MT_OP_COUNT
 /* A planned bf16 product is the backend's own (cpu_bf16.c); every other
  * call is the op table's kernel. */
 static void cpu_run(const mt_op_env *env, const mt_op_call *call) {
-    if (call->bf16) mt__cpu_run_product(env, call);
+    if (call->plan) mt__cpu_run_product(env, call);
     else mt__op_def(call->op)->run(env, call);
 }
 
@@ -191,6 +191,8 @@ static const mt_backend cpu = {
     .optim_update = cpu_optim_update, .sumsq = cpu_sumsq,
     .buffer_copy = cpu_buffer_copy, .buffer_scale = cpu_buffer_scale, .convert = cpu_convert,
     .param_init = cpu_param_init,
+    .plans_create = mt__cpu_plans_create, .plan_matmul = mt__cpu_plan_matmul,
+    .plans_workspace = mt__cpu_plans_workspace, .plans_free = mt__cpu_plans_free,
     .stream_create = mt__host_stream_create, .stream_free = mt__host_stream_free,
     .event_record = mt__host_event_record, .event_query = mt__host_event_query,
     .event_wait = mt__host_event_wait,

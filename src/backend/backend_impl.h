@@ -69,6 +69,24 @@ typedef enum {
     MT_CONVERT_FROM_BF16,
 } mt_convert_kind;
 
+/* A backend's plans for one compiled graph's bf16 products (its own type:
+ * the CPU's holds its oneDNN engine and the plans made on it, cpu_bf16.c). */
+typedef struct mt_backend_plans mt_backend_plans;
+
+/* What a product planned in bf16 (plan_matmul) reads besides its call, per
+ * operand: [0] A (in[0]), [1] B (in[1]). The graph decides both
+ * (graph/precision.c). */
+typedef struct {
+    /* A bf16 copy of the operand in a buffer of the backend that the graph
+     * keeps current (a weight's, cast by convert after every change of the
+     * weights), or NULL: the run reads the operand as it is stored (cast
+     * as it reads an f32 one). */
+    const uint16_t *copy16[2];
+    /* The f32 operand's bytes hold bf16 values (a weight all-gathered in
+     * bf16: p.coll.gather16): read as bf16, never cast. */
+    bool            is16[2];
+} mt_product_operands;
+
 struct mt_backend {
     /* Required: the registry's name ("cpu"). */
     const char *name;
@@ -129,6 +147,32 @@ struct mt_backend {
     mt_status (*param_init)(const mt_op_env *env, const mt_tensor *t, uint64_t seed,
                             uint64_t stream);
 
+    /* ---- bf16 products, planned when a graph compiles with
+     * MT_PRECISION_BF16 (optional, all four or none; NULL: the backend has
+     * none, and such a compile fails with MT_EUNSUPPORTED naming it). The
+     * graph decides which calls are bf16 products and what their operands
+     * are (mt_product_operands); the backend makes and runs the plans. ---- */
+    /* An empty set of plans, in *out, for one graph whose calls run with
+     * env's threads. MT_EUNSUPPORTED, saying how to get them, where this
+     * build runs no bf16 products (the CPU's without oneDNN). */
+    mt_status (*plans_create)(const mt_op_env *env, mt_backend_plans **out);
+    /* Plans `call` (MATMUL, GEMM or LINEAR, every dim > 0) in the set as a
+     * bf16 product: the operands rounded to bf16 (to nearest even), the
+     * products accumulated and written in f32; an accumulating call may
+     * also run as out = . *plan goes into call->plan, after which run_op
+     * runs the call so; *ws_bytes is the workspace its runs need. MT_ENOMEM
+     * or MT_EINTERNAL (the backend's library refused the shape) naming why. */
+    mt_status (*plan_matmul)(mt_backend_plans *set, const mt_op_call *call,
+                             const mt_product_operands *ops, const void **plan,
+                             size_t *ws_bytes);
+    /* Lends every plan of the set `ws`, a buffer of the backend of at least
+     * the largest ws_bytes: the graph's products run one at a time and
+     * share it. Called once, after the last plan_matmul. */
+    void (*plans_workspace)(mt_backend_plans *set, void *ws);
+    /* Frees the set and its plans (not the copies or the workspace the
+     * graph lent them); NULL is a no-op. */
+    void (*plans_free)(mt_backend_plans *set);
+
     /* ---- streams and events (optional, all or none; NULL: the host's, as
      * the CPU's below: work is done when its call returns) ---- */
     /* A stream for the device `ctx` (NULL off a mesh) in *out. */
@@ -169,6 +213,16 @@ mt_status mt__backend_convert(const mt_backend *be, const mt_op_env *env, mt_con
                               void *dst, const void *src, int64_t n, bool acc);
 mt_status mt__backend_param_init(const mt_backend *be, const mt_op_env *env, const mt_tensor *t,
                                  uint64_t seed, uint64_t stream);
+/* The bf16 products' members through their defaults: without them
+ * plans_create fails with MT_EUNSUPPORTED naming the backend (and the rest
+ * are never reached); plans_free of NULL is a no-op. */
+mt_status mt__backend_plans_create(const mt_backend *be, const mt_op_env *env,
+                                   mt_backend_plans **out);
+mt_status mt__backend_plan_matmul(const mt_backend *be, mt_backend_plans *set,
+                                  const mt_op_call *call, const mt_product_operands *ops,
+                                  const void **plan, size_t *ws_bytes);
+void      mt__backend_plans_workspace(const mt_backend *be, mt_backend_plans *set, void *ws);
+void      mt__backend_plans_free(const mt_backend *be, mt_backend_plans *set);
 /* A scalar's f32 value (the loss) out of a buffer, or into one (the
  * backward's seed): copy_out and copy_in of 4 bytes. */
 mt_status mt__backend_read_f32(const mt_backend *be, const void *src, float *out);

@@ -329,10 +329,12 @@ void       mt__remat(mt_graph *g, mt_remat policy);
 void       mt__interleave_w(mt_graph *g);
 /* ---- precision.c: bf16 products ---- */
 
-/* With MT_PRECISION_BF16: plans every MATMUL, LINEAR and GEMM node as a
- * bf16 product (oneDNN primitives made here), with a bf16 copy of each
- * parameter one reads and a workspace for the activations' casts; the
- * copies are marked stale. MT_PRECISION_FP32: nothing. After the plan. */
+/* With MT_PRECISION_BF16: has the graph's backend plan every MATMUL, LINEAR
+ * and GEMM node as a bf16 product (plan_matmul; the CPU's makes oneDNN
+ * primitives), with a bf16 copy of each parameter one reads and a workspace
+ * for the activations' casts; the copies are marked stale. MT_EUNSUPPORTED
+ * from a backend without bf16 products (or the CPU's without oneDNN).
+ * MT_PRECISION_FP32: nothing. After the plan. */
 mt_status  mt__precision_prepare(mt_graph *g, mt_precision p);
 /* With MT_PRECISION_BF16, after the backward exists and before the plan:
  * stores in bf16 every activation whose every reader is a bf16 product (its

@@ -3,8 +3,11 @@
  * copies of the weights, and when those copies are refreshed.
  *
  * At compile (after the buffer plan) every MATMUL, LINEAR and GEMM node gets
- * a planned bf16 product (ops/bf16_impl.h: oneDNN primitives made there,
- * once per shape). An operand whose storage is a parameter's (the parameter
+ * a planned bf16 product from the graph's backend (backend_impl.h:
+ * plans_create, plan_matmul; the CPU's makes oneDNN primitives, once per
+ * shape): this file decides which calls are bf16 products and what their
+ * operands are, the backend plans and runs them (nothing here drives a
+ * library). An operand whose storage is a parameter's (the parameter
  * itself, a view of it, or a pvary reading its bytes) reads a bf16 copy of
  * that parameter; every other operand (activations, their gradients) is
  * cast into the graph's workspace as the product reads it.
@@ -34,7 +37,6 @@
  * older than its parameter is never read.
  */
 #include "backend/backend_impl.h"
-#include "backend/bf16_impl.h"
 #include "graph/graph_impl.h"
 #include "graph/op_desc.h"
 
@@ -48,19 +50,11 @@ typedef struct {
 } shadow;
 
 struct mt_bf16_state {
-    mt_bf16_engine *eng;
-    mt_bf16_gemm   *plans;  int n_plans;
-    shadow         *shadows; int n_shadows;
-    uint16_t       *ws;                   /* the activations' casts, shared by every product */
-    bool            stale;                /* the parameters changed since the copies were cast */
+    mt_backend_plans *plans;              /* the backend's plans of the products */
+    shadow           *shadows; int n_shadows;
+    uint16_t         *ws;                 /* the activations' casts, shared by every product */
+    bool              stale;              /* the parameters changed since the copies were cast */
 };
-
-mt_status mt_precision_check(mt_precision p) {
-    return p == MT_PRECISION_BF16 ? mt__bf16_available() : MT_OK;
-}
-
-bool mt_bf16_native(void) { return mt__bf16_native(); }
-bool mt_bf16_fallback(void) { return mt__bf16_fallback(); }
 
 void mt_graph_params_changed(mt_graph *g) {
     if (g && g->prog && g->prog->bf16) g->prog->bf16->stale = true;
@@ -69,21 +63,13 @@ void mt_graph_params_changed(mt_graph *g) {
 /* A product bf16 precision runs in bf16: the op's descriptor says. */
 static bool is_product(mt_op op) { return mt__op_gdesc(op)->bf16_product; }
 
-/* The product's shape (M,N,K) as C (M,N) (+)= op(A) (M,K) · op(B) (K,N). */
-static void product_shape(const mt_op_call *c, int64_t *M, int64_t *N, int64_t *K) {
-    if (c->op == MT_OP_LINEAR) {   /* x (rows,C) · w (OC,C)ᵀ */
-        *M = c->p.linear.rows, *N = c->p.linear.OC, *K = c->p.linear.C;
-    } else {
-        *M = c->p.gemm.M, *N = c->p.gemm.N, *K = c->p.gemm.K;
-    }
-}
-
 /* Whether the call runs as a bf16 product (a zero-size shard runs sgemm's
  * edge cases in f32 instead). */
 static bool runs_bf16(const mt_op_call *c) {
     if (!is_product(c->op)) return false;
+    bool ta, tb;
     int64_t M, N, K;
-    product_shape(c, &M, &N, &K);
+    mt__product_shape(c, &ta, &tb, &M, &N, &K);
     return M > 0 && N > 0 && K > 0;
 }
 
@@ -159,18 +145,20 @@ static const uint16_t *shadow_of(const mt_graph *g, struct mt_bf16_state *st, mt
 
 mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
     if (prec != MT_PRECISION_BF16) return MT_OK;
-    mt_status s = mt__bf16_available();
+    const mt_backend *be = g->prog->env.backend;
+    mt_backend_plans *plans = NULL;
+    mt_status s = mt__backend_plans_create(be, &g->prog->env, &plans);
     if (s != MT_OK) return s;
     struct mt_bf16_state *st = calloc(1, sizeof *st);
-    if (!st) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
+    if (!st) {
+        mt__backend_plans_free(be, plans);
+        return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
+    }
     g->prog->bf16 = st;
+    st->plans = plans;
     st->stale = true;
-    int n = 0;
-    for (int i = 0; i < g->n_nodes; i++) n += is_product(g->nodes[i].call.op);
-    st->plans = calloc((size_t)(n ? n : 1), sizeof *st->plans);
     st->shadows = calloc((size_t)(g->n_params ? g->n_params : 1), sizeof *st->shadows);
-    if (!st->plans || !st->shadows) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
-    if ((s = mt__bf16_engine_create(mt_pool_size(g->prog->env.pool), &st->eng)) != MT_OK) return s;
+    if (!st->shadows) return mt_fail(MT_ENOMEM, "out of memory for the bf16 plans");
     /* FSDP's gathers of weights only bf16 products read: gather the
      * shard's bf16 copy (half the bytes), the products read the result */
     for (int i = 0; i < g->n_nodes; i++) {
@@ -180,36 +168,30 @@ mt_status mt__precision_prepare(mt_graph *g, mt_precision prec) {
         if (!(c->p.coll.gather16 = shadow_of(g, st, shard)))
             return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'", shard->name);
     }
-    size_t ws = 0;
+    size_t ws = 0;   /* bytes: the most any product's runs need */
     for (int i = 0; i < g->n_nodes && s == MT_OK; i++) {
         mt_op_call *c = &g->nodes[i].call;
-        if (!is_product(c->op)) continue;
-        bool ta = false, tb = true, both_acc = false;   /* linear: never accumulates */
-        int64_t M, N, K;
-        product_shape(c, &M, &N, &K);
-        if (c->op != MT_OP_LINEAR)   /* an accumulating call may also run as the first (=) */
-            ta = c->p.gemm.ta, tb = c->p.gemm.tb, both_acc = c->acc;
         if (!runs_bf16(c)) continue;   /* a zero-size shard: sgemm's edge cases */
-        mt_bf16_gemm *p = &st->plans[st->n_plans++];
+        mt_product_operands ops = {{NULL, NULL}, {false, false}};
         mt_tensor *pa = param_root(c->in[0]), *pb = param_root(c->in[1]);
-        if ((pa && !(p->a16 = shadow_of(g, st, pa))) || (pb && !(p->b16 = shadow_of(g, st, pb))))
+        if ((pa && !(ops.copy16[0] = shadow_of(g, st, pa))) ||
+            (pb && !(ops.copy16[1] = shadow_of(g, st, pb))))
             return mt_fail(MT_ENOMEM, "out of memory for the bf16 copy of '%s'",
                            (pa ? pa : pb)->name);
-        p->a_is16 = !pa && reads_gather16(g, c->in[0]);
-        p->b_is16 = !pb && reads_gather16(g, c->in[1]);
-        s = mt__bf16_gemm_plan(st->eng, ta, tb, M, N, K, both_acc || c->acc, p);
+        ops.is16[0] = !pa && reads_gather16(g, c->in[0]);
+        ops.is16[1] = !pb && reads_gather16(g, c->in[1]);
+        size_t w = 0;
+        s = mt__backend_plan_matmul(be, st->plans, c, &ops, &c->plan, &w);
         if (s != MT_OK)
             return mt_fail_wrap(s, "planning node %d (%s -> '%s') in bf16", i,
                                 mt__op_def(c->op)->name, c->out->name);
-        size_t w = mt__bf16_ws_elems(p);
         if (w > ws) ws = w;
-        c->bf16 = p;
     }
     void *wsb = NULL;
-    if (ws && (mt_backend_alloc(g->prog->env.backend, ws * sizeof *st->ws, &wsb) != MT_OK || !wsb))
-        return mt_fail(MT_ENOMEM, "out of memory for %zu bytes of bf16 workspace", ws * 2);
+    if (ws && (mt_backend_alloc(be, ws, &wsb) != MT_OK || !wsb))
+        return mt_fail(MT_ENOMEM, "out of memory for %zu bytes of bf16 workspace", ws);
     st->ws = wsb;
-    for (int i = 0; i < st->n_plans; i++) st->plans[i].ws = st->ws;
+    mt__backend_plans_workspace(be, st->plans, st->ws);
     return MT_OK;
 }
 
@@ -346,13 +328,11 @@ mt_status mt__precision_refresh(mt_graph *g) {
 void mt__precision_free(mt_graph *g) {
     struct mt_bf16_state *st = g->prog->bf16;
     if (!st) return;
-    for (int i = 0; i < st->n_plans; i++) mt__bf16_gemm_free(&st->plans[i]);
-    free(st->plans);
     const mt_backend *be = g->prog->env.backend;
+    mt__backend_plans_free(be, st->plans);
     for (int i = 0; i < st->n_shadows; i++) mt_backend_free(be, st->shadows[i].bf16);
     free(st->shadows);
     mt_backend_free(be, st->ws);
-    mt__bf16_engine_free(st->eng);
     free(st);
     g->prog->bf16 = NULL;
 }

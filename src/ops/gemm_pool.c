@@ -1,11 +1,23 @@
 /*
  * gemm_pool.c — the pool-parallel product every matmul op runs (op_table.c's
- * matmul, gemm and linear; the bf16 products' f32 fallback, matmul_bf16.c;
- * the collective matmuls' blocks, collective_matmul.c). Below all of them,
- * so that none calls back into the table that names it.
+ * matmul, gemm and linear; the CPU backend's bf16 products' f32 fallback,
+ * src/backend/matmul_bf16.c; the collective matmuls' blocks,
+ * collective_matmul.c), and a product call's shape. Below all of them, so
+ * that none calls back into the table that names it.
  */
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
+
+void mt__product_shape(const mt_op_call *c, bool *ta, bool *tb, int64_t *M, int64_t *N,
+                       int64_t *K) {
+    if (c->op == MT_OP_LINEAR) {   /* x (rows,C) · w (OC,C)ᵀ */
+        *ta = false, *tb = true;
+        *M = c->p.linear.rows, *N = c->p.linear.OC, *K = c->p.linear.C;
+    } else {
+        *ta = c->p.gemm.ta, *tb = c->p.gemm.tb;
+        *M = c->p.gemm.M, *N = c->p.gemm.N, *K = c->p.gemm.K;
+    }
+}
 
 /* MATMUL, GEMM and LINEAR run as blocks of C, one per kernel thread, each a
  * single-threaded sgemm: rows of C when M is the larger side, else columns. */

@@ -53,7 +53,7 @@ static double sum_partials(const par_ctx *ctx, const mt_op_env *env) {
 /* ======================================================================== */
 
 /* MATMUL, GEMM and LINEAR run on the pool as blocks of C (gemm_pool.c), in
- * f32; a call the backend planned as a bf16 product (mt_op_call.bf16) is the
+ * f32; a call the backend planned as a bf16 product (mt_op_call.plan) is the
  * backend's to run (src/backend/cpu_bf16.c), never this table's. */
 
 /* MATMUL and GEMM: out (M,N) (+)= op(in0) · op(in1). */

@@ -222,11 +222,12 @@ typedef struct {
     int          n_in;
     mt_tensor   *aux[2];                  /* saved by a forward for its backward */
     mt_op_params p;
-    /* MATMUL, LINEAR, GEMM: the planned bf16 product this call runs as
-     * (src/backend/bf16_impl.h; the graph plans it when compiled with
-     * MT_PRECISION_BF16), which the backend's run_op runs, never the op
-     * table's run; NULL: float32 on Open BLAS. */
-    const struct mt_bf16_gemm *bf16;
+    /* The backend's plan for this call, or NULL: the op table's run (f32).
+     * MATMUL, LINEAR, GEMM: a bf16 product, which the graph has its backend
+     * plan when compiled with MT_PRECISION_BF16 (src/backend/backend_impl.h,
+     * plan_matmul; the CPU's is a oneDNN plan). The backend's own type,
+     * read by its run_op alone, as an mt_backend_event's impl is. */
+    const void  *plan;
 } mt_op_call;
 
 /* What a call runs with: threads, scratch for the ops that ask for it, and
@@ -322,6 +323,12 @@ void   mt__run_linear_rs(const mt_op_env *env, const mt_op_call *call);
 void   mt__run_cm_wgrad(const mt_op_env *env, const mt_op_call *call);
 void   mt__cost_cm(const mt_op_call *call, double *flops, double *bytes);
 size_t mt__scratch_cm(const mt_op_call *call);
+
+/* A product call's shape (MATMUL, GEMM, LINEAR; gemm_pool.c) as C (M,N)
+ * (+)= op(A) (M,K) · op(B) (K,N): MATMUL and GEMM their p.gemm, LINEAR
+ * x (rows,C) · w (OC,C)ᵀ (ta false, tb true). */
+void   mt__product_shape(const mt_op_call *c, bool *ta, bool *tb, int64_t *M, int64_t *N,
+                         int64_t *K);
 
 /* The pool-parallel product the matmul ops run (gemm_pool.c): C (M,N) =
  * op(A) · op(B) (+ bias (N) on every row) + beta · C, dense (lda, ldb from
