@@ -250,7 +250,13 @@ typedef struct {
 /* What to plan. */
 typedef struct {
     /* the model: mt_train_config's model and model_config (the caller's
-       struct, alive during the call); the rest of it is ignored */
+       struct, alive during the call); its rules (NULL or "": the default
+       rows), with which every layout is built, each rule's mesh axes those
+       the layout has (an axis of size 1 splits nothing), refused as the
+       trainer refuses them (mt_train_config_check) and with a memory
+       convention other than MESHTRAIN (whose activations are formulas of
+       the default rows' splits); and bucket_mb, the trainer's gradient
+       buckets. The rest of it is ignored */
     mt_train_config    model;
     const mt_hardware *hw;
     int                chips;          /* devices; with min_chips, the most to try */
@@ -306,7 +312,7 @@ mt_plan_request mt_plan_request_defaults(void);
  * model or hardware, chips < 1, a batch that is not a whole number of
  * sequences, a mesh whose product is not the chips, an axis other than
  * data, fsdp, tensor, pipe, --seq past the model's context, chips past
- * the system's devices); MT_ENOMEM. A request none of whose layouts fits
+ * the system's devices, rules the trainer refuses); MT_ENOMEM. A request none of whose layouts fits
  * returns MT_OK with n_best 0 and why_none saying why (with min_chips: no
  * count up to req->chips, or the system's devices, fits). */
 mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out);

@@ -15,6 +15,15 @@
 
 static const char NO_DATA[] = "(plan reads no data)";
 
+void mt__plan_model_config(const mt_plan_request *r, mt_train_config *c) {
+    *c = mt_train_defaults();
+    c->model = r->model.model;
+    c->model_config = r->model.model_config;
+    c->model_config_size = mt_model_about_of(r->model.model)->config_size;
+    if (mt_model_about_of(r->model.model)->dataset) c->data = NO_DATA;
+    c->T = r->seq;
+}
+
 static bool same_key(const mt__plan_prog_key *a, const mt__plan_prog_key *b) {
     return !memcmp(a, b, sizeof *a);
 }
@@ -55,6 +64,37 @@ static mt_status grow(mt__plan_search *s) {
     return MT_OK;
 }
 
+/* The request's rules as the layout of `key` runs them, into buf (cap
+ * bytes): each rule's mesh axes less those of size 1 in the layout, which
+ * its mesh leaves out (mt__plan_mesh_text) and which split nothing
+ * (mt_rules_sharding takes only axes a mesh has with size > 1), so that a
+ * rule such as embed=fsdp holds on every layout, fsdp=1 included. NULL
+ * without rules; the text as given when it does not parse (start() has
+ * refused it: mt_train_config_check says why). */
+static const char *layout_rules(const char *rules, const mt__plan_prog_key *key, char *buf,
+                                size_t cap) {
+    mt_rules r;
+    if (!rules || !*rules || mt_rules_parse(rules, &r) != MT_OK) return rules;
+    static const char *const AXIS[4] = {"data", "fsdp", "tensor", "pipe"};
+    const int size[4] = {key->d, key->f, key->t, key->p};
+    for (int k = 0; k < r.n; k++) {
+        char kept[sizeof r.rule[k].mesh] = "";
+        size_t at = 0;
+        for (const char *p = r.rule[k].mesh; *p;) {
+            size_t len = strcspn(p, "+");
+            int a = 0;
+            while (a < 4 && !(strlen(AXIS[a]) == len && !strncmp(p, AXIS[a], len))) a++;
+            if (a == 4 || size[a] > 1)   /* an axis unknown here: the check's to refuse */
+                at += (size_t)snprintf(kept + at, sizeof kept - at, "%s%.*s", at ? "+" : "",
+                                       (int)len, p);
+            p += len + (p[len] == '+');
+        }
+        memcpy(r.rule[k].mesh, kept, sizeof kept);
+    }
+    mt_rules_format(&r, buf, cap);
+    return buf;
+}
+
 /* Builds (or finds) the program of `key`. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
                                   const mt__plan_cached **out) {
@@ -86,19 +126,18 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
         free(e);
         return rs;
     }
-    mt_train_config c = mt_train_defaults();
-    c.model = r->model.model;
+    mt_train_config c;
+    mt__plan_model_config(r, &c);
     c.model_config = mc;
-    c.model_config_size = about->config_size;
-    if (about->dataset) c.data = NO_DATA;
     c.B = key->batch * key->d * key->f;
-    c.T = s->seq;
     c.accum = key->p > 1 ? key->p : 1;
     c.zero = key->zero;
     c.remat = (mt_remat)key->remat;
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
     c.precision = r->precision;
+    char rules[MT_RULES_MAX * (MT_LOGICAL_NAME + 66)];
+    c.rules = layout_rules(r->model.rules, key, rules, sizeof rules);
     c.bucket_mb = r->model.bucket_mb;   /* the trainer's buckets: 25 MiB by default */
     c.schedule = key->p <= 1 ? NULL
                  : mt_schedule_kind_name(key->v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B);

@@ -175,6 +175,29 @@ static int system_chips(const mt_hardware *hw) {
     return d > 0 && d < MAX_CHIPS ? d : MAX_CHIPS;
 }
 
+/* The request's rules, as train checks them (mt_train_config_check: a
+ * logical axis the model lacks, a mesh axis no layout has, a rule for the
+ * batch), on a mesh of every axis the planner lays out, before any layout
+ * is built with them (cache.c); and refused with a convention whose
+ * activations are a published formula of the default rows' splits. */
+static mt_status check_rules(const mt_plan_request *r) {
+    const char *rules = r->model.rules;
+    if (!rules || !*rules) return MT_OK;
+    if (r->memory != MT_PLAN_MEMORY_MESHTRAIN)
+        return mt_fail(MT_EINVAL, "plan: --rules '%s' with --memory %s: that convention counts "
+                       "activations by the published formulas, which split them as the default "
+                       "rows do (Megatron's tensor parallelism); plan the rules with --memory "
+                       "meshtrain (the program's own buffers)", rules,
+                       mt_plan_memory_name(r->memory));
+    mt_train_config c;
+    mt__plan_model_config(r, &c);
+    c.rules = rules;
+    c.mesh = "pipe=1,data=1,fsdp=1,tensor=1";
+    c.devices = 1;
+    mt_status st = mt_train_config_check(&c);
+    return st == MT_OK ? MT_OK : mt_fail_wrap(st, "plan");
+}
+
 /* Checks the request and derives the model's facts into s. */
 static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) {
     memset(s, 0, sizeof *s);
@@ -252,7 +275,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
         mt_mesh_free(m);
         if (st != MT_OK) return st;
     }
-    return MT_OK;
+    return check_rules(r);
 }
 
 /* Why nothing fits, into rep->why_none: an infeasible layout's reason (one

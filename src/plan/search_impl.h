@@ -19,7 +19,11 @@
 
 /* What a chunk's program depends on. Not the schedule: it orders and
  * places the chunks, and every schedule of v chunks a device runs the same
- * program for a chunk (the cache builds it under 1F1B or interleaved). */
+ * program for a chunk (the cache builds it under 1F1B or interleaved).
+ * Not the request's rules either: they are one for every key of a search
+ * (the cache lives for one mt_plan_search), and the rules a chunk is built
+ * with are theirs less the axes of size 1 in (d, f, t, p) (cache.c's
+ * layout_rules). */
 typedef struct {
     int d, f, t, p, v;          /* mesh and chunks a device */
     int zero, remat, sp, cm;
@@ -96,6 +100,11 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
  * MT_LINK_THREADS) one device's share of the host (host.h's rule) in *tmp.
  * Returns the one to use. */
 const mt_hardware *mt__plan_layout_hw(const mt__plan_search *s, int chips, mt_hardware *tmp);
+/* The trainer's configuration of r's model (its settings as given, no
+ * data read, T the request's seq) into *c, the rest mt_train_defaults():
+ * what a layout's program (cache.c) and the rules' check (search.c) start
+ * from. */
+void mt__plan_model_config(const mt_plan_request *r, mt_train_config *c);
 /* Frees the cache. */
 void mt__plan_cache_free(mt__plan_search *s);
 
