@@ -233,6 +233,12 @@ int cli_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, bool 
     return CLI_EXIT_OK;
 }
 
+bool cli_given(const cli_opt *opts, const bool *seen, const char *name) {
+    for (int j = 0; opts[j].name; j++)
+        if (strcmp(opts[j].name, name) == 0) return seen[j];
+    return false;
+}
+
 bool cli_parse_named(const char *cmd, const char *name, const char *kind, const char *usage,
                      const cli_opt *opts, int argc, char **argv, int *rc) {
     if (argc == 0) {

@@ -69,6 +69,9 @@ typedef struct {
  * (the caller prints help and exits 0). */
 int cli_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, bool *seen);
 
+/* Whether the flag `name` of opts was given (seen as cli_parse left it). */
+bool cli_given(const cli_opt *opts, const bool *seen, const char *name);
+
 /* For commands of the form `meshtrain <cmd> <name> [flags]` that have one
  * name so far (`example linreg`, `bench collectives`; `kind` says what a name
  * is in messages: "example", "benchmark"): checks argv[0] is `name`, then

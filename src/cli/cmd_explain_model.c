@@ -20,6 +20,7 @@
  */
 #include "cli/args.h"
 #include "cli/model_flags.h"
+#include "cli/strategy_flags.h"
 #include "meshtrain.h"
 
 #include <errno.h>
@@ -336,8 +337,7 @@ static const char NO_DATA[] = "(explain reads no data)";
 int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
-    int model = 0, cm_choice = 0, remat = 0, precision = 0,
-        grad_reduce = 0;   /* remat: mt_remat's order */
+    int model = 0, precision = 0, grad_reduce = 0;
     const char *mesh_spec = NULL;
     int devices = 0;
     char choices_model[64] = "";
@@ -348,8 +348,10 @@ int cli_explain_model(int argc, char **argv) {
      * starting from the settings of a build without data (no file is read) */
     cli_model_flags mf;
     cli_model_flags_init(&mf, t, true);
+    cli_strategy_flags sf;   /* and the strategy's from their table, as train's */
+    cli_strategy_flags_init(&sf, CLI_STRATEGY_EXPLAIN, t);
     enum { MODEL_FLAGS_AT = 1 };
-    cli_opt opts[32 + CLI_MAX_MODEL_FLAGS] = {
+    cli_opt opts[32 + CLI_MAX_MODEL_FLAGS + CLI_MAX_STRATEGY_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to explain"},
     };
     const cli_opt common[] = {
@@ -357,28 +359,21 @@ int cli_explain_model(int argc, char **argv) {
         {"seq", CLI_INT, &t->T, 1, 1 << 20, 0, 0, NULL, "N", "tokens per sequence T"},
         {"devices", CLI_INT, &devices, 1, CLI_MAX_THREAD_DEVICES, 0, 0, NULL, "N", "devices (default: the mesh's product)"},
         {"mesh", CLI_STR, &mesh_spec, 0, 0, 0, 0, NULL, "AXES", "mesh, e.g. data=2,tensor=2 (default data=N)"},
-        {"zero", CLI_INT, &t->zero, 0, 3, 0, 0, NULL, "N", "ZeRO stage over the data axis (as train)"},
-        {"rules", CLI_STR, &t->rules, 0, 0, 0, 0, NULL, "RULES", "logical axes to mesh axes (as train)"},
-        {"sequence-parallel", CLI_FLAG, &t->sequence_parallel, 0, 0, 0, 0, NULL, NULL, "sequence parallelism over tensor (as train)"},
-        {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE", "with --sequence-parallel: collective matmuls (as train)"},
-        {"schedule", CLI_STR, &t->schedule, 0, 0, 0, 0, NULL, "KIND",
-         "a pipe axis's schedule (default 1f1b): each device shows the pipeline chunks it "
-         "gives the device"},
-        {"microbatches", CLI_INT, &t->accum, 1, 1 << 20, 0, 0, NULL, "N",
-         "microbatches per step, checked against a pipe axis as train checks them (default: "
-         "1, or one per stage of a pipe axis)"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    const cli_opt rest[] = {
         {"explicit", CLI_FLAG, &c.explicit_mode, 0, 0, 0, 0, NULL, NULL, "explicit mode: fail where the sharding is ambiguous"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products' precision (as train): bf16 shows FSDP's bf16 all-gathers"},
         {"grad-reduce", CLI_CHOICE, &grad_reduce, 0, 0, 0, 0, "fp32|bf16", "P",
          "gradient reductions' precision (as train)"},
-        {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
-         "activation checkpointing (as train): the recompute nodes and the smaller activations"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     int n_opts = MODEL_FLAGS_AT + cli_model_flags_opts(&mf, opts + MODEL_FLAGS_AT);
-    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) opts[n_opts++] = common[i];
+    for (size_t i = 0; common[i].name; i++) opts[n_opts++] = common[i];
+    n_opts += cli_strategy_flags_opts(&sf, opts + n_opts);
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) opts[n_opts++] = rest[i];
     bool seen[sizeof opts / sizeof opts[0]] = {0};
     int rc = cli_parse("explain", opts, argc, argv, seen);
     if (rc < 0) {
@@ -389,10 +384,10 @@ int cli_explain_model(int argc, char **argv) {
     t->model = (mt_model_kind)model;
     if ((rc = cli_model_flags_apply(&mf, opts, seen, MODEL_FLAGS_AT, t)) != CLI_EXIT_OK)
         return rc;
-    t->remat = (mt_remat)remat;
+    cli_strategy_flags_apply(&sf, opts, seen, t);
+    if ((rc = cli_strategy_flags_check(&sf, opts, seen, t)) != CLI_EXIT_OK) return rc;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
-    t->collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
     if (mt_model_about_of(t->model)->dataset) t->data = NO_DATA;
     /* the mesh as train takes it: --devices N alone is data=N, one device none */
     char spec[64];
@@ -405,10 +400,7 @@ int cli_explain_model(int argc, char **argv) {
     t->transport = MT_TRANSPORT_THREADS;
     /* without --microbatches a pipe axis gets the fewest a pipeline runs:
      * one per stage (a malformed mesh is the check's to report) */
-    bool microbatches = false;
-    for (int j = 0; opts[j].name; j++)
-        microbatches |= seen[j] && strcmp(opts[j].name, "microbatches") == 0;
-    if (!microbatches && mesh_spec) {
+    if (!cli_given(opts, seen, "microbatches") && mesh_spec) {
         int nd = devices;
         mt_mesh *m = NULL;
         if ((nd > 0 || mt_mesh_spec_devices(mesh_spec, &nd) == MT_OK) &&

@@ -8,6 +8,7 @@
  */
 #include "cli/args.h"
 #include "cli/model_flags.h"
+#include "cli/strategy_flags.h"
 #include "meshtrain.h"
 
 #include <math.h>
@@ -20,7 +21,7 @@ static const char USAGE[] =
     "                      --batch-tokens N --seq T [--precision bf16|fp32]\n"
     "                      [--remat auto|none|full|attention|dots] [--zero auto|0|1|2|3]\n"
     "                      [--sequence-parallel auto|on|off] [--mesh AXES]\n"
-    "                      [--schedule auto|KIND] [--microbatches M]\n"
+    "                      [--schedule auto|KIND] [--microbatches M] [--rules RULES]\n"
     "                      [--memory meshtrain|mixed16|book] [--top K] [--min-chips] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
@@ -35,6 +36,8 @@ static const char USAGE[] =
     "not divide) are never ranked; with --mesh each is listed with why. --min-chips\n"
     "finds the fewest chips (up to --chips, if given) on which some layout fits.\n"
     "--batch-tokens takes k, M, G (x1024: 4M = 4,194,304 tokens).\n"
+    "--rules (as train's) builds every layout with the rules, each rule's mesh axes\n"
+    "those the layout has (an axis of size 1 splits nothing).\n"
     "MFU is PaLM's: 6N + 12·L·H·Q·T FLOPs a token, recomputation excluded.\n"
     "\n"
     "examples:\n"
@@ -114,6 +117,10 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
                        const mt_plan_report *rep) {
     fprintf(out, "{\n  \"model\": \"%s\", \"hardware\": ", mt_model_name(q->model.model));
     cli_json_string(out, hw_name);
+    if (q->model.rules && *q->model.rules) {   /* only when given: the same object otherwise */
+        fprintf(out, ", \"rules\": ");
+        cli_json_string(out, q->model.rules);
+    }
     fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
             "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
             "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n"
@@ -147,6 +154,8 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
             rep->model_params, rep->chips, hw_name, q->batch_tokens, q->batch_tokens / q->seq,
             q->seq, q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32",
             mt_plan_memory_name(q->memory));
+    if (q->model.rules && *q->model.rules)
+        fprintf(out, "rules: %s (every layout built with them)\n", q->model.rules);
     fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {
@@ -259,22 +268,20 @@ int cli_cmd_plan(int argc, char **argv) {
     mt_plan_request q = mt_plan_request_defaults();
     mt_train_config *t = &q.model;
     *t = mt_train_defaults();
-    int model = 0, precision = 0, remat = 0, zero = 0, sp = 0, memory = 0, schedule = 0;
+    int model = 0, precision = 0, memory = 0;
     const char *hardware = NULL, *batch_tokens = NULL;
     bool json = false;
-    char choices_model[64] = "", choices_schedule[160] = "auto";
+    char choices_model[64] = "";
     for (int k = 0; mt_model_name((mt_model_kind)k); k++)
         snprintf(choices_model + strlen(choices_model), sizeof choices_model - strlen(choices_model),
                  "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
-    for (int k = 0; k < MT_SCHEDULE_N_KINDS; k++)
-        snprintf(choices_schedule + strlen(choices_schedule),
-                 sizeof choices_schedule - strlen(choices_schedule), "|%s",
-                 mt_schedule_kind_name((mt_schedule_kind)k));
     cli_model_flags mf;
     t->T = 1024;
     cli_model_flags_init(&mf, t, true);
+    cli_strategy_flags sf;   /* the strategy's, from their table: "auto" searches */
+    cli_strategy_flags_init(&sf, CLI_STRATEGY_PLAN, t);
     enum { MODEL_FLAGS_AT = 1 };
-    cli_opt opts[32 + CLI_MAX_MODEL_FLAGS] = {
+    cli_opt opts[32 + CLI_MAX_MODEL_FLAGS + CLI_MAX_STRATEGY_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to plan"},
     };
     const cli_opt common[] = {
@@ -283,12 +290,10 @@ int cli_cmd_plan(int argc, char **argv) {
         {"batch-tokens", CLI_STR, &batch_tokens, 0, 0, 0, 0, NULL, "N", "tokens a step (k, M, G: x1024)"},
         {"seq", CLI_INT, &q.seq, 1, 1 << 24, 0, 0, NULL, "T", "tokens a sequence"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "bf16|fp32", "P", "matrix products' precision"},
-        {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "auto|none|full|attention|dots", "POLICY", "activation checkpointing (auto: every policy)"},
-        {"zero", CLI_CHOICE, &zero, 0, 0, 0, 0, "auto|0|1|2|3", "N", "ZeRO stage over data (auto: every stage)"},
-        {"sequence-parallel", CLI_CHOICE, &sp, 0, 0, 0, 0, "auto|on|off", "MODE", "sequence parallelism over tensor"},
         {"mesh", CLI_STR, &q.mesh, 0, 0, 0, 0, NULL, "AXES", "one mesh (data=2,fsdp=256,tensor=8); default: every one"},
-        {"schedule", CLI_CHOICE, &schedule, 0, 0, 0, 0, choices_schedule, "KIND", "a pipe axis's schedule"},
-        {"microbatches", CLI_INT, &q.microbatches, 1, 1 << 24, 0, 0, NULL, "M", "microbatches a step (default: every power of two)"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    const cli_opt rest[] = {
         {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
          "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
         {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book", "CONV", "how bytes are counted (docs/planning.md)"},
@@ -298,7 +303,9 @@ int cli_cmd_plan(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     int n_opts = MODEL_FLAGS_AT + cli_model_flags_opts(&mf, opts + MODEL_FLAGS_AT);
-    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) opts[n_opts++] = common[i];
+    for (size_t i = 0; common[i].name; i++) opts[n_opts++] = common[i];
+    n_opts += cli_strategy_flags_opts(&sf, opts + n_opts);
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) opts[n_opts++] = rest[i];
     bool seen[sizeof opts / sizeof opts[0]] = {0};
     int rc = cli_parse("plan", opts, argc, argv, seen);
     if (rc < 0) {
@@ -311,10 +318,7 @@ int cli_cmd_plan(int argc, char **argv) {
     if ((rc = cli_model_flags_apply(&mf, opts, seen, MODEL_FLAGS_AT, t)) != CLI_EXIT_OK)
         return rc;
     q.precision = precision == 1 ? MT_PRECISION_FP32 : MT_PRECISION_BF16;
-    q.remat = remat - 1;
-    q.zero = zero - 1;
-    q.sequence_parallel = sp == 0 ? -1 : sp == 1 ? 1 : 0;
-    q.schedule = schedule - 1;
+    cli_strategy_flags_plan(&sf, &q);
     q.memory = (mt_plan_memory)memory;
     if (!hardware) {
         cli_error("plan: give --hardware NAME (the shipped systems are in hardware/; "

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/files.h"
 #include "cli/model_flags.h"
+#include "cli/strategy_flags.h"
 #include "cli/train_run.h"
 #include "meshtrain.h"
 #include "meshtrain/tokenizer.h"
@@ -125,53 +126,32 @@ static int apply_model_flags(mt_train_config *cfg, cli_model_flags *mf, const cl
     return cli_model_flags_apply(mf, opts, seen, first, cfg);
 }
 
-/* Whether the flag `name` was given. */
-static bool given(const cli_opt *opts, const bool *seen, const char *name) {
-    for (int j = 0; opts[j].name; j++)
-        if (strcmp(opts[j].name, name) == 0) return seen[j];
-    return false;
-}
-
 /* Flags that would be silently ignored, or would fail only later. */
 static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
-                                const bool *seen, int microbatches) {
+                                const bool *seen, const cli_strategy_flags *sf) {
     if (cfg->ckpt_every > 0 && !cfg->ckpt_out) {
         cli_error("--ckpt-every %d has no checkpoint to write: add --ckpt-out FILE, or drop "
                   "--ckpt-every", cfg->ckpt_every);
         return CLI_EXIT_USAGE;
     }
-    if (given(opts, seen, "microbatches") && given(opts, seen, "accum") &&
-        cfg->accum != microbatches) {
-        cli_error("--microbatches %d and --accum %d both set the microbatches per step; give one",
-                  microbatches, cfg->accum);
-        return CLI_EXIT_USAGE;
-    }
-    if (given(opts, seen, "val-frac") && cfg->data && mt_dataset_is_sharded(cfg->data)) {
+    if (cli_given(opts, seen, "val-frac") && cfg->data && mt_dataset_is_sharded(cfg->data)) {
         cli_error("--val-frac holds out the tail of one file, but --data '%s' names shards, "
                   "whose *_val_*.bin files are the validation split: drop --val-frac",
                   cfg->data);
         return CLI_EXIT_USAGE;
     }
-    if (given(opts, seen, "eval-batches") && cfg->eval_every == 0) {
+    if (cli_given(opts, seen, "eval-batches") && cfg->eval_every == 0) {
         cli_error("--eval-batches %d has no evaluation to size: add --eval-every N, or drop "
                   "--eval-batches", cfg->eval_batches);
         return CLI_EXIT_USAGE;
     }
-    if (given(opts, seen, "trace-steps") && !cfg->trace) {
+    if (cli_given(opts, seen, "trace-steps") && !cfg->trace) {
         cli_error("--trace-steps %d sizes a trace, but there is none: add --trace FILE, or drop "
                   "--trace-steps", cfg->trace_steps);
         return CLI_EXIT_USAGE;
     }
-    /* the library refuses on and off without sequence parallelism
-     * (mt_train_config_check, as it refuses --f32-activations without bf16,
-     * --remat without blocks, ...); auto given explicitly is the flag's own */
-    if (given(opts, seen, "collective-matmul") && !cfg->sequence_parallel) {
-        cli_error("--collective-matmul moves the collectives of sequence parallelism into the "
-                  "matmuls, and there are none: add --sequence-parallel (with a tensor axis), "
-                  "or drop --collective-matmul");
-        return CLI_EXIT_USAGE;
-    }
-    return CLI_EXIT_OK;
+    /* --microbatches beside --accum, --collective-matmul without sp */
+    return cli_strategy_flags_check(sf, opts, seen, cfg);
 }
 
 /* --llmc-in takes the model's sizes from the file: an explicit flag that says
@@ -188,7 +168,7 @@ static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, con
     }
     for (int i = 0; i < a->n_flags; i++) {
         const mt_model_flag *f = &a->flags[i];
-        if (f->type == MT_MODEL_FLAG_PRESET && given(opts, seen, f->flag)) {
+        if (f->type == MT_MODEL_FLAG_PRESET && cli_given(opts, seen, f->flag)) {
             cli_error("--%s sets the model, and --llmc-in '%s' holds one: drop --%s (the model "
                       "comes from the file)", f->flag, cfg->llmc_in, f->flag);
             return CLI_EXIT_USAGE;
@@ -198,7 +178,7 @@ static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, con
         int mine = cli_model_setting(cfg->model_config, f);
         int theirs = cli_model_setting(file.bytes, f);
         /* --vocab 0 and --padded-vocab 0 mean "from elsewhere", never a conflict */
-        if (!given(opts, seen, f->flag) || mine == theirs || (f->zero_is_auto && mine == 0))
+        if (!cli_given(opts, seen, f->flag) || mine == theirs || (f->zero_is_auto && mine == 0))
             continue;
         cli_error("--%s %d conflicts with --llmc-in '%s', which holds a model with %s=%d: drop "
                   "--%s (the model comes from the file) or give --%s %d", f->flag, mine,
@@ -238,7 +218,7 @@ static int apply_tokenizer(mt_train_config *cfg, cli_model_flags *mf, const char
     if (mt_tokenizer_check_tokens(tok, cfg->data, NULL) != MT_OK) {
         cli_error("%s", mt_errmsg());   /* it names both files */
         rc = CLI_EXIT_FAIL;
-    } else if (given(opts, seen, vf->flag) && cli_model_setting(cfg->model_config, vf) != V) {
+    } else if (cli_given(opts, seen, vf->flag) && cli_model_setting(cfg->model_config, vf) != V) {
         cli_error("--%s %d conflicts with --tokenizer '%s', which has %d pieces: drop --%s (the "
                   "vocabulary comes from the tokenizer)", vf->flag,
                   cli_model_setting(cfg->model_config, vf), path, V, vf->flag);
@@ -285,11 +265,8 @@ int cli_cmd_train(int argc, char **argv) {
     mt_train_config cfg = mt_train_defaults();
     int model = (int)cfg.model;
     int optim = cfg.optim.kind == MT_OPT_SGD ? 1 : 0;
-    int cm_choice = 0;   /* auto|on|off */
-    int microbatches = 1;
     const char *metrics_path = NULL, *tokenizer = NULL;
     bool quiet = false, profile = false;
-    int remat = 0;   /* the choices are mt_remat's order */
     int precision = 0, grad_reduce = 0;   /* indices in "fp32|bf16" */
     const double INF = HUGE_VAL;
     char choices_model[64];
@@ -299,8 +276,10 @@ int cli_cmd_train(int argc, char **argv) {
      * own flags come from the models' tables, after --model */
     cli_model_flags mf;
     cli_model_flags_init(&mf, &cfg, false);
+    cli_strategy_flags sf;   /* and the strategy's from their table, after --mesh */
+    cli_strategy_flags_init(&sf, CLI_STRATEGY_TRAIN, &cfg);
     enum { MODEL_FLAGS_AT = 1 };
-    cli_opt opts[64 + CLI_MAX_MODEL_FLAGS] = {
+    cli_opt opts[64 + CLI_MAX_MODEL_FLAGS + CLI_MAX_STRATEGY_FLAGS] = {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices_model, "NAME", "model to train"},
     };
     const cli_opt common[] = {
@@ -348,27 +327,9 @@ int cli_cmd_train(int argc, char **argv) {
          "devices of the mesh (threads; under mpirun one per rank)"},
         {"mesh", CLI_STR, &cfg.mesh, 0, 0, 0, 0, NULL, "SPEC",
          "device mesh, e.g. data=2,fsdp=2,tensor=2 (default data=N with --devices)"},
-        {"zero", CLI_INT, &cfg.zero, 0, 3, 0, 0, NULL, "N",
-         "ZeRO stage over the data axis: 1 optimizer state split, 2 and gradients, 3 and parameters"},
-        {"rules", CLI_STR, &cfg.rules, 0, 0, 0, 0, NULL, "RULES",
-         "the strategy as rules from the model's logical axes to mesh axes, e.g. "
-         "'mlp=tensor,heads=tensor,embed=fsdp' (each replaces the default rule of its axis: "
-         "batch=data+fsdp, vocab/heads/kv_heads/mlp=tensor; 'axis=' keeps it whole)"},
-        {"sequence-parallel", CLI_FLAG, &cfg.sequence_parallel, 0, 0, 0, 0, NULL, NULL,
-         "sequence parallelism over the tensor axis (GPT): layernorms on T/n rows"},
-        {"collective-matmul", CLI_CHOICE, &cm_choice, 0, 0, 0, 0, "auto|on|off", "MODE",
-         "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)"},
-        {"schedule", CLI_STR, &cfg.schedule, 0, 0, 0, 0, NULL, "KIND",
-         "pipeline schedule over the pipe axis: gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|dualpipev "
-         "(default 1f1b)"},
-        {"microbatches", CLI_INT, &microbatches, 1, 1 << 20, 0, 0, NULL, "N",
-         "pipeline microbatches per step (the same as --accum)"},
-        {"chunks", CLI_INT, &cfg.pipe_chunks, 1, 8, 0, 0, NULL, "N",
-         "model chunks per device (interleaved; zb-v and dualpipev use 2)"},
-        {"remat", CLI_CHOICE, &remat, 0, 0, 0, 0, "none|full|attention|dots", "POLICY",
-         "activation checkpointing, per transformer block: full keeps only the block's "
-         "input (about one forward more a step), attention recomputes only the attention "
-         "probabilities, dots keeps the matmuls' outputs and recomputes the elementwise ops"},
+        {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
+    };
+    const cli_opt outputs[] = {
         {"trace", CLI_STR, &cfg.trace, 0, 0, 0, 0, NULL, "FILE",
          "the steps' Chrome trace, written at the end (a track per device: steps, phases, "
          "every op with its FLOPs and bytes, collectives, optimizer, idle time; without "
@@ -382,7 +343,9 @@ int cli_cmd_train(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     int n_opts = MODEL_FLAGS_AT + cli_model_flags_opts(&mf, opts + MODEL_FLAGS_AT);
-    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) opts[n_opts++] = common[i];
+    for (size_t i = 0; common[i].name; i++) opts[n_opts++] = common[i];
+    n_opts += cli_strategy_flags_opts(&sf, opts + n_opts);
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) opts[n_opts++] = outputs[i];
     bool seen[sizeof opts / sizeof opts[0]] = {0};
 
     int rc = cli_parse("train", opts, argc, argv, seen);
@@ -395,14 +358,12 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
     cfg.precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     cfg.grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
-    cfg.collective_matmul = cm_choice == 1 ? 1 : cm_choice == 2 ? -1 : 0;
-    cfg.remat = (mt_remat)remat;
-    if (given(opts, seen, "microbatches") && !given(opts, seen, "accum")) cfg.accum = microbatches;
+    cli_strategy_flags_apply(&sf, opts, seen, &cfg);
     if ((rc = apply_model_flags(&cfg, &mf, opts, seen, MODEL_FLAGS_AT)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */
     if (cfg.optim.total_steps != 0) cfg.optim.total_steps = cfg.steps;
     /* the flags: the same on every rank */
-    if ((rc = check_flag_conflicts(&cfg, opts, seen, microbatches)) != CLI_EXIT_OK) return rc;
+    if ((rc = check_flag_conflicts(&cfg, opts, seen, &sf)) != CLI_EXIT_OK) return rc;
 
     /* a mesh: --devices alone means data parallel over all of them */
     char mesh_buf[32];
