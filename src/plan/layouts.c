@@ -7,6 +7,7 @@
  * (a layout that cannot divide is infeasible, with the reason).
  */
 #include "plan/search_impl.h"
+#include "train/strategy_fit.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +69,10 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
            time: planned only when the mesh is given */
         snprintf(why, cap, "%d kv heads do not split over tensor=%d: the search leaves out "
                  "layouts that replicate them; give --mesh to plan one", s->kv_heads, l->tensor);
-    } else if (l->sequence_parallel && s->seq % l->tensor) {
+    } else if (mt__strategy_misfits(&(mt__strategy_sizes){
+                   .data = l->data, .fsdp = l->fsdp, .tensor = l->tensor, .T = s->seq,
+                   .zero = l->zero, .sp = l->sequence_parallel,
+                   .cm = l->collective_matmul}) & MT__MISFIT_SP_T) {
         snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
                  l->tensor);
     } else if (l->pipe > 1) {
@@ -136,14 +140,22 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
     }
     for (int zero = 0; zero <= 3; zero++) {
         if (r->zero >= 0 && zero != r->zero) continue;
-        if (zero > 0 && d == 1 && r->zero < 0) continue;   /* nothing to shard over */
-        if (zero == 1 && f > 1) continue;                  /* the trainer refuses it */
         for (int rm = 0; rm < 4; rm++) {
             if (r->remat >= 0 && rm != r->remat) continue;
             for (int sp = 0; sp <= 1; sp++) {
                 if (r->sequence_parallel >= 0 && sp != r->sequence_parallel) continue;
-                if (sp && t == 1) continue;
-                for (int cm = 0; cm <= sp; cm++) {
+                for (int cm = 0; cm <= 1; cm++) {
+                    /* what the trainer refuses is left out (ZeRO with no data axis to
+                       shard over only when the stage is searched: one asked for is
+                       built, and refused in the trainer's words); sequence
+                       parallelism's T is mt__plan_divides' to say */
+                    const unsigned miss = mt__strategy_misfits(&(mt__strategy_sizes){
+                        .data = d, .fsdp = f, .tensor = t, .T = s->seq, .zero = zero,
+                        .sp = sp, .cm = cm});
+                    if (miss & (MT__MISFIT_CM_NO_SP | MT__MISFIT_ZERO1_FSDP |
+                                MT__MISFIT_SP_NO_TENSOR))
+                        continue;
+                    if ((miss & MT__MISFIT_ZERO_NO_DATA) && r->zero < 0) continue;
                     for (int k = p > 1 ? 0 : -1; k < (p > 1 ? MT_SCHEDULE_N_KINDS : 0); k++) {
                         if (p > 1 && r->schedule >= 0 && k != r->schedule) continue;
                         /* zb-h2's memory-heavy warm-up is zb-h1's with more in flight:

@@ -13,6 +13,7 @@
  * axes that split them). What only a file can tell (llmc_in's model, V from
  * the data) is checked when the trainer reads it.
  */
+#include "train/strategy_fit.h"
 #include "train/train_impl.h"
 
 #include <stdio.h>
@@ -126,7 +127,8 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
     if (c->remat != MT_REMAT_NONE && !m->remat)
         return mt_fail(MT_EINVAL, "--remat recomputes the activations of transformer blocks, "
                        "and --model %s has none: use --model gpt, or drop --remat", m->about.name);
-    if (c->collective_matmul != 0 && !c->sequence_parallel)
+    const mt__strategy_sizes z = {.sp = c->sequence_parallel, .cm = c->collective_matmul != 0};
+    if (mt__strategy_misfits(&z) & MT__MISFIT_CM_NO_SP)
         return mt_fail(MT_EINVAL, "--collective-matmul moves the collectives of sequence "
                        "parallelism into the matmuls, and there are none: add "
                        "--sequence-parallel (with a tensor axis), or drop --collective-matmul");
@@ -144,6 +146,16 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
 /* ======================================================================== */
 /* The mesh                                                                  */
 /* ======================================================================== */
+
+unsigned mt__strategy_misfits(const mt__strategy_sizes *z) {
+    unsigned m = 0;
+    if (z->cm && !z->sp) m |= MT__MISFIT_CM_NO_SP;
+    if (z->zero > 0 && z->data < 2) m |= MT__MISFIT_ZERO_NO_DATA;
+    if (z->zero == 1 && z->fsdp > 1) m |= MT__MISFIT_ZERO1_FSDP;
+    if (z->sp && z->tensor < 2) m |= MT__MISFIT_SP_NO_TENSOR;
+    else if (z->sp && z->T % z->tensor != 0) m |= MT__MISFIT_SP_T;
+    return m;
+}
 
 mt_status mt__train_mesh_devices(const mt_train_config *c, int *out) {
     *out = 0;
@@ -187,11 +199,14 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
     if (s != MT_OK) return s;
     const int data = mt_mesh_axis_size(mesh, "data"), fsdp = mt_mesh_axis_size(mesh, "fsdp");
     const int tensor = mt_mesh_axis_size(mesh, "tensor");
-    if (c->zero > 0 && data < 2)
+    const unsigned miss = mt__strategy_misfits(&(mt__strategy_sizes){
+        .data = data, .fsdp = fsdp, .tensor = tensor, .T = c->T, .zero = c->zero,
+        .sp = c->sequence_parallel, .cm = c->collective_matmul != 0});
+    if (miss & MT__MISFIT_ZERO_NO_DATA)
         return mt_fail(MT_EINVAL, "zero=%d splits the parameters over the mesh's data axis, "
                        "which '%s' %s; add one of 2 or more (e.g. data=2) or drop --zero",
                        c->zero, c->mesh, data ? "gives only 1 device" : "does not have");
-    if (c->zero == 1 && fsdp > 1)
+    if (miss & MT__MISFIT_ZERO1_FSDP)
         return mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
                        "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
     const int pipe = mt__train_pipe_size(mesh);
@@ -203,7 +218,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "schedule", c->schedule ? c->schedule : "(chunks)", c->mesh);
     }
     if (c->sequence_parallel) {
-        if (tensor < 2)
+        if (miss & MT__MISFIT_SP_NO_TENSOR)
             return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "
                            "axis, but mesh '%s' has no tensor axis of 2 or more; add one "
                            "(e.g. tensor=2) or drop --sequence-parallel", c->mesh);
@@ -211,7 +226,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
             return mt_fail(MT_EINVAL, "sequence parallelism needs a model with a sequence "
                            "dim (the GPT); --model %s has none: drop --sequence-parallel",
                            m->about.name);
-        if (c->T % tensor != 0)
+        if (miss & MT__MISFIT_SP_T)
             return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d (--seq) over "
                            "tensor=%d, which does not divide it; pick T a multiple of %d", c->T,
                            tensor, tensor);
