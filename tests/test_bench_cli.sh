@@ -25,11 +25,12 @@ read -r sg1 sgall <<<"$(num sgemm_gflops)"
 read -r tr1 trall <<<"$(num triad_gbs)"
 read -r fm1 fmall <<<"$(num fma_gflops)"
 read -r co1 coall <<<"$(num sgemm_cold_gflops)"
-# (no ratio between them: each is a best-of-few on a shared machine, and
-# under a sanitizer beside other tests one probe's sgemm read 4 GFLOP/s)
+# (no ratio between them and no floor: each is a best-of-few on a shared
+# machine, and under a sanitizer beside other tests one probe's sgemm read
+# 4 GFLOP/s and one triad 0.88 GB/s; a floor is a timed bound, bench/'s)
 if awk -v a="$sg1" -v b="$sgall" -v c="$tr1" -v d="$trall" -v e="$fm1" -v f="$fmall" \
        -v g="$co1" -v h="$coall" \
-       'BEGIN { exit !(a > 0 && b > 0 && c > 1 && d > 1 && e > 0 && f > 0 && g > 0 && h > 0) }'; then
+       'BEGIN { exit !(a > 0 && b > 0 && c > 0 && d > 0 && e > 0 && f > 0 && g > 0 && h > 0) }'; then
     ok "machine figures are sane (sgemm $sg1/$sgall, cold $co1/$coall, triad $tr1/$trall GB/s, FMA $fm1/$fmall)"
 else
     bad "machine figures are sane" "sgemm '$sg1' '$sgall' cold '$co1' '$coall' triad '$tr1' '$trall' fma '$fm1' '$fmall': $(cat m.json)"

@@ -252,12 +252,12 @@ MT_TEST(default_rows_give_megatrons_layouts) {
 MT_TEST(a_users_rule_replaces_its_axis_only) {
     mt_train_config c = mt_train_defaults();
     mt_rules r;
-    MT_CHECK_OK(mt__train_rules(&c, &r));
+    MT_CHECK_OK(mt__train_rules(&c, &r, NULL, 0));
     MT_CHECK(!strcmp(mt_rules_find(&r, "heads"), "tensor") &&
              !strcmp(mt_rules_find(&r, "batch"), "data+fsdp") && !mt_rules_find(&r, "embed"),
              "the default rows");
     c.rules = "heads=,embed=fsdp";
-    MT_CHECK_OK(mt__train_rules(&c, &r));
+    MT_CHECK_OK(mt__train_rules(&c, &r, NULL, 0));
     MT_CHECK(!strcmp(mt_rules_find(&r, "heads"), "") && !strcmp(mt_rules_find(&r, "embed"), "fsdp")
              && !strcmp(mt_rules_find(&r, "mlp"), "tensor") &&
              !strcmp(mt_rules_find(&r, "batch"), "data+fsdp"),

@@ -258,7 +258,7 @@ MT_TEST(ops_special_moves_have_hooks) {
 typedef struct {
     mt_graph *g;
     char      log[512];
-    bool      scatter;   /* sequence_scatter says yes */
+    bool      scatter;   /* constraint_scatter says yes */
 } fake;
 
 static void note(fake *f, const char *fmt, int v) {
@@ -292,9 +292,9 @@ static mt_status f_result(void *ctx, mt_lower_step *st) {
     st->next = st->rule->n_moves;
     return MT_OK;
 }
-static mt_status f_keep(void *ctx, mt_lower_step *st) {
+static mt_status f_constrain(void *ctx, mt_lower_step *st) {
     (void)st;
-    note(ctx, "keep_partial ", 0);
+    note(ctx, "constrain ", 0);
     return MT_OK;
 }
 static mt_tensor *f_move(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary) {
@@ -315,12 +315,10 @@ static mt_tensor *f_pvary(void *ctx, const mt_tensor *global_in, mt_tensor *x, u
     note(ctx, "pvary(%d) ", (int)want);
     return x;
 }
-static bool f_gather(void *ctx, const mt_move *mv, uint32_t vary) {
-    (void)ctx, (void)mv, (void)vary;
-    return false;
-}
-static bool f_scatter(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv) {
+static bool f_scatter(void *ctx, const mt_lower_step *st, const mt_type *t, uint32_t axes,
+                      mt_move *mv) {
     fake *f = ctx;
+    (void)st;
     if (!f->scatter) return false;
     *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = 1,
                     .dim2 = -1, .axes = axes, .before = *t, .after = *t};
@@ -348,10 +346,10 @@ static mt_lower_step run_linear_hook(fake *f, const mt_shard_result *r, int n_in
     mt_lower_step st = {.call = &f->g->nodes[f->g->n_nodes - 1].call, .rule = r, .n_in = n_in,
                         .in = {x, w, b}, .vary = {1, 2, 0}};
     const mt_lower_services sv = {
-        .ctx = f, .seq_axes = 2, .operand_moves = f_operand, .inside_moves = f_inside,
+        .ctx = f, .operand_moves = f_operand, .inside_moves = f_inside,
         .pvary_inputs = f_pvary_inputs, .lower = f_lower, .result_moves = f_result,
-        .keep_partial = f_keep, .move = f_move, .pvary = f_pvary, .sequence_gather = f_gather,
-        .sequence_scatter = f_scatter, .axes = f_axes, .failed = f_failed};
+        .constrain = f_constrain, .move = f_move, .pvary = f_pvary,
+        .constraint_scatter = f_scatter, .axes = f_axes, .failed = f_failed};
     MT_CHECK_OK(mt__lower_moves_linear(f->g, &st, &sv));
     MT_CHECK(st.next == r->n_moves, "the hook left moves %d to %d", st.next, r->n_moves);
     return st;
@@ -381,8 +379,9 @@ MT_TEST(ops_linear_hook_late_bias_and_scatter) {
              op_name(last->op));
     MT_CHECK(st.out_vary == 1, "late bias: the result varies over %#x, want 0x1", st.out_vary);
     mt_graph_free(f.g);
-    /* sequence parallelism: the all-reduce becomes a reduce-scatter onto T,
-     * which the result's type and vary then split over bit 2 */
+    /* a constraint splitting T over bit 2 (sequence parallelism): the
+     * all-reduce becomes a reduce-scatter onto T, which the result's type
+     * and vary then split over bit 2 */
     f = (fake){.g = mt_graph_create(), .scatter = true};
     st = run_linear_hook(&f, &r, 3);
     MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(2) lower(2) reduce-scatter "
@@ -399,7 +398,7 @@ MT_TEST(ops_linear_hook_late_bias_and_scatter) {
     const mt_shard_result none = {.result = partial};
     f = (fake){.g = mt_graph_create()};
     st = run_linear_hook(&f, &none, 3);
-    MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(3) lower(3) keep_partial ")
+    MT_CHECK(strcmp(f.log, "operand(-1) inside(0) pvary_inputs(3) lower(3) constrain ")
              == 0, "no result move: the steps were '%s'", f.log);
     MT_CHECK(f.g->nodes[f.g->n_nodes - 1].call.op == MT_OP_LINEAR, "no result move: the last "
              "node is not the linear");

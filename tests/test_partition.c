@@ -15,7 +15,7 @@ enum { N = 8, C = 16, H = 32, O = 4 };
 
 /* x (N,C) -> linear(w1 (H,C), b1) -> gelu -> h (N,H) · z (H,O) -> mse
  * against y (N,O); x, z and y are inputs, so any of their dims can be split. */
-static mt_tensor *build(mt_graph *g) {
+static mt_tensor *build(mt_graph *g, mt_tensor **o_out) {
     int64_t xs[2] = {N, C}, zs[2] = {H, O}, ys[2] = {N, O}, w1s[2] = {H, C}, b1s[1] = {H};
     mt_tensor *x = mt_input(g, "x", MT_F32, 2, xs);
     mt_tensor *z = mt_input(g, "z", MT_F32, 2, zs);
@@ -24,6 +24,7 @@ static mt_tensor *build(mt_graph *g) {
     mt_tensor *b1 = mt_param(g, "b1", 1, b1s, (mt_init){MT_INIT_NORMAL, 0.1f});
     mt_tensor *h = mt_gelu(g, mt_linear(g, x, w1, b1));          /* (N,H) */
     mt_tensor *o = mt_matmul(g, h, z, false, false);             /* (N,O) */
+    if (o_out) *o_out = o;
     return mt_mse(g, o, y, 1.0f / (N * O));
 }
 
@@ -48,6 +49,8 @@ typedef struct {
     mt_shard_mode mode;
     const char *wspec;           /* w1's partition spec (NULL: replicated) */
     uint32_t    gather;          /* mt_partition_opts.gather_axes */
+    const char *ospec;           /* o's constraint (NULL: none) */
+    int         scatters;        /* psum_scatter nodes in device 0's program */
     float       loss;
     float       grad[2][H * C];  /* d w1, d b1 of device 0 */
     mt_status   status;
@@ -67,7 +70,7 @@ static mt_status run_device(mt_ctx *ctx, void *arg) {
     run_case *rc = arg;
     const char *names[3] = {"x", "z", "y"};
     mt_graph *g = mt_graph_create(), *local = g;
-    mt_tensor *loss = build(g), *lloss = loss;
+    mt_tensor *o = NULL, *loss = build(g, &o), *lloss = loss;
     mt_sharding sh[3] = {{{0}, 0}};
     mt_status s = mt_graph_status(g);
     if (ctx) {
@@ -80,10 +83,19 @@ static mt_status run_device(mt_ctx *ctx, void *arg) {
             s = mt_sharding_parse(mt_ctx_mesh(ctx), rc->wspec, 2, &sw);
             if (s == MT_OK) s = mt_tensor_set_sharding(mt_graph_find(g, "w1"), &sw);
         }
+        if (s == MT_OK && rc->ospec) {
+            mt_sharding so;
+            s = mt_sharding_parse(mt_ctx_mesh(ctx), rc->ospec, 2, &so);
+            if (s == MT_OK) s = mt_tensor_set_constraint(o, &so);
+        }
         mt_partition_opts po = {.mode = rc->mode, .gather_axes = rc->gather};
         if (s == MT_OK) s = mt_partition(g, loss, ctx, &po, &local, &lloss);
     }
     if (s == MT_OK) s = mt_graph_compile(local, lloss, &(mt_compile_opts){.seed = 3});
+    mt_node_info ni;
+    for (int i = 0; s == MT_OK && ctx && mt_ctx_device(ctx) == 0 && i < mt_graph_n_nodes(local);
+         i++)
+        if (mt_graph_node(local, i, &ni) == MT_OK) rc->scatters += !strcmp(ni.op, "psum_scatter");
     for (int k = 0; k < 3 && s == MT_OK; k++) {
         mt_tensor *t = mt_graph_find(local, names[k]);
         fill(t, names[k], ctx ? offset(ctx, &sh[k], 0, mt_tensor_dim(t, 0)) : 0,
@@ -107,23 +119,28 @@ static mt_status run_device(mt_ctx *ctx, void *arg) {
     return s;
 }
 
-static run_case run(const char *mesh, int devices, const char *sx, const char *sz, const char *sy,
-                    mt_shard_mode mode) {
-    run_case rc = {.mesh = mesh, .devices = devices, .spec = {sx, sz, sy}, .mode = mode};
-    if (!mesh) {
+static run_case run_on(run_case rc) {
+    if (!rc.mesh) {
         rc.status = run_device(NULL, &rc);
         return rc;
     }
-    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 30, .kernel_threads = 1};
+    mt_launch_opts o = {.mesh = rc.mesh, .devices = rc.devices, .timeout_s = 30,
+                        .kernel_threads = 1};
     rc.status = mt_launch(&o, run_device, &rc);
     if (rc.status != MT_OK) snprintf(rc.msg, sizeof rc.msg, "%s", mt_errmsg());
     return rc;
 }
 
+static run_case run(const char *mesh, int devices, const char *sx, const char *sz, const char *sy,
+                    mt_shard_mode mode) {
+    return run_on((run_case){.mesh = mesh, .devices = devices, .spec = {sx, sz, sy},
+                             .mode = mode});
+}
+
 static void check_same(const run_case *got, const run_case *one, const char *what) {
     MT_CHECK(got->status == MT_OK, "%s: %s", what, got->msg);
     MT_CHECK_CLOSE(got->loss, one->loss, 1e-5, "%s: loss", what);
-    for (int k = 0; k < 2; k++)
+    for (int k = got->wspec ? 1 : 0; k < 2; k++)   /* a split w1: b1 only (run_device) */
         for (int i = 0; i < (k ? H : H * C); i++)
             MT_CHECK_CLOSE(got->grad[k][i], one->grad[k][i], 1e-5, "%s: d%s[%d]", what,
                            k ? "b1" : "w1", i);
@@ -444,6 +461,61 @@ MT_TEST(reshard_moves_are_collectives) {
         MT_CHECK(strcmp(mc.ops, CASES[i].ops) == 0, "reshard to '%s': collectives '%s', want '%s'",
                  CASES[i].spec, mc.ops, CASES[i].ops);
     }
+}
+
+/* A constraint on an op's output (JAX's with_sharding_constraint,
+ * Megatron-SP's layout): w1 split on H (so h = gelu(x · w1ᵀ + b1) is too)
+ * and z split on its contracting dim H make o = h · z a partial sum over
+ * m; with o constrained to its rows N over m, the sum is
+ * reduce-scattered onto N (one psum_scatter in device 0's program),
+ * without it none is; both train the one-device run. */
+MT_TEST(constraint_reduce_scatters_a_partial_product) {
+    run_case one = run(NULL, 1, "", "", "", MT_SHARD_AUTO);
+    MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
+    run_case plain = run_on((run_case){.mesh = "m=2", .devices = 2, .spec = {"", "m", ""},
+                                       .wspec = "m"});
+    check_same(&plain, &one, "h and z over m, no constraint");
+    MT_CHECK(plain.scatters == 0, "without a constraint: %d psum_scatter nodes, want 0",
+             plain.scatters);
+    run_case con = run_on((run_case){.mesh = "m=2", .devices = 2, .spec = {"", "m", ""},
+                                     .wspec = "m", .ospec = "m"});
+    check_same(&con, &one, "h and z over m, o's rows constrained over m");
+    MT_CHECK(con.scatters == 1, "o's rows over m: %d psum_scatter nodes, want 1", con.scatters);
+}
+
+/* What mt_tensor_set_constraint and mt_partition_opts.lowerings refuse. */
+MT_TEST(constraint_and_lowerings_refusals) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *o = NULL, *loss = build(g, &o);
+    mt_sharding sh = {{1}, 0};
+    MT_CHECK(mt_tensor_set_constraint(mt_graph_find(g, "x"), &sh) == MT_EINVAL &&
+             strstr(mt_errmsg(), "'x' is a leaf") && strstr(mt_errmsg(), "mt_tensor_set_sharding"),
+             "a leaf's constraint: '%s'", mt_errmsg());
+    sh.partial_axes = 1;
+    MT_CHECK(mt_tensor_set_constraint(o, &sh) == MT_EINVAL &&
+             strstr(mt_errmsg(), "partial sums"), "a partial constraint: '%s'", mt_errmsg());
+    sh = (mt_sharding){{0, 0, 1}, 0};
+    MT_CHECK(mt_tensor_set_constraint(o, &sh) == MT_EINVAL &&
+             strstr(mt_errmsg(), "splits dim 2"), "a dim o lacks: '%s'", mt_errmsg());
+    MT_CHECK(mt_partition_lowering(0) && strcmp(mt_partition_lowering(0), "collective_matmul") == 0
+             && !mt_partition_lowering(1) && !mt_partition_lowering(-1),
+             "the lowering variants are not exactly collective_matmul");
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create("m=2", 2, &mesh));
+    mt_ctx *ctx = NULL;
+    MT_CHECK_OK(mt_ctx_virtual_create(mesh, 0, &ctx));
+    mt_partition_opts po = {.lowerings = "collective_matmul,ring"};
+    mt_graph *local = NULL;
+    mt_tensor *lloss = NULL;
+    MT_CHECK(mt_partition(g, loss, ctx, &po, &local, &lloss) == MT_EINVAL &&
+             strstr(mt_errmsg(), "'ring'") && strstr(mt_errmsg(), "known: collective_matmul"),
+             "an unknown lowering: '%s'", mt_errmsg());
+    snprintf(po.lowerings, sizeof po.lowerings, "collective_matmul");
+    MT_CHECK_OK(mt_partition(g, loss, ctx, &po, &local, &lloss));
+    mt_graph_free(local);
+    mt_ctx_virtual_free(ctx);
+    mt_mesh_free(mesh);
+    mt_graph_free(g);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -72,7 +72,8 @@ static const mt__train_model WIDE = {
     .logical_axes = "batch,wide",
 };
 
-static const mt__strategy_row WIDE_ROW = {"the wide MLP's hidden dim over tensor", "wide=tensor"};
+static const mt__strategy_row WIDE_ROW = {.strategy = "the wide MLP's hidden dim over tensor",
+                                         .rules = "wide=tensor"};
 
 /* the kind, registered once for the whole program (cases run in children) */
 static mt_model_kind wide_kind(void) {
@@ -145,7 +146,7 @@ MT_TEST(registration_refuses_what_it_cannot_run) {
     MT_CHECK(mt__train_model_register(&bad, &kind) == MT_EINVAL &&
              strstr(mt_errmsg(), "'no_builder'") && strstr(mt_errmsg(), "build"),
              "an entry without a builder: '%s'", mt_errmsg());
-    static const mt__strategy_row broken = {"broken", "wide"};
+    static const mt__strategy_row broken = {.strategy = "broken", .rules = "wide"};
     MT_CHECK(mt__strategy_register(&broken) == MT_EINVAL && strstr(mt_errmsg(), "'broken'") &&
              strstr(mt_errmsg(), "logical=mesh"), "a row that does not parse: '%s'", mt_errmsg());
     /* a built-in model is still itself */

@@ -8,7 +8,9 @@
 # embed dims stored over fsdp and its MLP left whole ('embed=fsdp,mlp=') on
 # fsdp=2,tensor=2, the LLaMA with its heads whole on tensor=2, and the MLP
 # model with its pairs whole; each step's loss and gradient norm (the
-# metrics file) within 1e-5 of the one-device run's. A rule naming a
+# metrics file) within 1e-5 of the one-device run's; so does sequence
+# parallelism given as the rule 'act_length=tensor', whose program is
+# --sequence-parallel's. A rule naming a
 # logical axis the model lacks, a mesh axis the mesh lacks, a rule for the
 # batch (the data loader's axes), a rule without '=' and rules without a
 # mesh are refused before any work, exit 2, naming
@@ -91,6 +93,8 @@ refuse "a logical axis twice" "logical axis 'mlp' has two rules" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensor,mlp=' --metrics never.jsonl
 refuse "rules without a mesh" "--rules maps the model's logical axes onto a mesh's axes" \
     train "${GPT[@]}" --rules 'mlp=tensor' --metrics never.jsonl
+refuse "sequence parallelism as its rule, under a pipeline" "act_length=tensor (sequence parallelism) does not compose with a pipeline" \
+    train "${GPT[@]}" --mesh pipe=2,tensor=2 --microbatches 2 --rules 'act_length=tensor' --metrics never.jsonl
 refuse "explain: a logical axis the model lacks" "has no logical axis 'experts'" \
     explain --model llama --layers 2 --channels 32 --heads 4 --mesh tensor=2 --rules 'experts=tensor'
 
@@ -102,5 +106,33 @@ if timeout 120 "$BIN" explain --model gpt --layers 1 --channels 32 --heads 4 --m
 else
     bad "explain --rules 'mlp='" "$(head -c 300 err.txt)"
 fi
+
+# sequence parallelism is the row 'act_length=tensor' (a constraint on the
+# residual stream's rows): given as a rule alone it is the same program as
+# --sequence-parallel (collective matmul off), with a reduce-scatter where
+# tensor parallelism alone all-reduces; 'act_length=' takes it back out of
+# --sequence-parallel; and it trains the one-device run
+EX=(--model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16 --batch 4 --mesh tensor=2)
+timeout 120 "$BIN" explain "${EX[@]}" --sequence-parallel --collective-matmul off >sp.txt 2>&1
+timeout 120 "$BIN" explain "${EX[@]}" --rules 'act_length=tensor' >rule.txt 2>&1
+timeout 120 "$BIN" explain "${EX[@]}" >tp.txt 2>&1
+timeout 120 "$BIN" explain "${EX[@]}" --sequence-parallel --collective-matmul off \
+    --rules 'act_length=' >off.txt 2>&1
+# the programs, without the heading line (it names the flags)
+prog() { tail -n +2 "$1"; }
+if [ "$(prog sp.txt)" = "$(prog rule.txt)" ] && grep -q ' psum_scatter ' rule.txt &&
+    ! grep -q ' psum_scatter ' tp.txt; then
+    ok "explain --rules act_length=tensor: the sequence-parallel program (reduce-scatters)"
+else
+    bad "explain --rules act_length=tensor" "$(diff <(prog sp.txt) <(prog rule.txt) | head -c 300)"
+fi
+if [ "$(prog tp.txt)" = "$(prog off.txt)" ]; then
+    ok "explain --sequence-parallel --rules act_length=: the tensor-parallel program"
+else
+    bad "explain --sequence-parallel --rules act_length=" "$(diff <(prog tp.txt) <(prog off.txt) | head -c 300)"
+fi
+run "gpt one device" one.jsonl "${GPT[@]}"
+run "gpt act_length=tensor" r.jsonl "${GPT[@]}" --mesh tensor=2 --rules 'act_length=tensor'
+same "gpt: the residual stream's rows over tensor (sequence parallel) equal one device" one.jsonl r.jsonl
 
 test_end

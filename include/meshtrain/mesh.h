@@ -55,7 +55,7 @@ typedef struct {
 mt_status mt_mesh_axes(const mt_mesh *mesh, const char *names, mt_axes *out);
 /* The bit set (bit a: axis a of the mesh, in mesh order) of the axes named
  * in `names`, for the options that take one (mt_partition_opts'
- * gather_axes, gather_allreduce_axes, sequence_axes) and mt_sharding's
+ * gather_axes, gather_allreduce_axes) and mt_sharding's
  * fields: "data,fsdp" gives (1 << data's index) | (1 << fsdp's). Names are
  * separated by ',' or '+' (as in a partition spec, "data+fsdp"), with
  * optional spaces; their order does not matter. NULL, "" or only spaces is

@@ -43,6 +43,13 @@ typedef struct {
 /* The input a stage that is not the first reads: the previous stage's
  * output (B,T,C), f32, its gradient computed by the backward's B. */
 #define MT_GPT_STAGE_INPUT "stage_in"
+/* The logical axes the GPT and LLaMA builders name on the residual stream
+ * (B,T,C) where a tensor-parallel pair's partial sum lands (the token
+ * lookup, the attention's and the MLP's output projections): a rule for
+ * act_length (MaxText's activation_length) constrains their rows
+ * (partition.h, mt_tensor_set_constraint), "act_length=tensor" being
+ * Megatron's sequence parallelism. */
+#define MT_RESIDUAL_AXES "batch,act_length,embed"
 /* Builds stage `st` of the GPT into g, as mt_gpt_build builds the whole
  * model (the same parameter names and initial values, so stages together
  * hold exactly the model's parameters): inputs "tokens" and the constant

@@ -22,10 +22,35 @@ mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
 /* A strategy as data: sets the sharding of every leaf (input, parameter,
  * constant) of the global graph g that names logical axes
  * (mt_tensor_set_logical, mt_graph_logical) to the one `rules` give it on
- * `mesh` (mt_rules_sharding), replacing what it had; leaves without logical
- * axes are left as they are. Call before mt_partition, before device
+ * `mesh` (mt_rules_sharding), replacing what it had, and the constraint
+ * (mt_tensor_set_constraint) of every op output that names them; tensors
+ * without logical axes are left as they are. Call before mt_partition, before device
  * threads share g (it writes the leaves, as mt_tensor_set_sharding). */
 mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_mesh *mesh);
+
+/* Sets the layout an op's output should have (JAX's
+ * with_sharding_constraint), as far as the partitioner meets one: where the
+ * op's result is a partial sum over mesh axes that the constraint splits a
+ * dim over (that dim whole in the result and divided by them, and the sum
+ * over nothing else), the sum is reduce-scattered onto that dim instead of
+ * all-reduced or kept partial. Such a value varies over those axes, and an
+ * op that needs the dim whole all-gathers it back, a gather whose gradient
+ * is the reduce-scatter (it meets operands varying over the same axes).
+ * Megatron's sequence parallelism is this constraint on the residual
+ * stream, (B,T,C) with T split over the tensor axes: the layernorms and
+ * residual adds between the tensor-parallel pairs then run on T/n rows, and
+ * each all-reduce becomes a reduce-scatter and an all-gather of half its
+ * bytes. Other differences between the result and the constraint are left
+ * to the readers' rules. MT_EINVAL naming the tensor for a leaf (give it
+ * its sharding: mt_tensor_set_sharding), partial sums or a dim it does not
+ * have. mt_graph_shard_by_rules sets it from logical axes. */
+mt_status mt_tensor_set_constraint(mt_tensor *t, const mt_sharding *sh);
+
+/* The name of the i-th (from 0) lowering variant mt_partition_opts.lowerings
+ * takes, or NULL past the last. */
+const char *mt_partition_lowering(int i);
+
+#define MT_LOWERINGS_MAX 128   /* mt_partition_opts.lowerings' bytes, with its terminator */
 
 typedef struct {
     mt_shard_mode mode;   /* auto: move data where types disagree; explicit: refuse */
@@ -43,24 +68,17 @@ typedef struct {
      * (all_gather_invariant): the gradient is then all-reduced over them and
      * each device keeps its slice, as ZeRO-1 does, instead of reduce-scattered. */
     uint32_t      gather_allreduce_axes;
-    /* Sequence parallelism (Megatron-SP, Korthikanti et al. 2022) over these
-     * axes (the tensor-parallel ones). An activation of 3 or more dims
-     * (B,T,...) that becomes a partial sum over them (a row-parallel
-     * product, a vocabulary-split lookup) is reduce-scattered onto its
-     * sequence dim T (dim 1) instead of all-reduced, when T is whole and
-     * divides; the ops between (layernorm, the residual adds) then run on
-     * T/n rows, and where an op needs the rows whole (a column-parallel
-     * product) they are all-gathered back, a gather whose gradient is the
-     * reduce-scatter. Half the bytes of each all-reduce move twice, and the
-     * activations between are split. 0: off. */
-    uint32_t      sequence_axes;
-    /* With sequence_axes: run the gathers and reduce-scatters of sequence
-     * parallelism inside the linear layers they feed or follow, as XLA's
-     * collective matmul (graph.h, mt_graph_all_gather_linear and
-     * mt_graph_linear_reduce_scatter): the rows travel around the ring one
-     * chunk at a time, each transfer in flight while the previous chunk's
-     * product runs. The same run up to rounding. */
-    bool          collective_matmul;
+    /* Variants of ops' lowerings to use where they apply, ','-separated
+     * names (mt_partition_lowering lists them; "": none).
+     * "collective_matmul": a linear whose input rows are gathered over axes
+     * they vary over, or whose partial result is reduce-scattered onto the
+     * rows a constraint splits (mt_tensor_set_constraint), runs that
+     * collective inside its product, as XLA's collective matmul (graph.h,
+     * mt_graph_all_gather_linear and mt_graph_linear_reduce_scatter): the
+     * rows travel around the ring one chunk at a time, each transfer in
+     * flight while the previous chunk's product runs. The same run up to
+     * rounding. MT_EINVAL from mt_partition for a name it does not know. */
+    char          lowerings[MT_LOWERINGS_MAX];
     /* FSDP's memory saving (PyTorch FSDP's reshard_after_forward, ZeRO-3): a
      * parameter gathered over gather_axes (not gather_allreduce_axes) is
      * freed after its forward use and gathered again in the backward, just

@@ -93,7 +93,9 @@ mt_sharding mt_tensor_sharding(const mt_tensor *t);
 #define MT_LOGICAL_NAME 16   /* a logical axis name's bytes, with its terminator */
 #define MT_RULES_MAX    32   /* logical axes in one table */
 
-/* Names the logical axis of each dim of a leaf: names separated by ',',
+/* Names the logical axis of each dim of a leaf (its sharding then comes
+ * from the rules) or of an op's output (its constraint, partition.h's
+ * mt_tensor_set_constraint): names separated by ',',
  * one a dim from dim 0, '_' (or nothing) for a dim with none; fewer names
  * than dims leave the rest without. A name is letters, digits and '_', at
  * most MT_LOGICAL_NAME - 1 bytes, and names one dim of the tensor; a name

@@ -150,7 +150,9 @@ typedef struct {
      * rows' rule of its logical axis (but batch's, which the data loader
      * reads by: refused); the default rows are batch=data+fsdp
      * (data parallel, FSDP's batch) and vocab=tensor, heads=tensor,
-     * kv_heads=tensor, mlp=tensor (Megatron's tensor parallelism). A rule
+     * kv_heads=tensor, mlp=tensor (Megatron's tensor parallelism), and
+     * with sequence_parallel act_length=tensor (the residual stream's rows:
+     * "act_length=tensor" alone is sequence parallelism). A rule
      * that maps a logical axis to fsdp (or with zero, data) stores the
      * parameters split on that dim, gathered before use. NULL or "": the
      * default rows alone. */
@@ -163,13 +165,16 @@ typedef struct {
      * after the forward and gathered again in the backward, as fsdp does.
      * Needs a data axis of 2 or more. */
     int               zero;
-    /* Sequence parallelism over the mesh's tensor axis (partition.h,
-     * sequence_axes): the layernorms and residual adds run on T/n rows,
-     * all-gathers and reduce-scatters replace tensor parallelism's
-     * all-reduces. Needs a tensor axis of 2 or more and the GPT. */
+    /* Sequence parallelism over the mesh's tensor axis (the rule
+     * act_length=tensor: a constraint on the residual stream's rows,
+     * partition.h's mt_tensor_set_constraint): the layernorms and residual
+     * adds run on T/n rows, all-gathers and reduce-scatters replace tensor
+     * parallelism's all-reduces. Needs a tensor axis of 2 or more and a
+     * model with a sequence. */
     bool              sequence_parallel;
     /* With sequence parallelism: its gathers and reduce-scatters run inside
-     * the linear layers as collective matmuls (partition.h). 1 on, -1 off,
+     * the linear layers as collective matmuls (partition.h's lowering
+     * variant "collective_matmul"). 1 on, -1 off,
      * 0 the default (MT_COLLECTIVE_MATMUL_DEFAULT). */
     int               collective_matmul;
     /* Pipeline parallelism over the mesh's pipe axis (GPT): the layers cut

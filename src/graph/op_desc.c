@@ -10,6 +10,8 @@
  */
 #include "graph/op_desc.h"
 
+#include <string.h>
+
 /* GLOBAL: a forward op of global programs, its rules mt__grad_<op>,
  * mt__shard_<op> and mt__lower_<op>, lowered with the moves around it by
  * mt__lower_moves_<moves> (generic: the partitioner's order; op_desc.h).
@@ -96,3 +98,22 @@ static const mt_op_gdesc op_gdesc[MT_OP_COUNT] = {
 const mt_op_gdesc *mt__op_gdesc(mt_op op) { return &op_gdesc[op]; }
 
 mt_grad_rule mt__grad_rule(mt_op op) { return op_gdesc[op].grad; }
+
+/* The variants of ops' lowerings, by name (mt_partition_opts.lowerings). */
+static const mt_lower_variant variants[] = {
+    /* XLA's collective matmul: a linear's row gather or reduce-scatter in
+     * its product's ring (lower_linear_ring.c) */
+    {"collective_matmul", MT_OP_LINEAR, mt__lower_moves_linear_ring},
+};
+#define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+
+const mt_lower_variant *mt__lower_variant_find(const char *name, size_t len) {
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (strlen(variants[i].name) == len && !strncmp(variants[i].name, name, len))
+            return &variants[i];
+    return NULL;
+}
+
+const mt_lower_variant *mt__lower_variant_at(int i) {
+    return i >= 0 && i < N_VARIANTS ? &variants[i] : NULL;
+}

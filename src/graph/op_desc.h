@@ -123,12 +123,13 @@ typedef struct {
  * failed() says why). */
 typedef struct {
     void          *ctx;
-    uint32_t       seq_axes;      /* sequence parallelism's axes (0: off) */
-    bool           coll_matmul;   /* collective matmul (only with seq_axes) */
     /* the steps, in the order mt__lower_moves_generic runs them */
     /* runs the operand moves from st->next on (st->next then is the first
      * other move), all but move number `skip` (-1: none), which the hook
-     * runs itself: that operand's type still becomes the move's result */
+     * runs itself: that operand's type still becomes the move's result. A
+     * gather of an operand over axes it varies over, when the op's other
+     * operands vary over them too, is the varying kind
+     * (mt__lower_gather_varies) */
     mt_status  (*operand_moves)(void *ctx, mt_lower_step *st, int skip);
     /* takes the moves inside the op from st->next into st->inside if
      * `accept`; refuses them, naming the node, if not */
@@ -141,9 +142,10 @@ typedef struct {
     mt_status  (*lower)(void *ctx, mt_lower_step *st);
     /* runs the moves from st->next on, on st->out */
     mt_status  (*result_moves)(void *ctx, mt_lower_step *st);
-    /* sequence parallelism: a result kept a partial sum over sequence axes
-     * is reduce-scattered onto its rows (a split lookup's) */
-    mt_status  (*keep_partial)(void *ctx, mt_lower_step *st);
+    /* a result left a partial sum is reduce-scattered onto the dim its
+     * tensor's constraint splits over the partial axes
+     * (mt_tensor_set_constraint), when constraint_scatter says so */
+    mt_status  (*constrain)(void *ctx, mt_lower_step *st);
     /* primitives */
     /* runs mv on local x whose value varies over *vary (updated) */
     mt_tensor *(*move)(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary);
@@ -152,11 +154,11 @@ typedef struct {
      * none is needed) */
     mt_tensor *(*pvary)(void *ctx, const mt_tensor *global_in, mt_tensor *x, uint32_t vary,
                         uint32_t want);
-    /* mv is sequence parallelism's gather of rows varying over `vary` */
-    bool       (*sequence_gather)(void *ctx, const mt_move *mv, uint32_t vary);
-    /* the partial sums over `axes` of an activation of type *t may be
-     * reduce-scattered onto its rows: *mv set to that move */
-    bool       (*sequence_scatter)(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv);
+    /* whether the partial sums over `axes` of st's result, of type *t, are
+     * reduce-scattered onto a dim that its tensor's constraint splits over
+     * them (mt_tensor_set_constraint): *mv set to that move */
+    bool       (*constraint_scatter)(void *ctx, const mt_lower_step *st, const mt_type *t,
+                                     uint32_t axes, mt_move *mv);
     /* the named mesh axes of a bit set */
     mt_axes    (*axes)(void *ctx, uint32_t bits);
     /* the local graph's error as the partition error of st's node */
@@ -281,7 +283,54 @@ uint32_t mt__lower_vary(const mt_lower_step *st);
 mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
 mt_status mt__lower_moves_cross_entropy(mt_graph *g, mt_lower_step *st,
                                         const mt_lower_services *sv);
-/* lower_linear.c */
+/* Whether a gather mv of a value varying over `vary` that meets values
+ * varying over `meets` (mt__lower_meets) is the varying kind, JAX's
+ * all_gather of a varying value (its gradient reduce-scattered): when the
+ * value varies over mv's axes and so does what it meets. That is the
+ * invariant gather followed by the pvary the meeting would add
+ * (pvary_inputs), in one; a gather of anything else is the invariant kind
+ * (its gradient sliced). */
+bool     mt__lower_gather_varies(const mt_move *mv, uint32_t vary, uint32_t meets);
+/* The axes the op's operands other than k vary over once the rule's operand
+ * moves from st->next on have run on them (their gathers the invariant
+ * kind): what operand k meets in the op. */
+uint32_t mt__lower_meets(const mt_lower_step *st, int k);
+/* How the axes a value varies over change through move mv (a gather the
+ * varying kind if `varying`). */
+uint32_t mt__lower_vary_after(uint32_t vary, const mt_move *mv, bool varying);
+
+/* lower_linear.c: linear's hook (the late bias; a partial result reduced
+ * onto its constraint's split, mt_lower_services.constraint_scatter), and
+ * its pieces for the variants */
 mt_status mt__lower_moves_linear(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
+/* The late bias: when moves on the result remain, the bias (input 2) is left
+ * out of the product (st->n_in 2) and returned with its variance in *vary;
+ * else NULL. */
+mt_tensor *mt__linear_take_bias(mt_lower_step *st, uint32_t *vary);
+/* After the product (st->out, st->type; NULL: the local graph's failure):
+ * st->out_vary, the result moves, the partial sum's reduce-scatter onto the
+ * constraint's split, then the late bias (from mt__linear_take_bias; NULL:
+ * none) added to the reduced product. */
+mt_status  mt__linear_finish(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv,
+                             mt_tensor *bias, uint32_t bias_vary);
+/* lower_linear_ring.c: collective matmul, a variant of linear's hook */
+mt_status mt__lower_moves_linear_ring(mt_graph *g, mt_lower_step *st,
+                                      const mt_lower_services *sv);
+
+/* ---- variants ----------------------------------------------------------------
+ * A variant of an op's lowering with the moves around it, chosen by name
+ * (mt_partition_opts.lowerings) and used in place of the descriptor's
+ * lower_moves for the op it names. One table (op_desc.c); a variant is one
+ * line there plus its hook's file. */
+typedef struct {
+    const char       *name;          /* "collective_matmul" */
+    mt_op             op;
+    mt_lower_moves_fn lower_moves;
+} mt_lower_variant;
+
+/* The variant named by the len bytes at `name`, or NULL. */
+const mt_lower_variant *mt__lower_variant_find(const char *name, size_t len);
+/* The i-th variant (from 0), or NULL past the last. */
+const mt_lower_variant *mt__lower_variant_at(int i);
 
 #endif /* MT_OP_DESC_H */

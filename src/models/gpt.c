@@ -113,10 +113,13 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
     mt_tensor *h = mt_layernorm(g, x, ln1_w, ln1_b);               /* (B,T,C) */
     mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3,C) */
     mt_tensor *att = mt_attention(g, qkv, cfg->NH);                 /* (B,T,C) */
-    mt_tensor *a = mt_add(g, x, mt_linear(g, att, proj_w, proj_b)); /* (B,T,C) */
+    mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, proj_w, proj_b),
+                                    MT_RESIDUAL_AXES);              /* (B,T,C) */
+    mt_tensor *a = mt_add(g, x, o);                                 /* (B,T,C) */
     h = mt_layernorm(g, a, ln2_w, ln2_b);                           /* (B,T,C) */
     h = mt_gelu(g, mt_linear(g, h, fc_w, fc_b));                    /* (B,T,4C) */
-    return mt_add(g, a, mt_linear(g, h, mp_w, mp_b));               /* (B,T,C) */
+    o = mt_graph_logical(g, mt_linear(g, h, mp_w, mp_b), MT_RESIDUAL_AXES); /* (B,T,C) */
+    return mt_add(g, a, o);                                         /* (B,T,C) */
 }
 
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale) {
@@ -163,7 +166,12 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gp
         mt_graph_logical(g, pos, "batch,seq");
         mt_graph_logical(g, wte, "vocab,embed");
         mt_graph_logical(g, wpe, "_,embed");
-        x = mt_add(g, mt_embedding(g, wte, tokens), mt_embedding(g, wpe, pos)); /* (B,T,C) */
+        /* the position lookup first: the program's order (and its tensors'
+         * names) as it always was */
+        mt_tensor *at = mt_embedding(g, wpe, pos);                      /* (B,T,C) */
+        mt_tensor *tok = mt_graph_logical(g, mt_embedding(g, wte, tokens),
+                                          MT_RESIDUAL_AXES);            /* (B,T,C) */
+        x = mt_add(g, tok, at);                                         /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
         x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),

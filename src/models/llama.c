@@ -203,10 +203,12 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_tensor *k = mt_rope(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0); /* (B,T,KV·HS) */
     mt_tensor *v = mt_linear(g, h, wv, NULL);                                /* (B,T,KV·HS) */
     mt_tensor *att = mt_attention_gqa(g, q, k, v, NH, KV);                   /* (B,T,NH·HS) */
-    mt_tensor *a = mt_add(g, x, mt_linear(g, att, wo, NULL));                /* (B,T,C) */
+    mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, wo, NULL), MT_RESIDUAL_AXES); /* (B,T,C) */
+    mt_tensor *a = mt_add(g, x, o);                                          /* (B,T,C) */
     h = mt_rmsnorm(g, a, ffn_norm, cfg->norm_eps);                           /* (B,T,C) */
     h = mt_swiglu(g, mt_linear(g, h, w1, NULL), mt_linear(g, h, w3, NULL));  /* (B,T,F) */
-    return mt_add(g, a, mt_linear(g, h, w2, NULL));                          /* (B,T,C) */
+    o = mt_graph_logical(g, mt_linear(g, h, w2, NULL), MT_RESIDUAL_AXES);    /* (B,T,C) */
+    return mt_add(g, a, o);                                                  /* (B,T,C) */
 }
 
 mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
@@ -252,7 +254,8 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
                                              "batch,seq");               /* (B,T) */
         tok_emb = mt_graph_logical(g, lparam(g, normal, V, C, "tok_emb.w", 0),
                                    "vocab,embed");                       /* (V,C) */
-        x = mt_embedding(g, tok_emb, tokens);                            /* (B,T,C) */
+        x = mt_graph_logical(g, mt_embedding(g, tok_emb, tokens),
+                             MT_RESIDUAL_AXES);                          /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
         x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),

@@ -27,8 +27,9 @@ static mt_status step_operand_moves(void *ctx, mt_lower_step *st, int skip) {
         int k = mv->operand;
         st->types[k] = mv->after;
         if (st->next == skip) continue;
-        st->in[k] = mt__part_apply_move(p, st->in[k], mv, st->vary[k]);
-        st->vary[k] = mt__part_vary_after(p, st->vary[k], mv);
+        bool varying = mt__lower_gather_varies(mv, st->vary[k], mt__lower_meets(st, k));
+        st->in[k] = mt__part_apply_move(p, st->in[k], mv, varying);
+        st->vary[k] = mt__lower_vary_after(st->vary[k], mv, varying);
         if (!st->in[k]) return step_failed(p, st);
     }
     return MT_OK;
@@ -87,9 +88,10 @@ static mt_status step_lower(void *ctx, mt_lower_step *st) {
     return MT_OK;
 }
 
+/* a move on a result: it meets nothing yet, so a gather is the invariant kind */
 static mt_tensor *step_move(void *ctx, mt_tensor *x, const mt_move *mv, uint32_t *vary) {
-    mt_tensor *y = mt__part_apply_move(ctx, x, mv, *vary);
-    *vary = mt__part_vary_after(ctx, *vary, mv);
+    mt_tensor *y = mt__part_apply_move(ctx, x, mv, false);
+    *vary = mt__lower_vary_after(*vary, mv, false);
     return y;
 }
 
@@ -100,12 +102,13 @@ static mt_status step_result_moves(void *ctx, mt_lower_step *st) {
     return MT_OK;
 }
 
-static mt_status step_keep_partial(void *ctx, mt_lower_step *st) {
+static mt_status step_constrain(void *ctx, mt_lower_step *st) {
     mt_move scatter;
     if (!st->type.sharding.partial_axes ||
-        !mt__part_sequence_scatter(ctx, &st->type, st->type.sharding.partial_axes, &scatter))
+        !mt__part_constraint_scatter(ctx, st->call->out, &st->type,
+                                     st->type.sharding.partial_axes, &scatter))
         return MT_OK;
-    if (!(st->out = mt__part_apply_move(ctx, st->out, &scatter, st->out_vary)))
+    if (!(st->out = mt__part_apply_move(ctx, st->out, &scatter, false)))
         return step_failed(ctx, st);
     st->type = scatter.after;
     return MT_OK;
@@ -116,12 +119,9 @@ static mt_tensor *service_pvary(void *ctx, const mt_tensor *global_in, mt_tensor
     return mt__part_pvary_input(ctx, global_in, x, vary, want);
 }
 
-static bool service_sequence_gather(void *ctx, const mt_move *mv, uint32_t vary) {
-    return mt__part_sequence_gather(ctx, mv, vary);
-}
-
-static bool service_sequence_scatter(void *ctx, const mt_type *t, uint32_t axes, mt_move *mv) {
-    return mt__part_sequence_scatter(ctx, t, axes, mv);
+static bool service_constraint_scatter(void *ctx, const mt_lower_step *st, const mt_type *t,
+                                       uint32_t axes, mt_move *mv) {
+    return mt__part_constraint_scatter(ctx, st->call->out, t, axes, mv);
 }
 
 static mt_axes service_axes(void *ctx, uint32_t bits) {
@@ -192,15 +192,14 @@ mt_status mt__part_partition_node(partitioner *p, const mt_op_call *c) {
     if ((s = node_rule(p, c, st.types, &res)) != MT_OK) return s;
     st.rule = &res;
     const mt_lower_services sv = {
-        .ctx = p, .seq_axes = p->seq_axes, .coll_matmul = p->coll_matmul,
-        .operand_moves = step_operand_moves, .inside_moves = step_inside_moves,
+        .ctx = p, .operand_moves = step_operand_moves, .inside_moves = step_inside_moves,
         .pvary_inputs = step_pvary_inputs, .lower = step_lower,
-        .result_moves = step_result_moves, .keep_partial = step_keep_partial,
-        .move = step_move, .pvary = service_pvary, .sequence_gather = service_sequence_gather,
-        .sequence_scatter = service_sequence_scatter, .axes = service_axes,
-        .failed = step_failed};
+        .result_moves = step_result_moves, .constrain = step_constrain, .move = step_move,
+        .pvary = service_pvary, .constraint_scatter = service_constraint_scatter,
+        .axes = service_axes, .failed = step_failed};
     const char *name = mt__op_def(c->op)->name;
-    mt_lower_moves_fn lower_moves = mt__op_gdesc(c->op)->lower_moves;
+    mt_lower_moves_fn lower_moves = p->lowering[c->op] ? p->lowering[c->op]
+                                                       : mt__op_gdesc(c->op)->lower_moves;
     if (!lower_moves)
         return mt__part_fail(p, MT_EUNSUPPORTED, "partition: op '%s' -> '%s' cannot be "
                              "partitioned yet (its descriptor has no lowering)", name,

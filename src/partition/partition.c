@@ -17,13 +17,15 @@
  *      data-parallel all-reduce of a replicated parameter's gradient);
  *   3. the op is rebuilt on the local inputs by its lowering (graph/lower.c,
  *      which derives every op parameter from the local shapes), and the
- *      result moves follow it; under sequence parallelism a result kept a
- *      partial sum is reduce-scattered onto its rows.
+ *      result moves follow it; a result left a partial sum whose tensor has
+ *      a constraint splitting a dim over those axes is reduce-scattered onto
+ *      it (mt_tensor_set_constraint: Megatron's sequence parallelism).
  * The steps are services here; the op's descriptor names the hook that runs
  * them (graph/op_desc.h, mt_lower_moves_fn): most ops the generic order, the
  * few that decide what happens to the moves around them their own (linear:
- * late bias, collective matmul; cross-entropy: collectives inside). The loop
- * names no op.
+ * late bias; cross-entropy: collectives inside), or a variant that
+ * mt_partition_opts.lowerings chose (collective matmul). The loop names no
+ * op and no strategy.
  * The loss, a partial sum over the axes that split the batch, is reduced
  * last, so every device's loss is the global loss.
  *
@@ -34,6 +36,7 @@
  */
 #include "partition/partition_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +73,52 @@ mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh) {
     return MT_OK;
 }
 
+mt_status mt_tensor_set_constraint(mt_tensor *t, const mt_sharding *sh) {
+    if (!t || !sh)
+        return mt_fail(MT_EINVAL, "mt_tensor_set_constraint: tensor or sharding is NULL");
+    if (t->kind == MT_INPUT || t->kind == MT_PARAM || t->kind == MT_CONST)
+        return mt_fail(MT_EINVAL, "'%s' is a leaf; give it its sharding (mt_tensor_set_sharding): "
+                       "a constraint is for an op's output", t->name);
+    if (sh->partial_axes)
+        return mt_fail(MT_EINVAL, "'%s': a constraint is a layout (per dim axes); partial sums "
+                       "are what it resolves", t->name);
+    for (int d = t->ndim; d < MT_MAX_DIMS; d++)
+        if (sh->dim_axes[d])
+            return mt_fail(MT_EINVAL, "'%s' has %d dims, but the constraint splits dim %d",
+                           t->name, t->ndim, d);
+    t->constraint = *sh;
+    t->has_constraint = true;
+    return MT_OK;
+}
+
+const char *mt_partition_lowering(int i) {
+    const mt_lower_variant *v = mt__lower_variant_at(i);
+    return v ? v->name : NULL;
+}
+
+/* The hooks of the variants named in `names` (','-separated, at most cap
+ * bytes), by op. */
+static mt_status choose_lowerings(partitioner *p, const char *names, size_t cap) {
+    if (names && !memchr(names, '\0', cap))
+        return mt_fail(MT_EINVAL, "mt_partition: mt_partition_opts.lowerings is not a string of "
+                       "fewer than %zu bytes", cap);
+    for (const char *n = names; n && *n;) {
+        size_t len = strcspn(n, ",");
+        const mt_lower_variant *v = mt__lower_variant_find(n, len);
+        if (!v && len) {
+            char known[256] = "";
+            for (int i = 0; mt__lower_variant_at(i); i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                         i ? ", " : "", mt__lower_variant_at(i)->name);
+            return mt_fail(MT_EINVAL, "mt_partition: lowering '%.*s' (in \"%s\") is not one "
+                           "(known: %s)", (int)len, n, names, known);
+        }
+        if (v) p->lowering[v->op] = v->lower_moves;
+        n += len + (n[len] == ',');
+    }
+    return MT_OK;
+}
+
 mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                        const mt_partition_opts *opts, mt_graph **local, mt_tensor **local_loss) {
     if (!local || !local_loss) return mt_fail(MT_EINVAL, "mt_partition: output pointers are NULL");
@@ -87,15 +136,14 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
-                     .seq_axes = opts ? opts->sequence_axes : 0,
-                     .coll_matmul = opts && opts->sequence_axes && opts->collective_matmul,
                      .regather = opts && opts->reshard_after_forward,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
+    mt_status s = choose_lowerings(&p, opts ? opts->lowerings : NULL, sizeof opts->lowerings);
+    if (s != MT_OK) return s;
     p.slots = calloc((size_t)global->n_tensors, sizeof *p.slots);
     p.only_resharded = calloc((size_t)global->n_tensors, 1);
     p.lg = mt_graph_create();
-    mt_status s = MT_OK;
     if (!p.slots || !p.only_resharded || !p.lg) {
         s = mt_fail(MT_ENOMEM, "out of memory partitioning a graph of %d tensors",
                     global->n_tensors);

@@ -28,8 +28,9 @@ typedef struct {
     mt_ctx        *ctx;
     uint32_t       gather_axes;      /* opts->gather_axes */
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
-    uint32_t       seq_axes;         /* opts->sequence_axes */
-    bool           coll_matmul;      /* opts->collective_matmul (with seq_axes) */
+    /* the hooks of the variants opts->lowerings chose, by op (NULL: the
+     * descriptor's) */
+    mt_lower_moves_fn lowering[MT_OP_COUNT];
     bool           regather;         /* opts->reshard_after_forward */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
@@ -50,12 +51,9 @@ mt_status  mt__part_fail(partitioner *p, mt_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The local graph's error as the partitioner's. */
 mt_status  mt__part_local_failed(partitioner *p, const char *what);
-/* Whether mv is sequence parallelism's gather of rows varying over `vary`. */
-bool       mt__part_sequence_gather(const partitioner *p, const mt_move *mv, uint32_t vary);
-/* Runs move mv on local x (varying over `vary`); NULL on error. */
-mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, uint32_t vary);
-/* How the varying axes change through mv. */
-uint32_t   mt__part_vary_after(const partitioner *p, uint32_t vary, const mt_move *mv);
+/* Runs move mv on local x; a gather is the varying kind if `varying`
+ * (mt__lower_gather_varies), else the invariant one. NULL on error. */
+mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, bool varying);
 /* The global type of a tensor of the global graph (its shape and sharding). */
 mt_type    mt__part_type_of(const mt_tensor *t);
 /* Names t, a tensor the partitioner made, after what it did to src:
@@ -69,10 +67,11 @@ mt_status  mt__part_use_slot(partitioner *p, mt_tensor *t);
 /* Plans which stored-split parameter each one's gather prefetches (FSDP's
  * one-ahead gather), in the order the forward reads them. */
 void       mt__part_plan_prefetch(partitioner *p);
-/* Whether the partial sums over `axes` of an activation of type *t may be
- * reduce-scattered onto its rows (sequence parallelism): *mv set to it. */
-bool       mt__part_sequence_scatter(const partitioner *p, const mt_type *t, uint32_t axes,
-                                     mt_move *mv);
+/* Whether the partial sums over `axes` of a result of type *t (of global
+ * tensor `out`) are reduce-scattered onto a dim out's constraint splits
+ * over them (mt_tensor_set_constraint): *mv set to that move. */
+bool       mt__part_constraint_scatter(const partitioner *p, const mt_tensor *out,
+                                       const mt_type *t, uint32_t axes, mt_move *mv);
 /* x with a pvary over the axes of `want` it does not vary over. */
 mt_tensor *mt__part_pvary_input(partitioner *p, const mt_tensor *global_in, mt_tensor *x,
                                 uint32_t vary, uint32_t want);

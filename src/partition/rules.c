@@ -1,9 +1,10 @@
 /*
  * rules.c — a strategy as data: every leaf of a global graph that names its
  * logical axes gets the sharding a rule table gives it (sharding.h,
- * mt_rules_sharding), before mt_partition. The trainer's strategies are
- * rows of such tables (train/presets.c); a program of one's own can pass
- * its table here the same way.
+ * mt_rules_sharding), and every op output that names them the same as its
+ * constraint (mt_tensor_set_constraint), before mt_partition. The trainer's
+ * strategies are rows of such tables (train/presets.c); a program of one's
+ * own can pass its table here the same way.
  */
 #include "graph/graph_impl.h"
 #include "meshtrain/partition.h"
@@ -13,14 +14,15 @@ mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_m
         return mt_fail(MT_EINVAL, "mt_graph_shard_by_rules: graph, rules or mesh is NULL");
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
-        if (t->view_of || (t->kind != MT_INPUT && t->kind != MT_PARAM && t->kind != MT_CONST))
-            continue;
+        if (t->view_of) continue;
         bool named = false;
         for (int d = 0; d < t->ndim; d++) named |= t->logical[d][0] != '\0';
         if (!named) continue;
         mt_sharding sh;
         mt_status s = mt_rules_sharding(rules, mesh, t, &sh);
-        if (s == MT_OK) s = mt_tensor_set_sharding(t, &sh);
+        bool leaf = t->kind == MT_INPUT || t->kind == MT_PARAM || t->kind == MT_CONST;
+        if (s == MT_OK)
+            s = leaf ? mt_tensor_set_sharding(t, &sh) : mt_tensor_set_constraint(t, &sh);
         if (s != MT_OK) return s;
     }
     return MT_OK;

@@ -71,27 +71,16 @@ void mt__part_name_after(mt_tensor *t, const char *what, const mt_tensor *src) {
     mt_tensor_set_name(t, name);
 }
 
-/* Sequence parallelism: a gather over the sequence axes of a value that
- * differs over them (its rows split, each device's own) is the varying
- * kind: the gathered rows meet a column-parallel weight, whose product's
- * input gradient is a partial sum over those axes, and the gather's
- * transpose reduce-scatters it back onto the rows. */
-bool mt__part_sequence_gather(const partitioner *p, const mt_move *mv, uint32_t vary) {
-    return mv->kind == MT_MOVE_ALL_GATHER && p->seq_axes && !(mv->axes & ~p->seq_axes) &&
-           (vary & mv->axes) == mv->axes;
-}
-
-/* Runs one move on a local tensor whose value varies over `vary`: the
- * collective node (or local slice). */
-mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, uint32_t vary) {
+/* Runs one move on a local tensor: the collective node (or local slice). */
+mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, bool varying) {
     mt_axes ax = mt__part_axes_of(p->mesh, mv->axes);
     mt_tensor *y = NULL;
     switch (mv->kind) {
     /* a gathered value is the same on every device and counts once, but
-     * for sequence parallelism's */
+     * where it meets values that vary as it did (mt__lower_gather_varies) */
     case MT_MOVE_ALL_GATHER:
-        y = mt__part_sequence_gather(p, mv, vary) ? mt_graph_all_gather(p->lg, x, ax, mv->dim)
-                                         : mt_graph_all_gather_invariant(p->lg, x, ax, mv->dim);
+        y = varying ? mt_graph_all_gather(p->lg, x, ax, mv->dim)
+                    : mt_graph_all_gather_invariant(p->lg, x, ax, mv->dim);
         break;
     case MT_MOVE_ALL_REDUCE:     y = mt_graph_psum(p->lg, x, ax); break;
     case MT_MOVE_REDUCE_SCATTER: y = mt_graph_psum_scatter(p->lg, x, ax, mv->dim); break;
@@ -104,17 +93,6 @@ mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, 
         mt__part_name_after(y, mt_move_name(mv->kind), x);
     }
     return y;
-}
-
-/* How the varying axes change through a move. */
-uint32_t mt__part_vary_after(const partitioner *p, uint32_t vary, const mt_move *mv) {
-    switch (mv->kind) {
-    case MT_MOVE_ALL_REDUCE: return vary & ~mv->axes;   /* the sum is the same everywhere */
-    case MT_MOVE_ALL_GATHER:                            /* so is the gathered whole */
-        return mt__part_sequence_gather(p, mv, vary) ? vary : vary & ~mv->axes;
-    case MT_MOVE_SLICE:      return vary | mv->axes;    /* each device keeps its own block */
-    default:                 return vary;
-    }
 }
 
 /* ---- leaves and views ------------------------------------------------------ */
@@ -226,8 +204,8 @@ static mt_status make_view(partitioner *p, mt_tensor *t) {
     mt_tensor *x = src->local;
     uint32_t vary = src->vary;
     for (int i = 0; i < res.n_moves && x; i++) {
-        x = mt__part_apply_move(p, x, &res.moves[i], vary);
-        vary = mt__part_vary_after(p, vary, &res.moves[i]);
+        x = mt__part_apply_move(p, x, &res.moves[i], false);   /* it meets nothing */
+        vary = mt__lower_vary_after(vary, &res.moves[i], false);
     }
     int64_t local[MT_MAX_DIMS] = {0};
     if ((s = mt_type_local_shape(p->mesh, &res.result, local)) != MT_OK)
@@ -282,26 +260,25 @@ void mt__part_plan_prefetch(partitioner *p) {
     free(seen);
 }
 
-/* Sequence parallelism: when the partial sums over `axes` of an activation
- * of type *t (B,T,...) may be reduce-scattered onto T (the axes are
- * sequence axes, all of t's partial ones; T whole and divisible), sets *mv
- * to that move (t's partial sums over `axes` reduced, T split) and says so. */
-bool mt__part_sequence_scatter(const partitioner *p, const mt_type *t, uint32_t axes,
-                               mt_move *mv) {
-    if (!p->seq_axes || !axes || (axes & ~p->seq_axes) || t->ndim < 3 ||
-        t->sharding.dim_axes[1] || t->shape[1] % axes_size(p->mesh, axes) != 0)
-        return false;
-    mt_type after = *t;
-    after.sharding.partial_axes &= ~axes;
-    if (after.sharding.partial_axes) return false;
-    after.sharding.dim_axes[1] = axes;
-    int64_t numel = 1;
-    for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
-    *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = 1,
-                    .dim2 = -1, .axes = axes, .before = *t, .after = after,
-                    .bytes = numel / axes_size(p->mesh, mt__part_split_axes(t)) *
-                             (int64_t)mt_dtype_size(t->dtype)};
-    return true;
+bool mt__part_constraint_scatter(const partitioner *p, const mt_tensor *out, const mt_type *t,
+                                 uint32_t axes, mt_move *mv) {
+    if (!out->has_constraint || !axes || (t->sharding.partial_axes & ~axes)) return false;
+    for (int d = 0; d < t->ndim; d++) {
+        if ((out->constraint.dim_axes[d] & axes) != axes || t->sharding.dim_axes[d] ||
+            t->shape[d] % axes_size(p->mesh, axes) != 0)
+            continue;
+        mt_type after = *t;
+        after.sharding.partial_axes &= ~axes;
+        after.sharding.dim_axes[d] = axes;
+        int64_t numel = 1;
+        for (int e = 0; e < t->ndim; e++) numel *= t->shape[e];
+        *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = d,
+                        .dim2 = -1, .axes = axes, .before = *t, .after = after,
+                        .bytes = numel / axes_size(p->mesh, mt__part_split_axes(t)) *
+                                 (int64_t)mt_dtype_size(t->dtype)};
+        return true;
+    }
+    return false;
 }
 
 /* Gives input k a pvary over the axes the op's other inputs vary over and it

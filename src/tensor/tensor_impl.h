@@ -23,6 +23,11 @@ struct mt_tensor {
     int64_t        shape[MT_MAX_DIMS];     /* the shape its graph holds: on a partitioned
                                               graph the local block's (mt_tensor_dim) */
     mt_sharding    sharding;
+    /* an op output's wanted layout (mt_tensor_set_constraint; JAX's
+     * with_sharding_constraint): the partitioner reduce-scatters a partial
+     * result onto the dim it splits. has_constraint false: none */
+    mt_sharding    constraint;
+    bool           has_constraint;
     char           logical[MT_MAX_DIMS][MT_LOGICAL_NAME];   /* mt_tensor_set_logical; "" none */
     int64_t        logical_unit[MT_MAX_DIMS];  /* elements a unit of the logical axis ("heads*64":
                                                   64); a split keeps units whole. 0 read as 1 */

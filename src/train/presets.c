@@ -12,18 +12,22 @@
  *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
  *   tensor  splits the layers' heads, MLP and vocabulary dims (Megatron's
  *           column- then row-parallel pairs), and with sequence
- *           parallelism the rows between them too;
+ *           parallelism the residual stream's rows between them too (a
+ *           constraint on the activations the builders name act_length);
  *   pipe    cuts the layers into stages (pipe.c): each stage's program
  *           is sharded here over the other axes; nothing splits over pipe.
- * The batch and tensor strategies are rows of rules over the models'
- * logical axes (sharding.h: each builder names what its leaves' dims are,
- * "heads*64,embed"); a user's --rules replaces a row's rule, axis by axis.
+ * The batch, tensor and sequence-parallel strategies are rows of rules over
+ * the models' logical axes (sharding.h: each builder names what its leaves'
+ * and residual stream's dims are, "heads*64,embed"), collective matmul a
+ * row of lowering variants; a user's --rules replaces a row's rule, axis by
+ * axis.
  * What each sets is a sharding on a leaf; the partitioner derives the
  * rest, and every combination trains the one-device run.
  */
 #include "train/train_impl.h"
 #include "base/base_impl.h"   /* the registries */
 
+#include <stdio.h>
 #include <string.h>
 
 uint32_t mt__axis_bit(const mt_mesh *mesh, const char *name) {
@@ -33,24 +37,47 @@ uint32_t mt__axis_bit(const mt_mesh *mesh, const char *name) {
 }
 
 /* The strategies' rows: each a table from the models' logical axes to mesh
- * axes. A row whose mesh axes a mesh lacks (or has at size 1) does nothing
- * there. */
+ * axes, with the lowering variants it runs, taken by the runs whose
+ * configuration says so (`on`; NULL: every run). A row whose mesh axes a
+ * mesh lacks (or has at size 1) does nothing there. */
+static bool sequence_parallel(const mt_train_config *c) { return c->sequence_parallel; }
+static bool collective_matmul(const mt_train_config *c) {
+    return c->sequence_parallel &&
+           (c->collective_matmul > 0 ||
+            (c->collective_matmul == 0 && MT_COLLECTIVE_MATMUL_DEFAULT));
+}
+
 static const mt__strategy_row ROWS[] = {
-    {"data parallel over data; FSDP's batch over fsdp", "batch=data+fsdp"},
+    {"data parallel over data; FSDP's batch over fsdp", "batch=data+fsdp", NULL, NULL},
     {"Megatron tensor parallelism over tensor",
-     "vocab=tensor,heads=tensor,kv_heads=tensor,mlp=tensor"},
+     "vocab=tensor,heads=tensor,kv_heads=tensor,mlp=tensor", NULL, NULL},
+    /* the residual stream's rows between the tensor-parallel pairs split
+     * over tensor (MaxText's activation_length): each partial sum the pair
+     * makes is reduce-scattered onto them (mt_tensor_set_constraint) */
+    {"Megatron sequence parallelism over tensor", "act_length=tensor", NULL, sequence_parallel},
+    {"collective matmul (sequence parallelism's collectives in the products' rings)", "",
+     "collective_matmul", collective_matmul},
 };
 
-mt_status mt__train_rules(const mt_train_config *c, mt_rules *out) {
+mt_status mt__train_rules(const mt_train_config *c, mt_rules *out, char *lowerings, size_t cap) {
     mt_rules r = {0}, row;
     mt_status s = MT_OK;
     const int builtin = (int)(sizeof ROWS / sizeof ROWS[0]);
     const int n = builtin + mt__registry_count(MT__REGISTRY_STRATEGIES);
+    if (lowerings && cap) lowerings[0] = '\0';
     for (int k = 0; k < n && s == MT_OK; k++) {
         const mt__strategy_row *sr =
             k < builtin ? &ROWS[k] : mt__registry_get(MT__REGISTRY_STRATEGIES, k - builtin);
+        if (sr->on && !sr->on(c)) continue;
         s = mt_rules_parse(sr->rules, &row);
         if (s == MT_OK) s = mt_rules_merge(&r, &row);
+        if (s == MT_OK && lowerings && sr->lowerings && *sr->lowerings) {
+            size_t used = strlen(lowerings);
+            if ((size_t)snprintf(lowerings + used, cap - used, "%s%s", used ? "," : "",
+                                 sr->lowerings) >= cap - used)
+                s = mt_fail(MT_EINVAL, "strategy '%s': the run's lowering variants are longer "
+                            "than %zu bytes", sr->strategy, cap - 1);
+        }
     }
     if (s == MT_OK && c->rules && *c->rules) {
         s = mt_rules_parse(c->rules, &row);
@@ -122,21 +149,8 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
      * pipeline stage holds some of them: the first the tokens, the others
      * the previous stage's output, the last the targets) */
     mt_rules rules;
-    if (s == MT_OK) s = mt__train_rules(c, &rules);
+    if (s == MT_OK) s = mt__train_rules(c, &rules, opts->lowerings, sizeof opts->lowerings);
     if (s == MT_OK) s = mt_graph_shard_by_rules(g, &rules, mesh);
-    if (s == MT_OK && c->sequence_parallel) {
-        /* what sequence parallelism needs (a tensor axis of 2 or more, a
-         * model with a sequence, T dividing) is mt_train_config_check's to
-         * say, once, before any build: a configuration here has passed it */
-        if (!tensor || parts_of(mesh, tensor) < 2 || !m->sequence ||
-            c->T % parts_of(mesh, tensor) != 0)
-            return mt_fail(MT_EINTERNAL, "sequence parallelism on mesh '%s' for a configuration "
-                           "mt_train_config_check did not check (it refuses this one)",
-                           mt_mesh_spec(mesh));
-        opts->sequence_axes = tensor;
-        opts->collective_matmul = c->collective_matmul > 0 ||
-                                  (c->collective_matmul == 0 && MT_COLLECTIVE_MATMUL_DEFAULT);
-    }
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 gathers them as a value that counts once, so that
      * their gradients are all-reduced and sliced rather than reduce-scattered */

@@ -314,17 +314,23 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 uint32_t  mt__axis_bit(const mt_mesh *mesh, const char *name);
 /* The axes that split the batch: data and fsdp, those the mesh has. */
 mt_axes   mt__batch_axes(const mt_mesh *mesh);
-/* The rule table of a run: the strategies' rows (batch over data+fsdp;
- * vocab, heads, kv_heads and mlp over tensor), then the rows registered
+/* The rule table of a run: the strategies' rows that c takes (batch over
+ * data+fsdp; vocab, heads, kv_heads and mlp over tensor; with sequence
+ * parallelism act_length over tensor), then the rows registered
  * (mt__strategy_register), each logical axis's rule replaced by a later
- * row's and finally by c->rules' where they give one. MT_EINVAL from
- * mt_rules_parse. */
-mt_status mt__train_rules(const mt_train_config *c, mt_rules *out);
+ * row's and finally by c->rules' where they give one; and, when `lowerings`
+ * is not NULL, the rows' lowering variants ','-joined into it (cap bytes).
+ * MT_EINVAL from mt_rules_parse. */
+mt_status mt__train_rules(const mt_train_config *c, mt_rules *out, char *lowerings, size_t cap);
 
 /* A strategy as one row of rules over logical axes (presets.c's ROWS). */
 typedef struct {
     const char *strategy;   /* what it is, for messages ("expert parallelism over expert") */
     const char *rules;      /* mt_rules_parse's text: "experts=expert" */
+    /* the lowering variants it runs (mt_partition_opts.lowerings; NULL: none) */
+    const char *lowerings;
+    /* whether a run's configuration takes the row (NULL: every run) */
+    bool      (*on)(const mt_train_config *c);
 } mt__strategy_row;
 
 /* Registers a row from outside the library (it must outlive every run):
