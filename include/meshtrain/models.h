@@ -31,18 +31,27 @@ typedef struct {
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale);
 mt_status  mt_gpt_fill_constants(mt_graph *g);
 
-/* One pipeline stage of the GPT: blocks [layer0, layer0 + layers), with
- * the embeddings when `first` (which needs layer0 0) and the final
- * LayerNorm, the head and the loss when `last` (which needs the stage to
- * end at block L). layers may be 0 (a stage of the embedding or the head
- * alone). */
+/* One pipeline stage of a model cut into stages, whatever the model (the
+ * GPT's and the LLaMA's builders take it; a pipeline concept, not a
+ * model's): blocks [layer0, layer0 + layers), with the model's input end
+ * (the embeddings) when `first` (which needs layer0 0) and its output end
+ * (the final norm, the head and the loss) when `last` (which needs the
+ * stage to end at the model's last block). layers may be 0 (a stage of the
+ * embedding or the head alone). */
 typedef struct {
     int  layer0, layers;
     bool first, last;
-} mt_gpt_stage;
-/* The input a stage that is not the first reads: the previous stage's
- * output (B,T,C), f32, its gradient computed by the backward's B. */
-#define MT_GPT_STAGE_INPUT "stage_in"
+} mt_model_stage;
+/* The GPT's name for mt_model_stage, kept for compatibility: the same
+ * type, so code written against it still compiles and links. New code
+ * names mt_model_stage. */
+typedef mt_model_stage mt_gpt_stage;
+/* The input a stage that is not the first reads, in every model cut into
+ * stages: the previous stage's output (B,T,C), f32, its gradient computed
+ * by the backward's B. */
+#define MT_STAGE_INPUT "stage_in"
+/* The GPT's name for MT_STAGE_INPUT, kept for compatibility. */
+#define MT_GPT_STAGE_INPUT MT_STAGE_INPUT
 /* The logical axes the GPT and LLaMA builders name on the residual stream
  * (B,T,C) where a tensor-parallel pair's partial sum lands (the token
  * lookup, the attention's and the MLP's output projections): a rule for
@@ -53,13 +62,13 @@ typedef struct {
 /* Builds stage `st` of the GPT into g, as mt_gpt_build builds the whole
  * model (the same parameter names and initial values, so stages together
  * hold exactly the model's parameters): inputs "tokens" and the constant
- * "pos" on the first stage, MT_GPT_STAGE_INPUT on the others, "targets" on
+ * "pos" on the first stage, MT_STAGE_INPUT on the others, "targets" on
  * the last. Returns the loss times loss_scale on the last stage, else the
  * stage's output (B,T,C), which the caller compiles with a seed from the
  * caller (mt_compile_opts). The token embedding "wte" is tied to the head:
  * a last stage that is not the first holds a copy of it. NULL with g's
  * error set on a bad configuration or a stage that does not fit L. */
-mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gpt_stage *st,
+mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_model_stage *st,
                               int B, int T, float loss_scale);
 /* Parameter count (with the padded embedding) of a configuration. */
 int64_t    mt_gpt_num_params(const mt_gpt_config *cfg);
@@ -107,8 +116,8 @@ const char *mt_llama_preset_name(int i);
 
 /* One pipeline stage of the LLaMA model: blocks [layer0, layer0 + layers)
  * with the embedding when `first` and the final norm, head and loss when
- * `last` (the GPT's stage struct; its rules). A stage that is not the
- * first reads MT_GPT_STAGE_INPUT (B,T,C). Tied, a last stage that is not
+ * `last` (mt_model_stage, as the GPT's). A stage that is not the first
+ * reads MT_STAGE_INPUT (B,T,C). Tied, a last stage that is not
  * the first holds a copy of "tok_emb.w" (as the GPT's of "wte"), whose
  * gradient a pipeline sums with the first stage's. Returns the loss times
  * loss_scale on the last stage, else the stage's output (B,T,C); NULL with
@@ -120,8 +129,8 @@ const char *mt_llama_preset_name(int i);
  * "h.<l>.ffn.w3.w" (F,C), "h.<l>.ffn.w2.w" (C,F); "norm.w" (C); "lm_head.w"
  * (V,C) unless tied. Initialised from global indices: normal std 0.02, the
  * residual projections wo and w2 0.02/sqrt(2L), the norms ones. */
-mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
-                                int B, int T, float loss_scale);
+mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
+                                const mt_model_stage *st, int B, int T, float loss_scale);
 /* The whole model: mt_llama_build_stage of the one stage of every block. */
 mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
                           float loss_scale);

@@ -123,12 +123,12 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 }
 
 mt_tensor *mt_gpt_build(mt_graph *g, const mt_gpt_config *cfg, int B, int T, float loss_scale) {
-    const mt_gpt_stage whole = {.layer0 = 0, .layers = cfg ? cfg->L : 0, .first = true,
-                                .last = true};
+    const mt_model_stage whole = {.layer0 = 0, .layers = cfg ? cfg->L : 0, .first = true,
+                                  .last = true};
     return mt_gpt_build_stage(g, cfg, &whole, B, T, loss_scale);
 }
 
-mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gpt_stage *st,
+mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_model_stage *st,
                               int B, int T, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_gpt_build needs a graph (got NULL)"); return NULL; }
     mt_status s = mt_gpt_config_check(cfg);
@@ -174,7 +174,7 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_gp
         x = mt_add(g, tok, at);                                         /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
-        x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),
+        x = mt_graph_logical(g, mt_input(g, MT_STAGE_INPUT, MT_F32, 3, btc),
                              "batch,seq,embed");                        /* (B,T,C) */
         if (x && (s = mt_input_set_needs_grad(x)) != MT_OK) {
             mt_graph_fail(g, s, "%s", mt_errmsg());

@@ -213,14 +213,14 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
 
 mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
                           float loss_scale) {
-    const mt_gpt_stage whole = {.layer0 = 0, .layers = cfg ? cfg->n_layers : 0, .first = true,
-                                .last = true};
+    const mt_model_stage whole = {.layer0 = 0, .layers = cfg ? cfg->n_layers : 0,
+                                  .first = true, .last = true};
     return mt_llama_build_stage(g, cfg, &whole, B, T, loss_scale);
 }
 
 /* The checks of a build: NULL-free arguments, the configuration, the
  * microbatch and the stage. */
-static mt_status check_build(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
+static mt_status check_build(mt_graph *g, const mt_llama_config *cfg, const mt_model_stage *st,
                              int B, int T) {
     mt_status s = mt_llama_config_check(cfg);
     if (s != MT_OK) return mt_graph_fail(g, s, "%s", mt_errmsg());
@@ -240,8 +240,8 @@ static mt_status check_build(mt_graph *g, const mt_llama_config *cfg, const mt_g
     return MT_OK;
 }
 
-mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const mt_gpt_stage *st,
-                                int B, int T, float loss_scale) {
+mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
+                                const mt_model_stage *st, int B, int T, float loss_scale) {
     if (!g) { mt_fail(MT_EINVAL, "mt_llama_build needs a graph (got NULL)"); return NULL; }
     if (check_build(g, cfg, st, B, T) != MT_OK) return NULL;
     const int64_t C = cfg->dim, V = cfg->vocab;
@@ -258,7 +258,7 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg, const m
                              MT_RESIDUAL_AXES);                          /* (B,T,C) */
     } else {
         /* the previous stage's output; its gradient goes back to it */
-        x = mt_graph_logical(g, mt_input(g, MT_GPT_STAGE_INPUT, MT_F32, 3, btc),
+        x = mt_graph_logical(g, mt_input(g, MT_STAGE_INPUT, MT_F32, 3, btc),
                              "batch,seq,embed");                         /* (B,T,C) */
         mt_status s = x ? mt_input_set_needs_grad(x) : MT_OK;
         if (s != MT_OK) {

@@ -181,7 +181,7 @@ mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale) {
     return mt_llama_build(g, &m, c->B, c->T, scale);
 }
 
-mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
                                  float scale) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_build_stage(g, &m, st, c->B, c->T, scale);

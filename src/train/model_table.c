@@ -110,7 +110,7 @@ static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) 
     return mt_gpt_build(g, &m, c->B, c->T, scale);
 }
 
-static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
                                   float scale) {
     mt_gpt_config m = gpt_built(c);
     return mt_gpt_build_stage(g, &m, st, c->B, c->T, scale);
@@ -290,7 +290,7 @@ static const mt__train_model MODELS[] = {
         .tensor_check = gpt_tensor_check,
         .shape = gpt_shape, .resize = gpt_resize,
         .sequence = true, .remat = true,
-        .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_GPT_STAGE_INPUT,
+        .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_STAGE_INPUT,
         .tied_param = gpt_tied_param,
     },
     [MT_MODEL_MLP] = {
@@ -324,7 +324,7 @@ static const mt__train_model MODELS[] = {
         .shape = mt__llama_shape, .resize = mt__llama_resize,
         .sequence = true, .remat = true,
         .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
-        .stage_input = MT_GPT_STAGE_INPUT, .tied_param = mt__llama_tied_param,
+        .stage_input = MT_STAGE_INPUT, .tied_param = mt__llama_tied_param,
     },
 };
 

@@ -213,7 +213,7 @@ mt_status mt_train_build_chunk_program(const mt_train_config *cfg, const mt_mesh
         return mt_fail(MT_EINVAL, "a pipeline chunk needs a model that can be cut into stages");
     if (chunk < 0 || chunk >= S)
         return mt_fail(MT_EINVAL, "pipeline chunk %d of %d; use 0..%d", chunk, S, S - 1);
-    mt_gpt_stage st = {.first = chunk == 0, .last = chunk == S - 1};
+    mt_model_stage st = {.first = chunk == 0, .last = chunk == S - 1};
     split_layers(m_blocks(cfg), S, chunk, &st.layer0, &st.layers);
     /* the trainer's scale: every microbatch's loss over the global batch */
     float scale = (float)(1.0 / ((double)mt__microbatch_size(m, cfg) * cfg->accum));
@@ -235,7 +235,7 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
                             float scale) {
     const mt_train_config *c = &tr->cfg;
     mt__pipe_chunk *ch = &pp->chunk[i];
-    mt_gpt_stage st = {.first = k == 0, .last = k == pp->S - 1};
+    mt_model_stage st = {.first = k == 0, .last = k == pp->S - 1};
     split_layers(m_blocks(c), pp->S, k, &st.layer0, &st.layers);
     mt_graph *g = mt_graph_create();
     if (!g) return mt_fail(MT_ENOMEM, "out of memory creating the graph of pipeline chunk %d", k);

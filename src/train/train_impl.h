@@ -107,10 +107,10 @@ typedef struct {
      * applies. */
     bool sequence;
     /* Pipeline parallelism: builds stage `st` of the model (a contiguous
-     * group of its blocks, see mt_gpt_build_stage) with the loss times
+     * group of its blocks, mt_model_stage) with the loss times
      * `scale` on the last stage, else the stage's output. Optional: NULL,
      * the model cannot be cut into stages. */
-    mt_tensor *(*build_stage)(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+    mt_tensor *(*build_stage)(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
                               float scale);
     /* The blocks build_stage's stages are cut from (GPT: L), as configured
      * (with llmc_in, once open read the file). Required with build_stage. */
@@ -206,7 +206,7 @@ mt_status  mt__llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output 
 void       mt__llama_describe(const mt_train_config *c, char *buf, size_t n);
 mt_status  mt__llama_parse(const char *desc, void *mc, int *maxT, int *V);
 mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
-mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_gpt_stage *st,
+mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
                                  float scale);
 mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
 int        mt__llama_blocks(const mt_train_config *c);
