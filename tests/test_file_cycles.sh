@@ -21,12 +21,13 @@ FOLDERS=(base vec mesh tensor profile comm ops backend graph partition optim pip
 bad=0 checked=0
 for folder in "${FOLDERS[@]}"; do
     dir=$objs/$folder
-    shopt -s nullglob
     files=()
-    for o in "$dir"/*.o; do   # an object whose source was removed is stale
-        [[ -f $root/src/$folder/$(basename "$o" .o) ]] && files+=("$o")
-    done
-    shopt -u nullglob
+    # the folder's files and those of its subfolders (models/gpt/gpt.c), one
+    # graph; an object whose source was removed is stale
+    while IFS= read -r -d '' o; do
+        rel=${o#"$dir"/}
+        [[ -f $root/src/$folder/${rel%.o} ]] && files+=("$o")
+    done < <(find "$dir" -name '*.o' -print0 2>/dev/null | sort -z)
     if ((${#files[@]} == 0)); then
         echo "file_cycles: no object files in $dir; build first" >&2
         exit 1
@@ -35,7 +36,8 @@ for folder in "${FOLDERS[@]}"; do
     # "file kind symbol" per defined (T/D/B/R) or undefined (U) symbol
     # one nm for the folder (-A: each line "path:value type name"); a
     # process per file made this test 10 s
-    nm -A "${files[@]}" | awk '{ split($1, p, ":"); n = split(p[1], q, "/"); f = q[n]; sub(/\.c\.o$/, "", f)
+    # (a file is named by its path under the folder: gpt/gpt for gpt/gpt.c)
+    nm -A "${files[@]}" | awk -v dir="$dir" '{ split($1, p, ":"); f = substr(p[1], length(dir) + 2); sub(/\.c\.o$/, "", f)
                                  if ($2 == "U") print f, "U", $3
                                  else if (NF == 3 && $2 ~ /^[TDBR]$/) print f, "D", $3 }' |
         awk -v folder="$folder" '
