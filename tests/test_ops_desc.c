@@ -12,6 +12,9 @@
  * result before its bias) names a hook of its own; and linear's hook, run on
  * recording stand-ins for the partitioner's services, calls the steps a
  * hand-written list gives (late bias, sequence parallelism's scatter).
+ * The tables are generated from ops_impl.h's MT_OP_LIST: each line's enum
+ * value indexes its own named halves, and rope, the op in files of its own,
+ * reads as its old lines did.
  * The planner classes every op as the name lists it used before op
  * descriptors had a cost class (kept here as the reference).
  * tests/test_lower_hooks.sh checks that the partitioner's node loop
@@ -136,6 +139,63 @@ MT_TEST(ops_graph_half_complete) {
                                       mt__op_def((mt_op)op)->max_in <= 3),
                  "op %d '%s': a bf16 product takes two operands and maybe a bias", op, n);
     }
+}
+
+/* The tables are the list: every MT_OP_LIST line's enum value indexes its own
+ * named halves (mt__opdef_<name>, mt__gop_<name>, wherever they are
+ * defined), whose name is the line's, and the list has MT_OP_COUNT lines in
+ * the enum's order. A half left out does not link; one given another op's
+ * line fails here. */
+MT_TEST(ops_tables_are_the_list) {
+    int n = 0;
+#define CHECK_LINE_(N_, n_)                                                           \
+    do {                                                                              \
+        MT_CHECK(MT_OP_##N_ == n, "MT_OP_LIST line %d '%s' is enum value %d", n, #n_, \
+                 (int)MT_OP_##N_);                                                    \
+        MT_CHECK(mt__op_def(MT_OP_##N_) == &mt__opdef_##n_,                           \
+                 "op '%s': mt__op_def is not mt__opdef_%s", #n_, #n_);                \
+        MT_CHECK(mt__op_gdesc(MT_OP_##N_) == &mt__gop_##n_,                           \
+                 "op '%s': mt__op_gdesc is not mt__gop_%s", #n_, #n_);                \
+        MT_CHECK(strcmp(mt__opdef_##n_.name, #n_) == 0,                               \
+                 "op '%s': its kernel half is named '%s'", #n_, mt__opdef_##n_.name); \
+        MT_CHECK(mt__op_def_named(#n_) == &mt__opdef_##n_,                            \
+                 "mt__op_def_named(\"%s\") is not its descriptor", #n_);              \
+        n++;                                                                          \
+    } while (0);
+    MT_OP_LIST(CHECK_LINE_)
+#undef CHECK_LINE_
+    MT_CHECK(n == MT_OP_COUNT, "MT_OP_LIST has %d lines, MT_OP_COUNT is %d", n, MT_OP_COUNT);
+}
+
+/* The worked example of an op in files of its own (docs/extending.md): rope's
+ * halves are ops/rope.c's and graph/op_rope.c's, and read as the lines they
+ * replaced in op_table.c and op_desc.c (vector work, recomputed, a generic
+ * lowering; its backward one input, no rules). */
+MT_TEST(ops_rope_in_its_own_files) {
+    const mt_op_def *k = mt__op_def(MT_OP_ROPE), *kb = mt__op_def(MT_OP_ROPE_BWD);
+    MT_CHECK(k->min_in == 1 && k->max_in == 1 && k->cost_class == MT_COST_VECTOR && k->run &&
+             k->cost && !k->scratch && !k->scratch_caller, "rope's kernel half");
+    MT_CHECK(kb->min_in == 1 && kb->max_in == 1 && kb->cost_class == MT_COST_VECTOR &&
+             kb->run == k->run && kb->cost == k->cost && !kb->scratch, "rope_bwd's kernel half");
+    const mt_op_gdesc *g = mt__op_gdesc(MT_OP_ROPE), *gb = mt__op_gdesc(MT_OP_ROPE_BWD);
+    MT_CHECK(g->role == MT_ROLE_GLOBAL && g->grad && g->shard && g->lower &&
+             g->lower_moves == mt__lower_moves_generic && g->recomp == MT_RECOMP_LOCAL &&
+             g->comm == MT_COMM_NONE && !g->bf16_product, "rope's graph half");
+    MT_CHECK(gb->role == MT_ROLE_BACKWARD && !gb->grad && !gb->shard && !gb->lower &&
+             gb->recomp == MT_RECOMP_NEVER && gb->comm == MT_COMM_NONE, "rope_bwd's graph half");
+    /* its cost, as op_cost.c gave it: 3 FLOPs an element and 40 a (t, pair) */
+    mt_graph *gr = mt_graph_create();
+    int64_t sh[3] = {2, 5, 8};
+    mt_tensor *x = mt_input(gr, "x", MT_F32, 3, sh);
+    mt_op_call c = {.op = MT_OP_ROPE, .n_in = 1, .in = {x}, .out = x,
+                    .p.rope = {.B = 2, .T = 5, .NH = 2, .HS = 4, .theta = 10000.0f}};
+    double fl = 0, by = 0;
+    k->cost(&c, &fl, &by);
+    MT_CHECK(fl == 3 * 80 + 40 * 5 * 2 && by == 8 * 80, "rope's cost %g FLOPs %g bytes", fl, by);
+    c.acc = true;
+    kb->cost(&c, &fl, &by);
+    MT_CHECK(by == 12 * 80, "rope_bwd accumulating moves %g bytes, want %d", by, 12 * 80);
+    mt_graph_free(gr);
 }
 
 /* A listing names ops by their descriptors' names: they must be unique. */

@@ -7,7 +7,7 @@
  * graph (mt_graph_status) and name the op, the operands and their shapes; a
  * NULL operand means an earlier error and is passed on silently.
  */
-#include "graph/graph_impl.h"
+#include "graph/builders_impl.h"
 
 #include <string.h>
 
@@ -68,6 +68,26 @@ static mt_tensor *emit_simple(mt_graph *g, mt_op op, int ndim, const int64_t *sh
     for (int k = 0; k < n_in; k++) c.in[k] = in[k];
     c.out = act(g, ndim, shape);
     return emit(g, &c);
+}
+
+/* The same, for builders in files of their own (builders_impl.h). */
+bool mt__build_ready(mt_graph *g, int n, mt_tensor *const *ts) { return ready(g, n, ts); }
+bool mt__build_want_dtype(mt_graph *g, const char *op, mt_tensor *t, mt_dtype dt) {
+    return want_dtype(g, op, t, dt);
+}
+bool mt__build_want_rows(mt_graph *g, const char *op, mt_tensor *t) {
+    return want_rows(g, op, t);
+}
+mt_tensor *mt__build_act(mt_graph *g, int ndim, const int64_t *shape) {
+    return act(g, ndim, shape);
+}
+mt_tensor *mt__build_aux(mt_graph *g, int ndim, const int64_t *shape) {
+    return aux(g, ndim, shape);
+}
+mt_tensor *mt__build_emit(mt_graph *g, const mt_op_call *call) { return emit(g, call); }
+mt_tensor *mt__build_simple(mt_graph *g, mt_op op, int ndim, const int64_t *shape,
+                            mt_tensor *const *in, int n_in, mt_op_params p) {
+    return emit_simple(g, op, ndim, shape, in, n_in, p);
 }
 
 /* ---- matmul family ------------------------------------------------------ */
@@ -215,7 +235,8 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
     return emit(g, &c);
 }
 
-/* ---- the LLaMA family's: rmsnorm, swiglu, rope, grouped-query attention -- */
+/* ---- the LLaMA family's: rmsnorm, swiglu, grouped-query attention ------- */
+/* (rope is graph/op_rope.c's) */
 
 mt_tensor *mt_rmsnorm(mt_graph *g, mt_tensor *x, mt_tensor *w, float eps) {
     mt_tensor *ops[2] = {x, w};
@@ -250,26 +271,6 @@ mt_tensor *mt_swiglu(mt_graph *g, mt_tensor *a, mt_tensor *b) {
                                a->name, SHAPE(a, sa), b->name, SHAPE(b, sb));
     }
     return emit_simple(g, MT_OP_SWIGLU, a->ndim, a->shape, ops, 2, (mt_op_params){0});
-}
-
-mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0) {
-    if (!ready(g, 1, &x) || !want_dtype(g, "rope", x, MT_F32)) return NULL;
-    char s[64];
-    if (x->ndim != 3)
-        return mt__graph_error(g, MT_ESHAPE, "rope: x '%s' %s must be (B,T,n_heads·HS)",
-                               x->name, SHAPE(x, s));
-    int64_t C = x->shape[2];
-    if (n_heads <= 0 || C % n_heads != 0 || (C / n_heads) % 2 != 0)
-        return mt__graph_error(g, MT_EINVAL, "rope: x '%s' %s has C=%lld channels, which must "
-                               "split into n_heads=%d heads of an even size", x->name,
-                               SHAPE(x, s), (long long)C, n_heads);
-    if (!(theta > 1.0f) || pos0 < 0)
-        return mt__graph_error(g, MT_EINVAL, "rope of '%s': theta=%g must be > 1 (10000, or "
-                               "500000 for Llama 3) and pos0=%lld >= 0", x->name,
-                               (double)theta, (long long)pos0);
-    mt_op_params p = {.rope = {.B = x->shape[0], .T = x->shape[1], .NH = n_heads,
-                               .HS = C / n_heads, .theta = theta, .pos0 = pos0}};
-    return emit_simple(g, MT_OP_ROPE, 3, x->shape, &x, 1, p);
 }
 
 mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,

@@ -136,13 +136,6 @@ void mt__grad_rmsnorm(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, w, &dw);
 }
 
-/* A rotation's transpose is the rotation back. */
-void mt__grad_rope(mt_graph *g, const mt_op_call *f) {
-    mt_op_call dx = bcall(MT_OP_ROPE_BWD, 1, f->out->grad, 0, 0, 0, 0);
-    dx.p.rope = f->p.rope;
-    mt__emit_grad(g, f->in[0], &dx);
-}
-
 void mt__grad_swiglu(mt_graph *g, const mt_op_call *f) {
     mt_tensor *a = f->in[0], *b = f->in[1], *dout = f->out->grad;
     mt_op_call da = bcall(MT_OP_SWIGLU_BWD_A, 3, a, b, dout, 0, 0);

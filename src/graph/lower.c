@@ -67,15 +67,6 @@ mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     return mt_rmsnorm(g, in[0], in[1], c->p.rmsnorm.eps);
 }
 
-/* Rows split over T (sequence parallelism): this device's first row is
- * position pos0 + its first index of T; heads split: its share of them. */
-mt_tensor *mt__lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e) {
-    const mt_rope_params *p = &c->p.rope;
-    uint32_t rows = e->types[0].sharding.dim_axes[1];
-    int64_t pos0 = p->pos0 + (rows ? e->start(e->ctx, rows, in[0]->shape[1]) : 0);
-    return mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, pos0);
-}
-
 mt_tensor *mt__lower_swiglu(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                             const mt_lower_env *e) {
     (void)c, (void)e;

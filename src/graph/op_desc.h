@@ -3,18 +3,23 @@
  * op is to a graph, its gradient rule, its sharding rule, its lowering onto
  * a device's local inputs (and with the moves around it), what activation
  * checkpointing may do with it and what it communicates. The kernel half
- * {name, arity, run, cost, scratch} is ops/op_table.c's (mt__op_def),
- * indexed by the same mt_op; this half is one table, graph/op_desc.c, one
- * line per op. Nothing reads the enum's order: a property of an op is a
- * member here or there.
+ * {name, arity, cost, cost class; run, scratch} is ops/'s (mt__op_def).
+ * Both are generated from ops/ops_impl.h's MT_OP_LIST: each op's halves
+ * are named definitions, mt__opdef_<name> and mt__gop_<name> (below), which
+ * the tables (ops/op_table.c, graph/op_desc.c) point at in the enum's
+ * order; an op without one does not link. Nothing reads the enum's order: a
+ * property of an op is a member here or there.
  *
- * The rules themselves stay beside their kind (grad_rules.c, shard_rules*.c,
- * lower.c, lower_moves.c, lower_linear.c, collective_matmul.c); the table is
- * the one place that says which op uses which. tests/test_ops_desc.c walks
- * every op and fails naming the op and the member that is missing. Adding
- * an op: its enum line (ops/ops_impl.h), its op_table.c entry and kernel,
- * its line in op_desc.c with the rules its role needs, its builder and its
- * tests.
+ * Most ops' graph halves are lines of op_desc.c, their rules beside their
+ * kind (grad_rules.c, shard_rules*.c, lower.c, lower_moves.c,
+ * lower_linear.c, collective_matmul.c). An op in files of its own keeps
+ * everything in two: ops/<op>.c (kernel, run, cost, kernel half) and
+ * graph/op_<op>.c (builder, gradient, sharding and lowering rules, graph
+ * half); rope is the example. tests/test_ops_desc.c walks every op and
+ * fails naming the op and the member that is missing. Adding an op: its
+ * MT_OP_LIST line (ops/ops_impl.h), its two files, its builder's
+ * declaration (include/meshtrain/graph.h) and its tests
+ * (docs/extending.md, "A new op").
  */
 #ifndef MT_OP_DESC_H
 #define MT_OP_DESC_H
@@ -187,6 +192,14 @@ typedef struct {
     bool         bf16_product;
 } mt_op_gdesc;
 
+/* The graph half of each op's descriptor: one named definition per
+ * MT_OP_LIST line, mt__gop_<name>, which op_desc.c's table points at.
+ * op_desc.c defines most; an op in a file of its own defines its own there
+ * (graph/op_rope.c: rope and rope_bwd). */
+#define MT_OP_GDESC_DECL_(NAME, name) extern const mt_op_gdesc mt__gop_##name;
+MT_OP_LIST(MT_OP_GDESC_DECL_)
+#undef MT_OP_GDESC_DECL_
+
 /* The graph half of op's descriptor (op < MT_OP_COUNT). */
 const mt_op_gdesc *mt__op_gdesc(mt_op op);
 
@@ -209,7 +222,6 @@ void mt__grad_sum(mt_graph *g, const mt_op_call *f);
 void mt__grad_transpose(mt_graph *g, const mt_op_call *f);
 void mt__grad_reshard(mt_graph *g, const mt_op_call *f);
 void mt__grad_rmsnorm(mt_graph *g, const mt_op_call *f);
-void mt__grad_rope(mt_graph *g, const mt_op_call *f);
 void mt__grad_swiglu(mt_graph *g, const mt_op_call *f);
 void mt__grad_attention_gqa(mt_graph *g, const mt_op_call *f);
 void mt__grad_psum(mt_graph *g, const mt_op_call *f);
@@ -239,7 +251,6 @@ mt_status mt__shard_mse(struct mt_srule *r, const mt_op_call *call, mt_type *in)
 mt_status mt__shard_sum(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_transpose(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_rmsnorm(struct mt_srule *r, const mt_op_call *call, mt_type *in);
-mt_status mt__shard_rope(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_swiglu(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 mt_status mt__shard_attention_gqa(struct mt_srule *r, const mt_op_call *call, mt_type *in);
 
@@ -267,7 +278,6 @@ mt_tensor *mt__lower_reshard(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e);
 mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e);
-mt_tensor *mt__lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in, const mt_lower_env *e);
 mt_tensor *mt__lower_swiglu(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                             const mt_lower_env *e);
 mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor **in,

@@ -1,8 +1,8 @@
 /*
  * shard_rules_nn.c — the sharding rules of the network ops (scale, gelu,
  * layernorm, attention, embedding, cross-entropy, mse, sum, transpose; the
- * LLaMA family's rmsnorm, rope, swiglu and grouped-query attention) and of
- * reshape views.
+ * LLaMA family's rmsnorm, swiglu and grouped-query attention; rope's is
+ * graph/op_rope.c's) and of reshape views.
  *
  * Rows pass: a dim an op treats row by row keeps its axes. A dim an op
  * reduces or mixes must be whole (auto gathers it, explicit refuses) unless a
@@ -130,27 +130,6 @@ mt_status mt__shard_rmsnorm(mt_srule *r, const mt_op_call *call, mt_type *in) {
                         "whole"));
     TRY(mt__sneed_summed(r, 1, "w", w));
     TRY(mt__sneed_whole(r, 1, "w", w, 0, "the channels (C) of rmsnorm must be whole"));
-    r->out->result = *x;
-    return MT_OK;
-}
-
-/* out (B,T,NH·HS) = x rotated per (t, pair): linear, so partial sums pass;
- * B and T pass (a device's rows keep their global positions: the lowering
- * shifts pos0 by its first row); the last dim may be split only on whole
- * heads (every head has the same angles). */
-mt_status mt__shard_rope(mt_srule *r, const mt_op_call *call, mt_type *in) {
-    mt_type *x = &in[0];
-    if (x->ndim != 3) return bad_shape(r, in, 1, "want x (B,T,NH·HS)");
-    const int64_t NH = call->p.rope.NH;
-    const uint32_t heads = x->sharding.dim_axes[2];
-    if (heads && NH % mt__saxes_size(r->mesh, heads) != 0) {
-        char why[512];
-        snprintf(why, sizeof why, "rope rotates pairs inside each of its NH=%lld heads, which "
-                 "do not divide over %s (%lld devices): split the channels over axes whose size "
-                 "divides NH, or keep them whole", (long long)NH, mt__saxes(r->mesh, heads).s,
-                 (long long)mt__saxes_size(r->mesh, heads));
-        TRY(mt__sneed_whole(r, 0, "x", x, 2, why));
-    }
     r->out->result = *x;
     return MT_OK;
 }

@@ -94,16 +94,6 @@ void mt_kernel_rmsnorm_bwd_input(float *dx, const float *dout, const float *x, c
 void mt_kernel_rmsnorm_bwd_params(float *dw, const float *dout, const float *x,
                                   const float *rstd, int64_t rows, int64_t C);
 
-/* ---- rotary position embedding (rope.c) ---------------------------------- */
-
-/* out (B,T,NH·HS) (+)= x (B,T,NH·HS) with the pair (2i, 2i+1) of every head
- * of row t rotated by sign · (pos0 + t) · theta^(-2i/HS) (llama2.c's run.c
- * convention; the angle and its sine and cosine in double, rounded once),
- * for the rows t in [t0, t1) of every batch. sign -1 is the backward (the
- * transposed rotation). HS even. */
-void mt_kernel_rope(float *out, const float *x, int64_t B, int64_t T, int64_t NH, int64_t HS,
-                    float theta, int64_t pos0, int sign, bool acc, int64_t t0, int64_t t1);
-
 /* ---- attention (attention.c) --------------------------------------------- */
 
 /* Where one attention call's operands live: q (B,T,NH·HS) row stride ldq,

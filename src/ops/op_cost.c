@@ -3,7 +3,8 @@
  * memory it moves, from the call's parameters alone (no data is read). The
  * op table (op_table.c) names one of these per op as its descriptor's cost;
  * the profiler, the listings, the stats and the planner read them there.
- * The collective ops' are collective.c's and collective_matmul.c's.
+ * The collective ops' are collective.c's and collective_matmul.c's; an op
+ * in a file of its own has its cost there (ops/rope.c).
  */
 #include "ops/op_cost.h"
 
@@ -64,14 +65,6 @@ void mt__cost_rms_bwd(const mt_op_call *c, double *fl, double *by) {
     double e = (double)c->p.rmsnorm.rows * (double)c->p.rmsnorm.C;
     *fl = c->op == MT_OP_RMS_BWD_INPUT ? 7 * e : 3 * e;
     *by = 12 * e;
-}
-/* 6 FLOPs a pair of elements, and the angles' sines and cosines (counted
- * as 20 each) once per (t, pair) */
-void mt__cost_rope(const mt_op_call *c, double *fl, double *by) {
-    const mt_rope_params *p = &c->p.rope;
-    double e = (double)NUMEL(c->out);
-    *fl = 3 * e + 40 * (double)p->T * (double)(p->HS / 2);
-    *by = (c->acc ? 12 : 8) * e;
 }
 /* exp, a division and a few products */
 void mt__cost_swiglu(const mt_op_call *c, double *fl, double *by) {

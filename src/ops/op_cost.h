@@ -20,7 +20,6 @@ void mt__cost_layernorm(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_ln_bwd(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_rmsnorm(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_rms_bwd(const mt_op_call *c, double *flops, double *bytes);
-void mt__cost_rope(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_swiglu(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_attention(const mt_op_call *c, double *flops, double *bytes);
 void mt__cost_attention_bwd(const mt_op_call *c, double *flops, double *bytes);

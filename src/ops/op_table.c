@@ -1,8 +1,11 @@
 /*
- * op_table.c — one entry per op, the kernel half of its descriptor: what the
- * op is (its name, how many inputs a call has, what a run costs, op_cost.c,
- * and its cost class, which the planner times it by) and how the CPU
- * backend runs a call on its buffers (the graph half: graph/op_desc.c).
+ * op_table.c — the kernel half of the ops' descriptors: what an op is (its
+ * name, how many inputs a call has, what a run costs, op_cost.c, and its
+ * cost class, which the planner times it by) and how the CPU backend runs
+ * a call on its buffers (the graph half: graph/op_desc.c). Each op's half
+ * is a named definition, mt__opdef_<name>: most are here; an op in a file
+ * of its own defines its own (ops/rope.c). The table of them all is
+ * generated from ops_impl.h's MT_OP_LIST.
  *
  * A call's parameters (mt_op_call.p) are set by the graph's builders for
  * forward ops and by its gradient rules for backward ops; each run reads the
@@ -11,6 +14,7 @@
  */
 #include "ops/kernels.h"
 #include "ops/op_cost.h"
+#include "ops/op_par.h"
 #include "ops/ops_impl.h"
 
 #include <string.h>
@@ -18,35 +22,6 @@
 #define F32(t) ((float *)(t)->data)
 #define I32(t) ((const int32_t *)(t)->data)
 #define NUMEL(t) mt_tensor_numel(t)
-
-/* Work below this many elements per thread is not worth waking a thread for
- * (a wake costs a few µs; 16K floats take about that long to stream;
- * measured 2026-11-29, 2-core Zen 5 dev VM). */
-#define GRAIN_ELEMS 16384
-
-/* What a range function needs: the call, its environment, per-worker partial
- * sums. */
-typedef struct {
-    const mt_op_env  *env;
-    const mt_op_call *c;
-    double            partial[MT_POOL_MAX];
-} par_ctx;
-
-/* Runs fn over [0, items) on the environment's pool, in chunks of at least
- * enough items to make GRAIN_ELEMS elements of work (item_elems each). */
-static void par_run(const mt_op_env *env, const mt_op_call *c, par_ctx *ctx, int64_t items,
-                    int64_t item_elems, mt_range_fn fn) {
-    ctx->env = env;
-    ctx->c = c;
-    int64_t grain = GRAIN_ELEMS / (item_elems > 0 ? item_elems : 1);
-    mt_pool_run(env->pool, items, grain < 1 ? 1 : grain, fn, ctx);
-}
-
-static double sum_partials(const par_ctx *ctx, const mt_op_env *env) {
-    double s = 0;
-    for (int w = 0; w < mt_pool_size(env->pool); w++) s += ctx->partial[w];
-    return s;
-}
 
 /* ======================================================================== */
 /* Run                                                                       */
@@ -74,7 +49,7 @@ static void run_linear(const mt_op_env *env, const mt_op_call *c) {
  * over those rows (or over elements when shapes are equal), so every chunk
  * starts at a multiple of nb. */
 static void range_binary(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     int64_t nb = NUMEL(c->in[1]), same = NUMEL(c->in[0]) == nb;
     int64_t off = same ? r0 : r0 * nb, len = same ? r1 - r0 : (r1 - r0) * nb;
     float *out = F32(c->out) + off;
@@ -85,10 +60,10 @@ static void range_binary(void *arg, int64_t r0, int64_t r1, int w) {
     else mt_kernel_mul_fwd(out, a, b, len, blen);
 }
 static void run_binary(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
+    mt_op_par ctx;
     int64_t nb = NUMEL(c->in[1]), na = NUMEL(c->in[0]);
-    if (na == nb) par_run(env, c, &ctx, na, 1, range_binary);
-    else par_run(env, c, &ctx, na / nb, nb, range_binary);
+    if (na == nb) mt__op_par_run(env, c, &ctx, na, 1, range_binary);
+    else mt__op_par_run(env, c, &ctx, na / nb, nb, range_binary);
 }
 /* SCALE, SCALE_BWD: out (+)= s · in0. */
 /* RESHARD on one device: out (+)= in0. */
@@ -101,50 +76,38 @@ static void run_scale(const mt_op_env *env, const mt_op_call *c) {
     mt_kernel_scale(F32(c->out), F32(c->in[0]), c->p.scale.s, NUMEL(c->out), c->acc);
 }
 static void range_gelu(void *arg, int64_t e0, int64_t e1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     mt_kernel_gelu_fwd(F32(c->out) + e0, F32(c->in[0]) + e0, e1 - e0);
 }
 static void run_gelu(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu);
 }
 /* LAYERNORM: out (rows,C); aux = {mean, rstd} (rows). Rows are independent. */
 static void range_layernorm(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     int64_t C = c->p.rows.C;
     mt_kernel_layernorm_fwd(F32(c->out) + r0 * C, F32(c->aux[0]) + r0, F32(c->aux[1]) + r0,
                             F32(c->in[0]) + r0 * C, F32(c->in[1]), F32(c->in[2]), r1 - r0, C);
 }
 static void run_layernorm(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_layernorm);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_layernorm);
 }
 /* RMSNORM: out (rows,C); aux = {rstd} (rows). Rows are independent. */
 static void range_rmsnorm(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     int64_t C = c->p.rmsnorm.C;
     mt_kernel_rmsnorm_fwd(F32(c->out) + r0 * C, F32(c->aux[0]) + r0, F32(c->in[0]) + r0 * C,
                           F32(c->in[1]), r1 - r0, C, c->p.rmsnorm.eps);
 }
 static void run_rmsnorm(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rmsnorm);
-}
-/* ROPE, ROPE_BWD: out (B,T,NH·HS) (+)= in0 rotated (back); split over T. */
-static void range_rope(void *arg, int64_t t0, int64_t t1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
-    const mt_rope_params *p = &c->p.rope;
-    mt_kernel_rope(F32(c->out), F32(c->in[0]), p->B, p->T, p->NH, p->HS, p->theta, p->pos0,
-                   c->op == MT_OP_ROPE ? 1 : -1, c->acc, t0, t1);
-}
-static void run_rope(const mt_op_env *env, const mt_op_call *c) {
-    const mt_rope_params *p = &c->p.rope;
-    par_ctx ctx;
-    par_run(env, c, &ctx, p->T, p->B * p->NH * p->HS, range_rope);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rmsnorm);
 }
 /* SWIGLU, SWIGLU_BWD_A, SWIGLU_BWD_B: elementwise over out's elements. */
 static void range_swiglu(void *arg, int64_t e0, int64_t e1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     float *out = F32(c->out) + e0;
     const float *a = F32(c->in[0]) + e0, *b = F32(c->in[1]) + e0;
     if (c->op == MT_OP_SWIGLU) mt_kernel_swiglu_fwd(out, a, b, e1 - e0);
@@ -153,8 +116,8 @@ static void range_swiglu(void *arg, int64_t e0, int64_t e1, int w) {
     else mt_kernel_swiglu_bwd_b(out, a, b, e1 - e0, c->acc);   /* b is dout here */
 }
 static void run_swiglu(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, NUMEL(c->out), 1, range_swiglu);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, NUMEL(c->out), 1, range_swiglu);
 }
 /* ATTENTION, ATTENTION_BWD: aux/in att (B,NH,T,T); the packed qkv (B,T,3C)
  * as the attention kernels' layout: q, k, v at offsets 0, C, 2C, row
@@ -173,7 +136,7 @@ static mt_attn_layout gqa_layout(const mt_gqa_params *p) {
 /* (batch, head) pairs are independent and the kernels take a range of
  * them: split over the B·NH pairs, so a batch of one still fills the pool. */
 static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     if (c->op == MT_OP_ATTENTION) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
@@ -188,13 +151,13 @@ static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
 }
 static void run_attention(const mt_op_env *env, const mt_op_call *c) {
     const mt_attention_params *p = &c->p.attention;
-    par_ctx ctx;
-    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention);
 }
 static void run_attention_gqa(const mt_op_env *env, const mt_op_call *c) {
     const mt_gqa_params *p = &c->p.gqa;
-    par_ctx ctx;
-    par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * p->HS, range_attention);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * p->HS, range_attention);
 }
 /* EMBEDDING: out (n,C) = table (V,C)[ids (n)]. */
 static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
@@ -208,7 +171,7 @@ static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
 /* CROSS_ENTROPY, CE_BWD: logits (rows,Vp); aux lse (rows). Rows are
  * independent; the loss adds per-thread partial sums. */
 static void range_cross_entropy(void *arg, int64_t r0, int64_t r1, int w) {
-    par_ctx *ctx = arg;
+    mt_op_par *ctx = arg;
     const mt_op_call *c = ctx->c;
     const mt_ce_params *p = &c->p.ce;
     ctx->partial[w] = mt_kernel_cross_entropy_fwd(F32(c->aux[0]) + r0, F32(c->in[0]) + r0 * p->Vp,
@@ -219,9 +182,9 @@ static void run_cross_entropy(const mt_op_env *env, const mt_op_call *c) {
         mt__run_cross_entropy_vp(env, c);
         return;
     }
-    par_ctx ctx = {0};
-    par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_cross_entropy);
-    F32(c->out)[0] = (float)sum_partials(&ctx, env);
+    mt_op_par ctx = {0};
+    mt__op_par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_cross_entropy);
+    F32(c->out)[0] = (float)mt__op_par_sum(&ctx, env);
 }
 /* Vocabulary parallel: (2, rows) floats for the row sums it all-reduces. */
 static size_t scratch_ce(const mt_op_call *c) {
@@ -259,24 +222,24 @@ static void run_mul_bwd_b(const mt_op_env *env, const mt_op_call *c) {
                         c->acc);
 }
 static void range_gelu_bwd(void *arg, int64_t e0, int64_t e1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     mt_kernel_gelu_bwd(F32(c->out) + e0, F32(c->in[0]) + e0, F32(c->in[1]) + e0, e1 - e0, c->acc);
 }
 static void run_gelu_bwd(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu_bwd);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, NUMEL(c->out), 1, range_gelu_bwd);
 }
 /* LN_BWD_INPUT: in = {dout, x, w, mean, rstd}. */
 static void range_ln_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     int64_t C = c->p.rows.C;
     mt_kernel_layernorm_bwd_input(F32(c->out) + r0 * C, F32(c->in[0]) + r0 * C, F32(c->in[1]) + r0 * C,
                                   F32(c->in[2]), F32(c->in[3]) + r0, F32(c->in[4]) + r0, r1 - r0, C,
                                   c->acc);
 }
 static void run_ln_bwd_input(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_ln_bwd_input);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, c->p.rows.rows, c->p.rows.C, range_ln_bwd_input);
 }
 /* LN_BWD_PARAMS: in = {dout, x, mean, rstd}; out dw (C), out2 db (C). The
  * kernel always adds, so an output that does not accumulate starts from 0. */
@@ -291,7 +254,7 @@ static void run_ln_bwd_params(const mt_op_env *env, const mt_op_call *c) {
  * out dq, out2 dk; GQA_BWD_V: in = {dout, att}, out dv. Split over the
  * (batch, kv head) groups; each worker has its own T·T scratch. */
 static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
-    par_ctx *ctx = arg;
+    mt_op_par *ctx = arg;
     const mt_op_call *c = ctx->c;
     float *scratch = ctx->env->scratch + (size_t)w * (size_t)(c->op == MT_OP_ATTENTION_BWD
                                                               ? c->p.attention.T * c->p.attention.T
@@ -319,13 +282,14 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     }
 }
 static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
+    mt_op_par ctx;
     if (c->op == MT_OP_ATTENTION_BWD) {
         const mt_attention_params *p = &c->p.attention;
-        par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention_bwd);
+        mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH),
+                       range_attention_bwd);
     } else {
         const mt_gqa_params *p = &c->p.gqa;
-        par_run(env, c, &ctx, p->B * p->KV, p->T * p->T * p->HS * p->G, range_attention_bwd);
+        mt__op_par_run(env, c, &ctx, p->B * p->KV, p->T * p->T * p->HS * p->G, range_attention_bwd);
     }
 }
 static size_t scratch_attention_bwd(const mt_op_call *c) {
@@ -334,15 +298,15 @@ static size_t scratch_attention_bwd(const mt_op_call *c) {
 }
 /* RMS_BWD_INPUT: in = {dout, x, w, rstd}. */
 static void range_rms_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     int64_t C = c->p.rmsnorm.C;
     mt_kernel_rmsnorm_bwd_input(F32(c->out) + r0 * C, F32(c->in[0]) + r0 * C,
                                 F32(c->in[1]) + r0 * C, F32(c->in[2]), F32(c->in[3]) + r0,
                                 r1 - r0, C, c->acc);
 }
 static void run_rms_bwd_input(const mt_op_env *env, const mt_op_call *c) {
-    par_ctx ctx;
-    par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rms_bwd_input);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rms_bwd_input);
 }
 /* RMS_BWD_PARAMS: in = {dout, x, rstd}; out dw (C). The kernel always adds. */
 static void run_rms_bwd_params(const mt_op_env *env, const mt_op_call *c) {
@@ -362,7 +326,7 @@ static void run_embedding_bwd(const mt_op_env *env, const mt_op_call *c) {
 }
 /* CE_BWD: in = {dloss, logits, lse, targets}. */
 static void range_ce_bwd(void *arg, int64_t r0, int64_t r1, int w) {
-    const mt_op_call *c = ((par_ctx *)arg)->c;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
     const mt_ce_params *p = &c->p.ce;
     int64_t Vp = p->Vp;
     mt_kernel_cross_entropy_bwd(F32(c->out) + r0 * Vp, F32(c->in[1]) + r0 * Vp, F32(c->in[2]) + r0,
@@ -374,8 +338,8 @@ static void run_ce_bwd(const mt_op_env *env, const mt_op_call *c) {
         mt__run_ce_bwd_vp(env, c);
         return;
     }
-    par_ctx ctx;
-    par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_ce_bwd);
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, c->p.ce.rows, c->p.ce.Vp, range_ce_bwd);
 }
 /* MSE_BWD: in = {dloss, pred, target}. */
 static void run_mse_bwd(const mt_op_env *env, const mt_op_call *c) {
@@ -397,78 +361,87 @@ static void run_fill_bwd(const mt_op_env *env, const mt_op_call *c) {
 #define VECTOR     MT_COST_VECTOR
 #define COLLECTIVE MT_COST_COLLECTIVE
 
-static const mt_op_def op_table[MT_OP_COUNT] = {
-    /* name, inputs (min, max), cost class, cost; run, [scratch] */
-    [MT_OP_MATMUL]        = {"matmul", 2, 2, PRODUCT, mt__cost_gemm, run_gemm},
-    [MT_OP_LINEAR]        = {"linear", 2, 3, PRODUCT, mt__cost_linear, run_linear},
-    [MT_OP_ADD]           = {"add", 2, 2, VECTOR, mt__cost_binary, run_binary},
-    [MT_OP_SUB]           = {"sub", 2, 2, VECTOR, mt__cost_binary, run_binary},
-    [MT_OP_MUL]           = {"mul", 2, 2, VECTOR, mt__cost_binary, run_binary},
-    [MT_OP_SCALE]         = {"scale", 1, 1, VECTOR, mt__cost_unary, run_scale},
-    [MT_OP_GELU]          = {"gelu", 1, 1, VECTOR, mt__cost_gelu, run_gelu},
-    [MT_OP_LAYERNORM]     = {"layernorm", 3, 3, VECTOR, mt__cost_layernorm, run_layernorm},
-    [MT_OP_ATTENTION]     = {"attention", 1, 1, ATTENTION, mt__cost_attention, run_attention},
-    [MT_OP_EMBEDDING]     = {"embedding", 2, 2, VECTOR, mt__cost_embedding, run_embedding},
-    [MT_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 2, VECTOR, mt__cost_ce,
-                            run_cross_entropy, scratch_ce},
-    [MT_OP_MSE]           = {"mse", 2, 2, VECTOR, mt__cost_reduce_in, run_mse},
-    [MT_OP_SUM]           = {"sum", 1, 1, VECTOR, mt__cost_reduce_in, run_sum},
-    [MT_OP_TRANSPOSE]     = {"transpose", 1, 1, VECTOR, mt__cost_transpose, run_transpose},
-    [MT_OP_RESHARD]       = {"reshard", 1, 1, VECTOR, mt__cost_unary, run_copy},
-    [MT_OP_RMSNORM]       = {"rmsnorm", 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm},
-    [MT_OP_ROPE]          = {"rope", 1, 1, VECTOR, mt__cost_rope, run_rope},
-    [MT_OP_SWIGLU]        = {"swiglu", 2, 2, VECTOR, mt__cost_swiglu, run_swiglu},
-    [MT_OP_ATTENTION_GQA] = {"attention_gqa", 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa},
-    /* collective.c */
-    [MT_OP_PSUM]          = {"psum", 1, 1, COLLECTIVE, mt__cost_coll,
-                            mt__run_psum, mt__scratch_coll, .scratch_caller = true},
-    [MT_OP_ALL_GATHER]    = {"all_gather", 1, 1, COLLECTIVE, mt__cost_coll,
-                            mt__run_all_gather, mt__scratch_coll, .scratch_caller = true},
-    [MT_OP_PSUM_SCATTER]  = {"psum_scatter", 1, 1, COLLECTIVE, mt__cost_coll,
-                            mt__run_psum_scatter, mt__scratch_coll, .scratch_caller = true},
-    [MT_OP_PPERMUTE]      = {"ppermute", 1, 1, COLLECTIVE, mt__cost_coll,
-                            mt__run_ppermute, mt__scratch_coll, .scratch_caller = true},
-    [MT_OP_ALL_TO_ALL]    = {"all_to_all", 1, 1, COLLECTIVE, mt__cost_coll,
-                            mt__run_all_to_all, mt__scratch_coll, .scratch_caller = true},
-    [MT_OP_PVARY]         = {"pvary", 1, 1, COLLECTIVE, mt__cost_coll, mt__run_pvary},
-    [MT_OP_SLICE]         = {"slice", 1, 1, COLLECTIVE, mt__cost_coll, mt__run_slice},
-    /* collective_matmul.c */
-    [MT_OP_AG_LINEAR]     = {"ag_linear", 2, 3, COLLECTIVE, mt__cost_cm,
-                            mt__run_ag_linear, mt__scratch_cm, .scratch_caller = true},
-    [MT_OP_LINEAR_RS]     = {"linear_rs", 2, 2, COLLECTIVE, mt__cost_cm,
-                            mt__run_linear_rs, mt__scratch_cm, .scratch_caller = true},
-    [MT_OP_GEMM]          = {"gemm", 2, 2, PRODUCT, mt__cost_gemm, run_gemm},
-    [MT_OP_BIAS_GRAD]     = {"bias_grad", 1, 1, VECTOR, mt__cost_reduce_in, run_bias_grad},
-    [MT_OP_REDUCE_BCAST]  = {"reduce_bcast", 1, 1, VECTOR, mt__cost_reduce_in, run_reduce_bcast},
-    [MT_OP_SCALE_BWD]     = {"scale_bwd", 1, 1, VECTOR, mt__cost_unary, run_scale},
-    [MT_OP_MUL_BWD_A]     = {"mul_bwd_a", 2, 2, VECTOR, mt__cost_binary, run_mul_bwd_a},
-    [MT_OP_MUL_BWD_B]     = {"mul_bwd_b", 2, 2, VECTOR, mt__cost_reduce_in, run_mul_bwd_b},
-    [MT_OP_GELU_BWD]      = {"gelu_bwd", 2, 2, VECTOR, mt__cost_gelu_bwd, run_gelu_bwd},
-    [MT_OP_LN_BWD_INPUT]  = {"ln_bwd_input", 5, 5, VECTOR, mt__cost_ln_bwd, run_ln_bwd_input},
-    [MT_OP_LN_BWD_PARAMS] = {"ln_bwd_params", 4, 4, VECTOR, mt__cost_ln_bwd, run_ln_bwd_params},
-    [MT_OP_ATTENTION_BWD] = {"attention_bwd", 3, 3, ATTENTION, mt__cost_attention_bwd,
-                            run_attention_bwd, scratch_attention_bwd},
-    [MT_OP_EMBEDDING_BWD] = {"embedding_bwd", 2, 2, VECTOR, mt__cost_embedding, run_embedding_bwd},
-    [MT_OP_CE_BWD]        = {"ce_bwd", 4, 4, VECTOR, mt__cost_ce, run_ce_bwd},
-    [MT_OP_MSE_BWD]       = {"mse_bwd", 3, 3, VECTOR, mt__cost_unary, run_mse_bwd},
-    [MT_OP_FILL_BWD]      = {"fill_bwd", 1, 1, VECTOR, mt__cost_unary, run_fill_bwd},
-    [MT_OP_TRANSPOSE_BWD] = {"transpose_bwd", 1, 1, VECTOR, mt__cost_transpose, run_transpose},
-    [MT_OP_CM_WGRAD]      = {"cm_wgrad", 2, 2, PRODUCT, mt__cost_cm, mt__run_cm_wgrad},
-    [MT_OP_RMS_BWD_INPUT] = {"rms_bwd_input", 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input},
-    [MT_OP_RMS_BWD_PARAMS] = {"rms_bwd_params", 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params},
-    [MT_OP_ROPE_BWD]      = {"rope_bwd", 1, 1, VECTOR, mt__cost_rope, run_rope},
-    [MT_OP_SWIGLU_BWD_A]  = {"swiglu_bwd_a", 3, 3, VECTOR, mt__cost_swiglu, run_swiglu},
-    [MT_OP_SWIGLU_BWD_B]  = {"swiglu_bwd_b", 2, 2, VECTOR, mt__cost_swiglu, run_swiglu},
-    [MT_OP_GQA_BWD_QK]    = {"gqa_bwd_qk", 5, 5, ATTENTION, mt__cost_gqa,
-                            run_attention_bwd, scratch_attention_bwd},
-    [MT_OP_GQA_BWD_V]     = {"gqa_bwd_v", 2, 2, ATTENTION, mt__cost_gqa,
-                            run_attention_bwd, scratch_attention_bwd},
+/* Each op's kernel half, mt__opdef_<name> (ops_impl.h), with the name of
+ * its MT_OP_LIST line: DEF(name, inputs (min, max), cost class, cost, run
+ * [, .scratch = ...]). rope and rope_bwd are ops/rope.c's. */
+#define DEF(op, min, max, class, cost_, ...)                                          \
+    const mt_op_def mt__opdef_##op = {.name = #op, .min_in = min, .max_in = max,      \
+                                      .cost_class = class, .cost = cost_, .run = __VA_ARGS__}
+
+DEF(matmul, 2, 2, PRODUCT, mt__cost_gemm, run_gemm);
+DEF(linear, 2, 3, PRODUCT, mt__cost_linear, run_linear);
+DEF(add, 2, 2, VECTOR, mt__cost_binary, run_binary);
+DEF(sub, 2, 2, VECTOR, mt__cost_binary, run_binary);
+DEF(mul, 2, 2, VECTOR, mt__cost_binary, run_binary);
+DEF(scale, 1, 1, VECTOR, mt__cost_unary, run_scale);
+DEF(gelu, 1, 1, VECTOR, mt__cost_gelu, run_gelu);
+DEF(layernorm, 3, 3, VECTOR, mt__cost_layernorm, run_layernorm);
+DEF(attention, 1, 1, ATTENTION, mt__cost_attention, run_attention);
+DEF(embedding, 2, 2, VECTOR, mt__cost_embedding, run_embedding);
+DEF(cross_entropy, 2, 2, VECTOR, mt__cost_ce, run_cross_entropy, .scratch = scratch_ce);
+DEF(mse, 2, 2, VECTOR, mt__cost_reduce_in, run_mse);
+DEF(sum, 1, 1, VECTOR, mt__cost_reduce_in, run_sum);
+DEF(transpose, 1, 1, VECTOR, mt__cost_transpose, run_transpose);
+DEF(reshard, 1, 1, VECTOR, mt__cost_unary, run_copy);
+DEF(rmsnorm, 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm);
+DEF(swiglu, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
+DEF(attention_gqa, 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa);
+/* collective.c */
+DEF(psum, 1, 1, COLLECTIVE, mt__cost_coll,
+    mt__run_psum, .scratch = mt__scratch_coll, .scratch_caller = true);
+DEF(all_gather, 1, 1, COLLECTIVE, mt__cost_coll,
+    mt__run_all_gather, .scratch = mt__scratch_coll, .scratch_caller = true);
+DEF(psum_scatter, 1, 1, COLLECTIVE, mt__cost_coll,
+    mt__run_psum_scatter, .scratch = mt__scratch_coll, .scratch_caller = true);
+DEF(ppermute, 1, 1, COLLECTIVE, mt__cost_coll,
+    mt__run_ppermute, .scratch = mt__scratch_coll, .scratch_caller = true);
+DEF(all_to_all, 1, 1, COLLECTIVE, mt__cost_coll,
+    mt__run_all_to_all, .scratch = mt__scratch_coll, .scratch_caller = true);
+DEF(pvary, 1, 1, COLLECTIVE, mt__cost_coll, mt__run_pvary);
+DEF(slice, 1, 1, COLLECTIVE, mt__cost_coll, mt__run_slice);
+/* collective_matmul.c */
+DEF(ag_linear, 2, 3, COLLECTIVE, mt__cost_cm,
+    mt__run_ag_linear, .scratch = mt__scratch_cm, .scratch_caller = true);
+DEF(linear_rs, 2, 2, COLLECTIVE, mt__cost_cm,
+    mt__run_linear_rs, .scratch = mt__scratch_cm, .scratch_caller = true);
+/* backward */
+DEF(gemm, 2, 2, PRODUCT, mt__cost_gemm, run_gemm);
+DEF(bias_grad, 1, 1, VECTOR, mt__cost_reduce_in, run_bias_grad);
+DEF(reduce_bcast, 1, 1, VECTOR, mt__cost_reduce_in, run_reduce_bcast);
+DEF(scale_bwd, 1, 1, VECTOR, mt__cost_unary, run_scale);
+DEF(mul_bwd_a, 2, 2, VECTOR, mt__cost_binary, run_mul_bwd_a);
+DEF(mul_bwd_b, 2, 2, VECTOR, mt__cost_reduce_in, run_mul_bwd_b);
+DEF(gelu_bwd, 2, 2, VECTOR, mt__cost_gelu_bwd, run_gelu_bwd);
+DEF(ln_bwd_input, 5, 5, VECTOR, mt__cost_ln_bwd, run_ln_bwd_input);
+DEF(ln_bwd_params, 4, 4, VECTOR, mt__cost_ln_bwd, run_ln_bwd_params);
+DEF(attention_bwd, 3, 3, ATTENTION, mt__cost_attention_bwd,
+    run_attention_bwd, .scratch = scratch_attention_bwd);
+DEF(embedding_bwd, 2, 2, VECTOR, mt__cost_embedding, run_embedding_bwd);
+DEF(ce_bwd, 4, 4, VECTOR, mt__cost_ce, run_ce_bwd);
+DEF(mse_bwd, 3, 3, VECTOR, mt__cost_unary, run_mse_bwd);
+DEF(fill_bwd, 1, 1, VECTOR, mt__cost_unary, run_fill_bwd);
+DEF(transpose_bwd, 1, 1, VECTOR, mt__cost_transpose, run_transpose);
+DEF(cm_wgrad, 2, 2, PRODUCT, mt__cost_cm, mt__run_cm_wgrad);
+DEF(rms_bwd_input, 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input);
+DEF(rms_bwd_params, 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params);
+DEF(swiglu_bwd_a, 3, 3, VECTOR, mt__cost_swiglu, run_swiglu);
+DEF(swiglu_bwd_b, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
+DEF(gqa_bwd_qk, 5, 5, ATTENTION, mt__cost_gqa,
+    run_attention_bwd, .scratch = scratch_attention_bwd);
+DEF(gqa_bwd_v, 2, 2, ATTENTION, mt__cost_gqa,
+    run_attention_bwd, .scratch = scratch_attention_bwd);
+
+/* The table, from the list: every op's entry, in the enum's order. */
+static const mt_op_def *const op_table[MT_OP_COUNT] = {
+#define OP_ENTRY_(NAME, name) [MT_OP_##NAME] = &mt__opdef_##name,
+    MT_OP_LIST(OP_ENTRY_)
+#undef OP_ENTRY_
 };
 
-const mt_op_def *mt__op_def(mt_op op) { return &op_table[op]; }
+const mt_op_def *mt__op_def(mt_op op) { return op_table[op]; }
 
 const mt_op_def *mt__op_def_named(const char *name) {
     for (int k = 0; name && k < MT_OP_COUNT; k++)
-        if (strcmp(op_table[k].name, name) == 0) return &op_table[k];
+        if (strcmp(op_table[k]->name, name) == 0) return op_table[k];
     return NULL;
 }

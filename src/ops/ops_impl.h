@@ -1,6 +1,7 @@
 /*
- * ops_impl.h — the ops: what one call of an op reads and writes, and the op
- * table {name, arity, run, cost} that runs it (internal).
+ * ops_impl.h — the ops: the list of them (MT_OP_LIST), what one call of an
+ * op reads and writes, and the kernel half of its descriptor {name, arity,
+ * cost, cost class; run, scratch} (internal).
  *
  * This layer knows tensors and kernels, not graphs. A call (mt_op_call) names
  * its output(s), inputs, saved tensors, accumulate flags and parameters; an
@@ -21,68 +22,80 @@
 #include "meshtrain/comm.h"
 #include "tensor/tensor_impl.h"
 
-/* Every op, forward ones and the backward ones the gradient rules emit. Each
- * line says which member of mt_op_params it reads. */
+/* Every op, forward ones and the backward ones the gradient rules emit: one
+ * X(NAME, name) line each, from which the enum (MT_OP_NAME), the kernel
+ * half of the descriptors (op_table.c: mt__opdef_name) and the graph half
+ * (graph/op_desc.c: mt__gop_name) are generated, so an op's two halves are
+ * named definitions in its own files (ops/rope.c, graph/op_rope.c). Each
+ * line says which member of mt_op_params it reads. The order is the enum's,
+ * which only the profiler's rows follow. */
+#define MT_OP_LIST(X)                                                                              \
+    /* forward */                                                                                  \
+    X(MATMUL, matmul)          /* p.gemm */                                                        \
+    X(LINEAR, linear)          /* p.linear */                                                      \
+    X(ADD, add) X(SUB, sub) X(MUL, mul)                                                            \
+    X(SCALE, scale)            /* p.scale */                                                       \
+    X(GELU, gelu)                                                                                  \
+    X(LAYERNORM, layernorm)    /* p.rows; aux = {mean, rstd} (rows) */                             \
+    X(ATTENTION, attention)    /* p.attention; aux = {att} (B,NH,T,T) */                           \
+    X(EMBEDDING, embedding)    /* p.embedding */                                                   \
+    X(CROSS_ENTROPY, cross_entropy) /* p.ce; aux = {lse} (rows) */                                 \
+    X(MSE, mse)                /* p.mse (scale) */                                                 \
+    X(SUM, sum)                /* p.scale: out = s · Σ in0 (1/n for a mean) */                     \
+    X(TRANSPOSE, transpose)    /* p.transpose */                                                   \
+    X(RESHARD, reshard)        /* out = in0, a sharding constraint: p.reshard is the */            \
+                               /* layout the partitioner gives out (one device: a copy) */         \
+    /* the LLaMA family's (norm.c, rope.c, elementwise.c, attention.c) */                          \
+    X(RMSNORM, rmsnorm)        /* p.rmsnorm; in: x w; aux = {rstd} (rows) */                       \
+    X(ROPE, rope)              /* p.rope; in: x (B,T,NH·HS) */                                     \
+    X(SWIGLU, swiglu)          /* out = silu(in0 a) · in1 b, same shapes */                        \
+    X(ATTENTION_GQA, attention_gqa) /* p.gqa; in: q k v; aux = {att} (B,NH,T,T) */                 \
+    /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;                  \
+     * the gradient rules use them as backward calls too */                                        \
+    X(PSUM, psum)              /* out (+)= Σ_group in0; same shape */                              \
+    X(ALL_GATHER, all_gather)  /* out (+)= in0 of every rank concatenated on p.coll.dim */         \
+    X(PSUM_SCATTER, psum_scatter) /* out (+)= block r of Σ_group in0 along p.coll.dim */           \
+    X(PPERMUTE, ppermute)      /* out (+)= in0 of the rank whose pair sends here (p.coll.pairs) */ \
+    X(ALL_TO_ALL, all_to_all)  /* split p.coll.dim into P blocks, concat received on */            \
+                               /* p.coll.dim2 */                                                   \
+    X(PVARY, pvary)            /* out (+)= in0 (identity, no communication) */                     \
+    X(SLICE, slice)            /* out (+)= block r of in0 along p.coll.dim (no communication) */   \
+    /* collective matmuls (collective_matmul.c): a product whose operand is                        \
+     * split over p.cm.axes, run as a ring of ppermutes, each step's transfer                      \
+     * overlapping the step's product; forward ops, used as backward calls too */                  \
+    X(AG_LINEAR, ag_linear)    /* out (+)= all_gather(in0) · op(in1) [+ in2]; p.cm; the */         \
+                               /* gathered in0 saved chunk-major in aux[0] (a forward) */          \
+                               /* or out2 (a backward) */                                          \
+    X(LINEAR_RS, linear_rs)    /* out (+)= block r of Σ_group in0 · op(in1); p.cm */               \
+    /* backward */                                                                                 \
+    X(GEMM, gemm)              /* out (+)= op(in0) · op(in1); p.gemm */                            \
+    X(BIAS_GRAD, bias_grad)    /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */                     \
+    X(REDUCE_BCAST, reduce_bcast) /* out (nb) (+)= s · Σ_repeats in0; p.scale */                   \
+    X(SCALE_BWD, scale_bwd)    /* out (+)= s · in0; p.scale */                                     \
+    X(MUL_BWD_A, mul_bwd_a)    /* out (+)= in0 (dout) · in1 (b, broadcast) */                      \
+    X(MUL_BWD_B, mul_bwd_b)    /* out (nb) (+)= Σ in0 (dout) · in1 (a) */                          \
+    X(GELU_BWD, gelu_bwd)      /* out (+)= gelu'(in0 x) · in1 dout */                              \
+    X(LN_BWD_INPUT, ln_bwd_input) /* out (+)= dx; in: dout x w mean rstd; p.rows */                \
+    X(LN_BWD_PARAMS, ln_bwd_params) /* out (+)= dw, out2 (+)= db; in: dout x mean rstd; p.rows */  \
+    X(ATTENTION_BWD, attention_bwd) /* out (+)= dqkv; in: dout qkv att; p.attention */             \
+    X(EMBEDDING_BWD, embedding_bwd) /* out (+)= scatter(in0 dout) at in1 ids; p.embedding */       \
+    X(CE_BWD, ce_bwd)          /* out (+)= dlogits; in: dloss logits lse targets; p.ce */          \
+    X(MSE_BWD, mse_bwd)        /* out (+)= sign · d pred; in: dloss pred target; p.mse */          \
+    X(FILL_BWD, fill_bwd)      /* out (+)= s · dloss (in0, a scalar); p.scale */                   \
+    X(TRANSPOSE_BWD, transpose_bwd) /* out (+)= transpose(in0); p.transpose */                     \
+    X(CM_WGRAD, cm_wgrad)      /* out (K,N) (+)= Σ_blocks in0ᵀ · in1, either chunk-major; p.cm */  \
+    X(RMS_BWD_INPUT, rms_bwd_input) /* out (+)= dx; in: dout x w rstd; p.rmsnorm */                \
+    X(RMS_BWD_PARAMS, rms_bwd_params) /* out (+)= dw; in: dout x rstd; p.rmsnorm */                \
+    X(ROPE_BWD, rope_bwd)      /* out (+)= dx, dout (in0) rotated back; p.rope */                  \
+    X(SWIGLU_BWD_A, swiglu_bwd_a) /* out (+)= da; in: a b dout */                                  \
+    X(SWIGLU_BWD_B, swiglu_bwd_b) /* out (+)= db; in: a dout */                                    \
+    X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v att; p.gqa */          \
+    X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout att; p.gqa */
+
 typedef enum {
-    /* forward */
-    MT_OP_MATMUL,          /* p.gemm */
-    MT_OP_LINEAR,          /* p.linear */
-    MT_OP_ADD, MT_OP_SUB, MT_OP_MUL,
-    MT_OP_SCALE,           /* p.scale */
-    MT_OP_GELU,
-    MT_OP_LAYERNORM,       /* p.rows; aux = {mean, rstd} (rows) */
-    MT_OP_ATTENTION,       /* p.attention; aux = {att} (B,NH,T,T) */
-    MT_OP_EMBEDDING,       /* p.embedding */
-    MT_OP_CROSS_ENTROPY,   /* p.ce; aux = {lse} (rows) */
-    MT_OP_MSE,             /* p.mse (scale) */
-    MT_OP_SUM,             /* p.scale: out = s · Σ in0 (1/n for a mean) */
-    MT_OP_TRANSPOSE,       /* p.transpose */
-    MT_OP_RESHARD,         /* out = in0, a sharding constraint: p.reshard is the layout the
-                              partitioner gives out (one device: a copy) */
-    /* the LLaMA family's (norm.c, rope.c, elementwise.c, attention.c) */
-    MT_OP_RMSNORM,         /* p.rmsnorm; in: x w; aux = {rstd} (rows) */
-    MT_OP_ROPE,            /* p.rope; in: x (B,T,NH·HS) */
-    MT_OP_SWIGLU,          /* out = silu(in0 a) · in1 b, same shapes */
-    MT_OP_ATTENTION_GQA,   /* p.gqa; in: q k v; aux = {att} (B,NH,T,T) */
-    /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;
-     * the gradient rules use them as backward calls too */
-    MT_OP_PSUM,            /* out (+)= Σ_group in0; same shape */
-    MT_OP_ALL_GATHER,      /* out (+)= in0 of every rank concatenated on p.coll.dim */
-    MT_OP_PSUM_SCATTER,    /* out (+)= block r of Σ_group in0 along p.coll.dim */
-    MT_OP_PPERMUTE,        /* out (+)= in0 of the rank whose pair sends here (p.coll.pairs) */
-    MT_OP_ALL_TO_ALL,      /* split p.coll.dim into P blocks, concat received on p.coll.dim2 */
-    MT_OP_PVARY,           /* out (+)= in0 (identity, no communication) */
-    MT_OP_SLICE,           /* out (+)= block r of in0 along p.coll.dim (no communication) */
-    /* collective matmuls (collective_matmul.c): a product whose operand is
-     * split over p.cm.axes, run as a ring of ppermutes, each step's transfer
-     * overlapping the step's product; forward ops, used as backward calls too */
-    MT_OP_AG_LINEAR,       /* out (+)= all_gather(in0) · op(in1) [+ in2]; p.cm; the gathered
-                              in0 saved chunk-major in aux[0] (a forward) or out2 (a backward) */
-    MT_OP_LINEAR_RS,       /* out (+)= block r of Σ_group in0 · op(in1); p.cm */
-    /* backward */
-    MT_OP_GEMM,            /* out (+)= op(in0) · op(in1); p.gemm */
-    MT_OP_BIAS_GRAD,       /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */
-    MT_OP_REDUCE_BCAST,    /* out (nb) (+)= s · Σ_repeats in0; p.scale */
-    MT_OP_SCALE_BWD,       /* out (+)= s · in0; p.scale */
-    MT_OP_MUL_BWD_A,       /* out (+)= in0 (dout) · in1 (b, broadcast) */
-    MT_OP_MUL_BWD_B,       /* out (nb) (+)= Σ in0 (dout) · in1 (a) */
-    MT_OP_GELU_BWD,        /* out (+)= gelu'(in0 x) · in1 dout */
-    MT_OP_LN_BWD_INPUT,    /* out (+)= dx; in: dout x w mean rstd; p.rows */
-    MT_OP_LN_BWD_PARAMS,   /* out (+)= dw, out2 (+)= db; in: dout x mean rstd; p.rows */
-    MT_OP_ATTENTION_BWD,   /* out (+)= dqkv; in: dout qkv att; p.attention */
-    MT_OP_EMBEDDING_BWD,   /* out (+)= scatter(in0 dout) at in1 ids; p.embedding */
-    MT_OP_CE_BWD,          /* out (+)= dlogits; in: dloss logits lse targets; p.ce */
-    MT_OP_MSE_BWD,         /* out (+)= sign · d pred; in: dloss pred target; p.mse */
-    MT_OP_FILL_BWD,        /* out (+)= s · dloss (in0, a scalar); p.scale */
-    MT_OP_TRANSPOSE_BWD,   /* out (+)= transpose(in0); p.transpose */
-    MT_OP_CM_WGRAD,        /* out (K,N) (+)= Σ_blocks in0ᵀ · in1, either chunk-major; p.cm */
-    MT_OP_RMS_BWD_INPUT,   /* out (+)= dx; in: dout x w rstd; p.rmsnorm */
-    MT_OP_RMS_BWD_PARAMS,  /* out (+)= dw; in: dout x rstd; p.rmsnorm */
-    MT_OP_ROPE_BWD,        /* out (+)= dx, dout (in0) rotated back; p.rope */
-    MT_OP_SWIGLU_BWD_A,    /* out (+)= da; in: a b dout */
-    MT_OP_SWIGLU_BWD_B,    /* out (+)= db; in: a dout */
-    MT_OP_GQA_BWD_QK,      /* out (+)= dq, out2 (+)= dk; in: dout q k v att; p.gqa */
-    MT_OP_GQA_BWD_V,       /* out (+)= dv; in: dout att; p.gqa */
+#define MT_OP_ENUM_(NAME, name) MT_OP_##NAME,
+    MT_OP_LIST(MT_OP_ENUM_)
+#undef MT_OP_ENUM_
     MT_OP_COUNT
 } mt_op;
 
@@ -263,8 +276,8 @@ typedef enum {
                               slice); the collective matmuls too */
 } mt_op_cost_class;
 
-/* The kernel half of an op's descriptor (op_table.c, one entry per op,
- * indexed by mt_op); the graph half, its gradient, sharding and remat rules,
+/* The kernel half of an op's descriptor (mt__opdef_<name>, below; op_table.c
+ * indexes them by mt_op); the graph half, its gradient, sharding and remat rules,
  * is graph/op_desc.c's, which a graph-layer op needs as well. Its first
  * members say what the op is (name, arity, cost and cost class: read by the
  * graph, the profiler and the planner), the rest how the CPU backend runs
@@ -286,6 +299,14 @@ typedef struct {
      * is the start of env->scratch. Default false. */
     bool     scratch_caller;
 } mt_op_def;
+
+/* The kernel half of each op's descriptor: one named definition per
+ * MT_OP_LIST line, mt__opdef_<name>, which op_table.c's table points at
+ * (an op without one does not link). op_table.c defines most; an op in a
+ * file of its own defines its own there (ops/rope.c: rope and rope_bwd). */
+#define MT_OP_DEF_DECL_(NAME, name) extern const mt_op_def mt__opdef_##name;
+MT_OP_LIST(MT_OP_DEF_DECL_)
+#undef MT_OP_DEF_DECL_
 
 /* Vocabulary-parallel cross-entropy (loss_vp.c): the forward, with its
  * all-reduces, and the backward (local); run_cross_entropy and run_ce_bwd

@@ -1,5 +1,10 @@
 /*
- * rope.c — rotary position embedding (RoPE), forward and backward.
+ * rope.c — rotary position embedding (RoPE), forward and backward: the
+ * kernel, how a call runs it on the pool, what a run costs, and the kernel
+ * half of the descriptors of rope and rope_bwd (mt__opdef_rope,
+ * mt__opdef_rope_bwd; ops_impl.h). An op in files of its own: this one, its
+ * graph half in graph/op_rope.c, its line in ops_impl.h's MT_OP_LIST
+ * (docs/extending.md, "A new op").
  *
  * llama2.c's convention (run.c): in every head of HS channels, the pair
  * (2i, 2i+1) of row t is rotated by the angle pos · theta^(-2i/HS), pos =
@@ -11,7 +16,7 @@
  * float angle would be off by more than float rounding of the result.
  * Outputs must not overlap inputs.
  */
-#include "ops/kernels.h"
+#include "ops/op_par.h"
 
 #include <assert.h>
 #include <math.h>
@@ -19,9 +24,13 @@
 /* Pairs whose angles are computed at a time (a stack buffer). */
 #define ROPE_PAIRS 64
 
-void mt_kernel_rope(float *restrict out, const float *restrict x, int64_t B, int64_t T,
-                    int64_t NH, int64_t HS, float theta, int64_t pos0, int sign, bool acc,
-                    int64_t t0, int64_t t1) {
+/* out (B,T,NH·HS) (+)= x (B,T,NH·HS) with the pair (2i, 2i+1) of every head
+ * of row t rotated by sign · (pos0 + t) · theta^(-2i/HS), for the rows t in
+ * [t0, t1) of every batch. sign -1 is the backward (the transposed
+ * rotation). HS even. */
+static void kernel_rope(float *restrict out, const float *restrict x, int64_t B, int64_t T,
+                        int64_t NH, int64_t HS, float theta, int64_t pos0, int sign, bool acc,
+                        int64_t t0, int64_t t1) {
     assert(HS > 0 && HS % 2 == 0 && (sign == 1 || sign == -1));
     assert(0 <= t0 && t0 <= t1 && t1 <= T);
     const int64_t C = NH * HS, half = HS / 2;
@@ -55,3 +64,40 @@ void mt_kernel_rope(float *restrict out, const float *restrict x, int64_t B, int
         }
     }
 }
+
+/* ---- the op: rope (p.rope) and its backward, rope_bwd -------------------- */
+
+/* out (B,T,NH·HS) (+)= in0 rotated (rope) or rotated back (rope_bwd); split
+ * over T. */
+static void range_rope(void *arg, int64_t t0, int64_t t1, int w) {
+    (void)w;
+    const mt_op_call *c = ((mt_op_par *)arg)->c;
+    const mt_rope_params *p = &c->p.rope;
+    kernel_rope((float *)c->out->data, (const float *)c->in[0]->data, p->B, p->T, p->NH,
+                p->HS, p->theta, p->pos0, c->op == MT_OP_ROPE ? 1 : -1, c->acc, t0, t1);
+}
+
+static void run_rope(const mt_op_env *env, const mt_op_call *c) {
+    const mt_rope_params *p = &c->p.rope;
+    mt_op_par ctx;
+    mt__op_par_run(env, c, &ctx, p->T, p->B * p->NH * p->HS, range_rope);
+}
+
+/* 6 FLOPs a pair of elements, and the angles' sines and cosines (counted
+ * as 20 each) once per (t, pair) */
+static void cost_rope(const mt_op_call *c, double *fl, double *by) {
+    const mt_rope_params *p = &c->p.rope;
+    double e = (double)mt_tensor_numel(c->out);
+    *fl = 3 * e + 40 * (double)p->T * (double)(p->HS / 2);
+    *by = (c->acc ? 12 : 8) * e;
+}
+
+const mt_op_def mt__opdef_rope = {
+    .name = "rope", .min_in = 1, .max_in = 1, .cost_class = MT_COST_VECTOR,
+    .cost = cost_rope, .run = run_rope,
+};
+
+const mt_op_def mt__opdef_rope_bwd = {
+    .name = "rope_bwd", .min_in = 1, .max_in = 1, .cost_class = MT_COST_VECTOR,
+    .cost = cost_rope, .run = run_rope,
+};

@@ -1,0 +1,88 @@
+/*
+ * op_rope.c — rotary position embedding (RoPE) to a graph: its builder
+ * (mt_rope, meshtrain/graph.h), its gradient, sharding and lowering rules,
+ * and the graph half of the descriptors of rope and rope_bwd (mt__gop_rope,
+ * mt__gop_rope_bwd; op_desc.h). The kernel half is ops/rope.c's, the line
+ * in ops/ops_impl.h's MT_OP_LIST; nothing else names the op. The worked
+ * example of docs/extending.md's "A new op".
+ */
+#include "graph/builders_impl.h"
+#include "graph/op_desc.h"
+#include "graph/shard_rules_impl.h"
+
+#include <stdio.h>
+
+#define SHAPE(t, buf) mt__shape_str((t), (buf), sizeof (buf))
+
+mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0) {
+    if (!mt__build_ready(g, 1, &x) || !mt__build_want_dtype(g, "rope", x, MT_F32)) return NULL;
+    char s[64];
+    if (x->ndim != 3)
+        return mt__graph_error(g, MT_ESHAPE, "rope: x '%s' %s must be (B,T,n_heads·HS)",
+                               x->name, SHAPE(x, s));
+    int64_t C = x->shape[2];
+    if (n_heads <= 0 || C % n_heads != 0 || (C / n_heads) % 2 != 0)
+        return mt__graph_error(g, MT_EINVAL, "rope: x '%s' %s has C=%lld channels, which must "
+                               "split into n_heads=%d heads of an even size", x->name,
+                               SHAPE(x, s), (long long)C, n_heads);
+    if (!(theta > 1.0f) || pos0 < 0)
+        return mt__graph_error(g, MT_EINVAL, "rope of '%s': theta=%g must be > 1 (10000, or "
+                               "500000 for Llama 3) and pos0=%lld >= 0", x->name,
+                               (double)theta, (long long)pos0);
+    mt_op_params p = {.rope = {.B = x->shape[0], .T = x->shape[1], .NH = n_heads,
+                               .HS = C / n_heads, .theta = theta, .pos0 = pos0}};
+    return mt__build_simple(g, MT_OP_ROPE, 3, x->shape, &x, 1, p);
+}
+
+/* A rotation's transpose is the rotation back. */
+static void grad_rope(mt_graph *g, const mt_op_call *f) {
+    mt_op_call dx = {.op = MT_OP_ROPE_BWD, .n_in = 1, .in = {f->out->grad}};
+    dx.p.rope = f->p.rope;
+    mt__emit_grad(g, f->in[0], &dx);
+}
+
+/* out (B,T,NH·HS) = x rotated per (t, pair): linear, so partial sums pass;
+ * B and T pass (a device's rows keep their global positions: the lowering
+ * shifts pos0 by its first row); the last dim may be split only on whole
+ * heads (every head has the same angles). */
+static mt_status shard_rope(mt_srule *r, const mt_op_call *call, mt_type *in) {
+    mt_type *x = &in[0];
+    if (x->ndim != 3)
+        return mt_fail(MT_ESHAPE, "%s: operands %s: want x (B,T,NH·HS)", r->op,
+                       mt__stype(r->mesh, x).s);
+    const int64_t NH = call->p.rope.NH;
+    const uint32_t heads = x->sharding.dim_axes[2];
+    if (heads && NH % mt__saxes_size(r->mesh, heads) != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "rope rotates pairs inside each of its NH=%lld heads, which "
+                 "do not divide over %s (%lld devices): split the channels over axes whose size "
+                 "divides NH, or keep them whole", (long long)NH, mt__saxes(r->mesh, heads).s,
+                 (long long)mt__saxes_size(r->mesh, heads));
+        mt_status s = mt__sneed_whole(r, 0, "x", x, 2, why);
+        if (s != MT_OK) return s;
+    }
+    r->out->result = *x;
+    return MT_OK;
+}
+
+/* Rows split over T (sequence parallelism): this device's first row is
+ * position pos0 + its first index of T; heads split: its share of them. */
+static mt_tensor *lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                             const mt_lower_env *e) {
+    const mt_rope_params *p = &c->p.rope;
+    uint32_t rows = e->types[0].sharding.dim_axes[1];
+    int64_t pos0 = p->pos0 + (rows ? e->start(e->ctx, rows, in[0]->shape[1]) : 0);
+    return mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, pos0);
+}
+
+/* rope: a forward op of global programs, recomputed by remat, no
+ * communication; its moves the partitioner's generic order. */
+const mt_op_gdesc mt__gop_rope = {
+    .role = MT_ROLE_GLOBAL, .grad = grad_rope, .shard = shard_rope, .lower = lower_rope,
+    .lower_moves = mt__lower_moves_generic, .recomp = MT_RECOMP_LOCAL, .comm = MT_COMM_NONE,
+};
+
+/* rope_bwd: made by grad_rope only. */
+const mt_op_gdesc mt__gop_rope_bwd = {
+    .role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE,
+};
