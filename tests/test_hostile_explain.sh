@@ -77,7 +77,6 @@ hostile_cases <<EOF
 2 | but there is no mesh | explain $G --sequence-parallel
 2 | sequence parallelism splits T=8 (--seq) over tensor=3 | explain --model gpt --channels 24 --heads 3 --vocab 64 --batch 3 --seq 8 --mesh tensor=3 --sequence-parallel
 2 | add --sequence-parallel (with a tensor axis), or drop --collective-matmul | explain $G --mesh tensor=2 --collective-matmul on
-2 | sequence parallelism does not compose with a pipeline | explain $G --mesh pipe=2,tensor=2 --sequence-parallel --microbatches 2
 # ---- pipelines: the kind first, then its shape ----
 2 | --schedule: unknown schedule kind 'zb-h3' | explain $G --mesh pipe=2 --schedule zb-h3
 2 | unknown schedule kind 'zb-h3' | explain $G --mesh pipe=2 --schedule zb-h3 --microbatches 4

@@ -73,7 +73,9 @@ static int compare_params(mt_trainer *pipe, mt_trainer *one, const char *what, i
 }
 
 /* Trains `kind` over pipe=p with m microbatches and compares with one device. */
-static void check_kind(const char *kind, int p, int m, int L, const char *extra_axes) {
+/* sp: the pipeline's run with sequence parallelism (1: collective matmul
+ * off, 2: on); the one-device run has none */
+static void check_kind_sp(const char *kind, int p, int m, int L, const char *extra_axes, int sp) {
     char text[] = "/tmp/mt-test-pipe-XXXXXX";
     mt_test_write_text(text);
     mt_gpt_config gpt;
@@ -87,11 +89,14 @@ static void check_kind(const char *kind, int p, int m, int L, const char *extra_
     snprintf(mesh, sizeof mesh, "pipe=%d%s", p, extra_axes ? extra_axes : "");
     c.mesh = mesh;
     c.schedule = kind;
+    c.sequence_parallel = sp > 0;
+    c.collective_matmul = sp == 2 ? 1 : sp == 1 ? -1 : 0;
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
     curve got = run(tr);
     char what[96];
-    snprintf(what, sizeof what, "%s on %s, m=%d", kind, mesh, m);
+    snprintf(what, sizeof what, "%s on %s%s, m=%d", kind, mesh,
+             sp == 2 ? " sp+cm" : sp == 1 ? " sp" : "", m);
     for (int s = 0; s < TSTEPS; s++) {
         MT_CHECK_CLOSE(got.loss[s], want.loss[s], 1e-5, "%s: loss at step %d", what, s + 1);
         MT_CHECK_CLOSE(got.norm[s], want.norm[s], 1e-5, "%s: gradient norm at step %d", what,
@@ -109,6 +114,10 @@ static void check_kind(const char *kind, int p, int m, int L, const char *extra_
     mt_trainer_free(tr);
     mt_trainer_free(one);
     unlink(text);
+}
+
+static void check_kind(const char *kind, int p, int m, int L, const char *extra_axes) {
+    check_kind_sp(kind, p, m, L, extra_axes, 0);
 }
 
 #define KIND_CASES(name, kind)                                                              \
@@ -168,6 +177,12 @@ MT_TEST(pipe2_data2_reduces_once_a_step) {
              (long long)once, (long long)each, m);
 }
 MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
+/* sequence parallelism inside the stages: a stage sends each tensor rank's
+ * rows (the residual stream split over tensor) and the next takes them
+ * split, with and without collective matmul, and in the V shape */
+MT_TEST(pipe2_tensor2_sp_1f1b) { check_kind_sp("1f1b", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_cm_1f1b) { check_kind_sp("1f1b", 2, 4, 4, ",tensor=2", 2); }
+MT_TEST(pipe2_tensor2_sp_zb_v) { check_kind_sp("zb-v", 2, 4, 4, ",tensor=2", 1); }
 MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
 
 /* The validation loss through the pipeline (forward only, chunk by chunk)

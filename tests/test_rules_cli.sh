@@ -93,8 +93,6 @@ refuse "a logical axis twice" "logical axis 'mlp' has two rules" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensor,mlp=' --metrics never.jsonl
 refuse "rules without a mesh" "--rules maps the model's logical axes onto a mesh's axes" \
     train "${GPT[@]}" --rules 'mlp=tensor' --metrics never.jsonl
-refuse "sequence parallelism as its rule, under a pipeline" "act_length=tensor (sequence parallelism) does not compose with a pipeline" \
-    train "${GPT[@]}" --mesh pipe=2,tensor=2 --microbatches 2 --rules 'act_length=tensor' --metrics never.jsonl
 refuse "explain: a logical axis the model lacks" "has no logical axis 'experts'" \
     explain --model llama --layers 2 --channels 32 --heads 4 --mesh tensor=2 --rules 'experts=tensor'
 
@@ -134,5 +132,10 @@ fi
 run "gpt one device" one.jsonl "${GPT[@]}"
 run "gpt act_length=tensor" r.jsonl "${GPT[@]}" --mesh tensor=2 --rules 'act_length=tensor'
 same "gpt: the residual stream's rows over tensor (sequence parallel) equal one device" one.jsonl r.jsonl
+# and under a pipeline: each stage sends its rows split over tensor
+run "gpt one device, 2 microbatches" one.jsonl "${GPT[@]}" --accum 2
+run "gpt act_length=tensor on pipe=2,tensor=2" r.jsonl "${GPT[@]}" --mesh pipe=2,tensor=2 \
+    --microbatches 2 --rules 'act_length=tensor'
+same "gpt: act_length=tensor under a pipeline equals one device" one.jsonl r.jsonl
 
 test_end

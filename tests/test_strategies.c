@@ -375,7 +375,6 @@ MT_TEST(config_check_decides_without_files) {
         {"interleaved shape",  "pipe=2",         "interleaved", 8, 16, 4, 16, 0, 3, 0, 0, 0, 0, MT_EINVAL, "divisible", "interleaved"},
         {"chunks <= L",        "pipe=2",         "zb-v",   8, 16, 4, 16,  0, 2, 0, 0, 0, 0, MT_EINVAL, "4 chunks", "L=2 blocks (--layers)"},
         {"schedule, no pipe",  "data=2",         "1f1b",   8, 16, 4, 16,  0, 2, 0, 0, 0, 0, MT_EINVAL, "pipe axis", "1f1b"},
-        {"sp in a pipeline",   "pipe=2,tensor=2", NULL,    8, 16, 4, 16,  0, 2, 0, 0, 1, 0, MT_EUNSUPPORTED, "sequence parallelism", "pipeline"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mt_train_config c = mt_test_config(MT_MODEL_GPT, "/nonexistent/mt-config-check.txt");

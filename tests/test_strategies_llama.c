@@ -210,7 +210,10 @@ static mt_train_config pipe_config(const char *path, mt_llama_config *m, int L, 
 
 /* `kind` over `mesh` (a pipe axis of 2) with `mb` microbatches, L blocks,
  * the embeddings tied or not. */
-static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bool tie) {
+/* sp: the pipeline's run with sequence parallelism (1: collective matmul
+ * off, 2: on); the one-device run has none */
+static void check_pipeline_sp(const char *kind, const char *mesh, int L, int mb, bool tie,
+                              int sp) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
     mt_llama_config m;
@@ -219,9 +222,12 @@ static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bo
     curve want = ten_steps(&c, &one);
     c.mesh = mesh;
     c.schedule = kind;
+    c.sequence_parallel = sp > 0;
+    c.collective_matmul = sp == 2 ? 1 : sp == 1 ? -1 : 0;
     curve got = ten_steps(&c, &tr);
     char what[96];
-    snprintf(what, sizeof what, "llama%s on %s %s m=%d", tie ? " tied" : "", mesh, kind, mb);
+    snprintf(what, sizeof what, "llama%s on %s%s %s m=%d", tie ? " tied" : "", mesh,
+             sp == 2 ? " sp+cm" : sp == 1 ? " sp" : "", kind, mb);
     same_curve(&got, &want, what);
     if (!strstr(mesh, "tensor")) {   /* split blocks: the losses and norms say it */
         /* tied, the head's chunk holds a second copy of the embedding */
@@ -233,6 +239,10 @@ static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bo
     mt_trainer_free(tr);
     mt_trainer_free(one);
     unlink(path);
+}
+
+static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bool tie) {
+    check_pipeline_sp(kind, mesh, L, mb, tie, 0);
 }
 
 /* Each schedule kind over pipe=2 (L blocks, m microbatches), untied. */
@@ -247,6 +257,15 @@ PIPE_CASE(interleaved, "interleaved", "pipe=2", 4, 4)
 PIPE_CASE(dualpipev, "dualpipev", "pipe=2", 4, 4)
 PIPE_CASE(tensor2, "1f1b", "pipe=2,tensor=2", 2, 2)
 #undef PIPE_CASE
+
+/* sequence parallelism inside the stages (the residual stream's rows over
+ * tensor cross the stage boundary split), with and without collective
+ * matmul, untied and tied */
+MT_TEST(llama_pipeline_tensor2_sp_equals_one_device) {
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 1);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 2);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, true, 1);
+}
 
 /* tied: the embedding on device 0, the head's copy on device 1 (1F1B; with
  * tensor=2 each copy split over the vocabulary) or on device 0 too (ZB-V's

@@ -131,19 +131,6 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     mt_schedule_kind kind;
     mt_status st = mt_schedule_kind_parse(name, &kind);
     if (st != MT_OK) return mt_fail_wrap(st, "--schedule");
-    if (c->sequence_parallel)
-        return mt_fail(MT_EUNSUPPORTED, "sequence parallelism does not compose with a pipeline: "
-                       "a stage would send its rows split over tensor to a stage that takes "
-                       "them whole; drop --sequence-parallel or the pipe axis (pipe=%d)", p);
-    /* the same given as its rule: the residual stream's rows over a mesh axis */
-    mt_rules rules;
-    const char *rows = NULL;
-    if (mt__train_rules(c, &rules, NULL, 0) == MT_OK) rows = mt_rules_find(&rules, "act_length");
-    if (rows && *rows)
-        return mt_fail(MT_EUNSUPPORTED, "the rule act_length=%s (sequence parallelism) does not "
-                       "compose with a pipeline: a stage would send its rows split over %s to a "
-                       "stage that takes them whole; drop the rule or the pipe axis (pipe=%d)",
-                       rows, rows, p);
     if (c->accum < p)
         return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
                        "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);

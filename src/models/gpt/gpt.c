@@ -175,7 +175,7 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_mo
     } else {
         /* the previous stage's output; its gradient goes back to it */
         x = mt_graph_logical(g, mt_input(g, MT_STAGE_INPUT, MT_F32, 3, btc),
-                             "batch,seq,embed");                        /* (B,T,C) */
+                             MT_RESIDUAL_AXES);                         /* (B,T,C) */
         if (x && (s = mt_input_set_needs_grad(x)) != MT_OK) {
             mt_graph_fail(g, s, "%s", mt_errmsg());
             return NULL;

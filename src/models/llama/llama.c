@@ -259,7 +259,7 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
     } else {
         /* the previous stage's output; its gradient goes back to it */
         x = mt_graph_logical(g, mt_input(g, MT_STAGE_INPUT, MT_F32, 3, btc),
-                             "batch,seq,embed");                         /* (B,T,C) */
+                             MT_RESIDUAL_AXES);                          /* (B,T,C) */
         mt_status s = x ? mt_input_set_needs_grad(x) : MT_OK;
         if (s != MT_OK) {
             mt_graph_fail(g, s, "%s", mt_errmsg());
