@@ -167,14 +167,17 @@ static int64_t psums_a_step(const char *kind, int m) {
 }
 
 /* A whole backward (BW) leaves its gradients' all-reduces to the chunk's
- * last one in the step (DDP's no_sync): 1F1B runs a quarter of the
- * all-reduces at m = 4 that ZB-H1, whose split B and W reduce every
- * microbatch, runs; the losses are one device's (pipe2_data2_1f1b). */
+ * last one in the step (DDP's no_sync), and so does a split W (the
+ * zero-bubble kinds): 1F1B, ZB-H1 and DualPipeV run as many all-reduces a
+ * step at m = 4 as ZB-H1 at m = 2, one a gradient whatever m (the losses
+ * are one device's: pipe2_data2_1f1b, pipe2_data2_zb_h1,
+ * pipe2_data2_dualpipev). */
 MT_TEST(pipe2_data2_reduces_once_a_step) {
-    const int m = 4;
-    int64_t once = psums_a_step("1f1b", m), each = psums_a_step("zb-h1", m);
-    MT_CHECK(once > 0 && each == m * once, "psums a step: 1f1b %lld, zb-h1 %lld (want %d x)",
-             (long long)once, (long long)each, m);
+    int64_t once = psums_a_step("1f1b", 4), zb = psums_a_step("zb-h1", 4);
+    int64_t zb2 = psums_a_step("zb-h1", 2), v = psums_a_step("dualpipev", 4);
+    MT_CHECK(once > 0 && zb == zb2 && once == zb2 && v == zb2, "psums a step: 1f1b %lld, "
+             "zb-h1 %lld (m=2: %lld), dualpipev %lld (want one count)", (long long)once,
+             (long long)zb, (long long)zb2, (long long)v);
 }
 MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
 /* sequence parallelism inside the stages: a stage sends each tensor rank's

@@ -64,19 +64,23 @@ MT_TEST(pipeline_with_messages_and_reductions) {
     /* a stage's products, 2 x 2.5 = 5 s, outweigh the bubble (2.7 s) and
        the exposed reduction (1 s): compute binds */
     MT_CHECK(r.bound == MT__PLAN_BOUND_COMPUTE, "once: %s", r.reason);
-    /* ZB-H1 splits B and W: its W's reduce every microbatch whatever
-       `reduce` asks (the executor leaves reductions only to whole
-       backwards), so once plans it as each does */
+    /* ZB-H1 splits B and W: its W's leave their reductions to the chunk's
+       last one too (the executor), so once moves one all-reduce a step,
+       exposed after the flush (1 s), where each moves one a microbatch */
     in.schedule = MT_SCHEDULE_ZB_H1;
     in.reduce = MT__PLAN_REDUCE_EACH;
     mt__plan_step_result each;
     MT_CHECK_OK(mt__plan_step(&in, &each));
+    MT_CHECK(fabs(each.comm[0].seconds - 2.0) < 1e-9, "zb-h1 each: an all-reduce a "
+             "microbatch: %g s", each.comm[0].seconds);
     in.reduce = MT__PLAN_REDUCE_ONCE;
     MT_CHECK_OK(mt__plan_step(&in, &r));
-    MT_CHECK(r.step == each.step && r.comm_exposed == each.comm_exposed, "zb-h1: once %g s, "
-             "each %g s: the same", r.step, each.step);
-    MT_CHECK(fabs(r.comm[0].seconds - 2.0) < 1e-9, "zb-h1: an all-reduce a microbatch: %g s",
-             r.comm[0].seconds);
+    MT_CHECK(fabs(r.comm[0].seconds - 1.0) < 1e-9 && fabs(r.comm_exposed - 1.0) < 1e-9,
+             "zb-h1 once: one all-reduce a step, exposed after the flush: %g s, exposed %g s",
+             r.comm[0].seconds, r.comm_exposed);
+    MT_CHECK(r.step < each.step, "zb-h1: once %g s, each %g s", r.step, each.step);
+    MT_CHECK_CLOSE(r.compute + r.comm_exposed + r.bubble + r.optimizer, r.step, 1e-12,
+                   "zb-h1 once: identity");
     mt_mesh_free(mesh);
 }
 

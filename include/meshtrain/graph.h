@@ -414,7 +414,8 @@ mt_status mt_graph_backward(mt_graph *g);
  * already hold a reduced sum a backward reduces as without it. Every
  * device of the group must set it alike. Reduce-scatters (fsdp, ZeRO 2/3)
  * and all-reduces into a buffer (ZeRO-1's) are not left. MT_ESTATE before
- * compile. Read when B starts. */
+ * compile. Read when the W pass starts (mt_graph_backward_w; mt_graph_backward
+ * runs B then W). */
 mt_status mt_graph_set_reduce_later(mt_graph *g, bool later);
 void      mt_graph_zero_grad(mt_graph *g);
 

@@ -480,8 +480,6 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (!g->prog->opts.seed_from_caller &&   /* d loss / d loss */
         (s = mt__backend_write_f32(g->prog->env.backend, g->loss->grad->data, 1.0f)) != MT_OK)
         return s;
-    /* a local pass only onto gradients that hold no reduced sum */
-    g->prog->local_pass = g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
     return run_phase(g, MT_PHASE_B, g->prog->order_b, g->prog->n_b);
 }
 
@@ -489,6 +487,10 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_w");
     if (s != MT_OK) return s;
     if (g->prog->opts.no_grad) return mt_fail(MT_ESTATE, "graph was compiled with no_grad; it has no backward");
+    /* a local pass only onto gradients that hold no reduced sum; read when
+     * the W pass starts (its reductions are W's), so a split B and W may
+     * have other passes between them */
+    g->prog->local_pass = g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
     if ((s = run_phase(g, MT_PHASE_W, g->prog->order_w, g->prog->n_w)) != MT_OK) return s;
     g->prog->grads_zero = false;
     g->prog->held = g->prog->local_pass;

@@ -14,10 +14,11 @@
  *       backward: a whole backward, its gradient out at its end). A BW
  *       that is not its chunk's last backward of the step leaves the
  *       gradients' data-parallel all-reduces to a later one
- *       (mt_graph_set_reduce_later, DDP's no_sync): with only BWs, m
- *       microbatches cost one all-reduce a gradient. A split B and W (the
- *       zero-bubble kinds, DualPipeV's) reduce: another microbatch's B may
- *       start between them, and the flag is read when a B starts.
+ *       (mt_graph_set_reduce_later, DDP's no_sync): m microbatches cost
+ *       one all-reduce a gradient. A split B and W (the zero-bubble kinds,
+ *       DualPipeV's) do the same with their W passes: each but the
+ *       chunk's last of the step adds its gradients locally, and the last
+ *       reduces them (the flag is read when a W starts).
  * Messages are tagged by (kind, chunk, microbatch), so the order in which
  * a device receives them need not be the order they were sent in; a chunk
  * whose neighbour is on the same device (the V shape's turn) sends to
@@ -188,11 +189,12 @@ static mt_status run_op(mt__pipe_exec *x, const mt_pipe_op *op, double *loss, do
     switch (op->type) {
     case MT_PIPE_F: return run_f(x, c, op->mb, loss, t0);
     case MT_PIPE_B:
-        ++c->n_back;
-        s = mt_graph_set_reduce_later(c->g, false);
-        if (s == MT_OK) s = run_b(x, c, op->mb, t0);
+        s = run_b(x, c, op->mb, t0);
         return s == MT_OK ? send_grad(x, c, op->mb) : s;
-    case MT_PIPE_W: return run_w(c, op->mb);
+    case MT_PIPE_W:
+        /* the chunk's last W reduces what the W passes before it held */
+        s = mt_graph_set_reduce_later(c->g, ++c->n_back < x->m);
+        return s == MT_OK ? run_w(c, op->mb) : s;
     case MT_PIPE_BW:
         /* the chunk's last backward reduces what the BWs before it held */
         s = mt_graph_set_reduce_later(c->g, ++c->n_back < x->m);

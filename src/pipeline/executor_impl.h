@@ -28,7 +28,7 @@ typedef struct {
     int       *slot_of;    /* (m): microbatch -> slot, -1 when none */
     int       *free_slot;  /* (n_slots): a stack of free slots */
     int        n_free;
-    int        n_back;     /* B and BW ops run this step: a BW but the last leaves its
+    int        n_back;     /* W and BW ops run this step: one but the last leaves its
                               gradients' data-parallel reductions to a later backward
                               (mt_graph_set_reduce_later) */
 } mt__pipe_chunk;

@@ -86,22 +86,11 @@ static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems)
                                per * stored_elems, NULL);
 }
 
-/* Whether every backward of schedule s is whole (BW): the executor then
- * leaves all but a chunk's last one's data-parallel all-reduces to it
- * (pipeline/executor.c); a split B and W reduce every microbatch. */
-static bool whole_backwards(const mt_schedule *s, int p) {
-    for (int d = 0; d < p; d++)
-        for (int i = 0; i < mt_schedule_n_ops(s, d); i++) {
-            mt_pipe_op_type ty = mt_schedule_ops(s, d)[i].type;
-            if (ty == MT_PIPE_B || ty == MT_PIPE_W) return false;
-        }
-    return true;
-}
-
 /* The pipeline: the schedule on the chunks' F, B, W; the accounting device
  * is the one that ends last (after its flush and its optimizer). With
- * `once`, whole gradients are all-reduced after the flush where the
- * schedule's backwards are all whole. */
+ * `once`, whole gradients are all-reduced after the flush: the executor
+ * leaves all but a chunk's last backward's (BW) or W's data-parallel
+ * all-reduces to it (pipeline/executor.c), whatever the schedule. */
 static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
                           const mt__plan_chunk_time *ch, bool once, tally *t,
                           mt__plan_step_result *out) {
@@ -109,7 +98,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     mt_schedule *sc = NULL;
     mt_status st = mt_schedule_make(in->schedule, p, m, in->chunks, &sc);
     if (st != MT_OK) return st;
-    const int var = once && whole_backwards(sc, p) ? 1 : 0;
+    const int var = once ? 1 : 0;
     mt__plan_map map;
     st = mt__plan_map_make(in->hw, in->mesh, &map);
     if (st != MT_OK) {

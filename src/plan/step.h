@@ -46,10 +46,9 @@
  *   - A pipeline: mt_schedule_simulate_chunks on each chunk's F, B and W
  *     seconds (W's with its reductions' exposed tail) and the message
  *     between stages (a permute over `pipe` of message_bytes); with
- *     MT__PLAN_REDUCE_ONCE and a schedule whose backwards are all whole
- *     (BW), the whole gradients' all-reduces run after the flush, exposed
- *     (the scaling book's "DP grad reduction can only start after the last
- *     microbatch").
+ *     MT__PLAN_REDUCE_ONCE, whatever the schedule, the whole gradients'
+ *     all-reduces run after the flush, exposed (the scaling book's "DP grad
+ *     reduction can only start after the last microbatch").
  *   - The optimizer: AdamW over the device's stored elements, memory-bound.
  *
  * The accounting device (the stage that ends last) satisfies
@@ -82,9 +81,8 @@ typedef enum {
     MT__PLAN_REDUCE_EACH,   /* every microbatch's W */
     MT__PLAN_REDUCE_ONCE    /* once a step where the trainer can: without a pipe under
                                the last microbatch's backward (trainer.c); in a pipeline
-                               whose backwards are all whole (BW: GPipe, 1F1B,
-                               interleaved; pipeline/executor.c) after the flush, exposed
-                               (the book's); every microbatch where B and W are split */
+                               after the flush, exposed (the book's), with a chunk's last
+                               BW or W (pipeline/executor.c) */
 } mt__plan_reduce;
 
 /* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token. */
