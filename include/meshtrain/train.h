@@ -13,7 +13,14 @@
 extern "C" {
 #endif
 
-/* The models the trainer knows, numbered from 0 without gaps. */
+/* A model's kind: the handle by which the trainer, explain, sampling and
+ * the planner reach a model in the one table of models, which is also
+ * reached by name (mt_model_find, mt_model_name). The constants are the
+ * library's own models, registered in that table first, at these values:
+ * stable public values, kept for API compatibility, which never change. A
+ * model registered from outside the library (mt__train_model_register,
+ * src/train/train_impl.h) takes the next value, 4, 5, ...: a value of this
+ * type that no constant names. Kinds are numbered from 0 without gaps. */
 typedef enum {
     MT_MODEL_GPT = 0, MT_MODEL_MLP = 1, MT_MODEL_LINREG = 2, MT_MODEL_LLAMA = 3
 } mt_model_kind;
@@ -23,6 +30,11 @@ typedef enum {
  * value that is not a model kind, so kinds 0, 1, ... up to the first NULL
  * are all of them. Does not set a message. */
 const char *mt_model_name(mt_model_kind kind);
+/* The kind of the model `name` names, as `meshtrain train --model` spells
+ * it (one of the library's or one registered from outside), into *kind.
+ * MT_EINVAL naming the models there are when none has the name, or when an
+ * argument is NULL. */
+mt_status   mt_model_find(const char *name, mt_model_kind *kind);
 
 /* What a model flag's value is (mt_model_flag.type). */
 typedef enum {

@@ -1,349 +1,37 @@
 /*
- * model_table.c — the models `meshtrain train` can train, one table entry
- * each (see train_impl.h for what every member must do): GPT-2 and the
- * LLaMA model (its hooks in model_llama.c) on a token dataset, and the MLP
- * and linear regression on the synthetic problems of the models layer
- * (mt_mlp_data, mt_linreg_data).
+ * model_table.c — the one table of the models `meshtrain train` can train,
+ * reached by kind and by name: the runtime's model registry
+ * (base/registry.c). The library's own models (each an mt__train_model
+ * entry in a file of train/models/, its builder in a folder of src/models/)
+ * are registered first, on the first lookup, in the order of their stable
+ * public kinds (train.h's MT_MODEL_*); a model registered from outside
+ * (mt__train_model_register) goes through the same checks and takes the
+ * next kind. Also the public calls on a kind's settings (train.h).
  */
 #include "train/train_impl.h"
 #include "base/base_impl.h"   /* the registries */
 
 #include <assert.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-/* ======================================================================== */
-/* GPT-2 on a dataset                                                        */
-/* ======================================================================== */
-
-static const mt_gpt_config GPT_DEFAULTS = {.L = 2, .C = 64, .NH = 4, .maxT = 64, .V = 0,
-                                           .Vp = 0};
-
-/* c's GPT settings: its own, or the defaults (model_config NULL). */
-static const mt_gpt_config *gpt_of(const mt_train_config *c) {
-    return c->model_config ? c->model_config : &GPT_DEFAULTS;
-}
-
-/* Vp 0 is V rounded up to 64, as GPT-2's 50257 -> 50304. */
-static int gpt_padded(int V) { return (V + 63) / 64 * 64; }
-
-/* Without data: a text file's byte vocabulary, a context as long as the
- * sequence (nothing longer is read). */
-static void gpt_without_data(const mt_train_config *c, void *mc) {
-    mt_gpt_config *g = mc;
-    g->V = 256;
-    g->maxT = c->T;
-}
-
-/* The checks the flags decide; what comes from files (llmc_in's model, V
- * from the data) is checked by gpt_open once they are read. */
-static mt_status gpt_check(const mt_train_config *c) {
-    mt_status s = mt__train_needs_data(c, "GPT");
-    if (s != MT_OK || c->llmc_in) return s;   /* L, C, NH, maxT, V, Vp: the file's */
-    /* V 0 comes from the data, Vp 0 from V: stand-ins that pass for them */
-    mt_gpt_config g = *gpt_of(c);
-    if (g.V == 0) g.V = g.Vp > 0 ? g.Vp : 1;
-    if (g.Vp == 0) g.Vp = gpt_padded(g.V);
-    if ((s = mt_gpt_config_check(&g)) != MT_OK) return s;
-    if (c->T > g.maxT)
-        return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the model's context "
-                       "maxT=%d (--max-seq); lower T or raise maxT", c->T, g.maxT);
-    return MT_OK;
-}
-
-/* Takes the model from llmc_in, V from the data where 0, Vp from V. */
-static mt_status gpt_open(mt_train_config *c, void *mc, mt_dataset **ds) {
-    mt_gpt_config *g = mc;
-    mt_status s;
-    if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, g)) != MT_OK) return s;
-    if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, g->V), ds)) !=
-        MT_OK)
-        return s;
-    int data_vocab = mt_dataset_vocab(*ds);
-    if (g->V == 0) g->V = data_vocab;
-    if (g->Vp == 0) g->Vp = gpt_padded(g->V);
-    if ((s = mt_gpt_config_check(g)) != MT_OK) return s;
-    return mt__train_data_fits(c, *ds, g->V);
-}
-
-static mt_status gpt_llmc_read(const char *path, void *mc) {
-    return mt_llmc_read_config(path, mc);
-}
-
-static mt_status gpt_llmc_load(const mt_train_config *c, mt_graph *g) {
-    return mt_llmc_load(c->llmc_in, g, gpt_of(c));
-}
-
-static mt_status gpt_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
-    return out ? mt_llmc_save_to(out, g, gpt_of(c)) : mt_llmc_save(c->llmc_out, g, gpt_of(c));
-}
-
-static void gpt_describe(const mt_train_config *c, char *buf, size_t n) {
-    const mt_gpt_config *g = gpt_of(c);
-    snprintf(buf, n, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", g->L, g->C, g->NH, g->maxT, g->V,
-             g->Vp);
-}
-
-/* The inverse of gpt_describe, for mt_sample. */
-static mt_status gpt_parse(const char *desc, void *mc, int *maxT, int *V) {
-    mt_gpt_config *g = mc;
-    int end = 0;
-    if (sscanf(desc, "gpt L=%d C=%d NH=%d maxT=%d V=%d Vp=%d%n", &g->L, &g->C, &g->NH,
-               &g->maxT, &g->V, &g->Vp, &end) != 6 || desc[end] != '\0')
-        return mt_fail(MT_EINVAL, "'%s' is not a GPT's description", desc);
-    *maxT = g->maxT;
-    *V = g->V;
-    return mt_gpt_config_check(g);
-}
-
-/* The settings a build reads: Vp 0 from V, as open takes it (a build
- * without data, for explain, has V but may leave Vp 0). */
-static mt_gpt_config gpt_built(const mt_train_config *c) {
-    mt_gpt_config g = *gpt_of(c);
-    if (g.Vp == 0) g.Vp = gpt_padded(g.V);
-    return g;
-}
-
-static mt_tensor *gpt_build(const mt_train_config *c, mt_graph *g, float scale) {
-    mt_gpt_config m = gpt_built(c);
-    return mt_gpt_build(g, &m, c->B, c->T, scale);
-}
-
-static mt_tensor *gpt_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
-                                  float scale) {
-    mt_gpt_config m = gpt_built(c);
-    return mt_gpt_build_stage(g, &m, st, c->B, c->T, scale);
-}
-
-/* Tensor parallelism for the GPT, Megatron's layout, from the rules over the
- * builder's logical axes (presets.c):
- *  - the tied embedding and LM head split over the (padded) vocabulary: the
- *    embedding a masked lookup, the loss the vocabulary-parallel one;
- *  - attention split by heads: q, k, v (3,C,C) column-parallel on C (each
- *    device's NH/n heads), the output projection row-parallel;
- *  - the MLP's fc column-parallel (4C split), its proj row-parallel.
- * The row-parallel products are partial sums, all-reduced before the
- * residual add (the one all-reduce per sub-block, forward and backward).
- * Counts that do not divide are errors naming the fix. */
-static mt_status gpt_tensor_check(const mt_train_config *c, int size) {
-    const mt_gpt_config *m = gpt_of(c);
-    if (m->NH % size != 0)
-        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the attention "
-                       "heads, but NH=%d heads (--heads) do not divide by %d; pick a head "
-                       "count divisible by the tensor axis size", size, m->NH, size);
-    if ((4 * (int64_t)m->C) % size != 0)
-        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the MLP's hidden "
-                       "size 4C=%lld (--channels), which does not divide by %d", size,
-                       4 * (long long)m->C, size);
-    /* Vp 0 comes from V, and V 0 from the data: known only once it is read */
-    int Vp = m->Vp > 0 ? m->Vp : m->V > 0 ? gpt_padded(m->V) : 0;
-    if (Vp > 0 && Vp % size != 0)
-        return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the vocabulary, "
-                       "but the padded vocabulary Vp=%d does not divide by %d; pad it to %d "
-                       "with --padded-vocab (padding is exact: the loss ignores the columns "
-                       "past V)", size, Vp, size, (Vp + size - 1) / size * size);
-    return MT_OK;
-}
-
-static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
-
-static void gpt_shape(const mt_train_config *c, mt_model_shape *out) {
-    const mt_gpt_config *m = gpt_of(c);
-    *out = (mt_model_shape){.layers = m->L, .width = m->C, .heads = m->NH, .kv_heads = m->NH,
-                            .ffn = 4 * m->C, .max_seq = m->maxT, .vocab = m->V};
-}
-
-static void gpt_resize(void *config, int layers, int max_seq) {
-    mt_gpt_config *m = config;
-    m->L = layers;
-    if (m->maxT < max_seq) m->maxT = max_seq;
-}
-
-/* The GPT's head is always its token embedding. */
-static const char *gpt_tied_param(const mt_train_config *c) {
-    (void)c;
-    return "wte";
-}
-
-static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
-    return mt_gpt_train_flops(gpt_of(c), c->T, tokens);
-}
-
-/* ======================================================================== */
-/* MLP on its teacher                                                        */
-/* ======================================================================== */
-
-static const mt_mlp_config MLP_DEFAULTS = {.hidden = 64, .layers = 3};
-
-/* c's MLP settings: its own, or the defaults (model_config NULL). */
-static const mt_mlp_config *mlp_of(const mt_train_config *c) {
-    return c->model_config ? c->model_config : &MLP_DEFAULTS;
-}
-
-static mt_status mlp_check(const mt_train_config *c) {
-    const mt_mlp_config *m = mlp_of(c);
-    if (m->hidden <= 0 || m->layers <= 0)
-        return mt_fail(MT_EINVAL, "MLP hidden=%d (--channels) and layers=%d (--layers) must "
-                       "be positive", m->hidden, m->layers);
-    return MT_OK;
-}
-
-static void mlp_describe(const mt_train_config *c, char *buf, size_t n) {
-    snprintf(buf, n, "mlp in=%d hidden=%d out=%d layers=%d", MT_MLP_DATA_IN, mlp_of(c)->hidden,
-             MT_MLP_DATA_OUT, mlp_of(c)->layers);
-}
-
-static mt_tensor *mlp_build(const mt_train_config *c, mt_graph *g, float scale) {
-    const mt_mlp_config *m = mlp_of(c);
-    return mt_mlp_build(g, c->B, MT_MLP_DATA_IN, m->hidden, MT_MLP_DATA_OUT, m->layers, scale);
-}
-
-/* x (B,MT_MLP_DATA_IN), targets (B,MT_MLP_DATA_OUT) */
-static mt_status mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                                int64_t *pos, int row0, int rows, void *in, void *target) {
-    (void)ds;
-    float *x = in, *y = target;
-    for (int e = 0; e < rows; e++)
-        mt_mlp_data(c->seed, split, (uint64_t)(*pos + row0 + e), x + (size_t)e * MT_MLP_DATA_IN,
-                    y + (size_t)e * MT_MLP_DATA_OUT);
-    *pos += c->B;
-    return MT_OK;
-}
-
-/* Megatron's MLP: the linear layers in pairs, the first column-parallel (its
- * weight's and bias's output dim split over `tensor`: each device computes
- * its share of the hidden units), the second row-parallel (its weight's
- * input dim split: each device's partial sums are all-reduced, then the
- * bias). An unpaired last layer, or a pair whose width the axis does not
- * divide, stays replicated. */
-
-/* ======================================================================== */
-/* Linear regression                                                         */
-/* ======================================================================== */
-
-static void linreg_describe(const mt_train_config *c, char *buf, size_t n) {
-    (void)c;
-    snprintf(buf, n, "linreg features=%d", MT_LINREG_DATA_FEATURES);
-}
-
-static mt_tensor *linreg_build(const mt_train_config *c, mt_graph *g, float scale) {
-    return mt_linreg_build(g, c->B, MT_LINREG_DATA_FEATURES, scale);
-}
-
-/* x (B,MT_LINREG_DATA_FEATURES), y (B) */
-static mt_status linreg_fill_batch(const mt_train_config *c, const mt_dataset *ds, int split,
-                                   int64_t *pos, int row0, int rows, void *in, void *target) {
-    (void)ds;
-    float *x = in, *y = target;
-    for (int e = 0; e < rows; e++)
-        y[e] = mt_linreg_data(c->seed, split, (uint64_t)(*pos + row0 + e),
-                              x + (size_t)e * MT_LINREG_DATA_FEATURES);
-    *pos += c->B;
-    return MT_OK;
-}
-
-/* ======================================================================== */
-/* The table                                                                 */
-/* ======================================================================== */
-
-/* The settings each model reads, as flags, at offsets into its own struct.
- * The GPT's with llmc_in come from the file (its header's names are the
- * fields). */
-#define GPT_FLAG(f, fld, member, lo, hi, auto0, help) \
-    {f, fld, offsetof(mt_gpt_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, 0, 0, \
-     NULL}
-static const mt_model_flag GPT_FLAGS[] = {
-    GPT_FLAG("layers", "L", L, 1, 1000, false, "transformer blocks L"),
-    GPT_FLAG("channels", "C", C, 1, 65536, false, "width C"),
-    GPT_FLAG("heads", "NH", NH, 1, 1024, false, "attention heads NH (C % NH == 0)"),
-    GPT_FLAG("max-seq", "maxT", maxT, 1, 1 << 20, false, "context length maxT"),
-    GPT_FLAG("vocab", "V", V, 0, 1 << 24, true, "vocabulary V (0: from the data)"),
-    GPT_FLAG("padded-vocab", "Vp", Vp, 0, 1 << 24, true,
-             "padded vocabulary Vp >= V (0: V rounded up to 64)"),
+/* The library's models, at their stable kinds. */
+static const mt__train_model *const BUILTIN[] = {
+    [MT_MODEL_GPT] = &mt__model_gpt,
+    [MT_MODEL_MLP] = &mt__model_mlp,
+    [MT_MODEL_LINREG] = &mt__model_linreg,
+    [MT_MODEL_LLAMA] = &mt__model_llama,
 };
-static const mt_model_flag MLP_FLAGS[] = {
-    {"layers", "layers", offsetof(mt_mlp_config, layers), 1, 1000, false, "N", "linear layers",
-     MT_MODEL_FLAG_INT, 0, 0, NULL},
-    {"channels", "hidden", offsetof(mt_mlp_config, hidden), 1, 65536, false, "N",
-     "hidden width", MT_MODEL_FLAG_INT, 0, 0, NULL},
-};
-#define FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])
-/* The model's settings' struct: its name and its size. */
-#define CONFIG(type) .config_type = #type, .config_size = sizeof(type)
+#define N_BUILTIN ((int)(sizeof BUILTIN / sizeof BUILTIN[0]))
 static_assert(sizeof(mt_gpt_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 static_assert(sizeof(mt_mlp_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 static_assert(sizeof(mt_llama_config) <= MT__MODEL_CONFIG_MAX, "raise MT__MODEL_CONFIG_MAX");
 
-static const mt__train_model MODELS[] = {
-    [MT_MODEL_GPT] = {
-        .about = {.name = "gpt", .sequences = true, .dataset = true, .llmc = true,
-                  CONFIG(mt_gpt_config), FLAGS(GPT_FLAGS)},
-        .config_defaults = &GPT_DEFAULTS, .without_data = gpt_without_data,
-        .input = "tokens", .target = "targets", .batch_const = "pos",
-        .check = gpt_check, .open = gpt_open,
-        .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
-        .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",
-        .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
-        .fill_batch = mt__train_fill_tokens, .step_flops = gpt_step_flops,
-        .logical_axes = "batch,seq,act_length,vocab,embed,heads,mlp",
-        .tensor_check = gpt_tensor_check,
-        .shape = gpt_shape, .resize = gpt_resize,
-        .sequence = true, .remat = true,
-        .build_stage = gpt_build_stage, .blocks = gpt_blocks, .stage_input = MT_STAGE_INPUT,
-        .tied_param = gpt_tied_param,
-    },
-    [MT_MODEL_MLP] = {
-        .about = {.name = "mlp", CONFIG(mt_mlp_config), FLAGS(MLP_FLAGS)},
-        .config_defaults = &MLP_DEFAULTS,
-        .input = "x", .target = "targets",
-        .check = mlp_check,
-        .describe = mlp_describe, .build = mlp_build, .fill_batch = mlp_fill_batch,
-        .logical_axes = "batch,mlp",
-    },
-    [MT_MODEL_LINREG] = {
-        .about = {.name = "linreg"},   /* no settings of its own */
-        .input = "x", .target = "y",
-        .describe = linreg_describe, .build = linreg_build, .fill_batch = linreg_fill_batch,
-        .logical_axes = "batch",
-    },
-    [MT_MODEL_LLAMA] = {   /* its hooks: model_llama.c */
-        .about = {.name = "llama", .sequences = true, .dataset = true, .llmc = true,
-                  CONFIG(mt_llama_config), .flags = mt__llama_flags,
-                  .n_flags = MT__LLAMA_N_FLAGS},
-        .config_defaults = &mt__llama_defaults, .without_data = mt__llama_without_data,
-        .input = "tokens", .target = "targets",
-        .check = mt__llama_check, .open = mt__llama_open,
-        .llmc_read = mt__llama_llmc_read, .llmc_load = mt__llama_llmc_load,
-        .llmc_save = mt__llama_llmc_save,
-        .describe = mt__llama_describe, .parse = mt__llama_parse, .logits = "logits",
-        .build = mt__llama_build,
-        .fill_batch = mt__train_fill_tokens, .step_flops = mt__llama_step_flops,
-        .logical_axes = "batch,seq,act_length,vocab,embed,heads,kv_heads,mlp",
-        .tensor_check = mt__llama_tensor_check,
-        .shape = mt__llama_shape, .resize = mt__llama_resize,
-        .sequence = true, .remat = true,
-        .build_stage = mt__llama_build_stage, .blocks = mt__llama_blocks,
-        .stage_input = MT_STAGE_INPUT, .tied_param = mt__llama_tied_param,
-    },
-};
-
-#define N_MODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
-
-int mt__train_model_count(void) {
-    return N_MODELS + mt__registry_count(MT__REGISTRY_MODELS);
-}
-
-const mt__train_model *mt__train_model_of(mt_model_kind kind) {
-    /* the built-in table, then the models registered from outside */
-    if ((int)kind >= N_MODELS) return mt__registry_get(MT__REGISTRY_MODELS, (int)kind - N_MODELS);
-    /* an entry left out of a designated-initializer table is all zeros */
-    if ((int)kind < 0 || !MODELS[kind].about.name) return NULL;
-    return &MODELS[kind];
-}
-
-mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind) {
-    if (!m || !kind) return mt_fail(MT_EINVAL, "mt__train_model_register: an argument is NULL");
+/* The entry checks and adds m to the registry as *kind: what both the
+ * library's models and those registered from outside go through. */
+static mt_status add_model(const mt__train_model *m, mt_model_kind *kind) {
     if (!m->about.name || !m->build || !m->fill_batch || !m->describe || !m->input || !m->target)
         return mt_fail(MT_EINVAL, "registering model '%s': an entry needs about.name, build, "
                        "fill_batch, describe, input and target (train_impl.h documents each)",
@@ -353,8 +41,9 @@ mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind
         return mt_fail(MT_EINVAL, "registering model '%s': its settings (%zu bytes) need "
                        "config_defaults and at most %zu bytes", m->about.name,
                        m->about.config_size, sizeof(mt__model_config_buf));
-    for (int k = 0; k < mt__train_model_count(); k++) {
-        const mt__train_model *o = mt__train_model_of((mt_model_kind)k);
+    const int n = mt__registry_count(MT__REGISTRY_MODELS);
+    for (int k = 0; k < n; k++) {
+        const mt__train_model *o = mt__registry_get(MT__REGISTRY_MODELS, k);
         if (o && !strcmp(o->about.name, m->about.name))
             return mt_fail(MT_EINVAL, "registering model '%s': a model of that name exists "
                            "(kind %d); pick another name", m->about.name, k);
@@ -363,8 +52,68 @@ mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind
     if (at < 0)
         return mt_fail(MT_ENOMEM, "registering model '%s': the registry holds %d models "
                        "already", m->about.name, MT__REGISTRY_MAX);
-    *kind = (mt_model_kind)(N_MODELS + at);
+    *kind = (mt_model_kind)at;
     return MT_OK;
+}
+
+static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+static int builtin_added;   /* the library's models registered at their kinds */
+
+/* Registers the library's models, each at its stable kind (the registry is
+ * empty before: every lookup and registration comes through here first). */
+static void add_builtin(void) {
+    for (int k = 0; k < N_BUILTIN; k++) {
+        mt_model_kind kind;
+        if (add_model(BUILTIN[k], &kind) != MT_OK || (int)kind != k) return;
+        builtin_added = k + 1;
+    }
+}
+
+/* The registry with the library's models in it; false (a message set) in
+ * the case that cannot happen, one of them refused or not at its kind. */
+static bool with_builtin(void) {
+    pthread_once(&builtin_once, add_builtin);
+    if (builtin_added == N_BUILTIN) return true;
+    mt_fail(MT_EINVAL, "the library's model '%s' was not registered at kind %d: a broken "
+            "build of meshtrain; report it", BUILTIN[builtin_added]->about.name, builtin_added);
+    return false;
+}
+
+int mt__train_model_count(void) {
+    return with_builtin() ? mt__registry_count(MT__REGISTRY_MODELS) : 0;
+}
+
+const mt__train_model *mt__train_model_of(mt_model_kind kind) {
+    if (!with_builtin()) return NULL;
+    return mt__registry_get(MT__REGISTRY_MODELS, (int)kind);
+}
+
+mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind) {
+    if (!m || !kind) return mt_fail(MT_EINVAL, "mt__train_model_register: an argument is NULL");
+    if (!with_builtin()) return MT_EINVAL;
+    return add_model(m, kind);
+}
+
+mt_status mt_model_find(const char *name, mt_model_kind *kind) {
+    if (!name || !kind) return mt_fail(MT_EINVAL, "mt_model_find: an argument is NULL");
+    const int n = mt__train_model_count();
+    for (int k = 0; k < n; k++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)k);
+        if (m && !strcmp(m->about.name, name)) {
+            *kind = (mt_model_kind)k;
+            return MT_OK;
+        }
+    }
+    char names[256];
+    size_t at = 0;
+    names[0] = '\0';
+    for (int k = 0; k < n && at < sizeof names; k++) {
+        int w = snprintf(names + at, sizeof names - at, "%s%s", k ? ", " : "",
+                         mt_model_name((mt_model_kind)k));
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    return mt_fail(MT_EINVAL, "no model is named '%s'; the models are %s", name, names);
 }
 
 static mt_status shaped(const mt_train_config *c, const mt__train_model **m) {
@@ -447,14 +196,16 @@ mt_status mt_model_config_without_data(mt_model_kind kind, const mt_train_config
 }
 
 const char *mt__train_llmc_models(char *buf, size_t n) {
+    const int models = mt__train_model_count();
     int count = 0, seen = 0;
-    for (int i = 0; i < N_MODELS; i++) count += MODELS[i].about.llmc;
+    for (int i = 0; i < models; i++) count += mt__train_model_of((mt_model_kind)i)->about.llmc;
     size_t at = 0;
     buf[0] = '\0';
-    for (int i = 0; i < N_MODELS && at < n; i++) {
-        if (!MODELS[i].about.llmc) continue;
+    for (int i = 0; i < models && at < n; i++) {
+        const mt__train_model *m = mt__train_model_of((mt_model_kind)i);
+        if (!m->about.llmc) continue;
         const char *sep = seen == 0 ? "" : seen == count - 1 ? " or " : ", ";
-        int w = snprintf(buf + at, n - at, "%s%s", sep, MODELS[i].about.name);
+        int w = snprintf(buf + at, n - at, "%s%s", sep, m->about.name);
         if (w < 0) break;
         at += (size_t)w;
         seen++;

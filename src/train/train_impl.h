@@ -1,8 +1,9 @@
 /*
- * train_impl.h — the trainer's model table: everything the training loop
- * needs to know about a model, one entry per mt_model_kind (model_table.c),
- * so that trainer.c never asks which model it trains and adding a model is
- * one entry there (and its name in mt_model_kind).
+ * train_impl.h — the trainer's table of models: everything the training
+ * loop needs to know about a model, one entry per model (the library's in
+ * train/models/<model>.c, its builder in src/models/<model>/), reached by
+ * kind and by name from one table (model_table.c), so that trainer.c never
+ * asks which model it trains.
  */
 #ifndef MT_TRAIN_IMPL_H
 #define MT_TRAIN_IMPL_H
@@ -129,22 +130,29 @@ typedef struct {
     double (*step_flops)(const mt_train_config *c, int64_t units);
 } mt__train_model;
 
+/* The one table of models (model_table.c), over the runtime's model
+ * registry (base/registry.c): the library's models (below) are registered
+ * in it first, on the first lookup, each at its stable kind, through the
+ * same checks as a model registered from outside; mt_model_find (train.h)
+ * finds any of them by name. */
+
 /* The entry of `kind`, or NULL when the kind is not a model. */
 const mt__train_model *mt__train_model_of(mt_model_kind kind);
 
-/* The number of entries: kinds 0 .. count-1 are models (the built-in ones,
- * then those registered). */
+/* The number of entries: kinds 0 .. count-1 are models (the library's,
+ * then those registered from outside). */
 int mt__train_model_count(void);
 
 /* Registers a model from outside the library: `m` (which must outlive every
- * run of it) becomes kind *kind, the next after the built-in and earlier
- * registered ones, and the trainer, explain and mt_model_name reach it as
- * they reach the built-in ones. Its builder names its leaves' logical axes
+ * run of it) becomes kind *kind, the next after the library's and earlier
+ * registered ones, and the trainer, explain, mt_model_name and
+ * mt_model_find reach it as they reach the library's ones. Its builder names its leaves' logical axes
  * (mt_graph_logical) and `logical_axes` lists them; the strategies' rows
  * and registered rows (mt__strategy_register) then shard it. MT_EINVAL
  * naming the member for an entry without about.name, build, fill_batch,
  * describe, input or target, settings without defaults or too large, or a name that
- * is taken; MT_ENOMEM when the registry is full. Safe from any thread; the
+ * is taken; MT_ENOMEM when the registry is full (MT__REGISTRY_MAX models,
+ * the library's included). Safe from any thread; the
  * usual place is before the first run. */
 mt_status mt__train_model_register(const mt__train_model *m, mt_model_kind *kind);
 
@@ -190,30 +198,19 @@ static inline size_t mt__train_bucket_bytes(const mt_train_config *c) {
     return (size_t)(c->bucket_mb * 1048576.0);
 }
 
-/* ---- the LLaMA model's entry (model_llama.c) ---- */
+/* ---- the library's models (train/models/, a file each) ---- */
 
-/* Its flags (MT__LLAMA_N_FLAGS of them), its defaults, and its hooks, as
- * mt__train_model documents each member. */
-#define MT__LLAMA_N_FLAGS 13
-extern const mt_model_flag   mt__llama_flags[MT__LLAMA_N_FLAGS];
+/* Their entries (gpt.c, mlp.c, linreg.c, llama.c), which model_table.c
+ * registers first, at their stable kinds MT_MODEL_GPT, MT_MODEL_MLP,
+ * MT_MODEL_LINREG and MT_MODEL_LLAMA. */
+extern const mt__train_model mt__model_gpt, mt__model_mlp, mt__model_linreg, mt__model_llama;
+/* The LLaMA's defaults (its entry's config_defaults), for tests that start
+ * from them. */
 extern const mt_llama_config mt__llama_defaults;
-void       mt__llama_without_data(const mt_train_config *c, void *mc);
-mt_status  mt__llama_check(const mt_train_config *c);
-mt_status  mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds);
-mt_status  mt__llama_llmc_read(const char *path, void *mc);
-mt_status  mt__llama_llmc_load(const mt_train_config *c, mt_graph *g);
-mt_status  mt__llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out);
-void       mt__llama_describe(const mt_train_config *c, char *buf, size_t n);
-mt_status  mt__llama_parse(const char *desc, void *mc, int *maxT, int *V);
-mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale);
-mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
-                                 float scale);
-mt_status  mt__llama_tensor_check(const mt_train_config *c, int size);
-int        mt__llama_blocks(const mt_train_config *c);
-void       mt__llama_shape(const mt_train_config *c, mt_model_shape *out);
-void       mt__llama_resize(void *config, int layers, int max_seq);
-const char *mt__llama_tied_param(const mt_train_config *c);
-double     mt__llama_step_flops(const mt_train_config *c, int64_t tokens);
+/* For an entry's about: its flags from an array of them, and its settings'
+ * struct's name and size. */
+#define MT__MODEL_FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])
+#define MT__MODEL_CONFIG(type) .config_type = #type, .config_size = sizeof(type)
 
 /* ======================================================================== */
 /* The trainer and its devices (trainer.c, devices.c)                        */

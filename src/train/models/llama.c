@@ -1,14 +1,14 @@
 /*
- * model_llama.c — the LLaMA model's entry in the trainer's table
- * (model_table.c's MT_MODEL_LLAMA line; train_impl.h documents each hook):
- * its flags and defaults, its checks, its data (a token dataset, as the
- * GPT's), llama2.c's model.bin as its llm.c-family file, its description
- * read back for sampling, its tensor-parallel layout and its pipeline
- * stages.
+ * llama.c — the LLaMA model's entry in the trainer's table of models
+ * (train_impl.h documents each member; model_table.c registers it as
+ * MT_MODEL_LLAMA, "llama"): its flags, presets and defaults, its checks,
+ * its data (a token dataset, as the GPT's), llama2.c's model.bin as its
+ * llm.c-family file (the format: io/llama2c.c), its description read back
+ * for sampling, what tensor parallelism needs to divide, its pipeline
+ * stages, and the facts the planner reads. The builder is src/models/llama/.
  */
 #include "train/train_impl.h"
 
-#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -32,7 +32,7 @@ static mt_status preset(const char *name, void *mc) { return mt_llama_preset(nam
 #define FLOAT_FLAG(f, fld, member, lo, hi, help) \
     {f, fld, offsetof(mt_llama_config, member), 0, 0, false, "X", help, MT_MODEL_FLAG_FLOAT, \
      lo, hi, NULL}
-const mt_model_flag mt__llama_flags[MT__LLAMA_N_FLAGS] = {
+static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-13b, "
      "tinyllama-1.1b, stories15m, stories110m), the other flags over it",
@@ -69,7 +69,7 @@ static mt_llama_config llama_built(const mt_train_config *c) {
     return m;
 }
 
-void mt__llama_without_data(const mt_train_config *c, void *mc) {
+static void llama_without_data(const mt_train_config *c, void *mc) {
     mt_llama_config *m = mc;
     m->vocab = 256;   /* a text file's bytes */
     m->max_seq = c->T;
@@ -95,7 +95,7 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     return MT_OK;
 }
 
-mt_status mt__llama_check(const mt_train_config *c) {
+static mt_status llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
     if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK) return s;
     if (c->llmc_in) return MT_OK;   /* the sizes are the file's: open checks them */
@@ -108,12 +108,14 @@ mt_status mt__llama_check(const mt_train_config *c) {
     return MT_OK;
 }
 
+static mt_status llama_llmc_read(const char *path, void *mc);
+
 /* Takes the model from llmc_in (llama2.c's model.bin), V from the data
  * where 0, F from Llama's rule where 0. */
-mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
+static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_llama_config *m = mc;
     mt_status s;
-    if (c->llmc_in && (s = mt__llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
+    if (c->llmc_in && (s = llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
     if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, m->vocab),
                                      ds)) != MT_OK)
         return s;
@@ -132,7 +134,7 @@ mt_status mt__llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
 
 /* An llm.c GPT-2 file has a magic; a model.bin has none, so the llm.c one
  * is told apart here, where its header would read as nonsense sizes. */
-mt_status mt__llama_llmc_read(const char *path, void *mc) {
+static mt_status llama_llmc_read(const char *path, void *mc) {
     mt_file_kind kind;
     mt_status s = mt_file_detect(path, &kind);
     if (s != MT_OK) return s;
@@ -142,17 +144,17 @@ mt_status mt__llama_llmc_read(const char *path, void *mc) {
     return mt_llama2c_read_config(path, mc);
 }
 
-mt_status mt__llama_llmc_load(const mt_train_config *c, mt_graph *g) {
+static mt_status llama_llmc_load(const mt_train_config *c, mt_graph *g) {
     const mt_llama_config m = llama_built(c);
     return mt_llama2c_load(c->llmc_in, g, &m);
 }
 
-mt_status mt__llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
+static mt_status llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
     const mt_llama_config m = llama_built(c);
     return out ? mt_llama2c_save_to(out, &m, g) : mt_llama2c_save(c->llmc_out, &m, g);
 }
 
-void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {
+static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
     const mt_llama_config m = llama_built(c);
     snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g tie=%d",
              m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.max_seq, m.vocab,
@@ -161,7 +163,7 @@ void mt__llama_describe(const mt_train_config *c, char *buf, size_t n) {
 
 /* The inverse of describe, for mt_sample: theta and eps come back with the
  * description's %g digits (exact for 10000, 500000 and 1e-5). */
-mt_status mt__llama_parse(const char *desc, void *mc, int *maxT, int *V) {
+static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     mt_llama_config *m = mc;
     double theta = 0, eps = 0;
     int end = 0;
@@ -176,25 +178,25 @@ mt_status mt__llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     return mt_llama_config_check(m);
 }
 
-mt_tensor *mt__llama_build(const mt_train_config *c, mt_graph *g, float scale) {
+static mt_tensor *llama_build(const mt_train_config *c, mt_graph *g, float scale) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_build(g, &m, c->B, c->T, scale);
 }
 
-mt_tensor *mt__llama_build_stage(const mt_train_config *c, mt_graph *g, const mt_model_stage *st,
-                                 float scale) {
+static mt_tensor *llama_build_stage(const mt_train_config *c, mt_graph *g,
+                                    const mt_model_stage *st, float scale) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_build_stage(g, &m, st, c->B, c->T, scale);
 }
 
-int mt__llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers; }
+static int llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers; }
 
 /* The head is the token embedding only when tied. */
-const char *mt__llama_tied_param(const mt_train_config *c) {
+static const char *llama_tied_param(const mt_train_config *c) {
     return llama_of(c)->tie_embeddings ? "tok_emb.w" : NULL;
 }
 
-double mt__llama_step_flops(const mt_train_config *c, int64_t tokens) {
+static double llama_step_flops(const mt_train_config *c, int64_t tokens) {
     const mt_llama_config m = llama_built(c);
     return mt_llama_train_flops(&m, c->T, tokens);
 }
@@ -210,7 +212,7 @@ double mt__llama_step_flops(const mt_train_config *c, int64_t tokens) {
  * are partial sums over the devices); the SwiGLU's w1 and w3
  * column-parallel (F split), w2 row-parallel; the embedding and the head
  * over the vocabulary, as the GPT's. What must divide: */
-mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
+static mt_status llama_tensor_check(const mt_train_config *c, int size) {
     const mt_llama_config m = llama_built(c);
     if (m.n_heads % size != 0)
         return mt_fail(MT_EINVAL, "tensor parallelism over %d devices splits the query heads, "
@@ -228,15 +230,34 @@ mt_status mt__llama_tensor_check(const mt_train_config *c, int size) {
     return MT_OK;
 }
 
-void mt__llama_shape(const mt_train_config *c, mt_model_shape *out) {
+static void llama_shape(const mt_train_config *c, mt_model_shape *out) {
     const mt_llama_config *m = llama_of(c);
     *out = (mt_model_shape){.layers = m->n_layers, .width = m->dim, .heads = m->n_heads,
                             .kv_heads = m->n_kv_heads, .ffn = mt_llama_ffn_dim(m),
                             .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
 }
 
-void mt__llama_resize(void *config, int layers, int max_seq) {
+static void llama_resize(void *config, int layers, int max_seq) {
     mt_llama_config *m = config;
     m->n_layers = layers;
     if (m->max_seq < max_seq) m->max_seq = max_seq;
 }
+
+const mt__train_model mt__model_llama = {
+    .about = {.name = "llama", .sequences = true, .dataset = true, .llmc = true,
+              MT__MODEL_CONFIG(mt_llama_config), MT__MODEL_FLAGS(LLAMA_FLAGS)},
+    .config_defaults = &mt__llama_defaults, .without_data = llama_without_data,
+    .input = "tokens", .target = "targets",
+    .check = llama_check, .open = llama_open,
+    .llmc_read = llama_llmc_read, .llmc_load = llama_llmc_load,
+    .llmc_save = llama_llmc_save,
+    .describe = llama_describe, .parse = llama_parse, .logits = "logits",
+    .build = llama_build,
+    .fill_batch = mt__train_fill_tokens, .step_flops = llama_step_flops,
+    .logical_axes = "batch,seq,act_length,vocab,embed,heads,kv_heads,mlp",
+    .tensor_check = llama_tensor_check,
+    .shape = llama_shape, .resize = llama_resize,
+    .sequence = true, .remat = true,
+    .build_stage = llama_build_stage, .blocks = llama_blocks,
+    .stage_input = MT_STAGE_INPUT, .tied_param = llama_tied_param,
+};
