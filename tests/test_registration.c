@@ -15,11 +15,20 @@
  * Also: the registered kind is reached by name like a built-in one, and
  * registering a name twice, an entry without a builder or a row whose rules
  * do not parse is refused naming what is wrong.
+ *
+ * And a backend, "counting": the CPU's table under another name, its
+ * run_op counting the ops it runs. Registered (backend_impl.h), a run names
+ * it (mt_train_config.backend) and the wide model trains on it, on one
+ * device and on data=2,tensor=2, equal to the CPU's one-device run, every
+ * op of every step through it; a backend name twice, a table without its
+ * required members, a run naming no backend or one that runs nothing are
+ * refused naming what is wrong.
  */
 #include "meshtrain.h"
 #include "harness.h"
 #include "train_helpers.h"
 #include "train/train_impl.h"
+#include "backend/backend_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -85,12 +94,31 @@ static mt_model_kind wide_kind(void) {
     return kind;
 }
 
+/* the counting backend: the CPU's members, run_op counting (every device's
+ * thread adds to one count) */
+static long g_ops;
+static void counting_run(const mt_op_env *env, const mt_op_call *call) {
+    __atomic_fetch_add(&g_ops, 1, __ATOMIC_RELAXED);
+    mt_backend_cpu()->run_op(env, call);
+}
+
+static const mt_backend *counting(void) {
+    static mt_backend be;
+    if (!be.name) {
+        be = *mt_backend_cpu();
+        be.name = "counting";
+        be.run_op = counting_run;
+        MT_CHECK_OK(mt__backend_register(&be));
+    }
+    return &be;
+}
+
 typedef struct {
     mt_test_curve  c;
     mt_test_params p;
 } trained;
 
-static trained train_on(const char *mesh) {
+static trained train_with(const char *mesh, const char *backend) {
     mt_train_config c = mt_train_defaults();
     c.model = wide_kind();
     c.B = 8;
@@ -98,6 +126,7 @@ static trained train_on(const char *mesh) {
     c.threads = 1;
     c.seed = 7;
     c.mesh = mesh;
+    c.backend = backend;
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
     trained out = {.c = mt_test_steps(tr, STEPS)};
@@ -105,6 +134,8 @@ static trained train_on(const char *mesh) {
     mt_trainer_free(tr);
     return out;
 }
+
+static trained train_on(const char *mesh) { return train_with(mesh, NULL); }
 
 MT_TEST(a_registered_model_and_row_train_the_one_device_run) {
     mt_model_kind kind = wide_kind();
@@ -132,6 +163,55 @@ MT_TEST(a_registered_model_and_row_train_the_one_device_run) {
         free(got.p.params);
     }
     free(one.p.params);
+}
+
+MT_TEST(a_registered_backend_trains_the_one_device_run) {
+    MT_CHECK(mt_backend_find("counting") == NULL, "a backend named 'counting' before registering");
+    const mt_backend *be = counting();
+    MT_CHECK(mt_backend_find("counting") == be && mt_backend_runs(be), "registered, it is found");
+    trained one = train_on(NULL);
+    static const char *const meshes[] = {NULL, "data=2,tensor=2"};
+    for (int k = 0; k < 2; k++) {
+        long before = __atomic_load_n(&g_ops, __ATOMIC_RELAXED);
+        trained got = train_with(meshes[k], "counting");
+        long ran = __atomic_load_n(&g_ops, __ATOMIC_RELAXED) - before;
+        const char *what = meshes[k] ? meshes[k] : "one device";
+        for (int s = 0; s < STEPS; s++) {
+            MT_CHECK_CLOSE(got.c.loss[s], one.c.loss[s], 1e-5, "counting, %s: loss at step %d",
+                           what, s + 1);
+            MT_CHECK_CLOSE(got.c.norm[s], one.c.norm[s], 1e-5, "counting, %s: gradient norm "
+                           "at step %d", what, s + 1);
+        }
+        int shards = 0;
+        MT_CHECK(mt_test_params_diff(&got.p, &one.p, &shards) < 1e-4, "counting, %s: parameters",
+                 what);
+        /* forward, backward and the loss: at least 3 ops a microbatch step */
+        MT_CHECK(ran >= 3 * STEPS, "counting, %s: %ld ops ran through the backend", what, ran);
+        free(got.p.params);
+    }
+    free(one.p.params);
+}
+
+MT_TEST(backend_registration_refuses_what_it_cannot_run) {
+    counting();
+    mt_backend twin = *counting();
+    MT_CHECK(mt__backend_register(&twin) == MT_EINVAL && strstr(mt_errmsg(), "'counting'") &&
+             strstr(mt_errmsg(), "registered already"), "a name twice: '%s'", mt_errmsg());
+    static mt_backend bare;
+    bare = *counting();
+    bare.name = "bare";
+    bare.buffer_alloc = NULL;
+    MT_CHECK(mt__backend_register(&bare) == MT_EINVAL && strstr(mt_errmsg(), "'bare'") &&
+             strstr(mt_errmsg(), "buffer_alloc"), "no buffer_alloc: '%s'", mt_errmsg());
+    mt_train_config c = mt_train_defaults();
+    c.model = wide_kind();
+    c.backend = "cuda";
+    MT_CHECK(mt_train_config_check(&c) == MT_EINVAL && strstr(mt_errmsg(), "'cuda'") &&
+             strstr(mt_errmsg(), "cpu, shape-only, counting"), "an unknown backend: '%s'",
+             mt_errmsg());
+    c.backend = "shape-only";
+    MT_CHECK(mt_train_config_check(&c) == MT_EINVAL && strstr(mt_errmsg(), "runs nothing"),
+             "a backend that runs nothing: '%s'", mt_errmsg());
 }
 
 MT_TEST(registration_refuses_what_it_cannot_run) {

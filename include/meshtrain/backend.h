@@ -63,7 +63,8 @@ typedef struct mt_backend mt_backend;   /* a table of functions; never freed */
 const mt_backend *mt_backend_cpu(void);
 const mt_backend *mt_backend_shape_only(void);
 
-/* The registry: the backend named `name` ("cpu", "shape-only"), or NULL
+/* The registry: the backend named `name` ("cpu", "shape-only", then those
+ * registered from outside: backend_impl.h's mt__backend_register), or NULL
  * (mt_errmsg() then lists the names). mt_backend_at(i) for i = 0, 1, ...
  * walks it (NULL past the end). */
 const mt_backend *mt_backend_find(const char *name);

@@ -144,6 +144,9 @@ typedef struct {
     const char     *llmc_out;    /* also write one at the end */
     int             threads;     /* kernel threads in all; 0 = all cores. On a mesh each
                                     device gets threads / devices (at least 1) */
+    const char     *backend;     /* where every device's program runs, by name
+                                    (backend.h, mt_backend_find: "cpu", or one registered);
+                                    NULL or "": the CPU */
     /* Training on a mesh: NULL (or "") trains on this process alone, as one
      * device. Otherwise the mesh spec ("data=4"): the program is partitioned
      * (partition.h) and each step runs on every device of the mesh, threads

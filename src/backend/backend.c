@@ -3,9 +3,11 @@
  * members' defaults (backend_impl.h) and the "shape-only" backend, which
  * allocates and runs nothing ("cpu" is backend_cpu.c, the host's streams
  * and events backend_host.c). A new backend is one folder of its own (its table, its
- * kernels) plus one line in `registry` below.
+ * kernels) plus one line in `registry` below, or, from outside the library,
+ * one mt__backend_register call.
  */
 #include "backend/backend_impl.h"
+#include "base/base_impl.h"   /* the registries */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +47,15 @@ static const mt_backend *(*const registry[])(void) = {
 
 const mt_backend *mt_backend_shape_only(void) { return &shape_only; }
 
-const mt_backend *mt_backend_at(int i) { return i >= 0 && i < N_REGISTRY ? registry[i]() : NULL; }
+const mt_backend *mt_backend_at(int i) {
+    if (i >= 0 && i < N_REGISTRY) return registry[i]();
+    return mt__registry_get(MT__REGISTRY_BACKENDS, i - N_REGISTRY);
+}
 
 const mt_backend *mt_backend_find(const char *name) {
-    char names[128] = "";
-    for (int i = 0; i < N_REGISTRY; i++) {
-        const mt_backend *be = registry[i]();
+    char names[256] = "";
+    const mt_backend *be;
+    for (int i = 0; (be = mt_backend_at(i)); i++) {
         if (name && strcmp(be->name, name) == 0) return be;
         size_t at = strlen(names);
         snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", be->name);
@@ -195,4 +200,21 @@ mt_status mt__backend_event_query(const mt_backend *be, mt_backend_stream *strea
 mt_status mt__backend_event_wait(const mt_backend *be, mt_backend_stream *stream,
                                  mt_backend_event *ev) {
     return (be->event_wait ? be->event_wait : mt__host_event_wait)(stream, ev);
+}
+
+mt_status mt__backend_register(const mt_backend *be) {
+    if (!be || !be->name || !be->name[0] || !be->buffer_alloc || !be->buffer_free ||
+        !be->buffer_clear || !be->supports_op)
+        return mt_fail(MT_EINVAL, "mt__backend_register: backend '%s' lacks a required member "
+                       "(name, buffer_alloc, buffer_free, buffer_clear, supports_op: "
+                       "backend_impl.h)", be && be->name ? be->name : "(null)");
+    const mt_backend *have;
+    for (int i = 0; (have = mt_backend_at(i)); i++)
+        if (strcmp(have->name, be->name) == 0)
+            return mt_fail(MT_EINVAL, "mt__backend_register: a backend named '%s' is registered "
+                           "already; give yours another name", be->name);
+    if (mt__registry_add(MT__REGISTRY_BACKENDS, be) < 0)
+        return mt_fail(MT_ENOMEM, "registering backend '%s': the registry holds %d backends "
+                       "already", be->name, MT__REGISTRY_MAX);
+    return MT_OK;
 }

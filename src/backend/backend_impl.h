@@ -196,6 +196,14 @@ struct mt_backend {
     mt_status (*event_wait)(mt_backend_stream *stream, mt_backend_event *ev);
 };
 
+/* Registers a backend from outside the library (its table must outlive
+ * every use): mt_backend_find and mt_backend_at then reach it after the
+ * built-in ones, and a run names it (mt_train_config.backend) as it names
+ * "cpu". MT_EINVAL naming the table when a required member (name,
+ * buffer_alloc, buffer_free, buffer_clear, supports_op) is missing or the
+ * name is taken; MT_ENOMEM when the registry is full. */
+mt_status mt__backend_register(const mt_backend *be);
+
 /* The members above through their defaults (backend.c): the optimizer's
  * return MT_EUNSUPPORTED, naming the backend, when it has none; the streams'
  * are the host's when it has none. */

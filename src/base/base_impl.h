@@ -35,6 +35,7 @@ void mt__rng_uniform_fill(uint64_t seed, uint64_t stream, uint64_t first, int64_
 typedef enum {
     MT__REGISTRY_MODELS = 0,     /* train/: const mt__train_model * */
     MT__REGISTRY_STRATEGIES,     /* train/: const mt__strategy_row * */
+    MT__REGISTRY_BACKENDS,       /* backend/: const mt_backend * */
     MT__REGISTRY_COUNT
 } mt__registry;
 

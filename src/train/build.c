@@ -63,7 +63,8 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
                             .interleave_w = c->remat != MT_REMAT_NONE,
                             .precision = c->precision, .grad_reduce = c->grad_reduce,
                             .f32_activations = c->f32_activations,
-                            .bucket_bytes = mt__train_bucket_bytes(c)};
+                            .bucket_bytes = mt__train_bucket_bytes(c),
+                            .backend = mt__train_backend(c)};
     s = mt_graph_compile(g, loss, &opts);
     if (s == MT_OK && m->fill_constants) s = m->fill_constants(g);
     if (s != MT_OK) { mt_graph_free(g); return s; }

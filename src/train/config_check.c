@@ -311,6 +311,13 @@ mt_status mt_train_config_check(const mt_train_config *cfg) {
                        m->about.config_size);
     mt_status s = check_fields(cfg, m);
     if (s == MT_OK) s = check_no_effect(cfg, m);
+    if (s == MT_OK && cfg->backend && *cfg->backend) {   /* a backend that runs */
+        const mt_backend *be = mt_backend_find(cfg->backend);
+        if (!be) return mt_fail_wrap(MT_EINVAL, "backend");
+        if (!mt_backend_runs(be))
+            return mt_fail(MT_EINVAL, "backend '%s' runs nothing (it plans shapes for explain "
+                           "and planners); train on one that runs, e.g. cpu", cfg->backend);
+    }
     /* without a mesh (a trace's data=1 included) nothing is split */
     if (s != MT_OK || !has_mesh(cfg)) return s;
     int n = 0;

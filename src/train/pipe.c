@@ -251,7 +251,8 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
                             .interleave_w = c->remat != MT_REMAT_NONE && !split_w,
                             .precision = c->precision, .grad_reduce = c->grad_reduce,
                             .f32_activations = c->f32_activations,
-                            .bucket_bytes = mt__train_bucket_bytes(c)};
+                            .bucket_bytes = mt__train_bucket_bytes(c),
+                            .backend = mt__train_backend(c)};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
     if (s != MT_OK) {

@@ -194,6 +194,12 @@ mt_status mt__train_fill_tokens(const mt_train_config *c, const mt_dataset *ds, 
                                 int64_t *pos, int row0, int rows, void *in, void *target);
 
 /* c->bucket_mb as mt_compile_opts.bucket_bytes (build.c, pipe.c). */
+/* The backend c names (NULL: the CPU's, mt_compile_opts.backend's default);
+ * mt_train_config_check has refused a name no backend has. */
+static inline const mt_backend *mt__train_backend(const mt_train_config *c) {
+    return c->backend && *c->backend ? mt_backend_find(c->backend) : NULL;
+}
+
 static inline size_t mt__train_bucket_bytes(const mt_train_config *c) {
     return (size_t)(c->bucket_mb * 1048576.0);
 }
