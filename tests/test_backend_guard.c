@@ -106,6 +106,9 @@ static mt_status g_copy_out(void *dst, const void *src, size_t bytes) {
 }
 
 static bool g_supports(const mt_op_call *call) { return mt_backend_cpu()->supports_op(call); }
+static size_t g_scratch(const mt_op_call *call, bool *caller) {
+    return mt_backend_cpu()->scratch(call, caller);
+}
 
 static void g_run(const mt_op_env *env, const mt_op_call *call) {
     enter();
@@ -191,6 +194,7 @@ static void g_plans_free(mt_backend_plans *set) {
 static const mt_backend guarded_backend = {
     .name = "guarded", .buffer_alloc = g_alloc, .buffer_free = g_free, .buffer_clear = g_clear,
     .copy_in = g_copy_in, .copy_out = g_copy_out, .supports_op = g_supports, .run_op = g_run,
+    .scratch = g_scratch,
     .optim_update = g_update, .sumsq = g_sumsq, .buffer_copy = g_buffer_copy,
     .buffer_scale = g_scale, .convert = g_convert, .param_init = g_param_init,
     .plans_create = g_plans_create, .plan_matmul = g_plan_matmul,

@@ -1,8 +1,11 @@
 /*
  * test_ops_desc.c — every op's descriptor is complete: walks every op kind
  * from 0 to MT_OP_COUNT-1 and fails naming the op and the member that is
- * missing, in the kernel half (ops/op_table.c: name, arity, cost class,
- * run, cost, scratch) and in the graph half (graph/op_desc.c: role, and the gradient
+ * missing, in what it is (ops/op_table.c: name, arity, cost class, cost),
+ * in the CPU backend's kernel of it (backend/cpu_kernels.c: run, scratch;
+ * its scratch on the caller exactly for the ops that communicate, which
+ * bf16 storage reads as "a collective's output") and in the graph half
+ * (graph/op_desc.c: role, and the gradient
  * rule, sharding rule, lowering, remat class and communication class the
  * role requires or forbids). Then: the names are unique, so a listing names
  * an op by its descriptor, never by its place in the enum; the sharding
@@ -22,6 +25,7 @@
  */
 #include "harness.h"
 #include "meshtrain.h"
+#include "backend/cpu_impl.h"
 #include "graph/op_desc.h"
 #include "graph/shard_rules.h"
 #include "plan/plan_impl.h"
@@ -45,14 +49,21 @@ static const char *role_name(mt_op_role r) {
 MT_TEST(ops_kernel_half_complete) {
     for (int op = 0; op < MT_OP_COUNT; op++) {
         const mt_op_def *d = mt__op_def((mt_op)op);
+        const mt_op_kernel *k = mt__cpu_kernel((mt_op)op);
         MT_CHECK(d->name && d->name[0], "op %d: op_table.c has no name (a missing entry?)", op);
-        MT_CHECK(d->run, "op %d '%s': op_table.c has no run", op, op_name(op));
+        MT_CHECK(k && k->run, "op %d '%s': the CPU has no kernel run", op, op_name(op));
         MT_CHECK(d->cost, "op %d '%s': op_table.c has no cost", op, op_name(op));
         MT_CHECK(d->min_in >= 1 && d->min_in <= d->max_in && d->max_in <= MT_MAX_INPUTS,
                  "op %d '%s': op_table.c's arity %d to %d is not within 1 to %d", op,
                  op_name(op), d->min_in, d->max_in, MT_MAX_INPUTS);
-        MT_CHECK(!d->scratch_caller || d->scratch,
+        MT_CHECK(!k->scratch_caller || k->scratch,
                  "op %d '%s': scratch_caller without a scratch function", op, op_name(op));
+        mt_op_comm comm = mt__op_gdesc((mt_op)op)->comm;
+        bool communicates = comm == MT_COMM_COLL_OUT || comm == MT_COMM_COLL_IN ||
+                            comm == MT_COMM_RING_GATHER || comm == MT_COMM_RING_SCATTER;
+        MT_CHECK(k->scratch_caller == communicates, "op %d '%s': its kernel's scratch is %s the "
+                 "caller's, but it %s communicate", op, op_name(op),
+                 k->scratch_caller ? "" : "not", communicates ? "does" : "does not");
         MT_CHECK(d->cost_class > MT_COST_UNSET && d->cost_class <= MT_COST_COLLECTIVE,
                  "op %d '%s': op_table.c gives no cost class (product, attention, vector or "
                  "collective): the planner would not know how to time it", op, op_name(op));
@@ -173,10 +184,13 @@ MT_TEST(ops_tables_are_the_list) {
  * lowering; its backward one input, no rules). */
 MT_TEST(ops_rope_in_its_own_files) {
     const mt_op_def *k = mt__op_def(MT_OP_ROPE), *kb = mt__op_def(MT_OP_ROPE_BWD);
-    MT_CHECK(k->min_in == 1 && k->max_in == 1 && k->cost_class == MT_COST_VECTOR && k->run &&
-             k->cost && !k->scratch && !k->scratch_caller, "rope's kernel half");
+    const mt_op_kernel *r = mt__cpu_kernel(MT_OP_ROPE), *rb = mt__cpu_kernel(MT_OP_ROPE_BWD);
+    MT_CHECK(k->min_in == 1 && k->max_in == 1 && k->cost_class == MT_COST_VECTOR && k->cost &&
+             r == &mt__kernel_rope && r->run && !r->scratch && !r->scratch_caller,
+             "rope's kernel half");
     MT_CHECK(kb->min_in == 1 && kb->max_in == 1 && kb->cost_class == MT_COST_VECTOR &&
-             kb->run == k->run && kb->cost == k->cost && !kb->scratch, "rope_bwd's kernel half");
+             rb == &mt__kernel_rope_bwd && rb->run == r->run && kb->cost == k->cost &&
+             !rb->scratch, "rope_bwd's kernel half");
     const mt_op_gdesc *g = mt__op_gdesc(MT_OP_ROPE), *gb = mt__op_gdesc(MT_OP_ROPE_BWD);
     MT_CHECK(g->role == MT_ROLE_GLOBAL && g->grad && g->shard && g->lower &&
              g->lower_moves == mt__lower_moves_generic && g->recomp == MT_RECOMP_LOCAL &&

@@ -7,6 +7,7 @@
  * one mt__backend_register call.
  */
 #include "backend/backend_impl.h"
+#include "backend/cpu_impl.h"   /* the CPU kernels' scratch, which shape-only plans */
 #include "base/base_impl.h"   /* the registries */
 
 #include <stdio.h>
@@ -29,9 +30,10 @@ static void shape_clear(void *data, size_t bytes) { (void)data; (void)bytes; }
 
 static bool shape_supports(const mt_op_call *call) { (void)call; return false; }
 
+/* its plan's byte counts are the CPU backend's, the kernels' scratch too */
 static const mt_backend shape_only = {
     .name = "shape-only", .buffer_alloc = shape_alloc, .buffer_free = shape_free,
-    .buffer_clear = shape_clear, .supports_op = shape_supports,
+    .buffer_clear = shape_clear, .supports_op = shape_supports, .scratch = mt__cpu_scratch,
 };
 
 /* ======================================================================== */

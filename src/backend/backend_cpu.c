@@ -35,10 +35,10 @@ static mt_status cpu_copy(void *dst, const void *src, size_t bytes) {
 static bool cpu_supports(const mt_op_call *call) { return call->op < MT_OP_COUNT; }
 
 /* A planned bf16 product is the backend's own (cpu_bf16.c); every other
- * call is the op table's kernel. */
+ * call is the op's CPU kernel (cpu_kernels.c). */
 static void cpu_run(const mt_op_env *env, const mt_op_call *call) {
     if (call->plan) mt__cpu_run_product(env, call);
-    else mt__op_def(call->op)->run(env, call);
+    else mt__cpu_kernel(call->op)->run(env, call);
 }
 
 /* ---- the optimizer ------------------------------------------------------- */
@@ -188,6 +188,7 @@ static mt_status cpu_param_init(const mt_op_env *env, const mt_tensor *t, uint64
 static const mt_backend cpu = {
     .name = "cpu", .buffer_alloc = cpu_alloc, .buffer_free = cpu_free, .buffer_clear = cpu_clear,
     .copy_in = cpu_copy, .copy_out = cpu_copy, .supports_op = cpu_supports, .run_op = cpu_run,
+    .scratch = mt__cpu_scratch,
     .optim_update = cpu_optim_update, .sumsq = cpu_sumsq,
     .buffer_copy = cpu_buffer_copy, .buffer_scale = cpu_buffer_scale, .convert = cpu_convert,
     .param_init = cpu_param_init,

@@ -106,9 +106,15 @@ struct mt_backend {
     /* Required: whether run_op runs this call. */
     bool (*supports_op)(const mt_op_call *call);
     /* Optional (NULL: the backend runs nothing; a graph compiled on it
-     * refuses to run): runs one call on its buffers, as mt_op_def.run does
-     * (a collective records its failure in *env->status). */
+     * refuses to run): runs one call on its buffers, with its own kernels
+     * (the CPU's: ops' mt_op_kernel; a collective records its failure in
+     * *env->status). */
     void (*run_op)(const mt_op_env *env, const mt_op_call *call);
+    /* Optional (NULL: none): the floats of scratch run_op needs for the
+     * call, for each worker of env->pool, or with *caller set for the
+     * calling thread alone (the collectives, which lend the pool none); the
+     * graph's plan allocates the most any call asks for (env->scratch). */
+    size_t (*scratch)(const mt_op_call *call, bool *caller);
 
     /* ---- data outside the graph: the optimizer ---- */
     /* Optional (NULL: the backend cannot train: mt_optim_step fails with

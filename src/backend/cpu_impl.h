@@ -19,6 +19,11 @@ mt_status mt__cpu_plan_matmul(mt_backend_plans *set, const mt_op_call *call,
 void      mt__cpu_plans_workspace(mt_backend_plans *set, void *ws);
 void      mt__cpu_plans_free(mt_backend_plans *set);
 
+/* cpu_kernels.c: the CPU's kernel of op (ops' mt__kernel_<name>), and the
+ * table's scratch member from it. */
+const mt_op_kernel *mt__cpu_kernel(mt_op op);
+size_t              mt__cpu_scratch(const mt_op_call *call, bool *caller);
+
 /* Runs a call planned as a bf16 product (MATMUL, GEMM or LINEAR with
  * call->plan set): bit for bit what the op table's run of it was before the
  * table left bf16 to the backend. */

@@ -507,9 +507,9 @@ mt_status mt__plan_buffers(mt_graph *g) {
     size_t scratch = 0, caller = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const mt_op_call *c = &g->nodes[i].call;
-        const mt_op_def *def = mt__op_def(c->op);
-        size_t need = def->scratch ? def->scratch(c) : 0;
-        size_t *most = def->scratch_caller ? &caller : &scratch;
+        bool on_caller = false;
+        size_t need = be->scratch ? be->scratch(c, &on_caller) : 0;
+        size_t *most = on_caller ? &caller : &scratch;
         if (need > *most) *most = need;
     }
     scratch *= (size_t)mt_pool_size(g->prog->env.pool);

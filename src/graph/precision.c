@@ -219,7 +219,11 @@ static bool bf16_storable(const mt_graph *g, const mt_tensor *t, const act_use *
         return false;
     if (g->loss && (t == mt__storage_root(g->loss) || t == g->loss)) return false;
     if (u->other || u->writers != 1 || u->readers == 0) return false;
-    return !mt__op_def(g->nodes[u->writer].call.op)->scratch_caller;
+    switch (mt__op_gdesc(g->nodes[u->writer].call.op)->comm) {
+    case MT_COMM_COLL_OUT: case MT_COMM_COLL_IN:   /* a collective's output */
+    case MT_COMM_RING_GATHER: case MT_COMM_RING_SCATTER: return false;
+    default: return true;
+    }
 }
 
 mt_status mt__precision_store_bf16(mt_graph *g) {

@@ -1,10 +1,11 @@
 /*
- * op_table.c — the kernel half of the ops' descriptors: what an op is (its
- * name, how many inputs a call has, what a run costs, op_cost.c, and its
- * cost class, which the planner times it by) and how the CPU backend runs
- * a call on its buffers (the graph half: graph/op_desc.c). Each op's half
- * is a named definition, mt__opdef_<name>: most are here; an op in a file
- * of its own defines its own (ops/rope.c). The table of them all is
+ * op_table.c — the ops' kernel-layer definitions: what an op is (its name,
+ * how many inputs a call has, what a run costs, op_cost.c, and its cost
+ * class, which the planner times it by: mt__opdef_<name>) and, apart, how
+ * the CPU backend runs a call on its buffers (its kernel: mt__kernel_<name>,
+ * which backend/cpu_kernels.c's table holds). The graph half is
+ * graph/op_desc.c's. Most ops' definitions are here; an op in a file of its
+ * own defines its own (ops/rope.c). The table of what the ops are is
  * generated from ops_impl.h's MT_OP_LIST.
  *
  * A call's parameters (mt_op_call.p) are set by the graph's builders for
@@ -361,12 +362,14 @@ static void run_fill_bwd(const mt_op_env *env, const mt_op_call *c) {
 #define VECTOR     MT_COST_VECTOR
 #define COLLECTIVE MT_COST_COLLECTIVE
 
-/* Each op's kernel half, mt__opdef_<name> (ops_impl.h), with the name of
- * its MT_OP_LIST line: DEF(name, inputs (min, max), cost class, cost, run
- * [, .scratch = ...]). rope and rope_bwd are ops/rope.c's. */
+/* Each op's two definitions (ops_impl.h), with the name of its MT_OP_LIST
+ * line: what it is, mt__opdef_<name>, and its CPU kernel, mt__kernel_<name>:
+ * DEF(name, inputs (min, max), cost class, cost, run [, .scratch = ...]).
+ * rope and rope_bwd are ops/rope.c's. */
 #define DEF(op, min, max, class, cost_, ...)                                          \
     const mt_op_def mt__opdef_##op = {.name = #op, .min_in = min, .max_in = max,      \
-                                      .cost_class = class, .cost = cost_, .run = __VA_ARGS__}
+                                      .cost_class = class, .cost = cost_};           \
+    const mt_op_kernel mt__kernel_##op = {.run = __VA_ARGS__}
 
 DEF(matmul, 2, 2, PRODUCT, mt__cost_gemm, run_gemm);
 DEF(linear, 2, 3, PRODUCT, mt__cost_linear, run_linear);

@@ -276,18 +276,24 @@ typedef enum {
                               slice); the collective matmuls too */
 } mt_op_cost_class;
 
-/* The kernel half of an op's descriptor (mt__opdef_<name>, below; op_table.c
- * indexes them by mt_op); the graph half, its gradient, sharding and remat rules,
- * is graph/op_desc.c's, which a graph-layer op needs as well. Its first
- * members say what the op is (name, arity, cost and cost class: read by the
- * graph, the profiler and the planner), the rest how the CPU backend runs
- * it (run, scratch). A call of the op has from min_in to max_in inputs. */
+/* What an op is (mt__opdef_<name>, below; op_table.c indexes them by
+ * mt_op): its name, its arity, what a run costs and its cost class, read by
+ * the graph, the profiler and the planner. The graph half, its gradient,
+ * sharding and remat rules, is graph/op_desc.c's; how a backend runs it is
+ * the backend's (the CPU's kernels: mt_op_kernel, below). A call of the op
+ * has from min_in to max_in inputs. */
 typedef struct {
     const char *name;
     int8_t      min_in, max_in;           /* required: 1 <= min_in <= max_in <= MT_MAX_INPUTS */
     mt_op_cost_class cost_class;          /* required */
     /* FLOPs and bytes moved by one run (op_cost.h). Required. */
     void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
+} mt_op_def;
+
+/* How the CPU backend runs an op on host buffers: its kernel
+ * (mt__kernel_<name>, below, beside the op's mt__opdef_<name>; the CPU
+ * backend's table, backend/cpu_kernels.c, indexes them by mt_op). */
+typedef struct {
     /* Runs the call on its buffers. Required. Cannot fail, except the
      * collective ops, which record a failure in *env->status. */
     void   (*run)(const mt_op_env *env, const mt_op_call *call);
@@ -298,13 +304,16 @@ typedef struct {
      * collective ops run there and lend the pool none of it. Their scratch
      * is the start of env->scratch. Default false. */
     bool     scratch_caller;
-} mt_op_def;
+} mt_op_kernel;
 
-/* The kernel half of each op's descriptor: one named definition per
- * MT_OP_LIST line, mt__opdef_<name>, which op_table.c's table points at
- * (an op without one does not link). op_table.c defines most; an op in a
- * file of its own defines its own there (ops/rope.c: rope and rope_bwd). */
-#define MT_OP_DEF_DECL_(NAME, name) extern const mt_op_def mt__opdef_##name;
+/* Each op's two named definitions, one per MT_OP_LIST line: what it is,
+ * mt__opdef_<name>, which op_table.c's table points at, and its CPU
+ * kernel, mt__kernel_<name>, which the CPU backend's does (an op without
+ * either does not link). op_table.c defines most; an op in a file of its
+ * own defines its own there (ops/rope.c: rope and rope_bwd). */
+#define MT_OP_DEF_DECL_(NAME, name)                                                    \
+    extern const mt_op_def mt__opdef_##name;                                           \
+    extern const mt_op_kernel mt__kernel_##name;
 MT_OP_LIST(MT_OP_DEF_DECL_)
 #undef MT_OP_DEF_DECL_
 

@@ -93,11 +93,12 @@ static void cost_rope(const mt_op_call *c, double *fl, double *by) {
 }
 
 const mt_op_def mt__opdef_rope = {
-    .name = "rope", .min_in = 1, .max_in = 1, .cost_class = MT_COST_VECTOR,
-    .cost = cost_rope, .run = run_rope,
+    .name = "rope", .min_in = 1, .max_in = 1, .cost_class = MT_COST_VECTOR, .cost = cost_rope,
 };
+const mt_op_kernel mt__kernel_rope = {.run = run_rope};
 
 const mt_op_def mt__opdef_rope_bwd = {
     .name = "rope_bwd", .min_in = 1, .max_in = 1, .cost_class = MT_COST_VECTOR,
-    .cost = cost_rope, .run = run_rope,
+    .cost = cost_rope,
 };
+const mt_op_kernel mt__kernel_rope_bwd = {.run = run_rope};
