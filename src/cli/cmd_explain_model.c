@@ -341,9 +341,7 @@ int cli_explain_model(int argc, char **argv) {
     const char *mesh_spec = NULL;
     int devices = 0;
     char choices_model[64] = "";
-    for (int k = 0; mt_model_name((mt_model_kind)k); k++)
-        snprintf(choices_model + strlen(choices_model), sizeof choices_model - strlen(choices_model),
-                 "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
+    cli_model_names(choices_model, sizeof choices_model, "|");
     /* the model's own flags come from the models' tables, after --model,
      * starting from the settings of a build without data (no file is read) */
     cli_model_flags mf;

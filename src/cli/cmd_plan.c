@@ -272,9 +272,7 @@ int cli_cmd_plan(int argc, char **argv) {
     const char *hardware = NULL, *batch_tokens = NULL;
     bool json = false;
     char choices_model[64] = "";
-    for (int k = 0; mt_model_name((mt_model_kind)k); k++)
-        snprintf(choices_model + strlen(choices_model), sizeof choices_model - strlen(choices_model),
-                 "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
+    cli_model_names(choices_model, sizeof choices_model, "|");
     cli_model_flags mf;
     t->T = 1024;
     cli_model_flags_init(&mf, t, true);

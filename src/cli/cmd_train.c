@@ -101,17 +101,6 @@ static void install_stop_handlers(const mt_train_config *c) {
 
 static const char TRAIN_CHOICES_OPTIM[] = "adamw|sgd";   /* index 0 is AdamW */
 
-/* "gpt|mlp|linreg": the library's models, choice i being mt_model_kind i. */
-static void model_choices(char *buf, size_t n) {
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int k = 0; mt_model_name((mt_model_kind)k) && at < n; k++) {
-        int w = snprintf(buf + at, n - at, "%s%s", k ? "|" : "", mt_model_name((mt_model_kind)k));
-        if (w < 0) break;
-        at += (size_t)w;
-    }
-}
-
 /* The model's own flags, from its table (model_flags.h): written into the
  * model's settings in mf (cfg->model_config) when given, refused when the
  * model does not read them. */
@@ -270,7 +259,7 @@ int cli_cmd_train(int argc, char **argv) {
     int precision = 0, grad_reduce = 0;   /* indices in "fp32|bf16" */
     const double INF = HUGE_VAL;
     char choices_model[64];
-    model_choices(choices_model, sizeof choices_model);
+    cli_model_names(choices_model, sizeof choices_model, "|");
 
     /* The table is the single source for parsing and --help: the model's
      * own flags come from the models' tables, after --model */

@@ -10,6 +10,7 @@
  * system's message, even when everything else went well.
  */
 #include "cli/args.h"
+#include "cli/model_flags.h"
 #include "meshtrain.h"
 
 #include <errno.h>
@@ -76,10 +77,9 @@ static void print_summary(FILE *out, const cli_command *c) {
         fprintf(out, "%s\n", c->summary);
         return;
     }
-    fprintf(out, "%.*s", (int)(at - c->summary), c->summary);
-    for (int k = 0; mt_model_name((mt_model_kind)k); k++)
-        fprintf(out, "%s%s", k ? ", " : "", mt_model_name((mt_model_kind)k));
-    fprintf(out, "%s\n", at + strlen("MODELS"));
+    char names[256];
+    cli_model_names(names, sizeof names, ", ");
+    fprintf(out, "%.*s%s%s\n", (int)(at - c->summary), c->summary, names, at + strlen("MODELS"));
 }
 
 static void print_usage(FILE *out) {

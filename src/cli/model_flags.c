@@ -259,3 +259,13 @@ void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
         at += (size_t)w;
     }
 }
+
+void cli_model_names(char *buf, size_t n, const char *sep) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; mt_model_name((mt_model_kind)k) && at < n; k++) {
+        int w = snprintf(buf + at, n - at, "%s%s", k ? sep : "", mt_model_name((mt_model_kind)k));
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}

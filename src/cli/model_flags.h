@@ -76,6 +76,10 @@ int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *
  * at mc. */
 int cli_model_setting(const void *mc, const mt_model_flag *f);
 
+/* The models' names in kind order, joined by `sep` ("gpt|mlp|linreg|llama":
+ * a --model flag's choices, choice i being kind i), into buf (n bytes). */
+void cli_model_names(char *buf, size_t n, const char *sep);
+
 /* " L=2 C=64 NH=4 ..." : the settings of cfg's model (cfg->model_config,
  * or the model's defaults where it is NULL), as its fields. */
 void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n);
