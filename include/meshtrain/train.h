@@ -187,6 +187,15 @@ typedef struct {
      * parallelism's all-reduces. Needs a tensor axis of 2 or more and a
      * model with a sequence. */
     bool              sequence_parallel;
+    /* With parameters stored split and gathered before use (an fsdp axis,
+     * zero 2 or 3): 1 frees a gathered parameter after its forward use and
+     * gathers it again for the backward (partition.h's
+     * reshard_after_forward: about one layer's gathered parameters alive
+     * at a time, one more all-gather a microbatch), -1 keeps it from the
+     * forward to the backward (torchtitan's reshard_after_forward=False),
+     * 0 the default: on for fsdp and ZeRO-3, off for ZeRO-2. ZeRO-1 gathers
+     * a value that counts once and keeps it: set, it is refused. */
+    int               reshard_after_forward;
     /* With sequence parallelism: its gathers and reduce-scatters run inside
      * the linear layers as collective matmuls (partition.h's lowering
      * variant "collective_matmul"). 1 on, -1 off,

@@ -61,6 +61,13 @@ static const strategy_row ROWS[] = {
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,
      "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)",
      {NULL, NULL, NULL}},
+    {"reshard-after-forward", TRAIN | EXPLAIN, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(raf),
+     CLI_CHOICE, 0, "auto|on|off", "MODE", AT(raf), false,
+     "with parameters stored split (an fsdp axis, --zero 2 or 3): on frees a gathered "
+     "parameter after its forward use and gathers it again for the backward (less memory, "
+     "one more all-gather a microbatch), off keeps it from the forward to the backward "
+     "(torchtitan's reshard_after_forward); auto is on for fsdp and ZeRO-3, off for ZeRO-2",
+     {NULL, NULL, NULL}},
     {"schedule", ALL, CLI_STR, 0, 0, NULL, "KIND", AT(schedule),
      CLI_CHOICE, 0, NULL, "KIND", AT(schedule_pick), true,
      "pipeline schedule over the pipe axis",
@@ -111,6 +118,7 @@ void cli_strategy_flags_init(cli_strategy_flags *sf, cli_strategy_cmd cmd,
     sf->rules = c->rules;
     sf->sp = c->sequence_parallel;
     sf->cm = c->collective_matmul > 0 ? 1 : c->collective_matmul < 0 ? 2 : 0;
+    sf->raf = c->reshard_after_forward > 0 ? 1 : c->reshard_after_forward < 0 ? 2 : 0;
     sf->schedule = c->schedule;
     sf->microbatches = c->accum;
     sf->chunks = c->pipe_chunks;
@@ -144,6 +152,7 @@ void cli_strategy_flags_apply(const cli_strategy_flags *sf, const cli_opt *opts,
     cfg->rules = sf->rules;
     cfg->sequence_parallel = sf->sp;
     cfg->collective_matmul = sf->cm == 1 ? 1 : sf->cm == 2 ? -1 : 0;
+    cfg->reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;
     cfg->schedule = sf->schedule;
     if (sf->cmd == CLI_STRATEGY_TRAIN) cfg->pipe_chunks = sf->chunks;
     cfg->remat = (mt_remat)sf->remat;

@@ -136,6 +136,10 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
         return mt_fail(MT_EINVAL, "--sequence-parallel splits the rows over the mesh's tensor "
                        "axis, but there is no mesh: add one (e.g. --mesh tensor=2), or drop "
                        "--sequence-parallel");
+    if (c->reshard_after_forward && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "--reshard-after-forward chooses what happens to parameters "
+                       "gathered from their shards, and without a mesh none is stored split: "
+                       "add an fsdp axis (e.g. --mesh fsdp=2), or drop --reshard-after-forward");
     if (c->rules && *c->rules && !has_mesh(c))
         return mt_fail(MT_EINVAL, "--rules maps the model's logical axes onto a mesh's axes, "
                        "but there is no mesh: add one (e.g. --mesh data=2,tensor=2), or drop "
@@ -209,6 +213,13 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
     if (miss & MT__MISFIT_ZERO1_FSDP)
         return mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
                        "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
+    if (c->reshard_after_forward && fsdp < 2 && c->zero < 2)
+        return mt_fail(MT_EINVAL, "--reshard-after-forward chooses what happens to parameters "
+                       "gathered from their shards, and mesh '%s'%s stores none split%s: add an "
+                       "fsdp axis of 2 or more, or --zero 2 or 3, or drop --reshard-after-forward",
+                       c->mesh, c->zero == 1 ? " with zero=1" : "",
+                       c->zero == 1 ? " (ZeRO-1 gathers a value that counts once, and keeps it)"
+                                    : "");
     const int pipe = mt__train_pipe_size(mesh);
     if (pipe > 1) {
         if ((s = mt__train_pipe_check(c, m, pipe)) != MT_OK) return s;

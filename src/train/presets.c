@@ -162,8 +162,11 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
         opts->gather_axes = stored;
         if (c->zero == 1) opts->gather_allreduce_axes = data;
         /* fsdp and ZeRO-3 free the gathered parameters after the forward and
-         * gather them again in the backward; ZeRO-1/2 keep them */
-        opts->reshard_after_forward = (stored & fsdp) || c->zero == 3;
+         * gather them again in the backward, ZeRO-1/2 keep them, unless the
+         * run says (mt_train_config.reshard_after_forward) */
+        opts->reshard_after_forward = c->reshard_after_forward
+                                          ? c->reshard_after_forward > 0
+                                          : (stored & fsdp) || c->zero == 3;
     }
     return s;
 }

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# test_fsdp_choices.sh — `--reshard-after-forward on|off` (issue 39, item
+# 3): what FSDP does with a parameter gathered from its shards between a
+# microbatch's forward and its backward.
+#
+#   bash tests/test_fsdp_choices.sh <meshtrain binary> [<build dir>]
+#
+# On fsdp=2 the GPT (L=2) trains the one-device run with auto, on and off
+# (every step's loss and gradient norm within 1e-5). explain counts the
+# all-gathers in device 0's program: off gathers each of the 28 stored
+# parameters once, before the forward; on (auto's choice for fsdp) gathers
+# again, in the backward, each one a backward reads: the 4 products'
+# weights and 2 layernorm weights of each block, the final layernorm's and
+# the tied embedding, 6·L + 2 = 14 more (by hand). off keeps the gathered
+# copies, so the trainer's memory line counts more activations. The flag
+# without parameters stored split (no mesh, ZeRO-1) is refused, exit 2.
+# Every run is under `timeout 120`.
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_fsdp_choices.sh "$@"
+
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >text.txt
+
+GPT=(--data text.txt --model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16
+     --batch 4 --steps 4 --threads 2)
+
+# same NAME FILE_A FILE_B: losses and gradient norms within 1e-5, step by step
+same() {
+    local name=$1
+    if python3 - "$2" "$3" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+ok = len(a) == len(b) > 0 and all(
+    abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(x[k])) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
+sys.exit(0 if ok else 1)
+PY
+    then ok "$name"; else bad "$name" "$(head -c 300 "$2") vs $(head -c 300 "$3")"; fi
+}
+
+timeout 120 "$BIN" train "${GPT[@]}" --metrics one.jsonl >/dev/null 2>err.txt ||
+    bad "one device" "$(head -2 err.txt)"
+for mode in auto on off; do
+    rm -f f.jsonl
+    if timeout 120 "$BIN" train "${GPT[@]}" --mesh fsdp=2 --reshard-after-forward "$mode" \
+            --metrics f.jsonl >"out_$mode.txt" 2>err.txt; then
+        same "fsdp=2 --reshard-after-forward $mode equals one device" one.jsonl f.jsonl
+    else
+        bad "fsdp=2 --reshard-after-forward $mode" "$(head -2 err.txt)"
+    fi
+done
+
+# the all-gathers of device 0's program
+EX=(--model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16 --batch 4 --mesh fsdp=2)
+gathers() { timeout 120 "$BIN" explain "${EX[@]}" "$@" 2>&1 | grep -c ' all_gather '; }
+on=$(gathers --reshard-after-forward on)
+off=$(gathers --reshard-after-forward off)
+auto=$(gathers)
+if [ "$off" -eq 28 ] && [ "$on" -eq $((28 + 14)) ] && [ "$auto" -eq "$on" ]; then
+    ok "all-gathers: off $off (each stored parameter once), on $on (14 gathered again), auto as on"
+else
+    bad "all-gathers" "off $off (want 28), on $on (want 42), auto $auto (want on's)"
+fi
+
+# off keeps the gathered parameters: more activation memory than on
+act() { sed -n 's/.*activations \([0-9.]*\) MiB.*/\1/p' "$1" | head -1; }
+a_on=$(act out_on.txt) a_off=$(act out_off.txt)
+if [ -n "$a_on" ] && [ -n "$a_off" ] && awk -v a="$a_off" -v b="$a_on" 'BEGIN { exit !(a > b) }'; then
+    ok "memory: activations $a_off MiB kept off, $a_on MiB on"
+else
+    bad "memory" "activations off '$a_off' MiB, on '$a_on' MiB (want off > on)"
+fi
+
+# refusals: nothing stored split
+refuse() {
+    local name=$1 frag=$2
+    shift 2
+    timeout 120 "$BIN" "$@" >out.txt 2>err.txt
+    local rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$frag" err.txt; then ok "$name"
+    else bad "$name" "exit $rc: $(head -c 300 err.txt)"; fi
+}
+refuse "without a mesh" "without a mesh none is stored split" \
+    train "${GPT[@]}" --reshard-after-forward on
+refuse "with ZeRO-1" "ZeRO-1 gathers a value that counts once" \
+    train "${GPT[@]}" --mesh data=2 --zero 1 --reshard-after-forward off
+refuse "explain, on data=2" "stores none split" \
+    explain "${EX[@]/fsdp=2/data=2}" --reshard-after-forward on
+
+test_end
