@@ -40,7 +40,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["chips"] == 16384, d["chips"]
 assert d["evaluated"] > 100000, d["evaluated"]
-assert 0 < d["programs"] < d["evaluated"] / 50, (d["programs"], d["evaluated"])
+# each program serves many layouts: 6202 programs for 601790 layouts
+# before sequence parallelism composed with pipelines (issue 39), 16922 for
+# 537350 since (a pipeline's layouts planned with sp off, on and with
+# collective matmul: their chunks' programs three times over)
+assert 0 < d["programs"] < d["evaluated"] / 25, (d["programs"], d["evaluated"])
 assert abs(d["parameters"] - 405.85e9) / 405.85e9 < 0.01, d["parameters"]
 best = d["best"]
 assert best and all(b["feasible"] for b in best), "no feasible best"
