@@ -12,8 +12,9 @@
 # again, in the backward, each one a backward reads: the 4 products'
 # weights and 2 layernorm weights of each block, the final layernorm's and
 # the tied embedding, 6·L + 2 = 14 more (by hand). off keeps the gathered
-# copies, so the trainer's memory line counts more activations. The flag
-# without parameters stored split (no mesh, ZeRO-1) is refused, exit 2.
+# copies, so the trainer's memory line counts more activations, and so do
+# plan's layouts. The flag without parameters stored split (no mesh,
+# ZeRO-1) is refused, exit 2.
 # Every run is under `timeout 120`.
 set -u
 
@@ -71,6 +72,34 @@ if [ -n "$a_on" ] && [ -n "$a_off" ] && awk -v a="$a_off" -v b="$a_on" 'BEGIN { 
 else
     bad "memory" "activations off '$a_off' MiB, on '$a_on' MiB (want off > on)"
 fi
+
+# plan takes the choice too: on fsdp=2 (a small LLaMA) off holds more
+# activation memory than on, by at most the whole model's parameters (the
+# gathered copies kept; each device stores half of them), and no more
+# exposed communication; auto plans as on; the JSON says the choice only
+# when given
+M=(--model llama --channels 256 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 512 --vocab 1024
+   --max-seq 512)
+PLAN=(plan "${M[@]}" --hardware h100-sxm --batch-tokens 64k --seq 512 --zero 0 --remat none
+      --sequence-parallel off --chips 2 --mesh fsdp=2 --microbatches 1 --json)
+for mode in auto on off; do
+    timeout 300 "$BIN" "${PLAN[@]}" --reshard-after-forward "$mode" >"plan_$mode.json" 2>err.txt ||
+        bad "plan --reshard-after-forward $mode" "exit $?: $(head -2 err.txt)"
+done
+if python3 - plan_auto.json plan_on.json plan_off.json <<'PY'
+import json, sys
+a, on, off = (json.load(open(f)) for f in sys.argv[1:4])
+ba, bn, bf = (d["best"][0] for d in (a, on, off))
+m_on, m_off = bn["memory_per_device"], bf["memory_per_device"]
+extra = m_off["activations"] - m_on["activations"]
+assert 0 < extra <= 2 * m_on["parameters"], (extra, m_on["parameters"])
+assert bf["exposed_comm_seconds"] <= bn["exposed_comm_seconds"], (bf, bn)
+assert ba["memory_per_device"] == m_on and ba["step_seconds"] == bn["step_seconds"], (ba, bn)
+assert "reshard_after_forward" not in a and on["reshard_after_forward"] == "on" \
+    and off["reshard_after_forward"] == "off"
+PY
+then ok "plan: off keeps the gathered parameters (more activations, no more exposed comm), auto is on"
+else bad "plan --reshard-after-forward" "see above"; fi
 
 # refusals: nothing stored split
 refuse() {

@@ -255,8 +255,10 @@ typedef struct {
        the layout has (an axis of size 1 splits nothing), refused as the
        trainer refuses them (mt_train_config_check) and with a memory
        convention other than MESHTRAIN (whose activations are formulas of
-       the default rows' splits); and bucket_mb, the trainer's gradient
-       buckets. The rest of it is ignored */
+       the default rows' splits); bucket_mb, the trainer's gradient
+       buckets; and reshard_after_forward, taken by the layouts that store
+       parameters split (an fsdp axis, zero 2 or 3). The rest of it is
+       ignored */
     mt_train_config    model;
     const mt_hardware *hw;
     int                chips;          /* devices; with min_chips, the most to try */

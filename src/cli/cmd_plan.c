@@ -121,6 +121,9 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
         fprintf(out, ", \"rules\": ");
         cli_json_string(out, q->model.rules);
     }
+    if (q->model.reshard_after_forward)   /* the same: only when given */
+        fprintf(out, ", \"reshard_after_forward\": \"%s\"",
+                q->model.reshard_after_forward > 0 ? "on" : "off");
     fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
             "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
             "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n"
@@ -156,6 +159,9 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
             mt_plan_memory_name(q->memory));
     if (q->model.rules && *q->model.rules)
         fprintf(out, "rules: %s (every layout built with them)\n", q->model.rules);
+    if (q->model.reshard_after_forward)
+        fprintf(out, "reshard after forward: %s (every layout that stores parameters split)\n",
+                q->model.reshard_after_forward > 0 ? "on" : "off");
     fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {

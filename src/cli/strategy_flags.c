@@ -61,13 +61,13 @@ static const strategy_row ROWS[] = {
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,
      "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)",
      {NULL, NULL, NULL}},
-    {"reshard-after-forward", TRAIN | EXPLAIN, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(raf),
+    {"reshard-after-forward", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(raf),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(raf), false,
      "with parameters stored split (an fsdp axis, --zero 2 or 3): on frees a gathered "
      "parameter after its forward use and gathers it again for the backward (less memory, "
      "one more all-gather a microbatch), off keeps it from the forward to the backward "
      "(torchtitan's reshard_after_forward); auto is on for fsdp and ZeRO-3, off for ZeRO-2",
-     {NULL, NULL, NULL}},
+     {NULL, NULL, ": every layout that stores parameters split is planned so"}},
     {"schedule", ALL, CLI_STR, 0, 0, NULL, "KIND", AT(schedule),
      CLI_CHOICE, 0, NULL, "KIND", AT(schedule_pick), true,
      "pipeline schedule over the pipe axis",
@@ -187,4 +187,5 @@ void cli_strategy_flags_plan(const cli_strategy_flags *sf, mt_plan_request *q) {
     q->schedule = sf->schedule_pick - 1;
     q->microbatches = sf->microbatches;
     q->model.rules = sf->rules;
+    q->model.reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;
 }

@@ -132,6 +132,9 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     c.B = key->batch * key->d * key->f;
     c.accum = key->p > 1 ? key->p : 1;
     c.zero = key->zero;
+    /* the request's choice of FSDP's backward gather, where the layout
+     * stores parameters split (elsewhere the trainer refuses it) */
+    c.reshard_after_forward = key->f > 1 || key->zero >= 2 ? r->model.reshard_after_forward : 0;
     c.remat = (mt_remat)key->remat;
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
