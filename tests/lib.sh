@@ -59,6 +59,22 @@ need_spm() {
     exit 0
 }
 
+# same_metrics NAME FILE_A FILE_B: two --metrics files hold as many steps,
+# some, and every step's loss and gradient norm agree within 1e-5 (relative,
+# or absolute below 1): an ok or a bad line named NAME.
+same_metrics() {
+    local name=$1
+    if python3 - "$2" "$3" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+ok = len(a) == len(b) > 0 and all(
+    abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(x[k])) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
+sys.exit(0 if ok else 1)
+PY
+    then ok "$name"; else bad "$name" "$(head -c 300 "$2") vs $(head -c 300 "$3")"; fi
+}
+
 test_end() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]

@@ -26,19 +26,6 @@ for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."
 GPT=(--data text.txt --model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16
      --batch 4 --steps 4 --threads 2)
 
-# same NAME FILE_A FILE_B: losses and gradient norms within 1e-5, step by step
-same() {
-    local name=$1
-    if python3 - "$2" "$3" <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
-b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
-ok = len(a) == len(b) > 0 and all(
-    abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(x[k])) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
-sys.exit(0 if ok else 1)
-PY
-    then ok "$name"; else bad "$name" "$(head -c 300 "$2") vs $(head -c 300 "$3")"; fi
-}
 
 timeout 120 "$BIN" train "${GPT[@]}" --metrics one.jsonl >/dev/null 2>err.txt ||
     bad "one device" "$(head -2 err.txt)"
@@ -46,7 +33,7 @@ for mode in auto on off; do
     rm -f f.jsonl
     if timeout 120 "$BIN" train "${GPT[@]}" --mesh fsdp=2 --reshard-after-forward "$mode" \
             --metrics f.jsonl >"out_$mode.txt" 2>err.txt; then
-        same "fsdp=2 --reshard-after-forward $mode equals one device" one.jsonl f.jsonl
+        same_metrics "fsdp=2 --reshard-after-forward $mode equals one device" one.jsonl f.jsonl
     else
         bad "fsdp=2 --reshard-after-forward $mode" "$(head -2 err.txt)"
     fi
