@@ -46,8 +46,9 @@
  * The reference is the machine itself: the trainer's wall time and its
  * allocator, neither of which the planner reads.
  *
- * Under a sanitizer (or with MT_TEST_NO_TIMING set) the step bound is not
- * checked and no step runs: the allocator's bytes are known once the
+ * Under a sanitizer (or with MT_TEST_NO_TIMING set, as `make test` sets it:
+ * a step time is a timed bound, run by `make bench-plan`) the step bound is
+ * not checked and no step runs: the allocator's bytes are known once the
  * trainer is created (and the machine is probed once, not three times).
  * MT_PLAN_MACHINE=FILE uses that machine file instead of measuring;
  * MT_PLAN_ONLY=MESH runs that mesh's layouts only ("one" for one device);
