@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_fsdp_choices.sh — `--reshard-after-forward on|off` (issue 39, item
-# 3): what FSDP does with a parameter gathered from its shards between a
-# microbatch's forward and its backward.
+# test_fsdp_choices.sh — `--reshard-after-forward on|off` and `--fsdp-gather
+# once|microbatch` (issue 39, item 3): what FSDP does with a parameter
+# gathered from its shards between a microbatch's forward and its backward,
+# and across the microbatches of a step.
 #
 #   bash tests/test_fsdp_choices.sh <meshtrain binary> [<build dir>]
 #
@@ -13,8 +14,13 @@
 # weights and 2 layernorm weights of each block, the final layernorm's and
 # the tied embedding, 6·L + 2 = 14 more (by hand). off keeps the gathered
 # copies, so the trainer's memory line counts more activations, and so do
-# plan's layouts. The flag without parameters stored split (no mesh,
-# ZeRO-1) is refused, exit 2.
+# plan's layouts. --fsdp-gather once|microbatch on fsdp=2 and ZeRO-3 with 1
+# and 4 microbatches, and with --reshard-after-forward off, trains the
+# one-device run; once gathers each stored parameter once a step (28 in
+# explain's program, marked "once a step"; the trainer's metrics count Ψ
+# gathered and Ψ reduce-scattered a step), and its memory line holds the
+# whole parameters and gradients. The flags without parameters stored split
+# (no mesh, ZeRO-1 and 2 which keep them for the step) are refused, exit 2.
 # Every run is under `timeout 120`.
 set -u
 
@@ -39,16 +45,77 @@ for mode in auto on off; do
     fi
 done
 
+# --fsdp-gather: fsdp=2 and ZeRO-3 over data=2, 1 and 4 microbatches, the
+# one-device run (every microbatch count its own)
+timeout 120 "$BIN" train "${GPT[@]}" --accum 4 --metrics one4.jsonl >/dev/null 2>err.txt ||
+    bad "one device, 4 microbatches" "$(head -2 err.txt)"
+for mesh in "fsdp=2" "data=2 --zero 3"; do
+    for when in once microbatch; do
+        for accum in 1 4; do
+            for raf in auto off; do
+                [ "$when" = once ] && [ "$raf" = off ] && continue   # nothing regathered
+                ref=one.jsonl; [ "$accum" = 4 ] && ref=one4.jsonl
+                name="--mesh $mesh --fsdp-gather $when --accum $accum --reshard-after-forward $raf"
+                rm -f f.jsonl
+                # shellcheck disable=SC2086
+                if timeout 120 "$BIN" train "${GPT[@]}" --mesh $mesh --fsdp-gather "$when" \
+                        --accum "$accum" --reshard-after-forward "$raf" --metrics f.jsonl \
+                        >"out_g.txt" 2>err.txt; then
+                    same_metrics "$name equals one device" "$ref" f.jsonl
+                else
+                    bad "$name" "$(head -2 err.txt)"
+                fi
+            done
+        done
+    done
+done
+# once: Ψ gathered and Ψ reduce-scattered a step, 4 microbatches or 1 (the
+# metrics' elements against the parameter count the header prints)
+# Ψ by hand: V·C + T·C + L·(12C² + 13C) + 2C at V=256, T=16, C=32, L=2
+psi=$((256 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32))
+for accum in 1 4; do
+    rm -f f.jsonl
+    timeout 120 "$BIN" train "${GPT[@]}" --mesh fsdp=2 --fsdp-gather once --accum "$accum" \
+        --metrics f.jsonl >out_once.txt 2>err.txt || bad "once, accum $accum" "$(head -2 err.txt)"
+    if python3 - f.jsonl "$psi" <<'PY'
+import json, sys
+psi = int(sys.argv[2])
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    assert r["param_gather"] == psi and r["grad_scatter"] == psi and r["grad_reduce"] == 0, (r, psi)
+PY
+    then ok "once, $accum microbatches: $psi gathered and reduce-scattered every step"
+    else bad "once, $accum microbatches: the step's collectives" "want $psi each"; fi
+done
+# its memory line: the whole parameters kept beside the shards (1.5x the
+# microbatch gather's, which holds shards only), and with 4 microbatches the
+# whole gradients too
+mem() { sed -n "s/.*$2 \([0-9.]*\) MiB.*/\1/p" "$1" | head -1; }
+timeout 120 "$BIN" train "${GPT[@]}" --mesh fsdp=2 --accum 4 --fsdp-gather microbatch \
+    >out_mb.txt 2>err.txt || bad "microbatch, accum 4" "$(head -2 err.txt)"
+p_once=$(mem out_once.txt parameters) p_mb=$(mem out_mb.txt parameters)
+g_once=$(mem out_once.txt gradients) g_mb=$(mem out_mb.txt gradients)
+if awk -v a="$p_once" -v b="$p_mb" -v c="$g_once" -v d="$g_mb" \
+        'BEGIN { exit !(a > 2.5 * b && a < 3.5 * b && c > 2.5 * d && c < 3.5 * d) }'; then
+    ok "memory: once holds parameters $p_once and gradients $g_once MiB, microbatch $p_mb and $g_mb"
+else
+    bad "memory" "once: parameters $p_once, gradients $g_once MiB; microbatch $p_mb, $g_mb (want 3x)"
+fi
+
 # the all-gathers of device 0's program
 EX=(--model gpt --layers 2 --channels 32 --heads 4 --max-seq 16 --seq 16 --batch 4 --mesh fsdp=2)
 gathers() { timeout 120 "$BIN" explain "${EX[@]}" "$@" 2>&1 | grep -c ' all_gather '; }
 on=$(gathers --reshard-after-forward on)
 off=$(gathers --reshard-after-forward off)
 auto=$(gathers)
-if [ "$off" -eq 28 ] && [ "$on" -eq $((28 + 14)) ] && [ "$auto" -eq "$on" ]; then
-    ok "all-gathers: off $off (each stored parameter once), on $on (14 gathered again), auto as on"
+once=$(gathers --fsdp-gather once)
+marked=$(timeout 120 "$BIN" explain "${EX[@]}" --fsdp-gather once 2>&1 |
+         grep ' all_gather ' | grep -c 'once a step')
+if [ "$off" -eq 28 ] && [ "$on" -eq $((28 + 14)) ] && [ "$auto" -eq "$on" ] &&
+   [ "$once" -eq 28 ] && [ "$marked" -eq 28 ]; then
+    ok "all-gathers: off $off (each stored parameter once), on $on (14 gathered again), auto as on, once $once (each marked once a step)"
 else
-    bad "all-gathers" "off $off (want 28), on $on (want 42), auto $auto (want on's)"
+    bad "all-gathers" "off $off (want 28), on $on (want 42), auto $auto (want on's), once $once and marked $marked (want 28)"
 fi
 
 # off keeps the gathered parameters: more activation memory than on
@@ -99,8 +166,18 @@ refuse() {
 }
 refuse "without a mesh" "without a mesh none is stored split" \
     train "${GPT[@]}" --reshard-after-forward on
-refuse "with ZeRO-1" "ZeRO-1 gathers a value that counts once" \
+refuse "with ZeRO-1" "kept for the whole step" \
     train "${GPT[@]}" --mesh data=2 --zero 1 --reshard-after-forward off
+refuse "with ZeRO-2" "kept for the whole step" \
+    train "${GPT[@]}" --mesh data=2 --zero 2 --reshard-after-forward on
+refuse "reshard with --fsdp-gather once" "kept for the whole step" \
+    train "${GPT[@]}" --mesh fsdp=2 --fsdp-gather once --reshard-after-forward on
+refuse "--fsdp-gather without a mesh" "without a mesh none is" \
+    train "${GPT[@]}" --fsdp-gather once
+refuse "--fsdp-gather on data=2" "stores none split" \
+    train "${GPT[@]}" --mesh data=2 --fsdp-gather once
+refuse "--fsdp-gather microbatch with ZeRO-2" "gather them once a step" \
+    train "${GPT[@]}" --mesh data=2 --zero 2 --fsdp-gather microbatch
 refuse "explain, on data=2" "stores none split" \
     explain "${EX[@]/fsdp=2/data=2}" --reshard-after-forward on
 

@@ -179,9 +179,9 @@ MT_TEST(element_counts_match_the_hand_count) {
     } cases[] = {
         /* data parallel: every gradient all-reduced whole */
         {"data=4", 4, 0, psi, 0, psi, 0},
-        /* ZeRO-1: stored split, the gathered copies kept, gradients all-reduced whole */
-        {"data=4", 4, 1, psi / 4, psi, psi, 0},
-        /* ZeRO-2: kept, reduce-scattered */
+        /* ZeRO-1 and 2 (the paper's): stored split, the gathered copies kept
+           for the step, gradients reduce-scattered once a step */
+        {"data=4", 4, 1, psi / 4, psi, 0, psi},
         {"data=4", 4, 2, psi / 4, psi, 0, psi},
         /* ZeRO-3 and fsdp: gathered again in the backward, reduce-scattered */
         {"data=4", 4, 3, psi / 4, 0, 0, psi},

@@ -152,7 +152,7 @@ MT_TEST(split_layouts_hold_their_share_of_memory) {
              one.optimizer == 2 * 4866 * 4, "one device: %zu, %zu, %zu bytes", one.parameters,
              one.gradients, one.optimizer);
     static const struct { const char *mesh; int zero, n; } SPLIT[] = {
-        {"fsdp=2", 0, 2}, {"fsdp=4", 0, 4}, {"data=2", 1, 2}, {"data=2", 2, 2}, {"data=4", 3, 4}};
+        {"fsdp=2", 0, 2}, {"fsdp=4", 0, 4}, {"data=4", 3, 4}};
     for (size_t i = 0; i < sizeof SPLIT / sizeof SPLIT[0]; i++) {
         mt_memory_report m = memory_of(c, SPLIT[i].mesh, SPLIT[i].zero);
         size_t bound = one.parameters / (size_t)SPLIT[i].n + 64;
@@ -160,6 +160,22 @@ MT_TEST(split_layouts_hold_their_share_of_memory) {
                  "%s zero=%d: %zu, %zu, %zu bytes of parameters, gradients, optimizer state; "
                  "want at most %zu, %zu, %zu", SPLIT[i].mesh, SPLIT[i].zero, m.parameters,
                  m.gradients, m.optimizer, bound, bound, 2 * bound);
+    }
+    /* ZeRO-1 and 2 as the paper defines them: the parameters kept whole
+     * beside their shard (the shard is the optimizer's, the whole copy the
+     * products'), the optimizer state split; ZeRO-1 keeps the gradient whole
+     * too, ZeRO-2 only its shard (one microbatch: nothing to accumulate) */
+    for (int zero = 1; zero <= 2; zero++) {
+        mt_memory_report m = memory_of(c, "data=2", zero);
+        size_t half = one.parameters / 2 + 64;
+        MT_CHECK(m.parameters >= one.parameters && m.parameters <= one.parameters + half &&
+                 m.optimizer <= 2 * half &&
+                 (zero == 1 ? m.gradients >= one.gradients && m.gradients <= one.gradients + half
+                            : m.gradients <= half),
+                 "data=2 zero=%d: %zu, %zu, %zu bytes of parameters, gradients, optimizer state; "
+                 "want %zu to %zu, %s, at most %zu", zero, m.parameters, m.gradients, m.optimizer,
+                 one.parameters, one.parameters + half,
+                 zero == 1 ? "the same range" : "at most a half", 2 * half);
     }
     mt_memory_report dp = memory_of(c, "data=2", 0);
     MT_CHECK(dp.parameters == one.parameters && dp.optimizer == one.optimizer,
@@ -278,17 +294,16 @@ MT_TEST(fsdp_prefetches_the_gathers) {
     unlink(path);
 }
 
-/* ZeRO-1 over data=2: every forward pvary of a gathered parameter reads the
- * gathered bytes (no copy; plan.c step 0), and the bytes it reads are the
- * all-gather's output; a step still trains the one-device run
- * (gpt_layouts_equal_one_device). On a one-device axis (data=1) no pvary is
- * made at all, so no gradient is reduced. */
-MT_TEST(zero1_pvary_reads_the_gathered_bytes) {
+/* fsdp=2 beside data=2 (HSDP): every forward pvary over data of a parameter
+ * gathered over fsdp reads the gathered bytes (no copy; plan.c step 0), and
+ * the bytes it reads are the all-gather's output; a step still trains the
+ * one-device run (gpt_layouts_equal_one_device). On a one-device axis
+ * (data=1) no pvary is made at all, so no gradient is reduced. */
+MT_TEST(hsdp_pvary_reads_the_gathered_bytes) {
     char path[] = "/tmp/mt_test_strategies_XXXXXX";
     mt_test_write_text(path);
     mt_train_config c = mt_test_config(MT_MODEL_GPT, path);
-    c.mesh = "data=2";
-    c.zero = 1;
+    c.mesh = "data=2,fsdp=2";
     mt_trainer *tr = NULL;
     MT_CHECK_OK(mt_trainer_create(&c, &tr));
     const mt_graph *g = mt_trainer_graph(tr);

@@ -473,100 +473,11 @@ mt_status mt_graph_set_slots(mt_graph *g, int n);
  * MT_ESTATE before mt_graph_compile, MT_EINVAL for k outside [0, n). */
 mt_status mt_graph_use_slot(mt_graph *g, int k);
 
-/* Counts of the compiled program. */
-typedef struct {
-    int     n_forward, n_backward_b, n_backward_w;  /* nodes per phase */
-    int64_t n_param_elems;                          /* trainable elements */
-    double  flops_forward, flops_backward;          /* per run */
-    double  bytes_forward, bytes_backward;          /* memory traffic per run */
-    size_t  param_bytes, grad_bytes;                /* allocated for the parameters (on a mesh:
-                                                       this device's shards) and their
-                                                       gradients */
-    size_t  scratch_bytes;                          /* kernels' temporary buffers */
-    size_t  arena_bytes;                            /* planned activation memory, over all
-                                                       slots (n_slots × one slot's) */
-    size_t  arena_bytes_unplanned;                  /* the same without reuse */
-    size_t  arena_bytes_f32;                        /* arena_bytes had every activation been
-                                                       kept f32 (the same plan, bf16-stored
-                                                       tensors at 4 bytes an element): the
-                                                       saving is this minus arena_bytes */
-    int     n_bf16_act;                             /* activations stored in bf16
-                                                       (mt_compile_opts.f32_activations) ... */
-    size_t  bf16_act_bytes;                         /* ... and their bytes (one slot) */
-    int     n_recompute;                            /* B nodes that recompute forward values
-                                                       (mt_compile_opts.remat) ... */
-    double  flops_recompute;                        /* ... and their FLOPs per run (in
-                                                       flops_backward too) */
-    int     n_slots;                                /* mt_graph_set_slots (1 by default) */
-    double  compile_seconds;                        /* wall time of mt_graph_compile */
-    double  init_seconds;                           /* of which parameter initialisation */
-} mt_graph_stats;
-mt_graph_stats mt_graph_get_stats(const mt_graph *g);
-
-/* One node of a compiled program, for listings (`meshtrain explain`). */
-typedef struct {
-    char        phase;        /* 'F', 'B' (input gradient) or 'W' (weight gradient) */
-    const char *op;           /* "matmul", "psum", ... */
-    mt_tensor  *out;          /* what it writes */
-    bool        accumulates;  /* out += result (else out = result) */
-    int         n_in;
-    mt_tensor  *in[5];
-    bool        collective;   /* moves data between devices (psum, all_gather, ..., and the
-                                 vocabulary-parallel cross_entropy's all-reduces) */
-    mt_axes     axes;         /* a collective's (or pvary's, slice's) axes */
-    double      flops;        /* one run */
-    double      comm_bytes;   /* one run, a collective's size as nccl-tests counts it: the
-                                 buffer it reduces or fills (psum_scatter: its input; bf16 on
-                                 the wire: half), a collective matmul's P-1 ring chunks, the
-                                 vocabulary-parallel loss's row statistics; 0 for the rest
-                                 (pvary and slice included: they move nothing) */
-    double      mem_bytes;    /* one run: the memory the call reads and writes (its cost),
-                                 for every node, collectives included */
-} mt_node_info;
-
-/* Nodes of a compiled graph in run order: the forward, then B, then W. */
-int       mt_graph_n_nodes(const mt_graph *g);
-/* The i-th node in that order; MT_EINVAL when i is out of range or the graph
- * is not compiled. */
-mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info);
-
-/* Writes the graph's nodes in build order (compiled: the forward, then the
- * backward nodes as autodiff emitted them), one a line: phase, op, output
- * name and shape, "=" or "+=", the inputs, MFLOP and MB (memory traffic) of
- * one run. A node with mesh axes shows them by name after its op, with the
- * dims it gathers, scatters or slices: "psum[data]", "all_gather[tensor]
- * dim=1", "psum_scatter[data,tensor] dim=0", "all_to_all[x] dim=0->1",
- * "pvary[data]", "slice[tensor] dim=1", the collective matmuls
- * ("ag_linear[tensor] dim=1") and the vocabulary-parallel loss
- * ("cross_entropy[tensor]"); on a graph bound to no device the axes are
- * numbered ("psum[axis0]"). */
-void mt_graph_print(const mt_graph *g, FILE *out);
-
-/* Turns per-op timing on (clearing what was recorded) or off, on a compiled
- * graph (MT_ESTATE before mt_graph_compile: the profile is its program's).
- * While on, every run adds each node's wall time, FLOPs and bytes to its
- * op's row. */
-mt_status mt_graph_set_profiling(mt_graph *g, bool on);
-/* One line per op kind: calls, time, share, achieved GFLOP/s and GB/s. */
-void      mt_graph_print_profile(const mt_graph *g, FILE *out);
-
-/* One op kind's totals in the profile: over the runs since profiling was
- * turned on, its calls, their wall seconds, and the FLOPs and bytes of its
- * cost entry (mt_node_info's). */
-typedef struct {
-    int64_t calls;
-    double  seconds, flops, bytes;
-} mt_op_totals;
-
-/* The totals of the op named `op` (as mt_graph_print names it: "attention",
- * "attention_bwd") into *out; zeros for an op that has not run. MT_ESTATE
- * when profiling is off, MT_EINVAL for a name that is no op. */
-mt_status mt_graph_profile_op(const mt_graph *g, const char *op, mt_op_totals *out);
-
 #ifdef __cplusplus
 }
 #endif
 
 #include "meshtrain/graph_spmd.h"
+#include "meshtrain/graph_inspect.h"
 
 #endif /* MESHTRAIN_GRAPH_H */

@@ -87,6 +87,20 @@ typedef struct {
      * whole step; it costs one more all-gather per parameter and step.
      * false: the gathered copies are kept from forward to backward. */
     bool          reshard_after_forward;
+    /* The ZeRO paper's stages 1 and 2, and FSDP's gather once a step
+     * (Llama 3's): a parameter gathered over gather_axes keeps its gathered
+     * copy for the whole step and between steps (persistent memory, counted
+     * with the parameters): its all-gather runs at the first forward after
+     * the parameters changed (mt_graph_params_changed, which the optimizer
+     * calls), and the step's later forwards read the copy. No regather
+     * (reshard_after_forward is ignored). */
+    bool          gather_once;
+    /* With gather_once: the gathered copy's gradient is persistent too
+     * (counted with the gradients), accumulated over the step's passes, and
+     * reduce-scattered onto the shard once, by the pass that reduces
+     * (mt_graph_set_reduce_later false); false: reduce-scattered by every
+     * pass, the whole-size gradient a temporary. */
+    bool          grads_once;
 } mt_partition_opts;
 
 /* Partitions the forward program of `global` (built with global shapes, not

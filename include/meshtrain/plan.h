@@ -256,8 +256,9 @@ typedef struct {
        trainer refuses them (mt_train_config_check) and with a memory
        convention other than MESHTRAIN (whose activations are formulas of
        the default rows' splits); bucket_mb, the trainer's gradient
-       buckets; and reshard_after_forward, taken by the layouts that store
-       parameters split (an fsdp axis, zero 2 or 3). The rest of it is
+       buckets; and reshard_after_forward and fsdp_gather, taken by the
+       layouts that store parameters split over fsdp or under zero 3 (ZeRO-1
+       and 2 gather once a step and keep the copies). The rest of it is
        ignored */
     mt_train_config    model;
     const mt_hardware *hw;

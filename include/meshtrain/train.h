@@ -193,9 +193,20 @@ typedef struct {
      * reshard_after_forward: about one layer's gathered parameters alive
      * at a time, one more all-gather a microbatch), -1 keeps it from the
      * forward to the backward (torchtitan's reshard_after_forward=False),
-     * 0 the default: on for fsdp and ZeRO-3, off for ZeRO-2. ZeRO-1 gathers
-     * a value that counts once and keeps it: set, it is refused. */
+     * 0 the default: on for fsdp and ZeRO-3. ZeRO-1 and ZeRO-2 keep the
+     * gathered parameters for the whole step (fsdp_gather): set with them,
+     * or with fsdp_gather 1, it is refused. */
     int               reshard_after_forward;
+    /* When parameters stored split are gathered (an fsdp axis, zero 3):
+     * 1 once a step, the gathered copies kept for the whole step and between
+     * steps, and with more than one microbatch their gradients accumulated
+     * whole and reduce-scattered once (partition.h's gather_once and
+     * grads_once; Llama 3's FSDP), -1 for every microbatch (and as
+     * reshard_after_forward says in the backward), 0 the default: every
+     * microbatch. ZeRO-1 and ZeRO-2 always gather once, as the ZeRO paper
+     * defines them (ZeRO-1 keeping the whole gradient, ZeRO-2 only across
+     * microbatches): -1 with them is refused. */
+    int               fsdp_gather;
     /* With sequence parallelism: its gathers and reduce-scatters run inside
      * the linear layers as collective matmuls (partition.h's lowering
      * variant "collective_matmul"). 1 on, -1 off,
@@ -353,6 +364,14 @@ typedef struct {
      * parts apart). NAN off a pipeline. */
     double  bubble_rate, bubble_predicted;
     double  stage_f, stage_b, stage_w;
+    /* Device 0's collectives in this step (every chunk of its pipeline:
+     * graph.h's mt_comm_count), and psi: the parameters device 0 computes
+     * with, each counted whole over the axes that store it split (data
+     * under ZeRO, fsdp) but not over tensor or pipe, so that comm's
+     * param_gather + grad_scatter + 2·grad_reduce is 2·psi a data-parallel
+     * or ZeRO-1/2 step and 3·psi a ZeRO-3 microbatch (the ZeRO paper's §7). */
+    mt_comm_count comm;
+    double  psi;
 } mt_step_report;
 
 /* Every check of cfg that the configuration alone decides, made without

@@ -288,6 +288,9 @@ int cli_agree_record_make(const mt_train_config *c, const char *tokenizer, int w
     add(&b, "--reshard-after-forward", c->reshard_after_forward > 0   ? "on"
                                        : c->reshard_after_forward < 0 ? "off"
                                                                       : "auto", NULL);
+    add(&b, "--fsdp-gather", c->fsdp_gather > 0   ? "once"
+                             : c->fsdp_gather < 0 ? "microbatch"
+                                                  : "auto", NULL);
     add(&b, "--schedule", c->schedule ? c->schedule : "default", NULL);
     addf(&b, "--chunks", "%d", c->pipe_chunks);
     add(&b, "--remat", mt_remat_name(c->remat), NULL);

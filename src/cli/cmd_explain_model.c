@@ -53,7 +53,11 @@ typedef struct {
 typedef struct {
     int     nodes, collectives;
     double  comm_bytes;
+    int     step_collectives;      /* a step's: each node's run count (once a step, or a
+                                      microbatch) times ... */
+    double  step_bytes;            /* ... and its bytes */
     size_t  param_bytes, grad_bytes, act_bytes;
+    size_t  optim_bytes;           /* AdamW's m and v: two of each stored (not kept) element */
     int     stage;                 /* the pipe axis's coordinate (0 without one) */
     int     chunk0, n_chunks;      /* the pipeline chunks it holds: the first, how many */
 } program_summary;
@@ -102,11 +106,13 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
             fprintf(out, "%s    {\"phase\": \"%c\", \"op\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", "
                    "\"local\": \"%s\"", (*printed)++ ? ",\n" : "", in.phase, in.op, mt_tensor_name(in.out), type, local);
             if (in.collective)
-                fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f}", axes, in.comm_bytes);
+                fprintf(out, ", \"collective\": {\"axes\": \"%s\", \"bytes\": %.0f%s}", axes,
+                        in.comm_bytes, in.once_a_step ? ", \"once_a_step\": true" : "");
             fprintf(out, "}");
         } else if (in.collective) {
-            fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes\n", in.phase, in.op,
-                   mt_tensor_name(in.out), type, local, "collective", axes, in.comm_bytes);
+            fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes%s\n", in.phase,
+                   in.op, mt_tensor_name(in.out), type, local, "collective", axes, in.comm_bytes,
+                   in.once_a_step ? ", once a step" : "");
         } else {
             fprintf(out, "  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, in.axes.n ? " over " : "",
@@ -115,7 +121,9 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
     }
 }
 
-static program_summary summarise(const mt_graph *g) {
+/* One program's summary; a step runs it `microbatches` times, and its
+ * collectives marked once a step once. */
+static program_summary summarise(const mt_graph *g, int microbatches) {
     program_summary s = {0};
     s.nodes = mt_graph_n_nodes(g);
     for (int i = 0; i < s.nodes; i++) {
@@ -123,8 +131,12 @@ static program_summary summarise(const mt_graph *g) {
         if (mt_graph_node(g, i, &in) != MT_OK || !in.collective) continue;
         s.collectives++;
         s.comm_bytes += in.comm_bytes;
+        const int runs = in.once_a_step ? 1 : microbatches;
+        s.step_collectives += runs;
+        s.step_bytes += runs * in.comm_bytes;
     }
     mt_graph_stats st = mt_graph_get_stats(g);
+    s.optim_bytes = 2 * (st.param_bytes - st.kept_param_bytes);
     s.param_bytes = st.param_bytes;
     s.grad_bytes = st.grad_bytes;
     s.act_bytes = st.arena_bytes;
@@ -156,10 +168,13 @@ static mt_status explain_chunk(mt_ctx *ctx, const explain_job *job, int chunk, i
             .interleave_w = remat != MT_REMAT_NONE, .precision = c->train.precision,
             .grad_reduce = c->train.grad_reduce, .backend = job->backend});
     if (s == MT_OK) {
-        program_summary one = summarise(local);
+        program_summary one = summarise(local, c->train.accum > 1 ? c->train.accum : 1);
         sum->nodes += one.nodes;
         sum->collectives += one.collectives;
         sum->comm_bytes += one.comm_bytes;
+        sum->step_collectives += one.step_collectives;
+        sum->step_bytes += one.step_bytes;
+        sum->optim_bytes += one.optim_bytes;
         sum->param_bytes += one.param_bytes;
         sum->grad_bytes += one.grad_bytes;
         sum->act_bytes += one.act_bytes;
@@ -230,7 +245,7 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
     if (c->json) {
         fprintf(out, "  \"memory_per_device\": {\"parameters\": %zu, \"gradients\": %zu, "
                "\"optimizer\": %zu, \"activations\": %zu},\n", p0->param_bytes, p0->grad_bytes,
-               2 * p0->param_bytes, p0->act_bytes);
+               p0->optim_bytes, p0->act_bytes);
         /* a pipeline's devices differ by stage: each stage's, device 0's first */
         fprintf(out, "  \"stages\": [");
         for (int k = 0, d = 0; k < stages; k++) {
@@ -240,12 +255,12 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
                     "\"parameters\": %zu, \"gradients\": %zu, \"optimizer\": %zu, "
                     "\"activations\": %zu, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
                     k ? "," : "", k, d, p->n_chunks, p->chunk0, p->param_bytes, p->grad_bytes,
-                    2 * p->param_bytes, p->act_bytes, p->nodes, p->collectives, p->comm_bytes);
+                    p->optim_bytes, p->act_bytes, p->nodes, p->step_collectives, p->step_bytes);
             d = 0;
         }
         fprintf(out, "\n  ],\n");
         fprintf(out, "  \"communication_per_step\": {\"collectives\": %d, \"bytes\": %.0f},\n",
-               p0->collectives, p0->comm_bytes);
+               p0->step_collectives, p0->step_bytes);
         fprintf(out, "  \"devices\": [");
         for (int d = 0; d < n; d++)
             fprintf(out, "%s{\"device\": %d, \"nodes\": %d, \"collectives\": %d, \"bytes\": %.0f}",
@@ -255,9 +270,9 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
     }
     fprintf(out, "memory per device: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB "
            "(AdamW m and v), activations %.2f MiB (planned)\n", p0->param_bytes / MiB,
-           p0->grad_bytes / MiB, 2 * p0->param_bytes / MiB, p0->act_bytes / MiB);
-    fprintf(out, "communication per step: %d collectives, %.2f MiB per device\n", p0->collectives,
-           p0->comm_bytes / MiB);
+           p0->grad_bytes / MiB, p0->optim_bytes / MiB, p0->act_bytes / MiB);
+    fprintf(out, "communication per step: %d collectives, %.2f MiB per device\n",
+           p0->step_collectives, p0->step_bytes / MiB);
     for (int d = 1; d < n; d++) {
         char where[96];
         coords_text(mesh, d, where, sizeof where);
@@ -268,8 +283,8 @@ static int report(FILE *out, const explain_cfg *c, const mt_mesh *mesh, const pr
                     "%.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, activations %.2f MiB, "
                     "%d collectives, %.2f MiB\n", d, where, dev[d].stage, dev[d].n_chunks,
                     dev[d].n_chunks == 1 ? "" : "s", dev[d].chunk0, dev[d].param_bytes / MiB,
-                    dev[d].grad_bytes / MiB, 2 * dev[d].param_bytes / MiB, dev[d].act_bytes / MiB,
-                    dev[d].collectives, dev[d].comm_bytes / MiB);
+                    dev[d].grad_bytes / MiB, dev[d].optim_bytes / MiB, dev[d].act_bytes / MiB,
+                    dev[d].step_collectives, dev[d].step_bytes / MiB);
         else if (r == 0)
             fprintf(out, "device %d (%s): %s\n", d, where,
                     ok ? "the same program on its own slices" : "a DIFFERENT program (a bug: SPMD)");

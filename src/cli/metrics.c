@@ -155,8 +155,17 @@ void cli_metrics_log(cli_metrics *m, const mt_step_report *r, float val, double 
         json_num(line, sizeof line, &at, "bubble_rate", r->bubble_rate, true);
         json_num(line, sizeof line, &at, "bubble_predicted", r->bubble_predicted, true);
     }
+    if (r->comm.n_collectives > 0) {   /* on a mesh: device 0's, in elements (train.h) */
+        json_num(line, sizeof line, &at, "param_gather", r->comm.param_gather, true);
+        json_num(line, sizeof line, &at, "grad_scatter", r->comm.grad_scatter, true);
+        json_num(line, sizeof line, &at, "grad_reduce", r->comm.grad_reduce, true);
+        json_num(line, sizeof line, &at, "comm_bytes",
+                 r->comm.param_gather_bytes + r->comm.grad_scatter_bytes +
+                     r->comm.grad_reduce_bytes + r->comm.other_bytes, true);
+        json_num(line, sizeof line, &at, "psi", r->psi, true);
+    }
     json_num(line, sizeof line, &at, "ms", r->seconds * 1e3, false);
-    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 10 short numbers */
+    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 15 short numbers */
     line[at++] = '}';
     line[at++] = '\n';
 

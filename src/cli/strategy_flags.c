@@ -66,8 +66,16 @@ static const strategy_row ROWS[] = {
      "with parameters stored split (an fsdp axis, --zero 2 or 3): on frees a gathered "
      "parameter after its forward use and gathers it again for the backward (less memory, "
      "one more all-gather a microbatch), off keeps it from the forward to the backward "
-     "(torchtitan's reshard_after_forward); auto is on for fsdp and ZeRO-3, off for ZeRO-2",
+     "(torchtitan's reshard_after_forward); auto is on for fsdp and ZeRO-3 (ZeRO-1/2 keep "
+     "them for the step)",
      {NULL, NULL, ": every layout that stores parameters split is planned so"}},
+    {"fsdp-gather", ALL, CLI_CHOICE, 0, 0, "auto|once|microbatch", "WHEN", AT(fg),
+     CLI_CHOICE, 0, "auto|once|microbatch", "WHEN", AT(fg), false,
+     "with an fsdp axis or --zero 3: once gathers each parameter once a step and keeps it "
+     "whole for the step, its gradient reduce-scattered once (Llama 3's FSDP: 2 parameter "
+     "sizes a step, not 3 a microbatch; the memory of whole parameters), microbatch gathers "
+     "it for every microbatch; auto is microbatch (ZeRO-1/2 always gather once)",
+     {NULL, NULL, ": every layout that stores parameters split over fsdp or ZeRO-3 is planned so"}},
     {"schedule", ALL, CLI_STR, 0, 0, NULL, "KIND", AT(schedule),
      CLI_CHOICE, 0, NULL, "KIND", AT(schedule_pick), true,
      "pipeline schedule over the pipe axis",
@@ -119,6 +127,7 @@ void cli_strategy_flags_init(cli_strategy_flags *sf, cli_strategy_cmd cmd,
     sf->sp = c->sequence_parallel;
     sf->cm = c->collective_matmul > 0 ? 1 : c->collective_matmul < 0 ? 2 : 0;
     sf->raf = c->reshard_after_forward > 0 ? 1 : c->reshard_after_forward < 0 ? 2 : 0;
+    sf->fg = c->fsdp_gather > 0 ? 1 : c->fsdp_gather < 0 ? 2 : 0;
     sf->schedule = c->schedule;
     sf->microbatches = c->accum;
     sf->chunks = c->pipe_chunks;
@@ -153,6 +162,7 @@ void cli_strategy_flags_apply(const cli_strategy_flags *sf, const cli_opt *opts,
     cfg->sequence_parallel = sf->sp;
     cfg->collective_matmul = sf->cm == 1 ? 1 : sf->cm == 2 ? -1 : 0;
     cfg->reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;
+    cfg->fsdp_gather = sf->fg == 1 ? 1 : sf->fg == 2 ? -1 : 0;
     cfg->schedule = sf->schedule;
     if (sf->cmd == CLI_STRATEGY_TRAIN) cfg->pipe_chunks = sf->chunks;
     cfg->remat = (mt_remat)sf->remat;
@@ -188,4 +198,5 @@ void cli_strategy_flags_plan(const cli_strategy_flags *sf, mt_plan_request *q) {
     q->microbatches = sf->microbatches;
     q->model.rules = sf->rules;
     q->model.reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;
+    q->model.fsdp_gather = sf->fg == 1 ? 1 : sf->fg == 2 ? -1 : 0;
 }

@@ -27,7 +27,7 @@ typedef enum {
     CLI_STRATEGY_N
 } cli_strategy_cmd;
 
-#define CLI_MAX_STRATEGY_FLAGS 9
+#define CLI_MAX_STRATEGY_FLAGS 10
 
 /* The flags' values as parsed, and the text their help is made of. */
 typedef struct {
@@ -38,6 +38,7 @@ typedef struct {
     bool        sp;            /* --sequence-parallel */
     int         cm;            /* --collective-matmul: index in auto|on|off */
     int         raf;           /* --reshard-after-forward: index in auto|on|off */
+    int         fg;            /* --fsdp-gather: index in auto|once|microbatch */
     const char *schedule;      /* NULL: the trainer's default (1f1b) */
     int         microbatches;  /* train and explain: 1; plan: 0, every count */
     int         chunks;        /* 0: the schedule's own */

@@ -207,6 +207,7 @@ int train_run_steps(train_run *run) {
         run->sum_flops += r.flops;
         if (run->done == 1) run->first_loss = r.loss;
         run->last_loss = r.loss;
+        run->last = r;
         if (!isnan(r.bubble_rate) && (run->done > 1 || run->total - run->start == 1)) {
             run->bubble_sum[0] += r.bubble_rate;
             run->bubble_sum[1] += r.bubble_predicted;
@@ -263,6 +264,17 @@ void train_print_summary(train_run *run, bool saved) {
                    "mean of %d steps)\n", c->schedule, 100 * run->bubble_sum[0] / n,
                    100 * run->bubble_sum[1] / n, 1e3 * run->stage_sum[0] / n,
                    1e3 * run->stage_sum[1] / n, 1e3 * run->stage_sum[2] / n, run->bubble_steps);
+        }
+        const mt_comm_count *k = &run->last.comm;
+        if (k->param_gather + k->grad_scatter + k->grad_reduce > 0 && run->last.psi > 0) {
+            const double MB = 1e6, psi = run->last.psi;
+            printf("collectives of device 0 in step %d: parameters all-gathered %.4g MB, "
+                   "gradients reduce-scattered %.4g MB, all-reduced %.4g MB (%.3g psi: the ZeRO "
+                   "paper's units, an all-reduce 2; psi = %.0f parameters), other %.4g MB\n",
+                   run->last.step, k->param_gather_bytes / MB, k->grad_scatter_bytes / MB,
+                   k->grad_reduce_bytes / MB,
+                   (k->param_gather + k->grad_scatter + 2 * k->grad_reduce) / psi, psi,
+                   k->other_bytes / MB);
         }
     }
     if (saved) {

@@ -61,6 +61,7 @@ typedef struct {
      * measured and predicted bubble rates and the stage's F, B, W times */
     double                 bubble_sum[2], stage_sum[3];
     int                    bubble_steps;
+    mt_step_report         last;       /* the last step's report (its collectives) */
     int                    done;
     bool                   line_open;  /* a \r-redrawn progress line awaits its newline */
     /* saves: a failed one does not stop the run; the next one retries */

@@ -40,8 +40,11 @@ static mt_tensor *contribute(mt_graph *g, mt_tensor *wrt, bool *acc, uint8_t *pa
     mt_tensor *root = mt__storage_root(wrt);
     mt_tensor *gr = mt__grad_of(g, wrt);
     if (!gr) return NULL;
-    *acc = root->kind == MT_PARAM || root->grad_emitted > 0;
-    if (root->kind == MT_PARAM && root->grad_emitted == 0) *param_first |= first_bit;
+    /* a kept gradient (mt_tensor.grad_kept) accumulates over passes as a
+     * parameter's does */
+    const bool kept = root->kind == MT_PARAM || root->grad_kept;
+    *acc = kept || root->grad_emitted > 0;
+    if (kept && root->grad_emitted == 0) *param_first |= first_bit;
     root->grad_emitted++;
     return gr;
 }
@@ -71,6 +74,7 @@ void mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call) {
     if (!takes_grad(wrt)) return;
     mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
     node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
+    node.kept_out = mt__storage_root(wrt)->grad_kept;
     if (node.call.out) append(g, &node);
 }
 
@@ -83,6 +87,7 @@ void mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_ca
     node.call.out2 = contribute(g, wrt2, &node.call.acc2, &node.param_first, MT_FIRST_OUT2);
     if (!node.call.out2) return;
     node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
+    node.kept_out = mt__storage_root(wrt)->grad_kept;   /* wrt2 is of the same kind */
     if (node.call.out) append(g, &node);
 }
 

@@ -88,7 +88,7 @@ static mt_status run_node(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
     mt_op_call first;
     /* held: a first reduction that took the local sums in writes (take_held) */
-    if ((g->prog->grads_zero || (g->prog->held && mt__later_reducible(n))) && n->param_first) {
+    if (n->param_first && mt__first_writes(g, n)) {
         first = *c;
         if (n->param_first & MT_FIRST_OUT) first.acc = false;
         if (n->param_first & MT_FIRST_OUT2) first.acc2 = false;
@@ -354,7 +354,8 @@ static mt_status flush_bucket(mt_graph *g, int j) {
  * go (the first contribution to zeroed gradients written), nothing sent. */
 static mt_status add_locally(mt_graph *g, const mt_node *n) {
     const mt_op_call *c = &n->call;
-    bool acc = c->acc && !(g->prog->grads_zero && (n->param_first & MT_FIRST_OUT));
+    bool acc = c->acc && !((n->kept_out ? g->prog->kept_zero : g->prog->grads_zero) &&
+                           (n->param_first & MT_FIRST_OUT));
     mt_status s = mt__backend_scale(g->prog->env.backend, &g->prog->env, mt_tensor_f32(c->out),
                                     mt_tensor_f32(c->in[0]), 1.0f, mt_tensor_numel(c->out), acc);
     return s == MT_OK ? MT_OK : wrap_node(g, n, s);
@@ -439,6 +440,13 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
             s = add_locally(g, n);
             continue;
         }
+        /* a kept gradient holds this pass's sum already; a kept gather's
+         * copy is as new as the parameters (exec's step state, tensor_impl.h) */
+        if ((g->prog->local_pass && mt__step_reduced(n)) ||
+            (!g->prog->kept_stale && n->call.op == MT_OP_ALL_GATHER &&
+             mt__storage_root(n->call.out)->step_kept))
+            continue;
+        mt__comm_count_node(g, n);
         if (g->prog->held && mt__later_reducible(n) && (s = take_held(g, n)) != MT_OK) break;
         if (defer && n->bucketed) s = add_to_bucket(g, n);
         else s = n->defer_until >= 0 && defer ? start_reduction(g, n) : run_node(g, n);
@@ -467,6 +475,7 @@ mt_status mt_graph_forward(mt_graph *g) {
     /* bf16 weight copies, when the parameters changed */
     if ((s = mt__precision_refresh(g)) != MT_OK) return s;
     if ((s = run_phase(g, MT_PHASE_F, NULL, g->n_forward)) != MT_OK) return s;
+    g->prog->kept_stale = false;   /* the kept copies gathered (if any) */
     /* a caller-supplied seed: the "loss" is the stage's output, not a scalar */
     g->prog->loss_value = NAN;
     if (g->prog->opts.seed_from_caller) return MT_OK;
@@ -494,6 +503,8 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     if ((s = run_phase(g, MT_PHASE_W, g->prog->order_w, g->prog->n_w)) != MT_OK) return s;
     g->prog->grads_zero = false;
     g->prog->held = g->prog->local_pass;
+    /* a pass that reduced the kept gradients leaves them to be written anew */
+    g->prog->kept_zero = !g->prog->local_pass;
     g->prog->local_pass = false;
     return MT_OK;
 }
@@ -505,13 +516,14 @@ mt_status mt_graph_backward(mt_graph *g) {
 
 void mt__graph_mark_grads_zero(mt_graph *g) {
     if (!g->prog) return;
-    g->prog->grads_zero = true;
+    g->prog->grads_zero = g->prog->kept_zero = true;
     g->prog->held = false;
 }
 
 void mt_graph_zero_grad(mt_graph *g) {
     if (!g->prog) return;   /* no gradients before compile */
     g->prog->grads_zero = false;
+    g->prog->kept_zero = true;   /* the kept ones are written anew, not cleared */
     g->prog->held = false;
     const mt_backend *be = g->prog->env.backend;
     for (int i = 0; i < g->n_params; i++) {

@@ -42,6 +42,10 @@ typedef struct {
     mt_op_call call;                      /* what runs */
     mt_phase   phase;
     uint8_t    param_first;               /* MT_FIRST_OUT | MT_FIRST_OUT2 */
+    /* its first-contribution bits are to a kept gradient (mt_tensor.
+     * grad_kept), which restarts after each reduction of it, not only
+     * after an optimizer step (kept_zero) */
+    bool       kept_out;
     bool       recompute;                 /* a B node re-running a forward call (remat.c) */
     /* A node whose collective may be deferred (call.p.coll.async: a W
      * psum or psum_scatter, an F or B all-gather of a parameter): the
@@ -123,6 +127,12 @@ typedef struct mt_program {
      * this backward's psums add locally (local_pass, fixed when B starts);
      * the gradients hold local sums a reduction must take in (held). */
     bool        reduce_later, local_pass, held;
+    /* What a step keeps (step.c): the kept gathered parameters are older
+     * than the parameters (kept_stale: compile, mt_graph_params_changed),
+     * so the next forward gathers them; the kept gradients read as zero
+     * (kept_zero: after a step, and after each pass that reduced them). */
+    bool        kept_stale, kept_zero;
+    mt_comm_count comm;                   /* mt_graph_comm_count: since the last reset */
     /* Buffers (plan.c). The persistent block holds what every run shares
      * (parameters, their gradients, constants); the run block what each run
      * has of its own but keeps after it (inputs, input gradients, the loss
@@ -363,6 +373,11 @@ void       mt__precision_free(mt_graph *g);
  * has no slots). */
 void       mt__slots_free(mt_graph *g);
 
+/* ---- listing.c ---- */
+
+/* Adds node n's collective, about to run, to g->prog->comm (mt_comm_count). */
+void       mt__comm_count_node(mt_graph *g, const mt_node *n);
+
 /* ---- the deferred W reductions' rules (exec.c, buckets.c) ---- */
 
 /* Whether n is a parameter gradient's data-parallel all-reduce (pvary's
@@ -375,13 +390,35 @@ static inline bool mt__later_reducible(const mt_node *n) {
            mt__storage_root(c->in[0]) != mt__storage_root(c->out);
 }
 
+/* Whether n is the once-a-step reduction of a kept gradient (a W
+ * psum_scatter of a gathered parameter's gradient onto its shard): a local
+ * pass skips it, the kept gradient having summed the
+ * pass's contributions already; the reducing pass runs it on the sum. */
+static inline bool mt__step_reduced(const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    if (n->phase != MT_PHASE_W || c->op != MT_OP_PSUM_SCATTER) return false;
+    const mt_tensor *g = mt__storage_root(c->in[0]);
+    return g->grad_of && mt__storage_root(g->grad_of)->grad_kept;
+}
+
+/* Whether node n's first contributions (its param_first bits) write over
+ * their gradient now rather than add: a parameter's while the gradients
+ * read as zero, or when a reduction takes in the local sums of earlier
+ * passes (held; a kept gradient's reduction then writes the shard's); a
+ * kept gradient's while it reads as zero (kept_zero), or as a parameter's
+ * reduction that took the held sums in. */
+static inline bool mt__first_writes(const mt_graph *g, const mt_node *n) {
+    const mt_program *p = g->prog;
+    if (n->kept_out) return p->kept_zero || (p->held && mt__later_reducible(n));
+    return p->grads_zero || (p->held && (mt__later_reducible(n) || mt__step_reduced(n)));
+}
+
 /* Whether a deferred reduction's result is added to its output (acc) rather
  * than written over it: the first contribution to a zeroed parameter
  * gradient writes, and so does a first reduction that took the local sums
  * of earlier passes in (held). */
 static inline bool mt__completion_accumulates(const mt_graph *g, const mt_node *n) {
-    bool first = g->prog->grads_zero || (g->prog->held && mt__later_reducible(n));
-    return n->call.acc && !(first && (n->param_first & MT_FIRST_OUT));
+    return n->call.acc && !(mt__first_writes(g, n) && (n->param_first & MT_FIRST_OUT));
 }
 
 /* ---- buckets.c: gradient buckets (mt_compile_opts.bucket_bytes); exec.c

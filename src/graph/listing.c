@@ -45,6 +45,55 @@ static bool call_axes(const mt_op_call *c, mt_axes *axes, int dim[2]) {
     return false;
 }
 
+/* Whether call c moves data between devices, its axes (pvary's and
+ * slice's too: they move nothing) and its size as nccl-tests counts it:
+ * the buffer it reduces or fills (psum_scatter: its input; bf16 on the
+ * wire: half), a collective matmul's P-1 ring chunks, the
+ * vocabulary-parallel loss's row statistics. */
+static bool comm_of(const mt_op_call *c, mt_axes *axes, double *bytes) {
+    *bytes = 0;
+    const mt_op_comm comm = mt__op_gdesc(c->op)->comm;   /* op_desc.c */
+    switch (comm) {
+    case MT_COMM_COLL_OUT:
+    case MT_COMM_COLL_IN: {
+        /* the buffer it reduces or fills, not the memory traffic of the call */
+        const mt_tensor *t = comm == MT_COMM_COLL_IN ? c->in[0] : c->out;
+        *axes = c->p.coll.axes;
+        *bytes = (double)mt__tensor_bytes(t);
+        if (c->p.coll.gather16 || c->p.coll.bf16) *bytes /= 2;   /* bf16 on the wire */
+        return true;
+    }
+    case MT_COMM_COLL_LOCAL:   /* pvary, slice: axes, no communication */
+        *axes = c->p.coll.axes;
+        break;
+    case MT_COMM_RING_GATHER:
+    case MT_COMM_RING_SCATTER: {
+        /* a collective matmul moves its operand around the ring: P-1
+         * ppermutes of one chunk each, what its trace shows (the all-gather
+         * or reduce-scatter it replaces moves as much, but nccl's size counts
+         * the device's own chunk too: P chunks) */
+        const mt_cm_params *p = &c->p.cm;
+        *axes = p->axes;
+        *bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
+                 (double)(comm == MT_COMM_RING_GATHER ? p->K : p->N);
+        return true;
+    }
+    case MT_COMM_VP_STATS:
+        /* the vocabulary-parallel loss all-reduces its row statistics
+         * inside: the max (rows), then the sums and the target logits (2, rows) */
+        if (c->p.ce.vp_axes.n) {
+            *axes = c->p.ce.vp_axes;
+            *bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+            return true;
+        }
+        break;
+    case MT_COMM_UNSET:
+    case MT_COMM_NONE:
+        break;
+    }
+    return false;
+}
+
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     if (!g->prog)
         return mt_fail(MT_EINVAL, "mt_graph_node: compile the graph first (mt_graph_compile)");
@@ -62,50 +111,47 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->n_in = c->n_in;
     for (int k = 0; k < c->n_in && k < 5; k++) info->in[k] = c->in[k];
     mt__op_def(c->op)->cost(c, &info->flops, &info->mem_bytes);
-    const mt_op_comm comm = mt__op_gdesc(c->op)->comm;   /* op_desc.c */
-    switch (comm) {
-    case MT_COMM_COLL_OUT:
-    case MT_COMM_COLL_IN: {
-        /* a collective's size as nccl-tests counts it: the buffer it reduces
-         * or fills (psum_scatter: its input), not the memory traffic of the
-         * call */
-        const mt_tensor *t = comm == MT_COMM_COLL_IN ? c->in[0] : c->out;
-        info->collective = true;
-        info->axes = c->p.coll.axes;
-        info->comm_bytes = (double)mt__tensor_bytes(t);
-        if (c->p.coll.gather16 || c->p.coll.bf16) info->comm_bytes /= 2;   /* bf16 on the wire */
-        break;
-    }
-    case MT_COMM_COLL_LOCAL:   /* pvary, slice: axes, no communication */
-        info->axes = c->p.coll.axes;
-        break;
-    case MT_COMM_RING_GATHER:
-    case MT_COMM_RING_SCATTER: {
-        /* a collective matmul moves its operand around the ring: P-1
-         * ppermutes of one chunk each, what its trace shows (the all-gather
-         * or reduce-scatter it replaces moves as much, but nccl's size counts
-         * the device's own chunk too: P chunks) */
-        const mt_cm_params *p = &c->p.cm;
-        info->collective = true;
-        info->axes = p->axes;
-        info->comm_bytes = 4.0 * (p->P - 1) * (double)p->outer * (double)p->R *
-                           (double)(comm == MT_COMM_RING_GATHER ? p->K : p->N);
-        break;
-    }
-    case MT_COMM_VP_STATS:
-        /* the vocabulary-parallel loss all-reduces its row statistics
-         * inside: the max (rows), then the sums and the target logits (2, rows) */
-        if (c->p.ce.vp_axes.n) {
-            info->collective = true;
-            info->axes = c->p.ce.vp_axes;
-            info->comm_bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
-        }
-        break;
-    case MT_COMM_UNSET:
-    case MT_COMM_NONE:
-        break;
-    }
+    info->collective = comm_of(c, &info->axes, &info->comm_bytes);
+    info->once_a_step = (c->op == MT_OP_ALL_GATHER && mt__storage_root(c->out)->step_kept) ||
+                        mt__step_reduced(n) || mt__later_reducible(n);
     return MT_OK;
+}
+
+/* Whether t's storage is a gradient of a parameter or of a kept gathered copy. */
+static bool param_grad(mt_tensor *t) {
+    const mt_tensor *r = mt__storage_root(t);
+    if (r->kind != MT_GRAD || !r->grad_of) return false;
+    const mt_tensor *of = mt__storage_root(r->grad_of);
+    return of->kind == MT_PARAM || of->grad_kept;
+}
+
+void mt__comm_count_node(mt_graph *g, const mt_node *n) {
+    const mt_op_call *c = &n->call;
+    mt_axes axes;
+    double bytes;
+    if (!comm_of(c, &axes, &bytes)) return;
+    mt_comm_count *k = &g->prog->comm;
+    k->n_collectives++;
+    if (c->op == MT_OP_ALL_GATHER && mt__storage_root(c->in[0])->kind == MT_PARAM) {
+        k->param_gather += (double)mt_tensor_numel(c->out);
+        k->param_gather_bytes += bytes;
+    } else if (c->op == MT_OP_PSUM_SCATTER && param_grad(c->out)) {
+        k->grad_scatter += (double)mt_tensor_numel(c->in[0]);
+        k->grad_scatter_bytes += bytes;
+    } else if (c->op == MT_OP_PSUM && param_grad(c->out)) {
+        k->grad_reduce += (double)mt_tensor_numel(c->out);
+        k->grad_reduce_bytes += bytes;
+    } else {
+        k->other_bytes += bytes;
+    }
+}
+
+mt_comm_count mt_graph_comm_count(const mt_graph *g) {
+    return g && g->prog ? g->prog->comm : (mt_comm_count){0};
+}
+
+void mt_graph_comm_reset(mt_graph *g) {
+    if (g && g->prog) g->prog->comm = (mt_comm_count){0};
 }
 
 /* "psum[data]", "all_gather[tensor] dim=1", "all_to_all[x] dim=0->1",

@@ -44,9 +44,17 @@ static bool grad_of_kind(const mt_tensor *t, mt_tensor_kind kind) {
     return t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->kind == kind;
 }
 
+/* The gradient of a gathered parameter kept for the step (mt_tensor.grad_kept). */
+static bool kept_grad(const mt_tensor *t) {
+    return t->kind == MT_GRAD && t->grad_of && mt__storage_root(t->grad_of)->grad_kept;
+}
+
 static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
     if (t->kind == MT_PARAM || t->kind == MT_INPUT || t->kind == MT_CONST) return true;
     if (grad_of_kind(t, MT_PARAM) || grad_of_kind(t, MT_INPUT)) return true;
+    /* a gathered parameter kept for the step, and its kept gradient: shared
+     * by every slot, as the parameters are */
+    if (t->step_kept || kept_grad(t)) return true;
     /* the loss (and its seed gradient, which a caller-supplied seed must
      * keep until W has read it) are read after the run: keep their storage,
      * which is the root when the loss is a view */
@@ -59,7 +67,7 @@ static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
 /* Persistent, but one per run (slot): in the run block, not the shared one. */
 static bool in_run_block(const mt_graph *g, const mt_tensor *t) {
     return is_persistent(g, t) && t->kind != MT_PARAM && t->kind != MT_CONST &&
-           !grad_of_kind(t, MT_PARAM);
+           !grad_of_kind(t, MT_PARAM) && !t->step_kept && !kept_grad(t);
 }
 
 static void touch(mt_tensor *t, int pos) {
@@ -208,10 +216,11 @@ static const int *phase_order(const mt_graph *g, int ph, int *count, int *fwd_in
     return ph == 1 ? g->prog->order_b : ph == 2 ? g->prog->order_w : NULL;
 }
 
-/* Whether t's storage is a parameter's gradient (persistent: what is added
- * into it stays from one backward to the next). */
+/* Whether t's storage is a parameter's gradient, or a kept one (persistent:
+ * what is added into it stays from one backward to the next). */
 static bool is_param_grad(const mt_graph *g, mt_tensor *t) {
     const mt_tensor *root = mt__storage_root(t);
+    if (kept_grad(root)) return true;
     for (int i = 0; i < g->n_params; i++)
         if (g->params[i]->grad && mt__storage_root(g->params[i]->grad) == root) return true;
     return false;
@@ -440,6 +449,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
     /* 2. Persistent block and run block. */
     size_t persistent = 0, run = 0;
     g->prog->stats.param_bytes = g->prog->stats.grad_bytes = 0;
+    g->prog->stats.kept_param_bytes = g->prog->stats.kept_grad_bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         mt_tensor *t = g->tensors[i];
         if (t->view_of || !is_persistent(g, t)) continue;
@@ -447,9 +457,12 @@ mt_status mt__plan_buffers(mt_graph *g) {
         t->offset = *top;
         *top += align_up(mt__tensor_bytes(t));
         /* the accounting behind the memory reports: what each kind holds */
-        if (t->kind == MT_PARAM) g->prog->stats.param_bytes += mt__tensor_bytes(t);
-        else if (t->kind == MT_GRAD && t->grad_of && t->grad_of->kind == MT_PARAM)
+        if (t->kind == MT_PARAM || t->step_kept) g->prog->stats.param_bytes += mt__tensor_bytes(t);
+        else if ((t->kind == MT_GRAD && t->grad_of && t->grad_of->kind == MT_PARAM) ||
+                 kept_grad(t))
             g->prog->stats.grad_bytes += mt__tensor_bytes(t);
+        if (t->step_kept) g->prog->stats.kept_param_bytes += mt__tensor_bytes(t);
+        if (kept_grad(t)) g->prog->stats.kept_grad_bytes += mt__tensor_bytes(t);
     }
 
     /* 3. Arena. With bf16 activations (precision.c), first the arena as it

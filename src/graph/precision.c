@@ -57,6 +57,7 @@ struct mt_bf16_state {
 };
 
 void mt_graph_params_changed(mt_graph *g) {
+    if (g && g->prog) g->prog->kept_stale = true;   /* the kept gathered copies too (exec.c) */
     if (g && g->prog && g->prog->bf16) g->prog->bf16->stale = true;
 }
 

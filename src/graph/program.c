@@ -91,6 +91,7 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     if (!pr) return mt_fail(MT_ENOMEM, "out of memory for the compiled program");
     g->prog = pr;   /* compiled from here on, even if a step below fails (sticky) */
     pr->opts = *opts;
+    pr->kept_stale = true;   /* nothing gathered yet */
     pr->opts.backend = opts->backend ? opts->backend : mt_backend_cpu();
     pr->env.backend = pr->opts.backend;
     pr->env.ctx = g->ctx;
@@ -118,7 +119,10 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
         mt__graph_error(g, s, "%s", mt_errmsg());
         return s;
     }
+    /* the gradients read as zero (and are: cleared), so that the first
+     * step reduces once, as every later one (mt_graph_set_reduce_later) */
     mt_graph_zero_grad(g);
+    mt__graph_mark_grads_zero(g);
     pr->stats.init_seconds = mt_time_now() - t_init;
 
     /* counts for the stats */

@@ -136,7 +136,9 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     partitioner p = {.global = global, .mesh = mt_ctx_mesh(ctx), .ctx = ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
-                     .regather = opts && opts->reshard_after_forward,
+                     .regather = opts && opts->reshard_after_forward && !opts->gather_once,
+                     .gather_once = opts && opts->gather_once,
+                     .grads_once = opts && opts->gather_once && opts->grads_once,
                      .mode = opts ? opts->mode : MT_SHARD_AUTO,
                      .skip_pvary = opts && opts->test_skip_grad_reduction};
     mt_status s = choose_lowerings(&p, opts ? opts->lowerings : NULL, sizeof opts->lowerings);

@@ -32,6 +32,7 @@ typedef struct {
      * descriptor's) */
     mt_lower_moves_fn lowering[MT_OP_COUNT];
     bool           regather;         /* opts->reshard_after_forward */
+    bool           gather_once, grads_once;   /* opts' */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */
     const mt_mesh *mesh;
     mt_shard_mode  mode;

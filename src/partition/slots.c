@@ -101,6 +101,13 @@ mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, 
  * them once, before its first use. The gather is the varying kind: the
  * gathered copy meets data split over the same axes, and its gradient is
  * reduce-scattered back onto the shard. The optimizer sees the shard. */
+/* The dims of t that gather_param gathers. */
+static int gathered_dims(const partitioner *p, const mt_tensor *t) {
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++) n += (t->sharding.dim_axes[d] & p->gather_axes) != 0;
+    return n;
+}
+
 static mt_status gather_param(partitioner *p, mt_tensor *t) {
     slot *sl = &p->slots[t->id];
     mt_tensor *x = sl->local;
@@ -134,6 +141,12 @@ static mt_status gather_param(partitioner *p, mt_tensor *t) {
              * parameter's dims: the whole value) */
             y->regather = p->regather && !invariant;
             if (x != sl->local) x->regather = false;
+            /* kept for the step (ZeRO-1/2, --fsdp-gather once): a gather of
+             * several dims keeps each of its steps; its gradient is kept
+             * only when one gather makes it (the reductions of a chain run
+             * every pass, each on what the one after it gave) */
+            y->step_kept = p->gather_once;
+            y->grad_kept = p->grads_once && !invariant && x == sl->local && gathered_dims(p, t) == 1;
             /* prefetched (use_slot emits it one parameter ahead): the
              * executor starts it and completes it before its first reader */
             mt_node *made = &p->lg->nodes[p->lg->n_nodes - 1];

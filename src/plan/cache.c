@@ -130,11 +130,15 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *k
     mt__plan_model_config(r, &c);
     c.model_config = mc;
     c.B = key->batch * key->d * key->f;
-    c.accum = key->p > 1 ? key->p : 1;
+    /* a pipeline's m; else 2, so that the gradients ZeRO-2 and fsdp once keep
+       over several microbatches are built (evaluate.c drops them for one) */
+    c.accum = key->p > 1 ? key->p : 2;
     c.zero = key->zero;
     /* the request's choice of FSDP's backward gather, where the layout
      * stores parameters split (elsewhere the trainer refuses it) */
-    c.reshard_after_forward = key->f > 1 || key->zero >= 2 ? r->model.reshard_after_forward : 0;
+    const bool fsdp_like = (key->f > 1 || key->zero == 3) && key->zero != 1 && key->zero != 2;
+    c.fsdp_gather = fsdp_like ? r->model.fsdp_gather : 0;
+    c.reshard_after_forward = fsdp_like && c.fsdp_gather <= 0 ? r->model.reshard_after_forward : 0;
     c.remat = (mt_remat)key->remat;
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;

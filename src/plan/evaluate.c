@@ -406,6 +406,12 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         for (int c = 0; c < S && n < MT_SCHEDULE_MAX_CHUNKS; c++) {
             if (dev_of[c] != stage) continue;
             ch[n].counts = role[role_of(s->layers, S, c)].mem;
+            /* ZeRO-2's and fsdp once's kept gradient only accumulates the
+               microbatches (cache.c builds it): one holds none */
+            if (l->microbatches == 1 && l->zero != 1) {
+                ch[n].counts.grad_bytes -= ch[n].counts.kept_grad_bytes;
+                ch[n].counts.grad_kept_elems = ch[n].counts.kept_grad_bytes = 0;
+            }
             ch[n].layers = blocks_of(s->layers, S, c);
             ch[n].in_flight = slots[c];
             n++;

@@ -13,8 +13,11 @@
  *      degree; a copy freed after use (fsdp, ZeRO-3) is a temporary;
  *   G  the 16-bit gradients resident: the parameters as the forward uses
  *      them, U = stored + gathered · (1 - 1/n), less what a reduce-scatter
- *      leaves on other devices, grad_scattered · (1 - 1/n); all-reduced
- *      gradients (data parallel, ZeRO-1) stay whole.
+ *      leaves on other devices, grad_scattered · (1 - 1/n), plus what a
+ *      kept gradient holds whole for the step, grad_kept · (1 - 1/n)
+ *      (ZeRO-1; ZeRO-2 and fsdp once over several microbatches: the
+ *      caller drops it for one); all-reduced gradients (data parallel)
+ *      stay whole.
  * On data=Nd that is the paper's: DP W = G = O = Ψ; ZeRO-1 W = G = Ψ,
  * O = Ψ/Nd; ZeRO-2 W = Ψ, G = O = Ψ/Nd; ZeRO-3 W = G = O = Ψ/Nd.
  */
@@ -41,6 +44,8 @@ void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out)
         .gathered_max_elems = (double)p->gathered_max_elems,
         .grad_reduced_full_elems = (double)p->grad_reduced_full_elems,
         .grad_scattered_elems = (double)p->grad_scattered_elems,
+        .grad_kept_elems = (double)p->grad_kept_elems,
+        .kept_grad_bytes = (double)p->kept_grad_bytes,
         .param_bytes = (double)p->param_bytes,
         .grad_bytes = (double)p->grad_bytes,
         .optim_bytes = (double)p->optim_bytes,
@@ -99,7 +104,7 @@ static void states(const mt__plan_mem_layout *l, const mt__plan_mem_counts *c, d
     const double rest = 1 - 1 / n;   /* of a gathered copy, what is not this device's */
     *O = c->param_elems;
     *W = c->param_elems + c->gathered_kept_elems * rest;
-    *G = c->param_elems + c->gathered_elems * rest - c->grad_scattered_elems * rest;
+    *G = c->param_elems + (c->gathered_elems - c->grad_scattered_elems + c->grad_kept_elems) * rest;
 }
 
 /* The book's checkpoint bytes of one layer and one microbatch: 2 bytes a

@@ -37,7 +37,9 @@ typedef struct {
     double gathered_max_elems;   /* the largest one gathered parameter */
     double grad_reduced_full_elems; /* gradient elements all-reduced whole */
     double grad_scattered_elems; /* gradient elements reduce-scattered, at the input's size */
+    double grad_kept_elems;      /* of those, kept whole for the step (ZeRO-1/2, fsdp once) */
     double param_bytes, grad_bytes;  /* the allocator's (fp32) */
+    double kept_grad_bytes;      /* of grad_bytes, the kept gradients' */
     double optim_bytes;          /* AdamW's m and v */
     double arena_bytes;          /* planned activations of one microbatch slot */
     double scratch_bytes;        /* kernels' temporary buffers */

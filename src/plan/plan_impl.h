@@ -72,6 +72,8 @@ typedef struct {
                                          prefetched under the previous layer's compute */
     bool                overlapped;   /* a collective matmul's ring: its chunks run under
                                          the products (the op's flops are its compute) */
+    bool                once;         /* runs once a step (mt_node_info.once_a_step): a
+                                         kept copy's gather, a kept gradient's reduction */
 } mt__plan_node;
 
 /* One program: one pipeline chunk (the whole model without a pipe axis) as
@@ -92,6 +94,9 @@ typedef struct {
                                           ZeRO-1) ... */
     int64_t grad_scattered_elems;      /* ... and reduce-scattered to shards (ZeRO-2/3, fsdp),
                                           counted at their input's size */
+    int64_t grad_kept_elems;           /* of those, kept whole for the step and reduced
+                                          once (ZeRO-1/2, --fsdp-gather once) */
+    size_t  kept_grad_bytes;           /* their bytes (in grad_bytes) */
     /* the allocator's bytes (meshtrain's own convention) */
     size_t  param_bytes, grad_bytes;   /* mt_graph_stats' */
     size_t  optim_bytes;               /* AdamW's m and v: 2 x 4 bytes a stored element */

@@ -122,6 +122,9 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         bool of_param = false;
         for (int k = 0; k < in.n_in; k++) of_param |= in_list(params, np, in.in[k]);
         n->param_gather = of_param && n->kind == MT__PC_ALL_GATHER && !n->overlapped;
+        n->once = in.once_a_step;
+        if (in.once_a_step && n->kind == MT__PC_REDUCE_SCATTER)
+            p->grad_kept_elems += mt_tensor_numel(in.in[0]);
         n->grad_reduce = in_list(grads, np, in.out) || (in.phase == 'W' && !n->overlapped);
         if (n->param_gather && in.phase == 'F') {
             int64_t e = mt_tensor_numel(in.out);
@@ -137,6 +140,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
     mt_graph_stats st = mt_graph_get_stats(g);
     p->param_bytes = st.param_bytes;
     p->grad_bytes = st.grad_bytes;
+    p->kept_grad_bytes = st.kept_grad_bytes;
     p->optim_bytes = 2 * sizeof(float) * (size_t)p->param_elems;
     p->arena_bytes = st.n_slots > 1 ? st.arena_bytes / (size_t)st.n_slots : st.arena_bytes;
     p->scratch_bytes = st.scratch_bytes;
@@ -168,7 +172,7 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
             .seed = 1, .seed_from_caller = seeded, .remat = cfg->remat,
             .interleave_w = cfg->remat != MT_REMAT_NONE, .precision = cfg->precision,
             .grad_reduce = cfg->grad_reduce, .backend = mt_backend_shape_only()});
-    if (s == MT_OK) s = summarise(local, mesh, po.reshard_after_forward, out);
+    if (s == MT_OK) s = summarise(local, mesh, po.reshard_after_forward && !po.gather_once, out);
     mt_graph_free(local);
     mt_ctx_virtual_free(ctx);
     if (s != MT_OK) {

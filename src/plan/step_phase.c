@@ -139,7 +139,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
         /* copies on the devices' own cores (a threads host) run on the
            compute stream whatever the schedule defers: blocking, below */
         bool on_cores = mt__plan_copies_on_cores(map, n->axes);
-        if (n->grad_reduce && !n->overlapped && skip_whole && n->kind == MT__PC_ALL_REDUCE) {
+        if (skip_whole && (n->once || (n->grad_reduce && !n->overlapped &&
+                                       n->kind == MT__PC_ALL_REDUCE))) {
             out->skipped[k] += c;
             continue;
         }

@@ -54,6 +54,13 @@ struct mt_tensor {
      * backward gathers again rather than keep (FSDP, ZeRO-3): autodiff
      * re-runs the gather before its first backward reader */
     bool           regather;
+    /* graph: a parameter's gathered copy kept for the whole step (ZeRO-1/2,
+     * --fsdp-gather once; mt_partition_opts.gather_once): persistent, its
+     * gather run at the step's first forward only (exec.c, kept_stale);
+     * grad_kept: its gradient persistent too, accumulated over the step's
+     * microbatches and reduced onto the shard once (mt_partition_opts.
+     * grads_once). Set on the gather's output, the storage root. */
+    bool           step_kept, grad_kept;
     /* graph: buffer planning: a forward pvary's output reads its persistent
      * input's bytes (the identity needs no copy; its gradient stays its own) */
     mt_tensor     *data_of;

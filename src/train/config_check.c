@@ -136,6 +136,10 @@ static mt_status check_no_effect(const mt_train_config *c, const mt__train_model
         return mt_fail(MT_EINVAL, "--sequence-parallel splits the rows over the mesh's tensor "
                        "axis, but there is no mesh: add one (e.g. --mesh tensor=2), or drop "
                        "--sequence-parallel");
+    if (c->fsdp_gather && !has_mesh(c))
+        return mt_fail(MT_EINVAL, "--fsdp-gather chooses when parameters stored split are "
+                       "gathered, and without a mesh none is: add an fsdp axis (e.g. --mesh "
+                       "fsdp=2), or drop --fsdp-gather");
     if (c->reshard_after_forward && !has_mesh(c))
         return mt_fail(MT_EINVAL, "--reshard-after-forward chooses what happens to parameters "
                        "gathered from their shards, and without a mesh none is stored split: "
@@ -211,15 +215,27 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "which '%s' %s; add one of 2 or more (e.g. data=2) or drop --zero",
                        c->zero, c->mesh, data ? "gives only 1 device" : "does not have");
     if (miss & MT__MISFIT_ZERO1_FSDP)
-        return mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1's all-reduced gradients and "
-                       "fsdp's reduce-scattered ones cannot share a parameter; use zero=2 or 3");
-    if (c->reshard_after_forward && fsdp < 2 && c->zero < 2)
-        return mt_fail(MT_EINVAL, "--reshard-after-forward chooses what happens to parameters "
-                       "gathered from their shards, and mesh '%s'%s stores none split%s: add an "
-                       "fsdp axis of 2 or more, or --zero 2 or 3, or drop --reshard-after-forward",
-                       c->mesh, c->zero == 1 ? " with zero=1" : "",
-                       c->zero == 1 ? " (ZeRO-1 gathers a value that counts once, and keeps it)"
-                                    : "");
+        return mt_fail(MT_EINVAL, "zero=1 with an fsdp axis: ZeRO-1 keeps every gradient whole "
+                       "on every device, which an fsdp axis is there to avoid; use zero=2 or 3 "
+                       "(with --fsdp-gather once for ZeRO-1's traffic)");
+    const bool keeps = c->zero == 1 || c->zero == 2;   /* the paper's: gathered once a step */
+    if ((c->reshard_after_forward || c->fsdp_gather) && fsdp < 2 && c->zero < 1)
+        return mt_fail(MT_EINVAL, "--%s chooses what happens to parameters gathered from their "
+                       "shards, and mesh '%s' stores none split: add an fsdp axis of 2 or more, "
+                       "or --zero 3, or drop --%s",
+                       c->fsdp_gather ? "fsdp-gather" : "reshard-after-forward", c->mesh,
+                       c->fsdp_gather ? "fsdp-gather" : "reshard-after-forward");
+    if (keeps && c->fsdp_gather < 0)
+        return mt_fail(MT_EINVAL, "--fsdp-gather microbatch with zero=%d: ZeRO-1 and ZeRO-2 keep "
+                       "the parameters whole and gather them once a step (the ZeRO paper's); "
+                       "for a gather every microbatch use --zero 3, or drop --fsdp-gather",
+                       c->zero);
+    if (c->reshard_after_forward && (keeps || c->fsdp_gather > 0))
+        return mt_fail(MT_EINVAL, "--reshard-after-forward with %s: the gathered parameters are "
+                       "kept for the whole step, so none is gathered again in the backward; "
+                       "drop --reshard-after-forward%s",
+                       keeps ? (c->zero == 1 ? "zero=1" : "zero=2") : "--fsdp-gather once",
+                       keeps ? ", or use --zero 3" : ", or use --fsdp-gather microbatch");
     const int pipe = mt__train_pipe_size(mesh);
     if (pipe > 1) {
         if ((s = mt__train_pipe_check(c, m, pipe)) != MT_OK) return s;

@@ -8,8 +8,10 @@
  *           gathered whole before use, its gradient reduce-scattered back
  *           (ZeRO-3's communication; the shards are what the optimizer sees);
  *   --zero  1, 2, 3: the data axis also stores the parameters and their
- *           optimizer state split (ZeRO), gathered like fsdp's; ZeRO-1's
- *           gradients are all-reduced and sliced, 2 and 3 reduce-scatter them;
+ *           optimizer state split (ZeRO), gathered like fsdp's; ZeRO-1 and 2
+ *           gather them once a step and keep them whole, their gradients
+ *           reduce-scattered once a step (the paper's 2Ψ); ZeRO-3 gathers
+ *           for every microbatch (--fsdp-gather once: once a step);
  *   tensor  splits the layers' heads, MLP and vocabulary dims (Megatron's
  *           column- then row-parallel pairs), and with sequence
  *           parallelism the residual stream's rows between them too (a
@@ -152,18 +154,23 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     if (s == MT_OK) s = mt__train_rules(c, &rules, opts->lowerings, sizeof opts->lowerings);
     if (s == MT_OK) s = mt_graph_shard_by_rules(g, &rules, mesh);
     /* ZeRO stores the parameters (and so the optimizer state) split over
-     * data too; ZeRO-1 gathers them as a value that counts once, so that
-     * their gradients are all-reduced and sliced rather than reduce-scattered */
+     * data too; ZeRO-1 and 2 (the paper's) gather them once a step and keep
+     * them whole, their gradients reduce-scattered once a step (ZeRO-1's
+     * accumulated whole; ZeRO-2's only across microbatches), so a step
+     * moves 2Ψ as data parallelism does; --fsdp-gather once does the same
+     * for fsdp and ZeRO-3 */
     uint32_t data = mt__axis_bit(mesh, "data");
     uint32_t stored = (fsdp && parts_of(mesh, fsdp) > 1 ? fsdp : 0) |
                       (c->zero > 0 && data ? data : 0);
     if (s == MT_OK && stored) {
         s = shard_fsdp(g, mesh, stored);
         opts->gather_axes = stored;
-        if (c->zero == 1) opts->gather_allreduce_axes = data;
+        opts->gather_once = c->zero == 1 || c->zero == 2 || c->fsdp_gather > 0;
+        opts->grads_once = opts->gather_once && (c->zero == 1 || c->accum > 1);
         /* fsdp and ZeRO-3 free the gathered parameters after the forward and
-         * gather them again in the backward, ZeRO-1/2 keep them, unless the
-         * run says (mt_train_config.reshard_after_forward) */
+         * gather them again in the backward, unless the run says
+         * (mt_train_config.reshard_after_forward; a copy kept for the step
+         * is not gathered again) */
         opts->reshard_after_forward = c->reshard_after_forward
                                           ? c->reshard_after_forward > 0
                                           : (stored & fsdp) || c->zero == 3;

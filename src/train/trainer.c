@@ -239,11 +239,13 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
     mt_status s;
     mt_trace_step_begin(ctx, a->step);
     if (d->pipe) {
+        for (int i = 0; mt__train_pipe_graph(d, i); i++) mt_graph_comm_reset(mt__train_pipe_graph(d, i));
         if ((s = mt__train_pipe_step(tr, d, ctx, a->lr, a->step)) != MT_OK) return s;
         s = agree_stop(tr, d, ctx);
         mt_trace_step_end(ctx);
         return s;
     }
+    mt_graph_comm_reset(d->g);
     d->loss = 0;   /* Σ over microbatches of scaled losses = mean over the global batch */
     d->pos = tr->data_pos;
     for (int m = 0; m < c->accum; m++) {
@@ -323,6 +325,43 @@ static mt_status agree_stop(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     return MT_OK;
 }
 
+/* Device 0's collectives this step, summed over its graphs (a pipeline's
+ * chunks), and the parameters they are counted against (mt_step_report.psi). */
+static void comm_of_dev(mt_trainer *tr, mt_step_report *r) {
+    const mt__train_dev *d = &tr->dev[0];
+    mt_mesh *mesh = NULL;   /* checked at the start: it parses */
+    if (tr->on_mesh && mt_mesh_create(tr->cfg.mesh, tr->n_devices, &mesh) != MT_OK) mesh = NULL;
+    const int data = mesh ? mt_mesh_axis_size(mesh, "data") : 1;
+    const int fsdp = mesh ? mt_mesh_axis_size(mesh, "fsdp") : 1;
+    const uint32_t data_bit = mesh ? mt__axis_bit(mesh, "data") : 0;
+    const uint32_t fsdp_bit = mesh ? mt__axis_bit(mesh, "fsdp") : 0;
+    for (int i = 0;; i++) {
+        mt_graph *g = d->pipe ? mt__train_pipe_graph(d, i) : i == 0 ? d->g : NULL;
+        if (!g) break;
+        mt_comm_count k = mt_graph_comm_count(g);
+        r->comm.param_gather += k.param_gather;
+        r->comm.grad_scatter += k.grad_scatter;
+        r->comm.grad_reduce += k.grad_reduce;
+        r->comm.param_gather_bytes += k.param_gather_bytes;
+        r->comm.grad_scatter_bytes += k.grad_scatter_bytes;
+        r->comm.grad_reduce_bytes += k.grad_reduce_bytes;
+        r->comm.other_bytes += k.other_bytes;
+        r->comm.n_collectives += k.n_collectives;
+        /* whole over data and fsdp, the axes that store parameters split */
+        for (int p = 0; p < mt_graph_n_params(g); p++) {
+            mt_tensor *t = mt_graph_param_at(g, p);
+            const mt_sharding sh = mt_tensor_sharding(t);
+            double n = (double)mt_tensor_numel(t);
+            for (int dim = 0; dim < mt_tensor_ndim(t); dim++) {
+                if (sh.dim_axes[dim] & data_bit) n *= data;
+                if (sh.dim_axes[dim] & fsdp_bit) n *= fsdp;
+            }
+            r->psi += n;
+        }
+    }
+    mt_mesh_free(mesh);
+}
+
 mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
     const mt_train_config *c = &tr->cfg;
     step_args a = {.step = tr->step + 1, .lr = mt_optim_lr_at(&c->optim, tr->step)};
@@ -347,6 +386,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->seconds = mt_time_now() - t0;
         report->tokens = mt__microbatch_size(tr->m, c) * c->accum;
         report->flops = step_model_flops(tr);
+        comm_of_dev(tr, report);
     }
     return MT_OK;
 }
