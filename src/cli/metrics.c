@@ -143,7 +143,7 @@ static bool write_all(int fd, const char *p, size_t n, size_t *done) {
 void cli_metrics_log(cli_metrics *m, const mt_step_report *r, float val, double tps,
                      double gflops) {
     if (m->fd < 0) return;
-    char line[512];
+    char line[1024];
     size_t at = (size_t)snprintf(line, sizeof line, "{\"step\":%d,", r->step);
     json_num(line, sizeof line, &at, "loss", r->loss, true);
     if (!isnan(val)) json_num(line, sizeof line, &at, "val_loss", val, true);
@@ -159,13 +159,16 @@ void cli_metrics_log(cli_metrics *m, const mt_step_report *r, float val, double 
         json_num(line, sizeof line, &at, "param_gather", r->comm.param_gather, true);
         json_num(line, sizeof line, &at, "grad_scatter", r->comm.grad_scatter, true);
         json_num(line, sizeof line, &at, "grad_reduce", r->comm.grad_reduce, true);
+        json_num(line, sizeof line, &at, "param_gather_bytes", r->comm.param_gather_bytes, true);
+        json_num(line, sizeof line, &at, "grad_scatter_bytes", r->comm.grad_scatter_bytes, true);
+        json_num(line, sizeof line, &at, "grad_reduce_bytes", r->comm.grad_reduce_bytes, true);
         json_num(line, sizeof line, &at, "comm_bytes",
                  r->comm.param_gather_bytes + r->comm.grad_scatter_bytes +
                      r->comm.grad_reduce_bytes + r->comm.other_bytes, true);
         json_num(line, sizeof line, &at, "psi", r->psi, true);
     }
     json_num(line, sizeof line, &at, "ms", r->seconds * 1e3, false);
-    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 15 short numbers */
+    if (at + 2 >= sizeof line) at = sizeof line - 3;   /* cannot happen: 18 short numbers */
     line[at++] = '}';
     line[at++] = '\n';
 
