@@ -13,7 +13,8 @@
 #   ZeRO-3, --reshard-after-forward off      m Ψ + m Ψ
 #   ZeRO-3, --fsdp-gather once               Ψ + Ψ                    2Ψ
 #
-# with 1 and 4 microbatches, in f32 (4 bytes an element) and with bf16
+# with 1 and 4 microbatches (and under remat policies, and in pipelines
+# whose every stage moves its own Ψ so), in f32 (4 bytes an element) and with bf16
 # products and gradient reductions (--precision bf16 --grad-reduce bf16:
 # the gradients 2 bytes an element; a gather 2 where only bf16 products
 # read the parameter, the products' weights, else 4). Ψ and Ψ_B are counted
@@ -105,6 +106,35 @@ PY
         --mesh data=2 --zero 1 --precision bf16 --grad-reduce bf16
     run "ZeRO-2 bf16" "$m" "$PSI" "$PSI" 0 $((2 * PSI16 + 4 * (PSI - PSI16))) 2 -- \
         --mesh data=2 --zero 2 --precision bf16 --grad-reduce bf16
+done
+# under a remat policy (W's reductions run beside B): still once a step
+run "data parallel, remat full" 4 0 0 "$PSI" 0 4 -- --mesh data=2 --remat full
+run "ZeRO-1, remat full" 4 "$PSI" "$PSI" 0 $((4 * PSI)) 4 -- --mesh data=2 --zero 1 --remat full
+run "ZeRO-3 --fsdp-gather once, remat attention" 4 "$PSI" "$PSI" 0 $((4 * PSI)) 4 -- \
+    --mesh data=2 --zero 3 --fsdp-gather once --remat attention
+
+# pipelines (pipe=2,data=2, L=4, 4 microbatches): each stage gathers and
+# reduce-scatters its own parameters once a step, under every schedule kind
+# that splits or keeps the backward whole, the one-device run
+P=(--data text.txt --model gpt --layers 4 --channels 32 --heads 4 --max-seq 16 --seq 16
+   --batch 4 --steps 3 --threads 2 --accum 4)
+timeout 120 "$BIN" train "${P[@]}" --metrics p1.jsonl >/dev/null 2>err.txt ||
+    bad "L=4 one device" "$(head -2 err.txt)"
+for row in "1f1b --zero 1" "zb-h1 --zero 2" "interleaved --zero 1" "dualpipev --zero 3 --fsdp-gather once"; do
+    rm -f pz.jsonl
+    # shellcheck disable=SC2086
+    if timeout 120 "$BIN" train "${P[@]}" --mesh pipe=2,data=2 --schedule $row --metrics pz.jsonl \
+            >/dev/null 2>err.txt; then
+        same_metrics "pipe=2,data=2 --schedule $row equals one device" p1.jsonl pz.jsonl
+        python3 - pz.jsonl <<'PY' && ok "pipe=2,data=2 --schedule $row: its stage's Ψ gathered and reduce-scattered once a step" || bad "pipe=2,data=2 --schedule $row: the step's collectives" "want psi each"
+import json, sys
+for line in open(sys.argv[1]):
+    x = json.loads(line)
+    assert x["param_gather"] == x["grad_scatter"] == x["psi"] > 0 and x["grad_reduce"] == 0, x
+PY
+    else
+        bad "pipe=2,data=2 --schedule $row" "$(head -2 err.txt)"
+    fi
 done
 
 # memory, exactly (explain's bytes, which the planner's tests hold equal to

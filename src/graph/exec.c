@@ -482,6 +482,12 @@ mt_status mt_graph_forward(mt_graph *g) {
     return mt__backend_read_f32(g->prog->env.backend, g->loss->data, &g->prog->loss_value);
 }
 
+/* Whether the pass starting now is a local one: reductions left to a later
+ * pass, onto gradients that hold no reduced sum. */
+static bool local_now(const mt_graph *g) {
+    return g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
+}
+
 mt_status mt_graph_backward_b(mt_graph *g) {
     mt_status s = check_compiled(g, "mt_graph_backward_b");
     if (s != MT_OK) return s;
@@ -489,6 +495,9 @@ mt_status mt_graph_backward_b(mt_graph *g) {
     if (!g->prog->opts.seed_from_caller &&   /* d loss / d loss */
         (s = mt__backend_write_f32(g->prog->env.backend, g->loss->grad->data, 1.0f)) != MT_OK)
         return s;
+    /* W beside B (mt_compile_opts.interleave_w): W's reductions run here,
+     * so the pass is local or not from here (as at W's start otherwise) */
+    if (g->prog->opts.interleave_w) g->prog->local_pass = local_now(g);
     return run_phase(g, MT_PHASE_B, g->prog->order_b, g->prog->n_b);
 }
 
@@ -499,7 +508,7 @@ mt_status mt_graph_backward_w(mt_graph *g) {
     /* a local pass only onto gradients that hold no reduced sum; read when
      * the W pass starts (its reductions are W's), so a split B and W may
      * have other passes between them */
-    g->prog->local_pass = g->prog->reduce_later && (g->prog->grads_zero || g->prog->held);
+    if (!g->prog->opts.interleave_w) g->prog->local_pass = local_now(g);
     if ((s = run_phase(g, MT_PHASE_W, g->prog->order_w, g->prog->n_w)) != MT_OK) return s;
     g->prog->grads_zero = false;
     g->prog->held = g->prog->local_pass;
