@@ -155,6 +155,27 @@ PY
 then ok "plan: off keeps the gathered parameters (more activations, no more exposed comm), auto is on"
 else bad "plan --reshard-after-forward" "see above"; fi
 
+# plan --fsdp-gather: at 4 microbatches once holds the whole parameters and
+# gradients beside the shards (3x the shards' bytes at fsdp=2, as the
+# trainer allocates) and exposes less communication (one gather and one
+# reduce-scatter a step, not 2 gathers and a reduce-scatter a microbatch)
+for when in microbatch once; do
+    timeout 300 "$BIN" "${PLAN[@]}" --microbatches 4 --fsdp-gather "$when" \
+        >"plan_$when.json" 2>err.txt || bad "plan --fsdp-gather $when" "exit $?: $(head -2 err.txt)"
+done
+if python3 - plan_microbatch.json plan_once.json <<'PY'
+import json, sys
+mb, once = (json.load(open(f)) for f in sys.argv[1:3])
+a, b = mb["best"][0], once["best"][0]
+ma, mb_ = a["memory_per_device"], b["memory_per_device"]
+assert abs(mb_["parameters"] - 3 * ma["parameters"]) <= 0.01 * ma["parameters"], (ma, mb_)
+assert abs(mb_["gradients"] - 3 * ma["gradients"]) <= 0.01 * ma["gradients"], (ma, mb_)
+assert b["exposed_comm_seconds"] < a["exposed_comm_seconds"], (a, b)
+assert once["fsdp_gather"] == "once" and mb["fsdp_gather"] == "microbatch"
+PY
+then ok "plan --fsdp-gather once: 3x the parameters and gradients of microbatch, less exposed communication"
+else bad "plan --fsdp-gather" "see above"; fi
+
 # refusals: nothing stored split
 refuse() {
     local name=$1 frag=$2

@@ -155,32 +155,35 @@ static void explain_bytes(const char *flags, double out[4]) {
 }
 
 /* MESHTRAIN's bytes are the allocator's, as explain prints them: data=64 at
- * ZeRO 0..3, fsdp=64, data=16,tensor=4 with sequence parallelism, and a
- * remat policy. */
+ * ZeRO 0..3, fsdp=64 (gathering every microbatch and once a step),
+ * data=16,tensor=4 with sequence parallelism, and a remat policy. */
 MT_TEST(meshtrain_is_what_explain_prints) {
     mt_gpt_config m = gpt64();
-    struct { const char *mesh; int devices, zero, d, f, t; bool sp; mt_remat remat; } cases[] = {
-        {"data=64", 64, 0, 64, 1, 1, false, MT_REMAT_NONE},
-        {"data=64", 64, 1, 64, 1, 1, false, MT_REMAT_NONE},
-        {"data=64", 64, 2, 64, 1, 1, false, MT_REMAT_NONE},
-        {"data=64", 64, 3, 64, 1, 1, false, MT_REMAT_NONE},
-        {"fsdp=64", 64, 0, 1, 64, 1, false, MT_REMAT_NONE},
-        {"fsdp=64", 64, 0, 1, 64, 1, false, MT_REMAT_ATTENTION},
-        {"data=16,tensor=4", 64, 1, 16, 1, 4, true, MT_REMAT_FULL},
+    struct { const char *mesh; int devices, zero, d, f, t; bool sp; mt_remat remat; bool once; } cases[] = {
+        {"data=64", 64, 0, 64, 1, 1, false, MT_REMAT_NONE, false},
+        {"data=64", 64, 1, 64, 1, 1, false, MT_REMAT_NONE, false},
+        {"data=64", 64, 2, 64, 1, 1, false, MT_REMAT_NONE, false},
+        {"data=64", 64, 3, 64, 1, 1, false, MT_REMAT_NONE, false},
+        {"fsdp=64", 64, 0, 1, 64, 1, false, MT_REMAT_NONE, false},
+        {"fsdp=64", 64, 0, 1, 64, 1, false, MT_REMAT_NONE, true},
+        {"fsdp=64", 64, 0, 1, 64, 1, false, MT_REMAT_ATTENTION, false},
+        {"data=16,tensor=4", 64, 1, 16, 1, 4, true, MT_REMAT_FULL, false},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         mt_train_config c = gpt_config(&m, cases[k].mesh, cases[k].devices, cases[k].zero);
         c.sequence_parallel = cases[k].sp;
         c.remat = cases[k].remat;
+        c.fsdp_gather = cases[k].once ? 1 : 0;
         mt__plan_mem_chunk ch;
         mt__plan_mem_layout lay;
         device_chunk(&c, cases[k].d, cases[k].f, cases[k].t, &ch, &lay);
         mt__plan_mem_bytes b;
         MT_CHECK_OK(mt__plan_mem_device(MT_PLAN_MEMORY_MESHTRAIN, &lay, &ch, 1, &b));
         char flags[256];
-        snprintf(flags, sizeof flags, "--devices %d --mesh %s --zero %d --remat %s%s",
+        snprintf(flags, sizeof flags, "--devices %d --mesh %s --zero %d --remat %s%s%s",
                  cases[k].devices, cases[k].mesh, cases[k].zero, mt_remat_name(cases[k].remat),
-                 cases[k].sp ? " --sequence-parallel" : "");
+                 cases[k].sp ? " --sequence-parallel" : "",
+                 cases[k].once ? " --fsdp-gather once" : "");
         double ex[4];
         explain_bytes(flags, ex);
         const double got[4] = {b.params, b.grads, b.optimizer, b.activations};

@@ -124,6 +124,8 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
     if (q->model.reshard_after_forward)   /* the same: only when given */
         fprintf(out, ", \"reshard_after_forward\": \"%s\"",
                 q->model.reshard_after_forward > 0 ? "on" : "off");
+    if (q->model.fsdp_gather)
+        fprintf(out, ", \"fsdp_gather\": \"%s\"", q->model.fsdp_gather > 0 ? "once" : "microbatch");
     fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
             "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
             "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n"
@@ -162,6 +164,10 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
     if (q->model.reshard_after_forward)
         fprintf(out, "reshard after forward: %s (every layout that stores parameters split)\n",
                 q->model.reshard_after_forward > 0 ? "on" : "off");
+    if (q->model.fsdp_gather)
+        fprintf(out, "fsdp gather: %s (every layout that stores parameters split over fsdp or "
+                "under ZeRO-3; ZeRO-1/2 gather once a step)\n",
+                q->model.fsdp_gather > 0 ? "once a step" : "every microbatch");
     fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {
