@@ -2,9 +2,11 @@
  * llama_ref.h — a naive float64 LLaMA, written from the math (Llama 2's
  * model.py and llama2.c's run.c), not from the code under test: embedding,
  * RMSNorm, linear layers, RoPE on pairs (x[2i], x[2i+1]) of each head as
- * run.c rotates them, grouped-query causal attention, SwiGLU, the head and
- * the mean cross entropy. Parameters are looked up by meshtrain's names,
- * in double copies the test may perturb (finite differences).
+ * run.c rotates them, grouped-query causal attention (heads of C/NH, or of
+ * the configuration's head_dim: q NH·HS wide, k and v KV·HS, the output
+ * projection NH·HS -> C), SwiGLU, the head and the mean cross entropy.
+ * Parameters are looked up by meshtrain's names, in double copies the test
+ * may perturb (finite differences).
  */
 #ifndef MT_TEST_LLAMA_REF_H
 #define MT_TEST_LLAMA_REF_H
@@ -113,14 +115,16 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
                              int B, int T, double scale) {
     const mt_llama_config *c = &m->cfg;
     const int C = c->dim, F = c->ffn_dim, NH = c->n_heads, KV = c->n_kv_heads, V = c->vocab;
-    const int HS = C / NH;
+    /* the head size: its own where the configuration gives one, else C/NH;
+     * the query and the attention's output NH·HS wide, not C */
+    const int HS = c->head_dim > 0 ? c->head_dim : C / NH, QW = NH * HS;
     const int64_t n = (int64_t)B * T;
     double *x = malloc((size_t)(n * C) * sizeof *x);          /* (B,T,C) */
     double *h = malloc((size_t)(n * C) * sizeof *h);          /* (B,T,C) */
-    double *q = malloc((size_t)(n * C) * sizeof *q);          /* (B,T,NH·HS) */
+    double *q = malloc((size_t)(n * QW) * sizeof *q);         /* (B,T,NH·HS) */
     double *k = malloc((size_t)(n * KV * HS) * sizeof *k);    /* (B,T,KV·HS) */
     double *v = malloc((size_t)(n * KV * HS) * sizeof *v);    /* (B,T,KV·HS) */
-    double *att = malloc((size_t)(n * C) * sizeof *att);      /* (B,T,NH·HS) */
+    double *att = malloc((size_t)(n * QW) * sizeof *att);     /* (B,T,NH·HS) */
     double *u = malloc((size_t)(n * F) * sizeof *u);          /* (B,T,F) */
     double *gt = malloc((size_t)(n * F) * sizeof *gt);        /* (B,T,F) */
     double *y = malloc((size_t)(n * (C > V ? C : V)) * sizeof *y);   /* (B,T,C) or (B,T,V) */
@@ -128,13 +132,13 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
     for (int64_t r = 0; r < n; r++) memcpy(x + r * C, emb + (int64_t)tokens[r] * C, C * sizeof *x);
     for (int l = 0; l < c->n_layers; l++) {
         llama_ref_rmsnorm(h, x, llama_ref_get(m, "h.%d.attn_norm.w", l), n, C, c->norm_eps);
-        llama_ref_linear(q, h, llama_ref_get(m, "h.%d.attn.wq.w", l), n, C, C);
+        llama_ref_linear(q, h, llama_ref_get(m, "h.%d.attn.wq.w", l), n, C, QW);
         llama_ref_linear(k, h, llama_ref_get(m, "h.%d.attn.wk.w", l), n, C, KV * HS);
         llama_ref_linear(v, h, llama_ref_get(m, "h.%d.attn.wv.w", l), n, C, KV * HS);
         llama_ref_rope(q, B, T, NH, HS, c->rope_theta);
         llama_ref_rope(k, B, T, KV, HS, c->rope_theta);
         llama_ref_attention(att, q, k, v, B, T, NH, KV, HS);
-        llama_ref_linear(y, att, llama_ref_get(m, "h.%d.attn.wo.w", l), n, C, C);
+        llama_ref_linear(y, att, llama_ref_get(m, "h.%d.attn.wo.w", l), n, QW, C);
         for (int64_t i = 0; i < n * C; i++) x[i] += y[i];
         llama_ref_rmsnorm(h, x, llama_ref_get(m, "h.%d.ffn_norm.w", l), n, C, c->norm_eps);
         llama_ref_linear(u, h, llama_ref_get(m, "h.%d.ffn.w1.w", l), n, C, F);

@@ -3,7 +3,9 @@
  * references: its loss against the float64 model of llama_ref.h and its
  * gradients against central finite differences of that loss, for
  * multi-head (KV = NH), grouped-query (1 < KV < NH) and multi-query (KV =
- * 1) attention and with RoPE at positions past 1000; Llama's FFN rule and
+ * 1) attention, with heads of their own size (--head-dim: NH·HS above and
+ * below C, and C not a multiple of NH) and with RoPE at positions past
+ * 1000; Llama's FFN rule and
  * the presets against the published sizes, written out here; the
  * configuration's checks naming the flag.
  */
@@ -112,6 +114,18 @@ MT_TEST(config_check_names_the_flag) {
     c = ok;
     c.dim = 12;   /* head size 3 */
     MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "head size 3", "even");
+    c = ok;
+    c.head_dim = 5;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--head-dim 5", "odd");
+    c.head_dim = -2;
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--head-dim -2");
+    c = ok;
+    c.dim = 18;   /* not a multiple of NH: the message offers --head-dim */
+    MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--channels 18", "--head-dim");
+    c.head_dim = 6;   /* which a head size of its own makes a model */
+    MT_CHECK_OK(mt_llama_config_check(&c));
+    MT_CHECK(mt_llama_head_dim(&c) == 6 && mt_llama_head_dim(&ok) == 4, "head sizes %d, %d",
+             mt_llama_head_dim(&c), mt_llama_head_dim(&ok));
     c = ok;
     c.vocab = 0;
     MT_CHECK_FAILS(mt_llama_config_check(&c), MT_EINVAL, "--vocab 0");
@@ -242,6 +256,49 @@ MT_TEST(multi_query_tied_matches_the_reference) {
     mt_llama_config c = tiny(4, 1, 1);
     c.ffn_dim = 0;   /* from the rule: 2·4·16/3 = 42 -> 48 */
     check_against_reference(&c, 2, 7, 6, 13, 0);
+}
+
+/* A head size of its own (--head-dim): q NH·HS wide and the output
+ * projection NH·HS -> C, above C (4 heads of 6 over C = 16, grouped-query)
+ * and below it (4 of 2, multi-query, tied), and over a width NH does not
+ * divide (C = 18, 4 heads of 8, multi-head). */
+MT_TEST(head_dim_apart_from_width_matches_the_reference) {
+    mt_llama_config c = tiny(4, 2, 0);
+    c.head_dim = 6;
+    check_against_reference(&c, 2, 7, 6, 16, 0);
+    c = tiny(4, 1, 1);
+    c.head_dim = 2;
+    check_against_reference(&c, 2, 7, 6, 17, 0);
+    c = tiny(4, 4, 0);
+    c.dim = 18;
+    c.head_dim = 8;
+    check_against_reference(&c, 2, 7, 6, 18, 0);
+}
+
+/* The parameter count by hand, against the graph's: per block wq and wo
+ * NH·HS·C each, wk and wv KV·HS·C each, with HS = head_dim. */
+MT_TEST(head_dim_counts_its_parameters) {
+    mt_llama_config c = tiny(4, 2, 0);
+    c.head_dim = 6;
+    const int64_t C = 16, F = 24, V = 13, L = 2, NH = 4, KV = 2, HS = 6;
+    const int64_t per_block = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F;
+    const int64_t want = 2 * V * C + L * per_block + C;
+    MT_CHECK(mt_llama_num_params(&c) == want, "%lld parameters, %lld by hand",
+             (long long)mt_llama_num_params(&c), (long long)want);
+    mt_graph *g = mt_graph_create();
+    MT_CHECK(mt_llama_build(g, &c, 1, 4, 1.0f) != NULL, "%s", mt_graph_errmsg(g));
+    int64_t n = 0;
+    for (int i = 0; i < mt_graph_n_params(g); i++) n += mt_tensor_numel(mt_graph_param_at(g, i));
+    MT_CHECK(n == want, "the graph holds %lld parameters, %lld by hand", (long long)n,
+             (long long)want);
+    mt_tensor *wo = mt_graph_find(g, "h.0.attn.wo.w"), *wk = mt_graph_find(g, "h.1.attn.wk.w");
+    MT_CHECK(wo && mt_tensor_dim(wo, 0) == C && mt_tensor_dim(wo, 1) == NH * HS, "wo (C,NH·HS)");
+    MT_CHECK(wk && mt_tensor_dim(wk, 0) == KV * HS && mt_tensor_dim(wk, 1) == C, "wk (KV·HS,C)");
+    mt_graph_free(g);
+    /* attention's FLOPs count the query's width NH·HS, not C */
+    const double T = 8, per_token = 6.0 * (double)(want - V * C) + 12.0 * L * NH * HS * T;
+    MT_CHECK(mt_llama_train_flops(&c, 8, 1) == per_token, "%.17g FLOPs a token, %.17g by hand",
+             mt_llama_train_flops(&c, 8, 1), per_token);
 }
 
 /* RoPE at positions past 1000, with Llama 3's base and Llama 2's: a narrow

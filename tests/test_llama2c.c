@@ -170,6 +170,7 @@ MT_TEST(hand_built_file_every_tensor_in_place) {
              c.ffn_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab, c.max_seq,
              c.tie_embeddings);
     MT_CHECK(c.rope_theta == 10000.0f && c.norm_eps == 1e-5f, "run.c's theta and eps");
+    MT_CHECK(c.head_dim == 2, "run.c's head size dim / n_heads: %d", c.head_dim);
 
     mt_graph *g = param_graph(&hand_cfg, NULL, NULL);
     MT_CHECK_OK(mt_llama2c_load(path, g, &hand_cfg));
@@ -281,10 +282,24 @@ MT_TEST(bad_files_one_line_errors) {
     heads = hand_cfg;
     heads.rope_theta = 500000.0f;
     MT_CHECK_FAILS(mt_llama2c_load(path, g, &heads), MT_EUNSUPPORTED, "rope_theta 500000");
+    /* nor how wide a head is: a head size of its own (--head-dim) is not
+     * run.c's dim / n_heads; the same one given is */
+    heads = hand_cfg;
+    heads.head_dim = 4;
+    MT_CHECK_FAILS(mt_llama2c_load(path, g, &heads), MT_ESHAPE, "head size", "= 2",
+                   "has 4");
     /* a save of a config run.c cannot run */
     tied.rope_theta = 500000.0f;
     MT_CHECK_FAILS(mt_llama2c_save(at(&w, "out.bin"), &tied, g), MT_EUNSUPPORTED,
                    "rope_theta 500000", "10000");
+    mt_graph_free(g);
+    g = param_graph(&heads, NULL, NULL);
+    MT_CHECK_FAILS(mt_llama2c_save(at(&w, "out.bin"), &heads, g), MT_EUNSUPPORTED,
+                   "head_dim = 4", "--head-dim", "dim / n_heads = 4 / 2");
+    mt_graph_free(g);
+    heads.head_dim = 2;
+    g = param_graph(&heads, NULL, NULL);
+    MT_CHECK_OK(mt_llama2c_load(path, g, &heads));
     mt_graph_free(g);
     work_close(&w);
 }

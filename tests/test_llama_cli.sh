@@ -7,7 +7,10 @@
 # one line naming the flag; llama2.c's model.bin through --llmc-out and
 # --llmc-in (written, read back and written again byte for byte, the same
 # greedy sample as the meshtrain checkpoint), what it cannot hold refused
-# before step 1, and sampling a LLaMA checkpoint through a tokenizer.
+# before step 1, and sampling a LLaMA checkpoint through a tokenizer; a
+# head size of its own (--head-dim): trained on one device and tensor=2
+# alike, its checkpoint resumed and sampled, one without it read as C/NH,
+# llama2.c's format refusing it, and explain's widths.
 #
 #   bash tests/test_llama_cli.sh <meshtrain binary> [<build dir>]
 set -u
@@ -94,6 +97,49 @@ expect_fail "sample --ckpt model.bin says --llmc-in" 1 "no magic.*--llmc-in FILE
     timeout 60 "$BIN" sample --ckpt m.bin --tokens 3
 expect_fail "sample --model without --llmc-in" 2 "drop --model" \
     timeout 60 "$BIN" sample --ckpt m.ckpt --model llama --tokens 3
+
+# ---- a head size of its own (--head-dim) -------------------------------------------
+
+# C=32, NH=4: heads of 12 (q 48 wide, not C/NH = 8)
+run train "${TINY[@]}" --data data.txt --steps 4 --head-dim 12 --ckpt-out hd.ckpt --metrics hd1.jsonl
+if [ $? -eq 0 ] && grep -q '^  model        llama L=2 C=32 NH=4 KV=2 F=96 .*tie=0 hd=12 ' out.txt; then
+    ok "train --head-dim 12: the model line says hd=12"
+else
+    bad "train --head-dim 12" "$(grep '  model' out.txt; tail -2 err.txt)"
+fi
+run train "${TINY[@]}" --data data.txt --steps 4 --head-dim 12 --mesh tensor=2 --metrics hd2.jsonl
+same_metrics "--head-dim 12 on tensor=2 trains the one-device run" hd1.jsonl hd2.jsonl
+"$BIN" sample --ckpt hd.ckpt --tokens 8 --temperature 0 --threads 1 >s_hd.txt 2>err.txt
+[ $? -eq 0 ] && [ -s s_hd.txt ] && ok "sample reads the checkpoint's head size (hd=12)" ||
+    bad "sample --ckpt hd.ckpt" "$(cat err.txt)"
+run train "${TINY[@]}" --data data.txt --steps 5 --head-dim 12 --ckpt-in hd.ckpt --quiet
+[ $? -eq 0 ] && ok "--head-dim 12 resumes its checkpoint" || bad "resume hd.ckpt" "$(cat err.txt)"
+expect_fail "a resume without the checkpoint's head size" 2 "hd.ckpt holds model '.*hd=12'" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 5 --ckpt-in hd.ckpt
+# m.ckpt's model says no hd=: C/NH, which --head-dim 8 gives too
+run train "${TINY[@]}" --data data.txt --steps 4 --head-dim 8 --ckpt-in m.ckpt --quiet
+[ $? -eq 0 ] && ok "a checkpoint without hd= resumes with --head-dim C/NH" ||
+    bad "resume m.ckpt with --head-dim 8" "$(cat err.txt)"
+# C=30 is no multiple of NH=4: heads of 8 make it a model
+run train "${TINY[@]}" --data data.txt --steps 2 --channels 30 --head-dim 8 --quiet
+[ $? -eq 0 ] && ok "--channels 30 --heads 4 --head-dim 8 trains" || bad "C=30 hd=8" "$(cat err.txt)"
+expect_fail "--channels 30 --heads 4 without --head-dim" 2 "--channels 30 is not divisible by --heads 4.*--head-dim" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 1 --channels 30
+expect_fail "an odd --head-dim" 2 "--head-dim 7 is odd" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 1 --head-dim 7
+expect_fail "--llmc-out with a head size run.c cannot load, before step 1" 2 "--llmc-out 'x.bin' is llama2.c's model.bin.*dim / n_heads.*--head-dim 12" \
+    timeout 60 "$BIN" train "${TINY[@]}" --data data.txt --steps 2 --llmc-out x.bin --head-dim 12
+[ ! -e x.bin ] && ok "no model.bin written" || bad "--llmc-out --head-dim 12" "x.bin exists"
+expect_fail "--llmc-in with another --head-dim" 2 "--head-dim 12 conflicts with --llmc-in 'm.bin'.*hd=8" \
+    timeout 60 "$BIN" train --model llama --data data.txt --seq 16 --batch 4 --llmc-in m.bin \
+    --head-dim 12 --steps 1
+run explain "${MODEL[@]}" --head-dim 12 --kv-heads 1 --mesh tensor=2
+if [ $? -eq 0 ] && grep -q 'f32\[48@tensor,32\]' out.txt && grep -q 'f32\[32,48@tensor\]' out.txt &&
+   grep -q 'f32\[12,32\]' out.txt; then
+    ok "explain --head-dim 12: wq (48,32) and wo (32,48) split, the one kv head (12,32) whole"
+else
+    bad "explain --head-dim 12" "$(grep 'attn\.w' out.txt | head -4)"
+fi
 
 # ---- a LLaMA on SentencePiece tokens, sampled through the tokenizer -------------
 

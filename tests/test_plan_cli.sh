@@ -3,7 +3,8 @@
 # command line or request (MT_EINVAL), 1 for what cannot be read, one "meshtrain: " line naming
 # the setting), its text table and its --json object (parsed by python3:
 # the keys users rely on, the best layout first, infeasible layouts never
-# ranked), one mesh with its infeasible options listed, and --min-chips.
+# ranked), one mesh with its infeasible options listed, --head-dim's
+# widths in N and the FLOPs, and --min-chips.
 #
 #   bash tests/test_plan_cli.sh <meshtrain binary> [<build dir>]
 set -u
@@ -81,6 +82,21 @@ for b in best:
     assert b["bound"] in ("compute", "memory bandwidth", "communication", "pipeline bubble"), b["bound"]
 assert d["infeasible"] == [], "infeasible layouts are listed only for a given mesh"
 assert len(d["families"]) == 5 and all(f["line"].startswith(f["family"] + ": ") for f in d["families"])
+PY
+
+# ---- a head size of its own: --head-dim 64 (q 512 wide over width 256) --------
+# N by hand with wq and wo NH·HS·C, wk and wv KV·HS·C; PaLM's 12·L·NH·HS·T
+"$BIN" plan "${M[@]}" --head-dim 64 --hardware h100-sxm --chips 2 --batch-tokens 64k --seq 512 \
+    --mesh tensor=2 --json >hd.json 2>err.txt
+python3 - hd.json <<'PY' && ok "--head-dim 64: N and FLOPs from the q, k, v, o widths" || bad "plan --head-dim" "see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+C, L, NH, KV, F, V, HS = 256, 8, 8, 4, 512, 1024, 64
+N = 2 * V * C + L * (2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * F * C) + C
+assert d["parameters"] == N, (d["parameters"], N)
+assert d["flops_per_token"] == 6 * N + 12 * L * NH * HS * 512, d["flops_per_token"]
+b = d["best"][0]
+assert abs(b["mfu"] - d["flops_per_token"] * 65536 / (b["chips"] * 9.9e14 * b["step_seconds"])) < 1e-6
 PY
 
 # ---- gradient buckets: fp32 reductions go as the trainer's --bucket-mb ------

@@ -120,6 +120,19 @@ MT_TEST(korthikanti_table_2) {
     mt__plan_mem_layout bad = gpt3_layer(8, false, MT_REMAT_NONE);
     bad.a = 0;
     MT_CHECK(mt__plan_mem_korthikanti_layer(&bad) < 0, "a = 0 refused");
+    /* heads of twice h/a (--head-dim): the query, keys and values and the
+     * output projection's input 2sb·2h, 4sb·2h, 2sb·2h: 24/t becomes 32/t,
+     * 10 + 32/8 + 80/8 = 24 sbh; hd = h/a is the paper's own */
+    mt__plan_mem_layout wide = gpt3_layer(8, false, MT_REMAT_NONE);
+    wide.hd = 2 * 12288 / 96;
+    MT_CHECK_CLOSE(mt__plan_mem_korthikanti_layer(&wide), 24 * sbh, 1e-14, "hd = 2h/a");
+    wide.hd = 12288 / 96;
+    MT_CHECK_CLOSE(mt__plan_mem_korthikanti_layer(&wide), 23 * sbh, 1e-14, "hd = h/a");
+    wide.hd = -1;
+    mt__plan_mem_chunk one = {.layers = 1, .in_flight = 1};
+    mt__plan_mem_bytes m;
+    MT_CHECK_FAILS(mt__plan_mem_device(MT_PLAN_MEMORY_MIXED16, &wide, &one, 1, &m), MT_EINVAL,
+                   "hd=-1");
 }
 
 /* A chunk with no program bytes: only its layers count. */

@@ -11,9 +11,14 @@
  * - layers that do not divide into the stages, cut as the trainer cuts them;
  * - a chunk's program is the same under every schedule of as many chunks
  *   (what the program cache's key assumes), built directly under each;
+ * - a head size of its own (--head-dim) planned as the trainer builds it:
+ *   N and PaLM's FLOPs from the q, k, v and o widths, the parameters per
+ *   device the program's, Korthikanti's activations from the width NH·HS,
+ *   and kv heads fewer than the tensor ranks planned;
  * - refusals name the setting. */
 #include "meshtrain.h"
 #include "harness.h"
+#include "plan/cost.h"
 #include "plan/plan_impl.h"
 
 static const char NO_DATA[] = "(plan reads no data)";
@@ -332,6 +337,59 @@ MT_TEST(mixed16_halves_the_traffic) {
              "compute %g s in 16 bits, %g s in fp32: its memory-bound part halves",
              half.compute, own.compute);
     MT_CHECK(half.mfu > own.mfu, "a shorter step, the same FLOPs: MFU %g > %g", half.mfu, own.mfu);
+    mt_hardware_free(hw);
+}
+
+/* C = 128, NH = 4 heads of 64 (q 256 wide), KV = 2, L = 4, T = 64, V = 512:
+ * the model's N counts wq and wo at NH·HS·C, wk and wv at KV·HS·C; PaLM's
+ * FLOPs a token 6N + 12·L·NH·HS·T; the parameters of tensor=2 are its
+ * program's; the mixed16 convention's activations Korthikanti's with the
+ * attention's width 256 (by hand below); 2 kv heads over tensor=4 and 1
+ * over tensor=2 plan, as the trainer runs them. */
+MT_TEST(head_dim_plans_the_trainers_widths) {
+    mt_hardware *hw = h100();
+    mt_llama_config m = small_llama(4);
+    m.head_dim = 64;
+    const double C = 128, L = 4, NH = 4, KV = 2, HS = 64, V = 512, T = 64;
+    const double F = mt_llama_ffn_dim(&m);   /* Llama's rule on 128: 352 */
+    const double N = 2 * V * C + L * (2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F) + C;
+    mt_plan_request q = one_layout(&m, hw, "tensor=2", 2, 4, 1);
+    mt_plan_report rep;
+    MT_CHECK_OK(mt_plan_search(&q, &rep));
+    MT_CHECK(rep.model_params == N && N == (double)mt_llama_num_params(&m),
+             "N %.0f, %.0f by hand", rep.model_params, N);
+    MT_CHECK(rep.flops_per_token == 6 * N + 12 * L * NH * HS * T, "%.17g FLOPs a token, "
+             "%.17g by hand", rep.flops_per_token, 6 * N + 12 * L * NH * HS * T);
+    MT_CHECK(rep.n_best == 1, "tensor=2: %s", rep.n_infeasible ? rep.infeasible[0].why : "");
+    mt_plan_result r = rep.n_best ? rep.best[0] : rep.infeasible[0];
+    mt_plan_report_free(&rep);
+    /* the layout's MFU counts those FLOPs: 256 tokens on 2 devices */
+    const double peak = mt__plan_matmul_peak(hw, mt__plan_dtype_of(MT_PRECISION_FP32));
+    MT_CHECK_CLOSE(r.mfu * r.step * 2 * peak, 256 * (6 * N + 12 * L * NH * HS * T), 1e-12,
+                   "tensor=2: MFU x step x devices x peak");
+    double p, g, a, sc;
+    int n;
+    direct(&m, "tensor=2", 2, 4, 1, 0, 0, &p, &g, &a, &sc, &n);
+    MT_CHECK(r.params == p && r.grads == g, "tensor=2: parameters %.0f, gradients %.0f; the "
+             "program's %.0f, %.0f", r.params, r.grads, p, g);
+    /* Korthikanti's layer at s 64, b 4, h 128, a 4, t 2, the width q =
+       a·HS = 256: 10sbh + (2sbq + 4sbq·KV/a + 2sbq + 4·2sbF)/t + 5as²b/t */
+    q.memory = MT_PLAN_MEMORY_MIXED16;
+    r = the_result(&q);
+    const double sb = T * 4, qw = NH * HS;
+    const double layer = 10 * sb * C + (2 * sb * qw + 4 * sb * qw * KV / NH + 2 * sb * qw +
+                                        4 * 2 * sb * F) / 2 + 5 * NH * T * T * 4 / 2;
+    MT_CHECK_CLOSE(r.activations, L * layer, 1e-12, "mixed16 activations of 4 layers");
+    q.memory = MT_PLAN_MEMORY_MESHTRAIN;
+    q.mesh = "tensor=4";   /* 2 kv heads, whole on every device */
+    q.chips = 4;
+    r = the_result(&q);
+    MT_CHECK(r.feasible, "tensor=4 over KV=2: %s", r.why);
+    m.n_kv_heads = 1;
+    q.mesh = "tensor=2";
+    q.chips = 2;
+    r = the_result(&q);
+    MT_CHECK(r.feasible, "tensor=2 over KV=1: %s", r.why);
     mt_hardware_free(hw);
 }
 

@@ -13,7 +13,12 @@
  * without collective matmuls; pipelines over pipe=2 (every schedule kind,
  * 1F1B with tensor=2, and with tied embeddings: the head's copy on the
  * other device under 1F1B, on the same one under ZB-V), every chunk's
- * parameters against one device's. And remat policies, which must train
+ * parameters against one device's. Heads of their own size (--head-dim:
+ * NH·HS = 48 and 16 over C = 32) through the strategies: data, ZeRO 1 and
+ * 3, FSDP, tensor with the kv heads split and replicated (KV = 2 over
+ * tensor=4, KV = 1 over tensor=2 and 4), sequence parallelism with
+ * collective matmuls, and pipelines (1F1B, ZB-H1, interleaved, and 1F1B
+ * with tensor=2). And remat policies, which must train
  * the same run bit for bit, on one device and on pipe=2 (1F1B and ZB-H1,
  * remat full and dots).
  *
@@ -198,9 +203,10 @@ static int compare_chunks(mt_trainer *pipe, mt_trainer *one, const char *what) {
  * embeddings tied or not, B=4 in `mb` microbatches; on one device until
  * the caller sets the mesh and the schedule. */
 static mt_train_config pipe_config(const char *path, mt_llama_config *m, int L, int mb,
-                                   bool tie) {
+                                   bool tie, int head_dim) {
     *m = small_llama(2);
     m->n_layers = L;
+    m->head_dim = head_dim;
     m->tie_embeddings = tie;
     mt_train_config c = llama_config(path, m);
     c.B = 4;
@@ -209,15 +215,15 @@ static mt_train_config pipe_config(const char *path, mt_llama_config *m, int L, 
 }
 
 /* `kind` over `mesh` (a pipe axis of 2) with `mb` microbatches, L blocks,
- * the embeddings tied or not. */
+ * the embeddings tied or not, heads of head_dim (0: C/NH). */
 /* sp: the pipeline's run with sequence parallelism (1: collective matmul
  * off, 2: on); the one-device run has none */
 static void check_pipeline_sp(const char *kind, const char *mesh, int L, int mb, bool tie,
-                              int sp) {
+                              int sp, int head_dim) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
     mt_llama_config m;
-    mt_train_config c = pipe_config(path, &m, L, mb, tie);
+    mt_train_config c = pipe_config(path, &m, L, mb, tie, head_dim);
     mt_trainer *one = NULL, *tr = NULL;
     curve want = ten_steps(&c, &one);
     c.mesh = mesh;
@@ -226,8 +232,8 @@ static void check_pipeline_sp(const char *kind, const char *mesh, int L, int mb,
     c.collective_matmul = sp == 2 ? 1 : sp == 1 ? -1 : 0;
     curve got = ten_steps(&c, &tr);
     char what[96];
-    snprintf(what, sizeof what, "llama%s on %s%s %s m=%d", tie ? " tied" : "", mesh,
-             sp == 2 ? " sp+cm" : sp == 1 ? " sp" : "", kind, mb);
+    snprintf(what, sizeof what, "llama%s hd=%d on %s%s %s m=%d", tie ? " tied" : "",
+             mt_llama_head_dim(&m), mesh, sp == 2 ? " sp+cm" : sp == 1 ? " sp" : "", kind, mb);
     same_curve(&got, &want, what);
     if (!strstr(mesh, "tensor")) {   /* split blocks: the losses and norms say it */
         /* tied, the head's chunk holds a second copy of the embedding */
@@ -242,7 +248,7 @@ static void check_pipeline_sp(const char *kind, const char *mesh, int L, int mb,
 }
 
 static void check_pipeline(const char *kind, const char *mesh, int L, int mb, bool tie) {
-    check_pipeline_sp(kind, mesh, L, mb, tie, 0);
+    check_pipeline_sp(kind, mesh, L, mb, tie, 0, 0);
 }
 
 /* Each schedule kind over pipe=2 (L blocks, m microbatches), untied. */
@@ -262,9 +268,43 @@ PIPE_CASE(tensor2, "1f1b", "pipe=2,tensor=2", 2, 2)
  * tensor cross the stage boundary split), with and without collective
  * matmul, untied and tied */
 MT_TEST(llama_pipeline_tensor2_sp_equals_one_device) {
-    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 1);
-    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 2);
-    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, true, 1);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 1, 0);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, false, 2, 0);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, true, 1, 0);
+}
+
+/* ---- heads of their own size (--head-dim) ---------------------------------- */
+
+/* C = 32, NH = 4: heads of 12 (q 48 wide, KV = 2) and of 4 (q 16 wide,
+ * multi-query), on every strategy's mesh against one device; the kv heads
+ * fewer than the tensor ranks (KV = 2 over 4, KV = 1 over 2 and 4)
+ * replicated. */
+MT_TEST(llama_head_dim_equals_one_device) {
+    char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
+    mt_test_write_text(path);
+    mt_llama_config gqa = small_llama(2), mqa = small_llama(1);
+    gqa.head_dim = 12;
+    mqa.head_dim = 4;
+    const char *const meshes[] = {"data=2", "data=2", "data=2", "fsdp=2", "tensor=2",
+                                  "tensor=4", "data=2,tensor=2", NULL};
+    const int zero[] = {0, 1, 3, 0, 0, 0, 0};
+    const bool split[] = {false, true, true, true, true, true, true};
+    check_meshes(llama_config(path, &gqa), "llama hd=12 KV=2", meshes, zero, split);
+    const char *const mq_meshes[] = {"tensor=2", "tensor=4", NULL};
+    check_meshes(llama_config(path, &mqa), "llama hd=4 KV=1", mq_meshes, zero + 4, split + 4);
+    mt_train_config c = llama_config(path, &gqa);
+    c.sequence_parallel = true;
+    c.collective_matmul = 1;
+    const char *const sp_meshes[] = {"tensor=2", "tensor=4", NULL};
+    check_meshes(c, "llama hd=12 KV=2", sp_meshes, zero + 4, split + 4);
+    unlink(path);
+}
+
+MT_TEST(llama_pipeline_head_dim_equals_one_device) {
+    check_pipeline_sp("1f1b", "pipe=2", 2, 2, false, 0, 12);
+    check_pipeline_sp("zb-h1", "pipe=2", 2, 2, false, 0, 12);
+    check_pipeline_sp("interleaved", "pipe=2", 4, 4, false, 0, 4);
+    check_pipeline_sp("1f1b", "pipe=2,tensor=2", 2, 2, true, 1, 12);
 }
 
 /* tied: the embedding on device 0, the head's copy on device 1 (1F1B; with
@@ -285,7 +325,7 @@ static void check_pipeline_remat(const char *kind) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
     mt_llama_config m;
-    mt_train_config c = pipe_config(path, &m, 2, 2, false);
+    mt_train_config c = pipe_config(path, &m, 2, 2, false, 0);
     curve one = curve_of(&c);
     c.mesh = "pipe=2";
     c.schedule = kind;
@@ -372,7 +412,7 @@ static void bf16_pipeline(const char *kind, int L) {
     char path[] = "/tmp/mt_test_strategies_llama_XXXXXX";
     mt_test_write_text(path);
     mt_llama_config m;
-    mt_train_config c = pipe_config(path, &m, L, 2, false);
+    mt_train_config c = pipe_config(path, &m, L, 2, false, 0);
     c.precision = MT_PRECISION_BF16;
     curve want = curve_of(&c);
     c.mesh = "pipe=2";

@@ -166,7 +166,8 @@ mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg)
  *
  * mt_llama2c_read_config fills *cfg from the header (ffn_dim = hidden_dim,
  * max_seq = seq_len, tie_embeddings from vocab_size's sign, and run.c's
- * fixed rope_theta 10000 and norm_eps 1e-5; multiple_of 0, ffn_mult 1).
+ * fixed rope_theta 10000, norm_eps 1e-5 and head_dim dim / n_heads;
+ * multiple_of 0, ffn_mult 1).
  * MT_EFORMAT naming the file and the field when a size is not positive (or
  * past Llama 3 405B's by far), dim is not divisible by n_heads, n_kv_heads
  * does not divide n_heads, the head size is odd, or the file's size is not
@@ -178,7 +179,8 @@ mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg)
  * config; the names of models.h). Everything is checked before anything is
  * copied, so a failed load leaves g as it was: cfg's sizes against the
  * file's (MT_ESHAPE naming the field: equal shapes do not say how C splits
- * into heads; max_seq and the tying may differ), cfg's rope_theta and
+ * into heads, nor, with --head-dim, how wide a head is: cfg's head size
+ * must be dim / n_heads; max_seq and the tying may differ), cfg's rope_theta and
  * norm_eps against run.c's (MT_EUNSUPPORTED), a missing parameter
  * (MT_EINVAL), a shape that differs (MT_ESHAPE naming the tensor and both
  * shapes), a file
@@ -190,8 +192,9 @@ mt_status mt_llmc_save_to(mt_output *out, mt_graph *g, const mt_gpt_config *cfg)
  * mt_llama2c_save writes g's parameters for `cfg` (its ffn_dim 0 resolved
  * by mt_llama_ffn_dim), the RoPE table with export.py's values (computed in
  * float), the classifier when cfg->tie_embeddings is 0. MT_EUNSUPPORTED for
- * a rope_theta other than 10000 or a norm_eps other than 1e-5 (run.c fixes
- * both and the format stores neither); MT_EINVAL for a bad cfg; graph
+ * a rope_theta other than 10000, a norm_eps other than 1e-5 or a head_dim
+ * other than 0 or dim / n_heads (run.c fixes all three and the format
+ * stores none); MT_EINVAL for a bad cfg; graph
  * errors as the load's. Claims `path` and writes through its temporary
  * file as said above; mt_llama2c_save_to writes through the caller's
  * claim. */

@@ -85,7 +85,11 @@ mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
 /* A LLaMA-style model (`meshtrain train --model llama`): Llama 2/3's
  * architecture with grouped-query attention. Sizes in the letters of the
  * code base: C = dim, F = ffn_dim, L = n_layers, NH = n_heads, KV =
- * n_kv_heads (KV divides NH; HS = C/NH, even for RoPE's pairs), V = vocab. */
+ * n_kv_heads (KV divides NH), HS = head_dim (even, for RoPE's pairs; 0
+ * means C/NH, which C must then divide), V = vocab. The query and the
+ * attention's output are NH·HS wide, the keys and values KV·HS: with
+ * head_dim set, NH·HS may differ from C (MaxText's and Gemma's head size
+ * 128 or 256 beside any width). */
 typedef struct {
     int   dim, ffn_dim, n_layers, n_heads, n_kv_heads, vocab, max_seq;
     float rope_theta, norm_eps;
@@ -93,6 +97,7 @@ typedef struct {
     /* Llama's FFN rule (mt_llama_ffn_rule), used where ffn_dim is 0 */
     int   multiple_of;
     float ffn_mult;         /* Llama 3's ffn_dim_multiplier; 1 for none */
+    int   head_dim;         /* HS, the size of one head; 0: dim / n_heads */
 } mt_llama_config;
 
 /* Llama's FFN size (Meta's llama/model.py, FeedForward): h = int(2·4·dim/3),
@@ -102,6 +107,9 @@ int        mt_llama_ffn_rule(int dim, int multiple_of, float ffn_mult);
 /* cfg's F: ffn_dim, or where it is 0 the rule on cfg's dim, multiple_of and
  * ffn_mult. */
 int        mt_llama_ffn_dim(const mt_llama_config *cfg);
+/* cfg's HS: head_dim, or where it is 0 dim / n_heads (0 when n_heads is
+ * not positive). */
+int        mt_llama_head_dim(const mt_llama_config *cfg);
 /* Validates a configuration (vocab included: a caller that takes it from
  * the data sets it first); the message names the bad setting as its flag
  * (--kv-heads, ...). MT_EINVAL. */
@@ -138,8 +146,8 @@ mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
 int64_t    mt_llama_num_params(const mt_llama_config *cfg);
 /* Model FLOPs of one training step on `tokens` tokens of context T: 6 per
  * parameter of the matmuls (the embedding lookup excluded, the head
- * included) per token, plus attention's 12·L·C·T per token (fwd+bwd), as
- * mt_gpt_train_flops counts them. */
+ * included) per token, plus attention's 12·L·NH·HS·T per token (fwd+bwd;
+ * 12·L·C·T when HS = C/NH), as mt_gpt_train_flops counts them. */
 double     mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens);
 
 /* The MLP's own settings (`meshtrain train --model mlp`): the width of its

@@ -94,6 +94,9 @@ const mt_model_about *mt_model_about_of(mt_model_kind kind);
 typedef struct {
     int  layers, width, heads;
     int  kv_heads;    /* key/value heads as set (the GPT: heads) */
+    int  head_dim;    /* the size of one head: q is heads·head_dim wide, k and v
+                         kv_heads·head_dim (the GPT: width/heads; LLaMA: --head-dim,
+                         width/heads when 0) */
     int  ffn;         /* the MLP's hidden width (the GPT: 4·width; LLaMA: its F) */
     bool gated;       /* a gated MLP, three matrices (SwiGLU) */
     int  max_seq;     /* the context */

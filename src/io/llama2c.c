@@ -14,7 +14,8 @@
  * (OC,C), so every tensor is copied as is. run.c's head size is dim /
  * n_heads (so NH·HS = C), its RoPE rotates adjacent pairs (2i, 2i+1) of each
  * head by pos·10000^(-2i/HS), and its RMSNorm adds 1e-5: a model with
- * another theta or eps would run differently there, and is refused.
+ * another head size (head_dim, --head-dim), theta or eps would not load or
+ * would run differently there, and is refused.
  */
 #include "graph/tensor_data.h"
 #include "io/io_impl.h"
@@ -176,6 +177,12 @@ static mt_status check_sizes(const char *whose, const char *path, const mt_llama
                            path, whose, f[i].name, f[i].value, f[i].max,
                            code == MT_EFORMAT ? "; the file is not a llama2.c model.bin "
                                                 "(export.py's legacy version 0)" : "");
+    if (c->head_dim > 0 && (c->dim % c->n_heads != 0 || c->head_dim != c->dim / c->n_heads))
+        return mt_fail(MT_EUNSUPPORTED, "llama2.c checkpoint '%s': the %s has head_dim = %d "
+                       "(--head-dim), but llama2.c's format stores no head size and its run.c "
+                       "takes dim / n_heads = %d / %d; write this model as a meshtrain "
+                       "checkpoint (--ckpt-out) instead, or train one with --head-dim 0", path,
+                       whose, c->head_dim, c->dim, c->n_heads);
     if (c->dim % c->n_heads != 0)
         return mt_fail(code, "llama2.c checkpoint '%s': %s has dim = %d not divisible by "
                        "n_heads = %d; llama2.c's head size is dim / n_heads", path, whose,
@@ -212,6 +219,7 @@ static mt_status open_checkpoint(const char *path, mt_llama_config *cfg, FILE **
                          .max_seq = h[6], .rope_theta = L2C_THETA, .norm_eps = L2C_EPS,
                          .tie_embeddings = h[5] > 0, .multiple_of = 0, .ffn_mult = 1.0f};
     s = check_sizes("header", path, &c);
+    if (s == MT_OK) c.head_dim = c.dim / c.n_heads;   /* run.c's; the header has none */
     if (s == MT_OK && bytes != file_bytes(&c))
         s = mt_fail(MT_EFORMAT, "llama2.c checkpoint '%s' is %s: its header (dim=%d "
                     "hidden_dim=%d n_layers=%d n_heads=%d n_kv_heads=%d vocab_size=%d "
@@ -289,6 +297,8 @@ static mt_status check_same_model(const char *path, const mt_llama_config *file,
         {"n_heads", file->n_heads, model->n_heads},
         {"n_kv_heads", file->n_kv_heads, model->n_kv_heads},
         {"vocab_size", file->vocab, model->vocab},
+        {"head size dim / n_heads (the model's head_dim)", mt_llama_head_dim(file),
+         mt_llama_head_dim(model)},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].file != f[i].model)

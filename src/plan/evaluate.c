@@ -310,7 +310,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
         .reduce = MT__PLAN_REDUCE_ONCE,   /* where the trainer can (step.h) */
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
-                  .head_dim = s->channels / s->heads, .seq = s->seq,
+                  .head_dim = s->head_dim, .seq = s->seq,
                   .tokens = r->batch_tokens},
         .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
     mt__plan_step_result out;
@@ -397,7 +397,8 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
     mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                               .zero = l->zero, .sequence_parallel = l->sequence_parallel,
                               .remat = l->remat, .s = s->seq, .b = batch, .h = s->channels,
-                              .a = s->heads, .kv_heads = s->kv_heads, .ffn = s->ffn,
+                              .a = s->heads, .kv_heads = s->kv_heads, .hd = s->head_dim,
+                              .ffn = s->ffn,
                               .gated = s->gated};
     res->total = -1;
     for (int stage = 0; stage < l->pipe; stage++) {
@@ -452,7 +453,9 @@ mt_status mt__plan_model_facts(mt__plan_search *s) {
         n[k] = (double)e->prog.param_global_elems;
     }
     s->params = n[0] + (s->layers - 1) * (n[1] - n[0]);
-    /* PaLM (appendix B): 6N + 12·L·H·Q·T, H·Q the attention width C */
-    s->flops_per_token = 6 * s->params + 12.0 * s->layers * s->channels * s->seq;
+    /* PaLM (appendix B): 6N + 12·L·H·Q·T, H·Q the attention width (C when
+       the head size is C/H) */
+    const int width = s->heads * s->head_dim;
+    s->flops_per_token = 6 * s->params + 12.0 * s->layers * width * s->seq;
     return MT_OK;
 }

@@ -78,6 +78,8 @@ static mt_status check_layout(mt_plan_memory conv, const mt__plan_mem_layout *l,
                        "(0: as many)", l->kv_heads, l->a);
     if (!(l->ffn >= 0))
         return mt_fail(MT_EINVAL, "ffn=%g: the MLP's width is positive (0: 4h)", l->ffn);
+    if (!(l->hd >= 0))
+        return mt_fail(MT_EINVAL, "hd=%g: the head size is positive (0: h/a)", l->hd);
     return MT_OK;
 }
 

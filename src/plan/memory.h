@@ -73,6 +73,8 @@ typedef struct {
     double   h;                   /* hidden width (D, C) */
     double   a;                   /* attention (query) heads */
     double   kv_heads;            /* key/value heads (GQA); 0: a */
+    double   hd;                  /* the size of one head (q is a·hd wide, k and v
+                                     kv_heads·hd); 0: h/a */
     double   ffn;                 /* MLP hidden width F; 0: 4h */
     bool     gated;               /* a gated MLP (SwiGLU: two up-projections) */
 } mt__plan_mem_layout;
@@ -108,7 +110,7 @@ typedef struct {
  * MT_EINVAL naming the field for: a convention out of range, no chunks, an
  * axis size below 1, a ZeRO stage outside 0..3, a negative count, layers or
  * in-flight count; with layers > 0 under MIXED16 or BOOK, s, b, h, a not
- * positive, kv_heads outside 0..a, ffn negative. *out is zeroed on failure. */
+ * positive, kv_heads outside 0..a, hd or ffn negative. *out is zeroed on failure. */
 mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
                               const mt__plan_mem_chunk *chunks, int n_chunks,
                               mt__plan_mem_bytes *out);
@@ -143,11 +145,12 @@ double mt__plan_mem_zero_paper(double psi, int nd, int stage);
  *              that: it is counted alike (an upper bound);
  *   FULL       sbh·2 (the layer's input), /t with sequence parallelism
  *              (the input is then split over tensor).
- * Off the paper's GPT (MLP 4h, heads a for keys and values) the terms are
- * its breakdown's, generalised: 10sbh replicated (the two norms' inputs,
- * attention's and the MLP's inputs, two dropout masks); split over t the
- * query 2sbh, keys and values 4sb·h·kv/a, the output projection's input
- * 2sbh and the MLP's 2sbF per F-wide value (2 of them: the up projection's
+ * Off the paper's GPT (MLP 4h, heads a for keys and values, head size
+ * h/a) the terms are its breakdown's, generalised: 10sbh replicated (the
+ * two norms' inputs, attention's and the MLP's inputs, two dropout masks);
+ * split over t the query 2sb·q (q = a·hd, the attention's width: h when
+ * hd is 0), keys and values 4sb·q·kv/a, the output projection's input
+ * 2sb·q and the MLP's 2sbF per F-wide value (2 of them: the up projection's
  * output and its activation; 4 when gated); 5as²b the scores. Returns -1
  * for a non-positive s, b, h, a or t. */
 double mt__plan_mem_korthikanti_layer(const mt__plan_mem_layout *lay);

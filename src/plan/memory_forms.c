@@ -23,15 +23,17 @@ double mt__plan_mem_korthikanti_layer(const mt__plan_mem_layout *l) {
     const double s = l->s, b = l->b, h = l->h, a = l->a, t = l->tensor;
     if (!(s > 0 && b > 0 && h > 0 && a > 0 && t > 0)) return -1;
     const double kv = l->kv_heads > 0 ? l->kv_heads : a;
+    /* the attention's width, a·hd: h itself at the default head size */
+    const double q = l->hd > 0 ? a * l->hd : h;
     const double F = l->ffn > 0 ? l->ffn : 4 * h;
     const bool sp = l->sequence_parallel;
     if (l->remat == MT_REMAT_FULL) return 2 * s * b * h / (sp ? t : 1);
     /* the paper's breakdown (attention 11sbh + 5as²b, MLP 19sbh, norms 4sbh),
      * as what tensor parallelism splits and what it leaves whole */
     const double whole = 10 * s * b * h;
-    const double split = 2 * s * b * h                    /* the query */
-                         + 4 * s * b * h * kv / a         /* keys and values */
-                         + 2 * s * b * h                  /* the output projection's input */
+    const double split = 2 * s * b * q                    /* the query */
+                         + 4 * s * b * q * kv / a         /* keys and values */
+                         + 2 * s * b * q                  /* the output projection's input */
                          + (l->gated ? 4 : 2) * 2 * s * b * F;   /* the MLP's F-wide values */
     /* per element of the (a, s, s) scores: the softmax's output 2 bytes, its
      * dropout's mask 1 and output 2 */

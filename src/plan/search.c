@@ -241,6 +241,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     s->layers = shape.layers;
     s->heads = shape.heads;
     s->kv_heads = shape.kv_heads;
+    s->head_dim = shape.head_dim;
     s->channels = shape.width;
     s->ffn = shape.ffn;     /* the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
     s->gated = shape.gated;

@@ -47,6 +47,7 @@ typedef struct {
     int        chips;
     long long  sequences;             /* per step: batch_tokens / seq */
     int        seq, layers, heads, kv_heads, channels;
+    int        head_dim;              /* HS: q heads·HS wide, k and v kv_heads·HS */
     int        ffn;                   /* MLP width F */
     bool       gated;                 /* a gated MLP (SwiGLU) */
     double     params;                /* N, the whole model's */

@@ -34,6 +34,11 @@ int mt_llama_ffn_dim(const mt_llama_config *cfg) {
                             : mt_llama_ffn_rule(cfg->dim, cfg->multiple_of, cfg->ffn_mult);
 }
 
+int mt_llama_head_dim(const mt_llama_config *cfg) {
+    if (cfg->head_dim > 0) return cfg->head_dim;
+    return cfg->n_heads > 0 ? cfg->dim / cfg->n_heads : 0;
+}
+
 mt_status mt_llama_config_check(const mt_llama_config *cfg) {
     if (!cfg) return mt_fail(MT_EINVAL, "LLaMA configuration is NULL");
     const struct { const char *flag; int value; } sizes[] = {
@@ -56,13 +61,24 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
                        "attention shares each kv head among NH/KV query heads, so pick KV a "
                        "divisor of NH (KV = NH is multi-head, 1 multi-query)", cfg->n_kv_heads,
                        cfg->n_heads);
-    if (cfg->dim % cfg->n_heads != 0)
+    if (cfg->head_dim < 0 || cfg->head_dim > (1 << 16))
+        return mt_fail(MT_EINVAL, "LLaMA --head-dim %d must be 1 to 65536 (0: --channels / "
+                       "--heads)", cfg->head_dim);
+    if (cfg->head_dim == 0 && cfg->dim % cfg->n_heads != 0)
         return mt_fail(MT_EINVAL, "LLaMA --channels %d is not divisible by --heads %d; pick a "
-                       "width that is a multiple of the heads", cfg->dim, cfg->n_heads);
-    if ((cfg->dim / cfg->n_heads) % 2 != 0)
+                       "width that is a multiple of the heads, or give the head size with "
+                       "--head-dim", cfg->dim, cfg->n_heads);
+    if (cfg->head_dim == 0 && (cfg->dim / cfg->n_heads) % 2 != 0)
         return mt_fail(MT_EINVAL, "LLaMA head size %d (--channels %d / --heads %d) is odd; "
                        "RoPE rotates pairs of channels, so the head size must be even",
                        cfg->dim / cfg->n_heads, cfg->dim, cfg->n_heads);
+    if (cfg->head_dim % 2 != 0)
+        return mt_fail(MT_EINVAL, "LLaMA --head-dim %d is odd; RoPE rotates pairs of "
+                       "channels, so the head size must be even", cfg->head_dim);
+    if ((int64_t)cfg->n_heads * mt_llama_head_dim(cfg) > (1 << 20))
+        return mt_fail(MT_EINVAL, "LLaMA attention width --heads %d x head size %d is past "
+                       "2^20; lower --heads or --head-dim", cfg->n_heads,
+                       mt_llama_head_dim(cfg));
     if (!(cfg->rope_theta > 1.0f) || !isfinite(cfg->rope_theta))
         return mt_fail(MT_EINVAL, "LLaMA --rope-theta %g must be finite and above 1 (10000 "
                        "for Llama 2, 500000 for Llama 3)", (double)cfg->rope_theta);
@@ -135,19 +151,22 @@ mt_status mt_llama_preset(const char *name, mt_llama_config *cfg) {
 
 int64_t mt_llama_num_params(const mt_llama_config *cfg) {
     int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg), V = cfg->vocab;
-    int64_t HS = C / cfg->n_heads, KV = cfg->n_kv_heads;
-    /* per block: two norms, wq and wo (C², C²), wk and wv (2·KV·HS·C), w1 w2 w3 (3CF) */
-    int64_t per_layer = 2 * C + 2 * C * C + 2 * KV * HS * C + 3 * C * F;
+    int64_t HS = mt_llama_head_dim(cfg), NH = cfg->n_heads, KV = cfg->n_kv_heads;
+    /* per block: two norms, wq and wo (2·NH·HS·C: 2C² when HS = C/NH), wk
+     * and wv (2·KV·HS·C), w1 w2 w3 (3CF) */
+    int64_t per_layer = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F;
     return V * C * (cfg->tie_embeddings ? 1 : 2) + cfg->n_layers * per_layer + C;
 }
 
 double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
     /* PaLM appendix B, as mt_gpt_train_flops: 6 per matmul weight per token
      * (the lookup table is no product, the head is), attention's scores
-     * 12·L·C·T per token (grouped kv heads do not change q·kᵀ's count) */
+     * 12·L·NH·HS·T per token (the query's width; grouped kv heads do not
+     * change q·kᵀ's count) */
     double N = (double)mt_llama_num_params(cfg);
     if (!cfg->tie_embeddings) N -= (double)cfg->vocab * cfg->dim;
-    double attn = 12.0 * cfg->n_layers * (double)cfg->dim * T;
+    const int64_t width = (int64_t)cfg->n_heads * mt_llama_head_dim(cfg);   /* C by default */
+    double attn = 12.0 * cfg->n_layers * (double)width * T;
     return (6.0 * N + attn) * (double)tokens;
 }
 
@@ -169,7 +188,7 @@ static mt_tensor *lparam(mt_graph *g, mt_init init, int64_t rows, int64_t cols, 
 static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_config *cfg) {
     const int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg);
     const int NH = cfg->n_heads, KV = cfg->n_kv_heads;
-    const int64_t HS = C / NH;
+    const int64_t HS = mt_llama_head_dim(cfg);   /* NH·HS need not be C */
     const mt_init ones = {MT_INIT_ONES, 0.0f}, normal = {MT_INIT_NORMAL, LLAMA_INIT_STD};
     /* the residual projections scaled down with depth, as the GPT's */
     const mt_init resid = {MT_INIT_NORMAL, LLAMA_INIT_STD / sqrtf(2.0f * (float)cfg->n_layers)};

@@ -146,6 +146,7 @@ static int gpt_blocks(const mt_train_config *c) { return gpt_of(c)->L; }
 static void gpt_shape(const mt_train_config *c, mt_model_shape *out) {
     const mt_gpt_config *m = gpt_of(c);
     *out = (mt_model_shape){.layers = m->L, .width = m->C, .heads = m->NH, .kv_heads = m->NH,
+                            .head_dim = m->NH > 0 ? m->C / m->NH : 0,
                             .ffn = 4 * m->C, .max_seq = m->maxT, .vocab = m->V};
 }
 

@@ -39,7 +39,8 @@ static const mt_model_flag LLAMA_FLAGS[] = {
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
     INT_FLAG("channels", "C", dim, 1, 65536, false, "width C (dim)"),
-    INT_FLAG("heads", "NH", n_heads, 1, 1024, false, "query heads NH (C/NH even)"),
+    INT_FLAG("heads", "NH", n_heads, 1, 1024, false,
+             "query heads NH (C/NH even, unless --head-dim is given)"),
     INT_FLAG("kv-heads", "KV", n_kv_heads, 1, 1024, false, "kv heads KV (NH % KV == 0)"),
     INT_FLAG("ffn-dim", "F", ffn_dim, 0, 1 << 20, true,
              "SwiGLU hidden size F (0: Llama's rule from --multiple-of, --ffn-mult)"),
@@ -53,6 +54,10 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     FLOAT_FLAG("norm-eps", "eps", norm_eps, 1e-12f, 0.1f, "RMSNorm epsilon"),
     {"tie-embeddings", "tie", offsetof(mt_llama_config, tie_embeddings), 0, 1, false, "",
      "the LM head is the token embedding", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL},
+    /* last, so that the settings line (cli_model_flags_describe) of a model
+     * without it reads as before, with hd= at its end */
+    INT_FLAG("head-dim", "hd", head_dim, 0, 1 << 16, true,
+             "head size HS, even; q is NH·HS wide, k and v KV·HS (0: C/NH)"),
 };
 #undef INT_FLAG
 #undef FLOAT_FLAG
@@ -62,10 +67,11 @@ static const mt_llama_config *llama_of(const mt_train_config *c) {
     return c->model_config ? c->model_config : &mt__llama_defaults;
 }
 
-/* The settings a build reads: F resolved from the rule. */
+/* The settings a build reads: F resolved from the rule, HS from C/NH. */
 static mt_llama_config llama_built(const mt_train_config *c) {
     mt_llama_config m = *llama_of(c);
     m.ffn_dim = mt_llama_ffn_dim(&m);
+    m.head_dim = mt_llama_head_dim(&m);
     return m;
 }
 
@@ -75,15 +81,23 @@ static void llama_without_data(const mt_train_config *c, void *mc) {
     m->max_seq = c->T;
 }
 
-/* llama2.c's model.bin stores neither RoPE's theta nor RMSNorm's epsilon:
- * its run.c fixes them at 10000 and 1e-5, so a model with others can be
- * neither read from (--llmc-in) nor written to (--llmc-out) one; said
- * before step 1 rather than by the save after the last. */
+/* llama2.c's model.bin stores neither RoPE's theta nor RMSNorm's epsilon
+ * nor the head size: its run.c fixes them at 10000, 1e-5 and dim/n_heads,
+ * so a model with others can be neither read from (--llmc-in) nor written
+ * to (--llmc-out) one; said before step 1 rather than by the save after
+ * the last. (With --llmc-in the sizes are the file's: llama_open compares
+ * --head-dim with its C/NH.) */
 static mt_status llama2c_can_hold(const mt_train_config *c) {
     const mt_llama_config *m = llama_of(c);
     const char *path = c->llmc_out ? c->llmc_out : c->llmc_in;
     const char *flag = c->llmc_out ? "--llmc-out" : "--llmc-in";
     if (!path) return MT_OK;
+    if (c->llmc_out && !c->llmc_in && m->head_dim > 0 && m->n_heads > 0 &&
+        (m->dim % m->n_heads != 0 || m->head_dim != m->dim / m->n_heads))
+        return mt_fail(MT_EUNSUPPORTED, "--llmc-out '%s' is llama2.c's model.bin, whose run.c "
+                       "takes the head size as dim / n_heads (--channels %d / --heads %d), but "
+                       "this model has --head-dim %d; drop --head-dim (or make it C/NH) or "
+                       "drop --llmc-out", c->llmc_out, m->dim, m->n_heads, m->head_dim);
     if (m->rope_theta != 10000.0f)
         return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c rotates "
                        "with RoPE theta 10000, but this model has --rope-theta %g; give "
@@ -114,8 +128,14 @@ static mt_status llama_llmc_read(const char *path, void *mc);
  * where 0, F from Llama's rule where 0. */
 static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_llama_config *m = mc;
+    const int asked_hd = m->head_dim;   /* the file's HS is its C/NH */
     mt_status s;
     if (c->llmc_in && (s = llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
+    if (c->llmc_in && asked_hd > 0 && asked_hd != mt_llama_head_dim(m))
+        return mt_fail(MT_EUNSUPPORTED, "--llmc-in '%s' is llama2.c's model.bin, whose head "
+                       "size is dim / n_heads = %d / %d = %d (run.c's), but --head-dim is %d; "
+                       "drop --head-dim (the model comes from the file)", c->llmc_in, m->dim,
+                       m->n_heads, mt_llama_head_dim(m), asked_hd);
     if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, m->vocab),
                                      ds)) != MT_OK)
         return s;
@@ -123,6 +143,7 @@ static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     if (m->vocab == 0) m->vocab = data_vocab;
     m->ffn_dim = mt_llama_ffn_dim(m);
     if ((s = mt_llama_config_check(m)) != MT_OK) return s;
+    m->head_dim = mt_llama_head_dim(m);
     if (c->llmc_in && c->T > m->max_seq)
         return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the context maxT=%d "
                        "(its seq_len) of --llmc-in '%s'; lower --seq to %d or less", c->T,
@@ -154,22 +175,38 @@ static mt_status llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_outpu
     return out ? mt_llama2c_save_to(out, &m, g) : mt_llama2c_save(c->llmc_out, &m, g);
 }
 
+/* True when m's head size is not C/NH: the description then says hd=. */
+static bool own_head_dim(const mt_llama_config *m) {
+    return m->n_heads > 0 &&
+           (m->dim % m->n_heads != 0 || mt_llama_head_dim(m) != m->dim / m->n_heads);
+}
+
+/* A checkpoint's model: " hd=HS" at the end only where HS is not C/NH, so
+ * that every model without its own head size (and each checkpoint written
+ * before --head-dim) reads as it always has. */
 static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
     const mt_llama_config m = llama_built(c);
-    snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g tie=%d",
-             m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.max_seq, m.vocab,
-             (double)m.rope_theta, (double)m.norm_eps, m.tie_embeddings);
+    int at = snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g "
+                      "tie=%d", m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim,
+                      m.max_seq, m.vocab, (double)m.rope_theta, (double)m.norm_eps,
+                      m.tie_embeddings);
+    if (own_head_dim(&m) && at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " hd=%d", m.head_dim);
 }
 
 /* The inverse of describe, for mt_sample: theta and eps come back with the
- * description's %g digits (exact for 10000, 500000 and 1e-5). */
+ * description's %g digits (exact for 10000, 500000 and 1e-5); without hd=
+ * the head size is C/NH. */
 static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     mt_llama_config *m = mc;
     double theta = 0, eps = 0;
-    int end = 0;
+    int end = 0, hd_end = 0;
+    m->head_dim = 0;
     if (sscanf(desc, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%lg eps=%lg tie=%d%n",
                &m->n_layers, &m->dim, &m->n_heads, &m->n_kv_heads, &m->ffn_dim, &m->max_seq,
-               &m->vocab, &theta, &eps, &m->tie_embeddings, &end) != 10 || desc[end] != '\0')
+               &m->vocab, &theta, &eps, &m->tie_embeddings, &end) != 10 ||
+        (desc[end] != '\0' && (sscanf(desc + end, " hd=%d%n", &m->head_dim, &hd_end) != 1 ||
+                               desc[end + hd_end] != '\0')))
         return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
     m->rope_theta = (float)theta;
     m->norm_eps = (float)eps;
@@ -233,7 +270,8 @@ static mt_status llama_tensor_check(const mt_train_config *c, int size) {
 static void llama_shape(const mt_train_config *c, mt_model_shape *out) {
     const mt_llama_config *m = llama_of(c);
     *out = (mt_model_shape){.layers = m->n_layers, .width = m->dim, .heads = m->n_heads,
-                            .kv_heads = m->n_kv_heads, .ffn = mt_llama_ffn_dim(m),
+                            .kv_heads = m->n_kv_heads, .head_dim = mt_llama_head_dim(m),
+                            .ffn = mt_llama_ffn_dim(m),
                             .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
 }
 
