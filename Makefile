@@ -111,7 +111,7 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
-.PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-collectives \
+.PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
         bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench install clean
 
 all: build
@@ -242,7 +242,7 @@ test-release-all: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan
+bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-zero
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -281,6 +281,11 @@ bench-report: deps build
 # `make test` checks its memory only: timed bounds belong here)
 bench-plan: deps build
 	MT_TEST_TIMEOUT=1200 $(BUILD)/test_plan_validate
+
+# data parallel against ZeRO-1/2/3 and FSDP's choices on 2 devices, GPT and
+# LLaMA at 8 microbatches: step time over DP's and bytes a step (issue 39)
+bench-zero: deps build
+	bash bench/run_zero.sh $(BUILD)
 
 bench-dp: deps-bench build
 	bash bench/run_dp.sh $(BUILD)
