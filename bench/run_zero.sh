@@ -6,10 +6,10 @@
 #
 # Each row is `meshtrain train` on two thread devices; its step time is the
 # median of its steps after the first (the first gathers and plans), and
-# the table's figure the median over ROUNDS rounds, the rows interleaved in
-# each round so that the machine's drift falls on every row alike. The
-# reference is data parallelism in the same run: speed = DP's step / the
-# row's. The bytes are what device 0's collectives moved in a step
+# the rows interleaved in each round so that the machine's drift falls on
+# every row alike. The reference is data parallelism in the same run: a
+# row's speed is the median over ROUNDS rounds of DP's step in that round
+# over the row's; ms/step the median of the row's steps over the rounds. The bytes are what device 0's collectives moved in a step
 # (--metrics: parameters gathered, gradients reduce-scattered and
 # all-reduced), and psi their sum in the ZeRO paper's units (an all-reduce
 # counting 2): DP, ZeRO-1 and ZeRO-2 move 2, ZeRO-3 about 3 a microbatch.
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build}
 STEPS=${2:-5}
-ROUNDS=${3:-3}
+ROUNDS=${3:-5}
 BIN=$BUILD/meshtrain
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-bench-zero.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
@@ -59,20 +59,22 @@ rows = ["dp", "zero1", "zero2", "zero3", "zero3-raf-off", "zero3-once", "fsdp2",
 for model in ("gpt", "llama"):
     print(f"\n{model}: {'row':<15} {'ms/step':>9} {'speed':>7} {'MB/step':>9} {'psi':>6}  "
           f"(gathered / reduce-scattered / all-reduced MB)")
-    ms, last = {}, {}
+    ms, speed, last = {}, {}, {}
+    step = {}   # (row, round): the median of its steps after the first
     for r in rows:
-        per_round = []
         for k in range(1, rounds + 1):
             lines = [json.loads(l) for l in open(f"{out}/{model}-{r}-{k}.jsonl")]
-            per_round.append(statistics.median(x["ms"] for x in lines[1:]))
+            step[r, k] = statistics.median(x["ms"] for x in lines[1:])
             last[r] = lines[-1]
-        ms[r] = statistics.median(per_round)
+        ms[r] = statistics.median(step[r, k] for k in range(1, rounds + 1))
+    for r in rows:   # each round's ratio to DP's run of the same round, their median
+        speed[r] = statistics.median(step["dp", k] / step[r, k] for k in range(1, rounds + 1))
     for r in rows:
         x = last[r]
         mb = (x["param_gather_bytes"] + x["grad_scatter_bytes"] + x["grad_reduce_bytes"]) / 1e6
         psi = (x["param_gather"] + x["grad_scatter"] + 2 * x["grad_reduce"]) / x["psi"]
         note = "  (target >= 0.97)" if r in ("zero1", "zero2") else ""
-        print(f"{model}: {r:<15} {ms[r]:9.1f} {ms['dp'] / ms[r]:6.3f}x {mb:9.2f} {psi:6.2f}  "
+        print(f"{model}: {r:<15} {ms[r]:9.1f} {speed[r]:6.3f}x {mb:9.2f} {psi:6.2f}  "
               f"({x['param_gather_bytes'] / 1e6:.2f} / {x['grad_scatter_bytes'] / 1e6:.2f} / "
               f"{x['grad_reduce_bytes'] / 1e6:.2f}){note}")
 PY

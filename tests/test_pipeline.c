@@ -186,6 +186,17 @@ MT_TEST(pipe2_tensor2_1f1b) { check_kind("1f1b", 2, 4, 4, ",tensor=2"); }
 MT_TEST(pipe2_tensor2_sp_1f1b) { check_kind_sp("1f1b", 2, 4, 4, ",tensor=2", 1); }
 MT_TEST(pipe2_tensor2_sp_cm_1f1b) { check_kind_sp("1f1b", 2, 4, 4, ",tensor=2", 2); }
 MT_TEST(pipe2_tensor2_sp_zb_v) { check_kind_sp("zb-v", 2, 4, 4, ",tensor=2", 1); }
+/* every other schedule kind too (issue 39, item 1: all seven), the split-W
+ * and V kinds with collective matmul as well, and beside a data axis */
+MT_TEST(pipe2_tensor2_sp_gpipe) { check_kind_sp("gpipe", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_interleaved) { check_kind_sp("interleaved", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_zb_h1) { check_kind_sp("zb-h1", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_zb_h2) { check_kind_sp("zb-h2", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_dualpipev) { check_kind_sp("dualpipev", 2, 4, 4, ",tensor=2", 1); }
+MT_TEST(pipe2_tensor2_sp_cm_zb_h1) { check_kind_sp("zb-h1", 2, 4, 4, ",tensor=2", 2); }
+MT_TEST(pipe2_tensor2_sp_cm_dualpipev) { check_kind_sp("dualpipev", 2, 4, 4, ",tensor=2", 2); }
+MT_TEST(pipe2_data2_tensor2_sp_1f1b) { check_kind_sp("1f1b", 2, 4, 4, ",data=2,tensor=2", 1); }
+MT_TEST(pipe2_data2_tensor2_sp_cm_zb_v) { check_kind_sp("zb-v", 2, 4, 4, ",data=2,tensor=2", 2); }
 MT_TEST(pipe2_fsdp2_zb_v) { check_kind("zb-v", 2, 4, 4, ",fsdp=2"); }
 
 /* The validation loss through the pipeline (forward only, chunk by chunk)

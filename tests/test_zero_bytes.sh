@@ -28,7 +28,8 @@
 # which is the one device's within 5e-3), and so does LLaMA GQA under
 # ZeRO-1 and ZeRO-2; the
 # memory holds the whole parameters (and ZeRO-1's whole gradients) beside
-# the shards, and the optimizer state of the shards.
+# the shards, and the optimizer state of the shards; explain's step moves
+# the trainer's bytes.
 # Every run is under `timeout 120`.
 set -u
 
@@ -157,6 +158,29 @@ assert (m["parameters"], m["gradients"], m["optimizer"]) == (p, g, o), (m, p, g,
 PY
     then ok "memory: ZeRO-$z, $m microbatches: parameters $p, gradients $g, optimizer $((4 * PSI)) bytes"
     else bad "memory: ZeRO-$z, $m microbatches" "want parameters $p, gradients $g, optimizer $((4 * PSI))"; fi
+done
+
+# explain's step is the trainer's: its communication per step (each
+# collective once a step or once a microbatch) is the bytes device 0's
+# collectives moved in a trained step (--metrics comm_bytes), exactly
+for row in "1|--zero 1" "4|--zero 1" "4|--zero 2" "1|--zero 3" "4|--zero 3" \
+           "4|--zero 3 --fsdp-gather once" "4|--zero 3 --reshard-after-forward off" "4|--zero 0"; do
+    m=${row%%|*} flags=${row#*|}
+    rm -f t.jsonl
+    # shellcheck disable=SC2086
+    timeout 120 "$BIN" train "${GPT[@]}" --mesh data=2 --accum "$m" $flags --metrics t.jsonl \
+        >/dev/null 2>err.txt || bad "train $flags, $m microbatches" "$(head -2 err.txt)"
+    # shellcheck disable=SC2086
+    timeout 120 "$BIN" "${EX[@]}" --microbatches "$m" $flags >ex.json 2>err.txt ||
+        bad "explain $flags, $m microbatches" "$(head -2 err.txt)"
+    if python3 - t.jsonl ex.json <<'PY'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1])][-1]
+e = json.load(open(sys.argv[2]))["communication_per_step"]
+assert t["comm_bytes"] == e["bytes"], (t["comm_bytes"], e)
+PY
+    then ok "explain $flags, $m microbatches: a step's bytes are the trainer's"
+    else bad "explain $flags, $m microbatches: a step's bytes" "explain and the trainer differ"; fi
 done
 
 # LLaMA (GQA 4/2) under ZeRO-1 and ZeRO-2, 4 microbatches: the one-device run

@@ -440,8 +440,9 @@ static mt_status run_phase(mt_graph *g, mt_phase ph, const int *order, int count
             s = add_locally(g, n);
             continue;
         }
-        /* a kept gradient holds this pass's sum already; a kept gather's
-         * copy is as new as the parameters (exec's step state, tensor_impl.h) */
+        /* a kept gradient holds this pass's sum already, to be reduced by
+         * the step's last pass; a kept copy is as new as the parameters
+         * (mt_tensor.step_kept, grad_kept) */
         if ((g->prog->local_pass && mt__step_reduced(n)) ||
             (!g->prog->kept_stale && n->call.op == MT_OP_ALL_GATHER &&
              mt__storage_root(n->call.out)->step_kept))

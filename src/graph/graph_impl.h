@@ -127,7 +127,7 @@ typedef struct mt_program {
      * this backward's psums add locally (local_pass, fixed when B starts);
      * the gradients hold local sums a reduction must take in (held). */
     bool        reduce_later, local_pass, held;
-    /* What a step keeps (step.c): the kept gathered parameters are older
+    /* What a step keeps (exec.c): the kept gathered parameters are older
      * than the parameters (kept_stale: compile, mt_graph_params_changed),
      * so the next forward gathers them; the kept gradients read as zero
      * (kept_zero: after a step, and after each pass that reduced them). */
