@@ -3,9 +3,12 @@
 # 16,384 H100s, enumerating every layout, finishes in under 60 s with under
 # 2 GiB of peak memory (/usr/bin/time -v) on 2 cores: each distinct
 # per-device program is built once (one device a pipeline stage, chunks of
-# 4 and 8 blocks), not each device. Under the sanitizers the time is
-# printed, not bounded (the build is several times slower); the memory
-# bound holds everywhere.
+# 4 and 8 blocks), not each device. The time bounded is the process's CPU
+# time (user + system: the search runs on one thread), which other
+# processes on the cores do not stretch as they stretch the wall time (74 s
+# of wall for 27 s of CPU beside two builds, 2026-12-06); the wall time is
+# printed. Under the sanitizers the time is printed, not bounded (the build
+# is several times slower); the memory bound holds everywhere.
 #
 #   bash tests/test_plan_scale.sh <meshtrain binary> [<build dir>]
 set -u
@@ -24,11 +27,16 @@ else
     wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' time.txt)
     rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' time.txt)
     secs=$(python3 -c "import sys; p=sys.argv[1].split(':'); print(sum(float(x)*60**i for i,x in enumerate(reversed(p))))" "$wall")
-    echo "#     405B on 16384: wall $secs s, peak RSS $rss kB${sanitized:+ (sanitizers: $sanitized)}"
+    user=$(sed -n 's/.*User time (seconds): //p' time.txt)
+    sys=$(sed -n 's/.*System time (seconds): //p' time.txt)
+    cpu=$(python3 -c "import sys; print(round(float(sys.argv[1]) + float(sys.argv[2]), 2))" \
+          "${user:-0}" "${sys:-0}")
+    echo "#     405B on 16384: CPU $cpu s (wall $secs s), peak RSS $rss kB${sanitized:+ (sanitizers: $sanitized)}"
     [ "$rc" -eq 0 ] && ok "405B: exit 0" || bad "405B: exit" "exit $rc: $(head -3 time.txt)"
     if [ -z "$sanitized" ]; then
-        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 60 else 1)" "$secs" \
-            && ok "405B: under 60 s ($secs s)" || bad "405B: wall" "$secs s, want under 60"
+        python3 -c "import sys; sys.exit(0 if 0 < float(sys.argv[1]) < 60 else 1)" "$cpu" \
+            && ok "405B: under 60 s of CPU ($cpu s; wall $secs s)" \
+            || bad "405B: CPU time" "$cpu s (wall $secs s), want under 60"
     fi
     [ "${rss:-99999999}" -lt $((2 << 20)) ] && ok "405B: under 2 GiB peak ($rss kB)" \
         || bad "405B: peak RSS" "$rss kB, want under 2097152"
