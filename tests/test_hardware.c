@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-static const char *SHIPPED[] = {"a100-80gb", "h100-sxm", "h200", "b200",
+static const char *SHIPPED[] = {"a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200",
                                 "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e"};
 #define N_SHIPPED ((int)(sizeof SHIPPED / sizeof SHIPPED[0]))
 
@@ -81,6 +81,8 @@ static const expect TABLE[] = {
     {"b200", 2.3e15, 192e9, 8.0e12, 50e9, 18, 900e9, "nvlink"},
     /* A100 SXM4 80GB datasheet: 312 TFLOPS bf16, 2,039 GB/s, NVLink 600 GB/s bidirectional */
     {"a100-80gb", 312e12, 80e9, 2.039e12, 25e9, 12, 300e9, "nvlink"},
+    /* A100 SXM4 40GB datasheet: the same chip and links, 40 GB of HBM2 at 1,555 GB/s */
+    {"a100-40gb", 312e12, 40e9, 1.555e12, 25e9, 12, 300e9, "nvlink"},
 };
 
 MT_TEST(figures_match_the_book) {
