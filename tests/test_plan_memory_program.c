@@ -65,6 +65,34 @@ static void device_chunk(const mt_train_config *c, int data, int fsdp, int tenso
                                  .a = g->NH};
 }
 
+/* MEGATRON's model states from the same programs against Megatron-LM's
+ * published bytes a parameter (docs/distrib_optimizer.md's table: 18 for
+ * bf16 weights with fp32 main gradients, 6 + 12/d with the distributed
+ * optimizer, meshtrain's ZeRO-1), at the hand-counted Ψ on data=64; and its
+ * activations are MIXED16's (Korthikanti's). */
+MT_TEST(megatron_from_the_program_is_megatrons_table) {
+    mt_gpt_config m = gpt64();
+    const double psi = GPT64_PSI, d = 64;
+    const double table[2] = {18 * psi, (6 + 12 / d) * psi};
+    for (int z = 0; z <= 1; z++) {
+        mt_train_config c = gpt_config(&m, "data=64", 64, z);
+        mt__plan_mem_chunk ch;
+        mt__plan_mem_layout lay;
+        device_chunk(&c, 64, 1, 1, &ch, &lay);
+        mt__plan_mem_bytes b, mixed;
+        MT_CHECK_OK(mt__plan_mem_device(MT_PLAN_MEMORY_MEGATRON, &lay, &ch, 1, &b));
+        MT_CHECK_OK(mt__plan_mem_device(MT_PLAN_MEMORY_MIXED16, &lay, &ch, 1, &mixed));
+        double states = b.params + b.grads + b.optimizer;
+        MT_CHECK(states == table[z], "data=64 zero=%d: model states %.0f bytes (params %.0f, "
+                 "grads %.0f, optimizer %.0f), Megatron's table %.0f", z, states, b.params,
+                 b.grads, b.optimizer, table[z]);
+        MT_CHECK(b.activations == mixed.activations && b.temporaries == mixed.temporaries,
+                 "zero=%d: activations %g and temporaries %g as mixed16's %g and %g", z,
+                 b.activations, b.temporaries, mixed.activations, mixed.temporaries);
+    }
+    MT_CHECK(strcmp(mt_plan_memory_name(MT_PLAN_MEMORY_MEGATRON), "megatron") == 0, "its name");
+}
+
 /* MIXED16's model states counted from the GPT's program on data=64 at ZeRO
  * 0..3, and on fsdp=64, against the paper's per-stage formulas written out
  * here at the hand-counted Ψ, Nd = 64, K = 12: exact (every element splits). */
@@ -212,7 +240,7 @@ MT_TEST(chunks_add_and_refusals) {
     MT_CHECK(b.params == 44 && b.grads == 44 && b.optimizer == 88 && b.activations == 230 &&
              b.temporaries == 12 && b.total == 418, "two chunks: total %g", b.total);
     MT_CHECK_FAILS(mt__plan_mem_device(MT_PLAN_MEMORY_N, &l, two, 2, &b), MT_EINVAL,
-                   "convention 3", "meshtrain, mixed16, book");
+                   "convention 4", "meshtrain, mixed16, book, megatron");
     MT_CHECK(b.total == 0, "zeroed on failure");
     MT_CHECK_FAILS(mt__plan_mem_device(MT_PLAN_MEMORY_MESHTRAIN, &l, two, 0, &b), MT_EINVAL,
                    "0 chunks");

@@ -184,15 +184,21 @@ const char *mt_topology_name(mt_topology t);
  *              states (2 + 2 + 12 bytes a parameter, stored as the program
  *              stores them) and Korthikanti et al.'s 16-bit activations;
  *   BOOK       the scaling book's: 10 bytes a parameter (bf16 weights, fp32
- *              Adam) and bf16 activation checkpoints. */
+ *              Adam) and bf16 activation checkpoints;
+ *   MEGATRON   Megatron-LM's (docs/distrib_optimizer.md): 16-bit weights
+ *              (2 bytes), fp32 main gradients (4), fp32 master weights and
+ *              Adam's m and v (12): 18 bytes a parameter, 6 + 12/d with
+ *              the distributed optimizer (meshtrain's ZeRO-1 over data);
+ *              Korthikanti et al.'s 16-bit activations, as MIXED16. */
 typedef enum {
     MT_PLAN_MEMORY_MESHTRAIN = 0,
     MT_PLAN_MEMORY_MIXED16,
     MT_PLAN_MEMORY_BOOK,
+    MT_PLAN_MEMORY_MEGATRON,
     MT_PLAN_MEMORY_N
 } mt_plan_memory;
 
-/* "meshtrain", "mixed16", "book"; "?" otherwise. */
+/* "meshtrain", "mixed16", "book", "megatron"; "?" otherwise. */
 const char *mt_plan_memory_name(mt_plan_memory m);
 
 /* One way to lay a training step on the chips. */

@@ -22,7 +22,7 @@ static const char USAGE[] =
     "                      [--remat auto|none|full|attention|dots] [--zero auto|0|1|2|3]\n"
     "                      [--sequence-parallel auto|on|off] [--mesh AXES]\n"
     "                      [--schedule auto|KIND] [--microbatches M] [--rules RULES]\n"
-    "                      [--memory meshtrain|mixed16|book] [--top K] [--min-chips] [--json]\n"
+    "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
     "description: hardware/NAME.json, or a path; docs/planning.md) every way the\n"
@@ -306,7 +306,7 @@ int cli_cmd_plan(int argc, char **argv) {
     const cli_opt rest[] = {
         {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
          "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
-        {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book", "CONV", "how bytes are counted (docs/planning.md)"},
+        {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron", "CONV", "how bytes are counted (docs/planning.md)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
         {"json", CLI_FLAG, &json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},

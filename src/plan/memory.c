@@ -1,7 +1,7 @@
 /*
  * memory.c — bytes per device under a memory convention (plan/memory.h).
  *
- * MESHTRAIN adds the program's own buffers. MIXED16 and BOOK count model
+ * MESHTRAIN adds the program's own buffers. MIXED16, BOOK and MEGATRON count model
  * states from what the program does with each parameter element, so that a
  * layout the ZeRO paper never names (ZeRO with tensor parallelism, fsdp
  * beside ZeRO, parameters too small to split) is counted as it runs:
@@ -20,6 +20,10 @@
  *      stay whole.
  * On data=Nd that is the paper's: DP W = G = O = Ψ; ZeRO-1 W = G = Ψ,
  * O = Ψ/Nd; ZeRO-2 W = Ψ, G = O = Ψ/Nd; ZeRO-3 W = G = O = Ψ/Nd.
+ * The conventions weigh them: MIXED16 2W + 2G + 12O (the paper's K = 12),
+ * BOOK 2W + 8O, MEGATRON 2W + 4G + 12O (fp32 main gradients: 18Ψ under
+ * data parallelism, 6Ψ + 12Ψ/Nd under the distributed optimizer, which is
+ * ZeRO-1's W and G).
  */
 #include "plan/memory.h"
 
@@ -31,6 +35,7 @@ const char *mt_plan_memory_name(mt_plan_memory m) {
     case MT_PLAN_MEMORY_MESHTRAIN: return "meshtrain";
     case MT_PLAN_MEMORY_MIXED16: return "mixed16";
     case MT_PLAN_MEMORY_BOOK: return "book";
+    case MT_PLAN_MEMORY_MEGATRON: return "megatron";
     default: return "?";
     }
 }
@@ -61,8 +66,8 @@ void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out)
 
 static mt_status check_layout(mt_plan_memory conv, const mt__plan_mem_layout *l, bool layers) {
     if ((int)conv < 0 || conv >= MT_PLAN_MEMORY_N)
-        return mt_fail(MT_EINVAL, "memory convention %d is none of meshtrain, mixed16, book "
-                       "(0 to %d)", (int)conv, MT_PLAN_MEMORY_N - 1);
+        return mt_fail(MT_EINVAL, "memory convention %d is none of meshtrain, mixed16, book, "
+                       "megatron (0 to %d)", (int)conv, MT_PLAN_MEMORY_N - 1);
     if (l->data < 1 || l->fsdp < 1 || l->tensor < 1)
         return mt_fail(MT_EINVAL, "a layout's axis sizes must be 1 or more (1: the axis "
                        "absent), got data=%d fsdp=%d tensor=%d", l->data, l->fsdp, l->tensor);
@@ -137,7 +142,8 @@ mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *la
         return mt_fail(MT_EINVAL, "remat policy %d is none of none, full, attention, dots",
                        (int)lay->remat);
     const double per_layer = !layers ? 0
-                             : conv == MT_PLAN_MEMORY_MIXED16 ? mt__plan_mem_korthikanti_layer(lay)
+                             : conv == MT_PLAN_MEMORY_MIXED16 || conv == MT_PLAN_MEMORY_MEGATRON
+                                 ? mt__plan_mem_korthikanti_layer(lay)
                              : conv == MT_PLAN_MEMORY_BOOK    ? book_layer(lay)
                                                               : 0;
     mt__plan_mem_bytes r = {0};
@@ -155,8 +161,10 @@ mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *la
         double W, G, O;
         states(lay, c, &W, &G, &O);
         r.params += 2 * W;
-        r.grads += conv == MT_PLAN_MEMORY_MIXED16 ? 2 * G : 0;
-        r.optimizer += (conv == MT_PLAN_MEMORY_MIXED16 ? 12 : 8) * O;
+        r.grads += conv == MT_PLAN_MEMORY_MIXED16    ? 2 * G
+                   : conv == MT_PLAN_MEMORY_MEGATRON ? 4 * G
+                                                     : 0;
+        r.optimizer += (conv == MT_PLAN_MEMORY_BOOK ? 8 : 12) * O;
         r.activations += per_layer * chunks[i].layers * mb;
         /* a gathered copy freed after use: one at a time, in 16 bits */
         if (c->gathered_elems > c->gathered_kept_elems)

@@ -368,10 +368,13 @@ static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *ou
     const char *bound = req->chips > 0 ? "--chips" : "the hardware's devices";
     /* the memory bound: no count below the model states' bytes over a
        chip's memory fits: 16 bytes a parameter (meshtrain's fp32 weights,
-       gradients and AdamW; the ZeRO paper's 2 + 2 + 12), the book's 10;
+       gradients and AdamW; the ZeRO paper's 2 + 2 + 12), the book's 10,
+       Megatron's 18 (its states summed over the chips, however split);
        thread devices share one host's memory, so on them no count fits
        when the host cannot hold the states */
-    const double per = req->memory == MT_PLAN_MEMORY_BOOK ? 10 : 16;
+    const double per = req->memory == MT_PLAN_MEMORY_BOOK       ? 10
+                       : req->memory == MT_PLAN_MEMORY_MEGATRON ? 18
+                                                                : 16;
     mt_status st = MT_OK;
     bool searched = false;
     for (int c = 1; c <= max; c++) {
