@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-static const char *SHIPPED[] = {"a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200",
+static const char *SHIPPED[] = {"v100-32gb", "a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200",
                                 "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e"};
 #define N_SHIPPED ((int)(sizeof SHIPPED / sizeof SHIPPED[0]))
 
@@ -83,7 +83,23 @@ static const expect TABLE[] = {
     {"a100-80gb", 312e12, 80e9, 2.039e12, 25e9, 12, 300e9, "nvlink"},
     /* A100 SXM4 40GB datasheet: the same chip and links, 40 GB of HBM2 at 1,555 GB/s */
     {"a100-40gb", 312e12, 40e9, 1.555e12, 25e9, 12, 300e9, "nvlink"},
+    /* V100 SXM2 32GB datasheet: 125 TFLOPS fp16 tensor (no bf16: its 16-bit products),
+       900 GB/s, NVLink 300 GB/s bidirectional over 6 links */
+    {"v100-32gb", 125e12, 32e9, 9e11, 25e9, 6, 150e9, "nvlink"},
 };
+
+/* A chip without bf16 (V100) gives fp16, and its 16-bit products run at it;
+ * the others have bf16 and say so. */
+MT_TEST(fp16_stands_for_bf16_where_the_chip_has_none) {
+    mt_hardware *v = load_shipped("v100-32gb"), *a = load_shipped("a100-80gb");
+    MT_CHECK(v->products16_fp16 && v->peak_flops[MT_HW_FP16] == 125e12 &&
+             v->peak_flops[MT_HW_BF16] == 125e12, "v100: fp16 %g, bf16 %g, flag %d",
+             v->peak_flops[MT_HW_FP16], v->peak_flops[MT_HW_BF16], v->products16_fp16);
+    MT_CHECK(!a->products16_fp16 && a->peak_flops[MT_HW_FP16] == 0, "a100: bf16 products");
+    MT_CHECK(strcmp(mt_hw_dtype_name(MT_HW_FP16), "fp16") == 0, "fp16's name");
+    mt_hardware_free(v);
+    mt_hardware_free(a);
+}
 
 MT_TEST(figures_match_the_book) {
     for (size_t i = 0; i < sizeof TABLE / sizeof TABLE[0]; i++) {

@@ -34,9 +34,11 @@ extern "C" {
 typedef enum {
     MT_HW_FP32,   /* IEEE single, on the vector units (GPUs) or the matrix units */
     MT_HW_TF32,   /* NVIDIA's TensorFloat-32 matrix products; none on TPUs */
-    MT_HW_BF16,   /* bfloat16 matrix products (required in every file) */
+    MT_HW_BF16,   /* bfloat16 matrix products (every file gives them, or fp16's) */
     MT_HW_FP8,    /* fp8 matrix products (Hopper and later) */
     MT_HW_INT8,   /* int8 matrix products, in OP/s */
+    MT_HW_FP16,   /* IEEE half matrix products: a chip without bf16 (V100) gives these, and
+                     its 16-bit products (the planner's bf16 precision) run at them */
     MT_HW_N_DTYPES
 } mt_hw_dtype;
 
@@ -89,7 +91,9 @@ typedef struct {
     char   name[64];                    /* "h100-sxm", "tpu-v5p" */
     char   description[256];
     double peak_flops[MT_HW_N_DTYPES];  /* FLOP/s (OP/s for int8), dense; 0 where the chip
-                                           has no such unit or the file gives none */
+                                           has no such unit or the file gives none (a file
+                                           with fp16 but no bf16: bf16's is fp16's) */
+    bool   products16_fp16;             /* the chip's 16-bit products are fp16 (no bf16) */
     double hbm_bytes;                   /* memory per device */
     double hbm_bandwidth;               /* bytes/s, peak */
     double gemm_fraction;               /* large GEMMs' achieved / peak FLOP/s, (0, 1] */

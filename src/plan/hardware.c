@@ -22,7 +22,8 @@
 #define SOURCED_MIN 1e-12
 #define SOURCED_MAX 1e24
 
-static const char *const DTYPES[MT_HW_N_DTYPES + 1] = {"fp32", "tf32", "bf16", "fp8", "int8", NULL};
+static const char *const DTYPES[MT_HW_N_DTYPES + 1] = {"fp32", "tf32", "bf16", "fp8", "int8",
+                                                        "fp16", NULL};
 static const char *const KINDS[MT_LINK_N_KINDS] = {"threads", "nvlink", "infiniband", "ethernet", "ici",
                                              "dcn"};
 static const char *const TOPOS[] = {"switch", "ring", "torus"};
@@ -232,10 +233,17 @@ static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
     if ((s = only_keys(c, chip, "chip", CHIP))) return s;
     if ((s = member(c, chip, "chip", "flops", MT_JSON_OBJ, false, &flops))) return s;
     if ((s = only_keys(c, flops, "chip.flops", DTYPES))) return s;
+    /* bf16 is required, unless the chip has none and gives fp16 (V100): its
+     * 16-bit products, which the planner's bf16 precision then runs at */
+    const bool fp16_only = !mt__json_get(flops, "bf16") && mt__json_get(flops, "fp16");
     for (int d = 0; d < MT_HW_N_DTYPES; d++)
-        if ((s = sourced(c, flops, "chip.flops", DTYPES[d], d != MT_HW_BF16, false,
-                         &hw->peak_flops[d])))
+        if ((s = sourced(c, flops, "chip.flops", DTYPES[d],
+                         d != (fp16_only ? MT_HW_FP16 : MT_HW_BF16), false, &hw->peak_flops[d])))
             return s;
+    if (fp16_only) {
+        hw->peak_flops[MT_HW_BF16] = hw->peak_flops[MT_HW_FP16];
+        hw->products16_fp16 = true;
+    }
     if ((s = sourced(c, chip, "chip", "hbm_bytes", false, false, &hw->hbm_bytes))) return s;
     if ((s = sourced(c, chip, "chip", "hbm_bandwidth", false, false, &hw->hbm_bandwidth))) return s;
     if ((s = member(c, root, "", "achievable", MT_JSON_OBJ, false, &ach))) return s;
