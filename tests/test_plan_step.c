@@ -78,7 +78,7 @@ static const mt__plan_step_comm *comm_named(const mt__plan_step_result *r, const
  * 10.076 s, FLOP-bound 10 s. MFU (PaLM): N = 1e9, L 2, H 4, Q 8, T 16:
  * 6e9 + 12·2·4·8·16 = 6,000,012,288 FLOPs a token; 1000 tokens on 1 device
  * at the 4e12 peak: 6.000012288e12 / (10.076 x 4e12) = 0.148869...; HFU
- * 2e13 / (10.076 x 4e12) = 0.496229... */
+ * PaLM's, MFU plus the recomputation's share: nothing recomputed, = MFU. */
 MT_TEST(compute_bound_and_mfu) {
     mt_hardware hw = unit_hw();
     mt_mesh *mesh = mesh_of("data=1", 1);
@@ -94,7 +94,35 @@ MT_TEST(compute_bound_and_mfu) {
              r.reason);
     MT_CHECK_CLOSE(r.flops_per_token, 6000012288.0, 1e-12, "PaLM FLOPs a token");
     MT_CHECK_CLOSE(r.mfu, 6.000012288e12 / (10.076 * 4e12), 1e-12, "MFU");
-    MT_CHECK_CLOSE(r.hfu, 2e13 / (10.076 * 4e12), 1e-12, "HFU");
+    MT_CHECK_CLOSE(r.hfu, r.mfu, 1e-12, "HFU without recomputation");
+    mt_mesh_free(mesh);
+}
+
+/* The same program with 2e12 of B's 8e12 FLOPs a recomputed forward: the
+ * step is the same 10.076 s, MFU the same; HFU PaLM's, the model's count
+ * plus the recomputation at its share of the FLOPs run: MFU x 2e13 /
+ * (2e13 - 2e12) = 0.148869 x 10/9 = 0.165410... (the FLOPs run over the
+ * peak, 2e13 / (10.076 x 4e12) = 0.496, would put it below MFU wherever
+ * the model's count is more than the program runs: issue 40). */
+MT_TEST(hfu_counts_the_recomputation) {
+    mt_hardware hw = unit_hw();
+    mt_mesh *mesh = mesh_of("data=1", 1);
+    mt__plan_node n[] = {mm('F', 4e12), mm('B', 8e12), mm('W', 8e12)};
+    mt__plan_program p = {.n_nodes = 3, .nodes = n, .param_elems = 100000000,
+                          .flops_recompute = 2e12};
+    mt__plan_step_in in = {.hw = &hw, .mesh = mesh, .precision = MT_PRECISION_BF16,
+                           .programs = &p, .stages = 1, .chunks = 1, .microbatches = 1,
+                           .reduce = MT__PLAN_REDUCE_EACH,
+                           .model = {.n_params = 1e9, .layers = 2, .heads = 4, .head_dim = 8,
+                                     .seq = 16, .tokens = 1000}};
+    mt__plan_step_result r;
+    MT_CHECK_OK(mt__plan_step(&in, &r));
+    MT_CHECK_CLOSE(r.step, 10.076, 1e-9, "step");
+    MT_CHECK_CLOSE(r.flops_run, 2e13, 1e-12, "FLOPs run");
+    MT_CHECK_CLOSE(r.flops_recompute, 2e12, 1e-12, "recomputed");
+    MT_CHECK_CLOSE(r.mfu, 6.000012288e12 / (10.076 * 4e12), 1e-12, "MFU");
+    MT_CHECK_CLOSE(r.hfu, r.mfu * 2e13 / 1.8e13, 1e-12, "HFU");
+    MT_CHECK(r.hfu > r.mfu, "HFU %g > MFU %g", r.hfu, r.mfu);
     mt_mesh_free(mesh);
 }
 

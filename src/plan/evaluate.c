@@ -294,7 +294,8 @@ static int role_of(int L, int S, int c) {
  * res. */
 static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const timing *tm,
                            const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[N_ROLES],
-                           int S, int v, int batch, mt_plan_result *res) {
+                           int S, int v, int batch, mt_plan_result *res,
+                           mt__plan_step_result *detail) {
     const mt_plan_request *r = s->req;
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
     if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
@@ -311,16 +312,24 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
         .reduce = MT__PLAN_REDUCE_ONCE,   /* where the trainer can (step.h) */
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
                   .head_dim = s->head_dim, .seq = s->seq,
-                  .tokens = r->batch_tokens},
+                  .tokens = r->batch_tokens, .flops_per_token = s->flops_per_token},
         .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
     mt__plan_step_result out;
     mt_status st = mt__plan_step_chunks(&in, chunks, keys, &out);
     free(chunks);
     if (st == MT_ENOMEM) return st;
+    if (st == MT_EINTERNAL)   /* an impossible step (step_check.c): the layout named */
+        return mt_fail_wrap(st, "plan: layout %s zero %d remat %s%s%s schedule %s, %d "
+                            "microbatches", res->mesh, l->zero, mt_remat_name(l->remat),
+                            l->sequence_parallel ? " sp" : "", l->collective_matmul ? " cm" : "",
+                            l->pipe > 1 ? mt_schedule_kind_name((mt_schedule_kind)l->schedule)
+                                        : "none",
+                            l->microbatches);
     if (st != MT_OK) {   /* a schedule that refuses the counts */
         snprintf(res->why, sizeof res->why, "%.250s", mt_errmsg());
         return MT_OK;
     }
+    if (detail) *detail = out;
     res->step = out.step;
     res->compute = out.compute;
     res->comm_exposed = out.comm_exposed;
@@ -348,7 +357,13 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
 /* ======================================================================== */
 
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
+    return mt__plan_evaluate_step(s, l, res, NULL);
+}
+
+mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res,
+                                 mt__plan_step_result *step) {
     memset(res, 0, sizeof *res);
+    if (step) memset(step, 0, sizeof *step);
     res->layout = *l;
     mt__plan_mesh_text(l, res->mesh, sizeof res->mesh);
     res->chips = l->data * l->fsdp * l->tensor * l->pipe;
@@ -433,7 +448,7 @@ mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan
         snprintf(res->why, sizeof res->why, "out of memory: %.3g GB a device, the %s has %.3g GB",
                  res->total / 1e9, tm.hw->name, tm.hw->hbm_bytes / 1e9);
     else
-        st = step_time(s, l, &tm, &keys, ct, S, v, batch, res);
+        st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
 done:
     mt_mesh_free(mesh);
     return st;
@@ -453,9 +468,16 @@ mt_status mt__plan_model_facts(mt__plan_search *s) {
         n[k] = (double)e->prog.param_global_elems;
     }
     s->params = n[0] + (s->layers - 1) * (n[1] - n[0]);
-    /* PaLM (appendix B): 6N + 12·L·H·Q·T, H·Q the attention width (C when
-       the head size is C/H) */
-    const int width = s->heads * s->head_dim;
-    s->flops_per_token = 6 * s->params + 12.0 * s->layers * width * s->seq;
+    /* the model's own count, the trainer's MFU's (PaLM's appendix B: 6 a
+       product weight, attention 12·L·H·Q·T): an untied LLaMA's lookup
+       table is no product, and counted as one (6N of every parameter, as
+       before) it put a small LLaMA of a large vocabulary past 100 % MFU
+       (test_plan_property); a model without a count: PaLM's 6N + 12·L·H·Q·T,
+       H·Q the attention width */
+    mt_train_config c;
+    mt__plan_model_config(s->req, &c);
+    if (mt_model_flops_per_token(&c, &s->flops_per_token) != MT_OK || !(s->flops_per_token > 0))
+        s->flops_per_token = 6 * s->params + 12.0 * s->layers * s->heads * s->head_dim * s->seq;
+    mt_errclear();
     return MT_OK;
 }

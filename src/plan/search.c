@@ -446,3 +446,9 @@ void mt_plan_report_free(mt_plan_report *r) {
     free(r->infeasible);
     memset(r, 0, sizeof *r);
 }
+
+mt_status mt__plan_search_begin(mt__plan_search *s, const mt_plan_request *r, int chips) {
+    mt_status st = start(s, r, chips);
+    if (st == MT_OK && (st = mt__plan_model_facts(s)) != MT_OK) mt__plan_cache_free(s);
+    return st;
+}

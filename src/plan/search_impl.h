@@ -87,8 +87,20 @@ mt_status mt__plan_each_layout(mt__plan_search *s,
                                mt_status (*fn)(mt__plan_search *, const mt_plan_layout *));
 
 /* One layout's memory and step time into *res (feasible or why not).
- * Fails only for what is no property of the layout (out of memory). */
+ * Fails only for what is no property of the layout (out of memory), and
+ * MT_EINTERNAL, naming the layout, for a step that breaks an invariant
+ * (mt__plan_step_check: a planner bug). */
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res);
+/* mt__plan_evaluate, and with `step` non-NULL the step's parts as step.c
+ * made them into *step (zeroed where the layout is infeasible). */
+mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res,
+                                 mt__plan_step_result *step);
+/* Starts a search of r on `chips` chips in *s (zeroed first) without
+ * searching: the request checked as mt_plan_search checks it and the
+ * model's facts derived (mt__plan_model_facts); then mt__plan_evaluate
+ * any layouts on it, and free its cache with mt__plan_cache_free. Fails
+ * as mt_plan_search's checks and mt__plan_model_facts (the cache freed). */
+mt_status mt__plan_search_begin(mt__plan_search *s, const mt_plan_request *r, int chips);
 /* The whole model's N and PaLM's FLOPs a token into s (from programs of 1
  * and 2 blocks on one device). Fails when the model does not build. */
 mt_status mt__plan_model_facts(mt__plan_search *s);

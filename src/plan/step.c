@@ -77,13 +77,53 @@ static mt_status check_in(const mt__plan_step_in *in, mt_axes *pipe) {
     return mt_mesh_axes(in->mesh, "pipe", pipe);
 }
 
-/* AdamW over a chunk's stored elements: memory-bound. */
-static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems) {
+/* AdamW's bytes over a chunk's stored elements. */
+static double optimizer_bytes(const mt__plan_step_in *in, double stored_elems) {
     double per = in->optim_bytes > 0 ? in->optim_bytes
                  : MT__PLAN_ADAMW_BYTES +
                        (in->precision == MT_PRECISION_BF16 ? MT__PLAN_BF16_CAST_BYTES : 0);
+    return per * stored_elems;
+}
+
+/* AdamW over a chunk's stored elements: memory-bound. */
+static double optimizer_seconds(const mt__plan_step_in *in, double stored_elems) {
     return mt__plan_op_seconds(in->hw, MT__PN_VECTOR, mt__plan_dtype_of(in->precision), 0,
-                               per * stored_elems, NULL);
+                               optimizer_bytes(in, stored_elems), NULL);
+}
+
+/* The seconds chunk c's ops and optimizer cannot beat, m microbatches of
+ * it, on the chip's peaks with no fraction: its FLOPs at the matrix peak
+ * (the vector units' FLOPs included: no op outruns it) and its bytes at
+ * the HBM bandwidth, each on its own (step.h's floor adds them per device). */
+static void chunk_floor(const mt__plan_step_in *in, const mt__plan_chunk_time *c, double *flops_s,
+                        double *bytes_s) {
+    double fl = 0, by = 0;
+    for (int q = 0; q < 3; q++) fl += c->phase[0][q].flops, by += c->phase[0][q].bytes;
+    const double m = in->microbatches;
+    *flops_s += m * fl / mt__plan_matmul_peak(in->hw, mt__plan_dtype_of(in->precision));
+    *bytes_s += (m * by + optimizer_bytes(in, c->stored_elems)) / in->hw->hbm_bandwidth;
+}
+
+/* Every device's floor (chunk_floor over the chunks it holds, dev_of[k]
+ * the device of chunk k; scratch: 2 x stages zeroed doubles), the most of
+ * them, x `speed` (a time-shared host's devices at full speed: slots /
+ * devices). */
+static double step_floor(const mt__plan_step_in *in, const mt__plan_chunk_time *ch,
+                         const int *dev_of, double speed, double *scratch) {
+    const int p = in->stages;
+    for (int k = 0; k < p * in->chunks; k++)
+        chunk_floor(in, &ch[k], &scratch[dev_of[k]], &scratch[p + dev_of[k]]);
+    double most = 0;
+    for (int d = 0; d < 2 * p; d++)
+        if (scratch[d] > most) most = scratch[d];
+    return most * speed;
+}
+
+/* Scales what the tally spent (ops, collectives) by f. */
+static void tally_scale(tally *t, double f) {
+    t->flop_bound *= f;
+    t->memory_bound *= f;
+    for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) t->coll[k] *= f, t->exposed[k] *= f;
 }
 
 /* The pipeline: the schedule on the chunks' F, B, W; the accounting device
@@ -108,9 +148,13 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     out->message = mt__plan_collective_seconds(&map, MT__PC_PERMUTE, pipe, in->message_bytes);
     mt_pipe_costs *cc = calloc((size_t)S, sizeof *cc);
     double *after = calloc((size_t)p, sizeof *after);
-    if (!cc || !after) {
+    int *dev_of = calloc((size_t)S, sizeof *dev_of);
+    double *scratch = calloc(2 * (size_t)p, sizeof *scratch);
+    if (!cc || !after || !dev_of || !scratch) {
         free(cc);
         free(after);
+        free(dev_of);
+        free(scratch);
         mt_schedule_free(sc);
         return mt_fail(MT_ENOMEM, "out of memory for %d chunks' costs", S);
     }
@@ -123,11 +167,12 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     }
     mt_pipe_sim sim = {0};
     const int devices = mt_mesh_size(in->mesh);
-    if (st == MT_OK && in->host_slots > 0 && in->host_slots < devices) {
+    const bool shared = in->host_slots > 0 && in->host_slots < devices;
+    const double full = shared ? in->host_slots / devices : 1;
+    if (st == MT_OK && shared) {
         /* time-shared cores: the costs at the static share are the work at
            full speed over slots / devices, and a device idle in the bubble
            leaves its share to the others (processor sharing) */
-        const double full = in->host_slots / devices;
         for (int k = 0; k < S; k++) cc[k].f *= full, cc[k].b *= full, cc[k].w *= full;
         st = mt_schedule_simulate_shared(sc, cc, 0, devices / p, in->host_slots, &sim);
     } else if (st == MT_OK) {
@@ -135,7 +180,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     }
     if (st == MT_OK) {
         for (int k = 0; k < S; k++) {
-            int d = mt_schedule_chunk_device(sc, k);
+            int d = dev_of[k] = mt_schedule_chunk_device(sc, k);
             after[d] += optimizer_seconds(in, ch[k].stored_elems);
             if (var == 1)
                 for (int q = 0; q < 3; q++)
@@ -152,21 +197,31 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
         for (int d = 0; d < p; d++)
             if (sim.peak_activations[d] > out->peak_in_flight)
                 out->peak_in_flight = sim.peak_activations[d];
+        double ops = 0;   /* the device's phases' seconds at the static share */
         for (int k = 0; k < S; k++) {
-            if (mt_schedule_chunk_device(sc, k) != dev) continue;
+            if (dev_of[k] != dev) continue;
             out->optimizer += optimizer_seconds(in, ch[k].stored_elems);
             for (int q = 0; q < 3; q++) {
                 const mt__plan_phase *x = &ch[k].phase[var][q];
                 tally_add(t, x, m);
+                ops += m * x->seconds;
                 out->phase[q] += x->seconds;
-                if (var == 1) tally_flush(t, x);
             }
         }
+        /* shared cores: the device's ops took busy (as the sharing made
+           them), each part of them in proportion, so that compute, exposed
+           communication and bubble still add up to the makespan */
+        if (shared && ops > 0) tally_scale(t, sim.busy[dev] / ops);
+        for (int k = 0; k < S && var == 1; k++)
+            for (int q = 0; q < 3 && dev_of[k] == dev; q++) tally_flush(t, &ch[k].phase[1][q]);
+        out->floor = step_floor(in, ch, dev_of, full, scratch);
     }
     mt_pipe_sim_free(&sim);
     mt_schedule_free(sc);
     free(cc);
     free(after);
+    free(dev_of);
+    free(scratch);
     return st;
 }
 
@@ -187,6 +242,9 @@ static void accumulate(const mt__plan_step_in *in, const mt__plan_chunk_time *ch
     out->optimizer = optimizer_seconds(in, ch->stored_elems);
     out->step += out->optimizer;
     out->peak_in_flight = 1;
+    const int dev0 = 0;
+    double scratch[2] = {0, 0};
+    out->floor = step_floor(in, ch, &dev0, 1, scratch);
 }
 
 /* What binds, and the line that says so. */
@@ -236,6 +294,7 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
             st = mt__plan_phase_run(hw, &map, precision, p, "FBW"[q], var == 1, bucket_bytes,
                                     keys, &out->phase[var][q]);
     out->stored_elems = (double)p->param_elems;
+    out->flops_recompute = p->flops_recompute;
     return st;
 }
 
@@ -276,6 +335,7 @@ mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
         p.nodes[i].bytes = x->bytes + w * (y->bytes - x->bytes);
         p.nodes[i].comm_bytes = x->comm_bytes + w * (y->comm_bytes - x->comm_bytes);
     }
+    p.flops_recompute = p0->flops_recompute + w * (p1->flops_recompute - p0->flops_recompute);
     mt_status st = mt__plan_chunk_time_of(hw, mesh, precision, &p, bucket_bytes, keys, out);
     free(p.nodes);
     return st;
@@ -312,9 +372,13 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
         return mt_fail(MT_EINVAL, "mt__plan_step_chunks needs the chunks' times and their keys");
     const int S = in->stages * in->chunks;
     const bool once = in->reduce == MT__PLAN_REDUCE_ONCE;
-    double flops = 0;
-    for (int k = 0; k < S; k++)
-        for (int q = 0; q < 3; q++) flops += ch[k].phase[0][q].flops;
+    double flops = 0, recompute = 0, bytes = 0, optim = 0;
+    for (int k = 0; k < S; k++) {
+        for (int q = 0; q < 3; q++)
+            flops += ch[k].phase[0][q].flops, bytes += ch[k].phase[0][q].bytes;
+        recompute += ch[k].flops_recompute;
+        optim += optimizer_bytes(in, ch[k].stored_elems);
+    }
     tally t = {0};
     if (in->stages == 1) accumulate(in, ch, once, &t, out);
     else st = pipeline(in, pipe, ch, once, &t, out);
@@ -343,12 +407,24 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
     const mt__plan_model *md = &in->model;
     double peak = mt__plan_matmul_peak(in->hw, mt__plan_dtype_of(in->precision));
     double devices = mt_mesh_size(in->mesh);
-    out->flops_per_token = 6 * md->n_params + 12.0 * md->layers * md->heads * md->head_dim * md->seq;
-    out->mfu = md->n_params > 0 && out->step > 0
+    out->flops_per_token = md->flops_per_token > 0
+        ? md->flops_per_token
+        : 6 * md->n_params + 12.0 * md->layers * md->heads * md->head_dim * md->seq;
+    out->mfu = (md->n_params > 0 || md->flops_per_token > 0) && out->step > 0
                    ? md->tokens * out->flops_per_token / (out->step * devices * peak)
                    : NAN;
-    /* every stage's devices run its chunks' FLOPs m times: per device, the
-       stages' mean */
-    out->hfu = out->step > 0 ? flops * in->microbatches / in->stages / (out->step * peak) : NAN;
-    return MT_OK;
+    /* PaLM's HFU: the same count plus the recomputation, at its share of
+       the FLOPs the chunks run (the program's count of both), so HFU >= MFU
+       by definition, equal without recomputation */
+    out->flops_run = flops * in->microbatches;
+    out->flops_recompute = recompute * in->microbatches;
+    out->bytes_run = bytes * in->microbatches + optim;
+    const double model_run = out->flops_run - out->flops_recompute;
+    out->hfu = model_run > 0 ? out->mfu * out->flops_run / model_run : NAN;
+    st = mt__plan_step_check(in, out);
+    if (st != MT_OK) {
+        memset(out, 0, sizeof *out);
+        out->bound_comm = -1;
+    }
+    return st;
 }

@@ -53,7 +53,16 @@
  *
  * The accounting device (the stage that ends last) satisfies
  *   step = compute + exposed communication + bubble + optimizer
- * exactly; each part is seconds of the step.
+ * exactly; each part is seconds of the step (on a time-shared threads
+ * host, compute and exposed communication as long as the sharing made the
+ * device's ops: busy over their seconds at the static share).
+ *
+ * Every step satisfies, and mt__plan_step_check says MT_EINTERNAL where it
+ * does not (step_check.c): every part >= 0 (no collective exposes less
+ * than nothing); the identity above; step >= floor (no device runs its
+ * FLOPs faster than the chip's peak or its bytes faster than its HBM);
+ * 0 <= MFU <= HFU <= 1; a recomputing program's recomputation is in its
+ * FLOPs.
  */
 #ifndef MT_PLAN_STEP_H
 #define MT_PLAN_STEP_H
@@ -85,14 +94,18 @@ typedef enum {
                                BW or W (pipeline/executor.c) */
 } mt__plan_reduce;
 
-/* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token. */
+/* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token,
+ * or the model's own count. */
 typedef struct {
-    double n_params;        /* N, the whole model's parameters; 0: no MFU (NaN) */
+    double n_params;        /* N, the whole model's parameters; 0 (and no flops_per_token):
+                               no MFU (NaN) */
     int    layers;          /* L */
     int    heads;           /* H */
     int    head_dim;        /* Q */
     int    seq;             /* T, tokens a sequence */
     double tokens;          /* tokens of one step, all devices together */
+    double flops_per_token; /* the model's own count (mt_model_flops_per_token); 0: PaLM's
+                               6N + 12·L·H·Q·T from the fields above */
 } mt__plan_model;
 
 /* ======================================================================== */
@@ -114,6 +127,7 @@ typedef struct {
     double exposed[MT__PLAN_STEP_MAX_COMM];  /* what the compute waited for, by key */
     double skipped[MT__PLAN_STEP_MAX_COMM];  /* whole-gradient all-reduces left out (skip) */
     double flops;                            /* run: ops and collective matmuls' products */
+    double bytes;                            /* the same ops' HBM traffic (their roofline's) */
 } mt__plan_phase;
 
 /* The bucket size the trainer runs c's W with, in bytes: c->bucket_mb
@@ -200,7 +214,18 @@ typedef struct {
     char   reason[192];         /* one line: what binds and by how much */
     double flops_per_token;     /* PaLM's 6N + 12·L·H·Q·T */
     double mfu;                 /* tokens x flops_per_token / (step x devices x peak) */
-    double hfu;                 /* the FLOPs run, recompute included, the same way */
+    double hfu;                 /* PaLM's hardware FLOPs utilisation: MFU's count plus the
+                                   recomputation, mfu x flops_run / (flops_run -
+                                   flops_recompute), so hfu >= mfu, equal without remat */
+    double flops_run;           /* the FLOPs one step runs, every chunk m times (the model
+                                   once), recomputation included */
+    double flops_recompute;     /* of which the recomputed forwards' */
+    double bytes_run;           /* the HBM bytes of the same ops and of every chunk's
+                                   optimizer */
+    double floor;               /* seconds no device's step can beat: over the devices, the
+                                   most of (its ops' FLOPs at the chip's matrix peak, their
+                                   HBM bytes and the optimizer's at its bandwidth), no
+                                   fractions applied */
 } mt__plan_step_result;
 
 /* The time of one step of the layout in *in into *out (zeroed first):
@@ -224,6 +249,8 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out);
 typedef struct {
     mt__plan_phase phase[2][3];   /* [variant][F, B, W] of one microbatch */
     double         stored_elems;  /* the program's param_elems: AdamW's */
+    double         flops_recompute;  /* of phase[.][1].flops, the recomputed forward's
+                                        (the program's flops_recompute) */
 } mt__plan_chunk_time;
 
 /* Times program p on hw and mesh into *out, W's gradient reductions in
@@ -256,8 +283,13 @@ mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
 
 /* mt__plan_step from chunk times already made: chunks[stages x chunks],
  * global chunk k's, keyed in *keys (in->programs is not read). The same
- * refusals, less the programs'. */
+ * refusals, less the programs', and mt__plan_step_check's. */
 mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_time *chunks,
                                const mt__plan_comm_keys *keys, mt__plan_step_result *out);
+
+/* The invariants of the file's comment on step *r of *in (step_check.c):
+ * MT_OK, or MT_EINTERNAL with a message naming the mesh, the invariant and
+ * its numbers (a planner bug: no layout may come to an impossible step). */
+mt_status mt__plan_step_check(const mt__plan_step_in *in, const mt__plan_step_result *r);
 
 #endif /* MT_PLAN_STEP_H */

@@ -126,6 +126,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             double c = mt__plan_node_seconds(hw, n, mt__plan_dtype_of(precision), &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += c;
             out->flops += n->flops;
+            out->bytes += n->bytes;
             t += c;
             continue;
         }
@@ -177,6 +178,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                                              n->flops, n->bytes, &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += own;
             out->flops += n->flops;
+            out->bytes += n->bytes;
             out->coll[k] += c;
             /* its ring under its products, or after them on a threads host */
             double hidden = on_cores ? 0 : (c < own ? c : own);
@@ -198,6 +200,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                                                  n->flops, n->bytes, &fb);
                 *(fb ? &out->flop_bound : &out->memory_bound) += own;
                 out->flops += n->flops;
+                out->bytes += n->bytes;
                 t += own;
             }
         }

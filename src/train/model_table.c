@@ -139,6 +139,17 @@ mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, in
     return s;
 }
 
+mt_status mt_model_flops_per_token(const mt_train_config *c, double *out) {
+    const mt__train_model *m = c ? mt__train_model_of(c->model) : NULL;
+    *out = 0;
+    if (!m) return mt_fail(MT_EINVAL, "model kind %d is not a model", c ? (int)c->model : -1);
+    if (!m->step_flops)
+        return mt_fail(MT_EUNSUPPORTED, "--model %s counts no FLOPs a token of its own (its "
+                       "entry has no step_flops): the graph's FLOPs stand in", m->about.name);
+    *out = m->step_flops(c, 1);
+    return MT_OK;
+}
+
 const mt_model_about *mt_model_about_of(mt_model_kind kind) {
     const mt__train_model *m = mt__train_model_of(kind);
     return m ? &m->about : NULL;

@@ -163,7 +163,10 @@ static const char *gpt_tied_param(const mt_train_config *c) {
 }
 
 static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
-    return mt_gpt_train_flops(gpt_of(c), c->T, tokens);
+    /* Vp 0 is V padded (a planner asks before any data sets it) */
+    mt_gpt_config g = *gpt_of(c);
+    if (g.Vp == 0) g.Vp = gpt_padded(g.V);
+    return mt_gpt_train_flops(&g, c->T, tokens);
 }
 
 /* The settings it reads, as flags, at offsets into mt_gpt_config. With
