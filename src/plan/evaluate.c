@@ -356,6 +356,19 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
 /* One layout                                                                */
 /* ======================================================================== */
 
+/* The policy whose published activations (--memory mixed16, book) are
+ * what l's program keeps. remat.c recomputes no collective's output (it
+ * would communicate again), and under collective matmul a block's products
+ * are collectives (ag_linear, linear_rs): FULL keeps them and recomputes
+ * the element-wise ops and attention, as DOTS does. Counted as FULL's
+ * input alone, those layouts held FULL's memory at DOTS's time (no
+ * products recomputed) and won every search that could take them (issue
+ * 40: 36.96 s against 65.93 s for 530B on fsdp=4,tensor=64 at the same
+ * 43.04 GB). */
+static mt_remat kept_as(const mt_plan_layout *l) {
+    return l->remat == MT_REMAT_FULL && l->collective_matmul ? MT_REMAT_DOTS : l->remat;
+}
+
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
     return mt__plan_evaluate_step(s, l, res, NULL);
 }
@@ -411,7 +424,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     /* memory: the device whose chunks hold most */
     mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                               .zero = l->zero, .sequence_parallel = l->sequence_parallel,
-                              .remat = l->remat, .s = s->seq, .b = batch, .h = s->channels,
+                              .remat = kept_as(l), .s = s->seq, .b = batch, .h = s->channels,
                               .a = s->heads, .kv_heads = s->kv_heads, .hd = s->head_dim,
                               .ffn = s->ffn,
                               .gated = s->gated};
