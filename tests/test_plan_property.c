@@ -58,9 +58,11 @@ static int pick(int lo, int hi) {
 
 static int pick_of(const int *v, int n) { return v[pick(0, n - 1)]; }
 
+/* The case's own seed, or with MT_PLAN_PROPERTY_SEED=S another one per
+ * case (S x 1000003 + base: each case draws its own worlds). */
 static void seed(uint64_t base) {
     const char *e = getenv("MT_PLAN_PROPERTY_SEED");
-    rng_state = e && *e ? strtoull(e, NULL, 0) : base;
+    rng_state = e && *e ? strtoull(e, NULL, 0) * 1000003ull + base : base;
 }
 
 /* ======================================================================== */
