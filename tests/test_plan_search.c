@@ -10,7 +10,10 @@
  *   between a chunk's F and its W at once, read off the schedule by hand);
  * - layers that do not divide into the stages, cut as the trainer cuts them;
  * - a chunk's program is the same under every schedule of as many chunks
- *   (what the program cache's key assumes), built directly under each;
+ *   (what the program cache's key assumes), built directly under each, and
+ *   at every depth: the first, a middle and the last chunk of as many
+ *   blocks under 1F1B and interleaved at v = 2 and 3 (the cache builds
+ *   them all at v = 2);
  * - a head size of its own (--head-dim) planned as the trainer builds it:
  *   N and PaLM's FLOPs from the q, k, v and o widths, the parameters per
  *   device the program's, Korthikanti's activations from the width NH·HS,
@@ -296,6 +299,70 @@ MT_TEST(a_chunks_program_is_the_same_under_every_schedule) {
     }
     for (int v = 0; v < 2; v++)
         for (int chunk = 0; chunk < 2 * (v + 1); chunk++) mt__plan_program_free(&ref[v][chunk]);
+}
+
+/* Chunk `chunk` of L layers cut into 2·v chunks on pipe=2 under `kind` (v
+ * a device), built directly as the trainer builds it, into *p. */
+static void chunk_program(const mt_llama_config *m, const char *kind, int v, int chunk,
+                          mt__plan_program *p) {
+    mt_train_config c = mt_train_defaults();
+    c.model = MT_MODEL_LLAMA;
+    c.model_config = m;
+    c.model_config_size = sizeof *m;
+    c.data = NO_DATA;
+    c.B = 2;
+    c.T = 64;
+    c.accum = 2;
+    c.mesh = "pipe=2";
+    c.devices = 2;
+    c.schedule = kind;
+    c.pipe_chunks = v;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create("pipe=2", 2, &mesh));
+    /* interleaved's device of a chunk: chunk mod p */
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, chunk % 2, chunk, 2 * v, p));
+    mt_mesh_free(mesh);
+}
+
+/* The cache builds every pipeline's chunk as the chunk of as many blocks
+ * in the same role under interleaved at v = 2 (cache.c): the first, a
+ * middle and the last chunk of 2 blocks each under 1F1B (v = 1, 4 layers),
+ * interleaved at v = 2 (8 layers) and v = 3 (12 layers), tied embeddings
+ * or not, are the same program: nodes, bytes and FLOPs. */
+MT_TEST(a_chunks_program_is_the_same_at_every_depth) {
+    for (int tie = 0; tie <= 1; tie++) {
+        mt__plan_program ref[3];   /* v = 2's chunks 0, 1 and 3 */
+        mt_llama_config m2 = small_llama(8);
+        m2.tie_embeddings = tie;
+        chunk_program(&m2, "interleaved", 2, 0, &ref[0]);
+        chunk_program(&m2, "interleaved", 2, 1, &ref[1]);
+        chunk_program(&m2, "interleaved", 2, 3, &ref[2]);
+        static const struct { const char *kind; int v, layers, chunk, role; } other[] = {
+            {"1f1b", 1, 4, 0, 0}, {"1f1b", 1, 4, 1, 2},
+            {"interleaved", 3, 12, 0, 0}, {"interleaved", 3, 12, 1, 1},
+            {"interleaved", 3, 12, 5, 2},
+        };
+        for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+            mt_llama_config m = small_llama(other[i].layers);
+            m.tie_embeddings = tie;
+            mt__plan_program p;
+            chunk_program(&m, other[i].kind, other[i].v, other[i].chunk, &p);
+            const mt__plan_program *r = &ref[other[i].role];
+            MT_CHECK(p.n_nodes == r->n_nodes && p.param_bytes == r->param_bytes &&
+                     p.grad_bytes == r->grad_bytes && p.arena_bytes == r->arena_bytes &&
+                     p.scratch_bytes == r->scratch_bytes && p.flops[0] == r->flops[0] &&
+                     p.flops[1] == r->flops[1] && p.flops[2] == r->flops[2] &&
+                     p.bytes[0] == r->bytes[0] && p.bytes[1] == r->bytes[1] &&
+                     p.bytes[2] == r->bytes[2],
+                     "tie %d, %s v=%d chunk %d: %d nodes, %zu param, %zu arena bytes, %g FLOPs; "
+                     "interleaved v=2's: %d, %zu, %zu, %g", tie, other[i].kind, other[i].v,
+                     other[i].chunk, p.n_nodes, p.param_bytes, p.arena_bytes,
+                     p.flops[0] + p.flops[1] + p.flops[2], r->n_nodes, r->param_bytes,
+                     r->arena_bytes, r->flops[0] + r->flops[1] + r->flops[2]);
+            mt__plan_program_free(&p);
+        }
+        for (int k = 0; k < 3; k++) mt__plan_program_free(&ref[k]);
+    }
 }
 
 /* 8 chips, a model of 4 heads (kv 2) and 4 layers, options fixed: the

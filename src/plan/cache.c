@@ -96,8 +96,22 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
 }
 
 /* Builds (or finds) the program of `key`. */
-mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
+mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
                                   const mt__plan_cached **out) {
+    /* a chunk runs the program of the chunk of as many blocks in the same
+       role under v = 2 (interleaved), whatever the chunks a device: the
+       first (the embedding), a middle one, the last (the head and the
+       loss); its blocks make it, not how many chunks the model is cut
+       into, nor the schedule that orders and places them. One build serves
+       every depth */
+    mt__plan_prog_key canon = *asked;
+    const int last = asked->p * asked->v - 1;
+    if (asked->p > 1 && asked->v != 2 &&
+        (asked->chunk == 0 || asked->chunk == 1 || asked->chunk == last)) {
+        canon.chunk = asked->chunk == last ? 2 * asked->p - 1 : asked->chunk;
+        canon.v = 2;
+    }
+    const mt__plan_prog_key *key = &canon;
     if (s->n_slots) {
         size_t at = slot_of(s, key);
         if (s->slots[at]) {

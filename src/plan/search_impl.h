@@ -18,8 +18,10 @@
 #include "plan/step.h"
 
 /* What a chunk's program depends on. Not the schedule: it orders and
- * places the chunks, and every schedule of v chunks a device runs the same
- * program for a chunk (the cache builds it under 1F1B or interleaved).
+ * places the chunks, and every schedule runs the same program for a chunk
+ * of as many blocks in the same role, whatever the chunks a device (the
+ * cache builds the first, a middle and the last chunk of a pipeline under
+ * interleaved at v = 2, whatever the v asked: cache.c).
  * Not the request's rules either: they are one for every key of a search
  * (the cache lives for one mt_plan_search), and the rules a chunk is built
  * with are theirs less the axes of size 1 in (d, f, t, p) (cache.c's
