@@ -7,10 +7,10 @@
 #
 #  - each command's --help lists the flags it reads with the one help text
 #    (written out here), plan's searched ones with "auto" as their default;
-#    --collective-matmul is train's and explain's, --chunks train's;
+#    --collective-matmul is every command's, --chunks train's and plan's;
 #  - plan's values reach the request: every setting fixed on one mesh is
 #    one layout, with those settings; sequence parallelism on is two
-#    (collective matmul off and on);
+#    (collective matmul off and on), one with --collective-matmul given;
 #  - --collective-matmul without --sequence-parallel, auto included, is
 #    refused by train and explain alike, in one message.
 set -u
@@ -41,21 +41,23 @@ for cmd in train explain plan; do
     has $cmd microbatches "microbatches per step"
     has $cmd remat "activation checkpointing, per transformer block: full keeps only the block's input"
 done
-for cmd in train explain; do
+for cmd in train explain plan; do
     has $cmd collective-matmul "with --sequence-parallel: its collectives inside the matmuls"
+done
+for cmd in train explain; do
     has $cmd schedule ": gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|dualpipev (default 1f1b)"
     has $cmd zero "0..3, default 0"
     has $cmd remat "none|full|attention|dots, default none"
 done
 has train chunks "model chunks per device"
+has plan chunks "model chunks per device (interleaved; zb-v and dualpipev use 2); only the schedules that run N are planned"
 lacks explain chunks
-lacks plan chunks
-lacks plan collective-matmul
+has plan collective-matmul "every layout with sequence parallelism is planned so (auto: both); auto|on|off, default auto"
 has plan zero "(auto: every stage); auto|0|1|2|3, default auto"
 has plan remat "(auto: every policy); auto|none|full|attention|dots, default auto"
 has plan sequence-parallel "(auto: both); auto|on|off, default auto"
 has plan schedule "(auto: every kind but zb-h2); auto|gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|dualpipev, default auto"
-has plan microbatches "(default: every power of two); 1..16777216, default 0"
+has plan microbatches "(default: powers of two, p times them on a pipeline of p stages, and the counts that give each replica a power-of-two microbatch); 1..16777216, default 0"
 
 # ---- plan: the flags' values in the request ----------------------------------
 M=(--model llama --channels 64 --layers 4 --heads 4 --kv-heads 2 --ffn-dim 128 --vocab 256
@@ -88,6 +90,15 @@ if timeout 300 "$BIN" plan "${M[@]}" --chips 4 --mesh data=2,tensor=2 --zero 2 -
     ok "plan: --sequence-parallel on, collective matmul off and on"
 else
     bad "plan: --sequence-parallel on" "$(cat py.txt 2>/dev/null)"
+fi
+if timeout 300 "$BIN" plan "${M[@]}" --chips 4 --mesh pipe=2,tensor=2 --zero 0 --remat full \
+        --sequence-parallel on --collective-matmul off --schedule interleaved --chunks 2 \
+        --microbatches 2 >cm.json 2>err.txt &&
+    layouts cm.json 1 sequence_parallel=true collective_matmul=false schedule='"interleaved"' \
+        chunks=2 microbatches=2 2>py.txt; then
+    ok "plan: --collective-matmul off and --chunks 2, one layout with them"
+else
+    bad "plan: --collective-matmul off, --chunks 2" "$(cat py.txt 2>/dev/null)"
 fi
 
 # ---- the same refusal from train and explain ----------------------------------

@@ -214,6 +214,10 @@ typedef struct {
     bool     sequence_parallel;         /* over tensor (Megatron's) */
     bool     collective_matmul;         /* with sequence parallelism */
     int      schedule;                  /* mt_schedule_kind with pipe > 1, else -1 */
+    int      chunks;                    /* v, model chunks a device: the schedule's (2 to 8
+                                           under interleaved, 2 under zb-v and dualpipev, 1
+                                           under the others); 1 without a pipe axis; 0 (a
+                                           layout made by hand): the kind's own */
     int      microbatches;              /* per step: gradient accumulation, or the
                                            pipeline's m */
 } mt_plan_layout;
@@ -244,6 +248,21 @@ typedef struct {
                                     "pipeline bubble" */
     char   bound_why[192];       /* one line: what binds, with the numbers */
 } mt_plan_result;
+
+/* The layouts a search refused for one reason (mt_plan_report.refusals):
+ * reasons that differ only in their numbers are one, each number that
+ * differs between its layouts written as its range ("do not split over
+ * tensor=3..48"). */
+typedef struct {
+    char reason[256];    /* why, as the layouts' `why` says it, numbers as ranges */
+    char example[192];   /* one layout it refused: "pipe=2,data=2 zero=0 remat=none 1f1b v=1
+                            mb=5" */
+    int  count;          /* layouts refused for it */
+} mt_plan_refusal;
+
+/* The most distinct reasons a report keeps; past them the rest are counted
+ * in the last, "other reasons". */
+#define MT_PLAN_MAX_REFUSALS 64
 
 /* A family of layouts (pure data, pure FSDP, FSDP x tensor, ...) and why its
  * best loses to the best overall. */
@@ -279,10 +298,25 @@ typedef struct {
     int                remat;          /* an mt_remat, or -1: every policy (auto) */
     int                zero;           /* 0 to 3, or -1: every stage */
     int                sequence_parallel;  /* 0, 1, or -1: both */
+    int                collective_matmul;  /* on the layouts with sequence parallelism: 0,
+                                              1, or -1: both; 0 or 1 with sequence_parallel
+                                              0 is refused (there is nothing to move) */
     const char        *mesh;           /* one mesh ("data=2,fsdp=256,tensor=8"), or NULL:
                                           every factorisation of the chips */
     int                schedule;       /* an mt_schedule_kind, or -1: every kind */
-    int                microbatches;   /* or 0: every count that divides */
+    int                chunks;         /* v, model chunks a device of a pipeline, 1 to 8 (the
+                                          trainer's --chunks): only the schedules that run v
+                                          are planned (1: gpipe, 1f1b, zb-h1, zb-h2; 2:
+                                          interleaved, zb-v, dualpipev; 3 to 8:
+                                          interleaved); 0: each kind's, interleaved at 2 and
+                                          at every v from 3 to 8 whose p·v chunks divide the
+                                          layers */
+    int                microbatches;   /* or 0: the counts searched: powers of two, on a
+                                          pipe axis whose p is not one p times them, and the
+                                          counts that give a replica a power-of-two
+                                          microbatch (a step's sequences / (data x fsdp) /
+                                          2^k, Megatron's m = B / (b·dp)); a pipeline's at
+                                          most 1024 */
     mt_plan_memory     memory;         /* the convention bytes are counted in */
     int                top;            /* how many feasible layouts to keep (best first) */
     bool               min_chips;      /* find the fewest chips on which a layout fits */
@@ -308,11 +342,15 @@ typedef struct {
                                           fewer, when the count factors badly) */
     mt_plan_result  best_all;          /* the fastest of those (n_feasible_all > 0) */
     char            why_none[320];     /* n_best 0: why no layout fits, in one line */
+    int             n_refusals;        /* the distinct reasons layouts were refused, ... */
+    mt_plan_refusal *refusals;         /* ... (n_refusals), most layouts first; their counts
+                                          add up to n_evaluated - n_feasible */
 } mt_plan_report;
 
 /* The request's defaults: no model, no hardware, 0 chips, bf16, every
- * remat policy, ZeRO stage, schedule and microbatch count, both settings
- * of sequence parallelism, meshtrain's memory, top 5. */
+ * remat policy, ZeRO stage, schedule, chunk count and microbatch count,
+ * both settings of sequence parallelism and of collective matmul,
+ * meshtrain's memory, top 5. */
 mt_plan_request mt_plan_request_defaults(void);
 
 /* Plans req: builds each distinct per-device program once, on the
@@ -325,7 +363,9 @@ mt_plan_request mt_plan_request_defaults(void);
  * model or hardware, chips < 1, a batch that is not a whole number of
  * sequences, a mesh whose product is not the chips, an axis other than
  * data, fsdp, tensor, pipe, --seq past the model's context, chips past
- * the system's devices, rules the trainer refuses); MT_ENOMEM. A request none of whose layouts fits
+ * the system's devices, rules the trainer refuses, collective matmul fixed
+ * without sequence parallelism, chunks outside 1 to 8 or that the schedule
+ * asked for does not run); MT_ENOMEM. A request none of whose layouts fits
  * returns MT_OK with n_best 0 and why_none saying why (with min_chips: no
  * count up to req->chips, or the system's devices, fits). */
 mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out);

@@ -20,20 +20,23 @@ static const char USAGE[] =
     "usage: meshtrain plan --model gpt|llama [model flags] --hardware NAME --chips N\n"
     "                      --batch-tokens N --seq T [--precision bf16|fp32]\n"
     "                      [--remat auto|none|full|attention|dots] [--zero auto|0|1|2|3]\n"
-    "                      [--sequence-parallel auto|on|off] [--mesh AXES]\n"
-    "                      [--schedule auto|KIND] [--microbatches M] [--rules RULES]\n"
+    "                      [--sequence-parallel auto|on|off] [--collective-matmul auto|on|off]\n"
+    "                      [--mesh AXES] [--schedule auto|KIND] [--chunks V]\n"
+    "                      [--microbatches M] [--rules RULES]\n"
     "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
     "description: hardware/NAME.json, or a path; docs/planning.md) every way the\n"
     "flags leave open: data x fsdp x tensor x pipe, ZeRO stage, remat policy,\n"
-    "sequence parallelism and collective matmul, pipeline schedule and microbatches.\n"
+    "sequence parallelism and collective matmul, pipeline schedule, its chunks a\n"
+    "device (interleaved: v = 2, and every v to 8 that divides) and microbatches.\n"
     "Each layout's per-device program is the trainer's, partitioned and compiled on\n"
     "the shape-only backend; its memory is counted per device and its step time on\n"
     "the system's roofline and links. Prints the best K feasible layouts (memory per\n"
-    "device, step time, tokens/s per device, MFU, what binds) and one line per family\n"
-    "of layouts saying why it loses. Infeasible layouts (out of memory, sizes that do\n"
-    "not divide) are never ranked; with --mesh each is listed with why. --min-chips\n"
+    "device, step time, tokens/s per device, MFU, what binds), one line per family\n"
+    "of layouts saying why it loses, and one line per reason layouts were refused\n"
+    "(out of memory, sizes that do not divide), with how many: those are never\n"
+    "ranked (--json: with --mesh each is listed with why). --min-chips\n"
     "finds the fewest chips (up to --chips, if given) on which some layout fits.\n"
     "--batch-tokens takes k, M, G (x1024: 4M = 4,194,304 tokens).\n"
     "--rules (as train's) builds every layout with the rules, each rule's mesh axes\n"
@@ -73,9 +76,11 @@ static const char *schedule_name(int k) {
 
 static void print_row(FILE *out, int rank, const mt_plan_result *r) {
     const mt_plan_layout *l = &r->layout;
-    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-10s %4d  ", rank, r->mesh, l->zero,
+    char v[16] = "-";
+    if (l->schedule >= 0) snprintf(v, sizeof v, "%d", l->chunks);
+    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, r->mesh, l->zero,
             mt_remat_name(l->remat), l->sequence_parallel ? "on" : "off",
-            l->collective_matmul ? "on" : "off", schedule_name(l->schedule), l->microbatches);
+            l->collective_matmul ? "on" : "off", schedule_name(l->schedule), v, l->microbatches);
     print_memory(out, r->total);
     fprintf(out, "  ");
     print_seconds(out, r->step);
@@ -89,11 +94,12 @@ static void json_result(FILE *out, const mt_plan_result *r) {
     fprintf(out, ", \"chips\": %d", r->chips);
     fprintf(out, ", \"data\": %d, \"fsdp\": %d, \"tensor\": %d, \"pipe\": %d, \"zero\": %d, "
             "\"remat\": \"%s\", \"sequence_parallel\": %s, \"collective_matmul\": %s, "
-            "\"schedule\": %s%s%s, \"microbatches\": %d, \"feasible\": %s", l->data, l->fsdp,
-            l->tensor, l->pipe, l->zero, mt_remat_name(l->remat),
+            "\"schedule\": %s%s%s, \"chunks\": %d, \"microbatches\": %d, \"feasible\": %s",
+            l->data, l->fsdp, l->tensor, l->pipe, l->zero, mt_remat_name(l->remat),
             l->sequence_parallel ? "true" : "false", l->collective_matmul ? "true" : "false",
             l->schedule >= 0 ? "\"" : "", l->schedule >= 0 ? schedule_name(l->schedule) : "null",
-            l->schedule >= 0 ? "\"" : "", l->microbatches, r->feasible ? "true" : "false");
+            l->schedule >= 0 ? "\"" : "", l->chunks, l->microbatches,
+            r->feasible ? "true" : "false");
     if (!r->feasible) {
         fprintf(out, ", \"why\": ");
         cli_json_string(out, r->why);
@@ -142,7 +148,15 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
         fprintf(out, "%s\n    ", i ? "," : "");
         json_result(out, &rep->infeasible[i]);
     }
-    fprintf(out, "%s],\n  \"families\": [", rep->n_infeasible ? "\n  " : "");
+    fprintf(out, "%s],\n  \"refusals\": [", rep->n_infeasible ? "\n  " : "");
+    for (int i = 0; i < rep->n_refusals; i++) {
+        fprintf(out, "%s\n    {\"reason\": ", i ? "," : "");
+        cli_json_string(out, rep->refusals[i].reason);
+        fprintf(out, ", \"count\": %d, \"example\": ", rep->refusals[i].count);
+        cli_json_string(out, rep->refusals[i].example);
+        fprintf(out, "}");
+    }
+    fprintf(out, "%s],\n  \"families\": [", rep->n_refusals ? "\n  " : "");
     for (int i = 0; i < rep->n_families; i++) {
         fprintf(out, "%s\n    {\"family\": \"%s\", \"feasible\": %d, \"line\": ", i ? "," : "",
                 rep->families[i].name, rep->families[i].n_feasible);
@@ -150,6 +164,17 @@ static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
         fprintf(out, "}");
     }
     fprintf(out, "%s]\n}\n", rep->n_families ? "\n  " : "");
+}
+
+/* One line per reason layouts were refused, with how many and one of them. */
+static void print_refusals(FILE *out, const mt_plan_report *rep) {
+    if (!rep->n_refusals) return;
+    fprintf(out, "\nrefused: %d of the %d layouts, for %d reason%s:\n",
+            rep->n_evaluated - rep->n_feasible, rep->n_evaluated, rep->n_refusals,
+            rep->n_refusals == 1 ? "" : "s");
+    for (int i = 0; i < rep->n_refusals; i++)
+        fprintf(out, "  %7d  %s (e.g. %s)\n", rep->refusals[i].count, rep->refusals[i].reason,
+                rep->refusals[i].example);
 }
 
 static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
@@ -171,7 +196,7 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
     fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {
-        fprintf(out, "\n  #  %-30s zero  remat     sp  cm  schedule     mb     memory        "
+        fprintf(out, "\n  #  %-30s zero  remat     sp  cm  schedule     v   mb     memory        "
                 "step   tok/s/dev    MFU  bound\n", "mesh");
         for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, &rep->best[i]);
         const mt_plan_result *b = &rep->best[0];
@@ -207,17 +232,7 @@ static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
     } else {
         fprintf(out, "\nno layout fits\n");
     }
-    for (int i = 0; i < rep->n_infeasible; i++)
-        fprintf(out, "infeasible: %s zero=%d remat=%s%s%s%s%s mb=%d: %s\n",
-                rep->infeasible[i].mesh, rep->infeasible[i].layout.zero,
-                mt_remat_name(rep->infeasible[i].layout.remat),
-                rep->infeasible[i].layout.sequence_parallel ? " sp" : "",
-                rep->infeasible[i].layout.collective_matmul ? " cm" : "",
-                rep->infeasible[i].layout.schedule >= 0 ? " " : "",
-                rep->infeasible[i].layout.schedule >= 0
-                    ? schedule_name(rep->infeasible[i].layout.schedule)
-                    : "",
-                rep->infeasible[i].layout.microbatches, rep->infeasible[i].why);
+    print_refusals(out, rep);
     if (rep->n_families) fprintf(out, "\nfamilies:\n");
     for (int i = 0; i < rep->n_families; i++) fprintf(out, "  %s\n", rep->families[i].line);
     fprintf(out, "\nMFU: PaLM's %.4g FLOPs a token (6N + 12·L·H·Q·T, recomputation excluded)\n",

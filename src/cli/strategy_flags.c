@@ -57,10 +57,10 @@ static const strategy_row ROWS[] = {
      "sequence parallelism over the tensor axis (gpt, llama): the norms and residual adds on "
      "T/n rows",
      {NULL, NULL, " (auto: both)"}},
-    {"collective-matmul", TRAIN | EXPLAIN, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(cm),
+    {"collective-matmul", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(cm),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,
      "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)",
-     {NULL, NULL, NULL}},
+     {NULL, NULL, "; every layout with sequence parallelism is planned so (auto: both)"}},
     {"reshard-after-forward", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(raf),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(raf), false,
      "with parameters stored split (an fsdp axis, --zero 2 or 3): on frees a gathered "
@@ -87,11 +87,13 @@ static const strategy_row ROWS[] = {
      {" (gradient accumulation, a pipeline's m: the same as --accum)",
       ", checked against a pipe axis as train checks them (default: 1, or one per stage of "
       "a pipe axis)",
-      " (default: every power of two)"}},
-    {"chunks", TRAIN, CLI_INT, 1, 8, NULL, "N", AT(chunks),
+      " (default: powers of two, p times them on a pipeline of p stages, and the counts that "
+      "give each replica a power-of-two microbatch)"}},
+    {"chunks", TRAIN | PLAN, CLI_INT, 1, 8, NULL, "N", AT(chunks),
      CLI_INT, 8, NULL, "N", AT(chunks), false,
      "model chunks per device (interleaved; zb-v and dualpipev use 2)",
-     {NULL, NULL, NULL}},
+     {NULL, NULL, "; only the schedules that run N are planned (default: each schedule's own, "
+      "interleaved at 2 and at every N up to 8 whose stages x N divide the layers)"}},
     {"remat", ALL, CLI_CHOICE, 0, 0, "none|full|attention|dots", "POLICY", AT(remat),
      CLI_CHOICE, 0, "auto|none|full|attention|dots", "POLICY", AT(remat_pick), false,
      "activation checkpointing, per transformer block: full keeps only the block's input "
@@ -119,6 +121,8 @@ void cli_strategy_flags_init(cli_strategy_flags *sf, cli_strategy_cmd cmd,
         sf->sp_pick = q.sequence_parallel < 0 ? 0 : q.sequence_parallel ? 1 : 2;
         sf->schedule_pick = q.schedule + 1;
         sf->microbatches = q.microbatches;
+        sf->chunks = q.chunks;
+        sf->cm = q.collective_matmul < 0 ? 0 : q.collective_matmul ? 1 : 2;
         sf->rules = q.model.rules;
         return;
     }
@@ -195,6 +199,8 @@ void cli_strategy_flags_plan(const cli_strategy_flags *sf, mt_plan_request *q) {
     q->remat = sf->remat_pick - 1;
     q->sequence_parallel = sf->sp_pick == 0 ? -1 : sf->sp_pick == 1 ? 1 : 0;
     q->schedule = sf->schedule_pick - 1;
+    q->collective_matmul = sf->cm == 1 ? 1 : sf->cm == 2 ? 0 : -1;
+    q->chunks = sf->chunks;
     q->microbatches = sf->microbatches;
     q->model.rules = sf->rules;
     q->model.reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;

@@ -8,10 +8,11 @@
  * the commands that read it. train and explain take one value of each, as
  * the trainer runs it (mt_train_config); plan takes a value or, for the
  * settings it searches (ZeRO stage, remat policy, sequence parallelism,
- * schedule), "auto": every value (mt_plan_request's -1). A command puts the
- * table's options into its own (cli_strategy_flags_opts), parses, then
- * writes the values into its configuration (cli_strategy_flags_apply or
- * cli_strategy_flags_plan).
+ * collective matmul, schedule), "auto": every value (mt_plan_request's
+ * -1), and for --chunks and --microbatches a value or none (0: searched).
+ * A command puts the table's options into its own
+ * (cli_strategy_flags_opts), parses, then writes the values into its
+ * configuration (cli_strategy_flags_apply or cli_strategy_flags_plan).
  */
 #ifndef MT_CLI_STRATEGY_FLAGS_H
 #define MT_CLI_STRATEGY_FLAGS_H
@@ -41,7 +42,7 @@ typedef struct {
     int         fg;            /* --fsdp-gather: index in auto|once|microbatch */
     const char *schedule;      /* NULL: the trainer's default (1f1b) */
     int         microbatches;  /* train and explain: 1; plan: 0, every count */
-    int         chunks;        /* 0: the schedule's own */
+    int         chunks;        /* 0: the schedule's own (plan: searched) */
     int         remat;         /* an mt_remat */
     /* plan's: an index in "auto|<values>", 0 auto (every value) */
     int         zero_pick, sp_pick, schedule_pick, remat_pick;
@@ -75,9 +76,9 @@ void cli_strategy_flags_apply(const cli_strategy_flags *sf, const cli_opt *opts,
 int cli_strategy_flags_check(const cli_strategy_flags *sf, const cli_opt *opts, const bool *seen,
                              const mt_train_config *cfg);
 
-/* plan: writes the picks into q (zero, remat, sequence_parallel and
- * schedule: -1 for auto), microbatches (0: every count) and the rules
- * (q->model.rules). */
+/* plan: writes the picks into q (zero, remat, sequence_parallel,
+ * collective_matmul and schedule: -1 for auto), chunks and microbatches
+ * (0: searched) and the rules (q->model.rules). */
 void cli_strategy_flags_plan(const cli_strategy_flags *sf, mt_plan_request *q);
 
 #endif /* MT_CLI_STRATEGY_FLAGS_H */

@@ -390,7 +390,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     res->chips = l->data * l->fsdp * l->tensor * l->pipe;
     mt__plan_divides(s, l, res->why, sizeof res->why);
     if (res->why[0]) return MT_OK;
-    const int v = l->pipe > 1 ? mt__plan_schedule_chunks(l->schedule) : 1, S = l->pipe * v;
+    const int v = mt__plan_layout_chunks(l), S = l->pipe * v;
     const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
     mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,

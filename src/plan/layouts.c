@@ -2,14 +2,16 @@
  * layouts.c — the layouts `meshtrain plan` considers: every factorisation
  * of the chips into data x fsdp x tensor x pipe, and for each the ZeRO
  * stages, remat policies, sequence parallelism, collective matmul,
- * schedules and microbatch counts the request leaves open, with the
- * model's and the batch's divisibility checked before anything is built
- * (a layout that cannot divide is infeasible, with the reason).
+ * schedules, chunks a device and microbatch counts the request leaves
+ * open, with the model's and the batch's divisibility checked before
+ * anything is built (a layout that cannot divide is infeasible, with the
+ * reason).
  */
 #include "plan/search_impl.h"
 #include "train/strategy_fit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The most microbatches a pipeline is searched with (microbatch_counts). */
@@ -33,12 +35,32 @@ void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
     if (!at) snprintf(buf, cap, "data=1");
 }
 
-/* The chunks per device a schedule kind runs (pipeline.h). */
+/* The chunks per device a schedule kind runs by default (pipeline.h). */
 int mt__plan_schedule_chunks(int kind) {
     return kind == MT_SCHEDULE_ZB_V || kind == MT_SCHEDULE_DUALPIPEV ||
                    kind == MT_SCHEDULE_INTERLEAVED
                ? 2
                : 1;
+}
+
+int mt__plan_layout_chunks(const mt_plan_layout *l) {
+    if (l->pipe <= 1) return 1;
+    return l->chunks > 0 ? l->chunks : mt__plan_schedule_chunks(l->schedule);
+}
+
+bool mt__plan_kind_runs_chunks(int kind, int v) {
+    if (kind == MT_SCHEDULE_INTERLEAVED) return v >= 2 && v <= MT__PLAN_MAX_CHUNKS;
+    return v == mt__plan_schedule_chunks(kind);
+}
+
+void mt__plan_layout_text(const mt_plan_layout *l, const char *mesh, char *buf, size_t cap) {
+    char sched[48] = "";
+    if (l->pipe > 1 && l->schedule >= 0)
+        snprintf(sched, sizeof sched, " %s v=%d",
+                 mt_schedule_kind_name((mt_schedule_kind)l->schedule), mt__plan_layout_chunks(l));
+    snprintf(buf, cap, "%s zero=%d remat=%s%s%s%s mb=%d", mesh, l->zero, mt_remat_name(l->remat),
+             l->sequence_parallel ? " sp" : "", l->collective_matmul ? " cm" : "", sched,
+             l->microbatches);
 }
 
 /* Why layout l cannot run the request's model and batch, into why (cap
@@ -78,8 +100,11 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
     } else if (l->pipe > 1) {
         /* the trainer cuts L blocks into S = p·v chunks as evenly as can
            be (pipe.c: the first L mod S one block more), one block at least */
-        int v = mt__plan_schedule_chunks(l->schedule);
-        if (s->layers < l->pipe * v)
+        int v = mt__plan_layout_chunks(l);
+        if ((long long)l->pipe * v > 2 * MT_SCHEDULE_MAX_STAGES)
+            snprintf(why, cap, "%d stages x %d chunks are more than the %d chunks the planner "
+                     "holds", l->pipe, v, 2 * MT_SCHEDULE_MAX_STAGES);
+        else if (s->layers < l->pipe * v)
             snprintf(why, cap, "%d layers do not fill %d stages x %d chunks (a chunk holds a "
                      "layer at least)", s->layers, l->pipe, v);
         else if (l->microbatches < l->pipe)
@@ -102,26 +127,101 @@ static int divisors(int n, int *d, int max) {
     return k;
 }
 
-/* The microbatch counts searched for a mesh of p stages, ascending, into
- * m (room for 128); returns how many. Powers of two, and on a pipeline
- * whose p is not one also p times them (interleaved needs m a multiple of
- * p: pipe=7 runs 7, 14, 28 ...). A pipeline's counts stop at
- * MAX_PIPE_MICROBATCHES: its schedule is simulated microbatch by
- * microbatch, and past that count the bubble, (p-1)/m of the compute, is
- * already small, while a batch of 16G tokens would ask for 2^25 of them. */
-static int microbatch_counts(long long sequences, int p, long long *m) {
+static int by_value(const void *a, const void *b) {
+    const long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The microbatch counts searched for a mesh of p stages and dp = data x
+ * fsdp replicas, ascending, into m (room for MAX_COUNTS); returns how
+ * many. Three ladders: powers of two; on a pipeline whose p is not one, p
+ * times them (interleaved needs m a multiple of p: pipe=7 runs 7, 14, 28
+ * ...); and the counts that give each replica a power-of-two microbatch,
+ * R/2^k for the R = sequences/dp sequences a replica takes a step
+ * (Megatron-LM's m = B/(b·dp): 1536 sequences over 12 replicas run 128,
+ * 64, 32 ... and over 16 run 96, 48, 24 ..., which no power of two
+ * divides as finely). Each ladder holds 31 counts at most, so the search
+ * stays bounded. A pipeline's counts stop at MAX_PIPE_MICROBATCHES: its
+ * schedule is simulated microbatch by microbatch, and past that count the
+ * bubble, (p-1)/m of the compute, is already small, while a batch of 16G
+ * tokens would ask for 2^25 of them. */
+#define MAX_COUNTS 96
+static int microbatch_counts(long long sequences, int p, int dp, long long *m) {
     long long most = sequences < MAX_REPLICA_SEQUENCES ? sequences : MAX_REPLICA_SEQUENCES;
     if (p > 1 && most > MAX_PIPE_MICROBATCHES) most = MAX_PIPE_MICROBATCHES;
     int n = 0;
-    long long a = 1, b = (p & (p - 1)) ? p : 0;   /* the two ladders, merged */
-    while (n < 128 && (a <= most || (b && b <= most))) {
-        long long next = b && b <= most && (b < a || a > most) ? b : a;
-        if (next == a) a *= 2;
-        else b *= 2;
-        if (n && m[n - 1] == next) continue;
-        m[n++] = next;
+    for (long long a = 1; a <= most && n < MAX_COUNTS; a *= 2) m[n++] = a;
+    if (p & (p - 1))
+        for (long long b = p; b <= most && n < MAX_COUNTS; b *= 2) m[n++] = b;
+    if (sequences % dp == 0)
+        for (long long r = sequences / dp; r >= 1 && n < MAX_COUNTS; r /= 2) {
+            if (r <= most) m[n++] = r;
+            if (r % 2) break;
+        }
+    qsort(m, (size_t)n, sizeof *m, by_value);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!k || m[k - 1] != m[i]) m[k++] = m[i];
+    return k;
+}
+
+/* The chunks a device holds in the layouts of p stages under schedule
+ * `kind`, into v (room for MT__PLAN_MAX_CHUNKS); returns how many
+ * (0: the kind does not run the request's). The request's, where the kind
+ * runs it; else the kind's own, and interleaved's at 2 and at every v up
+ * to MT__PLAN_MAX_CHUNKS whose p·v chunks divide the layers (an uneven cut
+ * leaves the stages with the longer chunks the slowest, and v = 2 is
+ * already searched at any cut). */
+static int chunk_choices(const mt__plan_search *s, int p, int kind, int *v) {
+    const int given = s->req->chunks;
+    if (p <= 1) {
+        v[0] = 1;
+        return 1;
     }
+    if (given > 0) {
+        v[0] = given;
+        return mt__plan_kind_runs_chunks(kind, given) ? 1 : 0;
+    }
+    int n = 0;
+    v[n++] = mt__plan_schedule_chunks(kind);
+    if (kind == MT_SCHEDULE_INTERLEAVED)
+        for (int c = 3; c <= MT__PLAN_MAX_CHUNKS; c++)
+            if (s->layers % (p * c) == 0) v[n++] = c;
     return n;
+}
+
+/* Calls fn on layout *l (its mesh, ZeRO stage, remat and sequence
+ * parallelism set) under every schedule, chunk count and microbatch count
+ * (counts[n_counts]) the request leaves open. */
+static mt_status each_schedule(mt__plan_search *s, mt_plan_layout *l, const long long *counts,
+                               int n_counts,
+                               mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    const mt_plan_request *r = s->req;
+    const int p = l->pipe;
+    for (int k = p > 1 ? 0 : -1; k < (p > 1 ? MT_SCHEDULE_N_KINDS : 0); k++) {
+        if (p > 1 && r->schedule >= 0 && k != r->schedule) continue;
+        /* zb-h2's memory-heavy warm-up is zb-h1's with more in flight:
+           searched only when asked for */
+        if (p > 1 && r->schedule < 0 && k == MT_SCHEDULE_ZB_H2) continue;
+        int vs[MT__PLAN_MAX_CHUNKS];
+        const int n_v = chunk_choices(s, p, k, vs);
+        l->schedule = k;
+        for (int im = 0; im < n_counts && n_v > 0; im++) {
+            const long long m = counts[im];
+            if (p > 1 && m < p && r->microbatches <= 0) continue;
+            l->microbatches = (int)m;
+            for (int iv = 0; iv < n_v; iv++) {
+                l->chunks = vs[iv];
+                mt_status st = fn(s, l);
+                if (st != MT_OK) return st;
+            }
+            /* off a pipeline more microbatches only repeat the
+               per-microbatch collectives: past the first count that fits,
+               none is faster */
+            if (p == 1 && s->last_feasible) break;
+        }
+    }
+    return MT_OK;
 }
 
 /* Calls fn on every option of mesh (d, f, t, p) the request leaves open.
@@ -130,13 +230,13 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                              mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     const mt_plan_request *r = s->req;
     mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p};
-    long long counts[128];
+    long long counts[MAX_COUNTS];
     int n_counts;
     if (r->microbatches > 0) {   /* the count given, whatever it is: it is checked */
         counts[0] = r->microbatches;
         n_counts = 1;
     } else {
-        n_counts = microbatch_counts(s->sequences, p, counts);
+        n_counts = microbatch_counts(s->sequences, p, d * f, counts);
     }
     for (int zero = 0; zero <= 3; zero++) {
         if (r->zero >= 0 && zero != r->zero) continue;
@@ -145,6 +245,8 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
             for (int sp = 0; sp <= 1; sp++) {
                 if (r->sequence_parallel >= 0 && sp != r->sequence_parallel) continue;
                 for (int cm = 0; cm <= 1; cm++) {
+                    /* collective matmul as asked for, on the layouts it applies to */
+                    if (sp && r->collective_matmul >= 0 && cm != r->collective_matmul) continue;
                     /* what the trainer refuses is left out (ZeRO with no data axis to
                        shard over only when the stage is searched: one asked for is
                        built, and refused in the trainer's words); sequence
@@ -156,30 +258,12 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                                 MT__MISFIT_SP_NO_TENSOR))
                         continue;
                     if ((miss & MT__MISFIT_ZERO_NO_DATA) && r->zero < 0) continue;
-                    for (int k = p > 1 ? 0 : -1; k < (p > 1 ? MT_SCHEDULE_N_KINDS : 0); k++) {
-                        if (p > 1 && r->schedule >= 0 && k != r->schedule) continue;
-                        /* zb-h2's memory-heavy warm-up is zb-h1's with more in flight:
-                           searched only when asked for */
-                        if (p > 1 && r->schedule < 0 && k == MT_SCHEDULE_ZB_H2) continue;
-                        l.zero = zero;
-                        l.remat = (mt_remat)rm;
-                        l.sequence_parallel = sp;
-                        l.collective_matmul = cm;
-                        l.schedule = k;
-                        for (int im = 0; im < n_counts; im++) {
-                            const long long m = counts[im];
-                            if (r->microbatches > 0 && m != r->microbatches) continue;
-                            if (p > 1 && m < p && r->microbatches <= 0) continue;
-                            l.microbatches = r->microbatches > 0 ? r->microbatches : (int)m;
-                            mt_status st = fn(s, &l);
-                            if (st != MT_OK) return st;
-                            if (r->microbatches > 0) break;
-                            /* off a pipeline more microbatches only repeat the
-                               per-microbatch collectives: past the first count
-                               that fits, none is faster */
-                            if (p == 1 && s->last_feasible) break;
-                        }
-                    }
+                    l.zero = zero;
+                    l.remat = (mt_remat)rm;
+                    l.sequence_parallel = sp;
+                    l.collective_matmul = cm;
+                    mt_status st = each_schedule(s, &l, counts, n_counts, fn);
+                    if (st != MT_OK) return st;
                 }
             }
         }

@@ -14,6 +14,7 @@
  *                        precision with Korthikanti's 16-bit activations,
  *                        the scaling book's), and the closed forms (memory.h)
  *   layouts.c, evaluate.c, search.c  the search (search_impl.h)
+ *   refusals.c           the reasons layouts were refused, counted (refusals.h)
  */
 #ifndef MT_PLAN_IMPL_H
 #define MT_PLAN_IMPL_H

@@ -5,6 +5,7 @@
  * family of layouts kept with a line saying why it loses, and with
  * min_chips the fewest chips on which some layout fits.
  */
+#include "plan/refusals.h"
 #include "plan/search_impl.h"
 
 #include <math.h>
@@ -15,7 +16,8 @@
 
 mt_plan_request mt_plan_request_defaults(void) {
     return (mt_plan_request){.precision = MT_PRECISION_BF16, .remat = -1, .zero = -1,
-                             .sequence_parallel = -1, .schedule = -1, .top = 5};
+                             .sequence_parallel = -1, .collective_matmul = -1, .schedule = -1,
+                             .top = 5};
 }
 
 /* ======================================================================== */
@@ -90,8 +92,9 @@ static mt_status keep(mt_plan_result **arr, int *n, int *cap, int max, const mt_
 }
 
 typedef struct {
-    mt__plan_search base;
-    family_notes    notes;
+    mt__plan_search   base;
+    family_notes      notes;
+    mt__plan_refusals refusals;   /* every refused layout, by reason */
 } search_state;
 
 /* Refuses a feasible result with a number that is not finite: the
@@ -121,6 +124,7 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
     mt_status st = mt__plan_evaluate(s, l, &r);
     if (st != MT_OK) return st;
     if (r.feasible && (st = finite_result(s, &r)) != MT_OK) return st;
+    r.layout.chunks = mt__plan_layout_chunks(l);
     rep->n_evaluated++;
     s->last_feasible = r.feasible;
     int fam = family_of(l);
@@ -133,6 +137,7 @@ static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
             snprintf(ss->notes.example[fam], sizeof ss->notes.example[fam], "%.90s: %.160s",
                      r.mesh, r.why);
         }
+        if ((st = mt__plan_refusals_add(&ss->refusals, &r)) != MT_OK) return st;
         if (s->req->mesh)
             return keep(&rep->infeasible, &rep->n_infeasible, &s->cap_infeasible, 0, &r);
         return MT_OK;
@@ -198,6 +203,36 @@ static mt_status check_rules(const mt_plan_request *r) {
     return st == MT_OK ? MT_OK : mt_fail_wrap(st, "plan");
 }
 
+/* The request's collective matmul and chunks, as train refuses them: a
+ * collective matmul fixed where no layout has sequence parallelism to move
+ * into the matmuls, chunks outside the trainer's 1 to 8 or that the
+ * schedule asked for does not run. */
+static mt_status check_choices(const mt_plan_request *r) {
+    if (r->collective_matmul >= 0 && r->sequence_parallel == 0)
+        return mt_fail(MT_EINVAL, "plan: --collective-matmul %s with --sequence-parallel off: "
+                       "collective matmul moves the collectives of sequence parallelism into "
+                       "the matmuls, and there are none; give --sequence-parallel on or auto, "
+                       "or drop --collective-matmul", r->collective_matmul ? "on" : "off");
+    if (r->collective_matmul < -1 || r->collective_matmul > 1)
+        return mt_fail(MT_EINVAL, "plan: collective_matmul %d; give 0, 1 or -1 (both)",
+                       r->collective_matmul);
+    if (r->chunks < 0 || r->chunks > MT__PLAN_MAX_CHUNKS)
+        return mt_fail(MT_EINVAL, "plan: --chunks %d: a device holds 1 to %d model chunks "
+                       "(0: searched)", r->chunks, MT__PLAN_MAX_CHUNKS);
+    if (r->chunks > 0 && r->schedule >= 0 && !mt__plan_kind_runs_chunks(r->schedule, r->chunks)) {
+        const char *kind = mt_schedule_kind_name((mt_schedule_kind)r->schedule);
+        const int own = mt__plan_schedule_chunks(r->schedule);
+        if (r->schedule == MT_SCHEDULE_INTERLEAVED)
+            return mt_fail(MT_EINVAL, "plan: --chunks %d with --schedule %s, which runs 2 to %d "
+                           "chunks a device; give --chunks 2 to %d, or --schedule 1f1b (one "
+                           "chunk)", r->chunks, kind, MT__PLAN_MAX_CHUNKS, MT__PLAN_MAX_CHUNKS);
+        return mt_fail(MT_EINVAL, "plan: --chunks %d with --schedule %s, which runs %d chunk%s a "
+                       "device; give --chunks %d, or --schedule interleaved (2 to %d chunks)",
+                       r->chunks, kind, own, own == 1 ? "" : "s", own, MT__PLAN_MAX_CHUNKS);
+    }
+    return MT_OK;
+}
+
 /* Checks the request and derives the model's facts into s. */
 static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) {
     memset(s, 0, sizeof *s);
@@ -220,6 +255,8 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
                        "sequences", r->batch_tokens, seqs, r->seq);
     s->sequences = (long long)seqs;
     s->seq = r->seq;
+    mt_status cs = check_choices(r);
+    if (cs != MT_OK) return cs;
     /* the trainer refuses a sequence past the model's context (train's
        check, model_table.c): so does the plan */
     mt_model_shape shape;
@@ -300,6 +337,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     search_state ss;
     mt__plan_search *s = &ss.base;
     memset(&ss.notes, 0, sizeof ss.notes);
+    memset(&ss.refusals, 0, sizeof ss.refusals);
     mt_status st = start(s, r, chips);
     if (st != MT_OK) return st;
     s->cache = cache->cache, s->n_cache = cache->n_cache, s->cap_cache = cache->cap_cache;
@@ -317,6 +355,8 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     cache->cache = s->cache, cache->n_cache = s->n_cache, cache->cap_cache = s->cap_cache;
     cache->slots = s->slots, cache->n_slots = s->n_slots;
     cache->n_built = s->n_built;
+    if (st == MT_OK) st = mt__plan_refusals_report(&ss.refusals, rep);
+    mt__plan_refusals_free(&ss.refusals);
     if (st != MT_OK) {
         mt_plan_report_free(rep);
         return st;
@@ -444,6 +484,7 @@ void mt_plan_report_free(mt_plan_report *r) {
     if (!r) return;
     free(r->best);
     free(r->infeasible);
+    free(r->refusals);
     memset(r, 0, sizeof *r);
 }
 

@@ -15,6 +15,10 @@
  * with room for a model whose F carries more. */
 #define MT__PLAN_MAX_TENSOR 64
 
+/* The most model chunks a device of a pipeline holds: the trainer's
+ * (train_impl.h's MT_PIPE_MAX_CHUNKS, --chunks 1..8). */
+#define MT__PLAN_MAX_CHUNKS 8
+
 #include "plan/step.h"
 
 /* What a chunk's program depends on. Not the schedule: it orders and
@@ -79,9 +83,17 @@ static inline double mt__plan_act_bytes(const mt_plan_request *r) {
 
 /* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap);
-/* Chunks a device holds under schedule `kind` (2 for zb-v, dualpipev and
- * interleaved as the planner runs it; else 1). */
+/* Chunks a device holds under schedule `kind` by default (2 for zb-v,
+ * dualpipev and interleaved; else 1). */
 int  mt__plan_schedule_chunks(int kind);
+/* v of layout l: its chunks (the kind's own when 0), 1 without a pipe axis. */
+int  mt__plan_layout_chunks(const mt_plan_layout *l);
+/* Whether schedule `kind` runs v chunks a device as the trainer does
+ * (interleaved 2 to MT__PLAN_MAX_CHUNKS, zb-v and dualpipev 2, the others 1). */
+bool mt__plan_kind_runs_chunks(int kind, int v);
+/* "pipe=2,data=2 zero=0 remat=none sp cm 1f1b v=1 mb=4": layout l on the
+ * mesh text `mesh`, into buf (cap bytes). */
+void mt__plan_layout_text(const mt_plan_layout *l, const char *mesh, char *buf, size_t cap);
 /* Why l cannot divide the model or the batch ("" if it can). */
 void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *why, size_t cap);
 /* fn on every layout the request leaves open; the first failure it returns. */
