@@ -463,4 +463,23 @@ MT_TEST(refusals) {
     mt_hardware_free(hw);
 }
 
+/* Tile and wave quantization (NVIDIA's Matrix Multiplication Background
+ * guide, ch. 3) on the A100 file's 256 x 128 tiles and 108 SMs, counted by
+ * hand: M 2048 x N 4608 (GPT-3's QKV at tensor 8, one sequence) is 8 x 36
+ * = 288 tiles either way, 3 waves of 108: 288/324; M 300 x N 128 is 2
+ * tiles of 256 x 128 (38400 of 65536 elements used) or 3 of 128 x 256 (of
+ * 98304), in one wave of 108 slots: 38400/(108·32768) either way; a
+ * product of whole waves of whole tiles, 1; a TPU file gives no tile, 1. */
+MT_TEST(gemm_quantization) {
+    mt_hardware *hw = shipped("a100-80gb");
+    MT_CHECK_CLOSE(mt__plan_gemm_quantization(hw, 2048, 4608), 288.0 / 324.0, 1e-12, "QKV");
+    MT_CHECK_CLOSE(mt__plan_gemm_quantization(hw, 300, 128), 38400.0 / (108.0 * 32768.0), 1e-12,
+                   "two edge tiles in one wave");
+    MT_CHECK_CLOSE(mt__plan_gemm_quantization(hw, 256 * 12, 128 * 9), 1.0, 1e-12, "one full wave");
+    mt_hardware_free(hw);
+    hw = shipped("tpu-v5p");
+    MT_CHECK(mt__plan_gemm_quantization(hw, 300, 128) == 1.0, "no tile: 1");
+    mt_hardware_free(hw);
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -253,7 +253,7 @@ MT_TEST(traffic16_halves_what_is_not_16_bit_yet) {
         mt__plan_program p, h;
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
-        mt__plan_program_traffic16(&h, bf16);
+        mt__plan_program_traffic16(&h, bf16, false);
         int kept = 0, halved = 0;
         for (int i = 0; i < p.n_nodes; i++) {
             const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];

@@ -107,6 +107,13 @@ typedef struct {
      * changed), the reduction of a kept gradient (mt_partition_opts.
      * gather_once, grads_once), a parameter gradient's all-reduce */
     bool        once_a_step;
+    /* a matrix product's shape (matmul, gemm, linear): its output's rows M
+     * and columns N and the contraction K (2·M·N·K of its FLOPs); 0 for
+     * every other op. The planner costs a product's tiles from it. */
+    double      gemm_m, gemm_n, gemm_k;
+    /* attention's score elements, B·NH·T² of this device (the (T, T)
+     * matrix of every head and sequence, causal or not); 0 for the rest */
+    double      attention_scores;
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */

@@ -102,6 +102,13 @@ typedef struct {
                                            core's share of the peak
                                            (peak / levels[0].devices); 0: not measured, the
                                            host's gemm_fraction holds for any thread count */
+    double gemm_tile_m, gemm_tile_n;    /* the output tile the chip's GEMM library runs a
+                                           large product in, and ... */
+    double gemm_units;                  /* ... the units (SMs) that run the tiles in waves:
+                                           a product of M x N runs ceil(M/tm)·ceil(N/tn)
+                                           tiles in ceil(tiles/units) waves (NVIDIA's Matrix
+                                           Multiplication Background guide, tile and wave
+                                           quantization); 0: no quantization */
     double hbm_fraction;                /* streaming kernels' achieved / peak bandwidth */
     double vector_flops;                /* a machine file measured with meshtrain's kernels
                                            capped below the CPU's best level (MT_CPU_ISA):

@@ -94,6 +94,36 @@ static bool comm_of(const mt_op_call *c, mt_axes *axes, double *bytes) {
     return false;
 }
 
+/* A product's M, N, K and attention's score elements (mt_node_info). */
+static void product_shape(const mt_op_call *c, mt_node_info *info) {
+    switch (c->op) {
+    case MT_OP_MATMUL:
+    case MT_OP_GEMM:
+        info->gemm_m = (double)c->p.gemm.M;
+        info->gemm_n = (double)c->p.gemm.N;
+        info->gemm_k = (double)c->p.gemm.K;
+        break;
+    case MT_OP_LINEAR:
+        info->gemm_m = (double)c->p.linear.rows;
+        info->gemm_n = (double)c->p.linear.OC;
+        info->gemm_k = (double)c->p.linear.C;
+        break;
+    case MT_OP_ATTENTION:
+    case MT_OP_ATTENTION_BWD:
+        info->attention_scores = (double)c->p.attention.B * (double)c->p.attention.NH *
+                                 (double)c->p.attention.T * (double)c->p.attention.T;
+        break;
+    case MT_OP_ATTENTION_GQA:
+    case MT_OP_GQA_BWD_QK:
+    case MT_OP_GQA_BWD_V:
+        info->attention_scores = (double)c->p.gqa.B * (double)c->p.gqa.NH *
+                                 (double)c->p.gqa.T * (double)c->p.gqa.T;
+        break;
+    default:
+        break;
+    }
+}
+
 mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     if (!g->prog)
         return mt_fail(MT_EINVAL, "mt_graph_node: compile the graph first (mt_graph_compile)");
@@ -114,6 +144,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->collective = comm_of(c, &info->axes, &info->comm_bytes);
     info->once_a_step = (c->op == MT_OP_ALL_GATHER && mt__storage_root(c->out)->step_kept) ||
                         mt__step_reduced(n) || mt__later_reducible(n);
+    product_shape(c, info);
     return MT_OK;
 }
 

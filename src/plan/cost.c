@@ -202,11 +202,32 @@ double mt__plan_attention_fraction(const mt_hardware *hw, double seq) {
     return y[i - 1] + w * (y[i] - y[i - 1]);
 }
 
+/* The tiles of one orientation (tm x tn) of a product of M x N: the share
+ * of the tiles' work that is the product's (the last row and column of
+ * tiles are partly empty) times the share of the waves' slots that run a
+ * tile (the last wave is partly idle). */
+static double quantized(double M, double N, double tm, double tn, double units) {
+    double tiles_m = ceil(M / tm), tiles_n = ceil(N / tn), tiles = tiles_m * tiles_n;
+    double waves = ceil(tiles / units);
+    return (M * N) / (tiles * tm * tn) * tiles / (waves * units);
+}
+
+double mt__plan_gemm_quantization(const mt_hardware *hw, double M, double N) {
+    if (!(hw->gemm_units > 0 && hw->gemm_tile_m > 0 && hw->gemm_tile_n > 0) || !(M >= 1) ||
+        !(N >= 1))
+        return 1;
+    double a = quantized(M, N, hw->gemm_tile_m, hw->gemm_tile_n, hw->gemm_units);
+    double b = quantized(M, N, hw->gemm_tile_n, hw->gemm_tile_m, hw->gemm_units);
+    return a > b ? a : b;
+}
+
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound) {
     double flops = n->flops;
     if (n->cls == MT__PN_MATMUL && n->attention_seq > 0)
         flops /= mt__plan_attention_fraction(hw, n->attention_seq);
+    else if (n->cls == MT__PN_MATMUL && n->gemm_m > 0)
+        flops /= mt__plan_gemm_quantization(hw, n->gemm_m, n->gemm_n);
     return mt__plan_op_seconds(hw, n->cls, dtype, flops, n->bytes, flop_bound);
 }
 

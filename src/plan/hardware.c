@@ -226,7 +226,8 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
 
 static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
     static const char *const CHIP[] = {"flops", "hbm_bytes", "hbm_bandwidth", "note", NULL};
-    static const char *const ACH[] = {"gemm", "hbm", "note", NULL};
+    static const char *const ACH[] = {"gemm", "hbm", "gemm_tile_m", "gemm_tile_n",
+                                      "gemm_units", "note", NULL};
     const mt_json *chip, *flops, *ach;
     mt_status s;
     if ((s = member(c, root, "", "chip", MT_JSON_OBJ, false, &chip))) return s;
@@ -249,6 +250,14 @@ static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
     if ((s = member(c, root, "", "achievable", MT_JSON_OBJ, false, &ach))) return s;
     if ((s = only_keys(c, ach, "achievable", ACH))) return s;
     if ((s = sourced(c, ach, "achievable", "gemm", false, true, &hw->gemm_fraction))) return s;
+    /* the tile and wave quantization of products: all three or none */
+    if ((s = sourced(c, ach, "achievable", "gemm_tile_m", true, false, &hw->gemm_tile_m)) ||
+        (s = sourced(c, ach, "achievable", "gemm_tile_n", true, false, &hw->gemm_tile_n)) ||
+        (s = sourced(c, ach, "achievable", "gemm_units", true, false, &hw->gemm_units)))
+        return s;
+    if ((hw->gemm_tile_m > 0) != (hw->gemm_tile_n > 0) || (hw->gemm_tile_m > 0) != (hw->gemm_units > 0))
+        return field_fail(c, "achievable", "gives some of gemm_tile_m, gemm_tile_n and "
+                                           "gemm_units: give all three or none");
     return sourced(c, ach, "achievable", "hbm", false, true, &hw->hbm_fraction);
 }
 

@@ -63,6 +63,13 @@ typedef struct {
     double              flops, bytes; /* one run: the op's own cost entry (mt_node_info) */
     double              attention_seq;   /* attention's products (MT__PN_MATMUL): the
                                             sequence length they run at; 0 for the rest */
+    double              attention_scores;   /* and their score elements, B·NH·T² ... */
+    float               score_bytes[2];     /* ... and the bytes a score element the op
+                                            moves: [0] meshtrain's fused kernel (fp32),
+                                            [1] Megatron-LM's unfused path in 16 bits
+                                            (mt__plan_program_traffic16) */
+    double              gemm_m, gemm_n, gemm_k;  /* a product's shape (mt_node_info's);
+                                            0: not a plain product */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
@@ -131,8 +138,11 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
  * every node's bytes halved, and every collective's, but a gradient's
  * reduction or a parameter's gather that meshtrain already sends in bf16
  * (products16: a bf16 run's). meshtrain's own convention keeps its fp32
- * activations; the book's counts only memory its way. */
-void mt__plan_program_traffic16(mt__plan_program *p, bool products16);
+ * activations; the book's counts only memory its way. With
+ * `unfused_attention` (the megatron convention), attention's score
+ * elements move the bytes Megatron-LM's unfused path moves (score_bytes[1])
+ * in place of meshtrain's fused kernel's. */
+void mt__plan_program_traffic16(mt__plan_program *p, bool products16, bool unfused_attention);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

@@ -39,6 +39,27 @@ mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_
     return cls == MT_COST_PRODUCT || cls == MT_COST_ATTENTION ? MT__PN_MATMUL : MT__PN_VECTOR;
 }
 
+/* The bytes a score element of attention's (T, T) matrices costs an op
+ * (mt__plan_node.score_bytes): [0] meshtrain's fused kernels' (op_cost.c:
+ * the forward writes the fp32 probabilities once, 4; the backward reads
+ * and rewrites them, 8; GQA's splits the backward into dq/dk, 8, and dv,
+ * 4); [1] Megatron-LM's unfused path in 16 bits, each tensor Korthikanti
+ * et al. list in §4.1 (the QKᵀ scores, 2 bytes; the softmax's output, 2;
+ * the dropout mask, 1; its output, 2) written once and read once by the
+ * next kernel: the forward writes scores, probabilities, mask and dropped
+ * probabilities (7) and reads the scores, the probabilities and the
+ * dropped ones (6), 13; the backward reads the dropped probabilities for
+ * dV (2), writes and reads their gradient (4), reads the mask (1), writes
+ * and reads the probabilities' gradient (4) with the probabilities (2),
+ * and writes and reads the scores' gradient (4), 17 (GQA's: 13 with the
+ * dq/dk products, 4 with dv's). */
+static void unfused_scores(const char *op, float b[2]) {
+    bool bwd = strcmp(op, "attention_bwd") == 0, qk = strcmp(op, "gqa_bwd_qk") == 0;
+    bool v = strcmp(op, "gqa_bwd_v") == 0;
+    b[0] = bwd || qk ? 8.0f : 4.0f;
+    b[1] = bwd ? 17.0f : v ? 4.0f : 13.0f;
+}
+
 /* A collective node's kind by its op; the vocabulary-parallel cross-entropy's
  * row statistics are all-reduces. */
 static mt__plan_coll coll_kind(const char *op, bool *overlapped) {
@@ -110,6 +131,9 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
             p->largest_temp_bytes = out_bytes;
         if (!in.collective) {
             n->cls = mt__plan_class_of(&in, &n->attention_seq);
+            n->attention_scores = in.attention_scores;
+            if (in.attention_scores > 0) unfused_scores(in.op, n->score_bytes);
+            n->gemm_m = in.gemm_m, n->gemm_n = in.gemm_n, n->gemm_k = in.gemm_k;
             int ph = in.phase == 'F' ? 0 : in.phase == 'B' ? 1 : 2;
             p->flops[ph] += in.flops;
             p->bytes[ph] += in.mem_bytes;
@@ -182,10 +206,16 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
     return s;
 }
 
-void mt__plan_program_traffic16(mt__plan_program *p, bool products16) {
+void mt__plan_program_traffic16(mt__plan_program *p, bool products16, bool unfused_attention) {
     for (int i = 0; i < p->n_nodes; i++) {
         mt__plan_node *n = &p->nodes[i];
         n->bytes /= 2;
+        if (unfused_attention && n->attention_scores > 0) {
+            double more = n->attention_scores * (n->score_bytes[1] - n->score_bytes[0] / 2);
+            int ph = n->phase == 'F' ? 0 : n->phase == 'B' ? 1 : 2;
+            n->bytes += more;
+            p->bytes[ph] += 2 * more;   /* halved below with the rest */
+        }
         if (n->cls == MT__PN_COLLECTIVE && !(products16 && (n->grad_reduce || n->param_gather)))
             n->comm_bytes /= 2;
     }
