@@ -107,6 +107,8 @@ typedef struct {
      * changed), the reduction of a kept gradient (mt_partition_opts.
      * gather_once, grads_once), a parameter gradient's all-reduce */
     bool        once_a_step;
+    bool        recompute;    /* a B node re-running a forward call (activation
+                                 checkpointing): the planner shows its time apart */
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */

@@ -26,6 +26,10 @@
 
 #include <stdint.h>
 
+/* A gibibyte, 2^30 bytes: the unit the planner's messages give memory in
+ * (issue 40: binary units throughout, as --batch-tokens' k, M, G). */
+#define MT__GIB 1073741824.0
+
 /* The "format" string of the hardware descriptions this reader knows. */
 #define MT__HARDWARE_FORMAT "meshtrain-hardware-1"
 
@@ -63,6 +67,8 @@ typedef struct {
     double              flops, bytes; /* one run: the op's own cost entry (mt_node_info) */
     double              attention_seq;   /* attention's products (MT__PN_MATMUL): the
                                             sequence length they run at; 0 for the rest */
+    bool                recompute;    /* a B node re-running the forward (remat): its
+                                         seconds are shown apart (mt_plan_result) */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
