@@ -99,6 +99,26 @@ ar = c["tensor"]["all-reduce"]
 assert ar["size"] == want and ar["sent"] == want, (ar, want)   # n = 2: 2(n-1)/n = 1
 PY
 
+# ---- the same past the built points: 12 blocks (built at 4 and 8), 32 sequences
+# a replica (built at 2 and 4): the bytes are taken along both exactly --------
+G12=(--model gpt --layers 12 --channels 32 --heads 4 --vocab 256 --max-seq 16 --seq 16
+     --hardware h100-sxm --precision fp32 --batch-tokens 2048 --remat none --microbatches 2)
+plan dp12 "${G12[@]}" --chips 4 --mesh data=4 --zero 0 &&
+plan tp12 "${G12[@]}" --chips 2 --mesh tensor=2 --sequence-parallel off &&
+python3 - <<'PY' && ok "bytes a step past the built points (12 layers, 32 sequences a replica): 4Ψ + 4m, Megatron's" || bad "bytes past the points" "see above"
+import json
+V, T, C, L, S, m = 256, 16, 32, 12, 16, 2
+PSI = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+d = json.load(open("dp12.json"))
+assert d["parameters"] == PSI, (d["parameters"], PSI)
+c = d["best"][0]["comm_bytes_per_step"]
+assert c["data"]["all-reduce"]["size"] == 4 * PSI + 4 * m, c
+b = 2048 // S // m
+bsh = b * S * C
+c = json.load(open("tp12.json"))["best"][0]["comm_bytes_per_step"]
+assert c["tensor"]["all-reduce"]["size"] == m * 4 * (4 * L * bsh + 2 * bsh + 3 * b * S), c
+PY
+
 # ---- collective matmul moves what the collectives it replaces move ------------
 plan sp "${GPT[@]}" --chips 2 --mesh tensor=2 --sequence-parallel on --collective-matmul off \
     --remat none --microbatches 2 &&
