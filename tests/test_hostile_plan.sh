@@ -65,7 +65,7 @@ hostile_cases <<EOF
 2 | --chips 16 is more than the 8 devices of hardware | $P --hardware node8.json --chips 16 --batch-tokens 64k
 0 | - | $P --hardware h100.json --chips 8 --batch-tokens 64k --mesh tensor=8 $ONE | grep -q '^best: tensor=8' out.txt
 # ---- 12: --min-chips for a model that never fits says why ----
-1 | need 15 chips of 80 GB | plan --model llama --preset llama3-70b --hardware h100.json --batch-tokens 64k --seq 512 --min-chips --chips 8 | ! grep -q ' 0 parameters' out.txt
+1 | need 15 chips of 74.5 GiB | plan --model llama --preset llama3-70b --hardware h100.json --batch-tokens 64k --seq 512 --min-chips --chips 8 | ! grep -q ' 0 parameters' out.txt
 1 | no count of chips up to 64 (sequences x tensor x pipe) fits | plan $L --max-seq 1048576 --hardware h100.json --batch-tokens 1M --seq 1048576 --min-chips $ONE
 # ---- many sequences a replica: the memory counts extrapolated from 2 and 4
 # sequences went below zero ("count 10 of its program is -6.4e+10") ----

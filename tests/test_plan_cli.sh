@@ -46,8 +46,10 @@ expect_fail "negative --bucket-mb" 2 "--bucket-mb" \
 P=(plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512)
 if "$BIN" "${P[@]}" >table.txt 2>err.txt; then ok "table: exit 0"; else bad "table: exit" "exit $?"; fi
 for want in "^plan: llama" "layouts evaluated" "^  1  " "^best: " "memory per device: parameters" \
-            "^  bound: " "^families:" "pure data: " "pipeline: " "^MFU: PaLM's"; do
-    grep -q -- "$want" table.txt && ok "table: /$want/" || bad "table" "no line matches /$want/"
+            "^  bound: " "^families:" "pure data: " "pipeline: " "^MFU: PaLM's" \
+            "MFU +HFU +bound$" "^  step [0-9.]+ [mu]?s: forward " "^  throughput: " \
+            "^  communication a step, per device" "^units: GiB = 2\^30 bytes"; do
+    grep -Eq -- "$want" table.txt && ok "table: /$want/" || bad "table" "no line matches /$want/"
 done
 "$BIN" "${P[@]}" --json >plan.json 2>err.txt
 # N by hand: embedding and head V·C each (untied), per layer two norms 2C,
@@ -72,8 +74,12 @@ for b in best:
     assert b["feasible"] and b["memory_per_device"]["total"] <= 80e9, b
     for k in ("mesh", "data", "fsdp", "tensor", "pipe", "zero", "remat", "sequence_parallel",
               "collective_matmul", "schedule", "microbatches", "step_seconds",
-              "tokens_per_s_per_device", "mfu", "hfu", "bound", "bound_why"):
+              "tokens_per_s_per_device", "mfu", "hfu", "bound", "bound_why", "forward_seconds",
+              "backward_seconds", "recompute_seconds", "tokens_per_s", "comm_bytes_per_step"):
         assert k in b, k
+    assert 0 < b["mfu"] <= b["hfu"] <= 1, (b["mfu"], b["hfu"])
+    split = b["forward_seconds"] + b["backward_seconds"] + b["recompute_seconds"]
+    assert abs(split - b["compute_seconds"]) <= 1e-6 * b["compute_seconds"], split
     m = b["memory_per_device"]
     assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer",
                                                 "activations", "temporaries"))) < 1e-3 * m["total"]

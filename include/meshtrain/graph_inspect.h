@@ -114,6 +114,8 @@ typedef struct {
     /* attention's score elements, B·NH·T² of this device (the (T, T)
      * matrix of every head and sequence, causal or not); 0 for the rest */
     double      attention_scores;
+    bool        recompute;    /* a B node re-running a forward call (activation
+                                 checkpointing): the planner shows its time apart */
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */

@@ -229,6 +229,27 @@ typedef struct {
                                            pipeline's m */
 } mt_plan_layout;
 
+/* The bytes one kind of collective over one group of mesh axes moves in a
+ * step, on the device the step's times are for (mt_plan_result.volumes). */
+typedef struct {
+    char   kind[16];     /* "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                            "permute" */
+    char   axes[32];     /* its group's mesh axes: "data", "fsdp,tensor", "pipe" */
+    int    group;        /* devices in the group */
+    double size;         /* bytes a step: nccl-tests' size of each call (an all-reduce's
+                            buffer, an all-gather's output, a reduce-scatter's input, a
+                            permute's message) summed over the calls the step runs: every
+                            microbatch's, the once-a-step ones once */
+    double sent;         /* bytes the device sends a step, on a ring: an all-reduce
+                            2(n-1)/n of size, an all-gather, reduce-scatter or all-to-all
+                            (n-1)/n, a permute all of it (n = group); it receives as much
+                            (a pipeline's end stages: their one neighbour's) */
+} mt_plan_volume;
+
+/* Distinct (kind, axes) collectives a result lists, the pipeline's permutes
+ * included. */
+#define MT_PLAN_MAX_VOLUMES 25
+
 /* What one layout comes to, per device (the device that needs most) and
  * per step. */
 typedef struct {
@@ -243,7 +264,11 @@ typedef struct {
     double params, grads, optimizer, activations, temporaries, total;
     /* seconds per step */
     double step;                 /* the whole step */
-    double compute;              /* every op on the roofline, recompute included */
+    double compute;              /* every op on the roofline, recompute included: */
+    double forward;              /*   of it, the forward's ops */
+    double backward;             /*   the backward's (input and weight gradients), the
+                                      recomputation excluded */
+    double recompute;            /*   the recomputed forward in the backward (remat) */
     double comm_exposed;         /* communication that nothing hides */
     double bubble;               /* a pipeline's idle time on the busiest device */
     double optimizer_step;       /* the AdamW update */
@@ -254,6 +279,10 @@ typedef struct {
     char   bound[32];            /* "compute", "memory bandwidth", "communication",
                                     "pipeline bubble" */
     char   bound_why[192];       /* one line: what binds, with the numbers */
+    int    n_volumes;            /* the communication of a step (feasible layouts), ... */
+    mt_plan_volume volumes[MT_PLAN_MAX_VOLUMES];   /* ... (n_volumes), by kind and axes, on
+                                    the device whose step the times are (a pipeline's stage
+                                    that ends last) */
 } mt_plan_result;
 
 /* The layouts a search refused for one reason (mt_plan_report.refusals):

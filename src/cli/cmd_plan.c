@@ -1,13 +1,15 @@
 /*
  * cmd_plan.c — `meshtrain plan`: the best layouts of a model on hardware we
  * do not have (mt_plan_search, meshtrain/plan.h), as a table or one JSON
- * object, with a line for each family of layouts saying why it loses.
+ * object, with a line for each family of layouts saying why it loses
+ * (plan_print.c prints them).
  *
  *   $ meshtrain plan --model llama --preset llama3-70b --hardware tpu-v5p \
  *         --chips 8960 --batch-tokens 4M --seq 8192
  */
 #include "cli/args.h"
 #include "cli/model_flags.h"
+#include "cli/plan_print.h"
 #include "cli/strategy_flags.h"
 #include "meshtrain.h"
 
@@ -23,7 +25,8 @@ static const char USAGE[] =
     "                      [--sequence-parallel auto|on|off] [--collective-matmul auto|on|off]\n"
     "                      [--mesh AXES] [--schedule auto|KIND] [--chunks V]\n"
     "                      [--microbatches M] [--rules RULES]\n"
-    "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips] [--json]\n"
+    "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips]\n"
+    "                      [--train-tokens N] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
     "description: hardware/NAME.json, or a path; docs/planning.md) every way the\n"
@@ -33,15 +36,23 @@ static const char USAGE[] =
     "Each layout's per-device program is the trainer's, partitioned and compiled on\n"
     "the shape-only backend; its memory is counted per device and its step time on\n"
     "the system's roofline and links. Prints the best K feasible layouts (memory per\n"
-    "device, step time, tokens/s per device, MFU, what binds), one line per family\n"
+    "device, step time, tokens/s per device, MFU and HFU, what binds); for the best,\n"
+    "its memory, its step split (forward, backward, recompute, optimizer, exposed\n"
+    "communication, bubble), tokens/s in all, and the bytes a device moves a step by\n"
+    "collective kind and mesh axes; one line per family\n"
     "of layouts saying why it loses, and one line per reason layouts were refused\n"
     "(out of memory, sizes that do not divide), with how many: those are never\n"
     "ranked (--json: with --mesh each is listed with why). --min-chips\n"
     "finds the fewest chips (up to --chips, if given) on which some layout fits.\n"
     "--batch-tokens takes k, M, G (x1024: 4M = 4,194,304 tokens).\n"
+    "--train-tokens N: the days and device-hours (chips x hours) of training on N\n"
+    "tokens at each layout's step; K, M, B, T are decimal (x1000: 300B = 3e11).\n"
+    "Memory and bytes are printed in binary units: GiB = 2^30 bytes (MiB 2^20, TiB\n"
+    "2^40); --json gives bytes and seconds.\n"
     "--rules (as train's) builds every layout with the rules, each rule's mesh axes\n"
     "those the layout has (an axis of size 1 splits nothing).\n"
-    "MFU is PaLM's: 6N + 12·L·H·Q·T FLOPs a token, recomputation excluded.\n"
+    "MFU is PaLM's: 6N + 12·L·H·Q·T FLOPs a token, recomputation excluded; HFU the\n"
+    "FLOPs run, recomputation included (MFU <= HFU).\n"
     "\n"
     "examples:\n"
     "  meshtrain plan --model llama --preset llama3-70b --hardware tpu-v5p --chips 8960 \\\n"
@@ -50,194 +61,6 @@ static const char USAGE[] =
     "      --batch-tokens 3M --seq 3072 --mesh fsdp=1024,tensor=4 --memory book\n"
     "  meshtrain plan --model gpt --layers 48 --channels 1600 --heads 25 --vocab 50257 \\\n"
     "      --hardware h100-sxm --batch-tokens 512k --seq 1024 --min-chips\n";
-
-static void print_memory(FILE *out, double bytes) {
-    if (bytes >= 1e12) fprintf(out, "%7.2f TB", bytes / 1e12);
-    else if (bytes >= 1e9) fprintf(out, "%7.2f GB", bytes / 1e9);
-    else fprintf(out, "%7.2f MB", bytes / 1e6);
-}
-
-/* s in the table's width (10 characters), or with `width` 0 as short as it goes. */
-static void format_seconds(char *buf, size_t cap, double s, int width) {
-    if (s >= 1) snprintf(buf, cap, "%*.3f s%s", width ? 8 : 0, s, width ? " " : "");
-    else if (s >= 1e-3) snprintf(buf, cap, "%*.2f ms", width ? 8 : 0, s * 1e3);
-    else snprintf(buf, cap, "%*.1f us", width ? 8 : 0, s * 1e6);
-}
-
-static void print_seconds(FILE *out, double s) {
-    char t[64];
-    format_seconds(t, sizeof t, s, 1);
-    fputs(t, out);
-}
-
-static const char *schedule_name(int k) {
-    return k >= 0 ? mt_schedule_kind_name((mt_schedule_kind)k) : "-";
-}
-
-static void print_row(FILE *out, int rank, const mt_plan_result *r) {
-    const mt_plan_layout *l = &r->layout;
-    char v[16] = "-";
-    if (l->schedule >= 0) snprintf(v, sizeof v, "%d", l->chunks);
-    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, r->mesh, l->zero,
-            mt_remat_name(l->remat), l->sequence_parallel ? "on" : "off",
-            l->collective_matmul ? "on" : "off", schedule_name(l->schedule), v, l->microbatches);
-    print_memory(out, r->total);
-    fprintf(out, "  ");
-    print_seconds(out, r->step);
-    fprintf(out, "  %10.0f  %5.1f%%  %s\n", r->tokens_per_s_per_device, 100 * r->mfu, r->bound);
-}
-
-static void json_result(FILE *out, const mt_plan_result *r) {
-    const mt_plan_layout *l = &r->layout;
-    fprintf(out, "{\"mesh\": ");
-    cli_json_string(out, r->mesh);
-    fprintf(out, ", \"chips\": %d", r->chips);
-    fprintf(out, ", \"data\": %d, \"fsdp\": %d, \"tensor\": %d, \"pipe\": %d, \"zero\": %d, "
-            "\"remat\": \"%s\", \"sequence_parallel\": %s, \"collective_matmul\": %s, "
-            "\"schedule\": %s%s%s, \"chunks\": %d, \"microbatches\": %d, \"feasible\": %s",
-            l->data, l->fsdp, l->tensor, l->pipe, l->zero, mt_remat_name(l->remat),
-            l->sequence_parallel ? "true" : "false", l->collective_matmul ? "true" : "false",
-            l->schedule >= 0 ? "\"" : "", l->schedule >= 0 ? schedule_name(l->schedule) : "null",
-            l->schedule >= 0 ? "\"" : "", l->chunks, l->microbatches,
-            r->feasible ? "true" : "false");
-    if (!r->feasible) {
-        fprintf(out, ", \"why\": ");
-        cli_json_string(out, r->why);
-    }
-    fprintf(out, ", \"memory_per_device\": {\"parameters\": %.0f, \"gradients\": %.0f, "
-            "\"optimizer\": %.0f, \"activations\": %.0f, \"temporaries\": %.0f, \"total\": %.0f}",
-            r->params, r->grads, r->optimizer, r->activations, r->temporaries, r->total);
-    if (r->feasible) {
-        fprintf(out, ", \"step_seconds\": %.9g, \"compute_seconds\": %.9g, "
-                "\"exposed_comm_seconds\": %.9g, \"bubble_seconds\": %.9g, "
-                "\"optimizer_seconds\": %.9g, \"tokens_per_s_per_device\": %.9g, \"mfu\": %.9g, "
-                "\"hfu\": %.9g, \"tokens_per_chip\": %.9g, \"bound\": \"%s\", \"bound_why\": ",
-                r->step, r->compute, r->comm_exposed, r->bubble, r->optimizer_step,
-                r->tokens_per_s_per_device, r->mfu, r->hfu, r->tokens_per_chip, r->bound);
-        cli_json_string(out, r->bound_why);
-    }
-    fprintf(out, "}");
-}
-
-static void print_json(FILE *out, const mt_plan_request *q, const char *hw_name,
-                       const mt_plan_report *rep) {
-    fprintf(out, "{\n  \"model\": \"%s\", \"hardware\": ", mt_model_name(q->model.model));
-    cli_json_string(out, hw_name);
-    if (q->model.rules && *q->model.rules) {   /* only when given: the same object otherwise */
-        fprintf(out, ", \"rules\": ");
-        cli_json_string(out, q->model.rules);
-    }
-    if (q->model.reshard_after_forward)   /* the same: only when given */
-        fprintf(out, ", \"reshard_after_forward\": \"%s\"",
-                q->model.reshard_after_forward > 0 ? "on" : "off");
-    if (q->model.fsdp_gather)
-        fprintf(out, ", \"fsdp_gather\": \"%s\"", q->model.fsdp_gather > 0 ? "once" : "microbatch");
-    fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
-            "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
-            "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n"
-            "  \"best\": [", rep->chips, q->batch_tokens, q->seq,
-            q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32", mt_plan_memory_name(q->memory),
-            rep->model_params, rep->flops_per_token, rep->n_evaluated, rep->n_feasible,
-            rep->n_programs, rep->seconds);
-    for (int i = 0; i < rep->n_best; i++) {
-        fprintf(out, "%s\n    ", i ? "," : "");
-        json_result(out, &rep->best[i]);
-    }
-    fprintf(out, "%s],\n  \"infeasible\": [", rep->n_best ? "\n  " : "");
-    for (int i = 0; i < rep->n_infeasible; i++) {
-        fprintf(out, "%s\n    ", i ? "," : "");
-        json_result(out, &rep->infeasible[i]);
-    }
-    fprintf(out, "%s],\n  \"refusals\": [", rep->n_infeasible ? "\n  " : "");
-    for (int i = 0; i < rep->n_refusals; i++) {
-        fprintf(out, "%s\n    {\"reason\": ", i ? "," : "");
-        cli_json_string(out, rep->refusals[i].reason);
-        fprintf(out, ", \"count\": %d, \"example\": ", rep->refusals[i].count);
-        cli_json_string(out, rep->refusals[i].example);
-        fprintf(out, "}");
-    }
-    fprintf(out, "%s],\n  \"families\": [", rep->n_refusals ? "\n  " : "");
-    for (int i = 0; i < rep->n_families; i++) {
-        fprintf(out, "%s\n    {\"family\": \"%s\", \"feasible\": %d, \"line\": ", i ? "," : "",
-                rep->families[i].name, rep->families[i].n_feasible);
-        cli_json_string(out, rep->families[i].line);
-        fprintf(out, "}");
-    }
-    fprintf(out, "%s]\n}\n", rep->n_families ? "\n  " : "");
-}
-
-/* One line per reason layouts were refused, with how many and one of them. */
-static void print_refusals(FILE *out, const mt_plan_report *rep) {
-    if (!rep->n_refusals) return;
-    fprintf(out, "\nrefused: %d of the %d layouts, for %d reason%s:\n",
-            rep->n_evaluated - rep->n_feasible, rep->n_evaluated, rep->n_refusals,
-            rep->n_refusals == 1 ? "" : "s");
-    for (int i = 0; i < rep->n_refusals; i++)
-        fprintf(out, "  %7d  %s (e.g. %s)\n", rep->refusals[i].count, rep->refusals[i].reason,
-                rep->refusals[i].example);
-}
-
-static void print_text(FILE *out, const mt_plan_request *q, const char *hw_name,
-                       const mt_plan_report *rep) {
-    fprintf(out, "plan: %s, %.4g parameters, on %d x %s; %.0f tokens a step (%.0f sequences of "
-            "%d), %s products, memory counted as %s\n", mt_model_name(q->model.model),
-            rep->model_params, rep->chips, hw_name, q->batch_tokens, q->batch_tokens / q->seq,
-            q->seq, q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32",
-            mt_plan_memory_name(q->memory));
-    if (q->model.rules && *q->model.rules)
-        fprintf(out, "rules: %s (every layout built with them)\n", q->model.rules);
-    if (q->model.reshard_after_forward)
-        fprintf(out, "reshard after forward: %s (every layout that stores parameters split)\n",
-                q->model.reshard_after_forward > 0 ? "on" : "off");
-    if (q->model.fsdp_gather)
-        fprintf(out, "fsdp gather: %s (every layout that stores parameters split over fsdp or "
-                "under ZeRO-3; ZeRO-1/2 gather once a step)\n",
-                q->model.fsdp_gather > 0 ? "once a step" : "every microbatch");
-    fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
-            rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
-    if (rep->n_best) {
-        fprintf(out, "\n  #  %-30s zero  remat     sp  cm  schedule     v   mb     memory        "
-                "step   tok/s/dev    MFU  bound\n", "mesh");
-        for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, &rep->best[i]);
-        const mt_plan_result *b = &rep->best[0];
-        fprintf(out, "\nbest: %s", b->mesh);
-        if (b->chips < rep->chips && rep->n_feasible_all == 0) {
-            fprintf(out, " (uses %d of the %d chips: no layout of all %d fits)", b->chips,
-                    rep->chips, rep->chips);
-        } else if (b->chips < rep->chips) {
-            char t[64];
-            format_seconds(t, sizeof t, rep->best_all.step, 0);
-            fprintf(out, " (uses %d of the %d chips: faster than the best of all %d, %s, at "
-                    "%s)", b->chips, rep->chips, rep->chips, rep->best_all.mesh, t);
-        }
-        fprintf(out, "\n  memory per device: parameters ");
-        print_memory(out, b->params);
-        fprintf(out, ", gradients ");
-        print_memory(out, b->grads);
-        fprintf(out, ", optimizer ");
-        print_memory(out, b->optimizer);
-        fprintf(out, ", activations ");
-        print_memory(out, b->activations);
-        fprintf(out, ", temporaries ");
-        print_memory(out, b->temporaries);
-        fprintf(out, "\n  step: compute ");
-        print_seconds(out, b->compute);
-        fprintf(out, ", exposed communication ");
-        print_seconds(out, b->comm_exposed);
-        fprintf(out, ", bubble ");
-        print_seconds(out, b->bubble);
-        fprintf(out, ", optimizer ");
-        print_seconds(out, b->optimizer_step);
-        fprintf(out, "\n  bound: %s: %s\n", b->bound, b->bound_why);
-    } else {
-        fprintf(out, "\nno layout fits\n");
-    }
-    print_refusals(out, rep);
-    if (rep->n_families) fprintf(out, "\nfamilies:\n");
-    for (int i = 0; i < rep->n_families; i++) fprintf(out, "  %s\n", rep->families[i].line);
-    fprintf(out, "\nMFU: PaLM's %.4g FLOPs a token (6N + 12·L·H·Q·T, recomputation excluded)\n",
-            rep->flops_per_token);
-}
 
 /* The most tokens a step: 2^50, past which a batch is no batch (and the
  * sequences outnumber what the search counts in). */
@@ -291,12 +114,54 @@ static int parse_tokens(const char *text, int seq, double *out) {
     return CLI_EXIT_OK;
 }
 
+/* --train-tokens: a count of tokens, decimal, with an optional unit K, M,
+ * B or T (x1000: published budgets are "300B tokens", "15T"), any case;
+ * fractions before the unit ("1.5T") and exponents ("3e11") are whole
+ * counts too. Into *out. */
+static int parse_train_tokens(const char *text, double *out) {
+    static const char HOW[] = "give a whole number of tokens, decimal, with an optional unit K, "
+                              "M, B or T (x1000: 300B = 300,000,000,000 tokens, 1.5T, 3e11)";
+    size_t len = strspn(text, "0123456789.eE+");
+    const char *u = text + len;
+    double scale = 1;
+    switch (*u) {
+    case 'k': case 'K': scale = 1e3, u++; break;
+    case 'm': case 'M': scale = 1e6, u++; break;
+    case 'b': case 'B': scale = 1e9, u++; break;
+    case 't': case 'T': scale = 1e12, u++; break;
+    default: break;
+    }
+    char num[64];
+    char *end = NULL;
+    double v = NAN;
+    if (len > 0 && len < sizeof num && !*u) {
+        memcpy(num, text, len);
+        num[len] = '\0';
+        v = strtod(num, &end) * scale;
+    }
+    if (!end || *end || !isfinite(v)) {
+        cli_error("--train-tokens '%s' is not a count of tokens; %s", text, HOW);
+        return CLI_EXIT_USAGE;
+    }
+    if (!(v >= 1) || v > CLI_PLAN_MAX_TRAIN_TOKENS) {
+        cli_error("--train-tokens '%s' is %.6g tokens: give 1 to %.0e; %s", text, v,
+                  CLI_PLAN_MAX_TRAIN_TOKENS, HOW);
+        return CLI_EXIT_USAGE;
+    }
+    if (v != floor(v)) {
+        cli_error("--train-tokens '%s' is %.17g tokens, not a whole number; %s", text, v, HOW);
+        return CLI_EXIT_USAGE;
+    }
+    *out = v;
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_plan(int argc, char **argv) {
     mt_plan_request q = mt_plan_request_defaults();
     mt_train_config *t = &q.model;
     *t = mt_train_defaults();
     int model = 0, precision = 0, memory = 0;
-    const char *hardware = NULL, *batch_tokens = NULL;
+    const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL;
     bool json = false;
     char choices_model[64] = "";
     cli_model_names(choices_model, sizeof choices_model, "|");
@@ -324,6 +189,8 @@ int cli_cmd_plan(int argc, char **argv) {
         {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron", "CONV", "how bytes are counted (docs/planning.md)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
+        {"train-tokens", CLI_STR, &train_tokens, 0, 0, 0, 0, NULL, "N",
+         "tokens to train on: days and device-hours (K, M, B, T: x1000)"},
         {"json", CLI_FLAG, &json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
@@ -355,6 +222,9 @@ int cli_cmd_plan(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     if ((rc = parse_tokens(batch_tokens, q.seq, &q.batch_tokens)) != CLI_EXIT_OK) return rc;
+    cli_plan_out po = {.train_tokens = 0};
+    if (train_tokens && (rc = parse_train_tokens(train_tokens, &po.train_tokens)) != CLI_EXIT_OK)
+        return rc;
     if (q.chips < 1 && !q.min_chips) {
         cli_error("plan: give --chips N (or --min-chips)");
         return CLI_EXIT_USAGE;
@@ -379,8 +249,9 @@ int cli_cmd_plan(int argc, char **argv) {
     if (rep.n_best == 0)
         cli_error("plan: %s", rep.why_none[0] ? rep.why_none : "no layout fits");
     if (rep.n_best > 0 || rep.n_evaluated > 0) {
-        if (json) print_json(stdout, &q, hw->name, &rep);
-        else print_text(stdout, &q, hw->name, &rep);
+        po.hw_name = hw->name;
+        if (json) cli_plan_print_json(stdout, &q, &po, &rep);
+        else cli_plan_print_text(stdout, &q, &po, &rep);
     }
     rc = rep.n_best > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     mt_plan_report_free(&rep);

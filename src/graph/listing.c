@@ -145,6 +145,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->once_a_step = (c->op == MT_OP_ALL_GATHER && mt__storage_root(c->out)->step_kept) ||
                         mt__step_reduced(n) || mt__later_reducible(n);
     product_shape(c, info);
+    info->recompute = n->recompute;
     return MT_OK;
 }
 

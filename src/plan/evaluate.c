@@ -34,6 +34,7 @@
 #include "plan/search_impl.h"
 #include "plan/host.h"
 #include "plan/step.h"
+#include "plan/step_output.h"
 #include "plan/cost.h"
 
 #include <math.h>
@@ -115,10 +116,12 @@ static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time
             memset(o->coll, 0, sizeof o->coll);
             memset(o->exposed, 0, sizeof o->exposed);
             memset(o->skipped, 0, sizeof o->skipped);
+            memset(o->size, 0, sizeof o->size);
             for (int j = 0; j < from->n; j++) {
                 o->coll[map[j]] = i->coll[j];
                 o->exposed[map[j]] = i->exposed[j];
                 o->skipped[map[j]] = i->skipped[j];
+                o->size[map[j]] = i->size[j];
             }
         }
     return MT_OK;
@@ -347,6 +350,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
     res->tokens_per_s_per_device = r->batch_tokens / out.step / res->chips;
     res->mfu = out.mfu;
     res->hfu = out.hfu;
+    mt__plan_step_output(tm->mesh, &out, res);   /* the split and the bytes, for the output */
     static const char *const BOUND[] = {"compute", "memory bandwidth", "communication",
                                         "pipeline bubble"};
     snprintf(res->bound, sizeof res->bound, "%s", BOUND[out.bound]);
@@ -466,8 +470,8 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         }
     }
     if (res->total > tm.hw->hbm_bytes)
-        snprintf(res->why, sizeof res->why, "out of memory: %.3g GB a device, the %s has %.3g GB",
-                 res->total / 1e9, tm.hw->name, tm.hw->hbm_bytes / 1e9);
+        snprintf(res->why, sizeof res->why, "out of memory: %.3g GiB a device, the %s has "
+                 "%.3g GiB", res->total / MT__GIB, tm.hw->name, tm.hw->hbm_bytes / MT__GIB);
     else
         st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
 done:

@@ -26,6 +26,10 @@
 
 #include <stdint.h>
 
+/* A gibibyte, 2^30 bytes: the unit the planner's messages give memory in
+ * (issue 40: binary units throughout, as --batch-tokens' k, M, G). */
+#define MT__GIB 1073741824.0
+
 /* The "format" string of the hardware descriptions this reader knows. */
 #define MT__HARDWARE_FORMAT "meshtrain-hardware-1"
 
@@ -70,6 +74,8 @@ typedef struct {
                                             (mt__plan_program_traffic16) */
     double              gemm_m, gemm_n, gemm_k;  /* a product's shape (mt_node_info's);
                                             0: not a plain product */
+    bool                recompute;    /* a B node re-running the forward (remat): its
+                                         seconds are shown apart (mt_plan_result) */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */

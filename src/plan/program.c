@@ -122,6 +122,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->phase = in.phase;
         n->flops = in.flops;
         n->bytes = in.mem_bytes;
+        n->recompute = in.recompute;
         /* pvary moves nothing and runs nothing (a type change): its cost
            entry's bytes are the tensor's, not traffic (measured 0.01 ms
            where they would cost 1.2-2.5 ms a step: test_plan_validate) */

@@ -440,17 +440,17 @@ static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *ou
         const double states = out->model_params * per, hbm = req->hw->hbm_bytes;
         if (is_threads_host(req->hw) && states > hbm) {
             snprintf(out->why_none, sizeof out->why_none, "no count of thread devices fits: "
-                     "the model states alone (%.4g parameters x %.0f bytes = %.3g GB) exceed "
-                     "the host's %.3g GB, which its devices share", out->model_params, per,
-                     states / 1e9, hbm / 1e9);
+                     "the model states alone (%.4g parameters x %.0f bytes = %.3g GiB) exceed "
+                     "the host's %.3g GiB, which its devices share", out->model_params, per,
+                     states / MT__GIB, hbm / MT__GIB);
             return MT_OK;
         }
         const double least = ceil(states / hbm);
         if (least > max) {
             snprintf(out->why_none, sizeof out->why_none, "no count of chips up to %d (%s) "
-                     "fits: the model states alone (%.4g parameters x %.0f bytes = %.3g GB) "
-                     "need %.0f chips of %.3g GB", max, bound, out->model_params, per,
-                     states / 1e9, least, hbm / 1e9);
+                     "fits: the model states alone (%.4g parameters x %.0f bytes = %.3g GiB) "
+                     "need %.0f chips of %.3g GiB", max, bound, out->model_params, per,
+                     states / MT__GIB, least, hbm / MT__GIB);
             return MT_OK;
         }
         if (least - 1 > c) c = (int)least - 1;

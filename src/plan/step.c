@@ -15,15 +15,29 @@
 typedef struct {
     double flop_bound, memory_bound;
     double coll[MT__PLAN_STEP_MAX_COMM], exposed[MT__PLAN_STEP_MAX_COMM];
+    double ops[3], recompute;            /* flop_bound + memory_bound by phase (F, B, W) */
+    double size[MT__PLAN_STEP_MAX_COMM]; /* bytes, by key: never scaled (tally_scale) */
 } tally;
 
-static void tally_add(tally *t, const mt__plan_phase *ph, double times) {
+/* Phase q (0 F, 1 B, 2 W) of one program, `times` times. */
+static void tally_add(tally *t, const mt__plan_phase *ph, int q, double times) {
     t->flop_bound += times * ph->flop_bound;
     t->memory_bound += times * ph->memory_bound;
+    t->ops[q] += times * (ph->flop_bound + ph->memory_bound);
+    t->recompute += times * ph->recompute;
     for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) {
         t->coll[k] += times * ph->coll[k];
         t->exposed[k] += times * ph->exposed[k];
+        t->size[k] += times * ph->size[k];
     }
+}
+
+/* The bytes of the collectives a phase left out (`without` the whole
+ * gradients' all-reduces, mt__plan_phase_run's skip) and ran once after
+ * the flush: what the variant `with` them runs more. */
+static void tally_skipped_bytes(tally *t, const mt__plan_phase *with,
+                                const mt__plan_phase *without) {
+    for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) t->size[k] += with->size[k] - without->size[k];
 }
 
 /* The whole gradients' all-reduces a phase left out (MT__PLAN_REDUCE_ONCE),
@@ -123,6 +137,8 @@ static double step_floor(const mt__plan_step_in *in, const mt__plan_chunk_time *
 static void tally_scale(tally *t, double f) {
     t->flop_bound *= f;
     t->memory_bound *= f;
+    for (int q = 0; q < 3; q++) t->ops[q] *= f;
+    t->recompute *= f;
     for (int k = 0; k < MT__PLAN_STEP_MAX_COMM; k++) t->coll[k] *= f, t->exposed[k] *= f;
 }
 
@@ -203,7 +219,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
             out->optimizer += optimizer_seconds(in, ch[k].stored_elems);
             for (int q = 0; q < 3; q++) {
                 const mt__plan_phase *x = &ch[k].phase[var][q];
-                tally_add(t, x, m);
+                tally_add(t, x, q, m);
                 ops += m * x->seconds;
                 out->phase[q] += x->seconds;
             }
@@ -213,7 +229,20 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
            communication and bubble still add up to the makespan */
         if (shared && ops > 0) tally_scale(t, sim.busy[dev] / ops);
         for (int k = 0; k < S && var == 1; k++)
-            for (int q = 0; q < 3 && dev_of[k] == dev; q++) tally_flush(t, &ch[k].phase[1][q]);
+            for (int q = 0; q < 3 && dev_of[k] == dev; q++) {
+                tally_flush(t, &ch[k].phase[1][q]);
+                tally_skipped_bytes(t, &ch[k].phase[0][q], &ch[k].phase[1][q]);
+            }
+        /* the device's messages: each of its chunks sends its activations
+           to the next chunk and its input's gradient to the one before,
+           where that chunk is on another device (zb-v's and dualpipev's
+           turn of the V stays on one), every microbatch */
+        int sends = 0;
+        for (int k = 0; k < S; k++) {
+            if (dev_of[k] != dev) continue;
+            sends += (k + 1 < S && dev_of[k + 1] != dev) + (k > 0 && dev_of[k - 1] != dev);
+        }
+        out->message_sent = (double)sends * m * in->message_bytes;
         out->floor = step_floor(in, ch, dev_of, full, scratch);
     }
     mt_pipe_sim_free(&sim);
@@ -234,8 +263,8 @@ static void accumulate(const mt__plan_step_in *in, const mt__plan_chunk_time *ch
         /* MT__PLAN_REDUCE_ONCE: m - 1 without the whole gradients' all-reduces,
            the last with them (under its backward) */
         const mt__plan_phase *typical = once ? &without[q] : &with[q];
-        tally_add(t, typical, m - 1);
-        tally_add(t, &with[q], 1);
+        tally_add(t, typical, q, m - 1);
+        tally_add(t, &with[q], q, 1);
         out->step += (m - 1) * typical->seconds + with[q].seconds;
         out->phase[q] = typical->seconds;
     }
@@ -390,6 +419,8 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
     out->flop_bound = t.flop_bound;
     out->memory_bound = t.memory_bound;
     out->compute = t.flop_bound + t.memory_bound;
+    for (int q = 0; q < 3; q++) out->ops[q] = t.ops[q];
+    out->recompute = t.recompute;
     out->n_comm = keys->n;
     for (int k = 0; k < keys->n; k++) {
         mt__plan_step_comm *c = &out->comm[k];
@@ -397,6 +428,12 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
         c->axes = keys->axes[k];
         c->seconds = t.coll[k];
         c->exposed = t.exposed[k];
+        c->size = t.size[k];
+        const int n = mt_mesh_group_size(in->mesh, c->axes);
+        const double ring = c->kind == MT__PC_PERMUTE ? 1
+                            : c->kind == MT__PC_ALL_REDUCE ? 2.0 * (n - 1) / n
+                                                           : (double)(n - 1) / n;
+        c->sent = n > 0 ? ring * c->size : 0;
         comm_label(in->mesh, c->kind, c->axes, c->label, sizeof c->label);
         out->comm_exposed += c->exposed;
         out->comm_kind[c->kind] += c->exposed;

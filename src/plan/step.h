@@ -128,6 +128,12 @@ typedef struct {
     double skipped[MT__PLAN_STEP_MAX_COMM];  /* whole-gradient all-reduces left out (skip) */
     double flops;                            /* run: ops and collective matmuls' products */
     double bytes;                            /* the same ops' HBM traffic (their roofline's) */
+    double recompute;                        /* of flop_bound + memory_bound, the recomputed
+                                                forward's ops (remat; B only) */
+    double size[MT__PLAN_STEP_MAX_COMM];     /* bytes of the collectives run (not skipped),
+                                                by key: nccl-tests' size of each call, a
+                                                collective matmul's ring as the all-gather
+                                                or reduce-scatter it replaces (P chunks) */
 } mt__plan_phase;
 
 /* The bucket size the trainer runs c's W with, in bytes: c->bucket_mb
@@ -181,6 +187,12 @@ typedef struct {
     mt_axes       axes;
     double        seconds;     /* its own time, hidden or not */
     double        exposed;     /* of which the compute waited for (or ran after the flush) */
+    double        size;        /* bytes a step: nccl-tests' size of each call, summed over
+                                  the calls the step runs (every microbatch's, `once` ones
+                                  once) */
+    double        sent;        /* bytes the device sends a step, on a ring: an all-reduce
+                                  2(n-1)/n of size, an all-gather, reduce-scatter or
+                                  all-to-all (n-1)/n, a permute size; it receives as much */
     char          label[64];   /* "all-reduce over data", "all-gather over fsdp,tensor" */
 } mt__plan_step_comm;
 
@@ -204,6 +216,11 @@ typedef struct {
     double bubble_fraction;     /* bubble / step */
     double optimizer;           /* AdamW's seconds */
     double message;             /* one pipeline message's seconds (0 without a pipe) */
+    double message_sent;        /* bytes the accounting device sends a step in the
+                                   pipeline's permutes over pipe (activations forward,
+                                   their gradients back, to a chunk on another device) */
+    double ops[3];              /* of compute, the ops of F, B and W over the step */
+    double recompute;           /* of ops[1], the recomputed forward's */
     double phase[3];            /* one microbatch's F, B, W on the accounting device (its
                                    chunks together), waits included */
     int    device;              /* the accounting device's pipe coordinate (0 without) */

@@ -56,6 +56,17 @@ static void wait_until(comm_stream *cs, double *t, double until, mt__plan_phase 
     *t = until;
 }
 
+/* Node n's nccl-tests size: its comm_bytes, but a collective matmul's ring,
+ * whose comm_bytes are the P-1 chunks it moves: the P of the all-gather or
+ * reduce-scatter it replaces, so that a step's bytes by kind do not change
+ * with collective matmul. */
+static double size_of(const mt__plan_map *map, const mt__plan_node *n) {
+    if (!n->overlapped) return n->comm_bytes;
+    int group = 1;
+    for (int i = 0; i < n->axes.n; i++) group *= map->axis[n->axes.axis[i]].size;
+    return group > 1 ? n->comm_bytes * group / (group - 1) : n->comm_bytes;
+}
+
 double mt__plan_bucket_bytes(const mt_train_config *c) {
     return c->grad_reduce == MT_PRECISION_FP32 && c->bucket_mb > 0 ? c->bucket_mb * 1048576.0 : 0;
 }
@@ -125,6 +136,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             bool fb = false;
             double c = mt__plan_node_seconds(hw, n, mt__plan_dtype_of(precision), &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += c;
+            if (n->recompute) out->recompute += c;
             out->flops += n->flops;
             out->bytes += n->bytes;
             t += c;
@@ -145,6 +157,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             out->skipped[k] += c;
             continue;
         }
+        out->size[k] += size_of(map, n);   /* bucketed or not, the same bytes */
         if (n->grad_reduce && !n->overlapped && phase == 'W' && n->comm_bytes < bucket_bytes &&
             (n->kind == MT__PC_ALL_REDUCE || n->kind == MT__PC_REDUCE_SCATTER)) {
             /* a bucket's: the open one starts first when this one does not
