@@ -125,7 +125,7 @@ mt_status mt_hardware_set_slice_chips(mt_hardware *hw, int chips) {
                        hw->name);
     if (chips < 0 || chips > lv->devices)
         return mt_fail(MT_EINVAL, "--slice-chips %d: a slice of %s holds 1 to %d chips (the "
-                       "pod); give a count in that range, or 0 for the default", chips,
+                       "pod); give a count in that range", chips,
                        hw->name, lv->devices);
     mt__plan_map m;
     if (chips > 0 && !slice_of(lv, chips, &m)) {
