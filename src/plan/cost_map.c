@@ -26,11 +26,11 @@
  * of slice given (mt_hardware_set_slice_chips, `--slice-chips S`) lays a
  * run of N > S chips as N / S slices of S over DCN instead (128 v5p chips
  * at S = 64: 2 of 4x4x4, rather than one 4x4x8), N a multiple of S; a run
- * of at most S chips is one slice as before. A slice's axis closes into a ring (wraparound) when its size
- * is a multiple of the level's slice_wrap (the book: "only on axes of size
- * 16 (v5e/v6e) or multiples of 4 (v*p)"); the whole pod's axes as the
- * file's wrap[] says. A ring topology is a one-axis torus that wraps when
- * whole.
+ * of at most S chips is one slice as before. A slice's axis closes into a
+ * ring (wraparound) when its size is a multiple of the level's slice_wrap
+ * (the book: "only on axes of size 16 (v5e/v6e) or multiples of 4 (v*p)");
+ * the whole pod's axes as the file's wrap[] says. A ring topology is a
+ * one-axis torus that wraps when whole.
  *
  * The mesh's axes are laid on the slice's axes as JAX's
  * create_device_mesh assigns physical axes to logical ones, the mesh's
@@ -136,7 +136,7 @@ mt_status mt_hardware_set_slice_chips(mt_hardware *hw, int chips) {
         int below = chips - 1;   /* the nearest count under it that forms one */
         while (below > 1 && !slice_of(lv, below, &m)) below--;
         char shape[64] = "";
-        slice_of(lv, below, &m);   /* 1 chip always forms one */
+        slice_of(lv, below, &m);   /* its shape (1 chip always forms one) */
         for (int j = 0; j < m.slice_n_dims; j++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", j ? "x" : "",
                      m.slice_dims[j]);
