@@ -13,8 +13,9 @@
 #include <errno.h>
 #include <unistd.h>
 
-static const char *SHIPPED[] = {"v100-32gb", "a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200",
-                                "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e"};
+static const char *SHIPPED[] = {"v100-32gb", "a100-80gb", "a100-40gb", "h100-sxm", "h100-pcie",
+                                "h100-96gb", "h200", "b200", "tpu-v4p", "tpu-v5e", "tpu-v5p",
+                                "tpu-v6e"};
 #define N_SHIPPED ((int)(sizeof SHIPPED / sizeof SHIPPED[0]))
 
 /* The source tree's hardware/: the last folder mt_hardware_find searches. */
@@ -86,6 +87,12 @@ static const expect TABLE[] = {
     /* V100 SXM2 32GB datasheet: 125 TFLOPS fp16 tensor (no bf16: its 16-bit products),
        900 GB/s, NVLink 300 GB/s bidirectional over 6 links */
     {"v100-32gb", 125e12, 32e9, 9e11, 25e9, 6, 150e9, "nvlink"},
+    /* H100 PCIe datasheet: 1,513 TFLOPS bf16 with sparsity (756.5 dense), 80 GB HBM2e at
+       2 TB/s, NVLink bridges 600 GB/s bidirectional (12 links of 25 GB/s each way) */
+    {"h100-pcie", 756.5e12, 80e9, 2e12, 25e9, 12, 300e9, "nvlink"},
+    /* GH200 datasheet, the 96 GB HBM3 part: 990 TFLOPS bf16 dense, 4 TB/s, NVLink 900 GB/s
+       bidirectional */
+    {"h100-96gb", 990e12, 96e9, 4e12, 25e9, 18, 450e9, "nvlink"},
 };
 
 /* A chip without bf16 (V100) gives fp16, and its 16-bit products run at it;
@@ -221,7 +228,7 @@ static const bad_case BAD[] = {
     {"\"value\": 0.9, \"source\": \"s4\"", "\"value\": 1.5, \"source\": \"s4\"", "achievable.gemm",
      "(0, 1]"},
     {"\"value\": 0.95", "\"value\": 1.01", "levels[0].collective_fraction", "(0, 1]"},
-    {"\"kind\": \"dcn\"", "\"kind\": \"pcie\"", "levels[1].kind", "not one of"},
+    {"\"kind\": \"dcn\"", "\"kind\": \"nvswitch\"", "levels[1].kind", "not one of"},
     {"\"topology\": \"switch\"", "\"topology\": \"mesh\"", "levels[1].topology", "not one of"},
     {", \"source\": \"s8\"", "", "levels[0].latency", "no \"source\""},
     {"\"source\": \"s3\"", "\"source\": \"\"", "chip.hbm_bandwidth", "empty \"source\""},

@@ -37,6 +37,10 @@ variant("hbmbw.json", lambda d: d["chip"]["hbm_bandwidth"].update(value=1e-300))
 variant("peak.json", lambda d: d["chip"]["flops"]["bf16"].update(value=1e-300))
 variant("link.json", lambda d: d["levels"][0]["link_bandwidth"].update(value=1e-300))
 variant("gemm.json", lambda d: d["achievable"]["gemm"].update(value=1e-300))
+# a fabric file whose NICs a device have no source (issue 40, item 6)
+f = json.load(open(hw + "/fabrics/ib-ndr.json"))
+del f["level"]["links"]["source"]
+json.dump(f, open(fix + "/nosrc.json", "w"), indent=1)
 PY
 
 # test_plan_cli.sh's small llama: 8 layers, width 256, 8 heads (kv 4)
@@ -74,6 +78,15 @@ hostile_cases <<EOF
 2 | a step needs 1 or more tokens | $P --hardware h100.json --chips 8 --batch-tokens 0
 2 | --batch-tokens '1e30' is more than 2^50 tokens | $P --hardware h100.json --chips 8 --batch-tokens 1e30
 2 | --batch-tokens '-64k' is negative | $P --hardware h100.json --chips 8 --batch-tokens -64k
+# ---- issue 40, item 6: --fabric and --slice-chips name the value they refuse ----
+2 | no fabric 'ib-xdr' in | $P --hardware h100.json --fabric ib-xdr --chips 16 --batch-tokens 64k
+2 | fabric file 'nosrc.json': level.links has no "source" | $P --hardware h100.json --fabric nosrc.json --chips 16 --batch-tokens 64k
+2 | fabric 'ib-ndr': hardware 'this-machine' has no scale-out level | $P --hardware machine.json --fabric ib-ndr --chips 2 --batch-tokens 64k
+2 | --slice-chips 97 forms no slice of tpu-v5p's 16x20x28 torus | $P --hardware tpu-v5p --slice-chips 97 --chips 194 --batch-tokens 64k
+2 | --slice-chips 64: hardware 'h100-sxm' has no torus | $P --hardware h100.json --slice-chips 64 --chips 128 --batch-tokens 64k
+2 | --chips 100 is no whole number of slices of --slice-chips 64 | $P --hardware tpu-v5p --slice-chips 64 --chips 100 --batch-tokens 64k
+2 | --slice-chips: '0' is out of range | $P --hardware tpu-v5p --slice-chips 0 --chips 64 --batch-tokens 64k
+2 | a slice of tpu-v5p holds 1 to 8960 chips | $P --hardware tpu-v5p --slice-chips 16384 --chips 16384 --batch-tokens 64k
 EOF
 
 test_end

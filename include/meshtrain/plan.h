@@ -50,6 +50,8 @@ typedef enum {
     MT_LINK_ETHERNET,    /* Ethernet (RoCE) between nodes */
     MT_LINK_ICI,         /* a TPU slice's inter-chip interconnect */
     MT_LINK_DCN,         /* the data-centre network between TPU slices */
+    MT_LINK_PCIE,        /* PCI Express within a server (PCIe cards without NVSwitch) */
+    MT_LINK_OMNIPATH,    /* Intel Omni-Path between nodes */
     MT_LINK_N_KINDS
 } mt_link_kind;
 
@@ -123,6 +125,13 @@ typedef struct {
                                            the end points' beyond) */
     int         n_levels;
     mt_hw_level levels[MT_HW_MAX_LEVELS];   /* [n_levels], innermost first */
+    char   fabric[64];                  /* the fabric file (mt_hardware_set_fabric) that
+                                           replaced the outermost level: its name; "" when
+                                           the file's own level stands */
+    int    slice_chips;                 /* a TPU torus (levels[0]): the chips of one slice,
+                                           a run being equal slices of it joined by the
+                                           level above (mt_hardware_set_slice_chips); 0:
+                                           the fewest slices the run's chips allow */
 } mt_hardware;
 
 /* Reads the hardware description at `path` into a new *out (free it with
@@ -174,10 +183,47 @@ mt_status mt_hardware_find(const char *name, mt_hardware **out, char *found_path
  * returns how many. */
 int mt_hardware_dirs(const char **dirs, int max);
 
+/* Replaces hw's scale-out level (the outermost, a switch above at least one
+ * other level: a GPU file's InfiniBand, a TPU's DCN) with the fabric
+ * `name`: a fabric file, hardware/fabrics/NAME.json, one level's
+ * description (docs/planning.md, "Fabrics"): kind (infiniband, ethernet,
+ * omnipath or dcn), link_bandwidth a NIC, links (NICs a device), latency
+ * and collective_fraction, each {"value", "source"} as a hardware file's.
+ * The level keeps the file's "devices" (as many as wanted) and is a switch.
+ * A name with a '/' or ending in ".json" is a path; a bare one is looked
+ * for as <dir>/fabrics/<name>.json in mt_hardware_dirs' folders, in order.
+ * hw->fabric receives the fabric's name and hw->name gets "+<name>"
+ * appended (as much as fits), so that what is planned says which fabric;
+ * found_path (when not NULL) the path loaded. hw is unchanged on failure:
+ * MT_EINVAL when hw has no scale-out level (one level, a threads host, or
+ * an outermost level that is not a switch) or no folder has the name
+ * (naming it, the folders searched and the fabrics shipped); MT_EIO when
+ * the file cannot be read; MT_EFORMAT, naming the file and the field, for
+ * every violation of the format (a missing or unknown key, a number without
+ * its source, a value out of range, a kind that joins no nodes). */
+mt_status mt_hardware_set_fabric(mt_hardware *hw, const char *name, char *found_path,
+                                 size_t found_n);
+
+/* Lays a run on hw's TPU torus (levels[0]) as slices of `chips` chips each,
+ * joined over the level above it (DCN): a run of N chips is N / chips
+ * slices, each the most nearly cubic box of `chips` inside the pod (the
+ * rule src/plan/cost_map.c gives), its axes wrapping per slice_wrap; a run
+ * of more chips that are no multiple of it is refused when planned, and a
+ * run of at most `chips` is one slice of its own chips (as without the
+ * setting: the planner's one-device programs among them). 0 restores the
+ * default (one slice up to a pod, the fewest equal slices past it).
+ * MT_EINVAL, naming the value, when hw has no torus, when its torus is its
+ * only level (no level to join slices), or when `chips` is negative, more
+ * than the pod, or forms no box inside it (100 chips of a 16x20x28 v5p pod:
+ * give a count whose factors fit the pod's sides, e.g. 64 = 4x4x4); hw is
+ * unchanged then. */
+mt_status mt_hardware_set_slice_chips(mt_hardware *hw, int chips);
+
 /* "fp32", "tf32", "bf16", "fp8", "int8": the keys of "flops" in the file. */
 const char *mt_hw_dtype_name(mt_hw_dtype d);
 
-/* "threads", "nvlink", "infiniband", "ethernet", "ici", "dcn". */
+/* "threads", "nvlink", "infiniband", "ethernet", "ici", "dcn", "pcie",
+ * "omnipath". */
 const char *mt_link_kind_name(mt_link_kind k);
 
 /* "switch", "ring", "torus". */

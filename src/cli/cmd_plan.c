@@ -25,6 +25,7 @@ static const char USAGE[] =
     "                      [--sequence-parallel auto|on|off] [--collective-matmul auto|on|off]\n"
     "                      [--mesh AXES] [--schedule auto|KIND] [--chunks V]\n"
     "                      [--microbatches M] [--rules RULES]\n"
+    "                      [--fabric NAME|PATH] [--slice-chips N]\n"
     "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips]\n"
     "                      [--train-tokens N] [--json]\n"
     "\n"
@@ -53,6 +54,10 @@ static const char USAGE[] =
     "those the layout has (an axis of size 1 splits nothing).\n"
     "MFU is PaLM's: 6N + 12·L·H·Q·T FLOPs a token, recomputation excluded; HFU the\n"
     "FLOPs run, recomputation included (MFU <= HFU).\n"
+    "--fabric puts a fabric (hardware/fabrics/NAME.json: ib-hdr, ib-ndr, opa, roce,\n"
+    "or a path) in place of the system's scale-out level (its outermost: InfiniBand,\n"
+    "DCN). --slice-chips lays a TPU run as slices of N chips joined over DCN (N must\n"
+    "form a box inside the pod; default: one slice up to a pod).\n"
     "\n"
     "examples:\n"
     "  meshtrain plan --model llama --preset llama3-70b --hardware tpu-v5p --chips 8960 \\\n"
@@ -161,7 +166,8 @@ int cli_cmd_plan(int argc, char **argv) {
     mt_train_config *t = &q.model;
     *t = mt_train_defaults();
     int model = 0, precision = 0, memory = 0;
-    const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL;
+    const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL, *fabric = NULL;
+    int slice_chips = 0;
     bool json = false;
     char choices_model[64] = "";
     cli_model_names(choices_model, sizeof choices_model, "|");
@@ -181,6 +187,8 @@ int cli_cmd_plan(int argc, char **argv) {
         {"seq", CLI_INT, &q.seq, 1, 1 << 24, 0, 0, NULL, "T", "tokens a sequence"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "bf16|fp32", "P", "matrix products' precision"},
         {"mesh", CLI_STR, &q.mesh, 0, 0, 0, 0, NULL, "AXES", "one mesh (data=2,fsdp=256,tensor=8); default: every one"},
+        {"fabric", CLI_STR, &fabric, 0, 0, 0, 0, NULL, "NAME", "scale-out fabric: hardware/fabrics/NAME.json or a path"},
+        {"slice-chips", CLI_INT, &slice_chips, 1, 1 << 24, 0, 0, NULL, "N", "TPU: slices of N chips over DCN"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     const cli_opt rest[] = {
@@ -229,12 +237,25 @@ int cli_cmd_plan(int argc, char **argv) {
         cli_error("plan: give --chips N (or --min-chips)");
         return CLI_EXIT_USAGE;
     }
+    if (slice_chips && !q.min_chips && q.chips % slice_chips) {
+        cli_error("plan: --chips %d is no whole number of slices of --slice-chips %d; give a "
+                  "multiple of %d", q.chips, slice_chips, slice_chips);
+        return CLI_EXIT_USAGE;
+    }
     mt_hardware *hw = NULL;
     char found[4096];
     mt_status s = mt_hardware_find(hardware, &hw, found, sizeof found);
     if (s != MT_OK) {
         cli_error("%s", mt_errmsg());
         return cli_exit_of(s);
+    }
+    /* the flags' values are what is wrong when these refuse: exit 2 */
+    if (fabric) s = mt_hardware_set_fabric(hw, fabric, NULL, 0);
+    if (s == MT_OK && slice_chips) s = mt_hardware_set_slice_chips(hw, slice_chips);
+    if (s != MT_OK) {
+        cli_error("%s", mt_errmsg());
+        mt_hardware_free(hw);
+        return s == MT_ENOMEM ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     }
     q.hw = hw;
     mt_plan_report rep;

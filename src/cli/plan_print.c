@@ -227,7 +227,8 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
     fprintf(out, "plan: %s, %.4g parameters, on %d x %s; %.0f tokens a step (%.0f sequences of "
             "%d), %s products, memory counted as %s\n", mt_model_name(q->model.model),
             rep->model_params, rep->chips, o->hw_name, q->batch_tokens, q->batch_tokens / q->seq,
-            q->seq, q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32",
+            q->seq, q->precision != MT_PRECISION_BF16 ? "fp32"
+                    : q->hw && q->hw->products16_fp16 ? "fp16" : "bf16",
             mt_plan_memory_name(q->memory));
     if (q->model.rules && *q->model.rules)
         fprintf(out, "rules: %s (every layout built with them)\n", q->model.rules);

@@ -22,11 +22,15 @@
  * 4x4x4; 128: 4x4x8; 4096 v5p: 16x16x16; 32 v5e: 4x8; Google's slice
  * shapes). A run larger than the pod, or whose chips form no box of it,
  * gets k equal slices over DCN, k the fewest that divides the chips into
- * slices that exist (16384 v5p: 4 of 16x16x16; 8192: 2 of them). A slice's axis closes into a ring (wraparound) when its size
- * is a multiple of the level's slice_wrap (the book: "only on axes of size
- * 16 (v5e/v6e) or multiples of 4 (v*p)"); the whole pod's axes as the
- * file's wrap[] says. A ring topology is a one-axis torus that wraps when
- * whole.
+ * slices that exist (16384 v5p: 4 of 16x16x16; 8192: 2 of them). A size
+ * of slice given (mt_hardware_set_slice_chips, `--slice-chips S`) lays a
+ * run of N > S chips as N / S slices of S over DCN instead (128 v5p chips
+ * at S = 64: 2 of 4x4x4, rather than one 4x4x8), N a multiple of S; a run
+ * of at most S chips is one slice as before. A slice's axis closes into a
+ * ring (wraparound) when its size is a multiple of the level's slice_wrap
+ * (the book: "only on axes of size 16 (v5e/v6e) or multiples of 4 (v*p)");
+ * the whole pod's axes as the file's wrap[] says. A ring topology is a
+ * one-axis torus that wraps when whole.
  *
  * The mesh's axes are laid on the slice's axes as JAX's
  * create_device_mesh assigns physical axes to logical ones, the mesh's
@@ -106,6 +110,43 @@ static bool slice_of(const mt_hw_level *lv, int m, mt__plan_map *map) {
                                  : ss.best[j] % lv->slice_wrap == 0;
     }
     return true;
+}
+
+mt_status mt_hardware_set_slice_chips(mt_hardware *hw, int chips) {
+    if (!hw) return mt_fail(MT_EINVAL, "mt_hardware_set_slice_chips: hw is NULL");
+    const mt_hw_level *lv = &hw->levels[0];
+    if (hw->n_levels < 1 || lv->topology == MT_TOPO_SWITCH)
+        return mt_fail(MT_EINVAL, "--slice-chips %d: hardware '%s' has no torus (its "
+                       "levels[0] is a switch of %s); slices are a TPU pod's", chips, hw->name,
+                       hw->n_levels ? mt_link_kind_name(lv->kind) : "nothing");
+    if (hw->n_levels < 2)
+        return mt_fail(MT_EINVAL, "--slice-chips %d: hardware '%s' has no level above its "
+                       "torus to join slices over; add one (a \"dcn\" switch)", chips,
+                       hw->name);
+    if (chips < 0 || chips > lv->devices)
+        return mt_fail(MT_EINVAL, "--slice-chips %d: a slice of %s holds 1 to %d chips (the "
+                       "pod); give a count in that range", chips,
+                       hw->name, lv->devices);
+    mt__plan_map m;
+    if (chips > 0 && !slice_of(lv, chips, &m)) {
+        char sides[64] = "";
+        for (int j = 0; j < (lv->topology == MT_TOPO_RING ? 1 : lv->n_dims); j++)
+            snprintf(sides + strlen(sides), sizeof sides - strlen(sides), "%s%d", j ? "x" : "",
+                     lv->topology == MT_TOPO_RING ? lv->devices : lv->dims[j]);
+        int below = chips - 1;   /* the nearest count under it that forms one */
+        while (below > 1 && !slice_of(lv, below, &m)) below--;
+        char shape[64] = "";
+        slice_of(lv, below, &m);   /* its shape (1 chip always forms one) */
+        for (int j = 0; j < m.slice_n_dims; j++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", j ? "x" : "",
+                     m.slice_dims[j]);
+        return mt_fail(MT_EINVAL, "--slice-chips %d forms no slice of %s's %s torus: a slice "
+                       "is a box inside the pod, so its chips must factor into sides that fit "
+                       "the pod's (the nearest count below that does: %d, %s)", chips,
+                       hw->name, sides, below, shape);
+    }
+    hw->slice_chips = chips;
+    return MT_OK;
 }
 
 /* ---- axes on the slice ---------------------------------------------------- */
@@ -293,10 +334,23 @@ static mt_status instances(const mt_hardware *hw, const mt_mesh *mesh, mt__plan_
                            mt_topology_name(lv->topology));
         int inst;
         if (torus) {
-            /* the fewest equal slices that exist: one up to a pod when its chips
-               form a box */
+            /* slices of the size asked for (mt_hardware_set_slice_chips), or
+               the fewest equal slices that exist: one up to a pod when its
+               chips form a box */
             int k = 1;
-            while (k <= N && (N % k || N / k > cap || !slice_of(lv, N / k, map))) k++;
+            const bool sliced = hw->slice_chips > 0 && N > hw->slice_chips;
+            if (sliced) {   /* a run within one slice's chips is laid as without it */
+                const int S = hw->slice_chips;
+                if (N % S || !slice_of(lv, S, map))
+                    return mt_fail(MT_EINVAL, "%d devices (mesh '%s') are no whole number of "
+                                   "slices of %d chips (--slice-chips %d) of %s's torus: "
+                                   "plan for a multiple of %d devices", N, mt_mesh_spec(mesh),
+                                   S, S, hw->name, S);
+                k = N / S;
+            }
+            while (!sliced && k <= N &&
+                   (N % k || N / k > cap || !slice_of(lv, N / k, map)))
+                k++;
             if (k > N || (k > 1 && i == hw->n_levels - 1))
                 return mt_fail(MT_EINVAL, "%d devices (mesh '%s') form no slice of %s's torus "
                                "(levels[0], %s, %d devices): a slice is a box inside the pod, "

@@ -24,8 +24,8 @@
 
 static const char *const DTYPES[MT_HW_N_DTYPES + 1] = {"fp32", "tf32", "bf16", "fp8", "int8",
                                                         "fp16", NULL};
-static const char *const KINDS[MT_LINK_N_KINDS] = {"threads", "nvlink", "infiniband", "ethernet", "ici",
-                                             "dcn"};
+static const char *const KINDS[MT_LINK_N_KINDS] = {"threads", "nvlink", "infiniband", "ethernet",
+                                                   "ici", "dcn", "pcie", "omnipath"};
 static const char *const TOPOS[] = {"switch", "ring", "torus"};
 
 const char *mt_hw_dtype_name(mt_hw_dtype d) { return d >= 0 && d < MT_HW_N_DTYPES ? DTYPES[d] : "?"; }
@@ -35,11 +35,13 @@ const char *mt_topology_name(mt_topology t) { return t >= 0 && t <= MT_TOPO_TORU
 /* The checking context: the file, for messages. */
 typedef struct {
     const char *path;
+    bool        fabric;   /* a fabric file (hardware/fabrics/), not a hardware file */
 } ck;
 
 static mt_status field_fail(const ck *c, const char *field, const char *what) {
-    return mt_fail(MT_EFORMAT, "hardware file '%s': %s %s; see docs/planning.md, "
-                   "\"Hardware descriptions\"", c->path, field, what);
+    return mt_fail(MT_EFORMAT, "%s file '%s': %s %s; see docs/planning.md, \"%s\"",
+                   c->fabric ? "fabric" : "hardware", c->path, field, what,
+                   c->fabric ? "Fabrics" : "Hardware descriptions");
 }
 
 /* Refuses keys of `obj` that are not in the NULL-terminated `known`. */
@@ -181,6 +183,15 @@ static mt_status read_torus(const ck *c, const mt_json *lv, const char *where, m
     return MT_OK;
 }
 
+/* A level's four sourced link figures (a hardware file's level, a fabric's). */
+static mt_status read_link(const ck *c, const mt_json *lv, const char *where, mt_hw_level *l) {
+    mt_status s;
+    if ((s = sourced(c, lv, where, "link_bandwidth", false, false, &l->link_bandwidth))) return s;
+    if ((s = sourced(c, lv, where, "links", false, false, &l->links))) return s;
+    if ((s = sourced(c, lv, where, "latency", false, false, &l->latency))) return s;
+    return sourced(c, lv, where, "collective_fraction", false, true, &l->collective_fraction);
+}
+
 static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermost,
                             mt_hw_level *l) {
     static const char *const KEYS[] = {"kind", "topology", "devices", "dims", "wrap", "slice_wrap",
@@ -195,7 +206,9 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
     if ((s = member(c, lv, where, "kind", MT_JSON_STR, false, &kind))) return s;
     int k = lookup(KINDS, MT_LINK_N_KINDS, kind->str);
     snprintf(f, sizeof f, "%s.kind", where);
-    if (k < 0) return field_fail(c, f, "is not one of threads, nvlink, infiniband, ethernet, ici, dcn");
+    if (k < 0)
+        return field_fail(c, f, "is not one of threads, nvlink, infiniband, ethernet, ici, dcn, "
+                                "pcie, omnipath");
     l->kind = (mt_link_kind)k;
     if ((s = member(c, lv, where, "topology", MT_JSON_STR, false, &topo))) return s;
     int t = lookup(TOPOS, 3, topo->str);
@@ -218,10 +231,7 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
                  mt__json_get(lv, "dims") ? "dims" : mt__json_get(lv, "wrap") ? "wrap" : "slice_wrap");
         return field_fail(c, f, "belongs to a torus only: remove it or make the topology \"torus\"");
     }
-    if ((s = sourced(c, lv, where, "link_bandwidth", false, false, &l->link_bandwidth))) return s;
-    if ((s = sourced(c, lv, where, "links", false, false, &l->links))) return s;
-    if ((s = sourced(c, lv, where, "latency", false, false, &l->latency))) return s;
-    return sourced(c, lv, where, "collective_fraction", false, true, &l->collective_fraction);
+    return read_link(c, lv, where, l);
 }
 
 static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
@@ -295,16 +305,22 @@ static mt_status read_root(const ck *c, const mt_json *root, mt_hardware *hw) {
     return MT_OK;
 }
 
+/* The JSON tree of the file at `path` (`what`: "hardware file", for messages). */
+static mt_status parse_file(const char *path, const char *what, mt_json **root) {
+    char *text;
+    size_t len;
+    mt_status s = mt_input_read_all(path, what, MAX_FILE_BYTES, &text, &len);
+    if (s) return s;
+    s = mt__json_parse(text, len, path, root);
+    free(text);
+    return s;
+}
+
 mt_status mt_hardware_load(const char *path, mt_hardware **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_hardware_load: out is NULL");
     *out = NULL;
-    char *text;
-    size_t len;
-    mt_status s = mt_input_read_all(path, "hardware file", MAX_FILE_BYTES, &text, &len);
-    if (s) return s;
     mt_json *root;
-    s = mt__json_parse(text, len, path, &root);
-    free(text);
+    mt_status s = parse_file(path, "hardware file", &root);
     if (s) return s;
     mt_hardware *hw = calloc(1, sizeof *hw);
     if (!hw) s = mt_fail(MT_ENOMEM, "hardware file '%s': out of memory", path);
@@ -320,3 +336,47 @@ mt_status mt_hardware_load(const char *path, mt_hardware **out) {
 }
 
 void mt_hardware_free(mt_hardware *hw) { free(hw); }
+
+/* ---- fabric files ------------------------------------------------------------ */
+
+/* A fabric joins nodes: the kinds a scale-out level may be. */
+static bool joins_nodes(mt_link_kind k) {
+    return k == MT_LINK_INFINIBAND || k == MT_LINK_ETHERNET || k == MT_LINK_OMNIPATH ||
+           k == MT_LINK_DCN;
+}
+
+static mt_status read_fabric(const ck *c, const mt_json *root, mt_hw_level *lv, char *name,
+                             size_t name_n) {
+    static const char *const KEYS[] = {"format", "name", "description", "level", NULL};
+    static const char *const LEVEL[] = {"kind", "link_bandwidth", "links", "latency",
+                                        "collective_fraction", "note", NULL};
+    const mt_json *fmt, *level, *kind;
+    char description[256];
+    mt_status s;
+    if (root->type != MT_JSON_OBJ) return field_fail(c, "the file", "must hold one JSON object");
+    if ((s = only_keys(c, root, "", KEYS))) return s;
+    if ((s = member(c, root, "", "format", MT_JSON_STR, false, &fmt))) return s;
+    if (strcmp(fmt->str, MT__FABRIC_FORMAT))
+        return field_fail(c, "format", "is not \"" MT__FABRIC_FORMAT "\": this reader knows "
+                                        "only that version");
+    if ((s = read_string(c, root, "", "name", name, name_n))) return s;
+    if ((s = read_string(c, root, "", "description", description, sizeof description))) return s;
+    if ((s = member(c, root, "", "level", MT_JSON_OBJ, false, &level))) return s;
+    if ((s = only_keys(c, level, "level", LEVEL))) return s;
+    if ((s = member(c, level, "level", "kind", MT_JSON_STR, false, &kind))) return s;
+    int k = lookup(KINDS, MT_LINK_N_KINDS, kind->str);
+    if (k < 0 || !joins_nodes((mt_link_kind)k))
+        return field_fail(c, "level.kind", "is not one of infiniband, ethernet, omnipath, dcn "
+                                            "(a fabric joins nodes)");
+    *lv = (mt_hw_level){.kind = (mt_link_kind)k, .topology = MT_TOPO_SWITCH, .devices = 0};
+    return read_link(c, level, "level", lv);
+}
+
+mt_status mt__fabric_load(const char *path, mt_hw_level *lv, char *name, size_t name_n) {
+    mt_json *root;
+    mt_status s = parse_file(path, "fabric file", &root);
+    if (s) return s;
+    s = read_fabric(&(ck){.path = path, .fabric = true}, root, lv, name, name_n);
+    mt__json_free(root);
+    return s;
+}

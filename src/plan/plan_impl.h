@@ -37,6 +37,14 @@
  * mt_hardware_load says. Fails as mt_machine_read does. */
 mt_status mt__hardware_from_machine(const char *path, mt_hardware *hw);
 
+/* The "format" string of the fabric files (hardware/fabrics/). */
+#define MT__FABRIC_FORMAT "meshtrain-fabric-1"
+
+/* Reads the fabric file at `path` (mt_hardware_set_fabric's format) into
+ * *lv (a switch, devices 0) and its "name" into name (name_n bytes).
+ * MT_EIO when it cannot be read, MT_EFORMAT naming the file and the field. */
+mt_status mt__fabric_load(const char *path, mt_hw_level *lv, char *name, size_t name_n);
+
 /* ======================================================================== */
 /* One device's program (program.c)                                          */
 /* ======================================================================== */
