@@ -377,6 +377,20 @@ static mt_remat kept_as(const mt_plan_layout *l) {
     return l->remat == MT_REMAT_FULL && l->collective_matmul ? MT_REMAT_DOTS : l->remat;
 }
 
+/* The largest parameter that the storage axes left whole in the program
+ * of `key`'s chunk (its first interpolation point's), as plan_impl.h's
+ * unsplit_what; "" when none or not built. */
+static const char *unsplit_of(mt__plan_search *s, mt__plan_prog_key key, int blocks, int batch) {
+    int k0, k1, b0, b1;
+    block_points(blocks, &k0, &k1);
+    batch_points(batch, &b0, &b1);
+    key.blocks = k0;
+    key.batch = b0;
+    const mt__plan_cached *e = NULL;
+    if (mt__plan_program_cached(s, &key, &e) != MT_OK || !e || e->status != MT_OK) return "";
+    return e->prog.unsplit_what;
+}
+
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
     return mt__plan_evaluate_step(s, l, res, NULL);
 }
@@ -437,6 +451,9 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                               .ffn = s->ffn,
                               .gated = s->gated};
     res->total = -1;
+    res->n_stages = l->pipe;
+    /* NCCL communicators: one an axis that communicates */
+    const int comms = (l->data > 1) + (l->fsdp > 1) + (l->tensor > 1) + (l->pipe > 1);
     for (int stage = 0; stage < l->pipe; stage++) {
         mt__plan_mem_chunk ch[MT_SCHEDULE_MAX_CHUNKS];
         int n = 0;
@@ -456,20 +473,35 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         mt__plan_mem_bytes mb;
         st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
         if (st != MT_OK) goto done;
-        if (mb.total > res->total) {
+        const double reserve = mt__plan_mem_reserve(r->memory, tm.hw->name, comms,
+                                                    mb.activations + mb.temporaries);
+        if (stage < MT_PLAN_MAX_STAGE_MEMORY) {
+            res->stage_total[stage] = mb.total + reserve;
+            res->stage_activations[stage] = mb.activations;
+        }
+        if (mb.total + reserve > res->total) {
             res->params = mb.params;
             res->grads = mb.grads;
             res->optimizer = mb.optimizer;
             res->activations = mb.activations;
             res->temporaries = mb.temporaries;
-            res->total = mb.total;
+            res->reserve = reserve;
+            res->total = mb.total + reserve;
+            res->peak_stage = stage;
         }
     }
-    if (res->total > tm.hw->hbm_bytes)
-        snprintf(res->why, sizeof res->why, "out of memory: %.3g GB a device, the %s has %.3g GB",
-                 res->total / 1e9, tm.hw->name, tm.hw->hbm_bytes / 1e9);
-    else
-        st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
+    /* a parameter the storage axes left whole (meshtrain's partitioner
+       splits only a dim they divide): the verdict names it */
+    const char *unsplit = "";
+    for (int k = 0; k < N_ROLES && !unsplit[0] && res->total > tm.hw->hbm_bytes; k++)
+        if (built[k] && role[k].mem.unsplit_elems > 0) {
+            const int c = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
+            key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
+            unsplit = unsplit_of(s, key, blocks_of(s->layers, S, c), batch);
+        }
+    mt__plan_mem_verdict(r->memory, res->total, tm.hw->hbm_bytes, tm.hw->name, unsplit,
+                         &res->margin, res->why, sizeof res->why);
+    if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
 done:
     mt_mesh_free(mesh);
     return st;
