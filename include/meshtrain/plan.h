@@ -204,8 +204,9 @@ const char *mt_topology_name(mt_topology t);
  *   TORCHTITAN torchtitan's FSDP2 (param_dtype bf16, reduce_dtype fp32):
  *              fp32 sharded parameters, gradients and Adam's m and v (16
  *              bytes a stored element), each parameter split along dim 0
- *              in ceil(dim0/N) rows; the bf16 gathered copies; Korthikanti's
- *              activations.
+ *              of its 2-D (out, in) view in ceil(rows/N) rows; the bf16
+ *              gathered copies; Korthikanti's activations without the
+ *              attention scores (SDPA keeps none).
  * MEGATRON, DEEPSPEED and TORCHTITAN add the runtime's and the allocator's
  * reserve (mt_plan_result.reserve; memory.c names each constant's source).
  * DEEPSPEED and TORCHTITAN count a parameter that the storage axes do not

@@ -26,7 +26,7 @@
  * A parameter no storage axis divides is stored whole by meshtrain's
  * partitioner (unsplit_elems); DEEPSPEED and TORCHTITAN count it as if
  * split, as their frameworks pad it (ZeRO's ceil(numel/N) partitions,
- * FSDP2's ceil(dim0/N) rows); the others count what the program stores.
+ * FSDP2's ceil(rows/N) rows); the others count what the program stores.
  * Bytes are numbers (double): a plan for a trillion parameters overflows
  * nothing, and a search may interpolate the counts between programs.
  */
@@ -60,11 +60,12 @@ typedef struct {
        on any dim, and so stored whole, and what the frameworks store of them */
     double unsplit_elems;        /* their elements (in param_elems) */
     double unsplit_zero_elems;   /* ZeRO's partitions of them: sum of ceil(numel / N) */
-    double unsplit_rows_elems;   /* FSDP2's: sum of ceil(dim0 / N) x numel / dim0 */
+    double unsplit_rows_elems;   /* FSDP2's: sum of ceil(rows / N) x cols, the parameter as
+                                    a 2-D (rows, cols) matrix (plan_impl.h) */
     double unsplit_max_elems;    /* the largest of them */
     double rows_pad_elems;       /* FSDP2's padding of the split ones: sum of
-                                    ceil(dim0 / N) x numel / dim0 - their stored elements
-                                    (dims as before the storage split) */
+                                    ceil(rows / N) x cols - their stored elements (dims as
+                                    before the storage split) */
 } mt__plan_mem_counts;
 
 /* p's counts into *out. */

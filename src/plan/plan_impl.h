@@ -103,10 +103,12 @@ typedef struct {
        shares of them (plan/memory.h) */
     int64_t unsplit_elems;
     int64_t unsplit_zero_elems;        /* sum of ceil(numel / N): ZeRO's partitions */
-    int64_t unsplit_rows_elems;        /* sum of ceil(dim0 / N) x numel / dim0: FSDP2's */
+    int64_t unsplit_rows_elems;        /* sum of ceil(rows / N) x cols: FSDP2's, a parameter
+                                          seen as the 2-D (rows, cols) matrix whose dim 0 it
+                                          splits (cols its last dim, 1 for a vector) */
     int64_t unsplit_max_elems;         /* the largest one */
     int64_t rows_pad_elems;            /* FSDP2's padding of the split ones: sum of
-                                          ceil(dim0 / N) x numel / dim0 - stored */
+                                          ceil(rows / N) x cols - stored */
     char    unsplit_what[128];         /* the largest, "'wte' (50304, 768) over data x fsdp =
                                           1120"; "" when none */
     /* the allocator's bytes (meshtrain's own convention) */

@@ -98,7 +98,10 @@ static void storage_shares(mt_tensor *const *params, int np, const mt_mesh *mesh
             split |= b != 0;
             numel *= dims[d];
         }
-        const int64_t rows = (dims[0] + n - 1) / n * (numel / (dims[0] > 0 ? dims[0] : 1));
+        /* FSDP2 splits dim 0 of the parameter as torchtitan's models hold
+           it, 2-D (out, in) weights: a stacked (3, C, C) is its (3C, C) */
+        const int64_t last = nd > 1 && dims[nd - 1] > 0 ? dims[nd - 1] : 1, r = numel / last;
+        const int64_t rows = (r + n - 1) / n * last;
         if (split) {
             p->rows_pad_elems += rows - mt_tensor_numel(t);
             continue;
