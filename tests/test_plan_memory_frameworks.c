@@ -207,7 +207,8 @@ MT_TEST(uneven_verdicts) {
         MT_CHECK_OK(mt__plan_evaluate(&s, &l, &r));
         if (convs[i] == MT_PLAN_MEMORY_MESHTRAIN) {
             MT_CHECK(!r.feasible && strstr(r.why, "sizes do not divide") &&
-                     strstr(r.why, "(256, 64) over data = 3") && strstr(r.why, "GiB over the tiny's"),
+                     strstr(r.why, "(256, 64) over data = 3") &&
+                     strstr(r.why, "GiB over the tiny's"),
                      "meshtrain: %s", r.why);
             MT_CHECK(r.margin < 0 && r.margin == small.hbm_bytes - r.total, "margin %g",
                      r.margin);

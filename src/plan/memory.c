@@ -245,11 +245,10 @@ mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *la
        the 5as²b term, the one selective recompute drops */
     mt__plan_mem_layout flash = *lay;
     if (flash.remat == MT_REMAT_NONE) flash.remat = MT_REMAT_ATTENTION;
-    const double per_layer = !layers                             ? 0
-                             : conv == MT_PLAN_MEMORY_MESHTRAIN  ? 0
-                             : conv == MT_PLAN_MEMORY_BOOK       ? book_layer(lay)
-                             : conv == MT_PLAN_MEMORY_TORCHTITAN ? mt__plan_mem_korthikanti_layer(&flash)
-                                                                 : mt__plan_mem_korthikanti_layer(lay);
+    const mt__plan_mem_layout *kl = conv == MT_PLAN_MEMORY_TORCHTITAN ? &flash : lay;
+    const double per_layer = !layers || conv == MT_PLAN_MEMORY_MESHTRAIN ? 0
+                             : conv == MT_PLAN_MEMORY_BOOK ? book_layer(lay)
+                                                           : mt__plan_mem_korthikanti_layer(kl);
     const double n = (double)lay->fsdp * (lay->zero > 0 ? lay->data : 1);
     mt__plan_mem_bytes r = {0};
     for (int i = 0; i < n_chunks; i++) {

@@ -103,9 +103,12 @@ typedef struct {
 
 /* Bytes per device, by what they hold. */
 typedef struct {
-    double params;       /* weights (MIXED16, BOOK: the 16-bit working copy) */
-    double grads;        /* gradients (BOOK: 0, transient) */
-    double optimizer;    /* MESHTRAIN: AdamW's m, v; MIXED16: fp32 master + m + v; BOOK: m, v */
+    double params;       /* weights (the 16-bit working copy; TORCHTITAN: the fp32 shards
+                            and the bf16 copies kept whole) */
+    double grads;        /* gradients (BOOK: 0, transient; DEEPSPEED at ZeRO-1/2: the
+                            16-bit ones and the fp32 partition) */
+    double optimizer;    /* MESHTRAIN: AdamW's m, v; MIXED16, MEGATRON, DEEPSPEED: fp32
+                            master + m + v; BOOK, TORCHTITAN: m, v */
     double activations;  /* what the forward keeps for the backward, every microbatch in
                             flight */
     double temporaries;  /* MESHTRAIN: scratch; the others: the largest gathered parameter
@@ -122,7 +125,7 @@ typedef struct {
 /* Bytes per device under `conv` of a device holding chunks[0 .. n_chunks)
  * laid out as *lay, into *out. Each chunk's model states are counted from
  * its counts; activations are its arena (MESHTRAIN) or its layers' published
- * bytes (MIXED16, BOOK), times its in-flight microbatches; the chunks add.
+ * bytes (the others), times its in-flight microbatches; the chunks add.
  * MIXED16's W, G and O (memory.c's comment has the derivation):
  *   O = stored elements;
  *   W = stored + gathered_kept · (1 - 1/n), n the storage degree

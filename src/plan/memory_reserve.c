@@ -75,8 +75,8 @@ double mt__plan_mem_reserve(mt_plan_memory conv, const char *hw_name, int commun
         return 0;
     const chip_runtime *c = chip_of(hw_name);
     if (!c) return 0;
-    const double nccl =
-        (communicators > 0 ? communicators : 0) * NCCL_BUFFSIZE * NCCL_CONNECTIONS * NCCL_MAX_CHANNELS;
+    const double nccl = (communicators > 0 ? communicators : 0) * NCCL_BUFFSIZE *
+                        NCCL_CONNECTIONS * NCCL_MAX_CHANNELS;
     const double frag = churn > 0 ? churn * FRAGMENTATION / (1 - FRAGMENTATION) : 0;
     return c->cuda_context + c->cublas_ws + nccl + frag;
 }
