@@ -246,16 +246,38 @@ const char *mt_topology_name(mt_topology t);
  *              (2 bytes), fp32 main gradients (4), fp32 master weights and
  *              Adam's m and v (12): 18 bytes a parameter, 6 + 12/d with
  *              the distributed optimizer (meshtrain's ZeRO-1 over data);
- *              Korthikanti et al.'s 16-bit activations, as MIXED16. */
+ *              Korthikanti et al.'s 16-bit activations, as MIXED16;
+ *   DEEPSPEED  DeepSpeed's ZeRO in bf16: without ZeRO its BF16_Optimizer
+ *              (fp32 gradient accumulation: 2 + 4 + 12 = 18 bytes a
+ *              parameter); ZeRO-1/2 its estimator's 4Ψ + 16Ψ/N (16-bit
+ *              weights and gradients whole, fp32 master, m, v and gradient
+ *              partitions); ZeRO-3 18Ψ/N + 4 bytes a largest-layer element;
+ *              each partition ceil(Ψ/N), so any Ψ divides; Korthikanti's
+ *              activations;
+ *   TORCHTITAN torchtitan's FSDP2 (param_dtype bf16, reduce_dtype fp32):
+ *              fp32 sharded parameters, gradients and Adam's m and v (16
+ *              bytes a stored element), each parameter split along dim 0
+ *              of its 2-D (out, in) view in ceil(rows/N) rows; the bf16
+ *              gathered copies; Korthikanti's activations without the
+ *              attention scores (SDPA keeps none).
+ * MEGATRON, DEEPSPEED and TORCHTITAN add the runtime's and the allocator's
+ * reserve (mt_plan_result.reserve; memory.c names each constant's source).
+ * DEEPSPEED and TORCHTITAN count a parameter that the storage axes do not
+ * divide as their frameworks pad it; the others count it as meshtrain's
+ * partitioner stores it, whole, and a layout that does not fit for it says
+ * that the sizes do not divide, naming the parameter. */
 typedef enum {
     MT_PLAN_MEMORY_MESHTRAIN = 0,
     MT_PLAN_MEMORY_MIXED16,
     MT_PLAN_MEMORY_BOOK,
     MT_PLAN_MEMORY_MEGATRON,
+    MT_PLAN_MEMORY_DEEPSPEED,
+    MT_PLAN_MEMORY_TORCHTITAN,
     MT_PLAN_MEMORY_N
 } mt_plan_memory;
 
-/* "meshtrain", "mixed16", "book", "megatron"; "?" otherwise. */
+/* "meshtrain", "mixed16", "book", "megatron", "deepspeed", "torchtitan";
+ * "?" otherwise. */
 const char *mt_plan_memory_name(mt_plan_memory m);
 
 /* One way to lay a training step on the chips. */
@@ -296,6 +318,10 @@ typedef struct {
  * included. */
 #define MT_PLAN_MAX_VOLUMES 25
 
+/* The pipeline stages whose memory a result lists one by one; a deeper
+ * pipeline's further stages count in its peak but are not listed. */
+#define MT_PLAN_MAX_STAGE_MEMORY 64
+
 /* What one layout comes to, per device (the device that needs most) and
  * per step. */
 typedef struct {
@@ -306,8 +332,22 @@ typedef struct {
                                     of two */
     bool   feasible;
     char   why[256];             /* infeasible: what does not fit or divide, with numbers */
-    /* bytes per device, under the request's convention */
-    double params, grads, optimizer, activations, temporaries, total;
+    /* bytes per device, under the request's convention: the device that needs most */
+    double params, grads, optimizer, activations, temporaries;
+    double reserve;              /* the runtime's and the allocator's (CUDA context, cuBLAS
+                                    workspace, NCCL buffers, fragmentation): 0 under
+                                    meshtrain, mixed16, book */
+    double total;                /* the sum, reserve included */
+    double margin;               /* hbm - total: free on the tightest device, negative
+                                    when it does not fit (0 when a refusal came first) */
+    int    n_stages;             /* pipeline stages (1 without a pipe axis) */
+    int    peak_stage;           /* the stage whose device needs most (0: the first) */
+    double stage_total[MT_PLAN_MAX_STAGE_MEMORY];        /* (min(n_stages, MAX)) bytes a
+                                                            device of each stage, reserve
+                                                            included */
+    double stage_activations[MT_PLAN_MAX_STAGE_MEMORY];  /* (same) of which activations:
+                                                            its chunks' microbatches in
+                                                            flight under the schedule */
     /* seconds per step */
     double step;                 /* the whole step */
     double compute;              /* every op on the roofline, recompute included: */

@@ -26,8 +26,8 @@ static const char USAGE[] =
     "                      [--mesh AXES] [--schedule auto|KIND] [--chunks V]\n"
     "                      [--microbatches M] [--rules RULES]\n"
     "                      [--fabric NAME|PATH] [--slice-chips N]\n"
-    "                      [--memory meshtrain|mixed16|book|megatron] [--top K] [--min-chips]\n"
-    "                      [--train-tokens N] [--json]\n"
+    "                      [--memory meshtrain|mixed16|book|megatron|deepspeed|torchtitan]\n"
+    "                      [--top K] [--min-chips] [--train-tokens N] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
     "description: hardware/NAME.json, or a path; docs/planning.md) every way the\n"
@@ -194,7 +194,7 @@ int cli_cmd_plan(int argc, char **argv) {
     const cli_opt rest[] = {
         {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
          "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
-        {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron", "CONV", "how bytes are counted (docs/planning.md)"},
+        {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron|deepspeed|torchtitan", "CONV", "how bytes are counted (docs/planning.md)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
         {"train-tokens", CLI_STR, &train_tokens, 0, 0, 0, 0, NULL, "N",

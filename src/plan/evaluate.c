@@ -254,10 +254,16 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
 }
 
 /* The slots (microbatches between F and W at once) the pipeline executor
- * gives each global chunk, as it counts them (executor.c), into slots[S],
- * and the device (stage) that holds it into dev[S]. */
-static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int *dev, char *why,
-                                size_t cap) {
+ * gives each global chunk, as it counts them (executor.c: each chunk its own
+ * peak), into slots[S]; the microbatches of each chunk in flight at its
+ * device's peak, the moment its chunks hold the most blocks' worth together
+ * (what a framework that allocates as it runs holds: Korthikanti's and the
+ * zero-bubble papers' counts), into peak[S]; and the device (stage) that
+ * holds it into dev[S]. L blocks weigh the chunks (blocks_of). */
+static int blocks_of(int L, int S, int c);
+
+static mt_status pipeline_slots(const mt_plan_layout *l, int v, int L, int *slots, int *peak,
+                                int *dev, char *why, size_t cap) {
     mt_schedule *sc = NULL;
     mt_status st = mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v,
                                     &sc);
@@ -269,14 +275,36 @@ static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int 
         dev[c] = mt_schedule_chunk_device(sc, c);
         int n = mt_schedule_n_ops(sc, dev[c]);
         const mt_pipe_op *ops = mt_schedule_ops(sc, dev[c]);
-        int live = 0, peak = 0;
+        int live = 0, top = 0;
         for (int o = 0; o < n; o++) {
             if (ops[o].chunk != c) continue;
             if (ops[o].type == MT_PIPE_F) live++;
             if (ops[o].type == MT_PIPE_W || ops[o].type == MT_PIPE_BW) live--;
-            if (live > peak) peak = live;
+            if (live > top) top = live;
         }
-        slots[c] = peak < 1 ? 1 : peak;
+        slots[c] = top < 1 ? 1 : top;
+    }
+    const int S = l->pipe * v;
+    for (int d = 0; d < l->pipe; d++) {
+        int mine[MT_SCHEDULE_MAX_CHUNKS], nm = 0, live[MT_SCHEDULE_MAX_CHUNKS] = {0};
+        for (int k = 0; k < S && nm < MT_SCHEDULE_MAX_CHUNKS; k++)
+            if (dev[k] == d) mine[nm++] = k;
+        const int n = mt_schedule_n_ops(sc, d);
+        const mt_pipe_op *ops = mt_schedule_ops(sc, d);
+        int w = 0, most = -1;   /* blocks' worth in flight, and its peak */
+        for (int o = 0; o < n; o++) {
+            int j = 0;
+            while (j < nm && mine[j] != ops[o].chunk) j++;
+            if (j == nm) continue;
+            const int dw = ops[o].type == MT_PIPE_F                                  ? 1
+                           : ops[o].type == MT_PIPE_W || ops[o].type == MT_PIPE_BW ? -1
+                                                                                   : 0;
+            live[j] += dw;
+            w += dw * blocks_of(L, S, mine[j]);
+            if (w <= most) continue;
+            most = w;
+            for (int k = 0; k < nm; k++) peak[mine[k]] = live[k];
+        }
     }
     mt_schedule_free(sc);
     return MT_OK;
@@ -381,6 +409,20 @@ static mt_remat kept_as(const mt_plan_layout *l) {
     return l->remat == MT_REMAT_FULL && l->collective_matmul ? MT_REMAT_DOTS : l->remat;
 }
 
+/* The largest parameter that the storage axes left whole in the program
+ * of `key`'s chunk (its first interpolation point's), as plan_impl.h's
+ * unsplit_what; "" when none or not built. */
+static const char *unsplit_of(mt__plan_search *s, mt__plan_prog_key key, int blocks, int batch) {
+    int k0, k1, b0, b1;
+    block_points(blocks, &k0, &k1);
+    batch_points(batch, &b0, &b1);
+    key.blocks = k0;
+    key.batch = b0;
+    const mt__plan_cached *e = NULL;
+    if (mt__plan_program_cached(s, &key, &e) != MT_OK || !e || e->status != MT_OK) return "";
+    return e->prog.unsplit_what;
+}
+
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
     return mt__plan_evaluate_step(s, l, res, NULL);
 }
@@ -400,11 +442,13 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
                     .cm = l->collective_matmul};
     /* each chunk's in-flight microbatches and its device */
-    int slots[2 * MT_SCHEDULE_MAX_STAGES], dev_of[2 * MT_SCHEDULE_MAX_STAGES];
-    slots[0] = 1;
+    int slots[2 * MT_SCHEDULE_MAX_STAGES], peak[2 * MT_SCHEDULE_MAX_STAGES],
+        dev_of[2 * MT_SCHEDULE_MAX_STAGES];
+    slots[0] = peak[0] = 1;
     dev_of[0] = 0;
     if (l->pipe > 1) {
-        mt_status st = pipeline_slots(l, v, slots, dev_of, res->why, sizeof res->why);
+        mt_status st = pipeline_slots(l, v, s->layers, slots, peak, dev_of, res->why,
+                                      sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
     /* each role's program, at the blocks of its first chunk (one chunk
@@ -441,6 +485,9 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                               .ffn = s->ffn,
                               .gated = s->gated};
     res->total = -1;
+    res->n_stages = l->pipe;
+    /* NCCL communicators: one an axis that communicates */
+    const int comms = (l->data > 1) + (l->fsdp > 1) + (l->tensor > 1) + (l->pipe > 1);
     for (int stage = 0; stage < l->pipe; stage++) {
         mt__plan_mem_chunk ch[MT_SCHEDULE_MAX_CHUNKS];
         int n = 0;
@@ -454,26 +501,43 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                 ch[n].counts.grad_kept_elems = ch[n].counts.kept_grad_bytes = 0;
             }
             ch[n].layers = blocks_of(s->layers, S, c);
-            ch[n].in_flight = slots[c];
+            /* meshtrain's executor allocates each chunk its own peak; the
+               frameworks hold what is in flight at the device's */
+            ch[n].in_flight = r->memory == MT_PLAN_MEMORY_MESHTRAIN ? slots[c] : peak[c];
             n++;
         }
         mt__plan_mem_bytes mb;
         st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
         if (st != MT_OK) goto done;
-        if (mb.total > res->total) {
+        const double reserve = mt__plan_mem_reserve(r->memory, tm.hw->name, comms,
+                                                    mb.activations + mb.temporaries);
+        if (stage < MT_PLAN_MAX_STAGE_MEMORY) {
+            res->stage_total[stage] = mb.total + reserve;
+            res->stage_activations[stage] = mb.activations;
+        }
+        if (mb.total + reserve > res->total) {
             res->params = mb.params;
             res->grads = mb.grads;
             res->optimizer = mb.optimizer;
             res->activations = mb.activations;
             res->temporaries = mb.temporaries;
-            res->total = mb.total;
+            res->reserve = reserve;
+            res->total = mb.total + reserve;
+            res->peak_stage = stage;
         }
     }
-    if (res->total > tm.hw->hbm_bytes)
-        snprintf(res->why, sizeof res->why, "out of memory: %.3g GiB a device, the %s has "
-                 "%.3g GiB", res->total / MT__GIB, tm.hw->name, tm.hw->hbm_bytes / MT__GIB);
-    else
-        st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
+    /* a parameter the storage axes left whole (meshtrain's partitioner
+       splits only a dim they divide): the verdict names it */
+    const char *unsplit = "";
+    for (int k = 0; k < N_ROLES && !unsplit[0] && res->total > tm.hw->hbm_bytes; k++)
+        if (built[k] && role[k].mem.unsplit_elems > 0) {
+            const int c = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
+            key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
+            unsplit = unsplit_of(s, key, blocks_of(s->layers, S, c), batch);
+        }
+    mt__plan_mem_verdict(r->memory, res->total, tm.hw->hbm_bytes, tm.hw->name, unsplit,
+                         &res->margin, res->why, sizeof res->why);
+    if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
 done:
     mt_mesh_free(mesh);
     return st;

@@ -24,6 +24,25 @@
  * BOOK 2W + 8O, MEGATRON 2W + 4G + 12O (fp32 main gradients: 18Ψ under
  * data parallelism, 6Ψ + 12Ψ/Nd under the distributed optimizer, which is
  * ZeRO-1's W and G).
+ * DEEPSPEED follows DeepSpeed's engine (runtime/engine.py): bf16 without
+ * ZeRO accumulates gradients in fp32 by default and runs BF16_Optimizer,
+ * 2W + 4G + 12O = 18Ψ; with ZeRO its optimizer is the ZeRO one, whose
+ * published estimators (estimate_zero2/3_model_states_mem_needs) hold
+ * ZeRO-1/2 at 2W + 2U + 16O (16-bit weights and gradients whole, U the
+ * parameters as the forward uses them; fp32 master, m, v and the fp32
+ * gradient partition the optimizer steps with) = 4Ψ + 16Ψ/N, and ZeRO-3 at
+ * 2W + 16O = 18Ψ/N with 4 bytes an element of the largest gathered
+ * parameter (its 16-bit copy and gradient). A layout that frees its
+ * gathered copies (fsdp, ZeRO-3) is counted as ZeRO-3, one that keeps them
+ * as ZeRO-1/2, one with no storage axis as BF16_Optimizer.
+ * TORCHTITAN follows FSDP2 under torchtitan's default MixedPrecisionPolicy
+ * (config/job_config.py: mixed_precision_param "bfloat16",
+ * mixed_precision_reduce "float32"): the sharded parameter stays fp32 and
+ * its gradient arrives reduce-scattered in fp32, so 4O + 4G + 8O (Adam's m
+ * and v), plus 2 bytes an element of a bf16 copy kept whole (reshard after
+ * forward off), and while gathered the bf16 copy and its unsharded fp32
+ * gradient, 6 bytes an element of the largest. Without a storage axis
+ * (DDP, autocast) that is 16Ψ.
  */
 #include "plan/memory.h"
 
@@ -36,6 +55,8 @@ const char *mt_plan_memory_name(mt_plan_memory m) {
     case MT_PLAN_MEMORY_MIXED16: return "mixed16";
     case MT_PLAN_MEMORY_BOOK: return "book";
     case MT_PLAN_MEMORY_MEGATRON: return "megatron";
+    case MT_PLAN_MEMORY_DEEPSPEED: return "deepspeed";
+    case MT_PLAN_MEMORY_TORCHTITAN: return "torchtitan";
     default: return "?";
     }
 }
@@ -57,6 +78,11 @@ void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out)
         .arena_bytes = (double)p->arena_bytes,
         .scratch_bytes = (double)p->scratch_bytes,
         .largest_temp_bytes = (double)p->largest_temp_bytes,
+        .unsplit_elems = (double)p->unsplit_elems,
+        .unsplit_zero_elems = (double)p->unsplit_zero_elems,
+        .unsplit_rows_elems = (double)p->unsplit_rows_elems,
+        .unsplit_max_elems = (double)p->unsplit_max_elems,
+        .rows_pad_elems = (double)p->rows_pad_elems,
     };
 }
 
@@ -67,7 +93,8 @@ void mt__plan_mem_counts_of(const mt__plan_program *p, mt__plan_mem_counts *out)
 static mt_status check_layout(mt_plan_memory conv, const mt__plan_mem_layout *l, bool layers) {
     if ((int)conv < 0 || conv >= MT_PLAN_MEMORY_N)
         return mt_fail(MT_EINVAL, "memory convention %d is none of meshtrain, mixed16, book, "
-                       "megatron (0 to %d)", (int)conv, MT_PLAN_MEMORY_N - 1);
+                       "megatron, deepspeed, torchtitan (0 to %d)", (int)conv,
+                       MT_PLAN_MEMORY_N - 1);
     if (l->data < 1 || l->fsdp < 1 || l->tensor < 1)
         return mt_fail(MT_EINVAL, "a layout's axis sizes must be 1 or more (1: the axis "
                        "absent), got data=%d fsdp=%d tensor=%d", l->data, l->fsdp, l->tensor);
@@ -104,14 +131,86 @@ static mt_status check_chunk(const mt__plan_mem_chunk *c, int i) {
 /* Per chunk                                                                 */
 /* ======================================================================== */
 
-/* W, G, O of one chunk (the file's comment). */
-static void states(const mt__plan_mem_layout *l, const mt__plan_mem_counts *c, double *W,
-                   double *G, double *O) {
-    const double n = (double)l->fsdp * (l->zero > 0 ? l->data : 1);
+/* One chunk's model-state elements (the file's comment). */
+typedef struct {
+    double W, G, O;   /* 16-bit weights, gradients, optimizer elements resident */
+    double U;         /* the parameters as the forward uses them */
+    double kept;      /* gathered elements kept whole through the step */
+    bool   freed;     /* gathered copies freed after use (fsdp, ZeRO-3) */
+} states_t;
+
+/* c as the framework of `conv` stores it: under DEEPSPEED and TORCHTITAN a
+ * parameter the storage axes could not split (kept whole by meshtrain's
+ * partitioner) split as the framework pads it, gathered and
+ * reduce-scattered as the split ones are (kept or freed, its gradient kept
+ * or not, as theirs; with none split, as the ZeRO stage does). The other
+ * conventions count what the program stores. */
+static mt__plan_mem_counts as_framework(mt_plan_memory conv, const mt__plan_mem_layout *l,
+                                        const mt__plan_mem_counts *c, double n) {
+    mt__plan_mem_counts a = *c;
+    if (conv == MT_PLAN_MEMORY_TORCHTITAN) a.param_elems += c->rows_pad_elems;
+    const double u = c->unsplit_elems;
+    if ((conv != MT_PLAN_MEMORY_DEEPSPEED && conv != MT_PLAN_MEMORY_TORCHTITAN) || !(u > 0) ||
+        n <= 1)
+        return a;
+    double share = conv == MT_PLAN_MEMORY_TORCHTITAN ? c->unsplit_rows_elems
+                                                     : c->unsplit_zero_elems;
+    if (!(share > 0)) share = ceil(u / n);   /* counts given without their shares */
+    const double kr = c->gathered_elems > 0 ? c->gathered_kept_elems / c->gathered_elems
+                      : l->zero == 1 || l->zero == 2 ? 1 : 0;
+    const double gr = c->grad_scattered_elems > 0
+                          ? c->grad_kept_elems / c->grad_scattered_elems
+                          : l->zero == 1 ? 1 : 0;
+    a.param_elems += share - u;
+    a.gathered_elems += u;
+    a.gathered_kept_elems += u * kr;
+    a.grad_scattered_elems += u;
+    a.grad_kept_elems += u * gr;
+    a.gathered_max_elems = fmax(a.gathered_max_elems, c->unsplit_max_elems);
+    return a;
+}
+
+static states_t states(const mt__plan_mem_counts *c, double n) {
     const double rest = 1 - 1 / n;   /* of a gathered copy, what is not this device's */
-    *O = c->param_elems;
-    *W = c->param_elems + c->gathered_kept_elems * rest;
-    *G = c->param_elems + (c->gathered_elems - c->grad_scattered_elems + c->grad_kept_elems) * rest;
+    states_t s = {.O = c->param_elems, .kept = c->gathered_kept_elems};
+    s.W = c->param_elems + c->gathered_kept_elems * rest;
+    s.U = c->param_elems + c->gathered_elems * rest;
+    s.G = s.U + (c->grad_kept_elems - c->grad_scattered_elems) * rest;
+    s.freed = c->gathered_elems > c->gathered_kept_elems;
+    return s;
+}
+
+/* Model states and temporaries of one chunk into r, weighed by `conv`
+ * (the file's comment). */
+static void weigh(mt_plan_memory conv, const states_t *s, double gathered_max, double n,
+                  mt__plan_mem_bytes *r) {
+    double params = 2 * s->W, grads = 0, optim = 12 * s->O, temp = 2 * gathered_max;
+    switch (conv) {
+    case MT_PLAN_MEMORY_MIXED16: grads = 2 * s->G; break;
+    case MT_PLAN_MEMORY_BOOK: optim = 8 * s->O; break;
+    case MT_PLAN_MEMORY_MEGATRON: grads = 4 * s->G; break;
+    case MT_PLAN_MEMORY_DEEPSPEED:
+        if (n <= 1) {
+            grads = 4 * s->G;               /* BF16_Optimizer: fp32 accumulation */
+        } else if (!s->freed) {
+            grads = 2 * s->U + 4 * s->O;    /* ZeRO-1/2: 16-bit whole, fp32 partition */
+        } else {
+            grads = 4 * s->O;               /* ZeRO-3: the fp32 partition */
+            temp = 4 * gathered_max;        /* the largest layer's 16-bit copy and grad */
+        }
+        break;
+    case MT_PLAN_MEMORY_TORCHTITAN:
+        params = 4 * s->O + 2 * s->kept;    /* fp32 shards; bf16 copies kept whole */
+        grads = 4 * s->G;                   /* fp32 (reduce_dtype) */
+        optim = 8 * s->O;
+        temp = 6 * gathered_max;            /* bf16 copy + its unsharded fp32 gradient */
+        break;
+    default: break;
+    }
+    r->params += params;
+    r->grads += grads;
+    r->optimizer += optim;
+    if (s->freed) r->temporaries = fmax(r->temporaries, temp);
 }
 
 /* The book's checkpoint bytes of one layer and one microbatch: 2 bytes a
@@ -141,11 +240,16 @@ mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *la
         lay->remat != MT_REMAT_DOTS)
         return mt_fail(MT_EINVAL, "remat policy %d is none of none, full, attention, dots",
                        (int)lay->remat);
-    const double per_layer = !layers ? 0
-                             : conv == MT_PLAN_MEMORY_MIXED16 || conv == MT_PLAN_MEMORY_MEGATRON
-                                 ? mt__plan_mem_korthikanti_layer(lay)
-                             : conv == MT_PLAN_MEMORY_BOOK    ? book_layer(lay)
-                                                              : 0;
+    /* torchtitan's attention is PyTorch's SDPA (flash or memory-efficient
+       kernels), which keeps no (a, s, s) scores: Korthikanti's count without
+       the 5as²b term, the one selective recompute drops */
+    mt__plan_mem_layout flash = *lay;
+    if (flash.remat == MT_REMAT_NONE) flash.remat = MT_REMAT_ATTENTION;
+    const mt__plan_mem_layout *kl = conv == MT_PLAN_MEMORY_TORCHTITAN ? &flash : lay;
+    const double per_layer = !layers || conv == MT_PLAN_MEMORY_MESHTRAIN ? 0
+                             : conv == MT_PLAN_MEMORY_BOOK ? book_layer(lay)
+                                                           : mt__plan_mem_korthikanti_layer(kl);
+    const double n = (double)lay->fsdp * (lay->zero > 0 ? lay->data : 1);
     mt__plan_mem_bytes r = {0};
     for (int i = 0; i < n_chunks; i++) {
         const mt__plan_mem_counts *c = &chunks[i].counts;
@@ -158,17 +262,11 @@ mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *la
             r.temporaries += c->scratch_bytes;   /* each chunk's graph has its own */
             continue;
         }
-        double W, G, O;
-        states(lay, c, &W, &G, &O);
-        r.params += 2 * W;
-        r.grads += conv == MT_PLAN_MEMORY_MIXED16    ? 2 * G
-                   : conv == MT_PLAN_MEMORY_MEGATRON ? 4 * G
-                                                     : 0;
-        r.optimizer += (conv == MT_PLAN_MEMORY_BOOK ? 8 : 12) * O;
+        const mt__plan_mem_counts a = as_framework(conv, lay, c, n);
+        const states_t st = states(&a, n);
+        /* a gathered copy freed after use: one at a time */
+        weigh(conv, &st, a.gathered_max_elems, n, &r);
         r.activations += per_layer * chunks[i].layers * mb;
-        /* a gathered copy freed after use: one at a time, in 16 bits */
-        if (c->gathered_elems > c->gathered_kept_elems)
-            r.temporaries = fmax(r.temporaries, 2 * c->gathered_max_elems);
     }
     r.total = r.params + r.grads + r.optimizer + r.activations + r.temporaries;
     *out = r;

@@ -14,7 +14,19 @@
  *              number); activations by Korthikanti et al.'s Table 2;
  *   BOOK       the scaling book's (ch. 5/6): 2W + 8·O (bf16 weights, fp32
  *              Adam, gradients transient and not counted) and bf16 activation
- *              checkpoints 2 bytes × tokens × saved width × layers.
+ *              checkpoints 2 bytes × tokens × saved width × layers;
+ *   MEGATRON   2W + 4G + 12·O (fp32 main gradients), Korthikanti's;
+ *   DEEPSPEED  DeepSpeed's optimizers in bf16 (memory.c): 2W + 4G + 12·O
+ *              without a storage axis (BF16_Optimizer), 2W + 2U + 16·O at
+ *              ZeRO-1/2, 2W + 16·O + 4·(largest gathered) at ZeRO-3;
+ *              Korthikanti's;
+ *   TORCHTITAN FSDP2: 16·O fp32 (parameters, gradients, m, v), the bf16
+ *              copies kept whole 2·kept, gathered and freed a temporary;
+ *              Korthikanti's.
+ * A parameter no storage axis divides is stored whole by meshtrain's
+ * partitioner (unsplit_elems); DEEPSPEED and TORCHTITAN count it as if
+ * split, as their frameworks pad it (ZeRO's ceil(numel/N) partitions,
+ * FSDP2's ceil(rows/N) rows); the others count what the program stores.
  * Bytes are numbers (double): a plan for a trillion parameters overflows
  * nothing, and a search may interpolate the counts between programs.
  */
@@ -44,6 +56,16 @@ typedef struct {
     double arena_bytes;          /* planned activations of one microbatch slot */
     double scratch_bytes;        /* kernels' temporary buffers */
     double largest_temp_bytes;   /* the program's largest activation */
+    /* parameters the storage axes (fsdp, data under ZeRO) could not split
+       on any dim, and so stored whole, and what the frameworks store of them */
+    double unsplit_elems;        /* their elements (in param_elems) */
+    double unsplit_zero_elems;   /* ZeRO's partitions of them: sum of ceil(numel / N) */
+    double unsplit_rows_elems;   /* FSDP2's: sum of ceil(rows / N) x cols, the parameter as
+                                    a 2-D (rows, cols) matrix (plan_impl.h) */
+    double unsplit_max_elems;    /* the largest of them */
+    double rows_pad_elems;       /* FSDP2's padding of the split ones: sum of
+                                    ceil(rows / N) x cols - their stored elements (dims as
+                                    before the storage split) */
 } mt__plan_mem_counts;
 
 /* p's counts into *out. */
@@ -81,15 +103,19 @@ typedef struct {
 
 /* Bytes per device, by what they hold. */
 typedef struct {
-    double params;       /* weights (MIXED16, BOOK: the 16-bit working copy) */
-    double grads;        /* gradients (BOOK: 0, transient) */
-    double optimizer;    /* MESHTRAIN: AdamW's m, v; MIXED16: fp32 master + m + v; BOOK: m, v */
+    double params;       /* weights (the 16-bit working copy; TORCHTITAN: the fp32 shards
+                            and the bf16 copies kept whole) */
+    double grads;        /* gradients (BOOK: 0, transient; DEEPSPEED at ZeRO-1/2: the
+                            16-bit ones and the fp32 partition) */
+    double optimizer;    /* MESHTRAIN: AdamW's m, v; MIXED16, MEGATRON, DEEPSPEED: fp32
+                            master + m + v; BOOK, TORCHTITAN: m, v */
     double activations;  /* what the forward keeps for the backward, every microbatch in
                             flight */
-    double temporaries;  /* MESHTRAIN: scratch; MIXED16, BOOK: the largest gathered parameter
+    double temporaries;  /* MESHTRAIN: scratch; the others: the largest gathered parameter
                             in 16 bits when gathered copies are freed after use (fsdp,
-                            ZeRO-3), else 0 */
-    double total;        /* the sum */
+                            ZeRO-3), else 0 (DEEPSPEED: and its gradient, 4 bytes an
+                            element; TORCHTITAN: and its fp32 gradient, 6) */
+    double total;        /* the sum (the reserve is mt__plan_mem_reserve's, apart) */
 } mt__plan_mem_bytes;
 
 /* ======================================================================== */
@@ -99,7 +125,7 @@ typedef struct {
 /* Bytes per device under `conv` of a device holding chunks[0 .. n_chunks)
  * laid out as *lay, into *out. Each chunk's model states are counted from
  * its counts; activations are its arena (MESHTRAIN) or its layers' published
- * bytes (MIXED16, BOOK), times its in-flight microbatches; the chunks add.
+ * bytes (the others), times its in-flight microbatches; the chunks add.
  * MIXED16's W, G and O (memory.c's comment has the derivation):
  *   O = stored elements;
  *   W = stored + gathered_kept · (1 - 1/n), n the storage degree
@@ -114,6 +140,29 @@ typedef struct {
 mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
                               const mt__plan_mem_chunk *chunks, int n_chunks,
                               mt__plan_mem_bytes *out);
+
+/* The runtime's and the allocator's bytes a device holds besides what
+ * mt__plan_mem_device counts, under `conv` on the chip named `hw_name`
+ * ("h100-sxm"), with `communicators` NCCL communicators (the mesh axes of
+ * size 2 or more) and `churn` bytes allocated and freed through a step (the
+ * activations and temporaries): the CUDA context, one cuBLAS workspace and
+ * NCCL's buffers by the chip's kind (memory.c's table, each with its
+ * source; 0 for a chip the table does not know: TPUs, a host of threads),
+ * plus the caching allocator's fragmentation of the churn. 0 under
+ * MESHTRAIN, MIXED16 and BOOK, which model no framework. */
+double mt__plan_mem_reserve(mt_plan_memory conv, const char *hw_name, int communicators,
+                            double churn);
+
+/* The verdict on `total` bytes a device against `hbm`: the margin hbm -
+ * total into *margin, and when it does not fit, why into why[cap] in
+ * binary units: "out of memory: 93.10 GiB a device, 18.60 GiB over the
+ * h100-sxm's 74.50 GiB". `unsplit` (may be NULL or ""): under the
+ * conventions that count what the program stores (all but DEEPSPEED and
+ * TORCHTITAN), the largest parameter that the storage axes did not divide, as
+ * "'wte' (50304, 768) over data x fsdp = 1120"; the why then says the sizes
+ * do not divide, not merely that memory is short. why is "" when it fits. */
+void mt__plan_mem_verdict(mt_plan_memory conv, double total, double hbm, const char *hw_name,
+                          const char *unsplit, double *margin, char *why, size_t cap);
 
 /* The fewest devices N on which replicated + sharded / N bytes fit in `hbm`
  * bytes each (to a part in 1e12, so that published round numbers divide

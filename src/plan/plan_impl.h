@@ -119,6 +119,19 @@ typedef struct {
     int64_t grad_kept_elems;           /* of those, kept whole for the step and reduced
                                           once (ZeRO-1/2, --fsdp-gather once) */
     size_t  kept_grad_bytes;           /* their bytes (in grad_bytes) */
+    /* parameters the storage axes (fsdp, data under ZeRO: N devices) split
+       on no dim, so stored whole (in param_elems), and the frameworks'
+       shares of them (plan/memory.h) */
+    int64_t unsplit_elems;
+    int64_t unsplit_zero_elems;        /* sum of ceil(numel / N): ZeRO's partitions */
+    int64_t unsplit_rows_elems;        /* sum of ceil(rows / N) x cols: FSDP2's, a parameter
+                                          seen as the 2-D (rows, cols) matrix whose dim 0 it
+                                          splits (cols its last dim, 1 for a vector) */
+    int64_t unsplit_max_elems;         /* the largest one */
+    int64_t rows_pad_elems;            /* FSDP2's padding of the split ones: sum of
+                                          ceil(rows / N) x cols - stored */
+    char    unsplit_what[128];         /* the largest, "'wte' (50304, 768) over data x fsdp =
+                                          1120"; "" when none */
     /* the allocator's bytes (meshtrain's own convention) */
     size_t  param_bytes, grad_bytes;   /* mt_graph_stats' */
     size_t  optim_bytes;               /* AdamW's m and v: 2 x 4 bytes a stored element */

@@ -74,11 +74,15 @@ typedef struct {
 
 
 /* Bytes an activation element moves in the step's traffic under the
- * request's convention: 2 under mixed16 and megatron (their traffic in 16
- * bits, mt__plan_program_traffic16), else meshtrain's 4. */
+ * request's convention: 2 under the 16-bit systems' (mixed16, megatron,
+ * deepspeed, torchtitan: their traffic in 16 bits,
+ * mt__plan_program_traffic16), else meshtrain's 4 (the book counts only
+ * memory its way). */
 static inline double mt__plan_act_bytes(const mt_plan_request *r) {
-    return r->memory == MT_PLAN_MEMORY_MIXED16 || r->memory == MT_PLAN_MEMORY_MEGATRON ? 2.0
-                                                                                     : 4.0;
+    return r->memory == MT_PLAN_MEMORY_MIXED16 || r->memory == MT_PLAN_MEMORY_MEGATRON ||
+                   r->memory == MT_PLAN_MEMORY_DEEPSPEED || r->memory == MT_PLAN_MEMORY_TORCHTITAN
+               ? 2.0
+               : 4.0;
 }
 
 /* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */
