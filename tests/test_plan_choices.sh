@@ -29,13 +29,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_plan_choices.sh "$@"
 
 # a small llama: 12 layers, width 256, 8 heads (kv 4), sequences of 512 on H100s,
-# their products not tile-quantized (the cases below reason about bubbles and
-# microbatch counts; a tiny model's products fill few of the 132 SMs, which
-# test_plan_step's quantization case checks on its own)
+# their products not tile-quantized and no kernel overhead (the cases below
+# reason about bubbles and microbatch counts; a tiny model's products fill few
+# of the 132 SMs, which test_plan_cost checks on its own)
 python3 - "$HWDIR/h100-sxm.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-for k in ("gemm_tile_m", "gemm_tile_n", "gemm_units"):
+for k in ("gemm_tile_m", "gemm_tile_n", "gemm_units", "kernel_overhead"):
     d["achievable"].pop(k, None)
 json.dump(d, open("h100-untiled.json", "w"), indent=1)
 PY

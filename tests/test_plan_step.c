@@ -374,24 +374,6 @@ MT_TEST(refusals) {
 
 /* The ops this test costs as matrix products (at the precision's peak);
  * every other op by its bytes. */
-/* The share of the tile slots a product of M x N uses on hw, by NVIDIA's
- * Matrix Multiplication Background guide (ch. 3) counted out by hand: its
- * tiles in either orientation, the edge tiles and the last wave counted
- * whole, the better orientation. Here, on the H100's 256 x 128 tiles and
- * 132 SMs, every product of this small GPT is one tile or a few: a few
- * hundredths. */
-static double slots_used(const mt_hardware *hw, double M, double N) {
-    double best = 0;
-    for (int o = 0; o < 2; o++) {
-        double tm = o ? hw->gemm_tile_n : hw->gemm_tile_m, tn = o ? hw->gemm_tile_m : hw->gemm_tile_n;
-        long tiles = (long)ceil(M / tm) * (long)ceil(N / tn);
-        long slots = ((tiles + (long)hw->gemm_units - 1) / (long)hw->gemm_units) * (long)hw->gemm_units;
-        double used = M * N / (slots * tm * tn);
-        if (used > best) best = used;
-    }
-    return best;
-}
-
 static bool is_product(const char *op) {
     static const char *const ops[] = {"matmul", "linear", "attention", "attention_gqa", "gemm",
                                       "attention_bwd", "gqa_bwd_qk", "gqa_bwd_v", "cm_wgrad"};
@@ -455,13 +437,16 @@ MT_TEST(gpt_forward_is_its_nodes_rooflines) {
             n_coll++;
             continue;
         }
-        /* a product at the fp32 peak x gemm_fraction x its tiles' share of
-           the waves' slots; the rest floored by the fp32 peak (the vector
-           units) */
-        double tf = in.flops / (is_product(in.op) ? flop_rate * slots_used(hw, in.gemm_m, in.gemm_n)
-                                                  : hw->peak_flops[MT_HW_FP32]);
+        /* a product at the fp32 peak x gemm_fraction x its kernel's share
+           (mt__plan_gemm_efficiency, checked against hand counts and
+           OpenXLA's measured table in test_plan_cost); the rest floored by
+           the fp32 peak (the vector units); every kernel its overhead */
+        double tf = in.flops / (is_product(in.op)
+                                    ? flop_rate * mt__plan_gemm_efficiency(hw, in.gemm_m, in.gemm_n,
+                                                                           in.gemm_k)
+                                    : hw->peak_flops[MT_HW_FP32]);
         double tb = in.mem_bytes / byte_rate;
-        want += tf > tb ? tf : tb;
+        want += (tf > tb ? tf : tb) + (tf > 0 || tb > 0 ? hw->kernel_overhead : 0);
     }
     MT_CHECK(n_coll >= 2 * mc.L, "the forward's tensor-parallel all-reduces: %d", n_coll);
     mt_graph_free(g);

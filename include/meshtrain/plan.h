@@ -111,6 +111,9 @@ typedef struct {
                                            tiles in ceil(tiles/units) waves (NVIDIA's Matrix
                                            Multiplication Background guide, tile and wave
                                            quantization); 0: no quantization */
+    double kernel_overhead;             /* seconds every kernel (a program's compute node)
+                                           costs besides its work: its launch and ramp, the
+                                           time of the smallest products (0: none) */
     double hbm_fraction;                /* streaming kernels' achieved / peak bandwidth */
     double vector_flops;                /* a machine file measured with meshtrain's kernels
                                            capped below the CPU's best level (MT_CPU_ISA):

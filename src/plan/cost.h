@@ -126,20 +126,20 @@ double mt__plan_op_seconds(const mt_hardware *hw, mt__plan_node_class cls, mt_hw
  * points' beyond them); 1 for a description without a curve or seq <= 0. */
 double mt__plan_attention_fraction(const mt_hardware *hw, double seq);
 
-/* The share of a product's tile slots that do its work on hw (NVIDIA's
- * Matrix Multiplication Background guide, ch. 3): its M x N output runs
- * as ceil(M/tm)·ceil(N/tn) tiles of the library's tm x tn (either
- * orientation, the better one, as the library picks), in waves of
- * gemm_units tiles; the partly empty edge tiles and the partly idle last
- * wave cost as full ones. 1 for a description without a tile (a TPU's, a
- * CPU's) or no shape. gemm_fraction is a large product's, whose waves are
- * many; this is the rest. */
-double mt__plan_gemm_quantization(const mt_hardware *hw, double M, double N);
+/* A product of M x N over K on hw, as a share of a large product's rate
+ * (gemm_fraction's, products of 4096 a side): the best of the GEMM
+ * library's kernels (cost.c's comment: the tile sizes of NVIDIA's Matrix
+ * Multiplication Background guide, tile and wave quantization on
+ * gemm_units, split-K, a fixed per-tile K overhead, calibrated on OpenXLA's
+ * measured H100 table), at most 1. 1 for a description without a tile (a
+ * TPU's, a CPU's) or no shape. */
+double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, double K);
 
 /* Seconds of node n of a program (not a collective) on hw, as
  * mt__plan_op_seconds costs it, attention's products at the GEMMs' rate x
  * mt__plan_attention_fraction of their sequence length, the other products
- * at the GEMMs' rate x mt__plan_gemm_quantization of their shape. */
+ * at the GEMMs' rate x mt__plan_gemm_efficiency of their shape, plus the
+ * file's kernel_overhead for a node that does any work. */
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound);
 

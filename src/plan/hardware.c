@@ -237,7 +237,7 @@ static mt_status read_level(const ck *c, const mt_json *lv, int i, bool outermos
 static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
     static const char *const CHIP[] = {"flops", "hbm_bytes", "hbm_bandwidth", "note", NULL};
     static const char *const ACH[] = {"gemm", "hbm", "gemm_tile_m", "gemm_tile_n",
-                                      "gemm_units", "note", NULL};
+                                      "gemm_units", "kernel_overhead", "note", NULL};
     const mt_json *chip, *flops, *ach;
     mt_status s;
     if ((s = member(c, root, "", "chip", MT_JSON_OBJ, false, &chip))) return s;
@@ -268,6 +268,8 @@ static mt_status read_chip(const ck *c, const mt_json *root, mt_hardware *hw) {
     if ((hw->gemm_tile_m > 0) != (hw->gemm_tile_n > 0) || (hw->gemm_tile_m > 0) != (hw->gemm_units > 0))
         return field_fail(c, "achievable", "gives some of gemm_tile_m, gemm_tile_n and "
                                            "gemm_units: give all three or none");
+    if ((s = sourced(c, ach, "achievable", "kernel_overhead", true, false, &hw->kernel_overhead)))
+        return s;
     return sourced(c, ach, "achievable", "hbm", false, true, &hw->hbm_fraction);
 }
 
