@@ -27,7 +27,9 @@ import sys
 # The target is a mean step-time error of 10 %; while known gaps
 # remain the suite holds the mean to what it is (the note says how far from
 # the target), so that no change makes it worse unnoticed.
-MEAN_BOUND = 0.20
+MEAN_BOUND = 0.21
+# ... and over the rows without a known gap, whose target is the too
+MEAN_TARGETED_BOUND = 0.12
 
 SEQ = 2048      # every run in the table: sequence 2048 ...
 VOCAB = 51200   # ... and Megatron-LM's vocabulary
@@ -272,6 +274,9 @@ def main():
               f"{100 * sum(old_steps) / len(old_steps):.1f}%, worst {100 * max(old_steps):.1f}%")
     if avg > MEAN_BOUND:
         failed.append(f"mean step error past {100 * MEAN_BOUND:.0f}%")
+    if steps_targeted and sum(steps_targeted) / len(steps_targeted) > MEAN_TARGETED_BOUND:
+        failed.append(f"mean step error without the known gaps past "
+                      f"{100 * MEAN_TARGETED_BOUND:.0f}%")
     print(f"{len(ROWS) - len(gaps) - len(failed)} of {len(ROWS)} rows within their targets; "
           f"{len(gaps)} known gaps (GAP: past the target, within the bound the table records)"
           + (f": {' '.join(gaps)}" if gaps else ""))

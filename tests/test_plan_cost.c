@@ -477,6 +477,8 @@ MT_TEST(gemm_kernel_by_hand) {
     mt_hardware *hw = shipped("a100-80gb");
     MT_CHECK_CLOSE(mt__plan_gemm_efficiency(hw, 2048, 4608, 12288),
                    1152.0 / 1188.0 * 3072.0 / 3328.0 * 4352.0 / 4096.0, 1e-12, "QKV");
+    /* unsplit at k = 12288, 288 of 324 slots: no faster than k = 4096 */
+    MT_CHECK(mt__plan_gemm_efficiency(hw, 2048, 4608, 12288) > 288.0 / 324.0, "split-K wins");
     MT_CHECK_CLOSE(mt__plan_gemm_efficiency(hw, 256 * 12, 128 * 9, 4096), 1.0, 1e-12,
                    "one full wave");
     mt_hardware_free(hw);

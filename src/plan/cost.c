@@ -210,7 +210,8 @@ double mt__plan_attention_fraction(const mt_hardware *hw, double seq) {
  * tiles may split K over s tiles (split-K, at least SPLIT_K_MIN of K
  * each); and each tile pays a fixed K0 of K-steps (its prologue and
  * epilogue), so a tile over k runs at k / (k + K0) of its rate, relative to
- * the large products of k = 4096 that gemm_fraction describes; and every
+ * the large products of k = 4096 that gemm_fraction describes (a longer k
+ * at theirs: the table measures none faster); and every
  * kernel costs the file's kernel_overhead besides (mt__plan_node_seconds).
  * The constants here and that overhead are calibrated on OpenXLA's
  * measured H100 table
@@ -237,7 +238,8 @@ static double best_kernel(const mt_hardware *hw, double M, double N, double K, d
     for (double s = 1; s <= 16 && (s == 1 || K / s >= SPLIT_K_MIN); s *= 2) {
         double k = K / s, slots = ceil(tiles * s / units) * units;
         double fill = (M * N) / (tiles * tm * tn) * (tiles * s) / slots;
-        double kf = k / (k + GEMM_K0) * (GEMM_K_LARGE + GEMM_K0) / GEMM_K_LARGE;
+        double kf = k < GEMM_K_LARGE ? k / (k + GEMM_K0) * (GEMM_K_LARGE + GEMM_K0) / GEMM_K_LARGE
+                                     : 1;   /* no faster than the measured large ones */
         if (rate * fill * kf > best) best = rate * fill * kf;
     }
     return best;

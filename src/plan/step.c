@@ -363,6 +363,13 @@ mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
         p.nodes[i].flops = x->flops + w * (y->flops - x->flops);
         p.nodes[i].bytes = x->bytes + w * (y->bytes - x->bytes);
         p.nodes[i].comm_bytes = x->comm_bytes + w * (y->comm_bytes - x->comm_bytes);
+        /* a product's rows (M, or a weight gradient's K) and attention's
+           scores grow with the sequences as its FLOPs do */
+        p.nodes[i].gemm_m = x->gemm_m + w * (y->gemm_m - x->gemm_m);
+        p.nodes[i].gemm_n = x->gemm_n + w * (y->gemm_n - x->gemm_n);
+        p.nodes[i].gemm_k = x->gemm_k + w * (y->gemm_k - x->gemm_k);
+        p.nodes[i].attention_scores =
+            x->attention_scores + w * (y->attention_scores - x->attention_scores);
     }
     p.flops_recompute = p0->flops_recompute + w * (p1->flops_recompute - p0->flops_recompute);
     mt_status st = mt__plan_chunk_time_of(hw, mesh, precision, &p, bucket_bytes, keys, out);
