@@ -375,7 +375,7 @@ plan deep "${P80[@]}" --vocab 256 --memory megatron &&
 timeout 300 "$BIN" plan "${P80[@]}" --vocab 256 --memory megatron >deep.txt 2>err.txt &&
 plan head "${P80[@]}" --vocab 65536 --memory meshtrain &&
 timeout 300 "$BIN" plan "${P80[@]}" --vocab 65536 --memory meshtrain >head.txt 2>err.txt &&
-python3 - <<'PY' && ok "stages: 80 of them: the JSON lists 0..63 and the last, activations 80 - s microbatches; the text the first 4, …, the last, the peak marked (stage 0, or the last with a 65536-word head)" || bad "80 stages" "see above"
+python3 - <<'PY' && ok "stages: 80 of them: the JSON lists 0..63 and the last, activations 80 - s; the text the first 4, …, the last, the peak marked (stage 0; the last with a 65536-word head)" || bad "80 stages" "see above"
 import json, re
 m = json.load(open("deep.json"))["best"][0]["memory_per_device"]
 st = m["stages"]

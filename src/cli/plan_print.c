@@ -198,8 +198,9 @@ static void print_stages(FILE *out, const mt_plan_result *r) {
     for (int i = 0; i < n; i++) {
         double total, act;
         if (!stage_bytes(r, list[i], &total, &act)) continue;
-        fprintf(out, "%s%d: %.2f (%.2f)%s", !i ? " " : list[i] > list[i - 1] + 1 ? ", …, " : ", ",
-                list[i], total / unit, act / unit, list[i] == r->peak_stage ? " peak" : "");
+        const char *sep = !i ? " " : list[i] > list[i - 1] + 1 ? ", …, " : ", ";
+        fprintf(out, "%s%d: %.2f (%.2f)%s", sep, list[i], total / unit, act / unit,
+                list[i] == r->peak_stage ? " peak" : "");
     }
     fprintf(out, "\n");
 }
@@ -376,8 +377,8 @@ static void json_stages(FILE *out, const mt_plan_result *r) {
     for (int i = 0; i < n; i++) {
         double total, act;
         if (!stage_bytes(r, list[i], &total, &act)) continue;
-        fprintf(out, "%s{\"stage\": %d, \"total\": %.0f, \"activations\": %.0f}", i ? ", " : "",
-                list[i], total, act);
+        fprintf(out, "%s{\"stage\": %d, \"total\": %.0f, \"activations\": %.0f}",
+                i ? ", " : "", list[i], total, act);
     }
     fprintf(out, "]");
 }
