@@ -33,10 +33,21 @@
 #   - binary units: the text gives memory in MiB/GiB/TiB, says GiB = 2^30
 #     bytes, and no decimal MB, GB or TB; the table's memory is the JSON's
 #     bytes / 2^30; HFU beside MFU.
+#   - memory's parts and margin: parameters + gradients + optimizer +
+#     activations + temporaries + reserve = total, in --json and in the
+#     text's line; margin = the hardware file's hbm_bytes - total (read here
+#     from hardware/<name>.json), negative when over; no reserve under
+#     --memory meshtrain, nor on a TPU (no CUDA runtime)
+#   - memory by pipeline stage: 1F1B under --memory megatron holds p - s
+#     microbatches' activations on stage s (Narayanan et al., SC21 §2.2.1;
+#     Korthikanti et al. §4.2.3: the first stage p), so they fall stage by
+#     stage from stage 0, the peak; past the 64 stages a result lists, the
+#     first few, the peak and the last, with "…"
 #
 #   bash tests/test_plan_output.sh <meshtrain binary> [<build dir>]
 set -u
 
+HW=$(realpath "$(dirname "${BASH_SOURCE[0]}")/../hardware")
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_plan_output.sh "$@"
 
@@ -238,6 +249,153 @@ got = re.search(r"([0-9.]+) (MiB|GiB|TiB)", row)
 scale = {"MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[got.group(2)]
 want = json.load(open(sys.argv[2]))["best"][0]["memory_per_device"]["total"] / scale
 assert f"{want:.2f}" == got.group(1), (got.group(0), want)
+PY
+
+# ---- memory: the parts add up, the margin, the reserve ------------------------
+P8=(--model gpt --layers 8 --channels 32 --heads 4 --vocab 256 --max-seq 16 --seq 16
+    --hardware h100-sxm --batch-tokens 256 --chips 4 --mesh pipe=4 --schedule 1f1b
+    --microbatches 8 --remat none --zero 0)
+plan meg "${P8[@]}" --memory megatron &&
+plan own "${P8[@]}" --memory meshtrain &&
+plan megdp "${GPT[@]}" --chips 4 --memory megatron --top 20 &&
+plan tpu "${P8[@]}" --memory megatron --hardware tpu-v5p &&
+python3 - "$HW" <<'PY' && ok "memory: the six parts add up to total; margin = hbm_bytes - total; reserve > 0 under megatron on an H100, 0 under meshtrain and on a TPU" || bad "memory parts and margin" "see above"
+import json, sys
+hbm = {n: json.load(open(f"{sys.argv[1]}/{n}.json"))["chip"]["hbm_bytes"]["value"]
+       for n in ("h100-sxm", "tpu-v5p")}
+assert hbm["h100-sxm"] == 8e10, hbm
+PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "reserve")
+n = 0
+for name, hw in (("meg", "h100-sxm"), ("own", "h100-sxm"), ("megdp", "h100-sxm"),
+                 ("tpu", "tpu-v5p")):
+    d = json.load(open(name + ".json"))
+    assert d["hardware"] == hw, d["hardware"]
+    for r in d["best"]:
+        n += 1
+        m = r["memory_per_device"]
+        # each part is printed rounded to a byte: at most 1/2 off each
+        assert abs(sum(m[k] for k in PARTS) - m["total"]) <= 3, (name, m)
+        assert abs(m["margin"] - (hbm[hw] - m["total"])) <= 1, (name, m, hbm[hw])
+        assert m["margin"] > 0, (name, m)
+        if name in ("own", "tpu"):
+            assert m["reserve"] == 0, (name, m)
+        else:
+            # at least the CUDA context's 723 MiB (memory_reserve.c's source)
+            assert m["reserve"] >= 723 * 2**20, (name, m)
+assert n >= 4, n
+PY
+
+# a layout that does not fit: the margin is how far over, negative
+if timeout 300 "$BIN" plan --model gpt --layers 4 --channels 1024 --heads 8 --vocab 50304 \
+        --max-seq 2048 --seq 2048 --hardware v100-32gb --chips 2 --mesh data=2 \
+        --batch-tokens 256k --memory megatron --zero 0 --remat none --microbatches 1 \
+        --json >oom.json 2>err.txt; then
+    bad "out of memory" "exit 0: a 64-sequence step of 2048 fit in a V100's 32 GB"
+else
+    python3 - "$HW" <<'PY' && ok "memory: a layout over the chip's memory has margin hbm_bytes - total < 0, its parts adding up" || bad "negative margin" "see above"
+import json, sys
+hbm = json.load(open(f"{sys.argv[1]}/v100-32gb.json"))["chip"]["hbm_bytes"]["value"]
+d = json.load(open("oom.json"))
+assert not d["best"] and len(d["infeasible"]) == 1, d
+r = d["infeasible"][0]
+m = r["memory_per_device"]
+assert r["why"].startswith("out of memory"), r["why"]
+assert abs(m["margin"] - (hbm - m["total"])) <= 1 and m["margin"] < 0, (m, hbm)
+assert abs(sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations",
+                              "temporaries", "reserve")) - m["total"]) <= 3, m
+# the refusal's "N GiB over" is the same margin
+over = float(r["why"].split(", ")[1].split(" GiB over")[0])
+assert f"{-m['margin'] / 2**30:.2f}" == f"{over:.2f}", (over, m["margin"])
+PY
+fi
+
+# ---- memory by pipeline stage: 1F1B under megatron ------------------------------
+python3 - <<'PY' && ok "stages: 1F1B p=4, megatron: activations p - s microbatches on stage s (4:3:2:1), peak stage 0 = total" || bad "1f1b stages" "see above"
+import json
+for name in ("meg", "own"):
+    m = json.load(open(name + ".json"))["best"][0]["memory_per_device"]
+    st = m["stages"]
+    assert [s["stage"] for s in st] == [0, 1, 2, 3], (name, st)
+    assert max(s["total"] for s in st) == m["total"], (name, st, m["total"])
+    assert st[m["peak_stage"]]["total"] == m["total"], (name, m)
+    if name != "meg":
+        continue
+    assert m["peak_stage"] == 0, m
+    act = [s["activations"] for s in st]
+    assert act[0] == m["activations"] and all(a > b for a, b in zip(act, act[1:])), act
+    p = 4
+    for s, a in enumerate(act):
+        assert abs(a / act[-1] - (p - s)) <= 0.01 * (p - s), (s, act)
+PY
+plan dp "${GPT[@]}" --chips 4 --mesh data=4 --memory megatron &&
+python3 - <<'PY' && ok "stages: none listed without a pipeline" || bad "stages without a pipeline" "see above"
+import json
+for r in json.load(open("dp.json"))["best"]:
+    assert "stages" not in r["memory_per_device"] and "peak_stage" not in r["memory_per_device"], r
+PY
+
+# the text: the line's parts add up to "memory in all", the margin free, the stages
+if timeout 300 "$BIN" plan "${P8[@]}" --memory megatron >meg.txt 2>err.txt; then
+    python3 - meg.txt meg.json <<'PY' && ok "text: memory per device's parts (runtime reserve named) sum to memory in all; N GiB free = the JSON's margin; a stage line, stage 0 the peak" || bad "text memory lines" "see above"
+import json, re, sys
+text = open(sys.argv[1]).read()
+m = json.load(open(sys.argv[2]))["best"][0]["memory_per_device"]
+U = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+line = next(l for l in text.splitlines() if l.startswith("  memory per device: "))
+parts = re.findall(r"(parameters|gradients|optimizer|activations|temporaries|runtime reserve) +"
+                   r"([0-9.]+) (MiB|GiB|TiB)", line)
+assert [p[0] for p in parts] == ["parameters", "gradients", "optimizer", "activations",
+                                 "temporaries", "runtime reserve"], line
+assert "CUDA context, cuBLAS workspace, NCCL buffers" in line, line
+got = sum(float(v) * U[u] for _, v, u in parts)
+allin = re.search(r"^  memory in all: ([0-9.]+) (\w+) of the h100-sxm's 74.51 GiB "
+                  r"\(([0-9.]+)%\), ([0-9.]+) (\w+) free", text, re.M)
+assert allin, text
+total = float(allin.group(1)) * U[allin.group(2)]
+# each part rounded to 0.005 of its unit
+assert abs(got - total) <= 6 * 0.005 * 2**20 + 0.005 * U[allin.group(2)], (got, total)
+assert f"{m['margin'] / U[allin.group(5)]:.2f}" == allin.group(4), (allin.group(0), m["margin"])
+stages = next(l for l in text.splitlines() if l.startswith("  memory by pipeline stage, "))
+listed = re.findall(r" (\d+): ([0-9.]+) \(([0-9.]+)\)( peak)?", stages)
+assert [int(s[0]) for s in listed] == [0, 1, 2, 3], stages
+assert [s[0] for s in listed if s[3]] == ["0"], stages
+unit = U[re.search(r"stage, (\w+) a device", stages).group(1)]
+for (k, tot, act, _), s in zip(listed, m["stages"]):
+    assert f"{s['total'] / unit:.2f}" == tot and f"{s['activations'] / unit:.2f}" == act, (k, s)
+PY
+else
+    bad "text stages" "exit $?: $(head -2 err.txt)"
+fi
+
+# ---- deeper than the 64 stages a result lists: 80 stages of a layer -------------
+P80=(--model gpt --layers 80 --channels 32 --heads 4 --max-seq 16 --seq 16
+     --hardware h100-sxm --batch-tokens 1280 --chips 80 --mesh pipe=80 --schedule 1f1b
+     --microbatches 80 --remat none --zero 0)
+plan deep "${P80[@]}" --vocab 256 --memory megatron &&
+timeout 300 "$BIN" plan "${P80[@]}" --vocab 256 --memory megatron >deep.txt 2>err.txt &&
+plan head "${P80[@]}" --vocab 65536 --memory meshtrain &&
+timeout 300 "$BIN" plan "${P80[@]}" --vocab 65536 --memory meshtrain >head.txt 2>err.txt &&
+python3 - <<'PY' && ok "stages: 80 of them: the JSON lists 0..63 and the last, activations 80 - s; the text the first 4, …, the last, the peak marked (stage 0; the last with a 65536-word head)" || bad "80 stages" "see above"
+import json, re
+m = json.load(open("deep.json"))["best"][0]["memory_per_device"]
+st = m["stages"]
+assert [s["stage"] for s in st] == list(range(64)) + [79], [s["stage"] for s in st]
+assert m["peak_stage"] == 0 and st[0]["total"] == m["total"], m["peak_stage"]
+last = st[-1]["activations"]
+for s in st:
+    assert abs(s["activations"] / last - (80 - s["stage"])) <= 0.01 * (80 - s["stage"]), s
+line = next(l for l in open("deep.txt") if l.startswith("  memory by pipeline stage, "))
+assert re.search(r": 0: [0-9.]+ \([0-9.]+\) peak, 1: [0-9.]+ \([0-9.]+\), 2: .*, 3: [0-9.]+ "
+                 r"\([0-9.]+\), …, 79: [0-9.]+ \([0-9.]+\)$", line), line
+# the peak past the listed stages: its own figures, listed once, marked
+m = json.load(open("head.json"))["best"][0]["memory_per_device"]
+st = m["stages"]
+byst = {s["stage"]: s for s in st}
+assert byst[m["peak_stage"]]["total"] == m["total"] >= max(s["total"] for s in st), m
+assert len(byst) == len(st) == 65, [s["stage"] for s in st]
+line = next(l for l in open("head.txt") if l.startswith("  memory by pipeline stage, "))
+assert line.count(" peak") == 1 and re.search(rf" {m['peak_stage']}: [0-9.]+ \([0-9.]+\) peak",
+                                              line), (m["peak_stage"], line)
 PY
 
 test_end

@@ -351,6 +351,9 @@ typedef struct {
     double stage_activations[MT_PLAN_MAX_STAGE_MEMORY];  /* (same) of which activations:
                                                             its chunks' microbatches in
                                                             flight under the schedule */
+    double last_stage_total;     /* the last stage's (n_stages - 1) bytes and ... */
+    double last_stage_activations;   /* ... activations, listed above or not: a report of a
+                                        deeper pipeline names its last stage too */
     /* seconds per step */
     double step;                 /* the whole step */
     double compute;              /* every op on the roofline, recompute included: */

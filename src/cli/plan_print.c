@@ -137,6 +137,75 @@ static void print_comm(FILE *out, const mt_plan_result *r) {
 }
 
 /* ======================================================================== */
+/* Memory by pipeline stage                                                  */
+/* ======================================================================== */
+
+/* The stages a report lists of a pipeline deeper than it lists whole: the
+ * first STAGES_HEAD, then the peak and the last. */
+#define STAGES_HEAD 4
+
+/* Stage st's bytes and activations: the listed stages' from their arrays,
+ * the peak's and the last's past them from their own fields; false when
+ * the result does not hold them (a stage past the listed ones). */
+static bool stage_bytes(const mt_plan_result *r, int st, double *total, double *act) {
+    if (st < 0 || st >= r->n_stages) return false;
+    if (st < MT_PLAN_MAX_STAGE_MEMORY) {
+        *total = r->stage_total[st];
+        *act = r->stage_activations[st];
+    } else if (st == r->peak_stage) {
+        *total = r->total;
+        *act = r->activations;
+    } else if (st == r->n_stages - 1) {
+        *total = r->last_stage_total;
+        *act = r->last_stage_activations;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* The stages to list, ascending and each once, into list[] (room for
+ * MT_PLAN_MAX_STAGE_MEMORY + 2); returns how many. `head` stages first
+ * (all the result holds with head >= MT_PLAN_MAX_STAGE_MEMORY), then the
+ * peak and the last. 0 without a pipeline or before its memory was
+ * counted (a layout refused first). */
+static int stages_listed(const mt_plan_result *r, int head, int *list) {
+    if (r->n_stages < 2) return 0;
+    int n = 0;
+    for (int st = 0; st < r->n_stages && st < head && st < MT_PLAN_MAX_STAGE_MEMORY; st++)
+        list[n++] = st;
+    const int more[2] = {r->peak_stage, r->n_stages - 1};   /* peak <= last */
+    for (int i = 0; i < 2; i++)
+        if (more[i] > list[n - 1] && more[i] < r->n_stages) list[n++] = more[i];
+    return n;
+}
+
+/* "  memory by pipeline stage, GiB a device in all (of it activations): 0:
+ * 61.20 (40.00) peak, 1: ..." with every stage up to the listed ones, past
+ * them the first few, the peak and the last, "…" for the stages between. */
+static void print_stages(FILE *out, const mt_plan_result *r) {
+    int list[MT_PLAN_MAX_STAGE_MEMORY + 2];
+    const int head = r->n_stages <= MT_PLAN_MAX_STAGE_MEMORY ? MT_PLAN_MAX_STAGE_MEMORY
+                                                             : STAGES_HEAD;
+    const int n = stages_listed(r, head, list);
+    if (!n) return;
+    /* one unit for the line, the peak's: GiB for any model that needs a
+       planner, MiB for the small ones of the tests */
+    const double MIB = 1048576.0, GIB = MIB * 1024, TIB = GIB * 1024;
+    const double unit = r->total >= TIB ? TIB : r->total >= GIB ? GIB : MIB;
+    fprintf(out, "  memory by pipeline stage, %s a device in all (of it activations):",
+            unit == TIB ? "TiB" : unit == GIB ? "GiB" : "MiB");
+    for (int i = 0; i < n; i++) {
+        double total, act;
+        if (!stage_bytes(r, list[i], &total, &act)) continue;
+        const char *sep = !i ? " " : list[i] > list[i - 1] + 1 ? ", …, " : ", ";
+        fprintf(out, "%s%d: %.2f (%.2f)%s", sep, list[i], total / unit, act / unit,
+                list[i] == r->peak_stage ? " peak" : "");
+    }
+    fprintf(out, "\n");
+}
+
+/* ======================================================================== */
 /* Text                                                                      */
 /* ======================================================================== */
 
@@ -168,25 +237,36 @@ static void print_best(FILE *out, const mt_plan_request *q, const cli_plan_out *
         fprintf(out, " (uses %d of the %d chips: faster than the best of all %d, %s, at "
                 "%s)", b->chips, rep->chips, rep->chips, rep->best_all.mesh, t);
     }
-    /* TODO(issue 40, per-stage memory): memory*.c's helper adds each
-       pipeline stage's bytes to mt_plan_result; print them here, a line a
-       stage. Until then the line is the stage that holds most (the
-       result's fields are that stage's). */
+    /* the device that needs most: in a pipeline, the peak stage (its parts;
+       every stage's total on the line after) */
     const struct { const char *name; double bytes; } mem[] = {
         {"parameters", b->params}, {"gradients", b->grads}, {"optimizer", b->optimizer},
         {"activations", b->activations}, {"temporaries", b->temporaries},
+        {"runtime reserve", b->reserve},
     };
     fprintf(out, "\n  memory per device:");
     for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
         fprintf(out, "%s %s ", i ? "," : "", mem[i].name);
         print_memory(out, mem[i].bytes);
     }
-    char t[32], h[32];
+    /* what the reserve is (memory_reserve.c), or why there is none: the
+       papers' conventions and meshtrain's own count none, the frameworks'
+       none on a chip without a CUDA runtime */
+    if (b->reserve > 0)
+        fprintf(out, " (CUDA context, cuBLAS workspace, NCCL buffers, allocator fragmentation)");
+    else if (q->memory == MT_PLAN_MEMORY_MEGATRON || q->memory == MT_PLAN_MEMORY_DEEPSPEED ||
+             q->memory == MT_PLAN_MEMORY_TORCHTITAN)
+        fprintf(out, " (none for the %s: no CUDA runtime known)", q->hw->name);
+    else
+        fprintf(out, " (%s counts none)", mt_plan_memory_name(q->memory));
+    char t[32], h[32], m[32];
     format_bytes(t, sizeof t, b->total, 0);
     format_bytes(h, sizeof h, q->hw->hbm_bytes, 0);
-    fprintf(out, "\n  memory in all: %s of the %s's %s (%.1f%%)%s\n", t, q->hw->name, h,
-            100 * b->total / q->hw->hbm_bytes,
+    format_bytes(m, sizeof m, fabs(b->margin), 0);
+    fprintf(out, "\n  memory in all: %s of the %s's %s (%.1f%%), %s %s%s\n", t, q->hw->name, h,
+            100 * b->total / q->hw->hbm_bytes, m, b->margin >= 0 ? "free" : "over",
             b->layout.pipe > 1 ? ", on the pipeline stage that holds most" : "");
+    print_stages(out, b);
     fprintf(out, "  step ");
     format_seconds(t, sizeof t, b->step, 0);
     fputs(t, out);
@@ -285,6 +365,24 @@ static void json_comm(FILE *out, const mt_plan_result *r) {
     fprintf(out, "}");
 }
 
+/* A pipeline's ", "peak_stage": k, "stages": [{"stage": 0, "total": bytes,
+ * "activations": bytes}, ...]": every stage the result holds (the first
+ * MT_PLAN_MAX_STAGE_MEMORY, the peak and the last past them); nothing
+ * without a pipeline or before its memory was counted. */
+static void json_stages(FILE *out, const mt_plan_result *r) {
+    int list[MT_PLAN_MAX_STAGE_MEMORY + 2];
+    const int n = stages_listed(r, MT_PLAN_MAX_STAGE_MEMORY, list);
+    if (!n) return;
+    fprintf(out, ", \"peak_stage\": %d, \"stages\": [", r->peak_stage);
+    for (int i = 0; i < n; i++) {
+        double total, act;
+        if (!stage_bytes(r, list[i], &total, &act)) continue;
+        fprintf(out, "%s{\"stage\": %d, \"total\": %.0f, \"activations\": %.0f}",
+                i ? ", " : "", list[i], total, act);
+    }
+    fprintf(out, "]");
+}
+
 static void json_result(FILE *out, const mt_plan_request *q, const cli_plan_out *o,
                         const mt_plan_result *r) {
     const mt_plan_layout *l = &r->layout;
@@ -304,8 +402,12 @@ static void json_result(FILE *out, const mt_plan_request *q, const cli_plan_out 
         cli_json_string(out, r->why);
     }
     fprintf(out, ", \"memory_per_device\": {\"parameters\": %.0f, \"gradients\": %.0f, "
-            "\"optimizer\": %.0f, \"activations\": %.0f, \"temporaries\": %.0f, \"total\": %.0f}",
-            r->params, r->grads, r->optimizer, r->activations, r->temporaries, r->total);
+            "\"optimizer\": %.0f, \"activations\": %.0f, \"temporaries\": %.0f, "
+            "\"reserve\": %.0f, \"total\": %.0f, \"margin\": %.0f",
+            r->params, r->grads, r->optimizer, r->activations, r->temporaries, r->reserve,
+            r->total, r->margin);
+    json_stages(out, r);
+    fprintf(out, "}");
     if (!r->feasible) {
         fprintf(out, "}");
         return;

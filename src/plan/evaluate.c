@@ -515,6 +515,10 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
             res->stage_total[stage] = mb.total + reserve;
             res->stage_activations[stage] = mb.activations;
         }
+        if (stage == l->pipe - 1) {
+            res->last_stage_total = mb.total + reserve;
+            res->last_stage_activations = mb.activations;
+        }
         if (mb.total + reserve > res->total) {
             res->params = mb.params;
             res->grads = mb.grads;
