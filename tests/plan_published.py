@@ -222,7 +222,7 @@ def main():
     steps, old_steps, failed, gaps, steps_targeted = [], [], [], [], []
     md = opts["markdown"]
     if md:
-        print("| row | source | check | planner | error | " + ("before | " if old else "") + "|")
+        print("| row | source | check | planner | error |" + (" before |" if old else ""))
         print("|---|---|---|---|---|" + ("---|" if old else ""))
     for row in ROWS:
         if opts["only"] and not row["id"].startswith(opts["only"]) and row["check"] != "faster":
@@ -256,8 +256,8 @@ def main():
         elif not good:
             failed.append(row["id"])
         if md:
-            print(f"| {row['id']} | {row['source']} | {row['check']} | {shown} | {e or mark} | "
-                  + (f"{before} | " if old else ""))
+            print(f"| {row['id']} | {row['source']} | {row['check']} | {shown} | "
+                  f"{e or mark.strip()} |" + (f" {before} |" if old else ""))
         else:
             print(f"{mark}  {row['id']:<22} {row['check']:<7} {shown:<28} {e:>10}"
                   + (f"   before {before}" if old else "") + (f"   ({note})" if note else ""))
