@@ -239,34 +239,39 @@ MT_TEST(attention_nodes_carry_their_sequence) {
     mt_mesh_free(mesh);
 }
 
-/* Traffic in 16 bits (the mixed16 and book conventions): every node's bytes
- * halve and every collective's, but, in a bf16 run, the gradients'
- * reductions and the parameters' gathers, which meshtrain already sends in
- * bf16; FLOPs stay. ZeRO-3 on data=2 has both kinds beside the activations'. */
-MT_TEST(traffic16_halves_what_is_not_16_bit_yet) {
+/* Traffic in 16 bits (the 16-bit conventions): every node's bytes halve;
+ * every collective of this fp32 program moves 2 bytes an element where it
+ * moved 4 (half its bytes), but a gradient's reduction, at a framework's
+ * fp32 (grad_width 4: Megatron-LM's main gradients), keeps its 4; FLOPs
+ * stay. ZeRO-3 on data=2,tensor=2 has gathers, gradient reductions and the
+ * activations' all-reduces. */
+MT_TEST(traffic16_moves_16_bits) {
     mt_gpt_config m = gpt();
     mt_train_config c = config(&m, "data=2,tensor=2", 4);
     c.zero = 3;
     mt_mesh *mesh = NULL;
     MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
-    for (int bf16 = 0; bf16 <= 1; bf16++) {
+    for (int grad_width = 2; grad_width <= 4; grad_width += 2) {
         mt__plan_program p, h;
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
-        mt__plan_program_traffic16(&h, bf16, false);
+        mt__plan_program_traffic16(&h, grad_width, false);
         int kept = 0, halved = 0;
         for (int i = 0; i < p.n_nodes; i++) {
             const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];
             MT_CHECK(b->bytes == a->bytes / 2 && b->flops == a->flops, "node %d: bytes %g -> "
                      "%g, FLOPs %g -> %g", i, a->bytes, b->bytes, a->flops, b->flops);
             if (a->cls != MT__PN_COLLECTIVE || a->comm_bytes == 0) continue;
-            const bool wire16 = bf16 && (a->grad_reduce || a->param_gather);
-            MT_CHECK(b->comm_bytes == (wire16 ? a->comm_bytes : a->comm_bytes / 2),
-                     "bf16=%d node %d: comm %g -> %g", bf16, i, a->comm_bytes, b->comm_bytes);
-            kept += wire16, halved += !wire16;
+            MT_CHECK(a->wire_width == 4, "node %d: an fp32 program moves 4 bytes an element, "
+                     "got %d", i, a->wire_width);
+            const bool fp32 = grad_width == 4 && a->grad_reduce;
+            MT_CHECK(b->comm_bytes == (fp32 ? a->comm_bytes : a->comm_bytes / 2),
+                     "grad_width=%d node %d: comm %g -> %g", grad_width, i, a->comm_bytes,
+                     b->comm_bytes);
+            kept += fp32, halved += !fp32;
         }
-        MT_CHECK(halved > 0 && (kept > 0) == bf16, "bf16=%d: %d collectives halved, %d kept", bf16,
-                 halved, kept);
+        MT_CHECK(halved > 0 && (kept > 0) == (grad_width == 4),
+                 "grad_width=%d: %d collectives halved, %d kept", grad_width, halved, kept);
         mt__plan_program_free(&p);
         mt__plan_program_free(&h);
     }

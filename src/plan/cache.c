@@ -192,7 +192,10 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     /* the mixed16 convention counts the step's traffic in 16 bits too */
     if (st == MT_OK && mt__plan_act_bytes(r) < 4)
-        mt__plan_program_traffic16(&e->prog, r->precision == MT_PRECISION_BF16,
+        mt__plan_program_traffic16(&e->prog,
+                                   r->memory == MT_PLAN_MEMORY_MEGATRON ||
+                                           r->memory == MT_PLAN_MEMORY_TORCHTITAN
+                                       ? 4 : 2,
                                    r->memory == MT_PLAN_MEMORY_MEGATRON);
     if (st == MT_OK)
         st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,

@@ -88,6 +88,8 @@ typedef struct {
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
     double              comm_bytes;   /* nccl-tests' size (mt_node_info.comm_bytes) */
+    unsigned char       wire_width;   /* bytes an element of what it moves (its input's
+                                         type): 4 for f32, 2 for bf16 */
     bool                grad_reduce;  /* reduces a parameter's gradient (data / ZeRO / fsdp):
                                          may overlap the rest of the backward */
     bool                param_gather; /* gathers a stored parameter (fsdp / ZeRO): may be
@@ -161,15 +163,17 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
 
 /* The program's traffic counted as a 16-bit training system moves it (the
  * ZeRO paper's mixed precision, Megatron-LM: activations, parameters and
- * gradients in 16 bits), for the step time under the mixed16 convention:
- * every node's bytes halved, and every collective's, but a gradient's
- * reduction or a parameter's gather that meshtrain already sends in bf16
- * (products16: a bf16 run's). meshtrain's own convention keeps its fp32
- * activations; the book's counts only memory its way. With
- * `unfused_attention` (the megatron convention), attention's score
- * elements move the bytes Megatron-LM's unfused path moves (score_bytes[1])
- * in place of meshtrain's fused kernel's. */
-void mt__plan_program_traffic16(mt__plan_program *p, bool products16, bool unfused_attention);
+ * gradients in 16 bits), for the step time under the 16-bit conventions:
+ * every node's bytes halved; every collective's at 2 bytes an element of
+ * what it moves (wire_width: meshtrain's own may be 4 or already 2), but a
+ * gradient's reduction at `grad_width` (4 where the framework reduces its
+ * fp32 main gradients: Megatron-LM's grad buffer, torchtitan's
+ * reduce_dtype; 2 for the rest). With `unfused_attention` (the megatron
+ * convention), attention's score elements move the bytes Megatron-LM's
+ * unfused path moves (score_bytes[1]) in place of meshtrain's fused
+ * kernel's. meshtrain's own convention keeps its fp32 activations; the
+ * book's counts only memory its way. */
+void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfused_attention);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

@@ -200,6 +200,8 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->kind = coll_kind(in.op, &n->overlapped);
         n->axes = in.axes;
         n->comm_bytes = in.comm_bytes;
+        n->wire_width = (unsigned char)mt_dtype_size(mt_tensor_dtype(in.n_in > 0 ? in.in[0]
+                                                                               : in.out));
         bool of_param = false;
         for (int k = 0; k < in.n_in; k++) of_param |= in_list(params, np, in.in[k]);
         n->param_gather = of_param && n->kind == MT__PC_ALL_GATHER && !n->overlapped;
@@ -266,7 +268,7 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
     return s;
 }
 
-void mt__plan_program_traffic16(mt__plan_program *p, bool products16, bool unfused_attention) {
+void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfused_attention) {
     for (int i = 0; i < p->n_nodes; i++) {
         mt__plan_node *n = &p->nodes[i];
         n->bytes /= 2;
@@ -276,8 +278,8 @@ void mt__plan_program_traffic16(mt__plan_program *p, bool products16, bool unfus
             n->bytes += more;
             p->bytes[ph] += 2 * more;   /* halved below with the rest */
         }
-        if (n->cls == MT__PN_COLLECTIVE && !(products16 && (n->grad_reduce || n->param_gather)))
-            n->comm_bytes /= 2;
+        if (n->cls == MT__PN_COLLECTIVE && n->wire_width > 0)
+            n->comm_bytes *= (n->grad_reduce ? grad_width : 2) / (double)n->wire_width;
     }
     for (int ph = 0; ph < 3; ph++) p->bytes[ph] /= 2;
 }
