@@ -206,15 +206,14 @@ double mt__plan_attention_fraction(const mt_hardware *hw, double seq) {
  * Background guide, 2.3 and ch. 3): an output tile from the library's set,
  * the large one the hardware file names (256 x 128 either way) and the
  * smaller ones the guide lists, each at its own share of the large tile's
- * rate (TILE_RATE); the tiles run in waves of gemm_units; a product of few
- * tiles may split K over s tiles (split-K, at least SPLIT_K_MIN of K
- * each); and each tile pays a fixed K0 of K-steps (its prologue and
+ * rate (TILES[].rate); the tiles run in waves of gemm_units; a product of
+ * few tiles may split K over s tiles (split-K, at least SPLIT_K_MIN of K
+ * each); and each tile pays a fixed GEMM_K0 of K-steps (its prologue and
  * epilogue), so a tile over k runs at k / (k + K0) of its rate, relative to
  * the large products of k = 4096 that gemm_fraction describes (a longer k
- * at theirs: the table measures none faster); and every
- * kernel costs the file's kernel_overhead besides (mt__plan_node_seconds).
- * The constants here and that overhead are calibrated on OpenXLA's
- * measured H100 table
+ * at theirs: the table measures none faster); and every kernel costs the
+ * file's kernel_overhead besides (mt__plan_node_seconds). The constants
+ * here and that overhead are calibrated on OpenXLA's measured H100 table
  * (xla/service/gpu/model/matmul_interpolator_data.h, sm_90, bf16: 72
  * products from 256 to 4096 a side; with them this model is within 8 % on
  * average of every point, 12 % of those of 1024 and more a side:
