@@ -206,10 +206,26 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     }
     if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
     s->n_built += st == MT_OK;
+    s->cache_bytes += sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
     s->cache[s->n_cache++] = e;
     s->slots[slot_of(s, key)] = s->n_cache;
     *out = e;
     return MT_OK;
+}
+
+void mt__plan_cache_trim(mt__plan_search *s) {
+    if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
+    for (size_t i = s->n_pinned; i < s->n_cache; i++) {
+        mt__plan_program_free(&s->cache[i]->prog);
+        free(s->cache[i]);
+    }
+    s->n_cache = s->n_pinned;
+    s->cache_bytes = 0;
+    /* the pinned entries' slots, laid again (the freed ones' are gone) */
+    if (s->n_slots) {
+        memset(s->slots, 0, s->n_slots * sizeof *s->slots);
+        for (size_t i = 0; i < s->n_cache; i++) s->slots[slot_of(s, &s->cache[i]->key)] = i + 1;
+    }
 }
 
 void mt__plan_cache_free(mt__plan_search *s) {
@@ -221,7 +237,7 @@ void mt__plan_cache_free(mt__plan_search *s) {
     free(s->slots);
     s->cache = NULL;
     s->slots = NULL;
-    s->n_cache = s->cap_cache = s->n_slots = 0;
+    s->n_cache = s->cap_cache = s->n_slots = s->n_pinned = s->cache_bytes = 0;
 }
 
 

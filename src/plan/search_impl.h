@@ -65,7 +65,10 @@ typedef struct {
     size_t    *slots;                 /* (n_slots) open addressing: index + 1 into cache, 0
                                          empty; n_slots a power of two, >= 2 n_cache */
     size_t     n_slots;
-    int        n_built;
+    int        n_built;               /* programs built (a key dropped and built again counts
+                                         twice: mt__plan_cache_trim) */
+    size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
+    size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
     /* the results kept */
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
@@ -135,5 +138,17 @@ const mt_hardware *mt__plan_layout_hw(const mt__plan_search *s, int chips, mt_ha
 void mt__plan_model_config(const mt_plan_request *r, mt_train_config *c);
 /* Frees the cache. */
 void mt__plan_cache_free(mt__plan_search *s);
+/* The cache's programs past s->n_pinned freed when they hold more than
+ * MT__PLAN_CACHE_BUDGET bytes, so that a search's memory stays bounded
+ * whatever its layouts. Called between the (mesh, ZeRO, remat, sp, cm)
+ * option sets of a search (layouts.c): every key names its mesh and those
+ * options, so a program built for one set is never asked for by another
+ * of the same chip count (only --min-chips' power-of-two meshes, tried
+ * again at a later count, build theirs again), and no answer changes.
+ * No pointer into the cache may be held across the call. */
+void mt__plan_cache_trim(mt__plan_search *s);
+/* The bytes past which mt__plan_cache_trim frees (64 MiB, well inside the 1 GiB a
+ * search may hold, issue 40, with room for the rest). */
+#define MT__PLAN_CACHE_BUDGET ((size_t)64 << 20)
 
 #endif /* MT_PLAN_SEARCH_IMPL_H */
