@@ -95,49 +95,79 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
     return buf;
 }
 
-/* Builds (or finds) the program of `key`. */
-mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
-                                  const mt__plan_cached **out) {
-    /* a chunk runs the program of the chunk of as many blocks in the same
-       role under v = 2 (interleaved), whatever the chunks a device: the
-       first (the embedding), a middle one, the last (the head and the
-       loss); its blocks make it, not how many chunks the model is cut
-       into, nor the schedule that orders and places them. One build serves
-       every depth */
-    mt__plan_prog_key canon = *asked;
-    const int last = asked->p * asked->v - 1;
-    if (asked->p > 1 && asked->v != 2 &&
-        (asked->chunk == 0 || asked->chunk == 1 || asked->chunk == last)) {
-        canon.chunk = asked->chunk == last ? 2 * asked->p - 1 : asked->chunk;
-        canon.v = 2;
-    }
-    const mt__plan_prog_key *key = &canon;
-    if (s->n_slots) {
-        size_t at = slot_of(s, key);
-        if (s->slots[at]) {
-            *out = s->cache[s->slots[at] - 1];
-            return MT_OK;
-        }
-    }
-    mt_status gst = grow(s);
-    if (gst != MT_OK) return gst;
-    mt__plan_cached *e = calloc(1, sizeof *e);
-    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
-    e->key = *key;
+/* The key under which the program of `key` is kept for the layouts that
+ * share it, into *shared; false where it is its layout's own. A program
+ * whose ZeRO stage shards the model states over data x fsdp (zero >= 1)
+ * on a mesh with both axes is the same program, node for node, for every
+ * split of the same d·f into data and fsdp: its shards are 1/(d·f), its
+ * collectives over both axes together, its batch d·f·b (checked node for
+ * node across the searches of test_plan_speed.sh). The search lays out
+ * those meshes one after another (layouts.c's each_mesh: data innermost),
+ * so one build serves them all; only its timing is each mesh's. Not under
+ * --rules: a rule may name data or fsdp alone. The shared key is the
+ * layout's with d the product and f 0, which no layout has. */
+static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
+                       mt__plan_prog_key *shared) {
+    const char *rules = s->req->model.rules;
+    if (key->zero < 1 || key->d < 2 || key->f < 2 || (rules && *rules)) return false;
+    *shared = *key;
+    shared->d = key->d * key->f;
+    shared->f = 0;
+    return true;
+}
+
+/* The entry of `key` in the cache, or NULL. */
+static mt__plan_cached *find(const mt__plan_search *s, const mt__plan_prog_key *key) {
+    if (!s->n_slots) return NULL;
+    size_t at = slot_of(s, key);
+    return s->slots[at] ? s->cache[s->slots[at] - 1] : NULL;
+}
+
+/* e (with key and prog) in the cache; e->prog.nodes are e's to free
+ * unless e->borrowed. */
+static mt_status add(mt__plan_search *s, mt__plan_cached *e) {
+    mt_status st = grow(s);
+    if (st != MT_OK) return st;
+    s->cache_bytes += sizeof *e + (e->borrowed ? 0 : (size_t)e->prog.n_nodes *
+                                                     sizeof *e->prog.nodes);
+    s->cache[s->n_cache++] = e;
+    s->slots[slot_of(s, &e->key)] = s->n_cache;
+    return MT_OK;
+}
+
+/* The mesh text of `key`'s layout into spec (cap bytes), and its devices. */
+static int key_mesh(const mt__plan_prog_key *key, char *spec, size_t cap) {
+    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
+    mt__plan_mesh_text(&l, spec, cap);
+    return key->d * key->f * key->t * key->p;
+}
+
+/* e->prog's seconds on the layout of e->key (its mesh, the request's
+ * hardware and buckets), into e->ct and e->keys. */
+static mt_status time_entry(const mt__plan_search *s, const mt_mesh *mesh, int devices,
+                            mt__plan_cached *e) {
+    const mt_plan_request *r = s->req;
+    mt_train_config bc = {.grad_reduce = r->precision, .bucket_mb = r->model.bucket_mb};
+    mt_hardware host_share;
+    return mt__plan_chunk_time_of(mt__plan_layout_hw(s, devices, &host_share), mesh,
+                                  r->precision, &e->prog, mt__plan_bucket_bytes(&bc), &e->keys,
+                                  &e->ct);
+}
+
+/* Builds the program of e->key into e (its status and why too). Fails only
+ * for MT_ENOMEM. */
+static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
+    const mt__plan_prog_key *key = &e->key;
     const mt_plan_request *r = s->req;
     const mt_model_about *about = mt_model_about_of(r->model.model);
     /* the model at key->blocks blocks a chunk */
     void *mc = malloc(about->config_size ? about->config_size : 1);
-    if (!mc) {
-        free(e);
-        return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
-    }
+    if (!mc) return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
     memcpy(mc, r->model.model_config, about->config_size);
     int S = key->p * key->v;
     mt_status rs = mt_model_resize(&r->model, mc, key->blocks * S, s->seq);
     if (rs != MT_OK) {
         free(mc);
-        free(e);
         return rs;
     }
     mt_train_config c;
@@ -163,14 +193,11 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     c.schedule = key->p <= 1 ? NULL
                  : mt_schedule_kind_name(key->v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B);
     c.pipe_chunks = key->p > 1 ? key->v : 0;
-    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
     char spec[96];
-    mt__plan_mesh_text(&l, spec, sizeof spec);
     c.mesh = spec;
-    c.devices = key->d * key->f * key->t * key->p;
+    c.devices = key_mesh(key, spec, sizeof spec);
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
-    mt_hardware host_share;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
     /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
     int device = 0;
@@ -193,35 +220,120 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     /* the mixed16 convention counts the step's traffic in 16 bits too */
     if (st == MT_OK && mt__plan_act_bytes(r) < 4)
         mt__plan_program_traffic16(&e->prog, r->precision == MT_PRECISION_BF16);
-    if (st == MT_OK)
-        st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,
-                                    r->precision, &e->prog, mt__plan_bucket_bytes(&c), &e->keys,
-                                    &e->ct);
+    if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);
     free(mc);
     e->status = st;
-    if (st == MT_ENOMEM) {
+    if (st == MT_ENOMEM) return st;
+    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+    s->n_built += st == MT_OK;
+    return MT_OK;
+}
+
+/* e (key set) from the program `from` built for another layout that
+ * shares it (shared_key): its summary, nodes borrowed, timed on e's own
+ * mesh. Fails only for MT_ENOMEM. */
+static mt_status borrow(mt__plan_search *s, const mt__plan_cached *from, mt__plan_cached *e) {
+    e->prog = from->prog;
+    e->borrowed = true;
+    char spec[96];
+    const int devices = key_mesh(&e->key, spec, sizeof spec);
+    mt_mesh *mesh = NULL;
+    mt_status st = mt_mesh_create(spec, devices, &mesh);
+    if (st == MT_OK) st = time_entry(s, mesh, devices, e);
+    mt_mesh_free(mesh);
+    e->status = st;
+    if (st == MT_ENOMEM) return st;
+    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+    return MT_OK;
+}
+
+/* Builds (or finds) the program of `key`. */
+mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
+                                  const mt__plan_cached **out) {
+    /* a chunk runs the program of the chunk of as many blocks in the same
+       role under v = 2 (interleaved), whatever the chunks a device: the
+       first (the embedding), a middle one, the last (the head and the
+       loss); its blocks make it, not how many chunks the model is cut
+       into, nor the schedule that orders and places them. One build serves
+       every depth */
+    mt__plan_prog_key key = *asked;
+    const int last = asked->p * asked->v - 1;
+    if (asked->p > 1 && asked->v != 2 &&
+        (asked->chunk == 0 || asked->chunk == 1 || asked->chunk == last)) {
+        key.chunk = asked->chunk == last ? 2 * asked->p - 1 : asked->chunk;
+        key.v = 2;
+    }
+    mt__plan_cached *e = find(s, &key);
+    if (e) {
+        *out = e;
+        return MT_OK;
+    }
+    mt__plan_prog_key skey;
+    const bool shares = shared_key(s, &key, &skey);
+    const mt__plan_cached *from = shares ? find(s, &skey) : NULL;
+    e = calloc(1, sizeof *e);
+    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
+    e->key = key;
+    mt_status st = from ? borrow(s, from, e) : build(s, e);
+    if (st != MT_OK) {   /* MT_ENOMEM: what was made, freed */
+        if (!e->borrowed) mt__plan_program_free(&e->prog);
         free(e);
         return st;
     }
-    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
-    s->n_built += st == MT_OK;
-    s->cache_bytes += sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
-    s->cache[s->n_cache++] = e;
-    s->slots[slot_of(s, key)] = s->n_cache;
+    /* the first build of a shared program: kept under the shared key too,
+       which owns its nodes (a refused build is not shared: its reason may
+       name its mesh) */
+    if (shares && !from && e->status == MT_OK) {
+        mt__plan_cached *owner = malloc(sizeof *owner);
+        if (owner) {
+            *owner = *e;
+            owner->key = skey;
+            st = add(s, owner);
+        }
+        if (!owner || st != MT_OK) {
+            free(owner);
+            mt__plan_program_free(&e->prog);
+            free(e);
+            return owner ? st : mt_fail(MT_ENOMEM, "out of memory for a cached program");
+        }
+        e->borrowed = true;
+    }
+    if ((st = add(s, e)) != MT_OK) {
+        if (!e->borrowed) mt__plan_program_free(&e->prog);
+        free(e);
+        return st;
+    }
     *out = e;
     return MT_OK;
 }
 
-void mt__plan_cache_trim(mt__plan_search *s) {
+/* Frees entry e (its nodes unless borrowed). */
+static void drop(mt__plan_cached *e) {
+    if (!e->borrowed) mt__plan_program_free(&e->prog);
+    free(e);
+}
+
+void mt__plan_cache_trim(mt__plan_search *s, const mt_plan_layout *l) {
     if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
-    for (size_t i = s->n_pinned; i < s->n_cache; i++) {
-        mt__plan_program_free(&s->cache[i]->prog);
-        free(s->cache[i]);
-    }
-    s->n_cache = s->n_pinned;
+    /* every entry but the pinned ones and the shared programs of l's
+       tensor x pipe and d·f (shared_key), which the meshes laid out next
+       may borrow; their borrowers go (none outlives its owner) */
+    size_t kept = s->n_pinned;
     s->cache_bytes = 0;
-    /* the pinned entries' slots, laid again (the freed ones' are gone) */
+    for (size_t i = s->n_pinned; i < s->n_cache; i++) {
+        mt__plan_cached *e = s->cache[i];
+        const bool owner = e->key.f == 0 && !e->borrowed;
+        if (owner && e->key.t == l->tensor && e->key.p == l->pipe &&
+            e->key.d == l->data * l->fsdp) {
+            s->cache[kept++] = e;
+            s->cache_bytes += sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
+        } else {
+            drop(e);
+        }
+    }
+    s->n_cache = kept;
+    /* the kept entries' slots, laid again (the freed ones' are gone) */
     if (s->n_slots) {
         memset(s->slots, 0, s->n_slots * sizeof *s->slots);
         for (size_t i = 0; i < s->n_cache; i++) s->slots[slot_of(s, &s->cache[i]->key)] = i + 1;
@@ -229,10 +341,7 @@ void mt__plan_cache_trim(mt__plan_search *s) {
 }
 
 void mt__plan_cache_free(mt__plan_search *s) {
-    for (size_t i = 0; i < s->n_cache; i++) {
-        mt__plan_program_free(&s->cache[i]->prog);
-        free(s->cache[i]);
-    }
+    for (size_t i = 0; i < s->n_cache; i++) drop(s->cache[i]);
     free(s->cache);
     free(s->slots);
     s->cache = NULL;

@@ -44,6 +44,8 @@ typedef struct {
     mt_status           status;  /* the build's (a refusal is a property of the layout) */
     char                why[256];
     mt__plan_program    prog;
+    bool                borrowed;  /* prog.nodes are another entry's (cache.c's shared
+                                      programs), freed with it */
     mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
@@ -145,8 +147,9 @@ void mt__plan_cache_free(mt__plan_search *s);
  * options, so a program built for one set is never asked for by another
  * of the same chip count (only --min-chips' power-of-two meshes, tried
  * again at a later count, build theirs again), and no answer changes.
- * No pointer into the cache may be held across the call. */
-void mt__plan_cache_trim(mt__plan_search *s);
+ * Kept: the programs that the meshes after l's may share (cache.c's
+ * shared_key). No pointer into the cache may be held across the call. */
+void mt__plan_cache_trim(mt__plan_search *s, const mt_plan_layout *l);
 /* The bytes past which mt__plan_cache_trim frees (64 MiB, well inside the 1 GiB a
  * search may hold, issue 40, with room for the rest). */
 #define MT__PLAN_CACHE_BUDGET ((size_t)64 << 20)
