@@ -96,23 +96,41 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
 }
 
 /* The key under which the program of `key` is kept for the layouts that
- * share it, into *shared; false where it is its layout's own. A program
- * whose ZeRO stage shards the model states over data x fsdp (zero >= 1)
- * on a mesh with both axes is the same program, node for node, for every
- * split of the same d·f into data and fsdp: its shards are 1/(d·f), its
- * collectives over both axes together, its batch d·f·b (checked node for
- * node across the searches of test_plan_speed.sh). The search lays out
- * those meshes one after another (layouts.c's each_mesh: data innermost),
- * so one build serves them all; only its timing is each mesh's. Not under
- * --rules: a rule may name data or fsdp alone. The shared key is the
- * layout's with d the product and f 0, which no layout has. */
+ * share it, into *shared; false where it is its layout's own. Three
+ * classes of layouts of one tensor x pipe and one d·f run one program,
+ * node for node (test_plan_share checks each against direct builds):
+ *   1. ZeRO (zero >= 1) on a mesh with both data and fsdp: the states are
+ *      split 1/(d·f), the collectives run over both axes together and the
+ *      batch is d·f·b, whatever the split of d·f into data and fsdp;
+ *   2. ZeRO-3 over data alone (d = D, f = 1) and fsdp alone without ZeRO
+ *      (d = 1, f = D): both split the parameters over the one axis of D
+ *      devices, in the same place of the mesh;
+ *   3. ZeRO-2 and ZeRO-1 over data alone (f = 1): meshtrain's ZeRO-1
+ *      already reduce-scatters the gradients and gathers the parameters
+ *      (the two differ in the memory conventions' counts, not in the
+ *      program).
+ * The search lays those meshes out one after another (layouts.c's
+ * each_mesh: data innermost; the ZeRO stages of a mesh in a row), so one
+ * build serves them all; only the timing is each layout's own mesh's. Not
+ * under --rules: a rule may name data or fsdp alone. The shared key is
+ * the layout's with d = d·f, f = -(its class), which no layout has, and
+ * the zero stage of the class. */
 static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
                        mt__plan_prog_key *shared) {
     const char *rules = s->req->model.rules;
-    if (key->zero < 1 || key->d < 2 || key->f < 2 || (rules && *rules)) return false;
+    if (rules && *rules) return false;
+    int cls = 0, zero = key->zero;
+    if (key->zero >= 1 && key->d > 1 && key->f > 1) cls = 1;
+    else if ((key->zero == 3 && key->d > 1 && key->f == 1) ||
+             (key->zero == 0 && key->d == 1 && key->f > 1))
+        cls = 2, zero = 0;
+    else if ((key->zero == 1 || key->zero == 2) && key->d > 1 && key->f == 1)
+        cls = 3, zero = 1;
+    if (!cls) return false;
     *shared = *key;
     shared->d = key->d * key->f;
-    shared->f = 0;
+    shared->f = -cls;
+    shared->zero = zero;
     return true;
 }
 
@@ -323,7 +341,7 @@ void mt__plan_cache_trim(mt__plan_search *s, const mt_plan_layout *l) {
     s->cache_bytes = 0;
     for (size_t i = s->n_pinned; i < s->n_cache; i++) {
         mt__plan_cached *e = s->cache[i];
-        const bool owner = e->key.f == 0 && !e->borrowed;
+        const bool owner = e->key.f < 0 && !e->borrowed;
         if (owner && e->key.t == l->tensor && e->key.p == l->pipe &&
             e->key.d == l->data * l->fsdp) {
             s->cache[kept++] = e;
