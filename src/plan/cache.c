@@ -217,20 +217,34 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
-    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
+    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0.
+       Stage 0 asked always (the trainer's refusals of the pipeline come from
+       there), the others only where the memo does not know the stage: the
+       schedule that places the chunks is one for every mesh of p stages
+       (interleaved at v, or 1f1b; m = p), and each ask makes it again */
     int device = 0;
     if (st == MT_OK && key->p > 1) {
         int pipe_axis = 0, coords[MT_MESH_MAX_AXES] = {0};
         while (pipe_axis < mt_mesh_ndim(mesh) - 1 &&
                strcmp(mt_mesh_axis_name(mesh, pipe_axis), "pipe") != 0)
             pipe_axis++;
+        const unsigned slot = ((unsigned)key->p * 131u + (unsigned)key->v * 31u +
+                               (unsigned)key->chunk) % (sizeof s->stage_memo /
+                                                        sizeof s->stage_memo[0]);
+        mt__plan_stage_memo *memo = &s->stage_memo[slot];
+        const bool known = memo->p == key->p && memo->v == key->v && memo->chunk == key->chunk;
         bool found = false;
         for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
+            if (stage > 0 && known) stage = memo->stage;
             coords[pipe_axis] = stage;
             int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
             st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
             for (int i = 0; i < n && !found; i++)
                 if (ch[i] == key->chunk) found = true, device = dev;
+            if (found && !known) {
+                memo->p = key->p, memo->v = key->v, memo->chunk = key->chunk;
+                memo->stage = stage;
+            }
         }
     }
     if (st == MT_OK) st = mt_train_config_check(&c);

@@ -50,6 +50,12 @@ typedef struct {
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
 
+/* The stage that holds global chunk `chunk` of a pipeline of p stages and v
+ * chunks a device, as the trainer places it (p 0: an empty entry). */
+typedef struct {
+    int p, v, chunk, stage;
+} mt__plan_stage_memo;
+
 typedef struct {
     const mt_plan_request *req;
     int        chips;
@@ -69,6 +75,7 @@ typedef struct {
     size_t     n_slots;
     int        n_built;               /* programs built (a key dropped and built again counts
                                          twice: mt__plan_cache_trim) */
+    mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
     size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
     size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
     /* the results kept */
