@@ -96,41 +96,54 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
 }
 
 /* The key under which the program of `key` is kept for the layouts that
- * share it, into *shared; false where it is its layout's own. Three
- * classes of layouts of one tensor x pipe and one d·f run one program,
- * node for node (test_plan_share checks each against direct builds):
- *   1. ZeRO (zero >= 1) on a mesh with both data and fsdp: the states are
- *      split 1/(d·f), the collectives run over both axes together and the
- *      batch is d·f·b, whatever the split of d·f into data and fsdp;
+ * share it, into *shared; false where it is its layout's own. Layouts of
+ * one tensor axis run one program, node for node (test_plan_share.sh checks
+ * each class against direct builds), when they are of one class:
+ *   1. ZeRO (zero >= 1) on a mesh with both data and fsdp, of one d·f: the
+ *      states are split 1/(d·f), the collectives run over both axes
+ *      together and the batch is d·f·b, whatever the split;
  *   2. ZeRO-3 over data alone (d = D, f = 1) and fsdp alone without ZeRO
  *      (d = 1, f = D): both split the parameters over the one axis of D
  *      devices, in the same place of the mesh;
- *   3. ZeRO-2 and ZeRO-1 over data alone (f = 1): meshtrain's ZeRO-1
- *      already reduce-scatters the gradients and gathers the parameters
- *      (the two differ in the memory conventions' counts, not in the
- *      program).
- * The search lays those meshes out one after another (layouts.c's
- * each_mesh: data innermost; the ZeRO stages of a mesh in a row), so one
- * build serves them all; only the timing is each layout's own mesh's. Not
- * under --rules: a rule may name data or fsdp alone. The shared key is
- * the layout's with d = d·f, f = -(its class), which no layout has, and
- * the zero stage of the class. */
+ *   3. ZeRO-2 and ZeRO-1 over data alone (f = 1), of one d: meshtrain's
+ *      ZeRO-1 already reduce-scatters the gradients and gathers the
+ *      parameters (the two differ in the memory conventions' counts);
+ *   4. no ZeRO with a data axis, of one f: the data axis only reduces the
+ *      gradients, whatever its size;
+ * and, in any class, a pipeline's chunk of as many blocks in the same role
+ * (the first, a middle one, the last) whatever the stages: the pipe axis
+ * places the chunks and carries the messages between them, which the step
+ * costs apart (evaluate.c). Only the timing is each layout's own mesh's
+ * (borrow). Not under --rules: a rule may name data or fsdp alone. The
+ * shared key is the layout's with d the class's size, f = -(its class),
+ * which no layout has, the class's zero stage, and a pipeline's p = 2 with
+ * the chunk its role's of 2 stages x 2. */
 static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
                        mt__plan_prog_key *shared) {
     const char *rules = s->req->model.rules;
     if (rules && *rules) return false;
-    int cls = 0, zero = key->zero;
+    int cls, zero = key->zero, size = key->d * key->f;
     if (key->zero >= 1 && key->d > 1 && key->f > 1) cls = 1;
     else if ((key->zero == 3 && key->d > 1 && key->f == 1) ||
              (key->zero == 0 && key->d == 1 && key->f > 1))
         cls = 2, zero = 0;
     else if ((key->zero == 1 || key->zero == 2) && key->d > 1 && key->f == 1)
         cls = 3, zero = 1;
-    if (!cls) return false;
+    else if (key->zero == 0 && key->d > 1)
+        cls = 4, size = key->f;
+    else if (key->p > 1)
+        cls = 5;   /* its own mesh's, shared over the stages only */
+    else
+        return false;
     *shared = *key;
-    shared->d = key->d * key->f;
+    shared->d = size;
     shared->f = -cls;
     shared->zero = zero;
+    if (key->p > 1) {   /* mt__plan_program_cached's roles at v = 2 */
+        const int last = 2 * key->p - 1;
+        shared->chunk = key->chunk == 0 ? 0 : key->chunk == last ? 3 : 1;
+        shared->p = 2;
+    }
     return true;
 }
 
@@ -303,7 +316,8 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     }
     mt__plan_prog_key skey;
     const bool shares = shared_key(s, &key, &skey);
-    const mt__plan_cached *from = shares ? find(s, &skey) : NULL;
+    mt__plan_cached *from = shares ? find(s, &skey) : NULL;
+    if (from) from->used = ++s->clock;
     e = calloc(1, sizeof *e);
     if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
     e->key = key;
@@ -321,6 +335,7 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
         if (owner) {
             *owner = *e;
             owner->key = skey;
+            owner->used = ++s->clock;
             st = add(s, owner);
         }
         if (!owner || st != MT_OK) {
@@ -346,25 +361,36 @@ static void drop(mt__plan_cached *e) {
     free(e);
 }
 
-void mt__plan_cache_trim(mt__plan_search *s, const mt_plan_layout *l) {
+/* Newest first. */
+static int by_use(const void *a, const void *b) {
+    const mt__plan_cached *x = *(mt__plan_cached *const *)a, *y = *(mt__plan_cached *const *)b;
+    return (x->used < y->used) - (x->used > y->used);
+}
+
+void mt__plan_cache_trim(mt__plan_search *s) {
     if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
-    /* every entry but the pinned ones and the shared programs of l's
-       tensor x pipe and d·f (shared_key), which the meshes laid out next
-       may borrow; their borrowers go (none outlives its owner) */
+    /* every entry but the pinned ones and the shared programs (shared_key)
+       last used, up to half the budget, which the layouts laid out next
+       may borrow; the borrowers go (none outlives its owner) */
     size_t kept = s->n_pinned;
-    s->cache_bytes = 0;
     for (size_t i = s->n_pinned; i < s->n_cache; i++) {
         mt__plan_cached *e = s->cache[i];
-        const bool owner = e->key.f < 0 && !e->borrowed;
-        if (owner && e->key.t == l->tensor && e->key.p == l->pipe &&
-            e->key.d == l->data * l->fsdp) {
-            s->cache[kept++] = e;
-            s->cache_bytes += sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
+        if (e->key.f < 0 && !e->borrowed) s->cache[kept++] = e;
+        else drop(e);
+    }
+    qsort(s->cache + s->n_pinned, kept - s->n_pinned, sizeof *s->cache, by_use);
+    s->cache_bytes = 0;
+    s->n_cache = s->n_pinned;
+    for (size_t i = s->n_pinned; i < kept; i++) {
+        mt__plan_cached *e = s->cache[i];
+        const size_t bytes = sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
+        if (s->cache_bytes + bytes <= MT__PLAN_CACHE_BUDGET / 2) {
+            s->cache[s->n_cache++] = e;
+            s->cache_bytes += bytes;
         } else {
             drop(e);
         }
     }
-    s->n_cache = kept;
     /* the kept entries' slots, laid again (the freed ones' are gone) */
     if (s->n_slots) {
         memset(s->slots, 0, s->n_slots * sizeof *s->slots);

@@ -46,6 +46,7 @@ typedef struct {
     mt__plan_program    prog;
     bool                borrowed;  /* prog.nodes are another entry's (cache.c's shared
                                       programs), freed with it */
+    unsigned long long  used;      /* a shared program's last use (mt__plan_search.clock) */
     mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
@@ -78,6 +79,7 @@ typedef struct {
     mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
     size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
     size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
+    unsigned long long clock;         /* uses of shared programs so far */
     /* the results kept */
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
@@ -154,11 +156,11 @@ void mt__plan_cache_free(mt__plan_search *s);
  * options, so a program built for one set is never asked for by another
  * of the same chip count (only --min-chips' power-of-two meshes, tried
  * again at a later count, build theirs again), and no answer changes.
- * Kept: the programs that the meshes after l's may share (cache.c's
- * shared_key). No pointer into the cache may be held across the call. */
-void mt__plan_cache_trim(mt__plan_search *s, const mt_plan_layout *l);
-/* The bytes past which mt__plan_cache_trim frees (64 MiB, well inside the 1 GiB a
- * search may hold, issue 40, with room for the rest). */
-#define MT__PLAN_CACHE_BUDGET ((size_t)64 << 20)
+ * Kept: the shared programs (cache.c's shared_key) last used, up to half
+ * the budget. No pointer into the cache may be held across the call. */
+void mt__plan_cache_trim(mt__plan_search *s);
+/* The bytes past which mt__plan_cache_trim frees (256 MiB, well inside the
+ * 1 GiB a search may hold, issue 40, with room for the rest). */
+#define MT__PLAN_CACHE_BUDGET ((size_t)256 << 20)
 
 #endif /* MT_PLAN_SEARCH_IMPL_H */
