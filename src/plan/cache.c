@@ -293,6 +293,13 @@ static mt_status borrow(mt__plan_search *s, const mt__plan_cached *from, mt__pla
     return MT_OK;
 }
 
+mt_status mt__plan_program_uncached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                    mt__plan_cached *e) {
+    memset(e, 0, sizeof *e);
+    e->key = *key;
+    return build(s, e);
+}
+
 /* Builds (or finds) the program of `key`. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
                                   const mt__plan_cached **out) {

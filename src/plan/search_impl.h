@@ -137,6 +137,13 @@ mt_status mt__plan_model_facts(mt__plan_search *s);
  * Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
                                   const mt__plan_cached **out);
+/* Builds the program of `key` (as asked: no chunk or sharing taken for
+ * another) into *e without the cache: key, status and why, prog (free it
+ * with mt__plan_program_free), keys and ct. For tests: what the cache
+ * shares between keys (cache.c's shared_key) checked against direct
+ * builds. Fails only for MT_ENOMEM. */
+mt_status mt__plan_program_uncached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                    mt__plan_cached *e);
 /* The system as one device of a `chips`-device layout sees it: the
  * request's hardware, or on a host of thread devices (its innermost level
  * MT_LINK_THREADS) one device's share of the host (host.h's rule) in *tmp.
