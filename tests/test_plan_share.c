@@ -96,6 +96,24 @@ static void check_classes(const mt_plan_request *r, const char *model) {
     mt__plan_cache_free(&s);
 }
 
+/* A free search's request of 64 chips for the model (kind, its config). */
+static mt_plan_request request_of(mt_model_kind kind, const void *config, size_t size,
+                                  const mt_hardware *hw, mt_precision precision,
+                                  mt_plan_memory memory) {
+    mt_plan_request q = mt_plan_request_defaults();
+    q.model = mt_train_defaults();
+    q.model.model = kind;
+    q.model.model_config = config;
+    q.model.model_config_size = size;
+    q.hw = hw;
+    q.chips = 64;
+    q.seq = 64;
+    q.batch_tokens = 64.0 * 64;
+    q.precision = precision;
+    q.memory = memory;
+    return q;
+}
+
 MT_TEST(shared_programs_are_one_program_gpt) {
     mt_gpt_config m;
     MT_CHECK_OK(mt_model_config_defaults(MT_MODEL_GPT, &m, sizeof m));
@@ -105,20 +123,11 @@ MT_TEST(shared_programs_are_one_program_gpt) {
     m.maxT = 64;
     m.V = 256;
     mt_hardware *hw = h100();
-    for (int prec = 0; prec <= 1; prec++) {
-        mt_plan_request q = mt_plan_request_defaults();
-        q.model = mt_train_defaults();
-        q.model.model = MT_MODEL_GPT;
-        q.model.model_config = &m;
-        q.model.model_config_size = sizeof m;
-        q.hw = hw;
-        q.chips = 64;
-        q.seq = 64;
-        q.batch_tokens = 64.0 * 64;
-        q.precision = prec ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
-        q.memory = prec ? MT_PLAN_MEMORY_MIXED16 : MT_PLAN_MEMORY_MESHTRAIN;
-        check_classes(&q, prec ? "gpt bf16 mixed16" : "gpt fp32");
-    }
+    mt_plan_request q = request_of(MT_MODEL_GPT, &m, sizeof m, hw, MT_PRECISION_FP32,
+                                   MT_PLAN_MEMORY_MESHTRAIN);
+    check_classes(&q, "gpt fp32");
+    q = request_of(MT_MODEL_GPT, &m, sizeof m, hw, MT_PRECISION_BF16, MT_PLAN_MEMORY_MIXED16);
+    check_classes(&q, "gpt bf16 mixed16");
     mt_hardware_free(hw);
 }
 
@@ -132,16 +141,8 @@ MT_TEST(shared_programs_are_one_program_llama) {
     m.vocab = 512;
     m.max_seq = 64;
     mt_hardware *hw = h100();
-    mt_plan_request q = mt_plan_request_defaults();
-    q.model = mt_train_defaults();
-    q.model.model = MT_MODEL_LLAMA;
-    q.model.model_config = &m;
-    q.model.model_config_size = sizeof m;
-    q.hw = hw;
-    q.chips = 64;
-    q.seq = 64;
-    q.batch_tokens = 64.0 * 64;
-    q.memory = MT_PLAN_MEMORY_MEGATRON;
+    mt_plan_request q = request_of(MT_MODEL_LLAMA, &m, sizeof m, hw, MT_PRECISION_BF16,
+                                   MT_PLAN_MEMORY_MEGATRON);
     check_classes(&q, "llama bf16 megatron");
     mt_hardware_free(hw);
 }
