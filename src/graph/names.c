@@ -16,6 +16,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+void mt__name_copy(char *dst, size_t cap, const char *src) {
+    size_t n = strnlen(src, cap - 1);
+    memmove(dst, src, n);   /* a tensor renamed after its own name: may overlap */
+    dst[n] = '\0';
+}
+
+void mt__name_numbered(char *dst, size_t cap, const char *prefix, int id) {
+    char text[MT_MAX_NAME + 16];
+    size_t n = strnlen(prefix, MT_MAX_NAME);
+    memcpy(text, prefix, n);
+    text[n++] = '.';
+    char digits[12];
+    int k = 0;
+    unsigned u = id < 0 ? 0u - (unsigned)id : (unsigned)id;
+    do digits[k++] = (char)('0' + u % 10); while (u /= 10);
+    if (id < 0) text[n++] = '-';
+    while (k) text[n++] = digits[--k];
+    text[n] = '\0';
+    mt__name_copy(dst, cap, text);
+}
+
 static size_t slot_of(const mt_graph *g, const char *name) {
     return (size_t)mt_hash_name(name) & (size_t)(g->names_cap - 1);
 }
@@ -94,7 +115,7 @@ mt_tensor *mt_graph_find(mt_graph *g, const char *name) {
 void mt_tensor_set_name(mt_tensor *t, const char *name) {
     mt_graph *g = t->graph;
     if (g) mt__names_remove(g, t);
-    snprintf(t->name, sizeof t->name, "%s", name);
+    mt__name_copy(t->name, sizeof t->name, name);
     if (g && !mt__names_add(g, t))
         mt__graph_error(g, MT_ENOMEM, "out of memory indexing the name '%s'", t->name);
 }
