@@ -398,6 +398,8 @@ void mt__plan_cache_trim(mt__plan_search *s) {
             drop(e);
         }
     }
+    /* the times remembered by the addresses of entries now freed */
+    if (s->time_memo) memset(s->time_memo, 0, MT__PLAN_TIME_MEMO * sizeof *s->time_memo);
     /* the kept entries' slots, laid again (the freed ones' are gone) */
     if (s->n_slots) {
         memset(s->slots, 0, s->n_slots * sizeof *s->slots);
@@ -408,6 +410,8 @@ void mt__plan_cache_trim(mt__plan_search *s) {
 void mt__plan_cache_free(mt__plan_search *s) {
     for (size_t i = 0; i < s->n_cache; i++) drop(s->cache[i]);
     free(s->cache);
+    free(s->time_memo);
+    s->time_memo = NULL;
     free(s->slots);
     s->cache = NULL;
     s->slots = NULL;

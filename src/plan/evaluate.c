@@ -152,13 +152,22 @@ static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_pr
         }
         return rekey(&e->keys, &e->ct, keys, out);
     }
-    mt__plan_comm_keys own = {0};
-    mt__plan_chunk_time t;
-    mt_status st = mt__plan_chunk_time_at(tm->hw, tm->mesh, tm->precision, &c0->prog,
-                                          c0->key.batch, &c1->prog, c1->key.batch, batch,
-                                          tm->bucket_bytes, &own, &t);
-    if (st != MT_OK) return st;
-    return rekey(&own, &t, keys, out);
+    /* remembered by the two builds and the batch: they name the mesh (their
+       key's), and the hardware, precision and buckets are the request's */
+    if (!s->time_memo && !(s->time_memo = calloc(MT__PLAN_TIME_MEMO, sizeof *s->time_memo)))
+        return mt_fail(MT_ENOMEM, "out of memory for %d remembered times", MT__PLAN_TIME_MEMO);
+    const uintptr_t h = ((uintptr_t)c0 >> 4) * 31u + ((uintptr_t)c1 >> 4) * 7u + (uintptr_t)batch;
+    mt__plan_time_memo *m = &s->time_memo[h % MT__PLAN_TIME_MEMO];
+    if (m->c0 != c0 || m->c1 != c1 || m->batch != batch) {
+        m->c0 = NULL;   /* empty until made */
+        memset(&m->keys, 0, sizeof m->keys);
+        mt_status st = mt__plan_chunk_time_at(tm->hw, tm->mesh, tm->precision, &c0->prog,
+                                              c0->key.batch, &c1->prog, c1->key.batch, batch,
+                                              tm->bucket_bytes, &m->keys, &m->t);
+        if (st != MT_OK) return st;
+        m->c0 = c0, m->c1 = c1, m->batch = batch;
+    }
+    return rekey(&m->keys, &m->t, keys, out);
 }
 
 /* X(k) from X at k0 and k1 blocks (the same batch), into *out: linear,

@@ -344,7 +344,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     s->slots = cache->slots, s->n_slots = cache->n_slots;
     s->n_built = cache->n_built;
     s->n_pinned = cache->n_pinned, s->cache_bytes = cache->cache_bytes;
-    s->clock = cache->clock;
+    s->clock = cache->clock, s->time_memo = cache->time_memo;
     memset(rep, 0, sizeof *rep);
     s->rep = rep;
     rep->chips = chips;
@@ -360,7 +360,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     cache->slots = s->slots, cache->n_slots = s->n_slots;
     cache->n_built = s->n_built;
     cache->n_pinned = s->n_pinned, cache->cache_bytes = s->cache_bytes;
-    cache->clock = s->clock;
+    cache->clock = s->clock, cache->time_memo = s->time_memo;
     if (st == MT_OK) st = mt__plan_refusals_report(&ss.refusals, rep);
     mt__plan_refusals_free(&ss.refusals);
     if (st != MT_OK) {

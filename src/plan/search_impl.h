@@ -21,6 +21,9 @@
 
 #include "plan/step.h"
 
+/* Entries of mt__plan_search.time_memo. */
+#define MT__PLAN_TIME_MEMO 64
+
 /* What a chunk's program depends on. Not the schedule: it orders and
  * places the chunks, and every schedule runs the same program for a chunk
  * of as many blocks in the same role, whatever the chunks a device (the
@@ -51,6 +54,16 @@ typedef struct {
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
 
+/* A program's time at a layout's batch, taken from its builds at two
+ * others (evaluate.c's time_at_batch), remembered: the layouts of one
+ * option set that differ in schedule or chunks a device ask it again. */
+typedef struct {
+    const void          *c0, *c1;   /* the two builds (mt__plan_cached); NULL: empty */
+    int                  batch;
+    mt__plan_comm_keys   keys;      /* t's collectives */
+    mt__plan_chunk_time  t;
+} mt__plan_time_memo;
+
 /* The stage that holds global chunk `chunk` of a pipeline of p stages and v
  * chunks a device, as the trainer places it (p 0: an empty entry). */
 typedef struct {
@@ -77,6 +90,8 @@ typedef struct {
     int        n_built;               /* programs built (a key dropped and built again counts
                                          twice: mt__plan_cache_trim) */
     mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
+    mt__plan_time_memo *time_memo;    /* (MT__PLAN_TIME_MEMO) direct-mapped, by the builds'
+                                         addresses: emptied whenever entries are freed */
     size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
     size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
     unsigned long long clock;         /* uses of shared programs so far */
