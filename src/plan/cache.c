@@ -411,7 +411,9 @@ void mt__plan_cache_free(mt__plan_search *s) {
     for (size_t i = 0; i < s->n_cache; i++) drop(s->cache[i]);
     free(s->cache);
     free(s->time_memo);
+    free(s->slots_memo);
     s->time_memo = NULL;
+    s->slots_memo = NULL;
     free(s->slots);
     s->cache = NULL;
     s->slots = NULL;

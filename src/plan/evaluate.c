@@ -261,15 +261,15 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
 
 /* The slots (microbatches between F and W at once) the pipeline executor
  * gives each global chunk, as it counts them (executor.c), into slots[S],
- * and the device (stage) that holds it into dev[S]. */
-static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int *dev, char *why,
-                                size_t cap) {
+ * and the device (stage) that holds it into dev[S]; the schedule's
+ * refusal into why. */
+static void make_slots(const mt_plan_layout *l, int v, int *slots, int *dev, char *why,
+                       size_t cap) {
     mt_schedule *sc = NULL;
-    mt_status st = mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v,
-                                    &sc);
-    if (st != MT_OK) {
+    if (mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v, &sc) !=
+        MT_OK) {
         snprintf(why, cap, "%s", mt_errmsg());
-        return MT_OK;
+        return;
     }
     for (int c = 0; c < l->pipe * v; c++) {
         dev[c] = mt_schedule_chunk_device(sc, c);
@@ -285,6 +285,30 @@ static mt_status pipeline_slots(const mt_plan_layout *l, int v, int *slots, int 
         slots[c] = peak < 1 ? 1 : peak;
     }
     mt_schedule_free(sc);
+}
+
+/* make_slots, remembered by (schedule, p, m, v) in s. Fails only for
+ * MT_ENOMEM. */
+static mt_status pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int v, int *slots,
+                                int *dev, char *why, size_t cap) {
+    if (!s->slots_memo &&
+        !(s->slots_memo = calloc(MT__PLAN_SLOTS_MEMO, sizeof *s->slots_memo)))
+        return mt_fail(MT_ENOMEM, "out of memory for %d remembered schedules",
+                       MT__PLAN_SLOTS_MEMO);
+    const unsigned h = (unsigned)l->schedule * 7919u + (unsigned)l->pipe * 131u +
+                       (unsigned)l->microbatches * 31u + (unsigned)v;
+    mt__plan_slots_memo *m = &s->slots_memo[h % MT__PLAN_SLOTS_MEMO];
+    if (m->kind != l->schedule || m->p != l->pipe || m->m != l->microbatches || m->v != v) {
+        m->why[0] = '\0';
+        make_slots(l, v, m->slots, m->dev, m->why, sizeof m->why);
+        m->kind = l->schedule, m->p = l->pipe, m->m = l->microbatches, m->v = v;
+    }
+    if (m->why[0]) {
+        snprintf(why, cap, "%s", m->why);
+        return MT_OK;
+    }
+    memcpy(slots, m->slots, (size_t)(l->pipe * v) * sizeof *slots);
+    memcpy(dev, m->dev, (size_t)(l->pipe * v) * sizeof *dev);
     return MT_OK;
 }
 
@@ -409,7 +433,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     slots[0] = 1;
     dev_of[0] = 0;
     if (l->pipe > 1) {
-        mt_status st = pipeline_slots(l, v, slots, dev_of, res->why, sizeof res->why);
+        mt_status st = pipeline_slots(s, l, v, slots, dev_of, res->why, sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
     /* each role's program, at the blocks of its first chunk (one chunk

@@ -64,6 +64,17 @@ typedef struct {
     mt__plan_chunk_time  t;
 } mt__plan_time_memo;
 
+/* The in-flight microbatches and the stage of each global chunk of a
+ * pipeline under one schedule (evaluate.c's pipeline_slots), remembered:
+ * every mesh and option set of p stages asks the same. */
+typedef struct {
+    int  kind, p, m, v;               /* p 0: empty */
+    char why[256];                    /* the schedule's refusal ("" if made) */
+    int  slots[2 * MT_SCHEDULE_MAX_STAGES], dev[2 * MT_SCHEDULE_MAX_STAGES];   /* (p·v) */
+} mt__plan_slots_memo;
+/* Entries of mt__plan_search.slots_memo. */
+#define MT__PLAN_SLOTS_MEMO 32
+
 /* The stage that holds global chunk `chunk` of a pipeline of p stages and v
  * chunks a device, as the trainer places it (p 0: an empty entry). */
 typedef struct {
@@ -90,6 +101,7 @@ typedef struct {
     int        n_built;               /* programs built (a key dropped and built again counts
                                          twice: mt__plan_cache_trim) */
     mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
+    mt__plan_slots_memo *slots_memo;  /* (MT__PLAN_SLOTS_MEMO) direct-mapped */
     mt__plan_time_memo *time_memo;    /* (MT__PLAN_TIME_MEMO) direct-mapped, by the builds'
                                          addresses: emptied whenever entries are freed */
     size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
