@@ -185,6 +185,9 @@ struct mt_graph {
     /* name -> tensor (names.c): open addressing, names_cap a power of two */
     mt_tensor **names;    int n_names,   names_cap;
     bool        names_dup;                /* some tensors share a name */
+    uint64_t    dup_hashes[64];           /* bit (hash mod 4096) of every name two tensors
+                                             were seen to share (names.c): a rename of a
+                                             name outside it looks for no other holder */
     mt_node    *nodes;    int n_nodes,   cap_nodes;
     int         cur_block;                /* the block of nodes added now (mt_graph_set_block;
                                              -1: none) */

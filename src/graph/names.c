@@ -54,6 +54,8 @@ static void put(mt_graph *g, mt_tensor *t) {
         if (o == t) return;
         if (strcmp(o->name, t->name) == 0) {
             g->names_dup = true;
+            const uint32_t b = (uint32_t)(mt_hash_name(t->name) % 4096u);
+            g->dup_hashes[b / 64] |= (uint64_t)1 << (b % 64);
             if (t->id < o->id) g->names[i] = t;
             return;
         }
@@ -96,6 +98,10 @@ void mt__names_remove(mt_graph *g, mt_tensor *t) {
     }
     g->n_names--;
     if (!g->names_dup) return;
+    /* no other tensor was ever seen with this name (put marks every name
+       two tensors meet on): none to look for */
+    const uint32_t b = (uint32_t)(mt_hash_name(t->name) % 4096u);
+    if (!(g->dup_hashes[b / 64] >> (b % 64) & 1)) return;
     /* another tensor may have the same name: the first one takes its place */
     for (int k = 0; k < g->n_tensors; k++)
         if (g->tensors[k] != t && strcmp(g->tensors[k]->name, t->name) == 0) {
