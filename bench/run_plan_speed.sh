@@ -9,7 +9,9 @@
 #   bash bench/run_plan_speed.sh [BUILD_DIR [LIMIT_S [CASE_PATTERN]]]
 #
 # LIMIT_S (default 600) stops a case that runs longer (its row says so);
-# CASE_PATTERN (a grep -E pattern) runs only the cases whose name matches.
+# CASE_PATTERN (a grep -E pattern) runs only the cases whose name matches;
+# PLAN_SPEED_MEMORY=megatron (or another convention) runs each case under
+# that one convention only.
 # The cases and their published sources:
 #   gpt3-175b    Narayanan et al. SC21 Table 1, the 145.6B row's 1536 A100
 #                at batch 2304 (GPT-3 175B's shape: 96 layers there, the
@@ -56,7 +58,9 @@ printf '%-20s %-9s %8s %8s %9s %9s %8s\n' case memory "CPU s" "RSS MiB" layouts 
 for row in "${CASES[@]}"; do
     IFS='|' read -r name memory args <<<"$row"
     [[ "$name" =~ $PATTERN ]] || continue
-    for mem in "$memory" meshtrain; do
+    mems=("$memory" meshtrain)
+    [ -n "${PLAN_SPEED_MEMORY:-}" ] && mems=("$PLAN_SPEED_MEMORY")
+    for mem in "${mems[@]}"; do
         # shellcheck disable=SC2086  # the case's flags, split as written
         timeout "$LIMIT" /usr/bin/time -v "$BIN" plan $args --memory "$mem" --json \
             >"$OUT/plan.json" 2>"$OUT/time.txt"
