@@ -319,11 +319,10 @@ static mt_status plan_deferred(mt_graph *g) {
     return mt__buckets_prepare(g);
 }
 
-/* born and dying (n tensors each, the same ones in ascending id) sorted
- * as by_birth and by_death sort them, by counting their positions: the
- * planner compiles tens of thousands of programs, and the two sorts were a
- * tenth of each compile. False (nothing changed) where the ids do not
- * ascend or memory runs out: qsort then. */
+/* born and dying (the same n tensors, ids ascending) sorted as by_birth
+ * and by_death sort them, by counting positions (the two qsorts were a
+ * tenth of the planner's compiles). False, nothing changed, where the ids
+ * do not ascend or memory runs out: qsort then. */
 static bool sort_by_use(mt_tensor **born, mt_tensor **dying, int n) {
     int most = 0;
     for (int i = 0; i < n; i++) {
@@ -333,35 +332,26 @@ static bool sort_by_use(mt_tensor **born, mt_tensor **dying, int n) {
     }
     int *at = malloc(((size_t)most + 2) * sizeof *at);
     mt_tensor **tmp = malloc(((size_t)n + 1) * sizeof *tmp);
-    size_t *bytes = malloc(((size_t)n + 1) * sizeof *bytes);
-    bool ok = at && tmp && bytes;
-    for (int pass = 0; pass < 2 && ok; pass++) {
+    bool ok = at && tmp;
+    for (int pass = 0; pass < 2 && ok; pass++) {   /* stable: ids ascend in a position */
         mt_tensor **list = pass ? dying : born;
         memset(at, 0, ((size_t)most + 2) * sizeof *at);
         for (int i = 0; i < n; i++) at[(pass ? list[i]->last_use : list[i]->first_use) + 1]++;
         for (int k = 0; k <= most; k++) at[k + 1] += at[k];
-        /* stable: within a position, ascending id (the list's order) */
         for (int i = 0; i < n; i++) tmp[at[pass ? list[i]->last_use : list[i]->first_use]++] = list[i];
         memcpy(list, tmp, (size_t)n * sizeof *list);
     }
-    /* by_birth: within a position, the larger first (then the lower id):
-       an insertion sort of each run, stable over the ids */
-    for (int i = 0; ok && i < n; i++) bytes[i] = mt__tensor_bytes(born[i]);
+    /* by_birth: in a position the larger first, then the lower id */
     for (int i = 1; ok && i < n; i++) {
         mt_tensor *t = born[i];
-        size_t b = bytes[i];
         int j = i;
-        while (j > 0 && born[j - 1]->first_use == t->first_use && bytes[j - 1] < b) {
+        for (; j > 0 && born[j - 1]->first_use == t->first_use &&
+               mt__tensor_bytes(born[j - 1]) < mt__tensor_bytes(t); j--)
             born[j] = born[j - 1];
-            bytes[j] = bytes[j - 1];
-            j--;
-        }
         born[j] = t;
-        bytes[j] = b;
     }
     free(at);
     free(tmp);
-    free(bytes);
     return ok;
 }
 
