@@ -97,7 +97,7 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
 
 /* The key under which the program of `key` is kept for the layouts that
  * share it, into *shared; false where it is its layout's own. Layouts of
- * one tensor axis run one program, node for node (test_plan_share.sh checks
+ * one tensor axis run one program, node for node (test_plan_share.c checks
  * each class against direct builds), when they are of one class:
  *   1. ZeRO (zero >= 1) on a mesh with both data and fsdp, of one d·f: the
  *      states are split 1/(d·f), the collectives run over both axes
