@@ -73,6 +73,7 @@ for row in "${CASES[@]}"; do
         if [ "$rc" -ne 0 ]; then
             why="exit $rc"
             grep -q "signal 24\|signal 9" "$OUT/time.txt" && why="stopped at ${LIMIT} s of CPU"
+            grep -q "no layout fits" "$OUT/time.txt" && why="exit 1: no layout fits"
             printf '%-20s %-9s %8s %8s %9s %9s %8s  (%s)\n' "$name" "$mem" - - - - - "$why"
             continue
         fi
