@@ -242,7 +242,7 @@ test-release-all: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-zero
+bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-plan-speed bench-zero
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -281,6 +281,12 @@ bench-report: deps build
 # `make test` checks its memory only: timed bounds belong here)
 bench-plan: deps build
 	MT_TEST_TIMEOUT=1200 $(BUILD)/test_plan_validate
+
+# the planner's free search of each published case (GPT-3 175B to Llama 3
+# 405B): CPU seconds, peak RSS, layouts and programs (issue 40 item 7: each
+# under 30 s and 1 GiB on 2 cores; a Release build)
+bench-plan-speed: deps build
+	bash bench/run_plan_speed.sh $(BUILD)
 
 # data parallel against ZeRO-1/2/3 and FSDP's choices on 2 devices, GPT and
 # LLaMA at 8 microbatches: step time over DP's and bytes a step (issue 39)

@@ -75,8 +75,8 @@ static void *worker_main(void *arg) {
     }
 }
 
-/* A pool of n_threads, at most `cap`. */
-static mt_pool *pool_create(int n_threads, int cap) {
+/* A pool of n_threads, at most `cap`; its workers started unless idle. */
+static mt_pool *pool_create(int n_threads, int cap, bool idle) {
     mt_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = n_threads < 1 ? 1 : n_threads > cap ? cap : n_threads;
@@ -85,7 +85,7 @@ static mt_pool *pool_create(int n_threads, int cap) {
     atomic_init(&p->generation, 0);
     atomic_init(&p->done, 0);
     atomic_init(&p->stop, false);
-    if (p->n_threads > 1) {
+    if (p->n_threads > 1 && !idle) {
         p->threads = calloc((size_t)p->n_threads - 1, sizeof *p->threads);
         if (!p->threads) { mt_pool_free(p); return NULL; }
         for (int i = 1; i < p->n_threads; i++) {
@@ -104,9 +104,13 @@ static mt_pool *pool_create(int n_threads, int cap) {
     return p;
 }
 
-mt_pool *mt_pool_create(int n_threads) { return pool_create(n_threads, MT_POOL_MAX); }
+mt_pool *mt_pool_create(int n_threads) { return pool_create(n_threads, MT_POOL_MAX, false); }
 
-mt_pool *mt_pool_create_team(int n_threads) { return pool_create(n_threads, MT_POOL_TEAM_MAX); }
+mt_pool *mt_pool_create_idle(int n_threads) { return pool_create(n_threads, MT_POOL_MAX, true); }
+
+mt_pool *mt_pool_create_team(int n_threads) {
+    return pool_create(n_threads, MT_POOL_TEAM_MAX, false);
+}
 
 void mt_pool_free(mt_pool *p) {
     if (!p) return;
@@ -129,7 +133,7 @@ void mt_pool_run(mt_pool *p, int64_t n, int64_t grain, mt_range_fn fn, void *ctx
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int workers = p ? p->n_threads : 1;
-    if (workers > 1 && n >= 2 * grain) {
+    if (workers > 1 && p->threads && n >= 2 * grain) {
         int64_t chunks = n / grain < workers ? n / grain : workers;
         int64_t chunk = (n + chunks - 1) / chunks;
         p->fn = fn;

@@ -25,6 +25,12 @@ typedef void (*mt_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 /* A pool of n_threads (counting the caller); n_threads <= 1 makes a pool
  * that runs everything on the caller. NULL if threads cannot be started. */
 mt_pool *mt_pool_create(int n_threads);
+/* A pool that counts n_threads (mt_pool_size: what per-thread scratch is
+ * sized by) but starts no thread, every region running on the caller: for
+ * a program that runs nothing (the shape-only backend), which would
+ * otherwise start and join the workers of every program it compiles (the
+ * planner compiles tens of thousands). */
+mt_pool *mt_pool_create_idle(int n_threads);
 void     mt_pool_free(mt_pool *pool);
 /* A pool of up to MT_POOL_TEAM_MAX threads for running one function on
  * every thread at once (mt_pool_run(pool, mt_pool_size(pool), 1, ...): each

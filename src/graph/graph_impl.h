@@ -185,6 +185,9 @@ struct mt_graph {
     /* name -> tensor (names.c): open addressing, names_cap a power of two */
     mt_tensor **names;    int n_names,   names_cap;
     bool        names_dup;                /* some tensors share a name */
+    uint64_t    dup_hashes[64];           /* bit (hash mod 4096) of every name two tensors
+                                             were seen to share (names.c): a rename of a
+                                             name outside it looks for no other holder */
     mt_node    *nodes;    int n_nodes,   cap_nodes;
     int         cur_block;                /* the block of nodes added now (mt_graph_set_block;
                                              -1: none) */
@@ -242,6 +245,12 @@ mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tens
 
 /* Indexes t under its name (the first tensor, by id, with a name wins);
  * false when out of memory. mt_graph_find() looks names up. */
+/* src into dst (cap bytes, cap >= 1), cut at cap - 1 bytes as snprintf's
+ * "%s" cuts it, without snprintf's parsing (the planner names tens of
+ * millions of tensors). */
+void       mt__name_copy(char *dst, size_t cap, const char *src);
+/* "<prefix>.<id>" into dst (cap bytes), cut as snprintf's "%s.%d" cuts it. */
+void       mt__name_numbered(char *dst, size_t cap, const char *prefix, int id);
 bool       mt__names_add(mt_graph *g, mt_tensor *t);
 /* Takes t out of the index (before its name changes). */
 void       mt__names_remove(mt_graph *g, mt_tensor *t);

@@ -75,8 +75,8 @@ mt_tensor *mt__tensor_new(mt_graph *g, const char *name, mt_dtype dtype, mt_tens
     if (!t) return mt__graph_error(g, MT_ENOMEM, "out of memory for a tensor");
     t->graph = g;
     t->id = g->n_tensors;
-    if (name) snprintf(t->name, sizeof t->name, "%s", name);
-    else snprintf(t->name, sizeof t->name, "%s.%d", kind_prefix(kind), t->id);
+    if (name) mt__name_copy(t->name, sizeof t->name, name);
+    else mt__name_numbered(t->name, sizeof t->name, kind_prefix(kind), t->id);
     t->dtype = dtype;
     t->kind = kind;
     t->ndim = ndim;

@@ -16,6 +16,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+void mt__name_copy(char *dst, size_t cap, const char *src) {
+    size_t n = strnlen(src, cap - 1);
+    memmove(dst, src, n);   /* a tensor renamed after its own name: may overlap */
+    dst[n] = '\0';
+}
+
+void mt__name_numbered(char *dst, size_t cap, const char *prefix, int id) {
+    char text[MT_MAX_NAME + 16];
+    size_t n = strnlen(prefix, MT_MAX_NAME);
+    memcpy(text, prefix, n);
+    text[n++] = '.';
+    char digits[12];
+    int k = 0;
+    unsigned u = id < 0 ? 0u - (unsigned)id : (unsigned)id;
+    do digits[k++] = (char)('0' + u % 10); while (u /= 10);
+    if (id < 0) text[n++] = '-';
+    while (k) text[n++] = digits[--k];
+    text[n] = '\0';
+    mt__name_copy(dst, cap, text);
+}
+
 static size_t slot_of(const mt_graph *g, const char *name) {
     return (size_t)mt_hash_name(name) & (size_t)(g->names_cap - 1);
 }
@@ -33,6 +54,8 @@ static void put(mt_graph *g, mt_tensor *t) {
         if (o == t) return;
         if (strcmp(o->name, t->name) == 0) {
             g->names_dup = true;
+            const uint32_t b = (uint32_t)(mt_hash_name(t->name) % 4096u);
+            g->dup_hashes[b / 64] |= (uint64_t)1 << (b % 64);
             if (t->id < o->id) g->names[i] = t;
             return;
         }
@@ -75,6 +98,10 @@ void mt__names_remove(mt_graph *g, mt_tensor *t) {
     }
     g->n_names--;
     if (!g->names_dup) return;
+    /* no other tensor was ever seen with this name (put marks every name
+       two tensors meet on): none to look for */
+    const uint32_t b = (uint32_t)(mt_hash_name(t->name) % 4096u);
+    if (!(g->dup_hashes[b / 64] >> (b % 64) & 1)) return;
     /* another tensor may have the same name: the first one takes its place */
     for (int k = 0; k < g->n_tensors; k++)
         if (g->tensors[k] != t && strcmp(g->tensors[k]->name, t->name) == 0) {
@@ -94,7 +121,7 @@ mt_tensor *mt_graph_find(mt_graph *g, const char *name) {
 void mt_tensor_set_name(mt_tensor *t, const char *name) {
     mt_graph *g = t->graph;
     if (g) mt__names_remove(g, t);
-    snprintf(t->name, sizeof t->name, "%s", name);
+    mt__name_copy(t->name, sizeof t->name, name);
     if (g && !mt__names_add(g, t))
         mt__graph_error(g, MT_ENOMEM, "out of memory indexing the name '%s'", t->name);
 }

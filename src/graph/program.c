@@ -96,7 +96,10 @@ mt_status mt_graph_compile(mt_graph *g, mt_tensor *loss, const mt_compile_opts *
     pr->env.backend = pr->opts.backend;
     pr->env.ctx = g->ctx;
     const bool holds_data = mt_backend_runs(pr->env.backend);
-    pr->env.pool = mt_pool_create(mt_get_num_threads());
+    /* a backend that runs nothing starts no kernel threads (the scratch
+       is still sized for them) */
+    pr->env.pool = holds_data ? mt_pool_create(mt_get_num_threads())
+                              : mt_pool_create_idle(mt_get_num_threads());
     mt_status s = MT_OK;
     if (!pr->env.pool)
         s = mt_fail(MT_ENOMEM, "cannot start %d kernel threads; set fewer with mt_set_num_threads",

@@ -95,49 +95,110 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
     return buf;
 }
 
-/* Builds (or finds) the program of `key`. */
-mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
-                                  const mt__plan_cached **out) {
-    /* a chunk runs the program of the chunk of as many blocks in the same
-       role under v = 2 (interleaved), whatever the chunks a device: the
-       first (the embedding), a middle one, the last (the head and the
-       loss); its blocks make it, not how many chunks the model is cut
-       into, nor the schedule that orders and places them. One build serves
-       every depth */
-    mt__plan_prog_key canon = *asked;
-    const int last = asked->p * asked->v - 1;
-    if (asked->p > 1 && asked->v != 2 &&
-        (asked->chunk == 0 || asked->chunk == 1 || asked->chunk == last)) {
-        canon.chunk = asked->chunk == last ? 2 * asked->p - 1 : asked->chunk;
-        canon.v = 2;
+/* The key under which the program of `key` is kept for the layouts that
+ * share it, into *shared; false where it is its layout's own. Layouts of
+ * one tensor axis run one program, node for node (test_plan_share.c checks
+ * each class against direct builds), when they are of one class:
+ *   1. ZeRO (zero >= 1) on a mesh with both data and fsdp, of one d·f: the
+ *      states are split 1/(d·f), the collectives run over both axes
+ *      together and the batch is d·f·b, whatever the split;
+ *   2. ZeRO-3 over data alone (d = D, f = 1) and fsdp alone without ZeRO
+ *      (d = 1, f = D): both split the parameters over the one axis of D
+ *      devices, in the same place of the mesh;
+ *   3. ZeRO-2 and ZeRO-1 over data alone (f = 1), of one d: meshtrain's
+ *      ZeRO-1 already reduce-scatters the gradients and gathers the
+ *      parameters (the two differ in the memory conventions' counts);
+ *   4. no ZeRO with a data axis, of one f: the data axis only reduces the
+ *      gradients, whatever its size;
+ * and, in any class, a pipeline's chunk of as many blocks in the same role
+ * (the first, a middle one, the last) whatever the stages: the pipe axis
+ * places the chunks and carries the messages between them, which the step
+ * costs apart (evaluate.c). Only the timing is each layout's own mesh's
+ * (borrow). Not under --rules: a rule may name data or fsdp alone. The
+ * shared key is the layout's with d the class's size, f = -(its class),
+ * which no layout has, the class's zero stage, and a pipeline's p = 2 with
+ * the chunk its role's of 2 stages x 2. */
+static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
+                       mt__plan_prog_key *shared) {
+    const char *rules = s->req->model.rules;
+    if (rules && *rules) return false;
+    int cls, zero = key->zero, size = key->d * key->f;
+    if (key->zero >= 1 && key->d > 1 && key->f > 1) cls = 1;
+    else if ((key->zero == 3 && key->d > 1 && key->f == 1) ||
+             (key->zero == 0 && key->d == 1 && key->f > 1))
+        cls = 2, zero = 0;
+    else if ((key->zero == 1 || key->zero == 2) && key->d > 1 && key->f == 1)
+        cls = 3, zero = 1;
+    else if (key->zero == 0 && key->d > 1)
+        cls = 4, size = key->f;
+    else if (key->p > 1)
+        cls = 5;   /* its own mesh's, shared over the stages only */
+    else
+        return false;
+    *shared = *key;
+    shared->d = size;
+    shared->f = -cls;
+    shared->zero = zero;
+    if (key->p > 1) {   /* mt__plan_program_cached's roles at v = 2 */
+        const int last = 2 * key->p - 1;
+        shared->chunk = key->chunk == 0 ? 0 : key->chunk == last ? 3 : 1;
+        shared->p = 2;
     }
-    const mt__plan_prog_key *key = &canon;
-    if (s->n_slots) {
-        size_t at = slot_of(s, key);
-        if (s->slots[at]) {
-            *out = s->cache[s->slots[at] - 1];
-            return MT_OK;
-        }
-    }
-    mt_status gst = grow(s);
-    if (gst != MT_OK) return gst;
-    mt__plan_cached *e = calloc(1, sizeof *e);
-    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
-    e->key = *key;
+    return true;
+}
+
+/* The entry of `key` in the cache, or NULL. */
+static mt__plan_cached *find(const mt__plan_search *s, const mt__plan_prog_key *key) {
+    if (!s->n_slots) return NULL;
+    size_t at = slot_of(s, key);
+    return s->slots[at] ? s->cache[s->slots[at] - 1] : NULL;
+}
+
+/* e (with key and prog) in the cache; e->prog.nodes are e's to free
+ * unless e->borrowed. */
+static mt_status add(mt__plan_search *s, mt__plan_cached *e) {
+    mt_status st = grow(s);
+    if (st != MT_OK) return st;
+    s->cache_bytes += sizeof *e + (e->borrowed ? 0 : (size_t)e->prog.n_nodes *
+                                                     sizeof *e->prog.nodes);
+    s->cache[s->n_cache++] = e;
+    s->slots[slot_of(s, &e->key)] = s->n_cache;
+    return MT_OK;
+}
+
+/* The mesh text of `key`'s layout into spec (cap bytes), and its devices. */
+static int key_mesh(const mt__plan_prog_key *key, char *spec, size_t cap) {
+    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
+    mt__plan_mesh_text(&l, spec, cap);
+    return key->d * key->f * key->t * key->p;
+}
+
+/* e->prog's seconds on the layout of e->key (its mesh, the request's
+ * hardware and buckets), into e->ct and e->keys. */
+static mt_status time_entry(const mt__plan_search *s, const mt_mesh *mesh, int devices,
+                            mt__plan_cached *e) {
+    const mt_plan_request *r = s->req;
+    mt_train_config bc = {.grad_reduce = r->precision, .bucket_mb = r->model.bucket_mb};
+    mt_hardware host_share;
+    return mt__plan_chunk_time_of(mt__plan_layout_hw(s, devices, &host_share), mesh,
+                                  r->precision, &e->prog, mt__plan_bucket_bytes(&bc), &e->keys,
+                                  &e->ct);
+}
+
+/* Builds the program of e->key into e (its status and why too). Fails only
+ * for MT_ENOMEM. */
+static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
+    const mt__plan_prog_key *key = &e->key;
     const mt_plan_request *r = s->req;
     const mt_model_about *about = mt_model_about_of(r->model.model);
     /* the model at key->blocks blocks a chunk */
     void *mc = malloc(about->config_size ? about->config_size : 1);
-    if (!mc) {
-        free(e);
-        return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
-    }
+    if (!mc) return mt_fail(MT_ENOMEM, "out of memory for a model's settings");
     memcpy(mc, r->model.model_config, about->config_size);
     int S = key->p * key->v;
     mt_status rs = mt_model_resize(&r->model, mc, key->blocks * S, s->seq);
     if (rs != MT_OK) {
         free(mc);
-        free(e);
         return rs;
     }
     mt_train_config c;
@@ -163,29 +224,40 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     c.schedule = key->p <= 1 ? NULL
                  : mt_schedule_kind_name(key->v > 1 ? MT_SCHEDULE_INTERLEAVED : MT_SCHEDULE_1F1B);
     c.pipe_chunks = key->p > 1 ? key->v : 0;
-    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
     char spec[96];
-    mt__plan_mesh_text(&l, spec, sizeof spec);
     c.mesh = spec;
-    c.devices = key->d * key->f * key->t * key->p;
+    c.devices = key_mesh(key, spec, sizeof spec);
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
-    mt_hardware host_share;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
-    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0 */
+    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0.
+       Stage 0 asked always (the trainer's refusals of the pipeline come from
+       there), the others only where the memo does not know the stage: the
+       schedule that places the chunks is one for every mesh of p stages
+       (interleaved at v, or 1f1b; m = p), and each ask makes it again */
     int device = 0;
     if (st == MT_OK && key->p > 1) {
         int pipe_axis = 0, coords[MT_MESH_MAX_AXES] = {0};
         while (pipe_axis < mt_mesh_ndim(mesh) - 1 &&
                strcmp(mt_mesh_axis_name(mesh, pipe_axis), "pipe") != 0)
             pipe_axis++;
+        const unsigned slot = ((unsigned)key->p * 131u + (unsigned)key->v * 31u +
+                               (unsigned)key->chunk) % (sizeof s->stage_memo /
+                                                        sizeof s->stage_memo[0]);
+        mt__plan_stage_memo *memo = &s->stage_memo[slot];
+        const bool known = memo->p == key->p && memo->v == key->v && memo->chunk == key->chunk;
         bool found = false;
         for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
+            if (stage > 0 && known) stage = memo->stage;
             coords[pipe_axis] = stage;
             int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
             st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
             for (int i = 0; i < n && !found; i++)
                 if (ch[i] == key->chunk) found = true, device = dev;
+            if (found && !known) {
+                memo->p = key->p, memo->v = key->v, memo->chunk = key->chunk;
+                memo->stage = stage;
+            }
         }
     }
     if (st == MT_OK) st = mt_train_config_check(&c);
@@ -197,35 +269,159 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
                                            r->memory == MT_PLAN_MEMORY_TORCHTITAN
                                        ? 4 : 2,
                                    r->memory == MT_PLAN_MEMORY_MEGATRON);
-    if (st == MT_OK)
-        st = mt__plan_chunk_time_of(mt__plan_layout_hw(s, c.devices, &host_share), mesh,
-                                    r->precision, &e->prog, mt__plan_bucket_bytes(&c), &e->keys,
-                                    &e->ct);
+    if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);
     free(mc);
     e->status = st;
-    if (st == MT_ENOMEM) {
+    if (st == MT_ENOMEM) return st;
+    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+    s->n_built += st == MT_OK;
+    return MT_OK;
+}
+
+/* e (key set) from the program `from` built for another layout that
+ * shares it (shared_key): its summary, nodes borrowed, timed on e's own
+ * mesh. Fails only for MT_ENOMEM. */
+static mt_status borrow(mt__plan_search *s, const mt__plan_cached *from, mt__plan_cached *e) {
+    e->prog = from->prog;
+    e->borrowed = true;
+    char spec[96];
+    const int devices = key_mesh(&e->key, spec, sizeof spec);
+    mt_mesh *mesh = NULL;
+    mt_status st = mt_mesh_create(spec, devices, &mesh);
+    if (st == MT_OK) st = time_entry(s, mesh, devices, e);
+    mt_mesh_free(mesh);
+    e->status = st;
+    if (st == MT_ENOMEM) return st;
+    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+    return MT_OK;
+}
+
+mt_status mt__plan_program_uncached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                    mt__plan_cached *e) {
+    memset(e, 0, sizeof *e);
+    e->key = *key;
+    return build(s, e);
+}
+
+/* Builds (or finds) the program of `key`. */
+mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *asked,
+                                  const mt__plan_cached **out) {
+    /* a chunk runs the program of the chunk of as many blocks in the same
+       role under v = 2 (interleaved), whatever the chunks a device: the
+       first (the embedding), a middle one, the last (the head and the
+       loss); its blocks make it, not how many chunks the model is cut
+       into, nor the schedule that orders and places them. One build serves
+       every depth */
+    mt__plan_prog_key key = *asked;
+    const int last = asked->p * asked->v - 1;
+    if (asked->p > 1 && asked->v != 2 &&
+        (asked->chunk == 0 || asked->chunk == 1 || asked->chunk == last)) {
+        key.chunk = asked->chunk == last ? 2 * asked->p - 1 : asked->chunk;
+        key.v = 2;
+    }
+    mt__plan_cached *e = find(s, &key);
+    if (e) {
+        *out = e;
+        return MT_OK;
+    }
+    mt__plan_prog_key skey;
+    const bool shares = shared_key(s, &key, &skey);
+    mt__plan_cached *from = shares ? find(s, &skey) : NULL;
+    if (from) from->used = ++s->clock;
+    e = calloc(1, sizeof *e);
+    if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
+    e->key = key;
+    mt_status st = from ? borrow(s, from, e) : build(s, e);
+    if (st != MT_OK) {   /* MT_ENOMEM: what was made, freed */
+        if (!e->borrowed) mt__plan_program_free(&e->prog);
         free(e);
         return st;
     }
-    if (st != MT_OK) snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
-    s->n_built += st == MT_OK;
-    s->cache[s->n_cache++] = e;
-    s->slots[slot_of(s, key)] = s->n_cache;
+    /* the first build of a shared program: kept under the shared key too,
+       which owns its nodes (a refused build is not shared: its reason may
+       name its mesh) */
+    if (shares && !from && e->status == MT_OK) {
+        mt__plan_cached *owner = malloc(sizeof *owner);
+        if (owner) {
+            *owner = *e;
+            owner->key = skey;
+            owner->used = ++s->clock;
+            st = add(s, owner);
+        }
+        if (!owner || st != MT_OK) {
+            free(owner);
+            mt__plan_program_free(&e->prog);
+            free(e);
+            return owner ? st : mt_fail(MT_ENOMEM, "out of memory for a cached program");
+        }
+        e->borrowed = true;
+    }
+    if ((st = add(s, e)) != MT_OK) {
+        if (!e->borrowed) mt__plan_program_free(&e->prog);
+        free(e);
+        return st;
+    }
     *out = e;
     return MT_OK;
 }
 
-void mt__plan_cache_free(mt__plan_search *s) {
-    for (size_t i = 0; i < s->n_cache; i++) {
-        mt__plan_program_free(&s->cache[i]->prog);
-        free(s->cache[i]);
+/* Frees entry e (its nodes unless borrowed). */
+static void drop(mt__plan_cached *e) {
+    if (!e->borrowed) mt__plan_program_free(&e->prog);
+    free(e);
+}
+
+/* Newest first. */
+static int by_use(const void *a, const void *b) {
+    const mt__plan_cached *x = *(mt__plan_cached *const *)a, *y = *(mt__plan_cached *const *)b;
+    return (x->used < y->used) - (x->used > y->used);
+}
+
+void mt__plan_cache_trim(mt__plan_search *s) {
+    if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
+    /* every entry but the pinned ones and the shared programs (shared_key)
+       last used, up to half the budget, which the layouts laid out next
+       may borrow; the borrowers go (none outlives its owner) */
+    size_t kept = s->n_pinned;
+    for (size_t i = s->n_pinned; i < s->n_cache; i++) {
+        mt__plan_cached *e = s->cache[i];
+        if (e->key.f < 0 && !e->borrowed) s->cache[kept++] = e;
+        else drop(e);
     }
+    qsort(s->cache + s->n_pinned, kept - s->n_pinned, sizeof *s->cache, by_use);
+    s->cache_bytes = 0;
+    s->n_cache = s->n_pinned;
+    for (size_t i = s->n_pinned; i < kept; i++) {
+        mt__plan_cached *e = s->cache[i];
+        const size_t bytes = sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
+        if (s->cache_bytes + bytes <= MT__PLAN_CACHE_BUDGET / 2) {
+            s->cache[s->n_cache++] = e;
+            s->cache_bytes += bytes;
+        } else {
+            drop(e);
+        }
+    }
+    /* the times remembered by the addresses of entries now freed */
+    if (s->time_memo) memset(s->time_memo, 0, MT__PLAN_TIME_MEMO * sizeof *s->time_memo);
+    /* the kept entries' slots, laid again (the freed ones' are gone) */
+    if (s->n_slots) {
+        memset(s->slots, 0, s->n_slots * sizeof *s->slots);
+        for (size_t i = 0; i < s->n_cache; i++) s->slots[slot_of(s, &s->cache[i]->key)] = i + 1;
+    }
+}
+
+void mt__plan_cache_free(mt__plan_search *s) {
+    for (size_t i = 0; i < s->n_cache; i++) drop(s->cache[i]);
     free(s->cache);
+    free(s->time_memo);
+    free(s->slots_memo);
+    s->time_memo = NULL;
+    s->slots_memo = NULL;
     free(s->slots);
     s->cache = NULL;
     s->slots = NULL;
-    s->n_cache = s->cap_cache = s->n_slots = 0;
+    s->n_cache = s->cap_cache = s->n_slots = s->n_pinned = s->cache_bytes = 0;
 }
 
 

@@ -155,13 +155,22 @@ static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_pr
         }
         return rekey(&e->keys, &e->ct, keys, out);
     }
-    mt__plan_comm_keys own = {0};
-    mt__plan_chunk_time t;
-    mt_status st = mt__plan_chunk_time_at(tm->hw, tm->mesh, tm->precision, &c0->prog,
-                                          c0->key.batch, &c1->prog, c1->key.batch, batch,
-                                          tm->bucket_bytes, &own, &t);
-    if (st != MT_OK) return st;
-    return rekey(&own, &t, keys, out);
+    /* remembered by the two builds and the batch: they name the mesh (their
+       key's), and the hardware, precision and buckets are the request's */
+    if (!s->time_memo && !(s->time_memo = calloc(MT__PLAN_TIME_MEMO, sizeof *s->time_memo)))
+        return mt_fail(MT_ENOMEM, "out of memory for %d remembered times", MT__PLAN_TIME_MEMO);
+    const uintptr_t h = ((uintptr_t)c0 >> 4) * 31u + ((uintptr_t)c1 >> 4) * 7u + (uintptr_t)batch;
+    mt__plan_time_memo *m = &s->time_memo[h % MT__PLAN_TIME_MEMO];
+    if (m->c0 != c0 || m->c1 != c1 || m->batch != batch) {
+        m->c0 = NULL;   /* empty until made */
+        memset(&m->keys, 0, sizeof m->keys);
+        mt_status st = mt__plan_chunk_time_at(tm->hw, tm->mesh, tm->precision, &c0->prog,
+                                              c0->key.batch, &c1->prog, c1->key.batch, batch,
+                                              tm->bucket_bytes, &m->keys, &m->t);
+        if (st != MT_OK) return st;
+        m->c0 = c0, m->c1 = c1, m->batch = batch;
+    }
+    return rekey(&m->keys, &m->t, keys, out);
 }
 
 /* X(k) from X at k0 and k1 blocks (the same batch), into *out: linear,
@@ -259,17 +268,17 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
  * device's peak, the moment its chunks hold the most blocks' worth together
  * (what a framework that allocates as it runs holds: Korthikanti's and the
  * zero-bubble papers' counts), into peak[S]; and the device (stage) that
- * holds it into dev[S]. L blocks weigh the chunks (blocks_of). */
+ * holds it into dev[S]; the schedule's refusal into why. L blocks weigh
+ * the chunks (blocks_of). */
 static int blocks_of(int L, int S, int c);
 
-static mt_status pipeline_slots(const mt_plan_layout *l, int v, int L, int *slots, int *peak,
-                                int *dev, char *why, size_t cap) {
+static void make_slots(const mt_plan_layout *l, int v, int L, int *slots, int *peak, int *dev,
+                       char *why, size_t cap) {
     mt_schedule *sc = NULL;
-    mt_status st = mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v,
-                                    &sc);
-    if (st != MT_OK) {
+    if (mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v, &sc) !=
+        MT_OK) {
         snprintf(why, cap, "%s", mt_errmsg());
-        return MT_OK;
+        return;
     }
     for (int c = 0; c < l->pipe * v; c++) {
         dev[c] = mt_schedule_chunk_device(sc, c);
@@ -307,6 +316,31 @@ static mt_status pipeline_slots(const mt_plan_layout *l, int v, int L, int *slot
         }
     }
     mt_schedule_free(sc);
+}
+
+/* make_slots, remembered by (schedule, p, m, v) in s. Fails only for
+ * MT_ENOMEM. */
+static mt_status pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int v, int *slots,
+                                int *peak, int *dev, char *why, size_t cap) {
+    if (!s->slots_memo &&
+        !(s->slots_memo = calloc(MT__PLAN_SLOTS_MEMO, sizeof *s->slots_memo)))
+        return mt_fail(MT_ENOMEM, "out of memory for %d remembered schedules",
+                       MT__PLAN_SLOTS_MEMO);
+    const unsigned h = (unsigned)l->schedule * 7919u + (unsigned)l->pipe * 131u +
+                       (unsigned)l->microbatches * 31u + (unsigned)v;
+    mt__plan_slots_memo *m = &s->slots_memo[h % MT__PLAN_SLOTS_MEMO];
+    if (m->kind != l->schedule || m->p != l->pipe || m->m != l->microbatches || m->v != v) {
+        m->why[0] = '\0';
+        make_slots(l, v, s->layers, m->slots, m->peak, m->dev, m->why, sizeof m->why);
+        m->kind = l->schedule, m->p = l->pipe, m->m = l->microbatches, m->v = v;
+    }
+    if (m->why[0]) {
+        snprintf(why, cap, "%s", m->why);
+        return MT_OK;
+    }
+    memcpy(slots, m->slots, (size_t)(l->pipe * v) * sizeof *slots);
+    memcpy(dev, m->dev, (size_t)(l->pipe * v) * sizeof *dev);
+    memcpy(peak, m->peak, (size_t)(l->pipe * v) * sizeof *peak);
     return MT_OK;
 }
 
@@ -447,8 +481,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     slots[0] = peak[0] = 1;
     dev_of[0] = 0;
     if (l->pipe > 1) {
-        mt_status st = pipeline_slots(l, v, s->layers, slots, peak, dev_of, res->why,
-                                      sizeof res->why);
+        mt_status st = pipeline_slots(s, l, v, slots, peak, dev_of, res->why, sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
     /* each role's program, at the blocks of its first chunk (one chunk

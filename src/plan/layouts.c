@@ -264,6 +264,7 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                     l.collective_matmul = cm;
                     mt_status st = each_schedule(s, &l, counts, n_counts, fn);
                     if (st != MT_OK) return st;
+                    mt__plan_cache_trim(s);
                 }
             }
         }

@@ -343,11 +343,16 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     s->cache = cache->cache, s->n_cache = cache->n_cache, s->cap_cache = cache->cap_cache;
     s->slots = cache->slots, s->n_slots = cache->n_slots;
     s->n_built = cache->n_built;
+    s->n_pinned = cache->n_pinned, s->cache_bytes = cache->cache_bytes;
+    s->clock = cache->clock, s->time_memo = cache->time_memo;
+    s->slots_memo = cache->slots_memo;
     memset(rep, 0, sizeof *rep);
     s->rep = rep;
     rep->chips = chips;
     for (int f = 0; f < N_FAMILIES; f++) rep->families[f].name = FAMILY[f];
     st = mt__plan_model_facts(s);
+    /* the model's own programs serve every count --min-chips tries */
+    if (!s->n_pinned) s->n_pinned = s->n_cache, s->cache_bytes = 0;
     rep->model_params = s->params;
     rep->flops_per_token = s->flops_per_token;
     if (st == MT_OK) st = mt__plan_each_layout(s, visit);
@@ -355,6 +360,9 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     cache->cache = s->cache, cache->n_cache = s->n_cache, cache->cap_cache = s->cap_cache;
     cache->slots = s->slots, cache->n_slots = s->n_slots;
     cache->n_built = s->n_built;
+    cache->n_pinned = s->n_pinned, cache->cache_bytes = s->cache_bytes;
+    cache->clock = s->clock, cache->time_memo = s->time_memo;
+    cache->slots_memo = s->slots_memo;
     if (st == MT_OK) st = mt__plan_refusals_report(&ss.refusals, rep);
     mt__plan_refusals_free(&ss.refusals);
     if (st != MT_OK) {

@@ -21,6 +21,9 @@
 
 #include "plan/step.h"
 
+/* Entries of mt__plan_search.time_memo. */
+#define MT__PLAN_TIME_MEMO 64
+
 /* What a chunk's program depends on. Not the schedule: it orders and
  * places the chunks, and every schedule runs the same program for a chunk
  * of as many blocks in the same role, whatever the chunks a device (the
@@ -44,9 +47,41 @@ typedef struct {
     mt_status           status;  /* the build's (a refusal is a property of the layout) */
     char                why[256];
     mt__plan_program    prog;
+    bool                borrowed;  /* prog.nodes are another entry's (cache.c's shared
+                                      programs), freed with it */
+    unsigned long long  used;      /* a shared program's last use (mt__plan_search.clock) */
     mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
+
+/* A program's time at a layout's batch, taken from its builds at two
+ * others (evaluate.c's time_at_batch), remembered: the layouts of one
+ * option set that differ in schedule or chunks a device ask it again. */
+typedef struct {
+    const void          *c0, *c1;   /* the two builds (mt__plan_cached); NULL: empty */
+    int                  batch;
+    mt__plan_comm_keys   keys;      /* t's collectives */
+    mt__plan_chunk_time  t;
+} mt__plan_time_memo;
+
+/* The in-flight microbatches and the stage of each global chunk of a
+ * pipeline under one schedule (evaluate.c's pipeline_slots), remembered:
+ * every mesh and option set of p stages asks the same. */
+typedef struct {
+    int  kind, p, m, v;               /* p 0: empty */
+    char why[256];                    /* the schedule's refusal ("" if made) */
+    int  slots[2 * MT_SCHEDULE_MAX_STAGES], dev[2 * MT_SCHEDULE_MAX_STAGES];   /* (p·v) */
+    int  peak[2 * MT_SCHEDULE_MAX_STAGES];   /* (p·v): in flight at the device's peak (the
+                                                search's layers weigh the chunks) */
+} mt__plan_slots_memo;
+/* Entries of mt__plan_search.slots_memo. */
+#define MT__PLAN_SLOTS_MEMO 32
+
+/* The stage that holds global chunk `chunk` of a pipeline of p stages and v
+ * chunks a device, as the trainer places it (p 0: an empty entry). */
+typedef struct {
+    int p, v, chunk, stage;
+} mt__plan_stage_memo;
 
 typedef struct {
     const mt_plan_request *req;
@@ -65,7 +100,15 @@ typedef struct {
     size_t    *slots;                 /* (n_slots) open addressing: index + 1 into cache, 0
                                          empty; n_slots a power of two, >= 2 n_cache */
     size_t     n_slots;
-    int        n_built;
+    int        n_built;               /* programs built (a key dropped and built again counts
+                                         twice: mt__plan_cache_trim) */
+    mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
+    mt__plan_slots_memo *slots_memo;  /* (MT__PLAN_SLOTS_MEMO) direct-mapped */
+    mt__plan_time_memo *time_memo;    /* (MT__PLAN_TIME_MEMO) direct-mapped, by the builds'
+                                         addresses: emptied whenever entries are freed */
+    size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
+    size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
+    unsigned long long clock;         /* uses of shared programs so far */
     /* the results kept */
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
@@ -127,6 +170,13 @@ mt_status mt__plan_model_facts(mt__plan_search *s);
  * Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
                                   const mt__plan_cached **out);
+/* Builds the program of `key` (as asked: no chunk or sharing taken for
+ * another) into *e without the cache: key, status and why, prog (free it
+ * with mt__plan_program_free), keys and ct. For tests: what the cache
+ * shares between keys (cache.c's shared_key) checked against direct
+ * builds. Fails only for MT_ENOMEM. */
+mt_status mt__plan_program_uncached(mt__plan_search *s, const mt__plan_prog_key *key,
+                                    mt__plan_cached *e);
 /* The system as one device of a `chips`-device layout sees it: the
  * request's hardware, or on a host of thread devices (its innermost level
  * MT_LINK_THREADS) one device's share of the host (host.h's rule) in *tmp.
@@ -139,5 +189,18 @@ const mt_hardware *mt__plan_layout_hw(const mt__plan_search *s, int chips, mt_ha
 void mt__plan_model_config(const mt_plan_request *r, mt_train_config *c);
 /* Frees the cache. */
 void mt__plan_cache_free(mt__plan_search *s);
+/* The cache's programs past s->n_pinned freed when they hold more than
+ * MT__PLAN_CACHE_BUDGET bytes, so that a search's memory stays bounded
+ * whatever its layouts. Called between the (mesh, ZeRO, remat, sp, cm)
+ * option sets of a search (layouts.c): every key names its mesh and those
+ * options, so a program built for one set is never asked for by another
+ * of the same chip count (only --min-chips' power-of-two meshes, tried
+ * again at a later count, build theirs again), and no answer changes.
+ * Kept: the shared programs (cache.c's shared_key) last used, up to half
+ * the budget. No pointer into the cache may be held across the call. */
+void mt__plan_cache_trim(mt__plan_search *s);
+/* The bytes past which mt__plan_cache_trim frees (256 MiB, well inside the
+ * 1 GiB a search may hold, issue 40, with room for the rest). */
+#define MT__PLAN_CACHE_BUDGET ((size_t)256 << 20)
 
 #endif /* MT_PLAN_SEARCH_IMPL_H */
