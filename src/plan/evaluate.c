@@ -443,18 +443,26 @@ static mt_remat kept_as(const mt_plan_layout *l) {
     return l->remat == MT_REMAT_FULL && l->collective_matmul ? MT_REMAT_DOTS : l->remat;
 }
 
-/* The largest parameter that the storage axes left whole in the program
- * of `key`'s chunk (its first interpolation point's), as plan_impl.h's
- * unsplit_what; "" when none or not built. */
-static const char *unsplit_of(mt__plan_search *s, mt__plan_prog_key key, int blocks, int batch) {
+/* The largest parameter that the storage axes of layout l left whole in
+ * the program of `key`'s chunk (its first interpolation point's), as
+ * plan_impl.h's unsplit_what and the axes ("'wte' (50304, 768) over data x
+ * fsdp = 1120"), into buf; "" when none or not built. */
+static void unsplit_of(mt__plan_search *s, const mt_plan_layout *l, mt__plan_prog_key key,
+                       int blocks, int batch, char *buf, size_t cap) {
     int k0, k1, b0, b1;
     block_points(blocks, &k0, &k1);
     batch_points(batch, &b0, &b1);
     key.blocks = k0;
     key.batch = b0;
+    buf[0] = '\0';
     const mt__plan_cached *e = NULL;
-    if (mt__plan_program_cached(s, &key, &e) != MT_OK || !e || e->status != MT_OK) return "";
-    return e->prog.unsplit_what;
+    if (mt__plan_program_cached(s, &key, &e) != MT_OK || !e || e->status != MT_OK ||
+        !e->prog.unsplit_what[0])
+        return;
+    /* the storage axes: data under ZeRO, fsdp */
+    const bool d = l->zero >= 1 && l->data > 1, f = l->fsdp > 1;
+    snprintf(buf, cap, "%s over %s = %d", e->prog.unsplit_what,
+             d && f ? "data x fsdp" : d ? "data" : "fsdp", (d ? l->data : 1) * (f ? l->fsdp : 1));
 }
 
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
@@ -565,12 +573,12 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     }
     /* a parameter the storage axes left whole (meshtrain's partitioner
        splits only a dim they divide): the verdict names it */
-    const char *unsplit = "";
+    char unsplit[192] = "";
     for (int k = 0; k < N_ROLES && !unsplit[0] && res->total > tm.hw->hbm_bytes; k++)
         if (built[k] && role[k].mem.unsplit_elems > 0) {
             const int c = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
             key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-            unsplit = unsplit_of(s, key, blocks_of(s->layers, S, c), batch);
+            unsplit_of(s, l, key, blocks_of(s->layers, S, c), batch, unsplit, sizeof unsplit);
         }
     mt__plan_mem_verdict(r->memory, res->total, tm.hw->hbm_bytes, tm.hw->name, unsplit,
                          &res->margin, res->why, sizeof res->why);

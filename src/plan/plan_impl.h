@@ -132,8 +132,9 @@ typedef struct {
     int64_t unsplit_max_elems;         /* the largest one */
     int64_t rows_pad_elems;            /* FSDP2's padding of the split ones: sum of
                                           ceil(rows / N) x cols - stored */
-    char    unsplit_what[128];         /* the largest, "'wte' (50304, 768) over data x fsdp =
-                                          1120"; "" when none */
+    char    unsplit_what[128];         /* the largest, "'wte' (50304, 768)" (the verdict
+                                          names the layout's axes: programs are shared by
+                                          layouts of other axes, cache.c); "" when none */
     /* the allocator's bytes (meshtrain's own convention) */
     size_t  param_bytes, grad_bytes;   /* mt_graph_stats' */
     size_t  optim_bytes;               /* AdamW's m and v: 2 x 4 bytes a stored element */

@@ -136,13 +136,10 @@ static void storage_shares(mt_tensor *const *params, int np, const mt_mesh *mesh
         for (int d = 0, k = 0; d < nd && k < (int)sizeof shape; d++)
             k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "",
                           (long long)dims[d]);
-        char over[32] = "";
-        for (int a = 0, k = 0; a < mt_mesh_ndim(mesh) && k < (int)sizeof over; a++)
-            if (storage & (1u << a))
-                k += snprintf(over + k, sizeof over - (size_t)k, "%s%s", k ? " x " : "",
-                              mt_mesh_axis_name(mesh, a));
-        snprintf(p->unsplit_what, sizeof p->unsplit_what, "'%.32s' (%.28s) over %.20s = %lld",
-                 mt_tensor_name(t), shape, over, (long long)n);
+        /* no axis names: layouts that split over other axes of as many
+           devices share the program (cache.c); the verdict names them */
+        snprintf(p->unsplit_what, sizeof p->unsplit_what, "'%.32s' (%.28s)", mt_tensor_name(t),
+                 shape);
     }
 }
 
