@@ -262,88 +262,6 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
     return MT_OK;
 }
 
-/* The slots (microbatches between F and W at once) the pipeline executor
- * gives each global chunk, as it counts them (executor.c: each chunk its own
- * peak), into slots[S]; the microbatches of each chunk in flight at its
- * device's peak, the moment its chunks hold the most blocks' worth together
- * (what a framework that allocates as it runs holds: Korthikanti's and the
- * zero-bubble papers' counts), into peak[S]; and the device (stage) that
- * holds it into dev[S]; the schedule's refusal into why. L blocks weigh
- * the chunks (blocks_of). */
-static int blocks_of(int L, int S, int c);
-
-static void make_slots(const mt_plan_layout *l, int v, int L, int *slots, int *peak, int *dev,
-                       char *why, size_t cap) {
-    mt_schedule *sc = NULL;
-    if (mt_schedule_make((mt_schedule_kind)l->schedule, l->pipe, l->microbatches, v, &sc) !=
-        MT_OK) {
-        snprintf(why, cap, "%s", mt_errmsg());
-        return;
-    }
-    for (int c = 0; c < l->pipe * v; c++) {
-        dev[c] = mt_schedule_chunk_device(sc, c);
-        int n = mt_schedule_n_ops(sc, dev[c]);
-        const mt_pipe_op *ops = mt_schedule_ops(sc, dev[c]);
-        int live = 0, top = 0;
-        for (int o = 0; o < n; o++) {
-            if (ops[o].chunk != c) continue;
-            if (ops[o].type == MT_PIPE_F) live++;
-            if (ops[o].type == MT_PIPE_W || ops[o].type == MT_PIPE_BW) live--;
-            if (live > top) top = live;
-        }
-        slots[c] = top < 1 ? 1 : top;
-    }
-    const int S = l->pipe * v;
-    for (int d = 0; d < l->pipe; d++) {
-        int mine[MT_SCHEDULE_MAX_CHUNKS], nm = 0, live[MT_SCHEDULE_MAX_CHUNKS] = {0};
-        for (int k = 0; k < S && nm < MT_SCHEDULE_MAX_CHUNKS; k++)
-            if (dev[k] == d) mine[nm++] = k;
-        const int n = mt_schedule_n_ops(sc, d);
-        const mt_pipe_op *ops = mt_schedule_ops(sc, d);
-        int w = 0, most = -1;   /* blocks' worth in flight, and its peak */
-        for (int o = 0; o < n; o++) {
-            int j = 0;
-            while (j < nm && mine[j] != ops[o].chunk) j++;
-            if (j == nm) continue;
-            const int dw = ops[o].type == MT_PIPE_F                                  ? 1
-                           : ops[o].type == MT_PIPE_W || ops[o].type == MT_PIPE_BW ? -1
-                                                                                   : 0;
-            live[j] += dw;
-            w += dw * blocks_of(L, S, mine[j]);
-            if (w <= most) continue;
-            most = w;
-            for (int k = 0; k < nm; k++) peak[mine[k]] = live[k];
-        }
-    }
-    mt_schedule_free(sc);
-}
-
-/* make_slots, remembered by (schedule, p, m, v) in s. Fails only for
- * MT_ENOMEM. */
-static mt_status pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int v, int *slots,
-                                int *peak, int *dev, char *why, size_t cap) {
-    if (!s->slots_memo &&
-        !(s->slots_memo = calloc(MT__PLAN_SLOTS_MEMO, sizeof *s->slots_memo)))
-        return mt_fail(MT_ENOMEM, "out of memory for %d remembered schedules",
-                       MT__PLAN_SLOTS_MEMO);
-    const unsigned h = (unsigned)l->schedule * 7919u + (unsigned)l->pipe * 131u +
-                       (unsigned)l->microbatches * 31u + (unsigned)v;
-    mt__plan_slots_memo *m = &s->slots_memo[h % MT__PLAN_SLOTS_MEMO];
-    if (m->kind != l->schedule || m->p != l->pipe || m->m != l->microbatches || m->v != v) {
-        m->why[0] = '\0';
-        make_slots(l, v, s->layers, m->slots, m->peak, m->dev, m->why, sizeof m->why);
-        m->kind = l->schedule, m->p = l->pipe, m->m = l->microbatches, m->v = v;
-    }
-    if (m->why[0]) {
-        snprintf(why, cap, "%s", m->why);
-        return MT_OK;
-    }
-    memcpy(slots, m->slots, (size_t)(l->pipe * v) * sizeof *slots);
-    memcpy(dev, m->dev, (size_t)(l->pipe * v) * sizeof *dev);
-    memcpy(peak, m->peak, (size_t)(l->pipe * v) * sizeof *peak);
-    return MT_OK;
-}
-
 /* ======================================================================== */
 /* Step time                                                                 */
 /* ======================================================================== */
@@ -353,10 +271,6 @@ static mt_status pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int
  * the first (with the embedding), a middle one of each length, the last
  * (with the head and the loss). */
 enum { ROLE_FIRST, ROLE_LONG, ROLE_SHORT, ROLE_LAST, N_ROLES };
-
-static int blocks_of(int L, int S, int c) {
-    return L / S + (c < L % S ? 1 : 0);
-}
 
 static int role_of(int L, int S, int c) {
     return c == 0 ? ROLE_FIRST : c == S - 1 ? ROLE_LAST : c < L % S ? ROLE_LONG : ROLE_SHORT;
@@ -489,7 +403,8 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     slots[0] = peak[0] = 1;
     dev_of[0] = 0;
     if (l->pipe > 1) {
-        mt_status st = pipeline_slots(s, l, v, slots, peak, dev_of, res->why, sizeof res->why);
+        mt_status st = mt__plan_pipeline_slots(s, l, v, slots, peak, dev_of, res->why,
+                                               sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
     /* each role's program, at the blocks of its first chunk (one chunk
@@ -514,7 +429,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         /* a model of n blocks a chunk is cut evenly, and all its middle
            chunks run one program: chunk 1 stands for them (one key) */
         key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-        st = chunk_at(s, &tm, key, blocks_of(s->layers, S, c), batch, &keys, &ct[k], &role[k],
+        st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k], &role[k],
                       res->why, sizeof res->why);
     }
     if (st != MT_OK || res->why[0]) goto done;
@@ -541,7 +456,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                 ch[n].counts.grad_bytes -= ch[n].counts.kept_grad_bytes;
                 ch[n].counts.grad_kept_elems = ch[n].counts.kept_grad_bytes = 0;
             }
-            ch[n].layers = blocks_of(s->layers, S, c);
+            ch[n].layers = mt__plan_chunk_blocks(s->layers, S, c);
             /* meshtrain's executor allocates each chunk its own peak; the
                frameworks hold what is in flight at the device's */
             ch[n].in_flight = r->memory == MT_PLAN_MEMORY_MESHTRAIN ? slots[c] : peak[c];
@@ -578,7 +493,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         if (built[k] && role[k].mem.unsplit_elems > 0) {
             const int c = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
             key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-            unsplit_of(s, l, key, blocks_of(s->layers, S, c), batch, unsplit, sizeof unsplit);
+            unsplit_of(s, l, key, mt__plan_chunk_blocks(s->layers, S, c), batch, unsplit, sizeof unsplit);
         }
     mt__plan_mem_verdict(r->memory, res->total, tm.hw->hbm_bytes, tm.hw->name, unsplit,
                          &res->margin, res->why, sizeof res->why);

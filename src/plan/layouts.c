@@ -20,49 +20,6 @@
  * programs count them in ints (a batch of 2^50 tokens has more). */
 #define MAX_REPLICA_SEQUENCES (1 << 30)
 
-void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
-    size_t at = 0;
-    buf[0] = '\0';
-    /* outermost first (devices fill the levels in this order, the last axis
-       innermost): Megatron-LM's placement, the pipeline's stages across
-       nodes, then the replicas, and the tensor axis, whose collectives block
-       the compute, on the fastest links */
-    const int size[4] = {l->pipe, l->data, l->fsdp, l->tensor};
-    static const char *const name[4] = {"pipe", "data", "fsdp", "tensor"};
-    for (int a = 0; a < 4 && at < cap; a++)
-        if (size[a] > 1)
-            at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", at ? "," : "", name[a], size[a]);
-    if (!at) snprintf(buf, cap, "data=1");
-}
-
-/* The chunks per device a schedule kind runs by default (pipeline.h). */
-int mt__plan_schedule_chunks(int kind) {
-    return kind == MT_SCHEDULE_ZB_V || kind == MT_SCHEDULE_DUALPIPEV ||
-                   kind == MT_SCHEDULE_INTERLEAVED
-               ? 2
-               : 1;
-}
-
-int mt__plan_layout_chunks(const mt_plan_layout *l) {
-    if (l->pipe <= 1) return 1;
-    return l->chunks > 0 ? l->chunks : mt__plan_schedule_chunks(l->schedule);
-}
-
-bool mt__plan_kind_runs_chunks(int kind, int v) {
-    if (kind == MT_SCHEDULE_INTERLEAVED) return v >= 2 && v <= MT__PLAN_MAX_CHUNKS;
-    return v == mt__plan_schedule_chunks(kind);
-}
-
-void mt__plan_layout_text(const mt_plan_layout *l, const char *mesh, char *buf, size_t cap) {
-    char sched[48] = "";
-    if (l->pipe > 1 && l->schedule >= 0)
-        snprintf(sched, sizeof sched, " %s v=%d",
-                 mt_schedule_kind_name((mt_schedule_kind)l->schedule), mt__plan_layout_chunks(l));
-    snprintf(buf, cap, "%s zero=%d remat=%s%s%s%s mb=%d", mesh, l->zero, mt_remat_name(l->remat),
-             l->sequence_parallel ? " sp" : "", l->collective_matmul ? " cm" : "", sched,
-             l->microbatches);
-}
-
 /* Why layout l cannot run the request's model and batch, into why (cap
  * bytes), or "" when it divides. Sizes only: memory comes later. The kv
  * heads need not divide over tensor: the trainer keeps them whole

@@ -13,7 +13,9 @@
  *                        (meshtrain's own buffers, the ZeRO paper's mixed
  *                        precision with Korthikanti's 16-bit activations,
  *                        the scaling book's), and the closed forms (memory.h)
- *   layouts.c, evaluate.c, search.c  the search (search_impl.h)
+ *   layouts.c, evaluate.c, search.c  the search (search_impl.h), with
+ *   layout_text.c, pipeline_slots.c  a layout as text and its chunks' blocks;
+ *                        a schedule's slots, remembered
  *   refusals.c           the reasons layouts were refused, counted (refusals.h)
  */
 #ifndef MT_PLAN_IMPL_H

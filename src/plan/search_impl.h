@@ -130,6 +130,21 @@ static inline double mt__plan_act_bytes(const mt_plan_request *r) {
 
 /* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap);
+
+/* The blocks of global chunk c when L blocks are cut into S chunks as the
+ * trainer cuts them (pipe.c): the first L mod S one block more
+ * (layout_text.c). */
+int mt__plan_chunk_blocks(int L, int S, int c);
+
+/* The slots (microbatches between F and W at once) pipeline layout l's
+ * executor gives each of its p·v global chunks, into slots[]; the
+ * microbatches of each in flight at its device's peak (the search's layers
+ * weighing the chunks), into peak[]; the device (stage) that holds each,
+ * into dev[]; the schedule's refusal into why (cap bytes; "" when it runs).
+ * Remembered by (schedule, p, m, v) in s (pipeline_slots.c). Fails only
+ * for MT_ENOMEM. */
+mt_status mt__plan_pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int v, int *slots,
+                                  int *peak, int *dev, char *why, size_t cap);
 /* Chunks a device holds under schedule `kind` by default (2 for zb-v,
  * dualpipev and interleaved; else 1). */
 int  mt__plan_schedule_chunks(int kind);
