@@ -258,15 +258,22 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
 static void accumulate(const mt__plan_step_in *in, const mt__plan_chunk_time *ch, bool once,
                        tally *t, mt__plan_step_result *out) {
     const int m = in->microbatches;
+    const bool after = in->reduce == MT__PLAN_REDUCE_AFTER;
     const mt__plan_phase *with = ch->phase[0], *without = ch->phase[once ? 1 : 0];
     for (int q = 0; q < 3; q++) {
         /* MT__PLAN_REDUCE_ONCE: m - 1 without the whole gradients' all-reduces,
-           the last with them (under its backward) */
+           the last with them (under its backward); MT__PLAN_REDUCE_AFTER: all m
+           without, the reductions after the last, exposed */
         const mt__plan_phase *typical = once ? &without[q] : &with[q];
+        const mt__plan_phase *last = after ? &without[q] : &with[q];
         tally_add(t, typical, q, m - 1);
-        tally_add(t, &with[q], q, 1);
-        out->step += (m - 1) * typical->seconds + with[q].seconds;
+        tally_add(t, last, q, 1);
+        out->step += (m - 1) * typical->seconds + last->seconds;
         out->phase[q] = typical->seconds;
+        if (after) {
+            tally_skipped_bytes(t, &with[q], &without[q]);
+            out->step += tally_flush(t, &without[q]);
+        }
     }
     out->optimizer = optimizer_seconds(in, ch->stored_elems);
     out->step += out->optimizer;
@@ -407,7 +414,7 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
     if (!ch || !keys)
         return mt_fail(MT_EINVAL, "mt__plan_step_chunks needs the chunks' times and their keys");
     const int S = in->stages * in->chunks;
-    const bool once = in->reduce == MT__PLAN_REDUCE_ONCE;
+    const bool once = in->reduce != MT__PLAN_REDUCE_EACH;
     double flops = 0, recompute = 0, bytes = 0, optim = 0;
     for (int k = 0; k < S; k++) {
         for (int q = 0; q < 3; q++)

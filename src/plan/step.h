@@ -88,10 +88,16 @@
 /* When whole gradients (data parallel, ZeRO-1: all-reduced) are reduced. */
 typedef enum {
     MT__PLAN_REDUCE_EACH,   /* every microbatch's W */
-    MT__PLAN_REDUCE_ONCE    /* once a step where the trainer can: without a pipe under
+    MT__PLAN_REDUCE_ONCE,   /* once a step where the trainer can: without a pipe under
                                the last microbatch's backward (trainer.c); in a pipeline
                                after the flush, exposed (the book's), with a chunk's last
                                BW or W (pipeline/executor.c) */
+    MT__PLAN_REDUCE_AFTER   /* once a step, after the last backward, exposed, pipe or
+                               not: Megatron-LM as SC21 and Korthikanti et al. ran it (its
+                               local DDP's allreduce_gradients, and the distributed
+                               optimizer's reduce-scatter, called by train_step after the
+                               forward-backward; overlapping them came in 2023,
+                               --overlap-grad-reduce): the megatron convention */
 } mt__plan_reduce;
 
 /* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token,
