@@ -299,7 +299,8 @@ MT_TEST(fsdp_prefetch) {
  * its reduction, 1.2 s without). As meshtrain runs them (each W reduces):
  * 4 x 3.5 + 7.6e-4 s, 7.2 s exposed. Reduced once (the book's), under the
  * last microbatch's backward: 3 x 1.7 + 3.5 + 7.6e-4 = 8.60076 s, 1.8 s
- * exposed. */
+ * exposed. Reduced after the last backward (Megatron-LM's train_step, the
+ * megatron convention): 4 x 1.7 + 2 + 7.6e-4 = 8.80076 s, its 2 s exposed. */
 MT_TEST(accumulation_over_4_microbatches) {
     mt_hardware hw = unit_hw();
     mt_mesh *mesh = mesh_of("data=2", 2);
@@ -312,6 +313,10 @@ MT_TEST(accumulation_over_4_microbatches) {
     MT_CHECK_CLOSE(r.step, 8.60076, 1e-9, "once: step");
     MT_CHECK_CLOSE(r.comm_exposed, 1.8, 1e-9, "once: exposed");
     MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 2.0, 1e-9, "once: one run");
+    r = step_of(&hw, mesh, n, 5, 1000000, 4, MT__PLAN_REDUCE_AFTER, NULL);
+    MT_CHECK_CLOSE(r.step, 8.80076, 1e-9, "after: step");
+    MT_CHECK_CLOSE(r.comm_exposed, 2.0, 1e-9, "after: exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-reduce over data")->seconds, 2.0, 1e-9, "after: one run");
     mt_mesh_free(mesh);
 }
 
