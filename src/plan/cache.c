@@ -263,12 +263,9 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     if (st == MT_OK) st = mt_train_config_check(&c);
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     /* the mixed16 convention counts the step's traffic in 16 bits too */
-    if (st == MT_OK && mt__plan_act_bytes(r) < 4)
-        mt__plan_program_traffic16(&e->prog,
-                                   r->memory == MT_PLAN_MEMORY_MEGATRON ||
-                                           r->memory == MT_PLAN_MEMORY_TORCHTITAN
-                                       ? 4 : 2,
-                                   r->memory == MT_PLAN_MEMORY_MEGATRON);
+    const mt__plan_step_conv conv = mt__plan_step_conv_of(r);
+    if (st == MT_OK && conv.act_bytes < 4)
+        mt__plan_program_traffic16(&e->prog, conv.grad_width, conv.unfused_attention);
     if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);
     free(mc);

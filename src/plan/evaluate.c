@@ -297,8 +297,8 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
         .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
         .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
         /* where the trainer can (step.h); Megatron-LM's after its backward */
-        .reduce = r->memory == MT_PLAN_MEMORY_MEGATRON ? MT__PLAN_REDUCE_AFTER
-                                                       : MT__PLAN_REDUCE_ONCE,
+        .reduce = mt__plan_step_conv_of(r).reduce_after ? MT__PLAN_REDUCE_AFTER
+                                                         : MT__PLAN_REDUCE_ONCE,
         .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
                   .head_dim = s->head_dim, .seq = s->seq,
                   .tokens = r->batch_tokens, .flops_per_token = s->flops_per_token},

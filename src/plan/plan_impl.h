@@ -61,6 +61,11 @@ typedef enum {
     MT__PC_N_KINDS
 } mt__plan_coll;
 
+/* nccl-tests' name of a collective kind: "all-reduce", "all-gather",
+ * "reduce-scatter", "all-to-all", "permute"; "collective" otherwise
+ * (program.c). */
+const char *mt__plan_coll_name(mt__plan_coll k);
+
 /* What a node of the program is for the step-time model. */
 typedef enum {
     MT__PN_MATMUL,          /* a matrix product (matmul, linear, attention's products): peak

@@ -61,6 +61,12 @@ static void unfused_scores(const char *op, float b[2]) {
     b[1] = bwd ? 17.0f : v ? 4.0f : 13.0f;
 }
 
+const char *mt__plan_coll_name(mt__plan_coll k) {
+    static const char *const names[MT__PC_N_KINDS] = {"all-reduce", "all-gather",
+                                                      "reduce-scatter", "all-to-all", "permute"};
+    return k >= 0 && k < MT__PC_N_KINDS ? names[k] : "collective";
+}
+
 /* A collective node's kind by its op; the vocabulary-parallel cross-entropy's
  * row statistics are all-reduces. */
 static mt__plan_coll coll_kind(const char *op, bool *overlapped) {

@@ -116,16 +116,36 @@ typedef struct {
 } mt__plan_search;
 
 
-/* Bytes an activation element moves in the step's traffic under the
- * request's convention: 2 under the 16-bit systems' (mixed16, megatron,
- * deepspeed, torchtitan: their traffic in 16 bits,
- * mt__plan_program_traffic16), else meshtrain's 4 (the book counts only
- * memory its way). */
+/* What a memory convention says of the step's time, besides its bytes: the
+ * one place the step model reads a convention (cache.c, evaluate.c). */
+typedef struct {
+    double act_bytes;        /* an activation element's bytes in the traffic: 2 under the
+                                16-bit systems' (mixed16, megatron, deepspeed, torchtitan:
+                                mt__plan_program_traffic16), else meshtrain's 4 (the book
+                                counts only memory its way) */
+    int    grad_width;       /* a gradient reduction's bytes an element under the 16-bit
+                                ones: 4 where the framework reduces fp32 gradients
+                                (Megatron-LM's main grads, torchtitan's reduce_dtype), 2 */
+    bool   unfused_attention;   /* attention's (T, T) tensors as Megatron-LM's unfused path
+                                   moves them (megatron) */
+    bool   reduce_after;     /* gradient reductions after the last backward, exposed
+                                (megatron: MT__PLAN_REDUCE_AFTER) */
+} mt__plan_step_conv;
+
+static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r) {
+    const mt_plan_memory m = r->memory;
+    const bool megatron = m == MT_PLAN_MEMORY_MEGATRON;
+    const bool bits16 = m == MT_PLAN_MEMORY_MIXED16 || megatron ||
+                        m == MT_PLAN_MEMORY_DEEPSPEED || m == MT_PLAN_MEMORY_TORCHTITAN;
+    return (mt__plan_step_conv){
+        .act_bytes = bits16 ? 2.0 : 4.0,
+        .grad_width = megatron || m == MT_PLAN_MEMORY_TORCHTITAN ? 4 : 2,
+        .unfused_attention = megatron,
+        .reduce_after = megatron};
+}
+
 static inline double mt__plan_act_bytes(const mt_plan_request *r) {
-    return r->memory == MT_PLAN_MEMORY_MIXED16 || r->memory == MT_PLAN_MEMORY_MEGATRON ||
-                   r->memory == MT_PLAN_MEMORY_DEEPSPEED || r->memory == MT_PLAN_MEMORY_TORCHTITAN
-               ? 2.0
-               : 4.0;
+    return mt__plan_step_conv_of(r).act_bytes;
 }
 
 /* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */

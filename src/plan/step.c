@@ -52,16 +52,10 @@ static double tally_flush(tally *t, const mt__plan_phase *ph) {
     return s;
 }
 
-static const char *coll_name(mt__plan_coll k) {
-    static const char *const names[MT__PC_N_KINDS] = {"all-reduce", "all-gather",
-                                                      "reduce-scatter", "all-to-all", "permute"};
-    return k >= 0 && k < MT__PC_N_KINDS ? names[k] : "collective";
-}
-
 /* "all-reduce over data,tensor" */
 static void comm_label(const mt_mesh *mesh, mt__plan_coll kind, mt_axes axes, char *buf,
                        size_t cap) {
-    int n = snprintf(buf, cap, "%s over ", coll_name(kind));
+    int n = snprintf(buf, cap, "%s over ", mt__plan_coll_name(kind));
     for (int i = 0; i < axes.n && n > 0 && (size_t)n < cap; i++)
         n += snprintf(buf + n, cap - (size_t)n, "%s%s", i ? "," : "",
                       mt_mesh_axis_name(mesh, axes.axis[i]));

@@ -7,12 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *kind_name(mt__plan_coll k) {
-    static const char *const names[MT__PC_N_KINDS] = {"all-reduce", "all-gather",
-                                                      "reduce-scatter", "all-to-all", "permute"};
-    return k >= 0 && k < MT__PC_N_KINDS ? names[k] : "collective";
-}
-
 /* "data", "fsdp,tensor": the axes' names on the mesh. */
 static void axes_text(const mt_mesh *mesh, mt_axes axes, char *buf, size_t cap) {
     int n = 0;
@@ -40,7 +34,7 @@ void mt__plan_step_output(const mt_mesh *mesh, const mt__plan_step_result *r,
         if (c && !(c->size > 0)) continue;   /* a group of one moves nothing */
         mt_plan_volume *v = &res->volumes[res->n_volumes++];
         memset(v, 0, sizeof *v);
-        snprintf(v->kind, sizeof v->kind, "%s", kind_name(c ? c->kind : MT__PC_PERMUTE));
+        snprintf(v->kind, sizeof v->kind, "%s", mt__plan_coll_name(c ? c->kind : MT__PC_PERMUTE));
         axes_text(mesh, c ? c->axes : axes, v->axes, sizeof v->axes);
         v->group = mt_mesh_group_size(mesh, c ? c->axes : axes);
         v->size = c ? c->size : r->message_sent;
