@@ -14,21 +14,25 @@
 /* Units                                                                     */
 /* ======================================================================== */
 
-/* bytes in the largest binary unit under which they are 1 or more:
- * "12.34 GiB", the number `width` wide (0: as short as it goes). */
-static void format_bytes(char *buf, size_t cap, double b, int width) {
+/* bytes in the largest binary unit, from the `least` (0 B, 1 KiB, 2 MiB,
+ * ...), in which they are 1 or more: "12.34 GiB", the number `width` wide
+ * (0: as short as it goes). */
+static void format_bytes_from(char *buf, size_t cap, double b, int width, int least) {
     static const char *const UNIT[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;
-    while (u < 5 && fabs(b) >= 1024) b /= 1024, u++;
+    while (u < 5 && (u < least || fabs(b) >= 1024)) b /= 1024, u++;
     snprintf(buf, cap, "%*.2f %s", width, b, UNIT[u]);
 }
 
-/* Memory in the table's column: MiB, GiB or TiB, 11 characters. */
+static void format_bytes(char *buf, size_t cap, double b, int width) {
+    format_bytes_from(buf, cap, b, width, 0);
+}
+
+/* Memory in the table's column: MiB at least, 11 characters up to TiB. */
 static void print_memory(FILE *out, double bytes) {
-    const double MIB = 1048576.0, GIB = MIB * 1024, TIB = GIB * 1024;
-    if (bytes >= TIB) fprintf(out, "%7.2f TiB", bytes / TIB);
-    else if (bytes >= GIB) fprintf(out, "%7.2f GiB", bytes / GIB);
-    else fprintf(out, "%7.2f MiB", bytes / MIB);
+    char t[64];
+    format_bytes_from(t, sizeof t, bytes, 7, 2);
+    fputs(t, out);
 }
 
 /* s in the table's width (10 characters), or with `width` 0 as short as it goes. */
