@@ -27,9 +27,10 @@ import sys
 # The target is a mean step-time error of 10 %; while known gaps
 # remain the suite holds the mean to what it is (the note says how far from
 # the target), so that no change makes it worse unnoticed.
-MEAN_BOUND = 0.21
-# ... and over the rows without a known gap, whose target is the too
-MEAN_TARGETED_BOUND = 0.12
+MEAN_BOUND = 0.20
+# ... and over the rows without a known gap: the target itself (9.5 %
+# since full recomputation re-runs the tensor-parallel collectives)
+MEAN_TARGETED_BOUND = 0.10
 
 SEQ = 2048      # every run in the table: sequence 2048 ...
 VOCAB = 51200   # ... and Megatron-LM's vocabulary

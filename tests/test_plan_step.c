@@ -19,6 +19,19 @@
 #include "meshtrain/partition.h"
 #include "train_helpers.h"
 
+/* A GPT of config *mc (kept by the result) planned at batch B, T 16, on mesh. */
+static mt_train_config tiny_gpt(mt_gpt_config *mc, int B, const char *mesh, int devices) {
+    mt_train_config c = mt_train_defaults();
+    c.model = MT_MODEL_GPT;
+    MT_TEST_MODEL_CONFIG(&c, mc);
+    c.B = B;
+    c.T = 16;
+    c.data = "(the planner reads no data)";
+    c.mesh = mesh;
+    c.devices = devices;
+    return c;
+}
+
 /* Nodes. */
 static mt__plan_node mm(char ph, double flops) {
     return (mt__plan_node){.phase = ph, .cls = MT__PN_MATMUL, .flops = flops, .bytes = 1e6};
@@ -400,14 +413,7 @@ MT_TEST(gpt_forward_is_its_nodes_rooflines) {
     mt_hardware *hw = NULL;
     MT_CHECK_OK(mt_hardware_find("h100-sxm", &hw, NULL, 0));
     mt_gpt_config mc = {.L = 2, .C = 64, .NH = 4, .maxT = 16, .V = 256, .Vp = 256};
-    mt_train_config c = mt_train_defaults();
-    c.model = MT_MODEL_GPT;
-    MT_TEST_MODEL_CONFIG(&c, &mc);
-    c.B = 8;
-    c.T = 16;
-    c.data = "(the planner reads no data)";
-    c.mesh = "data=2,tensor=2";
-    c.devices = 4;
+    mt_train_config c = tiny_gpt(&mc, 8, "data=2,tensor=2", 4);
     mt_mesh *mesh = mesh_of(c.mesh, 4);
     /* the reference: device 0's program, built and compiled here */
     mt_ctx *ctx = NULL;
@@ -472,6 +478,59 @@ MT_TEST(gpt_forward_is_its_nodes_rooflines) {
     mt__plan_program_free(&p);
     mt_mesh_free(mesh);
     mt_hardware_free(hw);
+}
+
+/* Megatron-LM's full recomputation re-runs a layer's forward, its two
+ * tensor-parallel all-reduces included (Shoeybi et al. 2019, §3: the f and
+ * g operators, two all-reduces in the forward of a layer and two in its
+ * backward; Korthikanti et al. 2022, §4: recomputation is one more forward):
+ * 6 all-reduces a layer where meshtrain's remat, which keeps a collective's
+ * output, runs 4. mt__plan_program_recompute_comm adds the 2 a layer, each
+ * after its own layer's last recomputed node, and nothing without remat. */
+MT_TEST(full_recompute_reruns_tensor_collectives) {
+    mt_gpt_config mc = {.L = 3, .C = 64, .NH = 4, .maxT = 16, .V = 256, .Vp = 256};
+    for (int remat = 0; remat < 2; remat++) {
+        mt_train_config c = tiny_gpt(&mc, 4, "tensor=2", 2);
+        c.remat = remat ? MT_REMAT_FULL : MT_REMAT_NONE;
+        mt_mesh *mesh = mesh_of(c.mesh, 2);
+        mt__plan_program p;
+        MT_CHECK_OK(mt__plan_program_build(&c, mesh, 0, 0, 1, &p));
+        int before[3] = {0}, after[3] = {0}, n0 = p.n_nodes;
+        for (int i = 0; i < p.n_nodes; i++)
+            if (p.nodes[i].cls == MT__PN_COLLECTIVE && p.nodes[i].kind == MT__PC_ALL_REDUCE &&
+                p.nodes[i].block >= 0)
+                before[p.nodes[i].phase == 'F' ? 0 : p.nodes[i].phase == 'B' ? 1 : 2]++;
+        MT_CHECK(before[0] == 2 * mc.L && before[1] == 2 * mc.L,
+                 "remat %d: %d forward and %d backward all-reduces in the layers, want %d each",
+                 remat, before[0], before[1], 2 * mc.L);
+        MT_CHECK_OK(mt__plan_program_recompute_comm(&p));
+        for (int i = 0; i < p.n_nodes; i++) {
+            const mt__plan_node *n = &p.nodes[i];
+            if (n->cls != MT__PN_COLLECTIVE || n->kind != MT__PC_ALL_REDUCE || n->block < 0)
+                continue;
+            after[n->phase == 'F' ? 0 : n->phase == 'B' ? 1 : 2]++;
+            if (n->phase == 'B' && n->recompute) {
+                /* after its layer's recomputed nodes, none of them after it */
+                int j = i - 1;
+                while (j >= 0 && p.nodes[j].cls == MT__PN_COLLECTIVE && p.nodes[j].recompute)
+                    j--;
+                MT_CHECK(j >= 0 && p.nodes[j].recompute && p.nodes[j].block == n->block,
+                         "copy %d of layer %d follows node %d (layer %d, recompute %d)", i,
+                         n->block, j, j >= 0 ? p.nodes[j].block : -1,
+                         j >= 0 ? p.nodes[j].recompute : 0);
+                for (int k = i + 1; k < p.n_nodes; k++)
+                    MT_CHECK(!(p.nodes[k].cls != MT__PN_COLLECTIVE && p.nodes[k].recompute &&
+                               p.nodes[k].block == n->block),
+                             "layer %d recomputes node %d after its copy %d", n->block, k, i);
+            }
+        }
+        MT_CHECK(after[0] == 2 * mc.L && after[1] == (remat ? 4 : 2) * mc.L && after[2] == before[2],
+                 "remat %d: %d/%d/%d all-reduces F/B/W after, want %d/%d/%d", remat, after[0],
+                 after[1], after[2], 2 * mc.L, (remat ? 4 : 2) * mc.L, before[2]);
+        MT_CHECK(p.n_nodes == n0 + (remat ? 2 * mc.L : 0), "%d nodes from %d", p.n_nodes, n0);
+        mt__plan_program_free(&p);
+        mt_mesh_free(mesh);
+    }
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -116,6 +116,9 @@ typedef struct {
     double      attention_scores;
     bool        recompute;    /* a B node re-running a forward call (activation
                                  checkpointing): the planner shows its time apart */
+    int         block;        /* the transformer block it belongs to (mt_graph_set_block),
+                                 -1 for none: a block's recomputed nodes run at the
+                                 start of its backward */
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */

@@ -146,6 +146,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
                         mt__step_reduced(n) || mt__later_reducible(n);
     product_shape(c, info);
     info->recompute = n->recompute;
+    info->block = n->block;
     return MT_OK;
 }
 

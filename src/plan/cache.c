@@ -266,6 +266,8 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     const mt__plan_step_conv conv = mt__plan_step_conv_of(r);
     if (st == MT_OK && conv.act_bytes < 4)
         mt__plan_program_traffic16(&e->prog, conv.grad_width, conv.unfused_attention);
+    if (st == MT_OK && conv.recompute_comm && c.remat == MT_REMAT_FULL)
+        st = mt__plan_program_recompute_comm(&e->prog);
     if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);
     free(mc);

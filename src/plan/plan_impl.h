@@ -91,6 +91,8 @@ typedef struct {
                                             0: not a plain product */
     bool                recompute;    /* a B node re-running the forward (remat): its
                                          seconds are shown apart (mt_plan_result) */
+    int                 block;        /* its transformer block (mt_node_info's), counted from
+                                         the chunk's first; -1: none */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
@@ -182,6 +184,20 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
  * kernel's. meshtrain's own convention keeps its fp32 activations; the
  * book's counts only memory its way. */
 void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfused_attention);
+
+/* The program's recomputed forward as the frameworks run it: Megatron-LM's
+ * full recomputation (tensor_parallel.checkpoint's CheckpointFunction runs
+ * the block's forward function again in the backward), DeepSpeed's
+ * (deepspeed.checkpointing, the same function) and torchtitan's
+ * (torch.utils.checkpoint) re-run the block's tensor- and
+ * sequence-parallel collectives with its products, where meshtrain's remat
+ * keeps their outputs (remat.c recomputes local calls only). Adds, at the
+ * end of each block's run of recomputed nodes, a copy of each of that
+ * block's forward activation collectives (blocking, not a parameter's
+ * gather or a gradient's reduction), in phase B, marked recompute. For the
+ * megatron, deepspeed and torchtitan conventions under full remat
+ * (cache.c). Fails only for MT_ENOMEM. */
+mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

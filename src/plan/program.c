@@ -182,6 +182,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->flops = in.flops;
         n->bytes = in.mem_bytes;
         n->recompute = in.recompute;
+        n->block = in.block;
         /* pvary moves nothing and runs nothing (a type change): its cost
            entry's bytes are the tensor's, not traffic (measured 0.01 ms
            where they would cost 1.2-2.5 ms a step: test_plan_validate) */
@@ -222,6 +223,14 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER)
             p->grad_scattered_elems += mt_tensor_numel(in.in[0]);
     }
+    /* blocks counted from the chunk's first: programs shared between
+       pipeline stages (cache.c) are one program, byte for byte */
+    int first_block = -1;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->nodes[i].block >= 0 && (first_block < 0 || p->nodes[i].block < first_block))
+            first_block = p->nodes[i].block;
+    for (int i = 0; first_block > 0 && i < p->n_nodes; i++)
+        if (p->nodes[i].block >= 0) p->nodes[i].block -= first_block;
     p->gathered_kept_elems = reshard ? 0 : p->gathered_elems;
     storage_shares(params, np, mesh, storage, p);
     mt_graph_stats st = mt_graph_get_stats(g);
@@ -285,6 +294,61 @@ void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfuse
             n->comm_bytes *= (n->grad_reduce ? grad_width : 2) / (double)n->wire_width;
     }
     for (int ph = 0; ph < 3; ph++) p->bytes[ph] /= 2;
+}
+
+/* Whether node n is one of the forward's activation collectives of block
+ * b >= 0 (tensor / sequence parallel, context: blocking, on activations): what a
+ * framework's recomputed forward runs again. */
+static bool activation_coll(const mt__plan_node *n, int b) {
+    return n->phase == 'F' && n->cls == MT__PN_COLLECTIVE && n->block == b &&
+           !n->overlapped && !n->param_gather && !n->grad_reduce && !n->once;
+}
+
+mt_status mt__plan_program_recompute_comm(mt__plan_program *p) {
+    /* each block's last recomputed node (its clones run just before the
+       block's first B reader, remat.c: in one run or split around a B node) */
+    int n_blocks = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->nodes[i].recompute && p->nodes[i].block >= n_blocks)
+            n_blocks = p->nodes[i].block + 1;
+    if (n_blocks == 0) return MT_OK;
+    int *last = malloc((size_t)n_blocks * sizeof *last), extra = 0;
+    if (!last) return mt_fail(MT_ENOMEM, "out of memory for %d blocks", n_blocks);
+    for (int b = 0; b < n_blocks; b++) last[b] = -1;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->nodes[i].phase == 'B' && p->nodes[i].recompute && p->nodes[i].block >= 0)
+            last[p->nodes[i].block] = i;
+    for (int j = 0; j < p->n_nodes && p->nodes[j].phase == 'F'; j++) {
+        const int b = p->nodes[j].block;
+        extra += b >= 0 && b < n_blocks && last[b] >= 0 && activation_coll(&p->nodes[j], b);
+    }
+    mt__plan_node *nodes = extra ? malloc(((size_t)p->n_nodes + (size_t)extra) * sizeof *nodes)
+                                 : NULL;
+    if (extra && !nodes) {
+        free(last);
+        return mt_fail(MT_ENOMEM, "out of memory for %d recomputed collectives", extra);
+    }
+    int k = 0;
+    for (int i = 0; extra && i < p->n_nodes; i++) {
+        const mt__plan_node *n = &p->nodes[i];
+        nodes[k++] = *n;
+        if (n->phase != 'B' || !n->recompute || n->block < 0 || last[n->block] != i) continue;
+        /* the block's copies, in forward order, after its last clone */
+        for (int j = 0; j < p->n_nodes && p->nodes[j].phase == 'F'; j++) {
+            if (!activation_coll(&p->nodes[j], n->block)) continue;
+            nodes[k] = p->nodes[j];
+            nodes[k].phase = 'B';
+            nodes[k].recompute = true;
+            k++;
+        }
+    }
+    free(last);
+    if (extra) {
+        free(p->nodes);
+        p->nodes = nodes;
+        p->n_nodes = k;
+    }
+    return MT_OK;
 }
 
 void mt__plan_program_free(mt__plan_program *p) {

@@ -130,6 +130,9 @@ typedef struct {
                                    moves them (megatron) */
     bool   reduce_after;     /* gradient reductions after the last backward, exposed
                                 (megatron: MT__PLAN_REDUCE_AFTER) */
+    bool   recompute_comm;   /* full recomputation re-runs the block's tensor- and
+                                sequence-parallel collectives (megatron, deepspeed,
+                                torchtitan: mt__plan_program_recompute_comm) */
 } mt__plan_step_conv;
 
 static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r) {
@@ -141,7 +144,9 @@ static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r)
         .act_bytes = bits16 ? 2.0 : 4.0,
         .grad_width = megatron || m == MT_PLAN_MEMORY_TORCHTITAN ? 4 : 2,
         .unfused_attention = megatron,
-        .reduce_after = megatron};
+        .reduce_after = megatron,
+        .recompute_comm = megatron || m == MT_PLAN_MEMORY_DEEPSPEED ||
+                          m == MT_PLAN_MEMORY_TORCHTITAN};
 }
 
 static inline double mt__plan_act_bytes(const mt_plan_request *r) {
