@@ -83,7 +83,9 @@ typedef struct {
                                       closes */
     double       link_bandwidth;   /* bytes/s, one way, one link */
     double       links;            /* links per device on this level (a torus: 2 per axis) */
-    double       latency;          /* seconds: one hop, or a small collective's floor */
+    double       latency;          /* seconds: one hop (a ring step on NCCL's levels:
+                                      NVLink, PCIe, the networks), or a small
+                                      collective's floor (threads, DCN) */
     double       collective_fraction;   /* achieved bus bandwidth / link bandwidth x links,
                                            for large collectives, in (0, 1] */
 } mt_hw_level;

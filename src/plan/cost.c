@@ -16,8 +16,11 @@
  *    rounded form drops (D-1)/D (the book's B/W). An all-to-all: each
  *    device sends V / X to each of the members[i] - members[i-1] peers
  *    whose lowest common level is this one ("B·7/(64·W)" for 8 GPUs, with
- *    V = B/8 a GPU's buffer). A permute: V / W. Latency: the level's, once
- *    (a switch's latency is a small collective's floor, plan.h);
+ *    V = B/8 a GPU's buffer). A permute: V / W. Latency: NCCL's levels
+ *    (NVLink, PCIe, the networks) a ring's steps, each its level's hop
+ *    (nccl_hop), added to the bandwidth term as NCCL's model adds them;
+ *    a permute's and an all-to-all's, and other switches', the level's
+ *    latency once, a floor (plan.h);
  *
  *  - a TPU torus (the slice), W1 = link_bandwidth x links / (2 x axes) x
  *    collective_fraction one way to one neighbour: along each slice axis j
@@ -54,8 +57,36 @@
 typedef struct {
     int    X;           /* the group's devices */
     double ag, a2a, perm;              /* seconds a byte */
-    double lat_ag, lat_ar, lat_perm;   /* latency floors */
+    double lat_ag, lat_ar, lat_perm;   /* latency floors, or NCCL's latencies (nccl) */
+    double lat_a2a;     /* the levels' latencies once: an all-to-all's floor */
+    bool   nccl;        /* every level it crosses is NCCL's (nccl_hop): time = latency +
+                           bytes x seconds a byte, not the larger of the two */
 } group_cost;
+
+/* NCCL's model of a collective (src/graph/tuning.cc of NCCL 2.8-2.9, 2020-21,
+ * the releases of the SC21 and Korthikanti et al. runs): time = latency +
+ * bytes / bandwidth, a ring's latency one hop's for each of its n - 1 steps
+ * (2(n - 1) for an all-reduce), nNodes - 1 of them on the network, the
+ * node's hops 1.8 times longer once the ring leaves the node (its LL
+ * protocol's). A level's `latency` is its hop's (the GPU files: NCCL's LL
+ * figures, the smallest its model holds; its base latency, 3.6 us a
+ * collective, is left out, so this is a floor on what NCCL predicts).
+ * One hop's latency on level lv; -1 for a level NCCL does not run on
+ * (threads, ICI, DCN), whose own latency floors a collective once. */
+static double nccl_hop(const mt_hw_level *lv, bool multi_node) {
+    switch (lv->kind) {
+    case MT_LINK_NVLINK:
+    case MT_LINK_PCIE:       return (multi_node ? 1.8 : 1.0) * lv->latency;
+    case MT_LINK_INFINIBAND:
+    case MT_LINK_ETHERNET:
+    case MT_LINK_OMNIPATH:   return lv->latency;
+    default:                 return -1;
+    }
+}
+
+static bool network_kind(mt_link_kind k) {
+    return k == MT_LINK_INFINIBAND || k == MT_LINK_ETHERNET || k == MT_LINK_OMNIPATH;
+}
 
 /* The slice part of a group over `axes` with g members on the slice. */
 static void torus_cost(const mt__plan_map *map, mt_axes axes, int X, int g, group_cost *gc) {
@@ -112,7 +143,20 @@ static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, group_
     }
     if (gc->X <= 1) return true;
     const mt_hardware *hw = map->hw;
+    /* the levels it crosses: all NCCL's, and one of them a network */
+    bool multi_node = false;
+    gc->nccl = true;
     long prev = 1;
+    for (int i = 0; i < hw->n_levels; i++) {
+        long gi = 1;
+        for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
+        if (gi > prev) {
+            multi_node |= network_kind(hw->levels[i].kind);
+            gc->nccl &= i != map->torus_level && nccl_hop(&hw->levels[i], false) >= 0;
+        }
+        prev = gi;
+    }
+    prev = 1;
     for (int i = 0; i < hw->n_levels; i++) {
         long gi = 1;
         for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
@@ -128,8 +172,17 @@ static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, group_
                 if (ag > gc->ag) gc->ag = ag;
                 if (a2a > gc->a2a) gc->a2a = a2a;
                 if (1 / W > gc->perm) gc->perm = 1 / W;
-                gc->lat_ag += lv->latency;
-                gc->lat_ar += lv->latency;
+                gc->lat_a2a += lv->latency;
+                if (gc->nccl) {
+                    /* the ring's hops whose lowest common level is this one:
+                       X / gi instances of it, D - 1 hops in each */
+                    double hops = (double)gc->X / (double)gi * (double)(D - 1);
+                    gc->lat_ag += hops * nccl_hop(lv, multi_node);
+                    gc->lat_ar += 2 * hops * nccl_hop(lv, multi_node);
+                } else {
+                    gc->lat_ag += lv->latency;
+                    gc->lat_ar += lv->latency;
+                }
                 if (lv->latency > gc->lat_perm) gc->lat_perm = lv->latency;
             }
         }
@@ -148,10 +201,13 @@ double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, 
     case MT__PC_ALL_GATHER:
     case MT__PC_REDUCE_SCATTER: t = bytes * gc.ag, lat = gc.lat_ag; break;
     case MT__PC_ALL_REDUCE:     t = 2 * bytes * gc.ag, lat = gc.lat_ar; break;
-    case MT__PC_ALL_TO_ALL:     t = bytes * gc.a2a, lat = gc.lat_ag; break;
+    case MT__PC_ALL_TO_ALL:     t = bytes * gc.a2a, lat = gc.lat_a2a; break;
     case MT__PC_PERMUTE:        t = bytes * gc.perm, lat = gc.lat_perm; break;
     default: return NAN;
     }
+    /* NCCL's rings; its all-to-all and permute are point-to-point sends
+       whose level latencies floor them, as everywhere else */
+    if (gc.nccl && kind != MT__PC_PERMUTE && kind != MT__PC_ALL_TO_ALL) return lat + t;
     return t > lat ? t : lat;
 }
 
