@@ -25,15 +25,10 @@
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-
-static double rnd(void) {   /* uniform in [-1, 1) */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
-    return (double)(r >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+/* uniform in [-1, 1): the library's counter-based generator, one stream a
+ * case (each case runs in its own process) */
+static uint64_t rng_index;
+static double rnd(void) { return 2.0 * (double)mt_rng_uniform(41, 0, rng_index++) - 1.0; }
 
 static void *xalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
