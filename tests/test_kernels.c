@@ -431,21 +431,28 @@ static mt_attn_layout packed(int64_t B, int64_t T, int64_t C, int64_t NH) {
     return (mt_attn_layout){.B = B, .T = T, .NH = NH, .KV = NH, .HS = C / NH, .G = 1,
                             .ldq = 3 * C, .ldk = 3 * C, .ldv = 3 * C, .ldo = C};
 }
-static void attn_fwd(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C,
+/* out (B,T,C) and lse (B,NH,T) of pairs [bh0, bh1) */
+static void attn_fwd(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C,
                      int64_t NH, int64_t bh0, int64_t bh1) {
     mt_attn_layout L = packed(B, T, C, NH);
-    mt_kernel_attention_fwd(out, att, qkv, qkv + C, qkv + 2 * C, &L, bh0, bh1);
+    float *scratch = fvec((int64_t)mt_kernel_attention_scratch());
+    mt_kernel_attention_fwd(out, lse, qkv, qkv + C, qkv + 2 * C, &L, scratch, bh0, bh1);
+    free(scratch);
 }
-static void attn_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
-                     int64_t B, int64_t T, int64_t C, int64_t NH, bool acc, float *scratch,
-                     int64_t bh0, int64_t bh1) {
+/* scratch: mt_kernel_attention_scratch() floats */
+static void attn_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
+                     const float *lse, int64_t B, int64_t T, int64_t C, int64_t NH, bool acc,
+                     float *scratch, int64_t bh0, int64_t bh1) {
     mt_attn_layout L = packed(B, T, C, NH);
     mt_attn_grads d = {dqkv, dqkv + C, dqkv + 2 * C, acc, acc};
-    mt_kernel_attention_bwd(&d, dout, qkv, qkv + C, qkv + 2 * C, att, &L, scratch, bh0, bh1);
+    mt_kernel_attention_bwd(&d, dout, qkv, qkv + C, qkv + 2 * C, out, lse, &L, scratch, bh0,
+                            bh1);
 }
+static float *attn_scratch(void) { return fvec((int64_t)mt_kernel_attention_scratch()); }
 
-static void ref_attention(double *out, double *att, const double *qkv, int64_t B, int64_t T,
-                          int64_t C, int64_t NH) {
+/* out (B,T,C), att (B,NH,T,T) and lse (B,NH,T), each NULL if not wanted */
+static void ref_attention_lse(double *out, double *att, double *lse, const double *qkv, int64_t B,
+                              int64_t T, int64_t C, int64_t NH) {
     const int64_t HS = C / NH, C3 = 3 * C;
     double *s = malloc((size_t)T * sizeof *s);
     for (int64_t b = 0; b < B; b++)
@@ -462,6 +469,7 @@ static void ref_attention(double *out, double *att, const double *qkv, int64_t B
                 }
                 for (int64_t t2 = 0; t2 <= t; t2++) { s[t2] = exp(s[t2] - mx); sum += s[t2]; }
                 for (int64_t t2 = 0; t2 <= t; t2++) s[t2] /= sum;
+                if (lse) lse[(b * NH + h) * T + t] = mx + log(sum);
                 if (att)
                     for (int64_t t2 = 0; t2 < T; t2++)
                         att[((b * NH + h) * T + t) * T + t2] = t2 <= t ? s[t2] : 0.0;
@@ -472,6 +480,17 @@ static void ref_attention(double *out, double *att, const double *qkv, int64_t B
                 }
             }
     free(s);
+}
+static void ref_attention(double *out, double *att, const double *qkv, int64_t B, int64_t T,
+                          int64_t C, int64_t NH) {
+    ref_attention_lse(out, att, NULL, qkv, B, T, C, NH);
+}
+
+/* lse (n) against the reference's */
+static void check_lse(const float *lse, const double *want, int64_t n, int64_t T) {
+    for (int64_t i = 0; i < n; i++)
+        MT_CHECK_CLOSE(lse[i], want[i], 1e-5, "attention T=%lld lse[%lld]", (long long)T,
+                       (long long)i);
 }
 
 typedef struct { int64_t B, T, C, NH; double *qkv, *w, *tmp; } attn_ctx;
@@ -485,35 +504,24 @@ static double attn_loss(const void *p) {
 }
 
 static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
-    const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
-    float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
-    ffill(att, na, NAN);
-    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
-    double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
-    ref_attention(wo, wa, dq, B, T, C, NH);
+    const int64_t nq = B * T * 3 * C, no = B * T * C, nl = B * NH * T;
+    float *qkv = frand(nq, 1.5), *out = fvec(no), *lse = fvec(nl);
+    ffill(lse, nl, NAN);
+    attn_fwd(out, lse, qkv, B, T, C, NH, 0, B * NH);
+    double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wl = malloc((size_t)nl * sizeof *wl);
+    ref_attention_lse(wo, NULL, wl, dq, B, T, C, NH);
     for (int64_t i = 0; i < no; i++)
         MT_CHECK_CLOSE(out[i], wo[i], 1e-5, "attention T=%lld out[%lld]", (long long)T, (long long)i);
-    for (int64_t r = 0; r < B * NH * T; r++) {
-        const int64_t t = r % T;
-        double rowsum = 0.0;
-        for (int64_t t2 = 0; t2 < T; t2++) {
-            const float a = att[r * T + t2];
-            if (t2 > t) MT_CHECK(a == 0.0f, "att row %lld col %lld above the diagonal is %g, not 0",
-                                 (long long)r, (long long)t2, (double)a);
-            MT_CHECK_CLOSE(a, wa[r * T + t2], 1e-6, "att[%lld,%lld]", (long long)r, (long long)t2);
-            rowsum += a;
-        }
-        MT_CHECK_CLOSE(rowsum, 1.0, 1e-5, "att row %lld sums to 1", (long long)r);
-    }
+    check_lse(lse, wl, nl, T);
 
     /* the backward against finite differences, through every q, k and v */
-    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
+    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch();
     ffill(dqkv, nq, NAN);
-    attn_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    attn_bwd(dqkv, w, qkv, out, lse, B, T, C, NH, false, scratch, 0, B * NH);
     attn_ctx c = {B, T, C, NH, dq, dcopy(w, no), malloc((size_t)no * sizeof(double))};
     check_fd("attention dqkv", c.qkv, nq, dqkv, attn_loss, &c, 1e-5);
     float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
-    attn_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
+    attn_bwd(dqkv2, w, qkv, out, lse, B, T, C, NH, true, scratch, 0, B * NH);
     check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
 
     /* causality: a gradient on output row t of batch 1 reaches only q of row t
@@ -522,7 +530,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     float *dsel = fvec(no);
     ffill(dsel, no, 0.0f);
     for (int64_t i = 0; i < C; i++) dsel[((B - 1) * T + tsel) * C + i] = (float)rnd();
-    attn_bwd(dqkv, dsel, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    attn_bwd(dqkv, dsel, qkv, out, lse, B, T, C, NH, false, scratch, 0, B * NH);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < C3; j++) {
@@ -532,7 +540,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
                     MT_CHECK(g == 0.0f, "dqkv[b=%lld,t=%lld,%lld] = %g but row %lld cannot see it",
                              (long long)b, (long long)t, (long long)j, (double)g, (long long)tsel);
             }
-    free(qkv); free(out); free(att); free(dq); free(wo); free(wa); free(w); free(dqkv);
+    free(qkv); free(out); free(lse); free(dq); free(wo); free(wl); free(w); free(dqkv);
     free(scratch); free(c.w); free(c.tmp); free(base); free(dqkv2); free(dsel);
 }
 
@@ -544,7 +552,7 @@ MT_TEST(attention_wider_heads_forward_backward) { attention_case(2, 19, 40, 2); 
 MT_TEST(attention_large_scores_are_stable) {
     /* scores in the hundreds overflow a naive exp */
     const int64_t B = 1, T = 7, C = 16, NH = 1;
-    float *qkv = frand(B * T * 3 * C, 8.0), *out = fvec(B * T * C), *att = fvec(B * NH * T * T);
+    float *qkv = frand(B * T * 3 * C, 8.0), *out = fvec(B * T * C), *att = fvec(B * NH * T);
     attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, B * T * 3 * C), *wo = malloc((size_t)(B * T * C) * sizeof *wo);
     ref_attention(wo, NULL, dq, B, T, C, NH);
@@ -595,34 +603,31 @@ static void ref_attention_bwd(double *dqkv, const double *dout, const double *qk
 /* Sizes on both sides of the kernel's 64-row query blocks (and HS = 64, a
  * real head), forward and backward against the double references. */
 static void attention_blocks_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
-    const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
-    float *qkv = frand(nq, 1.5), *out = fvec(no), *att = fvec(na);
+    const int64_t nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T, nl = B * NH * T;
+    float *qkv = frand(nq, 1.5), *out = fvec(no), *lse = fvec(nl);
     ffill(out, no, NAN);
-    ffill(att, na, NAN);
-    attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
+    ffill(lse, nl, NAN);
+    attn_fwd(out, lse, qkv, B, T, C, NH, 0, B * NH);
     double *dq = dcopy(qkv, nq), *wo = malloc((size_t)no * sizeof *wo), *wa = malloc((size_t)na * sizeof *wa);
-    ref_attention(wo, wa, dq, B, T, C, NH);
+    double *wl = malloc((size_t)nl * sizeof *wl);
+    ref_attention_lse(wo, wa, wl, dq, B, T, C, NH);
     for (int64_t i = 0; i < no; i++)
         MT_CHECK_CLOSE(out[i], wo[i], 1e-5, "attention T=%lld out[%lld]", (long long)T, (long long)i);
-    for (int64_t i = 0; i < na; i++) {
-        if (i % T > (i / T) % T)
-            MT_CHECK(att[i] == 0.0f, "attention T=%lld att[%lld] above the diagonal is %g, not 0",
-                     (long long)T, (long long)i, (double)att[i]);
-        MT_CHECK_CLOSE(att[i], wa[i], 1e-6, "attention T=%lld att[%lld]", (long long)T, (long long)i);
-    }
+    check_lse(lse, wl, nl, T);
 
-    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = fvec(T * T);
+    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch();
     ffill(dqkv, nq, NAN);
-    ffill(scratch, T * T, NAN);   /* the kernel must not read scratch it has not written */
-    attn_bwd(dqkv, w, qkv, att, B, T, C, NH, false, scratch, 0, B * NH);
+    /* the kernel must not read scratch it has not written */
+    ffill(scratch, (int64_t)mt_kernel_attention_scratch(), NAN);
+    attn_bwd(dqkv, w, qkv, out, lse, B, T, C, NH, false, scratch, 0, B * NH);
     double *dw = dcopy(w, no), *want = malloc((size_t)nq * sizeof *want);
     ref_attention_bwd(want, dw, dq, wa, B, T, C, NH);
     for (int64_t i = 0; i < nq; i++)
         MT_CHECK_CLOSE(dqkv[i], want[i], 1e-5, "attention T=%lld dqkv[%lld]", (long long)T, (long long)i);
     float *base = frand(nq, 1.0), *dqkv2 = fcopy(base, nq);
-    attn_bwd(dqkv2, w, qkv, att, B, T, C, NH, true, scratch, 0, B * NH);
+    attn_bwd(dqkv2, w, qkv, out, lse, B, T, C, NH, true, scratch, 0, B * NH);
     check_added("attention dqkv", dqkv2, base, dqkv, nq, 1e-5);
-    free(qkv); free(out); free(att); free(dq); free(wo); free(wa); free(w); free(dqkv);
+    free(qkv); free(out); free(lse); free(dq); free(wo); free(wa); free(wl); free(w); free(dqkv);
     free(scratch); free(dw); free(want); free(base); free(dqkv2);
 }
 
@@ -639,10 +644,10 @@ MT_TEST(attention_row_blocks_long)  { attention_blocks_case(1, 130, 24, 3); atte
  * the other pairs' slices of out, att and dqkv untouched (still NaN). */
 MT_TEST(attention_pair_ranges_compose_exactly) {
     const int64_t B = 2, T = 70, C = 40, NH = 4, HS = C / NH, C3 = 3 * C, split = 3;
-    const int64_t nq = B * T * C3, no = B * T * C, na = B * NH * T * T;
+    const int64_t nq = B * T * C3, no = B * T * C, na = B * NH * T;
     float *qkv = frand(nq, 1.5), *w = frand(no, 1.0), *base = frand(nq, 1.0);
     float *out = fvec(no), *att = fvec(na), *out2 = fvec(no), *att2 = fvec(na);
-    float *scratch = fvec(T * T);
+    float *scratch = attn_scratch();
     attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
 
     ffill(out2, no, NAN);
@@ -654,17 +659,17 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
                  (long long)split, (long long)i, (long long)bh, (double)out2[i]);
     }
     for (int64_t i = 0; i < na; i++)
-        MT_CHECK((i / (T * T) < split) == !isnan(att2[i]), "pairs [0,%lld) and att[%lld]",
+        MT_CHECK((i / T < split) == !isnan(att2[i]), "pairs [0,%lld) and lse[%lld]",
                  (long long)split, (long long)i);
     attn_fwd(out2, att2, qkv, B, T, C, NH, split, B * NH);
     MT_CHECK(memcmp(out, out2, (size_t)no * sizeof *out) == 0, "split forward out differs");
-    MT_CHECK(memcmp(att, att2, (size_t)na * sizeof *att) == 0, "split forward att differs");
+    MT_CHECK(memcmp(att, att2, (size_t)na * sizeof *att) == 0, "split forward lse differs");
 
     for (int acc = 0; acc <= 1; acc++) {
         float *d1 = acc ? fcopy(base, nq) : fvec(nq), *d2 = acc ? fcopy(base, nq) : fvec(nq);
         if (!acc) { ffill(d1, nq, NAN); ffill(d2, nq, NAN); }
-        attn_bwd(d1, w, qkv, att, B, T, C, NH, acc, scratch, 0, B * NH);
-        attn_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, 0, split);
+        attn_bwd(d1, w, qkv, out, att, B, T, C, NH, acc, scratch, 0, B * NH);
+        attn_bwd(d2, w, qkv, out, att, B, T, C, NH, acc, scratch, 0, split);
         for (int64_t i = 0; i < nq; i++) {
             const int64_t bh = (i / (T * C3)) * NH + (i % C3 % C) / HS;
             if (bh >= split)
@@ -672,7 +677,7 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
                          "pairs [0,%lld) with acc=%d wrote dqkv[%lld] of pair %lld",
                          (long long)split, acc, (long long)i, (long long)bh);
         }
-        attn_bwd(d2, w, qkv, att, B, T, C, NH, acc, scratch, split, B * NH);
+        attn_bwd(d2, w, qkv, out, att, B, T, C, NH, acc, scratch, split, B * NH);
         MT_CHECK(memcmp(d1, d2, (size_t)nq * sizeof *d1) == 0, "split backward (acc=%d) differs", acc);
         free(d1); free(d2);
     }

@@ -536,21 +536,23 @@ MT_TEST(partitioned_llama_block_equals_one_device) {
  * that share a kv head add into it in one order, inside one group. */
 MT_TEST(attention_gqa_backward_split_is_bitwise) {
     enum { B = 2, T = 11, NH = 6, KV = 2, HS = 4, NQ = B * T * NH * HS, NK = B * T * KV * HS };
-    static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T * T], scratch[T * T];
+    static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T], scratch[1 << 16];
+    MT_CHECK(mt_kernel_attention_scratch() <= 1 << 16, "attention scratch %zu floats",
+             mt_kernel_attention_scratch());
     static float d1[2][NQ + 2 * NK], d2[2][NQ + 2 * NK];
     for (int i = 0; i < NQ; i++) q[i] = mt_rng_normal(1, 0, i), dout[i] = mt_rng_normal(1, 1, i);
     for (int i = 0; i < NK; i++) k[i] = mt_rng_normal(1, 2, i), v[i] = mt_rng_normal(1, 3, i);
     mt_attn_layout L = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = HS, .G = NH / KV,
                         .ldq = NH * HS, .ldk = KV * HS, .ldv = KV * HS, .ldo = NH * HS};
-    mt_kernel_attention_fwd(out, att, q, k, v, &L, 0, B * NH);
+    mt_kernel_attention_fwd(out, att, q, k, v, &L, scratch, 0, B * NH);
     for (int acc = 0; acc < 2; acc++) {
         for (int i = 0; i < NQ + 2 * NK; i++) d1[acc][i] = d2[acc][i] = (float)i;
         float *a = d1[acc], *b = d2[acc];
         mt_attn_grads whole = {a, a + NQ, a + NQ + NK, acc, acc};
         mt_attn_grads part = {b, b + NQ, b + NQ + NK, acc, acc};
-        mt_kernel_attention_bwd(&whole, dout, q, k, v, att, &L, scratch, 0, B * KV);
-        mt_kernel_attention_bwd(&part, dout, q, k, v, att, &L, scratch, 3, B * KV);
-        mt_kernel_attention_bwd(&part, dout, q, k, v, att, &L, scratch, 0, 3);
+        mt_kernel_attention_bwd(&whole, dout, q, k, v, out, att, &L, scratch, 0, B * KV);
+        mt_kernel_attention_bwd(&part, dout, q, k, v, out, att, &L, scratch, 3, B * KV);
+        mt_kernel_attention_bwd(&part, dout, q, k, v, out, att, &L, scratch, 0, 3);
         MT_CHECK(memcmp(a, b, sizeof d1[0]) == 0, "acc=%d: a split of the groups changes the "
                  "gradients", acc);
     }
@@ -558,7 +560,7 @@ MT_TEST(attention_gqa_backward_split_is_bitwise) {
 
 /* Activation checkpointing re-runs the block's rmsnorms, ropes and swiglu
  * (LOCAL) and attention_gqa (SAVES_AUX: under ATTENTION only its
- * probabilities): losses and gradients bitwise those of no remat. */
+ * log-sum-exp): losses and gradients bitwise those of no remat. */
 MT_TEST(remat_of_llama_ops_is_bitwise) {
     static part_case none, got;
     memset(&none, 0, sizeof none);

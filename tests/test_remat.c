@@ -11,7 +11,9 @@
  *     one device, data parallel (data=2) and in pipelines (pipe=2, zb-h1
  *     and 1f1b, whose W runs apart from B);
  *   - the plan's activation arena: FULL well below NONE (the ratio the
- *     shapes predict, below), ATTENTION and DOTS below NONE.
+ *     shapes predict, below), DOTS below NONE, ATTENTION not above it
+ *     (flash attention keeps only a (B,NH,T) log-sum-exp: there are no
+ *     probabilities left for it to drop).
  * A policy that recomputed nothing would pass the equality checks, so each
  * run also checks that its policy added recompute nodes.
  */
@@ -25,8 +27,8 @@
 #define B 4
 #define T 32
 
-/* L=4 C=32 NH=4: T·NH = 128 floats of attention probabilities a token, as
- * large as 4C, so that each policy's saving shows. */
+/* L=4 C=32 NH=4 (before flash attention, T·NH = 128 floats of attention
+ * probabilities a token, as large as 4C). */
 static const mt_gpt_config CFG = {.L = 4, .C = 32, .NH = 4, .maxT = T, .V = 64, .Vp = 64};
 
 static const mt_remat POLICIES[3] = {MT_REMAT_FULL, MT_REMAT_ATTENTION, MT_REMAT_DOTS};
@@ -121,18 +123,18 @@ MT_TEST(every_policy_gives_bitwise_the_gradients_on_one_graph) {
 
 /* The plan's arena, W interleaved (as the trainer runs one device). Per
  * token and layer (C=32, NH=4, T=32) the forward keeps, without remat:
- * ln1 out C + qkv 3C + att NH·T + attention out C + proj out C + residual C
- * + ln2 out C + fc 4C + gelu 4C + mlp out C = 17C + NH·T = 672 floats, of
- * which attention's probabilities are 128. FULL keeps the residual stream,
- * C a layer, and recomputes one block at a time: with the head's logits
- * (V=64 a token, and their gradient), the arena falls to about a third
- * (measured 0.335: below 0.4). ATTENTION drops the probabilities of all but
- * one layer (measured 0.82), DOTS the elementwise outputs and probabilities
- * (0.68): both below 0.95. */
+ * ln1 out C + qkv 3C + lse NH + attention out C + proj out C + residual C
+ * + ln2 out C + fc 4C + gelu 4C + mlp out C = 17C + NH = 548 floats (flash
+ * attention: the log-sum-exp, NH a token, replaced the NH·T probabilities).
+ * FULL keeps the residual stream, C a layer, and recomputes one block at a
+ * time: with the head's logits (V=64 a token, and their gradient), the
+ * arena falls to about a third (measured 0.355: below 0.4). ATTENTION recomputes only
+ * the lse, NH floats a token: the arena stays (measured 0.999: at most
+ * 1.0). DOTS drops the elementwise outputs (below 0.95). */
 MT_TEST(each_policy_shrinks_the_activation_arena) {
     graph_run none = run_graph(MT_REMAT_NONE, true);
     size_t base = none.stats.arena_bytes;
-    double limit[3] = {0.4, 0.95, 0.95};
+    double limit[3] = {0.4, 1.0, 0.95};
     for (int k = 0; k < 3; k++) {
         graph_run r = run_graph(POLICIES[k], true);
         double ratio = (double)r.stats.arena_bytes / (double)base;
@@ -140,7 +142,8 @@ MT_TEST(each_policy_shrinks_the_activation_arena) {
                "MFLOP (forward %.3g)\n", mt_remat_name(POLICIES[k]), r.stats.arena_bytes, ratio,
                base, r.stats.n_recompute, r.stats.flops_recompute * 1e-6,
                r.stats.flops_forward * 1e-6);
-        MT_CHECK(ratio < limit[k], "remat %s: arena %zu bytes is %.3f of none's %zu; want below "
+        MT_CHECK(ratio <= limit[k] && (limit[k] == 1.0 || ratio < limit[k]),
+                 "remat %s: arena %zu bytes is %.3f of none's %zu; want below "
                  "%.2f", mt_remat_name(POLICIES[k]), r.stats.arena_bytes, ratio, base, limit[k]);
         free_run(&r);
     }
@@ -202,8 +205,10 @@ static void check_layout(const char *mesh, const char *schedule, int accum, doub
         printf("%-12s %-6s remat %-9s activations %zu bytes (none %zu): %.3f\n",
                mesh ? mesh : "one device", schedule ? schedule : "", name, r.activations,
                ref.activations, (double)r.activations / (double)ref.activations);
-        MT_CHECK(r.activations < ref.activations, "remat %s holds %zu bytes, none %zu", name,
-                 r.activations, ref.activations);
+        /* ATTENTION: flash attention saves no probabilities for it to drop */
+        MT_CHECK(POLICIES[k] == MT_REMAT_ATTENTION ? r.activations <= ref.activations
+                                                   : r.activations < ref.activations,
+                 "remat %s holds %zu bytes, none %zu", name, r.activations, ref.activations);
         MT_CHECK(POLICIES[k] != MT_REMAT_FULL ||
                      (double)r.activations < full_below * (double)ref.activations,
                  "%s %s remat full holds %.3f of none's activations, want below %.2f",

@@ -227,11 +227,11 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
         return mt__graph_error(g, MT_EINVAL, "attention: C=%lld channels do not split into "
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);
     int64_t B = qkv->shape[0], T = qkv->shape[1];
-    int64_t shape[3] = {B, T, C}, att_shape[4] = {B, NH, T, T};
+    int64_t shape[3] = {B, T, C}, lse_shape[3] = {B, NH, T};
     mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = 1, .in = {qkv},
                     .p.attention = {.B = B, .T = T, .C = C, .NH = NH}};
     c.out = act(g, 3, shape);
-    c.aux[0] = aux(g, 4, att_shape);   /* att (B,NH,T,T): the softmax probabilities */
+    c.aux[0] = aux(g, 3, lse_shape);   /* lse (B,NH,T): each row's log-sum-exp (flash) */
     return emit(g, &c);
 }
 
@@ -304,12 +304,12 @@ mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tens
         return mt__graph_error(g, MT_EUNSUPPORTED, "attention_gqa: q '%s' and k '%s' must both "
                                "take gradients or neither", q->name, k->name);
     int64_t B = q->shape[0], T = q->shape[1];
-    int64_t att_shape[4] = {B, NH, T, T};
+    int64_t lse_shape[3] = {B, NH, T};
     mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = 3, .in = {q, k, v},
                     .p.gqa = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = C / NH, .G = G,
                               .hoff = hoff}};
     c.out = act(g, 3, q->shape);
-    c.aux[0] = aux(g, 4, att_shape);   /* att (B,NH,T,T): the softmax probabilities */
+    c.aux[0] = aux(g, 3, lse_shape);   /* lse (B,NH,T): each row's log-sum-exp (flash) */
     return emit(g, &c);
 }
 

@@ -120,7 +120,8 @@ void mt__grad_layernorm(mt_graph *g, const mt_op_call *f) {
 }
 
 void mt__grad_attention(mt_graph *g, const mt_op_call *f) {
-    mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 3, f->out->grad, f->in[0], f->aux[0], 0, 0);
+    /* flash attention's backward reads the output for D = rowsum(dO ∘ O) */
+    mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 4, f->out->grad, f->in[0], f->out, f->aux[0], 0);
     dqkv.p.attention = f->p.attention;
     mt__emit_grad(g, f->in[0], &dqkv);
 }
@@ -144,15 +145,18 @@ void mt__grad_swiglu(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, b, &db);
 }
 
-/* dq and dk come from one pass (both need dpre), dv from another (it needs
- * only att and dout): all four products once, as the GPT's backward. The
+/* dq and dk come from one pass (both need ds, which needs the output for
+ * D = rowsum(dO ∘ O)), dv from another (it needs p, recomputed from q, k
+ * and the lse, and dout): the scores are recomputed twice, one product a
+ * pair more than a fused dq/dk/dv pass (a call has two outputs). The
  * builder made sure q and k take gradients together. */
 void mt__grad_attention_gqa(mt_graph *g, const mt_op_call *f) {
-    mt_tensor *dout = f->out->grad, *att = f->aux[0];
-    mt_op_call dqk = bcall(MT_OP_GQA_BWD_QK, 5, dout, f->in[0], f->in[1], f->in[2], att);
+    mt_tensor *dout = f->out->grad, *lse = f->aux[0];
+    mt_op_call dqk = bcall(MT_OP_GQA_BWD_QK, 6, dout, f->in[0], f->in[1], f->in[2], f->out);
+    dqk.in[5] = lse;
     dqk.p.gqa = f->p.gqa;
     mt__emit_grad2(g, f->in[0], f->in[1], &dqk);
-    mt_op_call dv = bcall(MT_OP_GQA_BWD_V, 2, dout, att, 0, 0, 0);
+    mt_op_call dv = bcall(MT_OP_GQA_BWD_V, 4, dout, f->in[0], f->in[1], lse, 0);
     dv.p.gqa = f->p.gqa;
     mt__emit_grad(g, f->in[2], &dv);
 }

@@ -1,36 +1,45 @@
 /*
- * attention.c — causal self-attention with NH query heads over KV <= NH key
- * and value heads (grouped-query; KV = NH is multi-head, KV = 1
- * multi-query), forward and backward: one kernel for the GPT's packed qkv
- * and the LLaMA family's separate q, k, v.
+ * attention.c — flash attention on the CPU: causal (or full) self-attention
+ * with NH query heads over KV <= NH key and value heads (grouped-query; KV =
+ * NH is multi-head, KV = 1 multi-query), optionally within documents,
+ * forward and backward, in memory linear in T: one kernel for the GPT's
+ * packed qkv and the LLaMA family's separate q, k, v.
  *
- * Follows llm.c's attention_forward/backward with these differences:
- *  - q, k and v are strided views (mt_attn_layout): the GPT's are one qkv
- *    (B,T,3C) at offsets 0, C, 2C with row stride 3C, the LLaMA family's
- *    three tensors. The pre-softmax scores are not saved: the forward
- *    computes them into att and turns them into probabilities in place; the
- *    backward needs only the probabilities.
- *  - The forward's work is a range [bh0, bh1) of (batch, query head) pairs,
- *    bh = b·NH + h, each reading and writing only its own slices (att's
- *    (T,T) block, out's HS columns of head h in batch b). The backward's is
- *    a range of (batch, kv head) groups, g = b·KV + j: the query heads that
- *    read kv head j add into its dk and dv one after the other, in head
- *    order, inside the group, so no two threads write one kv head and the
- *    result does not depend on how the groups were split. With KV = NH a
- *    group is one pair, as for the GPT.
- *  - The products are sgemms (through mt_kernel_gemm; single-threaded under
- *    the graph, whose pool splits the pairs) on strided views of q, k, v,
- *    out, att and their gradients: no copies. Query rows go in blocks of ATT_BLOCK; block
- *    [r0, r1) needs keys [0, r1) only, so the upper triangle is computed just
- *    inside the diagonal blocks (about 6% extra at T = 1024) instead of
- *    doubling the work, and the gemms stay large enough for BLAS.
- *  - The softmax backward uses the identity dpre = att·(datt - Σ att·datt),
- *    which is O(T) per row rather than llm.c's O(T²).
- *  - One path for every T: the plain loops this file used to hold win only
- *    at T <= 8 (up to 3x at T = 2), where a BLAS call's ~0.2 µs overhead
- *    dominates, and there the whole op takes under 20 µs; from T = 16 the
- *    sgemms are 1.4x (T = 16) to 4x (T = 1024) faster (measured 2026-11-29,
- *    2-core Zen 5 dev VM).
+ * The algorithm is FlashAttention-2's (Dao 2023, Algorithms 1 and 2), as
+ * ../shared/CONTEXT_PARALLEL.md §2 states it:
+ *  - Forward. Query rows go in tiles of BQ, keys in tiles of BK. For each
+ *    query tile the key tiles are visited in order: the scores of the tile
+ *    (an sgemm), the mask, then per row the running max m and sum l merged
+ *    with the tile's (l ← l·e^(m−m') + Σ e^(s−m'), the output rows scaled
+ *    by e^(m−m') before the tile's P·V is added: the log-sum-exp identity
+ *    with an unnormalised output). At the end out = O / l and the row's
+ *    log-sum-exp L = m + log l is the only thing saved: lse (B,NH,T).
+ *  - Backward. P = exp(s − L) is recomputed tile by tile from q, k and the
+ *    global L, so each tile's P is the final softmax's, exactly; dS = P ∘
+ *    (dP − D) with dP = dO·vᵀ and D = rowsum(dO ∘ O). D needs the forward's
+ *    output O: the backward reads it (the graph keeps out anyway, as the
+ *    output projection's input), so the forward saves only L; saving D is
+ *    impossible (it needs dO). dq, dk, dv are sums of per-tile products.
+ *  - Masks. A key tile wholly above the diagonal is never visited (the key
+ *    loop stops at the query tile's end); a key tile whose document ids
+ *    cannot meet the query tile's (their [min, max] ranges are disjoint) is
+ *    skipped; the rest, the diagonal tiles and the tiles that straddle a
+ *    document boundary, get -inf where a key is masked (exp(-inf) = 0). A
+ *    row that a tile masks wholly is left as it was: it never merges with
+ *    m = -inf arithmetic. Every row sees at least itself, so l >= 1.
+ *  - Work split. The forward's work is a range [bh0, bh1) of (batch, query
+ *    head) pairs, bh = b·NH + h, each writing only its own out columns and
+ *    lse row. The backward's is a range of (batch, kv head) groups, g = b·KV
+ *    + j: the query heads that read kv head j add into its dk and dv one
+ *    after the other, in head order and within a head in (query tile, key
+ *    tile) order, so no two threads write one kv head and the result does
+ *    not depend on how the groups were split (bit for bit).
+ *  - Products. mt_kernel_gemm (Open BLAS, single-threaded under the graph,
+ *    whose pool splits the pairs) on strided views of q, k, v, out and the
+ *    gradients, and on the per-thread tile buffers; the exp, max, dot and
+ *    softmax-backward rows are the vector layer's (vec/vec.h), per ISA
+ *    level. The only scratch is per thread and of tile size
+ *    (mt_kernel_attention_scratch): no T×T buffer anywhere.
  * Outputs must not overlap inputs.
  *
  * Shapes per pair (b,h), j = kv head of h, all row-major with the leading
@@ -38,69 +47,169 @@
  *   q_h       (T,HS)  ld ldq  (and dq_h; the GPT: 3C)
  *   k_j, v_j  (T,HS)  ld ldk, ldv (and dk_j, dv_j; the GPT: 3C)
  *   out_h     (T,HS)  ld ldo  (and dout_h; the GPT: C)
- *   att_h     (T,T)   ld T    in att  (and the backward's scratch, dpre)
+ *   lse_bh    (T)     in lse (B,NH,T)
+ *   doc_b     (T)     in doc (B,T), or none
  */
 #include "ops/kernels.h"
+#include "ops/vec_impl.h"
 #include "vec/vec.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
-/* Query rows per block. 64 wastes little on the diagonal blocks (64·63/2
- * extra scores per block) while the sgemms stay at 64 × (≥64) × HS, large
- * enough for Open BLAS. Measured at T = 1024, HS = 64, one core (2026-11-29,
- * 2-core Zen 5 dev VM): 64 to 128 are equal within noise, 32 and 256 are 7%
- * slower. */
-#define ATT_BLOCK 64
+/* Query rows and keys per tile. The score tile (BQ,BK) and its gradient
+ * stay in L1/L2 (2·64·128 floats = 64 KiB), and the products are large
+ * enough for Open BLAS (64 × 128 × HS). Measured at T = 1024 and 4096, HS =
+ * 64, one core of the 2-core Zen 5 dev VM (bench_attention): see the note
+ * there for the numbers of the sizes tried. */
+#define BQ 64
+#define BK 128
 
-/* a (T) holds the n = t+1 scores of query row t (keys 0..t), then anything.
- * Makes it the causal softmax row: probabilities over [0, n), 0 over [n, T). */
-static inline void softmax_causal_row(const mt_vec_ops *vec, float *restrict a, int64_t n,
-                                      int64_t T) {
-    vec->softmax(a, n);
-    /* the future is stored as 0 so att is a true (T,T) matrix per pair */
-    memset(a + n, 0, (size_t)(T - n) * sizeof *a);
+size_t mt_kernel_attention_scratch(void) { return 2 * (size_t)BQ * BK + 4 * (size_t)BQ; }
+
+/* The kv head query head h reads. */
+static inline int64_t kv_of(const mt_attn_layout *L, int64_t h) { return (L->hoff + h) / L->G; }
+
+static void check_layout(const mt_attn_layout *L) {
+    assert(L->NH > 0 && L->KV > 0 && L->HS > 0 && L->G > 0 && L->hoff >= 0 && L->T >= 0);
+    assert(kv_of(L, 0) >= 0 && kv_of(L, L->NH - 1) < L->KV);
+}
+
+/* ======================================================================== */
+/* Tiles and masks                                                           */
+/* ======================================================================== */
+
+/* The smallest and largest document id of doc[0, n). */
+static void doc_range(const int32_t *doc, int64_t n, int32_t *lo, int32_t *hi) {
+    int32_t a = doc[0], b = doc[0];
+    for (int64_t i = 1; i < n; i++) {
+        a = doc[i] < a ? doc[i] : a;
+        b = doc[i] > b ? doc[i] : b;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+/* One query tile [r0, r1) of batch b: where its keys end and its documents. */
+typedef struct {
+    int64_t r0, r1, kend;        /* keys [0, kend) may be seen */
+    const int32_t *doc;          /* doc_b (T), or NULL */
+    int32_t dlo, dhi;            /* the tile's document ids' range */
+} qtile;
+
+static qtile qtile_at(const mt_attn_layout *L, int64_t b, int64_t r0) {
+    qtile t = {.r0 = r0, .r1 = r0 + BQ < L->T ? r0 + BQ : L->T};
+    t.kend = L->full ? L->T : t.r1;
+    if (L->doc) {
+        t.doc = L->doc + b * L->T;
+        doc_range(t.doc + r0, t.r1 - r0, &t.dlo, &t.dhi);
+    }
+    return t;
+}
+
+/* Whether key tile [c0, c1) is masked for some row of t (a diagonal tile, a
+ * document boundary), and whether it is masked for all of them (skip). */
+typedef enum { TILE_OPEN, TILE_MASKED, TILE_SKIP } tile_kind;
+
+static tile_kind tile_kind_of(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1) {
+    tile_kind k = !L->full && c1 - 1 > t->r0 ? TILE_MASKED : TILE_OPEN;
+    if (t->doc) {
+        int32_t lo, hi;
+        doc_range(t->doc + c0, c1 - c0, &lo, &hi);
+        if (hi < t->dlo || lo > t->dhi) return TILE_SKIP;
+        if (!(lo == hi && t->dlo == t->dhi)) k = TILE_MASKED;   /* one document each: they meet */
+    }
+    return k;
+}
+
+/* s (r1-r0, ld) = -inf where key c in [c0, c1) may not be seen from query
+ * row t in [r0, r1): a later key (causal) or another document. */
+static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1,
+                      float *restrict s, int64_t ld) {
+    for (int64_t r = t->r0; r < t->r1; r++) {
+        float *row = s + (r - t->r0) * ld;
+        if (!L->full)
+            for (int64_t c = r + 1; c < c1; c++) row[c - c0] = -INFINITY;
+        if (t->doc) {
+            const int32_t d = t->doc[r];
+            const int64_t cmax = !L->full && r + 1 < c1 ? r + 1 : c1;
+            for (int64_t c = c0; c < cmax; c++)
+                if (t->doc[c] != d) row[c - c0] = -INFINITY;
+        }
+    }
 }
 
 /* ======================================================================== */
 /* Forward                                                                   */
 /* ======================================================================== */
 
-/* The kv head query head h reads. */
-static inline int64_t kv_of(const mt_attn_layout *L, int64_t h) { return (L->hoff + h) / L->G; }
-
-static void check_layout(const mt_attn_layout *L) {
-    assert(L->NH > 0 && L->KV > 0 && L->HS > 0 && L->G > 0 && L->hoff >= 0);
-    assert(kv_of(L, 0) >= 0 && kv_of(L, L->NH - 1) < L->KV);
+/* One query tile of pair (b,h): out rows and lse (r1-r0) of the tile.
+ * scratch: s (BQ,BK), m (BQ), l (BQ). */
+static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, const float *kj,
+                     const float *vj, const mt_attn_layout *L, const qtile *t, float scale,
+                     const mt_vec_ops *vec, float *restrict scratch) {
+    const int64_t HS = L->HS, m = t->r1 - t->r0;
+    float *s = scratch, *mx = s + BQ * BK, *l = mx + BQ;
+    for (int64_t i = 0; i < m; i++) {
+        mx[i] = -INFINITY;
+        l[i] = 0.0f;
+        memset(o + (t->r0 + i) * L->ldo, 0, (size_t)HS * sizeof *o);
+    }
+    for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
+        const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
+        const tile_kind kind = tile_kind_of(L, t, c0, c1);
+        if (kind == TILE_SKIP) continue;
+        /* s (m,n) = scale · q[r0:r1] (m,HS) · k[c0:c1]ᵀ (HS,n) */
+        mt_kernel_gemm(false, true, m, n, HS, scale, qh + t->r0 * L->ldq, L->ldq,
+                       kj + c0 * L->ldk, L->ldk, 0.0f, s, BK);
+        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s, BK);
+        for (int64_t i = 0; i < m; i++) {
+            float *restrict row = s + i * BK;
+            const float tmax = vec->max(row, n), mnew = tmax > mx[i] ? tmax : mx[i];
+            if (mnew == -INFINITY) {   /* nothing seen yet: the row stays empty */
+                memset(row, 0, (size_t)n * sizeof *row);
+                continue;
+            }
+            /* the running (m, l, O) merged with the tile's: e^(m - m') = 0
+             * when m = -inf, as O and l are then 0 */
+            const float alpha = expf(mx[i] - mnew);
+            l[i] = l[i] * alpha + vec->exp_sum(row, n, mnew);
+            mx[i] = mnew;
+            if (alpha != 1.0f) {
+                float *restrict orow = o + (t->r0 + i) * L->ldo;
+                MT_VEC_FOR(e, HS, orow[e] *= alpha);
+            }
+        }
+        /* O[r0:r1] (m,HS) += p (m,n) · v[c0:c1] (n,HS) */
+        mt_kernel_gemm(false, false, m, HS, n, 1.0f, s, BK, vj + c0 * L->ldv, L->ldv, 1.0f,
+                       o + t->r0 * L->ldo, L->ldo);
+    }
+    for (int64_t i = 0; i < m; i++) {
+        /* l >= 1 (the row's own key), unless a NaN came in: it goes out */
+        float *restrict orow = o + (t->r0 + i) * L->ldo;
+        const float inv = 1.0f / l[i];
+        MT_VEC_FOR(e, HS, orow[e] *= inv);
+        lse[i] = mx[i] + logf(l[i]);
+    }
 }
 
-/* out_h = softmax_causal(q_h·k_jᵀ/√HS) · v_j for the pairs [bh0, bh1); saves
- * their att (T,T) blocks of att (B,NH,T,T) with zeros above the diagonal. */
-void mt_kernel_attention_fwd(float *restrict out, float *restrict att, const float *q,
+void mt_kernel_attention_fwd(float *restrict out, float *restrict lse, const float *q,
                              const float *k, const float *v, const mt_attn_layout *L,
-                             int64_t bh0, int64_t bh1) {
+                             float *restrict scratch, int64_t bh0, int64_t bh1) {
     check_layout(L);
     assert(0 <= bh0 && bh0 <= bh1 && bh1 <= L->B * L->NH);
     const int64_t T = L->T, NH = L->NH, HS = L->HS;
-    const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
     const float scale = 1.0f / sqrtf((float)HS);
     const mt_vec_ops *vec = mt__vec();
     for (int64_t bh = bh0; bh < bh1; bh++) {
         const int64_t b = bh / NH, h = bh % NH, j = kv_of(L, h);
-        const float *qh = q + b * T * ldq + h * HS;
-        const float *kj = k + b * T * ldk + j * HS, *vj = v + b * T * ldv + j * HS;
-        float *o = out + b * T * ldo + h * HS, *a = att + bh * T * T;
-        for (int64_t r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-            const int64_t r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-            /* scores a[r0:r1, 0:r1] (m,r1) = scale · q[r0:r1] (m,HS) · k[0:r1]ᵀ (HS,r1) */
-            mt_kernel_gemm(false, true, m, r1, HS, scale, qh + r0 * ldq, ldq, kj, ldk,
-                           0.0f, a + r0 * T, T);
-            for (int64_t t = r0; t < r1; t++) softmax_causal_row(vec, a + t * T, t + 1, T);
-            /* o[r0:r1] (m,HS) = a[r0:r1, 0:r1] (m,r1) · v[0:r1] (r1,HS); the
-             * zeros above the diagonal make the causal sum exact */
-            mt_kernel_gemm(false, false, m, HS, r1, 1.0f, a + r0 * T, T, vj, ldv,
-                           0.0f, o + r0 * ldo, ldo);
+        const float *qh = q + b * T * L->ldq + h * HS;
+        const float *kj = k + b * T * L->ldk + j * HS, *vj = v + b * T * L->ldv + j * HS;
+        float *o = out + b * T * L->ldo + h * HS;
+        for (int64_t r0 = 0; r0 < T; r0 += BQ) {
+            const qtile t = qtile_at(L, b, r0);
+            fwd_tile(o, lse + bh * T + r0, qh, kj, vj, L, &t, scale, vec, scratch);
         }
     }
 }
@@ -114,85 +223,93 @@ static void zero_head(float *p, int64_t T, int64_t HS, int64_t ld) {
     for (int64_t t = 0; t < T; t++) memset(p + t * ld, 0, (size_t)HS * sizeof *p);
 }
 
-/* The gradients of query head h (whose kv head is j) into d: dq_h (+)= with
- * beta_q, dk_j and dv_j (+)= with beta_kv (the group's first head writes or
- * adds as the call says, the others add). scratch (T·T) holds datt, turned
- * into dpre in place. */
-static void bwd_head(const mt_attn_grads *d, const float *dout, const float *q, const float *k,
-                     const float *v, const float *att, const mt_attn_layout *L, int64_t b,
-                     int64_t h, float beta_q, float beta_kv, float *restrict scratch) {
-    const int64_t T = L->T, HS = L->HS, j = kv_of(L, h);
-    const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
-    const float scale = 1.0f / sqrtf((float)HS);
-    const mt_vec_ops *vec = mt__vec();
-    const float *qh = q + b * T * ldq + h * HS;
-    const float *kj = k + b * T * ldk + j * HS, *vj = v + b * T * ldv + j * HS;
-    const float *dO = dout + b * T * ldo + h * HS, *a = att + (b * L->NH + h) * T * T;
-    float *dq = d->dq ? d->dq + b * T * ldq + h * HS : NULL;
-    float *dk = d->dk ? d->dk + b * T * ldk + j * HS : NULL;
-    float *dv = d->dv ? d->dv + b * T * ldv + j * HS : NULL;
-    float *dp = scratch;
-    const bool need_dpre = dq || dk;
+/* The operands of one query head's backward: the head's q, out, dout and lse,
+ * its kv head's k and v, and where its gradients go (NULL: not wanted). */
+typedef struct {
+    const float *q, *k, *v, *o, *dO, *lse;
+    float *dq, *dk, *dv;
+    float beta_q;                /* dq's first write: 0 (write) or 1 (add) */
+} head_ops;
 
-    /* by query block: dpre, then dq, which needs only keys [0, r1) */
-    for (int64_t r0 = 0; need_dpre && r0 < T; r0 += ATT_BLOCK) {
-        const int64_t r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-        /* out = att·v: datt[r0:r1, 0:r1] (m,r1) = dO[r0:r1] (m,HS) · v[0:r1]ᵀ */
-        mt_kernel_gemm(false, true, m, r1, HS, 1.0f, dO + r0 * ldo, ldo, vj, ldv,
-                       0.0f, dp + r0 * T, T);
-        /* softmax: dpre = att·(datt - Σ att·datt), with the 1/√HS of the
-         * scores folded in; above the diagonal (inside this block) dpre is
-         * 0, which the dq and dk products below rely on */
-        for (int64_t t = r0; t < r1; t++) {
-            const float *restrict ar = a + t * T;
-            float *restrict dr = dp + t * T;
-            vec->softmax_bwd(dr, ar, t + 1, vec->dot(ar, dr, t + 1), scale);
-            memset(dr + t + 1, 0, (size_t)(r1 - t - 1) * sizeof *dr);
-        }
-        /* pre = q·kᵀ: dq[r0:r1] (m,HS) (+)= dpre[r0:r1, 0:r1] (m,r1) · k[0:r1] */
-        if (dq)
-            mt_kernel_gemm(false, false, m, HS, r1, 1.0f, dp + r0 * T, T, kj, ldk,
-                           beta_q, dq + r0 * ldq, ldq);
+/* One query tile's gradients: dq[r0:r1] (+)=, dk and dv of the keys it
+ * sees +=. scratch: p (BQ,BK), dp (BQ,BK), D (BQ). */
+static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t, float scale,
+                     const mt_vec_ops *vec, float *restrict scratch) {
+    const int64_t HS = L->HS, m = t->r1 - t->r0, r0 = t->r0;
+    const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
+    float *p = scratch, *dp = p + BQ * BK, *D = dp + BQ * BK;
+    const bool want_ds = a->dq || a->dk;
+    /* D = rowsum(dO ∘ O), the softmax backward's Σ P·dP */
+    for (int64_t i = 0; want_ds && i < m; i++)
+        D[i] = vec->dot(a->dO + (r0 + i) * ldo, a->o + (r0 + i) * ldo, HS);
+    float beta_q = a->beta_q;
+    for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
+        const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
+        const tile_kind kind = tile_kind_of(L, t, c0, c1);
+        if (kind == TILE_SKIP) continue;
+        /* p (m,n) = exp(scale · q kᵀ - L): the forward's scores, the final softmax */
+        mt_kernel_gemm(false, true, m, n, HS, scale, a->q + r0 * ldq, ldq, a->k + c0 * ldk, ldk,
+                       0.0f, p, BK);
+        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p, BK);
+        for (int64_t i = 0; i < m; i++) (void)vec->exp_sum(p + i * BK, n, a->lse[r0 + i]);
+        /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
+        if (a->dv)
+            mt_kernel_gemm(true, false, n, HS, m, 1.0f, p, BK, a->dO + r0 * ldo, ldo, 1.0f,
+                           a->dv + c0 * ldv, ldv);
+        if (!want_ds) continue;
+        /* dp (m,n) = dO (m,HS) · v[c0:c1]ᵀ, then ds = scale · p ∘ (dp - D) in place */
+        mt_kernel_gemm(false, true, m, n, HS, 1.0f, a->dO + r0 * ldo, ldo, a->v + c0 * ldv, ldv,
+                       0.0f, dp, BK);
+        for (int64_t i = 0; i < m; i++) vec->softmax_bwd(dp + i * BK, p + i * BK, n, D[i], scale);
+        /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
+        if (a->dq)
+            mt_kernel_gemm(false, false, m, HS, n, 1.0f, dp, BK, a->k + c0 * ldk, ldk, beta_q,
+                           a->dq + r0 * ldq, ldq);
+        beta_q = 1.0f;
+        /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
+        if (a->dk)
+            mt_kernel_gemm(true, false, n, HS, m, 1.0f, dp, BK, a->q + r0 * ldq, ldq, 1.0f,
+                           a->dk + c0 * ldk, ldk);
     }
-    /* by key block [c0, c1): only queries [c0, T) see these keys.
-     * dk[c0:c1] (m,HS) (+)= dpre[c0:T, c0:c1]ᵀ (m,T-c0) · q[c0:T] (T-c0,HS)
-     * dv[c0:c1] (m,HS) (+)= att [c0:T, c0:c1]ᵀ (m,T-c0) · dO[c0:T] (T-c0,HS) */
-    for (int64_t c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-        const int64_t c1 = c0 + ATT_BLOCK < T ? c0 + ATT_BLOCK : T, m = c1 - c0;
-        if (dk)
-            mt_kernel_gemm(true, false, m, HS, T - c0, 1.0f, dp + c0 * T + c0, T,
-                           qh + c0 * ldq, ldq, beta_kv, dk + c0 * ldk, ldk);
-        if (dv)
-            mt_kernel_gemm(true, false, m, HS, T - c0, 1.0f, a + c0 * T + c0, T,
-                           dO + c0 * ldo, ldo, beta_kv, dv + c0 * ldv, ldv);
-    }
+    /* every row sees its own key, so the diagonal tile ran and dq was written */
+    assert(!a->dq || beta_q == 1.0f);
 }
 
-/* The gradients (d's, each NULL or (+)= as its acc says) from dout, q, k, v
- * and the saved att, for the (batch, kv head) groups [g0, g1). Each of a
- * row block's gemms writes it once per head, so acc is the first head's
- * beta: no memset, except for a kv head that none of this call's query
- * heads reads (a device's share of the heads), whose dk, dv are 0. */
+/* The gradients (d's, each NULL or (+)= as its acc says) from dout, q, k, v,
+ * the forward's out and lse, for the (batch, kv head) groups [g0, g1). dk
+ * and dv start from 0 (unless they add) and every query head of the group
+ * adds into them, in head order; a kv head that none of this call's query
+ * heads reads (a device's share of the heads) gets dk = dv = 0. */
 void mt_kernel_attention_bwd(const mt_attn_grads *d, const float *dout, const float *q,
-                             const float *k, const float *v, const float *att,
-                             const mt_attn_layout *L, float *restrict scratch,
-                             int64_t g0, int64_t g1) {
+                             const float *k, const float *v, const float *out, const float *lse,
+                             const mt_attn_layout *L, float *restrict scratch, int64_t g0,
+                             int64_t g1) {
     check_layout(L);
     assert(0 <= g0 && g0 <= g1 && g1 <= L->B * L->KV);
-    const int64_t T = L->T, HS = L->HS, KV = L->KV;
+    const int64_t T = L->T, HS = L->HS, KV = L->KV, NH = L->NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const mt_vec_ops *vec = mt__vec();
     for (int64_t g = g0; g < g1; g++) {
         const int64_t b = g / KV, j = g % KV;
+        float *dk = d->dk ? d->dk + b * T * L->ldk + j * HS : NULL;
+        float *dv = d->dv ? d->dv + b * T * L->ldv + j * HS : NULL;
+        if (dk && !d->acc_kv) zero_head(dk, T, HS, L->ldk);
+        if (dv && !d->acc_kv) zero_head(dv, T, HS, L->ldv);
         /* the query heads [h0, h1) that read kv head j */
         int64_t h0 = j * L->G - L->hoff, h1 = h0 + L->G;
         if (h0 < 0) h0 = 0;
-        if (h1 > L->NH) h1 = L->NH;
-        if (h0 >= h1) {
-            if (d->dk && !d->acc_kv) zero_head(d->dk + b * T * L->ldk + j * HS, T, HS, L->ldk);
-            if (d->dv && !d->acc_kv) zero_head(d->dv + b * T * L->ldv + j * HS, T, HS, L->ldv);
-            continue;
+        if (h1 > NH) h1 = NH;
+        for (int64_t h = h0; h < h1; h++) {
+            const head_ops a = {
+                .q = q + b * T * L->ldq + h * HS, .k = k + b * T * L->ldk + j * HS,
+                .v = v + b * T * L->ldv + j * HS, .o = out + b * T * L->ldo + h * HS,
+                .dO = dout + b * T * L->ldo + h * HS, .lse = lse + (b * NH + h) * T,
+                .dq = d->dq ? d->dq + b * T * L->ldq + h * HS : NULL, .dk = dk, .dv = dv,
+                .beta_q = d->acc_q ? 1.0f : 0.0f};
+            for (int64_t r0 = 0; r0 < T; r0 += BQ) {
+                const qtile t = qtile_at(L, b, r0);
+                bwd_tile(&a, L, &t, scale, vec, scratch);
+            }
         }
-        for (int64_t h = h0; h < h1; h++)
-            bwd_head(d, dout, q, k, v, att, L, b, h, d->acc_q ? 1.0f : 0.0f,
-                     h == h0 && !d->acc_kv ? 0.0f : 1.0f, scratch);
     }
 }

@@ -14,6 +14,7 @@
 #define MT_KERNELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- matmul (matmul.c) --------------------------------------------------- */
@@ -103,10 +104,15 @@ void mt_kernel_rmsnorm_bwd_params(float *dw, const float *dout, const float *x,
  * NH / KV and hoff = 0 for a whole op; a device holding a share of the
  * heads keeps the whole op's G and sets hoff (ops_impl.h, mt_gqa_params).
  * The GPT's packed qkv (B,T,3C): q = qkv, k = qkv + C, v = qkv + 2C,
- * ldq = ldk = ldv = 3C, ldo = C, KV = NH, G = 1. */
+ * ldq = ldk = ldv = 3C, ldo = C, KV = NH, G = 1.
+ * doc (B,T): each token's document id, a query seeing only the keys of its
+ * own document (packed sequences), or NULL: one document. full: every key
+ * is seen (no causal mask); false (the default) is causal. */
 typedef struct {
     int64_t B, T, NH, KV, HS, G, hoff;
     int64_t ldq, ldk, ldv, ldo;
+    const int32_t *doc;
+    bool    full;
 } mt_attn_layout;
 
 /* The backward's outputs: each NULL (not computed) or (+)= as acc_q (dq)
@@ -116,27 +122,36 @@ typedef struct {
     bool   acc_q, acc_kv;
 } mt_attn_grads;
 
-/* Causal self-attention. out_h = softmax(q_h·k_jᵀ/√HS, causal) · v_j for
- * query head h and its kv head j; saves the softmax probabilities att
- * (B,NH,T,T) (entries above the diagonal are 0).
+/* Floats of scratch one concurrent caller of the attention kernels needs,
+ * whatever the shapes: a few tiles (no T×T buffer). */
+size_t mt_kernel_attention_scratch(void);
+
+/* Flash attention (FlashAttention-2's tiling on the CPU). out_h =
+ * softmax(q_h·k_jᵀ/√HS, causal and document masks) · v_j for query head h
+ * and its kv head j; saves each row's log-sum-exp of the masked scaled
+ * scores, lse (B,NH,T): the only statistics the backward needs.
  *
  * The forward processes the (batch, query head) pairs bh = b·NH + h in
- * [bh0, bh1) (0 <= bh0 <= bh1 <= B·NH), touching only att's (T,T) block bh
- * and out's head-h columns of batch b; the backward the (batch, kv head)
- * groups g = b·KV + j in [g0, g1) (<= B·KV), touching only dq's columns of
- * the heads that read j and dk's and dv's of head j, which those heads add
- * into in head order. So threads may run disjoint ranges on the same
- * buffers at once, and any split gives bit for bit the result of the whole
- * range. Pointers are to the whole (B,...) buffers. The products are
- * cblas_sgemm calls on strided views, run with whatever threading Open BLAS
- * is set to (the graph sets one thread and splits the work over its pool). */
-void mt_kernel_attention_fwd(float *out, float *att, const float *q, const float *k,
-                             const float *v, const mt_attn_layout *L, int64_t bh0, int64_t bh1);
-/* The gradients of the groups [g0, g1); a kv head no query head of the call
- * reads (hoff > 0) gets dk = dv = 0 unless they add. scratch holds T·T
- * floats, private to the call: give each concurrent caller its own. */
+ * [bh0, bh1) (0 <= bh0 <= bh1 <= B·NH), touching only lse's row bh and
+ * out's head-h columns of batch b; the backward the (batch, kv head) groups
+ * g = b·KV + j in [g0, g1) (<= B·KV), touching only dq's columns of the
+ * heads that read j and dk's and dv's of head j, which those heads add into
+ * in head order. So threads may run disjoint ranges on the same buffers at
+ * once, and any split gives bit for bit the result of the whole range.
+ * Pointers are to the whole (B,...) buffers. scratch holds
+ * mt_kernel_attention_scratch() floats, private to the call: give each
+ * concurrent caller its own. The products are cblas_sgemm calls on tiles,
+ * run with whatever threading Open BLAS is set to (the graph sets one
+ * thread and splits the work over its pool). */
+void mt_kernel_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                             const float *v, const mt_attn_layout *L, float *scratch,
+                             int64_t bh0, int64_t bh1);
+/* The gradients of the groups [g0, g1), from dout, q, k, v and the
+ * forward's out and lse (out may be NULL when neither dq nor dk is wanted);
+ * a kv head no query head of the call reads (hoff > 0) gets dk = dv = 0
+ * unless they add. */
 void mt_kernel_attention_bwd(const mt_attn_grads *d, const float *dout, const float *q,
-                             const float *k, const float *v, const float *att,
+                             const float *k, const float *v, const float *out, const float *lse,
                              const mt_attn_layout *L, float *scratch, int64_t g0, int64_t g1);
 
 /* ---- embedding (embedding.c) --------------------------------------------- */

@@ -71,37 +71,48 @@ void mt__cost_swiglu(const mt_op_call *c, double *fl, double *by) {
     cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
                      fl, by);
 }
-/* causal: each query row t attends to t+1 keys */
+/* Flash attention (attention.c). FLOPs: causal, each query row t attends to
+ * t+1 keys; per (query, key) pair 2·HS for the scores, 2·HS for p·v and 5
+ * for the mask, max, exp and sums. Masked pairs inside diagonal tiles and
+ * document masks are not subtracted (documents are data). Bytes: the
+ * tensors each call streams once (k and v are re-read per query tile from
+ * cache) and the (B,NH,T) log-sum-exp: linear in T, no (T,T) matrix. */
 void mt__cost_attention(const mt_op_call *c, double *fl, double *by) {
     const mt_attention_params *p = &c->p.attention;
     double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
     double pairs = B * NH * T * (T + 1) / 2;
     *fl = 4 * pairs * (C / NH) + 5 * pairs;
-    *by = 4 * (B * T * 4 * C + B * NH * T * T);
+    *by = 4 * (B * T * 4 * C + B * NH * T);   /* qkv, out; lse */
 }
+/* FLOPs: twice the forward's, the model FLOPs of the backward; the
+ * recomputed scores (one more product a pair) are not counted, as MFU does
+ * not count recomputation. Bytes: dout, qkv, out, lse read; dqkv written. */
 void mt__cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
     mt__cost_attention(c, fl, by);
+    const mt_attention_params *p = &c->p.attention;
+    double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
     *fl *= 2;
-    *by *= 2;
+    *by = 4 * (B * T * 8 * C + B * NH * T);
 }
-/* The same FLOPs per pair as the GPT's; bytes: q, out, att, and k and v of
- * KV heads. The backward: QK twice the forward's products less dv's, V
- * one product. */
+/* The same FLOPs per pair as the GPT's, the model FLOPs: the backward's QK
+ * twice the forward's products less dv's, V one product; the scores QK and
+ * V recompute are not counted (as the GPT's). Bytes: the tensors each call
+ * streams once, the lse (B,NH,T) and k and v of KV heads. */
 void mt__cost_gqa(const mt_op_call *c, double *fl, double *by) {
     const mt_gqa_params *p = &c->p.gqa;
     double B = (double)p->B, T = (double)p->T, HS = (double)p->HS;
     double NH = (double)p->NH, KV = (double)p->KV;
     double pairs = B * NH * T * (T + 1) / 2;
-    double qo = B * T * NH * HS, kv = B * T * KV * HS, att = B * NH * T * T;
+    double qo = B * T * NH * HS, kv = B * T * KV * HS, lse = B * NH * T;
     if (c->op == MT_OP_ATTENTION_GQA) {
         *fl = 4 * pairs * HS + 5 * pairs;
-        *by = 4 * (2 * qo + 2 * kv + att);
-    } else if (c->op == MT_OP_GQA_BWD_QK) {
+        *by = 4 * (2 * qo + 2 * kv + lse);
+    } else if (c->op == MT_OP_GQA_BWD_QK) {   /* dout q out dq; k v dk; lse */
         *fl = 6 * pairs * HS + 5 * pairs;
-        *by = 4 * (3 * qo + 3 * kv + 2 * att);
-    } else {
+        *by = 4 * (4 * qo + 3 * kv + lse);
+    } else {                                  /* dout q; k dv; lse */
         *fl = 2 * pairs * HS;
-        *by = 4 * (qo + kv + att);
+        *by = 4 * (2 * qo + 2 * kv + lse);
     }
 }
 void mt__cost_embedding(const mt_op_call *c, double *fl, double *by) {

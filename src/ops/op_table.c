@@ -120,7 +120,7 @@ static void run_swiglu(const mt_op_env *env, const mt_op_call *c) {
     mt_op_par ctx;
     mt__op_par_run(env, c, &ctx, NUMEL(c->out), 1, range_swiglu);
 }
-/* ATTENTION, ATTENTION_BWD: aux/in att (B,NH,T,T); the packed qkv (B,T,3C)
+/* ATTENTION, ATTENTION_BWD: aux/in lse (B,NH,T); the packed qkv (B,T,3C)
  * as the attention kernels' layout: q, k, v at offsets 0, C, 2C, row
  * stride 3C, one kv head per query head. */
 static mt_attn_layout packed_layout(const mt_attention_params *p) {
@@ -134,20 +134,30 @@ static mt_attn_layout gqa_layout(const mt_gqa_params *p) {
                             .G = p->G, .hoff = p->hoff, .ldq = p->NH * p->HS,
                             .ldk = p->KV * p->HS, .ldv = p->KV * p->HS, .ldo = p->NH * p->HS};
 }
+/* Each worker's tiles (attention.c): the same for every shape. */
+static float *attention_scratch(const mt_op_par *ctx, int w) {
+    return ctx->env->scratch + (size_t)w * mt_kernel_attention_scratch();
+}
+static size_t scratch_attention(const mt_op_call *c) {
+    (void)c;
+    return mt_kernel_attention_scratch();
+}
 /* (batch, head) pairs are independent and the kernels take a range of
  * them: split over the B·NH pairs, so a batch of one still fills the pool. */
 static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
-    const mt_op_call *c = ((mt_op_par *)arg)->c;
+    const mt_op_par *ctx = arg;
+    const mt_op_call *c = ctx->c;
+    float *scratch = attention_scratch(ctx, w);
     if (c->op == MT_OP_ATTENTION) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
         const float *qkv = F32(c->in[0]);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, qkv + p->C, qkv + 2 * p->C, &L,
-                                p0, p1);
+                                scratch, p0, p1);
     } else {
         mt_attn_layout L = gqa_layout(&c->p.gqa);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), F32(c->in[1]),
-                                F32(c->in[2]), &L, p0, p1);
+                                F32(c->in[2]), &L, scratch, p0, p1);
     }
 }
 static void run_attention(const mt_op_env *env, const mt_op_call *c) {
@@ -251,15 +261,13 @@ static void run_ln_bwd_params(const mt_op_env *env, const mt_op_call *c) {
     mt_kernel_layernorm_bwd_params(F32(c->out), F32(c->out2), F32(c->in[0]), F32(c->in[1]),
                                    F32(c->in[2]), F32(c->in[3]), c->p.rows.rows, c->p.rows.C);
 }
-/* ATTENTION_BWD: in = {dout, qkv, att}; GQA_BWD_QK: in = {dout, q, k, v, att},
- * out dq, out2 dk; GQA_BWD_V: in = {dout, att}, out dv. Split over the
- * (batch, kv head) groups; each worker has its own T·T scratch. */
+/* ATTENTION_BWD: in = {dout, qkv, out, lse}; GQA_BWD_QK: in = {dout, q, k,
+ * v, out, lse}, out dq, out2 dk; GQA_BWD_V: in = {dout, q, k, lse}, out dv.
+ * Split over the (batch, kv head) groups; each worker has its own tiles. */
 static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
-    mt_op_par *ctx = arg;
+    const mt_op_par *ctx = arg;
     const mt_op_call *c = ctx->c;
-    float *scratch = ctx->env->scratch + (size_t)w * (size_t)(c->op == MT_OP_ATTENTION_BWD
-                                                              ? c->p.attention.T * c->p.attention.T
-                                                              : c->p.gqa.T * c->p.gqa.T);
+    float *scratch = attention_scratch(ctx, w);
     if (c->op == MT_OP_ATTENTION_BWD) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
@@ -267,7 +275,7 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
         float *d = F32(c->out);
         mt_attn_grads g = {d, d + p->C, d + 2 * p->C, c->acc, c->acc};
         mt_kernel_attention_bwd(&g, F32(c->in[0]), qkv, qkv + p->C, qkv + 2 * p->C,
-                                F32(c->in[2]), &L, scratch, g0, g1);
+                                F32(c->in[2]), F32(c->in[3]), &L, scratch, g0, g1);
         return;
     }
     mt_attn_layout L = gqa_layout(&c->p.gqa);
@@ -275,11 +283,12 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
         mt_attn_grads g = {.dq = F32(c->out), .dk = F32(c->out2), .acc_q = c->acc,
                            .acc_kv = c->acc2};
         mt_kernel_attention_bwd(&g, F32(c->in[0]), F32(c->in[1]), F32(c->in[2]), F32(c->in[3]),
-                                F32(c->in[4]), &L, scratch, g0, g1);
-    } else {   /* GQA_BWD_V reads neither q nor k nor v */
+                                F32(c->in[4]), F32(c->in[5]), &L, scratch, g0, g1);
+    } else {   /* GQA_BWD_V: dv = pᵀ·dout reads neither v nor out */
         mt_attn_grads g = {.dv = F32(c->out), .acc_kv = c->acc};
-        const float *dout = F32(c->in[0]);
-        mt_kernel_attention_bwd(&g, dout, dout, dout, dout, F32(c->in[1]), &L, scratch, g0, g1);
+        const float *k = F32(c->in[2]);
+        mt_kernel_attention_bwd(&g, F32(c->in[0]), F32(c->in[1]), k, k, NULL, F32(c->in[3]), &L,
+                                scratch, g0, g1);
     }
 }
 static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
@@ -292,10 +301,6 @@ static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
         const mt_gqa_params *p = &c->p.gqa;
         mt__op_par_run(env, c, &ctx, p->B * p->KV, p->T * p->T * p->HS * p->G, range_attention_bwd);
     }
-}
-static size_t scratch_attention_bwd(const mt_op_call *c) {
-    int64_t T = c->op == MT_OP_ATTENTION_BWD ? c->p.attention.T : c->p.gqa.T;
-    return (size_t)T * (size_t)T;
 }
 /* RMS_BWD_INPUT: in = {dout, x, w, rstd}. */
 static void range_rms_bwd_input(void *arg, int64_t r0, int64_t r1, int w) {
@@ -379,7 +384,7 @@ DEF(mul, 2, 2, VECTOR, mt__cost_binary, run_binary);
 DEF(scale, 1, 1, VECTOR, mt__cost_unary, run_scale);
 DEF(gelu, 1, 1, VECTOR, mt__cost_gelu, run_gelu);
 DEF(layernorm, 3, 3, VECTOR, mt__cost_layernorm, run_layernorm);
-DEF(attention, 1, 1, ATTENTION, mt__cost_attention, run_attention);
+DEF(attention, 1, 1, ATTENTION, mt__cost_attention, run_attention, .scratch = scratch_attention);
 DEF(embedding, 2, 2, VECTOR, mt__cost_embedding, run_embedding);
 DEF(cross_entropy, 2, 2, VECTOR, mt__cost_ce, run_cross_entropy, .scratch = scratch_ce);
 DEF(mse, 2, 2, VECTOR, mt__cost_reduce_in, run_mse);
@@ -388,7 +393,8 @@ DEF(transpose, 1, 1, VECTOR, mt__cost_transpose, run_transpose);
 DEF(reshard, 1, 1, VECTOR, mt__cost_unary, run_copy);
 DEF(rmsnorm, 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm);
 DEF(swiglu, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
-DEF(attention_gqa, 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa);
+DEF(attention_gqa, 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa,
+    .scratch = scratch_attention);
 /* collective.c */
 DEF(psum, 1, 1, COLLECTIVE, mt__cost_coll,
     mt__run_psum, .scratch = mt__scratch_coll, .scratch_caller = true);
@@ -417,8 +423,8 @@ DEF(mul_bwd_b, 2, 2, VECTOR, mt__cost_reduce_in, run_mul_bwd_b);
 DEF(gelu_bwd, 2, 2, VECTOR, mt__cost_gelu_bwd, run_gelu_bwd);
 DEF(ln_bwd_input, 5, 5, VECTOR, mt__cost_ln_bwd, run_ln_bwd_input);
 DEF(ln_bwd_params, 4, 4, VECTOR, mt__cost_ln_bwd, run_ln_bwd_params);
-DEF(attention_bwd, 3, 3, ATTENTION, mt__cost_attention_bwd,
-    run_attention_bwd, .scratch = scratch_attention_bwd);
+DEF(attention_bwd, 4, 4, ATTENTION, mt__cost_attention_bwd,
+    run_attention_bwd, .scratch = scratch_attention);
 DEF(embedding_bwd, 2, 2, VECTOR, mt__cost_embedding, run_embedding_bwd);
 DEF(ce_bwd, 4, 4, VECTOR, mt__cost_ce, run_ce_bwd);
 DEF(mse_bwd, 3, 3, VECTOR, mt__cost_unary, run_mse_bwd);
@@ -429,10 +435,10 @@ DEF(rms_bwd_input, 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input);
 DEF(rms_bwd_params, 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params);
 DEF(swiglu_bwd_a, 3, 3, VECTOR, mt__cost_swiglu, run_swiglu);
 DEF(swiglu_bwd_b, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
-DEF(gqa_bwd_qk, 5, 5, ATTENTION, mt__cost_gqa,
-    run_attention_bwd, .scratch = scratch_attention_bwd);
-DEF(gqa_bwd_v, 2, 2, ATTENTION, mt__cost_gqa,
-    run_attention_bwd, .scratch = scratch_attention_bwd);
+DEF(gqa_bwd_qk, 6, 6, ATTENTION, mt__cost_gqa,
+    run_attention_bwd, .scratch = scratch_attention);
+DEF(gqa_bwd_v, 4, 4, ATTENTION, mt__cost_gqa,
+    run_attention_bwd, .scratch = scratch_attention);
 
 /* The table, from the list: every op's entry, in the enum's order. */
 static const mt_op_def *const op_table[MT_OP_COUNT] = {

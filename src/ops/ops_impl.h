@@ -37,7 +37,7 @@
     X(SCALE, scale)            /* p.scale */                                                       \
     X(GELU, gelu)                                                                                  \
     X(LAYERNORM, layernorm)    /* p.rows; aux = {mean, rstd} (rows) */                             \
-    X(ATTENTION, attention)    /* p.attention; aux = {att} (B,NH,T,T) */                           \
+    X(ATTENTION, attention)    /* p.attention; aux = {lse} (B,NH,T) */                             \
     X(EMBEDDING, embedding)    /* p.embedding */                                                   \
     X(CROSS_ENTROPY, cross_entropy) /* p.ce; aux = {lse} (rows) */                                 \
     X(MSE, mse)                /* p.mse (scale) */                                                 \
@@ -49,7 +49,7 @@
     X(RMSNORM, rmsnorm)        /* p.rmsnorm; in: x w; aux = {rstd} (rows) */                       \
     X(ROPE, rope)              /* p.rope; in: x (B,T,NH·HS) */                                     \
     X(SWIGLU, swiglu)          /* out = silu(in0 a) · in1 b, same shapes */                        \
-    X(ATTENTION_GQA, attention_gqa) /* p.gqa; in: q k v; aux = {att} (B,NH,T,T) */                 \
+    X(ATTENTION_GQA, attention_gqa) /* p.gqa; in: q k v; aux = {lse} (B,NH,T) */                   \
     /* collectives (collective.c): device-local tensors, comm.h over p.coll.axes;                  \
      * the gradient rules use them as backward calls too */                                        \
     X(PSUM, psum)              /* out (+)= Σ_group in0; same shape */                              \
@@ -77,7 +77,7 @@
     X(GELU_BWD, gelu_bwd)      /* out (+)= gelu'(in0 x) · in1 dout */                              \
     X(LN_BWD_INPUT, ln_bwd_input) /* out (+)= dx; in: dout x w mean rstd; p.rows */                \
     X(LN_BWD_PARAMS, ln_bwd_params) /* out (+)= dw, out2 (+)= db; in: dout x mean rstd; p.rows */  \
-    X(ATTENTION_BWD, attention_bwd) /* out (+)= dqkv; in: dout qkv att; p.attention */             \
+    X(ATTENTION_BWD, attention_bwd) /* out (+)= dqkv; in: dout qkv out lse; p.attention */         \
     X(EMBEDDING_BWD, embedding_bwd) /* out (+)= scatter(in0 dout) at in1 ids; p.embedding */       \
     X(CE_BWD, ce_bwd)          /* out (+)= dlogits; in: dloss logits lse targets; p.ce */          \
     X(MSE_BWD, mse_bwd)        /* out (+)= sign · d pred; in: dloss pred target; p.mse */          \
@@ -89,8 +89,8 @@
     X(ROPE_BWD, rope_bwd)      /* out (+)= dx, dout (in0) rotated back; p.rope */                  \
     X(SWIGLU_BWD_A, swiglu_bwd_a) /* out (+)= da; in: a b dout */                                  \
     X(SWIGLU_BWD_B, swiglu_bwd_b) /* out (+)= db; in: a dout */                                    \
-    X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v att; p.gqa */          \
-    X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout att; p.gqa */
+    X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v out lse; p.gqa */      \
+    X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout q k lse; p.gqa */
 
 typedef enum {
 #define MT_OP_ENUM_(NAME, name) MT_OP_##NAME,
@@ -99,7 +99,8 @@ typedef enum {
     MT_OP_COUNT
 } mt_op;
 
-#define MT_MAX_INPUTS 5
+/* gqa_bwd_qk's six: dout, q, k, v and the forward's out and lse */
+#define MT_MAX_INPUTS 6
 
 /* ---- parameters, one struct per op family ------------------------------- */
 

@@ -41,11 +41,9 @@ mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_
 }
 
 /* The bytes a score element of attention's (T, T) matrices costs an op
- * (mt__plan_node.score_bytes): [0] meshtrain's fused kernels' (op_cost.c:
- * the forward writes the fp32 probabilities once, 4; the backward reads
- * and rewrites them, 8; GQA's splits the backward into dq/dk, 8, and dv,
- * 4); [1] Megatron-LM's unfused path in 16 bits, each tensor Korthikanti
- * et al. list in §4.1 (the QKᵀ scores, 2 bytes; the softmax's output, 2;
+ * (mt__plan_node.score_bytes): [0] meshtrain's flash kernels' (op_cost.c),
+ * 0: the scores live in tiles in cache, never in memory; [1] Megatron-LM's
+ * unfused path in 16 bits, each tensor Korthikanti et al. list in §4.1 (the QKᵀ scores, 2 bytes; the softmax's output, 2;
  * the dropout mask, 1; its output, 2) written once and read once by the
  * next kernel: the forward writes scores, probabilities, mask and dropped
  * probabilities (7) and reads the scores, the probabilities and the
@@ -55,9 +53,8 @@ mt__plan_node_class mt__plan_class_of(const mt_node_info *in, double *attention_
  * and writes and reads the scores' gradient (4), 17 (GQA's: 13 with the
  * dq/dk products, 4 with dv's). */
 static void unfused_scores(const char *op, float b[2]) {
-    bool bwd = strcmp(op, "attention_bwd") == 0, qk = strcmp(op, "gqa_bwd_qk") == 0;
-    bool v = strcmp(op, "gqa_bwd_v") == 0;
-    b[0] = bwd || qk ? 8.0f : 4.0f;
+    bool bwd = strcmp(op, "attention_bwd") == 0, v = strcmp(op, "gqa_bwd_v") == 0;
+    b[0] = 0.0f;
     b[1] = bwd ? 17.0f : v ? 4.0f : 13.0f;
 }
 

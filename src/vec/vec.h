@@ -50,6 +50,8 @@ typedef struct mt_vec_ops {
     float (*sum_exp)(const float *x, int64_t n, float m);
     /* y (n) = k · exp(x (n) - l), or += if acc */
     void  (*scale_exp)(float *y, const float *x, int64_t n, float l, float k, bool acc);
+    /* a (n) = exp(a - m) in place; returns Σ of the new a (-inf entries give 0) */
+    float (*exp_sum)(float *a, int64_t n, float m);
     /* a (n) = softmax(a): exp(a - max) / Σ, in place */
     void  (*softmax)(float *a, int64_t n);
     /* Σ x·y over x, y (n) */

@@ -118,6 +118,17 @@ static void k_scale_exp(float *restrict y, const float *restrict x, int64_t n, f
 #undef B_
 }
 
+/* exp in place and the sum, as softmax's first pass; padding lanes load
+ * -inf, so they add exp(-inf) = 0 (flash attention's tiles: ops/attention.c) */
+static float k_exp_sum(float *restrict a, int64_t n, float m) {
+    const vf vm = V_SET1(m);
+    vf s = V_SET1(0.0f);
+#define B_(i, r) { vf e = V_EXP(V_SUB(V_LD(a, i, r, -INFINITY), vm)); s = V_ADD(s, e); V_ST(a, i, r, e); }
+    V_EACH(n, B_);
+#undef B_
+    return hsum(s);
+}
+
 static void k_softmax(float *restrict a, int64_t n) {
     const float m = k_max(a, n);
     const vf vm = V_SET1(m);
@@ -459,6 +470,7 @@ const mt_vec_ops V_TABLE = {
     .max = k_max,
     .sum_exp = k_sum_exp,
     .scale_exp = k_scale_exp,
+    .exp_sum = k_exp_sum,
     .softmax = k_softmax,
     .dot = k_dot,
     .softmax_bwd = k_softmax_bwd,
