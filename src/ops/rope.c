@@ -29,14 +29,14 @@
  * [t0, t1) of every batch. sign -1 is the backward (the transposed
  * rotation). HS even. */
 static void kernel_rope(float *restrict out, const float *restrict x, int64_t B, int64_t T,
-                        int64_t NH, int64_t HS, float theta, int64_t pos0, int sign, bool acc,
-                        int64_t t0, int64_t t1) {
+                        int64_t NH, int64_t HS, float theta, int64_t pos0, int64_t parts,
+                        int64_t part, int sign, bool acc, int64_t t0, int64_t t1) {
     assert(HS > 0 && HS % 2 == 0 && (sign == 1 || sign == -1));
     assert(0 <= t0 && t0 <= t1 && t1 <= T);
     const int64_t C = NH * HS, half = HS / 2;
     float cs[ROPE_PAIRS], sn[ROPE_PAIRS];
     for (int64_t t = t0; t < t1; t++) {
-        const double pos = (double)(pos0 + t);
+        const double pos = (double)(pos0 + mt_headtail_pos(t, T, (int)parts, (int)part));
         for (int64_t i0 = 0; i0 < half; i0 += ROPE_PAIRS) {
             const int64_t n = half - i0 < ROPE_PAIRS ? half - i0 : ROPE_PAIRS;
             for (int64_t i = 0; i < n; i++) {
@@ -74,7 +74,7 @@ static void range_rope(void *arg, int64_t t0, int64_t t1, int w) {
     const mt_op_call *c = ((mt_op_par *)arg)->c;
     const mt_rope_params *p = &c->p.rope;
     kernel_rope((float *)c->out->data, (const float *)c->in[0]->data, p->B, p->T, p->NH,
-                p->HS, p->theta, p->pos0, c->op == MT_OP_ROPE ? 1 : -1, c->acc, t0, t1);
+                p->HS, p->theta, p->pos0, p->parts, p->part, c->op == MT_OP_ROPE ? 1 : -1, c->acc, t0, t1);
 }
 
 static void run_rope(const mt_op_env *env, const mt_op_call *c) {

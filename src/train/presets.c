@@ -57,6 +57,10 @@ static const mt__strategy_row ROWS[] = {
      * over tensor (MaxText's activation_length): each partial sum the pair
      * makes is reduce-scattered onto them (mt_tensor_set_constraint) */
     {"Megatron sequence parallelism over tensor", "act_length=tensor", NULL, sequence_parallel},
+    /* context parallelism: the inputs' sequence dim split over context (in
+     * head-tail order: the trainer lays the batch out so, devices.c); the
+     * partitioner then runs every op on the rows and attention gathers */
+    {"context parallelism over context", "seq=context", NULL, NULL},
     {"collective matmul (sequence parallelism's collectives in the products' rings)", "",
      "collective_matmul", collective_matmul},
 };
