@@ -114,8 +114,20 @@ static void split_place(const mt_lower_env *e, uint32_t rows, int64_t Tg, int64_
     *part = (int)(e->start(e->ctx, rows, T) / T);
 }
 
+/* T split in contiguous blocks (axes that are not head-tail): x gathered
+ * whole over them for the op, whose result's block this device keeps. */
+static mt_tensor *whole(mt_graph *g, mt_tensor *x, uint32_t rows) {
+    /* the invariant gather: every device then runs the whole op (as the
+     * gather the rule used to make did), its gradient each device's block */
+    return mt_graph_all_gather_invariant(g, x, axes_of(rows), 1);
+}
+static mt_tensor *own_block(mt_graph *g, mt_tensor *x, uint32_t rows) {
+    return mt_graph_slice(g, x, axes_of(rows), 1);
+}
+
 mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const mt_lower_env *e) {
     uint32_t rows = e->types[0].sharding.dim_axes[1];
+    if (rows & ~e->headtail) return own_block(g, mt_attention(g, whole(g, qkv, rows), NH), rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], qkv->shape[1], &parts, &part);
     mt_tensor *kv = mt_graph_all_gather(g, qkv, axes_of(rows), 1);   /* (B,Tk,3,C) */
@@ -125,6 +137,10 @@ mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const 
 mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, int KV, int G,
                                          int hoff, const mt_lower_env *e) {
     uint32_t rows = e->types[0].sharding.dim_axes[1];
+    if (rows & ~e->headtail)
+        return own_block(g, mt__attention_gqa_at(g, whole(g, in[0], rows), whole(g, in[1], rows),
+                                                 whole(g, in[2], rows), NH, KV, G, hoff),
+                         rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], in[0]->shape[1], &parts, &part);
     mt_axes ax = axes_of(rows);

@@ -83,6 +83,7 @@ typedef struct {
      * `local` the dim's local size */
     int64_t      (*start)(void *ctx, uint32_t set, int64_t local);
     void          *ctx;
+    uint32_t       headtail;  /* mt_partition_opts.headtail_axes: a T split over them is head-tail */
 } mt_lower_env;
 
 /* A lowering: the op of the global call c rebuilt in g (a device's program)

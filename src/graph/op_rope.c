@@ -65,13 +65,17 @@ static mt_status shard_rope(mt_srule *r, const mt_op_call *call, mt_type *in) {
     return MT_OK;
 }
 
-/* Rows split over T: this device holds its head-tail share of the
- * sequence (mt_headtail_pos, as attention's split reads it); heads split:
- * its share of them. */
+/* Rows split over T: over head-tail axes (mt_lower_env.headtail) this
+ * device holds its head-tail share of the sequence (mt_headtail_pos, as
+ * attention's split reads it), else a contiguous block whose first row is
+ * at pos0 + its first index; heads split: its share of them. */
 static mt_tensor *lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e) {
     const mt_rope_params *p = &c->p.rope;
     uint32_t rows = e->types[0].sharding.dim_axes[1];
+    if (rows && (rows & ~e->headtail))   /* contiguous blocks: the first row's position */
+        return mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta,
+                       p->pos0 + e->start(e->ctx, rows, in[0]->shape[1]));
     mt_tensor *out = mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, p->pos0);
     if (out && rows) {
         const int64_t T = in[0]->shape[1];
