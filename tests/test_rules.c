@@ -322,7 +322,10 @@ static const op_case OPS[] = {
     {MT_OP_ATTENTION, {"f32[4@data,8,3,16@tensor]"}, E, "f32[4@data,8,16@tensor]", "", 0, {0}},
     {MT_OP_ATTENTION, {"f32[4,8,3,16]{U:tensor}"}, A, "f32[4,8,16]",
      "all-reduce a over tensor (6144)", 0, {0}},
-    {MT_OP_ATTENTION, {"f32[4,8@tensor,48]"}, A, "f32[4,8,16]", "all-gather a dim 1 over tensor (6144)", 0, {0}},
+    /* T split: each device its share of the sequence, the lowering gathers k
+       and v (attention_split.c); no move, the result split as qkv */
+    {MT_OP_ATTENTION, {"f32[4,8@tensor,48]"}, A, "f32[4,8@tensor,16]", "", 0, {0}},
+    {MT_OP_ATTENTION, {"f32[4,8@tensor,48]"}, E, "f32[4,8@tensor,16]", "", 0, {0}},
     /* gelu needs whole values, scale keeps partial sums, transpose swaps */
     {MT_OP_GELU, {"f32[8,4]{U:tensor}"}, A, "f32[8,4]", "all-reduce a over tensor (128)", 0, {0}},
     {MT_OP_GELU, {"f32[8,4]{U:tensor}"}, E, NULL, NULL, ES, {"gelu", "f32[8,4]{U:tensor}", "reshard"}},
@@ -422,8 +425,14 @@ static const llama_case LLAMA_OPS[] = {
      "f32[4,8,32@tensor]", "all-gather b dim 2 over tensor (1024)", 0, {0}}, 4, 1},
     {{MT_OP_ATTENTION_GQA, {"f32[4@data,8,32]", "f32[4,8,16]", "f32[4,8,16]"}, A,
      "f32[4@data,8,32]", "slice b dim 0 over data; slice c dim 0 over data", 0, {0}}, 4, 2},
+    /* T split: k and v split as q (the lowering gathers them); explicit mode
+       refuses k and v laid out otherwise, auto slices them */
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8@tensor,32]", "f32[4,8@tensor,16]", "f32[4,8@tensor,16]"},
+     E, "f32[4,8@tensor,32]", "", 0, {0}}, 4, 2},
     {{MT_OP_ATTENTION_GQA, {"f32[4,8@tensor,32]", "f32[4,8,16]", "f32[4,8,16]"}, E, NULL,
-     NULL, ES, {"attention_gqa", "time steps", "reshard"}}, 4, 2},
+     NULL, ES, {"attention_gqa", "k", "f32[4,8@tensor,16]", "reshard"}}, 4, 2},
+    {{MT_OP_ATTENTION_GQA, {"f32[4,8@tensor,32]", "f32[4,8,16]", "f32[4,8,16]"}, A,
+     "f32[4,8@tensor,32]", "slice b dim 1 over tensor; slice c dim 1 over tensor", 0, {0}}, 4, 2},
     {{MT_OP_ATTENTION_GQA, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, E, NULL,
      NULL, ES, {"NH=3", "tensor", "reshard"}}, 3, 1},
     {{MT_OP_ATTENTION_GQA, {"f32[4,8,24@tensor]", "f32[4,8,8]", "f32[4,8,8]"}, A,

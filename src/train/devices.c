@@ -19,19 +19,6 @@
 /* Inputs                                                                    */
 /* ======================================================================== */
 
-void mt__train_seq_split(mt_ctx *ctx, const mt_tensor *t, int *parts, int *part) {
-    *parts = 1;
-    *part = 0;
-    if (!ctx || !t || mt_tensor_ndim(t) < 2) return;
-    uint32_t bits = mt_tensor_sharding(t).dim_axes[1];
-    mt_axes ax = {0};
-    for (int a = 0; a < MT_MESH_MAX_AXES; a++)
-        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
-    if (!ax.n) return;
-    *parts = mt_axis_size(ctx, ax);
-    *part = mt_axis_index(ctx, ax);
-}
-
 /* The rows (rows, parts·T) of 4-byte elements at p cut in place to this
  * device's head-tail share (rows, T) of each: every element read lies at or
  * after every element written before it, so nothing is read overwritten. */
@@ -40,21 +27,6 @@ static void headtail_rows(void *p, int64_t rows, int64_t T, int parts, int part)
     for (int64_t b = 0; b < rows; b++)
         for (int64_t i = 0; i < T; i++)
             e[b * T + i] = e[b * T * parts + mt_headtail_pos(i, T, parts, part)];
-}
-
-mt_status mt__train_seq_positions(mt_ctx *ctx, mt_graph *g, const char *name) {
-    mt_tensor *pos = name ? mt_graph_find(g, name) : NULL;
-    int parts, part;
-    mt__train_seq_split(ctx, pos, &parts, &part);
-    if (parts < 2) return MT_OK;
-    const int64_t B = mt_tensor_dim(pos, 0), T = mt_tensor_dim(pos, 1);
-    int32_t *row = malloc((size_t)T * sizeof *row);   /* (T) */
-    if (!row) return mt_fail(MT_ENOMEM, "out of memory for %lld position ids", (long long)T);
-    for (int64_t i = 0; i < T; i++) row[i] = (int32_t)mt_headtail_pos(i, T, parts, part);
-    mt_status s = MT_OK;
-    for (int64_t b = 0; b < B && s == MT_OK; b++) s = mt_tensor_write(pos, row, b * T, T);
-    free(row);
-    return s;
 }
 
 /* Fills one microbatch of `split` at *pos into a device's inputs and
