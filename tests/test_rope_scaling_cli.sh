@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_rope_scaling.sh — RoPE scaling from the command line (issue 41, item
+# test_rope_scaling_cli.sh — RoPE scaling from the command line (issue 41, item
 # 5): the --rope-* flags in --help; the llama3.1 presets planned (the same
 # step as llama3's at the same shapes: scaling changes angles, not work) and
 # explained at full size on the shape-only backend, their scaling on the
@@ -9,11 +9,11 @@
 # same losses bit for bit, the model string of the old format); and bad
 # settings refused with one line naming the flag.
 #
-#   bash tests/test_rope_scaling.sh <meshtrain binary> [<build dir>]
+#   bash tests/test_rope_scaling_cli.sh <meshtrain binary> [<build dir>]
 set -u
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-test_start test_rope_scaling.sh "$@"
+test_start test_rope_scaling_cli.sh "$@"
 
 # run ARGS...: the program under `timeout 120`, stdout to out.txt, stderr to err.txt.
 run() { timeout 120 "$BIN" "$@" >out.txt 2>err.txt; }
