@@ -87,6 +87,15 @@ typedef struct {
      * whole step; it costs one more all-gather per parameter and step.
      * false: the gathered copies are kept from forward to backward. */
     bool          reshard_after_forward;
+    /* Axes over which a split sequence dim (the T of attention and rope) is
+     * laid out head-tail (mt_headtail_pos: device r of n holds chunks r and
+     * 2n-1-r of 2n; ../shared/CONTEXT_PARALLEL.md §3) instead of in
+     * contiguous blocks: attention then all-gathers k and v over them and
+     * attends its rows by position (dK, dV reduce-scattered back), rope
+     * rotates each row by its position. The caller lays the inputs out so.
+     * Over other axes a split T is contiguous: attention gathers it whole
+     * and keeps its own block of the result. 0: none. */
+    uint32_t      headtail_axes;
     /* The ZeRO paper's stages 1 and 2, and FSDP's gather once a step
      * (Llama 3's): a parameter gathered over gather_axes keeps its gathered
      * copy for the whole step and between steps (persistent memory, counted

@@ -141,6 +141,14 @@ size_t      mt_rules_format(const mt_rules *r, char *buf, size_t cap);
 mt_status   mt_rules_sharding(const mt_rules *r, const mt_mesh *mesh, const mt_tensor *t,
                               mt_sharding *out);
 
+/* The head-tail layout of a sequence split over `parts` devices (a
+ * context-parallel split, ../shared/CONTEXT_PARALLEL.md §3): of the S rows
+ * cut into 2·parts chunks of c = S/(2·parts), device `part` holds chunks
+ * `part` and 2·parts−1−part, in that order, as its `local` = 2c rows.
+ * Returns the position in the whole sequence of its local row i (0 <= i <
+ * local); parts <= 1 returns i. local must be even when parts > 1. */
+int64_t mt_headtail_pos(int64_t i, int64_t local, int parts, int part);
+
 #ifdef __cplusplus
 }
 #endif

@@ -192,6 +192,13 @@ typedef struct {
      * parallelism's all-reduces. Needs a tensor axis of 2 or more and a
      * model with a sequence. */
     bool              sequence_parallel;
+    /* Context parallelism over the mesh's context axis (the rule
+     * seq=context): each device holds a head-tail share of every sequence
+     * (mt_headtail_pos; T % (2·context) == 0) and runs everything but
+     * attention on it. cp_attention is attention's lowering: 0 the
+     * all-gather of k and v (Llama 3's; the default), 1 ring, 2 Ulysses
+     * (both refused for now by mt_train_config_check). */
+    int               cp_attention;
     /* With parameters stored split and gathered before use (an fsdp axis,
      * zero 2 or 3): 1 frees a gathered parameter after its forward use and
      * gathers it again for the backward (partition.h's

@@ -57,6 +57,12 @@ static const strategy_row ROWS[] = {
      "sequence parallelism over the tensor axis (gpt, llama): the norms and residual adds on "
      "T/n rows",
      {NULL, NULL, " (auto: both)"}},
+    {"cp-attention", TRAIN | EXPLAIN, CLI_CHOICE, 0, 0, "allgather|ring|ulysses", "KIND",
+     AT(cpa), CLI_CHOICE, 0, "allgather|ring|ulysses", "KIND", AT(cpa), false,
+     "context parallelism's attention over the context axis (the sequences split head-tail, "
+     "T a multiple of 2 x context): allgather gathers k and v and reduce-scatters their "
+     "gradients (Llama 3's; the default); ring and ulysses are not built yet",
+     {NULL, NULL, NULL}},
     {"collective-matmul", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(cm),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,
      "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)",
@@ -129,6 +135,7 @@ void cli_strategy_flags_init(cli_strategy_flags *sf, cli_strategy_cmd cmd,
     sf->zero = c->zero;
     sf->rules = c->rules;
     sf->sp = c->sequence_parallel;
+    sf->cpa = c->cp_attention;
     sf->cm = c->collective_matmul > 0 ? 1 : c->collective_matmul < 0 ? 2 : 0;
     sf->raf = c->reshard_after_forward > 0 ? 1 : c->reshard_after_forward < 0 ? 2 : 0;
     sf->fg = c->fsdp_gather > 0 ? 1 : c->fsdp_gather < 0 ? 2 : 0;
@@ -164,6 +171,7 @@ void cli_strategy_flags_apply(const cli_strategy_flags *sf, const cli_opt *opts,
     cfg->zero = sf->zero;
     cfg->rules = sf->rules;
     cfg->sequence_parallel = sf->sp;
+    cfg->cp_attention = sf->cpa;
     cfg->collective_matmul = sf->cm == 1 ? 1 : sf->cm == 2 ? -1 : 0;
     cfg->reshard_after_forward = sf->raf == 1 ? 1 : sf->raf == 2 ? -1 : 0;
     cfg->fsdp_gather = sf->fg == 1 ? 1 : sf->fg == 2 ? -1 : 0;

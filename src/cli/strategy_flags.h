@@ -28,7 +28,7 @@ typedef enum {
     CLI_STRATEGY_N
 } cli_strategy_cmd;
 
-#define CLI_MAX_STRATEGY_FLAGS 10
+#define CLI_MAX_STRATEGY_FLAGS 12
 
 /* The flags' values as parsed, and the text their help is made of. */
 typedef struct {
@@ -37,6 +37,7 @@ typedef struct {
     int         zero;          /* ZeRO stage, 0 to 3 */
     const char *rules;         /* NULL: the default rows (points into argv) */
     bool        sp;            /* --sequence-parallel */
+    int         cpa;           /* --cp-attention: index in allgather|ring|ulysses */
     int         cm;            /* --collective-matmul: index in auto|on|off */
     int         raf;           /* --reshard-after-forward: index in auto|on|off */
     int         fg;            /* --fsdp-gather: index in auto|once|microbatch */

@@ -120,6 +120,10 @@ void mt__grad_layernorm(mt_graph *g, const mt_op_call *f) {
 }
 
 void mt__grad_attention(mt_graph *g, const mt_op_call *f) {
+    if (f->n_in == 2) {   /* split over devices: attention_split.c */
+        mt__grad_attention_split(g, f);
+        return;
+    }
     /* flash attention's backward reads the output for D = rowsum(dO ∘ O) */
     mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 4, f->out->grad, f->in[0], f->out, f->aux[0], 0);
     dqkv.p.attention = f->p.attention;

@@ -240,6 +240,15 @@ mt_tensor *mt__cross_entropy_vp(mt_graph *g, mt_tensor *logits, mt_tensor *targe
  * head h reading kv head (hoff + h) / G (ops_impl.h, mt_gqa_params). */
 mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
                                 int KV, int G, int hoff);
+/* attention_split.c: the split forms (a device's head-tail share of T
+ * query rows against the keys gathered from `parts` devices, Tk = parts·T;
+ * ops_impl.h's mt_attention_params): the packed qkv (B,T,3C) with its
+ * gathered copy kv (B,Tk,3C), and the grouped-query form with k, v
+ * (B,Tk,KV·HS) gathered. */
+mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int NH, int parts,
+                               int part);
+mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                                   int NH, int KV, int G, int hoff, int parts, int part);
 
 /* ---- names.c ---- */
 

@@ -53,12 +53,14 @@ mt_tensor *mt__lower_layernorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     return mt_layernorm(g, in[0], in[1], in[2]);
 }
 
-/* C split by heads (qkv (B,T,3,C)): this device runs its share of them. */
+/* C split by heads (qkv (B,T,3,C)): this device runs its share of them;
+ * T split: its head-tail rows against the gathered keys (attention_split.c). */
 mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                                const mt_lower_env *e) {
-    (void)e;
     int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
-    return mt_attention(g, in[0], (int)(c->p.attention.NH * local_C / c->p.attention.C));
+    int NH = (int)(c->p.attention.NH * local_C / c->p.attention.C);
+    if (e->types[0].sharding.dim_axes[1]) return mt__lower_attention_split(g, in[0], NH, e);
+    return mt_attention(g, in[0], NH);
 }
 
 mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
@@ -84,6 +86,10 @@ mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor *
     uint32_t qh = e->types[0].sharding.dim_axes[2], kh = e->types[1].sharding.dim_axes[2];
     int64_t h0 = qh ? e->start(e->ctx, qh, in[0]->shape[2]) / HS : 0;
     int64_t k0 = kh ? e->start(e->ctx, kh, in[1]->shape[2]) / HS : 0;
+    if (e->types[0].sharding.dim_axes[1])
+        return mt__lower_attention_gqa_split(g, in, (int)(in[0]->shape[2] / HS),
+                                             (int)(in[1]->shape[2] / HS), (int)p->G,
+                                             (int)(p->hoff + h0 - k0 * p->G), e);
     return mt__attention_gqa_at(g, in[0], in[1], in[2], (int)(in[0]->shape[2] / HS),
                                 (int)(in[1]->shape[2] / HS), (int)p->G,
                                 (int)(p->hoff + h0 - k0 * p->G));

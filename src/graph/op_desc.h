@@ -83,6 +83,7 @@ typedef struct {
      * `local` the dim's local size */
     int64_t      (*start)(void *ctx, uint32_t set, int64_t local);
     void          *ctx;
+    uint32_t       headtail;  /* mt_partition_opts.headtail_axes: a T split over them is head-tail */
 } mt_lower_env;
 
 /* A lowering: the op of the global call c rebuilt in g (a device's program)
@@ -287,6 +288,15 @@ mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor *
  * vary over but the ones all-reduced inside the op, and the ones its type
  * splits or sums over (st->type). */
 uint32_t mt__lower_vary(const mt_lower_step *st);
+
+/* attention_split.c: attention whose T comes split over axes (the global
+ * type's dim 1): the keys and values all-gathered over them, the queries
+ * attending by head-tail position (CONTEXT_PARALLEL.md §5); and the split
+ * packed form's gradient (mt__grad_attention calls it for two operands) */
+mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const mt_lower_env *e);
+mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, int KV, int G,
+                                         int hoff, const mt_lower_env *e);
+void       mt__grad_attention_split(mt_graph *g, const mt_op_call *f);
 
 /* lower_moves.c: the generic order (every op without a hook of its own),
  * and the hooks */

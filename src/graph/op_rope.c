@@ -159,14 +159,32 @@ static mt_status shard_rope(mt_srule *r, const mt_op_call *call, mt_type *in) {
     return MT_OK;
 }
 
-/* Rows split over T (sequence parallelism): this device's first row is
- * position pos0 + its first index of T; heads split: its share of them. */
+/* Rows split over T: over head-tail axes (mt_lower_env.headtail) this
+ * device holds its head-tail share of the sequence (mt_headtail_pos, as
+ * attention's split reads it), else a contiguous block whose first row is
+ * at pos0 + its first index; heads split: its share of them. */
 static mt_tensor *lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e) {
     const mt_rope_params *p = &c->p.rope;
     uint32_t rows = e->types[0].sharding.dim_axes[1];
-    int64_t pos0 = p->pos0 + (rows ? e->start(e->ctx, rows, in[0]->shape[1]) : 0);
-    return rope_build(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, pos0, &p->scale);
+    if (rows && (rows & ~e->headtail))   /* contiguous blocks: the first row's position */
+        return rope_build(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta,
+                          p->pos0 + e->start(e->ctx, rows, in[0]->shape[1]), &p->scale);
+    mt_tensor *out = rope_build(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, p->pos0,
+                                &p->scale);
+    if (out && rows) {
+        const int64_t T = in[0]->shape[1];
+        mt_op_call *made = &g->nodes[g->n_nodes - 1].call;
+        made->p.rope.parts = e->types[0].shape[1] / T;
+        made->p.rope.part = e->start(e->ctx, rows, T) / T;
+        if (made->p.rope.parts > 1 && T % 2 != 0)
+            return mt__graph_error(g, MT_EINVAL, "rope of '%s': T=%lld rows of a sequence split "
+                                   "over %lld devices; the head-tail split needs T even (a "
+                                   "sequence length a multiple of %lld)", in[0]->name,
+                                   (long long)T, (long long)made->p.rope.parts,
+                                   2 * (long long)made->p.rope.parts);
+    }
+    return out;
 }
 
 /* rope: a forward op of global programs, recomputed by remat, no

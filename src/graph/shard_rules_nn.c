@@ -80,7 +80,10 @@ mt_status mt__shard_layernorm(mt_srule *r, const mt_op_call *call, mt_type *in) 
     return MT_OK;
 }
 
-/* out (B,T,C) = attention(qkv (B,T,3C) or (B,T,3,C)), NH heads. In the
+/* out (B,T,C) = attention(qkv (B,T,3C) or (B,T,3,C)), NH heads. T may be
+ * split over axes: each device then holds its head-tail share of the
+ * sequence (mt_headtail_pos) and the lowering gathers the keys and values
+ * (attention_split.c); the result's T is split the same. In the
  * (B,T,3,C) form C may be split over axes A when NH divides over them: each
  * device runs its NH/|A| heads (Megatron's head split), no communication,
  * and the result's C is split the same way. */
@@ -90,8 +93,6 @@ mt_status mt__shard_attention(mt_srule *r, const mt_op_call *call, mt_type *in) 
     if (!packed && !(q->ndim == 4 && q->shape[2] == 3))
         return bad_shape(r, in, 1, "want qkv (B,T,3C) or (B,T,3,C)");
     TRY(mt__sneed_summed(r, 0, "qkv", q));
-    TRY(mt__sneed_whole(r, 0, "qkv", q, 1, "causal attention mixes the time steps (T), which "
-                        "must be whole"));
     TRY(mt__sneed_whole(r, 0, "qkv", q, 2, packed
                         ? "the 3C dim holds q, k and v of every head and must be whole (to "
                           "split the heads, give qkv as (B,T,3,C) and split C)"
@@ -144,7 +145,9 @@ mt_status mt__shard_swiglu(mt_srule *r, const mt_op_call *call, mt_type *in) {
 }
 
 /* out (B,T,NH·HS) = attention_gqa(q (B,T,NH·HS), k, v (B,T,KV·HS)). B
- * passes (k and v take q's), T must be whole. q's last dim may be split over
+ * passes (k and v take q's), and so does T: split over axes, each device
+ * holds its head-tail share of the sequence and the lowering gathers k and v
+ * (attention_split.c). q's last dim may be split over
  * axes A of n devices when n divides NH: each device runs its NH/n query
  * heads (Megatron's head split), no communication. Then k and v: split over
  * A with it when n divides KV (each device's query heads read exactly its
@@ -162,8 +165,6 @@ mt_status mt__shard_attention_gqa(mt_srule *r, const mt_op_call *call, mt_type *
     const int64_t NH = call->p.gqa.NH, KV = call->p.gqa.KV;
     for (int k = 0; k < 3; k++) {
         TRY(mt__sneed_summed(r, k, QKV[k], &in[k]));
-        TRY(mt__sneed_whole(r, k, QKV[k], &in[k], 1, "causal attention mixes the time steps "
-                            "(T), which must be whole"));
     }
     uint32_t heads = q->sharding.dim_axes[2];
     const int64_t n = mt__saxes_size(r->mesh, heads);
@@ -179,6 +180,7 @@ mt_status mt__shard_attention_gqa(mt_srule *r, const mt_op_call *call, mt_type *
     for (int k = 1; k < 3; k++) {
         mt_type want = in[k];
         want.sharding.dim_axes[0] = q->sharding.dim_axes[0];
+        want.sharding.dim_axes[1] = q->sharding.dim_axes[1];   /* T split as q's (gathered) */
         want.sharding.dim_axes[2] = kv_heads;
         TRY(match(r, k, QKV[k], &in[k], &want, kv_heads
                   ? "q on the batch and its heads (KV divides over q's head axes)"

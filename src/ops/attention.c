@@ -71,8 +71,12 @@ size_t mt_kernel_attention_scratch(void) { return 2 * (size_t)BQ * BK + 4 * (siz
 /* The kv head query head h reads. */
 static inline int64_t kv_of(const mt_attn_layout *L, int64_t h) { return (L->hoff + h) / L->G; }
 
+/* Keys (k, v rows) per sequence. */
+static inline int64_t keys_of(const mt_attn_layout *L) { return L->Tk ? L->Tk : L->T; }
+
 static void check_layout(const mt_attn_layout *L) {
     assert(L->NH > 0 && L->KV > 0 && L->HS > 0 && L->G > 0 && L->hoff >= 0 && L->T >= 0);
+    assert(!L->qpos == !L->kpos && (L->qpos || keys_of(L) == L->T) && !(L->qpos && L->doc));
     assert(kv_of(L, 0) >= 0 && kv_of(L, L->NH - 1) < L->KV);
 }
 
@@ -96,11 +100,16 @@ typedef struct {
     int64_t r0, r1, kend;        /* keys [0, kend) may be seen */
     const int32_t *doc;          /* doc_b (T), or NULL */
     int32_t dlo, dhi;            /* the tile's document ids' range */
+    int32_t plo, phi;            /* with positions (L->qpos): the tile's positions' range */
 } qtile;
 
 static qtile qtile_at(const mt_attn_layout *L, int64_t b, int64_t r0) {
     qtile t = {.r0 = r0, .r1 = r0 + BQ < L->T ? r0 + BQ : L->T};
-    t.kend = L->full ? L->T : t.r1;
+    t.kend = L->full ? keys_of(L) : t.r1;
+    if (L->qpos) {   /* keys in any order: every tile is visited, tile_kind_of skips */
+        t.kend = keys_of(L);
+        doc_range(L->qpos + r0, t.r1 - r0, &t.plo, &t.phi);
+    }
     if (L->doc) {
         t.doc = L->doc + b * L->T;
         doc_range(t.doc + r0, t.r1 - r0, &t.dlo, &t.dhi);
@@ -113,6 +122,11 @@ static qtile qtile_at(const mt_attn_layout *L, int64_t b, int64_t r0) {
 typedef enum { TILE_OPEN, TILE_MASKED, TILE_SKIP } tile_kind;
 
 static tile_kind tile_kind_of(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1) {
+    if (L->qpos && !L->full) {   /* by position: keys past every row skip, before every row open */
+        int32_t lo, hi;
+        doc_range(L->kpos + c0, c1 - c0, &lo, &hi);
+        return lo > t->phi ? TILE_SKIP : hi <= t->plo ? TILE_OPEN : TILE_MASKED;
+    }
     tile_kind k = !L->full && c1 - 1 > t->r0 ? TILE_MASKED : TILE_OPEN;
     if (t->doc) {
         int32_t lo, hi;
@@ -129,6 +143,11 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
                       float *restrict s, int64_t ld) {
     for (int64_t r = t->r0; r < t->r1; r++) {
         float *row = s + (r - t->r0) * ld;
+        if (L->qpos) {
+            for (int64_t c = c0; c < c1; c++)
+                if (L->kpos[c] > L->qpos[r]) row[c - c0] = -INFINITY;
+            continue;
+        }
         if (!L->full)
             for (int64_t c = r + 1; c < c1; c++) row[c - c0] = -INFINITY;
         if (t->doc) {
@@ -199,13 +218,13 @@ void mt_kernel_attention_fwd(float *restrict out, float *restrict lse, const flo
                              float *restrict scratch, int64_t bh0, int64_t bh1) {
     check_layout(L);
     assert(0 <= bh0 && bh0 <= bh1 && bh1 <= L->B * L->NH);
-    const int64_t T = L->T, NH = L->NH, HS = L->HS;
+    const int64_t T = L->T, Tk = keys_of(L), NH = L->NH, HS = L->HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const mt_vec_ops *vec = mt__vec();
     for (int64_t bh = bh0; bh < bh1; bh++) {
         const int64_t b = bh / NH, h = bh % NH, j = kv_of(L, h);
         const float *qh = q + b * T * L->ldq + h * HS;
-        const float *kj = k + b * T * L->ldk + j * HS, *vj = v + b * T * L->ldv + j * HS;
+        const float *kj = k + b * Tk * L->ldk + j * HS, *vj = v + b * Tk * L->ldv + j * HS;
         float *o = out + b * T * L->ldo + h * HS;
         for (int64_t r0 = 0; r0 < T; r0 += BQ) {
             const qtile t = qtile_at(L, b, r0);
@@ -286,23 +305,23 @@ void mt_kernel_attention_bwd(const mt_attn_grads *d, const float *dout, const fl
                              int64_t g1) {
     check_layout(L);
     assert(0 <= g0 && g0 <= g1 && g1 <= L->B * L->KV);
-    const int64_t T = L->T, HS = L->HS, KV = L->KV, NH = L->NH;
+    const int64_t T = L->T, Tk = keys_of(L), HS = L->HS, KV = L->KV, NH = L->NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const mt_vec_ops *vec = mt__vec();
     for (int64_t g = g0; g < g1; g++) {
         const int64_t b = g / KV, j = g % KV;
-        float *dk = d->dk ? d->dk + b * T * L->ldk + j * HS : NULL;
-        float *dv = d->dv ? d->dv + b * T * L->ldv + j * HS : NULL;
-        if (dk && !d->acc_kv) zero_head(dk, T, HS, L->ldk);
-        if (dv && !d->acc_kv) zero_head(dv, T, HS, L->ldv);
+        float *dk = d->dk ? d->dk + b * Tk * L->ldk + j * HS : NULL;
+        float *dv = d->dv ? d->dv + b * Tk * L->ldv + j * HS : NULL;
+        if (dk && !d->acc_kv) zero_head(dk, Tk, HS, L->ldk);
+        if (dv && !d->acc_kv) zero_head(dv, Tk, HS, L->ldv);
         /* the query heads [h0, h1) that read kv head j */
         int64_t h0 = j * L->G - L->hoff, h1 = h0 + L->G;
         if (h0 < 0) h0 = 0;
         if (h1 > NH) h1 = NH;
         for (int64_t h = h0; h < h1; h++) {
             const head_ops a = {
-                .q = q + b * T * L->ldq + h * HS, .k = k + b * T * L->ldk + j * HS,
-                .v = v + b * T * L->ldv + j * HS, .o = out + b * T * L->ldo + h * HS,
+                .q = q + b * T * L->ldq + h * HS, .k = k + b * Tk * L->ldk + j * HS,
+                .v = v + b * Tk * L->ldv + j * HS, .o = out + b * T * L->ldo + h * HS,
                 .dO = dout + b * T * L->ldo + h * HS, .lse = lse + (b * NH + h) * T,
                 .dq = d->dq ? d->dq + b * T * L->ldq + h * HS : NULL, .dk = dk, .dv = dv,
                 .beta_q = d->acc_q ? 1.0f : 0.0f};

@@ -107,12 +107,20 @@ void mt_kernel_rmsnorm_bwd_params(float *dw, const float *dout, const float *x,
  * ldq = ldk = ldv = 3C, ldo = C, KV = NH, G = 1.
  * doc (B,T): each token's document id, a query seeing only the keys of its
  * own document (packed sequences), or NULL: one document. full: every key
- * is seen (no causal mask); false (the default) is causal. */
+ * is seen (no causal mask); false (the default) is causal.
+ * Tk: keys (and k, v rows) per sequence, 0: T. qpos (T) and kpos (Tk): each
+ * query row's and key row's position in the whole sequence, the same for
+ * every b (a context-parallel device's queries against the gathered keys,
+ * ../shared/CONTEXT_PARALLEL.md §5), or NULL: the row index (then Tk = T).
+ * With positions the causal test is kpos <= qpos, and every query's own
+ * position must be among the keys; doc must then be NULL. */
 typedef struct {
     int64_t B, T, NH, KV, HS, G, hoff;
     int64_t ldq, ldk, ldv, ldo;
     const int32_t *doc;
     bool    full;
+    int64_t Tk;
+    const int32_t *qpos, *kpos;
 } mt_attn_layout;
 
 /* The backward's outputs: each NULL (not computed) or (+)= as acc_q (dq)

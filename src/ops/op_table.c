@@ -126,21 +126,48 @@ static void run_swiglu(const mt_op_env *env, const mt_op_call *c) {
 static mt_attn_layout packed_layout(const mt_attention_params *p) {
     const int64_t HS = p->C / p->NH;
     return (mt_attn_layout){.B = p->B, .T = p->T, .NH = p->NH, .KV = p->NH, .HS = HS, .G = 1,
-                            .ldq = 3 * p->C, .ldk = 3 * p->C, .ldv = 3 * p->C, .ldo = p->C};
+                            .ldq = 3 * p->C, .ldk = 3 * p->C, .ldv = 3 * p->C, .ldo = p->C,
+                            .Tk = p->parts > 1 ? p->Tk : 0};
 }
 /* ATTENTION_GQA and its backward: q (B,T,NH·HS), k, v (B,T,KV·HS) dense. */
 static mt_attn_layout gqa_layout(const mt_gqa_params *p) {
     return (mt_attn_layout){.B = p->B, .T = p->T, .NH = p->NH, .KV = p->KV, .HS = p->HS,
                             .G = p->G, .hoff = p->hoff, .ldq = p->NH * p->HS,
-                            .ldk = p->KV * p->HS, .ldv = p->KV * p->HS, .ldo = p->NH * p->HS};
+                            .ldk = p->KV * p->HS, .ldv = p->KV * p->HS, .ldo = p->NH * p->HS,
+                            .Tk = p->parts > 1 ? p->Tk : 0};
 }
-/* Each worker's tiles (attention.c): the same for every shape. */
-static float *attention_scratch(const mt_op_par *ctx, int w) {
-    return ctx->env->scratch + (size_t)w * mt_kernel_attention_scratch();
+/* A split call's sequence split (parts > 1), whichever params it has. */
+static void split_of(const mt_op_call *c, int64_t *T, int64_t *Tk, int64_t *parts,
+                     int64_t *part) {
+    const bool packed = c->op == MT_OP_ATTENTION || c->op == MT_OP_ATTENTION_BWD;
+    *T = packed ? c->p.attention.T : c->p.gqa.T;
+    *Tk = packed ? c->p.attention.Tk : c->p.gqa.Tk;
+    *parts = packed ? c->p.attention.parts : c->p.gqa.parts;
+    *part = packed ? c->p.attention.part : c->p.gqa.part;
 }
+/* Each worker's tiles (attention.c), and for a split call the query and key
+ * positions (T + Tk int32s, mt_headtail_pos). */
 static size_t scratch_attention(const mt_op_call *c) {
-    (void)c;
-    return mt_kernel_attention_scratch();
+    int64_t T, Tk, parts, part;
+    split_of(c, &T, &Tk, &parts, &part);
+    return mt_kernel_attention_scratch() + (parts > 1 ? (size_t)(T + Tk) : 0);
+}
+static float *attention_scratch(const mt_op_par *ctx, int w) {
+    return ctx->env->scratch + (size_t)w * scratch_attention(ctx->c);
+}
+/* A split call's positions into L, written into the worker's scratch past
+ * its tiles: the queries this device's head-tail rows, the keys each
+ * device's in device order (the gather's). */
+static void split_positions(const mt_op_call *c, mt_attn_layout *L, float *scratch) {
+    int64_t T, Tk, parts, part;
+    split_of(c, &T, &Tk, &parts, &part);
+    if (parts <= 1) return;
+    int32_t *qpos = (int32_t *)(scratch + mt_kernel_attention_scratch()), *kpos = qpos + T;
+    for (int64_t i = 0; i < T; i++) qpos[i] = (int32_t)mt_headtail_pos(i, T, (int)parts, (int)part);
+    for (int64_t j = 0; j < Tk; j++)
+        kpos[j] = (int32_t)mt_headtail_pos(j % T, T, (int)parts, (int)(j / T));
+    L->qpos = qpos;
+    L->kpos = kpos;
 }
 /* (batch, head) pairs are independent and the kernels take a range of
  * them: split over the B·NH pairs, so a batch of one still fills the pool. */
@@ -151,11 +178,13 @@ static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
     if (c->op == MT_OP_ATTENTION) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
-        const float *qkv = F32(c->in[0]);
-        mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, qkv + p->C, qkv + 2 * p->C, &L,
+        split_positions(c, &L, scratch);
+        const float *qkv = F32(c->in[0]), *kv = F32(c->in[c->n_in - 1]);
+        mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, kv + p->C, kv + 2 * p->C, &L,
                                 scratch, p0, p1);
     } else {
         mt_attn_layout L = gqa_layout(&c->p.gqa);
+        split_positions(c, &L, scratch);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), F32(c->in[1]),
                                 F32(c->in[2]), &L, scratch, p0, p1);
     }
@@ -163,12 +192,14 @@ static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
 static void run_attention(const mt_op_env *env, const mt_op_call *c) {
     const mt_attention_params *p = &c->p.attention;
     mt_op_par ctx;
-    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH), range_attention);
+    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * (p->parts > 1 ? p->Tk : p->T) *
+                   (p->C / p->NH), range_attention);
 }
 static void run_attention_gqa(const mt_op_env *env, const mt_op_call *c) {
     const mt_gqa_params *p = &c->p.gqa;
     mt_op_par ctx;
-    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * p->HS, range_attention);
+    mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * (p->parts > 1 ? p->Tk : p->T) * p->HS,
+                   range_attention);
 }
 /* EMBEDDING: out (n,C) = table (V,C)[ids (n)]. */
 static void run_embedding(const mt_op_env *env, const mt_op_call *c) {
@@ -271,14 +302,19 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     if (c->op == MT_OP_ATTENTION_BWD) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
-        const float *qkv = F32(c->in[1]);
-        float *d = F32(c->out);
-        mt_attn_grads g = {d, d + p->C, d + 2 * p->C, c->acc, c->acc};
-        mt_kernel_attention_bwd(&g, F32(c->in[0]), qkv, qkv + p->C, qkv + 2 * p->C,
+        split_positions(c, &L, scratch);
+        const float *qkv = F32(c->in[1]), *kv = c->n_in > 4 ? F32(c->in[4]) : qkv;
+        /* split: dq into out (its k, v columns zeroed by the run), dk and
+         * dv into out2 (its q columns zeroed) */
+        float *d = F32(c->out), *dkv = c->n_in > 4 ? F32(c->out2) : d;
+        mt_attn_grads g = {d, dkv + p->C, dkv + 2 * p->C, c->acc,
+                           c->n_in > 4 ? c->acc2 : c->acc};
+        mt_kernel_attention_bwd(&g, F32(c->in[0]), qkv, kv + p->C, kv + 2 * p->C,
                                 F32(c->in[2]), F32(c->in[3]), &L, scratch, g0, g1);
         return;
     }
     mt_attn_layout L = gqa_layout(&c->p.gqa);
+    split_positions(c, &L, scratch);
     if (c->op == MT_OP_GQA_BWD_QK) {
         mt_attn_grads g = {.dq = F32(c->out), .dk = F32(c->out2), .acc_q = c->acc,
                            .acc_kv = c->acc2};
@@ -291,12 +327,23 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
                                 scratch, g0, g1);
     }
 }
+/* A split ATTENTION_BWD writes dq into out's q columns and dk, dv into
+ * out2's k and v columns: the other columns are 0 (what they add is 0). */
+static void split_zero(const mt_op_call *c) {
+    const mt_attention_params *p = &c->p.attention;
+    const size_t row = (size_t)p->C * sizeof(float);
+    if (!c->acc)
+        for (int64_t r = 0; r < p->B * p->T; r++) memset(F32(c->out) + r * 3 * p->C + p->C, 0, 2 * row);
+    if (!c->acc2)
+        for (int64_t r = 0; r < p->B * p->Tk; r++) memset(F32(c->out2) + r * 3 * p->C, 0, row);
+}
 static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
     mt_op_par ctx;
     if (c->op == MT_OP_ATTENTION_BWD) {
         const mt_attention_params *p = &c->p.attention;
-        mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * p->T * (p->C / p->NH),
-                       range_attention_bwd);
+        if (c->n_in > 4) split_zero(c);
+        mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * (p->parts > 1 ? p->Tk : p->T) *
+                       (p->C / p->NH), range_attention_bwd);
     } else {
         const mt_gqa_params *p = &c->p.gqa;
         mt__op_par_run(env, c, &ctx, p->B * p->KV, p->T * p->T * p->HS * p->G, range_attention_bwd);
@@ -384,7 +431,7 @@ DEF(mul, 2, 2, VECTOR, mt__cost_binary, run_binary);
 DEF(scale, 1, 1, VECTOR, mt__cost_unary, run_scale);
 DEF(gelu, 1, 1, VECTOR, mt__cost_gelu, run_gelu);
 DEF(layernorm, 3, 3, VECTOR, mt__cost_layernorm, run_layernorm);
-DEF(attention, 1, 1, ATTENTION, mt__cost_attention, run_attention, .scratch = scratch_attention);
+DEF(attention, 1, 2, ATTENTION, mt__cost_attention, run_attention, .scratch = scratch_attention);
 DEF(embedding, 2, 2, VECTOR, mt__cost_embedding, run_embedding);
 DEF(cross_entropy, 2, 2, VECTOR, mt__cost_ce, run_cross_entropy, .scratch = scratch_ce);
 DEF(mse, 2, 2, VECTOR, mt__cost_reduce_in, run_mse);
@@ -423,7 +470,7 @@ DEF(mul_bwd_b, 2, 2, VECTOR, mt__cost_reduce_in, run_mul_bwd_b);
 DEF(gelu_bwd, 2, 2, VECTOR, mt__cost_gelu_bwd, run_gelu_bwd);
 DEF(ln_bwd_input, 5, 5, VECTOR, mt__cost_ln_bwd, run_ln_bwd_input);
 DEF(ln_bwd_params, 4, 4, VECTOR, mt__cost_ln_bwd, run_ln_bwd_params);
-DEF(attention_bwd, 4, 4, ATTENTION, mt__cost_attention_bwd,
+DEF(attention_bwd, 4, 5, ATTENTION, mt__cost_attention_bwd,
     run_attention_bwd, .scratch = scratch_attention);
 DEF(embedding_bwd, 2, 2, VECTOR, mt__cost_embedding, run_embedding_bwd);
 DEF(ce_bwd, 4, 4, VECTOR, mt__cost_ce, run_ce_bwd);

@@ -110,8 +110,12 @@ typedef struct { bool ta, tb; int64_t M, N, K; } mt_gemm_params;
 typedef struct { int64_t rows, OC, C; } mt_linear_params;
 /* rows of C channels, each reduced or normalised on its own. */
 typedef struct { int64_t rows, C; } mt_rows_params;
-/* causal self-attention over qkv (B,T,3C) with NH heads. */
-typedef struct { int64_t B, T, C, NH; } mt_attention_params;
+/* causal self-attention over qkv (B,T,3C) with NH heads. Split (parts >
+ * 1): the T query rows are a device's head-tail share of a sequence of Tk =
+ * parts·T (mt_headtail_pos, device `part`), read from in0, and the keys and
+ * values the whole sequence's, gathered from the parts in device order, read
+ * from in1 (B,Tk,3C) (its q columns unread). parts 0 or 1: one operand, Tk = T. */
+typedef struct { int64_t B, T, C, NH; int64_t Tk, parts, part; } mt_attention_params;
 /* RMS normalisation of rows of C channels: x / sqrt(mean x² + eps). */
 typedef struct { int64_t rows, C; float eps; } mt_rmsnorm_params;
 /* RoPE's frequency scaling, the members of meshtrain/graph.h's
@@ -127,11 +131,13 @@ typedef struct {
 /* Rotary embedding of x (B,T,NH·HS) at positions pos0 .. pos0+T-1, angle
  * pos · f_i for the pair (2i, 2i+1) of every head, f_i = theta^(-2i/HS)
  * changed by `scale` (mt__rope_inv_freq), the rotation times
- * mt__rope_mscale(&scale). */
+ * mt__rope_mscale(&scale). parts > 1: row t is at pos0 +
+ * mt_headtail_pos(t, T, parts, part) (a device's head-tail share of a
+ * split sequence). */
 typedef struct {
     int64_t       B, T, NH, HS;
     float         theta;
-    int64_t       pos0;
+    int64_t       pos0, parts, part;
     mt_rope_scale scale;
 } mt_rope_params;
 
@@ -147,7 +153,10 @@ double mt__rope_mscale(const mt_rope_scale *s);
  * whole op and hoff the query heads before this one's first (0 on one
  * device; a device holding a share of the heads, partition's lowering, sets
  * it so that its heads read the kv heads they read globally). */
-typedef struct { int64_t B, T, NH, KV, HS, G, hoff; } mt_gqa_params;
+/* Split (parts > 1): q holds a device's head-tail share of T rows of a
+ * sequence of Tk = parts·T, k and v the whole sequence's Tk rows gathered
+ * from the parts in device order (as mt_attention_params). */
+typedef struct { int64_t B, T, NH, KV, HS, G, hoff; int64_t Tk, parts, part; } mt_gqa_params;
 /* n ids into a table (V,C). */
 /* masked (vocabulary parallel): the table holds rows [lo, lo+V) of the
  * vocabulary; an id outside reads zeros and scatters nothing. */

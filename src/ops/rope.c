@@ -78,19 +78,21 @@ double mt__rope_inv_freq(const mt_rope_scale *s, double theta, int64_t HS, int64
 /* ---- the kernel ------------------------------------------------------------ */
 
 /* out (B,T,NH·HS) (+)= x (B,T,NH·HS) with the pair (2i, 2i+1) of every head
- * of row t rotated by sign · (pos0 + t) · f_i (mt__rope_inv_freq of p's
+ * of row t rotated by sign · pos_t · f_i (pos_t = pos0 + t, or with parts > 1
+ * pos0 + mt_headtail_pos(t, T, parts, part); f_i mt__rope_inv_freq of p's
  * scale) and multiplied by its mscale, for the rows t in [t0, t1) of every
  * batch. sign -1 is the backward (the transposed rotation). HS even. */
 static void kernel_rope(float *restrict out, const float *restrict x, const mt_rope_params *p,
                         int sign, bool acc, int64_t t0, int64_t t1) {
     const int64_t B = p->B, T = p->T, NH = p->NH, HS = p->HS, pos0 = p->pos0;
+    const int64_t parts = p->parts, part = p->part;
     assert(HS > 0 && HS % 2 == 0 && (sign == 1 || sign == -1));
     assert(0 <= t0 && t0 <= t1 && t1 <= T);
     const int64_t C = NH * HS, half = HS / 2;
     const double m = mt__rope_mscale(&p->scale);   /* 1 exactly without yarn */
     float cs[ROPE_PAIRS], sn[ROPE_PAIRS];
     for (int64_t t = t0; t < t1; t++) {
-        const double pos = (double)(pos0 + t);
+        const double pos = (double)(pos0 + mt_headtail_pos(t, T, (int)parts, (int)part));
         for (int64_t i0 = 0; i0 < half; i0 += ROPE_PAIRS) {
             const int64_t n = half - i0 < ROPE_PAIRS ? half - i0 : ROPE_PAIRS;
             for (int64_t i = 0; i < n; i++) {

@@ -67,6 +67,8 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
                             .backend = mt__train_backend(c)};
     s = mt_graph_compile(g, loss, &opts);
     if (s == MT_OK && m->fill_constants) s = m->fill_constants(g);
+    /* a split sequence's positions are those of the device's head-tail rows */
+    if (s == MT_OK && ctx && m->batch_const) s = mt__train_seq_positions(ctx, g, m->batch_const);
     if (s != MT_OK) { mt_graph_free(g); return s; }
     *in = mt_graph_find(g, m->input);
     *target = mt_graph_find(g, m->target);

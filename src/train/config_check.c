@@ -184,7 +184,7 @@ mt_status mt__train_mesh_devices(const mt_train_config *c, int *out) {
 
 /* The axes the strategies know (presets.c, pipe.c). */
 static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
-    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe"};
+    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe", "context"};
     for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
         bool known = false;
         for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
@@ -192,8 +192,33 @@ static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
         if (!known)
             return mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
                            "axes data (splits the batch), fsdp (the batch and the parameters), "
-                           "tensor or pipe", c->mesh, mt_mesh_axis_name(mesh, a));
+                           "tensor, pipe or context (the sequences)", c->mesh, mt_mesh_axis_name(mesh, a));
     }
+    return MT_OK;
+}
+
+/* Context parallelism: a model with sequences, T in 2·context chunks, the
+ * all-gather lowering (ring and Ulysses are not built yet), no pipeline. */
+static mt_status check_context(const mt_train_config *c, const mt__train_model *m,
+                               const mt_mesh *mesh, int pipe) {
+    static const char *const KIND[] = {"allgather", "ring", "ulysses"};
+    const int cp = mt_mesh_axis_size(mesh, "context");
+    if (cp < 2) return MT_OK;
+    if (!m->sequence)
+        return mt_fail(MT_EINVAL, "context parallelism splits the sequences over context=%d, "
+                       "and --model %s has none; use gpt or llama, or drop the context axis",
+                       cp, m->about.name);
+    if (c->T % (2 * cp) != 0)
+        return mt_fail(MT_EINVAL, "context parallelism over context=%d cuts each sequence into "
+                       "2x%d = %d head-tail chunks, and T=%d (--seq) does not divide by %d; "
+                       "pick T a multiple of %d", cp, cp, 2 * cp, c->T, 2 * cp, 2 * cp);
+    if (c->cp_attention != 0)
+        return mt_fail(MT_EUNSUPPORTED, "--cp-attention %s is not built yet; use allgather "
+                       "(the default: k and v all-gathered over context, Llama 3's)",
+                       KIND[c->cp_attention < 0 || c->cp_attention > 2 ? 0 : c->cp_attention]);
+    if (pipe > 1)
+        return mt_fail(MT_EUNSUPPORTED, "context parallelism with a pipe axis is not built yet; "
+                       "drop one of context=%d and pipe=%d", cp, pipe);
     return MT_OK;
 }
 
@@ -244,6 +269,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "'%s' has none of 2 or more devices; add one (e.g. pipe=2) or drop the "
                        "schedule", c->schedule ? c->schedule : "(chunks)", c->mesh);
     }
+    if ((s = check_context(c, m, mesh, pipe)) != MT_OK) return s;
     if (c->sequence_parallel) {
         if (miss & MT__MISFIT_SP_NO_TENSOR)
             return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "

@@ -19,6 +19,44 @@
 /* Inputs                                                                    */
 /* ======================================================================== */
 
+void mt__train_seq_split(mt_ctx *ctx, const mt_tensor *t, int *parts, int *part) {
+    *parts = 1;
+    *part = 0;
+    if (!ctx || !t || mt_tensor_ndim(t) < 2) return;
+    uint32_t bits = mt_tensor_sharding(t).dim_axes[1];
+    mt_axes ax = {0};
+    for (int a = 0; a < MT_MESH_MAX_AXES; a++)
+        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    if (!ax.n) return;
+    *parts = mt_axis_size(ctx, ax);
+    *part = mt_axis_index(ctx, ax);
+}
+
+/* The rows (rows, parts·T) of 4-byte elements at p cut in place to this
+ * device's head-tail share (rows, T) of each: every element read lies at or
+ * after every element written before it, so nothing is read overwritten. */
+static void headtail_rows(void *p, int64_t rows, int64_t T, int parts, int part) {
+    uint32_t *e = p;
+    for (int64_t b = 0; b < rows; b++)
+        for (int64_t i = 0; i < T; i++)
+            e[b * T + i] = e[b * T * parts + mt_headtail_pos(i, T, parts, part)];
+}
+
+mt_status mt__train_seq_positions(mt_ctx *ctx, mt_graph *g, const char *name) {
+    mt_tensor *pos = name ? mt_graph_find(g, name) : NULL;
+    int parts, part;
+    mt__train_seq_split(ctx, pos, &parts, &part);
+    if (parts < 2) return MT_OK;
+    const int64_t B = mt_tensor_dim(pos, 0), T = mt_tensor_dim(pos, 1);
+    int32_t *row = malloc((size_t)T * sizeof *row);   /* (T) */
+    if (!row) return mt_fail(MT_ENOMEM, "out of memory for %lld position ids", (long long)T);
+    for (int64_t i = 0; i < T; i++) row[i] = (int32_t)mt_headtail_pos(i, T, parts, part);
+    mt_status s = MT_OK;
+    for (int64_t b = 0; b < B && s == MT_OK; b++) s = mt_tensor_write(pos, row, b * T, T);
+    free(row);
+    return s;
+}
+
 /* Fills one microbatch of `split` at *pos into a device's inputs and
  * advances *pos. On a mesh every device makes (and reads the data of) only
  * its slice of the global microbatch's rows: its block in the group over the
@@ -35,6 +73,14 @@ mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *c
     int rows = c->B / parts;
     mt_status s = tr->m->fill_batch(c, tr->ds, split, pos, r * rows, rows, d->stage_in,
                                     d->stage_target);
+    /* a sequence split over devices (context): this device's head-tail
+     * share of each row, cut once here at the input */
+    int seq_parts, seq_part;
+    mt__train_seq_split(ctx, in, &seq_parts, &seq_part);
+    if (s == MT_OK && seq_parts > 1) {
+        headtail_rows(d->stage_in, rows, mt_tensor_dim(in, 1), seq_parts, seq_part);
+        headtail_rows(d->stage_target, rows, mt_tensor_dim(target, 1), seq_parts, seq_part);
+    }
     if (s == MT_OK) s = mt_tensor_write(in, d->stage_in, 0, mt_tensor_numel(in));
     if (s == MT_OK) s = mt_tensor_write(target, d->stage_target, 0, mt_tensor_numel(target));
     return s;
@@ -84,9 +130,12 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
     mt_status s = mt__train_make_graph(tr->m, c, ctx, scale, false, &d->g, &d->in, &d->target);
     if (s == MT_OK) s = mt_optim_create(d->g, &c->optim, &d->opt);
     if (s == MT_OK) {
-        /* the device's rows of the global microbatch (the eval graph's are as many) */
-        d->stage_in = malloc((size_t)mt_tensor_numel(d->in) * 4);
-        d->stage_target = malloc((size_t)mt_tensor_numel(d->target) * 4);
+        /* the device's rows of the global microbatch (the eval graph's are as
+         * many), whole sequences: a split one is cut once they are read */
+        int parts, part;
+        mt__train_seq_split(ctx, d->in, &parts, &part);
+        d->stage_in = malloc((size_t)mt_tensor_numel(d->in) * 4 * (size_t)parts);
+        d->stage_target = malloc((size_t)mt_tensor_numel(d->target) * 4 * (size_t)parts);
         if (!d->stage_in || !d->stage_target)
             s = mt_fail(MT_ENOMEM, "out of memory for the device's rows of the microbatch");
     }

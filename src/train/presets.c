@@ -57,6 +57,10 @@ static const mt__strategy_row ROWS[] = {
      * over tensor (MaxText's activation_length): each partial sum the pair
      * makes is reduce-scattered onto them (mt_tensor_set_constraint) */
     {"Megatron sequence parallelism over tensor", "act_length=tensor", NULL, sequence_parallel},
+    /* context parallelism: the inputs' sequence dim split over context (in
+     * head-tail order: the trainer lays the batch out so, devices.c); the
+     * partitioner then runs every op on the rows and attention gathers */
+    {"context parallelism over context", "seq=context", NULL, NULL},
     {"collective matmul (sequence parallelism's collectives in the products' rings)", "",
      "collective_matmul", collective_matmul},
 };
@@ -153,6 +157,9 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     mt_rules rules;
     if (s == MT_OK) s = mt__train_rules(c, &rules, opts->lowerings, sizeof opts->lowerings);
     if (s == MT_OK) s = mt_graph_shard_by_rules(g, &rules, mesh);
+    /* the trainer lays a sequence split over context out head-tail (devices.c) */
+    uint32_t context = mt__axis_bit(mesh, "context");
+    if (context && parts_of(mesh, context) > 1) opts->headtail_axes = context;
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 and 2 (the paper's) gather them once a step and keep
      * them whole, their gradients reduce-scattered once a step (ZeRO-1's

@@ -365,6 +365,16 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
 mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
                                int64_t *pos, mt_tensor *in, mt_tensor *target);
 
+/* The split of t's dim 1 (a sequence) over devices, on ctx's device: the
+ * devices in it (*parts, 1 when whole or off a mesh) and this one's place
+ * (*part). A split sequence is laid out head-tail (mt_headtail_pos).
+ * (devices.c) */
+void      mt__train_seq_split(mt_ctx *ctx, const mt_tensor *t, int *parts, int *part);
+/* Rewrites the (B,T) int32 constant `name` of g (the GPT's position ids),
+ * when its T is split over devices, with each local row's positions in the
+ * whole sequence. (devices.c) */
+mt_status mt__train_seq_positions(mt_ctx *ctx, mt_graph *g, const char *name);
+
 /* Work for every device: ctx is NULL off a mesh. */
 typedef mt_status (*mt__dev_fn)(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg);
 /* Runs fn on every device: directly off a mesh, else in one launch, with
