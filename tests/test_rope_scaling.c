@@ -16,9 +16,10 @@
  *    closed form of the linear map), at positions to 60000;
  *  - the checks' refusals, naming the flag;
  *  - a LLaMA trained with llama3 (and yarn) scaling on one device equals
- *    the same on data=2 and tensor=2 (with and without sequence
- *    parallelism, which splits T and so shifts pos0), losses within 1e-5
- *    and parameters within 1e-4; and the scaling changes the run.
+ *    the same on data=2, tensor=2 (with and without sequence parallelism,
+ *    which splits T into blocks and so shifts pos0) and context=2 (T split
+ *    head-tail: each row at its own position), losses within 1e-5 and
+ *    parameters within 1e-4; and the scaling changes the run.
  */
 #include "meshtrain.h"
 #include "harness.h"
@@ -399,8 +400,8 @@ static void meshes_equal_one_device(const char *path, const mt_llama_config *m,
 MT_TEST(llama_with_scaling_trains_alike_on_meshes) {
     char path[] = "/tmp/mt_test_rope_scaling_XXXXXX";
     mt_test_write_text(path);
-    const char *const meshes[] = {"data=2", "tensor=2", "tensor=2", NULL};
-    const bool sp[] = {false, false, true};
+    const char *const meshes[] = {"data=2", "tensor=2", "tensor=2", "context=2", NULL};
+    const bool sp[] = {false, false, true, false};
     const mt_llama_config l3 = scaled_llama(MT_ROPE_SCALING_LLAMA3);
     meshes_equal_one_device(path, &l3, meshes, sp);
     const char *const yarn_meshes[] = {"tensor=2", NULL};
