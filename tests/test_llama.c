@@ -50,6 +50,10 @@ MT_TEST(presets_hold_the_published_shapes) {
         {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0},
         {"llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 0},
         {"llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0},
+        /* Llama 3.1's config.json: 3's shapes, max_position_embeddings 131072 */
+        {"llama3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0f, 0},
+        {"llama3.1-70b", 8192, 28672, 80, 64, 8, 128256, 131072, 500000.0f, 0},
+        {"llama3.1-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0},
         {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 0},
         {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 0},
         {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 0},
@@ -76,6 +80,16 @@ MT_TEST(presets_hold_the_published_shapes) {
                  "%s: the rule gives %d", want[i].name,
                  mt_llama_ffn_rule(c.dim, c.multiple_of, c.ffn_mult));
         MT_CHECK_OK(mt_llama_config_check(&c));
+        /* Llama 3.1's rope_scaling {llama3, factor 8, low 1, high 4, original
+         * 8192} on the 3.1 presets, kind none with those values elsewhere */
+        const mt_rope_scaling *r = &c.rope_scaling;
+        MT_CHECK(r->kind == (strncmp(want[i].name, "llama3.1-", 9) == 0
+                                 ? MT_ROPE_SCALING_LLAMA3 : MT_ROPE_SCALING_NONE) &&
+                 r->factor == 8.0f && r->low_freq_factor == 1.0f &&
+                 r->high_freq_factor == 4.0f && r->original_context == 8192,
+                 "%s: RoPE scaling %d factor %g low %g high %g original %d", want[i].name,
+                 r->kind, (double)r->factor, (double)r->low_freq_factor,
+                 (double)r->high_freq_factor, r->original_context);
     }
     /* the counts Hugging Face reports for the two checkpoints */
     mt_llama_config c;

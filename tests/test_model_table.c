@@ -70,6 +70,12 @@ static void typed_flag_is_read(const mt_model_about *a, const mt_model_flag *f, 
                  *at(s, f));
         *at(s, f) = 2;
         break;
+    case MT_MODEL_FLAG_CHOICE:   /* an index past the names */
+        MT_CHECK(*at(s, f) >= f->lo && *at(s, f) <= f->hi && strchr(f->metavar, '|'),
+                 "%s --%s: default %d of [%d, %d] (%s)", a->name, f->flag, *at(s, f), f->lo,
+                 f->hi, f->metavar);
+        *at(s, f) = f->hi + 1;
+        break;
     case MT_MODEL_FLAG_PRESET:
         MT_CHECK(f->preset != NULL, "%s --%s: a preset flag without its function", a->name,
                  f->flag);
@@ -169,7 +175,8 @@ MT_TEST(the_defaults_are_the_documented_structs) {
     const mt_llama_config llama_want = {
         .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
         .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
-        .multiple_of = 32, .ffn_mult = 1.0f};
+        .multiple_of = 32, .ffn_mult = 1.0f,
+        .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE)};
     mt_llama_config llama;
     memset(&llama, 0xff, sizeof llama);
     MT_CHECK_OK(mt_model_config_defaults(MT_MODEL_LLAMA, &llama, sizeof llama));

@@ -160,6 +160,58 @@ mt_tensor *mt_swiglu(mt_graph *g, mt_tensor *a, mt_tensor *b);
  * may split B, T (sequence parallelism: each device's rows keep their
  * global positions) and the last dim on whole heads. */
 mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0);
+
+/* RoPE's frequency scaling for contexts past the one trained on: which
+ * rule changes the inverse frequencies theta^(-2i/HS) of the pairs. */
+typedef enum {
+    MT_ROPE_SCALING_NONE = 0,   /* the frequencies as they are */
+    MT_ROPE_SCALING_LLAMA3,     /* Llama 3.1's piecewise rule (Meta's apply_scaling) */
+    MT_ROPE_SCALING_YARN,       /* YaRN's ramp and attention factor (Peng et al. 2023) */
+} mt_rope_scaling_kind;
+
+/* The settings of a rule (the members a rule does not read are ignored;
+ * an all-zero struct is no scaling). With wavelength λ_i = 2π / f_i of the
+ * pair i's frequency f_i = theta^(-2i/HS), and L the original context:
+ *  - llama3: λ_i < L / high_freq_factor keeps f_i; λ_i > L / low_freq_factor
+ *    gives f_i / factor; between, (1 − s)·f_i/factor + s·f_i with
+ *    s = (L/λ_i − low_freq_factor) / (high_freq_factor − low_freq_factor).
+ *  - yarn: the pair index d_r = HS·ln(L / (2π·r)) / (2·ln theta) where
+ *    a frequency turns r times over L; lo = floor(d_beta_fast) and hi =
+ *    ceil(d_beta_slow), clamped to [0, HS−1]; the ramp γ_i = clamp((i − lo)
+ *    / (hi − lo), 0, 1) (hi − lo at least 0.001) mixes f_i·(1 − γ_i) +
+ *    (f_i / factor)·γ_i, and q and k are multiplied by attn_factor (0:
+ *    YaRN's 0.1·ln(factor) + 1), which scales the logits by its square. */
+typedef struct {
+    int   kind;                /* mt_rope_scaling_kind */
+    float factor;              /* s, the context's extension (Llama 3.1: 8) */
+    float low_freq_factor;     /* llama3 (Llama 3.1: 1) */
+    float high_freq_factor;    /* llama3 (Llama 3.1: 4) */
+    int   original_context;    /* L, positions: the context trained on (Llama 3.1: 8192) */
+    float beta_fast;           /* yarn: rotations over L where the ramp starts (YaRN: 32) */
+    float beta_slow;           /* yarn: rotations over L where it ends (YaRN: 1) */
+    float attn_factor;         /* yarn: q and k's multiplier; 0: 0.1·ln(factor) + 1 */
+} mt_rope_scaling;
+
+/* "none", "llama3" or "yarn" for a kind (NULL for another value); static. */
+const char *mt_rope_scaling_name(int kind);
+/* Checks s: a known kind; every member finite and not negative whatever
+ * the kind (0: not set; an all-zero struct passes); and for a scaling
+ * factor >= 1, original_context > 0, llama3's 0 < low_freq_factor <
+ * high_freq_factor, yarn's beta_fast > beta_slow > 0. MT_EINVAL naming the
+ * setting by its flag (--rope-factor, ...) with its value. NULL passes. */
+mt_status mt_rope_scaling_check(const mt_rope_scaling *s);
+/* The inverse frequency (radians per position) of the pair i (0 <= i <
+ * HS/2) of a head of HS channels under s (NULL: none), in double. */
+double mt_rope_inv_freq(const mt_rope_scaling *s, double theta, int64_t HS, int64_t i);
+/* What q and k are multiplied by under s: yarn's attn_factor (0: YaRN's
+ * 0.1·ln(factor) + 1), 1 otherwise. */
+double mt_rope_mscale(const mt_rope_scaling *s);
+/* mt_rope with the frequencies of `scaling` (mt_rope_inv_freq) and the
+ * rotation multiplied by mt_rope_mscale(scaling); NULL or kind NONE is
+ * mt_rope exactly. NULL with g's error set (MT_EINVAL) where
+ * mt_rope_scaling_check refuses it. */
+mt_tensor *mt_rope_scaled(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0,
+                          const mt_rope_scaling *scaling);
 /* Causal grouped-query attention: q (B,T,NH·HS), k and v (B,T,KV·HS), KV
  * divides NH, query head h reads kv head h / (NH/KV); out (B,T,NH·HS)
  * (heads concatenated; no output projection). KV == NH is multi-head, KV == 1

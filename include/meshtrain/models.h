@@ -98,7 +98,21 @@ typedef struct {
     int   multiple_of;
     float ffn_mult;         /* Llama 3's ffn_dim_multiplier; 1 for none */
     int   head_dim;         /* HS, the size of one head; 0: dim / n_heads */
+    /* RoPE's frequency scaling for contexts past the one trained on (kind
+     * MT_ROPE_SCALING_NONE, or all zero: none); --rope-scaling and the
+     * --rope-* flags, the llama3.1-* presets */
+    mt_rope_scaling rope_scaling;
 } mt_llama_config;
+
+/* An initializer of mt_rope_scaling: kind with Llama 3.1's values (Meta's
+ * config.json: factor 8, low_freq_factor 1, high_freq_factor 4,
+ * original_max_position_embeddings 8192) and YaRN's betas (32 and 1; Peng
+ * et al. 2023, section 4), the attention factor YaRN's own (0). The LLaMA
+ * presets' and defaults' scaling, so that --rope-scaling given alone reads
+ * the published values. */
+#define MT_LLAMA31_ROPE_SCALING(kind_)                                                     \
+    {.kind = (kind_), .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, \
+     .original_context = 8192, .beta_fast = 32.0f, .beta_slow = 1.0f, .attn_factor = 0.0f}
 
 /* Llama's FFN size (Meta's llama/model.py, FeedForward): h = int(2·4·dim/3),
  * h = int(ffn_mult·h), rounded up to a multiple of `multiple_of` (Llama 3
@@ -115,9 +129,13 @@ int        mt_llama_head_dim(const mt_llama_config *cfg);
  * (--kv-heads, ...). MT_EINVAL. */
 mt_status  mt_llama_config_check(const mt_llama_config *cfg);
 /* The published shapes by name ("llama3-8b", "llama3-70b", "llama3-405b",
- * "llama2-7b", "llama2-13b", "tinyllama-1.1b", "stories15m",
- * "stories110m"): writes the whole of *cfg (untied except where the model
- * ties). MT_EINVAL naming the known names for any other. */
+ * "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "llama2-7b",
+ * "llama2-13b", "tinyllama-1.1b", "stories15m", "stories110m"): writes the
+ * whole of *cfg (untied except where the model ties). The llama3.1 ones
+ * scale RoPE by Llama 3.1's rule (factor 8, low 1, high 4, original
+ * context 8192) over a context of 131072; every other has kind none with
+ * those values set, so that a kind given alone reads them. MT_EINVAL
+ * naming the known names for any other. */
 mt_status  mt_llama_preset(const char *name, mt_llama_config *cfg);
 /* The preset names, i = 0, 1, ...; NULL past the last. Static strings. */
 const char *mt_llama_preset_name(int i);

@@ -44,6 +44,8 @@ typedef enum {
                                 the command line's --no-<flag> sets 0 (over a preset) */
     MT_MODEL_FLAG_PRESET,    /* a name: `preset` writes the whole settings from it (offset
                                 unused), before every other flag, so that they override it */
+    MT_MODEL_FLAG_CHOICE,    /* an int field, the index of one of the names `metavar` lists
+                                ("none|llama3|yarn": 0, 1, 2); in [lo, hi] */
 } mt_model_flag_type;
 
 /* One setting that only one model reads, as `meshtrain train` and `meshtrain
@@ -61,7 +63,7 @@ typedef struct {
                                   for MT_MODEL_FLAG_FLOAT) */
     int         lo, hi;        /* the values an int takes */
     bool        zero_is_auto;  /* 0 means "from the data" (GPT: V and Vp) */
-    const char *metavar;       /* "N", for help */
+    const char *metavar;       /* "N", for help; MT_MODEL_FLAG_CHOICE: the names, "a|b|c" */
     const char *help;          /* one line */
     mt_model_flag_type type;   /* what the value is; 0: an int */
     float       flo, fhi;      /* the values a float takes */
@@ -301,7 +303,8 @@ mt_status mt_model_flops_per_token(const mt_train_config *c, double *out);
  * hidden=64 layers=3, LLaMA's mt_llama_config dim=64 ffn_dim=0 (from the
  * rule: multiple_of 32, ffn_mult 1, giving 192) n_layers=2 n_heads=4
  * n_kv_heads=2 vocab=0 (from the data) max_seq=64 rope_theta=10000
- * norm_eps=1e-5, untied; linear regression has none (size 0, cfg may be
+ * norm_eps=1e-5, untied, RoPE unscaled with Llama 3.1's settings
+ * (MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE)); linear regression has none (size 0, cfg may be
  * NULL). These are the settings a NULL mt_train_config.model_config means.
  * MT_EINVAL for a kind that is no model, or a size that is not the model's. */
 mt_status mt_model_config_defaults(mt_model_kind kind, void *cfg, size_t size);

@@ -235,6 +235,9 @@ static void add_model(builder *b, const mt_train_config *c) {
             add_float(b, key, v);
         } else if (f->type == MT_MODEL_FLAG_BOOL) {
             add(b, key, cli_model_setting(mc, f) ? "on" : "off", NULL);
+        } else if (f->type == MT_MODEL_FLAG_CHOICE) {
+            char name[32];
+            add(b, key, cli_model_choice(f, cli_model_setting(mc, f), name, sizeof name), NULL);
         } else {
             addf(b, key, "%d", cli_model_setting(mc, f));
         }

@@ -23,6 +23,17 @@ int cli_model_setting(const void *mc, const mt_model_flag *f) {
     return *(const int *)(const void *)((const char *)mc + f->offset);
 }
 
+const char *cli_model_choice(const mt_model_flag *f, int i, char *buf, size_t n) {
+    const char *p = f->metavar;
+    for (int k = 0; k < i && p; k++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (i < 0 || !p) snprintf(buf, n, "%d", i);
+    else snprintf(buf, n, "%.*s", (int)strcspn(p, "|"), p);
+    return buf;
+}
+
 /* The settings model k starts from, into *buf: its defaults, or with
  * `without_data` those of a build without data for c. */
 static mt_status start_settings(mt_model_kind k, bool without_data, const mt_train_config *c,
@@ -50,7 +61,8 @@ static const mt_model_flag *flag_of(mt_model_kind k, const char *name) {
 static void start_value(int *value, float *fvalue, bool *bvalue, const void *mc,
                         const mt_model_flag *f) {
     switch (f->type) {
-    case MT_MODEL_FLAG_INT: *value = cli_model_setting(mc, f); break;
+    case MT_MODEL_FLAG_INT:
+    case MT_MODEL_FLAG_CHOICE: *value = cli_model_setting(mc, f); break;
     case MT_MODEL_FLAG_FLOAT: *fvalue = float_setting(mc, f); break;
     case MT_MODEL_FLAG_BOOL: *bvalue = cli_model_setting(mc, f) != 0; break;
     case MT_MODEL_FLAG_PRESET: break;
@@ -129,6 +141,10 @@ static void typed_opt(cli_model_flags_slot *slot, cli_opt *o) {
         *o = (cli_opt){slot->flag, CLI_STR, &slot->svalue, 0, 0, false, false, NULL,
                        slot->metavar, slot->help};
         break;
+    case MT_MODEL_FLAG_CHOICE:   /* the table's metavar lists the names */
+        *o = (cli_opt){slot->flag, CLI_CHOICE, &slot->value, 0, 0, false, false,
+                       slot->metavar, "NAME", slot->help};
+        break;
     }
 }
 
@@ -167,6 +183,7 @@ static int apply_slot(const cli_model_flags_slot *slot, const mt_model_flag *f,
                       const mt_model_about *a, void *mc) {
     switch (f->type) {
     case MT_MODEL_FLAG_INT:
+    case MT_MODEL_FLAG_CHOICE:   /* the parser gave an index of the names */
         if (slot->value < f->lo || slot->value > f->hi) {
             cli_error("--%s: %d is out of range for --model %s; expected an integer in "
                       "[%d, %d]", f->flag, slot->value, a->name, f->lo, f->hi);
@@ -251,9 +268,13 @@ void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
     for (int i = 0; a && mc && i < a->n_flags && at < n; i++) {
         const mt_model_flag *f = &a->flags[i];
         if (f->type == MT_MODEL_FLAG_PRESET) continue;   /* the settings say it all */
+        char name[32];
         int w = f->type == MT_MODEL_FLAG_FLOAT
                     ? snprintf(buf + at, n - at, " %s=%g", f->field,
                                (double)float_setting(mc, f))
+                : f->type == MT_MODEL_FLAG_CHOICE
+                    ? snprintf(buf + at, n - at, " %s=%s", f->field,
+                               cli_model_choice(f, cli_model_setting(mc, f), name, sizeof name))
                     : snprintf(buf + at, n - at, " %s=%d", f->field, cli_model_setting(mc, f));
         if (w < 0) break;
         at += (size_t)w;

@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#define CLI_MAX_MODEL_FLAGS 24
+#define CLI_MAX_MODEL_FLAGS 32
 #define CLI_MODEL_CONFIG_MAX 256   /* bytes of a model's settings, at most */
 
 /* Room for one model's settings, aligned for any struct. */
@@ -72,9 +72,14 @@ int cli_model_flags_opts(cli_model_flags *mf, cli_opt *opts);
 int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *seen, int first,
                           mt_train_config *cfg);
 
-/* The int setting `f` (an MT_MODEL_FLAG_INT or _BOOL) of the model settings
- * at mc. */
+/* The int setting `f` (an MT_MODEL_FLAG_INT, _BOOL or _CHOICE) of the model
+ * settings at mc. */
 int cli_model_setting(const void *mc, const mt_model_flag *f);
+
+/* The name of choice i of the MT_MODEL_FLAG_CHOICE flag f (its metavar's
+ * i-th of "a|b|c"), into buf (n bytes); i in digits where it names none.
+ * Returns buf. */
+const char *cli_model_choice(const mt_model_flag *f, int i, char *buf, size_t n);
 
 /* The models' names in kind order, joined by `sep` ("gpt|mlp|linreg|llama":
  * a --model flag's choices, choice i being kind i), into buf (n bytes). */

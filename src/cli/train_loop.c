@@ -50,7 +50,7 @@ void train_print_config(train_run *run) {
     printf("meshtrain %s train\n", MT_VERSION_STRING);
     /* the model's settings as resolved (V from the data), from its table */
     const mt_model_about *about = mt_model_about_of(c->model);
-    char settings[256];
+    char settings[512];   /* LLaMA's with every --rope-* setting: about 250 */
     cli_model_flags_describe(c, settings, sizeof settings);
     printf("  model        %s%s (%s parameters)\n", about->name, settings, params);
     if (c->data && mt_dataset_is_sharded(c->data))

@@ -10,11 +10,91 @@
 #include "graph/op_desc.h"
 #include "graph/shard_rules_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define SHAPE(t, buf) mt__shape_str((t), (buf), sizeof (buf))
 
-mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0) {
+/* The public kinds are the kernel's (ops sit below graph, so ops_impl.h
+ * spells them again). */
+_Static_assert((int)MT_ROPE_SCALING_NONE == (int)MT__ROPE_NONE &&
+               (int)MT_ROPE_SCALING_LLAMA3 == (int)MT__ROPE_LLAMA3 &&
+               (int)MT_ROPE_SCALING_YARN == (int)MT__ROPE_YARN,
+               "graph.h's and ops_impl.h's RoPE scaling kinds");
+
+const char *mt_rope_scaling_name(int kind) {
+    switch (kind) {
+    case MT_ROPE_SCALING_NONE: return "none";
+    case MT_ROPE_SCALING_LLAMA3: return "llama3";
+    case MT_ROPE_SCALING_YARN: return "yarn";
+    default: return NULL;
+    }
+}
+
+/* The kernel's copy of s (all zero for NULL: none). */
+static mt_rope_scale scale_of(const mt_rope_scaling *s) {
+    if (!s) return (mt_rope_scale){0};
+    return (mt_rope_scale){.kind = s->kind, .factor = s->factor,
+                           .low_freq_factor = s->low_freq_factor,
+                           .high_freq_factor = s->high_freq_factor,
+                           .original_context = s->original_context,
+                           .beta_fast = s->beta_fast, .beta_slow = s->beta_slow,
+                           .attn_factor = s->attn_factor};
+}
+
+mt_status mt_rope_scaling_check(const mt_rope_scaling *s) {
+    if (!s) return MT_OK;
+    const char *k = mt_rope_scaling_name(s->kind);
+    if (!k)
+        return mt_fail(MT_EINVAL, "RoPE scaling kind %d is none of none (0), llama3 (1) and "
+                       "yarn (2) (--rope-scaling)", s->kind);
+    /* every member, read or not, finite and not negative (0: not set), so
+     * that a setting out of range is refused whatever the kind */
+    const struct { const char *flag; float v; } m[] = {
+        {"factor", s->factor}, {"low-freq-factor", s->low_freq_factor},
+        {"high-freq-factor", s->high_freq_factor}, {"original-context",
+        (float)s->original_context}, {"beta-fast", s->beta_fast},
+        {"beta-slow", s->beta_slow}, {"attn-factor", s->attn_factor},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (!(isfinite(m[i].v) && m[i].v >= 0.0f))
+            return mt_fail(MT_EINVAL, "--rope-%s %g must be finite and not negative (RoPE "
+                           "scaling %s)", m[i].flag, (double)m[i].v, k);
+    if (s->kind == MT_ROPE_SCALING_NONE) return MT_OK;
+    if (!(s->factor >= 1.0f))
+        return mt_fail(MT_EINVAL, "--rope-scaling %s: --rope-factor %g must be at least 1 "
+                       "(Llama 3.1's: 8)", k, (double)s->factor);
+    if (s->original_context <= 0)
+        return mt_fail(MT_EINVAL, "--rope-scaling %s: --rope-original-context %d must be "
+                       "positive, the context in positions the model was trained on (Llama "
+                       "3.1's: 8192)", k, s->original_context);
+    if (s->kind == MT_ROPE_SCALING_LLAMA3 &&
+        !(s->low_freq_factor > 0.0f && s->high_freq_factor > s->low_freq_factor))
+        return mt_fail(MT_EINVAL, "--rope-scaling llama3: --rope-low-freq-factor %g and "
+                       "--rope-high-freq-factor %g must have 0 < low < high (Llama 3.1's: 1 "
+                       "and 4)", (double)s->low_freq_factor, (double)s->high_freq_factor);
+    if (s->kind == MT_ROPE_SCALING_YARN &&
+        !(s->beta_slow > 0.0f && s->beta_fast > s->beta_slow))
+        return mt_fail(MT_EINVAL, "--rope-scaling yarn: --rope-beta-fast %g and "
+                       "--rope-beta-slow %g must have beta_fast > beta_slow > 0 (YaRN's: 32 "
+                       "and 1)", (double)s->beta_fast, (double)s->beta_slow);
+    return MT_OK;
+}
+
+double mt_rope_inv_freq(const mt_rope_scaling *s, double theta, int64_t HS, int64_t i) {
+    const mt_rope_scale k = scale_of(s);
+    return mt__rope_inv_freq(&k, theta, HS, i);
+}
+
+double mt_rope_mscale(const mt_rope_scaling *s) {
+    const mt_rope_scale k = scale_of(s);
+    return mt__rope_mscale(&k);
+}
+
+/* mt_rope_scaled with the kernel's copy of the scaling (a lowering passes
+ * the global op's on). */
+static mt_tensor *rope_build(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0,
+                             const mt_rope_scale *scale) {
     if (!mt__build_ready(g, 1, &x) || !mt__build_want_dtype(g, "rope", x, MT_F32)) return NULL;
     char s[64];
     if (x->ndim != 3)
@@ -30,8 +110,22 @@ mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t 
                                "500000 for Llama 3) and pos0=%lld >= 0", x->name,
                                (double)theta, (long long)pos0);
     mt_op_params p = {.rope = {.B = x->shape[0], .T = x->shape[1], .NH = n_heads,
-                               .HS = C / n_heads, .theta = theta, .pos0 = pos0}};
+                               .HS = C / n_heads, .theta = theta, .pos0 = pos0,
+                               .scale = *scale}};
     return mt__build_simple(g, MT_OP_ROPE, 3, x->shape, &x, 1, p);
+}
+
+mt_tensor *mt_rope(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0) {
+    return mt_rope_scaled(g, x, n_heads, theta, pos0, NULL);
+}
+
+mt_tensor *mt_rope_scaled(mt_graph *g, mt_tensor *x, int n_heads, float theta, int64_t pos0,
+                          const mt_rope_scaling *scaling) {
+    if (!mt__build_ready(g, 1, &x)) return NULL;
+    if (mt_rope_scaling_check(scaling) != MT_OK)
+        return mt__graph_error(g, MT_EINVAL, "rope of '%s': %s", x->name, mt_errmsg());
+    const mt_rope_scale k = scale_of(scaling);
+    return rope_build(g, x, n_heads, theta, pos0, &k);
 }
 
 /* A rotation's transpose is the rotation back. */
@@ -74,9 +168,10 @@ static mt_tensor *lower_rope(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     const mt_rope_params *p = &c->p.rope;
     uint32_t rows = e->types[0].sharding.dim_axes[1];
     if (rows && (rows & ~e->headtail))   /* contiguous blocks: the first row's position */
-        return mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta,
-                       p->pos0 + e->start(e->ctx, rows, in[0]->shape[1]));
-    mt_tensor *out = mt_rope(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, p->pos0);
+        return rope_build(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta,
+                          p->pos0 + e->start(e->ctx, rows, in[0]->shape[1]), &p->scale);
+    mt_tensor *out = rope_build(g, in[0], (int)(in[0]->shape[2] / p->HS), p->theta, p->pos0,
+                                &p->scale);
     if (out && rows) {
         const int64_t T = in[0]->shape[1];
         mt_op_call *made = &g->nodes[g->n_nodes - 1].call;

@@ -118,11 +118,36 @@ typedef struct { int64_t rows, C; } mt_rows_params;
 typedef struct { int64_t B, T, C, NH; int64_t Tk, parts, part; } mt_attention_params;
 /* RMS normalisation of rows of C channels: x / sqrt(mean x² + eps). */
 typedef struct { int64_t rows, C; float eps; } mt_rmsnorm_params;
+/* RoPE's frequency scaling, the members of meshtrain/graph.h's
+ * mt_rope_scaling (documented there; ops sit below graph): kind 0 (none)
+ * leaves the frequencies and the rotation's scale as they are. */
+enum { MT__ROPE_NONE = 0, MT__ROPE_LLAMA3 = 1, MT__ROPE_YARN = 2 };   /* = graph.h's kinds */
+typedef struct {
+    int   kind;                                   /* MT__ROPE_*: mt_rope_scaling_kind */
+    float factor, low_freq_factor, high_freq_factor;
+    int   original_context;                       /* positions */
+    float beta_fast, beta_slow, attn_factor;
+} mt_rope_scale;
 /* Rotary embedding of x (B,T,NH·HS) at positions pos0 .. pos0+T-1, angle
- * pos · theta^(-2i/HS) for the pair (2i, 2i+1) of every head. parts > 1:
- * row t is at pos0 + mt_headtail_pos(t, T, parts, part) (a device's
- * head-tail share of a split sequence). */
-typedef struct { int64_t B, T, NH, HS; float theta; int64_t pos0, parts, part; } mt_rope_params;
+ * pos · f_i for the pair (2i, 2i+1) of every head, f_i = theta^(-2i/HS)
+ * changed by `scale` (mt__rope_inv_freq), the rotation times
+ * mt__rope_mscale(&scale). parts > 1: row t is at pos0 +
+ * mt_headtail_pos(t, T, parts, part) (a device's head-tail share of a
+ * split sequence). */
+typedef struct {
+    int64_t       B, T, NH, HS;
+    float         theta;
+    int64_t       pos0, parts, part;
+    mt_rope_scale scale;
+} mt_rope_params;
+
+/* The inverse frequency of the pair i (0 <= i < HS/2) of a head of HS
+ * channels, theta^(-2i/HS) changed by s (ops/rope.c; meshtrain/graph.h's
+ * mt_rope_inv_freq states the rules). */
+double mt__rope_inv_freq(const mt_rope_scale *s, double theta, int64_t HS, int64_t i);
+/* What the rotation is multiplied by under s: yarn's attention factor, else
+ * 1 exactly. */
+double mt__rope_mscale(const mt_rope_scale *s);
 /* Causal grouped-query attention: q (B,T,NH·HS), k and v (B,T,KV·HS); query
  * head h reads kv head (hoff + h) / G, G the query heads per kv head of the
  * whole op and hoff the query heads before this one's first (0 on one

@@ -85,6 +85,8 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
     if (!(cfg->norm_eps > 0.0f && cfg->norm_eps < 1.0f))
         return mt_fail(MT_EINVAL, "LLaMA --norm-eps %g must be in (0, 1) (Llama's: 1e-5)",
                        (double)cfg->norm_eps);
+    mt_status s = mt_rope_scaling_check(&cfg->rope_scaling);
+    if (s != MT_OK) return mt_fail(s, "LLaMA %s", mt_errmsg());
     if (cfg->tie_embeddings != 0 && cfg->tie_embeddings != 1)
         return mt_fail(MT_EINVAL, "LLaMA tie_embeddings=%d must be 0 or 1",
                        cfg->tie_embeddings);
@@ -106,24 +108,41 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
  * positions, rms_norm_eps 1e-5); llama2.c's README and train.py
  * (stories15M: dim 288, 6 layers, 6 heads, seq 256; stories110M: dim 768,
  * 12 layers, 12 heads, seq 1024; vocab 32000, multiple_of 32 giving 768
- * and 2048, shared classifier). */
+ * and 2048, shared classifier). Llama 3.1 8B/70B/405B: the shapes of the
+ * rows above (the 405B's is 3.1's already), with config.json's (Hugging
+ * Face meta-llama/Llama-3.1-8B, -70B, -405B) rope_theta 500000,
+ * max_position_embeddings 131072 and rope_scaling {rope_type llama3,
+ * factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
+ * original_max_position_embeddings 8192}. Every preset carries those
+ * scaling values, with kind none where the model has no scaling, and
+ * YaRN's beta_fast 32, beta_slow 1 (Peng et al. 2023, section 4). */
 static const struct {
     const char     *name;
     mt_llama_config cfg;
 } PRESETS[] = {
-#define LLAMA(n, C, F, L, NH, KV, V, T, theta, mult, mo, tie)                                    \
+#define LLAMA(n, C, F, L, NH, KV, V, T, theta, mult, mo, tie, scaling)                           \
     {n, {.dim = C, .ffn_dim = F, .n_layers = L, .n_heads = NH, .n_kv_heads = KV, .vocab = V,   \
          .max_seq = T, .rope_theta = theta, .norm_eps = 1e-5f, .tie_embeddings = tie,           \
-         .multiple_of = mo, .ffn_mult = mult}}
-    LLAMA("llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1.3f, 1024, 0),
-    LLAMA("llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 1.3f, 4096, 0),
-    LLAMA("llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 1.2f, 4096, 0),
-    LLAMA("llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1.0f, 256, 0),
-    LLAMA("llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 1.0f, 256, 0),
-    LLAMA("tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1.0f, 256, 0),
-    LLAMA("stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1.0f, 32, 1),
-    LLAMA("stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1.0f, 32, 1),
+         .multiple_of = mo, .ffn_mult = mult, .rope_scaling = MT_LLAMA31_ROPE_SCALING(scaling)}}
+#define NONE MT_ROPE_SCALING_NONE
+#define L31 MT_ROPE_SCALING_LLAMA3
+    LLAMA("llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1.3f, 1024, 0, NONE),
+    LLAMA("llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 1.3f, 4096, 0, NONE),
+    LLAMA("llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 1.2f, 4096, 0,
+          NONE),
+    LLAMA("llama3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0f, 1.3f, 1024, 0, L31),
+    LLAMA("llama3.1-70b", 8192, 28672, 80, 64, 8, 128256, 131072, 500000.0f, 1.3f, 4096, 0,
+          L31),
+    LLAMA("llama3.1-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 1.2f, 4096, 0,
+          L31),
+    LLAMA("llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1.0f, 256, 0, NONE),
+    LLAMA("llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 1.0f, 256, 0, NONE),
+    LLAMA("tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1.0f, 256, 0, NONE),
+    LLAMA("stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1.0f, 32, 1, NONE),
+    LLAMA("stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1.0f, 32, 1, NONE),
 #undef LLAMA
+#undef NONE
+#undef L31
 };
 #define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -218,8 +237,11 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_graph_logical(g, ffn_norm, "embed");
 
     mt_tensor *h = mt_rmsnorm(g, x, attn_norm, cfg->norm_eps);               /* (B,T,C) */
-    mt_tensor *q = mt_rope(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0); /* (B,T,NH·HS) */
-    mt_tensor *k = mt_rope(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0); /* (B,T,KV·HS) */
+    const mt_rope_scaling *rs = &cfg->rope_scaling;
+    mt_tensor *q = mt_rope_scaled(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0,
+                                  rs);                                       /* (B,T,NH·HS) */
+    mt_tensor *k = mt_rope_scaled(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0,
+                                  rs);                                       /* (B,T,KV·HS) */
     mt_tensor *v = mt_linear(g, h, wv, NULL);                                /* (B,T,KV·HS) */
     mt_tensor *att = mt_attention_gqa(g, q, k, v, NH, KV);                   /* (B,T,NH·HS) */
     mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, wo, NULL), MT_RESIDUAL_AXES); /* (B,T,C) */

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* Settings                                                                  */
@@ -22,6 +23,7 @@ const mt_llama_config mt__llama_defaults = {
     .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
     .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
     .multiple_of = 32, .ffn_mult = 1.0f,
+    .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),
 };
 
 static mt_status preset(const char *name, void *mc) { return mt_llama_preset(name, mc); }
@@ -34,8 +36,9 @@ static mt_status preset(const char *name, void *mc) { return mt_llama_preset(nam
      lo, hi, NULL}
 static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
-     "published shape (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-13b, "
-     "tinyllama-1.1b, stories15m, stories110m), the other flags over it",
+     "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
+     "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m), the "
+     "other flags over it",
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
     INT_FLAG("channels", "C", dim, 1, 65536, false, "width C (dim)"),
@@ -58,6 +61,25 @@ static const mt_model_flag LLAMA_FLAGS[] = {
      * without it reads as before, with hd= at its end */
     INT_FLAG("head-dim", "hd", head_dim, 0, 1 << 16, true,
              "head size HS, even; q is NH·HS wide, k and v KV·HS (0: C/NH)"),
+    /* RoPE's frequency scaling (meshtrain/graph.h's mt_rope_scaling); after
+     * hd=, for the same reason */
+    {"rope-scaling", "rope", offsetof(mt_llama_config, rope_scaling.kind), 0, 2, false,
+     "none|llama3|yarn", "RoPE frequency scaling past the trained context: Llama 3.1's rule "
+     "or YaRN", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL},
+    FLOAT_FLAG("rope-factor", "rope_factor", rope_scaling.factor, 1.0f, 1e6f,
+               "with --rope-scaling: the context's extension s (Llama 3.1: 8)"),
+    FLOAT_FLAG("rope-low-freq-factor", "rope_low", rope_scaling.low_freq_factor, 1e-6f, 1e6f,
+               "llama3: wavelengths past original/this are divided by s (Llama 3.1: 1)"),
+    FLOAT_FLAG("rope-high-freq-factor", "rope_high", rope_scaling.high_freq_factor, 1e-6f,
+               1e6f, "llama3: wavelengths below original/this are kept (Llama 3.1: 4)"),
+    INT_FLAG("rope-original-context", "rope_orig", rope_scaling.original_context, 0, 1 << 24,
+             false, "with --rope-scaling: the context trained on (Llama 3.1: 8192)"),
+    FLOAT_FLAG("rope-beta-fast", "beta_fast", rope_scaling.beta_fast, 1e-6f, 1e6f,
+               "yarn: rotations over the original context where the ramp starts (32)"),
+    FLOAT_FLAG("rope-beta-slow", "beta_slow", rope_scaling.beta_slow, 1e-6f, 1e6f,
+               "yarn: rotations where it ends, all frequencies divided by s past it (1)"),
+    FLOAT_FLAG("rope-attn-factor", "rope_attn", rope_scaling.attn_factor, 0.0f, 100.0f,
+               "yarn: q and k multiplied by it (0: YaRN's 0.1 ln(s) + 1)"),
 };
 #undef INT_FLAG
 #undef FLOAT_FLAG
@@ -102,6 +124,11 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
         return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c rotates "
                        "with RoPE theta 10000, but this model has --rope-theta %g; give "
                        "--rope-theta 10000 or drop %s", flag, path, (double)m->rope_theta, flag);
+    if (m->rope_scaling.kind != MT_ROPE_SCALING_NONE)
+        return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c rotates "
+                       "without frequency scaling, but this model has --rope-scaling %s; give "
+                       "--rope-scaling none or drop %s", flag, path,
+                       mt_rope_scaling_name(m->rope_scaling.kind), flag);
     if (m->norm_eps != 1e-5f)
         return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c's RMSNorm "
                        "adds epsilon 1e-5, but this model has --norm-eps %g; give --norm-eps "
@@ -181,32 +208,74 @@ static bool own_head_dim(const mt_llama_config *m) {
            (m->dim % m->n_heads != 0 || mt_llama_head_dim(m) != m->dim / m->n_heads);
 }
 
-/* A checkpoint's model: " hd=HS" at the end only where HS is not C/NH, so
- * that every model without its own head size (and each checkpoint written
- * before --head-dim) reads as it always has. */
+/* A checkpoint's model: " hd=HS" at the end only where HS is not C/NH,
+ * then " rope=KIND ..." only where RoPE is scaled, with the settings its
+ * kind reads (%.9g: a float's digits, read back exactly), so that every
+ * model without them (and each checkpoint written before --head-dim or
+ * --rope-scaling) reads as it always has. */
 static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
     const mt_llama_config m = llama_built(c);
+    const mt_rope_scaling *r = &m.rope_scaling;
     int at = snprintf(buf, n, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%g eps=%g "
                       "tie=%d", m.n_layers, m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim,
                       m.max_seq, m.vocab, (double)m.rope_theta, (double)m.norm_eps,
                       m.tie_embeddings);
     if (own_head_dim(&m) && at >= 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at, " hd=%d", m.head_dim);
+        at += snprintf(buf + at, n - (size_t)at, " hd=%d", m.head_dim);
+    if (r->kind == MT_ROPE_SCALING_LLAMA3 && at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " rope=llama3 factor=%.9g low=%.9g high=%.9g orig=%d",
+                 (double)r->factor, (double)r->low_freq_factor, (double)r->high_freq_factor,
+                 r->original_context);
+    if (r->kind == MT_ROPE_SCALING_YARN && at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " rope=yarn factor=%.9g orig=%d beta_fast=%.9g "
+                 "beta_slow=%.9g attn=%.9g", (double)r->factor, r->original_context,
+                 (double)r->beta_fast, (double)r->beta_slow, (double)r->attn_factor);
+}
+
+/* The " rope=..." tail of a description (llama_describe's) into m's
+ * scaling; the number of characters read, 0 for none, -1 for a tail that
+ * is not one. */
+static int parse_rope(const char *d, mt_llama_config *m) {
+    mt_rope_scaling *r = &m->rope_scaling;
+    double f = 0, a = 0, b = 0, e = 0;
+    int end = 0;
+    if (strncmp(d, " rope=", 6) != 0) return 0;
+    if (sscanf(d, " rope=llama3 factor=%lg low=%lg high=%lg orig=%d%n", &f, &a, &b,
+               &r->original_context, &end) == 4) {
+        r->kind = MT_ROPE_SCALING_LLAMA3;
+        r->low_freq_factor = (float)a;
+        r->high_freq_factor = (float)b;
+    } else if (sscanf(d, " rope=yarn factor=%lg orig=%d beta_fast=%lg beta_slow=%lg attn=%lg%n",
+                      &f, &r->original_context, &a, &b, &e, &end) == 5) {
+        r->kind = MT_ROPE_SCALING_YARN;
+        r->beta_fast = (float)a;
+        r->beta_slow = (float)b;
+        r->attn_factor = (float)e;
+    } else {
+        return -1;
+    }
+    r->factor = (float)f;
+    return end;
 }
 
 /* The inverse of describe, for mt_sample: theta and eps come back with the
  * description's %g digits (exact for 10000, 500000 and 1e-5); without hd=
- * the head size is C/NH. */
+ * the head size is C/NH, without rope= RoPE is not scaled. */
 static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     mt_llama_config *m = mc;
     double theta = 0, eps = 0;
     int end = 0, hd_end = 0;
     m->head_dim = 0;
+    m->rope_scaling = (mt_rope_scaling){0};
     if (sscanf(desc, "llama L=%d C=%d NH=%d KV=%d F=%d maxT=%d V=%d theta=%lg eps=%lg tie=%d%n",
                &m->n_layers, &m->dim, &m->n_heads, &m->n_kv_heads, &m->ffn_dim, &m->max_seq,
-               &m->vocab, &theta, &eps, &m->tie_embeddings, &end) != 10 ||
-        (desc[end] != '\0' && (sscanf(desc + end, " hd=%d%n", &m->head_dim, &hd_end) != 1 ||
-                               desc[end + hd_end] != '\0')))
+               &m->vocab, &theta, &eps, &m->tie_embeddings, &end) != 10)
+        return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
+    if (strncmp(desc + end, " hd=", 4) == 0 && sscanf(desc + end, " hd=%d%n", &m->head_dim,
+                                                      &hd_end) == 1)
+        end += hd_end;
+    int rope_end = parse_rope(desc + end, m);
+    if (rope_end < 0 || desc[end + rope_end] != '\0')
         return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
     m->rope_theta = (float)theta;
     m->norm_eps = (float)eps;
