@@ -42,13 +42,14 @@
  * rows, so a half block needs no strided layout. A transfer whose start
  * finds comm's request queue full runs blocking (as collective_matmul.c).
  *
- * Scratch: each worker's tiles (mt_kernel_attention_scratch) at env->scratch
- * + w·tile, then the caller's buffers after the pool's tiles: k|v rows
- * (B,T,2·KV·HS) twice (this step's, the next's), the forward's block
- * (B,T,NH·HS) and its lse (B,NH,T), or the backward's four more k|v-sized
- * buffers (two shares, the arrival, this device's own), and the block's
- * positions (2T int32). scratch() asks that much per worker, which covers
- * the pool's tiles plus one set.
+ * Scratch, the calling thread's as every communicating op's (it lends the
+ * pool a part): each worker's tiles (mt_kernel_attention_scratch) at
+ * env->scratch + w·tile for the pool's workers (mt_get_num_threads, which
+ * the program's pool was made with; a run on a larger pool fails, naming
+ * the sizes), then k|v rows (B,T,2·KV·HS) twice (this step's, the next's),
+ * the forward's block (B,T,NH·HS) and its lse (B,NH,T), or the backward's
+ * four more k|v-sized buffers (two shares, the arrival, this device's own),
+ * and the block's positions (2T int32).
  */
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
@@ -75,8 +76,12 @@ static size_t caller_floats(const mt_op_call *c) {
     return (size_t)(6 * kv + 2 * pos);
 }
 
+static int64_t workers_of(const mt_op_env *env) { return env->pool ? mt_pool_size(env->pool) : 1; }
+
 static size_t scratch_ring(const mt_op_call *c) {
-    return mt_kernel_attention_scratch() + caller_floats(c);
+    int n = mt_get_num_threads();
+    n = n < 1 ? 1 : n > MT_POOL_MAX ? MT_POOL_MAX : n;
+    return (size_t)n * mt_kernel_attention_scratch() + caller_floats(c);
 }
 
 static void record(const mt_op_env *env, mt_status s) {
@@ -98,12 +103,12 @@ static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
                             "built on", c->out->name, p->cm.P, P));
         return false;
     }
-    const int workers = env->pool ? mt_pool_size(env->pool) : 1;
-    if (env->scratch_floats < (size_t)workers * mt_kernel_attention_scratch() + caller_floats(c)) {
-        record(env, mt_fail(MT_ESTATE, "ring attention on '%s': %zu floats of kernel scratch, "
-                            "%zu wanted; compile the graph with the op in it", c->out->name,
-                            env->scratch_floats,
-                            (size_t)workers * mt_kernel_attention_scratch() + caller_floats(c)));
+    const size_t want = (size_t)workers_of(env) * mt_kernel_attention_scratch() + caller_floats(c);
+    if (env->scratch_floats < want) {
+        record(env, mt_fail(MT_ESTATE, "ring attention on '%s': %zu floats of kernel scratch for "
+                            "a pool of %lld threads, %zu wanted; compile the graph with as many "
+                            "threads as it runs on (mt_set_num_threads)", c->out->name,
+                            env->scratch_floats, (long long)workers_of(env), want));
         return false;
     }
     *r = mt_axis_index(env->ctx, p->cm.axes);
@@ -284,8 +289,7 @@ static void run_ring_fwd(const mt_op_env *env, const mt_op_call *c) {
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
     const int64_t kvn = kv_floats(p);
-    float *big = env->scratch + (size_t)(env->pool ? mt_pool_size(env->pool) : 1) *
-                                    mt_kernel_attention_scratch();
+    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
     float *kv[2] = {big, big + kvn}, *ob = big + 2 * kvn;
     float *lseb = ob + p->B * p->T * p->NH * p->HS;
     int32_t *qpos = (int32_t *)(lseb + p->B * p->NH * p->T), *kpos = qpos + p->T;
@@ -326,8 +330,7 @@ static void run_ring_bwd(const mt_op_env *env, const mt_op_call *c) {
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
     const int64_t kvn = kv_floats(p);
-    float *big = env->scratch + (size_t)(env->pool ? mt_pool_size(env->pool) : 1) *
-                                    mt_kernel_attention_scratch();
+    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
     float *kv[2] = {big, big + kvn}, *part[2] = {big + 2 * kvn, big + 3 * kvn};
     float *arr = big + 4 * kvn, *home = big + 5 * kvn;
     int32_t *qpos = (int32_t *)(big + 6 * kvn), *kpos = qpos + p->T;
@@ -394,10 +397,12 @@ const mt_op_def mt__opdef_ring_attention = {
     .name = "ring_attention", .min_in = 1, .max_in = 3, .cost_class = MT_COST_COLLECTIVE,
     .cost = cost_ring,
 };
-const mt_op_kernel mt__kernel_ring_attention = {.run = run_ring_fwd, .scratch = scratch_ring};
+const mt_op_kernel mt__kernel_ring_attention = {.run = run_ring_fwd, .scratch = scratch_ring,
+                                                .scratch_caller = true};
 
 const mt_op_def mt__opdef_ring_attention_bwd = {
     .name = "ring_attention_bwd", .min_in = 4, .max_in = 6, .cost_class = MT_COST_COLLECTIVE,
     .cost = cost_ring,
 };
-const mt_op_kernel mt__kernel_ring_attention_bwd = {.run = run_ring_bwd, .scratch = scratch_ring};
+const mt_op_kernel mt__kernel_ring_attention_bwd = {.run = run_ring_bwd, .scratch = scratch_ring,
+                                                    .scratch_caller = true};
