@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_context_parallel.sh — the context axis (issue 41, items 2 and 3:
-# context parallelism with the all-gather lowering, ../shared/CONTEXT_PARALLEL.md).
+# context parallelism with its three attention lowerings, all-gather, ring
+# and Ulysses, ../shared/CONTEXT_PARALLEL.md).
 #
 #   bash tests/test_context_parallel.sh <meshtrain binary> [<build dir>]
 #
@@ -12,9 +13,14 @@
 # context=2 resumes on one device where the one-device run is. explain's
 # all-gathers and reduce-scatters per layer move the closed form's bytes
 # (the LLaMA: 2·B·S·KV·HS·4 gathered, k and v; the GPT: its packed qkv,
-# B·S·3C·4, q riding along). T not a multiple of 2·context and
-# --cp-attention ring|ulysses are refused before any work, exit 2, naming
-# the numbers. Every run is under `timeout 120`.
+# B·S·3C·4, q riding along). The same runs with --cp-attention ring (also
+# MQA, fsdp=2 and tensor=2 with sequence parallelism) and ulysses (the LLaMA
+# with 8 heads over 4 kv heads, so that heads and kv heads divide over
+# context=4 and over tensor=2 x context=2), and explain's bytes per layer
+# against §4's and §6's closed forms, worked out here. T not a multiple of
+# 2·context and Ulysses with heads that do not divide over context are
+# turned away before any work, exit 2, naming the numbers. Every run is
+# under `timeout 120`.
 set -u
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -63,6 +69,33 @@ for model in gpt llama; do
     done
 done
 
+# the ring and Ulysses lowerings: every mesh against one device
+MQA=(--data text.txt --model llama --layers 2 --channels 32 --heads 4 --kv-heads 1
+     --vocab 256 --max-seq 16 --seq 16 --batch 4 --steps 3 --threads 2 --quiet)
+LLAMA8=(--data text.txt --model llama --layers 2 --channels 32 --heads 8 --kv-heads 4
+        --vocab 256 --max-seq 16 --seq 16 --batch 4 --steps 3 --threads 2 --quiet)
+for model in gpt llama mqa llama8; do
+    case $model in
+    gpt) ARGS=("${GPT[@]}"); kinds="ring ulysses" ;;
+    llama) ARGS=("${LLAMA[@]}"); kinds="ring" ;;
+    mqa) ARGS=("${MQA[@]}"); kinds="ring" ;;
+    llama8) ARGS=("${LLAMA8[@]}"); kinds="ulysses" ;;
+    esac
+    run "$model one device" one.jsonl "${ARGS[@]}" --llmc-out one.bin
+    for kind in $kinds; do
+        meshes="context=2 context=4 data=2,context=2 context=2,tensor=2"
+        [ $kind = ring ] && [ $model != mqa ] && meshes="$meshes fsdp=2,context=2 context=2,tensor=2,sp"
+        for mesh in $meshes; do
+            sp=()
+            case $mesh in *,sp) sp=(--sequence-parallel) ;; esac
+            run "$model $kind $mesh" r.jsonl "${ARGS[@]}" --mesh "${mesh%,sp}" "${sp[@]}" \
+                --cp-attention $kind --llmc-out r.bin
+            same_metrics "$model $kind: $mesh losses and gradient norms equal one device's" one.jsonl r.jsonl
+            same_floats "$model $kind: $mesh parameters equal one device's" one.bin r.bin
+        done
+    done
+done
+
 # a checkpoint written on context=2 resumes on one device
 run "gpt 5 steps" one.jsonl "${GPT[@]}" --steps 5
 run "gpt context=2 3 steps" r.jsonl "${GPT[@]}" --mesh context=2 --ckpt-out cp.ckpt
@@ -78,11 +111,13 @@ then ok "a context=2 checkpoint resumed on one device ends at one device's step-
 else bad "context=2 checkpoint resumed on one device" "$(tail -c 200 r2.jsonl)"; fi
 
 # explain's bytes per layer, against the closed form (B=2, S=16, L=2)
-bytes() {   # bytes OP ARGS...: the sum of OP's bytes over context in explain's listing
+bytes() {   # bytes [PHASE] OP ARGS...: the sum of OP's bytes over context in explain's listing
+    local phase=.
+    case $1 in F|B|W) phase=$1; shift ;; esac
     local op=$1
     shift
     timeout 120 "$BIN" explain "$@" 2>/dev/null |
-        awk -v op="$op" '$2 == op && /over context/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^bytes/) s += $i } END { print s + 0 }'
+        awk -v op="$op" -v ph="$phase" '$2 == op && $1 ~ ph && /over context/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^bytes/) s += $i } END { print s + 0 }'
 }
 EX=(--layers 2 --channels 32 --heads 4 --seq 16 --batch 2 --devices 2 --mesh context=2)
 want=$((2 * 2 * 2 * 16 * 2 * 8 * 4))   # L · (k and v) · B · S · KV · HS · 4
@@ -97,6 +132,42 @@ got=$(bytes all_gather --model gpt "${EX[@]}")
 [ "$got" = "$want" ] && ok "gpt: all-gathered bytes $got = L·B·S·3C·4" ||
     bad "gpt all-gather bytes" "got $got, want $want"
 
+# ring (§4): per layer the forward's P-1 sends of k, v, 2·B·(S/P)·KV·HS
+# floats each, the backward's as many of k, v and of dK, dV; P = 2 and 4
+for P in 2 4; do
+    EXR=(--layers 2 --channels 32 --heads 4 --seq 16 --batch 2 --devices $P --mesh context=$P
+         --cp-attention ring)
+    want=$((2 * (P - 1) * 2 * 2 * (16 / P) * 2 * 8 * 4))   # L · (P-1) · (k and v) · B · S/P · KV · HS · 4
+    got=$(bytes F ring_attention --model llama --kv-heads 2 "${EXR[@]}")
+    [ "$got" = "$want" ] && ok "llama ring P=$P: forward bytes $got = L·(P-1)·2·B·(S/P)·KV·HS·4" ||
+        bad "llama ring P=$P forward bytes" "got $got, want $want"
+    got=$(bytes B ring_attention_bwd --model llama --kv-heads 2 "${EXR[@]}")
+    [ "$got" = "$((2 * want))" ] && ok "llama ring P=$P: backward bytes $got = twice (k, v and dK, dV)" ||
+        bad "llama ring P=$P backward bytes" "got $got, want $((2 * want))"
+    steps=$(timeout 120 "$BIN" explain --model llama --kv-heads 2 "${EXR[@]}" 2>/dev/null |
+            grep -c "step [0-9]*: k, v of rank")
+    [ "$steps" = "$((2 * 2 * P))" ] && ok "llama ring P=$P: explain lists each of the $P steps of both nodes, every layer" ||
+        bad "llama ring P=$P steps listed" "$steps lines, want $((2 * 2 * P))"
+done
+want=$((2 * 1 * 2 * 8 * 2 * 32 * 4))   # GPT: L · (P-1) · B · S/P · (k and v: 2C) · 4
+got=$(bytes F ring_attention --model gpt "${EX[@]}" --cp-attention ring)
+[ "$got" = "$want" ] && ok "gpt ring: forward bytes $got = L·(P-1)·B·(S/P)·2C·4" ||
+    bad "gpt ring forward bytes" "got $got, want $want"
+# Ulysses (§6): four all-to-alls a layer forward, each counted as its
+# output buffer (nccl-tests' size): q and out B·S·(NH/P)·HS, k and v
+# B·S·(KV/P)·HS floats (the GPT: qkv B·S·3·C/P and out)
+want=$((2 * 2 * 16 * (2 * 32 + 2 * 16) / 2 * 4))   # L · B · S · (2·NH·HS + 2·KV·HS) / P · 4
+got=$(bytes F all_to_all --model llama --kv-heads 2 "${EX[@]}" --cp-attention ulysses)
+[ "$got" = "$want" ] && ok "llama ulysses: forward all-to-all bytes $got = L·B·S·(2·NH + 2·KV)·HS/P·4" ||
+    bad "llama ulysses all-to-all bytes" "got $got, want $want"
+n=$(timeout 120 "$BIN" explain --model llama --kv-heads 2 "${EX[@]}" --cp-attention ulysses 2>/dev/null |
+    awk '$1 == "F" && $2 == "all_to_all"' | wc -l)
+[ "$n" = 8 ] && ok "llama ulysses: four forward all-to-alls a layer" || bad "llama ulysses all-to-alls" "$n, want 8"
+want=$((2 * 2 * 16 * (3 * 32 + 32) / 2 * 4))   # L · B · S · (3C + C) / P · 4
+got=$(bytes F all_to_all --model gpt "${EX[@]}" --cp-attention ulysses)
+[ "$got" = "$want" ] && ok "gpt ulysses: forward all-to-all bytes $got = L·B·S·4C/P·4" ||
+    bad "gpt ulysses all-to-all bytes" "got $got, want $want"
+
 # refused before any work, exit 2, naming the numbers
 refuse() {
     local name=$1 frag=$2
@@ -110,7 +181,9 @@ refuse() {
     fi
 }
 refuse "T=12 on context=4" "T=12 (--seq) does not divide by 8" "${GPT[@]}" --seq 12 --mesh context=4
-refuse "--cp-attention ring" "ring is not built yet" "${GPT[@]}" --mesh context=2 --cp-attention ring
-refuse "--cp-attention ulysses" "ulysses is not built yet" "${LLAMA[@]}" --mesh context=2 --cp-attention ulysses
+refuse "ulysses with MQA" "a device holds 4 and 1, and both must divide by 2" "${MQA[@]}" \
+    --mesh context=2 --cp-attention ulysses
+refuse "ulysses, kv heads 2 on tensor=2 x context=2" "a device holds 2 and 1, and both must divide by 2" \
+    "${LLAMA[@]}" --mesh context=2,tensor=2 --cp-attention ulysses
 
 test_end

@@ -195,9 +195,11 @@ typedef struct {
     /* Context parallelism over the mesh's context axis (the rule
      * seq=context): each device holds a head-tail share of every sequence
      * (mt_headtail_pos; T % (2·context) == 0) and runs everything but
-     * attention on it. cp_attention is attention's lowering: 0 the
-     * all-gather of k and v (Llama 3's; the default), 1 ring, 2 Ulysses
-     * (both refused for now by mt_train_config_check). */
+     * attention on it. cp_attention is attention's lowering (partition.h's
+     * MT_CP_*): 0 the all-gather of k and v (Llama 3's; the default), 1 the
+     * ring of k, v sends (dK, dV travelling home), 2 Ulysses' all-to-alls
+     * over heads (the heads and kv heads per device dividing by context,
+     * checked by mt_train_config_check). */
     int               cp_attention;
     /* With parameters stored split and gathered before use (an fsdp axis,
      * zero 2 or 3): 1 frees a gathered parameter after its forward use and

@@ -89,6 +89,27 @@ static void shape_text(const mt_tensor *t, char *buf, size_t cap) {
     if (at < cap) snprintf(buf + at, cap - at, ")");
 }
 
+/* Ring attention's sends, step by step (../shared/CONTEXT_PARALLEL.md §4):
+ * step i holds the k, v of rank r-i and sends them on to r+1 for step i+1
+ * while its block runs; the backward sends with them the dK, dV gathered so
+ * far, the last step's landing home. */
+static void ring_steps(FILE *out, const mt_mesh *mesh, const mt_node_info *in) {
+    int P = 1;
+    for (int i = 0; i < in->axes.n; i++)
+        P *= mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, in->axes.axis[i]));
+    if (P < 2) return;
+    const bool bwd = in->phase != 'F';
+    const double each = in->comm_bytes / (P - 1) / (bwd ? 2 : 1);
+    for (int i = 0; i < P; i++) {
+        fprintf(out, "       step %d: k, v of rank r-%d", i, i);
+        if (i < P - 1) fprintf(out, "; sends them to r+1, %.0f bytes", each);
+        if (bwd && i > 0)
+            fprintf(out, "; sends the dK, dV of rank r-%d's keys to r+1%s, %.0f bytes", i,
+                    i == P - 1 ? " (home)" : "", each);
+        fprintf(out, "\n");
+    }
+}
+
 /* Prints device 0's program (text or the entries of the JSON's "program"
  * array, after the *printed entries of its chunks before). */
 static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, bool json,
@@ -113,6 +134,7 @@ static void print_program(FILE *out, const mt_graph *g, const mt_mesh *mesh, boo
             fprintf(out, "  %c  %-14s %-26s %-28s local %-16s %s over %s, %.0f bytes%s\n", in.phase,
                    in.op, mt_tensor_name(in.out), type, local, "collective", axes, in.comm_bytes,
                    in.once_a_step ? ", once a step" : "");
+            if (strncmp(in.op, "ring_attention", 14) == 0) ring_steps(out, mesh, &in);
         } else {
             fprintf(out, "  %c  %-14s %-26s %-28s local %s%s%s\n", in.phase, in.op,
                    mt_tensor_name(in.out), type, local, in.axes.n ? " over " : "",

@@ -61,7 +61,9 @@ static const strategy_row ROWS[] = {
      AT(cpa), CLI_CHOICE, 0, "allgather|ring|ulysses", "KIND", AT(cpa), false,
      "context parallelism's attention over the context axis (the sequences split head-tail, "
      "T a multiple of 2 x context): allgather gathers k and v and reduce-scatters their "
-     "gradients (Llama 3's; the default); ring and ulysses are not built yet",
+     "gradients (Llama 3's; the default); ring sends k and v around the devices, the dK, dV "
+     "travelling home (overlapped with each step's block); ulysses all-to-alls q, k, v over "
+     "heads (heads and kv heads per device divisible by context)",
      {NULL, NULL, NULL}},
     {"collective-matmul", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(cm),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,

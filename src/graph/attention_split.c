@@ -11,19 +11,34 @@
  * partitioner's lowering builds them), the lowering of both when their T
  * dim comes split, and the split packed form's gradient.
  * Only attention talks: everything else runs on the device's rows as it is.
+ *
+ * The other two lowerings (mt_partition_opts.cp_attention):
+ *  - ring (§4): the ring_attention node (attention_ring.c), k and v sent
+ *    around the devices of the split, the dK, dV accumulator travelling home;
+ *  - Ulysses (§6): all-to-alls [T, H, d] -> [parts·T, H/parts, d] of q, k
+ *    and v (each device then holds every row of its share of the heads, the
+ *    rows in device order, each device's head-tail share), attention over
+ *    them by position (the "whole" split form: the queries are the keys,
+ *    Tk = T), and the inverse all-to-all of the output. Needs the heads and
+ *    the kv heads (after tensor parallelism's share) to divide over the
+ *    devices of the split.
  */
 #include "graph/builders_impl.h"
 #include "graph/op_desc.h"
+#include "meshtrain/partition.h"
 
 #include <stdio.h>
 
 #define SHAPE(t, buf) mt__shape_str((t), (buf), sizeof (buf))
 
 /* parts > 1 devices of the split; local rows T even (two chunks). */
+/* Or the whole form (Ulysses'): the queries are every device's rows, Tk = T,
+ * T a multiple of 2·parts. */
 static bool check_split(mt_graph *g, const char *op, const mt_tensor *q, int64_t Tk, int parts,
                         int part) {
     const int64_t T = q->shape[1];
-    if (parts < 2 || part < 0 || part >= parts || Tk != parts * T || T % 2 != 0) {
+    const bool share = Tk == parts * T && T % 2 == 0, whole = Tk == T && T % (2 * parts) == 0;
+    if (parts < 2 || part < 0 || part >= parts || !(share || whole)) {
         mt__graph_error(g, MT_EINVAL, "%s split over %d devices (this one %d): q '%s' holds "
                         "T=%lld rows of a sequence of %lld; the head-tail split needs the "
                         "sequence to divide into 2·%d chunks, T even and keys of parts·T rows "
@@ -53,7 +68,8 @@ mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int N
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);
     int64_t B = qkv->shape[0], T = qkv->shape[1];
     int64_t shape[3] = {B, T, C}, lse_shape[3] = {B, NH, T};
-    mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = 2, .in = {qkv, kv},
+    /* the whole form (kv the queries' own tensor) reads one operand */
+    mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = kv == qkv ? 1 : 2, .in = {qkv, kv},
                     .p.attention = {.B = B, .T = T, .C = C, .NH = NH, .Tk = kv->shape[1],
                                     .parts = parts, .part = part}};
     c.out = mt__build_act(g, 3, shape);
@@ -75,6 +91,10 @@ mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_t
                                "must be (B,T,NH·HS) and (B,Tk,KV·HS), NH=%d KV=%d", q->name,
                                SHAPE(q, sq), k->name, SHAPE(k, sk), NH, KV);
     if (!check_split(g, "attention_gqa", q, k->shape[1], parts, part)) return NULL;
+    if (G <= 0 || hoff < 0 || (hoff + NH - 1) / G >= KV)
+        return mt__graph_error(g, MT_EINVAL, "attention_gqa (split): query heads %d..%d in "
+                               "groups of G=%d read kv heads past the KV=%d that k '%s' holds",
+                               hoff, hoff + NH - 1, G, KV, k->name);
     if (q->needs_grad != k->needs_grad)
         return mt__graph_error(g, MT_EUNSUPPORTED, "attention_gqa: q '%s' and k '%s' must both "
                                "take gradients or neither", q->name, k->name);
@@ -125,11 +145,62 @@ static mt_tensor *own_block(mt_graph *g, mt_tensor *x, uint32_t rows) {
     return mt_graph_slice(g, x, axes_of(rows), 1);
 }
 
+/* ---- Ulysses (§6) ---------------------------------------------------------- */
+
+/* n heads (of `what`) must divide over the parts devices of the split. */
+static bool heads_divide(mt_graph *g, const char *what, int n, int parts) {
+    if (n % parts == 0) return true;
+    mt__graph_error(g, MT_EINVAL, "--cp-attention ulysses splits the %s over context=%d, and "
+                    "this device holds %d of them (after tensor parallelism's share), which do "
+                    "not divide by %d; pick head counts divisible by %d on every device, or use "
+                    "--cp-attention allgather or ring", what, parts, n, parts, parts);
+    return false;
+}
+
+/* x (B,T,..,X) with its last dim cut into parts blocks of heads: block j to
+ * device j, the rows received stacked in device order -> (B,parts·T,..,X/parts) */
+static mt_tensor *to_heads(mt_graph *g, mt_tensor *x, uint32_t rows) {
+    return mt_graph_all_to_all(g, x, axes_of(rows), x->ndim - 1, 1);
+}
+/* the inverse: o (B,parts·T,Y) -> (B,T,parts·Y), the heads in device order */
+static mt_tensor *to_rows(mt_graph *g, mt_tensor *o, uint32_t rows) {
+    return mt_graph_all_to_all(g, o, axes_of(rows), 1, 2);
+}
+
+static mt_tensor *ulysses_packed(mt_graph *g, mt_tensor *qkv, int NH, uint32_t rows, int parts,
+                                 int part) {
+    if (!heads_divide(g, "heads", NH, parts)) return NULL;
+    mt_tensor *x = qkv;
+    if (x->ndim == 3) {   /* (B,T,3C) -> (B,T,3,C): one storage, q, k, v cut apart */
+        const int64_t shape[4] = {x->shape[0], x->shape[1], 3, x->shape[2] / 3};
+        x = mt_reshape(g, x, 4, shape);
+    }
+    x = to_heads(g, x, rows);   /* (B,parts·T,3,C/parts) */
+    return to_rows(g, mt__attention_split(g, x, x, NH / parts, parts, part), rows);
+}
+
+static mt_tensor *ulysses_gqa(mt_graph *g, mt_tensor **in, int NH, int KV, int G, int hoff,
+                              uint32_t rows, int parts, int part) {
+    if (!heads_divide(g, "heads", NH, parts) || !heads_divide(g, "kv heads", KV, parts))
+        return NULL;
+    /* device `part` keeps query heads [part·NH/parts, ..) and kv heads
+     * [part·KV/parts, ..): the offset of its first query head in its kv
+     * heads' groups */
+    const int h = hoff + part * (NH / parts) - part * (KV / parts) * G;
+    mt_tensor *o = mt__attention_gqa_split(g, to_heads(g, in[0], rows), to_heads(g, in[1], rows),
+                                           to_heads(g, in[2], rows), NH / parts, KV / parts, G,
+                                           h, parts, part);
+    return to_rows(g, o, rows);
+}
+
 mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const mt_lower_env *e) {
     uint32_t rows = e->types[0].sharding.dim_axes[1];
     if (rows & ~e->headtail) return own_block(g, mt_attention(g, whole(g, qkv, rows), NH), rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], qkv->shape[1], &parts, &part);
+    if (e->cp_attention == MT_CP_RING)
+        return mt__attention_ring(g, qkv, NULL, NULL, NH, NH, 1, 0, axes_of(rows));
+    if (e->cp_attention == MT_CP_ULYSSES) return ulysses_packed(g, qkv, NH, rows, parts, part);
     mt_tensor *kv = mt_graph_all_gather(g, qkv, axes_of(rows), 1);   /* (B,Tk,3,C) */
     return mt__attention_split(g, qkv, kv, NH, parts, part);
 }
@@ -144,6 +215,10 @@ mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, in
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], in[0]->shape[1], &parts, &part);
     mt_axes ax = axes_of(rows);
+    if (e->cp_attention == MT_CP_RING)
+        return mt__attention_ring(g, in[0], in[1], in[2], NH, KV, G, hoff, ax);
+    if (e->cp_attention == MT_CP_ULYSSES)
+        return ulysses_gqa(g, in, NH, KV, G, hoff, rows, parts, part);
     mt_tensor *k = mt_graph_all_gather(g, in[1], ax, 1);   /* (B,Tk,KV·HS) */
     mt_tensor *v = mt_graph_all_gather(g, in[2], ax, 1);
     return mt__attention_gqa_split(g, in[0], k, v, NH, KV, G, hoff, parts, part);

@@ -249,6 +249,12 @@ mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int N
                                int part);
 mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
                                    int NH, int KV, int G, int hoff, int parts, int part);
+/* attention_ring.c: ring attention over the devices of `axes`, each holding
+ * its head-tail share of T rows (ops_impl.h's mt_ring_params): the packed
+ * qkv (B,T,3C) or (B,T,3,C) when k and v are NULL (KV, G, hoff unread), else
+ * q (B,T,NH·HS), k, v (B,T,KV·HS). Out (B,T,NH·HS). */
+mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                              int KV, int G, int hoff, mt_axes axes);
 
 /* ---- names.c ---- */
 

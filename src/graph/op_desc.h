@@ -84,6 +84,7 @@ typedef struct {
     int64_t      (*start)(void *ctx, uint32_t set, int64_t local);
     void          *ctx;
     uint32_t       headtail;  /* mt_partition_opts.headtail_axes: a T split over them is head-tail */
+    int            cp_attention;  /* mt_partition_opts.cp_attention: 0 all-gather, 1 ring, 2 Ulysses */
 } mt_lower_env;
 
 /* A lowering: the op of the global call c rebuilt in g (a device's program)

@@ -163,9 +163,14 @@ static void split_positions(const mt_op_call *c, mt_attn_layout *L, float *scrat
     split_of(c, &T, &Tk, &parts, &part);
     if (parts <= 1) return;
     int32_t *qpos = (int32_t *)(scratch + mt_kernel_attention_scratch()), *kpos = qpos + T;
-    for (int64_t i = 0; i < T; i++) qpos[i] = (int32_t)mt_headtail_pos(i, T, (int)parts, (int)part);
+    const int64_t local = Tk / parts;   /* each device's rows */
     for (int64_t j = 0; j < Tk; j++)
-        kpos[j] = (int32_t)mt_headtail_pos(j % T, T, (int)parts, (int)(j / T));
+        kpos[j] = (int32_t)mt_headtail_pos(j % local, local, (int)parts, (int)(j / local));
+    if (T == Tk)   /* the whole form (Ulysses'): the queries are those rows too */
+        memcpy(qpos, kpos, (size_t)T * sizeof *qpos);
+    else
+        for (int64_t i = 0; i < T; i++)
+            qpos[i] = (int32_t)mt_headtail_pos(i, T, (int)parts, (int)part);
     L->qpos = qpos;
     L->kpos = kpos;
 }

@@ -67,6 +67,8 @@
                                /* gathered in0 saved chunk-major in aux[0] (a forward) */          \
                                /* or out2 (a backward) */                                          \
     X(LINEAR_RS, linear_rs)    /* out (+)= block r of Σ_group in0 · op(in1); p.cm */               \
+    /* ring attention (attention_ring.c): k, v around the ring of p.ring.cm */                     \
+    X(RING_ATTENTION, ring_attention) /* p.ring; in: qkv, or q k v; aux = {lse} (B,NH,T) */        \
     /* backward */                                                                                 \
     X(GEMM, gemm)              /* out (+)= op(in0) · op(in1); p.gemm */                            \
     X(BIAS_GRAD, bias_grad)    /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */                     \
@@ -90,7 +92,9 @@
     X(SWIGLU_BWD_A, swiglu_bwd_a) /* out (+)= da; in: a b dout */                                  \
     X(SWIGLU_BWD_B, swiglu_bwd_b) /* out (+)= db; in: a dout */                                    \
     X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v out lse; p.gqa */      \
-    X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout q k lse; p.gqa */
+    X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout q k lse; p.gqa */                          \
+    X(RING_ATTENTION_BWD, ring_attention_bwd) /* p.ring; in: dout qkv out lse -> out dqkv, or */   \
+                               /* dout q k v out lse -> out dq, out2 dk, aux[0] dv (written) */
 
 typedef enum {
 #define MT_OP_ENUM_(NAME, name) MT_OP_##NAME,
@@ -239,6 +243,20 @@ typedef struct {
     bool        a_cm, b_cm;
 } mt_cm_params;
 
+/* Ring attention (attention_ring.c; ../shared/CONTEXT_PARALLEL.md §4): each
+ * device of the group over cm.axes holds its head-tail share of T rows of
+ * every sequence (mt_headtail_pos); q (B,T,NH·HS), k and v (B,T,KV·HS),
+ * query head h reading kv head (hoff + h) / G as mt_gqa_params; packed:
+ * one qkv (B,T,3·NH·HS) (KV = NH, G = 1). cm is the ring as the collective
+ * matmuls' (P, the pairs {k, k+1}, dim 1) and what listing.c counts: the
+ * forward's P-1 sends of outer·R·K floats (outer B, R T, K 2·KV·HS: the k
+ * and v rows), the backward's K twice that (k, v and their dK, dV). */
+typedef struct {
+    mt_cm_params cm;           /* first: listing.c reads p.cm */
+    int64_t      B, T, NH, KV, HS, G, hoff;
+    bool         packed;
+} mt_ring_params;
+
 /* An op's parameters: the member its mt_op line names (none for the rest). */
 typedef union {
     mt_gemm_params      gemm;
@@ -255,6 +273,7 @@ typedef union {
     mt_transpose_params transpose;
     mt_coll_params      coll;
     mt_cm_params        cm;
+    mt_ring_params      ring;
     mt_sharding         reshard;
 } mt_op_params;
 

@@ -81,7 +81,7 @@ static mt_status step_lower(void *ctx, mt_lower_step *st) {
     mt_op_call c = *st->call;
     c.n_in = st->n_in;
     mt_lower_env e = {.types = st->types, .inside = st->inside, .start = lower_start, .ctx = p,
-                      .headtail = p->headtail};
+                      .headtail = p->headtail, .cp_attention = p->cp_attention};
     if (st->inside) e.inside_axes = mt__part_axes_of(p->mesh, st->inside);
     if (!(st->out = lower(p->lg, &c, st->in, &e))) return step_failed(p, st);
     st->type = st->rule->result;

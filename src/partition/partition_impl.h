@@ -29,6 +29,7 @@ typedef struct {
     uint32_t       gather_axes;      /* opts->gather_axes */
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
     uint32_t       headtail;         /* opts->headtail_axes */
+    int            cp_attention;     /* opts->cp_attention */
     /* the hooks of the variants opts->lowerings chose, by op (NULL: the
      * descriptor's) */
     mt_lower_moves_fn lowering[MT_OP_COUNT];

@@ -74,6 +74,7 @@ static mt__plan_coll coll_kind(const char *op, bool *overlapped) {
     if (strcmp(op, "ppermute") == 0) return MT__PC_PERMUTE;
     if (strcmp(op, "ag_linear") == 0) { *overlapped = true; return MT__PC_ALL_GATHER; }
     if (strcmp(op, "linear_rs") == 0) { *overlapped = true; return MT__PC_REDUCE_SCATTER; }
+    if (strncmp(op, "ring_attention", 14) == 0) { *overlapped = true; return MT__PC_PERMUTE; }
     return MT__PC_ALL_REDUCE;   /* psum, pmean, pmax, cross_entropy */
 }
 

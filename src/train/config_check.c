@@ -197,11 +197,32 @@ static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
     return MT_OK;
 }
 
-/* Context parallelism: a model with sequences, T in 2·context chunks, the
- * all-gather lowering (ring and Ulysses are not built yet), no pipeline. */
+/* Ulysses splits each device's heads over context: the query heads and the
+ * kv heads that tensor parallelism leaves a device (kv heads that do not
+ * divide over tensor are replicated) must divide by context. */
+static mt_status check_ulysses(const mt_train_config *c, const mt_mesh *mesh, int cp) {
+    mt_model_shape sh;
+    if (mt_model_shape_of(c, &sh) != MT_OK) return MT_OK;   /* no heads: checked elsewhere */
+    const int tp = mt_mesh_axis_size(mesh, "tensor") > 1 ? mt_mesh_axis_size(mesh, "tensor") : 1;
+    const int nh = sh.heads / tp, kv = sh.kv_heads % tp == 0 ? sh.kv_heads / tp : sh.kv_heads;
+    if (nh % cp != 0 || kv % cp != 0)
+        return mt_fail(MT_EINVAL, "--cp-attention ulysses splits each device's heads over "
+                       "context=%d: with %d heads and %d kv heads over tensor=%d a device holds "
+                       "%d and %d, and both must divide by %d; pick --heads and --kv-heads so "
+                       "(MQA's single kv head never does), or use --cp-attention allgather or ring",
+                       cp, sh.heads, sh.kv_heads, tp, nh, kv, cp);
+    if (sh.kv_heads % tp != 0)
+        return mt_fail(MT_EINVAL, "--cp-attention ulysses needs the %d kv heads split over "
+                       "tensor=%d (each device's query heads then read its own kv heads); pick "
+                       "--kv-heads a multiple of %d, or use --cp-attention allgather or ring",
+                       sh.kv_heads, tp, tp);
+    return MT_OK;
+}
+
+/* Context parallelism: a model with sequences, T in 2·context chunks, a
+ * lowering whose needs hold (Ulysses': the heads), no pipeline. */
 static mt_status check_context(const mt_train_config *c, const mt__train_model *m,
                                const mt_mesh *mesh, int pipe) {
-    static const char *const KIND[] = {"allgather", "ring", "ulysses"};
     const int cp = mt_mesh_axis_size(mesh, "context");
     if (cp < 2) return MT_OK;
     if (!m->sequence)
@@ -212,10 +233,8 @@ static mt_status check_context(const mt_train_config *c, const mt__train_model *
         return mt_fail(MT_EINVAL, "context parallelism over context=%d cuts each sequence into "
                        "2x%d = %d head-tail chunks, and T=%d (--seq) does not divide by %d; "
                        "pick T a multiple of %d", cp, cp, 2 * cp, c->T, 2 * cp, 2 * cp);
-    if (c->cp_attention != 0)
-        return mt_fail(MT_EUNSUPPORTED, "--cp-attention %s is not built yet; use allgather "
-                       "(the default: k and v all-gathered over context, Llama 3's)",
-                       KIND[c->cp_attention < 0 || c->cp_attention > 2 ? 0 : c->cp_attention]);
+    mt_status s;
+    if (c->cp_attention == MT_CP_ULYSSES && (s = check_ulysses(c, mesh, cp)) != MT_OK) return s;
     if (pipe > 1)
         return mt_fail(MT_EUNSUPPORTED, "context parallelism with a pipe axis is not built yet; "
                        "drop one of context=%d and pipe=%d", cp, pipe);

@@ -160,6 +160,7 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     /* the trainer lays a sequence split over context out head-tail (devices.c) */
     uint32_t context = mt__axis_bit(mesh, "context");
     if (context && parts_of(mesh, context) > 1) opts->headtail_axes = context;
+    opts->cp_attention = c->cp_attention;
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 and 2 (the paper's) gather them once a step and keep
      * them whole, their gradients reduce-scattered once a step (ZeRO-1's
