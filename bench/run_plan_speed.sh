@@ -6,13 +6,17 @@
 # and the programs it built. Target: each under 30 s and 1 GiB on 2 cores,
 # Release build.
 #
-#   bash bench/run_plan_speed.sh [BUILD_DIR [LIMIT_S [CASE_PATTERN]]]
+#   bash bench/run_plan_speed.sh [BUILD_DIR [LIMIT_S [CASE_PATTERN [BASE_BUILD_DIR]]]]
 #
 # LIMIT_S (default 600) stops a case past that many CPU seconds (ulimit -t:
 # a loaded machine stretches the wall time, not the CPU's; its row says so);
 # CASE_PATTERN (a grep -E pattern) runs only the cases whose name matches;
 # PLAN_SPEED_MEMORY=megatron (or another convention) runs each case under
-# that one convention only.
+# that one convention only. With BASE_BUILD_DIR each case also runs on that
+# build's meshtrain (another commit's), and its row says whether the two
+# --json answers are the same, every field but the seconds and the programs
+# built (a speed change must leave every layout, step, memory and refusal
+# as it was), with that build's CPU seconds and RSS beside.
 # The cases and their published sources:
 #   gpt3-175b    Narayanan et al. SC21 Table 1, the 145.6B row's 1536 A100
 #                at batch 2304 (GPT-3 175B's shape: 96 layers there, the
@@ -32,6 +36,11 @@ BUILD=${1:-build}
 LIMIT=${2:-600}
 PATTERN=${3:-.}
 BIN=$BUILD/meshtrain
+BASE=${4:-}
+if [ -n "$BASE" ] && [ ! -x "$BASE/meshtrain" ]; then
+    echo "run_plan_speed.sh: no $BASE/meshtrain to compare with; build it first" >&2
+    exit 1
+fi
 if [ ! -x "$BIN" ]; then
     echo "run_plan_speed.sh: no $BIN; build it first (make build, a Release build)" >&2
     exit 1
@@ -55,7 +64,9 @@ CASES=(
   "llama3-8b-64|megatron|--model llama --preset llama3-8b --hardware h100-sxm --chips 64 --batch-tokens 1M --seq 8192"
 )
 
-printf '%-20s %-9s %8s %8s %9s %9s %8s\n' case memory "CPU s" "RSS MiB" layouts programs "wall s"
+printf '%-20s %-9s %8s %8s %9s %9s %8s' case memory "CPU s" "RSS MiB" layouts programs "wall s"
+[ -n "$BASE" ] && printf '  %-9s %8s %8s' answers "base s" "base MiB"
+printf '\n'
 for row in "${CASES[@]}"; do
     IFS='|' read -r name memory args <<<"$row"
     [[ "$name" =~ $PATTERN ]] || continue
@@ -77,14 +88,38 @@ for row in "${CASES[@]}"; do
             printf '%-20s %-9s %8s %8s %9s %9s %8s  (%s)\n' "$name" "$mem" - - - - - "$why"
             continue
         fi
-        python3 - "$OUT/plan.json" "$name" "$mem" "${user:-0}" "${sys:-0}" "${rss:-0}" "$wall" <<'PY'
+        base=()
+        if [ -n "$BASE" ]; then
+            # shellcheck disable=SC2086
+            (ulimit -t "$LIMIT" && exec /usr/bin/time -v "$BASE/meshtrain" plan $args \
+                --memory "$mem" --json) >"$OUT/base.json" 2>"$OUT/base_time.txt"
+            base=("$OUT/base.json" "$(sed -n 's/.*User time (seconds): //p' "$OUT/base_time.txt")"
+                  "$(sed -n 's/.*System time (seconds): //p' "$OUT/base_time.txt")"
+                  "$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$OUT/base_time.txt")")
+        fi
+        python3 - "$OUT/plan.json" "$name" "$mem" "${user:-0}" "${sys:-0}" "${rss:-0}" "$wall" \
+            "${base[@]}" <<'PY'
 import json, sys
-path, name, mem, user, sys_s, rss, wall = sys.argv[1:]
+path, name, mem, user, sys_s, rss, wall = sys.argv[1:8]
 d = json.load(open(path))
 w = [float(x) for x in wall.split(':')]
 secs = sum(x * 60 ** i for i, x in enumerate(reversed(w)))
-print(f"{name:<20} {mem:<9} {float(user) + float(sys_s):8.1f} {int(rss) / 1024:8.0f} "
-      f"{d['evaluated']:9d} {d['programs']:9d} {secs:8.1f}")
+row = (f"{name:<20} {mem:<9} {float(user) + float(sys_s):8.1f} {int(rss) / 1024:8.0f} "
+       f"{d['evaluated']:9d} {d['programs']:9d} {secs:8.1f}")
+if len(sys.argv) > 8:
+    bpath, buser, bsys, brss = sys.argv[8:12]
+    try:
+        b = json.load(open(bpath))
+    except ValueError:
+        b = None
+    # the answers: every field but how long the search took and how many
+    # programs it built to give them
+    def answers(x):
+        return {k: v for k, v in x.items() if k not in ("seconds", "programs")}
+    same = b is not None and answers(b) == answers(d)
+    row += (f"  {'same' if same else 'DIFFERENT':<9} {float(buser or 0) + float(bsys or 0):8.1f}"
+            f" {int(brss or 0) / 1024:8.0f}")
+print(row)
 PY
         [ "$mem" = meshtrain ] && break
     done

@@ -154,13 +154,20 @@ static mt__plan_cached *find(const mt__plan_search *s, const mt__plan_prog_key *
     return s->slots[at] ? s->cache[s->slots[at] - 1] : NULL;
 }
 
+/* The bytes entry e holds: itself, and unless borrowed its nodes, unpacked
+ * and packed (cache_pack.c keeps both once unpacked). */
+static size_t entry_bytes(const mt__plan_cached *e) {
+    if (e->borrowed) return sizeof *e;
+    return sizeof *e + (e->prog.nodes ? (size_t)e->prog.n_nodes * sizeof *e->prog.nodes : 0) +
+           mt__plan_cache_packed_bytes(e);
+}
+
 /* e (with key and prog) in the cache; e->prog.nodes are e's to free
  * unless e->borrowed. */
 static mt_status add(mt__plan_search *s, mt__plan_cached *e) {
     mt_status st = grow(s);
     if (st != MT_OK) return st;
-    s->cache_bytes += sizeof *e + (e->borrowed ? 0 : (size_t)e->prog.n_nodes *
-                                                     sizeof *e->prog.nodes);
+    s->cache_bytes += entry_bytes(e);
     s->cache[s->n_cache++] = e;
     s->slots[slot_of(s, &e->key)] = s->n_cache;
     return MT_OK;
@@ -268,6 +275,10 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
         mt__plan_program_traffic16(&e->prog, conv.grad_width, conv.unfused_attention);
     if (st == MT_OK && conv.recompute_comm && c.remat == MT_REMAT_FULL)
         st = mt__plan_program_recompute_comm(&e->prog);
+    /* blocks served the recomputation's copies: cleared, every layer's nodes
+       are alike again and a packed program keeps them once (cache_pack.c) */
+    for (int i = 0; st == MT_OK && i < e->prog.n_nodes; i++) e->prog.nodes[i].block = -1;
+    e->prog_ok = st == MT_OK;
     if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);
     free(mc);
@@ -327,7 +338,16 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     mt__plan_prog_key skey;
     const bool shares = shared_key(s, &key, &skey);
     mt__plan_cached *from = shares ? find(s, &skey) : NULL;
-    if (from) from->used = ++s->clock;
+    if (from) {
+        from->used = ++s->clock;
+        if (!from->prog.nodes) {   /* kept packed past a trim: unpacked for its borrowers */
+            const size_t packed = sizeof *from + mt__plan_cache_packed_bytes(from);
+            mt_status us = mt__plan_cache_unpack(from);
+            if (us != MT_OK) return us;
+            s->packed_bytes -= packed;
+            s->cache_bytes += entry_bytes(from);
+        }
+    }
     e = calloc(1, sizeof *e);
     if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
     e->key = key;
@@ -339,8 +359,10 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     }
     /* the first build of a shared program: kept under the shared key too,
        which owns its nodes (a refused build is not shared: its reason may
-       name its mesh) */
-    if (shares && !from && e->status == MT_OK) {
+       name its mesh; a program built on a mesh the hardware cannot lay out
+       is, its layouts refused by their timing's reason, which borrowing
+       gives again: the mesh's) */
+    if (shares && !from && e->prog_ok) {
         mt__plan_cached *owner = malloc(sizeof *owner);
         if (owner) {
             *owner = *e;
@@ -368,6 +390,8 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
 /* Frees entry e (its nodes unless borrowed). */
 static void drop(mt__plan_cached *e) {
     if (!e->borrowed) mt__plan_program_free(&e->prog);
+    free(e->packed_nodes);
+    free(e->packed_order);
     free(e);
 }
 
@@ -381,7 +405,9 @@ void mt__plan_cache_trim(mt__plan_search *s) {
     if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
     /* every entry but the pinned ones and the shared programs (shared_key)
        last used, up to half the budget, which the layouts laid out next
-       may borrow; the borrowers go (none outlives its owner) */
+       may borrow, and the ones used before them packed, up to
+       MT__PLAN_PACK_BUDGET (cache_pack.c); the borrowers go (none outlives
+       its owner) */
     size_t kept = s->n_pinned;
     for (size_t i = s->n_pinned; i < s->n_cache; i++) {
         mt__plan_cached *e = s->cache[i];
@@ -389,14 +415,26 @@ void mt__plan_cache_trim(mt__plan_search *s) {
         else drop(e);
     }
     qsort(s->cache + s->n_pinned, kept - s->n_pinned, sizeof *s->cache, by_use);
-    s->cache_bytes = 0;
+    s->cache_bytes = s->packed_bytes = 0;
     s->n_cache = s->n_pinned;
     for (size_t i = s->n_pinned; i < kept; i++) {
         mt__plan_cached *e = s->cache[i];
-        const size_t bytes = sizeof *e + (size_t)e->prog.n_nodes * sizeof *e->prog.nodes;
-        if (s->cache_bytes + bytes <= MT__PLAN_CACHE_BUDGET / 2) {
+        if (e->prog.nodes) {
+            const size_t bytes = entry_bytes(e);
+            if (s->cache_bytes + bytes <= MT__PLAN_CACHE_BUDGET / 2) {
+                s->cache[s->n_cache++] = e;
+                s->cache_bytes += bytes;
+                continue;
+            }
+            if (mt__plan_cache_pack(e) != MT_OK) {   /* no room to pack: built again if asked */
+                drop(e);
+                continue;
+            }
+        }
+        const size_t packed = sizeof *e + mt__plan_cache_packed_bytes(e);
+        if (s->packed_bytes + packed <= MT__PLAN_PACK_BUDGET) {
             s->cache[s->n_cache++] = e;
-            s->cache_bytes += bytes;
+            s->packed_bytes += packed;
         } else {
             drop(e);
         }
@@ -414,13 +452,13 @@ void mt__plan_cache_free(mt__plan_search *s) {
     for (size_t i = 0; i < s->n_cache; i++) drop(s->cache[i]);
     free(s->cache);
     free(s->time_memo);
-    free(s->slots_memo);
+    mt__plan_pipeline_slots_free(s);
     s->time_memo = NULL;
-    s->slots_memo = NULL;
     free(s->slots);
     s->cache = NULL;
     s->slots = NULL;
     s->n_cache = s->cap_cache = s->n_slots = s->n_pinned = s->cache_bytes = 0;
+    s->packed_bytes = 0;
 }
 
 

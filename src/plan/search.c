@@ -344,8 +344,10 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     s->slots = cache->slots, s->n_slots = cache->n_slots;
     s->n_built = cache->n_built;
     s->n_pinned = cache->n_pinned, s->cache_bytes = cache->cache_bytes;
+    s->packed_bytes = cache->packed_bytes;
     s->clock = cache->clock, s->time_memo = cache->time_memo;
-    s->slots_memo = cache->slots_memo;
+    s->slots_memo = cache->slots_memo, s->n_slots_memo = cache->n_slots_memo;
+    s->used_slots_memo = cache->used_slots_memo;
     memset(rep, 0, sizeof *rep);
     s->rep = rep;
     rep->chips = chips;
@@ -361,8 +363,10 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     cache->slots = s->slots, cache->n_slots = s->n_slots;
     cache->n_built = s->n_built;
     cache->n_pinned = s->n_pinned, cache->cache_bytes = s->cache_bytes;
+    cache->packed_bytes = s->packed_bytes;
     cache->clock = s->clock, cache->time_memo = s->time_memo;
-    cache->slots_memo = s->slots_memo;
+    cache->slots_memo = s->slots_memo, cache->n_slots_memo = s->n_slots_memo;
+    cache->used_slots_memo = s->used_slots_memo;
     if (st == MT_OK) st = mt__plan_refusals_report(&ss.refusals, rep);
     mt__plan_refusals_free(&ss.refusals);
     if (st != MT_OK) {

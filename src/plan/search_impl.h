@@ -10,6 +10,7 @@
 #include "meshtrain/pipeline.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The widest tensor axis searched: Megatron's and the book's 8 to 16 ways,
  * with room for a model whose F carries more. */
@@ -22,7 +23,7 @@
 #include "plan/step.h"
 
 /* Entries of mt__plan_search.time_memo. */
-#define MT__PLAN_TIME_MEMO 64
+#define MT__PLAN_TIME_MEMO 1024
 
 /* What a chunk's program depends on. Not the schedule: it orders and
  * places the chunks, and every schedule runs the same program for a chunk
@@ -50,6 +51,13 @@ typedef struct {
     bool                borrowed;  /* prog.nodes are another entry's (cache.c's shared
                                       programs), freed with it */
     unsigned long long  used;      /* a shared program's last use (mt__plan_search.clock) */
+    bool                prog_ok;   /* prog built (its timing may yet have failed: a mesh
+                                      the hardware cannot lay out, cost_map.c) */
+    /* packed (cache_pack.c; prog.nodes NULL until unpacked): the distinct
+       nodes, and the run order as indexes into them */
+    mt__plan_node      *packed_nodes;   /* (n_packed) */
+    uint32_t           *packed_order;   /* (prog.n_nodes); NULL: not packed */
+    int                 n_packed;
     mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
 } mt__plan_cached;
@@ -65,17 +73,19 @@ typedef struct {
 } mt__plan_time_memo;
 
 /* The in-flight microbatches and the stage of each global chunk of a
- * pipeline under one schedule (evaluate.c's pipeline_slots), remembered:
- * every mesh and option set of p stages asks the same. */
+ * pipeline under one schedule (pipeline_slots.c), remembered: every mesh
+ * and option set of p stages asks the same. */
 typedef struct {
-    int  kind, p, m, v;               /* p 0: empty */
-    char why[256];                    /* the schedule's refusal ("" if made) */
-    int  slots[2 * MT_SCHEDULE_MAX_STAGES], dev[2 * MT_SCHEDULE_MAX_STAGES];   /* (p·v) */
-    int  peak[2 * MT_SCHEDULE_MAX_STAGES];   /* (p·v): in flight at the device's peak (the
-                                                search's layers weigh the chunks) */
+    int   kind, p, m, v;              /* p 0: empty */
+    char *why;                        /* the schedule's refusal; NULL if made */
+    int  *ints;                       /* (3·p·v): the slots, the device (stage) and the
+                                         in flight at the device's peak of each chunk (the
+                                         search's layers weigh the chunks) */
 } mt__plan_slots_memo;
-/* Entries of mt__plan_search.slots_memo. */
-#define MT__PLAN_SLOTS_MEMO 32
+/* The most entries of mt__plan_search.slots_memo before it is emptied (a
+ * search asks a few thousand: schedules x microbatch counts x chunks x
+ * pipe depths). */
+#define MT__PLAN_SLOTS_MEMO 16384
 
 /* The stage that holds global chunk `chunk` of a pipeline of p stages and v
  * chunks a device, as the trainer places it (p 0: an empty entry). */
@@ -103,11 +113,15 @@ typedef struct {
     int        n_built;               /* programs built (a key dropped and built again counts
                                          twice: mt__plan_cache_trim) */
     mt__plan_stage_memo stage_memo[256];   /* direct-mapped (cache.c's build) */
-    mt__plan_slots_memo *slots_memo;  /* (MT__PLAN_SLOTS_MEMO) direct-mapped */
+    mt__plan_slots_memo *slots_memo;  /* (n_slots_memo) open addressing by (kind, p, m, v);
+                                         n_slots_memo a power of two, >= 2 used */
+    size_t     n_slots_memo, used_slots_memo;
     mt__plan_time_memo *time_memo;    /* (MT__PLAN_TIME_MEMO) direct-mapped, by the builds'
                                          addresses: emptied whenever entries are freed */
     size_t     n_pinned;              /* cache[0 .. n_pinned) outlive mt__plan_cache_trim */
-    size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes */
+    size_t     cache_bytes;           /* what cache[n_pinned ..] holds, entries and nodes
+                                         (the packed ones' apart) */
+    size_t     packed_bytes;          /* what the packed entries hold (cache_pack.c) */
     unsigned long long clock;         /* uses of shared programs so far */
     /* the results kept */
     mt_plan_report *rep;
@@ -170,6 +184,8 @@ int mt__plan_chunk_blocks(int L, int S, int c);
  * for MT_ENOMEM. */
 mt_status mt__plan_pipeline_slots(mt__plan_search *s, const mt_plan_layout *l, int v, int *slots,
                                   int *peak, int *dev, char *why, size_t cap);
+/* Frees what mt__plan_pipeline_slots remembered in s (pipeline_slots.c). */
+void mt__plan_pipeline_slots_free(mt__plan_search *s);
 /* Chunks a device holds under schedule `kind` by default (2 for zb-v,
  * dualpipev and interleaved; else 1). */
 int  mt__plan_schedule_chunks(int kind);
@@ -239,6 +255,20 @@ void mt__plan_cache_free(mt__plan_search *s);
  * Kept: the shared programs (cache.c's shared_key) last used, up to half
  * the budget. No pointer into the cache may be held across the call. */
 void mt__plan_cache_trim(mt__plan_search *s);
+/* Packs e's nodes (its distinct nodes once, the run order as indexes;
+ * prog.nodes freed and NULL); nothing when packed already. Unpacked, the
+ * nodes are the program's, byte for byte (cache_pack.c). Fails only for
+ * MT_ENOMEM (e unchanged). */
+mt_status mt__plan_cache_pack(mt__plan_cached *e);
+/* e's packed nodes unpacked into e->prog.nodes, the packed arrays kept
+ * (packing it again only frees the nodes); nothing when not packed. Fails
+ * only for MT_ENOMEM (e unchanged). */
+mt_status mt__plan_cache_unpack(mt__plan_cached *e);
+/* The bytes e's packed nodes hold (0: not packed). */
+size_t mt__plan_cache_packed_bytes(const mt__plan_cached *e);
+/* The bytes of packed shared programs mt__plan_cache_trim keeps past
+ * MT__PLAN_CACHE_BUDGET's (least recently used dropped first). */
+#define MT__PLAN_PACK_BUDGET ((size_t)256 << 20)
 /* The bytes past which mt__plan_cache_trim frees (256 MiB, well inside the
  * 1 GiB a search may hold, issue 40, with room for the rest). */
 #define MT__PLAN_CACHE_BUDGET ((size_t)256 << 20)

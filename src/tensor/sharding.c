@@ -70,22 +70,24 @@ mt_status mt_sharding_local_shape(const mt_mesh *mesh, const mt_sharding *sh, in
         return mt_fail(MT_EINVAL, "local shape: %d dims; at most %d are supported", ndim, MT_MAX_DIMS);
     for (int d = 0; d < ndim; d++) {
         int64_t parts = 1;
-        char names[160] = "";
-        size_t off = 0;
         for (int a = 0; a < mesh->ndim; a++)
-            if (sh->dim_axes[d] & (1u << a)) {
-                parts *= mesh->sizes[a];
-                if (off < sizeof names)
-                    off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", off ? "+" : "",
-                                            mesh->names[a]);
-            }
+            if (sh->dim_axes[d] & (1u << a)) parts *= mesh->sizes[a];
         if (sh->dim_axes[d] >> mesh->ndim)
             return mt_fail(MT_EINVAL, "local shape: dim %d is split over axis bits 0x%x, but the "
                            "mesh '%s' has %d axes", d, sh->dim_axes[d], mesh->spec, mesh->ndim);
-        if (global[d] < 0 || global[d] % parts != 0)
+        if (global[d] < 0 || global[d] % parts != 0) {
+            /* the axes' names only for the message: formatted on every call
+               they were a tenth of a plan search's time (issue 40's speed) */
+            char names[160] = "";
+            size_t off = 0;
+            for (int a = 0; a < mesh->ndim; a++)
+                if ((sh->dim_axes[d] & (1u << a)) && off < sizeof names)
+                    off += (size_t)snprintf(names + off, sizeof names - off, "%s%s",
+                                            off ? "+" : "", mesh->names[a]);
             return mt_fail(MT_ESHAPE, "dim %d of size %lld does not divide by %lld (the size of "
                            "mesh axes '%s'); pad it to a multiple of %lld or split another dim",
                            d, (long long)global[d], (long long)parts, names, (long long)parts);
+        }
         local[d] = global[d] / parts;
     }
     return MT_OK;
