@@ -142,6 +142,12 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b);
  * output projection). The (B,T,3,C) form lets a mesh split C, hence the
  * heads: tensor parallelism (each device then runs NH/n heads). */
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH);
+/* mt_attention within documents (packed sequences): docs int32 (B,T) holds
+ * each token's document id, and a query sees only the keys of its own
+ * document (and, causal, not later ones); NULL is mt_attention. The ids
+ * are an input the caller fills (no gradient). Not yet with the sequence
+ * split over devices (the partitioner refuses a split T). */
+mt_tensor *mt_attention_docs(mt_graph *g, mt_tensor *qkv, int NH, mt_tensor *docs);
 /* The LLaMA family's ops. Errors stick to the graph as for the others
  * (MT_ESHAPE for shapes, MT_EINVAL for parameters, naming the operands).
  *
@@ -222,6 +228,10 @@ mt_tensor *mt_rope_scaled(mt_graph *g, mt_tensor *x, int n_heads, float theta, i
  * device reads the kv heads its query heads read, their gradients summed
  * over the devices that share them. T must be whole. */
 mt_tensor *mt_attention_gqa(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH, int KV);
+/* mt_attention_gqa within documents: docs int32 (B,T) or NULL, as
+ * mt_attention_docs. */
+mt_tensor *mt_attention_gqa_docs(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                                 int KV, mt_tensor *docs);
 /* out (...,C) = table (V,C)[ids (...)]; ids int32 in [0,V). */
 mt_tensor *mt_embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids);
 /* loss () = scale · Σ_rows -log softmax(logits[row, :V])[targets[row]].

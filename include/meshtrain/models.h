@@ -19,12 +19,15 @@ typedef struct {
     int maxT;   /* context length of the position table */
     int V;      /* vocabulary */
     int Vp;     /* padded vocabulary (>= V); rows past V never win the softmax */
+    int doc_mask;   /* 1: attention within documents, ids from the input "docs" (B,T) */
 } mt_gpt_config;
 
 /* Builds a GPT-2 style model into `g` for microbatches of (B,T) tokens:
  * learned positions, pre-LayerNorm blocks (attention then 4C GELU MLP, each
  * with a residual), final LayerNorm, LM head tied to the token embedding.
- * Inputs are named "tokens" (B,T) and "targets" (B,T); the returned loss is
+ * Inputs are named "tokens" (B,T) and "targets" (B,T), and with doc_mask
+ * "docs" (B,T) int32, each token's document id (mt_attention_docs; every
+ * stage has it); the returned loss is
  * the cross entropy times `loss_scale`. Position ids are a constant, filled by
  * mt_gpt_fill_constants() after compile. Parameters are named as in GPT-2
  * ("wte", "wpe", "h.0.ln_1.w", ...), with llm.c's initialisation. */
@@ -102,6 +105,10 @@ typedef struct {
      * MT_ROPE_SCALING_NONE, or all zero: none); --rope-scaling and the
      * --rope-* flags, the llama3.1-* presets */
     mt_rope_scaling rope_scaling;
+    /* 1: attention within documents: an int32 (B,T) input "docs" holds each
+     * token's document id (mt_attention_gqa_docs); the trainer's
+     * --doc-mask, not a property of the weights */
+    int doc_mask;
 } mt_llama_config;
 
 /* An initializer of mt_rope_scaling: kind with Llama 3.1's values (Meta's

@@ -210,7 +210,7 @@ mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, in
     uint32_t rows = e->types[0].sharding.dim_axes[1];
     if (rows & ~e->headtail)
         return own_block(g, mt__attention_gqa_at(g, whole(g, in[0], rows), whole(g, in[1], rows),
-                                                 whole(g, in[2], rows), NH, KV, G, hoff),
+                                                 whole(g, in[2], rows), NH, KV, G, hoff, NULL),
                          rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], in[0]->shape[1], &parts, &part);

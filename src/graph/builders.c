@@ -213,7 +213,24 @@ mt_tensor *mt_layernorm(mt_graph *g, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     return emit(g, &c);
 }
 
+/* Document ids (B,T) int32 for a call on q (B,T,...), or NULL: one document. */
+static bool want_docs(mt_graph *g, const char *op, const mt_tensor *q, mt_tensor *docs) {
+    if (!docs) return true;
+    if (!ready(g, 1, &docs) || !want_dtype(g, op, docs, MT_I32)) return false;
+    if (docs->ndim != 2 || docs->shape[0] != q->shape[0] || docs->shape[1] != q->shape[1]) {
+        char s1[64], s2[64];
+        mt__graph_error(g, MT_ESHAPE, "%s: document ids '%s' %s must be (B,T) of q '%s' %s",
+                        op, docs->name, SHAPE(docs, s1), q->name, SHAPE(q, s2));
+        return false;
+    }
+    return true;
+}
+
 mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
+    return mt_attention_docs(g, qkv, NH, NULL);
+}
+
+mt_tensor *mt_attention_docs(mt_graph *g, mt_tensor *qkv, int NH, mt_tensor *docs) {
     if (!ready(g, 1, &qkv) || !want_dtype(g, "attention", qkv, MT_F32)) return NULL;
     char s[64];
     /* (B,T,3C) and (B,T,3,C) are one storage: q, k, v side by side per row */
@@ -228,8 +245,9 @@ mt_tensor *mt_attention(mt_graph *g, mt_tensor *qkv, int NH) {
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);
     int64_t B = qkv->shape[0], T = qkv->shape[1];
     int64_t shape[3] = {B, T, C}, lse_shape[3] = {B, NH, T};
-    mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = 1, .in = {qkv},
-                    .p.attention = {.B = B, .T = T, .C = C, .NH = NH}};
+    if (!want_docs(g, "attention", qkv, docs)) return NULL;
+    mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = docs ? 2 : 1, .in = {qkv, docs},
+                    .p.attention = {.B = B, .T = T, .C = C, .NH = NH, .doc = docs ? 1 : 0}};
     c.out = act(g, 3, shape);
     c.aux[0] = aux(g, 3, lse_shape);   /* lse (B,NH,T): each row's log-sum-exp (flash) */
     return emit(g, &c);
@@ -274,7 +292,7 @@ mt_tensor *mt_swiglu(mt_graph *g, mt_tensor *a, mt_tensor *b) {
 }
 
 mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
-                                int KV, int G, int hoff) {
+                                int KV, int G, int hoff, mt_tensor *docs) {
     mt_tensor *ops[3] = {q, k, v};
     if (!ready(g, 3, ops)) return NULL;
     for (int i = 0; i < 3; i++)
@@ -303,11 +321,12 @@ mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tens
     if (q->needs_grad != k->needs_grad)
         return mt__graph_error(g, MT_EUNSUPPORTED, "attention_gqa: q '%s' and k '%s' must both "
                                "take gradients or neither", q->name, k->name);
+    if (!want_docs(g, "attention_gqa", q, docs)) return NULL;
     int64_t B = q->shape[0], T = q->shape[1];
     int64_t lse_shape[3] = {B, NH, T};
-    mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = 3, .in = {q, k, v},
+    mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = docs ? 4 : 3, .in = {q, k, v, docs},
                     .p.gqa = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = C / NH, .G = G,
-                              .hoff = hoff}};
+                              .hoff = hoff, .doc = docs ? 3 : 0}};
     c.out = act(g, 3, q->shape);
     c.aux[0] = aux(g, 3, lse_shape);   /* lse (B,NH,T): each row's log-sum-exp (flash) */
     return emit(g, &c);
@@ -315,10 +334,15 @@ mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tens
 
 mt_tensor *mt_attention_gqa(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
                             int KV) {
+    return mt_attention_gqa_docs(g, q, k, v, NH, KV, NULL);
+}
+
+mt_tensor *mt_attention_gqa_docs(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
+                                 int KV, mt_tensor *docs) {
     if (g && g->status == MT_OK && (NH <= 0 || KV <= 0 || NH % KV != 0))
         return mt__graph_error(g, MT_EINVAL, "attention_gqa: KV=%d kv heads must divide NH=%d "
                                "query heads", KV, NH);
-    return mt__attention_gqa_at(g, q, k, v, NH, KV, NH / (KV > 0 ? KV : 1), 0);
+    return mt__attention_gqa_at(g, q, k, v, NH, KV, NH / (KV > 0 ? KV : 1), 0, docs);
 }
 
 static mt_tensor *embedding(mt_graph *g, mt_tensor *table, mt_tensor *ids, bool masked,

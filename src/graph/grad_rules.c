@@ -120,13 +120,16 @@ void mt__grad_layernorm(mt_graph *g, const mt_op_call *f) {
 }
 
 void mt__grad_attention(mt_graph *g, const mt_op_call *f) {
-    if (f->n_in == 2) {   /* split over devices: attention_split.c */
+    if (f->p.attention.parts > 1) {   /* split over devices: attention_split.c */
         mt__grad_attention_split(g, f);
         return;
     }
     /* flash attention's backward reads the output for D = rowsum(dO ∘ O) */
-    mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, 4, f->out->grad, f->in[0], f->out, f->aux[0], 0);
+    const int64_t doc = f->p.attention.doc;   /* the document ids: in[4] */
+    mt_op_call dqkv = bcall(MT_OP_ATTENTION_BWD, doc ? 5 : 4, f->out->grad, f->in[0], f->out,
+                            f->aux[0], doc ? f->in[doc] : 0);
     dqkv.p.attention = f->p.attention;
+    dqkv.p.attention.doc = doc ? 4 : 0;
     mt__emit_grad(g, f->in[0], &dqkv);
 }
 
@@ -156,12 +159,17 @@ void mt__grad_swiglu(mt_graph *g, const mt_op_call *f) {
  * builder made sure q and k take gradients together. */
 void mt__grad_attention_gqa(mt_graph *g, const mt_op_call *f) {
     mt_tensor *dout = f->out->grad, *lse = f->aux[0];
-    mt_op_call dqk = bcall(MT_OP_GQA_BWD_QK, 6, dout, f->in[0], f->in[1], f->in[2], f->out);
+    mt_tensor *docs = f->p.gqa.doc ? f->in[f->p.gqa.doc] : NULL;   /* after the others */
+    mt_op_call dqk = bcall(MT_OP_GQA_BWD_QK, docs ? 7 : 6, dout, f->in[0], f->in[1], f->in[2],
+                           f->out);
     dqk.in[5] = lse;
+    dqk.in[6] = docs;
     dqk.p.gqa = f->p.gqa;
+    dqk.p.gqa.doc = docs ? 6 : 0;
     mt__emit_grad2(g, f->in[0], f->in[1], &dqk);
-    mt_op_call dv = bcall(MT_OP_GQA_BWD_V, 4, dout, f->in[0], f->in[1], lse, 0);
+    mt_op_call dv = bcall(MT_OP_GQA_BWD_V, docs ? 5 : 4, dout, f->in[0], f->in[1], lse, docs);
     dv.p.gqa = f->p.gqa;
+    dv.p.gqa.doc = docs ? 4 : 0;
     mt__emit_grad(g, f->in[2], &dv);
 }
 

@@ -237,9 +237,10 @@ mt_tensor *mt__cross_entropy_vp(mt_graph *g, mt_tensor *logits, mt_tensor *targe
                                 float scale, mt_axes axes, int64_t lo);
 /* grouped-query attention over a device's share of the heads: NH query
  * heads (q (B,T,NH·HS)) and the KV kv heads k, v (B,T,KV·HS) hold, query
- * head h reading kv head (hoff + h) / G (ops_impl.h, mt_gqa_params). */
+ * head h reading kv head (hoff + h) / G (ops_impl.h, mt_gqa_params); docs
+ * as mt_attention_gqa_docs. */
 mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
-                                int KV, int G, int hoff);
+                                int KV, int G, int hoff, mt_tensor *docs);
 /* attention_split.c: the split forms (a device's head-tail share of T
  * query rows against the keys gathered from `parts` devices, Tk = parts·T;
  * ops_impl.h's mt_attention_params): the packed qkv (B,T,3C) with its

@@ -60,7 +60,7 @@ mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
     int NH = (int)(c->p.attention.NH * local_C / c->p.attention.C);
     if (e->types[0].sharding.dim_axes[1]) return mt__lower_attention_split(g, in[0], NH, e);
-    return mt_attention(g, in[0], NH);
+    return mt_attention_docs(g, in[0], NH, c->p.attention.doc ? in[c->p.attention.doc] : NULL);
 }
 
 mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
@@ -92,7 +92,7 @@ mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor *
                                              (int)(p->hoff + h0 - k0 * p->G), e);
     return mt__attention_gqa_at(g, in[0], in[1], in[2], (int)(in[0]->shape[2] / HS),
                                 (int)(in[1]->shape[2] / HS), (int)p->G,
-                                (int)(p->hoff + h0 - k0 * p->G));
+                                (int)(p->hoff + h0 - k0 * p->G), p->doc ? in[p->doc] : NULL);
 }
 
 /* A table split over the vocabulary: each device looks up its rows (a

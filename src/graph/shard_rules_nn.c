@@ -80,6 +80,24 @@ mt_status mt__shard_layernorm(mt_srule *r, const mt_op_call *call, mt_type *in) 
     return MT_OK;
 }
 
+/* The document ids (B,T) of an attention call (in[k], k = its p.doc, 0:
+ * none) on q: laid out as q's rows, and T whole (the split forms do not
+ * take documents yet: the kernel's position masks and document ids do not
+ * combine). */
+static mt_status docs_rule(mt_srule *r, int k, const mt_type *q, mt_type *in) {
+    if (!k) return MT_OK;
+    if (q->sharding.dim_axes[1])
+        return mt_fail(MT_EUNSUPPORTED, "%s: q %s splits the sequence (T) over %s, and "
+                       "document masks (--doc-mask on) do not run on a split sequence yet; "
+                       "use --doc-mask off with a context axis, or drop the context axis",
+                       r->op, mt__stype(r->mesh, q).s, mt__saxes(r->mesh, q->sharding.dim_axes[1]).s);
+    mt_type want = in[k];
+    want.sharding.partial_axes = 0;
+    want.sharding.dim_axes[0] = q->sharding.dim_axes[0];
+    want.sharding.dim_axes[1] = 0;
+    return match(r, k, "docs", &in[k], &want, "q's rows (B split as q's, T whole)");
+}
+
 /* out (B,T,C) = attention(qkv (B,T,3C) or (B,T,3,C)), NH heads. T may be
  * split over axes: each device then holds its head-tail share of the
  * sequence (mt_headtail_pos) and the lowering gathers the keys and values
@@ -115,6 +133,7 @@ mt_status mt__shard_attention(mt_srule *r, const mt_op_call *call, mt_type *in) 
         res.sharding.dim_axes[2] = heads;
         res.sharding.dim_axes[3] = 0;
     }
+    TRY(docs_rule(r, (int)call->p.attention.doc, q, in));
     r->out->result = res;
     return MT_OK;
 }
@@ -187,6 +206,7 @@ mt_status mt__shard_attention_gqa(mt_srule *r, const mt_op_call *call, mt_type *
                   : "q on the batch, with its heads whole (replicated: each device reads the "
                     "kv heads its query heads read)"));
     }
+    TRY(docs_rule(r, (int)call->p.gqa.doc, q, in));
     mt_type res = *q;
     TRY(mt__scheck_result(r, &res, in, 3, QKV));
     r->out->result = res;

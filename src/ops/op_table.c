@@ -184,12 +184,14 @@ static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
         split_positions(c, &L, scratch);
-        const float *qkv = F32(c->in[0]), *kv = F32(c->in[c->n_in - 1]);
+        L.doc = p->doc ? I32(c->in[p->doc]) : NULL;
+        const float *qkv = F32(c->in[0]), *kv = F32(c->in[p->parts > 1 ? 1 : 0]);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, kv + p->C, kv + 2 * p->C, &L,
                                 scratch, p0, p1);
     } else {
         mt_attn_layout L = gqa_layout(&c->p.gqa);
         split_positions(c, &L, scratch);
+        L.doc = c->p.gqa.doc ? I32(c->in[c->p.gqa.doc]) : NULL;
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), F32(c->in[1]),
                                 F32(c->in[2]), &L, scratch, p0, p1);
     }
@@ -297,7 +299,8 @@ static void run_ln_bwd_params(const mt_op_env *env, const mt_op_call *c) {
     mt_kernel_layernorm_bwd_params(F32(c->out), F32(c->out2), F32(c->in[0]), F32(c->in[1]),
                                    F32(c->in[2]), F32(c->in[3]), c->p.rows.rows, c->p.rows.C);
 }
-/* ATTENTION_BWD: in = {dout, qkv, out, lse}; GQA_BWD_QK: in = {dout, q, k,
+/* Each call's document ids, when it has them, are in[p.doc] (after its
+ * other inputs). ATTENTION_BWD: in = {dout, qkv, out, lse}; GQA_BWD_QK: in = {dout, q, k,
  * v, out, lse}, out dq, out2 dk; GQA_BWD_V: in = {dout, q, k, lse}, out dv.
  * Split over the (batch, kv head) groups; each worker has its own tiles. */
 static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
@@ -308,18 +311,20 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
         split_positions(c, &L, scratch);
-        const float *qkv = F32(c->in[1]), *kv = c->n_in > 4 ? F32(c->in[4]) : qkv;
+        L.doc = p->doc ? I32(c->in[p->doc]) : NULL;
+        const bool split = p->parts > 1;
+        const float *qkv = F32(c->in[1]), *kv = split ? F32(c->in[4]) : qkv;
         /* split: dq into out (its k, v columns zeroed by the run), dk and
          * dv into out2 (its q columns zeroed) */
-        float *d = F32(c->out), *dkv = c->n_in > 4 ? F32(c->out2) : d;
-        mt_attn_grads g = {d, dkv + p->C, dkv + 2 * p->C, c->acc,
-                           c->n_in > 4 ? c->acc2 : c->acc};
+        float *d = F32(c->out), *dkv = split ? F32(c->out2) : d;
+        mt_attn_grads g = {d, dkv + p->C, dkv + 2 * p->C, c->acc, split ? c->acc2 : c->acc};
         mt_kernel_attention_bwd(&g, F32(c->in[0]), qkv, kv + p->C, kv + 2 * p->C,
                                 F32(c->in[2]), F32(c->in[3]), &L, scratch, g0, g1);
         return;
     }
     mt_attn_layout L = gqa_layout(&c->p.gqa);
     split_positions(c, &L, scratch);
+    L.doc = c->p.gqa.doc ? I32(c->in[c->p.gqa.doc]) : NULL;
     if (c->op == MT_OP_GQA_BWD_QK) {
         mt_attn_grads g = {.dq = F32(c->out), .dk = F32(c->out2), .acc_q = c->acc,
                            .acc_kv = c->acc2};
@@ -346,7 +351,7 @@ static void run_attention_bwd(const mt_op_env *env, const mt_op_call *c) {
     mt_op_par ctx;
     if (c->op == MT_OP_ATTENTION_BWD) {
         const mt_attention_params *p = &c->p.attention;
-        if (c->n_in > 4) split_zero(c);
+        if (p->parts > 1) split_zero(c);
         mt__op_par_run(env, c, &ctx, p->B * p->NH, p->T * (p->parts > 1 ? p->Tk : p->T) *
                        (p->C / p->NH), range_attention_bwd);
     } else {
@@ -445,7 +450,7 @@ DEF(transpose, 1, 1, VECTOR, mt__cost_transpose, run_transpose);
 DEF(reshard, 1, 1, VECTOR, mt__cost_unary, run_copy);
 DEF(rmsnorm, 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm);
 DEF(swiglu, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
-DEF(attention_gqa, 3, 3, ATTENTION, mt__cost_gqa, run_attention_gqa,
+DEF(attention_gqa, 3, 4, ATTENTION, mt__cost_gqa, run_attention_gqa,
     .scratch = scratch_attention);
 /* collective.c */
 DEF(psum, 1, 1, COLLECTIVE, mt__cost_coll,
@@ -487,9 +492,9 @@ DEF(rms_bwd_input, 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input);
 DEF(rms_bwd_params, 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params);
 DEF(swiglu_bwd_a, 3, 3, VECTOR, mt__cost_swiglu, run_swiglu);
 DEF(swiglu_bwd_b, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
-DEF(gqa_bwd_qk, 6, 6, ATTENTION, mt__cost_gqa,
+DEF(gqa_bwd_qk, 6, 7, ATTENTION, mt__cost_gqa,
     run_attention_bwd, .scratch = scratch_attention);
-DEF(gqa_bwd_v, 4, 4, ATTENTION, mt__cost_gqa,
+DEF(gqa_bwd_v, 4, 5, ATTENTION, mt__cost_gqa,
     run_attention_bwd, .scratch = scratch_attention);
 
 /* The table, from the list: every op's entry, in the enum's order. */

@@ -104,7 +104,7 @@ typedef enum {
 } mt_op;
 
 /* gqa_bwd_qk's six: dout, q, k, v and the forward's out and lse */
-#define MT_MAX_INPUTS 6
+#define MT_MAX_INPUTS 7   /* gqa_bwd_qk with document ids */
 
 /* ---- parameters, one struct per op family ------------------------------- */
 
@@ -119,7 +119,11 @@ typedef struct { int64_t rows, C; } mt_rows_params;
  * parts·T (mt_headtail_pos, device `part`), read from in0, and the keys and
  * values the whole sequence's, gathered from the parts in device order, read
  * from in1 (B,Tk,3C) (its q columns unread). parts 0 or 1: one operand, Tk = T. */
-typedef struct { int64_t B, T, C, NH; int64_t Tk, parts, part; } mt_attention_params;
+/* doc: the index in the call's in[] of the document ids, int32 (B,T) (each
+ * token's document: a query sees only its own document's keys, packed
+ * sequences), or 0: one document. Not with parts > 1 (the kernel's
+ * position masks and document ids do not combine). */
+typedef struct { int64_t B, T, C, NH; int64_t Tk, parts, part; int64_t doc; } mt_attention_params;
 /* RMS normalisation of rows of C channels: x / sqrt(mean x² + eps). */
 typedef struct { int64_t rows, C; float eps; } mt_rmsnorm_params;
 /* RoPE's frequency scaling, the members of meshtrain/graph.h's
@@ -160,7 +164,12 @@ double mt__rope_mscale(const mt_rope_scale *s);
 /* Split (parts > 1): q holds a device's head-tail share of T rows of a
  * sequence of Tk = parts·T, k and v the whole sequence's Tk rows gathered
  * from the parts in device order (as mt_attention_params). */
-typedef struct { int64_t B, T, NH, KV, HS, G, hoff; int64_t Tk, parts, part; } mt_gqa_params;
+/* doc: the index of the document ids in in[], or 0 (as mt_attention_params). */
+typedef struct {
+    int64_t B, T, NH, KV, HS, G, hoff;
+    int64_t Tk, parts, part;
+    int64_t doc;
+} mt_gqa_params;
 /* n ids into a table (V,C). */
 /* masked (vocabulary parallel): the table holds rows [lo, lo+V) of the
  * vocabulary; an id outside reads zeros and scatters nothing. */

@@ -67,7 +67,8 @@ static mt_tensor *param2(mt_graph *g, const char *name, int64_t rows, int64_t co
 }
 
 /* One transformer block: x (B,T,C) -> (B,T,C). */
-static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_config *cfg) {
+static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_config *cfg,
+                            mt_tensor *docs) {
     const int64_t C = cfg->C;
     const mt_init zeros = {MT_INIT_ZEROS, 0.0f}, ones = {MT_INIT_ONES, 0.0f};
     const mt_init normal = {MT_INIT_NORMAL, GPT_INIT_STD};
@@ -112,7 +113,7 @@ static mt_tensor *gpt_block(mt_graph *g, mt_tensor *x, int l, const mt_gpt_confi
 
     mt_tensor *h = mt_layernorm(g, x, ln1_w, ln1_b);               /* (B,T,C) */
     mt_tensor *qkv = mt_linear(g, h, qkv_w, qkv_b);                 /* (B,T,3,C) */
-    mt_tensor *att = mt_attention(g, qkv, cfg->NH);                 /* (B,T,C) */
+    mt_tensor *att = mt_attention_docs(g, qkv, cfg->NH, docs);      /* (B,T,C) */
     mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, proj_w, proj_b),
                                     MT_RESIDUAL_AXES);              /* (B,T,C) */
     mt_tensor *a = mt_add(g, x, o);                                 /* (B,T,C) */
@@ -159,6 +160,8 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_mo
     if (st->last) targets = mt_input(g, "targets", MT_I32, 2, bt);     /* (B,T) */
     mt_graph_logical(g, tokens, "batch,seq");
     mt_graph_logical(g, targets, "batch,seq");
+    mt_tensor *docs = cfg->doc_mask ? mt_input(g, "docs", MT_I32, 2, bt) : NULL;   /* (B,T) */
+    mt_graph_logical(g, docs, "batch,seq");
     if (st->first) {
         mt_tensor *pos = mt_constant(g, "pos", MT_I32, 2, bt);         /* (B,T), pos[b,t] = t */
         wte = param2(g, "wte", cfg->Vp, C, normal);                     /* (Vp,C) */
@@ -183,7 +186,7 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_mo
     }
     for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
         mt_graph_set_block(g, l);   /* remat and traces know the block by this */
-        x = gpt_block(g, x, l, cfg);
+        x = gpt_block(g, x, l, cfg, docs);
     }
     mt_graph_set_block(g, -1);
     if (!st->last) return x;

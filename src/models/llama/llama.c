@@ -204,7 +204,8 @@ static mt_tensor *lparam(mt_graph *g, mt_init init, int64_t rows, int64_t cols, 
 }
 
 /* One block: x (B,T,C) -> (B,T,C). */
-static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_config *cfg) {
+static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_config *cfg,
+                              mt_tensor *docs) {
     const int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg);
     const int NH = cfg->n_heads, KV = cfg->n_kv_heads;
     const int64_t HS = mt_llama_head_dim(cfg);   /* NH·HS need not be C */
@@ -243,7 +244,7 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_tensor *k = mt_rope_scaled(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0,
                                   rs);                                       /* (B,T,KV·HS) */
     mt_tensor *v = mt_linear(g, h, wv, NULL);                                /* (B,T,KV·HS) */
-    mt_tensor *att = mt_attention_gqa(g, q, k, v, NH, KV);                   /* (B,T,NH·HS) */
+    mt_tensor *att = mt_attention_gqa_docs(g, q, k, v, NH, KV, docs);        /* (B,T,NH·HS) */
     mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, wo, NULL), MT_RESIDUAL_AXES); /* (B,T,C) */
     mt_tensor *a = mt_add(g, x, o);                                          /* (B,T,C) */
     h = mt_rmsnorm(g, a, ffn_norm, cfg->norm_eps);                           /* (B,T,C) */
@@ -310,9 +311,11 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
     if (st->last)
         targets = mt_graph_logical(g, mt_input(g, "targets", MT_I32, 2, bt),
                                    "batch,seq");                         /* (B,T) */
+    mt_tensor *docs = cfg->doc_mask ? mt_input(g, "docs", MT_I32, 2, bt) : NULL;   /* (B,T) */
+    mt_graph_logical(g, docs, "batch,seq");
     for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
         mt_graph_set_block(g, l);   /* remat and traces know the block by this */
-        x = llama_block(g, x, l, cfg);
+        x = llama_block(g, x, l, cfg, docs);
     }
     mt_graph_set_block(g, -1);
     if (!st->last) return x;
