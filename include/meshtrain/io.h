@@ -133,6 +133,14 @@ mt_status mt_dataset_batch(const mt_dataset *ds, int split, int64_t *pos, int B,
  * <= B. Safe to call from many threads on one dataset. */
 mt_status mt_dataset_rows(const mt_dataset *ds, int split, int64_t *pos, int B, int T, int row0,
                           int rows, int32_t *tokens, int32_t *targets);
+/* Packed documents: docs (rows,T) = each token's document id within its
+ * row of tokens (rows,T). A row starts document 0; a token right after
+ * `eot` (the end-of-text id) starts the next one; the eot token belongs to
+ * the document it ends. So tokens a b EOT c EOT EOT d give 0 0 0 1 1 2 3.
+ * Rows are numbered apart (attention never crosses rows). docs may not
+ * alias tokens. */
+void      mt_dataset_doc_ids(const int32_t *tokens, int64_t rows, int64_t T, int32_t eot,
+                             int32_t *docs);
 
 /* Writes an llm.c token file (magic 20240520, version 1, uint16 tokens),
  * claimed and written through its temporary file as every save (files.h). */

@@ -279,6 +279,18 @@ typedef struct {
      * bucket; 25 by default (PyTorch DDP's bucket_cap_mb), 0 for one
      * reduction per gradient. In [0, 1048576]. */
     double            bucket_mb;
+    /* Packed documents (--doc-mask): true keeps attention within documents.
+     * The loader derives each token's document id from its row (a token
+     * after eot_id starts a new document; the eot_id token belongs to the
+     * document it ends) into the model's "docs" input. Positions stay the
+     * row's (0..T-1), not the document's. GPT and LLaMA only; refused with
+     * a pipe axis of 2+ and with a context axis of 2+. false: the run is
+     * bitwise what it was without. */
+    bool              doc_mask;
+    /* The end-of-text id that separates documents; negative: the model's
+     * (GPT-2's <|endoftext|> 50256; LLaMA: 2, SentencePiece's </s>, which
+     * tokenize --doc-sep writes). Read only with doc_mask. */
+    int               eot_id;
 } mt_train_config;
 
 /* c's model's shape, from its settings (model_config) or, NULL, its

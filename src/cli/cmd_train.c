@@ -139,6 +139,11 @@ static int check_flag_conflicts(const mt_train_config *cfg, const cli_opt *opts,
                   "--trace-steps", cfg->trace_steps);
         return CLI_EXIT_USAGE;
     }
+    if (cli_given(opts, seen, "eot-id") && !cfg->doc_mask) {
+        cli_error("--eot-id %d separates documents for --doc-mask on, which is off: add "
+                  "--doc-mask on, or drop --eot-id", cfg->eot_id);
+        return CLI_EXIT_USAGE;
+    }
     /* --microbatches beside --accum, --collective-matmul without sp */
     return cli_strategy_flags_check(sf, opts, seen, cfg);
 }
@@ -257,6 +262,7 @@ int cli_cmd_train(int argc, char **argv) {
     const char *metrics_path = NULL, *tokenizer = NULL;
     bool quiet = false, profile = false;
     int precision = 0, grad_reduce = 0;   /* indices in "fp32|bf16" */
+    int doc_mask = 0;                     /* index in "off|on" */
     const double INF = HUGE_VAL;
     char choices_model[64];
     cli_model_names(choices_model, sizeof choices_model, "|");
@@ -277,6 +283,13 @@ int cli_cmd_train(int argc, char **argv) {
         {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "MODEL",
          "the SentencePiece model --data was encoded with (meshtrain tokenize): the vocabulary"},
         {"val-frac", CLI_DOUBLE, &cfg.val_frac, 0, 1, 0, 1, NULL, "X", "tail of the data held out for eval"},
+        {"doc-mask", CLI_CHOICE, &doc_mask, 0, 0, 0, 0, "off|on", "MODE",
+         "packed documents (gpt, llama): on keeps attention within documents, a token after "
+         "--eot-id starting a new one (positions stay the row's 0..T-1); off (default) "
+         "attends across them; not with a pipe or context axis yet"},
+        {"eot-id", CLI_INT, &cfg.eot_id, 0, 1 << 24, 0, 0, NULL, "N",
+         "with --doc-mask on: the end-of-text id between documents (default: gpt 50256, "
+         "GPT-2's <|endoftext|>; llama 2, </s>, as tokenize --doc-sep writes)"},
         {"batch", CLI_INT, &cfg.B, 1, 1 << 20, 0, 0, NULL, "N", "sequences per microbatch B"},
         {"seq", CLI_INT, &cfg.T, 1, 1 << 20, 0, 0, NULL, "N", "tokens per sequence T (<= maxT)"},
         {"accum", CLI_INT, &cfg.accum, 1, 1 << 20, 0, 0, NULL, "N", "microbatches per step"},
@@ -347,6 +360,7 @@ int cli_cmd_train(int argc, char **argv) {
     cfg.optim.kind = optim == 1 ? MT_OPT_SGD : MT_OPT_ADAMW;
     cfg.precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     cfg.grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
+    cfg.doc_mask = doc_mask == 1;
     cli_strategy_flags_apply(&sf, opts, seen, &cfg);
     if ((rc = apply_model_flags(&cfg, &mf, opts, seen, MODEL_FLAGS_AT)) != CLI_EXIT_OK) return rc;
     /* the cosine schedule spans the whole run, unless the defaults say constant */

@@ -301,3 +301,16 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n) {
     }
     return mt__save_end(&sv, ok, ok ? 0 : errno);
 }
+
+void mt_dataset_doc_ids(const int32_t *tokens, int64_t rows, int64_t T, int32_t eot,
+                        int32_t *docs) {
+    for (int64_t b = 0; b < rows; b++) {
+        const int32_t *t = tokens + b * T;
+        int32_t *d = docs + b * T;
+        int32_t id = 0;
+        for (int64_t i = 0; i < T; i++) {
+            d[i] = id;
+            if (t[i] == eot) id++;   /* the next token starts a new document */
+        }
+    }
+}

@@ -55,6 +55,10 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
                        c->bucket_mb);
     mt_status ps = mt_precision_check(c->precision);
     if (ps != MT_OK) return ps;
+    if (c->doc_mask && !m->sequence)
+        return mt_fail(MT_EINVAL, "--doc-mask on keeps attention within the documents of a "
+                       "sequence, and --model %s has no sequences; use gpt or llama, or drop "
+                       "--doc-mask", m->about.name);
     if (c->trace_steps < 0)
         return mt_fail(MT_EINVAL, "trace_steps=%d: give the number of steps to keep, or 0 for "
                        "the default (20)", c->trace_steps);
@@ -241,6 +245,23 @@ static mt_status check_context(const mt_train_config *c, const mt__train_model *
     return MT_OK;
 }
 
+/* Packed documents: the ids are fed to one program's attention; a
+ * pipeline's executor feeds its stages only tokens and targets, and the
+ * shard rule does not yet take ids on a split sequence. */
+static mt_status check_docs(const mt_train_config *c, const mt_mesh *mesh, int pipe) {
+    if (!c->doc_mask) return MT_OK;
+    if (pipe > 1)
+        return mt_fail(MT_EUNSUPPORTED, "--doc-mask on with pipe=%d: the pipeline's stages are "
+                       "fed only tokens and targets, not the document ids, yet; drop the pipe "
+                       "axis (use data, fsdp or tensor) or --doc-mask", pipe);
+    const int cp = mt_mesh_axis_size(mesh, "context");
+    if (cp > 1)
+        return mt_fail(MT_EUNSUPPORTED, "--doc-mask on with context=%d: attention within "
+                       "documents on a sequence split over devices is not built yet; drop the "
+                       "context axis (use data, fsdp or tensor) or --doc-mask", cp);
+    return MT_OK;
+}
+
 /* What each axis asks of the rest of the configuration. */
 static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
                              const mt_mesh *mesh);
@@ -289,6 +310,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "schedule", c->schedule ? c->schedule : "(chunks)", c->mesh);
     }
     if ((s = check_context(c, m, mesh, pipe)) != MT_OK) return s;
+    if ((s = check_docs(c, mesh, pipe)) != MT_OK) return s;
     if (c->sequence_parallel) {
         if (miss & MT__MISFIT_SP_NO_TENSOR)
             return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "

@@ -49,13 +49,30 @@ mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *c
      * share of each row, cut once here at the input */
     int seq_parts, seq_part;
     mt__train_seq_split(ctx, in, &seq_parts, &seq_part);
+    /* packed documents: the ids come from whole rows, before any cut (a
+     * document's start may lie in another device's share) */
+    mt_tensor *docs = NULL;
+    if (s == MT_OK && c->doc_mask) {
+        docs = mt_graph_find(in == d->eval_in ? d->eval_g : d->g, "docs");
+        if (!docs || !d->stage_docs)
+            return mt_fail(MT_EINTERNAL, "doc_mask is on but the %s graph has no 'docs' input",
+                           in == d->eval_in ? "evaluation" : "training");
+        int64_t T = mt_tensor_dim(in, 1) * seq_parts;
+        mt_dataset_doc_ids(d->stage_in, rows, T, mt__train_eot_id(tr), d->stage_docs);
+    }
     if (s == MT_OK && seq_parts > 1) {
         headtail_rows(d->stage_in, rows, mt_tensor_dim(in, 1), seq_parts, seq_part);
         headtail_rows(d->stage_target, rows, mt_tensor_dim(target, 1), seq_parts, seq_part);
+        if (docs) headtail_rows(d->stage_docs, rows, mt_tensor_dim(docs, 1), seq_parts, seq_part);
     }
     if (s == MT_OK) s = mt_tensor_write(in, d->stage_in, 0, mt_tensor_numel(in));
     if (s == MT_OK) s = mt_tensor_write(target, d->stage_target, 0, mt_tensor_numel(target));
+    if (s == MT_OK && docs) s = mt_tensor_write(docs, d->stage_docs, 0, mt_tensor_numel(docs));
     return s;
+}
+
+int32_t mt__train_eot_id(const mt_trainer *tr) {
+    return tr->cfg.eot_id >= 0 ? tr->cfg.eot_id : tr->m->eot_id;
 }
 
 /* ---- running on every device ------------------------------------------- */
@@ -108,7 +125,9 @@ mt_status mt__train_create_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, vo
         mt__train_seq_split(ctx, d->in, &parts, &part);
         d->stage_in = malloc((size_t)mt_tensor_numel(d->in) * 4 * (size_t)parts);
         d->stage_target = malloc((size_t)mt_tensor_numel(d->target) * 4 * (size_t)parts);
-        if (!d->stage_in || !d->stage_target)
+        if (c->doc_mask)   /* as many as the tokens */
+            d->stage_docs = malloc((size_t)mt_tensor_numel(d->in) * 4 * (size_t)parts);
+        if (!d->stage_in || !d->stage_target || (c->doc_mask && !d->stage_docs))
             s = mt_fail(MT_ENOMEM, "out of memory for the device's rows of the microbatch");
     }
     return s;

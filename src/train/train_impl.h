@@ -33,6 +33,9 @@ typedef struct {
     /* A constant with the batch as its dim 0 (GPT: the position ids), split
      * over the data axes like the inputs. Optional: NULL, none. */
     const char *batch_const;
+    /* The end-of-text id of its data, the documents' separator with
+     * doc_mask when eot_id is negative (GPT: 50256). */
+    int eot_id;
 
     /* Completes mc (config_size bytes, holding config_defaults) for a
      * program built without data (mt_model_config_without_data): what the
@@ -235,6 +238,7 @@ typedef struct {
     mt_graph  *eval_g;          /* forward-only graph, built on the first eval */
     mt_tensor *eval_in, *eval_target;
     void      *stage_in, *stage_target;   /* the global microbatch (off a mesh, the batch) */
+    int32_t   *stage_docs;   /* with doc_mask: the microbatch's document ids, as stage_in */
     /* results of the last step or evaluation */
     double     loss;
     float      grad_norm;
@@ -358,6 +362,9 @@ mt_status mt__train_make_graph(const mt__train_model *m, const mt_train_config *
                                float scale, bool no_grad, mt_graph **out, mt_tensor **in,
                                mt_tensor **target);
 
+/* The documents' separator with doc_mask: cfg.eot_id, or the model's when
+ * it is negative. */
+int32_t mt__train_eot_id(const mt_trainer *tr);
 /* Fills one microbatch of `split` at *pos into a device's inputs and
  * advances *pos; on a mesh the device keeps its slice of the global one.
  * The inputs are written through their graph's backend (copy_in), whose

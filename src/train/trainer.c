@@ -32,6 +32,7 @@ mt_train_config mt_train_defaults(void) {
     c.T = 64;
     c.accum = 1;
     c.bucket_mb = 25;
+    c.eot_id = -1;   /* the model's */
     c.steps = 100;
     c.optim = mt_optim_defaults();
     c.optim.lr = 1e-3f;
@@ -177,6 +178,7 @@ void mt_trainer_free(mt_trainer *tr) {
         }
         mt_graph_free(d->eval_g);
         free(d->stage_in);
+        free(d->stage_docs);
         free(d->stage_target);
     }
     free(tr->dev);

@@ -97,6 +97,7 @@ static mt_status gpt_parse(const char *desc, void *mc, int *maxT, int *V) {
 static mt_gpt_config gpt_built(const mt_train_config *c) {
     mt_gpt_config g = *gpt_of(c);
     if (g.Vp == 0) g.Vp = gpt_padded(g.V);
+    g.doc_mask = c->doc_mask;   /* the trainer's --doc-mask */
     return g;
 }
 
@@ -190,6 +191,7 @@ const mt__train_model mt__model_gpt = {
               MT__MODEL_CONFIG(mt_gpt_config), MT__MODEL_FLAGS(GPT_FLAGS)},
     .config_defaults = &GPT_DEFAULTS, .without_data = gpt_without_data,
     .input = "tokens", .target = "targets", .batch_const = "pos",
+    .eot_id = 50256,   /* GPT-2's <|endoftext|> */
     .check = gpt_check, .open = gpt_open,
     .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
     .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",

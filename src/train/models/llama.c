@@ -94,6 +94,7 @@ static mt_llama_config llama_built(const mt_train_config *c) {
     mt_llama_config m = *llama_of(c);
     m.ffn_dim = mt_llama_ffn_dim(&m);
     m.head_dim = mt_llama_head_dim(&m);
+    m.doc_mask = c->doc_mask;   /* the trainer's --doc-mask */
     return m;
 }
 
@@ -355,6 +356,7 @@ const mt__train_model mt__model_llama = {
               MT__MODEL_CONFIG(mt_llama_config), MT__MODEL_FLAGS(LLAMA_FLAGS)},
     .config_defaults = &mt__llama_defaults, .without_data = llama_without_data,
     .input = "tokens", .target = "targets",
+    .eot_id = 2,   /* SentencePiece's </s> (llama2.c's EOS), as tokenize --doc-sep writes */
     .check = llama_check, .open = llama_open,
     .llmc_read = llama_llmc_read, .llmc_load = llama_llmc_load,
     .llmc_save = llama_llmc_save,
