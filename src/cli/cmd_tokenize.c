@@ -23,7 +23,7 @@
 static const char TOKENIZE_USAGE[] =
     "usage: meshtrain tokenize --text FILE (--vocab N --model-out PREFIX | --model-in MODEL)\n"
     "                          [--out TOKENS.bin [--val-out VAL.bin --val-frac X]]\n"
-    "                          [--llama2c-out tokenizer.bin] [--json]\n"
+    "                          [--llama2c-out tokenizer.bin] [--doc-sep] [--json]\n"
     "\n"
     "Trains a SentencePiece BPE tokenizer of N pieces on the lines of FILE (byte\n"
     "fallback, no normalisation: decoding gives the text back byte for byte) and\n"
@@ -46,7 +46,7 @@ typedef struct {
     const char *text, *model_out, *model_in, *out, *val_out, *llama2c_out;
     int         vocab, threads;
     double      val_frac;
-    bool        json;
+    bool        json, doc_sep;
     char        model_path[PATH_MAX], vocab_path[PATH_MAX];   /* from --model-out */
 } tokenize_args;
 
@@ -153,12 +153,41 @@ typedef struct {
     int64_t text_bytes;
 } tokenize_done;
 
+/* The id of the piece spelled `piece`, or -1. */
+static int piece_id(const mt_tokenizer *tok, const char *piece) {
+    for (int id = 0; id < mt_tokenizer_vocab(tok); id++)
+        if (strcmp(mt_tokenizer_piece(tok, id, NULL), piece) == 0) return id;
+    return -1;
+}
+
+/* --doc-sep: documents are separated by blank lines. Each run of empty
+ * lines (newline ids after the newline that ends a line) becomes one </s>,
+ * the end-of-text train --doc-mask on splits at (LLaMA's default --eot-id):
+ * the document keeps its own last newline. Rewrites ids[0..*n) in place. */
+static mt_status mark_documents(const mt_tokenizer *tok, int32_t *ids, int64_t *n) {
+    int nl = piece_id(tok, "<0x0A>"), eos = piece_id(tok, "</s>");
+    if (nl < 0 || eos < 0)
+        return mt_fail(MT_EFORMAT, "--doc-sep writes </s> where blank lines separate documents, "
+                       "and the model has no %s piece; use a model tokenize trained",
+                       nl < 0 ? "newline (<0x0A>)" : "</s>");
+    int64_t w = 0;
+    for (int64_t i = 0; i < *n; i++) {
+        ids[w++] = ids[i];
+        if (ids[i] != nl || i + 1 >= *n || ids[i + 1] != nl) continue;
+        while (i + 1 < *n && ids[i + 1] == nl) i++;   /* the empty lines */
+        ids[w++] = eos;
+    }
+    *n = w;
+    return MT_OK;
+}
+
 /* Encodes the text and writes the split. */
 static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tokenize_done *d) {
     int32_t *ids = NULL;
     int64_t n = 0;
     double t0 = mt_time_now();
     mt_status s = mt_tokenizer_encode_file(tok, a->text, &ids, &n);
+    if (s == MT_OK && a->doc_sep) s = mark_documents(tok, ids, &n);
     d->encode_s = mt_time_now() - t0;
     if (s != MT_OK) {
         cli_error("encoding --text '%s': %s", a->text, mt_errmsg());
@@ -277,6 +306,9 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"val-frac", CLI_DOUBLE, &a.val_frac, 0, 1, 1, 1, NULL, "X", "tail of the tokens in --val-out"},
         {"threads", CLI_INT, &a.threads, 0, 4096, 0, 0, NULL, "N", "spm_train threads (0: all cores)"},
         {"json", CLI_FLAG, &a.json, 0, 0, 0, 0, NULL, NULL, "print only one JSON object"},
+        {"doc-sep", CLI_FLAG, &a.doc_sep, 0, 0, 0, 0, NULL, NULL,
+         "documents are separated by blank lines: each run of empty lines is written as one "
+         "</s> (the end-of-text id train --doc-mask on splits at; decoding drops them)"},
         {"llama2c-out", CLI_STR, &a.llama2c_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the tokenizer as llama2.c's tokenizer.bin (for its run.c)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_doc_mask_cli.sh — packed documents at the command line: tokenize
+# --doc-sep writes </s> (id 2) where blank lines separate documents (the
+# ids checked against the newline's, hand-read from the text), train
+# --doc-mask on trains a LLaMA on them, and the refusals exit 2 with one
+# line naming the flag (pipe, context, --eot-id without --doc-mask).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_doc_mask_cli.sh "$@"
+
+printf 'some text to train on, long enough for a few sequences of tokens\n' >t.txt
+expect_fail "doc-mask refused on pipe=2" 2 'doc-mask.*pipe=2' \
+    "$BIN" train --data t.txt --doc-mask on --mesh pipe=2 --accum 2 --steps 1
+printf 'some text to train on, long enough for a few sequences of tokens\n' >t.txt
+expect_fail "doc-mask refused on context=2" 2 'doc-mask.*context=2' \
+    "$BIN" train --data t.txt --doc-mask on --mesh context=2 --steps 1
+expect_fail "eot-id without doc-mask refused" 2 'eot-id 7.*--doc-mask on' \
+    "$BIN" train --data t.txt --eot-id 7 --steps 1
+
+need_spm
+# three documents: two lines, then one, then one, blank lines between
+printf 'one story here.\nsecond line\n\nanother story\n\n\nthird one\n' >docs.txt
+"$BIN" tokenize --text docs.txt --vocab 300 --model-out tok --out docs.bin --doc-sep \
+    >out.txt 2>err.txt || bad "tokenize --doc-sep" "exit $?"
+if python3 - docs.bin tok.vocab <<'PY'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+n = struct.unpack('3i', d[:12])[2]
+ids = struct.unpack('%dH' % n, d[1024:1024 + 2 * n])
+pieces = [l.rsplit('\t', 1)[0] for l in open(sys.argv[2], encoding='utf-8')]
+nl, eos = pieces.index('<0x0A>'), pieces.index('</s>')
+# each document keeps its last newline; </s> follows it, twice; no blank line left
+at = [i for i, t in enumerate(ids) if t == eos]
+ok = (eos == 2 and len(at) == 2 and all(ids[i - 1] == nl for i in at)
+      and ids.count(nl) == 4 and ids[-1] == nl
+      and not any(a == nl and b == nl for a, b in zip(ids, ids[1:])))
+sys.exit(0 if ok else 1)
+PY
+then ok "tokenize --doc-sep: </s> after each document's last newline"
+else bad "tokenize --doc-sep" "ids of docs.bin"; fi
+if "$BIN" train --model llama --data docs.bin --tokenizer tok.model --doc-mask on --seq 8 \
+    --batch 1 --steps 2 --val-frac 0 --quiet >out.txt 2>err.txt; then
+    ok "train --doc-mask on on tokenize --doc-sep's file"
+else bad "train --doc-mask on" "exit $?"; fi
+test_end
