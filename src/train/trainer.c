@@ -45,6 +45,21 @@ mt_train_config mt_train_defaults(void) {
     return c;
 }
 
+/* --doc-mask on: the end-of-text id must be a token the data can hold, or
+ * no boundary is ever seen and every row is one document, silently (GPT-2's
+ * 50256 on a byte-level text file). */
+static mt_status check_eot(const mt_trainer *tr) {
+    const mt_train_config *c = &tr->cfg;
+    if (!c->doc_mask || !tr->ds) return MT_OK;
+    const int32_t eot = mt__train_eot_id(tr);
+    const int V = mt_dataset_vocab(tr->ds);
+    if (eot >= 0 && eot < V) return MT_OK;
+    return mt_fail(MT_EINVAL, "--doc-mask on: the end-of-text id %d is not a token of %s "
+                   "(its vocabulary is %d), so no document boundary would be seen; give the "
+                   "id the data separates documents with (--eot-id N; `tokenize --doc-sep` "
+                   "writes the tokenizer's </s>)", (int)eot, c->data, V);
+}
+
 /* A validation split too short for one window would fail the first
  * evaluation, after eval_every steps of work: say so before step 1. */
 static mt_status check_eval_split(const mt_trainer *tr) {
@@ -120,6 +135,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
 
     if (tr->m->open && (s = tr->m->open(c, &tr->model_cfg, &tr->ds)) != MT_OK) goto fail;
     if ((s = check_eval_split(tr)) != MT_OK) goto fail;
+    if ((s = check_eot(tr)) != MT_OK) goto fail;
     tr->m->describe(c, tr->model, sizeof tr->model);
 
     mt_ckpt_meta meta;
