@@ -141,6 +141,9 @@ typedef struct mt_program {
      * and these point at slot `slot`'s; without, the program owns them. */
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     size_t      arena_bytes_f32;          /* the arena had every activation been f32 (plan.c) */
+    size_t     *live_at;  int n_live;     /* (n_live) the arena's bytes alive at each
+                                             run-order position (plan.c): no plan beats
+                                             the largest (mt_node_info.live_bytes) */
     void       *persistent; size_t persistent_bytes;
     void       *run_block;  size_t run_bytes;
     mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */
@@ -332,6 +335,15 @@ mt_status  mt__plan_buffers(mt_graph *g);
  * g->arena (the current slot's): roots, then aliases (data_of), then views.
  * O(tensors); the plan calls it once, each slot switch again. */
 void       mt__plan_point(mt_graph *g);
+/* arena.c: places the n arena tensors, their lifetimes (first_use,
+ * last_use in [0, pos)) set, each `align` bytes a multiple: two share bytes
+ * only if their lifetimes do not overlap. Sets every offset and *arena_out
+ * to the arena's size, the smaller of a heap simulated over the run order
+ * and greedy by size (the latter up to a count of tensors). born and dying
+ * hold the same tensors, ids ascending; they are sorted here (by birth, by
+ * death). MT_ENOMEM. */
+mt_status  mt__arena_place(mt_tensor **born, mt_tensor **dying, int n, int pos, size_t align,
+                           size_t *arena_out);
 
 /* ---- exec.c ---- */
 
