@@ -75,6 +75,9 @@ typedef struct {
      * for none: remat recomputes by block, traces label ops with it. Set by
      * mt__node_add from g->cur_block. */
     int        block;
+    /* The arena's bytes alive while it runs, in the plan's lifetimes
+     * (plan.c; mt_node_info.live_bytes): no plan beats the largest. */
+    size_t     live_bytes;
 } mt_node;
 
 /* A deferred collective in flight (exec.c): the event of its backend's
@@ -141,9 +144,6 @@ typedef struct mt_program {
      * and these point at slot `slot`'s; without, the program owns them. */
     void       *arena;      size_t arena_bytes, arena_bytes_unplanned;
     size_t      arena_bytes_f32;          /* the arena had every activation been f32 (plan.c) */
-    size_t     *live_at;  int n_live;     /* (n_live) the arena's bytes alive at each
-                                             run-order position (plan.c): no plan beats
-                                             the largest (mt_node_info.live_bytes) */
     void       *persistent; size_t persistent_bytes;
     void       *run_block;  size_t run_bytes;
     mt_slot    *slots;      int n_slots, slot;        /* n_slots 0: one slot, no array */

@@ -242,22 +242,26 @@ static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *un
     return st;
 }
 
-/* g->prog->live_at: each position's arena bytes alive (the plan's
- * lifetimes), by a running sum of births and deaths. */
-static mt_status count_live(mt_graph *g, int pos) {
-    free(g->prog->live_at);
-    g->prog->n_live = 0;
-    size_t *live = g->prog->live_at = calloc((size_t)pos + 1, sizeof *live);
-    if (!live) return mt_fail(MT_ENOMEM, "out of memory counting %d positions' live bytes", pos);
+/* The node at run-order position p (F, then B, then W). */
+static mt_node *node_at(mt_graph *g, int p) {
+    if (p < g->n_forward) return &g->nodes[p];
+    p -= g->n_forward;
+    return &g->nodes[p < g->prog->n_b ? g->prog->order_b[p] : g->prog->order_w[p - g->prog->n_b]];
+}
+
+/* Each node's live_bytes: the arena's bytes alive at its position (the
+ * plan's lifetimes), a running sum of births and deaths kept in the nodes
+ * themselves (no buffer: the planner compiles tens of thousands). */
+static void count_live(mt_graph *g, int pos) {
+    for (int p = 0; p < pos; p++) node_at(g, p)->live_bytes = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         const mt_tensor *t = g->tensors[i];
         if (!t->in_arena || t->first_use < 0) continue;
-        live[t->first_use] += align_up(mt__tensor_bytes(t));
-        live[t->last_use + 1] -= align_up(mt__tensor_bytes(t));   /* wraps, then back */
+        node_at(g, t->first_use)->live_bytes += align_up(mt__tensor_bytes(t));
+        if (t->last_use + 1 < pos)   /* unsigned: wraps, and the sum comes back */
+            node_at(g, t->last_use + 1)->live_bytes -= align_up(mt__tensor_bytes(t));
     }
-    for (int p = 1; p < pos; p++) live[p] += live[p - 1];
-    g->prog->n_live = pos;
-    return MT_OK;
+    for (int p = 1; p < pos; p++) node_at(g, p)->live_bytes += node_at(g, p - 1)->live_bytes;
 }
 
 /* Per storage root (by tensor id): how many nodes write it (an output, a
@@ -395,7 +399,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
     }
     g->prog->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
-    if ((st = count_live(g, pos)) != MT_OK) return st;
+    count_live(g, pos);
 
     /* 4. Allocate (on the backend: NULL on the shape-only one) and point
      *    every tensor at its bytes. */

@@ -18,7 +18,6 @@ static void program_free(mt_graph *g) {
     if (!pr) return;
     free(pr->order_b);
     free(pr->order_w);
-    free(pr->live_at);
     /* the plan's blocks are the backend's */
     const mt_backend *be = pr->env.backend ? pr->env.backend : mt_backend_cpu();
     be->buffer_free(pr->defer_block);
