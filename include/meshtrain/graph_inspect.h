@@ -119,6 +119,13 @@ typedef struct {
     int         block;        /* the transformer block it belongs to (mt_graph_set_block),
                                  -1 for none: a block's recomputed nodes run at the
                                  start of its backward */
+    /* the planned activations alive while it runs (one slot's arena): what
+     * it reads and writes and every value alive across it. No plan's arena
+     * is smaller than the largest over the nodes (the arena packs them to
+     * within a few percent of it); each value's bytes are affine in the
+     * batch, so this is too, node by node (the planner's memory at any
+     * batch from two builds) */
+    double      live_bytes;
 } mt_node_info;
 
 /* Nodes of a compiled graph in run order: the forward, then B, then W. */

@@ -75,6 +75,9 @@ typedef struct {
      * for none: remat recomputes by block, traces label ops with it. Set by
      * mt__node_add from g->cur_block. */
     int        block;
+    /* The arena's bytes alive while it runs, in the plan's lifetimes
+     * (plan.c; mt_node_info.live_bytes): no plan beats the largest. */
+    size_t     live_bytes;
 } mt_node;
 
 /* A deferred collective in flight (exec.c): the event of its backend's
@@ -348,6 +351,15 @@ mt_status  mt__plan_buffers(mt_graph *g);
  * g->arena (the current slot's): roots, then aliases (data_of), then views.
  * O(tensors); the plan calls it once, each slot switch again. */
 void       mt__plan_point(mt_graph *g);
+/* arena.c: places the n arena tensors, their lifetimes (first_use,
+ * last_use in [0, pos)) set, each `align` bytes a multiple: two share bytes
+ * only if their lifetimes do not overlap. Sets every offset and *arena_out
+ * to the arena's size, the smaller of a heap simulated over the run order
+ * and greedy by size (the latter up to a count of tensors). born and dying
+ * hold the same tensors, ids ascending; they are sorted here (by birth, by
+ * death). MT_ENOMEM. */
+mt_status  mt__arena_place(mt_tensor **born, mt_tensor **dying, int n, int pos, size_t align,
+                           size_t *arena_out);
 
 /* ---- exec.c ---- */
 

@@ -147,6 +147,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     product_shape(c, info);
     info->recompute = n->recompute;
     info->block = n->block;
+    info->live_bytes = (double)n->live_bytes;
     return MT_OK;
 }
 

@@ -8,15 +8,9 @@
  * its own, as it has its own arena. Everything else (activations, saved
  * statistics, activation gradients) lives in one arena, placed by liveness over the run
  * order F, B, W: two tensors share bytes only if their lifetimes do not
- * overlap. The arena is a heap simulated over that order: at each position
- * the tensors born there take the best-fitting free range (largest first),
- * then the ones that die there give theirs back, merged with their
- * neighbours. That is O(n log n) in the tensors plus a scan of the free list
- * per placement, which stays short for these graphs (a freed range merges
- * into its neighbours): L=1000 blocks plan in milliseconds, where placing
- * each tensor against every placed one that overlaps it in time (the greedy
- * by size this replaces) was cubic in the depth. The arena stays within a
- * few percent of the peak of live bytes (tests/test_graph.c checks 15%).
+ * overlap (arena.c: a heap simulated over that order, or greedy by size,
+ * whichever arena is smaller). The arena stays within a few percent of the
+ * peak of live bytes (tests/test_graph.c checks 15%).
  * After this nothing allocates while the graph runs.
  *
  * Every block comes from the graph's backend (g->prog->env.backend, backend.h):
@@ -76,105 +70,6 @@ static void touch(mt_tensor *t, int pos) {
     if (t->data_of) t = t->data_of;   /* an alias (step 0): its target's bytes */
     if (t->first_use < 0 || pos < t->first_use) t->first_use = pos;
     if (pos > t->last_use) t->last_use = pos;
-}
-
-/* ======================================================================== */
-/* The arena: a heap simulated over the run order                            */
-/* ======================================================================== */
-
-/* Free byte ranges of the arena below its high-water mark, sorted by offset,
- * never touching each other (a freed range merges with its neighbours). */
-typedef struct {
-    size_t off, size;
-} span;
-
-typedef struct {
-    span  *free;
-    int    n, cap;
-    size_t top;          /* high-water mark: the arena's size so far */
-} heap;
-
-/* Index of the first free span at or past `off`. */
-static int heap_find(const heap *h, size_t off) {
-    int lo = 0, hi = h->n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (h->free[mid].off < off) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* Best fit: the smallest free span that holds `need` (the lowest of equal
- * ones); else the top, reusing a free span that ends there. */
-static size_t heap_alloc(heap *h, size_t need) {
-    int best = -1;
-    for (int i = 0; i < h->n; i++)
-        if (h->free[i].size >= need && (best < 0 || h->free[i].size < h->free[best].size))
-            best = i;
-    if (best < 0 && h->n > 0 && h->free[h->n - 1].off + h->free[h->n - 1].size == h->top) {
-        best = h->n - 1;                        /* grow the top span to fit */
-        h->top = h->free[best].off + need;
-        h->free[best].size = need;
-    }
-    if (best < 0) {
-        size_t off = h->top;
-        h->top += need;
-        return off;
-    }
-    size_t off = h->free[best].off;
-    h->free[best].off += need;
-    h->free[best].size -= need;
-    if (h->free[best].size == 0) {
-        memmove(&h->free[best], &h->free[best + 1], (size_t)(h->n - best - 1) * sizeof *h->free);
-        h->n--;
-    }
-    return off;
-}
-
-/* Returns [off, off+size) to the free list, merged with its neighbours. */
-static bool heap_free(heap *h, size_t off, size_t size) {
-    int i = heap_find(h, off);
-    bool left = i > 0 && h->free[i - 1].off + h->free[i - 1].size == off;
-    bool right = i < h->n && off + size == h->free[i].off;
-    if (left && right) {
-        h->free[i - 1].size += size + h->free[i].size;
-        memmove(&h->free[i], &h->free[i + 1], (size_t)(h->n - i - 1) * sizeof *h->free);
-        h->n--;
-    } else if (left) {
-        h->free[i - 1].size += size;
-    } else if (right) {
-        h->free[i].off = off;
-        h->free[i].size += size;
-    } else {
-        if (h->n == h->cap) {
-            int cap = h->cap ? 2 * h->cap : 64;
-            span *p = realloc(h->free, (size_t)cap * sizeof *p);
-            if (!p) return false;
-            h->free = p;
-            h->cap = cap;
-        }
-        memmove(&h->free[i + 1], &h->free[i], (size_t)(h->n - i) * sizeof *h->free);
-        h->free[i] = (span){off, size};
-        h->n++;
-    }
-    return true;
-}
-
-/* Birth order: first use, then the largest first (it gets the best fit),
- * then id, so that the plan does not depend on qsort's whims. */
-static int by_birth(const void *pa, const void *pb) {
-    const mt_tensor *a = *(mt_tensor *const *)pa, *b = *(mt_tensor *const *)pb;
-    if (a->first_use != b->first_use) return a->first_use < b->first_use ? -1 : 1;
-    size_t sa = mt__tensor_bytes(a), sb = mt__tensor_bytes(b);
-    if (sa != sb) return sa > sb ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
-}
-
-static int by_death(const void *pa, const void *pb) {
-    const mt_tensor *a = *(mt_tensor *const *)pa, *b = *(mt_tensor *const *)pb;
-    if (a->last_use != b->last_use) return a->last_use < b->last_use ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
 }
 
 /* ======================================================================== */
@@ -319,51 +214,12 @@ static mt_status plan_deferred(mt_graph *g) {
     return mt__buckets_prepare(g);
 }
 
-/* born and dying (the same n tensors, ids ascending) sorted as by_birth
- * and by_death sort them, by counting positions (the two qsorts were a
- * tenth of the planner's compiles). False, nothing changed, where the ids
- * do not ascend or memory runs out: qsort then. */
-static bool sort_by_use(mt_tensor **born, mt_tensor **dying, int n) {
-    int most = 0;
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && born[i]->id <= born[i - 1]->id) return false;
-        if (born[i]->first_use > most) most = born[i]->first_use;
-        if (born[i]->last_use > most) most = born[i]->last_use;
-    }
-    int *at = malloc(((size_t)most + 2) * sizeof *at);
-    mt_tensor **tmp = malloc(((size_t)n + 1) * sizeof *tmp);
-    bool ok = at && tmp;
-    for (int pass = 0; pass < 2 && ok; pass++) {   /* stable: ids ascend in a position */
-        mt_tensor **list = pass ? dying : born;
-        memset(at, 0, ((size_t)most + 2) * sizeof *at);
-        for (int i = 0; i < n; i++) at[(pass ? list[i]->last_use : list[i]->first_use) + 1]++;
-        for (int k = 0; k <= most; k++) at[k + 1] += at[k];
-        for (int i = 0; i < n; i++) tmp[at[pass ? list[i]->last_use : list[i]->first_use]++] = list[i];
-        memcpy(list, tmp, (size_t)n * sizeof *list);
-    }
-    /* by_birth: in a position the larger first, then the lower id */
-    for (int i = 1; ok && i < n; i++) {
-        mt_tensor *t = born[i];
-        int j = i;
-        for (; j > 0 && born[j - 1]->first_use == t->first_use &&
-               mt__tensor_bytes(born[j - 1]) < mt__tensor_bytes(t); j--)
-            born[j] = born[j - 1];
-        born[j] = t;
-    }
-    free(at);
-    free(tmp);
-    return ok;
-}
-
-/* The arena: walks the run order (pos positions) as a heap would see it. At
- * each position the tensors first used there are placed (largest first, best
- * fit), then the ones last used there are freed. Two tensors share bytes
- * only if their lifetimes do not overlap. Sets every arena tensor's offset;
- * *arena_out is the arena's size, *unplanned_out the sum without reuse. */
+/* The arena (arena.c) over the run order's pos positions: sets every arena
+ * tensor's offset; *arena_out is the arena's size, *unplanned_out the sum
+ * without reuse. */
 static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *unplanned_out) {
     mt_tensor **born = malloc(((size_t)g->n_tensors + 1) * sizeof *born);
     mt_tensor **dying = malloc(((size_t)g->n_tensors + 1) * sizeof *dying);
-    heap h = {0};
     if (!born || !dying) {
         free(born);
         free(dying);
@@ -379,24 +235,33 @@ static mt_status place_arena(mt_graph *g, int pos, size_t *arena_out, size_t *un
         n_list++;
         unplanned += align_up(mt__tensor_bytes(t));
     }
-    if (!sort_by_use(born, dying, n_list)) {
-        qsort(born, (size_t)n_list, sizeof *born, by_birth);
-        qsort(dying, (size_t)n_list, sizeof *dying, by_death);
-    }
-    bool ok = true;
-    for (int p = 0, b = 0, d = 0; p < pos && ok; p++) {
-        for (; b < n_list && born[b]->first_use == p; b++)
-            born[b]->offset = heap_alloc(&h, align_up(mt__tensor_bytes(born[b])));
-        for (; d < n_list && dying[d]->last_use == p && ok; d++)
-            ok = heap_free(&h, dying[d]->offset, align_up(mt__tensor_bytes(dying[d])));
-    }
-    *arena_out = h.top;
-    free(h.free);
+    mt_status st = mt__arena_place(born, dying, n_list, pos, MT_ALIGN, arena_out);
     free(born);
     free(dying);
-    if (!ok) return mt_fail(MT_ENOMEM, "out of memory planning buffers");
     *unplanned_out = unplanned;
-    return MT_OK;
+    return st;
+}
+
+/* The node at run-order position p (F, then B, then W). */
+static mt_node *node_at(mt_graph *g, int p) {
+    if (p < g->n_forward) return &g->nodes[p];
+    p -= g->n_forward;
+    return &g->nodes[p < g->prog->n_b ? g->prog->order_b[p] : g->prog->order_w[p - g->prog->n_b]];
+}
+
+/* Each node's live_bytes: the arena's bytes alive at its position (the
+ * plan's lifetimes), a running sum of births and deaths kept in the nodes
+ * themselves (no buffer: the planner compiles tens of thousands). */
+static void count_live(mt_graph *g, int pos) {
+    for (int p = 0; p < pos; p++) node_at(g, p)->live_bytes = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const mt_tensor *t = g->tensors[i];
+        if (!t->in_arena || t->first_use < 0) continue;
+        node_at(g, t->first_use)->live_bytes += align_up(mt__tensor_bytes(t));
+        if (t->last_use + 1 < pos)   /* unsigned: wraps, and the sum comes back */
+            node_at(g, t->last_use + 1)->live_bytes -= align_up(mt__tensor_bytes(t));
+    }
+    for (int p = 1; p < pos; p++) node_at(g, p)->live_bytes += node_at(g, p - 1)->live_bytes;
 }
 
 /* Per storage root (by tensor id): how many nodes write it (an output, a
@@ -534,6 +399,7 @@ mt_status mt__plan_buffers(mt_graph *g) {
         if ((st = place_arena(g, pos, &arena, &unplanned)) != MT_OK) return st;
     }
     g->prog->arena_bytes_f32 = bf16_acts ? arena_f32 : arena;
+    count_live(g, pos);
 
     /* 4. Allocate (on the backend: NULL on the shape-only one) and point
      *    every tensor at its bytes. */

@@ -148,8 +148,8 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
                 if (L->kpos[c] > L->qpos[r]) row[c - c0] = -INFINITY;
             continue;
         }
-        if (!L->full)
-            for (int64_t c = r + 1; c < c1; c++) row[c - c0] = -INFINITY;
+        if (!L->full)   /* a tile that starts past r + 1 (BK < BQ) is masked from c0 */
+            for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) row[c - c0] = -INFINITY;
         if (t->doc) {
             const int32_t d = t->doc[r];
             const int64_t cmax = !L->full && r + 1 < c1 ? r + 1 : c1;

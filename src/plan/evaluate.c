@@ -88,6 +88,33 @@ static void block_points(int n, int *lo, int *hi) {
     *hi = n <= 8 ? n : 8;
 }
 
+/* The arena of a program at b sequences from its builds p0 at b0 and p1 at
+ * b1 (node for node the same; else false): the largest over the nodes of
+ * the bytes alive, each node's affine in the batch (every value's bytes
+ * are), plus the packing's excess over that peak taken along the batch
+ * (never below 0). The arena itself is not affine: it is the peak of
+ * affine functions, whose node changes with the batch. Taken straight
+ * from 2 and 4 sequences to 64 its chord missed the peak's move: a LLaMA
+ * on fsdp=2 keeping its gathered parameters (--reshard-after-forward off)
+ * peaks late in B at 4 sequences, nearly as without them, so off - on
+ * went from 20 MB (the gathered parameters) to -10 MB at 64. */
+static bool arena_at_batch(const mt__plan_program *p0, int b0, const mt__plan_program *p1,
+                           int b1, int b, double *out) {
+    if (b1 == b0 || !mt__plan_program_same_nodes(p0, p1)) return false;
+    const double w = (double)(b - b0) / (b1 - b0);
+    double peak = 0, peak0 = 0, peak1 = 0;
+    for (int i = 0; i < p0->n_nodes; i++) {
+        const double x = p0->nodes[i].live_bytes, y = p1->nodes[i].live_bytes;
+        peak = fmax(peak, x + w * (y - x));
+        peak0 = fmax(peak0, x);
+        peak1 = fmax(peak1, y);
+    }
+    if (!(peak1 > 0)) return false;   /* a program without its nodes' live bytes */
+    const double x = (double)p0->arena_bytes - peak0, y = (double)p1->arena_bytes - peak1;
+    *out = peak + fmax(0, x + w * (y - x));
+    return true;
+}
+
 /* in (keyed by from) re-keyed into the table *into (keys added as met)
  * as *out. MT_EINVAL past MT__PLAN_STEP_MAX_COMM distinct collectives. */
 static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time *in,
@@ -243,6 +270,17 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
                 const double m = ((const double *)&v[j])[i];
                 if (*o < m) *o = m;
             }
+    /* the arena at the layout's batch node by node, at each block count,
+       then along the blocks as the rest */
+    double a[2];
+    if (b1 != b0 && arena_at_batch(&at[0]->prog, b0, &at[2]->prog, b1, batch, &a[0]) &&
+        arena_at_batch(&at[1]->prog, b0, &at[3]->prog, b1, batch, &a[1])) {
+        const double u = k1 > k0 ? (double)(blocks - k0) / (k1 - k0) : 0;
+        double arena = a[0] + u * (a[1] - a[0]);
+        for (int j = 0; j < 4 && (blocks > k1 || batch > b1); j++)
+            arena = fmax(arena, v[j].mem.arena_bytes);
+        out->mem.arena_bytes = arena;
+    }
     /* the seconds at the layout's batch, at each block point, each point's
        collectives re-keyed into the layout's table (one point when the
        chunk is built at its own blocks: the second would time it again) */

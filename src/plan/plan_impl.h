@@ -93,6 +93,8 @@ typedef struct {
                                          seconds are shown apart (mt_plan_result) */
     int                 block;        /* its transformer block (mt_node_info's), counted from
                                          the chunk's first; -1: none */
+    double              live_bytes;   /* the arena's bytes alive while it runs
+                                         (mt_node_info's): affine in the batch */
     /* MT__PN_COLLECTIVE only: */
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */

@@ -196,6 +196,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->bytes = in.mem_bytes;
         n->recompute = in.recompute;
         n->block = in.block;
+        n->live_bytes = in.live_bytes;
         /* pvary moves nothing and runs nothing (a type change): its cost
            entry's bytes are the tensor's, not traffic (measured 0.01 ms
            where they would cost 1.2-2.5 ms a step: test_plan_validate) */
