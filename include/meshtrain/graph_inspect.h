@@ -111,8 +111,10 @@ typedef struct {
      * and columns N and the contraction K (2·M·N·K of its FLOPs); 0 for
      * every other op. The planner costs a product's tiles from it. */
     double      gemm_m, gemm_n, gemm_k;
-    /* attention's score elements, B·NH·T² of this device (the (T, T)
-     * matrix of every head and sequence, causal or not); 0 for the rest */
+    /* attention's score elements, B·NH·T·Tk of this device (the (T, Tk)
+     * matrix of its T query rows against the Tk keys it reads, every head
+     * and sequence, causal or not: T² on one device, T_local·S under a
+     * context axis's all-gather); 0 for the rest */
     double      attention_scores;
     bool        recompute;    /* a B node re-running a forward call (activation
                                  checkpointing): the planner shows its time apart */

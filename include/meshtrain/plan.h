@@ -285,6 +285,10 @@ typedef enum {
  * "?" otherwise. */
 const char *mt_plan_memory_name(mt_plan_memory m);
 
+/* "allgather", "ring", "ulysses": a layout's cp_attention (MT_CP_*), as
+ * --cp-attention takes it; "?" otherwise. */
+const char *mt_plan_cp_attention_name(int cp_attention);
+
 /* One way to lay a training step on the chips. */
 typedef struct {
     int      data, fsdp, tensor, pipe;  /* the mesh's axis sizes (1: the axis absent); their
@@ -300,6 +304,11 @@ typedef struct {
                                            layout made by hand): the kind's own */
     int      microbatches;              /* per step: gradient accumulation, or the
                                            pipeline's m */
+    int      context;                   /* the context axis's size (0 or 1: absent): each
+                                           sequence split head-tail over it (its product
+                                           with the four above is the chips) */
+    int      cp_attention;              /* with context > 1: attention's lowering over it,
+                                           MT_CP_* (partition.h: all-gather, ring, Ulysses) */
 } mt_plan_layout;
 
 /* The bytes one kind of collective over one group of mesh axes moves in a
@@ -450,6 +459,12 @@ typedef struct {
     mt_plan_memory     memory;         /* the convention bytes are counted in */
     int                top;            /* how many feasible layouts to keep (best first) */
     bool               min_chips;      /* find the fewest chips on which a layout fits */
+    int                context;        /* the context axis without a mesh: 0 or 1 none
+                                          searched (the default); -1 every size > 1 dividing
+                                          the chips and T/2; N that size alone (a --mesh
+                                          gives its own) */
+    int                cp_attention;   /* on layouts with a context axis: MT_CP_*, or -1
+                                          every lowering */
 } mt_plan_request;
 
 /* The search's outcome. */

@@ -167,6 +167,7 @@ int cli_cmd_plan(int argc, char **argv) {
     *t = mt_train_defaults();
     int model = 0, precision = 0, memory = 0;
     const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL, *fabric = NULL;
+    const char *context = NULL;
     int slice_chips = 0;
     bool json = false;
     char choices_model[64] = "";
@@ -186,7 +187,8 @@ int cli_cmd_plan(int argc, char **argv) {
         {"batch-tokens", CLI_STR, &batch_tokens, 0, 0, 0, 0, NULL, "N", "tokens a step (k, M, G: x1024)"},
         {"seq", CLI_INT, &q.seq, 1, 1 << 24, 0, 0, NULL, "T", "tokens a sequence"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "bf16|fp32", "P", "matrix products' precision"},
-        {"mesh", CLI_STR, &q.mesh, 0, 0, 0, 0, NULL, "AXES", "one mesh (data=2,fsdp=256,tensor=8); default: every one"},
+        {"mesh", CLI_STR, &q.mesh, 0, 0, 0, 0, NULL, "AXES", "one mesh (data=2,fsdp=256,tensor=8; context=N splits each sequence); default: every one"},
+        {"context", CLI_STR, &context, 0, 0, 0, 0, NULL, "N|auto", "a context axis searched without --mesh: N, or auto every size dividing the chips and T/2 (and none); default none"},
         {"fabric", CLI_STR, &fabric, 0, 0, 0, 0, NULL, "NAME", "scale-out fabric: hardware/fabrics/NAME.json or a path"},
         {"slice-chips", CLI_INT, &slice_chips, 1, 1 << 24, 0, 0, NULL, "N", "TPU: slices of N chips over DCN"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -230,6 +232,22 @@ int cli_cmd_plan(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     if ((rc = parse_tokens(batch_tokens, q.seq, &q.batch_tokens)) != CLI_EXIT_OK) return rc;
+    if (context) {
+        char *end = NULL;
+        long n = strcmp(context, "auto") ? strtol(context, &end, 10) : -1;
+        if (n == 0 || n < -1 || n > (1 << 24) || (end && (end == context || *end)) ||
+            (n > 1 && q.seq % (2 * n))) {
+            cli_error("plan: --context '%s': give auto or a size N with T=%d a multiple of "
+                      "2N (head-tail chunks)", context, q.seq);
+            return CLI_EXIT_USAGE;
+        }
+        if (q.mesh) {
+            cli_error("plan: --context and --mesh both say the context axis; give it in the "
+                      "mesh (context=N) or drop --mesh");
+            return CLI_EXIT_USAGE;
+        }
+        q.context = (int)n;
+    }
     cli_plan_out po = {.train_tokens = 0};
     if (train_tokens && (rc = parse_train_tokens(train_tokens, &po.train_tokens)) != CLI_EXIT_OK)
         return rc;

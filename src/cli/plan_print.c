@@ -217,7 +217,10 @@ static void print_row(FILE *out, int rank, const mt_plan_result *r) {
     const mt_plan_layout *l = &r->layout;
     char v[16] = "-";
     if (l->schedule >= 0) snprintf(v, sizeof v, "%d", l->chunks);
-    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, r->mesh, l->zero,
+    char mesh[128];   /* with a context axis, its attention's lowering after the mesh */
+    snprintf(mesh, sizeof mesh, "%s%s%s", r->mesh, l->context > 1 ? " cp=" : "",
+             l->context > 1 ? mt_plan_cp_attention_name(l->cp_attention) : "");
+    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, mesh, l->zero,
             mt_remat_name(l->remat), l->sequence_parallel ? "on" : "off",
             l->collective_matmul ? "on" : "off", schedule_name(l->schedule), v, l->microbatches);
     print_memory(out, r->total);
@@ -232,6 +235,9 @@ static void print_best(FILE *out, const mt_plan_request *q, const cli_plan_out *
                        const mt_plan_report *rep) {
     const mt_plan_result *b = &rep->best[0];
     fprintf(out, "\nbest: %s", b->mesh);
+    if (b->layout.context > 1)
+        fprintf(out, " (context=%d: attention by %s)", b->layout.context,
+                mt_plan_cp_attention_name(b->layout.cp_attention));
     if (b->chips < rep->chips && rep->n_feasible_all == 0) {
         fprintf(out, " (uses %d of the %d chips: no layout of all %d fits)", b->chips,
                 rep->chips, rep->chips);
@@ -393,6 +399,9 @@ static void json_result(FILE *out, const mt_plan_request *q, const cli_plan_out 
     fprintf(out, "{\"mesh\": ");
     cli_json_string(out, r->mesh);
     fprintf(out, ", \"chips\": %d", r->chips);
+    fprintf(out, ", \"context\": %d, \"cp_attention\": ", l->context > 1 ? l->context : 1);
+    if (l->context > 1) cli_json_string(out, mt_plan_cp_attention_name(l->cp_attention));
+    else fprintf(out, "null");
     fprintf(out, ", \"data\": %d, \"fsdp\": %d, \"tensor\": %d, \"pipe\": %d, \"zero\": %d, "
             "\"remat\": \"%s\", \"sequence_parallel\": %s, \"collective_matmul\": %s, "
             "\"schedule\": %s%s%s, \"chunks\": %d, \"microbatches\": %d, \"feasible\": %s",

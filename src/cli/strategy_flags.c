@@ -57,14 +57,15 @@ static const strategy_row ROWS[] = {
      "sequence parallelism over the tensor axis (gpt, llama): the norms and residual adds on "
      "T/n rows",
      {NULL, NULL, " (auto: both)"}},
-    {"cp-attention", TRAIN | EXPLAIN, CLI_CHOICE, 0, 0, "allgather|ring|ulysses", "KIND",
-     AT(cpa), CLI_CHOICE, 0, "allgather|ring|ulysses", "KIND", AT(cpa), false,
+    {"cp-attention", ALL, CLI_CHOICE, 0, 0, "allgather|ring|ulysses", "KIND",
+     AT(cpa), CLI_CHOICE, 0, "auto|allgather|ring|ulysses", "KIND", AT(cpa_pick), false,
      "context parallelism's attention over the context axis (the sequences split head-tail, "
      "T a multiple of 2 x context): allgather gathers k and v and reduce-scatters their "
      "gradients (Llama 3's; the default); ring sends k and v around the devices, the dK, dV "
      "travelling home (overlapped with each step's block); ulysses all-to-alls q, k, v over "
      "heads (heads and kv heads per device divisible by context)",
-     {NULL, NULL, NULL}},
+     {NULL, NULL, " (auto: every lowering, on the layouts with a context axis: --context or "
+      "a --mesh with one)"}},
     {"collective-matmul", ALL, CLI_CHOICE, 0, 0, "auto|on|off", "MODE", AT(cm),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(cm), false,
      "with --sequence-parallel: its collectives inside the matmuls (ring of ppermutes)",
@@ -131,6 +132,7 @@ void cli_strategy_flags_init(cli_strategy_flags *sf, cli_strategy_cmd cmd,
         sf->microbatches = q.microbatches;
         sf->chunks = q.chunks;
         sf->cm = q.collective_matmul < 0 ? 0 : q.collective_matmul ? 1 : 2;
+        sf->cpa_pick = q.cp_attention + 1;
         sf->rules = q.model.rules;
         return;
     }
@@ -210,6 +212,7 @@ void cli_strategy_flags_plan(const cli_strategy_flags *sf, mt_plan_request *q) {
     q->sequence_parallel = sf->sp_pick == 0 ? -1 : sf->sp_pick == 1 ? 1 : 0;
     q->schedule = sf->schedule_pick - 1;
     q->collective_matmul = sf->cm == 1 ? 1 : sf->cm == 2 ? 0 : -1;
+    q->cp_attention = sf->cpa_pick - 1;
     q->chunks = sf->chunks;
     q->microbatches = sf->microbatches;
     q->model.rules = sf->rules;

@@ -47,6 +47,7 @@ typedef struct {
     int         remat;         /* an mt_remat */
     /* plan's: an index in "auto|<values>", 0 auto (every value) */
     int         zero_pick, sp_pick, schedule_pick, remat_pick;
+    int         cpa_pick;      /* plan's --cp-attention: index in auto|allgather|ring|ulysses */
     char        kinds[160];            /* "gpipe|1f1b|...": the schedule kinds */
     char        plan_kinds[168];       /* "auto|gpipe|1f1b|..." */
     char        help[CLI_MAX_STRATEGY_FLAGS][480];   /* each option's, as cmd shows it */

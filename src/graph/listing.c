@@ -111,13 +111,14 @@ static void product_shape(const mt_op_call *c, mt_node_info *info) {
     case MT_OP_ATTENTION:
     case MT_OP_ATTENTION_BWD:
         info->attention_scores = (double)c->p.attention.B * (double)c->p.attention.NH *
-                                 (double)c->p.attention.T * (double)c->p.attention.T;
+                                 (double)c->p.attention.T *
+                                 (double)(c->p.attention.Tk ? c->p.attention.Tk : c->p.attention.T);
         break;
     case MT_OP_ATTENTION_GQA:
     case MT_OP_GQA_BWD_QK:
     case MT_OP_GQA_BWD_V:
-        info->attention_scores = (double)c->p.gqa.B * (double)c->p.gqa.NH *
-                                 (double)c->p.gqa.T * (double)c->p.gqa.T;
+        info->attention_scores = (double)c->p.gqa.B * (double)c->p.gqa.NH * (double)c->p.gqa.T *
+                                 (double)(c->p.gqa.Tk ? c->p.gqa.Tk : c->p.gqa.T);
         break;
     default:
         break;

@@ -71,39 +71,60 @@ void mt__cost_swiglu(const mt_op_call *c, double *fl, double *by) {
     cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
                      fl, by);
 }
+/* Causal (query, key) pairs of one head of one sequence in a call of T
+ * query rows against Tk keys. Whole (Tk == T, one device or Ulysses' whole
+ * sequence): T(T+1)/2. A context-parallel device's share (parts P > 1,
+ * Tk = P·T): its head-tail chunks of c = T/2 rows see 2P·c² + c pairs
+ * (CONTEXT_PARALLEL.md §3), equal on every device and summing over the P
+ * devices to the whole sequence's Tk(Tk+1)/2. */
+static double causal_pairs(int64_t T, int64_t Tk, int64_t parts) {
+    if (parts > 1 && Tk == parts * T) {
+        double c = (double)T / 2;
+        return 2 * (double)parts * c * c + c;
+    }
+    return (double)T * ((double)T + 1) / 2;
+}
+static int64_t keys_of(int64_t T, int64_t Tk) { return Tk ? Tk : T; }
 /* Flash attention (attention.c). FLOPs: causal, each query row t attends to
- * t+1 keys; per (query, key) pair 2·HS for the scores, 2·HS for p·v and 5
- * for the mask, max, exp and sums. Masked pairs inside diagonal tiles and
- * document masks are not subtracted (documents are data). Bytes: the
- * tensors each call streams once (k and v are re-read per query tile from
- * cache) and the (B,NH,T) log-sum-exp: linear in T, no (T,T) matrix. */
+ * t+1 keys (causal_pairs under a context split); per (query, key) pair 2·HS
+ * for the scores, 2·HS for p·v and 5 for the mask, max, exp and sums.
+ * Masked pairs inside diagonal tiles and document masks are not subtracted
+ * (documents are data). Bytes: the tensors each call streams once (k and v
+ * are re-read per query tile from cache): q and out of the T query rows, k
+ * and v of the Tk keys (the gathered sequence under all-gather), and the
+ * (B,NH,T) log-sum-exp: linear in T, no (T,T) matrix. */
 void mt__cost_attention(const mt_op_call *c, double *fl, double *by) {
     const mt_attention_params *p = &c->p.attention;
     double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
-    double pairs = B * NH * T * (T + 1) / 2;
+    double Tk = (double)keys_of(p->T, p->Tk);
+    double pairs = B * NH * causal_pairs(p->T, keys_of(p->T, p->Tk), p->parts);
     *fl = 4 * pairs * (C / NH) + 5 * pairs;
-    *by = 4 * (B * T * 4 * C + B * NH * T);   /* qkv, out; lse */
+    *by = 4 * (B * (2 * T + 2 * Tk) * C + B * NH * T);   /* q, out; k, v; lse */
 }
 /* FLOPs: twice the forward's, the model FLOPs of the backward; the
  * recomputed scores (one more product a pair) are not counted, as MFU does
- * not count recomputation. Bytes: dout, qkv, out, lse read; dqkv written. */
+ * not count recomputation. Bytes: dout, q, out, lse read and dq written
+ * (T rows); k, v read and dk, dv written (Tk rows). */
 void mt__cost_attention_bwd(const mt_op_call *c, double *fl, double *by) {
     mt__cost_attention(c, fl, by);
     const mt_attention_params *p = &c->p.attention;
     double B = (double)p->B, T = (double)p->T, C = (double)p->C, NH = (double)p->NH;
+    double Tk = (double)keys_of(p->T, p->Tk);
     *fl *= 2;
-    *by = 4 * (B * T * 8 * C + B * NH * T);
+    *by = 4 * (B * (4 * T + 4 * Tk) * C + B * NH * T);
 }
 /* The same FLOPs per pair as the GPT's, the model FLOPs: the backward's QK
  * twice the forward's products less dv's, V one product; the scores QK and
- * V recompute are not counted (as the GPT's). Bytes: the tensors each call
- * streams once, the lse (B,NH,T) and k and v of KV heads. */
+ * V recompute are not counted (as the GPT's). Pairs as causal_pairs. Bytes:
+ * the tensors each call streams once, the lse (B,NH,T), q and out of T rows
+ * and k and v of KV heads of Tk rows. */
 void mt__cost_gqa(const mt_op_call *c, double *fl, double *by) {
     const mt_gqa_params *p = &c->p.gqa;
     double B = (double)p->B, T = (double)p->T, HS = (double)p->HS;
     double NH = (double)p->NH, KV = (double)p->KV;
-    double pairs = B * NH * T * (T + 1) / 2;
-    double qo = B * T * NH * HS, kv = B * T * KV * HS, lse = B * NH * T;
+    double Tk = (double)keys_of(p->T, p->Tk);
+    double pairs = B * NH * causal_pairs(p->T, keys_of(p->T, p->Tk), p->parts);
+    double qo = B * T * NH * HS, kv = B * Tk * KV * HS, lse = B * NH * T;
     if (c->op == MT_OP_ATTENTION_GQA) {
         *fl = 4 * pairs * HS + 5 * pairs;
         *by = 4 * (2 * qo + 2 * kv + lse);

@@ -122,6 +122,9 @@ static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
                        mt__plan_prog_key *shared) {
     const char *rules = s->req->model.rules;
     if (rules && *rules) return false;
+    /* a context axis joins the replicas' reductions and stores (data x
+       context): the classes below are not checked for it, each its own */
+    if (key->c > 1) return false;
     int cls, zero = key->zero, size = key->d * key->f;
     if (key->zero >= 1 && key->d > 1 && key->f > 1) cls = 1;
     else if ((key->zero == 3 && key->d > 1 && key->f == 1) ||
@@ -175,9 +178,10 @@ static mt_status add(mt__plan_search *s, mt__plan_cached *e) {
 
 /* The mesh text of `key`'s layout into spec (cap bytes), and its devices. */
 static int key_mesh(const mt__plan_prog_key *key, char *spec, size_t cap) {
-    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p};
+    mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p,
+                        .context = key->c};
     mt__plan_mesh_text(&l, spec, cap);
-    return key->d * key->f * key->t * key->p;
+    return key->d * key->f * key->t * key->p * (key->c > 1 ? key->c : 1);
 }
 
 /* e->prog's seconds on the layout of e->key (its mesh, the request's
@@ -224,6 +228,7 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     c.remat = (mt_remat)key->remat;
     c.sequence_parallel = key->sp;
     c.collective_matmul = key->sp ? (key->cm ? 1 : -1) : 0;
+    c.cp_attention = key->c > 1 ? key->cpa : 0;
     c.precision = r->precision;
     char rules[MT_RULES_MAX * (MT_LOGICAL_NAME + 66)];
     c.rules = layout_rules(r->model.rules, key, rules, sizeof rules);

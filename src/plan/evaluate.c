@@ -429,14 +429,15 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     if (step) memset(step, 0, sizeof *step);
     res->layout = *l;
     mt__plan_mesh_text(l, res->mesh, sizeof res->mesh);
-    res->chips = l->data * l->fsdp * l->tensor * l->pipe;
+    res->chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
     mt__plan_divides(s, l, res->why, sizeof res->why);
     if (res->why[0]) return MT_OK;
     const int v = mt__plan_layout_chunks(l), S = l->pipe * v;
     const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
     mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
-                    .cm = l->collective_matmul};
+                    .cm = l->collective_matmul, .c = l->context > 1 ? l->context : 0,
+                    .cpa = l->context > 1 ? l->cp_attention : 0};
     /* each chunk's in-flight microbatches and its device */
     int slots[2 * MT_SCHEDULE_MAX_STAGES], peak[2 * MT_SCHEDULE_MAX_STAGES],
         dev_of[2 * MT_SCHEDULE_MAX_STAGES];
@@ -473,10 +474,14 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                       res->why, sizeof res->why);
     }
     if (st != MT_OK || res->why[0]) goto done;
-    /* memory: the device whose chunks hold most */
+    /* memory: the device whose chunks hold most; the closed forms' s is the
+       rows a device holds, T/context (their (a, s, s) scores term then
+       counts (T/context)², not the (T/context)·T an all-gather forms) */
     mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                               .zero = l->zero, .sequence_parallel = l->sequence_parallel,
-                              .remat = kept_as(l), .s = s->seq, .b = batch, .h = s->channels,
+                              .remat = kept_as(l),
+                              .s = s->seq / (l->context > 1 ? l->context : 1), .b = batch,
+                              .h = s->channels,
                               .a = s->heads, .kv_heads = s->kv_heads, .hd = s->head_dim,
                               .ffn = s->ffn,
                               .gated = s->gated};

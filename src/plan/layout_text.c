@@ -15,9 +15,12 @@ void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
        innermost): Megatron-LM's placement, the pipeline's stages across
        nodes, then the replicas, and the tensor axis, whose collectives block
        the compute, on the fastest links */
-    const int size[4] = {l->pipe, l->data, l->fsdp, l->tensor};
-    static const char *const name[4] = {"pipe", "data", "fsdp", "tensor"};
-    for (int a = 0; a < 4 && at < cap; a++)
+    /* context inside the replicas and outside tensor: Llama 3's order
+       (§3.3.1: [TP, CP, PP, DP] innermost first), its ring or gathers on
+       the links after tensor's */
+    const int size[5] = {l->pipe, l->data, l->fsdp, l->context, l->tensor};
+    static const char *const name[5] = {"pipe", "data", "fsdp", "context", "tensor"};
+    for (int a = 0; a < 5 && at < cap; a++)
         if (size[a] > 1)
             at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", at ? "," : "", name[a], size[a]);
     if (!at) snprintf(buf, cap, "data=1");
@@ -46,9 +49,15 @@ void mt__plan_layout_text(const mt_plan_layout *l, const char *mesh, char *buf, 
     if (l->pipe > 1 && l->schedule >= 0)
         snprintf(sched, sizeof sched, " %s v=%d",
                  mt_schedule_kind_name((mt_schedule_kind)l->schedule), mt__plan_layout_chunks(l));
-    snprintf(buf, cap, "%s zero=%d remat=%s%s%s%s mb=%d", mesh, l->zero, mt_remat_name(l->remat),
-             l->sequence_parallel ? " sp" : "", l->collective_matmul ? " cm" : "", sched,
-             l->microbatches);
+    snprintf(buf, cap, "%s%s%s zero=%d remat=%s%s%s%s mb=%d", mesh,
+             l->context > 1 ? " cp=" : "", l->context > 1 ? mt_plan_cp_attention_name(l->cp_attention) : "",
+             l->zero, mt_remat_name(l->remat), l->sequence_parallel ? " sp" : "",
+             l->collective_matmul ? " cm" : "", sched, l->microbatches);
+}
+
+const char *mt_plan_cp_attention_name(int cp_attention) {
+    static const char *const name[3] = {"allgather", "ring", "ulysses"};
+    return cp_attention >= 0 && cp_attention < 3 ? name[cp_attention] : "?";
 }
 
 int mt__plan_chunk_blocks(int L, int S, int c) {

@@ -1,6 +1,7 @@
 /*
  * layouts.c — the layouts `meshtrain plan` considers: every factorisation
- * of the chips into data x fsdp x tensor x pipe, and for each the ZeRO
+ * of the chips into data x fsdp x tensor x pipe (x context, as asked), and
+ * for each the attention lowering over context, the ZeRO
  * stages, remat policies, sequence parallelism, collective matmul,
  * schedules, chunks a device and microbatch counts the request leaves
  * open, with the model's and the batch's divisibility checked before
@@ -9,6 +10,7 @@
  */
 #include "plan/search_impl.h"
 #include "train/strategy_fit.h"
+#include "meshtrain/partition.h"   /* MT_CP_* */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,15 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
                  seqs / l->microbatches < dp ? "fewer sequences than replicas" : "indivisible");
     } else if (s->heads % l->tensor) {
         snprintf(why, cap, "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
+    } else if (l->context > 1 && s->seq % (2 * l->context)) {
+        snprintf(why, cap, "context=%d: T=%d does not cut into 2 x %d head-tail chunks (T a "
+                 "multiple of %d)", l->context, s->seq, l->context, 2 * l->context);
+    } else if (l->context > 1 && l->cp_attention == MT_CP_ULYSSES &&
+               ((s->heads / l->tensor) % l->context ||
+                (s->kv_heads % l->tensor ? s->kv_heads : s->kv_heads / l->tensor) % l->context)) {
+        snprintf(why, cap, "ulysses over context=%d: %d heads and %d kv heads a tensor rank do not "
+                 "split over it", l->context, s->heads / l->tensor,
+                 s->kv_heads % l->tensor ? s->kv_heads : s->kv_heads / l->tensor);
     } else if (s->kv_heads % l->tensor && !s->req->mesh) {
         /* the trainer runs it, but building every such program costs the
            405B search 7x the programs (43022 against 6202) and 4.5x the
@@ -49,7 +60,8 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
         snprintf(why, cap, "%d kv heads do not split over tensor=%d: the search leaves out "
                  "layouts that replicate them; give --mesh to plan one", s->kv_heads, l->tensor);
     } else if (mt__strategy_misfits(&(mt__strategy_sizes){
-                   .data = l->data, .fsdp = l->fsdp, .tensor = l->tensor, .T = s->seq,
+                   .data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
+                   .T = s->seq / (l->context > 1 ? l->context : 1),
                    .zero = l->zero, .sp = l->sequence_parallel,
                    .cm = l->collective_matmul}) & MT__MISFIT_SP_T) {
         snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
@@ -181,12 +193,12 @@ static mt_status each_schedule(mt__plan_search *s, mt_plan_layout *l, const long
     return MT_OK;
 }
 
-/* Calls fn on every option of mesh (d, f, t, p) the request leaves open.
- * Returns the first failure fn returns. */
-static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
+/* Calls fn on every option of mesh (d, f, t, p, context c) the request
+ * leaves open. Returns the first failure fn returns. */
+static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p, int c,
                              mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     const mt_plan_request *r = s->req;
-    mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p};
+    mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p, .context = c};
     long long counts[MAX_COUNTS];
     int n_counts;
     if (r->microbatches > 0) {   /* the count given, whatever it is: it is checked */
@@ -219,9 +231,14 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
                     l.remat = (mt_remat)rm;
                     l.sequence_parallel = sp;
                     l.collective_matmul = cm;
-                    mt_status st = each_schedule(s, &l, counts, n_counts, fn);
-                    if (st != MT_OK) return st;
-                    mt__plan_cache_trim(s);
+                    /* the attention lowerings over a context axis, as asked */
+                    for (int cpa = 0; cpa < (c > 1 ? 3 : 1); cpa++) {
+                        if (c > 1 && r->cp_attention >= 0 && cpa != r->cp_attention) continue;
+                        l.cp_attention = cpa;
+                        mt_status st = each_schedule(s, &l, counts, n_counts, fn);
+                        if (st != MT_OK) return st;
+                        mt__plan_cache_trim(s);
+                    }
                 }
             }
         }
@@ -229,9 +246,9 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p,
     return MT_OK;
 }
 
-/* The meshes of exactly `chips` chips. */
-static mt_status each_mesh(mt__plan_search *s, int chips,
-                           mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+/* The meshes of exactly `chips` chips besides a context axis of c. */
+static mt_status each_mesh_of(mt__plan_search *s, int chips, int c,
+                              mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     int dv[4096];
     int n = divisors(chips, dv, 4096);
     for (int it = 0; it < n; it++) {
@@ -244,7 +261,7 @@ static mt_status each_mesh(mt__plan_search *s, int chips,
             for (int id = 0; id < n; id++) {
                 int d = dv[id];
                 if (rest % d) continue;
-                mt_status st = each_option(s, d, rest / d, t, p, fn);
+                mt_status st = each_option(s, d, rest / d, t, p, c, fn);
                 if (st != MT_OK) return st;
             }
         }
@@ -252,12 +269,26 @@ static mt_status each_mesh(mt__plan_search *s, int chips,
     return MT_OK;
 }
 
+/* The meshes of exactly `chips` chips: without a context axis, and with
+ * the context sizes the request asks for (every size > 1 dividing the chips
+ * and T/2 under -1, its N alone), head-tail chunks needing T % 2c == 0. */
+static mt_status each_mesh(mt__plan_search *s, int chips,
+                           mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    const int ask = s->req->context;
+    mt_status st = ask == 0 || ask == 1 || ask == -1 ? each_mesh_of(s, chips, 1, fn) : MT_OK;
+    for (int c = 2; st == MT_OK && c <= chips && (ask == -1 || ask > 1); c++) {
+        if (chips % c || s->seq % (2 * c) || (ask > 1 && c != ask)) continue;
+        st = each_mesh_of(s, chips / c, c, fn);
+    }
+    return st;
+}
+
 mt_status mt__plan_each_layout(mt__plan_search *s,
                                mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     const mt_plan_request *r = s->req;
     if (r->mesh) {
         const int *a = s->mesh_axes;
-        return each_option(s, a[0], a[1], a[2], a[3], fn);
+        return each_option(s, a[0], a[1], a[2], a[3], a[4], fn);
     }
     mt_status st = each_mesh(s, s->chips, fn);
     /* a pod whose chip count factors badly (8960 = 2^8 x 5 x 7 TPU v5p) is

@@ -17,7 +17,7 @@
 mt_plan_request mt_plan_request_defaults(void) {
     return (mt_plan_request){.precision = MT_PRECISION_BF16, .remat = -1, .zero = -1,
                              .sequence_parallel = -1, .collective_matmul = -1, .schedule = -1,
-                             .top = 5};
+                             .top = 5, .context = 1, .cp_attention = -1};
 }
 
 /* ======================================================================== */
@@ -282,7 +282,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     s->channels = shape.width;
     s->ffn = shape.ffn;     /* the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
     s->gated = shape.gated;
-    for (int a = 0; a < 4; a++) s->mesh_axes[a] = 1;
+    for (int a = 0; a < 5; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
         /* the mesh is the chips, as train and explain take it (the search
            without a mesh may leave chips idle: 8960 v5p laid out as 4096) */
@@ -299,14 +299,14 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
                            "a mesh of exactly the devices)", r->mesh, devs, chips, devs, chips);
         if (st == MT_OK) st = mt_mesh_create(r->mesh, devs, &m);
         if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh '%s'", r->mesh);
-        static const char *const name[4] = {"data", "fsdp", "tensor", "pipe"};
+        static const char *const name[5] = {"data", "fsdp", "tensor", "pipe", "context"};
         for (int a = 0; a < mt_mesh_ndim(m) && st == MT_OK; a++) {
             const char *n = mt_mesh_axis_name(m, a);
             int k = 0;
-            while (k < 4 && strcmp(n, name[k])) k++;
-            if (k == 4)
+            while (k < 5 && strcmp(n, name[k])) k++;
+            if (k == 5)
                 st = mt_fail(MT_EINVAL, "plan: --mesh '%s' has an axis '%s'; the planner lays "
-                             "out data, fsdp, tensor and pipe", r->mesh, n);
+                             "out data, fsdp, tensor, pipe and context", r->mesh, n);
             else
                 s->mesh_axes[k] = mt_mesh_axis_size(m, n);
         }

@@ -36,6 +36,7 @@
  * layout_rules). */
 typedef struct {
     int d, f, t, p, v;          /* mesh and chunks a device */
+    int c, cpa;                 /* the context axis (0 or 1: none) and its lowering (MT_CP_*) */
     int zero, remat, sp, cm;
     int blocks, batch;          /* per chunk; sequences a replica */
     int chunk;                  /* global chunk index */
@@ -103,7 +104,8 @@ typedef struct {
     bool       gated;                 /* a gated MLP (SwiGLU) */
     double     params;                /* N, the whole model's */
     double     flops_per_token;       /* PaLM's 6N + 12·L·H·Q·T */
-    int        mesh_axes[4];          /* req->mesh's data, fsdp, tensor, pipe (1: absent) */
+    int        mesh_axes[5];          /* req->mesh's data, fsdp, tensor, pipe, context (1:
+                                         absent) */
     /* the programs built, by key (evaluate.c) */
     mt__plan_cached **cache;          /* (n_cache) in build order */
     size_t     n_cache, cap_cache;
@@ -167,7 +169,8 @@ static inline double mt__plan_act_bytes(const mt_plan_request *r) {
     return mt__plan_step_conv_of(r).act_bytes;
 }
 
-/* "pipe=2,data=2,fsdp=256,tensor=8" of a layout, outermost first ("data=1" on one chip). */
+/* "pipe=2,data=2,fsdp=256,context=4,tensor=8" of a layout, outermost first ("data=1" on one
+ * chip). */
 void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap);
 
 /* The blocks of global chunk c when L blocks are cut into S chunks as the
@@ -194,8 +197,9 @@ int  mt__plan_layout_chunks(const mt_plan_layout *l);
 /* Whether schedule `kind` runs v chunks a device as the trainer does
  * (interleaved 2 to MT__PLAN_MAX_CHUNKS, zb-v and dualpipev 2, the others 1). */
 bool mt__plan_kind_runs_chunks(int kind, int v);
-/* "pipe=2,data=2 zero=0 remat=none sp cm 1f1b v=1 mb=4": layout l on the
- * mesh text `mesh`, into buf (cap bytes). */
+/* "pipe=2,data=2 zero=0 remat=none sp cm 1f1b v=1 mb=4" (after the mesh
+ * " cp=ring" with a context axis): layout l on the mesh text `mesh`, into
+ * buf (cap bytes). */
 void mt__plan_layout_text(const mt_plan_layout *l, const char *mesh, char *buf, size_t cap);
 /* Why l cannot divide the model or the batch ("" if it can). */
 void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *why, size_t cap);

@@ -59,9 +59,10 @@ static void wait_until(comm_stream *cs, double *t, double until, mt__plan_phase 
 /* Node n's nccl-tests size: its comm_bytes, but a collective matmul's ring,
  * whose comm_bytes are the P-1 chunks it moves: the P of the all-gather or
  * reduce-scatter it replaces, so that a step's bytes by kind do not change
- * with collective matmul. */
+ * with collective matmul. Ring attention's permutes replace nothing: their
+ * P-1 sends are their size, as a permute's. */
 static double size_of(const mt__plan_map *map, const mt__plan_node *n) {
-    if (!n->overlapped) return n->comm_bytes;
+    if (!n->overlapped || n->kind == MT__PC_PERMUTE) return n->comm_bytes;
     int group = 1;
     for (int i = 0; i < n->axes.n; i++) group *= map->axis[n->axes.axis[i]].size;
     return group > 1 ? n->comm_bytes * group / (group - 1) : n->comm_bytes;
