@@ -45,6 +45,7 @@ static void check_key(mt__plan_search *s, mt__plan_prog_key key) {
     mt__plan_program_free(&e.prog);
     free(e.packed_nodes);
     free(e.packed_order);
+    free(e.packed_live);
 }
 
 MT_TEST(packed_programs_unpack_to_the_program_built) {

@@ -397,6 +397,7 @@ static void drop(mt__plan_cached *e) {
     if (!e->borrowed) mt__plan_program_free(&e->prog);
     free(e->packed_nodes);
     free(e->packed_order);
+    free(e->packed_live);
     free(e);
 }
 

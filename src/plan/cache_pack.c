@@ -45,19 +45,24 @@ mt_status mt__plan_cache_pack(mt__plan_cached *e) {
     int *table = malloc(cap * sizeof *table);            /* (cap) uniq index + 1, 0 empty */
     mt__plan_node *uniq = malloc(((size_t)n + 1) * sizeof *uniq);   /* (n_uniq) */
     uint32_t *order = malloc(((size_t)n + 1) * sizeof *order);      /* (n) */
-    if (!table || !uniq || !order) {
-        free(table), free(uniq), free(order);
+    double *live = malloc(((size_t)n + 1) * sizeof *live);            /* (n) */
+    if (!table || !uniq || !order || !live) {
+        free(table), free(uniq), free(order), free(live);
         return mt_fail(MT_ENOMEM, "out of memory packing a program of %d nodes", n);
     }
     memset(table, 0, cap * sizeof *table);
     int n_uniq = 0;
     for (int i = 0; i < n; i++) {
-        const mt__plan_node *x = &e->prog.nodes[i];
-        size_t at = (size_t)node_hash(x) & (cap - 1);
-        while (table[at] && memcmp(&uniq[table[at] - 1], x, sizeof *x))
+        /* the node without its live bytes (each position's own): alike
+           nodes of every layer pack once */
+        mt__plan_node x = e->prog.nodes[i];
+        live[i] = x.live_bytes;
+        x.live_bytes = 0;
+        size_t at = (size_t)node_hash(&x) & (cap - 1);
+        while (table[at] && memcmp(&uniq[table[at] - 1], &x, sizeof x))
             at = (at + 1) & (cap - 1);
         if (!table[at]) {
-            uniq[n_uniq] = *x;
+            uniq[n_uniq] = x;
             table[at] = ++n_uniq;
         }
         order[i] = (uint32_t)(table[at] - 1);
@@ -68,6 +73,7 @@ mt_status mt__plan_cache_pack(mt__plan_cached *e) {
     e->prog.nodes = NULL;
     e->packed_nodes = fit ? fit : uniq;
     e->packed_order = order;
+    e->packed_live = live;
     e->n_packed = n_uniq;
     return MT_OK;
 }
@@ -77,7 +83,10 @@ mt_status mt__plan_cache_unpack(mt__plan_cached *e) {
     const int n = e->prog.n_nodes;
     mt__plan_node *nodes = calloc((size_t)n + 1, sizeof *nodes);
     if (!nodes) return mt_fail(MT_ENOMEM, "out of memory unpacking a program of %d nodes", n);
-    for (int i = 0; i < n; i++) nodes[i] = e->packed_nodes[e->packed_order[i]];
+    for (int i = 0; i < n; i++) {
+        nodes[i] = e->packed_nodes[e->packed_order[i]];
+        nodes[i].live_bytes = e->packed_live[i];
+    }
     e->prog.nodes = nodes;   /* the packed arrays kept: a later trim packs it for nothing */
     return MT_OK;
 }
@@ -85,5 +94,5 @@ mt_status mt__plan_cache_unpack(mt__plan_cached *e) {
 size_t mt__plan_cache_packed_bytes(const mt__plan_cached *e) {
     if (!e->packed_order) return 0;
     return (size_t)e->n_packed * sizeof *e->packed_nodes +
-           (size_t)e->prog.n_nodes * sizeof *e->packed_order;
+           (size_t)e->prog.n_nodes * (sizeof *e->packed_order + sizeof *e->packed_live);
 }

@@ -58,6 +58,8 @@ typedef struct {
        nodes, and the run order as indexes into them */
     mt__plan_node      *packed_nodes;   /* (n_packed) */
     uint32_t           *packed_order;   /* (prog.n_nodes); NULL: not packed */
+    double             *packed_live;    /* (prog.n_nodes) each node's live_bytes, kept apart so
+                                           that alike nodes pack once */
     int                 n_packed;
     mt__plan_comm_keys  keys;    /* its collectives, as ct indexes them */
     mt__plan_chunk_time ct;      /* its seconds on the request's hardware (step.h) */
