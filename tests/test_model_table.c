@@ -158,8 +158,10 @@ MT_TEST(the_defaults_are_the_documented_structs) {
              mt_model_about_of(MT_MODEL_MLP)->config_size == sizeof(mt_mlp_config) &&
              mt_model_about_of(MT_MODEL_LINREG)->config_size == 0, "config sizes");
     /* the struct of another model: the size tells them apart */
+    char gpt_bytes[32];   /* the struct's own size, whatever fields it grows */
+    snprintf(gpt_bytes, sizeof gpt_bytes, "%zu bytes", sizeof(mt_gpt_config));
     MT_CHECK_FAILS(mt_model_config_defaults(MT_MODEL_GPT, &mlp, sizeof mlp), MT_EINVAL,
-                   "mt_gpt_config", "24 bytes");
+                   "mt_gpt_config", gpt_bytes);
     MT_CHECK_FAILS(mt_model_config_defaults(MT_MODEL_MLP, NULL, sizeof mlp), MT_EINVAL, "NULL");
     /* without data (explain): the GPT's vocabulary a text file's, its
      * context the sequence; the MLP reads no data */
@@ -269,7 +271,9 @@ MT_TEST(wrong_settings_get_the_models_own_message) {
     /* a GPT's struct given to the MLP, and the other way round */
     c.model_config = &gpt;
     c.model_config_size = sizeof gpt;
-    MT_CHECK_FAILS(mt_train_config_check(&c), MT_EINVAL, "model_config_size=24", "mt_mlp_config");
+    char gpt_size[48];
+    snprintf(gpt_size, sizeof gpt_size, "model_config_size=%zu", sizeof gpt);
+    MT_CHECK_FAILS(mt_train_config_check(&c), MT_EINVAL, gpt_size, "mt_mlp_config");
     c.model = MT_MODEL_GPT;
     c.data = "input.txt";
     c.model_config = &mlp;

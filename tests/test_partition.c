@@ -497,9 +497,18 @@ MT_TEST(constraint_and_lowerings_refusals) {
     sh = (mt_sharding){{0, 0, 1}, 0};
     MT_CHECK(mt_tensor_set_constraint(o, &sh) == MT_EINVAL &&
              strstr(mt_errmsg(), "splits dim 2"), "a dim o lacks: '%s'", mt_errmsg());
-    MT_CHECK(mt_partition_lowering(0) && strcmp(mt_partition_lowering(0), "collective_matmul") == 0
-             && !mt_partition_lowering(1) && !mt_partition_lowering(-1),
-             "the lowering variants are not exactly collective_matmul");
+    /* the variants, in the table's order (op_desc.c): collective matmul, and
+       context parallelism's ring and Ulysses for each attention op */
+    static const char *const VARIANTS[] = {"collective_matmul", "ring_attention",
+                                           "ring_attention_gqa", "ulysses_attention",
+                                           "ulysses_attention_gqa"};
+    const int n_var = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
+    for (int i = 0; i < n_var; i++)
+        MT_CHECK(mt_partition_lowering(i) && strcmp(mt_partition_lowering(i), VARIANTS[i]) == 0,
+                 "lowering variant %d: '%s', want '%s'", i,
+                 mt_partition_lowering(i) ? mt_partition_lowering(i) : "(none)", VARIANTS[i]);
+    MT_CHECK(!mt_partition_lowering(n_var) && !mt_partition_lowering(-1),
+             "no variant past the last, nor before the first");
     mt_mesh *mesh = NULL;
     MT_CHECK_OK(mt_mesh_create("m=2", 2, &mesh));
     mt_ctx *ctx = NULL;

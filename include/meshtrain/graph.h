@@ -542,4 +542,13 @@ mt_status mt_graph_use_slot(mt_graph *g, int k);
 #include "meshtrain/graph_spmd.h"
 #include "meshtrain/graph_inspect.h"
 
+/* How attention over a sequence split head-tail talks
+ * (../shared/CONTEXT_PARALLEL.md; mt_train_config.cp_attention): all-gather
+ * k and v (§5), the ring of k, v sends with the dK, dV accumulator
+ * travelling home (§4), or Ulysses' all-to-alls over heads (§6). The
+ * partitioner takes ring and Ulysses as lowering variants by name
+ * (mt_partition_opts.lowerings: "ring_attention,ring_attention_gqa",
+ * "ulysses_attention,ulysses_attention_gqa"). */
+enum { MT_CP_ALLGATHER = 0, MT_CP_RING = 1, MT_CP_ULYSSES = 2 };
+
 #endif /* MESHTRAIN_GRAPH_H */

@@ -52,10 +52,6 @@ const char *mt_partition_lowering(int i);
 
 #define MT_LOWERINGS_MAX 128   /* mt_partition_opts.lowerings' bytes, with its terminator */
 
-/* The lowerings of attention over a sequence split head-tail
- * (mt_partition_opts.cp_attention, mt_train_config.cp_attention). */
-enum { MT_CP_ALLGATHER = 0, MT_CP_RING = 1, MT_CP_ULYSSES = 2 };
-
 typedef struct {
     mt_shard_mode mode;   /* auto: move data where types disagree; explicit: refuse */
     /* For tests only: leave out the pvary nodes, hence the reduction of
@@ -100,11 +96,6 @@ typedef struct {
      * Over other axes a split T is contiguous: attention gathers it whole
      * and keeps its own block of the result. 0: none. */
     uint32_t      headtail_axes;
-    /* How attention with T split over headtail_axes talks
-     * (../shared/CONTEXT_PARALLEL.md): 0 all-gathers k and v (§5), 1 the
-     * ring of k, v sends with the dK, dV accumulator travelling home (§4),
-     * 2 Ulysses' all-to-alls over heads (§6): MT_CP_*. */
-    int           cp_attention;
     /* The ZeRO paper's stages 1 and 2, and FSDP's gather once a step
      * (Llama 3's): a parameter gathered over gather_axes keeps its gathered
      * copy for the whole step and between steps (persistent memory, counted

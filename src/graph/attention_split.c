@@ -12,7 +12,7 @@
  * dim comes split, and the split packed form's gradient.
  * Only attention talks: everything else runs on the device's rows as it is.
  *
- * The other two lowerings (mt_partition_opts.cp_attention):
+ * The other two lowerings (variants by name, op_desc.c: ring_attention, ulysses_attention):
  *  - ring (§4): the ring_attention node (attention_ring.c), k and v sent
  *    around the devices of the split, the dK, dV accumulator travelling home;
  *  - Ulysses (§6): all-to-alls [T, H, d] -> [parts·T, H/parts, d] of q, k
@@ -25,7 +25,6 @@
  */
 #include "graph/builders_impl.h"
 #include "graph/op_desc.h"
-#include "meshtrain/partition.h"
 
 #include <stdio.h>
 
@@ -223,3 +222,4 @@ mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, in
     mt_tensor *v = mt_graph_all_gather(g, in[2], ax, 1);
     return mt__attention_gqa_split(g, in[0], k, v, NH, KV, G, hoff, parts, part);
 }
+

@@ -63,6 +63,26 @@ mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
     return mt_attention_docs(g, in[0], NH, c->p.attention.doc ? in[c->p.attention.doc] : NULL);
 }
 
+/* The attention ops' own lowerings with the lowering over a head-tail T set:
+ * the variants ring_attention and ulysses_attention (op_desc.c). */
+static mt_tensor *lower_attention_as(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                     const mt_lower_env *e, int cp) {
+    mt_lower_env v = *e;
+    v.cp_attention = cp;
+    return c->op == MT_OP_ATTENTION ? mt__lower_attention(g, c, in, &v)
+                                    : mt__lower_attention_gqa(g, c, in, &v);
+}
+
+mt_tensor *mt__lower_attention_ring(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                    const mt_lower_env *e) {
+    return lower_attention_as(g, c, in, e, MT_CP_RING);
+}
+
+mt_tensor *mt__lower_attention_ulysses(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                       const mt_lower_env *e) {
+    return lower_attention_as(g, c, in, e, MT_CP_ULYSSES);
+}
+
 mt_tensor *mt__lower_rmsnorm(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                              const mt_lower_env *e) {
     (void)e;

@@ -112,7 +112,13 @@ mt_grad_rule mt__grad_rule(mt_op op) { return op_gdesc[op]->grad; }
 static const mt_lower_variant variants[] = {
     /* XLA's collective matmul: a linear's row gather or reduce-scatter in
      * its product's ring (lower_linear_ring.c) */
-    {"collective_matmul", MT_OP_LINEAR, mt__lower_moves_linear_ring},
+    {"collective_matmul", MT_OP_LINEAR, mt__lower_moves_linear_ring, NULL},
+    /* context parallelism's ring and Ulysses (attention_split.c); the
+     * all-gather of k and v is attention's own lowering */
+    {"ring_attention", MT_OP_ATTENTION, NULL, mt__lower_attention_ring},
+    {"ring_attention_gqa", MT_OP_ATTENTION_GQA, NULL, mt__lower_attention_ring},
+    {"ulysses_attention", MT_OP_ATTENTION, NULL, mt__lower_attention_ulysses},
+    {"ulysses_attention_gqa", MT_OP_ATTENTION_GQA, NULL, mt__lower_attention_ulysses},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 

@@ -84,7 +84,8 @@ typedef struct {
     int64_t      (*start)(void *ctx, uint32_t set, int64_t local);
     void          *ctx;
     uint32_t       headtail;  /* mt_partition_opts.headtail_axes: a T split over them is head-tail */
-    int            cp_attention;  /* mt_partition_opts.cp_attention: 0 all-gather, 1 ring, 2 Ulysses */
+    int            cp_attention;  /* MT_CP_*: attention's lowering over a head-tail T, set by
+                                     its variants (ring_attention, ulysses_attention) */
 } mt_lower_env;
 
 /* A lowering: the op of the global call c rebuilt in g (a device's program)
@@ -346,8 +347,16 @@ mt_status mt__lower_moves_linear_ring(mt_graph *g, mt_lower_step *st,
 typedef struct {
     const char       *name;          /* "collective_matmul" */
     mt_op             op;
-    mt_lower_moves_fn lower_moves;
+    mt_lower_moves_fn lower_moves;   /* in place of the descriptor's, or NULL */
+    mt_lower_fn       lower;         /* in place of the descriptor's lowering, or NULL */
 } mt_lower_variant;
+
+/* lower.c: attention's lowering with T split head-tail, by the ring or by
+ * Ulysses (variants of ATTENTION's and ATTENTION_GQA's lowering) */
+mt_tensor *mt__lower_attention_ring(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                    const mt_lower_env *e);
+mt_tensor *mt__lower_attention_ulysses(mt_graph *g, const mt_op_call *c, mt_tensor **in,
+                                       const mt_lower_env *e);
 
 /* The variant named by the len bytes at `name`, or NULL. */
 const mt_lower_variant *mt__lower_variant_find(const char *name, size_t len);

@@ -73,7 +73,8 @@ static int64_t lower_start(void *ctx, uint32_t set, int64_t local) {
  * by its descriptor), on the first n_in of them. */
 static mt_status step_lower(void *ctx, mt_lower_step *st) {
     partitioner *p = ctx;
-    mt_lower_fn lower = mt__op_gdesc(st->call->op)->lower;
+    mt_lower_fn lower = p->lower_variant[st->call->op] ? p->lower_variant[st->call->op]
+                                                       : mt__op_gdesc(st->call->op)->lower;
     if (!lower) {
         mt_graph_fail(p->lg, MT_EUNSUPPORTED, "op '%s' cannot be partitioned yet", op_name(st));
         return step_failed(p, st);
@@ -81,7 +82,7 @@ static mt_status step_lower(void *ctx, mt_lower_step *st) {
     mt_op_call c = *st->call;
     c.n_in = st->n_in;
     mt_lower_env e = {.types = st->types, .inside = st->inside, .start = lower_start, .ctx = p,
-                      .headtail = p->headtail, .cp_attention = p->cp_attention};
+                      .headtail = p->headtail};
     if (st->inside) e.inside_axes = mt__part_axes_of(p->mesh, st->inside);
     if (!(st->out = lower(p->lg, &c, st->in, &e))) return step_failed(p, st);
     st->type = st->rule->result;

@@ -113,7 +113,8 @@ static mt_status choose_lowerings(partitioner *p, const char *names, size_t cap)
             return mt_fail(MT_EINVAL, "mt_partition: lowering '%.*s' (in \"%s\") is not one "
                            "(known: %s)", (int)len, n, names, known);
         }
-        if (v) p->lowering[v->op] = v->lower_moves;
+        if (v && v->lower_moves) p->lowering[v->op] = v->lower_moves;
+        if (v && v->lower) p->lower_variant[v->op] = v->lower;
         n += len + (n[len] == ',');
     }
     return MT_OK;
@@ -137,7 +138,6 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
                      .gather_axes = opts ? opts->gather_axes : 0,
                      .gather_invariant = opts ? opts->gather_allreduce_axes : 0,
                      .headtail = opts ? opts->headtail_axes : 0,
-                     .cp_attention = opts ? opts->cp_attention : 0,
                      .regather = opts && opts->reshard_after_forward && !opts->gather_once,
                      .gather_once = opts && opts->gather_once,
                      .grads_once = opts && opts->gather_once && opts->grads_once,

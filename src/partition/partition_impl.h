@@ -29,10 +29,11 @@ typedef struct {
     uint32_t       gather_axes;      /* opts->gather_axes */
     uint32_t       gather_invariant; /* opts->gather_allreduce_axes */
     uint32_t       headtail;         /* opts->headtail_axes */
-    int            cp_attention;     /* opts->cp_attention */
     /* the hooks of the variants opts->lowerings chose, by op (NULL: the
      * descriptor's) */
     mt_lower_moves_fn lowering[MT_OP_COUNT];
+    mt_lower_fn    lower_variant[MT_OP_COUNT];   /* a variant's lowering of the op (its
+                                                    descriptor's where NULL) */
     bool           regather;         /* opts->reshard_after_forward */
     bool           gather_once, grads_once;   /* opts' */
     uint8_t       *only_resharded;   /* (n_tensors) read, and only by reshard nodes */

@@ -160,7 +160,17 @@ mt_status mt__shard_program(const mt__train_model *m, const mt_train_config *c, 
     /* the trainer lays a sequence split over context out head-tail (devices.c) */
     uint32_t context = mt__axis_bit(mesh, "context");
     if (context && parts_of(mesh, context) > 1) opts->headtail_axes = context;
-    opts->cp_attention = c->cp_attention;
+    /* attention's lowering over it: the all-gather its own, the ring and
+       Ulysses variants by name */
+    if (s == MT_OK && c->cp_attention != MT_CP_ALLGATHER) {
+        const char *v = c->cp_attention == MT_CP_RING ? "ring_attention,ring_attention_gqa"
+                                                      : "ulysses_attention,ulysses_attention_gqa";
+        size_t used = strlen(opts->lowerings);
+        if ((size_t)snprintf(opts->lowerings + used, sizeof opts->lowerings - used, "%s%s",
+                             used ? "," : "", v) >= sizeof opts->lowerings - used)
+            s = mt_fail(MT_EINVAL, "the lowerings \"%s\" and \"%s\" pass %zu bytes",
+                        opts->lowerings, v, sizeof opts->lowerings);
+    }
     /* ZeRO stores the parameters (and so the optimizer state) split over
      * data too; ZeRO-1 and 2 (the paper's) gather them once a step and keep
      * them whole, their gradients reduce-scattered once a step (ZeRO-1's
