@@ -282,19 +282,28 @@ static void run_block(step *st, bool fwd) {
 /* The ops                                                                   */
 /* ======================================================================== */
 
+/* Both ops' start: this device's rank in the ring into *r, its own k|v
+ * packed into the ring's first buffer, which starts the scratch past the
+ * workers' tiles (returned); NULL when the ring cannot run (recorded). */
+static float *ring_begin(const mt_op_env *env, const mt_op_call *c, int *r) {
+    if (!group(env, c, r)) return NULL;
+    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
+    pack_kv(c, big);
+    return big;
+}
+
 /* RING_ATTENTION: out (B,T,NH·HS), aux lse (B,NH,T) from q, k, v (or qkv). */
 static void run_ring_fwd(const mt_op_env *env, const mt_op_call *c) {
     int r;
-    if (!group(env, c, &r)) return;
+    float *big = ring_begin(env, c, &r);
+    if (!big) return;
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
     const int64_t kvn = kv_floats(p);
-    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
     float *kv[2] = {big, big + kvn}, *ob = big + 2 * kvn;
     float *lseb = ob + p->B * p->T * p->NH * p->HS;
     int32_t *qpos = (int32_t *)(lseb + p->B * p->NH * p->T), *kpos = qpos + p->T;
     positions(qpos, p->T, P, r);
-    pack_kv(c, kv[0]);
     step st = {.env = env, .p = p, .q = F32(c->in[0]), .qpos = qpos, .kpos = kpos,
                .out = F32(c->out), .lse = F32(c->aux[0]), .ob = ob, .lseb = lseb};
     for (int i = 0; i < P; i++) {
@@ -326,17 +335,16 @@ static void unpack_half(const mt_ring_params *p, float *dst, int64_t ld, const f
  * v's gradient). */
 static void run_ring_bwd(const mt_op_env *env, const mt_op_call *c) {
     int r;
-    if (!group(env, c, &r)) return;
+    float *big = ring_begin(env, c, &r);
+    if (!big) return;
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
     const int64_t kvn = kv_floats(p);
-    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
     float *kv[2] = {big, big + kvn}, *part[2] = {big + 2 * kvn, big + 3 * kvn};
     float *arr = big + 4 * kvn, *home = big + 5 * kvn;
     int32_t *qpos = (int32_t *)(big + 6 * kvn), *kpos = qpos + p->T;
     const int n = c->n_in;
     positions(qpos, p->T, P, r);
-    pack_kv(c, kv[0]);
     memset(home, 0, (size_t)kvn * sizeof *home);
     step st = {.env = env, .p = p, .q = F32(c->in[1]), .qpos = qpos, .kpos = kpos,
                .dout = F32(c->in[0]), .o = F32(c->in[n - 2]), .lse = F32(c->in[n - 1]),
