@@ -309,8 +309,9 @@ MT_TEST(head_dim_counts_its_parameters) {
     MT_CHECK(wo && mt_tensor_dim(wo, 0) == C && mt_tensor_dim(wo, 1) == NH * HS, "wo (C,NH·HS)");
     MT_CHECK(wk && mt_tensor_dim(wk, 0) == KV * HS && mt_tensor_dim(wk, 1) == C, "wk (KV·HS,C)");
     mt_graph_free(g);
-    /* attention's FLOPs count the query's width NH·HS, not C */
-    const double T = 8, per_token = 6.0 * (double)(want - V * C) + 12.0 * L * NH * HS * T;
+    /* attention's FLOPs count the query's width NH·HS, not C; causal: the
+     * pairs key <= query, 6·L·NH·HS·T (half PaLM's 12·L·NH·HS·T) */
+    const double T = 8, per_token = 6.0 * (double)(want - V * C) + 6.0 * L * NH * HS * T;
     MT_CHECK(mt_llama_train_flops(&c, 8, 1) == per_token, "%.17g FLOPs a token, %.17g by hand",
              mt_llama_train_flops(&c, 8, 1), per_token);
 }

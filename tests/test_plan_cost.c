@@ -429,6 +429,35 @@ MT_TEST(attention_curve) {
     mt_hardware_free(hw);
 }
 
+/* A fused attention kernel on a GPU file (no measured curve): blocks of 128
+ * query rows in waves of the A100's 108 SMs, each over a causal loop of
+ * keys / 2 paying the product model's 256 K-steps, relative to k = 4096,
+ * by hand: T = 512: 256/512 x 4352/4096 = 0.53125; T = 2048: 1024/1280 x
+ * 4352/4096 = 0.85; T >= 8192: 1 (a loop of 4096 or more); 216 blocks fill
+ * 2 waves, 109 blocks take 2 waves of 216 slots. The node costs its FLOPs
+ * over that; megatron's unfused path (keys 0) and the other products don't. */
+MT_TEST(flash_kernel_by_hand) {
+    mt_hardware *hw = shipped("a100-80gb");
+    const double full = 216 * 128;   /* rows: 2 full waves */
+    MT_CHECK_CLOSE(mt__plan_flash_efficiency(hw, full, 512), 256.0 / 512 * 4352 / 4096, 1e-12,
+                   "T = 512");
+    MT_CHECK_CLOSE(mt__plan_flash_efficiency(hw, full, 2048), 0.85, 1e-12, "T = 2048");
+    MT_CHECK_CLOSE(mt__plan_flash_efficiency(hw, full, 8192), 1.0, 1e-12, "T = 8192");
+    MT_CHECK_CLOSE(mt__plan_flash_efficiency(hw, full, 131072), 1.0, 1e-12, "T = 128k");
+    MT_CHECK_CLOSE(mt__plan_flash_efficiency(hw, 109 * 128, 8192), 109.0 / 216, 1e-12,
+                   "a block past a wave");
+    const double F = 1e12;
+    mt__plan_node att = {.cls = MT__PN_MATMUL, .flops = F, .attention_seq = 2048,
+                         .attention_rows = full, .attention_keys = 2048};
+    MT_CHECK_CLOSE(mt__plan_node_flops(hw, &att), F / 0.85, 1e-9 * F, "fused kernel");
+    att.attention_keys = 0;
+    MT_CHECK_CLOSE(mt__plan_node_flops(hw, &att), F, 1e-9 * F, "unfused: the GEMMs' rate");
+    mt_hardware_free(hw);
+    hw = shipped("tpu-v5p");
+    MT_CHECK(mt__plan_flash_efficiency(hw, full, 512) == 1.0, "no tile: 1");
+    mt_hardware_free(hw);
+}
+
 MT_TEST(refusals) {
     mt_hardware *hw = shipped("h100-sxm");
     mt_mesh *m = NULL;

@@ -409,10 +409,10 @@ MT_TEST(mixed16_halves_the_traffic) {
 }
 
 /* C = 128, NH = 4 heads of 64 (q 256 wide), KV = 2, L = 4, T = 64, V = 512:
- * the model's N counts wq and wo at NH·HS·C, wk and wv at KV·HS·C; PaLM's
- * FLOPs a token 6N + 12·L·NH·HS·T, N less the untied lookup table (the
- * trainer's count); the parameters of tensor=2 are its
- * program's; the mixed16 convention's activations Korthikanti's with the
+ * the model's N counts wq and wo at NH·HS·C, wk and wv at KV·HS·C; the
+ * FLOPs a token 6N + 6·L·NH·HS·T (causal: half PaLM's 12·L·NH·HS·T), N less
+ * the untied lookup table (the trainer's count); the parameters of
+ * tensor=2 are its program's; the mixed16 convention's activations Korthikanti's with the
  * attention's width 256 (by hand below); 2 kv heads over tensor=4 and 1
  * over tensor=2 plan, as the trainer runs them. */
 MT_TEST(head_dim_plans_the_trainers_widths) {
@@ -428,7 +428,7 @@ MT_TEST(head_dim_plans_the_trainers_widths) {
     MT_CHECK(rep.model_params == N && N == (double)mt_llama_num_params(&m),
              "N %.0f, %.0f by hand", rep.model_params, N);
     /* the trainer's count (mt_llama_train_flops): the untied lookup table is no product */
-    const double per_token = 6 * (N - V * C) + 12 * L * NH * HS * T;
+    const double per_token = 6 * (N - V * C) + 6 * L * NH * HS * T;
     MT_CHECK(rep.flops_per_token == per_token, "%.17g FLOPs a token, %.17g by hand",
              rep.flops_per_token, per_token);
     MT_CHECK(rep.n_best == 1, "tensor=2: %s", rep.n_infeasible ? rep.infeasible[0].why : "");

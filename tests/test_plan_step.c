@@ -88,9 +88,10 @@ static const mt__plan_step_comm *comm_named(const mt__plan_step_result *r, const
 
 /* F: a product of 4e12 FLOPs (2 s; its 1e6 bytes 2e-5 s); B and W 8e12
  * each (4 s); 1e8 stored elements: AdamW 1e8 x 38 / 5e10 = 0.076 s. Step
- * 10.076 s, FLOP-bound 10 s. MFU (PaLM): N = 1e9, L 2, H 4, Q 8, T 16:
- * 6e9 + 12·2·4·8·16 = 6,000,012,288 FLOPs a token; 1000 tokens on 1 device
- * at the 4e12 peak: 6.000012288e12 / (10.076 x 4e12) = 0.148869...; HFU
+ * 10.076 s, FLOP-bound 10 s. MFU: N = 1e9, L 2, H 4, Q 8, T 16:
+ * 6N + 6·L·H·Q·T (causal attention half PaLM's 12·L·H·Q·T) = 6e9 +
+ * 6·2·4·8·16 = 6,000,006,144 FLOPs a token; 1000 tokens on 1 device at the
+ * 4e12 peak: 6.000006144e12 / (10.076 x 4e12) = 0.148869...; HFU
  * PaLM's, MFU plus the recomputation's share: nothing recomputed, = MFU. */
 MT_TEST(compute_bound_and_mfu) {
     mt_hardware hw = unit_hw();
@@ -105,8 +106,8 @@ MT_TEST(compute_bound_and_mfu) {
     MT_CHECK_CLOSE(r.phase[0], 2, 1e-12, "F");
     MT_CHECK(r.bound == MT__PLAN_BOUND_COMPUTE && strstr(r.reason, "compute"), "bound: %s",
              r.reason);
-    MT_CHECK_CLOSE(r.flops_per_token, 6000012288.0, 1e-12, "PaLM FLOPs a token");
-    MT_CHECK_CLOSE(r.mfu, 6.000012288e12 / (10.076 * 4e12), 1e-12, "MFU");
+    MT_CHECK_CLOSE(r.flops_per_token, 6000006144.0, 1e-12, "FLOPs a token");
+    MT_CHECK_CLOSE(r.mfu, 6.000006144e12 / (10.076 * 4e12), 1e-12, "MFU");
     MT_CHECK_CLOSE(r.hfu, r.mfu, 1e-12, "HFU without recomputation");
     mt_mesh_free(mesh);
 }
@@ -133,7 +134,7 @@ MT_TEST(hfu_counts_the_recomputation) {
     MT_CHECK_CLOSE(r.step, 10.076, 1e-9, "step");
     MT_CHECK_CLOSE(r.flops_run, 2e13, 1e-12, "FLOPs run");
     MT_CHECK_CLOSE(r.flops_recompute, 2e12, 1e-12, "recomputed");
-    MT_CHECK_CLOSE(r.mfu, 6.000012288e12 / (10.076 * 4e12), 1e-12, "MFU");
+    MT_CHECK_CLOSE(r.mfu, 6.000006144e12 / (10.076 * 4e12), 1e-12, "MFU");
     MT_CHECK_CLOSE(r.hfu, r.mfu * 2e13 / 1.8e13, 1e-12, "HFU");
     MT_CHECK(r.hfu > r.mfu, "HFU %g > MFU %g", r.hfu, r.mfu);
     mt_mesh_free(mesh);
@@ -404,7 +405,9 @@ static bool is_product(const char *op) {
  * H100 SXM: the step's F for device 0 is the sum, over the forward nodes
  * of the compiled program (built here on the shape-only backend, read
  * through mt_graph_node), of max(FLOPs / (fp32 peak x gemm_fraction),
- * bytes / (HBM x hbm_fraction)) for a product and max(FLOPs / fp32 peak,
+ * bytes / (HBM x hbm_fraction)) for a product (attention's fused kernel
+ * at mt__plan_flash_efficiency of its rows and keys, by hand in
+ * test_plan_cost), and max(FLOPs / fp32 peak,
  * bytes / (HBM x hbm_fraction)) for the rest, plus each collective's time
  * (cost.c's, tested against the book in test_plan_cost) and, for the one that also
  * computes (the vocabulary-parallel loss), its bytes on the roofline: the
@@ -452,10 +455,11 @@ MT_TEST(gpt_forward_is_its_nodes_rooflines) {
            (mt__plan_gemm_efficiency, checked against hand counts and
            OpenXLA's measured table in test_plan_cost); the rest floored by
            the fp32 peak (the vector units); every kernel its overhead */
-        double tf = in.flops / (is_product(in.op)
-                                    ? flop_rate * mt__plan_gemm_efficiency(hw, in.gemm_m, in.gemm_n,
-                                                                           in.gemm_k)
-                                    : hw->peak_flops[MT_HW_FP32]);
+        const double eff =
+            in.attention_keys > 0
+                ? mt__plan_flash_efficiency(hw, in.attention_rows, in.attention_keys)
+                : mt__plan_gemm_efficiency(hw, in.gemm_m, in.gemm_n, in.gemm_k);
+        double tf = in.flops / (is_product(in.op) ? flop_rate * eff : hw->peak_flops[MT_HW_FP32]);
         double tb = in.mem_bytes / byte_rate;
         want += (tf > tb ? tf : tb) + (tf > 0 || tb > 0 ? hw->kernel_overhead : 0);
     }

@@ -116,6 +116,13 @@ typedef struct {
      * and sequence, causal or not: T² on one device, T_local·S under a
      * context axis's all-gather); 0 for the rest */
     double      attention_scores;
+    /* a fused attention kernel's work as its loop runs it: the query rows
+     * of one call, B·NH·T (every head and sequence of this device), and
+     * the keys each row is scored against in that call, Tk (T on one
+     * device, the gathered S under a context axis's all-gather, one
+     * ring step's T under the ring; causal rows visit about half: the
+     * planner's mt__plan_flash_efficiency); 0 for the rest */
+    double      attention_rows, attention_keys;
     bool        recompute;    /* a B node re-running a forward call (activation
                                  checkpointing): the planner shows its time apart */
     int         block;        /* the transformer block it belongs to (mt_graph_set_block),

@@ -76,7 +76,8 @@ mt_tensor *mt_gpt_build_stage(mt_graph *g, const mt_gpt_config *cfg, const mt_mo
 /* Parameter count (with the padded embedding) of a configuration. */
 int64_t    mt_gpt_num_params(const mt_gpt_config *cfg);
 /* Model FLOPs of one training step on `tokens` tokens of context T:
- * 6·N·tokens plus attention (12·L·C·T per token, fwd+bwd). */
+ * 6·N·tokens plus causal attention (6·L·C·T per token, fwd+bwd: the pairs
+ * key <= query, half PaLM's 12·L·C·T; llm.c's count). */
 double     mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens);
 /* Validates a configuration; the message names the bad field. */
 mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
@@ -171,8 +172,8 @@ mt_tensor *mt_llama_build(mt_graph *g, const mt_llama_config *cfg, int B, int T,
 int64_t    mt_llama_num_params(const mt_llama_config *cfg);
 /* Model FLOPs of one training step on `tokens` tokens of context T: 6 per
  * parameter of the matmuls (the embedding lookup excluded, the head
- * included) per token, plus attention's 12·L·NH·HS·T per token (fwd+bwd;
- * 12·L·C·T when HS = C/NH), as mt_gpt_train_flops counts them. */
+ * included) per token, plus causal attention's 6·L·NH·HS·T per token
+ * (fwd+bwd; 6·L·C·T when HS = C/NH), as mt_gpt_train_flops counts them. */
 double     mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens);
 
 /* The MLP's own settings (`meshtrain train --model mlp`): the width of its

@@ -376,7 +376,7 @@ typedef struct {
     double bubble;               /* a pipeline's idle time on the busiest device */
     double optimizer_step;       /* the AdamW update */
     double tokens_per_s_per_device;
-    double mfu;                  /* PaLM's: (6N + 12·L·H·Q·T) per token, recompute excluded */
+    double mfu;                  /* (6N + 6·L·H·Q·T) a token, causal; recompute excluded */
     double hfu;                  /* the FLOPs run (recompute included) / peak */
     double tokens_per_chip;      /* tokens of one step per data-parallel replica chip */
     char   bound[32];            /* "compute", "memory bandwidth", "communication",
@@ -481,7 +481,7 @@ typedef struct {
     int             n_families;        /* 0 when a mesh was given */
     mt_plan_family  families[MT_PLAN_MAX_FAMILIES];
     double          model_params;      /* N, for MFU */
-    double          flops_per_token;   /* PaLM's 6N + 12·L·H·Q·T */
+    double          flops_per_token;   /* 6N + 6·L·H·Q·T (causal attention) */
     double          seconds;           /* the search's wall time */
     int             n_feasible_all;    /* feasible layouts on all `chips` (the best may use
                                           fewer, when the count factors badly) */

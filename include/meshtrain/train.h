@@ -303,9 +303,9 @@ mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
  * as mt_model_shape_of. */
 mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq);
 /* c's model's FLOPs for one token of training at sequence length c->T, as
- * its entry counts them for the trainer's MFU (GPT: PaLM's 6N + 12·L·C·T,
- * N every parameter as llm.c counts it; LLaMA: 6 a product weight, the
- * untied lookup table none, plus 12·L·NH·HS·T), into *out: what a plan's
+ * its entry counts them for the trainer's MFU (GPT: llm.c's 6N + 6·L·C·T,
+ * N every parameter, causal attention half PaLM's 12·L·C·T; LLaMA: 6 a
+ * product weight, the untied lookup table none, plus 6·L·NH·HS·T), into *out: what a plan's
  * MFU counts, so that it is the trainer's. MT_EUNSUPPORTED for a model
  * whose entry has no count (the graph's own FLOPs stand in for the
  * trainer's); MT_EINVAL for a kind that is not a model. */

@@ -94,7 +94,16 @@ static bool comm_of(const mt_op_call *c, mt_axes *axes, double *bytes) {
     return false;
 }
 
-/* A product's M, N, K and attention's score elements (mt_node_info). */
+/* Attention's query rows B·NH·T and keys Tk (0: T) into info, with its
+ * score elements rows·Tk. */
+static void attention_shape(mt_node_info *info, int64_t B, int64_t NH, int64_t T, int64_t Tk) {
+    info->attention_rows = (double)B * (double)NH * (double)T;
+    info->attention_keys = (double)(Tk ? Tk : T);
+    info->attention_scores = info->attention_rows * info->attention_keys;
+}
+
+/* A product's M, N, K and attention's rows, keys and score elements
+ * (mt_node_info). */
 static void product_shape(const mt_op_call *c, mt_node_info *info) {
     switch (c->op) {
     case MT_OP_MATMUL:
@@ -110,15 +119,21 @@ static void product_shape(const mt_op_call *c, mt_node_info *info) {
         break;
     case MT_OP_ATTENTION:
     case MT_OP_ATTENTION_BWD:
-        info->attention_scores = (double)c->p.attention.B * (double)c->p.attention.NH *
-                                 (double)c->p.attention.T *
-                                 (double)(c->p.attention.Tk ? c->p.attention.Tk : c->p.attention.T);
+        attention_shape(info, c->p.attention.B, c->p.attention.NH, c->p.attention.T,
+                        c->p.attention.Tk);
         break;
     case MT_OP_ATTENTION_GQA:
     case MT_OP_GQA_BWD_QK:
     case MT_OP_GQA_BWD_V:
-        info->attention_scores = (double)c->p.gqa.B * (double)c->p.gqa.NH * (double)c->p.gqa.T *
-                                 (double)(c->p.gqa.Tk ? c->p.gqa.Tk : c->p.gqa.T);
+        attention_shape(info, c->p.gqa.B, c->p.gqa.NH, c->p.gqa.T, c->p.gqa.Tk);
+        break;
+    case MT_OP_RING_ATTENTION:
+    case MT_OP_RING_ATTENTION_BWD:
+        /* one ring step's kernel: the local rows against the T keys of the
+           block that arrived (its scores are not counted as the unfused
+           path's: no framework convention runs a ring unfused) */
+        info->attention_rows = (double)c->p.ring.B * (double)c->p.ring.NH * (double)c->p.ring.T;
+        info->attention_keys = (double)c->p.ring.T;
         break;
     default:
         break;

@@ -135,10 +135,21 @@ double mt__plan_attention_fraction(const mt_hardware *hw, double seq);
  * TPU's, a CPU's) or no shape. */
 double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, double K);
 
+/* A fused (flash) attention kernel's share of a large product's rate on
+ * hw: `rows` query rows (B·NH·T), each scored against `keys` keys, causal
+ * (cost.c's comment: the product model's waves and per-tile K overhead over
+ * a loop of keys / 2). 1 for a description without a tile or no shape. */
+double mt__plan_flash_efficiency(const mt_hardware *hw, double rows, double keys);
+
+/* Node n's FLOPs as the GEMMs' rate would take them: attention's over
+ * mt__plan_attention_fraction of its sequence length where hw has a
+ * measured curve (a CPU probe's), else over mt__plan_flash_efficiency where
+ * it is the fused kernel; the other products over mt__plan_gemm_efficiency
+ * of their shape; the rest as they are. */
+double mt__plan_node_flops(const mt_hardware *hw, const mt__plan_node *n);
+
 /* Seconds of node n of a program (not a collective) on hw, as
- * mt__plan_op_seconds costs it, attention's products at the GEMMs' rate x
- * mt__plan_attention_fraction of their sequence length, the other products
- * at the GEMMs' rate x mt__plan_gemm_efficiency of their shape, plus the
+ * mt__plan_op_seconds costs mt__plan_node_flops and its bytes, plus the
  * file's kernel_overhead for a node that does any work. */
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound);

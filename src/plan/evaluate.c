@@ -563,15 +563,15 @@ mt_status mt__plan_model_facts(mt__plan_search *s) {
     }
     s->params = n[0] + (s->layers - 1) * (n[1] - n[0]);
     /* the model's own count, the trainer's MFU's (PaLM's appendix B: 6 a
-       product weight, attention 12·L·H·Q·T): an untied LLaMA's lookup
+       product weight; causal attention 6·L·H·Q·T, half PaLM's): an untied LLaMA's lookup
        table is no product, and counted as one (6N of every parameter, as
        before) it put a small LLaMA of a large vocabulary past 100 % MFU
-       (test_plan_property); a model without a count: PaLM's 6N + 12·L·H·Q·T,
+       (test_plan_property); a model without a count: 6N + 6·L·H·Q·T,
        H·Q the attention width */
     mt_train_config c;
     mt__plan_model_config(s->req, &c);
     if (mt_model_flops_per_token(&c, &s->flops_per_token) != MT_OK || !(s->flops_per_token > 0))
-        s->flops_per_token = 6 * s->params + 12.0 * s->layers * s->heads * s->head_dim * s->seq;
+        s->flops_per_token = 6 * s->params + 6.0 * s->layers * s->heads * s->head_dim * s->seq;
     mt_errclear();
     return MT_OK;
 }

@@ -89,6 +89,11 @@ typedef struct {
                                             (mt__plan_program_traffic16) */
     double              gemm_m, gemm_n, gemm_k;  /* a product's shape (mt_node_info's);
                                             0: not a plain product */
+    double              attention_rows, attention_keys;   /* the fused attention kernel's
+                                            query rows B·NH·T and keys a row is scored
+                                            against (mt_node_info's), costed by
+                                            mt__plan_flash_efficiency; keys 0: not the
+                                            fused kernel (megatron's unfused path) */
     bool                recompute;    /* a B node re-running the forward (remat): its
                                          seconds are shown apart (mt_plan_result) */
     int                 block;        /* its transformer block (mt_node_info's), counted from

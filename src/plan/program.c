@@ -197,6 +197,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->recompute = in.recompute;
         n->block = in.block;
         n->live_bytes = in.live_bytes;
+        n->attention_rows = in.attention_rows, n->attention_keys = in.attention_keys;
         /* pvary moves nothing and runs nothing (a type change): its cost
            entry's bytes are the tensor's, not traffic (measured 0.01 ms
            where they would cost 1.2-2.5 ms a step: test_plan_validate) */
@@ -300,6 +301,7 @@ void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfuse
         mt__plan_node *n = &p->nodes[i];
         n->bytes /= 2;
         if (unfused_attention && n->attention_scores > 0) {
+            n->attention_keys = 0;   /* batched products, not the fused kernel's loop */
             double more = n->attention_scores * (n->score_bytes[1] - n->score_bytes[0] / 2);
             int ph = n->phase == 'F' ? 0 : n->phase == 'B' ? 1 : 2;
             n->bytes += more;

@@ -105,7 +105,7 @@ typedef struct {
     int        ffn;                   /* MLP width F */
     bool       gated;                 /* a gated MLP (SwiGLU) */
     double     params;                /* N, the whole model's */
-    double     flops_per_token;       /* PaLM's 6N + 12·L·H·Q·T */
+    double     flops_per_token;       /* 6N + 6·L·H·Q·T (causal) */
     int        mesh_axes[5];          /* req->mesh's data, fsdp, tensor, pipe, context (1:
                                          absent) */
     /* the programs built, by key (evaluate.c) */
@@ -224,7 +224,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
  * any layouts on it, and free its cache with mt__plan_cache_free. Fails
  * as mt_plan_search's checks and mt__plan_model_facts (the cache freed). */
 mt_status mt__plan_search_begin(mt__plan_search *s, const mt_plan_request *r, int chips);
-/* The whole model's N and PaLM's FLOPs a token into s (from programs of 1
+/* The whole model's N and its model FLOPs a token into s (from programs of 1
  * and 2 blocks on one device). Fails when the model does not build. */
 mt_status mt__plan_model_facts(mt__plan_search *s);
 /* Builds (or finds, cache.c) the program of `key` into *out, whose status

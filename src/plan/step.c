@@ -335,6 +335,7 @@ bool mt__plan_program_same_nodes(const mt__plan_program *a, const mt__plan_progr
         if (x->phase != y->phase || x->cls != y->cls || x->kind != y->kind ||
             x->overlapped != y->overlapped || x->grad_reduce != y->grad_reduce ||
             x->param_gather != y->param_gather || x->attention_seq != y->attention_seq ||
+            x->attention_keys != y->attention_keys ||
             memcmp(&x->axes, &y->axes, sizeof x->axes))
             return false;
     }
@@ -371,6 +372,8 @@ mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
         p.nodes[i].gemm_k = x->gemm_k + w * (y->gemm_k - x->gemm_k);
         p.nodes[i].attention_scores =
             x->attention_scores + w * (y->attention_scores - x->attention_scores);
+        p.nodes[i].attention_rows =
+            x->attention_rows + w * (y->attention_rows - x->attention_rows);
     }
     p.flops_recompute = p0->flops_recompute + w * (p1->flops_recompute - p0->flops_recompute);
     mt_status st = mt__plan_chunk_time_of(hw, mesh, precision, &p, bucket_bytes, keys, out);
@@ -448,13 +451,13 @@ mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_
     }
     out->bubble_fraction = out->step > 0 ? out->bubble / out->step : 0;
     bind(in, out);
-    /* PaLM's model FLOPs (PLANNER.md §4) and the FLOPs run, per device */
+    /* the model FLOPs (6N + 6·L·H·Q·T: causal) and the FLOPs run, per device */
     const mt__plan_model *md = &in->model;
     double peak = mt__plan_matmul_peak(in->hw, mt__plan_dtype_of(in->precision));
     double devices = mt_mesh_size(in->mesh);
     out->flops_per_token = md->flops_per_token > 0
         ? md->flops_per_token
-        : 6 * md->n_params + 12.0 * md->layers * md->heads * md->head_dim * md->seq;
+        : 6 * md->n_params + 6.0 * md->layers * md->heads * md->head_dim * md->seq;
     out->mfu = (md->n_params > 0 || md->flops_per_token > 0) && out->step > 0
                    ? md->tokens * out->flops_per_token / (out->step * devices * peak)
                    : NAN;

@@ -100,8 +100,9 @@ typedef enum {
                                --overlap-grad-reduce): the megatron convention */
 } mt__plan_reduce;
 
-/* What PaLM's MFU counts (PLANNER.md §4): 6N + 12·L·H·Q·T FLOPs a token,
- * or the model's own count. */
+/* What MFU counts: 6N + 6·L·H·Q·T FLOPs a token (PaLM's appendix B with
+ * causal attention's half of the T x T pairs, as llm.c and MaxText count
+ * it), or the model's own count. */
 typedef struct {
     double n_params;        /* N, the whole model's parameters; 0 (and no flops_per_token):
                                no MFU (NaN) */
@@ -110,8 +111,8 @@ typedef struct {
     int    head_dim;        /* Q */
     int    seq;             /* T, tokens a sequence */
     double tokens;          /* tokens of one step, all devices together */
-    double flops_per_token; /* the model's own count (mt_model_flops_per_token); 0: PaLM's
-                               6N + 12·L·H·Q·T from the fields above */
+    double flops_per_token; /* the model's own count (mt_model_flops_per_token); 0:
+                               6N + 6·L·H·Q·T from the fields above */
 } mt__plan_model;
 
 /* ======================================================================== */
@@ -235,7 +236,7 @@ typedef struct {
     mt__plan_bound bound;
     int    bound_comm;          /* comm[] index, with MT__PLAN_BOUND_COMM; -1 otherwise */
     char   reason[192];         /* one line: what binds and by how much */
-    double flops_per_token;     /* PaLM's 6N + 12·L·H·Q·T */
+    double flops_per_token;     /* 6N + 6·L·H·Q·T (causal) */
     double mfu;                 /* tokens x flops_per_token / (step x devices x peak) */
     double hfu;                 /* PaLM's hardware FLOPs utilisation: MFU's count plus the
                                    recomputation, mfu x flops_run / (flops_run -

@@ -73,9 +73,10 @@ mt_status mt__plan_step_check(const mt__plan_step_in *in, const mt__plan_step_re
     }
     /* 0 <= MFU <= HFU (NaN only without the model's facts: no MFU), and
      * HFU <= 1 wherever the model's count is no more than the FLOPs its
-     * devices run for it. The count is a convention (PaLM's 12·L·H·Q·T
-     * counts causal attention's whole T x T, the GPT's 6N its position
-     * table): where it counts more than runs, MFU and HFU may pass 1 at
+     * devices run for it. The count is a convention (the GPT's 6N counts
+     * its position table, a lookup; causal attention's 6·L·H·Q·T the
+     * pairs key <= query, about what the ops run): where it counts more
+     * than runs, MFU and HFU may pass 1 at
      * a step the floor above still bounds (the FLOPs that run, at peak) */
     if (!(in->model.n_params > 0 || in->model.flops_per_token > 0) || !(r->step > 0))
         return MT_OK;

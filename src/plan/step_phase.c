@@ -186,10 +186,11 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                 pending = -1;
             }
         } else if (n->overlapped) {
-            /* a collective matmul */
+            /* a collective matmul, or ring attention (its flash kernel's
+               loop costed: mt__plan_node_flops) */
             bool fb = false;
             double own = mt__plan_op_seconds(hw, MT__PN_MATMUL, mt__plan_dtype_of(precision),
-                                             n->flops, n->bytes, &fb);
+                                             mt__plan_node_flops(hw, n), n->bytes, &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += own;
             out->flops += n->flops;
             out->bytes += n->bytes;

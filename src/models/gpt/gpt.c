@@ -45,10 +45,13 @@ int64_t mt_gpt_num_params(const mt_gpt_config *cfg) {
 }
 
 double mt_gpt_train_flops(const mt_gpt_config *cfg, int T, int64_t tokens) {
-    /* PaLM (Chowdhery et al. 2022) appendix B: 6N per token for the matmuls of
-     * forward and backward, plus 12·L·C·T per token for attention scores. */
+    /* 6N per token for the matmuls of forward and backward (PaLM, Chowdhery
+     * et al. 2022, appendix B), plus causal attention's 6·L·C·T: PaLM's
+     * 12·L·C·T counts the whole T x T scores, a causal model needs the half
+     * with key <= query (llm.c's gpt2_estimate_mfu, 6N + 6·L·C·T; MaxText's
+     * calculate_tflops_training_per_device halves the same way) */
     double N = (double)mt_gpt_num_params(cfg);
-    double attn = 12.0 * cfg->L * (double)cfg->C * T;
+    double attn = 6.0 * cfg->L * (double)cfg->C * T;
     return (6.0 * N + attn) * (double)tokens;
 }
 

@@ -178,14 +178,14 @@ int64_t mt_llama_num_params(const mt_llama_config *cfg) {
 }
 
 double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
-    /* PaLM appendix B, as mt_gpt_train_flops: 6 per matmul weight per token
-     * (the lookup table is no product, the head is), attention's scores
-     * 12·L·NH·HS·T per token (the query's width; grouped kv heads do not
-     * change q·kᵀ's count) */
+    /* as mt_gpt_train_flops: 6 per matmul weight per token (the lookup table
+     * is no product, the head is), causal attention's scores 6·L·NH·HS·T
+     * per token (half PaLM's 12·L·NH·HS·T: the pairs with key <= query; the
+     * query's width; grouped kv heads do not change q·kᵀ's count) */
     double N = (double)mt_llama_num_params(cfg);
     if (!cfg->tie_embeddings) N -= (double)cfg->vocab * cfg->dim;
     const int64_t width = (int64_t)cfg->n_heads * mt_llama_head_dim(cfg);   /* C by default */
-    double attn = 12.0 * cfg->n_layers * (double)width * T;
+    double attn = 6.0 * cfg->n_layers * (double)width * T;
     return (6.0 * N + attn) * (double)tokens;
 }
 
