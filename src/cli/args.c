@@ -321,6 +321,10 @@ void cli_print_help(FILE *out, const char *usage, const cli_opt *opts) {
             snprintf(range, sizeof range, "%s", tmp + (strncmp(tmp, "x in ", 5) == 0 ? 5 : 2));
         }
         current_value(o, def, sizeof def);
+        /* a number outside its own range is "unset, chosen later" (--eot-id's
+           -1: the model's end-of-text id): the help says what, not the -1 */
+        if (o->kind == CLI_INT && (*(const int *)o->dest < o->lo || *(const int *)o->dest > o->hi))
+            def[0] = '\0';
         fprintf(out, "  %-20s %s", head, o->help);
         if (range[0] && def[0]) fprintf(out, "; %s, default %s", range, def);
         else if (range[0]) fprintf(out, "; %s", range);

@@ -258,6 +258,15 @@ int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *
     return CLI_EXIT_OK;
 }
 
+/* Whether f is a setting of a choice (mt_model_flag.setting_of) that is at
+ * its first, "none": nothing reads it. */
+static bool setting_of_none(const mt_model_about *a, const void *mc, const mt_model_flag *f) {
+    for (int i = 0; f->setting_of && i < a->n_flags; i++)
+        if (a->flags[i].type == MT_MODEL_FLAG_CHOICE && strcmp(a->flags[i].flag, f->setting_of) == 0)
+            return cli_model_setting(mc, &a->flags[i]) == 0;
+    return false;
+}
+
 void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
     const mt_model_about *a = mt_model_about_of(cfg->model);
     cli_model_config defaults;
@@ -268,6 +277,7 @@ void cli_model_flags_describe(const mt_train_config *cfg, char *buf, size_t n) {
     for (int i = 0; a && mc && i < a->n_flags && at < n; i++) {
         const mt_model_flag *f = &a->flags[i];
         if (f->type == MT_MODEL_FLAG_PRESET) continue;   /* the settings say it all */
+        if (setting_of_none(a, mc, f)) continue;          /* --rope-factor without scaling */
         char name[32];
         int w = f->type == MT_MODEL_FLAG_FLOAT
                     ? snprintf(buf + at, n - at, " %s=%g", f->field,

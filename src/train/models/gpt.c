@@ -174,7 +174,7 @@ static double gpt_step_flops(const mt_train_config *c, int64_t tokens) {
  * llmc_in they come from the file (its header's names are the fields). */
 #define GPT_FLAG(f, fld, member, lo, hi, auto0, help) \
     {f, fld, offsetof(mt_gpt_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, 0, 0, \
-     NULL}
+     NULL, NULL}
 static const mt_model_flag GPT_FLAGS[] = {
     GPT_FLAG("layers", "L", L, 1, 1000, false, "transformer blocks L"),
     GPT_FLAG("channels", "C", C, 1, 65536, false, "width C"),

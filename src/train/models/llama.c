@@ -30,16 +30,20 @@ static mt_status preset(const char *name, void *mc) { return mt_llama_preset(nam
 
 #define INT_FLAG(f, fld, member, lo, hi, auto0, help) \
     {f, fld, offsetof(mt_llama_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, \
-     0.0f, 0.0f, NULL}
+     0.0f, 0.0f, NULL, NULL}
 #define FLOAT_FLAG(f, fld, member, lo, hi, help) \
     {f, fld, offsetof(mt_llama_config, member), 0, 0, false, "X", help, MT_MODEL_FLAG_FLOAT, \
-     lo, hi, NULL}
+     lo, hi, NULL, NULL}
+/* a float setting of --rope-scaling's (shown in a settings line only with it) */
+#define ROPE_FLAG(f, fld, member, lo, hi, help) \
+    {f, fld, offsetof(mt_llama_config, member), 0, 0, false, "X", help, MT_MODEL_FLAG_FLOAT, \
+     lo, hi, NULL, "rope-scaling"}
 static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
      "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m), the "
      "other flags over it",
-     MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset},
+     MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset, NULL},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
     INT_FLAG("channels", "C", dim, 1, 65536, false, "width C (dim)"),
     INT_FLAG("heads", "NH", n_heads, 1, 1024, false,
@@ -56,7 +60,7 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     FLOAT_FLAG("rope-theta", "theta", rope_theta, 2.0f, 1e9f, "RoPE base (Llama 3: 500000)"),
     FLOAT_FLAG("norm-eps", "eps", norm_eps, 1e-12f, 0.1f, "RMSNorm epsilon"),
     {"tie-embeddings", "tie", offsetof(mt_llama_config, tie_embeddings), 0, 1, false, "",
-     "the LM head is the token embedding", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL},
+     "the LM head is the token embedding", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL, NULL},
     /* last, so that the settings line (cli_model_flags_describe) of a model
      * without it reads as before, with hd= at its end */
     INT_FLAG("head-dim", "hd", head_dim, 0, 1 << 16, true,
@@ -65,24 +69,27 @@ static const mt_model_flag LLAMA_FLAGS[] = {
      * hd=, for the same reason */
     {"rope-scaling", "rope", offsetof(mt_llama_config, rope_scaling.kind), 0, 2, false,
      "none|llama3|yarn", "RoPE frequency scaling past the trained context: Llama 3.1's rule "
-     "or YaRN", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL},
-    FLOAT_FLAG("rope-factor", "rope_factor", rope_scaling.factor, 1.0f, 1e6f,
+     "or YaRN", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL, NULL},
+    ROPE_FLAG("rope-factor", "rope_factor", rope_scaling.factor, 1.0f, 1e6f,
                "with --rope-scaling: the context's extension s (Llama 3.1: 8)"),
-    FLOAT_FLAG("rope-low-freq-factor", "rope_low", rope_scaling.low_freq_factor, 1e-6f, 1e6f,
+    ROPE_FLAG("rope-low-freq-factor", "rope_low", rope_scaling.low_freq_factor, 1e-6f, 1e6f,
                "llama3: wavelengths past original/this are divided by s (Llama 3.1: 1)"),
-    FLOAT_FLAG("rope-high-freq-factor", "rope_high", rope_scaling.high_freq_factor, 1e-6f,
+    ROPE_FLAG("rope-high-freq-factor", "rope_high", rope_scaling.high_freq_factor, 1e-6f,
                1e6f, "llama3: wavelengths below original/this are kept (Llama 3.1: 4)"),
-    INT_FLAG("rope-original-context", "rope_orig", rope_scaling.original_context, 0, 1 << 24,
-             false, "with --rope-scaling: the context trained on (Llama 3.1: 8192)"),
-    FLOAT_FLAG("rope-beta-fast", "beta_fast", rope_scaling.beta_fast, 1e-6f, 1e6f,
+    {"rope-original-context", "rope_orig", offsetof(mt_llama_config,
+     rope_scaling.original_context), 0, 1 << 24, false, "N",
+     "with --rope-scaling: the context trained on (Llama 3.1: 8192)", MT_MODEL_FLAG_INT, 0.0f,
+     0.0f, NULL, "rope-scaling"},
+    ROPE_FLAG("rope-beta-fast", "beta_fast", rope_scaling.beta_fast, 1e-6f, 1e6f,
                "yarn: rotations over the original context where the ramp starts (32)"),
-    FLOAT_FLAG("rope-beta-slow", "beta_slow", rope_scaling.beta_slow, 1e-6f, 1e6f,
+    ROPE_FLAG("rope-beta-slow", "beta_slow", rope_scaling.beta_slow, 1e-6f, 1e6f,
                "yarn: rotations where it ends, all frequencies divided by s past it (1)"),
-    FLOAT_FLAG("rope-attn-factor", "rope_attn", rope_scaling.attn_factor, 0.0f, 100.0f,
+    ROPE_FLAG("rope-attn-factor", "rope_attn", rope_scaling.attn_factor, 0.0f, 100.0f,
                "yarn: q and k multiplied by it (0: YaRN's 0.1 ln(s) + 1)"),
 };
 #undef INT_FLAG
 #undef FLOAT_FLAG
+#undef ROPE_FLAG
 
 /* c's LLaMA settings: its own, or the defaults (model_config NULL). */
 static const mt_llama_config *llama_of(const mt_train_config *c) {

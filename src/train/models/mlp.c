@@ -49,9 +49,9 @@ static mt_status mlp_fill_batch(const mt_train_config *c, const mt_dataset *ds, 
 
 static const mt_model_flag MLP_FLAGS[] = {
     {"layers", "layers", offsetof(mt_mlp_config, layers), 1, 1000, false, "N", "linear layers",
-     MT_MODEL_FLAG_INT, 0, 0, NULL},
+     MT_MODEL_FLAG_INT, 0, 0, NULL, NULL},
     {"channels", "hidden", offsetof(mt_mlp_config, hidden), 1, 65536, false, "N",
-     "hidden width", MT_MODEL_FLAG_INT, 0, 0, NULL},
+     "hidden width", MT_MODEL_FLAG_INT, 0, 0, NULL, NULL},
 };
 
 /* Tensor parallelism is Megatron's MLP, from the rules over the builder's
