@@ -213,14 +213,32 @@ static void print_stages(FILE *out, const mt_plan_result *r) {
 /* Text                                                                      */
 /* ======================================================================== */
 
-static void print_row(FILE *out, int rank, const mt_plan_result *r) {
+/* Row r's mesh column: with a context axis, its attention's lowering after
+ * the mesh. */
+static void mesh_label(const mt_plan_result *r, char *mesh, size_t n) {
+    const mt_plan_layout *l = &r->layout;
+    snprintf(mesh, n, "%s%s%s", r->mesh, l->context > 1 ? " cp=" : "",
+             l->context > 1 ? mt_plan_cp_attention_name(l->cp_attention) : "");
+}
+
+/* The mesh column's width: 30, or the longest label of the rows. */
+static int mesh_width(const mt_plan_report *rep) {
+    int w = 30;
+    for (int i = 0; i < rep->n_best; i++) {
+        char mesh[128];
+        mesh_label(&rep->best[i], mesh, sizeof mesh);
+        if ((int)strlen(mesh) > w) w = (int)strlen(mesh);
+    }
+    return w;
+}
+
+static void print_row(FILE *out, int rank, int width, const mt_plan_result *r) {
     const mt_plan_layout *l = &r->layout;
     char v[16] = "-";
     if (l->schedule >= 0) snprintf(v, sizeof v, "%d", l->chunks);
-    char mesh[128];   /* with a context axis, its attention's lowering after the mesh */
-    snprintf(mesh, sizeof mesh, "%s%s%s", r->mesh, l->context > 1 ? " cp=" : "",
-             l->context > 1 ? mt_plan_cp_attention_name(l->cp_attention) : "");
-    fprintf(out, "%3d  %-30s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, mesh, l->zero,
+    char mesh[128];
+    mesh_label(r, mesh, sizeof mesh);
+    fprintf(out, "%3d  %-*s %4d  %-9s %-3s %-3s %-11s %2s %4d  ", rank, width, mesh, l->zero,
             mt_remat_name(l->remat), l->sequence_parallel ? "on" : "off",
             l->collective_matmul ? "on" : "off", schedule_name(l->schedule), v, l->microbatches);
     print_memory(out, r->total);
@@ -332,10 +350,11 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
     fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {
-        fprintf(out, "\n%3s  %-30s %4s  %-9s %-3s %-3s %-11s %2s %4s  %11s  %10s  %10s  %6s  "
-                "%6s  %s\n", "#", "mesh", "zero", "remat", "sp", "cm", "schedule", "v", "mb",
-                "memory", "step", "tok/s/dev", "MFU", "HFU", "bound");
-        for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, &rep->best[i]);
+        const int width = mesh_width(rep);
+        fprintf(out, "\n%3s  %-*s %4s  %-9s %-3s %-3s %-11s %2s %4s  %11s  %10s  %10s  %6s  "
+                "%6s  %s\n", "#", width, "mesh", "zero", "remat", "sp", "cm", "schedule", "v",
+                "mb", "memory", "step", "tok/s/dev", "MFU", "HFU", "bound");
+        for (int i = 0; i < rep->n_best; i++) print_row(out, i + 1, width, &rep->best[i]);
         print_best(out, q, o, rep);
     } else {
         fprintf(out, "\nno layout fits\n");
