@@ -5,7 +5,8 @@
 # GPT, the LLaMA with grouped-query attention (4 heads over 2 kv heads), MQA
 # (one kv head) and, for Ulysses, 8 heads over 4 kv heads (so that heads and
 # kv heads divide over context=4 and over tensor=2 x context=2), on
-# context=2, context=4, data=2 x context=2 and context=2 x tensor=2. Each
+# context=2, context=4, data=2 x context=2 and context=2 x tensor=2 (and
+# fsdp=2 x context=2 for the 8-head LLaMA). Each
 # run must train the one-device run with the same documents (DESIGN.md's
 # invariant): every step's loss and gradient norm within 1e-5 (relative
 # above 1), and every float of the final parameters (the llm.c-family
@@ -53,7 +54,9 @@ train() {
 ALL="context=2 context=4 data=2,context=2 context=2,tensor=2"
 meshes_of() {
     case $1/$2 in
-    gpt/*|gqa/allgather|gqa/ring|gqa8/ulysses) echo "$ALL" ;;
+    gpt/*|gqa/allgather|gqa/ring) echo "$ALL" ;;
+    gqa8/ulysses) echo "$ALL fsdp=2,context=2" ;;
+    gqa8/*) echo "fsdp=2,context=2" ;;
     gqa/ulysses) echo "context=2 data=2,context=2" ;;
     mqa/allgather) echo "context=2 context=4" ;;
     mqa/ring) echo "context=2 context=2,tensor=2" ;;
