@@ -13,6 +13,8 @@
  * gradient, d(qkv); the grouped-query form's three are dq (out), dk (out2)
  * and dv, which the backward writes into a buffer of its own (aux[0]: an
  * op has two outputs) that a copy then adds into v's gradient.
+ * Packed documents: the rows' document ids (B,T) are the last input of
+ * both ops, and each k, v block travels with its rows' ids.
  */
 #include "graph/builders_impl.h"
 #include "graph/op_desc.h"
@@ -39,6 +41,12 @@ static const int (*ring_of(mt_graph *g, int P))[2] {
 
 mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
                               int KV, int G, int hoff, mt_axes axes) {
+    return mt__attention_ring_docs(g, q, k, v, NULL, NH, KV, G, hoff, axes);
+}
+
+mt_tensor *mt__attention_ring_docs(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                                   mt_tensor *docs, int NH, int KV, int G, int hoff,
+                                   mt_axes axes) {
     const bool packed = !k;
     mt_tensor *ops[3] = {q, k, v};
     if (!mt__build_ready(g, packed ? 1 : 3, ops)) return NULL;
@@ -68,6 +76,12 @@ mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor
         return mt__graph_error(g, MT_EINVAL, "ring attention: query heads %d..%d in groups of "
                                "G=%d read kv heads past the KV=%d that k '%s' holds", hoff,
                                hoff + NH - 1, G, KV, k->name);
+    if (docs && !mt__build_ready(g, 1, &docs)) return NULL;
+    if (docs && (docs->dtype != MT_I32 || docs->ndim != 2 || docs->shape[0] != B ||
+                 docs->shape[1] != T))
+        return mt__graph_error(g, MT_ESHAPE, "ring attention: document ids '%s' %s must be "
+                               "int32 (B,T) of q '%s' %s", docs->name, SHAPE(docs, sk), q->name,
+                               SHAPE(q, sq));
     if (!packed && (q->needs_grad != k->needs_grad || q->needs_grad != v->needs_grad))
         return mt__graph_error(g, MT_EUNSUPPORTED, "ring attention: q '%s', k '%s' and v '%s' "
                                "must all take gradients or none (one backward makes them)",
@@ -77,7 +91,11 @@ mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor
         .cm = {.axes = axes, .dim = 1, .P = P, .outer = B, .R = T},
         .B = B, .T = T, .NH = NH, .KV = packed ? NH : KV, .HS = C / NH,
         .G = packed ? 1 : G, .hoff = packed ? 0 : hoff, .packed = packed};
-    c.p.ring.cm.K = 2 * c.p.ring.KV * c.p.ring.HS;   /* a k and a v row */
+    c.p.ring.cm.K = 2 * c.p.ring.KV * c.p.ring.HS + (docs ? 1 : 0);   /* a k and a v row, its id */
+    if (docs) {
+        c.p.ring.doc = c.n_in;
+        c.in[c.n_in++] = docs;
+    }
     c.p.ring.cm.N = c.p.ring.cm.K;
     if (!(c.p.ring.cm.ring = ring_of(g, P))) return NULL;
     const int64_t shape[3] = {B, T, C}, lse_shape[3] = {B, NH, T};
@@ -91,10 +109,14 @@ mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor
 
 static void grad_ring_attention(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = {.op = MT_OP_RING_ATTENTION_BWD, .p = f->p};
-    d.p.ring.cm.K = d.p.ring.cm.N = 2 * f->p.ring.cm.K;   /* k, v and dK, dV on the wire */
+    /* k, v (and their ids) and dK, dV on the wire */
+    const int64_t kv = 2 * f->p.ring.KV * f->p.ring.HS, doc = f->p.ring.doc;
+    d.p.ring.cm.K = d.p.ring.cm.N = 2 * kv + (doc ? 1 : 0);
     if (f->p.ring.packed) {
         d.n_in = 4;
         d.in[0] = f->out->grad; d.in[1] = f->in[0]; d.in[2] = f->out; d.in[3] = f->aux[0];
+        if (doc) d.in[d.n_in++] = f->in[doc];
+        d.p.ring.doc = doc ? 4 : 0;
         mt__emit_grad(g, f->in[0], &d);
         return;
     }
@@ -103,6 +125,8 @@ static void grad_ring_attention(mt_graph *g, const mt_op_call *f) {
     d.n_in = 6;
     d.in[0] = f->out->grad; d.in[1] = f->in[0]; d.in[2] = f->in[1]; d.in[3] = v;
     d.in[4] = f->out; d.in[5] = f->aux[0];
+    if (doc) d.in[d.n_in++] = f->in[doc];
+    d.p.ring.doc = doc ? 6 : 0;
     /* dv, written by the backward, added into v's gradient by a copy */
     if (!(d.aux[0] = mt__tensor_new(g, NULL, MT_F32, MT_AUX, v->ndim, v->shape))) return;
     mt__emit_grad2(g, f->in[0], f->in[1], &d);

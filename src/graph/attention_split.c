@@ -12,6 +12,14 @@
  * dim comes split, and the split packed form's gradient.
  * Only attention talks: everything else runs on the device's rows as it is.
  *
+ * Packed documents (--doc-mask on): the document ids (B,T) come split as
+ * the queries' rows, and the keys' ids travel with the keys: all-gathered
+ * with k and v here (int32, in device order as the gathered keys, so the
+ * kernel's kpos and key ids agree), rotated with the k, v block in the
+ * ring (ops/attention_ring.c), gathered for Ulysses (the ids are the same
+ * for every head; the all-to-all's rows come in device order too). The
+ * queries' ids are this device's rows of the gathered ones (ops/op_table.c).
+ *
  * The other two lowerings (variants by name, op_desc.c: ring_attention, ulysses_attention):
  *  - ring (§4): the ring_attention node (attention_ring.c), k and v sent
  *    around the devices of the split, the dK, dV accumulator travelling home;
@@ -48,8 +56,24 @@ static bool check_split(mt_graph *g, const char *op, const mt_tensor *q, int64_t
     return true;
 }
 
+/* The gathered document ids (B,Tk) int32 of a split call with keys k
+ * (B,Tk,...), or NULL (none). */
+static bool check_docs(mt_graph *g, const char *op, const mt_tensor *k, mt_tensor *docs) {
+    if (!docs) return true;
+    if (!mt__build_ready(g, 1, &docs)) return false;
+    if (docs->dtype != MT_I32 || docs->ndim != 2 || docs->shape[0] != k->shape[0] ||
+        docs->shape[1] != k->shape[1]) {
+        char s1[64], s2[64];
+        mt__graph_error(g, MT_ESHAPE, "%s (split): document ids '%s' %s must be int32 (B,Tk) "
+                        "of the gathered keys '%s' %s", op, docs->name, SHAPE(docs, s1),
+                        k->name, SHAPE(k, s2));
+        return false;
+    }
+    return true;
+}
+
 mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int NH, int parts,
-                               int part) {
+                               int part, mt_tensor *docs) {
     mt_tensor *ops[2] = {qkv, kv};
     if (!mt__build_ready(g, 2, ops)) return NULL;
     char s1[64], s2[64];
@@ -60,24 +84,32 @@ mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int N
         return mt__graph_error(g, MT_ESHAPE, "attention (split): qkv '%s' %s and the gathered "
                                "'%s' %s must be (B,T,3C) or (B,T,3,C) and (B,Tk,...) alike",
                                qkv->name, SHAPE(qkv, s1), kv->name, SHAPE(kv, s2));
-    if (!check_split(g, "attention", qkv, kv->shape[1], parts, part)) return NULL;
+    if (!check_split(g, "attention", qkv, kv->shape[1], parts, part) ||
+        !check_docs(g, "attention", kv, docs))
+        return NULL;
     int64_t C = packed ? qkv->shape[2] / 3 : qkv->shape[3];
     if (NH <= 0 || C % NH != 0)
         return mt__graph_error(g, MT_EINVAL, "attention: C=%lld channels do not split into "
                                "NH=%d heads; pick NH dividing C", (long long)C, NH);
     int64_t B = qkv->shape[0], T = qkv->shape[1];
     int64_t shape[3] = {B, T, C}, lse_shape[3] = {B, NH, T};
-    /* the whole form (kv the queries' own tensor) reads one operand */
+    /* the whole form (kv the queries' own tensor) reads one operand; the
+     * ids after the operands */
     mt_op_call c = {.op = MT_OP_ATTENTION, .n_in = kv == qkv ? 1 : 2, .in = {qkv, kv},
                     .p.attention = {.B = B, .T = T, .C = C, .NH = NH, .Tk = kv->shape[1],
                                     .parts = parts, .part = part}};
+    if (docs) {
+        c.p.attention.doc = c.n_in;
+        c.in[c.n_in++] = docs;
+    }
     c.out = mt__build_act(g, 3, shape);
     c.aux[0] = mt__build_aux(g, 3, lse_shape);   /* lse (B,NH,T) */
     return mt__build_emit(g, &c);
 }
 
 mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
-                                   int NH, int KV, int G, int hoff, int parts, int part) {
+                                   int NH, int KV, int G, int hoff, int parts, int part,
+                                   mt_tensor *docs) {
     mt_tensor *ops[3] = {q, k, v};
     if (!mt__build_ready(g, 3, ops)) return NULL;
     char sq[64], sk[64];
@@ -89,7 +121,9 @@ mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_t
         return mt__graph_error(g, MT_ESHAPE, "attention_gqa (split): q '%s' %s and k '%s' %s "
                                "must be (B,T,NH·HS) and (B,Tk,KV·HS), NH=%d KV=%d", q->name,
                                SHAPE(q, sq), k->name, SHAPE(k, sk), NH, KV);
-    if (!check_split(g, "attention_gqa", q, k->shape[1], parts, part)) return NULL;
+    if (!check_split(g, "attention_gqa", q, k->shape[1], parts, part) ||
+        !check_docs(g, "attention_gqa", k, docs))
+        return NULL;
     if (G <= 0 || hoff < 0 || (hoff + NH - 1) / G >= KV)
         return mt__graph_error(g, MT_EINVAL, "attention_gqa (split): query heads %d..%d in "
                                "groups of G=%d read kv heads past the KV=%d that k '%s' holds",
@@ -99,9 +133,10 @@ mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_t
                                "take gradients or neither", q->name, k->name);
     int64_t B = q->shape[0], T = q->shape[1];
     int64_t lse_shape[3] = {B, NH, T};
-    mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = 3, .in = {q, k, v},
+    mt_op_call c = {.op = MT_OP_ATTENTION_GQA, .n_in = docs ? 4 : 3, .in = {q, k, v, docs},
                     .p.gqa = {.B = B, .T = T, .NH = NH, .KV = KV, .HS = C / NH, .G = G,
-                              .hoff = hoff, .Tk = k->shape[1], .parts = parts, .part = part}};
+                              .hoff = hoff, .Tk = k->shape[1], .parts = parts, .part = part,
+                              .doc = docs ? 3 : 0}};
     c.out = mt__build_act(g, 3, q->shape);
     c.aux[0] = mt__build_aux(g, 3, lse_shape);   /* lse (B,NH,T) */
     return mt__build_emit(g, &c);
@@ -109,11 +144,17 @@ mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_t
 
 void mt__grad_attention_split(mt_graph *g, const mt_op_call *f) {
     /* dq into qkv's gradient, dk and dv into the gathered kv's (whose
-     * gradient the gather's rule reduce-scatters to their owners) */
-    mt_op_call d = {.op = MT_OP_ATTENTION_BWD, .n_in = 5,
-                    .in = {f->out->grad, f->in[0], f->out, f->aux[0], f->in[1]}};
+     * gradient the gather's rule reduce-scatters to their owners); the
+     * gathered ids last */
+    const int64_t doc = f->p.attention.doc;
+    /* the whole form's keys are its queries' tensor (in[1] may be the ids) */
+    mt_tensor *kv = f->p.attention.Tk == f->p.attention.T ? f->in[0] : f->in[1];
+    mt_op_call d = {.op = MT_OP_ATTENTION_BWD, .n_in = doc ? 6 : 5,
+                    .in = {f->out->grad, f->in[0], f->out, f->aux[0], kv,
+                           doc ? f->in[doc] : NULL}};
     d.p.attention = f->p.attention;
-    mt__emit_grad2(g, f->in[0], f->in[1], &d);
+    d.p.attention.doc = doc ? 5 : 0;
+    mt__emit_grad2(g, f->in[0], kv, &d);
 }
 
 /* ---- the lowering: T split over the axes `rows` ---------------------------- */
@@ -166,8 +207,14 @@ static mt_tensor *to_rows(mt_graph *g, mt_tensor *o, uint32_t rows) {
     return mt_graph_all_to_all(g, o, axes_of(rows), 1, 2);
 }
 
-static mt_tensor *ulysses_packed(mt_graph *g, mt_tensor *qkv, int NH, uint32_t rows, int parts,
-                                 int part) {
+/* The ids of every device's rows (B,parts·T), in device order: the gathered
+ * keys' (all-gather) and the all-to-all's rows (Ulysses); NULL for none. */
+static mt_tensor *gather_docs(mt_graph *g, mt_tensor *docs, uint32_t rows) {
+    return docs ? mt_graph_all_gather(g, docs, axes_of(rows), 1) : NULL;
+}
+
+static mt_tensor *ulysses_packed(mt_graph *g, mt_tensor *qkv, mt_tensor *docs, int NH,
+                                 uint32_t rows, int parts, int part) {
     if (!heads_divide(g, "heads", NH, parts)) return NULL;
     mt_tensor *x = qkv;
     if (x->ndim == 3) {   /* (B,T,3C) -> (B,T,3,C): one storage, q, k, v cut apart */
@@ -175,11 +222,12 @@ static mt_tensor *ulysses_packed(mt_graph *g, mt_tensor *qkv, int NH, uint32_t r
         x = mt_reshape(g, x, 4, shape);
     }
     x = to_heads(g, x, rows);   /* (B,parts·T,3,C/parts) */
-    return to_rows(g, mt__attention_split(g, x, x, NH / parts, parts, part), rows);
+    return to_rows(g, mt__attention_split(g, x, x, NH / parts, parts, part,
+                                          gather_docs(g, docs, rows)), rows);
 }
 
-static mt_tensor *ulysses_gqa(mt_graph *g, mt_tensor **in, int NH, int KV, int G, int hoff,
-                              uint32_t rows, int parts, int part) {
+static mt_tensor *ulysses_gqa(mt_graph *g, mt_tensor **in, mt_tensor *docs, int NH, int KV,
+                              int G, int hoff, uint32_t rows, int parts, int part) {
     if (!heads_divide(g, "heads", NH, parts) || !heads_divide(g, "kv heads", KV, parts))
         return NULL;
     /* device `part` keeps query heads [part·NH/parts, ..) and kv heads
@@ -188,38 +236,43 @@ static mt_tensor *ulysses_gqa(mt_graph *g, mt_tensor **in, int NH, int KV, int G
     const int h = hoff + part * (NH / parts) - part * (KV / parts) * G;
     mt_tensor *o = mt__attention_gqa_split(g, to_heads(g, in[0], rows), to_heads(g, in[1], rows),
                                            to_heads(g, in[2], rows), NH / parts, KV / parts, G,
-                                           h, parts, part);
+                                           h, parts, part, gather_docs(g, docs, rows));
     return to_rows(g, o, rows);
 }
 
-mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const mt_lower_env *e) {
+mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *docs, int NH,
+                                     const mt_lower_env *e) {
     uint32_t rows = e->types[0].sharding.dim_axes[1];
-    if (rows & ~e->headtail) return own_block(g, mt_attention(g, whole(g, qkv, rows), NH), rows);
+    if (rows & ~e->headtail)
+        return own_block(g, mt_attention_docs(g, whole(g, qkv, rows), NH,
+                                              docs ? whole(g, docs, rows) : NULL), rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], qkv->shape[1], &parts, &part);
     if (e->cp_attention == MT_CP_RING)
-        return mt__attention_ring(g, qkv, NULL, NULL, NH, NH, 1, 0, axes_of(rows));
-    if (e->cp_attention == MT_CP_ULYSSES) return ulysses_packed(g, qkv, NH, rows, parts, part);
+        return mt__attention_ring_docs(g, qkv, NULL, NULL, docs, NH, NH, 1, 0, axes_of(rows));
+    if (e->cp_attention == MT_CP_ULYSSES)
+        return ulysses_packed(g, qkv, docs, NH, rows, parts, part);
     mt_tensor *kv = mt_graph_all_gather(g, qkv, axes_of(rows), 1);   /* (B,Tk,3,C) */
-    return mt__attention_split(g, qkv, kv, NH, parts, part);
+    return mt__attention_split(g, qkv, kv, NH, parts, part, gather_docs(g, docs, rows));
 }
 
-mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, int KV, int G,
-                                         int hoff, const mt_lower_env *e) {
+mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, mt_tensor *docs, int NH,
+                                         int KV, int G, int hoff, const mt_lower_env *e) {
     uint32_t rows = e->types[0].sharding.dim_axes[1];
     if (rows & ~e->headtail)
         return own_block(g, mt__attention_gqa_at(g, whole(g, in[0], rows), whole(g, in[1], rows),
-                                                 whole(g, in[2], rows), NH, KV, G, hoff, NULL),
+                                                 whole(g, in[2], rows), NH, KV, G, hoff,
+                                                 docs ? whole(g, docs, rows) : NULL),
                          rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], in[0]->shape[1], &parts, &part);
     mt_axes ax = axes_of(rows);
     if (e->cp_attention == MT_CP_RING)
-        return mt__attention_ring(g, in[0], in[1], in[2], NH, KV, G, hoff, ax);
+        return mt__attention_ring_docs(g, in[0], in[1], in[2], docs, NH, KV, G, hoff, ax);
     if (e->cp_attention == MT_CP_ULYSSES)
-        return ulysses_gqa(g, in, NH, KV, G, hoff, rows, parts, part);
+        return ulysses_gqa(g, in, docs, NH, KV, G, hoff, rows, parts, part);
     mt_tensor *k = mt_graph_all_gather(g, in[1], ax, 1);   /* (B,Tk,KV·HS) */
     mt_tensor *v = mt_graph_all_gather(g, in[2], ax, 1);
-    return mt__attention_gqa_split(g, in[0], k, v, NH, KV, G, hoff, parts, part);
+    return mt__attention_gqa_split(g, in[0], k, v, NH, KV, G, hoff, parts, part,
+                                   gather_docs(g, docs, rows));
 }
-

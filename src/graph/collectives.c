@@ -109,7 +109,13 @@ static const char *axes_str(const mt_mesh *mesh, mt_axes axes, char *buf, size_t
 /* What every collective builder checks first: an operand (NULL: an earlier
  * error, passed on), a bound device, valid axes, f32. Returns the group size
  * P, or 0 after recording the error. */
+static int check_common_of(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes, bool ints);
 static int check_common(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes) {
+    return check_common_of(g, op, x, axes, false);
+}
+/* ints: int32 is taken too when x takes no gradient (a gather of ids: the
+ * document ids that travel with the keys of a split attention). */
+static int check_common_of(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes, bool ints) {
     if (!g || g->status != MT_OK || !x) return 0;
     char lx[160];
     if (!g->ctx) {
@@ -125,9 +131,10 @@ static int check_common(mt_graph *g, const char *op, mt_tensor *x, mt_axes axes)
                         mt_errmsg());
         return 0;
     }
-    if (x->dtype != MT_F32) {
+    if (x->dtype != MT_F32 && !(ints && x->dtype == MT_I32 && !x->needs_grad)) {
         mt__graph_error(g, MT_EUNSUPPORTED, "%s of %s: dtype %s is not supported; collective "
-                        "nodes take f32 for now", op, LABEL(x, lx), mt_dtype_name(x->dtype));
+                        "nodes take f32 for now (a gather int32 ids that take no gradient)",
+                        op, LABEL(x, lx), mt_dtype_name(x->dtype));
         return 0;
     }
     return mt_axis_size(g->ctx, axes);
@@ -373,7 +380,7 @@ static mt_tensor *emit(mt_graph *g, mt_op op, mt_tensor *x, const int64_t *shape
     }
     bool same = op == MT_OP_PSUM || (op == MT_OP_ALL_GATHER && p.invariant);
     mt_op_call c = {.op = op, .n_in = 1, .in = {x}, .p.coll = p};
-    c.out = mt__tensor_new(g, NULL, MT_F32, MT_ACT, x->ndim, shape);
+    c.out = mt__tensor_new(g, NULL, x->dtype, MT_ACT, x->ndim, shape);
     if (!c.out) return NULL;
     vma_set(c.out, same ? inv | ax : inv & ~ax, same ? var & ~ax : var | ax);
     mt_node n = {.call = c, .phase = MT_PHASE_F};
@@ -406,7 +413,7 @@ mt_tensor *mt_graph_pvary(mt_graph *g, mt_tensor *x, mt_axes axes) {
 
 static mt_tensor *gather(mt_graph *g, const char *name, mt_tensor *x, mt_axes axes, int dim,
                          bool invariant) {
-    int P = check_common(g, name, x, axes);
+    int P = check_common_of(g, name, x, axes, true);
     if (!P || !check_dim(g, name, x, axes, "dim", dim, P, false)) return NULL;
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);

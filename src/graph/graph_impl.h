@@ -249,16 +249,26 @@ mt_tensor *mt__attention_gqa_at(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tens
  * ops_impl.h's mt_attention_params): the packed qkv (B,T,3C) with its
  * gathered copy kv (B,Tk,3C), and the grouped-query form with k, v
  * (B,Tk,KV·HS) gathered. */
+/* docs: the document ids of the gathered keys (B,Tk) int32, in device
+ * order as the keys, or NULL (one document); the queries' ids are this
+ * device's rows of them (the whole form's: all of them). */
 mt_tensor *mt__attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *kv, int NH, int parts,
-                               int part);
+                               int part, mt_tensor *docs);
 mt_tensor *mt__attention_gqa_split(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
-                                   int NH, int KV, int G, int hoff, int parts, int part);
+                                   int NH, int KV, int G, int hoff, int parts, int part,
+                                   mt_tensor *docs);
 /* attention_ring.c: ring attention over the devices of `axes`, each holding
  * its head-tail share of T rows (ops_impl.h's mt_ring_params): the packed
  * qkv (B,T,3C) or (B,T,3,C) when k and v are NULL (KV, G, hoff unread), else
  * q (B,T,NH·HS), k, v (B,T,KV·HS). Out (B,T,NH·HS). */
 mt_tensor *mt__attention_ring(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v, int NH,
                               int KV, int G, int hoff, mt_axes axes);
+/* The same within documents: docs (B,T) int32 the document ids of this
+ * device's rows (NULL: one document); each k, v block travels with its
+ * rows' ids. */
+mt_tensor *mt__attention_ring_docs(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                                   mt_tensor *docs, int NH, int KV, int G, int hoff,
+                                   mt_axes axes);
 
 /* ---- names.c ---- */
 

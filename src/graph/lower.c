@@ -59,8 +59,9 @@ mt_tensor *mt__lower_attention(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                                const mt_lower_env *e) {
     int64_t local_C = in[0]->ndim == 4 ? in[0]->shape[3] : in[0]->shape[2] / 3;
     int NH = (int)(c->p.attention.NH * local_C / c->p.attention.C);
-    if (e->types[0].sharding.dim_axes[1]) return mt__lower_attention_split(g, in[0], NH, e);
-    return mt_attention_docs(g, in[0], NH, c->p.attention.doc ? in[c->p.attention.doc] : NULL);
+    mt_tensor *docs = c->p.attention.doc ? in[c->p.attention.doc] : NULL;
+    if (e->types[0].sharding.dim_axes[1]) return mt__lower_attention_split(g, in[0], docs, NH, e);
+    return mt_attention_docs(g, in[0], NH, docs);
 }
 
 /* The attention ops' own lowerings with the lowering over a head-tail T set:
@@ -107,7 +108,8 @@ mt_tensor *mt__lower_attention_gqa(mt_graph *g, const mt_op_call *c, mt_tensor *
     int64_t h0 = qh ? e->start(e->ctx, qh, in[0]->shape[2]) / HS : 0;
     int64_t k0 = kh ? e->start(e->ctx, kh, in[1]->shape[2]) / HS : 0;
     if (e->types[0].sharding.dim_axes[1])
-        return mt__lower_attention_gqa_split(g, in, (int)(in[0]->shape[2] / HS),
+        return mt__lower_attention_gqa_split(g, in, p->doc ? in[p->doc] : NULL,
+                                             (int)(in[0]->shape[2] / HS),
                                              (int)(in[1]->shape[2] / HS), (int)p->G,
                                              (int)(p->hoff + h0 - k0 * p->G), e);
     return mt__attention_gqa_at(g, in[0], in[1], in[2], (int)(in[0]->shape[2] / HS),

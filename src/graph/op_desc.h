@@ -295,9 +295,12 @@ uint32_t mt__lower_vary(const mt_lower_step *st);
  * type's dim 1): the keys and values all-gathered over them, the queries
  * attending by head-tail position (CONTEXT_PARALLEL.md §5); and the split
  * packed form's gradient (mt__grad_attention calls it for two operands) */
-mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, int NH, const mt_lower_env *e);
-mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, int NH, int KV, int G,
-                                         int hoff, const mt_lower_env *e);
+/* docs: the document ids (B,T) split as the queries' rows, or NULL (one
+ * document); the keys' ids travel with the keys. */
+mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *docs, int NH,
+                                     const mt_lower_env *e);
+mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, mt_tensor *docs, int NH,
+                                         int KV, int G, int hoff, const mt_lower_env *e);
 void       mt__grad_attention_split(mt_graph *g, const mt_op_call *f);
 
 /* lower_moves.c: the generic order (every op without a hook of its own),

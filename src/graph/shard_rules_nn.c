@@ -81,21 +81,16 @@ mt_status mt__shard_layernorm(mt_srule *r, const mt_op_call *call, mt_type *in) 
 }
 
 /* The document ids (B,T) of an attention call (in[k], k = its p.doc, 0:
- * none) on q: laid out as q's rows, and T whole (the split forms do not
- * take documents yet: the kernel's position masks and document ids do not
- * combine). */
+ * none) on q: laid out as q's rows, B and T split as q's (a context axis
+ * splits them head-tail as the queries; the lowering gathers the keys'
+ * ids with the keys, attention_split.c). */
 static mt_status docs_rule(mt_srule *r, int k, const mt_type *q, mt_type *in) {
     if (!k) return MT_OK;
-    if (q->sharding.dim_axes[1])
-        return mt_fail(MT_EUNSUPPORTED, "%s: q %s splits the sequence (T) over %s, and "
-                       "document masks (--doc-mask on) do not run on a split sequence yet; "
-                       "use --doc-mask off with a context axis, or drop the context axis",
-                       r->op, mt__stype(r->mesh, q).s, mt__saxes(r->mesh, q->sharding.dim_axes[1]).s);
     mt_type want = in[k];
     want.sharding.partial_axes = 0;
     want.sharding.dim_axes[0] = q->sharding.dim_axes[0];
-    want.sharding.dim_axes[1] = 0;
-    return match(r, k, "docs", &in[k], &want, "q's rows (B split as q's, T whole)");
+    want.sharding.dim_axes[1] = q->sharding.dim_axes[1];
+    return match(r, k, "docs", &in[k], &want, "q's rows (B and T split as q's)");
 }
 
 /* out (B,T,C) = attention(qkv (B,T,3C) or (B,T,3,C)), NH heads. T may be

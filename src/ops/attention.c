@@ -48,7 +48,8 @@
  *   k_j, v_j  (T,HS)  ld ldk, ldv (and dk_j, dv_j; the GPT: 3C)
  *   out_h     (T,HS)  ld ldo  (and dout_h; the GPT: C)
  *   lse_bh    (T)     in lse (B,NH,T)
- *   doc_b     (T)     in doc (B,T), or none
+ *   doc_b     (T)     in doc (B,T) (row stride ldd), or none
+ *   kdoc_b    (Tk)    in kdoc (B,Tk): the keys' ids, or doc's
  */
 #include "ops/kernels.h"
 #include "ops/vec_impl.h"
@@ -76,7 +77,9 @@ static inline int64_t keys_of(const mt_attn_layout *L) { return L->Tk ? L->Tk : 
 
 static void check_layout(const mt_attn_layout *L) {
     assert(L->NH > 0 && L->KV > 0 && L->HS > 0 && L->G > 0 && L->hoff >= 0 && L->T >= 0);
-    assert(!L->qpos == !L->kpos && (L->qpos || keys_of(L) == L->T) && !(L->qpos && L->doc));
+    assert(!L->qpos == !L->kpos && (L->qpos || keys_of(L) == L->T));
+    assert(!L->kdoc || L->doc);
+    assert(!L->doc || L->kdoc || keys_of(L) == L->T);
     assert(kv_of(L, 0) >= 0 && kv_of(L, L->NH - 1) < L->KV);
 }
 
@@ -98,7 +101,7 @@ static void doc_range(const int32_t *doc, int64_t n, int32_t *lo, int32_t *hi) {
 /* One query tile [r0, r1) of batch b: where its keys end and its documents. */
 typedef struct {
     int64_t r0, r1, kend;        /* keys [0, kend) may be seen */
-    const int32_t *doc;          /* doc_b (T), or NULL */
+    const int32_t *doc, *kdoc;   /* doc_b (T) the rows', the keys' (Tk), or NULL */
     int32_t dlo, dhi;            /* the tile's document ids' range */
     int32_t plo, phi;            /* with positions (L->qpos): the tile's positions' range */
 } qtile;
@@ -111,7 +114,8 @@ static qtile qtile_at(const mt_attn_layout *L, int64_t b, int64_t r0) {
         doc_range(L->qpos + r0, t.r1 - r0, &t.plo, &t.phi);
     }
     if (L->doc) {
-        t.doc = L->doc + b * L->T;
+        t.doc = L->doc + b * (L->ldd ? L->ldd : L->T);
+        t.kdoc = L->kdoc ? L->kdoc + b * keys_of(L) : t.doc;
         doc_range(t.doc + r0, t.r1 - r0, &t.dlo, &t.dhi);
     }
     return t;
@@ -122,15 +126,18 @@ static qtile qtile_at(const mt_attn_layout *L, int64_t b, int64_t r0) {
 typedef enum { TILE_OPEN, TILE_MASKED, TILE_SKIP } tile_kind;
 
 static tile_kind tile_kind_of(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1) {
+    tile_kind k = !L->full && c1 - 1 > t->r0 ? TILE_MASKED : TILE_OPEN;
     if (L->qpos && !L->full) {   /* by position: keys past every row skip, before every row open */
         int32_t lo, hi;
         doc_range(L->kpos + c0, c1 - c0, &lo, &hi);
-        return lo > t->phi ? TILE_SKIP : hi <= t->plo ? TILE_OPEN : TILE_MASKED;
+        if (lo > t->phi) return TILE_SKIP;
+        k = hi <= t->plo ? TILE_OPEN : TILE_MASKED;
+    } else if (L->qpos) {
+        k = TILE_OPEN;
     }
-    tile_kind k = !L->full && c1 - 1 > t->r0 ? TILE_MASKED : TILE_OPEN;
     if (t->doc) {
         int32_t lo, hi;
-        doc_range(t->doc + c0, c1 - c0, &lo, &hi);
+        doc_range(t->kdoc + c0, c1 - c0, &lo, &hi);
         if (hi < t->dlo || lo > t->dhi) return TILE_SKIP;
         if (!(lo == hi && t->dlo == t->dhi)) k = TILE_MASKED;   /* one document each: they meet */
     }
@@ -143,18 +150,19 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
                       float *restrict s, int64_t ld) {
     for (int64_t r = t->r0; r < t->r1; r++) {
         float *row = s + (r - t->r0) * ld;
+        int64_t cmax = c1;   /* keys [c0, cmax) not masked by position */
         if (L->qpos) {
-            for (int64_t c = c0; c < c1; c++)
-                if (L->kpos[c] > L->qpos[r]) row[c - c0] = -INFINITY;
-            continue;
-        }
-        if (!L->full)   /* a tile that starts past r + 1 (BK < BQ) is masked from c0 */
+            if (!L->full)
+                for (int64_t c = c0; c < c1; c++)
+                    if (L->kpos[c] > L->qpos[r]) row[c - c0] = -INFINITY;
+        } else if (!L->full) {   /* a tile that starts past r + 1 (BK < BQ) is masked from c0 */
             for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) row[c - c0] = -INFINITY;
+            cmax = r + 1 < c1 ? r + 1 : c1;
+        }
         if (t->doc) {
             const int32_t d = t->doc[r];
-            const int64_t cmax = !L->full && r + 1 < c1 ? r + 1 : c1;
             for (int64_t c = c0; c < cmax; c++)
-                if (t->doc[c] != d) row[c - c0] = -INFINITY;
+                if (t->kdoc[c] != d) row[c - c0] = -INFINITY;
         }
     }
 }
@@ -205,8 +213,16 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
                        o + t->r0 * L->ldo, L->ldo);
     }
     for (int64_t i = 0; i < m; i++) {
-        /* l >= 1 (the row's own key), unless a NaN came in: it goes out */
+        /* l >= 1 (the row's own key), unless a NaN came in: it goes out;
+         * or l = 0, a row no key of this call is seen from (one block of a
+         * split row's keys, documents): out 0, lse -inf, which the
+         * caller's merge skips */
         float *restrict orow = o + (t->r0 + i) * L->ldo;
+        if (l[i] == 0.0f) {
+            memset(orow, 0, (size_t)HS * sizeof *orow);
+            lse[i] = -INFINITY;
+            continue;
+        }
         const float inv = 1.0f / l[i];
         MT_VEC_FOR(e, HS, orow[e] *= inv);
         lse[i] = mx[i] + logf(l[i]);

@@ -50,6 +50,12 @@
  * the forward's block (B,T,NH·HS) and its lse (B,NH,T), or the backward's
  * four more k|v-sized buffers (two shares, the arrival, this device's own),
  * and the block's positions (2T int32).
+ *
+ * Packed documents (p.doc): the rows' ids (B,T) int32 ride behind the k|v
+ * rows in the two rotating buffers (B·T words more each, sent with them,
+ * bit for bit), so each block's keys come with their ids; the dK, dV
+ * accumulators travel without. A block row that sees no key of its block
+ * (another document) gets lse_b = -inf from the kernel and is not merged.
  */
 #include "ops/kernels.h"
 #include "ops/ops_impl.h"
@@ -67,13 +73,18 @@ static int64_t kvhs(const mt_ring_params *p) { return p->KV * p->HS; }
 static int64_t ldq(const mt_ring_params *p) { return p->packed ? 3 * p->NH * p->HS : p->NH * p->HS; }
 /* floats of one k|v buffer (B,T,2·KV·HS) */
 static int64_t kv_floats(const mt_ring_params *p) { return p->B * p->T * 2 * kvhs(p); }
+/* floats of one rotating buffer: the k|v rows, then their ids (B·T int32) */
+static int64_t kvb_floats(const mt_ring_params *p) {
+    return kv_floats(p) + (p->doc ? p->B * p->T : 0);
+}
 
 static size_t caller_floats(const mt_op_call *c) {
     const mt_ring_params *p = &c->p.ring;
-    const int64_t kv = kv_floats(p), pos = p->T;   /* 2·pos floats hold the 2T int32 positions */
+    const int64_t kv = kv_floats(p), kvb = kvb_floats(p);
+    const int64_t pos = p->T;   /* 2·pos floats hold the 2T int32 positions */
     if (c->op == MT_OP_RING_ATTENTION)
-        return (size_t)(2 * kv + p->B * p->T * p->NH * p->HS + p->B * p->NH * p->T + 2 * pos);
-    return (size_t)(6 * kv + 2 * pos);
+        return (size_t)(2 * kvb + p->B * p->T * p->NH * p->HS + p->B * p->NH * p->T + 2 * pos);
+    return (size_t)(2 * kvb + 4 * kv + 2 * pos);
 }
 
 static int64_t workers_of(const mt_op_env *env) { return env->pool ? mt_pool_size(env->pool) : 1; }
@@ -141,7 +152,8 @@ static mt_status xfer_wait(const mt_op_env *env, xfer *x) {
     return s;
 }
 
-/* The local k, v rows into kv (B,T,2·KV·HS): k then v on every row. */
+/* The local k, v rows into kv (B,T,2·KV·HS): k then v on every row; then
+ * the rows' document ids, if any. */
 static void pack_kv(const mt_op_call *c, float *kv) {
     const mt_ring_params *p = &c->p.ring;
     const int64_t n = kvhs(p), rows = p->B * p->T;
@@ -156,6 +168,8 @@ static void pack_kv(const mt_op_call *c, float *kv) {
             memcpy(kv + t * 2 * n + n, v + t * n, (size_t)n * sizeof *kv);
         }
     }
+    if (p->doc)
+        memcpy(kv + kv_floats(p), c->in[p->doc]->data, (size_t)rows * sizeof(int32_t));
 }
 
 /* The positions of device `dev`'s T rows (mt_headtail_pos). */
@@ -176,6 +190,7 @@ typedef struct {
     block_kind            kind;
     const float          *q, *kv;        /* q (B,T,·) ld ldq; this step's k|v (B,T,2·KV·HS) */
     const int32_t        *qpos, *kpos;   /* the local rows' positions, the keys' */
+    const int32_t        *qdoc, *kdoc;   /* their document ids (B,T), or NULL */
     /* forward */
     float                *out, *lse;     /* the running O (B,T,NH·HS), L (B,NH,T) */
     float                *ob, *lseb;     /* the block's (BLOCK_LOCAL: out, lse themselves) */
@@ -186,8 +201,8 @@ typedef struct {
 } step;
 
 /* The one-head layout of the block (rows [q0, q0+nq) against keys [0, nk)),
- * query head h. */
-static mt_attn_layout block_layout(const step *st, int64_t h, int64_t *q0) {
+ * batch b, query head h. */
+static mt_attn_layout block_layout(const step *st, int64_t b, int64_t h, int64_t *q0) {
     const mt_ring_params *p = st->p;
     const int64_t T = p->T, c = T / 2;
     mt_attn_layout L = {.B = 1, .T = T, .Tk = T, .NH = 1, .KV = p->KV, .HS = p->HS, .G = p->G,
@@ -207,6 +222,10 @@ static mt_attn_layout block_layout(const step *st, int64_t h, int64_t *q0) {
         *q0 = c;
         L.qpos = st->qpos + c;
     }
+    if (st->qdoc) {   /* one sequence a call (B = 1): the ids at its rows and keys */
+        L.doc = st->qdoc + b * T + *q0;
+        L.kdoc = st->kind == BLOCK_LOCAL ? NULL : st->kdoc + b * T;
+    }
     return L;
 }
 
@@ -221,7 +240,7 @@ static void range_fwd(void *arg, int64_t i0, int64_t i1, int w) {
     for (int64_t bh = i0; bh < i1; bh++) {
         const int64_t b = bh / NH, h = bh % NH;
         int64_t q0;
-        const mt_attn_layout L = block_layout(st, h, &q0);
+        const mt_attn_layout L = block_layout(st, b, h, &q0);
         const int64_t row = b * T + q0;
         float *ob = (st->kind == BLOCK_LOCAL ? st->out : st->ob) + row * ldo + h * HS;
         float *lb = (st->kind == BLOCK_LOCAL ? st->lse : st->lseb) + (b * NH + h) * T + q0;
@@ -231,6 +250,7 @@ static void range_fwd(void *arg, int64_t i0, int64_t i1, int w) {
         /* merge the block's rows into the running (O, L), in f32 */
         float *o = st->out + row * ldo + h * HS, *l = st->lse + (b * NH + h) * T + q0;
         for (int64_t i = 0; i < L.T; i++) {
+            if (lb[i] == -INFINITY) continue;   /* no key of the block seen (documents) */
             const float wgt = 1.0f / (1.0f + expf(l[i] - lb[i]));   /* σ(L_b − L) */
             float *restrict oi = o + i * ldo;
             const float *restrict bi = ob + i * ldo;
@@ -253,7 +273,7 @@ static void range_bwd(void *arg, int64_t g0, int64_t g1, int w) {
         if (h1 > NH) h1 = NH;
         for (int64_t h = h0; h < h1; h++) {
             int64_t q0;
-            const mt_attn_layout L = block_layout(st, h, &q0);
+            const mt_attn_layout L = block_layout(st, b, h, &q0);
             const int64_t row = b * T + q0, qo = row * L.ldq + h * HS, oo = row * ldo + h * HS;
             float *dk = st->dkv + b * T * L.ldk;
             const mt_attn_grads d = {.dq = st->dq + qo, .dk = dk, .dv = dk + kvhs(p),
@@ -265,11 +285,14 @@ static void range_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     }
 }
 
-/* Step i's block: its kind and its keys' positions (from s = (r - i) mod P). */
-static void place(step *st, int i, int r, int32_t *kpos) {
+/* Step i's block on the k|v buffer kv: its kind, its keys' positions (from
+ * s = (r - i) mod P) and their ids (behind the rows). */
+static void place(step *st, int i, int r, int32_t *kpos, const float *kv) {
     const int P = st->p->cm.P, s = ((r - i) % P + P) % P;
     st->kind = i == 0 ? BLOCK_LOCAL : s < r ? BLOCK_EARLIER : BLOCK_LATER;
     positions(kpos, st->p->T, P, s);
+    st->kv = kv;
+    st->kdoc = st->p->doc ? (const int32_t *)(kv + kv_floats(st->p)) : NULL;
 }
 
 static void run_block(step *st, bool fwd) {
@@ -299,20 +322,20 @@ static void run_ring_fwd(const mt_op_env *env, const mt_op_call *c) {
     if (!big) return;
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
-    const int64_t kvn = kv_floats(p);
-    float *kv[2] = {big, big + kvn}, *ob = big + 2 * kvn;
+    const int64_t kvb = kvb_floats(p);   /* k|v rows and their ids */
+    float *kv[2] = {big, big + kvb}, *ob = big + 2 * kvb;
     float *lseb = ob + p->B * p->T * p->NH * p->HS;
     int32_t *qpos = (int32_t *)(lseb + p->B * p->NH * p->T), *kpos = qpos + p->T;
     positions(qpos, p->T, P, r);
     step st = {.env = env, .p = p, .q = F32(c->in[0]), .qpos = qpos, .kpos = kpos,
-               .out = F32(c->out), .lse = F32(c->aux[0]), .ob = ob, .lseb = lseb};
+               .qdoc = p->doc ? c->in[p->doc]->data : NULL, .out = F32(c->out),
+               .lse = F32(c->aux[0]), .ob = ob, .lseb = lseb};
     for (int i = 0; i < P; i++) {
         xfer x = {0};
         mt_status s = MT_OK;
-        if (i < P - 1) s = xfer_start(env, p, kv[i % 2], kv[(i + 1) % 2], (size_t)kvn, &x);
+        if (i < P - 1) s = xfer_start(env, p, kv[i % 2], kv[(i + 1) % 2], (size_t)kvb, &x);
         if (s != MT_OK) { record(env, s); return; }
-        st.kv = kv[i % 2];
-        place(&st, i, r, kpos);
+        place(&st, i, r, kpos, kv[i % 2]);
         run_block(&st, true);
         if ((s = xfer_wait(env, &x)) != MT_OK) { record(env, s); return; }
     }
@@ -339,26 +362,25 @@ static void run_ring_bwd(const mt_op_env *env, const mt_op_call *c) {
     if (!big) return;
     const mt_ring_params *p = &c->p.ring;
     const int P = p->cm.P;
-    const int64_t kvn = kv_floats(p);
-    float *kv[2] = {big, big + kvn}, *part[2] = {big + 2 * kvn, big + 3 * kvn};
-    float *arr = big + 4 * kvn, *home = big + 5 * kvn;
-    int32_t *qpos = (int32_t *)(big + 6 * kvn), *kpos = qpos + p->T;
-    const int n = c->n_in;
+    const int64_t kvn = kv_floats(p), kvb = kvb_floats(p);   /* dK|dV; k|v and their ids */
+    float *kv[2] = {big, big + kvb}, *acc = big + 2 * kvb;
+    float *part[2] = {acc, acc + kvn}, *arr = acc + 2 * kvn, *home = acc + 3 * kvn;
+    int32_t *qpos = (int32_t *)(acc + 4 * kvn), *kpos = qpos + p->T;
+    const int n = c->n_in - (p->doc ? 1 : 0);   /* ..., out, lse[, docs] */
     positions(qpos, p->T, P, r);
     memset(home, 0, (size_t)kvn * sizeof *home);
     step st = {.env = env, .p = p, .q = F32(c->in[1]), .qpos = qpos, .kpos = kpos,
-               .dout = F32(c->in[0]), .o = F32(c->in[n - 2]), .lse = F32(c->in[n - 1]),
-               .dq = F32(c->out)};
+               .qdoc = p->doc ? c->in[p->doc]->data : NULL, .dout = F32(c->in[0]),
+               .o = F32(c->in[n - 2]), .lse = F32(c->in[n - 1]), .dq = F32(c->out)};
     xfer xk = {0}, xa = {0};
     mt_status s = MT_OK;
     for (int i = 0; i < P && s == MT_OK; i++) {
-        if (i < P - 1) s = xfer_start(env, p, kv[i % 2], kv[(i + 1) % 2], (size_t)kvn, &xk);
+        if (i < P - 1) s = xfer_start(env, p, kv[i % 2], kv[(i + 1) % 2], (size_t)kvb, &xk);
         if (s != MT_OK) break;
-        st.kv = kv[i % 2];
         st.acc_q = i > 0 || c->acc;
         st.dkv = i == 0 ? home : part[i % 2];
         if (i > 0) memset(st.dkv, 0, (size_t)kvn * sizeof *st.dkv);
-        place(&st, i, r, kpos);
+        place(&st, i, r, kpos, kv[i % 2]);
         run_block(&st, false);
         if (i > 0) {
             /* the share of the keys from s so far (from r-1) joins this one's, goes on */
@@ -402,14 +424,14 @@ static void cost_ring(const mt_op_call *c, double *fl, double *by) {
 }
 
 const mt_op_def mt__opdef_ring_attention = {
-    .name = "ring_attention", .min_in = 1, .max_in = 3, .cost_class = MT_COST_COLLECTIVE,
+    .name = "ring_attention", .min_in = 1, .max_in = 4, .cost_class = MT_COST_COLLECTIVE,
     .cost = cost_ring,
 };
 const mt_op_kernel mt__kernel_ring_attention = {.run = run_ring_fwd, .scratch = scratch_ring,
                                                 .scratch_caller = true};
 
 const mt_op_def mt__opdef_ring_attention_bwd = {
-    .name = "ring_attention_bwd", .min_in = 4, .max_in = 6, .cost_class = MT_COST_COLLECTIVE,
+    .name = "ring_attention_bwd", .min_in = 4, .max_in = 7, .cost_class = MT_COST_COLLECTIVE,
     .cost = cost_ring,
 };
 const mt_op_kernel mt__kernel_ring_attention_bwd = {.run = run_ring_bwd, .scratch = scratch_ring,

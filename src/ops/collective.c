@@ -144,7 +144,8 @@ void mt__run_all_gather(const mt_op_env *env, const mt_op_call *c) {
                                       MT_BF16, x->ndim, x->shape, c->p.coll.dim, true));
         return;
     }
-    finish(env, c, mt_all_gather_dim(env->ctx, c->p.coll.axes, x->data, dest(env, c), MT_F32,
+    assert((x->dtype == MT_F32 || !c->acc) && "an int32 all-gather accumulates");
+    finish(env, c, mt_all_gather_dim(env->ctx, c->p.coll.axes, x->data, dest(env, c), x->dtype,
                                      x->ndim, x->shape, c->p.coll.dim, true));
 }
 

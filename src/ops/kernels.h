@@ -113,7 +113,13 @@ void mt_kernel_rmsnorm_bwd_params(float *dw, const float *dout, const float *x,
  * every b (a context-parallel device's queries against the gathered keys,
  * ../shared/CONTEXT_PARALLEL.md §5), or NULL: the row index (then Tk = T).
  * With positions the causal test is kpos <= qpos, and every query's own
- * position must be among the keys; doc must then be NULL. */
+ * position must be among the keys (or the call be one block of a split
+ * row's keys: a row no key of the call can be seen from gets out = 0 and
+ * lse = -inf, which the caller's log-sum-exp merge skips).
+ * Documents with positions or Tk != T: kdoc (B,Tk) the keys' ids (NULL:
+ * doc's, which needs Tk = T), and ldd doc's row stride (0: T), so doc may
+ * point into kdoc's rows (a context-parallel device's queries are its
+ * rows of the gathered ids). */
 typedef struct {
     int64_t B, T, NH, KV, HS, G, hoff;
     int64_t ldq, ldk, ldv, ldo;
@@ -121,6 +127,8 @@ typedef struct {
     bool    full;
     int64_t Tk;
     const int32_t *qpos, *kpos;
+    const int32_t *kdoc;
+    int64_t ldd;
 } mt_attn_layout;
 
 /* The backward's outputs: each NULL (not computed) or (+)= as acc_q (dq)

@@ -174,6 +174,19 @@ static void split_positions(const mt_op_call *c, mt_attn_layout *L, float *scrat
     L->qpos = qpos;
     L->kpos = kpos;
 }
+/* The call's document ids (in[doc], doc its params' index, 0: none) into
+ * L. A split call's are the gathered ids of the keys (B,Tk), in device
+ * order as the keys; its queries' are this device's rows of them (rows
+ * [part·T, (part+1)·T)), or all of them in the whole form (T = Tk). */
+static void attention_docs(const mt_op_call *c, int64_t doc, mt_attn_layout *L) {
+    int64_t T, Tk, parts, part;
+    split_of(c, &T, &Tk, &parts, &part);
+    L->doc = doc ? I32(c->in[doc]) : NULL;
+    if (!L->doc || parts <= 1 || T == Tk) return;
+    L->kdoc = L->doc;
+    L->doc += part * T;
+    L->ldd = Tk;
+}
 /* (batch, head) pairs are independent and the kernels take a range of
  * them: split over the B·NH pairs, so a batch of one still fills the pool. */
 static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
@@ -184,14 +197,15 @@ static void range_attention(void *arg, int64_t p0, int64_t p1, int w) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
         split_positions(c, &L, scratch);
-        L.doc = p->doc ? I32(c->in[p->doc]) : NULL;
-        const float *qkv = F32(c->in[0]), *kv = F32(c->in[p->parts > 1 ? 1 : 0]);
+        attention_docs(c, p->doc, &L);
+        /* the whole form (Tk = T) reads its keys from qkv itself */
+        const float *qkv = F32(c->in[0]), *kv = F32(c->in[p->parts > 1 && p->Tk != p->T]);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), qkv, kv + p->C, kv + 2 * p->C, &L,
                                 scratch, p0, p1);
     } else {
         mt_attn_layout L = gqa_layout(&c->p.gqa);
         split_positions(c, &L, scratch);
-        L.doc = c->p.gqa.doc ? I32(c->in[c->p.gqa.doc]) : NULL;
+        attention_docs(c, c->p.gqa.doc, &L);
         mt_kernel_attention_fwd(F32(c->out), F32(c->aux[0]), F32(c->in[0]), F32(c->in[1]),
                                 F32(c->in[2]), &L, scratch, p0, p1);
     }
@@ -311,7 +325,7 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
         const mt_attention_params *p = &c->p.attention;
         mt_attn_layout L = packed_layout(p);
         split_positions(c, &L, scratch);
-        L.doc = p->doc ? I32(c->in[p->doc]) : NULL;
+        attention_docs(c, p->doc, &L);
         const bool split = p->parts > 1;
         const float *qkv = F32(c->in[1]), *kv = split ? F32(c->in[4]) : qkv;
         /* split: dq into out (its k, v columns zeroed by the run), dk and
@@ -324,7 +338,7 @@ static void range_attention_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     }
     mt_attn_layout L = gqa_layout(&c->p.gqa);
     split_positions(c, &L, scratch);
-    L.doc = c->p.gqa.doc ? I32(c->in[c->p.gqa.doc]) : NULL;
+    attention_docs(c, c->p.gqa.doc, &L);
     if (c->op == MT_OP_GQA_BWD_QK) {
         mt_attn_grads g = {.dq = F32(c->out), .dk = F32(c->out2), .acc_q = c->acc,
                            .acc_kv = c->acc2};

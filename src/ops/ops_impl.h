@@ -259,11 +259,14 @@ typedef struct {
  * one qkv (B,T,3·NH·HS) (KV = NH, G = 1). cm is the ring as the collective
  * matmuls' (P, the pairs {k, k+1}, dim 1) and what listing.c counts: the
  * forward's P-1 sends of outer·R·K floats (outer B, R T, K 2·KV·HS: the k
- * and v rows), the backward's K twice that (k, v and their dK, dV). */
+ * and v rows), the backward's K twice that (k, v and their dK, dV). doc:
+ * the index in in[] of the rows' document ids (B,T) int32, the last input
+ * (0: none); they travel with the k, v rows, one word a row more in K. */
 typedef struct {
     mt_cm_params cm;           /* first: listing.c reads p.cm */
     int64_t      B, T, NH, KV, HS, G, hoff;
     bool         packed;
+    int64_t      doc;
 } mt_ring_params;
 
 /* An op's parameters: the member its mt_op line names (none for the rest). */
