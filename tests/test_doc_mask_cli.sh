@@ -3,14 +3,11 @@
 # --doc-sep writes </s> (id 2) where blank lines separate documents (the
 # ids checked against the newline's, hand-read from the text), train
 # --doc-mask on trains a LLaMA on them, and the refusals exit 2 with one
-# line naming the flag (pipe, context, --eot-id without --doc-mask); an
+# line naming the flag (context, --eot-id without --doc-mask); an
 # end-of-text id the data cannot hold exits 2 too, naming it and the vocabulary.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_doc_mask_cli.sh "$@"
 
-printf 'some text to train on, long enough for a few sequences of tokens\n' >t.txt
-expect_fail "doc-mask refused on pipe=2" 2 'doc-mask.*pipe=2' \
-    "$BIN" train --data t.txt --doc-mask on --mesh pipe=2 --accum 2 --steps 1
 printf 'some text to train on, long enough for a few sequences of tokens\n' >t.txt
 expect_fail "doc-mask refused on context=2" 2 'doc-mask.*context=2' \
     "$BIN" train --data t.txt --doc-mask on --mesh context=2 --steps 1

@@ -235,7 +235,7 @@ MT_TEST(llama_doc_mask_on_data_and_tensor_trains_one_device) {
 MT_TEST(doc_mask_refusals_name_the_flag) {
     mt_llama_config l;
     mt_train_config c = config(MT_MODEL_GPT, "unused.bin", true, &l);
-    const char *meshes[] = {"pipe=2", "context=2"};
+    const char *meshes[] = {"context=2,pipe=2", "context=2"};
     for (int i = 0; i < 2; i++) {
         c.mesh = meshes[i];
         c.accum = 2;   /* a pipeline's microbatches */

@@ -286,7 +286,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"doc-mask", CLI_CHOICE, &doc_mask, 0, 0, 0, 0, "off|on", "MODE",
          "packed documents (gpt, llama): on keeps attention within documents, a token after "
          "--eot-id starting a new one (positions stay the row's 0..T-1); off (default) "
-         "attends across them; not with a pipe or context axis yet"},
+         "attends across them; not with a context axis yet"},
         {"eot-id", CLI_INT, &cfg.eot_id, 0, 1 << 24, 0, 0, NULL, "N",
          "with --doc-mask on: the end-of-text id between documents (default: gpt 50256, "
          "GPT-2's <|endoftext|>; llama 2, </s>, as tokenize --doc-sep writes)"},
