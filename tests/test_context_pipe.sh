@@ -23,6 +23,8 @@
 #     spm_train is there); and one device's --doc-mask on against off
 #     differs, so that documents fed to no stage would fail.
 #   - --doc-mask on with context and pipe together: refused, exit 2.
+# Each run also evaluates once (step 3): its validation loss within 1e-5 of
+# one device's.
 # Every run is under `timeout 120`.
 set -u
 
@@ -31,14 +33,30 @@ test_start test_context_pipe.sh "$@"
 
 for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >text.txt
 
-# accum 4 microbatches of 2 sequences: m >= p for every schedule
+# accum 4 microbatches of 2 sequences: m >= p for every schedule; a
+# validation loss at step 3 (the pipeline's forward-only pass)
 GPT=(--data text.txt --model gpt --layers 4 --channels 32 --heads 4 --max-seq 16 --seq 16
-     --batch 2 --microbatches 4 --steps 3 --threads 2 --quiet)
+     --batch 2 --microbatches 4 --steps 3 --eval-every 3 --eval-batches 2 --threads 2 --quiet)
 LLAMA=(--data text.txt --model llama --layers 4 --channels 32 --heads 4 --kv-heads 2
-       --vocab 256 --max-seq 16 --seq 16 --batch 2 --microbatches 4 --steps 3 --threads 2 --quiet)
+       --vocab 256 --max-seq 16 --seq 16 --batch 2 --microbatches 4 --steps 3 --eval-every 3
+       --eval-batches 2 --threads 2 --quiet)
 
 # run NAME METRICS ARGS...: the run exits 0 (lib.sh's train_run)
 run() { train_run "$@"; }
+
+# same_val NAME A B: both --metrics files hold validation losses, as many,
+# each pair within 1e-5 (relative, or absolute below 1)
+same_val() {
+    local name=$1
+    if python3 - "$2" "$3" <<'PY'
+import json, sys
+a = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if '"val_loss"' in l]
+b = [json.loads(l)["val_loss"] for l in open(sys.argv[2]) if '"val_loss"' in l]
+sys.exit(0 if len(a) == len(b) > 0 and all(
+    abs(x - y) <= 1e-5 * max(1.0, abs(x)) for x, y in zip(a, b)) else 1)
+PY
+    then ok "$name"; else bad "$name" "$(grep -o '"val_loss":[^,]*' "$2") vs $(grep -o '"val_loss":[^,]*' "$3")"; fi
+}
 
 # same_run NAME ARGS...: the run on the given mesh equals one.jsonl, one.bin
 same_run() {
@@ -46,6 +64,7 @@ same_run() {
     shift
     run "$name" r.jsonl "$@" --llmc-out r.bin
     same_metrics "$name: losses and gradient norms equal one device's" one.jsonl r.jsonl
+    same_val "$name: validation loss equals one device's" one.jsonl r.jsonl
     same_floats "$name: parameters equal one device's" one.bin r.bin
 }
 
@@ -104,8 +123,8 @@ for i in $(seq 1 60); do printf 'story %d begins here.\nit goes on a while\n\n' 
 timeout 120 "$BIN" tokenize --text docs.txt --vocab 300 --model-out tok --out docs.bin --doc-sep \
     >out.txt 2>err.txt || bad "tokenize --doc-sep" "exit $?"
 SPM=(--data docs.bin --tokenizer tok.model --model llama --layers 4 --channels 32 --heads 4
-     --kv-heads 2 --max-seq 16 --seq 16 --batch 2 --microbatches 2 --steps 3 --val-frac 0
-     --threads 2 --quiet)
+     --kv-heads 2 --max-seq 16 --seq 16 --batch 2 --microbatches 2 --steps 3 --val-frac 0.2
+     --eval-every 3 --eval-batches 1 --threads 2 --quiet)
 run "llama --doc-sep one device, doc-mask off" off.jsonl "${SPM[@]}"
 SPM+=(--doc-mask on)
 run "llama --doc-sep one device" one.jsonl "${SPM[@]}" --llmc-out one.bin
