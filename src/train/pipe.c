@@ -14,6 +14,12 @@
  * schedule, every loss scaled by 1/(the global batch), so gradients
  * accumulate to the one-device step's.
  *
+ * With a context axis every stage runs on the device's head-tail share of
+ * each sequence: the executor feeds each stage its share of the
+ * microbatch (pipe_data.c; the document ids to every stage with doc_mask),
+ * the first stage's position ids are its rows', and a stage's input is
+ * declared split over context as the previous stage's output is.
+ *
  * After the flush, before the optimizer:
  *   - the tied token embedding: chunk 0's copy (the lookup) and chunk
  *     S-1's (the head) each hold part of its gradient; their devices
