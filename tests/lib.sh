@@ -13,6 +13,10 @@
 #   test_end                    "N passed, M failed"; the script's status
 #   need_spm                    ends the script, "skipped", when spm_train or
 #                               spm_encode is missing (the tokenizer's tests)
+#   train_run NAME METRICS ARGS...   `train ARGS --metrics METRICS` under
+#                               `timeout 120` exits 0, or a bad line
+#   same_floats NAME A B        two files' 4-byte words agree as floats within
+#                               1e-4 (parameters written by --llmc-out)
 #
 # Each test script runs the program its own way (expect, run, ...); this is
 # only the bookkeeping every one of them needs.
@@ -73,6 +77,32 @@ ok = len(a) == len(b) > 0 and all(
 sys.exit(0 if ok else 1)
 PY
     then ok "$name"; else bad "$name" "$(head -c 300 "$2") vs $(head -c 300 "$3")"; fi
+}
+
+# train_run NAME METRICS ARGS...: the run exits 0
+train_run() {
+    local name=$1 out=$2
+    shift 2
+    rm -f "$out"
+    timeout 120 "$BIN" train "$@" --metrics "$out" >out.txt 2>err.txt ||
+        bad "$name" "exit $?: $(head -2 err.txt | tr '\n' ' ')"
+}
+
+# same_floats NAME A B: two files of as many bytes whose 4-byte words, as
+# floats, agree within 1e-4 (relative, or absolute below 1), or are equal
+same_floats() {
+    local name=$1
+    if python3 - "$2" "$3" <<'PY'
+import array, sys
+ra, rb = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
+a, b, ia, ib = array.array('f'), array.array('f'), array.array('I'), array.array('I')
+a.frombytes(ra); b.frombytes(rb); ia.frombytes(ra); ib.frombytes(rb)
+# the header's integers compare as bits (llama2.c's negative vocabulary reads as a NaN)
+ok = len(a) == len(b) > 0 and all(
+    i == j or abs(x - y) <= 1e-4 * max(1.0, abs(x)) for x, y, i, j in zip(a, b, ia, ib))
+sys.exit(0 if ok else 1)
+PY
+    then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
 }
 
 test_end() {

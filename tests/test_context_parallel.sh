@@ -33,31 +33,8 @@ GPT=(--data text.txt --model gpt --layers 2 --channels 32 --heads 4 --max-seq 16
 LLAMA=(--data text.txt --model llama --layers 2 --channels 32 --heads 4 --kv-heads 2
        --vocab 256 --max-seq 16 --seq 16 --batch 4 --steps 3 --threads 2 --quiet)
 
-# run NAME METRICS ARGS...: the run exits 0
-run() {
-    local name=$1 out=$2
-    shift 2
-    rm -f "$out"
-    timeout 120 "$BIN" train "$@" --metrics "$out" >out.txt 2>err.txt ||
-        bad "$name" "exit $?: $(head -2 err.txt | tr '\n' ' ')"
-}
-
-# same_floats NAME A B: two files of as many bytes whose 4-byte words, as
-# floats, agree within 1e-4 (relative, or absolute below 1), or are equal
-same_floats() {
-    local name=$1
-    if python3 - "$2" "$3" <<'PY'
-import array, sys
-ra, rb = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
-a, b, ia, ib = array.array('f'), array.array('f'), array.array('I'), array.array('I')
-a.frombytes(ra); b.frombytes(rb); ia.frombytes(ra); ib.frombytes(rb)
-# the header's integers compare as bits (llama2.c's negative vocabulary reads as a NaN)
-ok = len(a) == len(b) > 0 and all(
-    i == j or abs(x - y) <= 1e-4 * max(1.0, abs(x)) for x, y, i, j in zip(a, b, ia, ib))
-sys.exit(0 if ok else 1)
-PY
-    then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
-}
+# run NAME METRICS ARGS...: the run exits 0 (lib.sh's train_run)
+run() { train_run "$@"; }
 
 for model in gpt llama; do
     if [ $model = gpt ]; then ARGS=("${GPT[@]}"); else ARGS=("${LLAMA[@]}"); fi

@@ -3,15 +3,13 @@
 # --doc-sep writes </s> (id 2) where blank lines separate documents (the
 # ids checked against the newline's, hand-read from the text), train
 # --doc-mask on trains a LLaMA on them, and the refusals exit 2 with one
-# line naming the flag (pipe, --eot-id without --doc-mask; a context
-# axis takes documents: test_doc_context.sh); an
+# line naming the flag (--eot-id without --doc-mask; a context axis and
+# a pipe axis take documents: test_doc_context.sh, test_context_pipe.sh); an
 # end-of-text id the data cannot hold exits 2 too, naming it and the vocabulary.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_doc_mask_cli.sh "$@"
 
 printf 'some text to train on, long enough for a few sequences of tokens\n' >t.txt
-expect_fail "doc-mask refused on pipe=2" 2 'doc-mask.*pipe=2' \
-    "$BIN" train --data t.txt --doc-mask on --mesh pipe=2 --accum 2 --steps 1
 expect_fail "eot-id without doc-mask refused" 2 'eot-id 7.*--doc-mask on' \
     "$BIN" train --data t.txt --eot-id 7 --steps 1
 # GPT-2's end-of-text (50256) on a byte-level text (vocabulary 256): no

@@ -7,7 +7,7 @@
  * document train the same run with the mask on as off (the mask keeps
  * everything), while packed rows train a different one; the packed run on
  * data=2 and tensor=2 trains the one-device run (losses 1e-5, parameters
- * 1e-4); and the refusals (pipe, a model without sequences).
+ * 1e-4); and the refusal of a model without sequences.
  */
 #include "meshtrain.h"
 #include "harness.h"
@@ -233,17 +233,7 @@ MT_TEST(llama_doc_mask_on_data_and_tensor_trains_one_device) {
 }
 
 MT_TEST(doc_mask_refusals_name_the_flag) {
-    mt_llama_config l;
-    mt_train_config c = config(MT_MODEL_GPT, "unused.bin", true, &l);
-    const char *meshes[] = {"pipe=2"};   /* context takes documents: test_doc_context.sh */
-    for (int i = 0; i < 1; i++) {
-        c.mesh = meshes[i];
-        c.accum = 2;   /* a pipeline's microbatches */
-        MT_CHECK(mt_train_config_check(&c) == MT_EUNSUPPORTED, "%s with --doc-mask on",
-                 meshes[i]);
-        MT_CHECK(strstr(mt_errmsg(), "--doc-mask"), "%s: %s", meshes[i], mt_errmsg());
-    }
-    c = mt_test_config(MT_MODEL_MLP, NULL);
+    mt_train_config c = mt_test_config(MT_MODEL_MLP, NULL);
     c.doc_mask = true;
     MT_CHECK(mt_train_config_check(&c) == MT_EINVAL, "mlp with --doc-mask on");
     MT_CHECK(strstr(mt_errmsg(), "--doc-mask"), "%s", mt_errmsg());

@@ -29,14 +29,8 @@ LLAMA=(--data text.txt --model llama --layers 2 --channels 32 --heads 4 --kv-hea
 MLP=(--model mlp --layers 4 --channels 32 --steps 4 --threads 2 --quiet)
 
 
-# run NAME METRICS ARGS...: the run exits 0
-run() {
-    local name=$1 out=$2
-    shift 2
-    rm -f "$out"
-    timeout 120 "$BIN" train "$@" --metrics "$out" >out.txt 2>err.txt ||
-        bad "$name" "exit $?: $(head -2 err.txt | tr '\n' ' ')"
-}
+# run NAME METRICS ARGS...: the run exits 0 (lib.sh's train_run)
+run() { train_run "$@"; }
 
 run "gpt one device" one.jsonl "${GPT[@]}"
 run "gpt embed=fsdp,mlp=" r.jsonl "${GPT[@]}" --mesh fsdp=2,tensor=2 --rules 'embed=fsdp,mlp='

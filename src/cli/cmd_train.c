@@ -287,7 +287,7 @@ int cli_cmd_train(int argc, char **argv) {
          "packed documents (gpt, llama): on keeps attention within documents, a token after "
          "--eot-id starting a new one (positions stay the row's 0..T-1); off (default) "
          "attends across them; with a context axis under every --cp-attention (the keys' ids "
-         "travel with the keys); not with a pipe axis yet"},
+         "travel with the keys) and with a pipe axis"},
         {"eot-id", CLI_INT, &cfg.eot_id, 0, 1 << 24, 0, 0, NULL, "N",
          "with --doc-mask on: the end-of-text id between documents (default: gpt 50256, "
          "GPT-2's <|endoftext|>; llama 2, </s>, as tokenize --doc-sep writes)"},

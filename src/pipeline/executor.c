@@ -124,8 +124,9 @@ static mt_status use_slot(mt__pipe_chunk *c, int j, bool take, const mt_pipe_op 
 
 static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss, double *t0) {
     mt_status s;
-    if (c->chunk == 0 || c->chunk == x->S - 1)
-        if ((s = x->feed(x->arg, c, j)) != MT_OK) return s;
+    /* every chunk: the first takes the tokens, the last the targets, and
+     * any the batch's side inputs (the document ids) */
+    if ((s = x->feed(x->arg, c, j)) != MT_OK) return s;
     if (c->chunk > 0 &&
         (s = mt_recv(x->ctx, x->pipe, mt__tensor_buffer(c->in), (size_t)numel_of(c->in), MT_F32,
                      x->device_of[c->chunk - 1], tag_of(x, KIND_ACT, c->chunk, j))) != MT_OK)

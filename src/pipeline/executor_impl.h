@@ -41,8 +41,9 @@ typedef struct {
     const int       *device_of;   /* (S): the pipe rank holding chunk k */
     mt__pipe_chunk  *chunks;      /* this device's */
     int              n_chunks;
-    /* Writes microbatch mb's data into c's graph (its current slot): the
-     * tokens on chunk 0, the targets on chunk S-1 (one chunk may be both). */
+    /* Writes microbatch mb's data into c's graph (its current slot), called
+     * before every chunk's F: the tokens on chunk 0, the targets on chunk
+     * S-1 (one chunk may be both), side inputs (document ids) on any. */
     mt_status      (*feed)(void *arg, const mt__pipe_chunk *c, int mb);
     void            *arg;
     /* measured by the last run, per op of the list (mt_time_now seconds):

@@ -224,9 +224,10 @@ static mt_status check_ulysses(const mt_train_config *c, const mt_mesh *mesh, in
 }
 
 /* Context parallelism: a model with sequences, T in 2·context chunks, a
- * lowering whose needs hold (Ulysses': the heads), no pipeline. */
+ * lowering whose needs hold (Ulysses': the heads). With a pipe axis every
+ * stage runs on its head-tail share (pipe.c feeds it). */
 static mt_status check_context(const mt_train_config *c, const mt__train_model *m,
-                               const mt_mesh *mesh, int pipe) {
+                               const mt_mesh *mesh) {
     const int cp = mt_mesh_axis_size(mesh, "context");
     if (cp < 2) return MT_OK;
     if (!m->sequence)
@@ -239,22 +240,6 @@ static mt_status check_context(const mt_train_config *c, const mt__train_model *
                        "pick T a multiple of %d", cp, cp, 2 * cp, c->T, 2 * cp, 2 * cp);
     mt_status s;
     if (c->cp_attention == MT_CP_ULYSSES && (s = check_ulysses(c, mesh, cp)) != MT_OK) return s;
-    if (pipe > 1)
-        return mt_fail(MT_EUNSUPPORTED, "context parallelism with a pipe axis is not built yet; "
-                       "drop one of context=%d and pipe=%d", cp, pipe);
-    return MT_OK;
-}
-
-/* Packed documents: the ids are fed to one program's attention (split
- * head-tail over a context axis as the tokens); a pipeline's executor
- * feeds its stages only tokens and targets. */
-static mt_status check_docs(const mt_train_config *c, const mt_mesh *mesh, int pipe) {
-    if (!c->doc_mask) return MT_OK;
-    if (pipe > 1)
-        return mt_fail(MT_EUNSUPPORTED, "--doc-mask on with pipe=%d: the pipeline's stages are "
-                       "fed only tokens and targets, not the document ids, yet; drop the pipe "
-                       "axis (use data, fsdp or tensor) or --doc-mask", pipe);
-    (void)mesh;   /* a context axis takes documents: the keys' ids travel with the keys */
     return MT_OK;
 }
 
@@ -305,8 +290,10 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "'%s' has none of 2 or more devices; add one (e.g. pipe=2) or drop the "
                        "schedule", c->schedule ? c->schedule : "(chunks)", c->mesh);
     }
-    if ((s = check_context(c, m, mesh, pipe)) != MT_OK) return s;
-    if ((s = check_docs(c, mesh, pipe)) != MT_OK) return s;
+    if ((s = check_context(c, m, mesh)) != MT_OK) return s;
+    /* packed documents take every axis: the ids are fed to each program's
+     * (each pipeline stage's) attention, split head-tail over context as
+     * the tokens, the keys' ids travelling with the keys */
     if (c->sequence_parallel) {
         if (miss & MT__MISFIT_SP_NO_TENSOR)
             return mt_fail(MT_EINVAL, "sequence parallelism splits the rows over the tensor "

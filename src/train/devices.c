@@ -19,14 +19,15 @@
 /* Inputs                                                                    */
 /* ======================================================================== */
 
-/* The rows (rows, parts·T) of 4-byte elements at p cut in place to this
- * device's head-tail share (rows, T) of each: every element read lies at or
- * after every element written before it, so nothing is read overwritten. */
-static void headtail_rows(void *p, int64_t rows, int64_t T, int parts, int part) {
-    uint32_t *e = p;
+/* In place (dst == src) every element read lies at or after every element
+ * written before it, so nothing is read overwritten. */
+void mt__train_headtail_rows(void *dst, const void *src, int64_t rows, int64_t T, int parts,
+                             int part) {
+    uint32_t *e = dst;
+    const uint32_t *from = src;
     for (int64_t b = 0; b < rows; b++)
         for (int64_t i = 0; i < T; i++)
-            e[b * T + i] = e[b * T * parts + mt_headtail_pos(i, T, parts, part)];
+            e[b * T + i] = from[b * T * parts + mt_headtail_pos(i, T, parts, part)];
 }
 
 /* Fills one microbatch of `split` at *pos into a device's inputs and
@@ -61,9 +62,13 @@ mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *c
         mt_dataset_doc_ids(d->stage_in, rows, T, mt__train_eot_id(tr), d->stage_docs);
     }
     if (s == MT_OK && seq_parts > 1) {
-        headtail_rows(d->stage_in, rows, mt_tensor_dim(in, 1), seq_parts, seq_part);
-        headtail_rows(d->stage_target, rows, mt_tensor_dim(target, 1), seq_parts, seq_part);
-        if (docs) headtail_rows(d->stage_docs, rows, mt_tensor_dim(docs, 1), seq_parts, seq_part);
+        mt__train_headtail_rows(d->stage_in, d->stage_in, rows, mt_tensor_dim(in, 1), seq_parts,
+                                seq_part);
+        mt__train_headtail_rows(d->stage_target, d->stage_target, rows, mt_tensor_dim(target, 1),
+                                seq_parts, seq_part);
+        if (docs)
+            mt__train_headtail_rows(d->stage_docs, d->stage_docs, rows, mt_tensor_dim(docs, 1),
+                                    seq_parts, seq_part);
     }
     if (s == MT_OK) s = mt_tensor_write(in, d->stage_in, 0, mt_tensor_numel(in));
     if (s == MT_OK) s = mt_tensor_write(target, d->stage_target, 0, mt_tensor_numel(target));

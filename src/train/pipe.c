@@ -14,6 +14,12 @@
  * schedule, every loss scaled by 1/(the global batch), so gradients
  * accumulate to the one-device step's.
  *
+ * With a context axis every stage runs on the device's head-tail share of
+ * each sequence: the executor feeds each stage its share of the
+ * microbatch (pipe_data.c; the document ids to every stage with doc_mask),
+ * the first stage's position ids are its rows', and a stage's input is
+ * declared split over context as the previous stage's output is.
+ *
  * After the flush, before the optimizer:
  *   - the tied token embedding: chunk 0's copy (the lookup) and chunk
  *     S-1's (the head) each hold part of its gradient; their devices
@@ -25,7 +31,7 @@
  */
 #include "graph/tensor_data.h"
 #include "pipeline/executor_impl.h"
-#include "train/train_impl.h"
+#include "train/pipe_data.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,10 +46,12 @@ struct mt__train_pipe {
     int            *device_of;      /* (S) */
     mt__pipe_chunk  chunk[MT_PIPE_MAX_CHUNKS];
     mt_optim       *opt[MT_PIPE_MAX_CHUNKS];
-    mt_tensor      *in[MT_PIPE_MAX_CHUNKS], *target[MT_PIPE_MAX_CHUNKS];   /* data inputs */
+    /* each chunk's data inputs (NULL: it has none of the kind): the tokens
+     * on the first, the targets on the last, the document ids on every
+     * chunk with doc_mask */
+    mt_tensor      *in[MT_PIPE_MAX_CHUNKS], *target[MT_PIPE_MAX_CHUNKS], *docs[MT_PIPE_MAX_CHUNKS];
     mt__pipe_exec   x;
-    void           *step_in, *step_target;   /* (accum, global microbatch): the step's data */
-    size_t          mb_in, mb_target;        /* bytes of one global microbatch of each */
+    mt__pipe_data   data;                    /* the step's global microbatches */
     /* buffers each step reuses: the tied embedding's gradient from the
      * other device (NULL: not needed here), the bubble's measurements */
     float          *tied_other;              /* (numel of the tied parameter), of be */
@@ -147,6 +155,21 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     return st;
 }
 
+/* A stage's input (the previous stage's output) holds the residual
+ * stream's rows as that stage left them: over context, the device's
+ * head-tail share (the rules split only the data inputs' sequence dim, so
+ * left alone the input would be read whole and every stage after the first
+ * would gather its rows). */
+static mt_status split_stage_input(const mt__train_model *m, mt_graph *g, const mt_mesh *mesh) {
+    uint32_t context = mt__axis_bit(mesh, "context");
+    mt_tensor *x = m->stage_input ? mt_graph_find(g, m->stage_input) : NULL;
+    if (!x || !context || mt_mesh_axis_size(mesh, "context") < 2 || mt_tensor_ndim(x) < 2)
+        return MT_OK;
+    mt_sharding sh = mt_tensor_sharding(x);
+    sh.dim_axes[1] |= context;
+    return mt_tensor_set_sharding(x, &sh);
+}
+
 /* ---- the chunks, as explain sees them (train.h) ------------------------ */
 
 mt_status mt_train_pipe_chunks(const mt_train_config *cfg, const mt_mesh *mesh, int device,
@@ -208,6 +231,7 @@ mt_status mt_train_build_chunk_program(const mt_train_config *cfg, const mt_mesh
     if (!o) return mt_fail(mt_graph_status(g) != MT_OK ? mt_graph_status(g) : MT_EINVAL, "%s",
                            mt_graph_errmsg(g));
     mt_status s = mesh ? mt__shard_program(m, cfg, g, mesh, opts) : MT_OK;
+    if (s == MT_OK && mesh) s = split_stage_input(m, g, mesh);
     if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", chunk);
     *out = o;
     *seeded = !st.last;
@@ -238,6 +262,7 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
     mt_tensor *local_out = NULL;
     mt_partition_opts po;
     s = mt__shard_program(tr->m, c, g, mt_ctx_mesh(ctx), &po);
+    if (s == MT_OK) s = split_stage_input(tr->m, g, mt_ctx_mesh(ctx));
     if (s == MT_OK) s = mt_partition(g, out, ctx, &po, &local, &local_out);
     mt_graph_free(g);
     if (s != MT_OK) return mt_fail_wrap(s, "pipeline chunk %d", k);
@@ -255,6 +280,10 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
                             .backend = mt__train_backend(c)};
     s = mt_graph_compile(local, local_out, &opts);
     if (s == MT_OK && st.first && tr->m->fill_constants) s = tr->m->fill_constants(local);
+    /* a sequence split over context: the first chunk's position ids (the
+     * GPT's) are those of the device's head-tail rows, as off a pipeline */
+    if (s == MT_OK && st.first && tr->m->batch_const)
+        s = mt__train_seq_positions(ctx, local, tr->m->batch_const);
     if (s != MT_OK) {
         mt_graph_free(local);
         return mt_fail_wrap(s, "pipeline chunk %d", k);
@@ -264,7 +293,9 @@ static mt_status make_chunk(mt_trainer *tr, mt__train_pipe *pp, mt_ctx *ctx, int
                            .out = st.last ? NULL : local_out};
     pp->in[i] = st.first ? mt_graph_find(local, tr->m->input) : NULL;
     pp->target[i] = st.last ? mt_graph_find(local, tr->m->target) : NULL;
-    if ((!st.first && !ch->in) || (st.first && !pp->in[i]) || (st.last && !pp->target[i]))
+    pp->docs[i] = c->doc_mask ? mt_graph_find(local, "docs") : NULL;
+    if ((!st.first && !ch->in) || (st.first && !pp->in[i]) || (st.last && !pp->target[i]) ||
+        (c->doc_mask && !pp->docs[i]))
         return mt_fail(MT_EINTERNAL, "pipeline chunk %d lacks its inputs", k);
     return MT_OK;
 }
@@ -353,18 +384,10 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
                             .device_of = pp->device_of, .chunks = pp->chunk, .n_chunks = pp->v,
                             .feed = NULL, .arg = NULL};
     if ((s = mt__pipe_setup(&pp->x, pp->ops, pp->n_ops)) != MT_OK) return s;
-    /* the step's data: accum global microbatches (fill_batch writes both
-     * the inputs and the targets, one i32 a token each; a device of middle
-     * chunks needs neither, but makes them too, so that its data position
-     * moves on) */
-    {
-        size_t mb = (size_t)mt__microbatch_size(tr->m, c) * 4;
-        pp->mb_in = pp->mb_target = mb;
-        pp->step_in = malloc((size_t)c->accum * mb);
-        pp->step_target = malloc((size_t)c->accum * mb);
-        if (!pp->step_in || !pp->step_target)
-            return mt_fail(MT_ENOMEM, "out of memory for the pipeline's microbatches");
-    }
+    /* the step's data: accum global microbatches (a device of middle
+     * chunks needs no tokens or targets, but makes them too, so that its
+     * data position moves on; with doc_mask it needs the documents') */
+    if ((s = mt__pipe_data_init(&pp->data, tr)) != MT_OK) return s;
     /* for inspection (mt_trainer_graph, memory): the device's first chunk */
     d->g = pp->chunk[0].g;
     d->opt = pp->opt[0];
@@ -380,8 +403,7 @@ void mt__train_pipe_free(mt__train_pipe *pp) {
     }
     mt_schedule_free(pp->sched);
     free(pp->device_of);
-    free(pp->step_in);
-    free(pp->step_target);
+    mt__pipe_data_free(&pp->data);
     if (pp->be) mt_backend_free(pp->be, pp->tied_other);
     free(pp->meas);
     free(pp->costs);
@@ -396,22 +418,16 @@ typedef struct {
     mt_ctx         *ctx;
 } feed_arg;
 
-/* Writes microbatch mb's slice of this device's batch rows into chunk c's
- * inputs: the tokens on chunk 0, the targets on chunk S-1. */
+/* Writes this device's share of microbatch mb (its batch rows, and its
+ * head-tail share of each over context) into chunk c's inputs: the tokens
+ * on chunk 0, the targets on chunk S-1, the document ids on every chunk. */
 static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
     feed_arg *f = arg;
     mt__train_pipe *pp = f->pp;
     int i = (int)(c - pp->chunk);
-    int r = mt_axis_index(f->ctx, mt__batch_axes(mt_ctx_mesh(f->ctx)));
-    mt_tensor *ts[2] = {pp->in[i], pp->target[i]};
-    const char *src[2] = {(char *)pp->step_in + (size_t)mb * pp->mb_in,
-                          (char *)pp->step_target + (size_t)mb * pp->mb_target};
-    mt_status s = MT_OK;
-    for (int k = 0; k < 2 && s == MT_OK; k++) {
-        if (!ts[k]) continue;
-        int64_t n = mt_tensor_numel(ts[k]);
-        s = mt_tensor_write(ts[k], src[k] + (size_t)r * (size_t)n * 4, 0, n);
-    }
+    mt_status s = mt__pipe_data_feed(&pp->data, f->ctx, mb, MT__PIPE_TOKENS, pp->in[i]);
+    if (s == MT_OK) s = mt__pipe_data_feed(&pp->data, f->ctx, mb, MT__PIPE_TARGETS, pp->target[i]);
+    if (s == MT_OK) s = mt__pipe_data_feed(&pp->data, f->ctx, mb, MT__PIPE_DOCS, pp->docs[i]);
     return s;
 }
 
@@ -501,11 +517,7 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     /* the step's microbatches, each the global one (a pure function of pos);
      * every device advances the position, data or not */
     d->pos = tr->data_pos;
-    for (int j = 0; j < c->accum && s == MT_OK; j++)
-        s = tr->m->fill_batch(c, tr->ds, 0, &d->pos, 0, c->B,
-                              (char *)pp->step_in + (size_t)j * pp->mb_in,
-                              (char *)pp->step_target + (size_t)j * pp->mb_target);
-    if (s != MT_OK) return s;
+    if ((s = mt__pipe_data_fill(&pp->data, tr, 0, &d->pos, c->accum)) != MT_OK) return s;
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
@@ -560,7 +572,7 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     double sum = 0;
     for (int i = 0; i < c->eval_batches && s == MT_OK; i++) {
         /* microbatch 0 of the step's buffers holds it */
-        s = tr->m->fill_batch(c, tr->ds, 1, &pos, 0, c->B, pp->step_in, pp->step_target);
+        s = mt__pipe_data_fill(&pp->data, tr, 1, &pos, 1);
         if (s == MT_OK) s = mt__pipe_forward(&pp->x, 0, &sum);
     }
     /* the training graphs scale each loss by 1/(accum microbatches) */

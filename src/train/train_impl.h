@@ -371,6 +371,11 @@ int32_t mt__train_eot_id(const mt_trainer *tr);
  * failure is returned. */
 mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, int split,
                                int64_t *pos, mt_tensor *in, mt_tensor *target);
+/* dst (rows,T) = this device's head-tail share (mt_headtail_pos, device
+ * `part` of `parts`) of each of the rows (rows, parts·T) of 4-byte elements
+ * at src; dst may be src (cut in place). (devices.c) */
+void      mt__train_headtail_rows(void *dst, const void *src, int64_t rows, int64_t T, int parts,
+                                  int part);
 
 /* The split of t's dim 1 (a sequence) over devices, on ctx's device: the
  * devices in it (*parts, 1 when whole or off a mesh) and this one's place
