@@ -19,17 +19,6 @@
 /* Inputs                                                                    */
 /* ======================================================================== */
 
-/* In place (dst == src) every element read lies at or after every element
- * written before it, so nothing is read overwritten. */
-void mt__train_headtail_rows(void *dst, const void *src, int64_t rows, int64_t T, int parts,
-                             int part) {
-    uint32_t *e = dst;
-    const uint32_t *from = src;
-    for (int64_t b = 0; b < rows; b++)
-        for (int64_t i = 0; i < T; i++)
-            e[b * T + i] = from[b * T * parts + mt_headtail_pos(i, T, parts, part)];
-}
-
 /* Fills one microbatch of `split` at *pos into a device's inputs and
  * advances *pos. On a mesh every device makes (and reads the data of) only
  * its slice of the global microbatch's rows: its block in the group over the
@@ -74,10 +63,6 @@ mt_status mt__train_fill_batch(const mt_trainer *tr, mt__train_dev *d, mt_ctx *c
     if (s == MT_OK) s = mt_tensor_write(target, d->stage_target, 0, mt_tensor_numel(target));
     if (s == MT_OK && docs) s = mt_tensor_write(docs, d->stage_docs, 0, mt_tensor_numel(docs));
     return s;
-}
-
-int32_t mt__train_eot_id(const mt_trainer *tr) {
-    return tr->cfg.eot_id >= 0 ? tr->cfg.eot_id : tr->m->eot_id;
 }
 
 /* ---- running on every device ------------------------------------------- */

@@ -1,8 +1,9 @@
 /*
  * seq_split.c — a device's share of the sequence when the time dim (T) of
  * the model's inputs is split over mesh axes (the context axis: head-tail
- * chunks, mt_headtail_pos): which share, and the position ids it holds.
- * Below build.c and devices.c, which both read it.
+ * chunks, mt_headtail_pos): which share, the position ids it holds and its
+ * rows of the inputs; and the id that ends a document. Below build.c,
+ * devices.c and pipe_data.c, which read it.
  */
 #include "graph/tensor_data.h"
 #include "train/train_impl.h"
@@ -37,3 +38,17 @@ mt_status mt__train_seq_positions(mt_ctx *ctx, mt_graph *g, const char *name) {
     return s;
 }
 
+/* In place (dst == src) every element read lies at or after every element
+ * written before it, so nothing is read overwritten. */
+void mt__train_headtail_rows(void *dst, const void *src, int64_t rows, int64_t T, int parts,
+                             int part) {
+    uint32_t *e = dst;
+    const uint32_t *from = src;
+    for (int64_t b = 0; b < rows; b++)
+        for (int64_t i = 0; i < T; i++)
+            e[b * T + i] = from[b * T * parts + mt_headtail_pos(i, T, parts, part)];
+}
+
+int32_t mt__train_eot_id(const mt_trainer *tr) {
+    return tr->cfg.eot_id >= 0 ? tr->cfg.eot_id : tr->m->eot_id;
+}
