@@ -7,15 +7,16 @@
 #
 # Every parallel run trains the one-device run (DESIGN.md's invariant): the
 # GPT and the LLaMA (GQA, KV=2) on context=2 and context=4, and context=2
-# composed with data=2 and with tensor=2: each step's loss and gradient norm
-# within 1e-5 of one device's (same_metrics), and the final parameters (the
+# composed with data=2, fsdp=2, tensor=2 and tensor=2 with sequence
+# parallelism (the default all-gather; ring and Ulysses below too): each
+# step's loss and gradient norm within 1e-5 of one device's (same_metrics),
+# and the final parameters (the
 # llm.c-family file, every float) within 1e-4. A checkpoint written on
 # context=2 resumes on one device where the one-device run is. explain's
 # all-gathers and reduce-scatters per layer move the closed form's bytes
 # (the LLaMA: 2·B·S·KV·HS·4 gathered, k and v; the GPT: its packed qkv,
 # B·S·3C·4, q riding along). The same runs with --cp-attention ring (also
-# MQA, fsdp=2 and tensor=2 with sequence parallelism) and ulysses (the LLaMA
-# with 8 heads over 4 kv heads, so that heads and kv heads divide over
+# MQA) and ulysses (the LLaMA with 8 heads over 4 kv heads, so that heads and kv heads divide over
 # context=4 and over tensor=2 x context=2), and explain's bytes per layer
 # against §4's and §6's closed forms, worked out here. T not a multiple of
 # 2·context and Ulysses with heads that do not divide over context are
@@ -39,8 +40,11 @@ run() { train_run "$@"; }
 for model in gpt llama; do
     if [ $model = gpt ]; then ARGS=("${GPT[@]}"); else ARGS=("${LLAMA[@]}"); fi
     run "$model one device" one.jsonl "${ARGS[@]}" --llmc-out one.bin
-    for mesh in context=2 context=4 data=2,context=2 context=2,tensor=2; do
-        run "$model $mesh" r.jsonl "${ARGS[@]}" --mesh $mesh --llmc-out r.bin
+    for mesh in context=2 context=4 data=2,context=2 context=2,tensor=2 fsdp=2,context=2 \
+                context=2,tensor=2,sp; do
+        sp=()
+        case $mesh in *,sp) sp=(--sequence-parallel) ;; esac
+        run "$model $mesh" r.jsonl "${ARGS[@]}" --mesh "${mesh%,sp}" "${sp[@]}" --llmc-out r.bin
         same_metrics "$model: $mesh losses and gradient norms equal one device's" one.jsonl r.jsonl
         same_floats "$model: $mesh parameters equal one device's" one.bin r.bin
     done
@@ -61,7 +65,7 @@ for model in gpt llama mqa llama8; do
     run "$model one device" one.jsonl "${ARGS[@]}" --llmc-out one.bin
     for kind in $kinds; do
         meshes="context=2 context=4 data=2,context=2 context=2,tensor=2"
-        [ $kind = ring ] && [ $model != mqa ] && meshes="$meshes fsdp=2,context=2 context=2,tensor=2,sp"
+        [ $model != mqa ] && meshes="$meshes fsdp=2,context=2 context=2,tensor=2,sp"
         for mesh in $meshes; do
             sp=()
             case $mesh in *,sp) sp=(--sequence-parallel) ;; esac
