@@ -330,8 +330,8 @@ double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, doubl
  * per-tile GEMM_K0 over a loop of about keys / 2 (causal: every model
  * here is). So a causal kernel at T = 512 runs at 0.53 of a large
  * product's rate, at 2048 at 0.85, from 8192 on at 1: the rise with T
- * FlashAttention-2's Figure 5 shows on the A100 (the abstract's 50-73 %
- * of peak, against cuBLAS's ~80 % for large products). */
+ * FlashAttention-2's A100 benchmarks show (its abstract: 50-73 % of the
+ * theoretical peak, where cuBLAS's large products reach about 80 %). */
 double mt__plan_flash_efficiency(const mt_hardware *hw, double rows, double keys) {
     if (!(hw->gemm_units > 0 && hw->gemm_tile_n > 0) || !(rows >= 1) || !(keys >= 1)) return 1;
     const double blocks = ceil(rows / hw->gemm_tile_n);
