@@ -150,6 +150,37 @@ static bool time_old(problem *p, bench_sgemm *sg, int reps, timing *t) {
     return true;
 }
 
+/* The ceiling the products set: the seven Open BLAS products one (64-row
+ * query tile, 128-key tile) pair costs in flash's forward (s = q·kᵀ, o +=
+ * p·v) and backward (s again, dv += pᵀ·dO, dp = dO·vᵀ, dq += ds·k, dk +=
+ * dsᵀ·q), HS = 64, on strided views as the kernel passes them, timed alone
+ * on one thread: their GFLOP/s over the same run's sgemm (best of 5 each).
+ * Flash's model rate can reach at most 6/7 of it (the recomputed scores). */
+static double tile_products_frac(bench_sgemm *sg) {
+    enum { M = 64, N = 128, K = 64, LD = 256, IT = 400 };
+    float *a = randv((size_t)N * LD, 8), *b = randv((size_t)N * LD, 9);
+    float *p = randv((size_t)M * N, 10), *c = randv((size_t)N * LD, 11);
+    double best = 1e30, best_sg = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
+        for (int i = 0; i < IT; i++) {
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(true, false, N, K, M, 1.0f, p, N, a, LD, 1.0f, c, LD);
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
+            mt_kernel_gemm(true, false, N, K, M, 1.0f, p, N, a, LD, 1.0f, c, LD);
+        }
+        double t = mt_time_now() - t0;
+        best = t < best ? t : best;
+        best_sg = s < best_sg ? s : best_sg;
+    }
+    free(a); free(b); free(p); free(c);
+    const double rate = 7.0 * 2.0 * M * N * K * IT / best;
+    return rate / (2.0 * 1024.0 * 1024.0 * 1024.0 / best_sg);
+}
+
 /* Model FLOPs of forward + backward (the convention above). */
 static double attn_flops(const mt_attn_layout *L) {
     return 6.0 * (double)(L->B * L->NH * L->HS) * (double)L->T * (double)(L->T + 1);
@@ -213,6 +244,10 @@ int main(int argc, char **argv) {
            "%s %.0f GFLOP/s on 1 thread, %.0f on 2 (FMA chains measured now: %.0f, %.0f; "
            "triad %.1f / %.1f GB/s); %s\n", nominal ? "nominal" : "measured", peak1, peak2,
            m.fma_gflops_1, m.fma_gflops_all, m.triad_gbs_1, m.triad_gbs_all, m.cpu);
+    mt_set_num_threads(1);
+    const double tf = tile_products_frac(&sg);
+    printf("the tile products alone (7 a tile pair, K = HS = 64), one thread: %.2f of sgemm's "
+           "rate; flash's ceiling %.2f of sgemm (6/7 of it)\n", tf, tf * 6.0 / 7.0);
     printf("%7s %-6s %-6s %6s %9s %9s %8s %8s %7s %6s %12s %7s\n", "threads", "layout", "kernel",
            "T", "fwd ms", "bwd ms", "GFLOP/s", "sgemm", "/sgemm", "/roof", "kept bytes",
            "kept/T");
