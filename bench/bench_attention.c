@@ -20,12 +20,15 @@
  * (dv, dp, dq, dk); pairs = B·NH·T(T+1)/2, so forward + backward =
  * 6·B·NH·HS·T(T+1). Flash's backward also recomputes the scores (2·HS a
  * pair, 7/6 of the model count executed), and the softmax's exp and sums
- * are not counted. The floor is FLOPs / the FMA peak (mt_machine_probe's,
- * 1 thread or all cores): the memory roof, triad bandwidth times FLOPs over
+ * are not counted. The floor is FLOPs / the FMA peak (mt_machine_probe's
+ * nominal one, cores x FMA units x lanes x 2 x GHz, when it knows the
+ * clock: a peak measured on a shared machine reads low; else the measured
+ * one; 1 thread or 2): the memory roof, triad bandwidth times FLOPs over
  * the bytes that must move (q, k, v, out, dout read, dq, dk, dv written,
  * lse), is hundreds of times higher at these T. /roof is the rate over
- * min(peak, AI·triad); /sgemm over the same run's sgemm (1024³, timed
- * between the attention repetitions, best of each).
+ * min(peak, AI·triad); /sgemm over the same run's sgemm (1024³, run
+ * around each repetition for as long as it: time_rounds), in the round
+ * with the fastest attention.
  *
  * Activation memory: the bytes the op keeps from its forward for its
  * backward beyond its inputs and output: flash keeps lse (B,NH,T) floats,
@@ -107,47 +110,84 @@ static void range_bwd(void *ctx, int64_t g0, int64_t g1, int w) {
                             p->scratch[w], g0, g1);
 }
 
-/* The best of each over `reps` rounds, each round one sgemm then one
- * forward + backward (so both see the same load). */
-typedef struct { double fwd, bwd, sgemm; } timing;
+/* The sgemm reference of one round: Open BLAS sgemms, back to back, for at
+ * least `seconds` (one at least): their count and time. */
+typedef struct { double n, sec; } sgemm_window;
 
-static timing time_flash(problem *p, mt_pool *pool, bench_sgemm *sg, int threads, int reps) {
-    timing t = {1e30, 1e30, 1e30};
+static sgemm_window sgemm_for(bench_sgemm *sg, int threads, double seconds) {
+    sgemm_window w = {0, 0};
+    do {
+        w.sec += bench_sgemm_seconds(sg, threads);
+        w.n++;
+    } while (w.sec < seconds);
+    return w;
+}
+
+/* One forward + backward of an attention kernel: its two times. */
+typedef void (*attn_run)(problem *p, void *ctx, double *fwd, double *bwd);
+
+/* The round with the fastest forward + backward among `reps`, and the sgemm
+ * rate of that round. On a shared machine the load changes from second to
+ * second, so each round's reference runs around its attention, half before
+ * and half after, for as long as the attention ran (the first half as long
+ * as the previous round's): both see the same load, which a short reference
+ * timed apart would not. */
+typedef struct { double fwd, bwd, sgemm_gflops; } timing;
+
+static timing time_rounds(problem *p, attn_run run, void *ctx, bench_sgemm *sg, int threads,
+                          int reps) {
+    timing best = {1e30, 1e30, 0};
+    double prev = 0;
     for (int r = 0; r < reps; r++) {
-        double s = bench_sgemm_seconds(sg, threads);
-        double t0 = mt_time_now();
-        mt_pool_run(pool, p->L.B * p->L.NH, 1, range_fwd, p);
-        double t1 = mt_time_now();
-        mt_pool_run(pool, p->L.B * p->L.KV, 1, range_bwd, p);
-        double t2 = mt_time_now();
-        t.sgemm = s < t.sgemm ? s : t.sgemm;
-        t.fwd = t1 - t0 < t.fwd ? t1 - t0 : t.fwd;
-        t.bwd = t2 - t1 < t.bwd ? t2 - t1 : t.bwd;
+        sgemm_window w1 = sgemm_for(sg, threads, prev / 2);
+        double f, b;
+        run(p, ctx, &f, &b);
+        sgemm_window w2 = sgemm_for(sg, threads, (f + b) / 2);
+        prev = f + b;
+        if (f + b < best.fwd + best.bwd) {
+            best.fwd = f;
+            best.bwd = b;
+            best.sgemm_gflops = 2.0 * 1024.0 * 1024.0 * 1024.0 * (w1.n + w2.n) /
+                                (w1.sec + w2.sec) * 1e-9;
+        }
     }
-    return t;
+    return best;
+}
+
+static void run_flash(problem *p, void *ctx, double *fwd, double *bwd) {
+    mt_pool *pool = ctx;
+    double t0 = mt_time_now();
+    mt_pool_run(pool, p->L.B * p->L.NH, 1, range_fwd, p);
+    double t1 = mt_time_now();
+    mt_pool_run(pool, p->L.B * p->L.KV, 1, range_bwd, p);
+    *fwd = t1 - t0;
+    *bwd = mt_time_now() - t1;
+}
+
+/* The old kernel's (B,NH,T,T) probabilities and (T,T) scratch. */
+typedef struct { float *att, *scr; } old_bufs;
+
+static void run_old(problem *p, void *ctx, double *fwd, double *bwd) {
+    old_bufs *o = ctx;
+    const int64_t BNH = p->L.B * p->L.NH;
+    double t0 = mt_time_now();
+    old_attention_fwd(p->out, o->att, p->q, p->k, p->v, &p->L, 0, BNH);
+    double t1 = mt_time_now();
+    old_attention_bwd(&p->g, p->dout, p->q, p->k, p->v, o->att, &p->L, o->scr, 0,
+                      p->L.B * p->L.KV);
+    *fwd = t1 - t0;
+    *bwd = mt_time_now() - t1;
 }
 
 /* The old kernel on one thread; false when its (T,T) buffers do not fit. */
 static bool time_old(problem *p, bench_sgemm *sg, int reps, timing *t) {
     const int64_t T = p->L.T, BNH = p->L.B * p->L.NH;
-    float *att = malloc((size_t)(BNH * T * T) * sizeof *att);
-    float *scr = malloc((size_t)(T * T) * sizeof *scr);
-    if (!att || !scr) { free(att); free(scr); return false; }
-    *t = (timing){1e30, 1e30, 1e30};
-    for (int r = 0; r < reps; r++) {
-        double s = bench_sgemm_seconds(sg, 1);
-        double t0 = mt_time_now();
-        old_attention_fwd(p->out, att, p->q, p->k, p->v, &p->L, 0, BNH);
-        double t1 = mt_time_now();
-        old_attention_bwd(&p->g, p->dout, p->q, p->k, p->v, att, &p->L, scr, 0, p->L.B * p->L.KV);
-        double t2 = mt_time_now();
-        t->sgemm = s < t->sgemm ? s : t->sgemm;
-        t->fwd = t1 - t0 < t->fwd ? t1 - t0 : t->fwd;
-        t->bwd = t2 - t1 < t->bwd ? t2 - t1 : t->bwd;
-    }
-    free(att);
-    free(scr);
-    return true;
+    old_bufs o = {malloc((size_t)(BNH * T * T) * sizeof(float)), malloc((size_t)(T * T) * sizeof(float))};
+    bool ok = o.att && o.scr;
+    if (ok) *t = time_rounds(p, run_old, &o, sg, 1, reps);
+    free(o.att);
+    free(o.scr);
+    return ok;
 }
 
 /* The ceiling the products set: the seven Open BLAS products one (64-row
@@ -197,7 +237,7 @@ static double attn_bytes(const mt_attn_layout *L) {
 static void print_row(int threads, const problem *p, const char *kernel, const timing *t,
                       double peak, double triad, size_t kept) {
     const double fl = attn_flops(&p->L), rate = fl / (t->fwd + t->bwd) * 1e-9;
-    const double sg = 2.0 * 1024.0 * 1024.0 * 1024.0 / t->sgemm * 1e-9;
+    const double sg = t->sgemm_gflops;
     const double ai = fl / attn_bytes(&p->L), roof = ai * triad < peak ? ai * triad : peak;
     printf("%7d %-6s %-6s %6lld %9.2f %9.2f %8.1f %8.1f %7.2f %6.2f %12zu %7.1f\n", threads,
            p->name, kernel, (long long)p->L.T, t->fwd * 1e3, t->bwd * 1e3, rate, sg, rate / sg,
@@ -264,7 +304,7 @@ int main(int argc, char **argv) {
             for (int gpt = 1; gpt >= 0; gpt--) {
                 problem p;
                 problem_init(&p, gpt, T);
-                timing t = time_flash(&p, pool, &sg, threads, reps);
+                timing t = time_rounds(&p, run_flash, pool, &sg, threads, reps);
                 print_row(threads, &p, "flash", &t, peak, triad,
                           (size_t)(p.L.B * p.L.NH * T) * sizeof(float));
                 if (threads == 1 && T <= OLD_MAX_T && !quick) {
