@@ -18,7 +18,10 @@
 #                 (bench-pipe), the machine probe, one engine matmul
 #                 against sgemm and tracing's cost (bench-profile), and
 #                 fp32 against bf16 and the remat policies: step time,
-#                 MFU and activation memory (bench-precision)
+#                 MFU and activation memory (bench-precision), flash
+#                 attention against sgemm and its roofline (bench-attention)
+#                 and long sequences on one device against context
+#                 parallelism (bench-long-context)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -112,7 +115,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench install clean
 
 all: build
 
@@ -242,7 +245,7 @@ test-release-all: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-plan-speed bench-zero
+bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-plan-speed bench-zero bench-attention bench-long-context
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -257,6 +260,19 @@ bench-gpt: deps-bench build
 # PyTorch on 1 and 2 threads, and GQA's attention against the GPT's (issue 23)
 bench-llama: deps-bench build
 	bash bench/run_llama.sh $(BUILD)
+
+# flash attention forward+backward, T = 512 .. 16384 on 1 and 2 threads, GPT
+# and GQA layouts: GFLOP/s over the same-run sgemm and the FMA roofline, the
+# bytes kept for the backward (linear in T), against the kernel it replaced
+# (issue 41; docs/kernels.md)
+bench-attention: deps build
+	$(BLAS_ENV) $(BUILD)/bench_attention
+
+# LLaMA L=4 C=256 at T = 8192, 16384, 32768: one device against context=2
+# (memory per device, step time, tokens/s), and the longest T in 20 GiB per
+# device on 1, 2 and 4 devices by explain (issue 41)
+bench-long-context: deps build $(BUILD)/fortunes.txt
+	bash bench/run_long_context.sh $(BUILD)
 
 # collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
 bench-collectives: deps build

@@ -1,192 +1,52 @@
 /*
  * bench_attention.c — flash attention (ops/attention.c) forward + backward
- * against the kernel it replaced (below, copied from commit a820823: row
- * blocks of 64, the (T,T) probabilities saved and re-read) and against the
- * same run's one-thread sgemm, on one thread.
+ * against the same run's sgemm, against the FMA roofline, and against the
+ * kernel it replaced (attention_old.h), on 1 and 2 threads (issue 41's
+ * attention benchmark).
  *
- *   bench_attention [T ...]          (default: 1024 4096)
+ *   bench_attention [--quick] [T ...]   (default: 512 1024 2048 4096 8192 16384)
  *
- * Shapes: B = 1, NH = 4 heads of HS = 64 (the GPT's and LLaMA-7B's head
- * size), causal, the LLaMA layout (q, k, v separate, KV = NH). FLOP
- * convention (model FLOPs, as op_cost.c): a causal forward does 4·HS per
- * (query, key) pair with key <= query, pairs = B·NH·T(T+1)/2 ≈ B·NH·T²/2,
- * so forward = 2·B·NH·T²·HS, backward twice that, forward + backward =
- * 6·B·NH·T²·HS; flash's recomputed scores are not counted. The softmax's
- * exp and sums are not counted either. Each figure is the best of REPS.
- * The sgemm reference is (1024 × 1024) · (1024 × 1024), 2·1024³ FLOPs.
+ * Shapes: B = 1, HS = 64 (the GPT's and LLaMA-7B's head size), causal, in
+ * the two layouts the graph's ops pass: "gpt" (packed qkv (B,T,3C), NH = KV
+ * = 4, C = 256, out (B,T,C)) and "llama" (q (B,T,NH·HS), k and v
+ * (B,T,KV·HS) with NH = 4 query heads on KV = 2 kv heads: grouped-query).
+ * Two threads run the kernels as the graph does (ops/op_table.c): the pool
+ * splits the forward's (batch, head) pairs and the backward's (batch, kv
+ * head) groups, Open BLAS single-threaded inside; the reference is then
+ * Open BLAS's own 2-thread sgemm.
+ *
+ * FLOP convention (model FLOPs, as op_cost.c): a causal forward does 4·HS
+ * per (query, key) pair with key <= query (q·kᵀ and p·v), the backward 8·HS
+ * (dv, dp, dq, dk); pairs = B·NH·T(T+1)/2, so forward + backward =
+ * 6·B·NH·HS·T(T+1). Flash's backward also recomputes the scores (2·HS a
+ * pair, 7/6 of the model count executed), and the softmax's exp and sums
+ * are not counted. The floor is FLOPs / the FMA peak (mt_machine_probe's
+ * nominal one, cores x FMA units x lanes x 2 x GHz, when it knows the
+ * clock: a peak measured on a shared machine reads low; else the measured
+ * one; 1 thread or 2): the memory roof, triad bandwidth times FLOPs over
+ * the bytes that must move (q, k, v, out, dout read, dq, dk, dv written,
+ * lse), is hundreds of times higher at these T. /roof is the rate over
+ * min(peak, AI·triad); /sgemm over the same run's sgemm (1024³, run
+ * around each repetition for as long as it: time_rounds), in the round
+ * with the fastest attention.
+ *
+ * Activation memory: the bytes the op keeps from its forward for its
+ * backward beyond its inputs and output: flash keeps lse (B,NH,T) floats,
+ * linear in T (kept/T is constant); the old kernel kept att (B,NH,T,T).
+ * (Flash's backward reads the forward's out, which the graph keeps anyway
+ * as the output projection's input.) The old kernel runs on one thread up
+ * to T = 4096 (its att is 4·T² floats a head).
  */
-#include "meshtrain.h"
-#include "ops/kernels.h"
-#include "vec/vec.h"
+#include "attention_old.h"
+#include "base/pool.h"
+#include "bench_util.h"
+#include "meshtrain/profile.h"
 
-#include <assert.h>
-#include <cblas.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define REPS 3
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ======================================================================== */
-/* The kernel flash attention replaced (a820823:src/ops/attention.c)         */
-/* ======================================================================== */
-
-#define ATT_BLOCK 64
-
-/* a (T) holds the n = t+1 scores of query row t (keys 0..t), then anything.
- * Makes it the causal softmax row: probabilities over [0, n), 0 over [n, T). */
-static inline void softmax_causal_row(const mt_vec_ops *vec, float *restrict a, int64_t n,
-                                      int64_t T) {
-    vec->softmax(a, n);
-    /* the future is stored as 0 so att is a true (T,T) matrix per pair */
-    memset(a + n, 0, (size_t)(T - n) * sizeof *a);
-}
-
-/* ======================================================================== */
-/* Forward                                                                   */
-/* ======================================================================== */
-
-/* The kv head query head h reads. */
-static inline int64_t old_kv_of(const mt_attn_layout *L, int64_t h) { return (L->hoff + h) / L->G; }
-
-static void old_check_layout(const mt_attn_layout *L) {
-    assert(L->NH > 0 && L->KV > 0 && L->HS > 0 && L->G > 0 && L->hoff >= 0);
-    assert(old_kv_of(L, 0) >= 0 && old_kv_of(L, L->NH - 1) < L->KV);
-}
-
-/* out_h = softmax_causal(q_h·k_jᵀ/√HS) · v_j for the pairs [bh0, bh1); saves
- * their att (T,T) blocks of att (B,NH,T,T) with zeros above the diagonal. */
-static void old_attention_fwd(float *restrict out, float *restrict att, const float *q,
-                             const float *k, const float *v, const mt_attn_layout *L,
-                             int64_t bh0, int64_t bh1) {
-    old_check_layout(L);
-    assert(0 <= bh0 && bh0 <= bh1 && bh1 <= L->B * L->NH);
-    const int64_t T = L->T, NH = L->NH, HS = L->HS;
-    const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
-    const float scale = 1.0f / sqrtf((float)HS);
-    const mt_vec_ops *vec = mt__vec();
-    for (int64_t bh = bh0; bh < bh1; bh++) {
-        const int64_t b = bh / NH, h = bh % NH, j = old_kv_of(L, h);
-        const float *qh = q + b * T * ldq + h * HS;
-        const float *kj = k + b * T * ldk + j * HS, *vj = v + b * T * ldv + j * HS;
-        float *o = out + b * T * ldo + h * HS, *a = att + bh * T * T;
-        for (int64_t r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-            const int64_t r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-            /* scores a[r0:r1, 0:r1] (m,r1) = scale · q[r0:r1] (m,HS) · k[0:r1]ᵀ (HS,r1) */
-            mt_kernel_gemm(false, true, m, r1, HS, scale, qh + r0 * ldq, ldq, kj, ldk,
-                           0.0f, a + r0 * T, T);
-            for (int64_t t = r0; t < r1; t++) softmax_causal_row(vec, a + t * T, t + 1, T);
-            /* o[r0:r1] (m,HS) = a[r0:r1, 0:r1] (m,r1) · v[0:r1] (r1,HS); the
-             * zeros above the diagonal make the causal sum exact */
-            mt_kernel_gemm(false, false, m, HS, r1, 1.0f, a + r0 * T, T, vj, ldv,
-                           0.0f, o + r0 * ldo, ldo);
-        }
-    }
-}
-
-/* ======================================================================== */
-/* Backward                                                                  */
-/* ======================================================================== */
-
-/* rows (T,HS) at p, leading dimension ld, set to 0 */
-static void old_zero_head(float *p, int64_t T, int64_t HS, int64_t ld) {
-    for (int64_t t = 0; t < T; t++) memset(p + t * ld, 0, (size_t)HS * sizeof *p);
-}
-
-/* The gradients of query head h (whose kv head is j) into d: dq_h (+)= with
- * beta_q, dk_j and dv_j (+)= with beta_kv (the group's first head writes or
- * adds as the call says, the others add). scratch (T·T) holds datt, turned
- * into dpre in place. */
-static void old_bwd_head(const mt_attn_grads *d, const float *dout, const float *q, const float *k,
-                     const float *v, const float *att, const mt_attn_layout *L, int64_t b,
-                     int64_t h, float beta_q, float beta_kv, float *restrict scratch) {
-    const int64_t T = L->T, HS = L->HS, j = old_kv_of(L, h);
-    const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
-    const float scale = 1.0f / sqrtf((float)HS);
-    const mt_vec_ops *vec = mt__vec();
-    const float *qh = q + b * T * ldq + h * HS;
-    const float *kj = k + b * T * ldk + j * HS, *vj = v + b * T * ldv + j * HS;
-    const float *dO = dout + b * T * ldo + h * HS, *a = att + (b * L->NH + h) * T * T;
-    float *dq = d->dq ? d->dq + b * T * ldq + h * HS : NULL;
-    float *dk = d->dk ? d->dk + b * T * ldk + j * HS : NULL;
-    float *dv = d->dv ? d->dv + b * T * ldv + j * HS : NULL;
-    float *dp = scratch;
-    const bool need_dpre = dq || dk;
-
-    /* by query block: dpre, then dq, which needs only keys [0, r1) */
-    for (int64_t r0 = 0; need_dpre && r0 < T; r0 += ATT_BLOCK) {
-        const int64_t r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-        /* out = att·v: datt[r0:r1, 0:r1] (m,r1) = dO[r0:r1] (m,HS) · v[0:r1]ᵀ */
-        mt_kernel_gemm(false, true, m, r1, HS, 1.0f, dO + r0 * ldo, ldo, vj, ldv,
-                       0.0f, dp + r0 * T, T);
-        /* softmax: dpre = att·(datt - Σ att·datt), with the 1/√HS of the
-         * scores folded in; above the diagonal (inside this block) dpre is
-         * 0, which the dq and dk products below rely on */
-        for (int64_t t = r0; t < r1; t++) {
-            const float *restrict ar = a + t * T;
-            float *restrict dr = dp + t * T;
-            vec->softmax_bwd(dr, ar, t + 1, vec->dot(ar, dr, t + 1), scale);
-            memset(dr + t + 1, 0, (size_t)(r1 - t - 1) * sizeof *dr);
-        }
-        /* pre = q·kᵀ: dq[r0:r1] (m,HS) (+)= dpre[r0:r1, 0:r1] (m,r1) · k[0:r1] */
-        if (dq)
-            mt_kernel_gemm(false, false, m, HS, r1, 1.0f, dp + r0 * T, T, kj, ldk,
-                           beta_q, dq + r0 * ldq, ldq);
-    }
-    /* by key block [c0, c1): only queries [c0, T) see these keys.
-     * dk[c0:c1] (m,HS) (+)= dpre[c0:T, c0:c1]ᵀ (m,T-c0) · q[c0:T] (T-c0,HS)
-     * dv[c0:c1] (m,HS) (+)= att [c0:T, c0:c1]ᵀ (m,T-c0) · dO[c0:T] (T-c0,HS) */
-    for (int64_t c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-        const int64_t c1 = c0 + ATT_BLOCK < T ? c0 + ATT_BLOCK : T, m = c1 - c0;
-        if (dk)
-            mt_kernel_gemm(true, false, m, HS, T - c0, 1.0f, dp + c0 * T + c0, T,
-                           qh + c0 * ldq, ldq, beta_kv, dk + c0 * ldk, ldk);
-        if (dv)
-            mt_kernel_gemm(true, false, m, HS, T - c0, 1.0f, a + c0 * T + c0, T,
-                           dO + c0 * ldo, ldo, beta_kv, dv + c0 * ldv, ldv);
-    }
-}
-
-/* The gradients (d's, each NULL or (+)= as its acc says) from dout, q, k, v
- * and the saved att, for the (batch, kv head) groups [g0, g1). Each of a
- * row block's gemms writes it once per head, so acc is the first head's
- * beta: no memset, except for a kv head that none of this call's query
- * heads reads (a device's share of the heads), whose dk, dv are 0. */
-static void old_attention_bwd(const mt_attn_grads *d, const float *dout, const float *q,
-                             const float *k, const float *v, const float *att,
-                             const mt_attn_layout *L, float *restrict scratch,
-                             int64_t g0, int64_t g1) {
-    old_check_layout(L);
-    assert(0 <= g0 && g0 <= g1 && g1 <= L->B * L->KV);
-    const int64_t T = L->T, HS = L->HS, KV = L->KV;
-    for (int64_t g = g0; g < g1; g++) {
-        const int64_t b = g / KV, j = g % KV;
-        /* the query heads [h0, h1) that read kv head j */
-        int64_t h0 = j * L->G - L->hoff, h1 = h0 + L->G;
-        if (h0 < 0) h0 = 0;
-        if (h1 > L->NH) h1 = L->NH;
-        if (h0 >= h1) {
-            if (d->dk && !d->acc_kv) old_zero_head(d->dk + b * T * L->ldk + j * HS, T, HS, L->ldk);
-            if (d->dv && !d->acc_kv) old_zero_head(d->dv + b * T * L->ldv + j * HS, T, HS, L->ldv);
-            continue;
-        }
-        for (int64_t h = h0; h < h1; h++)
-            old_bwd_head(d, dout, q, k, v, att, L, b, h, d->acc_q ? 1.0f : 0.0f,
-                     h == h0 && !d->acc_kv ? 0.0f : 1.0f, scratch);
-    }
-}
-
-/* ======================================================================== */
-/* The benchmark                                                             */
-/* ======================================================================== */
+#define OLD_MAX_T 4096
 
 static float *randv(size_t n, unsigned seed) {
     float *p = malloc(n * sizeof *p);
@@ -195,85 +55,272 @@ static float *randv(size_t n, unsigned seed) {
     return p;
 }
 
-static double sgemm_gflops(void) {
-    const int n = 1024;
-    float *a = randv((size_t)n * n, 1), *b = randv((size_t)n * n, 2), *c = randv((size_t)n * n, 3);
-    double best = 1e30;
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double t = now() - t0;
-        best = t < best ? t : best;
+/* One attention problem: operands, gradients and per-thread scratch. */
+typedef struct {
+    const char   *name;          /* "gpt" or "llama" */
+    mt_attn_layout L;
+    float *q, *k, *v;            /* views into the operands (gpt: one packed qkv) */
+    float *dout, *out, *lse;     /* (B,T,NH·HS), (B,T,NH·HS), (B,NH,T) */
+    mt_attn_grads g;             /* dq, dk, dv views */
+    float *bufs[6];              /* what to free */
+    float *scratch[2];           /* mt_kernel_attention_scratch() floats a thread */
+} problem;
+
+static void problem_init(problem *p, bool gpt, int64_t T) {
+    const int64_t B = 1, NH = 4, KV = gpt ? 4 : 2, HS = 64, C = NH * HS, Ck = KV * HS;
+    memset(p, 0, sizeof *p);
+    p->name = gpt ? "gpt" : "llama";
+    p->L = (mt_attn_layout){.B = B, .T = T, .NH = NH, .KV = KV, .HS = HS, .G = NH / KV,
+                            .ldq = gpt ? 3 * C : C, .ldk = gpt ? 3 * C : Ck,
+                            .ldv = gpt ? 3 * C : Ck, .ldo = C};
+    const size_t nq = (size_t)(B * T * C), nk = (size_t)(B * T * Ck);
+    float *in = randv(gpt ? 3 * nq : nq + 2 * nk, 4);
+    float *din = malloc((gpt ? 3 * nq : nq + 2 * nk) * sizeof *din);
+    p->q = in;
+    p->k = gpt ? in + C : in + nq;
+    p->v = gpt ? in + 2 * C : in + nq + nk;
+    p->g = (mt_attn_grads){din, gpt ? din + C : din + nq, gpt ? din + 2 * C : din + nq + nk,
+                           false, false};
+    p->dout = randv(nq, 7);
+    p->out = malloc(nq * sizeof *p->out);
+    p->lse = malloc((size_t)(B * NH * T) * sizeof *p->lse);
+    for (int w = 0; w < 2; w++) p->scratch[w] = malloc(mt_kernel_attention_scratch() * sizeof(float));
+    float *all[6] = {in, din, p->dout, p->out, p->lse, NULL};
+    memcpy(p->bufs, all, sizeof all);
+    if (!din || !p->out || !p->lse || !p->scratch[0] || !p->scratch[1]) {
+        fprintf(stderr, "meshtrain: bench_attention: out of memory at T=%lld\n", (long long)T);
+        exit(1);
     }
-    free(a); free(b); free(c);
-    return 2.0 * n * (double)n * n / best * 1e-9;
+}
+
+static void problem_free(problem *p) {
+    for (int i = 0; i < 6; i++) free(p->bufs[i]);
+    free(p->scratch[0]);
+    free(p->scratch[1]);
+}
+
+static void range_fwd(void *ctx, int64_t b0, int64_t b1, int w) {
+    problem *p = ctx;
+    mt_kernel_attention_fwd(p->out, p->lse, p->q, p->k, p->v, &p->L, p->scratch[w], b0, b1);
+}
+
+static void range_bwd(void *ctx, int64_t g0, int64_t g1, int w) {
+    problem *p = ctx;
+    mt_kernel_attention_bwd(&p->g, p->dout, p->q, p->k, p->v, p->out, p->lse, &p->L,
+                            p->scratch[w], g0, g1);
+}
+
+/* The sgemm reference of one round: Open BLAS sgemms, back to back, for at
+ * least `seconds` (one at least): their count and time. */
+typedef struct { double n, sec; } sgemm_window;
+
+static sgemm_window sgemm_for(bench_sgemm *sg, int threads, double seconds) {
+    sgemm_window w = {0, 0};
+    do {
+        w.sec += bench_sgemm_seconds(sg, threads);
+        w.n++;
+    } while (w.sec < seconds);
+    return w;
+}
+
+/* One forward + backward of an attention kernel: its two times. */
+typedef void (*attn_run)(problem *p, void *ctx, double *fwd, double *bwd);
+
+/* The round with the fastest forward + backward among `reps`, and the sgemm
+ * rate of that round. On a shared machine the load changes from second to
+ * second, so each round's reference runs around its attention, half before
+ * and half after, for as long as the attention ran (the first half as long
+ * as the previous round's): both see the same load, which a short reference
+ * timed apart would not. */
+typedef struct { double fwd, bwd, sgemm_gflops; } timing;
+
+static timing time_rounds(problem *p, attn_run run, void *ctx, bench_sgemm *sg, int threads,
+                          int reps) {
+    timing best = {1e30, 1e30, 0};
+    double prev = 0;
+    for (int r = 0; r < reps; r++) {
+        sgemm_window w1 = sgemm_for(sg, threads, prev / 2);
+        double f, b;
+        run(p, ctx, &f, &b);
+        sgemm_window w2 = sgemm_for(sg, threads, (f + b) / 2);
+        prev = f + b;
+        if (f + b < best.fwd + best.bwd) {
+            best.fwd = f;
+            best.bwd = b;
+            best.sgemm_gflops = 2.0 * 1024.0 * 1024.0 * 1024.0 * (w1.n + w2.n) /
+                                (w1.sec + w2.sec) * 1e-9;
+        }
+    }
+    return best;
+}
+
+static void run_flash(problem *p, void *ctx, double *fwd, double *bwd) {
+    mt_pool *pool = ctx;
+    double t0 = mt_time_now();
+    mt_pool_run(pool, p->L.B * p->L.NH, 1, range_fwd, p);
+    double t1 = mt_time_now();
+    mt_pool_run(pool, p->L.B * p->L.KV, 1, range_bwd, p);
+    *fwd = t1 - t0;
+    *bwd = mt_time_now() - t1;
+}
+
+/* The old kernel's (B,NH,T,T) probabilities and (T,T) scratch. */
+typedef struct { float *att, *scr; } old_bufs;
+
+static void run_old(problem *p, void *ctx, double *fwd, double *bwd) {
+    old_bufs *o = ctx;
+    const int64_t BNH = p->L.B * p->L.NH;
+    double t0 = mt_time_now();
+    old_attention_fwd(p->out, o->att, p->q, p->k, p->v, &p->L, 0, BNH);
+    double t1 = mt_time_now();
+    old_attention_bwd(&p->g, p->dout, p->q, p->k, p->v, o->att, &p->L, o->scr, 0,
+                      p->L.B * p->L.KV);
+    *fwd = t1 - t0;
+    *bwd = mt_time_now() - t1;
+}
+
+/* The old kernel on one thread; false when its (T,T) buffers do not fit. */
+static bool time_old(problem *p, bench_sgemm *sg, int reps, timing *t) {
+    const int64_t T = p->L.T, BNH = p->L.B * p->L.NH;
+    old_bufs o = {malloc((size_t)(BNH * T * T) * sizeof(float)), malloc((size_t)(T * T) * sizeof(float))};
+    bool ok = o.att && o.scr;
+    if (ok) *t = time_rounds(p, run_old, &o, sg, 1, reps);
+    free(o.att);
+    free(o.scr);
+    return ok;
+}
+
+/* The ceiling the products set: the seven Open BLAS products one (64-row
+ * query tile, 128-key tile) pair costs in flash's forward (s = q·kᵀ, o +=
+ * p·v) and backward (s again, dv += pᵀ·dO, dp = dO·vᵀ, dq += ds·k, dk +=
+ * dsᵀ·q), HS = 64, on strided views as the kernel passes them, timed alone
+ * on one thread: their GFLOP/s over the same run's sgemm (best of 5 each).
+ * Flash's model rate can reach at most 6/7 of it (the recomputed scores). */
+static double tile_products_frac(bench_sgemm *sg) {
+    enum { M = 64, N = 128, K = 64, LD = 256, IT = 400 };
+    float *a = randv((size_t)N * LD, 8), *b = randv((size_t)N * LD, 9);
+    float *p = randv((size_t)M * N, 10), *c = randv((size_t)N * LD, 11);
+    double best = 1e30, best_sg = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
+        for (int i = 0; i < IT; i++) {
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(true, false, N, K, M, 1.0f, p, N, a, LD, 1.0f, c, LD);
+            mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
+            mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
+            mt_kernel_gemm(true, false, N, K, M, 1.0f, p, N, a, LD, 1.0f, c, LD);
+        }
+        double t = mt_time_now() - t0;
+        best = t < best ? t : best;
+        best_sg = s < best_sg ? s : best_sg;
+    }
+    free(a); free(b); free(p); free(c);
+    const double rate = 7.0 * 2.0 * M * N * K * IT / best;
+    return rate / (2.0 * 1024.0 * 1024.0 * 1024.0 / best_sg);
+}
+
+/* Model FLOPs of forward + backward (the convention above). */
+static double attn_flops(const mt_attn_layout *L) {
+    return 6.0 * (double)(L->B * L->NH * L->HS) * (double)L->T * (double)(L->T + 1);
+}
+
+/* Bytes that must move at least once: q, out, dout, dq (NH heads), k, v,
+ * dk, dv (KV heads), and lse written and read. */
+static double attn_bytes(const mt_attn_layout *L) {
+    const double rows = (double)(L->B * L->T);
+    return 4.0 * (rows * (double)(L->HS) * (4.0 * (double)L->NH + 4.0 * (double)L->KV) +
+                  2.0 * rows * (double)L->NH);
+}
+
+static void print_row(int threads, const problem *p, const char *kernel, const timing *t,
+                      double peak, double triad, size_t kept) {
+    const double fl = attn_flops(&p->L), rate = fl / (t->fwd + t->bwd) * 1e-9;
+    const double sg = t->sgemm_gflops;
+    const double ai = fl / attn_bytes(&p->L), roof = ai * triad < peak ? ai * triad : peak;
+    printf("%7d %-6s %-6s %6lld %9.2f %9.2f %8.1f %8.1f %7.2f %6.2f %12zu %7.1f\n", threads,
+           p->name, kernel, (long long)p->L.T, t->fwd * 1e3, t->bwd * 1e3, rate, sg, rate / sg,
+           rate / roof, kept, (double)kept / (double)p->L.T);
 }
 
 int main(int argc, char **argv) {
-    mt_set_num_threads(1);   /* Open BLAS on one thread */
-    int64_t Ts[16] = {1024, 4096};
-    int nT = 2;
-    if (argc > 1) {
-        nT = 0;
-        for (int i = 1; i < argc && nT < 16; i++) {
-            Ts[nT] = atoll(argv[i]);
-            if (Ts[nT] < 1) {
-                fprintf(stderr, "meshtrain: bench_attention: T '%s' must be a positive integer\n", argv[i]);
-                return 2;
-            }
-            nT++;
+    int64_t Ts[16] = {512, 1024, 2048, 4096, 8192, 16384};
+    int nT = 6, a = 1;
+    bool quick = false;
+    if (a < argc && strcmp(argv[a], "--quick") == 0) { quick = true; a++; }
+    if (a < argc) nT = 0;
+    for (; a < argc; a++) {
+        char *end;
+        long long v = strtoll(argv[a], &end, 10);
+        if (*end || v < 1 || nT == 16) {
+            fprintf(stderr, "meshtrain: bench_attention: T '%s' must be a positive integer "
+                    "(at most 16 of them); usage: bench_attention [--quick] [T ...]\n", argv[a]);
+            return 2;
         }
+        Ts[nT++] = v;
     }
-    const int64_t B = 1, NH = 4, HS = 64, C = NH * HS;
-    const double sg = sgemm_gflops();
-    printf("one thread, B=%lld NH=%lld HS=%lld causal; sgemm 1024^3: %.1f GFLOP/s\n",
-           (long long)B, (long long)NH, (long long)HS, sg);
-    printf("%-8s %-6s %10s %10s %10s %12s %10s\n", "kernel", "T", "fwd ms", "bwd ms",
-           "GFLOP/s", "saved bytes", "/ sgemm");
-    for (int i = 0; i < nT; i++) {
-        const int64_t T = Ts[i];
-        mt_attn_layout L = {.B = B, .T = T, .NH = NH, .KV = NH, .HS = HS, .G = 1,
-                            .ldq = C, .ldk = C, .ldv = C, .ldo = C};
-        const size_t n = (size_t)(B * T * C);
-        float *q = randv(n, 4), *k = randv(n, 5), *v = randv(n, 6), *dout = randv(n, 7);
-        float *out = malloc(n * sizeof *out), *dq = malloc(n * sizeof *dq);
-        float *dk = malloc(n * sizeof *dk), *dv = malloc(n * sizeof *dv);
-        const double pairs = (double)(B * NH) * (double)T * (double)(T + 1) / 2;
-        const double flops = 12.0 * pairs * (double)HS;   /* forward 4·HS a pair, backward 8·HS */
-        double rate[2] = {0};
-        for (int flash = 0; flash < 2; flash++) {
-            /* old: att (B,NH,T,T) and a (T,T) scratch; flash: lse (B,NH,T), tiles */
-            const size_t saved = flash ? (size_t)(B * NH * T) : (size_t)(B * NH * T * T);
-            const size_t scr = flash ? mt_kernel_attention_scratch() : (size_t)(T * T);
-            float *aux = malloc(saved * sizeof *aux), *scratch = malloc(scr * sizeof *scratch);
-            if (!aux || !scratch) {
-                printf("%-8s %-6lld (no memory for %zu floats)\n", flash ? "flash" : "old",
-                       (long long)T, saved + scr);
-                free(aux); free(scratch);
-                continue;
+    mt_machine m;
+    memset(&m, 0, sizeof m);
+    char note[256] = "";
+    const char *ghz_src = NULL;
+    if (mt_machine_probe(true, &m, note, sizeof note, &ghz_src) != MT_OK) {
+        fprintf(stderr, "meshtrain: bench_attention: the machine probe failed: %s\n", mt_errmsg());
+        return 1;
+    }
+    bench_sgemm sg;
+    if (bench_sgemm_init(&sg, 1024) != 0) {
+        fprintf(stderr, "meshtrain: bench_attention: out of memory for the sgemm reference\n");
+        return 1;
+    }
+    printf("attention forward+backward, causal, B=1 HS=64; gpt: NH=KV=4 packed qkv; "
+           "llama: NH=4 KV=2 (GQA)\n");
+    /* the nominal peak when known: the measured one reads low on a shared machine */
+    const bool nominal = isfinite(m.nominal_gflops) && m.cores > 0;
+    const double peak1 = nominal ? m.nominal_gflops / m.cores : m.fma_gflops_1;
+    const double peak2 = nominal ? m.nominal_gflops * (m.cores < 2 ? 1 : 2) / m.cores
+                                 : m.fma_gflops_all;
+    printf("FLOPs = 6*B*NH*HS*T*(T+1) (model; flash executes 7/6 of it); floor = FLOPs / peak, "
+           "%s %.0f GFLOP/s on 1 thread, %.0f on 2 (FMA chains measured now: %.0f, %.0f; "
+           "triad %.1f / %.1f GB/s); %s\n", nominal ? "nominal" : "measured", peak1, peak2,
+           m.fma_gflops_1, m.fma_gflops_all, m.triad_gbs_1, m.triad_gbs_all, m.cpu);
+    mt_set_num_threads(1);
+    const double tf = tile_products_frac(&sg);
+    printf("the tile products alone (7 a tile pair, K = HS = 64), one thread: %.2f of sgemm's "
+           "rate; flash's ceiling %.2f of sgemm (6/7 of it)\n", tf, tf * 6.0 / 7.0);
+    printf("%7s %-6s %-6s %6s %9s %9s %8s %8s %7s %6s %12s %7s\n", "threads", "layout", "kernel",
+           "T", "fwd ms", "bwd ms", "GFLOP/s", "sgemm", "/sgemm", "/roof", "kept bytes",
+           "kept/T");
+    for (int threads = 1; threads <= 2; threads++) {
+        mt_set_num_threads(threads);   /* Open BLAS on one thread inside the pool */
+        mt_pool *pool = mt_pool_create(threads);
+        if (!pool) { fprintf(stderr, "meshtrain: bench_attention: cannot start %d threads\n", threads); return 1; }
+        const double peak = threads == 1 ? peak1 : peak2;
+        const double triad = threads == 1 ? m.triad_gbs_1 : m.triad_gbs_all;
+        for (int i = 0; i < nT; i++) {
+            const int64_t T = Ts[i];
+            /* about 5 s of attention a row at most on one thread */
+            const int reps = quick ? 1 : T <= 4096 ? 3 : T <= 8192 ? 2 : 1;
+            for (int gpt = 1; gpt >= 0; gpt--) {
+                problem p;
+                problem_init(&p, gpt, T);
+                timing t = time_rounds(&p, run_flash, pool, &sg, threads, reps);
+                print_row(threads, &p, "flash", &t, peak, triad,
+                          (size_t)(p.L.B * p.L.NH * T) * sizeof(float));
+                if (threads == 1 && T <= OLD_MAX_T && !quick) {
+                    if (time_old(&p, &sg, reps, &t))
+                        print_row(threads, &p, "old", &t, peak, triad,
+                                  (size_t)(p.L.B * p.L.NH * T * T) * sizeof(float));
+                    else
+                        printf("%7d %-6s %-6s %6lld (no memory for its (T,T) buffers)\n", threads,
+                               p.name, "old", (long long)T);
+                }
+                problem_free(&p);
+                fflush(stdout);
             }
-            mt_attn_grads g = {dq, dk, dv, false, false};
-            double bf = 1e30, bb = 1e30;
-            for (int r = 0; r < REPS; r++) {
-                double t0 = now();
-                if (flash) mt_kernel_attention_fwd(out, aux, q, k, v, &L, scratch, 0, B * NH);
-                else old_attention_fwd(out, aux, q, k, v, &L, 0, B * NH);
-                double t1 = now();
-                if (flash) mt_kernel_attention_bwd(&g, dout, q, k, v, out, aux, &L, scratch, 0, B * NH);
-                else old_attention_bwd(&g, dout, q, k, v, aux, &L, scratch, 0, B * NH);
-                double t2 = now();
-                bf = t1 - t0 < bf ? t1 - t0 : bf;
-                bb = t2 - t1 < bb ? t2 - t1 : bb;
-            }
-            rate[flash] = flops / (bf + bb) * 1e-9;
-            printf("%-8s %-6lld %10.2f %10.2f %10.1f %12zu %10.2f\n", flash ? "flash" : "old",
-                   (long long)T, bf * 1e3, bb * 1e3, rate[flash], saved * sizeof(float),
-                   rate[flash] / sg);
-            if (flash && rate[0] > 0) printf("%-8s %-6lld flash / old: %.2fx\n", "", (long long)T,
-                                             rate[1] / rate[0]);
-            free(aux); free(scratch);
         }
-        free(q); free(k); free(v); free(dout); free(out); free(dq); free(dk); free(dv);
+        mt_pool_free(pool);
     }
+    bench_sgemm_free(&sg);
     return 0;
 }
