@@ -315,13 +315,30 @@ double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, doubl
     return best < 1 ? best : 1;
 }
 
+/* mt__plan_gemm_efficiency of (M, N, K) on hw through memo (or none). */
+static double gemm_efficiency_memo(const mt_hardware *hw, mt__plan_gemm_memo *memo, double M,
+                                   double N, double K) {
+    if (!memo) return mt__plan_gemm_efficiency(hw, M, N, K);
+    const unsigned at = (unsigned)(M * 7 + N * 3 + K) % 16u;   /* M >= 1 here */
+    if (!(memo->m[at] == M && memo->n[at] == N && memo->k[at] == K)) {
+        memo->eff[at] = mt__plan_gemm_efficiency(hw, M, N, K);
+        memo->m[at] = M, memo->n[at] = N, memo->k[at] = K;
+    }
+    return memo->eff[at];
+}
+
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound) {
+    return mt__plan_node_seconds_memo(hw, n, dtype, NULL, flop_bound);
+}
+
+double mt__plan_node_seconds_memo(const mt_hardware *hw, const mt__plan_node *n,
+                                  mt_hw_dtype dtype, mt__plan_gemm_memo *memo, bool *flop_bound) {
     double flops = n->flops;
     if (n->cls == MT__PN_MATMUL && n->attention_seq > 0)
         flops /= mt__plan_attention_fraction(hw, n->attention_seq);
     else if (n->cls == MT__PN_MATMUL && n->gemm_m > 0)
-        flops /= mt__plan_gemm_efficiency(hw, n->gemm_m, n->gemm_n, n->gemm_k);
+        flops /= gemm_efficiency_memo(hw, memo, n->gemm_m, n->gemm_n, n->gemm_k);
     double t = mt__plan_op_seconds(hw, n->cls, dtype, flops, n->bytes, flop_bound);
     return t > 0 ? hw->kernel_overhead + t : 0;
 }
