@@ -50,6 +50,7 @@
 #include "plan/cost.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- collectives ---------------------------------------------------------- */
@@ -319,7 +320,12 @@ double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, doubl
 static double gemm_efficiency_memo(const mt_hardware *hw, mt__plan_gemm_memo *memo, double M,
                                    double N, double K) {
     if (!memo) return mt__plan_gemm_efficiency(hw, M, N, K);
-    const unsigned at = (unsigned)(M * 7 + N * 3 + K) % 16u;   /* M >= 1 here */
+    /* the shapes are multiples of large powers of 2: mixed by a
+       multiplier (Fibonacci hashing), the top 4 bits (M, N, K >= 1 here,
+       and below 2^53) */
+    const uint64_t h = ((uint64_t)M * 0x9E3779B97F4A7C15u) ^ ((uint64_t)N * 0xC2B2AE3D27D4EB4Fu) ^
+                       ((uint64_t)K * 0x165667B19E3779F9u);
+    const unsigned at = (unsigned)((h * 0x9E3779B97F4A7C15u) >> 60);
     if (!(memo->m[at] == M && memo->n[at] == N && memo->k[at] == K)) {
         memo->eff[at] = mt__plan_gemm_efficiency(hw, M, N, K);
         memo->m[at] = M, memo->n[at] = N, memo->k[at] = K;
