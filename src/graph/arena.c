@@ -183,24 +183,31 @@ static bool sort_by_use(mt_tensor **born, mt_tensor **dying, int n) {
 /* Greedy by size                                                            */
 /* ======================================================================== */
 
+/* A tensor to place, its bytes taken once (the sort compares them
+ * n log n times, and counting the elements of each was a tenth of a
+ * planner search's time). */
+typedef struct {
+    size_t      bytes;
+    int         first, id;
+    mt_tensor  *t;
+} sized;
+
 /* Largest first; then born earlier, then id: a total order, so the plan
- * does not depend on qsort. */
-static int by_size(const void *pa, const void *pb) {
-    const mt_tensor *a = *(mt_tensor *const *)pa, *b = *(mt_tensor *const *)pb;
-    size_t sa = mt__tensor_bytes(a), sb = mt__tensor_bytes(b);
-    if (sa != sb) return sa > sb ? -1 : 1;
-    if (a->first_use != b->first_use) return a->first_use < b->first_use ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
+ * does not depend on the sort. */
+static bool before_by_size(const sized *a, const sized *b) {
+    if (a->bytes != b->bytes) return a->bytes > b->bytes;
+    if (a->first != b->first) return a->first < b->first;
+    return a->id < b->id;
 }
 
-/* list (n) sorted by by_size, stable, through tmp (n): a bottom-up merge
+/* list (n) sorted by before_by_size through tmp (n): a bottom-up merge
  * sort, where glibc's qsort takes a heap buffer each call. */
-static void sort_by_size(mt_tensor **list, mt_tensor **tmp, int n) {
+static void sort_by_size(sized *list, sized *tmp, int n) {
     for (int w = 1; w < n; w *= 2) {
         for (int lo = 0; lo < n; lo += 2 * w) {
             const int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int a = lo, b = mid, k = lo;
-            while (a < mid && b < hi) tmp[k++] = by_size(&list[b], &list[a]) < 0 ? list[b++] : list[a++];
+            while (a < mid && b < hi) tmp[k++] = before_by_size(&list[b], &list[a]) ? list[b++] : list[a++];
             while (a < mid) tmp[k++] = list[a++];
             while (b < hi) tmp[k++] = list[b++];
         }
@@ -218,8 +225,14 @@ typedef struct {
 
 /* Places [off, off+need) alive [first, last] in offset order. */
 static void placed_insert(placed *p, size_t off, size_t need, int first, int last) {
-    int at = p->n;
-    while (at > 0 && p->off[at - 1] > off) at--;
+    /* after every placed one at or below off (offsets ascend): by halves */
+    int lo = 0, hi = p->n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (p->off[mid] > off) hi = mid;
+        else lo = mid + 1;
+    }
+    const int at = lo;
     const size_t k = (size_t)(p->n - at);
     memmove(p->off + at + 1, p->off + at, k * sizeof *p->off);
     memmove(p->end + at + 1, p->end + at, k * sizeof *p->end);
@@ -266,31 +279,33 @@ static bool place_greedy(mt_tensor *const *tensors, int n, size_t align, size_t 
      * it places tens of thousands of arenas, and a heap block each, or
      * qsort's, grew an ASan build's peak by 160 MB on the 405B search:
      * freed memory held in its quarantine), else from the heap */
-    enum { GREEDY_STACK = 56 * 1024 };
+    enum { GREEDY_STACK = 96 * 1024 };
     _Alignas(max_align_t) char local[GREEDY_STACK];
     const size_t m = (size_t)n + 16;   /* lowest_gap's blocks of 16 */
-    const size_t bytes = m * (2 * sizeof(mt_tensor *) + 3 * sizeof(size_t) + 2 * sizeof(int) + 1);
+    const size_t bytes = m * (2 * sizeof(sized) + 3 * sizeof(size_t) + 2 * sizeof(int) + 1);
     char *block = bytes <= sizeof local ? local : malloc(bytes);
     if (!block) return false;
-    mt_tensor **list = (mt_tensor **)block, **tmp = list + m;
+    sized *list = (sized *)block, *tmp = list + m;
     size_t *offsets = (size_t *)(tmp + m);   /* list's */
     placed p = {.off = offsets + m, .end = offsets + 2 * m};
     p.first = (int *)(p.end + m);
     p.last = p.first + m;
     unsigned char *flag = (unsigned char *)(p.last + m);
-    for (int i = 0; i < n; i++) list[i] = tensors[i];
+    for (int i = 0; i < n; i++)
+        list[i] = (sized){.bytes = mt__tensor_bytes(tensors[i]), .first = tensors[i]->first_use,
+                          .id = tensors[i]->id, .t = tensors[i]};
     sort_by_size(list, tmp, n);
     size_t arena = 0;
     for (int i = 0; i < n && arena < bound; i++) {
-        const mt_tensor *t = list[i];
-        const size_t need = (mt__tensor_bytes(t) + align - 1) / align * align;
+        const mt_tensor *t = list[i].t;
+        const size_t need = (list[i].bytes + align - 1) / align * align;
         const size_t off = lowest_gap(&p, flag, need, t->first_use, t->last_use);
         placed_insert(&p, off, need, t->first_use, t->last_use);
         offsets[i] = off;
         if (off + need > arena) arena = off + need;
     }
     if (arena < bound)
-        for (int i = 0; i < n; i++) list[i]->offset = offsets[i];
+        for (int i = 0; i < n; i++) list[i].t->offset = offsets[i];
     if (block != local) free(block);
     *arena_out = arena;
     return true;

@@ -50,6 +50,7 @@
 #include "plan/cost.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- collectives ---------------------------------------------------------- */
@@ -321,6 +322,23 @@ double mt__plan_gemm_efficiency(const mt_hardware *hw, double M, double N, doubl
     return best < 1 ? best : 1;
 }
 
+/* mt__plan_gemm_efficiency of (M, N, K) on hw through memo (or none). */
+static double gemm_efficiency_memo(const mt_hardware *hw, mt__plan_gemm_memo *memo, double M,
+                                   double N, double K) {
+    if (!memo) return mt__plan_gemm_efficiency(hw, M, N, K);
+    /* the shapes are multiples of large powers of 2: mixed by a
+       multiplier (Fibonacci hashing), the top 4 bits (M, N, K >= 1 here,
+       and below 2^53) */
+    const uint64_t h = ((uint64_t)M * 0x9E3779B97F4A7C15u) ^ ((uint64_t)N * 0xC2B2AE3D27D4EB4Fu) ^
+                       ((uint64_t)K * 0x165667B19E3779F9u);
+    const unsigned at = (unsigned)((h * 0x9E3779B97F4A7C15u) >> 60);
+    if (!(memo->m[at] == M && memo->n[at] == N && memo->k[at] == K)) {
+        memo->eff[at] = mt__plan_gemm_efficiency(hw, M, N, K);
+        memo->m[at] = M, memo->n[at] = N, memo->k[at] = K;
+    }
+    return memo->eff[at];
+}
+
 /* A fused attention kernel (FlashAttention-2, Dao 2023, §3: a thread
  * block holds a block of query rows of one head and loops over the key
  * blocks, skipping those wholly above the causal diagonal) is a product
@@ -340,20 +358,32 @@ double mt__plan_flash_efficiency(const mt_hardware *hw, double rows, double keys
     return blocks / slots * k_fraction(loop);
 }
 
-double mt__plan_node_flops(const mt_hardware *hw, const mt__plan_node *n) {
+/* n's FLOPs over its kernel's efficiency (mt__plan_node_flops), the
+ * products' efficiencies through memo (or none). */
+static double node_flops(const mt_hardware *hw, const mt__plan_node *n,
+                         mt__plan_gemm_memo *memo) {
     double flops = n->flops;
     if (n->attention_seq > 0 && hw->n_attention > 0)
         flops /= mt__plan_attention_fraction(hw, n->attention_seq);
     else if (n->attention_keys > 0)
         flops /= mt__plan_flash_efficiency(hw, n->attention_rows, n->attention_keys);
     else if (n->cls == MT__PN_MATMUL && n->gemm_m > 0 && n->attention_seq <= 0)
-        flops /= mt__plan_gemm_efficiency(hw, n->gemm_m, n->gemm_n, n->gemm_k);
+        flops /= gemm_efficiency_memo(hw, memo, n->gemm_m, n->gemm_n, n->gemm_k);
     return flops;
+}
+
+double mt__plan_node_flops(const mt_hardware *hw, const mt__plan_node *n) {
+    return node_flops(hw, n, NULL);
 }
 
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound) {
-    double flops = mt__plan_node_flops(hw, n);
+    return mt__plan_node_seconds_memo(hw, n, dtype, NULL, flop_bound);
+}
+
+double mt__plan_node_seconds_memo(const mt_hardware *hw, const mt__plan_node *n,
+                                  mt_hw_dtype dtype, mt__plan_gemm_memo *memo, bool *flop_bound) {
+    double flops = node_flops(hw, n, memo);
     double t = mt__plan_op_seconds(hw, n->cls, dtype, flops, n->bytes, flop_bound);
     return t > 0 ? hw->kernel_overhead + t : 0;
 }

@@ -154,6 +154,18 @@ double mt__plan_node_flops(const mt_hardware *hw, const mt__plan_node *n);
 double mt__plan_node_seconds(const mt_hardware *hw, const mt__plan_node *n, mt_hw_dtype dtype,
                              bool *flop_bound);
 
+/* Products' efficiencies (mt__plan_gemm_efficiency) remembered by shape for
+ * one hardware: a program's blocks repeat a few shapes, each costed once.
+ * Zeroed before use (all entries empty); lives no longer than its hw. */
+typedef struct {
+    double m[16], n[16], k[16], eff[16];   /* m 0: empty */
+} mt__plan_gemm_memo;
+
+/* mt__plan_node_seconds, the products' efficiencies taken from *memo
+ * (filled as met; NULL: none): the same seconds, bit for bit. */
+double mt__plan_node_seconds_memo(const mt_hardware *hw, const mt__plan_node *n,
+                                  mt_hw_dtype dtype, mt__plan_gemm_memo *memo, bool *flop_bound);
+
 /* The element type a run's matrix products use: bf16 or fp32. */
 mt_hw_dtype mt__plan_dtype_of(mt_precision precision);
 

@@ -126,6 +126,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
     int pending = -1;     /* the last gather issued, not yet waited for */
     bucket bk = {.key = -1, .cap = bucket_bytes < MT_FIRST_BUCKET_BYTES ? bucket_bytes
                                                                          : MT_FIRST_BUCKET_BYTES};
+    mt__plan_gemm_memo memo = {0};   /* the products' shapes met, on hw */
     double due = 0;       /* the compute's next node waits until then (gathers) */
     double t = 0;
     mt_status st = MT_OK;
@@ -135,7 +136,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
         if (n->cls != MT__PN_COLLECTIVE) {
             wait_until(&cs, &t, due, out);
             bool fb = false;
-            double c = mt__plan_node_seconds(hw, n, mt__plan_dtype_of(precision), &fb);
+            double c = mt__plan_node_seconds_memo(hw, n, mt__plan_dtype_of(precision), &memo,
+                                                  &fb);
             *(fb ? &out->flop_bound : &out->memory_bound) += c;
             if (n->recompute) out->recompute += c;
             out->flops += n->flops;
