@@ -57,7 +57,7 @@ has plan zero "(auto: every stage); auto|0|1|2|3, default auto"
 has plan remat "(auto: every policy); auto|none|full|attention|dots, default auto"
 has plan sequence-parallel "(auto: both); auto|on|off, default auto"
 has plan schedule "(auto: every kind but zb-h2); auto|gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v|dualpipev, default auto"
-has plan microbatches "(default: powers of two, p times them on a pipeline of p stages, and the counts that give each replica a power-of-two microbatch); 1..16777216, default 0"
+has plan microbatches "(default: powers of two, p times them on a pipeline of p stages, and the counts that give each replica a power-of-two microbatch); 1..16777216"
 
 # ---- plan: the flags' values in the request ----------------------------------
 M=(--model llama --channels 64 --layers 4 --heads 4 --kv-heads 2 --ffn-dim 128 --vocab 256
