@@ -367,7 +367,7 @@ static double node_flops(const mt_hardware *hw, const mt__plan_node *n,
         flops /= mt__plan_attention_fraction(hw, n->attention_seq);
     else if (n->attention_keys > 0)
         flops /= mt__plan_flash_efficiency(hw, n->attention_rows, n->attention_keys);
-    else if (n->cls == MT__PN_MATMUL && n->gemm_m > 0 && n->attention_seq <= 0)
+    else if (n->cls == MT__PN_MATMUL && n->gemm_m > 0)   /* attention has no gemm_m */
         flops /= gemm_efficiency_memo(hw, memo, n->gemm_m, n->gemm_n, n->gemm_k);
     return flops;
 }
