@@ -20,7 +20,11 @@
 # context=4 and over tensor=2 x context=2), and explain's bytes per layer
 # against §4's and §6's closed forms, worked out here. T not a multiple of
 # 2·context and Ulysses with heads that do not divide over context are
-# turned away before any work, exit 2, naming the numbers. Every run is
+# turned away before any work, exit 2, naming the numbers. Sequence
+# parallelism beside context really splits each device's rows over tensor
+# (explain: reduce-scatters onto context+tensor rows, no all-reduce), and
+# is turned away where the mesh names tensor before context or T/context
+# does not divide over tensor. Every run is
 # under `timeout 120`.
 set -u
 
@@ -161,10 +165,29 @@ refuse() {
         bad "refused: $name" "exit $rc: $(head -2 err.txt | tr '\n' ' ')"
     fi
 }
+# sequence parallelism under context parallelism: each device's head-tail
+# rows split again over tensor (context major), the partial sums of the
+# row-parallel products reduce-scattered onto them, not all-reduced; a layer
+# of the LLaMA has two such scatters in the forward (after wo and w2), each
+# of the device's B·(S/2)·C floats, and no all-reduce over tensor
+EXS=(--model llama --kv-heads 2 --layers 2 --channels 32 --heads 4 --seq 16 --batch 2 --devices 4
+     --mesh context=2,tensor=2 --sequence-parallel --collective-matmul off)
+timeout 120 "$BIN" explain "${EXS[@]}" >sp.txt 2>&1
+n=$(awk '$1 == "F" && $2 == "psum_scatter" && /@context\+tensor/ && /over tensor, 2048 bytes/' sp.txt | wc -l)
+[ "$n" -ge 4 ] && ok "context x tensor+SP: $n forward reduce-scatters onto context+tensor rows, B·(S/2)·C·4 = 2048 bytes each" ||
+    bad "context x tensor+SP reduce-scatters" "$n lines, want >= 4: $(grep -m3 psum sp.txt)"
+n=$(awk '$1 == "F" && $2 == "psum" && /over tensor/' sp.txt | wc -l)
+[ "$n" = 0 ] && ok "context x tensor+SP: no forward all-reduce over tensor" ||
+    bad "context x tensor+SP all-reduces" "$n: $(awk '$2 == "psum"' sp.txt | head -2)"
+
 refuse "T=12 on context=4" "T=12 (--seq) does not divide by 8" "${GPT[@]}" --seq 12 --mesh context=4
 refuse "ulysses with MQA" "a device holds 4 and 1, and both must divide by 2" "${MQA[@]}" \
     --mesh context=2 --cp-attention ulysses
 refuse "ulysses, kv heads 2 on tensor=2 x context=2" "a device holds 2 and 1, and both must divide by 2" \
     "${LLAMA[@]}" --mesh context=2,tensor=2 --cp-attention ulysses
+refuse "sequence parallel, tensor named before context" "must name context before tensor" \
+    "${LLAMA[@]}" --mesh tensor=2,context=2 --sequence-parallel
+refuse "sequence parallel, T/context not split by tensor" "does not divide it; pick T a multiple of 8" \
+    "${LLAMA[@]}" --seq 12 --mesh context=2,tensor=4 --sequence-parallel --threads 8
 
 test_end

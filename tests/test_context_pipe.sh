@@ -12,7 +12,8 @@
 #   - context=2 x pipe=2, the GPT and the LLaMA (GQA, 4 heads over 2 kv
 #     heads), L=4 so that ZB-V's four chunks each hold a block: schedules
 #     1f1b and zb-v under each lowering (allgather, ring, ulysses), gpipe
-#     and interleaved under allgather; data=2 x context=2 x pipe=2 once.
+#     and interleaved under allgather; data=2 x context=2 x pipe=2 once;
+#     context=2 x tensor=2 x pipe=2 with sequence parallelism (1f1b, zb-v).
 #   - explain on context=2 x pipe=2: device 0 (chunk 0, blocks 0-1) gathers
 #     k and v over context in each of its blocks and nothing else,
 #     L0 · 2 · B · S · KV · HS · 4 bytes with L0 = 2 blocks (§5's form), so
@@ -84,6 +85,12 @@ for model in gpt llama; do
     done
     same_run "$model data=2,context=2,pipe=2 1f1b ring" "${ARGS[@]}" --mesh data=2,context=2,pipe=2 \
         --cp-attention ring
+    # sequence parallelism in each stage: the rows at a stage boundary over
+    # context+tensor on both sides (each device's head-tail share, split again)
+    for sched in 1f1b zb-v; do
+        same_run "$model context=2,tensor=2,pipe=2 +SP $sched" "${ARGS[@]}" \
+            --mesh context=2,tensor=2,pipe=2 --sequence-parallel --schedule $sched --threads 8
+    done
 done
 
 # explain: device 0's program on context=2 x pipe=2 (B=2, S=16, KV=2, HS=8)

@@ -277,12 +277,18 @@ bool mt__part_constraint_scatter(const partitioner *p, const mt_tensor *out, con
                                  uint32_t axes, mt_move *mv) {
     if (!out->has_constraint || !axes || (t->sharding.partial_axes & ~axes)) return false;
     for (int d = 0; d < t->ndim; d++) {
-        if ((out->constraint.dim_axes[d] & axes) != axes || t->sharding.dim_axes[d] ||
-            t->shape[d] % axes_size(p->mesh, axes) != 0)
+        /* a dim split already (the rows over context) takes axes as its
+           minor split: each device scatters its own rows, which is the
+           layout of (held | axes) only where every held axis comes before
+           every one of axes in mesh order (sharding.h: major to minor) */
+        const uint32_t held = t->sharding.dim_axes[d];
+        if ((out->constraint.dim_axes[d] & axes) != axes || (held & axes) ||
+            (held && (held >> __builtin_ctz(axes))) ||
+            (t->shape[d] / axes_size(p->mesh, held)) % axes_size(p->mesh, axes) != 0)
             continue;
         mt_type after = *t;
         after.sharding.partial_axes &= ~axes;
-        after.sharding.dim_axes[d] = axes;
+        after.sharding.dim_axes[d] = held | axes;
         int64_t numel = 1;
         for (int e = 0; e < t->ndim; e++) numel *= t->shape[e];
         *mv = (mt_move){.kind = MT_MOVE_REDUCE_SCATTER, .operand = MT_MOVE_RESULT, .dim = d,

@@ -253,8 +253,10 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
     if (s != MT_OK) return s;
     const int data = mt_mesh_axis_size(mesh, "data"), fsdp = mt_mesh_axis_size(mesh, "fsdp");
     const int tensor = mt_mesh_axis_size(mesh, "tensor");
+    const int cp = mt_mesh_axis_size(mesh, "context") > 1 ? mt_mesh_axis_size(mesh, "context") : 1;
+    /* sequence parallelism splits each device's rows: T/context of them */
     const unsigned miss = mt__strategy_misfits(&(mt__strategy_sizes){
-        .data = data, .fsdp = fsdp, .tensor = tensor, .T = c->T, .zero = c->zero,
+        .data = data, .fsdp = fsdp, .tensor = tensor, .T = c->T / cp, .zero = c->zero,
         .sp = c->sequence_parallel, .cm = c->collective_matmul != 0});
     if (miss & MT__MISFIT_ZERO_NO_DATA)
         return mt_fail(MT_EINVAL, "zero=%d splits the parameters over the mesh's data axis, "
@@ -305,8 +307,16 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                            m->about.name);
         if (miss & MT__MISFIT_SP_T)
             return mt_fail(MT_EINVAL, "sequence parallelism splits T=%d (--seq) over "
-                           "tensor=%d, which does not divide it; pick T a multiple of %d", c->T,
-                           tensor, tensor);
+                           "tensor=%d%s, which does not divide it; pick T a multiple of %d",
+                           c->T, tensor, cp > 1 ? " after context" : "", tensor * cp);
+        /* over context too, a device's rows are its head-tail share, split
+           again over tensor: context the major split, as the mesh must say
+           (sharding.h: a dim over several axes is split in mesh order) */
+        if (cp > 1 && mt__axis_bit(mesh, "tensor") < mt__axis_bit(mesh, "context"))
+            return mt_fail(MT_EINVAL, "sequence parallelism with context parallelism splits each "
+                           "device's share of the sequence (over context) again over tensor, "
+                           "so mesh '%s' must name context before tensor; write it so (e.g. "
+                           "context=%d,tensor=%d)", c->mesh, cp, tensor);
     }
     const int parts = mt_mesh_group_size(mesh, mt__batch_axes(mesh));
     if (c->B % parts != 0)
