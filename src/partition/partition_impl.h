@@ -41,6 +41,13 @@ typedef struct {
     mt_shard_mode  mode;
     bool           skip_pvary;   /* opts->test_skip_grad_reduction */
     slot          *slots;    /* (global->n_tensors) by tensor id */
+    /* the last gathers of op outputs, so that the products reading one
+     * activation (LLaMA's q, k and v under sequence parallelism) share one
+     * gather, as Megatron's fused products do: its gradient then sums
+     * before one reduce-scatter */
+    struct { const mt_tensor *x; mt_tensor *y; uint32_t axes; int dim; bool varying; }
+                   gathered[8];
+    int            n_gathered;
 } partitioner;
 
 /* ---- slots.c ---- */

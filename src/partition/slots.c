@@ -75,6 +75,15 @@ void mt__part_name_after(mt_tensor *t, const char *what, const mt_tensor *src) {
 mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, bool varying) {
     mt_axes ax = mt__part_axes_of(p->mesh, mv->axes);
     mt_tensor *y = NULL;
+    /* an op output gathered again the same way: the first gather's result
+       (a leaf's gathers are the slots' own, FSDP's regathers included) */
+    const bool memo = mv->kind == MT_MOVE_ALL_GATHER && x->kind != MT_PARAM &&
+                      x->kind != MT_INPUT && x->kind != MT_CONST;
+    const int n_memo = (int)(sizeof p->gathered / sizeof p->gathered[0]);
+    for (int i = 0; memo && i < n_memo && i < p->n_gathered; i++)
+        if (p->gathered[i].x == x && p->gathered[i].axes == mv->axes &&
+            p->gathered[i].dim == mv->dim && p->gathered[i].varying == varying)
+            return p->gathered[i].y;
     switch (mv->kind) {
     /* a gathered value is the same on every device and counts once, but
      * where it meets values that vary as it did (mt__lower_gather_varies) */
@@ -91,6 +100,11 @@ mt_tensor *mt__part_apply_move(partitioner *p, mt_tensor *x, const mt_move *mv, 
     if (y) {
         y->sharding = mv->after.sharding;   /* its type, for listings (explain) */
         mt__part_name_after(y, mt_move_name(mv->kind), x);
+    }
+    if (y && memo) {
+        const int at = p->n_gathered++ % n_memo;
+        p->gathered[at].x = x, p->gathered[at].y = y, p->gathered[at].axes = mv->axes;
+        p->gathered[at].dim = mv->dim, p->gathered[at].varying = varying;
     }
     return y;
 }
