@@ -176,6 +176,11 @@ timeout 120 "$BIN" explain "${EXS[@]}" >sp.txt 2>&1
 n=$(awk '$1 == "F" && $2 == "psum_scatter" && /@context\+tensor/ && /over tensor, 2048 bytes/' sp.txt | wc -l)
 [ "$n" -ge 4 ] && ok "context x tensor+SP: $n forward reduce-scatters onto context+tensor rows, B·(S/2)·C·4 = 2048 bytes each" ||
     bad "context x tensor+SP reduce-scatters" "$n lines, want >= 4: $(grep -m3 psum sp.txt)"
+# one gather of the rows per norm output, whatever reads it (q, k, v share
+# one; w1, w3 another; the head the last): 2L + 1, as Megatron's fused products
+n=$(awk '$1 == "F" && $2 == "all_gather" && /over tensor/' sp.txt | wc -l)
+[ "$n" = 5 ] && ok "context x tensor+SP: 2L+1 = 5 forward gathers over tensor (q, k, v share one)" ||
+    bad "context x tensor+SP gathers over tensor" "$n, want 5"
 n=$(awk '$1 == "F" && $2 == "psum" && /over tensor/' sp.txt | wc -l)
 [ "$n" = 0 ] && ok "context x tensor+SP: no forward all-reduce over tensor" ||
     bad "context x tensor+SP all-reduces" "$n: $(awk '$2 == "psum"' sp.txt | head -2)"
