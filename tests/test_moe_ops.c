@@ -11,6 +11,8 @@
  *    summing to the one-device loss; the z-loss's value;
  *  - the stable sort (a hand table), the permutation test vectors
  *    ([2,3,1,4] -> [0,1,5,2,3,4,6,7,8,9], [3,7]; zero counts);
+ *  - capacity ⌈(T·k/E)·cf⌉ and the dropped set under either policy (hand
+ *    tables, and a layer against a double reference that drops by counting);
  *  - dispatch∘combine with gates 1/k (k = 1, 2, 4, 8) returns the input
  *    bitwise, and so does its backward;
  *  - the grouped product and its backward against a naive double loop,
@@ -295,7 +297,7 @@ MT_TEST(dispatch_combine_identity) {
         mt_moe_combine_fwd(out, xs, g, pos, T, k, D, false);
         MT_CHECK(memcmp(out, x, sizeof x) == 0, "k=%lld: dispatch then combine changed x",
                  (long long)k);
-        mt_moe_combine_bwd(dy, dg, x, xs, g, pos, T, k, D, false);
+        mt_moe_combine_bwd(dy, dg, x, xs, g, pos, T, k, T * k, D, false);
         mt_moe_dispatch_bwd(dx, dy, pos, T, k, D, false);
         MT_CHECK(memcmp(dx, x, sizeof x) == 0, "k=%lld: their backward changed x",
                  (long long)k);
@@ -307,6 +309,122 @@ MT_TEST(dispatch_combine_identity) {
                 MT_CHECK_CLOSE(dg[t * k + j], n2, 1e-6, "dgate [%lld,%lld]", (long long)t,
                                (long long)j);
         }
+    }
+}
+
+MT_TEST(capacity_drop_tables) {
+    MT_CHECK(mt_moe_capacity(10, 2, 4, 1.25) == 7, "C of T=10 k=2 E=4 cf=1.25: %lld, want "
+             "⌈6.25⌉ = 7", (long long)mt_moe_capacity(10, 2, 4, 1.25));
+    MT_CHECK(mt_moe_capacity(8, 2, 4, 1.0) == 4 && mt_moe_capacity(7, 1, 4, 1.0) == 2,
+             "C of 8·2/4 (want 4) and ⌈7/4⌉ (want 2)");
+    /* pairs 0..7 at experts 0 1 | 0 2 | 0 1 | 1 0, C = 2: expert 0 has 4
+     * pairs (0 2 4 7), 1 three (1 5 6), 2 one (3) */
+    const int32_t ids[8] = {0, 1, 0, 2, 0, 1, 1, 0};
+    const float gates[8] = {0.6f, 0.4f, 0.5f, 0.5f, 0.7f, 0.3f, 0.1f, 0.9f}, flat[8] = {
+        0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+    struct { const char *what; mt_moe_drop_policy pol; const float *g; int32_t order[6], pos[8]; }
+    v[] = {
+        {"earliest first", MT_MOE_DROP_POSITION, NULL, {0, 2, 1, 5, 3, -1},
+         {0, 2, 1, 4, -1, 3, -1, -1}},
+        /* expert 0 keeps gates .9 (7) and .7 (4), laid out 4 then 7; expert
+         * 1 .4 (1) and .3 (5) */
+        {"highest gate first", MT_MOE_DROP_GATE, gates, {4, 7, 1, 5, 3, -1},
+         {-1, 2, -1, 4, 0, 3, -1, 1}},
+        {"equal gates: earliest", MT_MOE_DROP_GATE, flat, {0, 2, 1, 5, 3, -1},
+         {0, 2, 1, 4, -1, 3, -1, -1}},
+    };
+    for (size_t c = 0; c < sizeof v / sizeof v[0]; c++) {
+        int32_t order[6], pos[8], kept[3];
+        const int64_t dropped = mt_moe_capacity_layout(order, pos, kept, ids, v[c].g, 4, 2, 3, 2,
+                                                       v[c].pol);
+        MT_CHECK(dropped == 3, "%s: %lld dropped, want 3", v[c].what, (long long)dropped);
+        MT_CHECK(kept[0] == 2 && kept[1] == 2 && kept[2] == 1, "%s: kept %d %d %d, want 2 2 1",
+                 v[c].what, kept[0], kept[1], kept[2]);
+        for (int i = 0; i < 6; i++)
+            MT_CHECK(order[i] == v[c].order[i], "%s: order[%d] = %d, want %d", v[c].what, i,
+                     order[i], v[c].order[i]);
+        for (int i = 0; i < 8; i++)
+            MT_CHECK(pos[i] == v[c].pos[i], "%s: pos[%d] = %d, want %d", v[c].what, i, pos[i],
+                     v[c].pos[i]);
+    }
+}
+
+MT_TEST(capacity_layer) {
+    /* route, lay out at capacity, dispatch, product over E groups of C rows
+     * (padding included), combine and back: against double sums over each
+     * token's kept experts, the kept set chosen here by counting better
+     * pairs. The buffers start as NaN: padding must be written. */
+    const int64_t T = 24, E = 4, k = 2, D = 3, O = 2, N = T * k;
+    for (int pol = 0; pol < 2; pol++) {
+        mt_moe_route_params p = {.T = T, .E = E, .k = k, .renorm = true, .route_scale = 1.0f};
+        uint64_t st = 77 + (uint64_t)pol;
+        float u[24 * 4], s[24 * 4], g[48], x[24 * 3], w[4 * 3 * 2], out[24 * 2], dg[48];
+        float rr[24 * 2], dx[24 * 3], dw[4 * 3 * 2], dxs[4 * 9 * 3], dys[4 * 9 * 2];
+        int32_t ids[48], order[48], pos[48], kept[4], sizes[4];
+        fill(u, T * E, 2.0, &st), fill(x, T * D, 1.0, &st), fill(w, E * D * O, 1.0, &st);
+        fill(rr, T * O, 1.0, &st);
+        mt_moe_route_fwd(&p, u, NULL, s, ids, g);
+        const int64_t C = mt_moe_capacity(T, k, E, 0.75);   /* 9 of 12 on average */
+        float xs[4 * 9 * 3], ys[4 * 9 * 2];
+        for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) xs[i] = dxs[i] = NAN;
+        for (size_t i = 0; i < sizeof ys / sizeof *ys; i++) ys[i] = dys[i] = NAN;
+        const int64_t dropped = mt_moe_capacity_layout(order, pos, kept, ids, g, T, k, E, C,
+                                                       (mt_moe_drop_policy)pol);
+        int64_t want_dropped = 0;
+        for (int64_t r = 0; r < N; r++) {
+            int64_t better = 0;   /* pairs of the same expert ahead of r in policy order */
+            for (int64_t q = 0; q < N; q++)
+                if (ids[q] == ids[r] &&
+                    (pol ? g[q] > g[r] || (g[q] == g[r] && q < r) : q < r)) better++;
+            const bool keep = better < C;
+            want_dropped += !keep;
+            MT_CHECK(keep == (pos[r] >= 0), "policy %d: pair %lld (expert %d, %lld ahead) %s",
+                     pol, (long long)r, ids[r], (long long)better, keep ? "dropped" : "kept");
+            MT_CHECK(!keep || pos[r] / C == ids[r], "policy %d: pair %lld at row %d, not in "
+                     "expert %d's", pol, (long long)r, pos[r], ids[r]);
+        }
+        MT_CHECK(dropped == want_dropped && want_dropped > 0, "policy %d: %lld dropped, want "
+                 "%lld (> 0)", pol, (long long)dropped, (long long)want_dropped);
+        for (int64_t e = 0; e < E; e++) sizes[e] = (int32_t)C;
+        mt_moe_dispatch_fwd(xs, x, order, E * C, k, D);
+        mt_moe_gemm_fwd(ys, xs, w, sizes, E, D, O, false);
+        mt_moe_combine_fwd(out, ys, g, pos, T, k, O, false);
+        mt_moe_combine_bwd(dys, dg, rr, ys, g, pos, T, k, E * C, O, false);
+        mt_moe_gemm_bwd(dxs, dw, dys, xs, w, sizes, E, D, O, false);
+        mt_moe_dispatch_bwd(dx, dxs, pos, T, k, D, false);
+        double dwd[4 * 3 * 2] = {0};
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t o = 0; o < O; o++) {
+                double v = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    if (pos[t * k + j] < 0) continue;
+                    const float *we = w + ids[t * k + j] * D * O;
+                    for (int64_t d = 0; d < D; d++)
+                        v += (double)g[t * k + j] * x[t * D + d] * we[d * O + o];
+                }
+                MT_CHECK_CLOSE(out[t * O + o], v, 1e-5, "policy %d: out[%lld,%lld]", pol,
+                               (long long)t, (long long)o);
+            }
+            for (int64_t d = 0; d < D; d++) {
+                double v = 0;   /* dx_t = Σ_kept g · W_e rr_t; dW_e += g · x_t rr_tᵀ */
+                for (int64_t j = 0; j < k; j++) {
+                    if (pos[t * k + j] < 0) continue;
+                    const int64_t e = ids[t * k + j];
+                    for (int64_t o = 0; o < O; o++) {
+                        v += (double)g[t * k + j] * w[(e * D + d) * O + o] * rr[t * O + o];
+                        dwd[(e * D + d) * O + o] += (double)g[t * k + j] * x[t * D + d] *
+                                                    rr[t * O + o];
+                    }
+                }
+                MT_CHECK_CLOSE(dx[t * D + d], v, 1e-5, "policy %d: dx[%lld,%lld]", pol,
+                               (long long)t, (long long)d);
+            }
+            for (int64_t j = 0; j < k; j++)
+                MT_CHECK(pos[t * k + j] >= 0 || dg[t * k + j] == 0.0f, "policy %d: a dropped "
+                         "pair's gate gradient %g, want 0", pol, (double)dg[t * k + j]);
+        }
+        for (int64_t i = 0; i < E * D * O; i++)
+            MT_CHECK_CLOSE(dw[i], dwd[i], 1e-5, "policy %d: dW[%lld]", pol, (long long)i);
     }
 }
 

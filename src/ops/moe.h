@@ -142,7 +142,13 @@ void mt_moe_bias_update(float *bias, const int32_t *counts, int64_t E, float gam
 void mt_moe_sort(int32_t *order, int32_t *pos, int32_t *counts, const int32_t *ids, int64_t T,
                  int64_t k, int64_t E);
 
-/* xs (N,D) = the rows of x (T,D) in sorted order: xs[r] = x[order[r] / k]. */
+/* Row lists may name no row: an order entry of -1 is a padding row of a
+ * capacity buffer (mt_moe_capacity_layout), a pos entry of -1 a dropped
+ * (token, slot) pair, which reads and writes nothing (its output 0: the
+ * residual carries the token). */
+
+/* xs (N,D) = the rows of x (T,D) in sorted order: xs[r] = x[order[r] / k],
+ * or zeros where order[r] = -1. */
 void mt_moe_dispatch_fwd(float *xs, const float *x, const int32_t *order, int64_t N, int64_t k,
                          int64_t D);
 /* The transpose: dx (T,D) (+)= Σ_j dxs[pos[t·k+j]], in j order, in double. */
@@ -156,11 +162,33 @@ void mt_moe_dispatch_bwd(float *dx, const float *dxs, const int32_t *pos, int64_
 void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const int32_t *pos,
                         int64_t T, int64_t k, int64_t D, bool acc);
 /* The combine's backward: dy (N,D) (+)= gates[t,j] · dout[t] at row
- * pos[t·k+j]; dgates (T,k) (+)= ⟨dout_t, y[pos[t·k+j]]⟩ (in double).
- * Either output may be NULL. */
+ * pos[t·k+j], zeros at rows no pair names (without acc); dgates (T,k) (+)=
+ * ⟨dout_t, y[pos[t·k+j]]⟩ (in double; 0 for a dropped pair). Either output
+ * may be NULL. */
 void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
-                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t D,
-                        bool acc);
+                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
+                        int64_t D, bool acc);
+
+/* ---- capacity instead of dropless (moe_dispatch.c; MOE.md §3) ------------ */
+
+/* Which pairs an expert keeps when it has more than its capacity: the
+ * earliest (token, slot) pairs, or those of the highest gates (ties: the
+ * earlier pair). */
+typedef enum { MT_MOE_DROP_POSITION = 0, MT_MOE_DROP_GATE = 1 } mt_moe_drop_policy;
+
+/* An expert's capacity C = ⌈(T·k / E) · cf⌉ rows (cf > 0). */
+int64_t mt_moe_capacity(int64_t T, int64_t k, int64_t E, double cf);
+
+/* The capacity layout of ids (T,k): a dense (E, C) buffer, expert e's kept
+ * pairs at rows [e·C, e·C + kept[e]) in (t, j) order, the rest padding.
+ * order (E·C) the pair t·k+j at each row or -1; pos (T·k) each pair's row
+ * or -1 (dropped); kept (E) min(count, C). gates (T,k) are read by
+ * MT_MOE_DROP_GATE only (NULL otherwise). Returns the pairs dropped.
+ * Dispatch, combine and their backwards then run on N = E·C rows, and the
+ * grouped product on E groups of C rows (padding rows are zeros). */
+int64_t mt_moe_capacity_layout(int32_t *order, int32_t *pos, int32_t *kept, const int32_t *ids,
+                               const float *gates, int64_t T, int64_t k, int64_t E, int64_t C,
+                               mt_moe_drop_policy policy);
 
 /* The source-major -> expert-major reorder of rows received from P_e
  * sources (MOE.md §4.5). counts (P_e, el) are the rows source s sent for
