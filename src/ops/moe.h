@@ -14,7 +14,7 @@
  * Shape letters (MOE.md's): T tokens in scope, D width, E routed experts, k
  * experts a token, N = T·k (token, slot) rows, P_e the expert-parallel
  * degree, el = E / P_e local experts, S sequences, L tokens a sequence,
- * I, O an expert product's input and output widths.
+ * C, OC an expert product's input and output channels (as linear's).
  *
  * How the expert axis will split it (not wired yet). Expert i lives on
  * expert rank ⌊i / el⌋, so the order mt_moe_sort makes is also by
@@ -211,16 +211,16 @@ void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_
 
 /* ---- the grouped expert product (moe_gemm.c; MOE.md §4.6) ---------------- */
 
-/* y (N,O) (+)= x (N,I) · w_e (I,O) on each of el row groups: group e is the
- * sizes[e] rows after the previous groups' (Σ sizes = N), w (el,I,O) the
+/* y (N,OC) (+)= x (N,C) · w_e (C,OC) on each of el row groups: group e is the
+ * sizes[e] rows after the previous groups' (Σ sizes = N), w (el,C,OC) the
  * local experts' weights. A zero-row group is skipped. One cblas_sgemm per
  * group (mt_kernel_gemm), as the dense products. */
 void mt_moe_gemm_fwd(float *y, const float *x, const float *w, const int32_t *sizes,
-                     int64_t el, int64_t I, int64_t O, bool acc);
-/* The backward: dx (N,I) (+)= dy_e (rows,O) · w_eᵀ, dw (el,I,O) (+)=
+                     int64_t el, int64_t C, int64_t OC, bool acc);
+/* The backward: dx (N,C) (+)= dy_e (rows,OC) · w_eᵀ, dw (el,C,OC) (+)=
  * x_eᵀ · dy_e per group; an expert with zero rows gets dw_e = 0 (or
  * unchanged with acc). Either output may be NULL. */
 void mt_moe_gemm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                     const int32_t *sizes, int64_t el, int64_t I, int64_t O, bool acc);
+                     const int32_t *sizes, int64_t el, int64_t C, int64_t OC, bool acc);
 
 #endif /* MT_OPS_MOE_H */

@@ -12,36 +12,36 @@
 #include <string.h>
 
 void mt_moe_gemm_fwd(float *y, const float *x, const float *w, const int32_t *sizes,
-                     int64_t el, int64_t I, int64_t O, bool acc) {
+                     int64_t el, int64_t C, int64_t OC, bool acc) {
     int64_t r0 = 0;
     for (int64_t e = 0; e < el; e++) {
         const int64_t n = sizes[e];
-        /* y_e (n,O) (+)= x_e (n,I) · w_e (I,O) */
+        /* y_e (n,OC) (+)= x_e (n,C) · w_e (C,OC) */
         if (n > 0)
-            mt_kernel_gemm(false, false, n, O, I, 1.0f, x + r0 * I, I, w + e * I * O, O,
-                           acc ? 1.0f : 0.0f, y + r0 * O, O);
+            mt_kernel_gemm(false, false, n, OC, C, 1.0f, x + r0 * C, C, w + e * C * OC, OC,
+                           acc ? 1.0f : 0.0f, y + r0 * OC, OC);
         r0 += n;
     }
 }
 
 void mt_moe_gemm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                     const int32_t *sizes, int64_t el, int64_t I, int64_t O, bool acc) {
+                     const int32_t *sizes, int64_t el, int64_t C, int64_t OC, bool acc) {
     int64_t r0 = 0;
     for (int64_t e = 0; e < el; e++) {
         const int64_t n = sizes[e];
-        float *dwe = dw ? dw + e * I * O : NULL;
+        float *dwe = dw ? dw + e * C * OC : NULL;
         if (n == 0) {
-            if (dwe && !acc) memset(dwe, 0, (size_t)(I * O) * sizeof *dwe);
+            if (dwe && !acc) memset(dwe, 0, (size_t)(C * OC) * sizeof *dwe);
             continue;
         }
-        /* dx_e (n,I) (+)= dy_e (n,O) · w_eᵀ (O,I) */
+        /* dx_e (n,C) (+)= dy_e (n,OC) · w_eᵀ (OC,C) */
         if (dx)
-            mt_kernel_gemm(false, true, n, I, O, 1.0f, dy + r0 * O, O, w + e * I * O, O,
-                           acc ? 1.0f : 0.0f, dx + r0 * I, I);
-        /* dw_e (I,O) (+)= x_eᵀ (I,n) · dy_e (n,O) */
+            mt_kernel_gemm(false, true, n, C, OC, 1.0f, dy + r0 * OC, OC, w + e * C * OC, OC,
+                           acc ? 1.0f : 0.0f, dx + r0 * C, C);
+        /* dw_e (C,OC) (+)= x_eᵀ (C,n) · dy_e (n,OC) */
         if (dwe)
-            mt_kernel_gemm(true, false, I, O, n, 1.0f, x + r0 * I, I, dy + r0 * O, O,
-                           acc ? 1.0f : 0.0f, dwe, O);
+            mt_kernel_gemm(true, false, C, OC, n, 1.0f, x + r0 * C, C, dy + r0 * OC, OC,
+                           acc ? 1.0f : 0.0f, dwe, OC);
         r0 += n;
     }
 }
