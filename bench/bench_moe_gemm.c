@@ -21,7 +21,10 @@
 
 static float *randv(size_t n, unsigned seed) {
     float *p = malloc(n * sizeof *p);
-    if (!p) { fprintf(stderr, "meshtrain: bench_moe_gemm: out of memory (%zu floats)\n", n); exit(1); }
+    if (!p) {
+        fprintf(stderr, "meshtrain: bench_moe_gemm: out of memory (%zu floats)\n", n);
+        exit(1);
+    }
     for (size_t i = 0; i < n; i++) p[i] = mt_rng_uniform(seed, 0, i) - 0.5f;
     return p;
 }
@@ -34,7 +37,8 @@ static void router_sizes(int32_t *sizes, int64_t T, int64_t E, int64_t k, double
     float *g = malloc((size_t)(T * k) * sizeof *g);
     int32_t *ids = malloc((size_t)(T * k) * sizeof *ids);
     for (int64_t i = 0; i < T * E; i++)
-        u[i] = 2.0f * mt_rng_uniform(9, 0, (uint64_t)i) + (float)(skew * (double)(i % E) / (double)E);
+        u[i] = 2.0f * mt_rng_uniform(9, 0, (uint64_t)i) +
+               (float)(skew * (double)(i % E) / (double)E);
     mt_moe_route_fwd(&p, u, NULL, s, ids, g);
     mt_moe_counts(sizes, ids, 1, T, k, E);
     free(u), free(s), free(g), free(ids);
@@ -46,7 +50,8 @@ static void time_pair(const int32_t *sizes, int64_t E, int64_t N, int64_t C, int
                       double *grouped, double *dense) {
     float *x = randv((size_t)(N * C), 1), *w = randv((size_t)(E * C * OC), 2);
     float *dy = randv((size_t)(N * OC), 3), *y = malloc((size_t)(N * OC) * sizeof *y);
-    float *dx = malloc((size_t)(N * C) * sizeof *dx), *dw = malloc((size_t)(E * C * OC) * sizeof *dw);
+    float *dx = malloc((size_t)(N * C) * sizeof *dx);
+    float *dw = malloc((size_t)(E * C * OC) * sizeof *dw);
     double tg[32], td[32];
     for (int r = -1; r < reps; r++) {
         double t0 = mt_time_now();
