@@ -1,0 +1,197 @@
+/*
+ * moe_dispatch.c — MoE dispatch and combine on one device (ops/moe.h;
+ * ../shared/MOE.md §4): the stable sort of (token, slot) pairs by expert,
+ * the source-major -> expert-major reorder of received rows, the gathers
+ * and scatters between token order and expert order, and the combine with
+ * its backward.
+ *
+ * Every sum over a token's slots is taken in slot order in double and
+ * rounded once: the result does not depend on where the rows were sorted
+ * to (one device or P_e), which is what lets expert parallelism match the
+ * one-device run bitwise.
+ */
+#include "ops/moe.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+void mt_moe_sort(int32_t *order, int32_t *pos, int32_t *counts, const int32_t *ids, int64_t T,
+                 int64_t k, int64_t E) {
+    const int64_t N = T * k;
+    memset(counts, 0, (size_t)E * sizeof *counts);
+    for (int64_t r = 0; r < N; r++) {
+        assert(ids[r] >= 0 && ids[r] < E);
+        counts[ids[r]]++;
+    }
+    /* counts -> the first row of each expert (an exclusive prefix sum);
+     * pos[r] = its expert's next free row, in (t, j) order: stable */
+    int32_t start = 0;
+    for (int64_t e = 0; e < E; e++) {
+        const int32_t c = counts[e];
+        counts[e] = start;
+        start += c;
+    }
+    assert(start == N);
+    for (int64_t r = 0; r < N; r++) pos[r] = counts[ids[r]]++;
+    /* counts[e] is now the end of expert e's rows: back to counts */
+    for (int64_t e = E - 1; e > 0; e--) counts[e] -= counts[e - 1];
+    for (int64_t r = 0; r < N; r++) order[pos[r]] = (int32_t)r;
+}
+
+void mt_moe_dispatch_fwd(float *xs, const float *x, const int32_t *order, int64_t N, int64_t k,
+                         int64_t D) {
+    for (int64_t r = 0; r < N; r++)
+        if (order[r] < 0)
+            memset(xs + r * D, 0, (size_t)D * sizeof *xs);
+        else
+            memcpy(xs + r * D, x + (int64_t)(order[r] / k) * D, (size_t)D * sizeof *xs);
+}
+
+void mt_moe_dispatch_bwd(float *dx, const float *dxs, const int32_t *pos, int64_t T, int64_t k,
+                         int64_t D, bool acc) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t d = 0; d < D; d++) {
+            double sum = 0;
+            for (int64_t j = 0; j < k; j++)
+                if (pos[t * k + j] >= 0) sum += dxs[(int64_t)pos[t * k + j] * D + d];
+            dx[t * D + d] = acc ? dx[t * D + d] + (float)sum : (float)sum;
+        }
+}
+
+void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const int32_t *pos,
+                        int64_t T, int64_t k, int64_t D, bool acc) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t d = 0; d < D; d++) {
+            double sum = 0;
+            for (int64_t j = 0; j < k; j++)
+                if (pos[t * k + j] >= 0)
+                    sum += (double)gates[t * k + j] * y[(int64_t)pos[t * k + j] * D + d];
+            out[t * D + d] = acc ? out[t * D + d] + (float)sum : (float)sum;
+        }
+}
+
+void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
+                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
+                        int64_t D, bool acc) {
+    /* rows no pair names (a capacity buffer's padding) get zeros: the
+     * grouped product's weight gradient reads them */
+    if (dy && !acc) memset(dy, 0, (size_t)(N * D) * sizeof *dy);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < k; j++) {
+            const float g = gates[t * k + j], *o = dout + t * D;
+            const int64_t row = (int64_t)pos[t * k + j] * D;
+            if (row < 0) {   /* dropped: no row, no gate gradient */
+                if (dgates && !acc) dgates[t * k + j] = 0.0f;
+                continue;
+            }
+            if (dy)
+                for (int64_t d = 0; d < D; d++) dy[row + d] += g * o[d];
+            if (!dgates) continue;
+            double dot = 0;
+            for (int64_t d = 0; d < D; d++) dot += (double)o[d] * y[row + d];
+            dgates[t * k + j] = acc ? dgates[t * k + j] + (float)dot : (float)dot;
+        }
+}
+
+void mt_moe_permute_indices(int32_t *idx, int32_t *sizes, const int32_t *counts, int64_t P_e,
+                            int64_t el) {
+    /* the received buffer holds segment (s, e) at the sum of the counts
+     * before it in source-major order */
+    int32_t n = 0;
+    for (int64_t e = 0; e < el; e++) {
+        int32_t size = 0;
+        for (int64_t s = 0; s < P_e; s++) {
+            int32_t at = 0;
+            for (int64_t q = 0; q < s * el + e; q++) at += counts[q];
+            for (int32_t r = 0; r < counts[s * el + e]; r++) idx[n++] = at + r;
+            size += counts[s * el + e];
+        }
+        sizes[e] = size;
+    }
+}
+
+void mt_moe_gather_rows(float *out, const float *in, const int32_t *idx, int64_t n, int64_t D) {
+    for (int64_t r = 0; r < n; r++)
+        memcpy(out + r * D, in + (int64_t)idx[r] * D, (size_t)D * sizeof *out);
+}
+
+void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_t n, int64_t D,
+                         bool acc) {
+    for (int64_t r = 0; r < n; r++) {
+        float *o = out + (int64_t)idx[r] * D;
+        const float *i = in + r * D;
+        for (int64_t d = 0; d < D; d++) o[d] = acc ? o[d] + i[d] : i[d];
+    }
+}
+
+/* ---- capacity ------------------------------------------------------------ */
+
+int64_t mt_moe_capacity(int64_t T, int64_t k, int64_t E, double cf) {
+    return (int64_t)ceil((double)(T * k) / (double)E * cf);
+}
+
+/* Pair a comes before pair b: by gate (the higher, then the earlier pair),
+ * or by position alone (gates NULL). */
+static bool before(int32_t a, int32_t b, const float *gates) {
+    if (gates && gates[a] != gates[b]) return gates[a] > gates[b];
+    return a < b;
+}
+
+/* Sifts a[r] down the heap a[0, end) whose top is the last in `before`
+ * order. */
+static void sift(int32_t *a, int64_t r, int64_t end, const float *gates) {
+    for (int64_t c = 2 * r + 1; c < end; r = c, c = 2 * r + 1) {
+        if (c + 1 < end && before(a[c], a[c + 1], gates)) c++;
+        if (!before(a[r], a[c], gates)) return;
+        const int32_t t = a[r];
+        a[r] = a[c], a[c] = t;
+    }
+}
+
+/* a (n) sorted into `before` order in place (a heap sort: no scratch). */
+static void sort_pairs(int32_t *a, int64_t n, const float *gates) {
+    for (int64_t i = n / 2 - 1; i >= 0; i--) sift(a, i, n, gates);
+    for (int64_t end = n - 1; end > 0; end--) {
+        const int32_t t = a[0];
+        a[0] = a[end], a[end] = t;
+        sift(a, 0, end, gates);
+    }
+}
+
+int64_t mt_moe_capacity_layout(int32_t *order, int32_t *pos, int32_t *kept, const int32_t *ids,
+                               const float *gates, int64_t T, int64_t k, int64_t E, int64_t C,
+                               mt_moe_drop_policy policy) {
+    const int64_t N = T * k;
+    /* the pairs grouped by expert in (t, j) order, in pos for now: kept
+     * counts, then walks each expert's next slot, then holds its end */
+    memset(kept, 0, (size_t)E * sizeof *kept);
+    for (int64_t r = 0; r < N; r++) kept[ids[r]]++;
+    int32_t start = 0;
+    for (int64_t e = 0; e < E; e++) {
+        const int32_t c = kept[e];
+        kept[e] = start;
+        start += c;
+    }
+    for (int64_t r = 0; r < N; r++) pos[kept[ids[r]]++] = (int32_t)r;
+    /* each expert keeps its first C in policy order, laid out in (t, j)
+     * order at its C rows */
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < E * C; i++) order[i] = -1;
+    for (int64_t e = 0, lo = 0; e < E; e++) {
+        int32_t *seg = pos + lo;
+        const int64_t n = kept[e] - lo, keep = n < C ? n : C;
+        if (policy == MT_MOE_DROP_GATE && n > C) {
+            sort_pairs(seg, n, gates);
+            sort_pairs(seg, keep, NULL);
+        }
+        for (int64_t i = 0; i < keep; i++) order[e * C + i] = seg[i];
+        dropped += n - keep;
+        lo = kept[e];
+        kept[e] = (int32_t)keep;
+    }
+    for (int64_t r = 0; r < N; r++) pos[r] = -1;
+    for (int64_t i = 0; i < E * C; i++)
+        if (order[i] >= 0) pos[order[i]] = (int32_t)i;
+    return dropped;
+}
