@@ -24,7 +24,8 @@
 # parallelism beside context really splits each device's rows over tensor
 # (explain: reduce-scatters onto context+tensor rows, no all-reduce), and
 # is turned away where the mesh names tensor before context or T/context
-# does not divide over tensor. Every run is
+# does not divide over tensor. explain --doc-mask on and plan --doc-mask on
+# count the document ids beside the keys (closed forms). Every run is
 # under `timeout 120`.
 set -u
 
@@ -134,6 +135,30 @@ for P in 2 4; do
     [ "$steps" = "$((2 * 2 * P))" ] && ok "llama ring P=$P: explain lists each of the $P steps of both nodes, every layer" ||
         bad "llama ring P=$P steps listed" "$steps lines, want $((2 * 2 * P))"
 done
+# with packed documents (explain --doc-mask on) the keys' ids travel too: an
+# int32 a row beside each ring step's k and v, and under all-gather one
+# gather of B·S ids a layer
+want=$((2 * 1 * 2 * 8 * (2 * 2 * 8 * 4 + 4)))   # L · (P-1) · B · S/P · (2·KV·HS·4 + 4)
+got=$(bytes F ring_attention --model llama --kv-heads 2 "${EX[@]}" --cp-attention ring --doc-mask on)
+[ "$got" = "$want" ] && ok "llama ring, documents: forward bytes $got = L·(P-1)·B·(S/P)·(2·KV·HS·4 + 4)" ||
+    bad "llama ring forward bytes with documents" "got $got, want $want"
+got=$(timeout 120 "$BIN" explain --model llama --kv-heads 2 "${EX[@]}" --doc-mask on 2>/dev/null |
+      awk '$2 == "all_gather" && / i32\[/ && /over context/ { n++; for (i = 1; i <= NF; i++) if ($(i+1) ~ /^bytes/) s += $i }
+           END { print n + 0, s + 0 }')
+[ "$got" = "2 $((2 * 2 * 16 * 4))" ] && ok "llama all-gather, documents: the ids gathered once a layer, L·B·S·4 bytes" ||
+    bad "llama all-gather of document ids (count, bytes)" "got $got, want 2 $((2 * 2 * 16 * 4))"
+# plan --doc-mask on costs the same ids: the ring's sends a step grow by
+# L · 2 (forward, backward) · (P-1) · B · (S/P) · 4 bytes (B = 4 sequences)
+permute() {
+    timeout 120 "$BIN" plan --model llama --layers 2 --channels 32 --heads 4 --kv-heads 2 \
+        --vocab 256 --seq 16 --hardware h100-sxm --chips 2 --mesh context=2 --cp-attention ring \
+        --remat none --batch-tokens 64 --microbatches 1 --json "$@" 2>/dev/null |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["best"][0]["comm_bytes_per_step"]["context"]["permute"]["size"])'
+}
+off=$(permute --doc-mask off) on=$(permute --doc-mask on)
+[ -n "$off" ] && [ -n "$on" ] && [ $((on - off)) = $((2 * 2 * 1 * 4 * 8 * 4)) ] &&
+    ok "plan --doc-mask on: the ring sends L·2·(P-1)·B·(S/P)·4 = $((on - off)) bytes more a step" ||
+    bad "plan --doc-mask on ring bytes" "off $off, on $on, want a difference of $((2 * 2 * 1 * 4 * 8 * 4))"
 want=$((2 * 1 * 2 * 8 * 2 * 32 * 4))   # GPT: L · (P-1) · B · S/P · (k and v: 2C) · 4
 got=$(bytes F ring_attention --model gpt "${EX[@]}" --cp-attention ring)
 [ "$got" = "$want" ] && ok "gpt ring: forward bytes $got = L·(P-1)·B·(S/P)·2C·4" ||

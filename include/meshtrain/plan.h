@@ -424,10 +424,11 @@ typedef struct {
        trainer refuses them (mt_train_config_check) and with a memory
        convention other than MESHTRAIN (whose activations are formulas of
        the default rows' splits); bucket_mb, the trainer's gradient
-       buckets; and reshard_after_forward and fsdp_gather, taken by the
+       buckets; reshard_after_forward and fsdp_gather, taken by the
        layouts that store parameters split over fsdp or under zero 3 (ZeRO-1
-       and 2 gather once a step and keep the copies). The rest of it is
-       ignored */
+       and 2 gather once a step and keep the copies); and doc_mask, the
+       packed documents' ids (their inputs, and their moves beside the keys
+       under context parallelism). The rest of it is ignored */
     mt_train_config    model;
     const mt_hardware *hw;
     int                chips;          /* devices; with min_chips, the most to try */

@@ -374,7 +374,7 @@ static const char NO_DATA[] = "(explain reads no data)";
 int cli_explain_model(int argc, char **argv) {
     explain_cfg c = {.train = mt_train_defaults()};
     mt_train_config *t = &c.train;
-    int model = 0, precision = 0, grad_reduce = 0;
+    int model = 0, precision = 0, grad_reduce = 0, doc_mask = 0;
     const char *mesh_spec = NULL;
     int devices = 0;
     char choices_model[64] = "";
@@ -402,6 +402,9 @@ int cli_explain_model(int argc, char **argv) {
          "matrix products' precision (as train): bf16 shows FSDP's bf16 all-gathers"},
         {"grad-reduce", CLI_CHOICE, &grad_reduce, 0, 0, 0, 0, "fp32|bf16", "P",
          "gradient reductions' precision (as train)"},
+        {"doc-mask", CLI_CHOICE, &doc_mask, 0, 0, 0, 0, "off|on", "MODE",
+         "packed documents (as train): on shows the program with the document ids, which "
+         "travel with the keys under each --cp-attention"},
         {"json", CLI_FLAG, &c.json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
@@ -423,6 +426,7 @@ int cli_explain_model(int argc, char **argv) {
     if ((rc = cli_strategy_flags_check(&sf, opts, seen, t)) != CLI_EXIT_OK) return rc;
     t->precision = precision == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
     t->grad_reduce = grad_reduce == 1 ? MT_PRECISION_BF16 : MT_PRECISION_FP32;
+    t->doc_mask = doc_mask == 1;
     if (mt_model_about_of(t->model)->dataset) t->data = NO_DATA;
     /* the mesh as train takes it: --devices N alone is data=N, one device none */
     char spec[64];

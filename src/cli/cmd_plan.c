@@ -166,7 +166,7 @@ int cli_cmd_plan(int argc, char **argv) {
     mt_plan_request q = mt_plan_request_defaults();
     mt_train_config *t = &q.model;
     *t = mt_train_defaults();
-    int model = 0, precision = 0, memory = 0;
+    int model = 0, precision = 0, memory = 0, doc_mask = 0;
     const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL, *fabric = NULL;
     const char *context = NULL;
     int slice_chips = 0;
@@ -198,6 +198,10 @@ int cli_cmd_plan(int argc, char **argv) {
         {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
          "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
         {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron|deepspeed|torchtitan", "CONV", "how bytes are counted (docs/planning.md)"},
+        {"doc-mask", CLI_CHOICE, &doc_mask, 0, 0, 0, 0, "off|on", "MODE",
+         "packed documents (as train): the document ids' inputs and their moves beside the "
+         "keys; attention still costed causal over the whole row (the documents' lengths "
+         "are the data's)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
         {"train-tokens", CLI_STR, &train_tokens, 0, 0, 0, 0, NULL, "N",
@@ -223,6 +227,7 @@ int cli_cmd_plan(int argc, char **argv) {
     q.precision = precision == 1 ? MT_PRECISION_FP32 : MT_PRECISION_BF16;
     cli_strategy_flags_plan(&sf, &q);
     q.memory = (mt_plan_memory)memory;
+    t->doc_mask = doc_mask == 1;
     if (!hardware) {
         cli_error("plan: give --hardware NAME (the shipped systems are in hardware/; "
                   "docs/planning.md)");

@@ -22,6 +22,7 @@ void mt__plan_model_config(const mt_plan_request *r, mt_train_config *c) {
     c->model_config_size = mt_model_about_of(r->model.model)->config_size;
     if (mt_model_about_of(r->model.model)->dataset) c->data = NO_DATA;
     c->T = r->seq;
+    c->doc_mask = r->model.doc_mask;   /* the document ids' inputs and moves */
 }
 
 static bool same_key(const mt__plan_prog_key *a, const mt__plan_prog_key *b) {
