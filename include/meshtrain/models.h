@@ -100,7 +100,9 @@ mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
  * experts that every token takes (one dense SwiGLU of shared·F_e), and the
  * router's aux loss and z-loss are added to the training loss. Block l is
  * MoE when experts > 0, l >= first_dense and (l - first_dense) % every ==
- * 0. experts 0: every block dense (all zero: a dense LLaMA). */
+ * 0. experts 0: every block dense (all zero: a dense LLaMA). A setting
+ * at 0 takes its default: top_k 2, every 1, route_scale 1, ffn_dim the
+ * dense F; aux_alpha and z_beta 0 add no loss. */
 typedef struct {
     int   experts;      /* E routed experts (--moe-experts); 0: dense */
     int   top_k;        /* k experts a token (--moe-top-k) */

@@ -142,14 +142,14 @@ static const struct {
     LLAMA("stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1.0f, 32, 1, NONE),
     LLAMA("stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1.0f, 32, 1, NONE),
     /* no published model: a mixture of experts small enough for CPU runs
-     * (issue 42), V from the data; Mixtral's 8 experts, top-2 of a softmax
+     * (issue 42), V a text file's bytes (--vocab for a tokenizer's); Mixtral's 8 experts, top-2 of a softmax
      * renormalised (Mixtral 8x7B's config.json: num_local_experts 8,
      * num_experts_per_tok 2), DeepSeek-MoE's shared expert and first
      * dense block (DeepSeek-V3's config.json: n_shared_experts 1,
      * first_k_dense_replace 3), Switch's and Megatron's aux-loss α 0.01,
      * ST-MoE's z-loss β 1e-3 */
     {"moe-tiny", {.dim = 64, .ffn_dim = 192, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2,
-                  .vocab = 0, .max_seq = 256, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+                  .vocab = 256, .max_seq = 256, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
                   .multiple_of = 32, .ffn_mult = 1.0f,
                   .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),
                   .moe = {.experts = 8, .top_k = 2, .ffn_dim = 64, .shared = 1,
@@ -191,7 +191,7 @@ int64_t mt_llama_num_params(const mt_llama_config *cfg) {
     int64_t per_layer = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F, n = 0;
     /* a MoE block's feed-forward is the router, its experts and shared ones */
     for (int l = 0; l < cfg->n_layers; l++)
-        n += per_layer + (mt_llama_moe_block(cfg, l) ? mt__llama_moe_ffn_params(cfg, false) -
+        n += per_layer + (mt_llama_moe_block(cfg, l) ? mt__llama_moe_ffn_params(cfg, F, false) -
                                                            3 * C * F : 0);
     return V * C * (cfg->tie_embeddings ? 1 : 2) + n + C;
 }
@@ -202,13 +202,14 @@ double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
      * per token (half PaLM's 12·L·NH·HS·T: the pairs with key <= query; the
      * query's width; grouped kv heads do not change q·kᵀ's count) */
     double N = (double)mt_llama_num_params(cfg);
+    const int64_t F = mt_llama_ffn_dim(cfg);
     if (!cfg->tie_embeddings) N -= (double)cfg->vocab * cfg->dim;
     /* a MoE block: its active parameters, the router and k + shared experts
      * (Megatron's convention, ../shared/MOE.md §6) */
     for (int l = 0; l < cfg->n_layers; l++)
         if (mt_llama_moe_block(cfg, l))
-            N -= (double)(mt__llama_moe_ffn_params(cfg, false) -
-                          mt__llama_moe_ffn_params(cfg, true));
+            N -= (double)(mt__llama_moe_ffn_params(cfg, F, false) -
+                          mt__llama_moe_ffn_params(cfg, F, true));
     const int64_t width = (int64_t)cfg->n_heads * mt_llama_head_dim(cfg);   /* C by default */
     double attn = 6.0 * cfg->n_layers * (double)width * T;
     return (6.0 * N + attn) * (double)tokens;
@@ -280,7 +281,7 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     h = mt_rmsnorm(g, a, ffn_norm, cfg->norm_eps);                           /* (B,T,C) */
     if (moe) {
         mt_tensor *la = NULL;
-        o = mt__llama_moe_ffn(g, h, l, cfg, normal, resid, &la);             /* (B,T,C) */
+        o = mt__llama_moe_ffn(g, h, l, cfg, F, normal, resid, &la);             /* (B,T,C) */
         *aux = *aux ? mt_add(g, *aux, la) : la;                              /* () */
         return mt_add(g, a, mt_graph_logical(g, o, MT_RESIDUAL_AXES));       /* (B,T,C) */
     }

@@ -14,7 +14,9 @@
  *   aux   = α · aux loss (sequence-wise: each of the B sequences its own
  *           balance, DeepSeek-V3's) + β · z-loss
  * Gates are renormalised over the k selected (Mixtral's softmax top-k,
- * DeepSeek-V3's sigmoid), times the route scale.
+ * DeepSeek-V3's sigmoid), times the route scale. A setting at 0 takes its
+ * default (mt__llama_moe_resolved), so that a dense configuration, all
+ * zero, is valid and --moe-experts alone gives a working MoE.
  */
 #include "models/llama/llama_moe.h"
 
@@ -22,47 +24,49 @@
 #include <stdio.h>
 
 bool mt_llama_moe_block(const mt_llama_config *cfg, int l) {
-    const mt_llama_moe *m = &cfg->moe;
-    const int every = m->every > 0 ? m->every : 1;
-    return m->experts > 0 && l >= m->first_dense && (l - m->first_dense) % every == 0;
+    const mt_llama_moe m = mt__llama_moe_resolved(cfg, 1);
+    return m.experts > 0 && l >= m.first_dense && (l - m.first_dense) % m.every == 0;
 }
 
 mt_status mt_llama_moe_check(const mt_llama_config *cfg) {
     const mt_llama_moe *m = &cfg->moe;
+    /* every setting in its flag's range, read or not (0: its default) */
+    const struct { const char *flag; int v, hi; } ints[] = {
+        {"experts", m->experts, 4096}, {"top-k", m->top_k, 4096},
+        {"ffn-dim", m->ffn_dim, 1 << 20}, {"shared", m->shared, 64},
+        {"first-dense", m->first_dense, 1000}, {"every", m->every, 1000}, {"score", m->score, 1},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].v < 0 || ints[i].v > ints[i].hi)
+            return mt_fail(MT_EINVAL, "LLaMA --moe-%s %d must be 0 to %d", ints[i].flag,
+                           ints[i].v, ints[i].hi);
+    const struct { const char *flag; float v, hi; } floats[] = {
+        {"route-scale", m->route_scale, 1e3f}, {"aux-alpha", m->aux_alpha, 10.0f},
+        {"z-beta", m->z_beta, 10.0f},
+    };
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (!(floats[i].v >= 0.0f && floats[i].v <= floats[i].hi))
+            return mt_fail(MT_EINVAL, "LLaMA --moe-%s %g must be 0 to %g", floats[i].flag,
+                           (double)floats[i].v, (double)floats[i].hi);
     if (m->experts == 0) return MT_OK;
-    if (m->experts < 0 || m->experts > 4096)
-        return mt_fail(MT_EINVAL, "LLaMA --moe-experts %d must be 0 (dense) to 4096",
+    const mt_llama_moe r = mt__llama_moe_resolved(cfg, 1);
+    if (r.top_k > m->experts)
+        return mt_fail(MT_EINVAL, "LLaMA --moe-top-k %d must be 1 to --moe-experts %d", r.top_k,
                        m->experts);
-    if (m->top_k < 1 || m->top_k > m->experts)
-        return mt_fail(MT_EINVAL, "LLaMA --moe-top-k %d must be 1 to --moe-experts %d",
-                       m->top_k, m->experts);
-    if (m->ffn_dim < 0)
-        return mt_fail(MT_EINVAL, "LLaMA --moe-ffn-dim %d must be positive (each expert's "
-                       "SwiGLU hidden size F_e; 0: the dense F)", m->ffn_dim);
-    if (m->shared < 0 || m->first_dense < 0 || m->every < 1)
-        return mt_fail(MT_EINVAL, "LLaMA --moe-shared %d, --moe-first-dense %d must not be "
-                       "negative and --moe-every %d must be positive", m->shared,
-                       m->first_dense, m->every);
     if (m->first_dense >= cfg->n_layers)
         return mt_fail(MT_EINVAL, "LLaMA --moe-first-dense %d leaves no MoE block of the %d "
                        "(--layers); lower it or give --moe-experts 0", m->first_dense,
                        cfg->n_layers);
-    if (m->score != 0 && m->score != 1)
-        return mt_fail(MT_EINVAL, "LLaMA --moe-score %d is neither softmax (0) nor sigmoid (1)",
-                       m->score);
-    if (!(isfinite(m->route_scale) && m->route_scale > 0.0f))
-        return mt_fail(MT_EINVAL, "LLaMA --moe-route-scale %g must be finite and positive (1: "
-                       "none; DeepSeek-V3 2.5)", (double)m->route_scale);
-    if (!(isfinite(m->aux_alpha) && m->aux_alpha >= 0.0f && isfinite(m->z_beta) &&
-          m->z_beta >= 0.0f))
-        return mt_fail(MT_EINVAL, "LLaMA --moe-aux-alpha %g and --moe-z-beta %g must be finite "
-                       "and not negative", (double)m->aux_alpha, (double)m->z_beta);
     return MT_OK;
 }
 
-/* F_e: --moe-ffn-dim, or where it is 0 the dense F. */
-static int64_t expert_ffn(const mt_llama_config *cfg) {
-    return cfg->moe.ffn_dim > 0 ? cfg->moe.ffn_dim : mt_llama_ffn_dim(cfg);
+mt_llama_moe mt__llama_moe_resolved(const mt_llama_config *cfg, int64_t F_dense) {
+    mt_llama_moe m = cfg->moe;
+    if (m.top_k == 0) m.top_k = 2;
+    if (m.every == 0) m.every = 1;
+    if (m.route_scale == 0.0f) m.route_scale = 1.0f;
+    if (m.ffn_dim == 0) m.ffn_dim = (int)F_dense;
+    return m;
 }
 
 /* The parameter `fmt` of block l, of ndim dims. */
@@ -74,9 +78,9 @@ static mt_tensor *mparam(mt_graph *g, mt_init init, int ndim, const int64_t *sha
 }
 
 mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_config *cfg,
-                             mt_init init, mt_init resid, mt_tensor **aux) {
-    const mt_llama_moe *m = &cfg->moe;
-    const int64_t C = cfg->dim, E = m->experts, F = expert_ffn(cfg), FS = m->shared * F;
+                             int64_t F_dense, mt_init init, mt_init resid, mt_tensor **aux) {
+    const mt_llama_moe mr = mt__llama_moe_resolved(cfg, F_dense), *m = &mr;
+    const int64_t C = cfg->dim, E = m->experts, F = m->ffn_dim, FS = m->shared * F;
     mt_tensor *wr = mparam(g, init, 2, (int64_t[]){E, C}, "h.%d.moe.router.w", l, "_,embed");
     mt_tensor *w1 = mparam(g, init, 3, (int64_t[]){E, C, F}, "h.%d.moe.w1.w", l,
                            "experts,embed,mlp");
@@ -106,9 +110,9 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
     return mt_add(g, out, mt_linear(g, sh, s2, NULL));                          /* (B,T,C) */
 }
 
-int64_t mt__llama_moe_ffn_params(const mt_llama_config *cfg, bool active) {
-    const mt_llama_moe *m = &cfg->moe;
-    const int64_t C = cfg->dim, F = expert_ffn(cfg);
+int64_t mt__llama_moe_ffn_params(const mt_llama_config *cfg, int64_t F_dense, bool active) {
+    const mt_llama_moe mr = mt__llama_moe_resolved(cfg, F_dense), *m = &mr;
+    const int64_t C = cfg->dim, F = m->ffn_dim;
     const int64_t routed = active ? m->top_k : m->experts;
     return C * m->experts + 3 * C * F * (routed + m->shared);
 }

@@ -16,14 +16,19 @@
  * "h.<l>.moe.w1.w" and "h.<l>.moe.w3.w" (E,C,F_e), "h.<l>.moe.w2.w"
  * (E,F_e,C), their first dim named `experts`; with shared experts
  * "h.<l>.moe.shared.w1.w", ".w3.w" (S·F_e,C) and ".w2.w" (C,S·F_e) as
- * the dense FFN's. init and resid are the dense FFN's initialisers.
+ * the dense FFN's. init and resid are the dense FFN's initialisers;
+ * F_dense the dense FFN's F (F_e where --moe-ffn-dim is 0).
  * Returns (B,T,C), or NULL with g's error. */
 mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_config *cfg,
-                             mt_init init, mt_init resid, mt_tensor **aux);
+                             int64_t F_dense, mt_init init, mt_init resid, mt_tensor **aux);
 
 /* The parameters of one MoE block's feed-forward: all of them, or with
  * `active` the ones a token uses (the router, k routed experts and the
  * shared ones), as MoE FLOPs count them (../shared/MOE.md §6). */
-int64_t    mt__llama_moe_ffn_params(const mt_llama_config *cfg, bool active);
+int64_t    mt__llama_moe_ffn_params(const mt_llama_config *cfg, int64_t F_dense, bool active);
+
+/* cfg's mixture of experts with each setting at 0 given its default: top-k
+ * 2, every 1, route scale 1, F_e the dense F_dense. */
+mt_llama_moe mt__llama_moe_resolved(const mt_llama_config *cfg, int64_t F_dense);
 
 #endif /* MT_MODELS_LLAMA_MOE_H */

@@ -19,15 +19,13 @@
 
 /* A small model: F from Llama's rule (multiple_of 32 as llama2.c: 192), V
  * from the data. */
+/* Dense (moe all zero: with --moe-experts E alone, top-2 of a softmax,
+ * experts of the dense F, every block MoE, no aux loss or z-loss). */
 const mt_llama_config mt__llama_defaults = {
     .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
     .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
     .multiple_of = 32, .ffn_mult = 1.0f,
     .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),
-    /* dense; with --moe-experts E: top-2 of a softmax, experts of the dense
-     * F, every block MoE, Megatron's α 0.01, no z-loss */
-    .moe = {.experts = 0, .top_k = 2, .ffn_dim = 0, .every = 1, .route_scale = 1.0f,
-            .aux_alpha = 0.01f},
 };
 
 static mt_status preset(const char *name, void *mc) { return mt_llama_preset(name, mc); }
@@ -52,7 +50,8 @@ static mt_status preset(const char *name, void *mc) { return mt_llama_preset(nam
 static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
-     "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m), the "
+     "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m; "
+     "moe-tiny, a small mixture of experts), the "
      "other flags over it",
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset, NULL},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
@@ -101,21 +100,21 @@ static const mt_model_flag LLAMA_FLAGS[] = {
      * them only with --moe-experts, so a dense model's reads as before */
     MOE_INT("moe-experts", "E", experts, 0, 4096, "routed experts E of the MoE blocks (0: "
             "dense)"),
-    MOE_INT("moe-top-k", "k", top_k, 1, 4096, "experts a token takes"),
+    MOE_INT("moe-top-k", "k", top_k, 0, 4096, "experts a token takes (0: 2)"),
     MOE_INT("moe-ffn-dim", "F_e", ffn_dim, 0, 1 << 20, "each expert's SwiGLU hidden size (0: "
             "the dense F)"),
     MOE_INT("moe-shared", "shared", shared, 0, 64, "shared experts every token takes (one "
             "dense SwiGLU of shared·F_e)"),
     MOE_INT("moe-first-dense", "first_dense", first_dense, 0, 1000, "the first blocks stay "
             "dense (DeepSeek-V3: 3)"),
-    MOE_INT("moe-every", "every", every, 1, 1000, "from there every N-th block is MoE"),
+    MOE_INT("moe-every", "every", every, 0, 1000, "from there every N-th block is MoE (0: 1)"),
     {"moe-score", "score", offsetof(mt_llama_config, moe.score), 0, 1, false,
      "softmax|sigmoid", "router scores: softmax (Mixtral) or sigmoid (DeepSeek-V3), gates "
      "renormalised over the k", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL, "moe-experts"},
-    MOE_FLOAT("moe-route-scale", "route_scale", route_scale, 1e-3f, 1e3f,
-              "the gates' factor (DeepSeek-V3: 2.5)"),
+    MOE_FLOAT("moe-route-scale", "route_scale", route_scale, 0.0f, 1e3f,
+              "the gates' factor (0: 1; DeepSeek-V3: 2.5)"),
     MOE_FLOAT("moe-aux-alpha", "alpha", aux_alpha, 0.0f, 10.0f, "aux loss α, Megatron's "
-              "normalisation (α at balance), per sequence"),
+              "normalisation (α at balance), per sequence (0: none; Switch: 0.01)"),
     MOE_FLOAT("moe-z-beta", "beta", z_beta, 0.0f, 10.0f, "router z-loss β (ST-MoE: 1e-3)"),
 };
 #undef INT_FLAG
