@@ -17,7 +17,8 @@
 #    `meshtrain sample` reads the model back from its description;
 #  - turned away before any work (exit 2), naming what is not built: the
 #    tensor, pipe and context axes with MoE, llama2.c's model.bin
-#    (--llmc-out), top-k past the experts.
+#    (--llmc-out), top-k past the experts; `meshtrain plan` of a MoE model
+#    (the planner's MoE shape is not built).
 # Every run is under `timeout 120`.
 set -u
 
@@ -99,6 +100,10 @@ for axis in tensor pipe context; do
 done
 expect_fail "moe to llama2.c's model.bin is refused" 2 "llmc-out.*dense LLaMAs only.*ckpt-out" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --llmc-out x.bin
+expect_fail "plan refuses a MoE model, naming what is missing" 2 \
+    "planner has no mixture of experts yet.*--moe-experts 0" \
+    timeout 120 "$BIN" plan --model llama --preset moe-tiny --hardware h100-sxm --chips 2 \
+    --batch-tokens 256 --seq 32
 expect_fail "top-k past the experts is refused" 2 "moe-top-k 9 must be 1 to --moe-experts 8" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --moe-top-k 9
 

@@ -439,6 +439,10 @@ static void llama_shape(const mt_train_config *c, mt_model_shape *out) {
                             .kv_heads = m->n_kv_heads, .head_dim = mt_llama_head_dim(m),
                             .ffn = mt_llama_ffn_dim(m),
                             .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
+    if (m->moe.experts > 0)
+        out->unplannable = "the planner has no mixture of experts yet (its probe of a block "
+                           "and its FLOPs would be a dense model's): plan the dense model "
+                           "(--moe-experts 0), or train the MoE model and read its step";
 }
 
 static void llama_resize(void *config, int layers, int max_seq) {
