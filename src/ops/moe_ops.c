@@ -85,19 +85,12 @@ static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
 
 /* ---- dispatch, the grouped product, combine --------------------------------- */
 
+/* xs (N,D) = x's row of each pair, in expert order (a forward call writes:
+ * graph/builders.c makes forward calls without acc). */
 static void run_moe_dispatch(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 1), D = last(c->in[0]);
     const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
-    if (c->acc) {   /* forward calls write; kept for a runner that accumulates */
-        float *tmp = env->scratch + scratch_sort(c);
-        mt_moe_dispatch_fwd(tmp, CF(c->in[0]), s.order, N, c->p.moe.k, D);
-        for (int64_t i = 0; i < N * D; i++) F(c->out)[i] += tmp[i];
-    } else {
-        mt_moe_dispatch_fwd(F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
-    }
-}
-static size_t scratch_dispatch(const mt_op_call *c) {
-    return scratch_sort(c) + mt_tensor_numel(c->out);
+    mt_moe_dispatch_fwd(F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
 }
 
 static void run_moe_dispatch_bwd(const mt_op_env *env, const mt_op_call *c) {
@@ -271,7 +264,7 @@ MOE_KERNEL(moe_route, scratch_route);
 MOE_DEF(moe_gates, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_gates, NULL);
 MOE_DEF(moe_dispatch, 2, 2, MT_COST_VECTOR, cost_moe_vector);
-MOE_KERNEL(moe_dispatch, scratch_dispatch);
+MOE_KERNEL(moe_dispatch, scratch_sort);
 MOE_DEF(moe_experts, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
 MOE_KERNEL(moe_experts, scratch_counts);
 MOE_DEF(moe_combine, 3, 3, MT_COST_VECTOR, cost_moe_vector);
