@@ -13,6 +13,9 @@
 #    parameter of the final checkpoint within 1e-4 (its records read here);
 #    also a sigmoid router with a route scale, no shared expert and every
 #    other block MoE (--moe-every 2);
+#  - the metrics' moe_maxvio (the step's MaxVio, the largest over the MoE
+#    layers) is in [0, E-1], equal on data=2 x fsdp=2 and one device, and
+#    absent from a dense run's;
 #  - a checkpoint of 3 steps resumes to step 5 as the 5-step run, and
 #    `meshtrain sample` reads the model back from its description;
 #  - turned away before any work (exit 2), naming what is not built: the
@@ -80,6 +83,23 @@ for cfg in tiny sig; do
         same_ckpt "$cfg: $mesh parameters equal one device's" one.ckpt r.ckpt
     done
 done
+
+# the step's MaxVio: in every MoE run's metrics, within [0, E-1], the same
+# on data=2 x fsdp=2 (the counts summed over the devices) as on one device;
+# not in a dense run's
+train_run "moe-tiny one device, MaxVio" v1.jsonl "${TINY[@]}" --steps 4
+train_run "moe-tiny data=2,fsdp=2, MaxVio" v4.jsonl "${TINY[@]}" --steps 4 --mesh data=2,fsdp=2
+train_run "dense, no MaxVio" vd.jsonl "${SIG[@]}" --steps 2 --moe-experts 0
+if python3 - v1.jsonl v4.jsonl vd.jsonl <<'PY'
+import json, sys
+a, b, d = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:4])
+ok = len(a) == len(b) == 4 and all(0 <= x["moe_maxvio"] <= 7 and x["moe_maxvio"] == y["moe_maxvio"]
+                                   for x, y in zip(a, b))
+ok = ok and len(d) == 2 and all("moe_maxvio" not in x for x in d)
+sys.exit(0 if ok else 1)
+PY
+then ok "MaxVio in the metrics, equal on data=2,fsdp=2, absent when dense"
+else bad "MaxVio in the metrics, equal on data=2,fsdp=2, absent when dense" "$(head -c 300 v4.jsonl)"; fi
 
 # a resume is the run that did not stop; sampling reads the model back
 train_run "moe-tiny 5 steps" full.jsonl "${TINY[@]}" --steps 5

@@ -81,6 +81,11 @@ mt_tensor *mt_moe_combine(mt_graph *g, mt_tensor *ys, mt_tensor *gates, mt_tenso
 mt_tensor *mt_moe_router_loss(mt_graph *g, mt_tensor *logits, mt_tensor *ids,
                               const mt_moe_router *r, float alpha, float beta);
 
+/* MaxVio = (max_i c_i − mean c) / mean c of an expert load, counts (E) of
+ * the (token, slot) pairs each expert got (0 when all are 0; ../shared/
+ * MOE.md §2): the trainer's per-step balance metric. */
+double mt_moe_load_maxvio(const int32_t *counts, int64_t E);
+
 #ifdef __cplusplus
 }
 #endif

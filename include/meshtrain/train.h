@@ -416,6 +416,10 @@ typedef struct {
      * or ZeRO-1/2 step and 3·psi a ZeRO-3 microbatch (the ZeRO paper's §7). */
     mt_comm_count comm;
     double  psi;
+    /* A mixture of experts: the step's MaxVio, (max_i c_i − mean c) / mean c
+     * of the (token, slot) pairs each expert got over the global batch, the
+     * largest over the MoE layers (0: balanced); NAN without MoE layers. */
+    double  moe_maxvio;
 } mt_step_report;
 
 /* Every check of cfg that the configuration alone decides, made without

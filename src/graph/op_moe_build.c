@@ -209,3 +209,5 @@ mt_tensor *mt_moe_router_loss(mt_graph *g, mt_tensor *logits, mt_tensor *ids,
     p.T_all = p.E ? mt_tensor_numel(logits) / p.E : 0;
     return mt__moe_build(g, MT_OP_MOE_ROUTER_LOSS, in, 2, &p);
 }
+
+double mt_moe_load_maxvio(const int32_t *counts, int64_t E) { return mt_moe_maxvio(counts, E); }
