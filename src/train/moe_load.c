@@ -23,14 +23,28 @@ static mt_status room(mt__moe_load *c, int64_t n) {
     return MT_OK;
 }
 
-mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
-    int64_t at = 0;
+/* The forward's moe_route nodes of g into c->routes (once). */
+static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
     const int n = mt_graph_n_nodes(g);
+    c->n_routes = 0;
+    if (!(c->routes = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->routes)))
+        return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
     for (int i = 0; i < n; i++) {
         mt_node_info info;
         mt_status s = mt_graph_node(g, i, &info);
         if (s != MT_OK) return s;
-        if (info.phase != 'F' || strcmp(info.op, "moe_route") != 0) continue;
+        if (info.phase == 'F' && strcmp(info.op, "moe_route") == 0) c->routes[c->n_routes++] = i;
+    }
+    return MT_OK;
+}
+
+mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
+    mt_status s;
+    if (!c->routes && (s = find_routes(c, g)) != MT_OK) return s;
+    int64_t at = 0;
+    for (int r = 0; r < c->n_routes; r++) {
+        mt_node_info info;
+        if ((s = mt_graph_node(g, c->routes[r], &info)) != MT_OK) return s;
         const mt_tensor *logits = info.in[0];
         const int64_t E = mt_tensor_dim(logits, mt_tensor_ndim(logits) - 1);
         const int64_t ne = mt_tensor_numel(info.out);
@@ -72,5 +86,6 @@ mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out) {
 
 void mt__moe_load_free(mt__moe_load *c) {
     free(c->counts);
+    free(c->routes);
     *c = (mt__moe_load){0};
 }

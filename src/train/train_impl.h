@@ -235,11 +235,16 @@ typedef struct mt__train_pipe mt__train_pipe;
 typedef struct {
     int32_t *counts;
     int64_t  n, cap, E;
+    /* the graph's moe_route nodes, found on the first call (a graph's nodes
+     * do not change); routes NULL before it */
+    int     *routes;
+    int      n_routes;
 } mt__moe_load;
 
 /* Adds the counts of the experts each moe_route node of g's forward chose
  * (its int32 ids, read back) to c, layer after layer; none: c->n 0. Call it
- * after each microbatch's forward. */
+ * after each microbatch's forward, with one graph for the life of c (its
+ * routers are found on the first call). */
 mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g);
 /* Sums c's counts over the batch axes of ctx's mesh (ctx NULL: one device;
  * every device of the mesh calls it), writes the largest MaxVio over the
