@@ -17,6 +17,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "part_helpers.h"
 #include "moe_ref.h"
 
 #include <string.h>
@@ -182,31 +183,14 @@ static mt_status part_device(mt_ctx *ctx, void *arg) {
         if (k == 2 && we_split && ctx) n /= pc->devices, off = dev * n;
         for (int64_t i = 0; i < n; i++) f[i] = k == 3 ? rvalue(off + i) : value(k, off + i);
     }
-    if (s == MT_OK) s = mt_graph_forward(local);
-    if (s == MT_OK) s = mt_graph_backward(local);
-    if (s == MT_OK) {
-        if (dev == 0) pc->loss = mt_graph_loss(local);
-        for (int k = 0; k < 3; k++) {
-            mt_tensor *p = mt_graph_find(local, PARAMS[k]);
-            memcpy(pc->grad[dev][k], mt_tensor_f32(mt_tensor_grad(p)),
-                   (size_t)mt_tensor_numel(p) * sizeof(float));
-        }
-    }
-    if (s != MT_OK && dev == 0) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
-    if (local != g) mt_graph_free(local);
-    mt_graph_free(g);
-    return s;
+    return mt_test_step_grads(s, g, local, dev, PARAMS, 3, pc->grad[dev][0],
+                              sizeof pc->grad[0][0] / sizeof(float), &pc->loss, pc->msg,
+                              sizeof pc->msg);
 }
 
 static void part_run(part_case *pc) {
-    if (!pc->mesh) {
-        pc->status = part_device(NULL, pc);
-        return;
-    }
-    mt_launch_opts o = {.mesh = pc->mesh, .devices = pc->devices, .timeout_s = 30,
-                        .kernel_threads = 1};
-    pc->status = mt_launch(&o, part_device, pc);
-    if (pc->status != MT_OK && !pc->msg[0]) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+    pc->status = mt_test_run_devices(pc->mesh, pc->devices, part_device, pc, pc->msg,
+                                     sizeof pc->msg);
 }
 
 MT_TEST(moe_layer_data_parallel_equals_one_device) {
