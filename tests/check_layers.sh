@@ -45,7 +45,7 @@ LAYERS=(base vec mesh tensor profile comm ops backend graph partition optim pipe
 # public header -> layer
 declare -A PUBLIC=(
     [base]=base [files]=base [mesh]=mesh [tensor]=tensor [sharding]=tensor [profile]=profile [report]=profile
-    [comm]=comm [backend]=backend [graph]=graph [graph_spmd]=graph [graph_inspect]=graph [partition]=partition
+    [comm]=comm [backend]=backend [graph]=graph [graph_spmd]=graph [graph_inspect]=graph [graph_moe]=graph [partition]=partition
     [optim]=optim [pipeline]=pipeline [models]=models [io]=io [tokenizer]=io [train]=train [plan]=plan [examples]=examples
 )
 

@@ -59,6 +59,7 @@ MT_TEST(presets_hold_the_published_shapes) {
         {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 0},
         {"stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1},
         {"stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1},
+        {"moe-tiny", 64, 192, 4, 4, 2, 256, 256, 10000.0f, 0},   /* no published model */
     };
     int n = 0;
     while (mt_llama_preset_name(n)) n++;
@@ -98,6 +99,14 @@ MT_TEST(presets_hold_the_published_shapes) {
              (long long)mt_llama_num_params(&c));
     MT_CHECK_OK(mt_llama_preset("llama3-8b", &c));
     MT_CHECK(mt_llama_num_params(&c) == 8030261248LL, "Llama 3 8B: %lld parameters",
+             (long long)mt_llama_num_params(&c));
+    /* moe-tiny by hand: 4 blocks of norms and attention 2C + 2·NH·HS·C +
+     * 2·KV·HS·C = 12416; block 0 dense, 3CF = 36864; blocks 1-3 the router
+     * C·E = 512, 8 experts 3·C·F_e·8 = 98304, the shared one 3·C·F_e =
+     * 12288; the untied embedding and head 2·V·C = 32768, the final norm 64 */
+    MT_CHECK_OK(mt_llama_preset("moe-tiny", &c));
+    MT_CHECK(mt_llama_num_params(&c) == 4 * 12416 + 36864 + 3 * (512 + 98304 + 12288) + 32768 +
+                                        64, "moe-tiny: %lld parameters",
              (long long)mt_llama_num_params(&c));
     MT_CHECK_FAILS(mt_llama_preset("llama4", &c), MT_EINVAL, "llama4", "llama3-8b",
                    "stories110m");

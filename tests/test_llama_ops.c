@@ -17,6 +17,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "part_helpers.h"
 #include "ops/kernels.h"   /* the attention kernel's ranges, split as threads split them */
 
 /* ======================================================================== */
@@ -454,32 +455,14 @@ static mt_status part_device(mt_ctx *ctx, void *arg) {
                     d[(b * T + i) * PC + c] =
                         mt_rng_normal(11, (uint64_t)k, (uint64_t)((b * PT + t0 + i) * PC + c));
     }
-    if (s == MT_OK) s = mt_graph_forward(local);
-    if (s == MT_OK) s = mt_graph_backward(local);
     int dev = ctx ? mt_ctx_device(ctx) : 0;
-    if (s == MT_OK) {
-        if (dev == 0) pc->loss = mt_graph_loss(local);
-        for (int k = 0; k < N_PARAMS; k++) {
-            mt_tensor *p = mt_graph_find(local, PARAMS[k]);
-            memcpy(pc->grad[dev][k], mt_tensor_f32(mt_tensor_grad(p)),
-                   (size_t)mt_tensor_numel(p) * sizeof(float));
-        }
-    }
-    if (s != MT_OK && dev == 0) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
-    if (local != g) mt_graph_free(local);
-    mt_graph_free(g);
-    return s;
+    return mt_test_step_grads(s, g, local, dev, PARAMS, N_PARAMS, pc->grad[dev][0], MAX_P,
+                              &pc->loss, pc->msg, sizeof pc->msg);
 }
 
 static void part_run(part_case *pc) {
-    if (!pc->mesh) {
-        pc->status = part_device(NULL, pc);
-        return;
-    }
-    mt_launch_opts o = {.mesh = pc->mesh, .devices = pc->devices, .timeout_s = 30,
-                        .kernel_threads = 1};
-    pc->status = mt_launch(&o, part_device, pc);
-    if (pc->status != MT_OK && !pc->msg[0]) snprintf(pc->msg, sizeof pc->msg, "%s", mt_errmsg());
+    pc->status = mt_test_run_devices(pc->mesh, pc->devices, part_device, pc, pc->msg,
+                                     sizeof pc->msg);
 }
 
 /* Each device's shard of each parameter's gradient against the one-device

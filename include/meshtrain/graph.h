@@ -541,6 +541,7 @@ mt_status mt_graph_use_slot(mt_graph *g, int k);
 
 #include "meshtrain/graph_spmd.h"
 #include "meshtrain/graph_inspect.h"
+#include "meshtrain/graph_moe.h"
 
 /* How attention over a sequence split head-tail talks
  * (../shared/CONTEXT_PARALLEL.md; mt_train_config.cp_attention): all-gather

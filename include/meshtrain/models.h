@@ -94,6 +94,28 @@ mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
  * attention's output are NH·HS wide, the keys and values KV·HS: with
  * head_dim set, NH·HS may differ from C (MaxText's and Gemma's head size
  * 128 or 256 beside any width). */
+/* A LLaMA's mixture-of-experts feed-forward (issue 42; docs/moe.md): in
+ * the MoE blocks, the dense SwiGLU is replaced by E routed SwiGLU experts
+ * of hidden size F_e, k a token (meshtrain/graph_moe.h), plus `shared`
+ * experts that every token takes (one dense SwiGLU of shared·F_e), and the
+ * router's aux loss and z-loss are added to the training loss. Block l is
+ * MoE when experts > 0, l >= first_dense and (l - first_dense) % every ==
+ * 0. experts 0: every block dense (all zero: a dense LLaMA). A setting
+ * at 0 takes its default: top_k 2, every 1, route_scale 1, ffn_dim the
+ * dense F; aux_alpha and z_beta 0 add no loss. */
+typedef struct {
+    int   experts;      /* E routed experts (--moe-experts); 0: dense */
+    int   top_k;        /* k experts a token (--moe-top-k) */
+    int   ffn_dim;      /* F_e, each expert's SwiGLU hidden size (--moe-ffn-dim) */
+    int   shared;       /* shared experts (--moe-shared) */
+    int   first_dense;  /* the first blocks stay dense (--moe-first-dense) */
+    int   every;        /* then every every-th block is MoE (--moe-every; 1: all) */
+    int   score;        /* 0 softmax (Mixtral), 1 sigmoid (DeepSeek-V3) (--moe-score) */
+    float route_scale;  /* the gates' factor (--moe-route-scale; DeepSeek-V3 2.5) */
+    float aux_alpha;    /* the aux loss's α, Megatron's normalisation (--moe-aux-alpha) */
+    float z_beta;       /* the z-loss's β (--moe-z-beta; ST-MoE 1e-3) */
+} mt_llama_moe;
+
 typedef struct {
     int   dim, ffn_dim, n_layers, n_heads, n_kv_heads, vocab, max_seq;
     float rope_theta, norm_eps;
@@ -110,7 +132,16 @@ typedef struct {
      * token's document id (mt_attention_gqa_docs); the trainer's
      * --doc-mask, not a property of the weights */
     int doc_mask;
+    /* the mixture-of-experts feed-forward (all zero: none) */
+    mt_llama_moe moe;
 } mt_llama_config;
+
+/* Whether block l of cfg is a mixture-of-experts block (mt_llama_moe). */
+bool       mt_llama_moe_block(const mt_llama_config *cfg, int l);
+/* MT_OK, or MT_EINVAL naming the --moe-* flag out of range (models/llama/
+ * llama_moe.c). A dense configuration (experts 0) passes. */
+mt_status  mt_llama_moe_check(const mt_llama_config *cfg);
+
 
 /* An initializer of mt_rope_scaling: kind with Llama 3.1's values (Meta's
  * config.json: factor 8, low_freq_factor 1, high_freq_factor 4,

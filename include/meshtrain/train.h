@@ -107,6 +107,10 @@ typedef struct {
     bool gated;       /* a gated MLP, three matrices (SwiGLU) */
     int  max_seq;     /* the context */
     int  vocab;       /* 0: from the data */
+    /* NULL, or why the planner cannot plan this model yet (a mixture of
+     * experts: its probe of a few blocks and its FLOPs are a dense
+     * model's); mt_model_shape_of then fails with it (MT_EUNSUPPORTED) */
+    const char *unplannable;
 } mt_model_shape;
 
 
@@ -299,7 +303,8 @@ typedef struct {
 
 /* c's model's shape, from its settings (model_config) or, NULL, its
  * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
- * linreg: no such shape); MT_EINVAL for a kind that is not a model. */
+ * linreg: no such shape) or one its shape marks unplannable (a mixture of
+ * experts); MT_EINVAL for a kind that is not a model. */
 mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
 /* Writes into `config` (c's model's settings struct, config_size bytes, a
  * copy of c's) the same model with `layers` blocks and a context of at
@@ -411,6 +416,10 @@ typedef struct {
      * or ZeRO-1/2 step and 3·psi a ZeRO-3 microbatch (the ZeRO paper's §7). */
     mt_comm_count comm;
     double  psi;
+    /* A mixture of experts: the step's MaxVio, (max_i c_i − mean c) / mean c
+     * of the (token, slot) pairs each expert got over the global batch, the
+     * largest over the MoE layers (0: balanced); NAN without MoE layers. */
+    double  moe_maxvio;
 } mt_step_report;
 
 /* Every check of cfg that the configuration alone decides, made without

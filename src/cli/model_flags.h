@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#define CLI_MAX_MODEL_FLAGS 32
+#define CLI_MAX_MODEL_FLAGS 48
 #define CLI_MODEL_CONFIG_MAX 256   /* bytes of a model's settings, at most */
 
 /* Room for one model's settings, aligned for any struct. */

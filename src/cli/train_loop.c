@@ -151,9 +151,11 @@ static void show_progress(train_run *run, const mt_step_report *r, float val, do
         double ms = r->seconds * 1e3;
         cli_fmt_count(tbuf, sizeof tbuf, tps);
         cli_fmt_duration(eta, sizeof eta, (now - run->t0) / run->done * (run->total - r->step));
-        printf("%sstep %*d/%d | loss %.4f | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
+        char vio[32] = "";   /* a mixture of experts' balance */
+        if (!isnan(r->moe_maxvio)) snprintf(vio, sizeof vio, " | maxvio %.2f", r->moe_maxvio);
+        printf("%sstep %*d/%d | loss %.4f%s | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
                run->tty ? "\r\033[K" : "", snprintf(NULL, 0, "%d", run->total), r->step,
-               run->total, (double)r->loss, tbuf, run->unit, gflops,
+               run->total, (double)r->loss, vio, tbuf, run->unit, gflops,
                ms < 10 ? 2 : ms < 100 ? 1 : 0, ms, eta, run->tty ? "" : "\n");
         run->last_print = now;
         run->line_open = run->tty;

@@ -109,7 +109,8 @@ int mt__node_add(mt_graph *g, const mt_node *node) {
         const mt_op_call *c = &node->call;
         for (int k = 0; k < c->n_in; k++) {
             c->out->data_dep |= c->in[k]->data_dep;
-            if (c->in[k]->dtype == MT_F32) c->out->needs_grad |= c->in[k]->needs_grad;
+            if (c->in[k]->dtype == MT_F32 && c->out->dtype == MT_F32)
+                c->out->needs_grad |= c->in[k]->needs_grad;
         }
         g->n_forward = g->n_nodes;
     }
@@ -144,7 +145,8 @@ mt_tensor *mt_input(mt_graph *g, const char *name, mt_dtype dtype, int ndim, con
     return t;
 }
 
-/* needs_grad flows from every f32 input of a forward node to its output,
+/* needs_grad flows from every f32 input of a forward node to its output
+ * when that is f32 (an int32 output, the MoE router's ids, takes none),
  * and from a tensor to its views; called again when an input starts wanting
  * a gradient after ops already read it. Tensors and nodes come in creation
  * order, which follows the data, so this settles in a pass or two. */
@@ -159,7 +161,8 @@ static void propagate_needs_grad(mt_graph *g) {
         for (int i = 0; i < g->n_forward; i++) {
             const mt_op_call *c = &g->nodes[i].call;
             for (int k = 0; k < c->n_in; k++)
-                if (c->in[k]->dtype == MT_F32 && c->in[k]->needs_grad && !c->out->needs_grad)
+                if (c->in[k]->dtype == MT_F32 && c->in[k]->needs_grad && !c->out->needs_grad &&
+                    c->out->dtype == MT_F32)
                     changed = c->out->needs_grad = true;
         }
     }

@@ -85,6 +85,13 @@ mt_status mt_moe_route_check(const mt_moe_route_params *p);
 void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const float *bias,
                       float *scores, int32_t *ids, float *gates);
 
+/* scores (T,E) and gates (T,k) for given ids (T,k) (mt_moe_route_fwd's
+ * selection, or any other): the forward's scores and gates of those experts,
+ * so a graph op that takes the ids as an operand computes its gates from
+ * them (ops/moe_ops.c). */
+void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
+                      float *scores, float *gates);
+
 /* The backward with the selected set held fixed: dlogits (T,E) (+)= the
  * gradient through scores (T,E) of dgates (T,k) at ids (T,k), plus, where
  * dscores (T,E) is not NULL, of a gradient reaching the scores directly

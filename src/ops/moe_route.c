@@ -111,6 +111,16 @@ static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind) {
     for (int64_t i = 0; i < E; i++) s[i] = (float)(exp((double)u[i] - mx) / sum);
 }
 
+/* gates (k) of one row: route_scale · s_id (/ Σ_selected s when renorm),
+ * the sum in double in slot order. */
+static void row_gates(const mt_moe_route_params *p, const float *s, const int32_t *id,
+                      float *g) {
+    double sum = 0;
+    for (int64_t j = 0; j < p->k; j++) sum += s[id[j]];
+    const double f = (double)p->route_scale / (p->renorm ? sum : 1.0);
+    for (int64_t j = 0; j < p->k; j++) g[j] = (float)(f * s[id[j]]);
+}
+
 void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const float *bias,
                       float *scores, int32_t *ids, float *gates) {
     const int64_t E = p->E, k = p->k, n = p->groups > 1 ? E / p->groups : E;
@@ -119,7 +129,7 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
         int32_t *id = ids + t * k;
         row_scores(s, logits + t * E, E, p->score);
         const uint64_t kept = kept_groups(p, s, bias);
-        double pv = INFINITY, sum = 0;
+        double pv = INFINITY;
         int64_t pi = -1;
         for (int64_t j = 0; j < k; j++) {
             int64_t best = -1;
@@ -131,10 +141,16 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
             }
             assert(best >= 0);
             id[j] = (int32_t)best, pv = bv, pi = best;
-            sum += s[best];
         }
-        const double f = (double)p->route_scale / (p->renorm ? sum : 1.0);
-        for (int64_t j = 0; j < k; j++) g[j] = (float)(f * s[id[j]]);
+        row_gates(p, s, id, g);
+    }
+}
+
+void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
+                      float *scores, float *gates) {
+    for (int64_t t = 0; t < p->T; t++) {
+        row_scores(scores + t * p->E, logits + t * p->E, p->E, p->score);
+        row_gates(p, scores + t * p->E, ids + t * p->k, gates + t * p->k);
     }
 }
 

@@ -20,6 +20,7 @@
 
 #include "base/pool.h"
 #include "meshtrain/comm.h"
+#include "ops/moe.h"
 #include "tensor/tensor_impl.h"
 
 /* Every op, forward ones and the backward ones the gradient rules emit: one
@@ -69,6 +70,14 @@
     X(LINEAR_RS, linear_rs)    /* out (+)= block r of Σ_group in0 · op(in1); p.cm */               \
     /* ring attention (attention_ring.c): k, v around the ring of p.ring.cm */                     \
     X(RING_ATTENTION, ring_attention) /* p.ring; in: qkv, or q k v; aux = {lse} (B,NH,T) */        \
+    /* mixtures of experts (moe_ops.c): rows are tokens, ids int32 (rows,k); the                   \
+     * sorted rows (rows,k,.) are a device's (token, slot) pairs in expert order */                \
+    X(MOE_ROUTE, moe_route)    /* p.moe; in: logits (rows,E) -> ids (rows,k) int32 */              \
+    X(MOE_GATES, moe_gates)    /* p.moe; in: logits ids -> gates (rows,k); aux = {scores} */       \
+    X(MOE_DISPATCH, moe_dispatch) /* p.moe; in: x (rows,D) ids -> xs (rows,k,D) sorted */          \
+    X(MOE_EXPERTS, moe_experts) /* p.moe; in: xs (rows,k,C) w (E,C,OC) ids -> (rows,k,OC) */       \
+    X(MOE_COMBINE, moe_combine) /* p.moe; in: ys (rows,k,D) gates ids -> (rows,D) */               \
+    X(MOE_ROUTER_LOSS, moe_router_loss) /* p.moe; in: logits (S,L,E) ids -> () */                  \
     /* backward */                                                                                 \
     X(GEMM, gemm)              /* out (+)= op(in0) · op(in1); p.gemm */                            \
     X(BIAS_GRAD, bias_grad)    /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */                     \
@@ -94,7 +103,14 @@
     X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v out lse; p.gqa */      \
     X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout q k lse; p.gqa */                          \
     X(RING_ATTENTION_BWD, ring_attention_bwd) /* p.ring; in: dout qkv out lse -> out dqkv, or */   \
-                               /* dout q k v out lse -> out dq, out2 dk, aux[0] dv (written) */
+                               /* dout q k v out lse -> out dq, out2 dk, aux[0] dv (written) */    \
+    X(MOE_GATES_BWD, moe_gates_bwd) /* out (+)= dlogits; in: dgates scores ids; p.moe */           \
+    X(MOE_DISPATCH_BWD, moe_dispatch_bwd) /* out (+)= dx; in: dxs ids; p.moe */                    \
+    X(MOE_EXPERTS_BWD_X, moe_experts_bwd_x) /* out (+)= dxs; in: dy w ids; p.moe */                \
+    X(MOE_EXPERTS_BWD_W, moe_experts_bwd_w) /* out (+)= dw; in: dy xs ids; p.moe */                \
+    X(MOE_COMBINE_BWD_Y, moe_combine_bwd_y) /* out (+)= dys; in: dout gates ids; p.moe */          \
+    X(MOE_COMBINE_BWD_G, moe_combine_bwd_g) /* out (+)= dgates; in: dout ys ids; p.moe */          \
+    X(MOE_ROUTER_LOSS_BWD, moe_router_loss_bwd) /* out (+)= dlogits; in: dloss logits ids */
 
 typedef enum {
 #define MT_OP_ENUM_(NAME, name) MT_OP_##NAME,
@@ -269,6 +285,21 @@ typedef struct {
     int64_t      doc;
 } mt_ring_params;
 
+/* The MoE ops' (moe_ops.c; ops/moe.h has the algorithm): E routed experts,
+ * k a token, the router's settings in `route` (its T, E and k unused: a
+ * call's rows are its ids' numel / k). moe_router_loss is alpha · the aux
+ * loss averaged over S_all sequences (a sequence: the logits' dim 1, of L
+ * rows; 2-D logits (T,E) are one) + beta · the z-loss averaged over T_all
+ * rows. A device holding some of the sequences (rows split over batch
+ * axes) computes its share over the global S_all and T_all, so the shares
+ * sum to the loss. */
+typedef struct {
+    int64_t             E, k;
+    mt_moe_route_params route;
+    float               alpha, beta;
+    int64_t             S_all, T_all;
+} mt_moe_op_params;
+
 /* An op's parameters: the member its mt_op line names (none for the rest). */
 typedef union {
     mt_gemm_params      gemm;
@@ -287,6 +318,7 @@ typedef union {
     mt_cm_params        cm;
     mt_ring_params      ring;
     mt_sharding         reshard;
+    mt_moe_op_params    moe;
 } mt_op_params;
 
 /* ---- one call, where it runs, the table ---------------------------------- */

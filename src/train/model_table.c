@@ -128,8 +128,12 @@ static mt_status shaped(const mt_train_config *c, const mt__train_model **m) {
 mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out) {
     const mt__train_model *m;
     mt_status s = shaped(c, &m);
-    if (s == MT_OK) m->shape(c, out);
-    return s;
+    if (s != MT_OK) return s;
+    *out = (mt_model_shape){0};
+    m->shape(c, out);
+    if (out->unplannable)
+        return mt_fail(MT_EUNSUPPORTED, "--model %s: %s", m->about.name, out->unplannable);
+    return MT_OK;
 }
 
 mt_status mt_model_resize(const mt_train_config *c, void *config, int layers, int max_seq) {

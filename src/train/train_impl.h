@@ -230,6 +230,28 @@ extern const mt_llama_config mt__llama_defaults;
  * mesh there is one, and no launch. */
 typedef struct mt__train_pipe mt__train_pipe;
 
+/* The experts' counts of a step (moe_load.c): per MoE layer, E of them,
+ * in the order of the layers' routers. */
+typedef struct {
+    int32_t *counts;
+    int64_t  n, cap, E;
+    /* the graph's moe_route nodes, found on the first call (a graph's nodes
+     * do not change); routes NULL before it */
+    int     *routes;
+    int      n_routes;
+} mt__moe_load;
+
+/* Adds the counts of the experts each moe_route node of g's forward chose
+ * (its int32 ids, read back) to c, layer after layer; none: c->n 0. Call it
+ * after each microbatch's forward, with one graph for the life of c (its
+ * routers are found on the first call). */
+mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g);
+/* Sums c's counts over the batch axes of ctx's mesh (ctx NULL: one device;
+ * every device of the mesh calls it), writes the largest MaxVio over the
+ * layers to *out (NAN without MoE layers) and zeroes the counts. */
+mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out);
+void      mt__moe_load_free(mt__moe_load *c);
+
 typedef struct {
     mt_graph  *g;               /* training graph (a pipeline: its first chunk's) */
     mt__train_pipe *pipe;       /* on a mesh with a pipe axis of 2+ (pipe.c), else NULL */
@@ -246,6 +268,8 @@ typedef struct {
     double     stage_cost[3];   /* a pipeline's step: mean F, B, W of a whole stage */
     int64_t    pos;             /* data position after it */
     bool       stop;            /* the devices agreed to stop after it */
+    mt__moe_load moe;           /* the experts' counts of the step (moe_load.c) */
+    double     moe_maxvio;      /* the last step's MaxVio; NAN without MoE */
 } mt__train_dev;
 
 struct mt_trainer {

@@ -190,6 +190,7 @@ void mt_trainer_free(mt_trainer *tr) {
             mt__train_pipe_free(d->pipe);
         } else {
             mt_optim_free(d->opt);
+            mt__moe_load_free(&d->moe);
             mt_graph_free(d->g);
         }
         mt_graph_free(d->eval_g);
@@ -270,11 +271,13 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
         if ((s = mt__train_fill_batch(tr, d, ctx, 0, &d->pos, d->in, d->target)) != MT_OK)
             return s;
         if ((s = mt_graph_forward(d->g)) != MT_OK) return s;
+        if ((s = mt__moe_load_add(&d->moe, d->g)) != MT_OK) return s;
         /* the gradients reduced once a step, in the last microbatch's backward */
         if ((s = mt_graph_set_reduce_later(d->g, m < c->accum - 1)) != MT_OK) return s;
         if ((s = mt_graph_backward(d->g)) != MT_OK) return s;
         d->loss += mt_graph_loss(d->g);
     }
+    if ((s = mt__moe_load_maxvio(&d->moe, ctx, &d->moe_maxvio)) != MT_OK) return s;
     /* the loss is the global one on every device: they all stop together */
     if (!isfinite(d->loss)) {
         mt_graph_zero_grad(d->g);   /* leave no half-step behind */
@@ -394,6 +397,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->step = a.step;
         report->loss = (float)d->loss;
         report->grad_norm = d->grad_norm;
+        report->moe_maxvio = d->pipe ? NAN : d->moe_maxvio;
         report->lr = a.lr;
         report->stop = d->stop;
         report->bubble_rate = d->pipe ? d->bubble[0] : NAN;

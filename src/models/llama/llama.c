@@ -6,6 +6,7 @@
  * untied unless the configuration ties it to the embedding.
  */
 #include "meshtrain/models.h"
+#include "models/llama/llama_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,7 +91,7 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
     if (cfg->tie_embeddings != 0 && cfg->tie_embeddings != 1)
         return mt_fail(MT_EINVAL, "LLaMA tie_embeddings=%d must be 0 or 1",
                        cfg->tie_embeddings);
-    return MT_OK;
+    return mt_llama_moe_check(cfg);
 }
 
 /* ======================================================================== */
@@ -140,6 +141,20 @@ static const struct {
     LLAMA("tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1.0f, 256, 0, NONE),
     LLAMA("stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1.0f, 32, 1, NONE),
     LLAMA("stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1.0f, 32, 1, NONE),
+    /* no published model: a mixture of experts small enough for CPU runs
+     * (issue 42), V a text file's bytes (--vocab for a tokenizer's); Mixtral's 8 experts, top-2 of a softmax
+     * renormalised (Mixtral 8x7B's config.json: num_local_experts 8,
+     * num_experts_per_tok 2), DeepSeek-MoE's shared expert and first
+     * dense block (DeepSeek-V3's config.json: n_shared_experts 1,
+     * first_k_dense_replace 3), Switch's and Megatron's aux-loss α 0.01,
+     * ST-MoE's z-loss β 1e-3 */
+    {"moe-tiny", {.dim = 64, .ffn_dim = 192, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2,
+                  .vocab = 256, .max_seq = 256, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+                  .multiple_of = 32, .ffn_mult = 1.0f,
+                  .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),
+                  .moe = {.experts = 8, .top_k = 2, .ffn_dim = 64, .shared = 1,
+                          .first_dense = 1, .every = 1, .route_scale = 1.0f,
+                          .aux_alpha = 0.01f, .z_beta = 1e-3f}}},
 #undef LLAMA
 #undef NONE
 #undef L31
@@ -173,8 +188,12 @@ int64_t mt_llama_num_params(const mt_llama_config *cfg) {
     int64_t HS = mt_llama_head_dim(cfg), NH = cfg->n_heads, KV = cfg->n_kv_heads;
     /* per block: two norms, wq and wo (2·NH·HS·C: 2C² when HS = C/NH), wk
      * and wv (2·KV·HS·C), w1 w2 w3 (3CF) */
-    int64_t per_layer = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F;
-    return V * C * (cfg->tie_embeddings ? 1 : 2) + cfg->n_layers * per_layer + C;
+    int64_t per_layer = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F, n = 0;
+    /* a MoE block's feed-forward is the router, its experts and shared ones */
+    for (int l = 0; l < cfg->n_layers; l++)
+        n += per_layer + (mt_llama_moe_block(cfg, l) ? mt__llama_moe_ffn_params(cfg, F, false) -
+                                                           3 * C * F : 0);
+    return V * C * (cfg->tie_embeddings ? 1 : 2) + n + C;
 }
 
 double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
@@ -183,7 +202,14 @@ double mt_llama_train_flops(const mt_llama_config *cfg, int T, int64_t tokens) {
      * per token (half PaLM's 12·L·NH·HS·T: the pairs with key <= query; the
      * query's width; grouped kv heads do not change q·kᵀ's count) */
     double N = (double)mt_llama_num_params(cfg);
+    const int64_t F = mt_llama_ffn_dim(cfg);
     if (!cfg->tie_embeddings) N -= (double)cfg->vocab * cfg->dim;
+    /* a MoE block: its active parameters, the router and k + shared experts
+     * (Megatron's convention, ../shared/MOE.md §6) */
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (mt_llama_moe_block(cfg, l))
+            N -= (double)(mt__llama_moe_ffn_params(cfg, F, false) -
+                          mt__llama_moe_ffn_params(cfg, F, true));
     const int64_t width = (int64_t)cfg->n_heads * mt_llama_head_dim(cfg);   /* C by default */
     double attn = 6.0 * cfg->n_layers * (double)width * T;
     return (6.0 * N + attn) * (double)tokens;
@@ -203,9 +229,10 @@ static mt_tensor *lparam(mt_graph *g, mt_init init, int64_t rows, int64_t cols, 
     return mt_param(g, name, cols ? 2 : 1, shape, init);
 }
 
-/* One block: x (B,T,C) -> (B,T,C). */
+/* One block: x (B,T,C) -> (B,T,C); a MoE block's router loss added to
+ * *aux (NULL: none yet). */
 static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_config *cfg,
-                              mt_tensor *docs) {
+                              mt_tensor *docs, mt_tensor **aux) {
     const int64_t C = cfg->dim, F = mt_llama_ffn_dim(cfg);
     const int NH = cfg->n_heads, KV = cfg->n_kv_heads;
     const int64_t HS = mt_llama_head_dim(cfg);   /* NH·HS need not be C */
@@ -218,9 +245,16 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_tensor *wv = lparam(g, normal, KV * HS, C, "h.%d.attn.wv.w", l);         /* (KV·HS,C) */
     mt_tensor *wo = lparam(g, resid, C, NH * HS, "h.%d.attn.wo.w", l);          /* (C,NH·HS) */
     mt_tensor *ffn_norm = lparam(g, ones, C, 0, "h.%d.ffn_norm.w", l);          /* (C) */
-    mt_tensor *w1 = lparam(g, normal, F, C, "h.%d.ffn.w1.w", l);                /* (F,C) */
-    mt_tensor *w2 = lparam(g, resid, C, F, "h.%d.ffn.w2.w", l);                 /* (C,F) */
-    mt_tensor *w3 = lparam(g, normal, F, C, "h.%d.ffn.w3.w", l);                /* (F,C) */
+    const bool moe = mt_llama_moe_block(cfg, l);
+    mt_tensor *w1 = NULL, *w2 = NULL, *w3 = NULL;
+    if (!moe) {
+        w1 = lparam(g, normal, F, C, "h.%d.ffn.w1.w", l);                       /* (F,C) */
+        w2 = lparam(g, resid, C, F, "h.%d.ffn.w2.w", l);                        /* (C,F) */
+        w3 = lparam(g, normal, F, C, "h.%d.ffn.w3.w", l);                       /* (F,C) */
+        mt_graph_logical(g, w1, "mlp,embed");
+        mt_graph_logical(g, w3, "mlp,embed");
+        mt_graph_logical(g, w2, "embed,mlp");
+    }
     /* the logical axes of each parameter's dims: strategies are rules over
      * these (sharding.h); heads split whole (units of HS) */
     char q_axes[40], kv_axes[40], o_axes[40];
@@ -231,9 +265,6 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_graph_logical(g, wk, kv_axes);
     mt_graph_logical(g, wv, kv_axes);
     mt_graph_logical(g, wo, o_axes);
-    mt_graph_logical(g, w1, "mlp,embed");
-    mt_graph_logical(g, w3, "mlp,embed");
-    mt_graph_logical(g, w2, "embed,mlp");
     mt_graph_logical(g, attn_norm, "embed");
     mt_graph_logical(g, ffn_norm, "embed");
 
@@ -248,6 +279,12 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
     mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, wo, NULL), MT_RESIDUAL_AXES); /* (B,T,C) */
     mt_tensor *a = mt_add(g, x, o);                                          /* (B,T,C) */
     h = mt_rmsnorm(g, a, ffn_norm, cfg->norm_eps);                           /* (B,T,C) */
+    if (moe) {
+        mt_tensor *la = NULL;
+        o = mt__llama_moe_ffn(g, h, l, cfg, F, normal, resid, &la);             /* (B,T,C) */
+        *aux = *aux ? mt_add(g, *aux, la) : la;                              /* () */
+        return mt_add(g, a, mt_graph_logical(g, o, MT_RESIDUAL_AXES));       /* (B,T,C) */
+    }
     h = mt_swiglu(g, mt_linear(g, h, w1, NULL), mt_linear(g, h, w3, NULL));  /* (B,T,F) */
     o = mt_graph_logical(g, mt_linear(g, h, w2, NULL), MT_RESIDUAL_AXES);    /* (B,T,C) */
     return mt_add(g, a, o);                                                  /* (B,T,C) */
@@ -313,12 +350,20 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
                                    "batch,seq");                         /* (B,T) */
     mt_tensor *docs = cfg->doc_mask ? mt_input(g, "docs", MT_I32, 2, bt) : NULL;   /* (B,T) */
     mt_graph_logical(g, docs, "batch,seq");
+    mt_tensor *aux = NULL;   /* the MoE blocks' router losses */
     for (int l = st->layer0; l < st->layer0 + st->layers; l++) {
         mt_graph_set_block(g, l);   /* remat and traces know the block by this */
-        x = llama_block(g, x, l, cfg, docs);
+        x = llama_block(g, x, l, cfg, docs, &aux);
     }
     mt_graph_set_block(g, -1);
-    if (!st->last) return x;
+    if (!st->last) {
+        if (aux)   /* a pipeline stage's output is its activations alone */
+            mt_graph_fail(g, MT_EUNSUPPORTED, "LLaMA stage of blocks [%d, %d) has MoE blocks, "
+                          "whose router loss only a last stage can add: pipelines of MoE "
+                          "models are not built yet; drop the pipe axis", st->layer0,
+                          st->layer0 + st->layers);
+        return aux ? NULL : x;
+    }
 
     mt_tensor *norm = mt_graph_logical(g, lparam(g, ones, C, 0, "norm.w", 0), "embed"); /* (C) */
     mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
@@ -334,6 +379,8 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
     /* named so that sampling can read the next-token distribution */
     if (logits) mt_tensor_set_name(logits, "logits");
     mt_tensor *loss = mt_cross_entropy(g, logits, targets, (int)V, loss_scale);
+    /* the router losses, scaled as the cross-entropy (a microbatch's share) */
+    if (aux) loss = mt_add(g, loss, loss_scale == 1.0f ? aux : mt_scale(g, aux, loss_scale));
     if (!loss && mt_graph_status(g) == MT_OK)
         mt_graph_fail(g, MT_EINTERNAL, "building the LLaMA graph failed without a graph error");
     return loss;

@@ -19,6 +19,8 @@
 
 /* A small model: F from Llama's rule (multiple_of 32 as llama2.c: 192), V
  * from the data. */
+/* Dense (moe all zero: with --moe-experts E alone, top-2 of a softmax,
+ * experts of the dense F, every block MoE, no aux loss or z-loss). */
 const mt_llama_config mt__llama_defaults = {
     .dim = 64, .ffn_dim = 0, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 0,
     .max_seq = 64, .rope_theta = 10000.0f, .norm_eps = 1e-5f, .tie_embeddings = 0,
@@ -38,10 +40,18 @@ static mt_status preset(const char *name, void *mc) { return mt_llama_preset(nam
 #define ROPE_FLAG(f, fld, member, lo, hi, help) \
     {f, fld, offsetof(mt_llama_config, member), 0, 0, false, "X", help, MT_MODEL_FLAG_FLOAT, \
      lo, hi, NULL, "rope-scaling"}
+/* a setting of the mixture of experts (shown with --moe-experts only) */
+#define MOE_INT(f, fld, member, lo, hi, help) \
+    {f, fld, offsetof(mt_llama_config, moe.member), lo, hi, false, "N", help, \
+     MT_MODEL_FLAG_INT, 0.0f, 0.0f, NULL, "moe-experts"}
+#define MOE_FLOAT(f, fld, member, lo, hi, help) \
+    {f, fld, offsetof(mt_llama_config, moe.member), 0, 0, false, "X", help, \
+     MT_MODEL_FLAG_FLOAT, lo, hi, NULL, "moe-experts"}
 static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
-     "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m), the "
+     "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m; "
+     "moe-tiny, a small mixture of experts), the "
      "other flags over it",
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset, NULL},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
@@ -86,10 +96,32 @@ static const mt_model_flag LLAMA_FLAGS[] = {
                "yarn: rotations where it ends, all frequencies divided by s past it (1)"),
     ROPE_FLAG("rope-attn-factor", "rope_attn", rope_scaling.attn_factor, 0.0f, 100.0f,
                "yarn: q and k multiplied by it (0: YaRN's 0.1 ln(s) + 1)"),
+    /* the mixture of experts (mt_llama_moe), last: a settings line shows
+     * them only with --moe-experts, so a dense model's reads as before */
+    MOE_INT("moe-experts", "E", experts, 0, 4096, "routed experts E of the MoE blocks (0: "
+            "dense)"),
+    MOE_INT("moe-top-k", "k", top_k, 0, 4096, "experts a token takes (0: 2)"),
+    MOE_INT("moe-ffn-dim", "F_e", ffn_dim, 0, 1 << 20, "each expert's SwiGLU hidden size (0: "
+            "the dense F)"),
+    MOE_INT("moe-shared", "shared", shared, 0, 64, "shared experts every token takes (one "
+            "dense SwiGLU of shared·F_e)"),
+    MOE_INT("moe-first-dense", "first_dense", first_dense, 0, 1000, "the first blocks stay "
+            "dense (DeepSeek-V3: 3)"),
+    MOE_INT("moe-every", "every", every, 0, 1000, "from there every N-th block is MoE (0: 1)"),
+    {"moe-score", "score", offsetof(mt_llama_config, moe.score), 0, 1, false,
+     "softmax|sigmoid", "router scores: softmax (Mixtral) or sigmoid (DeepSeek-V3), gates "
+     "renormalised over the k", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL, "moe-experts"},
+    MOE_FLOAT("moe-route-scale", "route_scale", route_scale, 0.0f, 1e3f,
+              "the gates' factor (0: 1; DeepSeek-V3: 2.5)"),
+    MOE_FLOAT("moe-aux-alpha", "alpha", aux_alpha, 0.0f, 10.0f, "aux loss α, Megatron's "
+              "normalisation (α at balance), per sequence (0: none; Switch: 0.01)"),
+    MOE_FLOAT("moe-z-beta", "beta", z_beta, 0.0f, 10.0f, "router z-loss β (ST-MoE: 1e-3)"),
 };
 #undef INT_FLAG
 #undef FLOAT_FLAG
 #undef ROPE_FLAG
+#undef MOE_INT
+#undef MOE_FLOAT
 
 /* c's LLaMA settings: its own, or the defaults (model_config NULL). */
 static const mt_llama_config *llama_of(const mt_train_config *c) {
@@ -122,6 +154,11 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     const char *path = c->llmc_out ? c->llmc_out : c->llmc_in;
     const char *flag = c->llmc_out ? "--llmc-out" : "--llmc-in";
     if (!path) return MT_OK;
+    if (m->moe.experts > 0)
+        return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, which holds dense "
+                       "LLaMAs only (its run.c has no router or experts), but this model has "
+                       "--moe-experts %d; save a meshtrain checkpoint (--ckpt-out) instead, or "
+                       "drop %s", flag, path, m->moe.experts, flag);
     if (c->llmc_out && !c->llmc_in && m->head_dim > 0 && m->n_heads > 0 &&
         (m->dim % m->n_heads != 0 || m->head_dim != m->dim / m->n_heads))
         return mt_fail(MT_EUNSUPPORTED, "--llmc-out '%s' is llama2.c's model.bin, whose run.c "
@@ -144,9 +181,37 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     return MT_OK;
 }
 
+/* A MoE model trains on data and fsdp axes (each device routes its own
+ * sequences, the experts whole on every device); the axes that split a
+ * sequence, the heads or the blocks are refused until they are built. */
+static mt_status moe_mesh_check(const mt_train_config *c) {
+    const mt_llama_config *m = llama_of(c);
+    int n = 0;
+    mt_mesh *mesh = NULL;
+    if (m->moe.experts == 0 || !c->mesh || !c->mesh[0] ||
+        mt_mesh_spec_devices(c->mesh, &n) != MT_OK || mt_mesh_create(c->mesh, n, &mesh) != MT_OK)
+        return MT_OK;   /* a malformed mesh: the configuration's check says so */
+    static const struct { const char *axis, *what; } AXES[] = {
+        {"tensor", "tensor parallelism of the experts (the expert-tensor split)"},
+        {"pipe", "pipelines of MoE blocks (the router loss of a stage that is not the last)"},
+        {"context", "context parallelism (the aux loss's counts over a split sequence)"},
+        {"expert", "the expert axis (expert parallelism's all-to-all dispatch)"},
+    };
+    mt_status s = MT_OK;
+    for (size_t i = 0; s == MT_OK && i < sizeof AXES / sizeof AXES[0]; i++)
+        if (mt_mesh_axis_size(mesh, AXES[i].axis) > 1)
+            s = mt_fail(MT_EUNSUPPORTED, "--moe-experts %d on mesh '%s': %s is not built yet; "
+                        "MoE models train on data and fsdp axes: drop the %s axis (or give "
+                        "--moe-experts 0)", m->moe.experts, c->mesh, AXES[i].what,
+                        AXES[i].axis);
+    mt_mesh_free(mesh);
+    return s;
+}
+
 static mt_status llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
-    if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK) return s;
+    if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK || (s = moe_mesh_check(c)) != MT_OK)
+        return s;
     if (c->llmc_in) return MT_OK;   /* the sizes are the file's: open checks them */
     mt_llama_config m = *llama_of(c);
     if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
@@ -235,9 +300,31 @@ static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
                  (double)r->factor, (double)r->low_freq_factor, (double)r->high_freq_factor,
                  r->original_context);
     if (r->kind == MT_ROPE_SCALING_YARN && at >= 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at, " rope=yarn factor=%.9g orig=%d beta_fast=%.9g "
-                 "beta_slow=%.9g attn=%.9g", (double)r->factor, r->original_context,
-                 (double)r->beta_fast, (double)r->beta_slow, (double)r->attn_factor);
+        at += snprintf(buf + at, n - (size_t)at, " rope=yarn factor=%.9g orig=%d "
+                       "beta_fast=%.9g beta_slow=%.9g attn=%.9g", (double)r->factor,
+                       r->original_context, (double)r->beta_fast, (double)r->beta_slow,
+                       (double)r->attn_factor);
+    const mt_llama_moe *e = &m.moe;
+    if (e->experts > 0 && at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " moe=%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g",
+                 e->experts, e->top_k, e->ffn_dim, e->shared, e->first_dense, e->every,
+                 e->score, (double)e->route_scale, (double)e->aux_alpha, (double)e->z_beta);
+}
+
+/* The " moe=..." tail of a description (llama_describe's) into m's
+ * mixture of experts; the characters read, 0 for none, -1 for a tail that
+ * is not one. */
+static int parse_moe(const char *d, mt_llama_config *m) {
+    mt_llama_moe *e = &m->moe;
+    double rs = 0, a = 0, b = 0;
+    int end = 0;
+    if (strncmp(d, " moe=", 5) != 0) return 0;
+    if (sscanf(d, " moe=%d,%d,%d,%d,%d,%d,%d,%lg,%lg,%lg%n", &e->experts, &e->top_k,
+               &e->ffn_dim, &e->shared, &e->first_dense, &e->every, &e->score, &rs, &a, &b,
+               &end) != 10)
+        return -1;
+    e->route_scale = (float)rs, e->aux_alpha = (float)a, e->z_beta = (float)b;
+    return end;
 }
 
 /* The " rope=..." tail of a description (llama_describe's) into m's
@@ -282,8 +369,10 @@ static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     if (strncmp(desc + end, " hd=", 4) == 0 && sscanf(desc + end, " hd=%d%n", &m->head_dim,
                                                       &hd_end) == 1)
         end += hd_end;
+    m->moe = (mt_llama_moe){0};
     int rope_end = parse_rope(desc + end, m);
-    if (rope_end < 0 || desc[end + rope_end] != '\0')
+    int moe_end = rope_end < 0 ? -1 : parse_moe(desc + end + rope_end, m);
+    if (moe_end < 0 || desc[end + rope_end + moe_end] != '\0')
         return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
     m->rope_theta = (float)theta;
     m->norm_eps = (float)eps;
@@ -350,6 +439,10 @@ static void llama_shape(const mt_train_config *c, mt_model_shape *out) {
                             .kv_heads = m->n_kv_heads, .head_dim = mt_llama_head_dim(m),
                             .ffn = mt_llama_ffn_dim(m),
                             .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
+    if (m->moe.experts > 0)
+        out->unplannable = "the planner has no mixture of experts yet (its probe of a block "
+                           "and its FLOPs would be a dense model's): plan the dense model "
+                           "(--moe-experts 0), or train the MoE model and read its step";
 }
 
 static void llama_resize(void *config, int layers, int max_seq) {

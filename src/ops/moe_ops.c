@@ -1,0 +1,288 @@
+/*
+ * moe_ops.c — the mixture-of-experts ops (ops_impl.h's MT_OP_LIST lines
+ * moe_*): each run calls the kernels of ops/moe.h on its call's tensors,
+ * with their costs and the kernel halves of their descriptors. The graph
+ * halves are graph/op_moe.c's.
+ *
+ * Routing is per token, so every op reads its rows from its tensors: T =
+ * numel(ids) / k, N = T·k (token, slot) pairs. The sorted rows (rows,k,·)
+ * are this call's pairs in expert order (mt_moe_sort of its own ids); each
+ * op that needs the order, its inverse or the counts sorts its ids again
+ * (a counting sort, O(N + E), in the scratch), so that the only
+ * integer tensor between the ops is the ids. The runs are on the calling
+ * thread, in the first worker's share of the scratch (no worker of the pool
+ * runs beside them; the grouped product's sgemm has its own threads).
+ */
+#include "ops/ops_impl.h"
+#include "ops/moe.h"
+
+#include <string.h>
+
+#define F(t) ((float *)(t)->data)
+#define CF(t) ((const float *)(t)->data)
+#define I(t) ((const int32_t *)(t)->data)
+
+/* The pairs of a call whose ids are in[k_ids] (or its out for moe_route). */
+static int64_t pairs(const mt_op_call *c, int k_ids) {
+    return (int64_t)mt_tensor_numel(k_ids < 0 ? c->out : c->in[k_ids]);
+}
+
+/* The router's settings for T rows. */
+static mt_moe_route_params route_of(const mt_op_call *c, int64_t T) {
+    mt_moe_route_params r = c->p.moe.route;
+    r.T = T, r.E = c->p.moe.E, r.k = c->p.moe.k;
+    return r;
+}
+
+/* The sort of ids (N = T·k) in the scratch: order (N), pos (N),
+ * counts (E), int32 (the scratch is floats: int32 has their size). */
+typedef struct { int32_t *order, *pos, *counts; } moe_sorted;
+
+static moe_sorted sort_ids(const mt_op_env *env, const mt_op_call *c, const int32_t *ids,
+                           int64_t N) {
+    int32_t *s = (int32_t *)env->scratch;
+    moe_sorted o = {s, s + N, s + 2 * N};
+    mt_moe_sort(o.order, o.pos, o.counts, ids, N / c->p.moe.k, c->p.moe.k, c->p.moe.E);
+    return o;
+}
+
+static size_t scratch_sort(const mt_op_call *c) {
+    const int64_t N = (int64_t)mt_tensor_numel(c->in[c->n_in - 1]);   /* ids: the last */
+    return (size_t)(2 * N + c->p.moe.E);
+}
+
+/* The last dim of t. */
+static int64_t last(const mt_tensor *t) { return t->shape[t->ndim - 1]; }
+
+/* ---- the router ----------------------------------------------------------- */
+
+/* ids (rows,k) of logits (rows,E); the scores and gates the kernel makes
+ * beside them go to scratch (moe_gates makes them again from the ids). */
+static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
+    const mt_moe_route_params r = route_of(c, T);
+    float *scores = env->scratch, *gates = scores + T * r.E;
+    mt_moe_route_fwd(&r, CF(c->in[0]), NULL, scores, (int32_t *)c->out->data, gates);
+}
+static size_t scratch_route(const mt_op_call *c) {
+    const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
+    return (size_t)(T * c->p.moe.E + N);
+}
+
+/* gates (rows,k) of the given ids; the scores saved in aux[0]. */
+static void run_moe_gates(const mt_op_env *env, const mt_op_call *c) {
+    (void)env;
+    const mt_moe_route_params r = route_of(c, pairs(c, 1) / c->p.moe.k);
+    mt_moe_gates_fwd(&r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
+}
+
+/* dlogits (+)= the gates' gradient through the scores, the ids held. */
+static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
+    (void)env;
+    const mt_moe_route_params r = route_of(c, pairs(c, 2) / c->p.moe.k);
+    mt_moe_route_bwd(&r, F(c->out), CF(c->in[0]), NULL, CF(c->in[1]), I(c->in[2]), c->acc);
+}
+
+/* ---- dispatch, the grouped product, combine --------------------------------- */
+
+/* xs (N,D) = x's row of each pair, in expert order (a forward call writes:
+ * graph/builders.c makes forward calls without acc). */
+static void run_moe_dispatch(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, 1), D = last(c->in[0]);
+    const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
+    mt_moe_dispatch_fwd(F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
+}
+
+static void run_moe_dispatch_bwd(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, 1), k = c->p.moe.k;
+    const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
+    mt_moe_dispatch_bwd(F(c->out), CF(c->in[0]), s.pos, N / k, k, last(c->out), c->acc);
+}
+
+/* The counts (E) of ids (N pairs) in the scratch. */
+static const int32_t *counts_of(const mt_op_env *env, const mt_op_call *c, const int32_t *ids,
+                                int64_t N) {
+    int32_t *counts = (int32_t *)env->scratch;
+    mt_moe_counts(counts, ids, 1, N / c->p.moe.k, c->p.moe.k, c->p.moe.E);
+    return counts;
+}
+static size_t scratch_counts(const mt_op_call *c) { return (size_t)c->p.moe.E; }
+
+/* ys (N,OC) (+)= xs (N,C) · w_e (C,OC) on each expert's rows. */
+static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
+    const mt_tensor *w = c->in[1];
+    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
+    mt_moe_gemm_fwd(F(c->out), CF(c->in[0]), CF(w), n, c->p.moe.E, w->shape[1], w->shape[2],
+                    c->acc);
+}
+
+/* dxs (+)= dy · w_eᵀ per expert; in: dy w ids. */
+static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
+    const mt_tensor *w = c->in[1];
+    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
+    mt_moe_gemm_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(w), n, c->p.moe.E, w->shape[1],
+                    w->shape[2], c->acc);
+}
+
+/* dw (E,C,OC) (+)= xs_eᵀ · dy_e per expert; in: dy xs ids. */
+static void run_moe_experts_bwd_w(const mt_op_env *env, const mt_op_call *c) {
+    const mt_tensor *dw = c->out;
+    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
+    mt_moe_gemm_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), NULL, n, c->p.moe.E,
+                    dw->shape[1], dw->shape[2], c->acc);
+}
+
+/* out (rows,D) (+)= Σ_j gates · ys at each pair's row. */
+static void run_moe_combine(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, 2), k = c->p.moe.k;
+    const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
+    mt_moe_combine_fwd(F(c->out), CF(c->in[0]), CF(c->in[1]), s.pos, N / k, k, last(c->out),
+                       c->acc);
+}
+
+/* dys (+)= gates · dout at each pair's row; in: dout gates ids. */
+static void run_moe_combine_bwd_y(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, 2), k = c->p.moe.k;
+    const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
+    mt_moe_combine_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos, N / k, k, N,
+                       last(c->out), c->acc);
+}
+
+/* dgates (+)= ⟨dout_t, ys at the pair's row⟩; in: dout ys gates ids. */
+static void run_moe_combine_bwd_g(const mt_op_env *env, const mt_op_call *c) {
+    const int64_t N = pairs(c, 3), k = c->p.moe.k;
+    const moe_sorted s = sort_ids(env, c, I(c->in[3]), N);
+    mt_moe_combine_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]), s.pos, N / k,
+                       k, N, last(c->in[1]), c->acc);
+}
+
+/* ---- the router loss ------------------------------------------------------ */
+
+/* A router loss call's rows: S sequences of L rows of logits (S,L,E) or
+ * (T,E) (one sequence), and its factors for this device's share: alpha ·
+ * S/S_all on the mean over its S sequences, beta · T/T_all on the mean
+ * over its T rows. */
+typedef struct { int64_t S, L, T; double alpha, beta; } loss_rows;
+
+static loss_rows loss_rows_of(const mt_op_call *c, const mt_tensor *logits) {
+    const mt_moe_op_params *p = &c->p.moe;
+    loss_rows r = {.S = logits->ndim == 3 ? logits->shape[0] : 1};
+    r.T = (int64_t)mt_tensor_numel(logits) / p->E;
+    r.L = r.T / r.S;
+    r.alpha = (double)p->alpha * (double)r.S / (double)p->S_all;
+    r.beta = (double)p->beta * (double)r.T / (double)p->T_all;
+    return r;
+}
+
+/* The scratch of both: scores (T,E), gates (T,k), counts (S,E), dscores
+ * (T,E). */
+static size_t scratch_loss(const mt_op_call *c) {
+    const mt_tensor *logits = c->in[c->op == MT_OP_MOE_ROUTER_LOSS ? 0 : 1];
+    const loss_rows r = loss_rows_of(c, logits);
+    return (size_t)(2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
+}
+
+/* The scores and the counts of the call's logits and ids, in scratch. */
+static void loss_prepare(const mt_op_env *env, const mt_op_call *c, const mt_tensor *logits,
+                         const int32_t *ids, const loss_rows *r, float **scores,
+                         int32_t **counts) {
+    const int64_t E = c->p.moe.E, k = c->p.moe.k;
+    const mt_moe_route_params rp = route_of(c, r->T);
+    *scores = env->scratch;
+    float *gates = *scores + r->T * E;
+    *counts = (int32_t *)(gates + r->T * k);
+    mt_moe_gates_fwd(&rp, CF(logits), ids, *scores, gates);
+    mt_moe_counts(*counts, ids, r->S, r->L, k, E);
+}
+
+static void run_moe_router_loss(const mt_op_env *env, const mt_op_call *c) {
+    const loss_rows r = loss_rows_of(c, c->in[0]);
+    const mt_moe_route_params rp = route_of(c, r.T);
+    float *scores;
+    int32_t *counts;
+    loss_prepare(env, c, c->in[0], I(c->in[1]), &r, &scores, &counts);
+    double loss = 0;
+    if (r.alpha != 0)
+        loss += mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha, NULL, false);
+    if (r.beta != 0) loss += mt_moe_z_loss(CF(c->in[0]), r.T, c->p.moe.E, r.beta, NULL, false);
+    F(c->out)[0] = c->acc ? F(c->out)[0] + (float)loss : (float)loss;
+}
+
+/* dlogits (+)= dloss · (the aux loss's gradient through the scores + the
+ * z-loss's); in: dloss logits ids. */
+static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
+    const mt_tensor *logits = c->in[1];
+    const loss_rows r = loss_rows_of(c, logits);
+    const mt_moe_route_params rp = route_of(c, r.T);
+    const int64_t E = c->p.moe.E, k = c->p.moe.k;
+    const double d = CF(c->in[0])[0];
+    float *scores;
+    int32_t *counts;
+    loss_prepare(env, c, logits, I(c->in[2]), &r, &scores, &counts);
+    float *dgates = scores + r.T * E;   /* the gates are not needed again: zeros */
+    float *dscores = (float *)(counts + r.S * E);
+    memset(dgates, 0, (size_t)(r.T * k) * sizeof *dgates);
+    memset(dscores, 0, (size_t)(r.T * E) * sizeof *dscores);
+    if (r.alpha != 0)
+        mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha * d, dscores, false);
+    mt_moe_route_bwd(&rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
+    if (r.beta != 0) mt_moe_z_loss(CF(logits), r.T, E, r.beta * d, F(c->out), true);
+}
+
+/* ---- costs and the descriptors ------------------------------------------- */
+
+/* The element-wise ops: a few FLOPs an element of their float tensors, each
+ * read or written once. */
+static void cost_moe_vector(const mt_op_call *c, double *fl, double *by) {
+    double e = (double)mt_tensor_numel(c->out);
+    for (int k = 0; k < c->n_in; k++) e += (double)mt_tensor_numel(c->in[k]);
+    *fl = 4 * e;
+    *by = 4 * e + (c->acc ? 4 * (double)mt_tensor_numel(c->out) : 0);
+}
+
+/* The grouped product and its two backwards: 2·N·C·OC FLOPs. The rows the
+ * experts get sum to N = T·k whatever the routing (dropless), so the count
+ * is exact; the balance only changes how the rows fall into products. */
+static void cost_moe_experts(const mt_op_call *c, double *fl, double *by) {
+    const mt_tensor *ids = c->in[c->n_in - 1];
+    const double N = (double)mt_tensor_numel(ids);
+    const mt_tensor *w = c->op == MT_OP_MOE_EXPERTS_BWD_W ? c->out : c->in[1];
+    const double C = (double)w->shape[1], OC = (double)w->shape[2];
+    *fl = 2 * N * C * OC;
+    *by = 4 * (N * C + N * OC + (double)mt_tensor_numel(w)) +
+          (c->acc ? 4 * (double)mt_tensor_numel(c->out) : 0);
+}
+
+#define MOE_DEF(name_, lo, hi, cls, cost_)                                                     \
+    const mt_op_def mt__opdef_##name_ = {.name = #name_, .min_in = lo, .max_in = hi,           \
+                                         .cost_class = cls, .cost = cost_}
+#define MOE_KERNEL(name_, scratch_)                                                            \
+    const mt_op_kernel mt__kernel_##name_ = {.run = run_##name_, .scratch = scratch_}
+
+MOE_DEF(moe_route, 1, 1, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_route, scratch_route);
+MOE_DEF(moe_gates, 2, 2, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_gates, NULL);
+MOE_DEF(moe_dispatch, 2, 2, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_dispatch, scratch_sort);
+MOE_DEF(moe_experts, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
+MOE_KERNEL(moe_experts, scratch_counts);
+MOE_DEF(moe_combine, 3, 3, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_combine, scratch_sort);
+MOE_DEF(moe_router_loss, 2, 2, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_router_loss, scratch_loss);
+
+MOE_DEF(moe_gates_bwd, 3, 3, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_gates_bwd, NULL);
+MOE_DEF(moe_dispatch_bwd, 2, 2, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_dispatch_bwd, scratch_sort);
+MOE_DEF(moe_experts_bwd_x, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
+MOE_KERNEL(moe_experts_bwd_x, scratch_counts);
+MOE_DEF(moe_experts_bwd_w, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
+MOE_KERNEL(moe_experts_bwd_w, scratch_counts);
+MOE_DEF(moe_combine_bwd_y, 3, 3, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_combine_bwd_y, scratch_sort);
+MOE_DEF(moe_combine_bwd_g, 4, 4, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_combine_bwd_g, scratch_sort);
+MOE_DEF(moe_router_loss_bwd, 3, 3, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_router_loss_bwd, scratch_loss);

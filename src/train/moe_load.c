@@ -1,0 +1,91 @@
+/*
+ * moe_load.c — the experts' load of a training step (issue 42;
+ * ../shared/MOE.md §2): each MoE layer's counts of (token, slot) pairs per
+ * expert, read from the router's ids after each microbatch's forward,
+ * summed over the microbatches and over the devices that split the batch,
+ * and the step's MaxVio, the largest over the layers. The trainer's step
+ * (trainer.c) calls it; the metrics line shows it (train.h's
+ * mt_step_report.moe_maxvio).
+ */
+#include "train/train_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Room for n counts in c (zeroed when grown). */
+static mt_status room(mt__moe_load *c, int64_t n) {
+    if (n <= c->cap) return MT_OK;
+    int32_t *v = realloc(c->counts, (size_t)n * sizeof *v);
+    if (!v) return mt_fail(MT_ENOMEM, "out of memory for the experts' counts");
+    memset(v + c->cap, 0, (size_t)(n - c->cap) * sizeof *v);
+    c->counts = v, c->cap = n;
+    return MT_OK;
+}
+
+/* The forward's moe_route nodes of g into c->routes (once). */
+static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
+    const int n = mt_graph_n_nodes(g);
+    c->n_routes = 0;
+    if (!(c->routes = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->routes)))
+        return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
+    for (int i = 0; i < n; i++) {
+        mt_node_info info;
+        mt_status s = mt_graph_node(g, i, &info);
+        if (s != MT_OK) return s;
+        if (info.phase == 'F' && strcmp(info.op, "moe_route") == 0) c->routes[c->n_routes++] = i;
+    }
+    return MT_OK;
+}
+
+mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
+    mt_status s;
+    if (!c->routes && (s = find_routes(c, g)) != MT_OK) return s;
+    int64_t at = 0;
+    for (int r = 0; r < c->n_routes; r++) {
+        mt_node_info info;
+        if ((s = mt_graph_node(g, c->routes[r], &info)) != MT_OK) return s;
+        const mt_tensor *logits = info.in[0];
+        const int64_t E = mt_tensor_dim(logits, mt_tensor_ndim(logits) - 1);
+        const int64_t ne = mt_tensor_numel(info.out);
+        int32_t *ids = malloc((size_t)ne * sizeof *ids);
+        if (!ids || (s = room(c, at + E)) != MT_OK ||
+            (s = mt_tensor_read(info.out, ids, 0, ne)) != MT_OK) {
+            free(ids);
+            return ids ? s : mt_fail(MT_ENOMEM, "out of memory reading the router's ids");
+        }
+        for (int64_t j = 0; j < ne; j++)
+            if (ids[j] >= 0 && ids[j] < E) c->counts[at + ids[j]]++;
+        free(ids);
+        c->E = E;
+        at += E;
+    }
+    c->n = at;
+    return MT_OK;
+}
+
+mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out) {
+    *out = NAN;
+    if (c->n == 0) return MT_OK;
+    if (ctx) {
+        mt_axes batch = mt__batch_axes(mt_ctx_mesh(ctx));
+        mt_status s = batch.n ? mt_all_reduce(ctx, batch, c->counts, (size_t)c->n, MT_I32,
+                                              MT_REDUCE_SUM)
+                              : MT_OK;
+        if (s != MT_OK) return s;
+    }
+    double worst = 0;
+    for (int64_t l = 0; l + c->E <= c->n; l += c->E) {
+        const double v = mt_moe_load_maxvio(c->counts + l, c->E);
+        worst = v > worst ? v : worst;
+    }
+    *out = worst;
+    memset(c->counts, 0, (size_t)c->n * sizeof *c->counts);
+    return MT_OK;
+}
+
+void mt__moe_load_free(mt__moe_load *c) {
+    free(c->counts);
+    free(c->routes);
+    *c = (mt__moe_load){0};
+}
