@@ -16,6 +16,7 @@ typedef __m256 vf;
 #define V_DIV(a, b)          _mm256_div_ps((a), (b))
 #define V_SQRT(a)            _mm256_sqrt_ps(a)
 #define V_EXP(a)             Sleef_expf8_u10avx2(a)
+#define V_FMA(a, b, c)       _mm256_fmadd_ps((a), (b), (c))
 #define V_SEL_GT(a, b, x, y) _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (b), _CMP_GT_OQ))
 #define V_SEL_NAN(a, x, y)   _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (a), _CMP_UNORD_Q))
 #define V_TABLE              mt__vec_ops_avx2
