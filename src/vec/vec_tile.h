@@ -156,15 +156,22 @@ static void gemm_part(bool ta, int64_t i0, int64_t i1, int64_t j0, int64_t j1, i
 static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *restrict A, int64_t lda, const float *restrict B,
                         int64_t ldb, float beta, float *restrict C, int64_t ldc) {
-    int64_t kc = (ta ? 2048 : 4096) / (N > 0 ? N : 1);
+    int64_t kc = 4096 / (N > 0 ? N : 1);
     kc = kc < 16 ? 16 : kc;
+    kc = (K + (K + kc - 1) / kc - 1) / ((K + kc - 1) / kc);   /* chunks of equal size */
+    kc = kc < 1 ? 1 : kc;
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
         const int64_t kn = K - k0 < kc ? K - k0 : kc;
         const float *Ak = ta ? A + k0 * lda : A + k0, *Bk = B + k0 * ldb;
         const float bk = k0 ? 1.0f : beta;
-        for (int64_t i = 0; i < M; i += TILE_MR) {
-            const int64_t i1 = i + TILE_MR < M ? i + TILE_MR : M;
-            gemm_part(ta, i, i1, 0, N, kn, alpha, Ak, lda, Bk, ldb, bk, C, ldc);
+        /* blocks of 6 rows; 7 to 11 left go as two blocks of about half
+         * (64 = 9·6 + 5 + 5): a block of 4 or fewer rows has too few
+         * accumulators to hide the FMA's latency */
+        for (int64_t i = 0, take; i < M; i += take) {
+            const int64_t left = M - i;
+            take = left >= 2 * TILE_MR || left <= TILE_MR ? (left < TILE_MR ? left : TILE_MR)
+                                                          : (left + 1) / 2;
+            gemm_part(ta, i, i + take, 0, N, kn, alpha, Ak, lda, Bk, ldb, bk, C, ldc);
         }
     }
 }
