@@ -116,9 +116,10 @@ MT_TEST(attention_tiles_against_float64) {
         for (int i = 0; i < m; i++) {
             double s = 0;
             for (int r = 0; r < n; r++) {
-                const double e = exp((double)a[r * ld + i] - sub[i]);
+                const double e = exp((double)(a[r * ld + i] - sub[i]));   /* the kernel's float x */
                 s += e;
-                MT_CHECK_CLOSE(p[r * ld + i], e, 2e-6, "%s cols_exp m=%d (%d,%d)", L, m, r, i);
+                MT_CHECK(fabs(p[r * ld + i] - e) <= 3e-7 * e, "%s cols_exp m=%d (%d,%d): %.9g, "
+                         "want %.9g", L, m, r, i, (double)p[r * ld + i], e);
             }
             MT_CHECK_CLOSE(sum[i], s, 2e-6, "%s cols_exp sum m=%d col %d", L, m, i);
         }
@@ -135,6 +136,27 @@ MT_TEST(attention_tiles_against_float64) {
                                i < m ? (double)p[r * ld + i] * ((double)a[r * ld + i] - D[i]) * 0.125
                                      : (double)a[r * ld + i],
                                1e-6, "%s cols_softmax_bwd m=%d (%d,%d)", L, m, r, i);
+    }
+    /* cols_exp's exp at its edges: -inf gives 0, under the smallest normal
+     * 0 or a subnormal, NaN passes, 0 gives 1, overflow inf; and at 4001 points of
+     * [-87, 88], within 3 ulps (float's 2^-23 relative) of exp */
+    float ex[8] = {-INFINITY, -90.0f, NAN, 0.0f, 89.0f, INFINITY, -87.0f, 88.0f}, z8[8] = {0};
+    FOR_LEVELS(v) {
+        float e8[8];
+        memcpy(e8, ex, sizeof ex);
+        v->cols_exp(e8, 8, 1, 8, z8, NULL);
+        const char *L = mt_cpu_isa_name(v->isa);
+        MT_CHECK(e8[0] == 0.0f && e8[1] >= 0.0f && e8[1] < 1.2e-38f && e8[2] != e8[2] &&
+                 e8[3] == 1.0f, "%s exp edges "
+                 "%g %g %g %g", L, (double)e8[0], (double)e8[1], (double)e8[2], (double)e8[3]);
+        MT_CHECK(isinf(e8[4]) && isinf(e8[5]), "%s exp overflows to inf", L);
+        static float xs[4001], es[4001];
+        for (int i = 0; i < 4001; i++) xs[i] = es[i] = -87.0f + 175.0f * (float)i / 4000.0f;
+        static float zs[4001];
+        v->cols_exp(es, 4001, 1, 4001, zs, NULL);
+        for (int i = 0; i < 4001; i++)
+            MT_CHECK(fabs(es[i] - exp((double)xs[i])) <= 3.6e-7 * exp((double)xs[i]),
+                     "%s exp(%.9g) = %.9g", L, (double)xs[i], (double)es[i]);
     }
     /* the product: op(A) (M,K), B (K,N), C (M,N) at ldc = N + 5 */
     static const int MS[] = {1, 4, 5, 6, 7, 10, 11, 13, 64}, NS[] = {1, 7, 8, 9, 16, 17, 33, 64};

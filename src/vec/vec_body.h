@@ -8,6 +8,8 @@
  *   V_EXP(a)                                    SLEEF's 1-ulp exp
  *   V_FMA(a, b, c)         a·b + c fused        (levels with vectors: the
  *                          tile products of vec_tile.h only)
+ *   V_ROUND(a)             to the nearest integer, ties to even  (levels with
+ *   V_POW2I(n)             2^n, n integer-valued in [-126, 128]   vectors: vec_tile.h's exp)
  *   V_SEL_GT(a, b, x, y)   a > b ? x : y        (false on a NaN)
  *   V_SEL_NAN(a, x, y)     a is NaN ? x : y
  *   V_TABLE                the name of the table this file exports
