@@ -9,7 +9,7 @@
  * ../shared/CONTEXT_PARALLEL.md §2 states it:
  *  - Forward. Query rows go in tiles of BQ, keys in tiles of BK. For each
  *    query tile the key tiles are visited in order: the scores of the tile
- *    (an sgemm), the mask, then per row the running max m and sum l merged
+ *    (a product), the mask, then per row the running max m and sum l merged
  *    with the tile's (l ← l·e^(m−m') + Σ e^(s−m'), the output rows scaled
  *    by e^(m−m') before the tile's P·V is added: the log-sum-exp identity
  *    with an unnormalised output). At the end out = O / l and the row's
