@@ -233,13 +233,15 @@ static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, i
     }
 }
 
-/* Asks for rows [0, n) of columns [0, cols) of x (row stride ld) to be
- * brought to L2: the next key tile's k and v rows (and dk, dv) while this
- * tile's products run. Their rows are a few lines each, ld apart, which the
- * hardware's stream prefetchers do not learn in time; unprefetched, the
- * first block of rows of each product waits on L3 for every line. */
-static void prefetch_rows(const float *x, int64_t n, int64_t ld, int64_t cols) {
-    for (int64_t r = 0; r < n; r++)
+/* Asks for rows [r0, r0 + n) of columns [0, cols) of x (row stride ld) to
+ * be brought to L2: the next key tile's k and v rows (and dk, dv), each
+ * array just before a product of this tile runs (one burst for all four
+ * stalled on the load queue). Their rows are a few lines each, ld apart,
+ * which the hardware's stream prefetchers do not learn in time;
+ * unprefetched, the first block of rows of each product waits on L3 for
+ * every line. */
+static void prefetch_rows(const float *x, int64_t r0, int64_t n, int64_t ld, int64_t cols) {
+    for (int64_t r = r0; r < r0 + n; r++)
         for (int64_t e = 0; e < cols; e += 16) __builtin_prefetch(x + r * ld + e, 0, 2);
 }
 
@@ -286,11 +288,9 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        if (c1 < t->kend) {   /* the next tile's k and v */
-            const int64_t nn = c1 + BK < t->kend ? BK : t->kend - c1;
-            prefetch_rows(kj + c1 * L->ldk, nn, L->ldk, HS);
-            prefetch_rows(vj + c1 * L->ldv, nn, L->ldv, HS);
-        }
+        /* the next tile's rows (nn of them), each array before a product */
+        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
+        prefetch_rows(kj, c1, nn, L->ldk, HS);
         /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m) */
         scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s);
@@ -313,6 +313,7 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
             }
         }
         /* O[r0:r1] (m,HS) += p (m,n) = sᵀ · v[c0:c1] (n,HS) */
+        prefetch_rows(vj, c1, nn, L->ldv, HS);
         int64_t ldb;
         const float *vb = rows_packed(tb.kvp, vj + c0 * L->ldv, L->ldv, n, HS, &ldb);
         prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, o + t->r0 * L->ldo, L->ldo);
@@ -397,21 +398,21 @@ static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t,
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        if (c1 < t->kend) {   /* the next tile's k, v, dk, dv */
-            const int64_t nn = c1 + BK < t->kend ? BK : t->kend - c1;
-            prefetch_rows(a->k + c1 * ldk, nn, ldk, HS);
-            prefetch_rows(a->v + c1 * ldv, nn, ldv, HS);
-            if (a->dk) prefetch_rows(a->dk + c1 * ldk, nn, ldk, HS);
-            if (a->dv) prefetch_rows(a->dv + c1 * ldv, nn, ldv, HS);
-        }
+        /* the next tile's rows (nn of them), each array before a product */
+        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
+        prefetch_rows(a->k, c1, nn, ldk, HS);
         /* pᵀ (n,m) = exp(scale · k qᵀ - L): the forward's scores, the final softmax */
         scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p);
         vec->cols_exp(p, BQ, n, m, a->lse + r0, NULL);
         /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
-        if (a->dv) prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
+        if (a->dv) {
+            prefetch_rows(a->dv, c1, nn, ldv, HS);
+            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
+        }
         if (!want_ds) continue;
         /* dpᵀ (n,m) = v[c0:c1] (n,HS) · dOᵀ, then dsᵀ = scale · pᵀ ∘ (dpᵀ - D) in place */
+        prefetch_rows(a->v, c1, nn, ldv, HS);
         scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f);
         vec->cols_softmax_bwd(dp, p, BQ, n, m, D, scale);
         /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
@@ -422,7 +423,10 @@ static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t,
         }
         beta_q = 1.0f;
         /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
-        if (a->dk) prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
+        if (a->dk) {
+            prefetch_rows(a->dk, c1, nn, ldk, HS);
+            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
+        }
     }
     /* every row sees its own key, so the diagonal tile ran and dq was written */
     assert(!a->dq || beta_q == 1.0f);
