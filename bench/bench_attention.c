@@ -12,8 +12,9 @@
  * (B,T,KV·HS) with NH = 4 query heads on KV = 2 kv heads: grouped-query).
  * Two threads run the kernels as the graph does (ops/op_table.c): the pool
  * splits the forward's (batch, head) pairs and the backward's (batch, kv
- * head) groups, Open BLAS single-threaded inside; the reference is then
- * Open BLAS's own 2-thread sgemm.
+ * head) groups, the tile micro-kernel (or, at generic, Open BLAS)
+ * single-threaded inside; the reference is then Open BLAS's own 2-thread
+ * sgemm.
  *
  * FLOP convention (model FLOPs, as op_cost.c): a causal forward does 4·HS
  * per (query, key) pair with key <= query (q·kᵀ and p·v), the backward 8·HS
