@@ -38,7 +38,9 @@
  *    ISA level; Open BLAS at generic) on strided views of q, k, v, out and
  *    the gradients, and on the per-thread tile buffers, the scores kept
  *    transposed so that the softmax runs lanewise down the columns (the
- *    vector layer's cols_* kernels) and no product repacks an operand. The only scratch is per thread and of tile size
+ *    vector layer's cols_* kernels); each product's B operand is a copy
+ *    in contiguous rows, made once a query tile or once a tile pair (see
+ *    BQ below). The only scratch is per thread and of tile size
  *    (mt_kernel_attention_scratch): no T×T buffer anywhere.
  * Outputs must not overlap inputs.
  *
@@ -179,20 +181,20 @@ static tile_kind tile_kind_of(const mt_attn_layout *L, const qtile *t, int64_t c
 static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1,
                       float *restrict s) {
     for (int64_t r = t->r0; r < t->r1; r++) {
-        float *col = s + (r - t->r0) - c0 * BQ;   /* col[c·BQ]: key c's score */
+        float *col = s + (r - t->r0);   /* col[(c - c0)·BQ]: key c's score */
         int64_t cmax = c1;   /* keys [c0, cmax) not masked by position */
         if (L->qpos) {
             if (!L->full)
                 for (int64_t c = c0; c < c1; c++)
-                    if (L->kpos[c] > L->qpos[r]) col[c * BQ] = -INFINITY;
+                    if (L->kpos[c] > L->qpos[r]) col[(c - c0) * BQ] = -INFINITY;
         } else if (!L->full) {   /* a tile that starts past r + 1 (BK < BQ) is masked from c0 */
-            for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) col[c * BQ] = -INFINITY;
+            for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) col[(c - c0) * BQ] = -INFINITY;
             cmax = r + 1 < c1 ? r + 1 : c1;
         }
         if (t->doc) {
             const int32_t d = t->doc[r];
             for (int64_t c = c0; c < cmax; c++)
-                if (t->kdoc[c] != d) col[c * BQ] = -INFINITY;
+                if (t->kdoc[c] != d) col[(c - c0) * BQ] = -INFINITY;
         }
     }
 }
@@ -216,7 +218,8 @@ static void pack_t(float *restrict yt, const float *restrict y, int64_t ldy, int
                    int64_t mp, int64_t k0, int64_t kc) {
     for (int64_t i = 0; i < m; i++)
         for (int64_t e = 0; e < kc; e++) yt[e * BQ + i] = y[i * ldy + k0 + e];
-    for (int64_t e = 0; e < kc && mp > m; e++) memset(yt + e * BQ + m, 0, (size_t)(mp - m) * sizeof *yt);
+    for (int64_t e = 0; e < kc && mp > m; e++)
+        memset(yt + e * BQ + m, 0, (size_t)(mp - m) * sizeof *yt);
 }
 
 /* The transposed scores of a tile: s (n, mp) ld BQ = alpha · x (n,HS) ·
