@@ -12,8 +12,9 @@
  * (B,T,KV·HS) with NH = 4 query heads on KV = 2 kv heads: grouped-query).
  * Two threads run the kernels as the graph does (ops/op_table.c): the pool
  * splits the forward's (batch, head) pairs and the backward's (batch, kv
- * head) groups, Open BLAS single-threaded inside; the reference is then
- * Open BLAS's own 2-thread sgemm.
+ * head) groups, the tile micro-kernel (or, at generic, Open BLAS)
+ * single-threaded inside; the reference is then Open BLAS's own 2-thread
+ * sgemm.
  *
  * FLOP convention (model FLOPs, as op_cost.c): a causal forward does 4·HS
  * per (query, key) pair with key <= query (q·kᵀ and p·v), the backward 8·HS
@@ -41,6 +42,7 @@
 #include "base/pool.h"
 #include "bench_util.h"
 #include "meshtrain/profile.h"
+#include "vec/vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +223,42 @@ static double tile_products_frac(bench_sgemm *sg) {
     return rate / (2.0 * 1024.0 * 1024.0 * 1024.0 / best_sg);
 }
 
+/* The same seven products as flash runs them now (ops/attention.c: the
+ * scores transposed, (128 keys, 64 query rows), B operands read as their
+ * rows lie), through the level's tile micro-kernel (vec/vec_tile.h), timed
+ * alone on one thread against the same run's sgemm (best of 5 each); 0
+ * when the level has none (generic: Open BLAS). */
+static double micro_products_frac(bench_sgemm *sg) {
+    enum { M = 64, N = 128, K = 64, LD = 256, IT = 400, NB = 32 };
+    const mt_vec_ops *vec = mt__vec();
+    if (!vec->gemm_tile) return 0.0;
+    /* k and v tiles cycle through NB of them (4096 rows), as flash's key
+     * loop streams them from L2 and L3 */
+    float *a = randv((size_t)N * LD, 8), *bb = randv((size_t)NB * N * LD, 9);
+    float *p = randv((size_t)M * N, 10), *c = randv((size_t)N * LD, 11);
+    float *t = randv((size_t)K * M, 12);
+    double best = 1e30, best_sg = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
+        for (int i = 0; i < IT; i++) {
+            const float *b = bb + (size_t)(i % NB) * N * LD;
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* sᵀ = k·qᵀ */
+            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD);   /* o += p·v */
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* sᵀ again */
+            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD);  /* dv += pᵀ·dO */
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* dpᵀ = v·dOᵀ */
+            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD);   /* dq += ds·k */
+            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD);  /* dk += dsᵀ·q */
+        }
+        double tt = mt_time_now() - t0;
+        best = tt < best ? tt : best;
+        best_sg = s < best_sg ? s : best_sg;
+    }
+    free(a); free(bb); free(p); free(c); free(t);
+    const double rate = 7.0 * 2.0 * M * N * K * IT / best;
+    return rate / (2.0 * 1024.0 * 1024.0 * 1024.0 / best_sg);
+}
+
 /* Model FLOPs of forward + backward (the convention above). */
 static double attn_flops(const mt_attn_layout *L) {
     return 6.0 * (double)(L->B * L->NH * L->HS) * (double)L->T * (double)(L->T + 1);
@@ -288,6 +326,9 @@ int main(int argc, char **argv) {
     const double tf = tile_products_frac(&sg);
     printf("the tile products alone (7 a tile pair, K = HS = 64), one thread: %.2f of sgemm's "
            "rate; flash's ceiling %.2f of sgemm (6/7 of it)\n", tf, tf * 6.0 / 7.0);
+    const double mf = micro_products_frac(&sg);
+    printf("the same through the level's tile micro-kernel (scores transposed, what flash runs): "
+           "%.2f of sgemm's rate; flash's ceiling %.2f\n", mf, mf * 6.0 / 7.0);
     printf("%7s %-6s %-6s %6s %9s %9s %8s %8s %7s %6s %12s %7s\n", "threads", "layout", "kernel",
            "T", "fwd ms", "bwd ms", "GFLOP/s", "sgemm", "/sgemm", "/roof", "kept bytes",
            "kept/T");

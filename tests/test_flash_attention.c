@@ -273,6 +273,14 @@ MT_TEST(t1000_gqa_and_packed) {
                        .docs = DOC_PACKED}, 2e-5);
 }
 
+/* a head size past the kernel's packed chunk (KC = 128 floats: the scores
+ * summed over two chunks, the row operands read where they lie) */
+MT_TEST(head_size_past_the_packed_chunk) {
+    check_case((fcase){.B = 1, .T = 150, .NH = 2, .KV = 1, .HS = 136}, 2e-5);
+    check_case((fcase){.B = 1, .T = 70, .NH = 2, .KV = 2, .HS = 130, .packed = true,
+                       .docs = DOC_PACKED}, 2e-5);
+}
+
 MT_TEST(t4096_mqa_and_packed_documents) {
     check_case((fcase){.B = 1, .T = 4096, .NH = 2, .KV = 1, .HS = 4}, 5e-5);
     check_case((fcase){.B = 1, .T = 4096, .NH = 1, .KV = 1, .HS = 4, .packed = true,

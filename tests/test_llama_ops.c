@@ -519,8 +519,8 @@ MT_TEST(partitioned_llama_block_equals_one_device) {
  * that share a kv head add into it in one order, inside one group. */
 MT_TEST(attention_gqa_backward_split_is_bitwise) {
     enum { B = 2, T = 11, NH = 6, KV = 2, HS = 4, NQ = B * T * NH * HS, NK = B * T * KV * HS };
-    static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T], scratch[1 << 16];
-    MT_CHECK(mt_kernel_attention_scratch() <= 1 << 16, "attention scratch %zu floats",
+    static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T], scratch[1 << 17];
+    MT_CHECK(mt_kernel_attention_scratch() <= 1 << 17, "attention scratch %zu floats",
              mt_kernel_attention_scratch());
     static float d1[2][NQ + 2 * NK], d2[2][NQ + 2 * NK];
     for (int i = 0; i < NQ; i++) q[i] = mt_rng_normal(1, 0, i), dout[i] = mt_rng_normal(1, 1, i);

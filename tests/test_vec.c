@@ -1,7 +1,7 @@
 /*
  * test_vec.c — the vector kernels (src/vec) at every kernel level this CPU
  * runs, side by side, against float64 references (softmax, GELU, SwiGLU,
- * layernorm, rmsnorm, AdamW, the reductions): every length from 0 past
+ * layernorm, rmsnorm, AdamW, the reductions, flash attention's tiles): every length from 0 past
  * two vectors (so every partial last vector), NaN and infinity where a
  * kernel promises something of them, and the promise that an elementwise
  * kernel's result does not depend on how its range is split.
@@ -89,6 +89,104 @@ MT_TEST(softmax_rows_against_float64) {
     /* a NaN is skipped by max, as the kernels' max always did */
     float z[5] = {1, NAN, 3, 2, -1};
     FOR_LEVELS(v) MT_CHECK(v->max(z, 5) == 3.0f, "%s max skips NaN", mt_cpu_isa_name(v->isa));
+}
+
+/* Flash attention's tiles (vec_tile.h): the column kernels on a transposed
+ * tile (n rows, m columns, ld = m + 3: the 3 past m must not move), and the
+ * tile product against float64 at shapes around the 6-row blocks and the
+ * vector widths, C's columns past N untouched, beta = 0 not reading C. */
+MT_TEST(attention_tiles_against_float64) {
+    enum { R = 9, LDX = MAXN + 3 };
+    static float a[R * LDX], d[R * LDX], p[R * LDX];
+    float mx[LDX], sub[LDX], sum[LDX], D[LDX];
+    FOR_LEVELS(v) for (int li = 0; li < N_LENS; li++) {
+        const int m = LENS[li], ld = m + 3, n = 1 + li % R;
+        const char *L = mt_cpu_isa_name(v->isa);
+        fill(a, n * ld, -8.0f, 8.0f, 40 + (uint64_t)m);
+        a[(n / 2) * ld] = -INFINITY;   /* a masked score */
+        for (int i = 0; i < ld; i++) mx[i] = i % 3 ? -INFINITY : 1.5f, sub[i] = 0.25f * (float)i;
+        memcpy(p, a, sizeof a);
+        v->cols_max(mx, a, ld, n, m);
+        for (int i = 0; i < ld; i++) {
+            double want = i % 3 ? -INFINITY : 1.5;
+            for (int r = 0; r < n && i < m; r++) want = a[r * ld + i] > want ? a[r * ld + i] : want;
+            MT_CHECK(mx[i] == (float)want, "%s cols_max m=%d col %d", L, m, i);
+        }
+        v->cols_exp(p, ld, n, m, sub, sum);
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int r = 0; r < n; r++) {
+                const double e = exp((double)(a[r * ld + i] - sub[i]));   /* the kernel's float x */
+                s += e;
+                MT_CHECK(fabs(p[r * ld + i] - e) <= 3e-7 * e, "%s cols_exp m=%d (%d,%d): %.9g, "
+                         "want %.9g", L, m, r, i, (double)p[r * ld + i], e);
+            }
+            MT_CHECK_CLOSE(sum[i], s, 2e-6, "%s cols_exp sum m=%d col %d", L, m, i);
+        }
+        for (int r = 0; r < n; r++)
+            for (int i = m; i < ld; i++)
+                MT_CHECK(memcmp(&p[r * ld + i], &a[r * ld + i], 4) == 0, "%s cols_exp wrote past m", L);
+        fill(d, n * ld, -1.0f, 1.0f, 50 + (uint64_t)m);
+        fill(D, ld, -1.0f, 1.0f, 60);
+        memcpy(a, d, sizeof d);
+        v->cols_softmax_bwd(d, p, ld, n, m, D, 0.125f);
+        for (int r = 0; r < n; r++)
+            for (int i = 0; i < ld; i++)
+                MT_CHECK_CLOSE(d[r * ld + i],
+                               i < m ? (double)p[r * ld + i] * ((double)a[r * ld + i] - D[i]) * 0.125
+                                     : (double)a[r * ld + i],
+                               1e-6, "%s cols_softmax_bwd m=%d (%d,%d)", L, m, r, i);
+    }
+    /* cols_exp's exp at its edges: -inf gives 0, under the smallest normal
+     * 0 or a subnormal, NaN passes, 0 gives 1, overflow inf; and at 4001 points of
+     * [-87, 88], within 3 ulps (float's 2^-23 relative) of exp */
+    float ex[8] = {-INFINITY, -90.0f, NAN, 0.0f, 89.0f, INFINITY, -87.0f, 88.0f}, z8[8] = {0};
+    FOR_LEVELS(v) {
+        float e8[8];
+        memcpy(e8, ex, sizeof ex);
+        v->cols_exp(e8, 8, 1, 8, z8, NULL);
+        const char *L = mt_cpu_isa_name(v->isa);
+        MT_CHECK(e8[0] == 0.0f && e8[1] >= 0.0f && e8[1] < 1.2e-38f && e8[2] != e8[2] &&
+                 e8[3] == 1.0f, "%s exp edges "
+                 "%g %g %g %g", L, (double)e8[0], (double)e8[1], (double)e8[2], (double)e8[3]);
+        MT_CHECK(isinf(e8[4]) && isinf(e8[5]), "%s exp overflows to inf", L);
+        static float xs[4001], es[4001];
+        for (int i = 0; i < 4001; i++) xs[i] = es[i] = -87.0f + 175.0f * (float)i / 4000.0f;
+        static float zs[4001];
+        v->cols_exp(es, 4001, 1, 4001, zs, NULL);
+        for (int i = 0; i < 4001; i++)
+            MT_CHECK(fabs(es[i] - exp((double)xs[i])) <= 3.6e-7 * exp((double)xs[i]),
+                     "%s exp(%.9g) = %.9g", L, (double)xs[i], (double)es[i]);
+    }
+    /* the product: op(A) (M,K), B (K,N), C (M,N) at ldc = N + 5 */
+    static const int MS[] = {1, 4, 5, 6, 7, 10, 11, 13, 64}, NS[] = {1, 7, 8, 9, 16, 17, 33, 64};
+    static float A[64 * 70], B[70 * 70], C[64 * 70], C0[64 * 70];
+    FOR_LEVELS(v) if (v->gemm_tile) for (int mi = 0; mi < 9; mi++) for (int ni = 0; ni < 8; ni++) {
+        const int M = MS[mi], N = NS[ni], K = 1 + (mi * 8 + ni) % 67, ldc = N + 5;
+        const bool ta = (mi + ni) % 2, acc = ni % 3 == 0;
+        const int lda = (ta ? M : K) + 2, ldb = N + 1;
+        fill(A, 64 * 70, -1.0f, 1.0f, 70);
+        fill(B, 70 * 70, -1.0f, 1.0f, 71);
+        fill(C0, 64 * 70, -1.0f, 1.0f, 72);
+        for (int i = 0; i < 64 * 70; i++) C[i] = acc || i % ldc >= N ? C0[i] : NAN;
+        v->gemm_tile(ta, M, N, K, 0.5f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < ldc; c++) {
+                double want = C0[r * ldc + c], mag = 0;
+                if (c < N) {
+                    double dot = 0;
+                    for (int k = 0; k < K; k++) {
+                        const double x = ta ? A[k * lda + r] : A[r * lda + k], y = B[k * ldb + c];
+                        dot += x * y;
+                        mag += fabs(x * y);
+                    }
+                    want = 0.5 * dot + (acc ? want : 0.0);
+                }
+                MT_CHECK(fabs(C[r * ldc + c] - want) <= 1e-6 * (mag + 1.0), "%s gemm_tile ta=%d "
+                         "M=%d N=%d K=%d (%d,%d): %g, want %g", mt_cpu_isa_name(v->isa), ta, M, N,
+                         K, r, c, (double)C[r * ldc + c], want);
+            }
+    }
 }
 
 MT_TEST(gelu_against_float64) {

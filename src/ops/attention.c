@@ -9,7 +9,7 @@
  * ../shared/CONTEXT_PARALLEL.md §2 states it:
  *  - Forward. Query rows go in tiles of BQ, keys in tiles of BK. For each
  *    query tile the key tiles are visited in order: the scores of the tile
- *    (an sgemm), the mask, then per row the running max m and sum l merged
+ *    (a product), the mask, then per row the running max m and sum l merged
  *    with the tile's (l ← l·e^(m−m') + Σ e^(s−m'), the output rows scaled
  *    by e^(m−m') before the tile's P·V is added: the log-sum-exp identity
  *    with an unnormalised output). At the end out = O / l and the row's
@@ -34,11 +34,13 @@
  *    after the other, in head order and within a head in (query tile, key
  *    tile) order, so no two threads write one kv head and the result does
  *    not depend on how the groups were split (bit for bit).
- *  - Products. mt_kernel_gemm (Open BLAS, single-threaded under the graph,
- *    whose pool splits the pairs) on strided views of q, k, v, out and the
- *    gradients, and on the per-thread tile buffers; the exp, max, dot and
- *    softmax-backward rows are the vector layer's (vec/vec.h), per ISA
- *    level. The only scratch is per thread and of tile size
+ *  - Products. The vector layer's tile micro-kernel (vec/vec_tile.h, per
+ *    ISA level; Open BLAS at generic) on strided views of q, k, v, out and
+ *    the gradients, and on the per-thread tile buffers, the scores kept
+ *    transposed so that the softmax runs lanewise down the columns (the
+ *    vector layer's cols_* kernels); each product's B operand is a copy
+ *    in contiguous rows, made once a query tile or once a tile pair (see
+ *    BQ below). The only scratch is per thread and of tile size
  *    (mt_kernel_attention_scratch): no T×T buffer anywhere.
  * Outputs must not overlap inputs.
  *
@@ -59,15 +61,44 @@
 #include <math.h>
 #include <string.h>
 
-/* Query rows and keys per tile. The score tile (BQ,BK) and its gradient
- * stay in L1/L2 (2·64·128 floats = 64 KiB), and the products are large
- * enough for Open BLAS (64 × 128 × HS). Measured at T = 1024 and 4096, HS =
- * 64, one core of the 2-core Zen 5 dev VM (bench_attention): see the note
- * there for the numbers of the sizes tried. */
+/* Query rows and keys per tile, and the head-size chunk the packed tiles
+ * hold. A tile's scores are kept transposed, s (BK keys, BQ query rows) at
+ * row stride BQ, so that a query row's softmax runs down a column,
+ * lanewise (vec_tile.h), and the micro-kernel reads every operand's rows as
+ * they lie. The products' B operands (read over and over, from L1) are
+ * copied to contiguous rows first, since rows ld apart (ld = C or 3C, a
+ * multiple of 1 KiB) fall into a few of L1's sets and evict one another:
+ * qt and dot (HS, BQ), the query tile's q and dout transposed, qp and dop
+ * (BQ, HS) its q and dout rows, once a query tile; kvp (BK, HS) the key
+ * tile's v rows (forward) or k rows (backward), once a tile pair. A head
+ * size above KC takes the transposes KC at a time at each key tile, and
+ * reads the row operands where they lie. BQ is a multiple of every level's
+ * vector width (16 floats at most). Scratch: s and dp (BK,BQ), qt and dot
+ * (KC,BQ), qp and dop (BQ,KC), kvp (BK,KC), five rows of BQ statistics:
+ * 257 KiB. */
 #define BQ 64
 #define BK 128
+#define KC 128
 
-size_t mt_kernel_attention_scratch(void) { return 2 * (size_t)BQ * BK + 4 * (size_t)BQ; }
+size_t mt_kernel_attention_scratch(void) {
+    return 2 * (size_t)BK * BQ + 4 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
+}
+
+/* Where each tile buffer lies in the scratch. */
+typedef struct { float *s, *dp, *qt, *dot, *qp, *dop, *kvp, *stats; } tile_bufs;
+
+static tile_bufs bufs_of(float *scratch) {
+    tile_bufs b;
+    b.s = scratch;
+    b.dp = b.s + BK * BQ;
+    b.qt = b.dp + BK * BQ;
+    b.dot = b.qt + KC * BQ;
+    b.qp = b.dot + KC * BQ;
+    b.dop = b.qp + BQ * KC;
+    b.kvp = b.dop + BQ * KC;
+    b.stats = b.kvp + BK * KC;
+    return b;
+}
 
 /* The kv head query head h reads. */
 static inline int64_t kv_of(const mt_attn_layout *L, int64_t h) { return (L->hoff + h) / L->G; }
@@ -144,27 +175,95 @@ static tile_kind tile_kind_of(const mt_attn_layout *L, const qtile *t, int64_t c
     return k;
 }
 
-/* s (r1-r0, ld) = -inf where key c in [c0, c1) may not be seen from query
- * row t in [r0, r1): a later key (causal) or another document. */
+/* The transposed tile s (c1-c0 keys, BQ): s[(c-c0)·BQ + r-r0] = -inf where
+ * key c in [c0, c1) may not be seen from query row r in [r0, r1): a later
+ * key (causal) or another document. */
 static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64_t c1,
-                      float *restrict s, int64_t ld) {
+                      float *restrict s) {
     for (int64_t r = t->r0; r < t->r1; r++) {
-        float *row = s + (r - t->r0) * ld;
+        float *col = s + (r - t->r0);   /* col[(c - c0)·BQ]: key c's score */
         int64_t cmax = c1;   /* keys [c0, cmax) not masked by position */
         if (L->qpos) {
             if (!L->full)
                 for (int64_t c = c0; c < c1; c++)
-                    if (L->kpos[c] > L->qpos[r]) row[c - c0] = -INFINITY;
+                    if (L->kpos[c] > L->qpos[r]) col[(c - c0) * BQ] = -INFINITY;
         } else if (!L->full) {   /* a tile that starts past r + 1 (BK < BQ) is masked from c0 */
-            for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) row[c - c0] = -INFINITY;
+            for (int64_t c = r + 1 > c0 ? r + 1 : c0; c < c1; c++) col[(c - c0) * BQ] = -INFINITY;
             cmax = r + 1 < c1 ? r + 1 : c1;
         }
         if (t->doc) {
             const int32_t d = t->doc[r];
             for (int64_t c = c0; c < cmax; c++)
-                if (t->kdoc[c] != d) row[c - c0] = -INFINITY;
+                if (t->kdoc[c] != d) col[(c - c0) * BQ] = -INFINITY;
         }
     }
+}
+
+/* ======================================================================== */
+/* Products                                                                  */
+/* ======================================================================== */
+
+/* C (M,N) = alpha · op(A) · B + beta · C, B's rows as they lie: the level's
+ * micro-kernel, or Open BLAS where the level has none (generic). */
+static void prod(const mt_vec_ops *vec, bool ta, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc) {
+    if (vec->gemm_tile) vec->gemm_tile(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else mt_kernel_gemm(ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* yt (kc, BQ) = y's rows [0, m), columns [k0, k0 + kc), transposed; the
+ * columns [m, mp) are 0, mp = m rounded up to the vector width. */
+static void pack_t(float *restrict yt, const float *restrict y, int64_t ldy, int64_t m,
+                   int64_t mp, int64_t k0, int64_t kc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t e = 0; e < kc; e++) yt[e * BQ + i] = y[i * ldy + k0 + e];
+    for (int64_t e = 0; e < kc && mp > m; e++)
+        memset(yt + e * BQ + m, 0, (size_t)(mp - m) * sizeof *yt);
+}
+
+/* The transposed scores of a tile: s (n, mp) ld BQ = alpha · x (n,HS) ·
+ * y (m,HS)ᵀ, y's rows the query tile's (columns [m, mp) of s: 0). yt holds
+ * y transposed when HS <= KC (the caller packs it once a query tile);
+ * else each KC chunk is transposed here into yt. */
+static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, int64_t ldx,
+                     const float *y, int64_t ldy, float *restrict yt, int64_t n, int64_t m,
+                     int64_t mp, int64_t HS, float alpha) {
+    for (int64_t k0 = 0; k0 < HS; k0 += KC) {
+        const int64_t kc = HS - k0 < KC ? HS - k0 : KC;
+        if (HS > KC) pack_t(yt, y, ldy, m, mp, k0, kc);
+        prod(vec, false, n, mp, kc, alpha, x + k0, ldx, yt, BQ, k0 ? 1.0f : 0.0f, s, BQ);
+    }
+}
+
+/* Asks for rows [r0, r0 + n) of columns [0, cols) of x (row stride ld) to
+ * be brought to L2: the next key tile's k and v rows (and dk, dv), each
+ * array just before a product of this tile runs (one burst for all four
+ * stalled on the load queue). Their rows are a few lines each, ld apart,
+ * which the hardware's stream prefetchers do not learn in time;
+ * unprefetched, the first block of rows of each product waits on L3 for
+ * every line. */
+static void prefetch_rows(const float *x, int64_t r0, int64_t n, int64_t ld, int64_t cols) {
+    for (int64_t r = r0; r < r0 + n; r++)
+        for (int64_t e = 0; e < cols; e += 16) __builtin_prefetch(x + r * ld + e, 0, 2);
+}
+
+/* rows (n, cols) of x (row stride ld), or a copy of them in buf (row
+ * stride cols), when cols <= KC; *ld_out gets the stride of what is returned */
+static const float *rows_packed(float *restrict buf, const float *x, int64_t ld, int64_t n,
+                                int64_t cols, int64_t *ld_out) {
+    if (cols > KC) {
+        *ld_out = ld;
+        return x;
+    }
+    for (int64_t r = 0; r < n; r++) memcpy(buf + r * cols, x + r * ld, (size_t)cols * sizeof *buf);
+    *ld_out = cols;
+    return buf;
+}
+
+/* m rounded up to the vector width (BQ at most: BQ is a multiple of it) */
+static int64_t padded(const mt_vec_ops *vec, int64_t m) {
+    return (m + vec->width - 1) / vec->width * vec->width;
 }
 
 /* ======================================================================== */
@@ -172,45 +271,55 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
 /* ======================================================================== */
 
 /* One query tile of pair (b,h): out rows and lse (r1-r0) of the tile.
- * scratch: s (BQ,BK), m (BQ), l (BQ). */
+ * scratch (bufs_of): s, qt, kvp, and per row m (running max), l (running
+ * Σ), mn (the new max), sub (what the exp subtracts), ts (the tile's Σ). */
 static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, const float *kj,
                      const float *vj, const mt_attn_layout *L, const qtile *t, float scale,
                      const mt_vec_ops *vec, float *restrict scratch) {
-    const int64_t HS = L->HS, m = t->r1 - t->r0;
-    float *s = scratch, *mx = s + BQ * BK, *l = mx + BQ;
+    const int64_t HS = L->HS, m = t->r1 - t->r0, mp = padded(vec, m);
+    const tile_bufs tb = bufs_of(scratch);
+    float *s = tb.s, *qt = tb.qt, *mx = tb.stats;
+    float *l = mx + BQ, *mn = l + BQ, *sub = mn + BQ, *ts = sub + BQ;
     for (int64_t i = 0; i < m; i++) {
         mx[i] = -INFINITY;
         l[i] = 0.0f;
         memset(o + (t->r0 + i) * L->ldo, 0, (size_t)HS * sizeof *o);
     }
+    const float *q0 = qh + t->r0 * L->ldq;
+    if (HS <= KC) pack_t(qt, q0, L->ldq, m, mp, 0, HS);
     for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* s (m,n) = scale · q[r0:r1] (m,HS) · k[c0:c1]ᵀ (HS,n) */
-        mt_kernel_gemm(false, true, m, n, HS, scale, qh + t->r0 * L->ldq, L->ldq,
-                       kj + c0 * L->ldk, L->ldk, 0.0f, s, BK);
-        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s, BK);
+        /* the next tile's rows (nn of them), each array before a product */
+        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
+        prefetch_rows(kj, c1, nn, L->ldk, HS);
+        /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m) */
+        scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale);
+        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s);
+        /* the running (m, l, O) merged with the tile's, a column a query
+         * row: a row that sees nothing yet (its new max -inf) subtracts 0,
+         * so its column's exp is exp(-inf) = 0, and it stays empty */
+        memcpy(mn, mx, (size_t)m * sizeof *mn);
+        vec->cols_max(mn, s, BQ, n, m);
+        for (int64_t i = 0; i < m; i++) sub[i] = mn[i] == -INFINITY ? 0.0f : mn[i];
+        vec->cols_exp(s, BQ, n, m, sub, ts);
         for (int64_t i = 0; i < m; i++) {
-            float *restrict row = s + i * BK;
-            const float tmax = vec->max(row, n), mnew = tmax > mx[i] ? tmax : mx[i];
-            if (mnew == -INFINITY) {   /* nothing seen yet: the row stays empty */
-                memset(row, 0, (size_t)n * sizeof *row);
-                continue;
-            }
-            /* the running (m, l, O) merged with the tile's: e^(m - m') = 0
-             * when m = -inf, as O and l are then 0 */
-            const float alpha = expf(mx[i] - mnew);
-            l[i] = l[i] * alpha + vec->exp_sum(row, n, mnew);
-            mx[i] = mnew;
+            if (mn[i] == -INFINITY) continue;
+            /* e^(m - m') = 0 when m = -inf, as O and l are then 0 */
+            const float alpha = expf(mx[i] - mn[i]);
+            l[i] = l[i] * alpha + ts[i];
+            mx[i] = mn[i];
             if (alpha != 1.0f) {
                 float *restrict orow = o + (t->r0 + i) * L->ldo;
                 MT_VEC_FOR(e, HS, orow[e] *= alpha);
             }
         }
-        /* O[r0:r1] (m,HS) += p (m,n) · v[c0:c1] (n,HS) */
-        mt_kernel_gemm(false, false, m, HS, n, 1.0f, s, BK, vj + c0 * L->ldv, L->ldv, 1.0f,
-                       o + t->r0 * L->ldo, L->ldo);
+        /* O[r0:r1] (m,HS) += p (m,n) = sᵀ · v[c0:c1] (n,HS) */
+        prefetch_rows(vj, c1, nn, L->ldv, HS);
+        int64_t ldb;
+        const float *vb = rows_packed(tb.kvp, vj + c0 * L->ldv, L->ldv, n, HS, &ldb);
+        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, o + t->r0 * L->ldo, L->ldo);
     }
     for (int64_t i = 0; i < m; i++) {
         /* l >= 1 (the row's own key), unless a NaN came in: it goes out;
@@ -267,44 +376,60 @@ typedef struct {
 } head_ops;
 
 /* One query tile's gradients: dq[r0:r1] (+)=, dk and dv of the keys it
- * sees +=. scratch: p (BQ,BK), dp (BQ,BK), D (BQ). */
+ * sees +=. scratch (bufs_of): p in s, dp, qt, dot, qp, dop, kvp, D in stats. */
 static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t, float scale,
                      const mt_vec_ops *vec, float *restrict scratch) {
-    const int64_t HS = L->HS, m = t->r1 - t->r0, r0 = t->r0;
+    const int64_t HS = L->HS, m = t->r1 - t->r0, r0 = t->r0, mp = padded(vec, m);
     const int64_t ldq = L->ldq, ldk = L->ldk, ldv = L->ldv, ldo = L->ldo;
-    float *p = scratch, *dp = p + BQ * BK, *D = dp + BQ * BK;
+    const tile_bufs tb = bufs_of(scratch);
+    float *p = tb.s, *dp = tb.dp, *qt = tb.qt, *dot = tb.dot, *D = tb.stats;
     const bool want_ds = a->dq || a->dk;
+    const float *q0 = a->q + r0 * ldq, *do0 = a->dO + r0 * ldo;
+    /* the query tile's q and dout rows, packed (or where they lie) */
+    int64_t ldqb = ldq, ldob = ldo;
+    const float *qb = a->dk ? rows_packed(tb.qp, q0, ldq, m, HS, &ldqb) : q0;
+    const float *dob = a->dv ? rows_packed(tb.dop, do0, ldo, m, HS, &ldob) : do0;
     /* D = rowsum(dO ∘ O), the softmax backward's Σ P·dP */
     for (int64_t i = 0; want_ds && i < m; i++)
         D[i] = vec->dot(a->dO + (r0 + i) * ldo, a->o + (r0 + i) * ldo, HS);
+    if (HS <= KC) {
+        pack_t(qt, q0, ldq, m, mp, 0, HS);
+        if (want_ds) pack_t(dot, do0, ldo, m, mp, 0, HS);
+    }
     float beta_q = a->beta_q;
     for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* p (m,n) = exp(scale · q kᵀ - L): the forward's scores, the final softmax */
-        mt_kernel_gemm(false, true, m, n, HS, scale, a->q + r0 * ldq, ldq, a->k + c0 * ldk, ldk,
-                       0.0f, p, BK);
-        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p, BK);
-        for (int64_t i = 0; i < m; i++) (void)vec->exp_sum(p + i * BK, n, a->lse[r0 + i]);
+        /* the next tile's rows (nn of them), each array before a product */
+        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
+        prefetch_rows(a->k, c1, nn, ldk, HS);
+        /* pᵀ (n,m) = exp(scale · k qᵀ - L): the forward's scores, the final softmax */
+        scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale);
+        if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p);
+        vec->cols_exp(p, BQ, n, m, a->lse + r0, NULL);
         /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
-        if (a->dv)
-            mt_kernel_gemm(true, false, n, HS, m, 1.0f, p, BK, a->dO + r0 * ldo, ldo, 1.0f,
-                           a->dv + c0 * ldv, ldv);
+        if (a->dv) {
+            prefetch_rows(a->dv, c1, nn, ldv, HS);
+            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
+        }
         if (!want_ds) continue;
-        /* dp (m,n) = dO (m,HS) · v[c0:c1]ᵀ, then ds = scale · p ∘ (dp - D) in place */
-        mt_kernel_gemm(false, true, m, n, HS, 1.0f, a->dO + r0 * ldo, ldo, a->v + c0 * ldv, ldv,
-                       0.0f, dp, BK);
-        for (int64_t i = 0; i < m; i++) vec->softmax_bwd(dp + i * BK, p + i * BK, n, D[i], scale);
+        /* dpᵀ (n,m) = v[c0:c1] (n,HS) · dOᵀ, then dsᵀ = scale · pᵀ ∘ (dpᵀ - D) in place */
+        prefetch_rows(a->v, c1, nn, ldv, HS);
+        scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f);
+        vec->cols_softmax_bwd(dp, p, BQ, n, m, D, scale);
         /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
-        if (a->dq)
-            mt_kernel_gemm(false, false, m, HS, n, 1.0f, dp, BK, a->k + c0 * ldk, ldk, beta_q,
-                           a->dq + r0 * ldq, ldq);
+        if (a->dq) {
+            int64_t ldb;
+            const float *kb = rows_packed(tb.kvp, a->k + c0 * ldk, ldk, n, HS, &ldb);
+            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, a->dq + r0 * ldq, ldq);
+        }
         beta_q = 1.0f;
         /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
-        if (a->dk)
-            mt_kernel_gemm(true, false, n, HS, m, 1.0f, dp, BK, a->q + r0 * ldq, ldq, 1.0f,
-                           a->dk + c0 * ldk, ldk);
+        if (a->dk) {
+            prefetch_rows(a->dk, c1, nn, ldk, HS);
+            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
+        }
     }
     /* every row sees its own key, so the diagonal tile ran and dq was written */
     assert(!a->dq || beta_q == 1.0f);

@@ -156,9 +156,10 @@ size_t mt_kernel_attention_scratch(void);
  * once, and any split gives bit for bit the result of the whole range.
  * Pointers are to the whole (B,...) buffers. scratch holds
  * mt_kernel_attention_scratch() floats, private to the call: give each
- * concurrent caller its own. The products are cblas_sgemm calls on tiles,
- * run with whatever threading Open BLAS is set to (the graph sets one
- * thread and splits the work over its pool). */
+ * concurrent caller its own. The products run on the vector layer's tile
+ * micro-kernel (vec/vec_tile.h), single-threaded; at the generic level on
+ * Open BLAS (cblas_sgemm on tiles, with whatever threading it is set to:
+ * the graph sets one thread and splits the work over its pool). */
 void mt_kernel_attention_fwd(float *out, float *lse, const float *q, const float *k,
                              const float *v, const mt_attn_layout *L, float *scratch,
                              int64_t bh0, int64_t bh1);

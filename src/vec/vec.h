@@ -59,6 +59,26 @@ typedef struct mt_vec_ops {
     /* d (n) = a (n) · (d - s) · k: the softmax backward, in place on d */
     void  (*softmax_bwd)(float *d, const float *a, int64_t n, float s, float k);
 
+    /* ---- flash attention's tiles (vec_tile.h): a tile transposed, a (n
+     * keys, m query rows) at row stride ld, a query row's softmax down a
+     * column ---------------------------------------------------------- */
+    /* mx (m)[i] = max(mx[i], max over the n rows of column i); NaN skipped */
+    void  (*cols_max)(float *mx, const float *a, int64_t ld, int64_t n, int64_t m);
+    /* a = exp(a - sub[i]) down column i (m columns, n rows) in place; sum
+     * (m) the new columns' sums, or NULL */
+    void  (*cols_exp)(float *a, int64_t ld, int64_t n, int64_t m, const float *sub, float *sum);
+    /* d = p · (d - D[i]) · k down column i, in place on d */
+    void  (*cols_softmax_bwd)(float *d, const float *p, int64_t ld, int64_t n, int64_t m,
+                              const float *D, float k);
+    /* C (M,N) ldc = alpha · op(A) · B (K,N) ldb + beta · C (beta = 0: C is
+     * not read); op(A) (M,K) is A (M,K) lda, or A (K,M) lda if ta. B's rows
+     * are read as they lie (no packing). A register-blocked micro-kernel
+     * with the level's fused multiply-add; NULL at generic (the caller
+     * takes Open BLAS). */
+    void  (*gemm_tile)(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc);
+
     /* ---- GELU (tanh form) ------------------------------------------------ */
     /* out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x (n) */
     void  (*gelu_fwd)(float *out, const float *x, int64_t n);

@@ -6,12 +6,17 @@
  *   V_LOAD(p) V_STORE(p, v) V_SET1(x)           unaligned load / store, broadcast
  *   V_ADD V_SUB V_MUL V_DIV (a, b)  V_SQRT(a)   lanewise, IEEE-rounded
  *   V_EXP(a)                                    SLEEF's 1-ulp exp
+ *   V_FMA(a, b, c)         a·b + c fused        (levels with vectors: the
+ *                          tile products of vec_tile.h only)
+ *   V_ROUND(a)             to the nearest integer, ties to even  (levels with
+ *   V_POW2I(n)             2^n, n integer-valued in [-126, 128]   vectors: vec_tile.h's exp)
  *   V_SEL_GT(a, b, x, y)   a > b ? x : y        (false on a NaN)
  *   V_SEL_NAN(a, x, y)     a is NaN ? x : y
  *   V_TABLE                the name of the table this file exports
  *   V_ISA                  its mt_cpu_isa
  *
- * No FMA contraction: a·b + c is a multiply then an add at every level, as
+ * No FMA contraction (the tile products' V_FMA aside, vec_tile.h): a·b + c
+ * is a multiply then an add at every level, as
  * in ISO C (gcc does not contract in -std=c11), so the levels differ only by
  * SLEEF's rounding and the order of the horizontal sums.
  *
@@ -460,6 +465,8 @@ DEF_REDUCE_BCAST(k_reduce_bcast_max, op_max)
 DEF_REDUCE_BCAST(k_reduce_bcast_min, op_min)
 #undef DEF_REDUCE_BCAST
 
+#include "vec/vec_tile.h"
+
 /* ======================================================================== */
 /* The table                                                                 */
 /* ======================================================================== */
@@ -474,6 +481,10 @@ const mt_vec_ops V_TABLE = {
     .softmax = k_softmax,
     .dot = k_dot,
     .softmax_bwd = k_softmax_bwd,
+    .cols_max = k_cols_max,
+    .cols_exp = k_cols_exp,
+    .cols_softmax_bwd = k_cols_softmax_bwd,
+    .gemm_tile = GEMM_TILE,
     .gelu_fwd = k_gelu_fwd,
     .gelu_bwd = k_gelu_bwd,
     .swiglu_fwd = k_swiglu_fwd,
