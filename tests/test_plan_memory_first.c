@@ -3,11 +3,14 @@
  * layout is refused for memory from the programs mt__plan_memory_proxy
  * names, at remat none and one sequence, without building its own) give
  * every layout the result its own builds give: each layout of free
- * searches (a GPT whose 12 blocks interpolate between 4 and 8, on 12 chips
- * whose axes of 3 leave parameters whole; a LLaMA with grouped kv heads
+ * searches (a GPT whose 12 blocks interpolate between 4 and 8, on 6 chips
+ * whose axes of 3 leave parameters whole and, on nodes of 2, straddle them,
+ * under meshtrain's convention too, where only those meshes are refused
+ * from the proxies; a LLaMA with grouped kv heads
  * and pipelines on 8), under each framework convention, evaluated twice
  * on one search, once building its own programs (the reference: what the
- * search did before) and once memory first; every field compared. The
+ * search did before) and once memory first (a mesh the nodes cannot lay
+ * out refused from the proxies too); every field compared. The
  * device's memory is set between the layouts' smallest and largest, so
  * that both verdicts occur, and the test fails unless some layout was
  * refused from the proxies. */
@@ -109,7 +112,8 @@ static mt_plan_request request_of(mt_model_kind kind, const void *config, size_t
     return plan_request_of(kind, config, size, 64, 24, MT_PRECISION_BF16, memory);
 }
 
-MT_TEST(memory_first_gives_own_builds_results_gpt) {
+/* The GPT's search under convention `conv`. */
+static void check_gpt(mt_plan_memory conv) {
     mt_gpt_config m;
     MT_CHECK_OK(mt_model_config_defaults(MT_MODEL_GPT, &m, sizeof m));
     m.L = 12;
@@ -119,15 +123,37 @@ MT_TEST(memory_first_gives_own_builds_results_gpt) {
     m.V = 256;
     mt_hardware *hw = NULL;
     MT_CHECK_OK(mt_hardware_find("a100-80gb", &hw, NULL, 0));
-    static const mt_plan_memory conv[] = {MT_PLAN_MEMORY_MEGATRON, MT_PLAN_MEMORY_DEEPSPEED,
-                                          MT_PLAN_MEMORY_TORCHTITAN, MT_PLAN_MEMORY_MIXED16,
-                                          MT_PLAN_MEMORY_BOOK};
-    for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
-        char what[64];
-        snprintf(what, sizeof what, "gpt --memory %s", mt_plan_memory_name(conv[i]));
-        check_search(request_of(MT_MODEL_GPT, &m, sizeof m, conv[i]), hw, 6, what);
-    }
+    /* nodes of 2: an axis of 3 inside one straddles them (a mesh the system
+       does not lay out, refused from the proxies too) */
+    hw->levels[0].devices = 2;
+    char what[64];
+    snprintf(what, sizeof what, "gpt --memory %s", mt_plan_memory_name(conv));
+    check_search(request_of(MT_MODEL_GPT, &m, sizeof m, conv), hw, 6, what);
     mt_hardware_free(hw);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_meshtrain) {
+    check_gpt(MT_PLAN_MEMORY_MESHTRAIN);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_megatron) {
+    check_gpt(MT_PLAN_MEMORY_MEGATRON);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_deepspeed) {
+    check_gpt(MT_PLAN_MEMORY_DEEPSPEED);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_torchtitan) {
+    check_gpt(MT_PLAN_MEMORY_TORCHTITAN);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_mixed16) {
+    check_gpt(MT_PLAN_MEMORY_MIXED16);
+}
+
+MT_TEST(memory_first_gives_own_builds_results_gpt_book) {
+    check_gpt(MT_PLAN_MEMORY_BOOK);
 }
 
 MT_TEST(memory_first_gives_own_builds_results_llama) {

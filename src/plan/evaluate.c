@@ -228,7 +228,7 @@ static void lerp_blocks(const mt__plan_chunk_time *x0, const mt__plan_chunk_time
 static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_key key,
                           int blocks, int batch, mt__plan_comm_keys *keys,
                           mt__plan_chunk_time *ct, chunk_vec *out, char *why, size_t cap,
-                          bool proxy) {
+                          bool proxy, bool *timing_refused) {
     const mt__plan_cached *at[4];
     int k0, k1, b0, b1;
     mt__plan_block_points(blocks, &k0, &k1);
@@ -247,6 +247,7 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
         if (st != MT_OK) return st;
         if (at[i]->status != MT_OK) {
             snprintf(why, cap, "%s", at[i]->why);
+            if (timing_refused) *timing_refused = at[i]->prog_ok;
             return MT_OK;
         }
         v[i] = vec_of(at[i]);
@@ -369,37 +370,69 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
 /* One layout                                                                */
 /* ======================================================================== */
 
+/* Whether the mesh of layout result r lays out on hw (mt__plan_map_make;
+ * true where the mesh itself is refused), the error cleared. */
+static bool mesh_lays_out(const mt_hardware *hw, const mt_plan_result *r) {
+    mt_mesh *mesh = NULL;
+    mt__plan_map map;
+    bool ok = mt_mesh_create(r->mesh, r->chips, &mesh) != MT_OK ||
+              mt__plan_map_make(hw, mesh, &map) == MT_OK;
+    mt_mesh_free(mesh);
+    mt_errclear();
+    return ok;
+}
+
 /* Layout l refused for memory, under a convention other than meshtrain,
  * from the counts of the programs mt__plan_memory_proxy names (res as the
- * layout's own programs make it: the counts it reads are theirs); res
- * untouched where they fit, a proxy is refused, or the layout has a
- * context axis (the proxies are not checked for it). Its own programs are
- * built only where it may fit: most of a search's layouts do not, and
- * their own builds were three quarters of its time (issue 40). */
+ * layout's own programs make it: the counts it reads are theirs), or
+ * under any convention where its mesh does not lay out on the system (a
+ * proxy built and refused by its timing with the words the layout's own
+ * first build gets); res untouched where it fits, a proxy is refused
+ * otherwise, or the layout has a context axis (the proxies are not
+ * checked for it). Its
+ * own programs are built only where it may fit: most of a search's
+ * layouts do not, and their own builds were three quarters of its time
+ * (issue 40). */
 static mt_status memory_first(mt__plan_search *s, const mt_plan_layout *l,
                               mt__plan_prog_key key, int S, int batch, const int *slots,
                               const int *peak, const int *dev_of, mt_plan_result *res) {
-    if (s->own_builds || s->req->memory == MT_PLAN_MEMORY_MESHTRAIN || l->context > 1)
-        return MT_OK;
+    if (s->own_builds || l->context > 1) return MT_OK;
+    mt_hardware tmp;
+    const mt_hardware *hw = mt__plan_layout_hw(s, res->chips, &tmp);
+    /* meshtrain's bytes read the arena, the policy's and the batch's: only
+       a mesh the system does not lay out is refused from a proxy */
+    const bool memory = s->req->memory != MT_PLAN_MEMORY_MESHTRAIN;
+    if (!memory && mesh_lays_out(hw, res)) return MT_OK;
     chunk_vec role[MT__PLAN_N_ROLES];
     mt__plan_mem_counts counts[MT__PLAN_N_ROLES];
     bool built[MT__PLAN_N_ROLES] = {false};
     char why[sizeof res->why] = "";
+    bool timed_out = false;
     for (int c = 0; c < S && !why[0]; c++) {
         const int k = mt__plan_role_of(s->layers, S, c);
         if (built[k]) continue;
         built[k] = true;
         key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
         mt_status st = chunk_at(s, NULL, key, mt__plan_chunk_blocks(s->layers, S, c), batch,
-                                NULL, NULL, &role[k], why, sizeof why, true);
+                                NULL, NULL, &role[k], why, sizeof why, true, &timed_out);
         if (st != MT_OK) return st;
     }
-    if (why[0]) return MT_OK;   /* the layout's own builds say why */
+    if (why[0]) {
+        /* a proxy built but not timed: where the mesh does not lay out on
+           the system (cost_map.c: every timing's first step, whatever the
+           program), the layout's own first build is refused with the same
+           words; else its own builds say why */
+        if (timed_out && !mesh_lays_out(hw, res)) {
+            snprintf(res->why, sizeof res->why, "%s", why);
+            s->n_proxy_refused++;
+        }
+        return MT_OK;
+    }
+    if (!memory) return MT_OK;
     for (int k = 0; k < MT__PLAN_N_ROLES; k++) counts[k] = role[k].mem;
-    mt_hardware tmp;
     mt_plan_result m = *res;
     mt_status st = mt__plan_layout_memory(s, l, key, counts, built, S, batch, slots, peak, dev_of,
-                                          mt__plan_layout_hw(s, res->chips, &tmp), true, &m);
+                                          hw, true, &m);
     if (st != MT_OK || !m.why[0]) return st;
     *res = m;
     s->n_proxy_refused++;
@@ -461,7 +494,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
            chunks run one program: chunk 1 stands for them (one key) */
         key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
         st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k],
-                      &role[k], res->why, sizeof res->why, false);
+                      &role[k], res->why, sizeof res->why, false, NULL);
     }
     if (st != MT_OK || res->why[0]) goto done;
     /* memory: the device whose chunks hold most (evaluate_memory.c) */

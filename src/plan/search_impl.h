@@ -134,7 +134,8 @@ typedef struct {
     bool       last_feasible;         /* the layout just evaluated fits */
     bool       own_builds;            /* every layout's own programs built, none refused for
                                          memory from the proxy's (tests: evaluate.c) */
-    long long  n_proxy_refused;       /* layouts refused for memory from the proxy's */
+    long long  n_proxy_refused;       /* layouts refused from the proxies' programs, for
+                                         memory or a mesh the system cannot lay out */
 } mt__plan_search;
 
 
