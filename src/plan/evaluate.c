@@ -304,7 +304,8 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
  * role's, keyed in *keys), by step.c's model on tm's device and mesh, into
  * res. */
 static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const timing *tm,
-                           const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[MT__PLAN_N_ROLES],
+                           const mt__plan_comm_keys *keys,
+                           const mt__plan_chunk_time ct[MT__PLAN_N_ROLES],
                            int S, int v, int batch, mt_plan_result *res,
                            mt__plan_step_result *detail) {
     const mt_plan_request *r = s->req;
