@@ -4,6 +4,9 @@
 #include "harness.h"
 #include "base/base_impl.h"
 
+#include <stdio.h>
+#include <string.h>
+
 MT_TEST(status_names_and_messages) {
     MT_CHECK(strcmp(mt_status_name(MT_EINVAL), "MT_EINVAL") == 0, "name of MT_EINVAL");
     MT_CHECK(strcmp(mt_status_name(-999), "MT_E?") == 0, "unknown code");
@@ -107,6 +110,34 @@ MT_TEST(rng_fills_equal_the_scalar_functions) {
                      "%.9g, want %.9g", k, (long long)i, out[i], want);
         }
     }
+}
+
+/* mt__text_put and mt__text_put_int (text.c) against snprintf, the
+ * reference they stand in for: "%s%.*s%s%lld" piece by piece, every cap
+ * from 0 past the whole text, each precision, negative and extreme ints. */
+MT_TEST(text_pieces_cut_as_snprintf_cuts) {
+    static const char *const name[] = {"", "h.0.attn.qkv.w", "grad.pvary(remat(x))"};
+    static const long long v[] = {0, 7, -7, 1234567, -9223372036854775807LL - 1,
+                                  9223372036854775807LL};
+    static const size_t most[] = {0, 3, 14, (size_t)-1};
+    for (size_t n = 0; n < 3; n++)
+        for (size_t m = 0; m < 4; m++)
+            for (size_t k = 0; k < 6; k++)
+                for (size_t cap = 0; cap < 64; cap++) {
+                    char want[64] = "#", got[64] = "#";
+                    const int prec = most[m] > 64 ? 64 : (int)most[m];
+                    if (cap) snprintf(want, cap, "pvary(%.*s)%lld", prec, name[n], v[k]);
+                    size_t at = 0;
+                    if (cap) got[0] = '\0';
+                    mt__text_put(got, cap, &at, "pvary(", (size_t)-1);
+                    mt__text_put(got, cap, &at, name[n], most[m]);
+                    mt__text_put(got, cap, &at, ")", 1);
+                    mt__text_put_int(got, cap, &at, v[k]);
+                    MT_CHECK(!strcmp(want, got), "cap %zu: snprintf '%s', pieces '%s'", cap,
+                             want, got);
+                    MT_CHECK(cap == 0 || at == strlen(got), "cap %zu: %zu bytes written, "
+                             "text of %zu", cap, at, strlen(got));
+                }
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -18,6 +18,7 @@
  * comparison of the --json outputs, before and after). */
 #include "meshtrain.h"
 #include "harness.h"
+#include "plan_request.h"
 #include "plan/search_impl.h"
 
 #include <string.h>
@@ -100,17 +101,9 @@ static void check_classes(const mt_plan_request *r, const char *model) {
 static mt_plan_request request_of(mt_model_kind kind, const void *config, size_t size,
                                   const mt_hardware *hw, mt_precision precision,
                                   mt_plan_memory memory) {
-    mt_plan_request q = mt_plan_request_defaults();
-    q.model = mt_train_defaults();
-    q.model.model = kind;
-    q.model.model_config = config;
-    q.model.model_config_size = size;
+    mt_plan_request q = plan_request_of(kind, config, size, 64, 64, precision, memory);
     q.hw = hw;
     q.chips = 64;
-    q.seq = 64;
-    q.batch_tokens = 64.0 * 64;
-    q.precision = precision;
-    q.memory = memory;
     return q;
 }
 

@@ -6,6 +6,8 @@
 
 #include "meshtrain/base.h"
 
+#include <stddef.h>
+
 /* Bytes of a CPU bit set (bit c of byte c/8 is CPU c): 1024 CPUs. */
 #define MT_CPU_SET_BYTES 128
 
@@ -48,5 +50,13 @@ int         mt__registry_add(mt__registry which, const void *entry);
 /* The number of entries added, and entry i (NULL past them). */
 int         mt__registry_count(mt__registry which);
 const void *mt__registry_get(mt__registry which, int i);
+
+/* Appends to dst (cap bytes, *at of them written, NUL-terminated after)
+ * at most `most` bytes of s, as far as cap leaves room: the pieces of an
+ * snprintf "%s%.*s..." one at a time, cut where it cuts; *at becomes the
+ * bytes written (text.c: without printf). Nothing when cap is 0. */
+void mt__text_put(char *dst, size_t cap, size_t *at, const char *s, size_t most);
+/* The same for the decimal digits of v (a '-' before a negative one). */
+void mt__text_put_int(char *dst, size_t cap, size_t *at, long long v);
 
 #endif /* MT_BASE_IMPL_H */

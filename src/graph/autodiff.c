@@ -91,7 +91,7 @@ static void regather_params(mt_graph *g) {
         }
         if (at < 0) continue;
         char name[MT_MAX_NAME];
-        snprintf(name, sizeof name, "regather(%.*s)", MT_MAX_NAME - 12, f.out->name);
+        mt__name_derived(name, sizeof name, "regather(", f.out->name, MT_MAX_NAME - 12, ")");
         mt_tensor *copy = mt__tensor_new(g, name, f.out->dtype, MT_AUX, f.out->ndim, f.out->shape);
         if (!copy) break;
         copy->sharding = f.out->sharding;

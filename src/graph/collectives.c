@@ -292,7 +292,7 @@ static mt_tensor *auto_pvary(mt_graph *g, mt_tensor *x, uint32_t axes) {
     mt_tensor *y = mt_graph_pvary(g, x, bits_axes(axes));
     if (!y) return NULL;
     char name[MT_MAX_NAME];
-    snprintf(name, sizeof name, "pvary(%.*s)", MT_MAX_NAME - 8, x->name);
+    mt__name_derived(name, sizeof name, "pvary(", x->name, MT_MAX_NAME - 8, ")");
     if (!mt_graph_find(g, name)) mt_tensor_set_name(y, name);
     return y;
 }

@@ -12,7 +12,7 @@
 mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t) {
     if (t->grad) return t->grad;
     char name[MT_MAX_NAME + 8];
-    snprintf(name, sizeof name, "grad.%s", t->name);
+    mt__name_derived(name, sizeof name, "grad.", t->name, (size_t)-1, "");
     name[MT_MAX_NAME - 1] = '\0';
     mt_tensor *root = mt__storage_root(t);
     /* named after t when that name is free (a user may have taken it) */

@@ -280,6 +280,11 @@ mt_tensor *mt__attention_ring_docs(mt_graph *g, mt_tensor *q, mt_tensor *k, mt_t
 void       mt__name_copy(char *dst, size_t cap, const char *src);
 /* "<prefix>.<id>" into dst (cap bytes), cut as snprintf's "%s.%d" cuts it. */
 void       mt__name_numbered(char *dst, size_t cap, const char *prefix, int id);
+/* "<before><at most `most` bytes of name><after>" into dst (cap bytes), cut
+ * as snprintf cuts: a name made from another ("grad.x", "pvary(x)",
+ * "x.f32"), without printf (base/text.c says why). */
+void       mt__name_derived(char *dst, size_t cap, const char *before, const char *name,
+                            size_t most, const char *after);
 bool       mt__names_add(mt_graph *g, mt_tensor *t);
 /* Takes t out of the index (before its name changes). */
 void       mt__names_remove(mt_graph *g, mt_tensor *t);

@@ -11,6 +11,7 @@
  * lower id is indexed, and the graph remembers that duplicates exist so that
  * a rename can hand the name to the next tensor that has it.
  */
+#include "base/base_impl.h"
 #include "graph/graph_impl.h"
 
 #include <stdlib.h>
@@ -24,17 +25,20 @@ void mt__name_copy(char *dst, size_t cap, const char *src) {
 
 void mt__name_numbered(char *dst, size_t cap, const char *prefix, int id) {
     char text[MT_MAX_NAME + 16];
-    size_t n = strnlen(prefix, MT_MAX_NAME);
-    memcpy(text, prefix, n);
-    text[n++] = '.';
-    char digits[12];
-    int k = 0;
-    unsigned u = id < 0 ? 0u - (unsigned)id : (unsigned)id;
-    do digits[k++] = (char)('0' + u % 10); while (u /= 10);
-    if (id < 0) text[n++] = '-';
-    while (k) text[n++] = digits[--k];
-    text[n] = '\0';
+    size_t at = 0;
+    mt__text_put(text, sizeof text, &at, prefix, MT_MAX_NAME);
+    mt__text_put(text, sizeof text, &at, ".", 1);
+    mt__text_put_int(text, sizeof text, &at, id);
     mt__name_copy(dst, cap, text);
+}
+
+void mt__name_derived(char *dst, size_t cap, const char *before, const char *name, size_t most,
+                      const char *after) {
+    size_t at = 0;
+    if (cap) dst[0] = '\0';
+    mt__text_put(dst, cap, &at, before, (size_t)-1);
+    mt__text_put(dst, cap, &at, name, most);
+    mt__text_put(dst, cap, &at, after, (size_t)-1);
 }
 
 static size_t slot_of(const mt_graph *g, const char *name) {

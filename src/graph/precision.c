@@ -259,7 +259,7 @@ mt_status mt__precision_store_bf16(mt_graph *g) {
         mt_node *w = &g->nodes[use[i].writer];
         /* the producer's f32 value, alive only while its node runs */
         char name[MT_MAX_NAME];
-        snprintf(name, sizeof name, "%.*s.f32", MT_MAX_NAME - 5, t->name);
+        mt__name_derived(name, sizeof name, "", t->name, MT_MAX_NAME - 5, ".f32");
         mt_tensor *f = mt__tensor_new(g, mt_graph_find(g, name) ? NULL : name, MT_F32, MT_AUX,
                                       t->ndim, t->shape);
         if (!f) {

@@ -97,7 +97,7 @@ static bool replaceable(const mt_graph *g, const mt_tensor *t, const bool *escap
 /* A copy of t for the recomputation: same type, no gradient of its own. */
 static mt_tensor *copy_of_tensor(mt_graph *g, const mt_tensor *t) {
     char name[MT_MAX_NAME];
-    snprintf(name, sizeof name, "remat(%.*s)", MT_MAX_NAME - 8, t->name);
+    mt__name_derived(name, sizeof name, "remat(", t->name, MT_MAX_NAME - 8, ")");
     /* MT_AUX: what compile may add (saved for the backward, as the re-gathers) */
     mt_tensor *c = mt__tensor_new(g, mt_graph_find(g, name) ? NULL : name, t->dtype, MT_AUX,
                                   t->ndim, t->shape);

@@ -5,6 +5,7 @@
  * ahead: the prefetch plan), the moves run as collective nodes, and the
  * pvary of an input that meets values varying where it does not.
  */
+#include "base/base_impl.h"
 #include "partition/partition_impl.h"
 
 #include <stdarg.h>
@@ -67,7 +68,12 @@ mt_status mt__part_local_failed(partitioner *p, const char *what) {
  * "all-gather(h.0.fc.w)" (op outputs keep their global names). */
 void mt__part_name_after(mt_tensor *t, const char *what, const mt_tensor *src) {
     char name[MT_MAX_NAME];
-    snprintf(name, sizeof name, "%s(%.*s)", what, (int)(MT_MAX_NAME - 16), src->name);
+    size_t at = 0;   /* "%s(%.*s)" without printf (base/text.c) */
+    name[0] = '\0';
+    mt__text_put(name, sizeof name, &at, what, (size_t)-1);
+    mt__text_put(name, sizeof name, &at, "(", 1);
+    mt__text_put(name, sizeof name, &at, src->name, MT_MAX_NAME - 16);
+    mt__text_put(name, sizeof name, &at, ")", 1);
     mt_tensor_set_name(t, name);
 }
 

@@ -72,22 +72,6 @@ static void lerp2(const double *x00, const double *x10, const double *x01, const
                  u * w * (x11[i] - x10[i] - x01[i] + x00[i]);
 }
 
-/* The points a value is interpolated from: a replica's sequences n itself
- * up to 4, else 2 and 4 (past one sequence the arena grows with the batch
- * to the byte; at one it packs differently); a
- * chunk's blocks n itself up to 8, else 4 and 8: the planned arena's offsets
- * pack each block's activations a little differently (per block +-15% on a
- * 128-wide llama, +-2% on llama3-8b), so the slope is taken over 4 blocks. */
-static void batch_points(int n, int *lo, int *hi) {
-    *lo = n <= 4 ? n : 2;
-    *hi = n <= 4 ? n : 4;
-}
-
-static void block_points(int n, int *lo, int *hi) {
-    *lo = n <= 8 ? n : 4;
-    *hi = n <= 8 ? n : 8;
-}
-
 /* The arena of a program at b sequences from its builds p0 at b0 and p1 at
  * b1 (node for node the same; else false): the largest over the nodes of
  * the bytes alive, each node's affine in the batch (every value's bytes
@@ -236,14 +220,24 @@ static void lerp_blocks(const mt__plan_chunk_time *x0, const mt__plan_chunk_time
 
 /* The programs of global chunk `chunk` at the layout's blocks and
  * sequences: its memory counts interpolated (bilinear), its times (ct) as
- * the file's comment says; fails (with *why) where a build is refused. */
+ * the file's comment says; fails (with *why) where a build is refused.
+ * With `proxy`, the memory-first check's counts alone (tm, keys and ct
+ * unused): the points along the blocks built as mt__plan_memory_proxy
+ * says, and the batch's two points the same one, as the counts the
+ * conventions other than meshtrain read are along the batch. */
 static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_key key,
                           int blocks, int batch, mt__plan_comm_keys *keys,
-                          mt__plan_chunk_time *ct, chunk_vec *out, char *why, size_t cap) {
+                          mt__plan_chunk_time *ct, chunk_vec *out, char *why, size_t cap,
+                          bool proxy, bool *timing_refused) {
     const mt__plan_cached *at[4];
     int k0, k1, b0, b1;
-    block_points(blocks, &k0, &k1);
-    batch_points(batch, &b0, &b1);
+    mt__plan_block_points(blocks, &k0, &k1);
+    mt__plan_batch_points(batch, &b0, &b1);
+    const bool past = blocks > k1 || batch > b1;
+    if (proxy) {
+        key = mt__plan_memory_proxy(key);
+        b0 = b1 = key.batch;
+    }
     const int ks[4] = {k0, k1, k0, k1}, bs[4] = {b0, b0, b1, b1};
     chunk_vec v[4];
     for (int i = 0; i < 4; i++) {
@@ -253,6 +247,7 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
         if (st != MT_OK) return st;
         if (at[i]->status != MT_OK) {
             snprintf(why, cap, "%s", at[i]->why);
+            if (timing_refused) *timing_refused = at[i]->prog_ok;
             return MT_OK;
         }
         v[i] = vec_of(at[i]);
@@ -263,13 +258,14 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
      * count shrinks with more blocks or sequences, so a slope below zero
      * between two points (the arena packing 4 sequences a little tighter
      * than 2) is not carried out to 128 sequences, where it went below zero */
-    if (blocks > k1 || batch > b1)
+    if (past)
         for (size_t i = 0; i < CHUNK_VEC_N; i++)
             for (int j = 0; j < 4; j++) {
                 double *o = (double *)out + i;
                 const double m = ((const double *)&v[j])[i];
                 if (*o < m) *o = m;
             }
+    if (proxy) return MT_OK;
     /* the arena at the layout's batch node by node, at each block count,
        then along the blocks as the rest */
     double a[2];
@@ -304,27 +300,18 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
 /* Step time                                                                 */
 /* ======================================================================== */
 
-/* A layout's chunks as the trainer cuts them (pipe.c): L blocks into S
- * chunks, the first L mod S one block more. Their programs differ by role:
- * the first (with the embedding), a middle one of each length, the last
- * (with the head and the loss). */
-enum { ROLE_FIRST, ROLE_LONG, ROLE_SHORT, ROLE_LAST, N_ROLES };
-
-static int role_of(int L, int S, int c) {
-    return c == 0 ? ROLE_FIRST : c == S - 1 ? ROLE_LAST : c < L % S ? ROLE_LONG : ROLE_SHORT;
-}
-
 /* The time of the step of layout l from its chunks' seconds (ct: each
  * role's, keyed in *keys), by step.c's model on tm's device and mesh, into
  * res. */
 static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const timing *tm,
-                           const mt__plan_comm_keys *keys, const mt__plan_chunk_time ct[N_ROLES],
+                           const mt__plan_comm_keys *keys,
+                           const mt__plan_chunk_time ct[MT__PLAN_N_ROLES],
                            int S, int v, int batch, mt_plan_result *res,
                            mt__plan_step_result *detail) {
     const mt_plan_request *r = s->req;
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
     if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
-    for (int c = 0; c < S; c++) chunks[c] = ct[role_of(s->layers, S, c)];
+    for (int c = 0; c < S; c++) chunks[c] = ct[mt__plan_role_of(s->layers, S, c)];
     /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
        under the mixed16 convention, as its traffic: plan_impl.h): a tensor
        slice under sequence parallelism, else whole on every tensor device */
@@ -384,39 +371,73 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
 /* One layout                                                                */
 /* ======================================================================== */
 
-/* The policy whose published activations (--memory mixed16, book) are
- * what l's program keeps. remat.c recomputes no collective's output (it
- * would communicate again), and under collective matmul a block's products
- * are collectives (ag_linear, linear_rs): FULL keeps them and recomputes
- * the element-wise ops and attention, as DOTS does. Counted as FULL's
- * input alone, those layouts held FULL's memory at DOTS's time (no
- * products recomputed) and won every search that could take them (issue
- * 40: 36.96 s against 65.93 s for 530B on fsdp=4,tensor=64 at the same
- * 43.04 GB). */
-static mt_remat kept_as(const mt_plan_layout *l) {
-    return l->remat == MT_REMAT_FULL && l->collective_matmul ? MT_REMAT_DOTS : l->remat;
+/* Whether the mesh of layout result r lays out on hw (mt__plan_map_make;
+ * true where the mesh itself is refused), the error cleared. */
+static bool mesh_lays_out(const mt_hardware *hw, const mt_plan_result *r) {
+    mt_mesh *mesh = NULL;
+    mt__plan_map map;
+    bool ok = mt_mesh_create(r->mesh, r->chips, &mesh) != MT_OK ||
+              mt__plan_map_make(hw, mesh, &map) == MT_OK;
+    mt_mesh_free(mesh);
+    mt_errclear();
+    return ok;
 }
 
-/* The largest parameter that the storage axes of layout l left whole in
- * the program of `key`'s chunk (its first interpolation point's), as
- * plan_impl.h's unsplit_what and the axes ("'wte' (50304, 768) over data x
- * fsdp = 1120"), into buf; "" when none or not built. */
-static void unsplit_of(mt__plan_search *s, const mt_plan_layout *l, mt__plan_prog_key key,
-                       int blocks, int batch, char *buf, size_t cap) {
-    int k0, k1, b0, b1;
-    block_points(blocks, &k0, &k1);
-    batch_points(batch, &b0, &b1);
-    key.blocks = k0;
-    key.batch = b0;
-    buf[0] = '\0';
-    const mt__plan_cached *e = NULL;
-    if (mt__plan_program_cached(s, &key, &e) != MT_OK || !e || e->status != MT_OK ||
-        !e->prog.unsplit_what[0])
-        return;
-    /* the storage axes: data under ZeRO, fsdp */
-    const bool d = l->zero >= 1 && l->data > 1, f = l->fsdp > 1;
-    snprintf(buf, cap, "%s over %s = %d", e->prog.unsplit_what,
-             d && f ? "data x fsdp" : d ? "data" : "fsdp", (d ? l->data : 1) * (f ? l->fsdp : 1));
+/* Layout l refused for memory, under a convention other than meshtrain,
+ * from the counts of the programs mt__plan_memory_proxy names (res as the
+ * layout's own programs make it: the counts it reads are theirs), or
+ * under any convention where its mesh does not lay out on the system (a
+ * proxy built and refused by its timing with the words the layout's own
+ * first build gets); res untouched where it fits, a proxy is refused
+ * otherwise, or the layout has a context axis (the proxies are not
+ * checked for it). Its
+ * own programs are built only where it may fit: most of a search's
+ * layouts do not, and their own builds were three quarters of its time
+ * (issue 40). */
+static mt_status memory_first(mt__plan_search *s, const mt_plan_layout *l,
+                              mt__plan_prog_key key, int S, int batch, const int *slots,
+                              const int *peak, const int *dev_of, mt_plan_result *res) {
+    if (s->own_builds || l->context > 1) return MT_OK;
+    mt_hardware tmp;
+    const mt_hardware *hw = mt__plan_layout_hw(s, res->chips, &tmp);
+    /* meshtrain's bytes read the arena, the policy's and the batch's: only
+       a mesh the system does not lay out is refused from a proxy */
+    const bool memory = s->req->memory != MT_PLAN_MEMORY_MESHTRAIN;
+    if (!memory && mesh_lays_out(hw, res)) return MT_OK;
+    chunk_vec role[MT__PLAN_N_ROLES];
+    mt__plan_mem_counts counts[MT__PLAN_N_ROLES];
+    bool built[MT__PLAN_N_ROLES] = {false};
+    char why[sizeof res->why] = "";
+    bool timed_out = false;
+    for (int c = 0; c < S && !why[0]; c++) {
+        const int k = mt__plan_role_of(s->layers, S, c);
+        if (built[k]) continue;
+        built[k] = true;
+        key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
+        mt_status st = chunk_at(s, NULL, key, mt__plan_chunk_blocks(s->layers, S, c), batch,
+                                NULL, NULL, &role[k], why, sizeof why, true, &timed_out);
+        if (st != MT_OK) return st;
+    }
+    if (why[0]) {
+        /* a proxy built but not timed: where the mesh does not lay out on
+           the system (cost_map.c: every timing's first step, whatever the
+           program), the layout's own first build is refused with the same
+           words; else its own builds say why */
+        if (timed_out && !mesh_lays_out(hw, res)) {
+            snprintf(res->why, sizeof res->why, "%s", why);
+            s->n_proxy_refused++;
+        }
+        return MT_OK;
+    }
+    if (!memory) return MT_OK;
+    for (int k = 0; k < MT__PLAN_N_ROLES; k++) counts[k] = role[k].mem;
+    mt_plan_result m = *res;
+    mt_status st = mt__plan_layout_memory(s, l, key, counts, built, S, batch, slots, peak, dev_of,
+                                          hw, true, &m);
+    if (st != MT_OK || !m.why[0]) return st;
+    *res = m;
+    s->n_proxy_refused++;
+    return MT_OK;
 }
 
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
@@ -448,12 +469,15 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                                                sizeof res->why);
         if (st != MT_OK || res->why[0]) return st;
     }
+    mt_status st = memory_first(s, l, key, S, batch, slots, peak, dev_of, res);
+    if (st != MT_OK || res->why[0]) return st;
     /* each role's program, at the blocks of its first chunk (one chunk
        stands for its role's others: the same program) */
-    chunk_vec role[N_ROLES];
-    mt__plan_chunk_time ct[N_ROLES];
+    mt__plan_mem_counts counts[MT__PLAN_N_ROLES];
+    chunk_vec role[MT__PLAN_N_ROLES];
+    mt__plan_chunk_time ct[MT__PLAN_N_ROLES];
     mt__plan_comm_keys keys = {0};
-    bool built[N_ROLES] = {false};
+    bool built[MT__PLAN_N_ROLES] = {false};
     const mt_plan_request *r = s->req;
     /* the layout's device, mesh and buckets, as cache.c times its points */
     mt_train_config bc = {.grad_reduce = r->precision, .bucket_mb = r->model.bucket_mb};
@@ -461,87 +485,24 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     timing tm = {.hw = mt__plan_layout_hw(s, res->chips, &tmp), .precision = r->precision,
                  .bucket_bytes = mt__plan_bucket_bytes(&bc)};
     mt_mesh *mesh = NULL;
-    mt_status st = mt_mesh_create(res->mesh, res->chips, &mesh);
+    st = mt_mesh_create(res->mesh, res->chips, &mesh);
     tm.mesh = mesh;
     for (int c = 0; c < S && st == MT_OK && !res->why[0]; c++) {
-        const int k = role_of(s->layers, S, c);
+        const int k = mt__plan_role_of(s->layers, S, c);
         if (built[k]) continue;
         built[k] = true;
         /* a model of n blocks a chunk is cut evenly, and all its middle
            chunks run one program: chunk 1 stands for them (one key) */
-        key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-        st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k], &role[k],
-                      res->why, sizeof res->why);
+        key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
+        st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k],
+                      &role[k], res->why, sizeof res->why, false, NULL);
     }
     if (st != MT_OK || res->why[0]) goto done;
-    /* memory: the device whose chunks hold most; the closed forms' s is the
-       rows a device holds, T/context (their (a, s, s) scores term then
-       counts (T/context)², not the (T/context)·T an all-gather forms) */
-    mt__plan_mem_layout ml = {.data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
-                              .zero = l->zero, .sequence_parallel = l->sequence_parallel,
-                              .remat = kept_as(l),
-                              .s = s->seq / (l->context > 1 ? l->context : 1), .b = batch,
-                              .h = s->channels,
-                              .a = s->heads, .kv_heads = s->kv_heads, .hd = s->head_dim,
-                              .ffn = s->ffn,
-                              .gated = s->gated};
-    res->total = -1;
-    res->n_stages = l->pipe;
-    /* NCCL communicators: one an axis that communicates */
-    const int comms = (l->data > 1) + (l->fsdp > 1) + (l->tensor > 1) + (l->pipe > 1);
-    for (int stage = 0; stage < l->pipe; stage++) {
-        mt__plan_mem_chunk ch[MT_SCHEDULE_MAX_CHUNKS];
-        int n = 0;
-        for (int c = 0; c < S && n < MT_SCHEDULE_MAX_CHUNKS; c++) {
-            if (dev_of[c] != stage) continue;
-            ch[n].counts = role[role_of(s->layers, S, c)].mem;
-            /* ZeRO-2's and fsdp once's kept gradient only accumulates the
-               microbatches (cache.c builds it): one holds none */
-            if (l->microbatches == 1 && l->zero != 1) {
-                ch[n].counts.grad_bytes -= ch[n].counts.kept_grad_bytes;
-                ch[n].counts.grad_kept_elems = ch[n].counts.kept_grad_bytes = 0;
-            }
-            ch[n].layers = mt__plan_chunk_blocks(s->layers, S, c);
-            /* meshtrain's executor allocates each chunk its own peak; the
-               frameworks hold what is in flight at the device's */
-            ch[n].in_flight = r->memory == MT_PLAN_MEMORY_MESHTRAIN ? slots[c] : peak[c];
-            n++;
-        }
-        mt__plan_mem_bytes mb;
-        st = mt__plan_mem_device(r->memory, &ml, ch, n, &mb);
-        if (st != MT_OK) goto done;
-        const double reserve = mt__plan_mem_reserve(r->memory, tm.hw->name, comms,
-                                                    mb.activations + mb.temporaries);
-        if (stage < MT_PLAN_MAX_STAGE_MEMORY) {
-            res->stage_total[stage] = mb.total + reserve;
-            res->stage_activations[stage] = mb.activations;
-        }
-        if (stage == l->pipe - 1) {
-            res->last_stage_total = mb.total + reserve;
-            res->last_stage_activations = mb.activations;
-        }
-        if (mb.total + reserve > res->total) {
-            res->params = mb.params;
-            res->grads = mb.grads;
-            res->optimizer = mb.optimizer;
-            res->activations = mb.activations;
-            res->temporaries = mb.temporaries;
-            res->reserve = reserve;
-            res->total = mb.total + reserve;
-            res->peak_stage = stage;
-        }
-    }
-    /* a parameter the storage axes left whole (meshtrain's partitioner
-       splits only a dim they divide): the verdict names it */
-    char unsplit[192] = "";
-    for (int k = 0; k < N_ROLES && !unsplit[0] && res->total > tm.hw->hbm_bytes; k++)
-        if (built[k] && role[k].mem.unsplit_elems > 0) {
-            const int c = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-            key.chunk = k == ROLE_FIRST ? 0 : k == ROLE_LAST ? S - 1 : 1;
-            unsplit_of(s, l, key, mt__plan_chunk_blocks(s->layers, S, c), batch, unsplit, sizeof unsplit);
-        }
-    mt__plan_mem_verdict(r->memory, res->total, tm.hw->hbm_bytes, tm.hw->name, unsplit,
-                         &res->margin, res->why, sizeof res->why);
+    /* memory: the device whose chunks hold most (evaluate_memory.c) */
+    for (int k = 0; k < MT__PLAN_N_ROLES; k++) counts[k] = role[k].mem;
+    st = mt__plan_layout_memory(s, l, key, counts, built, S, batch, slots, peak, dev_of, tm.hw,
+                                false, res);
+    if (st != MT_OK) goto done;
     if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
 done:
     mt_mesh_free(mesh);

@@ -4,6 +4,7 @@
  * the cache, the evaluation and the refusals all read of a layout, below
  * each of them.
  */
+#include "base/base_impl.h"
 #include "plan/search_impl.h"
 
 #include <stdio.h>
@@ -20,9 +21,15 @@ void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
        the links after tensor's */
     const int size[5] = {l->pipe, l->data, l->fsdp, l->context, l->tensor};
     static const char *const name[5] = {"pipe", "data", "fsdp", "context", "tensor"};
-    for (int a = 0; a < 5 && at < cap; a++)
-        if (size[a] > 1)
-            at += (size_t)snprintf(buf + at, cap - at, "%s%s=%d", at ? "," : "", name[a], size[a]);
+    /* "%s%s=%d" a piece, without printf (base/text.c: a layout's mesh is
+       written for each of its evaluations and builds) */
+    for (int a = 0; a < 5 && at + 1 < cap; a++)
+        if (size[a] > 1) {
+            mt__text_put(buf, cap, &at, ",", at ? 1 : 0);
+            mt__text_put(buf, cap, &at, name[a], (size_t)-1);
+            mt__text_put(buf, cap, &at, "=", 1);
+            mt__text_put_int(buf, cap, &at, size[a]);
+        }
     if (!at) snprintf(buf, cap, "data=1");
 }
 

@@ -7,6 +7,7 @@
 #define MT_PLAN_SEARCH_IMPL_H
 
 #include "plan/plan_impl.h"
+#include "plan/memory.h"
 #include "meshtrain/pipeline.h"
 
 #include <stddef.h>
@@ -131,6 +132,10 @@ typedef struct {
     mt_plan_report *rep;
     int        cap_best, cap_infeasible;
     bool       last_feasible;         /* the layout just evaluated fits */
+    bool       own_builds;            /* every layout's own programs built, none refused for
+                                         memory from the proxy's (tests: evaluate.c) */
+    long long  n_proxy_refused;       /* layouts refused from the proxies' programs, for
+                                         memory or a mesh the system cannot lay out */
 } mt__plan_search;
 
 
@@ -208,6 +213,64 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
 /* fn on every layout the request leaves open; the first failure it returns. */
 mt_status mt__plan_each_layout(mt__plan_search *s,
                                mt_status (*fn)(mt__plan_search *, const mt_plan_layout *));
+
+/* The points a value is interpolated from (evaluate.c): a replica's
+ * sequences n itself up to 4, else 2 and 4 (past one sequence the arena
+ * grows with the batch to the byte; at one it packs differently); a chunk's
+ * blocks n itself up to 8, else 4 and 8: the planned arena's offsets pack
+ * each block's activations a little differently (per block +-15% on a
+ * 128-wide llama, +-2% on llama3-8b), so the slope is taken over 4 blocks. */
+static inline void mt__plan_batch_points(int n, int *lo, int *hi) {
+    *lo = n <= 4 ? n : 2;
+    *hi = n <= 4 ? n : 4;
+}
+
+static inline void mt__plan_block_points(int n, int *lo, int *hi) {
+    *lo = n <= 8 ? n : 4;
+    *hi = n <= 8 ? n : 8;
+}
+
+/* A layout's chunks as the trainer cuts them (pipe.c): L blocks into S
+ * chunks, the first L mod S one block more. Their programs differ by role:
+ * the first (with the embedding), a middle one of each length, the last
+ * (with the head and the loss). */
+enum { MT__PLAN_ROLE_FIRST, MT__PLAN_ROLE_LONG, MT__PLAN_ROLE_SHORT, MT__PLAN_ROLE_LAST,
+       MT__PLAN_N_ROLES };
+
+static inline int mt__plan_role_of(int L, int S, int c) {
+    return c == 0 ? MT__PLAN_ROLE_FIRST : c == S - 1 ? MT__PLAN_ROLE_LAST
+           : c < L % S ? MT__PLAN_ROLE_LONG : MT__PLAN_ROLE_SHORT;
+}
+
+/* The memory per device of layout l (its device whose chunks hold most)
+ * into res: each role's program counts counts[k] (built[k]: the layout has
+ * the role), its S global chunks' in-flight microbatches slots[] (meshtrain's
+ * executor) and peak[] (the frameworks') and devices dev_of[], `batch`
+ * sequences a replica, on device hw; res->why says why it does not fit ("":
+ * it does), naming a parameter the storage axes left whole, from the
+ * program of `key` (chunk unset) at its first interpolation point, or with
+ * `proxy` from the memory-first proxy's (mt__plan_memory_proxy). Fails
+ * only for what mt__plan_mem_device refuses (evaluate_memory.c). */
+mt_status mt__plan_layout_memory(mt__plan_search *s, const mt_plan_layout *l,
+                                 mt__plan_prog_key key, const mt__plan_mem_counts *counts,
+                                 const bool *built, int S, int batch, const int *slots,
+                                 const int *peak, const int *dev_of, const mt_hardware *hw,
+                                 bool proxy, mt_plan_result *res);
+
+/* The key whose program stands for `key`'s in the memory-first check
+ * (evaluate.c): under a convention other than meshtrain a layout's bytes
+ * read only its programs' parameter, gathered and reduced counts, which
+ * neither the remat policy nor the sequences a replica change
+ * (test_plan_memory_first.c checks every layout of its searches against
+ * its own builds), so a layout is refused for memory from the program at
+ * remat none and MT__PLAN_PROXY_BATCH sequences, without building its own
+ * at every remat policy and batch point. */
+#define MT__PLAN_PROXY_BATCH 1
+static inline mt__plan_prog_key mt__plan_memory_proxy(mt__plan_prog_key key) {
+    key.remat = MT_REMAT_NONE;
+    key.batch = MT__PLAN_PROXY_BATCH;
+    return key;
+}
 
 /* One layout's memory and step time into *res (feasible or why not).
  * Fails only for what is no property of the layout (out of memory), and
