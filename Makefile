@@ -21,7 +21,8 @@
 #                 MFU and activation memory (bench-precision), flash
 #                 attention against sgemm and its roofline (bench-attention)
 #                 and long sequences on one device against context
-#                 parallelism (bench-long-context)
+#                 parallelism (bench-long-context), the MoE grouped
+#                 expert product against sgemm (bench-moe)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -115,7 +116,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench install clean
 
 all: build
 
@@ -245,7 +246,7 @@ test-release-all: build
 
 # ---- benchmark, install, clean ----------------------------------------------
 
-bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-plan-speed bench-zero bench-attention bench-long-context
+bench: bench-gpt bench-llama bench-collectives bench-compile bench-dp bench-pipe bench-profile bench-precision bench-remat bench-report bench-buckets bench-plan bench-plan-speed bench-zero bench-attention bench-long-context bench-moe
 
 # activation checkpointing: --remat none|full|attention|dots on GPT-2 small,
 # step time and activation memory against none (issue 12's remat table)
@@ -267,6 +268,11 @@ bench-llama: deps-bench build
 # (issue 41; docs/kernels.md)
 bench-attention: deps build
 	$(BLAS_ENV) $(BUILD)/bench_attention
+
+# the MoE grouped expert product, forward + backward, against the same-run
+# sgemm on the same rows: balanced loads and a router's (issue 42; docs/moe.md)
+bench-moe: deps build
+	$(BLAS_ENV) $(BUILD)/bench_moe_gemm
 
 # LLaMA L=4 C=256 at T = 8192, 16384, 32768: one device against context=2
 # (memory per device, step time, tokens/s), and the longest T in 20 GiB per
