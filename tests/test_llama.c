@@ -46,20 +46,28 @@ MT_TEST(presets_hold_the_published_shapes) {
         int C, F, L, NH, KV, V, T;
         float theta;
         int tie;
+        float eps;   /* 0: 1e-5 */
+        int HS;      /* 0: C / NH */
     } want[] = {
-        {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0},
-        {"llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 0},
-        {"llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0},
+        {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0, 0, 0},
+        {"llama3-70b", 8192, 28672, 80, 64, 8, 128256, 8192, 500000.0f, 0, 0, 0},
+        {"llama3-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0, 0, 0},
         /* Llama 3.1's config.json: 3's shapes, max_position_embeddings 131072 */
-        {"llama3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0f, 0},
-        {"llama3.1-70b", 8192, 28672, 80, 64, 8, 128256, 131072, 500000.0f, 0},
-        {"llama3.1-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0},
-        {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 0},
-        {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 0},
-        {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 0},
-        {"stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1},
-        {"stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1},
-        {"moe-tiny", 64, 192, 4, 4, 2, 256, 256, 10000.0f, 0},   /* no published model */
+        {"llama3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0f, 0, 0, 0},
+        {"llama3.1-70b", 8192, 28672, 80, 64, 8, 128256, 131072, 500000.0f, 0, 0, 0},
+        {"llama3.1-405b", 16384, 53248, 126, 128, 8, 128256, 131072, 500000.0f, 0, 0, 0},
+        {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 0, 0, 0},
+        {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, 0, 0, 0},
+        {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 0, 0, 0},
+        {"stories15m", 288, 768, 6, 6, 6, 32000, 256, 10000.0f, 1, 0, 0},
+        {"stories110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1, 0, 0},
+        {"moe-tiny", 64, 192, 4, 4, 2, 256, 256, 10000.0f, 0, 0, 0},   /* no published model */
+        /* the config.json of each (llama.c's sources): the dense F their
+           intermediate_size, which no block uses */
+        {"mixtral-8x7b", 4096, 14336, 32, 32, 8, 32000, 32768, 1e6f, 0, 1e-5f, 0},
+        {"mixtral-8x22b", 6144, 16384, 56, 48, 8, 32000, 65536, 1e6f, 0, 1e-5f, 0},
+        {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1e6f, 0, 1e-6f, 128},
+        {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 151936, 40960, 1e6f, 0, 1e-6f, 128},
     };
     int n = 0;
     while (mt_llama_preset_name(n)) n++;
@@ -72,7 +80,8 @@ MT_TEST(presets_hold_the_published_shapes) {
         MT_CHECK(c.dim == want[i].C && c.ffn_dim == want[i].F && c.n_layers == want[i].L &&
                  c.n_heads == want[i].NH && c.n_kv_heads == want[i].KV && c.vocab == want[i].V &&
                  c.max_seq == want[i].T && c.rope_theta == want[i].theta &&
-                 c.norm_eps == 1e-5f && c.tie_embeddings == want[i].tie,
+                 c.norm_eps == (want[i].eps > 0 ? want[i].eps : 1e-5f) &&
+                 c.head_dim == want[i].HS && c.tie_embeddings == want[i].tie,
                  "%s: C=%d F=%d L=%d NH=%d KV=%d V=%d T=%d theta=%g", want[i].name, c.dim,
                  c.ffn_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab, c.max_seq,
                  (double)c.rope_theta);
@@ -108,6 +117,29 @@ MT_TEST(presets_hold_the_published_shapes) {
     MT_CHECK(mt_llama_num_params(&c) == 4 * 12416 + 36864 + 3 * (512 + 98304 + 12288) + 32768 +
                                         64, "moe-tiny: %lld parameters",
              (long long)mt_llama_num_params(&c));
+    /* the published mixtures against Hugging Face's counts of their
+     * checkpoints (the safetensors' totals): Mixtral 8x7B 46,702,792,704;
+     * Qwen3-30B-A3B 30,532,122,624 and Qwen3-235B-A22B 235,093,634,560, less
+     * their per-head q and k RMSNorms (2·128 a block: 48 and 94 blocks),
+     * which the presets do not model; Mixtral 8x22B's "141B" worked out from
+     * its config.json by hand: 56 blocks of attention 2·6144² + 2·6144·1024
+     * = 88,080,384, experts 8·3·6144·16384 = 2,415,919,104, router 6144·8,
+     * norms 2·6144, and the untied 2·32000·6144 and the final norm */
+    static const struct { const char *name; long long n; } moe_counts[] = {
+        {"mixtral-8x7b", 46702792704LL},
+        {"mixtral-8x22b", 56LL * (88080384 + 2415919104LL + 49152 + 12288) + 2LL * 32000 * 6144 +
+                              6144},
+        {"qwen3-30b-a3b", 30532122624LL - 48 * 256},
+        {"qwen3-235b-a22b", 235093634560LL - 94 * 256},
+    };
+    for (size_t i = 0; i < sizeof moe_counts / sizeof moe_counts[0]; i++) {
+        MT_CHECK_OK(mt_llama_preset(moe_counts[i].name, &c));
+        MT_CHECK(mt_llama_num_params(&c) == moe_counts[i].n, "%s: %lld parameters, want %lld",
+                 moe_counts[i].name, (long long)mt_llama_num_params(&c), moe_counts[i].n);
+        MT_CHECK(c.moe.experts > 0 && mt_llama_moe_block(&c, 0) &&
+                 mt_llama_moe_block(&c, c.n_layers - 1), "%s: every block an MoE",
+                 moe_counts[i].name);
+    }
     MT_CHECK_FAILS(mt_llama_preset("llama4", &c), MT_EINVAL, "llama4", "llama3-8b",
                    "stories110m");
     /* --preset's help (the model's table) names every preset */

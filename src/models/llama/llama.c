@@ -155,6 +155,44 @@ static const struct {
                   .moe = {.experts = 8, .top_k = 2, .ffn_dim = 64, .shared = 1,
                           .first_dense = 1, .every = 1, .route_scale = 1.0f,
                           .aux_alpha = 0.01f, .z_beta = 1e-3f}}},
+    /* Mixtures of experts of published shapes (issue 42): every block an
+     * MoE of SwiGLU experts, the softmax's top k renormalised (Mixtral's
+     * softmax over the k selected logits; Qwen3's norm_topk_prob true), no
+     * shared expert. Sources, each model's config.json on Hugging Face:
+     * mistralai/Mixtral-8x7B-v0.1 (hidden 4096, intermediate 14336, 32
+     * layers, 32 heads, 8 kv heads, vocab 32000, 32768 positions,
+     * rope_theta 1e6, rms_norm_eps 1e-5, num_local_experts 8,
+     * num_experts_per_tok 2, router_aux_loss_coef 0.02);
+     * mistral-community/Mixtral-8x22B-v0.1 (6144, 16384, 56, 48, 8, 32000,
+     * 65536, 1e6, 1e-5, 8, 2, 0.001); Qwen/Qwen3-30B-A3B (hidden 2048,
+     * head_dim 128, 48 layers, 32 heads, 4 kv heads, vocab 151936, 40960
+     * positions, rope_theta 1e6, rms_norm_eps 1e-6, num_experts 128,
+     * num_experts_per_tok 8, moe_intermediate_size 768, intermediate_size
+     * 6144, router_aux_loss_coef 0.001) and Qwen/Qwen3-235B-A22B (4096,
+     * 128, 94, 64, 4, 151936, 40960, 1e6, 1e-6, 128, 8, 1536, 12288,
+     * 0.001); untied embeddings. Hugging Face's aux loss is α·k at perfect
+     * balance where ours is α (docs/moe.md), so α here is theirs times k.
+     * The dense ffn_dim (used by no block) is config.json's
+     * intermediate_size, from Meta's rule at multiplier 1.3 (Mixtral 8x7B,
+     * as Llama 3 8B), 1.0 (8x22B) and 1.125 (Qwen3). Qwen3's per-head q and
+     * k RMSNorms are not modelled: 2·128 parameters a block, the counts
+     * test_llama checks against Hugging Face's less those. */
+#define MOE(n, C, HS, F, L, NH, KV, V, T, eps, mult, mo, E, k, Fe, alpha)                        \
+    {n, {.dim = C, .head_dim = HS, .ffn_dim = F, .n_layers = L, .n_heads = NH,                  \
+         .n_kv_heads = KV, .vocab = V, .max_seq = T, .rope_theta = 1e6f, .norm_eps = eps,       \
+         .multiple_of = mo, .ffn_mult = mult,                                                   \
+         .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),                         \
+         .moe = {.experts = E, .top_k = k, .ffn_dim = Fe, .every = 1, .route_scale = 1.0f,      \
+                 .aux_alpha = alpha}}}
+    MOE("mixtral-8x7b", 4096, 0, 14336, 32, 32, 8, 32000, 32768, 1e-5f, 1.3f, 1024, 8, 2, 14336,
+        0.04f),
+    MOE("mixtral-8x22b", 6144, 0, 16384, 56, 48, 8, 32000, 65536, 1e-5f, 1.0f, 1024, 8, 2, 16384,
+        0.002f),
+    MOE("qwen3-30b-a3b", 2048, 128, 6144, 48, 32, 4, 151936, 40960, 1e-6f, 1.125f, 256, 128, 8,
+        768, 0.008f),
+    MOE("qwen3-235b-a22b", 4096, 128, 12288, 94, 64, 4, 151936, 40960, 1e-6f, 1.125f, 256, 128,
+        8, 1536, 0.008f),
+#undef MOE
 #undef LLAMA
 #undef NONE
 #undef L31

@@ -51,7 +51,8 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     {"preset", "preset", 0, 0, 0, false, "NAME",
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
      "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m; "
-     "moe-tiny, a small mixture of experts), the "
+     "moe-tiny, a small mixture of experts; mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, "
+     "qwen3-235b-a22b), the "
      "other flags over it",
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset, NULL},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
