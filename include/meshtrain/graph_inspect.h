@@ -88,7 +88,8 @@ typedef struct {
     mt_tensor  *out;          /* what it writes */
     bool        accumulates;  /* out += result (else out = result) */
     int         n_in;
-    mt_tensor  *in[6];        /* the first n_in (an op reads at most 6) */
+    mt_tensor  *in[8];        /* the first n_in (an op reads at most 8: attention's
+                                 backward with document ids reads 7) */
     bool        collective;   /* moves data between devices (psum, all_gather, ..., and the
                                  vocabulary-parallel cross_entropy's all-reduces) */
     mt_axes     axes;         /* a collective's (or pvary's, slice's) axes */

@@ -155,7 +155,9 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->out = c->out;
     info->accumulates = c->acc;
     info->n_in = c->n_in;
-    for (int k = 0; k < c->n_in && k < 6; k++) info->in[k] = c->in[k];
+    _Static_assert(MT_MAX_INPUTS <= (int)(sizeof info->in / sizeof info->in[0]),
+                   "mt_node_info.in holds every input an op reads");
+    for (int k = 0; k < c->n_in; k++) info->in[k] = c->in[k];
     mt__op_def(c->op)->cost(c, &info->flops, &info->mem_bytes);
     info->collective = comm_of(c, &info->axes, &info->comm_bytes);
     info->once_a_step = (c->op == MT_OP_ALL_GATHER && mt__storage_root(c->out)->step_kept) ||
