@@ -13,8 +13,8 @@
  *   rows (memory_forms.c), by hand;
  * - moe-tiny's step on a host of threads against the dense LLaMA of the
  *   same active FLOPs (its dense F = (k + shared)·F_e): within 2x;
- * - a custom MoE whose MoE blocks do not grow along the probes' line
- *   (--moe-first-dense 6 of 12) planned as the same model built whole;
+ * - a 12-block MoE, its probes' MoE blocks on the line to its own
+ *   (--moe-first-dense 1) or not (6, built whole), against Ψ by hand;
  * - plan --mesh on moe-tiny against explain's memory_per_device. */
 #include "meshtrain.h"
 #include "harness.h"
@@ -157,23 +157,26 @@ MT_TEST(tiny_moe_steps_near_its_dense_twin) {
     }
 }
 
-MT_TEST(moe_blocks_off_the_probes_line_are_built_whole) {
-    /* 12 blocks, the first 6 dense: probes at 4 and 8 blocks (4 dense; 6
-       dense, 2 MoE) would count 12 as 6 dense and 6 MoE only by chance of
-       the line (4 + 2·2 = 8 MoE blocks: wrong); the plan must be the model's */
+MT_TEST(moe_blocks_are_counted_at_the_models_depth) {
+    /* 12 blocks: the first dense (probes at 4 and 8 blocks hold 3 and 7 MoE
+       blocks, on the line to 11: interpolated), or the first 6 dense (the
+       probes' 0 and 2 MoE blocks would give 12 blocks 6 ... wrong: 8 by the
+       line; built whole) */
     mt_hardware *hw = h100();
-    mt_llama_config m = preset("moe-tiny");
-    m.n_layers = 12;
-    m.moe.first_dense = 6;
-    double active = 0;
-    mt_plan_report rep = one_layout(&m, hw, "data=1", 1, 256, 8, MT_PLAN_MEMORY_MEGATRON,
-                                    MT_PRECISION_BF16);
-    MT_CHECK_CLOSE(rep.flops_per_token, moe_flops(&m, 256, &active), 1e-12, "FLOPs");
-    /* Ψ: the active count plus the 6 MoE blocks' idle experts (8 - 2 routed) */
-    const double psi = active + 6 * 6.0 * 3 * 64 * 64;
-    MT_CHECK_CLOSE(rep.model_params, psi, 1e-12, "N counted at 12 blocks");
-    MT_CHECK_CLOSE(rep.best[0].params, 2 * psi, 1e-12, "bf16 weights 2Ψ, one device");
-    mt_plan_report_free(&rep);
+    for (int dense = 1; dense <= 6; dense += 5) {
+        mt_llama_config m = preset("moe-tiny");
+        m.n_layers = 12;
+        m.moe.first_dense = dense;
+        double active = 0;
+        mt_plan_report rep = one_layout(&m, hw, "data=1", 1, 256, 8, MT_PLAN_MEMORY_MEGATRON,
+                                        MT_PRECISION_BF16);
+        MT_CHECK_CLOSE(rep.flops_per_token, moe_flops(&m, 256, &active), 1e-12, "FLOPs");
+        /* Ψ: the active count plus the MoE blocks' idle experts (8 - 2 routed) */
+        const double psi = active + (12 - dense) * 6.0 * 3 * 64 * 64;
+        MT_CHECK_CLOSE(rep.model_params, psi, 1e-12, "%d dense: N at 12 blocks", dense);
+        MT_CHECK_CLOSE(rep.best[0].params, 2 * psi, 1e-12, "%d dense: bf16 weights 2Ψ", dense);
+        mt_plan_report_free(&rep);
+    }
     mt_hardware_free(hw);
 }
 

@@ -142,7 +142,8 @@ typedef struct {
  * MT_EINVAL naming the field for: a convention out of range, no chunks, an
  * axis size below 1, a ZeRO stage outside 0..3, a negative count, layers or
  * in-flight count; with layers > 0 under MIXED16 or BOOK, s, b, h, a not
- * positive, kv_heads outside 0..a, hd or ffn negative. *out is zeroed on failure. */
+ * positive, kv_heads outside 0..a, hd or ffn negative, moe_share outside 0..1
+ * or an moe size negative. *out is zeroed on failure. */
 mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
                               const mt__plan_mem_chunk *chunks, int n_chunks,
                               mt__plan_mem_bytes *out);
