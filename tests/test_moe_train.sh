@@ -20,8 +20,9 @@
 #    `meshtrain sample` reads the model back from its description;
 #  - turned away before any work (exit 2), naming what is not built: the
 #    tensor, pipe and context axes with MoE, llama2.c's model.bin
-#    (--llmc-out), top-k past the experts; `meshtrain plan` of a MoE model
-#    (the planner's MoE shape is not built).
+#    (--llmc-out), top-k past the experts;
+#  - `meshtrain plan` of a MoE model lays it out on data and fsdp only, and
+#    a --mesh with a pipe is refused naming the pipelines of MoE blocks.
 # Every run is under `timeout 120`.
 set -u
 
@@ -120,10 +121,22 @@ for axis in tensor pipe context; do
 done
 expect_fail "moe to llama2.c's model.bin is refused" 2 "llmc-out.*dense LLaMAs only.*ckpt-out" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --llmc-out x.bin
-expect_fail "plan refuses a MoE model, naming what is missing" 2 \
-    "planner has no mixture of experts yet.*--moe-experts 0" \
-    timeout 120 "$BIN" plan --model llama --preset moe-tiny --hardware h100-sxm --chips 2 \
-    --batch-tokens 256 --seq 32
+# the planner lays a MoE model out on data and fsdp only (the trainer's refusals)
+PLAN=(plan --model llama --preset moe-tiny --hardware h100-sxm --chips 2 --batch-tokens 256
+      --seq 32)
+if timeout 120 "$BIN" "${PLAN[@]}" --top 100 >out.txt 2>err.txt &&
+   grep -Eq '^ +1 +(data|fsdp)=2 ' out.txt && ! grep -Eq '^ +[0-9]+ +[a-z=0-9,]*(tensor|pipe|context)=' out.txt; then
+    ok "plan lays a MoE model out on data and fsdp"
+else
+    bad "plan lays a MoE model out on data and fsdp" "exit $?; $(head -c 300 out.txt)"
+fi
+timeout 120 "$BIN" "${PLAN[@]}" --mesh pipe=2 >out.txt 2>err.txt
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "pipelines of MoE blocks.*not built yet" err.txt; then
+    ok "plan --mesh pipe=2 of a MoE model is refused, naming the pipe"
+else
+    bad "plan --mesh pipe=2 of a MoE model is refused, naming the pipe" "exit $rc"
+fi
 expect_fail "top-k past the experts is refused" 2 "moe-top-k 9 must be 1 to --moe-experts 8" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --moe-top-k 9
 

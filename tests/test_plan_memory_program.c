@@ -9,6 +9,7 @@
  * The published closed forms themselves are test_plan_memory.c's. */
 #include "meshtrain.h"
 #include "harness.h"
+#include "explain_json.h"
 #include "plan/memory.h"
 #include "train_helpers.h"
 
@@ -160,26 +161,12 @@ MT_TEST(mixed16_with_tensor_parallel) {
     }
 }
 
-/* `meshtrain explain --json`'s memory_per_device for the flags, from the
- * meshtrain binary beside this test (ctest and the build folder run it). */
+/* `meshtrain explain --json`'s memory_per_device for the flags. */
 static void explain_bytes(const char *flags, double out[4]) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "./meshtrain explain --model gpt --layers 2 --channels 64 "
              "--heads 4 --max-seq 64 --vocab 256 --batch 64 --seq 16 --json %s 2>&1", flags);
-    FILE *f = popen(cmd, "r");
-    MT_CHECK(f, "cannot run %s", cmd);
-    char line[4096];
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "\"memory_per_device\"");
-        if (!at || found) continue;
-        found = sscanf(at, "\"memory_per_device\": {\"parameters\": %lf, \"gradients\": %lf, "
-                       "\"optimizer\": %lf, \"activations\": %lf", &out[0], &out[1], &out[2],
-                       &out[3]) == 4;
-    }
-    int rc = pclose(f);
-    MT_CHECK(rc == 0 && found, "%s: exit %d, memory_per_device %s (run from the build folder "
-             "with the meshtrain target built)", cmd, rc, found ? "read" : "not found");
+    explain_memory(cmd, out);
 }
 
 /* MESHTRAIN's bytes are the allocator's, as explain prints them: data=64 at

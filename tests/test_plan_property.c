@@ -157,10 +157,8 @@ static model draw_model(int seq) {
         if (kind == 5) {   /* a preset */
             int n = 0;
             while (mt_llama_preset_name(n)) n++;
-            /* a dense one: the planner refuses mixtures of experts until
-               it can cost them (issue 42), which test_moe_train.sh checks */
-            do MT_CHECK_OK(mt_llama_preset(mt_llama_preset_name(pick(0, n - 1)), c));
-            while (c->moe.experts > 0);
+            /* dense ones and mixtures of experts (planned on data x fsdp) */
+            MT_CHECK_OK(mt_llama_preset(mt_llama_preset_name(pick(0, n - 1)), c));
         } else {
             const int NH = pick_of(NHS, 8), hs = 2 * pick(2, 64);
             int kv = NH;
@@ -177,8 +175,9 @@ static model draw_model(int seq) {
         c->max_seq = maxT;
         m.kv_heads = c->n_kv_heads;
         snprintf(m.text, sizeof m.text, "llama L=%d dim=%d NH=%d KV=%d hd=%d ffn=%d V=%d maxT=%d "
-                 "tie=%d", c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->head_dim,
-                 c->ffn_dim, c->vocab, c->max_seq, c->tie_embeddings);
+                 "tie=%d experts=%d", c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
+                 c->head_dim, c->ffn_dim, c->vocab, c->max_seq, c->tie_embeddings,
+                 c->moe.experts);
     }
     return m;
 }

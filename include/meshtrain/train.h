@@ -107,9 +107,14 @@ typedef struct {
     bool gated;       /* a gated MLP, three matrices (SwiGLU) */
     int  max_seq;     /* the context */
     int  vocab;       /* 0: from the data */
-    /* NULL, or why the planner cannot plan this model yet (a mixture of
-     * experts: its probe of a few blocks and its FLOPs are a dense
-     * model's); mt_model_shape_of then fails with it (MT_EUNSUPPORTED) */
+    /* A mixture of experts (docs/moe.md; 0 experts: dense): block l is MoE
+     * when l >= moe_first_dense and (l - moe_first_dense) % moe_every == 0,
+     * its feed-forward moe_top_k routed SwiGLU experts of moe_ffn (of
+     * moe_experts) and moe_shared shared ones of moe_ffn each; the others
+     * are dense (ffn). Settings at 0 resolved (top-k, every, moe_ffn). */
+    int  moe_experts, moe_top_k, moe_ffn, moe_shared, moe_first_dense, moe_every;
+    /* NULL, or why the planner cannot plan this model yet;
+     * mt_model_shape_of then fails with it (MT_EUNSUPPORTED) */
     const char *unplannable;
 } mt_model_shape;
 
@@ -303,8 +308,8 @@ typedef struct {
 
 /* c's model's shape, from its settings (model_config) or, NULL, its
  * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
- * linreg: no such shape) or one its shape marks unplannable (a mixture of
- * experts); MT_EINVAL for a kind that is not a model. */
+ * linreg: no such shape) or one its shape marks unplannable;
+ * MT_EINVAL for a kind that is not a model. */
 mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
 /* Writes into `config` (c's model's settings struct, config_size bytes, a
  * copy of c's) the same model with `layers` blocks and a context of at

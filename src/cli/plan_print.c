@@ -362,9 +362,15 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
     print_refusals(out, rep);
     if (rep->n_families) fprintf(out, "\nfamilies:\n");
     for (int i = 0; i < rep->n_families; i++) fprintf(out, "  %s\n", rep->families[i].line);
+    /* a mixture of experts: N is its active parameters (docs/moe.md) */
+    mt_model_shape shape;
+    const bool moe = mt_model_shape_of(&q->model, &shape) == MT_OK && shape.moe_experts > 0;
+    mt_errclear();
     fprintf(out, "\nMFU: %.4g FLOPs a token (6N + 6·L·H·Q·T: causal attention counted at the "
             "pairs key <= query, half PaLM's 12·L·H·Q·T, as llm.c and MaxText; recomputation "
-            "excluded); HFU: the FLOPs run, recomputation included\n", rep->flops_per_token);
+            "excluded%s); HFU: the FLOPs run, recomputation included\n", rep->flops_per_token,
+            moe ? "; N the active parameters, a mixture of experts' router and top-k and "
+                  "shared experts, Megatron's convention" : "");
     fprintf(out, "units: GiB = 2^30 bytes (KiB 2^10, MiB 2^20, TiB 2^40), as --batch-tokens' "
             "k, M, G; --train-tokens' K, M, B, T are 10^3, 10^6, 10^9, 10^12\n");
 }

@@ -232,6 +232,9 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
     const mt__plan_cached *at[4];
     int k0, k1, b0, b1;
     mt__plan_block_points(blocks, &k0, &k1);
+    /* a mixture of experts whose MoE blocks do not grow along the line
+       through the points: its own blocks */
+    if (!mt__plan_moe_linear(s, blocks, k0, k1)) k0 = k1 = blocks;
     mt__plan_batch_points(batch, &b0, &b1);
     const bool past = blocks > k1 || batch > b1;
     if (proxy) {
@@ -510,12 +513,14 @@ done:
 }
 
 mt_status mt__plan_model_facts(mt__plan_search *s) {
-    /* the whole model on one device at 1 and 2 blocks: N(L) = N1 + (L-1)(N2-N1) */
+    /* the whole model on one device at 1 and 2 blocks: N(L) = N1 + (L-1)(N2-N1);
+       a mixture of experts whose MoE blocks do not grow so, at L */
     mt__plan_prog_key key = {.d = 1, .f = 1, .t = 1, .p = 1, .v = 1, .batch = 1};
+    const bool line = mt__plan_moe_linear(s, s->layers, 1, 2);
     double n[2];
     for (int k = 0; k < 2; k++) {
         const mt__plan_cached *e = NULL;
-        key.blocks = k + 1;
+        key.blocks = line ? k + 1 : s->layers;
         mt_status st = mt__plan_program_cached(s, &key, &e);
         if (st != MT_OK) return st;
         if (e->status != MT_OK)

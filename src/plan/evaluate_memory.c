@@ -64,6 +64,12 @@ mt_status mt__plan_layout_memory(mt__plan_search *s, const mt_plan_layout *l,
                               .a = s->heads, .kv_heads = s->kv_heads, .hd = s->head_dim,
                               .ffn = s->ffn,
                               .gated = s->gated};
+    if (s->moe.moe_experts > 0 && s->layers > 0) {
+        ml.moe_share = (double)mt__plan_moe_blocks(s, s->layers) / s->layers;
+        ml.moe_k = s->moe.moe_top_k;
+        ml.moe_ffn = (double)(s->moe.moe_top_k + s->moe.moe_shared) * s->moe.moe_ffn;
+        ml.moe_experts = s->moe.moe_experts;
+    }
     res->total = -1;
     res->n_stages = l->pipe;
     /* NCCL communicators: one an axis that communicates */

@@ -112,6 +112,11 @@ static mt_status check_layout(mt_plan_memory conv, const mt__plan_mem_layout *l,
         return mt_fail(MT_EINVAL, "ffn=%g: the MLP's width is positive (0: 4h)", l->ffn);
     if (!(l->hd >= 0))
         return mt_fail(MT_EINVAL, "hd=%g: the head size is positive (0: h/a)", l->hd);
+    if (!(l->moe_share >= 0 && l->moe_share <= 1 && l->moe_k >= 0 && l->moe_ffn >= 0 &&
+          l->moe_experts >= 0))
+        return mt_fail(MT_EINVAL, "moe_share=%g moe_k=%g moe_ffn=%g moe_experts=%g: a mixture "
+                       "of experts' share of the layers is 0 to 1 and its sizes 0 or more",
+                       l->moe_share, l->moe_k, l->moe_ffn, l->moe_experts);
     return MT_OK;
 }
 
@@ -215,9 +220,13 @@ static void weigh(mt_plan_memory conv, const states_t *s, double gathered_max, d
 
 /* The book's checkpoint bytes of one layer and one microbatch: 2 bytes a
  * saved element; its TP keeps the D-wide values split as well as the F-wide
- * ones (In[B, D_Y], its FSDP+TP row "ckpt/N"), so they divide by tensor. */
+ * ones (In[B, D_Y], its FSDP+TP row "ckpt/N"), so they divide by tensor. A
+ * mixture of experts' MoE layers (moe_share of them) have F-wide values
+ * moe_ffn wide a token (the routed rows' and shared experts'): F is the
+ * layers' mean. */
 static double book_layer(const mt__plan_mem_layout *l) {
-    const double F = l->ffn > 0 ? l->ffn : 4 * l->h;
+    const double F0 = l->ffn > 0 ? l->ffn : 4 * l->h;
+    const double F = l->moe_share > 0 ? (1 - l->moe_share) * F0 + l->moe_share * l->moe_ffn : F0;
     return 2 * l->s * l->b * mt__plan_mem_book_width(l->remat, l->h, F) / l->tensor;
 }
 

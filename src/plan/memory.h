@@ -99,6 +99,12 @@ typedef struct {
                                      kv_heads·hd); 0: h/a */
     double   ffn;                 /* MLP hidden width F; 0: 4h */
     bool     gated;               /* a gated MLP (SwiGLU: two up-projections) */
+    /* a mixture of experts (docs/moe.md), every field 0 for a dense model */
+    double   moe_share;           /* of the layers, the share that are MoE blocks (0 to 1) */
+    double   moe_k;               /* rows a token is routed to (top-k) */
+    double   moe_ffn;             /* an MoE block's F-wide width a token: k·F_e of the
+                                     routed rows + shared·F_e of the shared experts */
+    double   moe_experts;         /* E, the router's logits a token */
 } mt__plan_mem_layout;
 
 /* Bytes per device, by what they hold. */
@@ -136,7 +142,8 @@ typedef struct {
  * MT_EINVAL naming the field for: a convention out of range, no chunks, an
  * axis size below 1, a ZeRO stage outside 0..3, a negative count, layers or
  * in-flight count; with layers > 0 under MIXED16 or BOOK, s, b, h, a not
- * positive, kv_heads outside 0..a, hd or ffn negative. *out is zeroed on failure. */
+ * positive, kv_heads outside 0..a, hd or ffn negative, moe_share outside 0..1
+ * or an moe size negative. *out is zeroed on failure. */
 mt_status mt__plan_mem_device(mt_plan_memory conv, const mt__plan_mem_layout *lay,
                               const mt__plan_mem_chunk *chunks, int n_chunks,
                               mt__plan_mem_bytes *out);
@@ -200,8 +207,15 @@ double mt__plan_mem_zero_paper(double psi, int nd, int stage);
  * split over t the query 2sb·q (q = a·hd, the attention's width: h when
  * hd is 0), keys and values 4sb·q·kv/a, the output projection's input
  * 2sb·q and the MLP's 2sbF per F-wide value (2 of them: the up projection's
- * output and its activation; 4 when gated); 5as²b the scores. Returns -1
- * for a non-positive s, b, h, a or t. */
+ * output and its activation; 4 when gated); 5as²b the scores.
+ * A mixture of experts (moe_share of the layers; the paper has none, and
+ * Megatron's estimator ignores MoE activations): an MoE layer's F-wide
+ * values are its routed rows' and shared experts', moe_ffn wide a token
+ * for F, plus the rows dispatch copies (the experts' input) and the
+ * experts' outputs combine reads, 2sb·k·h each, and the router's f32
+ * logits 4sb·E, all split over t as the MLP's; the result is the layers'
+ * mean, (1 - share)·dense + share·MoE. Returns -1 for a non-positive s,
+ * b, h, a or t. */
 double mt__plan_mem_korthikanti_layer(const mt__plan_mem_layout *lay);
 
 /* The scaling book's saved width a token and a layer (elements) under

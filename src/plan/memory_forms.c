@@ -35,11 +35,16 @@ double mt__plan_mem_korthikanti_layer(const mt__plan_mem_layout *l) {
                          + 4 * s * b * q * kv / a         /* keys and values */
                          + 2 * s * b * q                  /* the output projection's input */
                          + (l->gated ? 4 : 2) * 2 * s * b * F;   /* the MLP's F-wide values */
+    /* an MoE layer: its F-wide values moe_ffn wide, the dispatched rows and
+       the experts' outputs (k·h each), the router's f32 logits */
+    const double moe = (l->gated ? 4 : 2) * 2 * s * b * (l->moe_ffn - F)
+                       + 2 * 2 * s * b * l->moe_k * h + 4 * s * b * l->moe_experts;
+    const double share = l->moe_share > 0 ? l->moe_share : 0;
     /* per element of the (a, s, s) scores: the softmax's output 2 bytes, its
      * dropout's mask 1 and output 2 */
     const double scores = 5 * a * s * s * b;
     const bool selective = l->remat == MT_REMAT_ATTENTION || l->remat == MT_REMAT_DOTS;
-    return (sp ? whole / t : whole) + split / t + (selective ? 0 : scores / t);
+    return (sp ? whole / t : whole) + (split + share * moe) / t + (selective ? 0 : scores / t);
 }
 
 double mt__plan_mem_book_width(mt_remat remat, double D, double F) {

@@ -282,6 +282,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     s->channels = shape.width;
     s->ffn = shape.ffn;     /* the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
     s->gated = shape.gated;
+    s->moe = shape;
     for (int a = 0; a < 5; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
         /* the mesh is the chips, as train and explain take it (the search

@@ -105,6 +105,8 @@ typedef struct {
     int        head_dim;              /* HS: q heads·HS wide, k and v kv_heads·HS */
     int        ffn;                   /* MLP width F */
     bool       gated;                 /* a gated MLP (SwiGLU) */
+    mt_model_shape moe;               /* the model's shape, read for its moe_* fields (a
+                                         mixture of experts; moe_experts 0: dense) */
     double     params;                /* N, the whole model's */
     double     flops_per_token;       /* 6N + 6·L·H·Q·T (causal) */
     int        mesh_axes[5];          /* req->mesh's data, fsdp, tensor, pipe, context (1:
@@ -228,6 +230,29 @@ static inline void mt__plan_batch_points(int n, int *lo, int *hi) {
 static inline void mt__plan_block_points(int n, int *lo, int *hi) {
     *lo = n <= 8 ? n : 4;
     *hi = n <= 8 ? n : 8;
+}
+
+/* The mixture-of-experts blocks among a model's first n (s->moe's rule,
+ * mt_model_shape). */
+static inline int mt__plan_moe_blocks(const mt__plan_search *s, int n) {
+    const mt_model_shape *m = &s->moe;
+    if (m->moe_experts < 1 || n <= m->moe_first_dense) return 0;
+    const int every = m->moe_every > 0 ? m->moe_every : 1;
+    return (n - m->moe_first_dense + every - 1) / every;
+}
+
+/* Whether a count of n blocks taken on the line through the programs of
+ * k0 and k1 blocks (k0 < k1; or k0 = k1 = n) counts n's MoE blocks right:
+ * the MoE blocks grow along the line (a dense model's always do). Where
+ * not (--moe-first-dense past k0, --moe-every not dividing k1 - k0 and
+ * n - k0), or a probe would hold no MoE block (which the model refuses),
+ * the planner builds the program at n blocks itself. */
+static inline bool mt__plan_moe_linear(const mt__plan_search *s, int n, int k0, int k1) {
+    if (k0 == k1) return k0 == n;
+    /* a probe without an MoE block is refused by the model's check */
+    if (s->moe.moe_experts > 0 && mt__plan_moe_blocks(s, k0) == 0) return false;
+    const long long m0 = mt__plan_moe_blocks(s, k0), m1 = mt__plan_moe_blocks(s, k1);
+    return (long long)(mt__plan_moe_blocks(s, n) - m0) * (k1 - k0) == (long long)(n - k0) * (m1 - m0);
 }
 
 /* A layout's chunks as the trainer cuts them (pipe.c): L blocks into S

@@ -8,6 +8,7 @@
  * stages, and the facts the planner reads. The builder is src/models/llama/.
  */
 #include "train/train_impl.h"
+#include "models/llama/llama_moe.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -434,16 +435,24 @@ static mt_status llama_tensor_check(const mt_train_config *c, int size) {
     return MT_OK;
 }
 
+/* The planner's shape; a mixture of experts as its settings resolve
+ * (docs/moe.md: the planner costs its routed and shared experts, FLOPs by
+ * the active parameters, llama_step_flops). */
 static void llama_shape(const mt_train_config *c, mt_model_shape *out) {
     const mt_llama_config *m = llama_of(c);
+    const int F = mt_llama_ffn_dim(m);
     *out = (mt_model_shape){.layers = m->n_layers, .width = m->dim, .heads = m->n_heads,
                             .kv_heads = m->n_kv_heads, .head_dim = mt_llama_head_dim(m),
-                            .ffn = mt_llama_ffn_dim(m),
-                            .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
-    if (m->moe.experts > 0)
-        out->unplannable = "the planner has no mixture of experts yet (its probe of a block "
-                           "and its FLOPs would be a dense model's): plan the dense model "
-                           "(--moe-experts 0), or train the MoE model and read its step";
+                            .ffn = F, .gated = true, .max_seq = m->max_seq, .vocab = m->vocab};
+    if (m->moe.experts > 0) {
+        const mt_llama_moe e = mt__llama_moe_resolved(m, F);
+        out->moe_experts = e.experts;
+        out->moe_top_k = e.top_k;
+        out->moe_ffn = e.ffn_dim;
+        out->moe_shared = e.shared;
+        out->moe_first_dense = e.first_dense;
+        out->moe_every = e.every;
+    }
 }
 
 static void llama_resize(void *config, int layers, int max_seq) {
