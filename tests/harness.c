@@ -14,6 +14,10 @@
 
 static struct { const char *name; mt_test_fn fn; } tests[MT_MAX_TESTS];
 static int n_tests;
+static bool in_child;   /* a forked case: mt_test_skip exits with MT_TEST_SKIPPED */
+
+/* A case's exit code when it skipped (ctest's SKIP_RETURN_CODE, as below). */
+#define MT_TEST_SKIPPED 77
 
 void mt_test_register(const char *name, mt_test_fn fn) {
     if (n_tests == MT_MAX_TESTS) { fprintf(stderr, "too many tests\n"); abort(); }
@@ -33,6 +37,12 @@ void mt_test_fail(const char *file, int line, const char *fmt, ...) {
     _exit(1);
 }
 
+void mt_test_skip(const char *why) {
+    printf("  skip: %s\n", why);
+    fflush(stdout);
+    if (in_child) exit(MT_TEST_SKIPPED);   /* exit: LeakSanitizer still reports */
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -47,6 +57,7 @@ static int run_case(int i, int timeout_s) {
     if (pid < 0) { perror("fork"); return 1; }
     if (pid == 0) {
         alarm((unsigned)timeout_s);   /* SIGALRM kills the child: a hang fails */
+        in_child = true;
         tests[i].fn();
         /* exit, not _exit: LeakSanitizer reports at exit, so a case that
          * leaks fails under ASan (the parent flushed stdio before fork) */
@@ -83,7 +94,7 @@ static bool skip_for_level(int *rc) {
     }
     printf("skipped: MT_TEST_LEVEL=%s is this CPU's best kernel level (%s) or above: the plain "
            "run of this test covers it\n", want, mt_cpu_isa_name(mt_cpu_isa_best()));
-    *rc = 77;
+    *rc = MT_TEST_SKIPPED;
     return true;
 }
 
@@ -102,14 +113,16 @@ int mt_test_main(int argc, char **argv) {
         printf("%d passed, 0 failed\n", found);
         return 0;
     }
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n_tests; i++) {
         double t0 = now();
         int rc = run_case(i, timeout_s);
-        printf("%-4s %-44s %7.3f s\n", rc == 0 ? "ok" : "FAIL", tests[i].name, now() - t0);
+        const char *verdict = rc == 0 ? "ok" : rc == MT_TEST_SKIPPED ? "skip" : "FAIL";
+        printf("%-4s %-44s %7.3f s\n", verdict, tests[i].name, now() - t0);
         fflush(stdout);
-        if (rc == 0) passed++; else failed++;
+        if (rc == 0) passed++; else if (rc == MT_TEST_SKIPPED) skipped++; else failed++;
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -34,11 +34,36 @@
 #define MT_TEST_SANITIZED 0
 #endif
 
+/* 1 in a build under ThreadSanitizer, else 0. TSan's subject is the
+ * synchronisation of the threads transport and the schedules: a case that
+ * runs again a timetable another case already runs under TSan (more
+ * microbatches of the same schedule, a checkpoint round trip) skips there
+ * with MT_TEST_SKIP_IF, and runs under ASan and on the release build. */
+#if defined(__SANITIZE_THREAD__)
+#define MT_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MT_TEST_TSAN 1
+#endif
+#endif
+#ifndef MT_TEST_TSAN
+#define MT_TEST_TSAN 0
+#endif
+
 typedef void (*mt_test_fn)(void);
 void mt_test_register(const char *name, mt_test_fn fn);
 int  mt_test_main(int argc, char **argv);
 void mt_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
+
+/* Ends the running case as skipped, saying why (its line reads "skip"; the
+ * run's summary counts it apart from the passes). Use MT_TEST_SKIP_IF. */
+void mt_test_skip(const char *why);
+
+/* Skips the rest of the case when cond holds: MT_TEST_SKIP_IF(MT_TEST_TSAN,
+ * "pipe2_m4_gpipe runs the same timetable"). */
+#define MT_TEST_SKIP_IF(cond, why)                                           \
+    do { if (cond) { mt_test_skip(why); return; } } while (0)
 
 #define MT_TEST(name)                                                        \
     static void mt_test_##name(void);                                        \
