@@ -22,7 +22,9 @@
 #                 attention against sgemm and its roofline (bench-attention)
 #                 and long sequences on one device against context
 #                 parallelism (bench-long-context), the MoE grouped
-#                 expert product against sgemm (bench-moe)
+#                 expert product against sgemm, an MoE layer against
+#                 PyTorch's and moe-tiny against the dense model of its
+#                 active parameters (bench-moe)
 #   make build | install [PREFIX=...] | deps | clean
 #
 # Every target checks the Debian packages it needs first (`make deps`).
@@ -271,8 +273,9 @@ bench-attention: deps build
 
 # the MoE grouped expert product, forward + backward, against the same-run
 # sgemm on the same rows: balanced loads and a router's (issue 42; docs/moe.md)
-bench-moe: deps build
+bench-moe: deps-bench build $(BUILD)/fortunes.txt
 	$(BLAS_ENV) $(BUILD)/bench_moe_gemm
+	bash bench/run_moe.sh $(BUILD)
 
 # LLaMA L=4 C=256 at T = 8192, 16384, 32768: one device against context=2
 # (memory per device, step time, tokens/s), and the longest T in 20 GiB per

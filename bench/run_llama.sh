@@ -29,11 +29,7 @@ source bench/blas_env.sh
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/meshtrain-bench.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
-PY=/usr/bin/python3   # Debian's, with python3-torch; not a pyenv or venv python
-HAVE_TORCH=1
-"$PY" -c 'import torch' 2>/dev/null || HAVE_TORCH=0
-[[ $HAVE_TORCH == 1 ]] || echo "== PyTorch: $PY cannot import torch" \
-    "(apt-get install python3-torch); its column stays empty"
+source bench/torch_env.sh   # PY, HAVE_TORCH
 
 for ((r = 1; r <= ROUNDS; r++)); do
     for th in 1 2; do
