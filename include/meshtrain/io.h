@@ -1,6 +1,7 @@
 /*
  * meshtrain/io.h — data and files: the byte tokenizer, datasets, llm.c token
- * files and GPT-2 checkpoints, and meshtrain's own checkpoints.
+ * files and GPT-2 checkpoints, Hugging Face's safetensors, and meshtrain's
+ * own checkpoints.
  */
 #ifndef MESHTRAIN_IO_H
 #define MESHTRAIN_IO_H
@@ -274,6 +275,90 @@ mt_status mt_ckpt_read_meta(const char *path, mt_ckpt_meta *meta);
  * infinity in a parameter or a loaded moment fails with MT_ENAN naming the
  * tensor (a CRC says the bytes are as written, not that the run was sane). */
 mt_status mt_ckpt_load(const char *path, mt_graph *g, mt_optim *opt, mt_ckpt_meta *meta);
+
+/* ======================================================================== */
+/* Hugging Face safetensors (safetensors.c, safetensors_index.c,            */
+/* safetensors_write.c)                                                      */
+/* ======================================================================== */
+
+/* The element types meshtrain reads and writes (the format's others, I32,
+ * F64, F8_*, ..., are refused by name). */
+typedef enum { MT_ST_F32 = 0, MT_ST_BF16 = 1, MT_ST_F16 = 2 } mt_st_dtype;
+
+#define MT_ST_MAX_DIMS 8
+
+/* One tensor of an opened set: its element type, shape, and bytes
+ * [begin, end) of the data section of the file that holds it. */
+typedef struct {
+    char       *name;
+    mt_st_dtype dtype;
+    int         ndim;
+    int64_t     shape[MT_ST_MAX_DIMS];
+    int64_t     numel;
+    int         file;         /* which file of the set */
+    int64_t     begin, end;
+} mt_st_tensor;
+
+/* An opened safetensors file or set of shards: every header read and
+ * checked, the files kept open for reads. */
+typedef struct mt_safetensors mt_safetensors;
+
+/* Opens `path`: a .safetensors file, a model.safetensors.index.json (its
+ * shards, file names in its directory), or a directory holding either
+ * (the index first). Every header is checked before any tensor is read:
+ * its length (at most the file's and the format's 100,000,000 bytes), the
+ * JSON (strict; duplicate names refused), each tensor's dtype, shape and
+ * data_offsets (its bytes exactly numel · dtype size), the tensors tiling
+ * the data section without a gap or overlap, and for an index the map
+ * against the shards both ways and its total_size. Fails naming the file
+ * and the tensor: MT_EFORMAT (a malformed file), MT_EUNSUPPORTED (a dtype
+ * meshtrain does not read), MT_EIO (missing, unreadable, not a regular
+ * file), MT_ENOMEM. */
+mt_status mt_safetensors_open(const char *path, mt_safetensors **out);
+/* Closes the files and frees st. NULL is a no-op. */
+void mt_safetensors_close(mt_safetensors *st);
+
+/* The tensors, by index (0..count-1: the files' order, then offsets; NULL
+ * out of range) or by name (NULL when absent). */
+int                 mt_safetensors_count(const mt_safetensors *st);
+const mt_st_tensor *mt_safetensors_tensor(const mt_safetensors *st, int i);
+const mt_st_tensor *mt_safetensors_find(const mt_safetensors *st, const char *name);
+/* The path of the file holding t. */
+const char *mt_safetensors_file(const mt_safetensors *st, const mt_st_tensor *t);
+/* The value of __metadata__'s `key` (the first file's), or NULL. */
+const char *mt_safetensors_metadata(const mt_safetensors *st, const char *key);
+
+/* Reads elements [first, first + n) of t (row-major) as f32 into out[n]:
+ * F32 as stored, BF16 and F16 widened exactly. Only those bytes are read
+ * (a device reads its shard's rows). MT_EINVAL for a range past t;
+ * MT_EIO naming the file and the tensor when the read falls short. */
+mt_status mt_safetensors_read_f32(const mt_safetensors *st, const mt_st_tensor *t,
+                                  int64_t first, int64_t n, float *out);
+
+/* A tensor to write: `data` holds numel f32 values, stored as `dtype`
+ * (BF16 and F16 rounded to nearest even). */
+typedef struct {
+    const char   *name;
+    mt_st_dtype   dtype;
+    int           ndim;
+    const int64_t *shape;
+    const float  *data;
+} mt_st_write_tensor;
+
+/* Writes n tensors to `path` in the given order, with __metadata__ from
+ * `meta` (key, value, key, value, ..., NULL; NULL for none), the header
+ * padded with spaces to a multiple of 8 bytes as the format's library
+ * pads it; through a claim (meshtrain/files.h: a crash leaves the previous
+ * file). MT_EINVAL naming the tensor: an empty or duplicate name, a name
+ * or metadata that JSON cannot carry as written (a quote, a backslash or a
+ * control character), ndim past MT_ST_MAX_DIMS, a negative size; MT_EIO
+ * as a save fails. */
+mt_status mt_safetensors_write(const char *path, const mt_st_write_tensor *t, int n,
+                               const char *const *meta);
+
+/* "F32", "BF16", "F16"; and the bytes of one element. */
+const char *mt_st_dtype_name(mt_st_dtype d);
+int         mt_st_dtype_size(mt_st_dtype d);
 
 /* CRC-32 (IEEE) of a buffer, continuing from `crc` (start with 0). */
 uint32_t mt_crc32(uint32_t crc, const void *buf, size_t n);

@@ -1,12 +1,12 @@
 /*
  * hardware.c — the strict reader of hardware descriptions
  * (meshtrain/plan.h; the format is docs/planning.md's "Hardware
- * descriptions"). The file is parsed into a tree (plan/json.h), then each
+ * descriptions"). The file is parsed into a tree (base/json.h), then each
  * field is checked in plain code, so every message names the field's path.
  */
 #include "meshtrain/plan.h"
 #include "meshtrain/files.h"
-#include "plan/json.h"
+#include "base/json.h"
 #include "plan/plan_impl.h"
 
 #include <math.h>

@@ -109,4 +109,11 @@ static inline uint16_t mt__f32_to_bf16_1(float f) {
 void mt__bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void mt__f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 
+/* ---- IEEE half (dtype.c: Hugging Face's F16 weights) ------------------- */
+
+/* Exact: subnormals, infinities, NaN payloads (quieted) kept. */
+float    mt__f16_to_f32_1(uint16_t h);
+/* Round to nearest even; past 65504 (from 65520 on) ±inf; NaN stays NaN. */
+uint16_t mt__f32_to_f16_1(float f);
+
 #endif /* MT_TENSOR_IMPL_H */

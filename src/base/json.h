@@ -1,6 +1,6 @@
 /*
- * plan/json.h — a small strict JSON reader for the plan layer's files
- * (hardware descriptions): the whole text becomes a tree the caller walks
+ * base/json.h — a small strict JSON reader for the files meshtrain reads
+ * (hardware descriptions, safetensors headers): the whole text becomes a tree the caller walks
  * and checks key by key, so a schema with nested objects and arrays of
  * objects is validated in plain code, with the field's path in messages.
  *
@@ -8,8 +8,8 @@
  * (escapes \" \\ \/ \b \f \n \r \t decoded, \uXXXX below 0x80 decoded, others
  * refused); duplicate keys are refused. Nesting deeper than 32 is refused.
  */
-#ifndef MT_PLAN_JSON_H
-#define MT_PLAN_JSON_H
+#ifndef MT_BASE_JSON_H
+#define MT_BASE_JSON_H
 
 #include "meshtrain/base.h"
 
@@ -43,4 +43,4 @@ const mt_json *mt__json_get(const mt_json *obj, const char *key);
 /* "an object", "a number", ...: for messages. */
 const char *mt__json_type_name(mt_json_type t);
 
-#endif /* MT_PLAN_JSON_H */
+#endif /* MT_BASE_JSON_H */

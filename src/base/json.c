@@ -1,8 +1,8 @@
 /*
- * json.c — the plan layer's strict JSON reader (plan/json.h): recursive
+ * json.c — the strict JSON reader (base/json.h): recursive
  * descent into a tree of mt_json nodes.
  */
-#include "plan/json.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -113,9 +113,10 @@ static mt_status read_container(rd *r, int depth, mt_json *j) {
             if ((s = read_string(r, &key))) return s;
             if (mt__json_get(j, key)) {
                 r->at = key_at;
+                mt_status d = mt_fail(MT_EFORMAT, "'%s', byte %zu: the key '%.64s' is given "
+                                      "twice; keep one", r->path, key_at, key);
                 free(key);
-                return mt_fail(MT_EFORMAT, "'%s', byte %zu: the key is given twice; keep one",
-                               r->path, key_at);
+                return d;
             }
             ws(r);
             if (r->at >= r->n || r->t[r->at] != ':') { free(key); return bad(r, "':'"); }
