@@ -244,18 +244,28 @@ MT_TEST(attention_nodes_carry_their_sequence) {
  * moved 4 (half its bytes), but a gradient's reduction, at a framework's
  * fp32 (grad_width 4: Megatron-LM's main gradients), keeps its 4; FLOPs
  * stay. ZeRO-3 on data=2,tensor=2 has gathers, gradient reductions and the
- * activations' all-reduces. */
+ * activations' all-reduces. A program that reduces in bf16 (c16: the
+ * planner's bf16 plans, plan/cache.c) has its reductions' bytes counted at
+ * 2 an element by the trainer's listing already (graph/listing.c): in 16
+ * bits they move the same bytes as the fp32 program's (half its fp32
+ * bytes, or all four at grad_width 4), not half of them again. */
 MT_TEST(traffic16_moves_16_bits) {
     mt_gpt_config m = gpt();
     mt_train_config c = config(&m, "data=2,tensor=2", 4);
     c.zero = 3;
+    mt_train_config c16 = c;
+    c16.grad_reduce = MT_PRECISION_BF16;
     mt_mesh *mesh = NULL;
     MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
     for (int grad_width = 2; grad_width <= 4; grad_width += 2) {
-        mt__plan_program p, h;
+        mt__plan_program p, h, r;
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
+        MT_CHECK_OK(mt__plan_program_build(&c16, mesh, 1, 0, 1, &r));
+        MT_CHECK(r.n_nodes == p.n_nodes, "%d nodes with bf16 reductions, %d in fp32",
+                 r.n_nodes, p.n_nodes);
         mt__plan_program_traffic16(&h, grad_width, false);
+        mt__plan_program_traffic16(&r, grad_width, false);
         int kept = 0, halved = 0;
         for (int i = 0; i < p.n_nodes; i++) {
             const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];
@@ -269,11 +279,16 @@ MT_TEST(traffic16_moves_16_bits) {
                      "grad_width=%d node %d: comm %g -> %g", grad_width, i, a->comm_bytes,
                      b->comm_bytes);
             kept += fp32, halved += !fp32;
+            if (a->grad_reduce && i < r.n_nodes)
+                MT_CHECK(r.nodes[i].comm_bytes == b->comm_bytes, "grad_width=%d node %d: %g "
+                         "bytes reduced in bf16, %g from fp32", grad_width, i,
+                         r.nodes[i].comm_bytes, b->comm_bytes);
         }
         MT_CHECK(halved > 0 && (kept > 0) == (grad_width == 4),
                  "grad_width=%d: %d collectives halved, %d kept", grad_width, halved, kept);
         mt__plan_program_free(&p);
         mt__plan_program_free(&h);
+        mt__plan_program_free(&r);
     }
     mt_mesh_free(mesh);
 }

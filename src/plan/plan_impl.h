@@ -104,8 +104,9 @@ typedef struct {
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
     double              comm_bytes;   /* nccl-tests' size (mt_node_info.comm_bytes) */
-    unsigned char       wire_width;   /* bytes an element of what it moves (its input's
-                                         type): 4 for f32, 2 for bf16 */
+    unsigned char       wire_width;   /* bytes an element of what it moves: its input's
+                                         type (4 for f32, 2 for bf16), or 2 where the
+                                         trainer casts an f32 buffer to bf16 on the wire */
     bool                grad_reduce;  /* reduces a parameter's gradient (data / ZeRO / fsdp):
                                          may overlap the rest of the backward */
     bool                param_gather; /* gathers a stored parameter (fsdp / ZeRO): may be

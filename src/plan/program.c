@@ -221,6 +221,16 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->comm_bytes = in.comm_bytes;
         n->wire_width = (unsigned char)mt_dtype_size(mt_tensor_dtype(in.n_in > 0 ? in.in[0]
                                                                                : in.out));
+        /* a collective that casts to bf16 on the wire (the trainer's gather16
+           and bf16 reductions) has its comm_bytes already halved
+           (graph/listing.c): it moves 2 bytes an element of its f32 buffer */
+        const mt_tensor *buf = n->kind == MT__PC_ALL_GATHER ? in.out
+                               : in.n_in > 0 ? in.in[0] : NULL;
+        if (!n->overlapped && buf && n->wire_width == 4 &&
+            (n->kind == MT__PC_ALL_GATHER || n->kind == MT__PC_REDUCE_SCATTER ||
+             n->kind == MT__PC_ALL_REDUCE) &&
+            2.0 * in.comm_bytes == 4.0 * (double)mt_tensor_numel(buf))
+            n->wire_width = 2;
         bool of_param = false;
         for (int k = 0; k < in.n_in; k++) of_param |= in_list(sorted, np, in.in[k]);
         n->param_gather = of_param && n->kind == MT__PC_ALL_GATHER && !n->overlapped;
