@@ -293,6 +293,58 @@ MT_TEST(traffic16_moves_16_bits) {
     mt_mesh_free(mesh);
 }
 
+/* DeepSpeed's ZeRO-3 before 0.5.5 (mt__plan_program_list_collectives) on
+ * data=2, GPT C=256 (V 256, T 16): a parameter under 100,000 elements is
+ * persistent, never gathered; of each layer's, the QKV weight (3C² =
+ * 196,608) and the MLP's two (4C² = 262,144) are gathered (the attention's
+ * projection, C² = 65,536, the embeddings, 65,536 and 4,096, the biases and
+ * norms are not): 3L list-form gathers in the forward, blocking
+ * (param_gather cleared), each with its rank copies; every gradient's
+ * reduce-scatter has them too; nothing else does. */
+MT_TEST(deepspeed_list_collectives) {
+    mt_gpt_config m = gpt();
+    m.C = 256;
+    mt_train_config c = config(&m, "data=2", 2);
+    c.zero = 3;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p, h;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    mt__plan_program_traffic16(&p, 2, false);
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
+    mt__plan_program_traffic16(&h, 2, false);
+    mt__plan_program_list_collectives(&h);
+    const double C2 = 256.0 * 256.0;
+    int listed = 0, kept = 0, scatters = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];
+        const double elems = a->comm_bytes / 2;
+        if (a->param_gather && a->phase == 'F') {
+            if (elems < 100000) {
+                MT_CHECK(b->comm_bytes == 0 && !b->rank_copies, "node %d: %g elements "
+                         "gathered (%g bytes)", i, elems, b->comm_bytes);
+                kept++;
+            } else {
+                MT_CHECK(elems == 3 * C2 || elems == 4 * C2, "node %d: %g elements", i, elems);
+                MT_CHECK(!b->param_gather && b->rank_copies && b->comm_bytes == a->comm_bytes,
+                         "node %d: a list-form blocking gather", i);
+                listed++;
+            }
+        } else if (a->grad_reduce && a->kind == MT__PC_REDUCE_SCATTER && !a->once) {
+            MT_CHECK(b->rank_copies && b->comm_bytes == a->comm_bytes, "node %d: scatter", i);
+            scatters++;
+        } else if (a->phase == 'F' || !a->param_gather) {
+            MT_CHECK(!b->rank_copies && b->comm_bytes == a->comm_bytes &&
+                     b->param_gather == a->param_gather, "node %d: changed", i);
+        }
+    }
+    MT_CHECK(listed == 3 * m.L && kept > 0 && scatters > 0, "%d list-form gathers (want %d), "
+             "%d persistent, %d scatters", listed, 3 * m.L, kept, scatters);
+    mt__plan_program_free(&p);
+    mt__plan_program_free(&h);
+    mt_mesh_free(mesh);
+}
+
 /* A GPT-3-sized layer of a 16,384-device mesh, built for its last device
  * alone: no thread per device, no buffer. */
 MT_TEST(one_device_of_a_huge_mesh) {

@@ -115,6 +115,9 @@ typedef struct {
                                          the products (the op's flops are its compute) */
     bool                once;         /* runs once a step (mt_node_info.once_a_step): a
                                          kept copy's gather, a kept gradient's reduction */
+    bool                rank_copies;  /* a list-form collective: one copy a rank of its
+                                         group besides, each a kernel
+                                         (mt__plan_program_list_collectives) */
 } mt__plan_node;
 
 /* One program: one pipeline chunk (the whole model without a pipe axis) as
@@ -206,6 +209,19 @@ void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfuse
  * megatron, deepspeed and torchtitan conventions under full remat
  * (cache.c). Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
+
+/* DeepSpeed's ZeRO-3 before 0.5.5 (v0.3.13 to v0.5.4, March to October
+ * 2021), as its code runs each parameter's collectives: a parameter of
+ * fewer than MT__PLAN_DS_PERSIST elements is kept whole (persistent: no
+ * gather; its gradient is still reduce-scattered); every other one is
+ * gathered on its own and synchronously (param_gather cleared: the
+ * compute waits for it, no prefetch under the previous layer's compute),
+ * and each gather and each gradient's reduce-scatter goes through torch's
+ * list-form collective, one copy a rank of the group (rank_copies). Nodes
+ * that run once a step are left alone. For the deepspeed convention with
+ * mt_plan_request.deepspeed_release before 0.5.5 (cache.c); after
+ * traffic16 (a gather's comm_bytes, 2 an element, give its elements). */
+void mt__plan_program_list_collectives(mt__plan_program *p);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

@@ -378,6 +378,45 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p) {
     return MT_OK;
 }
 
+/* DeepSpeed's stage3_param_persistence_threshold default: 100000 elements
+ * (deepspeed/runtime/zero/constants.py,
+ * ZERO_OPTIMIZATION_PARAM_PERSISTENCE_THRESHOLD_DEFAULT, the same at v0.3.13,
+ * v0.4.0 and v0.5.4): smaller parameters are never released, so never
+ * gathered again. */
+#define MT__PLAN_DS_PERSIST 100000.0
+
+/* The sources (DeepSpeed at v0.3.13 to v0.5.4, PyTorch 1.8):
+ * deepspeed/runtime/zero/partition_parameters.py's _allgather_param (one
+ * a parameter: stage3.py's fetch_sub_module and prefetch call _all_gather
+ * with async_op=True, which loops over the parameters) runs
+ * torch.cuda.synchronize() before each gather (v0.3.13 line 611) and
+ * hands torch.distributed.all_gather a list of world-size views; its
+ * _reduce_scatter_gradient hands torch.distributed.reduce_scatter one
+ * (v0.3.13 line 766, one a parameter). PyTorch's ProcessGroupNCCL
+ * (torch/lib/c10d/ProcessGroupNCCL.cpp, 1.8) gathers into a flat buffer
+ * and copies each rank's part out with its own copy_, and copies each
+ * input in before a reduce-scatter. DeepSpeed PR #1188 (commit c0eeb69,
+ * first in v0.5.5) says both: "the async version is not async at all,
+ * because each all_gather calls torch.cuda.synchronize()", and
+ * torch.distributed.all_gather "will do implicit memcpy at the end of
+ * each ncclAllgather"; it moved to _all_gather_base (one flat buffer). */
+void mt__plan_program_list_collectives(mt__plan_program *p) {
+    for (int i = 0; i < p->n_nodes; i++) {
+        mt__plan_node *n = &p->nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE || n->once || n->overlapped) continue;
+        if (n->param_gather) {
+            if (n->comm_bytes / 2 < MT__PLAN_DS_PERSIST) {
+                n->comm_bytes = 0;   /* persistent: kept whole, never gathered */
+                continue;
+            }
+            n->param_gather = false;   /* synchronous: blocking */
+            n->rank_copies = true;
+        } else if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER) {
+            n->rank_copies = true;
+        }
+    }
+}
+
 void mt__plan_program_free(mt__plan_program *p) {
     if (!p) return;
     free(p->nodes);

@@ -334,7 +334,8 @@ bool mt__plan_program_same_nodes(const mt__plan_program *a, const mt__plan_progr
         const mt__plan_node *x = &a->nodes[i], *y = &b->nodes[i];
         if (x->phase != y->phase || x->cls != y->cls || x->kind != y->kind ||
             x->overlapped != y->overlapped || x->grad_reduce != y->grad_reduce ||
-            x->param_gather != y->param_gather || x->attention_seq != y->attention_seq ||
+            x->param_gather != y->param_gather || x->rank_copies != y->rank_copies ||
+            x->attention_seq != y->attention_seq ||
             x->attention_keys != y->attention_keys ||
             memcmp(&x->axes, &y->axes, sizeof x->axes))
             return false;
