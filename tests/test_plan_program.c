@@ -340,6 +340,12 @@ MT_TEST(deepspeed_list_collectives) {
     }
     MT_CHECK(listed == 3 * m.L && kept > 0 && scatters > 0, "%d list-form gathers (want %d), "
              "%d persistent, %d scatters", listed, 3 * m.L, kept, scatters);
+    /* the persistent ones, gathered again after each step: the embeddings
+       (V·C, T·C), the final norm (2C) and each layer's C² + 13C in 9 */
+    const double C = m.C, persist = m.Vp * C + m.maxT * C + 2 * C + m.L * (C * C + 13 * C);
+    MT_CHECK(h.ds_persist_params == 4 + 9 * m.L && h.ds_persist_bytes == 2 * persist,
+             "%g persistent parameters (want %d) of %g bytes (want %g)", h.ds_persist_params,
+             4 + 9 * m.L, h.ds_persist_bytes, 2 * persist);
     mt__plan_program_free(&p);
     mt__plan_program_free(&h);
     mt_mesh_free(mesh);

@@ -164,6 +164,11 @@ typedef struct {
     /* totals of one run (the nodes' sums, for reports) */
     double  flops[3], bytes[3];        /* F, B, W (collectives excluded) */
     double  flops_recompute;           /* of flops[1], the recomputed forward */
+    /* DeepSpeed before 0.5.5 (mt__plan_program_list_collectives): its
+       persistent parameters, gathered again after each optimizer step */
+    double  ds_persist_params;         /* how many */
+    double  ds_persist_bytes;          /* their gathered bytes (2 an element) */
+    mt_axes ds_persist_axes;           /* the axes they are gathered over */
 } mt__plan_program;
 
 /* The class of a compiled graph's node (not a collective: the caller
@@ -217,8 +222,10 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
  * gathered on its own and synchronously (param_gather cleared: the
  * compute waits for it, no prefetch under the previous layer's compute),
  * and each gather and each gradient's reduce-scatter goes through torch's
- * list-form collective, one copy a rank of the group (rank_copies). Nodes
- * that run once a step are left alone. For the deepspeed convention with
+ * list-form collective, one copy a rank of the group (rank_copies). The
+ * persistent ones are counted into ds_persist_*: after each optimizer step
+ * DeepSpeed gathers them again (step.h's post_step). Nodes that run once a
+ * step are left alone. For the deepspeed convention with
  * mt_plan_request.deepspeed_release before 0.5.5 (cache.c); after
  * traffic16 (a gather's comm_bytes, 2 an element, give its elements). */
 void mt__plan_program_list_collectives(mt__plan_program *p);

@@ -399,13 +399,22 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p) {
  * first in v0.5.5) says both: "the async version is not async at all,
  * because each all_gather calls torch.cuda.synchronize()", and
  * torch.distributed.all_gather "will do implicit memcpy at the end of
- * each ncclAllgather"; it moved to _all_gather_base (one flat buffer). */
+ * each ncclAllgather"; it moved to _all_gather_base (one flat buffer).
+ * After each optimizer step stage3.py's _post_step gathers the persistent
+ * parameters again (v0.3.13 line 2344), in one list-form all_gather of
+ * their partitions, then copies each parameter's part of each rank out
+ * (_allgather_params' loop, a copy_ a parameter and rank). */
 void mt__plan_program_list_collectives(mt__plan_program *p) {
     for (int i = 0; i < p->n_nodes; i++) {
         mt__plan_node *n = &p->nodes[i];
         if (n->cls != MT__PN_COLLECTIVE || n->once || n->overlapped) continue;
         if (n->param_gather) {
             if (n->comm_bytes / 2 < MT__PLAN_DS_PERSIST) {
+                if (n->phase == 'F') {   /* each parameter's first use */
+                    p->ds_persist_params += 1;
+                    p->ds_persist_bytes += n->comm_bytes;
+                    p->ds_persist_axes = n->axes;
+                }
                 n->comm_bytes = 0;   /* persistent: kept whole, never gathered */
                 continue;
             }
