@@ -37,6 +37,12 @@ expect_fail "mesh axis" 2 "'expert'" \
 expect_fail "min-chips with a mesh" 2 "leave out --mesh" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
     --mesh data=8 --min-chips
+expect_fail "a DeepSpeed release is MAJOR.MINOR[.PATCH]" 2 "is not a release" \
+    "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
+    --memory deepspeed --deepspeed-version 0.3.x
+expect_fail "a DeepSpeed release needs --memory deepspeed" 2 "costed under --memory deepspeed" \
+    "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
+    --memory megatron --deepspeed-version 0.4
 expect_fail "mlp is no sequence model" 2 "examples, not sequences" \
     "$BIN" plan --model mlp --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512
 expect_fail "negative --bucket-mb" 2 "--bucket-mb" \

@@ -244,18 +244,28 @@ MT_TEST(attention_nodes_carry_their_sequence) {
  * moved 4 (half its bytes), but a gradient's reduction, at a framework's
  * fp32 (grad_width 4: Megatron-LM's main gradients), keeps its 4; FLOPs
  * stay. ZeRO-3 on data=2,tensor=2 has gathers, gradient reductions and the
- * activations' all-reduces. */
+ * activations' all-reduces. A program that reduces in bf16 (c16: the
+ * planner's bf16 plans, plan/cache.c) has its reductions' bytes counted at
+ * 2 an element by the trainer's listing already (graph/listing.c): in 16
+ * bits they move the same bytes as the fp32 program's (half its fp32
+ * bytes, or all four at grad_width 4), not half of them again. */
 MT_TEST(traffic16_moves_16_bits) {
     mt_gpt_config m = gpt();
     mt_train_config c = config(&m, "data=2,tensor=2", 4);
     c.zero = 3;
+    mt_train_config c16 = c;
+    c16.grad_reduce = MT_PRECISION_BF16;
     mt_mesh *mesh = NULL;
     MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
     for (int grad_width = 2; grad_width <= 4; grad_width += 2) {
-        mt__plan_program p, h;
+        mt__plan_program p, h, r;
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
         MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
+        MT_CHECK_OK(mt__plan_program_build(&c16, mesh, 1, 0, 1, &r));
+        MT_CHECK(r.n_nodes == p.n_nodes, "%d nodes with bf16 reductions, %d in fp32",
+                 r.n_nodes, p.n_nodes);
         mt__plan_program_traffic16(&h, grad_width, false);
+        mt__plan_program_traffic16(&r, grad_width, false);
         int kept = 0, halved = 0;
         for (int i = 0; i < p.n_nodes; i++) {
             const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];
@@ -269,12 +279,75 @@ MT_TEST(traffic16_moves_16_bits) {
                      "grad_width=%d node %d: comm %g -> %g", grad_width, i, a->comm_bytes,
                      b->comm_bytes);
             kept += fp32, halved += !fp32;
+            if (a->grad_reduce && i < r.n_nodes)
+                MT_CHECK(r.nodes[i].comm_bytes == b->comm_bytes, "grad_width=%d node %d: %g "
+                         "bytes reduced in bf16, %g from fp32", grad_width, i,
+                         r.nodes[i].comm_bytes, b->comm_bytes);
         }
         MT_CHECK(halved > 0 && (kept > 0) == (grad_width == 4),
                  "grad_width=%d: %d collectives halved, %d kept", grad_width, halved, kept);
         mt__plan_program_free(&p);
         mt__plan_program_free(&h);
+        mt__plan_program_free(&r);
     }
+    mt_mesh_free(mesh);
+}
+
+/* DeepSpeed's ZeRO-3 before 0.5.5 (mt__plan_program_list_collectives) on
+ * data=2, GPT C=256 (V 256, T 16): a parameter under 100,000 elements is
+ * persistent, never gathered; of each layer's, the QKV weight (3C² =
+ * 196,608) and the MLP's two (4C² = 262,144) are gathered (the attention's
+ * projection, C² = 65,536, the embeddings, 65,536 and 4,096, the biases and
+ * norms are not): 3L list-form gathers in the forward, blocking
+ * (param_gather cleared), each with its rank copies; every gradient's
+ * reduce-scatter has them too; nothing else does. */
+MT_TEST(deepspeed_list_collectives) {
+    mt_gpt_config m = gpt();
+    m.C = 256;
+    mt_train_config c = config(&m, "data=2", 2);
+    c.zero = 3;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p, h;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    mt__plan_program_traffic16(&p, 2, false);
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &h));
+    mt__plan_program_traffic16(&h, 2, false);
+    mt__plan_program_list_collectives(&h);
+    const double C2 = 256.0 * 256.0;
+    int listed = 0, kept = 0, scatters = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *a = &p.nodes[i], *b = &h.nodes[i];
+        const double elems = a->comm_bytes / 2;
+        if (a->param_gather && a->phase == 'F') {
+            if (elems < 100000) {
+                MT_CHECK(b->comm_bytes == 0 && !b->rank_copies, "node %d: %g elements "
+                         "gathered (%g bytes)", i, elems, b->comm_bytes);
+                kept++;
+            } else {
+                MT_CHECK(elems == 3 * C2 || elems == 4 * C2, "node %d: %g elements", i, elems);
+                MT_CHECK(!b->param_gather && b->rank_copies && b->comm_bytes == a->comm_bytes,
+                         "node %d: a list-form blocking gather", i);
+                listed++;
+            }
+        } else if (a->grad_reduce && a->kind == MT__PC_REDUCE_SCATTER && !a->once) {
+            MT_CHECK(b->rank_copies && b->comm_bytes == a->comm_bytes, "node %d: scatter", i);
+            scatters++;
+        } else if (a->phase == 'F' || !a->param_gather) {
+            MT_CHECK(!b->rank_copies && b->comm_bytes == a->comm_bytes &&
+                     b->param_gather == a->param_gather, "node %d: changed", i);
+        }
+    }
+    MT_CHECK(listed == 3 * m.L && kept > 0 && scatters > 0, "%d list-form gathers (want %d), "
+             "%d persistent, %d scatters", listed, 3 * m.L, kept, scatters);
+    /* the persistent ones, gathered again after each step: the embeddings
+       (V·C, T·C), the final norm (2C) and each layer's C² + 13C in 9 */
+    const double C = m.C, persist = m.Vp * C + m.maxT * C + 2 * C + m.L * (C * C + 13 * C);
+    MT_CHECK(h.ds_persist_params == 4 + 9 * m.L && h.ds_persist_bytes == 2 * persist,
+             "%g persistent parameters (want %d) of %g bytes (want %g)", h.ds_persist_params,
+             4 + 9 * m.L, h.ds_persist_bytes, 2 * persist);
+    mt__plan_program_free(&p);
+    mt__plan_program_free(&h);
     mt_mesh_free(mesh);
 }
 

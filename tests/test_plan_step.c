@@ -309,6 +309,46 @@ MT_TEST(fsdp_prefetch) {
     mt_mesh_free(mesh);
 }
 
+/* DeepSpeed's ZeRO-3 before 0.5.5 (mt__plan_program_list_collectives'
+ * nodes): its gathers block (no prefetch) and each list-form collective
+ * adds one copy a rank, a kernel each. With a 1 ms kernel overhead on
+ * fsdp=2: a 2.5e9-byte gather 0.25 + 2 x 0.001 = 0.252 s, a product
+ * 1 + 0.001 s; F = gather, product, gather, product = 2 x 1.253 = 2.506 s,
+ * both gathers exposed (0.504 s); W's reduce-scatter, 0.5 + 0.002 s,
+ * under its product: W 1.001 s. Its persistent parameters are gathered
+ * again after the optimizer (post_step). */
+MT_TEST(list_form_gathers_block_and_copy_per_rank) {
+    mt_hardware hw = unit_hw();
+    hw.kernel_overhead = 1e-3;
+    mt_mesh *mesh = mesh_of("fsdp=2", 2);
+    mt__plan_node n[] = {gather(mesh, 'F', "fsdp", 2.5e9), mm('F', 2e12),
+                         gather(mesh, 'F', "fsdp", 2.5e9), mm('F', 2e12),
+                         grad(mesh, MT__PC_REDUCE_SCATTER, "fsdp", 5e9), mm('W', 2e12)};
+    for (int i = 0; i < 6; i++)
+        if (n[i].cls == MT__PN_COLLECTIVE) n[i].param_gather = false, n[i].rank_copies = true;
+    mt__plan_step_result r = step_of(&hw, mesh, n, 6, 1000000, 1, MT__PLAN_REDUCE_EACH, NULL);
+    MT_CHECK_CLOSE(r.phase[0], 2.506, 1e-9, "F");
+    MT_CHECK_CLOSE(r.phase[2], 1.001, 1e-9, "W");
+    MT_CHECK_CLOSE(comm_named(&r, "all-gather over fsdp")->exposed, 0.504, 1e-9, "exposed");
+    MT_CHECK_CLOSE(comm_named(&r, "all-gather over fsdp")->seconds, 0.504, 1e-9, "gathers");
+    MT_CHECK_CLOSE(comm_named(&r, "reduce-scatter over fsdp")->seconds, 0.502, 1e-9, "scatter");
+    MT_CHECK(comm_named(&r, "reduce-scatter over fsdp")->exposed == 0, "scatter hidden");
+    /* 3 persistent parameters of 2.5e9 gathered bytes in all: after the
+       optimizer one all-gather (0.25 s) and (3 + 1) copies a rank of
+       fsdp=2 (8 x 0.001 s): 0.258 s more in the optimizer and the step */
+    mt__plan_program p = {.n_nodes = 6, .nodes = n, .param_elems = 1000000,
+                          .ds_persist_params = 3, .ds_persist_bytes = 2.5e9};
+    MT_CHECK_OK(mt_mesh_axes(mesh, "fsdp", &p.ds_persist_axes));
+    mt__plan_step_in in = {.hw = &hw, .mesh = mesh, .precision = MT_PRECISION_BF16,
+                           .programs = &p, .stages = 1, .chunks = 1, .microbatches = 1,
+                           .reduce = MT__PLAN_REDUCE_EACH};
+    mt__plan_step_result s;
+    MT_CHECK_OK(mt__plan_step(&in, &s));
+    MT_CHECK_CLOSE(s.optimizer - r.optimizer, 0.258, 1e-9, "post-step gather");
+    MT_CHECK_CLOSE(s.step - r.step, 0.258, 1e-9, "step");
+    mt_mesh_free(mesh);
+}
+
 /* Four microbatches of the partly exposed program (F, B 0.25 s; W 3 s with
  * its reduction, 1.2 s without). As meshtrain runs them (each W reduces):
  * 4 x 3.5 + 7.6e-4 s, 7.2 s exposed. Reduced once (the book's), under the

@@ -458,6 +458,14 @@ typedef struct {
                                           2^k, Megatron's m = B / (b·dp)); a pipeline's at
                                           most 1024 */
     mt_plan_memory     memory;         /* the convention bytes are counted in */
+    int                deepspeed_release;  /* with MT_PLAN_MEMORY_DEEPSPEED: the DeepSpeed
+                                          release whose ZeRO-3 collectives are costed, as
+                                          major x 10000 + minor x 100 + patch (0.3.13:
+                                          313); 0: a current one (one flat buffer a
+                                          collective). Before 0.5.5 (313 to 504) each
+                                          parameter is gathered on its own, synchronously,
+                                          through torch's list-form collectives: one copy
+                                          a rank besides (docs/planning.md) */
     int                top;            /* how many feasible layouts to keep (best first) */
     bool               min_chips;      /* find the fewest chips on which a layout fits */
     int                context;        /* the context axis without a mesh: 0 or 1 none

@@ -13,6 +13,7 @@
 #include "cli/strategy_flags.h"
 #include "meshtrain.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static const char USAGE[] =
     "                      [--microbatches M] [--rules RULES]\n"
     "                      [--fabric NAME|PATH] [--slice-chips N]\n"
     "                      [--memory meshtrain|mixed16|book|megatron|deepspeed|torchtitan]\n"
+    "                      [--deepspeed-version V]\n"
     "                      [--top K] [--min-chips] [--train-tokens N] [--json]\n"
     "\n"
     "Lays one training step of the model on N chips of the system NAME (a hardware\n"
@@ -120,6 +122,29 @@ static int parse_tokens(const char *text, int seq, double *out) {
     return CLI_EXIT_OK;
 }
 
+/* --deepspeed-version: MAJOR.MINOR[.PATCH], each 0 to 99, into
+ * mt_plan_request.deepspeed_release (0.3.13: 313). */
+static int parse_release(const char *text, int *out) {
+    int v[3] = {0, 0, 0}, n = 0;
+    const char *p = text;
+    while (n < 3) {
+        char *end = NULL;
+        long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
+        if (x < 0 || x > 99 || end - p > 2) break;
+        v[n++] = (int)x;
+        p = end;
+        if (*p != '.') break;
+        p++;
+    }
+    if (n < 2 || *p || (v[0] == 0 && v[1] == 0 && v[2] == 0)) {
+        cli_error("--deepspeed-version '%s' is not a release: give MAJOR.MINOR[.PATCH], each "
+                  "0 to 99 (0.3.13, 0.4.2)", text);
+        return CLI_EXIT_USAGE;
+    }
+    *out = v[0] * 10000 + v[1] * 100 + v[2];
+    return CLI_EXIT_OK;
+}
+
 /* --train-tokens: a count of tokens, decimal, with an optional unit K, M,
  * B or T (x1000: published budgets are "300B tokens", "15T"), any case;
  * fractions before the unit ("1.5T") and exponents ("3e11") are whole
@@ -168,7 +193,7 @@ int cli_cmd_plan(int argc, char **argv) {
     *t = mt_train_defaults();
     int model = 0, precision = 0, memory = 0, doc_mask = 0;
     const char *hardware = NULL, *batch_tokens = NULL, *train_tokens = NULL, *fabric = NULL;
-    const char *context = NULL;
+    const char *context = NULL, *deepspeed = NULL;
     int slice_chips = 0;
     bool json = false;
     char choices_model[64] = "";
@@ -198,6 +223,9 @@ int cli_cmd_plan(int argc, char **argv) {
         {"bucket-mb", CLI_DOUBLE, &t->bucket_mb, 0, 1048576, 0, 0, NULL, "MB",
          "gradient buckets of f32 reductions, MiB, as train's (0: one a gradient)"},
         {"memory", CLI_CHOICE, &memory, 0, 0, 0, 0, "meshtrain|mixed16|book|megatron|deepspeed|torchtitan", "CONV", "how bytes are counted (docs/planning.md)"},
+        {"deepspeed-version", CLI_STR, &deepspeed, 0, 0, 0, 0, NULL, "V",
+         "with --memory deepspeed, the release whose ZeRO-3 collectives are costed (before "
+         "0.5.5: one a parameter, synchronous, a copy a rank; default: a current one)"},
         {"doc-mask", CLI_CHOICE, &doc_mask, 0, 0, 0, 0, "off|on", "MODE",
          "packed documents (as train): the document ids' inputs and their moves beside the "
          "keys; attention still costed causal over the whole row (the documents' lengths "
@@ -227,6 +255,8 @@ int cli_cmd_plan(int argc, char **argv) {
     q.precision = precision == 1 ? MT_PRECISION_FP32 : MT_PRECISION_BF16;
     cli_strategy_flags_plan(&sf, &q);
     q.memory = (mt_plan_memory)memory;
+    if (deepspeed && (rc = parse_release(deepspeed, &q.deepspeed_release)) != CLI_EXIT_OK)
+        return rc;
     t->doc_mask = doc_mask == 1;
     if (!hardware) {
         cli_error("plan: give --hardware NAME (the shipped systems are in hardware/; "

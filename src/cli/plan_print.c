@@ -338,6 +338,9 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
             q->seq, q->precision != MT_PRECISION_BF16 ? "fp32"
                     : q->hw && q->hw->products16_fp16 ? "fp16" : "bf16",
             mt_plan_memory_name(q->memory));
+    if (q->deepspeed_release)
+        fprintf(out, "ZeRO-3 costed as DeepSpeed %d.%d.%d ran it\n", q->deepspeed_release / 10000,
+                q->deepspeed_release / 100 % 100, q->deepspeed_release % 100);
     if (q->model.rules && *q->model.rules)
         fprintf(out, "rules: %s (every layout built with them)\n", q->model.rules);
     if (q->model.reshard_after_forward)
@@ -486,6 +489,9 @@ void cli_plan_print_json(FILE *out, const mt_plan_request *q, const cli_plan_out
                 q->model.reshard_after_forward > 0 ? "on" : "off");
     if (q->model.fsdp_gather)
         fprintf(out, ", \"fsdp_gather\": \"%s\"", q->model.fsdp_gather > 0 ? "once" : "microbatch");
+    if (q->deepspeed_release)   /* the same: only when given */
+        fprintf(out, ", \"deepspeed_version\": \"%d.%d.%d\"", q->deepspeed_release / 10000,
+                q->deepspeed_release / 100 % 100, q->deepspeed_release % 100);
     fprintf(out, ", \"chips\": %d, \"batch_tokens\": %.0f, \"seq\": %d, \"precision\": \"%s\", "
             "\"memory_convention\": \"%s\",\n  \"parameters\": %.0f, \"flops_per_token\": %.0f, "
             "\"evaluated\": %d, \"feasible\": %d, \"programs\": %d, \"seconds\": %.3f,\n",

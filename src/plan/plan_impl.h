@@ -104,8 +104,9 @@ typedef struct {
     mt__plan_coll       kind;
     mt_axes             axes;         /* on the program's mesh */
     double              comm_bytes;   /* nccl-tests' size (mt_node_info.comm_bytes) */
-    unsigned char       wire_width;   /* bytes an element of what it moves (its input's
-                                         type): 4 for f32, 2 for bf16 */
+    unsigned char       wire_width;   /* bytes an element of what it moves: its input's
+                                         type (4 for f32, 2 for bf16), or 2 where the
+                                         trainer casts an f32 buffer to bf16 on the wire */
     bool                grad_reduce;  /* reduces a parameter's gradient (data / ZeRO / fsdp):
                                          may overlap the rest of the backward */
     bool                param_gather; /* gathers a stored parameter (fsdp / ZeRO): may be
@@ -114,6 +115,9 @@ typedef struct {
                                          the products (the op's flops are its compute) */
     bool                once;         /* runs once a step (mt_node_info.once_a_step): a
                                          kept copy's gather, a kept gradient's reduction */
+    bool                rank_copies;  /* a list-form collective: one copy a rank of its
+                                         group besides, each a kernel
+                                         (mt__plan_program_list_collectives) */
 } mt__plan_node;
 
 /* One program: one pipeline chunk (the whole model without a pipe axis) as
@@ -160,6 +164,11 @@ typedef struct {
     /* totals of one run (the nodes' sums, for reports) */
     double  flops[3], bytes[3];        /* F, B, W (collectives excluded) */
     double  flops_recompute;           /* of flops[1], the recomputed forward */
+    /* DeepSpeed before 0.5.5 (mt__plan_program_list_collectives): its
+       persistent parameters, gathered again after each optimizer step */
+    double  ds_persist_params;         /* how many */
+    double  ds_persist_bytes;          /* their gathered bytes (2 an element) */
+    mt_axes ds_persist_axes;           /* the axes they are gathered over */
 } mt__plan_program;
 
 /* The class of a compiled graph's node (not a collective: the caller
@@ -205,6 +214,21 @@ void mt__plan_program_traffic16(mt__plan_program *p, int grad_width, bool unfuse
  * megatron, deepspeed and torchtitan conventions under full remat
  * (cache.c). Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
+
+/* DeepSpeed's ZeRO-3 before 0.5.5 (v0.3.13 to v0.5.4, March to October
+ * 2021), as its code runs each parameter's collectives: a parameter of
+ * fewer than MT__PLAN_DS_PERSIST elements is kept whole (persistent: no
+ * gather; its gradient is still reduce-scattered); every other one is
+ * gathered on its own and synchronously (param_gather cleared: the
+ * compute waits for it, no prefetch under the previous layer's compute),
+ * and each gather and each gradient's reduce-scatter goes through torch's
+ * list-form collective, one copy a rank of the group (rank_copies). The
+ * persistent ones are counted into ds_persist_*: after each optimizer step
+ * DeepSpeed gathers them again (step.h's post_step). Nodes that run once a
+ * step are left alone. For the deepspeed convention with
+ * mt_plan_request.deepspeed_release before 0.5.5 (cache.c); after
+ * traffic16 (a gather's comm_bytes, 2 an element, give its elements). */
+void mt__plan_program_list_collectives(mt__plan_program *p);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

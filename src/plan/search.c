@@ -314,6 +314,12 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
         mt_mesh_free(m);
         if (st != MT_OK) return st;
     }
+    if (r->deepspeed_release < 0 || r->deepspeed_release > 999999 ||
+        (r->deepspeed_release && r->memory != MT_PLAN_MEMORY_DEEPSPEED))
+        return mt_fail(MT_EINVAL, "plan: DeepSpeed release %d with --memory %s: a release "
+                       "(major x 10000 + minor x 100 + patch, 0 to 999999) is costed under "
+                       "--memory deepspeed only; give --memory deepspeed or drop the release",
+                       r->deepspeed_release, mt_plan_memory_name(r->memory));
     return check_rules(r);
 }
 

@@ -141,6 +141,11 @@ typedef struct {
 } mt__plan_search;
 
 
+/* The first DeepSpeed release whose ZeRO-3 gathers into one flat buffer
+ * (_all_gather_base, PR #1188, commit c0eeb69): 0.5.5, as
+ * mt_plan_request.deepspeed_release counts it. */
+#define MT__PLAN_DS_FLAT_RELEASE 505
+
 /* What a memory convention says of the step's time, besides its bytes: the
  * one place the step model reads a convention (cache.c, evaluate.c). */
 typedef struct {
@@ -158,6 +163,9 @@ typedef struct {
     bool   recompute_comm;   /* full recomputation re-runs the block's tensor- and
                                 sequence-parallel collectives (megatron, deepspeed,
                                 torchtitan: mt__plan_program_recompute_comm) */
+    bool   list_collectives;   /* ZeRO-3's collectives one a parameter, synchronous,
+                                  list-form (deepspeed before 0.5.5:
+                                  mt__plan_program_list_collectives) */
 } mt__plan_step_conv;
 
 static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r) {
@@ -171,7 +179,9 @@ static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r)
         .unfused_attention = megatron,
         .reduce_after = megatron,
         .recompute_comm = megatron || m == MT_PLAN_MEMORY_DEEPSPEED ||
-                          m == MT_PLAN_MEMORY_TORCHTITAN};
+                          m == MT_PLAN_MEMORY_TORCHTITAN,
+        .list_collectives = m == MT_PLAN_MEMORY_DEEPSPEED && r->deepspeed_release > 0 &&
+                            r->deepspeed_release < MT__PLAN_DS_FLAT_RELEASE};
 }
 
 static inline double mt__plan_act_bytes(const mt_plan_request *r) {

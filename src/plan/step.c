@@ -191,7 +191,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
     if (st == MT_OK) {
         for (int k = 0; k < S; k++) {
             int d = dev_of[k] = mt_schedule_chunk_device(sc, k);
-            after[d] += optimizer_seconds(in, ch[k].stored_elems);
+            after[d] += optimizer_seconds(in, ch[k].stored_elems) + ch[k].post_step;
             if (var == 1)
                 for (int q = 0; q < 3; q++)
                     for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++)
@@ -210,7 +210,7 @@ static mt_status pipeline(const mt__plan_step_in *in, mt_axes pipe,
         double ops = 0;   /* the device's phases' seconds at the static share */
         for (int k = 0; k < S; k++) {
             if (dev_of[k] != dev) continue;
-            out->optimizer += optimizer_seconds(in, ch[k].stored_elems);
+            out->optimizer += optimizer_seconds(in, ch[k].stored_elems) + ch[k].post_step;
             for (int q = 0; q < 3; q++) {
                 const mt__plan_phase *x = &ch[k].phase[var][q];
                 tally_add(t, x, q, m);
@@ -269,7 +269,7 @@ static void accumulate(const mt__plan_step_in *in, const mt__plan_chunk_time *ch
             out->step += tally_flush(t, &without[q]);
         }
     }
-    out->optimizer = optimizer_seconds(in, ch->stored_elems);
+    out->optimizer = optimizer_seconds(in, ch->stored_elems) + ch->post_step;
     out->step += out->optimizer;
     out->peak_in_flight = 1;
     const int dev0 = 0;
@@ -325,6 +325,14 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
                                     keys, &out->phase[var][q]);
     out->stored_elems = (double)p->param_elems;
     out->flops_recompute = p->flops_recompute;
+    if (st == MT_OK && p->ds_persist_params > 0) {
+        double group = 1;
+        for (int i = 0; i < p->ds_persist_axes.n; i++)
+            group *= map.axis[p->ds_persist_axes.axis[i]].size;
+        out->post_step = mt__plan_collective_seconds(&map, MT__PC_ALL_GATHER, p->ds_persist_axes,
+                                                     p->ds_persist_bytes) +
+                         (p->ds_persist_params + 1) * group * hw->kernel_overhead;
+    }
     return st;
 }
 
@@ -334,7 +342,8 @@ bool mt__plan_program_same_nodes(const mt__plan_program *a, const mt__plan_progr
         const mt__plan_node *x = &a->nodes[i], *y = &b->nodes[i];
         if (x->phase != y->phase || x->cls != y->cls || x->kind != y->kind ||
             x->overlapped != y->overlapped || x->grad_reduce != y->grad_reduce ||
-            x->param_gather != y->param_gather || x->attention_seq != y->attention_seq ||
+            x->param_gather != y->param_gather || x->rank_copies != y->rank_copies ||
+            x->attention_seq != y->attention_seq ||
             x->attention_keys != y->attention_keys ||
             memcmp(&x->axes, &y->axes, sizeof x->axes))
             return false;

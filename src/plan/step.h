@@ -221,7 +221,7 @@ typedef struct {
     mt__plan_step_comm comm[MT__PLAN_STEP_MAX_COMM];   /* ... by kind and axes */
     double bubble;              /* pipeline idle seconds of the accounting device */
     double bubble_fraction;     /* bubble / step */
-    double optimizer;           /* AdamW's seconds */
+    double optimizer;           /* AdamW's seconds, and the chunks' post_step */
     double message;             /* one pipeline message's seconds (0 without a pipe) */
     double message_sent;        /* bytes the accounting device sends a step in the
                                    pipeline's permutes over pipe (activations forward,
@@ -275,6 +275,10 @@ typedef struct {
     double         stored_elems;  /* the program's param_elems: AdamW's */
     double         flops_recompute;  /* of phase[.][1].flops, the recomputed forward's
                                         (the program's flops_recompute) */
+    double         post_step;     /* seconds after the optimizer: DeepSpeed's (before
+                                     0.5.5) gather of its P persistent parameters, one
+                                     all-gather of their bytes and (P + 1) copies a rank
+                                     of the group, each a kernel (program.c) */
 } mt__plan_chunk_time;
 
 /* Times program p on hw and mesh into *out, W's gradient reductions in

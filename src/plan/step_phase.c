@@ -61,11 +61,30 @@ static void wait_until(comm_stream *cs, double *t, double until, mt__plan_phase 
  * reduce-scatter it replaces, so that a step's bytes by kind do not change
  * with collective matmul. Ring attention's permutes replace nothing: their
  * P-1 sends are their size, as a permute's. */
+static int group_of(const mt__plan_map *map, mt_axes axes) {
+    int group = 1;
+    for (int i = 0; i < axes.n; i++) group *= map->axis[axes.axis[i]].size;
+    return group;
+}
+
 static double size_of(const mt__plan_map *map, const mt__plan_node *n) {
     if (!n->overlapped || n->kind == MT__PC_PERMUTE) return n->comm_bytes;
-    int group = 1;
-    for (int i = 0; i < n->axes.n; i++) group *= map->axis[n->axes.axis[i]].size;
+    int group = group_of(map, n->axes);
     return group > 1 ? n->comm_bytes * group / (group - 1) : n->comm_bytes;
+}
+
+/* Node n's seconds as a collective: NCCL's, and for a list-form one
+ * (rank_copies) one copy a rank of its group, each a kernel of the
+ * hardware file's kernel_overhead (PyTorch's ProcessGroupNCCL copies each
+ * rank's part out of, or into, its flat buffer: plan_impl.h's
+ * mt__plan_program_list_collectives); the copies are small (a rank's part)
+ * and run back to back, so each costs its launch and ramp. */
+static double coll_seconds(const mt_hardware *hw, const mt__plan_map *map,
+                           const mt__plan_node *n) {
+    double c = mt__plan_collective_seconds(map, n->kind, n->axes, n->comm_bytes);
+    int group = group_of(map, n->axes);
+    if (n->rank_copies && group > 1 && n->comm_bytes > 0) c += group * hw->kernel_overhead;
+    return c;
 }
 
 double mt__plan_bucket_bytes(const mt_train_config *c) {
@@ -151,7 +170,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                          "axes); raise MT__PLAN_STEP_MAX_COMM", MT__PLAN_STEP_MAX_COMM);
             break;
         }
-        double c = mt__plan_collective_seconds(map, n->kind, n->axes, n->comm_bytes);
+        double c = coll_seconds(hw, map, n);
         /* copies on the devices' own cores (a threads host) run on the
            compute stream whatever the schedule defers: blocking, below */
         bool on_cores = mt__plan_copies_on_cores(map, n->axes);
