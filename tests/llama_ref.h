@@ -28,6 +28,7 @@ typedef struct {
 
 typedef struct {
     mt_llama_config cfg;   /* ffn_dim resolved */
+    int             rotate_half;   /* 1: Hugging Face's RoPE (llama_ref_rope) */
     int             n;
     llama_ref_param p[LLAMA_REF_MAX_PARAMS];
 } llama_ref;
@@ -66,17 +67,22 @@ static void llama_ref_rmsnorm(double *y, const double *x, const double *w, int64
 
 /* x (B,T,H·HS) rotated in place: the pair (2i, 2i+1) of each head at
  * position t by t·theta^(-2i/HS) (run.c: freq = 1/theta^(head_dim/HS) with
- * head_dim = 2i). */
-static void llama_ref_rope(double *x, int B, int T, int H, int HS, double theta) {
+ * head_dim = 2i); with rotate_half, Hugging Face's LlamaModel instead
+ * (apply_rotary_pos_emb: x·cos + rotate_half(x)·sin, cos and sin of
+ * cat(freqs, freqs)): the pair (j, j + HS/2) by t·theta^(-2j/HS). */
+static void llama_ref_rope(double *x, int B, int T, int H, int HS, double theta,
+                           int rotate_half) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++)
                 for (int i = 0; i < HS; i += 2) {
-                    double *v = x + (((int64_t)b * T + t) * H + h) * HS + i;
+                    double *v = x + (((int64_t)b * T + t) * H + h) * HS;
+                    double *v0p = rotate_half ? v + i / 2 : v + i;
+                    double *v1p = rotate_half ? v + i / 2 + HS / 2 : v + i + 1;
                     double ang = (double)t * pow(theta, -(double)i / HS);
-                    double c = cos(ang), s = sin(ang), v0 = v[0], v1 = v[1];
-                    v[0] = v0 * c - v1 * s;
-                    v[1] = v0 * s + v1 * c;
+                    double c = cos(ang), s = sin(ang), v0 = *v0p, v1 = *v1p;
+                    *v0p = v0 * c - v1 * s;
+                    *v1p = v0 * s + v1 * c;
                 }
 }
 
@@ -135,8 +141,8 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
         llama_ref_linear(q, h, llama_ref_get(m, "h.%d.attn.wq.w", l), n, C, QW);
         llama_ref_linear(k, h, llama_ref_get(m, "h.%d.attn.wk.w", l), n, C, KV * HS);
         llama_ref_linear(v, h, llama_ref_get(m, "h.%d.attn.wv.w", l), n, C, KV * HS);
-        llama_ref_rope(q, B, T, NH, HS, c->rope_theta);
-        llama_ref_rope(k, B, T, KV, HS, c->rope_theta);
+        llama_ref_rope(q, B, T, NH, HS, c->rope_theta, m->rotate_half);
+        llama_ref_rope(k, B, T, KV, HS, c->rope_theta, m->rotate_half);
         llama_ref_attention(att, q, k, v, B, T, NH, KV, HS);
         llama_ref_linear(y, att, llama_ref_get(m, "h.%d.attn.wo.w", l), n, QW, C);
         for (int64_t i = 0; i < n * C; i++) x[i] += y[i];
@@ -166,7 +172,7 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
 
 /* The reference of a compiled graph: cfg, and a double copy of each of its
  * parameters (the caller frees it with llama_ref_free). */
-static void llama_ref_from_graph(llama_ref *m, mt_graph *g, const mt_llama_config *cfg) {
+static inline void llama_ref_from_graph(llama_ref *m, mt_graph *g, const mt_llama_config *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->cfg.ffn_dim = mt_llama_ffn_dim(cfg);

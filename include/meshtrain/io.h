@@ -360,6 +360,39 @@ mt_status mt_safetensors_write(const char *path, const mt_st_write_tensor *t, in
 const char *mt_st_dtype_name(mt_st_dtype d);
 int         mt_st_dtype_size(mt_st_dtype d);
 
+/* ======================================================================== */
+/* Hugging Face model directories (hf_config.c, hf_llama.c)                 */
+/* ======================================================================== */
+
+/* A directory as transformers saves a model: config.json and
+ * model.safetensors, or shards and model.safetensors.index.json. */
+
+/* Reads dir/config.json of a LlamaForCausalLM or MistralForCausalLM into
+ * cfg (every field set; transformers' defaults where one is absent; the
+ * FFN size intermediate_size; rope_scaling llama3's or yarn's). Refuses
+ * with MT_EUNSUPPORTED naming the field what meshtrain's LLaMA does not
+ * compute (another architecture, hidden_act, attention_bias or mlp_bias
+ * true, a sliding_window shorter than max_position_embeddings, another
+ * rope_type), MT_EFORMAT a malformed or missing field, MT_EIO as an
+ * input fails. */
+mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg);
+
+/* Loads dir's weights into the compiled LLaMA graph g of cfg (one
+ * device's whole parameters): transformers' names to meshtrain's, q_proj's
+ * and k_proj's rows from rotate-half order to adjacent pairs (hf_llama.c
+ * says how), BF16 and F16 widened. Everything is checked: each tensor's
+ * shape against g's (MT_ESHAPE), a missing one (MT_EFORMAT), one the
+ * model does not have (MT_EUNSUPPORTED: a bias, say), a NaN or infinity
+ * (MT_ENAN), each naming the tensor. A failure may leave g partly
+ * loaded. */
+mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg);
+
+/* Writes g (a compiled LLaMA graph of cfg) as a directory transformers
+ * loads: config.json and model.safetensors in F32 with metadata format
+ * "pt", q and k rows in rotate-half order; the directory is made when
+ * missing (its parent must exist). Each file through a claim. */
+mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g);
+
 /* CRC-32 (IEEE) of a buffer, continuing from `crc` (start with 0). */
 uint32_t mt_crc32(uint32_t crc, const void *buf, size_t n);
 

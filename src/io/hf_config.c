@@ -1,0 +1,226 @@
+/*
+ * hf_config.c — a Hugging Face model directory's config.json for the LLaMA
+ * family (issue 43): LlamaForCausalLM and MistralForCausalLM, read into
+ * mt_llama_config and written from it, with the fields transformers'
+ * LlamaConfig and MistralConfig define (their defaults where a field is
+ * absent: num_key_value_heads = num_attention_heads, rope_theta 10000,
+ * rms_norm_eps 1e-6, tie_word_embeddings false, head_dim hidden_size /
+ * num_attention_heads). What meshtrain's LLaMA does not compute is refused
+ * naming the field: another hidden_act than silu, attention or MLP biases,
+ * a sliding window shorter than the context, a RoPE scaling other than
+ * llama3 and yarn.
+ */
+#include "base/json.h"
+#include "io/hf_impl.h"
+#include "io/io_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WHAT       "Hugging Face config"
+#define MAX_CONFIG (1 << 20)
+
+typedef struct {
+    const mt_json *j;
+    const char    *path;
+} cfg_rd;
+
+/* Member `key` as an integer in [lo, hi] into *v; `dflt` when absent
+ * (required when dflt < lo). */
+static mt_status get_int(const cfg_rd *r, const char *key, int lo, int hi, int dflt, int *v) {
+    const mt_json *x = mt__json_get(r->j, key);
+    if (!x || x->type == MT_JSON_NULL) {
+        if (dflt < lo)
+            return mt_fail(MT_EFORMAT, WHAT " '%s': no %s (an integer is needed)", r->path, key);
+        *v = dflt;
+        return MT_OK;
+    }
+    if (x->type != MT_JSON_NUM || x->num != floor(x->num) || x->num < lo || x->num > hi)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': %s must be an integer from %d to %d", r->path,
+                       key, lo, hi);
+    *v = (int)x->num;
+    return MT_OK;
+}
+
+static mt_status get_num(const cfg_rd *r, const char *j_key, const mt_json *obj, double dflt,
+                         double *v) {
+    const mt_json *x = mt__json_get(obj, j_key);
+    if (!x || x->type == MT_JSON_NULL) { *v = dflt; return MT_OK; }
+    if (x->type != MT_JSON_NUM || !isfinite(x->num) || x->num <= 0)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': %s must be a positive number", r->path, j_key);
+    *v = x->num;
+    return MT_OK;
+}
+
+/* A boolean member that meshtrain needs to be `want` (absent: `want`). */
+static mt_status need_bool(const cfg_rd *r, const char *key, bool want, const char *why) {
+    const mt_json *x = mt__json_get(r->j, key);
+    if (!x || x->type == MT_JSON_NULL) return MT_OK;
+    if (x->type != MT_JSON_BOOL)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': %s must be true or false", r->path, key);
+    if (x->b != want)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': %s is %s: %s", r->path, key,
+                       x->b ? "true" : "false", why);
+    return MT_OK;
+}
+
+/* rope_scaling: null, or llama3's or yarn's settings. */
+static mt_status rope_scaling(const cfg_rd *r, mt_rope_scaling *rs) {
+    memset(rs, 0, sizeof *rs);
+    const mt_json *x = mt__json_get(r->j, "rope_scaling");
+    if (!x || x->type == MT_JSON_NULL) return MT_OK;
+    if (x->type != MT_JSON_OBJ)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': rope_scaling is %s, not an object or null",
+                       r->path, mt__json_type_name(x->type));
+    const mt_json *kind = mt__json_get(x, "rope_type");
+    if (!kind) kind = mt__json_get(x, "type");   /* transformers before 4.45 */
+    if (!kind || kind->type != MT_JSON_STR)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': rope_scaling has no rope_type", r->path);
+    const bool llama3 = !strcmp(kind->str, "llama3"), yarn = !strcmp(kind->str, "yarn");
+    if (!llama3 && !yarn)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': rope_scaling's rope_type '%.32s' is not "
+                       "computed by meshtrain (llama3, yarn)", r->path, kind->str);
+    for (int i = 0; i < x->n; i++)
+        if (yarn && (!strcmp(x->keys[i], "mscale") || !strcmp(x->keys[i], "mscale_all_dim")))
+            return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': rope_scaling.%s (DeepSeek's YaRN) is "
+                           "not computed by meshtrain", r->path, x->keys[i]);
+    double f, lo, hi, L, bf, bs, af;
+    mt_status s;
+    if ((s = get_num(r, "factor", x, -1, &f)) != MT_OK) return s;
+    if ((s = get_num(r, "original_max_position_embeddings", x, -1, &L)) != MT_OK) return s;
+    if (f <= 0 || L <= 0)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': rope_scaling needs factor and "
+                       "original_max_position_embeddings", r->path);
+    if ((s = get_num(r, "low_freq_factor", x, 1, &lo)) != MT_OK ||
+        (s = get_num(r, "high_freq_factor", x, 4, &hi)) != MT_OK ||
+        (s = get_num(r, "beta_fast", x, 32, &bf)) != MT_OK ||
+        (s = get_num(r, "beta_slow", x, 1, &bs)) != MT_OK)
+        return s;
+    const mt_json *a = mt__json_get(x, "attention_factor");
+    af = a && a->type == MT_JSON_NUM ? a->num : 0;   /* 0: YaRN's 0.1·ln(factor) + 1 */
+    *rs = (mt_rope_scaling){.kind = llama3 ? MT_ROPE_SCALING_LLAMA3 : MT_ROPE_SCALING_YARN,
+                            .factor = (float)f, .low_freq_factor = (float)lo,
+                            .high_freq_factor = (float)hi, .original_context = (int)L,
+                            .beta_fast = (float)bf, .beta_slow = (float)bs,
+                            .attn_factor = (float)af};
+    if (mt_rope_scaling_check(rs) != MT_OK)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': rope_scaling: %s", r->path, mt_errmsg());
+    return MT_OK;
+}
+
+static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
+    const mt_json *arch = mt__json_get(r->j, "architectures");
+    const char *a = arch && arch->type == MT_JSON_ARR && arch->n == 1 &&
+                            arch->kids[0]->type == MT_JSON_STR ? arch->kids[0]->str : NULL;
+    if (!a)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': architectures must name one model class",
+                       r->path);
+    if (strcmp(a, "LlamaForCausalLM") && strcmp(a, "MistralForCausalLM"))
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': architecture '%.64s' is not read yet "
+                       "(LlamaForCausalLM, MistralForCausalLM)", r->path, a);
+    memset(c, 0, sizeof *c);
+    const int BIG = 1 << 30;
+    mt_status s;
+    if ((s = get_int(r, "hidden_size", 1, BIG, -1, &c->dim)) != MT_OK ||
+        (s = get_int(r, "intermediate_size", 1, BIG, -1, &c->ffn_dim)) != MT_OK ||
+        (s = get_int(r, "num_hidden_layers", 1, 100000, -1, &c->n_layers)) != MT_OK ||
+        (s = get_int(r, "num_attention_heads", 1, 65536, -1, &c->n_heads)) != MT_OK ||
+        (s = get_int(r, "num_key_value_heads", 1, 65536, c->n_heads, &c->n_kv_heads)) != MT_OK ||
+        (s = get_int(r, "vocab_size", 1, BIG, -1, &c->vocab)) != MT_OK ||
+        (s = get_int(r, "max_position_embeddings", 1, BIG, -1, &c->max_seq)) != MT_OK ||
+        (s = get_int(r, "head_dim", 1, 65536, c->dim / c->n_heads, &c->head_dim)) != MT_OK)
+        return s;
+    double theta, eps;
+    if ((s = get_num(r, "rope_theta", r->j, 10000.0, &theta)) != MT_OK ||
+        (s = get_num(r, "rms_norm_eps", r->j, 1e-6, &eps)) != MT_OK)
+        return s;
+    c->rope_theta = (float)theta;
+    c->norm_eps = (float)eps;
+    const mt_json *tie = mt__json_get(r->j, "tie_word_embeddings");
+    if (tie && tie->type != MT_JSON_BOOL && tie->type != MT_JSON_NULL)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': tie_word_embeddings must be true or false",
+                       r->path);
+    c->tie_embeddings = tie && tie->type == MT_JSON_BOOL && tie->b;
+    c->multiple_of = 1;
+    c->ffn_mult = 1.0f;
+    const mt_json *act = mt__json_get(r->j, "hidden_act");
+    if (act && (act->type != MT_JSON_STR || strcmp(act->str, "silu")))
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': hidden_act '%.32s': meshtrain's LLaMA "
+                       "runs SwiGLU (silu)", r->path, act->type == MT_JSON_STR ? act->str : "?");
+    if ((s = need_bool(r, "attention_bias", false, "meshtrain's LLaMA has no q, k, v, o "
+                       "biases")) != MT_OK ||
+        (s = need_bool(r, "mlp_bias", false, "meshtrain's LLaMA has no MLP biases")) != MT_OK)
+        return s;
+    const mt_json *sw = mt__json_get(r->j, "sliding_window");
+    if (sw && sw->type == MT_JSON_NUM && sw->num < c->max_seq)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': sliding_window %.0f is shorter than the "
+                       "context (%d): meshtrain's attention is not windowed", r->path, sw->num,
+                       c->max_seq);
+    if (c->n_heads % c->n_kv_heads)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': %d attention heads do not divide into %d kv "
+                       "heads", r->path, c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': head_dim %d is odd (RoPE rotates pairs)",
+                       r->path, c->head_dim);
+    return rope_scaling(r, &c->rope_scaling);
+}
+
+mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    mt_status s = mt_input_read_all(path, WHAT, MAX_CONFIG, &text, &len);
+    if (s != MT_OK) return s;
+    mt_json *j = NULL;
+    s = mt__json_parse(text, len, path, &j);
+    free(text);
+    if (s == MT_OK && j->type != MT_JSON_OBJ)
+        s = mt_fail(MT_EFORMAT, WHAT " '%s' is %s, not an object", path,
+                    mt__json_type_name(j->type));
+    if (s == MT_OK) s = read_fields(&(cfg_rd){j, path}, cfg);
+    mt__json_free(j);
+    return s;
+}
+
+/* config.json's text for cfg, to f. */
+static mt_status write_config(FILE *f, void *arg) {
+    const mt_llama_config *c = arg;
+    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+            "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+            "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+            "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
+            "  \"max_position_embeddings\": %d,\n  \"rope_theta\": %.9g,\n"
+            "  \"rms_norm_eps\": %.9g,\n  \"tie_word_embeddings\": %s,\n"
+            "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
+            "  \"torch_dtype\": \"float32\",\n", c->dim, mt_llama_ffn_dim(c), c->n_layers,
+            c->n_heads, c->n_kv_heads, mt_llama_head_dim(c), c->vocab, c->max_seq,
+            c->rope_theta, c->norm_eps, c->tie_embeddings ? "true" : "false");
+    const mt_rope_scaling *r = &c->rope_scaling;
+    if (r->kind == MT_ROPE_SCALING_LLAMA3)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.9g, "
+                "\"low_freq_factor\": %.9g, \"high_freq_factor\": %.9g, "
+                "\"original_max_position_embeddings\": %d}\n}\n", r->factor, r->low_freq_factor,
+                r->high_freq_factor, r->original_context);
+    else if (r->kind == MT_ROPE_SCALING_YARN)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": %.9g, "
+                "\"original_max_position_embeddings\": %d, \"beta_fast\": %.9g, "
+                "\"beta_slow\": %.9g%s", r->factor, r->original_context, r->beta_fast,
+                r->beta_slow, r->attn_factor > 0 ? ", \"attention_factor\": " : "}\n}\n");
+    else
+        fprintf(f, "  \"rope_scaling\": null\n}\n");
+    if (r->kind == MT_ROPE_SCALING_YARN && r->attn_factor > 0)
+        fprintf(f, "%.9g}\n}\n", r->attn_factor);
+    return MT_OK;
+}
+
+mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    mt_output *o = NULL;
+    mt_status s = mt_output_claim(path, WHAT, &o);
+    if (s == MT_OK) s = mt_output_write(o, write_config, (void *)cfg);
+    mt_output_close(o);
+    return s;
+}

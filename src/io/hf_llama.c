@@ -1,0 +1,220 @@
+/*
+ * hf_llama.c — a LLaMA's weights from and to a Hugging Face directory
+ * (issue 43): model.safetensors (or its shards and index) with
+ * transformers' names, into a compiled graph of meshtrain's names.
+ *
+ * Both store a linear layer's weight (out, in), so every tensor is copied
+ * as it is, but for RoPE's layout: transformers rotates the halves of each
+ * head (x_j with x_{j+HS/2}: its rotate_half), Meta's code, llama2.c and
+ * meshtrain rotate adjacent pairs (x_{2j} with x_{2j+1}), each pair j at
+ * the frequency theta^(-2j/HS) in both. transformers' conversion script
+ * (convert_llama_weights_to_hf.py, permute) reorders q_proj's and k_proj's
+ * rows per head so that the two compute the same: row h·HS + a·HS/2 + j of
+ * Hugging Face's is row h·HS + 2j + a of Meta's (a in {0, 1}). Loading
+ * applies that map backwards, saving forwards.
+ */
+#include "io/hf_impl.h"
+#include "io/io_impl.h"
+#include "io/safetensors_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WHAT "Hugging Face model"
+
+typedef enum { ROWS_AS_IS, ROWS_Q, ROWS_K } rows_kind;
+
+static const struct { const char *hf, *mt; rows_kind rows; } NAMES[] = {
+    {"model.layers.%d.input_layernorm.weight", "h.%d.attn_norm.w", ROWS_AS_IS},
+    {"model.layers.%d.self_attn.q_proj.weight", "h.%d.attn.wq.w", ROWS_Q},
+    {"model.layers.%d.self_attn.k_proj.weight", "h.%d.attn.wk.w", ROWS_K},
+    {"model.layers.%d.self_attn.v_proj.weight", "h.%d.attn.wv.w", ROWS_AS_IS},
+    {"model.layers.%d.self_attn.o_proj.weight", "h.%d.attn.wo.w", ROWS_AS_IS},
+    {"model.layers.%d.post_attention_layernorm.weight", "h.%d.ffn_norm.w", ROWS_AS_IS},
+    {"model.layers.%d.mlp.gate_proj.weight", "h.%d.ffn.w1.w", ROWS_AS_IS},
+    {"model.layers.%d.mlp.up_proj.weight", "h.%d.ffn.w3.w", ROWS_AS_IS},
+    {"model.layers.%d.mlp.down_proj.weight", "h.%d.ffn.w2.w", ROWS_AS_IS},
+};
+enum { N_BLOCK = sizeof NAMES / sizeof NAMES[0] };
+static const struct { const char *hf, *mt; } TOP[] = {
+    {"model.embed_tokens.weight", "tok_emb.w"}, {"model.norm.weight", "norm.w"},
+    {"lm_head.weight", "lm_head.w"}};
+
+/* The tensor pairs of cfg, in order: i < 3 the top ones (lm_head only
+ * untied), then N_BLOCK a block. Fills hf, mt (size MT_MAX_NAME) and
+ * *rows; false past the end or for a pair cfg lacks. */
+static bool pair_at(const mt_llama_config *c, int i, char *hf, char *mt, rows_kind *rows) {
+    *rows = ROWS_AS_IS;
+    if (i < 3) {
+        if (i == 2 && c->tie_embeddings) return false;
+        snprintf(hf, MT_MAX_NAME, "%s", TOP[i].hf);
+        snprintf(mt, MT_MAX_NAME, "%s", TOP[i].mt);
+        return true;
+    }
+    const int l = (i - 3) / N_BLOCK, k = (i - 3) % N_BLOCK;
+    snprintf(hf, MT_MAX_NAME, NAMES[k].hf, l);
+    snprintf(mt, MT_MAX_NAME, NAMES[k].mt, l);
+    *rows = NAMES[k].rows;
+    return true;
+}
+
+/* Reorders the rows of w (heads·HS rows of `cols`) between the layouts:
+ * to_meshtrain: out's row h·HS + 2j + a = w's row h·HS + a·HS/2 + j; else
+ * the inverse. */
+static void permute_rows(float *out, const float *w, int64_t heads, int64_t HS, int64_t cols,
+                         bool to_meshtrain) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t j = 0; j < HS / 2; j++)
+            for (int a = 0; a < 2; a++) {
+                const int64_t mt = h * HS + 2 * j + a, hf = h * HS + a * (HS / 2) + j;
+                memcpy(out + (to_meshtrain ? mt : hf) * cols,
+                       w + (to_meshtrain ? hf : mt) * cols, (size_t)cols * sizeof *out);
+            }
+}
+
+static int64_t numel_of(const mt_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < mt_tensor_ndim(t); d++) n *= mt_tensor_global_dim(t, d);
+    return n;
+}
+
+/* One tensor: checks its shape against t's, reads, reorders, writes. */
+static mt_status load_one(const mt_safetensors *st, const mt_st_tensor *x, mt_tensor *t,
+                          rows_kind rows, const mt_llama_config *c, const char *dir,
+                          float **buf, float **tmp) {
+    bool same = x->ndim == mt_tensor_ndim(t);
+    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == mt_tensor_global_dim(t, d);
+    if (!same) {
+        char want[160];
+        int64_t dims[8];
+        for (int d = 0; d < mt_tensor_ndim(t) && d < 8; d++) dims[d] = mt_tensor_global_dim(t, d);
+        mt__dims_str(dims, mt_tensor_ndim(t), want, sizeof want);
+        return mt_fail(MT_ESHAPE, WHAT " '%s': tensor '%s' has shape %s where config.json's "
+                       "model has %s", dir, x->name, mt__st_shape_str(x).s, want);
+    }
+    const int64_t n = numel_of(t);
+    float *b = realloc(*buf, (size_t)n * sizeof *b), *p = b;
+    if (b) *buf = b;
+    float *q = rows != ROWS_AS_IS ? realloc(*tmp, (size_t)n * sizeof *q) : NULL;
+    if (q) *tmp = q;
+    if (!b || (rows != ROWS_AS_IS && !q))
+        return mt_fail(MT_ENOMEM, WHAT " '%s': %lld floats for tensor '%s'", dir, (long long)n,
+                       x->name);
+    mt_status s = mt_safetensors_read_f32(st, x, 0, n, b);
+    if (s != MT_OK) return s;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(b[i]))
+            return mt_fail(MT_ENAN, WHAT " '%s': tensor '%s' holds %g at element %lld", dir,
+                           x->name, b[i], (long long)i);
+    if (rows != ROWS_AS_IS) {
+        const int64_t HS = mt_llama_head_dim(c);
+        permute_rows(q, b, rows == ROWS_Q ? c->n_heads : c->n_kv_heads, HS, c->dim, true);
+        p = q;
+    }
+    return mt_tensor_write(t, p, 0, n);
+}
+
+mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg) {
+    if (cfg->moe.experts)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': mixtures of experts are not read yet", dir);
+    mt_safetensors *st = NULL;
+    mt_status s = mt_safetensors_open(dir, &st);
+    if (s != MT_OK) return s;
+    const int n_pairs = 3 + N_BLOCK * cfg->n_layers;
+    float *buf = NULL, *tmp = NULL;
+    int used = 0;
+    for (int i = 0; s == MT_OK && i < n_pairs; i++) {
+        char hf[MT_MAX_NAME], mt[MT_MAX_NAME];
+        rows_kind rows;
+        if (!pair_at(cfg, i, hf, mt, &rows)) continue;
+        const mt_st_tensor *x = mt_safetensors_find(st, hf);
+        mt_tensor *t = mt_graph_find(g, mt);
+        if (!x) s = mt_fail(MT_EFORMAT, WHAT " '%s': no tensor '%s' (meshtrain's '%s')", dir, hf,
+                            mt);
+        else if (!t) s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter '%s' for "
+                                 "'%s'; build it from the directory's config.json", dir, mt, hf);
+        else if ((s = load_one(st, x, t, rows, cfg, dir, &buf, &tmp)) == MT_OK) used++;
+    }
+    /* every tensor of the files taken (the rotary tables older releases
+       saved are buffers, recomputed from the config) */
+    for (int i = 0; s == MT_OK && i < mt_safetensors_count(st); i++) {
+        const char *name = mt_safetensors_tensor(st, i)->name;
+        const size_t len = strlen(name);
+        if (len > 21 && !strcmp(name + len - 21, ".rotary_emb.inv_freq")) continue;
+        char hf[MT_MAX_NAME], mt[MT_MAX_NAME];
+        rows_kind rows;
+        bool known = false;
+        for (int j = 0; !known && j < n_pairs; j++)
+            known = pair_at(cfg, j, hf, mt, &rows) && !strcmp(hf, name);
+        if (!known)
+            s = mt_fail(MT_EUNSUPPORTED, WHAT " '%s': tensor '%s' (in '%s') is not a weight of "
+                        "the LLaMA config.json describes (biases, extra layers, a tied head "
+                        "given twice?)", dir, name,
+                        mt_safetensors_file(st, mt_safetensors_tensor(st, i)));
+    }
+    free(buf), free(tmp);
+    mt_safetensors_close(st);
+    if (s == MT_OK) mt_graph_params_changed(g);
+    return s;
+}
+
+mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g) {
+    if (cfg->moe.experts)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': mixtures of experts are not written yet",
+                       dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return mt_fail(MT_EIO, WHAT " '%s': cannot make the directory: %s", dir,
+                       strerror(errno));
+    const int n_pairs = 3 + N_BLOCK * cfg->n_layers;
+    mt_st_write_tensor *w = calloc((size_t)n_pairs, sizeof *w);
+    char (*names)[MT_MAX_NAME] = calloc((size_t)n_pairs, MT_MAX_NAME);
+    int64_t (*shapes)[2] = calloc((size_t)n_pairs, sizeof *shapes);
+    float **data = calloc((size_t)n_pairs, sizeof *data);
+    mt_status s = w && names && shapes && data ? MT_OK
+                                               : mt_fail(MT_ENOMEM, WHAT " '%s': tables", dir);
+    int n = 0;
+    for (int i = 0; s == MT_OK && i < n_pairs; i++) {
+        char mt[MT_MAX_NAME];
+        rows_kind rows;
+        if (!pair_at(cfg, i, names[n], mt, &rows)) continue;
+        mt_tensor *t = mt_graph_find(g, mt);
+        if (!t) {
+            s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter '%s'", dir, mt);
+            break;
+        }
+        const int64_t numel = numel_of(t);
+        float *v = malloc((size_t)numel * sizeof *v), *o = NULL;
+        if (!v || (s = mt_tensor_read(t, v, 0, numel)) != MT_OK) {
+            free(v);
+            if (s == MT_OK) s = mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, mt);
+            break;
+        }
+        if (rows != ROWS_AS_IS) {
+            if (!(o = malloc((size_t)numel * sizeof *o))) {
+                free(v);
+                s = mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, mt);
+                break;
+            }
+            permute_rows(o, v, rows == ROWS_Q ? cfg->n_heads : cfg->n_kv_heads,
+                         mt_llama_head_dim(cfg), cfg->dim, false);
+            free(v);
+            v = o;
+        }
+        for (int d = 0; d < mt_tensor_ndim(t) && d < 2; d++)
+            shapes[n][d] = mt_tensor_global_dim(t, d);
+        data[n] = v;
+        w[n] = (mt_st_write_tensor){names[n], MT_ST_F32, mt_tensor_ndim(t), shapes[n], v};
+        n++;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    const char *meta[] = {"format", "pt", NULL};   /* what transformers' loader expects */
+    if (s == MT_OK) s = mt_safetensors_write(path, w, n, meta);
+    if (s == MT_OK) s = mt__hf_write_llama_config(dir, cfg);
+    for (int i = 0; data && i < n_pairs; i++) free(data[i]);
+    free(w), free(names), free(shapes), free(data);
+    return s;
+}

@@ -1,0 +1,266 @@
+/*
+ * test_hf.c — LLaMA weights from and to a Hugging Face directory
+ * (meshtrain/io.h's mt_hf_*, issue 43):
+ *
+ *  - a small random LLaMA with grouped kv heads is written here in
+ *    transformers' layout (its names, q_proj and k_proj as they are, one
+ *    tensor BF16) with a config.json written by hand; meshtrain reads the
+ *    config, loads the weights into its graph, and its loss on random
+ *    tokens equals tests/llama_ref.h's float64 model run with Hugging
+ *    Face's equations (rotate-half RoPE) on the weights as written, not
+ *    as meshtrain reorders them;
+ *  - saving writes the same bytes for every tensor that was read (BF16
+ *    widened, saved F32: the same values), a config that reads back the
+ *    same, and loading the saved directory gives the graph bit for bit;
+ *  - refusals name the field or the tensor: an architecture, a bias flag,
+ *    a sliding window, a rope_type, a shape, a missing and an extra tensor.
+ */
+#include "meshtrain.h"
+#include "harness.h"
+#include "llama_ref.h"
+#include "tensor/tensor_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { C = 32, NH = 4, KV = 2, HS = 8, L = 2, F = 48, V = 40, B = 2, T = 8 };
+
+static char dir[] = "/tmp/mt-test-hf-XXXXXX";
+
+static void cleanup(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+static const char *at(const char *sub, const char *name) {
+    static char buf[2][512];
+    static int k;
+    k ^= 1;
+    snprintf(buf[k], sizeof buf[k], "%s%s%s%s%s", dir, *sub ? "/" : "", sub, *name ? "/" : "",
+             name);
+    return buf[k];
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    MT_CHECK(f, "create %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define CONFIG(extra)                                                                         \
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, "                       \
+    "\"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "       \
+    "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"max_position_embeddings\": 16, "       \
+    "\"rope_theta\": 500000.0, \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false"       \
+    extra "}"
+
+/* The HF tensors of the model: names, shapes, values (owned here). */
+typedef struct {
+    int     n;
+    char    name[32][64];
+    int64_t shape[32][2];
+    int     ndim[32];
+    float  *v[32];
+    mt_st_dtype dtype[32];
+} hf_model;
+
+static void add(hf_model *m, const char *name, int64_t r, int64_t c, bool ones) {
+    const int i = m->n++;
+    snprintf(m->name[i], sizeof m->name[i], "%s", name);
+    m->shape[i][0] = r, m->shape[i][1] = c;
+    m->ndim[i] = c ? 2 : 1;
+    const int64_t n = r * (c ? c : 1);
+    m->v[i] = malloc((size_t)n * sizeof(float));
+    for (int64_t j = 0; j < n; j++)
+        m->v[i][j] = ones ? 1.0f + 0.1f * mt_rng_normal(9, (uint64_t)i, (uint64_t)j)
+                          : 0.3f * mt_rng_normal(8, (uint64_t)i, (uint64_t)j);
+    m->dtype[i] = MT_ST_F32;
+}
+
+static void make_model(hf_model *m, const char *sub, const char *config, int skip, bool bias) {
+    memset(m, 0, sizeof *m);
+    add(m, "model.embed_tokens.weight", V, C, false);
+    m->dtype[0] = MT_ST_BF16;   /* held as BF16 values, so the reference reads what is stored */
+    for (int64_t j = 0; j < V * C; j++) m->v[0][j] = mt__bf16_to_f32_1(mt__f32_to_bf16_1(m->v[0][j]));
+    char n[64];
+    for (int l = 0; l < L; l++) {
+#define ADD(fmt, r, c, ones) (snprintf(n, sizeof n, fmt, l), add(m, n, r, c, ones))
+        ADD("model.layers.%d.input_layernorm.weight", C, 0, true);
+        ADD("model.layers.%d.self_attn.q_proj.weight", NH * HS, C, false);
+        ADD("model.layers.%d.self_attn.k_proj.weight", KV * HS, C, false);
+        ADD("model.layers.%d.self_attn.v_proj.weight", KV * HS, C, false);
+        ADD("model.layers.%d.self_attn.o_proj.weight", C, NH * HS, false);
+        ADD("model.layers.%d.post_attention_layernorm.weight", C, 0, true);
+        ADD("model.layers.%d.mlp.gate_proj.weight", F, C, false);
+        ADD("model.layers.%d.mlp.up_proj.weight", F, C, false);
+        ADD("model.layers.%d.mlp.down_proj.weight", C, F, false);
+#undef ADD
+    }
+    add(m, "model.norm.weight", C, 0, true);
+    add(m, "lm_head.weight", V, C, false);
+    if (bias) add(m, "model.layers.0.self_attn.q_proj.bias", NH * HS, 0, false);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", at(sub, ""));
+    MT_CHECK(system(cmd) == 0, "mkdir");
+    mt_st_write_tensor w[32];
+    int k = 0;
+    for (int i = 0; i < m->n; i++)
+        if (i != skip) w[k++] = (mt_st_write_tensor){m->name[i], m->dtype[i], m->ndim[i],
+                                                     m->shape[i], m->v[i]};
+    MT_CHECK_OK(mt_safetensors_write(at(sub, "model.safetensors"), w, k, NULL));
+    write_text(at(sub, "config.json"), config);
+}
+
+static void free_model(hf_model *m) {
+    for (int i = 0; i < m->n; i++) free(m->v[i]);
+}
+
+/* meshtrain's name of HF tensor i of make_model's order. */
+static void mt_name(int i, char *out) {
+    static const char *const blk[9] = {"attn_norm.w", "attn.wq.w", "attn.wk.w", "attn.wv.w",
+                                       "attn.wo.w", "ffn_norm.w", "ffn.w1.w", "ffn.w3.w",
+                                       "ffn.w2.w"};
+    if (i == 0) snprintf(out, MT_MAX_NAME, "tok_emb.w");
+    else if (i <= 9 * L) snprintf(out, MT_MAX_NAME, "h.%d.%s", (i - 1) / 9, blk[(i - 1) % 9]);
+    else snprintf(out, MT_MAX_NAME, i == 9 * L + 1 ? "norm.w" : "lm_head.w");
+}
+
+static mt_graph *build(const mt_llama_config *c) {
+    mt_graph *g = mt_graph_create();
+    mt_tensor *loss = mt_llama_build(g, c, B, T, 1.0f / (B * T));
+    MT_CHECK(loss, "mt_llama_build: %s", mt_graph_errmsg(g));
+    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 3}));
+    int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
+    int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)(mt_rng_uniform(4, 0, (uint64_t)i) * V) % V;
+        tgt[i] = (int32_t)(mt_rng_uniform(4, 1, (uint64_t)i) * V) % V;
+    }
+    return g;
+}
+
+MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
+    MT_CHECK(mkdtemp(dir), "mkdtemp");
+    atexit(cleanup);
+    hf_model m;
+    make_model(&m, "in", CONFIG(", \"hidden_act\": \"silu\""), -1, false);
+    mt_llama_config c;
+    MT_CHECK_OK(mt_hf_read_llama_config(at("in", ""), &c));
+    MT_CHECK(c.dim == C && c.ffn_dim == F && c.n_layers == L && c.n_heads == NH &&
+             c.n_kv_heads == KV && c.vocab == V && c.max_seq == 16 && c.head_dim == HS &&
+             c.rope_theta == 500000.0f && c.norm_eps == 1e-5f && !c.tie_embeddings &&
+             c.rope_scaling.kind == MT_ROPE_SCALING_NONE, "config read wrong");
+    mt_graph *g = build(&c);
+    MT_CHECK_OK(mt_hf_load_llama(at("in", ""), g, &c));
+    MT_CHECK_OK(mt_graph_forward(g));
+    /* the reference on the weights as Hugging Face holds them */
+    llama_ref ref;
+    memset(&ref, 0, sizeof ref);
+    ref.cfg = c;
+    ref.rotate_half = 1;
+    for (int i = 0; i < m.n; i++) {
+        llama_ref_param *p = &ref.p[ref.n++];
+        mt_name(i, p->name);
+        p->n = m.shape[i][0] * (m.ndim[i] == 2 ? m.shape[i][1] : 1);
+        p->d = malloc((size_t)p->n * sizeof *p->d);
+        for (int64_t j = 0; j < p->n; j++) p->d[j] = m.v[i][j];
+    }
+    const int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
+    const int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
+    const double want = llama_ref_loss(&ref, tok, tgt, B, T, 1.0 / (B * T));
+    MT_CHECK_CLOSE(mt_graph_loss(g), want, 1e-5, "loss against Hugging Face's equations");
+    ref.rotate_half = 0;   /* the test can fail: the same weights under adjacent pairs differ */
+    const double other = llama_ref_loss(&ref, tok, tgt, B, T, 1.0 / (B * T));
+    MT_CHECK(fabs(other - want) > 1e-3, "rotate-half and adjacent pairs agree (%g, %g): the "
+             "test cannot tell the layouts apart", other, want);
+    llama_ref_free(&ref);
+
+    /* save, then every tensor as it was written, and a load bit for bit */
+    MT_CHECK_OK(mt_hf_save_llama(at("out", ""), &c, g));
+    mt_safetensors *st = NULL;
+    MT_CHECK_OK(mt_safetensors_open(at("out", ""), &st));
+    MT_CHECK(mt_safetensors_count(st) == m.n, "%d tensors saved, %d read",
+             mt_safetensors_count(st), m.n);
+    for (int i = 0; i < m.n; i++) {
+        const mt_st_tensor *x = mt_safetensors_find(st, m.name[i]);
+        MT_CHECK(x && x->dtype == MT_ST_F32, "%s not saved as F32", m.name[i]);
+        float *v = malloc((size_t)x->numel * sizeof *v);
+        MT_CHECK_OK(mt_safetensors_read_f32(st, x, 0, x->numel, v));
+        MT_CHECK(!memcmp(v, m.v[i], (size_t)x->numel * sizeof *v), "%s: saved values differ "
+                 "from those read", m.name[i]);
+        free(v);
+    }
+    mt_safetensors_close(st);
+    mt_llama_config c2;
+    MT_CHECK_OK(mt_hf_read_llama_config(at("out", ""), &c2));
+    MT_CHECK(!memcmp(&c, &c2, sizeof c), "the saved config reads back different");
+    mt_graph *g2 = build(&c2);
+    MT_CHECK_OK(mt_hf_load_llama(at("out", ""), g2, &c2));
+    for (int i = 0; i < mt_graph_n_params(g); i++) {
+        mt_tensor *a = mt_graph_param_at(g, i), *b = mt_graph_find(g2, mt_tensor_name(a));
+        MT_CHECK(b && !memcmp(mt_tensor_f32(a), mt_tensor_f32(b),
+                              (size_t)mt_tensor_numel(a) * sizeof(float)),
+                 "%s differs after --hf-out then --hf-in", mt_tensor_name(a));
+    }
+    mt_graph_free(g2);
+    mt_graph_free(g);
+    free_model(&m);
+}
+
+MT_TEST(hf_refusals_name_the_field_or_tensor) {
+    MT_CHECK(mkdtemp(dir), "mkdtemp");
+    atexit(cleanup);
+    mt_llama_config c;
+    static const struct { const char *config, *want1, *want2; mt_status code; } bad[] = {
+        {"{\"architectures\": [\"Qwen2ForCausalLM\"]}", "Qwen2ForCausalLM", "LlamaForCausalLM",
+         MT_EUNSUPPORTED},
+        {CONFIG(", \"attention_bias\": true"), "attention_bias", "biases", MT_EUNSUPPORTED},
+        {CONFIG(", \"hidden_act\": \"gelu\""), "hidden_act", "gelu", MT_EUNSUPPORTED},
+        {CONFIG(", \"sliding_window\": 8"), "sliding_window 8", "16", MT_EUNSUPPORTED},
+        {CONFIG(", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 2.0}"),
+         "longrope", "llama3, yarn", MT_EUNSUPPORTED},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32}", "intermediate_size",
+         "config.json", MT_EFORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(at("", "config.json"), bad[i].config);
+        MT_CHECK_FAILS(mt_hf_read_llama_config(dir, &c), bad[i].code, bad[i].want1,
+                       bad[i].want2);
+    }
+    write_text(at("", "config.json"),
+               CONFIG(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                      "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                      "\"original_max_position_embeddings\": 8}"));
+    MT_CHECK_OK(mt_hf_read_llama_config(dir, &c));
+    MT_CHECK(c.rope_scaling.kind == MT_ROPE_SCALING_LLAMA3 && c.rope_scaling.factor == 8.0f &&
+             c.rope_scaling.original_context == 8, "llama3 rope_scaling read wrong");
+
+    hf_model m;
+    make_model(&m, "missing", CONFIG(""), 3, false);   /* no layer 0 k_proj */
+    MT_CHECK_OK(mt_hf_read_llama_config(at("missing", ""), &c));
+    mt_graph *g = build(&c);
+    MT_CHECK_FAILS(mt_hf_load_llama(at("missing", ""), g, &c), MT_EFORMAT,
+                   "model.layers.0.self_attn.k_proj.weight", "h.0.attn.wk.w");
+    free_model(&m);
+    make_model(&m, "extra", CONFIG(""), -1, true);
+    MT_CHECK_FAILS(mt_hf_load_llama(at("extra", ""), g, &c), MT_EUNSUPPORTED,
+                   "model.layers.0.self_attn.q_proj.bias");
+    free_model(&m);
+    /* a config whose FFN is 40 wide against weights of 48 */
+    make_model(&m, "shape", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, "
+               "\"intermediate_size\": 40, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+               "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"max_position_embeddings\": 16}",
+               -1, false);
+    MT_CHECK_OK(mt_hf_read_llama_config(at("shape", ""), &c));
+    mt_graph *g40 = build(&c);
+    MT_CHECK_FAILS(mt_hf_load_llama(at("shape", ""), g40, &c), MT_ESHAPE,
+                   "model.layers.0.mlp.gate_proj.weight", "(48,32)");
+    free_model(&m);
+    mt_graph_free(g40);
+    mt_graph_free(g);
+}
+
+int main(int argc, char **argv) { return mt_test_main(argc, argv); }
