@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_moe_expert.sh — expert parallelism (issue 42 item 4; docs/moe.md):
+# the `expert` mesh axis splits a mixture's experts (their weights and AdamW
+# state) and, folded over devices that hold different tokens, the batch; the
+# grouped expert products exchange their rows with the experts' owners
+# (all-to-all of the counts, all-to-all-v of the rows, ops/moe_ep.c).
+#
+#   bash tests/test_moe_expert.sh <meshtrain binary> [<build dir>]
+#
+#  - moe-tiny (8 experts, top-2, a shared expert, aux loss and z-loss) on
+#    expert=2, expert=4, data=2 x expert=2, fsdp=2 x expert=2 (the expert
+#    shards stored split over fsdp too, gathered before use) and data=2 x
+#    expert=2 with ZeRO-2 trains the one-device run over 10 AdamW steps: each step's loss and gradient norm within 1e-5
+#    (same_metrics), every parameter and moment of the final checkpoint
+#    within 1e-4 (same_ckpt), the step's MaxVio equal;
+#  - a sigmoid router with a route scale, no shared expert and every other
+#    block MoE (4 experts) on expert=2 does too (4 steps);
+#  - an expert axis that does not divide the experts is turned away before
+#    any work (exit 2), naming both.
+# Every run is under `timeout 120`.
+set -u
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_moe_expert.sh "$@"
+
+moe_setup
+
+# same_maxvio NAME A B: every step's moe_maxvio equal in two metrics files
+same_maxvio() {
+    if python3 - "$2" "$3" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
+sys.exit(0 if len(a) == len(b) > 0 and all(x["moe_maxvio"] == y["moe_maxvio"]
+                                          for x, y in zip(a, b)) else 1)
+PY
+    then ok "$1"; else bad "$1" "$(head -c 300 "$3")"; fi
+}
+
+train_run "moe-tiny one device" one.jsonl "${TINY[@]}" --steps 10 --ckpt-out one.ckpt
+for layout in expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2 --zero 2"; do
+    read -r -a L <<<"--mesh $layout"
+    train_run "moe-tiny $layout" r.jsonl "${TINY[@]}" --steps 10 "${L[@]}" --ckpt-out r.ckpt
+    same_metrics "moe-tiny $layout: losses and gradient norms equal one device's" one.jsonl r.jsonl
+    same_ckpt "moe-tiny $layout: parameters equal one device's" one.ckpt r.ckpt
+    same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
+done
+
+train_run "sigmoid router one device" one.jsonl "${SIG[@]}" --steps 4 --ckpt-out one.ckpt
+train_run "sigmoid router expert=2" r.jsonl "${SIG[@]}" --steps 4 --mesh expert=2 --ckpt-out r.ckpt
+same_metrics "sigmoid router expert=2: losses equal one device's" one.jsonl r.jsonl
+same_ckpt "sigmoid router expert=2: parameters equal one device's" one.ckpt r.ckpt
+
+expect_fail "an expert axis that does not divide the experts is refused" 2 \
+    "moe-experts 4 .*expert=8.*does not divide" \
+    timeout 120 "$BIN" train "${SIG[@]}" --batch 8 --steps 2 --mesh expert=8
+
+test_end
