@@ -15,6 +15,8 @@
 #    within 1e-4 (same_ckpt), the step's MaxVio equal;
 #  - a sigmoid router with a route scale, no shared expert and every other
 #    block MoE (4 experts) on expert=2 does too (4 steps);
+#  - explain lists each grouped product's exchange with the closed form's
+#    bytes at balance;
 #  - an expert axis that does not divide the experts is turned away before
 #    any work (exit 2), naming both.
 # Every run is under `timeout 120`.
@@ -49,6 +51,21 @@ train_run "sigmoid router one device" one.jsonl "${SIG[@]}" --steps 4 --ckpt-out
 train_run "sigmoid router expert=2" r.jsonl "${SIG[@]}" --steps 4 --mesh expert=2 --ckpt-out r.ckpt
 same_metrics "sigmoid router expert=2: losses equal one device's" one.jsonl r.jsonl
 same_ckpt "sigmoid router expert=2: parameters equal one device's" one.ckpt r.ckpt
+
+# explain lists every grouped product's exchange over expert with its bytes
+# at balance, the closed form 4·(N·(P-1)/P·(C+OC) + el·(P-1)): moe-tiny on
+# expert=2 (B=4, T=32, k=2: N = 2·32·2 = 128 rows a device; C = OC = 64;
+# el = 4) gives 4·(64·128 + 4) = 32784 bytes, 9 products a MoE block
+# (w1, w3, w2, each forward, bwd_x and bwd_w), 3 MoE blocks
+if timeout 120 "$BIN" explain --model llama --preset moe-tiny --seq 32 --batch 4 --vocab 256 \
+        --mesh expert=2 >out.txt 2>err.txt &&
+   [ "$(grep -Ec 'moe_experts.* collective over expert, 32784 bytes' out.txt)" -eq 27 ] &&
+   ! grep -E 'moe_experts' out.txt | grep -vq 'collective over expert, 32784 bytes'; then
+    ok "explain: 27 expert products a step, each exchanging 32784 bytes over expert"
+else
+    bad "explain: 27 expert products a step, each exchanging 32784 bytes over expert" \
+        "$(grep -E 'moe_experts' out.txt | head -3)"
+fi
 
 expect_fail "an expert axis that does not divide the experts is refused" 2 \
     "moe-experts 4 .*expert=8.*does not divide" \
