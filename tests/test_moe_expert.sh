@@ -17,8 +17,9 @@
 #    block MoE (4 experts) on expert=2 does too (4 steps);
 #  - explain lists each grouped product's exchange with the closed form's
 #    bytes at balance;
-#  - an expert axis that does not divide the experts is turned away before
-#    any work (exit 2), naming both.
+#  - an expert axis that does not divide the experts, on a dense LLaMA or on
+#    a model without experts is turned away before any work (exit 2),
+#    naming what is wrong.
 # Every run is under `timeout 120`.
 set -u
 
@@ -70,5 +71,11 @@ fi
 expect_fail "an expert axis that does not divide the experts is refused" 2 \
     "moe-experts 4 .*expert=8.*does not divide" \
     timeout 120 "$BIN" train "${SIG[@]}" --batch 8 --steps 2 --mesh expert=8
+expect_fail "an expert axis on a dense LLaMA is refused" 2 "expert axis.*dense.*moe-experts" \
+    timeout 120 "$BIN" train "${SIG[@]}" --moe-experts 0 --steps 2 --mesh expert=2
+expect_fail "an expert axis on a model without experts is refused" 2 \
+    "expert axis.*--model gpt has none" \
+    timeout 120 "$BIN" train --data text.txt --model gpt --layers 1 --channels 32 --heads 2 \
+    --seq 16 --batch 4 --steps 2 --mesh expert=2
 
 test_end

@@ -245,6 +245,9 @@ static mt_status check_context(const mt_train_config *c, const mt__train_model *
     return MT_OK;
 }
 
+/* Whether `name` is an entry of the comma list `list`. */
+static bool in_list(const char *list, const char *name);
+
 /* What each axis asks of the rest of the configuration. */
 static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
                              const mt_mesh *mesh);
@@ -326,6 +329,10 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
                        "split it, data, fsdp and expert (%d devices in '%s'): each takes B/%d "
                        "of the global batch; pick B a multiple of %d", c->B, parts, c->mesh, parts,
                        parts);
+    if (mt_mesh_axis_size(mesh, "expert") > 1 && !in_list(m->logical_axes, "experts"))
+        return mt_fail(MT_EINVAL, "mesh '%s': the expert axis splits a mixture's experts, and "
+                       "--model %s has none; use --model llama with --moe-experts, or name the "
+                       "axis data", c->mesh, m->about.name);
     if ((s = check_rules(c, m, mesh)) != MT_OK) return s;
     /* with llmc_in the model's sizes are the file's: the tensor check runs
      * again when the rules shard the model */

@@ -190,9 +190,17 @@ static mt_status moe_mesh_check(const mt_train_config *c) {
     const mt_llama_config *m = llama_of(c);
     int n = 0;
     mt_mesh *mesh = NULL;
-    if (m->moe.experts == 0 || !c->mesh || !c->mesh[0] ||
-        mt_mesh_spec_devices(c->mesh, &n) != MT_OK || mt_mesh_create(c->mesh, n, &mesh) != MT_OK)
+    if (!c->mesh || !c->mesh[0] || mt_mesh_spec_devices(c->mesh, &n) != MT_OK ||
+        mt_mesh_create(c->mesh, n, &mesh) != MT_OK)
         return MT_OK;   /* a malformed mesh: the configuration's check says so */
+    const int ep = mt_mesh_axis_size(mesh, "expert");
+    if (m->moe.experts == 0) {
+        mt_mesh_free(mesh);
+        return ep > 1 ? mt_fail(MT_EINVAL, "mesh '%s': the expert axis splits a mixture's "
+                                "experts, and this LLaMA is dense; give --moe-experts E (a "
+                                "multiple of %d), or name the axis data", c->mesh, ep)
+                      : MT_OK;
+    }
     static const struct { const char *axis, *what; } AXES[] = {
         {"tensor", "tensor parallelism of the experts (the expert-tensor split)"},
         {"pipe", "pipelines of MoE blocks (the router loss of a stage that is not the last)"},
@@ -205,7 +213,6 @@ static mt_status moe_mesh_check(const mt_train_config *c) {
                         "MoE models train on data, fsdp and expert axes: drop the %s axis (or give "
                         "--moe-experts 0)", m->moe.experts, c->mesh, AXES[i].what,
                         AXES[i].axis);
-    const int ep = mt_mesh_axis_size(mesh, "expert");
     if (s == MT_OK && ep > 1 && m->moe.experts % ep != 0)
         s = mt_fail(MT_EINVAL, "--moe-experts %d on mesh '%s': the expert axis splits the %d "
                     "experts over expert=%d, which does not divide them; pick an expert axis "
