@@ -15,6 +15,7 @@
 #    each step's loss and gradient norm within 1e-5 (same_metrics), every
 #    parameter and moment of the final checkpoint within 1e-4 (same_ckpt),
 #    the step's MaxVio equal (but under --remat full);
+#  - expert=2 on 2 MPI ranks does too (where meshtrain is built with MPI);
 #  - a sigmoid router with a route scale, no shared expert and every other
 #    block MoE (4 experts) on expert=2 does too (4 steps);
 #  - explain lists each grouped product's exchange with the closed form's
@@ -53,6 +54,20 @@ for layout in expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2
     [[ $layout == *remat* ]] ||
         same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
 done
+
+# the same exchange between MPI ranks (mt_send / mt_recv over the mpi
+# transport), where meshtrain has it
+if ldd "$BIN" 2>/dev/null | grep -q libmpi && command -v mpirun >/dev/null 2>&1; then
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    if timeout 120 mpirun --allow-run-as-root --oversubscribe -x ASAN_OPTIONS -np 2 "$BIN" train \
+            "${TINY[@]}" --steps 10 --devices 2 --mesh expert=2 --metrics m.jsonl \
+            --ckpt-out m.ckpt >out.txt 2>err.txt; then
+        same_metrics "moe-tiny expert=2 on 2 MPI ranks: losses equal one device's" one.jsonl m.jsonl
+        same_ckpt "moe-tiny expert=2 on 2 MPI ranks: parameters equal one device's" one.ckpt m.ckpt
+    else
+        bad "moe-tiny expert=2 on 2 MPI ranks" "exit $?"
+    fi
+fi
 
 train_run "sigmoid router one device" one.jsonl "${SIG[@]}" --steps 4 --ckpt-out one.ckpt
 train_run "sigmoid router expert=2" r.jsonl "${SIG[@]}" --steps 4 --mesh expert=2 --ckpt-out r.ckpt
