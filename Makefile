@@ -116,7 +116,7 @@ TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_o
 TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat|test_moe_graph)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench-moe-expert bench install clean
 
 all: build
 
@@ -279,6 +279,11 @@ bench-moe: deps build
 # device on 1, 2 and 4 devices by explain (issue 41)
 bench-long-context: deps build $(BUILD)/fortunes.txt
 	bash bench/run_long_context.sh $(BUILD)
+
+# moe-tiny on one device, data=2 and expert=2: step time ratios, and the
+# bytes expert=2 sends a step against the closed form (issue 42, item 4)
+bench-moe-expert: deps build
+	bash bench/run_moe_expert.sh $(BUILD)
 
 # collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
 bench-collectives: deps build
