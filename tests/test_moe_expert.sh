@@ -15,6 +15,8 @@
 #    each step's loss and gradient norm within 1e-5 (same_metrics), every
 #    parameter and moment of the final checkpoint within 1e-4 (same_ckpt),
 #    the step's MaxVio equal (but under --remat full);
+#  - a checkpoint written on expert=2 resumes on expert=4 as the one-device
+#    run that did not stop;
 #  - expert=2 on 2 MPI ranks does too (where meshtrain is built with MPI);
 #  - a sigmoid router with a route scale, no shared expert and every other
 #    block MoE (4 experts) on expert=2 does too (4 steps);
@@ -54,6 +56,17 @@ for layout in expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2
     [[ $layout == *remat* ]] ||
         same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
 done
+
+# a checkpoint of expert=2 (the experts gathered whole) resumes on expert=4
+# as the one-device run that did not stop
+train_run "moe-tiny one device, 5 steps" full.jsonl "${TINY[@]}" --steps 5
+train_run "moe-tiny expert=2, 3 steps" h.jsonl "${TINY[@]}" --steps 3 \
+    --mesh expert=2 --ckpt-out h.ckpt
+train_run "moe-tiny resumed on expert=4" res.jsonl "${TINY[@]}" --steps 5 --ckpt-in h.ckpt \
+    --mesh expert=4
+tail -n 2 full.jsonl >full_tail.jsonl
+same_metrics "moe-tiny: expert=2's checkpoint resumed on expert=4 equals one device's steps 4-5" \
+    full_tail.jsonl res.jsonl
 
 # the same exchange between MPI ranks (mt_send / mt_recv over the mpi
 # transport), where meshtrain has it
