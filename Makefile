@@ -114,11 +114,11 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # What runs under ThreadSanitizer: the threads transport, the kernel pool, and both
 # together (data-parallel training on device threads).
-TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat
-TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat)$$
+TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat test_moe_graph
+TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat|test_moe_graph)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
-        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench install clean
+        bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench-moe-expert bench install clean
 
 all: build
 
@@ -282,6 +282,11 @@ bench-moe: deps-bench build $(BUILD)/fortunes.txt
 # device on 1, 2 and 4 devices by explain (issue 41)
 bench-long-context: deps build $(BUILD)/fortunes.txt
 	bash bench/run_long_context.sh $(BUILD)
+
+# moe-tiny on one device, data=2 and expert=2: step time ratios, and the
+# bytes expert=2 sends a step against the closed form (issue 42, item 4)
+bench-moe-expert: deps build
+	bash bench/run_moe_expert.sh $(BUILD)
 
 # collectives in the manner of nccl-tests: threads, mpi, plain MPI (issue 3's table)
 bench-collectives: deps build

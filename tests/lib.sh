@@ -17,6 +17,11 @@
 #                               `timeout 120` exits 0, or a bad line
 #   same_floats NAME A B        two files' 4-byte words agree as floats within
 #                               1e-4 (parameters written by --llmc-out)
+#   same_ckpt NAME A B          two meshtrain checkpoints hold the same
+#                               parameter records within 1e-4
+#   moe_setup                   writes text.txt and sets TINY (moe-tiny) and
+#                               SIG (a sigmoid router, every other block MoE),
+#                               the MoE tests' train arguments
 #
 # Each test script runs the program its own way (expect, run, ...); this is
 # only the bookkeeping every one of them needs.
@@ -103,6 +108,42 @@ ok = len(a) == len(b) > 0 and all(
 sys.exit(0 if ok else 1)
 PY
     then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
+}
+
+# same_ckpt NAME A B: two checkpoints hold the same parameter records, their
+# values (and moments) within 1e-4 (relative, or absolute below 1); the
+# records' shardings (informational) may differ
+same_ckpt() {
+    local name=$1
+    if python3 - "$2" "$3" <<'PY'
+import struct, sys
+def records(path):
+    b = open(path, 'rb').read()
+    n, off, out = struct.unpack_from('<I', b, 12)[0], 308, {}
+    for _ in range(n):
+        ln = struct.unpack_from('<I', b, off)[0]; off += 4
+        name = b[off:off + ln].decode(); off += ln + 4 + 4 + 32 + 20
+        moments = struct.unpack_from('<I', b, off)[0]; off += 4
+        numel = struct.unpack_from('<q', b, off)[0]; off += 8
+        k = numel * (1 + (moments & 1) + (moments >> 1 & 1))
+        out[name] = struct.unpack_from('<%df' % k, b, off); off += 4 * k
+    return out
+a, b = records(sys.argv[1]), records(sys.argv[2])
+ok = a.keys() == b.keys() and len(a) > 0 and all(
+    len(a[k]) == len(b[k]) and all(abs(x - y) <= 1e-4 * max(1.0, abs(x)) for x, y in zip(a[k], b[k]))
+    for k in a)
+sys.exit(0 if ok else 1)
+PY
+    then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
+}
+
+moe_setup() {
+    for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >text.txt
+    TINY=(--data text.txt --model llama --preset moe-tiny --seq 32 --batch 4 --threads 2 --quiet)
+    SIG=(--data text.txt --model llama --layers 3 --channels 32 --heads 4 --kv-heads 2
+         --max-seq 16 --seq 16 --batch 4 --threads 2 --quiet --moe-experts 4 --moe-top-k 2
+         --moe-ffn-dim 16 --moe-score sigmoid --moe-route-scale 2.5 --moe-every 2
+         --moe-z-beta 0.001 --moe-aux-alpha 0.05)
 }
 
 test_end() {

@@ -141,10 +141,20 @@ MT_TEST(moe_layer_gradients_against_float64_reference) {
 
 /* ---- partitioned ------------------------------------------------------------ */
 
+/* Element i of parameter k (3: r): value() and rvalue(), or with skew x's
+ * first feature 5 and the router's first row +10 for experts 0 and 1, -10
+ * for the rest, so that top-2 picks experts 0 and 1 for every token. */
+static float part_value(bool skew, int k, int64_t i) {
+    if (skew && k == 0 && i % D == 0) return 5.0f;
+    if (skew && k == 1 && i < E) return i < 2 ? 10.0f : -10.0f;
+    return k == 3 ? rvalue(i) : value(k, i);
+}
+
 typedef struct {
     const char *mesh;          /* NULL: one device */
     int         devices;
     const char *we_spec;       /* the expert weights' sharding */
+    bool        skew;          /* every token to experts 0 and 1 (skewed) */
     const moe_case *c;
     mt_status   status;
     char        msg[512];
@@ -181,7 +191,7 @@ static mt_status part_device(mt_ctx *ctx, void *arg) {
         if (k == 0) off = s0 * L * D;
         if (k == 3) off = s0 * L * O;
         if (k == 2 && we_split && ctx) n /= pc->devices, off = dev * n;
-        for (int64_t i = 0; i < n; i++) f[i] = k == 3 ? rvalue(off + i) : value(k, off + i);
+        for (int64_t i = 0; i < n; i++) f[i] = part_value(pc->skew, k, off + i);
     }
     return mt_test_step_grads(s, g, local, dev, PARAMS, 3, pc->grad[dev][0],
                               sizeof pc->grad[0][0] / sizeof(float), &pc->loss, pc->msg,
@@ -193,17 +203,22 @@ static void part_run(part_case *pc) {
                                      sizeof pc->msg);
 }
 
-MT_TEST(moe_layer_data_parallel_equals_one_device) {
+/* The experts whole on data=2, or split over it (expert parallelism: the
+ * rows exchanged with the experts' owners inside the products), against
+ * one device; with skew every row goes to device 0's experts (the dropless
+ * worst case: device 0 receives both devices' rows, device 1 none). */
+static void data_parallel_equals_one_device(size_t first, size_t step, bool skew) {
     static part_case one, got;
     static const char *const WE[2] = {"", "data"};
-    for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci += 2)
-        for (int w = 0; w < 2; w++) {
+    for (size_t ci = first; ci < sizeof CASES / sizeof CASES[0]; ci += step)
+        for (int w = skew; w < 2; w++) {
             memset(&one, 0, sizeof one);
-            one = (part_case){.devices = 1, .we_spec = "", .c = &CASES[ci]};
+            one = (part_case){.devices = 1, .we_spec = "", .skew = skew, .c = &CASES[ci]};
             part_run(&one);
             MT_CHECK(one.status == MT_OK, "one device: %s", one.msg);
             memset(&got, 0, sizeof got);
-            got = (part_case){.mesh = "data=2", .devices = 2, .we_spec = WE[w], .c = &CASES[ci]};
+            got = (part_case){.mesh = "data=2", .devices = 2, .we_spec = WE[w], .skew = skew,
+                              .c = &CASES[ci]};
             part_run(&got);
             MT_CHECK(got.status == MT_OK, "%s, data=2, w '%s': %s", CASES[ci].name, WE[w],
                      got.msg);
@@ -218,6 +233,12 @@ MT_TEST(moe_layer_data_parallel_equals_one_device) {
                                        WE[w], dev, PARAMS[k], (long long)(off + i));
                 }
         }
+}
+
+MT_TEST(moe_layer_data_parallel_equals_one_device) { data_parallel_equals_one_device(0, 2, false); }
+
+MT_TEST(moe_layer_expert_parallel_skewed_equals_one_device) {
+    data_parallel_equals_one_device(0, 1, true);
 }
 
 /* ---- refusals ------------------------------------------------------------------ */

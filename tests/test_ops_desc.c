@@ -60,7 +60,8 @@ MT_TEST(ops_kernel_half_complete) {
                  "op %d '%s': scratch_caller without a scratch function", op, op_name(op));
         mt_op_comm comm = mt__op_gdesc((mt_op)op)->comm;
         bool communicates = comm == MT_COMM_COLL_OUT || comm == MT_COMM_COLL_IN ||
-                            comm == MT_COMM_RING_GATHER || comm == MT_COMM_RING_SCATTER;
+                            comm == MT_COMM_RING_GATHER || comm == MT_COMM_RING_SCATTER ||
+                            comm == MT_COMM_MOE_EXCHANGE;
         MT_CHECK(k->scratch_caller == communicates, "op %d '%s': its kernel's scratch is %s the "
                  "caller's, but it %s communicate", op, op_name(op),
                  k->scratch_caller ? "" : "not", communicates ? "does" : "does not");

@@ -65,7 +65,7 @@ refuse "kv_heads on the GPT (it has none)" "has no logical axis 'kv_heads'" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'kv_heads=tensor' --metrics never.jsonl
 refuse "a mesh axis the mesh lacks" "'mlp' maps to axis set 'tensr': the mesh 'tensor=2' has no axis 'tensr'" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensr' --metrics never.jsonl
-refuse "a rule for the batch (the loader's axes)" "the batch is split over data and fsdp" \
+refuse "a rule for the batch (the loader's axes)" "the batch is split over data, fsdp and expert" \
     train "${GPT[@]}" --mesh data=2,fsdp=2 --rules 'batch=data' --metrics never.jsonl
 refuse "a rule without =" "'mlp' is not logical=mesh axes" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp' --metrics never.jsonl
@@ -73,8 +73,8 @@ refuse "a logical axis twice" "logical axis 'mlp' has two rules" \
     train "${GPT[@]}" --mesh tensor=2 --rules 'mlp=tensor,mlp=' --metrics never.jsonl
 refuse "rules without a mesh" "--rules maps the model's logical axes onto a mesh's axes" \
     train "${GPT[@]}" --rules 'mlp=tensor' --metrics never.jsonl
-refuse "explain: a logical axis the model lacks" "has no logical axis 'experts'" \
-    explain --model llama --layers 2 --channels 32 --heads 4 --mesh tensor=2 --rules 'experts=tensor'
+refuse "explain: a logical axis the model lacks" "has no logical axis 'layers'" \
+    explain --model llama --layers 2 --channels 32 --heads 4 --mesh tensor=2 --rules 'layers=tensor'
 
 # explain shows the rules' layout: with mlp= the MLP's weights are whole
 if timeout 120 "$BIN" explain --model gpt --layers 1 --channels 32 --heads 4 --mesh tensor=2 \

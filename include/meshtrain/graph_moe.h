@@ -22,7 +22,8 @@
  * split over devices (data, fsdp: each device routes and sorts its own
  * rows, its sorted rows are its own pairs in expert order); the trailing
  * dims (E, D, C, OC) must be whole, and so must the expert weights, whose
- * gradient then sums over the devices. A tensor of sorted rows must keep
+ * gradient then sums over the devices, but for their experts dim split over
+ * axes that split the rows too (expert parallelism: mt_moe_experts). A tensor of sorted rows must keep
  * the split of the ids it was sorted by: a rule that would move one
  * refuses (its rows are a device's own order, not a block of the global
  * order). The router loss needs whole sequences (dim 1 of 3-D logits).
@@ -66,8 +67,11 @@ mt_tensor *mt_moe_gates(mt_graph *g, mt_tensor *logits, mt_tensor *ids, const mt
 mt_tensor *mt_moe_dispatch(mt_graph *g, mt_tensor *x, mt_tensor *ids, int E);
 /* ys (...,k,OC) = each expert's product xs_e (rows,C) · w[e] (C,OC) on its
  * rows of the sorted xs (...,k,C), w (E,C,OC). The expert weights' first
- * dim is named `experts` by the models (a later rule experts=expert splits
- * them). */
+ * dim is named `experts` by the models; split over mesh axes that split the
+ * rows too (the trainer's rule experts=expert, the batch folded over the
+ * expert axis), the product runs expert-parallel: each device's rows go to
+ * their experts' owners and back (all-to-all-v, inside the op), and the
+ * weights' gradient is each device's experts' over the group's rows. */
 mt_tensor *mt_moe_experts(mt_graph *g, mt_tensor *xs, mt_tensor *w, mt_tensor *ids);
 /* out (...,OC) = Σ_j gates[..,j] · ys at the row of pair (token, j), summed
  * in double in slot order; ys (...,k,OC) sorted by expert. */

@@ -347,8 +347,8 @@ static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bo
                 c->explicit_mode ? "explicit" : "auto");
     else
         fprintf(out, "explain: %s, global batch B=%d, mesh %s (%d devices), %s mode; the "
-                "trainer's layout (the batch over data and fsdp, parameters over fsdp and "
-                "tensor)\ndevice 0's program (forward, then B, then W):\n",
+                "trainer's layout (the batch over data, fsdp and expert, parameters over "
+                "fsdp, tensor and expert)\ndevice 0's program (forward, then B, then W):\n",
                 mt_model_name(t->model), t->B, mt_mesh_spec(mesh), mt_mesh_size(mesh),
                 c->explicit_mode ? "explicit" : "auto");
     mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),

@@ -49,8 +49,8 @@ static const strategy_row ROWS[] = {
      CLI_STR, 0, NULL, "RULES", AT(rules), false,
      "the strategy as rules from the model's logical axes to mesh axes, e.g. "
      "'mlp=tensor,heads=tensor,embed=fsdp' (each replaces the default rule of its axis: "
-     "batch=data+fsdp, vocab/heads/kv_heads/mlp=tensor, with --sequence-parallel "
-     "act_length=tensor; 'axis=' keeps it whole)",
+     "batch=data+fsdp(+expert), vocab/heads/kv_heads/mlp=tensor, experts=expert, with "
+     "--sequence-parallel act_length=tensor; 'axis=' keeps it whole)",
      {NULL, NULL, "; every layout is planned with them"}},
     {"sequence-parallel", ALL, CLI_FLAG, 0, 0, NULL, NULL, AT(sp),
      CLI_CHOICE, 0, "auto|on|off", "MODE", AT(sp_pick), false,

@@ -38,6 +38,9 @@ static bool call_axes(const mt_op_call *c, mt_axes *axes, int dim[2]) {
     case MT_COMM_VP_STATS:
         *axes = c->p.ce.vp_axes;
         return c->p.ce.vp_axes.n > 0;
+    case MT_COMM_MOE_EXCHANGE:
+        *axes = c->p.moe.ep;
+        return c->p.moe.ep_size > 1;
     case MT_COMM_UNSET:
     case MT_COMM_NONE:
         break;
@@ -84,6 +87,23 @@ static bool comm_of(const mt_op_call *c, mt_axes *axes, double *bytes) {
         if (c->p.ce.vp_axes.n) {
             *axes = c->p.ce.vp_axes;
             *bytes = 3.0 * (double)c->p.ce.rows * sizeof(float);
+            return true;
+        }
+        break;
+    case MT_COMM_MOE_EXCHANGE:
+        /* an expert product over the expert axis: its size depends on the
+         * routing, so the listing gives it at balance, the bytes that leave
+         * the device (ops/moe_ep.c): the counts' all-to-all (el int32 to
+         * each of P-1 peers), then (P-1)/P of the N rows, C wide one way
+         * and OC the other (the forward and bwd_x: out and back; bwd_w:
+         * the rows and their gradients out) */
+        if (c->p.moe.ep_size > 1) {
+            const mt_moe_op_params *p = &c->p.moe;
+            const mt_tensor *w = c->op == MT_OP_MOE_EXPERTS_BWD_W ? c->out : c->in[1];
+            const double P = p->ep_size, N = (double)mt_tensor_numel(c->in[c->n_in - 1]);
+            *axes = p->ep;
+            *bytes = 4.0 * ((double)(p->E / p->ep_size) * (P - 1) +
+                            N * (P - 1) / P * (double)(w->shape[1] + w->shape[2]));
             return true;
         }
         break;

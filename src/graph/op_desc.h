@@ -65,6 +65,8 @@ typedef enum {
                               of its input (K wide) */
     MT_COMM_RING_SCATTER,  /* the same, of one chunk of its partial output (N wide) */
     MT_COMM_VP_STATS,      /* with p.ce.vp_axes: all-reduces of the row statistics inside */
+    MT_COMM_MOE_EXCHANGE,  /* with p.moe.ep_size > 1: an expert product's rows to their
+                              experts' owners and back over p.moe.ep (all-to-all-v) */
 } mt_op_comm;
 
 struct mt_srule;   /* shard_rules_impl.h */

@@ -8,7 +8,10 @@
  * split over any axes, each device routing, sorting and combining its own
  * rows; the trailing dims (E, k, D, C, OC) are made whole, and so are the
  * expert weights (E,C,OC), whose gradient the partitioner then sums over the
- * axes the rows vary over (its pvary). A tensor of sorted rows holds a
+ * axes the rows vary over (its pvary) — but for the experts dim split over
+ * axes that also split the rows: the product then runs expert-parallel
+ * (ops/moe_ep.c: the rows travel to their experts' owners inside the op),
+ * and its weights' gradient sums over the other axes only. A tensor of sorted rows holds a
  * device's own pairs in expert order, which is no block of the global
  * order: it keeps the split of its ids, and every other operand is moved to
  * that split (a rule never moves the sorted rows). The router loss needs
@@ -127,6 +130,8 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
     uint32_t lead[MT_MAX_DIMS] = {0};
     for (int d = 0; d < nlead; d++) lead[d] = in[0].sharding.dim_axes[d];
     if (call->op == MT_OP_MOE_ROUTER_LOSS && nlead == 2) lead[1] = 0;   /* whole sequences */
+    uint32_t rows_axes = 0;
+    for (int d = 0; d < nlead; d++) rows_axes |= lead[d];
     for (int k = 0; k < ops.n; k++) {
         mt_type *t = &in[k];
         if (ops.role[k] == ROWS) {
@@ -135,10 +140,16 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
         }
         for (int d = ops.role[k] == SORTED ? nlead : 0; d < t->ndim; d++) {
             if (!t->sharding.dim_axes[d]) continue;
+            /* the experts split over axes that also split the rows: expert
+             * parallelism, each device's rows sent to their experts' owners
+             * inside the op (moe_ep.c) */
+            if (ops.role[k] == WEIGHT && d == 0 && !(t->sharding.dim_axes[0] & ~rows_axes))
+                continue;
             char why[256];
-            snprintf(why, sizeof why, "the MoE %s needs its dim %d whole (%s); the expert axis "
-                     "is not built yet", ops.role[k] == WEIGHT ? "expert weights" : "rows'",
-                     d, ops.role[k] == WEIGHT ? "every device runs every expert" : "features");
+            snprintf(why, sizeof why, "the MoE %s needs its dim %d whole (%s)",
+                     ops.role[k] == WEIGHT ? "expert weights" : "rows'", d,
+                     ops.role[k] == WEIGHT ? "the experts split only over axes that split "
+                     "the rows too: expert parallelism" : "features");
             TRY(mt__sneed_whole(r, k, ops.name[k], t, d, why));
         }
     }
@@ -176,35 +187,48 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
 
 /* ---- lowering: the op on a device's rows, with the global parameters ---- */
 
+/* The experts split over axes (the rows split over them too, as the rule
+ * checked): the product runs expert-parallel over their group, this
+ * device's experts its block of w. */
 static mt_tensor *lower_moe(mt_graph *g, const mt_op_call *c, mt_tensor **in,
                             const mt_lower_env *e) {
-    (void)e;
-    return mt__moe_build(g, c->op, in, c->n_in, &c->p.moe);
+    mt_moe_op_params p = c->p.moe;
+    const uint32_t ep = c->op == MT_OP_MOE_EXPERTS ? e->types[1].sharding.dim_axes[0] : 0;
+    if (ep) {
+        p.ep = (mt_axes){0};
+        for (int a = 0; a < MT_MESH_MAX_AXES; a++)
+            if (ep & (1u << a)) p.ep.axis[p.ep.n++] = (uint8_t)a;
+        p.ep_size = (int)(c->p.moe.E / in[1]->shape[0]);
+    }
+    return mt__moe_build(g, c->op, in, c->n_in, &p);
 }
 
 /* ---- the graph halves ------------------------------------------------------ */
 
-#define MOE_GOP(name_, recomp_)                                                              \
+/* The grouped products exchange their rows over the expert axis when their
+ * experts are split over it (MT_COMM_MOE_EXCHANGE); the other ops never
+ * communicate. */
+#define MOE_GOP(name_, recomp_, comm_)                                                       \
     const mt_op_gdesc mt__gop_##name_ = {                                                    \
         .role = MT_ROLE_GLOBAL, .grad = grad_##name_, .shard = shard_moe,                    \
         .lower = lower_moe, .lower_moves = mt__lower_moves_generic, .recomp = recomp_,       \
-        .comm = MT_COMM_NONE,                                                                \
+        .comm = comm_,                                                                       \
     }
-#define MOE_BWD(name_)                                                                       \
+#define MOE_BWD(name_, comm_)                                                                \
     const mt_op_gdesc mt__gop_##name_ = {                                                    \
-        .role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE,           \
+        .role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = comm_,                  \
     }
 
-MOE_GOP(moe_route, MT_RECOMP_LOCAL);
-MOE_GOP(moe_gates, MT_RECOMP_LOCAL);
-MOE_GOP(moe_dispatch, MT_RECOMP_LOCAL);
-MOE_GOP(moe_experts, MT_RECOMP_DOT);
-MOE_GOP(moe_combine, MT_RECOMP_LOCAL);
-MOE_GOP(moe_router_loss, MT_RECOMP_LOCAL);
-MOE_BWD(moe_gates_bwd);
-MOE_BWD(moe_dispatch_bwd);
-MOE_BWD(moe_experts_bwd_x);
-MOE_BWD(moe_experts_bwd_w);
-MOE_BWD(moe_combine_bwd_y);
-MOE_BWD(moe_combine_bwd_g);
-MOE_BWD(moe_router_loss_bwd);
+MOE_GOP(moe_route, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_gates, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_dispatch, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_experts, MT_RECOMP_DOT, MT_COMM_MOE_EXCHANGE);
+MOE_GOP(moe_combine, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_router_loss, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_BWD(moe_gates_bwd, MT_COMM_NONE);
+MOE_BWD(moe_dispatch_bwd, MT_COMM_NONE);
+MOE_BWD(moe_experts_bwd_x, MT_COMM_MOE_EXCHANGE);
+MOE_BWD(moe_experts_bwd_w, MT_COMM_MOE_EXCHANGE);
+MOE_BWD(moe_combine_bwd_y, MT_COMM_NONE);
+MOE_BWD(moe_combine_bwd_g, MT_COMM_NONE);
+MOE_BWD(moe_router_loss_bwd, MT_COMM_NONE);

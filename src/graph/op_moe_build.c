@@ -85,10 +85,11 @@ mt_tensor *mt__moe_build(mt_graph *g, mt_op op, mt_tensor *const *in, int n_in,
         if (!mt__build_want_dtype(g, name, w, MT_F32) ||
             !want_ids(g, name, in[2], x, lead - 1, p->k))
             return NULL;
-        if (w->ndim != 3 || w->shape[0] != p->E || w->shape[1] != x->shape[lead])
+        const int64_t el = p->ep_size > 1 ? p->E / p->ep_size : p->E;   /* local experts */
+        if (w->ndim != 3 || w->shape[0] != el || w->shape[1] != x->shape[lead])
             return mt__graph_error(g, MT_ESHAPE, "%s: w '%s' %s must be (E=%lld,C,OC) over xs "
                                    "'%s' %s (rows...,k,C)", name, w->name, SHAPE(w, s0),
-                                   (long long)p->E, x->name, SHAPE(x, s1));
+                                   (long long)el, x->name, SHAPE(x, s1));
         shape[lead] = w->shape[2];
         c.out = output(g, MT_F32, x->ndim, shape);
         break;

@@ -16,7 +16,8 @@
  * degree, el = E / P_e local experts, S sequences, L tokens a sequence,
  * C, OC an expert product's input and output channels (as linear's).
  *
- * How the expert axis will split it (not wired yet). Expert i lives on
+ * How the expert axis splits it (moe_ep.c, the grouped product's
+ * kernels when their call runs expert-parallel). Expert i lives on
  * expert rank ⌊i / el⌋, so the order mt_moe_sort makes is also by
  * destination, and its counts (E) read as (P_e, el) are the send splits:
  *   1. route, mt_moe_sort, mt_moe_dispatch_fwd        (local, T·k rows)

@@ -108,8 +108,18 @@ static const int32_t *counts_of(const mt_op_env *env, const mt_op_call *c, const
 }
 static size_t scratch_counts(const mt_op_call *c) { return (size_t)c->p.moe.E; }
 
+/* The grouped product's scratch: the counts, or the exchange's buffers
+ * over the expert axis (moe_ep.c). */
+static size_t scratch_experts(const mt_op_call *c) {
+    return c->p.moe.ep_size > 1 ? mt__moe_ep_scratch(c) : scratch_counts(c);
+}
+
 /* ys (N,OC) (+)= xs (N,C) · w_e (C,OC) on each expert's rows. */
 static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
+    if (c->p.moe.ep_size > 1) {
+        mt__moe_ep_experts(env, c);
+        return;
+    }
     const mt_tensor *w = c->in[1];
     const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
     mt_moe_gemm_fwd(F(c->out), CF(c->in[0]), CF(w), n, c->p.moe.E, w->shape[1], w->shape[2],
@@ -118,6 +128,10 @@ static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
 
 /* dxs (+)= dy · w_eᵀ per expert; in: dy w ids. */
 static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
+    if (c->p.moe.ep_size > 1) {
+        mt__moe_ep_experts_bwd_x(env, c);
+        return;
+    }
     const mt_tensor *w = c->in[1];
     const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
     mt_moe_gemm_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(w), n, c->p.moe.E, w->shape[1],
@@ -126,6 +140,10 @@ static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
 
 /* dw (E,C,OC) (+)= xs_eᵀ · dy_e per expert; in: dy xs ids. */
 static void run_moe_experts_bwd_w(const mt_op_env *env, const mt_op_call *c) {
+    if (c->p.moe.ep_size > 1) {
+        mt__moe_ep_experts_bwd_w(env, c);
+        return;
+    }
     const mt_tensor *dw = c->out;
     const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
     mt_moe_gemm_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), NULL, n, c->p.moe.E,
@@ -258,6 +276,11 @@ static void cost_moe_experts(const mt_op_call *c, double *fl, double *by) {
                                          .cost_class = cls, .cost = cost_}
 #define MOE_KERNEL(name_, scratch_)                                                            \
     const mt_op_kernel mt__kernel_##name_ = {.run = run_##name_, .scratch = scratch_}
+/* the grouped products: their expert-parallel exchange's buffers are for
+ * the calling thread alone (moe_ep.c) */
+#define MOE_KERNEL_EP(name_)                                                                   \
+    const mt_op_kernel mt__kernel_##name_ = {.run = run_##name_, .scratch = scratch_experts,   \
+                                             .scratch_caller = true}
 
 MOE_DEF(moe_route, 1, 1, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_route, scratch_route);
@@ -266,7 +289,7 @@ MOE_KERNEL(moe_gates, NULL);
 MOE_DEF(moe_dispatch, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_dispatch, scratch_sort);
 MOE_DEF(moe_experts, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
-MOE_KERNEL(moe_experts, scratch_counts);
+MOE_KERNEL_EP(moe_experts);
 MOE_DEF(moe_combine, 3, 3, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_combine, scratch_sort);
 MOE_DEF(moe_router_loss, 2, 2, MT_COST_VECTOR, cost_moe_vector);
@@ -277,9 +300,9 @@ MOE_KERNEL(moe_gates_bwd, NULL);
 MOE_DEF(moe_dispatch_bwd, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_dispatch_bwd, scratch_sort);
 MOE_DEF(moe_experts_bwd_x, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
-MOE_KERNEL(moe_experts_bwd_x, scratch_counts);
+MOE_KERNEL_EP(moe_experts_bwd_x);
 MOE_DEF(moe_experts_bwd_w, 3, 3, MT_COST_PRODUCT, cost_moe_experts);
-MOE_KERNEL(moe_experts_bwd_w, scratch_counts);
+MOE_KERNEL_EP(moe_experts_bwd_w);
 MOE_DEF(moe_combine_bwd_y, 3, 3, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_combine_bwd_y, scratch_sort);
 MOE_DEF(moe_combine_bwd_g, 4, 4, MT_COST_VECTOR, cost_moe_vector);

@@ -292,12 +292,17 @@ typedef struct {
  * rows; 2-D logits (T,E) are one) + beta · the z-loss averaged over T_all
  * rows. A device holding some of the sequences (rows split over batch
  * axes) computes its share over the global S_all and T_all, so the shares
- * sum to the loss. */
+ * sum to the loss. The grouped product and its backwards with ep_size > 1
+ * run expert-parallel (moe_ep.c): the weights are this device's E/ep_size
+ * experts, the ids global, and the rows travel to their experts' owners and
+ * back over the group `ep` (the mesh's expert axis). */
 typedef struct {
     int64_t             E, k;
     mt_moe_route_params route;
     float               alpha, beta;
     int64_t             S_all, T_all;
+    mt_axes             ep;
+    int                 ep_size;
 } mt_moe_op_params;
 
 /* An op's parameters: the member its mt_op line names (none for the rest). */
@@ -419,6 +424,13 @@ MT_OP_LIST(MT_OP_DEF_DECL_)
  * all-reduces, and the backward (local); run_cross_entropy and run_ce_bwd
  * hand calls with p.ce.vp_axes over to them. */
 void   mt__run_cross_entropy_vp(const mt_op_env *env, const mt_op_call *c);
+/* The grouped expert product and its backwards over the expert axis
+ * (p.moe.ep_size > 1; moe_ep.c), and the floats of scratch they need on
+ * the calling thread. */
+void   mt__moe_ep_experts(const mt_op_env *env, const mt_op_call *c);
+void   mt__moe_ep_experts_bwd_x(const mt_op_env *env, const mt_op_call *c);
+void   mt__moe_ep_experts_bwd_w(const mt_op_env *env, const mt_op_call *c);
+size_t mt__moe_ep_scratch(const mt_op_call *c);
 void   mt__run_ce_bwd_vp(const mt_op_env *env, const mt_op_call *c);
 
 /* The table entry of op (op < MT_OP_COUNT). */

@@ -72,6 +72,7 @@ static mt__plan_coll coll_kind(const char *op, bool *overlapped) {
     if (strcmp(op, "psum_scatter") == 0) return MT__PC_REDUCE_SCATTER;
     if (strcmp(op, "all_to_all") == 0) return MT__PC_ALL_TO_ALL;
     if (strcmp(op, "ppermute") == 0) return MT__PC_PERMUTE;
+    if (strncmp(op, "moe_experts", 11) == 0) return MT__PC_ALL_TO_ALL;   /* over expert */
     if (strcmp(op, "ag_linear") == 0) { *overlapped = true; return MT__PC_ALL_GATHER; }
     if (strcmp(op, "linear_rs") == 0) { *overlapped = true; return MT__PC_REDUCE_SCATTER; }
     if (strncmp(op, "ring_attention", 14) == 0) { *overlapped = true; return MT__PC_PERMUTE; }

@@ -188,7 +188,7 @@ mt_status mt__train_mesh_devices(const mt_train_config *c, int *out) {
 
 /* The axes the strategies know (presets.c, pipe.c). */
 static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
-    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe", "context"};
+    static const char *const KNOWN[] = {"data", "fsdp", "tensor", "pipe", "context", "expert"};
     for (int a = 0; a < mt_mesh_ndim(mesh); a++) {
         bool known = false;
         for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
@@ -196,7 +196,9 @@ static mt_status check_axes(const mt_train_config *c, const mt_mesh *mesh) {
         if (!known)
             return mt_fail(MT_EINVAL, "mesh '%s': axis '%s' is unknown to the trainer; name the "
                            "axes data (splits the batch), fsdp (the batch and the parameters), "
-                           "tensor, pipe or context (the sequences)", c->mesh, mt_mesh_axis_name(mesh, a));
+                           "tensor, pipe, context (the sequences) or expert (a mixture's "
+                           "experts, the batch folded over it)", c->mesh,
+                           mt_mesh_axis_name(mesh, a));
     }
     return MT_OK;
 }
@@ -242,6 +244,9 @@ static mt_status check_context(const mt_train_config *c, const mt__train_model *
     if (c->cp_attention == MT_CP_ULYSSES && (s = check_ulysses(c, mesh, cp)) != MT_OK) return s;
     return MT_OK;
 }
+
+/* Whether `name` is an entry of the comma list `list`. */
+static bool in_list(const char *list, const char *name);
 
 /* What each axis asks of the rest of the configuration. */
 static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
@@ -321,9 +326,13 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
     const int parts = mt_mesh_group_size(mesh, mt__batch_axes(mesh));
     if (c->B % parts != 0)
         return mt_fail(MT_EINVAL, "batch B=%d (--batch) does not divide over the axes that "
-                       "split it, data and fsdp (%d devices in '%s'): each takes B/%d of the "
-                       "global batch; pick B a multiple of %d", c->B, parts, c->mesh, parts,
+                       "split it, data, fsdp and expert (%d devices in '%s'): each takes B/%d "
+                       "of the global batch; pick B a multiple of %d", c->B, parts, c->mesh, parts,
                        parts);
+    if (mt_mesh_axis_size(mesh, "expert") > 1 && !in_list(m->logical_axes, "experts"))
+        return mt_fail(MT_EINVAL, "mesh '%s': the expert axis splits a mixture's experts, and "
+                       "--model %s has none; use --model llama with --moe-experts, or name the "
+                       "axis data", c->mesh, m->about.name);
     if ((s = check_rules(c, m, mesh)) != MT_OK) return s;
     /* with llmc_in the model's sizes are the file's: the tensor check runs
      * again when the rules shard the model */
@@ -363,11 +372,13 @@ static mt_status check_rules(const mt_train_config *c, const mt__train_model *m,
                            "logical axes are %s", c->rules, m->about.name, r.rule[k].logical,
                            m->logical_axes ? m->logical_axes : "none");
         /* the batch's axes are the data loader's too (each device reads its
-         * rows of the batch over data and fsdp, devices.c): not a rule to move */
+         * rows of the batch over data, fsdp and expert, devices.c): not a rule
+         * to move */
         if (!strcmp(r.rule[k].logical, "batch"))
-            return mt_fail(MT_EINVAL, "--rules '%s': the batch is split over data and fsdp, the "
-                           "axes each device reads its rows by, and no rule moves it; rules map "
-                           "the model's other logical axes (of %s)", c->rules, m->logical_axes);
+            return mt_fail(MT_EINVAL, "--rules '%s': the batch is split over data, fsdp and "
+                           "expert, the axes each device reads its rows by, and no rule moves "
+                           "it; rules map the model's other logical axes (of %s)", c->rules,
+                           m->logical_axes);
         uint32_t bits;
         if (mt_mesh_axis_set(mesh, r.rule[k].mesh, &bits) != MT_OK)
             return mt_fail(MT_EINVAL, "--rules '%s': '%s' maps to %s", c->rules,

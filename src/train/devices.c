@@ -138,6 +138,7 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     if (pipe > 1) c->schedule = mt__train_pipe_schedule(c);
     bool sharded = pipe > 1 || mt_mesh_axis_size(mesh, "fsdp") > 1 ||
                    mt_mesh_axis_size(mesh, "tensor") > 1 ||
+                   mt_mesh_axis_size(mesh, "expert") > 1 ||
                    c->zero > 0;
     mt_mesh_free(mesh);
     /* a checkpoint holds whole tensors: split ones (and a pipeline's, which

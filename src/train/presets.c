@@ -16,6 +16,10 @@
  *           column- then row-parallel pairs), and with sequence
  *           parallelism the residual stream's rows between them too (a
  *           constraint on the activations the builders name act_length);
+ *   expert  splits a mixture's experts (their weights and optimizer state)
+ *           and, folded over devices that hold different tokens, the batch
+ *           too: the dense gradients reduce over data x expert, the experts'
+ *           over data (the devices that hold the same experts);
  *   pipe    cuts the layers into stages (pipe.c): each stage's program
  *           is sharded here over the other axes; nothing splits over pipe.
  * The batch, tensor and sequence-parallel strategies are rows of rules over
@@ -61,6 +65,11 @@ static const mt__strategy_row ROWS[] = {
      * head-tail order: the trainer lays the batch out so, devices.c); the
      * partitioner then runs every op on the rows and attention gathers */
     {"context parallelism over context", "seq=context", NULL, NULL},
+    /* expert parallelism: a mixture's experts split over expert, the batch
+     * folded over it (torchtitan carves expert out of data x fsdp): each
+     * expert rank routes its own tokens, and the MoE ops exchange them with
+     * the experts' owners (graph/op_moe_ep.c) */
+    {"expert parallelism over expert", "experts=expert,batch=data+fsdp+expert", NULL, NULL},
     {"collective matmul (sequence parallelism's collectives in the products' rings)", "",
      "collective_matmul", collective_matmul},
 };
@@ -107,7 +116,8 @@ mt_status mt__strategy_register(const mt__strategy_row *row) {
 
 mt_axes mt__batch_axes(const mt_mesh *mesh) {
     mt_axes ax = {0};
-    uint32_t bits = mt__axis_bit(mesh, "data") | mt__axis_bit(mesh, "fsdp");
+    uint32_t bits = mt__axis_bit(mesh, "data") | mt__axis_bit(mesh, "fsdp") |
+                    mt__axis_bit(mesh, "expert");
     for (int a = 0; a < mt_mesh_ndim(mesh); a++)
         if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
     return ax;

@@ -343,7 +343,9 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx);
 
 /* The bit of the mesh axis `name`; 0 when the mesh has none. */
 uint32_t  mt__axis_bit(const mt_mesh *mesh, const char *name);
-/* The axes that split the batch: data and fsdp, those the mesh has. */
+/* The axes that split the batch: data, fsdp and expert (expert parallelism
+ * folds the experts' axis over devices that hold different tokens), those
+ * the mesh has. */
 mt_axes   mt__batch_axes(const mt_mesh *mesh);
 /* The rule table of a run: the strategies' rows that c takes (batch over
  * data+fsdp; vocab, heads, kv_heads and mlp over tensor; with sequence

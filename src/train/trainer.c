@@ -356,6 +356,8 @@ static void comm_of_dev(mt_trainer *tr, mt_step_report *r) {
     const int fsdp = mesh ? mt_mesh_axis_size(mesh, "fsdp") : 1;
     const uint32_t data_bit = mesh ? mt__axis_bit(mesh, "data") : 0;
     const uint32_t fsdp_bit = mesh ? mt__axis_bit(mesh, "fsdp") : 0;
+    const int ep = mesh ? mt_mesh_axis_size(mesh, "expert") : 1;
+    const uint32_t ep_bit = mesh ? mt__axis_bit(mesh, "expert") : 0;
     for (int i = 0;; i++) {
         mt_graph *g = d->pipe ? mt__train_pipe_graph(d, i) : i == 0 ? d->g : NULL;
         if (!g) break;
@@ -368,7 +370,7 @@ static void comm_of_dev(mt_trainer *tr, mt_step_report *r) {
         r->comm.grad_reduce_bytes += k.grad_reduce_bytes;
         r->comm.other_bytes += k.other_bytes;
         r->comm.n_collectives += k.n_collectives;
-        /* whole over data and fsdp, the axes that store parameters split */
+        /* whole over data, fsdp and expert, the axes that store parameters split */
         for (int p = 0; p < mt_graph_n_params(g); p++) {
             mt_tensor *t = mt_graph_param_at(g, p);
             const mt_sharding sh = mt_tensor_sharding(t);
@@ -376,6 +378,7 @@ static void comm_of_dev(mt_trainer *tr, mt_step_report *r) {
             for (int dim = 0; dim < mt_tensor_ndim(t); dim++) {
                 if (sh.dim_axes[dim] & data_bit) n *= data;
                 if (sh.dim_axes[dim] & fsdp_bit) n *= fsdp;
+                if (sh.dim_axes[dim] & ep_bit) n *= ep;
             }
             r->psi += n;
         }

@@ -183,29 +183,41 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     return MT_OK;
 }
 
-/* A MoE model trains on data and fsdp axes (each device routes its own
- * sequences, the experts whole on every device); the axes that split a
- * sequence, the heads or the blocks are refused until they are built. */
+/* A MoE model trains on data, fsdp and expert axes (each device routes its
+ * own sequences; expert splits the experts, E over it); the axes that split
+ * a sequence, the heads or the blocks are refused until they are built. */
 static mt_status moe_mesh_check(const mt_train_config *c) {
     const mt_llama_config *m = llama_of(c);
     int n = 0;
     mt_mesh *mesh = NULL;
-    if (m->moe.experts == 0 || !c->mesh || !c->mesh[0] ||
-        mt_mesh_spec_devices(c->mesh, &n) != MT_OK || mt_mesh_create(c->mesh, n, &mesh) != MT_OK)
+    if (!c->mesh || !c->mesh[0] || mt_mesh_spec_devices(c->mesh, &n) != MT_OK ||
+        mt_mesh_create(c->mesh, n, &mesh) != MT_OK)
         return MT_OK;   /* a malformed mesh: the configuration's check says so */
+    const int ep = mt_mesh_axis_size(mesh, "expert");
+    if (m->moe.experts == 0) {
+        mt_mesh_free(mesh);
+        return ep > 1 ? mt_fail(MT_EINVAL, "mesh '%s': the expert axis splits a mixture's "
+                                "experts, and this LLaMA is dense; give --moe-experts E (a "
+                                "multiple of %d), or name the axis data", c->mesh, ep)
+                      : MT_OK;
+    }
     static const struct { const char *axis, *what; } AXES[] = {
         {"tensor", "tensor parallelism of the experts (the expert-tensor split)"},
         {"pipe", "pipelines of MoE blocks (the router loss of a stage that is not the last)"},
         {"context", "context parallelism (the aux loss's counts over a split sequence)"},
-        {"expert", "the expert axis (expert parallelism's all-to-all dispatch)"},
     };
     mt_status s = MT_OK;
     for (size_t i = 0; s == MT_OK && i < sizeof AXES / sizeof AXES[0]; i++)
         if (mt_mesh_axis_size(mesh, AXES[i].axis) > 1)
             s = mt_fail(MT_EUNSUPPORTED, "--moe-experts %d on mesh '%s': %s is not built yet; "
-                        "MoE models train on data and fsdp axes: drop the %s axis (or give "
+                        "MoE models train on data, fsdp and expert axes: drop the %s axis (or give "
                         "--moe-experts 0)", m->moe.experts, c->mesh, AXES[i].what,
                         AXES[i].axis);
+    if (s == MT_OK && ep > 1 && m->moe.experts % ep != 0)
+        s = mt_fail(MT_EINVAL, "--moe-experts %d on mesh '%s': the expert axis splits the %d "
+                    "experts over expert=%d, which does not divide them; pick an expert axis "
+                    "that divides %d", m->moe.experts, c->mesh, m->moe.experts, ep,
+                    m->moe.experts);
     mt_mesh_free(mesh);
     return s;
 }
@@ -473,7 +485,7 @@ const mt__train_model mt__model_llama = {
     .describe = llama_describe, .parse = llama_parse, .logits = "logits",
     .build = llama_build,
     .fill_batch = mt__train_fill_tokens, .step_flops = llama_step_flops,
-    .logical_axes = "batch,seq,act_length,vocab,embed,heads,kv_heads,mlp",
+    .logical_axes = "batch,seq,act_length,vocab,embed,heads,kv_heads,mlp,experts",
     .tensor_check = llama_tensor_check,
     .shape = llama_shape, .resize = llama_resize,
     .sequence = true, .remat = true,
