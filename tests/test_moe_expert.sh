@@ -14,7 +14,7 @@
 #    exchanges run again) trains the one-device run over 10 AdamW steps:
 #    each step's loss and gradient norm within 1e-5 (same_metrics), every
 #    parameter and moment of the final checkpoint within 1e-4 (same_ckpt),
-#    the step's MaxVio equal (but under --remat full);
+#    the step's MaxVio equal (the router's ids are kept under --remat full);
 #  - a checkpoint written on expert=2 resumes on expert=4 as the one-device
 #    run that did not stop;
 #  - expert=2 on 2 MPI ranks does too (where meshtrain is built with MPI);
@@ -51,10 +51,7 @@ for layout in expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2
     train_run "moe-tiny $layout" r.jsonl "${TINY[@]}" --steps 10 "${L[@]}" --ckpt-out r.ckpt
     same_metrics "moe-tiny $layout: losses and gradient norms equal one device's" one.jsonl r.jsonl
     same_ckpt "moe-tiny $layout: parameters equal one device's" one.ckpt r.ckpt
-    # (under --remat full the step's MaxVio reads 0 on one device too: the
-    # recomputed ids are not the ones moe_load.c reads; a bug of main's)
-    [[ $layout == *remat* ]] ||
-        same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
+    same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
 done
 
 # a checkpoint of expert=2 (the experts gathered whole) resumes on expert=4

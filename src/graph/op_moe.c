@@ -219,7 +219,10 @@ static mt_tensor *lower_moe(mt_graph *g, const mt_op_call *c, mt_tensor **in,
         .role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = comm_,                  \
     }
 
-MOE_GOP(moe_route, MT_RECOMP_LOCAL, MT_COMM_NONE);
+/* the router's ids are kept, never recomputed: T·k int32 a layer, read by
+ * the step's load count (train/moe_load.c) after the forward, and the
+ * routing decided once whatever the remat policy */
+MOE_GOP(moe_route, MT_RECOMP_NEVER, MT_COMM_NONE);
 MOE_GOP(moe_gates, MT_RECOMP_LOCAL, MT_COMM_NONE);
 MOE_GOP(moe_dispatch, MT_RECOMP_LOCAL, MT_COMM_NONE);
 MOE_GOP(moe_experts, MT_RECOMP_DOT, MT_COMM_MOE_EXCHANGE);
