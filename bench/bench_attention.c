@@ -242,13 +242,13 @@ static double micro_products_frac(bench_sgemm *sg) {
         double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
         for (int i = 0; i < IT; i++) {
             const float *b = bb + (size_t)(i % NB) * N * LD;
-            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* sᵀ = k·qᵀ */
-            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD);   /* o += p·v */
-            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* sᵀ again */
-            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD);  /* dv += pᵀ·dO */
-            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* dpᵀ = v·dOᵀ */
-            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD);   /* dq += ds·k */
-            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD);  /* dk += dsᵀ·q */
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M, NULL);   /* sᵀ = k·qᵀ */
+            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD, NULL);   /* o += p·v */
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M, NULL);   /* sᵀ again */
+            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD, NULL);  /* dv += pᵀ·dO */
+            vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M, NULL);   /* dpᵀ = v·dOᵀ */
+            vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD, NULL);   /* dq += ds·k */
+            vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD, NULL);  /* dk += dsᵀ·q */
         }
         double tt = mt_time_now() - t0;
         best = tt < best ? tt : best;

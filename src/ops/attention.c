@@ -74,18 +74,18 @@
  * size above KC takes the transposes KC at a time at each key tile, and
  * reads the row operands where they lie. BQ is a multiple of every level's
  * vector width (16 floats at most). Scratch: s and dp (BK,BQ), qt and dot
- * (KC,BQ), qp and dop (BQ,KC), kvp (BK,KC), five rows of BQ statistics:
- * 257 KiB. */
+ * (KC,BQ), qp and dop (BQ,KC), acc (BQ,KC) the tile's running O (forward)
+ * or dq (backward), kvp (BK,KC), five rows of BQ statistics: 289 KiB. */
 #define BQ 64
 #define BK 128
 #define KC 128
 
 size_t mt_kernel_attention_scratch(void) {
-    return 2 * (size_t)BK * BQ + 4 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
+    return 2 * (size_t)BK * BQ + 5 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
 }
 
 /* Where each tile buffer lies in the scratch. */
-typedef struct { float *s, *dp, *qt, *dot, *qp, *dop, *kvp, *stats; } tile_bufs;
+typedef struct { float *s, *dp, *qt, *dot, *qp, *dop, *acc, *kvp, *stats; } tile_bufs;
 
 static tile_bufs bufs_of(float *scratch) {
     tile_bufs b;
@@ -95,7 +95,8 @@ static tile_bufs bufs_of(float *scratch) {
     b.dot = b.qt + KC * BQ;
     b.qp = b.dot + KC * BQ;
     b.dop = b.qp + BQ * KC;
-    b.kvp = b.dop + BQ * KC;
+    b.acc = b.dop + BQ * KC;
+    b.kvp = b.acc + BQ * KC;
     b.stats = b.kvp + BK * KC;
     return b;
 }
@@ -204,11 +205,12 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
 /* ======================================================================== */
 
 /* C (M,N) = alpha · op(A) · B + beta · C, B's rows as they lie: the level's
- * micro-kernel, or Open BLAS where the level has none (generic). */
+ * micro-kernel, or Open BLAS where the level has none (generic); pf (or
+ * NULL) the rows to prefetch meanwhile (see next_rows). */
 static void prod(const mt_vec_ops *vec, bool ta, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                 int64_t ldc) {
-    if (vec->gemm_tile) vec->gemm_tile(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                 int64_t ldc, const mt_vec_prefetch *pf) {
+    if (vec->gemm_tile) vec->gemm_tile(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pf);
     else mt_kernel_gemm(ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -228,24 +230,29 @@ static void pack_t(float *restrict yt, const float *restrict y, int64_t ldy, int
  * else each KC chunk is transposed here into yt. */
 static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, int64_t ldx,
                      const float *y, int64_t ldy, float *restrict yt, int64_t n, int64_t m,
-                     int64_t mp, int64_t HS, float alpha) {
+                     int64_t mp, int64_t HS, float alpha, const mt_vec_prefetch *pf) {
     for (int64_t k0 = 0; k0 < HS; k0 += KC) {
         const int64_t kc = HS - k0 < KC ? HS - k0 : KC;
         if (HS > KC) pack_t(yt, y, ldy, m, mp, k0, kc);
-        prod(vec, false, n, mp, kc, alpha, x + k0, ldx, yt, BQ, k0 ? 1.0f : 0.0f, s, BQ);
+        prod(vec, false, n, mp, kc, alpha, x + k0, ldx, yt, BQ, k0 ? 1.0f : 0.0f, s, BQ,
+             k0 ? NULL : pf);
     }
 }
 
-/* Asks for rows [r0, r0 + n) of columns [0, cols) of x (row stride ld) to
- * be brought to L2: the next key tile's k and v rows (and dk, dv), each
- * array just before a product of this tile runs (one burst for all four
- * stalled on the load queue). Their rows are a few lines each, ld apart,
- * which the hardware's stream prefetchers do not learn in time;
- * unprefetched, the first block of rows of each product waits on L3 for
- * every line. */
-static void prefetch_rows(const float *x, int64_t r0, int64_t n, int64_t ld, int64_t cols) {
-    for (int64_t r = r0; r < r0 + n; r++)
-        for (int64_t e = 0; e < cols; e += 16) __builtin_prefetch(x + r * ld + e, 0, 2);
+/* The rows of x (row stride ld, HS columns) of the key tile after [c0, c1)
+ * in a query tile's loop to kend, or past its end the next query tile's
+ * first (keys from 0): what a product of this tile prefetches while it
+ * runs (gemm_tile's pf), spread over its blocks: the next tile's k and v
+ * rows (and dk, dv), each array during one product. Their rows are a few
+ * lines each, ld apart, which the hardware's stream prefetchers do not
+ * learn in time; unprefetched, the first block of rows of each product
+ * waits on L3 for every line, and prefetched in one burst they stall on
+ * the load queue. */
+static mt_vec_prefetch next_rows(const float *x, int64_t ld, int64_t HS, int64_t c1, int64_t kend,
+                                 int64_t keys) {
+    if (!x) return (mt_vec_prefetch){NULL, 0, 0, 0};   /* a gradient not wanted */
+    const int64_t r0 = c1 < kend ? c1 : 0, end = c1 < kend ? kend : keys;
+    return (mt_vec_prefetch){x + r0 * ld, end - r0 < BK ? end - r0 : BK, ld, HS};
 }
 
 /* rows (n, cols) of x (row stride ld), or a copy of them in buf (row
@@ -271,7 +278,7 @@ static int64_t padded(const mt_vec_ops *vec, int64_t m) {
 /* ======================================================================== */
 
 /* One query tile of pair (b,h): out rows and lse (r1-r0) of the tile.
- * scratch (bufs_of): s, qt, kvp, and per row m (running max), l (running
+ * scratch (bufs_of): s, qt, acc, kvp, and per row m (running max), l (running
  * Σ), mn (the new max), sub (what the exp subtracts), ts (the tile's Σ). */
 static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, const float *kj,
                      const float *vj, const mt_attn_layout *L, const qtile *t, float scale,
@@ -280,10 +287,15 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
     const tile_bufs tb = bufs_of(scratch);
     float *s = tb.s, *qt = tb.qt, *mx = tb.stats;
     float *l = mx + BQ, *mn = l + BQ, *sub = mn + BQ, *ts = sub + BQ;
+    /* the unnormalised O (m,HS): in the scratch's contiguous acc when HS
+     * <= KC (out's rows, ldo apart, would share a few of L1's sets and
+     * evict one another between key tiles), else in out's rows */
+    float *oa = HS <= KC ? tb.acc : o + t->r0 * L->ldo;
+    const int64_t lda = HS <= KC ? HS : L->ldo;
     for (int64_t i = 0; i < m; i++) {
         mx[i] = -INFINITY;
         l[i] = 0.0f;
-        memset(o + (t->r0 + i) * L->ldo, 0, (size_t)HS * sizeof *o);
+        memset(oa + i * lda, 0, (size_t)HS * sizeof *oa);
     }
     const float *q0 = qh + t->r0 * L->ldq;
     if (HS <= KC) pack_t(qt, q0, L->ldq, m, mp, 0, HS);
@@ -291,11 +303,9 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* the next tile's rows (nn of them), each array before a product */
-        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
-        prefetch_rows(kj, c1, nn, L->ldk, HS);
-        /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m) */
-        scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale);
+        /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m); the next k rows meanwhile */
+        const mt_vec_prefetch pk = next_rows(kj, L->ldk, HS, c1, t->kend, keys_of(L));
+        scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale, &pk);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s);
         /* the running (m, l, O) merged with the tile's, a column a query
          * row: a row that sees nothing yet (its new max -inf) subtracts 0,
@@ -311,29 +321,30 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
             l[i] = l[i] * alpha + ts[i];
             mx[i] = mn[i];
             if (alpha != 1.0f) {
-                float *restrict orow = o + (t->r0 + i) * L->ldo;
+                float *restrict orow = oa + i * lda;
                 MT_VEC_FOR(e, HS, orow[e] *= alpha);
             }
         }
         /* O[r0:r1] (m,HS) += p (m,n) = sᵀ · v[c0:c1] (n,HS) */
-        prefetch_rows(vj, c1, nn, L->ldv, HS);
         int64_t ldb;
         const float *vb = rows_packed(tb.kvp, vj + c0 * L->ldv, L->ldv, n, HS, &ldb);
-        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, o + t->r0 * L->ldo, L->ldo);
+        const mt_vec_prefetch pv = next_rows(vj, L->ldv, HS, c1, t->kend, keys_of(L));
+        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, oa, lda, &pv);
     }
     for (int64_t i = 0; i < m; i++) {
         /* l >= 1 (the row's own key), unless a NaN came in: it goes out;
          * or l = 0, a row no key of this call is seen from (one block of a
          * split row's keys, documents): out 0, lse -inf, which the
          * caller's merge skips */
-        float *restrict orow = o + (t->r0 + i) * L->ldo;
+        float *orow = o + (t->r0 + i) * L->ldo;   /* arow when HS > KC */
+        const float *arow = oa + i * lda;
         if (l[i] == 0.0f) {
             memset(orow, 0, (size_t)HS * sizeof *orow);
             lse[i] = -INFINITY;
             continue;
         }
         const float inv = 1.0f / l[i];
-        MT_VEC_FOR(e, HS, orow[e] *= inv);
+        MT_VEC_FOR(e, HS, orow[e] = arow[e] * inv);
         lse[i] = mx[i] + logf(l[i]);
     }
 }
@@ -376,7 +387,8 @@ typedef struct {
 } head_ops;
 
 /* One query tile's gradients: dq[r0:r1] (+)=, dk and dv of the keys it
- * sees +=. scratch (bufs_of): p in s, dp, qt, dot, qp, dop, kvp, D in stats. */
+ * sees +=. scratch (bufs_of): p in s, dp, qt, dot, qp, dop, acc, kvp, D in
+ * stats. */
 static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t, float scale,
                      const mt_vec_ops *vec, float *restrict scratch) {
     const int64_t HS = L->HS, m = t->r1 - t->r0, r0 = t->r0, mp = padded(vec, m);
@@ -396,43 +408,55 @@ static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t,
         pack_t(qt, q0, ldq, m, mp, 0, HS);
         if (want_ds) pack_t(dot, do0, ldo, m, mp, 0, HS);
     }
-    float beta_q = a->beta_q;
+    /* dq's rows (m,HS) summed over the key tiles in the scratch's
+     * contiguous acc when HS <= KC (as the forward's O), added to (or
+     * written into) dq once at the end; else in dq's rows */
+    const bool dq_acc = a->dq && HS <= KC;
+    float *dqa = dq_acc ? tb.acc : a->dq ? a->dq + r0 * ldq : NULL;
+    const int64_t ldqa = dq_acc ? HS : ldq;
+    float beta_q = dq_acc ? 0.0f : a->beta_q;
     for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* the next tile's rows (nn of them), each array before a product */
-        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
-        prefetch_rows(a->k, c1, nn, ldk, HS);
+        /* the next tile's rows, each array during a product (next_rows) */
+        const int64_t Tk = keys_of(L);
+        const mt_vec_prefetch pk = next_rows(a->k, ldk, HS, c1, t->kend, Tk),
+                              pv = next_rows(a->v, ldv, HS, c1, t->kend, Tk),
+                              pdk = next_rows(a->dk, ldk, HS, c1, t->kend, Tk),
+                              pdv = next_rows(a->dv, ldv, HS, c1, t->kend, Tk);
         /* pᵀ (n,m) = exp(scale · k qᵀ - L): the forward's scores, the final softmax */
-        scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale);
+        scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale, &pk);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p);
         vec->cols_exp(p, BQ, n, m, a->lse + r0, NULL);
         /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
         if (a->dv) {
-            prefetch_rows(a->dv, c1, nn, ldv, HS);
-            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
+            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv, &pdv);
         }
         if (!want_ds) continue;
         /* dpᵀ (n,m) = v[c0:c1] (n,HS) · dOᵀ, then dsᵀ = scale · pᵀ ∘ (dpᵀ - D) in place */
-        prefetch_rows(a->v, c1, nn, ldv, HS);
-        scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f);
+        scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f, &pv);
         vec->cols_softmax_bwd(dp, p, BQ, n, m, D, scale);
         /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
         if (a->dq) {
             int64_t ldb;
             const float *kb = rows_packed(tb.kvp, a->k + c0 * ldk, ldk, n, HS, &ldb);
-            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, a->dq + r0 * ldq, ldq);
+            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, dqa, ldqa, NULL);
         }
         beta_q = 1.0f;
         /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
         if (a->dk) {
-            prefetch_rows(a->dk, c1, nn, ldk, HS);
-            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
+            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk, &pdk);
         }
     }
     /* every row sees its own key, so the diagonal tile ran and dq was written */
     assert(!a->dq || beta_q == 1.0f);
+    for (int64_t i = 0; dq_acc && i < m; i++) {
+        float *restrict dqr = a->dq + (r0 + i) * ldq;
+        const float *restrict ar = dqa + i * HS;
+        if (a->beta_q != 0.0f) MT_VEC_FOR(e, HS, dqr[e] += ar[e]);
+        else memcpy(dqr, ar, (size_t)HS * sizeof *dqr);
+    }
 }
 
 /* The gradients (d's, each NULL or (+)= as its acc says) from dout, q, k, v,
