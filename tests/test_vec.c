@@ -169,7 +169,7 @@ MT_TEST(attention_tiles_against_float64) {
         fill(B, 70 * 70, -1.0f, 1.0f, 71);
         fill(C0, 64 * 70, -1.0f, 1.0f, 72);
         for (int i = 0; i < 64 * 70; i++) C[i] = acc || i % ldc >= N ? C0[i] : NAN;
-        v->gemm_tile(ta, M, N, K, 0.5f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc, NULL);
+        v->gemm_tile(ta, M, N, K, 0.5f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
         for (int r = 0; r < M; r++)
             for (int c = 0; c < ldc; c++) {
                 double want = C0[r * ldc + c], mag = 0;

@@ -205,12 +205,11 @@ static void mask_tile(const mt_attn_layout *L, const qtile *t, int64_t c0, int64
 /* ======================================================================== */
 
 /* C (M,N) = alpha · op(A) · B + beta · C, B's rows as they lie: the level's
- * micro-kernel, or Open BLAS where the level has none (generic); pf (or
- * NULL) the rows to prefetch meanwhile (see next_rows). */
+ * micro-kernel, or Open BLAS where the level has none (generic). */
 static void prod(const mt_vec_ops *vec, bool ta, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                 int64_t ldc, const mt_vec_prefetch *pf) {
-    if (vec->gemm_tile) vec->gemm_tile(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pf);
+                 int64_t ldc) {
+    if (vec->gemm_tile) vec->gemm_tile(ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else mt_kernel_gemm(ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -230,29 +229,12 @@ static void pack_t(float *restrict yt, const float *restrict y, int64_t ldy, int
  * else each KC chunk is transposed here into yt. */
 static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, int64_t ldx,
                      const float *y, int64_t ldy, float *restrict yt, int64_t n, int64_t m,
-                     int64_t mp, int64_t HS, float alpha, const mt_vec_prefetch *pf) {
+                     int64_t mp, int64_t HS, float alpha) {
     for (int64_t k0 = 0; k0 < HS; k0 += KC) {
         const int64_t kc = HS - k0 < KC ? HS - k0 : KC;
         if (HS > KC) pack_t(yt, y, ldy, m, mp, k0, kc);
-        prod(vec, false, n, mp, kc, alpha, x + k0, ldx, yt, BQ, k0 ? 1.0f : 0.0f, s, BQ,
-             k0 ? NULL : pf);
+        prod(vec, false, n, mp, kc, alpha, x + k0, ldx, yt, BQ, k0 ? 1.0f : 0.0f, s, BQ);
     }
-}
-
-/* The rows of x (row stride ld, HS columns) of the key tile after [c0, c1)
- * in a query tile's loop to kend, or past its end the next query tile's
- * first (keys from 0): what a product of this tile prefetches while it
- * runs (gemm_tile's pf), spread over its blocks: the next tile's k and v
- * rows (and dk, dv), each array during one product. Their rows are a few
- * lines each, ld apart, which the hardware's stream prefetchers do not
- * learn in time; unprefetched, the first block of rows of each product
- * waits on L3 for every line, and prefetched in one burst they stall on
- * the load queue. */
-static mt_vec_prefetch next_rows(const float *x, int64_t ld, int64_t HS, int64_t c1, int64_t kend,
-                                 int64_t keys) {
-    if (!x) return (mt_vec_prefetch){NULL, 0, 0, 0};   /* a gradient not wanted */
-    const int64_t r0 = c1 < kend ? c1 : 0, end = c1 < kend ? kend : keys;
-    return (mt_vec_prefetch){x + r0 * ld, end - r0 < BK ? end - r0 : BK, ld, HS};
 }
 
 /* rows (n, cols) of x (row stride ld), or a copy of them in buf (row
@@ -291,11 +273,11 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
      * <= KC (out's rows, ldo apart, would share a few of L1's sets and
      * evict one another between key tiles), else in out's rows */
     float *oa = HS <= KC ? tb.acc : o + t->r0 * L->ldo;
-    const int64_t lda = HS <= KC ? HS : L->ldo;
+    const int64_t ldoa = HS <= KC ? HS : L->ldo;
     for (int64_t i = 0; i < m; i++) {
         mx[i] = -INFINITY;
         l[i] = 0.0f;
-        memset(oa + i * lda, 0, (size_t)HS * sizeof *oa);
+        memset(oa + i * ldoa, 0, (size_t)HS * sizeof *oa);
     }
     const float *q0 = qh + t->r0 * L->ldq;
     if (HS <= KC) pack_t(qt, q0, L->ldq, m, mp, 0, HS);
@@ -303,9 +285,8 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m); the next k rows meanwhile */
-        const mt_vec_prefetch pk = next_rows(kj, L->ldk, HS, c1, t->kend, keys_of(L));
-        scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale, &pk);
+        /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m) */
+        scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s);
         /* the running (m, l, O) merged with the tile's, a column a query
          * row: a row that sees nothing yet (its new max -inf) subtracts 0,
@@ -321,15 +302,14 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
             l[i] = l[i] * alpha + ts[i];
             mx[i] = mn[i];
             if (alpha != 1.0f) {
-                float *restrict orow = oa + i * lda;
+                float *restrict orow = oa + i * ldoa;
                 MT_VEC_FOR(e, HS, orow[e] *= alpha);
             }
         }
         /* O[r0:r1] (m,HS) += p (m,n) = sᵀ · v[c0:c1] (n,HS) */
         int64_t ldb;
         const float *vb = rows_packed(tb.kvp, vj + c0 * L->ldv, L->ldv, n, HS, &ldb);
-        const mt_vec_prefetch pv = next_rows(vj, L->ldv, HS, c1, t->kend, keys_of(L));
-        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, oa, lda, &pv);
+        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, oa, ldoa);
     }
     for (int64_t i = 0; i < m; i++) {
         /* l >= 1 (the row's own key), unless a NaN came in: it goes out;
@@ -337,7 +317,7 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
          * split row's keys, documents): out 0, lse -inf, which the
          * caller's merge skips */
         float *orow = o + (t->r0 + i) * L->ldo;   /* arow when HS > KC */
-        const float *arow = oa + i * lda;
+        const float *arow = oa + i * ldoa;
         if (l[i] == 0.0f) {
             memset(orow, 0, (size_t)HS * sizeof *orow);
             lse[i] = -INFINITY;
@@ -419,39 +399,36 @@ static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t,
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* the next tile's rows, each array during a product (next_rows) */
-        const int64_t Tk = keys_of(L);
-        const mt_vec_prefetch pk = next_rows(a->k, ldk, HS, c1, t->kend, Tk),
-                              pv = next_rows(a->v, ldv, HS, c1, t->kend, Tk),
-                              pdk = next_rows(a->dk, ldk, HS, c1, t->kend, Tk),
-                              pdv = next_rows(a->dv, ldv, HS, c1, t->kend, Tk);
         /* pᵀ (n,m) = exp(scale · k qᵀ - L): the forward's scores, the final softmax */
-        scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale, &pk);
+        scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p);
         vec->cols_exp(p, BQ, n, m, a->lse + r0, NULL);
         /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
         if (a->dv) {
-            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv, &pdv);
+            prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
         }
         if (!want_ds) continue;
         /* dpᵀ (n,m) = v[c0:c1] (n,HS) · dOᵀ, then dsᵀ = scale · pᵀ ∘ (dpᵀ - D) in place */
-        scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f, &pv);
+        scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f);
         vec->cols_softmax_bwd(dp, p, BQ, n, m, D, scale);
         /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
         if (a->dq) {
             int64_t ldb;
             const float *kb = rows_packed(tb.kvp, a->k + c0 * ldk, ldk, n, HS, &ldb);
-            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, dqa, ldqa, NULL);
+            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, dqa, ldqa);
         }
         beta_q = 1.0f;
         /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
         if (a->dk) {
-            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk, &pdk);
+            prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
         }
     }
-    /* every row sees its own key, so the diagonal tile ran and dq was written */
-    assert(!a->dq || beta_q == 1.0f);
-    for (int64_t i = 0; dq_acc && i < m; i++) {
+    /* a tile ran (beta_q = 1) and dq was written, or dq adds (a block of
+     * keys that none of the tile's rows sees: ring attention, documents)
+     * and stays as it was; when dq does not add, every row sees its own
+     * key, so the diagonal tile ran */
+    assert(!a->dq || beta_q == 1.0f || a->beta_q == 1.0f);
+    for (int64_t i = 0; dq_acc && beta_q == 1.0f && i < m; i++) {
         float *restrict dqr = a->dq + (r0 + i) * ldq;
         const float *restrict ar = dqa + i * HS;
         if (a->beta_q != 0.0f) MT_VEC_FOR(e, HS, dqr[e] += ar[e]);

@@ -39,13 +39,6 @@ enum { MT_VEC_SUM = 0, MT_VEC_MAX = 1, MT_VEC_MIN = 2, MT_VEC_N_OPS = 3 };
  * above this layer). */
 typedef void mt_vec_line_store_fn(void *dst, const float *src);
 
-/* Rows [0, rows) of cols floats, ld apart from p, to be brought to L2
- * while a tile product runs (gemm_tile's pf). */
-typedef struct {
-    const float *p;
-    int64_t      rows, ld, cols;
-} mt_vec_prefetch;
-
 typedef struct mt_vec_ops {
     mt_cpu_isa isa;
     int        width;                 /* floats per vector */
@@ -81,12 +74,10 @@ typedef struct mt_vec_ops {
      * not read); op(A) (M,K) is A (M,K) lda, or A (K,M) lda if ta. B's rows
      * are read as they lie (no packing). A register-blocked micro-kernel
      * with the level's fused multiply-add; NULL at generic (the caller
-     * takes Open BLAS). pf (NULL: none): rows the caller reads next, asked
-     * for (to L2) a few lines between the kernel's blocks, spread over the
-     * call, so that no burst of prefetches stalls on the load queue. */
+     * takes Open BLAS). */
     void  (*gemm_tile)(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                       int64_t ldc, const mt_vec_prefetch *pf);
+                       int64_t ldc);
 
     /* ---- GELU (tanh form) ------------------------------------------------ */
     /* out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), x (n) */

@@ -176,16 +176,6 @@ static void gemm_part(bool ta, int64_t i0, int64_t i1, int64_t j0, int64_t j1, i
     }
 }
 
-/* pf's rows [r0, min(r1, rows)) asked for to L2, a line each 64 bytes;
- * returns where it stopped. */
-static inline int64_t prefetch_rows_to(const mt_vec_prefetch *pf, int64_t r0, int64_t r1) {
-    if (!pf) return r0;
-    r1 = r1 < pf->rows ? r1 : pf->rows;
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t e = 0; e < pf->cols; e += 16) __builtin_prefetch(pf->p + r * pf->ld + e, 0, 2);
-    return r1 > r0 ? r1 : r0;
-}
-
 /* K goes in chunks of kc rows of B, kc·N <= 4096 floats (16 KiB, half of
  * L1), each chunk's B staying in L1 while every block of 6 rows of C runs
  * over all its columns (a panel of B of one column block, its rows ld
@@ -193,19 +183,11 @@ static inline int64_t prefetch_rows_to(const mt_vec_prefetch *pf, int64_t r0, in
  * in the same 4 of 64). The chunks after the first add to C. */
 static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *restrict A, int64_t lda, const float *restrict B,
-                        int64_t ldb, float beta, float *restrict C, int64_t ldc,
-                        const mt_vec_prefetch *pf) {
+                        int64_t ldb, float beta, float *restrict C, int64_t ldc) {
     int64_t kc = 4096 / (N > 0 ? N : 1);
     kc = kc < 16 ? 16 : kc;
     kc = (K + (K + kc - 1) / kc - 1) / ((K + kc - 1) / kc);   /* chunks of equal size */
     kc = kc < 1 ? 1 : kc;
-    /* pf's rows, per_block of them after each block of rows of C (about
-     * M/6 blocks a chunk of K: the first chunk's) */
-    int64_t pf_row = 0, per_block = 0;
-    if (pf) {
-        const int64_t blocks = (M + TILE_MR - 1) / TILE_MR;
-        per_block = (pf->rows + blocks - 1) / (blocks > 0 ? blocks : 1);
-    }
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
         const int64_t kn = K - k0 < kc ? K - k0 : kc;
         const float *Ak = ta ? A + k0 * lda : A + k0, *Bk = B + k0 * ldb;
@@ -217,11 +199,18 @@ static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
             const int64_t left = M - i;
             take = left >= 2 * TILE_MR || left <= TILE_MR ? (left < TILE_MR ? left : TILE_MR)
                                                           : (left + 1) / 2;
+            /* the next block's rows of A (when they are rows: not ta) and
+             * of C (when read) asked for while this block runs: rows ld
+             * apart (k, v, dk, dv as flash streams them from L2 and L3),
+             * which the hardware's stream prefetchers do not follow */
+            const int64_t nx = i + take + TILE_MR <= M ? TILE_MR : M - i - take;
+            for (int64_t r = i + take; r < i + take + nx; r++) {
+                for (int64_t e = 0; !ta && e < kn; e += 16) __builtin_prefetch(Ak + r * lda + e, 0, 3);
+                for (int64_t e = 0; bk != 0.0f && e < N; e += 16) __builtin_prefetch(C + r * ldc + e, 1, 3);
+            }
             gemm_part(ta, i, i + take, 0, N, kn, alpha, Ak, lda, Bk, ldb, bk, C, ldc);
-            pf_row = prefetch_rows_to(pf, pf_row, pf_row + per_block);
         }
     }
-    if (pf) prefetch_rows_to(pf, pf_row, pf->rows);   /* what the blocks left (M = 0) */
 }
 #undef TILE_ROWS_FROM
 #undef TILE_EXP
