@@ -4,7 +4,13 @@
  * kernel it replaced (attention_old.h), on 1 and 2 threads (issue 41's
  * attention benchmark).
  *
- *   bench_attention [--quick] [T ...]   (default: 512 1024 2048 4096 8192 16384)
+ *   bench_attention [--quick] [--cpu] [T ...]   (default: 512 1024 2048 4096 8192 16384)
+ *
+ * --cpu times every kernel and sgemm in the calling thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) and runs one thread only: on a shared machine
+ * the wall clock counts the time the run was preempted, which a busy
+ * neighbour makes swing by 2x within a run; CPU time leaves it out (the
+ * caches and memory bandwidth the neighbours share it still counts).
  *
  * Shapes: B = 1, HS = 64 (the GPT's and LLaMA-7B's head size), causal, in
  * the two layouts the graph's ops pass: "gpt" (packed qkv (B,T,3C), NH = KV
@@ -60,6 +66,7 @@ static float *randv(size_t n, unsigned seed) {
 /* One attention problem: operands, gradients and per-thread scratch. */
 typedef struct {
     const char   *name;          /* "gpt" or "llama" */
+    double      (*now)(void);    /* the clock: mt_time_now, or bench_thread_cpu_now (--cpu) */
     mt_attn_layout L;
     float *q, *k, *v;            /* views into the operands (gpt: one packed qkv) */
     float *dout, *out, *lse;     /* (B,T,NH·HS), (B,T,NH·HS), (B,NH,T) */
@@ -116,10 +123,10 @@ static void range_bwd(void *ctx, int64_t g0, int64_t g1, int w) {
  * least `seconds` (one at least): their count and time. */
 typedef struct { double n, sec; } sgemm_window;
 
-static sgemm_window sgemm_for(bench_sgemm *sg, int threads, double seconds) {
+static sgemm_window sgemm_for(bench_sgemm *sg, int threads, double seconds, double (*now)(void)) {
     sgemm_window w = {0, 0};
     do {
-        w.sec += bench_sgemm_seconds(sg, threads);
+        w.sec += bench_sgemm_seconds_on(sg, threads, now);
         w.n++;
     } while (w.sec < seconds);
     return w;
@@ -141,10 +148,10 @@ static timing time_rounds(problem *p, attn_run run, void *ctx, bench_sgemm *sg, 
     timing best = {1e30, 1e30, 0};
     double prev = 0;
     for (int r = 0; r < reps; r++) {
-        sgemm_window w1 = sgemm_for(sg, threads, prev / 2);
+        sgemm_window w1 = sgemm_for(sg, threads, prev / 2, p->now);
         double f, b;
         run(p, ctx, &f, &b);
-        sgemm_window w2 = sgemm_for(sg, threads, (f + b) / 2);
+        sgemm_window w2 = sgemm_for(sg, threads, (f + b) / 2, p->now);
         prev = f + b;
         if (f + b < best.fwd + best.bwd) {
             best.fwd = f;
@@ -158,12 +165,12 @@ static timing time_rounds(problem *p, attn_run run, void *ctx, bench_sgemm *sg, 
 
 static void run_flash(problem *p, void *ctx, double *fwd, double *bwd) {
     mt_pool *pool = ctx;
-    double t0 = mt_time_now();
+    double t0 = p->now();
     mt_pool_run(pool, p->L.B * p->L.NH, 1, range_fwd, p);
-    double t1 = mt_time_now();
+    double t1 = p->now();
     mt_pool_run(pool, p->L.B * p->L.KV, 1, range_bwd, p);
     *fwd = t1 - t0;
-    *bwd = mt_time_now() - t1;
+    *bwd = p->now() - t1;
 }
 
 /* The old kernel's (B,NH,T,T) probabilities and (T,T) scratch. */
@@ -172,13 +179,13 @@ typedef struct { float *att, *scr; } old_bufs;
 static void run_old(problem *p, void *ctx, double *fwd, double *bwd) {
     old_bufs *o = ctx;
     const int64_t BNH = p->L.B * p->L.NH;
-    double t0 = mt_time_now();
+    double t0 = p->now();
     old_attention_fwd(p->out, o->att, p->q, p->k, p->v, &p->L, 0, BNH);
-    double t1 = mt_time_now();
+    double t1 = p->now();
     old_attention_bwd(&p->g, p->dout, p->q, p->k, p->v, o->att, &p->L, o->scr, 0,
                       p->L.B * p->L.KV);
     *fwd = t1 - t0;
-    *bwd = mt_time_now() - t1;
+    *bwd = p->now() - t1;
 }
 
 /* The old kernel on one thread; false when its (T,T) buffers do not fit. */
@@ -198,13 +205,13 @@ static bool time_old(problem *p, bench_sgemm *sg, int reps, timing *t) {
  * dsᵀ·q), HS = 64, on strided views as the kernel passes them, timed alone
  * on one thread: their GFLOP/s over the same run's sgemm (best of 5 each).
  * Flash's model rate can reach at most 6/7 of it (the recomputed scores). */
-static double tile_products_frac(bench_sgemm *sg) {
+static double tile_products_frac(bench_sgemm *sg, double (*now)(void)) {
     enum { M = 64, N = 128, K = 64, LD = 256, IT = 400 };
     float *a = randv((size_t)N * LD, 8), *b = randv((size_t)N * LD, 9);
     float *p = randv((size_t)M * N, 10), *c = randv((size_t)N * LD, 11);
     double best = 1e30, best_sg = 1e30;
     for (int r = 0; r < 5; r++) {
-        double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
+        double s = bench_sgemm_seconds_on(sg, 1, now), t0 = now();
         for (int i = 0; i < IT; i++) {
             mt_kernel_gemm(false, true, M, N, K, 1.0f, a, LD, b, LD, 0.0f, p, N);
             mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
@@ -214,7 +221,7 @@ static double tile_products_frac(bench_sgemm *sg) {
             mt_kernel_gemm(false, false, M, K, N, 1.0f, p, N, b, LD, 1.0f, c, LD);
             mt_kernel_gemm(true, false, N, K, M, 1.0f, p, N, a, LD, 1.0f, c, LD);
         }
-        double t = mt_time_now() - t0;
+        double t = now() - t0;
         best = t < best ? t : best;
         best_sg = s < best_sg ? s : best_sg;
     }
@@ -228,7 +235,7 @@ static double tile_products_frac(bench_sgemm *sg) {
  * rows lie), through the level's tile micro-kernel (vec/vec_tile.h), timed
  * alone on one thread against the same run's sgemm (best of 5 each); 0
  * when the level has none (generic: Open BLAS). */
-static double micro_products_frac(bench_sgemm *sg) {
+static double micro_products_frac(bench_sgemm *sg, double (*now)(void)) {
     enum { M = 64, N = 128, K = 64, LD = 256, IT = 400, NB = 32 };
     const mt_vec_ops *vec = mt__vec();
     if (!vec->gemm_tile) return 0.0;
@@ -239,7 +246,7 @@ static double micro_products_frac(bench_sgemm *sg) {
     float *t = randv((size_t)K * M, 12);
     double best = 1e30, best_sg = 1e30;
     for (int r = 0; r < 5; r++) {
-        double s = bench_sgemm_seconds(sg, 1), t0 = mt_time_now();
+        double s = bench_sgemm_seconds_on(sg, 1, now), t0 = now();
         for (int i = 0; i < IT; i++) {
             const float *b = bb + (size_t)(i % NB) * N * LD;
             vec->gemm_tile(false, N, M, K, 1.0f, b, LD, t, M, 0.0f, p, M);   /* sᵀ = k·qᵀ */
@@ -250,7 +257,7 @@ static double micro_products_frac(bench_sgemm *sg) {
             vec->gemm_tile(true, M, K, N, 1.0f, p, M, b, LD, 1.0f, c, LD);   /* dq += ds·k */
             vec->gemm_tile(false, N, K, M, 1.0f, p, M, a, LD, 1.0f, c, LD);  /* dk += dsᵀ·q */
         }
-        double tt = mt_time_now() - t0;
+        double tt = now() - t0;
         best = tt < best ? tt : best;
         best_sg = s < best_sg ? s : best_sg;
     }
@@ -285,15 +292,23 @@ static void print_row(int threads, const problem *p, const char *kernel, const t
 int main(int argc, char **argv) {
     int64_t Ts[16] = {512, 1024, 2048, 4096, 8192, 16384};
     int nT = 6, a = 1;
-    bool quick = false;
-    if (a < argc && strcmp(argv[a], "--quick") == 0) { quick = true; a++; }
+    bool quick = false, cpu = false;
+    for (; a < argc && argv[a][0] == '-'; a++) {
+        if (strcmp(argv[a], "--quick") == 0) quick = true;
+        else if (strcmp(argv[a], "--cpu") == 0) cpu = true;
+        else {
+            fprintf(stderr, "meshtrain: bench_attention: unknown option '%s'; usage: "
+                    "bench_attention [--quick] [--cpu] [T ...]\n", argv[a]);
+            return 2;
+        }
+    }
     if (a < argc) nT = 0;
     for (; a < argc; a++) {
         char *end;
         long long v = strtoll(argv[a], &end, 10);
         if (*end || v < 1 || nT == 16) {
             fprintf(stderr, "meshtrain: bench_attention: T '%s' must be a positive integer "
-                    "(at most 16 of them); usage: bench_attention [--quick] [T ...]\n", argv[a]);
+                    "(at most 16 of them); usage: bench_attention [--quick] [--cpu] [T ...]\n", argv[a]);
             return 2;
         }
         Ts[nT++] = v;
@@ -323,16 +338,18 @@ int main(int argc, char **argv) {
            "triad %.1f / %.1f GB/s); %s\n", nominal ? "nominal" : "measured", peak1, peak2,
            m.fma_gflops_1, m.fma_gflops_all, m.triad_gbs_1, m.triad_gbs_all, m.cpu);
     mt_set_num_threads(1);
-    const double tf = tile_products_frac(&sg);
+    double (*now)(void) = cpu ? bench_thread_cpu_now : mt_time_now;
+    const double tf = tile_products_frac(&sg, now);
     printf("the tile products alone (7 a tile pair, K = HS = 64), one thread: %.2f of sgemm's "
            "rate; flash's ceiling %.2f of sgemm (6/7 of it)\n", tf, tf * 6.0 / 7.0);
-    const double mf = micro_products_frac(&sg);
+    const double mf = micro_products_frac(&sg, now);
     printf("the same through the level's tile micro-kernel (scores transposed, what flash runs): "
            "%.2f of sgemm's rate; flash's ceiling %.2f\n", mf, mf * 6.0 / 7.0);
+    if (cpu) printf("--cpu: one thread, kernels and sgemm in the thread's CPU time\n");
     printf("%7s %-6s %-6s %6s %9s %9s %8s %8s %7s %6s %12s %7s\n", "threads", "layout", "kernel",
            "T", "fwd ms", "bwd ms", "GFLOP/s", "sgemm", "/sgemm", "/roof", "kept bytes",
            "kept/T");
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= (cpu ? 1 : 2); threads++) {
         mt_set_num_threads(threads);   /* Open BLAS on one thread inside the pool */
         mt_pool *pool = mt_pool_create(threads);
         if (!pool) { fprintf(stderr, "meshtrain: bench_attention: cannot start %d threads\n", threads); return 1; }
@@ -345,6 +362,7 @@ int main(int argc, char **argv) {
             for (int gpt = 1; gpt >= 0; gpt--) {
                 problem p;
                 problem_init(&p, gpt, T);
+                p.now = now;
                 timing t = time_rounds(&p, run_flash, pool, &sg, threads, reps);
                 print_row(threads, &p, "flash", &t, peak, triad,
                           (size_t)(p.L.B * p.L.NH * T) * sizeof(float));

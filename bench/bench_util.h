@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static inline int bench_cmp_double(const void *a, const void *b) {
@@ -97,18 +98,33 @@ static inline int bench_sgemm_init(bench_sgemm *s, int n) {
 
 static inline void bench_sgemm_free(bench_sgemm *s) { free(s->a); free(s->b); free(s->c); }
 
-/* One product on `threads` Open BLAS threads, its seconds; leaves meshtrain
+/* One product on `threads` Open BLAS threads, its seconds on the clock now
+ * (mt_time_now, or bench_thread_cpu_now on one thread); leaves meshtrain
  * on `threads` kernel threads (it runs Open BLAS single-threaded inside its
  * own pool), so it may sit between the steps it is compared with. */
-static inline double bench_sgemm_seconds(bench_sgemm *s, int threads) {
+static inline double bench_sgemm_seconds_on(bench_sgemm *s, int threads, double (*now)(void)) {
     const int n = s->n;
     openblas_set_num_threads(threads);
-    double t0 = mt_time_now();
+    double t0 = now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, s->a, n, s->b, n,
                 0.0f, s->c, n);
-    double t = mt_time_now() - t0;
+    double t = now() - t0;
     mt_set_num_threads(threads);
     return t;
+}
+
+/* bench_sgemm_seconds_on the wall clock */
+static inline double bench_sgemm_seconds(bench_sgemm *s, int threads) {
+    return bench_sgemm_seconds_on(s, threads, mt_time_now);
+}
+
+/* The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): on a
+ * shared machine, what a one-thread kernel cost without the time it was
+ * preempted. */
+static inline double bench_thread_cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* The sgemm rate in GFLOP/s on an n³ product: the median of `reps` runs

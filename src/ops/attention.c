@@ -74,18 +74,18 @@
  * size above KC takes the transposes KC at a time at each key tile, and
  * reads the row operands where they lie. BQ is a multiple of every level's
  * vector width (16 floats at most). Scratch: s and dp (BK,BQ), qt and dot
- * (KC,BQ), qp and dop (BQ,KC), kvp (BK,KC), five rows of BQ statistics:
- * 257 KiB. */
+ * (KC,BQ), qp and dop (BQ,KC), acc (BQ,KC) the tile's running O (forward)
+ * or dq (backward), kvp (BK,KC), five rows of BQ statistics: 289 KiB. */
 #define BQ 64
 #define BK 128
 #define KC 128
 
 size_t mt_kernel_attention_scratch(void) {
-    return 2 * (size_t)BK * BQ + 4 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
+    return 2 * (size_t)BK * BQ + 5 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
 }
 
 /* Where each tile buffer lies in the scratch. */
-typedef struct { float *s, *dp, *qt, *dot, *qp, *dop, *kvp, *stats; } tile_bufs;
+typedef struct { float *s, *dp, *qt, *dot, *qp, *dop, *acc, *kvp, *stats; } tile_bufs;
 
 static tile_bufs bufs_of(float *scratch) {
     tile_bufs b;
@@ -95,7 +95,8 @@ static tile_bufs bufs_of(float *scratch) {
     b.dot = b.qt + KC * BQ;
     b.qp = b.dot + KC * BQ;
     b.dop = b.qp + BQ * KC;
-    b.kvp = b.dop + BQ * KC;
+    b.acc = b.dop + BQ * KC;
+    b.kvp = b.acc + BQ * KC;
     b.stats = b.kvp + BK * KC;
     return b;
 }
@@ -236,18 +237,6 @@ static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, i
     }
 }
 
-/* Asks for rows [r0, r0 + n) of columns [0, cols) of x (row stride ld) to
- * be brought to L2: the next key tile's k and v rows (and dk, dv), each
- * array just before a product of this tile runs (one burst for all four
- * stalled on the load queue). Their rows are a few lines each, ld apart,
- * which the hardware's stream prefetchers do not learn in time;
- * unprefetched, the first block of rows of each product waits on L3 for
- * every line. */
-static void prefetch_rows(const float *x, int64_t r0, int64_t n, int64_t ld, int64_t cols) {
-    for (int64_t r = r0; r < r0 + n; r++)
-        for (int64_t e = 0; e < cols; e += 16) __builtin_prefetch(x + r * ld + e, 0, 2);
-}
-
 /* rows (n, cols) of x (row stride ld), or a copy of them in buf (row
  * stride cols), when cols <= KC; *ld_out gets the stride of what is returned */
 static const float *rows_packed(float *restrict buf, const float *x, int64_t ld, int64_t n,
@@ -271,7 +260,7 @@ static int64_t padded(const mt_vec_ops *vec, int64_t m) {
 /* ======================================================================== */
 
 /* One query tile of pair (b,h): out rows and lse (r1-r0) of the tile.
- * scratch (bufs_of): s, qt, kvp, and per row m (running max), l (running
+ * scratch (bufs_of): s, qt, acc, kvp, and per row m (running max), l (running
  * Σ), mn (the new max), sub (what the exp subtracts), ts (the tile's Σ). */
 static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, const float *kj,
                      const float *vj, const mt_attn_layout *L, const qtile *t, float scale,
@@ -280,10 +269,15 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
     const tile_bufs tb = bufs_of(scratch);
     float *s = tb.s, *qt = tb.qt, *mx = tb.stats;
     float *l = mx + BQ, *mn = l + BQ, *sub = mn + BQ, *ts = sub + BQ;
+    /* the unnormalised O (m,HS): in the scratch's contiguous acc when HS
+     * <= KC (out's rows, ldo apart, would share a few of L1's sets and
+     * evict one another between key tiles), else in out's rows */
+    float *oa = HS <= KC ? tb.acc : o + t->r0 * L->ldo;
+    const int64_t ldoa = HS <= KC ? HS : L->ldo;
     for (int64_t i = 0; i < m; i++) {
         mx[i] = -INFINITY;
         l[i] = 0.0f;
-        memset(o + (t->r0 + i) * L->ldo, 0, (size_t)HS * sizeof *o);
+        memset(oa + i * ldoa, 0, (size_t)HS * sizeof *oa);
     }
     const float *q0 = qh + t->r0 * L->ldq;
     if (HS <= KC) pack_t(qt, q0, L->ldq, m, mp, 0, HS);
@@ -291,9 +285,6 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* the next tile's rows (nn of them), each array before a product */
-        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
-        prefetch_rows(kj, c1, nn, L->ldk, HS);
         /* s (n,m) = scale · k[c0:c1] (n,HS) · q[r0:r1]ᵀ (HS,m) */
         scores_t(vec, s, kj + c0 * L->ldk, L->ldk, q0, L->ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, s);
@@ -311,29 +302,29 @@ static void fwd_tile(float *restrict o, float *restrict lse, const float *qh, co
             l[i] = l[i] * alpha + ts[i];
             mx[i] = mn[i];
             if (alpha != 1.0f) {
-                float *restrict orow = o + (t->r0 + i) * L->ldo;
+                float *restrict orow = oa + i * ldoa;
                 MT_VEC_FOR(e, HS, orow[e] *= alpha);
             }
         }
         /* O[r0:r1] (m,HS) += p (m,n) = sᵀ · v[c0:c1] (n,HS) */
-        prefetch_rows(vj, c1, nn, L->ldv, HS);
         int64_t ldb;
         const float *vb = rows_packed(tb.kvp, vj + c0 * L->ldv, L->ldv, n, HS, &ldb);
-        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, o + t->r0 * L->ldo, L->ldo);
+        prod(vec, true, m, HS, n, 1.0f, s, BQ, vb, ldb, 1.0f, oa, ldoa);
     }
     for (int64_t i = 0; i < m; i++) {
         /* l >= 1 (the row's own key), unless a NaN came in: it goes out;
          * or l = 0, a row no key of this call is seen from (one block of a
          * split row's keys, documents): out 0, lse -inf, which the
          * caller's merge skips */
-        float *restrict orow = o + (t->r0 + i) * L->ldo;
+        float *orow = o + (t->r0 + i) * L->ldo;   /* arow when HS > KC */
+        const float *arow = oa + i * ldoa;
         if (l[i] == 0.0f) {
             memset(orow, 0, (size_t)HS * sizeof *orow);
             lse[i] = -INFINITY;
             continue;
         }
         const float inv = 1.0f / l[i];
-        MT_VEC_FOR(e, HS, orow[e] *= inv);
+        MT_VEC_FOR(e, HS, orow[e] = arow[e] * inv);
         lse[i] = mx[i] + logf(l[i]);
     }
 }
@@ -376,7 +367,8 @@ typedef struct {
 } head_ops;
 
 /* One query tile's gradients: dq[r0:r1] (+)=, dk and dv of the keys it
- * sees +=. scratch (bufs_of): p in s, dp, qt, dot, qp, dop, kvp, D in stats. */
+ * sees +=. scratch (bufs_of): p in s, dp, qt, dot, qp, dop, acc, kvp, D in
+ * stats. */
 static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t, float scale,
                      const mt_vec_ops *vec, float *restrict scratch) {
     const int64_t HS = L->HS, m = t->r1 - t->r0, r0 = t->r0, mp = padded(vec, m);
@@ -396,43 +388,52 @@ static void bwd_tile(const head_ops *a, const mt_attn_layout *L, const qtile *t,
         pack_t(qt, q0, ldq, m, mp, 0, HS);
         if (want_ds) pack_t(dot, do0, ldo, m, mp, 0, HS);
     }
-    float beta_q = a->beta_q;
+    /* dq's rows (m,HS) summed over the key tiles in the scratch's
+     * contiguous acc when HS <= KC (as the forward's O), added to (or
+     * written into) dq once at the end; else in dq's rows */
+    const bool dq_acc = a->dq && HS <= KC;
+    float *dqa = dq_acc ? tb.acc : a->dq ? a->dq + r0 * ldq : NULL;
+    const int64_t ldqa = dq_acc ? HS : ldq;
+    float beta_q = dq_acc ? 0.0f : a->beta_q;
     for (int64_t c0 = 0; c0 < t->kend; c0 += BK) {
         const int64_t c1 = c0 + BK < t->kend ? c0 + BK : t->kend, n = c1 - c0;
         const tile_kind kind = tile_kind_of(L, t, c0, c1);
         if (kind == TILE_SKIP) continue;
-        /* the next tile's rows (nn of them), each array before a product */
-        const int64_t nn = c1 >= t->kend ? 0 : c1 + BK < t->kend ? BK : t->kend - c1;
-        prefetch_rows(a->k, c1, nn, ldk, HS);
         /* pᵀ (n,m) = exp(scale · k qᵀ - L): the forward's scores, the final softmax */
         scores_t(vec, p, a->k + c0 * ldk, ldk, q0, ldq, qt, n, m, mp, HS, scale);
         if (kind == TILE_MASKED) mask_tile(L, t, c0, c1, p);
         vec->cols_exp(p, BQ, n, m, a->lse + r0, NULL);
         /* out = p·v: dv[c0:c1] (n,HS) += pᵀ (n,m) · dO[r0:r1] (m,HS) */
         if (a->dv) {
-            prefetch_rows(a->dv, c1, nn, ldv, HS);
             prod(vec, false, n, HS, m, 1.0f, p, BQ, dob, ldob, 1.0f, a->dv + c0 * ldv, ldv);
         }
         if (!want_ds) continue;
         /* dpᵀ (n,m) = v[c0:c1] (n,HS) · dOᵀ, then dsᵀ = scale · pᵀ ∘ (dpᵀ - D) in place */
-        prefetch_rows(a->v, c1, nn, ldv, HS);
         scores_t(vec, dp, a->v + c0 * ldv, ldv, do0, ldo, dot, n, m, mp, HS, 1.0f);
         vec->cols_softmax_bwd(dp, p, BQ, n, m, D, scale);
         /* s = q·kᵀ: dq[r0:r1] (m,HS) (+)= ds (m,n) · k[c0:c1] (n,HS) */
         if (a->dq) {
             int64_t ldb;
             const float *kb = rows_packed(tb.kvp, a->k + c0 * ldk, ldk, n, HS, &ldb);
-            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, a->dq + r0 * ldq, ldq);
+            prod(vec, true, m, HS, n, 1.0f, dp, BQ, kb, ldb, beta_q, dqa, ldqa);
         }
         beta_q = 1.0f;
         /* dk[c0:c1] (n,HS) += dsᵀ (n,m) · q[r0:r1] (m,HS) */
         if (a->dk) {
-            prefetch_rows(a->dk, c1, nn, ldk, HS);
             prod(vec, false, n, HS, m, 1.0f, dp, BQ, qb, ldqb, 1.0f, a->dk + c0 * ldk, ldk);
         }
     }
-    /* every row sees its own key, so the diagonal tile ran and dq was written */
-    assert(!a->dq || beta_q == 1.0f);
+    /* a tile ran (beta_q = 1) and dq was written, or dq adds (a block of
+     * keys that none of the tile's rows sees: ring attention, documents)
+     * and stays as it was; when dq does not add, every row sees its own
+     * key, so the diagonal tile ran */
+    assert(!a->dq || beta_q == 1.0f || a->beta_q == 1.0f);
+    for (int64_t i = 0; dq_acc && beta_q == 1.0f && i < m; i++) {
+        float *restrict dqr = a->dq + (r0 + i) * ldq;
+        const float *restrict ar = dqa + i * HS;
+        if (a->beta_q != 0.0f) MT_VEC_FOR(e, HS, dqr[e] += ar[e]);
+        else memcpy(dqr, ar, (size_t)HS * sizeof *dqr);
+    }
 }
 
 /* The gradients (d's, each NULL or (+)= as its acc says) from dout, q, k, v,

@@ -199,6 +199,15 @@ static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
             const int64_t left = M - i;
             take = left >= 2 * TILE_MR || left <= TILE_MR ? (left < TILE_MR ? left : TILE_MR)
                                                           : (left + 1) / 2;
+            /* the next block's rows of A (when they are rows: not ta) and
+             * of C (when read) asked for while this block runs: rows ld
+             * apart (k, v, dk, dv as flash streams them from L2 and L3),
+             * which the hardware's stream prefetchers do not follow */
+            const int64_t nx = i + take + TILE_MR <= M ? TILE_MR : M - i - take;
+            for (int64_t r = i + take; r < i + take + nx; r++) {
+                for (int64_t e = 0; !ta && e < kn; e += 16) __builtin_prefetch(Ak + r * lda + e, 0, 3);
+                for (int64_t e = 0; bk != 0.0f && e < N; e += 16) __builtin_prefetch(C + r * ldc + e, 1, 3);
+            }
             gemm_part(ta, i, i + take, 0, N, kn, alpha, Ak, lda, Bk, ldb, bk, C, ldc);
         }
     }
