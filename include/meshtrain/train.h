@@ -160,6 +160,10 @@ typedef struct {
     const char     *llmc_in;     /* initialise from the model's llm.c-family checkpoint
                                     (llm.c's for the GPT, llama2.c's model.bin for LLaMA) */
     const char     *llmc_out;    /* also write one at the end */
+    const char     *hf_in;       /* initialise from a Hugging Face model directory
+                                    (config.json and safetensors; LLaMA: io.h's
+                                    mt_hf_read_llama_config): the model is its config's */
+    const char     *hf_out;      /* also write one at the end (a directory, made if missing) */
     int             threads;     /* kernel threads in all; 0 = all cores. On a mesh each
                                     device gets threads / devices (at least 1) */
     const char     *backend;     /* where every device's program runs, by name

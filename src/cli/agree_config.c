@@ -279,6 +279,8 @@ int cli_agree_record_make(const mt_train_config *c, const char *tokenizer, int w
     addf(&b, "--ckpt-every", "%d", c->ckpt_every);
     add_input(&b, "--llmc-in", c->llmc_in, false);
     add_output(&b, "--llmc-out", c->llmc_out);
+    add(&b, "--hf-in", c->hf_in ? c->hf_in : "none", NULL);
+    add(&b, "--hf-out", c->hf_out ? c->hf_out : "none", NULL);
     /* without --mesh, --devices 2 is the mesh data=2 (cmd_train.c); under
      * MPI, no --devices is one a rank: both say the same run */
     add(&b, "--mesh", mesh ? c->mesh : "none", NULL);

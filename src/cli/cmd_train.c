@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char TRAIN_USAGE[] =
@@ -182,6 +183,31 @@ static int check_llmc_flags(const mt_train_config *cfg, const cli_opt *opts, con
     return CLI_EXIT_OK;
 }
 
+/* --hf-in takes the whole model from config.json: a model flag beside it is
+ * a mistake, not something to override silently. --hf-in must be a
+ * directory; --hf-out a directory or a new name in one that exists. */
+static int check_hf(const mt_train_config *cfg, const cli_opt *opts, const bool *seen) {
+    const mt_model_about *a = mt_model_about_of(cfg->model);
+    for (int i = 0; cfg->hf_in && i < a->n_flags; i++)
+        if (cli_given(opts, seen, a->flags[i].flag)) {
+            cli_error("--%s sets the model, and --hf-in '%s' holds one (its config.json): drop "
+                      "--%s", a->flags[i].flag, cfg->hf_in, a->flags[i].flag);
+            return CLI_EXIT_USAGE;
+        }
+    struct stat sb;
+    if (cfg->hf_in && (stat(cfg->hf_in, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        cli_error("--hf-in '%s' is not a directory: give the folder that holds config.json and "
+                  "model.safetensors", cfg->hf_in);
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg->hf_out && stat(cfg->hf_out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cli_error("--hf-out '%s' exists and is not a directory: give a directory (made if "
+                  "missing) to write config.json and model.safetensors into", cfg->hf_out);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* --tokenizer (a SentencePiece model, from `meshtrain tokenize`): the
  * model's vocabulary is the tokenizer's, and every id of --data must be
  * below it, found before step 1. */
@@ -312,6 +338,12 @@ int cli_cmd_train(int argc, char **argv) {
          "for llama"},
         {"llmc-out", CLI_STR, &cfg.llmc_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the model's llm.c-family checkpoint at the end (as --llmc-in's)"},
+        {"hf-in", CLI_STR, &cfg.hf_in, 0, 0, 0, 0, NULL, "DIR",
+         "start from a Hugging Face model directory (config.json, model.safetensors or its "
+         "shards; LlamaForCausalLM, MistralForCausalLM): the model is its config's"},
+        {"hf-out", CLI_STR, &cfg.hf_out, 0, 0, 0, 0, NULL, "DIR",
+         "also write the model as a Hugging Face directory at the end (config.json, "
+         "model.safetensors in F32)"},
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
         {"precision", CLI_CHOICE, &precision, 0, 0, 0, 0, "fp32|bf16", "P",
          "matrix products in fp32 (default) or bf16 (oneDNN, f32 accumulation; parameters, "
@@ -384,7 +416,8 @@ int cli_cmd_train(int argc, char **argv) {
        claims): every rank agrees on the outcome before any starts */
     if ((rc = check_inputs(&cfg)) == CLI_EXIT_OK &&
         (rc = apply_tokenizer(&cfg, &mf, tokenizer, opts, seen)) == CLI_EXIT_OK &&
-        (rc = check_llmc_flags(&cfg, opts, seen)) == CLI_EXIT_OK)
+        (rc = check_llmc_flags(&cfg, opts, seen)) == CLI_EXIT_OK &&
+        (rc = check_hf(&cfg, opts, seen)) == CLI_EXIT_OK)
         rc = check_outputs(&cfg, metrics_path, writer);
     if ((rc = cli_agree_train(rc, &cfg, tokenizer)) != CLI_EXIT_OK) return rc;   /* and the settings */
     if (!writer) {
@@ -443,7 +476,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
     /* a stopped run still saves: that is what the stop signal is for here */
     bool saved = false;
-    if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out))
+    if (rc == CLI_EXIT_OK && (run.c->ckpt_out || run.c->llmc_out || run.c->hf_out))
         saved = train_save_final(&run);
     if (rc == CLI_EXIT_OK) {
         train_print_summary(&run, saved);

@@ -282,7 +282,9 @@ void train_print_summary(train_run *run, bool saved) {
     if (saved) {
         if (c->ckpt_out) printf("wrote %s", c->ckpt_out);
         if (c->llmc_out) printf("%swrote %s", c->ckpt_out ? ", " : "", c->llmc_out);
-        if (c->ckpt_out || c->llmc_out) putchar('\n');
+        if (c->hf_out)
+            printf("%swrote %s/", c->ckpt_out || c->llmc_out ? ", " : "", c->hf_out);
+        if (c->ckpt_out || c->llmc_out || c->hf_out) putchar('\n');
     }
     cli_flush(stdout, &run->stdout_err);
 }

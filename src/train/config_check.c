@@ -114,6 +114,14 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
     if (c->ckpt_in && c->llmc_in)
         return mt_fail(MT_EINVAL, "give either ckpt_in (%s, a resume) or llmc_in (%s, an "
                        "initialisation), not both", c->ckpt_in, c->llmc_in);
+    if ((c->hf_in || c->hf_out) && !m->hf_load)
+        return mt_fail(MT_EINVAL, "Hugging Face directories (%s) hold LLaMA-family models, not "
+                       "--model %s; drop --hf-in/--hf-out or train --model llama",
+                       c->hf_in ? c->hf_in : c->hf_out, m->about.name);
+    if (c->hf_in && (c->ckpt_in || c->llmc_in))
+        return mt_fail(MT_EINVAL, "give one start: --hf-in '%s' (an initialisation) or %s '%s', "
+                       "not both", c->hf_in, c->ckpt_in ? "--ckpt-in" : "--llmc-in",
+                       c->ckpt_in ? c->ckpt_in : c->llmc_in);
     return MT_OK;
 }
 
@@ -336,7 +344,7 @@ static mt_status check_layout(const mt_train_config *c, const mt__train_model *m
     if ((s = check_rules(c, m, mesh)) != MT_OK) return s;
     /* with llmc_in the model's sizes are the file's: the tensor check runs
      * again when the rules shard the model */
-    if (tensor > 1 && m->tensor_check && !c->llmc_in &&
+    if (tensor > 1 && m->tensor_check && !c->llmc_in && !c->hf_in &&
         (s = m->tensor_check(c, tensor)) != MT_OK)
         return s;
     return MT_OK;

@@ -58,6 +58,11 @@ typedef struct {
     mt_status (*llmc_read)(const char *path, void *mc);
     mt_status (*llmc_load)(const mt_train_config *c, mt_graph *g);
     mt_status (*llmc_save)(const mt_train_config *c, mt_graph *g, mt_output *out);
+    /* Hugging Face directories (optional: NULL, the model has none): hf_load
+     * loads c->hf_in's weights into g (open took the model from its
+     * config.json); hf_save writes g to c->hf_out. */
+    mt_status (*hf_load)(const mt_train_config *c, mt_graph *g);
+    mt_status (*hf_save)(const mt_train_config *c, mt_graph *g);
     /* Writes the model's description into buf (n bytes). Checkpoints record
      * it and a resume compares it byte for byte: it must never change. */
     void (*describe)(const mt_train_config *c, char *buf, size_t n);
@@ -277,8 +282,8 @@ struct mt_trainer {
     const mt__train_model *m;   /* the model's table entry */
     mt__model_config_buf model_cfg;   /* the model's settings, as resolved:
                                          cfg.model_config points here */
-    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *mesh, *trace,
-                   *schedule;   /* copies */
+    char           *data, *ckpt_in, *ckpt_out, *llmc_in, *llmc_out, *hf_in, *hf_out, *mesh,
+                   *trace, *schedule;   /* copies */
     char            model[256]; /* model description, checked on resume */
     mt_dataset     *ds;         /* models trained on a dataset only (GPT) */
     mt__train_dev  *dev;        /* (n_dev): off a mesh and under MPI 1, threads: every device */

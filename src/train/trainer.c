@@ -107,12 +107,15 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     tr->ckpt_out = dup_or_null(cfg->ckpt_out);
     tr->llmc_in = dup_or_null(cfg->llmc_in);
     tr->llmc_out = dup_or_null(cfg->llmc_out);
+    tr->hf_in = dup_or_null(cfg->hf_in);
+    tr->hf_out = dup_or_null(cfg->hf_out);
     tr->mesh = dup_or_null(tr->on_mesh ? c->mesh : NULL);
     tr->schedule = dup_or_null(cfg->schedule);
     tr->trace = dup_or_null(cfg->trace);
     if ((cfg->data && !tr->data) || (cfg->ckpt_in && !tr->ckpt_in) ||
         (cfg->ckpt_out && !tr->ckpt_out) || (cfg->llmc_in && !tr->llmc_in) ||
-        (cfg->llmc_out && !tr->llmc_out) || (tr->on_mesh && !tr->mesh) ||
+        (cfg->llmc_out && !tr->llmc_out) || (cfg->hf_in && !tr->hf_in) ||
+        (cfg->hf_out && !tr->hf_out) || (tr->on_mesh && !tr->mesh) ||
         (cfg->schedule && !tr->schedule) ||
         (cfg->trace && !tr->trace)) {
         s = mt_fail(MT_ENOMEM, "out of memory copying the trainer's paths");
@@ -120,6 +123,7 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     }
     c->data = tr->data; c->ckpt_in = tr->ckpt_in; c->ckpt_out = tr->ckpt_out;
     c->llmc_in = tr->llmc_in; c->llmc_out = tr->llmc_out; c->mesh = tr->mesh;
+    c->hf_in = tr->hf_in; c->hf_out = tr->hf_out;
     c->trace = tr->trace;
     c->schedule = tr->schedule;
     /* before any work: another run writing one of the outputs is refused now */
@@ -152,20 +156,23 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     }
     if ((s = mt__train_run_devices(tr, mt__train_create_dev, NULL)) != MT_OK) goto fail;
 
-    if (tr->split_params && (c->llmc_in || c->ckpt_in)) {
+    if (tr->split_params && (c->llmc_in || c->hf_in || c->ckpt_in)) {
         /* devices hold blocks: the whole tensors go into this process's
          * one-device twin, and every device copies its block out of it */
         s = mt__ckpt_twin(tr);
         if (s == MT_OK && c->llmc_in) s = tr->m->llmc_load(c, tr->twin_g);
+        if (s == MT_OK && c->hf_in) s = tr->m->hf_load(c, tr->twin_g);
         if (s == MT_OK && c->ckpt_in) s = mt_ckpt_load(c->ckpt_in, tr->twin_g, tr->twin_opt, &meta);
         if ((s = mt__ckpt_mesh_put(tr, s, c->ckpt_in ? meta.step : -1)) != MT_OK) goto fail;
         /* kept only where later saves go through it */
-        if (!mt__train_dev0(tr) || (!c->ckpt_out && !c->llmc_out)) mt__ckpt_twin_free(tr);
+        if (!mt__train_dev0(tr) || (!c->ckpt_out && !c->llmc_out && !c->hf_out))
+            mt__ckpt_twin_free(tr);
     }
     /* every device holds the whole (replicated) parameters: each loads them */
     for (int k = 0; !tr->split_params && k < tr->n_dev; k++) {
         mt__train_dev *d = &tr->dev[k];
         if (c->llmc_in && (s = tr->m->llmc_load(c, d->g)) != MT_OK) goto fail;
+        if (c->hf_in && (s = tr->m->hf_load(c, d->g)) != MT_OK) goto fail;
         if (c->ckpt_in) {
             if ((s = mt_ckpt_load(c->ckpt_in, d->g, d->opt, &meta)) != MT_OK) goto fail;
             mt_optim_set_steps(d->opt, meta.step);
@@ -207,6 +214,8 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->ckpt_out);
     free(tr->llmc_in);
     free(tr->llmc_out);
+    free(tr->hf_in);
+    free(tr->hf_out);
     free(tr->mesh);
     free(tr->trace);
     mt_trace_run_free(tr->trace_run);
@@ -473,7 +482,7 @@ mt_status mt_trainer_save(mt_trainer *tr) {
     const mt_train_config *c = &tr->cfg;
     mt_status s, first = MT_OK;
     char msg[1024] = "";
-    if (tr->split_params && (c->ckpt_out || c->llmc_out)) {
+    if (tr->split_params && (c->ckpt_out || c->llmc_out || c->hf_out)) {
         /* every device joins the gather; the whole state lands in the twin
          * where device 0 lives, which writes it as one device would */
         if ((s = mt__ckpt_mesh_gather(tr)) != MT_OK) return s;
@@ -496,6 +505,12 @@ mt_status mt_trainer_save(mt_trainer *tr) {
     /* a failed checkpoint does not cancel the llm.c one: each is its own file */
     if (c->llmc_out) {
         s = tr->m->llmc_save(c, g, tr->out_llmc);
+        if (first != MT_OK && s != MT_OK)
+            return mt_fail(first, "%s; and %s", msg, mt_errmsg());
+        if (s != MT_OK) return s;
+    }
+    if (c->hf_out) {
+        s = tr->m->hf_save(c, g);
         if (first != MT_OK && s != MT_OK)
             return mt_fail(first, "%s; and %s", msg, mt_errmsg());
         if (s != MT_OK) return s;

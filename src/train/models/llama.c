@@ -226,7 +226,7 @@ static mt_status llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
     if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK || (s = moe_mesh_check(c)) != MT_OK)
         return s;
-    if (c->llmc_in) return MT_OK;   /* the sizes are the file's: open checks them */
+    if (c->llmc_in || c->hf_in) return MT_OK;   /* the sizes are the file's: open checks them */
     mt_llama_config m = *llama_of(c);
     if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
     if ((s = mt_llama_config_check(&m)) != MT_OK) return s;
@@ -245,6 +245,16 @@ static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     const int asked_hd = m->head_dim;   /* the file's HS is its C/NH */
     mt_status s;
     if (c->llmc_in && (s = llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
+    if (c->hf_in) {   /* the model is the directory's config.json, whole */
+        if (m->moe.experts)
+            return mt_fail(MT_EUNSUPPORTED, "--hf-in '%s' holds a dense LLaMA; drop the --moe-* "
+                           "flags", c->hf_in);
+        if ((s = mt_hf_read_llama_config(c->hf_in, m)) != MT_OK) return s;
+        if (asked_hd > 0 && asked_hd != m->head_dim)
+            return mt_fail(MT_EINVAL, "--head-dim %d conflicts with --hf-in '%s', whose head_dim "
+                           "is %d; drop --head-dim (the model comes from config.json)", asked_hd,
+                           c->hf_in, m->head_dim);
+    }
     if (c->llmc_in && asked_hd > 0 && asked_hd != mt_llama_head_dim(m))
         return mt_fail(MT_EUNSUPPORTED, "--llmc-in '%s' is llama2.c's model.bin, whose head "
                        "size is dim / n_heads = %d / %d = %d (run.c's), but --head-dim is %d; "
@@ -258,10 +268,12 @@ static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     m->ffn_dim = mt_llama_ffn_dim(m);
     if ((s = mt_llama_config_check(m)) != MT_OK) return s;
     m->head_dim = mt_llama_head_dim(m);
-    if (c->llmc_in && c->T > m->max_seq)
+    if ((c->llmc_in || c->hf_in) && c->T > m->max_seq)
         return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the context maxT=%d "
-                       "(its seq_len) of --llmc-in '%s'; lower --seq to %d or less", c->T,
-                       m->max_seq, c->llmc_in, m->max_seq);
+                       "(%s) of %s '%s'; lower --seq to %d or less", c->T, m->max_seq,
+                       c->llmc_in ? "its seq_len" : "max_position_embeddings",
+                       c->llmc_in ? "--llmc-in" : "--hf-in", c->llmc_in ? c->llmc_in : c->hf_in,
+                       m->max_seq);
     return mt__train_data_fits(c, *ds, m->vocab);
 }
 
@@ -287,6 +299,18 @@ static mt_status llama_llmc_load(const mt_train_config *c, mt_graph *g) {
 static mt_status llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
     const mt_llama_config m = llama_built(c);
     return out ? mt_llama2c_save_to(out, &m, g) : mt_llama2c_save(c->llmc_out, &m, g);
+}
+
+/* ---- Hugging Face directories (io.h's mt_hf_*): the entry's hooks ---- */
+
+static mt_status llama_hf_load(const mt_train_config *c, mt_graph *g) {
+    const mt_llama_config m = llama_built(c);
+    return mt_hf_load_llama(c->hf_in, g, &m);
+}
+
+static mt_status llama_hf_save(const mt_train_config *c, mt_graph *g) {
+    const mt_llama_config m = llama_built(c);
+    return mt_hf_save_llama(c->hf_out, &m, g);
 }
 
 /* True when m's head size is not C/NH: the description then says hd=. */
@@ -481,7 +505,7 @@ const mt__train_model mt__model_llama = {
     .eot_id = 2,   /* SentencePiece's </s> (llama2.c's EOS), as tokenize --doc-sep writes */
     .check = llama_check, .open = llama_open,
     .llmc_read = llama_llmc_read, .llmc_load = llama_llmc_load,
-    .llmc_save = llama_llmc_save,
+    .llmc_save = llama_llmc_save, .hf_load = llama_hf_load, .hf_save = llama_hf_save,
     .describe = llama_describe, .parse = llama_parse, .logits = "logits",
     .build = llama_build,
     .fill_batch = mt__train_fill_tokens, .step_flops = llama_step_flops,

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# test_hf_cli.sh — `meshtrain train --hf-in DIR / --hf-out DIR` (issue 43):
+# a Hugging Face directory written at the end of a run, then fine-tuned from
+# on one device, tensor=2 (+ sequence parallelism), fsdp=2 and pipe=2 (each
+# device's blocks cut from the whole tensors), every step's loss and
+# gradient norm within 1e-5 of one device's; a run at learning rate 0
+# writes back model.safetensors and config.json byte for byte, from one
+# device, tensor=2 and pipe=2 alike; and the
+# refusals (a model flag beside --hf-in, a file given as a directory, a GPT,
+# two starts). The weights' numerics against Hugging Face's equations are
+# tests/test_hf.c's.
+#
+#   bash tests/test_hf_cli.sh <meshtrain binary> [build dir]
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test_start test_hf_cli.sh "$@"
+
+head -c 200000 /usr/share/common-licenses/GPL-3 >text.txt 2>/dev/null ||
+    python3 -c 'print("the quick brown fox jumps over the lazy dog. " * 5000)' >text.txt
+RUN=(--data text.txt --seq 32 --batch 4 --threads 1 --quiet)
+
+"$BIN" train --model llama "${RUN[@]}" --layers 2 --channels 64 --heads 4 --kv-heads 2 \
+    --max-seq 64 --steps 2 --hf-out a >out.txt 2>err.txt &&
+    [ -s a/config.json ] && [ -s a/model.safetensors ] &&
+    ok "train --hf-out writes config.json and model.safetensors" ||
+    bad "train --hf-out" "$(tail -3 err.txt)"
+
+# one device, and with two microbatches a step (what pipe=2 runs)
+for accum in 1 2; do
+    "$BIN" train --model llama "${RUN[@]}" --steps 3 --hf-in a --accum $accum \
+        --metrics one$accum.jsonl >out.txt 2>err.txt ||
+        bad "train --hf-in on one device, accum $accum" "$(tail -3 err.txt)"
+done
+for mesh in "tensor=2 --sequence-parallel" fsdp=2 "pipe=2 --microbatches 2"; do
+    read -r -a M <<<"--mesh $mesh"
+    "$BIN" train --model llama "${RUN[@]}" --steps 3 --hf-in a --devices 2 "${M[@]}" \
+        --metrics r.jsonl >out.txt 2>err.txt || { bad "--hf-in on $mesh" "$(tail -3 err.txt)"; continue; }
+    one=one1.jsonl
+    [[ $mesh == pipe* ]] && one=one2.jsonl
+    same_metrics "--hf-in on $mesh: losses and gradient norms equal one device's" $one r.jsonl
+done
+
+# nothing changes at learning rate 0 (weight decay is lr-scaled): the bytes
+"$BIN" train --model llama "${RUN[@]}" --steps 1 --lr 0 --hf-in a --hf-out b >out.txt \
+    2>err.txt || bad "--hf-in a --hf-out b" "$(tail -3 err.txt)"
+cmp -s a/model.safetensors b/model.safetensors && cmp -s a/config.json b/config.json &&
+    ok "--hf-in then --hf-out at lr 0: the same bytes" ||
+    bad "--hf-in then --hf-out at lr 0" "the files differ"
+# and from devices that hold blocks: gathered whole before the write
+for mesh in tensor=2 "pipe=2 --microbatches 2"; do
+    read -r -a M <<<"--mesh $mesh"
+    rm -rf c
+    "$BIN" train --model llama "${RUN[@]}" --steps 1 --lr 0 --hf-in a --devices 2 "${M[@]}" \
+        --hf-out c >out.txt 2>err.txt && cmp -s a/model.safetensors c/model.safetensors &&
+        ok "--hf-out from $mesh at lr 0: the same bytes" ||
+        bad "--hf-out from $mesh at lr 0" "$(tail -2 err.txt)"
+done
+
+expect_fail "--layers beside --hf-in" 2 "--layers sets the model.*config.json" \
+    "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a --layers 4
+expect_fail "--hf-in names a file" 2 "not a directory" \
+    "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a/config.json
+expect_fail "--hf-out names a file" 2 "exists and is not a directory" \
+    "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a --hf-out text.txt
+expect_fail "--hf-in with --model gpt" 2 "LLaMA-family models, not --model gpt" \
+    "$BIN" train --model gpt "${RUN[@]}" --steps 1 --hf-in a
+"$BIN" train --model llama "${RUN[@]}" --layers 2 --channels 64 --heads 4 --max-seq 64 \
+    --steps 1 --ckpt-out c.ckpt >out.txt 2>err.txt
+expect_fail "--hf-in with --ckpt-in" 2 "give one start" \
+    "$BIN" train --model llama "${RUN[@]}" --steps 2 --hf-in a --ckpt-in c.ckpt
+mkdir empty
+expect_fail "--hf-in without config.json" 1 "empty/config.json" \
+    "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in empty
+test_end
