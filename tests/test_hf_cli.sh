@@ -5,7 +5,8 @@
 # device's blocks cut from the whole tensors), every step's loss and
 # gradient norm within 1e-5 of one device's; a run at learning rate 0
 # writes back model.safetensors and config.json byte for byte, from one
-# device, tensor=2 and pipe=2 alike; and the
+# device, tensor=2 and pipe=2 alike; `sample --hf-in` writes the text the
+# checkpoint of the same weights gives; and the
 # refusals (a model flag beside --hf-in, a file given as a directory, a GPT,
 # two starts). The weights' numerics against Hugging Face's equations are
 # tests/test_hf.c's.
@@ -55,6 +56,16 @@ for mesh in tensor=2 "pipe=2 --microbatches 2"; do
         ok "--hf-out from $mesh at lr 0: the same bytes" ||
         bad "--hf-out from $mesh at lr 0" "$(tail -2 err.txt)"
 done
+
+# sample --hf-in: the same text as the checkpoint of the same weights
+"$BIN" train --model llama "${RUN[@]}" --steps 1 --lr 0 --hf-in a --ckpt-out a.ckpt >out.txt \
+    2>err.txt || bad "--hf-in a --ckpt-out" "$(tail -3 err.txt)"
+"$BIN" sample --ckpt a.ckpt --prompt "The " --tokens 40 --seed 5 --threads 1 >s1.txt 2>err.txt
+"$BIN" sample --hf-in a --prompt "The " --tokens 40 --seed 5 --threads 1 >s2.txt 2>>err.txt
+[ -s s1.txt ] && cmp -s s1.txt s2.txt && ok "sample --hf-in: the text --ckpt of the same weights gives" ||
+    bad "sample --hf-in" "$(tail -2 err.txt)"
+expect_fail "sample --hf-in beside --ckpt" 2 "one of them" \
+    "$BIN" sample --hf-in a --ckpt a.ckpt
 
 expect_fail "--layers beside --hf-in" 2 "--layers sets the model.*config.json" \
     "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a --layers 4

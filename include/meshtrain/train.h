@@ -527,8 +527,9 @@ int       mt_trainer_devices(const mt_trainer *tr);
  * model and its settings; a LLaMA's theta and eps come back with its six
  * significant digits) or an llm.c GPT-2 file (told apart by magic); or
  * `llmc_in`, the llm.c-family file of `model` (llm.c's for gpt, llama2.c's
- * model.bin for llama, which has no magic to tell it by): exactly one of
- * the two. MT_EINVAL for both or neither, a checkpoint of a model that
+ * model.bin for llama, which has no magic to tell it by); or `hf_in`, a
+ * Hugging Face directory of a LLaMA: exactly one of the three. MT_EINVAL
+ * for more than one or none, a checkpoint of a model that
  * cannot be sampled (mlp, linreg), the model's own checks of the file's
  * settings. Fails with
  * MT_EIO naming the system's message when the checkpoint cannot be opened or
@@ -550,6 +551,8 @@ typedef struct {
     const char *tokenizer;   /* a SentencePiece .model, or NULL: byte tokens */
     const char *llmc_in;     /* instead of ckpt: `model`'s llm.c-family file */
     mt_model_kind model;     /* with llmc_in: the model it holds (0: MT_MODEL_GPT) */
+    const char *hf_in;       /* instead of ckpt: a Hugging Face LLaMA directory (io.h's
+                                mt_hf_read_llama_config) */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
 

@@ -54,7 +54,7 @@ int cli_cmd_sample(int argc, char **argv) {
     int kinds[16], model = 0;
     llmc_models(choices, sizeof choices, kinds, 16);
     const cli_opt opts[] = {
-        {"ckpt", CLI_STR, &cfg.ckpt, 0, 0, 0, 0, NULL, "FILE", "checkpoint to sample from (or --llmc-in)"},
+        {"ckpt", CLI_STR, &cfg.ckpt, 0, 0, 0, 0, NULL, "FILE", "checkpoint to sample from (or --llmc-in, --hf-in)"},
         {"prompt", CLI_STR, &cfg.prompt, 0, 0, 0, 0, NULL, "TEXT", "text to continue (bytes)"},
         {"tokens", CLI_INT, &cfg.n, 1, 1e7, 0, 0, NULL, "N", "tokens to generate"},
         {"temperature", CLI_FLOAT, &cfg.temperature, 0, INF, 0, 0, NULL, "X", "softmax temperature (0: greedy)"},
@@ -68,6 +68,8 @@ int cli_cmd_sample(int argc, char **argv) {
          "model.bin for llama)"},
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices, "NAME",
          "with --llmc-in: the model the file holds"},
+        {"hf-in", CLI_STR, &cfg.hf_in, 0, 0, 0, 0, NULL, "DIR",
+         "instead of --ckpt: a Hugging Face LLaMA directory (config.json, model.safetensors)"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};
@@ -77,9 +79,11 @@ int cli_cmd_sample(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
-    if (!cfg.ckpt == !cfg.llmc_in) {
+    const int sources = (cfg.ckpt != NULL) + (cfg.llmc_in != NULL) + (cfg.hf_in != NULL);
+    if (sources != 1) {
         cli_error("sample needs --ckpt FILE%s; see `meshtrain sample --help`",
-                  cfg.ckpt ? " or --llmc-in FILE, not both" : " (or --llmc-in FILE)");
+                  sources ? ", --llmc-in FILE or --hf-in DIR: one of them"
+                          : " (or --llmc-in FILE, or --hf-in DIR)");
         return CLI_EXIT_USAGE;
     }
     bool model_given = false;

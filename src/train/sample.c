@@ -59,7 +59,35 @@ static void sampled_names(char *buf, size_t n) {
  * directory, a FIFO), with the system's message when it is missing;
  * anything that is not an llm.c file goes to the meshtrain reader, whose
  * message says what a checkpoint must start with. */
+/* The one source a configuration names (NULL when it names none or more). */
+static const char *source_of(const mt_sample_config *cfg) {
+    if (!cfg || (cfg->ckpt != NULL) + (cfg->llmc_in != NULL) + (cfg->hf_in != NULL) != 1)
+        return NULL;
+    return cfg->hf_in ? cfg->hf_in : cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
+}
+
+/* A Hugging Face directory's LLaMA: its config.json read as the train
+ * entry's hf_in reads it (hf_load loads the weights). */
+static mt_status read_hf_model(const mt_sample_config *cfg, sample_model *sm) {
+    memset(sm, 0, sizeof *sm);
+    sm->m = mt__train_model_of(MT_MODEL_LLAMA);
+    mt_llama_config *mc = (mt_llama_config *)(void *)sm->mc.bytes;
+    mt_status s = mt_hf_read_llama_config(cfg->hf_in, mc);
+    if (s != MT_OK) return s;
+    sm->tc.model = MT_MODEL_LLAMA;
+    sm->tc.model_config = sm->mc.bytes;
+    sm->tc.model_config_size = sizeof *mc;
+    sm->tc.B = 1;
+    sm->tc.hf_in = cfg->hf_in;
+    char desc[256];
+    sm->m->describe(&sm->tc, desc, sizeof desc);
+    if ((s = sm->m->parse(desc, sm->mc.bytes, &sm->T, &sm->V)) != MT_OK) return s;
+    sm->tc.T = sm->T;
+    return MT_OK;
+}
+
 static mt_status read_model(const mt_sample_config *cfg, sample_model *sm) {
+    if (cfg->hf_in) return read_hf_model(cfg, sm);
     const char *path = cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
     int kind = cfg->llmc_in ? (int)cfg->model : MT_MODEL_GPT;
     bool llmc = cfg->llmc_in != NULL;
@@ -132,15 +160,15 @@ static mt_status check_vocab(const char *path, int V, const mt_tokenizer *tok) {
 
 mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch) {
     if (mismatch) *mismatch = false;
-    if (!cfg || !cfg->ckpt == !cfg->llmc_in)
-        return mt_fail(MT_EINVAL, "mt_sample_check needs a configuration with a checkpoint "
-                       "path (ckpt, or llmc_in: not both)");
+    if (!source_of(cfg))
+        return mt_fail(MT_EINVAL, "mt_sample_check needs a configuration with one checkpoint "
+                       "path (ckpt, llmc_in or hf_in)");
     sample_model sm;
     mt_status s = read_model(cfg, &sm);
     if (s != MT_OK) return s;
     mt_tokenizer *tok = NULL;
     if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
-    s = check_vocab(cfg->llmc_in ? cfg->llmc_in : cfg->ckpt, sm.V, tok);
+    s = check_vocab(source_of(cfg), sm.V, tok);
     mt_tokenizer_free(tok);
     if (s != MT_OK && mismatch) *mismatch = true;
     return s;
@@ -210,9 +238,9 @@ static bool write_token(FILE *out, const mt_tokenizer *tok, int t) {
 }
 
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
-    if (!cfg || !cfg->ckpt == !cfg->llmc_in || !out)
-        return mt_fail(MT_EINVAL, "mt_sample needs a configuration with a checkpoint path "
-                       "(ckpt, or llmc_in: not both) and an output stream");
+    if (!source_of(cfg) || !out)
+        return mt_fail(MT_EINVAL, "mt_sample needs a configuration with one checkpoint path "
+                       "(ckpt, llmc_in or hf_in) and an output stream");
     if (cfg->n < 0) return mt_fail(MT_EINVAL, "number of tokens n=%d must not be negative", cfg->n);
     if (cfg->top_k < 0) return mt_fail(MT_EINVAL, "top_k=%d must not be negative (0 = all)", cfg->top_k);
     if (!isfinite(cfg->temperature))
@@ -223,7 +251,7 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     mt_status s = read_model(cfg, &sm);
     if (s != MT_OK) return s;
     const mt__train_model *m = sm.m;
-    const char *path = cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
+    const char *path = source_of(cfg);
     const int T = sm.T, V = sm.V;
 
     mt_tokenizer *tok = NULL;
@@ -248,7 +276,9 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     if ((s = mt_graph_compile(g, loss, &opts)) != MT_OK) goto done;
     if (m->fill_constants && (s = m->fill_constants(g)) != MT_OK) goto done;
     mt_ckpt_meta meta;
-    s = sm.tc.llmc_in ? m->llmc_load(&sm.tc, g) : mt_ckpt_load(path, g, NULL, &meta);
+    s = sm.tc.hf_in     ? m->hf_load(&sm.tc, g)
+        : sm.tc.llmc_in ? m->llmc_load(&sm.tc, g)
+                        : mt_ckpt_load(path, g, NULL, &meta);
     if (s != MT_OK) goto done;
 
     mt_tensor *tokens = mt_graph_find(g, m->input);     /* (1,T) i32 */
