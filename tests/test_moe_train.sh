@@ -16,6 +16,9 @@
 #  - the metrics' moe_maxvio (the step's MaxVio, the largest over the MoE
 #    layers) is in [0, E-1], equal on data=2 x fsdp=2 and one device, and
 #    absent from a dense run's;
+#  - the metrics' moe_aux (the router losses the loss includes): at step 1
+#    loss - moe_aux equals the loss of the run without them, one device and
+#    data=2 x expert=2, and α 1 gives about 1 a MoE layer;
 #  - a checkpoint of 3 steps resumes to step 5 as the 5-step run, and
 #    `meshtrain sample` reads the model back from its description;
 #  - turned away before any work (exit 2), naming what is not built: the
@@ -104,6 +107,32 @@ if [ "$rc" -eq 1 ] && grep -q "pipelines of MoE blocks.*not built yet" err.txt; 
 else
     bad "plan --mesh pipe=2 of a MoE model is refused, naming the pipe" "exit $rc"
 fi
+# the router losses apart (moe_aux): at step 1 (the same weights, the same
+# batch) the loss with them less moe_aux is the loss without them, on one
+# device and on data=2 x expert=2 (each device's part summed); and at α 1,
+# β 0 near-uniform routing at initialisation gives about α per MoE layer
+# (E·Σ f_i·P_i is 1 at balance, docs/moe.md): the 3 layers' sum in (2, 4),
+# where the cross-entropy's scale once divided it by the B·T rows
+for mesh in "" "--mesh data=2,expert=2 --devices 4"; do
+    read -r -a M <<<"$mesh"
+    train_run "moe-tiny, 1 step, router losses on ${mesh:-one device}" aux.jsonl "${TINY[@]}" \
+        --steps 1 "${M[@]}"
+    train_run "moe-tiny, 1 step, α 0 β 0 ${mesh:-one device}" noaux.jsonl "${TINY[@]}" \
+        --steps 1 --moe-aux-alpha 0 --moe-z-beta 0 "${M[@]}"
+    train_run "moe-tiny, 1 step, α 1 β 0" a1.jsonl "${TINY[@]}" --steps 1 --moe-aux-alpha 1 \
+        --moe-z-beta 0 "${M[@]}"
+    if python3 - aux.jsonl noaux.jsonl a1.jsonl <<'PY'
+import json, sys
+a, n, u = (json.loads(open(f).readline()) for f in sys.argv[1:4])
+ok = abs(a["loss"] - a["moe_aux"] - n["loss"]) <= 1e-5 * max(1, abs(n["loss"]))
+ok = ok and n["moe_aux"] == 0 and 0 < a["moe_aux"] < 0.1 and 2 < u["moe_aux"] < 4
+ok = ok and abs(u["loss"] - u["moe_aux"] - n["loss"]) <= 1e-5 * max(1, abs(n["loss"]))
+print(a["loss"], a["moe_aux"], n["loss"], u["loss"], u["moe_aux"], file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+    then ok "moe_aux on ${mesh:-one device}: loss - moe_aux = the loss without router losses"
+    else bad "moe_aux on ${mesh:-one device}" "$(cat aux.jsonl noaux.jsonl a1.jsonl | head -c 600)"; fi
+done
 expect_fail "top-k past the experts is refused" 2 "moe-top-k 9 must be 1 to --moe-experts 8" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --moe-top-k 9
 

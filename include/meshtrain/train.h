@@ -429,6 +429,11 @@ typedef struct {
      * of the (token, slot) pairs each expert got over the global batch, the
      * largest over the MoE layers (0: balanced); NAN without MoE layers. */
     double  moe_maxvio;
+    /* and the router losses the step's loss includes (the aux loss and the
+     * z-loss, summed over the MoE layers; over the batch, a mean over the
+     * microbatches, as the loss): loss − moe_aux is the language model's
+     * own. NAN without MoE layers. */
+    double  moe_aux;
 } mt_step_report;
 
 /* Every check of cfg that the configuration alone decides, made without

@@ -219,15 +219,16 @@ static mt_tensor *lower_moe(mt_graph *g, const mt_op_call *c, mt_tensor **in,
         .role = MT_ROLE_BACKWARD, .recomp = MT_RECOMP_NEVER, .comm = comm_,                  \
     }
 
-/* the router's ids are kept, never recomputed: T·k int32 a layer, read by
- * the step's load count (train/moe_load.c) after the forward, and the
- * routing decided once whatever the remat policy */
+/* the router's ids and loss are kept, never recomputed: T·k int32 and a
+ * scalar a layer, read by the step's load count and loss (train/
+ * moe_load.c) after the forward, and the routing decided once whatever the
+ * remat policy */
 MOE_GOP(moe_route, MT_RECOMP_NEVER, MT_COMM_NONE);
 MOE_GOP(moe_gates, MT_RECOMP_LOCAL, MT_COMM_NONE);
 MOE_GOP(moe_dispatch, MT_RECOMP_LOCAL, MT_COMM_NONE);
 MOE_GOP(moe_experts, MT_RECOMP_DOT, MT_COMM_MOE_EXCHANGE);
 MOE_GOP(moe_combine, MT_RECOMP_LOCAL, MT_COMM_NONE);
-MOE_GOP(moe_router_loss, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_router_loss, MT_RECOMP_NEVER, MT_COMM_NONE);
 MOE_BWD(moe_gates_bwd, MT_COMM_NONE);
 MOE_BWD(moe_dispatch_bwd, MT_COMM_NONE);
 MOE_BWD(moe_experts_bwd_x, MT_COMM_MOE_EXCHANGE);

@@ -121,6 +121,7 @@ mt_tensor *mt__moe_build(mt_graph *g, mt_op op, mt_tensor *const *in, int n_in,
                                    "must be finite and not negative (--moe-aux-alpha, "
                                    "--moe-z-beta)", name, (double)p->alpha, (double)p->beta);
         c.out = output(g, MT_F32, 0, NULL);
+        if (c.out) c.out->read_after = true;   /* the trainer reports it (train/moe_load.c) */
         break;
     default:
         return mt__graph_error(g, MT_EINTERNAL, "mt__moe_build: %s is no MoE forward op", name);

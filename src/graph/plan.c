@@ -55,7 +55,7 @@ static bool is_persistent(const mt_graph *g, const mt_tensor *t) {
     if (g->loss && (t == mt__storage_root(g->loss) ||
                     (g->loss->grad && t == mt__storage_root(g->loss->grad))))
         return true;
-    return false;
+    return t->read_after;
 }
 
 /* Persistent, but one per run (slot): in the run block, not the shared one. */

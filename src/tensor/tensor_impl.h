@@ -61,6 +61,10 @@ struct mt_tensor {
      * microbatches and reduced onto the shard once (mt_partition_opts.
      * grads_once). Set on the gather's output, the storage root. */
     bool           step_kept, grad_kept;
+    /* graph: a value the caller reads after the run (a router's loss, which
+     * the trainer reports apart): persistent in the run's block, as the loss
+     * is, its buffer never reused by a later node */
+    bool           read_after;
     /* graph: buffer planning: a forward pvary's output reads its persistent
      * input's bytes (the identity needs no copy; its gradient stays its own) */
     mt_tensor     *data_of;

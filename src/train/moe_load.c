@@ -3,9 +3,10 @@
  * ../shared/MOE.md §2): each MoE layer's counts of (token, slot) pairs per
  * expert, read from the router's ids after each microbatch's forward,
  * summed over the microbatches and over the devices that split the batch,
- * and the step's MaxVio, the largest over the layers. The trainer's step
- * (trainer.c) calls it; the metrics line shows it (train.h's
- * mt_step_report.moe_maxvio).
+ * and the step's MaxVio, the largest over the layers; and the router
+ * losses (aux + z) the loss includes, read from the moe_router_loss nodes'
+ * scalars, apart. The trainer's step (trainer.c) calls it; the metrics
+ * line shows both (train.h's mt_step_report.moe_maxvio, moe_aux).
  */
 #include "train/train_impl.h"
 
@@ -23,17 +24,21 @@ static mt_status room(mt__moe_load *c, int64_t n) {
     return MT_OK;
 }
 
-/* The forward's moe_route nodes of g into c->routes (once). */
+/* The forward's moe_route and moe_router_loss nodes of g into c->routes
+ * and c->losses (once). */
 static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
     const int n = mt_graph_n_nodes(g);
-    c->n_routes = 0;
-    if (!(c->routes = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->routes)))
-        return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
+    c->n_routes = c->n_losses = 0;
+    c->routes = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->routes);
+    c->losses = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->losses);
+    if (!c->routes || !c->losses) return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
     for (int i = 0; i < n; i++) {
         mt_node_info info;
         mt_status s = mt_graph_node(g, i, &info);
         if (s != MT_OK) return s;
-        if (info.phase == 'F' && strcmp(info.op, "moe_route") == 0) c->routes[c->n_routes++] = i;
+        if (info.phase != 'F') continue;
+        if (strcmp(info.op, "moe_route") == 0) c->routes[c->n_routes++] = i;
+        if (strcmp(info.op, "moe_router_loss") == 0) c->losses[c->n_losses++] = i;
     }
     return MT_OK;
 }
@@ -61,19 +66,36 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
         at += E;
     }
     c->n = at;
+    for (int r = 0; r < c->n_losses; r++) {   /* each a scalar, this microbatch's */
+        mt_node_info info;
+        float v = 0;
+        if ((s = mt_graph_node(g, c->losses[r], &info)) != MT_OK ||
+            (s = mt_tensor_read(info.out, &v, 0, 1)) != MT_OK)
+            return s;
+        c->aux += v;
+    }
+    c->aux_n++;
     return MT_OK;
 }
 
-mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out) {
-    *out = NAN;
+mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux) {
+    *out = *aux = NAN;
     if (c->n == 0) return MT_OK;
+    /* a device's router loss is its part of the batch's (the partitioner
+       sums the parts over the batch axes): summed over them, a mean over
+       the microbatches */
+    float sum = (float)c->aux;
+    const int n_mb = c->aux_n;
+    c->aux = 0, c->aux_n = 0;
     if (ctx) {
         mt_axes batch = mt__batch_axes(mt_ctx_mesh(ctx));
         mt_status s = batch.n ? mt_all_reduce(ctx, batch, c->counts, (size_t)c->n, MT_I32,
                                               MT_REDUCE_SUM)
                               : MT_OK;
+        if (s == MT_OK && batch.n) s = mt_all_reduce(ctx, batch, &sum, 1, MT_F32, MT_REDUCE_SUM);
         if (s != MT_OK) return s;
     }
+    if (c->n_losses > 0 && n_mb > 0) *aux = sum / n_mb;
     double worst = 0;
     for (int64_t l = 0; l + c->E <= c->n; l += c->E) {
         const double v = mt_moe_load_maxvio(c->counts + l, c->E);
@@ -87,5 +109,6 @@ mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out) {
 void mt__moe_load_free(mt__moe_load *c) {
     free(c->counts);
     free(c->routes);
+    free(c->losses);
     *c = (mt__moe_load){0};
 }

@@ -236,14 +236,16 @@ extern const mt_llama_config mt__llama_defaults;
 typedef struct mt__train_pipe mt__train_pipe;
 
 /* The experts' counts of a step (moe_load.c): per MoE layer, E of them,
- * in the order of the layers' routers. */
+ * in the order of the layers' routers; and the router losses' sum. */
 typedef struct {
     int32_t *counts;
     int64_t  n, cap, E;
-    /* the graph's moe_route nodes, found on the first call (a graph's nodes
-     * do not change); routes NULL before it */
-    int     *routes;
-    int      n_routes;
+    /* the graph's moe_route and moe_router_loss nodes, found on the first
+     * call (a graph's nodes do not change); routes NULL before it */
+    int     *routes, *losses;
+    int      n_routes, n_losses;
+    double   aux;        /* Σ over the step's microbatches of the layers' router losses */
+    int      aux_n;      /* microbatches added */
 } mt__moe_load;
 
 /* Adds the counts of the experts each moe_route node of g's forward chose
@@ -253,8 +255,11 @@ typedef struct {
 mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g);
 /* Sums c's counts over the batch axes of ctx's mesh (ctx NULL: one device;
  * every device of the mesh calls it), writes the largest MaxVio over the
- * layers to *out (NAN without MoE layers) and zeroes the counts. */
-mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out);
+ * layers to *out and the router losses (aux + z, summed over the layers
+ * and over the devices' parts of the batch, a mean over the microbatches:
+ * the share of the step's loss) to *aux
+ * (both NAN without MoE layers), and zeroes the counts. */
+mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux);
 void      mt__moe_load_free(mt__moe_load *c);
 
 typedef struct {
@@ -275,6 +280,7 @@ typedef struct {
     bool       stop;            /* the devices agreed to stop after it */
     mt__moe_load moe;           /* the experts' counts of the step (moe_load.c) */
     double     moe_maxvio;      /* the last step's MaxVio; NAN without MoE */
+    double     moe_aux;         /* the last step's router losses; NAN without MoE */
 } mt__train_dev;
 
 struct mt_trainer {

@@ -417,8 +417,13 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
     /* named so that sampling can read the next-token distribution */
     if (logits) mt_tensor_set_name(logits, "logits");
     mt_tensor *loss = mt_cross_entropy(g, logits, targets, (int)V, loss_scale);
-    /* the router losses, scaled as the cross-entropy (a microbatch's share) */
-    if (aux) loss = mt_add(g, loss, loss_scale == 1.0f ? aux : mt_scale(g, aux, loss_scale));
+    /* the router losses, a microbatch's share of them: each is already a
+     * mean (over sequences, tokens), where the cross-entropy is a sum over
+     * the microbatch's B·T rows times loss_scale (1 / the step's tokens), so
+     * theirs is loss_scale · B·T (1 / the microbatches); loss_scale alone
+     * divided α and β by B·T */
+    const float aux_scale = loss_scale * (float)B * (float)T;
+    if (aux) loss = mt_add(g, loss, aux_scale == 1.0f ? aux : mt_scale(g, aux, aux_scale));
     if (!loss && mt_graph_status(g) == MT_OK)
         mt_graph_fail(g, MT_EINTERNAL, "building the LLaMA graph failed without a graph error");
     return loss;
