@@ -113,9 +113,6 @@ typedef struct {
      * moe_experts) and moe_shared shared ones of moe_ffn each; the others
      * are dense (ffn). Settings at 0 resolved (top-k, every, moe_ffn). */
     int  moe_experts, moe_top_k, moe_ffn, moe_shared, moe_first_dense, moe_every;
-    /* NULL, or why the planner cannot plan this model yet;
-     * mt_model_shape_of then fails with it (MT_EUNSUPPORTED) */
-    const char *unplannable;
 } mt_model_shape;
 
 
@@ -312,7 +309,7 @@ typedef struct {
 
 /* c's model's shape, from its settings (model_config) or, NULL, its
  * defaults. MT_EUNSUPPORTED for a model that is not a transformer (mlp,
- * linreg: no such shape) or one its shape marks unplannable;
+ * linreg: no such shape);
  * MT_EINVAL for a kind that is not a model. */
 mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out);
 /* Writes into `config` (c's model's settings struct, config_size bytes, a

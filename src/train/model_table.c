@@ -131,8 +131,6 @@ mt_status mt_model_shape_of(const mt_train_config *c, mt_model_shape *out) {
     if (s != MT_OK) return s;
     *out = (mt_model_shape){0};
     m->shape(c, out);
-    if (out->unplannable)
-        return mt_fail(MT_EUNSUPPORTED, "--model %s: %s", m->about.name, out->unplannable);
     return MT_OK;
 }
 
