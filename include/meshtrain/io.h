@@ -393,6 +393,19 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
  * missing (its parent must exist). Each file through a claim. */
 mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g);
 
+/* The same for a GPT2LMHeadModel (hf_config.c, hf_gpt2.c): n_embd,
+ * n_layer, n_head, n_positions, vocab_size into cfg (Vp meshtrain's
+ * padding of V); refused naming the field: another layer_norm_epsilon than
+ * meshtrain's 1e-5, activation_function other than gelu_new, an untied
+ * head, n_inner other than 4·n_embd, layer-scaled attention. The weights:
+ * transformers' Conv1D (in, out) transposed to meshtrain's (out, in),
+ * names with or without "transformer.", the causal-mask buffers skipped, a
+ * saved lm_head.weight checked equal to the embedding; the padding rows
+ * of wte past V zero. Saved under "transformer." with V rows. */
+mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg);
+mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg);
+mt_status mt_hf_save_gpt2(const char *dir, const mt_gpt_config *cfg, mt_graph *g);
+
 /* CRC-32 (IEEE) of a buffer, continuing from `crc` (start with 0). */
 uint32_t mt_crc32(uint32_t crc, const void *buf, size_t n);
 

@@ -8,7 +8,9 @@
  * num_attention_heads). What meshtrain's LLaMA does not compute is refused
  * naming the field: another hidden_act than silu, attention or MLP biases,
  * a sliding window shorter than the context, a RoPE scaling other than
- * llama3 and yarn.
+ * llama3 and yarn. And GPT2LMHeadModel's (transformers' GPT2Config: n_embd,
+ * n_layer, n_head, n_positions, vocab_size, layer_norm_epsilon 1e-5 as
+ * meshtrain's LayerNorm, gelu_new, the head tied) into mt_gpt_config.
  */
 #include "base/json.h"
 #include "io/hf_impl.h"
@@ -166,7 +168,58 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     return rope_scaling(r, &c->rope_scaling);
 }
 
-mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg) {
+static mt_status read_gpt2_fields(const cfg_rd *r, mt_gpt_config *c) {
+    const mt_json *arch = mt__json_get(r->j, "architectures");
+    const char *a = arch && arch->type == MT_JSON_ARR && arch->n == 1 &&
+                            arch->kids[0]->type == MT_JSON_STR ? arch->kids[0]->str : NULL;
+    if (!a || strcmp(a, "GPT2LMHeadModel"))
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': architecture '%.64s' is not "
+                       "GPT2LMHeadModel", r->path, a ? a : "(none)");
+    memset(c, 0, sizeof *c);
+    const int BIG = 1 << 30;
+    int ctx = 0, inner = 0;
+    mt_status s;
+    if ((s = get_int(r, "n_embd", 1, BIG, -1, &c->C)) != MT_OK ||
+        (s = get_int(r, "n_layer", 1, 100000, -1, &c->L)) != MT_OK ||
+        (s = get_int(r, "n_head", 1, 65536, -1, &c->NH)) != MT_OK ||
+        (s = get_int(r, "vocab_size", 1, BIG, -1, &c->V)) != MT_OK ||
+        (s = get_int(r, "n_ctx", 1, BIG, 1, &ctx)) != MT_OK ||
+        (s = get_int(r, "n_positions", 1, BIG, ctx, &c->maxT)) != MT_OK ||
+        (s = get_int(r, "n_inner", 1, BIG, 4 * c->C, &inner)) != MT_OK)
+        return s;
+    if (inner != 4 * c->C)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': n_inner %d: meshtrain's GPT's MLP is 4 · "
+                       "n_embd = %d wide", r->path, inner, 4 * c->C);
+    if (c->C % c->NH)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': n_embd %d does not divide into %d heads",
+                       r->path, c->C, c->NH);
+    double eps;
+    if ((s = get_num(r, "layer_norm_epsilon", r->j, 1e-5, &eps)) != MT_OK) return s;
+    if (fabs(eps - 1e-5) > 1e-12)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': layer_norm_epsilon %g: meshtrain's "
+                       "LayerNorm adds 1e-5", r->path, eps);
+    const mt_json *act = mt__json_get(r->j, "activation_function");
+    if (act && (act->type != MT_JSON_STR ||
+                (strcmp(act->str, "gelu_new") && strcmp(act->str, "gelu_pytorch_tanh"))))
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': activation_function '%.32s': meshtrain's "
+                       "GPT runs GELU's tanh form (gelu_new)", r->path,
+                       act->type == MT_JSON_STR ? act->str : "?");
+    if ((s = need_bool(r, "tie_word_embeddings", true, "meshtrain's GPT ties its head to the "
+                       "embedding")) != MT_OK ||
+        (s = need_bool(r, "scale_attn_by_inverse_layer_idx", false, "meshtrain's attention "
+                       "scales by 1/sqrt(head size) alone")) != MT_OK ||
+        (s = need_bool(r, "scale_attn_weights", true, "meshtrain's attention scales by "
+                       "1/sqrt(head size)")) != MT_OK ||
+        (s = need_bool(r, "add_cross_attention", false, "meshtrain's GPT is a decoder "
+                       "alone")) != MT_OK)
+        return s;
+    c->Vp = (c->V + 63) / 64 * 64;   /* meshtrain's padding (train/models/gpt.c) */
+    return MT_OK;
+}
+
+/* dir/config.json parsed and handed to `fields` with cfg. */
+static mt_status read_config(const char *dir, mt_status (*fields)(const cfg_rd *, void *),
+                             void *cfg) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *text = NULL;
@@ -179,9 +232,20 @@ mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg) {
     if (s == MT_OK && j->type != MT_JSON_OBJ)
         s = mt_fail(MT_EFORMAT, WHAT " '%s' is %s, not an object", path,
                     mt__json_type_name(j->type));
-    if (s == MT_OK) s = read_fields(&(cfg_rd){j, path}, cfg);
+    if (s == MT_OK) s = fields(&(cfg_rd){j, path}, cfg);
     mt__json_free(j);
     return s;
+}
+
+static mt_status llama_fields(const cfg_rd *r, void *c) { return read_fields(r, c); }
+static mt_status gpt2_fields(const cfg_rd *r, void *c) { return read_gpt2_fields(r, c); }
+
+mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg) {
+    return read_config(dir, llama_fields, cfg);
+}
+
+mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg) {
+    return read_config(dir, gpt2_fields, cfg);
 }
 
 /* config.json's text for cfg, to f. */
@@ -215,12 +279,32 @@ static mt_status write_config(FILE *f, void *arg) {
     return MT_OK;
 }
 
-mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+static mt_status write_gpt2_config(FILE *f, void *arg) {
+    const mt_gpt_config *c = arg;
+    fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+            "  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
+            "  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n  \"n_inner\": null,\n"
+            "  \"layer_norm_epsilon\": 1e-05,\n  \"activation_function\": \"gelu_new\",\n"
+            "  \"tie_word_embeddings\": true,\n  \"scale_attn_weights\": true,\n"
+            "  \"torch_dtype\": \"float32\"\n}\n", c->C, c->L, c->NH, c->maxT, c->maxT, c->V);
+    return MT_OK;
+}
+
+/* dir/config.json written by `write` through a claim. */
+static mt_status write_file(const char *dir, mt_status (*write)(FILE *, void *), void *cfg) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     mt_output *o = NULL;
     mt_status s = mt_output_claim(path, WHAT, &o);
-    if (s == MT_OK) s = mt_output_write(o, write_config, (void *)cfg);
+    if (s == MT_OK) s = mt_output_write(o, write, cfg);
     mt_output_close(o);
     return s;
+}
+
+mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+    return write_file(dir, write_config, (void *)cfg);
+}
+
+mt_status mt__hf_write_gpt2_config(const char *dir, const mt_gpt_config *cfg) {
+    return write_file(dir, write_gpt2_config, (void *)cfg);
 }
