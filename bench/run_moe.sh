@@ -19,8 +19,8 @@
 #    tokens, STEPS steps (300; 60 with --quick), 1 thread; the median step
 #    time over the steps after the first 5 (the JSONL's ms), the ratio
 #    MoE / dense (target <= 1.3), and each validation loss at the last step
-#    (the MoE's includes its aux and z losses, α 0.01 and β 1e-3: it is
-#    the objective the trainer minimises; the MoE's should be the lower).
+#    (the language model's: the MoE's router losses are not in it; the
+#    MoE's should be the lower).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build}

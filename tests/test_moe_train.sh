@@ -18,7 +18,8 @@
 #    absent from a dense run's;
 #  - the metrics' moe_aux (the router losses the loss includes): at step 1
 #    loss - moe_aux equals the loss of the run without them, one device and
-#    data=2 x expert=2, and α 1 gives about 1 a MoE layer;
+#    data=2 x expert=2, and α 1 gives about 1 a MoE layer; the validation
+#    loss leaves them out (equal with and without them at lr 0);
 #  - a checkpoint of 3 steps resumes to step 5 as the 5-step run, and
 #    `meshtrain sample` reads the model back from its description;
 #  - turned away before any work (exit 2), naming what is not built: the
@@ -133,6 +134,20 @@ PY
     then ok "moe_aux on ${mesh:-one device}: loss - moe_aux = the loss without router losses"
     else bad "moe_aux on ${mesh:-one device}" "$(cat aux.jsonl noaux.jsonl a1.jsonl | head -c 600)"; fi
 done
+# the validation loss is the language model's: at learning rate 0 (the
+# same weights) equal with and without the router losses
+for ab in "" "--moe-aux-alpha 0 --moe-z-beta 0"; do
+    read -r -a A <<<"$ab"
+    train_run "moe-tiny, lr 0, eval ${ab:-with router losses}" "val${#A[@]}.jsonl" "${TINY[@]}" \
+        --steps 1 --lr 0 --eval-every 1 "${A[@]}"
+done
+if python3 - val0.jsonl val4.jsonl <<'PY'
+import json, sys
+a, b = (json.loads(open(f).readline()) for f in sys.argv[1:3])
+sys.exit(0 if a["val_loss"] == b["val_loss"] and a["loss"] > b["loss"] else 1)
+PY
+then ok "the validation loss leaves the router losses out (the training loss has them)"
+else bad "validation loss without router losses" "$(cat val0.jsonl val4.jsonl | head -c 400)"; fi
 expect_fail "top-k past the experts is refused" 2 "moe-top-k 9 must be 1 to --moe-experts 8" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --moe-top-k 9
 

@@ -485,7 +485,9 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report);
  * device takes part (call it on every rank: under MPI rank 0 gathers and
  * writes the file). MT_EIO naming the path when it cannot be written. */
 mt_status mt_trainer_write_trace(mt_trainer *tr);
-/* Mean validation loss over eval_batches microbatches. */
+/* Mean validation loss over eval_batches microbatches: the language
+ * model's cross-entropy (a mixture of experts' router losses, part of the
+ * training loss, are not in it). */
 mt_status mt_trainer_eval(mt_trainer *tr, float *val_loss);
 /* Writes ckpt_out (and llmc_out), each through "<path>.tmp" renamed
  * over it (meshtrain/io.h). On failure (MT_EIO with the system's message,

@@ -281,6 +281,7 @@ typedef struct {
     mt__moe_load moe;           /* the experts' counts of the step (moe_load.c) */
     double     moe_maxvio;      /* the last step's MaxVio; NAN without MoE */
     double     moe_aux;         /* the last step's router losses; NAN without MoE */
+    mt__moe_load eval_moe;      /* the evaluation graph's router losses, taken out */
 } mt__train_dev;
 
 struct mt_trainer {

@@ -198,6 +198,7 @@ void mt_trainer_free(mt_trainer *tr) {
         } else {
             mt_optim_free(d->opt);
             mt__moe_load_free(&d->moe);
+            mt__moe_load_free(&d->eval_moe);
             mt_graph_free(d->g);
         }
         mt_graph_free(d->eval_g);
@@ -456,9 +457,14 @@ static mt_status eval_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
         if ((s = mt__train_fill_batch(tr, d, ctx, 1, &pos, d->eval_in, d->eval_target)) != MT_OK)
             return s;
         if ((s = mt_graph_forward(d->eval_g)) != MT_OK) return s;
+        if ((s = mt__moe_load_add(&d->eval_moe, d->eval_g)) != MT_OK) return s;
         sum += mt_graph_loss(d->eval_g);
     }
-    d->loss = sum / c->eval_batches;
+    /* a mixture of experts' validation loss is its language model's: the
+       router losses (a mean over the batches, as sum's) taken out */
+    double vio, aux;
+    if ((s = mt__moe_load_maxvio(&d->eval_moe, ctx, &vio, &aux)) != MT_OK) return s;
+    d->loss = sum / c->eval_batches - (isnan(aux) ? 0 : aux);
     return MT_OK;
 }
 
