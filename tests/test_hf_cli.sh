@@ -6,10 +6,12 @@
 # gradient norm within 1e-5 of one device's; a run at learning rate 0
 # writes back model.safetensors and config.json byte for byte, from one
 # device, tensor=2 and pipe=2 alike; `sample --hf-in` writes the text the
-# checkpoint of the same weights gives; and the
-# refusals (a model flag beside --hf-in, a file given as a directory, a GPT,
-# two starts). The weights' numerics against Hugging Face's equations are
-# tests/test_hf.c's.
+# checkpoint of the same weights gives; a GPT-2 (GPT2LMHeadModel) written,
+# fine-tuned from on one device and tensor=2 alike and sampled; and the
+# refusals (a model flag beside --hf-in, a file given as a directory, a
+# LLaMA's directory for a GPT, an MLP, two starts). The weights' numerics
+# against Hugging Face's equations are tests/test_hf.c's and
+# tests/test_hf_gpt2.c's.
 #
 #   bash tests/test_hf_cli.sh <meshtrain binary> [build dir]
 set -u
@@ -73,8 +75,26 @@ expect_fail "--hf-in names a file" 2 "not a directory" \
     "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a/config.json
 expect_fail "--hf-out names a file" 2 "exists and is not a directory" \
     "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in a --hf-out text.txt
-expect_fail "--hf-in with --model gpt" 2 "LLaMA-family models, not --model gpt" \
+expect_fail "--hf-in of a LLaMA with --model gpt" 2 "'LlamaForCausalLM' is not GPT2LMHeadModel" \
     "$BIN" train --model gpt "${RUN[@]}" --steps 1 --hf-in a
+expect_fail "--hf-in with --model mlp" 2 "LLaMA-family and GPT-2 models, not --model mlp" \
+    "$BIN" train --model mlp --steps 1 --hf-in a
+
+# GPT-2 (GPT2LMHeadModel): written, fine-tuned from on one device and on
+# tensor=2 alike, sampled as its checkpoint
+"$BIN" train --model gpt "${RUN[@]}" --layers 2 --channels 64 --heads 4 --max-seq 64 --steps 2 \
+    --hf-out g --ckpt-out g.ckpt >out.txt 2>err.txt &&
+    grep -q GPT2LMHeadModel g/config.json && ok "gpt --hf-out writes a GPT2LMHeadModel" ||
+    bad "gpt --hf-out" "$(tail -3 err.txt)"
+"$BIN" train --model gpt "${RUN[@]}" --steps 3 --hf-in g --metrics g1.jsonl >out.txt 2>err.txt ||
+    bad "gpt --hf-in on one device" "$(tail -3 err.txt)"
+"$BIN" train --model gpt "${RUN[@]}" --steps 3 --hf-in g --devices 2 --mesh tensor=2 \
+    --metrics g2.jsonl >out.txt 2>err.txt || bad "gpt --hf-in on tensor=2" "$(tail -3 err.txt)"
+same_metrics "gpt --hf-in on tensor=2: losses and gradient norms equal one device's" g1.jsonl g2.jsonl
+"$BIN" sample --ckpt g.ckpt --prompt "The " --tokens 40 --seed 5 --threads 1 >s1.txt 2>err.txt
+"$BIN" sample --hf-in g --prompt "The " --tokens 40 --seed 5 --threads 1 >s2.txt 2>>err.txt
+[ -s s1.txt ] && cmp -s s1.txt s2.txt && ok "sample --hf-in of a GPT-2: the checkpoint's text" ||
+    bad "sample --hf-in of a GPT-2" "$(tail -2 err.txt)"
 "$BIN" train --model llama "${RUN[@]}" --layers 2 --channels 64 --heads 4 --max-seq 64 \
     --steps 1 --ckpt-out c.ckpt >out.txt 2>err.txt
 expect_fail "--hf-in with --ckpt-in" 2 "give one start" \

@@ -158,8 +158,8 @@ typedef struct {
                                     (llm.c's for the GPT, llama2.c's model.bin for LLaMA) */
     const char     *llmc_out;    /* also write one at the end */
     const char     *hf_in;       /* initialise from a Hugging Face model directory
-                                    (config.json and safetensors; LLaMA: io.h's
-                                    mt_hf_read_llama_config): the model is its config's */
+                                    (config.json and safetensors; LLaMA and GPT-2: io.h's
+                                    mt_hf_read_*_config): the model is its config's */
     const char     *hf_out;      /* also write one at the end (a directory, made if missing) */
     int             threads;     /* kernel threads in all; 0 = all cores. On a mesh each
                                     device gets threads / devices (at least 1) */
@@ -532,7 +532,7 @@ int       mt_trainer_devices(const mt_trainer *tr);
  * significant digits) or an llm.c GPT-2 file (told apart by magic); or
  * `llmc_in`, the llm.c-family file of `model` (llm.c's for gpt, llama2.c's
  * model.bin for llama, which has no magic to tell it by); or `hf_in`, a
- * Hugging Face directory of a LLaMA: exactly one of the three. MT_EINVAL
+ * Hugging Face directory of a LLaMA or a GPT-2: exactly one of the three. MT_EINVAL
  * for more than one or none, a checkpoint of a model that
  * cannot be sampled (mlp, linreg), the model's own checks of the file's
  * settings. Fails with
@@ -555,8 +555,8 @@ typedef struct {
     const char *tokenizer;   /* a SentencePiece .model, or NULL: byte tokens */
     const char *llmc_in;     /* instead of ckpt: `model`'s llm.c-family file */
     mt_model_kind model;     /* with llmc_in: the model it holds (0: MT_MODEL_GPT) */
-    const char *hf_in;       /* instead of ckpt: a Hugging Face LLaMA directory (io.h's
-                                mt_hf_read_llama_config) */
+    const char *hf_in;       /* instead of ckpt: a Hugging Face directory of a LLaMA or
+                                a GPT-2 (io.h's mt_hf_read_*_config) */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
 

@@ -69,7 +69,8 @@ int cli_cmd_sample(int argc, char **argv) {
         {"model", CLI_CHOICE, &model, 0, 0, 0, 0, choices, "NAME",
          "with --llmc-in: the model the file holds"},
         {"hf-in", CLI_STR, &cfg.hf_in, 0, 0, 0, 0, NULL, "DIR",
-         "instead of --ckpt: a Hugging Face LLaMA directory (config.json, model.safetensors)"},
+         "instead of --ckpt: a Hugging Face directory (config.json, model.safetensors) of a "
+         "LLaMA or a GPT-2"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};

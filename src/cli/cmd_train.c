@@ -340,7 +340,8 @@ int cli_cmd_train(int argc, char **argv) {
          "also write the model's llm.c-family checkpoint at the end (as --llmc-in's)"},
         {"hf-in", CLI_STR, &cfg.hf_in, 0, 0, 0, 0, NULL, "DIR",
          "start from a Hugging Face model directory (config.json, model.safetensors or its "
-         "shards; LlamaForCausalLM, MistralForCausalLM): the model is its config's"},
+         "shards; LlamaForCausalLM, MistralForCausalLM with --model llama, GPT2LMHeadModel "
+         "with --model gpt): the model is its config's"},
         {"hf-out", CLI_STR, &cfg.hf_out, 0, 0, 0, 0, NULL, "DIR",
          "also write the model as a Hugging Face directory at the end (config.json, "
          "model.safetensors in F32)"},

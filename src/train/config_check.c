@@ -115,8 +115,9 @@ static mt_status check_fields(const mt_train_config *c, const mt__train_model *m
         return mt_fail(MT_EINVAL, "give either ckpt_in (%s, a resume) or llmc_in (%s, an "
                        "initialisation), not both", c->ckpt_in, c->llmc_in);
     if ((c->hf_in || c->hf_out) && !m->hf_load)
-        return mt_fail(MT_EINVAL, "Hugging Face directories (%s) hold LLaMA-family models, not "
-                       "--model %s; drop --hf-in/--hf-out or train --model llama",
+        return mt_fail(MT_EINVAL, "Hugging Face directories (%s) hold LLaMA-family and GPT-2 "
+                       "models, not --model %s; drop --hf-in/--hf-out or train --model llama "
+                       "or gpt",
                        c->hf_in ? c->hf_in : c->hf_out, m->about.name);
     if (c->hf_in && (c->ckpt_in || c->llmc_in))
         return mt_fail(MT_EINVAL, "give one start: --hf-in '%s' (an initialisation) or %s '%s', "

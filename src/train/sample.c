@@ -66,17 +66,25 @@ static const char *source_of(const mt_sample_config *cfg) {
     return cfg->hf_in ? cfg->hf_in : cfg->llmc_in ? cfg->llmc_in : cfg->ckpt;
 }
 
-/* A Hugging Face directory's LLaMA: its config.json read as the train
- * entry's hf_in reads it (hf_load loads the weights). */
+/* A Hugging Face directory's model: its config.json read by the first
+ * entry whose hf_read takes it (LLaMA's, then GPT-2's: each refuses the
+ * other's architecture), as the train entry's hf_in reads it (hf_load
+ * loads the weights). */
 static mt_status read_hf_model(const mt_sample_config *cfg, sample_model *sm) {
     memset(sm, 0, sizeof *sm);
-    sm->m = mt__train_model_of(MT_MODEL_LLAMA);
-    mt_llama_config *mc = (mt_llama_config *)(void *)sm->mc.bytes;
-    mt_status s = mt_hf_read_llama_config(cfg->hf_in, mc);
-    if (s != MT_OK) return s;
-    sm->tc.model = MT_MODEL_LLAMA;
+    static const mt_model_kind KINDS[] = {MT_MODEL_LLAMA, MT_MODEL_GPT};
+    mt_status s = MT_EUNSUPPORTED;
+    char first[512] = "";
+    for (size_t i = 0; s != MT_OK && i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        sm->m = mt__train_model_of(KINDS[i]);
+        memcpy(sm->mc.bytes, sm->m->config_defaults, sm->m->about.config_size);
+        if ((s = sm->m->hf_read(cfg->hf_in, sm->mc.bytes)) == MT_OK) sm->tc.model = KINDS[i];
+        else if (!i) snprintf(first, sizeof first, "%s", mt_errmsg());
+        if (s != MT_OK && s != MT_EUNSUPPORTED) return s;   /* a file's fault: said as it is */
+    }
+    if (s != MT_OK) return mt_fail(s, "%s (nor GPT2LMHeadModel)", first);
     sm->tc.model_config = sm->mc.bytes;
-    sm->tc.model_config_size = sizeof *mc;
+    sm->tc.model_config_size = sm->m->about.config_size;
     sm->tc.B = 1;
     sm->tc.hf_in = cfg->hf_in;
     char desc[256];

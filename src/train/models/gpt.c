@@ -35,7 +35,7 @@ static void gpt_without_data(const mt_train_config *c, void *mc) {
  * from the data) is checked by gpt_open once they are read. */
 static mt_status gpt_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "GPT");
-    if (s != MT_OK || c->llmc_in) return s;   /* L, C, NH, maxT, V, Vp: the file's */
+    if (s != MT_OK || c->llmc_in || c->hf_in) return s;   /* L, C, NH, maxT, V, Vp: the file's */
     /* V 0 comes from the data, Vp 0 from V: stand-ins that pass for them */
     mt_gpt_config g = *gpt_of(c);
     if (g.V == 0) g.V = g.Vp > 0 ? g.Vp : 1;
@@ -47,11 +47,16 @@ static mt_status gpt_check(const mt_train_config *c) {
     return MT_OK;
 }
 
-/* Takes the model from llmc_in, V from the data where 0, Vp from V. */
+/* Takes the model from llmc_in or hf_in, V from the data where 0, Vp from V. */
 static mt_status gpt_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     mt_gpt_config *g = mc;
     mt_status s;
     if (c->llmc_in && (s = mt_llmc_read_config(c->llmc_in, g)) != MT_OK) return s;
+    if (c->hf_in && (s = mt_hf_read_gpt2_config(c->hf_in, g)) != MT_OK) return s;
+    if (c->hf_in && c->T > g->maxT)
+        return mt_fail(MT_EINVAL, "sequence length T=%d (--seq) exceeds the context %d "
+                       "(n_positions) of --hf-in '%s'; lower --seq to %d or less", c->T,
+                       g->maxT, c->hf_in, g->maxT);
     if ((s = mt_dataset_open_bounded(c->data, c->val_frac, mt__train_scan_vocab(c, g->V), ds)) !=
         MT_OK)
         return s;
@@ -72,6 +77,17 @@ static mt_status gpt_llmc_load(const mt_train_config *c, mt_graph *g) {
 
 static mt_status gpt_llmc_save(const mt_train_config *c, mt_graph *g, mt_output *out) {
     return out ? mt_llmc_save_to(out, g, gpt_of(c)) : mt_llmc_save(c->llmc_out, g, gpt_of(c));
+}
+
+/* Hugging Face's GPT2LMHeadModel directories (io.h's mt_hf_*_gpt2) */
+static mt_status gpt_hf_read(const char *dir, void *mc) { return mt_hf_read_gpt2_config(dir, mc); }
+
+static mt_status gpt_hf_load(const mt_train_config *c, mt_graph *g) {
+    return mt_hf_load_gpt2(c->hf_in, g, gpt_of(c));
+}
+
+static mt_status gpt_hf_save(const mt_train_config *c, mt_graph *g) {
+    return mt_hf_save_gpt2(c->hf_out, gpt_of(c), g);
 }
 
 static void gpt_describe(const mt_train_config *c, char *buf, size_t n) {
@@ -194,6 +210,8 @@ const mt__train_model mt__model_gpt = {
     .eot_id = 50256,   /* GPT-2's <|endoftext|> */
     .check = gpt_check, .open = gpt_open,
     .llmc_read = gpt_llmc_read, .llmc_load = gpt_llmc_load, .llmc_save = gpt_llmc_save,
+    .hf_arch = "GPT2LMHeadModel", .hf_read = gpt_hf_read, .hf_load = gpt_hf_load,
+    .hf_save = gpt_hf_save,
     .describe = gpt_describe, .parse = gpt_parse, .logits = "logits",
     .build = gpt_build, .fill_constants = mt_gpt_fill_constants,
     .fill_batch = mt__train_fill_tokens, .step_flops = gpt_step_flops,

@@ -303,6 +303,10 @@ static mt_status llama_llmc_save(const mt_train_config *c, mt_graph *g, mt_outpu
 
 /* ---- Hugging Face directories (io.h's mt_hf_*): the entry's hooks ---- */
 
+static mt_status llama_hf_read(const char *dir, void *mc) {
+    return mt_hf_read_llama_config(dir, mc);
+}
+
 static mt_status llama_hf_load(const mt_train_config *c, mt_graph *g) {
     const mt_llama_config m = llama_built(c);
     return mt_hf_load_llama(c->hf_in, g, &m);
@@ -505,7 +509,8 @@ const mt__train_model mt__model_llama = {
     .eot_id = 2,   /* SentencePiece's </s> (llama2.c's EOS), as tokenize --doc-sep writes */
     .check = llama_check, .open = llama_open,
     .llmc_read = llama_llmc_read, .llmc_load = llama_llmc_load,
-    .llmc_save = llama_llmc_save, .hf_load = llama_hf_load, .hf_save = llama_hf_save,
+    .llmc_save = llama_llmc_save, .hf_arch = "LlamaForCausalLM", .hf_read = llama_hf_read,
+    .hf_load = llama_hf_load, .hf_save = llama_hf_save,
     .describe = llama_describe, .parse = llama_parse, .logits = "logits",
     .build = llama_build,
     .fill_batch = mt__train_fill_tokens, .step_flops = llama_step_flops,
