@@ -13,8 +13,11 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan/plan_impl.h"
+#include "plan/step.h"
+#include "plan_unit_hw.h"
 #include "train_helpers.h"
 
+#include <math.h>
 #include <time.h>
 
 static const char NO_DATA[] = "(explain reads no data)";
@@ -348,6 +351,77 @@ MT_TEST(deepspeed_list_collectives) {
              4 + 9 * m.L, h.ds_persist_bytes, 2 * persist);
     mt__plan_program_free(&p);
     mt__plan_program_free(&h);
+    mt_mesh_free(mesh);
+}
+
+/* ZeRO-3 on data=3, the GPT of gpt() at L=2: 3 divides only the QKV
+ * projection's 3C (its weight and bias are split); every other parameter
+ * is kept whole by the partitioner. As DeepSpeed pads (MT__PLAN_PAD_FLAT)
+ * a parameter of n elements is gathered and its gradient reduce-scattered
+ * as P·ceil(n/P) elements, 4 bytes each (f32), and AdamW steps ceil(n/P):
+ * summed by hand over the GPT's shapes (gpt_params' list). Gathered in the
+ * forward before each parameter's first reader; again in the backward
+ * (resharded) each weight the backward reads: the products' weights for
+ * dX, the norms' scales, the tied table. MT__PLAN_PAD_NONE leaves the
+ * trainer's program as built. */
+static double pad3(double n) { return 3 * ceil(n / 3); }
+
+MT_TEST(unsplit_parameters_padded_as_deepspeed) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=3", 3);
+    c.B = 12;
+    c.zero = 3;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p, q;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &q));
+    const int built = q.n_nodes;
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&q, MT__PLAN_PAD_NONE));
+    MT_CHECK(q.n_nodes == built && !q.unsplit_uses && q.pad_unstored_elems == 0, "NONE changed "
+             "the program: %d nodes of %d", q.n_nodes, built);
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    const double C = m.C, L = m.L, qkv = 3 * C * C + 3 * C;   /* split: gathered as they are */
+    /* whole: wte, wpe, ln_f; a layer's norms, the projection, the MLP */
+    const double glob[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    double fwd = 0, bwd = 0, share = 0;
+    for (int i = 0; i < 4; i++) fwd += pad3(glob[i]), share += ceil(glob[i] / 3);
+    for (int i = 0; i < 10; i++) fwd += L * pad3(layer[i]), share += L * ceil(layer[i] / 3);
+    fwd += L * qkv;
+    share += L * qkv / 3;
+    bwd = pad3(m.Vp * C) + pad3(C) + L * (2 * pad3(C) + pad3(C * C) + 2 * pad3(4 * C * C) + 3 * C * C);
+    double gathered[2] = {0, 0}, scattered = 0;
+    int n_gathers[2] = {0, 0}, n_scatters = 0, n_reduced = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE) continue;
+        if (n->param_gather) {
+            gathered[n->phase == 'B'] += n->comm_bytes;
+            n_gathers[n->phase == 'B']++;
+        } else if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER) {
+            scattered += n->comm_bytes;
+            n_scatters++;
+        } else if (n->grad_reduce) {
+            n_reduced++;
+        }
+    }
+    const int n_params = 4 + 12 * m.L;
+    MT_CHECK(n_gathers[0] == n_params && gathered[0] == 4 * fwd, "forward: %d gathers of %g "
+             "bytes (want %d of %g)", n_gathers[0], gathered[0], n_params, 4 * fwd);
+    MT_CHECK(n_gathers[1] == 2 + 6 * m.L && gathered[1] == 4 * bwd, "backward: %d gathers of %g "
+             "bytes (want %d of %g)", n_gathers[1], gathered[1], 2 + 6 * m.L, 4 * bwd);
+    MT_CHECK(n_scatters == n_params && scattered == 4 * fwd && n_reduced == 0, "%d scatters of "
+             "%g bytes (want %d of %g), %d all-reduces left", n_scatters, scattered, n_params,
+             4 * fwd, n_reduced);
+    /* AdamW on the shares */
+    mt_hardware hw = unit_hw();
+    mt__plan_comm_keys keys = {0};
+    mt__plan_chunk_time ct;
+    MT_CHECK_OK(mt__plan_chunk_time_of(&hw, mesh, MT_PRECISION_FP32, &p, 0, &keys, &ct));
+    MT_CHECK(ct.stored_elems == share, "AdamW over %g elements (want %g)", ct.stored_elems, share);
+    mt__plan_program_free(&p);
+    mt__plan_program_free(&q);
     mt_mesh_free(mesh);
 }
 
