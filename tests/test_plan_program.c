@@ -425,6 +425,65 @@ MT_TEST(unsplit_parameters_padded_as_deepspeed) {
     mt_mesh_free(mesh);
 }
 
+/* The same GPT on data=2,fsdp=3 (HSDP: parameters stored over fsdp, the
+ * gradients reduced over data too). Padded flat, an unsplit parameter's
+ * gradient is all-reduced whole over data and then reduce-scattered over
+ * fsdp, as the partitioner reduces the split QKV's: every parameter one of
+ * each, none left all-reduced over data,fsdp. Padded as FSDP2 does
+ * (MT__PLAN_PAD_ROWS), the forward gathers 3·ceil(rows/3)·cols elements of
+ * each (the MLP's two weights are (C, 4C) and (4C, C), in either order). */
+static double rows3(double rows, double cols) { return 3 * ceil(rows / 3) * cols; }
+
+MT_TEST(unsplit_parameters_padded_hsdp_and_rows) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=2,fsdp=3", 6);
+    c.B = 12;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt_axes data, fsdp;
+    MT_CHECK_OK(mt_mesh_axes(mesh, "data", &data));
+    MT_CHECK_OK(mt_mesh_axes(mesh, "fsdp", &fsdp));
+    const double C = m.C, L = m.L, qkv = 3 * C * C + 3 * C;
+    const int n_params = 4 + 12 * m.L;
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 5, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    double whole = gpt_params(&m), padded = L * qkv;   /* fsdp's padded elements */
+    const double sizes[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    for (int i = 0; i < 4; i++) padded += pad3(sizes[i]);
+    for (int i = 0; i < 10; i++) padded += L * pad3(layer[i]);
+    double over_data = 0, scattered = 0;
+    int n_data = 0, n_scatter = 0, n_both = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE || !n->grad_reduce) continue;
+        if (n->kind == MT__PC_ALL_REDUCE && !memcmp(&n->axes, &data, sizeof data))
+            over_data += n->comm_bytes, n_data++;
+        else if (n->kind == MT__PC_REDUCE_SCATTER && !memcmp(&n->axes, &fsdp, sizeof fsdp))
+            scattered += n->comm_bytes, n_scatter++;
+        else
+            n_both++;
+    }
+    MT_CHECK(n_data == n_params && over_data == 4 * whole, "%d all-reduces over data of %g "
+             "bytes (want %d of %g)", n_data, over_data, n_params, 4 * whole);
+    MT_CHECK(n_scatter == n_params && scattered == 4 * padded && n_both == 0, "%d "
+             "reduce-scatters over fsdp of %g bytes (want %d of %g), %d other reductions",
+             n_scatter, scattered, n_params, 4 * padded, n_both);
+    mt__plan_program_free(&p);
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 5, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_ROWS));
+    double rows = rows3(m.Vp, C) + rows3(m.maxT, C) + 2 * pad3(C) +
+                  L * (4 * pad3(C) + rows3(C, C) + pad3(C) + rows3(C, 4 * C) + rows3(4 * C, C) +
+                       pad3(4 * C) + pad3(C) + qkv);
+    double gathered = 0;
+    for (int i = 0; i < p.n_nodes; i++)
+        if (p.nodes[i].param_gather && p.nodes[i].phase == 'F') gathered += p.nodes[i].comm_bytes;
+    MT_CHECK(gathered == 4 * rows, "FSDP2: %g bytes gathered (want %g)", gathered, 4 * rows);
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+}
+
 /* A GPT-3-sized layer of a 16,384-device mesh, built for its last device
  * alone: no thread per device, no buffer. */
 MT_TEST(one_device_of_a_huge_mesh) {
