@@ -425,6 +425,47 @@ MT_TEST(unsplit_parameters_padded_as_deepspeed) {
     mt_mesh_free(mesh);
 }
 
+/* ZeRO-2 on data=3 (two microbatches): the split parameters are gathered
+ * and their gradients reduce-scattered once a step, kept whole between;
+ * padded, so are the others: every gather and reduce-scatter once, in the
+ * forward only, 4 x the padded sum of the ZeRO-3 case each. */
+MT_TEST(unsplit_parameters_padded_once_under_zero2) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=3", 3);
+    c.B = 12;
+    c.zero = 2;
+    c.accum = 2;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    const double C = m.C, L = m.L;
+    const double sizes[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    double padded = L * (3 * C * C + 3 * C), gathered = 0, scattered = 0;
+    for (int i = 0; i < 4; i++) padded += pad3(sizes[i]);
+    for (int i = 0; i < 10; i++) padded += L * pad3(layer[i]);
+    int n_gathers = 0, n_scatters = 0, other = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE || !(n->param_gather || n->grad_reduce)) continue;
+        if (n->param_gather && n->once && n->phase == 'F')
+            gathered += n->comm_bytes, n_gathers++;
+        else if (n->grad_reduce && n->once && n->kind == MT__PC_REDUCE_SCATTER)
+            scattered += n->comm_bytes, n_scatters++;
+        else
+            other++;
+    }
+    const int n_params = 4 + 12 * m.L;
+    MT_CHECK(n_gathers == n_params && gathered == 4 * padded && n_scatters == n_params &&
+             scattered == 4 * padded && other == 0, "%d gathers of %g bytes, %d scatters of "
+             "%g (want %d of %g each), %d others", n_gathers, gathered, n_scatters, scattered,
+             n_params, 4 * padded, other);
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+}
+
 /* The same GPT on data=2,fsdp=3 (HSDP: parameters stored over fsdp, the
  * gradients reduced over data too). Padded flat, an unsplit parameter's
  * gradient is all-reduced whole over data and then reduce-scattered over

@@ -169,10 +169,12 @@ typedef struct {
                                           not store (the unsplit parameters less their
                                           shares: mt__plan_program_pad_unsplit); AdamW
                                           steps the rest */
-    mt__plan_unsplit_use *unsplit_uses;  /* (n_unsplit_uses) in node order, under ZeRO-3
-                                          and fsdp (not once a step); NULL after
+    mt__plan_unsplit_use *unsplit_uses;  /* (n_unsplit_uses) in node order; NULL after
                                           mt__plan_program_pad_unsplit */
     int     n_unsplit_uses;
+    bool    unsplit_once;              /* the layout gathers its parameters and reduces
+                                          their gradients once a step (ZeRO-1/2, fsdp
+                                          once): so would the padded ones */
     mt_axes storage_axes;              /* the storage axes (N devices) */
     char    unsplit_what[128];         /* the largest, "'wte' (50304, 768)" (the verdict
                                           names the layout's axes: programs are shared by
@@ -263,7 +265,8 @@ typedef enum {
 /* The program's unsplit parameters (unsplit_uses) as a framework that pads
  * runs them (program_pad.c): each gathered over the storage axes before its
  * first reader of each phase that reads it (the forward's, and with
- * resharding the backward's), moving N x its padded share; its gradient's
+ * resharding the backward's; once a step where the split ones are,
+ * unsplit_once), moving N x its padded share; its gradient's
  * all-reduce a reduce-scatter over the storage axes of as many elements
  * (after an all-reduce of the whole over the batch axes that do not store,
  * as an HSDP layout reduces its split ones); pad_unstored_elems set. The
@@ -275,14 +278,14 @@ mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad);
 
 /* The parameters of the compiled program g (on `mesh`) that the storage
  * axes `storage` split on no dim, counted into p (unsplit_*,
- * rows_pad_elems, unsplit_what; storage_axes); where the layout gathers
- * its split parameters at each use (`gathered`: ZeRO-3, fsdp not once a
- * step) their uses too (unsplit_uses: each one's forward reader, with
- * `reshard` its backward's, and its gradient's all-reduce), for
+ * rows_pad_elems, unsplit_what; storage_axes), and their uses
+ * (unsplit_uses: each one's forward reader, with `reshard` its
+ * backward's, and its gradient's all-reduce; `once`: the layout gathers
+ * and reduces its split ones once a step, unsplit_once), for
  * mt__plan_program_pad_unsplit (program_pad.c). Fails only for MT_ENOMEM
  * and as mt_graph_node fails. */
 mt_status mt__plan_program_unsplit(const mt_graph *g, const mt_mesh *mesh, uint32_t storage,
-                                   bool gathered, bool reshard, mt__plan_program *p);
+                                   bool once, bool reshard, mt__plan_program *p);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

@@ -207,7 +207,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
     for (int i = 0; first_block > 0 && i < p->n_nodes; i++)
         if (p->nodes[i].block >= 0) p->nodes[i].block -= first_block;
     p->gathered_kept_elems = reshard ? 0 : p->gathered_elems;
-    mt_status su = mt__plan_program_unsplit(g, mesh, storage, !once, reshard, p);
+    mt_status su = mt__plan_program_unsplit(g, mesh, storage, once, reshard, p);
     if (su != MT_OK) {
         free(params);
         free(grads);

@@ -125,16 +125,17 @@ static void note(mt__plan_program *p, int node, bool reduce, const unsplit *u, i
 }
 
 mt_status mt__plan_program_unsplit(const mt_graph *g, const mt_mesh *mesh, uint32_t storage,
-                                   bool gathered, bool reshard, mt__plan_program *p) {
+                                   bool once, bool reshard, mt__plan_program *p) {
     const int64_t n_dev = axes_parts(mesh, storage);
     if (n_dev <= 1) return MT_OK;
     for (int a = 0; a < mt_mesh_ndim(mesh); a++)
         if (storage & (1u << a)) p->storage_axes.axis[p->storage_axes.n++] = (uint8_t)a;
     const int np = mt_graph_n_params(g), cap = 4 * np + 1;
-    unsplit *list = gathered ? calloc((size_t)np + 1, sizeof *list) : NULL;
-    alias *keys = gathered ? calloc((size_t)cap, sizeof *keys) : NULL;
-    alias *grads = gathered ? calloc((size_t)np + 1, sizeof *grads) : NULL;
-    if (gathered && (!list || !keys || !grads)) {
+    p->unsplit_once = once;
+    unsplit *list = calloc((size_t)np + 1, sizeof *list);
+    alias *keys = calloc((size_t)cap, sizeof *keys);
+    alias *grads = calloc((size_t)np + 1, sizeof *grads);
+    if (!list || !keys || !grads) {
         free(list), free(keys), free(grads);
         return mt_fail(MT_ENOMEM, "out of memory for %d parameters' shares", np);
     }
@@ -233,7 +234,7 @@ mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad) {
                 .phase = at->phase, .cls = MT__PN_COLLECTIVE, .kind = MT__PC_ALL_GATHER,
                 .axes = p->storage_axes, .comm_bytes = elems * x->width,
                 .bytes = elems * x->width, .wire_width = x->width, .param_gather = true,
-                .block = at->block, .live_bytes = at->live_bytes};
+                .once = p->unsplit_once, .block = at->block, .live_bytes = at->live_bytes};
         }
         nodes[k] = *at;
         if (!reduce || !holds(at->axes, &p->storage_axes)) {
@@ -245,7 +246,7 @@ mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad) {
         const mt_axes rest = without(at->axes, &p->storage_axes);
         if (rest.n > 0) {
             nodes[k].axes = rest;
-            nodes[k].once = false;
+            nodes[k].once = p->unsplit_once;
             nodes[++k] = *at;
         }
         mt__plan_node *rs = &nodes[k++];
@@ -253,7 +254,7 @@ mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad) {
         rs->axes = p->storage_axes;
         rs->comm_bytes *= padded;
         rs->bytes = 2 * rs->comm_bytes;
-        rs->once = false;
+        rs->once = p->unsplit_once;   /* as the split ones' (kept whole for the step) */
     }
     free(uses);
     free(p->nodes);
