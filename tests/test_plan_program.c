@@ -13,8 +13,11 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan/plan_impl.h"
+#include "plan/step.h"
+#include "plan_unit_hw.h"
 #include "train_helpers.h"
 
+#include <math.h>
 #include <time.h>
 
 static const char NO_DATA[] = "(explain reads no data)";
@@ -348,6 +351,177 @@ MT_TEST(deepspeed_list_collectives) {
              4 + 9 * m.L, h.ds_persist_bytes, 2 * persist);
     mt__plan_program_free(&p);
     mt__plan_program_free(&h);
+    mt_mesh_free(mesh);
+}
+
+/* ZeRO-3 on data=3, the GPT of gpt() at L=2: 3 divides only the QKV
+ * projection's 3C (its weight and bias are split); every other parameter
+ * is kept whole by the partitioner. As DeepSpeed pads (MT__PLAN_PAD_FLAT)
+ * a parameter of n elements is gathered and its gradient reduce-scattered
+ * as P·ceil(n/P) elements, 4 bytes each (f32), and AdamW steps ceil(n/P):
+ * summed by hand over the GPT's shapes (gpt_params' list). Gathered in the
+ * forward before each parameter's first reader; again in the backward
+ * (resharded) each weight the backward reads: the products' weights for
+ * dX, the norms' scales, the tied table. MT__PLAN_PAD_NONE leaves the
+ * trainer's program as built. */
+static double pad3(double n) { return 3 * ceil(n / 3); }
+
+MT_TEST(unsplit_parameters_padded_as_deepspeed) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=3", 3);
+    c.B = 12;
+    c.zero = 3;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p, q;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &q));
+    const int built = q.n_nodes;
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&q, MT__PLAN_PAD_NONE));
+    MT_CHECK(q.n_nodes == built && !q.unsplit_uses && q.pad_unstored_elems == 0, "NONE changed "
+             "the program: %d nodes of %d", q.n_nodes, built);
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    const double C = m.C, L = m.L, qkv = 3 * C * C + 3 * C;   /* split: gathered as they are */
+    /* whole: wte, wpe, ln_f; a layer's norms, the projection, the MLP */
+    const double glob[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    double fwd = 0, bwd = 0, share = 0;
+    for (int i = 0; i < 4; i++) fwd += pad3(glob[i]), share += ceil(glob[i] / 3);
+    for (int i = 0; i < 10; i++) fwd += L * pad3(layer[i]), share += L * ceil(layer[i] / 3);
+    fwd += L * qkv;
+    share += L * qkv / 3;
+    bwd = pad3(m.Vp * C) + pad3(C) + L * (2 * pad3(C) + pad3(C * C) + 2 * pad3(4 * C * C) + 3 * C * C);
+    double gathered[2] = {0, 0}, scattered = 0;
+    int n_gathers[2] = {0, 0}, n_scatters = 0, n_reduced = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE) continue;
+        if (n->param_gather) {
+            gathered[n->phase == 'B'] += n->comm_bytes;
+            n_gathers[n->phase == 'B']++;
+        } else if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER) {
+            scattered += n->comm_bytes;
+            n_scatters++;
+        } else if (n->grad_reduce) {
+            n_reduced++;
+        }
+    }
+    const int n_params = 4 + 12 * m.L;
+    MT_CHECK(n_gathers[0] == n_params && gathered[0] == 4 * fwd, "forward: %d gathers of %g "
+             "bytes (want %d of %g)", n_gathers[0], gathered[0], n_params, 4 * fwd);
+    MT_CHECK(n_gathers[1] == 2 + 6 * m.L && gathered[1] == 4 * bwd, "backward: %d gathers of %g "
+             "bytes (want %d of %g)", n_gathers[1], gathered[1], 2 + 6 * m.L, 4 * bwd);
+    MT_CHECK(n_scatters == n_params && scattered == 4 * fwd && n_reduced == 0, "%d scatters of "
+             "%g bytes (want %d of %g), %d all-reduces left", n_scatters, scattered, n_params,
+             4 * fwd, n_reduced);
+    /* AdamW on the shares */
+    mt_hardware hw = unit_hw();
+    mt__plan_comm_keys keys = {0};
+    mt__plan_chunk_time ct;
+    MT_CHECK_OK(mt__plan_chunk_time_of(&hw, mesh, MT_PRECISION_FP32, &p, 0, &keys, &ct));
+    MT_CHECK(ct.stored_elems == share, "AdamW over %g elements (want %g)", ct.stored_elems, share);
+    mt__plan_program_free(&p);
+    mt__plan_program_free(&q);
+    mt_mesh_free(mesh);
+}
+
+/* ZeRO-2 on data=3 (two microbatches): the split parameters are gathered
+ * and their gradients reduce-scattered once a step, kept whole between;
+ * padded, so are the others: every gather and reduce-scatter once, in the
+ * forward only, 4 x the padded sum of the ZeRO-3 case each. */
+MT_TEST(unsplit_parameters_padded_once_under_zero2) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=3", 3);
+    c.B = 12;
+    c.zero = 2;
+    c.accum = 2;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 1, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    const double C = m.C, L = m.L;
+    const double sizes[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    double padded = L * (3 * C * C + 3 * C), gathered = 0, scattered = 0;
+    for (int i = 0; i < 4; i++) padded += pad3(sizes[i]);
+    for (int i = 0; i < 10; i++) padded += L * pad3(layer[i]);
+    int n_gathers = 0, n_scatters = 0, other = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE || !(n->param_gather || n->grad_reduce)) continue;
+        if (n->param_gather && n->once && n->phase == 'F')
+            gathered += n->comm_bytes, n_gathers++;
+        else if (n->grad_reduce && n->once && n->kind == MT__PC_REDUCE_SCATTER)
+            scattered += n->comm_bytes, n_scatters++;
+        else
+            other++;
+    }
+    const int n_params = 4 + 12 * m.L;
+    MT_CHECK(n_gathers == n_params && gathered == 4 * padded && n_scatters == n_params &&
+             scattered == 4 * padded && other == 0, "%d gathers of %g bytes, %d scatters of "
+             "%g (want %d of %g each), %d others", n_gathers, gathered, n_scatters, scattered,
+             n_params, 4 * padded, other);
+    mt__plan_program_free(&p);
+    mt_mesh_free(mesh);
+}
+
+/* The same GPT on data=2,fsdp=3 (HSDP: parameters stored over fsdp, the
+ * gradients reduced over data too). Padded flat, an unsplit parameter's
+ * gradient is all-reduced whole over data and then reduce-scattered over
+ * fsdp, as the partitioner reduces the split QKV's: every parameter one of
+ * each, none left all-reduced over data,fsdp. Padded as FSDP2 does
+ * (MT__PLAN_PAD_ROWS), the forward gathers 3·ceil(rows/3)·cols elements of
+ * each (the MLP's two weights are (C, 4C) and (4C, C), in either order). */
+static double rows3(double rows, double cols) { return 3 * ceil(rows / 3) * cols; }
+
+MT_TEST(unsplit_parameters_padded_hsdp_and_rows) {
+    mt_gpt_config m = gpt();
+    mt_train_config c = config(&m, "data=2,fsdp=3", 6);
+    c.B = 12;
+    mt_mesh *mesh = NULL;
+    MT_CHECK_OK(mt_mesh_create(c.mesh, c.devices, &mesh));
+    mt_axes data, fsdp;
+    MT_CHECK_OK(mt_mesh_axes(mesh, "data", &data));
+    MT_CHECK_OK(mt_mesh_axes(mesh, "fsdp", &fsdp));
+    const double C = m.C, L = m.L, qkv = 3 * C * C + 3 * C;
+    const int n_params = 4 + 12 * m.L;
+    mt__plan_program p;
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 5, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_FLAT));
+    double whole = gpt_params(&m), padded = L * qkv;   /* fsdp's padded elements */
+    const double sizes[] = {m.Vp * C, m.maxT * C, C, C};
+    const double layer[] = {C, C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    for (int i = 0; i < 4; i++) padded += pad3(sizes[i]);
+    for (int i = 0; i < 10; i++) padded += L * pad3(layer[i]);
+    double over_data = 0, scattered = 0;
+    int n_data = 0, n_scatter = 0, n_both = 0;
+    for (int i = 0; i < p.n_nodes; i++) {
+        const mt__plan_node *n = &p.nodes[i];
+        if (n->cls != MT__PN_COLLECTIVE || !n->grad_reduce) continue;
+        if (n->kind == MT__PC_ALL_REDUCE && !memcmp(&n->axes, &data, sizeof data))
+            over_data += n->comm_bytes, n_data++;
+        else if (n->kind == MT__PC_REDUCE_SCATTER && !memcmp(&n->axes, &fsdp, sizeof fsdp))
+            scattered += n->comm_bytes, n_scatter++;
+        else
+            n_both++;
+    }
+    MT_CHECK(n_data == n_params && over_data == 4 * whole, "%d all-reduces over data of %g "
+             "bytes (want %d of %g)", n_data, over_data, n_params, 4 * whole);
+    MT_CHECK(n_scatter == n_params && scattered == 4 * padded && n_both == 0, "%d "
+             "reduce-scatters over fsdp of %g bytes (want %d of %g), %d other reductions",
+             n_scatter, scattered, n_params, 4 * padded, n_both);
+    mt__plan_program_free(&p);
+    MT_CHECK_OK(mt__plan_program_build(&c, mesh, 5, 0, 1, &p));
+    MT_CHECK_OK(mt__plan_program_pad_unsplit(&p, MT__PLAN_PAD_ROWS));
+    double rows = rows3(m.Vp, C) + rows3(m.maxT, C) + 2 * pad3(C) +
+                  L * (4 * pad3(C) + rows3(C, C) + pad3(C) + rows3(C, 4 * C) + rows3(4 * C, C) +
+                       pad3(4 * C) + pad3(C) + qkv);
+    double gathered = 0;
+    for (int i = 0; i < p.n_nodes; i++)
+        if (p.nodes[i].param_gather && p.nodes[i].phase == 'F') gathered += p.nodes[i].comm_bytes;
+    MT_CHECK(gathered == 4 * rows, "FSDP2: %g bytes gathered (want %g)", gathered, 4 * rows);
+    mt__plan_program_free(&p);
     mt_mesh_free(mesh);
 }
 

@@ -86,6 +86,9 @@ typedef struct {
     char        phase;        /* 'F', 'B' (input gradient) or 'W' (weight gradient) */
     const char *op;           /* "matmul", "psum", ... */
     mt_tensor  *out;          /* what it writes */
+    mt_tensor  *stored;       /* where its readers find it: out, or the bf16 tensor out is
+                                 cast into as it is written (bf16 activation storage,
+                                 graph/precision.c) */
     bool        accumulates;  /* out += result (else out = result) */
     int         n_in;
     mt_tensor  *in[8];        /* the first n_in (an op reads at most 8: attention's

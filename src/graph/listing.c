@@ -173,6 +173,7 @@ mt_status mt_graph_node(const mt_graph *g, int i, mt_node_info *info) {
     info->phase = PHASE[n->phase];
     info->op = mt__op_def(c->op)->name;
     info->out = c->out;
+    info->stored = n->cast_out ? n->cast_out : c->out;
     info->accumulates = c->acc;
     info->n_in = c->n_in;
     _Static_assert(MT_MAX_INPUTS <= (int)(sizeof info->in / sizeof info->in[0]),

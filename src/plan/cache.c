@@ -277,6 +277,7 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     /* the mixed16 convention counts the step's traffic in 16 bits too */
     const mt__plan_step_conv conv = mt__plan_step_conv_of(r);
+    if (st == MT_OK) st = mt__plan_program_pad_unsplit(&e->prog, conv.pad);
     if (st == MT_OK && conv.act_bytes < 4)
         mt__plan_program_traffic16(&e->prog, conv.grad_width, conv.unfused_attention);
     if (st == MT_OK && conv.recompute_comm && c.remat == MT_REMAT_FULL)

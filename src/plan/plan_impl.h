@@ -120,6 +120,19 @@ typedef struct {
                                          (mt__plan_program_list_collectives) */
 } mt__plan_node;
 
+/* A use of a parameter the storage axes split on no dim (program.c's
+ * storage_shares) that a framework which pads would turn into a
+ * collective (mt__plan_program_pad_unsplit). */
+typedef struct {
+    int           node;     /* the parameter's first reader in its phase (a gather goes
+                               before it), or its gradient's all-reduce */
+    bool          reduce;   /* the all-reduce */
+    unsigned char width;    /* the parameter's bytes an element */
+    int64_t       numel;    /* its elements on this device, whole over the storage axes */
+    int64_t       flat;     /* N x DeepSpeed's share of it, N x ceil(numel / N) ... */
+    int64_t       rows;     /* ... and N x FSDP2's, N x ceil(rows / N) x cols */
+} mt__plan_unsplit_use;
+
 /* One program: one pipeline chunk (the whole model without a pipe axis) as
  * one device runs it for one microbatch, compiled on the shape-only
  * backend. Element counts are this device's. */
@@ -152,6 +165,17 @@ typedef struct {
     int64_t unsplit_max_elems;         /* the largest one */
     int64_t rows_pad_elems;            /* FSDP2's padding of the split ones: sum of
                                           ceil(rows / N) x cols - stored */
+    int64_t pad_unstored_elems;        /* of param_elems, what a padding framework does
+                                          not store (the unsplit parameters less their
+                                          shares: mt__plan_program_pad_unsplit); AdamW
+                                          steps the rest */
+    mt__plan_unsplit_use *unsplit_uses;  /* (n_unsplit_uses) in node order; NULL after
+                                          mt__plan_program_pad_unsplit */
+    int     n_unsplit_uses;
+    bool    unsplit_once;              /* the layout gathers its parameters and reduces
+                                          their gradients once a step (ZeRO-1/2, fsdp
+                                          once): so would the padded ones */
+    mt_axes storage_axes;              /* the storage axes (N devices) */
     char    unsplit_what[128];         /* the largest, "'wte' (50304, 768)" (the verdict
                                           names the layout's axes: programs are shared by
                                           layouts of other axes, cache.c); "" when none */
@@ -229,6 +253,39 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
  * mt_plan_request.deepspeed_release before 0.5.5 (cache.c); after
  * traffic16 (a gather's comm_bytes, 2 an element, give its elements). */
 void mt__plan_program_list_collectives(mt__plan_program *p);
+
+/* How a framework stores a parameter the storage axes do not divide. */
+typedef enum {
+    MT__PLAN_PAD_NONE,   /* whole, as meshtrain's partitioner keeps it (its gradient
+                            all-reduced as data parallelism's) */
+    MT__PLAN_PAD_FLAT,   /* DeepSpeed's flat partitions: ceil(numel / N) elements a rank */
+    MT__PLAN_PAD_ROWS    /* FSDP2's: dim 0 padded, ceil(rows / N) x cols a rank */
+} mt__plan_pad;
+
+/* The program's unsplit parameters (unsplit_uses) as a framework that pads
+ * runs them (program_pad.c): each gathered over the storage axes before its
+ * first reader of each phase that reads it (the forward's, and with
+ * resharding the backward's; once a step where the split ones are,
+ * unsplit_once), moving N x its padded share; its gradient's
+ * all-reduce a reduce-scatter over the storage axes of as many elements
+ * (after an all-reduce of the whole over the batch axes that do not store,
+ * as an HSDP layout reduces its split ones); pad_unstored_elems set. The
+ * nodes are the program's own as the partitioner builds them for a split
+ * parameter. MT__PLAN_PAD_NONE changes nothing. Either way unsplit_uses
+ * is freed. Call before mt__plan_program_traffic16. Fails only for
+ * MT_ENOMEM. */
+mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad);
+
+/* The parameters of the compiled program g (on `mesh`) that the storage
+ * axes `storage` split on no dim, counted into p (unsplit_*,
+ * rows_pad_elems, unsplit_what; storage_axes), and their uses
+ * (unsplit_uses: each one's forward reader, with `reshard` its
+ * backward's, and its gradient's all-reduce; `once`: the layout gathers
+ * and reduces its split ones once a step, unsplit_once), for
+ * mt__plan_program_pad_unsplit (program_pad.c). Fails only for MT_ENOMEM
+ * and as mt_graph_node fails. */
+mt_status mt__plan_program_unsplit(const mt_graph *g, const mt_mesh *mesh, uint32_t storage,
+                                   bool once, bool reshard, mt__plan_program *p);
 
 /* Frees the nodes and zeroes *p; safe on a zeroed one. */
 void mt__plan_program_free(mt__plan_program *p);

@@ -102,61 +102,11 @@ static size_t tensor_bytes(const mt_tensor *t) {
     return (size_t)mt_tensor_numel(t) * mt_dtype_size(mt_tensor_dtype(t));
 }
 
-/* The devices of the mesh axes in `bits`. */
-static int64_t axes_parts(const mt_mesh *mesh, uint32_t bits) {
-    int64_t n = 1;
-    for (int a = 0; a < mt_mesh_ndim(mesh); a++)
-        if (bits & (1u << a)) n *= mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, a));
-    return n;
-}
-
-/* The parameters that the storage axes (`storage`, N devices) split on no
- * dim (the trainer's shard_fsdp keeps a parameter whole when none divides)
- * and what ZeRO and FSDP2 store of each parameter instead (plan_impl.h). */
-static void storage_shares(mt_tensor *const *params, int np, const mt_mesh *mesh,
-                           uint32_t storage, mt__plan_program *p) {
-    const int64_t n = axes_parts(mesh, storage);
-    if (n <= 1) return;
-    for (int i = 0; i < np; i++) {
-        const mt_tensor *t = params[i];
-        const mt_sharding sh = mt_tensor_sharding(t);
-        const int nd = mt_tensor_ndim(t);
-        int64_t dims[MT_MAX_DIMS] = {1}, numel = 1;   /* before the storage split */
-        bool split = false;
-        for (int d = 0; d < nd; d++) {
-            const uint32_t b = sh.dim_axes[d] & storage;
-            dims[d] = mt_tensor_dim(t, d) * (b ? axes_parts(mesh, b) : 1);
-            split |= b != 0;
-            numel *= dims[d];
-        }
-        /* FSDP2 splits dim 0 of the parameter as torchtitan's models hold
-           it, 2-D (out, in) weights: a stacked (3, C, C) is its (3C, C) */
-        const int64_t last = nd > 1 && dims[nd - 1] > 0 ? dims[nd - 1] : 1, r = numel / last;
-        const int64_t rows = (r + n - 1) / n * last;
-        if (split) {
-            p->rows_pad_elems += rows - mt_tensor_numel(t);
-            continue;
-        }
-        p->unsplit_elems += numel;
-        p->unsplit_zero_elems += (numel + n - 1) / n;
-        p->unsplit_rows_elems += rows;
-        if (numel <= p->unsplit_max_elems) continue;
-        p->unsplit_max_elems = numel;
-        char shape[48] = "";
-        for (int d = 0, k = 0; d < nd && k < (int)sizeof shape; d++)
-            k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "",
-                          (long long)dims[d]);
-        /* no axis names: layouts that split over other axes of as many
-           devices share the program (cache.c); the verdict names them */
-        snprintf(p->unsplit_what, sizeof p->unsplit_what, "'%.32s' (%.28s)", mt_tensor_name(t),
-                 shape);
-    }
-}
-
 /* Fills p from the compiled program g (the chunk's, on `mesh`, its
- * parameters stored over the axes `storage`). */
-static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard, uint32_t storage,
-                           mt__plan_program *p) {
+ * parameters stored over the axes `storage`, gathered at each use unless
+ * `once`, again in the backward with `reshard`). */
+static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard, bool once,
+                           uint32_t storage, mt__plan_program *p) {
     int np = mt_graph_n_params(g);
     mt_tensor **params = calloc((size_t)np + 1, sizeof *params);
     mt_tensor **grads = calloc((size_t)np + 1, sizeof *grads);
@@ -258,7 +208,13 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
     for (int i = 0; first_block > 0 && i < p->n_nodes; i++)
         if (p->nodes[i].block >= 0) p->nodes[i].block -= first_block;
     p->gathered_kept_elems = reshard ? 0 : p->gathered_elems;
-    storage_shares(params, np, mesh, storage, p);
+    mt_status su = mt__plan_program_unsplit(g, mesh, storage, once, reshard, p);
+    if (su != MT_OK) {
+        free(params);
+        free(grads);
+        free(sorted);
+        return su;
+    }
     mt_graph_stats st = mt_graph_get_stats(g);
     p->param_bytes = st.param_bytes;
     p->grad_bytes = st.grad_bytes;
@@ -296,8 +252,8 @@ mt_status mt__plan_program_build(const mt_train_config *cfg, const mt_mesh *mesh
             .interleave_w = cfg->remat != MT_REMAT_NONE, .precision = cfg->precision,
             .grad_reduce = cfg->grad_reduce, .backend = mt_backend_shape_only()});
     if (s == MT_OK)
-        s = summarise(local, mesh, po.reshard_after_forward && !po.gather_once, po.gather_axes,
-                      out);
+        s = summarise(local, mesh, po.reshard_after_forward && !po.gather_once, po.gather_once,
+                      po.gather_axes, out);
     mt_graph_free(local);
     mt_ctx_virtual_free(ctx);
     if (s != MT_OK) {
@@ -430,5 +386,6 @@ void mt__plan_program_list_collectives(mt__plan_program *p) {
 void mt__plan_program_free(mt__plan_program *p) {
     if (!p) return;
     free(p->nodes);
+    free(p->unsplit_uses);
     memset(p, 0, sizeof *p);
 }

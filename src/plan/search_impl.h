@@ -166,6 +166,10 @@ typedef struct {
     bool   list_collectives;   /* ZeRO-3's collectives one a parameter, synchronous,
                                   list-form (deepspeed before 0.5.5:
                                   mt__plan_program_list_collectives) */
+    mt__plan_pad pad;        /* parameters the storage axes do not divide, split as the
+                                framework pads them (deepspeed: flat partitions,
+                                torchtitan: FSDP2's rows; mt__plan_program_pad_unsplit),
+                                as memory.c counts them */
 } mt__plan_step_conv;
 
 static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r) {
@@ -181,7 +185,10 @@ static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r)
         .recompute_comm = megatron || m == MT_PLAN_MEMORY_DEEPSPEED ||
                           m == MT_PLAN_MEMORY_TORCHTITAN,
         .list_collectives = m == MT_PLAN_MEMORY_DEEPSPEED && r->deepspeed_release > 0 &&
-                            r->deepspeed_release < MT__PLAN_DS_FLAT_RELEASE};
+                            r->deepspeed_release < MT__PLAN_DS_FLAT_RELEASE,
+        .pad = m == MT_PLAN_MEMORY_DEEPSPEED    ? MT__PLAN_PAD_FLAT
+               : m == MT_PLAN_MEMORY_TORCHTITAN ? MT__PLAN_PAD_ROWS
+                                                : MT__PLAN_PAD_NONE};
 }
 
 static inline double mt__plan_act_bytes(const mt_plan_request *r) {

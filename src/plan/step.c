@@ -323,7 +323,7 @@ mt_status mt__plan_chunk_time_of(const mt_hardware *hw, const mt_mesh *mesh,
         for (int q = 0; q < 3 && st == MT_OK; q++)
             st = mt__plan_phase_run(hw, &map, precision, p, "FBW"[q], var == 1, bucket_bytes,
                                     keys, &out->phase[var][q]);
-    out->stored_elems = (double)p->param_elems;
+    out->stored_elems = (double)(p->param_elems - p->pad_unstored_elems);
     out->flops_recompute = p->flops_recompute;
     if (st == MT_OK && p->ds_persist_params > 0) {
         double group = 1;

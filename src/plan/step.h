@@ -272,7 +272,8 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out);
  * side between the points. */
 typedef struct {
     mt__plan_phase phase[2][3];   /* [variant][F, B, W] of one microbatch */
-    double         stored_elems;  /* the program's param_elems: AdamW's */
+    double         stored_elems;  /* AdamW's: the program's param_elems less its
+                                     pad_unstored_elems */
     double         flops_recompute;  /* of phase[.][1].flops, the recomputed forward's
                                         (the program's flops_recompute) */
     double         post_step;     /* seconds after the optimizer: DeepSpeed's (before
