@@ -11,8 +11,10 @@
  *      memory, schedule, microbatches) and each family's count and best,
  *      under meshtrain's convention and megatron's; the test fails unless
  *      some layout was pruned (else it checks nothing).
- * A GPT of 8 blocks on 8 A100s, 32 sequences a step: pipelines of 2 to 8
- * stages with up to 32 microbatches, most of them far from the best. */
+ * A GPT of 8 blocks on 8 A100s, 16 sequences a step: pipelines of 2 to 8
+ * stages with up to 16 microbatches, most of them far from the best (2161
+ * of its 2588 feasible layouts are pruned). Under the sanitizers megatron's
+ * convention only (the pruning is one for every convention). */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"
@@ -85,7 +87,7 @@ static void check_convention(mt_plan_memory conv) {
     m.V = 256;
     mt_hardware *hw = NULL;
     MT_CHECK_OK(mt_hardware_find("a100-80gb", &hw, NULL, 0));
-    mt_plan_request r = plan_request_of(MT_MODEL_GPT, &m, sizeof m, 64, 32, MT_PRECISION_BF16,
+    mt_plan_request r = plan_request_of(MT_MODEL_GPT, &m, sizeof m, 64, 16, MT_PRECISION_BF16,
                                         conv);
     r.hw = hw;
     r.chips = CHIPS;
@@ -151,7 +153,7 @@ static void check_convention(mt_plan_memory conv) {
 }
 
 MT_TEST(pruned_search_reports_as_unpruned_meshtrain) {
-    check_convention(MT_PLAN_MEMORY_MESHTRAIN);
+    if (!MT_TEST_SANITIZED) check_convention(MT_PLAN_MEMORY_MESHTRAIN);
 }
 
 MT_TEST(pruned_search_reports_as_unpruned_megatron) {
