@@ -499,6 +499,10 @@ typedef struct {
     int             n_refusals;        /* the distinct reasons layouts were refused, ... */
     mt_plan_refusal *refusals;         /* ... (n_refusals), most layouts first; their counts
                                           add up to n_evaluated - n_feasible */
+    int             n_pruned;          /* of n_feasible, pipelines counted without their
+                                          schedule simulated: their step's lower bound passes
+                                          every step they would have to beat to be in the
+                                          report (not printed: no answer depends on it) */
 } mt_plan_report;
 
 /* The request's defaults: no model, no hardware, 0 chips, bf16, every

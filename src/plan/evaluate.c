@@ -309,7 +309,7 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
 static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const timing *tm,
                            const mt__plan_comm_keys *keys,
                            const mt__plan_chunk_time ct[MT__PLAN_N_ROLES],
-                           int S, int v, int batch, mt_plan_result *res,
+                           int S, int v, int batch, const int *dev_of, mt_plan_result *res,
                            mt__plan_step_result *detail) {
     const mt_plan_request *r = s->req;
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
@@ -331,6 +331,16 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
                   .head_dim = s->head_dim, .seq = s->seq,
                   .tokens = r->batch_tokens, .flops_per_token = s->flops_per_token},
         .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
+    /* a pipeline whose step cannot come below its bound where the search
+       would keep it: counted as fitting, its schedule not simulated */
+    if (s->prune_above > 0 && !detail &&
+        mt__plan_step_lower(&in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK)) {
+        free(chunks);
+        s->last_pruned = true;
+        res->feasible = true;
+        res->why[0] = '\0';
+        return MT_OK;
+    }
     mt__plan_step_result out;
     mt_status st = mt__plan_step_chunks(&in, chunks, keys, &out);
     free(chunks);
@@ -451,6 +461,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
                                  mt__plan_step_result *step) {
     memset(res, 0, sizeof *res);
     if (step) memset(step, 0, sizeof *step);
+    s->last_pruned = false;
     res->layout = *l;
     mt__plan_mesh_text(l, res->mesh, sizeof res->mesh);
     res->chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
@@ -506,7 +517,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     st = mt__plan_layout_memory(s, l, key, counts, built, S, batch, slots, peak, dev_of, tm.hw,
                                 false, res);
     if (st != MT_OK) goto done;
-    if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, res, step);
+    if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, dev_of, res, step);
 done:
     mt_mesh_free(mesh);
     return st;

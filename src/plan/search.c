@@ -117,12 +117,40 @@ static mt_status finite_result(const mt__plan_search *s, const mt_plan_result *r
     return MT_OK;
 }
 
+/* The slowest step layout l would have to beat to change the report: the
+ * last of a full top list, its family's best, and on all the chips the best
+ * of those (0: some slot is still empty, any step changes it). A layout
+ * slower than every one changes only the counts (mt__plan_step_lower's
+ * pruning, evaluate.c). */
+static double prune_above(const mt__plan_search *s, const mt_plan_layout *l) {
+    const mt_plan_report *rep = s->rep;
+    const int top = s->req->top > 0 ? s->req->top : 5;
+    const mt_plan_family *f = &rep->families[family_of(l)];
+    const int chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
+    const bool all = chips == s->chips;
+    if (rep->n_best < top || f->n_feasible == 0 || (all && rep->n_feasible_all == 0)) return 0;
+    const double last = rep->best[top - 1].step;
+    const double most = f->best.step > last ? f->best.step : last;
+    return all && rep->best_all.step > most ? rep->best_all.step : most;
+}
+
 static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
     search_state *ss = (search_state *)(void *)s;
     mt_plan_report *rep = s->rep;
     mt_plan_result r;
+    s->prune_above = prune_above(s, l);
     mt_status st = mt__plan_evaluate(s, l, &r);
+    s->prune_above = 0;
     if (st != MT_OK) return st;
+    if (s->last_pruned) {   /* fits, and no slot of the report takes it */
+        rep->n_evaluated++;
+        rep->n_feasible++;
+        rep->families[family_of(l)].n_feasible++;
+        rep->n_feasible_all += r.chips == s->chips;
+        s->n_pruned++;
+        s->last_feasible = true;
+        return MT_OK;
+    }
     if (r.feasible && (st = finite_result(s, &r)) != MT_OK) return st;
     r.layout.chunks = mt__plan_layout_chunks(l);
     rep->n_evaluated++;
@@ -366,6 +394,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     rep->flops_per_token = s->flops_per_token;
     if (st == MT_OK) st = mt__plan_each_layout(s, visit);
     rep->n_programs = s->n_built;
+    rep->n_pruned = (int)s->n_pruned;
     cache->cache = s->cache, cache->n_cache = s->n_cache, cache->cap_cache = s->cap_cache;
     cache->slots = s->slots, cache->n_slots = s->n_slots;
     cache->n_built = s->n_built;

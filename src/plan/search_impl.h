@@ -138,7 +138,19 @@ typedef struct {
                                          memory from the proxy's (tests: evaluate.c) */
     long long  n_proxy_refused;       /* layouts refused from the proxies' programs, for
                                          memory or a mesh the system cannot lay out */
+    double     prune_above;           /* > 0: a pipeline layout whose step's lower bound
+                                         (mt__plan_step_lower) passes this many seconds is
+                                         counted as fitting without its schedule simulated
+                                         (search.c sets it to the slowest step the layout
+                                         would have to beat to be printed); 0: none */
+    bool       last_pruned;           /* the layout just evaluated fits and was pruned so:
+                                         its result holds no step */
+    long long  n_pruned;              /* layouts pruned so (search.c) */
 } mt__plan_search;
+
+/* The relative margin by which a step's lower bound must pass prune_above:
+ * the bound adds the simulator's seconds in another order (a few ulps). */
+#define MT__PLAN_PRUNE_SLACK 1e-9
 
 
 /* The first DeepSpeed release whose ZeRO-3 gathers into one flat buffer

@@ -410,6 +410,36 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     return st;
 }
 
+double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time *ch,
+                           const int *dev_of) {
+    const int p = in->stages, S = p * in->chunks;
+    if (p < 2 || (in->host_slots > 0 && in->host_slots < mt_mesh_size(in->mesh))) return 0;
+    /* pipeline()'s makespan is past every device's busy time, m times its
+       chunks' F, B and W as the simulator costs them (f and b at least
+       1e-12); its step adds the accounting device's after[], the most of
+       them */
+    const int var = in->reduce != MT__PLAN_REDUCE_EACH ? 1 : 0;
+    double busy[MT_SCHEDULE_MAX_STAGES] = {0}, after[MT_SCHEDULE_MAX_STAGES] = {0};
+    if (p > MT_SCHEDULE_MAX_STAGES) return 0;
+    for (int k = 0; k < S; k++) {
+        const int d = dev_of[k];
+        if (d < 0 || d >= p) return 0;
+        const mt__plan_phase *q = ch[k].phase[var];
+        busy[d] += (q[0].seconds > 0 ? q[0].seconds : 1e-12) +
+                   (q[1].seconds > 0 ? q[1].seconds : 1e-12) + q[2].seconds;
+        after[d] += optimizer_seconds(in, ch[k].stored_elems);
+        if (var == 1)
+            for (int x = 0; x < 3; x++)
+                for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++) after[d] += q[x].skipped[c];
+    }
+    double most_busy = 0, most_after = 0;
+    for (int d = 0; d < p; d++) {
+        if (busy[d] > most_busy) most_busy = busy[d];
+        if (after[d] > most_after) most_after = after[d];
+    }
+    return in->microbatches * most_busy + most_after;
+}
+
 mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_time *ch,
                                const mt__plan_comm_keys *keys, mt__plan_step_result *out) {
     memset(out, 0, sizeof *out);
