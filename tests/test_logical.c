@@ -254,13 +254,13 @@ MT_TEST(a_users_rule_replaces_its_axis_only) {
     mt_rules r;
     MT_CHECK_OK(mt__train_rules(&c, &r, NULL, 0));
     MT_CHECK(!strcmp(mt_rules_find(&r, "heads"), "tensor") &&
-             !strcmp(mt_rules_find(&r, "batch"), "data+fsdp") && !mt_rules_find(&r, "embed"),
-             "the default rows");
+             !strcmp(mt_rules_find(&r, "batch"), "data+fsdp+expert") &&
+             !mt_rules_find(&r, "embed"), "the default rows");
     c.rules = "heads=,embed=fsdp";
     MT_CHECK_OK(mt__train_rules(&c, &r, NULL, 0));
     MT_CHECK(!strcmp(mt_rules_find(&r, "heads"), "") && !strcmp(mt_rules_find(&r, "embed"), "fsdp")
              && !strcmp(mt_rules_find(&r, "mlp"), "tensor") &&
-             !strcmp(mt_rules_find(&r, "batch"), "data+fsdp"),
+             !strcmp(mt_rules_find(&r, "batch"), "data+fsdp+expert"),
              "heads whole and embed over fsdp, the rest the rows'");
     /* the GPT with embed over fsdp: its layernorm weights stored split */
     const mt_gpt_config gpt = {.L = 1, .C = 32, .NH = 4, .maxT = 8, .V = 256, .Vp = 256};

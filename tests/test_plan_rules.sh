@@ -107,7 +107,7 @@ expect_fail "a logical axis the model lacks" 2 "has no logical axis 'mpl'; its l
     "$BIN" "${R[@]}" --rules 'mpl=tensor'
 expect_fail "a mesh axis the planner does not lay out" 2 "'mlp' maps to axis set 'tensr'.*no axis 'tensr'" \
     "$BIN" "${R[@]}" --rules 'mlp=tensr'
-expect_fail "a rule for the batch" 2 "the batch is split over data and fsdp" \
+expect_fail "a rule for the batch" 2 "the batch is split over data, fsdp and expert" \
     "$BIN" "${R[@]}" --rules 'batch=data'
 expect_fail "a rule without =" 2 "'mlp' is not logical=mesh axes" \
     "$BIN" "${R[@]}" --rules 'mlp'
