@@ -3,6 +3,7 @@
  * descent into a tree of mt_json nodes.
  */
 #include "base/json.h"
+#include "meshtrain/files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -196,4 +197,22 @@ const char *mt__json_type_name(mt_json_type t) {
     static const char *names[] = {"null", "true or false", "a number", "a string", "an array",
                                   "an object"};
     return names[t];
+}
+
+mt_status mt__json_read_file(const char *path, const char *what, int64_t max_bytes, bool object,
+                             mt_json **out) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    mt_status s = mt_input_read_all(path, what, max_bytes, &text, &len);
+    if (s != MT_OK) return s;
+    s = mt__json_parse(text, len, path, out);
+    free(text);
+    if (s == MT_OK && object && (*out)->type != MT_JSON_OBJ) {
+        s = mt_fail(MT_EFORMAT, "%s '%s' is %s, not an object", what, path,
+                    mt__json_type_name((*out)->type));
+        mt__json_free(*out);
+        *out = NULL;
+    }
+    return s;
 }

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { MT_JSON_NULL, MT_JSON_BOOL, MT_JSON_NUM, MT_JSON_STR, MT_JSON_ARR, MT_JSON_OBJ } mt_json_type;
 
@@ -36,6 +37,13 @@ struct mt_json {
 mt_status mt__json_parse(const char *text, size_t len, const char *path, mt_json **out);
 
 void mt__json_free(mt_json *j);
+
+/* Reads the file at `path` (meshtrain/files.h's mt_input_read_all: `what`
+ * names it in messages, max_bytes its limit) and parses it into *out.
+ * With `object`, a top level that is not an object is refused
+ * (MT_EFORMAT, "<what> '<path>' is an array, not an object"). */
+mt_status mt__json_read_file(const char *path, const char *what, int64_t max_bytes, bool object,
+                             mt_json **out);
 
 /* The member `key` of object `obj`, or NULL (obj NULL or not an object). */
 const mt_json *mt__json_get(const mt_json *obj, const char *key);

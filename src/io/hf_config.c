@@ -222,16 +222,8 @@ static mt_status read_config(const char *dir, mt_status (*fields)(const cfg_rd *
                              void *cfg) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = NULL;
-    size_t len = 0;
-    mt_status s = mt_input_read_all(path, WHAT, MAX_CONFIG, &text, &len);
-    if (s != MT_OK) return s;
     mt_json *j = NULL;
-    s = mt__json_parse(text, len, path, &j);
-    free(text);
-    if (s == MT_OK && j->type != MT_JSON_OBJ)
-        s = mt_fail(MT_EFORMAT, WHAT " '%s' is %s, not an object", path,
-                    mt__json_type_name(j->type));
+    mt_status s = mt__json_read_file(path, WHAT, MAX_CONFIG, true, &j);
     if (s == MT_OK) s = fields(&(cfg_rd){j, path}, cfg);
     mt__json_free(j);
     return s;

@@ -81,16 +81,8 @@ static mt_status read_map(mt_safetensors *st, const char *path, const mt_json *h
 }
 
 mt_status mt__st_open_index(mt_safetensors *st, const char *path) {
-    char *text = NULL;
-    size_t len = 0;
-    mt_status s = mt_input_read_all(path, WHAT, MAX_INDEX, &text, &len);
-    if (s != MT_OK) return s;
     mt_json *h = NULL;
-    s = mt__json_parse(text, len, path, &h);
-    free(text);
-    if (s == MT_OK && h->type != MT_JSON_OBJ)
-        s = mt_fail(MT_EFORMAT, WHAT " '%s' is %s, not an object", path,
-                    mt__json_type_name(h->type));
+    mt_status s = mt__json_read_file(path, WHAT, MAX_INDEX, true, &h);
     if (s == MT_OK && !(st->index_path = strdup(path)))
         s = mt_fail(MT_ENOMEM, "safetensors: a path");
     if (s == MT_OK) s = read_map(st, path, h);

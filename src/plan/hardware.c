@@ -307,22 +307,11 @@ static mt_status read_root(const ck *c, const mt_json *root, mt_hardware *hw) {
     return MT_OK;
 }
 
-/* The JSON tree of the file at `path` (`what`: "hardware file", for messages). */
-static mt_status parse_file(const char *path, const char *what, mt_json **root) {
-    char *text;
-    size_t len;
-    mt_status s = mt_input_read_all(path, what, MAX_FILE_BYTES, &text, &len);
-    if (s) return s;
-    s = mt__json_parse(text, len, path, root);
-    free(text);
-    return s;
-}
-
 mt_status mt_hardware_load(const char *path, mt_hardware **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_hardware_load: out is NULL");
     *out = NULL;
     mt_json *root;
-    mt_status s = parse_file(path, "hardware file", &root);
+    mt_status s = mt__json_read_file(path, "hardware file", MAX_FILE_BYTES, false, &root);
     if (s) return s;
     mt_hardware *hw = calloc(1, sizeof *hw);
     if (!hw) s = mt_fail(MT_ENOMEM, "hardware file '%s': out of memory", path);
@@ -376,7 +365,7 @@ static mt_status read_fabric(const ck *c, const mt_json *root, mt_hw_level *lv, 
 
 mt_status mt__fabric_load(const char *path, mt_hw_level *lv, char *name, size_t name_n) {
     mt_json *root;
-    mt_status s = parse_file(path, "fabric file", &root);
+    mt_status s = mt__json_read_file(path, "fabric file", MAX_FILE_BYTES, false, &root);
     if (s) return s;
     s = read_fabric(&(ck){.path = path, .fabric = true}, root, lv, name, name_n);
     mt__json_free(root);
