@@ -282,10 +282,12 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
         mt__plan_program_traffic16(&e->prog, conv.grad_width, conv.unfused_attention);
     if (st == MT_OK && conv.recompute_comm && c.remat == MT_REMAT_FULL)
         st = mt__plan_program_recompute_comm(&e->prog);
+    if (st == MT_OK && conv.ds_fetches) st = mt__plan_program_ds_fetches(&e->prog, c.remat == MT_REMAT_FULL);
     if (st == MT_OK && conv.list_collectives) mt__plan_program_list_collectives(&e->prog);
-    /* blocks served the recomputation's copies: cleared, every layer's nodes
-       are alike again and a packed program keeps them once (cache_pack.c) */
-    for (int i = 0; st == MT_OK && i < e->prog.n_nodes; i++) e->prog.nodes[i].block = -1;
+    /* blocks served the recomputation's copies, parameters DeepSpeed's
+       fetches: cleared, every layer's nodes are alike again and a packed program keeps them once (cache_pack.c) */
+    for (int i = 0; st == MT_OK && i < e->prog.n_nodes; i++)
+        e->prog.nodes[i].block = e->prog.nodes[i].param = -1;
     e->prog_ok = st == MT_OK;
     if (st == MT_OK) st = time_entry(s, mesh, c.devices, e);
     mt_mesh_free(mesh);

@@ -118,6 +118,10 @@ typedef struct {
     bool                rank_copies;  /* a list-form collective: one copy a rank of its
                                          group besides, each a kernel
                                          (mt__plan_program_list_collectives) */
+    int                 param;        /* a parameter's gather: the parameter (its index
+                                         among the program's, by address), -1 for the
+                                         rest; -1 too once the build's passes have run
+                                         (cache.c), as `block` */
 } mt__plan_node;
 
 /* A use of a parameter the storage axes split on no dim (program.c's
@@ -131,6 +135,8 @@ typedef struct {
     int64_t       numel;    /* its elements on this device, whole over the storage axes */
     int64_t       flat;     /* N x DeepSpeed's share of it, N x ceil(numel / N) ... */
     int64_t       rows;     /* ... and N x FSDP2's, N x ceil(rows / N) x cols */
+    int           param;    /* the parameter, as mt__plan_node.param counts them (past
+                               the program's split ones: their count + its index) */
 } mt__plan_unsplit_use;
 
 /* One program: one pipeline chunk (the whole model without a pipe axis) as
@@ -253,6 +259,20 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p);
  * mt_plan_request.deepspeed_release before 0.5.5 (cache.c); after
  * traffic16 (a gather's comm_bytes, 2 an element, give its elements). */
 void mt__plan_program_list_collectives(mt__plan_program *p);
+
+/* DeepSpeed's ZeRO-3 fetches (every release since 0.3.13): its hooks
+ * gather a module's parameters before each use, and after the use release
+ * them unless the module is used again within MT__PLAN_DS_REUSE elements of
+ * other modules' parameters (program_ds.c names the sources). A recomputed
+ * block's modules are used three times a step under full_remat (the
+ * forward, the recomputed forward, the backward: a whole block's forward
+ * runs again, DeepSpeed's activation checkpointing and Megatron-LM's), so the planner's one backward gather
+ * a parameter becomes the one or two DeepSpeed runs, or none where the use
+ * before is near enough (a small model's last blocks). Reads each gather's
+ * param; before mt__plan_program_list_collectives, after traffic16 (2 bytes
+ * an element) and recompute_comm. For the deepspeed convention (cache.c).
+ * MT_ENOMEM. */
+mt_status mt__plan_program_ds_fetches(mt__plan_program *p, bool full_remat);
 
 /* How a framework stores a parameter the storage axes do not divide. */
 typedef enum {

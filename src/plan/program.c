@@ -147,6 +147,7 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->bytes = in.mem_bytes;
         n->recompute = in.recompute;
         n->block = in.block;
+        n->param = -1;
         n->live_bytes = in.live_bytes;
         n->attention_rows = in.attention_rows, n->attention_keys = in.attention_keys;
         /* pvary moves nothing and runs nothing (a type change): its cost
@@ -183,7 +184,11 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
             2.0 * in.comm_bytes == 4.0 * (double)mt_tensor_numel(buf))
             n->wire_width = 2;
         bool of_param = false;
-        for (int k = 0; k < in.n_in; k++) of_param |= in_list(sorted, np, in.in[k]);
+        for (int k = 0; k < in.n_in; k++) {
+            mt_tensor *const *at = np > 0 ? bsearch(&in.in[k], sorted, (size_t)np,
+                                                    sizeof *sorted, by_address) : NULL;
+            if (at) of_param = true, n->param = (int)(at - sorted);
+        }
         n->param_gather = of_param && n->kind == MT__PC_ALL_GATHER && !n->overlapped;
         n->once = in.once_a_step;
         if (in.once_a_step && n->kind == MT__PC_REDUCE_SCATTER)
@@ -333,54 +338,6 @@ mt_status mt__plan_program_recompute_comm(mt__plan_program *p) {
         p->n_nodes = k;
     }
     return MT_OK;
-}
-
-/* DeepSpeed's stage3_param_persistence_threshold default: 100000 elements
- * (deepspeed/runtime/zero/constants.py,
- * ZERO_OPTIMIZATION_PARAM_PERSISTENCE_THRESHOLD_DEFAULT, the same at v0.3.13,
- * v0.4.0 and v0.5.4): smaller parameters are never released, so never
- * gathered again. */
-#define MT__PLAN_DS_PERSIST 100000.0
-
-/* The sources (DeepSpeed at v0.3.13 to v0.5.4, PyTorch 1.8):
- * deepspeed/runtime/zero/partition_parameters.py's _allgather_param (one
- * a parameter: stage3.py's fetch_sub_module and prefetch call _all_gather
- * with async_op=True, which loops over the parameters) runs
- * torch.cuda.synchronize() before each gather (v0.3.13 line 611) and
- * hands torch.distributed.all_gather a list of world-size views; its
- * _reduce_scatter_gradient hands torch.distributed.reduce_scatter one
- * (v0.3.13 line 766, one a parameter). PyTorch's ProcessGroupNCCL
- * (torch/lib/c10d/ProcessGroupNCCL.cpp, 1.8) gathers into a flat buffer
- * and copies each rank's part out with its own copy_, and copies each
- * input in before a reduce-scatter. DeepSpeed PR #1188 (commit c0eeb69,
- * first in v0.5.5) says both: "the async version is not async at all,
- * because each all_gather calls torch.cuda.synchronize()", and
- * torch.distributed.all_gather "will do implicit memcpy at the end of
- * each ncclAllgather"; it moved to _all_gather_base (one flat buffer).
- * After each optimizer step stage3.py's _post_step gathers the persistent
- * parameters again (v0.3.13 line 2344), in one list-form all_gather of
- * their partitions, then copies each parameter's part of each rank out
- * (_allgather_params' loop, a copy_ a parameter and rank). */
-void mt__plan_program_list_collectives(mt__plan_program *p) {
-    for (int i = 0; i < p->n_nodes; i++) {
-        mt__plan_node *n = &p->nodes[i];
-        if (n->cls != MT__PN_COLLECTIVE || n->once || n->overlapped) continue;
-        if (n->param_gather) {
-            if (n->comm_bytes / 2 < MT__PLAN_DS_PERSIST) {
-                if (n->phase == 'F') {   /* each parameter's first use */
-                    p->ds_persist_params += 1;
-                    p->ds_persist_bytes += n->comm_bytes;
-                    p->ds_persist_axes = n->axes;
-                }
-                n->comm_bytes = 0;   /* persistent: kept whole, never gathered */
-                continue;
-            }
-            n->param_gather = false;   /* synchronous: blocking */
-            n->rank_copies = true;
-        } else if (n->grad_reduce && n->kind == MT__PC_REDUCE_SCATTER) {
-            n->rank_copies = true;
-        }
-    }
 }
 
 void mt__plan_program_free(mt__plan_program *p) {

@@ -116,10 +116,12 @@ static void shares(const mt_graph *g, const mt_mesh *mesh, uint32_t storage, int
     }
 }
 
-/* Appends a use of u to p's list (room for every node and parameter). */
-static void note(mt__plan_program *p, int node, bool reduce, const unsplit *u, int64_t n_dev) {
+/* Appends a use of u to p's list (room for every node and parameter), param its id
+ * (mt__plan_unsplit_use.param). */
+static void note(mt__plan_program *p, int node, bool reduce, const unsplit *u, int64_t n_dev,
+                 int param) {
     p->unsplit_uses[p->n_unsplit_uses++] = (mt__plan_unsplit_use){
-        .node = node, .reduce = reduce, .numel = u->numel,
+        .node = node, .reduce = reduce, .numel = u->numel, .param = param,
         .flat = (u->numel + n_dev - 1) / n_dev * n_dev, .rows = u->rows * n_dev,
         .width = (unsigned char)mt_dtype_size(mt_tensor_dtype(u->t))};
 }
@@ -158,7 +160,7 @@ mt_status mt__plan_program_unsplit(const mt_graph *g, const mt_mesh *mesh, uint3
         if (in.collective) {
             const int u = strcmp(in.op, "psum") == 0 ? find(grads, n_grads, in.out) : -1;
             if (u >= 0 && in.phase != 'F' && p->n_unsplit_uses < 4 * n)
-                note(p, i, true, &list[u], n_dev);
+                note(p, i, true, &list[u], n_dev, np + u);
             continue;
         }
         const unsigned char bit = in.phase == 'F' ? 1 : in.phase == 'B' ? 2 : 4;
@@ -172,7 +174,7 @@ mt_status mt__plan_program_unsplit(const mt_graph *g, const mt_mesh *mesh, uint3
             if ((list[u].seen & bit) || (bit != 1 && !reshard) || p->n_unsplit_uses >= 4 * n)
                 continue;
             list[u].seen |= bit;   /* without reshard the forward's gathered copy is kept */
-            note(p, i, false, &list[u], n_dev);
+            note(p, i, false, &list[u], n_dev, np + u);
         }
     }
     free(list), free(keys), free(grads);
@@ -234,7 +236,8 @@ mt_status mt__plan_program_pad_unsplit(mt__plan_program *p, mt__plan_pad pad) {
                 .phase = at->phase, .cls = MT__PN_COLLECTIVE, .kind = MT__PC_ALL_GATHER,
                 .axes = p->storage_axes, .comm_bytes = elems * x->width,
                 .bytes = elems * x->width, .wire_width = x->width, .param_gather = true,
-                .once = p->unsplit_once, .block = at->block, .live_bytes = at->live_bytes};
+                .once = p->unsplit_once, .block = at->block, .live_bytes = at->live_bytes,
+                .param = x->param};
         }
         nodes[k] = *at;
         if (!reduce || !holds(at->axes, &p->storage_axes)) {

@@ -175,6 +175,8 @@ typedef struct {
     bool   recompute_comm;   /* full recomputation re-runs the block's tensor- and
                                 sequence-parallel collectives (megatron, deepspeed,
                                 torchtitan: mt__plan_program_recompute_comm) */
+    bool   ds_fetches;       /* ZeRO-3's gathers where DeepSpeed's hooks fetch
+                                (deepspeed: mt__plan_program_ds_fetches) */
     bool   list_collectives;   /* ZeRO-3's collectives one a parameter, synchronous,
                                   list-form (deepspeed before 0.5.5:
                                   mt__plan_program_list_collectives) */
@@ -196,6 +198,7 @@ static inline mt__plan_step_conv mt__plan_step_conv_of(const mt_plan_request *r)
         .reduce_after = megatron,
         .recompute_comm = megatron || m == MT_PLAN_MEMORY_DEEPSPEED ||
                           m == MT_PLAN_MEMORY_TORCHTITAN,
+        .ds_fetches = m == MT_PLAN_MEMORY_DEEPSPEED,
         .list_collectives = m == MT_PLAN_MEMORY_DEEPSPEED && r->deepspeed_release > 0 &&
                             r->deepspeed_release < MT__PLAN_DS_FLAT_RELEASE,
         .pad = m == MT_PLAN_MEMORY_DEEPSPEED    ? MT__PLAN_PAD_FLAT
