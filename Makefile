@@ -141,16 +141,17 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Debug (-O1 so the GPT tests stay quick) with AddressSanitizer and UBSan.
+# Debug (-O1 so the GPT tests stay quick) with AddressSanitizer and UBSan; no
+# benchmark programs (no test runs them).
 build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=address,undefined \
-	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
+	      -DCMAKE_C_FLAGS_DEBUG="-g1 -O1" -DMT_BUILD_BENCH=OFF
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 
 # ThreadSanitizer (-O1): only the test programs that run threads are built.
 build-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMT_SANITIZE=thread \
-	      -DCMAKE_C_FLAGS_DEBUG="-g -O1"
+	      -DCMAKE_C_FLAGS_DEBUG="-g1 -O1"
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TESTS)
 
 # aarch64, cross-compiled (cmake/aarch64-linux-gnu.cmake), -Werror as the rest:
