@@ -4,7 +4,10 @@
  * RMSNorm, linear layers, RoPE on pairs (x[2i], x[2i+1]) of each head as
  * run.c rotates them, grouped-query causal attention (heads of C/NH, or of
  * the configuration's head_dim: q NH·HS wide, k and v KV·HS, the output
- * projection NH·HS -> C), SwiGLU, the head and the mean cross entropy.
+ * projection NH·HS -> C), SwiGLU, the head and the mean cross entropy;
+ * with the configuration's qkv_bias, q, k and v biases (Qwen2), with
+ * qk_norm an RMSNorm over each head of q and k before RoPE (Qwen3: its
+ * modeling_qwen3.py's q_norm and k_norm on the head_dim view).
  * Parameters are looked up by meshtrain's names, in double copies the test
  * may perturb (finite differences).
  */
@@ -141,6 +144,24 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
         llama_ref_linear(q, h, llama_ref_get(m, "h.%d.attn.wq.w", l), n, C, QW);
         llama_ref_linear(k, h, llama_ref_get(m, "h.%d.attn.wk.w", l), n, C, KV * HS);
         llama_ref_linear(v, h, llama_ref_get(m, "h.%d.attn.wv.w", l), n, C, KV * HS);
+        if (c->qkv_bias) {   /* Qwen2: q, k, v plus their biases */
+            const double *bq = llama_ref_get(m, "h.%d.attn.wq.b", l),
+                         *bk = llama_ref_get(m, "h.%d.attn.wk.b", l),
+                         *bv = llama_ref_get(m, "h.%d.attn.wv.b", l);
+            for (int64_t r = 0; r < n; r++) {
+                for (int i = 0; i < QW; i++) q[r * QW + i] += bq[i];
+                for (int i = 0; i < KV * HS; i++) {
+                    k[r * KV * HS + i] += bk[i];
+                    v[r * KV * HS + i] += bv[i];
+                }
+            }
+        }
+        if (c->qk_norm) {   /* Qwen3: each head of q and of k RMS-normalised, then RoPE */
+            llama_ref_rmsnorm(q, q, llama_ref_get(m, "h.%d.attn.q_norm.w", l), n * NH, HS,
+                              c->norm_eps);
+            llama_ref_rmsnorm(k, k, llama_ref_get(m, "h.%d.attn.k_norm.w", l), n * KV, HS,
+                              c->norm_eps);
+        }
         llama_ref_rope(q, B, T, NH, HS, c->rope_theta, m->rotate_half);
         llama_ref_rope(k, B, T, KV, HS, c->rope_theta, m->rotate_half);
         llama_ref_attention(att, q, k, v, B, T, NH, KV, HS);

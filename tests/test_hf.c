@@ -12,6 +12,8 @@
  *  - saving writes the same bytes for every tensor that was read (BF16
  *    widened, saved F32: the same values), a config that reads back the
  *    same, and loading the saved directory gives the graph bit for bit;
+ *  - the same of a Qwen2 (q, k, v biases) and a Qwen3 (q and k RMSNorms
+ *    over each head before RoPE), against the reference's Qwen equations;
  *  - refusals name the field or the tensor: an architecture, a bias flag,
  *    a sliding window, a rope_type, a shape, a missing and an extra tensor.
  */
@@ -50,26 +52,29 @@ static void write_text(const char *path, const char *text) {
     fclose(f);
 }
 
-#define CONFIG(extra)                                                                         \
-    "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, "                       \
+#define CONFIG(extra) CONFIG_OF("LlamaForCausalLM", extra)
+#define CONFIG_OF(arch, extra)                                                                \
+    "{\"architectures\": [\"" arch "\"], \"hidden_size\": 32, "                                \
     "\"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "       \
     "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"max_position_embeddings\": 16, "       \
     "\"rope_theta\": 500000.0, \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false"       \
     extra "}"
 
-/* The HF tensors of the model: names, shapes, values (owned here). */
+/* The HF tensors of the model: names (Hugging Face's and meshtrain's),
+ * shapes, values (owned here). */
 typedef struct {
     int     n;
-    char    name[32][64];
-    int64_t shape[32][2];
-    int     ndim[32];
-    float  *v[32];
-    mt_st_dtype dtype[32];
+    char    name[48][64], mt[48][MT_MAX_NAME];
+    int64_t shape[48][2];
+    int     ndim[48];
+    float  *v[48];
+    mt_st_dtype dtype[48];
 } hf_model;
 
-static void add(hf_model *m, const char *name, int64_t r, int64_t c, bool ones) {
+static void add(hf_model *m, const char *name, const char *mt, int64_t r, int64_t c, bool ones) {
     const int i = m->n++;
     snprintf(m->name[i], sizeof m->name[i], "%s", name);
+    snprintf(m->mt[i], sizeof m->mt[i], "%s", mt);
     m->shape[i][0] = r, m->shape[i][1] = c;
     m->ndim[i] = c ? 2 : 1;
     const int64_t n = r * (c ? c : 1);
@@ -80,32 +85,47 @@ static void add(hf_model *m, const char *name, int64_t r, int64_t c, bool ones) 
     m->dtype[i] = MT_ST_F32;
 }
 
-static void make_model(hf_model *m, const char *sub, const char *config, int skip, bool bias) {
+/* The architectures of make_model: Llama's tensors, Qwen2's q, k, v biases
+ * besides, or Qwen3's q_norm and k_norm. */
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } arch;
+
+static void make_model(hf_model *m, const char *sub, const char *config, int skip, bool bias,
+                       arch a) {
+    static const struct { const char *hf, *mt; int rows, cols; bool ones; arch only; } BLOCK[] = {
+        {"input_layernorm.weight", "attn_norm.w", C, 0, true, ARCH_LLAMA},
+        {"self_attn.q_proj.weight", "attn.wq.w", NH * HS, C, false, ARCH_LLAMA},
+        {"self_attn.k_proj.weight", "attn.wk.w", KV * HS, C, false, ARCH_LLAMA},
+        {"self_attn.v_proj.weight", "attn.wv.w", KV * HS, C, false, ARCH_LLAMA},
+        {"self_attn.o_proj.weight", "attn.wo.w", C, NH * HS, false, ARCH_LLAMA},
+        {"post_attention_layernorm.weight", "ffn_norm.w", C, 0, true, ARCH_LLAMA},
+        {"mlp.gate_proj.weight", "ffn.w1.w", F, C, false, ARCH_LLAMA},
+        {"mlp.up_proj.weight", "ffn.w3.w", F, C, false, ARCH_LLAMA},
+        {"mlp.down_proj.weight", "ffn.w2.w", C, F, false, ARCH_LLAMA},
+        {"self_attn.q_proj.bias", "attn.wq.b", NH * HS, 0, false, ARCH_QWEN2},
+        {"self_attn.k_proj.bias", "attn.wk.b", KV * HS, 0, false, ARCH_QWEN2},
+        {"self_attn.v_proj.bias", "attn.wv.b", KV * HS, 0, false, ARCH_QWEN2},
+        {"self_attn.q_norm.weight", "attn.q_norm.w", HS, 0, true, ARCH_QWEN3},
+        {"self_attn.k_norm.weight", "attn.k_norm.w", HS, 0, true, ARCH_QWEN3},
+    };
     memset(m, 0, sizeof *m);
-    add(m, "model.embed_tokens.weight", V, C, false);
+    add(m, "model.embed_tokens.weight", "tok_emb.w", V, C, false);
     m->dtype[0] = MT_ST_BF16;   /* held as BF16 values, so the reference reads what is stored */
     for (int64_t j = 0; j < V * C; j++) m->v[0][j] = mt__bf16_to_f32_1(mt__f32_to_bf16_1(m->v[0][j]));
-    char n[64];
-    for (int l = 0; l < L; l++) {
-#define ADD(fmt, r, c, ones) (snprintf(n, sizeof n, fmt, l), add(m, n, r, c, ones))
-        ADD("model.layers.%d.input_layernorm.weight", C, 0, true);
-        ADD("model.layers.%d.self_attn.q_proj.weight", NH * HS, C, false);
-        ADD("model.layers.%d.self_attn.k_proj.weight", KV * HS, C, false);
-        ADD("model.layers.%d.self_attn.v_proj.weight", KV * HS, C, false);
-        ADD("model.layers.%d.self_attn.o_proj.weight", C, NH * HS, false);
-        ADD("model.layers.%d.post_attention_layernorm.weight", C, 0, true);
-        ADD("model.layers.%d.mlp.gate_proj.weight", F, C, false);
-        ADD("model.layers.%d.mlp.up_proj.weight", F, C, false);
-        ADD("model.layers.%d.mlp.down_proj.weight", C, F, false);
-#undef ADD
-    }
-    add(m, "model.norm.weight", C, 0, true);
-    add(m, "lm_head.weight", V, C, false);
-    if (bias) add(m, "model.layers.0.self_attn.q_proj.bias", NH * HS, 0, false);
+    char n[64], t[MT_MAX_NAME];
+    for (int l = 0; l < L; l++)
+        for (size_t k = 0; k < sizeof BLOCK / sizeof BLOCK[0]; k++) {
+            if (BLOCK[k].only != ARCH_LLAMA && BLOCK[k].only != a) continue;
+            snprintf(n, sizeof n, "model.layers.%d.%s", l, BLOCK[k].hf);
+            snprintf(t, sizeof t, "h.%d.%s", l, BLOCK[k].mt);
+            add(m, n, t, BLOCK[k].rows, BLOCK[k].cols, BLOCK[k].ones);
+        }
+    add(m, "model.norm.weight", "norm.w", C, 0, true);
+    add(m, "lm_head.weight", "lm_head.w", V, C, false);
+    if (bias) add(m, "model.layers.0.self_attn.q_proj.bias", "h.0.attn.wq.b", NH * HS, 0, false);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "mkdir -p %s", at(sub, ""));
     MT_CHECK(system(cmd) == 0, "mkdir");
-    mt_st_write_tensor w[32];
+    mt_st_write_tensor w[48];
     int k = 0;
     for (int i = 0; i < m->n; i++)
         if (i != skip) w[k++] = (mt_st_write_tensor){m->name[i], m->dtype[i], m->ndim[i],
@@ -116,16 +136,6 @@ static void make_model(hf_model *m, const char *sub, const char *config, int ski
 
 static void free_model(hf_model *m) {
     for (int i = 0; i < m->n; i++) free(m->v[i]);
-}
-
-/* meshtrain's name of HF tensor i of make_model's order. */
-static void mt_name(int i, char *out) {
-    static const char *const blk[9] = {"attn_norm.w", "attn.wq.w", "attn.wk.w", "attn.wv.w",
-                                       "attn.wo.w", "ffn_norm.w", "ffn.w1.w", "ffn.w3.w",
-                                       "ffn.w2.w"};
-    if (i == 0) snprintf(out, MT_MAX_NAME, "tok_emb.w");
-    else if (i <= 9 * L) snprintf(out, MT_MAX_NAME, "h.%d.%s", (i - 1) / 9, blk[(i - 1) % 9]);
-    else snprintf(out, MT_MAX_NAME, i == 9 * L + 1 ? "norm.w" : "lm_head.w");
 }
 
 static mt_graph *build(const mt_llama_config *c) {
@@ -142,17 +152,22 @@ static mt_graph *build(const mt_llama_config *c) {
     return g;
 }
 
-MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
+/* The model of architecture a, written with config, read and loaded: its
+ * loss equals the reference's on the weights as written (rotate-half RoPE,
+ * and not adjacent pairs), and --hf-out then --hf-in give every tensor
+ * back bit for bit. */
+static void loads_and_round_trips(arch a, const char *config) {
     MT_CHECK(mkdtemp(dir), "mkdtemp");
     atexit(cleanup);
     hf_model m;
-    make_model(&m, "in", CONFIG(", \"hidden_act\": \"silu\""), -1, false);
+    make_model(&m, "in", config, -1, false, a);
     mt_llama_config c;
     MT_CHECK_OK(mt_hf_read_llama_config(at("in", ""), &c));
     MT_CHECK(c.dim == C && c.ffn_dim == F && c.n_layers == L && c.n_heads == NH &&
              c.n_kv_heads == KV && c.vocab == V && c.max_seq == 16 && c.head_dim == HS &&
              c.rope_theta == 500000.0f && c.norm_eps == 1e-5f && !c.tie_embeddings &&
-             c.rope_scaling.kind == MT_ROPE_SCALING_NONE, "config read wrong");
+             c.rope_scaling.kind == MT_ROPE_SCALING_NONE && c.qkv_bias == (a == ARCH_QWEN2) &&
+             c.qk_norm == (a == ARCH_QWEN3), "config read wrong");
     mt_graph *g = build(&c);
     MT_CHECK_OK(mt_hf_load_llama(at("in", ""), g, &c));
     MT_CHECK_OK(mt_graph_forward(g));
@@ -163,7 +178,7 @@ MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
     ref.rotate_half = 1;
     for (int i = 0; i < m.n; i++) {
         llama_ref_param *p = &ref.p[ref.n++];
-        mt_name(i, p->name);
+        snprintf(p->name, sizeof p->name, "%s", m.mt[i]);
         p->n = m.shape[i][0] * (m.ndim[i] == 2 ? m.shape[i][1] : 1);
         p->d = malloc((size_t)p->n * sizeof *p->d);
         for (int64_t j = 0; j < p->n; j++) p->d[j] = m.v[i][j];
@@ -200,14 +215,30 @@ MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
     mt_graph *g2 = build(&c2);
     MT_CHECK_OK(mt_hf_load_llama(at("out", ""), g2, &c2));
     for (int i = 0; i < mt_graph_n_params(g); i++) {
-        mt_tensor *a = mt_graph_param_at(g, i), *b = mt_graph_find(g2, mt_tensor_name(a));
-        MT_CHECK(b && !memcmp(mt_tensor_f32(a), mt_tensor_f32(b),
-                              (size_t)mt_tensor_numel(a) * sizeof(float)),
-                 "%s differs after --hf-out then --hf-in", mt_tensor_name(a));
+        mt_tensor *x = mt_graph_param_at(g, i), *y = mt_graph_find(g2, mt_tensor_name(x));
+        MT_CHECK(y && !memcmp(mt_tensor_f32(x), mt_tensor_f32(y),
+                              (size_t)mt_tensor_numel(x) * sizeof(float)),
+                 "%s differs after --hf-out then --hf-in", mt_tensor_name(x));
     }
     mt_graph_free(g2);
     mt_graph_free(g);
     free_model(&m);
+}
+
+MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
+    loads_and_round_trips(ARCH_LLAMA, CONFIG(", \"hidden_act\": \"silu\""));
+}
+
+/* Qwen2: q, k, v biases (the q and k ones reordered as their rows) */
+MT_TEST(hf_qwen2_loads_against_reference_and_round_trips) {
+    loads_and_round_trips(ARCH_QWEN2, CONFIG_OF("Qwen2ForCausalLM", ", \"use_sliding_window\": "
+                                                "false, \"sliding_window\": 4"));
+}
+
+/* Qwen3: q_norm and k_norm before RoPE (their scales reordered in the head);
+ * head_dim given, as Qwen3's configs give it (its default is 128) */
+MT_TEST(hf_qwen3_loads_against_reference_and_round_trips) {
+    loads_and_round_trips(ARCH_QWEN3, CONFIG_OF("Qwen3ForCausalLM", ", \"head_dim\": 8"));
 }
 
 MT_TEST(hf_refusals_name_the_field_or_tensor) {
@@ -215,7 +246,7 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
     atexit(cleanup);
     mt_llama_config c;
     static const struct { const char *config, *want1, *want2; mt_status code; } bad[] = {
-        {"{\"architectures\": [\"Qwen2ForCausalLM\"]}", "Qwen2ForCausalLM", "LlamaForCausalLM",
+        {"{\"architectures\": [\"Gemma2ForCausalLM\"]}", "Gemma2ForCausalLM", "Qwen3ForCausalLM",
          MT_EUNSUPPORTED},
         {CONFIG(", \"attention_bias\": true"), "attention_bias", "biases", MT_EUNSUPPORTED},
         {CONFIG(", \"hidden_act\": \"gelu\""), "hidden_act", "gelu", MT_EUNSUPPORTED},
@@ -239,13 +270,13 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
              c.rope_scaling.original_context == 8, "llama3 rope_scaling read wrong");
 
     hf_model m;
-    make_model(&m, "missing", CONFIG(""), 3, false);   /* no layer 0 k_proj */
+    make_model(&m, "missing", CONFIG(""), 3, false, ARCH_LLAMA);   /* no layer 0 k_proj */
     MT_CHECK_OK(mt_hf_read_llama_config(at("missing", ""), &c));
     mt_graph *g = build(&c);
     MT_CHECK_FAILS(mt_hf_load_llama(at("missing", ""), g, &c), MT_EFORMAT,
                    "model.layers.0.self_attn.k_proj.weight", "h.0.attn.wk.w");
     free_model(&m);
-    make_model(&m, "extra", CONFIG(""), -1, true);
+    make_model(&m, "extra", CONFIG(""), -1, true, ARCH_LLAMA);
     MT_CHECK_FAILS(mt_hf_load_llama(at("extra", ""), g, &c), MT_EUNSUPPORTED,
                    "model.layers.0.self_attn.q_proj.bias");
     free_model(&m);
@@ -253,7 +284,7 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
     make_model(&m, "shape", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, "
                "\"intermediate_size\": 40, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
                "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"max_position_embeddings\": 16}",
-               -1, false);
+               -1, false, ARCH_LLAMA);
     MT_CHECK_OK(mt_hf_read_llama_config(at("shape", ""), &c));
     mt_graph *g40 = build(&c);
     MT_CHECK_FAILS(mt_hf_load_llama(at("shape", ""), g40, &c), MT_ESHAPE,

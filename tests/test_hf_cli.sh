@@ -7,7 +7,9 @@
 # writes back model.safetensors and config.json byte for byte, from one
 # device, tensor=2 and pipe=2 alike; `sample --hf-in` writes the text the
 # checkpoint of the same weights gives; a GPT-2 (GPT2LMHeadModel) written,
-# fine-tuned from on one device and tensor=2 alike and sampled; and the
+# fine-tuned from on one device and tensor=2 alike and sampled; a Qwen2
+# (q, k, v biases) and a Qwen3 (q and k norms) written and fine-tuned from on
+# one device, tensor=2 and context=2 alike; and the
 # refusals (a model flag beside --hf-in, a file given as a directory, a
 # LLaMA's directory for a GPT, an MLP, two starts). The weights' numerics
 # against Hugging Face's equations are tests/test_hf.c's and
@@ -99,6 +101,29 @@ same_metrics "gpt --hf-in on tensor=2: losses and gradient norms equal one devic
     --steps 1 --ckpt-out c.ckpt >out.txt 2>err.txt
 expect_fail "--hf-in with --ckpt-in" 2 "give one start" \
     "$BIN" train --model llama "${RUN[@]}" --steps 2 --hf-in a --ckpt-in c.ckpt
+# Qwen2 (--qkv-bias) and Qwen3 (--qk-norm): written as their architectures,
+# fine-tuned from on one device and on tensor=2 and context=2 alike (the
+# biases split with their heads, the per-head norms on split heads), the
+# checkpoint's settings line naming them, and refused by llama2.c's format
+for arch in "--qkv-bias Qwen2ForCausalLM" "--qk-norm Qwen3ForCausalLM"; do
+    read -r flag cls <<<"$arch"
+    rm -rf q
+    "$BIN" train --model llama "${RUN[@]}" --layers 2 --channels 64 --heads 4 --kv-heads 2 \
+        --max-seq 64 --steps 2 $flag --hf-out q >out.txt 2>err.txt && grep -q "$cls" q/config.json &&
+        ok "$flag --hf-out writes a $cls" || bad "$flag --hf-out" "$(tail -3 err.txt)"
+    "$BIN" train --model llama "${RUN[@]}" --steps 3 --hf-in q --metrics q1.jsonl \
+        --ckpt-out q.ckpt >out.txt 2>err.txt || bad "$cls --hf-in on one device" "$(tail -3 err.txt)"
+    for mesh in tensor=2 context=2; do
+        "$BIN" train --model llama "${RUN[@]}" --steps 3 --hf-in q --devices 2 --mesh $mesh \
+            --metrics q2.jsonl >out.txt 2>err.txt || bad "$cls --hf-in on $mesh" "$(tail -3 err.txt)"
+        same_metrics "$cls --hf-in on $mesh: losses and gradient norms equal one device's" \
+            q1.jsonl q2.jsonl
+    done
+    expect_fail "$flag into llama2.c's model.bin" 2 "no q, k, v biases and no q, k norms" \
+        "$BIN" train --model llama "${RUN[@]}" --steps 1 --layers 2 --channels 64 --heads 4 \
+        --kv-heads 2 --max-seq 64 $flag --ckpt-in q.ckpt --llmc-out q.bin
+done
+
 mkdir empty
 expect_fail "--hf-in without config.json" 1 "empty/config.json" \
     "$BIN" train --model llama "${RUN[@]}" --steps 1 --hf-in empty

@@ -68,6 +68,8 @@ MT_TEST(presets_hold_the_published_shapes) {
         {"mixtral-8x22b", 6144, 16384, 56, 48, 8, 32000, 65536, 1e6f, 0, 1e-5f, 0},
         {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1e6f, 0, 1e-6f, 128},
         {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 151936, 40960, 1e6f, 0, 1e-6f, 128},
+        {"qwen2.5-7b", 3584, 18944, 28, 28, 4, 152064, 131072, 1e6f, 0, 1e-6f, 0},
+        {"qwen3-8b", 4096, 12288, 36, 32, 8, 151936, 40960, 1e6f, 0, 1e-6f, 128},
     };
     int n = 0;
     while (mt_llama_preset_name(n)) n++;
@@ -109,6 +111,14 @@ MT_TEST(presets_hold_the_published_shapes) {
     MT_CHECK_OK(mt_llama_preset("llama3-8b", &c));
     MT_CHECK(mt_llama_num_params(&c) == 8030261248LL, "Llama 3 8B: %lld parameters",
              (long long)mt_llama_num_params(&c));
+    /* and Qwen's (the safetensors' totals): Qwen2.5-7B's q, k, v biases,
+     * Qwen3-8B's q and k norms counted */
+    MT_CHECK_OK(mt_llama_preset("qwen2.5-7b", &c));
+    MT_CHECK(c.qkv_bias && !c.qk_norm && mt_llama_num_params(&c) == 7615616512LL,
+             "Qwen2.5 7B: %lld parameters", (long long)mt_llama_num_params(&c));
+    MT_CHECK_OK(mt_llama_preset("qwen3-8b", &c));
+    MT_CHECK(!c.qkv_bias && c.qk_norm && mt_llama_num_params(&c) == 8190735360LL,
+             "Qwen3 8B: %lld parameters", (long long)mt_llama_num_params(&c));
     /* moe-tiny by hand: 4 blocks of norms and attention 2C + 2·NH·HS·C +
      * 2·KV·HS·C = 12416; block 0 dense, 3CF = 36864; blocks 1-3 the router
      * C·E = 512, 8 experts 3·C·F_e·8 = 98304, the shared one 3·C·F_e =
@@ -120,8 +130,7 @@ MT_TEST(presets_hold_the_published_shapes) {
     /* the published mixtures against Hugging Face's counts of their
      * checkpoints (the safetensors' totals): Mixtral 8x7B 46,702,792,704;
      * Qwen3-30B-A3B 30,532,122,624 and Qwen3-235B-A22B 235,093,634,560, less
-     * their per-head q and k RMSNorms (2·128 a block: 48 and 94 blocks),
-     * which the presets do not model; Mixtral 8x22B's "141B" worked out from
+     * their per-head q and k RMSNorms (2·128 a block) included; Mixtral 8x22B's "141B" worked out from
      * its config.json by hand: 56 blocks of attention 2·6144² + 2·6144·1024
      * = 88,080,384, experts 8·3·6144·16384 = 2,415,919,104, router 6144·8,
      * norms 2·6144, and the untied 2·32000·6144 and the final norm */
@@ -129,8 +138,8 @@ MT_TEST(presets_hold_the_published_shapes) {
         {"mixtral-8x7b", 46702792704LL},
         {"mixtral-8x22b", 56LL * (88080384 + 2415919104LL + 49152 + 12288) + 2LL * 32000 * 6144 +
                               6144},
-        {"qwen3-30b-a3b", 30532122624LL - 48 * 256},
-        {"qwen3-235b-a22b", 235093634560LL - 94 * 256},
+        {"qwen3-30b-a3b", 30532122624LL},
+        {"qwen3-235b-a22b", 235093634560LL},
     };
     for (size_t i = 0; i < sizeof moe_counts / sizeof moe_counts[0]; i++) {
         MT_CHECK_OK(mt_llama_preset(moe_counts[i].name, &c));

@@ -134,6 +134,12 @@ typedef struct {
     int doc_mask;
     /* the mixture-of-experts feed-forward (all zero: none) */
     mt_llama_moe moe;
+    /* Qwen's attention (both 0: Llama's). qkv_bias 1: the q, k and v
+     * projections add a bias (NH·HS, KV·HS, KV·HS; Qwen2's, --qkv-bias);
+     * qk_norm 1: q and k are RMS-normalised over each head's HS channels
+     * (one (HS) scale each a block, norm_eps) before RoPE (Qwen3's,
+     * --qk-norm). */
+    int qkv_bias, qk_norm;
 } mt_llama_config;
 
 /* Whether block l of cfg is a mixture-of-experts block (mt_llama_moe). */

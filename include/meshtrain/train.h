@@ -70,9 +70,10 @@ typedef struct {
     /* MT_MODEL_FLAG_PRESET: writes the settings `name` into mc (the model's
      * struct, holding its defaults); MT_EINVAL naming the known names. */
     mt_status (*preset)(const char *name, void *mc);
-    /* NULL, or the flag (its "flag") of an MT_MODEL_FLAG_CHOICE this one is
-     * a setting of: a settings line shows it only while that choice is past
-     * its first ("none"), as --rope-factor with --rope-scaling */
+    /* NULL, or the flag (its "flag") of an MT_MODEL_FLAG_CHOICE, INT or
+     * BOOL this one is a setting of: a settings line shows it only while
+     * that one is past its first ("none"), nonzero or on, as --rope-factor
+     * with --rope-scaling (a switch naming itself: shown only when on) */
     const char *setting_of;
 } mt_model_flag;
 

@@ -258,11 +258,13 @@ int cli_model_flags_apply(cli_model_flags *mf, const cli_opt *opts, const bool *
     return CLI_EXIT_OK;
 }
 
-/* Whether f is a setting of a choice or a count (mt_model_flag.setting_of)
- * that is at its first, "none", or 0: nothing reads it. */
+/* Whether f is a setting of a choice, a count or a switch
+ * (mt_model_flag.setting_of) that is at its first, "none", 0 or off:
+ * nothing reads it (a switch of its own: it is off). */
 static bool setting_of_none(const mt_model_about *a, const void *mc, const mt_model_flag *f) {
     for (int i = 0; f->setting_of && i < a->n_flags; i++)
-        if ((a->flags[i].type == MT_MODEL_FLAG_CHOICE || a->flags[i].type == MT_MODEL_FLAG_INT) &&
+        if ((a->flags[i].type == MT_MODEL_FLAG_CHOICE || a->flags[i].type == MT_MODEL_FLAG_INT ||
+             a->flags[i].type == MT_MODEL_FLAG_BOOL) &&
             strcmp(a->flags[i].flag, f->setting_of) == 0)
             return cli_model_setting(mc, &a->flags[i]) == 0;
     return false;

@@ -1,8 +1,9 @@
 /*
  * hf_config.c — a Hugging Face model directory's config.json for the LLaMA
- * family (issue 43): LlamaForCausalLM and MistralForCausalLM, read into
+ * family (issue 43): LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
+ * (q, k, v biases) and Qwen3ForCausalLM (q and k norms), read into
  * mt_llama_config and written from it, with the fields transformers'
- * LlamaConfig and MistralConfig define (their defaults where a field is
+ * LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config define (their defaults where a field is
  * absent: num_key_value_heads = num_attention_heads, rope_theta 10000,
  * rms_norm_eps 1e-6, tie_word_embeddings false, head_dim hidden_size /
  * num_attention_heads). What meshtrain's LLaMA does not compute is refused
@@ -118,10 +119,14 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     if (!a)
         return mt_fail(MT_EFORMAT, WHAT " '%s': architectures must name one model class",
                        r->path);
-    if (strcmp(a, "LlamaForCausalLM") && strcmp(a, "MistralForCausalLM"))
+    const bool qwen2 = !strcmp(a, "Qwen2ForCausalLM"), qwen3 = !strcmp(a, "Qwen3ForCausalLM");
+    if (strcmp(a, "LlamaForCausalLM") && strcmp(a, "MistralForCausalLM") && !qwen2 && !qwen3)
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': architecture '%.64s' is not read yet "
-                       "(LlamaForCausalLM, MistralForCausalLM)", r->path, a);
+                       "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                       "Qwen3ForCausalLM)", r->path, a);
     memset(c, 0, sizeof *c);
+    c->qkv_bias = qwen2;   /* Qwen2Attention: q, k, v with biases, o without, always */
+    c->qk_norm = qwen3;    /* Qwen3Attention: q_norm and k_norm over head_dim */
     const int BIG = 1 << 30;
     mt_status s;
     if ((s = get_int(r, "hidden_size", 1, BIG, -1, &c->dim)) != MT_OK ||
@@ -131,7 +136,8 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
         (s = get_int(r, "num_key_value_heads", 1, 65536, c->n_heads, &c->n_kv_heads)) != MT_OK ||
         (s = get_int(r, "vocab_size", 1, BIG, -1, &c->vocab)) != MT_OK ||
         (s = get_int(r, "max_position_embeddings", 1, BIG, -1, &c->max_seq)) != MT_OK ||
-        (s = get_int(r, "head_dim", 1, 65536, c->dim / c->n_heads, &c->head_dim)) != MT_OK)
+        (s = get_int(r, "head_dim", 1, 65536, qwen3 ? 128 : c->dim / c->n_heads,
+                     &c->head_dim)) != MT_OK)   /* Qwen3Config's default: 128 */
         return s;
     double theta, eps;
     if ((s = get_num(r, "rope_theta", r->j, 10000.0, &theta)) != MT_OK ||
@@ -150,12 +156,18 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     if (act && (act->type != MT_JSON_STR || strcmp(act->str, "silu")))
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': hidden_act '%.32s': meshtrain's LLaMA "
                        "runs SwiGLU (silu)", r->path, act->type == MT_JSON_STR ? act->str : "?");
-    if ((s = need_bool(r, "attention_bias", false, "meshtrain's LLaMA has no q, k, v, o "
-                       "biases")) != MT_OK ||
+    if ((!qwen2 && (s = need_bool(r, "attention_bias", false, "meshtrain's LLaMA has no q, "
+                                  "k, v, o biases but Qwen2's q, k, v ones")) != MT_OK) ||
         (s = need_bool(r, "mlp_bias", false, "meshtrain's LLaMA has no MLP biases")) != MT_OK)
         return s;
-    const mt_json *sw = mt__json_get(r->j, "sliding_window");
-    if (sw && sw->type == MT_JSON_NUM && sw->num < c->max_seq)
+    /* Qwen's sliding_window holds a size use_sliding_window may leave off */
+    const mt_json *sw = mt__json_get(r->j, "sliding_window"),
+                  *use = mt__json_get(r->j, "use_sliding_window");
+    if (use && use->type != MT_JSON_BOOL && use->type != MT_JSON_NULL)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': use_sliding_window must be true or false",
+                       r->path);
+    const bool windowed = !use || use->type != MT_JSON_BOOL || use->b;
+    if (windowed && sw && sw->type == MT_JSON_NUM && sw->num < c->max_seq)
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': sliding_window %.0f is shorter than the "
                        "context (%d): meshtrain's attention is not windowed", r->path, sw->num,
                        c->max_seq);
@@ -243,14 +255,19 @@ mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg) {
 /* config.json's text for cfg, to f. */
 static mt_status write_config(FILE *f, void *arg) {
     const mt_llama_config *c = arg;
-    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+    const char *arch = c->qk_norm ? "Qwen3ForCausalLM" : c->qkv_bias ? "Qwen2ForCausalLM"
+                                                                     : "LlamaForCausalLM";
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
             "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"rope_theta\": %.9g,\n"
             "  \"rms_norm_eps\": %.9g,\n  \"tie_word_embeddings\": %s,\n"
             "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
-            "  \"torch_dtype\": \"float32\",\n", c->dim, mt_llama_ffn_dim(c), c->n_layers,
+            "  \"use_sliding_window\": false,\n"
+            "  \"torch_dtype\": \"float32\",\n", arch,
+            c->qk_norm ? "qwen3" : c->qkv_bias ? "qwen2" : "llama", c->dim, mt_llama_ffn_dim(c),
+            c->n_layers,
             c->n_heads, c->n_kv_heads, mt_llama_head_dim(c), c->vocab, c->max_seq,
             c->rope_theta, c->norm_eps, c->tie_embeddings ? "true" : "false");
     const mt_rope_scaling *r = &c->rope_scaling;
@@ -294,6 +311,10 @@ static mt_status write_file(const char *dir, mt_status (*write)(FILE *, void *),
 }
 
 mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+    if (cfg->qkv_bias && cfg->qk_norm)   /* Qwen3's attention_bias adds o_proj's too */
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': q, k, v biases with q and k norms is no "
+                       "Hugging Face architecture (Qwen2 has the biases, Qwen3 the norms); "
+                       "drop --qkv-bias or --qk-norm", dir);
     return write_file(dir, write_config, (void *)cfg);
 }
 

@@ -11,7 +11,9 @@
  * (convert_llama_weights_to_hf.py, permute) reorders q_proj's and k_proj's
  * rows per head so that the two compute the same: row h·HS + a·HS/2 + j of
  * Hugging Face's is row h·HS + 2j + a of Meta's (a in {0, 1}). Loading
- * applies that map backwards, saving forwards.
+ * applies that map backwards, saving forwards; to Qwen2's q and k biases
+ * too, and to Qwen3's q_norm and k_norm scales within their one head (the
+ * norm's mean square does not depend on the channels' order).
  */
 #include "io/hf_impl.h"
 #include "io/io_impl.h"
@@ -25,18 +27,28 @@
 
 #define WHAT "Hugging Face model"
 
-typedef enum { ROWS_AS_IS, ROWS_Q, ROWS_K } rows_kind;
+/* How a tensor's rows are reordered: not at all, or per head as q_proj's
+ * and k_proj's rows (ROWS_Q, ROWS_K: C columns), their biases (one column)
+ * or, within the one head it spans, Qwen3's q_norm and k_norm scales
+ * (ROWS_HEAD: they scale the head's channels before RoPE). */
+typedef enum { ROWS_AS_IS, ROWS_Q, ROWS_K, ROWS_Q_BIAS, ROWS_K_BIAS, ROWS_HEAD } rows_kind;
 
-static const struct { const char *hf, *mt; rows_kind rows; } NAMES[] = {
-    {"model.layers.%d.input_layernorm.weight", "h.%d.attn_norm.w", ROWS_AS_IS},
-    {"model.layers.%d.self_attn.q_proj.weight", "h.%d.attn.wq.w", ROWS_Q},
-    {"model.layers.%d.self_attn.k_proj.weight", "h.%d.attn.wk.w", ROWS_K},
-    {"model.layers.%d.self_attn.v_proj.weight", "h.%d.attn.wv.w", ROWS_AS_IS},
-    {"model.layers.%d.self_attn.o_proj.weight", "h.%d.attn.wo.w", ROWS_AS_IS},
-    {"model.layers.%d.post_attention_layernorm.weight", "h.%d.ffn_norm.w", ROWS_AS_IS},
-    {"model.layers.%d.mlp.gate_proj.weight", "h.%d.ffn.w1.w", ROWS_AS_IS},
-    {"model.layers.%d.mlp.up_proj.weight", "h.%d.ffn.w3.w", ROWS_AS_IS},
-    {"model.layers.%d.mlp.down_proj.weight", "h.%d.ffn.w2.w", ROWS_AS_IS},
+/* A block's tensors; `only` 1: with qkv_bias, 2: with qk_norm. */
+static const struct { const char *hf, *mt; rows_kind rows; int only; } NAMES[] = {
+    {"model.layers.%d.input_layernorm.weight", "h.%d.attn_norm.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.self_attn.q_proj.weight", "h.%d.attn.wq.w", ROWS_Q, 0},
+    {"model.layers.%d.self_attn.k_proj.weight", "h.%d.attn.wk.w", ROWS_K, 0},
+    {"model.layers.%d.self_attn.v_proj.weight", "h.%d.attn.wv.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.self_attn.o_proj.weight", "h.%d.attn.wo.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.post_attention_layernorm.weight", "h.%d.ffn_norm.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.mlp.gate_proj.weight", "h.%d.ffn.w1.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.mlp.up_proj.weight", "h.%d.ffn.w3.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.mlp.down_proj.weight", "h.%d.ffn.w2.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.self_attn.q_proj.bias", "h.%d.attn.wq.b", ROWS_Q_BIAS, 1},
+    {"model.layers.%d.self_attn.k_proj.bias", "h.%d.attn.wk.b", ROWS_K_BIAS, 1},
+    {"model.layers.%d.self_attn.v_proj.bias", "h.%d.attn.wv.b", ROWS_AS_IS, 1},
+    {"model.layers.%d.self_attn.q_norm.weight", "h.%d.attn.q_norm.w", ROWS_HEAD, 2},
+    {"model.layers.%d.self_attn.k_norm.weight", "h.%d.attn.k_norm.w", ROWS_HEAD, 2},
 };
 enum { N_BLOCK = sizeof NAMES / sizeof NAMES[0] };
 static const struct { const char *hf, *mt; } TOP[] = {
@@ -55,6 +67,8 @@ static bool pair_at(const mt_llama_config *c, int i, char *hf, char *mt, rows_ki
         return true;
     }
     const int l = (i - 3) / N_BLOCK, k = (i - 3) % N_BLOCK;
+    if ((NAMES[k].only == 1 && !c->qkv_bias) || (NAMES[k].only == 2 && !c->qk_norm))
+        return false;
     snprintf(hf, MT_MAX_NAME, NAMES[k].hf, l);
     snprintf(mt, MT_MAX_NAME, NAMES[k].mt, l);
     *rows = NAMES[k].rows;
@@ -64,8 +78,8 @@ static bool pair_at(const mt_llama_config *c, int i, char *hf, char *mt, rows_ki
 /* Reorders the rows of w (heads·HS rows of `cols`) between the layouts:
  * to_meshtrain: out's row h·HS + 2j + a = w's row h·HS + a·HS/2 + j; else
  * the inverse. */
-static void permute_rows(float *out, const float *w, int64_t heads, int64_t HS, int64_t cols,
-                         bool to_meshtrain) {
+static void permute_heads(float *out, const float *w, int64_t heads, int64_t HS, int64_t cols,
+                          bool to_meshtrain) {
     for (int64_t h = 0; h < heads; h++)
         for (int64_t j = 0; j < HS / 2; j++)
             for (int a = 0; a < 2; a++) {
@@ -73,6 +87,16 @@ static void permute_rows(float *out, const float *w, int64_t heads, int64_t HS, 
                 memcpy(out + (to_meshtrain ? mt : hf) * cols,
                        w + (to_meshtrain ? hf : mt) * cols, (size_t)cols * sizeof *out);
             }
+}
+
+/* permute_heads for a tensor of kind rows (not ROWS_AS_IS) of c. */
+static void permute_rows(float *out, const float *w, rows_kind rows, const mt_llama_config *c,
+                         bool to_meshtrain) {
+    const int64_t heads = rows == ROWS_Q || rows == ROWS_Q_BIAS ? c->n_heads
+                          : rows == ROWS_HEAD                  ? 1
+                                                               : c->n_kv_heads;
+    const int64_t cols = rows == ROWS_Q || rows == ROWS_K ? c->dim : 1;
+    permute_heads(out, w, heads, mt_llama_head_dim(c), cols, to_meshtrain);
 }
 
 static int64_t numel_of(const mt_tensor *t) {
@@ -110,8 +134,7 @@ static mt_status load_one(const mt_safetensors *st, const mt_st_tensor *x, mt_te
             return mt_fail(MT_ENAN, WHAT " '%s': tensor '%s' holds %g at element %lld", dir,
                            x->name, b[i], (long long)i);
     if (rows != ROWS_AS_IS) {
-        const int64_t HS = mt_llama_head_dim(c);
-        permute_rows(q, b, rows == ROWS_Q ? c->n_heads : c->n_kv_heads, HS, c->dim, true);
+        permute_rows(q, b, rows, c, true);
         p = q;
     }
     return mt_tensor_write(t, p, 0, n);
@@ -151,8 +174,8 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
             known = pair_at(cfg, j, hf, mt, &rows) && !strcmp(hf, name);
         if (!known)
             s = mt_fail(MT_EUNSUPPORTED, WHAT " '%s': tensor '%s' (in '%s') is not a weight of "
-                        "the LLaMA config.json describes (biases, extra layers, a tied head "
-                        "given twice?)", dir, name,
+                        "the LLaMA config.json describes (biases its architecture lacks, "
+                        "extra layers, a tied head given twice?)", dir, name,
                         mt_safetensors_file(st, mt_safetensors_tensor(st, i)));
     }
     free(buf), free(tmp);
@@ -198,8 +221,7 @@ mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph
                 s = mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, mt);
                 break;
             }
-            permute_rows(o, v, rows == ROWS_Q ? cfg->n_heads : cfg->n_kv_heads,
-                         mt_llama_head_dim(cfg), cfg->dim, false);
+            permute_rows(o, v, rows, cfg, false);
             free(v);
             v = o;
         }

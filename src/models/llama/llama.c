@@ -91,6 +91,9 @@ mt_status mt_llama_config_check(const mt_llama_config *cfg) {
     if (cfg->tie_embeddings != 0 && cfg->tie_embeddings != 1)
         return mt_fail(MT_EINVAL, "LLaMA tie_embeddings=%d must be 0 or 1",
                        cfg->tie_embeddings);
+    if ((cfg->qkv_bias != 0 && cfg->qkv_bias != 1) || (cfg->qk_norm != 0 && cfg->qk_norm != 1))
+        return mt_fail(MT_EINVAL, "LLaMA qkv_bias=%d and qk_norm=%d must each be 0 or 1",
+                       cfg->qkv_bias, cfg->qk_norm);
     return mt_llama_moe_check(cfg);
 }
 
@@ -175,15 +178,14 @@ static const struct {
      * The dense ffn_dim (used by no block) is config.json's
      * intermediate_size, from Meta's rule at multiplier 1.3 (Mixtral 8x7B,
      * as Llama 3 8B), 1.0 (8x22B) and 1.125 (Qwen3). Qwen3's per-head q and
-     * k RMSNorms are not modelled: 2·128 parameters a block, the counts
-     * test_llama checks against Hugging Face's less those. */
+     * k RMSNorms (qk_norm: the presets with a head_dim of their own). */
 #define MOE(n, C, HS, F, L, NH, KV, V, T, eps, mult, mo, E, k, Fe, alpha)                        \
     {n, {.dim = C, .head_dim = HS, .ffn_dim = F, .n_layers = L, .n_heads = NH,                  \
          .n_kv_heads = KV, .vocab = V, .max_seq = T, .rope_theta = 1e6f, .norm_eps = eps,       \
          .multiple_of = mo, .ffn_mult = mult,                                                   \
          .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE),                         \
          .moe = {.experts = E, .top_k = k, .ffn_dim = Fe, .every = 1, .route_scale = 1.0f,      \
-                 .aux_alpha = alpha}}}
+                 .aux_alpha = alpha}, .qk_norm = HS > 0}}
     MOE("mixtral-8x7b", 4096, 0, 14336, 32, 32, 8, 32000, 32768, 1e-5f, 1.3f, 1024, 8, 2, 14336,
         0.04f),
     MOE("mixtral-8x22b", 6144, 0, 16384, 56, 48, 8, 32000, 65536, 1e-5f, 1.0f, 1024, 8, 2, 16384,
@@ -193,6 +195,22 @@ static const struct {
     MOE("qwen3-235b-a22b", 4096, 128, 12288, 94, 64, 4, 151936, 40960, 1e-6f, 1.125f, 256, 128,
         8, 1536, 0.008f),
 #undef MOE
+    /* Qwen's dense models (issue 43), each config.json on Hugging Face:
+     * Qwen/Qwen2.5-7B (hidden 3584, intermediate 18944, 28 layers, 28
+     * heads, 4 kv heads, vocab 152064, 131072 positions, rope_theta 1e6,
+     * rms_norm_eps 1e-6, untied; Qwen2's q, k, v biases) and Qwen/Qwen3-8B
+     * (4096, 12288, 36, 32, 8, head_dim 128, 151936, 40960, 1e6, 1e-6,
+     * untied; Qwen3's q and k norms); the multipliers make Meta's rule give
+     * intermediate_size (as the Qwen3 MoEs' above) */
+#define QWEN(n, C, HS, F, L, NH, KV, V, T, mult, bias, norm)                                   \
+    {n, {.dim = C, .head_dim = HS, .ffn_dim = F, .n_layers = L, .n_heads = NH,                  \
+         .n_kv_heads = KV, .vocab = V, .max_seq = T, .rope_theta = 1e6f, .norm_eps = 1e-6f,     \
+         .multiple_of = 256, .ffn_mult = mult,                                                  \
+         .rope_scaling = MT_LLAMA31_ROPE_SCALING(MT_ROPE_SCALING_NONE), .qkv_bias = bias,       \
+         .qk_norm = norm}}
+    QWEN("qwen2.5-7b", 3584, 0, 18944, 28, 28, 4, 152064, 131072, 1.98f, 1, 0),
+    QWEN("qwen3-8b", 4096, 128, 12288, 36, 32, 8, 151936, 40960, 1.125f, 0, 1),
+#undef QWEN
 #undef LLAMA
 #undef NONE
 #undef L31
@@ -227,6 +245,7 @@ int64_t mt_llama_num_params(const mt_llama_config *cfg) {
     /* per block: two norms, wq and wo (2·NH·HS·C: 2C² when HS = C/NH), wk
      * and wv (2·KV·HS·C), w1 w2 w3 (3CF) */
     int64_t per_layer = 2 * C + 2 * NH * HS * C + 2 * KV * HS * C + 3 * C * F, n = 0;
+    per_layer += (cfg->qkv_bias ? (NH + 2 * KV) * HS : 0) + (cfg->qk_norm ? 2 * HS : 0);
     /* a MoE block's feed-forward is the router, its experts and shared ones */
     for (int l = 0; l < cfg->n_layers; l++)
         n += per_layer + (mt_llama_moe_block(cfg, l) ? mt__llama_moe_ffn_params(cfg, F, false) -
@@ -265,6 +284,18 @@ static mt_tensor *lparam(mt_graph *g, mt_init init, int64_t rows, int64_t cols, 
     snprintf(name, sizeof name, fmt, l);
     const int64_t shape[2] = {rows, cols};
     return mt_param(g, name, cols ? 2 : 1, shape, init);
+}
+
+/* Qwen3's q_norm / k_norm: x (B,T,N·HS) RMS-normalised over each head's HS
+ * channels, scaled by w (HS). */
+static mt_tensor *head_norm(mt_graph *g, mt_tensor *x, int N, int64_t HS, mt_tensor *w,
+                            const mt_llama_config *cfg) {
+    if (!x) return NULL;
+    const int64_t B = mt_tensor_dim(x, 0), T = mt_tensor_dim(x, 1);
+    const int64_t heads[4] = {B, T, N, HS}, flat[3] = {B, T, N * HS};
+    mt_graph_logical(g, w, "head_dim");
+    mt_tensor *h = mt_rmsnorm(g, mt_reshape(g, x, 4, heads), w, cfg->norm_eps);  /* (B,T,N,HS) */
+    return mt_reshape(g, h, 3, flat);                                            /* (B,T,N·HS) */
 }
 
 /* One block: x (B,T,C) -> (B,T,C); a MoE block's router loss added to
@@ -308,11 +339,27 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
 
     mt_tensor *h = mt_rmsnorm(g, x, attn_norm, cfg->norm_eps);               /* (B,T,C) */
     const mt_rope_scaling *rs = &cfg->rope_scaling;
-    mt_tensor *q = mt_rope_scaled(g, mt_linear(g, h, wq, NULL), NH, cfg->rope_theta, 0,
-                                  rs);                                       /* (B,T,NH·HS) */
-    mt_tensor *k = mt_rope_scaled(g, mt_linear(g, h, wk, NULL), KV, cfg->rope_theta, 0,
-                                  rs);                                       /* (B,T,KV·HS) */
-    mt_tensor *v = mt_linear(g, h, wv, NULL);                                /* (B,T,KV·HS) */
+    mt_tensor *bq = NULL, *bk = NULL, *bv = NULL;   /* Qwen2's q, k, v biases */
+    if (cfg->qkv_bias) {
+        const mt_init zeros = {MT_INIT_ZEROS, 0.0f};
+        bq = lparam(g, zeros, NH * HS, 0, "h.%d.attn.wq.b", l);                 /* (NH·HS) */
+        bk = lparam(g, zeros, KV * HS, 0, "h.%d.attn.wk.b", l);                 /* (KV·HS) */
+        bv = lparam(g, zeros, KV * HS, 0, "h.%d.attn.wv.b", l);                 /* (KV·HS) */
+        snprintf(q_axes, sizeof q_axes, "heads*%lld", (long long)HS);
+        snprintf(kv_axes, sizeof kv_axes, "kv_heads*%lld", (long long)HS);
+        mt_graph_logical(g, bq, q_axes);
+        mt_graph_logical(g, bk, kv_axes);
+        mt_graph_logical(g, bv, kv_axes);
+    }
+    mt_tensor *q = mt_linear(g, h, wq, bq);                                  /* (B,T,NH·HS) */
+    mt_tensor *k = mt_linear(g, h, wk, bk);                                  /* (B,T,KV·HS) */
+    if (cfg->qk_norm) {   /* Qwen3: each head's HS channels RMS-normalised */
+        q = head_norm(g, q, NH, HS, lparam(g, ones, HS, 0, "h.%d.attn.q_norm.w", l), cfg);
+        k = head_norm(g, k, KV, HS, lparam(g, ones, HS, 0, "h.%d.attn.k_norm.w", l), cfg);
+    }
+    q = mt_rope_scaled(g, q, NH, cfg->rope_theta, 0, rs);                    /* (B,T,NH·HS) */
+    k = mt_rope_scaled(g, k, KV, cfg->rope_theta, 0, rs);                    /* (B,T,KV·HS) */
+    mt_tensor *v = mt_linear(g, h, wv, bv);                                  /* (B,T,KV·HS) */
     mt_tensor *att = mt_attention_gqa_docs(g, q, k, v, NH, KV, docs);        /* (B,T,NH·HS) */
     mt_tensor *o = mt_graph_logical(g, mt_linear(g, att, wo, NULL), MT_RESIDUAL_AXES); /* (B,T,C) */
     mt_tensor *a = mt_add(g, x, o);                                          /* (B,T,C) */

@@ -53,7 +53,7 @@ static const mt_model_flag LLAMA_FLAGS[] = {
      "published shape (llama3-8b, llama3-70b, llama3-405b, llama3.1-8b, llama3.1-70b, "
      "llama3.1-405b, llama2-7b, llama2-13b, tinyllama-1.1b, stories15m, stories110m; "
      "moe-tiny, a small mixture of experts; mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, "
-     "qwen3-235b-a22b), the "
+     "qwen3-235b-a22b; qwen2.5-7b, qwen3-8b), the "
      "other flags over it",
      MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, preset, NULL},
     INT_FLAG("layers", "L", n_layers, 1, 1000, false, "blocks L"),
@@ -118,6 +118,14 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     MOE_FLOAT("moe-aux-alpha", "alpha", aux_alpha, 0.0f, 10.0f, "aux loss α, Megatron's "
               "normalisation (α at balance), per sequence (0: none; Switch: 0.01)"),
     MOE_FLOAT("moe-z-beta", "beta", z_beta, 0.0f, 10.0f, "router z-loss β (ST-MoE: 1e-3)"),
+    /* Qwen's attention, last and shown only when on: a Llama's settings line
+     * reads as before */
+    {"qkv-bias", "qkv_bias", offsetof(mt_llama_config, qkv_bias), 0, 1, false, "",
+     "q, k and v projections with biases (Qwen2)", MT_MODEL_FLAG_BOOL, 0.0f, 0.0f, NULL,
+     "qkv-bias"},
+    {"qk-norm", "qk_norm", offsetof(mt_llama_config, qk_norm), 0, 1, false, "",
+     "q and k RMS-normalised over each head before RoPE (Qwen3)", MT_MODEL_FLAG_BOOL, 0.0f,
+     0.0f, NULL, "qk-norm"},
 };
 #undef INT_FLAG
 #undef FLOAT_FLAG
@@ -161,6 +169,12 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
                        "LLaMAs only (its run.c has no router or experts), but this model has "
                        "--moe-experts %d; save a meshtrain checkpoint (--ckpt-out) instead, or "
                        "drop %s", flag, path, m->moe.experts, flag);
+    if (m->qkv_bias || m->qk_norm)
+        return mt_fail(MT_EUNSUPPORTED, "%s '%s' is llama2.c's model.bin, whose run.c has "
+                       "no q, k, v biases and no q, k norms, but this model has %s; save a "
+                       "meshtrain checkpoint (--ckpt-out) or a Hugging Face directory "
+                       "(--hf-out) instead, or drop %s", flag, path,
+                       m->qkv_bias ? "--qkv-bias" : "--qk-norm", flag);
     if (c->llmc_out && !c->llmc_in && m->head_dim > 0 && m->n_heads > 0 &&
         (m->dim % m->n_heads != 0 || m->head_dim != m->dim / m->n_heads))
         return mt_fail(MT_EUNSUPPORTED, "--llmc-out '%s' is llama2.c's model.bin, whose run.c "
@@ -338,7 +352,8 @@ static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
     if (own_head_dim(&m) && at >= 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, " hd=%d", m.head_dim);
     if (r->kind == MT_ROPE_SCALING_LLAMA3 && at >= 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at, " rope=llama3 factor=%.9g low=%.9g high=%.9g orig=%d",
+        at += snprintf(buf + at, n - (size_t)at, " rope=llama3 factor=%.9g low=%.9g high=%.9g "
+                       "orig=%d",
                  (double)r->factor, (double)r->low_freq_factor, (double)r->high_freq_factor,
                  r->original_context);
     if (r->kind == MT_ROPE_SCALING_YARN && at >= 0 && (size_t)at < n)
@@ -348,9 +363,25 @@ static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
                        (double)r->attn_factor);
     const mt_llama_moe *e = &m.moe;
     if (e->experts > 0 && at >= 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at, " moe=%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g",
-                 e->experts, e->top_k, e->ffn_dim, e->shared, e->first_dense, e->every,
-                 e->score, (double)e->route_scale, (double)e->aux_alpha, (double)e->z_beta);
+        at += snprintf(buf + at, n - (size_t)at, " moe=%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g",
+                       e->experts, e->top_k, e->ffn_dim, e->shared, e->first_dense, e->every,
+                       e->score, (double)e->route_scale, (double)e->aux_alpha,
+                       (double)e->z_beta);
+    /* Qwen's attention, only when on: a Llama's description reads as before */
+    if (m.qkv_bias && at >= 0 && (size_t)at < n)
+        at += snprintf(buf + at, n - (size_t)at, " qkv_bias=1");
+    if (m.qk_norm && at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " qk_norm=1");
+}
+
+/* The " qkv_bias=1" and " qk_norm=1" tails of a description into m; the
+ * characters read (0 for neither). */
+static int parse_qwen(const char *d, mt_llama_config *m) {
+    int at = 0;
+    m->qkv_bias = m->qk_norm = 0;
+    if (strncmp(d, " qkv_bias=1", 11) == 0) m->qkv_bias = 1, at += 11;
+    if (strncmp(d + at, " qk_norm=1", 10) == 0) m->qk_norm = 1, at += 10;
+    return at;
 }
 
 /* The " moe=..." tail of a description (llama_describe's) into m's
@@ -397,7 +428,8 @@ static int parse_rope(const char *d, mt_llama_config *m) {
 
 /* The inverse of describe, for mt_sample: theta and eps come back with the
  * description's %g digits (exact for 10000, 500000 and 1e-5); without hd=
- * the head size is C/NH, without rope= RoPE is not scaled. */
+ * the head size is C/NH, without rope= RoPE is not scaled, without
+ * qkv_bias= and qk_norm= the attention is Llama's. */
 static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     mt_llama_config *m = mc;
     double theta = 0, eps = 0;
@@ -414,6 +446,7 @@ static mt_status llama_parse(const char *desc, void *mc, int *maxT, int *V) {
     m->moe = (mt_llama_moe){0};
     int rope_end = parse_rope(desc + end, m);
     int moe_end = rope_end < 0 ? -1 : parse_moe(desc + end + rope_end, m);
+    if (moe_end >= 0) moe_end += parse_qwen(desc + end + rope_end + moe_end, m);
     if (moe_end < 0 || desc[end + rope_end + moe_end] != '\0')
         return mt_fail(MT_EINVAL, "'%s' is not a LLaMA model's description", desc);
     m->rope_theta = (float)theta;
