@@ -299,21 +299,30 @@ mt_status mt_safetensors_read_f32(const mt_safetensors *st, const mt_st_tensor *
     const int fd = fileno(st->files[t->file]);
     int64_t at = st->data_at[t->file] + t->begin + first * es;
     enum { CHUNK = 1 << 16 };   /* elements a read */
-    uint16_t half[CHUNK];
-    for (int64_t done = 0; done < n;) {
+    uint16_t *half = NULL;      /* (CHUNK) a 16-bit tensor's read, on the heap: device
+                                   threads' stacks are small */
+    if (t->dtype != MT_ST_F32 && n > 0 &&
+        !(half = malloc((size_t)(n < CHUNK ? n : CHUNK) * sizeof *half)))
+        return mt_fail(MT_ENOMEM, WHAT " '%s': a read buffer for tensor '%s'",
+                       st->paths[t->file], t->name);
+    mt_status s = MT_OK;
+    for (int64_t done = 0; done < n && s == MT_OK;) {
         const int64_t m = n - done < CHUNK ? n - done : CHUNK;
         void *dst = t->dtype == MT_ST_F32 ? (void *)(out + done) : (void *)half;
         const ssize_t got = pread(fd, dst, (size_t)(m * es), at);
-        if (got != (ssize_t)(m * es))
-            return mt_fail(MT_EIO, WHAT " '%s': reading tensor '%s': %s", st->paths[t->file],
-                           t->name, got < 0 ? strerror(errno) : "the file ended early");
+        if (got != (ssize_t)(m * es)) {
+            s = mt_fail(MT_EIO, WHAT " '%s': reading tensor '%s': %s", st->paths[t->file],
+                        t->name, got < 0 ? strerror(errno) : "the file ended early");
+            break;
+        }
         if (t->dtype == MT_ST_BF16) mt__bf16_to_f32(out + done, half, (size_t)m);
         else if (t->dtype == MT_ST_F16)
             for (int64_t i = 0; i < m; i++) out[done + i] = mt__f16_to_f32_1(half[i]);
         done += m;
         at += m * es;
     }
-    return MT_OK;
+    free(half);
+    return s;
 }
 
 mt__st_shape_text mt__st_shape_str(const mt_st_tensor *t) {
