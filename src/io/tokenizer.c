@@ -222,6 +222,20 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     return MT_OK;
 }
 
+/* The kind of tokenizer the file holds, by its first bytes: a JSON object
+ * is a Hugging Face tokenizer.json, "BASE64 RANK" lines a tiktoken ranks
+ * file, anything else a SentencePiece model (its own reader says if not). */
+static mt_status parse_any(const char *path, const char *data, size_t size, mt_tokenizer *tok) {
+    size_t ws = 0;
+    while (ws < size && strchr(" \t\r\n", data[ws]) && data[ws]) ws++;
+    mt_status s;
+    if (ws < size && data[ws] == '{') s = mt__bpe_read_json(path, data, size, &tok->bpe);
+    else if (mt__bpe_is_tiktoken(data, size)) s = mt__bpe_read_tiktoken(path, data, size, &tok->bpe);
+    else return parse_model(path, (const uint8_t *)data, size, tok);
+    if (s == MT_OK) tok->V = mt__bpe_vocab(tok->bpe);
+    return s;
+}
+
 mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_tokenizer_open: out is NULL");
     *out = NULL;
@@ -235,7 +249,7 @@ mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out) {
         free(tok);
         return mt_fail(MT_ENOMEM, "no memory for tokenizer '%s'", model_path);
     }
-    s = parse_model(model_path, (const uint8_t *)data, size, tok);
+    s = parse_any(model_path, data, size, tok);
     free(data);
     if (s != MT_OK) {
         mt_tokenizer_free(tok);
@@ -254,6 +268,7 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->score);
     free(tok->type);
     free(tok->arena);
+    mt__bpe_free(tok->bpe);
     free(tok);
 }
 
@@ -263,8 +278,30 @@ const char *mt_tokenizer_path(const mt_tokenizer *tok) { return tok ? tok->path 
 
 const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score) {
     if (!tok || id < 0 || id >= tok->V) return NULL;
-    if (score) *score = tok->score[id];
-    return tok->piece[id];
+    if (score) *score = tok->bpe ? 0.0f : tok->score[id];
+    return tok->bpe ? mt__bpe_piece(tok->bpe, id) : tok->piece[id];
+}
+
+const char *mt_tokenizer_kind(const mt_tokenizer *tok) {
+    if (!tok) return NULL;
+    return tok->bpe ? "byte-level BPE" : "SentencePiece";
+}
+
+/* SentencePiece's <s> and </s>: the first control piece so spelled. */
+static int control_piece(const mt_tokenizer *tok, const char *name) {
+    for (int id = 0; id < tok->V; id++)
+        if (tok->type[id] == MT__SPM_CONTROL && strcmp(tok->piece[id], name) == 0) return id;
+    return -1;
+}
+
+int mt_tokenizer_bos(const mt_tokenizer *tok) {
+    if (!tok) return -1;
+    return tok->bpe ? mt__bpe_bos(tok->bpe) : control_piece(tok, "<s>");
+}
+
+int mt_tokenizer_eos(const mt_tokenizer *tok) {
+    if (!tok) return -1;
+    return tok->bpe ? mt__bpe_eos(tok->bpe) : control_piece(tok, "</s>");
 }
 
 /* ======================================================================== */
@@ -276,14 +313,21 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
     if (!tok || (n > 0 && !ids) || !buf || cap == 0)
         return mt_fail(MT_EINVAL, "mt_tokenizer_decode needs a tokenizer, the ids and a buffer");
     size_t m = 0;
-    bool first = at_start && tok->strip_space;   /* the dummy space is still to drop */
+    bool first = at_start && !tok->bpe && tok->strip_space;   /* the dummy space is still to drop */
     for (int64_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= tok->V)
             return mt_fail(MT_EINVAL, "id %d at position %lld is outside the vocabulary of "
                            "tokenizer '%s' (ids 0..%d)", id, (long long)i, tok->path, tok->V - 1);
-        const char *t = tok->text[id];
-        size_t k = (size_t)tok->text_len[id];
+        const char *t;
+        size_t k;
+        if (tok->bpe && !mt__bpe_bytes(tok->bpe, id, &t, &k))
+            return mt_fail(MT_EINVAL, "id %d at position %lld is an unused id of tokenizer "
+                           "'%s' (no token has it)", id, (long long)i, tok->path);
+        if (!tok->bpe) {
+            t = tok->text[id];
+            k = (size_t)tok->text_len[id];
+        }
         if (first && k > 0) {   /* SentencePiece drops it from the first visible piece */
             first = false;
             if (strncmp(tok->piece[id], SPACE_SYMBOL, 3) == 0) { t++; k--; }

@@ -1,12 +1,13 @@
 /*
  * tokenizer_impl.h — what the tokenizer's files share: the model as read
- * from its file (tokenizer.c), the newline and byte ids the encoder joins
- * lines with (tokenizer_spm.c runs the SentencePiece tools), and the bytes
+ * from its file (tokenizer.c; a byte-level BPE is tok_bpe_impl.h's), the
+ * newline and byte ids the encoder joins lines with (tokenizer_spm.c runs the SentencePiece tools), and the bytes
  * of a text spm_encode must not see (tokenizer_raw.c).
  */
 #ifndef MT_IO_TOKENIZER_IMPL_H
 #define MT_IO_TOKENIZER_IMPL_H
 
+#include "io/tok_bpe_impl.h"
 #include "meshtrain/tokenizer.h"
 
 #include <stdio.h>
@@ -20,6 +21,8 @@ enum {
 struct mt_tokenizer {
     char    *path;          /* the model file */
     int      V;             /* pieces */
+    mt__bpe *bpe;           /* a byte-level BPE (tokenizer.json, tiktoken), NULL for
+                               SentencePiece, whose fields follow */
     char   **piece;         /* (V) each piece as spelled, NUL-terminated, in `arena` */
     char   **text;          /* (V) the bytes each piece decodes to, in `arena` */
     int     *text_len;      /* (V) */

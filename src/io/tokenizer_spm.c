@@ -433,8 +433,16 @@ mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_pat
                        "outputs");
     FILE *f;
     int64_t size = 0;
-    mt_status s = mt_input_open(text_path, "text", 0, &f, &size);
-    if (s != MT_OK) return s;
+    mt_status s;
+    if (tok->bpe) {   /* byte-level BPE encodes in this process, the whole text at once */
+        char *text = NULL;
+        size_t len = 0;
+        if ((s = mt_input_read_all(text_path, "text", 0, &text, &len)) != MT_OK) return s;
+        s = mt__bpe_encode(tok->bpe, text, len, ids, n);
+        free(text);
+        return s;
+    }
+    if ((s = mt_input_open(text_path, "text", 0, &f, &size)) != MT_OK) return s;
     s = encode_fd(tok, fileno(f), ids, n);
     fclose(f);
     return s;
@@ -444,6 +452,7 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
                               int32_t **ids, int64_t *n) {
     if (!tok || (len > 0 && !text) || !ids || !n)
         return mt_fail(MT_EINVAL, "mt_tokenizer_encode needs a tokenizer, the text and outputs");
+    if (tok->bpe) return mt__bpe_encode(tok->bpe, len ? text : "", len, ids, n);
     FILE *f = tmpfile();
     if (!f) return mt_fail(MT_EIO, "cannot make a temporary file for the text: %s",
                            strerror(errno));
