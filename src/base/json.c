@@ -232,7 +232,7 @@ static mt_status read_container(rd *r, int depth, mt_json *j) {
     if (r->at < r->n && r->t[r->at] == close) { r->at++; return MT_OK; }
     size_t *key_at = NULL;   /* (n) each key's byte offset */
     mt_status s = read_members(r, depth, j, &key_at);
-    if (s == MT_OK && j->n > LINEAR_KEYS) s = check_keys(r, j, key_at);
+    if (s == MT_OK && j->type == MT_JSON_OBJ && j->n > LINEAR_KEYS) s = check_keys(r, j, key_at);
     free(key_at);
     return s;
 }
