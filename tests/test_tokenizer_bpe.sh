@@ -11,7 +11,8 @@
 #     how);
 # on a text of ASCII, accents, Greek and Cyrillic, CJK, emoji (ZWJ
 # sequences, flags, skin tones), digits, runs of spaces, tabs, newlines and
-# CRLF, contractions, special tokens written in the text, and 20 kB of
+# CRLF, contractions, special tokens written in the text, runs of one
+# letter or sign (where the leftmost of equal merges decides), and 20 kB of
 # prose. tiktoken's decoder gives back the bytes of the text, and of one
 # that is not UTF-8, from meshtrain's ids. The token file (--out) holds the
 # same ids; --bos puts the BOS first; what a tokenizer cannot do is refused.
@@ -59,6 +60,8 @@ export NODE_PATH=$NPM_DIR/node_modules
     printf '1 12 123 1234 12345 1234567890 3.14159 2026-12-07 0x1F +44 (0)20 ٣٤٥ ²³ 1,000,000\n'
     printf 'a  b   c    d\t\te \t f\n\n\ng\r\n  \n    indented\n\t\ttabbed   \n'
     printf 'before<|endoftext|>after <|begin_of_text|> <|end_of_text|>x <|endoftext|\n'
+    printf 'aaaaaaa bbbbbbbbb ------------- ============ ......... zzzzzzzzzzz 00000000 '
+    printf 'ababababab xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n'
     printf '   \n\n'
 } >all.txt
 head -c 20000 /usr/share/common-licenses/GPL-3 >>all.txt 2>/dev/null ||
