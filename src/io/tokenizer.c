@@ -22,8 +22,10 @@
 #include "io/io_impl.h"
 #include "io/tokenizer_impl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A model larger than this is not a SentencePiece model (Llama 2's is 0.5 MB). */
 #define MODEL_MAX_BYTES (256 << 20)
@@ -149,7 +151,7 @@ static bool read_piece(pb_buf msg, mt_tokenizer *tok, int i, char **at) {
 
 /* Counts the pieces and the bytes their strings take; reads the
  * normaliser's flags. False at a malformed field. */
-static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip) {
+static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip, bool *dummy_out) {
     bool dummy = true, fold = true;   /* the proto's defaults */
     uint32_t field, wire;
     uint64_t v;
@@ -172,6 +174,7 @@ static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip) 
         }
     }
     *strip = dummy || fold;
+    *dummy_out = dummy;
     return true;
 }
 
@@ -180,7 +183,7 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     pb_buf b = {data, data + size};
     int64_t n;
     size_t bytes;
-    if (!scan_model(b, &n, &bytes, &tok->strip_space))
+    if (!scan_model(b, &n, &bytes, &tok->strip_space, &tok->dummy_prefix))
         return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: its protocol buffer is "
                        "malformed (give the .model file spm_train or meshtrain tokenize wrote)",
                        path);
@@ -302,6 +305,79 @@ int mt_tokenizer_bos(const mt_tokenizer *tok) {
 int mt_tokenizer_eos(const mt_tokenizer *tok) {
     if (!tok) return -1;
     return tok->bpe ? mt__bpe_eos(tok->bpe) : control_piece(tok, "</s>");
+}
+
+/* ======================================================================== */
+/* The model without its dummy prefix                                        */
+/* ======================================================================== */
+
+static bool pb_put(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
+
+static bool pb_put_varint(FILE *f, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do { b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+    return pb_put(f, b, (size_t)n);
+}
+
+/* Writes model `m` with NormalizerSpec.add_dummy_prefix false into f: every
+ * field as it is, but the normaliser's field 3, replaced (or added, with a
+ * normaliser of the proto's defaults when the model has none). */
+static bool write_without_dummy(pb_buf m, FILE *f) {
+    uint32_t field, wire, kf, kw;
+    uint64_t v;
+    pb_buf sub, kid;
+    bool ok = true, seen = false;
+    const uint8_t off[2] = {3 << 3 | 0, 0};   /* add_dummy_prefix: false */
+    while (ok && m.p < m.end) {
+        const uint8_t *at = m.p;
+        if (!pb_field(&m, &field, &wire, &v, &sub)) return false;
+        if (!(field == 3 && wire == 2)) { ok = pb_put(f, at, (size_t)(m.p - at)); continue; }
+        uint8_t *spec = malloc((size_t)(sub.end - sub.p) + 2);   /* (spec bytes) the new spec */
+        size_t n = 0;
+        if (!spec) return false;
+        while (sub.p < sub.end) {
+            const uint8_t *k = sub.p;
+            if (!pb_field(&sub, &kf, &kw, &v, &kid)) { free(spec); return false; }
+            if (kf == 3 && kw == 0) continue;
+            memcpy(spec + n, k, (size_t)(sub.p - k));
+            n += (size_t)(sub.p - k);
+        }
+        memcpy(spec + n, off, 2);
+        n += 2;
+        ok = pb_put_varint(f, 3 << 3 | 2) && pb_put_varint(f, n) && pb_put(f, spec, n);
+        free(spec);
+        seen = true;
+    }
+    if (ok && !seen) ok = pb_put_varint(f, 3 << 3 | 2) && pb_put_varint(f, 2) && pb_put(f, off, 2);
+    return ok;
+}
+
+mt_status mt__spm_without_dummy(const mt_tokenizer *tok, char *path, size_t n) {
+    char *data = NULL;
+    size_t size = 0;
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    if (snprintf(path, n, "%s/meshtrain-spm-XXXXXX", tmp) >= (int)n)
+        return mt_fail(MT_EINVAL, "TMPDIR '%s' is too long for a path", tmp);
+    mt_status s = mt_input_read_all(tok->path, "tokenizer", MODEL_MAX_BYTES, &data, &size);
+    if (s != MT_OK) return s;
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        s = mt_fail(MT_EIO, "cannot make a temporary file in '%s' for the model without its "
+                    "dummy prefix: %s (set TMPDIR to a writable directory)", tmp, strerror(errno));
+        if (fd >= 0) { close(fd); unlink(path); }
+        free(data);
+        return s;
+    }
+    bool ok = write_without_dummy((pb_buf){(const uint8_t *)data, (const uint8_t *)data + size}, f);
+    ok = fclose(f) == 0 && ok;
+    free(data);
+    if (ok) return MT_OK;
+    unlink(path);
+    return mt_fail(MT_EIO, "cannot write '%s', tokenizer '%s' without its dummy prefix: %s",
+                   path, tok->path, strerror(errno));
 }
 
 /* ======================================================================== */

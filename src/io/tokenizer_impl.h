@@ -31,6 +31,7 @@ struct mt_tokenizer {
     char    *arena;         /* every piece and text */
     bool     strip_space;   /* the model adds a dummy space before a text, or folds
                                whitespace: decoding drops a text's leading space */
+    bool     dummy_prefix;  /* the model adds a dummy space before a text (Llama 2's) */
     int      newline;       /* the id that decodes to "\n", -1 if none */
     int      byte_id[256];  /* the byte piece "<0xAB>" of each byte, -1 if none */
 };
@@ -59,6 +60,15 @@ typedef struct {
  * freed with mt__raw_free. */
 mt_status mt__raw_scan(const mt_tokenizer *tok, int fd, FILE *out, mt__raw_text *r);
 void      mt__raw_free(mt__raw_text *r);
+
+/* Writes a copy of SentencePiece model tok with NormalizerSpec's
+ * add_dummy_prefix false into a new temporary file (in $TMPDIR), its path
+ * into path[n]; the caller unlinks it. spm_encode encodes a text line by
+ * line, each line as a text of its own with a dummy space before it; with
+ * this copy, the lines after the first are encoded as the rest of one
+ * text, as SentencePiece encodes a whole text (its BPE merges nothing
+ * across a newline, which no piece holds). MT_EIO, MT_EINVAL, MT_ENOMEM. */
+mt_status mt__spm_without_dummy(const mt_tokenizer *tok, char *path, size_t n);
 
 /* What the text of fd (read from offset 0 with pread) gives spm_train:
  * *chars, its distinct characters (each byte that is not well-formed UTF-8
