@@ -70,6 +70,11 @@ typedef struct mt_tokenizer mt_tokenizer;
  * n bytes. */
 mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n);
 
+/* Checks that what the tokenizer's encoder runs is there: spm_encode for a
+ * SentencePiece model (as mt_tokenizer_find_tool), nothing for byte-level
+ * BPE, which encodes in this process. */
+mt_status mt_tokenizer_check_tools(const mt_tokenizer *tok);
+
 /* Trains a BPE SentencePiece model of exactly `vocab` pieces on the text
  * file `text_path` (each line a sentence) and writes "<prefix>.model" and
  * "<prefix>.vocab". Both outputs are claimed before spm_train starts and

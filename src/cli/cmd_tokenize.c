@@ -168,8 +168,7 @@ static int open_model(const tokenize_args *a, const char *flag, const char *path
     mt_status s = mt_tokenizer_open(path, tok);
     if (s == MT_OK) spm = strcmp(mt_tokenizer_kind(*tok), "SentencePiece") == 0;
     if (s == MT_OK && a->out) s = mt_tokenizer_check_vocab(*tok);
-    if (s == MT_OK && spm && (a->out || a->ids_out))
-        s = mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0);
+    if (s == MT_OK && (a->out || a->ids_out)) s = mt_tokenizer_check_tools(*tok);
     if (s == MT_OK && !spm && (a->llama2c_out || a->doc_sep))
         s = mt_fail(MT_EINVAL, "%s is SentencePiece's (llama2.c's tokenizer.bin holds a "
                     "SentencePiece model's pieces; --doc-sep writes its </s> at blank lines), "

@@ -55,6 +55,11 @@ mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n) {
                    MT_SPM_PACKAGE, MT_SPM_PACKAGE);
 }
 
+mt_status mt_tokenizer_check_tools(const mt_tokenizer *tok) {
+    if (!tok) return mt_fail(MT_EINVAL, "mt_tokenizer_check_tools: tok is NULL");
+    return tok->bpe ? MT_OK : mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0);
+}
+
 /* The reason a tool gave for failing: from the last lines of its log, the
  * last one that says something ("... [cond] Vocabulary size too high
  * (20000). Please set it to a value <= 7068."), after its source location. */
