@@ -210,6 +210,29 @@ MT_TEST(llama3_shape_split_ignore_merges_and_bos) {
     }
 }
 
+/* Qwen2's normaliser: the text between special tokens is put in NFC first. */
+MT_TEST(nfc_normalizer_composes_before_the_merges) {
+    tmp t;
+    mt_tokenizer *tok;
+    MT_CHECK_OK(mt_tokenizer_open(tmp_file(&t, (tok_json){.skip_byte = -1,
+                                                         .normalizer = "{\"type\": \"NFC\"}"}),
+                                  &tok));
+    /* "cafe" + U+0301 (combining acute, CC 81) is "café" in NFC: c a f C3 A9 ->
+     * (C3 A9) 10 -> [c][a][f][é] */
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    const int32_t want[] = {99, 97, 102, 266, 267};
+    static const char text[] = "cafe\xCC\x81<|end|>";
+    MT_CHECK_OK(mt_tokenizer_encode(tok, text, sizeof text - 1, &ids, &n));
+    MT_CHECK(n == 5, "%lld ids, want 5", (long long)n);
+    for (int i = 0; i < 5 && i < n; i++) MT_CHECK(ids[i] == want[i], "id %d is %d, want %d", i, ids[i], want[i]);
+    free(ids);
+    /* bytes that are not UTF-8 are kept around the normalised runs */
+    check_ids(tok, TEXT("\xFF" "caf\xC3\xA9\xFE"), IDS(255, 99, 97, 102, 266, 254));
+    mt_tokenizer_free(tok);
+    tmp_done(&t);
+}
+
 /* What meshtrain does not do is refused, naming the field. */
 MT_TEST(unsupported_and_broken_files_are_refused) {
     struct { tok_json j; const char *want1, *want2; } cases[] = {

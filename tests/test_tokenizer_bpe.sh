@@ -6,10 +6,11 @@
 #     for cl100k_base and o200k_base ranks files written from the ranks the
 #     package ships;
 #   - Hugging Face's JavaScript tokenizers (npm "@huggingface/tokenizers"),
-#     encode with the special tokens it adds, for a GPT-2-shaped and a Llama
-#     3-shaped tokenizer.json made from those ranks (tests/tok_ref.cjs says
-#     how);
-# on a text of ASCII, accents, Greek and Cyrillic, CJK, emoji (ZWJ
+#     encode with the special tokens it adds, for a GPT-2-, a Llama 3- and a
+#     Qwen2-shaped (NFC) tokenizer.json made from those ranks
+#     (tests/tok_ref.cjs says how);
+# on a text of ASCII, accents (composed and not: NFC matters), Greek and
+# Cyrillic, CJK, emoji (ZWJ
 # sequences, flags, skin tones), digits, runs of spaces, tabs, newlines and
 # CRLF, contractions, special tokens written in the text, runs of one
 # letter or sign (where the leftmost of equal merges decides), and 20 kB of
@@ -55,6 +56,7 @@ export NODE_PATH=$NPM_DIR/node_modules
     printf 'you'"'"'re late! I'"'"'VE DONE IT, he'"'"'d said.\n'
     printf 'Café, naïve, Ångström, façade, São Paulo, Dvořák, Łódź, ñandú, Œuvre. '
     printf 'Ελληνικά και Русский текст.\n'
+    printf 'decomposed: cafe\xcc\x81 A\xcc\x8a \xe2\x84\xab \xe1\x84\x80\xe1\x85\xa1 n\xcc\x83o\xcc\x88\n'
     printf '日本語のテキストと中文文本，한국어 텍스트。東京タワー\n'
     printf '😀 👍🏽 👨‍👩‍👧‍👦 🇫🇷 ❤️ ✓ 🤖🤖🤖 a😀b\n'
     printf '1 12 123 1234 12345 1234567890 3.14159 2026-12-07 0x1F +44 (0)20 ٣٤٥ ²³ 1,000,000\n'
@@ -80,7 +82,7 @@ first_diff() {
 }
 
 # ---- ids, id for id ----------------------------------------------------------
-for tok in cl100k_base.tiktoken o200k_base.tiktoken gpt2.json llama3.json; do
+for tok in cl100k_base.tiktoken o200k_base.tiktoken gpt2.json llama3.json qwen2.json; do
     name=${tok%.*}
     B=()
     [ "$name" = llama3 ] && B=(--bos)

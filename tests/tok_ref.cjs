@@ -17,6 +17,9 @@
 //                an llm.c token file): Sequence[Split(regex), ByteLevel],
 //                ignore_merges, merges as [a, b] pairs, <|begin_of_text|>
 //                put first by a TemplateProcessing post-processor
+//   qwen2.json   Qwen2's shape, from the same ranks: the NFC normaliser,
+//                Qwen2's regex (digits one by one), merges applied to every
+//                piece (no ignore_merges), <|endoftext|> <|im_start|> <|im_end|>
 // Ids are written one a line into DIR/ref.<tokenizer>.<text name>.ids.
 'use strict';
 const fs = require('fs');
@@ -114,6 +117,26 @@ function llama3Json() {
     };
 }
 
+const QWEN2_PAT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| " +
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+function qwen2Json() {
+    const { toks } = bundled('cl100k_base');
+    const { vocab, merges } = bpeOf(toks, 30000);
+    return {
+        version: '1.0', truncation: null, padding: null,
+        added_tokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>'].map((c, i) => added(30000 + i, c)),
+        normalizer: { type: 'NFC' },
+        pre_tokenizer: { type: 'Sequence', pretokenizers: [
+            { type: 'Split', pattern: { Regex: QWEN2_PAT }, behavior: 'Isolated', invert: false },
+            byteLevel(false)] },
+        post_processor: byteLevel(false), decoder: byteLevel(false),
+        model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '',
+                 end_of_word_suffix: '', fuse_unk: false, byte_fallback: false, vocab,
+                 merges: merges.map(([a, b]) => `${a} ${b}`) },
+    };
+}
+
 const writeIds = (file, ids) => fs.writeFileSync(file, Array.from(ids).join('\n') + '\n');
 const textName = (f) => path.basename(f).replace(/\.txt$/, '');
 
@@ -124,7 +147,7 @@ if (mode === 'make') {
                          toks.map((t, r) => `${t} ${r}`).join('\n') + '\n');
         return [name, get_encoding(name)];
     });
-    const hf = [['gpt2', gpt2Json()], ['llama3', llama3Json()]].map(([name, json]) => {
+    const hf = [['gpt2', gpt2Json()], ['llama3', llama3Json()], ['qwen2', qwen2Json()]].map(([name, json]) => {
         fs.writeFileSync(path.join(dir, `${name}.json`), JSON.stringify(json));
         return [name, new Tokenizer(json, {})];
     });

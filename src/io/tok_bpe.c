@@ -24,6 +24,8 @@
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uninorm.h>
+#include <unistr.h>
 
 const char MT__BPE_PAT_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -52,6 +54,7 @@ struct mt__bpe {
     size_t      n_pairs, n_pairs_cap;
     bool        ignore_merges;
     bool        match_specials;   /* special tokens in a text are found (else text) */
+    bool        nfc;              /* the text between special tokens is put in NFC first */
     pcre2_code *re;         /* the pre-tokeniser, NULL: no split */
     int        *spec;       /* (n_spec) the special tokens' ids, matched in a text */
     int         n_spec;
@@ -274,6 +277,8 @@ void mt__bpe_set_rules(mt__bpe *m, bool ignore_merges) { m->ignore_merges = igno
 
 void mt__bpe_match_specials(mt__bpe *m, bool match) { m->match_specials = match; }
 
+void mt__bpe_set_nfc(mt__bpe *m, bool nfc) { m->nfc = nfc; }
+
 mt_status mt__bpe_set_pattern(mt__bpe *m, const char *pattern, bool literal, const char *field) {
     pcre2_code_free(m->re);
     m->re = NULL;
@@ -443,9 +448,52 @@ static mt_status encode_piece(const mt__bpe *m, enc *e, const char *s, size_t n)
     return MT_OK;
 }
 
-/* A stretch of text with no special token: the regex's pieces and gaps. */
+/* s[0..n) in Unicode's NFC (libunistring), into a new *out of *out_n bytes:
+ * each run of well-formed UTF-8 normalised, each byte that is not UTF-8
+ * kept as it is. */
+static mt_status nfc_text(const char *s, size_t n, char **out, size_t *out_n) {
+    char *o = NULL;
+    size_t k = 0, cap = 0;
+    for (const uint8_t *p = (const uint8_t *)s, *end = p + n; p < end;) {
+        const uint8_t *bad = u8_check(p, (size_t)(end - p)), *stop = bad ? bad : end;
+        size_t len = 0;
+        uint8_t *norm = stop > p ? u8_normalize(UNINORM_NFC, p, (size_t)(stop - p), NULL, &len) : NULL;
+        if (stop > p && !norm) { free(o); return mt_fail(MT_ENOMEM, "no memory to normalise a text"); }
+        size_t need = k + len + (bad ? 1 : 0);
+        if (need > cap) {
+            char *g = realloc(o, cap = need + n);
+            if (!g) { free(o); free(norm); return mt_fail(MT_ENOMEM, "no memory to normalise a text"); }
+            o = g;
+        }
+        if (len) memcpy(o + k, norm, len);
+        free(norm);
+        k += len;
+        if (bad) o[k++] = (char)*bad;
+        p = bad ? bad + 1 : end;
+    }
+    *out = o;
+    *out_n = k;
+    return MT_OK;
+}
+
+static mt_status encode_split(const mt__bpe *m, enc *e, pcre2_match_data *md, const char *s,
+                              size_t n);
+
+/* A stretch of text with no special token: its NFC when the normaliser
+ * says so, then the regex's pieces and gaps. */
 static mt_status encode_ordinary(const mt__bpe *m, enc *e, pcre2_match_data *md, const char *s,
                                  size_t n) {
+    if (!m->nfc || n == 0) return encode_split(m, e, md, s, n);
+    char *t = NULL;
+    size_t tn = 0;
+    mt_status st = nfc_text(s, n, &t, &tn);
+    if (st == MT_OK) st = encode_split(m, e, md, t, tn);
+    free(t);
+    return st;
+}
+
+static mt_status encode_split(const mt__bpe *m, enc *e, pcre2_match_data *md, const char *s,
+                              size_t n) {
     if (!m->re) return encode_piece(m, e, s, n);
     size_t at = 0, done = 0;
     mt_status st = MT_OK;

@@ -60,6 +60,9 @@ void      mt__bpe_set_rules(mt__bpe *m, bool ignore_merges);
 /* false: special tokens are not looked for in a text (tiktoken's
  * encode_ordinary); their ids come only from the caller (BOS). */
 void      mt__bpe_match_specials(mt__bpe *m, bool match);
+/* true: the text between special tokens is put in Unicode's NFC before it
+ * is split (tokenizer.json's normalizer NFC, Qwen2's), as the library does. */
+void      mt__bpe_set_nfc(mt__bpe *m, bool nfc);
 
 /* Compiles the pre-tokeniser's regex (PCRE2, UTF-8 with Unicode
  * properties; NULL: no split, the whole text between special tokens is one

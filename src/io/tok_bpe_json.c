@@ -6,7 +6,7 @@
  *                    or [a, b] pairs, in rank order; ignore_merges
  *   added_tokens     [{id, content, lstrip, rstrip, single_word}]: found
  *                    whole in a text before it is split
- *   normalizer       null only (the text is used as it is)
+ *   normalizer       null (the text is used as it is) or NFC (Qwen2's)
  *   pre_tokenizer    ByteLevel (GPT-2's regex when use_regex), or
  *                    Sequence[Split{pattern: Regex|String, behavior
  *                    "Isolated"}, ByteLevel{use_regex false}]
@@ -277,8 +277,10 @@ static mt_status read_all(mt__bpe *m, const char *path, const mt_json *root) {
     }
     if (s == MT_OK) s = mt__bpe_finish(m, false);
     const mt_json *norm = get(root, "normalizer"), *dec = get(root, "decoder");
-    if (s == MT_OK && !is_null(norm))
-        s = refuse(path, "normalizer", str_or(get(norm, "type"), "set"), "null");
+    const char *nt = str_of(get(norm, "type"));
+    if (s == MT_OK && !is_null(norm) && !(nt && strcmp(nt, "NFC") == 0))
+        s = refuse(path, "normalizer", nt ? nt : "set", "null or NFC");
+    mt__bpe_set_nfc(m, nt && strcmp(nt, "NFC") == 0);
     if (s == MT_OK) s = read_pre(m, path, get(root, "pre_tokenizer"));
     const char *dt = str_of(get(dec, "type"));
     if (s == MT_OK && !is_null(dec) && (!dt || strcmp(dt, "ByteLevel") != 0))
