@@ -53,8 +53,17 @@ function byteChars() {
 const BC = byteChars();
 const spell = (buf) => Array.from(buf, (b) => BC[b]).join('');
 
-// vocab {spelling: id} and the merges of the first `limit` ranks
+// vocab {spelling: id} and the merges of the first `limit` ranks (made once:
+// llama3.json and qwen2.json share them)
+const made = new Map();
 function bpeOf(toks, limit) {
+    const key = `${toks.length} ${limit}`;
+    if (!made.has(key)) made.set(key, makeBpe(toks, limit));
+    const { vocab, merges } = made.get(key);
+    return { vocab: { ...vocab }, merges };
+}
+
+function makeBpe(toks, limit) {
     const vocab = {}, rank = new Map();
     for (let r = 0; r < limit; r++) {
         const s = spell(Buffer.from(toks[r], 'base64'));
