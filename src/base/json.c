@@ -124,8 +124,8 @@ static mt_status read_string(rd *r, char **out) {
         if (p) { s[len++] = to[p - from]; r->at++; continue; }
         if (e == 'u' && read_u_escape(r, s, &len)) continue;
         free(s);
-        return bad(r, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t, or \\uXXXX of a character "
-                   "other than U+0000 with a surrogate pair above U+FFFF)");
+        return bad(r, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t, or \\uXXXX: a character "
+                   "other than U+0000, a surrogate pair above U+FFFF)");
     }
     if (r->at >= r->n) { free(s); return bad(r, "the closing '\"' of a string"); }
     r->at++;
