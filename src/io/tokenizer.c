@@ -185,8 +185,9 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     size_t bytes;
     if (!scan_model(b, &n, &bytes, &tok->strip_space, &tok->dummy_prefix))
         return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: its protocol buffer is "
-                       "malformed (give the .model file spm_train or meshtrain tokenize wrote)",
-                       path);
+                       "malformed (give the .model file spm_train or meshtrain tokenize wrote); "
+                       "nor is it a tokenizer.json (JSON) or a tiktoken file (\"BASE64 RANK\" "
+                       "lines)", path);
     if (n == 0 || n > INT32_MAX)
         return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: it holds %lld pieces "
                        "(give the .model file spm_train or meshtrain tokenize wrote)", path,
