@@ -255,6 +255,10 @@ MT_TEST(unsupported_and_broken_files_are_refused) {
         {{.skip_byte = -1, .decoder = "{\"type\": \"Metaspace\"}"}, "decoder is Metaspace", ""},
         {{.skip_byte = -1, .post = "{\"type\": \"RobertaProcessing\"}"}, "post_processor",
          "RobertaProcessing"},
+        {{.skip_byte = -1, .post = "{\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\": "
+                                   "{\"id\": \"A\"}}, {\"SpecialToken\": {\"id\": \"<|end|>\"}}], "
+                                   "\"special_tokens\": {\"<|end|>\": {\"ids\": [267]}}}"},
+         "post_processor.single[1] (<|end|>)", "after the text"},
         {{.skip_byte = -1, .added = "{\"id\": 267, \"content\": \"<x>\", \"lstrip\": true}"},
          "added_tokens[0]", "lstrip"},
         {{.skip_byte = -1, .model_head = "\"type\": \"BPE\", \"dropout\": 0.1"}, "model.dropout", ""},

@@ -61,7 +61,7 @@ struct mt__bpe {
     uint8_t     spec_first[32];   /* a bit per byte that begins a special token */
     int         byte_id[256];
     uint32_t    max_len;
-    int         bos, eos, append;
+    int         bos, eos;
 };
 
 /* ======================================================================== */
@@ -152,7 +152,7 @@ mt_status mt__bpe_new(const char *path, int V, mt__bpe **out) {
     }
     memset(m->tab, 0xff, n_tab * sizeof *m->tab);
     for (int b = 0; b < 256; b++) m->byte_id[b] = -1;
-    m->bos = m->eos = m->append = -1;
+    m->bos = m->eos = -1;
     m->match_specials = true;
     *out = m;
     return MT_OK;
@@ -298,10 +298,9 @@ mt_status mt__bpe_set_pattern(mt__bpe *m, const char *pattern, bool literal, con
     return MT_OK;
 }
 
-void mt__bpe_set_specials(mt__bpe *m, int bos, int eos, int append) {
+void mt__bpe_set_specials(mt__bpe *m, int bos, int eos) {
     m->bos = bos;
     m->eos = eos;
-    m->append = append;
 }
 
 mt_status mt__bpe_finish(mt__bpe *m, bool holes) {

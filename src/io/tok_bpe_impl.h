@@ -70,9 +70,9 @@ void      mt__bpe_set_nfc(mt__bpe *m, bool nfc);
  * message and offset, naming `field`. */
 mt_status mt__bpe_set_pattern(mt__bpe *m, const char *pattern, bool literal, const char *field);
 
-/* The ids a text begins with and ends with when the tokenizer's own
- * library adds special tokens (-1: none), and the end-of-text id. */
-void      mt__bpe_set_specials(mt__bpe *m, int bos, int eos, int append);
+/* The id a text begins with when the tokenizer's own library adds special
+ * tokens, and the end-of-text id (-1: none). */
+void      mt__bpe_set_specials(mt__bpe *m, int bos, int eos);
 
 /* Checks the model is whole: every id 0..V-1 has bytes (unless `holes`:
  * tiktoken's encodings leave ids unused, which decode to nothing and are

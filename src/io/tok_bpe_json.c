@@ -10,9 +10,10 @@
  *   pre_tokenizer    ByteLevel (GPT-2's regex when use_regex), or
  *                    Sequence[Split{pattern: Regex|String, behavior
  *                    "Isolated"}, ByteLevel{use_regex false}]
- *   post_processor   TemplateProcessing's "single": the special tokens
- *                    around $A, what the library adds to a text (Llama 3's
- *                    <|begin_of_text|>); ByteLevel adds nothing
+ *   post_processor   TemplateProcessing's "single": the special token
+ *                    before $A, what the library adds to a text (Llama 3's
+ *                    <|begin_of_text|>; one after $A is refused); ByteLevel
+ *                    adds nothing
  *   decoder          null or ByteLevel (decoding is the tokens' bytes)
  *
  * Anything else that changes the ids is refused, naming the field, rather
@@ -219,8 +220,9 @@ static mt_status read_pre(mt__bpe *m, const char *path, const mt_json *pre) {
     return s == MT_OK ? read_split(m, path, list->kids[0]) : s;
 }
 
-/* TemplateProcessing's "single": the ids before and after $A. */
-static mt_status read_template(const char *path, const mt_json *tp, int *bos, int *append) {
+/* TemplateProcessing's "single": the special token before $A. One after it
+ * (an EOS the library appends) is refused: meshtrain adds none. */
+static mt_status read_template(const char *path, const mt_json *tp, int *bos) {
     const mt_json *single = get(tp, "single"), *specials = get(tp, "special_tokens");
     bool after = false;
     for (int i = 0; single && single->type == MT_JSON_ARR && i < single->n; i++) {
@@ -229,26 +231,26 @@ static mt_status read_template(const char *path, const mt_json *tp, int *bos, in
         const char *name = str_of(get(st, "id"));
         const mt_json *ids = get(get(specials, name ? name : ""), "ids");
         int id = ids && ids->type == MT_JSON_ARR && ids->n == 1 ? id_of(ids->kids[0]) : -1;
-        int *slot = after ? append : bos;
-        if (id < 0 || *slot >= 0)
-            return mt_fail(MT_EFORMAT, "'%s': post_processor.single[%d] is not one special "
-                           "token of one id, or is a second one %s the text; meshtrain reads "
-                           "one token before the text and one after", path, i,
-                           after ? "after" : "before");
-        *slot = id;
+        if (id < 0 || after || *bos >= 0)
+            return mt_fail(MT_EFORMAT, "'%s': post_processor.single[%d] (%s) is %s; meshtrain "
+                           "puts one special token of one id before a text (--bos) and none "
+                           "after it", path, i, name ? name : "not a SpecialToken",
+                           after ? "after the text" : id < 0 ? "not one token of one id"
+                           : "a second token before the text");
+        *bos = id;
     }
     return MT_OK;
 }
 
-static mt_status read_post(const char *path, const mt_json *post, int *bos, int *append) {
+static mt_status read_post(const char *path, const mt_json *post, int *bos) {
     if (is_null(post)) return MT_OK;
     const char *type = str_of(get(post, "type"));
     if (type && strcmp(type, "ByteLevel") == 0) return MT_OK;
-    if (type && strcmp(type, "TemplateProcessing") == 0) return read_template(path, post, bos, append);
+    if (type && strcmp(type, "TemplateProcessing") == 0) return read_template(path, post, bos);
     const mt_json *list = get(post, "processors");
     if (type && strcmp(type, "Sequence") == 0 && list && list->type == MT_JSON_ARR) {
         mt_status s = MT_OK;
-        for (int i = 0; s == MT_OK && i < list->n; i++) s = read_post(path, list->kids[i], bos, append);
+        for (int i = 0; s == MT_OK && i < list->n; i++) s = read_post(path, list->kids[i], bos);
         return s;
     }
     return refuse(path, "post_processor", type ? type : "untyped",
@@ -285,9 +287,9 @@ static mt_status read_all(mt__bpe *m, const char *path, const mt_json *root) {
     const char *dt = str_of(get(dec, "type"));
     if (s == MT_OK && !is_null(dec) && (!dt || strcmp(dt, "ByteLevel") != 0))
         s = refuse(path, "decoder", dt ? dt : "untyped", "null or ByteLevel");
-    int bos = -1, append = -1;
-    if (s == MT_OK) s = read_post(path, get(root, "post_processor"), &bos, &append);
-    if (s == MT_OK) mt__bpe_set_specials(m, bos, find_eos(m, added), append);
+    int bos = -1;
+    if (s == MT_OK) s = read_post(path, get(root, "post_processor"), &bos);
+    if (s == MT_OK) mt__bpe_set_specials(m, bos, find_eos(m, added));
     return s;
 }
 

@@ -179,7 +179,7 @@ mt_status mt__bpe_read_tiktoken(const char *path, const char *text, size_t len, 
     }
     mt__bpe_set_rules(m, true);
     mt__bpe_match_specials(m, false);
-    mt__bpe_set_specials(m, e->bos, e->eos, -1);
+    mt__bpe_set_specials(m, e->bos, e->eos);
     if (s == MT_OK) s = mt__bpe_set_pattern(m, e->pattern, false, e->name);
     if (s == MT_OK) s = mt__bpe_finish(m, true);
     if (s != MT_OK) {
