@@ -12,8 +12,9 @@
  * at all (what is not UTF-8 never matches the regex and becomes byte
  * tokens), and decoding is the tokens' bytes, so it round-trips. A
  * tokenizer.json field that would change the ids and is not supported (a
- * normalizer, another model type, add_prefix_space, ...) is refused,
- * naming the field. The SentencePiece part:
+ * normalizer other than NFC, another model type, add_prefix_space, a
+ * template token after the text, ...) is refused, naming the field. The
+ * SentencePiece part:
  *
  * Training and encoding run Debian's SentencePiece command-line tools
  * (package `sentencepiece`: spm_train, spm_encode) as child processes,
@@ -32,9 +33,16 @@
  * writes those bytes as byte pieces, so decode(encode(text)) is the text's
  * bytes for any bytes at all: Latin-1, binary, NULs, a character cut off.
  *
- * SentencePiece encodes a text line by line: the encoder here joins the
- * lines' ids with the id of the newline piece (byte fallback's "<0x0A>"), so
- * a text's newlines are tokens like any other character.
+ * spm_encode encodes a text line by line: the encoder here joins the lines'
+ * ids with the id of the newline piece (byte fallback's "<0x0A>"), so a
+ * text's newlines are tokens like any other character, and gives the ids
+ * of SentencePiece's whole-text encoding (its library's encode, llama2.c's
+ * run.c): a model with a dummy prefix (Llama 2's) puts its "▁" before the
+ * text only, not before every line (tokenizer_spm.c says how).
+ *
+ * Normalisation: byte-level BPE applies a tokenizer.json's NFC (Qwen2's)
+ * through libunistring, so only NFC text round-trips there; the others use
+ * the text as it is.
  */
 #ifndef MESHTRAIN_TOKENIZER_H
 #define MESHTRAIN_TOKENIZER_H
