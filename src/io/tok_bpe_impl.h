@@ -8,6 +8,7 @@
  *                      special tokens, encoding (special tokens first, then
  *                      the pre-tokeniser's regex through PCRE2, then merges
  *                      by rank) and decoding (the tokens' bytes)
+ *   tok_bytemap.c      GPT-2's byte-to-unicode map
  *   tok_bpe_json.c     reading a tokenizer.json into a model
  *   tok_tiktoken.c     reading a tiktoken ranks file into a model
  *
@@ -96,8 +97,12 @@ mt_status mt__bpe_encode(const mt__bpe *m, const char *text, size_t len, int32_t
 /* The bytes of token id into *s, *n; false outside [0, V) or for an unused id. */
 bool        mt__bpe_bytes(const mt__bpe *m, int id, const char **s, size_t *n);
 
-/* GPT-2's byte-to-unicode map: the code point byte b is spelled with. */
+/* GPT-2's byte-to-unicode map (tok_bytemap.c): the code point byte b is
+ * spelled with. */
 uint32_t    mt__bpe_byte_char(int b);
+/* The bytes s[0..n) spelled through the map, into a new string (free() it);
+ * NULL when out of memory. */
+char       *mt__bpe_spell(const char *s, size_t n);
 /* Undoes it: the n bytes of spelling s (UTF-8) into out (room for n
  * bytes); false when a character is not one of the 256 of the map. */
 bool        mt__bpe_unspell(const char *s, size_t n, char *out, size_t *out_n);
