@@ -297,4 +297,53 @@ MT_TEST(decode_refuses_an_id_outside) {
     tmp_done(&t);
 }
 
+/* llama2.c's tokenizer.bin (written by mt_llama2c_tokenizer_write, as
+ * export.py's): run.c's encoding, a space before the text, characters,
+ * then the pair making the highest-scored token first. */
+MT_TEST(llama2c_tokenizer_bin_encodes_as_run_c) {
+    /* 0 <unk>, 1 BOS, 2 EOS, 3..258 the bytes, then 259 " " 260 "a" 261 "b" 262 "ab"
+     * (score -10) 263 " a" (-20) 264 " ab" (-30) 265 "é" */
+    const char *pieces[266];
+    float scores[266] = {0};
+    char bytes[256][8];
+    pieces[0] = "<unk>";
+    pieces[1] = "\n<s>\n";
+    pieces[2] = "\n</s>\n";
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        pieces[3 + b] = bytes[b];
+    }
+    const char *rest[] = {" ", "a", "b", "ab", " a", " ab", "\xC3\xA9"};
+    const float rest_score[] = {-1, -2, -3, -10, -20, -30, -4};
+    for (int i = 0; i < 7; i++) {
+        pieces[259 + i] = rest[i];
+        scores[259 + i] = rest_score[i];
+    }
+    char dir[] = "/tmp/mt_test_l2c_XXXXXX", path[64];
+    MT_CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+    MT_CHECK_OK(mt_llama2c_tokenizer_write(path, 266, pieces, scores));
+    mt_tokenizer *tok;
+    MT_CHECK_OK(mt_tokenizer_open(path, &tok));
+    MT_CHECK(strcmp(mt_tokenizer_kind(tok), "llama2.c BPE") == 0, "kind %s", mt_tokenizer_kind(tok));
+    MT_CHECK(mt_tokenizer_bos(tok) == 1 && mt_tokenizer_eos(tok) == 2, "BOS %d EOS %d",
+             mt_tokenizer_bos(tok), mt_tokenizer_eos(tok));
+    /* " ab": (" " a) makes " a" (-20), (a b) "ab" (-10): ab first, then (" " ab) " ab" */
+    check_ids(tok, TEXT("ab"), IDS(264));
+    /* " ba": neither " b" nor "ba" is a token */
+    check_ids(tok, TEXT("ba"), IDS(259, 261, 260));
+    /* " aé\n": é is a character token, \n is not: its byte piece 3 + 0x0A; " a" merges */
+    check_ids(tok, TEXT("a\xC3\xA9\n"), IDS(263, 265, 13));
+    /* "x" is no token: its byte, 3 + 0x78 */
+    check_ids(tok, TEXT("x"), IDS(259, 123));
+    check_ids(tok, TEXT(""), (const int32_t[]){0}, 0);
+    char buf[16];
+    size_t n = 0;   /* not at the start, the space stays */
+    MT_CHECK_OK(mt_tokenizer_decode(tok, (const int32_t[]){264}, 1, false, buf, sizeof buf, &n));
+    MT_CHECK(n == 3 && memcmp(buf, " ab", 3) == 0, "264 decodes to '%s' inside a text", buf);
+    mt_tokenizer_free(tok);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

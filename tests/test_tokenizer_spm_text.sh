@@ -7,7 +7,10 @@
 # (Llama 2's kind: only the text's start gets "▁", not each line) and one
 # without (the kind meshtrain trains), on multi-line texts: leading and
 # trailing newlines, blank lines, lines that begin with spaces, tabs,
-# accents and CJK. A one-line text also equals spm_encode's line.
+# accents and CJK. A one-line text also equals spm_encode's line. And
+# llama2.c's tokenizer.bin of the model without a dummy prefix (written by
+# `tokenize --llama2c-out`) encodes as run.c does, which is SentencePiece's
+# encoding of the text after a space (run.c's own dummy prefix).
 #
 # The models are trained here by Debian's spm_train. Without the
 # sentencepiece tools, or python3-sentencepiece (installed with apt-get
@@ -55,8 +58,10 @@ import sys, sentencepiece as spm
 for m in sys.argv[1:3]:
     sp = spm.SentencePieceProcessor(model_file=m)
     for t in sys.argv[3:]:
-        ids = sp.encode(open(t, encoding='utf-8', newline='').read())
-        open(f"ref.{m[:-6]}.{t[:-4]}.ids", 'w').write(''.join(f"{i}\n" for i in ids))
+        text = open(t, encoding='utf-8', newline='').read()
+        open(f"ref.{m[:-6]}.{t[:-4]}.ids", 'w').write(''.join(f"{i}\n" for i in sp.encode(text)))
+        if m == 'd_false.model':   # run.c's: a space before the text
+            open(f"ref.bin.{t[:-4]}.ids", 'w').write(''.join(f"{i}\n" for i in sp.encode(' ' + text)))
 PY
 
 for dummy in true false; do
@@ -73,6 +78,17 @@ for dummy in true false; do
         cmp -s ours.ids spm.ids && ok "d_$dummy: a one-line text equals spm_encode's" ||
         bad "d_$dummy one line against spm_encode" "$(tr '\n' ' ' <ours.ids) vs $(tr '\n' ' ' <spm.ids)"
 done
+# llama2.c's tokenizer.bin, as run.c encodes
+"$BIN" tokenize --text t_one.txt --model-in d_false.model --llama2c-out d_false.bin >out.txt 2>err.txt ||
+    bad "--llama2c-out d_false.bin" "exit $?"
+for t in t_*.txt; do
+    "$BIN" tokenize --text "$t" --tokenizer d_false.bin --ids-out ours.ids >out.txt 2>err.txt ||
+        { bad "tokenizer.bin ${t%.txt}" "exit $?"; continue; }
+    cmp -s ours.ids "ref.bin.${t%.txt}.ids" &&
+        ok "tokenizer.bin ${t%.txt}: $(wc -l <ours.ids) ids equal SentencePiece's of ' ' + text" ||
+        bad "tokenizer.bin ${t%.txt}" "$(tr '\n' ' ' <ours.ids | head -c 200) vs $(tr '\n' ' ' <"ref.bin.${t%.txt}.ids" | head -c 200)"
+done
+
 # the two models part where a line begins: "line" after a newline has no "▁"
 grep -c . ref.d_true.t_lines.ids >/dev/null && ! cmp -s ref.d_true.t_lines.ids ref.d_false.t_lines.ids &&
     ok "the dummy prefix changes the ids (the references differ)" ||

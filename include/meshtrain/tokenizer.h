@@ -3,8 +3,9 @@
  * models, trained on a text corpus, and the byte-level BPE tokenizers
  * people already have (Hugging Face's tokenizer.json: GPT-2, Llama 3,
  * Qwen2; tiktoken ranks files: cl100k_base, o200k_base, Llama 3's
- * tokenizer.model), encoding text into token ids and decoding ids back
- * into text. mt_tokenizer_open tells the kinds apart by the file's bytes.
+ * tokenizer.model) and llama2.c's tokenizer.bin, encoding text into token
+ * ids and decoding ids back into text. mt_tokenizer_open tells the kinds
+ * apart by the file's bytes.
  *
  * Byte-level BPE runs in this process (src/io/tok_bpe.c): added (special)
  * tokens found whole in the text, the pre-tokeniser's regex through PCRE2
@@ -13,8 +14,10 @@
  * tokens), and decoding is the tokens' bytes, so it round-trips. A
  * tokenizer.json field that would change the ids and is not supported (a
  * normalizer other than NFC, another model type, add_prefix_space, a
- * template token after the text, ...) is refused, naming the field. The
- * SentencePiece part:
+ * template token after the text, ...) is refused, naming the field. A
+ * tokenizer.bin encodes in this process too, as llama2.c's run.c does (a
+ * space before the text, then characters merged by score; decoding drops
+ * that space). The SentencePiece part:
  *
  * Training and encoding run Debian's SentencePiece command-line tools
  * (package `sentencepiece`: spm_train, spm_encode) as child processes,
@@ -127,7 +130,8 @@ const char *mt_tokenizer_path(const mt_tokenizer *tok);
  * whose order is its merges'); NULL for an id outside [0, V). Valid as
  * long as the tokenizer. */
 const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score);
-/* "SentencePiece" or "byte-level BPE": for messages and reports. */
+/* "SentencePiece", "byte-level BPE" or "llama2.c BPE": for messages and
+ * reports. */
 const char *mt_tokenizer_kind(const mt_tokenizer *tok);
 /* The id a text begins with for the model, as the tokenizer's own library
  * (or the model's reference code) prepends it: a SentencePiece model's <s>

@@ -62,6 +62,10 @@ struct mt__bpe {
     int         byte_id[256];
     uint32_t    max_len;
     int         bos, eos;
+    int32_t    *rank;       /* (V) the merge rank of the token a pair makes, NULL: its id */
+    bool        chars;      /* a piece starts as its characters, not its bytes (run.c) */
+    bool        dummy;      /* a text gets a space before it (run.c's dummy prefix) */
+    const char *kind;       /* mt_tokenizer_kind's name */
 };
 
 /* ======================================================================== */
@@ -103,6 +107,7 @@ mt_status mt__bpe_new(const char *path, int V, mt__bpe **out) {
     memset(m->tab, 0xff, n_tab * sizeof *m->tab);
     for (int b = 0; b < 256; b++) m->byte_id[b] = -1;
     m->bos = m->eos = -1;
+    m->kind = "byte-level BPE";
     m->match_specials = true;
     *out = m;
     return MT_OK;
@@ -121,6 +126,7 @@ void mt__bpe_free(mt__bpe *m) {
     free(m->tab);
     free(m->pairs);
     free(m->spec);
+    free(m->rank);
     pcre2_code_free(m->re);
     free(m->path);
     free(m);
@@ -162,10 +168,11 @@ mt_status mt__bpe_set(mt__bpe *m, int id, const char *s, size_t n, bool special,
         return mt_fail(MT_ENOMEM, "no memory for the tokens of '%s'", m->path);
     memcpy(m->bytes[id], s, n);
     m->bytes[id][n] = '\0';
-    if (special) memcpy(m->spell[id], s, n + 1);
     m->len[id] = (uint32_t)n;
     if (n > m->max_len) m->max_len = (uint32_t)n;
     if (special) {
+        memcpy(m->spell[id], s, n);
+        m->spell[id][n] = '\0';
         m->special[id] = 1;
         m->spec[m->n_spec++] = id;
         m->spec_first[(uint8_t)s[0] / 8] |= (uint8_t)(1u << ((uint8_t)s[0] % 8));
@@ -228,6 +235,19 @@ void mt__bpe_set_rules(mt__bpe *m, bool ignore_merges) { m->ignore_merges = igno
 void mt__bpe_match_specials(mt__bpe *m, bool match) { m->match_specials = match; }
 
 void mt__bpe_set_nfc(mt__bpe *m, bool nfc) { m->nfc = nfc; }
+
+void mt__bpe_set_llama2c(mt__bpe *m, int32_t *rank) {
+    free(m->rank);
+    m->rank = rank;
+    m->chars = m->dummy = true;
+    m->kind = "llama2.c BPE";
+}
+
+void mt__bpe_set_byte(mt__bpe *m, int b, int id) { m->byte_id[b] = id; }
+
+bool mt__bpe_dummy(const mt__bpe *m) { return m->dummy; }
+
+const char *mt__bpe_kind(const mt__bpe *m) { return m->kind; }
 
 mt_status mt__bpe_set_pattern(mt__bpe *m, const char *pattern, bool literal, const char *field) {
     pcre2_code_free(m->re);
@@ -323,7 +343,8 @@ static bool rank_of(const mt__bpe *m, enc *e, int a, int b, int32_t *rank, int32
     memcpy(e->cat + m->len[a], m->bytes[b], m->len[b]);
     int t = mt__bpe_find(m, e->cat, m->len[a] + m->len[b]);
     if (t < 0) return false;
-    *rank = *id = t;
+    *id = t;
+    *rank = m->rank ? m->rank[t] : t;
     return true;
 }
 
@@ -374,11 +395,18 @@ static mt_status encode_piece(const mt__bpe *m, enc *e, const char *s, size_t n)
         e->cap_piece = e->sym && e->next && e->prev && e->heap ? cap : 0;
         if (!e->cap_piece) return mt_fail(MT_ENOMEM, "no memory to encode a piece of %zu bytes", n);
     }
-    for (size_t i = 0; i < n; i++) {
-        e->sym[i] = m->byte_id[(uint8_t)s[i]];
-        e->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    size_t k = 0;   /* the symbols: its bytes, or (chars) its characters, bytes where not tokens */
+    for (size_t i = 0, c; i < n; i += c) {
+        c = 1;
+        while (m->chars && i + c < n && c < 4 && ((uint8_t)s[i + c] & 0xC0) == 0x80) c++;
+        if (m->chars && (id = mt__bpe_find(m, s + i, c)) >= 0) e->sym[k++] = id;
+        else for (size_t b = 0; b < c; b++) e->sym[k++] = m->byte_id[(uint8_t)s[i + b]];
+    }
+    for (size_t i = 0; i < k; i++) {
+        e->next[i] = i + 1 < k ? (int32_t)i + 1 : -1;
         e->prev[i] = (int32_t)i - 1;
     }
+    n = k;
     size_t nh = 0;
     for (size_t i = 0; i + 1 < n; i++) try_pair(m, e, &nh, (int32_t)i);
     while (nh > 0) {
@@ -489,6 +517,13 @@ static bool find_special(const mt__bpe *m, const char *s, size_t from, size_t n,
 mt_status mt__bpe_encode(const mt__bpe *m, const char *text, size_t len, int32_t **ids,
                          int64_t *n) {
     enc e = {0};
+    char *with_space = NULL;
+    if (m->dummy && len > 0) {   /* run.c's dummy prefix: the text after a space */
+        if (!(with_space = malloc(len + 1))) return mt_fail(MT_ENOMEM, "no memory for %zu bytes", len);
+        with_space[0] = ' ';
+        memcpy(with_space + 1, text, len++);
+        text = with_space;
+    }
     pcre2_match_data *md = m->re ? pcre2_match_data_create_from_pattern(m->re, NULL) : NULL;
     e.cat = malloc(2 * (size_t)m->max_len + 1);
     mt_status s = (m->re && !md) || !e.cat
@@ -503,6 +538,7 @@ mt_status mt__bpe_encode(const mt__bpe *m, const char *text, size_t len, int32_t
     if (s == MT_OK) s = encode_ordinary(m, &e, md, text + pos, len - pos);
     pcre2_match_data_free(md);
     free(e.sym); free(e.next); free(e.prev); free(e.heap); free(e.cat);
+    free(with_space);
     if (s == MT_OK && !e.ids && !(e.ids = malloc(sizeof *e.ids)))
         s = mt_fail(MT_ENOMEM, "no memory for an empty array of ids");
     if (s != MT_OK) {

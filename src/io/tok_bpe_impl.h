@@ -11,6 +11,8 @@
  *   tok_bytemap.c      GPT-2's byte-to-unicode map
  *   tok_bpe_json.c     reading a tokenizer.json into a model
  *   tok_tiktoken.c     reading a tiktoken ranks file into a model
+ *   tok_llama2c.c      reading llama2.c's tokenizer.bin (run.c's encoder:
+ *                      characters first, merges by score)
  *
  * Every token is kept as the bytes it stands for, so the encoder works on
  * the text's own bytes and decoding is concatenation: GPT-2's byte-to-
@@ -64,6 +66,16 @@ void      mt__bpe_match_specials(mt__bpe *m, bool match);
 /* true: the text between special tokens is put in Unicode's NFC before it
  * is split (tokenizer.json's normalizer NFC, Qwen2's), as the library does. */
 void      mt__bpe_set_nfc(mt__bpe *m, bool nfc);
+/* llama2.c's run.c: a piece starts as its characters (a character that
+ * is not a token as its bytes' tokens, set with mt__bpe_set_byte), a pair
+ * merges into the token of its bytes ranked by rank[that token] (owned by
+ * the model now), and a text gets a space before it. */
+void      mt__bpe_set_llama2c(mt__bpe *m, int32_t *rank);
+void      mt__bpe_set_byte(mt__bpe *m, int b, int id);
+/* Whether encoding put a space before the text (decoding drops it). */
+bool      mt__bpe_dummy(const mt__bpe *m);
+/* "byte-level BPE" or "llama2.c BPE". */
+const char *mt__bpe_kind(const mt__bpe *m);
 
 /* Compiles the pre-tokeniser's regex (PCRE2, UTF-8 with Unicode
  * properties; NULL: no split, the whole text between special tokens is one
@@ -112,6 +124,10 @@ bool        mt__bpe_unspell(const char *s, size_t n, char *out, size_t *out_n);
  * that is wrong or not supported; MT_ENOMEM. */
 mt_status mt__bpe_read_json(const char *path, const char *text, size_t len, mt__bpe **out);
 mt_status mt__bpe_read_tiktoken(const char *path, const char *text, size_t len, mt__bpe **out);
+/* Reads llama2.c's tokenizer.bin (tok_llama2c.c); whether text is one:
+ * records that end exactly at the end of the file. */
+mt_status mt__bpe_read_llama2c(const char *path, const char *text, size_t len, mt__bpe **out);
+bool      mt__bpe_is_llama2c(const char *text, size_t len);
 /* Whether text looks like a tiktoken ranks file: a first line "BASE64 RANK". */
 bool      mt__bpe_is_tiktoken(const char *text, size_t len);
 

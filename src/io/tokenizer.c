@@ -226,15 +226,17 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     return MT_OK;
 }
 
-/* The kind of tokenizer the file holds, by its first bytes: a JSON object
- * is a Hugging Face tokenizer.json, "BASE64 RANK" lines a tiktoken ranks
- * file, anything else a SentencePiece model (its own reader says if not). */
+/* The kind of tokenizer the file holds, by its bytes: a JSON object is a
+ * Hugging Face tokenizer.json, "BASE64 RANK" lines a tiktoken ranks file,
+ * records that end at the file's end llama2.c's tokenizer.bin, anything
+ * else a SentencePiece model (its own reader says if not). */
 static mt_status parse_any(const char *path, const char *data, size_t size, mt_tokenizer *tok) {
     size_t ws = 0;
     while (ws < size && strchr(" \t\r\n", data[ws]) && data[ws]) ws++;
     mt_status s;
     if (ws < size && data[ws] == '{') s = mt__bpe_read_json(path, data, size, &tok->bpe);
     else if (mt__bpe_is_tiktoken(data, size)) s = mt__bpe_read_tiktoken(path, data, size, &tok->bpe);
+    else if (mt__bpe_is_llama2c(data, size)) s = mt__bpe_read_llama2c(path, data, size, &tok->bpe);
     else return parse_model(path, (const uint8_t *)data, size, tok);
     if (s == MT_OK) tok->V = mt__bpe_vocab(tok->bpe);
     return s;
@@ -288,7 +290,7 @@ const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score) {
 
 const char *mt_tokenizer_kind(const mt_tokenizer *tok) {
     if (!tok) return NULL;
-    return tok->bpe ? "byte-level BPE" : "SentencePiece";
+    return tok->bpe ? mt__bpe_kind(tok->bpe) : "SentencePiece";
 }
 
 /* SentencePiece's <s> and </s>: the first control piece so spelled. */
@@ -390,7 +392,8 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
     if (!tok || (n > 0 && !ids) || !buf || cap == 0)
         return mt_fail(MT_EINVAL, "mt_tokenizer_decode needs a tokenizer, the ids and a buffer");
     size_t m = 0;
-    bool first = at_start && !tok->bpe && tok->strip_space;   /* the dummy space is still to drop */
+    /* the dummy space is still to drop */
+    bool first = at_start && (tok->bpe ? mt__bpe_dummy(tok->bpe) : tok->strip_space);
     for (int64_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= tok->V)
@@ -407,7 +410,7 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
         }
         if (first && k > 0) {   /* SentencePiece drops it from the first visible piece */
             first = false;
-            if (strncmp(tok->piece[id], SPACE_SYMBOL, 3) == 0) { t++; k--; }
+            if (tok->bpe ? t[0] == ' ' : strncmp(tok->piece[id], SPACE_SYMBOL, 3) == 0) { t++; k--; }
         }
         if (m + k < cap) memcpy(buf + m, t, k);
         m += k;
