@@ -1,8 +1,8 @@
 /*
  * cmd_tokenize.c — `meshtrain tokenize`: trains a SentencePiece BPE
  * tokenizer on a text (or takes one already made: `--tokenizer FILE`, a
- * SentencePiece model, a Hugging Face tokenizer.json or a tiktoken ranks
- * file), then encodes the text into llm.c token files, the training split
+ * SentencePiece model, a Hugging Face tokenizer.json, a tiktoken ranks
+ * file or llama2.c's tokenizer.bin), then encodes the text into llm.c token files, the training split
  * and, optionally, the validation split, for `train --data FILE --tokenizer
  * MODEL`; `--ids-out` writes the ids as text, for any vocabulary size.
  *
@@ -40,9 +40,10 @@ static const char TOKENIZE_USAGE[] =
     "\n"
     "--tokenizer FILE (or --model-in) encodes with a tokenizer made before, of any\n"
     "kind, told apart by the file: a SentencePiece .model, a Hugging Face\n"
-    "tokenizer.json (byte-level BPE: GPT-2, Llama 3, Qwen2) or a tiktoken ranks\n"
-    "file (cl100k_base, o200k_base, Llama 3's tokenizer.model); the whole text at\n"
-    "once, decoding gives its bytes back. --bos puts the tokenizer's\n"
+    "tokenizer.json (byte-level BPE: GPT-2, Llama 3, Qwen2), a tiktoken ranks\n"
+    "file (cl100k_base, o200k_base, Llama 3's tokenizer.model) or llama2.c's\n"
+    "tokenizer.bin; the whole text at once, decoding gives its bytes back (NFC\n"
+    "text where the tokenizer normalises). --bos puts the tokenizer's\n"
     "beginning-of-sequence id first, as its own library does for a model's text.\n"
     "\n"
     "examples:\n"
@@ -397,7 +398,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"llama2c-out", CLI_STR, &a.llama2c_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the tokenizer as llama2.c's tokenizer.bin (for its run.c)"},
         {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "FILE",
-         "encode with this tokenizer: SentencePiece .model, tokenizer.json or tiktoken ranks"},
+         "encode with this tokenizer: SentencePiece .model, tokenizer.json, tiktoken ranks "
+         "or llama2.c's tokenizer.bin"},
         {"ids-out", CLI_STR, &a.ids_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the ids as text, one a line (any vocabulary size)"},
         {"bos", CLI_FLAG, &a.bos, 0, 0, 0, 0, NULL, NULL,
