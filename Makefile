@@ -76,14 +76,14 @@ FORTUNES        ?= /usr/share/games/fortunes
 
 # ---- dependencies -----------------------------------------------------------
 DEPS       := gcc make cmake pkg-config libopenblas-dev libsleef-dev libopenmpi-dev openmpi-bin libdnnl-dev fortunes time \
-              sentencepiece \
+              sentencepiece libpcre2-dev libunistring-dev \
               librsvg2-bin libxml2-utils
 BENCH_DEPS := $(DEPS) python3-torch
 # The aarch64 cross build and its run under qemu-user (test-aarch64): arm64
 # libraries from Debian's multiarch (deps-aarch64 adds the architecture first).
 # No libopenmpi-dev:arm64: installing it removes the amd64 one and the toolchain.
 AARCH64_DEPS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libopenblas-dev:arm64 \
-                libsleef-dev:arm64
+                libsleef-dev:arm64 libpcre2-dev:arm64 libunistring-dev:arm64
 
 # Installs what is missing when root; otherwise prints the command and stops,
 # since a half-provisioned machine fails later with a worse message.

@@ -3,6 +3,7 @@
 #include "meshtrain.h"
 #include "harness.h"
 #include "base/base_impl.h"
+#include "base/json.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -138,6 +139,39 @@ MT_TEST(text_pieces_cut_as_snprintf_cuts) {
                     MT_CHECK(cap == 0 || at == strlen(got), "cap %zu: %zu bytes written, "
                              "text of %zu", cap, at, strlen(got));
                 }
+}
+
+/* \uXXXX escapes become UTF-8 (surrogate pairs joined); a lone surrogate
+ * and U+0000 are refused; a large object (a tokenizer's vocabulary) still
+ * finds a repeated key, at the byte where it repeats. */
+MT_TEST(json_unicode_escapes_and_large_objects) {
+    static const char text[] = "[\"\\u00e9\\ud83d\\ude00\\u0120x\"]";
+    mt_json *j = NULL;
+    MT_CHECK_OK(mt__json_parse(text, sizeof text - 1, "t.json", &j));
+    /* é C3 A9, U+1F600 F0 9F 98 80, Ġ C4 A0 */
+    MT_CHECK(j && j->n == 1 && strcmp(j->kids[0]->str, "\xC3\xA9\xF0\x9F\x98\x80\xC4\xA0x") == 0,
+             "the escapes decode to '%s'", j && j->n ? j->kids[0]->str : "(none)");
+    mt__json_free(j);
+    MT_CHECK_FAILS(mt__json_parse("[\"\\ud800x\"]", 11, "t.json", &j), MT_EFORMAT, "byte 3", "surrogate pair");
+    MT_CHECK_FAILS(mt__json_parse("[\"\\u0000\"]", 10, "t.json", &j), MT_EFORMAT, "U+0000");
+    char big[40000];
+    int n = snprintf(big, sizeof big, "{");
+    for (int i = 0; i < 1000; i++) n += snprintf(big + n, sizeof big - (size_t)n, "\"k%d\": %d, ", i, i);
+    size_t at = (size_t)n;   /* where "k700" comes again */
+    n += snprintf(big + n, sizeof big - (size_t)n, "\"k700\": 1, \"k3\": 2}");
+    char want[32];
+    snprintf(want, sizeof want, "byte %zu", at);
+    MT_CHECK_FAILS(mt__json_parse(big, (size_t)n, "t.json", &j), MT_EFORMAT, want, "'k700'", "twice");
+    big[at + 2] = '9';   /* "k900": the next repeat is k3's, later in the text */
+    big[at + 3] = '9';
+    big[at + 4] = '9';
+    MT_CHECK_FAILS(mt__json_parse(big, (size_t)n, "t.json", &j), MT_EFORMAT, "'k999'", "twice");
+    big[at + 2] = 'x';   /* "kx99": new, so k3 is the one repeated */
+    MT_CHECK_FAILS(mt__json_parse(big, (size_t)n, "t.json", &j), MT_EFORMAT, "'k3'", "twice");
+    big[n - 7] = 'q';    /* "q3": no key repeats */
+    MT_CHECK_OK(mt__json_parse(big, (size_t)n, "t.json", &j));
+    MT_CHECK(j && j->n == 1002, "%d members, want 1002", j ? j->n : -1);
+    mt__json_free(j);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

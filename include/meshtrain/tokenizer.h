@@ -1,7 +1,23 @@
 /*
  * meshtrain/tokenizer.h — subword tokenizers (io layer): SentencePiece BPE
- * models, trained on a text corpus, encoding text into token ids and
- * decoding ids back into text.
+ * models, trained on a text corpus, and the byte-level BPE tokenizers
+ * people already have (Hugging Face's tokenizer.json: GPT-2, Llama 3,
+ * Qwen2; tiktoken ranks files: cl100k_base, o200k_base, Llama 3's
+ * tokenizer.model) and llama2.c's tokenizer.bin, encoding text into token
+ * ids and decoding ids back into text. mt_tokenizer_open tells the kinds
+ * apart by the file's bytes.
+ *
+ * Byte-level BPE runs in this process (src/io/tok_bpe.c): added (special)
+ * tokens found whole in the text, the pre-tokeniser's regex through PCRE2
+ * (Unicode properties), merges by rank; a text is encoded whole, any bytes
+ * at all (what is not UTF-8 never matches the regex and becomes byte
+ * tokens), and decoding is the tokens' bytes, so it round-trips. A
+ * tokenizer.json field that would change the ids and is not supported (a
+ * normalizer other than NFC, another model type, add_prefix_space, a
+ * template token after the text, ...) is refused, naming the field. A
+ * tokenizer.bin encodes in this process too, as llama2.c's run.c does (a
+ * space before the text, then characters merged by score; decoding drops
+ * that space). The SentencePiece part:
  *
  * Training and encoding run Debian's SentencePiece command-line tools
  * (package `sentencepiece`: spm_train, spm_encode) as child processes,
@@ -20,9 +36,16 @@
  * writes those bytes as byte pieces, so decode(encode(text)) is the text's
  * bytes for any bytes at all: Latin-1, binary, NULs, a character cut off.
  *
- * SentencePiece encodes a text line by line: the encoder here joins the
- * lines' ids with the id of the newline piece (byte fallback's "<0x0A>"), so
- * a text's newlines are tokens like any other character.
+ * spm_encode encodes a text line by line: the encoder here joins the lines'
+ * ids with the id of the newline piece (byte fallback's "<0x0A>"), so a
+ * text's newlines are tokens like any other character, and gives the ids
+ * of SentencePiece's whole-text encoding (its library's encode, llama2.c's
+ * run.c): a model with a dummy prefix (Llama 2's) puts its "▁" before the
+ * text only, not before every line (tokenizer_spm.c says how).
+ *
+ * Normalisation: byte-level BPE applies a tokenizer.json's NFC (Qwen2's)
+ * through libunistring, so only NFC text round-trips there; the others use
+ * the text as it is.
  */
 #ifndef MESHTRAIN_TOKENIZER_H
 #define MESHTRAIN_TOKENIZER_H
@@ -58,6 +81,11 @@ typedef struct mt_tokenizer mt_tokenizer;
  * n bytes. */
 mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n);
 
+/* Checks that what the tokenizer's encoder runs is there: spm_encode for a
+ * SentencePiece model (as mt_tokenizer_find_tool), nothing for byte-level
+ * BPE, which encodes in this process. */
+mt_status mt_tokenizer_check_tools(const mt_tokenizer *tok);
+
 /* Trains a BPE SentencePiece model of exactly `vocab` pieces on the text
  * file `text_path` (each line a sentence) and writes "<prefix>.model" and
  * "<prefix>.vocab". Both outputs are claimed before spm_train starts and
@@ -77,12 +105,16 @@ mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n);
  * too small"). */
 mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads);
 
-/* Opens the SentencePiece model file `model_path` ("<prefix>.model"): reads
- * its pieces, scores, types and normaliser flags. *out is freed with
- * mt_tokenizer_free. Fails with MT_EIO (missing, not a regular file: the
- * system's message), MT_EFORMAT (not a SentencePiece model: says what was
- * found where) or MT_ENOMEM. Any model opens, also one trained elsewhere;
- * the ids it may use in a token file are checked by the caller against
+/* Opens the tokenizer file `model_path`, of the kind its bytes say: a JSON
+ * object is a Hugging Face tokenizer.json (byte-level BPE), lines "BASE64
+ * RANK" a tiktoken ranks file (its encoding known by its number of ranks:
+ * r50k_base, cl100k_base, o200k_base, Llama 3), anything else a
+ * SentencePiece model ("<prefix>.model": its pieces, scores, types and
+ * normaliser flags). *out is freed with mt_tokenizer_free. Fails with
+ * MT_EIO (missing, not a regular file: the system's message), MT_EFORMAT
+ * (not a tokenizer, or a field meshtrain does not support: says which and
+ * where) or MT_ENOMEM. Any model opens, also one trained elsewhere; the ids
+ * it may use in a token file are checked by the caller against
  * MT_TOKENIZER_MAX_VOCAB. */
 mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out);
 void      mt_tokenizer_free(mt_tokenizer *tok);
@@ -91,14 +123,36 @@ void      mt_tokenizer_free(mt_tokenizer *tok);
 int         mt_tokenizer_vocab(const mt_tokenizer *tok);
 /* The path the tokenizer was opened from. */
 const char *mt_tokenizer_path(const mt_tokenizer *tok);
-/* Piece `id` as the model spells it (UTF-8, "▁" for a space, "<0x0A>" for a
- * byte), and its score into *score when score is not NULL; NULL for an id
- * outside [0, V). Valid as long as the tokenizer. */
+/* Piece `id` as the model spells it (UTF-8; SentencePiece: "▁" for a
+ * space, "<0x0A>" for a byte; byte-level BPE: GPT-2's byte-to-unicode map,
+ * "Ġ" for a space, a special token as written, "" for an id no token has),
+ * and its score into *score when score is not NULL (0 for byte-level BPE,
+ * whose order is its merges'); NULL for an id outside [0, V). Valid as
+ * long as the tokenizer. */
 const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score);
+/* "SentencePiece", "byte-level BPE" or "llama2.c BPE": for messages and
+ * reports. */
+const char *mt_tokenizer_kind(const mt_tokenizer *tok);
+/* The id a text begins with for the model, as the tokenizer's own library
+ * (or the model's reference code) prepends it: a SentencePiece model's <s>
+ * (llama2.c's run.c and Llama 2 prepend it), a tokenizer.json's
+ * post_processor TemplateProcessing token before the text (Llama 3's
+ * <|begin_of_text|>), Llama 3's tiktoken <|begin_of_text|>; -1 when the
+ * library adds none (GPT-2, cl100k_base, o200k_base). The encoders below
+ * never add it: the caller prepends it to each document. */
+int         mt_tokenizer_bos(const mt_tokenizer *tok);
+/* The end-of-text id (SentencePiece's </s>; a tokenizer.json's added token
+ * <|end_of_text|>, <|endoftext|>, </s> or <|im_end|>, the first found;
+ * tiktoken's <|endoftext|>, Llama 3's <|end_of_text|>), -1 when none. */
+int         mt_tokenizer_eos(const mt_tokenizer *tok);
 
 /* Encodes the text file `text_path` (opened as every input: a regular file,
- * never blocking) with spm_encode into a new array *ids (free() it) of *n
- * ids, the lines' ids joined by the newline's id; the bytes spm_encode
+ * never blocking) into a new array *ids (free() it) of *n ids, no BOS added
+ * (mt_tokenizer_bos). Byte-level BPE encodes the whole text in this
+ * process, special tokens written in the text as their ids (tiktoken
+ * files: as text, as tiktoken's encode_ordinary); its failures are
+ * MT_EIO (the file) and MT_ENOMEM. SentencePiece runs spm_encode: the
+ * lines' ids joined by the newline's id; the bytes spm_encode
  * would not give back (not well-formed UTF-8, a literal U+2581) are byte
  * pieces, so decoding the ids gives every byte of the file. Fails with
  * MT_EIO (the file; spm_encode not found), MT_EFORMAT (the model has no
@@ -112,8 +166,10 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
                               int32_t **ids, int64_t *n);
 
 /* Decodes ids[0..n) into buf (cap bytes), NUL-terminated, its length
- * (without the NUL) into *len when len is not NULL, as SentencePiece
- * decodes: "▁" becomes a space, a byte piece its byte, a control piece
+ * (without the NUL) into *len when len is not NULL. Byte-level BPE: the
+ * tokens' bytes one after another (a special token its text), so
+ * decode(encode(text)) is the text's bytes; an id no token has is refused
+ * as one outside the vocabulary. SentencePiece decodes: "▁" becomes a space, a byte piece its byte, a control piece
  * (<s>, </s>) nothing, the unknown piece " ⁇ ". `at_start`: the ids begin a
  * text, so a model that adds a dummy space before a text (not those
  * mt_tokenizer_train makes) drops it from the first piece; false for ids

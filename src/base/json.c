@@ -36,25 +36,83 @@ static mt_json *node(mt_json_type type, size_t at) {
     return j;
 }
 
-/* Appends kid (and key, for objects) to j; false when out of memory. */
+/* Appends kid (and key, for objects) to j; false when out of memory. The
+ * arrays double (4, 8, 16, ...): a tokenizer's vocabulary is one object of
+ * 10^5 members. */
 static bool push(mt_json *j, mt_json *kid, char *key) {
-    mt_json **k = realloc(j->kids, (size_t)(j->n + 1) * sizeof *k);
-    if (!k) return false;
-    j->kids = k;
-    if (j->type == MT_JSON_OBJ) {
-        char **ks = realloc(j->keys, (size_t)(j->n + 1) * sizeof *ks);
-        if (!ks) return false;
-        j->keys = ks;
-        ks[j->n] = key;
+    int n = j->n;
+    if (n == 0 || (n >= 4 && (n & (n - 1)) == 0)) {
+        size_t cap = n == 0 ? 4 : 2 * (size_t)n;
+        mt_json **k = realloc(j->kids, cap * sizeof *k);
+        if (!k) return false;
+        j->kids = k;
+        if (j->type == MT_JSON_OBJ) {
+            char **ks = realloc(j->keys, cap * sizeof *ks);
+            if (!ks) return false;
+            j->keys = ks;
+        }
     }
-    k[j->n++] = kid;
+    if (j->type == MT_JSON_OBJ) j->keys[n] = key;
+    j->kids[j->n++] = kid;
+    return true;
+}
+
+/* Appends code point cp to s as UTF-8. */
+static size_t put_utf8(char *s, uint32_t cp) {
+    if (cp < 0x80) { s[0] = (char)cp; return 1; }
+    if (cp < 0x800) { s[0] = (char)(0xC0 | cp >> 6); s[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        s[0] = (char)(0xE0 | cp >> 12);
+        s[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        s[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    s[0] = (char)(0xF0 | cp >> 18);
+    s[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    s[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    s[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The 4 hex digits at t[0..4) into *v; false when they are not. */
+static bool hex4(const char *t, size_t left, unsigned *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = (size_t)i < left ? t[i] : 0;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        *v = *v << 4 | (unsigned)d;
+    }
+    return true;
+}
+
+/* A \uXXXX escape at r->at (just past the backslash, at the 'u'), with
+ * its low surrogate when it is a high one, into s; false when malformed, a
+ * lone surrogate or U+0000 (strings are NUL-terminated). */
+static bool read_u_escape(rd *r, char *s, size_t *len) {
+    unsigned v, lo;
+    const char *t = r->t + r->at;
+    size_t left = r->n - r->at;
+    if (!hex4(t + 1, left - 1, &v) || v == 0 || (v >= 0xDC00 && v < 0xE000)) return false;
+    uint32_t cp = v;
+    if (v >= 0xD800 && v < 0xDC00) {
+        if (left < 11 || t[5] != '\\' || t[6] != 'u' || !hex4(t + 7, left - 7, &lo) ||
+            lo < 0xDC00 || lo >= 0xE000)
+            return false;
+        cp = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+        r->at += 6;
+    }
+    r->at += 5;
+    *len += put_utf8(s + *len, cp);
     return true;
 }
 
 static mt_status read_string(rd *r, char **out) {
     if (r->at >= r->n || r->t[r->at] != '"') return bad(r, "a string");
-    size_t start = ++r->at, len = 0;
-    char *s = malloc(r->n - start + 1);
+    size_t start = ++r->at, len = 0, end = start;
+    while (end < r->n && r->t[end] != '"') end += r->t[end] == '\\' ? 2 : 1;
+    char *s = malloc((end < r->n ? end : r->n) - start + 1);   /* decoding never lengthens */
     if (!s) return mt_fail(MT_ENOMEM, "'%s': out of memory reading a string", r->path);
     while (r->at < r->n && r->t[r->at] != '"') {
         unsigned char c = (unsigned char)r->t[r->at];
@@ -64,14 +122,10 @@ static mt_status read_string(rd *r, char **out) {
         char e = r->at < r->n ? r->t[r->at] : 0;
         const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *p = e ? strchr(from, e) : NULL;
         if (p) { s[len++] = to[p - from]; r->at++; continue; }
-        unsigned v = 0;
-        if (e == 'u' && r->at + 4 < r->n && sscanf(r->t + r->at + 1, "%4x", &v) == 1 && v < 0x80 && v) {
-            s[len++] = (char)v;
-            r->at += 5;
-            continue;
-        }
+        if (e == 'u' && read_u_escape(r, s, &len)) continue;
         free(s);
-        return bad(r, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\u00XX)");
+        return bad(r, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t, or \\uXXXX: a character "
+                   "other than U+0000, a surrogate pair above U+FFFF)");
     }
     if (r->at >= r->n) { free(s); return bad(r, "the closing '\"' of a string"); }
     r->at++;
@@ -99,26 +153,60 @@ static mt_status read_number(rd *r, double *v) {
 
 static mt_status read_value(rd *r, int depth, mt_json **out);
 
-static mt_status read_container(rd *r, int depth, mt_json *j) {
+static mt_status twice(rd *r, size_t key_at, const char *key) {
+    r->at = key_at;
+    return mt_fail(MT_EFORMAT, "'%s', byte %zu: the key '%.64s' is given twice; keep one",
+                   r->path, key_at, key);
+}
+
+/* qsort's order of an object's members by key, then by place. */
+typedef struct { const char *key; size_t at; } key_ref;
+
+static int key_order(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The repeated keys of a large object, found by sorting (a small one is
+ * checked key by key as it is read): the first key, in the text, that
+ * repeats one before it. */
+static mt_status check_keys(rd *r, const mt_json *j, const size_t *key_at) {
+    key_ref *v = malloc((size_t)j->n * sizeof *v);
+    if (!v) return mt_fail(MT_ENOMEM, "'%s': out of memory", r->path);
+    for (int i = 0; i < j->n; i++) v[i] = (key_ref){j->keys[i], key_at[i]};
+    qsort(v, (size_t)j->n, sizeof *v, key_order);
+    const key_ref *first = NULL;
+    for (int i = 1; i < j->n; i++)
+        if (strcmp(v[i].key, v[i - 1].key) == 0 && (!first || v[i].at < first->at)) first = &v[i];
+    mt_status s = first ? twice(r, first->at, first->key) : MT_OK;
+    free(v);
+    return s;
+}
+
+enum { LINEAR_KEYS = 64 };   /* objects up to this size look each key up as it comes */
+
+static mt_status read_members(rd *r, int depth, mt_json *j, size_t **key_at) {
     bool obj = j->type == MT_JSON_OBJ;
     char close = obj ? '}' : ']';
-    r->at++;
-    ws(r);
-    if (r->at < r->n && r->t[r->at] == close) { r->at++; return MT_OK; }
     for (;;) {
         char *key = NULL;
         mt_status s;
         ws(r);
         if (obj) {
-            size_t key_at = r->at;
+            size_t at = r->at;
             if ((s = read_string(r, &key))) return s;
-            if (mt__json_get(j, key)) {
-                r->at = key_at;
-                mt_status d = mt_fail(MT_EFORMAT, "'%s', byte %zu: the key '%.64s' is given "
-                                      "twice; keep one", r->path, key_at, key);
+            if (j->n < LINEAR_KEYS && mt__json_get(j, key)) {
+                s = twice(r, at, key);
                 free(key);
-                return d;
+                return s;
             }
+            if (j->n == 0 || (j->n >= 4 && (j->n & (j->n - 1)) == 0)) {
+                size_t *k = realloc(*key_at, (j->n ? 2 * (size_t)j->n : 4) * sizeof *k);
+                if (!k) { free(key); return mt_fail(MT_ENOMEM, "'%s': out of memory", r->path); }
+                *key_at = k;
+            }
+            (*key_at)[j->n] = at;
             ws(r);
             if (r->at >= r->n || r->t[r->at] != ':') { free(key); return bad(r, "':'"); }
             r->at++;
@@ -135,6 +223,18 @@ static mt_status read_container(rd *r, int depth, mt_json *j) {
         if (r->at < r->n && r->t[r->at] == close) { r->at++; return MT_OK; }
         return bad(r, obj ? "',' or '}'" : "',' or ']'");
     }
+}
+
+static mt_status read_container(rd *r, int depth, mt_json *j) {
+    char close = j->type == MT_JSON_OBJ ? '}' : ']';
+    r->at++;
+    ws(r);
+    if (r->at < r->n && r->t[r->at] == close) { r->at++; return MT_OK; }
+    size_t *key_at = NULL;   /* (n) each key's byte offset */
+    mt_status s = read_members(r, depth, j, &key_at);
+    if (s == MT_OK && j->type == MT_JSON_OBJ && j->n > LINEAR_KEYS) s = check_keys(r, j, key_at);
+    free(key_at);
+    return s;
 }
 
 static mt_status read_value(rd *r, int depth, mt_json **out) {

@@ -4,9 +4,11 @@
  * and checks key by key, so a schema with nested objects and arrays of
  * objects is validated in plain code, with the field's path in messages.
  *
- * RFC 8259 syntax; numbers become doubles; strings are kept as written
- * (escapes \" \\ \/ \b \f \n \r \t decoded, \uXXXX below 0x80 decoded, others
- * refused); duplicate keys are refused. Nesting deeper than 32 is refused.
+ * RFC 8259 syntax; numbers become doubles; strings are UTF-8 (escapes
+ * \" \\ \/ \b \f \n \r \t and \uXXXX decoded, surrogate pairs joined; a
+ * lone surrogate and \u0000 refused); duplicate keys are refused. Nesting
+ * deeper than 32 is refused. Large objects and arrays (a tokenizer's
+ * vocabulary of 10^5 members) read in O(n log n).
  */
 #ifndef MT_BASE_JSON_H
 #define MT_BASE_JSON_H

@@ -99,7 +99,7 @@ int cli_cmd_sample(int argc, char **argv) {
     mt_tokenizer *tok = NULL;
     mt_status st = MT_OK;
     if (cfg.tokenizer && ((st = mt_tokenizer_open(cfg.tokenizer, &tok)) != MT_OK ||
-                          (st = mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0)) != MT_OK)) {
+                          (st = mt_tokenizer_check_tools(tok)) != MT_OK)) {
         cli_error("--tokenizer: %s", mt_errmsg());
         mt_tokenizer_free(tok);
         return CLI_EXIT_FAIL;

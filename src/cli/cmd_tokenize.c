@@ -1,8 +1,10 @@
 /*
  * cmd_tokenize.c — `meshtrain tokenize`: trains a SentencePiece BPE
- * tokenizer on a text (or takes one already trained), then encodes the text
- * into llm.c token files, the training split and, optionally, the
- * validation split, for `train --data FILE --tokenizer MODEL`.
+ * tokenizer on a text (or takes one already made: `--tokenizer FILE`, a
+ * SentencePiece model, a Hugging Face tokenizer.json, a tiktoken ranks
+ * file or llama2.c's tokenizer.bin), then encodes the text into llm.c token files, the training split
+ * and, optionally, the validation split, for `train --data FILE --tokenizer
+ * MODEL`; `--ids-out` writes the ids as text, for any vocabulary size.
  *
  * The tools are Debian's spm_train and spm_encode, run by the library
  * (meshtrain/tokenizer.h says how, src/io/tokenizer.c why). Everything the
@@ -21,9 +23,10 @@
 #include <string.h>
 
 static const char TOKENIZE_USAGE[] =
-    "usage: meshtrain tokenize --text FILE (--vocab N --model-out PREFIX | --model-in MODEL)\n"
+    "usage: meshtrain tokenize --text FILE (--vocab N --model-out PREFIX | --tokenizer FILE)\n"
     "                          [--out TOKENS.bin [--val-out VAL.bin --val-frac X]]\n"
-    "                          [--llama2c-out tokenizer.bin] [--doc-sep] [--json]\n"
+    "                          [--ids-out IDS.txt] [--bos] [--llama2c-out tokenizer.bin]\n"
+    "                          [--doc-sep] [--json]\n"
     "\n"
     "Trains a SentencePiece BPE tokenizer of N pieces on the lines of FILE (byte\n"
     "fallback, no normalisation: decoding gives the text back byte for byte) and\n"
@@ -35,30 +38,49 @@ static const char TOKENIZE_USAGE[] =
     "pieces and scores as llama2.c's tokenizer.bin (its export.py's), for its run.c\n"
     "with a model from train --model llama --llmc-out model.bin.\n"
     "\n"
+    "--tokenizer FILE (or --model-in) encodes with a tokenizer made before, of any\n"
+    "kind, told apart by the file: a SentencePiece .model, a Hugging Face\n"
+    "tokenizer.json (byte-level BPE: GPT-2, Llama 3, Qwen2), a tiktoken ranks\n"
+    "file (cl100k_base, o200k_base, Llama 3's tokenizer.model) or llama2.c's\n"
+    "tokenizer.bin; the whole text at once, decoding gives its bytes back (NFC\n"
+    "text where the tokenizer normalises). --bos puts the tokenizer's\n"
+    "beginning-of-sequence id first, as its own library does for a model's text.\n"
+    "\n"
     "examples:\n"
     "  meshtrain tokenize --text input.txt --vocab 4096 --model-out tok --out input.bin\n"
     "  meshtrain train --data input.bin --tokenizer tok.model --steps 500\n"
     "  meshtrain sample --ckpt model.ckpt --tokenizer tok.model --prompt \"The \"\n"
     "  meshtrain tokenize --text more.txt --model-in tok.model --out more.bin \\\n"
-    "                     --val-out more_val.bin --val-frac 0.1\n";
+    "                     --val-out more_val.bin --val-frac 0.1\n"
+    "  meshtrain tokenize --text input.txt --tokenizer gpt2/tokenizer.json --out input.bin\n"
+    "  meshtrain tokenize --text input.txt --tokenizer cl100k_base.tiktoken --ids-out ids.txt\n";
 
 typedef struct {
-    const char *text, *model_out, *model_in, *out, *val_out, *llama2c_out;
+    const char *text, *model_out, *model_in, *out, *val_out, *llama2c_out, *ids_out;
+    const char *in_flag;   /* "model-in" or "tokenizer": how model_in was given */
     int         vocab, threads;
     double      val_frac;
-    bool        json, doc_sep;
+    bool        json, doc_sep, bos;
     char        model_path[PATH_MAX], vocab_path[PATH_MAX];   /* from --model-out */
 } tokenize_args;
 
 /* Flags that contradict each other or leave nothing to do. */
-static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *seen_frac) {
+static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *seen_frac,
+                       const char *tokenizer) {
+    if (tokenizer && a->model_in) {
+        cli_error("--tokenizer '%s' and --model-in '%s' name the same thing: give one",
+                  tokenizer, a->model_in);
+        return CLI_EXIT_USAGE;
+    }
+    a->in_flag = tokenizer ? "tokenizer" : "model-in";
+    if (tokenizer) a->model_in = tokenizer;
     if (!a->text) {
         cli_error("tokenize needs --text FILE, the text to train on and encode");
         return CLI_EXIT_USAGE;
     }
     if (!a->model_out == !a->model_in) {
-        cli_error("tokenize needs one of --model-out PREFIX (train a tokenizer) and --model-in "
-                  "MODEL (use one trained before)%s", a->model_out ? ", not both" : "");
+        cli_error("tokenize needs one of --model-out PREFIX (train a tokenizer) and --tokenizer "
+                  "FILE (use one made before)%s", a->model_out ? ", not both" : "");
         return CLI_EXIT_USAGE;
     }
     if (a->model_out && !*seen_vocab) {
@@ -73,13 +95,13 @@ static int check_flags(tokenize_args *a, const bool *seen_vocab, const bool *see
         return CLI_EXIT_USAGE;
     }
     if (a->model_in && *seen_vocab) {
-        cli_error("--vocab %d sizes a tokenizer to train, and --model-in '%s' is trained "
-                  "already: drop --vocab", a->vocab, a->model_in);
+        cli_error("--vocab %d sizes a tokenizer to train, and --%s '%s' is trained "
+                  "already: drop --vocab", a->vocab, a->in_flag, a->model_in);
         return CLI_EXIT_USAGE;
     }
-    if (a->model_in && !a->out && !a->llama2c_out) {
-        cli_error("--model-in '%s' with no --out FILE has nothing to do: add --out TOKENS.bin "
-                  "(or --llama2c-out tokenizer.bin)", a->model_in);
+    if (a->model_in && !a->out && !a->llama2c_out && !a->ids_out) {
+        cli_error("--%s '%s' with no --out FILE has nothing to do: add --out TOKENS.bin "
+                  "(or --ids-out IDS.txt, --llama2c-out tokenizer.bin)", a->in_flag, a->model_in);
         return CLI_EXIT_USAGE;
     }
     if (a->val_out && !a->out) {
@@ -118,28 +140,46 @@ static int check_inputs(const tokenize_args *a) {
                   "text", a->text);
         return CLI_EXIT_FAIL;
     }
+    /* a tokenizer given may be byte-level BPE, which needs no tool: open_model checks */
     if ((a->model_out && (s = mt_tokenizer_find_tool(MT_SPM_TRAIN, NULL, 0)) != MT_OK) ||
-        (a->out && (s = mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0)) != MT_OK)) {
+        (a->model_out && a->out && (s = mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0)) != MT_OK)) {
         cli_error("%s", mt_errmsg());
         return CLI_EXIT_FAIL;
     }
     const cli_file files[] = {
         {.flag = "text", .path = a->text, .role = CLI_FILE_IN},
-        {.flag = "model-in", .path = a->model_in, .role = CLI_FILE_IN},
+        {.flag = a->in_flag, .path = a->model_in, .role = CLI_FILE_IN},
         {.flag = "model-out", .path = a->model_out ? a->model_path : NULL, .role = CLI_FILE_SAVE},
         {.flag = "model-out", .path = a->model_out ? a->vocab_path : NULL, .role = CLI_FILE_SAVE},
         {.flag = "out", .path = a->out, .role = CLI_FILE_SAVE},
         {.flag = "val-out", .path = a->val_out, .role = CLI_FILE_SAVE},
         {.flag = "llama2c-out", .path = a->llama2c_out, .role = CLI_FILE_SAVE},
+        {.flag = "ids-out", .path = a->ids_out, .role = CLI_FILE_SAVE},
     };
     return cli_check_files(files, (int)(sizeof files / sizeof files[0]));
 }
 
-/* A tokenizer whose ids a token file can hold. */
-static int open_model(const char *flag, const char *path, mt_tokenizer **tok) {
+/* A tokenizer that can do what the flags ask: ids a token file can hold
+ * (--out), spm_encode for a SentencePiece model, what only a SentencePiece
+ * model has (--llama2c-out, --doc-sep), a BOS (--bos). */
+static int open_model(const tokenize_args *a, const char *flag, const char *path,
+                      mt_tokenizer **tok) {
     *tok = NULL;
-    if (mt_tokenizer_open(path, tok) == MT_OK && mt_tokenizer_check_vocab(*tok) == MT_OK)
-        return CLI_EXIT_OK;
+    bool spm = false;
+    mt_status s = mt_tokenizer_open(path, tok);
+    if (s == MT_OK) spm = strcmp(mt_tokenizer_kind(*tok), "SentencePiece") == 0;
+    if (s == MT_OK && a->out) s = mt_tokenizer_check_vocab(*tok);
+    if (s == MT_OK && (a->out || a->ids_out)) s = mt_tokenizer_check_tools(*tok);
+    if (s == MT_OK && !spm && (a->llama2c_out || a->doc_sep))
+        s = mt_fail(MT_EINVAL, "%s is SentencePiece's (llama2.c's tokenizer.bin holds a "
+                    "SentencePiece model's pieces; --doc-sep writes its </s> at blank lines), "
+                    "and '%s' is %s: drop it", a->llama2c_out ? "--llama2c-out" : "--doc-sep",
+                    path, mt_tokenizer_kind(*tok));
+    if (s == MT_OK && a->bos && mt_tokenizer_bos(*tok) < 0)
+        s = mt_fail(MT_EINVAL, "--bos puts the tokenizer's beginning-of-sequence id first, and "
+                    "'%s' has none its library adds (GPT-2's, cl100k_base and o200k_base add "
+                    "none): drop --bos", path);
+    if (s == MT_OK) return CLI_EXIT_OK;
     cli_error("--%s: %s", flag, mt_errmsg());
     mt_tokenizer_free(*tok);
     *tok = NULL;
@@ -182,12 +222,43 @@ static mt_status mark_documents(const mt_tokenizer *tok, int32_t *ids, int64_t *
 }
 
 /* Encodes the text and writes the split. */
+/* --ids-out: the ids as text, one a line. */
+typedef struct { const int32_t *ids; int64_t n; } id_span;
+
+static mt_status write_id_lines(FILE *f, void *arg) {
+    const id_span *sp = arg;
+    for (int64_t i = 0; i < sp->n; i++) fprintf(f, "%d\n", sp->ids[i]);
+    return MT_OK;
+}
+
+static mt_status write_ids(const char *path, const int32_t *ids, int64_t n) {
+    mt_output *o;
+    mt_status s = mt_output_claim(path, "ids", &o);
+    if (s != MT_OK) return s;
+    id_span sp = {ids, n};
+    s = mt_output_write(o, write_id_lines, &sp);
+    mt_output_close(o);
+    return s;
+}
+
+/* --bos: the tokenizer's BOS before the text's ids. */
+static mt_status prepend_bos(const mt_tokenizer *tok, int32_t **ids, int64_t *n) {
+    int32_t *v = realloc(*ids, (size_t)(*n + 1) * sizeof *v);
+    if (!v) return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)*n + 1);
+    memmove(v + 1, v, (size_t)*n * sizeof *v);
+    v[0] = mt_tokenizer_bos(tok);
+    *ids = v;
+    (*n)++;
+    return MT_OK;
+}
+
 static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tokenize_done *d) {
     int32_t *ids = NULL;
     int64_t n = 0;
     double t0 = mt_time_now();
     mt_status s = mt_tokenizer_encode_file(tok, a->text, &ids, &n);
     if (s == MT_OK && a->doc_sep) s = mark_documents(tok, ids, &n);
+    if (s == MT_OK && a->bos) s = prepend_bos(tok, &ids, &n);
     d->encode_s = mt_time_now() - t0;
     if (s != MT_OK) {
         cli_error("encoding --text '%s': %s", a->text, mt_errmsg());
@@ -198,13 +269,16 @@ static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tok
     if (d->n_val > n - 1) d->n_val = n - 1;   /* as mt_dataset_open rounds */
     d->n_train = n - d->n_val;
     int rc = CLI_EXIT_OK;
-    if (a->val_out && d->n_val < 1) {
+    if (a->ids_out && (s = write_ids(a->ids_out, ids, n)) != MT_OK) {
+        cli_error("--ids-out: %s", mt_errmsg());
+        rc = CLI_EXIT_FAIL;
+    } else if (a->out && a->val_out && d->n_val < 1) {
         cli_error("--text '%s' encodes to %lld tokens, and --val-frac %g of them is none: give "
                   "a larger --val-frac or more text", a->text, (long long)n, a->val_frac);
         rc = CLI_EXIT_USAGE;
-    } else if ((s = mt_tokens_write(a->out, ids, d->n_train)) != MT_OK ||
-               (a->val_out && (s = mt_tokens_write(a->val_out, ids + d->n_train, d->n_val)) !=
-                                  MT_OK)) {
+    } else if (a->out && ((s = mt_tokens_write(a->out, ids, d->n_train)) != MT_OK ||
+                          (a->val_out && (s = mt_tokens_write(a->val_out, ids + d->n_train,
+                                                              d->n_val)) != MT_OK))) {
         cli_error("%s", mt_errmsg());
         rc = CLI_EXIT_FAIL;
     }
@@ -248,14 +322,21 @@ static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
     if (a->json) {
         printf("{\"tokenizer\": ");
         cli_json_string(stdout, model);
-        printf(", \"vocab\": %d, \"trained\": %s, \"text\": ", mt_tokenizer_vocab(tok),
-               a->model_out ? "true" : "false");
+        printf(", \"kind\": \"%s\", \"vocab\": %d, \"bos\": %d, \"eos\": %d, \"trained\": %s, "
+               "\"text\": ", mt_tokenizer_kind(tok), mt_tokenizer_vocab(tok),
+               mt_tokenizer_bos(tok), mt_tokenizer_eos(tok), a->model_out ? "true" : "false");
         cli_json_string(stdout, a->text);
         printf(", \"text_bytes\": %lld, \"train_seconds\": %.3f", (long long)d->text_bytes,
                d->train_s);
+        if (a->out || a->ids_out)
+            printf(", \"tokens\": %lld, \"encode_seconds\": %.3f", (long long)d->tokens,
+                   d->encode_s);
+        if (a->ids_out) {
+            printf(", \"ids\": ");
+            cli_json_string(stdout, a->ids_out);
+        }
         if (a->out) {
-            printf(", \"tokens\": %lld, \"encode_seconds\": %.3f, \"train\": {\"path\": ",
-                   (long long)d->tokens, d->encode_s);
+            printf(", \"train\": {\"path\": ");
             cli_json_string(stdout, a->out);
             printf(", \"tokens\": %lld}", (long long)d->n_train);
             if (a->val_out) {
@@ -277,13 +358,17 @@ static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
                mt_tokenizer_vocab(tok), a->text, (long long)d->text_bytes, d->train_s,
                a->vocab_path);
     else
-        printf("tokenizer   %s: %d pieces\n", model, mt_tokenizer_vocab(tok));
+        printf("tokenizer   %s: %s, %d pieces\n", model, mt_tokenizer_kind(tok),
+               mt_tokenizer_vocab(tok));
     if (a->llama2c_out)
         printf("llama2.c    %s: the pieces and scores as llama2.c's tokenizer.bin\n",
                a->llama2c_out);
+    if (a->out || a->ids_out)
+        printf("tokens      %lld from %s in %.1f s, %.2f bytes a token%s\n", (long long)d->tokens,
+               a->text, d->encode_s, d->tokens ? (double)d->text_bytes / (double)d->tokens : 0.0,
+               a->bos ? ", BOS first" : "");
+    if (a->ids_out) printf("ids         %s: one a line\n", a->ids_out);
     if (!a->out) return;
-    printf("tokens      %lld from %s in %.1f s, %.2f bytes a token\n", (long long)d->tokens,
-           a->text, d->encode_s, d->tokens ? (double)d->text_bytes / (double)d->tokens : 0.0);
     printf("train       %s: %lld tokens\n", a->out, (long long)d->n_train);
     if (a->val_out)
         printf("validation  %s: %lld tokens (the last %g)\n", a->val_out, (long long)d->n_val,
@@ -293,6 +378,7 @@ static void print_report(const tokenize_args *a, const mt_tokenizer *tok,
 
 int cli_cmd_tokenize(int argc, char **argv) {
     tokenize_args a = {.vocab = 4096, .val_frac = 0.1};
+    const char *tokenizer = NULL;
     const cli_opt opts[] = {
         {"text", CLI_STR, &a.text, 0, 0, 0, 0, NULL, "FILE", "text to train on and encode (required)"},
         {"vocab", CLI_INT, &a.vocab, 1, MT_TOKENIZER_MAX_VOCAB, 0, 0, NULL, "N",
@@ -300,7 +386,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"model-out", CLI_STR, &a.model_out, 0, 0, 0, 0, NULL, "PREFIX",
          "train a tokenizer: write PREFIX.model and PREFIX.vocab"},
         {"model-in", CLI_STR, &a.model_in, 0, 0, 0, 0, NULL, "MODEL",
-         "encode with this SentencePiece model instead of training one"},
+         "encode with this tokenizer instead of training one (as --tokenizer)"},
         {"out", CLI_STR, &a.out, 0, 0, 0, 0, NULL, "FILE", "llm.c token file of the text (train split)"},
         {"val-out", CLI_STR, &a.val_out, 0, 0, 0, 0, NULL, "FILE", "llm.c token file of the validation split"},
         {"val-frac", CLI_DOUBLE, &a.val_frac, 0, 1, 1, 1, NULL, "X", "tail of the tokens in --val-out"},
@@ -311,6 +397,13 @@ int cli_cmd_tokenize(int argc, char **argv) {
          "</s> (the end-of-text id train --doc-mask on splits at; decoding drops them)"},
         {"llama2c-out", CLI_STR, &a.llama2c_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the tokenizer as llama2.c's tokenizer.bin (for its run.c)"},
+        {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "FILE",
+         "encode with this tokenizer: SentencePiece .model, tokenizer.json, tiktoken ranks "
+         "or llama2.c's tokenizer.bin"},
+        {"ids-out", CLI_STR, &a.ids_out, 0, 0, 0, 0, NULL, "FILE",
+         "also write the ids as text, one a line (any vocabulary size)"},
+        {"bos", CLI_FLAG, &a.bos, 0, 0, 0, 0, NULL, NULL,
+         "put the tokenizer's beginning-of-sequence id first, as its library does"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};
@@ -320,11 +413,11 @@ int cli_cmd_tokenize(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK) return rc;
-    if ((rc = check_flags(&a, &seen[1], &seen[6])) != CLI_EXIT_OK ||
+    if ((rc = check_flags(&a, &seen[1], &seen[6], tokenizer)) != CLI_EXIT_OK ||
         (rc = check_inputs(&a)) != CLI_EXIT_OK)
         return rc;
     mt_tokenizer *tok = NULL;
-    if (a.model_in && (rc = open_model("model-in", a.model_in, &tok)) != CLI_EXIT_OK) return rc;
+    if (a.model_in && (rc = open_model(&a, a.in_flag, a.model_in, &tok)) != CLI_EXIT_OK) return rc;
 
     tokenize_done d = {0};
     FILE *f;
@@ -337,10 +430,10 @@ int cli_cmd_tokenize(int argc, char **argv) {
             cli_error("training the tokenizer on '%s': %s", a.text, mt_errmsg());
             return CLI_EXIT_FAIL;
         }
-        if ((rc = open_model("model-out", a.model_path, &tok)) != CLI_EXIT_OK) return rc;
+        if ((rc = open_model(&a, "model-out", a.model_path, &tok)) != CLI_EXIT_OK) return rc;
     }
     if (a.llama2c_out) rc = write_llama2c(a.llama2c_out, tok);
-    if (a.out && rc == CLI_EXIT_OK) rc = encode_and_write(&a, tok, &d);
+    if ((a.out || a.ids_out) && rc == CLI_EXIT_OK) rc = encode_and_write(&a, tok, &d);
     if (rc == CLI_EXIT_OK) print_report(&a, tok, &d);
     mt_tokenizer_free(tok);
     return rc;

@@ -22,8 +22,10 @@
 #include "io/io_impl.h"
 #include "io/tokenizer_impl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A model larger than this is not a SentencePiece model (Llama 2's is 0.5 MB). */
 #define MODEL_MAX_BYTES (256 << 20)
@@ -149,7 +151,7 @@ static bool read_piece(pb_buf msg, mt_tokenizer *tok, int i, char **at) {
 
 /* Counts the pieces and the bytes their strings take; reads the
  * normaliser's flags. False at a malformed field. */
-static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip) {
+static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip, bool *dummy_out) {
     bool dummy = true, fold = true;   /* the proto's defaults */
     uint32_t field, wire;
     uint64_t v;
@@ -172,6 +174,7 @@ static bool scan_model(pb_buf b, int64_t *n_pieces, size_t *bytes, bool *strip) 
         }
     }
     *strip = dummy || fold;
+    *dummy_out = dummy;
     return true;
 }
 
@@ -180,10 +183,11 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     pb_buf b = {data, data + size};
     int64_t n;
     size_t bytes;
-    if (!scan_model(b, &n, &bytes, &tok->strip_space))
+    if (!scan_model(b, &n, &bytes, &tok->strip_space, &tok->dummy_prefix))
         return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: its protocol buffer is "
-                       "malformed (give the .model file spm_train or meshtrain tokenize wrote)",
-                       path);
+                       "malformed (give the .model file spm_train or meshtrain tokenize wrote); "
+                       "nor is it a tokenizer.json (JSON) or a tiktoken file (\"BASE64 RANK\" "
+                       "lines)", path);
     if (n == 0 || n > INT32_MAX)
         return mt_fail(MT_EFORMAT, "'%s' is not a SentencePiece model: it holds %lld pieces "
                        "(give the .model file spm_train or meshtrain tokenize wrote)", path,
@@ -222,6 +226,22 @@ static mt_status parse_model(const char *path, const uint8_t *data, size_t size,
     return MT_OK;
 }
 
+/* The kind of tokenizer the file holds, by its bytes: a JSON object is a
+ * Hugging Face tokenizer.json, "BASE64 RANK" lines a tiktoken ranks file,
+ * records that end at the file's end llama2.c's tokenizer.bin, anything
+ * else a SentencePiece model (its own reader says if not). */
+static mt_status parse_any(const char *path, const char *data, size_t size, mt_tokenizer *tok) {
+    size_t ws = 0;
+    while (ws < size && strchr(" \t\r\n", data[ws]) && data[ws]) ws++;
+    mt_status s;
+    if (ws < size && data[ws] == '{') s = mt__bpe_read_json(path, data, size, &tok->bpe);
+    else if (mt__bpe_is_tiktoken(data, size)) s = mt__bpe_read_tiktoken(path, data, size, &tok->bpe);
+    else if (mt__bpe_is_llama2c(data, size)) s = mt__bpe_read_llama2c(path, data, size, &tok->bpe);
+    else return parse_model(path, (const uint8_t *)data, size, tok);
+    if (s == MT_OK) tok->V = mt__bpe_vocab(tok->bpe);
+    return s;
+}
+
 mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_tokenizer_open: out is NULL");
     *out = NULL;
@@ -235,7 +255,7 @@ mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out) {
         free(tok);
         return mt_fail(MT_ENOMEM, "no memory for tokenizer '%s'", model_path);
     }
-    s = parse_model(model_path, (const uint8_t *)data, size, tok);
+    s = parse_any(model_path, data, size, tok);
     free(data);
     if (s != MT_OK) {
         mt_tokenizer_free(tok);
@@ -254,6 +274,7 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->score);
     free(tok->type);
     free(tok->arena);
+    mt__bpe_free(tok->bpe);
     free(tok);
 }
 
@@ -263,8 +284,103 @@ const char *mt_tokenizer_path(const mt_tokenizer *tok) { return tok ? tok->path 
 
 const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score) {
     if (!tok || id < 0 || id >= tok->V) return NULL;
-    if (score) *score = tok->score[id];
-    return tok->piece[id];
+    if (score) *score = tok->bpe ? 0.0f : tok->score[id];
+    return tok->bpe ? mt__bpe_piece(tok->bpe, id) : tok->piece[id];
+}
+
+const char *mt_tokenizer_kind(const mt_tokenizer *tok) {
+    if (!tok) return NULL;
+    return tok->bpe ? mt__bpe_kind(tok->bpe) : "SentencePiece";
+}
+
+/* SentencePiece's <s> and </s>: the first control piece so spelled. */
+static int control_piece(const mt_tokenizer *tok, const char *name) {
+    for (int id = 0; id < tok->V; id++)
+        if (tok->type[id] == MT__SPM_CONTROL && strcmp(tok->piece[id], name) == 0) return id;
+    return -1;
+}
+
+int mt_tokenizer_bos(const mt_tokenizer *tok) {
+    if (!tok) return -1;
+    return tok->bpe ? mt__bpe_bos(tok->bpe) : control_piece(tok, "<s>");
+}
+
+int mt_tokenizer_eos(const mt_tokenizer *tok) {
+    if (!tok) return -1;
+    return tok->bpe ? mt__bpe_eos(tok->bpe) : control_piece(tok, "</s>");
+}
+
+/* ======================================================================== */
+/* The model without its dummy prefix                                        */
+/* ======================================================================== */
+
+static bool pb_put(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
+
+static bool pb_put_varint(FILE *f, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do { b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+    return pb_put(f, b, (size_t)n);
+}
+
+/* Writes model `m` with NormalizerSpec.add_dummy_prefix false into f: every
+ * field as it is, but the normaliser's field 3, replaced (or added, with a
+ * normaliser of the proto's defaults when the model has none). */
+static bool write_without_dummy(pb_buf m, FILE *f) {
+    uint32_t field, wire, kf, kw;
+    uint64_t v;
+    pb_buf sub, kid;
+    bool ok = true, seen = false;
+    const uint8_t off[2] = {3 << 3 | 0, 0};   /* add_dummy_prefix: false */
+    while (ok && m.p < m.end) {
+        const uint8_t *at = m.p;
+        if (!pb_field(&m, &field, &wire, &v, &sub)) return false;
+        if (!(field == 3 && wire == 2)) { ok = pb_put(f, at, (size_t)(m.p - at)); continue; }
+        uint8_t *spec = malloc((size_t)(sub.end - sub.p) + 2);   /* (spec bytes) the new spec */
+        size_t n = 0;
+        if (!spec) return false;
+        while (sub.p < sub.end) {
+            const uint8_t *k = sub.p;
+            if (!pb_field(&sub, &kf, &kw, &v, &kid)) { free(spec); return false; }
+            if (kf == 3 && kw == 0) continue;
+            memcpy(spec + n, k, (size_t)(sub.p - k));
+            n += (size_t)(sub.p - k);
+        }
+        memcpy(spec + n, off, 2);
+        n += 2;
+        ok = pb_put_varint(f, 3 << 3 | 2) && pb_put_varint(f, n) && pb_put(f, spec, n);
+        free(spec);
+        seen = true;
+    }
+    if (ok && !seen) ok = pb_put_varint(f, 3 << 3 | 2) && pb_put_varint(f, 2) && pb_put(f, off, 2);
+    return ok;
+}
+
+mt_status mt__spm_without_dummy(const mt_tokenizer *tok, char *path, size_t n) {
+    char *data = NULL;
+    size_t size = 0;
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    if (snprintf(path, n, "%s/meshtrain-spm-XXXXXX", tmp) >= (int)n)
+        return mt_fail(MT_EINVAL, "TMPDIR '%s' is too long for a path", tmp);
+    mt_status s = mt_input_read_all(tok->path, "tokenizer", MODEL_MAX_BYTES, &data, &size);
+    if (s != MT_OK) return s;
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        s = mt_fail(MT_EIO, "cannot make a temporary file in '%s' for the model without its "
+                    "dummy prefix: %s (set TMPDIR to a writable directory)", tmp, strerror(errno));
+        if (fd >= 0) { close(fd); unlink(path); }
+        free(data);
+        return s;
+    }
+    bool ok = write_without_dummy((pb_buf){(const uint8_t *)data, (const uint8_t *)data + size}, f);
+    ok = fclose(f) == 0 && ok;
+    free(data);
+    if (ok) return MT_OK;
+    unlink(path);
+    return mt_fail(MT_EIO, "cannot write '%s', tokenizer '%s' without its dummy prefix: %s",
+                   path, tok->path, strerror(errno));
 }
 
 /* ======================================================================== */
@@ -276,17 +392,25 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
     if (!tok || (n > 0 && !ids) || !buf || cap == 0)
         return mt_fail(MT_EINVAL, "mt_tokenizer_decode needs a tokenizer, the ids and a buffer");
     size_t m = 0;
-    bool first = at_start && tok->strip_space;   /* the dummy space is still to drop */
+    /* the dummy space is still to drop */
+    bool first = at_start && (tok->bpe ? mt__bpe_dummy(tok->bpe) : tok->strip_space);
     for (int64_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= tok->V)
             return mt_fail(MT_EINVAL, "id %d at position %lld is outside the vocabulary of "
                            "tokenizer '%s' (ids 0..%d)", id, (long long)i, tok->path, tok->V - 1);
-        const char *t = tok->text[id];
-        size_t k = (size_t)tok->text_len[id];
+        const char *t;
+        size_t k;
+        if (tok->bpe && !mt__bpe_bytes(tok->bpe, id, &t, &k))
+            return mt_fail(MT_EINVAL, "id %d at position %lld is an unused id of tokenizer "
+                           "'%s' (no token has it)", id, (long long)i, tok->path);
+        if (!tok->bpe) {
+            t = tok->text[id];
+            k = (size_t)tok->text_len[id];
+        }
         if (first && k > 0) {   /* SentencePiece drops it from the first visible piece */
             first = false;
-            if (strncmp(tok->piece[id], SPACE_SYMBOL, 3) == 0) { t++; k--; }
+            if (tok->bpe ? t[0] == ' ' : strncmp(tok->piece[id], SPACE_SYMBOL, 3) == 0) { t++; k--; }
         }
         if (m + k < cap) memcpy(buf + m, t, k);
         m += k;

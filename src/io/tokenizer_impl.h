@@ -1,12 +1,13 @@
 /*
  * tokenizer_impl.h — what the tokenizer's files share: the model as read
- * from its file (tokenizer.c), the newline and byte ids the encoder joins
- * lines with (tokenizer_spm.c runs the SentencePiece tools), and the bytes
+ * from its file (tokenizer.c; a byte-level BPE is tok_bpe_impl.h's), the
+ * newline and byte ids the encoder joins lines with (tokenizer_spm.c runs the SentencePiece tools), and the bytes
  * of a text spm_encode must not see (tokenizer_raw.c).
  */
 #ifndef MT_IO_TOKENIZER_IMPL_H
 #define MT_IO_TOKENIZER_IMPL_H
 
+#include "io/tok_bpe_impl.h"
 #include "meshtrain/tokenizer.h"
 
 #include <stdio.h>
@@ -20,6 +21,8 @@ enum {
 struct mt_tokenizer {
     char    *path;          /* the model file */
     int      V;             /* pieces */
+    mt__bpe *bpe;           /* a byte-level BPE (tokenizer.json, tiktoken), NULL for
+                               SentencePiece, whose fields follow */
     char   **piece;         /* (V) each piece as spelled, NUL-terminated, in `arena` */
     char   **text;          /* (V) the bytes each piece decodes to, in `arena` */
     int     *text_len;      /* (V) */
@@ -28,6 +31,7 @@ struct mt_tokenizer {
     char    *arena;         /* every piece and text */
     bool     strip_space;   /* the model adds a dummy space before a text, or folds
                                whitespace: decoding drops a text's leading space */
+    bool     dummy_prefix;  /* the model adds a dummy space before a text (Llama 2's) */
     int      newline;       /* the id that decodes to "\n", -1 if none */
     int      byte_id[256];  /* the byte piece "<0xAB>" of each byte, -1 if none */
 };
@@ -56,6 +60,15 @@ typedef struct {
  * freed with mt__raw_free. */
 mt_status mt__raw_scan(const mt_tokenizer *tok, int fd, FILE *out, mt__raw_text *r);
 void      mt__raw_free(mt__raw_text *r);
+
+/* Writes a copy of SentencePiece model tok with NormalizerSpec's
+ * add_dummy_prefix false into a new temporary file (in $TMPDIR), its path
+ * into path[n]; the caller unlinks it. spm_encode encodes a text line by
+ * line, each line as a text of its own with a dummy space before it; with
+ * this copy, the lines after the first are encoded as the rest of one
+ * text, as SentencePiece encodes a whole text (its BPE merges nothing
+ * across a newline, which no piece holds). MT_EIO, MT_EINVAL, MT_ENOMEM. */
+mt_status mt__spm_without_dummy(const mt_tokenizer *tok, char *path, size_t n);
 
 /* What the text of fd (read from offset 0 with pread) gives spm_train:
  * *chars, its distinct characters (each byte that is not well-formed UTF-8

@@ -55,6 +55,11 @@ mt_status mt_tokenizer_find_tool(const char *tool, char *path, size_t n) {
                    MT_SPM_PACKAGE, MT_SPM_PACKAGE);
 }
 
+mt_status mt_tokenizer_check_tools(const mt_tokenizer *tok) {
+    if (!tok) return mt_fail(MT_EINVAL, "mt_tokenizer_check_tools: tok is NULL");
+    return tok->bpe ? MT_OK : mt_tokenizer_find_tool(MT_SPM_ENCODE, NULL, 0);
+}
+
 /* The reason a tool gave for failing: from the last lines of its log, the
  * last one that says something ("... [cond] Vocabulary size too high
  * (20000). Please set it to a value <= 7068."), after its source location. */
@@ -292,8 +297,8 @@ done:
 /* Encoding                                                                  */
 /* ======================================================================== */
 
-/* Growing array of ids. */
-typedef struct { int32_t *v; int64_t n, cap; } id_list;
+/* Growing array of ids; `first`: how many the first line of the text gave. */
+typedef struct { int32_t *v; int64_t n, cap, first; } id_list;
 
 static bool ids_push(id_list *l, int32_t id) {
     if (l->n == l->cap) {
@@ -338,6 +343,7 @@ static mt_status read_ids(const mt_tokenizer *tok, int fd, const mt__raw_text *r
                 if (!ok) return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
                 continue;
             }
+            if (line == 0) l->first = l->n;
             if (next < raw->n_run && raw->run[next].line == line) {
                 const mt__raw_run *r = &raw->run[next++];
                 for (int64_t k = 0; ok && k < r->len; k++)
@@ -351,20 +357,21 @@ static mt_status read_ids(const mt_tokenizer *tok, int fd, const mt__raw_text *r
     }
     if (cur >= 0 && !ids_push(l, (int32_t)cur))
         return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)l->n);
+    if (line == 0) l->first = l->n;
     if (next != raw->n_run)
         return mt_fail(MT_EFORMAT, "spm_encode printed %lld lines where its text has at "
                        "least %lld", (long long)line, (long long)raw->run[raw->n_run - 1].line + 1);
     return MT_OK;
 }
 
-/* Runs spm_encode on the text read from in_fd (at its start) into *l, the
- * raw runs of `raw` put back between its lines. */
-static mt_status run_encoder(const mt_tokenizer *tok, int in_fd, const mt__raw_text *raw,
-                             id_list *l) {
+/* Runs spm_encode with the model file `model` on the text read from in_fd
+ * (at its start) into *l, the raw runs of `raw` put back between its lines. */
+static mt_status run_encoder(const mt_tokenizer *tok, const char *model, int in_fd,
+                             const mt__raw_text *raw, id_list *l) {
     char exe[PATH_MAX], a_model[PATH_MAX + 16];
     mt_status s = mt_tokenizer_find_tool(MT_SPM_ENCODE, exe, sizeof exe);
     if (s != MT_OK) return s;
-    snprintf(a_model, sizeof a_model, "--model=%s", tok->path);
+    snprintf(a_model, sizeof a_model, "--model=%s", model);
     char *argv[] = {exe, a_model, "--output_format=id", NULL};
     FILE *log = tmpfile();
     int pipe_fd[2] = {-1, -1};
@@ -386,6 +393,57 @@ static mt_status run_encoder(const mt_tokenizer *tok, int in_fd, const mt__raw_t
     }
     if (pipe_fd[0] >= 0) close(pipe_fd[0]);
     fclose(log);
+    return s;
+}
+
+/* The ids of a "▁" alone: its piece, or else its three byte pieces. */
+static mt_status dummy_space(const mt_tokenizer *tok, id_list *l) {
+    static const char SPACE[] = "\xE2\x96\x81";
+    int id = -1;
+    for (int i = 0; i < tok->V && id < 0; i++)
+        if (tok->type[i] == MT__SPM_NORMAL && strcmp(tok->piece[i], SPACE) == 0) id = i;
+    bool ok = id >= 0 ? ids_push(l, id) : true;
+    for (int k = 0; id < 0 && k < 3; k++)
+        ok = ok && tok->byte_id[(uint8_t)SPACE[k]] >= 0 && ids_push(l, tok->byte_id[(uint8_t)SPACE[k]]);
+    if (!ok)
+        return mt_fail(MT_EFORMAT, "tokenizer '%s' has no piece for the dummy space U+2581 "
+                       "before a text, nor byte pieces for its bytes", tok->path);
+    l->first = l->n;
+    return MT_OK;
+}
+
+/* spm_encode's ids of the text of fd as one text (the multi-line fix of
+ * issue 43): a model with a dummy prefix gives the first line as it is, and
+ * the others through a copy of it without one (mt__spm_without_dummy), so
+ * only the text's start gets the dummy "▁", as SentencePiece's own whole-
+ * text encoding, llama2.c's run.c and its data preparation give. */
+static mt_status encode_whole(const mt_tokenizer *tok, int fd, const mt__raw_text *raw,
+                              id_list *l) {
+    if (!tok->dummy_prefix) return run_encoder(tok, tok->path, fd, raw, l);
+    char rest[PATH_MAX];
+    id_list first = {0};
+    mt_status s = mt__spm_without_dummy(tok, rest, sizeof rest);
+    if (s != MT_OK) return s;
+    s = run_encoder(tok, rest, fd, raw, l);
+    unlink(rest);
+    if (s == MT_OK && l->first > 0) s = run_encoder(tok, tok->path, fd, raw, &first);
+    /* a text that begins with its first line empty begins with the dummy "▁" alone
+     * (spm_encode gives an empty line nothing) */
+    if (s == MT_OK && l->first == 0 && l->n > 0) s = dummy_space(tok, &first);
+    if (s == MT_OK && first.first > 0) {   /* the first line's ids, then the rest's */
+        int64_t n = first.first + l->n - l->first;
+        int32_t *v = n > l->cap ? realloc(l->v, (size_t)n * sizeof *v) : l->v;
+        if (!v) s = mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)n);
+        if (s == MT_OK) {
+            memmove(v + first.first, v + l->first, (size_t)(l->n - l->first) * sizeof *v);
+            memcpy(v, first.v, (size_t)first.first * sizeof *v);
+            l->v = v;
+            l->cap = n > l->cap ? n : l->cap;
+            l->n = n;
+            l->first = first.first;
+        }
+    }
+    free(first.v);
     return s;
 }
 
@@ -411,7 +469,8 @@ static mt_status encode_fd(const mt_tokenizer *tok, int in_fd, int32_t **ids, in
                         strerror(errno));
     }
     id_list l = {0};
-    if (s == MT_OK) s = run_encoder(tok, copy ? fileno(copy) : in_fd, &raw, &l);
+    int fd = copy ? fileno(copy) : in_fd;
+    if (s == MT_OK) s = encode_whole(tok, fd, &raw, &l);
     if (copy) fclose(copy);
     /* spm_encode ends every line it prints, the last one too */
     if (s == MT_OK && !raw.ends_in_newline && l.n > 0 && l.v[l.n - 1] == tok->newline) l.n--;
@@ -433,8 +492,16 @@ mt_status mt_tokenizer_encode_file(const mt_tokenizer *tok, const char *text_pat
                        "outputs");
     FILE *f;
     int64_t size = 0;
-    mt_status s = mt_input_open(text_path, "text", 0, &f, &size);
-    if (s != MT_OK) return s;
+    mt_status s;
+    if (tok->bpe) {   /* byte-level BPE encodes in this process, the whole text at once */
+        char *text = NULL;
+        size_t len = 0;
+        if ((s = mt_input_read_all(text_path, "text", 0, &text, &len)) != MT_OK) return s;
+        s = mt__bpe_encode(tok->bpe, text, len, ids, n);
+        free(text);
+        return s;
+    }
+    if ((s = mt_input_open(text_path, "text", 0, &f, &size)) != MT_OK) return s;
     s = encode_fd(tok, fileno(f), ids, n);
     fclose(f);
     return s;
@@ -444,6 +511,7 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
                               int32_t **ids, int64_t *n) {
     if (!tok || (len > 0 && !text) || !ids || !n)
         return mt_fail(MT_EINVAL, "mt_tokenizer_encode needs a tokenizer, the text and outputs");
+    if (tok->bpe) return mt__bpe_encode(tok->bpe, len ? text : "", len, ids, n);
     FILE *f = tmpfile();
     if (!f) return mt_fail(MT_EIO, "cannot make a temporary file for the text: %s",
                            strerror(errno));
