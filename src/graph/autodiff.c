@@ -71,36 +71,44 @@ static mt_status place_regathers(mt_graph *g, int *order, int n_old, int n_all,
 
 static void regather_params(mt_graph *g) {
     const int n_fwd = g->n_forward, n_b0 = g->prog->n_b, n_w0 = g->prog->n_w;
+    const int n_t0 = g->n_tensors, n_nodes0 = g->n_nodes;
+    /* each gathered parameter's first backward reader, in run order (B,
+       then W): one pass over the orders (a search a parameter was
+       quadratic in the model's size: 16 % of a 1024-device MoE's explain) */
+    int *first = malloc(((size_t)n_t0 + 1) * sizeof *first);   /* (n_t0) position, -1 */
+    mt_phase *first_phase = malloc(((size_t)n_t0 + 1) * sizeof *first_phase);   /* (n_t0) */
+    mt_tensor **copy_of = calloc((size_t)n_t0 + 1, sizeof *copy_of);   /* (n_t0) its re-gather */
     regather_site *sites = NULL;
     int n_sites = 0;
+    if (!first || !first_phase || !copy_of) {
+        mt__graph_error(g, MT_ENOMEM, "out of memory for the re-gathers");
+        goto done;
+    }
+    for (int t = 0; t < n_t0; t++) first[t] = -1;
+    for (int ph = 0; ph < 2; ph++) {
+        const int *order = ph == 0 ? g->prog->order_b : g->prog->order_w;
+        const int n = ph == 0 ? n_b0 : n_w0;
+        for (int j = 0; j < n; j++) {
+            const mt_op_call *c = &g->nodes[order[j]].call;
+            for (int k = 0; k < c->n_in; k++) {
+                const mt_tensor *x = c->in[k];
+                if (!x || !x->regather || x->id >= n_t0 || first[x->id] >= 0) continue;
+                first[x->id] = j;
+                first_phase[x->id] = ph == 0 ? MT_PHASE_B : MT_PHASE_W;
+            }
+        }
+    }
     for (int i = 0; i < n_fwd && g->status == MT_OK; i++) {
         const mt_op_call f = g->nodes[i].call;   /* copy: appending moves the array */
-        if (!f.out->regather) continue;
-        /* the first backward reader, in run order (B, then W) */
-        int at = -1;
-        mt_phase phase = MT_PHASE_B;
-        for (int ph = 0; ph < 2 && at < 0; ph++) {
-            const int *order = ph == 0 ? g->prog->order_b : g->prog->order_w;
-            const int n = ph == 0 ? n_b0 : n_w0;
-            for (int j = 0; j < n && at < 0; j++) {
-                const mt_op_call *c = &g->nodes[order[j]].call;
-                for (int k = 0; k < c->n_in; k++)
-                    if (c->in[k] == f.out) at = j;
-            }
-            if (at >= 0) phase = ph == 0 ? MT_PHASE_B : MT_PHASE_W;
-        }
-        if (at < 0) continue;
+        if (!f.out->regather || f.out->id >= n_t0 || first[f.out->id] < 0) continue;
+        const int at = first[f.out->id];
+        const mt_phase phase = first_phase[f.out->id];
         char name[MT_MAX_NAME];
         mt__name_derived(name, sizeof name, "regather(", f.out->name, MT_MAX_NAME - 12, ")");
         mt_tensor *copy = mt__tensor_new(g, name, f.out->dtype, MT_AUX, f.out->ndim, f.out->shape);
         if (!copy) break;
         copy->sharding = f.out->sharding;
-        /* every backward reader reads the copy */
-        for (int j = n_fwd; j < g->n_nodes; j++) {
-            mt_op_call *c = &g->nodes[j].call;
-            for (int k = 0; k < c->n_in; k++)
-                if (c->in[k] == f.out) c->in[k] = copy;
-        }
+        copy_of[f.out->id] = copy;
         mt_op_call again = f;
         again.out = copy;
         again.p.coll.async = true;   /* prefetched: the plan defers it where it can */
@@ -112,6 +120,13 @@ static void regather_params(mt_graph *g) {
         sites = grown;
         sites[n_sites++] = (regather_site){g->n_nodes - 1, phase, at, at};
     }
+    /* every backward reader reads the copy (the re-gathers read the shards) */
+    for (int j = n_fwd; g->status == MT_OK && j < n_nodes0; j++) {
+        mt_op_call *c = &g->nodes[j].call;
+        for (int k = 0; k < c->n_in; k++)
+            if (c->in[k] && c->in[k]->id < n_t0 && copy_of[c->in[k]->id])
+                c->in[k] = copy_of[c->in[k]->id];
+    }
     if (g->status == MT_OK && n_sites) {
         qsort(sites, (size_t)n_sites, sizeof *sites, by_site);
         for (int k = 1; k < n_sites; k++)   /* one parameter ahead */
@@ -121,7 +136,8 @@ static void regather_params(mt_graph *g) {
             s = place_regathers(g, g->prog->order_w, n_w0, g->prog->n_w, sites, n_sites, MT_PHASE_W);
         if (s != MT_OK) mt__graph_error(g, s, "%s", mt_errmsg());
     }
-    free(sites);
+done:
+    free(first), free(first_phase), free(copy_of), free(sites);
 }
 
 mt_status mt__autodiff(mt_graph *g) {

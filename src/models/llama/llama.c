@@ -351,13 +351,14 @@ static mt_tensor *llama_block(mt_graph *g, mt_tensor *x, int l, const mt_llama_c
         mt_graph_logical(g, bk, kv_axes);
         mt_graph_logical(g, bv, kv_axes);
     }
+    /* Qwen3: each head's HS channels RMS-normalised before RoPE */
     mt_tensor *q = mt_linear(g, h, wq, bq);                                  /* (B,T,NH·HS) */
-    mt_tensor *k = mt_linear(g, h, wk, bk);                                  /* (B,T,KV·HS) */
-    if (cfg->qk_norm) {   /* Qwen3: each head's HS channels RMS-normalised */
+    if (cfg->qk_norm)
         q = head_norm(g, q, NH, HS, lparam(g, ones, HS, 0, "h.%d.attn.q_norm.w", l), cfg);
-        k = head_norm(g, k, KV, HS, lparam(g, ones, HS, 0, "h.%d.attn.k_norm.w", l), cfg);
-    }
     q = mt_rope_scaled(g, q, NH, cfg->rope_theta, 0, rs);                    /* (B,T,NH·HS) */
+    mt_tensor *k = mt_linear(g, h, wk, bk);                                  /* (B,T,KV·HS) */
+    if (cfg->qk_norm)
+        k = head_norm(g, k, KV, HS, lparam(g, ones, HS, 0, "h.%d.attn.k_norm.w", l), cfg);
     k = mt_rope_scaled(g, k, KV, cfg->rope_theta, 0, rs);                    /* (B,T,KV·HS) */
     mt_tensor *v = mt_linear(g, h, wv, bv);                                  /* (B,T,KV·HS) */
     mt_tensor *att = mt_attention_gqa_docs(g, q, k, v, NH, KV, docs);        /* (B,T,NH·HS) */
