@@ -235,6 +235,18 @@ mt_status mt_report_write_svg_timeline(const mt_report *r, FILE *f);
  * step, linear axes with ticks, labels and a legend. */
 mt_status mt_report_write_svg_loss(const mt_report_metrics *m, FILE *f);
 
+/* The report as one self-contained HTML5 page (UTF-8, no script, nothing
+ * loaded from elsewhere), written to f: the things to fix first (<ol
+ * id="fixes">), the roofline (<figure id="roofline">, the SVG above
+ * inline), the ops, devices and steps as tables (<table id="ops">,
+ * "devices", "steps": the text report's columns), the timeline (<figure
+ * id="timeline">; a line saying why where the trace has no whole step),
+ * with metrics (NULL: none) the run's table and the loss picture (id
+ * "run", "loss"), and the text report itself (<pre id="text">). Reads the
+ * tables of the last mt_report_analyse. MT_EINVAL for a NULL report or
+ * file, MT_EIO when f fails. */
+mt_status mt_report_write_html(const mt_report *r, const mt_report_metrics *m, FILE *f);
+
 /* Frees a report; NULL is allowed. */
 void mt_report_free(mt_report *r);
 

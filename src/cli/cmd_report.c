@@ -17,6 +17,7 @@
 static const char USAGE[] =
     "usage: meshtrain report TRACE [--machine FILE] [--peak-gflops X] [--bandwidth-gbs Y]\n"
     "                            [--model-flops F] [--json] [--metrics FILE] [--out DIR]\n"
+    "                            [--html FILE]\n"
     "Reads a trace of `meshtrain train --trace TRACE` and prints per op kind its time share,\n"
     "GFLOP/s, GB/s, flops/byte and roofline bound min(peak, intensity x bandwidth); per device\n"
     "busy, idle, exposed communication (comm spans on its own track and 'wait:' regions: the\n"
@@ -37,7 +38,10 @@ static const char USAGE[] =
     "--out DIR writes pictures into DIR (made when missing): roofline.svg (op kinds at their\n"
     "FLOP/byte and GFLOP/s under the roof, area = share of op time), timeline.svg (the step of\n"
     "median wall time, a row per device and per async comm lane) and, with --metrics, loss.svg\n"
-    "(train and validation loss per step); then prints 'pictures: ...' (on stderr with --json).\n";
+    "(train and validation loss per step); then prints 'pictures: ...' (on stderr with --json).\n"
+    "--html FILE writes the whole report as one self-contained page: the fixes, the roofline,\n"
+    "the tables, the timeline and (with --metrics) the run and its loss, no script and nothing\n"
+    "loaded from elsewhere; then prints 'page: FILE' (on stderr with --json).\n";
 
 static const char *const PICTURE[3] = {"roofline.svg", "timeline.svg", "loss.svg"};
 
@@ -67,17 +71,34 @@ typedef struct {
     mt_output *claim[3];
     int        n;          /* pictures to write: 2, 3 with --metrics */
     bool       made_dir;   /* --out was made here: removed again on failure */
+    mt_output *page;       /* --html's claim */
 } report_files;
 
-static int claim_files(report_files *rf, const char *trace, const char *metrics,
-                       const char *machine, const char *out_dir) {
-    memset(rf, 0, sizeof *rf);
-    if (!out_dir) {
-        const cli_file in[] = {{.flag = "trace", .path = trace, .role = CLI_FILE_IN}};
-        return cli_check_files(in, 1);
+/* --html's file, checked against the inputs and claimed. */
+static int claim_page(report_files *rf, const char *trace, const char *metrics,
+                      const char *machine, const char *html) {
+    const cli_file files[] = {
+        {.flag = "trace", .path = trace, .role = CLI_FILE_IN},
+        {.flag = "metrics", .path = metrics, .role = CLI_FILE_IN},
+        {.flag = "machine", .path = machine, .role = CLI_FILE_IN},
+        {.flag = "html", .path = html, .role = CLI_FILE_SAVE},
+    };
+    int rc = cli_check_files(files, 4);
+    if (rc != CLI_EXIT_OK || !html) return rc;
+    mt_status s = mt_output_claim(html, "page", &rf->page);
+    if (s != MT_OK) {
+        cli_error("--html: %s", mt_errmsg());
+        return cli_exit_of(s);
     }
-    int rc = make_dir(out_dir, &rf->made_dir);
-    if (rc != CLI_EXIT_OK) return rc;
+    return CLI_EXIT_OK;
+}
+
+static int claim_files(report_files *rf, const char *trace, const char *metrics,
+                       const char *machine, const char *out_dir, const char *html) {
+    memset(rf, 0, sizeof *rf);
+    int rc = claim_page(rf, trace, metrics, machine, html);
+    if (rc != CLI_EXIT_OK || !out_dir) return rc;
+    if ((rc = make_dir(out_dir, &rf->made_dir)) != CLI_EXIT_OK) return rc;
     rf->n = metrics ? 3 : 2;
     for (int i = 0; i < rf->n; i++)
         snprintf(rf->picture[i], sizeof rf->picture[i], "%s/%s", out_dir, PICTURE[i]);
@@ -88,8 +109,9 @@ static int claim_files(report_files *rf, const char *trace, const char *metrics,
         {.flag = "out", .path = rf->picture[0], .role = CLI_FILE_SAVE},
         {.flag = "out", .path = rf->picture[1], .role = CLI_FILE_SAVE},
         {.flag = "out", .path = rf->n > 2 ? rf->picture[2] : NULL, .role = CLI_FILE_SAVE},
+        {.flag = "html", .path = html, .role = CLI_FILE_SAVE},
     };
-    if ((rc = cli_check_files(files, 6)) != CLI_EXIT_OK) return rc;
+    if ((rc = cli_check_files(files, 7)) != CLI_EXIT_OK) return rc;
     for (int i = 0; i < rf->n; i++) {
         mt_status s = mt_output_claim(rf->picture[i], "picture", &rf->claim[i]);
         if (s != MT_OK) {
@@ -103,20 +125,22 @@ static int claim_files(report_files *rf, const char *trace, const char *metrics,
 /* Releases the claims; a directory made for pictures never written goes. */
 static void release_files(report_files *rf, const char *out_dir, bool written) {
     for (int i = 0; i < 3; i++) mt_output_close(rf->claim[i]);
+    mt_output_close(rf->page);
     if (rf->made_dir && !written) rmdir(out_dir);
 }
 
 typedef struct {
     const mt_report         *r;
     const mt_report_metrics *metrics;
-    int                      which;
+    int                      which;   /* 0-2 the pictures, 3 the page */
 } picture_job;
 
 static mt_status write_picture(FILE *f, void *arg) {
     const picture_job *j = arg;
     return j->which == 0 ? mt_report_write_svg_roofline(j->r, f)
          : j->which == 1 ? mt_report_write_svg_timeline(j->r, f)
-                         : mt_report_write_svg_loss(j->metrics, f);
+         : j->which == 2 ? mt_report_write_svg_loss(j->metrics, f)
+                         : mt_report_write_html(j->r, j->metrics, f);
 }
 
 /* Writes every picture through its claim; one that fails does not stop the
@@ -140,7 +164,7 @@ static bool write_pictures(const mt_report *r, const mt_report_metrics *metrics,
 int cli_cmd_report(int argc, char **argv) {
     double peak = 0, bw = 0, model = 0;
     bool json = false;
-    const char *machine_path = NULL, *metrics_path = NULL, *out_dir = NULL;
+    const char *machine_path = NULL, *metrics_path = NULL, *out_dir = NULL, *html = NULL;
     const cli_opt opts[] = {
         {"machine", CLI_STR, &machine_path, 0, 0, false, false, NULL, "FILE",
          "the probe's figures (default: machine.json beside the binary, when there)"},
@@ -155,6 +179,8 @@ int cli_cmd_report(int argc, char **argv) {
          "the run's metrics log (train --metrics): a run section, and loss.svg with --out"},
         {"out", CLI_STR, &out_dir, 0, 0, false, false, NULL, "DIR",
          "write roofline.svg, timeline.svg (and loss.svg) into DIR"},
+        {"html", CLI_STR, &html, 0, 0, false, false, NULL, "FILE",
+         "write the report as one self-contained HTML page"},
         {NULL, 0, NULL, 0, 0, false, false, NULL, NULL, NULL},
     };
     if (argc >= 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
@@ -172,7 +198,8 @@ int cli_cmd_report(int argc, char **argv) {
     }
     if (rc != CLI_EXIT_OK) return rc;
     report_files rf;
-    if ((rc = claim_files(&rf, argv[0], metrics_path, machine_path, out_dir)) != CLI_EXIT_OK) {
+    if ((rc = claim_files(&rf, argv[0], metrics_path, machine_path, out_dir, html)) !=
+        CLI_EXIT_OK) {
         release_files(&rf, out_dir, false);
         return rc;
     }
@@ -210,9 +237,16 @@ int cli_cmd_report(int argc, char **argv) {
      * and the report are written */
     rc = out_dir && !write_pictures(r, metrics, &rf, written, sizeof written) ? CLI_EXIT_FAIL
                                                                                 : CLI_EXIT_OK;
+    bool paged = false;
+    if (html) {
+        picture_job j = {r, metrics, 3};
+        if (mt_output_write(rf.page, write_picture, &j) == MT_OK) paged = true;
+        else cli_error("--html: %s", mt_errmsg()), rc = CLI_EXIT_FAIL;
+    }
     if (json) mt_report_write_json(r, stdout);
     else mt_report_write_text(r, stdout);
     if (out_dir && written[0]) fprintf(json ? stderr : stdout, "pictures:%s\n", written);
+    if (paged) fprintf(json ? stderr : stdout, "page: %s\n", html);
     mt_report_metrics_free(metrics);
     mt_report_free(r);
     release_files(&rf, out_dir, written[0] != '\0');

@@ -28,7 +28,8 @@ void mt__svg_text(FILE *f, const char *s) {
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
         default:
-            if ((unsigned char)*s >= 0x20) fputc(*s, f);   /* XML 1.0 has no control chars */
+            /* XML 1.0 has no control characters but tab and newline */
+            if ((unsigned char)*s >= 0x20 || *s == '\t' || *s == '\n') fputc(*s, f);
         }
     }
 }
