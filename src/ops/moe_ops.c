@@ -56,13 +56,15 @@ static int64_t last(const mt_tensor *t) { return t->shape[t->ndim - 1]; }
 
 /* ---- the router ----------------------------------------------------------- */
 
-/* ids (rows,k) of logits (rows,E); the scores and gates the kernel makes
- * beside them go to scratch (moe_gates makes them again from the ids). */
+/* ids (rows,k) of logits (rows,E), chosen by the scores + the bias (E)
+ * where the call has one; the scores and gates the kernel makes beside them
+ * go to scratch (moe_gates makes them again from the ids). */
 static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
     const mt_moe_route_params r = route_of(c, T);
     float *scores = env->scratch, *gates = scores + T * r.E;
-    mt_moe_route_fwd(&r, CF(c->in[0]), NULL, scores, (int32_t *)c->out->data, gates);
+    mt_moe_route_fwd(&r, CF(c->in[0]), c->n_in > 1 ? CF(c->in[1]) : NULL, scores,
+                     (int32_t *)c->out->data, gates);
 }
 static size_t scratch_route(const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
@@ -282,7 +284,7 @@ static void cost_moe_experts(const mt_op_call *c, double *fl, double *by) {
     const mt_op_kernel mt__kernel_##name_ = {.run = run_##name_, .scratch = scratch_experts,   \
                                              .scratch_caller = true}
 
-MOE_DEF(moe_route, 1, 1, MT_COST_VECTOR, cost_moe_vector);
+MOE_DEF(moe_route, 1, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_route, scratch_route);
 MOE_DEF(moe_gates, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_gates, NULL);
