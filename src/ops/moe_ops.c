@@ -9,12 +9,13 @@
  * are this call's pairs in expert order (mt_moe_sort of its own ids); each
  * op that needs the order, its inverse or the counts sorts its ids again
  * (a counting sort, O(N + E), in the scratch), so that the only
- * integer tensor between the ops is the ids. The runs are on the calling
- * thread, in the first worker's share of the scratch (no worker of the pool
- * runs beside them; the grouped product's sgemm has its own threads).
+ * integer tensor between the ops is the ids. The sorts and the router
+ * loss run on the calling thread, in the first worker's share of the
+ * scratch; the per-row and per-token kernels and the grouped products'
+ * tiles are split over the pool after it (moe_par.c: the same bits on any
+ * number of threads).
  */
-#include "ops/ops_impl.h"
-#include "ops/moe.h"
+#include "ops/moe_par.h"
 
 #include <string.h>
 
@@ -62,9 +63,8 @@ static int64_t last(const mt_tensor *t) { return t->shape[t->ndim - 1]; }
 static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
     const mt_moe_route_params r = route_of(c, T);
-    float *scores = env->scratch, *gates = scores + T * r.E;
-    mt_moe_route_fwd(&r, CF(c->in[0]), c->n_in > 1 ? CF(c->in[1]) : NULL, scores,
-                     (int32_t *)c->out->data, gates);
+    mt__moe_route_par(env, &r, CF(c->in[0]), c->n_in > 1 ? CF(c->in[1]) : NULL, env->scratch,
+                      (int32_t *)c->out->data);
 }
 static size_t scratch_route(const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
@@ -73,16 +73,14 @@ static size_t scratch_route(const mt_op_call *c) {
 
 /* gates (rows,k) of the given ids; the scores saved in aux[0]. */
 static void run_moe_gates(const mt_op_env *env, const mt_op_call *c) {
-    (void)env;
     const mt_moe_route_params r = route_of(c, pairs(c, 1) / c->p.moe.k);
-    mt_moe_gates_fwd(&r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
+    mt__moe_gates_par(env, &r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
 }
 
 /* dlogits (+)= the gates' gradient through the scores, the ids held. */
 static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
-    (void)env;
     const mt_moe_route_params r = route_of(c, pairs(c, 2) / c->p.moe.k);
-    mt_moe_route_bwd(&r, F(c->out), CF(c->in[0]), NULL, CF(c->in[1]), I(c->in[2]), c->acc);
+    mt__moe_gates_bwd_par(env, &r, F(c->out), CF(c->in[0]), CF(c->in[1]), I(c->in[2]), c->acc);
 }
 
 /* ---- dispatch, the grouped product, combine --------------------------------- */
@@ -92,13 +90,14 @@ static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
 static void run_moe_dispatch(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 1), D = last(c->in[0]);
     const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
-    mt_moe_dispatch_fwd(F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
+    mt__moe_dispatch_par(env, F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
 }
 
 static void run_moe_dispatch_bwd(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 1), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
-    mt_moe_dispatch_bwd(F(c->out), CF(c->in[0]), s.pos, N / k, k, last(c->out), c->acc);
+    mt__moe_dispatch_bwd_par(env, F(c->out), CF(c->in[0]), s.pos, N / k, k, last(c->out),
+                             c->acc);
 }
 
 /* The counts (E) of ids (N pairs) in the scratch. */
@@ -123,9 +122,11 @@ static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *w = c->in[1];
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_fwd(F(c->out), CF(c->in[0]), CF(w), n, c->p.moe.E, w->shape[1], w->shape[2],
-                    c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_Y, .out = F(c->out), .x = CF(c->in[0]),
+                           .w = CF(w), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* dxs (+)= dy · w_eᵀ per expert; in: dy w ids. */
@@ -135,9 +136,11 @@ static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *w = c->in[1];
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(w), n, c->p.moe.E, w->shape[1],
-                    w->shape[2], c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_DX, .out = F(c->out), .dy = CF(c->in[0]),
+                           .w = CF(w), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* dw (E,C,OC) (+)= xs_eᵀ · dy_e per expert; in: dy xs ids. */
@@ -147,33 +150,35 @@ static void run_moe_experts_bwd_w(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *dw = c->out;
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), NULL, n, c->p.moe.E,
-                    dw->shape[1], dw->shape[2], c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_DW, .out = F(dw), .dy = CF(c->in[0]),
+                           .x = CF(c->in[1]), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = dw->shape[1], .OC = dw->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* out (rows,D) (+)= Σ_j gates · ys at each pair's row. */
 static void run_moe_combine(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 2), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
-    mt_moe_combine_fwd(F(c->out), CF(c->in[0]), CF(c->in[1]), s.pos, N / k, k, last(c->out),
-                       c->acc);
+    mt__moe_combine_par(env, F(c->out), CF(c->in[0]), CF(c->in[1]), s.pos, N / k, k,
+                        last(c->out), c->acc);
 }
 
 /* dys (+)= gates · dout at each pair's row; in: dout gates ids. */
 static void run_moe_combine_bwd_y(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 2), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
-    mt_moe_combine_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos, N / k, k, N,
-                       last(c->out), c->acc);
+    mt__moe_combine_bwd_par(env, F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos,
+                            N / k, k, N, last(c->out), c->acc);
 }
 
 /* dgates (+)= ⟨dout_t, ys at the pair's row⟩; in: dout ys gates ids. */
 static void run_moe_combine_bwd_g(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 3), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[3]), N);
-    mt_moe_combine_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]), s.pos, N / k,
-                       k, N, last(c->in[1]), c->acc);
+    mt__moe_combine_bwd_par(env, NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]),
+                            s.pos, N / k, k, N, last(c->in[1]), c->acc);
 }
 
 /* ---- the router loss ------------------------------------------------------ */
