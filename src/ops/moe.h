@@ -129,6 +129,13 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
  * none. */
 double mt_moe_z_loss(const float *logits, int64_t T, int64_t E, double beta, float *dlogits,
                      bool acc);
+/* The same in two halves, for rows run apart (moe_par.c): rows [t0, t1) of
+ * the T: lse[t] (T doubles, may be NULL) each row's logsumexp, dlogits'
+ * rows (+)= their gradient (NULL: none); then the loss from all T lse, in
+ * row order: mt_moe_z_loss's value bit for bit. */
+void   mt_moe_z_loss_rows(const float *logits, int64_t t0, int64_t t1, int64_t T, int64_t E,
+                          double beta, double *lse, float *dlogits, bool acc);
+double mt_moe_z_loss_sum(const double *lse, int64_t T, double beta);
 
 /* MaxVio = (max_i c_i − mean c) / mean c of counts (E) (0 when all are 0). */
 double mt_moe_maxvio(const int32_t *counts, int64_t E);

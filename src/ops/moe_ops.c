@@ -9,11 +9,11 @@
  * are this call's pairs in expert order (mt_moe_sort of its own ids); each
  * op that needs the order, its inverse or the counts sorts its ids again
  * (a counting sort, O(N + E), in the scratch), so that the only
- * integer tensor between the ops is the ids. The sorts and the router
- * loss run on the calling thread, in the first worker's share of the
- * scratch; the per-row and per-token kernels and the grouped products'
- * tiles are split over the pool after it (moe_par.c: the same bits on any
- * number of threads).
+ * integer tensor between the ops is the ids. The sorts, the counts and
+ * the sums over rows (the router losses' values) run on the calling
+ * thread, in the first worker's share of the scratch; the per-row and
+ * per-token kernels and the grouped products' tiles are split over the
+ * pool (moe_par.c: the same bits on any number of threads).
  */
 #include "ops/moe_par.h"
 
@@ -80,7 +80,8 @@ static void run_moe_gates(const mt_op_env *env, const mt_op_call *c) {
 /* dlogits (+)= the gates' gradient through the scores, the ids held. */
 static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
     const mt_moe_route_params r = route_of(c, pairs(c, 2) / c->p.moe.k);
-    mt__moe_gates_bwd_par(env, &r, F(c->out), CF(c->in[0]), CF(c->in[1]), I(c->in[2]), c->acc);
+    mt__moe_gates_bwd_par(env, &r, F(c->out), CF(c->in[0]), NULL, CF(c->in[1]), I(c->in[2]),
+                          c->acc);
 }
 
 /* ---- dispatch, the grouped product, combine --------------------------------- */
@@ -199,24 +200,25 @@ static loss_rows loss_rows_of(const mt_op_call *c, const mt_tensor *logits) {
     return r;
 }
 
-/* The scratch of both: scores (T,E), gates (T,k), counts (S,E), dscores
- * (T,E). */
+/* The scratch of both: the z-loss's lse (T doubles), scores (T,E), gates
+ * (T,k), counts (S,E), dscores (T,E). */
 static size_t scratch_loss(const mt_op_call *c) {
     const mt_tensor *logits = c->in[c->op == MT_OP_MOE_ROUTER_LOSS ? 0 : 1];
     const loss_rows r = loss_rows_of(c, logits);
-    return (size_t)(2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
+    return (size_t)(2 * r.T + 2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
 }
 
-/* The scores and the counts of the call's logits and ids, in scratch. */
+/* The scores and the counts of the call's logits and ids, in scratch (the
+ * scores over the pool), after the room of the lse. */
 static void loss_prepare(const mt_op_env *env, const mt_op_call *c, const mt_tensor *logits,
                          const int32_t *ids, const loss_rows *r, float **scores,
                          int32_t **counts) {
     const int64_t E = c->p.moe.E, k = c->p.moe.k;
     const mt_moe_route_params rp = route_of(c, r->T);
-    *scores = env->scratch;
+    *scores = env->scratch + 2 * r->T;
     float *gates = *scores + r->T * E;
     *counts = (int32_t *)(gates + r->T * k);
-    mt_moe_gates_fwd(&rp, CF(logits), ids, *scores, gates);
+    mt__moe_gates_par(env, &rp, CF(logits), ids, *scores, gates);
     mt_moe_counts(*counts, ids, r->S, r->L, k, E);
 }
 
@@ -229,7 +231,11 @@ static void run_moe_router_loss(const mt_op_env *env, const mt_op_call *c) {
     double loss = 0;
     if (r.alpha != 0)
         loss += mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha, NULL, false);
-    if (r.beta != 0) loss += mt_moe_z_loss(CF(c->in[0]), r.T, c->p.moe.E, r.beta, NULL, false);
+    if (r.beta != 0) {   /* the rows' lse over the pool, summed here in row order */
+        double *lse = (double *)env->scratch;
+        mt__moe_z_loss_par(env, CF(c->in[0]), r.T, c->p.moe.E, r.beta, lse, NULL, false);
+        loss += mt_moe_z_loss_sum(lse, r.T, r.beta);
+    }
     F(c->out)[0] = c->acc ? F(c->out)[0] + (float)loss : (float)loss;
 }
 
@@ -250,8 +256,8 @@ static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
     memset(dscores, 0, (size_t)(r.T * E) * sizeof *dscores);
     if (r.alpha != 0)
         mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha * d, dscores, false);
-    mt_moe_route_bwd(&rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
-    if (r.beta != 0) mt_moe_z_loss(CF(logits), r.T, E, r.beta * d, F(c->out), true);
+    mt__moe_gates_bwd_par(env, &rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
+    if (r.beta != 0) mt__moe_z_loss_par(env, CF(logits), r.T, E, r.beta * d, NULL, F(c->out), true);
 }
 
 /* ---- costs and the descriptors ------------------------------------------- */

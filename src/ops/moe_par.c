@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef enum { PAR_GEMM, PAR_ROUTE, PAR_GATES, PAR_GATES_BWD, PAR_DISPATCH, PAR_DISPATCH_BWD,
-               PAR_COMBINE, PAR_COMBINE_BWD, PAR_ZERO, PAR_GATHER, PAR_SCATTER } par_kind;
+               PAR_COMBINE, PAR_COMBINE_BWD, PAR_ZERO, PAR_GATHER, PAR_SCATTER, PAR_Z } par_kind;
 
 /* One split run: mt__op_par_run's context first (the range function gets
  * a pointer to it), then the kernel's arguments, named as ops/moe.h's. */
@@ -26,6 +26,8 @@ typedef struct {
     mt_moe_route_params  r;
     float               *out, *out2;      /* the outputs (out2: combine_bwd's dgates) */
     const float         *a, *b, *gates;   /* the inputs */
+    const float         *dscores;         /* the gates' backward's second gradient */
+    double              *lse, beta;       /* the z-loss's */
     const int32_t       *idx;             /* order, pos, ids or rows, a row or token each */
     int32_t             *ids_out;
     int64_t              k, D, N;
@@ -49,7 +51,8 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
         mt_moe_gates_fwd(&r, j->a + i0 * E, j->idx + i0 * k, j->out2 + i0 * E, j->out + i0 * k);
         break;
     case PAR_GATES_BWD:
-        mt_moe_route_bwd(&r, j->out + i0 * E, j->a + i0 * k, NULL, j->b + i0 * E,
+        mt_moe_route_bwd(&r, j->out + i0 * E, j->a + i0 * k,
+                         j->dscores ? j->dscores + i0 * E : NULL, j->b + i0 * E,
                          j->idx + i0 * k, j->acc);
         break;
     case PAR_DISPATCH: mt_moe_dispatch_fwd(j->out + i0 * D, j->a, j->idx + i0, n, k, D); break;
@@ -69,6 +72,7 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
     case PAR_SCATTER:
         mt_moe_scatter_rows(j->out, j->a + i0 * D, j->idx + i0, n, D, j->acc);
         break;
+    case PAR_Z: mt_moe_z_loss_rows(j->a, i0, i1, j->N, D, j->beta, j->lse, j->out, j->acc); break;
     }
 }
 
@@ -97,11 +101,18 @@ void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const
 }
 
 void mt__moe_gates_bwd_par(const mt_op_env *env, const mt_moe_route_params *p, float *dlogits,
-                           const float *dgates, const float *scores, const int32_t *ids,
-                           bool acc) {
-    moe_job j = {.kind = PAR_GATES_BWD, .r = *p, .out = dlogits, .a = dgates, .b = scores,
-                 .idx = ids, .k = p->k, .acc = acc};
+                           const float *dgates, const float *dscores, const float *scores,
+                           const int32_t *ids, bool acc) {
+    moe_job j = {.kind = PAR_GATES_BWD, .r = *p, .out = dlogits, .a = dgates,
+                 .dscores = dscores, .b = scores, .idx = ids, .k = p->k, .acc = acc};
     run(env, &j, p->T, 2 * p->E);
+}
+
+void mt__moe_z_loss_par(const mt_op_env *env, const float *logits, int64_t T, int64_t E,
+                        double beta, double *lse, float *dlogits, bool acc) {
+    moe_job j = {.kind = PAR_Z, .a = logits, .N = T, .D = E, .beta = beta, .lse = lse,
+                 .out = dlogits, .acc = acc};
+    run(env, &j, T, 8 * E);   /* an exp an element, twice with the gradient */
 }
 
 void mt__moe_dispatch_par(const mt_op_env *env, float *xs, const float *x,

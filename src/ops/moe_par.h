@@ -21,10 +21,14 @@ void mt__moe_route_par(const mt_op_env *env, const mt_moe_route_params *p, const
 /* mt_moe_gates_fwd. */
 void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
                        const int32_t *ids, float *scores, float *gates);
-/* mt_moe_route_bwd without dscores (the gates' backward). */
+/* mt_moe_route_bwd (dscores NULL: the gates' backward alone). */
 void mt__moe_gates_bwd_par(const mt_op_env *env, const mt_moe_route_params *p, float *dlogits,
-                           const float *dgates, const float *scores, const int32_t *ids,
-                           bool acc);
+                           const float *dgates, const float *dscores, const float *scores,
+                           const int32_t *ids, bool acc);
+/* mt_moe_z_loss_rows over all T rows (mt_moe_z_loss_sum then gives the
+ * loss from lse). */
+void mt__moe_z_loss_par(const mt_op_env *env, const float *logits, int64_t T, int64_t E,
+                        double beta, double *lse, float *dlogits, bool acc);
 
 /* mt_moe_dispatch_fwd, by sorted rows. */
 void mt__moe_dispatch_par(const mt_op_env *env, float *xs, const float *x,
