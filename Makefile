@@ -114,8 +114,8 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # What runs under ThreadSanitizer: the threads transport, the kernel pool, and both
 # together (data-parallel training on device threads).
-TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat test_moe_graph
-TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat|test_moe_graph)$$
+TSAN_TESTS := test_comm test_graph test_dp test_collgraph test_collmatmul test_overlap test_partition test_strategies test_pipeline test_trace test_remat test_moe_graph test_moe_threads
+TSAN_REGEX := ^(test_comm|test_graph|test_dp|test_collgraph|test_collmatmul|test_overlap|test_partition|test_strategies|test_pipeline|test_trace|test_remat|test_moe_graph|test_moe_threads)$$
 
 .PHONY: all deps deps-bench deps-aarch64 build build-asan build-tsan build-arm demo test test-asan test-tsan test-aarch64 test-release test-release-all bench-gpt bench-plan bench-zero bench-collectives \
         bench-compile bench-dp bench-pipe bench-profile bench-remat bench-precision bench-report bench-llama bench-buckets bench-attention bench-long-context bench-moe bench-moe-expert bench install clean

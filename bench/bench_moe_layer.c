@@ -55,7 +55,7 @@ static mt_tensor *layer(mt_graph *g, const layer_shape *sh, mt_tensor **ids_out)
     mt_tensor *r = mt_input(g, "r", MT_F32, 2, (int64_t[]){NTOK, C});
     const mt_moe_router rt = {.k = K, .renorm = true, .route_scale = 1.0f};
     mt_tensor *u = mt_linear(g, x, wr, NULL);                                   /* (N,E) */
-    mt_tensor *ids = mt_moe_route(g, u, &rt);                                   /* (N,k) */
+    mt_tensor *ids = mt_moe_route(g, u, NULL, &rt);                             /* (N,k) */
     mt_tensor *gates = mt_moe_gates(g, u, ids, &rt);                            /* (N,k) */
     mt_tensor *xs = mt_moe_dispatch(g, x, ids, E);                              /* (N,k,C) */
     mt_tensor *mid = mt_swiglu(g, mt_moe_experts(g, xs, w1, ids),

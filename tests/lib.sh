@@ -17,8 +17,10 @@
 #                               `timeout 120` exits 0, or a bad line
 #   same_floats NAME A B        two files' 4-byte words agree as floats within
 #                               1e-4 (parameters written by --llmc-out)
-#   same_ckpt NAME A B          two meshtrain checkpoints hold the same
-#                               parameter records within 1e-4
+#   same_ckpt NAME A B [SUFFIX] two meshtrain checkpoints hold the same
+#                               parameter records within 1e-4 (those named
+#                               *SUFFIX bit for bit, some of them non-zero)
+#   same_maxvio NAME A B        two metrics files' moe_maxvio equal every step
 #   moe_setup                   writes text.txt and sets TINY (moe-tiny) and
 #                               SIG (a sigmoid router, every other block MoE),
 #                               the MoE tests' train arguments
@@ -110,12 +112,15 @@ PY
     then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
 }
 
-# same_ckpt NAME A B: two checkpoints hold the same parameter records, their
-# values (and moments) within 1e-4 (relative, or absolute below 1); the
-# records' shardings (informational) may differ
+# same_ckpt NAME A B [SUFFIX]: two checkpoints hold the same parameter
+# records, their values (and moments) within 1e-4 (relative, or absolute
+# below 1); the records' shardings (informational) may differ. With SUFFIX
+# the records whose names end with it are equal bit for bit, and there are
+# some, not all zero (a state every layout must compute the same: the
+# routers' bias)
 same_ckpt() {
     local name=$1
-    if python3 - "$2" "$3" <<'PY'
+    if python3 - "$2" "$3" "${4:-}" <<'PY'
 import struct, sys
 def records(path):
     b = open(path, 'rb').read()
@@ -132,9 +137,23 @@ a, b = records(sys.argv[1]), records(sys.argv[2])
 ok = a.keys() == b.keys() and len(a) > 0 and all(
     len(a[k]) == len(b[k]) and all(abs(x - y) <= 1e-4 * max(1.0, abs(x)) for x, y in zip(a[k], b[k]))
     for k in a)
+exact = [k for k in a if sys.argv[3] and k.endswith(sys.argv[3])]
+if sys.argv[3]:
+    ok = ok and exact and all(a[k] == b[k] for k in exact) and any(any(a[k]) for k in exact)
 sys.exit(0 if ok else 1)
 PY
     then ok "$name"; else bad "$name" "parameters differ ($2 vs $3)"; fi
+}
+
+# same_maxvio NAME A B: every step's moe_maxvio equal in two metrics files
+same_maxvio() {
+    if python3 - "$2" "$3" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
+sys.exit(0 if len(a) == len(b) > 0 and all(x["moe_maxvio"] == y["moe_maxvio"]
+                                          for x, y in zip(a, b)) else 1)
+PY
+    then ok "$1"; else bad "$1" "$(head -c 300 "$3")"; fi
 }
 
 moe_setup() {

@@ -11,17 +11,25 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Runs fn(ctx, arg) on each device of mesh (devices of them, one kernel
- * thread each, a 30 s timeout), or once with ctx NULL where mesh is NULL;
- * its status. A failure leaves its message in msg (cap bytes) unless fn
- * wrote one there first (msg[0] set). */
-static inline mt_status mt_test_run_devices(const char *mesh, int devices, mt_device_fn fn,
-                                            void *arg, char *msg, size_t cap) {
+/* Runs fn(ctx, arg) on each device of mesh (devices of them, `threads`
+ * kernel threads each, a 30 s timeout), or once with ctx NULL where mesh
+ * is NULL; its status. A failure leaves its message in msg (cap bytes)
+ * unless fn wrote one there first (msg[0] set). */
+static inline mt_status mt_test_run_devices_threads(const char *mesh, int devices, int threads,
+                                                    mt_device_fn fn, void *arg, char *msg,
+                                                    size_t cap) {
     if (!mesh) return fn(NULL, arg);
-    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 30, .kernel_threads = 1};
+    mt_launch_opts o = {.mesh = mesh, .devices = devices, .timeout_s = 30,
+                        .kernel_threads = threads};
     mt_status s = mt_launch(&o, fn, arg);
     if (s != MT_OK && !msg[0]) snprintf(msg, cap, "%s", mt_errmsg());
     return s;
+}
+
+/* mt_test_run_devices_threads with one kernel thread a device. */
+static inline mt_status mt_test_run_devices(const char *mesh, int devices, mt_device_fn fn,
+                                            void *arg, char *msg, size_t cap) {
+    return mt_test_run_devices_threads(mesh, devices, 1, fn, arg, msg, cap);
 }
 
 /* The end of a case's device function: a forward and a backward of local

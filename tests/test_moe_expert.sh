@@ -33,17 +33,6 @@ test_start test_moe_expert.sh "$@"
 
 moe_setup
 
-# same_maxvio NAME A B: every step's moe_maxvio equal in two metrics files
-same_maxvio() {
-    if python3 - "$2" "$3" <<'PY'
-import json, sys
-a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
-sys.exit(0 if len(a) == len(b) > 0 and all(x["moe_maxvio"] == y["moe_maxvio"]
-                                          for x, y in zip(a, b)) else 1)
-PY
-    then ok "$1"; else bad "$1" "$(head -c 300 "$3")"; fi
-}
-
 train_run "moe-tiny one device" one.jsonl "${TINY[@]}" --steps 10 --ckpt-out one.ckpt
 LAYOUTS=(expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2 --zero 2"
          "expert=2 --remat full")

@@ -51,7 +51,7 @@ static mt_tensor *layer(mt_graph *g, const moe_case *c, mt_tensor **ids_out) {
         p[k] = mt_param(g, PARAMS[k], NDIM[k], SHAPES[k], (mt_init){MT_INIT_NORMAL, 1.0f});
     mt_tensor *r = mt_input(g, "r", MT_F32, 3, (int64_t[]){S, L, O});
     mt_tensor *u = mt_matmul(g, p[0], p[1], false, false);
-    mt_tensor *ids = mt_moe_route(g, u, &c->r);
+    mt_tensor *ids = mt_moe_route(g, u, NULL, &c->r);
     mt_tensor *gates = mt_moe_gates(g, u, ids, &c->r);
     mt_tensor *xs = mt_moe_dispatch(g, p[0], ids, E);
     mt_tensor *ys = mt_moe_experts(g, xs, p[2], ids);
@@ -247,14 +247,14 @@ MT_TEST(moe_ops_refuse_bad_operands) {
     mt_graph *g = mt_graph_create();
     mt_tensor *u = mt_input(g, "u", MT_F32, 2, (int64_t[]){T, E});
     mt_moe_router r = {.k = E + 1, .route_scale = 1.0f};
-    MT_CHECK(!mt_moe_route(g, u, &r), "top-%d of %d experts was accepted", E + 1, E);
+    MT_CHECK(!mt_moe_route(g, u, NULL, &r), "top-%d of %d experts was accepted", E + 1, E);
     MT_CHECK(strstr(mt_graph_errmsg(g), "--moe-top-k"), "message: %s", mt_graph_errmsg(g));
     mt_graph_free(g);
     g = mt_graph_create();
     u = mt_input(g, "u", MT_F32, 2, (int64_t[]){T, E});
     mt_tensor *x = mt_input(g, "x", MT_F32, 2, (int64_t[]){T + 1, D});
     r.k = 2;
-    mt_tensor *ids = mt_moe_route(g, u, &r);
+    mt_tensor *ids = mt_moe_route(g, u, NULL, &r);
     MT_CHECK(ids && mt_tensor_dtype(ids) == MT_I32, "route: %s", mt_graph_errmsg(g));
     MT_CHECK(!mt_moe_dispatch(g, x, ids, E), "dispatch of %d rows by %d rows' ids", T + 1, T);
     MT_CHECK(strstr(mt_graph_errmsg(g), "ids"), "message: %s", mt_graph_errmsg(g));

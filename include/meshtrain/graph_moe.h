@@ -6,7 +6,7 @@
  * A layer with linear experts, x (T,D) and the router's logits u (T,E)
  * (a product of x by the router's weight, in f32):
  *
- *   ids   = mt_moe_route(g, u, &r)                 (T,k) int32, no gradient
+ *   ids   = mt_moe_route(g, u, bias, &r)           (T,k) int32, no gradient
  *   gates = mt_moe_gates(g, u, ids, &r)            (T,k)
  *   xs    = mt_moe_dispatch(g, x, ids, E)          (T,k,D): the (token, slot)
  *                                                  pairs' rows in expert order
@@ -55,9 +55,16 @@ typedef struct {
 } mt_moe_router;
 
 /* ids (...,k) int32 = the top-k experts of logits (...,E) (E their last
- * dim), in order of score. No gradient flows through it. NULL with g's
- * error (MT_EINVAL) where the settings are out of range, naming them. */
-mt_tensor *mt_moe_route(mt_graph *g, mt_tensor *logits, const mt_moe_router *r);
+ * dim), in order of score. No gradient flows through it. bias (E) f32, or
+ * NULL for none: the top-k is of the scores + bias, which only chooses (the
+ * gates, mt_moe_gates, are the unbiased scores'): DeepSeek-V3's
+ * aux-loss-free balancing, whose bias a caller moves between steps (the
+ * trainer: by the experts' loads); no gradient reaches it, and it must be
+ * whole on every device (a rule that splits it is refused, or it is
+ * gathered). NULL with g's error (MT_EINVAL) where the settings are out of
+ * range, naming them; MT_ESHAPE for a bias that is not (E) f32. */
+mt_tensor *mt_moe_route(mt_graph *g, mt_tensor *logits, mt_tensor *bias,
+                        const mt_moe_router *r);
 /* gates (...,k) = the gates of the experts ids (...,k) chose from logits
  * (...,E): route_scale · score (/ Σ selected). Its gradient reaches the
  * logits with the selection held. */
@@ -89,6 +96,13 @@ mt_tensor *mt_moe_router_loss(mt_graph *g, mt_tensor *logits, mt_tensor *ids,
  * the (token, slot) pairs each expert got (0 when all are 0; ../shared/
  * MOE.md §2): the trainer's per-step balance metric. */
 double mt_moe_load_maxvio(const int32_t *counts, int64_t E);
+
+/* DeepSeek-V3's aux-loss-free bias step (../shared/MOE.md §2), torchtitan's
+ * centring: bias (E) += Δb, Δb_i = γ·sign(mean c − c_i) − mean Δb, so Σ Δb
+ * = 0, from counts (E) of a whole step summed over every device (the bias
+ * of mt_moe_route; the trainer calls it after each optimizer step). Every
+ * caller given the same counts and bias makes the same bias. */
+void mt_moe_bias_step(float *bias, const int32_t *counts, int64_t E, float gamma);
 
 #ifdef __cplusplus
 }

@@ -102,7 +102,12 @@ mt_status  mt_gpt_config_check(const mt_gpt_config *cfg);
  * MoE when experts > 0, l >= first_dense and (l - first_dense) % every ==
  * 0. experts 0: every block dense (all zero: a dense LLaMA). A setting
  * at 0 takes its default: top_k 2, every 1, route_scale 1, ffn_dim the
- * dense F; aux_alpha and z_beta 0 add no loss. */
+ * dense F; aux_alpha and z_beta 0 add no loss. bias_update γ > 0 gives each
+ * MoE block a router bias "h.<l>.moe.router.bias" (E), a parameter the
+ * optimizer leaves alone (no gradient reaches it: it only chooses the
+ * experts, ../shared/MOE.md §1.3), which the trainer moves after every
+ * step by γ·sign(mean load − load), centred (DeepSeek-V3's aux-loss-free
+ * balancing, §2); checkpoints hold it as they hold the parameters. */
 typedef struct {
     int   experts;      /* E routed experts (--moe-experts); 0: dense */
     int   top_k;        /* k experts a token (--moe-top-k) */
@@ -114,6 +119,8 @@ typedef struct {
     float route_scale;  /* the gates' factor (--moe-route-scale; DeepSeek-V3 2.5) */
     float aux_alpha;    /* the aux loss's α, Megatron's normalisation (--moe-aux-alpha) */
     float z_beta;       /* the z-loss's β (--moe-z-beta; ST-MoE 1e-3) */
+    float bias_update;  /* γ of the aux-loss-free bias (--moe-bias-update; DeepSeek-V3
+                           1e-3); 0: no bias */
 } mt_llama_moe;
 
 typedef struct {

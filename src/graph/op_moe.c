@@ -73,9 +73,9 @@ static void grad_moe_router_loss(mt_graph *g, const mt_op_call *f) {
 
 #define TRY(call) do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
 
-/* What an operand is to the rule: token rows, rows sorted by expert, or an
- * expert weight. */
-typedef enum { ROWS, SORTED, WEIGHT } moe_role;
+/* What an operand is to the rule: token rows, rows sorted by expert, an
+ * expert weight, or the router's bias (whole everywhere). */
+typedef enum { ROWS, SORTED, WEIGHT, WHOLE } moe_role;
 
 typedef struct {
     int             n;
@@ -83,14 +83,15 @@ typedef struct {
     const char     *const *name;
 } moe_operands;
 
-/* The operands of each forward op, as its MT_OP_LIST line lists them. */
-static moe_operands operands_of(mt_op op) {
-    static const moe_role R1[] = {ROWS}, R2[] = {ROWS, ROWS};
+/* The operands of each forward call, as its MT_OP_LIST line lists them. */
+static moe_operands operands_of(const mt_op_call *call) {
+    static const moe_role R2[] = {ROWS, ROWS}, RB[] = {ROWS, WHOLE};
     static const moe_role EX[] = {SORTED, WEIGHT, ROWS}, CO[] = {SORTED, ROWS, ROWS};
     static const char *const LOGITS[] = {"logits", "ids"}, *const X[] = {"x", "ids"};
     static const char *const XS[] = {"xs", "w", "ids"}, *const YS[] = {"ys", "gates", "ids"};
-    switch (op) {
-    case MT_OP_MOE_ROUTE: return (moe_operands){1, R1, LOGITS};
+    static const char *const ROUTE[] = {"logits", "bias"};
+    switch (call->op) {
+    case MT_OP_MOE_ROUTE: return (moe_operands){call->n_in, RB, ROUTE};
     case MT_OP_MOE_DISPATCH: return (moe_operands){2, R2, X};
     case MT_OP_MOE_EXPERTS: return (moe_operands){3, EX, XS};
     case MT_OP_MOE_COMBINE: return (moe_operands){3, CO, YS};
@@ -118,8 +119,9 @@ static mt_status rows_to(mt_srule *r, int k, const char *name, mt_type *t,
 
 /* The rule of every MoE forward op (the result's shape from the operands). */
 static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
-    const moe_operands ops = operands_of(call->op);
-    mt_type *ids = &in[ops.n - 1];   /* route: the logits */
+    const moe_operands ops = operands_of(call);
+    /* the operand whose rows the result has: the ids, the route's logits */
+    mt_type *ids = call->op == MT_OP_MOE_ROUTE ? &in[0] : &in[ops.n - 1];
     const int nlead = ids->ndim - 1;
     if (nlead < 0 || (call->op == MT_OP_MOE_EXPERTS && in[1].ndim != 3))
         return mt_fail(MT_ESHAPE, "%s: operands of rank %d: want (rows...,·) token operands "
@@ -140,6 +142,11 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
         }
         for (int d = ops.role[k] == SORTED ? nlead : 0; d < t->ndim; d++) {
             if (!t->sharding.dim_axes[d]) continue;
+            if (ops.role[k] == WHOLE) {
+                TRY(mt__sneed_whole(r, k, ops.name[k], t, d, "the router's bias chooses "
+                                    "among all E experts on every device"));
+                continue;
+            }
             /* the experts split over axes that also split the rows: expert
              * parallelism, each device's rows sent to their experts' owners
              * inside the op (moe_ep.c) */

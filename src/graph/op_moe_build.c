@@ -63,6 +63,12 @@ mt_tensor *mt__moe_build(mt_graph *g, mt_op op, mt_tensor *const *in, int n_in,
                                    "columns", name, x->name, SHAPE(x, s0), (long long)p->E);
         shape[lead] = p->k;
         if (op == MT_OP_MOE_ROUTE) {
+            if (n_in > 1 && (!mt__build_want_dtype(g, name, in[1], MT_F32) ||
+                             in[1]->ndim != 1 || in[1]->shape[0] != p->E))
+                return g->status != MT_OK ? NULL
+                       : mt__graph_error(g, MT_ESHAPE, "%s: bias '%s' %s must be (E=%lld), "
+                                         "one a routed expert", name, in[1]->name,
+                                         SHAPE(in[1], s1), (long long)p->E);
             c.out = output(g, MT_I32, x->ndim, shape);
             break;
         }
@@ -151,12 +157,14 @@ static int64_t experts_of(const mt_tensor *logits) {
     return logits && logits->ndim > 0 ? logits->shape[logits->ndim - 1] : 0;
 }
 
-mt_tensor *mt_moe_route(mt_graph *g, mt_tensor *logits, const mt_moe_router *r) {
+mt_tensor *mt_moe_route(mt_graph *g, mt_tensor *logits, mt_tensor *bias,
+                        const mt_moe_router *r) {
+    mt_tensor *in[2] = {logits, bias};
+    const int n = bias ? 2 : 1;
     mt_moe_op_params p;
-    if (!mt__build_ready(g, 1, &logits) ||
-        !params_of(g, "moe_route", r, experts_of(logits), &p))
+    if (!mt__build_ready(g, n, in) || !params_of(g, "moe_route", r, experts_of(logits), &p))
         return NULL;
-    return mt__moe_build(g, MT_OP_MOE_ROUTE, &logits, 1, &p);
+    return mt__moe_build(g, MT_OP_MOE_ROUTE, in, n, &p);
 }
 
 mt_tensor *mt_moe_gates(mt_graph *g, mt_tensor *logits, mt_tensor *ids, const mt_moe_router *r) {
@@ -213,3 +221,7 @@ mt_tensor *mt_moe_router_loss(mt_graph *g, mt_tensor *logits, mt_tensor *ids,
 }
 
 double mt_moe_load_maxvio(const int32_t *counts, int64_t E) { return mt_moe_maxvio(counts, E); }
+
+void mt_moe_bias_step(float *bias, const int32_t *counts, int64_t E, float gamma) {
+    mt_moe_bias_update(bias, counts, E, gamma);
+}

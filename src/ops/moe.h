@@ -129,6 +129,13 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
  * none. */
 double mt_moe_z_loss(const float *logits, int64_t T, int64_t E, double beta, float *dlogits,
                      bool acc);
+/* The same in two halves, for rows run apart (moe_par.c): rows [t0, t1) of
+ * the T: lse[t] (T doubles, may be NULL) each row's logsumexp, dlogits'
+ * rows (+)= their gradient (NULL: none); then the loss from all T lse, in
+ * row order: mt_moe_z_loss's value bit for bit. */
+void   mt_moe_z_loss_rows(const float *logits, int64_t t0, int64_t t1, int64_t T, int64_t E,
+                          double beta, double *lse, float *dlogits, bool acc);
+double mt_moe_z_loss_sum(const double *lse, int64_t T, double beta);
 
 /* MaxVio = (max_i c_i − mean c) / mean c of counts (E) (0 when all are 0). */
 double mt_moe_maxvio(const int32_t *counts, int64_t E);
@@ -219,10 +226,42 @@ void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_
 
 /* ---- the grouped expert product (moe_gemm.c; MOE.md §4.6) ---------------- */
 
+/* The product's work in tiles fixed by the shapes alone, whatever the
+ * threads: MT_MOE_TILE_ROWS rows of a group (y, dx), or MT_MOE_TILE_COLS
+ * input channels of an expert's weight gradient (dw, each tile summing
+ * over the whole group), one sgemm a tile. So a result is the same bit for
+ * bit however the tiles are shared out (moe_par.c: over the kernel pool);
+ * Open BLAS's sgemm gives other bits for the same rows cut otherwise.
+ * Each tile's sgemm packs the other operand again (a weight, or a group's
+ * dy): tiles of a few hundred keep that a few percent of the product. */
+#define MT_MOE_TILE_ROWS 512
+#define MT_MOE_TILE_COLS 256
+
+typedef enum { MT_MOE_GEMM_Y, MT_MOE_GEMM_DX, MT_MOE_GEMM_DW } mt_moe_gemm_part;
+
+/* One grouped product, as mt_moe_gemm_fwd and mt_moe_gemm_bwd state them:
+ * part Y: out = y (N,OC) from x (N,C) and w (el,C,OC); DX: out = dx (N,C)
+ * from dy (N,OC) and w; DW: out = dw (el,C,OC) from x and dy. sizes (el)
+ * the groups' rows (Σ = N); acc: out += result. */
+typedef struct {
+    mt_moe_gemm_part part;
+    float           *out;
+    const float     *x, *w, *dy;
+    const int32_t   *sizes;
+    int64_t          el, C, OC;
+    bool             acc;
+} mt_moe_gemm;
+
+/* The tiles of g (0 where Y's or DX's groups are all empty). */
+int64_t mt_moe_gemm_tiles(const mt_moe_gemm *g);
+/* Runs tiles [i0, i1) of g: disjoint ranges write disjoint parts of out. */
+void    mt_moe_gemm_run(const mt_moe_gemm *g, int64_t i0, int64_t i1);
+
 /* y (N,OC) (+)= x (N,C) · w_e (C,OC) on each of el row groups: group e is the
  * sizes[e] rows after the previous groups' (Σ sizes = N), w (el,C,OC) the
  * local experts' weights. A zero-row group is skipped. One cblas_sgemm per
- * group (mt_kernel_gemm), as the dense products. */
+ * tile (mt_kernel_gemm), as the dense products; all of g's tiles in order
+ * (mt_moe_gemm_run). */
 void mt_moe_gemm_fwd(float *y, const float *x, const float *w, const int32_t *sizes,
                      int64_t el, int64_t C, int64_t OC, bool acc);
 /* The backward: dx (N,C) (+)= dy_e (rows,OC) · w_eᵀ, dw (el,C,OC) (+)=

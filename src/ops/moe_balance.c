@@ -50,22 +50,44 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
     return loss;
 }
 
+/* Row t of the z-loss of logits (T,E): its logsumexp, and where dlogits
+ * is not NULL its row (+)= 2β/T · lse · softmax. */
+static double z_row(const float *logits, int64_t t, int64_t T, int64_t E, double beta,
+                    float *dlogits, bool acc) {
+    const float *u = logits + t * E;
+    double mx = u[0], sum = 0;
+    for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
+    for (int64_t i = 0; i < E; i++) sum += exp((double)u[i] - mx);
+    const double lse = mx + log(sum);
+    if (!dlogits) return lse;
+    const double f = 2.0 * beta / (double)T * lse;
+    for (int64_t i = 0; i < E; i++) {
+        const double v = f * exp((double)u[i] - mx) / sum;
+        dlogits[t * E + i] = acc ? dlogits[t * E + i] + (float)v : (float)v;
+    }
+    return lse;
+}
+
+void mt_moe_z_loss_rows(const float *logits, int64_t t0, int64_t t1, int64_t T, int64_t E,
+                        double beta, double *lse, float *dlogits, bool acc) {
+    for (int64_t t = t0; t < t1; t++) {
+        const double l = z_row(logits, t, T, E, beta, dlogits, acc);
+        if (lse) lse[t] = l;
+    }
+}
+
+double mt_moe_z_loss_sum(const double *lse, int64_t T, double beta) {
+    double loss = 0;
+    for (int64_t t = 0; t < T; t++) loss += lse[t] * lse[t];
+    return T > 0 ? beta * loss / (double)T : 0.0;
+}
+
 double mt_moe_z_loss(const float *logits, int64_t T, int64_t E, double beta, float *dlogits,
                      bool acc) {
     double loss = 0;
     for (int64_t t = 0; t < T; t++) {
-        const float *u = logits + t * E;
-        double mx = u[0], sum = 0;
-        for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
-        for (int64_t i = 0; i < E; i++) sum += exp((double)u[i] - mx);
-        const double lse = mx + log(sum);
+        const double lse = z_row(logits, t, T, E, beta, dlogits, acc);
         loss += lse * lse;
-        if (!dlogits) continue;
-        const double f = 2.0 * beta / (double)T * lse;
-        for (int64_t i = 0; i < E; i++) {
-            const double v = f * exp((double)u[i] - mx) / sum;
-            dlogits[t * E + i] = acc ? dlogits[t * E + i] + (float)v : (float)v;
-        }
     }
     return T > 0 ? beta * loss / (double)T : 0.0;
 }

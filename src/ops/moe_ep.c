@@ -29,10 +29,11 @@
  * worst case), which the scratch is sized for.
  *
  * The exchanges are comm.h's all-to-all (the counts) and mt_send / mt_recv
- * (the rows, of sizes the counts give), on the calling thread. A failure
+ * (the rows, of sizes the counts give), on the calling thread; the reorders
+ * and the products between them over the kernel pool (moe_par.h). A failure
  * goes to *env->status, as the collective ops' do.
  */
-#include "ops/ops_impl.h"
+#include "ops/moe_par.h"
 
 #include <string.h>
 
@@ -124,7 +125,7 @@ static bool ep_exchange(const ep_call *x, const float *send, const int32_t *send
 /* rows (N,D) -> their owners, expert-major: out (R,D); tmp (R,D) scratch. */
 static bool ep_dispatch(const ep_call *x, const float *rows, int64_t D, float *tmp, float *out) {
     if (!ep_exchange(x, rows, x->cnt, tmp, x->got, D)) return false;
-    mt_moe_gather_rows(out, tmp, x->idx, x->R, D);
+    mt__moe_gather_par(x->env, out, tmp, x->idx, x->R, D);
     return true;
 }
 
@@ -132,7 +133,7 @@ static bool ep_dispatch(const ep_call *x, const float *rows, int64_t D, float *t
  * this device's rows' results; tmp (R,D), back (N,D) scratch. */
 static bool ep_return(const ep_call *x, const float *y, int64_t D, float *tmp, float *back,
                       float *out, bool acc) {
-    mt_moe_scatter_rows(tmp, y, x->idx, x->R, D, false);
+    mt__moe_scatter_par(x->env, tmp, y, x->idx, x->R, D, false);
     float *dst = acc ? back : out;
     if (!ep_exchange(x, tmp, x->got, dst, x->cnt, D)) return false;
     if (acc)
@@ -171,8 +172,11 @@ static void ep_product(const mt_op_env *env, const mt_op_call *c, bool bwd_x) {
     if (!ep_begin(&x, env, c, I(c->in[2]), (int64_t)mt_tensor_numel(c->in[2]))) return;
     float *rows = buf(&x, W, 1), *res = buf(&x, W, 2);
     if (!ep_dispatch(&x, CF(c->in[0]), in_w, buf(&x, W, 0), rows)) return;
-    if (bwd_x) mt_moe_gemm_bwd(res, NULL, rows, NULL, CF(c->in[1]), x.sizes, x.el, C, OC, false);
-    else mt_moe_gemm_fwd(res, rows, CF(c->in[1]), x.sizes, x.el, C, OC, false);   /* (R,OC) */
+    /* res (R,OC) = rows (R,C) · w_e, or (R,C) = rows (R,OC) · w_eᵀ */
+    const mt_moe_gemm g = {.part = bwd_x ? MT_MOE_GEMM_DX : MT_MOE_GEMM_Y, .out = res,
+                           .x = rows, .dy = rows, .w = CF(c->in[1]), .sizes = x.sizes,
+                           .el = x.el, .C = C, .OC = OC};
+    mt__moe_gemm_par(env, &g);
     ep_return(&x, res, out_w, buf(&x, W, 3), buf(&x, W, 4), F(c->out), c->acc);
 }
 
@@ -192,5 +196,7 @@ void mt__moe_ep_experts_bwd_w(const mt_op_env *env, const mt_op_call *c) {
     if (!ep_dispatch(&x, CF(c->in[0]), OC, buf(&x, W, 0), dy) ||
         !ep_dispatch(&x, CF(c->in[1]), C, buf(&x, W, 0), xs))
         return;
-    mt_moe_gemm_bwd(NULL, F(c->out), dy, xs, NULL, x.sizes, x.el, C, OC, c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_DW, .out = F(c->out), .x = xs, .dy = dy,
+                           .sizes = x.sizes, .el = x.el, .C = C, .OC = OC, .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }

@@ -1,47 +1,89 @@
 /*
  * moe_gemm.c — the grouped expert product (ops/moe.h; ../shared/MOE.md
  * §4.6): each local expert's product over its own rows of an expert-major
- * buffer, and the backward, one cblas_sgemm per group through
- * mt_kernel_gemm as the dense products. A group of zero rows runs no
- * product (Open BLAS's sgemm with K = 0 need not scale its output, so a
- * weight gradient of such a group is written here).
+ * buffer, and the backward, one cblas_sgemm per tile through
+ * mt_kernel_gemm as the dense products.
+ *
+ * The work is cut into tiles by the shapes alone (MT_MOE_TILE_ROWS rows of
+ * a group, or MT_MOE_TILE_COLS input channels of an expert's weight gradient, each
+ * of which sums over all of the group's rows), so that each sgemm call, and
+ * so each result bit, is the same however the tiles are shared out among
+ * threads (moe_par.c shares them over the kernel pool). A group of zero
+ * rows runs no product (Open BLAS's sgemm with K = 0 need not scale its
+ * output, so a weight gradient of such a group is written here).
  */
 #include "ops/moe.h"
 #include "ops/kernels.h"
 
 #include <string.h>
 
+/* The tiles of n of `tile` (0 for n = 0). */
+static int64_t tiles_of(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
+
+/* The tiles of expert e: of its rows, or of the weight gradient's C. */
+static int64_t expert_tiles(const mt_moe_gemm *g, int64_t e) {
+    return g->part == MT_MOE_GEMM_DW ? tiles_of(g->C, MT_MOE_TILE_COLS)
+                                     : tiles_of(g->sizes[e], MT_MOE_TILE_ROWS);
+}
+
+int64_t mt_moe_gemm_tiles(const mt_moe_gemm *g) {
+    int64_t n = 0;
+    for (int64_t e = 0; e < g->el; e++) n += expert_tiles(g, e);
+    return n;
+}
+
+/* Tile i of expert e, whose rows start at r0. */
+static void run_tile(const mt_moe_gemm *g, int64_t e, int64_t r0, int64_t i) {
+    const int64_t C = g->C, OC = g->OC, n = g->sizes[e];
+    const float *w = g->w + e * C * OC;
+    const float beta = g->acc ? 1.0f : 0.0f;
+    if (g->part == MT_MOE_GEMM_DW) {
+        /* dw_e[c0:c1] (c,OC) (+)= x_e[:, c0:c1]ᵀ (c,n) · dy_e (n,OC) */
+        const int64_t c0 = i * MT_MOE_TILE_COLS;
+        const int64_t c = C - c0 < MT_MOE_TILE_COLS ? C - c0 : MT_MOE_TILE_COLS;
+        float *dw = g->out + e * C * OC + c0 * OC;
+        if (n == 0) {
+            if (!g->acc) memset(dw, 0, (size_t)(c * OC) * sizeof *dw);
+            return;
+        }
+        mt_kernel_gemm(true, false, c, OC, n, 1.0f, g->x + r0 * C + c0, C, g->dy + r0 * OC, OC,
+                       beta, dw, OC);
+        return;
+    }
+    const int64_t t0 = r0 + i * MT_MOE_TILE_ROWS;
+    const int64_t rows = r0 + n - t0 < MT_MOE_TILE_ROWS ? r0 + n - t0 : MT_MOE_TILE_ROWS;
+    if (g->part == MT_MOE_GEMM_Y)   /* y_e (rows,OC) (+)= x_e (rows,C) · w_e (C,OC) */
+        mt_kernel_gemm(false, false, rows, OC, C, 1.0f, g->x + t0 * C, C, w, OC, beta,
+                       g->out + t0 * OC, OC);
+    else                            /* dx_e (rows,C) (+)= dy_e (rows,OC) · w_eᵀ (OC,C) */
+        mt_kernel_gemm(false, true, rows, C, OC, 1.0f, g->dy + t0 * OC, OC, w, OC, beta,
+                       g->out + t0 * C, C);
+}
+
+void mt_moe_gemm_run(const mt_moe_gemm *g, int64_t i0, int64_t i1) {
+    int64_t first = 0, r0 = 0;   /* expert e's first tile and first row */
+    for (int64_t e = 0; e < g->el && first < i1; e++) {
+        const int64_t n = expert_tiles(g, e);
+        for (int64_t i = i0 > first ? i0 - first : 0; i < n && first + i < i1; i++)
+            run_tile(g, e, r0, i);
+        first += n;
+        r0 += g->sizes[e];
+    }
+}
+
 void mt_moe_gemm_fwd(float *y, const float *x, const float *w, const int32_t *sizes,
                      int64_t el, int64_t C, int64_t OC, bool acc) {
-    int64_t r0 = 0;
-    for (int64_t e = 0; e < el; e++) {
-        const int64_t n = sizes[e];
-        /* y_e (n,OC) (+)= x_e (n,C) · w_e (C,OC) */
-        if (n > 0)
-            mt_kernel_gemm(false, false, n, OC, C, 1.0f, x + r0 * C, C, w + e * C * OC, OC,
-                           acc ? 1.0f : 0.0f, y + r0 * OC, OC);
-        r0 += n;
-    }
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_Y, .out = y, .x = x, .w = w, .sizes = sizes,
+                           .el = el, .C = C, .OC = OC, .acc = acc};
+    mt_moe_gemm_run(&g, 0, mt_moe_gemm_tiles(&g));
 }
 
 void mt_moe_gemm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                      const int32_t *sizes, int64_t el, int64_t C, int64_t OC, bool acc) {
-    int64_t r0 = 0;
-    for (int64_t e = 0; e < el; e++) {
-        const int64_t n = sizes[e];
-        float *dwe = dw ? dw + e * C * OC : NULL;
-        if (n == 0) {
-            if (dwe && !acc) memset(dwe, 0, (size_t)(C * OC) * sizeof *dwe);
-            continue;
-        }
-        /* dx_e (n,C) (+)= dy_e (n,OC) · w_eᵀ (OC,C) */
-        if (dx)
-            mt_kernel_gemm(false, true, n, C, OC, 1.0f, dy + r0 * OC, OC, w + e * C * OC, OC,
-                           acc ? 1.0f : 0.0f, dx + r0 * C, C);
-        /* dw_e (C,OC) (+)= x_eᵀ (C,n) · dy_e (n,OC) */
-        if (dwe)
-            mt_kernel_gemm(true, false, C, OC, n, 1.0f, x + r0 * C, C, dy + r0 * OC, OC,
-                           acc ? 1.0f : 0.0f, dwe, OC);
-        r0 += n;
-    }
+    const mt_moe_gemm gx = {.part = MT_MOE_GEMM_DX, .out = dx, .dy = dy, .w = w,
+                            .sizes = sizes, .el = el, .C = C, .OC = OC, .acc = acc};
+    const mt_moe_gemm gw = {.part = MT_MOE_GEMM_DW, .out = dw, .dy = dy, .x = x,
+                            .sizes = sizes, .el = el, .C = C, .OC = OC, .acc = acc};
+    if (dx) mt_moe_gemm_run(&gx, 0, mt_moe_gemm_tiles(&gx));
+    if (dw) mt_moe_gemm_run(&gw, 0, mt_moe_gemm_tiles(&gw));
 }

@@ -9,12 +9,13 @@
  * are this call's pairs in expert order (mt_moe_sort of its own ids); each
  * op that needs the order, its inverse or the counts sorts its ids again
  * (a counting sort, O(N + E), in the scratch), so that the only
- * integer tensor between the ops is the ids. The runs are on the calling
- * thread, in the first worker's share of the scratch (no worker of the pool
- * runs beside them; the grouped product's sgemm has its own threads).
+ * integer tensor between the ops is the ids. The sorts, the counts and
+ * the sums over rows (the router losses' values) run on the calling
+ * thread, in the first worker's share of the scratch; the per-row and
+ * per-token kernels and the grouped products' tiles are split over the
+ * pool (moe_par.c: the same bits on any number of threads).
  */
-#include "ops/ops_impl.h"
-#include "ops/moe.h"
+#include "ops/moe_par.h"
 
 #include <string.h>
 
@@ -56,13 +57,14 @@ static int64_t last(const mt_tensor *t) { return t->shape[t->ndim - 1]; }
 
 /* ---- the router ----------------------------------------------------------- */
 
-/* ids (rows,k) of logits (rows,E); the scores and gates the kernel makes
- * beside them go to scratch (moe_gates makes them again from the ids). */
+/* ids (rows,k) of logits (rows,E), chosen by the scores + the bias (E)
+ * where the call has one; the scores and gates the kernel makes beside them
+ * go to scratch (moe_gates makes them again from the ids). */
 static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
     const mt_moe_route_params r = route_of(c, T);
-    float *scores = env->scratch, *gates = scores + T * r.E;
-    mt_moe_route_fwd(&r, CF(c->in[0]), NULL, scores, (int32_t *)c->out->data, gates);
+    mt__moe_route_par(env, &r, CF(c->in[0]), c->n_in > 1 ? CF(c->in[1]) : NULL, env->scratch,
+                      (int32_t *)c->out->data);
 }
 static size_t scratch_route(const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
@@ -71,16 +73,15 @@ static size_t scratch_route(const mt_op_call *c) {
 
 /* gates (rows,k) of the given ids; the scores saved in aux[0]. */
 static void run_moe_gates(const mt_op_env *env, const mt_op_call *c) {
-    (void)env;
     const mt_moe_route_params r = route_of(c, pairs(c, 1) / c->p.moe.k);
-    mt_moe_gates_fwd(&r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
+    mt__moe_gates_par(env, &r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
 }
 
 /* dlogits (+)= the gates' gradient through the scores, the ids held. */
 static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
-    (void)env;
     const mt_moe_route_params r = route_of(c, pairs(c, 2) / c->p.moe.k);
-    mt_moe_route_bwd(&r, F(c->out), CF(c->in[0]), NULL, CF(c->in[1]), I(c->in[2]), c->acc);
+    mt__moe_gates_bwd_par(env, &r, F(c->out), CF(c->in[0]), NULL, CF(c->in[1]), I(c->in[2]),
+                          c->acc);
 }
 
 /* ---- dispatch, the grouped product, combine --------------------------------- */
@@ -90,13 +91,14 @@ static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
 static void run_moe_dispatch(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 1), D = last(c->in[0]);
     const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
-    mt_moe_dispatch_fwd(F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
+    mt__moe_dispatch_par(env, F(c->out), CF(c->in[0]), s.order, N, c->p.moe.k, D);
 }
 
 static void run_moe_dispatch_bwd(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 1), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[1]), N);
-    mt_moe_dispatch_bwd(F(c->out), CF(c->in[0]), s.pos, N / k, k, last(c->out), c->acc);
+    mt__moe_dispatch_bwd_par(env, F(c->out), CF(c->in[0]), s.pos, N / k, k, last(c->out),
+                             c->acc);
 }
 
 /* The counts (E) of ids (N pairs) in the scratch. */
@@ -121,9 +123,11 @@ static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *w = c->in[1];
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_fwd(F(c->out), CF(c->in[0]), CF(w), n, c->p.moe.E, w->shape[1], w->shape[2],
-                    c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_Y, .out = F(c->out), .x = CF(c->in[0]),
+                           .w = CF(w), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* dxs (+)= dy · w_eᵀ per expert; in: dy w ids. */
@@ -133,9 +137,11 @@ static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *w = c->in[1];
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(w), n, c->p.moe.E, w->shape[1],
-                    w->shape[2], c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_DX, .out = F(c->out), .dy = CF(c->in[0]),
+                           .w = CF(w), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* dw (E,C,OC) (+)= xs_eᵀ · dy_e per expert; in: dy xs ids. */
@@ -145,33 +151,35 @@ static void run_moe_experts_bwd_w(const mt_op_env *env, const mt_op_call *c) {
         return;
     }
     const mt_tensor *dw = c->out;
-    const int32_t *n = counts_of(env, c, I(c->in[2]), pairs(c, 2));
-    mt_moe_gemm_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), NULL, n, c->p.moe.E,
-                    dw->shape[1], dw->shape[2], c->acc);
+    const mt_moe_gemm g = {.part = MT_MOE_GEMM_DW, .out = F(dw), .dy = CF(c->in[0]),
+                           .x = CF(c->in[1]), .sizes = counts_of(env, c, I(c->in[2]), pairs(c, 2)),
+                           .el = c->p.moe.E, .C = dw->shape[1], .OC = dw->shape[2],
+                           .acc = c->acc};
+    mt__moe_gemm_par(env, &g);
 }
 
 /* out (rows,D) (+)= Σ_j gates · ys at each pair's row. */
 static void run_moe_combine(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 2), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
-    mt_moe_combine_fwd(F(c->out), CF(c->in[0]), CF(c->in[1]), s.pos, N / k, k, last(c->out),
-                       c->acc);
+    mt__moe_combine_par(env, F(c->out), CF(c->in[0]), CF(c->in[1]), s.pos, N / k, k,
+                        last(c->out), c->acc);
 }
 
 /* dys (+)= gates · dout at each pair's row; in: dout gates ids. */
 static void run_moe_combine_bwd_y(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 2), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
-    mt_moe_combine_bwd(F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos, N / k, k, N,
-                       last(c->out), c->acc);
+    mt__moe_combine_bwd_par(env, F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos,
+                            N / k, k, N, last(c->out), c->acc);
 }
 
 /* dgates (+)= ⟨dout_t, ys at the pair's row⟩; in: dout ys gates ids. */
 static void run_moe_combine_bwd_g(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 3), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[3]), N);
-    mt_moe_combine_bwd(NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]), s.pos, N / k,
-                       k, N, last(c->in[1]), c->acc);
+    mt__moe_combine_bwd_par(env, NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]),
+                            s.pos, N / k, k, N, last(c->in[1]), c->acc);
 }
 
 /* ---- the router loss ------------------------------------------------------ */
@@ -192,24 +200,25 @@ static loss_rows loss_rows_of(const mt_op_call *c, const mt_tensor *logits) {
     return r;
 }
 
-/* The scratch of both: scores (T,E), gates (T,k), counts (S,E), dscores
- * (T,E). */
+/* The scratch of both: the z-loss's lse (T doubles), scores (T,E), gates
+ * (T,k), counts (S,E), dscores (T,E). */
 static size_t scratch_loss(const mt_op_call *c) {
     const mt_tensor *logits = c->in[c->op == MT_OP_MOE_ROUTER_LOSS ? 0 : 1];
     const loss_rows r = loss_rows_of(c, logits);
-    return (size_t)(2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
+    return (size_t)(2 * r.T + 2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
 }
 
-/* The scores and the counts of the call's logits and ids, in scratch. */
+/* The scores and the counts of the call's logits and ids, in scratch (the
+ * scores over the pool), after the room of the lse. */
 static void loss_prepare(const mt_op_env *env, const mt_op_call *c, const mt_tensor *logits,
                          const int32_t *ids, const loss_rows *r, float **scores,
                          int32_t **counts) {
     const int64_t E = c->p.moe.E, k = c->p.moe.k;
     const mt_moe_route_params rp = route_of(c, r->T);
-    *scores = env->scratch;
+    *scores = env->scratch + 2 * r->T;
     float *gates = *scores + r->T * E;
     *counts = (int32_t *)(gates + r->T * k);
-    mt_moe_gates_fwd(&rp, CF(logits), ids, *scores, gates);
+    mt__moe_gates_par(env, &rp, CF(logits), ids, *scores, gates);
     mt_moe_counts(*counts, ids, r->S, r->L, k, E);
 }
 
@@ -222,7 +231,11 @@ static void run_moe_router_loss(const mt_op_env *env, const mt_op_call *c) {
     double loss = 0;
     if (r.alpha != 0)
         loss += mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha, NULL, false);
-    if (r.beta != 0) loss += mt_moe_z_loss(CF(c->in[0]), r.T, c->p.moe.E, r.beta, NULL, false);
+    if (r.beta != 0) {   /* the rows' lse over the pool, summed here in row order */
+        double *lse = (double *)env->scratch;
+        mt__moe_z_loss_par(env, CF(c->in[0]), r.T, c->p.moe.E, r.beta, lse, NULL, false);
+        loss += mt_moe_z_loss_sum(lse, r.T, r.beta);
+    }
     F(c->out)[0] = c->acc ? F(c->out)[0] + (float)loss : (float)loss;
 }
 
@@ -243,8 +256,8 @@ static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
     memset(dscores, 0, (size_t)(r.T * E) * sizeof *dscores);
     if (r.alpha != 0)
         mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha * d, dscores, false);
-    mt_moe_route_bwd(&rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
-    if (r.beta != 0) mt_moe_z_loss(CF(logits), r.T, E, r.beta * d, F(c->out), true);
+    mt__moe_gates_bwd_par(env, &rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
+    if (r.beta != 0) mt__moe_z_loss_par(env, CF(logits), r.T, E, r.beta * d, NULL, F(c->out), true);
 }
 
 /* ---- costs and the descriptors ------------------------------------------- */
@@ -282,7 +295,7 @@ static void cost_moe_experts(const mt_op_call *c, double *fl, double *by) {
     const mt_op_kernel mt__kernel_##name_ = {.run = run_##name_, .scratch = scratch_experts,   \
                                              .scratch_caller = true}
 
-MOE_DEF(moe_route, 1, 1, MT_COST_VECTOR, cost_moe_vector);
+MOE_DEF(moe_route, 1, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_route, scratch_route);
 MOE_DEF(moe_gates, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_gates, NULL);

@@ -72,7 +72,7 @@
     X(RING_ATTENTION, ring_attention) /* p.ring; in: qkv, or q k v; aux = {lse} (B,NH,T) */        \
     /* mixtures of experts (moe_ops.c): rows are tokens, ids int32 (rows,k); the                   \
      * sorted rows (rows,k,.) are a device's (token, slot) pairs in expert order */                \
-    X(MOE_ROUTE, moe_route)    /* p.moe; in: logits (rows,E) -> ids (rows,k) int32 */              \
+    X(MOE_ROUTE, moe_route)    /* p.moe; in: logits (rows,E) [bias (E)] -> ids (rows,k) int32 */   \
     X(MOE_GATES, moe_gates)    /* p.moe; in: logits ids -> gates (rows,k); aux = {scores} */       \
     X(MOE_DISPATCH, moe_dispatch) /* p.moe; in: x (rows,D) ids -> xs (rows,k,D) sorted */          \
     X(MOE_EXPERTS, moe_experts) /* p.moe; in: xs (rows,k,C) w (E,C,OC) ids -> (rows,k,OC) */       \

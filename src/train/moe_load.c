@@ -3,10 +3,12 @@
  * ../shared/MOE.md §2): each MoE layer's counts of (token, slot) pairs per
  * expert, read from the router's ids after each microbatch's forward,
  * summed over the microbatches and over the devices that split the batch,
- * and the step's MaxVio, the largest over the layers; and the router
- * losses (aux + z) the loss includes, read from the moe_router_loss nodes'
- * scalars, apart. The trainer's step (trainer.c) calls it; the metrics
- * line shows both (train.h's mt_step_report.moe_maxvio, moe_aux).
+ * and the step's MaxVio, the largest over the layers; the router losses
+ * (aux + z) the loss includes, read from the moe_router_loss nodes'
+ * scalars, apart; and, from the same summed counts, the aux-loss-free
+ * bias's move after the optimizer's step. The trainer's step (trainer.c)
+ * calls it; the metrics line shows the first two (train.h's
+ * mt_step_report.moe_maxvio, moe_aux).
  */
 #include "train/train_impl.h"
 
@@ -24,20 +26,52 @@ static mt_status room(mt__moe_load *c, int64_t n) {
     return MT_OK;
 }
 
+/* The parameter t is read from: t itself, or the parameter a forward
+ * node of g moved into t (a gather of its fsdp or ZeRO shards, a cast),
+ * followed back through the nodes' first inputs; NULL if t comes from no
+ * parameter. */
+static mt_tensor *param_behind(mt_graph *g, mt_tensor *t) {
+    const int n = mt_graph_n_nodes(g);
+    for (int hop = 0; t && hop < 8; hop++) {
+        if (mt_tensor_kind_of(t) == MT_PARAM) return t;
+        mt_tensor *from = NULL;
+        for (int i = 0; i < n && !from; i++) {
+            mt_node_info info;
+            if (mt_graph_node(g, i, &info) == MT_OK && info.phase == 'F' && info.n_in > 0 &&
+                (info.out == t || info.stored == t))
+                from = info.in[0];
+        }
+        t = from;
+    }
+    return NULL;
+}
+
 /* The forward's moe_route and moe_router_loss nodes of g into c->routes
- * and c->losses (once). */
+ * and c->losses, and each router's bias parameter into c->bias (once). */
 static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
     const int n = mt_graph_n_nodes(g);
+    const size_t room_n = (size_t)(n > 0 ? n : 1);
     c->n_routes = c->n_losses = 0;
-    c->routes = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->routes);
-    c->losses = malloc((size_t)(n > 0 ? n : 1) * sizeof *c->losses);
-    if (!c->routes || !c->losses) return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
+    c->routes = malloc(room_n * sizeof *c->routes);
+    c->losses = malloc(room_n * sizeof *c->losses);
+    c->bias = calloc(room_n, sizeof *c->bias);
+    if (!c->routes || !c->losses || !c->bias)
+        return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
     for (int i = 0; i < n; i++) {
         mt_node_info info;
         mt_status s = mt_graph_node(g, i, &info);
         if (s != MT_OK) return s;
         if (info.phase != 'F') continue;
-        if (strcmp(info.op, "moe_route") == 0) c->routes[c->n_routes++] = i;
+        if (strcmp(info.op, "moe_route") == 0) {
+            if (info.n_in > 1) {
+                c->bias[c->n_routes] = param_behind(g, info.in[1]);
+                if (!c->bias[c->n_routes])
+                    return mt_fail(MT_EINTERNAL, "the bias '%s' of router %d is no parameter's "
+                                   "value; the trainer cannot move it",
+                                   mt_tensor_name(info.in[1]), c->n_routes);
+            }
+            c->routes[c->n_routes++] = i;
+        }
         if (strcmp(info.op, "moe_router_loss") == 0) c->losses[c->n_losses++] = i;
     }
     return MT_OK;
@@ -46,6 +80,10 @@ static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
 mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
     mt_status s;
     if (!c->routes && (s = find_routes(c, g)) != MT_OK) return s;
+    if (c->summed) {   /* the first microbatch of a step: the last one's counts are done */
+        memset(c->counts, 0, (size_t)c->n * sizeof *c->counts);
+        c->summed = false;
+    }
     int64_t at = 0;
     for (int r = 0; r < c->n_routes; r++) {
         mt_node_info info;
@@ -102,13 +140,46 @@ mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double 
         worst = v > worst ? v : worst;
     }
     *out = worst;
-    memset(c->counts, 0, (size_t)c->n * sizeof *c->counts);
+    c->summed = true;
     return MT_OK;
+}
+
+mt_status mt__moe_load_bias(mt__moe_load *c, mt_graph *g, mt_ctx *ctx, float gamma) {
+    if (!(gamma > 0.0f) || !c->summed || c->n == 0) return MT_OK;
+    const int64_t E = c->E;
+    float *delta = malloc((size_t)E * 2 * sizeof *delta), *mine = delta + E;
+    if (!delta) return mt_fail(MT_ENOMEM, "out of memory for the routers' bias update");
+    mt_status s = MT_OK;
+    bool changed = false;
+    for (int r = 0; s == MT_OK && r < c->n_routes; r++) {
+        mt_tensor *b = c->bias[r];
+        if (!b) continue;
+        /* Δb (E) from the step's global counts, the same on every device */
+        memset(delta, 0, (size_t)E * sizeof *delta);
+        mt_moe_bias_step(delta, c->counts + (int64_t)r * E, E, gamma);
+        /* this device's block of it (whole off a mesh) onto its block of b */
+        const int64_t n = mt_tensor_numel(b);
+        const mt_sharding sh = mt_tensor_sharding(b);
+        if (ctx) s = mt_shard_put(ctx, &sh, delta, 1, &E, mine);
+        else memcpy(mine, delta, (size_t)E * sizeof *mine);
+        float *v = malloc((size_t)n * sizeof *v);
+        if (s == MT_OK && !v) s = mt_fail(MT_ENOMEM, "out of memory for bias '%s'",
+                                          mt_tensor_name(b));
+        if (s == MT_OK) s = mt_tensor_read(b, v, 0, n);
+        for (int64_t i = 0; s == MT_OK && i < n; i++) v[i] += mine[i];
+        if (s == MT_OK) s = mt_tensor_write(b, v, 0, n);
+        free(v);
+        changed = true;
+    }
+    free(delta);
+    if (changed) mt_graph_params_changed(g);
+    return s == MT_OK ? MT_OK : mt_fail_wrap(s, "moving the routers' aux-loss-free bias");
 }
 
 void mt__moe_load_free(mt__moe_load *c) {
     free(c->counts);
     free(c->routes);
     free(c->losses);
+    free(c->bias);
     *c = (mt__moe_load){0};
 }

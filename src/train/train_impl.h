@@ -139,6 +139,11 @@ typedef struct {
      * Optional: the compiled graph's forward and backward FLOPs per
      * microbatch times accum. */
     double (*step_flops)(const mt_train_config *c, int64_t units);
+    /* γ of the mixture of experts' aux-loss-free router bias (the LLaMA's
+     * --moe-bias-update), which the trainer moves after each optimizer
+     * step by the step's expert loads (moe_load.c); 0: no router has a
+     * bias. Optional: NULL, none has. */
+    float (*router_bias_update)(const mt_train_config *c);
 } mt__train_model;
 
 /* The one table of models (model_table.c), over the runtime's model
@@ -247,8 +252,11 @@ typedef struct {
      * call (a graph's nodes do not change); routes NULL before it */
     int     *routes, *losses;
     int      n_routes, n_losses;
+    /* each router's bias parameter (its aux-loss-free bias; NULL: none) */
+    mt_tensor **bias;
     double   aux;        /* Σ over the step's microbatches of the layers' router losses */
     int      aux_n;      /* microbatches added */
+    bool     summed;     /* counts are the step's, summed over the devices */
 } mt__moe_load;
 
 /* Adds the counts of the experts each moe_route node of g's forward chose
@@ -261,8 +269,18 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g);
  * layers to *out and the router losses (aux + z, summed over the layers
  * and over the devices' parts of the batch, a mean over the microbatches:
  * the share of the step's loss) to *aux
- * (both NAN without MoE layers), and zeroes the counts. */
+ * (both NAN without MoE layers). The summed counts stay for
+ * mt__moe_load_bias until the next mt__moe_load_add starts a new step. */
 mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux);
+/* DeepSeek-V3's aux-loss-free update of each router's bias in g (the graph
+ * c counted; ../shared/MOE.md §2): after the optimizer's step, with the
+ * step's counts summed by mt__moe_load_maxvio, bias += γ·(sign(mean c −
+ * c_i), centred: mt_moe_bias_update). Every device computes the same Δb
+ * from the same global counts and adds its block of it to its block of
+ * the bias (whole, or split by fsdp or ZeRO), so every layout makes the
+ * one-device bias bit for bit. Nothing to do with gamma 0, routers without
+ * a bias, or counts not summed. */
+mt_status mt__moe_load_bias(mt__moe_load *c, mt_graph *g, mt_ctx *ctx, float gamma);
 void      mt__moe_load_free(mt__moe_load *c);
 
 typedef struct {

@@ -297,6 +297,9 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
     d->grad_norm = 0;
     mt_trace_begin(ctx, "optimizer");
     s = mt_optim_step(d->opt, &d->grad_norm);
+    /* the routers' aux-loss-free bias, by the step's global loads */
+    if (s == MT_OK && tr->m->router_bias_update)
+        s = mt__moe_load_bias(&d->moe, d->g, ctx, tr->m->router_bias_update(c));
     mt_trace_end(ctx);
     if (s != MT_OK) {
         mt_graph_zero_grad(d->g);   /* a retried step must not add onto these */

@@ -13,6 +13,9 @@
  *         + shared experts' SwiGLU (one dense SwiGLU of shared·F_e)
  *   aux   = α · aux loss (sequence-wise: each of the B sequences its own
  *           balance, DeepSeek-V3's) + β · z-loss
+ * With --moe-bias-update γ the top-k is of the scores + a bias (E) that
+ * the trainer moves after each step (train/moe_load.c); the gates stay the
+ * unbiased scores'.
  * Gates are renormalised over the k selected (Mixtral's softmax top-k,
  * DeepSeek-V3's sigmoid), times the route scale. A setting at 0 takes its
  * default (mt__llama_moe_resolved), so that a dense configuration, all
@@ -42,7 +45,7 @@ mt_status mt_llama_moe_check(const mt_llama_config *cfg) {
                            ints[i].v, ints[i].hi);
     const struct { const char *flag; float v, hi; } floats[] = {
         {"route-scale", m->route_scale, 1e3f}, {"aux-alpha", m->aux_alpha, 10.0f},
-        {"z-beta", m->z_beta, 10.0f},
+        {"z-beta", m->z_beta, 10.0f}, {"bias-update", m->bias_update, 1.0f},
     };
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         if (!(floats[i].v >= 0.0f && floats[i].v <= floats[i].hi))
@@ -90,8 +93,14 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                            "experts,mlp,embed");
     const mt_moe_router r = {.k = m->top_k, .sigmoid = m->score == 1, .renorm = true,
                              .route_scale = m->route_scale};
+    /* the aux-loss-free bias (E): chooses, never weighs; moved by the
+     * trainer, not the optimizer (train/moe_load.c) */
+    mt_tensor *bias = m->bias_update > 0.0f
+                          ? mparam(g, (mt_init){MT_INIT_ZEROS, 0.0f}, 1, (int64_t[]){E},
+                                   "h.%d.moe.router.bias", l, "_")
+                          : NULL;
     mt_tensor *u = mt_linear(g, h, wr, NULL);                                   /* (B,T,E) */
-    mt_tensor *ids = mt_moe_route(g, u, &r);                                    /* (B,T,k) */
+    mt_tensor *ids = mt_moe_route(g, u, bias, &r);                              /* (B,T,k) */
     mt_tensor *gates = mt_moe_gates(g, u, ids, &r);                             /* (B,T,k) */
     mt_tensor *xs = mt_moe_dispatch(g, h, ids, (int)E);                         /* (B,T,k,C) */
     mt_tensor *mid = mt_swiglu(g, mt_moe_experts(g, xs, w1, ids),
@@ -114,5 +123,6 @@ int64_t mt__llama_moe_ffn_params(const mt_llama_config *cfg, int64_t F_dense, bo
     const mt_llama_moe mr = mt__llama_moe_resolved(cfg, F_dense), *m = &mr;
     const int64_t C = cfg->dim, F = m->ffn_dim;
     const int64_t routed = active ? m->top_k : m->experts;
-    return C * m->experts + 3 * C * F * (routed + m->shared);
+    const int64_t bias = !active && m->bias_update > 0.0f ? m->experts : 0;   /* no product */
+    return C * m->experts + bias + 3 * C * F * (routed + m->shared);
 }

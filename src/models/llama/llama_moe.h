@@ -14,7 +14,8 @@
  * loss (aux + z, a scalar; mt_moe_router_loss), which the caller adds to
  * the training loss. Parameters of block l: "h.<l>.moe.router.w" (E,C);
  * "h.<l>.moe.w1.w" and "h.<l>.moe.w3.w" (E,C,F_e), "h.<l>.moe.w2.w"
- * (E,F_e,C), their first dim named `experts`; with shared experts
+ * (E,F_e,C), their first dim named `experts`; with cfg's bias_update > 0
+ * "h.<l>.moe.router.bias" (E), zeros, which no gradient reaches; with shared experts
  * "h.<l>.moe.shared.w1.w", ".w3.w" (S·F_e,C) and ".w2.w" (C,S·F_e) as
  * the dense FFN's. init and resid are the dense FFN's initialisers;
  * F_dense the dense FFN's F (F_e where --moe-ffn-dim is 0).
@@ -24,7 +25,8 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
 
 /* The parameters of one MoE block's feed-forward: all of them, or with
  * `active` the ones a token uses (the router, k routed experts and the
- * shared ones), as MoE FLOPs count them (../shared/MOE.md §6). */
+ * shared ones), as MoE FLOPs count them (../shared/MOE.md §6); the router
+ * bias counts in all of them, not in the active ones (it runs no product). */
 int64_t    mt__llama_moe_ffn_params(const mt_llama_config *cfg, int64_t F_dense, bool active);
 
 /* cfg's mixture of experts with each setting at 0 given its default: top-k

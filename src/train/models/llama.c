@@ -118,6 +118,9 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     MOE_FLOAT("moe-aux-alpha", "alpha", aux_alpha, 0.0f, 10.0f, "aux loss α, Megatron's "
               "normalisation (α at balance), per sequence (0: none; Switch: 0.01)"),
     MOE_FLOAT("moe-z-beta", "beta", z_beta, 0.0f, 10.0f, "router z-loss β (ST-MoE: 1e-3)"),
+    MOE_FLOAT("moe-bias-update", "bias_gamma", bias_update, 0.0f, 1.0f, "aux-loss-free "
+              "balancing: a router bias that only chooses, moved γ·sign(mean − load) after "
+              "each step (0: none; DeepSeek-V3: 1e-3)"),
     /* Qwen's attention, last and shown only when on: a Llama's settings line
      * reads as before */
     {"qkv-bias", "qkv_bias", offsetof(mt_llama_config, qkv_bias), 0, 1, false, "",
@@ -367,6 +370,10 @@ static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
                        e->experts, e->top_k, e->ffn_dim, e->shared, e->first_dense, e->every,
                        e->score, (double)e->route_scale, (double)e->aux_alpha,
                        (double)e->z_beta);
+    /* the bias's γ, an 11th number where there is a bias (a model without
+     * one reads as before) */
+    if (e->experts > 0 && e->bias_update > 0.0f && at >= 0 && (size_t)at < n)
+        at += snprintf(buf + at, n - (size_t)at, ",%.9g", (double)e->bias_update);
     /* Qwen's attention, only when on: a Llama's description reads as before */
     if (m.qkv_bias && at >= 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, " qkv_bias=1");
@@ -397,6 +404,10 @@ static int parse_moe(const char *d, mt_llama_config *m) {
                &end) != 10)
         return -1;
     e->route_scale = (float)rs, e->aux_alpha = (float)a, e->z_beta = (float)b;
+    double g = 0;
+    int more = 0;
+    if (d[end] == ',' && sscanf(d + end, ",%lg%n", &g, &more) == 1) end += more;
+    e->bias_update = (float)g;
     return end;
 }
 
@@ -472,6 +483,12 @@ static int llama_blocks(const mt_train_config *c) { return llama_of(c)->n_layers
 /* The head is the token embedding only when tied. */
 static const char *llama_tied_param(const mt_train_config *c) {
     return llama_of(c)->tie_embeddings ? "tok_emb.w" : NULL;
+}
+
+/* γ of the MoE routers' aux-loss-free bias (0: a dense LLaMA, or none). */
+static float llama_router_bias_update(const mt_train_config *c) {
+    const mt_llama_config *m = llama_of(c);
+    return m->moe.experts > 0 ? m->moe.bias_update : 0.0f;
 }
 
 static double llama_step_flops(const mt_train_config *c, int64_t tokens) {
@@ -553,4 +570,5 @@ const mt__train_model mt__model_llama = {
     .sequence = true, .remat = true,
     .build_stage = llama_build_stage, .blocks = llama_blocks,
     .stage_input = MT_STAGE_INPUT, .tied_param = llama_tied_param,
+    .router_bias_update = llama_router_bias_update,
 };
