@@ -258,11 +258,16 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e, bool skip_unlaid)
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
-    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0.
-       Stage 0 asked always (the trainer's refusals of the pipeline come from
-       there), the others only where the memo does not know the stage: the
-       schedule that places the chunks is one for every mesh of p stages
-       (interleaved at v, or 1f1b; m = p), and each ask makes it again */
+    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0,
+       asked of the trainer only where the memo does not know the stage. What
+       it answers, and whether it refuses, is one for every key of p stages
+       and v chunks a device in a search: the schedule that places the chunks
+       (interleaved at v, or 1f1b; m = p) and the trainer's pipeline check
+       (mt__train_pipe_check: the model kind, that schedule, m >= p, L =
+       blocks x p x v >= p x v) read nothing else of the key, so a stage
+       remembered was asked without a refusal. Each ask makes the schedule
+       twice; at stage 0 for every pipeline key they were a twentieth of a
+       search's time */
     int device = 0;
     if (st == MT_OK && key->p > 1) {
         int pipe_axis = 0, coords[MT_MESH_MAX_AXES] = {0};
@@ -275,8 +280,12 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e, bool skip_unlaid)
         mt__plan_stage_memo *memo = &s->stage_memo[slot];
         const bool known = memo->p == key->p && memo->v == key->v && memo->chunk == key->chunk;
         bool found = false;
+        if (known) {
+            coords[pipe_axis] = memo->stage;
+            device = mt_mesh_device(mesh, coords);
+            found = true;
+        }
         for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
-            if (stage > 0 && known) stage = memo->stage;
             coords[pipe_axis] = stage;
             int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
             st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
