@@ -14,7 +14,10 @@
  * A GPT of 8 blocks on 8 A100s, 16 sequences a step: pipelines of 2 to 8
  * stages with up to 16 microbatches, most of them far from the best (2161
  * of its 2588 feasible layouts are pruned). Under the sanitizers megatron's
- * convention only (the pruning is one for every convention). */
+ * convention only (the pruning is one for every convention). Under megatron
+ * a pipeline is also pruned before its later roles are built, once the roles
+ * built pass the bound (evaluate.c's bound_passes: 2089 of this search's
+ * layouts), which the report's comparison covers too. */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"

@@ -12,6 +12,9 @@
  *      data=8 alone;
  *   5. a pipeline's first, middle and last chunk of as many blocks at 2
  *      stages against 4 (interleaved, v = 2), beside data and tensor.
+ * And a program whose mesh the system cannot lay out, left unbuilt by the
+ * cache (cache.c's build), is refused with the status and words of its
+ * direct build, which builds it and fails in its timing.
  * What shares a program shares its memory counts and, timed on each
  * layout's own mesh, its step: so the search's answers are the ones it
  * gave building each layout's programs (bench/run_plan_speed.sh's
@@ -97,6 +100,41 @@ static void check_classes(const mt_plan_request *r, const char *model) {
     mt__plan_cache_free(&s);
 }
 
+/* Keys whose mesh straddles the h100-sxm's 8-device nodes (data=3 at
+ * device stride 4 over 12 devices, alone and beside a pipeline, each
+ * remat policy): the cache leaves them unbuilt, with the direct build's
+ * refusal, and a mesh that lays out is built as before. */
+static void check_unlaid(const mt_plan_request *r, const char *model) {
+    mt__plan_search s;
+    MT_CHECK_OK(mt__plan_search_begin(&s, r, 64));
+    for (int remat = 0; remat < 4; remat++)
+        for (int p = 1; p <= 2; p++) {
+            const mt__plan_prog_key key = key_of(3, 1, 4, p, 0, remat, 1, 0);
+            const mt__plan_cached *e = NULL;
+            mt__plan_cached direct;
+            MT_CHECK_OK(mt__plan_program_cached(&s, &key, &e));
+            MT_CHECK_OK(mt__plan_program_uncached(&s, &key, &direct));
+            MT_CHECK(e->unbuilt && e->prog.n_nodes == 0,
+                     "%s: data=3,tensor=4 pipe=%d remat %d: built (%d nodes) on a mesh that "
+                     "does not lay out", model, p, remat, e->prog.n_nodes);
+            MT_CHECK(direct.prog_ok && direct.status != MT_OK,
+                     "%s: pipe=%d remat %d: the direct build %s (status %d): no refusal by "
+                     "its timing to compare with", model, p, remat,
+                     direct.prog_ok ? "timed" : "refused", (int)direct.status);
+            MT_CHECK(e->status == direct.status && !strcmp(e->why, direct.why),
+                     "%s: pipe=%d remat %d: refused with %d '%s', the direct build with %d "
+                     "'%s'", model, p, remat, (int)e->status, e->why, (int)direct.status,
+                     direct.why);
+            mt__plan_program_free(&direct.prog);
+            const mt__plan_prog_key laid = key_of(2, 1, 4, p, 0, remat, 1, 0);
+            MT_CHECK_OK(mt__plan_program_cached(&s, &laid, &e));
+            MT_CHECK(e->status == MT_OK && !e->unbuilt && e->prog.n_nodes > 0,
+                     "%s: data=2,tensor=4 pipe=%d remat %d: not built (%s)", model, p, remat,
+                     e->why);
+        }
+    mt__plan_cache_free(&s);
+}
+
 /* A free search's request of 64 chips for the model (kind, its config). */
 static mt_plan_request request_of(mt_model_kind kind, const void *config, size_t size,
                                   const mt_hardware *hw, mt_precision precision,
@@ -121,6 +159,7 @@ MT_TEST(shared_programs_are_one_program_gpt) {
     check_classes(&q, "gpt fp32");
     q = request_of(MT_MODEL_GPT, &m, sizeof m, hw, MT_PRECISION_BF16, MT_PLAN_MEMORY_MIXED16);
     check_classes(&q, "gpt bf16 mixed16");
+    check_unlaid(&q, "gpt bf16 mixed16");
     mt_hardware_free(hw);
 }
 

@@ -5,6 +5,7 @@
  * (mt__plan_prog_key) in an open-addressing table, so that one build serves
  * every layout that shares it.
  */
+#include "plan/cost.h"
 #include "plan/host.h"
 #include "plan/search_impl.h"
 
@@ -197,9 +198,23 @@ static mt_status time_entry(const mt__plan_search *s, const mt_mesh *mesh, int d
                                   &e->ct);
 }
 
-/* Builds the program of e->key into e (its status and why too). Fails only
- * for MT_ENOMEM. */
-static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
+/* Whether the mesh of `devices` devices lays out on the request's system as
+ * the timing lays it (time_entry: mt__plan_chunk_time_of's first step,
+ * whatever the program); where not, the error is the timing's, with its
+ * message. */
+static mt_status mesh_lays_out(const mt__plan_search *s, const mt_mesh *mesh, int devices) {
+    mt_hardware host_share;
+    mt__plan_map map;
+    return mt__plan_map_make(mt__plan_layout_hw(s, devices, &host_share), mesh, &map);
+}
+
+/* Builds the program of e->key into e (its status and why too). With
+ * `skip_unlaid`, a program whose mesh the system cannot lay out is left
+ * unbuilt once the trainer's checks pass (e->unbuilt): its timing would
+ * refuse it with the mesh's words whatever its nodes, and such builds were
+ * 29 to 46 % of the published searches' (issue 40's speed item). Fails
+ * only for MT_ENOMEM. */
+static mt_status build(mt__plan_search *s, mt__plan_cached *e, bool skip_unlaid) {
     const mt__plan_prog_key *key = &e->key;
     const mt_plan_request *r = s->req;
     const mt_model_about *about = mt_model_about_of(r->model.model);
@@ -243,11 +258,16 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
     c.grad_reduce = r->precision;   /* bf16 plans reduce in bf16, as large runs do */
     mt_mesh *mesh = NULL;
     mt_status st = mt_mesh_create(spec, c.devices, &mesh);
-    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0.
-       Stage 0 asked always (the trainer's refusals of the pipeline come from
-       there), the others only where the memo does not know the stage: the
-       schedule that places the chunks is one for every mesh of p stages
-       (interleaved at v, or 1f1b; m = p), and each ask makes it again */
+    /* the device of the chunk's stage: pipe coordinate the stage, the rest 0,
+       asked of the trainer only where the memo does not know the stage. What
+       it answers, and whether it refuses, is one for every key of p stages
+       and v chunks a device in a search: the schedule that places the chunks
+       (interleaved at v, or 1f1b; m = p) and the trainer's pipeline check
+       (mt__train_pipe_check: the model kind, that schedule, m >= p, L =
+       blocks x p x v >= p x v) read nothing else of the key, so a stage
+       remembered was asked without a refusal. Each ask makes the schedule
+       twice; at stage 0 for every pipeline key they were a twentieth of a
+       search's time */
     int device = 0;
     if (st == MT_OK && key->p > 1) {
         int pipe_axis = 0, coords[MT_MESH_MAX_AXES] = {0};
@@ -260,8 +280,12 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
         mt__plan_stage_memo *memo = &s->stage_memo[slot];
         const bool known = memo->p == key->p && memo->v == key->v && memo->chunk == key->chunk;
         bool found = false;
+        if (known) {
+            coords[pipe_axis] = memo->stage;
+            device = mt_mesh_device(mesh, coords);
+            found = true;
+        }
         for (int stage = 0; stage < key->p && !found && st == MT_OK; stage++) {
-            if (stage > 0 && known) stage = memo->stage;
             coords[pipe_axis] = stage;
             int dev = mt_mesh_device(mesh, coords), ch[MT_SCHEDULE_MAX_CHUNKS], n = 0, SS = 1;
             st = mt_train_pipe_chunks(&c, mesh, dev, ch, MT_SCHEDULE_MAX_CHUNKS, &n, &SS);
@@ -274,6 +298,15 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e) {
         }
     }
     if (st == MT_OK) st = mt_train_config_check(&c);
+    if (st == MT_OK && skip_unlaid && (st = mesh_lays_out(s, mesh, c.devices)) != MT_OK) {
+        mt_mesh_free(mesh);
+        free(mc);
+        e->prog_ok = e->unbuilt = true;
+        e->status = st;
+        if (st == MT_ENOMEM) return st;
+        snprintf(e->why, sizeof e->why, "%s", mt_errmsg());
+        return MT_OK;
+    }
     if (st == MT_OK) st = mt__plan_program_build(&c, mesh, device, key->chunk, S, &e->prog);
     /* the mixed16 convention counts the step's traffic in 16 bits too */
     const mt__plan_step_conv conv = mt__plan_step_conv_of(r);
@@ -321,7 +354,7 @@ mt_status mt__plan_program_uncached(mt__plan_search *s, const mt__plan_prog_key 
                                     mt__plan_cached *e) {
     memset(e, 0, sizeof *e);
     e->key = *key;
-    return build(s, e);
+    return build(s, e, false);
 }
 
 /* Builds (or finds) the program of `key`. */
@@ -361,7 +394,7 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     e = calloc(1, sizeof *e);
     if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
     e->key = key;
-    mt_status st = from ? borrow(s, from, e) : build(s, e);
+    mt_status st = from ? borrow(s, from, e) : build(s, e, true);
     if (st != MT_OK) {   /* MT_ENOMEM: what was made, freed */
         if (!e->borrowed) mt__plan_program_free(&e->prog);
         free(e);
@@ -369,10 +402,9 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
     }
     /* the first build of a shared program: kept under the shared key too,
        which owns its nodes (a refused build is not shared: its reason may
-       name its mesh; a program built on a mesh the hardware cannot lay out
-       is, its layouts refused by their timing's reason, which borrowing
-       gives again: the mesh's) */
-    if (shares && !from && e->prog_ok) {
+       name its mesh; nor one left unbuilt on a mesh the hardware cannot lay
+       out, which has no nodes to lend) */
+    if (shares && !from && e->prog_ok && !e->unbuilt) {
         mt__plan_cached *owner = malloc(sizeof *owner);
         if (owner) {
             *owner = *e;

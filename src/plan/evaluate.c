@@ -303,6 +303,48 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
 /* Step time                                                                 */
 /* ======================================================================== */
 
+/* What step.c's model takes of layout l besides its chunks' times. */
+static mt__plan_step_in step_in_of(const mt__plan_search *s, const mt_plan_layout *l,
+                                   const timing *tm, int v, int batch, int chips) {
+    const mt_plan_request *r = s->req;
+    /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
+       under the mixed16 convention, as its traffic: plan_impl.h): a tensor
+       slice under sequence parallelism, else whole on every tensor device */
+    double msg = mt__plan_act_bytes(r) * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
+    return (mt__plan_step_in){
+        .hw = tm->hw, .mesh = tm->mesh,
+        .precision = r->precision, .stages = l->pipe, .chunks = v,
+        .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
+        .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
+        /* where the trainer can (step.h); Megatron-LM's after its backward */
+        .reduce = mt__plan_step_conv_of(r).reduce_after ? MT__PLAN_REDUCE_AFTER
+                                                         : MT__PLAN_REDUCE_ONCE,
+        .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
+                  .head_dim = s->head_dim, .seq = s->seq,
+                  .tokens = r->batch_tokens, .flops_per_token = s->flops_per_token},
+        .host_slots = mt__plan_host_slots(s->req->hw, chips, 0)};
+}
+
+/* Whether a step cannot come below s->prune_above: its bound from the times
+ * of the roles built[] (ct), the other chunks' taken as none (the bound only
+ * grows with them). */
+static bool bound_passes(const mt__plan_search *s, const mt__plan_step_in *in,
+                         const mt__plan_chunk_time ct[MT__PLAN_N_ROLES], const bool *built,
+                         int S, const int *dev_of, mt__plan_chunk_time *chunks) {
+    for (int c = 0; c < S; c++) {
+        const int k = mt__plan_role_of(s->layers, S, c);
+        if (built[k]) chunks[c] = ct[k];
+        else memset(&chunks[c], 0, sizeof chunks[c]);
+    }
+    return mt__plan_step_lower(in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK);
+}
+
+/* res counted as fitting, its step not made (search.c's pruning). */
+static void pruned(mt__plan_search *s, mt_plan_result *res) {
+    s->last_pruned = res->feasible = true;
+    res->why[0] = '\0';
+}
+
 /* The time of the step of layout l from its chunks' seconds (ct: each
  * role's, keyed in *keys), by step.c's model on tm's device and mesh, into
  * res. */
@@ -315,30 +357,13 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
     mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
     if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
     for (int c = 0; c < S; c++) chunks[c] = ct[mt__plan_role_of(s->layers, S, c)];
-    /* one microbatch's (B, T, C) activations between stages, f32 (16-bit
-       under the mixed16 convention, as its traffic: plan_impl.h): a tensor
-       slice under sequence parallelism, else whole on every tensor device */
-    double msg = mt__plan_act_bytes(r) * batch * s->seq * s->channels / (l->sequence_parallel ? l->tensor : 1);
-    mt__plan_step_in in = {
-        .hw = tm->hw, .mesh = tm->mesh,
-        .precision = r->precision, .stages = l->pipe, .chunks = v,
-        .schedule = l->pipe > 1 ? (mt_schedule_kind)l->schedule : MT_SCHEDULE_1F1B,
-        .microbatches = l->microbatches, .message_bytes = l->pipe > 1 ? msg : 0,
-        /* where the trainer can (step.h); Megatron-LM's after its backward */
-        .reduce = mt__plan_step_conv_of(r).reduce_after ? MT__PLAN_REDUCE_AFTER
-                                                         : MT__PLAN_REDUCE_ONCE,
-        .model = {.n_params = s->params, .layers = s->layers, .heads = s->heads,
-                  .head_dim = s->head_dim, .seq = s->seq,
-                  .tokens = r->batch_tokens, .flops_per_token = s->flops_per_token},
-        .host_slots = mt__plan_host_slots(s->req->hw, res->chips, 0)};
+    mt__plan_step_in in = step_in_of(s, l, tm, v, batch, res->chips);
     /* a pipeline whose step cannot come below its bound where the search
        would keep it: counted as fitting, its schedule not simulated */
     if (s->prune_above > 0 && !detail &&
         mt__plan_step_lower(&in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK)) {
         free(chunks);
-        s->last_pruned = true;
-        res->feasible = true;
-        res->why[0] = '\0';
+        pruned(s, res);
         return MT_OK;
     }
     mt__plan_step_result out;
@@ -501,6 +526,20 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     mt_mesh *mesh = NULL;
     st = mt_mesh_create(res->mesh, res->chips, &mesh);
     tm.mesh = mesh;
+    /* a pipeline whose memory the proxies settled (memory_first) is pruned
+       once the roles built so far pass the bound: the rest go unbuilt */
+    int n_roles = 0, done_roles = 0;
+    mt__plan_chunk_time *partial = NULL;
+    mt__plan_step_in in;
+    if (st == MT_OK && s->prune_above > 0 && !step && l->pipe > 1 && !s->own_builds &&
+        l->context <= 1 && r->memory != MT_PLAN_MEMORY_MESHTRAIN) {
+        bool seen[MT__PLAN_N_ROLES] = {false};
+        for (int c = 0, k; c < S; c++)
+            n_roles += !seen[k = mt__plan_role_of(s->layers, S, c)], seen[k] = true;
+        in = step_in_of(s, l, &tm, v, batch, res->chips);
+        if (!(partial = malloc((size_t)S * sizeof *partial)))
+            st = mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
+    }
     for (int c = 0; c < S && st == MT_OK && !res->why[0]; c++) {
         const int k = mt__plan_role_of(s->layers, S, c);
         if (built[k]) continue;
@@ -510,6 +549,11 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
         st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k],
                       &role[k], res->why, sizeof res->why, false, NULL);
+        if (st == MT_OK && !res->why[0] && partial && ++done_roles < n_roles &&
+            bound_passes(s, &in, ct, built, S, dev_of, partial)) {
+            pruned(s, res);
+            goto done;
+        }
     }
     if (st != MT_OK || res->why[0]) goto done;
     /* memory: the device whose chunks hold most (evaluate_memory.c) */
@@ -519,6 +563,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     if (st != MT_OK) goto done;
     if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, dev_of, res, step);
 done:
+    free(partial);
     mt_mesh_free(mesh);
     return st;
 }

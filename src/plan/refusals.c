@@ -104,6 +104,11 @@ mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r) {
         t->g = calloc(MT_PLAN_MAX_REFUSALS, sizeof *t->g);
         if (!t->g) return mt_fail(MT_ENOMEM, "out of memory for the plan's refusal reasons");
     }
+    /* the same words as the last: the same numbers, already in its ranges */
+    if (t->last && !strcmp(r->why, t->last_why)) {
+        t->g[t->last - 1].count++;
+        return MT_OK;
+    }
     parsed p;
     parse(r->why, &p);
     const uint64_t h = hash_of(p.key);
@@ -121,6 +126,8 @@ mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r) {
         }
     }
     g->count++;
+    t->last = (int)(g - t->g) + 1;
+    snprintf(t->last_why, sizeof t->last_why, "%s", r->why);
     for (int i = 0; i < g->n_slots; i++) {
         if (p.v[i] < g->lo[i]) {
             g->lo[i] = p.v[i];
@@ -188,5 +195,5 @@ mt_status mt__plan_refusals_report(const mt__plan_refusals *t, mt_plan_report *r
 void mt__plan_refusals_free(mt__plan_refusals *t) {
     free(t->g);
     t->g = NULL;
-    t->n = 0;
+    t->n = t->last = 0;
 }

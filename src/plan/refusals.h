@@ -33,6 +33,12 @@ typedef struct {
 typedef struct {
     int                     n;
     mt__plan_refusal_group *g;   /* (MT_PLAN_MAX_REFUSALS), allocated at the first */
+    /* the last reason added, word for word, and its group + 1 (0: none): a
+       search refuses runs of layouts with one text (each schedule and
+       option of a microbatch count that does not split), which count again
+       without being parsed again */
+    int                     last;
+    char                    last_why[sizeof ((mt_plan_result *)0)->why];
 } mt__plan_refusals;
 
 /* Counts refused layout r (its why and its layout) in *t. MT_ENOMEM. */

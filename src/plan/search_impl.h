@@ -54,7 +54,11 @@ typedef struct {
                                       programs), freed with it */
     unsigned long long  used;      /* a shared program's last use (mt__plan_search.clock) */
     bool                prog_ok;   /* prog built (its timing may yet have failed: a mesh
-                                      the hardware cannot lay out, cost_map.c) */
+                                      the hardware cannot lay out, cost_map.c), or passed
+                                      the trainer's checks and left unbuilt (unbuilt) */
+    bool                unbuilt;   /* on a mesh the hardware cannot lay out: refused by
+                                      the timing's first step, so not built (cache.c's
+                                      build); prog empty, never shared */
     /* packed (cache_pack.c; prog.nodes NULL until unpacked): the distinct
        nodes, and the run order as indexes into them */
     mt__plan_node      *packed_nodes;   /* (n_packed) */
