@@ -80,7 +80,7 @@ expect_fail "--html onto the trace" 2 "html" \
 # ---- in Chromium -------------------------------------------------------------
 CHROME=$(command -v chromium || true)
 if [ -z "$CHROME" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y --no-install-recommends \
+    DEBIAN_FRONTEND=noninteractive timeout 600 apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends \
         chromium >apt.log 2>&1 || true
     CHROME=$(command -v chromium || true)
 fi

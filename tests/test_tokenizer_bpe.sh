@@ -34,7 +34,7 @@ skip() { echo "skip: $1"; exit 77; }
 # ---- the references: node and two npm packages -----------------------------
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y nodejs npm >apt.log 2>&1 ||
+        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get -o DPkg::Lock::Timeout=240 install -y nodejs npm >apt.log 2>&1 ||
             skip "nodejs and npm are missing and apt-get could not install them: $(tail -1 apt.log)"
     else
         skip "nodejs and npm are missing (apt-get install nodejs npm, as root)"

@@ -28,7 +28,7 @@ command -v spm_train >/dev/null && command -v spm_encode >/dev/null ||
 PY=/usr/bin/python3   # Debian's, where python3-sentencepiece installs
 if ! "$PY" -c 'import sentencepiece' 2>/dev/null; then
     [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y python3-sentencepiece \
+        DEBIAN_FRONTEND=noninteractive timeout 300 apt-get -o DPkg::Lock::Timeout=240 install -y python3-sentencepiece \
             >apt.log 2>&1
     "$PY" -c 'import sentencepiece' 2>/dev/null ||
         skip "python3-sentencepiece is missing (apt-get install python3-sentencepiece, as root)"
