@@ -19,6 +19,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "hf_test.h"
 #include "llama_ref.h"
 #include "tensor/tensor_impl.h"
 
@@ -27,23 +28,6 @@
 #include <unistd.h>
 
 enum { C = 32, NH = 4, KV = 2, HS = 8, L = 2, F = 48, V = 40, B = 2, T = 8 };
-
-static char dir[] = "/tmp/mt-test-hf-XXXXXX";
-
-static void cleanup(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
-}
-
-static const char *at(const char *sub, const char *name) {
-    static char buf[2][512];
-    static int k;
-    k ^= 1;
-    snprintf(buf[k], sizeof buf[k], "%s%s%s%s%s", dir, *sub ? "/" : "", sub, *name ? "/" : "",
-             name);
-    return buf[k];
-}
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -123,15 +107,15 @@ static void make_model(hf_model *m, const char *sub, const char *config, int ski
     add(m, "lm_head.weight", "lm_head.w", V, C, false);
     if (bias) add(m, "model.layers.0.self_attn.q_proj.bias", "h.0.attn.wq.b", NH * HS, 0, false);
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", at(sub, ""));
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", hf_at(sub, ""));
     MT_CHECK(system(cmd) == 0, "mkdir");
     mt_st_write_tensor w[48];
     int k = 0;
     for (int i = 0; i < m->n; i++)
         if (i != skip) w[k++] = (mt_st_write_tensor){m->name[i], m->dtype[i], m->ndim[i],
                                                      m->shape[i], m->v[i]};
-    MT_CHECK_OK(mt_safetensors_write(at(sub, "model.safetensors"), w, k, NULL));
-    write_text(at(sub, "config.json"), config);
+    MT_CHECK_OK(mt_safetensors_write(hf_at(sub, "model.safetensors"), w, k, NULL));
+    write_text(hf_at(sub, "config.json"), config);
 }
 
 static void free_model(hf_model *m) {
@@ -143,12 +127,7 @@ static mt_graph *build(const mt_llama_config *c) {
     mt_tensor *loss = mt_llama_build(g, c, B, T, 1.0f / (B * T));
     MT_CHECK(loss, "mt_llama_build: %s", mt_graph_errmsg(g));
     MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 3}));
-    int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
-    int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
-    for (int i = 0; i < B * T; i++) {
-        tok[i] = (int32_t)(mt_rng_uniform(4, 0, (uint64_t)i) * V) % V;
-        tgt[i] = (int32_t)(mt_rng_uniform(4, 1, (uint64_t)i) * V) % V;
-    }
+    hf_fill_tokens(g, B * T, V);
     return g;
 }
 
@@ -157,19 +136,18 @@ static mt_graph *build(const mt_llama_config *c) {
  * and not adjacent pairs), and --hf-out then --hf-in give every tensor
  * back bit for bit. */
 static void loads_and_round_trips(arch a, const char *config) {
-    MT_CHECK(mkdtemp(dir), "mkdtemp");
-    atexit(cleanup);
+    hf_make_dir();
     hf_model m;
     make_model(&m, "in", config, -1, false, a);
     mt_llama_config c;
-    MT_CHECK_OK(mt_hf_read_llama_config(at("in", ""), &c));
+    MT_CHECK_OK(mt_hf_read_llama_config(hf_at("in", ""), &c));
     MT_CHECK(c.dim == C && c.ffn_dim == F && c.n_layers == L && c.n_heads == NH &&
              c.n_kv_heads == KV && c.vocab == V && c.max_seq == 16 && c.head_dim == HS &&
              c.rope_theta == 500000.0f && c.norm_eps == 1e-5f && !c.tie_embeddings &&
              c.rope_scaling.kind == MT_ROPE_SCALING_NONE && c.qkv_bias == (a == ARCH_QWEN2) &&
              c.qk_norm == (a == ARCH_QWEN3), "config read wrong");
     mt_graph *g = build(&c);
-    MT_CHECK_OK(mt_hf_load_llama(at("in", ""), g, &c));
+    MT_CHECK_OK(mt_hf_load_llama(hf_at("in", ""), g, &c));
     MT_CHECK_OK(mt_graph_forward(g));
     /* the reference on the weights as Hugging Face holds them */
     llama_ref ref;
@@ -194,9 +172,9 @@ static void loads_and_round_trips(arch a, const char *config) {
     llama_ref_free(&ref);
 
     /* save, then every tensor as it was written, and a load bit for bit */
-    MT_CHECK_OK(mt_hf_save_llama(at("out", ""), &c, g));
+    MT_CHECK_OK(mt_hf_save_llama(hf_at("out", ""), &c, g));
     mt_safetensors *st = NULL;
-    MT_CHECK_OK(mt_safetensors_open(at("out", ""), &st));
+    MT_CHECK_OK(mt_safetensors_open(hf_at("out", ""), &st));
     MT_CHECK(mt_safetensors_count(st) == m.n, "%d tensors saved, %d read",
              mt_safetensors_count(st), m.n);
     for (int i = 0; i < m.n; i++) {
@@ -210,10 +188,10 @@ static void loads_and_round_trips(arch a, const char *config) {
     }
     mt_safetensors_close(st);
     mt_llama_config c2;
-    MT_CHECK_OK(mt_hf_read_llama_config(at("out", ""), &c2));
+    MT_CHECK_OK(mt_hf_read_llama_config(hf_at("out", ""), &c2));
     MT_CHECK(!memcmp(&c, &c2, sizeof c), "the saved config reads back different");
     mt_graph *g2 = build(&c2);
-    MT_CHECK_OK(mt_hf_load_llama(at("out", ""), g2, &c2));
+    MT_CHECK_OK(mt_hf_load_llama(hf_at("out", ""), g2, &c2));
     for (int i = 0; i < mt_graph_n_params(g); i++) {
         mt_tensor *x = mt_graph_param_at(g, i), *y = mt_graph_find(g2, mt_tensor_name(x));
         MT_CHECK(y && !memcmp(mt_tensor_f32(x), mt_tensor_f32(y),
@@ -242,8 +220,7 @@ MT_TEST(hf_qwen3_loads_against_reference_and_round_trips) {
 }
 
 MT_TEST(hf_refusals_name_the_field_or_tensor) {
-    MT_CHECK(mkdtemp(dir), "mkdtemp");
-    atexit(cleanup);
+    hf_make_dir();
     mt_llama_config c;
     static const struct { const char *config, *want1, *want2; mt_status code; } bad[] = {
         {"{\"architectures\": [\"Gemma2ForCausalLM\"]}", "Gemma2ForCausalLM", "Qwen3ForCausalLM",
@@ -257,27 +234,27 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
          "config.json", MT_EFORMAT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_text(at("", "config.json"), bad[i].config);
-        MT_CHECK_FAILS(mt_hf_read_llama_config(dir, &c), bad[i].code, bad[i].want1,
+        write_text(hf_at("", "config.json"), bad[i].config);
+        MT_CHECK_FAILS(mt_hf_read_llama_config(hf_dir, &c), bad[i].code, bad[i].want1,
                        bad[i].want2);
     }
-    write_text(at("", "config.json"),
+    write_text(hf_at("", "config.json"),
                CONFIG(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                       "\"original_max_position_embeddings\": 8}"));
-    MT_CHECK_OK(mt_hf_read_llama_config(dir, &c));
+    MT_CHECK_OK(mt_hf_read_llama_config(hf_dir, &c));
     MT_CHECK(c.rope_scaling.kind == MT_ROPE_SCALING_LLAMA3 && c.rope_scaling.factor == 8.0f &&
              c.rope_scaling.original_context == 8, "llama3 rope_scaling read wrong");
 
     hf_model m;
     make_model(&m, "missing", CONFIG(""), 3, false, ARCH_LLAMA);   /* no layer 0 k_proj */
-    MT_CHECK_OK(mt_hf_read_llama_config(at("missing", ""), &c));
+    MT_CHECK_OK(mt_hf_read_llama_config(hf_at("missing", ""), &c));
     mt_graph *g = build(&c);
-    MT_CHECK_FAILS(mt_hf_load_llama(at("missing", ""), g, &c), MT_EFORMAT,
+    MT_CHECK_FAILS(mt_hf_load_llama(hf_at("missing", ""), g, &c), MT_EFORMAT,
                    "model.layers.0.self_attn.k_proj.weight", "h.0.attn.wk.w");
     free_model(&m);
     make_model(&m, "extra", CONFIG(""), -1, true, ARCH_LLAMA);
-    MT_CHECK_FAILS(mt_hf_load_llama(at("extra", ""), g, &c), MT_EUNSUPPORTED,
+    MT_CHECK_FAILS(mt_hf_load_llama(hf_at("extra", ""), g, &c), MT_EUNSUPPORTED,
                    "model.layers.0.self_attn.q_proj.bias");
     free_model(&m);
     /* a config whose FFN is 40 wide against weights of 48 */
@@ -285,9 +262,9 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
                "\"intermediate_size\": 40, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
                "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"max_position_embeddings\": 16}",
                -1, false, ARCH_LLAMA);
-    MT_CHECK_OK(mt_hf_read_llama_config(at("shape", ""), &c));
+    MT_CHECK_OK(mt_hf_read_llama_config(hf_at("shape", ""), &c));
     mt_graph *g40 = build(&c);
-    MT_CHECK_FAILS(mt_hf_load_llama(at("shape", ""), g40, &c), MT_ESHAPE,
+    MT_CHECK_FAILS(mt_hf_load_llama(hf_at("shape", ""), g40, &c), MT_ESHAPE,
                    "model.layers.0.mlp.gate_proj.weight", "(48,32)");
     free_model(&m);
     mt_graph_free(g40);

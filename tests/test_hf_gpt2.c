@@ -13,6 +13,7 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "hf_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,21 +21,8 @@
 
 enum { C = 16, NH = 2, HS = C / NH, L = 2, V = 50, P = 16, B = 2, T = 6 };
 
-static char dir[] = "/tmp/mt-test-hf2-XXXXXX";
-
-static void cleanup(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
-}
-
-static const char *at(const char *name) {
-    static char buf[2][512];
-    static int k;
-    k ^= 1;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+/* "DIR/name" (hf_test.h) */
+static const char *at(const char *name) { return hf_at("", name); }
 
 /* The model in transformers' layout. */
 typedef struct {
@@ -191,28 +179,22 @@ static mt_graph *build(const mt_gpt_config *c) {
     MT_CHECK(loss, "mt_gpt_build: %s", mt_graph_errmsg(g));
     MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 3}));
     MT_CHECK_OK(mt_gpt_fill_constants(g));   /* the position ids */
-    int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
-    int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
-    for (int i = 0; i < B * T; i++) {
-        tok[i] = (int32_t)(mt_rng_uniform(4, 0, (uint64_t)i) * V) % V;
-        tgt[i] = (int32_t)(mt_rng_uniform(4, 1, (uint64_t)i) * V) % V;
-    }
+    hf_fill_tokens(g, B * T, V);
     return g;
 }
 
 MT_TEST(hf_gpt2_loads_against_transformers_equations_and_round_trips) {
-    MT_CHECK(mkdtemp(dir), "mkdtemp");
-    atexit(cleanup);
+    hf_make_dir();
     hf_model m;
     make(&m, true);
     write(&m, CONFIG);
     mt_gpt_config c;
-    MT_CHECK_OK(mt_hf_read_gpt2_config(dir, &c));
+    MT_CHECK_OK(mt_hf_read_gpt2_config(hf_dir, &c));
     MT_CHECK(c.C == C && c.L == L && c.NH == NH && c.maxT == P && c.V == V && c.Vp == 64,
              "config read wrong: C %d L %d NH %d maxT %d V %d Vp %d", c.C, c.L, c.NH, c.maxT,
              c.V, c.Vp);
     mt_graph *g = build(&c);
-    MT_CHECK_OK(mt_hf_load_gpt2(dir, g, &c));
+    MT_CHECK_OK(mt_hf_load_gpt2(hf_dir, g, &c));
     MT_CHECK_OK(mt_graph_forward(g));
     const double want = ref_loss(&m, mt_tensor_i32(mt_graph_find(g, "tokens")),
                                  mt_tensor_i32(mt_graph_find(g, "targets")));
@@ -222,7 +204,7 @@ MT_TEST(hf_gpt2_loads_against_transformers_equations_and_round_trips) {
         MT_CHECK(wte[i] == 0, "padding row element %lld is %g", (long long)i, wte[i]);
 
     char out[600];
-    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(out, sizeof out, "%s/out", hf_dir);
     MT_CHECK_OK(mt_hf_save_gpt2(out, &c, g));
     mt_safetensors *st = NULL;
     MT_CHECK_OK(mt_safetensors_open(out, &st));
@@ -260,13 +242,13 @@ MT_TEST(hf_gpt2_loads_against_transformers_equations_and_round_trips) {
     float *head = m.v[m.n - 1];
     head[5] += 1;   /* an untied head */
     write(&m, CONFIG);
-    MT_CHECK_FAILS(mt_hf_load_gpt2(dir, g, &c), MT_EUNSUPPORTED, "lm_head.weight", "ties");
+    MT_CHECK_FAILS(mt_hf_load_gpt2(hf_dir, g, &c), MT_EUNSUPPORTED, "lm_head.weight", "ties");
     head[5] -= 1;
     float *cattn = m.v[4];   /* layer 0's c_attn.weight, given (3C, C) */
     m.shape[4][0] = 3 * C, m.shape[4][1] = C;
     (void)cattn;
     write(&m, CONFIG);
-    MT_CHECK_FAILS(mt_hf_load_gpt2(dir, g, &c), MT_ESHAPE, "h.0.attn.c_attn.weight", "(16,48)");
+    MT_CHECK_FAILS(mt_hf_load_gpt2(hf_dir, g, &c), MT_ESHAPE, "h.0.attn.c_attn.weight", "(16,48)");
     static const struct { const char *cfg, *w1, *w2; } bad[] = {
         {"{\"architectures\": [\"LlamaForCausalLM\"]}", "LlamaForCausalLM", "GPT2LMHeadModel"},
         {"{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 16, \"n_layer\": 2, \"n_head\": 2, "
@@ -283,7 +265,7 @@ MT_TEST(hf_gpt2_loads_against_transformers_equations_and_round_trips) {
         FILE *f = fopen(at("config.json"), "w");
         fputs(bad[i].cfg, f);
         fclose(f);
-        MT_CHECK_FAILS(mt_hf_read_gpt2_config(dir, &c2), MT_EUNSUPPORTED, bad[i].w1, bad[i].w2);
+        MT_CHECK_FAILS(mt_hf_read_gpt2_config(hf_dir, &c2), MT_EUNSUPPORTED, bad[i].w1, bad[i].w2);
     }
     mt_graph_free(g);
     for (int i = 0; i < m.n; i++) free(m.v[i]);
