@@ -20,6 +20,7 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "io/tok_bpe_impl.h"
+#include "io/tokenizer_impl.h"
 
 #include <pcre2.h>
 #include <stdlib.h>
@@ -318,17 +319,7 @@ typedef struct {
     char    *cat;                        /* (2 max_len) two tokens' bytes, without merges */
 } enc;
 
-static bool push_id(enc *e, int32_t id) {
-    if (e->n == e->cap) {
-        int64_t cap = e->cap ? 2 * e->cap : 1024;
-        int32_t *v = realloc(e->ids, (size_t)cap * sizeof *v);
-        if (!v) return false;
-        e->ids = v;
-        e->cap = cap;
-    }
-    e->ids[e->n++] = id;
-    return true;
-}
+static bool push_id(enc *e, int32_t id) { return mt__ids_append(&e->ids, &e->n, &e->cap, id); }
 
 /* The rank and result of tokens a, b side by side; false when they do not merge. */
 static bool rank_of(const mt__bpe *m, enc *e, int a, int b, int32_t *rank, int32_t *id) {

@@ -79,4 +79,9 @@ mt_status mt__spm_without_dummy(const mt_tokenizer *tok, char *path, size_t n);
  * characters. MT_EIO, MT_ENOMEM. */
 mt_status mt__text_stats(int fd, int64_t *chars, bool *pairs);
 
+/* Appends id to the growing array *v of *n ids (room for *cap), doubling
+ * it when full; false when out of memory (*v unchanged). The encoders'
+ * one way to grow their ids (tokenizer.c). */
+bool mt__ids_append(int32_t **v, int64_t *n, int64_t *cap, int32_t id);
+
 #endif /* MT_IO_TOKENIZER_IMPL_H */

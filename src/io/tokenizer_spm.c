@@ -300,17 +300,7 @@ done:
 /* Growing array of ids; `first`: how many the first line of the text gave. */
 typedef struct { int32_t *v; int64_t n, cap, first; } id_list;
 
-static bool ids_push(id_list *l, int32_t id) {
-    if (l->n == l->cap) {
-        int64_t cap = l->cap ? l->cap * 2 : 4096;
-        int32_t *v = realloc(l->v, (size_t)cap * sizeof *v);
-        if (!v) return false;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = id;
-    return true;
-}
+static bool ids_push(id_list *l, int32_t id) { return mt__ids_append(&l->v, &l->n, &l->cap, id); }
 
 /* Reads spm_encode's output (one line of space-separated ids per line of
  * its text) from fd into l: after each line, the byte pieces of the raw run
