@@ -462,15 +462,3 @@ mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_
                        tok->path, tok->V, tok->V - 1);
     return MT_OK;
 }
-
-bool mt__ids_append(int32_t **v, int64_t *n, int64_t *cap, int32_t id) {
-    if (*n == *cap) {
-        const int64_t grown = *cap ? 2 * *cap : 1024;
-        int32_t *w = realloc(*v, (size_t)grown * sizeof *w);
-        if (!w) return false;
-        *v = w;
-        *cap = grown;
-    }
-    (*v)[(*n)++] = id;
-    return true;
-}

@@ -81,7 +81,7 @@ mt_status mt__text_stats(int fd, int64_t *chars, bool *pairs);
 
 /* Appends id to the growing array *v of *n ids (room for *cap), doubling
  * it when full; false when out of memory (*v unchanged). The encoders'
- * one way to grow their ids (tokenizer.c). */
+ * one way to grow their ids (tok_ids.c). */
 bool mt__ids_append(int32_t **v, int64_t *n, int64_t *cap, int32_t id);
 
 #endif /* MT_IO_TOKENIZER_IMPL_H */
