@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_doc_mask_cli.sh — packed documents at the command line: tokenize
 # --doc-sep writes </s> (id 2) where blank lines separate documents (the
-# ids checked against the newline's, hand-read from the text), train
+# ids checked against the newline's, hand-read from the text), with --bos a
+# BOS (id 1) before every document (against each document encoded alone), train
 # --doc-mask on trains a LLaMA on them, and the refusals exit 2 with one
 # line naming the flag (--eot-id without --doc-mask; a context axis and
 # a pipe axis take documents: test_doc_context.sh, test_context_pipe.sh); an
@@ -39,6 +40,29 @@ sys.exit(0 if ok else 1)
 PY
 then ok "tokenize --doc-sep: </s> after each document's last newline"
 else bad "tokenize --doc-sep" "ids of docs.bin"; fi
+# --bos with --doc-sep: a BOS (id 1) begins every document, as llama2.c's data
+# preparation puts one before every story. The reference is each document
+# encoded on its own with --bos (BOS once, before the whole text), the three
+# joined by </s> (id 2): tokenize's models add no dummy space, so a document
+# encodes alone as it does inside the text.
+printf 'one story here.\nsecond line\n' >d1.txt
+printf 'another story\n' >d2.txt
+printf 'third one\n' >d3.txt
+for d in d1 d2 d3; do
+    "$BIN" tokenize --text $d.txt --tokenizer tok.model --ids-out $d.ids --bos >out.txt 2>err.txt ||
+        bad "tokenize --bos of $d.txt" "$(cat err.txt)"
+done
+"$BIN" tokenize --text docs.txt --tokenizer tok.model --ids-out docs_bos.ids --out docs_bos.bin \
+    --doc-sep --bos >out.txt 2>err.txt || bad "tokenize --doc-sep --bos" "$(cat err.txt)"
+{ cat d1.ids; echo 2; cat d2.ids; echo 2; cat d3.ids; } >want.ids
+if [ "$(head -1 d1.ids)" = 1 ] && cmp -s docs_bos.ids want.ids; then
+    ok "tokenize --doc-sep --bos: BOS before each of the 3 documents ($(wc -l <want.ids) ids)"
+else bad "tokenize --doc-sep --bos" "$(tr '\n' ' ' <docs_bos.ids) against $(tr '\n' ' ' <want.ids)"; fi
+printf 'only one\n\n\n' >one.txt
+"$BIN" tokenize --text one.txt --tokenizer tok.model --ids-out one.ids --doc-sep --bos >out.txt 2>&1
+[ "$(head -1 one.ids)" = 1 ] && [ "$(tail -1 one.ids)" = 2 ] && [ "$(grep -c '^1$' one.ids)" = 1 ] &&
+    ok "a </s> at the end of the text begins no document" ||
+    bad "--doc-sep --bos, blank lines at the end" "$(tr '\n' ' ' <one.ids)"
 if "$BIN" train --model llama --data docs.bin --tokenizer tok.model --doc-mask on --seq 8 \
     --batch 1 --steps 2 --val-frac 0 --quiet >out.txt 2>err.txt; then
     ok "train --doc-mask on on tokenize --doc-sep's file"

@@ -45,6 +45,9 @@ hostile_cases <<EOF
 2 | checkpoint gpt.ckpt has a vocabulary of V=256 tokens but tokenizer tok.model has 300 pieces | sample --ckpt gpt.ckpt --tokenizer tok.model --tokens 5 | test ! -s out.txt
 2 | or none: a model of 256 tokens reads bytes | sample --ckpt gpt.ckpt --tokenizer tok.model --prompt "the " --tokens 5 | test ! -s out.txt
 2 | checkpoint llama.ckpt has a vocabulary of V=300 tokens but tokenizer big.model has 320 pieces | sample --ckpt llama.ckpt --tokenizer big.model --tokens 5 | test ! -s out.txt
+# a BOS asked for where there is none: bytes (and the control, --bos off)
+2 | a BOS before the prompt is a tokenizer's id, and without a tokenizer | sample --ckpt gpt.ckpt --bos on --tokens 5 | test ! -s out.txt
+0 | - | sample --ckpt llama.ckpt --tokenizer tok.model --bos off --tokens 5 | test -s out.txt
 # (controls: each model through its own tokens)
 0 | - | sample --ckpt llama.ckpt --tokenizer tok.model --tokens 5 | test -s out.txt
 0 | - | sample --ckpt gpt.ckpt --tokens 5 | test \$(wc -c <out.txt) -eq 5

@@ -298,11 +298,10 @@ MT_TEST(decode_refuses_an_id_outside) {
 }
 
 /* llama2.c's tokenizer.bin (written by mt_llama2c_tokenizer_write, as
- * export.py's): run.c's encoding, a space before the text, characters,
- * then the pair making the highest-scored token first. */
-MT_TEST(llama2c_tokenizer_bin_encodes_as_run_c) {
-    /* 0 <unk>, 1 BOS, 2 EOS, 3..258 the bytes, then 259 " " 260 "a" 261 "b" 262 "ab"
-     * (score -10) 263 " a" (-20) 264 " ab" (-30) 265 "é" */
+ * export.py's) into dir/tokenizer.bin, its path into path:
+ * 0 <unk>, 1 BOS, 2 EOS, 3..258 the bytes, then 259 " " 260 "a" 261 "b" 262 "ab"
+ * (score -10) 263 " a" (-20) 264 " ab" (-30) 265 "é" */
+static void write_llama2c(char *dir, char *path, size_t n) {
     const char *pieces[266];
     float scores[266] = {0};
     char bytes[256][8];
@@ -319,10 +318,16 @@ MT_TEST(llama2c_tokenizer_bin_encodes_as_run_c) {
         pieces[259 + i] = rest[i];
         scores[259 + i] = rest_score[i];
     }
-    char dir[] = "/tmp/mt_test_l2c_XXXXXX", path[64];
     MT_CHECK(mkdtemp(dir), "mkdtemp");
-    snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+    snprintf(path, n, "%s/tokenizer.bin", dir);
     MT_CHECK_OK(mt_llama2c_tokenizer_write(path, 266, pieces, scores));
+}
+
+/* run.c's encoding, a space before the text, characters, then the pair
+ * making the highest-scored token first. */
+MT_TEST(llama2c_tokenizer_bin_encodes_as_run_c) {
+    char dir[] = "/tmp/mt_test_l2c_XXXXXX", path[64];
+    write_llama2c(dir, path, sizeof path);
     mt_tokenizer *tok;
     MT_CHECK_OK(mt_tokenizer_open(path, &tok));
     MT_CHECK(strcmp(mt_tokenizer_kind(tok), "llama2.c BPE") == 0, "kind %s", mt_tokenizer_kind(tok));
@@ -342,6 +347,53 @@ MT_TEST(llama2c_tokenizer_bin_encodes_as_run_c) {
     MT_CHECK_OK(mt_tokenizer_decode(tok, (const int32_t[]){264}, 1, false, buf, sizeof buf, &n));
     MT_CHECK(n == 3 && memcmp(buf, " ab", 3) == 0, "264 decodes to '%s' inside a text", buf);
     mt_tokenizer_free(tok);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The ids `sample` feeds (mt_sample_prompt) for a prompt, against want[n]. */
+static void check_prompt(const char *tokenizer, const char *prompt, mt_sample_bos bos,
+                         const int32_t *want, int64_t n) {
+    mt_sample_config cfg = {.tokenizer = tokenizer, .prompt = prompt, .bos = bos};
+    int32_t *ids = NULL;
+    int64_t got = -1;
+    MT_CHECK_OK(mt_sample_prompt(&cfg, &ids, &got));
+    bool same = got == n;
+    for (int64_t i = 0; same && i < n; i++) same = ids[i] == want[i];
+    MT_CHECK(same, "prompt '%s' (bos %d): %lld ids, the first %d, want %lld, the first %d",
+             prompt ? prompt : "(none)", (int)bos, (long long)got, got > 0 ? ids[0] : -1,
+             (long long)n, n > 0 ? want[0] : -1);
+    free(ids);
+}
+
+/* sample's prompt as run.c feeds it: BOS (1) first, then the text as
+ * run.c encodes it (the ids worked out by hand above); --bos off the text
+ * alone; no prompt: BOS alone (run.c's empty prompt), or without a BOS a
+ * newline. A tokenizer without a BOS (GPT-2's shape) and bytes get none,
+ * and asking for one there is refused. */
+MT_TEST(sample_feeds_bos_then_the_prompt_as_run_c) {
+    char dir[] = "/tmp/mt_test_l2c_XXXXXX", path[64];
+    write_llama2c(dir, path, sizeof path);
+    check_prompt(path, "ab", MT_SAMPLE_BOS_AUTO, IDS(1, 264));
+    check_prompt(path, "ab", MT_SAMPLE_BOS_ON, IDS(1, 264));
+    check_prompt(path, "ab", MT_SAMPLE_BOS_OFF, IDS(264));
+    /* " a\nb": (" " a) " a"; \n its byte piece 13; b alone */
+    check_prompt(path, "a\nb", MT_SAMPLE_BOS_AUTO, IDS(1, 263, 13, 261));
+    check_prompt(path, NULL, MT_SAMPLE_BOS_AUTO, IDS(1));
+    check_prompt(path, "", MT_SAMPLE_BOS_AUTO, IDS(1));
+    check_prompt(path, NULL, MT_SAMPLE_BOS_OFF, IDS(259, 13));   /* " \n" */
+    check_prompt(NULL, "ab", MT_SAMPLE_BOS_AUTO, IDS(97, 98));
+    check_prompt(NULL, NULL, MT_SAMPLE_BOS_AUTO, IDS(10));
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    mt_sample_config cfg = {.prompt = "ab", .bos = MT_SAMPLE_BOS_ON};
+    MT_CHECK_FAILS(mt_sample_prompt(&cfg, &ids, &n), MT_EINVAL, "without a tokenizer", "--bos off");
+    tmp t;
+    cfg.tokenizer = tmp_file(&t, (tok_json){.skip_byte = -1});
+    MT_CHECK_FAILS(mt_sample_prompt(&cfg, &ids, &n), MT_EINVAL, "defines none", "--bos off");
+    /* "the cat" as worked out by hand in gpt2_shape_encodes_as_worked_out_by_hand */
+    check_prompt(cfg.tokenizer, "the cat", MT_SAMPLE_BOS_AUTO, IDS(116, 257, 263));
+    tmp_done(&t);
     unlink(path);
     rmdir(dir);
 }

@@ -540,11 +540,17 @@ int       mt_trainer_devices(const mt_trainer *tr);
  * MT_EIO naming the system's message when the checkpoint cannot be opened or
  * is not a regular file, or when writing to `out` fails (the sample stops
  * there); with MT_ENAN when the checkpoint holds a non-finite weight.
- * With `tokenizer` (a SentencePiece model, meshtrain/tokenizer.h) the prompt
- * is encoded and each token decoded through it; its failures are
- * mt_tokenizer_open's and mt_tokenizer_encode's. The model's vocabulary
- * must be the tokenizer's pieces, or 256 without one (tokens are bytes):
- * MT_EINVAL naming both sizes otherwise (mt_sample_check). */
+ * With `tokenizer` (any kind mt_tokenizer_open reads) the prompt is encoded
+ * and each token decoded through it (mt_tokenizer_open's and _encode's
+ * failures); the ids fed first are mt_sample_prompt's. The model's
+ * vocabulary must be the tokenizer's pieces, or 256 without one (tokens are
+ * bytes): MT_EINVAL naming both sizes otherwise (mt_sample_check). */
+typedef enum {
+    MT_SAMPLE_BOS_AUTO = 0,   /* the tokenizer's BOS first where it defines one (as run.c
+                                 and Hugging Face's encode), none for bytes */
+    MT_SAMPLE_BOS_ON,         /* the same; MT_EINVAL where there is no BOS */
+    MT_SAMPLE_BOS_OFF,        /* the prompt's ids alone */
+} mt_sample_bos;
 typedef struct {
     const char *ckpt;
     const char *prompt;
@@ -553,19 +559,29 @@ typedef struct {
     int         top_k;
     uint64_t    seed;
     int         threads;
-    const char *tokenizer;   /* a SentencePiece .model, or NULL: byte tokens */
+    const char *tokenizer;   /* a tokenizer file (mt_tokenizer_open), or NULL: byte tokens */
     const char *llmc_in;     /* instead of ckpt: `model`'s llm.c-family file */
     mt_model_kind model;     /* with llmc_in: the model it holds (0: MT_MODEL_GPT) */
     const char *hf_in;       /* instead of ckpt: a Hugging Face directory of a LLaMA or
                                 a GPT-2 (io.h's mt_hf_read_*_config) */
+    mt_sample_bos bos;       /* the BOS before the prompt (0: MT_SAMPLE_BOS_AUTO) */
 } mt_sample_config;
 mt_status mt_sample(const mt_sample_config *cfg, FILE *out);
 
+/* The ids mt_sample feeds before its first token, into a new *ids (free()
+ * it) of *n: the BOS cfg->bos asks for (mt_tokenizer_bos), then `prompt`
+ * (NULL: "") through cfg->tokenizer, or its bytes; the ids of "\n" where
+ * that leaves none. mt_sample keeps their last T-1. MT_EINVAL for
+ * MT_SAMPLE_BOS_ON without a BOS (no tokenizer; GPT-2's, cl100k_base's);
+ * mt_tokenizer_open's and mt_tokenizer_encode's failures; MT_ENOMEM. */
+mt_status mt_sample_prompt(const mt_sample_config *cfg, int32_t **ids, int64_t *n);
+
 /* What mt_sample checks before it builds the model, from the checkpoint's
  * settings alone: that the model's vocabulary V is the tokenizer's pieces
- * (cfg->tokenizer), or 256 (bytes) without one. MT_OK when it is;
- * MT_EINVAL naming both sizes and the fix, *mismatch (may be NULL) then
- * true, when it is not (the wrong pair of files was given); the failures
+ * (cfg->tokenizer), or 256 (bytes) without one, and a BOS for
+ * MT_SAMPLE_BOS_ON. MT_OK when they are; MT_EINVAL naming both sizes and
+ * the fix, *mismatch (may be NULL) then true, when they are not (the wrong
+ * pair of files or flags was given); the failures
  * of reading the checkpoint's settings or opening the tokenizer, as
  * mt_sample's, with *mismatch false. */
 mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch);

@@ -20,9 +20,11 @@ static const char SAMPLE_USAGE[] =
     "is a meshtrain checkpoint (from train --ckpt-out) of a GPT or a LLaMA model,\n"
     "or an llm.c GPT-2 checkpoint; --llmc-in FILE is the model's llm.c-family\n"
     "checkpoint: llm.c's for gpt, llama2.c's model.bin for llama (--model llama).\n"
-    "Tokens are bytes, or, with --tokenizer, pieces of the SentencePiece model\n"
-    "the model was trained with (meshtrain tokenize), which encodes the prompt;\n"
-    "the model's vocabulary must be 256 (bytes) or the tokenizer's pieces.\n"
+    "Tokens are bytes, or, with --tokenizer, pieces of the tokenizer the model was\n"
+    "trained with (any kind meshtrain tokenize reads), which encodes the prompt;\n"
+    "the model's vocabulary must be 256 (bytes) or the tokenizer's pieces. The\n"
+    "tokenizer's beginning-of-sequence id goes first where it defines one, as\n"
+    "llama2.c's run.c and Hugging Face's encode put it (--bos off: the prompt alone).\n"
     "\n"
     "examples:\n"
     "  meshtrain sample --ckpt model.ckpt --prompt \"The \" --tokens 300 --temperature 0.8\n"
@@ -46,23 +48,28 @@ static int llmc_models(char *buf, size_t n, int *kinds, int max) {
 
 int cli_cmd_sample(int argc, char **argv) {
     mt_sample_config cfg = {
-        .ckpt = NULL, .prompt = "\n", .n = 256, .temperature = 1.0f,
+        .ckpt = NULL, .prompt = NULL, .n = 256, .temperature = 1.0f,
         .top_k = 0, .seed = 1337, .threads = 0, .tokenizer = NULL,
     };
     const double INF = HUGE_VAL;
     char choices[64];
-    int kinds[16], model = 0;
+    int kinds[16], model = 0, bos = MT_SAMPLE_BOS_AUTO;   /* "auto|on|off": mt_sample_bos */
     llmc_models(choices, sizeof choices, kinds, 16);
     const cli_opt opts[] = {
         {"ckpt", CLI_STR, &cfg.ckpt, 0, 0, 0, 0, NULL, "FILE", "checkpoint to sample from (or --llmc-in, --hf-in)"},
-        {"prompt", CLI_STR, &cfg.prompt, 0, 0, 0, 0, NULL, "TEXT", "text to continue (bytes)"},
+        {"prompt", CLI_STR, &cfg.prompt, 0, 0, 0, 0, NULL, "TEXT",
+         "text to continue (bytes; none: the BOS alone, or a newline)"},
         {"tokens", CLI_INT, &cfg.n, 1, 1e7, 0, 0, NULL, "N", "tokens to generate"},
         {"temperature", CLI_FLOAT, &cfg.temperature, 0, INF, 0, 0, NULL, "X", "softmax temperature (0: greedy)"},
         {"top-k", CLI_INT, &cfg.top_k, 0, 1 << 24, 0, 0, NULL, "K", "sample among the K likeliest (0: all)"},
         {"seed", CLI_U64, &cfg.seed, 0, 0, 0, 0, NULL, "N", "sampling seed"},
         {"threads", CLI_INT, &cfg.threads, 0, 4096, 0, 0, NULL, "N", "kernel threads (0: all cores)"},
-        {"tokenizer", CLI_STR, &cfg.tokenizer, 0, 0, 0, 0, NULL, "MODEL",
-         "SentencePiece model to encode the prompt and decode the tokens (default: bytes)"},
+        {"tokenizer", CLI_STR, &cfg.tokenizer, 0, 0, 0, 0, NULL, "FILE",
+         "tokenizer to encode the prompt and decode the tokens (SentencePiece .model, "
+         "tokenizer.json, tiktoken ranks, llama2.c's tokenizer.bin; default: bytes)"},
+        {"bos", CLI_CHOICE, &bos, 0, 0, 0, 0, "auto|on|off", "MODE",
+         "the tokenizer's beginning-of-sequence id before the prompt (auto: where it "
+         "defines one)"},
         {"llmc-in", CLI_STR, &cfg.llmc_in, 0, 0, 0, 0, NULL, "FILE",
          "instead of --ckpt: the model's llm.c-family checkpoint (llm.c's for gpt, llama2.c's "
          "model.bin for llama)"},
@@ -95,6 +102,7 @@ int cli_cmd_sample(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     cfg.model = (mt_model_kind)kinds[model];
+    cfg.bos = (mt_sample_bos)bos;
     /* the tokenizer is opened, and the tools found, before the model is built */
     mt_tokenizer *tok = NULL;
     mt_status st = MT_OK;

@@ -44,7 +44,8 @@ static const char TOKENIZE_USAGE[] =
     "file (cl100k_base, o200k_base, Llama 3's tokenizer.model) or llama2.c's\n"
     "tokenizer.bin; the whole text at once, decoding gives its bytes back (NFC\n"
     "text where the tokenizer normalises). --bos puts the tokenizer's\n"
-    "beginning-of-sequence id first, as its own library does for a model's text.\n"
+    "beginning-of-sequence id first, as its own library does for a model's text;\n"
+    "with --doc-sep before every document, as llama2.c's data preparation does.\n"
     "\n"
     "examples:\n"
     "  meshtrain tokenize --text input.txt --vocab 4096 --model-out tok --out input.bin\n"
@@ -203,20 +204,32 @@ static int piece_id(const mt_tokenizer *tok, const char *piece) {
 /* --doc-sep: documents are separated by blank lines. Each run of empty
  * lines (newline ids after the newline that ends a line) becomes one </s>,
  * the end-of-text train --doc-mask on splits at (LLaMA's default --eot-id):
- * the document keeps its own last newline. Rewrites ids[0..*n) in place. */
-static mt_status mark_documents(const mt_tokenizer *tok, int32_t *ids, int64_t *n) {
+ * the document keeps its own last newline. `bos` >= 0 (--bos): that id
+ * begins every document, the first and each after a </s> that more text
+ * follows (llama2.c's data preparation puts BOS = 1 before every story).
+ * Rewrites *ids (n) into a new array. */
+static mt_status mark_documents(const mt_tokenizer *tok, int bos, int32_t **ids, int64_t *n) {
     int nl = piece_id(tok, "<0x0A>"), eos = piece_id(tok, "</s>");
     if (nl < 0 || eos < 0)
         return mt_fail(MT_EFORMAT, "--doc-sep writes </s> where blank lines separate documents, "
                        "and the model has no %s piece; use a model tokenize trained",
                        nl < 0 ? "newline (<0x0A>)" : "</s>");
+    const int32_t *in = *ids;
+    int64_t docs = 1;   /* an upper bound: a </s> (and a BOS) at most every second id */
+    for (int64_t i = 0; i + 1 < *n; i++) docs += in[i] == nl && in[i + 1] == nl;
+    int32_t *out = malloc((size_t)(*n + 2 * docs) * sizeof *out);   /* (n + 2 docs) */
+    if (!out) return mt_fail(MT_ENOMEM, "no memory for the %lld ids of the documents", (long long)*n);
     int64_t w = 0;
+    if (bos >= 0 && *n > 0) out[w++] = bos;
     for (int64_t i = 0; i < *n; i++) {
-        ids[w++] = ids[i];
-        if (ids[i] != nl || i + 1 >= *n || ids[i + 1] != nl) continue;
-        while (i + 1 < *n && ids[i + 1] == nl) i++;   /* the empty lines */
-        ids[w++] = eos;
+        out[w++] = in[i];
+        if (in[i] != nl || i + 1 >= *n || in[i + 1] != nl) continue;
+        while (i + 1 < *n && in[i + 1] == nl) i++;   /* the empty lines */
+        out[w++] = eos;
+        if (bos >= 0 && i + 1 < *n) out[w++] = bos;
     }
+    free(*ids);
+    *ids = out;
     *n = w;
     return MT_OK;
 }
@@ -257,8 +270,11 @@ static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tok
     int64_t n = 0;
     double t0 = mt_time_now();
     mt_status s = mt_tokenizer_encode_file(tok, a->text, &ids, &n);
-    if (s == MT_OK && a->doc_sep) s = mark_documents(tok, ids, &n);
-    if (s == MT_OK && a->bos) s = prepend_bos(tok, &ids, &n);
+    /* --bos: before every document, or before the text, which is one */
+    if (s == MT_OK && a->doc_sep)
+        s = mark_documents(tok, a->bos ? mt_tokenizer_bos(tok) : -1, &ids, &n);
+    else if (s == MT_OK && a->bos)
+        s = prepend_bos(tok, &ids, &n);
     d->encode_s = mt_time_now() - t0;
     if (s != MT_OK) {
         cli_error("encoding --text '%s': %s", a->text, mt_errmsg());
@@ -403,7 +419,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"ids-out", CLI_STR, &a.ids_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the ids as text, one a line (any vocabulary size)"},
         {"bos", CLI_FLAG, &a.bos, 0, 0, 0, 0, NULL, NULL,
-         "put the tokenizer's beginning-of-sequence id first, as its library does"},
+         "put the tokenizer's beginning-of-sequence id first, as its library does; with "
+         "--doc-sep before every document"},
         {NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL},
     };
     bool seen[sizeof opts / sizeof opts[0]] = {0};

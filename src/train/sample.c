@@ -166,6 +166,19 @@ static mt_status check_vocab(const char *path, int V, const mt_tokenizer *tok) {
     return MT_OK;
 }
 
+/* MT_SAMPLE_BOS_ON needs a BOS to put: MT_EINVAL naming the tokenizer and the fix. */
+static mt_status check_bos(const mt_sample_config *cfg, const mt_tokenizer *tok) {
+    if (cfg->bos != MT_SAMPLE_BOS_ON || (tok && mt_tokenizer_bos(tok) >= 0)) return MT_OK;
+    if (!tok)
+        return mt_fail(MT_EINVAL, "a BOS before the prompt is a tokenizer's id, and without a "
+                       "tokenizer the tokens are bytes: give the tokenizer (--tokenizer FILE) "
+                       "or drop the BOS (--bos off)");
+    return mt_fail(MT_EINVAL, "a BOS before the prompt was asked for, and tokenizer %s (%s) "
+                   "defines none its library puts before a text (GPT-2's, cl100k_base and "
+                   "o200k_base put none): drop it (--bos off)", mt_tokenizer_path(tok),
+                   mt_tokenizer_kind(tok));
+}
+
 mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch) {
     if (mismatch) *mismatch = false;
     if (!source_of(cfg))
@@ -177,8 +190,48 @@ mt_status mt_sample_check(const mt_sample_config *cfg, bool *mismatch) {
     mt_tokenizer *tok = NULL;
     if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
     s = check_vocab(source_of(cfg), sm.V, tok);
+    if (s == MT_OK) s = check_bos(cfg, tok);
     mt_tokenizer_free(tok);
     if (s != MT_OK && mismatch) *mismatch = true;
+    return s;
+}
+
+/* mt_sample_prompt's ids through the tokenizer `tok` (NULL: bytes). */
+static mt_status prompt_ids(const mt_sample_config *cfg, const mt_tokenizer *tok, int32_t **ids,
+                            int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    mt_status s = check_bos(cfg, tok);
+    if (s != MT_OK) return s;
+    const char *prompt = cfg->prompt && cfg->prompt[0] ? cfg->prompt : NULL;
+    const int bos = tok && cfg->bos != MT_SAMPLE_BOS_OFF ? mt_tokenizer_bos(tok) : -1;
+    if (!prompt && bos < 0) prompt = "\n";   /* nothing to start from: a fresh line */
+    const size_t plen = prompt ? strlen(prompt) : 0;
+    int32_t *text = NULL;   /* (n_text) the prompt's ids */
+    int64_t n_text = 0;
+    if (tok && plen && (s = mt_tokenizer_encode(tok, prompt, plen, &text, &n_text)) != MT_OK)
+        return mt_fail_wrap(s, "encoding the prompt");
+    if (!tok) n_text = (int64_t)plen;
+    int32_t *v = malloc((size_t)(n_text + 1) * sizeof *v);   /* (1 + n_text) */
+    if (!v) {
+        free(text);
+        return mt_fail(MT_ENOMEM, "out of memory for the %lld ids of the prompt",
+                       (long long)n_text + 1);
+    }
+    if (bos >= 0) v[(*n)++] = bos;
+    for (int64_t i = 0; i < n_text; i++) v[(*n)++] = tok ? text[i] : (unsigned char)prompt[i];
+    free(text);
+    *ids = v;
+    return MT_OK;
+}
+
+mt_status mt_sample_prompt(const mt_sample_config *cfg, int32_t **ids, int64_t *n) {
+    if (!cfg || !ids || !n)
+        return mt_fail(MT_EINVAL, "mt_sample_prompt needs a configuration and places for the ids");
+    mt_tokenizer *tok = NULL;
+    mt_status s = cfg->tokenizer ? mt_tokenizer_open(cfg->tokenizer, &tok) : MT_OK;
+    if (s == MT_OK) s = prompt_ids(cfg, tok, ids, n);
+    mt_tokenizer_free(tok);
     return s;
 }
 
@@ -208,30 +261,24 @@ static int pick_token(const float *logits, int V, float temperature, int top_k, 
     return work[k - 1].token;   /* rounding left r at the very top */
 }
 
-/* The prompt's tokens, its last T-1 into ctx (T): bytes, or through the
- * tokenizer `tok`; *n_ctx their count. */
-static mt_status prompt_tokens(const char *prompt, const mt_tokenizer *tok, int V, int T,
-                               int32_t *ctx, int *n_ctx) {
-    size_t plen = strlen(prompt);
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (tok) {
-        mt_status s = mt_tokenizer_encode(tok, prompt, plen, &ids, &n);
-        if (s != MT_OK) return mt_fail_wrap(s, "encoding the prompt");
-    }
+/* mt_sample_prompt's ids, their last T-1 into ctx (T); *n_ctx their count. */
+static mt_status prompt_tokens(const mt_sample_config *cfg, const mt_tokenizer *tok, int V,
+                               int T, int32_t *ctx, int *n_ctx) {
+    int32_t *ids;
+    int64_t n;
+    mt_status s = prompt_ids(cfg, tok, &ids, &n);
+    if (s != MT_OK) return s;
     *n_ctx = 0;
-    int64_t len = tok ? n : (int64_t)plen;
-    for (int64_t i = len > T - 1 ? len - (T - 1) : 0; i < len; i++) {
-        int t = tok ? ids[i] : (unsigned char)prompt[i];
-        if (t >= V) {
-            free(ids);
-            return mt_fail(MT_EINVAL, "prompt %s %d at %lld is outside the model's vocabulary "
-                           "V=%d", tok ? "token" : "byte", t, (long long)i, V);
+    for (int64_t i = n > T - 1 ? n - (T - 1) : 0; i < n; i++) {
+        if (ids[i] >= V) {
+            s = mt_fail(MT_EINVAL, "prompt %s %d at %lld is outside the model's vocabulary "
+                        "V=%d", tok ? "token" : "byte", ids[i], (long long)i, V);
+            break;
         }
-        ctx[(*n_ctx)++] = t;
+        ctx[(*n_ctx)++] = ids[i];
     }
     free(ids);
-    return MT_OK;
+    return s;
 }
 
 /* Writes token t: its text through the tokenizer, or the byte (check_vocab
@@ -264,7 +311,7 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
 
     mt_tokenizer *tok = NULL;
     if (cfg->tokenizer && (s = mt_tokenizer_open(cfg->tokenizer, &tok)) != MT_OK) return s;
-    if ((s = check_vocab(path, V, tok)) != MT_OK) {
+    if ((s = check_vocab(path, V, tok)) != MT_OK || (s = check_bos(cfg, tok)) != MT_OK) {
         mt_tokenizer_free(tok);
         return s;
     }
@@ -305,13 +352,10 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
         goto done;
     }
 
-    /* the prompt, through the tokenizer or as bytes; only its last T-1 tokens fit */
+    /* the BOS and the prompt, through the tokenizer or as bytes; the last T-1 fit */
     int n_ctx = 0;
-    if ((s = prompt_tokens(cfg->prompt ? cfg->prompt : "", tok, V, T, ctx, &n_ctx)) != MT_OK)
-        goto done;
-    /* no prompt: start a fresh line */
-    if (n_ctx == 0 && tok && (s = prompt_tokens("\n", tok, V, T, ctx, &n_ctx)) != MT_OK) goto done;
-    if (n_ctx == 0) ctx[n_ctx++] = '\n' < V ? '\n' : 0;
+    if ((s = prompt_tokens(cfg, tok, V, T, ctx, &n_ctx)) != MT_OK) goto done;
+    if (n_ctx == 0) ctx[n_ctx++] = 0;   /* "\n" encoded to nothing: any token starts */
 
     for (int i = 0; i < cfg->n; i++) {
         /* past n_ctx: padding the mask hides; the targets (0): the loss is not used */
