@@ -13,6 +13,7 @@
 #include "meshtrain.h"
 #include "meshtrain/tokenizer.h"
 #include "harness.h"
+#include "tok_test.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -98,42 +99,11 @@ static void write_json(const char *path, const tok_json *t) {
     MT_CHECK(fclose(f) == 0, "closing %s", path);
 }
 
-typedef struct { char dir[64]; char path[128]; } tmp;
-
 static const char *tmp_file(tmp *t, tok_json j) {
-    snprintf(t->dir, sizeof t->dir, "/tmp/mt_test_bpe_XXXXXX");
-    MT_CHECK(mkdtemp(t->dir), "mkdtemp");
-    snprintf(t->path, sizeof t->path, "%s/tokenizer.json", t->dir);
-    write_json(t->path, &j);
+    write_json(tmp_path(t), &j);
     return t->path;
 }
 
-static void tmp_done(tmp *t) {
-    unlink(t->path);
-    rmdir(t->dir);
-}
-
-/* Encodes text (len bytes) and checks the ids, then that decoding gives
- * the text's bytes back. */
-static void check_ids(const mt_tokenizer *tok, const char *text, size_t len, const int32_t *want,
-                      int n_want) {
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    MT_CHECK_OK(mt_tokenizer_encode(tok, text, len, &ids, &n));
-    MT_CHECK(n == n_want, "'%.*s': %lld ids, want %d", (int)len, text, (long long)n, n_want);
-    for (int i = 0; i < n_want && i < n; i++)
-        MT_CHECK(ids[i] == want[i], "'%.*s': id %d is %d, want %d", (int)len, text, i, ids[i],
-                 want[i]);
-    char buf[256];
-    size_t got = 0;
-    MT_CHECK_OK(mt_tokenizer_decode(tok, ids, n, true, buf, sizeof buf, &got));
-    MT_CHECK(got == len && memcmp(buf, text, len) == 0, "'%.*s' decodes to '%.*s'", (int)len,
-             text, (int)got, buf);
-    free(ids);
-}
-
-#define IDS(...) (const int32_t[]){__VA_ARGS__}, (int)(sizeof (const int32_t[]){__VA_ARGS__} / 4)
-#define TEXT(s) s, sizeof s - 1
 
 /* ------------------------------------------------------------------------ */
 /* Cases                                                                     */
@@ -210,6 +180,20 @@ MT_TEST(llama3_shape_split_ignore_merges_and_bos) {
     }
 }
 
+/* byte_fallback true beside a ByteLevel pre-tokeniser changes nothing (every
+ * byte is a token): the file stays byte-level, not SentencePiece's scheme. */
+MT_TEST(byte_fallback_beside_byte_level_stays_byte_level) {
+    tmp t;
+    mt_tokenizer *tok;
+    MT_CHECK_OK(mt_tokenizer_open(tmp_file(&t, (tok_json){.skip_byte = -1,
+                                                         .model_extra = "\"byte_fallback\": true"}),
+                                  &tok));
+    MT_CHECK(strcmp(mt_tokenizer_kind(tok), "byte-level BPE") == 0, "kind %s", mt_tokenizer_kind(tok));
+    check_ids(tok, TEXT("the cat"), IDS(116, 257, 263));   /* as in the GPT-2 case */
+    mt_tokenizer_free(tok);
+    tmp_done(&t);
+}
+
 /* Qwen2's normaliser: the text between special tokens is put in NFC first. */
 MT_TEST(nfc_normalizer_composes_before_the_merges) {
     tmp t;
@@ -273,11 +257,8 @@ MT_TEST(unsupported_and_broken_files_are_refused) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tmp t;
-        mt_tokenizer *tok = NULL;
-        MT_CHECK_FAILS(mt_tokenizer_open(tmp_file(&t, cases[i].j), &tok), MT_EFORMAT,
-                       cases[i].want1, cases[i].want2, "tokenizer.json");
-        MT_CHECK(tok == NULL, "case %zu left a tokenizer", i);
-        tmp_done(&t);
+        tmp_file(&t, cases[i].j);
+        check_refused(&t, cases[i].want1, cases[i].want2);
     }
 }
 

@@ -7,15 +7,19 @@
 #     package ships;
 #   - Hugging Face's JavaScript tokenizers (npm "@huggingface/tokenizers"),
 #     encode with the special tokens it adds, for a GPT-2-, a Llama 3- and a
-#     Qwen2-shaped (NFC) tokenizer.json made from those ranks
+#     Qwen2-shaped (NFC) tokenizer.json made from those ranks, and two
+#     Metaspace BPE files with byte fallback, Llama 2's shape and the newer
+#     Metaspace pre-tokeniser's, their pieces learnt from the text
 #     (tests/tok_ref.cjs says how);
 # on a text of ASCII, accents (composed and not: NFC matters), Greek and
 # Cyrillic, CJK, emoji (ZWJ
 # sequences, flags, skin tones), digits, runs of spaces, tabs, newlines and
 # CRLF, contractions, special tokens written in the text, runs of one
 # letter or sign (where the leftmost of equal merges decides), and 20 kB of
-# prose. tiktoken's decoder gives back the bytes of the text, and of one
-# that is not UTF-8, from meshtrain's ids. The token file (--out) holds the
+# prose, and (Metaspace) a text that begins with spaces and writes <s> and
+# </s>. tiktoken's decoder gives back the bytes of the text, and of one
+# that is not UTF-8, from meshtrain's ids; tokenizers.js's decoder the text
+# from the Metaspace files' ids. The token file (--out) holds the
 # same ids; --bos puts the BOS first; what a tokenizer cannot do is refused.
 #
 # The npm packages are installed once into <build dir>/npm-tokenizers (only
@@ -69,9 +73,10 @@ export NODE_PATH=$NPM_DIR/node_modules
 head -c 20000 /usr/share/common-licenses/GPL-3 >>all.txt 2>/dev/null ||
     for i in $(seq 1 300); do echo "Line $i of the prose, with words and numbers ($((i * 37)))."; done >>all.txt
 printf '   trailing spaces  ' >>all.txt
+printf '   leading spaces\n\tand <s>inside</s>  text  \n' >lead.txt
 printf 'ok \xff\xfe bad \xc3( cut \xe2\x82 surrogate \xed\xa0\x80 overlong \xc0\xaf end \xc3' >invalid.txt
 
-node "$HERE/tok_ref.cjs" make . all.txt >node.log 2>&1 ||
+node "$HERE/tok_ref.cjs" make . all.txt lead.txt >node.log 2>&1 ||
     { bad "the references (node tok_ref.cjs make)" "$(tail -5 node.log)"; test_end; exit; }
 
 # first_diff A B: where two id files part, with the ids around
@@ -82,21 +87,30 @@ first_diff() {
 }
 
 # ---- ids, id for id ----------------------------------------------------------
-for tok in cl100k_base.tiktoken o200k_base.tiktoken gpt2.json llama3.json qwen2.json; do
+for tok in cl100k_base.tiktoken o200k_base.tiktoken gpt2.json llama3.json qwen2.json \
+           llama2.json mistral.json lead:llama2.json lead:mistral.json; do
+    t=all
+    case $tok in lead:*) t=lead; tok=${tok#lead:} ;; esac
     name=${tok%.*}
     B=()
-    [ "$name" = llama3 ] && B=(--bos)
-    if "$BIN" tokenize --text all.txt --tokenizer "$tok" --ids-out "ours.$name.all.ids" "${B[@]}" \
+    case $name in llama3|llama2|mistral) B=(--bos) ;; esac
+    if "$BIN" tokenize --text $t.txt --tokenizer "$tok" --ids-out "ours.$name.$t.ids" "${B[@]}" \
         >out.txt 2>err.txt; then
-        if cmp -s "ours.$name.all.ids" "ref.$name.all.ids"; then
-            ok "$name: $(wc -l <"ref.$name.all.ids") ids equal the reference's"
+        if cmp -s "ours.$name.$t.ids" "ref.$name.$t.ids"; then
+            ok "$name: $(wc -l <"ref.$name.$t.ids") ids of $t.txt equal the reference's"
         else
-            bad "$name: ids" "$(first_diff "ours.$name.all.ids" "ref.$name.all.ids")"
+            bad "$name: ids of $t.txt" "$(first_diff "ours.$name.$t.ids" "ref.$name.$t.ids")"
         fi
     else
-        bad "tokenize --tokenizer $tok" "exit $?"
+        bad "tokenize --tokenizer $tok --text $t.txt" "exit $?: $(cat err.txt)"
     fi
 done
+# the Metaspace files' references begin with <s> (1) and use byte pieces (3..258)
+[ "$(head -1 ref.llama2.all.ids)" = 1 ] &&
+    [ "$(sort -u ref.llama2.all.ids | awk '$1 >= 3 && $1 < 259' | wc -l)" -gt 5 ] &&
+    ok "llama2: the reference's ids begin with <s> and hold byte pieces" ||
+    bad "llama2.json" "its reference's ids lack <s> or byte pieces"
+
 
 # ---- decoding: tiktoken's decoder gives the bytes back ----------------------
 for name in cl100k_base o200k_base; do
@@ -110,6 +124,13 @@ for name in cl100k_base o200k_base; do
         cmp -s "ours.$name.$t.bytes" "$t.txt" && ok "$name: tiktoken decodes our ids of $t.txt to its bytes" ||
             bad "$name: decode of $t.txt" "$(cmp "ours.$name.$t.bytes" "$t.txt" 2>&1 | head -1)"
     done
+done
+
+node "$HERE/tok_ref.cjs" hfdecode . ours.{llama2,mistral}.all.ids >node.log 2>&1 ||
+    bad "tokenizers.js's decode" "$(tail -3 node.log)"
+for name in llama2 mistral; do
+    cmp -s "ours.$name.all.bytes" all.txt && ok "$name: tokenizers.js decodes our ids of all.txt to its bytes" ||
+        bad "$name: decode of all.txt" "$(cmp "ours.$name.all.bytes" all.txt 2>&1 | head -1)"
 done
 
 # ---- the token file holds the same ids --------------------------------------

@@ -5,6 +5,7 @@
 //   node tok_ref.cjs make DIR TEXT...     writes the tokenizer files into DIR
 //                                          and each reference's ids of each text
 //   node tok_ref.cjs decode DIR IDS...     tiktoken's bytes of meshtrain's ids
+//   node tok_ref.cjs hfdecode DIR IDS...   tokenizers.js's text of meshtrain's ids
 //
 // The tokenizer files come only from what the npm packages ship: tiktoken's
 // bundled ranks of cl100k_base, o200k_base and GPT-2 (r50k_base), written
@@ -20,6 +21,15 @@
 //   qwen2.json   Qwen2's shape, from the same ranks: the NFC normaliser,
 //                Qwen2's regex (digits one by one), merges applied to every
 //                piece (no ignore_merges), <|endoftext|> <|im_start|> <|im_end|>
+// and two Metaspace BPE files (SentencePiece's scheme with byte fallback) whose
+// pieces are learnt here from the first text (metaBpe says how):
+//   llama2.json  Llama 2's shape: Prepend("▁") and Replace(" ", "▁")
+//                normalisers, no pre-tokeniser, merges as "a b" strings
+//   mistral.json the newer shape transformers writes (legacy false): a
+//                Metaspace pre-tokeniser, prepend_scheme "first", split false,
+//                merges as [a, b] pairs
+// both with <unk> <s> </s>, the 256 byte pieces <0x00>..<0xFF>, <s> put first
+// by TemplateProcessing, and the decoder Replace, ByteFallback, Fuse, Strip.
 // Ids are written one a line into DIR/ref.<tokenizer>.<text name>.ids.
 'use strict';
 const fs = require('fs');
@@ -146,6 +156,73 @@ function qwen2Json() {
     };
 }
 
+// A Metaspace BPE vocabulary learnt from text: its characters seen 3 times or
+// more (not the controls: newlines and tabs fall back to their byte pieces),
+// then 400 merges, each the most frequent pair of neighbouring pieces of the
+// words ("▁" + word, the text cut before each "▁" as SentencePiece cuts it),
+// the first counted of equal counts.
+const META = '\u2581';
+function metaBpe(text) {
+    const words = new Map(), chars = new Map();
+    for (const w of (META + text.replaceAll(' ', META)).split(/(?=\u2581)/)) {
+        words.set(w, (words.get(w) || 0) + 1);
+        for (const c of w) chars.set(c, (chars.get(c) || 0) + 1);
+    }
+    const vocab = { '<unk>': 0, '<s>': 1, '</s>': 2 };
+    for (let b = 0; b < 256; b++) vocab[`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`] = 3 + b;
+    let next = 259;
+    for (const [c, n] of chars) if (n >= 3 && c.codePointAt(0) >= 32 && !(c in vocab)) vocab[c] = next++;
+    const wl = [...words].map(([w, n]) => [Array.from(w), n]);
+    const merges = [];
+    for (let m = 0; m < 400; m++) {
+        const pairs = new Map();
+        for (const [sy, n] of wl)
+            for (let i = 0; i + 1 < sy.length; i++)
+                if (sy[i] in vocab && sy[i + 1] in vocab) {
+                    const k = sy[i] + '\0' + sy[i + 1];
+                    pairs.set(k, (pairs.get(k) || 0) + n);
+                }
+        let best = null, most = 0;
+        for (const [k, n] of pairs) if (n > most) { best = k; most = n; }
+        if (!best) break;
+        const [a, b] = best.split('\0');
+        merges.push([a, b]);
+        if (!(a + b in vocab)) vocab[a + b] = next++;
+        for (const w of wl) {
+            const sy = w[0], out = [];
+            for (let i = 0; i < sy.length; i++)
+                if (i + 1 < sy.length && sy[i] === a && sy[i + 1] === b) { out.push(a + b); i++; }
+                else out.push(sy[i]);
+            w[0] = out;
+        }
+    }
+    return { vocab, merges };
+}
+
+function metaJson(text, legacy) {
+    const { vocab, merges } = metaBpe(text);
+    const replace = (from, to) => ({ type: 'Replace', pattern: { String: from }, content: to });
+    return {
+        version: '1.0', truncation: null, padding: null,
+        added_tokens: ['<unk>', '<s>', '</s>'].map((c, i) => added(i, c)),
+        normalizer: legacy ? { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: META },
+                                                               replace(' ', META)] } : null,
+        pre_tokenizer: legacy ? null : { type: 'Metaspace', replacement: META,
+                                         prepend_scheme: 'first', split: false },
+        post_processor: { type: 'TemplateProcessing',
+            single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+            pair: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
+                   { SpecialToken: { id: '<s>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+            special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } } },
+        decoder: { type: 'Sequence', decoders: [replace(META, ' '), { type: 'ByteFallback' },
+                                                { type: 'Fuse' },
+                                                { type: 'Strip', content: ' ', start: 1, stop: 0 }] },
+        model: { type: 'BPE', dropout: null, unk_token: '<unk>', continuing_subword_prefix: null,
+                 end_of_word_suffix: null, fuse_unk: true, byte_fallback: true, ignore_merges: false,
+                 vocab, merges: legacy ? merges.map(([a, b]) => `${a} ${b}`) : merges },
+    };
+}
+
 const writeIds = (file, ids) => fs.writeFileSync(file, Array.from(ids).join('\n') + '\n');
 const textName = (f) => path.basename(f).replace(/\.txt$/, '');
 
@@ -156,7 +233,9 @@ if (mode === 'make') {
                          toks.map((t, r) => `${t} ${r}`).join('\n') + '\n');
         return [name, get_encoding(name)];
     });
-    const hf = [['gpt2', gpt2Json()], ['llama3', llama3Json()], ['qwen2', qwen2Json()]].map(([name, json]) => {
+    const first = fs.readFileSync(files[0], 'utf8');
+    const hf = [['gpt2', gpt2Json()], ['llama3', llama3Json()], ['qwen2', qwen2Json()],
+                ['llama2', metaJson(first, true)], ['mistral', metaJson(first, false)]].map(([name, json]) => {
         fs.writeFileSync(path.join(dir, `${name}.json`), JSON.stringify(json));
         return [name, new Tokenizer(json, {})];
     });
@@ -169,6 +248,16 @@ if (mode === 'make') {
                      tok.encode(text, { add_special_tokens: true }).ids);
     }
     for (const [, enc] of tik) enc.free();
+} else if (mode === 'hfdecode') {
+    // IDS files are named ours.<tokenizer>.<text name>.ids; tokenizers.js's text of
+    // them, special tokens skipped, goes beside them as .bytes
+    for (const f of files) {
+        const name = path.basename(f).split('.')[1];
+        const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')), {});
+        const ids = fs.readFileSync(f, 'utf8').split('\n').filter((l) => l).map(Number);
+        fs.writeFileSync(f.replace(/\.ids$/, '.bytes'),
+                         tok.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }));
+    }
 } else if (mode === 'decode') {
     // IDS files are named ours.<encoding>.<text name>.ids; the bytes go beside them
     const encs = {};
@@ -180,6 +269,6 @@ if (mode === 'make') {
     }
     for (const e of Object.values(encs)) e.free();
 } else {
-    console.error('usage: node tok_ref.cjs make|decode DIR FILE...');
+    console.error('usage: node tok_ref.cjs make|decode|hfdecode DIR FILE...');
     process.exit(2);
 }

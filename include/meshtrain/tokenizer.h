@@ -1,11 +1,11 @@
 /*
  * meshtrain/tokenizer.h — subword tokenizers (io layer): SentencePiece BPE
- * models, trained on a text corpus, and the byte-level BPE tokenizers
- * people already have (Hugging Face's tokenizer.json: GPT-2, Llama 3,
- * Qwen2; tiktoken ranks files: cl100k_base, o200k_base, Llama 3's
- * tokenizer.model) and llama2.c's tokenizer.bin, encoding text into token
- * ids and decoding ids back into text. mt_tokenizer_open tells the kinds
- * apart by the file's bytes.
+ * models, trained on a text corpus, and the BPE tokenizers people already
+ * have (Hugging Face's tokenizer.json: byte-level GPT-2, Llama 3, Qwen2,
+ * Metaspace Llama 2, Mistral; tiktoken ranks files: cl100k_base,
+ * o200k_base, Llama 3's tokenizer.model) and llama2.c's tokenizer.bin,
+ * encoding text into token ids and decoding ids back into text.
+ * mt_tokenizer_open tells the kinds apart by the file's bytes.
  *
  * Byte-level BPE runs in this process (src/io/tok_bpe.c): added (special)
  * tokens found whole in the text, the pre-tokeniser's regex through PCRE2
@@ -15,6 +15,13 @@
  * tokenizer.json field that would change the ids and is not supported (a
  * normalizer other than NFC, another model type, add_prefix_space, a
  * template token after the text, ...) is refused, naming the field. A
+ * Metaspace tokenizer.json (Llama 2's, Mistral's: SentencePiece's BPE as
+ * transformers writes it) encodes here too: a space put before each
+ * stretch between special tokens as its normalizer or pre-tokeniser says,
+ * spaces as "▁", characters merged by rank, a character outside the
+ * vocabulary as its bytes' pieces "<0xAB>" (byte_fallback); decoding is
+ * the pieces' text and bytes, the decoder's Strip dropping a text's first
+ * space (a literal U+2581 in a text reads as a space, as in the library). A
  * tokenizer.bin encodes in this process too, as llama2.c's run.c does (a
  * space before the text, then characters merged by score; decoding drops
  * that space). The SentencePiece part:
@@ -106,7 +113,7 @@ mt_status mt_tokenizer_check_tools(const mt_tokenizer *tok);
 mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefix, int threads);
 
 /* Opens the tokenizer file `model_path`, of the kind its bytes say: a JSON
- * object is a Hugging Face tokenizer.json (byte-level BPE), lines "BASE64
+ * object is a Hugging Face tokenizer.json (byte-level or Metaspace BPE), lines "BASE64
  * RANK" a tiktoken ranks file (its encoding known by its number of ranks:
  * r50k_base, cl100k_base, o200k_base, Llama 3), anything else a
  * SentencePiece model ("<prefix>.model": its pieces, scores, types and
@@ -125,13 +132,14 @@ int         mt_tokenizer_vocab(const mt_tokenizer *tok);
 const char *mt_tokenizer_path(const mt_tokenizer *tok);
 /* Piece `id` as the model spells it (UTF-8; SentencePiece: "▁" for a
  * space, "<0x0A>" for a byte; byte-level BPE: GPT-2's byte-to-unicode map,
- * "Ġ" for a space, a special token as written, "" for an id no token has),
+ * "Ġ" for a space, a special token as written, "" for an id no token has;
+ * Metaspace BPE: "▁" for a space, "<0x0A>" for a byte, as the file does),
  * and its score into *score when score is not NULL (0 for byte-level BPE,
  * whose order is its merges'); NULL for an id outside [0, V). Valid as
  * long as the tokenizer. */
 const char *mt_tokenizer_piece(const mt_tokenizer *tok, int id, float *score);
-/* "SentencePiece", "byte-level BPE" or "llama2.c BPE": for messages and
- * reports. */
+/* "SentencePiece", "byte-level BPE", "Metaspace BPE" or "llama2.c BPE":
+ * for messages and reports. */
 const char *mt_tokenizer_kind(const mt_tokenizer *tok);
 /* The id a text begins with for the model, as the tokenizer's own library
  * (or the model's reference code) prepends it: a SentencePiece model's <s>

@@ -5,14 +5,18 @@
  *
  *   1. special (added) tokens are found whole in the text, leftmost first
  *      and the longest at one place, and become their ids;
- *   2. each stretch between them is split by the pre-tokeniser's regex
- *      (PCRE2, UTF-8 with Unicode properties): every match is a piece, and
- *      so is every gap between matches (Hugging Face's "Isolated" split);
- *      bytes that are not UTF-8 never match, so they fall in gaps;
+ *   2. each stretch between them is normalised (tok_text.c: NFC, or
+ *      Metaspace's spaces and the space put before it), then split by the
+ *      pre-tokeniser's regex (PCRE2, UTF-8 with Unicode properties): every
+ *      match is a piece, and so is every gap between matches (Hugging
+ *      Face's "Isolated" split); bytes that are not UTF-8 never match, so
+ *      they fall in gaps; Metaspace BPE and run.c have no regex;
  *   3. a piece that is a token is that token when ignore_merges says so
  *      (tiktoken always, Llama 3's tokenizer.json); otherwise its bytes are
- *      single-byte tokens merged pair by pair, the lowest merge rank first
- *      and the leftmost of equal ranks, until no pair has a rank.
+ *      single-byte tokens (Metaspace BPE, run.c: its characters, a
+ *      character that is not a token its byte pieces) merged pair by pair,
+ *      the lowest merge rank first and the leftmost of equal ranks, until
+ *      no pair has a rank.
  *
  * Step 3 keeps the pairs in a binary heap keyed (rank, position), entries
  * checked when popped (a pair whose tokens changed since it was pushed is
@@ -23,10 +27,9 @@
 #include "io/tokenizer_impl.h"
 
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uninorm.h>
-#include <unistr.h>
 
 const char MT__BPE_PAT_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -55,7 +58,7 @@ struct mt__bpe {
     size_t      n_pairs, n_pairs_cap;
     bool        ignore_merges;
     bool        match_specials;   /* special tokens in a text are found (else text) */
-    bool        nfc;              /* the text between special tokens is put in NFC first */
+    mt__bpe_text text;            /* what is done to a stretch before it is split */
     pcre2_code *re;         /* the pre-tokeniser, NULL: no split */
     int        *spec;       /* (n_spec) the special tokens' ids, matched in a text */
     int         n_spec;
@@ -65,7 +68,7 @@ struct mt__bpe {
     int         bos, eos;
     int32_t    *rank;       /* (V) the merge rank of the token a pair makes, NULL: its id */
     bool        chars;      /* a piece starts as its characters, not its bytes (run.c) */
-    bool        dummy;      /* a text gets a space before it (run.c's dummy prefix) */
+    bool        strip;      /* decoding drops a text's first space (run.c's dummy prefix) */
     const char *kind;       /* mt_tokenizer_kind's name */
 };
 
@@ -164,7 +167,8 @@ mt_status mt__bpe_set(mt__bpe *m, int id, const char *s, size_t n, bool special,
         return mt_fail(MT_EFORMAT, "'%s': %s gives the bytes of token %d to id %d too", m->path,
                        field, mt__bpe_find(m, s, n), id);
     m->bytes[id] = malloc(n + 1);
-    m->spell[id] = special ? malloc(n + 1) : mt__bpe_spell(s, n);
+    m->spell[id] = special ? malloc(n + 1) : m->text.meta ? mt__bpe_spell_meta(s, n)
+                                                          : mt__bpe_spell(s, n);
     if (!m->bytes[id] || !m->spell[id])
         return mt_fail(MT_ENOMEM, "no memory for the tokens of '%s'", m->path);
     memcpy(m->bytes[id], s, n);
@@ -182,7 +186,7 @@ mt_status mt__bpe_set(mt__bpe *m, int id, const char *s, size_t n, bool special,
     size_t mask = m->n_tab - 1, h = hash_bytes(s, n) & mask;
     while (m->tab[h] >= 0) h = (h + 1) & mask;
     m->tab[h] = id;
-    if (n == 1) m->byte_id[(uint8_t)s[0]] = id;
+    if (n == 1 && !m->text.meta) m->byte_id[(uint8_t)s[0]] = id;   /* Metaspace: byte pieces */
     return MT_OK;
 }
 
@@ -235,18 +239,43 @@ void mt__bpe_set_rules(mt__bpe *m, bool ignore_merges) { m->ignore_merges = igno
 
 void mt__bpe_match_specials(mt__bpe *m, bool match) { m->match_specials = match; }
 
-void mt__bpe_set_nfc(mt__bpe *m, bool nfc) { m->nfc = nfc; }
+void mt__bpe_set_nfc(mt__bpe *m, bool nfc) { m->text.nfc = nfc; }
 
 void mt__bpe_set_llama2c(mt__bpe *m, int32_t *rank) {
     free(m->rank);
     m->rank = rank;
-    m->chars = m->dummy = true;
+    m->chars = m->strip = true;
+    m->text.prefix = MT__BPE_PREFIX_EVERY;   /* its one stretch: special tokens are text */
     m->kind = "llama2.c BPE";
 }
 
 void mt__bpe_set_byte(mt__bpe *m, int b, int id) { m->byte_id[b] = id; }
 
-bool mt__bpe_dummy(const mt__bpe *m) { return m->dummy; }
+void mt__bpe_set_metaspace(mt__bpe *m, int prefix, bool strip) {
+    m->chars = m->text.meta = true;
+    m->text.prefix = prefix;
+    m->strip = strip;
+    m->kind = "Metaspace BPE";
+}
+
+mt_status mt__bpe_set_byte_token(mt__bpe *m, int id, int b, const char *field) {
+    if (id < 0 || id >= m->V || m->bytes[id])
+        return mt_fail(MT_EFORMAT, "'%s': %s gives the byte piece <0x%02X> id %d, %s", m->path,
+                       field, b, id, id < 0 || id >= m->V ? "outside the vocabulary" : "taken");
+    m->bytes[id] = malloc(2);
+    m->spell[id] = malloc(7);
+    if (!m->bytes[id] || !m->spell[id])
+        return mt_fail(MT_ENOMEM, "no memory for the tokens of '%s'", m->path);
+    m->bytes[id][0] = (char)b;
+    m->bytes[id][1] = '\0';
+    m->len[id] = 1;
+    snprintf(m->spell[id], 7, "<0x%02X>", b);
+    if (m->max_len < 1) m->max_len = 1;
+    m->byte_id[b] = id;
+    return MT_OK;
+}
+
+bool mt__bpe_dummy(const mt__bpe *m) { return m->strip; }
 
 const char *mt__bpe_kind(const mt__bpe *m) { return m->kind; }
 
@@ -282,11 +311,18 @@ mt_status mt__bpe_finish(mt__bpe *m, bool holes) {
             return mt_fail(MT_EFORMAT, "'%s' has no token of id %d, and has ids up to %d: the "
                            "ids of a vocabulary run 0..V-1 without a gap", m->path, id, m->V - 1);
     }
+    for (int b = 0; b < 256 && m->text.meta; b++)
+        if (m->byte_id[b] < 0)
+            return mt_fail(MT_EFORMAT, "'%s' has no byte piece <0x%02X> in model.vocab: "
+                           "byte_fallback needs all 256, so that any text encodes", m->path, b);
     for (int b = 0; b < 256; b++)
         if (m->byte_id[b] < 0)
             return mt_fail(MT_EFORMAT, "'%s' has no token of the single byte 0x%02X (spelled "
                            "U+%04X): a byte-level BPE vocabulary holds all 256, so that any "
                            "text encodes", m->path, b, mt__bpe_byte_char(b));
+    if (m->text.meta && mt__bpe_find(m, " ", 1) < 0)
+        return mt_fail(MT_EFORMAT, "'%s' has no token \"\xE2\x96\x81\" (the space) in "
+                       "model.vocab, which every SentencePiece vocabulary holds", m->path);
     return MT_OK;
 }
 
@@ -416,46 +452,18 @@ static mt_status encode_piece(const mt__bpe *m, enc *e, const char *s, size_t n)
     return MT_OK;
 }
 
-/* s[0..n) in Unicode's NFC (libunistring), into a new *out of *out_n bytes:
- * each run of well-formed UTF-8 normalised, each byte that is not UTF-8
- * kept as it is. */
-static mt_status nfc_text(const char *s, size_t n, char **out, size_t *out_n) {
-    char *o = NULL;
-    size_t k = 0, cap = 0;
-    for (const uint8_t *p = (const uint8_t *)s, *end = p + n; p < end;) {
-        const uint8_t *bad = u8_check(p, (size_t)(end - p)), *stop = bad ? bad : end;
-        size_t len = 0;
-        uint8_t *norm = stop > p ? u8_normalize(UNINORM_NFC, p, (size_t)(stop - p), NULL, &len) : NULL;
-        if (stop > p && !norm) { free(o); return mt_fail(MT_ENOMEM, "no memory to normalise a text"); }
-        size_t need = k + len + (bad ? 1 : 0);
-        if (need > cap) {
-            char *g = realloc(o, cap = need + n);
-            if (!g) { free(o); free(norm); return mt_fail(MT_ENOMEM, "no memory to normalise a text"); }
-            o = g;
-        }
-        if (len) memcpy(o + k, norm, len);
-        free(norm);
-        k += len;
-        if (bad) o[k++] = (char)*bad;
-        p = bad ? bad + 1 : end;
-    }
-    *out = o;
-    *out_n = k;
-    return MT_OK;
-}
-
 static mt_status encode_split(const mt__bpe *m, enc *e, pcre2_match_data *md, const char *s,
                               size_t n);
 
-/* A stretch of text with no special token: its NFC when the normaliser
- * says so, then the regex's pieces and gaps. */
+/* A stretch of text with no special token (`first`: at the text's start)
+ * as the pipeline makes it (NFC, Metaspace's space), then the regex's
+ * pieces and gaps. */
 static mt_status encode_ordinary(const mt__bpe *m, enc *e, pcre2_match_data *md, const char *s,
-                                 size_t n) {
-    if (!m->nfc || n == 0) return encode_split(m, e, md, s, n);
+                                 size_t n, bool first) {
     char *t = NULL;
-    size_t tn = 0;
-    mt_status st = nfc_text(s, n, &t, &tn);
-    if (st == MT_OK) st = encode_split(m, e, md, t, tn);
+    size_t tn = n;
+    mt_status st = mt__bpe_text_prepare(s, n, &m->text, first, &t, &tn);
+    if (st == MT_OK) st = encode_split(m, e, md, t ? t : s, tn);
     free(t);
     return st;
 }
@@ -508,13 +516,6 @@ static bool find_special(const mt__bpe *m, const char *s, size_t from, size_t n,
 mt_status mt__bpe_encode(const mt__bpe *m, const char *text, size_t len, int32_t **ids,
                          int64_t *n) {
     enc e = {0};
-    char *with_space = NULL;
-    if (m->dummy && len > 0) {   /* run.c's dummy prefix: the text after a space */
-        if (!(with_space = malloc(len + 1))) return mt_fail(MT_ENOMEM, "no memory for %zu bytes", len);
-        with_space[0] = ' ';
-        memcpy(with_space + 1, text, len++);
-        text = with_space;
-    }
     pcre2_match_data *md = m->re ? pcre2_match_data_create_from_pattern(m->re, NULL) : NULL;
     e.cat = malloc(2 * (size_t)m->max_len + 1);
     mt_status s = (m->re && !md) || !e.cat
@@ -522,14 +523,13 @@ mt_status mt__bpe_encode(const mt__bpe *m, const char *text, size_t len, int32_t
     size_t pos = 0, at;
     int sp;
     while (s == MT_OK && pos < len && m->n_spec && m->match_specials && find_special(m, text, pos, len, &sp, &at)) {
-        s = encode_ordinary(m, &e, md, text + pos, at - pos);
+        s = encode_ordinary(m, &e, md, text + pos, at - pos, pos == 0);
         if (s == MT_OK && !push_id(&e, sp)) s = mt_fail(MT_ENOMEM, "no memory for the ids");
         pos = at + m->len[sp];
     }
-    if (s == MT_OK) s = encode_ordinary(m, &e, md, text + pos, len - pos);
+    if (s == MT_OK) s = encode_ordinary(m, &e, md, text + pos, len - pos, pos == 0);
     pcre2_match_data_free(md);
     free(e.sym); free(e.next); free(e.prev); free(e.heap); free(e.cat);
-    free(with_space);
     if (s == MT_OK && !e.ids && !(e.ids = malloc(sizeof *e.ids)))
         s = mt_fail(MT_ENOMEM, "no memory for an empty array of ids");
     if (s != MT_OK) {

@@ -48,14 +48,6 @@ static int count_records(const char *text, size_t len) {
 
 bool mt__bpe_is_llama2c(const char *text, size_t len) { return count_records(text, len) >= 259; }
 
-/* "<0xAB>" -> 0xAB; -1 when the piece is not spelled so. */
-static int byte_piece(const char *s, int32_t n) {
-    unsigned v;
-    char end;
-    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-    return sscanf(s + 3, "%2X%c", &v, &end) == 2 && end == '>' ? (int)v : -1;
-}
-
 typedef struct { float score; int32_t id; } scored;
 
 static int by_score(const void *a, const void *b) {
@@ -84,7 +76,7 @@ static int32_t *ranks(const float *score, int V) {
 static mt_status read_token(mt__bpe *m, int i, const char *p, int32_t n, int *bos, int *eos) {
     char field[32];
     snprintf(field, sizeof field, "token %d", i);
-    int b = byte_piece(p, n);
+    int b = mt__bpe_byte_piece(p, (size_t)n);
     if (b >= 0) {
         char c = (char)b;
         mt__bpe_set_byte(m, b, i);
