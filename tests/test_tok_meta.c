@@ -162,6 +162,25 @@ MT_TEST(metaspace_pre_tokenizer_prepend_schemes) {
     }
 }
 
+/* sample prompts as encode(text, add_special_tokens=True) does: the
+ * post-processor's <s> (1), then the text's ids ("▁ab" as above). */
+MT_TEST(sample_puts_the_template_bos_first) {
+    tmp t;
+    mt_sample_config cfg = {.tokenizer = write_json(&t, (meta_json){.skip_byte = -1}),
+                            .prompt = "ab"};
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    MT_CHECK_OK(mt_sample_prompt(&cfg, &ids, &n));
+    MT_CHECK(n == 2 && ids[0] == 1 && ids[1] == 264, "%lld ids, %d %d: want 1 264", (long long)n,
+             n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1);
+    free(ids);
+    cfg.bos = MT_SAMPLE_BOS_OFF;
+    MT_CHECK_OK(mt_sample_prompt(&cfg, &ids, &n));
+    MT_CHECK(n == 1 && ids[0] == 264, "--bos off: %lld ids, the first %d", (long long)n, ids[0]);
+    free(ids);
+    tmp_done(&t);
+}
+
 /* What meshtrain does not do is refused, naming the field. */
 MT_TEST(unsupported_metaspace_files_are_refused) {
     static const char split_true[] =
@@ -186,6 +205,7 @@ MT_TEST(unsupported_metaspace_files_are_refused) {
          "Metaspace"},
         {{.skip_byte = 0x41, .vocab = "\"q\": 68, " VOCAB}, "no byte piece <0x41>", "byte_fallback"},
         {{.skip_byte = -1, .merges = "\"a c\""}, "model.merges[0]", "not in model.vocab"},
+        {{.skip_byte = -1, .merges = "\"<0x0A> a\""}, "model.merges[0]", "a byte piece"},
         {{.skip_byte = -1, .vocab = "\"a\": 259, \"b\": 260, \"ab\": 261", .merges = "\"a b\""},
          "no token \"" U "\"", "(the space)"},
         {{.skip_byte = -1, .vocab = "\"zz\": 68", .merges = ""}, "id 68", "already '<0x41>'"},

@@ -168,9 +168,12 @@ static mt_status read_merge(mt__bpe *m, const char *path, const mt_json *j, int 
     int ia = -1, ib = -1;
     if (strlen(a) <= sizeof ua && unspell(meta, a, strlen(a), ua, &na)) ia = mt__bpe_find(m, ua, na);
     if (strlen(b) <= sizeof ub && unspell(meta, b, strlen(b), ub, &nb)) ib = mt__bpe_find(m, ub, nb);
+    const char *miss = ia < 0 ? a : b;
+    bool byte = meta && mt__bpe_byte_piece(miss, strlen(miss)) >= 0;
     mt_status s = ia < 0 || ib < 0
-                      ? mt_fail(MT_EFORMAT, "'%s': %s merges '%s', which is not in model.vocab",
-                                path, field, ia < 0 ? a : b)
+                      ? mt_fail(MT_EFORMAT, "'%s': %s merges '%s', which is %s", path, field, miss,
+                                byte ? "a byte piece (byte fallback's; meshtrain merges none)"
+                                     : "not in model.vocab")
                       : mt__bpe_merge(m, ia, ib, rank, field);
     free(copy);
     return s;
