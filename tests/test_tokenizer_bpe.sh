@@ -74,9 +74,12 @@ head -c 20000 /usr/share/common-licenses/GPL-3 >>all.txt 2>/dev/null ||
     for i in $(seq 1 300); do echo "Line $i of the prose, with words and numbers ($((i * 37)))."; done >>all.txt
 printf '   trailing spaces  ' >>all.txt
 printf '   leading spaces\n\tand <s>inside</s>  text  \n' >lead.txt
+# documents separated by blank lines (tokenize --doc-sep): two lines, one, then one
+# that begins with spaces, with accents and CJK
+printf 'Once upon a time.\nThe end.\n\n\nCaf\xc3\xa9 and \xe6\x97\xa5\xe6\x9c\xac.\n\n  Spaced story\n' >docs.txt
 printf 'ok \xff\xfe bad \xc3( cut \xe2\x82 surrogate \xed\xa0\x80 overlong \xc0\xaf end \xc3' >invalid.txt
 
-node "$HERE/tok_ref.cjs" make . all.txt lead.txt >node.log 2>&1 ||
+node "$HERE/tok_ref.cjs" make . all.txt lead.txt docs.txt >node.log 2>&1 ||
     { bad "the references (node tok_ref.cjs make)" "$(tail -5 node.log)"; test_end; exit; }
 
 # first_diff A B: where two id files part, with the ids around
@@ -152,8 +155,24 @@ expect_fail "a vocabulary over 65536 for a uint16 token file" 1 "65536" \
     "$BIN" tokenize --text all.txt --tokenizer o200k_base.tiktoken --out o.bin
 expect_fail "--bos where the library adds none" 1 "none its library adds" \
     "$BIN" tokenize --text all.txt --tokenizer gpt2.json --ids-out x.ids --bos
-expect_fail "--doc-sep with a byte-level BPE" 1 "SentencePiece" \
-    "$BIN" tokenize --text all.txt --tokenizer gpt2.json --out x.bin --doc-sep
+# ---- documents: each encoded alone (BOS first), the end-of-text id between ----
+for tok in gpt2.json llama3.json llama2.json mistral.json; do
+    name=${tok%.*}
+    B=()
+    case $name in llama3|llama2|mistral) B=(--bos) ;; esac
+    if "$BIN" tokenize --text docs.txt --tokenizer "$tok" --ids-out "ours.$name.docs.ids" \
+        --doc-sep "${B[@]}" >out.txt 2>err.txt; then
+        cmp -s "ours.$name.docs.ids" "ref.$name.docs.ids" &&
+            ok "$name --doc-sep ${B[*]}: $(wc -l <"ref.$name.docs.ids") ids equal the documents encoded alone" ||
+            bad "$name --doc-sep: ids" "$(first_diff "ours.$name.docs.ids" "ref.$name.docs.ids")"
+    else
+        bad "tokenize --tokenizer $tok --doc-sep" "exit $?: $(cat err.txt)"
+    fi
+done
+python3 -c 'import json; d=json.load(open("gpt2.json")); d["added_tokens"]=[];
+json.dump(d, open("noeot.json","w"))'
+expect_fail "--doc-sep where the tokenizer has no end-of-text id" 1 "has none: drop --doc-sep" \
+    "$BIN" tokenize --text docs.txt --tokenizer noeot.json --ids-out x.ids --doc-sep
 python3 -c 'import json,sys; d=json.load(open("gpt2.json")); d["normalizer"]={"type":"NFKC"};
 json.dump(d, open("nfkc.json","w"))'
 expect_fail "a normalizer meshtrain does not apply" 1 "normalizer is NFKC" \

@@ -239,7 +239,23 @@ if (mode === 'make') {
         fs.writeFileSync(path.join(dir, `${name}.json`), JSON.stringify(json));
         return [name, new Tokenizer(json, {})];
     });
-    for (const f of files) {
+    // a text named docs*.txt is documents separated by blank lines: each encoded
+    // alone with the special tokens the library adds (BOS), the end-of-text
+    // token between them (tokenize --doc-sep [--bos])
+    const EOT = { gpt2: '<|endoftext|>', llama3: '<|end_of_text|>', qwen2: '<|endoftext|>',
+                  llama2: '</s>', mistral: '</s>' };
+    for (const f of files.filter((f) => path.basename(f).startsWith('docs'))) {
+        const docs = fs.readFileSync(f, 'utf8').split(/(?<=\n)\n+/);
+        for (const [name, tok] of hf) {
+            const ids = [];
+            docs.forEach((d, i) => {
+                ids.push(...tok.encode(d, { add_special_tokens: true }).ids);
+                if (i + 1 < docs.length) ids.push(tok.token_to_id(EOT[name]));
+            });
+            writeIds(path.join(dir, `ref.${name}.${textName(f)}.ids`), ids);
+        }
+    }
+    for (const f of files.filter((f) => !path.basename(f).startsWith('docs'))) {
         const text = fs.readFileSync(f, 'utf8');
         for (const [name, enc] of tik)   // special tokens in the text are text
             writeIds(path.join(dir, `ref.${name}.${textName(f)}.ids`), enc.encode_ordinary(text));

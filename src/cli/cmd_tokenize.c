@@ -14,6 +14,7 @@
  */
 #include "cli/args.h"
 #include "cli/files.h"
+#include "cli/tokenize_docs.h"
 #include "meshtrain.h"
 #include "meshtrain/tokenizer.h"
 
@@ -163,7 +164,7 @@ static int check_inputs(const tokenize_args *a) {
 
 /* A tokenizer that can do what the flags ask: ids a token file can hold
  * (--out), spm_encode for a SentencePiece model, what only a SentencePiece
- * model has (--llama2c-out, --doc-sep), a BOS (--bos). */
+ * model has (--llama2c-out), an end-of-text id (--doc-sep), a BOS (--bos). */
 static int open_model(const tokenize_args *a, const char *flag, const char *path,
                       mt_tokenizer **tok) {
     *tok = NULL;
@@ -172,11 +173,11 @@ static int open_model(const tokenize_args *a, const char *flag, const char *path
     if (s == MT_OK) spm = strcmp(mt_tokenizer_kind(*tok), "SentencePiece") == 0;
     if (s == MT_OK && a->out) s = mt_tokenizer_check_vocab(*tok);
     if (s == MT_OK && (a->out || a->ids_out)) s = mt_tokenizer_check_tools(*tok);
-    if (s == MT_OK && !spm && (a->llama2c_out || a->doc_sep))
-        s = mt_fail(MT_EINVAL, "%s is SentencePiece's (llama2.c's tokenizer.bin holds a "
-                    "SentencePiece model's pieces; --doc-sep writes its </s> at blank lines), "
-                    "and '%s' is %s: drop it", a->llama2c_out ? "--llama2c-out" : "--doc-sep",
-                    path, mt_tokenizer_kind(*tok));
+    if (s == MT_OK && !spm && a->llama2c_out)
+        s = mt_fail(MT_EINVAL, "--llama2c-out is SentencePiece's (llama2.c's tokenizer.bin "
+                    "holds a SentencePiece model's pieces), and '%s' is %s: drop it", path,
+                    mt_tokenizer_kind(*tok));
+    if (s == MT_OK && a->doc_sep) s = cli_docs_check(*tok, path);
     if (s == MT_OK && a->bos && mt_tokenizer_bos(*tok) < 0)
         s = mt_fail(MT_EINVAL, "--bos puts the tokenizer's beginning-of-sequence id first, and "
                     "'%s' has none its library adds (GPT-2's, cl100k_base and o200k_base add "
@@ -194,46 +195,6 @@ typedef struct {
     double  train_s, encode_s;
     int64_t text_bytes;
 } tokenize_done;
-
-/* The id of the piece spelled `piece`, or -1. */
-static int piece_id(const mt_tokenizer *tok, const char *piece) {
-    for (int id = 0; id < mt_tokenizer_vocab(tok); id++)
-        if (strcmp(mt_tokenizer_piece(tok, id, NULL), piece) == 0) return id;
-    return -1;
-}
-
-/* --doc-sep: documents are separated by blank lines. Each run of empty
- * lines (newline ids after the newline that ends a line) becomes one </s>,
- * the end-of-text train --doc-mask on splits at (LLaMA's default --eot-id):
- * the document keeps its own last newline. `bos` >= 0 (--bos): that id
- * begins every document, the first and each after a </s> that more text
- * follows (llama2.c's data preparation puts BOS = 1 before every story).
- * Rewrites *ids (n) into a new array. */
-static mt_status mark_documents(const mt_tokenizer *tok, int bos, int32_t **ids, int64_t *n) {
-    int nl = piece_id(tok, "<0x0A>"), eos = piece_id(tok, "</s>");
-    if (nl < 0 || eos < 0)
-        return mt_fail(MT_EFORMAT, "--doc-sep writes </s> where blank lines separate documents, "
-                       "and the model has no %s piece; use a model tokenize trained",
-                       nl < 0 ? "newline (<0x0A>)" : "</s>");
-    const int32_t *in = *ids;
-    int64_t docs = 1;   /* an upper bound: a </s> (and a BOS) at most every second id */
-    for (int64_t i = 0; i + 1 < *n; i++) docs += in[i] == nl && in[i + 1] == nl;
-    int32_t *out = malloc((size_t)(*n + 2 * docs) * sizeof *out);   /* (n + 2 docs) */
-    if (!out) return mt_fail(MT_ENOMEM, "no memory for the %lld ids of the documents", (long long)*n);
-    int64_t w = 0;
-    if (bos >= 0 && *n > 0) out[w++] = bos;
-    for (int64_t i = 0; i < *n; i++) {
-        out[w++] = in[i];
-        if (in[i] != nl || i + 1 >= *n || in[i + 1] != nl) continue;
-        while (i + 1 < *n && in[i + 1] == nl) i++;   /* the empty lines */
-        out[w++] = eos;
-        if (bos >= 0 && i + 1 < *n) out[w++] = bos;
-    }
-    free(*ids);
-    *ids = out;
-    *n = w;
-    return MT_OK;
-}
 
 /* Encodes the text and writes the split. */
 /* --ids-out: the ids as text, one a line. */
@@ -255,27 +216,11 @@ static mt_status write_ids(const char *path, const int32_t *ids, int64_t n) {
     return s;
 }
 
-/* --bos: the tokenizer's BOS before the text's ids. */
-static mt_status prepend_bos(const mt_tokenizer *tok, int32_t **ids, int64_t *n) {
-    int32_t *v = realloc(*ids, (size_t)(*n + 1) * sizeof *v);
-    if (!v) return mt_fail(MT_ENOMEM, "no memory for %lld ids", (long long)*n + 1);
-    memmove(v + 1, v, (size_t)*n * sizeof *v);
-    v[0] = mt_tokenizer_bos(tok);
-    *ids = v;
-    (*n)++;
-    return MT_OK;
-}
-
 static int encode_and_write(const tokenize_args *a, const mt_tokenizer *tok, tokenize_done *d) {
     int32_t *ids = NULL;
     int64_t n = 0;
     double t0 = mt_time_now();
-    mt_status s = mt_tokenizer_encode_file(tok, a->text, &ids, &n);
-    /* --bos: before every document, or before the text, which is one */
-    if (s == MT_OK && a->doc_sep)
-        s = mark_documents(tok, a->bos ? mt_tokenizer_bos(tok) : -1, &ids, &n);
-    else if (s == MT_OK && a->bos)
-        s = prepend_bos(tok, &ids, &n);
+    mt_status s = cli_docs_encode(tok, a->text, a->doc_sep, a->bos, &ids, &n);
     d->encode_s = mt_time_now() - t0;
     if (s != MT_OK) {
         cli_error("encoding --text '%s': %s", a->text, mt_errmsg());
@@ -410,8 +355,9 @@ int cli_cmd_tokenize(int argc, char **argv) {
         {"threads", CLI_INT, &a.threads, 0, 4096, 0, 0, NULL, "N", "spm_train threads (0: all cores)"},
         {"json", CLI_FLAG, &a.json, 0, 0, 0, 0, NULL, NULL, "print only one JSON object"},
         {"doc-sep", CLI_FLAG, &a.doc_sep, 0, 0, 0, 0, NULL, NULL,
-         "documents are separated by blank lines: each run of empty lines is written as one "
-         "</s> (the end-of-text id train --doc-mask on splits at; decoding drops them)"},
+         "documents are separated by blank lines: each run of empty lines is written as the "
+         "tokenizer's end-of-text id (SentencePiece's </s>; train --doc-mask on splits at it); "
+         "a tokenizer other than SentencePiece's encodes each document as a text of its own"},
         {"llama2c-out", CLI_STR, &a.llama2c_out, 0, 0, 0, 0, NULL, "FILE",
          "also write the tokenizer as llama2.c's tokenizer.bin (for its run.c)"},
         {"tokenizer", CLI_STR, &tokenizer, 0, 0, 0, 0, NULL, "FILE",
