@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run_plan_speed.sh — issue 40 item 7's table: the free search (no --mesh)
-# of each published case, its CPU seconds (user + system: the search runs
-# on one thread, and other processes on the cores stretch the wall time,
-# not these) and peak RSS (/usr/bin/time -v), with the layouts it evaluated
-# and the programs it built. Target: each under 30 s and 1 GiB on 2 cores,
-# Release build.
+# of each published case, its wall seconds on the machine's cores (the
+# search's threads: --threads 0, all of them; PLAN_SPEED_THREADS=N runs N),
+# its CPU seconds (user + system: other processes on the cores stretch the
+# wall time, not these) and peak RSS (/usr/bin/time -v), with the layouts
+# it evaluated and the programs it built. Target: each under 30 s (wall)
+# and 1 GiB on 2 cores, Release build.
 #
 #   bash bench/run_plan_speed.sh [BUILD_DIR [LIMIT_S [CASE_PATTERN [BASE_BUILD_DIR]]]]
 #
@@ -65,7 +66,7 @@ CASES=(
 )
 
 printf '%-20s %-9s %8s %8s %9s %9s %8s' case memory "CPU s" "RSS MiB" layouts programs "wall s"
-[ -n "$BASE" ] && printf '  %-9s %8s %8s' answers "base s" "base MiB"
+[ -n "$BASE" ] && printf '  %-9s %8s %8s %9s' answers "base s" "base MiB" "base wall"
 printf '\n'
 for row in "${CASES[@]}"; do
     IFS='|' read -r name memory args <<<"$row"
@@ -74,7 +75,8 @@ for row in "${CASES[@]}"; do
     [ -n "${PLAN_SPEED_MEMORY:-}" ] && mems=("$PLAN_SPEED_MEMORY")
     for mem in "${mems[@]}"; do
         # shellcheck disable=SC2086  # the case's flags, split as written
-        (ulimit -t "$LIMIT" && exec /usr/bin/time -v "$BIN" plan $args --memory "$mem" --json) \
+        (ulimit -t "$LIMIT" && exec /usr/bin/time -v "$BIN" plan $args --memory "$mem" --json \
+            --threads "${PLAN_SPEED_THREADS:-0}") \
             >"$OUT/plan.json" 2>"$OUT/time.txt"
         rc=$?
         user=$(sed -n 's/.*User time (seconds): //p' "$OUT/time.txt")
@@ -95,19 +97,22 @@ for row in "${CASES[@]}"; do
                 --memory "$mem" --json) >"$OUT/base.json" 2>"$OUT/base_time.txt"
             base=("$OUT/base.json" "$(sed -n 's/.*User time (seconds): //p' "$OUT/base_time.txt")"
                   "$(sed -n 's/.*System time (seconds): //p' "$OUT/base_time.txt")"
-                  "$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$OUT/base_time.txt")")
+                  "$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$OUT/base_time.txt")"
+                  "$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$OUT/base_time.txt")")
         fi
         python3 - "$OUT/plan.json" "$name" "$mem" "${user:-0}" "${sys:-0}" "${rss:-0}" "$wall" \
             "${base[@]}" <<'PY'
 import json, sys
 path, name, mem, user, sys_s, rss, wall = sys.argv[1:8]
 d = json.load(open(path))
-w = [float(x) for x in wall.split(':')]
-secs = sum(x * 60 ** i for i, x in enumerate(reversed(w)))
+def seconds(hms):
+    w = [float(x) for x in hms.split(':')]
+    return sum(x * 60 ** i for i, x in enumerate(reversed(w)))
+secs = seconds(wall)
 row = (f"{name:<20} {mem:<9} {float(user) + float(sys_s):8.1f} {int(rss) / 1024:8.0f} "
        f"{d['evaluated']:9d} {d['programs']:9d} {secs:8.1f}")
 if len(sys.argv) > 8:
-    bpath, buser, bsys, brss = sys.argv[8:12]
+    bpath, buser, bsys, brss, bwall = sys.argv[8:13]
     try:
         b = json.load(open(bpath))
     except ValueError:
@@ -118,7 +123,7 @@ if len(sys.argv) > 8:
         return {k: v for k, v in x.items() if k not in ("seconds", "programs")}
     same = b is not None and answers(b) == answers(d)
     row += (f"  {'same' if same else 'DIFFERENT':<9} {float(buser or 0) + float(bsys or 0):8.1f}"
-            f" {int(brss or 0) / 1024:8.0f}")
+            f" {int(brss or 0) / 1024:8.0f} {seconds(bwall or '0'):9.1f}")
 print(row)
 PY
         [ "$mem" = meshtrain ] && break

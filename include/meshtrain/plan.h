@@ -340,6 +340,9 @@ typedef struct {
  * per step. */
 typedef struct {
     mt_plan_layout layout;
+    long long seq;               /* its place in the search's order of layouts: of two
+                                    with the same step and memory the earlier ranks first,
+                                    whatever the threads that searched */
     char   mesh[96];             /* "data=2,fsdp=256,tensor=8", as --mesh takes it */
     int    chips;                /* the devices it uses: the mesh's product, the request's
                                     chips or (when they factor badly) their largest power
@@ -474,6 +477,11 @@ typedef struct {
                                           gives its own) */
     int                cp_attention;   /* on layouts with a context axis: MT_CP_*, or -1
                                           every lowering */
+    int                threads;        /* the search's worker threads: 0 as many as the
+                                          library's (mt_get_num_threads: the cores), at
+                                          most 8; 1 the calling thread alone. The answer is
+                                          the same on any number (ties between equal steps
+                                          go to the layout met first, mt_plan_result.seq) */
 } mt_plan_request;
 
 /* The search's outcome. */

@@ -232,6 +232,8 @@ int cli_cmd_plan(int argc, char **argv) {
          "are the data's)"},
         {"top", CLI_INT, &q.top, 1, 1000, 0, 0, NULL, "K", "layouts to print"},
         {"min-chips", CLI_FLAG, &q.min_chips, 0, 0, 0, 0, NULL, NULL, "find the fewest chips that fit"},
+        {"threads", CLI_INT, &q.threads, 0, 8, 0, 0, NULL, "N",
+         "the search's threads (0: all cores, at most 8); the answer is the same on any"},
         {"train-tokens", CLI_STR, &train_tokens, 0, 0, 0, 0, NULL, "N",
          "tokens to train on: days and device-hours (K, M, B, T: x1000)"},
         {"json", CLI_FLAG, &json, 0, 0, 0, 0, NULL, NULL, "print one JSON object"},

@@ -350,7 +350,7 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
         fprintf(out, "fsdp gather: %s (every layout that stores parameters split over fsdp or "
                 "under ZeRO-3; ZeRO-1/2 gather once a step)\n",
                 q->model.fsdp_gather > 0 ? "once a step" : "every microbatch");
-    fprintf(out, "%d layouts evaluated, %d feasible, from %d distinct programs, in %.2f s\n",
+    fprintf(out, "%d layouts evaluated, %d feasible, from %d programs built, in %.2f s\n",
             rep->n_evaluated, rep->n_feasible, rep->n_programs, rep->seconds);
     if (rep->n_best) {
         const int width = mesh_width(rep);

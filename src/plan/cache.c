@@ -445,7 +445,10 @@ static int by_use(const void *a, const void *b) {
 }
 
 void mt__plan_cache_trim(mt__plan_search *s) {
-    if (s->cache_bytes <= MT__PLAN_CACHE_BUDGET) return;
+    /* the search's threads each hold their own cache: the budgets are split */
+    const size_t share = s->n_workers > 1 ? (size_t)s->n_workers : 1;
+    const size_t budget = MT__PLAN_CACHE_BUDGET / share, pack_budget = MT__PLAN_PACK_BUDGET / share;
+    if (s->cache_bytes <= budget) return;
     /* every entry but the pinned ones and the shared programs (shared_key)
        last used, up to half the budget, which the layouts laid out next
        may borrow, and the ones used before them packed, up to
@@ -464,7 +467,7 @@ void mt__plan_cache_trim(mt__plan_search *s) {
         mt__plan_cached *e = s->cache[i];
         if (e->prog.nodes) {
             const size_t bytes = entry_bytes(e);
-            if (s->cache_bytes + bytes <= MT__PLAN_CACHE_BUDGET / 2) {
+            if (s->cache_bytes + bytes <= budget / 2) {
                 s->cache[s->n_cache++] = e;
                 s->cache_bytes += bytes;
                 continue;
@@ -475,7 +478,7 @@ void mt__plan_cache_trim(mt__plan_search *s) {
             }
         }
         const size_t packed = sizeof *e + mt__plan_cache_packed_bytes(e);
-        if (s->packed_bytes + packed <= MT__PLAN_PACK_BUDGET) {
+        if (s->packed_bytes + packed <= pack_budget) {
             s->cache[s->n_cache++] = e;
             s->packed_bytes += packed;
         } else {

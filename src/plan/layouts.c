@@ -257,6 +257,7 @@ static mt_status each_mesh_of(mt__plan_search *s, int chips, int c,
         for (int ip = 0; ip < n; ip++) {
             int p = dv[ip];
             if (chips % (t * p) || p > s->layers) continue;
+            if (!mt__plan_claim(s)) continue;   /* another thread's class */
             int rest = chips / (t * p);
             for (int id = 0; id < n; id++) {
                 int d = dv[id];
@@ -288,7 +289,7 @@ mt_status mt__plan_each_layout(mt__plan_search *s,
     const mt_plan_request *r = s->req;
     if (r->mesh) {
         const int *a = s->mesh_axes;
-        return each_option(s, a[0], a[1], a[2], a[3], a[4], fn);
+        return mt__plan_claim(s) ? each_option(s, a[0], a[1], a[2], a[3], a[4], fn) : MT_OK;
     }
     mt_status st = each_mesh(s, s->chips, fn);
     /* a pod whose chip count factors badly (8960 = 2^8 x 5 x 7 TPU v5p) is
@@ -299,7 +300,7 @@ mt_status mt__plan_each_layout(mt__plan_search *s,
     int pow2 = 1;
     while (2 * pow2 <= s->chips) pow2 *= 2;
     if (st == MT_OK && pow2 != s->chips) st = each_mesh(s, pow2, fn);
-    for (pow2 /= 2; st == MT_OK && pow2 >= 1 && 8 * pow2 >= s->chips && !s->rep->n_feasible;
+    for (pow2 /= 2; st == MT_OK && pow2 >= 1 && 8 * pow2 >= s->chips && !mt__plan_any_feasible(s);
          pow2 /= 2)
         st = each_mesh(s, pow2, fn);
     return st;

@@ -97,6 +97,7 @@ static void group_init(mt__plan_refusal_group *g, const char *key, uint64_t hash
         memcpy(g->hi_text[i], p->text[i], sizeof g->hi_text[i]);
     }
     mt__plan_layout_text(&r->layout, r->mesh, g->example, sizeof g->example);
+    g->first = r->seq;
 }
 
 mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r) {
@@ -138,6 +139,72 @@ mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r) {
             memcpy(g->hi_text[i], p.text[i], sizeof g->hi_text[i]);
         }
     }
+    return MT_OK;
+}
+
+/* Group y's count and ranges into x's; its example where met first. */
+static void group_add(mt__plan_refusal_group *x, const mt__plan_refusal_group *y) {
+    x->count += y->count;
+    for (int i = 0; i < x->n_slots && i < y->n_slots; i++) {
+        if (y->lo[i] < x->lo[i]) {
+            x->lo[i] = y->lo[i];
+            memcpy(x->lo_text[i], y->lo_text[i], sizeof x->lo_text[i]);
+        }
+        if (y->hi[i] > x->hi[i]) {
+            x->hi[i] = y->hi[i];
+            memcpy(x->hi_text[i], y->hi_text[i], sizeof x->hi_text[i]);
+        }
+    }
+    if (y->first < x->first) {
+        memcpy(x->example, y->example, sizeof x->example);
+        x->first = y->first;
+    }
+}
+
+static int by_first(const void *a, const void *b) {
+    const mt__plan_refusal_group *x = a, *y = b;
+    const bool ox = !strcmp(x->key, OTHER), oy = !strcmp(y->key, OTHER);
+    if (ox != oy) return ox - oy;   /* "other reasons" last */
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+mt_status mt__plan_refusals_merge(mt__plan_refusals *into, const mt__plan_refusals *from) {
+    if (from->n == 0) return MT_OK;
+    /* both tallies' groups, alike reasons as one, in the order first met */
+    mt__plan_refusal_group *all = calloc(2 * MT_PLAN_MAX_REFUSALS, sizeof *all);
+    if (!all) return mt_fail(MT_ENOMEM, "out of memory merging the plan's refusal reasons");
+    int n = 0;
+    for (int i = 0; i < into->n; i++) all[n++] = into->g[i];
+    for (int i = 0; i < from->n; i++) {
+        const mt__plan_refusal_group *y = &from->g[i];
+        int j = 0;
+        while (j < n && !(all[j].hash == y->hash && !strcmp(all[j].key, y->key))) j++;
+        if (j < n) group_add(&all[j], y);
+        else all[n++] = *y;
+    }
+    qsort(all, (size_t)n, sizeof *all, by_first);
+    if (!into->g && !(into->g = calloc(MT_PLAN_MAX_REFUSALS, sizeof *into->g))) {
+        free(all);
+        return mt_fail(MT_ENOMEM, "out of memory for the plan's refusal reasons");
+    }
+    /* the first MT_PLAN_MAX_REFUSALS - 1 kept; the rest "other reasons" */
+    const int kept = n < MT_PLAN_MAX_REFUSALS ? n : MT_PLAN_MAX_REFUSALS - 1;
+    for (int i = 0; i < kept; i++) into->g[i] = all[i];
+    into->n = kept;
+    for (int i = kept; i < n; i++) {
+        mt__plan_refusal_group *o = &into->g[MT_PLAN_MAX_REFUSALS - 1];
+        if (into->n < MT_PLAN_MAX_REFUSALS) {
+            into->n = MT_PLAN_MAX_REFUSALS;
+            *o = all[i];
+            snprintf(o->key, sizeof o->key, "%s", OTHER);
+            o->hash = hash_of(OTHER);
+            o->n_slots = 0;
+        } else {
+            o->count += all[i].count;
+        }
+    }
+    into->last = 0;   /* the words of the last reason added are another thread's */
+    free(all);
     return MT_OK;
 }
 

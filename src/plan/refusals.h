@@ -26,6 +26,7 @@ typedef struct {
     char     lo_text[MT__PLAN_REFUSAL_SLOTS][32], hi_text[MT__PLAN_REFUSAL_SLOTS][32];
     int      count;
     char     example[192];
+    long long first;   /* the seq of the layout that met it first: the example's */
 } mt__plan_refusal_group;
 
 /* The tally of one search: at most MT_PLAN_MAX_REFUSALS groups, the last
@@ -43,6 +44,14 @@ typedef struct {
 
 /* Counts refused layout r (its why and its layout) in *t. MT_ENOMEM. */
 mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r);
+
+/* The tally from (another thread's, of other layouts) merged into *into,
+ * as one tally of both threads' layouts in the enumeration's order would
+ * count them: a reason's count summed, its ranges widened, its example the
+ * first met; the reasons past the first MT_PLAN_MAX_REFUSALS - 1 met
+ * counted as "other reasons" (exact unless a thread's own tally had to:
+ * then its "other" stays other). MT_ENOMEM. */
+mt_status mt__plan_refusals_merge(mt__plan_refusals *into, const mt__plan_refusals *from);
 
 /* The tally into rep->refusals (allocated; mt_plan_report_free frees it),
  * most layouts first, ties in the order first met. MT_ENOMEM. */

@@ -5,8 +5,7 @@
  * family of layouts kept with a line saying why it loses, and with
  * min_chips the fewest chips on which some layout fits.
  */
-#include "plan/refusals.h"
-#include "plan/search_impl.h"
+#include "plan/search_workers.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@ static const char *const FAMILY[] = {
     "one chip", "pure data", "ZeRO over data", "pure FSDP", "FSDP x tensor", "pipeline",
 };
 enum { N_FAMILIES = (int)(sizeof FAMILY / sizeof FAMILY[0]) };
+_Static_assert(N_FAMILIES == MT__PLAN_N_FAMILIES, "search_workers.h counts the families");
 
 static int family_of(const mt_plan_layout *l) {
     if (l->pipe > 1) return 5;
@@ -67,36 +67,6 @@ static void family_line(mt_plan_family *f, const mt_plan_result *top, char examp
 /* The search                                                                */
 /* ======================================================================== */
 
-typedef struct {
-    char example[N_FAMILIES][256];   /* an infeasible layout's reason per family */
-    bool oom[N_FAMILIES];            /* ... and whether it is memory */
-} family_notes;
-
-static bool better(const mt_plan_result *a, const mt_plan_result *b) {
-    if (a->step != b->step) return a->step < b->step;
-    return a->total < b->total;
-}
-
-static mt_status keep(mt_plan_result **arr, int *n, int *cap, int max, const mt_plan_result *r) {
-    if (*n == *cap) {
-        int c = *cap ? 2 * *cap : 16;
-        if (max > 0 && c > max) c = max;
-        if (c <= *n) return MT_OK;
-        mt_plan_result *g = realloc(*arr, (size_t)c * sizeof *g);
-        if (!g) return mt_fail(MT_ENOMEM, "out of memory for %d plan results", c);
-        *arr = g;
-        *cap = c;
-    }
-    (*arr)[(*n)++] = *r;
-    return MT_OK;
-}
-
-typedef struct {
-    mt__plan_search   base;
-    family_notes      notes;
-    mt__plan_refusals refusals;   /* every refused layout, by reason */
-} search_state;
-
 /* Refuses a feasible result with a number that is not finite: the
  * hardware reader bounds its figures so that none is, and a printed
  * "-nan" (or an invalid --json) is worse than a message. */
@@ -117,79 +87,66 @@ static mt_status finite_result(const mt__plan_search *s, const mt_plan_result *r
     return MT_OK;
 }
 
-/* The slowest step layout l would have to beat to change the report: the
- * last of a full top list, its family's best, and on all the chips the best
- * of those (0: some slot is still empty, any step changes it). A layout
- * slower than every one changes only the counts (mt__plan_step_lower's
- * pruning, evaluate.c). */
+/* The slowest step layout l would have to beat to change the report, over
+ * every thread of the search (mt__plan_shared_to_beat): the last of a full
+ * top list, its family's best, and on all the chips the best of those (0:
+ * some slot is still empty, any step changes it). A layout slower than
+ * every one changes only the counts (mt__plan_step_lower's pruning,
+ * evaluate.c). */
 static double prune_above(const mt__plan_search *s, const mt_plan_layout *l) {
-    const mt_plan_report *rep = s->rep;
-    const int top = s->req->top > 0 ? s->req->top : 5;
-    const mt_plan_family *f = &rep->families[family_of(l)];
     const int chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
-    const bool all = chips == s->chips;
-    if (rep->n_best < top || f->n_feasible == 0 || (all && rep->n_feasible_all == 0)) return 0;
-    const double last = rep->best[top - 1].step;
-    const double most = f->best.step > last ? f->best.step : last;
-    return all && rep->best_all.step > most ? rep->best_all.step : most;
+    return mt__plan_shared_to_beat(s, family_of(l), chips == s->chips);
 }
 
 static mt_status visit(mt__plan_search *s, const mt_plan_layout *l) {
-    search_state *ss = (search_state *)(void *)s;
+    mt__plan_worker *w = (mt__plan_worker *)(void *)s;
     mt_plan_report *rep = s->rep;
     mt_plan_result r;
     s->prune_above = prune_above(s, l);
     mt_status st = mt__plan_evaluate(s, l, &r);
     s->prune_above = 0;
     if (st != MT_OK) return st;
+    r.seq = s->next_seq++;
+    const int fam = family_of(l);
     if (s->last_pruned) {   /* fits, and no slot of the report takes it */
         rep->n_evaluated++;
         rep->n_feasible++;
-        rep->families[family_of(l)].n_feasible++;
+        rep->families[fam].n_feasible++;
         rep->n_feasible_all += r.chips == s->chips;
         s->n_pruned++;
         s->last_feasible = true;
+        mt__plan_shared_publish(s, NULL, fam, false);
         return MT_OK;
     }
     if (r.feasible && (st = finite_result(s, &r)) != MT_OK) return st;
     r.layout.chunks = mt__plan_layout_chunks(l);
     rep->n_evaluated++;
     s->last_feasible = r.feasible;
-    int fam = family_of(l);
     if (!r.feasible) {
         /* the family's example: an out-of-memory layout says more than one
            whose sizes do not divide */
         bool oom = strncmp(r.why, "out of memory", 13) == 0;
-        if (!ss->notes.example[fam][0] || (oom && !ss->notes.oom[fam])) {
-            ss->notes.oom[fam] = oom;
-            snprintf(ss->notes.example[fam], sizeof ss->notes.example[fam], "%.90s: %.160s",
+        if (!w->notes.example[fam][0] || (oom && !w->notes.oom[fam])) {
+            w->notes.oom[fam] = oom;
+            w->notes.at[fam] = r.seq;
+            snprintf(w->notes.example[fam], sizeof w->notes.example[fam], "%.90s: %.160s",
                      r.mesh, r.why);
         }
-        if ((st = mt__plan_refusals_add(&ss->refusals, &r)) != MT_OK) return st;
-        if (s->req->mesh)
-            return keep(&rep->infeasible, &rep->n_infeasible, &s->cap_infeasible, 0, &r);
-        return MT_OK;
+        if ((st = mt__plan_refusals_add(&w->refusals, &r)) != MT_OK) return st;
+        return s->req->mesh ? mt__plan_keep_infeasible(s, &r) : MT_OK;
     }
     rep->n_feasible++;
-    if (r.chips == s->chips && (rep->n_feasible_all++ == 0 || better(&r, &rep->best_all)))
+    const bool all = r.chips == s->chips;
+    mt__plan_shared_publish(s, &r, fam, all);
+    /* a best not yet set has chips 0: another thread's steps may have
+       pruned this one's first layouts of a family */
+    rep->n_feasible_all += all;
+    if (all && (!rep->best_all.chips || mt__plan_result_better(&r, &rep->best_all)))
         rep->best_all = r;
     mt_plan_family *f = &rep->families[fam];
-    if (f->n_feasible++ == 0 || better(&r, &f->best)) f->best = r;
-    /* the top list, kept sorted */
-    int top = s->req->top > 0 ? s->req->top : 5;
-    if (rep->n_best == top && !better(&r, &rep->best[top - 1])) return MT_OK;
-    if (rep->n_best < top) {
-        st = keep(&rep->best, &rep->n_best, &s->cap_best, top, &r);
-        if (st != MT_OK) return st;
-    } else {
-        rep->best[top - 1] = r;
-    }
-    for (int i = rep->n_best - 1; i > 0 && better(&rep->best[i], &rep->best[i - 1]); i--) {
-        mt_plan_result t = rep->best[i];
-        rep->best[i] = rep->best[i - 1];
-        rep->best[i - 1] = t;
-    }
-    return MT_OK;
+    f->n_feasible++;
+    if (!f->best.chips || mt__plan_result_better(&r, &f->best)) f->best = r;
+    return mt__plan_keep_best(s, &r, s->req->top > 0 ? s->req->top : 5);
 }
 
 static bool is_threads_host(const mt_hardware *hw) {
@@ -353,7 +310,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
 
 /* Why nothing fits, into rep->why_none: an infeasible layout's reason (one
  * out of memory rather than one whose sizes do not divide). */
-static void why_none(mt_plan_report *rep, const mt_plan_request *r, const family_notes *notes) {
+static void why_none(mt_plan_report *rep, const mt_plan_request *r, const mt__plan_notes *notes) {
     int pick = -1;
     for (int f = 0; f < N_FAMILIES; f++)
         if (notes->example[f][0] && (pick < 0 || (notes->oom[f] && !notes->oom[pick]))) pick = f;
@@ -363,18 +320,9 @@ static void why_none(mt_plan_report *rep, const mt_plan_request *r, const family
              pick >= 0 ? "e.g. " : "", pick >= 0 ? notes->example[pick] : "none was laid out");
 }
 
-/* One search on `chips` chips into *rep, with the programs of `cache` (a
- * search state holding only its cache: what earlier counts built, which
- * depends on the layout and the request, not on the chips), which it keeps
- * there with the ones it builds. */
-static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_report *rep,
-                              mt__plan_search *cache) {
-    search_state ss;
-    mt__plan_search *s = &ss.base;
-    memset(&ss.notes, 0, sizeof ss.notes);
-    memset(&ss.refusals, 0, sizeof ss.refusals);
-    mt_status st = start(s, r, chips);
-    if (st != MT_OK) return st;
+/* The programs cache holds (a search state holding only its cache) into s,
+ * and back (give). */
+static void cache_take(mt__plan_search *s, const mt__plan_search *cache) {
     s->cache = cache->cache, s->n_cache = cache->n_cache, s->cap_cache = cache->cap_cache;
     s->slots = cache->slots, s->n_slots = cache->n_slots;
     s->n_built = cache->n_built;
@@ -383,36 +331,96 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     s->clock = cache->clock, s->time_memo = cache->time_memo;
     s->slots_memo = cache->slots_memo, s->n_slots_memo = cache->n_slots_memo;
     s->used_slots_memo = cache->used_slots_memo;
+}
+
+static void cache_give(mt__plan_search *cache, const mt__plan_search *s) {
+    memset(cache, 0, sizeof *cache);
+    cache_take(cache, s);
+}
+
+/* One thread's layouts (mt__plan_workers_run). */
+static mt_status walk(mt__plan_worker *w) {
+    return mt__plan_each_layout(&w->base, visit);
+}
+
+/* The threads of a search of r: the request's, or the library's (the
+ * cores), at most MT__PLAN_MAX_WORKERS. */
+static int n_threads(const mt_plan_request *r) {
+    int n = r->threads > 0 ? r->threads : mt_get_num_threads();
+    return n < 1 ? 1 : n > MT__PLAN_MAX_WORKERS ? MT__PLAN_MAX_WORKERS : n;
+}
+
+/* The search of the n threads w[] (started, each with its cache and its
+ * report) into w[0]'s report. */
+static mt_status search_threads(mt__plan_worker *w, int n) {
+    const mt_plan_request *r = w[0].base.req;
+    const int top = r->top > 0 ? r->top : 5;
+    struct mt__plan_shared *sh = NULL;
+    mt_status st = mt__plan_shared_new(n, top, &sh);
+    for (int i = 0; i < n && st == MT_OK; i++) {
+        w[i].base.shared = sh;
+        w[i].base.worker = i;
+        w[i].base.n_workers = n;
+    }
+    if (st == MT_OK) st = mt__plan_workers_run(w, n, walk);
+    for (int i = 0; i < n; i++) w[i].base.rep->n_pruned = (int)w[i].base.n_pruned;
+    for (int i = 1; i < n && st == MT_OK; i++) st = mt__plan_worker_merge(&w[0], &w[i], top);
+    for (int i = 0; i < n; i++) w[i].base.shared = NULL;
+    mt__plan_shared_free(sh);
+    return st;
+}
+
+/* One search on `chips` chips into *rep, on n threads, with the programs
+ * of caches[0 .. n) (search states holding only their caches: what earlier
+ * counts built, which depends on the layout and the request, not on the
+ * chips), which each keeps there with the ones it builds. */
+static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_report *rep,
+                              mt__plan_search *caches, int n) {
+    mt__plan_worker *w = calloc((size_t)n, sizeof *w);
+    if (!w) return mt_fail(MT_ENOMEM, "out of memory for %d plan search threads", n);
     memset(rep, 0, sizeof *rep);
-    s->rep = rep;
-    rep->chips = chips;
+    mt_status st = MT_OK;
+    int taken = 0;   /* the threads holding their caches */
+    for (int i = 0; i < n && st == MT_OK; i++) {
+        if ((st = start(&w[i].base, r, chips)) != MT_OK) break;
+        cache_take(&w[i].base, &caches[i]);
+        taken++;
+        w[i].base.rep = i ? &w[i].rep : rep;
+        w[i].base.rep->chips = chips;
+    }
+    mt__plan_search *s = &w[0].base;
     for (int f = 0; f < N_FAMILIES; f++) rep->families[f].name = FAMILY[f];
-    st = mt__plan_model_facts(s);
+    if (st == MT_OK) st = mt__plan_model_facts(s);
     /* the model's own programs serve every count --min-chips tries */
-    if (!s->n_pinned) s->n_pinned = s->n_cache, s->cache_bytes = 0;
+    if (st == MT_OK && !s->n_pinned) s->n_pinned = s->n_cache, s->cache_bytes = 0;
+    for (int i = 1; i < n && st == MT_OK; i++) {
+        w[i].base.params = s->params;
+        w[i].base.flops_per_token = s->flops_per_token;
+    }
     rep->model_params = s->params;
     rep->flops_per_token = s->flops_per_token;
-    if (st == MT_OK) st = mt__plan_each_layout(s, visit);
-    rep->n_programs = s->n_built;
-    rep->n_pruned = (int)s->n_pruned;
-    cache->cache = s->cache, cache->n_cache = s->n_cache, cache->cap_cache = s->cap_cache;
-    cache->slots = s->slots, cache->n_slots = s->n_slots;
-    cache->n_built = s->n_built;
-    cache->n_pinned = s->n_pinned, cache->cache_bytes = s->cache_bytes;
-    cache->packed_bytes = s->packed_bytes;
-    cache->clock = s->clock, cache->time_memo = s->time_memo;
-    cache->slots_memo = s->slots_memo, cache->n_slots_memo = s->n_slots_memo;
-    cache->used_slots_memo = s->used_slots_memo;
-    if (st == MT_OK) st = mt__plan_refusals_report(&ss.refusals, rep);
-    mt__plan_refusals_free(&ss.refusals);
+    if (st == MT_OK) st = search_threads(w, n);
+    rep->n_programs = 0;
+    for (int i = 0; i < taken; i++) {
+        rep->n_programs += w[i].base.n_built;
+        cache_give(&caches[i], &w[i].base);
+    }
+    for (int i = 1; i < n; i++) {
+        mt__plan_refusals_free(&w[i].refusals);
+        mt_plan_report_free(&w[i].rep);
+    }
+    if (st == MT_OK) st = mt__plan_refusals_report(&w[0].refusals, rep);
+    mt__plan_refusals_free(&w[0].refusals);
+    mt__plan_notes notes = w[0].notes;
+    free(w);
     if (st != MT_OK) {
         mt_plan_report_free(rep);
         return st;
     }
-    if (!rep->n_best) why_none(rep, r, &ss.notes);
+    if (!rep->n_best) why_none(rep, r, &notes);
     /* the families the chips allow, each with its line (one mesh given:
        none, the others were not laid out) */
-    int n = 0;
+    int k = 0;
     if (r->mesh) {
         rep->n_families = 0;
         return MT_OK;
@@ -421,10 +429,10 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
         bool possible = f == 0 ? chips == 1 : chips > 1;
         if (!possible) continue;
         mt_plan_family fam = rep->families[f];
-        family_line(&fam, rep->n_best ? &rep->best[0] : NULL, ss.notes.example[f]);
-        rep->families[n++] = fam;
+        family_line(&fam, rep->n_best ? &rep->best[0] : NULL, notes.example[f]);
+        rep->families[k++] = fam;
     }
-    rep->n_families = n;
+    rep->n_families = k;
     return MT_OK;
 }
 
@@ -443,7 +451,7 @@ static bool smooth(int n) {
  * fallbacks are smaller counts, tried already). Nothing fits: *out is the
  * last count's report, with why_none saying why. */
 static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *out,
-                                  mt__plan_search *cache) {
+                                  mt__plan_search *caches, int n) {
     if (req->mesh)
         return mt_fail(MT_EINVAL, "plan: --min-chips searches the chip count; leave out "
                        "--mesh");
@@ -468,7 +476,7 @@ static mt_status search_min_chips(const mt_plan_request *req, mt_plan_report *ou
     for (int c = 1; c <= max; c++) {
         if (!smooth(c)) continue;
         if (searched) mt_plan_report_free(out);
-        st = search_chips(req, c, out, cache);
+        st = search_chips(req, c, out, caches, n);
         if (st != MT_OK) return st;
         searched = true;
         if (out->n_feasible > 0) return MT_OK;
@@ -518,11 +526,13 @@ mt_status mt_plan_search(const mt_plan_request *req, mt_plan_report *out) {
     if (!req->hw) return mt_fail(MT_EINVAL, "plan: no hardware description; give --hardware NAME");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    mt__plan_search cache;   /* the programs, kept across the counts --min-chips tries */
-    memset(&cache, 0, sizeof cache);
-    mt_status st = req->min_chips ? search_min_chips(req, out, &cache)
-                                  : search_chips(req, req->chips, out, &cache);
-    mt__plan_cache_free(&cache);
+    /* each thread's programs, kept across the counts --min-chips tries */
+    mt__plan_search caches[MT__PLAN_MAX_WORKERS];
+    memset(caches, 0, sizeof caches);
+    const int n = n_threads(req);
+    mt_status st = req->min_chips ? search_min_chips(req, out, caches, n)
+                                  : search_chips(req, req->chips, out, caches, n);
+    for (int i = 0; i < n; i++) mt__plan_cache_free(&caches[i]);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return st;

@@ -150,7 +150,28 @@ typedef struct {
     bool       last_pruned;           /* the layout just evaluated fits and was pruned so:
                                          its result holds no step */
     long long  n_pruned;              /* layouts pruned so (search.c) */
+    /* the search's threads (search_workers.c) */
+    struct mt__plan_shared *shared;   /* what they share: the classes claimed, the steps to
+                                         beat; NULL outside mt_plan_search */
+    int        n_workers;             /* how many (the cache budgets are split over them) */
+    int        worker;                /* this one's index among them */
+    int        n_classes;             /* the classes of layouts met so far (mt__plan_claim) */
+    long long  next_seq;              /* the next layout's mt_plan_result.seq */
 } mt__plan_search;
+
+/* Whether this thread searches the next class of layouts: every layout of
+ * one tensor x pipe mesh pair on one context axis and chip count
+ * (layouts.c), met in one order by every thread of the search; the first
+ * to meet it claims it, and the others pass it by. Their programs' keys
+ * hold t and the chips over t x p, so two classes share no program (but
+ * by class 4 of cache.c's sharing, rarely). Sets s->next_seq to the class's
+ * first layout's. True outside mt_plan_search (no threads). */
+bool mt__plan_claim(mt__plan_search *s);
+
+/* Whether any layout of the search fits so far: every thread's, once all
+ * have come to this point of the enumeration (a barrier: every thread
+ * asks at the same points, or has left). */
+bool mt__plan_any_feasible(mt__plan_search *s);
 
 /* The relative margin by which a step's lower bound must pass prune_above:
  * the bound adds the simulator's seconds in another order (a few ulps). */
@@ -402,5 +423,7 @@ size_t mt__plan_cache_packed_bytes(const mt__plan_cached *e);
 /* The bytes past which mt__plan_cache_trim frees (256 MiB, well inside the
  * 1 GiB a search may hold, issue 40, with room for the rest). */
 #define MT__PLAN_CACHE_BUDGET ((size_t)256 << 20)
+/* The most threads one search runs (mt_plan_request.threads). */
+#define MT__PLAN_MAX_WORKERS 8
 
 #endif /* MT_PLAN_SEARCH_IMPL_H */
