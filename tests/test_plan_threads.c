@@ -7,11 +7,16 @@
  * threads' barrier) and the fewest chips. The reference is the one-thread
  * search, which walks the layouts in order and is checked against every
  * layout evaluated without pruning by test_plan_prune. Run under TSan too
- * (the threads share the classes claimed and the steps to beat). */
+ * (the threads share the classes claimed and the steps to beat). The small
+ * searches' ties fall within one class, one thread's: the merge's ties
+ * between threads are checked by hand on two made-up reports. */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"
+#include "plan/search_workers.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void same_result(const char *what, int i, const mt_plan_result *a,
@@ -132,6 +137,33 @@ MT_TEST(nothing_fits_and_fewest_chips) {
     r.min_chips = true;
     check("fewest chips", r, false);
     mt_hardware_free(hw);
+}
+
+/* The merge by hand: layouts of equal step and memory from two threads,
+ * the second thread's met first (its class came earlier in the order), in
+ * the top list, a family's best and the best on all the chips: the one met
+ * first wins wherever the threads' reports are merged from. */
+MT_TEST(merge_breaks_ties_by_the_order_met) {
+    mt__plan_worker *w = calloc(2, sizeof *w);
+    mt_plan_result r = {.chips = 8, .feasible = true, .step = 1.0, .total = 2.0};
+    for (int i = 0; i < 2; i++) {
+        w[i].base.rep = &w[i].rep;
+        r.seq = i == 0 ? 7 : 3;   /* thread 1's layout met first */
+        snprintf(r.mesh, sizeof r.mesh, "data=%d", i == 0 ? 8 : 4);
+        MT_CHECK_OK(mt__plan_keep_best(&w[i].base, &r, 2));
+        w[i].rep.n_feasible = w[i].rep.n_feasible_all = w[i].rep.families[1].n_feasible = 1;
+        w[i].rep.best_all = w[i].rep.families[1].best = r;
+    }
+    MT_CHECK_OK(mt__plan_worker_merge(&w[0], &w[1], 2));
+    const mt_plan_report *m = &w[0].rep;
+    MT_CHECK(m->n_best == 2 && m->best[0].seq == 3 && m->best[1].seq == 7,
+             "top list: %d, seq %lld then %lld; want 3 then 7", m->n_best, m->best[0].seq,
+             m->n_best > 1 ? m->best[1].seq : -1);
+    MT_CHECK(m->families[1].best.seq == 3 && m->best_all.seq == 3 && m->n_feasible == 2,
+             "family best seq %lld, best on all seq %lld, %d fit; want 3, 3, 2",
+             m->families[1].best.seq, m->best_all.seq, m->n_feasible);
+    for (int i = 0; i < 2; i++) mt_plan_report_free(&w[i].rep);
+    free(w);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }
