@@ -32,7 +32,7 @@ typedef enum {
     MT_FILE_OTHER = 0,   /* anything else: text, as far as datasets go */
     MT_FILE_CKPT,        /* a meshtrain checkpoint (magic "MTCKPT") */
     MT_FILE_LLMC,        /* an llm.c GPT-2 checkpoint (magic 20240326) */
-    MT_FILE_TOKENS       /* an llm.c token file (magic 20240520) */
+    MT_FILE_TOKENS       /* an llm.c token file (magic 20240520, or 20240801: uint32) */
 } mt_file_kind;
 
 /* Sets *kind from the magic at the start of `path` (an empty or short file
@@ -143,8 +143,12 @@ mt_status mt_dataset_rows(const mt_dataset *ds, int split, int64_t *pos, int B, 
 void      mt_dataset_doc_ids(const int32_t *tokens, int64_t rows, int64_t T, int32_t eot,
                              int32_t *docs);
 
-/* Writes an llm.c token file (magic 20240520, version 1, uint16 tokens),
- * claimed and written through its temporary file as every save (files.h). */
+/* Writes an llm.c token file: magic 20240520, version 1, uint16 tokens; or,
+ * where an id is past 65,535, llm.c's Llama 3 kind, magic 20240801, version
+ * 7, uint32 tokens (its dev/data/data_common.py); claimed and written
+ * through its temporary file as every save (files.h). MT_EINVAL, writing
+ * nothing, for a negative id or more than INT32_MAX tokens. The datasets
+ * (mt_dataset_open) read both kinds, as shards too. */
 mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n);
 
 /* llm.c GPT-2 fp32 checkpoint (magic 20240326, version 3). Reading fills `cfg`

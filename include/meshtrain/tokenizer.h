@@ -67,7 +67,10 @@
 extern "C" {
 #endif
 
-/* The largest vocabulary whose ids an llm.c token file (uint16) holds. */
+/* The largest vocabulary whose ids an llm.c uint16 token file holds, and
+ * the most pieces mt_tokenizer_train trains (its files stay the GPT-2 kind
+ * llm.c's own code reads); a tokenizer of more pieces made elsewhere
+ * encodes to llm.c's uint32 (Llama 3) token files (mt_tokens_write). */
 #define MT_TOKENIZER_MAX_VOCAB 65536
 /* The smallest vocabulary of a byte-fallback model: <unk>, <s>, </s> and
  * the 256 byte pieces; a text's characters each add one more. */
@@ -120,9 +123,7 @@ mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefi
  * normaliser flags). *out is freed with mt_tokenizer_free. Fails with
  * MT_EIO (missing, not a regular file: the system's message), MT_EFORMAT
  * (not a tokenizer, or a field meshtrain does not support: says which and
- * where) or MT_ENOMEM. Any model opens, also one trained elsewhere; the ids
- * it may use in a token file are checked by the caller against
- * MT_TOKENIZER_MAX_VOCAB. */
+ * where) or MT_ENOMEM. Any model opens, also one trained elsewhere. */
 mt_status mt_tokenizer_open(const char *model_path, mt_tokenizer **out);
 void      mt_tokenizer_free(mt_tokenizer *tok);
 
@@ -189,9 +190,9 @@ mt_status mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t 
 mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n,
                               bool at_start, char *buf, size_t cap, size_t *len);
 
-/* Checks that the tokenizer's ids fit an llm.c token file (uint16): at most
- * MT_TOKENIZER_MAX_VOCAB pieces. MT_EFORMAT naming the model and its size
- * otherwise (a model trained elsewhere). */
+/* Checks that the tokenizer's ids fit an llm.c token file: uint16 up to
+ * MT_TOKENIZER_MAX_VOCAB pieces, uint32 past it (llm.c's Llama 3 files), to
+ * INT32_MAX. MT_EFORMAT naming the model and its size otherwise. */
 mt_status mt_tokenizer_check_vocab(const mt_tokenizer *tok);
 
 /* Checks mt_tokenizer_check_vocab, then that `tokens_path` is an llm.c token

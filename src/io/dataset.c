@@ -280,22 +280,31 @@ mt_status mt_tokens_write(const char *path, const int32_t *tokens, int64_t n) {
                        "holds 0 to %d", (long long)n, path, INT32_MAX);
     if (n > 0 && !tokens)
         return mt_fail(MT_EINVAL, "mt_tokens_write: tokens is NULL for %lld tokens", (long long)n);
-    /* Check everything before creating the file, so a bad token leaves no file. */
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] > UINT16_MAX)
-            return mt_fail(MT_EINVAL, "token %lld is %d, outside [0, %d] that an llm.c token "
-                           "file (uint16) can hold; nothing was written to '%s'",
-                           (long long)i, tokens[i], UINT16_MAX, path);
+    /* Check everything before creating the file, so a bad token leaves no
+     * file; an id past uint16 makes it llm.c's uint32 (Llama 3) kind */
+    bool wide = false;
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0)
+            return mt_fail(MT_EINVAL, "token %lld is %d, a negative id; nothing was written to "
+                           "'%s'", (long long)i, tokens[i], path);
+        wide |= tokens[i] > UINT16_MAX;
+    }
 
     /* through a temporary file and a rename, as every output (files.h) */
     mt__save sv;
     mt_status s = mt__save_begin(path, "token file", NULL, &sv);
     if (s != MT_OK) return s;
-    int32_t hdr[MT__TOKENS_HEADER_INTS] = {MT__TOKENS_MAGIC, MT__TOKENS_VERSION, (int32_t)n};
+    int32_t hdr[MT__TOKENS_HEADER_INTS] = {
+        wide ? MT__TOKENS32_MAGIC : MT__TOKENS_MAGIC,
+        wide ? MT__TOKENS32_VERSION : MT__TOKENS_VERSION, (int32_t)n};
     bool ok = fwrite(hdr, sizeof hdr, 1, sv.f) == 1;
-    uint16_t buf[8192];
+    uint16_t buf[8192];   /* uint16 tokens; the uint32 ones are the ids as they are */
     for (int64_t i = 0; ok && i < n; i += 8192) {
         size_t m = (size_t)(n - i < 8192 ? n - i : 8192);
+        if (wide) {
+            ok = fwrite(tokens + i, sizeof *tokens, m, sv.f) == m;
+            continue;
+        }
         for (size_t j = 0; j < m; j++) buf[j] = (uint16_t)tokens[i + (int64_t)j];
         ok = fwrite(buf, sizeof *buf, m, sv.f) == m;
     }

@@ -60,6 +60,7 @@ mt_status mt__scan_finite(FILE *f, int64_t n, int64_t *bad, float *value, int *e
 #define MAGIC_CKPT   "MTCKPT\0\0"
 #define MAGIC_LLMC   20240326
 #define MAGIC_TOKENS 20240520
+#define MAGIC_TOKENS32 20240801   /* uint32 tokens (io_impl.h) */
 
 mt_status mt_file_detect(const char *path, mt_file_kind *kind) {
     if (!path || !kind) return mt_fail(MT_EINVAL, "mt_file_detect: path or kind is NULL");
@@ -74,7 +75,8 @@ mt_status mt_file_detect(const char *path, mt_file_kind *kind) {
                               (uint32_t)b[3] << 24);
     if (got == 8 && memcmp(b, MAGIC_CKPT, 8) == 0) *kind = MT_FILE_CKPT;
     else if (got >= 4 && magic == MAGIC_LLMC) *kind = MT_FILE_LLMC;
-    else if (got >= 4 && magic == MAGIC_TOKENS) *kind = MT_FILE_TOKENS;
+    else if (got >= 4 && (magic == MAGIC_TOKENS || magic == MAGIC_TOKENS32))
+        *kind = MT_FILE_TOKENS;
     return MT_OK;
 }
 

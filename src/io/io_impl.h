@@ -85,9 +85,13 @@ mt_status mt__weights_save_end(mt__save *sv, mt_status s, int err, const char *w
 /* ------------------------------------------------------------------------ */
 
 /* llm.c's token files: a header of 256 int32 (magic, version, token
- * count), then uint16 tokens, little-endian. */
+ * count), then the tokens, little-endian: uint16 (GPT-2's, magic 20240520
+ * version 1) or uint32 (its Llama 3 files, magic 20240801 version 7: llm.c's
+ * dev/data/data_common.py HEADERS_INFO, for vocabularies past 65,536). */
 #define MT__TOKENS_MAGIC        20240520
 #define MT__TOKENS_VERSION      1
+#define MT__TOKENS32_MAGIC      20240801
+#define MT__TOKENS32_VERSION    7
 #define MT__TOKENS_HEADER_INTS  256
 
 /* A file tokens are read from, checked at open and held open until
@@ -97,7 +101,8 @@ typedef struct {
     int      fd;       /* read-only, close-on-exec */
     int64_t  size;     /* bytes, as opened: a file that changes size is refused on read */
     int64_t  header;   /* bytes before token 0: 1024 (llm.c), 0 (text) */
-    int      width;    /* bytes a token: 2 (llm.c uint16), 1 (text: token = byte) */
+    int      width;    /* bytes a token: 2 (llm.c uint16), 4 (llm.c uint32), 1 (text: token
+                          = byte) */
     int64_t  n;        /* tokens */
 } mt__tokfile;
 

@@ -176,7 +176,8 @@ static mt_status open_checkpoint(const char *path, mt_gpt_config *cfg, FILE **fp
     else if (h[0] != LLMC_MAGIC)
         s = mt_fail(MT_EFORMAT, "'%s' is not an llm.c GPT-2 checkpoint: magic is %d, expected "
                     "%d%s", path, h[0], LLMC_MAGIC,
-                    h[0] == 20240520 ? " (it is an llm.c token file; use it as data)" : "");
+                    h[0] == 20240520 || h[0] == 20240801 ? " (it is an llm.c token file; use it as "
+                                                             "data)" : "");
     else if (h[1] != LLMC_VERSION)
         s = mt_fail(MT_EFORMAT, "llm.c checkpoint '%s' has version %d, expected %d (fp32 with "
                     "padded vocabulary)%s", path, h[1], LLMC_VERSION,

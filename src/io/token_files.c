@@ -3,8 +3,9 @@
  * window of them that is memory-mapped.
  *
  * A token file is an llm.c token file (256 int32 — magic 20240520, version
- * 1, token count N — then N uint16 tokens, little-endian) or, for a single
- * --data file only, text (token = byte, one byte each). Opening checks the
+ * 1, token count N — then N uint16 tokens, little-endian; or llm.c's Llama 3
+ * kind, magic 20240801, version 7, N uint32 tokens) or, for a single --data
+ * file only, text (token = byte, one byte each). Opening checks the
  * header against the file's size and keeps a descriptor for the run, so the
  * run reads the files it checked even when they are renamed or removed
  * under it (a thousand shards are a thousand descriptors: ulimit -n).
@@ -47,27 +48,33 @@
 /* ======================================================================== */
 
 /* Checks an llm.c header `hdr` of a file of `size` bytes; `what` names it
- * ("dataset 'a.bin'", "shard 'x/fineweb_train_000001.bin'"). */
-static mt_status check_header(const char *what, int64_t size, const int32_t *hdr, int64_t *n) {
+ * ("dataset 'a.bin'", "shard 'x/fineweb_train_000001.bin'"). Its tokens'
+ * bytes into *width: 2 under magic 20240520, 4 under 20240801. */
+static mt_status check_header(const char *what, int64_t size, const int32_t *hdr, int64_t *n,
+                              int *width) {
     if (size < HEADER_BYTES)
         return mt_fail(MT_EFORMAT, "%s is truncated: it holds %lld bytes, less than the "
                        "%lld-byte llm.c header", what, (long long)size, (long long)HEADER_BYTES);
-    if (hdr[1] != TOKENS_VERSION)
-        return mt_fail(MT_EFORMAT, "%s has version %d, expected %d (uint16 GPT-2 tokens)%s", what,
-                       hdr[1], TOKENS_VERSION,
-                       hdr[1] == 2 ? "; version 2 (uint32 tokens, LLaMA 3) is not supported" : "");
+    const bool wide = hdr[0] == MT__TOKENS32_MAGIC;
+    const int version = wide ? MT__TOKENS32_VERSION : TOKENS_VERSION;
+    if (hdr[1] != version)
+        return mt_fail(MT_EFORMAT, "%s has magic %d and version %d, expected version %d (%s "
+                       "tokens, llm.c's %s files)", what, hdr[0], hdr[1], version,
+                       wide ? "uint32" : "uint16", wide ? "Llama 3" : "GPT-2");
+    const int w = wide ? 4 : 2;
+    *width = w;
     *n = hdr[2];
-    int64_t held = (size - HEADER_BYTES) / 2;
+    int64_t held = (size - HEADER_BYTES) / w;
     if (*n <= 0)
         return mt_fail(MT_EFORMAT, "%s has a token count of %lld in its header; it must hold "
                        "at least one token", what, (long long)*n);
     if (held < *n)
         return mt_fail(MT_EFORMAT, "%s is truncated: the header says %lld tokens, the file "
                        "holds %lld", what, (long long)*n, (long long)held);
-    if (size != HEADER_BYTES + 2 * *n)
+    if (size != HEADER_BYTES + w * *n)
         return mt_fail(MT_EFORMAT, "%s has %lld bytes after its %lld tokens; the header's token "
                        "count is wrong or the file was appended to", what,
-                       (long long)(size - HEADER_BYTES - 2 * *n), (long long)*n);
+                       (long long)(size - HEADER_BYTES - w * *n), (long long)*n);
     return MT_OK;
 }
 
@@ -98,16 +105,17 @@ mt_status mt__tokfile_open(const char *path, bool shard, mt__tokfile *tf) {
     if (size == 0)
         return mt_fail(MT_EFORMAT, "%s is empty; give %s with at least one token", what,
                        shard ? "an llm.c token shard" : "a text file or an llm.c token file");
-    bool tokens = got >= sizeof(int32_t) && hdr[0] == TOKENS_MAGIC;
+    bool tokens = got >= sizeof(int32_t) &&
+                  (hdr[0] == TOKENS_MAGIC || hdr[0] == MT__TOKENS32_MAGIC);
     if (shard && !tokens)
         return mt_fail(MT_EFORMAT, "%s is not an llm.c token file: its first int32 is %d, not "
-                       "the magic %d; shards are what llm.c's data scripts write (a text file "
-                       "is a dataset of its own: give it alone to --data)", what,
-                       got >= 4 ? hdr[0] : 0, TOKENS_MAGIC);
+                       "the magic %d (uint16 tokens) or %d (uint32); shards are what llm.c's "
+                       "data scripts write (a text file is a dataset of its own: give it alone "
+                       "to --data)", what, got >= 4 ? hdr[0] : 0, TOKENS_MAGIC,
+                       MT__TOKENS32_MAGIC);
     if (tokens) {
-        if ((s = check_header(what, size, hdr, &tf->n)) != MT_OK) return s;
+        if ((s = check_header(what, size, hdr, &tf->n, &tf->width)) != MT_OK) return s;
         tf->header = HEADER_BYTES;
-        tf->width = 2;
     } else {
         tf->n = size;
         tf->header = 0;
@@ -154,7 +162,7 @@ static mt_status pread_all(int fd, const mt__tokfile *tf, int64_t off, void *buf
     return MT_OK;
 }
 
-/* The largest of the n tokens at p (width 1 or 2 bytes). The lanes' inner
+/* The largest of the n tokens at p (width 1, 2 or 4 bytes). The lanes' inner
  * loop has a fixed count, so -O2's cheap vectoriser takes it (a plain
  * running max stays scalar there, 4x slower than the reads): the scan of a
  * corpus runs at the speed of its reads. */
@@ -168,6 +176,13 @@ static unsigned chunk_max(const unsigned char *p, size_t n, int width) {
             for (int k = 0; k < LANES; k++) lane[k] = p[i + k] > lane[k] ? p[i + k] : lane[k];
         for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
         for (; i < n; i++) m = p[i] > m ? p[i] : m;
+    } else if (width == 4) {
+        const uint32_t *t = (const uint32_t *)(const void *)p;
+        uint32_t lane[LANES] = {0};
+        for (; i + LANES <= n; i += LANES)
+            for (int k = 0; k < LANES; k++) lane[k] = t[i + k] > lane[k] ? t[i + k] : lane[k];
+        for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
+        for (; i < n; i++) m = t[i] > m ? t[i] : m;
     } else {
         const uint16_t *t = (const uint16_t *)(const void *)p;
         uint16_t lane[LANES] = {0};
@@ -200,7 +215,9 @@ mt_status mt__tokfile_scan(const mt__tokfile *tf, int bound, mt__tokscan *out) {
         if (cm > maxtok) maxtok = cm;
         if (bound > 0 && cm >= (unsigned)bound && out->first_bad < 0) {
             for (size_t i = 0; i < m; i++) {   /* the first one past, once */
-                unsigned v = tf->width == 1 ? buf[i] : ((const uint16_t *)(void *)buf)[i];
+                unsigned v = tf->width == 1   ? buf[i]
+                             : tf->width == 4 ? ((const uint32_t *)(void *)buf)[i]
+                                              : ((const uint16_t *)(void *)buf)[i];
                 if (v >= (unsigned)bound) {
                     out->first_bad = at + (int64_t)i;
                     out->bad_id = (int)v;
@@ -210,6 +227,9 @@ mt_status mt__tokfile_scan(const mt__tokfile *tf, int bound, mt__tokscan *out) {
         }
     }
     free(buf);
+    if (s == MT_OK && maxtok >= (unsigned)INT32_MAX)
+        return mt_fail(MT_EFORMAT, "token file '%s' holds the id %u, past the %d a vocabulary "
+                       "can have; the file is not tokens", tf->path, maxtok, INT32_MAX - 1);
     out->max_id = (int)maxtok;
     if (tf->width != 1) out->vocab = (int)maxtok + 1;
     return s;
@@ -325,6 +345,12 @@ static void release(mt__tokmap *m, map_slot *sl) {
 static void widen(int32_t *out, const unsigned char *p, int64_t n, int width) {
     if (width == 1) {
         for (int64_t i = 0; i < n; i++) out[i] = p[i];
+    } else if (width == 4) {   /* ids past INT32_MAX are refused by the scan */
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            out[i] = (int32_t)v;
+        }
     } else {
         for (int64_t i = 0; i < n; i++) {
             uint16_t v;

@@ -431,10 +431,9 @@ mt_status mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64
 
 mt_status mt_tokenizer_check_vocab(const mt_tokenizer *tok) {
     if (!tok) return mt_fail(MT_EINVAL, "mt_tokenizer_check_vocab: tok is NULL");
-    if (tok->V <= MT_TOKENIZER_MAX_VOCAB) return MT_OK;
+    if (tok->V > 0 && tok->V < INT32_MAX) return MT_OK;   /* uint16 or uint32 files */
     return mt_fail(MT_EFORMAT, "tokenizer '%s' has %d pieces; an llm.c token file holds ids "
-                   "0..%d (uint16): use a tokenizer of at most %d pieces", tok->path, tok->V,
-                   MT_TOKENIZER_MAX_VOCAB - 1, MT_TOKENIZER_MAX_VOCAB);
+                   "0..%d (uint32)", tok->path, tok->V, INT32_MAX - 1);
 }
 
 mt_status mt_tokenizer_check_tokens(const mt_tokenizer *tok, const char *tokens_path,

@@ -220,8 +220,9 @@ mt_status mt_tokenizer_train(const char *text_path, int vocab, const char *prefi
                        "one for each character of its text; ask for %d or more (e.g. 4096)",
                        vocab, MT_TOKENIZER_MIN_VOCAB, MT_TOKENIZER_MIN_VOCAB);
     if (vocab > MT_TOKENIZER_MAX_VOCAB)
-        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is more than %d: the ids of an "
-                       "llm.c token file are uint16", vocab, MT_TOKENIZER_MAX_VOCAB);
+        return mt_fail(MT_EINVAL, "a vocabulary of %d pieces is more than the %d meshtrain "
+                       "trains (its token files stay llm.c's uint16 GPT-2 kind)", vocab,
+                       MT_TOKENIZER_MAX_VOCAB);
     char model_path[PATH_MAX], vocab_path[PATH_MAX], exe[PATH_MAX];
     if (snprintf(model_path, sizeof model_path, "%s.model", prefix) >= (int)sizeof model_path ||
         snprintf(vocab_path, sizeof vocab_path, "%s.vocab", prefix) >= (int)sizeof vocab_path)
