@@ -210,14 +210,11 @@ MT_TEST(tokens_write_rejects_bad_tokens) {
     tmpdir td;
     tmp_open(&td);
     const char *path = tmp_path(&td, "bad.bin");
-    int32_t tok[4] = {1, 2, 70000, 3};
-    MT_CHECK(mt_tokens_write(path, tok, 4) == MT_EINVAL, "token 70000 accepted");
-    CHECK_MSG_HAS("70000");
-    CHECK_MSG_HAS(path);
-    MT_CHECK(access(path, F_OK) != 0, "a file was left at %s", path);
-    tok[2] = -1;
+    int32_t tok[4] = {1, 2, -1, 3};   /* (70000 goes to a uint32 file: test_tokens32) */
     MT_CHECK(mt_tokens_write(path, tok, 4) == MT_EINVAL, "token -1 accepted");
     CHECK_MSG_HAS("token 2 is -1");
+    CHECK_MSG_HAS(path);
+    MT_CHECK(access(path, F_OK) != 0, "a file was left at %s", path);
     tmp_close(&td);
 }
 
@@ -333,7 +330,7 @@ MT_TEST(dataset_open_errors_name_the_file) {
     write_token_file_by_hand(ver, 20240520, 2, 100, tok, 100);
     MT_CHECK(mt_dataset_open(ver, 0.1, &ds) == MT_EFORMAT, "version 2");
     CHECK_MSG_HAS(ver);
-    CHECK_MSG_HAS("version 2, expected 1");
+    CHECK_MSG_HAS("version 2, expected version 1");
 
     const char *zero = tmp_path(&td, "zero.bin");
     write_token_file_by_hand(zero, 20240520, 1, 0, tok, 0);

@@ -150,9 +150,21 @@ grep -q '"bos": 30000' out.json && grep -q '"eos": 30001' out.json &&
     ok "llama3.json: --json says BOS 30000 (TemplateProcessing) and EOS 30001" ||
     bad "llama3.json --json" "$(cat out.json)"
 
+# o200k_base's 200,019 ids past uint16: llm.c's uint32 token file (its Llama 3
+# kind: magic 20240801, version 7), the header and the ids read here with od
+if "$BIN" tokenize --text all.txt --tokenizer o200k_base.tiktoken --out o.bin >out.txt 2>err.txt; then
+    hdr=$(od -An -v -td4 -N12 o.bin | tr -s ' ' | sed 's/^ //')
+    n=$(wc -l <ref.o200k_base.all.ids)
+    [ "$hdr" = "20240801 7 $n" ] && ok "o200k_base --out: llm.c's uint32 header ($hdr)" ||
+        bad "o200k_base --out header" "'$hdr', want '20240801 7 $n'"
+    cmp -s <(od -An -v -tu4 -j1024 o.bin | tr -s ' ' '\n' | sed '/^$/d') ref.o200k_base.all.ids &&
+        ok "o200k_base: the uint32 token file holds tiktoken's ids" ||
+        bad "o200k_base: uint32 token file" "its ids differ from the reference's"
+else
+    bad "o200k_base --out" "exit $?: $(head -c 300 err.txt)"
+fi
+
 # ---- refusals ---------------------------------------------------------------
-expect_fail "a vocabulary over 65536 for a uint16 token file" 1 "65536" \
-    "$BIN" tokenize --text all.txt --tokenizer o200k_base.tiktoken --out o.bin
 expect_fail "--bos where the library adds none" 1 "none its library adds" \
     "$BIN" tokenize --text all.txt --tokenizer gpt2.json --ids-out x.ids --bos
 # ---- documents: each encoded alone (BOS first), the end-of-text id between ----

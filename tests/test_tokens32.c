@@ -100,6 +100,19 @@ MT_TEST(write_lays_out_llm_c_s_two_kinds) {
         MT_CHECK_OK(mt_file_detect(path, &kind));
         MT_CHECK(kind == MT_FILE_TOKENS, "%s detected as %d", path, (int)kind);
     }
+    /* the edge: 65535 is the last id of the uint16 kind, 65536 the first past */
+    for (int32_t id = 65535; id <= 65536; id++) {
+        int32_t two[2] = {7, id};
+        const char *path = tmp_file(&t, "edge.bin");
+        MT_CHECK_OK(mt_tokens_write(path, two, 2));
+        size_t n_want = layout(two, 2, id > 65535 ? 20240801 : 20240520, id > 65535 ? 7 : 1,
+                               id > 65535 ? 4 : 2, want);
+        size_t n_got;
+        unsigned char *got = read_bytes(path, &n_got);
+        MT_CHECK(n_got == n_want && !memcmp(got, want, n_want), "ids 7, %d: %zu bytes, want %zu",
+                 id, n_got, n_want);
+        free(got);
+    }
     ids[3] = -1;
     MT_CHECK_FAILS(mt_tokens_write(tmp_file(&t, "neg.bin"), ids, N), MT_EINVAL, "token 3",
                    "negative");
