@@ -27,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static const char USAGE[] =
     "usage: meshtrain explain --model gpt|mlp|linreg [model flags] --devices N --mesh AXES\n"
@@ -353,6 +356,13 @@ static int explain_into(FILE *out, const explain_cfg *c, const mt_mesh *mesh, bo
                 c->explicit_mode ? "explicit" : "auto");
     mt_launch_opts lo = {.mesh = mt_mesh_spec(mesh), .devices = mt_mesh_size(mesh),
                          .transport = MT_TRANSPORT_THREADS, .kernel_threads = 1};
+#if defined(__GLIBC__)
+    /* every device thread builds its program at once: glibc's arenas (8 a
+       core) each keep the pages their threads' builds freed, so Mixtral
+       8x22B on 1,024 devices peaked at 1.6-2.2 GB over 16 arenas and 0.86
+       GB in one, no slower (this process runs nothing else: the CLI's) */
+    mallopt(M_ARENA_MAX, 1);
+#endif
     mt_status s = mt_launch(&lo, explain_device, &job);
     int rc;
     *refused = s;
