@@ -243,6 +243,10 @@ static mt_status llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
     if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK || (s = moe_mesh_check(c)) != MT_OK)
         return s;
+    /* what --hf-out cannot write, said before step 1 (with --hf-in the
+     * directory's config: its save refuses what this cannot see) */
+    if (c->hf_out && !c->hf_in && (s = mt_hf_llama_writable(c->hf_out, llama_of(c))) != MT_OK)
+        return s;
     if (c->llmc_in || c->hf_in) return MT_OK;   /* the sizes are the file's: open checks them */
     mt_llama_config m = *llama_of(c);
     if (m.vocab == 0) m.vocab = 1;   /* from the data: a stand-in that passes */
@@ -264,8 +268,8 @@ static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     if (c->llmc_in && (s = llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
     if (c->hf_in) {   /* the model is the directory's config.json, whole */
         if (m->moe.experts)
-            return mt_fail(MT_EUNSUPPORTED, "--hf-in '%s' holds a dense LLaMA; drop the --moe-* "
-                           "flags", c->hf_in);
+            return mt_fail(MT_EUNSUPPORTED, "--hf-in '%s' holds the model, a mixture of experts "
+                           "or not (its config.json); drop the --moe-* flags", c->hf_in);
         if ((s = mt_hf_read_llama_config(c->hf_in, m)) != MT_OK) return s;
         if (asked_hd > 0 && asked_hd != m->head_dim)
             return mt_fail(MT_EINVAL, "--head-dim %d conflicts with --hf-in '%s', whose head_dim "
