@@ -18,8 +18,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_hf_moe_cli.sh "$@"
 
-head -c 200000 /usr/share/common-licenses/GPL-3 >text.txt 2>/dev/null ||
-    python3 -c 'print("the quick brown fox jumps over the lazy dog. " * 5000)' >text.txt
+english_text text.txt
 RUN=(--data text.txt --seq 32 --batch 4 --threads 1 --quiet)
 MODEL=(--layers 2 --channels 64 --heads 4 --kv-heads 2 --max-seq 64 --moe-experts 4
        --moe-ffn-dim 32)

@@ -9,7 +9,10 @@
  * num_attention_heads). What meshtrain's LLaMA does not compute is refused
  * naming the field: another hidden_act than silu, attention or MLP biases,
  * a sliding window shorter than the context, a RoPE scaling other than
- * llama3 and yarn. And GPT2LMHeadModel's (transformers' GPT2Config: n_embd,
+ * llama3 and yarn. MixtralForCausalLM and Qwen3MoeForCausalLM (Qwen3's
+ * attention) add a mixture of experts (read_moe; docs/huggingface.md's
+ * table), refused where meshtrain's router or block placement would
+ * compute another model. And GPT2LMHeadModel's (transformers' GPT2Config: n_embd,
  * n_layer, n_head, n_positions, vocab_size, layer_norm_epsilon 1e-5 as
  * meshtrain's LayerNorm, gelu_new, the head tied) into mt_gpt_config.
  */

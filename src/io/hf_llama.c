@@ -13,7 +13,9 @@
  * Hugging Face's is row h·HS + 2j + a of Meta's (a in {0, 1}). Loading
  * applies that map backwards, saving forwards; to Qwen2's q and k biases
  * too, and to Qwen3's q_norm and k_norm scales within their one head (the
- * norm's mean square does not depend on the channels' order).
+ * norm's mean square does not depend on the channels' order). A mixture
+ * of experts' router and experts are hf_moe.c's; a MoE block has no dense
+ * mlp.* tensors.
  */
 #include "io/hf_impl.h"
 #include "io/io_impl.h"
