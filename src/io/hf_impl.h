@@ -1,6 +1,6 @@
 /*
  * hf_impl.h — what the Hugging Face directory's files share (hf_config.c,
- * hf_llama.c).
+ * hf_llama.c, hf_moe.c; their shared tensor helpers in hf_tensors.c).
  */
 #ifndef MT_HF_IMPL_H
 #define MT_HF_IMPL_H
@@ -26,7 +26,7 @@ typedef struct {
     int                 n, cap;
 } mt__hf_out;
 
-/* Adds the tensor named o->names[o->n] of ndim (1 or 2) dims as F32 values
+/* (hf_tensors.c) Adds the tensor named o->names[o->n] of ndim (1 or 2) dims as F32 values
  * v, which o then owns. The caller keeps o->n below o->cap. */
 void mt__hf_out_add(mt__hf_out *o, int ndim, const int64_t *dims, float *v);
 

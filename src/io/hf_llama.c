@@ -109,32 +109,6 @@ static int64_t numel_of(const mt_tensor *t) {
     return n;
 }
 
-mt_status mt__hf_read_checked(const mt_safetensors *st, const mt_st_tensor *x, int ndim,
-                             const int64_t *dims, const char *dir, float **buf) {
-    bool same = x->ndim == ndim;
-    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == dims[d];
-    if (!same) {
-        char want[160];
-        mt__dims_str(dims, ndim, want, sizeof want);
-        return mt_fail(MT_ESHAPE, WHAT " '%s': tensor '%s' has shape %s where config.json's "
-                       "model has %s", dir, x->name, mt__st_shape_str(x).s, want);
-    }
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= dims[d];
-    float *b = realloc(*buf, (size_t)n * sizeof *b);
-    if (!b)
-        return mt_fail(MT_ENOMEM, WHAT " '%s': %lld floats for tensor '%s'", dir, (long long)n,
-                       x->name);
-    *buf = b;
-    mt_status s = mt_safetensors_read_f32(st, x, 0, n, b);
-    if (s != MT_OK) return s;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(b[i]))
-            return mt_fail(MT_ENAN, WHAT " '%s': tensor '%s' holds %g at element %lld", dir,
-                           x->name, b[i], (long long)i);
-    return MT_OK;
-}
-
 /* One tensor: checks its shape against t's, reads, reorders, writes. */
 static mt_status load_one(const mt_safetensors *st, const mt_st_tensor *x, mt_tensor *t,
                           rows_kind rows, const mt_llama_config *c, const char *dir,
@@ -268,11 +242,4 @@ mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph
     for (int i = 0; o.data && i < o.cap; i++) free(o.data[i]);
     free(o.w), free(o.names), free(o.shapes), free(o.data);
     return s;
-}
-
-void mt__hf_out_add(mt__hf_out *o, int ndim, const int64_t *dims, float *v) {
-    const int n = o->n++;
-    for (int d = 0; d < ndim && d < 2; d++) o->shapes[n][d] = dims[d];
-    o->data[n] = v;
-    o->w[n] = (mt_st_write_tensor){o->names[n], MT_ST_F32, ndim, o->shapes[n], v};
 }
