@@ -171,7 +171,7 @@ static mt_status qwen3_moe_layers(const cfg_rd *r, mt_llama_config *c) {
 static mt_status read_moe(const cfg_rd *r, bool mixtral, mt_llama_config *c) {
     mt_llama_moe *m = &c->moe;
     mt_status s;
-    if ((s = get_int(r, mixtral ? "num_local_experts" : "num_experts", 0, 4096,
+    if ((s = get_int(r, mixtral ? "num_local_experts" : "num_experts", mixtral ? 1 : 0, 4096,
                      mixtral ? 8 : 128, &m->experts)) != MT_OK ||
         (s = get_int(r, "num_experts_per_tok", 1, m->experts > 0 ? m->experts : 1,
                      mixtral ? 2 : 8, &m->top_k)) != MT_OK ||
@@ -190,6 +190,7 @@ static mt_status read_moe(const cfg_rd *r, bool mixtral, mt_llama_config *c) {
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': shared_expert_intermediate_size %g: a "
                        "gated shared expert (Qwen2-MoE's) is not computed by meshtrain",
                        r->path, sh->num);
+    if (m->experts == 0) *m = (mt_llama_moe){0};   /* Qwen3-MoE of no experts: a Qwen3 */
     if (mixtral || m->experts == 0) return MT_OK;
     if ((s = need_bool(r, "norm_topk_prob", true, "meshtrain's router renormalises the top-k "
                        "gates to sum to 1 (Qwen3-MoE's published models set it true)")) != MT_OK)
