@@ -64,6 +64,13 @@ expect_fail() {
     if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
 }
 
+# english_text FILE: 200 kB of English prose (the GPL's, or a sentence
+# repeated where the licence is not installed) for a byte-level model
+english_text() {
+    head -c 200000 /usr/share/common-licenses/GPL-3 >"$1" 2>/dev/null ||
+        python3 -c 'print("the quick brown fox jumps over the lazy dog. " * 5000)' >"$1"
+}
+
 need_spm() {
     command -v spm_encode >/dev/null && command -v spm_train >/dev/null && return 0
     echo "skipped: spm_train or spm_encode missing (apt-get install sentencepiece)"

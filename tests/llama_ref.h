@@ -8,7 +8,8 @@
  * with the configuration's qkv_bias, q, k and v biases (Qwen2), with
  * qk_norm an RMSNorm over each head of q and k before RoPE (Qwen3: its
  * modeling_qwen3.py's q_norm and k_norm on the head_dim view).
- * Parameters are looked up by meshtrain's names, in double copies the test
+ * A test may give its own feed-forward for some blocks (ffn: a mixture
+ * of experts). Parameters are looked up by meshtrain's names, in double copies the test
  * may perturb (finite differences).
  */
 #ifndef MT_TEST_LLAMA_REF_H
@@ -32,6 +33,11 @@ typedef struct {
 typedef struct {
     mt_llama_config cfg;   /* ffn_dim resolved */
     int             rotate_half;   /* 1: Hugging Face's RoPE (llama_ref_rope) */
+    /* where set and returning 1, block l's feed-forward y (n,C) of the
+     * ffn_norm's h (n,C) in place of the dense SwiGLU (a test's mixture
+     * of experts, test_hf_moe.c) */
+    int           (*ffn)(const void *user, int l, const double *h, double *y, int64_t n, int C);
+    const void     *ffn_user;
     int             n;
     llama_ref_param p[LLAMA_REF_MAX_PARAMS];
 } llama_ref;
@@ -168,11 +174,13 @@ static double llama_ref_loss(const llama_ref *m, const int32_t *tokens, const in
         llama_ref_linear(y, att, llama_ref_get(m, "h.%d.attn.wo.w", l), n, QW, C);
         for (int64_t i = 0; i < n * C; i++) x[i] += y[i];
         llama_ref_rmsnorm(h, x, llama_ref_get(m, "h.%d.ffn_norm.w", l), n, C, c->norm_eps);
-        llama_ref_linear(u, h, llama_ref_get(m, "h.%d.ffn.w1.w", l), n, C, F);
-        llama_ref_linear(gt, h, llama_ref_get(m, "h.%d.ffn.w3.w", l), n, C, F);
-        /* silu(u) · g */
-        for (int64_t i = 0; i < n * F; i++) u[i] = u[i] / (1.0 + exp(-u[i])) * gt[i];
-        llama_ref_linear(y, u, llama_ref_get(m, "h.%d.ffn.w2.w", l), n, F, C);
+        if (!m->ffn || !m->ffn(m->ffn_user, l, h, y, n, C)) {
+            llama_ref_linear(u, h, llama_ref_get(m, "h.%d.ffn.w1.w", l), n, C, F);
+            llama_ref_linear(gt, h, llama_ref_get(m, "h.%d.ffn.w3.w", l), n, C, F);
+            /* silu(u) · g */
+            for (int64_t i = 0; i < n * F; i++) u[i] = u[i] / (1.0 + exp(-u[i])) * gt[i];
+            llama_ref_linear(y, u, llama_ref_get(m, "h.%d.ffn.w2.w", l), n, F, C);
+        }
         for (int64_t i = 0; i < n * C; i++) x[i] += y[i];
     }
     llama_ref_rmsnorm(h, x, llama_ref_get(m, "norm.w", 0), n, C, c->norm_eps);

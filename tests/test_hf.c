@@ -19,8 +19,8 @@
  */
 #include "meshtrain.h"
 #include "harness.h"
+#include "llama_ref.h"   /* before hf_test.h: its hf_set_to_ref */
 #include "hf_test.h"
-#include "llama_ref.h"
 #include "tensor/tensor_impl.h"
 
 #include <stdlib.h>
@@ -28,13 +28,6 @@
 #include <unistd.h>
 
 enum { C = 32, NH = 4, KV = 2, HS = 8, L = 2, F = 48, V = 40, B = 2, T = 8 };
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    MT_CHECK(f, "create %s", path);
-    fputs(text, f);
-    fclose(f);
-}
 
 #define CONFIG(extra) CONFIG_OF("LlamaForCausalLM", extra)
 #define CONFIG_OF(arch, extra)                                                                \
@@ -44,36 +37,11 @@ static void write_text(const char *path, const char *text) {
     "\"rope_theta\": 500000.0, \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false"       \
     extra "}"
 
-/* The HF tensors of the model: names (Hugging Face's and meshtrain's),
- * shapes, values (owned here). */
-typedef struct {
-    int     n;
-    char    name[48][64], mt[48][MT_MAX_NAME];
-    int64_t shape[48][2];
-    int     ndim[48];
-    float  *v[48];
-    mt_st_dtype dtype[48];
-} hf_model;
-
-static void add(hf_model *m, const char *name, const char *mt, int64_t r, int64_t c, bool ones) {
-    const int i = m->n++;
-    snprintf(m->name[i], sizeof m->name[i], "%s", name);
-    snprintf(m->mt[i], sizeof m->mt[i], "%s", mt);
-    m->shape[i][0] = r, m->shape[i][1] = c;
-    m->ndim[i] = c ? 2 : 1;
-    const int64_t n = r * (c ? c : 1);
-    m->v[i] = malloc((size_t)n * sizeof(float));
-    for (int64_t j = 0; j < n; j++)
-        m->v[i][j] = ones ? 1.0f + 0.1f * mt_rng_normal(9, (uint64_t)i, (uint64_t)j)
-                          : 0.3f * mt_rng_normal(8, (uint64_t)i, (uint64_t)j);
-    m->dtype[i] = MT_ST_F32;
-}
-
 /* The architectures of make_model: Llama's tensors, Qwen2's q, k, v biases
  * besides, or Qwen3's q_norm and k_norm. */
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } arch;
 
-static void make_model(hf_model *m, const char *sub, const char *config, int skip, bool bias,
+static void make_model(hf_set *m, const char *sub, const char *config, int skip, bool bias,
                        arch a) {
     static const struct { const char *hf, *mt; int rows, cols; bool ones; arch only; } BLOCK[] = {
         {"input_layernorm.weight", "attn_norm.w", C, 0, true, ARCH_LLAMA},
@@ -92,7 +60,7 @@ static void make_model(hf_model *m, const char *sub, const char *config, int ski
         {"self_attn.k_norm.weight", "attn.k_norm.w", HS, 0, true, ARCH_QWEN3},
     };
     memset(m, 0, sizeof *m);
-    add(m, "model.embed_tokens.weight", "tok_emb.w", V, C, false);
+    hf_set_add(m, "model.embed_tokens.weight", "tok_emb.w", V, C, false);
     m->dtype[0] = MT_ST_BF16;   /* held as BF16 values, so the reference reads what is stored */
     for (int64_t j = 0; j < V * C; j++) m->v[0][j] = mt__bf16_to_f32_1(mt__f32_to_bf16_1(m->v[0][j]));
     char n[64], t[MT_MAX_NAME];
@@ -101,35 +69,16 @@ static void make_model(hf_model *m, const char *sub, const char *config, int ski
             if (BLOCK[k].only != ARCH_LLAMA && BLOCK[k].only != a) continue;
             snprintf(n, sizeof n, "model.layers.%d.%s", l, BLOCK[k].hf);
             snprintf(t, sizeof t, "h.%d.%s", l, BLOCK[k].mt);
-            add(m, n, t, BLOCK[k].rows, BLOCK[k].cols, BLOCK[k].ones);
+            hf_set_add(m, n, t, BLOCK[k].rows, BLOCK[k].cols, BLOCK[k].ones);
         }
-    add(m, "model.norm.weight", "norm.w", C, 0, true);
-    add(m, "lm_head.weight", "lm_head.w", V, C, false);
-    if (bias) add(m, "model.layers.0.self_attn.q_proj.bias", "h.0.attn.wq.b", NH * HS, 0, false);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", hf_at(sub, ""));
-    MT_CHECK(system(cmd) == 0, "mkdir");
-    mt_st_write_tensor w[48];
-    int k = 0;
-    for (int i = 0; i < m->n; i++)
-        if (i != skip) w[k++] = (mt_st_write_tensor){m->name[i], m->dtype[i], m->ndim[i],
-                                                     m->shape[i], m->v[i]};
-    MT_CHECK_OK(mt_safetensors_write(hf_at(sub, "model.safetensors"), w, k, NULL));
-    write_text(hf_at(sub, "config.json"), config);
+    hf_set_add(m, "model.norm.weight", "norm.w", C, 0, true);
+    hf_set_add(m, "lm_head.weight", "lm_head.w", V, C, false);
+    if (bias)
+        hf_set_add(m, "model.layers.0.self_attn.q_proj.bias", "h.0.attn.wq.b", NH * HS, 0, false);
+    hf_set_write(m, sub, config, skip);
 }
 
-static void free_model(hf_model *m) {
-    for (int i = 0; i < m->n; i++) free(m->v[i]);
-}
-
-static mt_graph *build(const mt_llama_config *c) {
-    mt_graph *g = mt_graph_create();
-    mt_tensor *loss = mt_llama_build(g, c, B, T, 1.0f / (B * T));
-    MT_CHECK(loss, "mt_llama_build: %s", mt_graph_errmsg(g));
-    MT_CHECK_OK(mt_graph_compile(g, loss, &(mt_compile_opts){.seed = 3}));
-    hf_fill_tokens(g, B * T, V);
-    return g;
-}
+static mt_graph *build(const mt_llama_config *c) { return hf_build_llama(c, B, T); }
 
 /* The model of architecture a, written with config, read and loaded: its
  * loss equals the reference's on the weights as written (rotate-half RoPE,
@@ -137,7 +86,7 @@ static mt_graph *build(const mt_llama_config *c) {
  * back bit for bit. */
 static void loads_and_round_trips(arch a, const char *config) {
     hf_make_dir();
-    hf_model m;
+    hf_set m;
     make_model(&m, "in", config, -1, false, a);
     mt_llama_config c;
     MT_CHECK_OK(mt_hf_read_llama_config(hf_at("in", ""), &c));
@@ -154,13 +103,7 @@ static void loads_and_round_trips(arch a, const char *config) {
     memset(&ref, 0, sizeof ref);
     ref.cfg = c;
     ref.rotate_half = 1;
-    for (int i = 0; i < m.n; i++) {
-        llama_ref_param *p = &ref.p[ref.n++];
-        snprintf(p->name, sizeof p->name, "%s", m.mt[i]);
-        p->n = m.shape[i][0] * (m.ndim[i] == 2 ? m.shape[i][1] : 1);
-        p->d = malloc((size_t)p->n * sizeof *p->d);
-        for (int64_t j = 0; j < p->n; j++) p->d[j] = m.v[i][j];
-    }
+    hf_set_to_ref(&ref, &m);
     const int32_t *tok = mt_tensor_i32(mt_graph_find(g, "tokens"));
     const int32_t *tgt = mt_tensor_i32(mt_graph_find(g, "targets"));
     const double want = llama_ref_loss(&ref, tok, tgt, B, T, 1.0 / (B * T));
@@ -172,35 +115,9 @@ static void loads_and_round_trips(arch a, const char *config) {
     llama_ref_free(&ref);
 
     /* save, then every tensor as it was written, and a load bit for bit */
-    MT_CHECK_OK(mt_hf_save_llama(hf_at("out", ""), &c, g));
-    mt_safetensors *st = NULL;
-    MT_CHECK_OK(mt_safetensors_open(hf_at("out", ""), &st));
-    MT_CHECK(mt_safetensors_count(st) == m.n, "%d tensors saved, %d read",
-             mt_safetensors_count(st), m.n);
-    for (int i = 0; i < m.n; i++) {
-        const mt_st_tensor *x = mt_safetensors_find(st, m.name[i]);
-        MT_CHECK(x && x->dtype == MT_ST_F32, "%s not saved as F32", m.name[i]);
-        float *v = malloc((size_t)x->numel * sizeof *v);
-        MT_CHECK_OK(mt_safetensors_read_f32(st, x, 0, x->numel, v));
-        MT_CHECK(!memcmp(v, m.v[i], (size_t)x->numel * sizeof *v), "%s: saved values differ "
-                 "from those read", m.name[i]);
-        free(v);
-    }
-    mt_safetensors_close(st);
-    mt_llama_config c2;
-    MT_CHECK_OK(mt_hf_read_llama_config(hf_at("out", ""), &c2));
-    MT_CHECK(!memcmp(&c, &c2, sizeof c), "the saved config reads back different");
-    mt_graph *g2 = build(&c2);
-    MT_CHECK_OK(mt_hf_load_llama(hf_at("out", ""), g2, &c2));
-    for (int i = 0; i < mt_graph_n_params(g); i++) {
-        mt_tensor *x = mt_graph_param_at(g, i), *y = mt_graph_find(g2, mt_tensor_name(x));
-        MT_CHECK(y && !memcmp(mt_tensor_f32(x), mt_tensor_f32(y),
-                              (size_t)mt_tensor_numel(x) * sizeof(float)),
-                 "%s differs after --hf-out then --hf-in", mt_tensor_name(x));
-    }
-    mt_graph_free(g2);
+    hf_check_llama_round_trip(&m, &c, g, build);
     mt_graph_free(g);
-    free_model(&m);
+    hf_set_free(&m);
 }
 
 MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
@@ -234,11 +151,11 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
          "config.json", MT_EFORMAT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_text(hf_at("", "config.json"), bad[i].config);
+        hf_write_text(hf_at("", "config.json"), bad[i].config);
         MT_CHECK_FAILS(mt_hf_read_llama_config(hf_dir, &c), bad[i].code, bad[i].want1,
                        bad[i].want2);
     }
-    write_text(hf_at("", "config.json"),
+    hf_write_text(hf_at("", "config.json"),
                CONFIG(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                       "\"original_max_position_embeddings\": 8}"));
@@ -246,17 +163,17 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
     MT_CHECK(c.rope_scaling.kind == MT_ROPE_SCALING_LLAMA3 && c.rope_scaling.factor == 8.0f &&
              c.rope_scaling.original_context == 8, "llama3 rope_scaling read wrong");
 
-    hf_model m;
+    hf_set m;
     make_model(&m, "missing", CONFIG(""), 3, false, ARCH_LLAMA);   /* no layer 0 k_proj */
     MT_CHECK_OK(mt_hf_read_llama_config(hf_at("missing", ""), &c));
     mt_graph *g = build(&c);
     MT_CHECK_FAILS(mt_hf_load_llama(hf_at("missing", ""), g, &c), MT_EFORMAT,
                    "model.layers.0.self_attn.k_proj.weight", "h.0.attn.wk.w");
-    free_model(&m);
+    hf_set_free(&m);
     make_model(&m, "extra", CONFIG(""), -1, true, ARCH_LLAMA);
     MT_CHECK_FAILS(mt_hf_load_llama(hf_at("extra", ""), g, &c), MT_EUNSUPPORTED,
                    "model.layers.0.self_attn.q_proj.bias");
-    free_model(&m);
+    hf_set_free(&m);
     /* a config whose FFN is 40 wide against weights of 48 */
     make_model(&m, "shape", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, "
                "\"intermediate_size\": 40, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
@@ -266,7 +183,7 @@ MT_TEST(hf_refusals_name_the_field_or_tensor) {
     mt_graph *g40 = build(&c);
     MT_CHECK_FAILS(mt_hf_load_llama(hf_at("shape", ""), g40, &c), MT_ESHAPE,
                    "model.layers.0.mlp.gate_proj.weight", "(48,32)");
-    free_model(&m);
+    hf_set_free(&m);
     mt_graph_free(g40);
     mt_graph_free(g);
 }

@@ -20,8 +20,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 test_start test_hf_cli.sh "$@"
 
-head -c 200000 /usr/share/common-licenses/GPL-3 >text.txt 2>/dev/null ||
-    python3 -c 'print("the quick brown fox jumps over the lazy dog. " * 5000)' >text.txt
+english_text text.txt
 RUN=(--data text.txt --seq 32 --batch 4 --threads 1 --quiet)
 
 "$BIN" train --model llama "${RUN[@]}" --layers 2 --channels 64 --heads 4 --kv-heads 2 \

@@ -365,15 +365,21 @@ const char *mt_st_dtype_name(mt_st_dtype d);
 int         mt_st_dtype_size(mt_st_dtype d);
 
 /* ======================================================================== */
-/* Hugging Face model directories (hf_config.c, hf_llama.c)                 */
+/* Hugging Face model directories (hf_config.c, hf_llama.c, hf_moe.c)      */
 /* ======================================================================== */
 
 /* A directory as transformers saves a model: config.json and
  * model.safetensors, or shards and model.safetensors.index.json. */
 
-/* Reads dir/config.json of a LlamaForCausalLM or MistralForCausalLM into
- * cfg (every field set; transformers' defaults where one is absent; the
- * FFN size intermediate_size; rope_scaling llama3's or yarn's). Refuses
+/* Reads dir/config.json of a LlamaForCausalLM, MistralForCausalLM,
+ * Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM or
+ * Qwen3MoeForCausalLM into cfg (every field set; transformers' defaults
+ * where one is absent; the FFN size intermediate_size; rope_scaling
+ * llama3's or yarn's; a mixture's experts, top-k, expert size and MoE
+ * blocks into cfg->moe, its aux loss settings 0: docs/huggingface.md
+ * says what maps to what). Also refused naming the field: a Qwen3-MoE
+ * without norm_topk_prob true, mlp_only_layers that meshtrain's MoE block
+ * placement cannot say, router_jitter_noise, a shared expert. Refuses
  * with MT_EUNSUPPORTED naming the field what meshtrain's LLaMA does not
  * compute (another architecture, hidden_act, attention_bias or mlp_bias
  * true, a sliding_window shorter than max_position_embeddings, another
@@ -384,7 +390,8 @@ mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg);
 /* Loads dir's weights into the compiled LLaMA graph g of cfg (one
  * device's whole parameters): transformers' names to meshtrain's, q_proj's
  * and k_proj's rows from rotate-half order to adjacent pairs (hf_llama.c
- * says how), BF16 and F16 widened. Everything is checked: each tensor's
+ * says how), a mixture's experts stacked and transposed (hf_moe.c), a
+ * router bias set to zeros, BF16 and F16 widened. Everything is checked: each tensor's
  * shape against g's (MT_ESHAPE), a missing one (MT_EFORMAT), one the
  * model does not have (MT_EUNSUPPORTED: a bias, say), a NaN or infinity
  * (MT_ENAN), each naming the tensor. A failure may leave g partly
@@ -396,6 +403,15 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
  * "pt", q and k rows in rotate-half order; the directory is made when
  * missing (its parent must exist). Each file through a claim. */
 mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g);
+
+/* MT_OK when mt_hf_save_llama can write a model of cfg to dir (checked
+ * before training, so that --hf-out does not fail after the last step):
+ * MT_EUNSUPPORTED naming the setting no Hugging Face architecture holds:
+ * q, k, v biases with q and k norms; a mixture of experts with q, k, v
+ * biases, shared experts, sigmoid scores, a route scale, dense blocks
+ * without --qk-norm (Mixtral's are all MoE) or a router bias
+ * (--moe-bias-update). */
+mt_status mt_hf_llama_writable(const char *dir, const mt_llama_config *cfg);
 
 /* The same for a GPT2LMHeadModel (hf_config.c, hf_gpt2.c): n_embd,
  * n_layer, n_head, n_positions, vocab_size into cfg (Vp meshtrain's

@@ -9,13 +9,17 @@
  * num_attention_heads). What meshtrain's LLaMA does not compute is refused
  * naming the field: another hidden_act than silu, attention or MLP biases,
  * a sliding window shorter than the context, a RoPE scaling other than
- * llama3 and yarn. And GPT2LMHeadModel's (transformers' GPT2Config: n_embd,
+ * llama3 and yarn. MixtralForCausalLM and Qwen3MoeForCausalLM (Qwen3's
+ * attention) add a mixture of experts (read_moe; docs/huggingface.md's
+ * table), refused where meshtrain's router or block placement would
+ * compute another model. And GPT2LMHeadModel's (transformers' GPT2Config: n_embd,
  * n_layer, n_head, n_positions, vocab_size, layer_norm_epsilon 1e-5 as
  * meshtrain's LayerNorm, gelu_new, the head tied) into mt_gpt_config.
  */
 #include "base/json.h"
 #include "io/hf_impl.h"
 #include "io/io_impl.h"
+#include "models/llama/llama_moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -112,6 +116,93 @@ static mt_status rope_scaling(const cfg_rd *r, mt_rope_scaling *rs) {
     return MT_OK;
 }
 
+/* The MoE blocks of Qwen3MoeForCausalLM: block l has experts where l is
+ * not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0
+ * (Qwen3MoeDecoderLayer), which meshtrain's placement says as the first
+ * MoE block and a stride (mt_llama_moe's first_dense, every): a set it
+ * cannot say is refused; none leaves the model dense (experts 0). */
+static bool qwen3_moe_at(int l, int step, const mt_json *only) {
+    bool moe = (l + 1) % step == 0;
+    for (int i = 0; moe && only && only->type == MT_JSON_ARR && i < only->n; i++)
+        moe = only->kids[i]->num != l;
+    return moe;
+}
+
+static mt_status qwen3_moe_layers(const cfg_rd *r, mt_llama_config *c) {
+    int step;
+    mt_status s = get_int(r, "decoder_sparse_step", 1, 100000, 1, &step);
+    if (s != MT_OK) return s;
+    const mt_json *only = mt__json_get(r->j, "mlp_only_layers");
+    if (only && only->type != MT_JSON_ARR && only->type != MT_JSON_NULL)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': mlp_only_layers must be a list of layer "
+                       "indices", r->path);
+    for (int i = 0; only && only->type == MT_JSON_ARR && i < only->n; i++)
+        if (only->kids[i]->type != MT_JSON_NUM || only->kids[i]->num != floor(only->kids[i]->num))
+            return mt_fail(MT_EFORMAT, WHAT " '%s': mlp_only_layers[%d] is not a layer index",
+                           r->path, i);
+    const int L = c->n_layers;
+    int first = 0, next;
+    while (first < L && !qwen3_moe_at(first, step, only)) first++;
+    if (first == L) {   /* no MoE block: a dense Qwen3 */
+        c->moe = (mt_llama_moe){0};
+        return MT_OK;
+    }
+    for (next = first + 1; next < L && !qwen3_moe_at(next, step, only);) next++;
+    const int every = next - first;   /* one MoE block alone: the stride past the end */
+    for (int l = 0; l < L; l++)
+        if (qwen3_moe_at(l, step, only) != (l >= first && (l - first) % every == 0))
+            return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': mlp_only_layers and "
+                           "decoder_sparse_step %d make block %d %s: meshtrain's MoE blocks "
+                           "are every N-th from the first (block %d, then every %d), and this "
+                           "set is not", r->path, step, l,
+                           qwen3_moe_at(l, step, only) ? "MoE" : "dense", first, every);
+    c->moe.first_dense = first;
+    c->moe.every = every;
+    return MT_OK;
+}
+
+/* The mixture of experts of a Mixtral (every block: num_local_experts
+ * SwiGLU experts of intermediate_size, the top num_experts_per_tok of a
+ * softmax, renormalised) or a Qwen3-MoE (num_experts of
+ * moe_intermediate_size, top num_experts_per_tok of a softmax over all,
+ * renormalised only with norm_topk_prob, which meshtrain's router always
+ * does, so false is refused; the blocks qwen3_moe_layers says). The aux
+ * loss settings are training's, not the model's: left 0. */
+static mt_status read_moe(const cfg_rd *r, bool mixtral, mt_llama_config *c) {
+    mt_llama_moe *m = &c->moe;
+    mt_status s;
+    if ((s = get_int(r, mixtral ? "num_local_experts" : "num_experts", mixtral ? 1 : 0, 4096,
+                     mixtral ? 8 : 128, &m->experts)) != MT_OK ||
+        (s = get_int(r, "num_experts_per_tok", 1, m->experts > 0 ? m->experts : 1,
+                     mixtral ? 2 : 8, &m->top_k)) != MT_OK ||
+        (!mixtral && (s = get_int(r, "moe_intermediate_size", 1, 1 << 30, 768,
+                                  &m->ffn_dim)) != MT_OK))
+        return s;
+    if (mixtral) m->ffn_dim = c->ffn_dim;   /* MixtralBlockSparseTop2MLP: intermediate_size */
+    m->every = 1;
+    m->route_scale = 1.0f;   /* softmax scores (score 0), the gates not scaled */
+    const mt_json *jn = mt__json_get(r->j, "router_jitter_noise"),
+                  *sh = mt__json_get(r->j, "shared_expert_intermediate_size");
+    if (jn && jn->type == MT_JSON_NUM && jn->num != 0)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': router_jitter_noise %g: meshtrain's router "
+                       "takes no noise in training; give 0", r->path, jn->num);
+    if (sh && sh->type == MT_JSON_NUM && sh->num != 0)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': shared_expert_intermediate_size %g: a "
+                       "gated shared expert (Qwen2-MoE's) is not computed by meshtrain",
+                       r->path, sh->num);
+    if (m->experts == 0) *m = (mt_llama_moe){0};   /* Qwen3-MoE of no experts: a Qwen3 */
+    if (mixtral || m->experts == 0) return MT_OK;
+    if ((s = need_bool(r, "norm_topk_prob", true, "meshtrain's router renormalises the top-k "
+                       "gates to sum to 1 (Qwen3-MoE's published models set it true)")) != MT_OK)
+        return s;
+    const mt_json *norm = mt__json_get(r->j, "norm_topk_prob");
+    if (!norm || norm->type != MT_JSON_BOOL)   /* Qwen3MoeConfig's default: false */
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': no norm_topk_prob (Qwen3MoeConfig's "
+                       "default false leaves the top-k gates unnormalised): meshtrain's router "
+                       "renormalises them; give norm_topk_prob true", r->path);
+    return qwen3_moe_layers(r, c);
+}
+
 static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     const mt_json *arch = mt__json_get(r->j, "architectures");
     const char *a = arch && arch->type == MT_JSON_ARR && arch->n == 1 &&
@@ -119,14 +210,17 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     if (!a)
         return mt_fail(MT_EFORMAT, WHAT " '%s': architectures must name one model class",
                        r->path);
-    const bool qwen2 = !strcmp(a, "Qwen2ForCausalLM"), qwen3 = !strcmp(a, "Qwen3ForCausalLM");
-    if (strcmp(a, "LlamaForCausalLM") && strcmp(a, "MistralForCausalLM") && !qwen2 && !qwen3)
+    const bool qwen2 = !strcmp(a, "Qwen2ForCausalLM"), qwen3 = !strcmp(a, "Qwen3ForCausalLM"),
+               mixtral = !strcmp(a, "MixtralForCausalLM"),
+               qwen3_moe = !strcmp(a, "Qwen3MoeForCausalLM");
+    if (strcmp(a, "LlamaForCausalLM") && strcmp(a, "MistralForCausalLM") && !qwen2 && !qwen3 &&
+        !mixtral && !qwen3_moe)
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': architecture '%.64s' is not read yet "
                        "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                       "Qwen3ForCausalLM)", r->path, a);
+                       "Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)", r->path, a);
     memset(c, 0, sizeof *c);
     c->qkv_bias = qwen2;   /* Qwen2Attention: q, k, v with biases, o without, always */
-    c->qk_norm = qwen3;    /* Qwen3Attention: q_norm and k_norm over head_dim */
+    c->qk_norm = qwen3 || qwen3_moe;   /* Qwen3Attention: q_norm and k_norm over head_dim */
     const int BIG = 1 << 30;
     mt_status s;
     if ((s = get_int(r, "hidden_size", 1, BIG, -1, &c->dim)) != MT_OK ||
@@ -177,6 +271,7 @@ static mt_status read_fields(const cfg_rd *r, mt_llama_config *c) {
     if (c->head_dim % 2)
         return mt_fail(MT_EFORMAT, WHAT " '%s': head_dim %d is odd (RoPE rotates pairs)",
                        r->path, c->head_dim);
+    if ((mixtral || qwen3_moe) && (s = read_moe(r, mixtral, c)) != MT_OK) return s;
     return rope_scaling(r, &c->rope_scaling);
 }
 
@@ -252,11 +347,21 @@ mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg) {
     return read_config(dir, gpt2_fields, cfg);
 }
 
+/* cfg's mixture with its defaults (F_e the dense F where 0). */
+static mt_llama_moe moe_resolved(const mt_llama_config *c) {
+    return mt__llama_moe_resolved(c, mt_llama_ffn_dim(c));
+}
+
 /* config.json's text for cfg, to f. */
 static mt_status write_config(FILE *f, void *arg) {
     const mt_llama_config *c = arg;
-    const char *arch = c->qk_norm ? "Qwen3ForCausalLM" : c->qkv_bias ? "Qwen2ForCausalLM"
-                                                                     : "LlamaForCausalLM";
+    const bool moe = c->moe.experts > 0;
+    const mt_llama_moe m = moe_resolved(c);
+    const char *arch = moe ? (c->qk_norm ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM")
+                       : c->qk_norm ? "Qwen3ForCausalLM"
+                       : c->qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+    const char *type = moe ? (c->qk_norm ? "qwen3_moe" : "mixtral")
+                       : c->qk_norm ? "qwen3" : c->qkv_bias ? "qwen2" : "llama";
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
             "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
@@ -265,11 +370,22 @@ static mt_status write_config(FILE *f, void *arg) {
             "  \"rms_norm_eps\": %.9g,\n  \"tie_word_embeddings\": %s,\n"
             "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
             "  \"use_sliding_window\": false,\n"
-            "  \"torch_dtype\": \"float32\",\n", arch,
-            c->qk_norm ? "qwen3" : c->qkv_bias ? "qwen2" : "llama", c->dim, mt_llama_ffn_dim(c),
-            c->n_layers,
+            "  \"torch_dtype\": \"float32\",\n", arch, type, c->dim,
+            moe && !c->qk_norm ? m.ffn_dim : mt_llama_ffn_dim(c), c->n_layers,
             c->n_heads, c->n_kv_heads, mt_llama_head_dim(c), c->vocab, c->max_seq,
             c->rope_theta, c->norm_eps, c->tie_embeddings ? "true" : "false");
+    if (moe && c->qk_norm) {   /* Qwen3-MoE: the MoE blocks as mlp_only_layers says */
+        fprintf(f, "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
+                "  \"moe_intermediate_size\": %d,\n  \"norm_topk_prob\": true,\n"
+                "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [", m.experts, m.top_k,
+                m.ffn_dim);
+        for (int l = 0, n = 0; l < c->n_layers; l++)
+            if (!mt_llama_moe_block(c, l)) fprintf(f, "%s%d", n++ ? ", " : "", l);
+        fprintf(f, "],\n  \"output_router_logits\": false,\n");
+    } else if (moe)   /* Mixtral: every block */
+        fprintf(f, "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
+                "  \"router_jitter_noise\": 0.0,\n  \"output_router_logits\": false,\n",
+                m.experts, m.top_k);
     const mt_rope_scaling *r = &c->rope_scaling;
     if (r->kind == MT_ROPE_SCALING_LLAMA3)
         fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.9g, "
@@ -310,12 +426,38 @@ static mt_status write_file(const char *dir, mt_status (*write)(FILE *, void *),
     return s;
 }
 
-mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+mt_status mt_hf_llama_writable(const char *dir, const mt_llama_config *cfg) {
     if (cfg->qkv_bias && cfg->qk_norm)   /* Qwen3's attention_bias adds o_proj's too */
         return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': q, k, v biases with q and k norms is no "
                        "Hugging Face architecture (Qwen2 has the biases, Qwen3 the norms); "
                        "drop --qkv-bias or --qk-norm", dir);
-    return write_file(dir, write_config, (void *)cfg);
+    if (cfg->moe.experts == 0) return MT_OK;
+    const mt_llama_moe m = moe_resolved(cfg);
+    const char *no = cfg->qkv_bias ? "q, k, v biases (Qwen2-MoE's, whose shared expert is "
+                                     "gated: not built); drop --qkv-bias"
+                     : m.shared ? "shared experts (--moe-shared; Mixtral and Qwen3-MoE have none)"
+                     : m.score ? "sigmoid scores (--moe-score sigmoid; Mixtral and Qwen3-MoE "
+                                 "take a softmax)"
+                     : m.route_scale != 1.0f ? "a route scale (--moe-route-scale; Mixtral and "
+                                               "Qwen3-MoE gates are not scaled)"
+                     : !cfg->qk_norm && (m.first_dense || m.every > 1)
+                         ? "dense blocks (--moe-first-dense, --moe-every; Mixtral's are all "
+                           "MoE, Qwen3-MoE's may be dense: add --qk-norm)"
+                     : cfg->moe.bias_update > 0.0f
+                         ? "an aux-loss-free router bias (--moe-bias-update; neither Mixtral nor "
+                           "Qwen3-MoE routes with one, so the model written would choose other "
+                           "experts than the one trained)"
+                         : NULL;
+    if (no)
+        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': a mixture of experts with %s: no Hugging "
+                       "Face architecture meshtrain writes (MixtralForCausalLM, "
+                       "Qwen3MoeForCausalLM with --qk-norm) holds it", dir, no);
+    return MT_OK;
+}
+
+mt_status mt__hf_write_llama_config(const char *dir, const mt_llama_config *cfg) {
+    mt_status s = mt_hf_llama_writable(dir, cfg);
+    return s != MT_OK ? s : write_file(dir, write_config, (void *)cfg);
 }
 
 mt_status mt__hf_write_gpt2_config(const char *dir, const mt_gpt_config *cfg) {

@@ -13,7 +13,9 @@
  * Hugging Face's is row h·HS + 2j + a of Meta's (a in {0, 1}). Loading
  * applies that map backwards, saving forwards; to Qwen2's q and k biases
  * too, and to Qwen3's q_norm and k_norm scales within their one head (the
- * norm's mean square does not depend on the channels' order).
+ * norm's mean square does not depend on the channels' order). A mixture
+ * of experts' router and experts are hf_moe.c's; a MoE block has no dense
+ * mlp.* tensors.
  */
 #include "io/hf_impl.h"
 #include "io/io_impl.h"
@@ -33,7 +35,8 @@
  * (ROWS_HEAD: they scale the head's channels before RoPE). */
 typedef enum { ROWS_AS_IS, ROWS_Q, ROWS_K, ROWS_Q_BIAS, ROWS_K_BIAS, ROWS_HEAD } rows_kind;
 
-/* A block's tensors; `only` 1: with qkv_bias, 2: with qk_norm. */
+/* A block's tensors; `only` 1: with qkv_bias, 2: with qk_norm, 3: in a
+ * dense block (a MoE block's are hf_moe.c's). */
 static const struct { const char *hf, *mt; rows_kind rows; int only; } NAMES[] = {
     {"model.layers.%d.input_layernorm.weight", "h.%d.attn_norm.w", ROWS_AS_IS, 0},
     {"model.layers.%d.self_attn.q_proj.weight", "h.%d.attn.wq.w", ROWS_Q, 0},
@@ -41,9 +44,9 @@ static const struct { const char *hf, *mt; rows_kind rows; int only; } NAMES[] =
     {"model.layers.%d.self_attn.v_proj.weight", "h.%d.attn.wv.w", ROWS_AS_IS, 0},
     {"model.layers.%d.self_attn.o_proj.weight", "h.%d.attn.wo.w", ROWS_AS_IS, 0},
     {"model.layers.%d.post_attention_layernorm.weight", "h.%d.ffn_norm.w", ROWS_AS_IS, 0},
-    {"model.layers.%d.mlp.gate_proj.weight", "h.%d.ffn.w1.w", ROWS_AS_IS, 0},
-    {"model.layers.%d.mlp.up_proj.weight", "h.%d.ffn.w3.w", ROWS_AS_IS, 0},
-    {"model.layers.%d.mlp.down_proj.weight", "h.%d.ffn.w2.w", ROWS_AS_IS, 0},
+    {"model.layers.%d.mlp.gate_proj.weight", "h.%d.ffn.w1.w", ROWS_AS_IS, 3},
+    {"model.layers.%d.mlp.up_proj.weight", "h.%d.ffn.w3.w", ROWS_AS_IS, 3},
+    {"model.layers.%d.mlp.down_proj.weight", "h.%d.ffn.w2.w", ROWS_AS_IS, 3},
     {"model.layers.%d.self_attn.q_proj.bias", "h.%d.attn.wq.b", ROWS_Q_BIAS, 1},
     {"model.layers.%d.self_attn.k_proj.bias", "h.%d.attn.wk.b", ROWS_K_BIAS, 1},
     {"model.layers.%d.self_attn.v_proj.bias", "h.%d.attn.wv.b", ROWS_AS_IS, 1},
@@ -67,7 +70,8 @@ static bool pair_at(const mt_llama_config *c, int i, char *hf, char *mt, rows_ki
         return true;
     }
     const int l = (i - 3) / N_BLOCK, k = (i - 3) % N_BLOCK;
-    if ((NAMES[k].only == 1 && !c->qkv_bias) || (NAMES[k].only == 2 && !c->qk_norm))
+    if ((NAMES[k].only == 1 && !c->qkv_bias) || (NAMES[k].only == 2 && !c->qk_norm) ||
+        (NAMES[k].only == 3 && mt_llama_moe_block(c, l)))
         return false;
     snprintf(hf, MT_MAX_NAME, NAMES[k].hf, l);
     snprintf(mt, MT_MAX_NAME, NAMES[k].mt, l);
@@ -109,40 +113,35 @@ static int64_t numel_of(const mt_tensor *t) {
 static mt_status load_one(const mt_safetensors *st, const mt_st_tensor *x, mt_tensor *t,
                           rows_kind rows, const mt_llama_config *c, const char *dir,
                           float **buf, float **tmp) {
-    bool same = x->ndim == mt_tensor_ndim(t);
-    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == mt_tensor_global_dim(t, d);
-    if (!same) {
-        char want[160];
-        int64_t dims[8];
-        for (int d = 0; d < mt_tensor_ndim(t) && d < 8; d++) dims[d] = mt_tensor_global_dim(t, d);
-        mt__dims_str(dims, mt_tensor_ndim(t), want, sizeof want);
-        return mt_fail(MT_ESHAPE, WHAT " '%s': tensor '%s' has shape %s where config.json's "
-                       "model has %s", dir, x->name, mt__st_shape_str(x).s, want);
-    }
-    const int64_t n = numel_of(t);
-    float *b = realloc(*buf, (size_t)n * sizeof *b), *p = b;
-    if (b) *buf = b;
-    float *q = rows != ROWS_AS_IS ? realloc(*tmp, (size_t)n * sizeof *q) : NULL;
-    if (q) *tmp = q;
-    if (!b || (rows != ROWS_AS_IS && !q))
-        return mt_fail(MT_ENOMEM, WHAT " '%s': %lld floats for tensor '%s'", dir, (long long)n,
-                       x->name);
-    mt_status s = mt_safetensors_read_f32(st, x, 0, n, b);
+    int64_t dims[8];
+    const int nd = mt_tensor_ndim(t) < 8 ? mt_tensor_ndim(t) : 8;
+    for (int d = 0; d < nd; d++) dims[d] = mt_tensor_global_dim(t, d);
+    mt_status s = mt__hf_read_checked(st, x, nd, dims, dir, buf);
     if (s != MT_OK) return s;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(b[i]))
-            return mt_fail(MT_ENAN, WHAT " '%s': tensor '%s' holds %g at element %lld", dir,
-                           x->name, b[i], (long long)i);
+    const int64_t n = numel_of(t);
+    float *p = *buf;
     if (rows != ROWS_AS_IS) {
-        permute_rows(q, b, rows, c, true);
+        float *q = realloc(*tmp, (size_t)n * sizeof *q);
+        if (!q)
+            return mt_fail(MT_ENOMEM, WHAT " '%s': %lld floats for tensor '%s'", dir,
+                           (long long)n, x->name);
+        *tmp = q;
+        permute_rows(q, p, rows, c, true);
         p = q;
     }
     return mt_tensor_write(t, p, 0, n);
 }
 
+/* Whether `name` is a tensor of cfg: a dense one (pair_at) or a MoE one. */
+static bool known_tensor(const mt_llama_config *cfg, const char *name) {
+    char hf[MT_MAX_NAME], mt[MT_MAX_NAME];
+    rows_kind rows;
+    for (int j = 0; j < 3 + N_BLOCK * cfg->n_layers; j++)
+        if (pair_at(cfg, j, hf, mt, &rows) && !strcmp(hf, name)) return true;
+    return mt__hf_moe_known(cfg, name);
+}
+
 mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg) {
-    if (cfg->moe.experts)
-        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': mixtures of experts are not read yet", dir);
     mt_safetensors *st = NULL;
     mt_status s = mt_safetensors_open(dir, &st);
     if (s != MT_OK) return s;
@@ -161,21 +160,25 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
                                  "'%s'; build it from the directory's config.json", dir, mt, hf);
         else if ((s = load_one(st, x, t, rows, cfg, dir, &buf, &tmp)) == MT_OK) used++;
     }
+    if (s == MT_OK && cfg->moe.experts) s = mt__hf_load_moe(st, g, cfg, dir, &used);
     /* every tensor of the files taken (the rotary tables older releases
-       saved are buffers, recomputed from the config) */
-    for (int i = 0; s == MT_OK && i < mt_safetensors_count(st); i++) {
+       saved are buffers, recomputed from the config): the names are
+       unique, so counting suffices; the search names the one left */
+    int rotary = 0;
+    for (int i = 0; i < mt_safetensors_count(st); i++) {
+        const char *name = mt_safetensors_tensor(st, i)->name;
+        const size_t len = strlen(name);
+        rotary += len > 21 && !strcmp(name + len - 21, ".rotary_emb.inv_freq");
+    }
+    for (int i = 0; s == MT_OK && used + rotary != mt_safetensors_count(st) &&
+                    i < mt_safetensors_count(st); i++) {
         const char *name = mt_safetensors_tensor(st, i)->name;
         const size_t len = strlen(name);
         if (len > 21 && !strcmp(name + len - 21, ".rotary_emb.inv_freq")) continue;
-        char hf[MT_MAX_NAME], mt[MT_MAX_NAME];
-        rows_kind rows;
-        bool known = false;
-        for (int j = 0; !known && j < n_pairs; j++)
-            known = pair_at(cfg, j, hf, mt, &rows) && !strcmp(hf, name);
-        if (!known)
+        if (!known_tensor(cfg, name))
             s = mt_fail(MT_EUNSUPPORTED, WHAT " '%s': tensor '%s' (in '%s') is not a weight of "
                         "the LLaMA config.json describes (biases its architecture lacks, "
-                        "extra layers, a tied head given twice?)", dir, name,
+                        "extra layers or experts, a tied head given twice?)", dir, name,
                         mt_safetensors_file(st, mt_safetensors_tensor(st, i)));
     }
     free(buf), free(tmp);
@@ -185,58 +188,58 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
 }
 
 mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g) {
-    if (cfg->moe.experts)
-        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': mixtures of experts are not written yet",
-                       dir);
+    mt_status s = mt_hf_llama_writable(dir, cfg);
+    if (s != MT_OK) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return mt_fail(MT_EIO, WHAT " '%s': cannot make the directory: %s", dir,
                        strerror(errno));
     const int n_pairs = 3 + N_BLOCK * cfg->n_layers;
-    mt_st_write_tensor *w = calloc((size_t)n_pairs, sizeof *w);
-    char (*names)[MT_MAX_NAME] = calloc((size_t)n_pairs, MT_MAX_NAME);
-    int64_t (*shapes)[2] = calloc((size_t)n_pairs, sizeof *shapes);
-    float **data = calloc((size_t)n_pairs, sizeof *data);
-    mt_status s = w && names && shapes && data ? MT_OK
-                                               : mt_fail(MT_ENOMEM, WHAT " '%s': tables", dir);
-    int n = 0;
+    int n_moe = 0;
+    for (int l = 0; l < cfg->n_layers; l++) n_moe += mt_llama_moe_block(cfg, l);
+    mt__hf_out o = {.cap = n_pairs + n_moe * (1 + 3 * cfg->moe.experts)};
+    o.w = calloc((size_t)o.cap, sizeof *o.w);
+    o.names = calloc((size_t)o.cap, MT_MAX_NAME);
+    o.shapes = calloc((size_t)o.cap, sizeof *o.shapes);
+    o.data = calloc((size_t)o.cap, sizeof *o.data);
+    if (!o.w || !o.names || !o.shapes || !o.data)
+        s = mt_fail(MT_ENOMEM, WHAT " '%s': tables", dir);
     for (int i = 0; s == MT_OK && i < n_pairs; i++) {
         char mt[MT_MAX_NAME];
         rows_kind rows;
-        if (!pair_at(cfg, i, names[n], mt, &rows)) continue;
+        if (!pair_at(cfg, i, o.names[o.n], mt, &rows)) continue;
         mt_tensor *t = mt_graph_find(g, mt);
         if (!t) {
             s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter '%s'", dir, mt);
             break;
         }
         const int64_t numel = numel_of(t);
-        float *v = malloc((size_t)numel * sizeof *v), *o = NULL;
+        float *v = malloc((size_t)numel * sizeof *v), *q = NULL;
         if (!v || (s = mt_tensor_read(t, v, 0, numel)) != MT_OK) {
             free(v);
             if (s == MT_OK) s = mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, mt);
             break;
         }
         if (rows != ROWS_AS_IS) {
-            if (!(o = malloc((size_t)numel * sizeof *o))) {
+            if (!(q = malloc((size_t)numel * sizeof *q))) {
                 free(v);
                 s = mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, mt);
                 break;
             }
-            permute_rows(o, v, rows, cfg, false);
+            permute_rows(q, v, rows, cfg, false);
             free(v);
-            v = o;
+            v = q;
         }
-        for (int d = 0; d < mt_tensor_ndim(t) && d < 2; d++)
-            shapes[n][d] = mt_tensor_global_dim(t, d);
-        data[n] = v;
-        w[n] = (mt_st_write_tensor){names[n], MT_ST_F32, mt_tensor_ndim(t), shapes[n], v};
-        n++;
+        int64_t dims[2] = {mt_tensor_global_dim(t, 0),
+                           mt_tensor_ndim(t) > 1 ? mt_tensor_global_dim(t, 1) : 0};
+        mt__hf_out_add(&o, mt_tensor_ndim(t), dims, v);
     }
+    if (s == MT_OK && n_moe) s = mt__hf_save_moe(g, cfg, dir, &o);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     const char *meta[] = {"format", "pt", NULL};   /* what transformers' loader expects */
-    if (s == MT_OK) s = mt_safetensors_write(path, w, n, meta);
+    if (s == MT_OK) s = mt_safetensors_write(path, o.w, o.n, meta);
     if (s == MT_OK) s = mt__hf_write_llama_config(dir, cfg);
-    for (int i = 0; data && i < n_pairs; i++) free(data[i]);
-    free(w), free(names), free(shapes), free(data);
+    for (int i = 0; o.data && i < o.cap; i++) free(o.data[i]);
+    free(o.w), free(o.names), free(o.shapes), free(o.data);
     return s;
 }

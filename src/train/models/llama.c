@@ -200,11 +200,11 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     return MT_OK;
 }
 
-/* A MoE model trains on data, fsdp and expert axes (each device routes its
+/* A MoE model m trains on data, fsdp and expert axes (each device routes its
  * own sequences; expert splits the experts, E over it); the axes that split
- * a sequence, the heads or the blocks are refused until they are built. */
-static mt_status moe_mesh_check(const mt_train_config *c) {
-    const mt_llama_config *m = llama_of(c);
+ * a sequence, the heads or the blocks are refused until they are built.
+ * With --hf-in, m is the directory's (llama_open checks it). */
+static mt_status moe_mesh_check(const mt_train_config *c, const mt_llama_config *m) {
     int n = 0;
     mt_mesh *mesh = NULL;
     if (!c->mesh || !c->mesh[0] || mt_mesh_spec_devices(c->mesh, &n) != MT_OK ||
@@ -241,7 +241,12 @@ static mt_status moe_mesh_check(const mt_train_config *c) {
 
 static mt_status llama_check(const mt_train_config *c) {
     mt_status s = mt__train_needs_data(c, "LLaMA");
-    if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK || (s = moe_mesh_check(c)) != MT_OK)
+    if (s != MT_OK || (s = llama2c_can_hold(c)) != MT_OK ||
+        (!c->hf_in && (s = moe_mesh_check(c, llama_of(c))) != MT_OK))
+        return s;
+    /* what --hf-out cannot write, said before step 1 (with --hf-in the
+     * directory's config: its save refuses what this cannot see) */
+    if (c->hf_out && !c->hf_in && (s = mt_hf_llama_writable(c->hf_out, llama_of(c))) != MT_OK)
         return s;
     if (c->llmc_in || c->hf_in) return MT_OK;   /* the sizes are the file's: open checks them */
     mt_llama_config m = *llama_of(c);
@@ -264,9 +269,11 @@ static mt_status llama_open(mt_train_config *c, void *mc, mt_dataset **ds) {
     if (c->llmc_in && (s = llama_llmc_read(c->llmc_in, m)) != MT_OK) return s;
     if (c->hf_in) {   /* the model is the directory's config.json, whole */
         if (m->moe.experts)
-            return mt_fail(MT_EUNSUPPORTED, "--hf-in '%s' holds a dense LLaMA; drop the --moe-* "
-                           "flags", c->hf_in);
-        if ((s = mt_hf_read_llama_config(c->hf_in, m)) != MT_OK) return s;
+            return mt_fail(MT_EUNSUPPORTED, "--hf-in '%s' holds the model, a mixture of experts "
+                           "or not (its config.json); drop the --moe-* flags", c->hf_in);
+        if ((s = mt_hf_read_llama_config(c->hf_in, m)) != MT_OK ||
+            (s = moe_mesh_check(c, m)) != MT_OK)
+            return s;
         if (asked_hd > 0 && asked_hd != m->head_dim)
             return mt_fail(MT_EINVAL, "--head-dim %d conflicts with --hf-in '%s', whose head_dim "
                            "is %d; drop --head-dim (the model comes from config.json)", asked_hd,
