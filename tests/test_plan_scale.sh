@@ -4,7 +4,7 @@
 # 2 GiB of peak memory (/usr/bin/time -v) on 2 cores: each distinct
 # per-device program is built once (one device a pipeline stage, chunks of
 # 4 and 8 blocks), not each device. The time bounded is the process's CPU
-# time (user + system: the search runs on one thread), which other
+# time (user + system, of all the search's threads), which other
 # processes on the cores do not stretch as they stretch the wall time (74 s
 # of wall for 27 s of CPU beside two builds, 2026-12-06); the wall time is
 # printed. Under the sanitizers the time is printed, not bounded (the build
