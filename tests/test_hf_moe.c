@@ -88,7 +88,7 @@ static void make_model(hf_set *m, const char *sub, const char *config, arch a, i
             continue;
         }
         const char *blk = a == ARCH_MIXTRAL ? "block_sparse_moe" : "mlp";
-        char hf[40];
+        char hf[96];
         snprintf(hf, sizeof hf, "%s.gate.weight", blk);
         ADD(hf, "moe.router.w", E, C, false);
         for (int e = 0; e < E + extra_expert; e++)
