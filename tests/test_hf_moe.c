@@ -66,7 +66,7 @@ static void make_model(hf_set *m, const char *sub, const char *config, arch a, i
                              *const MX[3] = {"w1", "w3", "w2"};
     memset(m, 0, sizeof *m);
     hf_set_add(m, "model.embed_tokens.weight", "tok_emb.w", V, C, false);
-    char n[64], t[MT_MAX_NAME];
+    char n[160], t[MT_MAX_NAME];
 #define ADD(hf, mt, r, c, ones)                                                               \
     (snprintf(n, sizeof n, "model.layers.%d.%s", l, hf),                                      \
      snprintf(t, sizeof t, "h.%d.%s", l, mt), hf_set_add(m, n, t, r, c, ones))
