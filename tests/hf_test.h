@@ -66,7 +66,7 @@ static inline mt_graph *hf_build_llama(const mt_llama_config *c, int B, int T) {
 #define HF_SET_MAX 64
 typedef struct {
     int         n;
-    char        name[HF_SET_MAX][64], mt[HF_SET_MAX][MT_MAX_NAME];
+    char        name[HF_SET_MAX][160], mt[HF_SET_MAX][MT_MAX_NAME];
     int64_t     shape[HF_SET_MAX][2];
     int         ndim[HF_SET_MAX];
     float      *v[HF_SET_MAX];
