@@ -167,32 +167,26 @@ static mt_status pread_all(int fd, const mt__tokfile *tf, int64_t off, void *buf
  * running max stays scalar there, 4x slower than the reads): the scan of a
  * corpus runs at the speed of its reads. */
 #define LANES 64
+/* The largest of the n tokens of type T at p, by lanes, into m. */
+#define LANES_MAX(T, p, n, m)                                                                 \
+    do {                                                                                      \
+        const T *t_ = (const T *)(const void *)(p);                                           \
+        T lane_[LANES] = {0};                                                                 \
+        size_t i_ = 0;                                                                        \
+        for (; i_ + LANES <= (n); i_ += LANES)                                                \
+            for (int k = 0; k < LANES; k++)                                                   \
+                lane_[k] = t_[i_ + k] > lane_[k] ? t_[i_ + k] : lane_[k];                     \
+        for (int k = 0; k < LANES; k++) (m) = lane_[k] > (m) ? lane_[k] : (m);                \
+        for (; i_ < (n); i_++) (m) = t_[i_] > (m) ? t_[i_] : (m);                             \
+    } while (0)
 static unsigned chunk_max(const unsigned char *p, size_t n, int width) {
     unsigned m = 0;
-    size_t i = 0;
-    if (width == 1) {
-        unsigned char lane[LANES] = {0};
-        for (; i + LANES <= n; i += LANES)
-            for (int k = 0; k < LANES; k++) lane[k] = p[i + k] > lane[k] ? p[i + k] : lane[k];
-        for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
-        for (; i < n; i++) m = p[i] > m ? p[i] : m;
-    } else if (width == 4) {
-        const uint32_t *t = (const uint32_t *)(const void *)p;
-        uint32_t lane[LANES] = {0};
-        for (; i + LANES <= n; i += LANES)
-            for (int k = 0; k < LANES; k++) lane[k] = t[i + k] > lane[k] ? t[i + k] : lane[k];
-        for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
-        for (; i < n; i++) m = t[i] > m ? t[i] : m;
-    } else {
-        const uint16_t *t = (const uint16_t *)(const void *)p;
-        uint16_t lane[LANES] = {0};
-        for (; i + LANES <= n; i += LANES)
-            for (int k = 0; k < LANES; k++) lane[k] = t[i + k] > lane[k] ? t[i + k] : lane[k];
-        for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
-        for (; i < n; i++) m = t[i] > m ? t[i] : m;
-    }
+    if (width == 1) LANES_MAX(unsigned char, p, n, m);
+    else if (width == 4) LANES_MAX(uint32_t, p, n, m);
+    else LANES_MAX(uint16_t, p, n, m);
     return m;
 }
+#undef LANES_MAX
 #undef LANES
 
 mt_status mt__tokfile_scan(const mt__tokfile *tf, int bound, mt__tokscan *out) {
