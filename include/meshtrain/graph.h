@@ -100,6 +100,21 @@ mt_tensor *mt_tensor_grad(mt_tensor *t);
 mt_status mt_tensor_read(mt_tensor *t, void *dst, int64_t e0, int64_t n);
 mt_status mt_tensor_write(mt_tensor *t, const void *src, int64_t e0, int64_t n);
 
+/* For loaders of whole tensors into a partitioned graph (a device's
+ * parameter blocks, mt_partition), so that no whole copy of the model is
+ * needed. mt_tensor_global_box: the box of the global tensor that t holds,
+ * its offset along each of its ndim dims (origin) and its shape (shape;
+ * mt_tensor_global_dim gives the global one); a tensor that is not a
+ * parameter's block holds all of itself (origin 0). Read only those
+ * elements of a file. mt_tensor_write_global: src holds elements [e0,
+ * e0 + n) of t's global tensor (row-major over mt_tensor_global_dim); the
+ * ones inside t's box are written (through mt_tensor_write), the rest
+ * skipped, so every device may be handed the same whole rows. On a tensor
+ * that is not a block, mt_tensor_write. MT_EINVAL naming the tensor for a
+ * range outside the global tensor; mt_tensor_write's errors. */
+mt_status mt_tensor_global_box(const mt_tensor *t, int64_t *origin, int64_t *shape);
+mt_status mt_tensor_write_global(mt_tensor *t, const void *src, int64_t e0, int64_t n);
+
 /* Renames a tensor (op outputs are named "<kind>.<id>" by default), so it
  * can be found with mt_graph_find(); names must stay unique in a graph. */
 void mt_tensor_set_name(mt_tensor *t, const char *name);

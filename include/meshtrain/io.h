@@ -387,8 +387,12 @@ int         mt_st_dtype_size(mt_st_dtype d);
  * input fails. */
 mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg);
 
-/* Loads dir's weights into the compiled LLaMA graph g of cfg (one
- * device's whole parameters): transformers' names to meshtrain's, q_proj's
+/* Loads dir's weights into the compiled LLaMA graph g of cfg: one
+ * device's whole parameters, or a device's graph of mt_partition, whose
+ * parameter blocks it fills directly (mt_tensor_write_global), each
+ * device reading from the files only the rows its blocks span (whole
+ * heads of q and k; only its experts' tensors on an expert axis; a NaN
+ * elsewhere is another device's to find). transformers' names to meshtrain's, q_proj's
  * and k_proj's rows from rotate-half order to adjacent pairs (hf_llama.c
  * says how), a mixture's experts stacked and transposed (hf_moe.c), a
  * router bias set to zeros, BF16 and F16 widened. Everything is checked: each tensor's
@@ -423,6 +427,8 @@ mt_status mt_hf_llama_writable(const char *dir, const mt_llama_config *cfg);
  * saved lm_head.weight checked equal to the embedding; the padding rows
  * of wte past V zero. Saved under "transformer." with V rows. */
 mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg);
+/* mt_hf_load_gpt2 fills a device's blocks as mt_hf_load_llama does, but
+ * reads each tensor whole (a Conv1D's rows are meshtrain's columns). */
 mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_hf_save_gpt2(const char *dir, const mt_gpt_config *cfg, mt_graph *g);
 

@@ -127,7 +127,9 @@ mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg
         if ((s = read_whole(st, x, r, c, v, dir)) != MT_OK) break;
         if (wte) memset(v + V * C, 0, (size_t)((cfg->Vp - V) * C) * sizeof *v);   /* padding */
         if (conv) transpose(w, v, x->shape[0], x->shape[1]);   /* (in,out) -> (out,in) */
-        s = mt_tensor_write(t, conv ? w : v, 0, n);
+        /* a device's block kept; whole tensors read (a Conv1D's rows are
+           meshtrain's columns) */
+        s = mt_tensor_write_global(t, conv ? w : v, 0, n);
     }
     /* the rest: a tied head equal to the embedding, the mask buffers */
     for (int i = 0; s == MT_OK && i < mt_safetensors_count(st); i++) {

@@ -30,11 +30,19 @@ typedef struct {
  * v, which o then owns. The caller keeps o->n below o->cap. */
 void mt__hf_out_add(mt__hf_out *o, int ndim, const int64_t *dims, float *v);
 
-/* Reads tensor x of st into *buf (grown as needed) as f32, after checking
- * its shape is dims (ndim of them; MT_ESHAPE naming both) and then that
- * every value is finite (MT_ENAN naming the element). */
+/* Reads rows [r0, r1) of dim 0 of tensor x of st (a 1-D tensor's
+ * elements) into *buf (grown as needed) as f32, after checking its shape
+ * is dims (ndim of them; MT_ESHAPE naming both) and then that every value
+ * read is finite (MT_ENAN naming the element). A device's loader reads its
+ * block's rows only (mt_tensor_global_box); 0, dims[0] reads it whole. */
 mt_status mt__hf_read_checked(const mt_safetensors *st, const mt_st_tensor *x, int ndim,
-                              const int64_t *dims, const char *dir, float **buf);
+                              const int64_t *dims, int64_t r0, int64_t r1, const char *dir,
+                              float **buf);
+
+/* The rows [*r0, *r1) of dim 0 of t's global tensor that its box
+ * (mt_tensor_global_box) spans, widened to whole units of `unit` rows (a
+ * head's, where rows are reordered within heads; 1 otherwise). */
+void mt__hf_rows_of(const mt_tensor *t, int64_t unit, int64_t *r0, int64_t *r1);
 
 /* A LLaMA's mixture-of-experts tensors (hf_moe.c): Mixtral's
  * block_sparse_moe.gate and experts.<e>.w1, w3, w2, Qwen3-MoE's mlp.gate

@@ -109,27 +109,32 @@ static int64_t numel_of(const mt_tensor *t) {
     return n;
 }
 
-/* One tensor: checks its shape against t's, reads, reorders, writes. */
+/* One tensor: checks its shape against t's, reads the rows t's block
+ * spans (whole heads where they are reordered: the map keeps each head's
+ * rows within it), reorders them, writes t's part. */
 static mt_status load_one(const mt_safetensors *st, const mt_st_tensor *x, mt_tensor *t,
                           rows_kind rows, const mt_llama_config *c, const char *dir,
                           float **buf, float **tmp) {
     int64_t dims[8];
     const int nd = mt_tensor_ndim(t) < 8 ? mt_tensor_ndim(t) : 8;
     for (int d = 0; d < nd; d++) dims[d] = mt_tensor_global_dim(t, d);
-    mt_status s = mt__hf_read_checked(st, x, nd, dims, dir, buf);
+    const int64_t HS = mt_llama_head_dim(c), cols = numel_of(t) / dims[0];
+    int64_t r0, r1;
+    mt__hf_rows_of(t, rows == ROWS_AS_IS ? 1 : HS, &r0, &r1);
+    mt_status s = mt__hf_read_checked(st, x, nd, dims, r0, r1, dir, buf);
     if (s != MT_OK) return s;
-    const int64_t n = numel_of(t);
+    const int64_t n = (r1 - r0) * cols;
     float *p = *buf;
     if (rows != ROWS_AS_IS) {
-        float *q = realloc(*tmp, (size_t)n * sizeof *q);
+        float *q = realloc(*tmp, (size_t)(n > 0 ? n : 1) * sizeof *q);
         if (!q)
             return mt_fail(MT_ENOMEM, WHAT " '%s': %lld floats for tensor '%s'", dir,
                            (long long)n, x->name);
         *tmp = q;
-        permute_rows(q, p, rows, c, true);
+        permute_heads(q, p, (r1 - r0) / HS, HS, cols, true);
         p = q;
     }
-    return mt_tensor_write(t, p, 0, n);
+    return mt_tensor_write_global(t, p, r0 * cols, n);
 }
 
 /* Whether `name` is a tensor of cfg: a dense one (pair_at) or a MoE one. */

@@ -98,17 +98,21 @@ static mt_status load_block(const mt_safetensors *st, mt_graph *g, const mt_llam
         if (!t) break;
         if (!x) return mt_fail(MT_EFORMAT, WHAT " '%s': no tensor '%s' (meshtrain's '%s'%s)",
                                dir, hf, mt_tensor_name(t), i ? ", one expert's block" : "");
-        int64_t dims[2] = {m.experts, C};
+        int64_t dims[2] = {m.experts, C}, e0, e1;
         if (i > 0) hf_dims(c, F, j, dims);
-        if ((s = mt__hf_read_checked(st, x, 2, dims, dir, buf)) != MT_OK) break;
-        if (i == 0) {
-            s = mt_tensor_write(t, *buf, 0, dims[0] * dims[1]);
-        } else {
+        mt__hf_rows_of(t, 1, &e0, &e1);   /* the experts t's block holds (an expert axis) */
+        if (i > 0 && (e < e0 || e >= e1)) {
+            /* another device's expert: its shape checked, no byte read */
+            s = mt__hf_read_checked(st, x, 2, dims, 0, 0, dir, buf);
+        } else if (i == 0) {
+            if ((s = mt__hf_read_checked(st, x, 2, dims, 0, dims[0], dir, buf)) == MT_OK)
+                s = mt_tensor_write_global(t, *buf, 0, dims[0] * dims[1]);
+        } else if ((s = mt__hf_read_checked(st, x, 2, dims, 0, dims[0], dir, buf)) == MT_OK) {
             float *q = realloc(*tmp, (size_t)(C * F) * sizeof *q);
             if (!q) return mt_fail(MT_ENOMEM, WHAT " '%s': tensor '%s'", dir, hf);
             *tmp = q;
             transpose(q, *buf, dims[0], dims[1]);
-            s = mt_tensor_write(t, q, e * C * F, C * F);
+            s = mt_tensor_write_global(t, q, e * C * F, C * F);
         }
         if (s == MT_OK) ++*used;
     }
@@ -117,7 +121,7 @@ static mt_status load_block(const mt_safetensors *st, mt_graph *g, const mt_llam
     mt_tensor *bias = mt_graph_find(g, bn);
     if (s == MT_OK && bias) {   /* no counterpart: balancing starts from zeros */
         float *z = calloc((size_t)m.experts, sizeof *z);
-        s = z ? mt_tensor_write(bias, z, 0, m.experts)
+        s = z ? mt_tensor_write_global(bias, z, 0, m.experts)
               : mt_fail(MT_ENOMEM, WHAT " '%s': bias", dir);
         free(z);
     }

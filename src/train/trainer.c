@@ -80,6 +80,16 @@ static mt_status check_eval_split(const mt_trainer *tr) {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+/* A Hugging Face directory on a mesh that splits the parameters (no
+ * pipeline): each device loads its own graph's blocks, reading only the
+ * rows they span (mt_hf_load_llama), with no whole copy of the model in
+ * between; a pipeline's chunks, llm.c files and checkpoints go through
+ * the one-device twin (ckpt_mesh.c). */
+static mt_status hf_load_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
+    (void)ctx, (void)arg;
+    return tr->m->hf_load(&tr->cfg, d->g);
+}
+
 mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     if (!out) return mt_fail(MT_EINVAL, "mt_trainer_create needs somewhere to put the trainer");
     *out = NULL;
@@ -156,7 +166,10 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     }
     if ((s = mt__train_run_devices(tr, mt__train_create_dev, NULL)) != MT_OK) goto fail;
 
-    if (tr->split_params && (c->llmc_in || c->hf_in || c->ckpt_in)) {
+    const bool hf_blocks = tr->split_params && c->hf_in && !c->llmc_in && !c->ckpt_in &&
+                           !tr->dev[0].pipe;
+    if (hf_blocks && (s = mt__train_run_devices(tr, hf_load_dev, NULL)) != MT_OK) goto fail;
+    if (tr->split_params && !hf_blocks && (c->llmc_in || c->hf_in || c->ckpt_in)) {
         /* devices hold blocks: the whole tensors go into this process's
          * one-device twin, and every device copies its block out of it */
         s = mt__ckpt_twin(tr);
