@@ -12,8 +12,10 @@
  *  - saving writes the same bytes for every tensor that was read (BF16
  *    widened, saved F32: the same values), a config that reads back the
  *    same, and loading the saved directory gives the graph bit for bit;
- *  - the same of a Qwen2 (q, k, v biases) and a Qwen3 (q and k RMSNorms
- *    over each head before RoPE), against the reference's Qwen equations;
+ *  - the same of a Mistral (the Llama's tensors with grouped kv heads,
+ *    its sliding window null), a Qwen2 (q, k, v biases) and a Qwen3 (q
+ *    and k RMSNorms over each head before RoPE), against the reference's
+ *    Qwen equations;
  *  - refusals name the field or the tensor: an architecture, a bias flag,
  *    a sliding window, a rope_type, a shape, a missing and an extra tensor.
  */
@@ -122,6 +124,13 @@ static void loads_and_round_trips(arch a, const char *config) {
 
 MT_TEST(hf_llama_loads_against_rotate_half_reference_and_round_trips) {
     loads_and_round_trips(ARCH_LLAMA, CONFIG(", \"hidden_act\": \"silu\""));
+}
+
+/* Mistral (v0.2 on): a Llama with grouped kv heads under its own
+ * architecture name, its sliding window off (null) */
+MT_TEST(hf_mistral_loads_against_reference_and_round_trips) {
+    loads_and_round_trips(ARCH_LLAMA, CONFIG_OF("MistralForCausalLM", ", \"sliding_window\": "
+                                                "null, \"hidden_act\": \"silu\""));
 }
 
 /* Qwen2: q, k, v biases (the q and k ones reordered as their rows) */
