@@ -53,6 +53,14 @@ void      mt_graph_free(mt_graph *g);
  * names for this. MT_EINVAL (also the graph's status) below -1. */
 mt_status mt_graph_set_block(mt_graph *g, int block);
 
+/* Products (matmul, linear) built while on keep f32 under
+ * MT_PRECISION_BF16 (operands uncast, sgemm), and so do their gradients'
+ * products and the nodes a partition makes of them: for the few products
+ * whose rounding decides something, a MoE router's logits (the top-k),
+ * as every reference trainer keeps them. Off by default; f32 precision
+ * runs every product in f32 anyway. MT_EINVAL for a NULL g. */
+mt_status mt_graph_set_f32(mt_graph *g, bool on);
+
 /* The first error recorded while building or compiling the graph (MT_OK if
  * none); mt_graph_errmsg() gives its message. */
 mt_status   mt_graph_status(const mt_graph *g);

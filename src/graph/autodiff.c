@@ -169,9 +169,11 @@ mt_status mt__autodiff(mt_graph *g) {
         mt_grad_rule rule = mt__grad_rule(fwd.op);
         assert(rule);   /* every forward op has one */
         g->cur_block = g->nodes[i].block;   /* its backward nodes are in its block */
+        g->cur_f32 = fwd.f32;               /* and keep its precision */
         rule(g, &fwd);
     }
     g->cur_block = -1;
+    g->cur_f32 = false;
     free(on_path);
     if (g->status == MT_OK) mt__remat(g, g->prog->opts.remat);   /* remat.c: before the re-gathers */
     if (g->status == MT_OK) regather_params(g);

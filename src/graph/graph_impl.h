@@ -192,6 +192,9 @@ struct mt_graph {
                                              were seen to share (names.c): a rename of a
                                              name outside it looks for no other holder */
     mt_node    *nodes;    int n_nodes,   cap_nodes;
+    bool        cur_f32;                  /* nodes added now keep their products in f32
+                                             (mt_graph_set_f32; a node's backward and device
+                                             nodes too) */
     int         cur_block;                /* the block of nodes added now (mt_graph_set_block;
                                              -1: none) */
     int         n_forward;                /* nodes [0, n_forward) are F */

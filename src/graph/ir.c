@@ -27,6 +27,12 @@ mt_status mt_graph_set_block(mt_graph *g, int block) {
     return MT_OK;
 }
 
+mt_status mt_graph_set_f32(mt_graph *g, bool on) {
+    if (!g) return mt_fail(MT_EINVAL, "mt_graph_set_f32: g is NULL");
+    g->cur_f32 = on;
+    return MT_OK;
+}
+
 static const char *kind_prefix(mt_tensor_kind kind) {
     switch (kind) {
     case MT_INPUT: return "input";
@@ -104,6 +110,7 @@ int mt__node_add(mt_graph *g, const mt_node *node) {
     int idx = g->n_nodes++;
     g->nodes[idx] = *node;
     g->nodes[idx].block = g->cur_block;
+    g->nodes[idx].call.f32 |= g->cur_f32;
     if (node->phase == MT_PHASE_F) {
         /* Known at build time, so views made later (reshape) inherit them. */
         const mt_op_call *c = &node->call;

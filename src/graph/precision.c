@@ -67,7 +67,7 @@ static bool is_product(mt_op op) { return mt__op_gdesc(op)->bf16_product; }
 /* Whether the call runs as a bf16 product (a zero-size shard runs sgemm's
  * edge cases in f32 instead). */
 static bool runs_bf16(const mt_op_call *c) {
-    if (!is_product(c->op)) return false;
+    if (!is_product(c->op) || c->f32) return false;
     bool ta, tb;
     int64_t M, N, K;
     mt__product_shape(c, &ta, &tb, &M, &N, &K);

@@ -337,6 +337,9 @@ typedef struct {
     mt_tensor   *in[MT_MAX_INPUTS];
     int          n_in;
     mt_tensor   *aux[2];                  /* saved by a forward for its backward */
+    /* a product kept in f32 under bf16 precision (mt_graph_set_f32: a
+     * router's logits), and so are its gradient's products */
+    bool         f32;
     mt_op_params p;
     /* The backend's plan for this call, or NULL: the op table's run (f32).
      * MATMUL, LINEAR, GEMM: a bf16 product, which the graph has its backend

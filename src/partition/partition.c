@@ -172,9 +172,11 @@ mt_status mt_partition(mt_graph *global, mt_tensor *loss, mt_ctx *ctx,
     /* a node's device nodes belong to its block (mt_graph_set_block) */
     for (int i = 0; i < global->n_forward && s == MT_OK; i++) {
         p.lg->cur_block = global->nodes[i].block;
+        p.lg->cur_f32 = global->nodes[i].call.f32;
         s = mt__part_partition_node(&p, &global->nodes[i].call);
     }
     p.lg->cur_block = -1;
+    p.lg->cur_f32 = false;
     if (s == MT_OK) s = mt__part_use_slot(&p, loss);   /* a loss that is a leaf or a view */
     if (s != MT_OK) goto out;
     slot *ls = &p.slots[loss->id];

@@ -5,7 +5,8 @@
  * (meshtrain/graph_moe.h) and its parameter counts.
  *
  * A MoE block's feed-forward, h (B,T,C) the ffn_norm's output:
- *   u     = h · W_r (E,C)ᵀ                      (B,T,E) router logits, f32
+ *   u     = h · W_r (E,C)ᵀ                      (B,T,E) router logits, f32 (an f32
+ *                                               product under bf16 too: mt_graph_set_f32)
  *   ids   = top-k of u's scores, gates          (B,T,k)
  *   xs    = h's rows of each (token, slot) pair sorted by expert (B,T,k,C)
  *   m     = silu(xs · w1_e) ⊙ (xs · w3_e)       (B,T,k,F_e) on each expert's rows
@@ -99,7 +100,11 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                           ? mparam(g, (mt_init){MT_INIT_ZEROS, 0.0f}, 1, (int64_t[]){E},
                                    "h.%d.moe.router.bias", l, "_")
                           : NULL;
+    /* the router's product in f32 whatever the precision: its rounding
+       would decide the top-k (every reference trainer keeps it f32) */
+    mt_graph_set_f32(g, true);
     mt_tensor *u = mt_linear(g, h, wr, NULL);                                   /* (B,T,E) */
+    mt_graph_set_f32(g, false);
     mt_tensor *ids = mt_moe_route(g, u, bias, &r);                              /* (B,T,k) */
     mt_tensor *gates = mt_moe_gates(g, u, ids, &r);                             /* (B,T,k) */
     mt_tensor *xs = mt_moe_dispatch(g, h, ids, (int)E);                         /* (B,T,k,C) */
