@@ -116,12 +116,14 @@ static inline double ref_z(const double *u, int64_t T, int64_t E, double beta) {
 
 /* A whole MoE layer with linear experts, routing held at ids (T,k):
  * u = x (T,D) · wg (D,E), out_t = Σ_j g_tj · x_t · we[id_tj] (D,O), loss
- * = Σ out ⊙ r (T,O) + ref_aux (S sequences) + ref_z. */
+ * = Σ out ⊙ r (T,O) + ref_aux (S sequences) + ref_z. With kept (T,k)
+ * (a capacity's drops: -1), a dropped pair adds nothing to out_t; the
+ * gates and the aux loss stay the router's ids'. */
 typedef struct {
     mt_moe_route_params p;
     int64_t             D, O, S;
     double              alpha, beta;
-    const int32_t      *ids;
+    const int32_t      *ids, *kept;
     const double       *r;
 } ref_layer;
 
@@ -137,6 +139,7 @@ static inline double ref_layer_loss(const ref_layer *L, const double *x, const d
         ref_scores(s, u + t * E, E, L->p.score);
         ref_gates(g, s, L->ids + t * k, &L->p);
         for (int64_t j = 0; j < k; j++) {
+            if (L->kept && L->kept[t * k + j] < 0) continue;   /* dropped */
             const double *w = we + (int64_t)L->ids[t * k + j] * D * O;
             for (int64_t o = 0; o < O; o++) {
                 double y = 0;

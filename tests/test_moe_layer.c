@@ -30,14 +30,29 @@ typedef struct {
     int64_t             D, O, S;
     double              alpha, beta;
     bool                bias;
+    double              cf;   /* a capacity factor (0: dropless), earliest pairs kept */
 } layer_case;
+
+/* The pairs past capacity C in each of S sequences, by hand: an expert's
+ * (t, j) pairs in order, the (C+1)-th on dropped (-1). */
+static void drops_by_hand(int32_t *kept, const int32_t *ids, int64_t T, int64_t k, int64_t E,
+                          int64_t S, int64_t C) {
+    for (int64_t s = 0; s < S; s++) {
+        int64_t seen[64] = {0};
+        for (int64_t r = s * (T / S) * k; r < (s + 1) * (T / S) * k; r++)
+            kept[r] = seen[ids[r]]++ < C ? ids[r] : -1;
+    }
+    (void)E;
+}
 
 /* The analytic gradient through the kernels of the layer at x (T,D),
  * wg (D,E), we (E,D,O) (floats): dx, dwg, dwe, with ids (T,k) the routing
- * chosen and r (T,O) the cotangent. */
+ * chosen and r (T,O) the cotangent; with a capacity, kept (T,k) the ids
+ * mt_moe_drop left (-1 dropped), which the sort, dispatch, products and
+ * combine route. */
 static void kernel_grads(const layer_case *L, const float *x, const float *wg, const float *we,
-                         const float *bias, const float *r, int32_t *ids, float *dx, float *dwg,
-                         float *dwe) {
+                         const float *bias, const float *r, int32_t *ids, int32_t *kept,
+                         float *dx, float *dwg, float *dwe) {
     const mt_moe_route_params *p = &L->p;
     const int64_t T = p->T, E = p->E, k = p->k, N = T * k, D = L->D, O = L->O;
     float *u = malloc((size_t)(T * E) * sizeof *u), *s = malloc((size_t)(T * E) * sizeof *s);
@@ -54,7 +69,14 @@ static void kernel_grads(const layer_case *L, const float *x, const float *wg, c
             u[t * E + i] = (float)v;
         }
     mt_moe_route_fwd(p, u, bias, s, ids, g);
-    mt_moe_sort(order, pos, c, ids, T, k, E);
+    memcpy(kept, ids, (size_t)N * sizeof *kept);
+    if (L->cf > 0) {
+        const int64_t C = mt_moe_capacity_rows(T / L->S, k, E, L->cf);
+        int32_t *scratch = malloc((size_t)(E * C + (T / L->S) * k + E) * sizeof *scratch);
+        mt_moe_drop(kept, ids, NULL, L->S, T / L->S, k, E, C, MT_MOE_DROP_POSITION, scratch);
+        free(scratch);
+    }
+    mt_moe_sort(order, pos, c, kept, T, k, E);
     mt_moe_dispatch_fwd(xs, x, order, N, k, D);
     mt_moe_gemm_fwd(ys, xs, we, c, E, D, O, false);
     /* backward of Σ out ⊙ r: dout = r */
@@ -97,13 +119,23 @@ static void check_layer(const char *what, layer_case L) {
     float *r = malloc((size_t)(T * O) * sizeof *r), *bias = malloc((size_t)E * sizeof *bias);
     double *vd = malloc((size_t)n * sizeof *vd), *rd = malloc((size_t)(T * O) * sizeof *rd);
     int32_t *ids = malloc((size_t)(T * k) * sizeof *ids);
+    int32_t *kept = malloc((size_t)(T * k) * sizeof *kept), *mine = NULL;
     for (int64_t i = 0; i < n; i++) v[i] = (float)ref_rand(&st);
     for (int64_t i = 0; i < T * O; i++) rd[i] = r[i] = (float)ref_rand(&st);
     for (int64_t i = 0; i < E; i++) bias[i] = (float)(0.2 * ref_rand(&st));
-    kernel_grads(&L, v, v + nx, v + nx + nwg, L.bias ? bias : NULL, r, ids, grad, grad + nx,
-                 grad + nx + nwg);
+    kernel_grads(&L, v, v + nx, v + nx + nwg, L.bias ? bias : NULL, r, ids, kept, grad,
+                 grad + nx, grad + nx + nwg);
+    if (L.cf > 0) {   /* the drops by hand, for the reference; mt_moe_drop's must agree */
+        mine = malloc((size_t)(T * k) * sizeof *mine);
+        drops_by_hand(mine, ids, T, k, E, L.S, mt_moe_capacity_rows(T / L.S, k, E, L.cf));
+        int64_t n_drop = 0;
+        for (int64_t i = 0; i < T * k; i++) n_drop += mine[i] < 0;
+        MT_CHECK(n_drop > 0 && !memcmp(mine, kept, (size_t)(T * k) * sizeof *kept),
+                 "%s: %lld pairs dropped by hand; mt_moe_drop's set differs (or none dropped: "
+                 "the case tests nothing)", what, (long long)n_drop);
+    }
     const ref_layer R = {.p = *p, .D = D, .O = O, .S = L.S, .alpha = L.alpha, .beta = L.beta,
-                         .ids = ids, .r = rd};
+                         .ids = ids, .kept = mine, .r = rd};
     for (int64_t i = 0; i < n; i++) vd[i] = v[i];
     for (int64_t i = 0; i < n; i++) {
         const double keep = vd[i];
@@ -117,7 +149,8 @@ static void check_layer(const char *what, layer_case L) {
         MT_CHECK_CLOSE(grad[i], (lp - lm) / (2 * EPS), TOL, "%s: d loss / d %s[%lld]", what,
                        part, (long long)at);
     }
-    free(v), free(grad), free(r), free(bias), free(vd), free(rd), free(ids);
+    free(v), free(grad), free(r), free(bias), free(vd), free(rd), free(ids), free(kept);
+    free(mine);
 }
 
 MT_TEST(layer_grad_softmax) {
@@ -126,6 +159,17 @@ MT_TEST(layer_grad_softmax) {
     check_layer("softmax renormalised, k=2, aux per sequence, z", L);
     L.p.renorm = false, L.p.k = 1, L.S = 1;
     check_layer("softmax top-1 of the full softmax, batch-wise aux", L);
+}
+
+/* capacity 0.5: an expert takes ⌈(4·2/4)·0.5⌉ = 1 pair of each 4-token
+ * sequence, the rest dropped; their outputs 0 and their gates no gradient
+ * from out, the aux loss still the router's */
+MT_TEST(layer_grad_capacity) {
+    layer_case L = {.p = {.T = 8, .E = 4, .k = 2, .renorm = true, .route_scale = 1.0f},
+                    .D = 5, .O = 3, .S = 2, .alpha = 0.1, .beta = 0.05, .cf = 0.5};
+    check_layer("capacity 0.5, earliest kept, per sequence", L);
+    L.cf = 1.0, L.S = 1;
+    check_layer("capacity 1.0 over one sequence of 8", L);
 }
 
 MT_TEST(layer_grad_sigmoid_groups) {

@@ -313,9 +313,9 @@ MT_TEST(dispatch_combine_identity) {
 }
 
 MT_TEST(capacity_drop_tables) {
-    MT_CHECK(mt_moe_capacity(10, 2, 4, 1.25) == 7, "C of T=10 k=2 E=4 cf=1.25: %lld, want "
-             "⌈6.25⌉ = 7", (long long)mt_moe_capacity(10, 2, 4, 1.25));
-    MT_CHECK(mt_moe_capacity(8, 2, 4, 1.0) == 4 && mt_moe_capacity(7, 1, 4, 1.0) == 2,
+    MT_CHECK(mt_moe_capacity_rows(10, 2, 4, 1.25) == 7, "C of T=10 k=2 E=4 cf=1.25: %lld, want "
+             "⌈6.25⌉ = 7", (long long)mt_moe_capacity_rows(10, 2, 4, 1.25));
+    MT_CHECK(mt_moe_capacity_rows(8, 2, 4, 1.0) == 4 && mt_moe_capacity_rows(7, 1, 4, 1.0) == 2,
              "C of 8·2/4 (want 4) and ⌈7/4⌉ (want 2)");
     /* pairs 0..7 at experts 0 1 | 0 2 | 0 1 | 1 0, C = 2: expert 0 has 4
      * pairs (0 2 4 7), 1 three (1 5 6), 2 one (3) */
@@ -349,6 +349,48 @@ MT_TEST(capacity_drop_tables) {
     }
 }
 
+/* mt_moe_drop: each sequence its own group (hand tables), then the
+ * dropless sort skipping the dropped pairs. S = 2 sequences of L = 3
+ * tokens, k = 2, E = 2, cf 0.5: C = ⌈(3·2/2)·0.5⌉ = 2 a sequence. */
+MT_TEST(drop_past_capacity_per_sequence) {
+    enum { S = 2, L = 3, K = 2, E = 2, N = S * L * K };
+    const int64_t C = mt_moe_capacity_rows(L, K, E, 0.5);
+    MT_CHECK(C == 2, "C = %lld, want 2", (long long)C);
+    /* sequence 0: every token (0, 1); sequence 1: (1, 0) (1, 0) (0, 1) */
+    const int32_t ids[N] = {0, 1, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1};
+    /* sequence 0's expert 0 pairs 0 2 4 at gates .1 .3 .9, expert 1's 1 3
+     * 5 at .2 .4 .5; sequence 1 all .5 (ties: the earlier pair kept) */
+    const float gates[N] = {.1f, .2f, .3f, .4f, .9f, .5f, .5f, .5f, .5f, .5f, .5f, .5f};
+    const int32_t by_pos[N] = {0, 1, 0, 1, -1, -1, 1, 0, 1, 0, -1, -1};
+    const int32_t by_gate[N] = {-1, -1, 0, 1, 0, 1, 1, 0, 1, 0, -1, -1};
+    int32_t out[N], scratch[E * 2 + L * K + E];
+    int64_t dropped = mt_moe_drop(out, ids, NULL, S, L, K, E, C, MT_MOE_DROP_POSITION, scratch);
+    MT_CHECK(dropped == 4 && !memcmp(out, by_pos, sizeof out), "earliest first: %lld dropped, "
+             "ids %d %d %d %d %d %d | %d %d %d %d %d %d", (long long)dropped, out[0], out[1],
+             out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9], out[10], out[11]);
+    dropped = mt_moe_drop(out, ids, gates, S, L, K, E, C, MT_MOE_DROP_GATE, scratch);
+    MT_CHECK(dropped == 4 && !memcmp(out, by_gate, sizeof out), "highest gate first: %lld "
+             "dropped, ids %d %d %d %d %d %d | %d %d %d %d %d %d", (long long)dropped, out[0],
+             out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9], out[10],
+             out[11]);
+    /* one group of 6 tokens (C = 3) would keep sequence 0's pairs 4 and 5:
+     * the per-sequence groups are what make a batch split drop the same */
+    MT_CHECK(mt_moe_capacity_rows(S * L, K, E, 0.5) == 3, "a batch-wide C would differ");
+    /* the dropless sort of the kept pairs: 8 rows, the dropped get none */
+    int32_t order[N], pos[N], counts[E];
+    mt_moe_sort(order, pos, counts, by_pos, S * L, K, E);
+    const int32_t want_order[N] = {0, 2, 7, 9, 1, 3, 6, 8, -1, -1, -1, -1};
+    const int32_t want_pos[N] = {0, 4, 1, 5, -1, -1, 6, 2, 7, 3, -1, -1};
+    MT_CHECK(counts[0] == 4 && counts[1] == 4 && !memcmp(order, want_order, sizeof order) &&
+             !memcmp(pos, want_pos, sizeof pos), "the sort of the kept pairs: counts %d %d, "
+             "order %d %d %d %d %d %d %d %d %d", counts[0], counts[1], order[0], order[1],
+             order[2], order[3], order[4], order[5], order[6], order[7], order[8]);
+    int32_t cnt[E];
+    mt_moe_counts(cnt, by_pos, 1, S * L, K, E);
+    MT_CHECK(cnt[0] == 4 && cnt[1] == 4, "counts of the kept pairs %d %d, want 4 4", cnt[0],
+             cnt[1]);
+}
+
 MT_TEST(capacity_layer) {
     /* route, lay out at capacity, dispatch, product over E groups of C rows
      * (padding included), combine and back: against double sums over each
@@ -364,7 +406,7 @@ MT_TEST(capacity_layer) {
         fill(u, T * E, 2.0, &st), fill(x, T * D, 1.0, &st), fill(w, E * D * O, 1.0, &st);
         fill(rr, T * O, 1.0, &st);
         mt_moe_route_fwd(&p, u, NULL, s, ids, g);
-        const int64_t C = mt_moe_capacity(T, k, E, 0.75);   /* 9 of 12 on average */
+        const int64_t C = mt_moe_capacity_rows(T, k, E, 0.75);   /* 9 of 12 on average */
         float xs[4 * 9 * 3], ys[4 * 9 * 2];
         for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) xs[i] = dxs[i] = NAN;
         for (size_t i = 0; i < sizeof ys / sizeof *ys; i++) ys[i] = dys[i] = NAN;

@@ -8,6 +8,9 @@
  *
  *   ids   = mt_moe_route(g, u, bias, &r)           (T,k) int32, no gradient
  *   gates = mt_moe_gates(g, u, ids, &r)            (T,k)
+ *   [kept = mt_moe_capacity(g, ids, NULL, E, cf)    (T,k): ids, -1 past an
+ *                                                  expert's capacity; then
+ *                                                  kept for ids below]
  *   xs    = mt_moe_dispatch(g, x, ids, E)          (T,k,D): the (token, slot)
  *                                                  pairs' rows in expert order
  *   ys    = mt_moe_experts(g, xs, w, ids)          w (E,D,O): each expert's
@@ -69,8 +72,22 @@ mt_tensor *mt_moe_route(mt_graph *g, mt_tensor *logits, mt_tensor *bias,
  * (...,E): route_scale · score (/ Σ selected). Its gradient reaches the
  * logits with the selection held. */
 mt_tensor *mt_moe_gates(mt_graph *g, mt_tensor *logits, mt_tensor *ids, const mt_moe_router *r);
+/* Capacity instead of dropless (Switch, GShard; docs/moe.md): kept (S,L,k)
+ * int32 = ids (S,L,k), but -1 for the pairs past an expert's capacity
+ * C = ⌈(L·k/E)·cf⌉ within their sequence (each sequence one group, so a
+ * batch split over devices drops the same pairs; 2-D ids (T,k) are one
+ * sequence): the earliest pairs kept ((t, j) order), or with gates (S,L,k)
+ * the highest-gated (ties: the earlier pair). Dispatch, the products and
+ * combine then route the kept pairs alone (a dropped pair's output is 0:
+ * the residual carries the token, and its gate gets no gradient); give
+ * the gates and the router loss the router's ids, as the gates are
+ * computed before the drops. No gradient. The sequence dim must be whole
+ * on a device. NULL with g's error for cf <= 0 (MT_EINVAL) or ids that are
+ * not the router's (MT_ESHAPE). */
+mt_tensor *mt_moe_capacity(mt_graph *g, mt_tensor *ids, mt_tensor *gates, int E, double cf);
 /* xs (...,k,D) = the rows of x (...,D) of each (token, slot) pair, sorted by
- * expert (stable: ties in token, slot order); E the expert count. */
+ * expert (stable: ties in token, slot order; -1 ids, dropped, get no row:
+ * zeros past the kept pairs); E the expert count. */
 mt_tensor *mt_moe_dispatch(mt_graph *g, mt_tensor *x, mt_tensor *ids, int E);
 /* ys (...,k,OC) = each expert's product xs_e (rows,C) · w[e] (C,OC) on its
  * rows of the sorted xs (...,k,C), w (E,C,OC). The expert weights' first

@@ -121,6 +121,13 @@ typedef struct {
     float z_beta;       /* the z-loss's β (--moe-z-beta; ST-MoE 1e-3) */
     float bias_update;  /* γ of the aux-loss-free bias (--moe-bias-update; DeepSeek-V3
                            1e-3); 0: no bias */
+    /* capacity instead of dropless (--moe-capacity cf; 0: dropless, the
+     * default): an expert takes at most ⌈(T·k/E)·cf⌉ pairs of each
+     * sequence of T tokens, the rest dropped (their output 0; the residual
+     * carries the token): mt_moe_capacity; drop 0 keeps the earliest
+     * pairs, 1 the highest-gated (--moe-drop position|gate) */
+    float capacity;
+    int   drop;
 } mt_llama_moe;
 
 typedef struct {

@@ -432,6 +432,10 @@ typedef struct {
      * microbatches, as the loss): loss − moe_aux is the language model's
      * own. NAN without MoE layers. */
     double  moe_aux;
+    /* With a capacity (--moe-capacity): the share of the step's (token,
+     * slot) pairs dropped past their experts' capacity, over the global
+     * batch and every MoE layer; NAN without one. */
+    double  moe_dropped;
 } mt_step_report;
 
 /* Every check of cfg that the configuration alone decides, made without

@@ -150,6 +150,8 @@ void cli_metrics_log(cli_metrics *m, const mt_step_report *r, float val, double 
     json_num(line, sizeof line, &at, "lr", r->lr, true);
     json_num(line, sizeof line, &at, "grad_norm", r->grad_norm, true);
     if (!isnan(r->moe_maxvio)) json_num(line, sizeof line, &at, "moe_maxvio", r->moe_maxvio, true);
+    if (!isnan(r->moe_dropped))
+        json_num(line, sizeof line, &at, "moe_dropped", r->moe_dropped, true);
     if (!isnan(r->moe_aux)) json_num(line, sizeof line, &at, "moe_aux", r->moe_aux, true);
     json_num(line, sizeof line, &at, "tokens_per_s", tps, true);
     json_num(line, sizeof line, &at, "gflops", gflops, true);

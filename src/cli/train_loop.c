@@ -151,10 +151,13 @@ static void show_progress(train_run *run, const mt_step_report *r, float val, do
         double ms = r->seconds * 1e3;
         cli_fmt_count(tbuf, sizeof tbuf, tps);
         cli_fmt_duration(eta, sizeof eta, (now - run->t0) / run->done * (run->total - r->step));
-        char vio[64] = "";   /* a mixture of experts' router losses and balance */
+        char vio[96] = "";   /* a mixture of experts' router losses, balance and drops */
         if (!isnan(r->moe_maxvio))
             snprintf(vio, sizeof vio, "%s%.4f | maxvio %.2f", isnan(r->moe_aux) ? "" : " | aux ",
                      isnan(r->moe_aux) ? 0.0 : r->moe_aux, r->moe_maxvio);
+        if (!isnan(r->moe_dropped))
+            snprintf(vio + strlen(vio), sizeof vio - strlen(vio), " | dropped %.1f%%",
+                     100 * r->moe_dropped);
         printf("%sstep %*d/%d | loss %.4f%s | %s %s | %.1f GFLOP/s | %.*f ms | ETA %s%s",
                run->tty ? "\r\033[K" : "", snprintf(NULL, 0, "%d", run->total), r->step,
                run->total, (double)r->loss, vio, tbuf, run->unit, gflops,

@@ -35,8 +35,10 @@ static mt_op_call bwd(const mt_op_call *f, mt_op op, int n, mt_tensor *a, mt_ten
     return call;
 }
 
-/* The ids are int32: no gradient reaches them (emit.c takes f32 only). */
+/* The ids are int32: no gradient reaches them (emit.c takes f32 only), nor
+ * the gates through the capacity's choice (piecewise constant). */
 static void grad_moe_route(mt_graph *g, const mt_op_call *f) { (void)g, (void)f; }
+static void grad_moe_capacity(mt_graph *g, const mt_op_call *f) { (void)g, (void)f; }
 
 static void grad_moe_gates(mt_graph *g, const mt_op_call *f) {
     mt_op_call d = bwd(f, MT_OP_MOE_GATES_BWD, 3, f->out->grad, f->aux[0], f->in[1], NULL);
@@ -89,9 +91,10 @@ static moe_operands operands_of(const mt_op_call *call) {
     static const moe_role EX[] = {SORTED, WEIGHT, ROWS}, CO[] = {SORTED, ROWS, ROWS};
     static const char *const LOGITS[] = {"logits", "ids"}, *const X[] = {"x", "ids"};
     static const char *const XS[] = {"xs", "w", "ids"}, *const YS[] = {"ys", "gates", "ids"};
-    static const char *const ROUTE[] = {"logits", "bias"};
+    static const char *const ROUTE[] = {"logits", "bias"}, *const CAP[] = {"ids", "gates"};
     switch (call->op) {
     case MT_OP_MOE_ROUTE: return (moe_operands){call->n_in, RB, ROUTE};
+    case MT_OP_MOE_CAPACITY: return (moe_operands){call->n_in, R2, CAP};
     case MT_OP_MOE_DISPATCH: return (moe_operands){2, R2, X};
     case MT_OP_MOE_EXPERTS: return (moe_operands){3, EX, XS};
     case MT_OP_MOE_COMBINE: return (moe_operands){3, CO, YS};
@@ -121,7 +124,8 @@ static mt_status rows_to(mt_srule *r, int k, const char *name, mt_type *t,
 static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
     const moe_operands ops = operands_of(call);
     /* the operand whose rows the result has: the ids, the route's logits */
-    mt_type *ids = call->op == MT_OP_MOE_ROUTE ? &in[0] : &in[ops.n - 1];
+    const bool first = call->op == MT_OP_MOE_ROUTE || call->op == MT_OP_MOE_CAPACITY;
+    mt_type *ids = first ? &in[0] : &in[ops.n - 1];
     const int nlead = ids->ndim - 1;
     if (nlead < 0 || (call->op == MT_OP_MOE_EXPERTS && in[1].ndim != 3))
         return mt_fail(MT_ESHAPE, "%s: operands of rank %d: want (rows...,·) token operands "
@@ -131,7 +135,8 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
      * moved) */
     uint32_t lead[MT_MAX_DIMS] = {0};
     for (int d = 0; d < nlead; d++) lead[d] = in[0].sharding.dim_axes[d];
-    if (call->op == MT_OP_MOE_ROUTER_LOSS && nlead == 2) lead[1] = 0;   /* whole sequences */
+    if ((call->op == MT_OP_MOE_ROUTER_LOSS || call->op == MT_OP_MOE_CAPACITY) && nlead == 2)
+        lead[1] = 0;   /* whole sequences: the loss's balance, a capacity's groups */
     uint32_t rows_axes = 0;
     for (int d = 0; d < nlead; d++) rows_axes |= lead[d];
     for (int k = 0; k < ops.n; k++) {
@@ -171,6 +176,10 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
         res.shape[nlead] = call->p.moe.k;
         break;
     case MT_OP_MOE_GATES: res.shape[nlead] = ids->shape[nlead]; break;
+    case MT_OP_MOE_CAPACITY:
+        res.dtype = MT_I32;
+        res.shape[nlead] = ids->shape[nlead];
+        break;
     case MT_OP_MOE_DISPATCH:
         res.ndim = nlead + 2;
         res.shape[nlead] = ids->shape[nlead];
@@ -232,6 +241,7 @@ static mt_tensor *lower_moe(mt_graph *g, const mt_op_call *c, mt_tensor **in,
  * remat policy */
 MOE_GOP(moe_route, MT_RECOMP_NEVER, MT_COMM_NONE);
 MOE_GOP(moe_gates, MT_RECOMP_LOCAL, MT_COMM_NONE);
+MOE_GOP(moe_capacity, MT_RECOMP_NEVER, MT_COMM_NONE);   /* the drops decided once, as the ids */
 MOE_GOP(moe_dispatch, MT_RECOMP_LOCAL, MT_COMM_NONE);
 MOE_GOP(moe_experts, MT_RECOMP_DOT, MT_COMM_MOE_EXCHANGE);
 MOE_GOP(moe_combine, MT_RECOMP_LOCAL, MT_COMM_NONE);

@@ -50,7 +50,9 @@ mt_tensor *mt__moe_build(mt_graph *g, mt_op op, mt_tensor *const *in, int n_in,
     mt_op_call c = {.op = op, .n_in = n_in, .p.moe = *p};
     for (int i = 0; i < n_in; i++) c.in[i] = in[i];
     mt_tensor *x = in[0];
-    if (!mt__build_want_rows(g, name, x)) return NULL;
+    /* rows of f32 (the capacity's: the int32 ids, checked below) */
+    if (op != MT_OP_MOE_CAPACITY && !mt__build_want_rows(g, name, x)) return NULL;
+    if (x->ndim < 1) return mt__graph_error(g, MT_ESHAPE, "%s: '%s' is a scalar", name, x->name);
     const int lead = x->ndim - 1;   /* the rows' dims of a (rows...,·) operand */
     int64_t shape[MT_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
@@ -75,6 +77,26 @@ mt_tensor *mt__moe_build(mt_graph *g, mt_op op, mt_tensor *const *in, int n_in,
         if (!want_ids(g, name, in[1], x, lead, p->k)) return NULL;
         c.out = output(g, MT_F32, x->ndim, shape);
         c.aux[0] = mt__build_aux(g, x->ndim, x->shape);   /* the scores */
+        break;
+    case MT_OP_MOE_CAPACITY:   /* x: the ids (rows...,k); gates of their shape */
+        if (!mt__build_want_dtype(g, name, x, MT_I32) || x->shape[lead] != p->k ||
+            x->ndim < 2 || x->ndim > 3)
+            return g->status != MT_OK ? NULL
+                   : mt__graph_error(g, MT_ESHAPE, "%s: ids '%s' %s must be (S,L,k=%lld) or "
+                                     "(T,k): the router's", name, x->name, SHAPE(x, s0),
+                                     (long long)p->k);
+        if (n_in > 1 && (!mt__build_want_dtype(g, name, in[1], MT_F32) ||
+                         in[1]->ndim != x->ndim || !same_lead(in[1], x, x->ndim)))
+            return g->status != MT_OK ? NULL
+                   : mt__graph_error(g, MT_ESHAPE, "%s: gates '%s' %s must have the ids' "
+                                     "shape %s", name, in[1]->name, SHAPE(in[1], s0),
+                                     SHAPE(x, s1));
+        if (!(p->capacity > 0 && isfinite(p->capacity)))
+            return mt__graph_error(g, MT_EINVAL, "%s: capacity factor %g must be above 0 "
+                                   "(--moe-capacity; 0 is dropless: no capacity op)", name,
+                                   p->capacity);
+        c.out = output(g, MT_I32, x->ndim, shape);
+        if (c.out) c.out->read_after = true;   /* the trainer counts the drops (moe_load.c) */
         break;
     case MT_OP_MOE_DISPATCH:
         if (x->ndim >= MT_MAX_DIMS || !want_ids(g, name, in[1], x, lead, p->k)) {
@@ -173,6 +195,18 @@ mt_tensor *mt_moe_gates(mt_graph *g, mt_tensor *logits, mt_tensor *ids, const mt
     if (!mt__build_ready(g, 2, in) || !params_of(g, "moe_gates", r, experts_of(logits), &p))
         return NULL;
     return mt__moe_build(g, MT_OP_MOE_GATES, in, 2, &p);
+}
+
+mt_tensor *mt_moe_capacity(mt_graph *g, mt_tensor *ids, mt_tensor *gates, int E, double cf) {
+    mt_tensor *in[2] = {ids, gates};
+    const int n = gates ? 2 : 1;
+    if (!mt__build_ready(g, n, in)) return NULL;
+    mt_moe_op_params p = {.E = E, .k = ids->ndim ? ids->shape[ids->ndim - 1] : 0,
+                          .capacity = cf};
+    if (E < 1 || p.k < 1 || p.k > E)
+        return mt__graph_error(g, MT_EINVAL, "moe_capacity: E=%d experts and k=%lld a token "
+                               "must have 1 <= k <= E", E, (long long)p.k);
+    return mt__moe_build(g, MT_OP_MOE_CAPACITY, in, n, &p);
 }
 
 /* The parameters of the ops that read only E and k (k the ids' last dim). */

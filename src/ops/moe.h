@@ -153,7 +153,9 @@ void mt_moe_bias_update(float *bias, const int32_t *counts, int64_t E, float gam
  * (MOE.md §4.2): order (N) lists the pairs t·k+j in expert order, ties in
  * (t, j) order; pos (N) is its inverse (pos[t·k+j] the row of pair (t,j)),
  * counts (E) the rows of each expert (the send splits, read as (P_e, el)).
- * A counting sort, O(N + E). ids must lie in [0, E). */
+ * A counting sort, O(N + E). ids lie in [0, E), or are -1: a pair dropped
+ * past its expert's capacity (mt_moe_drop), which gets no row (pos -1);
+ * the n kept pairs fill rows [0, n) and order is -1 past them. */
 void mt_moe_sort(int32_t *order, int32_t *pos, int32_t *counts, const int32_t *ids, int64_t T,
                  int64_t k, int64_t E);
 
@@ -192,7 +194,19 @@ void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float
 typedef enum { MT_MOE_DROP_POSITION = 0, MT_MOE_DROP_GATE = 1 } mt_moe_drop_policy;
 
 /* An expert's capacity C = ⌈(T·k / E) · cf⌉ rows (cf > 0). */
-int64_t mt_moe_capacity(int64_t T, int64_t k, int64_t E, double cf);
+int64_t mt_moe_capacity_rows(int64_t T, int64_t k, int64_t E, double cf);
+
+/* Capacity by dropping ids: out (S,L,k) = ids (S,L,k), but -1 for each
+ * pair past its expert's capacity C within its sequence (each of the S
+ * sequences of L tokens its own group, as GShard's groups: the same pairs
+ * are dropped however the sequences are split among devices), in policy
+ * order (mt_moe_capacity_layout's); gates (S,L,k) read by
+ * MT_MOE_DROP_GATE only. The dropless ops then route the kept pairs alone
+ * (mt_moe_sort and mt_moe_counts skip -1). scratch: E·C + L·k + E int32.
+ * Returns the pairs dropped. */
+int64_t mt_moe_drop(int32_t *out, const int32_t *ids, const float *gates, int64_t S, int64_t L,
+                    int64_t k, int64_t E, int64_t C, mt_moe_drop_policy policy,
+                    int32_t *scratch);
 
 /* The capacity layout of ids (T,k): a dense (E, C) buffer, expert e's kept
  * pairs at rows [e·C, e·C + kept[e]) in (t, j) order, the rest padding.

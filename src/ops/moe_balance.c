@@ -14,7 +14,8 @@ void mt_moe_counts(int32_t *counts, const int32_t *ids, int64_t S, int64_t L, in
                    int64_t E) {
     memset(counts, 0, (size_t)(S * E) * sizeof *counts);
     for (int64_t s = 0; s < S; s++)
-        for (int64_t r = 0; r < L * k; r++) counts[s * E + ids[s * L * k + r]]++;
+        for (int64_t r = 0; r < L * k; r++)
+            if (ids[s * L * k + r] >= 0) counts[s * E + ids[s * L * k + r]]++;   /* -1: dropped */
 }
 
 double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const int32_t *counts,

@@ -21,8 +21,8 @@ void mt_moe_sort(int32_t *order, int32_t *pos, int32_t *counts, const int32_t *i
     const int64_t N = T * k;
     memset(counts, 0, (size_t)E * sizeof *counts);
     for (int64_t r = 0; r < N; r++) {
-        assert(ids[r] >= 0 && ids[r] < E);
-        counts[ids[r]]++;
+        assert(ids[r] >= -1 && ids[r] < E);
+        if (ids[r] >= 0) counts[ids[r]]++;
     }
     /* counts -> the first row of each expert (an exclusive prefix sum);
      * pos[r] = its expert's next free row, in (t, j) order: stable */
@@ -32,11 +32,13 @@ void mt_moe_sort(int32_t *order, int32_t *pos, int32_t *counts, const int32_t *i
         counts[e] = start;
         start += c;
     }
-    assert(start == N);
-    for (int64_t r = 0; r < N; r++) pos[r] = counts[ids[r]]++;
+    assert(start <= N);
+    for (int64_t r = 0; r < N; r++) pos[r] = ids[r] >= 0 ? counts[ids[r]]++ : -1;
     /* counts[e] is now the end of expert e's rows: back to counts */
     for (int64_t e = E - 1; e > 0; e--) counts[e] -= counts[e - 1];
-    for (int64_t r = 0; r < N; r++) order[pos[r]] = (int32_t)r;
+    for (int64_t r = start; r < N; r++) order[r] = -1;   /* past the kept pairs: padding */
+    for (int64_t r = 0; r < N; r++)
+        if (pos[r] >= 0) order[pos[r]] = (int32_t)r;
 }
 
 void mt_moe_dispatch_fwd(float *xs, const float *x, const int32_t *order, int64_t N, int64_t k,
@@ -127,7 +129,7 @@ void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_
 
 /* ---- capacity ------------------------------------------------------------ */
 
-int64_t mt_moe_capacity(int64_t T, int64_t k, int64_t E, double cf) {
+int64_t mt_moe_capacity_rows(int64_t T, int64_t k, int64_t E, double cf) {
     return (int64_t)ceil((double)(T * k) / (double)E * cf);
 }
 
@@ -157,6 +159,20 @@ static void sort_pairs(int32_t *a, int64_t n, const float *gates) {
         a[0] = a[end], a[end] = t;
         sift(a, 0, end, gates);
     }
+}
+
+int64_t mt_moe_drop(int32_t *out, const int32_t *ids, const float *gates, int64_t S, int64_t L,
+                    int64_t k, int64_t E, int64_t C, mt_moe_drop_policy policy,
+                    int32_t *scratch) {
+    int32_t *order = scratch, *pos = order + E * C, *kept = pos + L * k;
+    int64_t dropped = 0;
+    for (int64_t s = 0; s < S; s++) {
+        const int32_t *in = ids + s * L * k;
+        dropped += mt_moe_capacity_layout(order, pos, kept, in, gates ? gates + s * L * k : NULL,
+                                          L, k, E, C, policy);
+        for (int64_t r = 0; r < L * k; r++) out[s * L * k + r] = pos[r] >= 0 ? in[r] : -1;
+    }
+    return dropped;
 }
 
 int64_t mt_moe_capacity_layout(int32_t *order, int32_t *pos, int32_t *kept, const int32_t *ids,

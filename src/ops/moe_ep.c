@@ -136,6 +136,11 @@ static bool ep_return(const ep_call *x, const float *y, int64_t D, float *tmp, f
     mt__moe_scatter_par(x->env, tmp, y, x->idx, x->R, D, false);
     float *dst = acc ? back : out;
     if (!ep_exchange(x, tmp, x->got, dst, x->cnt, D)) return false;
+    /* rows past this device's kept pairs (ids -1: dropped past a
+       capacity) come back from no one: zeros */
+    int64_t kept = 0;
+    for (int b = 0; b < x->P; b++) kept += block_rows(x->cnt, b, x->el);
+    if (kept < x->N) memset(dst + kept * D, 0, (size_t)((x->N - kept) * D) * sizeof *dst);
     if (acc)
         for (int64_t i = 0; i < x->N * D; i++) out[i] += back[i];
     return true;

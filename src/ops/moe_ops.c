@@ -84,6 +84,34 @@ static void run_moe_gates_bwd(const mt_op_env *env, const mt_op_call *c) {
                           c->acc);
 }
 
+/* ---- capacity ------------------------------------------------------------ */
+
+/* The sequences S and their tokens L of ids (S,L,k), or (T,k): one. */
+static void sequences_of(const mt_tensor *ids, int64_t *S, int64_t *L) {
+    *S = ids->ndim == 3 ? ids->shape[0] : 1;
+    *L = (int64_t)mt_tensor_numel(ids) / (ids->shape[ids->ndim - 1] * *S);
+}
+
+static int64_t capacity_of(const mt_op_call *c, int64_t L) {
+    return mt_moe_capacity_rows(L, c->p.moe.k, c->p.moe.E, c->p.moe.capacity);
+}
+
+/* ids' (S,L,k) = ids, -1 past each expert's capacity in its sequence; in:
+ * ids [gates] (the highest-gated kept where given, else the earliest). */
+static void run_moe_capacity(const mt_op_env *env, const mt_op_call *c) {
+    int64_t S, L;
+    sequences_of(c->in[0], &S, &L);
+    const bool by_gate = c->n_in > 1;
+    mt_moe_drop((int32_t *)c->out->data, I(c->in[0]), by_gate ? CF(c->in[1]) : NULL, S, L,
+                c->p.moe.k, c->p.moe.E, capacity_of(c, L),
+                by_gate ? MT_MOE_DROP_GATE : MT_MOE_DROP_POSITION, (int32_t *)env->scratch);
+}
+static size_t scratch_capacity(const mt_op_call *c) {
+    int64_t S, L;
+    sequences_of(c->in[0], &S, &L);
+    return (size_t)(c->p.moe.E * capacity_of(c, L) + L * c->p.moe.k + c->p.moe.E);
+}
+
 /* ---- dispatch, the grouped product, combine --------------------------------- */
 
 /* xs (N,D) = x's row of each pair, in expert order (a forward call writes:
@@ -116,6 +144,16 @@ static size_t scratch_experts(const mt_op_call *c) {
     return c->p.moe.ep_size > 1 ? mt__moe_ep_scratch(c) : scratch_counts(c);
 }
 
+/* Rows past the n kept pairs (ids -1: dropped past a capacity) hold no
+ * pair: zeros in a written output, untouched in an accumulated one. */
+static void zero_tail(const mt_op_call *c, const int32_t *sizes, int64_t el, int64_t N,
+                      int64_t width) {
+    if (c->acc) return;
+    int64_t n = 0;
+    for (int64_t e = 0; e < el; e++) n += sizes[e];
+    if (n < N) memset(F(c->out) + n * width, 0, (size_t)((N - n) * width) * sizeof(float));
+}
+
 /* ys (N,OC) (+)= xs (N,C) · w_e (C,OC) on each expert's rows. */
 static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
     if (c->p.moe.ep_size > 1) {
@@ -128,6 +166,7 @@ static void run_moe_experts(const mt_op_env *env, const mt_op_call *c) {
                            .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
                            .acc = c->acc};
     mt__moe_gemm_par(env, &g);
+    zero_tail(c, g.sizes, g.el, pairs(c, 2), g.OC);
 }
 
 /* dxs (+)= dy · w_eᵀ per expert; in: dy w ids. */
@@ -142,6 +181,7 @@ static void run_moe_experts_bwd_x(const mt_op_env *env, const mt_op_call *c) {
                            .el = c->p.moe.E, .C = w->shape[1], .OC = w->shape[2],
                            .acc = c->acc};
     mt__moe_gemm_par(env, &g);
+    zero_tail(c, g.sizes, g.el, pairs(c, 2), g.C);
 }
 
 /* dw (E,C,OC) (+)= xs_eᵀ · dy_e per expert; in: dy xs ids. */
@@ -299,6 +339,8 @@ MOE_DEF(moe_route, 1, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_route, scratch_route);
 MOE_DEF(moe_gates, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_gates, NULL);
+MOE_DEF(moe_capacity, 1, 2, MT_COST_VECTOR, cost_moe_vector);
+MOE_KERNEL(moe_capacity, scratch_capacity);
 MOE_DEF(moe_dispatch, 2, 2, MT_COST_VECTOR, cost_moe_vector);
 MOE_KERNEL(moe_dispatch, scratch_sort);
 MOE_DEF(moe_experts, 3, 3, MT_COST_PRODUCT, cost_moe_experts);

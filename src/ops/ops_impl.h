@@ -74,6 +74,7 @@
      * sorted rows (rows,k,.) are a device's (token, slot) pairs in expert order */                \
     X(MOE_ROUTE, moe_route)    /* p.moe; in: logits (rows,E) [bias (E)] -> ids (rows,k) int32 */   \
     X(MOE_GATES, moe_gates)    /* p.moe; in: logits ids -> gates (rows,k); aux = {scores} */       \
+    X(MOE_CAPACITY, moe_capacity) /* p.moe; in: ids (S,L,k) [gates] -> ids, -1 past capacity */     \
     X(MOE_DISPATCH, moe_dispatch) /* p.moe; in: x (rows,D) ids -> xs (rows,k,D) sorted */          \
     X(MOE_EXPERTS, moe_experts) /* p.moe; in: xs (rows,k,C) w (E,C,OC) ids -> (rows,k,OC) */       \
     X(MOE_COMBINE, moe_combine) /* p.moe; in: ys (rows,k,D) gates ids -> (rows,D) */               \
@@ -299,6 +300,10 @@ typedef struct {
 typedef struct {
     int64_t             E, k;
     mt_moe_route_params route;
+    /* moe_capacity: the capacity factor cf, an expert's capacity in each
+     * sequence (dim 1 of 3-D ids; 2-D ids are one) ⌈(L·k/E)·cf⌉ pairs;
+     * the earliest pairs kept, or with gates the highest-gated */
+    double              capacity;
     float               alpha, beta;
     int64_t             S_all, T_all;
     mt_axes             ep;

@@ -6,9 +6,10 @@
  * and the step's MaxVio, the largest over the layers; the router losses
  * (aux + z) the loss includes, read from the moe_router_loss nodes'
  * scalars, apart; and, from the same summed counts, the aux-loss-free
- * bias's move after the optimizer's step. The trainer's step (trainer.c)
- * calls it; the metrics line shows the first two (train.h's
- * mt_step_report.moe_maxvio, moe_aux).
+ * bias's move after the optimizer's step; with a capacity, the share of the
+ * pairs its moe_capacity nodes dropped. The trainer's step (trainer.c)
+ * calls it; the metrics line shows MaxVio, the router losses and the drops
+ * (train.h's mt_step_report.moe_maxvio, moe_aux, moe_dropped).
  */
 #include "train/train_impl.h"
 
@@ -52,10 +53,12 @@ static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
     const int n = mt_graph_n_nodes(g);
     const size_t room_n = (size_t)(n > 0 ? n : 1);
     c->n_routes = c->n_losses = 0;
+    c->n_caps = 0;
     c->routes = malloc(room_n * sizeof *c->routes);
     c->losses = malloc(room_n * sizeof *c->losses);
+    c->caps = malloc(room_n * sizeof *c->caps);
     c->bias = calloc(room_n, sizeof *c->bias);
-    if (!c->routes || !c->losses || !c->bias)
+    if (!c->routes || !c->losses || !c->caps || !c->bias)
         return mt_fail(MT_ENOMEM, "out of memory for the router nodes");
     for (int i = 0; i < n; i++) {
         mt_node_info info;
@@ -73,6 +76,7 @@ static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
             c->routes[c->n_routes++] = i;
         }
         if (strcmp(info.op, "moe_router_loss") == 0) c->losses[c->n_losses++] = i;
+        if (strcmp(info.op, "moe_capacity") == 0) c->caps[c->n_caps++] = i;
     }
     return MT_OK;
 }
@@ -82,6 +86,7 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
     if (!c->routes && (s = find_routes(c, g)) != MT_OK) return s;
     if (c->summed) {   /* the first microbatch of a step: the last one's counts are done */
         memset(c->counts, 0, (size_t)c->n * sizeof *c->counts);
+        c->drop[0] = c->drop[1] = 0;
         c->summed = false;
     }
     int64_t at = 0;
@@ -104,6 +109,19 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
         at += E;
     }
     c->n = at;
+    for (int r = 0; r < c->n_caps; r++) {   /* the pairs past a capacity: -1 */
+        mt_node_info info;
+        if ((s = mt_graph_node(g, c->caps[r], &info)) != MT_OK) return s;
+        const int64_t ne = mt_tensor_numel(info.out);
+        int32_t *ids = malloc((size_t)(ne > 0 ? ne : 1) * sizeof *ids);
+        if (!ids || (s = mt_tensor_read(info.out, ids, 0, ne)) != MT_OK) {
+            free(ids);
+            return ids ? s : mt_fail(MT_ENOMEM, "out of memory reading a capacity's ids");
+        }
+        for (int64_t j = 0; j < ne; j++) c->drop[0] += ids[j] < 0;
+        c->drop[1] += (int32_t)ne;
+        free(ids);
+    }
     for (int r = 0; r < c->n_losses; r++) {   /* each a scalar, this microbatch's */
         mt_node_info info;
         float v = 0;
@@ -117,7 +135,7 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
 }
 
 mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux) {
-    *out = *aux = NAN;
+    *out = *aux = c->dropped = NAN;
     if (c->n == 0) return MT_OK;
     /* a device's router loss is its part of the batch's (the partitioner
        sums the parts over the batch axes): summed over them, a mean over
@@ -131,8 +149,11 @@ mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double 
                                               MT_REDUCE_SUM)
                               : MT_OK;
         if (s == MT_OK && batch.n) s = mt_all_reduce(ctx, batch, &sum, 1, MT_F32, MT_REDUCE_SUM);
+        if (s == MT_OK && batch.n && c->n_caps)
+            s = mt_all_reduce(ctx, batch, c->drop, 2, MT_I32, MT_REDUCE_SUM);
         if (s != MT_OK) return s;
     }
+    c->dropped = c->n_caps && c->drop[1] ? (double)c->drop[0] / c->drop[1] : NAN;
     if (c->n_losses > 0 && n_mb > 0) *aux = sum / n_mb;
     double worst = 0;
     for (int64_t l = 0; l + c->E <= c->n; l += c->E) {
@@ -180,6 +201,7 @@ void mt__moe_load_free(mt__moe_load *c) {
     free(c->counts);
     free(c->routes);
     free(c->losses);
+    free(c->caps);
     free(c->bias);
     *c = (mt__moe_load){0};
 }

@@ -254,6 +254,12 @@ typedef struct {
     int      n_routes, n_losses;
     /* each router's bias parameter (its aux-loss-free bias; NULL: none) */
     mt_tensor **bias;
+    /* the moe_capacity nodes (--moe-capacity), and the step's pairs they
+     * dropped and saw (summed over the microbatches, then the devices) */
+    int     *caps;
+    int      n_caps;
+    int32_t  drop[2];
+    double   dropped;    /* the step's dropped share of the pairs; NAN: no capacity */
     double   aux;        /* Σ over the step's microbatches of the layers' router losses */
     int      aux_n;      /* microbatches added */
     bool     summed;     /* counts are the step's, summed over the devices */

@@ -428,6 +428,7 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->grad_norm = d->grad_norm;
         report->moe_maxvio = d->pipe ? NAN : d->moe_maxvio;
         report->moe_aux = d->pipe ? NAN : d->moe_aux;
+        report->moe_dropped = d->pipe || !d->moe.n_caps ? NAN : d->moe.dropped;
         report->lr = a.lr;
         report->stop = d->stop;
         report->bubble_rate = d->pipe ? d->bubble[0] : NAN;

@@ -39,6 +39,7 @@ mt_status mt_llama_moe_check(const mt_llama_config *cfg) {
         {"experts", m->experts, 4096}, {"top-k", m->top_k, 4096},
         {"ffn-dim", m->ffn_dim, 1 << 20}, {"shared", m->shared, 64},
         {"first-dense", m->first_dense, 1000}, {"every", m->every, 1000}, {"score", m->score, 1},
+        {"drop", m->drop, 1},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].v < 0 || ints[i].v > ints[i].hi)
@@ -47,6 +48,7 @@ mt_status mt_llama_moe_check(const mt_llama_config *cfg) {
     const struct { const char *flag; float v, hi; } floats[] = {
         {"route-scale", m->route_scale, 1e3f}, {"aux-alpha", m->aux_alpha, 10.0f},
         {"z-beta", m->z_beta, 10.0f}, {"bias-update", m->bias_update, 1.0f},
+        {"capacity", m->capacity, 64.0f},
     };
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         if (!(floats[i].v >= 0.0f && floats[i].v <= floats[i].hi))
@@ -107,11 +109,17 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
     mt_graph_set_f32(g, false);
     mt_tensor *ids = mt_moe_route(g, u, bias, &r);                              /* (B,T,k) */
     mt_tensor *gates = mt_moe_gates(g, u, ids, &r);                             /* (B,T,k) */
-    mt_tensor *xs = mt_moe_dispatch(g, h, ids, (int)E);                         /* (B,T,k,C) */
-    mt_tensor *mid = mt_swiglu(g, mt_moe_experts(g, xs, w1, ids),
-                               mt_moe_experts(g, xs, w3, ids));                 /* (B,T,k,F) */
-    mt_tensor *ys = mt_moe_experts(g, mid, w2, ids);                            /* (B,T,k,C) */
-    mt_tensor *out = mt_moe_combine(g, ys, gates, ids, (int)E);                 /* (B,T,C) */
+    /* with a capacity, the pairs past it in each sequence dropped (-1):
+       the gates and the router loss stay the router's */
+    mt_tensor *kept = m->capacity > 0.0f
+                          ? mt_moe_capacity(g, ids, m->drop ? gates : NULL, (int)E,
+                                            (double)m->capacity)                /* (B,T,k) */
+                          : ids;
+    mt_tensor *xs = mt_moe_dispatch(g, h, kept, (int)E);                        /* (B,T,k,C) */
+    mt_tensor *mid = mt_swiglu(g, mt_moe_experts(g, xs, w1, kept),
+                               mt_moe_experts(g, xs, w3, kept));                /* (B,T,k,F) */
+    mt_tensor *ys = mt_moe_experts(g, mid, w2, kept);                           /* (B,T,k,C) */
+    mt_tensor *out = mt_moe_combine(g, ys, gates, kept, (int)E);                /* (B,T,C) */
     *aux = mt_moe_router_loss(g, u, ids, &r, m->aux_alpha, m->z_beta);          /* () */
     if (FS == 0) return out;
     mt_tensor *s1 = mparam(g, init, 2, (int64_t[]){FS, C}, "h.%d.moe.shared.w1.w", l,

@@ -121,6 +121,12 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     MOE_FLOAT("moe-bias-update", "bias_gamma", bias_update, 0.0f, 1.0f, "aux-loss-free "
               "balancing: a router bias that only chooses, moved γ·sign(mean − load) after "
               "each step (0: none; DeepSeek-V3: 1e-3)"),
+    MOE_FLOAT("moe-capacity", "capacity", capacity, 0.0f, 64.0f, "capacity factor cf: an "
+              "expert takes at most ⌈(T·k/E)·cf⌉ pairs of a sequence, the rest dropped (0: "
+              "dropless; Switch: 1.25)"),
+    {"moe-drop", "drop", offsetof(mt_llama_config, moe.drop), 0, 1, false, "position|gate",
+     "which pairs an expert past its capacity keeps: the earliest, or the highest-gated",
+     MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL, "moe-experts"},
     /* Qwen's attention, last and shown only when on: a Llama's settings line
      * reads as before */
     {"qkv-bias", "qkv_bias", offsetof(mt_llama_config, qkv_bias), 0, 1, false, "",
@@ -381,6 +387,10 @@ static void llama_describe(const mt_train_config *c, char *buf, size_t n) {
      * one reads as before) */
     if (e->experts > 0 && e->bias_update > 0.0f && at >= 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, ",%.9g", (double)e->bias_update);
+    /* a capacity, where there is one (a dropless model reads as before) */
+    if (e->experts > 0 && e->capacity > 0.0f && at >= 0 && (size_t)at < n)
+        at += snprintf(buf + at, n - (size_t)at, " capacity=%.9g,%s", (double)e->capacity,
+                       e->drop ? "gate" : "position");
     /* Qwen's attention, only when on: a Llama's description reads as before */
     if (m.qkv_bias && at >= 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, " qkv_bias=1");
@@ -415,7 +425,15 @@ static int parse_moe(const char *d, mt_llama_config *m) {
     int more = 0;
     if (d[end] == ',' && sscanf(d + end, ",%lg%n", &g, &more) == 1) end += more;
     e->bias_update = (float)g;
-    return end;
+    double cf = 0;   /* a capacity: " capacity=cf,position|gate" */
+    char drop[16] = "";
+    more = 0, e->capacity = 0.0f, e->drop = 0;
+    if (strncmp(d + end, " capacity=", 10) != 0) return end;
+    if (sscanf(d + end, " capacity=%lg,%15[a-z]%n", &cf, drop, &more) != 2 || !more ||
+        (strcmp(drop, "position") != 0 && strcmp(drop, "gate") != 0))
+        return -1;
+    e->capacity = (float)cf, e->drop = strcmp(drop, "gate") == 0;
+    return end + more;
 }
 
 /* The " rope=..." tail of a description (llama_describe's) into m's
