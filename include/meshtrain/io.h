@@ -401,6 +401,11 @@ mt_status mt_hf_read_llama_config(const char *dir, mt_llama_config *cfg);
  * (MT_ENAN), each naming the tensor. A failure may leave g partly
  * loaded. */
 mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg);
+/* The same into a pipeline stage's graph, which holds some of the blocks:
+ * a tensor of the directory whose parameter g lacks is skipped (another
+ * stage loads it); every other check as mt_hf_load_llama's (a tensor no
+ * stage of cfg has is still refused). */
+mt_status mt_hf_load_llama_part(const char *dir, mt_graph *g, const mt_llama_config *cfg);
 
 /* Writes g (a compiled LLaMA graph of cfg) as a directory transformers
  * loads: config.json and model.safetensors in F32 with metadata format
@@ -430,6 +435,8 @@ mt_status mt_hf_read_gpt2_config(const char *dir, mt_gpt_config *cfg);
 /* mt_hf_load_gpt2 fills a device's blocks as mt_hf_load_llama does, but
  * reads each tensor whole (a Conv1D's rows are meshtrain's columns). */
 mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg);
+/* ... and into a pipeline stage's graph (as mt_hf_load_llama_part). */
+mt_status mt_hf_load_gpt2_part(const char *dir, mt_graph *g, const mt_gpt_config *cfg);
 mt_status mt_hf_save_gpt2(const char *dir, const mt_gpt_config *cfg, mt_graph *g);
 
 /* CRC-32 (IEEE) of a buffer, continuing from `crc` (start with 0). */

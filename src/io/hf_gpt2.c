@@ -93,7 +93,8 @@ static mt_status read_whole(const mt_safetensors *st, const mt_st_tensor *x, int
     return s;
 }
 
-mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg) {
+/* mt_hf_load_gpt2, or with part mt_hf_load_gpt2_part. */
+static mt_status load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg, bool part) {
     mt_safetensors *st = NULL;
     mt_status s = mt_safetensors_open(dir, &st);
     if (s != MT_OK) return s;
@@ -110,6 +111,7 @@ mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg
         const mt_st_tensor *x = find(st, hf);
         mt_tensor *t = mt_graph_find(g, mt);
         if (!x) { s = mt_fail(MT_EFORMAT, WHAT " '%s': no tensor '%s'", dir, hf); break; }
+        if (!t && part) continue;   /* another stage's */
         if (!t) {
             s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter '%s'", dir, mt);
             break;
@@ -162,6 +164,14 @@ mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg
     mt_safetensors_close(st);
     if (s == MT_OK) mt_graph_params_changed(g);
     return s;
+}
+
+mt_status mt_hf_load_gpt2(const char *dir, mt_graph *g, const mt_gpt_config *cfg) {
+    return load_gpt2(dir, g, cfg, false);
+}
+
+mt_status mt_hf_load_gpt2_part(const char *dir, mt_graph *g, const mt_gpt_config *cfg) {
+    return load_gpt2(dir, g, cfg, true);
 }
 
 mt_status mt_hf_save_gpt2(const char *dir, const mt_gpt_config *cfg, mt_graph *g) {

@@ -146,7 +146,8 @@ static bool known_tensor(const mt_llama_config *cfg, const char *name) {
     return mt__hf_moe_known(cfg, name);
 }
 
-mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg) {
+/* mt_hf_load_llama, or with part mt_hf_load_llama_part. */
+static mt_status load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg, bool part) {
     mt_safetensors *st = NULL;
     mt_status s = mt_safetensors_open(dir, &st);
     if (s != MT_OK) return s;
@@ -161,9 +162,10 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
         mt_tensor *t = mt_graph_find(g, mt);
         if (!x) s = mt_fail(MT_EFORMAT, WHAT " '%s': no tensor '%s' (meshtrain's '%s')", dir, hf,
                             mt);
-        else if (!t) s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter '%s' for "
-                                 "'%s'; build it from the directory's config.json", dir, mt, hf);
-        else if ((s = load_one(st, x, t, rows, cfg, dir, &buf, &tmp)) == MT_OK) used++;
+        else if (!t && !part) s = mt_fail(MT_EINVAL, WHAT " '%s': the graph has no parameter "
+                                          "'%s' for '%s'; build it from the directory's "
+                                          "config.json", dir, mt, hf);
+        else if (t && (s = load_one(st, x, t, rows, cfg, dir, &buf, &tmp)) == MT_OK) used++;
     }
     if (s == MT_OK && cfg->moe.experts) s = mt__hf_load_moe(st, g, cfg, dir, &used);
     /* every tensor of the files taken (the rotary tables older releases
@@ -190,6 +192,14 @@ mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *
     mt_safetensors_close(st);
     if (s == MT_OK) mt_graph_params_changed(g);
     return s;
+}
+
+mt_status mt_hf_load_llama(const char *dir, mt_graph *g, const mt_llama_config *cfg) {
+    return load_llama(dir, g, cfg, false);
+}
+
+mt_status mt_hf_load_llama_part(const char *dir, mt_graph *g, const mt_llama_config *cfg) {
+    return load_llama(dir, g, cfg, true);
 }
 
 mt_status mt_hf_save_llama(const char *dir, const mt_llama_config *cfg, mt_graph *g) {

@@ -331,7 +331,7 @@ mt_status mt_sample(const mt_sample_config *cfg, FILE *out) {
     if ((s = mt_graph_compile(g, loss, &opts)) != MT_OK) goto done;
     if (m->fill_constants && (s = m->fill_constants(g)) != MT_OK) goto done;
     mt_ckpt_meta meta;
-    s = sm.tc.hf_in     ? m->hf_load(&sm.tc, g)
+    s = sm.tc.hf_in     ? m->hf_load(&sm.tc, g, false)
         : sm.tc.llmc_in ? m->llmc_load(&sm.tc, g)
                         : mt_ckpt_load(path, g, NULL, &meta);
     if (s != MT_OK) goto done;

@@ -61,10 +61,11 @@ typedef struct {
     /* Hugging Face directories (optional: NULL, the model has none):
      * hf_arch the config.json architecture it reads; hf_read reads dir's
      * config.json into mc; hf_load loads c->hf_in's weights into g (open
-     * took the model from its config.json); hf_save writes g to c->hf_out. */
+     * took the model from its config.json; part: g is a pipeline stage's,
+     * the tensors it lacks skipped); hf_save writes g to c->hf_out. */
     const char *hf_arch;
     mt_status (*hf_read)(const char *dir, void *mc);
-    mt_status (*hf_load)(const mt_train_config *c, mt_graph *g);
+    mt_status (*hf_load)(const mt_train_config *c, mt_graph *g, bool part);
     mt_status (*hf_save)(const mt_train_config *c, mt_graph *g);
     /* Writes the model's description into buf (n bytes). Checkpoints record
      * it and a resume compares it byte for byte: it must never change. */

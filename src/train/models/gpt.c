@@ -82,8 +82,8 @@ static mt_status gpt_llmc_save(const mt_train_config *c, mt_graph *g, mt_output 
 /* Hugging Face's GPT2LMHeadModel directories (io.h's mt_hf_*_gpt2) */
 static mt_status gpt_hf_read(const char *dir, void *mc) { return mt_hf_read_gpt2_config(dir, mc); }
 
-static mt_status gpt_hf_load(const mt_train_config *c, mt_graph *g) {
-    return mt_hf_load_gpt2(c->hf_in, g, gpt_of(c));
+static mt_status gpt_hf_load(const mt_train_config *c, mt_graph *g, bool part) {
+    return (part ? mt_hf_load_gpt2_part : mt_hf_load_gpt2)(c->hf_in, g, gpt_of(c));
 }
 
 static mt_status gpt_hf_save(const mt_train_config *c, mt_graph *g) {

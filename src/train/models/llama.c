@@ -337,9 +337,9 @@ static mt_status llama_hf_read(const char *dir, void *mc) {
     return mt_hf_read_llama_config(dir, mc);
 }
 
-static mt_status llama_hf_load(const mt_train_config *c, mt_graph *g) {
+static mt_status llama_hf_load(const mt_train_config *c, mt_graph *g, bool part) {
     const mt_llama_config m = llama_built(c);
-    return mt_hf_load_llama(c->hf_in, g, &m);
+    return (part ? mt_hf_load_llama_part : mt_hf_load_llama)(c->hf_in, g, &m);
 }
 
 static mt_status llama_hf_save(const mt_train_config *c, mt_graph *g) {
