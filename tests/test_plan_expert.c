@@ -13,6 +13,8 @@
  * - the receive buffers at the dropless worst case: every source's N rows
  *   on one device, four buffers of P·N rows max(C, OC) wide, and the
  *   temporaries the plan counts hold them;
+ * - the exchanges' seconds: an expert axis inside a node at NVLink's bus
+ *   bandwidth, one across two nodes at the network's, by hand;
  * - the free search of Qwen3-235B-A22B on 256 H100s, 4M tokens of 4096:
  *   its best layout has an expert axis and beats the best pure-FSDP one,
  *   which is communication-bound (docs/moe.md's table);
@@ -135,6 +137,39 @@ MT_TEST(expert_exchanges_and_memory_are_the_closed_forms) {
                  cases[c].mesh, r->temporaries, worst);
         mt_plan_report_free(&rep);
     }
+    mt_hardware_free(hw);
+}
+
+MT_TEST(the_all_to_alls_ride_the_links_the_axis_spans) {
+    /* moe-tiny with 16 experts, 4096 sequences of 256 on 16 H100s (nodes
+       of 8): expert=8 inside a node exchanges over NVLink, 18 links of 25
+       GB/s at NCCL's 370/450 (hardware/h100-sxm.json's sources); expert=16
+       spans two nodes, and half of each device's buffer crosses the
+       network, 50 GB/s a GPU at the same fraction. The rows' exchanges
+       block the compute, so they are the step's exposed communication (the
+       dense gradients' all-reduce is 0.6 MiB) */
+    mt_hardware *hw = h100();
+    mt_llama_config m = preset("moe-tiny");
+    m.moe.experts = 16;
+    const double nvlink = 18 * 25e9 * 370 / 450, ib = 50e9 * 370 / 450;
+    mt_plan_report in = one_layout(&m, hw, "data=2,expert=8", 16, 256, 4096);
+    mt_plan_report across = one_layout(&m, hw, "expert=16", 16, 256, 4096);
+    MT_CHECK(in.n_best == 1 && across.n_best == 1, "both fit");
+    if (in.n_best == 1 && across.n_best == 1) {
+        const mt_plan_volume *a = expert_a2a(&in.best[0]), *b = expert_a2a(&across.best[0]);
+        MT_CHECK(a && b, "all-to-alls over expert");
+        if (a && b) {
+            const double t_in = a->size * 7 / 8 / nvlink, t_across = b->size * 8 / 16 / ib;
+            MT_CHECK(fabs(in.best[0].comm_exposed - t_in) < 0.03 * t_in,
+                     "expert=8 in a node: %.4g s exposed, by hand %.4g s over NVLink",
+                     in.best[0].comm_exposed, t_in);
+            MT_CHECK(fabs(across.best[0].comm_exposed - t_across) < 0.03 * t_across,
+                     "expert=16 over two nodes: %.4g s exposed, by hand %.4g s over the "
+                     "network", across.best[0].comm_exposed, t_across);
+        }
+    }
+    mt_plan_report_free(&in);
+    mt_plan_report_free(&across);
     mt_hardware_free(hw);
 }
 
