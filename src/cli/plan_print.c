@@ -506,6 +506,13 @@ void cli_plan_print_json(FILE *out, const mt_plan_request *q, const cli_plan_out
             q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32", mt_plan_memory_name(q->memory),
             rep->model_params, rep->flops_per_token, rep->n_evaluated, rep->n_feasible,
             rep->n_programs, rep->seconds);
+    {   /* a mixture of experts: the receive buffers' convention (dense: nothing) */
+        mt_model_shape shape;
+        if (mt_model_shape_of(&q->model, &shape) == MT_OK && shape.moe_experts > 0)
+            fprintf(out, "  \"moe_receive_buffer\": \"dropless worst case: P·T·k rows a "
+                    "device on an expert axis of P, as the trainer allocates them\",\n");
+        mt_errclear();
+    }
     if (o->train_tokens > 0) {   /* only when given, with the best layout's time */
         fprintf(out, "  \"train_tokens\": %.0f", o->train_tokens);
         if (rep->n_best) {
