@@ -92,14 +92,15 @@ for axis in tensor pipe context; do
 done
 expect_fail "moe to llama2.c's model.bin is refused" 2 "llmc-out.*dense LLaMAs only.*ckpt-out" \
     timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --llmc-out x.bin
-# the planner lays a MoE model out on data and fsdp only (the trainer's refusals)
+# the planner lays a MoE model out on data, fsdp and expert only (the trainer's refusals)
 PLAN=(plan --model llama --preset moe-tiny --hardware h100-sxm --chips 2 --batch-tokens 256
       --seq 32)
 if timeout 120 "$BIN" "${PLAN[@]}" --top 100 >out.txt 2>err.txt &&
-   grep -Eq '^ +1 +(data|fsdp)=2 ' out.txt && ! grep -Eq '^ +[0-9]+ +[a-z=0-9,]*(tensor|pipe|context)=' out.txt; then
-    ok "plan lays a MoE model out on data and fsdp"
+   grep -Eq '^ +1 +(data|fsdp|expert)=2 ' out.txt && grep -Eq '^ +[0-9]+ +expert=2 ' out.txt &&
+   ! grep -Eq '^ +[0-9]+ +[a-z=0-9,]*(tensor|pipe|context)=' out.txt; then
+    ok "plan lays a MoE model out on data, fsdp and expert"
 else
-    bad "plan lays a MoE model out on data and fsdp" "exit $?; $(head -c 300 out.txt)"
+    bad "plan lays a MoE model out on data, fsdp and expert" "exit $?; $(head -c 300 out.txt)"
 fi
 timeout 120 "$BIN" "${PLAN[@]}" --mesh pipe=2 >out.txt 2>err.txt
 rc=$?

@@ -31,9 +31,18 @@ expect_fail "no --chips" 2 "--chips" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --batch-tokens 64k --seq 512
 expect_fail "mesh larger than the chips" 2 "16 devices, more than --chips 8" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 --mesh data=16
-expect_fail "mesh axis" 2 "'expert'" \
+expect_fail "mesh axis" 2 "'stage'" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
-    --mesh data=4,expert=2
+    --mesh data=4,stage=2
+# an expert axis on a dense model: laid out, and every layout refused (exit 1, the report)
+"$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
+    --mesh data=4,expert=2 >out.txt 2>err.txt
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "expert=2: the model has no experts to split" err.txt; then
+    ok "expert axis of a dense model"
+else
+    bad "expert axis of a dense model" "exit $rc; $(head -c 300 err.txt)"
+fi
 expect_fail "min-chips with a mesh" 2 "leave out --mesh" \
     "$BIN" plan "${M[@]}" --hardware h100-sxm --chips 8 --batch-tokens 64k --seq 512 \
     --mesh data=8 --min-chips

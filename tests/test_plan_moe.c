@@ -15,7 +15,8 @@
  *   same active FLOPs (its dense F = (k + shared)·F_e): within 2x;
  * - a 12-block MoE, its probes' MoE blocks on the line to its own
  *   (--moe-first-dense 1) or not (6, built whole), against Ψ by hand;
- * - plan --mesh on moe-tiny against explain's memory_per_device. */
+ * - plan --mesh on moe-tiny against explain's memory_per_device, with and
+ *   without an expert axis. */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"
@@ -36,15 +37,7 @@ static mt_llama_config preset(const char *name) {
 static mt_plan_report one_layout(const mt_llama_config *m, const mt_hardware *hw,
                                  const char *mesh, int chips, int seq, double seqs,
                                  mt_plan_memory memory, mt_precision precision) {
-    mt_plan_request q = plan_request_of(MT_MODEL_LLAMA, m, sizeof *m, seq, seqs, precision,
-                                        memory);
-    q.hw = hw;
-    q.chips = chips;
-    q.mesh = mesh;
-    q.remat = MT_REMAT_NONE;
-    q.zero = 0;
-    q.sequence_parallel = 0;
-    q.microbatches = 1;
+    mt_plan_request q = plan_layout_request(m, hw, mesh, chips, seq, seqs, memory, precision);
     mt_plan_report rep;
     MT_CHECK_OK(mt_plan_search(&q, &rep));
     MT_CHECK(rep.n_evaluated == 1, "%s: %d layouts evaluated", mesh, rep.n_evaluated);
@@ -191,9 +184,12 @@ static void explain_bytes(const char *mesh, int devices, double out[4]) {
 MT_TEST(plan_on_a_mesh_is_what_explain_prints) {
     mt_hardware *hw = h100();
     mt_llama_config m = preset("moe-tiny");
-    const char *meshes[] = {"data=2", "fsdp=2", "data=2,fsdp=2"};
-    for (int i = 0; i < 3; i++) {
-        const int devices = i == 2 ? 4 : 2;
+    /* and with the expert axis (tests/test_plan_expert.c: its bytes) */
+    const char *meshes[] = {"data=2", "fsdp=2", "data=2,fsdp=2", "expert=2", "expert=4",
+                            "data=2,expert=2", "fsdp=2,expert=2"};
+    const int n_devices[] = {2, 2, 4, 2, 4, 4, 4};
+    for (int i = 0; i < 7; i++) {
+        const int devices = n_devices[i];
         mt_plan_report rep = one_layout(&m, hw, meshes[i], devices, 256, 16,
                                         MT_PLAN_MEMORY_MESHTRAIN, MT_PRECISION_FP32);
         MT_CHECK(rep.n_best == 1, "%s: fits", meshes[i]);

@@ -478,8 +478,8 @@ MT_TEST(refusals_name_the_setting) {
     q.batch_tokens = 100;
     MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "--batch-tokens 100", "multiple of 64");
     q.batch_tokens = 256;
-    q.mesh = "data=2,expert=1";
-    MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "'expert'");
+    q.mesh = "data=2,stage=1";   /* expert is laid out (test_plan_expert.c) */
+    MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "'stage'");
     q.mesh = "data=4";
     MT_CHECK_FAILS(mt_plan_search(&q, &rep), MT_EINVAL, "4 devices, more than --chips 2");
     q.mesh = NULL;

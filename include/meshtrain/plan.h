@@ -309,6 +309,11 @@ typedef struct {
                                            with the four above is the chips) */
     int      cp_attention;              /* with context > 1: attention's lowering over it,
                                            MT_CP_* (partition.h: all-gather, ring, Ulysses) */
+    int      expert;                    /* the expert axis's size (0 or 1: absent), a
+                                           mixture of experts only: its experts split over
+                                           it, the batch folded over it as over data
+                                           (docs/moe.md; its product with the others is the
+                                           chips) */
 } mt_plan_layout;
 
 /* The bytes one kind of collective over one group of mesh axes moves in a

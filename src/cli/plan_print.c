@@ -374,6 +374,12 @@ void cli_plan_print_text(FILE *out, const mt_plan_request *q, const cli_plan_out
             "excluded%s); HFU: the FLOPs run, recomputation included\n", rep->flops_per_token,
             moe ? "; N the active parameters, a mixture of experts' router and top-k and "
                   "shared experts, Megatron's convention" : "");
+    if (moe)
+        fprintf(out, "MoE: an expert axis of P runs each expert product's dropless all-to-alls "
+                "(rows out and back, forward and backward) on the links it spans; memory holds "
+                "each device's receive buffers at the dropless worst case, every source's T·k "
+                "rows on one device (P·T·k rows), as the trainer allocates them "
+                "(docs/moe.md)\n");
     fprintf(out, "units: GiB = 2^30 bytes (KiB 2^10, MiB 2^20, TiB 2^40), as --batch-tokens' "
             "k, M, G; --train-tokens' K, M, B, T are 10^3, 10^6, 10^9, 10^12\n");
 }
@@ -439,6 +445,7 @@ static void json_result(FILE *out, const mt_plan_request *q, const cli_plan_out 
             l->schedule >= 0 ? "\"" : "", l->schedule >= 0 ? schedule_name(l->schedule) : "null",
             l->schedule >= 0 ? "\"" : "", l->chunks, l->microbatches,
             r->feasible ? "true" : "false");
+    if (l->expert > 1) fprintf(out, ", \"expert\": %d", l->expert);   /* MoE layouts only */
     if (!r->feasible) {
         fprintf(out, ", \"why\": ");
         cli_json_string(out, r->why);
@@ -499,6 +506,13 @@ void cli_plan_print_json(FILE *out, const mt_plan_request *q, const cli_plan_out
             q->precision == MT_PRECISION_BF16 ? "bf16" : "fp32", mt_plan_memory_name(q->memory),
             rep->model_params, rep->flops_per_token, rep->n_evaluated, rep->n_feasible,
             rep->n_programs, rep->seconds);
+    {   /* a mixture of experts: the receive buffers' convention (dense: nothing) */
+        mt_model_shape shape;
+        if (mt_model_shape_of(&q->model, &shape) == MT_OK && shape.moe_experts > 0)
+            fprintf(out, "  \"moe_receive_buffer\": \"dropless worst case: P·T·k rows a "
+                    "device on an expert axis of P, as the trainer allocates them\",\n");
+        mt_errclear();
+    }
     if (o->train_tokens > 0) {   /* only when given, with the best layout's time */
         fprintf(out, "  \"train_tokens\": %.0f", o->train_tokens);
         if (rep->n_best) {

@@ -77,16 +77,16 @@ static const char *layout_rules(const char *rules, const mt__plan_prog_key *key,
                                 size_t cap) {
     mt_rules r;
     if (!rules || !*rules || mt_rules_parse(rules, &r) != MT_OK) return rules;
-    static const char *const AXIS[4] = {"data", "fsdp", "tensor", "pipe"};
-    const int size[4] = {key->d, key->f, key->t, key->p};
+    static const char *const AXIS[5] = {"data", "fsdp", "tensor", "pipe", "expert"};
+    const int size[5] = {key->d, key->f, key->t, key->p, key->e};
     for (int k = 0; k < r.n; k++) {
         char kept[sizeof r.rule[k].mesh] = "";
         size_t at = 0;
         for (const char *p = r.rule[k].mesh; *p;) {
             size_t len = strcspn(p, "+");
             int a = 0;
-            while (a < 4 && !(strlen(AXIS[a]) == len && !strncmp(p, AXIS[a], len))) a++;
-            if (a == 4 || size[a] > 1)   /* an axis unknown here: the check's to refuse */
+            while (a < 5 && !(strlen(AXIS[a]) == len && !strncmp(p, AXIS[a], len))) a++;
+            if (a == 5 || size[a] > 1)   /* an axis unknown here: the check's to refuse */
                 at += (size_t)snprintf(kept + at, sizeof kept - at, "%s%.*s", at ? "+" : "",
                                        (int)len, p);
             p += len + (p[len] == '+');
@@ -127,6 +127,8 @@ static bool shared_key(const mt__plan_search *s, const mt__plan_prog_key *key,
     /* a context axis joins the replicas' reductions and stores (data x
        context): the classes below are not checked for it, each its own */
     if (key->c > 1) return false;
+    /* nor are they for an expert axis (its own rules and exchanges) */
+    if (key->e > 1) return false;
     int cls, zero = key->zero, size = key->d * key->f;
     if (key->zero >= 1 && key->d > 1 && key->f > 1) cls = 1;
     else if ((key->zero == 3 && key->d > 1 && key->f == 1) ||
@@ -181,9 +183,9 @@ static mt_status add(mt__plan_search *s, mt__plan_cached *e) {
 /* The mesh text of `key`'s layout into spec (cap bytes), and its devices. */
 static int key_mesh(const mt__plan_prog_key *key, char *spec, size_t cap) {
     mt_plan_layout l = {.data = key->d, .fsdp = key->f, .tensor = key->t, .pipe = key->p,
-                        .context = key->c};
+                        .context = key->c, .expert = key->e};
     mt__plan_mesh_text(&l, spec, cap);
-    return key->d * key->f * key->t * key->p * (key->c > 1 ? key->c : 1);
+    return mt__plan_layout_devices(&l);
 }
 
 /* e->prog's seconds on the layout of e->key (its mesh, the request's
@@ -231,7 +233,7 @@ static mt_status build(mt__plan_search *s, mt__plan_cached *e, bool skip_unlaid)
     mt_train_config c;
     mt__plan_model_config(r, &c);
     c.model_config = mc;
-    c.B = key->batch * key->d * key->f;
+    c.B = key->batch * key->d * key->f * (key->e > 1 ? key->e : 1);
     /* a pipeline's m; else 2, so that the gradients ZeRO-2 and fsdp once keep
        over several microbatches are built (evaluate.c drops them for one) */
     c.accum = key->p > 1 ? key->p : 2;

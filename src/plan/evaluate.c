@@ -489,15 +489,15 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     s->last_pruned = false;
     res->layout = *l;
     mt__plan_mesh_text(l, res->mesh, sizeof res->mesh);
-    res->chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
+    res->chips = mt__plan_layout_devices(l);
     mt__plan_divides(s, l, res->why, sizeof res->why);
     if (res->why[0]) return MT_OK;
     const int v = mt__plan_layout_chunks(l), S = l->pipe * v;
-    const int batch = (int)(s->sequences / l->microbatches / (l->data * l->fsdp));
+    const int batch = (int)(s->sequences / l->microbatches / mt__plan_layout_replicas(l));
     mt__plan_prog_key key = {.d = l->data, .f = l->fsdp, .t = l->tensor, .p = l->pipe, .v = v,
                     .zero = l->zero, .remat = (int)l->remat, .sp = l->sequence_parallel,
                     .cm = l->collective_matmul, .c = l->context > 1 ? l->context : 0,
-                    .cpa = l->context > 1 ? l->cp_attention : 0};
+                    .cpa = l->context > 1 ? l->cp_attention : 0, .e = l->expert * (l->expert > 1)};
     /* each chunk's in-flight microbatches and its device */
     int slots[2 * MT_SCHEDULE_MAX_STAGES], peak[2 * MT_SCHEDULE_MAX_STAGES],
         dev_of[2 * MT_SCHEDULE_MAX_STAGES];

@@ -73,7 +73,8 @@ mt_status mt__plan_layout_memory(mt__plan_search *s, const mt_plan_layout *l,
     res->total = -1;
     res->n_stages = l->pipe;
     /* NCCL communicators: one an axis that communicates */
-    const int comms = (l->data > 1) + (l->fsdp > 1) + (l->tensor > 1) + (l->pipe > 1);
+    const int comms = (l->data > 1) + (l->fsdp > 1) + (l->tensor > 1) + (l->pipe > 1) +
+                      (l->expert > 1);
     for (int stage = 0; stage < l->pipe; stage++) {
         mt__plan_mem_chunk ch[MT_SCHEDULE_MAX_CHUNKS];
         int n = 0;

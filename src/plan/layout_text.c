@@ -19,11 +19,14 @@ void mt__plan_mesh_text(const mt_plan_layout *l, char *buf, size_t cap) {
     /* context inside the replicas and outside tensor: Llama 3's order
        (§3.3.1: [TP, CP, PP, DP] innermost first), its ring or gathers on
        the links after tensor's */
-    const int size[5] = {l->pipe, l->data, l->fsdp, l->context, l->tensor};
-    static const char *const name[5] = {"pipe", "data", "fsdp", "context", "tensor"};
+    /* expert inside the replicas, as Megatron-LM and torchtitan place it:
+       its all-to-alls block the compute, on the fastest links the axes
+       outside it leave (explain's data=8,fsdp=16,expert=8) */
+    const int size[6] = {l->pipe, l->data, l->fsdp, l->context, l->expert, l->tensor};
+    static const char *const name[6] = {"pipe", "data", "fsdp", "context", "expert", "tensor"};
     /* "%s%s=%d" a piece, without printf (base/text.c: a layout's mesh is
        written for each of its evaluations and builds) */
-    for (int a = 0; a < 5 && at + 1 < cap; a++)
+    for (int a = 0; a < 6 && at + 1 < cap; a++)
         if (size[a] > 1) {
             mt__text_put(buf, cap, &at, ",", at ? 1 : 0);
             mt__text_put(buf, cap, &at, name[a], (size_t)-1);

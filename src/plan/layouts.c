@@ -30,7 +30,8 @@
  * costs; the search without a mesh leaves those layouts out. */
 void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *why, size_t cap) {
     why[0] = '\0';
-    const int dp = l->data * l->fsdp;
+    const int dp = mt__plan_layout_replicas(l);
+    const int E = s->moe.moe_experts, ep = l->expert > 1 ? l->expert : 1;
     const long long seqs = s->sequences;
     if (seqs % l->microbatches) {
         snprintf(why, cap, "%lld sequences a step do not split into %d microbatches", seqs,
@@ -39,9 +40,15 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
         snprintf(why, cap, "a microbatch of %lld sequences a replica is more than the %d the "
                  "planner counts", seqs / l->microbatches / dp, MAX_REPLICA_SEQUENCES);
     } else if ((seqs / l->microbatches) % dp) {
-        snprintf(why, cap, "a microbatch of %lld sequences does not split over data x fsdp = %d "
-                 "(%s)", seqs / l->microbatches, dp,
+        snprintf(why, cap, "a microbatch of %lld sequences does not split over data x fsdp%s = "
+                 "%d (%s)", seqs / l->microbatches, ep > 1 ? " x expert" : "", dp,
                  seqs / l->microbatches < dp ? "fewer sequences than replicas" : "indivisible");
+    } else if (ep > 1 && E < 1) {
+        snprintf(why, cap, "expert=%d: the model has no experts to split (a dense model); drop "
+                 "the expert axis or give --moe-experts", ep);
+    } else if (ep > 1 && E % ep) {
+        snprintf(why, cap, "%d experts do not split over expert=%d (give an expert axis that "
+                 "divides them)", E, ep);
     } else if (s->heads % l->tensor) {
         snprintf(why, cap, "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
     } else if (l->context > 1 && s->seq % (2 * l->context)) {
@@ -195,17 +202,18 @@ static mt_status each_schedule(mt__plan_search *s, mt_plan_layout *l, const long
 
 /* Calls fn on every option of mesh (d, f, t, p, context c) the request
  * leaves open. Returns the first failure fn returns. */
-static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p, int c,
+static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p, int c, int e,
                              mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
     const mt_plan_request *r = s->req;
-    mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p, .context = c};
+    mt_plan_layout l = {.data = d, .fsdp = f, .tensor = t, .pipe = p, .context = c,
+                        .expert = e};
     long long counts[MAX_COUNTS];
     int n_counts;
     if (r->microbatches > 0) {   /* the count given, whatever it is: it is checked */
         counts[0] = r->microbatches;
         n_counts = 1;
     } else {
-        n_counts = microbatch_counts(s->sequences, p, d * f, counts);
+        n_counts = microbatch_counts(s->sequences, p, mt__plan_layout_replicas(&l), counts);
     }
     for (int zero = 0; zero <= 3; zero++) {
         if (r->zero >= 0 && zero != r->zero) continue;
@@ -246,6 +254,29 @@ static mt_status each_option(mt__plan_search *s, int d, int f, int t, int p, int
     return MT_OK;
 }
 
+/* A mixture of experts' meshes of exactly `chips` chips with an expert
+ * axis: every divisor e > 1 of its E experts that divides the chips, with
+ * every data x fsdp of the rest (docs/moe.md: the trainer runs the expert
+ * axis with data and fsdp only, refusing tensor, pipe and context with
+ * MoE, so those are not laid out with it). Dense models have none, so
+ * their classes and order stay as they were. Each e is a class of its own
+ * (one thread's). */
+static mt_status each_expert_mesh(mt__plan_search *s, int chips, int c,
+                                  mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
+    const int E = s->moe.moe_experts;
+    if (E < 2 || c > 1) return MT_OK;
+    for (int e = 2; e <= E && e <= chips; e++) {
+        if (E % e || chips % e || !mt__plan_claim(s)) continue;
+        const int rest = chips / e;
+        for (int d = 1; d <= rest; d++) {
+            if (rest % d) continue;
+            mt_status st = each_option(s, d, rest / d, 1, 1, 1, e, fn);
+            if (st != MT_OK) return st;
+        }
+    }
+    return MT_OK;
+}
+
 /* The meshes of exactly `chips` chips besides a context axis of c. */
 static mt_status each_mesh_of(mt__plan_search *s, int chips, int c,
                               mt_status (*fn)(mt__plan_search *, const mt_plan_layout *)) {
@@ -262,12 +293,12 @@ static mt_status each_mesh_of(mt__plan_search *s, int chips, int c,
             for (int id = 0; id < n; id++) {
                 int d = dv[id];
                 if (rest % d) continue;
-                mt_status st = each_option(s, d, rest / d, t, p, c, fn);
+                mt_status st = each_option(s, d, rest / d, t, p, c, 1, fn);
                 if (st != MT_OK) return st;
             }
         }
     }
-    return MT_OK;
+    return each_expert_mesh(s, chips, c, fn);
 }
 
 /* The meshes of exactly `chips` chips: without a context axis, and with
@@ -289,7 +320,8 @@ mt_status mt__plan_each_layout(mt__plan_search *s,
     const mt_plan_request *r = s->req;
     if (r->mesh) {
         const int *a = s->mesh_axes;
-        return mt__plan_claim(s) ? each_option(s, a[0], a[1], a[2], a[3], a[4], fn) : MT_OK;
+        return mt__plan_claim(s) ? each_option(s, a[0], a[1], a[2], a[3], a[4], a[5], fn)
+                                 : MT_OK;
     }
     mt_status st = each_mesh(s, s->chips, fn);
     /* a pod whose chip count factors badly (8960 = 2^8 x 5 x 7 TPU v5p) is

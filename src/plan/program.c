@@ -171,6 +171,19 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->kind = coll_kind(in.op, &n->overlapped);
         n->axes = in.axes;
         n->comm_bytes = in.comm_bytes;
+        /* an expert product's exchange (moe_experts over expert): the
+           listing gives the bytes that leave the device at balance,
+           4·(el·(P-1) + N·(P-1)/P·(C+OC)) (graph/listing.c); nccl-tests'
+           all-to-all size is the whole send buffer, P/(P-1) of that: the
+           counts' el·P int32 and the rows out, C wide, and back, OC wide
+           (cost.c takes (P-1)/P of it across the group) */
+        const bool moe_exchange = strncmp(in.op, "moe_experts", 11) == 0;
+        if (moe_exchange) {
+            int group = 1;
+            for (int k = 0; k < in.axes.n; k++)
+                group *= mt_mesh_axis_size(mesh, mt_mesh_axis_name(mesh, in.axes.axis[k]));
+            if (group > 1) n->comm_bytes *= (double)group / (group - 1);
+        }
         n->wire_width = (unsigned char)mt_dtype_size(mt_tensor_dtype(in.n_in > 0 ? in.in[0]
                                                                                : in.out));
         /* a collective that casts to bf16 on the wire (the trainer's gather16
@@ -193,7 +206,10 @@ static mt_status summarise(const mt_graph *g, const mt_mesh *mesh, bool reshard,
         n->once = in.once_a_step;
         if (in.once_a_step && n->kind == MT__PC_REDUCE_SCATTER)
             p->grad_kept_elems += mt_tensor_numel(in.in[0]);
-        n->grad_reduce = in_list(grads, np, in.out) || (in.phase == 'W' && !n->overlapped);
+        /* an expert product's weight gradient (bwd_w) is computed inside its
+           exchange, which blocks the compute: no reduction to defer */
+        n->grad_reduce = !moe_exchange &&
+                         (in_list(grads, np, in.out) || (in.phase == 'W' && !n->overlapped));
         if (n->param_gather && in.phase == 'F') {
             int64_t e = mt_tensor_numel(in.out);
             p->gathered_elems += e;

@@ -25,11 +25,13 @@ mt_plan_request mt_plan_request_defaults(void) {
 
 static const char *const FAMILY[] = {
     "one chip", "pure data", "ZeRO over data", "pure FSDP", "FSDP x tensor", "pipeline",
+    "expert parallel",
 };
 enum { N_FAMILIES = (int)(sizeof FAMILY / sizeof FAMILY[0]) };
 _Static_assert(N_FAMILIES == MT__PLAN_N_FAMILIES, "search_workers.h counts the families");
 
 static int family_of(const mt_plan_layout *l) {
+    if (l->expert > 1) return 6;
     if (l->pipe > 1) return 5;
     if (l->tensor > 1) return 4;
     if (l->fsdp > 1) return 3;
@@ -94,7 +96,7 @@ static mt_status finite_result(const mt__plan_search *s, const mt_plan_result *r
  * every one changes only the counts (mt__plan_step_lower's pruning,
  * evaluate.c). */
 static double prune_above(const mt__plan_search *s, const mt_plan_layout *l) {
-    const int chips = l->data * l->fsdp * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
+    const int chips = mt__plan_layout_devices(l);
     return mt__plan_shared_to_beat(s, family_of(l), chips == s->chips);
 }
 
@@ -268,7 +270,7 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
     s->ffn = shape.ffn;     /* the GPT's 4C; LLaMA's SwiGLU F (its rule when 0) */
     s->gated = shape.gated;
     s->moe = shape;
-    for (int a = 0; a < 5; a++) s->mesh_axes[a] = 1;
+    for (int a = 0; a < 6; a++) s->mesh_axes[a] = 1;
     if (r->mesh) {
         /* the mesh is the chips, as train and explain take it (the search
            without a mesh may leave chips idle: 8960 v5p laid out as 4096) */
@@ -285,14 +287,15 @@ static mt_status start(mt__plan_search *s, const mt_plan_request *r, int chips) 
                            "a mesh of exactly the devices)", r->mesh, devs, chips, devs, chips);
         if (st == MT_OK) st = mt_mesh_create(r->mesh, devs, &m);
         if (st != MT_OK) return mt_fail_wrap(st, "plan: --mesh '%s'", r->mesh);
-        static const char *const name[5] = {"data", "fsdp", "tensor", "pipe", "context"};
+        static const char *const name[6] = {"data", "fsdp", "tensor", "pipe", "context",
+                                            "expert"};
         for (int a = 0; a < mt_mesh_ndim(m) && st == MT_OK; a++) {
             const char *n = mt_mesh_axis_name(m, a);
             int k = 0;
-            while (k < 5 && strcmp(n, name[k])) k++;
-            if (k == 5)
+            while (k < 6 && strcmp(n, name[k])) k++;
+            if (k == 6)
                 st = mt_fail(MT_EINVAL, "plan: --mesh '%s' has an axis '%s'; the planner lays "
-                             "out data, fsdp, tensor, pipe and context", r->mesh, n);
+                             "out data, fsdp, tensor, pipe, context and expert", r->mesh, n);
             else
                 s->mesh_axes[k] = mt_mesh_axis_size(m, n);
         }
@@ -412,6 +415,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
     if (st == MT_OK) st = mt__plan_refusals_report(&w[0].refusals, rep);
     mt__plan_refusals_free(&w[0].refusals);
     mt__plan_notes notes = w[0].notes;
+    const bool s_moe = w[0].base.moe.moe_experts > 1;   /* the expert family's */
     free(w);
     if (st != MT_OK) {
         mt_plan_report_free(rep);
@@ -426,7 +430,7 @@ static mt_status search_chips(const mt_plan_request *r, int chips, mt_plan_repor
         return MT_OK;
     }
     for (int f = 0; f < N_FAMILIES; f++) {
-        bool possible = f == 0 ? chips == 1 : chips > 1;
+        bool possible = f == 0 ? chips == 1 : f == 6 ? chips > 1 && s_moe : chips > 1;
         if (!possible) continue;
         mt_plan_family fam = rep->families[f];
         family_line(&fam, rep->n_best ? &rep->best[0] : NULL, notes.example[f]);

@@ -38,6 +38,7 @@
 typedef struct {
     int d, f, t, p, v;          /* mesh and chunks a device */
     int c, cpa;                 /* the context axis (0 or 1: none) and its lowering (MT_CP_*) */
+    int e;                      /* the expert axis (0: none) */
     int zero, remat, sp, cm;
     int blocks, batch;          /* per chunk; sequences a replica */
     int chunk;                  /* global chunk index */
@@ -113,8 +114,8 @@ typedef struct {
                                          mixture of experts; moe_experts 0: dense) */
     double     params;                /* N, the whole model's */
     double     flops_per_token;       /* 6N + 6·L·H·Q·T (causal) */
-    int        mesh_axes[5];          /* req->mesh's data, fsdp, tensor, pipe, context (1:
-                                         absent) */
+    int        mesh_axes[6];          /* req->mesh's data, fsdp, tensor, pipe, context,
+                                         expert (1: absent) */
     /* the programs built, by key (evaluate.c) */
     mt__plan_cached **cache;          /* (n_cache) in build order */
     size_t     n_cache, cap_cache;
@@ -287,6 +288,17 @@ static inline void mt__plan_batch_points(int n, int *lo, int *hi) {
 static inline void mt__plan_block_points(int n, int *lo, int *hi) {
     *lo = n <= 8 ? n : 4;
     *hi = n <= 8 ? n : 8;
+}
+
+/* The devices that split layout l's batch, data x fsdp x expert (the
+ * expert axis folded over the batch as over data: presets.c's
+ * batch=data+fsdp+expert), and the devices l lays out. */
+static inline int mt__plan_layout_replicas(const mt_plan_layout *l) {
+    return l->data * l->fsdp * (l->expert > 1 ? l->expert : 1);
+}
+
+static inline int mt__plan_layout_devices(const mt_plan_layout *l) {
+    return mt__plan_layout_replicas(l) * l->tensor * l->pipe * (l->context > 1 ? l->context : 1);
 }
 
 /* The mixture-of-experts blocks among a model's first n (s->moe's rule,

@@ -23,7 +23,7 @@
 #include "plan/search_impl.h"
 
 /* The families of layouts a report keeps the best of (search.c's FAMILY). */
-#define MT__PLAN_N_FAMILIES 6
+#define MT__PLAN_N_FAMILIES 7
 
 /* An infeasible layout's reason per family, the first met (an out-of-memory
  * one before one whose sizes do not divide), and where it was met. */

@@ -228,11 +228,14 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             out->exposed[k] += c;
             t += c;
             /* one that also computes (the vocabulary-parallel loss's
-               softmax): its own work on the roofline too; a pure move's
-               bytes are the collective's */
+               softmax; an expert product's grouped GEMM between its
+               all-to-alls, a product): its own work on the roofline too; a
+               pure move's bytes are the collective's */
             if (n->flops > 0) {
                 bool fb = false;
-                double own = mt__plan_op_seconds(hw, MT__PN_VECTOR, mt__plan_dtype_of(precision),
+                const mt__plan_node_class own_cls =
+                    n->kind == MT__PC_ALL_TO_ALL ? MT__PN_MATMUL : MT__PN_VECTOR;
+                double own = mt__plan_op_seconds(hw, own_cls, mt__plan_dtype_of(precision),
                                                  n->flops, n->bytes, &fb);
                 *(fb ? &out->flop_bound : &out->memory_bound) += own;
                 out->flops += n->flops;
