@@ -239,16 +239,19 @@ MT_TEST(a_dense_model_never_gets_an_expert_axis) {
 }
 
 MT_TEST(qwen3_235b_plans_an_expert_axis) {
-    /* 256 H100s, 4M tokens of 4096 (1024 sequences, 4 a device): on fsdp
-       alone every device gathers all 128 experts of every block each
-       microbatch, and the step is communication-bound; an expert axis
-       stores 1/P of them and exchanges only the routed rows */
+    /* 256 H100s of 96 GB, 4M tokens of 4096 (1024 sequences, 4 a device):
+       on fsdp alone every device gathers all 128 experts of every block
+       each microbatch, and the step is communication-bound; an expert axis
+       stores 1/P of them and exchanges only the routed rows. (On the 80 GB
+       H100 the best expert layout, fsdp=128 x expert=2, sits within 0.1
+       GiB of the memory: the 96 GB part leaves this check a margin.) */
     MT_TEST_SKIP_IF(MT_TEST_SANITIZED, "the 256-chip search takes 11 s in release: the "
                     "expert axis's parts run under the sanitizers in the tests above");
-    mt_hardware *hw = h100();
+    mt_hardware *hw = NULL;
+    MT_CHECK_OK(mt_hardware_find("h100-96gb", &hw, NULL, 0));
     mt_llama_config m = preset("qwen3-235b-a22b");
     mt_plan_report rep = free_search(&m, hw, 256, 4096, 1024);
-    MT_CHECK(rep.n_best > 0, "qwen3-235b-a22b fits on 256 h100s");
+    MT_CHECK(rep.n_best > 0, "qwen3-235b-a22b fits on 256 h100-96gb");
     const mt_plan_family *fsdp = family(&rep, "pure FSDP");
     MT_CHECK(rep.n_best > 0 && rep.best[0].layout.expert > 1 &&
              m.moe.experts % rep.best[0].layout.expert == 0,
