@@ -12,17 +12,21 @@
  *    on the weights as written: rotate-half RoPE, and a MoE block written
  *    here from MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock: softmax of
  *    the router's logits over all E, the top k, the k weights divided by
- *    their sum (norm_topk_prob), Σ weight · down(silu(gate·h) ⊙ up·h).
- *    The same weights without the renormalisation give another loss, and
- *    so do each expert's gate and up swapped, so the test can fail;
+ *    their sum where norm_topk_prob is true (Mixtral always), Σ weight ·
+ *    down(silu(gate·h) ⊙ up·h); Qwen3-MoE with norm_topk_prob false or
+ *    absent (its config's default) with the weights unnormalised
+ *    (--moe-renorm off). The same weights the other way give another
+ *    loss, and so do each expert's gate and up swapped, so the test can
+ *    fail;
  *  - saving writes back the bytes of every tensor read and a config that
  *    reads back the same; loading the saved directory gives every
  *    parameter bit for bit;
- *  - refusals name the field or the tensor: norm_topk_prob false or
- *    absent, mlp_only_layers meshtrain cannot place, router_jitter_noise,
+ *  - refusals name the field or the tensor: mlp_only_layers meshtrain
+ *    cannot place, router_jitter_noise,
  *    a shared expert, Qwen2-MoE, a missing, an extra and a transposed
  *    expert tensor; what --hf-out cannot write (shared experts, sigmoid
- *    scores, dense blocks of a Mixtral, a router bias), and a non-zero
+ *    scores, dense blocks or unnormalised gates of a Mixtral, a router
+ *    bias), and a non-zero
  *    router bias on saving; a bias is loaded as zeros.
  */
 #include "meshtrain.h"
@@ -193,7 +197,9 @@ static double ref_loss(const hf_set *m, const mt_llama_config *c, const moe_ref 
     return loss;
 }
 
-static void loads_and_round_trips(arch a, const char *config) {
+/* renorm: the config's gates renormalised over the top k (Mixtral;
+ * Qwen3-MoE's norm_topk_prob true), else the selected scores themselves */
+static void loads_and_round_trips(arch a, const char *config, bool renorm) {
     hf_make_dir();
     hf_set m;
     make_model(&m, "in", config, a, -1, false, false);
@@ -205,19 +211,19 @@ static void loads_and_round_trips(arch a, const char *config) {
              c.moe.top_k == K && c.moe.ffn_dim == FE && c.ffn_dim == (q ? F : FE) &&
              c.moe.first_dense == (q ? 1 : 0) && c.moe.every == 1 && c.moe.score == 0 &&
              c.moe.route_scale == 1.0f && c.moe.shared == 0 && c.moe.aux_alpha == 0.0f &&
-             c.moe.bias_update == 0.0f, "config read wrong: E %d k %d F_e %d F %d first "
+             c.moe.bias_update == 0.0f && c.moe.renorm_off == !renorm, "config read wrong: E %d k %d F_e %d F %d first "
              "dense %d every %d", c.moe.experts, c.moe.top_k, c.moe.ffn_dim, c.ffn_dim,
              c.moe.first_dense, c.moe.every);
     mt_graph *g = build(&c);
     MT_CHECK_OK(mt_hf_load_llama(hf_at("in", ""), g, &c));
     MT_CHECK_OK(mt_graph_forward(g));
-    moe_ref r = {&m, a, true, false};
+    moe_ref r = {&m, a, renorm, false};
     const double want = ref_loss(&m, &c, &r, 1, g);
     MT_CHECK_CLOSE(mt_graph_loss(g), want, 1e-5, "loss against Hugging Face's equations");
     /* the test can fail: each of these computes another model */
-    r.renorm = false;
+    r.renorm = !renorm;
     const double unnormed = ref_loss(&m, &c, &r, 1, g);
-    r.renorm = true, r.swap_w1w3 = true;
+    r.renorm = renorm, r.swap_w1w3 = true;
     const double swapped = ref_loss(&m, &c, &r, 1, g);
     r.swap_w1w3 = false;
     const double pairs = ref_loss(&m, &c, &r, 0, g);
@@ -233,21 +239,30 @@ static void loads_and_round_trips(arch a, const char *config) {
 }
 
 MT_TEST(hf_mixtral_loads_against_reference_and_round_trips) {
-    loads_and_round_trips(ARCH_MIXTRAL, MIXTRAL(", \"sliding_window\": null"));
+    loads_and_round_trips(ARCH_MIXTRAL, MIXTRAL(", \"sliding_window\": null"), true);
 }
 
 /* block 0 dense (mlp_only_layers), so the dense FFN's names are read too */
 MT_TEST(hf_qwen3_moe_loads_against_reference_and_round_trips) {
     loads_and_round_trips(ARCH_QWEN3_MOE, QWEN3_MOE(", \"norm_topk_prob\": true, "
-                                                    "\"mlp_only_layers\": [0]"));
+                                                    "\"mlp_only_layers\": [0]"), true);
+}
+
+/* norm_topk_prob false, and absent (Qwen3MoeConfig's default false): the
+ * gates are the selected softmax scores themselves (--moe-renorm off) */
+MT_TEST(hf_qwen3_moe_unnormalised_gates_load_and_round_trip) {
+    loads_and_round_trips(ARCH_QWEN3_MOE, QWEN3_MOE(", \"norm_topk_prob\": false, "
+                                                    "\"mlp_only_layers\": [0]"), false);
+}
+
+MT_TEST(hf_qwen3_moe_without_norm_topk_prob_is_unnormalised) {
+    loads_and_round_trips(ARCH_QWEN3_MOE, QWEN3_MOE(", \"mlp_only_layers\": [0]"), false);
 }
 
 MT_TEST(hf_moe_config_refusals_name_the_field) {
     hf_make_dir();
     mt_llama_config c;
     static const struct { const char *config, *want1, *want2; } bad[] = {
-        {QWEN3_MOE(", \"norm_topk_prob\": false"), "norm_topk_prob", "renormalises"},
-        {QWEN3_MOE(""), "norm_topk_prob", "default false"},
         {QWEN3_MOE_L("4", ", \"norm_topk_prob\": true, \"mlp_only_layers\": [2]"),
          "mlp_only_layers", "block 2 dense"},
         {QWEN3_MOE(", \"norm_topk_prob\": true, \"shared_expert_intermediate_size\": 8"),
@@ -304,6 +319,7 @@ MT_TEST(hf_moe_weight_refusals_name_the_tensor) {
         {{.experts = 4, .route_scale = 2.5f}, true, "route scale"},
         {{.experts = 4, .first_dense = 1}, false, "dense blocks"},
         {{.experts = 4, .bias_update = 1e-3f}, true, "bias"},
+        {{.experts = 4, .renorm_off = 1}, false, "not renormalised"},
     };
     MT_CHECK_OK(mt_hf_read_llama_config(hf_at("tr", ""), &c));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {

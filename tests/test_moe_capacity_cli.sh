@@ -18,7 +18,12 @@
 #  - a checkpoint written with a capacity holds it in the model's
 #    description: resuming without the flag is turned away, `sample` reads
 #    the model back with it;
-#  - cf out of range and an unknown policy are refused naming the flag.
+#  - cf out of range and an unknown policy are refused naming the flag;
+#  - --moe-renorm off (the gates the selected scores themselves, tested
+#    against a float64 reference through Qwen3-MoE's norm_topk_prob false
+#    in test_hf_moe.c) trains another run than renormalised gates, the
+#    same on expert=2 as on one device, and its checkpoint's description
+#    holds it (sample reads it back; a resume without it is refused).
 set -u
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -102,5 +107,23 @@ train_run "resumed with it" c2.jsonl "${TINY[@]}" --steps 3 "${CAP[@]}" --ckpt-i
     bad "--moe-drop random" "was taken" ||
     { grep -q -- "moe-drop" err.txt && ok "--moe-drop random: refused naming the flag" ||
       bad "--moe-drop random" "$(head -2 err.txt)"; }
+
+train_run "--moe-renorm off, one device" u1.jsonl "${TINY[@]}" --steps 3 --moe-renorm off \
+    --ckpt-out u.ckpt
+train_run "--moe-renorm off, expert=2" u2.jsonl "${TINY[@]}" --steps 3 --moe-renorm off \
+    --mesh expert=2
+same_metrics "--moe-renorm off on expert=2: losses equal one device's" u1.jsonl u2.jsonl
+python3 - free.jsonl u1.jsonl <<'PY' && ok "--moe-renorm off: another run than renormalised gates" || bad "--moe-renorm off" "the first loss equals the renormalised run's"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
+sys.exit(0 if a[0]["loss"] != b[0]["loss"] else 1)
+PY
+"$BIN" train "${TINY[@]}" --steps 4 --ckpt-in u.ckpt >out.txt 2>err.txt &&
+    bad "resume without --moe-renorm off" "was taken" ||
+    { grep -q "renorm=off" err.txt && ok "resume without --moe-renorm off: refused, naming it" ||
+      bad "resume without --moe-renorm off" "$(head -2 err.txt)"; }
+"$BIN" sample --ckpt u.ckpt --tokens 4 --temperature 0 >out.txt 2>err.txt &&
+    ok "sample reads the unnormalised gates' model back" ||
+    bad "sample --ckpt u.ckpt" "$(head -2 err.txt)"
 
 test_end

@@ -128,6 +128,10 @@ typedef struct {
      * pairs, 1 the highest-gated (--moe-drop position|gate) */
     float capacity;
     int   drop;
+    /* 1: the gates are the k selected scores themselves, not divided by
+     * their sum (--moe-renorm off: Qwen3-MoE's norm_topk_prob false,
+     * Qwen2-MoE, DeepSeek-V2); 0 renormalised (Mixtral, DeepSeek-V3) */
+    int   renorm_off;
 } mt_llama_moe;
 
 typedef struct {

@@ -165,9 +165,10 @@ static mt_status qwen3_moe_layers(const cfg_rd *r, mt_llama_config *c) {
  * SwiGLU experts of intermediate_size, the top num_experts_per_tok of a
  * softmax, renormalised) or a Qwen3-MoE (num_experts of
  * moe_intermediate_size, top num_experts_per_tok of a softmax over all,
- * renormalised only with norm_topk_prob, which meshtrain's router always
- * does, so false is refused; the blocks qwen3_moe_layers says). The aux
- * loss settings are training's, not the model's: left 0. */
+ * renormalised only with norm_topk_prob: false, or absent as
+ * Qwen3MoeConfig's default, is --moe-renorm off; the blocks
+ * qwen3_moe_layers says). The aux loss settings are training's, not the
+ * model's: left 0. */
 static mt_status read_moe(const cfg_rd *r, bool mixtral, mt_llama_config *c) {
     mt_llama_moe *m = &c->moe;
     mt_status s;
@@ -192,14 +193,10 @@ static mt_status read_moe(const cfg_rd *r, bool mixtral, mt_llama_config *c) {
                        r->path, sh->num);
     if (m->experts == 0) *m = (mt_llama_moe){0};   /* Qwen3-MoE of no experts: a Qwen3 */
     if (mixtral || m->experts == 0) return MT_OK;
-    if ((s = need_bool(r, "norm_topk_prob", true, "meshtrain's router renormalises the top-k "
-                       "gates to sum to 1 (Qwen3-MoE's published models set it true)")) != MT_OK)
-        return s;
     const mt_json *norm = mt__json_get(r->j, "norm_topk_prob");
-    if (!norm || norm->type != MT_JSON_BOOL)   /* Qwen3MoeConfig's default: false */
-        return mt_fail(MT_EUNSUPPORTED, WHAT " '%s': no norm_topk_prob (Qwen3MoeConfig's "
-                       "default false leaves the top-k gates unnormalised): meshtrain's router "
-                       "renormalises them; give norm_topk_prob true", r->path);
+    if (norm && norm->type != MT_JSON_BOOL)
+        return mt_fail(MT_EFORMAT, WHAT " '%s': norm_topk_prob must be true or false", r->path);
+    m->renorm_off = !norm || !norm->b;   /* Qwen3MoeConfig's default: false */
     return qwen3_moe_layers(r, c);
 }
 
@@ -376,9 +373,9 @@ static mt_status write_config(FILE *f, void *arg) {
             c->rope_theta, c->norm_eps, c->tie_embeddings ? "true" : "false");
     if (moe && c->qk_norm) {   /* Qwen3-MoE: the MoE blocks as mlp_only_layers says */
         fprintf(f, "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
-                "  \"moe_intermediate_size\": %d,\n  \"norm_topk_prob\": true,\n"
+                "  \"moe_intermediate_size\": %d,\n  \"norm_topk_prob\": %s,\n"
                 "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [", m.experts, m.top_k,
-                m.ffn_dim);
+                m.ffn_dim, m.renorm_off ? "false" : "true");
         for (int l = 0, n = 0; l < c->n_layers; l++)
             if (!mt_llama_moe_block(c, l)) fprintf(f, "%s%d", n++ ? ", " : "", l);
         fprintf(f, "],\n  \"output_router_logits\": false,\n");
@@ -443,6 +440,9 @@ mt_status mt_hf_llama_writable(const char *dir, const mt_llama_config *cfg) {
                      : !cfg->qk_norm && (m.first_dense || m.every > 1)
                          ? "dense blocks (--moe-first-dense, --moe-every; Mixtral's are all "
                            "MoE, Qwen3-MoE's may be dense: add --qk-norm)"
+                     : !cfg->qk_norm && m.renorm_off
+                         ? "gates not renormalised (--moe-renorm off; Mixtral's are, "
+                           "Qwen3-MoE's may not be: add --qk-norm)"
                      : cfg->moe.bias_update > 0.0f
                          ? "an aux-loss-free router bias (--moe-bias-update; neither Mixtral nor "
                            "Qwen3-MoE routes with one, so the model written would choose other "

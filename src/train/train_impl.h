@@ -230,6 +230,12 @@ extern const mt__train_model mt__model_gpt, mt__model_mlp, mt__model_linreg, mt_
 /* The LLaMA's defaults (its entry's config_defaults), for tests that start
  * from them. */
 extern const mt_llama_config mt__llama_defaults;
+/* A LLaMA checkpoint's model description (models/llama_desc.c): the
+ * settings line of m into buf (n bytes), and back into mc (a
+ * mt_llama_config) with its maxT and V; MT_EINVAL for a line that is not
+ * one. */
+void      mt__llama_describe(const mt_llama_config *m, char *buf, size_t n);
+mt_status mt__llama_parse(const char *desc, void *mc, int *maxT, int *V);
 /* For an entry's about: its flags from an array of them, and its settings'
  * struct's name and size. */
 #define MT__MODEL_FLAGS(a) .flags = a, .n_flags = (int)(sizeof a / sizeof a[0])

@@ -39,7 +39,7 @@ mt_status mt_llama_moe_check(const mt_llama_config *cfg) {
         {"experts", m->experts, 4096}, {"top-k", m->top_k, 4096},
         {"ffn-dim", m->ffn_dim, 1 << 20}, {"shared", m->shared, 64},
         {"first-dense", m->first_dense, 1000}, {"every", m->every, 1000}, {"score", m->score, 1},
-        {"drop", m->drop, 1},
+        {"drop", m->drop, 1}, {"renorm", m->renorm_off, 1},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].v < 0 || ints[i].v > ints[i].hi)
@@ -94,7 +94,7 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                            "experts,embed,mlp");
     mt_tensor *w2 = mparam(g, resid, 3, (int64_t[]){E, F, C}, "h.%d.moe.w2.w", l,
                            "experts,mlp,embed");
-    const mt_moe_router r = {.k = m->top_k, .sigmoid = m->score == 1, .renorm = true,
+    const mt_moe_router r = {.k = m->top_k, .sigmoid = m->score == 1, .renorm = !m->renorm_off,
                              .route_scale = m->route_scale};
     /* the aux-loss-free bias (E): chooses, never weighs; moved by the
      * trainer, not the optimizer (train/moe_load.c) */
