@@ -184,6 +184,9 @@ typedef struct mt_program {
 /* The IR: what the user (or the partitioner) builds. */
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
+    /* the tensors' storage (ir.c): blocks of MT__TENSOR_SLAB, the last one
+       slab_left short of full; freed with the graph */
+    mt_tensor **slabs;    int n_slabs,   cap_slabs,  slab_left;
     mt_tensor **params;   int n_params,  cap_params;  /* in declaration order */
     /* name -> tensor (names.c): open addressing, names_cap a power of two */
     mt_tensor **names;    int n_names,   names_cap;
