@@ -141,6 +141,39 @@ MT_TEST(text_pieces_cut_as_snprintf_cuts) {
                 }
 }
 
+/* mt__text_format (text.c) against snprintf, the reference it stands in
+ * for: every plain conversion (its own code) and some that are not (handed
+ * to vsnprintf), every cap from 0 past the whole text; the same bytes and
+ * the same return. */
+MT_TEST(text_format_writes_as_snprintf_writes) {
+    static const char *const s[] = {"", "h.0.attn.qkv.w", "grad.pvary(remat(x))", NULL};
+    static const long long v[] = {0, 7, -7, 1234567, -9223372036854775807LL - 1,
+                                  9223372036854775807LL};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t k = 0; k < 6; k++)
+            for (size_t cap = 0; cap < 120; cap++) {
+                char want[120] = "#", got[120] = "#";
+                const int iv = (int)v[k];
+                const long lv = (long)v[k];
+                const unsigned long long uv = (unsigned long long)v[k];
+                const char *si = s[i] ? s[i] : "x";
+                int nw, ng;
+#define SAME(...)                                                                           \
+    nw = snprintf(want, cap, __VA_ARGS__);                                                  \
+    ng = mt__text_format(got, cap, __VA_ARGS__);                                            \
+    MT_CHECK(nw == ng && (cap == 0 || !strcmp(want, got)),                                  \
+             "cap %zu, '%s': snprintf %d '%s', mt__text_format %d '%s'", cap, #__VA_ARGS__, \
+             nw, cap ? want : "", ng, cap ? got : "");
+                SAME("%lld sequences do not split into %d microbatches (%s)%%", v[k], iv, si)
+                SAME("%.5s|%.*s|%.0s|%.30s|%c%i|%ld|%lu|%llu|%u|%zu", si, (int)k - 2, si, si, si,
+                     'A' + (int)k, iv, lv, (unsigned long)lv, uv, (unsigned)iv, (size_t)uv)
+                SAME("%.3s %.6s %.*s %s", s[i], s[i], (int)k, s[i], s[i])
+                SAME("%s: %.2f GiB, %5d, %-3s, %x", si, (double)iv / 3, iv, si, (unsigned)iv)
+                SAME("no conversion at all, %%, then %s%d", si, iv)
+#undef SAME
+            }
+}
+
 /* \uXXXX escapes become UTF-8 (surrogate pairs joined); a lone surrogate
  * and U+0000 are refused; a large object (a tokenizer's vocabulary) still
  * finds a repeated key, at the byte where it repeats. */

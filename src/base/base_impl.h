@@ -6,6 +6,7 @@
 
 #include "meshtrain/base.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* Bytes of a CPU bit set (bit c of byte c/8 is CPU c): 1024 CPUs. */
@@ -58,5 +59,14 @@ const void *mt__registry_get(mt__registry which, int i);
 void mt__text_put(char *dst, size_t cap, size_t *at, const char *s, size_t most);
 /* The same for the decimal digits of v (a '-' before a negative one). */
 void mt__text_put_int(char *dst, size_t cap, size_t *at, long long v);
+/* snprintf and vsnprintf, the same bytes and return, written without
+ * printf where every conversion is %%, %c, %s (%.Ns, %.*s) or an integer
+ * %d %i %u (no length, l, ll or z) with no flags or widths; any other
+ * format is vsnprintf's. For the texts a search writes by the million
+ * (refusal reasons, names): glibc's printf there takes its slow path. */
+int mt__text_format(char *dst, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int mt__text_vformat(char *dst, size_t cap, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif /* MT_BASE_IMPL_H */

@@ -1,5 +1,5 @@
 /* status.c — status codes and the per-thread error message. */
-#include "meshtrain/base.h"
+#include "base/base_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,7 +37,7 @@ mt_status mt_fail(mt_status code, const char *fmt, ...) {
     char msg[sizeof errmsg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mt__text_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     memcpy(errmsg, msg, sizeof errmsg);
     return code;
@@ -47,7 +47,7 @@ mt_status mt_fail_wrap(mt_status code, const char *fmt, ...) {
     char msg[sizeof errmsg];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = mt__text_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* then ": <old message>", cut to what fits */
     size_t at = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;

@@ -243,24 +243,28 @@ static void placed_insert(placed *p, size_t off, size_t need, int first, int las
 }
 
 /* The lowest offset from which `need` bytes are free of every placed
- * tensor alive in [first, last]. Which lifetimes overlap is found for all
- * of them at once into flag, in full blocks of 16 (gcc at -O2 vectorises
- * only loops without a scalar epilogue: the arrays have room for n rounded
- * up to 16, the rest lifetimes that overlap nothing), then the few that do
- * are walked, 8 flags a word. */
-static size_t lowest_gap(placed *p, unsigned char *restrict flag, size_t need, int first,
-                         int last) {
-    const int n16 = (p->n + 15) / 16 * 16;
-    for (int j = p->n; j < n16; j++) p->first[j] = INT_MAX, p->last[j] = INT_MIN;
+ * tensor alive in [first, last]. The placed ones are taken 64 at a time in
+ * offset order: which lifetimes overlap is found for the 64 at once (a
+ * loop of fixed count, which gcc vectorises; the arrays have room for n
+ * rounded up to 64, the rest lifetimes that overlap nothing, set once by
+ * place_greedy and kept by placed_insert's moves), packed one bit each,
+ * and the few that do are walked; the blocks past the gap found are not
+ * looked at. (Flags for every placed tensor, walked 8 a word, took twice
+ * the time: most tensors find their gap low.) */
+static size_t lowest_gap(const placed *p, size_t need, int first, int last) {
     const int *restrict pf = p->first, *restrict pl = p->last;
-    for (int j0 = 0; j0 < n16; j0 += 16)
-        for (int j = j0; j < j0 + 16; j++) flag[j] = (pl[j] >= first) & (pf[j] <= last);
     size_t prev = 0;   /* the end of the bytes taken below the gap */
-    for (int j0 = 0; j0 < n16; j0 += 8) {
-        uint64_t w;
-        memcpy(&w, flag + j0, sizeof w);
-        for (; w; w &= w - 1) {   /* each flag is 0 or 1: one bit a byte */
-            const int j = j0 + __builtin_ctzll(w) / 8;
+    for (int j0 = 0; j0 < p->n; j0 += 64) {
+        unsigned char flag[64];
+        for (int j = 0; j < 64; j++) flag[j] = (pl[j0 + j] >= first) & (pf[j0 + j] <= last);
+        uint64_t bits = 0;
+        for (int k = 0; k < 8; k++) {   /* 8 flags of 0 or 1 a byte to 8 bits, in order */
+            uint64_t w;
+            memcpy(&w, flag + 8 * k, sizeof w);
+            bits |= (w * 0x0102040810204080u >> 56) << (8 * k);
+        }
+        for (; bits; bits &= bits - 1) {
+            const int j = j0 + __builtin_ctzll(bits);
             if (p->off[j] > prev && p->off[j] - prev >= need) return prev;
             if (p->end[j] > prev) prev = p->end[j];
         }
@@ -274,15 +278,15 @@ static size_t lowest_gap(placed *p, unsigned char *restrict flag, size_t need, i
  * there). False when out of memory. */
 static bool place_greedy(mt_tensor *const *tensors, int n, size_t align, size_t bound,
                          size_t *arena_out) {
-    /* one block: the list, its offsets, the placed arrays, the flags; on
+    /* one block: the list, its offsets, the placed arrays; on
      * the stack up to GREEDY_STACK bytes (every program the planner builds:
      * it places tens of thousands of arenas, and a heap block each, or
      * qsort's, grew an ASan build's peak by 160 MB on the 405B search:
      * freed memory held in its quarantine), else from the heap */
     enum { GREEDY_STACK = 96 * 1024 };
     _Alignas(max_align_t) char local[GREEDY_STACK];
-    const size_t m = (size_t)n + 16;   /* lowest_gap's blocks of 16 */
-    const size_t bytes = m * (2 * sizeof(sized) + 3 * sizeof(size_t) + 2 * sizeof(int) + 1);
+    const size_t m = (size_t)n + 64;   /* lowest_gap's blocks of 64 */
+    const size_t bytes = m * (2 * sizeof(sized) + 3 * sizeof(size_t) + 2 * sizeof(int));
     char *block = bytes <= sizeof local ? local : malloc(bytes);
     if (!block) return false;
     sized *list = (sized *)block, *tmp = list + m;
@@ -290,7 +294,7 @@ static bool place_greedy(mt_tensor *const *tensors, int n, size_t align, size_t 
     placed p = {.off = offsets + m, .end = offsets + 2 * m};
     p.first = (int *)(p.end + m);
     p.last = p.first + m;
-    unsigned char *flag = (unsigned char *)(p.last + m);
+    for (size_t j = 0; j < m; j++) p.first[j] = INT_MAX, p.last[j] = INT_MIN;
     for (int i = 0; i < n; i++)
         list[i] = (sized){.bytes = mt__tensor_bytes(tensors[i]), .first = tensors[i]->first_use,
                           .id = tensors[i]->id, .t = tensors[i]};
@@ -299,7 +303,7 @@ static bool place_greedy(mt_tensor *const *tensors, int n, size_t align, size_t 
     for (int i = 0; i < n && arena < bound; i++) {
         const mt_tensor *t = list[i].t;
         const size_t need = (list[i].bytes + align - 1) / align * align;
-        const size_t off = lowest_gap(&p, flag, need, t->first_use, t->last_use);
+        const size_t off = lowest_gap(&p, need, t->first_use, t->last_use);
         placed_insert(&p, off, need, t->first_use, t->last_use);
         offsets[i] = off;
         if (off + need > arena) arena = off + need;

@@ -184,11 +184,16 @@ typedef struct mt_program {
 /* The IR: what the user (or the partitioner) builds. */
 struct mt_graph {
     mt_tensor **tensors;  int n_tensors, cap_tensors;
+    /* the tensors' storage (ir.c): blocks of MT__TENSOR_SLAB, the last one
+       slab_left short of full; freed with the graph */
+    mt_tensor **slabs;    int n_slabs,   cap_slabs,  slab_left;
     mt_tensor **params;   int n_params,  cap_params;  /* in declaration order */
-    /* name -> tensor (names.c): open addressing, names_cap a power of two */
+    /* name -> tensor (names.c): open addressing, names_cap a power of two;
+       name_hash[i] the hash of names[i]'s name (one block with names) */
     mt_tensor **names;    int n_names,   names_cap;
+    uint64_t   *name_hash;
     bool        names_dup;                /* some tensors share a name */
-    uint64_t    dup_hashes[64];           /* bit (hash mod 4096) of every name two tensors
+    uint64_t    dup_hashes[64];           /* bit (its hash's top 12) of every name two tensors
                                              were seen to share (names.c): a rename of a
                                              name outside it looks for no other holder */
     mt_node    *nodes;    int n_nodes,   cap_nodes;

@@ -36,7 +36,8 @@ static void program_free(mt_graph *g) {
 void mt_graph_free(mt_graph *g) {
     if (!g) return;
     program_free(g);
-    for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i]);
+    for (int i = 0; i < g->n_slabs; i++) free(g->slabs[i]);
+    free(g->slabs);
     free(g->tensors);
     free(g->params);
     free(g->names);

@@ -9,6 +9,7 @@
  * are row-major in the order the axes were *given* (ak fastest), which is what
  * jax.lax.axis_index returns for a tuple of axis names.
  */
+#include "base/base_impl.h"
 #include "mesh/mesh_impl.h"
 
 #include <ctype.h>
@@ -182,8 +183,8 @@ mt_status mt_mesh_create(const char *spec, int n_devices, mt_mesh **out) {
     }
     size_t off = 0;
     for (int a = 0; a < m->ndim; a++)
-        off += (size_t)snprintf(m->spec + off, sizeof m->spec - off, "%s%s=%d", a ? "," : "",
-                                m->names[a], m->sizes[a]);
+        off += (size_t)mt__text_format(m->spec + off, sizeof m->spec - off, "%s%s=%d",
+                                       a ? "," : "", m->names[a], m->sizes[a]);
     *out = m;
     return MT_OK;
 }

@@ -55,15 +55,6 @@
 
 /* ---- collectives ---------------------------------------------------------- */
 
-typedef struct {
-    int    X;           /* the group's devices */
-    double ag, a2a, perm;              /* seconds a byte */
-    double lat_ag, lat_ar, lat_perm;   /* latency floors, or NCCL's latencies (nccl) */
-    double lat_a2a;     /* the levels' latencies once: an all-to-all's floor */
-    bool   nccl;        /* every level it crosses is NCCL's (nccl_hop): time = latency +
-                           bytes x seconds a byte, not the larger of the two */
-} group_cost;
-
 /* NCCL's model of a collective (src/graph/tuning.cc of NCCL 2.8-2.9, 2020-21,
  * the releases of the SC21 and Korthikanti et al. runs): time = latency +
  * bytes / bandwidth, a ring's latency one hop's for each of its n - 1 steps
@@ -90,7 +81,7 @@ static bool network_kind(mt_link_kind k) {
 }
 
 /* The slice part of a group over `axes` with g members on the slice. */
-static void torus_cost(const mt__plan_map *map, mt_axes axes, int X, int g, group_cost *gc) {
+static void torus_cost(const mt__plan_map *map, mt_axes axes, int X, int g, mt__plan_group *gc) {
     const mt_hw_level *lv = &map->hw->levels[map->torus_level];
     int n = map->slice_n_dims;
     double per = lv->links / (2.0 * (lv->topology == MT_TOPO_RING ? 1 : lv->n_dims));
@@ -132,7 +123,7 @@ static void torus_cost(const mt__plan_map *map, mt_axes axes, int X, int g, grou
 }
 
 /* false when `axes` are not the map's */
-static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, group_cost *gc) {
+static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, mt__plan_group *gc) {
     memset(gc, 0, sizeof *gc);
     if (axes.n < 0 || axes.n > map->n_axes) return false;
     gc->X = 1;
@@ -192,38 +183,52 @@ static bool group_of(const mt__plan_map *map, mt_axes axes, bool precise, group_
     return true;
 }
 
+bool mt__plan_group_make(const mt__plan_map *map, mt_axes axes, mt__plan_group *out) {
+    if (!map || !map->hw || !group_of(map, axes, true, out)) {
+        out->valid = false;
+        return false;
+    }
+    out->valid = true;
+    out->on_cores = out->X > 1;
+    const mt_hardware *hw = map->hw;
+    long prev = 1;
+    for (int i = 0; i < hw->n_levels && out->on_cores; i++) {
+        long gi = 1;
+        for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
+        if (gi > prev && hw->levels[i].kind != MT_LINK_THREADS) out->on_cores = false;
+        prev = gi;
+    }
+    return true;
+}
+
 double mt__plan_collective_seconds(const mt__plan_map *map, mt__plan_coll kind, mt_axes axes,
                                    double bytes) {
-    group_cost gc;
-    if (!map || !map->hw || !group_of(map, axes, true, &gc)) return NAN;
-    if (gc.X <= 1 || !(bytes > 0)) return 0;
+    mt__plan_group gc;
+    mt__plan_group_make(map, axes, &gc);
+    return mt__plan_group_seconds(&gc, kind, bytes);
+}
+
+double mt__plan_group_seconds(const mt__plan_group *gc, mt__plan_coll kind, double bytes) {
+    if (!gc->valid) return NAN;
+    if (gc->X <= 1 || !(bytes > 0)) return 0;
     double t, lat;
     switch (kind) {
     case MT__PC_ALL_GATHER:
-    case MT__PC_REDUCE_SCATTER: t = bytes * gc.ag, lat = gc.lat_ag; break;
-    case MT__PC_ALL_REDUCE:     t = 2 * bytes * gc.ag, lat = gc.lat_ar; break;
-    case MT__PC_ALL_TO_ALL:     t = bytes * gc.a2a, lat = gc.lat_a2a; break;
-    case MT__PC_PERMUTE:        t = bytes * gc.perm, lat = gc.lat_perm; break;
+    case MT__PC_REDUCE_SCATTER: t = bytes * gc->ag, lat = gc->lat_ag; break;
+    case MT__PC_ALL_REDUCE:     t = 2 * bytes * gc->ag, lat = gc->lat_ar; break;
+    case MT__PC_ALL_TO_ALL:     t = bytes * gc->a2a, lat = gc->lat_a2a; break;
+    case MT__PC_PERMUTE:        t = bytes * gc->perm, lat = gc->lat_perm; break;
     default: return NAN;
     }
     /* NCCL's rings; its all-to-all and permute are point-to-point sends
        whose level latencies floor them, as everywhere else */
-    if (gc.nccl && kind != MT__PC_PERMUTE && kind != MT__PC_ALL_TO_ALL) return lat + t;
+    if (gc->nccl && kind != MT__PC_PERMUTE && kind != MT__PC_ALL_TO_ALL) return lat + t;
     return t > lat ? t : lat;
 }
 
 bool mt__plan_copies_on_cores(const mt__plan_map *map, mt_axes axes) {
-    group_cost gc;
-    if (!map || !map->hw || !group_of(map, axes, true, &gc) || gc.X <= 1) return false;
-    const mt_hardware *hw = map->hw;
-    long prev = 1;
-    for (int i = 0; i < hw->n_levels; i++) {
-        long gi = 1;
-        for (int k = 0; k < axes.n; k++) gi *= map->axis[axes.axis[k]].members[i];
-        if (gi > prev && hw->levels[i].kind != MT_LINK_THREADS) return false;
-        prev = gi;
-    }
-    return true;
+    mt__plan_group gc;
+    return mt__plan_group_make(map, axes, &gc) && gc.on_cores;
 }
 
 /* ---- ops and intensities -------------------------------------------------- */
@@ -412,7 +417,7 @@ double mt__plan_level_intensity(const mt_hardware *hw, int level, mt_hw_dtype dt
 
 double mt__plan_axes_intensity(const mt__plan_map *map, mt_axes axes, mt_hw_dtype dtype,
                                bool precise) {
-    group_cost gc;
+    mt__plan_group gc;
     if (!map || !map->hw || !group_of(map, axes, precise, &gc)) return NAN;
     if (gc.X <= 1) return 0;
     return mt__plan_matmul_peak(map->hw, dtype) * map->hw->gemm_fraction * gc.ag;

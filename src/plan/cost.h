@@ -81,6 +81,29 @@ mt_status mt__plan_map_make(const mt_hardware *hw, const mt_mesh *mesh, mt__plan
 /* Times (cost.c)                                                            */
 /* ======================================================================== */
 
+/* A collective group over some axes of a map: what a collective's seconds
+ * read of the map, but for its bytes (mt__plan_group_make). Plain data. */
+typedef struct {
+    bool   valid;       /* false: the axes are not the map's (every time NAN) */
+    bool   on_cores;    /* mt__plan_copies_on_cores */
+    int    X;           /* the group's devices */
+    double ag, a2a, perm;              /* seconds a byte */
+    double lat_ag, lat_ar, lat_perm;   /* latency floors, or NCCL's latencies (nccl) */
+    double lat_a2a;     /* the levels' latencies once: an all-to-all's floor */
+    bool   nccl;        /* every level it crosses is NCCL's (nccl_hop): time = latency +
+                           bytes x seconds a byte, not the larger of the two */
+} mt__plan_group;
+
+/* The group over `axes` on `map` into *out; false (out->valid false) for
+ * axes that are not the map's. A step's simulation makes one for each of
+ * its collectives' axes and times every collective over them with
+ * mt__plan_group_seconds, where mt__plan_collective_seconds made it again
+ * for each. */
+bool mt__plan_group_make(const mt__plan_map *map, mt_axes axes, mt__plan_group *out);
+
+/* mt__plan_collective_seconds over the group `g` made. */
+double mt__plan_group_seconds(const mt__plan_group *g, mt__plan_coll kind, double bytes);
+
 /* Seconds of one collective of `kind` over the mesh axes `axes` (indices
  * into the map's mesh, each once) moving `bytes`, nccl-tests' size: an
  * all-gather's gathered output, a reduce-scatter's input, an

@@ -30,6 +30,7 @@
  * at that batch, the times are taken linearly: each repeated block adds
  * the same nodes, so the same seconds and, past the edges, the same waits.
  */
+#include "base/base_impl.h"
 #include "plan/memory.h"
 #include "plan/search_impl.h"
 #include "plan/host.h"
@@ -39,7 +40,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,7 +161,7 @@ static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_pr
         mt_status st = mt__plan_program_cached(s, &key, &e);
         if (st != MT_OK) return st;
         if (e->status != MT_OK) {
-            snprintf(why, cap, "%s", e->why);
+            mt__text_format(why, cap, "%s", e->why);
             return MT_OK;
         }
         return rekey(&e->keys, &e->ct, keys, out);
@@ -249,7 +249,7 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
         mt_status st = mt__plan_program_cached(s, &key, &at[i]);
         if (st != MT_OK) return st;
         if (at[i]->status != MT_OK) {
-            snprintf(why, cap, "%s", at[i]->why);
+            mt__text_format(why, cap, "%s", at[i]->why);
             if (timing_refused) *timing_refused = at[i]->prog_ok;
             return MT_OK;
         }
@@ -378,7 +378,7 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
                                         : "none",
                             l->microbatches);
     if (st != MT_OK) {   /* a schedule that refuses the counts */
-        snprintf(res->why, sizeof res->why, "%.250s", mt_errmsg());
+        mt__text_format(res->why, sizeof res->why, "%.250s", mt_errmsg());
         return MT_OK;
     }
     if (detail) *detail = out;
@@ -394,12 +394,12 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
     mt__plan_step_output(tm->mesh, &out, res);   /* the split and the bytes, for the output */
     static const char *const BOUND[] = {"compute", "memory bandwidth", "communication",
                                         "pipeline bubble"};
-    snprintf(res->bound, sizeof res->bound, "%s", BOUND[out.bound]);
+    mt__text_format(res->bound, sizeof res->bound, "%s", BOUND[out.bound]);
     /* the reason without the bound it starts with ("communication: ...") */
     const char *why = out.reason;
     size_t nb = strlen(res->bound);
     if (!strncmp(why, res->bound, nb) && !strncmp(why + nb, ": ", 2)) why += nb + 2;
-    snprintf(res->bound_why, sizeof res->bound_why, "%s", why);
+    mt__text_format(res->bound_why, sizeof res->bound_why, "%s", why);
     res->feasible = true;
     res->why[0] = '\0';
     return MT_OK;
@@ -462,7 +462,7 @@ static mt_status memory_first(mt__plan_search *s, const mt_plan_layout *l,
            program), the layout's own first build is refused with the same
            words; else its own builds say why */
         if (timed_out && !mesh_lays_out(hw, res)) {
-            snprintf(res->why, sizeof res->why, "%s", why);
+            mt__text_format(res->why, sizeof res->why, "%s", why);
             s->n_proxy_refused++;
         }
         return MT_OK;

@@ -4,6 +4,7 @@
  * most, under the request's convention, and the verdict against the
  * device's memory, naming a parameter the storage axes left whole.
  */
+#include "base/base_impl.h"
 #include "plan/memory.h"
 #include "plan/search_impl.h"
 
@@ -43,8 +44,9 @@ static void unsplit_of(mt__plan_search *s, const mt_plan_layout *l, mt__plan_pro
         return;
     /* the storage axes: data under ZeRO, fsdp */
     const bool d = l->zero >= 1 && l->data > 1, f = l->fsdp > 1;
-    snprintf(buf, cap, "%s over %s = %d", e->prog.unsplit_what,
-             d && f ? "data x fsdp" : d ? "data" : "fsdp", (d ? l->data : 1) * (f ? l->fsdp : 1));
+    mt__text_format(buf, cap, "%s over %s = %d", e->prog.unsplit_what,
+                    d && f ? "data x fsdp" : d ? "data" : "fsdp",
+                    (d ? l->data : 1) * (f ? l->fsdp : 1));
 }
 
 mt_status mt__plan_layout_memory(mt__plan_search *s, const mt_plan_layout *l,

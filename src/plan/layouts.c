@@ -8,6 +8,7 @@
  * anything is built (a layout that cannot divide is infeasible, with the
  * reason).
  */
+#include "base/base_impl.h"
 #include "plan/search_impl.h"
 #include "train/strategy_fit.h"
 #include "meshtrain/partition.h"   /* MT_CP_* */
@@ -34,64 +35,73 @@ void mt__plan_divides(const mt__plan_search *s, const mt_plan_layout *l, char *w
     const int E = s->moe.moe_experts, ep = l->expert > 1 ? l->expert : 1;
     const long long seqs = s->sequences;
     if (seqs % l->microbatches) {
-        snprintf(why, cap, "%lld sequences a step do not split into %d microbatches", seqs,
-                 l->microbatches);
+        mt__text_format(why, cap, "%lld sequences a step do not split into %d microbatches", seqs,
+                        l->microbatches);
     } else if (seqs / l->microbatches / dp > MAX_REPLICA_SEQUENCES) {
-        snprintf(why, cap, "a microbatch of %lld sequences a replica is more than the %d the "
-                 "planner counts", seqs / l->microbatches / dp, MAX_REPLICA_SEQUENCES);
+        mt__text_format(why, cap,
+                        "a microbatch of %lld sequences a replica is more than the %d the "
+                        "planner counts", seqs / l->microbatches / dp, MAX_REPLICA_SEQUENCES);
     } else if ((seqs / l->microbatches) % dp) {
-        snprintf(why, cap, "a microbatch of %lld sequences does not split over data x fsdp%s = "
-                 "%d (%s)", seqs / l->microbatches, ep > 1 ? " x expert" : "", dp,
-                 seqs / l->microbatches < dp ? "fewer sequences than replicas" : "indivisible");
+        mt__text_format(why, cap, "a microbatch of %lld sequences does not split over data x "
+                        "fsdp%s = %d (%s)", seqs / l->microbatches, ep > 1 ? " x expert" : "",
+                        dp, seqs / l->microbatches < dp ? "fewer sequences than replicas"
+                                                        : "indivisible");
     } else if (ep > 1 && E < 1) {
-        snprintf(why, cap, "expert=%d: the model has no experts to split (a dense model); drop "
-                 "the expert axis or give --moe-experts", ep);
+        mt__text_format(why, cap, "expert=%d: the model has no experts to split (a dense "
+                        "model); drop the expert axis or give --moe-experts", ep);
     } else if (ep > 1 && E % ep) {
-        snprintf(why, cap, "%d experts do not split over expert=%d (give an expert axis that "
-                 "divides them)", E, ep);
+        mt__text_format(why, cap, "%d experts do not split over expert=%d (give an expert axis "
+                        "that divides them)", E, ep);
     } else if (s->heads % l->tensor) {
-        snprintf(why, cap, "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
+        mt__text_format(why, cap,
+                        "%d attention heads do not split over tensor=%d", s->heads, l->tensor);
     } else if (l->context > 1 && s->seq % (2 * l->context)) {
-        snprintf(why, cap, "context=%d: T=%d does not cut into 2 x %d head-tail chunks (T a "
-                 "multiple of %d)", l->context, s->seq, l->context, 2 * l->context);
+        mt__text_format(why, cap, "context=%d: T=%d does not cut into 2 x %d head-tail chunks (T a "
+                        "multiple of %d)", l->context, s->seq, l->context, 2 * l->context);
     } else if (l->context > 1 && l->cp_attention == MT_CP_ULYSSES &&
                ((s->heads / l->tensor) % l->context ||
                 (s->kv_heads % l->tensor ? s->kv_heads : s->kv_heads / l->tensor) % l->context)) {
-        snprintf(why, cap, "ulysses over context=%d: %d heads and %d kv heads a tensor rank do not "
-                 "split over it", l->context, s->heads / l->tensor,
-                 s->kv_heads % l->tensor ? s->kv_heads : s->kv_heads / l->tensor);
+        mt__text_format(why, cap,
+                        "ulysses over context=%d: %d heads and %d kv heads a tensor rank do not "
+                        "split over it", l->context, s->heads / l->tensor,
+                        s->kv_heads % l->tensor ? s->kv_heads : s->kv_heads / l->tensor);
     } else if (s->kv_heads % l->tensor && !s->req->mesh) {
         /* the trainer runs it, but building every such program costs the
            405B search 7x the programs (43022 against 6202) and 4.5x the
            time: planned only when the mesh is given */
-        snprintf(why, cap, "%d kv heads do not split over tensor=%d: the search leaves out "
-                 "layouts that replicate them; give --mesh to plan one", s->kv_heads, l->tensor);
+        mt__text_format(why, cap,
+                        "%d kv heads do not split over tensor=%d: the search leaves out "
+                        "layouts that replicate them; give --mesh to plan one", s->kv_heads,
+                        l->tensor);
     } else if (mt__strategy_misfits(&(mt__strategy_sizes){
                    .data = l->data, .fsdp = l->fsdp, .tensor = l->tensor,
                    .T = s->seq / (l->context > 1 ? l->context : 1),
                    .zero = l->zero, .sp = l->sequence_parallel,
                    .cm = l->collective_matmul}) & MT__MISFIT_SP_T) {
-        snprintf(why, cap, "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
-                 l->tensor);
+        mt__text_format(why, cap,
+                        "sequence parallelism: T=%d does not split over tensor=%d", s->seq,
+                        l->tensor);
     } else if (l->pipe > 1) {
         /* the trainer cuts L blocks into S = p·v chunks as evenly as can
            be (pipe.c: the first L mod S one block more), one block at least */
         int v = mt__plan_layout_chunks(l);
         if ((long long)l->pipe * v > 2 * MT_SCHEDULE_MAX_STAGES)
-            snprintf(why, cap, "%d stages x %d chunks are more than the %d chunks the planner "
-                     "holds", l->pipe, v, 2 * MT_SCHEDULE_MAX_STAGES);
+            mt__text_format(why, cap,
+                            "%d stages x %d chunks are more than the %d chunks the planner "
+                            "holds", l->pipe, v, 2 * MT_SCHEDULE_MAX_STAGES);
         else if (s->layers < l->pipe * v)
-            snprintf(why, cap, "%d layers do not fill %d stages x %d chunks (a chunk holds a "
-                     "layer at least)", s->layers, l->pipe, v);
+            mt__text_format(why, cap,
+                            "%d layers do not fill %d stages x %d chunks (a chunk holds a "
+                            "layer at least)", s->layers, l->pipe, v);
         else if (l->microbatches < l->pipe)
-            snprintf(why, cap, "%d microbatches for %d stages (a pipeline needs m >= p)",
-                     l->microbatches, l->pipe);
+            mt__text_format(why, cap, "%d microbatches for %d stages (a pipeline needs m >= p)",
+                            l->microbatches, l->pipe);
         else if (l->schedule == MT_SCHEDULE_DUALPIPEV && l->microbatches < 2 * l->pipe)
-            snprintf(why, cap, "dualpipev needs m >= 2p = %d, got %d", 2 * l->pipe,
-                     l->microbatches);
+            mt__text_format(why, cap, "dualpipev needs m >= 2p = %d, got %d", 2 * l->pipe,
+                            l->microbatches);
         else if (l->schedule == MT_SCHEDULE_INTERLEAVED && l->microbatches % l->pipe)
-            snprintf(why, cap, "interleaved needs m a multiple of p = %d, got %d", l->pipe,
-                     l->microbatches);
+            mt__text_format(why, cap, "interleaved needs m a multiple of p = %d, got %d", l->pipe,
+                            l->microbatches);
     }
 }
 

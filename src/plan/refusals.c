@@ -8,6 +8,7 @@
  * that stands as a word of its own: the digits inside a name ("a100-80gb",
  * "zb-h1") are the text's.
  */
+#include "base/base_impl.h"
 #include "plan/refusals.h"
 #include "plan/search_impl.h"
 
@@ -128,7 +129,7 @@ mt_status mt__plan_refusals_add(mt__plan_refusals *t, const mt_plan_result *r) {
     }
     g->count++;
     t->last = (int)(g - t->g) + 1;
-    snprintf(t->last_why, sizeof t->last_why, "%s", r->why);
+    mt__text_format(t->last_why, sizeof t->last_why, "%s", r->why);
     for (int i = 0; i < g->n_slots; i++) {
         if (p.v[i] < g->lo[i]) {
             g->lo[i] = p.v[i];

@@ -80,8 +80,8 @@ static double size_of(const mt__plan_map *map, const mt__plan_node *n) {
  * mt__plan_program_list_collectives); the copies are small (a rank's part)
  * and run back to back, so each costs its launch and ramp. */
 static double coll_seconds(const mt_hardware *hw, const mt__plan_map *map,
-                           const mt__plan_node *n) {
-    double c = mt__plan_collective_seconds(map, n->kind, n->axes, n->comm_bytes);
+                           const mt__plan_group *grp, const mt__plan_node *n) {
+    double c = mt__plan_group_seconds(grp, n->kind, n->comm_bytes);
     int group = group_of(map, n->axes);
     if (n->rank_copies && group > 1 && n->comm_bytes > 0) c += group * hw->kernel_overhead;
     return c;
@@ -99,17 +99,35 @@ typedef struct {
     double cap;     /* bucket_bytes, the phase's first bucket MT_FIRST_BUCKET_BYTES at most */
 } bucket;
 
+/* The groups of a phase's collectives by key (kind and axes), each made
+ * when its key first comes: the collectives of one key, a few dozen in a
+ * phase, share it (making it for each was 4 % of a search, perf). */
+typedef struct {
+    bool           made[MT__PLAN_STEP_MAX_COMM];
+    mt__plan_group group[MT__PLAN_STEP_MAX_COMM];
+} groups;
+
+static const mt__plan_group *group_at(groups *gs, const mt__plan_map *map,
+                                      const mt__plan_comm_keys *keys, int k) {
+    if (!gs->made[k]) {
+        mt__plan_group_make(map, keys->axes[k], &gs->group[k]);
+        gs->made[k] = true;
+    }
+    return &gs->group[k];
+}
+
 /* The open bucket's collective, at the compute stream's *t: queued on the
  * communication stream (no window: buckets hold their gradients in the
  * bucket block, not on the wire, graph/plan.c), or blocking on a threads
  * host; then none is open, and the next one's cap is the whole size. */
 static void bucket_start(bucket *b, const mt__plan_map *map, const mt__plan_comm_keys *keys,
-                         double bucket_bytes, comm_stream *cs, double *t, mt__plan_phase *out) {
+                         groups *gs, double bucket_bytes, comm_stream *cs, double *t,
+                         mt__plan_phase *out) {
     if (b->key < 0) return;
-    const mt_axes axes = keys->axes[b->key];
-    double c = mt__plan_collective_seconds(map, keys->kind[b->key], axes, b->bytes);
+    const mt__plan_group *grp = group_at(gs, map, keys, b->key);
+    double c = mt__plan_group_seconds(grp, keys->kind[b->key], b->bytes);
     out->coll[b->key] += c;
-    if (mt__plan_copies_on_cores(map, axes)) {
+    if (grp->on_cores) {
         out->exposed[b->key] += c;
         *t += c;
     } else {
@@ -146,6 +164,8 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
     bucket bk = {.key = -1, .cap = bucket_bytes < MT_FIRST_BUCKET_BYTES ? bucket_bytes
                                                                          : MT_FIRST_BUCKET_BYTES};
     mt__plan_gemm_memo memo = {0};   /* the products' shapes met, on hw */
+    groups gs;
+    memset(gs.made, 0, sizeof gs.made);
     double due = 0;       /* the compute's next node waits until then (gathers) */
     double t = 0;
     mt_status st = MT_OK;
@@ -170,10 +190,11 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
                          "axes); raise MT__PLAN_STEP_MAX_COMM", MT__PLAN_STEP_MAX_COMM);
             break;
         }
-        double c = coll_seconds(hw, map, n);
+        const mt__plan_group *grp = group_at(&gs, map, keys, k);
+        double c = coll_seconds(hw, map, grp, n);
         /* copies on the devices' own cores (a threads host) run on the
            compute stream whatever the schedule defers: blocking, below */
-        bool on_cores = mt__plan_copies_on_cores(map, n->axes);
+        bool on_cores = grp->on_cores;
         if (skip_whole && (n->once || (n->grad_reduce && !n->overlapped &&
                                        n->kind == MT__PC_ALL_REDUCE))) {
             out->skipped[k] += c;
@@ -185,10 +206,10 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
             /* a bucket's: the open one starts first when this one does not
                fit it, and after when it is full */
             if (bk.key >= 0 && (bk.key != k || bk.bytes + n->comm_bytes > bk.cap))
-                bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
+                bucket_start(&bk, map, keys, &gs, bucket_bytes, &cs, &t, out);
             bk.key = k;
             bk.bytes += n->comm_bytes;
-            if (bk.bytes >= bk.cap) bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
+            if (bk.bytes >= bk.cap) bucket_start(&bk, map, keys, &gs, bucket_bytes, &cs, &t, out);
             continue;
         }
         if (n->grad_reduce && !n->overlapped && !on_cores) {
@@ -246,7 +267,7 @@ mt_status mt__plan_phase_run(const mt_hardware *hw, const mt__plan_map *map, mt_
     }
     /* the open bucket starts at the phase's end; nothing stays in flight
        when a phase returns (exec.c) */
-    if (st == MT_OK) bucket_start(&bk, map, keys, bucket_bytes, &cs, &t, out);
+    if (st == MT_OK) bucket_start(&bk, map, keys, &gs, bucket_bytes, &cs, &t, out);
     if (st == MT_OK) wait_until(&cs, &t, cs.free_at, out);
     out->seconds = t;
     free(cs.start);
