@@ -80,12 +80,12 @@ static mt_status check_eval_split(const mt_trainer *tr) {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-/* A Hugging Face directory on a mesh that splits the parameters or the
- * blocks (a pipeline): each device loads its own graphs' blocks (a
+/* A Hugging Face directory: each device loads its own graphs, on its own
+ * thread: whole parameters, or on a mesh that splits them the blocks (a
  * pipeline's chunks: the tensors each holds), reading only the rows they
  * span (mt_hf_load_llama), with no whole copy of the model in between;
- * llm.c files and checkpoints go through the one-device twin
- * (ckpt_mesh.c). */
+ * llm.c files and checkpoints go through the one-device twin where the
+ * parameters are split (ckpt_mesh.c). */
 static mt_status hf_load_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *arg) {
     (void)ctx, (void)arg;
     if (!d->pipe) return tr->m->hf_load(&tr->cfg, d->g, false);
@@ -171,14 +171,13 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     }
     if ((s = mt__train_run_devices(tr, mt__train_create_dev, NULL)) != MT_OK) goto fail;
 
-    const bool hf_blocks = tr->split_params && c->hf_in && !c->llmc_in && !c->ckpt_in;
-    if (hf_blocks && (s = mt__train_run_devices(tr, hf_load_dev, NULL)) != MT_OK) goto fail;
-    if (tr->split_params && !hf_blocks && (c->llmc_in || c->hf_in || c->ckpt_in)) {
+    /* --hf-in excludes --llmc-in and --ckpt-in (config_check.c) */
+    if (c->hf_in && (s = mt__train_run_devices(tr, hf_load_dev, NULL)) != MT_OK) goto fail;
+    if (tr->split_params && (c->llmc_in || c->ckpt_in)) {
         /* devices hold blocks: the whole tensors go into this process's
          * one-device twin, and every device copies its block out of it */
         s = mt__ckpt_twin(tr);
         if (s == MT_OK && c->llmc_in) s = tr->m->llmc_load(c, tr->twin_g);
-        if (s == MT_OK && c->hf_in) s = tr->m->hf_load(c, tr->twin_g, false);
         if (s == MT_OK && c->ckpt_in) s = mt_ckpt_load(c->ckpt_in, tr->twin_g, tr->twin_opt, &meta);
         if ((s = mt__ckpt_mesh_put(tr, s, c->ckpt_in ? meta.step : -1)) != MT_OK) goto fail;
         /* kept only where later saves go through it */
@@ -189,7 +188,6 @@ mt_status mt_trainer_create(const mt_train_config *cfg, mt_trainer **out) {
     for (int k = 0; !tr->split_params && k < tr->n_dev; k++) {
         mt__train_dev *d = &tr->dev[k];
         if (c->llmc_in && (s = tr->m->llmc_load(c, d->g)) != MT_OK) goto fail;
-        if (c->hf_in && (s = tr->m->hf_load(c, d->g, false)) != MT_OK) goto fail;
         if (c->ckpt_in) {
             if ((s = mt_ckpt_load(c->ckpt_in, d->g, d->opt, &meta)) != MT_OK) goto fail;
             mt_optim_set_steps(d->opt, meta.step);
