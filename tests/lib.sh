@@ -163,6 +163,21 @@ PY
     then ok "$1"; else bad "$1" "$(head -c 300 "$3")"; fi
 }
 
+# moe_same_run REF LAYOUT ARGS...: trains ARGS on --mesh LAYOUT (its words
+# split: "tensor=2 --sequence-parallel") into r.jsonl and r.ckpt, and checks
+# each step's loss and gradient norm, every checkpointed parameter and
+# MaxVio against REF.jsonl and REF.ckpt (the one-device run)
+moe_same_run() {
+    local ref=$1 layout=$2 L
+    shift 2
+    read -r -a L <<<"--mesh $layout"
+    train_run "moe-tiny $layout" r.jsonl "$@" "${L[@]}" --ckpt-out r.ckpt
+    same_metrics "moe-tiny $layout: losses and gradient norms equal one device's" "$ref.jsonl" \
+        r.jsonl
+    same_ckpt "moe-tiny $layout: parameters equal one device's" "$ref.ckpt" r.ckpt
+    same_maxvio "moe-tiny $layout: MaxVio equals one device's" "$ref.jsonl" r.jsonl
+}
+
 moe_setup() {
     for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >text.txt
     TINY=(--data text.txt --model llama --preset moe-tiny --seq 32 --batch 4 --threads 2 --quiet)

@@ -40,13 +40,7 @@ LAYOUTS=(expert=2 expert=4 data=2,expert=2 fsdp=2,expert=2 "data=2,expert=2 --ze
 # four: the exchanges on each axis the experts fold over; ZeRO-2 and the
 # recomputed exchanges run on the release build
 if ldd "$BIN" 2>/dev/null | grep -Eq 'lib(a|t)san'; then LAYOUTS=("${LAYOUTS[@]:0:4}"); fi
-for layout in "${LAYOUTS[@]}"; do
-    read -r -a L <<<"--mesh $layout"
-    train_run "moe-tiny $layout" r.jsonl "${TINY[@]}" --steps 10 "${L[@]}" --ckpt-out r.ckpt
-    same_metrics "moe-tiny $layout: losses and gradient norms equal one device's" one.jsonl r.jsonl
-    same_ckpt "moe-tiny $layout: parameters equal one device's" one.ckpt r.ckpt
-    same_maxvio "moe-tiny $layout: MaxVio equals one device's" one.jsonl r.jsonl
-done
+for layout in "${LAYOUTS[@]}"; do moe_same_run one "$layout" "${TINY[@]}" --steps 10; done
 
 # a checkpoint of expert=2 (the experts gathered whole) resumes on expert=4
 # as the one-device run that did not stop

@@ -6,7 +6,9 @@
  *
  * The rule, in short: the rows (leading dims) keep operand 0's split (the
  * sorted rows' where there are, never moved), the other token operands are
- * moved to it, trailing dims and the expert weights are gathered whole, the
+ * moved to it, trailing dims and the expert weights are gathered whole (but
+ * for the expert-tensor split: w's columns over axes that do not split the
+ * rows, a split C leaving a partial sum, which combine passes on), the
  * router loss gathers the sequence dim and is a partial sum over the rows'
  * axes.
  */
@@ -58,6 +60,29 @@ MT_TEST(moe_rules_against_the_hand_table) {
         {"experts: explicit mode refuses to move the ids", MT_OP_MOE_EXPERTS, 3,
          {"f32[8@data,16,2,32]", "f32[4,32,64]", "i32[8,16,2]"}, MT_SHARD_EXPLICIT, NULL,
          "ids"},
+        /* the expert-tensor split: fsdp stands for tensor, an axis the rows
+           (over data) are not split over */
+        {"experts: w's OC over fsdp, the result's features too", MT_OP_MOE_EXPERTS, 3,
+         {"f32[8@data,16,2,32]", "f32[4,32,64@fsdp]", "i32[8@data,16,2]"}, MT_SHARD_AUTO,
+         "f32[8@data,16,2,64@fsdp]", ""},
+        {"experts: w's C and xs's features over fsdp, a partial sum", MT_OP_MOE_EXPERTS, 3,
+         {"f32[8@data,16,2,32@fsdp]", "f32[4,32@fsdp,64]", "i32[8@data,16,2]"}, MT_SHARD_AUTO,
+         "f32[8@data,16,2,64]{U:fsdp}", ""},
+        {"experts: w's C over fsdp, xs's whole features sliced", MT_OP_MOE_EXPERTS, 3,
+         {"f32[8@data,16,2,32]", "f32[4,32@fsdp,64]", "i32[8@data,16,2]"}, MT_SHARD_AUTO,
+         "f32[8@data,16,2,64]{U:fsdp}", "slice 0 3 fsdp"},
+        {"experts: explicit mode refuses to slice xs's features", MT_OP_MOE_EXPERTS, 3,
+         {"f32[8@data,16,2,32]", "f32[4,32@fsdp,64]", "i32[8@data,16,2]"}, MT_SHARD_EXPLICIT,
+         NULL, "features split alike"},
+        {"experts: w's OC over data, which splits the rows: gathered", MT_OP_MOE_EXPERTS, 3,
+         {"f32[8@data,16,2,32]", "f32[4,32,64@data]", "i32[8@data,16,2]"}, MT_SHARD_AUTO,
+         "f32[8@data,16,2,64]", "all-gather 1 2 data"},
+        {"combine: ys' partial sum over fsdp passes to the result", MT_OP_MOE_COMBINE, 3,
+         {"f32[8@data,16,2,32]{U:fsdp}", "f32[8@data,16,2]", "i32[8@data,16,2]"},
+         MT_SHARD_AUTO, "f32[8@data,16,32]{U:fsdp}", ""},
+        {"gates: a partial sum over fsdp summed", MT_OP_MOE_GATES, 2,
+         {"f32[8@data,16,4]{U:fsdp}", "i32[8@data,16,2]"}, MT_SHARD_AUTO, "f32[8@data,16,2]",
+         "all-reduce 0 -1 fsdp"},
         {"combine: ys' channels gathered, gates and ids pass", MT_OP_MOE_COMBINE, 3,
          {"f32[8@data,16,2,32@fsdp]", "f32[8@data,16,2]", "i32[8@data,16,2]"},
          MT_SHARD_AUTO, "f32[8@data,16,32]", "all-gather 0 3 fsdp"},

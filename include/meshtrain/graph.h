@@ -279,6 +279,14 @@ mt_tensor *mt_transpose(mt_graph *g, mt_tensor *x);
  * it (e.g. a matmul with both contracting dims split: an all-reduce, a
  * reduce-scatter, or keeping the partial sum). */
 mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
+/* out = y, with the scalar `loss` attached: the backward gives y out's
+ * gradient and loss the gradient s whatever out's is, so loss counts in
+ * the model's loss times s though no path leads from it to out (Megatron's
+ * MoEAuxLossAutoScaler): a pipeline stage that is not the last attaches
+ * its mixture's router losses to its output so. loss may be a partial sum
+ * over the axes splitting its rows; each device's share gets s. NULL with
+ * g's error for a loss that is no f32 scalar (MT_ESHAPE) or s not finite. */
+mt_tensor *mt_aux_attach(mt_graph *g, mt_tensor *y, mt_tensor *loss, float s);
 
 /* --- collectives inside a graph (shard_map) and the collective matmuls:
  * meshtrain/graph_spmd.h, included at the end of this header --- */

@@ -22,10 +22,14 @@ mt_status mt_tensor_set_sharding(mt_tensor *t, const mt_sharding *sh);
 /* A strategy as data: sets the sharding of every leaf (input, parameter,
  * constant) of the global graph g that names logical axes
  * (mt_tensor_set_logical, mt_graph_logical) to the one `rules` give it on
- * `mesh` (mt_rules_sharding), replacing what it had, and the constraint
- * (mt_tensor_set_constraint) of every op output that names them; tensors
- * without logical axes are left as they are. Call before mt_partition, before device
- * threads share g (it writes the leaves, as mt_tensor_set_sharding). */
+ * `mesh` (mt_rules_sharding), replacing what it had, the constraint
+ * (mt_tensor_set_constraint) of every op output that names them, and the
+ * target of every mt_reshard whose output names them (MaxText's
+ * with_logical_constraint: a builder moves a value to a layout it names by
+ * logical axes alone, e.g. the rows of an MoE block's input made whole over
+ * the sequence-parallel axes); tensors without logical axes are left as
+ * they are. Call before mt_partition, before device threads share g (it
+ * writes the leaves, as mt_tensor_set_sharding). */
 mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_mesh *mesh);
 
 /* Sets the layout an op's output should have (JAX's

@@ -33,6 +33,7 @@
  */
 #include "graph/builders_impl.h"
 #include "graph/op_desc.h"
+#include "mesh/mesh_impl.h"
 
 #include <stdio.h>
 
@@ -159,14 +160,6 @@ void mt__grad_attention_split(mt_graph *g, const mt_op_call *f) {
 
 /* ---- the lowering: T split over the axes `rows` ---------------------------- */
 
-/* The mesh axes of a bit set, in mesh order (a sharding's order). */
-static mt_axes axes_of(uint32_t bits) {
-    mt_axes ax = {0};
-    for (int a = 0; a < 32 && ax.n < MT_MESH_MAX_AXES; a++)
-        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
-    return ax;
-}
-
 /* This device's place in the split of T (global Tg, local in q). */
 static void split_place(const mt_lower_env *e, uint32_t rows, int64_t Tg, int64_t T, int *parts,
                         int *part) {
@@ -179,10 +172,10 @@ static void split_place(const mt_lower_env *e, uint32_t rows, int64_t Tg, int64_
 static mt_tensor *whole(mt_graph *g, mt_tensor *x, uint32_t rows) {
     /* the invariant gather: every device then runs the whole op (as the
      * gather the rule used to make did), its gradient each device's block */
-    return mt_graph_all_gather_invariant(g, x, axes_of(rows), 1);
+    return mt_graph_all_gather_invariant(g, x, mt__mesh_axes_of(rows), 1);
 }
 static mt_tensor *own_block(mt_graph *g, mt_tensor *x, uint32_t rows) {
-    return mt_graph_slice(g, x, axes_of(rows), 1);
+    return mt_graph_slice(g, x, mt__mesh_axes_of(rows), 1);
 }
 
 /* ---- Ulysses (§6) ---------------------------------------------------------- */
@@ -200,17 +193,17 @@ static bool heads_divide(mt_graph *g, const char *what, int n, int parts) {
 /* x (B,T,..,X) with its last dim cut into parts blocks of heads: block j to
  * device j, the rows received stacked in device order -> (B,parts·T,..,X/parts) */
 static mt_tensor *to_heads(mt_graph *g, mt_tensor *x, uint32_t rows) {
-    return mt_graph_all_to_all(g, x, axes_of(rows), x->ndim - 1, 1);
+    return mt_graph_all_to_all(g, x, mt__mesh_axes_of(rows), x->ndim - 1, 1);
 }
 /* the inverse: o (B,parts·T,Y) -> (B,T,parts·Y), the heads in device order */
 static mt_tensor *to_rows(mt_graph *g, mt_tensor *o, uint32_t rows) {
-    return mt_graph_all_to_all(g, o, axes_of(rows), 1, 2);
+    return mt_graph_all_to_all(g, o, mt__mesh_axes_of(rows), 1, 2);
 }
 
 /* The ids of every device's rows (B,parts·T), in device order: the gathered
  * keys' (all-gather) and the all-to-all's rows (Ulysses); NULL for none. */
 static mt_tensor *gather_docs(mt_graph *g, mt_tensor *docs, uint32_t rows) {
-    return docs ? mt_graph_all_gather(g, docs, axes_of(rows), 1) : NULL;
+    return docs ? mt_graph_all_gather(g, docs, mt__mesh_axes_of(rows), 1) : NULL;
 }
 
 static mt_tensor *ulysses_packed(mt_graph *g, mt_tensor *qkv, mt_tensor *docs, int NH,
@@ -249,10 +242,11 @@ mt_tensor *mt__lower_attention_split(mt_graph *g, mt_tensor *qkv, mt_tensor *doc
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], qkv->shape[1], &parts, &part);
     if (e->cp_attention == MT_CP_RING)
-        return mt__attention_ring_docs(g, qkv, NULL, NULL, docs, NH, NH, 1, 0, axes_of(rows));
+        return mt__attention_ring_docs(g, qkv, NULL, NULL, docs, NH, NH, 1, 0,
+                                       mt__mesh_axes_of(rows));
     if (e->cp_attention == MT_CP_ULYSSES)
         return ulysses_packed(g, qkv, docs, NH, rows, parts, part);
-    mt_tensor *kv = mt_graph_all_gather(g, qkv, axes_of(rows), 1);   /* (B,Tk,3,C) */
+    mt_tensor *kv = mt_graph_all_gather(g, qkv, mt__mesh_axes_of(rows), 1);   /* (B,Tk,3,C) */
     return mt__attention_split(g, qkv, kv, NH, parts, part, gather_docs(g, docs, rows));
 }
 
@@ -266,7 +260,7 @@ mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, mt_tensor 
                          rows);
     int parts, part;
     split_place(e, rows, e->types[0].shape[1], in[0]->shape[1], &parts, &part);
-    mt_axes ax = axes_of(rows);
+    mt_axes ax = mt__mesh_axes_of(rows);
     if (e->cp_attention == MT_CP_RING)
         return mt__attention_ring_docs(g, in[0], in[1], in[2], docs, NH, KV, G, hoff, ax);
     if (e->cp_attention == MT_CP_ULYSSES)

@@ -299,12 +299,15 @@ static mt_tensor *auto_pvary(mt_graph *g, mt_tensor *x, uint32_t axes) {
 
 bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies) {
     uint32_t inv = ~0u, var = 0, ik[MT_MAX_INPUTS], vk[MT_MAX_INPUTS];
-    for (int k = 0; k < c->n_in; k++) {
+    /* aux_attach's loss meets nothing: its gradient is a constant, not the
+     * output's (graph/op_aux_attach.c); the output is its first operand */
+    const int n_in = c->op == MT_OP_AUX_ATTACH ? 1 : c->n_in;
+    for (int k = 0; k < n_in; k++) {
         vma_get(g, c->in[k], &ik[k], &vk[k]);
         inv &= ik[k];
         var |= vk[k];
     }
-    if (c->n_in == 0) inv = 0;
+    if (n_in == 0) inv = 0;
     /* a fused collective's result differs over its axes whatever its
      * operands are (all_gather_linear, linear_reduce_scatter) */
     uint32_t extra = axes_bits(varies) & real_axes(g);
@@ -315,7 +318,7 @@ bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies
     inv = (inv | inside) & ~(var & ~inside);
     var &= ~inside;
     uint32_t real = real_axes(g);
-    for (int k = 0; k < c->n_in; k++) {
+    for (int k = 0; k < n_in; k++) {
         mt_tensor *x = c->in[k];
         if (x->dtype != MT_F32 || !x->needs_grad) continue;   /* no gradient to sum */
         uint32_t need = ik[k] & ~inv & ~inside & real;
@@ -323,8 +326,8 @@ bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies
         uint32_t unknown = need & ~var;
         if (unknown) {
             int j = 0;
-            while (j < c->n_in && (j == k || !(~ik[j] & unknown))) j++;
-            const mt_tensor *o = c->in[j < c->n_in ? j : k];
+            while (j < n_in && (j == k || !(~ik[j] & unknown))) j++;
+            const mt_tensor *o = c->in[j < n_in ? j : k];
             char sa[64];
             axes_str(mt_ctx_mesh(g->ctx), bits_axes(unknown), sa, sizeof sa);
             mt__graph_error(g, MT_ESHARDING, "%s of '%s' and '%s': '%s' is the same on every "

@@ -11,10 +11,14 @@
  * axes the rows vary over (its pvary) — but for the experts dim split over
  * axes that also split the rows: the product then runs expert-parallel
  * (ops/moe_ep.c: the rows travel to their experts' owners inside the op),
- * and its weights' gradient sums over the other axes only. A tensor of sorted rows holds a
+ * and its weights' gradient sums over the other axes only — and for the
+ * columns split over axes that do not split the rows (the expert-tensor
+ * split, Megatron's ETP: the rows the same on those devices, each runs its
+ * block of every expert's OC, or of its C with xs's features split alike,
+ * a partial sum that combine passes on). A tensor of sorted rows holds a
  * device's own pairs in expert order, which is no block of the global
  * order: it keeps the split of its ids, and every other operand is moved to
- * that split (a rule never moves the sorted rows). The router loss needs
+ * that split (a rule never moves the sorted rows, only their features). The router loss needs
  * whole sequences (dim 1 of 3-D logits): its result is a partial sum over
  * the axes splitting the sequences, each device's share over the global
  * counts (mt_moe_op_params).
@@ -130,7 +134,6 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
     if (nlead < 0 || (call->op == MT_OP_MOE_EXPERTS && in[1].ndim != 3))
         return mt_fail(MT_ESHAPE, "%s: operands of rank %d: want (rows...,·) token operands "
                        "and w (E,C,OC)", r->op, ids->ndim);
-    for (int k = 0; k < ops.n; k++) TRY(mt__sneed_summed(r, k, ops.name[k], &in[k]));
     /* the rows' split: operand 0's, the sorted rows where there are (never
      * moved) */
     uint32_t lead[MT_MAX_DIMS] = {0};
@@ -139,6 +142,24 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
         lead[1] = 0;   /* whole sequences: the loss's balance, a capacity's groups */
     uint32_t rows_axes = 0;
     for (int d = 0; d < nlead; d++) rows_axes |= lead[d];
+    /* the expert-tensor split (Megatron's ETP): weights whose OC (col) or C
+     * (red) split over axes that do not split the rows; the rows are then
+     * the same on those devices, each runs its block of every expert's
+     * columns, and a split C (xs's features split alike) leaves a partial
+     * sum. combine is linear in ys: the partial sum passes through it, to
+     * be summed once on (rows,D) rather than on the k-times wider ys. */
+    uint32_t col = 0, red = 0, passed = 0;
+    if (call->op == MT_OP_MOE_EXPERTS) {
+        if (!(in[1].sharding.dim_axes[2] & rows_axes)) col = in[1].sharding.dim_axes[2];
+        if (!(in[1].sharding.dim_axes[1] & rows_axes)) red = in[1].sharding.dim_axes[1];
+    }
+    for (int k = 0; k < ops.n; k++) {
+        if (call->op == MT_OP_MOE_COMBINE && k == 0 && !(in[0].sharding.partial_axes & rows_axes)) {
+            passed = in[0].sharding.partial_axes;
+            continue;
+        }
+        TRY(mt__sneed_summed(r, k, ops.name[k], &in[k]));
+    }
     for (int k = 0; k < ops.n; k++) {
         mt_type *t = &in[k];
         if (ops.role[k] == ROWS) {
@@ -157,13 +178,27 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
              * inside the op (moe_ep.c) */
             if (ops.role[k] == WEIGHT && d == 0 && !(t->sharding.dim_axes[0] & ~rows_axes))
                 continue;
+            if (ops.role[k] == WEIGHT && ((d == 2 && col) || (d == 1 && red))) continue;
+            if (ops.role[k] == SORTED && red && d == t->ndim - 1 &&
+                t->sharding.dim_axes[d] == red)
+                continue;   /* xs's features split as w's C: the partial products */
             char why[256];
             snprintf(why, sizeof why, "the MoE %s needs its dim %d whole (%s)",
                      ops.role[k] == WEIGHT ? "expert weights" : "rows'", d,
                      ops.role[k] == WEIGHT ? "the experts split only over axes that split "
-                     "the rows too: expert parallelism" : "features");
+                     "the rows too, their columns over axes that do not" : "features");
             TRY(mt__sneed_whole(r, k, ops.name[k], t, d, why));
         }
+    }
+    if (red && in[0].sharding.dim_axes[in[0].ndim - 1] != red) {   /* whole: its block */
+        mt_type want = in[0];
+        want.sharding.dim_axes[in[0].ndim - 1] = red;
+        if (r->mode == MT_SHARD_EXPLICIT)
+            return mt_fail(MT_ESHARDING, "%s: w's dim 1 (C) is split over %s, and xs %s must "
+                           "have its features split alike; a reshard of xs to %s resolves it",
+                           r->op, mt__saxes(r->mesh, red).s, mt__stype(r->mesh, &in[0]).s,
+                           mt__stype(r->mesh, &want).s);
+        TRY(mt__smove_to(r, 0, &in[0], &want));
     }
     mt_type res = {.dtype = MT_F32, .ndim = nlead + 1};
     for (int d = 0; d < nlead; d++) {
@@ -189,8 +224,13 @@ static mt_status shard_moe(mt_srule *r, const mt_op_call *call, mt_type *in) {
         res.ndim = nlead + 2;
         res.shape[nlead] = ids->shape[nlead];
         res.shape[nlead + 1] = in[1].shape[2];
+        res.sharding.dim_axes[nlead + 1] = col;
+        res.sharding.partial_axes = red;
         break;
-    case MT_OP_MOE_COMBINE: res.shape[nlead] = in[0].shape[in[0].ndim - 1]; break;
+    case MT_OP_MOE_COMBINE:
+        res.shape[nlead] = in[0].shape[in[0].ndim - 1];
+        res.sharding.partial_axes = passed;
+        break;
     default: {   /* the router loss: a partial sum over the rows' axes */
         uint32_t axes = 0;
         for (int d = 0; d < nlead; d++) axes |= lead[d];

@@ -22,5 +22,12 @@ struct mt_mesh {
 int  mt__mesh_find_axis(const mt_mesh *mesh, const char *name, size_t len);
 /* "'data', 'tensor'" into buf, for messages that list the mesh's axes. */
 void mt__mesh_list_axes(const mt_mesh *mesh, char *buf, size_t cap);
+/* The axes of a bit set (bit a: axis a), in mesh order (major first). */
+static inline mt_axes mt__mesh_axes_of(uint32_t bits) {
+    mt_axes ax = {0};
+    for (int a = 0; a < MT_MESH_MAX_AXES; a++)
+        if (bits & (1u << a)) ax.axis[ax.n++] = (uint8_t)a;
+    return ax;
+}
 
 #endif /* MT_MESH_IMPL_H */

@@ -79,6 +79,7 @@
     X(MOE_EXPERTS, moe_experts) /* p.moe; in: xs (rows,k,C) w (E,C,OC) ids -> (rows,k,OC) */       \
     X(MOE_COMBINE, moe_combine) /* p.moe; in: ys (rows,k,D) gates ids -> (rows,D) */               \
     X(MOE_ROUTER_LOSS, moe_router_loss) /* p.moe; in: logits (S,L,E) ids -> () */                  \
+    X(AUX_ATTACH, aux_attach)  /* out = in0; in1 a scalar loss whose gradient is p.scale.s */       \
     /* backward */                                                                                 \
     X(GEMM, gemm)              /* out (+)= op(in0) · op(in1); p.gemm */                            \
     X(BIAS_GRAD, bias_grad)    /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */                     \
@@ -111,7 +112,8 @@
     X(MOE_EXPERTS_BWD_W, moe_experts_bwd_w) /* out (+)= dw; in: dy xs ids; p.moe */                \
     X(MOE_COMBINE_BWD_Y, moe_combine_bwd_y) /* out (+)= dys; in: dout gates ids; p.moe */          \
     X(MOE_COMBINE_BWD_G, moe_combine_bwd_g) /* out (+)= dgates; in: dout ys ids; p.moe */          \
-    X(MOE_ROUTER_LOSS_BWD, moe_router_loss_bwd) /* out (+)= dlogits; in: dloss logits ids */
+    X(MOE_ROUTER_LOSS_BWD, moe_router_loss_bwd) /* out (+)= dlogits; in: dloss logits ids */     \
+    X(AUX_SEED, aux_seed)      /* out (a scalar) (+)= p.scale.s; in: dout (ordering only) */
 
 typedef enum {
 #define MT_OP_ENUM_(NAME, name) MT_OP_##NAME,

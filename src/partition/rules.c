@@ -1,8 +1,9 @@
 /*
  * rules.c — a strategy as data: every leaf of a global graph that names its
  * logical axes gets the sharding a rule table gives it (sharding.h,
- * mt_rules_sharding), and every op output that names them the same as its
- * constraint (mt_tensor_set_constraint), before mt_partition. The trainer's
+ * mt_rules_sharding), every op output that names them the same as its
+ * constraint (mt_tensor_set_constraint), and a reshard whose output names
+ * them that layout as its target, before mt_partition. The trainer's
  * strategies are rows of such tables (train/presets.c); a program of one's
  * own can pass its table here the same way.
  */
@@ -23,6 +24,18 @@ mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_m
         bool leaf = t->kind == MT_INPUT || t->kind == MT_PARAM || t->kind == MT_CONST;
         if (s == MT_OK)
             s = leaf ? mt_tensor_set_sharding(t, &sh) : mt_tensor_set_constraint(t, &sh);
+        if (s != MT_OK) return s;
+    }
+    /* a reshard whose output names logical axes goes to the layout they
+     * give (MaxText's with_logical_constraint): a builder moves its value
+     * so without knowing the mesh */
+    for (int i = 0; i < g->n_forward; i++) {
+        mt_op_call *c = &g->nodes[i].call;
+        bool named = false;
+        for (int d = 0; c->op == MT_OP_RESHARD && d < c->out->ndim; d++)
+            named |= c->out->logical[d][0] != '\0';
+        if (!named) continue;
+        mt_status s = mt_rules_sharding(rules, mesh, c->out, &c->p.reshard);
         if (s != MT_OK) return s;
     }
     return MT_OK;

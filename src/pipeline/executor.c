@@ -133,6 +133,7 @@ static mt_status run_f(mt__pipe_exec *x, mt__pipe_chunk *c, int j, double *loss,
         return s;
     *t0 = mt_time_now();
     if ((s = mt_graph_forward(c->g)) != MT_OK) return s;
+    if (x->after_f && (s = x->after_f(x->arg, c, j)) != MT_OK) return s;
     if (c->chunk == x->S - 1) {
         *loss += mt_graph_loss(c->g);
         return MT_OK;

@@ -45,6 +45,10 @@ typedef struct {
      * before every chunk's F: the tokens on chunk 0, the targets on chunk
      * S-1 (one chunk may be both), side inputs (document ids) on any. */
     mt_status      (*feed)(void *arg, const mt__pipe_chunk *c, int mb);
+    /* Reads what microbatch mb's forward left in c's graph (its current
+     * slot: a mixture's router choices and losses), called after every
+     * chunk's F, before its output is sent; NULL: nothing to read. */
+    mt_status      (*after_f)(void *arg, const mt__pipe_chunk *c, int mb);
     void            *arg;
     /* measured by the last run, per op of the list (mt_time_now seconds):
      * when its work began, after the message it waited for had come, and

@@ -13,6 +13,7 @@
  * axes that split them). What only a file can tell (llmc_in's model, V from
  * the data) is checked when the trainer reads it.
  */
+#include "meshtrain/pipeline.h"
 #include "train/strategy_fit.h"
 #include "train/train_impl.h"
 
@@ -434,4 +435,37 @@ mt_status mt_train_config_check(const mt_train_config *cfg) {
     s = check_layout(cfg, m, mesh);
     mt_mesh_free(mesh);
     return s;
+}
+
+/* ---- pipelines (pipe.c runs them) ---------------------------------------- */
+
+const char *mt__train_pipe_schedule(const mt_train_config *c) {
+    return c->schedule ? c->schedule : "1f1b";
+}
+
+/* The checks a pipeline configuration must pass before any device starts. */
+mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p) {
+    if (!m->build_stage)
+        return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
+                       "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
+                       m->about.name);
+    /* the kind first: an unknown one is the mistake, not its microbatches */
+    const char *name = mt__train_pipe_schedule(c);
+    mt_schedule_kind kind;
+    mt_status st = mt_schedule_kind_parse(name, &kind);
+    if (st != MT_OK) return mt_fail_wrap(st, "--schedule");
+    if (c->accum < p)
+        return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
+                       "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);
+    /* the schedule (a pure function) once here: its shape's errors before
+     * any device starts */
+    mt_schedule *s = NULL;
+    st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
+    /* with llmc_in or hf_in, L comes from the file: mt__train_pipe_create checks it */
+    if (st == MT_OK && !c->llmc_in && !c->hf_in && mt__train_model_of(c->model)->blocks(c) < p * mt_schedule_chunks(s))
+        st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
+                     "than its L=%d blocks (--layers); use more layers or fewer chunks", name, p,
+                     p * mt_schedule_chunks(s), mt__train_model_of(c->model)->blocks(c));
+    mt_schedule_free(s);
+    return st;
 }

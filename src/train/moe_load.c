@@ -2,7 +2,8 @@
  * moe_load.c — the experts' load of a training step (issue 42;
  * ../shared/MOE.md §2): each MoE layer's counts of (token, slot) pairs per
  * expert, read from the router's ids after each microbatch's forward,
- * summed over the microbatches and over the devices that split the batch,
+ * summed over the microbatches and over the devices that split the
+ * routers' rows (the axes read from the nodes' types),
  * and the step's MaxVio, the largest over the layers; the router losses
  * (aux + z) the loss includes, read from the moe_router_loss nodes'
  * scalars, apart; and, from the same summed counts, the aux-loss-free
@@ -12,6 +13,7 @@
  * (train.h's mt_step_report.moe_maxvio, moe_aux, moe_dropped).
  */
 #include "train/train_impl.h"
+#include "mesh/mesh_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,6 +67,13 @@ static mt_status find_routes(mt__moe_load *c, mt_graph *g) {
         mt_status s = mt_graph_node(g, i, &info);
         if (s != MT_OK) return s;
         if (info.phase != 'F') continue;
+        /* the axes each sum runs over, from the nodes' own types */
+        const mt_sharding sh = mt_tensor_sharding(info.out);
+        uint32_t rows = 0;
+        for (int d = 0; d + 1 < mt_tensor_ndim(info.out); d++) rows |= sh.dim_axes[d];
+        if (strcmp(info.op, "moe_route") == 0) c->count_axes |= rows;
+        if (strcmp(info.op, "moe_router_loss") == 0) c->loss_axes |= sh.partial_axes;
+        if (strcmp(info.op, "moe_capacity") == 0) c->drop_axes |= rows;
         if (strcmp(info.op, "moe_route") == 0) {
             if (info.n_in > 1) {
                 c->bias[c->n_routes] = param_behind(g, info.in[1]);
@@ -137,20 +146,22 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
 mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux) {
     *out = *aux = c->dropped = NAN;
     if (c->n == 0) return MT_OK;
-    /* a device's router loss is its part of the batch's (the partitioner
-       sums the parts over the batch axes): summed over them, a mean over
-       the microbatches */
+    /* a device's router loss is its part of the batch's (a partial sum
+       over the axes its type names): summed over them, a mean over the
+       microbatches */
     float sum = (float)c->aux;
     const int n_mb = c->aux_n;
     c->aux = 0, c->aux_n = 0;
     if (ctx) {
-        mt_axes batch = mt__batch_axes(mt_ctx_mesh(ctx));
-        mt_status s = batch.n ? mt_all_reduce(ctx, batch, c->counts, (size_t)c->n, MT_I32,
-                                              MT_REDUCE_SUM)
-                              : MT_OK;
-        if (s == MT_OK && batch.n) s = mt_all_reduce(ctx, batch, &sum, 1, MT_F32, MT_REDUCE_SUM);
-        if (s == MT_OK && batch.n && c->n_caps)
-            s = mt_all_reduce(ctx, batch, c->drop, 2, MT_I32, MT_REDUCE_SUM);
+        const mt_axes rows = mt__mesh_axes_of(c->count_axes);
+        const mt_axes parts = mt__mesh_axes_of(c->loss_axes);
+        const mt_axes drops = mt__mesh_axes_of(c->drop_axes);
+        mt_status s = rows.n ? mt_all_reduce(ctx, rows, c->counts, (size_t)c->n, MT_I32,
+                                             MT_REDUCE_SUM)
+                             : MT_OK;
+        if (s == MT_OK && parts.n) s = mt_all_reduce(ctx, parts, &sum, 1, MT_F32, MT_REDUCE_SUM);
+        if (s == MT_OK && drops.n && c->n_caps)
+            s = mt_all_reduce(ctx, drops, c->drop, 2, MT_I32, MT_REDUCE_SUM);
         if (s != MT_OK) return s;
     }
     c->dropped = c->n_caps && c->drop[1] ? (double)c->drop[0] / c->drop[1] : NAN;
@@ -162,6 +173,38 @@ mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double 
     }
     *out = worst;
     c->summed = true;
+    return MT_OK;
+}
+
+mt_status mt__moe_load_pipe(mt__moe_load *loads, int n, const bool *last, mt_ctx *ctx,
+                           mt_axes pipe, mt__moe_step *out) {
+    double vio = -1;   /* none yet: no chunk here has a router */
+    /* Σ router losses, those of chunks not the model's last, dropped pairs,
+       pairs, chunks with a capacity */
+    float sums[5] = {0};
+    for (int i = 0; i < n; i++) {
+        double v, a;
+        mt_status s = mt__moe_load_maxvio(&loads[i], ctx, &v, &a);
+        if (s != MT_OK) return s;
+        if (isnan(v)) continue;
+        vio = v > vio ? v : vio;
+        if (!isnan(a)) {
+            sums[0] += (float)a;
+            if (!last[i]) sums[1] += (float)a;
+        }
+        sums[2] += (float)loads[i].drop[0];
+        sums[3] += (float)loads[i].drop[1];
+        sums[4] += loads[i].n_caps > 0;
+    }
+    float most = (float)vio;
+    mt_status s = mt_all_reduce(ctx, pipe, sums, 5, MT_F32, MT_REDUCE_SUM);
+    if (s == MT_OK) s = mt_all_reduce(ctx, pipe, &most, 1, MT_F32, MT_REDUCE_MAX);
+    if (s != MT_OK) return s;
+    const bool moe = most >= 0;
+    out->maxvio = moe ? most : NAN;
+    out->aux = moe ? sums[0] : NAN;
+    out->aux_mid = sums[1];
+    out->dropped = sums[4] > 0 && sums[3] > 0 ? (double)sums[2] / sums[3] : NAN;
     return MT_OK;
 }
 

@@ -58,6 +58,9 @@ struct mt__train_pipe {
     const mt_backend *be;                    /* the chunks' graphs' backend */
     float          *meas;                    /* (2 + 3S): max span, max busy; (S,3) op times */
     mt_pipe_costs  *costs;                   /* (S) */
+    /* each chunk's expert loads and router losses of the step, and of an
+     * evaluation (moe_load.c); loads: the ones after_f adds to now */
+    mt__moe_load    moe[MT_PIPE_MAX_CHUNKS], eval_moe[MT_PIPE_MAX_CHUNKS], *loads;
 };
 
 /* The name of the parameter the run's model ties (its head and its
@@ -122,37 +125,6 @@ static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, 
     if (*mt_schedule_note(s)) PUT("; note: %s", mt_schedule_note(s));
 #undef PUT
     if (at >= n && n > 4) memcpy(buf + n - 4, "...", 4);
-}
-
-const char *mt__train_pipe_schedule(const mt_train_config *c) {
-    return c->schedule ? c->schedule : "1f1b";
-}
-
-/* The checks a pipeline configuration must pass before any device starts. */
-mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *m, int p) {
-    if (!m->build_stage)
-        return mt_fail(MT_EINVAL, "pipeline parallelism (pipe=%d) needs a model that can be cut "
-                       "into stages; %s cannot: use --model gpt or drop the pipe axis", p,
-                       m->about.name);
-    /* the kind first: an unknown one is the mistake, not its microbatches */
-    const char *name = mt__train_pipe_schedule(c);
-    mt_schedule_kind kind;
-    mt_status st = mt_schedule_kind_parse(name, &kind);
-    if (st != MT_OK) return mt_fail_wrap(st, "--schedule");
-    if (c->accum < p)
-        return mt_fail(MT_EINVAL, "a pipeline over pipe=%d needs at least %d microbatches per "
-                       "step (m >= p), got %d; give --microbatches %d or more", p, p, c->accum, p);
-    /* the schedule (a pure function) once here: its shape's errors before
-     * any device starts */
-    mt_schedule *s = NULL;
-    st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
-    /* with llmc_in or hf_in, L comes from the file: mt__train_pipe_create checks it */
-    if (st == MT_OK && !c->llmc_in && !c->hf_in && m_blocks(c) < p * mt_schedule_chunks(s))
-        st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
-                     "than its L=%d blocks (--layers); use more layers or fewer chunks", name, p,
-                     p * mt_schedule_chunks(s), m_blocks(c));
-    mt_schedule_free(s);
-    return st;
 }
 
 /* A stage's input (the previous stage's output) holds the residual
@@ -407,6 +379,10 @@ void mt__train_pipe_free(mt__train_pipe *pp) {
     if (pp->be) mt_backend_free(pp->be, pp->tied_other);
     free(pp->meas);
     free(pp->costs);
+    for (int i = 0; i < MT_PIPE_MAX_CHUNKS; i++) {
+        mt__moe_load_free(&pp->moe[i]);
+        mt__moe_load_free(&pp->eval_moe[i]);
+    }
     free(pp);
 }
 
@@ -429,6 +405,20 @@ static mt_status feed(void *arg, const mt__pipe_chunk *c, int mb) {
     if (s == MT_OK) s = mt__pipe_data_feed(&pp->data, f->ctx, mb, MT__PIPE_TARGETS, pp->target[i]);
     if (s == MT_OK) s = mt__pipe_data_feed(&pp->data, f->ctx, mb, MT__PIPE_DOCS, pp->docs[i]);
     return s;
+}
+
+/* A chunk's router choices and losses, after each of its F (moe_load.c). */
+static mt_status after_f(void *arg, const mt__pipe_chunk *c, int mb) {
+    (void)mb;
+    feed_arg *f = arg;
+    return mt__moe_load_add(&f->pp->loads[c - f->pp->chunk], c->g);
+}
+
+/* The balance of the step or evaluation whose loads are pp->loads. */
+static mt_status moe_balance(mt__train_pipe *pp, mt_ctx *ctx, mt__moe_step *ms) {
+    bool last[MT_PIPE_MAX_CHUNKS];
+    for (int i = 0; i < pp->v; i++) last[i] = pp->chunk[i].chunk == pp->S - 1;
+    return mt__moe_load_pipe(pp->loads, pp->v, last, ctx, pp->x.pipe, ms);
 }
 
 /* The tied embedding's two copies (chunk 0's and chunk S-1's) get the sum
@@ -521,9 +511,13 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
+    pp->x.after_f = after_f;
     pp->x.arg = &fa;
+    pp->loads = pp->moe;
     double loss = 0;
+    mt__moe_step ms = {0};
     s = mt__pipe_run(&pp->x, pp->ops, pp->n_ops, &loss);
+    if (s == MT_OK) s = moe_balance(pp, ctx, &ms);
     if (s == MT_OK) s = measure_bubble(pp, d, ctx);
     if (s == MT_OK) s = sum_tied(tr, pp, ctx);
     /* the loss lives on the last chunk's device; the norm's parts on all */
@@ -539,7 +533,9 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
         for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
         return s;
     }
-    d->loss = both[0];
+    /* the chunks before the last hold router losses its loss lacks */
+    d->loss = both[0] + ms.aux_mid;
+    d->moe_maxvio = ms.maxvio, d->moe_aux = ms.aux, d->moe_dropped = ms.dropped;
     if (!isfinite(d->loss)) {
         for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
         return mt_fail(MT_ENAN, "loss is %g at step %d; lower the learning rate (now %g) or "
@@ -548,6 +544,9 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     d->grad_norm = sqrtf(both[1]);
     mt_trace_begin(ctx, "optimizer");
     for (int i = 0; i < pp->v && s == MT_OK; i++) s = mt_optim_step_norm(pp->opt[i], d->grad_norm);
+    /* the routers' aux-loss-free bias, by the step's global loads */
+    for (int i = 0; i < pp->v && s == MT_OK && tr->m->router_bias_update; i++)
+        s = mt__moe_load_bias(&pp->moe[i], pp->chunk[i].g, ctx, tr->m->router_bias_update(c));
     mt_trace_end(ctx);
     if (s != MT_OK) {
         for (int i = 0; i < pp->v; i++) mt_graph_zero_grad(pp->chunk[i].g);
@@ -567,7 +566,9 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
+    pp->x.after_f = after_f;
     pp->x.arg = &fa;
+    pp->loads = pp->eval_moe;
     int64_t pos = 0;   /* the same validation batches every time */
     double sum = 0;
     for (int i = 0; i < c->eval_batches && s == MT_OK; i++) {
@@ -578,7 +579,11 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     /* the training graphs scale each loss by 1/(accum microbatches) */
     float mean = (float)(sum * c->accum / c->eval_batches);
     if (s == MT_OK) s = mt_psum(ctx, pp->x.pipe, &mean, 1);
-    d->loss = mean;
+    /* a mixture's validation loss is its language model's: the last
+       chunk's router losses taken out (moe_balance's aux less aux_mid) */
+    mt__moe_step ms = {.aux = NAN};
+    if (s == MT_OK) s = moe_balance(pp, ctx, &ms);
+    d->loss = mean - (isnan(ms.aux) ? 0 : ms.aux - ms.aux_mid);
     return s;
 }
 

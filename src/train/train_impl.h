@@ -270,6 +270,10 @@ typedef struct {
     double   aux;        /* Σ over the step's microbatches of the layers' router losses */
     int      aux_n;      /* microbatches added */
     bool     summed;     /* counts are the step's, summed over the devices */
+    /* the mesh axes (bits) the sums run over: those splitting the ids'
+     * rows (data, fsdp, expert, context: not tensor, whose devices route
+     * the same rows), the router loss's partial sums, the capacity's rows */
+    uint32_t count_axes, loss_axes, drop_axes;
 } mt__moe_load;
 
 /* Adds the counts of the experts each moe_route node of g's forward chose
@@ -277,14 +281,30 @@ typedef struct {
  * after each microbatch's forward, with one graph for the life of c (its
  * routers are found on the first call). */
 mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g);
-/* Sums c's counts over the batch axes of ctx's mesh (ctx NULL: one device;
- * every device of the mesh calls it), writes the largest MaxVio over the
+/* Sums c's counts over the mesh axes that split the routers' rows (ctx
+ * NULL: one device; every device of the mesh calls it), writes the largest MaxVio over the
  * layers to *out and the router losses (aux + z, summed over the layers
  * and over the devices' parts of the batch, a mean over the microbatches:
  * the share of the step's loss) to *aux
  * (both NAN without MoE layers). The summed counts stay for
  * mt__moe_load_bias until the next mt__moe_load_add starts a new step. */
 mt_status mt__moe_load_maxvio(mt__moe_load *c, mt_ctx *ctx, double *out, double *aux);
+/* A step's balance over a pipeline (mt__moe_load_pipe): the largest MaxVio
+ * and the router losses (a mean over the microbatches) over every chunk of
+ * every stage (NAN without MoE layers), those of the chunks that are not
+ * the model's last apart (aux_mid: the last chunk's loss holds its own,
+ * the others' the step's loss lacks), and the share of pairs a capacity
+ * dropped (NAN: none). */
+typedef struct {
+    double maxvio, aux, aux_mid, dropped;
+} mt__moe_step;
+/* The loads of a pipeline device's n chunks (last[i]: chunk i is the
+ * model's last), each added after each of its microbatches' F: each
+ * chunk's counts summed over its rows' axes (mt__moe_load_maxvio, left
+ * for mt__moe_load_bias), then the balance over the chunks and the pipe
+ * axis into *out. Every device of the mesh calls it. */
+mt_status mt__moe_load_pipe(mt__moe_load *loads, int n, const bool *last, mt_ctx *ctx,
+                           mt_axes pipe, mt__moe_step *out);
 /* DeepSeek-V3's aux-loss-free update of each router's bias in g (the graph
  * c counted; ../shared/MOE.md §2): after the optimizer's step, with the
  * step's counts summed by mt__moe_load_maxvio, bias += γ·(sign(mean c −
@@ -315,6 +335,7 @@ typedef struct {
     mt__moe_load moe;           /* the experts' counts of the step (moe_load.c) */
     double     moe_maxvio;      /* the last step's MaxVio; NAN without MoE */
     double     moe_aux;         /* the last step's router losses; NAN without MoE */
+    double     moe_dropped;     /* the last step's pairs past a capacity; NAN: none */
     mt__moe_load eval_moe;      /* the evaluation graph's router losses, taken out */
 } mt__train_dev;
 

@@ -303,6 +303,7 @@ static mt_status step_dev(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, void *a
         d->loss += mt_graph_loss(d->g);
     }
     if ((s = mt__moe_load_maxvio(&d->moe, ctx, &d->moe_maxvio, &d->moe_aux)) != MT_OK) return s;
+    d->moe_dropped = d->moe.n_caps ? d->moe.dropped : NAN;
     /* the loss is the global one on every device: they all stop together */
     if (!isfinite(d->loss)) {
         mt_graph_zero_grad(d->g);   /* leave no half-step behind */
@@ -428,9 +429,9 @@ mt_status mt_trainer_step(mt_trainer *tr, mt_step_report *report) {
         report->step = a.step;
         report->loss = (float)d->loss;
         report->grad_norm = d->grad_norm;
-        report->moe_maxvio = d->pipe ? NAN : d->moe_maxvio;
-        report->moe_aux = d->pipe ? NAN : d->moe_aux;
-        report->moe_dropped = d->pipe || !d->moe.n_caps ? NAN : d->moe.dropped;
+        report->moe_maxvio = d->moe_maxvio;
+        report->moe_aux = d->moe_aux;
+        report->moe_dropped = d->moe_dropped;
         report->lr = a.lr;
         report->stop = d->stop;
         report->bubble_rate = d->pipe ? d->bubble[0] : NAN;

@@ -442,14 +442,16 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
         x = llama_block(g, x, l, cfg, docs, &aux);
     }
     mt_graph_set_block(g, -1);
-    if (!st->last) {
-        if (aux)   /* a pipeline stage's output is its activations alone */
-            mt_graph_fail(g, MT_EUNSUPPORTED, "LLaMA stage of blocks [%d, %d) has MoE blocks, "
-                          "whose router loss only a last stage can add: pipelines of MoE "
-                          "models are not built yet; drop the pipe axis", st->layer0,
-                          st->layer0 + st->layers);
-        return aux ? NULL : x;
-    }
+    /* the router losses, a microbatch's share of them: each is already a
+     * mean (over sequences, tokens), where the cross-entropy is a sum over
+     * the microbatch's B·T rows times loss_scale (1 / the step's tokens), so
+     * theirs is loss_scale · B·T (1 / the microbatches); loss_scale alone
+     * divided α and β by B·T */
+    const float aux_scale = loss_scale * (float)B * (float)T;
+    /* a stage that is not the last: its output, with its router losses
+     * attached (their gradient aux_scale in the backward, the output's
+     * passed on; the trainer adds their values to the step's loss) */
+    if (!st->last) return aux ? mt_aux_attach(g, x, aux, aux_scale) : x;
 
     mt_tensor *norm = mt_graph_logical(g, lparam(g, ones, C, 0, "norm.w", 0), "embed"); /* (C) */
     mt_tensor *xf = mt_rmsnorm(g, x, norm, cfg->norm_eps);                /* (B,T,C) */
@@ -465,12 +467,6 @@ mt_tensor *mt_llama_build_stage(mt_graph *g, const mt_llama_config *cfg,
     /* named so that sampling can read the next-token distribution */
     if (logits) mt_tensor_set_name(logits, "logits");
     mt_tensor *loss = mt_cross_entropy(g, logits, targets, (int)V, loss_scale);
-    /* the router losses, a microbatch's share of them: each is already a
-     * mean (over sequences, tokens), where the cross-entropy is a sum over
-     * the microbatch's B·T rows times loss_scale (1 / the step's tokens), so
-     * theirs is loss_scale · B·T (1 / the microbatches); loss_scale alone
-     * divided α and β by B·T */
-    const float aux_scale = loss_scale * (float)B * (float)T;
     if (aux) loss = mt_add(g, loss, aux_scale == 1.0f ? aux : mt_scale(g, aux, aux_scale));
     if (!loss && mt_graph_status(g) == MT_OK)
         mt_graph_fail(g, MT_EINTERNAL, "building the LLaMA graph failed without a graph error");

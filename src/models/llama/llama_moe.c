@@ -87,6 +87,13 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                              int64_t F_dense, mt_init init, mt_init resid, mt_tensor **aux) {
     const mt_llama_moe mr = mt__llama_moe_resolved(cfg, F_dense), *m = &mr;
     const int64_t C = cfg->dim, E = m->experts, F = m->ffn_dim, FS = m->shared * F;
+    /* the block's tokens whole over the sequence-parallel axes (a reshard
+       by logical axes: rows split as the batch and the sequence, never as
+       the residual stream's act_length), so that experts split over tensor
+       by their columns see every token the devices share; Megatron's
+       all-gather before the experts, whose partial sums the residual's
+       constraint reduce-scatters after them */
+    h = mt_graph_logical(g, mt_reshard(g, h, &(mt_sharding){0}), "batch,seq,embed"); /* (B,T,C) */
     mt_tensor *wr = mparam(g, init, 2, (int64_t[]){E, C}, "h.%d.moe.router.w", l, "_,embed");
     mt_tensor *w1 = mparam(g, init, 3, (int64_t[]){E, C, F}, "h.%d.moe.w1.w", l,
                            "experts,embed,mlp");

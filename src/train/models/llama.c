@@ -209,9 +209,9 @@ static mt_status llama2c_can_hold(const mt_train_config *c) {
     return MT_OK;
 }
 
-/* A MoE model m trains on data, fsdp and expert axes (each device routes its
- * own sequences; expert splits the experts, E over it); the axes that split
- * a sequence, the heads or the blocks are refused until they are built.
+/* A MoE model m trains on every axis (docs/moe.md: expert splits the
+ * experts, E over it; tensor their columns; context and pipe as for a
+ * dense model), but for a capacity on a context axis, refused here.
  * With --hf-in, m is the directory's (llama_open checks it). */
 static mt_status moe_mesh_check(const mt_train_config *c, const mt_llama_config *m) {
     int n = 0;
@@ -227,18 +227,12 @@ static mt_status moe_mesh_check(const mt_train_config *c, const mt_llama_config 
                                 "multiple of %d), or name the axis data", c->mesh, ep)
                       : MT_OK;
     }
-    static const struct { const char *axis, *what; } AXES[] = {
-        {"tensor", "tensor parallelism of the experts (the expert-tensor split)"},
-        {"pipe", "pipelines of MoE blocks (the router loss of a stage that is not the last)"},
-        {"context", "context parallelism (the aux loss's counts over a split sequence)"},
-    };
     mt_status s = MT_OK;
-    for (size_t i = 0; s == MT_OK && i < sizeof AXES / sizeof AXES[0]; i++)
-        if (mt_mesh_axis_size(mesh, AXES[i].axis) > 1)
-            s = mt_fail(MT_EUNSUPPORTED, "--moe-experts %d on mesh '%s': %s is not built yet; "
-                        "MoE models train on data, fsdp and expert axes: drop the %s axis (or give "
-                        "--moe-experts 0)", m->moe.experts, c->mesh, AXES[i].what,
-                        AXES[i].axis);
+    if (m->moe.capacity > 0.0f && mt_mesh_axis_size(mesh, "context") > 1)
+        s = mt_fail(MT_EUNSUPPORTED, "--moe-capacity %g on mesh '%s': a capacity's groups are "
+                    "whole sequences in position order, and the context axis splits each "
+                    "sequence in head-tail order; train dropless (--moe-capacity 0) on a context "
+                    "axis, or drop the context axis", (double)m->moe.capacity, c->mesh);
     if (s == MT_OK && ep > 1 && m->moe.experts % ep != 0)
         s = mt_fail(MT_EINVAL, "--moe-experts %d on mesh '%s': the expert axis splits the %d "
                     "experts over expert=%d, which does not divide them; pick an expert axis "
