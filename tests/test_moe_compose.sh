@@ -12,8 +12,8 @@
 #  - pipe: each stage's router losses attached to its output (aux_attach:
 #    their gradient the loss's factor, whatever the output's), their values
 #    added to the step's loss, the loads counted after each chunk's F;
-#    under 1F1B, DualPipeV (4 microbatches) and composed with expert,
-#    tensor with SP and context;
+#    under 1F1B and composed with expert, tensor with SP and context, and
+#    DualPipeV (4 microbatches) with expert;
 #  - tensor and context with expert and data.
 #
 #   bash tests/test_moe_compose.sh <meshtrain binary> [<build dir>]
@@ -35,7 +35,8 @@ moe_setup
 
 train_run "moe-tiny one device" one.jsonl "${TINY[@]}" --steps 10 --ckpt-out one.ckpt
 LAYOUTS=("tensor=2 --sequence-parallel" context=2 "expert=2,tensor=2" tensor=2
-         "data=2,context=2" "expert=2,context=2" "fsdp=2,tensor=2 --sequence-parallel")
+         "data=2,context=2" "expert=2,context=2" "fsdp=2,tensor=2 --sequence-parallel"
+         "expert=2,tensor=2 --sequence-parallel")
 # a sanitizer build (3-10x slower) runs the first three: each new rule once
 if ldd "$BIN" 2>/dev/null | grep -Eq 'lib(a|t)san'; then LAYOUTS=("${LAYOUTS[@]:0:3}"); fi
 for layout in "${LAYOUTS[@]}"; do moe_same_run one "$layout" "${TINY[@]}" --steps 10; done
@@ -49,16 +50,16 @@ if ldd "$BIN" 2>/dev/null | grep -Eq 'lib(a|t)san'; then PIPES=("${PIPES[@]:0:2}
 for layout in "${PIPES[@]}"; do
     moe_same_run one2 "$layout" "${TINY[@]}" --steps 10 --microbatches 2
 done
-# DualPipeV (4 microbatches), with the bias, a capacity and the validation
-# loss (the router losses taken out of it, every stage's)
+# DualPipeV (4 microbatches) on pipe=2 x expert=2, with the bias, a
+# capacity and the validation loss (every stage's router losses taken out)
 X=(--moe-bias-update 0.01 --moe-capacity 0.5 --eval-every 2)
 train_run "moe-tiny one device, 4 microbatches" one4.jsonl "${TINY[@]}" --steps 4 \
     --microbatches 4 "${X[@]}"
-train_run "moe-tiny pipe=2 dualpipev" r.jsonl "${TINY[@]}" --steps 4 --microbatches 4 \
-    --mesh pipe=2 --schedule dualpipev "${X[@]}"
-same_metrics "moe-tiny pipe=2 dualpipev: losses equal one device's" one4.jsonl r.jsonl
-same_maxvio "moe-tiny pipe=2 dualpipev: MaxVio equals one device's" one4.jsonl r.jsonl
-python3 - one4.jsonl r.jsonl <<'PY' && ok "moe-tiny pipe=2 dualpipev: validation losses, aux and drops equal one device's" || bad "moe-tiny pipe=2 dualpipev: validation" "$(head -c 300 r.jsonl)"
+train_run "moe-tiny pipe=2,expert=2 dualpipev" r.jsonl "${TINY[@]}" --steps 4 --microbatches 4 \
+    --mesh pipe=2,expert=2 --schedule dualpipev "${X[@]}"
+same_metrics "moe-tiny pipe=2,expert=2 dualpipev: losses equal one device's" one4.jsonl r.jsonl
+same_maxvio "moe-tiny pipe=2,expert=2 dualpipev: MaxVio equals one device's" one4.jsonl r.jsonl
+python3 - one4.jsonl r.jsonl <<'PY' && ok "moe-tiny pipe=2,expert=2 dualpipev: validation losses, aux and drops equal one device's" || bad "moe-tiny pipe=2,expert=2 dualpipev: validation" "$(head -c 300 r.jsonl)"
 import json, sys
 a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
 keys = ("val_loss", "moe_aux", "moe_dropped")
