@@ -24,7 +24,8 @@
 # equal (the loads summed over the devices that split the rows, not over
 # the tensor devices that share them). Also: the aux-loss-free bias and a
 # capacity on tensor=2; explain shows the experts' weights split over tensor
-# and never gathered; a capacity on a context axis is refused. Every run is
+# and never gathered, and the block's input gradient summed over tensor
+# once; a capacity on a context axis is refused. Every run is
 # under `timeout 120`.
 set -u
 
@@ -92,6 +93,21 @@ if timeout 120 "$BIN" explain --model llama --preset moe-tiny --seq 32 --batch 4
     fi
 else
     bad "explain tensor=2 with SP" "exit $?"
+fi
+
+# without SP, each MoE block's backward sums its input's gradient over
+# tensor once, on (B,T,C) = (4,32,64) (the block's input marked varying,
+# mt_graph_varies), never the sorted rows' (4,32,2,64), k times wider
+if timeout 120 "$BIN" explain --model llama --preset moe-tiny --seq 32 --batch 4 --vocab 256 \
+        --mesh tensor=2 >out.txt 2>err.txt; then
+    if ! grep -Eq ' B +psum .*f32\[4,32,2,64\]' out.txt &&
+       [ "$(grep -Ec ' B +psum .*f32\[4,32,64\] ' out.txt)" -ge 3 ]; then
+        ok "explain tensor=2: the experts' input gradient summed once a block, not per sorted row"
+    else
+        bad "explain tensor=2: the experts' input gradient" "$(grep -E ' B +psum' out.txt | head -5)"
+    fi
+else
+    bad "explain tensor=2" "exit $?"
 fi
 
 expect_fail "a capacity on a context axis is refused" 2 "moe-capacity 0.5.*context.*dropless" \

@@ -287,6 +287,15 @@ mt_tensor *mt_reshard(mt_graph *g, mt_tensor *x, const mt_sharding *sh);
  * over the axes splitting its rows; each device's share gets s. NULL with
  * g's error for a loss that is no f32 scalar (MT_ESHAPE) or s not finite. */
 mt_tensor *mt_aux_attach(mt_graph *g, mt_tensor *y, mt_tensor *loss, float s);
+/* out = x, marked as differing between the devices of the mesh axes that
+ * the strategy's rules map the logical axis `logical` to ("mlp": the
+ * tensor axes, under Megatron's rules): once partitioned, a pvary over them
+ * (mt_graph_shard_by_rules resolves the name; no rule, or one device: a
+ * copy). The ops reading out then need no pvary of their own, so the
+ * gradients they send back to x are summed over those axes once, here,
+ * rather than each on its own (a mixture's sorted rows are k times the
+ * tokens). NULL with g's error (MT_EINVAL) for an empty or too long name. */
+mt_tensor *mt_graph_varies(mt_graph *g, mt_tensor *x, const char *logical);
 
 /* --- collectives inside a graph (shard_map) and the collective matmuls:
  * meshtrain/graph_spmd.h, included at the end of this header --- */

@@ -462,6 +462,7 @@ DEF(mse, 2, 2, VECTOR, mt__cost_reduce_in, run_mse);
 DEF(sum, 1, 1, VECTOR, mt__cost_reduce_in, run_sum);
 DEF(transpose, 1, 1, VECTOR, mt__cost_transpose, run_transpose);
 DEF(reshard, 1, 1, VECTOR, mt__cost_unary, run_copy);
+DEF(varies, 1, 1, VECTOR, mt__cost_unary, run_copy);
 DEF(rmsnorm, 2, 2, VECTOR, mt__cost_rmsnorm, run_rmsnorm);
 DEF(swiglu, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
 DEF(attention_gqa, 3, 4, ATTENTION, mt__cost_gqa, run_attention_gqa,

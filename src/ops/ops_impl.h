@@ -80,6 +80,7 @@
     X(MOE_COMBINE, moe_combine) /* p.moe; in: ys (rows,k,D) gates ids -> (rows,D) */               \
     X(MOE_ROUTER_LOSS, moe_router_loss) /* p.moe; in: logits (S,L,E) ids -> () */                  \
     X(AUX_ATTACH, aux_attach)  /* out = in0; in1 a scalar loss whose gradient is p.scale.s */       \
+    X(VARIES, varies)          /* out = in0, differing over p.varies.axes once partitioned */     \
     /* backward */                                                                                 \
     X(GEMM, gemm)              /* out (+)= op(in0) · op(in1); p.gemm */                            \
     X(BIAS_GRAD, bias_grad)    /* out (OC) (+)= Σ_rows in0; p.rows (C = OC) */                     \
@@ -331,6 +332,9 @@ typedef union {
     mt_ring_params      ring;
     mt_sharding         reshard;
     mt_moe_op_params    moe;
+    /* varies: the logical axis its builder named, and the mesh axes (bits)
+     * the rules map it to (mt_graph_shard_by_rules sets them) */
+    struct { uint32_t axes; char logical[MT_LOGICAL_NAME]; } varies;
 } mt_op_params;
 
 /* ---- one call, where it runs, the table ---------------------------------- */

@@ -2,13 +2,17 @@
  * rules.c — a strategy as data: every leaf of a global graph that names its
  * logical axes gets the sharding a rule table gives it (sharding.h,
  * mt_rules_sharding), every op output that names them the same as its
- * constraint (mt_tensor_set_constraint), and a reshard whose output names
- * them that layout as its target, before mt_partition. The trainer's
+ * constraint (mt_tensor_set_constraint), a reshard whose output names
+ * them that layout as its target, and a varies node the mesh axes of its
+ * logical axis, before mt_partition. The trainer's
  * strategies are rows of such tables (train/presets.c); a program of one's
  * own can pass its table here the same way.
  */
 #include "graph/graph_impl.h"
 #include "meshtrain/partition.h"
+#include "mesh/mesh_impl.h"
+
+#include <string.h>
 
 mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_mesh *mesh) {
     if (!g || !rules || !mesh)
@@ -31,6 +35,17 @@ mt_status mt_graph_shard_by_rules(mt_graph *g, const mt_rules *rules, const mt_m
      * so without knowing the mesh */
     for (int i = 0; i < g->n_forward; i++) {
         mt_op_call *c = &g->nodes[i].call;
+        if (c->op == MT_OP_VARIES) {   /* the mesh axes of its logical axis, size > 1 */
+            const char *axes = mt_rules_find(rules, c->p.varies.logical);
+            c->p.varies.axes = 0;
+            for (const char *a = axes; a && *a;) {
+                size_t len = strcspn(a, "+");
+                int k = mt__mesh_find_axis(mesh, a, len);
+                if (k >= 0 && mesh->sizes[k] > 1) c->p.varies.axes |= 1u << k;
+                a += len + (a[len] == '+');
+            }
+            continue;
+        }
         bool named = false;
         for (int d = 0; c->op == MT_OP_RESHARD && d < c->out->ndim; d++)
             named |= c->out->logical[d][0] != '\0';

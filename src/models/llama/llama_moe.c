@@ -122,7 +122,12 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                           ? mt_moe_capacity(g, ids, m->drop ? gates : NULL, (int)E,
                                             (double)m->capacity)                /* (B,T,k) */
                           : ids;
-    mt_tensor *xs = mt_moe_dispatch(g, h, kept, (int)E);                        /* (B,T,k,C) */
+    /* the experts' and shared experts' input, marked as differing over the
+       axes that split their columns (mlp's): their input gradients, the
+       sorted rows' k times the tokens, summed over those axes once, on
+       (B,T,C), where each product's operand would get its own sum */
+    mt_tensor *hv = mt_graph_varies(g, h, "mlp");                               /* (B,T,C) */
+    mt_tensor *xs = mt_moe_dispatch(g, hv, kept, (int)E);                       /* (B,T,k,C) */
     mt_tensor *mid = mt_swiglu(g, mt_moe_experts(g, xs, w1, kept),
                                mt_moe_experts(g, xs, w3, kept));                /* (B,T,k,F) */
     mt_tensor *ys = mt_moe_experts(g, mid, w2, kept);                           /* (B,T,k,C) */
@@ -135,7 +140,7 @@ mt_tensor *mt__llama_moe_ffn(mt_graph *g, mt_tensor *h, int l, const mt_llama_co
                            "mlp,embed");
     mt_tensor *s2 = mparam(g, resid, 2, (int64_t[]){C, FS}, "h.%d.moe.shared.w2.w", l,
                            "embed,mlp");
-    mt_tensor *sh = mt_swiglu(g, mt_linear(g, h, s1, NULL), mt_linear(g, h, s3, NULL));
+    mt_tensor *sh = mt_swiglu(g, mt_linear(g, hv, s1, NULL), mt_linear(g, hv, s3, NULL));
     return mt_add(g, out, mt_linear(g, sh, s2, NULL));                          /* (B,T,C) */
 }
 
