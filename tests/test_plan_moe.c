@@ -16,7 +16,8 @@
  * - a 12-block MoE, its probes' MoE blocks on the line to its own
  *   (--moe-first-dense 1) or not (6, built whole), against Ψ by hand;
  * - plan --mesh on moe-tiny against explain's memory_per_device, with and
- *   without an expert axis. */
+ *   without an expert axis, and on tensor (the experts split by their
+ *   columns). */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"
@@ -186,9 +187,11 @@ MT_TEST(plan_on_a_mesh_is_what_explain_prints) {
     mt_llama_config m = preset("moe-tiny");
     /* and with the expert axis (tests/test_plan_expert.c: its bytes) */
     const char *meshes[] = {"data=2", "fsdp=2", "data=2,fsdp=2", "expert=2", "expert=4",
-                            "data=2,expert=2", "fsdp=2,expert=2"};
-    const int n_devices[] = {2, 2, 4, 2, 4, 4, 4};
-    for (int i = 0; i < 7; i++) {
+                            "data=2,expert=2", "fsdp=2,expert=2",
+                            /* the experts split by their columns */
+                            "tensor=2", "expert=2,tensor=2"};
+    const int n_devices[] = {2, 2, 4, 2, 4, 4, 4, 2, 4};
+    for (int i = 0; i < 9; i++) {
         const int devices = n_devices[i];
         mt_plan_report rep = one_layout(&m, hw, meshes[i], devices, 256, 16,
                                         MT_PLAN_MEMORY_MESHTRAIN, MT_PRECISION_FP32);
