@@ -303,6 +303,43 @@ MT_TEST(loss_points_and_run_summary) {
     mt_report_metrics_free(m);
 }
 
+/* A mixture's balance metrics, summarised by hand: MaxVio 0.5, 1.5, 1.0
+ * (last 1.0, max 1.5; a dense line between them counts not), router losses
+ * 0.02, 0.04 (mean 0.03), drops 0.25, 0.75, null (mean 0.5). */
+MT_TEST(run_summary_of_a_mixture) {
+    static const char MOE[] =
+        "{\"step\":1,\"loss\":5,\"moe_maxvio\":0.5,\"moe_aux\":0.02,\"moe_dropped\":0.25}\n"
+        "{\"step\":2,\"loss\":4,\"moe_maxvio\":1.5,\"moe_aux\":0.04,\"moe_dropped\":0.75}\n"
+        "{\"step\":3,\"loss\":3}\n"
+        "{\"step\":4,\"loss\":2,\"moe_maxvio\":1.0,\"moe_dropped\":null}\n";
+    mt_report_metrics *m = NULL;
+    MT_CHECK_OK(mt_report_metrics_read(write_file("moe.jsonl", MOE), &m));
+    const mt_report_run *u = mt_report_metrics_run(m);
+    MT_CHECK(u->moe_steps == 3, "%d steps with a MaxVio, want 3", u->moe_steps);
+    MT_CHECK_CLOSE(u->last_maxvio, 1.0, 1e-12, "last MaxVio");
+    MT_CHECK_CLOSE(u->max_maxvio, 1.5, 1e-12, "max MaxVio");
+    MT_CHECK_CLOSE(u->mean_moe_aux, 0.03, 1e-12, "mean router losses");
+    MT_CHECK_CLOSE(u->mean_moe_dropped, 0.5, 1e-12, "mean dropped");
+    mt_report *r = analysed(NULL);
+    FILE *f = fopen("moe_report.txt", "w+");
+    mt_report_set_run(r, u);
+    mt_report_write_text(r, f);
+    mt_report_write_json(r, f);
+    long len = ftell(f);
+    char *out = calloc(1, (size_t)len + 1);
+    rewind(f);
+    MT_CHECK(fread(out, 1, (size_t)len, f) == (size_t)len, "read back");
+    fclose(f);
+    MT_CHECK(strstr(out, "experts     MaxVio last 1.000, max 1.500 (3 steps); router losses "
+                         "mean 0.03000; dropped mean 50.00%"), "the experts line:\n%s", out);
+    MT_CHECK(strstr(out, "\"median_ms\":null,\"moe_steps\":3,\"last_maxvio\":1,"
+                         "\"max_maxvio\":1.5,\"mean_moe_aux\":0.03,\"mean_moe_dropped\":0.5}"),
+             "the run object's experts:\n%s", out);
+    free(out);
+    mt_report_free(r);
+    mt_report_metrics_free(m);
+}
+
 MT_TEST(metrics_errors_name_the_line) {
     mt_report_metrics *m = NULL;
     MT_CHECK_FAILS(mt_report_metrics_read("absent.jsonl", &m), MT_EIO, "absent.jsonl",

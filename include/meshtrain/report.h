@@ -166,7 +166,10 @@ typedef struct mt_report_metrics mt_report_metrics;
 
 /* A run's summary from its metrics. NaN where unknown (no val_loss line: the
  * val fields are NaN and their steps 0; no "tokens_per_s" or "ms" key: the
- * medians are NaN). */
+ * medians are NaN). A mixture of experts' lines (moe_maxvio, moe_aux,
+ * moe_dropped: the trainer's balance metrics, docs/moe.md) give moe_steps,
+ * the lines with a MaxVio, and the MoE fields (NaN without them; the drops
+ * NaN without a capacity). */
 typedef struct {
     int    steps;                        /* lines read */
     int    first_step, last_step;
@@ -174,6 +177,9 @@ typedef struct {
     double last_val_loss, best_val_loss; /* the last and the lowest "val_loss" */
     int    last_val_step, best_val_step;
     double median_tokens_per_s, median_ms;
+    int    moe_steps;
+    double last_maxvio, max_maxvio;      /* MaxVio of the last line, and the largest */
+    double mean_moe_aux, mean_moe_dropped;   /* router losses; the share of pairs dropped */
 } mt_report_run;
 
 /* Reads the metrics log at `path` into *out (free with
@@ -192,7 +198,9 @@ const mt_report_run *mt_report_metrics_run(const mt_report_metrics *m);
 /* Copies a run's summary into the report: from then on mt_report_write_text
  * ends with a "run" section and mt_report_write_json has a "run" object
  * (steps, first_loss, last_loss, last_val_loss, last_val_step, best_val_loss,
- * best_val_step, median_tokens_per_s, median_ms). NULL removes it. */
+ * best_val_step, median_tokens_per_s, median_ms, and for a mixture of
+ * experts moe_steps, last_maxvio, max_maxvio, mean_moe_aux,
+ * mean_moe_dropped). NULL removes it. */
 void mt_report_set_run(mt_report *r, const mt_report_run *run);
 
 /* Frees metrics; NULL is allowed. */

@@ -118,6 +118,13 @@ static void run_table(FILE *f, const mt_report_run *u) {
     td(f, u->first_loss, 4, 1), td(f, u->last_loss, 4, 1), td(f, u->last_val_loss, 4, 1);
     td(f, u->best_val_loss, 4, 1), td(f, u->median_tokens_per_s, 0, 1), td(f, u->median_ms, 2, 1);
     fputs("</tr></table>\n", f);
+    if (u->moe_steps == 0) return;
+    fputs("<table id=\"experts\"><tr><th>steps with MaxVio</th><th>last MaxVio</th>"
+          "<th>max MaxVio</th><th>router losses (mean)</th><th>dropped (mean %)</th></tr>\n", f);
+    fprintf(f, "<tr><td>%d</td>", u->moe_steps);
+    td(f, u->last_maxvio, 3, 1), td(f, u->max_maxvio, 3, 1), td(f, u->mean_moe_aux, 5, 1);
+    td(f, u->mean_moe_dropped, 2, 100);
+    fputs("</tr></table>\n", f);
 }
 
 mt_status mt_report_write_html(const mt_report *r, const mt_report_metrics *m, FILE *f) {

@@ -79,6 +79,7 @@ struct mt_report {
 typedef struct {
     int    step;
     double loss, val_loss, tokens_per_s, ms;
+    double maxvio, moe_aux, moe_dropped;   /* a mixture's balance (NaN: none) */
 } mt__report_metric;
 
 struct mt_report_metrics {

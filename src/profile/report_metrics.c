@@ -92,7 +92,7 @@ static mt_status read_value(cursor *c, const char *key, double *v) {
 static mt_status read_line(cursor *c, mt__report_metric *m) {
     bool has_step = false, has_loss = false;
     double step = 0;
-    *m = (mt__report_metric){0, NAN, NAN, NAN, NAN};
+    *m = (mt__report_metric){0, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     if (!eat(c, '{')) return bad_line(c, "expected '{' opening the line's object");
     if (!eat(c, '}')) {
         for (;;) {
@@ -107,6 +107,9 @@ static mt_status read_line(cursor *c, mt__report_metric *m) {
             else if (strcmp(key, "val_loss") == 0) m->val_loss = v;
             else if (strcmp(key, "tokens_per_s") == 0) m->tokens_per_s = v;
             else if (strcmp(key, "ms") == 0) m->ms = v;
+            else if (strcmp(key, "moe_maxvio") == 0) m->maxvio = v;
+            else if (strcmp(key, "moe_aux") == 0) m->moe_aux = v;
+            else if (strcmp(key, "moe_dropped") == 0) m->moe_dropped = v;
             if (eat(c, '}')) break;
             if (!eat(c, ',')) return bad_line(c, "expected ',' or '}' after the value of \"%s\"", key);
         }
@@ -161,6 +164,22 @@ static mt_status summarise(mt_report_metrics *m) {
         if (isnan(run->best_val_loss) || val < run->best_val_loss)
             run->best_val_loss = val, run->best_val_step = m->v[i].step;
     }
+    /* a mixture's balance: MaxVio's last and largest, the means of the rest */
+    run->last_maxvio = run->max_maxvio = run->mean_moe_aux = run->mean_moe_dropped = NAN;
+    double sum[2] = {0, 0};
+    int n[2] = {0, 0};
+    for (int i = 0; i < m->n; i++) {
+        const mt__report_metric *v = &m->v[i];
+        if (isfinite(v->maxvio)) {
+            run->moe_steps++;
+            run->last_maxvio = v->maxvio;
+            if (isnan(run->max_maxvio) || v->maxvio > run->max_maxvio) run->max_maxvio = v->maxvio;
+        }
+        if (isfinite(v->moe_aux)) sum[0] += v->moe_aux, n[0]++;
+        if (isfinite(v->moe_dropped)) sum[1] += v->moe_dropped, n[1]++;
+    }
+    if (n[0]) run->mean_moe_aux = sum[0] / n[0];
+    if (n[1]) run->mean_moe_dropped = sum[1] / n[1];
     double *tmp = malloc((size_t)m->n * sizeof *tmp);
     if (!tmp) return mt_fail(MT_ENOMEM, "out of memory summarising %d metrics lines", m->n);
     run->median_tokens_per_s = median(m->v, m->n, offsetof(mt__report_metric, tokens_per_s), tmp);

@@ -160,6 +160,13 @@ void mt__report_write_run_text(const mt_report *r, FILE *f) {
     fprintf(f, " tokens/s,");
     num(f, 1, 3, u->median_ms, 1);
     fprintf(f, " ms per step\n");
+    if (u->moe_steps == 0) return;
+    fprintf(f, "  experts     MaxVio last %.3f, max %.3f (%d steps); router losses mean",
+            u->last_maxvio, u->max_maxvio, u->moe_steps);
+    num(f, 1, 5, u->mean_moe_aux, 1);
+    fprintf(f, "; dropped mean ");
+    if (isnan(u->mean_moe_dropped)) fprintf(f, "- (no capacity)\n");
+    else fprintf(f, "%.2f%%\n", 100 * u->mean_moe_dropped);
 }
 
 /* ,"run":{...} after the last table; val steps null without an eval step */
@@ -175,5 +182,10 @@ void mt__report_write_run_json(const mt_report *r, FILE *f) {
     jnum(f, "best_val_loss", u->best_val_loss, ",");
     jnum(f, "best_val_step", val ? u->best_val_step : NAN, ",");
     jnum(f, "median_tokens_per_s", u->median_tokens_per_s, ",");
-    jnum(f, "median_ms", u->median_ms, "}");
+    jnum(f, "median_ms", u->median_ms, u->moe_steps ? "," : "}");
+    if (u->moe_steps == 0) return;
+    fprintf(f, "\"moe_steps\":%d,", u->moe_steps);
+    jnum(f, "last_maxvio", u->last_maxvio, ","), jnum(f, "max_maxvio", u->max_maxvio, ",");
+    jnum(f, "mean_moe_aux", u->mean_moe_aux, ",");
+    jnum(f, "mean_moe_dropped", u->mean_moe_dropped, "}");
 }
