@@ -14,7 +14,9 @@
 #    added to the step's loss, the loads counted after each chunk's F;
 #    under 1F1B and composed with expert, tensor with SP and context, and
 #    DualPipeV (4 microbatches) with expert;
-#  - tensor and context with expert and data.
+#  - tensor and context with expert and data; the experts folded over the
+#    context or data devices by a rule (--rules experts=context), the
+#    exchange then running over that axis (Megatron's parallel folding).
 #
 #   bash tests/test_moe_compose.sh <meshtrain binary> [<build dir>]
 #
@@ -37,7 +39,10 @@ moe_setup
 train_run "moe-tiny one device" one.jsonl "${TINY[@]}" --steps 10 --ckpt-out one.ckpt
 LAYOUTS=("tensor=2 --sequence-parallel" context=2 "expert=2,tensor=2" tensor=2
          "data=2,context=2" "expert=2,context=2" "fsdp=2,tensor=2 --sequence-parallel"
-         "expert=2,tensor=2 --sequence-parallel")
+         "expert=2,tensor=2 --sequence-parallel"
+         # Megatron's parallel folding by a rule: the experts split over the
+         # devices that split the sequences, or the batch
+         "context=2 --rules experts=context" "data=2 --rules experts=data")
 # a sanitizer build (3-10x slower; `make test` runs the whole script on the
 # release build too) trains the first two and one pipeline: each new path once
 SAN=0

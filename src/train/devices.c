@@ -139,7 +139,10 @@ mt_status mt__train_setup_mesh(mt_trainer *tr) {
     bool sharded = pipe > 1 || mt_mesh_axis_size(mesh, "fsdp") > 1 ||
                    mt_mesh_axis_size(mesh, "tensor") > 1 ||
                    mt_mesh_axis_size(mesh, "expert") > 1 ||
-                   c->zero > 0;
+                   c->zero > 0 ||
+                   /* a rule of the user's may split a parameter over any
+                    * axis (experts=data: the experts folded over data) */
+                   (c->rules && *c->rules);
     mt_mesh_free(mesh);
     /* a checkpoint holds whole tensors: split ones (and a pipeline's, which
      * each device holds some of) are gathered to save and cut into blocks
