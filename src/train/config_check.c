@@ -462,10 +462,11 @@ mt_status mt__train_pipe_check(const mt_train_config *c, const mt__train_model *
     mt_schedule *s = NULL;
     st = mt_schedule_make(kind, p, c->accum, c->pipe_chunks, &s);
     /* with llmc_in or hf_in, L comes from the file: mt__train_pipe_create checks it */
-    if (st == MT_OK && !c->llmc_in && !c->hf_in && mt__train_model_of(c->model)->blocks(c) < p * mt_schedule_chunks(s))
+    const int L = m->blocks(c);
+    if (st == MT_OK && !c->llmc_in && !c->hf_in && L < p * mt_schedule_chunks(s))
         st = mt_fail(MT_EINVAL, "a %s pipeline over pipe=%d cuts the model into %d chunks, more "
                      "than its L=%d blocks (--layers); use more layers or fewer chunks", name, p,
-                     p * mt_schedule_chunks(s), mt__train_model_of(c->model)->blocks(c));
+                     p * mt_schedule_chunks(s), L);
     mt_schedule_free(s);
     return st;
 }
