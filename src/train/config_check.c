@@ -439,6 +439,10 @@ mt_status mt_train_config_check(const mt_train_config *cfg) {
 
 /* ---- pipelines (pipe.c runs them) ---------------------------------------- */
 
+int mt__train_pipe_size(const mt_mesh *mesh) {
+    return mt__axis_bit(mesh, "pipe") ? mt_mesh_axis_size(mesh, "pipe") : 1;
+}
+
 const char *mt__train_pipe_schedule(const mt_train_config *c) {
     return c->schedule ? c->schedule : "1f1b";
 }

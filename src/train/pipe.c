@@ -96,10 +96,6 @@ static void split_layers(int L, int S, int k, int *layer0, int *layers) {
     *layers = base + (k < extra ? 1 : 0);
 }
 
-int mt__train_pipe_size(const mt_mesh *mesh) {
-    return mt__axis_bit(mesh, "pipe") ? mt_mesh_axis_size(mesh, "pipe") : 1;
-}
-
 /* "zb-h1 over pipe=2, 8 microbatches; device 0: chunk 0 (embedding, blocks
  * 0-3); device 1: chunk 1 (blocks 4-7, head)", and the schedule's note. */
 static void describe(const mt_train_config *c, const mt_schedule *s, char *buf, size_t n) {
