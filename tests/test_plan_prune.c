@@ -5,10 +5,7 @@
  *   1. the bound is a bound: on every pipeline layout of a free search,
  *      with prune_above set to the layout's own step (evaluated without
  *      pruning), the layout is not pruned;
- *   2. the bound before a pipeline's builds, from the roles whose
- *      programs are at hand, does not pass its step: on every pipeline
- *      layout, from each proper subset of its roles;
- *   3. the report: mt_plan_search (pruning) against a reference made here
+ *   2. the report: mt_plan_search (pruning) against a reference made here
  *      from every layout evaluated without pruning, ranked by step then
  *      memory in the order laid out: the counts, the top list (mesh, step,
  *      memory, schedule, microbatches) and each family's count and best,
@@ -20,9 +17,7 @@
  * convention only (the pruning is one for every convention). Under megatron
  * a pipeline is also pruned before its later roles are built, once the roles
  * built pass the bound (evaluate.c's bound_passes: 2089 of this search's
- * layouts), which the report's comparison covers too, and before any of
- * its programs is built, from the roles whose programs are at hand (built
- * for earlier layouts: 2.). */
+ * layouts), which the report's comparison covers too. */
 #include "meshtrain.h"
 #include "harness.h"
 #include "plan_request.h"
@@ -38,13 +33,10 @@ typedef struct {
     mt__plan_search base;   /* first: the callback's search is this */
     mt_plan_result *kept;   /* (n_kept) the feasible layouts, in the order laid out */
     int n_kept, n_evaluated, bound_broken, pipelines;
-    int at_hand, at_hand_broken;   /* pipelines bounded from the roles at hand; past their step */
 } ref_state;
 
-/* Every layout without pruning; feasible ones kept; on a pipeline the bound
- * from each proper subset of its roles at hand, which must not pass its
- * step, and the layout again with prune_above its own step, which must not
- * prune it. */
+/* Every layout without pruning; feasible ones kept; and on a pipeline the
+ * layout again with prune_above its own step, which must not prune it. */
 static mt_status reference(mt__plan_search *s, const mt_plan_layout *l) {
     ref_state *c = (ref_state *)(void *)s;
     mt_plan_result r, again;
@@ -53,24 +45,6 @@ static mt_status reference(mt__plan_search *s, const mt_plan_layout *l) {
     c->n_evaluated++;
     s->last_feasible = r.feasible;
     if (!r.feasible) return MT_OK;
-    /* its programs all at hand now: the bound from each proper subset of
-       its roles (a prune_above no step passes, so that it is made) */
-    for (unsigned roles = 1; l->pipe > 1 && roles < (1u << MT__PLAN_N_ROLES) - 1; roles++) {
-        s->prune_above = 1e300;
-        s->probe_roles = roles;
-        st = mt__plan_evaluate(s, l, &again);
-        const double at_hand = s->bound_at_hand;
-        s->prune_above = 0;
-        s->probe_roles = 0;
-        if (st != MT_OK) return st;
-        if (!(at_hand > 0)) continue;   /* the subset holds none of its roles, or all */
-        c->at_hand++;
-        if (at_hand > r.step * (1 + MT__PLAN_PRUNE_SLACK) && c->at_hand_broken++ < 5)
-            MT_CHECK(false, "%s %s mb %d roles %#x: the bound from the roles at hand, %.17g s, "
-                     "passes its step %.17g s", r.mesh,
-                     mt_schedule_kind_name((mt_schedule_kind)l->schedule), l->microbatches,
-                     roles, at_hand, r.step);
-    }
     s->rep->n_feasible++;
     if (c->n_kept < MAX_KEPT) c->kept[c->n_kept++] = r;
     if (l->pipe > 1) {
@@ -138,13 +112,6 @@ static void check_convention(mt_plan_memory conv) {
     mt__plan_cache_free(&c.base);
     MT_CHECK(c.bound_broken == 0, "--memory %s: %d of %d pipelines pruned at their own step",
              what, c.bound_broken, c.pipelines);
-    /* the roles at hand are bounded under every convention but meshtrain's
-       (whose memory reads every role's own arena: no role is left unbuilt) */
-    MT_CHECK(c.at_hand_broken == 0, "--memory %s: %d of %d pipelines bounded from the roles at "
-             "hand past their step", what, c.at_hand_broken, c.at_hand);
-    if (conv != MT_PLAN_MEMORY_MESHTRAIN)
-        MT_CHECK(c.at_hand > 0, "--memory %s: no pipeline bounded from the roles at hand (the "
-                 "test checks nothing)", what);
     MT_CHECK(c.n_kept < MAX_KEPT, "--memory %s: more than %d feasible layouts", what, MAX_KEPT);
     MT_CHECK(rep.n_evaluated == c.n_evaluated && rep.n_feasible == c.n_kept,
              "--memory %s: %d evaluated, %d fit; without pruning %d, %d", what, rep.n_evaluated,

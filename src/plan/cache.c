@@ -393,11 +393,6 @@ mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *a
             s->cache_bytes += entry_bytes(from);
         }
     }
-    if (!from && s->probe) {   /* not built here: the caller goes on without it */
-        *out = NULL;
-        s->probe_missed = true;
-        return MT_OK;
-    }
     e = calloc(1, sizeof *e);
     if (!e) return mt_fail(MT_ENOMEM, "out of memory for a cached program");
     e->key = key;

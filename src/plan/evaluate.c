@@ -37,7 +37,6 @@
 #include "plan/step.h"
 #include "plan/step_output.h"
 #include "plan/cost.h"
-#include "plan/evaluate_lerp.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -62,6 +61,83 @@ static chunk_vec vec_of(const mt__plan_cached *e) {
     return v;
 }
 
+/* X(k, b) from X at k, b in {k0, k1} x {b0, b1} (k1 = k0 when there is one
+ * block count, b1 = b0 likewise): bilinear. */
+static void lerp2(const double *x00, const double *x10, const double *x01, const double *x11,
+                  int k0, int k1, int b0, int b1, int k, int b, double *out, size_t n) {
+    double u = k1 > k0 ? (double)(k - k0) / (k1 - k0) : 0;
+    double w = b1 > b0 ? (double)(b - b0) / (b1 - b0) : 0;
+    for (size_t i = 0; i < n; i++)
+        out[i] = x00[i] + u * (x10[i] - x00[i]) + w * (x01[i] - x00[i]) +
+                 u * w * (x11[i] - x10[i] - x01[i] + x00[i]);
+}
+
+/* The arena of a program at b sequences from its builds p0 at b0 and p1 at
+ * b1 (node for node the same; else false): the largest over the nodes of
+ * the bytes alive, each node's affine in the batch (every value's bytes
+ * are), plus the packing's excess over that peak taken along the batch
+ * (never below 0). The arena itself is not affine: it is the peak of
+ * affine functions, whose node changes with the batch. Taken straight
+ * from 2 and 4 sequences to 64 its chord missed the peak's move: a LLaMA
+ * on fsdp=2 keeping its gathered parameters (--reshard-after-forward off)
+ * peaks late in B at 4 sequences, nearly as without them, so off - on
+ * went from 20 MB (the gathered parameters) to -10 MB at 64. */
+static bool arena_at_batch(const mt__plan_program *p0, int b0, const mt__plan_program *p1,
+                           int b1, int b, double *out) {
+    if (b1 == b0 || !mt__plan_program_same_nodes(p0, p1)) return false;
+    const double w = (double)(b - b0) / (b1 - b0);
+    double peak = 0, peak0 = 0, peak1 = 0;
+    for (int i = 0; i < p0->n_nodes; i++) {
+        const double x = p0->nodes[i].live_bytes, y = p1->nodes[i].live_bytes;
+        peak = fmax(peak, x + w * (y - x));
+        peak0 = fmax(peak0, x);
+        peak1 = fmax(peak1, y);
+    }
+    if (!(peak1 > 0)) return false;   /* a program without its nodes' live bytes */
+    const double x = (double)p0->arena_bytes - peak0, y = (double)p1->arena_bytes - peak1;
+    *out = peak + fmax(0, x + w * (y - x));
+    return true;
+}
+
+/* in (keyed by from) re-keyed into the table *into (keys added as met)
+ * as *out. MT_EINVAL past MT__PLAN_STEP_MAX_COMM distinct collectives. */
+static mt_status rekey(const mt__plan_comm_keys *from, const mt__plan_chunk_time *in,
+                       mt__plan_comm_keys *into, mt__plan_chunk_time *out) {
+    int map[MT__PLAN_STEP_MAX_COMM];
+    for (int j = 0; j < from->n; j++) {
+        int k = 0;
+        while (k < into->n && !(into->kind[k] == from->kind[j] &&
+                                !memcmp(&into->axes[k], &from->axes[j], sizeof from->axes[j])))
+            k++;
+        if (k == into->n) {
+            if (into->n == MT__PLAN_STEP_MAX_COMM)
+                return mt_fail(MT_EINVAL, "plan: a step with more than %d distinct collectives",
+                               MT__PLAN_STEP_MAX_COMM);
+            into->kind[k] = from->kind[j];
+            into->axes[k] = from->axes[j];
+            into->n++;
+        }
+        map[j] = k;
+    }
+    *out = *in;
+    for (int v = 0; v < 2; v++)
+        for (int ph = 0; ph < 3; ph++) {
+            mt__plan_phase *o = &out->phase[v][ph];
+            const mt__plan_phase *i = &in->phase[v][ph];
+            memset(o->coll, 0, sizeof o->coll);
+            memset(o->exposed, 0, sizeof o->exposed);
+            memset(o->skipped, 0, sizeof o->skipped);
+            memset(o->size, 0, sizeof o->size);
+            for (int j = 0; j < from->n; j++) {
+                o->coll[map[j]] = i->coll[j];
+                o->exposed[map[j]] = i->exposed[j];
+                o->skipped[map[j]] = i->skipped[j];
+                o->size[map[j]] = i->size[j];
+            }
+        }
+    return MT_OK;
+}
+
 /* What timing a chunk's program needs: the layout's device, mesh and
  * gradient buckets (cache.c times its points the same way). */
 typedef struct {
@@ -83,12 +159,12 @@ static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_pr
         const mt__plan_cached *e = NULL;
         key.batch = batch;
         mt_status st = mt__plan_program_cached(s, &key, &e);
-        if (st != MT_OK || !e) return st;   /* !e: probed, not at hand */
+        if (st != MT_OK) return st;
         if (e->status != MT_OK) {
             mt__text_format(why, cap, "%s", e->why);
             return MT_OK;
         }
-        return mt__plan_rekey(&e->keys, &e->ct, keys, out);
+        return rekey(&e->keys, &e->ct, keys, out);
     }
     /* remembered by the two builds and the batch: they name the mesh (their
        key's), and the hardware, precision and buckets are the request's */
@@ -105,7 +181,41 @@ static mt_status time_at_batch(mt__plan_search *s, const timing *tm, mt__plan_pr
         if (st != MT_OK) return st;
         m->c0 = c0, m->c1 = c1, m->batch = batch;
     }
-    return mt__plan_rekey(&m->keys, &m->t, keys, out);
+    return rekey(&m->keys, &m->t, keys, out);
+}
+
+/* X(k) from X at k0 and k1 blocks (the same batch), into *out: linear,
+ * each repeated block adding the same seconds. Past k1 (a chunk of more
+ * than 8 blocks) a collective's wait is extended by what a block adds to
+ * it, never less than nothing nor more than the block adds to the
+ * collective's own seconds: a wait that shrank or outgrew its collective
+ * from k0 to k1 did so at an edge (gradients falling into buckets
+ * otherwise), not in a block; a phase's seconds stay its ops' plus its
+ * waits (step_phase.c). */
+static void lerp_blocks(const mt__plan_chunk_time *x0, const mt__plan_chunk_time *x1, int k0,
+                        int k1, int k, mt__plan_chunk_time *out) {
+    const size_t n = sizeof *out / sizeof(double);
+    lerp2((const double *)x0, (const double *)x1, (const double *)x0, (const double *)x1, k0, k1,
+          0, 0, k, 0, (double *)out, n);
+    if (k <= k1) return;   /* between the points: a convex mix, waits >= 0 */
+    const double past = (double)(k - k1) / (k1 - k0);
+    for (int v = 0; v < 2; v++)
+        for (int q = 0; q < 3; q++) {
+            mt__plan_phase *o = &out->phase[v][q];
+            const mt__plan_phase *a = &x0->phase[v][q], *b = &x1->phase[v][q];
+            o->seconds = o->flop_bound + o->memory_bound;
+            for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++) {
+                /* carried on, a wait that outgrew its collective passed the
+                   collective's own time (a GPT of 48 blocks: an all-gather
+                   over tensor exposing 0.0626 s of its 0.0624 s,
+                   test_plan_property) */
+                const double most = b->coll[c] - a->coll[c];
+                double grow = b->exposed[c] - a->exposed[c];
+                if (grow > most) grow = most;
+                o->exposed[c] = b->exposed[c] + past * (grow > 0 ? grow : 0);
+                o->seconds += o->exposed[c];
+            }
+        }
 }
 
 /* The programs of global chunk `chunk` at the layout's blocks and
@@ -137,7 +247,7 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
         key.blocks = ks[i];
         key.batch = bs[i];
         mt_status st = mt__plan_program_cached(s, &key, &at[i]);
-        if (st != MT_OK || !at[i]) return st;   /* !at[i]: probed, not at hand */
+        if (st != MT_OK) return st;
         if (at[i]->status != MT_OK) {
             mt__text_format(why, cap, "%s", at[i]->why);
             if (timing_refused) *timing_refused = at[i]->prog_ok;
@@ -145,8 +255,8 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
         }
         v[i] = vec_of(at[i]);
     }
-    mt__plan_lerp2((double *)&v[0], (double *)&v[1], (double *)&v[2], (double *)&v[3], k0, k1, b0,
-                   b1, blocks, batch, (double *)out, CHUNK_VEC_N);
+    lerp2((double *)&v[0], (double *)&v[1], (double *)&v[2], (double *)&v[3], k0, k1, b0, b1,
+          blocks, batch, (double *)out, CHUNK_VEC_N);
     /* past the points, a count is at least what the points measured: no
      * count shrinks with more blocks or sequences, so a slope below zero
      * between two points (the arena packing 4 sequences a little tighter
@@ -162,8 +272,8 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
     /* the arena at the layout's batch node by node, at each block count,
        then along the blocks as the rest */
     double a[2];
-    if (b1 != b0 && mt__plan_arena_at_batch(&at[0]->prog, b0, &at[2]->prog, b1, batch, &a[0]) &&
-        mt__plan_arena_at_batch(&at[1]->prog, b0, &at[3]->prog, b1, batch, &a[1])) {
+    if (b1 != b0 && arena_at_batch(&at[0]->prog, b0, &at[2]->prog, b1, batch, &a[0]) &&
+        arena_at_batch(&at[1]->prog, b0, &at[3]->prog, b1, batch, &a[1])) {
         const double u = k1 > k0 ? (double)(blocks - k0) / (k1 - k0) : 0;
         double arena = a[0] + u * (a[1] - a[0]);
         for (int j = 0; j < 4 && (blocks > k1 || batch > b1); j++)
@@ -180,12 +290,12 @@ static mt_status chunk_at(mt__plan_search *s, const timing *tm, mt__plan_prog_ke
             break;
         }
         key.blocks = ks[i];
-        mt_status st = b1 == b0 ? mt__plan_rekey(&at[i]->keys, &at[i]->ct, keys, &t[i])
+        mt_status st = b1 == b0 ? rekey(&at[i]->keys, &at[i]->ct, keys, &t[i])
                                 : time_at_batch(s, tm, key, at[i], at[i + 2], batch, keys, &t[i],
                                                 why, cap);
-        if (st != MT_OK || why[0] || (s->probe && s->probe_missed)) return st;
+        if (st != MT_OK || why[0]) return st;
     }
-    mt__plan_lerp_blocks(&t[0], &t[1], k0, k1, blocks, ct);
+    lerp_blocks(&t[0], &t[1], k0, k1, blocks, ct);
     return MT_OK;
 }
 
@@ -216,19 +326,17 @@ static mt__plan_step_in step_in_of(const mt__plan_search *s, const mt_plan_layou
 }
 
 /* Whether a step cannot come below s->prune_above: its bound from the times
- * of the roles done[] (ct), the other chunks' taken as none (the bound only
- * grows with them), into *bound unless NULL. */
+ * of the roles built[] (ct), the other chunks' taken as none (the bound only
+ * grows with them). */
 static bool bound_passes(const mt__plan_search *s, const mt__plan_step_in *in,
-                         const mt__plan_chunk_time ct[MT__PLAN_N_ROLES], const bool *done,
-                         int S, const int *dev_of, double *bound) {
+                         const mt__plan_chunk_time ct[MT__PLAN_N_ROLES], const bool *built,
+                         int S, const int *dev_of) {
     const mt__plan_chunk_time *chunks[2 * MT_SCHEDULE_MAX_STAGES];
     for (int c = 0; c < S; c++) {
         const int k = mt__plan_role_of(s->layers, S, c);
-        chunks[c] = done[k] ? &ct[k] : NULL;
+        chunks[c] = built[k] ? &ct[k] : NULL;
     }
-    const double lower = mt__plan_step_lower(in, chunks, dev_of);
-    if (bound) *bound = lower;
-    return lower > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK);
+    return mt__plan_step_lower(in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK);
 }
 
 /* res counted as fitting, its step not made (search.c's pruning). */
@@ -248,9 +356,10 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
     const mt_plan_request *r = s->req;
     mt__plan_step_in in = step_in_of(s, l, tm, v, batch, res->chips);
     /* a pipeline whose step cannot come below its bound where the search
-       would keep it: counted as fitting, its schedule not simulated */
-    const bool all[MT__PLAN_N_ROLES] = {true, true, true, true};
-    if (s->prune_above > 0 && !detail && bound_passes(s, &in, ct, all, S, dev_of, NULL)) {
+       would keep it: counted as fitting, its schedule not simulated (before
+       its chunks' times are copied out) */
+    const bool every[MT__PLAN_N_ROLES] = {true, true, true, true};
+    if (s->prune_above > 0 && !detail && bound_passes(s, &in, ct, every, S, dev_of)) {
         pruned(s, res);
         return MT_OK;
     }
@@ -369,28 +478,6 @@ static mt_status memory_first(mt__plan_search *s, const mt_plan_layout *l,
     return MT_OK;
 }
 
-/* Each role's first chunk of a layout of S chunks into first[] (-1: the
- * layout has none); returns how many roles it has. */
-static int role_firsts(const mt__plan_search *s, int S, int first[MT__PLAN_N_ROLES]) {
-    for (int k = 0; k < MT__PLAN_N_ROLES; k++) first[k] = -1;
-    for (int c = S - 1; c >= 0; c--) first[mt__plan_role_of(s->layers, S, c)] = c;
-    int n = 0;
-    for (int k = 0; k < MT__PLAN_N_ROLES; k++) n += first[k] >= 0;
-    return n;
-}
-
-/* Role k's program (first chunk c) at the layout's blocks and batch, as
- * chunk_at makes it. */
-static mt_status role_at(mt__plan_search *s, const timing *tm, mt__plan_prog_key key, int S,
-                         int k, int c, int batch, mt__plan_comm_keys *keys,
-                         mt__plan_chunk_time *ct, chunk_vec *vec, char *why, size_t cap) {
-    /* a model of n blocks a chunk is cut evenly, and all its middle chunks
-       run one program: chunk 1 stands for them (one key) */
-    key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
-    return chunk_at(s, tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, keys, ct, vec,
-                    why, cap, false, NULL);
-}
-
 mt_status mt__plan_evaluate(mt__plan_search *s, const mt_plan_layout *l, mt_plan_result *res) {
     return mt__plan_evaluate_step(s, l, res, NULL);
 }
@@ -440,51 +527,33 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     st = mt_mesh_create(res->mesh, res->chips, &mesh);
     tm.mesh = mesh;
     /* a pipeline whose memory the proxies settled (memory_first) is pruned
-       once the roles at hand pass the bound, before anything is built, or
-       the roles built so far, the rest unbuilt (the roles not timed count
-       as none: the bound only grows with them) */
-    const bool prune = st == MT_OK && s->prune_above > 0 && !step && l->pipe > 1 &&
-                       !s->own_builds && l->context <= 1 && r->memory != MT_PLAN_MEMORY_MESHTRAIN;
-    int first[MT__PLAN_N_ROLES];
-    const int n_roles = role_firsts(s, S, first);
+       once the roles built so far pass the bound: the rest go unbuilt */
+    int n_roles = 0, done_roles = 0;
+    const bool partial = st == MT_OK && s->prune_above > 0 && !step && l->pipe > 1 &&
+                         !s->own_builds && l->context <= 1 &&
+                         r->memory != MT_PLAN_MEMORY_MESHTRAIN;
     mt__plan_step_in in;
-    if (prune) in = step_in_of(s, l, &tm, v, batch, res->chips);
-    /* each role's times keyed in its own table, then into the layout's in
-       chunk order (the table's order is the output's) */
-    mt__plan_comm_keys own[MT__PLAN_N_ROLES];
-    mt__plan_chunk_time own_ct[MT__PLAN_N_ROLES];
-    int n_done = 0;
-    for (int k = 0; k < MT__PLAN_N_ROLES && prune && st == MT_OK; k++) {
-        if (first[k] < 0 || (s->probe_roles && !(s->probe_roles & 1u << k))) continue;
-        char why[sizeof res->why] = "";
-        memset(&own[k], 0, sizeof own[k]);
-        s->probe = true, s->probe_missed = false;
-        st = role_at(s, &tm, key, S, k, first[k], batch, &own[k], &own_ct[k], &role[k], why,
-                     sizeof why);
-        /* a refused role says why below, in chunk order */
-        if (st == MT_OK && !s->probe_missed && !why[0]) built[k] = true, n_done++;
-        s->probe = s->probe_missed = false;
+    if (partial) {
+        bool seen[MT__PLAN_N_ROLES] = {false};
+        for (int c = 0, k; c < S; c++)
+            n_roles += !seen[k = mt__plan_role_of(s->layers, S, c)], seen[k] = true;
+        in = step_in_of(s, l, &tm, v, batch, res->chips);
     }
-    s->bound_at_hand = 0;
-    if (st == MT_OK && prune && n_done > 0 && n_done < n_roles &&
-        bound_passes(s, &in, own_ct, built, S, dev_of, &s->bound_at_hand)) {
-        pruned(s, res);
-        goto done;
-    }
-    for (int k = 0; k < MT__PLAN_N_ROLES && st == MT_OK && !res->why[0]; k++) {
-        if (first[k] < 0 || built[k]) continue;
+    for (int c = 0; c < S && st == MT_OK && !res->why[0]; c++) {
+        const int k = mt__plan_role_of(s->layers, S, c);
+        if (built[k]) continue;
         built[k] = true;
-        memset(&own[k], 0, sizeof own[k]);
-        st = role_at(s, &tm, key, S, k, first[k], batch, &own[k], &own_ct[k], &role[k], res->why,
-                     sizeof res->why);
-        if (st == MT_OK && !res->why[0] && prune && ++n_done < n_roles &&
-            bound_passes(s, &in, own_ct, built, S, dev_of, NULL)) {
+        /* a model of n blocks a chunk is cut evenly, and all its middle
+           chunks run one program: chunk 1 stands for them (one key) */
+        key.chunk = k == MT__PLAN_ROLE_FIRST ? 0 : k == MT__PLAN_ROLE_LAST ? S - 1 : 1;
+        st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k],
+                      &role[k], res->why, sizeof res->why, false, NULL);
+        if (st == MT_OK && !res->why[0] && partial && ++done_roles < n_roles &&
+            bound_passes(s, &in, ct, built, S, dev_of)) {
             pruned(s, res);
             goto done;
         }
     }
-    for (int j = 0; j < MT__PLAN_N_ROLES && st == MT_OK && !res->why[0]; j++)
-        if (built[j]) st = mt__plan_rekey(&own[j], &own_ct[j], &keys, &ct[j]);
     if (st != MT_OK || res->why[0]) goto done;
     /* memory: the device whose chunks hold most (evaluate_memory.c) */
     for (int k = 0; k < MT__PLAN_N_ROLES; k++) counts[k] = role[k].mem;

@@ -148,17 +148,6 @@ typedef struct {
                                          counted as fitting without its schedule simulated
                                          (search.c sets it to the slowest step the layout
                                          would have to beat to be printed); 0: none */
-    bool       probe;                 /* mt__plan_program_cached builds nothing: a program
-                                         neither kept nor shared comes back NULL (evaluate.c's
-                                         bound from the programs at hand) */
-    bool       probe_missed;          /* so since the caller cleared it */
-    double     bound_at_hand;         /* the step's lower bound of the pipeline just
-                                         evaluated from the roles whose programs were at hand
-                                         before it built any (0: none; with prune_above > 0
-                                         under a convention other than meshtrain), which
-                                         pruned it where it passed prune_above (tests) */
-    unsigned   probe_roles;           /* tests: the roles (1 << MT__PLAN_ROLE_*) that bound
-                                         may take at hand; 0: every one */
     bool       last_pruned;           /* the layout just evaluated fits and was pruned so:
                                          its result holds no step */
     long long  n_pruned;              /* layouts pruned so (search.c) */
@@ -396,9 +385,8 @@ mt_status mt__plan_search_begin(mt__plan_search *s, const mt_plan_request *r, in
  * and 2 blocks on one device). Fails when the model does not build. */
 mt_status mt__plan_model_facts(mt__plan_search *s);
 /* Builds (or finds, cache.c) the program of `key` into *out, whose status
- * says whether the layout builds (a refusal is the layout's, with why);
- * with s->probe, *out NULL where it would have to be built (and
- * s->probe_missed set). Fails only for MT_ENOMEM. */
+ * says whether the layout builds (a refusal is the layout's, with why).
+ * Fails only for MT_ENOMEM. */
 mt_status mt__plan_program_cached(mt__plan_search *s, const mt__plan_prog_key *key,
                                   const mt__plan_cached **out);
 /* Builds the program of `key` (as asked: no chunk or sharing taken for
