@@ -330,11 +330,11 @@ static mt__plan_step_in step_in_of(const mt__plan_search *s, const mt_plan_layou
  * grows with them). */
 static bool bound_passes(const mt__plan_search *s, const mt__plan_step_in *in,
                          const mt__plan_chunk_time ct[MT__PLAN_N_ROLES], const bool *built,
-                         int S, const int *dev_of, mt__plan_chunk_time *chunks) {
+                         int S, const int *dev_of) {
+    const mt__plan_chunk_time *chunks[2 * MT_SCHEDULE_MAX_STAGES];
     for (int c = 0; c < S; c++) {
         const int k = mt__plan_role_of(s->layers, S, c);
-        if (built[k]) chunks[c] = ct[k];
-        else memset(&chunks[c], 0, sizeof chunks[c]);
+        chunks[c] = built[k] ? &ct[k] : NULL;
     }
     return mt__plan_step_lower(in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK);
 }
@@ -354,18 +354,18 @@ static mt_status step_time(mt__plan_search *s, const mt_plan_layout *l, const ti
                            int S, int v, int batch, const int *dev_of, mt_plan_result *res,
                            mt__plan_step_result *detail) {
     const mt_plan_request *r = s->req;
-    mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
-    if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
-    for (int c = 0; c < S; c++) chunks[c] = ct[mt__plan_role_of(s->layers, S, c)];
     mt__plan_step_in in = step_in_of(s, l, tm, v, batch, res->chips);
     /* a pipeline whose step cannot come below its bound where the search
-       would keep it: counted as fitting, its schedule not simulated */
-    if (s->prune_above > 0 && !detail &&
-        mt__plan_step_lower(&in, chunks, dev_of) > s->prune_above * (1 + MT__PLAN_PRUNE_SLACK)) {
-        free(chunks);
+       would keep it: counted as fitting, its schedule not simulated (before
+       its chunks' times are copied out) */
+    const bool every[MT__PLAN_N_ROLES] = {true, true, true, true};
+    if (s->prune_above > 0 && !detail && bound_passes(s, &in, ct, every, S, dev_of)) {
         pruned(s, res);
         return MT_OK;
     }
+    mt__plan_chunk_time *chunks = malloc((size_t)S * sizeof *chunks);
+    if (!chunks) return mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
+    for (int c = 0; c < S; c++) chunks[c] = ct[mt__plan_role_of(s->layers, S, c)];
     mt__plan_step_result out;
     mt_status st = mt__plan_step_chunks(&in, chunks, keys, &out);
     free(chunks);
@@ -529,16 +529,15 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     /* a pipeline whose memory the proxies settled (memory_first) is pruned
        once the roles built so far pass the bound: the rest go unbuilt */
     int n_roles = 0, done_roles = 0;
-    mt__plan_chunk_time *partial = NULL;
+    const bool partial = st == MT_OK && s->prune_above > 0 && !step && l->pipe > 1 &&
+                         !s->own_builds && l->context <= 1 &&
+                         r->memory != MT_PLAN_MEMORY_MESHTRAIN;
     mt__plan_step_in in;
-    if (st == MT_OK && s->prune_above > 0 && !step && l->pipe > 1 && !s->own_builds &&
-        l->context <= 1 && r->memory != MT_PLAN_MEMORY_MESHTRAIN) {
+    if (partial) {
         bool seen[MT__PLAN_N_ROLES] = {false};
         for (int c = 0, k; c < S; c++)
             n_roles += !seen[k = mt__plan_role_of(s->layers, S, c)], seen[k] = true;
         in = step_in_of(s, l, &tm, v, batch, res->chips);
-        if (!(partial = malloc((size_t)S * sizeof *partial)))
-            st = mt_fail(MT_ENOMEM, "out of memory for %d chunks' times", S);
     }
     for (int c = 0; c < S && st == MT_OK && !res->why[0]; c++) {
         const int k = mt__plan_role_of(s->layers, S, c);
@@ -550,7 +549,7 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
         st = chunk_at(s, &tm, key, mt__plan_chunk_blocks(s->layers, S, c), batch, &keys, &ct[k],
                       &role[k], res->why, sizeof res->why, false, NULL);
         if (st == MT_OK && !res->why[0] && partial && ++done_roles < n_roles &&
-            bound_passes(s, &in, ct, built, S, dev_of, partial)) {
+            bound_passes(s, &in, ct, built, S, dev_of)) {
             pruned(s, res);
             goto done;
         }
@@ -563,7 +562,6 @@ mt_status mt__plan_evaluate_step(mt__plan_search *s, const mt_plan_layout *l, mt
     if (st != MT_OK) goto done;
     if (!res->why[0]) st = step_time(s, l, &tm, &keys, ct, S, v, batch, dev_of, res, step);
 done:
-    free(partial);
     mt_mesh_free(mesh);
     return st;
 }

@@ -410,8 +410,9 @@ mt_status mt__plan_step(const mt__plan_step_in *in, mt__plan_step_result *out) {
     return st;
 }
 
-double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time *ch,
+double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time *const *ch,
                            const int *dev_of) {
+    static const mt__plan_chunk_time none;   /* a chunk not known yet */
     const int p = in->stages, S = p * in->chunks;
     if (p < 2 || (in->host_slots > 0 && in->host_slots < mt_mesh_size(in->mesh))) return 0;
     /* pipeline()'s makespan is past every device's busy time, m times its
@@ -424,10 +425,11 @@ double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time
     for (int k = 0; k < S; k++) {
         const int d = dev_of[k];
         if (d < 0 || d >= p) return 0;
-        const mt__plan_phase *q = ch[k].phase[var];
+        const mt__plan_chunk_time *t = ch[k] ? ch[k] : &none;
+        const mt__plan_phase *q = t->phase[var];
         busy[d] += (q[0].seconds > 0 ? q[0].seconds : 1e-12) +
                    (q[1].seconds > 0 ? q[1].seconds : 1e-12) + q[2].seconds;
-        after[d] += optimizer_seconds(in, ch[k].stored_elems);
+        after[d] += optimizer_seconds(in, t->stored_elems);
         if (var == 1)
             for (int x = 0; x < 3; x++)
                 for (int c = 0; c < MT__PLAN_STEP_MAX_COMM; c++) after[d] += q[x].skipped[c];

@@ -316,15 +316,17 @@ mt_status mt__plan_chunk_time_at(const mt_hardware *hw, const mt_mesh *mesh,
 mt_status mt__plan_step_chunks(const mt__plan_step_in *in, const mt__plan_chunk_time *chunks,
                                const mt__plan_comm_keys *keys, mt__plan_step_result *out);
 
-/* A lower bound of the step mt__plan_step_chunks makes of *in and
- * chunks[stages x chunks] on a pipeline, without simulating its schedule:
- * m times the busiest device's F, B and W seconds (every schedule runs
- * each once a microbatch and chunk, one op after another on a device, so
- * the makespan is no shorter) plus the most any device spends after the
- * flush (the optimizer, the whole gradients' reductions), dev_of[k] the
- * device of global chunk k (mt_schedule_chunk_device). 0 (no bound) without
- * a pipe axis and on a time-shared host. */
-double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time *chunks,
+/* A lower bound of the step mt__plan_step_chunks makes of *in and the
+ * chunks' times on a pipeline, without simulating its schedule: m times
+ * the busiest device's F, B and W seconds (every schedule runs each once a
+ * microbatch and chunk, one op after another on a device, so the makespan
+ * is no shorter) plus the most any device spends after the flush (the
+ * optimizer, the whole gradients' reductions), dev_of[k] the device of
+ * global chunk k (mt_schedule_chunk_device). chunks[k] is global chunk k's
+ * time (stages x chunks of them), or NULL for one not known yet, counted
+ * as a chunk of no time (the bound only grows with its time). 0 (no bound)
+ * without a pipe axis and on a time-shared host. */
+double mt__plan_step_lower(const mt__plan_step_in *in, const mt__plan_chunk_time *const *chunks,
                            const int *dev_of);
 
 /* The invariants of the file's comment on step *r of *in (step_check.c):
