@@ -251,6 +251,23 @@ MT_TEST(timeline_rows_and_colours) {
     mt_report_free(r);
 }
 
+/* r's JSON (before the run is set, with json_first), then with run u its
+ * text and JSON, as one string (free it). */
+static char *with_run(mt_report *r, const mt_report_run *u, bool json_first) {
+    FILE *f = fopen("report.txt", "w+");
+    MT_CHECK(f, "cannot write report.txt");
+    if (json_first) mt_report_write_json(r, f);
+    mt_report_set_run(r, u);
+    mt_report_write_text(r, f);
+    mt_report_write_json(r, f);
+    long len = ftell(f);
+    char *out = calloc(1, (size_t)len + 1);
+    rewind(f);
+    MT_CHECK(fread(out, 1, (size_t)len, f) == (size_t)len, "read back");
+    fclose(f);
+    return out;
+}
+
 MT_TEST(loss_points_and_run_summary) {
     mt_report_metrics *m = NULL;
     MT_CHECK_OK(mt_report_metrics_read(write_file("metrics.jsonl", METRICS), &m));
@@ -279,16 +296,7 @@ MT_TEST(loss_points_and_run_summary) {
 
     /* the report's run section and "run" object, only with a run */
     mt_report *r = analysed(NULL);
-    FILE *f = fopen("report.txt", "w+");
-    mt_report_write_json(r, f);
-    mt_report_set_run(r, u);
-    mt_report_write_text(r, f);
-    mt_report_write_json(r, f);
-    long len = ftell(f);
-    char *out = calloc(1, (size_t)len + 1);
-    rewind(f);
-    MT_CHECK(fread(out, 1, (size_t)len, f) == (size_t)len, "read back");
-    fclose(f);
+    char *out = with_run(r, u, true);
     MT_CHECK(count(out, "\"run\":{") == 1, "want one \"run\" object: only once a run is set");
     MT_CHECK(strstr(out, "\"run\":{\"steps\":5,\"first_step\":1,\"last_step\":5,\"first_loss\":5.5,"
                          "\"last_loss\":3.5,\"last_val_loss\":4.5,\"last_val_step\":4,"
@@ -321,15 +329,7 @@ MT_TEST(run_summary_of_a_mixture) {
     MT_CHECK_CLOSE(u->mean_moe_aux, 0.03, 1e-12, "mean router losses");
     MT_CHECK_CLOSE(u->mean_moe_dropped, 0.5, 1e-12, "mean dropped");
     mt_report *r = analysed(NULL);
-    FILE *f = fopen("moe_report.txt", "w+");
-    mt_report_set_run(r, u);
-    mt_report_write_text(r, f);
-    mt_report_write_json(r, f);
-    long len = ftell(f);
-    char *out = calloc(1, (size_t)len + 1);
-    rewind(f);
-    MT_CHECK(fread(out, 1, (size_t)len, f) == (size_t)len, "read back");
-    fclose(f);
+    char *out = with_run(r, u, false);
     MT_CHECK(strstr(out, "experts     MaxVio last 1.000, max 1.500 (3 steps); router losses "
                          "mean 0.03000; dropped mean 50.00%"), "the experts line:\n%s", out);
     MT_CHECK(strstr(out, "\"median_ms\":null,\"moe_steps\":3,\"last_maxvio\":1,"
