@@ -85,6 +85,22 @@ else
     bad "sample reads a MoE checkpoint" "exit $?"
 fi
 
+# --moe-layers first-dense=N,every=M (the issue's spelling) sets the two
+# flags at once: the same run as --moe-first-dense 2 --moe-every 2, and a
+# flag given beside it wins; a spec it cannot read is refused, naming it
+train_run "moe-tiny, first-dense 2, every 2" a.jsonl "${TINY[@]}" --steps 2 \
+    --moe-first-dense 2 --moe-every 2
+train_run "moe-tiny, --moe-layers" b.jsonl "${TINY[@]}" --steps 2 \
+    --moe-layers first-dense=2,every=2
+same_metrics "--moe-layers first-dense=2,every=2 trains --moe-first-dense 2 --moe-every 2" \
+    a.jsonl b.jsonl
+train_run "moe-tiny, --moe-layers under --moe-first-dense" c.jsonl "${TINY[@]}" --steps 2 \
+    --moe-layers first-dense=1,every=2 --moe-first-dense 2
+same_metrics "--moe-first-dense over --moe-layers wins" a.jsonl c.jsonl
+expect_fail "a --moe-layers spec it cannot read is refused" 2 \
+    "moe-layers: 'first-dense=x'.*first-dense=N and/or every=N" \
+    timeout 120 "$BIN" train "${TINY[@]}" --steps 2 --moe-layers first-dense=x
+
 # what is not built is turned away, naming it (the other axes' runs and a
 # capacity on context: test_moe_compose.sh)
 expect_fail "moe to llama2.c's model.bin is refused" 2 "llmc-out.*dense LLaMAs only.*ckpt-out" \

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================== */
@@ -30,6 +31,34 @@ const mt_llama_config mt__llama_defaults = {
 };
 
 static mt_status preset(const char *name, void *mc) { return mt_llama_preset(name, mc); }
+
+/* --moe-layers first-dense=N,every=M (the issue's and Megatron's way of
+ * saying which blocks are MoE): the two settings --moe-first-dense and
+ * --moe-every set, each key optional, applied after --preset and before
+ * the flags that set one of them. */
+static mt_status moe_layers(const char *spec, void *mc) {
+    static const struct { const char *key; size_t at; } KEYS[] = {
+        {"first-dense", offsetof(mt_llama_config, moe.first_dense)},
+        {"every", offsetof(mt_llama_config, moe.every)},
+    };
+    for (const char *p = spec; p && *p;) {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        size_t k = 0;
+        while (eq && k < 2 && !(strlen(KEYS[k].key) == (size_t)(eq - p) &&
+                                !strncmp(p, KEYS[k].key, (size_t)(eq - p))))
+            k++;
+        char *end = NULL;
+        long v = eq && k < 2 ? strtol(eq + 1, &end, 10) : -1;
+        if (!eq || k == 2 || end == eq + 1 || end != p + len || v < 0 || v > 1000)
+            return mt_fail(MT_EINVAL, "'%.*s' in '%s': give first-dense=N and/or every=N, "
+                           "N from 0 to 1000, separated by commas (first-dense=3,every=1)",
+                           (int)len, p, spec);
+        *(int *)((char *)mc + KEYS[k].at) = (int)v;
+        p += len + (p[len] == ',');
+    }
+    return MT_OK;
+}
 
 #define INT_FLAG(f, fld, member, lo, hi, auto0, help) \
     {f, fld, offsetof(mt_llama_config, member), lo, hi, auto0, "N", help, MT_MODEL_FLAG_INT, \
@@ -110,6 +139,9 @@ static const mt_model_flag LLAMA_FLAGS[] = {
     MOE_INT("moe-first-dense", "first_dense", first_dense, 0, 1000, "the first blocks stay "
             "dense (DeepSeek-V3: 3)"),
     MOE_INT("moe-every", "every", every, 0, 1000, "from there every N-th block is MoE (0: 1)"),
+    {"moe-layers", "moe_layers", 0, 0, 0, false, "first-dense=N,every=M",
+     "which blocks are MoE, both at once (--moe-first-dense and --moe-every over it)",
+     MT_MODEL_FLAG_PRESET, 0.0f, 0.0f, moe_layers, NULL},
     {"moe-score", "score", offsetof(mt_llama_config, moe.score), 0, 1, false,
      "softmax|sigmoid", "router scores: softmax (Mixtral) or sigmoid (DeepSeek-V3), gates "
      "renormalised over the k", MT_MODEL_FLAG_CHOICE, 0.0f, 0.0f, NULL, "moe-experts"},
