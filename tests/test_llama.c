@@ -155,7 +155,8 @@ MT_TEST(presets_hold_the_published_shapes) {
     const mt_model_about *a = mt_model_about_of(MT_MODEL_LLAMA);
     const mt_model_flag *flag = NULL;
     for (int i = 0; a && i < a->n_flags; i++)
-        if (a->flags[i].type == MT_MODEL_FLAG_PRESET) flag = &a->flags[i];
+        if (a->flags[i].type == MT_MODEL_FLAG_PRESET && !strcmp(a->flags[i].flag, "preset"))
+            flag = &a->flags[i];
     MT_CHECK(flag && strcmp(flag->flag, "preset") == 0, "llama has no --preset flag");
     for (int i = 0; i < n; i++)
         MT_CHECK(strstr(flag->help, mt_llama_preset_name(i)), "--preset's help '%s' does not "
