@@ -127,14 +127,15 @@ void cli_onednn_isa(char *buf, size_t n) {
 
 #define ATT_HEADS 4
 #define ATT_HEAD_SIZE 64
-#define ATT_TOKENS 2048   /* B x T of each run */
+#define ATT_TOKENS 2048   /* B x T of each run; --quick: half, T at least */
 
 /* meshtrain's causal attention at sequence length T on the engine's current
- * threads: mt_attention on a (B, T, 3C) qkv and its gradient (through a
- * mean), `reps` runs after a warm-up; the FLOPs of the attention nodes' cost
- * entries over their profiled time, GFLOP/s, into *gflops. */
-static mt_status attention_gflops(int T, int reps, double *gflops) {
-    const int64_t B = T < ATT_TOKENS ? ATT_TOKENS / T : 1, C = ATT_HEADS * ATT_HEAD_SIZE;
+ * threads: mt_attention on a (B, T, 3C) qkv, B = tokens / T (at least 1),
+ * and its gradient (through a mean), `reps` runs after a warm-up; the FLOPs
+ * of the attention nodes' cost entries over their profiled time, GFLOP/s,
+ * into *gflops. */
+static mt_status attention_gflops(int T, int tokens, int reps, double *gflops) {
+    const int64_t B = T < tokens ? tokens / T : 1, C = ATT_HEADS * ATT_HEAD_SIZE;
     mt_graph *g = mt_graph_create();
     if (!g) return mt_fail(MT_ENOMEM, "bench machine: cannot create a graph");
     mt_tensor *qkv = mt_param(g, "qkv", 3, (const int64_t[]){B, T, 3 * C},
@@ -165,7 +166,8 @@ static mt_status attention_curve(bool quick, mt_machine *m) {
     mt_set_num_threads(1);
     mt_status s = MT_OK;
     for (int i = 0; i < MT_MACHINE_N_ATTENTION && s == MT_OK; i++)
-        s = attention_gflops(64 << i, quick ? 2 : 4, &m->attention_gflops_1[i]);
+        s = attention_gflops(64 << i, quick ? ATT_TOKENS / 2 : ATT_TOKENS, quick ? 1 : 4,
+                             &m->attention_gflops_1[i]);
     mt_set_num_threads(threads);
     m->attention_head_size = ATT_HEAD_SIZE;
     return s;
