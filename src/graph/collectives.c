@@ -299,9 +299,9 @@ static mt_tensor *auto_pvary(mt_graph *g, mt_tensor *x, uint32_t axes) {
 
 bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies) {
     uint32_t inv = ~0u, var = 0, ik[MT_MAX_INPUTS], vk[MT_MAX_INPUTS];
-    /* aux_attach's loss meets nothing: its gradient is a constant, not the
-     * output's (graph/op_aux_attach.c); the output is its first operand */
-    const int n_in = c->op == MT_OP_AUX_ATTACH ? 1 : c->n_in;
+    /* the operands that meet (ops_impl.h's mt_op_def: meet, inside) */
+    const mt_op_def *d = mt__op_def(c->op);
+    const int n_in = d->meet > 0 && d->meet < c->n_in ? d->meet : c->n_in;
     for (int k = 0; k < n_in; k++) {
         vma_get(g, c->in[k], &ik[k], &vk[k]);
         inv &= ik[k];
@@ -313,8 +313,8 @@ bool mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes varies
     uint32_t extra = axes_bits(varies) & real_axes(g);
     inv &= ~extra;
     var |= extra;
-    /* the vocabulary-parallel loss all-reduces over its axes inside */
-    uint32_t inside = c->op == MT_OP_CROSS_ENTROPY ? axes_bits(c->p.ce.vp_axes) : 0;
+    /* an op that all-reduces over axes inside it (the vocabulary-parallel loss) */
+    uint32_t inside = d->inside ? axes_bits(d->inside(c)) : 0;
     inv = (inv | inside) & ~(var & ~inside);
     var &= ~inside;
     uint32_t real = real_axes(g);

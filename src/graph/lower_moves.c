@@ -1,8 +1,9 @@
 /*
  * lower_moves.c — how an op is lowered with the moves around it (op_desc.h):
  * the generic order, rule -> moves -> lower -> moves, which every op without
- * a hook of its own runs, and cross-entropy's hook, which takes the
- * collectives inside it, and which kind of gather an operand move is.
+ * a hook of its own runs (and without the inputs' pvary, for an op whose
+ * operands do not meet), cross-entropy's hook, which takes the collectives
+ * inside it, and which kind of gather an operand move is.
  * Linear's hook is lower_linear.c's.
  *
  * The steps are the partitioner's services (partition/node.c): graph code cannot
@@ -13,11 +14,13 @@
 #define TRY(call) do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
 
 /* The steps in the order the rule gives the moves; the moves inside the op
- * taken if `inside` (the op's lowering runs them), else refused. */
-static mt_status in_order(mt_lower_step *st, const mt_lower_services *sv, bool inside) {
+ * taken if `inside` (the op's lowering runs them), else refused; the
+ * inputs given their pvary if `pvary`. */
+static mt_status in_order(mt_lower_step *st, const mt_lower_services *sv, bool inside,
+                          bool pvary) {
     TRY(sv->operand_moves(sv->ctx, st, -1));
     TRY(sv->inside_moves(sv->ctx, st, inside));
-    TRY(sv->pvary_inputs(sv->ctx, st));
+    if (pvary) TRY(sv->pvary_inputs(sv->ctx, st));
     TRY(sv->lower(sv->ctx, st));
     TRY(sv->result_moves(sv->ctx, st));
     return sv->constrain(sv->ctx, st);
@@ -25,7 +28,12 @@ static mt_status in_order(mt_lower_step *st, const mt_lower_services *sv, bool i
 
 mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv) {
     (void)g;
-    return in_order(st, sv, false);
+    return in_order(st, sv, false, true);
+}
+
+mt_status mt__lower_moves_no_pvary(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv) {
+    (void)g;
+    return in_order(st, sv, false, false);
 }
 
 /* Logits split over the vocabulary: the loss all-reduces its row statistics
@@ -33,7 +41,7 @@ mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower
 mt_status mt__lower_moves_cross_entropy(mt_graph *g, mt_lower_step *st,
                                         const mt_lower_services *sv) {
     (void)g;
-    return in_order(st, sv, true);
+    return in_order(st, sv, true, true);
 }
 
 uint32_t mt__lower_vary_after(uint32_t vary, const mt_move *mv, bool varying) {

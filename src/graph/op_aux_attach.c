@@ -17,7 +17,6 @@
 
 #include <math.h>
 
-#define TRY(call) do { mt_status s_ = (call); if (s_ != MT_OK) return s_; } while (0)
 
 mt_tensor *mt_aux_attach(mt_graph *g, mt_tensor *y, mt_tensor *loss, float s) {
     mt_tensor *in[2] = {y, loss};
@@ -62,24 +61,17 @@ static mt_tensor *lower_aux_attach(mt_graph *g, const mt_op_call *c, mt_tensor *
     return mt_aux_attach(g, in[0], in[1], c->p.scale.s);
 }
 
-/* The generic order without the pvary of the inputs: a loss the devices of
- * an axis share (tensor parallelism's replicas) must get s once, not the
- * sum of the replicas' s that a pvary's backward would make. */
-static mt_status moves_aux_attach(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv) {
-    (void)g;
-    TRY(sv->operand_moves(sv->ctx, st, -1));
-    TRY(sv->inside_moves(sv->ctx, st, false));
-    TRY(sv->lower(sv->ctx, st));
-    TRY(sv->result_moves(sv->ctx, st));
-    return sv->constrain(sv->ctx, st);
-}
-
 /* aux_attach: a forward op of global programs, never recomputed (a stage's
- * last node, outside every block), no communication. */
+ * last node, outside every block), no communication. Its loss meets
+ * nothing (its gradient is s, not the output's): no pvary of the inputs,
+ * in the builder's types (the kernel half's meet: the output alone) and in
+ * the lowering (a loss the devices of an axis share, tensor parallelism's
+ * replicas, gets s once, not the sum of the replicas' s a pvary's backward
+ * makes). */
 const mt_op_gdesc mt__gop_aux_attach = {
     .role = MT_ROLE_GLOBAL, .grad = grad_aux_attach, .shard = shard_aux_attach,
-    .lower = lower_aux_attach, .lower_moves = moves_aux_attach, .recomp = MT_RECOMP_NEVER,
-    .comm = MT_COMM_NONE,
+    .lower = lower_aux_attach, .lower_moves = mt__lower_moves_no_pvary,
+    .recomp = MT_RECOMP_NEVER, .comm = MT_COMM_NONE,
 };
 
 /* aux_seed: made by grad_aux_attach only. */

@@ -3,7 +3,8 @@
  * op is to a graph, its gradient rule, its sharding rule, its lowering onto
  * a device's local inputs (and with the moves around it), what activation
  * checkpointing may do with it and what it communicates. The kernel half
- * {name, arity, cost, cost class; run, scratch} is ops/'s (mt__op_def).
+ * {name, arity, cost, cost class, operands that meet; run, scratch} is
+ * ops/'s (mt__op_def).
  * Both are generated from ops/ops_impl.h's MT_OP_LIST: each op's halves
  * are named definitions, mt__opdef_<name> and mt__gop_<name> (below), which
  * the tables (ops/op_table.c, graph/op_desc.c) point at in the enum's
@@ -306,8 +307,12 @@ mt_tensor *mt__lower_attention_gqa_split(mt_graph *g, mt_tensor **in, mt_tensor 
 void       mt__grad_attention_split(mt_graph *g, const mt_op_call *f);
 
 /* lower_moves.c: the generic order (every op without a hook of its own),
- * and the hooks */
+ * and the hooks. no_pvary: the generic order without the pvary of the
+ * inputs (pvary_inputs), for an op whose operands do not meet (aux_attach:
+ * a loss the devices of an axis share gets its factor once, not the sum
+ * of the replicas' that a pvary's backward would make) */
 mt_status mt__lower_moves_generic(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
+mt_status mt__lower_moves_no_pvary(mt_graph *g, mt_lower_step *st, const mt_lower_services *sv);
 mt_status mt__lower_moves_cross_entropy(mt_graph *g, mt_lower_step *st,
                                         const mt_lower_services *sv);
 /* Whether a gather mv of a value varying over `vary` that meets values

@@ -32,7 +32,7 @@ static void run_seed(const mt_op_env *env, const mt_op_call *c) {
 
 const mt_op_def mt__opdef_aux_attach = {
     .name = "aux_attach", .min_in = 2, .max_in = 2, .cost_class = MT_COST_VECTOR,
-    .cost = mt__cost_unary,
+    .cost = mt__cost_unary, .meet = 1,   /* the loss meets nothing (its gradient is s) */
 };
 const mt_op_kernel mt__kernel_aux_attach = {.run = run_attach};
 

@@ -457,7 +457,12 @@ DEF(gelu, 1, 1, VECTOR, mt__cost_gelu, run_gelu);
 DEF(layernorm, 3, 3, VECTOR, mt__cost_layernorm, run_layernorm);
 DEF(attention, 1, 2, ATTENTION, mt__cost_attention, run_attention, .scratch = scratch_attention);
 DEF(embedding, 2, 2, VECTOR, mt__cost_embedding, run_embedding);
-DEF(cross_entropy, 2, 2, VECTOR, mt__cost_ce, run_cross_entropy, .scratch = scratch_ce);
+/* the vocabulary-parallel loss all-reduces its row statistics inside */
+static mt_axes ce_inside(const mt_op_call *c) { return c->p.ce.vp_axes; }
+const mt_op_def mt__opdef_cross_entropy = {.name = "cross_entropy", .min_in = 2, .max_in = 2,
+                                           .cost_class = VECTOR, .cost = mt__cost_ce,
+                                           .inside = ce_inside};
+const mt_op_kernel mt__kernel_cross_entropy = {.run = run_cross_entropy, .scratch = scratch_ce};
 DEF(mse, 2, 2, VECTOR, mt__cost_reduce_in, run_mse);
 DEF(sum, 1, 1, VECTOR, mt__cost_reduce_in, run_sum);
 DEF(transpose, 1, 1, VECTOR, mt__cost_transpose, run_transpose);

@@ -395,7 +395,8 @@ typedef enum {
 
 /* What an op is (mt__opdef_<name>, below; op_table.c indexes them by
  * mt_op): its name, its arity, what a run costs and its cost class, read by
- * the graph, the profiler and the planner. The graph half, its gradient,
+ * the graph, the profiler and the planner, and which of its operands meet
+ * (the graph's device variance). The graph half, its gradient,
  * sharding and remat rules, is graph/op_desc.c's; how a backend runs it is
  * the backend's (the CPU's kernels: mt_op_kernel, below). A call of the op
  * has from min_in to max_in inputs. */
@@ -405,6 +406,15 @@ typedef struct {
     mt_op_cost_class cost_class;          /* required */
     /* FLOPs and bytes moved by one run (op_cost.h). Required. */
     void   (*cost)(const mt_op_call *call, double *flops, double *bytes);
+    /* Device variance, as a builder types a node (graph/collectives.c's
+     * mt__vma_operands). meet: how many leading operands meet each other,
+     * a pvary added to one the others vary over (0: all of them;
+     * aux_attach's 1: its loss meets nothing, its gradient a constant, not
+     * the output's). inside: the mesh axes the op all-reduces over inside
+     * it, over which its result is the same on every device (optional:
+     * NULL, none; cross-entropy's vocabulary-parallel axes). */
+    int8_t      meet;
+    mt_axes   (*inside)(const mt_op_call *call);
 } mt_op_def;
 
 /* How the CPU backend runs an op on host buffers: its kernel

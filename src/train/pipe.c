@@ -59,8 +59,10 @@ struct mt__train_pipe {
     float          *meas;                    /* (2 + 3S): max span, max busy; (S,3) op times */
     mt_pipe_costs  *costs;                   /* (S) */
     /* each chunk's expert loads and router losses of the step, and of an
-     * evaluation (moe_load.c); loads: the ones after_f adds to now */
+     * evaluation (moe_load.c); loads: the ones after_f adds to now; none
+     * kept (no reads, no sums) where the model's shape has no experts */
     mt__moe_load    moe[MT_PIPE_MAX_CHUNKS], eval_moe[MT_PIPE_MAX_CHUNKS], *loads;
+    bool            mixture;
 };
 
 /* The name of the parameter the run's model ties (its head and its
@@ -289,6 +291,9 @@ mt_status mt__train_pipe_create(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     mt__train_pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return mt_fail(MT_ENOMEM, "out of memory for the pipeline");
     d->pipe = pp;
+    mt_model_shape shape = {0};   /* a model without a shape may have experts */
+    if (tr->m->shape) tr->m->shape(c, &shape);
+    pp->mixture = !tr->m->shape || shape.moe_experts > 0;
     mt_axes pipe = {0};
     mt_status s = mt_ctx_axes(ctx, "pipe", &pipe);
     if (s != MT_OK) return s;
@@ -412,6 +417,7 @@ static mt_status after_f(void *arg, const mt__pipe_chunk *c, int mb) {
 
 /* The balance of the step or evaluation whose loads are pp->loads. */
 static mt_status moe_balance(mt__train_pipe *pp, mt_ctx *ctx, mt__moe_step *ms) {
+    if (!pp->mixture) return (*ms = (mt__moe_step){NAN, NAN, 0, NAN}), MT_OK;
     bool last[MT_PIPE_MAX_CHUNKS];
     for (int i = 0; i < pp->v; i++) last[i] = pp->chunk[i].chunk == pp->S - 1;
     return mt__moe_load_pipe(pp->loads, pp->v, last, ctx, pp->x.pipe, ms);
@@ -507,7 +513,7 @@ mt_status mt__train_pipe_step(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx, flo
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
-    pp->x.after_f = after_f;
+    pp->x.after_f = pp->mixture ? after_f : NULL;
     pp->x.arg = &fa;
     pp->loads = pp->moe;
     double loss = 0;
@@ -562,7 +568,7 @@ mt_status mt__train_pipe_eval(mt_trainer *tr, mt__train_dev *d, mt_ctx *ctx) {
     feed_arg fa = {tr, pp, ctx};
     pp->x.ctx = ctx;
     pp->x.feed = feed;
-    pp->x.after_f = after_f;
+    pp->x.after_f = pp->mixture ? after_f : NULL;
     pp->x.arg = &fa;
     pp->loads = pp->eval_moe;
     int64_t pos = 0;   /* the same validation batches every time */
