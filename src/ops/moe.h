@@ -238,6 +238,10 @@ void mt_moe_gather_rows(float *out, const float *in, const int32_t *idx, int64_t
 void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_t n, int64_t D,
                          bool acc);
 
+/* The experts a softmax row keeps its exps for, on the stack (moe_route.c,
+ * moe_balance.c): every preset's (DeepSeek-V3's 256 the most). */
+#define MT_MOE_ROW_EXPS 256
+
 /* ---- the grouped expert product (moe_gemm.c; MOE.md §4.6) ---------------- */
 
 /* The product's work in tiles fixed by the shapes alone, whatever the

@@ -56,14 +56,19 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
 static double z_row(const float *logits, int64_t t, int64_t T, int64_t E, double beta,
                     float *dlogits, bool acc) {
     const float *u = logits + t * E;
-    double mx = u[0], sum = 0;
+    double mx = u[0], sum = 0, e[MT_MOE_ROW_EXPS];   /* each exp once (moe_route.c's rows) */
+    const bool keep = dlogits && E <= MT_MOE_ROW_EXPS;
     for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
-    for (int64_t i = 0; i < E; i++) sum += exp((double)u[i] - mx);
+    for (int64_t i = 0; i < E; i++) {
+        const double v = exp((double)u[i] - mx);
+        if (keep) e[i] = v;
+        sum += v;
+    }
     const double lse = mx + log(sum);
     if (!dlogits) return lse;
     const double f = 2.0 * beta / (double)T * lse;
     for (int64_t i = 0; i < E; i++) {
-        const double v = f * exp((double)u[i] - mx) / sum;
+        const double v = f * (keep ? e[i] : exp((double)u[i] - mx)) / sum;
         dlogits[t * E + i] = acc ? dlogits[t * E + i] + (float)v : (float)v;
     }
     return lse;
