@@ -201,7 +201,7 @@ MT_TEST(pipe2_tensor2_sp_zb_v) { check_kind_sp("zb-v", 2, 4, 4, ",tensor=2", 1);
  * TSan these skip: each kind's handshakes between the stages' threads run in
  * its pipe2_m4_* case, and the tensor ranks' collectives inside a stage, with
  * and without collective matmul, in the three cases above. */
-#define SP_KIND_UNDER_TSAN "under TSan pipe2_m4_<kind> and pipe2_tensor2_sp_* above cover its threads"
+#define SP_KIND_UNDER_TSAN "under TSan pipe2_m4_<kind> and pipe2_tensor2_sp_* cover its threads"
 #define SP_KIND_CASE(name, kind, sp)                                                        \
     MT_TEST(name) {                                                                         \
         MT_TEST_SKIP_IF(MT_TEST_TSAN, SP_KIND_UNDER_TSAN);                                  \
