@@ -4,8 +4,11 @@
 
 #include <stdbool.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,4 +128,22 @@ int mt_test_main(int argc, char **argv) {
     if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     else printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
+}
+
+int mt_test_main_in_scratch(int argc, char **argv) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/mt-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir) || chdir(dir) != 0) {
+        perror("test harness: a scratch directory");
+        return 1;
+    }
+    const int rc = mt_test_main(argc, argv);
+    /* the cases' files: plain files, by name (none makes a directory) */
+    DIR *d = opendir(".");
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlink(e->d_name);
+    if (d) closedir(d);
+    if (chdir("/") != 0 || rmdir(dir) != 0) fprintf(stderr, "test harness: %s left behind\n", dir);
+    return rc;
 }

@@ -53,6 +53,11 @@
 typedef void (*mt_test_fn)(void);
 void mt_test_register(const char *name, mt_test_fn fn);
 int  mt_test_main(int argc, char **argv);
+/* mt_test_main run in a new directory under $TMPDIR (or /tmp), removed with
+ * the files the cases left in it: for a program whose cases write files by
+ * relative names, which would otherwise land wherever it is started (a
+ * source tree, where they were once committed). */
+int  mt_test_main_in_scratch(int argc, char **argv);
 void mt_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 

@@ -500,4 +500,4 @@ MT_TEST(a_long_trace_is_written_and_reported_in_linear_time) {
     unlink("long.json");
 }
 
-int main(int argc, char **argv) { return mt_test_main(argc, argv); }
+int main(int argc, char **argv) { return mt_test_main_in_scratch(argc, argv); }

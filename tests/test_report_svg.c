@@ -373,4 +373,4 @@ MT_TEST(metrics_errors_name_the_line) {
     MT_CHECK(m == NULL, "no metrics after a failure");
 }
 
-int main(int argc, char **argv) { return mt_test_main(argc, argv); }
+int main(int argc, char **argv) { return mt_test_main_in_scratch(argc, argv); }
