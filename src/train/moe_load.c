@@ -29,6 +29,18 @@ static mt_status room(mt__moe_load *c, int64_t n) {
     return MT_OK;
 }
 
+/* The int32 ids of t (*n, its numel, of them) read into c->ids, grown as
+ * needed and kept for the next microbatch's reads. */
+static mt_status read_ids(mt__moe_load *c, mt_tensor *t, int64_t *n) {
+    *n = mt_tensor_numel(t);
+    if (*n > c->ids_cap) {
+        int32_t *v = realloc(c->ids, (size_t)*n * sizeof *v);
+        if (!v) return mt_fail(MT_ENOMEM, "out of memory reading the router's ids");
+        c->ids = v, c->ids_cap = *n;
+    }
+    return mt_tensor_read(t, c->ids, 0, *n);
+}
+
 /* The parameter t is read from: t itself, or the parameter a forward
  * node of g moved into t (a gather of its fsdp or ZeRO shards, a cast),
  * followed back through the nodes' first inputs; NULL if t comes from no
@@ -104,16 +116,11 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
         if ((s = mt_graph_node(g, c->routes[r], &info)) != MT_OK) return s;
         const mt_tensor *logits = info.in[0];
         const int64_t E = mt_tensor_dim(logits, mt_tensor_ndim(logits) - 1);
-        const int64_t ne = mt_tensor_numel(info.out);
-        int32_t *ids = malloc((size_t)ne * sizeof *ids);
-        if (!ids || (s = room(c, at + E)) != MT_OK ||
-            (s = mt_tensor_read(info.out, ids, 0, ne)) != MT_OK) {
-            free(ids);
-            return ids ? s : mt_fail(MT_ENOMEM, "out of memory reading the router's ids");
-        }
+        int64_t ne;
+        if ((s = room(c, at + E)) != MT_OK || (s = read_ids(c, info.out, &ne)) != MT_OK) return s;
+        const int32_t *ids = c->ids;
         for (int64_t j = 0; j < ne; j++)
             if (ids[j] >= 0 && ids[j] < E) c->counts[at + ids[j]]++;
-        free(ids);
         c->E = E;
         at += E;
     }
@@ -121,15 +128,11 @@ mt_status mt__moe_load_add(mt__moe_load *c, mt_graph *g) {
     for (int r = 0; r < c->n_caps; r++) {   /* the pairs past a capacity: -1 */
         mt_node_info info;
         if ((s = mt_graph_node(g, c->caps[r], &info)) != MT_OK) return s;
-        const int64_t ne = mt_tensor_numel(info.out);
-        int32_t *ids = malloc((size_t)(ne > 0 ? ne : 1) * sizeof *ids);
-        if (!ids || (s = mt_tensor_read(info.out, ids, 0, ne)) != MT_OK) {
-            free(ids);
-            return ids ? s : mt_fail(MT_ENOMEM, "out of memory reading a capacity's ids");
-        }
+        int64_t ne;
+        if ((s = read_ids(c, info.out, &ne)) != MT_OK) return s;
+        const int32_t *ids = c->ids;
         for (int64_t j = 0; j < ne; j++) c->drop[0] += ids[j] < 0;
         c->drop[1] += (int32_t)ne;
-        free(ids);
     }
     for (int r = 0; r < c->n_losses; r++) {   /* each a scalar, this microbatch's */
         mt_node_info info;
@@ -246,5 +249,6 @@ void mt__moe_load_free(mt__moe_load *c) {
     free(c->losses);
     free(c->caps);
     free(c->bias);
+    free(c->ids);
     *c = (mt__moe_load){0};
 }

@@ -274,6 +274,8 @@ typedef struct {
      * rows (data, fsdp, expert, context: not tensor, whose devices route
      * the same rows), the router loss's partial sums, the capacity's rows */
     uint32_t count_axes, loss_axes, drop_axes;
+    int32_t *ids;        /* (ids_cap) the last route's or capacity's ids read back */
+    int64_t  ids_cap;
 } mt__moe_load;
 
 /* Adds the counts of the experts each moe_route node of g's forward chose
