@@ -72,7 +72,7 @@ typedef struct {
     float *dout, *out, *lse;     /* (B,T,NH·HS), (B,T,NH·HS), (B,NH,T) */
     mt_attn_grads g;             /* dq, dk, dv views */
     float *bufs[6];              /* what to free */
-    float *scratch[2];           /* mt_kernel_attention_scratch() floats a thread */
+    float *scratch[2];           /* mt_kernel_attention_scratch(T, HS) floats a thread */
 } problem;
 
 static void problem_init(problem *p, bool gpt, int64_t T) {
@@ -93,7 +93,8 @@ static void problem_init(problem *p, bool gpt, int64_t T) {
     p->dout = randv(nq, 7);
     p->out = malloc(nq * sizeof *p->out);
     p->lse = malloc((size_t)(B * NH * T) * sizeof *p->lse);
-    for (int w = 0; w < 2; w++) p->scratch[w] = malloc(mt_kernel_attention_scratch() * sizeof(float));
+    for (int w = 0; w < 2; w++)
+        p->scratch[w] = malloc(mt_kernel_attention_scratch(T, HS) * sizeof(float));
     float *all[6] = {in, din, p->dout, p->out, p->lse, NULL};
     memcpy(p->bufs, all, sizeof all);
     if (!din || !p->out || !p->lse || !p->scratch[0] || !p->scratch[1]) {

@@ -19,7 +19,10 @@
  * median time of a forward + backward over the repetitions, its GFLOP/s and
  * the same run's Open BLAS sgemm (1024³) on as many threads.
  *
- *   bench_moe_layer [--quick] [tiny|wide] [THREADS]
+ *   bench_moe_layer [--quick] [--profile] [tiny|wide] [THREADS]
+ *
+ * --profile also prints the graph's per-op profile of the timed passes
+ * (mt_graph_print_profile) after the line.
  *
  * Shapes (bench/moe_torch.py has the same table): tiny is the preset
  * moe-tiny's MoE block (C 64, F_e 64, 8 experts, top 2) at 4096 tokens,
@@ -71,12 +74,14 @@ int main(int argc, char **argv) {
     int a = 1;
     const bool quick = argc > a && strcmp(argv[a], "--quick") == 0;
     if (quick) a++;
+    const bool profile = argc > a && strcmp(argv[a], "--profile") == 0;
+    if (profile) a++;
     const layer_shape *sh = &SHAPES[0];
     if (argc > a && (!strcmp(argv[a], "tiny") || !strcmp(argv[a], "wide")))
         sh = &SHAPES[!strcmp(argv[a++], "wide")];
     const int threads = argc > a ? atoi(argv[a]) : 1;
     if (threads < 1 || threads > 256) {
-        fprintf(stderr, "usage: bench_moe_layer [--quick] [tiny|wide] [THREADS (1..256)]\n");
+        fprintf(stderr, "usage: bench_moe_layer [--quick] [--profile] [tiny|wide] [THREADS (1..256)]\n");
         return 2;
     }
     const int64_t NTOK = sh->N, C = sh->C, F = sh->F;
@@ -92,6 +97,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < NTOK * C; i++) r[i] = mt_rng_normal(6, 0, (uint64_t)i);
     float *x = mt_tensor_f32(mt_graph_find(g, "x"));
     for (int64_t i = 0; i < NTOK * C; i++) x[i] = mt_rng_normal(7, 0, (uint64_t)i);
+    if (profile) mt_graph_set_profiling(g, true);
     double t[16];
     for (int i = -1; i < reps; i++) {   /* one warm-up pass */
         double t0 = mt_time_now();
@@ -110,6 +116,7 @@ int main(int argc, char **argv) {
     printf("moe_layer shape=%s N=%lld C=%lld F=%lld E=%d k=%d threads=%d ms=%.2f gflops=%.2f "
            "sgemm=%.2f maxvio=%.3f\n", sh->name, (long long)NTOK, (long long)C, (long long)F, E,
            K, threads, sec * 1e3, flops / sec / 1e9, sg, mt_moe_load_maxvio(counts, E));
+    if (profile) mt_graph_print_profile(g, stdout);
     mt_graph_free(g);
     return 0;
 }

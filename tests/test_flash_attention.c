@@ -180,7 +180,7 @@ static void reference(const fdata *d, const double *x, const double *dout, doubl
 /* ---- the kernels --------------------------------------------------------------- */
 
 static void run_fwd(const fdata *d, float *out, float *lse, int64_t bh0, int64_t bh1) {
-    float *scratch = xalloc(mt_kernel_attention_scratch() * sizeof(float));
+    float *scratch = xalloc(mt_kernel_attention_scratch(d->c.T, d->c.HS) * sizeof(float));
     mt_kernel_attention_fwd(out, lse, d->in, d->in + d->koff, d->in + d->voff, &d->L, scratch,
                             bh0, bh1);
     free(scratch);
@@ -189,7 +189,7 @@ static void run_fwd(const fdata *d, float *out, float *lse, int64_t bh0, int64_t
 /* grad (the in buffer's layout) (+)= as acc says */
 static void run_bwd(const fdata *d, const float *out, const float *lse, float *grad, bool acc,
                     int64_t g0, int64_t g1) {
-    float *scratch = xalloc(mt_kernel_attention_scratch() * sizeof(float));
+    float *scratch = xalloc(mt_kernel_attention_scratch(d->c.T, d->c.HS) * sizeof(float));
     mt_attn_grads g = {grad, grad + d->koff, grad + d->voff, acc, acc};
     mt_kernel_attention_bwd(&g, d->dout, d->in, d->in + d->koff, d->in + d->voff, out, lse,
                             &d->L, scratch, g0, g1);

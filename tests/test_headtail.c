@@ -84,7 +84,7 @@ static void split_equals_whole(int B, int S, int NH, int KV, int HS, int P) {
                (float)(1 << 24) - 0.5f)
     for (int64_t i = 0; i < nq; i++) q[i] = RND(), dO[i] = RND();
     for (int64_t i = 0; i < nk; i++) k[i] = RND(), v[i] = RND();
-    float *scratch = malloc(mt_kernel_attention_scratch() * 4);
+    float *scratch = malloc(mt_kernel_attention_scratch(S, HS) * 4);
     mt_attn_layout W = {.B = B, .T = S, .NH = NH, .KV = KV, .HS = HS, .G = G,
                         .ldq = NH * HS, .ldk = KV * HS, .ldv = KV * HS, .ldo = NH * HS};
     mt_kernel_attention_fwd(o, lse, q, k, v, &W, scratch, 0, B * NH);

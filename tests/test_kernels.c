@@ -435,11 +435,11 @@ static mt_attn_layout packed(int64_t B, int64_t T, int64_t C, int64_t NH) {
 static void attn_fwd(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C,
                      int64_t NH, int64_t bh0, int64_t bh1) {
     mt_attn_layout L = packed(B, T, C, NH);
-    float *scratch = fvec((int64_t)mt_kernel_attention_scratch());
+    float *scratch = fvec((int64_t)mt_kernel_attention_scratch(T, C / NH));
     mt_kernel_attention_fwd(out, lse, qkv, qkv + C, qkv + 2 * C, &L, scratch, bh0, bh1);
     free(scratch);
 }
-/* scratch: mt_kernel_attention_scratch() floats */
+/* scratch: attn_scratch(T, C / NH)'s floats */
 static void attn_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
                      const float *lse, int64_t B, int64_t T, int64_t C, int64_t NH, bool acc,
                      float *scratch, int64_t bh0, int64_t bh1) {
@@ -448,7 +448,9 @@ static void attn_bwd(float *dqkv, const float *dout, const float *qkv, const flo
     mt_kernel_attention_bwd(&d, dout, qkv, qkv + C, qkv + 2 * C, out, lse, &L, scratch, bh0,
                             bh1);
 }
-static float *attn_scratch(void) { return fvec((int64_t)mt_kernel_attention_scratch()); }
+static float *attn_scratch(int64_t T, int64_t HS) {
+    return fvec((int64_t)mt_kernel_attention_scratch(T, HS));
+}
 
 /* out (B,T,C), att (B,NH,T,T) and lse (B,NH,T), each NULL if not wanted */
 static void ref_attention_lse(double *out, double *att, double *lse, const double *qkv, int64_t B,
@@ -515,7 +517,7 @@ static void attention_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
     check_lse(lse, wl, nl, T);
 
     /* the backward against finite differences, through every q, k and v */
-    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch();
+    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch(T, C / NH);
     ffill(dqkv, nq, NAN);
     attn_bwd(dqkv, w, qkv, out, lse, B, T, C, NH, false, scratch, 0, B * NH);
     attn_ctx c = {B, T, C, NH, dq, dcopy(w, no), malloc((size_t)no * sizeof(double))};
@@ -615,10 +617,10 @@ static void attention_blocks_case(int64_t B, int64_t T, int64_t C, int64_t NH) {
         MT_CHECK_CLOSE(out[i], wo[i], 1e-5, "attention T=%lld out[%lld]", (long long)T, (long long)i);
     check_lse(lse, wl, nl, T);
 
-    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch();
+    float *w = frand(no, 1.0), *dqkv = fvec(nq), *scratch = attn_scratch(T, C / NH);
     ffill(dqkv, nq, NAN);
     /* the kernel must not read scratch it has not written */
-    ffill(scratch, (int64_t)mt_kernel_attention_scratch(), NAN);
+    ffill(scratch, (int64_t)mt_kernel_attention_scratch(T, C / NH), NAN);
     attn_bwd(dqkv, w, qkv, out, lse, B, T, C, NH, false, scratch, 0, B * NH);
     double *dw = dcopy(w, no), *want = malloc((size_t)nq * sizeof *want);
     ref_attention_bwd(want, dw, dq, wa, B, T, C, NH);
@@ -647,7 +649,7 @@ MT_TEST(attention_pair_ranges_compose_exactly) {
     const int64_t nq = B * T * C3, no = B * T * C, na = B * NH * T;
     float *qkv = frand(nq, 1.5), *w = frand(no, 1.0), *base = frand(nq, 1.0);
     float *out = fvec(no), *att = fvec(na), *out2 = fvec(no), *att2 = fvec(na);
-    float *scratch = attn_scratch();
+    float *scratch = attn_scratch(T, C / NH);
     attn_fwd(out, att, qkv, B, T, C, NH, 0, B * NH);
 
     ffill(out2, no, NAN);

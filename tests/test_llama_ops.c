@@ -520,8 +520,8 @@ MT_TEST(partitioned_llama_block_equals_one_device) {
 MT_TEST(attention_gqa_backward_split_is_bitwise) {
     enum { B = 2, T = 11, NH = 6, KV = 2, HS = 4, NQ = B * T * NH * HS, NK = B * T * KV * HS };
     static float q[NQ], k[NK], v[NK], out[NQ], dout[NQ], att[B * NH * T], scratch[1 << 17];
-    MT_CHECK(mt_kernel_attention_scratch() <= 1 << 17, "attention scratch %zu floats",
-             mt_kernel_attention_scratch());
+    MT_CHECK(mt_kernel_attention_scratch(T, HS) <= 1 << 17, "attention scratch %zu floats",
+             mt_kernel_attention_scratch(T, HS));
     static float d1[2][NQ + 2 * NK], d2[2][NQ + 2 * NK];
     for (int i = 0; i < NQ; i++) q[i] = mt_rng_normal(1, 0, i), dout[i] = mt_rng_normal(1, 1, i);
     for (int i = 0; i < NK; i++) k[i] = mt_rng_normal(1, 2, i), v[i] = mt_rng_normal(1, 3, i);

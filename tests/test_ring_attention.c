@@ -62,7 +62,7 @@ static bool whole_make(const spec *sp, whole *r) {
     r->q = malloc(nq * 4); r->w = malloc(nq * 4); r->out = malloc(nq * 4); r->dq = malloc(nq * 4);
     r->k = malloc(nk * 4); r->v = malloc(nk * 4); r->dk = malloc(nk * 4); r->dv = malloc(nk * 4);
     r->lse = malloc((size_t)sp->B * sp->NH * sp->S * 4);
-    float *scratch = malloc(mt_kernel_attention_scratch() * 4);
+    float *scratch = malloc(mt_kernel_attention_scratch(sp->S, sp->HS) * 4);
     if (!r->q || !r->w || !r->out || !r->dq || !r->k || !r->v || !r->dk || !r->dv || !r->lse ||
         !scratch) {
         free(scratch);

@@ -40,8 +40,14 @@
  *    transposed so that the softmax runs lanewise down the columns (the
  *    vector layer's cols_* kernels); each product's B operand is a copy
  *    in contiguous rows, made once a query tile or once a tile pair (see
- *    BQ below). The only scratch is per thread and of tile size
- *    (mt_kernel_attention_scratch): no T×T buffer anywhere.
+ *    BQ below). A kv head whose rows are not HS apart (the GPT's 3C, a
+ *    GQA's KV·HS) is copied to contiguous rows first, once a (batch, kv
+ *    head) in the forward, and with its dk and dv (added back at the end)
+ *    once a group in the backward: strided rows spread one head over many
+ *    pages and a few cache sets, which cost 10–25 % at T >= 8192. The only
+ *    scratch is per thread: the tiles and those four (Tk,HS) heads
+ *    (mt_kernel_attention_scratch), linear in T; no T×T buffer anywhere.
+ *    The copies change no arithmetic: the results are the same bits.
  * Outputs must not overlap inputs.
  *
  * Shapes per pair (b,h), j = kv head of h, all row-major with the leading
@@ -73,15 +79,19 @@
  * tile's v rows (forward) or k rows (backward), once a tile pair. A head
  * size above KC takes the transposes KC at a time at each key tile, and
  * reads the row operands where they lie. BQ is a multiple of every level's
- * vector width (16 floats at most). Scratch: s and dp (BK,BQ), qt and dot
- * (KC,BQ), qp and dop (BQ,KC), acc (BQ,KC) the tile's running O (forward)
- * or dq (backward), kvp (BK,KC), five rows of BQ statistics: 289 KiB. */
+ * vector width (16 floats at most). Tile scratch: s and dp (BK,BQ), qt and
+ * dot (KC,BQ), qp and dop (BQ,KC), acc (BQ,KC) the tile's running O
+ * (forward) or dq (backward), kvp (BK,KC), five rows of BQ statistics:
+ * 289 KiB; then the packed kv head's k, v, dk, dv (Tk,HS) each. */
 #define BQ 64
 #define BK 128
 #define KC 128
 
-size_t mt_kernel_attention_scratch(void) {
-    return 2 * (size_t)BK * BQ + 5 * (size_t)KC * BQ + (size_t)BK * KC + 5 * (size_t)BQ;
+/* The tile buffers' floats (bufs_of); the kv head's packed rows follow. */
+#define TILE_FLOATS (2 * BK * BQ + 5 * KC * BQ + BK * KC + 5 * BQ)
+
+size_t mt_kernel_attention_scratch(int64_t Tk, int64_t HS) {
+    return (size_t)TILE_FLOATS + 4 * (size_t)Tk * (size_t)HS;
 }
 
 /* Where each tile buffer lies in the scratch. */
@@ -241,13 +251,29 @@ static void scores_t(const mt_vec_ops *vec, float *restrict s, const float *x, i
  * stride cols), when cols <= KC; *ld_out gets the stride of what is returned */
 static const float *rows_packed(float *restrict buf, const float *x, int64_t ld, int64_t n,
                                 int64_t cols, int64_t *ld_out) {
-    if (cols > KC) {
+    if (cols > KC || ld == cols) {   /* too wide, or contiguous already (a packed head) */
         *ld_out = ld;
         return x;
     }
     for (int64_t r = 0; r < n; r++) memcpy(buf + r * cols, x + r * ld, (size_t)cols * sizeof *buf);
     *ld_out = cols;
     return buf;
+}
+
+/* rows (n,HS) of src (row stride lds) into dst (row stride ldd) */
+static void head_copy(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds,
+                      int64_t n, int64_t HS) {
+    for (int64_t r = 0; r < n; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)HS * sizeof *dst);
+}
+
+/* The layout with the kv head's rows packed HS apart (k, v and their
+ * gradients), and whether they need packing: rows ldk or ldv apart that
+ * are not HS (the GPT's 3C, a GQA's KV·HS). */
+static mt_attn_layout packed_kv(const mt_attn_layout *L, bool *pack) {
+    mt_attn_layout P = *L;
+    *pack = L->ldk != L->HS || L->ldv != L->HS;
+    P.ldk = P.ldv = L->HS;
+    return *pack ? P : *L;
 }
 
 /* m rounded up to the vector width (BQ at most: BQ is a multiple of it) */
@@ -337,14 +363,24 @@ void mt_kernel_attention_fwd(float *restrict out, float *restrict lse, const flo
     const int64_t T = L->T, Tk = keys_of(L), NH = L->NH, HS = L->HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const mt_vec_ops *vec = mt__vec();
+    bool pack;
+    const mt_attn_layout P = packed_kv(L, &pack);
+    float *kc = scratch + TILE_FLOATS, *vc = kc + Tk * HS;   /* (Tk,HS) each */
+    int64_t held = -1;   /* the (batch, kv head) whose rows kc, vc hold */
     for (int64_t bh = bh0; bh < bh1; bh++) {
         const int64_t b = bh / NH, h = bh % NH, j = kv_of(L, h);
         const float *qh = q + b * T * L->ldq + h * HS;
         const float *kj = k + b * Tk * L->ldk + j * HS, *vj = v + b * Tk * L->ldv + j * HS;
         float *o = out + b * T * L->ldo + h * HS;
+        if (pack && held != b * L->KV + j) {   /* a GQA group's heads share one packing */
+            head_copy(kc, HS, kj, L->ldk, Tk, HS);
+            head_copy(vc, HS, vj, L->ldv, Tk, HS);
+            held = b * L->KV + j;
+        }
         for (int64_t r0 = 0; r0 < T; r0 += BQ) {
             const qtile t = qtile_at(L, b, r0);
-            fwd_tile(o, lse + bh * T + r0, qh, kj, vj, L, &t, scale, vec, scratch);
+            fwd_tile(o, lse + bh * T + r0, qh, pack ? kc : kj, pack ? vc : vj, &P, &t, scale,
+                     vec, scratch);
         }
     }
 }
@@ -450,27 +486,41 @@ void mt_kernel_attention_bwd(const mt_attn_grads *d, const float *dout, const fl
     const int64_t T = L->T, Tk = keys_of(L), HS = L->HS, KV = L->KV, NH = L->NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const mt_vec_ops *vec = mt__vec();
+    bool pack;
+    const mt_attn_layout P = packed_kv(L, &pack);
+    float *kc = scratch + TILE_FLOATS, *vc = kc + Tk * HS;   /* (Tk,HS) each */
+    float *dkc = vc + Tk * HS, *dvc = dkc + Tk * HS;
     for (int64_t g = g0; g < g1; g++) {
         const int64_t b = g / KV, j = g % KV;
+        const float *kj = k + b * Tk * L->ldk + j * HS, *vj = v + b * Tk * L->ldv + j * HS;
         float *dk = d->dk ? d->dk + b * Tk * L->ldk + j * HS : NULL;
         float *dv = d->dv ? d->dv + b * Tk * L->ldv + j * HS : NULL;
-        if (dk && !d->acc_kv) zero_head(dk, Tk, HS, L->ldk);
-        if (dv && !d->acc_kv) zero_head(dv, Tk, HS, L->ldv);
+        if (pack) {   /* the group's k, v, dk and dv rows HS apart, as P says */
+            head_copy(kc, HS, kj, L->ldk, Tk, HS);
+            head_copy(vc, HS, vj, L->ldv, Tk, HS);
+            if (dk && d->acc_kv) head_copy(dkc, HS, dk, L->ldk, Tk, HS);
+            if (dv && d->acc_kv) head_copy(dvc, HS, dv, L->ldv, Tk, HS);
+        }
+        float *dkh = pack && dk ? dkc : dk, *dvh = pack && dv ? dvc : dv;
+        if (dkh && !d->acc_kv) zero_head(dkh, Tk, HS, P.ldk);
+        if (dvh && !d->acc_kv) zero_head(dvh, Tk, HS, P.ldv);
         /* the query heads [h0, h1) that read kv head j */
         int64_t h0 = j * L->G - L->hoff, h1 = h0 + L->G;
         if (h0 < 0) h0 = 0;
         if (h1 > NH) h1 = NH;
         for (int64_t h = h0; h < h1; h++) {
             const head_ops a = {
-                .q = q + b * T * L->ldq + h * HS, .k = k + b * Tk * L->ldk + j * HS,
-                .v = v + b * Tk * L->ldv + j * HS, .o = out + b * T * L->ldo + h * HS,
-                .dO = dout + b * T * L->ldo + h * HS, .lse = lse + (b * NH + h) * T,
-                .dq = d->dq ? d->dq + b * T * L->ldq + h * HS : NULL, .dk = dk, .dv = dv,
+                .q = q + b * T * L->ldq + h * HS, .k = pack ? kc : kj, .v = pack ? vc : vj,
+                .o = out + b * T * L->ldo + h * HS, .dO = dout + b * T * L->ldo + h * HS,
+                .lse = lse + (b * NH + h) * T,
+                .dq = d->dq ? d->dq + b * T * L->ldq + h * HS : NULL, .dk = dkh, .dv = dvh,
                 .beta_q = d->acc_q ? 1.0f : 0.0f};
             for (int64_t r0 = 0; r0 < T; r0 += BQ) {
                 const qtile t = qtile_at(L, b, r0);
-                bwd_tile(&a, L, &t, scale, vec, scratch);
+                bwd_tile(&a, &P, &t, scale, vec, scratch);
             }
         }
+        if (pack && dk) head_copy(dk, L->ldk, dkc, HS, Tk, HS);
+        if (pack && dv) head_copy(dv, L->ldv, dvc, HS, Tk, HS);
     }
 }

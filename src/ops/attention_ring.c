@@ -43,8 +43,8 @@
  * finds comm's request queue full runs blocking (as collective_matmul.c).
  *
  * Scratch, the calling thread's as every communicating op's (it lends the
- * pool a part): each worker's tiles (mt_kernel_attention_scratch) at
- * env->scratch + w·tile for the pool's workers (mt_get_num_threads, which
+ * pool a part): each worker's kernel scratch (mt_kernel_attention_scratch
+ * of a block's T keys) at env->scratch + w·tile for the pool's workers (mt_get_num_threads, which
  * the program's pool was made with; a run on a larger pool fails, naming
  * the sizes), then k|v rows (B,T,2·KV·HS) twice (this step's, the next's),
  * the forward's block (B,T,NH·HS) and its lse (B,NH,T), or the backward's
@@ -87,12 +87,17 @@ static size_t caller_floats(const mt_op_call *c) {
     return (size_t)(2 * kvb + 4 * kv + 2 * pos);
 }
 
+/* floats of one worker's kernel scratch (a block: T keys) */
+static size_t tile_floats(const mt_ring_params *p) {
+    return mt_kernel_attention_scratch(p->T, p->HS);
+}
+
 static int64_t workers_of(const mt_op_env *env) { return env->pool ? mt_pool_size(env->pool) : 1; }
 
 static size_t scratch_ring(const mt_op_call *c) {
     int n = mt_get_num_threads();
     n = n < 1 ? 1 : n > MT_POOL_MAX ? MT_POOL_MAX : n;
-    return (size_t)n * mt_kernel_attention_scratch() + caller_floats(c);
+    return (size_t)n * tile_floats(&c->p.ring) + caller_floats(c);
 }
 
 static void record(const mt_op_env *env, mt_status s) {
@@ -114,7 +119,7 @@ static bool group(const mt_op_env *env, const mt_op_call *c, int *r) {
                             "built on", c->out->name, p->cm.P, P));
         return false;
     }
-    const size_t want = (size_t)workers_of(env) * mt_kernel_attention_scratch() + caller_floats(c);
+    const size_t want = (size_t)workers_of(env) * tile_floats(p) + caller_floats(c);
     if (env->scratch_floats < want) {
         record(env, mt_fail(MT_ESTATE, "ring attention on '%s': %zu floats of kernel scratch for "
                             "a pool of %lld threads, %zu wanted; compile the graph with as many "
@@ -236,7 +241,7 @@ static void range_fwd(void *arg, int64_t i0, int64_t i1, int w) {
     const step *st = arg;
     const mt_ring_params *p = st->p;
     const int64_t T = p->T, NH = p->NH, HS = p->HS, ldo = NH * HS;
-    float *scratch = st->env->scratch + (size_t)w * mt_kernel_attention_scratch();
+    float *scratch = st->env->scratch + (size_t)w * tile_floats(p);
     for (int64_t bh = i0; bh < i1; bh++) {
         const int64_t b = bh / NH, h = bh % NH;
         int64_t q0;
@@ -264,7 +269,7 @@ static void range_bwd(void *arg, int64_t g0, int64_t g1, int w) {
     const step *st = arg;
     const mt_ring_params *p = st->p;
     const int64_t T = p->T, NH = p->NH, HS = p->HS, ldo = NH * HS;
-    float *scratch = st->env->scratch + (size_t)w * mt_kernel_attention_scratch();
+    float *scratch = st->env->scratch + (size_t)w * tile_floats(p);
     for (int64_t g = g0; g < g1; g++) {
         const int64_t b = g / p->KV, j = g % p->KV;
         /* the query heads that read kv head j, in order */
@@ -310,7 +315,7 @@ static void run_block(step *st, bool fwd) {
  * workers' tiles (returned); NULL when the ring cannot run (recorded). */
 static float *ring_begin(const mt_op_env *env, const mt_op_call *c, int *r) {
     if (!group(env, c, r)) return NULL;
-    float *big = env->scratch + (size_t)workers_of(env) * mt_kernel_attention_scratch();
+    float *big = env->scratch + (size_t)workers_of(env) * tile_floats(&c->p.ring);
     pack_kv(c, big);
     return big;
 }

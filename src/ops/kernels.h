@@ -138,9 +138,10 @@ typedef struct {
     bool   acc_q, acc_kv;
 } mt_attn_grads;
 
-/* Floats of scratch one concurrent caller of the attention kernels needs,
- * whatever the shapes: a few tiles (no T×T buffer). */
-size_t mt_kernel_attention_scratch(void);
+/* Floats of scratch one concurrent caller of the attention kernels needs
+ * for sequences of Tk keys (k, v rows) of head size HS: a few tiles and
+ * four (Tk,HS) copies of a kv head's rows (linear in T; no T×T buffer). */
+size_t mt_kernel_attention_scratch(int64_t Tk, int64_t HS);
 
 /* Flash attention (FlashAttention-2's tiling on the CPU). out_h =
  * softmax(q_h·k_jᵀ/√HS, causal and document masks) · v_j for query head h
@@ -155,7 +156,8 @@ size_t mt_kernel_attention_scratch(void);
  * in head order. So threads may run disjoint ranges on the same buffers at
  * once, and any split gives bit for bit the result of the whole range.
  * Pointers are to the whole (B,...) buffers. scratch holds
- * mt_kernel_attention_scratch() floats, private to the call: give each
+ * mt_kernel_attention_scratch(Tk, HS) floats (Tk: L's keys, T when 0),
+ * private to the call: give each
  * concurrent caller its own. The products run on the vector layer's tile
  * micro-kernel (vec/vec_tile.h), single-threaded; at the generic level on
  * Open BLAS (cblas_sgemm on tiles, with whatever threading it is set to:

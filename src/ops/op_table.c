@@ -145,12 +145,20 @@ static void split_of(const mt_op_call *c, int64_t *T, int64_t *Tk, int64_t *part
     *parts = packed ? c->p.attention.parts : c->p.gqa.parts;
     *part = packed ? c->p.attention.part : c->p.gqa.part;
 }
-/* Each worker's tiles (attention.c), and for a split call the query and key
- * positions (T + Tk int32s, mt_headtail_pos). */
+/* The kernels' scratch a worker (attention.c: its tiles and a kv head's
+ * packed rows), and for a split call the query and key positions (T + Tk
+ * int32s, mt_headtail_pos) past it. */
+static size_t kernel_floats(const mt_op_call *c) {
+    int64_t T, Tk, parts, part;
+    split_of(c, &T, &Tk, &parts, &part);
+    const bool packed = c->op == MT_OP_ATTENTION || c->op == MT_OP_ATTENTION_BWD;
+    const int64_t HS = packed ? c->p.attention.C / c->p.attention.NH : c->p.gqa.HS;
+    return mt_kernel_attention_scratch(parts > 1 ? Tk : T, HS);
+}
 static size_t scratch_attention(const mt_op_call *c) {
     int64_t T, Tk, parts, part;
     split_of(c, &T, &Tk, &parts, &part);
-    return mt_kernel_attention_scratch() + (parts > 1 ? (size_t)(T + Tk) : 0);
+    return kernel_floats(c) + (parts > 1 ? (size_t)(T + Tk) : 0);
 }
 static float *attention_scratch(const mt_op_par *ctx, int w) {
     return ctx->env->scratch + (size_t)w * scratch_attention(ctx->c);
@@ -162,7 +170,7 @@ static void split_positions(const mt_op_call *c, mt_attn_layout *L, float *scrat
     int64_t T, Tk, parts, part;
     split_of(c, &T, &Tk, &parts, &part);
     if (parts <= 1) return;
-    int32_t *qpos = (int32_t *)(scratch + mt_kernel_attention_scratch()), *kpos = qpos + T;
+    int32_t *qpos = (int32_t *)(scratch + kernel_floats(c)), *kpos = qpos + T;
     const int64_t local = Tk / parts;   /* each device's rows */
     for (int64_t j = 0; j < Tk; j++)
         kpos[j] = (int32_t)mt_headtail_pos(j % local, local, (int)parts, (int)(j / local));
