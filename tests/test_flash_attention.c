@@ -4,16 +4,17 @@
  * textbook formulas, no tiles, no log-sum-exp merging), and against central
  * finite differences of that reference on small cases.
  *
- * Covered: T = 1, 2, 63, 64, 65 (one query tile, its edge, the next), 1000
- * and 4096 (many tiles; few heads and small HS, so that the reference stays
- * fast under ASan); causal and full; without and with document ids
- * (contiguous packed documents, one-token documents, and interleaved ids,
- * which no tile skip may get wrong); MHA, GQA (NH = 8, KV = 2) and MQA (KV
- * = 1); the GPT's packed qkv layout and the LLaMA family's separate q, k,
- * v. Then: two threads running halves of the pairs (forward) and of the kv
- * groups (backward) at once give the one-thread results bit for bit; and a
- * compiled graph's memory grows linearly with T (its aux is the (B,NH,T)
- * log-sum-exp, not a (T,T) matrix).
+ * Covered: T = 1, 2, 63, 64, 65 (one query tile, its edge, the next), 1000,
+ * 1030 and 1100 (the kv heads packed) and 4096 (many tiles; few heads and
+ * small HS, so that the reference stays fast under ASan); causal and full;
+ * without and with document ids (contiguous packed documents, one-token
+ * documents, and interleaved ids, which no tile skip may get wrong); MHA,
+ * GQA (NH = 8, KV = 2) and MQA (KV = 1); the GPT's packed qkv layout and
+ * the LLaMA family's separate q, k, v. Then: two threads running halves of
+ * the pairs (forward) and of the kv groups (backward) at once give the
+ * one-thread results bit for bit; and a compiled graph's memory grows
+ * linearly with T (its aux is the (B,NH,T) log-sum-exp, not a (T,T)
+ * matrix).
  */
 #include "harness.h"
 #include "meshtrain.h"
@@ -398,6 +399,17 @@ MT_TEST(two_threads_give_one_threads_bits) {
     check_threads((fcase){.B = 2, .T = 200, .NH = 8, .KV = 2, .HS = 8, .docs = DOC_PACKED}, 5, 1);
     check_threads((fcase){.B = 3, .T = 130, .NH = 8, .KV = 1, .HS = 8}, 13, 2);
     check_threads((fcase){.B = 2, .T = 100, .NH = 4, .KV = 4, .HS = 8, .packed = true}, 3, 5);
+}
+
+/* From 1024 keys on, a kv head whose rows are not HS apart (a GQA's KV·HS,
+ * the GPT's 3C) is copied to contiguous rows, with its dk and dv
+ * (attention.c's PACK_MIN_KEYS): GQA with documents and the GPT's qkv past
+ * that, a partial last tile each; and two threads' halves give one's bits.
+ * Small heads, so that the float64 reference stays fast under ASan. */
+MT_TEST(kv_heads_packed_past_1024_keys) {
+    check_case((fcase){.B = 1, .T = 1100, .NH = 4, .KV = 2, .HS = 4, .docs = DOC_PACKED}, 5e-5);
+    check_case((fcase){.B = 2, .T = 1030, .NH = 2, .KV = 2, .HS = 4, .packed = true}, 5e-5);
+    check_threads((fcase){.B = 1, .T = 1100, .NH = 4, .KV = 2, .HS = 4}, 1, 1);
 }
 
 /* ---- memory linear in T --------------------------------------------------------- */

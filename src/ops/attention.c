@@ -43,10 +43,11 @@
  *    BQ below). A kv head whose rows are not HS apart (the GPT's 3C, a
  *    GQA's KV·HS) is copied to contiguous rows first, once a (batch, kv
  *    head) in the forward, and with its dk and dv (added back at the end)
- *    once a group in the backward: strided rows spread one head over many
- *    pages and a few cache sets, which cost 10–25 % at T >= 8192. The only
- *    scratch is per thread: the tiles and those four (Tk,HS) heads
- *    (mt_kernel_attention_scratch), linear in T; no T×T buffer anywhere.
+ *    once a group in the backward, for PACK_MIN_KEYS keys or more: strided
+ *    rows spread one head over many pages and a few cache sets, which cost
+ *    10–25 % at T >= 8192. The only scratch is per thread: the tiles and
+ *    those four (Tk,HS) heads (mt_kernel_attention_scratch), linear in T;
+ *    no T×T buffer anywhere.
  *    The copies change no arithmetic: the results are the same bits.
  * Outputs must not overlap inputs.
  *
@@ -90,8 +91,14 @@
 /* The tile buffers' floats (bufs_of); the kv head's packed rows follow. */
 #define TILE_FLOATS (2 * BK * BQ + 5 * KC * BQ + BK * KC + 5 * BQ)
 
+/* The fewest keys for which a kv head is packed: below, its rows are read
+ * by few enough query tiles that the copies cost what they save (at T =
+ * 1024 they gain nothing yet, at 16384 a quarter: docs/kernels.md). */
+#define PACK_MIN_KEYS 1024
+
 size_t mt_kernel_attention_scratch(int64_t Tk, int64_t HS) {
-    return (size_t)TILE_FLOATS + 4 * (size_t)Tk * (size_t)HS;
+    const size_t packed = Tk >= PACK_MIN_KEYS ? 4 * (size_t)Tk * (size_t)HS : 0;
+    return (size_t)TILE_FLOATS + packed;
 }
 
 /* Where each tile buffer lies in the scratch. */
@@ -266,12 +273,13 @@ static void head_copy(float *restrict dst, int64_t ldd, const float *restrict sr
     for (int64_t r = 0; r < n; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)HS * sizeof *dst);
 }
 
+
 /* The layout with the kv head's rows packed HS apart (k, v and their
- * gradients), and whether they need packing: rows ldk or ldv apart that
- * are not HS (the GPT's 3C, a GQA's KV·HS). */
+ * gradients), and whether they are packed: rows ldk or ldv apart that are
+ * not HS (the GPT's 3C, a GQA's KV·HS), PACK_MIN_KEYS keys or more. */
 static mt_attn_layout packed_kv(const mt_attn_layout *L, bool *pack) {
     mt_attn_layout P = *L;
-    *pack = L->ldk != L->HS || L->ldv != L->HS;
+    *pack = (L->ldk != L->HS || L->ldv != L->HS) && keys_of(L) >= PACK_MIN_KEYS;
     P.ldk = P.ldv = L->HS;
     return *pack ? P : *L;
 }

@@ -139,8 +139,9 @@ typedef struct {
 } mt_attn_grads;
 
 /* Floats of scratch one concurrent caller of the attention kernels needs
- * for sequences of Tk keys (k, v rows) of head size HS: a few tiles and
- * four (Tk,HS) copies of a kv head's rows (linear in T; no T×T buffer). */
+ * for sequences of Tk keys (k, v rows) of head size HS: a few tiles, and
+ * from 1024 keys on four (Tk,HS) copies of a kv head's rows (linear in T;
+ * no T×T buffer). */
 size_t mt_kernel_attention_scratch(int64_t Tk, int64_t HS);
 
 /* Flash attention (FlashAttention-2's tiling on the CPU). out_h =
