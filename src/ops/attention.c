@@ -273,7 +273,6 @@ static void head_copy(float *restrict dst, int64_t ldd, const float *restrict sr
     for (int64_t r = 0; r < n; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)HS * sizeof *dst);
 }
 
-
 /* The layout with the kv head's rows packed HS apart (k, v and their
  * gradients), and whether they are packed: rows ldk or ldv apart that are
  * not HS (the GPT's 3C, a GQA's KV·HS), PACK_MIN_KEYS keys or more. */
