@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt_torch import GPT  # noqa: E402
-from torch_util import timed_steps  # noqa: E402
+from torch_util import set_threads, timed_steps  # noqa: E402
 
 L, C, NH, T, V, Vp, GLOBAL_B, WARMUP = 4, 256, 4, 64, 50257, 50304, 8, 2
 
@@ -38,7 +38,7 @@ def train(model, B, steps, rank):
 def ddp_worker(rank, world, steps, port, out):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
+    set_threads(1)
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(1337)
@@ -52,7 +52,7 @@ def ddp_worker(rank, world, steps, port, out):
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     print(f"torch {torch.__version__} ({sys.executable})", flush=True)
-    torch.set_num_threads(1)
+    set_threads(1)
     torch.set_num_interop_threads(1)
     torch.manual_seed(1337)
     sec, loss = train(GPT(L, C, NH, T, V, Vp), GLOBAL_B, steps, 0)

@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from torch_util import timed_steps
+from torch_util import set_threads, timed_steps
 
 CONFIGS = {
     #        L   C    NH  maxT  V      Vp     B  T     steps warmup threads
@@ -114,7 +114,7 @@ class GPT(nn.Module):
 def run(name, threads, steps_arg):
     L, C, NH, maxT, V, Vp, B, T, steps, warmup, _ = CONFIGS[name]
     steps = steps_arg or steps
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(1337)
     model = GPT(L, C, NH, maxT, V, Vp)
     model.remat = os.environ.get("TORCH_REMAT", "none") == "full"

@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_util import timed_steps
+from torch_util import set_threads, timed_steps
 
 # bench_llama.c's LLAMA, BATCH, SEQ
 L, DIM, NH, KV, FFN, V, T, B = 4, 512, 8, 2, 1408, 32000, 128, 4
@@ -140,7 +140,7 @@ class Llama(nn.Module):
 
 
 def run(threads, steps, warmup):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(1337)
     model = Llama()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8,

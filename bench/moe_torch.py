@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from torch_util import median
+from torch_util import median, set_threads
 
 SHAPES = {"tiny": (4096, 64, 64), "wide": (4096, 256, 512)}   # bench_moe_layer.c's: N, C, F
 E, K = 8, 2
@@ -66,7 +66,7 @@ def main():
     global NTOK, C, F
     NTOK, C, F = SHAPES[name]
     threads = int(args[0]) if args else 1
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(0)
     layer = MoE()
     x = torch.randn(NTOK, C, requires_grad=True)
