@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "moe_ref.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* x (n) uniform in [-a, a) as floats. */
@@ -474,12 +475,18 @@ MT_TEST(capacity_layer) {
 /* The grouped product                                                       */
 /* ======================================================================== */
 
-MT_TEST(grouped_gemm) {
-    const int64_t el = 5, I = 6, O = 4;
-    const int32_t sizes[5] = {3, 0, 5, 1, 0};   /* N = 9, two empty experts */
-    const int64_t N = 9;
+/* The grouped product of el experts' groups (sizes) at C = I, OC = O, and
+ * its backward, written and added, against float64 by hand; tol is
+ * relative past 1 (the sums of I or O products of entries in [-1, 1)). */
+static void grouped_case(int64_t el, int64_t I, int64_t O, const int32_t *sizes, double tol) {
+    int64_t N = 0;
+    for (int64_t e = 0; e < el; e++) N += sizes[e];
     uint64_t st = 5;
-    float x[9 * 6], w[5 * 6 * 4], y[9 * 4], dy[9 * 4], dx[9 * 6], dw[5 * 6 * 4];
+    float *x = malloc((size_t)(N * I) * sizeof *x), *w = malloc((size_t)(el * I * O) * sizeof *w);
+    float *y = malloc((size_t)(N * O) * sizeof *y), *dy = malloc((size_t)(N * O) * sizeof *dy);
+    float *dx = malloc((size_t)(N * I) * sizeof *dx);
+    float *dw = malloc((size_t)(el * I * O) * sizeof *dw);
+    MT_CHECK(x && w && y && dy && dx && dw, "out of memory");
     fill(x, N * I, 1.0, &st), fill(w, el * I * O, 1.0, &st), fill(dy, N * O, 1.0, &st);
     for (int acc = 0; acc < 2; acc++) {
         for (int64_t i = 0; i < N * O; i++) y[i] = acc ? 0.25f : 7.0f;
@@ -494,14 +501,14 @@ MT_TEST(grouped_gemm) {
                 for (int64_t o = 0; o < O; o++) {
                     double v = acc ? 0.25 : 0;
                     for (int64_t i = 0; i < I; i++) v += (double)x[r * I + i] * we[i * O + o];
-                    MT_CHECK_CLOSE(y[r * O + o], v, 1e-5, "acc %d: y[%lld,%lld]", acc,
-                                   (long long)r, (long long)o);
+                    MT_CHECK_CLOSE(y[r * O + o], v, tol, "%lldx%lld acc %d: y[%lld,%lld]",
+                                   (long long)I, (long long)O, acc, (long long)r, (long long)o);
                 }
                 for (int64_t i = 0; i < I; i++) {
                     double v = acc ? 0.5 : 0;
                     for (int64_t o = 0; o < O; o++) v += (double)dy[r * O + o] * we[i * O + o];
-                    MT_CHECK_CLOSE(dx[r * I + i], v, 1e-5, "acc %d: dx[%lld,%lld]", acc,
-                                   (long long)r, (long long)i);
+                    MT_CHECK_CLOSE(dx[r * I + i], v, tol, "%lldx%lld acc %d: dx[%lld,%lld]",
+                                   (long long)I, (long long)O, acc, (long long)r, (long long)i);
                 }
             }
             for (int64_t i = 0; i < I; i++)
@@ -509,12 +516,32 @@ MT_TEST(grouped_gemm) {
                     double v = acc ? -0.5 : 0;   /* a zero-row expert: 0, or unchanged */
                     for (int64_t r = r0; r < r0 + sizes[e]; r++)
                         v += (double)x[r * I + i] * dy[r * O + o];
-                    MT_CHECK_CLOSE(dw[(e * I + i) * O + o], v, 1e-5, "acc %d: dw[%lld][%lld,%lld]",
-                                   acc, (long long)e, (long long)i, (long long)o);
+                    MT_CHECK_CLOSE(dw[(e * I + i) * O + o], v, tol,
+                                   "%lldx%lld acc %d: dw[%lld][%lld,%lld]", (long long)I,
+                                   (long long)O, acc, (long long)e, (long long)i, (long long)o);
                 }
             r0 += sizes[e];
         }
     }
+    free(x), free(w), free(y), free(dy), free(dx), free(dw);
+}
+
+MT_TEST(grouped_gemm) {
+    const int32_t sizes[5] = {3, 0, 5, 1, 0};   /* N = 9, two empty experts */
+    grouped_case(5, 6, 4, sizes, 1e-5);
+}
+
+/* Groups past a tile of rows (MT_MOE_TILE_ROWS = 512: 1214 rows, three
+ * tiles in the first group, two in the third) and input channels
+ * (MT_MOE_TILE_COLS = 256 for dw), at the narrow widths the vector level's
+ * micro-kernel takes (moe-tiny's 64 x 64; 128, the widest) and at widths
+ * past them on Open BLAS (136 and 264 in, 24 and 136 out), dx through the
+ * transposed weight. */
+MT_TEST(grouped_gemm_tiles_and_widths) {
+    const int32_t sizes[4] = {1100, 0, 513, 1};
+    const int64_t shapes[][2] = {{64, 64}, {128, 128}, {136, 24}, {24, 136}, {264, 8}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        grouped_case(4, shapes[i][0], shapes[i][1], sizes, 2e-5);
 }
 
 int main(int argc, char **argv) { return mt_test_main(argc, argv); }

@@ -247,11 +247,13 @@ void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_
 /* The product's work in tiles fixed by the shapes alone, whatever the
  * threads: MT_MOE_TILE_ROWS rows of a group (y, dx), or MT_MOE_TILE_COLS
  * input channels of an expert's weight gradient (dw, each tile summing
- * over the whole group), one sgemm a tile. So a result is the same bit for
- * bit however the tiles are shared out (moe_par.c: over the kernel pool);
- * Open BLAS's sgemm gives other bits for the same rows cut otherwise.
- * Each tile's sgemm packs the other operand again (a weight, or a group's
- * dy): tiles of a few hundred keep that a few percent of the product. */
+ * over the whole group), one product a tile: the vector level's tile
+ * micro-kernel when C and OC are at most 128 (moe_gemm.c), else an Open
+ * BLAS sgemm. So a result is the same bit for bit however the tiles are
+ * shared out (moe_par.c: over the kernel pool); Open BLAS's sgemm gives
+ * other bits for the same rows cut otherwise. Each tile's sgemm packs the
+ * other operand again (a weight, or a group's dy): tiles of a few hundred
+ * keep that a few percent of the product. */
 #define MT_MOE_TILE_ROWS 512
 #define MT_MOE_TILE_COLS 256
 

@@ -1,12 +1,13 @@
 /*
  * moe_gemm.c — the grouped expert product (ops/moe.h; ../shared/MOE.md
  * §4.6): each local expert's product over its own rows of an expert-major
- * buffer, and the backward, one cblas_sgemm per tile through
+ * buffer, and the backward, one product per tile: the vector level's tile
+ * micro-kernel for narrow experts (NARROW below), else cblas_sgemm through
  * mt_kernel_gemm as the dense products.
  *
  * The work is cut into tiles by the shapes alone (MT_MOE_TILE_ROWS rows of
  * a group, or MT_MOE_TILE_COLS input channels of an expert's weight gradient, each
- * of which sums over all of the group's rows), so that each sgemm call, and
+ * of which sums over all of the group's rows), so that each product call, and
  * so each result bit, is the same however the tiles are shared out among
  * threads (moe_par.c shares them over the kernel pool). A group of zero
  * rows runs no product (Open BLAS's sgemm with K = 0 need not scale its
@@ -14,8 +15,32 @@
  */
 #include "ops/moe.h"
 #include "ops/kernels.h"
+#include "vec/vec.h"
 
 #include <string.h>
+
+/* The widest C and OC whose products take the vector level's tile
+ * micro-kernel (vec/vec_tile.h, flash attention's) instead of Open BLAS:
+ * at K or N of 64 (moe-tiny's experts) Open BLAS's packing of both
+ * operands at every call is a large share of the product, and the
+ * micro-kernel reads them as they lie. Wider products stay on Open BLAS,
+ * at 0.9 of sgemm or more there (bench_moe_gemm). */
+#define NARROW 128
+
+/* C (M,N) ldc = op(A) · B (K,N) ldb + beta · C: the micro-kernel where the
+ * level has one and the product is narrow (N <= NARROW), else Open BLAS.
+ * The micro-kernel sums each entry of C over K in one order whatever M
+ * and the row's place (its chunks of K depend on N and K alone), so a
+ * row's result does not depend on the tile it falls in. */
+static void product(const mt_moe_gemm *g, bool ta, int64_t M, int64_t N, int64_t K,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc) {
+    const mt_vec_ops *vec = mt__vec();
+    if (vec->gemm_tile && g->C <= NARROW && g->OC <= NARROW)
+        vec->gemm_tile(ta, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    else
+        mt_kernel_gemm(ta, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
 
 /* The tiles of n of `tile` (0 for n = 0). */
 static int64_t tiles_of(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
@@ -46,18 +71,24 @@ static void run_tile(const mt_moe_gemm *g, int64_t e, int64_t r0, int64_t i) {
             if (!g->acc) memset(dw, 0, (size_t)(c * OC) * sizeof *dw);
             return;
         }
-        mt_kernel_gemm(true, false, c, OC, n, 1.0f, g->x + r0 * C + c0, C, g->dy + r0 * OC, OC,
-                       beta, dw, OC);
+        product(g, true, c, OC, n, g->x + r0 * C + c0, C, g->dy + r0 * OC, OC, beta, dw, OC);
         return;
     }
     const int64_t t0 = r0 + i * MT_MOE_TILE_ROWS;
     const int64_t rows = r0 + n - t0 < MT_MOE_TILE_ROWS ? r0 + n - t0 : MT_MOE_TILE_ROWS;
-    if (g->part == MT_MOE_GEMM_Y)   /* y_e (rows,OC) (+)= x_e (rows,C) · w_e (C,OC) */
-        mt_kernel_gemm(false, false, rows, OC, C, 1.0f, g->x + t0 * C, C, w, OC, beta,
-                       g->out + t0 * OC, OC);
-    else                            /* dx_e (rows,C) (+)= dy_e (rows,OC) · w_eᵀ (OC,C) */
+    if (g->part == MT_MOE_GEMM_Y) {   /* y_e (rows,OC) (+)= x_e (rows,C) · w_e (C,OC) */
+        product(g, false, rows, OC, C, g->x + t0 * C, C, w, OC, beta, g->out + t0 * OC, OC);
+    } else if (C <= NARROW && OC <= NARROW && mt__vec()->gemm_tile) {
+        /* dx_e (rows,C) (+)= dy_e (rows,OC) · w_eᵀ (OC,C): the micro-kernel
+           reads B by rows, so w_eᵀ is made once a tile (OC·C floats) */
+        float wt[NARROW * NARROW];   /* (OC,C) */
+        for (int64_t o = 0; o < OC; o++)
+            for (int64_t c = 0; c < C; c++) wt[o * C + c] = w[c * OC + o];
+        product(g, false, rows, C, OC, g->dy + t0 * OC, OC, wt, C, beta, g->out + t0 * C, C);
+    } else {
         mt_kernel_gemm(false, true, rows, C, OC, 1.0f, g->dy + t0 * OC, OC, w, OC, beta,
                        g->out + t0 * C, C);
+    }
 }
 
 void mt_moe_gemm_run(const mt_moe_gemm *g, int64_t i0, int64_t i1) {
