@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
         sh = &SHAPES[!strcmp(argv[a++], "wide")];
     const int threads = argc > a ? atoi(argv[a]) : 1;
     if (threads < 1 || threads > 256) {
-        fprintf(stderr, "usage: bench_moe_layer [--quick] [--profile] [tiny|wide] [THREADS (1..256)]\n");
+        fprintf(stderr, "usage: bench_moe_layer [--quick] [--profile] [tiny|wide] "
+                        "[THREADS (1..256)]\n");
         return 2;
     }
     const int64_t NTOK = sh->N, C = sh->C, F = sh->F;

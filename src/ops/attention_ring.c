@@ -44,12 +44,12 @@
  *
  * Scratch, the calling thread's as every communicating op's (it lends the
  * pool a part): each worker's kernel scratch (mt_kernel_attention_scratch
- * of a block's T keys) at env->scratch + w·tile for the pool's workers (mt_get_num_threads, which
- * the program's pool was made with; a run on a larger pool fails, naming
- * the sizes), then k|v rows (B,T,2·KV·HS) twice (this step's, the next's),
- * the forward's block (B,T,NH·HS) and its lse (B,NH,T), or the backward's
- * four more k|v-sized buffers (two shares, the arrival, this device's own),
- * and the block's positions (2T int32).
+ * of a block's T keys) at env->scratch + w·tile for the pool's workers
+ * (mt_get_num_threads, which the program's pool was made with; a run on a
+ * larger pool fails, naming the sizes), then k|v rows (B,T,2·KV·HS) twice
+ * (this step's, the next's), the forward's block (B,T,NH·HS) and its lse
+ * (B,NH,T), or the backward's four more k|v-sized buffers (two shares, the
+ * arrival, this device's own), and the block's positions (2T int32).
  *
  * Packed documents (p.doc): the rows' ids (B,T) int32 ride behind the k|v
  * rows in the two rotating buffers (B·T words more each, sent with them,

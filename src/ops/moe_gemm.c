@@ -6,10 +6,10 @@
  * mt_kernel_gemm as the dense products.
  *
  * The work is cut into tiles by the shapes alone (MT_MOE_TILE_ROWS rows of
- * a group, or MT_MOE_TILE_COLS input channels of an expert's weight gradient, each
- * of which sums over all of the group's rows), so that each product call, and
- * so each result bit, is the same however the tiles are shared out among
- * threads (moe_par.c shares them over the kernel pool). A group of zero
+ * a group, or MT_MOE_TILE_COLS input channels of an expert's weight
+ * gradient, each of which sums over all of the group's rows), so that each
+ * product call, and so each result bit, is the same however the tiles are
+ * shared out among threads (moe_par.c shares them over the kernel pool). A group of zero
  * rows runs no product (Open BLAS's sgemm with K = 0 need not scale its
  * output, so a weight gradient of such a group is written here).
  */
@@ -27,19 +27,21 @@
  * at 0.9 of sgemm or more there (bench_moe_gemm). */
 #define NARROW 128
 
-/* C (M,N) ldc = op(A) · B (K,N) ldb + beta · C: the micro-kernel where the
- * level has one and the product is narrow (N <= NARROW), else Open BLAS.
- * The micro-kernel sums each entry of C over K in one order whatever M
- * and the row's place (its chunks of K depend on N and K alone), so a
- * row's result does not depend on the tile it falls in. */
+/* Whether g's products take the micro-kernel: the level has one (not
+ * generic) and the expert is narrow. */
+static bool on_tile(const mt_moe_gemm *g) {
+    return mt__vec()->gemm_tile && g->C <= NARROW && g->OC <= NARROW;
+}
+
+/* C (M,N) ldc = op(A) · B (K,N) ldb + beta · C: the micro-kernel where
+ * on_tile, else Open BLAS. The micro-kernel sums each entry of C over K in
+ * one order whatever M and the row's place (its chunks of K depend on N
+ * and K alone), so a row's result does not depend on the tile it falls in. */
 static void product(const mt_moe_gemm *g, bool ta, int64_t M, int64_t N, int64_t K,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                     float *C, int64_t ldc) {
-    const mt_vec_ops *vec = mt__vec();
-    if (vec->gemm_tile && g->C <= NARROW && g->OC <= NARROW)
-        vec->gemm_tile(ta, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-    else
-        mt_kernel_gemm(ta, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    if (on_tile(g)) mt__vec()->gemm_tile(ta, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    else mt_kernel_gemm(ta, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The tiles of n of `tile` (0 for n = 0). */
@@ -78,7 +80,7 @@ static void run_tile(const mt_moe_gemm *g, int64_t e, int64_t r0, int64_t i) {
     const int64_t rows = r0 + n - t0 < MT_MOE_TILE_ROWS ? r0 + n - t0 : MT_MOE_TILE_ROWS;
     if (g->part == MT_MOE_GEMM_Y) {   /* y_e (rows,OC) (+)= x_e (rows,C) · w_e (C,OC) */
         product(g, false, rows, OC, C, g->x + t0 * C, C, w, OC, beta, g->out + t0 * OC, OC);
-    } else if (C <= NARROW && OC <= NARROW && mt__vec()->gemm_tile) {
+    } else if (on_tile(g)) {
         /* dx_e (rows,C) (+)= dy_e (rows,OC) · w_eᵀ (OC,C): the micro-kernel
            reads B by rows, so w_eᵀ is made once a tile (OC·C floats) */
         float wt[NARROW * NARROW];   /* (OC,C) */
