@@ -92,6 +92,14 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
  * them (ops/moe_ops.c). */
 void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
                       float *scores, float *gates);
+/* mt_moe_gates_fwd with the router z-loss's rows from the same exps (a
+ * softmax router only; a sigmoid one's z-loss reads the logits apart,
+ * mt_moe_z_loss_rows): lse (T doubles, NULL: not wanted) each row's
+ * log-sum-exp, and zg (T,E) (NULL: not wanted) = each row's z-loss
+ * gradient zf · lse · softmax, zf = 2β/T of mt_moe_z_loss_rows; both its
+ * values bit for bit (added to dlogits afterwards, zg gives its dlogits). */
+void mt_moe_gates_z_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
+                        float *scores, float *gates, double zf, double *lse, float *zg);
 
 /* The backward with the selected set held fixed: dlogits (T,E) (+)= the
  * gradient through scores (T,E) of dgates (T,k) at ids (T,k), plus, where

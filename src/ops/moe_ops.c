@@ -241,55 +241,68 @@ static loss_rows loss_rows_of(const mt_op_call *c, const mt_tensor *logits) {
 }
 
 /* The scratch of both: the z-loss's lse (T doubles), scores (T,E), gates
- * (T,k), counts (S,E), dscores (T,E). */
+ * (T,k), counts (S,E), dscores (T,E), the z-loss's gradient rows (T,E). */
 static size_t scratch_loss(const mt_op_call *c) {
     const mt_tensor *logits = c->in[c->op == MT_OP_MOE_ROUTER_LOSS ? 0 : 1];
     const loss_rows r = loss_rows_of(c, logits);
-    return (size_t)(2 * r.T + 2 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
+    return (size_t)(2 * r.T + 3 * r.T * c->p.moe.E + r.T * c->p.moe.k + r.S * c->p.moe.E);
 }
 
 /* The scores and the counts of the call's logits and ids, in scratch (the
- * scores over the pool), after the room of the lse. */
+ * scores over the pool), after the room of the lse; a softmax router's
+ * z-loss rows from the same exps where lse or zg is not NULL (zf = 2β/T). */
 static void loss_prepare(const mt_op_env *env, const mt_op_call *c, const mt_tensor *logits,
-                         const int32_t *ids, const loss_rows *r, float **scores,
-                         int32_t **counts) {
+                         const int32_t *ids, const loss_rows *r, double zf, double *lse,
+                         float *zg, float **scores, int32_t **counts) {
     const int64_t E = c->p.moe.E, k = c->p.moe.k;
     const mt_moe_route_params rp = route_of(c, r->T);
     *scores = env->scratch + 2 * r->T;
     float *gates = *scores + r->T * E;
     *counts = (int32_t *)(gates + r->T * k);
-    mt__moe_gates_par(env, &rp, CF(logits), ids, *scores, gates);
+    mt__moe_gates_z_par(env, &rp, CF(logits), ids, *scores, gates, zf, lse, zg);
     mt_moe_counts(*counts, ids, r->S, r->L, k, E);
+}
+
+/* Whether the z-loss's rows come with the scores' exps (a softmax router
+ * with a z-loss), not from a pass of their own over the logits. */
+static bool z_with_scores(const mt_op_call *c, const loss_rows *r) {
+    return r->beta != 0 && c->p.moe.route.score == MT_MOE_SOFTMAX;
 }
 
 static void run_moe_router_loss(const mt_op_env *env, const mt_op_call *c) {
     const loss_rows r = loss_rows_of(c, c->in[0]);
     const mt_moe_route_params rp = route_of(c, r.T);
+    double *lse = (double *)env->scratch;   /* the rows' lse, summed here in row order */
+    const bool fused = z_with_scores(c, &r);
     float *scores;
     int32_t *counts;
-    loss_prepare(env, c, c->in[0], I(c->in[1]), &r, &scores, &counts);
+    loss_prepare(env, c, c->in[0], I(c->in[1]), &r, 0.0, fused ? lse : NULL, NULL, &scores,
+                 &counts);
     double loss = 0;
     if (r.alpha != 0)
         loss += mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha, NULL, false);
-    if (r.beta != 0) {   /* the rows' lse over the pool, summed here in row order */
-        double *lse = (double *)env->scratch;
-        mt__moe_z_loss_par(env, CF(c->in[0]), r.T, c->p.moe.E, r.beta, lse, NULL, false);
+    if (r.beta != 0) {
+        if (!fused)
+            mt__moe_z_loss_par(env, CF(c->in[0]), r.T, c->p.moe.E, r.beta, lse, NULL, false);
         loss += mt_moe_z_loss_sum(lse, r.T, r.beta);
     }
     F(c->out)[0] = c->acc ? F(c->out)[0] + (float)loss : (float)loss;
 }
 
 /* dlogits (+)= dloss · (the aux loss's gradient through the scores + the
- * z-loss's); in: dloss logits ids. */
+ * z-loss's, added last); in: dloss logits ids. */
 static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
     const mt_tensor *logits = c->in[1];
     const loss_rows r = loss_rows_of(c, logits);
     const mt_moe_route_params rp = route_of(c, r.T);
     const int64_t E = c->p.moe.E, k = c->p.moe.k;
     const double d = CF(c->in[0])[0];
+    const bool fused = z_with_scores(c, &r);
+    float *zg = env->scratch + 2 * r.T + 2 * r.T * E + r.T * k + r.S * E;   /* (T,E) */
     float *scores;
     int32_t *counts;
-    loss_prepare(env, c, logits, I(c->in[2]), &r, &scores, &counts);
+    loss_prepare(env, c, logits, I(c->in[2]), &r, 2.0 * (r.beta * d) / (double)r.T, NULL,
+                 fused ? zg : NULL, &scores, &counts);
     float *dgates = scores + r.T * E;   /* the gates are not needed again: zeros */
     float *dscores = (float *)(counts + r.S * E);
     memset(dgates, 0, (size_t)(r.T * k) * sizeof *dgates);
@@ -297,7 +310,9 @@ static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
     if (r.alpha != 0)
         mt_moe_aux_loss(&rp, scores, counts, r.S, r.L, r.L, r.alpha * d, dscores, false);
     mt__moe_gates_bwd_par(env, &rp, F(c->out), dgates, dscores, scores, I(c->in[2]), c->acc);
-    if (r.beta != 0) mt__moe_z_loss_par(env, CF(logits), r.T, E, r.beta * d, NULL, F(c->out), true);
+    if (fused) mt__moe_add_par(env, F(c->out), zg, r.T, E);
+    else if (r.beta != 0)
+        mt__moe_z_loss_par(env, CF(logits), r.T, E, r.beta * d, NULL, F(c->out), true);
 }
 
 /* ---- costs and the descriptors ------------------------------------------- */

@@ -15,7 +15,8 @@
 #include <string.h>
 
 typedef enum { PAR_GEMM, PAR_ROUTE, PAR_GATES, PAR_GATES_BWD, PAR_DISPATCH, PAR_DISPATCH_BWD,
-               PAR_COMBINE, PAR_COMBINE_BWD, PAR_ZERO, PAR_GATHER, PAR_SCATTER, PAR_Z } par_kind;
+               PAR_COMBINE, PAR_COMBINE_BWD, PAR_ZERO, PAR_GATHER, PAR_SCATTER, PAR_Z,
+               PAR_ADD } par_kind;
 
 /* One split run: mt__op_par_run's context first (the range function gets
  * a pointer to it), then the kernel's arguments, named as ops/moe.h's. */
@@ -27,7 +28,8 @@ typedef struct {
     float               *out, *out2;      /* the outputs (out2: combine_bwd's dgates) */
     const float         *a, *b, *gates;   /* the inputs */
     const float         *dscores;         /* the gates' backward's second gradient */
-    double              *lse, beta;       /* the z-loss's */
+    double              *lse, beta;       /* the z-loss's (beta: zf for PAR_GATES) */
+    float               *zg;              /* the z-loss's gradient rows (PAR_GATES) */
     const int32_t       *idx;             /* order, pos, ids or rows, a row or token each */
     int32_t             *ids_out;
     int64_t              k, D, N;
@@ -48,7 +50,8 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
                          j->out + j->N * E + i0 * k);
         break;
     case PAR_GATES:
-        mt_moe_gates_fwd(&r, j->a + i0 * E, j->idx + i0 * k, j->out2 + i0 * E, j->out + i0 * k);
+        mt_moe_gates_z_fwd(&r, j->a + i0 * E, j->idx + i0 * k, j->out2 + i0 * E, j->out + i0 * k,
+                           j->beta, j->lse ? j->lse + i0 : NULL, j->zg ? j->zg + i0 * E : NULL);
         break;
     case PAR_GATES_BWD:
         mt_moe_route_bwd(&r, j->out + i0 * E, j->a + i0 * k,
@@ -73,6 +76,9 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
         mt_moe_scatter_rows(j->out, j->a + i0 * D, j->idx + i0, n, D, j->acc);
         break;
     case PAR_Z: mt_moe_z_loss_rows(j->a, i0, i1, j->N, D, j->beta, j->lse, j->out, j->acc); break;
+    case PAR_ADD:
+        for (int64_t i = i0 * D; i < i1 * D; i++) j->out[i] += j->a[i];
+        break;
     }
 }
 
@@ -95,9 +101,20 @@ void mt__moe_route_par(const mt_op_env *env, const mt_moe_route_params *p, const
 
 void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
                        const int32_t *ids, float *scores, float *gates) {
+    mt__moe_gates_z_par(env, p, logits, ids, scores, gates, 0.0, NULL, NULL);
+}
+
+void mt__moe_gates_z_par(const mt_op_env *env, const mt_moe_route_params *p,
+                         const float *logits, const int32_t *ids, float *scores, float *gates,
+                         double zf, double *lse, float *zg) {
     moe_job j = {.kind = PAR_GATES, .r = *p, .a = logits, .idx = ids, .out = gates,
-                 .out2 = scores, .k = p->k};
+                 .out2 = scores, .k = p->k, .beta = zf, .lse = lse, .zg = zg};
     run(env, &j, p->T, 4 * p->E);
+}
+
+void mt__moe_add_par(const mt_op_env *env, float *out, const float *in, int64_t rows,
+                     int64_t D) {
+    run(env, &(moe_job){.kind = PAR_ADD, .out = out, .a = in, .D = D}, rows, D);
 }
 
 void mt__moe_gates_bwd_par(const mt_op_env *env, const mt_moe_route_params *p, float *dlogits,

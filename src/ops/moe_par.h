@@ -21,6 +21,13 @@ void mt__moe_route_par(const mt_op_env *env, const mt_moe_route_params *p, const
 /* mt_moe_gates_fwd. */
 void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
                        const int32_t *ids, float *scores, float *gates);
+/* mt_moe_gates_z_fwd. */
+void mt__moe_gates_z_par(const mt_op_env *env, const mt_moe_route_params *p,
+                         const float *logits, const int32_t *ids, float *scores, float *gates,
+                         double zf, double *lse, float *zg);
+/* out (rows,D) += in (rows,D), by rows. */
+void mt__moe_add_par(const mt_op_env *env, float *out, const float *in, int64_t rows,
+                     int64_t D);
 /* mt_moe_route_bwd (dscores NULL: the gates' backward alone). */
 void mt__moe_gates_bwd_par(const mt_op_env *env, const mt_moe_route_params *p, float *dlogits,
                            const float *dgates, const float *dscores, const float *scores,

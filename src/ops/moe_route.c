@@ -98,11 +98,18 @@ static uint64_t kept_groups(const mt_moe_route_params *p, const float *s, const 
     return kept;
 }
 
+/* The z-loss's share of a softmax row (NULLs: none): its log-sum-exp into
+ * *lse, and its gradient row zf · lse · softmax into zg (E), zf = 2β/T
+ * (mt_moe_z_loss_rows' values, from the same exps). */
+typedef struct { double *lse; float *zg; double zf; } z_row_out;
+
 /* scores (E) of one row of logits (E): softmax (max subtracted, summed in
- * double) or sigmoid. A softmax row of up to MT_MOE_ROW_EXPS experts keeps
- * its exps for the division (each double exp once: the same values, a
- * third of moe-tiny's routing time); a longer one takes each again. */
-static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind) {
+ * double) or sigmoid, and for a softmax z's share where z is not NULL. A
+ * softmax row of up to MT_MOE_ROW_EXPS experts keeps its exps for the
+ * division (each double exp once: the same values, a third of moe-tiny's
+ * routing time); a longer one takes each again. */
+static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind,
+                       const z_row_out *z) {
     if (kind == MT_MOE_SIGMOID) {
         for (int64_t i = 0; i < E; i++) s[i] = (float)(1.0 / (1.0 + exp(-(double)u[i])));
         return;
@@ -116,6 +123,11 @@ static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind) {
         sum += v;
     }
     for (int64_t i = 0; i < E; i++) s[i] = (float)((keep ? e[i] : exp((double)u[i] - mx)) / sum);
+    if (!z) return;
+    const double lse = mx + log(sum), f = z->zf * lse;   /* as moe_balance.c's z_row */
+    if (z->lse) *z->lse = lse;
+    for (int64_t i = 0; z->zg && i < E; i++)
+        z->zg[i] = (float)(f * (keep ? e[i] : exp((double)u[i] - mx)) / sum);
 }
 
 /* gates (k) of one row: route_scale · s_id (/ Σ_selected s when renorm),
@@ -134,7 +146,7 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
     for (int64_t t = 0; t < p->T; t++) {
         float *s = scores + t * E, *g = gates + t * k;
         int32_t *id = ids + t * k;
-        row_scores(s, logits + t * E, E, p->score);
+        row_scores(s, logits + t * E, E, p->score, NULL);
         const uint64_t kept = kept_groups(p, s, bias);
         double pv = INFINITY;
         int64_t pi = -1;
@@ -155,9 +167,17 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
 
 void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
                       float *scores, float *gates) {
+    mt_moe_gates_z_fwd(p, logits, ids, scores, gates, 0.0, NULL, NULL);
+}
+
+void mt_moe_gates_z_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
+                        float *scores, float *gates, double zf, double *lse, float *zg) {
+    assert(p->score == MT_MOE_SOFTMAX || (!lse && !zg));
+    const int64_t E = p->E;
     for (int64_t t = 0; t < p->T; t++) {
-        row_scores(scores + t * p->E, logits + t * p->E, p->E, p->score);
-        row_gates(p, scores + t * p->E, ids + t * p->k, gates + t * p->k);
+        const z_row_out z = {lse ? lse + t : NULL, zg ? zg + t * E : NULL, zf};
+        row_scores(scores + t * E, logits + t * E, E, p->score, lse || zg ? &z : NULL);
+        row_gates(p, scores + t * E, ids + t * p->k, gates + t * p->k);
     }
 }
 
