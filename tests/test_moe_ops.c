@@ -313,6 +313,42 @@ MT_TEST(dispatch_combine_identity) {
     }
 }
 
+/* combine and dispatch's backward against their element-at-a-time sums
+ * (each in double, in slot order, rounded once), bit for bit: rows past
+ * the kernels' 256-element chunk (D = 300), dropped pairs (pos -1), gates
+ * of any value, written and added. */
+MT_TEST(slot_sums_are_the_elementwise_ones) {
+    enum { T = 7, K = 3, D = 300, N = T * K };
+    static float y[N * D], out[T * D], dx[T * D], base[T * D];
+    float g[N];
+    int32_t pos[N];
+    uint64_t st = 21;
+    fill(y, N * D, 2.0, &st), fill(g, N, 1.0, &st), fill(base, T * D, 1.0, &st);
+    for (int64_t r = 0; r < N; r++) pos[r] = r % 4 == 3 ? -1 : (int32_t)((r * 5) % N);
+    for (int acc = 0; acc < 2; acc++) {
+        memcpy(out, base, sizeof out), memcpy(dx, base, sizeof dx);
+        mt_moe_combine_fwd(out, y, g, pos, T, K, D, acc);
+        mt_moe_dispatch_bwd(dx, y, pos, T, K, D, acc);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < D; d++) {
+                double c = 0, s = 0;
+                for (int64_t j = 0; j < K; j++) {
+                    const int32_t p = pos[t * K + j];
+                    if (p < 0) continue;
+                    c += (double)g[t * K + j] * (double)y[p * D + d];
+                    s += (double)y[p * D + d];
+                }
+                const float wc = acc ? base[t * D + d] + (float)c : (float)c;
+                const float ws = acc ? base[t * D + d] + (float)s : (float)s;
+                MT_CHECK(out[t * D + d] == wc, "acc %d: combine [%lld,%lld] %.9g, want %.9g",
+                         acc, (long long)t, (long long)d, (double)out[t * D + d], (double)wc);
+                MT_CHECK(dx[t * D + d] == ws, "acc %d: dispatch_bwd [%lld,%lld] %.9g, want "
+                         "%.9g", acc, (long long)t, (long long)d, (double)dx[t * D + d],
+                         (double)ws);
+            }
+    }
+}
+
 MT_TEST(capacity_drop_tables) {
     MT_CHECK(mt_moe_capacity_rows(10, 2, 4, 1.25) == 7, "C of T=10 k=2 E=4 cf=1.25: %lld, want "
              "⌈6.25⌉ = 7", (long long)mt_moe_capacity_rows(10, 2, 4, 1.25));

@@ -50,27 +50,47 @@ void mt_moe_dispatch_fwd(float *xs, const float *x, const int32_t *order, int64_
             memcpy(xs + r * D, x + (int64_t)(order[r] / k) * D, (size_t)D * sizeof *xs);
 }
 
+/* The elements a token's slot sums take at a time, in doubles on the stack. */
+#define SLOT_CHUNK 256
+
+/* out (D) (+)= Σ over a token's k slots j with pos[j] >= 0, in slot order,
+ * of g_j · rows[pos[j]] (g NULL: 1), each element summed in double and
+ * rounded once. A slot row at a time, so the loops run down contiguous
+ * rows (they vectorise); each element's sum is the same in the same order
+ * as an element at a time (a float product is exact in double). */
+static void slot_sum(float *restrict out, const float *rows, const int32_t *pos,
+                     const float *g, int64_t k, int64_t D, bool acc) {
+    double s[SLOT_CHUNK];
+    for (int64_t d0 = 0; d0 < D; d0 += SLOT_CHUNK) {
+        const int64_t n = D - d0 < SLOT_CHUNK ? D - d0 : SLOT_CHUNK;
+        for (int64_t i = 0; i < n; i++) s[i] = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            if (pos[j] < 0) continue;
+            const float *restrict r = rows + (int64_t)pos[j] * D + d0;
+            if (g) {
+                const double gj = g[j];
+                for (int64_t i = 0; i < n; i++) s[i] += gj * (double)r[i];
+            } else {
+                for (int64_t i = 0; i < n; i++) s[i] += (double)r[i];
+            }
+        }
+        float *restrict o = out + d0;
+        if (acc)
+            for (int64_t i = 0; i < n; i++) o[i] += (float)s[i];
+        else
+            for (int64_t i = 0; i < n; i++) o[i] = (float)s[i];
+    }
+}
+
 void mt_moe_dispatch_bwd(float *dx, const float *dxs, const int32_t *pos, int64_t T, int64_t k,
                          int64_t D, bool acc) {
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t d = 0; d < D; d++) {
-            double sum = 0;
-            for (int64_t j = 0; j < k; j++)
-                if (pos[t * k + j] >= 0) sum += dxs[(int64_t)pos[t * k + j] * D + d];
-            dx[t * D + d] = acc ? dx[t * D + d] + (float)sum : (float)sum;
-        }
+    for (int64_t t = 0; t < T; t++) slot_sum(dx + t * D, dxs, pos + t * k, NULL, k, D, acc);
 }
 
 void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const int32_t *pos,
                         int64_t T, int64_t k, int64_t D, bool acc) {
     for (int64_t t = 0; t < T; t++)
-        for (int64_t d = 0; d < D; d++) {
-            double sum = 0;
-            for (int64_t j = 0; j < k; j++)
-                if (pos[t * k + j] >= 0)
-                    sum += (double)gates[t * k + j] * y[(int64_t)pos[t * k + j] * D + d];
-            out[t * D + d] = acc ? out[t * D + d] + (float)sum : (float)sum;
-        }
+        slot_sum(out + t * D, y, pos + t * k, gates + t * k, k, D, acc);
 }
 
 void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
