@@ -230,9 +230,13 @@ static void check_case(fcase c, double tol) {
     float *base = xalloc((size_t)d.n_in * sizeof *base), *acc = xalloc((size_t)d.n_in * sizeof *acc);
     for (int64_t i = 0; i < d.n_in; i++) acc[i] = base[i] = (float)rnd();
     run_bwd(&d, out, lse, acc, true, 0, c.B * c.KV);
+    /* dk and dv add each query tile's share into the base (T/64 roundings
+     * of about 2^-24 each, against one for base + grad): at T = 4096 the
+     * generic level's products drift 1.1e-6 from the sum, past 1e-6 */
+    const double acc_tol = fmax(1e-6, (double)c.T / 64 * 0x1p-24);
     for (int64_t i = 0; i < d.n_in; i++)
-        MT_CHECK_CLOSE(acc[i], (double)base[i] + (double)grad[i], 1e-6, "%s: acc gradient of "
-                       "in[%lld]", what, (long long)i);
+        MT_CHECK_CLOSE(acc[i], (double)base[i] + (double)grad[i], acc_tol, "%s: acc gradient "
+                       "of in[%lld]", what, (long long)i);
     free(out); free(lse); free(wout); free(wlse); free(wgrad); free(grad); free(base); free(acc);
     free_data(&d);
 }
