@@ -246,9 +246,18 @@ void mt_moe_gather_rows(float *out, const float *in, const int32_t *idx, int64_t
 void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_t n, int64_t D,
                          bool acc);
 
-/* The experts a softmax row keeps its exps for, on the stack (moe_route.c,
- * moe_balance.c): every preset's (DeepSeek-V3's 256 the most). */
+/* The experts a softmax row keeps its exps for, on the stack
+ * (mt_moe_softmax_row): every preset's (DeepSeek-V3's 256 the most). */
 #define MT_MOE_ROW_EXPS 256
+
+/* One router row's softmax and z-loss, the one place both are computed
+ * (moe_route.c; the router's scores, the router loss, the z-loss): logits
+ * u (E) less their max, exps and their sum in double, each exp once for
+ * rows of up to MT_MOE_ROW_EXPS; s (E) = the softmax in float (NULL: not
+ * wanted); zg (E) (+)= (float)(zf · lse · softmax), the z-loss's gradient
+ * row for zf = 2β/T (NULL: not wanted; acc adds). Returns the row's
+ * log-sum-exp, max + log Σ. */
+double mt_moe_softmax_row(const float *u, int64_t E, float *s, double zf, float *zg, bool acc);
 
 /* ---- the grouped expert product (moe_gemm.c; MOE.md §4.6) ---------------- */
 

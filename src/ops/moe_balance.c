@@ -52,26 +52,11 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
 }
 
 /* Row t of the z-loss of logits (T,E): its logsumexp, and where dlogits
- * is not NULL its row (+)= 2β/T · lse · softmax. */
+ * is not NULL its row (+)= 2β/T · lse · softmax (mt_moe_softmax_row). */
 static double z_row(const float *logits, int64_t t, int64_t T, int64_t E, double beta,
                     float *dlogits, bool acc) {
-    const float *u = logits + t * E;
-    double mx = u[0], sum = 0, e[MT_MOE_ROW_EXPS];   /* each exp once (moe_route.c's rows) */
-    const bool keep = dlogits && E <= MT_MOE_ROW_EXPS;
-    for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
-    for (int64_t i = 0; i < E; i++) {
-        const double v = exp((double)u[i] - mx);
-        if (keep) e[i] = v;
-        sum += v;
-    }
-    const double lse = mx + log(sum);
-    if (!dlogits) return lse;
-    const double f = 2.0 * beta / (double)T * lse;
-    for (int64_t i = 0; i < E; i++) {
-        const double v = f * (keep ? e[i] : exp((double)u[i] - mx)) / sum;
-        dlogits[t * E + i] = acc ? dlogits[t * E + i] + (float)v : (float)v;
-    }
-    return lse;
+    return mt_moe_softmax_row(logits + t * E, E, NULL, 2.0 * beta / (double)T,
+                              dlogits ? dlogits + t * E : NULL, acc);
 }
 
 void mt_moe_z_loss_rows(const float *logits, int64_t t0, int64_t t1, int64_t T, int64_t E,

@@ -298,7 +298,7 @@ static void run_moe_router_loss_bwd(const mt_op_env *env, const mt_op_call *c) {
     const int64_t E = c->p.moe.E, k = c->p.moe.k;
     const double d = CF(c->in[0])[0];
     const bool fused = z_with_scores(c, &r);
-    float *zg = env->scratch + 2 * r.T + 2 * r.T * E + r.T * k + r.S * E;   /* (T,E) */
+    float *zg = env->scratch + scratch_loss(c) - r.T * E;   /* (T,E): the scratch's last */
     float *scores;
     int32_t *counts;
     loss_prepare(env, c, logits, I(c->in[2]), &r, 2.0 * (r.beta * d) / (double)r.T, NULL,

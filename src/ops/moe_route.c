@@ -98,36 +98,39 @@ static uint64_t kept_groups(const mt_moe_route_params *p, const float *s, const 
     return kept;
 }
 
-/* The z-loss's share of a softmax row (NULLs: none): its log-sum-exp into
- * *lse, and its gradient row zf · lse · softmax into zg (E), zf = 2β/T
- * (mt_moe_z_loss_rows' values, from the same exps). */
-typedef struct { double *lse; float *zg; double zf; } z_row_out;
-
-/* scores (E) of one row of logits (E): softmax (max subtracted, summed in
- * double) or sigmoid, and for a softmax z's share where z is not NULL. A
- * softmax row of up to MT_MOE_ROW_EXPS experts keeps its exps for the
- * division (each double exp once: the same values, a third of moe-tiny's
- * routing time); a longer one takes each again. */
-static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind,
-                       const z_row_out *z) {
-    if (kind == MT_MOE_SIGMOID) {
-        for (int64_t i = 0; i < E; i++) s[i] = (float)(1.0 / (1.0 + exp(-(double)u[i])));
-        return;
-    }
+double mt_moe_softmax_row(const float *u, int64_t E, float *s, double zf, float *zg, bool acc) {
     double mx = u[0], sum = 0, e[MT_MOE_ROW_EXPS];
-    const bool keep = E <= MT_MOE_ROW_EXPS;
+    const bool keep = (s || zg) && E <= MT_MOE_ROW_EXPS;
     for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
     for (int64_t i = 0; i < E; i++) {
         const double v = exp((double)u[i] - mx);
         if (keep) e[i] = v;
         sum += v;
     }
-    for (int64_t i = 0; i < E; i++) s[i] = (float)((keep ? e[i] : exp((double)u[i] - mx)) / sum);
-    if (!z) return;
-    const double lse = mx + log(sum), f = z->zf * lse;   /* as moe_balance.c's z_row */
-    if (z->lse) *z->lse = lse;
-    for (int64_t i = 0; z->zg && i < E; i++)
-        z->zg[i] = (float)(f * (keep ? e[i] : exp((double)u[i] - mx)) / sum);
+    for (int64_t i = 0; s && i < E; i++)
+        s[i] = (float)((keep ? e[i] : exp((double)u[i] - mx)) / sum);
+    const double lse = mx + log(sum), f = zf * lse;
+    for (int64_t i = 0; zg && i < E; i++) {
+        const double v = f * (keep ? e[i] : exp((double)u[i] - mx)) / sum;
+        zg[i] = acc ? zg[i] + (float)v : (float)v;
+    }
+    return lse;
+}
+
+/* The z-loss's share of a softmax row (NULLs: none): its log-sum-exp into
+ * *lse, and its gradient row into zg (E), zf = 2β/T (mt_moe_softmax_row). */
+typedef struct { double *lse; float *zg; double zf; } z_row_out;
+
+/* scores (E) of one row of logits (E): softmax (mt_moe_softmax_row) or
+ * sigmoid, and for a softmax z's share where z is not NULL. */
+static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind,
+                       const z_row_out *z) {
+    if (kind == MT_MOE_SIGMOID) {
+        for (int64_t i = 0; i < E; i++) s[i] = (float)(1.0 / (1.0 + exp(-(double)u[i])));
+        return;
+    }
+    const double lse = mt_moe_softmax_row(u, E, s, z ? z->zf : 0.0, z ? z->zg : NULL, false);
+    if (z && z->lse) *z->lse = lse;
 }
 
 /* gates (k) of one row: route_scale · s_id (/ Σ_selected s when renorm),
