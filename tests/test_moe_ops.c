@@ -4,7 +4,8 @@
  *
  *  - the router's scores, selection and gates for softmax and sigmoid,
  *    renormalised or not, with a bias and group-limited routing; ties go to
- *    the lower expert (and group); the bias only chooses;
+ *    the lower expert (and group); the bias only chooses; the softmax over
+ *    rows of 1 to 1500 experts, split or not, with and without scores;
  *  - the counts (Σ = T·k), MaxVio, the bias update (a hand table, Σ Δb = 0);
  *  - the aux loss = α at forced uniform routing, sequence- and batch-wise,
  *    its value against the reference, and split over devices the shares
@@ -122,6 +123,78 @@ MT_TEST(route_bias_only_chooses) {
     p.renorm = true, p.route_scale = 2.5f;
     mt_moe_route_fwd(&p, u, b, s, ids, g);
     MT_CHECK_CLOSE(g[0], 2.5, 1e-7, "one gate renormalised, times the route scale");
+}
+
+/* The router's softmax over a block of rows (mt_moe_softmax_rows) at E
+ * from 1 to past a stack piece (1024 floats, so rows straddle pieces and
+ * one row spans two) and T past a 64-row block: scores, lse and the
+ * z-loss's gradient rows against the float64 softmax; without scores (the
+ * exps taken piecewise, twice) the same lse and rows bit for bit; rows run
+ * in two calls the same bits as in one. And the top-k of many experts
+ * (one pass, insertion) against the reference's sort. */
+MT_TEST(softmax_rows_long_and_split) {
+    static const int64_t Es[] = {1, 5, 8, 300, 1500};
+    for (size_t c = 0; c < sizeof Es / sizeof *Es; c++) {
+        const int64_t E = Es[c], T = 70, n = T * E;
+        uint64_t st = 11 + (uint64_t)E;
+        float *u = malloc((size_t)n * sizeof *u), *s = malloc((size_t)n * sizeof *s);
+        float *s2 = malloc((size_t)n * sizeof *s2), *z = malloc((size_t)n * sizeof *z);
+        float *z2 = malloc((size_t)n * sizeof *z2), *z3 = malloc((size_t)n * sizeof *z3);
+        double *ud = malloc((size_t)E * sizeof *ud), *sd = malloc((size_t)E * sizeof *sd);
+        double lse[70], lse2[70], lse3[70];
+        fill(u, n, 4.0, &st);
+        fill(z, n, 1.0, &st);   /* acc adds to what is there */
+        memcpy(z2, z, (size_t)n * sizeof *z);
+        memcpy(z3, z, (size_t)n * sizeof *z);
+        const double zf = 0.25;
+        mt_moe_softmax_rows(u, T, E, s, zf, lse, z, true);
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t i = 0; i < E; i++) ud[i] = u[t * E + i];
+            ref_scores(sd, ud, E, MT_MOE_SOFTMAX);
+            double sum = 0;
+            for (int64_t i = 0; i < E; i++) sum += exp(ud[i]);
+            MT_CHECK_CLOSE(lse[t], log(sum), 1e-6, "E=%lld: lse of row %lld", (long long)E,
+                           (long long)t);
+            for (int64_t i = 0; i < E; i++) {
+                MT_CHECK_CLOSE(s[t * E + i], sd[i], 1e-6 * (sd[i] > 1e-3 ? sd[i] : 1e-3),
+                               "E=%lld: score [%lld,%lld]", (long long)E, (long long)t,
+                               (long long)i);
+                const double want = z2[t * E + i] + zf * log(sum) * sd[i];
+                MT_CHECK_CLOSE(z[t * E + i], want, 2e-6, "E=%lld: z row [%lld,%lld]",
+                               (long long)E, (long long)t, (long long)i);
+            }
+        }
+        mt_moe_softmax_rows(u, T, E, NULL, zf, lse2, z2, true);
+        MT_CHECK(memcmp(lse, lse2, sizeof lse) == 0 && memcmp(z, z2, (size_t)n * sizeof *z) == 0,
+                 "E=%lld: without scores the lse or the z rows differ", (long long)E);
+        mt_moe_softmax_rows(u, 17, E, s2, zf, lse3, z3, true);
+        mt_moe_softmax_rows(u + 17 * E, T - 17, E, s2 + 17 * E, zf, lse3 + 17, z3 + 17 * E, true);
+        MT_CHECK(memcmp(s, s2, (size_t)n * sizeof *s) == 0 && memcmp(lse, lse3, sizeof lse) == 0 &&
+                 memcmp(z, z3, (size_t)n * sizeof *z) == 0,
+                 "E=%lld: rows run in two calls differ from one call", (long long)E);
+        free(u), free(s), free(s2), free(z), free(z2), free(z3), free(ud), free(sd);
+    }
+    /* top-8 of 300 experts, with a bias and with many equal logits */
+    mt_moe_route_params p = {.T = 40, .E = 300, .k = 8, .renorm = true, .route_scale = 1.0f};
+    float *u = malloc(40 * 300 * sizeof *u), *s = malloc(40 * 300 * sizeof *s), b[300], g[320];
+    int32_t ids[320], want[8];
+    double *sd = malloc(300 * sizeof *sd);
+    uint64_t st = 5;
+    fill(u, 40 * 300, 2.0, &st);
+    fill(b, 300, 0.01, &st);
+    for (int64_t i = 0; i < 20 * 300; i += 3) u[i] = 1.0f;   /* ties in the first 20 rows */
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        mt_moe_route_fwd(&p, u, with_bias ? b : NULL, s, ids, g);
+        for (int64_t t = 0; t < p.T; t++) {
+            for (int64_t i = 0; i < 300; i++) sd[i] = s[t * 300 + i];   /* the kernel's scores */
+            ref_select(want, sd, with_bias ? b : NULL, &p);
+            for (int64_t j = 0; j < 8; j++)
+                MT_CHECK(ids[t * 8 + j] == want[j], "top-8 of 300%s: row %lld slot %lld chose "
+                         "%d, the reference %d", with_bias ? " with a bias" : "", (long long)t,
+                         (long long)j, ids[t * 8 + j], want[j]);
+        }
+    }
+    free(u), free(s), free(sd);
 }
 
 MT_TEST(route_settings_refused) {

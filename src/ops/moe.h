@@ -188,8 +188,9 @@ void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const in
                         int64_t T, int64_t k, int64_t D, bool acc);
 /* The combine's backward: dy (N,D) (+)= gates[t,j] · dout[t] at row
  * pos[t·k+j], zeros at rows no pair names (without acc); dgates (T,k) (+)=
- * ⟨dout_t, y[pos[t·k+j]]⟩ (in double; 0 for a dropped pair). Either output
- * may be NULL. */
+ * ⟨dout_t, y[pos[t·k+j]]⟩ (in double, in eight running sums of every
+ * eighth element added in order, so the same bits wherever the row lies;
+ * 0 for a dropped pair). Either output may be NULL. */
 void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
                         const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
                         int64_t D, bool acc);
@@ -246,18 +247,18 @@ void mt_moe_gather_rows(float *out, const float *in, const int32_t *idx, int64_t
 void mt_moe_scatter_rows(float *out, const float *in, const int32_t *idx, int64_t n, int64_t D,
                          bool acc);
 
-/* The experts a softmax row keeps its exps for, on the stack
- * (mt_moe_softmax_row): every preset's (DeepSeek-V3's 256 the most). */
-#define MT_MOE_ROW_EXPS 256
-
-/* One router row's softmax and z-loss, the one place both are computed
- * (moe_route.c; the router's scores, the router loss, the z-loss): logits
- * u (E) less their max, exps and their sum in double, each exp once for
- * rows of up to MT_MOE_ROW_EXPS; s (E) = the softmax in float (NULL: not
- * wanted); zg (E) (+)= (float)(zf · lse · softmax), the z-loss's gradient
- * row for zf = 2β/T (NULL: not wanted; acc adds). Returns the row's
- * log-sum-exp, max + log Σ. */
-double mt_moe_softmax_row(const float *u, int64_t E, float *s, double zf, float *zg, bool acc);
+/* The router's softmax and the z-loss's rows, the one place both are
+ * computed (moe_route.c; the router's scores, the router loss, the
+ * z-loss), for logits u (T,E): each row less its max, the exps in float on
+ * the vector layer (vec/vec.h: SLEEF's 1-ulp exp, elementwise, so a row's
+ * bits do not depend on the rows it is run with), their sum in double in
+ * expert order; s (T,E) = (float)(exp / Σ) (NULL: not wanted, the exps are
+ * then taken piecewise on the stack, twice where zg wants them); lse (T) =
+ * each row's log-sum-exp, max + log Σ (NULL: not wanted); zg (T,E) (+)=
+ * (float)(zf · lse · exp / Σ), the z-loss's gradient rows for zf = 2β/T
+ * (NULL: not wanted; acc adds). */
+void mt_moe_softmax_rows(const float *u, int64_t T, int64_t E, float *s, double zf, double *lse,
+                         float *zg, bool acc);
 
 /* ---- the grouped expert product (moe_gemm.c; MOE.md §4.6) ---------------- */
 

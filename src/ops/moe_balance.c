@@ -51,19 +51,13 @@ double mt_moe_aux_loss(const mt_moe_route_params *p, const float *scores, const 
     return loss;
 }
 
-/* Row t of the z-loss of logits (T,E): its logsumexp, and where dlogits
- * is not NULL its row (+)= 2β/T · lse · softmax (mt_moe_softmax_row). */
-static double z_row(const float *logits, int64_t t, int64_t T, int64_t E, double beta,
-                    float *dlogits, bool acc) {
-    return mt_moe_softmax_row(logits + t * E, E, NULL, 2.0 * beta / (double)T,
-                              dlogits ? dlogits + t * E : NULL, acc);
-}
-
 void mt_moe_z_loss_rows(const float *logits, int64_t t0, int64_t t1, int64_t T, int64_t E,
                         double beta, double *lse, float *dlogits, bool acc) {
-    for (int64_t t = t0; t < t1; t++) {
-        const double l = z_row(logits, t, T, E, beta, dlogits, acc);
-        if (lse) lse[t] = l;
+    double l[64];   /* a block's lse where the caller keeps none */
+    for (int64_t b = t0; b < t1; b += 64) {
+        const int64_t n = t1 - b < 64 ? t1 - b : 64;
+        mt_moe_softmax_rows(logits + b * E, n, E, NULL, 2.0 * beta / (double)T,
+                            lse ? lse + b : l, dlogits ? dlogits + b * E : NULL, acc);
     }
 }
 
@@ -75,10 +69,12 @@ double mt_moe_z_loss_sum(const double *lse, int64_t T, double beta) {
 
 double mt_moe_z_loss(const float *logits, int64_t T, int64_t E, double beta, float *dlogits,
                      bool acc) {
-    double loss = 0;
-    for (int64_t t = 0; t < T; t++) {
-        const double lse = z_row(logits, t, T, E, beta, dlogits, acc);
-        loss += lse * lse;
+    double loss = 0, lse[64];
+    for (int64_t b = 0; b < T; b += 64) {
+        const int64_t n = T - b < 64 ? T - b : 64;
+        mt_moe_z_loss_rows(logits + b * E, 0, n, T, E, beta, lse, dlogits ? dlogits + b * E : NULL,
+                           acc);
+        for (int64_t t = 0; t < n; t++) loss += lse[t] * lse[t];
     }
     return T > 0 ? beta * loss / (double)T : 0.0;
 }

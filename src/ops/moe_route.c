@@ -11,9 +11,11 @@
  * Logits must be finite.
  */
 #include "ops/moe.h"
+#include "vec/vec.h"
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 /* The most expert groups group-limited routing takes (a kept set is a
  * 64-bit mask; DeepSeek-V3 has 8). */
@@ -98,39 +100,80 @@ static uint64_t kept_groups(const mt_moe_route_params *p, const float *s, const 
     return kept;
 }
 
-double mt_moe_softmax_row(const float *u, int64_t E, float *s, double zf, float *zg, bool acc) {
-    double mx = u[0], sum = 0, e[MT_MOE_ROW_EXPS];
-    const bool keep = (s || zg) && E <= MT_MOE_ROW_EXPS;
-    for (int64_t i = 1; i < E; i++) mx = u[i] > mx ? u[i] : mx;
-    for (int64_t i = 0; i < E; i++) {
-        const double v = exp((double)u[i] - mx);
-        if (keep) e[i] = v;
-        sum += v;
+/* Rows a block of the softmax takes, and floats a piece of it holds on the
+ * stack when the caller keeps no scores. */
+enum { SOFTMAX_ROWS = 64, SOFTMAX_PIECE = 1024 };
+
+/* The softmax's piece [f0, f0+n) of a block's elements (rows E long) runs
+ * row segment by row segment: segment i … i+len of the piece is row r's
+ * columns c … c+len (one division a piece). */
+#define EACH_SEGMENT(f0, n, E, body)                                                   \
+    for (int64_t i = 0, r = (f0) / (E), c = (f0) % (E), len; i < (n); i += len, r++, c = 0) { \
+        len = (E) - c < (n) - i ? (E) - c : (n) - i;                                    \
+        body;                                                                           \
     }
-    for (int64_t i = 0; s && i < E; i++)
-        s[i] = (float)((keep ? e[i] : exp((double)u[i] - mx)) / sum);
-    const double lse = mx + log(sum), f = zf * lse;
-    for (int64_t i = 0; zg && i < E; i++) {
-        const double v = f * (keep ? e[i] : exp((double)u[i] - mx)) / sum;
-        zg[i] = acc ? zg[i] + (float)v : (float)v;
-    }
-    return lse;
+
+/* e (n) = exp(u − the max of each element's row), elements f0 … f0+n of
+ * the block's rows u (E long, mx their maxes), on the vector layer: one
+ * element's exp does not depend on which piece it is in. Each row's sum
+ * (+)= its exps in double in column order (sum NULL: none). */
+static void exps(float *e, const float *u, const float *mx, double *sum, int64_t f0, int64_t n,
+                 int64_t E) {
+    EACH_SEGMENT(f0, n, E, for (int64_t j = 0; j < len; j++) e[i + j] = u[f0 + i + j] - mx[r]);
+    mt__vec()->exp_sum(e, n, 0.0f);
+    if (sum) EACH_SEGMENT(f0, n, E, for (int64_t j = 0; j < len; j++) sum[r] += e[i + j]);
+    (void)0;
 }
 
-/* The z-loss's share of a softmax row (NULLs: none): its log-sum-exp into
- * *lse, and its gradient row into zg (E), zf = 2β/T (mt_moe_softmax_row). */
-typedef struct { double *lse; float *zg; double zf; } z_row_out;
+void mt_moe_softmax_rows(const float *u, int64_t T, int64_t E, float *s, double zf, double *lse,
+                         float *zg, bool acc) {
+    float mx[SOFTMAX_ROWS], piece[SOFTMAX_PIECE];
+    double sum[SOFTMAX_ROWS], inv[SOFTMAX_ROWS], f[SOFTMAX_ROWS];
+    for (int64_t t0 = 0; t0 < T; t0 += SOFTMAX_ROWS) {
+        const int64_t R = T - t0 < SOFTMAX_ROWS ? T - t0 : SOFTMAX_ROWS, n = R * E;
+        const float *ub = u + t0 * E;
+        for (int64_t r = 0; r < R; r++) {
+            float m = ub[r * E];
+            for (int64_t i = 1; i < E; i++) m = ub[r * E + i] > m ? ub[r * E + i] : m;
+            mx[r] = m, sum[r] = 0;
+        }
+        /* the exps into s where the caller keeps scores, else piece by piece */
+        const int64_t P = s ? n : SOFTMAX_PIECE;
+        for (int64_t f0 = 0; f0 < n; f0 += P)
+            exps(s ? s + t0 * E : piece, ub, mx, sum, f0, n - f0 < P ? n - f0 : P, E);
+        for (int64_t r = 0; r < R; r++) inv[r] = 1.0 / sum[r];
+        for (int64_t r = 0; (lse || zg) && r < R; r++) {
+            const double l = (double)mx[r] + log(sum[r]);
+            f[r] = zf * l;
+            if (lse) lse[t0 + r] = l;
+        }
+        for (int64_t f0 = 0; zg && f0 < n; f0 += P) {   /* z's rows before the scores */
+            const int64_t m = n - f0 < P ? n - f0 : P;
+            const float *e = s ? s + t0 * E : piece;
+            float *z = zg + t0 * E + f0;
+            if (!s) exps(piece, ub, mx, NULL, f0, m, E);   /* the same exps again */
+            EACH_SEGMENT(f0, m, E, for (int64_t j = 0; j < len; j++) {
+                const float v = (float)(f[r] * (e[i + j] * inv[r]));
+                z[i + j] = acc ? z[i + j] + v : v;
+            });
+        }
+        if (s) EACH_SEGMENT(0, n, E, for (int64_t j = 0; j < len; j++) {
+            float *e = s + t0 * E + i + j;
+            *e = (float)(*e * inv[r]);
+        });
+    }
+}
 
-/* scores (E) of one row of logits (E): softmax (mt_moe_softmax_row) or
- * sigmoid, and for a softmax z's share where z is not NULL. */
-static void row_scores(float *s, const float *u, int64_t E, mt_moe_score kind,
-                       const z_row_out *z) {
+/* scores (T,E) of logits (T,E): softmax (mt_moe_softmax_rows, with the
+ * z-loss's lse and gradient rows where zg or lse is not NULL, zf = 2β/T)
+ * or sigmoid. */
+static void scores_of(float *s, const float *u, int64_t T, int64_t E, mt_moe_score kind,
+                      double zf, double *lse, float *zg) {
     if (kind == MT_MOE_SIGMOID) {
-        for (int64_t i = 0; i < E; i++) s[i] = (float)(1.0 / (1.0 + exp(-(double)u[i])));
+        for (int64_t i = 0; i < T * E; i++) s[i] = (float)(1.0 / (1.0 + exp(-(double)u[i])));
         return;
     }
-    const double lse = mt_moe_softmax_row(u, E, s, z ? z->zf : 0.0, z ? z->zg : NULL, false);
-    if (z && z->lse) *z->lse = lse;
+    mt_moe_softmax_rows(u, T, E, s, zf, lse, zg, false);
 }
 
 /* gates (k) of one row: route_scale · s_id (/ Σ_selected s when renorm),
@@ -143,28 +186,59 @@ static void row_gates(const mt_moe_route_params *p, const float *s, const int32_
     for (int64_t j = 0; j < p->k; j++) g[j] = (float)(f * s[id[j]]);
 }
 
+/* Experts up to which a row's top-k is taken by k branch-free arg-max
+ * passes over a copy of the row rather than by insertion (whose branches
+ * a random row's scores mispredict): both give the same ids. */
+enum { ARGMAX_PASSES = 32 };
+
+/* id (k) of one row of scores s (E): the k largest biased scores among the
+ * experts of the kept groups (groups of n), larger first, ties to the
+ * lower index. Up to ARGMAX_PASSES experts: k passes each taking the
+ * first largest value (strictly larger replaces it) and setting it to
+ * -inf (a group not kept is -inf from the start; the kept groups hold at
+ * least k finite values: mt_moe_route_check). Past it, one pass in index
+ * order inserts each candidate into the sorted picks (strictly larger
+ * moves it ahead, so of equal values the earlier index stays first). */
+static void row_top_k(const float *s, const float *bias, int64_t E, int64_t k, int64_t n,
+                      uint64_t kept, int32_t *id) {
+    if (E <= ARGMAX_PASSES) {
+        double v[ARGMAX_PASSES];
+        for (int64_t g0 = 0; g0 < E; g0 += n)
+            for (int64_t i = g0; i < g0 + n; i++)
+                v[i] = kept >> (g0 / n) & 1 ? biased(s, bias, i) : -INFINITY;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t b = 0;
+            double bv = v[0];
+            for (int64_t i = 1; i < E; i++) {
+                const bool gt = v[i] > bv;
+                bv = gt ? v[i] : bv, b = gt ? i : b;
+            }
+            id[j] = (int32_t)b, v[b] = -INFINITY;
+        }
+        return;
+    }
+    int64_t m = 0;   /* picks so far */
+    for (int64_t g0 = 0; g0 < E; g0 += n) {
+        if (!(kept >> (g0 / n) & 1)) continue;
+        for (int64_t i = g0; i < g0 + n; i++) {
+            const double v = biased(s, bias, i);
+            if (m == k && !(v > biased(s, bias, id[k - 1]))) continue;
+            int64_t q = m < k ? m++ : k - 1;
+            for (; q > 0 && v > biased(s, bias, id[q - 1]); q--) id[q] = id[q - 1];
+            id[q] = (int32_t)i;
+        }
+    }
+    assert(m == k);
+}
+
 void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const float *bias,
                       float *scores, int32_t *ids, float *gates) {
     const int64_t E = p->E, k = p->k, n = p->groups > 1 ? E / p->groups : E;
+    scores_of(scores, logits, p->T, E, p->score, 0.0, NULL, NULL);
     for (int64_t t = 0; t < p->T; t++) {
-        float *s = scores + t * E, *g = gates + t * k;
-        int32_t *id = ids + t * k;
-        row_scores(s, logits + t * E, E, p->score, NULL);
-        const uint64_t kept = kept_groups(p, s, bias);
-        double pv = INFINITY;
-        int64_t pi = -1;
-        for (int64_t j = 0; j < k; j++) {
-            int64_t best = -1;
-            double bv = 0;
-            for (int64_t i = 0; i < E; i++) {
-                if (!(kept >> (i / n) & 1)) continue;
-                const double v = biased(s, bias, i);
-                if (below(v, i, pv, pi) && (best < 0 || below(bv, best, v, i))) best = i, bv = v;
-            }
-            assert(best >= 0);
-            id[j] = (int32_t)best, pv = bv, pi = best;
-        }
-        row_gates(p, s, id, g);
+        const float *s = scores + t * E;
+        row_top_k(s, bias, E, k, n, kept_groups(p, s, bias), ids + t * k);
+        row_gates(p, s, ids + t * k, gates + t * k);
     }
 }
 
@@ -176,12 +250,9 @@ void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const i
 void mt_moe_gates_z_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
                         float *scores, float *gates, double zf, double *lse, float *zg) {
     assert(p->score == MT_MOE_SOFTMAX || (!lse && !zg));
-    const int64_t E = p->E;
-    for (int64_t t = 0; t < p->T; t++) {
-        const z_row_out z = {lse ? lse + t : NULL, zg ? zg + t * E : NULL, zf};
-        row_scores(scores + t * E, logits + t * E, E, p->score, lse || zg ? &z : NULL);
-        row_gates(p, scores + t * E, ids + t * p->k, gates + t * p->k);
-    }
+    scores_of(scores, logits, p->T, p->E, p->score, zf, lse, zg);
+    for (int64_t t = 0; t < p->T; t++)
+        row_gates(p, scores + t * p->E, ids + t * p->k, gates + t * p->k);
 }
 
 void mt_moe_route_bwd(const mt_moe_route_params *p, float *dlogits, const float *dgates,
