@@ -22,6 +22,11 @@ static inline double ref_rand(uint64_t *st) {
     return (double)(*st >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+/* x (n) uniform in [-a, a) as floats. */
+static inline void ref_fill(float *x, int64_t n, double a, uint64_t *st) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(a * ref_rand(st));
+}
+
 /* s (E) = softmax or sigmoid of u (E). */
 static inline void ref_scores(double *s, const double *u, int64_t E, mt_moe_score kind) {
     double sum = 0;
