@@ -195,10 +195,21 @@ static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
         /* blocks of 6 rows; 7 to 11 left go as two blocks of about half
          * (64 = 9·6 + 5 + 5): a block of 4 or fewer rows has too few
          * accumulators to hide the FMA's latency */
+        /* op(A) = Aᵀ (a weight gradient): the next chunk's rows of A and
+         * B, kx of them, asked for a share a block (ahead of the blocks of
+         * this chunk, which read them at their own stride) */
+        const int64_t kx = ta && k0 + kc < K ? (K - k0 - kc < kc ? K - k0 - kc : kc) : 0;
+        const int64_t share = (kx + (M + TILE_MR - 1) / TILE_MR - 1) / ((M + TILE_MR - 1) / TILE_MR);
+        int64_t next = 0;   /* the next chunk's rows asked for so far */
         for (int64_t i = 0, take; i < M; i += take) {
             const int64_t left = M - i;
             take = left >= 2 * TILE_MR || left <= TILE_MR ? (left < TILE_MR ? left : TILE_MR)
                                                           : (left + 1) / 2;
+            for (int64_t q = 0; q < share && next < kx; q++, next++) {
+                const float *an = A + (k0 + kc + next) * lda, *bn = B + (k0 + kc + next) * ldb;
+                for (int64_t e = 0; e < M; e += 16) __builtin_prefetch(an + e, 0, 3);
+                for (int64_t e = 0; e < N; e += 16) __builtin_prefetch(bn + e, 0, 3);
+            }
             /* the next block's rows of A (when they are rows: not ta) and
              * of C (when read) asked for while this block runs: rows ld
              * apart (k, v, dk, dv as flash streams them from L2 and L3),
