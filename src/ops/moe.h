@@ -194,6 +194,13 @@ void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const in
 void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
                         const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
                         int64_t D, bool acc);
+/* mt_moe_combine_bwd on the rows pairs name only (the rest untouched):
+ * without acc each named row of dy is written, g·dout (the bits of adding
+ * it to a zero), and dgates as there. pos names each row once at most, so
+ * any split of the tokens writes each row once (moe_par.c). */
+void mt_moe_combine_bwd_rows(float *dy, float *dgates, const float *dout, const float *y,
+                             const float *gates, const int32_t *pos, int64_t T, int64_t k,
+                             int64_t D, bool acc);
 
 /* ---- capacity instead of dropless (moe_dispatch.c; MOE.md §3) ------------ */
 

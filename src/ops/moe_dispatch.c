@@ -127,12 +127,9 @@ static double dot_f64(const float *restrict a, const float *restrict b, int64_t 
     return s;
 }
 
-void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
-                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
-                        int64_t D, bool acc) {
-    /* rows no pair names (a capacity buffer's padding) get zeros: the
-     * grouped product's weight gradient reads them */
-    if (dy && !acc) memset(dy, 0, (size_t)(N * D) * sizeof *dy);
+void mt_moe_combine_bwd_rows(float *dy, float *dgates, const float *dout, const float *y,
+                             const float *gates, const int32_t *pos, int64_t T, int64_t k,
+                             int64_t D, bool acc) {
     for (int64_t t = 0; t < T; t++) {
         prefetch_rows(dy ? dy : y, pos, t + AHEAD, T, k, D);
         for (int64_t j = 0; j < k; j++) {
@@ -144,13 +141,23 @@ void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float
             }
             if (dy) {
                 float *restrict r = dy + row;
-                MT_VEC_FOR(d, D, r[d] += g * o[d]);
+                if (acc) MT_VEC_FOR(d, D, r[d] += g * o[d]);
+                else MT_VEC_FOR(d, D, r[d] = g * o[d]);
             }
             if (!dgates) continue;
             const double dot = dot_f64(o, y + row, D);
             dgates[t * k + j] = acc ? dgates[t * k + j] + (float)dot : (float)dot;
         }
     }
+}
+
+void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
+                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
+                        int64_t D, bool acc) {
+    /* rows no pair names (a capacity buffer's padding) get zeros: the
+     * grouped product's weight gradient reads them */
+    if (dy && !acc) memset(dy, 0, (size_t)(N * D) * sizeof *dy);
+    mt_moe_combine_bwd_rows(dy, dgates, dout, y, gates, pos, T, k, D, acc);
 }
 
 void mt_moe_permute_indices(int32_t *idx, int32_t *sizes, const int32_t *counts, int64_t P_e,

@@ -211,7 +211,7 @@ static void run_moe_combine_bwd_y(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 2), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[2]), N);
     mt__moe_combine_bwd_par(env, F(c->out), NULL, CF(c->in[0]), NULL, CF(c->in[1]), s.pos,
-                            N / k, k, N, last(c->out), c->acc);
+                            s.order, N / k, k, N, last(c->out), c->acc);
 }
 
 /* dgates (+)= ⟨dout_t, ys at the pair's row⟩; in: dout ys gates ids. */
@@ -219,7 +219,7 @@ static void run_moe_combine_bwd_g(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, 3), k = c->p.moe.k;
     const moe_sorted s = sort_ids(env, c, I(c->in[3]), N);
     mt__moe_combine_bwd_par(env, NULL, F(c->out), CF(c->in[0]), CF(c->in[1]), CF(c->in[2]),
-                            s.pos, N / k, k, N, last(c->in[1]), c->acc);
+                            s.pos, s.order, N / k, k, N, last(c->in[1]), c->acc);
 }
 
 /* ---- the router loss ------------------------------------------------------ */
