@@ -80,7 +80,8 @@ static void kernel_grads(const layer_case *L, const float *x, const float *wg, c
     mt_moe_dispatch_fwd(xs, x, order, N, k, D);
     mt_moe_gemm_fwd(ys, xs, we, c, E, D, O, false);
     /* backward of Σ out ⊙ r: dout = r */
-    mt_moe_combine_bwd(dys, dg, r, ys, g, pos, T, k, N, O, false);
+    mt_moe_combine_bwd_dy(dys, r, g, order, N, k, O, false);
+    mt_moe_combine_bwd_dgates(dg, r, ys, pos, T, k, O, false);
     mt_moe_gemm_bwd(dxs, dwe, dys, xs, we, c, E, D, O, false);
     mt_moe_dispatch_bwd(dx, dxs, pos, T, k, D, false);
     mt_moe_counts(cs, ids, L->S, T / L->S, k, E);

@@ -184,7 +184,8 @@ MT_TEST(dispatch_combine_identity) {
         mt_moe_combine_fwd(out, xs, g, pos, T, k, D, false);
         MT_CHECK(memcmp(out, x, sizeof x) == 0, "k=%lld: dispatch then combine changed x",
                  (long long)k);
-        mt_moe_combine_bwd(dy, dg, x, xs, g, pos, T, k, T * k, D, false);
+        mt_moe_combine_bwd_dy(dy, x, g, order, T * k, k, D, false);
+        mt_moe_combine_bwd_dgates(dg, x, xs, pos, T, k, D, false);
         mt_moe_dispatch_bwd(dx, dy, pos, T, k, D, false);
         MT_CHECK(memcmp(dx, x, sizeof x) == 0, "k=%lld: their backward changed x",
                  (long long)k);
@@ -354,7 +355,8 @@ MT_TEST(capacity_layer) {
         mt_moe_dispatch_fwd(xs, x, order, E * C, k, D);
         mt_moe_gemm_fwd(ys, xs, w, sizes, E, D, O, false);
         mt_moe_combine_fwd(out, ys, g, pos, T, k, O, false);
-        mt_moe_combine_bwd(dys, dg, rr, ys, g, pos, T, k, E * C, O, false);
+        mt_moe_combine_bwd_dy(dys, rr, g, order, E * C, k, O, false);
+        mt_moe_combine_bwd_dgates(dg, rr, ys, pos, T, k, O, false);
         mt_moe_gemm_bwd(dxs, dw, dys, xs, w, sizes, E, D, O, false);
         mt_moe_dispatch_bwd(dx, dxs, pos, T, k, D, false);
         double dwd[4 * 3 * 2] = {0};

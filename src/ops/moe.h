@@ -186,21 +186,19 @@ void mt_moe_dispatch_bwd(float *dx, const float *dxs, const int32_t *pos, int64_
  * rows. */
 void mt_moe_combine_fwd(float *out, const float *y, const float *gates, const int32_t *pos,
                         int64_t T, int64_t k, int64_t D, bool acc);
-/* The combine's backward: dy (N,D) (+)= gates[t,j] · dout[t] at row
- * pos[t·k+j], zeros at rows no pair names (without acc); dgates (T,k) (+)=
- * ⟨dout_t, y[pos[t·k+j]]⟩ (in double, in eight running sums of every
- * eighth element added in order, so the same bits wherever the row lies;
- * 0 for a dropped pair). Either output may be NULL. */
-void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
-                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
-                        int64_t D, bool acc);
-/* mt_moe_combine_bwd on the rows pairs name only (the rest untouched):
- * without acc each named row of dy is written, g·dout (the bits of adding
- * it to a zero), and dgates as there. pos names each row once at most, so
- * any split of the tokens writes each row once (moe_par.c). */
-void mt_moe_combine_bwd_rows(float *dy, float *dgates, const float *dout, const float *y,
-                             const float *gates, const int32_t *pos, int64_t T, int64_t k,
-                             int64_t D, bool acc);
+/* The combine's backward in two halves, each split by its own items:
+ * dy (N,D) (+)= gates[p] · dout[p / k] at each row r of the expert-order
+ * buffer whose pair is p = order[r] (mt_moe_sort's or a capacity layout's
+ * order (N); -1: no pair, a zero row without acc, untouched with acc), a
+ * row at a time in buffer order, so dy is written front to back and dout's
+ * rows are the ones read out of order; */
+void mt_moe_combine_bwd_dy(float *dy, const float *dout, const float *gates,
+                           const int32_t *order, int64_t N, int64_t k, int64_t D, bool acc);
+/* dgates (T,k) (+)= ⟨dout_t, y[pos[t·k+j]]⟩ by tokens (in double, in eight
+ * running sums of every eighth element added in order, so the same bits
+ * wherever the row lies; 0 for a dropped pair, pos -1). */
+void mt_moe_combine_bwd_dgates(float *dgates, const float *dout, const float *y,
+                               const int32_t *pos, int64_t T, int64_t k, int64_t D, bool acc);
 
 /* ---- capacity instead of dropless (moe_dispatch.c; MOE.md §3) ------------ */
 

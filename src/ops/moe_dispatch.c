@@ -127,37 +127,36 @@ static double dot_f64(const float *restrict a, const float *restrict b, int64_t 
     return s;
 }
 
-void mt_moe_combine_bwd_rows(float *dy, float *dgates, const float *dout, const float *y,
-                             const float *gates, const int32_t *pos, int64_t T, int64_t k,
-                             int64_t D, bool acc) {
-    for (int64_t t = 0; t < T; t++) {
-        prefetch_rows(dy ? dy : y, pos, t + AHEAD, T, k, D);
-        for (int64_t j = 0; j < k; j++) {
-            const float g = gates[t * k + j], *o = dout + t * D;
-            const int64_t row = (int64_t)pos[t * k + j] * D;
-            if (row < 0) {   /* dropped: no row, no gate gradient */
-                if (dgates && !acc) dgates[t * k + j] = 0.0f;
-                continue;
-            }
-            if (dy) {
-                float *restrict r = dy + row;
-                if (acc) MT_VEC_FOR(d, D, r[d] += g * o[d]);
-                else MT_VEC_FOR(d, D, r[d] = g * o[d]);
-            }
-            if (!dgates) continue;
-            const double dot = dot_f64(o, y + row, D);
-            dgates[t * k + j] = acc ? dgates[t * k + j] + (float)dot : (float)dot;
+void mt_moe_combine_bwd_dy(float *dy, const float *dout, const float *gates,
+                           const int32_t *order, int64_t N, int64_t k, int64_t D, bool acc) {
+    for (int64_t r = 0; r < N; r++) {
+        float *restrict row = dy + r * D;
+        const int64_t p = order[r];
+        if (p < 0) {   /* no pair: the grouped product's weight gradient reads a zero row */
+            if (!acc) memset(row, 0, (size_t)D * sizeof *row);
+            continue;
         }
+        const float g = gates[p], *restrict o = dout + (p / k) * D;
+        if (acc) MT_VEC_FOR(d, D, row[d] += g * o[d]);
+        else MT_VEC_FOR(d, D, row[d] = g * o[d]);
     }
 }
 
-void mt_moe_combine_bwd(float *dy, float *dgates, const float *dout, const float *y,
-                        const float *gates, const int32_t *pos, int64_t T, int64_t k, int64_t N,
-                        int64_t D, bool acc) {
-    /* rows no pair names (a capacity buffer's padding) get zeros: the
-     * grouped product's weight gradient reads them */
-    if (dy && !acc) memset(dy, 0, (size_t)(N * D) * sizeof *dy);
-    mt_moe_combine_bwd_rows(dy, dgates, dout, y, gates, pos, T, k, D, acc);
+void mt_moe_combine_bwd_dgates(float *dgates, const float *dout, const float *y,
+                               const int32_t *pos, int64_t T, int64_t k, int64_t D, bool acc) {
+    for (int64_t t = 0; t < T; t++) {
+        prefetch_rows(y, pos, t + AHEAD, T, k, D);
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t row = (int64_t)pos[t * k + j] * D;
+            float *dg = dgates + t * k + j;
+            if (row < 0) {   /* dropped: no row, no gate gradient */
+                if (!acc) *dg = 0.0f;
+                continue;
+            }
+            const float dot = (float)dot_f64(dout + t * D, y + row, D);
+            *dg = acc ? *dg + dot : dot;
+        }
+    }
 }
 
 void mt_moe_permute_indices(int32_t *idx, int32_t *sizes, const int32_t *counts, int64_t P_e,

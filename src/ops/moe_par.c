@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef enum { PAR_GEMM, PAR_ROUTE, PAR_GATES, PAR_GATES_BWD, PAR_DISPATCH, PAR_DISPATCH_BWD,
-               PAR_COMBINE, PAR_COMBINE_BWD, PAR_ZERO, PAR_ZERO_FREE, PAR_GATHER, PAR_SCATTER, PAR_Z,
+               PAR_COMBINE, PAR_COMBINE_DY, PAR_COMBINE_DG, PAR_ZERO, PAR_GATHER, PAR_SCATTER, PAR_Z,
                PAR_ADD } par_kind;
 
 /* One split run: mt__op_par_run's context first (the range function gets
@@ -25,7 +25,7 @@ typedef struct {
     par_kind             kind;
     const mt_moe_gemm   *g;
     mt_moe_route_params  r;
-    float               *out, *out2;      /* the outputs (out2: combine_bwd's dgates) */
+    float               *out, *out2;      /* the outputs (out2: the gates' scores) */
     const float         *a, *b, *gates;   /* the inputs */
     const float         *dscores;         /* the gates' backward's second gradient */
     double              *lse, beta;       /* the z-loss's (beta: zf for PAR_GATES) */
@@ -66,15 +66,14 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
         mt_moe_combine_fwd(j->out + i0 * D, j->a, j->gates + i0 * k, j->idx + i0 * k, n, k, D,
                            j->acc);
         break;
-    case PAR_COMBINE_BWD:
-        mt_moe_combine_bwd_rows(j->out, j->out2 ? j->out2 + i0 * k : NULL, j->a + i0 * D, j->b,
-                                j->gates + i0 * k, j->idx + i0 * k, n, k, D, j->acc);
+    case PAR_COMBINE_DY:
+        mt_moe_combine_bwd_dy(j->out + i0 * D, j->a, j->gates, j->idx + i0, n, k, D, j->acc);
+        break;
+    case PAR_COMBINE_DG:
+        mt_moe_combine_bwd_dgates(j->out + i0 * k, j->a + i0 * D, j->b, j->idx + i0 * k, n, k, D,
+                                  j->acc);
         break;
     case PAR_ZERO: memset(j->out + i0 * D, 0, (size_t)(n * D) * sizeof *j->out); break;
-    case PAR_ZERO_FREE:   /* the rows no pair names: order -1 */
-        for (int64_t row = i0; row < i1; row++)
-            if (j->idx[row] < 0) memset(j->out + row * D, 0, (size_t)D * sizeof *j->out);
-        break;
     case PAR_GATHER: mt_moe_gather_rows(j->out + i0 * D, j->a, j->idx + i0, n, D); break;
     case PAR_SCATTER:
         mt_moe_scatter_rows(j->out, j->a + i0 * D, j->idx + i0, n, D, j->acc);
@@ -160,19 +159,12 @@ void mt__moe_combine_bwd_par(const mt_op_env *env, float *dy, float *dgates, con
                              const float *y, const float *gates, const int32_t *pos,
                              const int32_t *order, int64_t T, int64_t k, int64_t N, int64_t D,
                              bool acc) {
-    moe_job j = {.kind = PAR_COMBINE_BWD, .a = dout, .b = y, .gates = gates, .idx = pos,
-                 .k = k, .N = N, .D = D};
-    if (dy) {
-        /* the rows no pair names get zeros (by rows here), then each
-         * token's rows are written (or added to, with acc) */
-        if (!acc) run(env, &(moe_job){.kind = PAR_ZERO_FREE, .out = dy, .idx = order, .D = D}, N, 1);
-        j.out = dy, j.acc = acc;
-        run(env, &j, T, k * D);
-    }
-    if (dgates) {
-        j.out = NULL, j.out2 = dgates, j.acc = acc;
-        run(env, &j, T, k * D);
-    }
+    if (dy)
+        run(env, &(moe_job){.kind = PAR_COMBINE_DY, .out = dy, .a = dout, .gates = gates,
+                            .idx = order, .k = k, .D = D, .acc = acc}, N, D);
+    if (dgates)
+        run(env, &(moe_job){.kind = PAR_COMBINE_DG, .out = dgates, .a = dout, .b = y,
+                            .idx = pos, .k = k, .D = D, .acc = acc}, T, k * D);
 }
 
 void mt__moe_gather_par(const mt_op_env *env, float *out, const float *in, const int32_t *idx,

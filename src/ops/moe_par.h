@@ -46,10 +46,9 @@ void mt__moe_dispatch_bwd_par(const mt_op_env *env, float *dx, const float *dxs,
 /* mt_moe_combine_fwd, by tokens. */
 void mt__moe_combine_par(const mt_op_env *env, float *out, const float *y, const float *gates,
                          const int32_t *pos, int64_t T, int64_t k, int64_t D, bool acc);
-/* mt_moe_combine_bwd: without acc, dy's rows no pair names zeroed (order
- * (N) -1, mt_moe_sort's or a capacity layout's), by rows; then each
- * token's rows and gates by tokens (mt_moe_combine_bwd_rows: pos names
- * each row once at most). */
+/* The combine's backward: mt_moe_combine_bwd_dy by rows of dy (N, order's),
+ * mt_moe_combine_bwd_dgates by tokens (T, pos'); either output may be
+ * NULL. */
 void mt__moe_combine_bwd_par(const mt_op_env *env, float *dy, float *dgates, const float *dout,
                              const float *y, const float *gates, const int32_t *pos,
                              const int32_t *order, int64_t T, int64_t k, int64_t N, int64_t D,
