@@ -24,33 +24,9 @@
 
 /* ---- softmax over the columns of a transposed tile ----------------------- */
 
-#if V_W > 1
-/* exp inlined into the column loop (SLEEF's is a call, which the loop's
- * live vectors are spilled around): Cody and Waite's reduction x = n·ln2 +
- * r, |r| <= ln2/2, in two parts of ln2, then Cephes's degree-7 expf
- * polynomial (1 + r + r²·P(r)) scaled by 2^n: within 3 ulps of exp in
- * float's normal range. Below -87.3365 (exp under the smallest normal
- * float) it gives 0, -inf included; from 88.3763 on inf (n = 128; exp's own
- * overflow is at 88.7228); a NaN passes. */
-static inline vf tile_exp(vf x) {
-    const vf lo = V_SET1(-87.33654f), hi = V_SET1(88.72284f);
-    const vf xc = V_SEL_GT(lo, x, lo, V_SEL_GT(x, hi, hi, x));   /* a NaN passes both */
-    const vf n = V_ROUND(V_MUL(xc, V_SET1(1.44269504088896341f)));
-    vf r = V_FMA(n, V_SET1(-0.693359375f), xc);
-    r = V_FMA(n, V_SET1(2.12194440e-4f), r);
-    vf y = V_SET1(1.9875691500e-4f);
-    y = V_FMA(y, r, V_SET1(1.3981999507e-3f));
-    y = V_FMA(y, r, V_SET1(8.3334519073e-3f));
-    y = V_FMA(y, r, V_SET1(4.1665795894e-2f));
-    y = V_FMA(y, r, V_SET1(1.6666665459e-1f));
-    y = V_FMA(y, r, V_SET1(5.0000001201e-1f));
-    y = V_ADD(V_FMA(y, V_MUL(r, r), r), V_SET1(1.0f));
-    return V_SEL_GT(lo, x, V_SET1(0.0f), V_MUL(y, V_POW2I(n)));
-}
-#define TILE_EXP(x) tile_exp(x)
-#else
-#define TILE_EXP(x) V_EXP(x)
-#endif
+/* exp in the column loops: vec_body.h's EXP3, inlined (SLEEF's is a call,
+ * which the loop's live vectors are spilled around) */
+#define TILE_EXP(x) EXP3(x)
 
 /* mx[i] = max(mx[i], max_r a[r·ld + i]) for i < m, r < n (NaN skipped) */
 static void k_cols_max(float *restrict mx, const float *restrict a, int64_t ld, int64_t n,
