@@ -294,6 +294,19 @@ MT_TEST(swiglu_against_float64) {
                                a[i]);
                 MT_CHECK_CLOSE(db[i], s * g[i], 2e-6, "%s swiglu db n=%d a=%g", L, n, a[i]);
             }
+            /* the fused backward: the two kernels' bits, each acc on and off */
+            float fa[MAXN], fb[MAXN];
+            for (int acc = 0; acc < 4; acc++) {
+                memcpy(fa, da, sizeof fa), memcpy(fb, db, sizeof fb);
+                v->swiglu_bwd(fa, fb, a, b, g, n, acc & 1, acc >> 1);
+                float wa[MAXN], wb[MAXN];
+                memcpy(wa, da, sizeof wa), memcpy(wb, db, sizeof wb);
+                v->swiglu_bwd_a(wa, a, b, g, n, acc & 1);
+                v->swiglu_bwd_b(wb, a, g, n, acc >> 1);
+                MT_CHECK(!memcmp(fa, wa, (size_t)n * sizeof *fa) &&
+                         !memcmp(fb, wb, (size_t)n * sizeof *fb),
+                         "%s swiglu_bwd n=%d acc %d: not the bits of bwd_a and bwd_b", L, n, acc);
+            }
             v->swiglu_bwd_a(da, a, b, g, n, true);   /* += : twice */
             v->swiglu_bwd_b(db, a, g, n, true);
             for (int i = 0; i < n; i++) {

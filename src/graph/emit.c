@@ -67,11 +67,10 @@ static void append(mt_graph *g, const mt_node *node) {
     (*order)[(*n)++] = idx;
 }
 
-/* Whether a gradient flows to t. */
-static bool takes_grad(const mt_tensor *t) { return t->needs_grad && t->dtype == MT_F32; }
+bool mt__takes_grad(const mt_tensor *t) { return t->needs_grad && t->dtype == MT_F32; }
 
 void mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call) {
-    if (!takes_grad(wrt)) return;
+    if (!mt__takes_grad(wrt)) return;
     mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
     node.call.out = contribute(g, wrt, &node.call.acc, &node.param_first, MT_FIRST_OUT);
     node.kept_out = mt__storage_root(wrt)->grad_kept;
@@ -79,7 +78,7 @@ void mt__emit_grad(mt_graph *g, mt_tensor *wrt, const mt_op_call *call) {
 }
 
 void mt__emit_grad2(mt_graph *g, mt_tensor *wrt, mt_tensor *wrt2, const mt_op_call *call) {
-    if (!takes_grad(wrt)) return;
+    if (!mt__takes_grad(wrt)) return;
     mt_node node = {.call = *call, .phase = wrt->data_dep ? MT_PHASE_B : MT_PHASE_W};
     /* out2's gradient tensor is made first, as layernorm's rule always made
      * db's before dw's: creation order sets tensor ids, hence default names

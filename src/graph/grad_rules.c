@@ -144,8 +144,17 @@ void mt__grad_rmsnorm(mt_graph *g, const mt_op_call *f) {
     mt__emit_grad(g, w, &dw);
 }
 
+/* da and db from one pass (SWIGLU_BWD, σ(a) once) where both take
+ * gradients in one phase, as the experts' and the LLaMA's SwiGLU do; else
+ * each its own (the same bits). */
 void mt__grad_swiglu(mt_graph *g, const mt_op_call *f) {
     mt_tensor *a = f->in[0], *b = f->in[1], *dout = f->out->grad;
+    if (mt__takes_grad(a) && mt__takes_grad(b) && a->data_dep == b->data_dep &&
+        mt__storage_root(a)->grad_kept == mt__storage_root(b)->grad_kept) {
+        mt_op_call both = bcall(MT_OP_SWIGLU_BWD, 3, a, b, dout, 0, 0);
+        mt__emit_grad2(g, a, b, &both);
+        return;
+    }
     mt_op_call da = bcall(MT_OP_SWIGLU_BWD_A, 3, a, b, dout, 0, 0);
     mt__emit_grad(g, a, &da);
     mt_op_call db = bcall(MT_OP_SWIGLU_BWD_B, 2, a, dout, 0, 0, 0);

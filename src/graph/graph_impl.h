@@ -323,6 +323,8 @@ bool       mt__vma_operands(mt_graph *g, mt_op_call *c, const char *op, mt_axes 
 /* The gradient tensor of t, made on first request (a view's gradient is a
  * view of its root's gradient). */
 mt_tensor *mt__grad_of(mt_graph *g, mt_tensor *t);
+/* Whether a gradient flows to t (it needs one and is f32). */
+bool       mt__takes_grad(const mt_tensor *t);
 /* Emits a backward node running `call` (op, inputs, parameters) that
  * contributes to the gradient of `wrt`: fills in out = grad(wrt), acc (the
  * first contribution to an activation gradient writes; the rest, and every

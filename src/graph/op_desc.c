@@ -93,6 +93,7 @@ GDESC(rms_bwd_input) = BACKWARD;
 GDESC(rms_bwd_params) = BACKWARD;
 GDESC(swiglu_bwd_a) = BACKWARD;
 GDESC(swiglu_bwd_b) = BACKWARD;
+GDESC(swiglu_bwd) = BACKWARD;
 GDESC(gqa_bwd_qk) = BACKWARD;
 GDESC(gqa_bwd_v) = BACKWARD;
 

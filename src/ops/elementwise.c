@@ -159,6 +159,12 @@ void mt_kernel_swiglu_bwd_b(float *restrict db, const float *restrict a,
     mt__vec()->swiglu_bwd_b(db, a, dout, n, acc);
 }
 
+void mt_kernel_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict a,
+                          const float *restrict b, const float *restrict dout, int64_t n,
+                          bool acc_a, bool acc_b) {
+    mt__vec()->swiglu_bwd(da, db, a, b, dout, n, acc_a, acc_b);
+}
+
 /* ---- transpose ------------------------------------------------------------- */
 
 /* out (batch,Cc,R) (+)= in (batch,R,Cc) with the last two dims swapped. Done in

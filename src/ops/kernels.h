@@ -64,6 +64,10 @@ void mt_kernel_swiglu_fwd(float *out, const float *a, const float *b, int64_t n)
 void mt_kernel_swiglu_bwd_a(float *da, const float *a, const float *b, const float *dout,
                             int64_t n, bool acc);
 void mt_kernel_swiglu_bwd_b(float *db, const float *a, const float *dout, int64_t n, bool acc);
+/* Both at once (one pass, σ once): da (+= with acc_a) and db (+= with
+ * acc_b), bit for bit the two above. */
+void mt_kernel_swiglu_bwd(float *da, float *db, const float *a, const float *b, const float *dout,
+                          int64_t n, bool acc_a, bool acc_b);
 
 /* out (batch,Cc,R) = in (batch,R,Cc) with the last two dims swapped; (+)= if acc. */
 void mt_kernel_transpose(float *out, const float *in, int64_t batch, int64_t R, int64_t Cc, bool acc);

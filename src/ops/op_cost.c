@@ -66,10 +66,12 @@ void mt__cost_rms_bwd(const mt_op_call *c, double *fl, double *by) {
     *fl = c->op == MT_OP_RMS_BWD_INPUT ? 7 * e : 3 * e;
     *by = 12 * e;
 }
-/* exp, a division and a few products */
+/* exp, a division and a few products; the fused backward (SWIGLU_BWD) is
+ * BWD_A's with db's two products, reading a, b, dout and writing da, db */
 void mt__cost_swiglu(const mt_op_call *c, double *fl, double *by) {
-    cost_elementwise(c, c->op == MT_OP_SWIGLU_BWD_A ? 20 : 15, c->op == MT_OP_SWIGLU_BWD_A ? 16 : 12,
-                     fl, by);
+    if (c->op == MT_OP_SWIGLU_BWD) cost_elementwise(c, 22, 20, fl, by);
+    else if (c->op == MT_OP_SWIGLU_BWD_A) cost_elementwise(c, 20, 16, fl, by);
+    else cost_elementwise(c, 15, 12, fl, by);
 }
 /* Causal (query, key) pairs of one head of one sequence in a call of T
  * query rows against Tk keys. Whole (Tk == T, one device or Ulysses' whole

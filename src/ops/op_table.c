@@ -106,7 +106,8 @@ static void run_rmsnorm(const mt_op_env *env, const mt_op_call *c) {
     mt_op_par ctx;
     mt__op_par_run(env, c, &ctx, c->p.rmsnorm.rows, c->p.rmsnorm.C, range_rmsnorm);
 }
-/* SWIGLU, SWIGLU_BWD_A, SWIGLU_BWD_B: elementwise over out's elements. */
+/* SWIGLU, SWIGLU_BWD_A, SWIGLU_BWD_B, SWIGLU_BWD: elementwise over out's
+ * elements. */
 static void range_swiglu(void *arg, int64_t e0, int64_t e1, int w) {
     const mt_op_call *c = ((mt_op_par *)arg)->c;
     float *out = F32(c->out) + e0;
@@ -114,6 +115,9 @@ static void range_swiglu(void *arg, int64_t e0, int64_t e1, int w) {
     if (c->op == MT_OP_SWIGLU) mt_kernel_swiglu_fwd(out, a, b, e1 - e0);
     else if (c->op == MT_OP_SWIGLU_BWD_A)
         mt_kernel_swiglu_bwd_a(out, a, b, F32(c->in[2]) + e0, e1 - e0, c->acc);
+    else if (c->op == MT_OP_SWIGLU_BWD)
+        mt_kernel_swiglu_bwd(out, F32(c->out2) + e0, a, b, F32(c->in[2]) + e0, e1 - e0, c->acc,
+                             c->acc2);
     else mt_kernel_swiglu_bwd_b(out, a, b, e1 - e0, c->acc);   /* b is dout here */
 }
 static void run_swiglu(const mt_op_env *env, const mt_op_call *c) {
@@ -520,6 +524,7 @@ DEF(rms_bwd_input, 4, 4, VECTOR, mt__cost_rms_bwd, run_rms_bwd_input);
 DEF(rms_bwd_params, 3, 3, VECTOR, mt__cost_rms_bwd, run_rms_bwd_params);
 DEF(swiglu_bwd_a, 3, 3, VECTOR, mt__cost_swiglu, run_swiglu);
 DEF(swiglu_bwd_b, 2, 2, VECTOR, mt__cost_swiglu, run_swiglu);
+DEF(swiglu_bwd, 3, 3, VECTOR, mt__cost_swiglu, run_swiglu);
 DEF(gqa_bwd_qk, 6, 7, ATTENTION, mt__cost_gqa,
     run_attention_bwd, .scratch = scratch_attention);
 DEF(gqa_bwd_v, 4, 5, ATTENTION, mt__cost_gqa,

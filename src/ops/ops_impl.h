@@ -103,6 +103,7 @@
     X(ROPE_BWD, rope_bwd)      /* out (+)= dx, dout (in0) rotated back; p.rope */                  \
     X(SWIGLU_BWD_A, swiglu_bwd_a) /* out (+)= da; in: a b dout */                                  \
     X(SWIGLU_BWD_B, swiglu_bwd_b) /* out (+)= db; in: a dout */                                    \
+    X(SWIGLU_BWD, swiglu_bwd)  /* out (+)= da, out2 (+)= db; in: a b dout (both take grads) */   \
     X(GQA_BWD_QK, gqa_bwd_qk)  /* out (+)= dq, out2 (+)= dk; in: dout q k v out lse; p.gqa */      \
     X(GQA_BWD_V, gqa_bwd_v)    /* out (+)= dv; in: dout q k lse; p.gqa */                          \
     X(RING_ATTENTION_BWD, ring_attention_bwd) /* p.ring; in: dout qkv out lse -> out dqkv, or */   \

@@ -93,6 +93,10 @@ typedef struct mt_vec_ops {
                           int64_t n, bool acc);
     /* db (n) (+)= dout · silu(a) */
     void  (*swiglu_bwd_b)(float *db, const float *a, const float *dout, int64_t n, bool acc);
+    /* both at once, σ(a) once: da (+, acc_a) and db (+, acc_b) as the two
+     * above, bit for bit */
+    void  (*swiglu_bwd)(float *da, float *db, const float *a, const float *b, const float *dout,
+                        int64_t n, bool acc_a, bool acc_b);
 
     /* ---- layernorm rows (ops/kernels.h states the maths) ---------------- */
     void  (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *x, const float *w,

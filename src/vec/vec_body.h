@@ -285,6 +285,21 @@ static void k_swiglu_bwd_b(float *restrict db, const float *restrict a,
 #undef B_
 }
 
+/* k_swiglu_bwd_a and k_swiglu_bwd_b in one pass: σ(a) once, a, b and dout
+ * read once; each output the same expression as theirs, so the same bits. */
+static void k_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict a,
+                         const float *restrict b, const float *restrict dout, int64_t n,
+                         bool acc_a, bool acc_b) {
+    const vf one = V_SET1(1.0f);
+#define B_(i, r) { vf ai = V_LD(a, i, r, 0.0f), s = sigmoid(ai), d = V_LD(dout, i, r, 0.0f); \
+                   st_acc(da, i, r, V_MUL(V_MUL(d, V_LD(b, i, r, 0.0f)),                     \
+                                          V_MUL(s, V_ADD(one, V_MUL(ai, V_SUB(one, s))))),  \
+                          acc_a);                                                           \
+                   st_acc(db, i, r, V_MUL(d, V_MUL(ai, s)), acc_b); }
+    V_EACH(n, B_);
+#undef B_
+}
+
 /* ======================================================================== */
 /* Layernorm                                                                 */
 /* ======================================================================== */
@@ -520,6 +535,7 @@ const mt_vec_ops V_TABLE = {
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd_a = k_swiglu_bwd_a,
     .swiglu_bwd_b = k_swiglu_bwd_b,
+    .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,
     .layernorm_bwd_input = k_layernorm_bwd_input,
     .layernorm_bwd_params = k_layernorm_bwd_params,
