@@ -131,12 +131,13 @@ void mt_moe_combine_bwd_dy(float *dy, const float *dout, const float *gates,
                            const int32_t *order, int64_t N, int64_t k, int64_t D, bool acc) {
     for (int64_t r = 0; r < N; r++) {
         float *restrict row = dy + r * D;
-        const int64_t p = order[r];
+        const int32_t p = order[r];
         if (p < 0) {   /* no pair: the grouped product's weight gradient reads a zero row */
             if (!acc) memset(row, 0, (size_t)D * sizeof *row);
             continue;
         }
-        const float g = gates[p], *restrict o = dout + (p / k) * D;
+        /* the pair's token p / k in 32 bits (pairs are int32): a quicker division */
+        const float g = gates[p], *restrict o = dout + (int64_t)(p / (int32_t)k) * D;
         if (acc) MT_VEC_FOR(d, D, row[d] += g * o[d]);
         else MT_VEC_FOR(d, D, row[d] = g * o[d]);
     }

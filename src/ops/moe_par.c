@@ -12,10 +12,9 @@
 #include "ops/moe_par.h"
 #include "ops/op_par.h"
 
-#include <string.h>
 
 typedef enum { PAR_GEMM, PAR_ROUTE, PAR_GATES, PAR_GATES_BWD, PAR_DISPATCH, PAR_DISPATCH_BWD,
-               PAR_COMBINE, PAR_COMBINE_DY, PAR_COMBINE_DG, PAR_ZERO, PAR_GATHER, PAR_SCATTER, PAR_Z,
+               PAR_COMBINE, PAR_COMBINE_DY, PAR_COMBINE_DG, PAR_GATHER, PAR_SCATTER, PAR_Z,
                PAR_ADD } par_kind;
 
 /* One split run: mt__op_par_run's context first (the range function gets
@@ -73,7 +72,6 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
         mt_moe_combine_bwd_dgates(j->out + i0 * k, j->a + i0 * D, j->b, j->idx + i0 * k, n, k, D,
                                   j->acc);
         break;
-    case PAR_ZERO: memset(j->out + i0 * D, 0, (size_t)(n * D) * sizeof *j->out); break;
     case PAR_GATHER: mt_moe_gather_rows(j->out + i0 * D, j->a, j->idx + i0, n, D); break;
     case PAR_SCATTER:
         mt_moe_scatter_rows(j->out, j->a + i0 * D, j->idx + i0, n, D, j->acc);

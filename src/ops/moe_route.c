@@ -122,7 +122,6 @@ static void exps(float *e, const float *u, const float *mx, double *sum, int64_t
     EACH_SEGMENT(f0, n, E, for (int64_t j = 0; j < len; j++) e[i + j] = u[f0 + i + j] - mx[r]);
     mt__vec()->exp_sum(e, n, 0.0f);
     if (sum) EACH_SEGMENT(f0, n, E, for (int64_t j = 0; j < len; j++) sum[r] += e[i + j]);
-    (void)0;
 }
 
 void mt_moe_softmax_rows(const float *u, int64_t T, int64_t E, float *s, double zf, double *lse,

@@ -10,8 +10,10 @@
  * one binary holds every level of its architecture and runs the one
  * mt_get_cpu_isa() names (the CPU's best, capped by MT_CPU_ISA). exp comes
  * from SLEEF (the vector math library PyTorch uses), at 1 ulp, one SLEEF
- * function per level (GELU's tanh is built on it); the auto-vectoriser is
- * not trusted with a loop that calls it.
+ * function per level (GELU's tanh is built on it), except in SwiGLU's
+ * sigmoid and flash attention's tile columns, which inline a 3-ulp exp of
+ * their own (vec_body.h's exp3; SLEEF's at generic); the auto-vectoriser
+ * is not trusted with a loop that calls it.
  *
  * Every element of an elementwise kernel goes through the same vector code,
  * the last partial vector included (it is padded through a small buffer),

@@ -224,9 +224,9 @@ static void k_gelu_bwd(float *restrict dx, const float *restrict x, const float 
  * around, and at 1 ulp it was most of SwiGLU's time. Cody and Waite's
  * reduction x = n·ln2 + r, |r| <= ln2/2, in two parts of ln2, then
  * Cephes's degree-7 expf polynomial (1 + r + r²·P(r)) scaled by 2^n:
- * within 3 ulps of exp in float's normal range. Below -87.3365 (exp under the smallest normal
- * float) it gives 0, -inf included; from 88.3763 on inf (n = 128; exp's own
- * overflow is at 88.7228); a NaN passes. */
+ * within 3 ulps of exp in float's normal range. Below -87.3365 (exp under
+ * the smallest normal float) it gives 0, -inf included; from 88.3763 on
+ * inf (n = 128; exp's own overflow is at 88.7228); a NaN passes. */
 static inline vf exp3(vf x) {
     const vf lo = V_SET1(-87.33654f), hi = V_SET1(88.72284f);
     const vf xc = V_SEL_GT(lo, x, lo, V_SEL_GT(x, hi, hi, x));   /* a NaN passes both */
@@ -263,16 +263,17 @@ static void k_swiglu_fwd(float *restrict out, const float *restrict a, const flo
 #undef B_
 }
 
-/* silu'(a) = σ(a)·(1 + a·(1 - σ(a))) */
-static inline vf silu_grad(vf a) {
-    const vf one = V_SET1(1.0f), s = sigmoid(a);
+/* silu'(a) = σ(a)·(1 + a·(1 - σ(a))), s = σ(a) */
+static inline vf silu_grad(vf a, vf s) {
+    const vf one = V_SET1(1.0f);
     return V_MUL(s, V_ADD(one, V_MUL(a, V_SUB(one, s))));
 }
 
 static void k_swiglu_bwd_a(float *restrict da, const float *restrict a, const float *restrict b,
                            const float *restrict dout, int64_t n, bool acc) {
-#define B_(i, r) st_acc(da, i, r, V_MUL(V_MUL(V_LD(dout, i, r, 0.0f), V_LD(b, i, r, 0.0f)),   \
-                                        silu_grad(V_LD(a, i, r, 0.0f))), acc)
+#define B_(i, r) { vf ai = V_LD(a, i, r, 0.0f);                                             \
+                   st_acc(da, i, r, V_MUL(V_MUL(V_LD(dout, i, r, 0.0f), V_LD(b, i, r, 0.0f)), \
+                                          silu_grad(ai, sigmoid(ai))), acc); }
     V_EACH(n, B_);
 #undef B_
 }
@@ -290,10 +291,8 @@ static void k_swiglu_bwd_b(float *restrict db, const float *restrict a,
 static void k_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict a,
                          const float *restrict b, const float *restrict dout, int64_t n,
                          bool acc_a, bool acc_b) {
-    const vf one = V_SET1(1.0f);
 #define B_(i, r) { vf ai = V_LD(a, i, r, 0.0f), s = sigmoid(ai), d = V_LD(dout, i, r, 0.0f); \
-                   st_acc(da, i, r, V_MUL(V_MUL(d, V_LD(b, i, r, 0.0f)),                     \
-                                          V_MUL(s, V_ADD(one, V_MUL(ai, V_SUB(one, s))))),  \
+                   st_acc(da, i, r, V_MUL(V_MUL(d, V_LD(b, i, r, 0.0f)), silu_grad(ai, s)),  \
                           acc_a);                                                           \
                    st_acc(db, i, r, V_MUL(d, V_MUL(ai, s)), acc_b); }
     V_EACH(n, B_);

@@ -168,15 +168,16 @@ static void k_gemm_tile(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
         const int64_t kn = K - k0 < kc ? K - k0 : kc;
         const float *Ak = ta ? A + k0 * lda : A + k0, *Bk = B + k0 * ldb;
         const float bk = k0 ? 1.0f : beta;
+        /* op(A) = Aᵀ (a weight gradient): the next chunk's rows of A and
+         * B, kx of them, asked for a share a block of rows (ahead of the
+         * blocks of this chunk, which read them at their own stride) */
+        const int64_t kx = ta && k0 + kc < K ? (K - k0 - kc < kc ? K - k0 - kc : kc) : 0;
+        const int64_t blocks = M > TILE_MR ? (M + TILE_MR - 1) / TILE_MR : 1;
+        const int64_t share = (kx + blocks - 1) / blocks;
+        int64_t next = 0;   /* the next chunk's rows asked for so far */
         /* blocks of 6 rows; 7 to 11 left go as two blocks of about half
          * (64 = 9·6 + 5 + 5): a block of 4 or fewer rows has too few
          * accumulators to hide the FMA's latency */
-        /* op(A) = Aᵀ (a weight gradient): the next chunk's rows of A and
-         * B, kx of them, asked for a share a block (ahead of the blocks of
-         * this chunk, which read them at their own stride) */
-        const int64_t kx = ta && k0 + kc < K ? (K - k0 - kc < kc ? K - k0 - kc : kc) : 0;
-        const int64_t share = (kx + (M + TILE_MR - 1) / TILE_MR - 1) / ((M + TILE_MR - 1) / TILE_MR);
-        int64_t next = 0;   /* the next chunk's rows asked for so far */
         for (int64_t i = 0, take; i < M; i += take) {
             const int64_t left = M - i;
             take = left >= 2 * TILE_MR || left <= TILE_MR ? (left < TILE_MR ? left : TILE_MR)
