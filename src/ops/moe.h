@@ -81,7 +81,9 @@ mt_status mt_moe_route_check(const mt_moe_route_params *p);
  *                group-limited routing first masks the groups not kept
  *                (group ties: the lower group);
  *   gates (T,k)  from the unbiased scores: the bias only chooses.
- *                route_scale · s_id (/ Σ_selected s when renorm).
+ *                route_scale · s_id (/ Σ_selected s when renorm);
+ *                NULL: not wanted (the graph's route op, whose gates
+ *                moe_gates makes from the ids).
  * Rows are independent. */
 void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const float *bias,
                       float *scores, int32_t *ids, float *gates);
@@ -89,12 +91,9 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
 /* scores (T,E) and gates (T,k) for given ids (T,k) (mt_moe_route_fwd's
  * selection, or any other): the forward's scores and gates of those experts,
  * so a graph op that takes the ids as an operand computes its gates from
- * them (ops/moe_ops.c). */
-void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
-                      float *scores, float *gates);
-/* mt_moe_gates_fwd with the router z-loss's rows from the same exps (a
- * softmax router only; a sigmoid one's z-loss reads the logits apart,
- * mt_moe_z_loss_rows): lse (T doubles, NULL: not wanted) each row's
+ * them (ops/moe_ops.c). With them, the router z-loss's rows from the same
+ * exps (a softmax router only; a sigmoid one's z-loss reads the logits
+ * apart, mt_moe_z_loss_rows): lse (T doubles, NULL: not wanted) each row's
  * log-sum-exp, and zg (T,E) (NULL: not wanted) = each row's z-loss
  * gradient zf · lse · softmax, zf = 2β/T of mt_moe_z_loss_rows; both its
  * values bit for bit (added to dlogits afterwards, zg gives its dlogits). */

@@ -58,8 +58,8 @@ static int64_t last(const mt_tensor *t) { return t->shape[t->ndim - 1]; }
 /* ---- the router ----------------------------------------------------------- */
 
 /* ids (rows,k) of logits (rows,E), chosen by the scores + the bias (E)
- * where the call has one; the scores and gates the kernel makes beside them
- * go to scratch (moe_gates makes them again from the ids). */
+ * where the call has one; the scores the kernel makes beside them go to
+ * scratch, and no gates (moe_gates makes scores and gates from the ids). */
 static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
     const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
     const mt_moe_route_params r = route_of(c, T);
@@ -67,14 +67,14 @@ static void run_moe_route(const mt_op_env *env, const mt_op_call *c) {
                       (int32_t *)c->out->data);
 }
 static size_t scratch_route(const mt_op_call *c) {
-    const int64_t N = pairs(c, -1), T = N / c->p.moe.k;
-    return (size_t)(T * c->p.moe.E + N);
+    return (size_t)(pairs(c, -1) / c->p.moe.k * c->p.moe.E);
 }
 
 /* gates (rows,k) of the given ids; the scores saved in aux[0]. */
 static void run_moe_gates(const mt_op_env *env, const mt_op_call *c) {
     const mt_moe_route_params r = route_of(c, pairs(c, 1) / c->p.moe.k);
-    mt__moe_gates_par(env, &r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out));
+    mt__moe_gates_z_par(env, &r, CF(c->in[0]), I(c->in[1]), F(c->aux[0]), F(c->out), 0.0, NULL,
+                        NULL);
 }
 
 /* dlogits (+)= the gates' gradient through the scores, the ids held. */

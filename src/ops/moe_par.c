@@ -11,7 +11,7 @@
  */
 #include "ops/moe_par.h"
 #include "ops/op_par.h"
-
+#include "ops/kernels.h"
 
 typedef enum { PAR_GEMM, PAR_ROUTE, PAR_GATES, PAR_GATES_BWD, PAR_DISPATCH, PAR_DISPATCH_BWD,
                PAR_COMBINE, PAR_COMBINE_DY, PAR_COMBINE_DG, PAR_GATHER, PAR_SCATTER, PAR_Z,
@@ -44,9 +44,8 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
     r.T = n;
     switch (j->kind) {
     case PAR_GEMM: mt_moe_gemm_run(j->g, i0, i1); break;
-    case PAR_ROUTE:   /* scores (T,E) and gates (T,k) into the scratch j->out */
-        mt_moe_route_fwd(&r, j->a + i0 * E, j->b, j->out + i0 * E, j->ids_out + i0 * k,
-                         j->out + j->N * E + i0 * k);
+    case PAR_ROUTE:   /* the scores (T,E) into the scratch j->out; no gates */
+        mt_moe_route_fwd(&r, j->a + i0 * E, j->b, j->out + i0 * E, j->ids_out + i0 * k, NULL);
         break;
     case PAR_GATES:
         mt_moe_gates_z_fwd(&r, j->a + i0 * E, j->idx + i0 * k, j->out2 + i0 * E, j->out + i0 * k,
@@ -77,8 +76,8 @@ static void range(void *arg, int64_t i0, int64_t i1, int worker) {
         mt_moe_scatter_rows(j->out, j->a + i0 * D, j->idx + i0, n, D, j->acc);
         break;
     case PAR_Z: mt_moe_z_loss_rows(j->a, i0, i1, j->N, D, j->beta, j->lse, j->out, j->acc); break;
-    case PAR_ADD:
-        for (int64_t i = i0 * D; i < i1 * D; i++) j->out[i] += j->a[i];
+    case PAR_ADD:   /* 1·a is exact: out + a */
+        mt_kernel_scale(j->out + i0 * D, j->a + i0 * D, 1.0f, n * D, true);
         break;
     }
 }
@@ -96,13 +95,8 @@ void mt__moe_gemm_par(const mt_op_env *env, const mt_moe_gemm *g) {
 void mt__moe_route_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
                        const float *bias, float *scratch, int32_t *ids) {
     moe_job j = {.kind = PAR_ROUTE, .r = *p, .a = logits, .b = bias, .out = scratch,
-                 .ids_out = ids, .k = p->k, .N = p->T};
+                 .ids_out = ids, .k = p->k};
     run(env, &j, p->T, 8 * p->E);   /* a softmax and k passes over E a row */
-}
-
-void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
-                       const int32_t *ids, float *scores, float *gates) {
-    mt__moe_gates_z_par(env, p, logits, ids, scores, gates, 0.0, NULL, NULL);
 }
 
 void mt__moe_gates_z_par(const mt_op_env *env, const mt_moe_route_params *p,

@@ -14,14 +14,11 @@
 void mt__moe_gemm_par(const mt_op_env *env, const mt_moe_gemm *g);
 
 /* mt_moe_route_fwd of p->T rows of logits (T,E) with bias (E, or NULL):
- * ids (T,k), and the scores (T,E) and gates (T,k) it makes beside them in
- * scratch (T·E + T·k floats, scores first). */
+ * ids (T,k), and the scores (T,E) it makes beside them in scratch (T·E
+ * floats); no gates (moe_gates makes them from the ids). */
 void mt__moe_route_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
                        const float *bias, float *scratch, int32_t *ids);
-/* mt_moe_gates_fwd. */
-void mt__moe_gates_par(const mt_op_env *env, const mt_moe_route_params *p, const float *logits,
-                       const int32_t *ids, float *scores, float *gates);
-/* mt_moe_gates_z_fwd. */
+/* mt_moe_gates_z_fwd (zf 0, lse and zg NULL: the gates alone). */
 void mt__moe_gates_z_par(const mt_op_env *env, const mt_moe_route_params *p,
                          const float *logits, const int32_t *ids, float *scores, float *gates,
                          double zf, double *lse, float *zg);

@@ -237,13 +237,8 @@ void mt_moe_route_fwd(const mt_moe_route_params *p, const float *logits, const f
     for (int64_t t = 0; t < p->T; t++) {
         const float *s = scores + t * E;
         row_top_k(s, bias, E, k, n, kept_groups(p, s, bias), ids + t * k);
-        row_gates(p, s, ids + t * k, gates + t * k);
+        if (gates) row_gates(p, s, ids + t * k, gates + t * k);
     }
-}
-
-void mt_moe_gates_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
-                      float *scores, float *gates) {
-    mt_moe_gates_z_fwd(p, logits, ids, scores, gates, 0.0, NULL, NULL);
 }
 
 void mt_moe_gates_z_fwd(const mt_moe_route_params *p, const float *logits, const int32_t *ids,
